@@ -1,0 +1,12 @@
+complete -c klog-consume -s t -l topic -d 'Topic to read' -r
+complete -c klog-consume -s p -l partition -d 'Partitions to read (default: all)' -r
+complete -c klog-consume -s o -l offset -d 'Where to start: beginning, end, N, -N (N before the end), @TIMESTAMP (ms since the epoch, or RFC 3339)' -r
+complete -c klog-consume -s c -l count -d 'Stop after N records' -r
+complete -c klog-consume -s f -l format -d 'Output format: %s value, %k key, %S value length, %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN' -r
+complete -c klog-consume -l data-dir -d 'Embedded mode: read the logs in this data directory directly, with no broker (no lock is taken)' -r -F
+complete -c klog-consume -s e -l exit -d 'Exit when every partition reaches the end offset it had at start'
+complete -c klog-consume -s J -l json -d 'One JSON envelope per line: topic, partition, offset, ts, headers, key, payload'
+complete -c klog-consume -s u -l unbuffered -d 'Flush stdout after every record'
+complete -c klog-consume -s q -l quiet -d 'Only print errors'
+complete -c klog-consume -s h -l help -d 'Print help'
+complete -c klog-consume -s V -l version -d 'Print version'

@@ -1,0 +1,54 @@
+#compdef klog-consume
+
+autoload -U is-at-least
+
+_klog-consume() {
+    typeset -A opt_args
+    typeset -a _arguments_options
+    local ret=1
+
+    if is-at-least 5.2; then
+        _arguments_options=(-s -S -C)
+    else
+        _arguments_options=(-s -C)
+    fi
+
+    local context curcontext="$curcontext" state line
+    _arguments "${_arguments_options[@]}" : \
+'-t+[Topic to read]:TOPIC:_default' \
+'--topic=[Topic to read]:TOPIC:_default' \
+'*-p+[Partitions to read (default\: all)]:N[,N..]:_default' \
+'*--partition=[Partitions to read (default\: all)]:N[,N..]:_default' \
+'-o+[Where to start\: beginning, end, N, -N (N before the end), @TIMESTAMP (ms since the epoch, or RFC 3339)]:SPEC:_default' \
+'--offset=[Where to start\: beginning, end, N, -N (N before the end), @TIMESTAMP (ms since the epoch, or RFC 3339)]:SPEC:_default' \
+'-c+[Stop after N records]:N:_default' \
+'--count=[Stop after N records]:N:_default' \
+'(-J --json)-f+[Output format\: %s value, %k key, %S value length, %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN]:FORMAT:_default' \
+'(-J --json)--format=[Output format\: %s value, %k key, %S value length, %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN]:FORMAT:_default' \
+'--data-dir=[Embedded mode\: read the logs in this data directory directly, with no broker (no lock is taken)]:DIR:_files' \
+'-e[Exit when every partition reaches the end offset it had at start]' \
+'--exit[Exit when every partition reaches the end offset it had at start]' \
+'-J[One JSON envelope per line\: topic, partition, offset, ts, headers, key, payload]' \
+'--json[One JSON envelope per line\: topic, partition, offset, ts, headers, key, payload]' \
+'-u[Flush stdout after every record]' \
+'--unbuffered[Flush stdout after every record]' \
+'-q[Only print errors]' \
+'--quiet[Only print errors]' \
+'-h[Print help]' \
+'--help[Print help]' \
+'-V[Print version]' \
+'--version[Print version]' \
+&& ret=0
+}
+
+(( $+functions[_klog-consume_commands] )) ||
+_klog-consume_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-consume commands' commands "$@"
+}
+
+if [ "$funcstack[1]" = "_klog-consume" ]; then
+    _klog-consume "$@"
+else
+    compdef _klog-consume klog-consume
+fi

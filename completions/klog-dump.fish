@@ -1,0 +1,7 @@
+complete -c klog-dump -l records -d 'One line per record instead of per batch'
+complete -c klog-dump -l print-data -d 'Print keys, values and headers too (implies --records)'
+complete -c klog-dump -l verify -d 'Check the indexes against the log and every CRC; print only problems and the summary'
+complete -c klog-dump -l json -d 'One JSON object per line'
+complete -c klog-dump -s q -l quiet -d 'Only print errors'
+complete -c klog-dump -s h -l help -d 'Print help'
+complete -c klog-dump -s V -l version -d 'Print version'

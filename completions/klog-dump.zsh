@@ -1,0 +1,42 @@
+#compdef klog-dump
+
+autoload -U is-at-least
+
+_klog-dump() {
+    typeset -A opt_args
+    typeset -a _arguments_options
+    local ret=1
+
+    if is-at-least 5.2; then
+        _arguments_options=(-s -S -C)
+    else
+        _arguments_options=(-s -C)
+    fi
+
+    local context curcontext="$curcontext" state line
+    _arguments "${_arguments_options[@]}" : \
+'--records[One line per record instead of per batch]' \
+'--print-data[Print keys, values and headers too (implies --records)]' \
+'--verify[Check the indexes against the log and every CRC; print only problems and the summary]' \
+'--json[One JSON object per line]' \
+'-q[Only print errors]' \
+'--quiet[Only print errors]' \
+'-h[Print help]' \
+'--help[Print help]' \
+'-V[Print version]' \
+'--version[Print version]' \
+'*::paths -- `.log`, `.index` or `.timeindex` files, partition directories or data directories:_files' \
+&& ret=0
+}
+
+(( $+functions[_klog-dump_commands] )) ||
+_klog-dump_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-dump commands' commands "$@"
+}
+
+if [ "$funcstack[1]" = "_klog-dump" ]; then
+    _klog-dump "$@"
+else
+    compdef _klog-dump klog-dump
+fi

@@ -1,0 +1,17 @@
+complete -c klog-produce -s t -l topic -d 'Topic to produce to (created on first use, with --partitions)' -r
+complete -c klog-produce -s p -l partition -d 'Fixed partition (default: hash of the key, round-robin without one)' -r
+complete -c klog-produce -s K -d 'Split each record at the first DELIM into key and value' -r
+complete -c klog-produce -s k -l key -d 'Fixed key for every record' -r
+complete -c klog-produce -s D -d 'Record delimiter (escapes: \\n \\t \\0 \\xNN)' -r
+complete -c klog-produce -s H -d 'Header added to every record (repeatable)' -r
+complete -c klog-produce -l batch -d 'Records per batch' -r
+complete -c klog-produce -l batch-bytes -d 'Bytes per batch' -r
+complete -c klog-produce -l linger -d 'How long a partial batch waits for more input before it is written' -r
+complete -c klog-produce -l partitions -d 'Partitions of a topic this command creates' -r
+complete -c klog-produce -l data-dir -d 'Embedded mode: append to the logs in this data directory directly, with no broker (takes each partition\'s writer lock)' -r -F
+complete -c klog-produce -l segment-bytes -d 'Embedded mode: segment size at which a log rolls' -r
+complete -c klog-produce -l max-record-bytes -d 'Largest record accepted' -r
+complete -c klog-produce -s J -l json -d 'Input records are the JSON envelopes that klog-consume -J prints'
+complete -c klog-produce -s q -l quiet -d 'Only print errors'
+complete -c klog-produce -s h -l help -d 'Print help'
+complete -c klog-produce -s V -l version -d 'Print version'

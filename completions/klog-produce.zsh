@@ -1,0 +1,56 @@
+#compdef klog-produce
+
+autoload -U is-at-least
+
+_klog-produce() {
+    typeset -A opt_args
+    typeset -a _arguments_options
+    local ret=1
+
+    if is-at-least 5.2; then
+        _arguments_options=(-s -S -C)
+    else
+        _arguments_options=(-s -C)
+    fi
+
+    local context curcontext="$curcontext" state line
+    _arguments "${_arguments_options[@]}" : \
+'-t+[Topic to produce to (created on first use, with --partitions)]:TOPIC:_default' \
+'--topic=[Topic to produce to (created on first use, with --partitions)]:TOPIC:_default' \
+'-p+[Fixed partition (default\: hash of the key, round-robin without one)]:PARTITION:_default' \
+'--partition=[Fixed partition (default\: hash of the key, round-robin without one)]:PARTITION:_default' \
+'(-k --key -J --json)-K+[Split each record at the first DELIM into key and value]:DELIM:_default' \
+'(-J --json)-k+[Fixed key for every record]:KEY:_default' \
+'(-J --json)--key=[Fixed key for every record]:KEY:_default' \
+'-D+[Record delimiter (escapes\: \\n \\t \\0 \\xNN)]:DELIM:_default' \
+'*-H+[Header added to every record (repeatable)]:NAME=VALUE:_default' \
+'--batch=[Records per batch]:N:_default' \
+'--batch-bytes=[Bytes per batch]:SIZE:_default' \
+'--linger=[How long a partial batch waits for more input before it is written]:DURATION:_default' \
+'--partitions=[Partitions of a topic this command creates]:N:_default' \
+'--data-dir=[Embedded mode\: append to the logs in this data directory directly, with no broker (takes each partition'\''s writer lock)]:DIR:_files' \
+'--segment-bytes=[Embedded mode\: segment size at which a log rolls]:SIZE:_default' \
+'--max-record-bytes=[Largest record accepted]:SIZE:_default' \
+'-J[Input records are the JSON envelopes that klog-consume -J prints]' \
+'--json[Input records are the JSON envelopes that klog-consume -J prints]' \
+'-q[Only print errors]' \
+'--quiet[Only print errors]' \
+'-h[Print help]' \
+'--help[Print help]' \
+'-V[Print version]' \
+'--version[Print version]' \
+'*::files -- Files to read instead of stdin ("-" is stdin):_files' \
+&& ret=0
+}
+
+(( $+functions[_klog-produce_commands] )) ||
+_klog-produce_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-produce commands' commands "$@"
+}
+
+if [ "$funcstack[1]" = "_klog-produce" ]; then
+    _klog-produce "$@"
+else
+    compdef _klog-produce klog-produce
+fi

@@ -1,0 +1,6 @@
+complete -c klog-recover -l full -d 'Scan every segment, not just those from the recovery point on'
+complete -c klog-recover -l dry-run -d 'Change nothing; report what would be done'
+complete -c klog-recover -l json -d 'One JSON object per segment'
+complete -c klog-recover -s q -l quiet -d 'Only print errors'
+complete -c klog-recover -s h -l help -d 'Print help'
+complete -c klog-recover -s V -l version -d 'Print version'

@@ -1,0 +1,74 @@
+//! `klog-dump`: segments, indexes and partitions in readable form, like
+//! `kafka-dump-log.sh`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+
+use crate::dump::{self, Dumper};
+
+/// Prints the batches (or records) of segment files, the entries of index
+/// files, or whole partition and data directories with a summary table.
+/// Exit 3 when a problem is found (CRC, length, offset sequence, index,
+/// trailing bytes).
+#[derive(Debug, Parser)]
+#[command(name = "klog-dump", version, about, long_about = None)]
+pub struct Args {
+    /// `.log`, `.index` or `.timeindex` files, partition directories or data
+    /// directories.
+    #[arg(value_name = "PATH", required = true)]
+    pub paths: Vec<PathBuf>,
+    /// One line per record instead of per batch.
+    #[arg(long = "records")]
+    pub records: bool,
+    /// Print keys, values and headers too (implies --records).
+    #[arg(long = "print-data")]
+    pub print_data: bool,
+    /// Check the indexes against the log and every CRC; print only problems
+    /// and the summary.
+    #[arg(long = "verify")]
+    pub verify: bool,
+    /// One JSON object per line.
+    #[arg(long = "json")]
+    pub json: bool,
+    /// Only print errors.
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+}
+
+/// Runs `klog-dump`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut dumper = Dumper::new(dump::Options {
+        records: args.records || args.print_data,
+        print_data: args.print_data,
+        verify: args.verify,
+        json: args.json,
+        quiet: args.quiet,
+    });
+    for path in &args.paths {
+        dump_path(&mut dumper, path).with_context(|| format!("cannot dump {}", path.display()))?;
+    }
+    dumper.finish()?;
+    Ok(ExitCode::from(if dumper.problems() > 0 {
+        super::EXIT_REPAIRED
+    } else {
+        0
+    }))
+}
+
+fn dump_path(dumper: &mut Dumper, path: &Path) -> anyhow::Result<()> {
+    let meta = std::fs::metadata(path)?;
+    if meta.is_dir() {
+        for dir in super::recover::partition_dirs(&[path.to_path_buf()])? {
+            dumper.partition(&dir)?;
+        }
+        return Ok(());
+    }
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("log") => dumper.segment_file(path),
+        Some("index") | Some("timeindex") => dumper.index_file(path),
+        _ => anyhow::bail!("not a .log, .index or .timeindex file, nor a directory"),
+    }
+}

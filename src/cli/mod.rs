@@ -1,0 +1,150 @@
+//! The command-line side: clap definitions of every binary (so that man
+//! pages and completions can be generated from them), the shared value
+//! parsers, and the ripgrep-style `main` wrapper that maps errors to exit
+//! codes.
+//!
+//! Exit codes: 0 ok; 1 runtime failure; 2 usage; 3 corruption found and
+//! repaired (or would be); 4 corruption found and left.
+
+use std::io::{self, IsTerminal};
+use std::process::ExitCode;
+
+pub mod consume;
+pub mod dump;
+pub mod human;
+pub mod produce;
+pub mod recover;
+
+/// Exit code: a runtime failure.
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit code: corruption found and repaired.
+pub const EXIT_REPAIRED: u8 = 3;
+/// Exit code: corruption found and left.
+pub const EXIT_CORRUPT: u8 = 4;
+
+/// Every binary's clap command, by name: the source of man/ and completions/.
+pub fn commands() -> Vec<clap::Command> {
+    use clap::CommandFactory;
+    vec![
+        produce::Args::command(),
+        consume::Args::command(),
+        dump::Args::command(),
+        recover::Args::command(),
+    ]
+}
+
+/// Runs a binary's body and turns its result into the process exit code:
+/// errors print as `error: ...` with one `caused by:` line per cause; a
+/// closed stdout (broken pipe) is a normal end, exit 0.
+pub fn main(run: impl FnOnce() -> anyhow::Result<ExitCode>) -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(err) => {
+            if err.chain().any(is_broken_pipe) {
+                return ExitCode::SUCCESS;
+            }
+            print_error(&err);
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<io::Error>()
+        .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+}
+
+/// Prints an error and its causes, and a hint where one helps.
+pub fn print_error(err: &anyhow::Error) {
+    let mut msg = format!("error: {err}\n");
+    for cause in err.chain().skip(1) {
+        msg.push_str(&format!("  caused by: {cause}\n"));
+    }
+    if let Some(hint) = hint(err) {
+        msg.push_str(&format!("  hint: {hint}\n"));
+    }
+    eprint!("{msg}");
+}
+
+fn hint(err: &anyhow::Error) -> Option<&'static str> {
+    for cause in err.chain() {
+        match cause.downcast_ref::<crate::Error>() {
+            Some(crate::Error::Locked { .. }) => {
+                return Some(
+                    "only one writer per partition: stop the other producer or broker, or read with klog-consume",
+                )
+            }
+            Some(crate::Error::UnknownTopic { .. }) => {
+                return Some("check the topic name and --data-dir; klog-produce creates topics")
+            }
+            Some(crate::Error::Corrupt { .. }) => return Some("klog-recover repairs a damaged log"),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Informational output (`% ...` on stderr), silenced by `-q`.
+#[derive(Debug, Clone, Copy)]
+pub struct Say {
+    /// Whether `-q` was given.
+    pub quiet: bool,
+}
+
+impl Say {
+    /// Prints `% <msg>` on stderr unless quiet.
+    pub fn info(&self, msg: impl std::fmt::Display) {
+        if !self.quiet {
+            eprintln!("% {msg}");
+        }
+    }
+}
+
+/// Whether progress bars may be drawn: stderr is a terminal.
+pub fn progress_allowed() -> bool {
+    io::stderr().is_terminal()
+}
+
+/// Blocks SIGINT and SIGTERM in every thread and handles them on a
+/// dedicated one, which sets [`crate::produce::STOP`] and calls
+/// `on_signal`. Loops check the flag and end cleanly (exit 0). Call before
+/// starting other threads.
+pub fn handle_signals(on_signal: impl Fn() + Send + 'static) -> anyhow::Result<()> {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    set.thread_block()?;
+    std::thread::Builder::new().name("signals".into()).spawn(move || {
+        if set.wait().is_ok() {
+            crate::produce::STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+            on_signal();
+        }
+    })?;
+    Ok(())
+}
+
+/// A clap value parser for sizes like `64KiB`.
+pub fn size_arg(s: &str) -> Result<u64, String> {
+    human::parse_size(s)
+}
+
+/// A clap value parser for durations like `500ms`, in ms.
+pub fn duration_arg(s: &str) -> Result<u64, String> {
+    human::parse_duration_ms(s)
+}
+
+/// Bytes given on the command line with escapes (a delimiter).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delimiter(pub Vec<u8>);
+
+/// A clap value parser for delimiters with escapes.
+pub fn delimiter_arg(s: &str) -> Result<Delimiter, String> {
+    human::parse_delimiter(s).map(Delimiter)
+}
+
+/// A clap value parser for a topic name.
+pub fn topic_arg(s: &str) -> Result<String, String> {
+    crate::store::validate_topic(s).map_err(|e| e.to_string())?;
+    Ok(s.to_string())
+}

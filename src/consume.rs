@@ -1,0 +1,387 @@
+//! Consuming: where to start (`-o`), how to print a record (`-f`, `-J`),
+//! and following a partition of a local data directory like `tail -f`.
+//!
+//! An embedded reader takes no lock. It reads whole batches from the
+//! segment files, checks every record's CRC, and stops before a batch that
+//! is not whole yet, so it never prints a partial record; when it reaches the
+//! end of a segment that the writer has rolled, it moves to the next file.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::cli::human::format_rfc3339;
+use crate::error::{Error, IoContext, Result};
+use crate::fs::{VFile, Vfs};
+use crate::log::{Log, LogConfig, OpenOptions};
+use crate::record::{Batch, DecodeError, Record, BATCH_HEADER_BYTES};
+use crate::segment::{log_file_name, SEGMENT_HEADER_BYTES};
+use crate::{limits, recover};
+
+/// Where to start reading a partition (`-o`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetSpec {
+    /// The first offset held.
+    Beginning,
+    /// The next offset to be written.
+    End,
+    /// An absolute offset.
+    Absolute(u64),
+    /// This many records before the end, clamped to the beginning.
+    FromEnd(u64),
+    /// The first record whose timestamp is at or after this (ms).
+    Timestamp(i64),
+}
+
+impl std::str::FromStr for OffsetSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<OffsetSpec, String> {
+        Ok(match s {
+            "beginning" => OffsetSpec::Beginning,
+            "end" => OffsetSpec::End,
+            _ if s.starts_with('@') => OffsetSpec::Timestamp(crate::cli::human::parse_timestamp_ms(&s[1..])?),
+            _ if s.starts_with('-') => OffsetSpec::FromEnd(s[1..].parse().map_err(|_| bad_offset(s))?),
+            _ => OffsetSpec::Absolute(s.parse().map_err(|_| bad_offset(s))?),
+        })
+    }
+}
+
+fn bad_offset(s: &str) -> String {
+    format!("{s:?} is not an offset: use beginning, end, N, -N or @TIMESTAMP")
+}
+
+/// Resolves a start position against an open log.
+pub fn resolve(log: &Log, spec: OffsetSpec, name: &str) -> Result<u64> {
+    let (start, end) = (log.start_offset(), log.next_offset());
+    Ok(match spec {
+        OffsetSpec::Beginning => start,
+        OffsetSpec::End => end,
+        OffsetSpec::Absolute(n) if (start..=end).contains(&n) => n,
+        OffsetSpec::Absolute(n) => {
+            return Err(Error::Config(format!(
+                "offset {n} is out of range for {name}: it holds offsets {start}..{end}"
+            )))
+        }
+        OffsetSpec::FromEnd(n) => end.saturating_sub(n).max(start),
+        OffsetSpec::Timestamp(ts) => log.offset_for_timestamp(ts)?.unwrap_or(end),
+    })
+}
+
+/// One piece of a `-f` format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Token {
+    Literal(Vec<u8>),
+    Value,
+    Key,
+    ValueLen,
+    Topic,
+    Partition,
+    Offset,
+    Timestamp,
+    Rfc3339,
+    Headers,
+}
+
+/// A compiled `-f` format string (kcat's tokens).
+#[derive(Debug, Clone)]
+pub struct Format {
+    tokens: Vec<Token>,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Format, String> {
+        let raw = crate::cli::human::parse_escapes(s)?;
+        let mut tokens = Vec::new();
+        let mut lit = Vec::new();
+        let mut i = 0;
+        while i < raw.len() {
+            if raw[i] != b'%' {
+                lit.push(raw[i]);
+                i += 1;
+                continue;
+            }
+            let c = *raw.get(i + 1).ok_or("a format cannot end with a lone %")?;
+            i += 2;
+            let token = match c {
+                b's' => Token::Value,
+                b'k' => Token::Key,
+                b'S' => Token::ValueLen,
+                b't' => Token::Topic,
+                b'p' => Token::Partition,
+                b'o' => Token::Offset,
+                b'T' => Token::Timestamp,
+                b'F' => Token::Rfc3339,
+                b'h' => Token::Headers,
+                b'%' => {
+                    lit.push(b'%');
+                    continue;
+                }
+                other => return Err(format!("unknown format token %{}", other as char)),
+            };
+            if !lit.is_empty() {
+                tokens.push(Token::Literal(std::mem::take(&mut lit)));
+            }
+            tokens.push(token);
+        }
+        if !lit.is_empty() {
+            tokens.push(Token::Literal(lit));
+        }
+        Ok(Format { tokens })
+    }
+}
+
+impl Format {
+    /// Writes one record in this format, with no allocation.
+    pub fn write(&self, out: &mut impl Write, topic: &str, partition: u32, r: &Record<'_>) -> std::io::Result<()> {
+        for token in &self.tokens {
+            match token {
+                Token::Literal(l) => out.write_all(l)?,
+                Token::Value => out.write_all(r.value)?,
+                Token::Key => out.write_all(r.key.unwrap_or_default())?,
+                Token::ValueLen => write!(out, "{}", r.value.len())?,
+                Token::Topic => out.write_all(topic.as_bytes())?,
+                Token::Partition => write!(out, "{partition}")?,
+                Token::Offset => write!(out, "{}", r.offset)?,
+                Token::Timestamp => write!(out, "{}", r.timestamp)?,
+                Token::Rfc3339 => out.write_all(format_rfc3339(r.timestamp).as_bytes())?,
+                Token::Headers => {
+                    for (i, (n, v)) in r.headers().enumerate() {
+                        if i > 0 {
+                            out.write_all(b",")?;
+                        }
+                        out.write_all(n)?;
+                        out.write_all(b"=")?;
+                        out.write_all(v)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The JSON envelope of `-J` (kcat's fields; `headers` as name, value, ...).
+#[derive(Debug, Serialize)]
+pub struct Envelope<'a> {
+    /// Topic.
+    pub topic: &'a str,
+    /// Partition.
+    pub partition: u32,
+    /// Offset.
+    pub offset: u64,
+    /// Timestamp, ms since the epoch.
+    pub ts: i64,
+    /// Header names and values, alternating.
+    pub headers: Vec<std::borrow::Cow<'a, str>>,
+    /// Key, or null.
+    pub key: Option<std::borrow::Cow<'a, str>>,
+    /// Value.
+    pub payload: std::borrow::Cow<'a, str>,
+}
+
+impl<'a> Envelope<'a> {
+    /// The envelope of a record.
+    pub fn of(topic: &'a str, partition: u32, r: &Record<'a>) -> Envelope<'a> {
+        let mut headers = Vec::with_capacity(2 * r.header_count() as usize);
+        for (n, v) in r.headers() {
+            headers.push(String::from_utf8_lossy(n));
+            headers.push(String::from_utf8_lossy(v));
+        }
+        Envelope {
+            topic,
+            partition,
+            offset: r.offset,
+            ts: r.timestamp,
+            headers,
+            key: r.key.map(String::from_utf8_lossy),
+            payload: String::from_utf8_lossy(r.value),
+        }
+    }
+}
+
+/// Follows one partition of a local data directory from an offset.
+#[derive(Debug)]
+pub struct PartitionReader {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    file: Arc<dyn VFile>,
+    path: PathBuf,
+    position: u64,
+    next_offset: u64,
+    buf: Vec<u8>,
+    record_bytes_max: u32,
+    stalls: u32,
+}
+
+/// Bytes read from a segment at a time.
+pub const FETCH_BYTES_DEFAULT: usize = 1 << 20;
+
+impl PartitionReader {
+    /// A reader of the partition whose log is open in `log` (read-only),
+    /// positioned at `offset`.
+    pub fn new(vfs: Arc<dyn Vfs>, log: &Log, offset: u64) -> Result<PartitionReader> {
+        let (file, path, position) = match log.read(offset, 1)? {
+            Some(slice) => (slice.file, slice.path, slice.position),
+            None => {
+                let active = log.segments().last().expect("a log has a segment");
+                (Arc::clone(active.file()), active.path.clone(), active.size)
+            }
+        };
+        Ok(PartitionReader {
+            vfs,
+            dir: log.dir().to_path_buf(),
+            file,
+            path,
+            position,
+            next_offset: offset,
+            buf: Vec::new(),
+            record_bytes_max: log.config().record_bytes_max,
+            stalls: 0,
+        })
+    }
+
+    /// The offset of the next record to hand out.
+    pub fn next_offset(&self) -> u64 {
+        self.next_offset
+    }
+
+    /// Reads what is there (up to `max_bytes`, at least one batch) and
+    /// calls `each` for every record at or after the reader's offset, until
+    /// it returns false. Returns how many records it handed out.
+    pub fn poll(&mut self, max_bytes: usize, mut each: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<u64> {
+        let len = self.file.len().ctx("stat", &self.path)?;
+        if self.position >= len {
+            self.next_segment()?;
+            return Ok(0);
+        }
+        let want = ((len - self.position) as usize).min(max_bytes.max(BATCH_HEADER_BYTES));
+        self.buf.resize(want, 0);
+        let n = self
+            .file
+            .read_at(&mut self.buf, self.position)
+            .ctx("read", &self.path)?;
+        self.buf.truncate(n);
+        if n >= BATCH_HEADER_BYTES {
+            if let Ok(h) = crate::record::BatchHeader::decode(&self.buf, limits::BATCH_BYTES_MAX) {
+                let total = h.total_bytes() as usize;
+                if total > self.buf.len() && self.position + total as u64 <= len {
+                    // A batch larger than the budget: read it whole.
+                    self.buf.resize(total, 0);
+                    self.file
+                        .read_exact_at(&mut self.buf, self.position)
+                        .ctx("read", &self.path)?;
+                }
+            }
+        }
+        let mut at = 0;
+        let mut handed = 0;
+        while at < self.buf.len() {
+            let batch = match Batch::decode(&self.buf[at..], limits::BATCH_BYTES_MAX) {
+                Ok(b) => b,
+                Err(e) if e.is_truncated() => break,
+                Err(e) => return self.stall(at, e).map(|_| handed),
+            };
+            if let Err(e) = batch.validate(self.record_bytes_max) {
+                return self.stall(at, e).map(|_| handed);
+            }
+            let total = batch.total_bytes();
+            for r in batch.records(self.record_bytes_max) {
+                let r = r.expect("validated");
+                if r.offset < self.next_offset {
+                    continue;
+                }
+                handed += 1;
+                self.next_offset = r.offset + 1;
+                if !each(&r)? {
+                    if r.offset == batch.header.last_offset() {
+                        self.position += (at + total) as u64;
+                    } else {
+                        self.position += at as u64;
+                    }
+                    return Ok(handed);
+                }
+            }
+            at += total;
+            self.stalls = 0;
+        }
+        self.position += at as u64;
+        Ok(handed)
+    }
+
+    /// A batch that does not decode. At the tail of a file a writer may be
+    /// writing it now: wait a few polls before calling it corruption.
+    fn stall(&mut self, at: usize, e: DecodeError) -> Result<()> {
+        self.position += at as u64;
+        self.stalls += 1;
+        if self.stalls > 20 {
+            return Err(recover::corrupt(
+                &self.path,
+                self.position,
+                format!("{e} (offset {})", self.next_offset),
+            ));
+        }
+        Ok(())
+    }
+
+    /// At the end of a segment: moves to the next one if the writer rolled.
+    fn next_segment(&mut self) -> Result<()> {
+        let next = self.dir.join(log_file_name(self.next_offset));
+        if next == self.path || !self.vfs.exists(&next) {
+            return Ok(());
+        }
+        // Re-check the end of the current file: the writer appends before it
+        // rolls, so once the next segment exists this file is final.
+        if self.file.len().ctx("stat", &self.path)? > self.position {
+            return Ok(());
+        }
+        self.file = self.vfs.open_read(&next).ctx("open segment", &next)?;
+        self.path = next;
+        self.position = SEGMENT_HEADER_BYTES as u64;
+        Ok(())
+    }
+}
+
+/// Opens a partition's log read-only, for resolving offsets.
+pub fn open_read_only(vfs: Arc<dyn Vfs>, dir: &Path) -> Result<Log> {
+    let options = OpenOptions {
+        writable: false,
+        lock: false,
+    };
+    Log::open(vfs, dir, LogConfig::default(), options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_specs() {
+        assert_eq!("beginning".parse(), Ok(OffsetSpec::Beginning));
+        assert_eq!("end".parse(), Ok(OffsetSpec::End));
+        assert_eq!("42".parse(), Ok(OffsetSpec::Absolute(42)));
+        assert_eq!("-5".parse(), Ok(OffsetSpec::FromEnd(5)));
+        assert_eq!("@1000".parse(), Ok(OffsetSpec::Timestamp(1000)));
+        assert!("x".parse::<OffsetSpec>().is_err());
+        assert!("stored".parse::<OffsetSpec>().is_err());
+    }
+
+    #[test]
+    fn formats() {
+        assert!("%q".parse::<Format>().is_err());
+        assert!("%".parse::<Format>().is_err());
+        let f: Format = r"%t/%p@%o %k=%s (%S) %% %h\n".parse().unwrap();
+        let mut b = crate::record::BatchBuilder::new();
+        b.push(5, Some(b"k"), &[(b"h", b"v")], b"val");
+        let bytes = b.finish().to_vec();
+        let batch = Batch::decode(&bytes, 1 << 20).unwrap();
+        let r = batch.records(1 << 20).next().unwrap().unwrap();
+        let mut out = Vec::new();
+        f.write(&mut out, "t", 3, &r).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "t/3@0 k=val (3) % h=v\n");
+    }
+}

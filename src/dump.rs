@@ -1,0 +1,419 @@
+//! Rendering segments, indexes and partitions for `klog-dump`: one line per
+//! batch in `kafka-dump-log.sh`'s `key: value` layout (or per record, or
+//! NDJSON), problems on stderr, and a comfy-table summary per partition.
+//!
+//! Problems in a partition directory come from a dry run of
+//! [`crate::recover`], the same code that repairs them, so `klog-dump
+//! --verify` reports exactly what `klog-recover --full` would change.
+
+use std::io::{self, BufWriter, Stdout, Write};
+use std::path::Path;
+
+use comfy_table::Table;
+use serde_json::json;
+
+use crate::cli::human::format_rfc3339;
+use crate::fs::{RealFs, VFile, Vfs};
+use crate::record::{Batch, BatchHeader};
+use crate::recover::{self, RecoverOptions};
+use crate::segment::{self, BatchScanner};
+use crate::{index, limits, lock};
+
+/// What to print.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// One line per record.
+    pub records: bool,
+    /// Keys, values and headers too.
+    pub print_data: bool,
+    /// Only problems and the summary.
+    pub verify: bool,
+    /// NDJSON instead of text.
+    pub json: bool,
+    /// Only errors.
+    pub quiet: bool,
+}
+
+/// Totals of one segment or partition.
+#[derive(Debug, Default, Clone)]
+struct Stats {
+    segments: u64,
+    batches: u64,
+    records: u64,
+    bytes: u64,
+    first_offset: Option<u64>,
+    next_offset: Option<u64>,
+    min_ts: Option<i64>,
+    max_ts: Option<i64>,
+}
+
+/// Prints what it is given, counting problems.
+#[derive(Debug)]
+pub struct Dumper {
+    options: Options,
+    out: BufWriter<Stdout>,
+    problems: u64,
+    summary: Vec<(String, Stats)>,
+}
+
+impl Dumper {
+    /// A dumper printing to stdout.
+    pub fn new(options: Options) -> Dumper {
+        Dumper {
+            options,
+            out: BufWriter::new(io::stdout()),
+            problems: 0,
+            summary: Vec::new(),
+        }
+    }
+
+    /// Problems found so far.
+    pub fn problems(&self) -> u64 {
+        self.problems
+    }
+
+    fn problem(&mut self, what: impl std::fmt::Display) {
+        self.problems += 1;
+        let _ = self.out.flush();
+        eprintln!("problem: {what}");
+    }
+
+    /// Dumps one segment file on its own.
+    pub fn segment_file(&mut self, path: &Path) -> anyhow::Result<()> {
+        let stats = self.segment(path, None, false)?;
+        self.summary.push((path.display().to_string(), stats));
+        Ok(())
+    }
+
+    /// Dumps one segment; `expected` is the offset it should start at.
+    /// Returns its totals. A torn tail is expected when a writer holds it.
+    fn segment(&mut self, path: &Path, expected: Option<u64>, writer_active: bool) -> anyhow::Result<Stats> {
+        let file = RealFs.open_read(path)?;
+        let len = file.len()?;
+        let mut stats = Stats {
+            segments: 1,
+            bytes: len,
+            ..Stats::default()
+        };
+        let mut header = [0u8; segment::SEGMENT_HEADER_BYTES];
+        let n = file.read_at(&mut header, 0)?;
+        let base = match segment::decode_header(&header[..n]) {
+            Ok(base) => base,
+            Err(reason) => {
+                self.problem(format_args!("{}: position 0: {reason}", path.display()));
+                return Ok(stats);
+            }
+        };
+        if !self.options.json && !self.options.verify {
+            writeln!(self.out, "Dumping {}", path.display())?;
+            writeln!(self.out, "Log starting offset: {base}")?;
+        }
+        if expected.is_some_and(|e| e != base) {
+            self.problem(format_args!(
+                "{}: base offset {base}, expected {}",
+                path.display(),
+                expected.unwrap_or(0)
+            ));
+        }
+        let mut next = base;
+        stats.first_offset = Some(base);
+        let mut scanner = BatchScanner::new(
+            &*file,
+            segment::SEGMENT_HEADER_BYTES as u64,
+            len,
+            limits::BATCH_BYTES_MAX,
+        );
+        loop {
+            match scanner.next_batch()? {
+                Ok(None) => break,
+                Ok(Some((position, bytes))) => {
+                    let batch = Batch::decode(bytes, limits::BATCH_BYTES_MAX).expect("scanner checked it");
+                    let valid = batch.validate(limits::RECORD_BYTES_MAX_LIMIT);
+                    if batch.header.base_offset != next {
+                        self.problem(format_args!(
+                            "{}: position {position}: batch base offset {} out of sequence, expected {next}",
+                            path.display(),
+                            batch.header.base_offset
+                        ));
+                    }
+                    if let Err(e) = &valid {
+                        let bad = self.first_bad_offset(&batch);
+                        self.problem(format_args!(
+                            "{}: position {position}: {e} at offset {bad}",
+                            path.display()
+                        ));
+                    }
+                    self.print_batch(&batch, position, valid.is_ok())?;
+                    next = batch.header.next_offset();
+                    stats.batches += 1;
+                    stats.records += u64::from(batch.header.record_count);
+                    stats.min_ts = Some(
+                        stats
+                            .min_ts
+                            .map_or(batch.header.base_timestamp, |m| m.min(batch.header.base_timestamp)),
+                    );
+                    stats.max_ts = Some(
+                        stats
+                            .max_ts
+                            .map_or(batch.header.max_timestamp, |m| m.max(batch.header.max_timestamp)),
+                    );
+                }
+                Err(stop) => {
+                    let last_segment_tail = writer_active && stop.error.is_truncated();
+                    if !last_segment_tail {
+                        self.problem(format_args!(
+                            "{}: position {}: {} bytes not a valid batch ({}) at offset {next}",
+                            path.display(),
+                            stop.position,
+                            len - stop.position,
+                            stop.error
+                        ));
+                    }
+                    break;
+                }
+            }
+        }
+        stats.next_offset = Some(next);
+        Ok(stats)
+    }
+
+    fn first_bad_offset(&self, batch: &Batch<'_>) -> u64 {
+        let mut offset = batch.header.base_offset;
+        for r in batch.records(limits::RECORD_BYTES_MAX_LIMIT) {
+            if r.is_err() {
+                break;
+            }
+            offset += 1;
+        }
+        offset
+    }
+
+    fn print_batch(&mut self, batch: &Batch<'_>, position: u64, valid: bool) -> io::Result<()> {
+        if self.options.verify {
+            return Ok(());
+        }
+        let h: &BatchHeader = &batch.header;
+        if self.options.json {
+            let line = json!({"type": "batch", "baseOffset": h.base_offset, "lastOffset": h.last_offset(),
+                "count": h.record_count, "position": position, "CreateTime": h.max_timestamp,
+                "size": h.total_bytes(), "crc": h.header_crc, "isvalid": valid});
+            writeln!(self.out, "{line}")?;
+        } else {
+            writeln!(
+                self.out,
+                "baseOffset: {} lastOffset: {} count: {} position: {position} CreateTime: {} size: {} crc: {:#010x} isvalid: {valid}",
+                h.base_offset,
+                h.last_offset(),
+                h.record_count,
+                h.max_timestamp,
+                h.total_bytes(),
+                h.header_crc
+            )?;
+        }
+        if !self.options.records {
+            return Ok(());
+        }
+        for r in batch.records(limits::RECORD_BYTES_MAX_LIMIT).flatten() {
+            if self.options.json {
+                let mut line = json!({"type": "record", "offset": r.offset, "CreateTime": r.timestamp,
+                    "keySize": r.key.map_or(-1, |k| k.len() as i64), "valueSize": r.value.len(),
+                    "headerCount": r.header_count()});
+                if self.options.print_data {
+                    line["key"] = json!(r.key.map(String::from_utf8_lossy));
+                    line["payload"] = json!(String::from_utf8_lossy(r.value));
+                    let headers: Vec<_> = r
+                        .headers()
+                        .flat_map(|(n, v)| [String::from_utf8_lossy(n), String::from_utf8_lossy(v)])
+                        .collect();
+                    line["headers"] = json!(headers);
+                }
+                writeln!(self.out, "{line}")?;
+                continue;
+            }
+            write!(
+                self.out,
+                "| offset: {} CreateTime: {} keySize: {} valueSize: {} headerCount: {}",
+                r.offset,
+                r.timestamp,
+                r.key.map_or(-1, |k| k.len() as i64),
+                r.value.len(),
+                r.header_count()
+            )?;
+            if self.options.print_data {
+                let headers: Vec<String> = r
+                    .headers()
+                    .map(|(n, v)| format!("{}={}", String::from_utf8_lossy(n), String::from_utf8_lossy(v)))
+                    .collect();
+                write!(
+                    self.out,
+                    " headers: [{}] key: {} payload: {}",
+                    headers.join(","),
+                    r.key.map_or("null".into(), String::from_utf8_lossy),
+                    String::from_utf8_lossy(r.value)
+                )?;
+            }
+            writeln!(self.out)?;
+        }
+        Ok(())
+    }
+
+    /// Dumps the entries of an index or time index file.
+    pub fn index_file(&mut self, path: &Path) -> anyhow::Result<()> {
+        let log = path.with_extension("log");
+        let entries = match index::read_entries(&RealFs, &log) {
+            Ok(e) => e,
+            Err(e) => {
+                self.problem(format_args!("{}: {e}", path.display()));
+                return Ok(());
+            }
+        };
+        let base = log
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(segment::parse_log_file_name)
+            .unwrap_or(0);
+        let time = path.extension().is_some_and(|e| e == "timeindex");
+        writeln!(self.out, "Dumping {}", path.display())?;
+        for e in entries {
+            let offset = base + u64::from(e.relative_offset);
+            match (self.options.json, time) {
+                (true, false) => writeln!(self.out, "{}", json!({"offset": offset, "position": e.position}))?,
+                (true, true) => writeln!(self.out, "{}", json!({"timestamp": e.max_timestamp, "offset": offset}))?,
+                (false, false) => writeln!(self.out, "offset: {offset} position: {}", e.position)?,
+                (false, true) => writeln!(self.out, "timestamp: {} offset: {offset}", e.max_timestamp)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Dumps every segment of a partition directory, then checks it the way
+    /// recovery would.
+    pub fn partition(&mut self, dir: &Path) -> anyhow::Result<()> {
+        let holder = lock::holder(dir);
+        if let Some(pid) = holder {
+            if !self.options.quiet {
+                eprintln!(
+                    "% {} is being written by pid {pid}: reading up to the last whole record",
+                    dir.display()
+                );
+            }
+        }
+        let (segments, leftovers) = recover::list_partition(&RealFs, dir)?;
+        let mut total = Stats::default();
+        let mut expected = None;
+        let last = segments.len().saturating_sub(1);
+        for (i, (_, path)) in segments.iter().enumerate() {
+            let s = self.segment(path, expected, holder.is_some() && i == last)?;
+            expected = s.next_offset;
+            merge(&mut total, &s);
+        }
+        if holder.is_none() {
+            for l in &leftovers {
+                self.problem(format_args!("{}: leftover file", l.display()));
+            }
+            self.check_indexes(dir)?;
+        }
+        self.summary.push((dir.display().to_string(), total));
+        Ok(())
+    }
+
+    fn check_indexes(&mut self, dir: &Path) -> anyhow::Result<()> {
+        let options = RecoverOptions {
+            full: true,
+            dry_run: true,
+            record_bytes_max: limits::RECORD_BYTES_MAX_LIMIT,
+            index_interval_bytes: limits::INDEX_INTERVAL_BYTES_DEFAULT,
+        };
+        let report = recover::recover_partition(&RealFs, dir, 0, &options)?;
+        for seg in &report.segments {
+            if let Some(why) = &seg.index_problem {
+                if self.index_differs(&seg.path) {
+                    self.problem(format_args!("{}: index: {why}", seg.path.display()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the index on disk disagrees with the log. The log may have
+    /// been written with another index interval, so each entry is checked
+    /// against the batch it names rather than against a rebuilt index.
+    fn index_differs(&self, log: &Path) -> bool {
+        let Ok(entries) = index::read_entries(&RealFs, log) else {
+            return true;
+        };
+        let Ok(file) = RealFs.open_read(log) else { return true };
+        let base = log
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(segment::parse_log_file_name)
+            .unwrap_or(0);
+        entries.iter().any(|e| !names_batch(&*file, base, e))
+    }
+
+    /// Prints the summary table (or JSON lines) and flushes.
+    pub fn finish(&mut self) -> anyhow::Result<()> {
+        if self.options.json {
+            for (name, s) in &self.summary {
+                let line = json!({"type": "summary", "path": name, "segments": s.segments, "batches": s.batches,
+                    "records": s.records, "bytes": s.bytes, "first_offset": s.first_offset,
+                    "next_offset": s.next_offset, "min_timestamp": s.min_ts, "max_timestamp": s.max_ts});
+                writeln!(self.out, "{line}")?;
+            }
+        } else if !self.options.quiet && !self.summary.is_empty() {
+            let mut table = Table::new();
+            table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+            if std::env::var_os("NO_COLOR").is_some() {
+                table.force_no_tty();
+            }
+            table.set_header(["path", "segments", "records", "offsets", "bytes", "time range"]);
+            for (name, s) in &self.summary {
+                let offsets = match (s.first_offset, s.next_offset) {
+                    (Some(a), Some(b)) if b > a => format!("{a}..={}", b - 1),
+                    _ => "empty".into(),
+                };
+                let time = match (s.min_ts, s.max_ts) {
+                    (Some(a), Some(b)) => format!("{} .. {}", format_rfc3339(a), format_rfc3339(b)),
+                    _ => "-".into(),
+                };
+                table.add_row([
+                    name.clone(),
+                    s.segments.to_string(),
+                    s.records.to_string(),
+                    offsets,
+                    s.bytes.to_string(),
+                    time,
+                ]);
+            }
+            self.out.flush()?;
+            eprintln!("{table}");
+        }
+        self.out.flush()?;
+        Ok(())
+    }
+}
+
+fn names_batch(file: &dyn VFile, base: u64, e: &index::IndexEntry) -> bool {
+    let mut h = [0u8; crate::record::BATCH_HEADER_BYTES];
+    if file.read_exact_at(&mut h, u64::from(e.position)).is_err() {
+        return false;
+    }
+    BatchHeader::decode(&h, limits::BATCH_BYTES_MAX).is_ok_and(|h| h.base_offset == base + u64::from(e.relative_offset))
+}
+
+fn merge(total: &mut Stats, s: &Stats) {
+    total.segments += s.segments;
+    total.batches += s.batches;
+    total.records += s.records;
+    total.bytes += s.bytes;
+    total.first_offset = total.first_offset.or(s.first_offset);
+    total.next_offset = s.next_offset.or(total.next_offset);
+    total.min_ts = match (total.min_ts, s.min_ts) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    total.max_ts = match (total.max_ts, s.max_ts) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+}

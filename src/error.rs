@@ -1,0 +1,133 @@
+//! The library's error type.
+//!
+//! Every variant is one sentence that names what failed and where (a path, an
+//! offset, a limit), so that a binary can print it as it is, with `{:#}`, and
+//! a user knows what to look at. Decoding errors of the byte formats have their
+//! own small type, [`crate::record::DecodeError`], because recovery branches on
+//! "torn tail" versus "corruption".
+
+use std::path::PathBuf;
+
+use crate::record::DecodeError;
+
+/// Result with [`Error`] as the default error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What can go wrong in the library.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system call on a file failed.
+    #[error("{op} {path}")]
+    Io {
+        /// What was being done ("open", "read", "fsync", ...).
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A topic name breaks the naming rule.
+    #[error("invalid topic name {name:?}: {reason}")]
+    InvalidTopic {
+        /// The name as given.
+        name: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
+
+    /// A partition number outside the topic.
+    #[error("partition {partition} of topic {topic:?} does not exist (it has {count} partitions)")]
+    UnknownPartition {
+        /// Topic name.
+        topic: String,
+        /// The partition asked for.
+        partition: u32,
+        /// How many partitions the topic has.
+        count: u32,
+    },
+
+    /// A topic that does not exist.
+    #[error("topic {topic:?} does not exist in {dir}")]
+    UnknownTopic {
+        /// Topic name.
+        topic: String,
+        /// The data directory looked in.
+        dir: PathBuf,
+    },
+
+    /// Another process holds the partition's writer lock.
+    #[error("{path} is locked by {holder}")]
+    Locked {
+        /// The partition directory.
+        path: PathBuf,
+        /// Who holds it ("pid 1234", or "another process").
+        holder: String,
+    },
+
+    /// A file's bytes are not what its format allows.
+    #[error("{path}: corrupt at position {position}: {reason}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// Byte position of the problem in the file.
+        position: u64,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// Bytes handed to the library (a batch, a record) do not decode.
+    #[error("invalid batch: {0}")]
+    InvalidBatch(#[from] DecodeError),
+
+    /// An offset outside the log.
+    #[error("offset {offset} is out of range: the log holds offsets {start}..{end}")]
+    OffsetOutOfRange {
+        /// The offset asked for.
+        offset: u64,
+        /// The first offset held.
+        start: u64,
+        /// One past the last offset held.
+        end: u64,
+    },
+
+    /// A value is larger than a configured limit.
+    #[error("{what} of {size} bytes exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// What was too large.
+        what: &'static str,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+
+    /// A configuration value is unusable.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+impl Error {
+    /// Wraps an I/O error with the operation and the path it concerned.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Adds the operation and path to an `io::Result`.
+pub(crate) trait IoContext<T> {
+    /// Names the operation and the path of a failed I/O call.
+    fn ctx(self, op: &'static str, path: &std::path::Path) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn ctx(self, op: &'static str, path: &std::path::Path) -> Result<T> {
+        self.map_err(|source| Error::io(op, path, source))
+    }
+}

@@ -1,0 +1,189 @@
+//! The narrow file-I/O seam the log writes through.
+//!
+//! Every byte a [`crate::log::Log`] stores goes through a [`Vfs`]: files it
+//! creates, appends, truncates, syncs and maps, and the directory operations
+//! (create, rename, remove, directory fsync) that make those durable. The
+//! production implementation, [`RealFs`], is a thin layer over `std::fs`,
+//! `memmap2` and `fsync`. [`crate::fs::sim::SimFs`] keeps files in memory and
+//! remembers what was made durable, so that a test can cut the power at any
+//! point and see only what an fsync had reached.
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+pub mod sim;
+
+/// A file system: the operations the log needs and nothing more.
+pub trait Vfs: Send + Sync + fmt::Debug {
+    /// Opens a file for reading and writing; creates it when `create` is set.
+    fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn VFile>>;
+    /// Opens a file for reading only.
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn VFile>>;
+    /// Whether a file or directory exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Removes a file.
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Renames a file, replacing `to` if it exists.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Makes the directory's entries (creations, renames, removals) durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Creates a directory and its parents.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Names of the entries of a directory (files and directories).
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+}
+
+/// An open file.
+#[allow(clippy::len_without_is_empty)]
+pub trait VFile: Send + Sync + fmt::Debug {
+    /// Reads at `pos`; returns the bytes read, 0 at the end.
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize>;
+    /// Writes all of `buf` at `pos`.
+    fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()>;
+    /// The file's length.
+    fn len(&self) -> io::Result<u64>;
+    /// Truncates or extends (with zeros) to `len`.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Makes the file's data durable (fdatasync).
+    fn sync_data(&self) -> io::Result<()>;
+    /// Maps the first `len` bytes for reading and writing (the file must be
+    /// at least that long).
+    fn map_mut(&self, len: u64) -> io::Result<Box<dyn MapMut>>;
+    /// The descriptor, where there is one, for `sendfile`.
+    fn raw_fd(&self) -> Option<RawFd>;
+
+    /// Reads exactly `buf.len()` bytes at `pos`.
+    fn read_exact_at(&self, mut buf: &mut [u8], mut pos: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            let n = self.read_at(buf, pos)?;
+            if n == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            buf = &mut buf[n..];
+            pos += n as u64;
+        }
+        Ok(())
+    }
+}
+
+/// A writable memory mapping of a file's first bytes.
+pub trait MapMut: Send + Sync + fmt::Debug {
+    /// The mapped bytes.
+    fn bytes(&self) -> &[u8];
+    /// The mapped bytes, for writing.
+    fn bytes_mut(&mut self) -> &mut [u8];
+    /// Writes the mapped bytes back to the file durably (msync).
+    fn flush(&self) -> io::Result<()>;
+}
+
+/// The operating system's file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealFs;
+
+#[derive(Debug)]
+struct RealFile(File);
+
+#[derive(Debug)]
+struct RealMap(memmap2::MmapMut);
+
+impl Vfs for RealFs {
+    fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn VFile>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .open(path)?;
+        Ok(Arc::new(RealFile(file)))
+    }
+
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn VFile>> {
+        Ok(Arc::new(RealFile(File::open(path)?)))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            if let Ok(name) = entry?.file_name().into_string() {
+                names.push(name);
+            }
+        }
+        Ok(names)
+    }
+}
+
+impl VFile for RealFile {
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+        self.0.read_at(buf, pos)
+    }
+
+    fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
+        self.0.write_all_at(buf, pos)
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.0.metadata()?.len())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+
+    fn map_mut(&self, len: u64) -> io::Result<Box<dyn MapMut>> {
+        let len = usize::try_from(len).map_err(|_| io::Error::other("mapping too large"))?;
+        // SAFETY: the mapped file is an index that only this process writes
+        // (the partition's writer lock guarantees a single writer), and it is
+        // never truncated while mapped: `Index` drops the map before `set_len`.
+        // Readers in other processes map it read-only and tolerate any bytes.
+        #[allow(unsafe_code)]
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(&self.0)? };
+        Ok(Box::new(RealMap(map)))
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.0.as_raw_fd())
+    }
+}
+
+impl MapMut for RealMap {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.0.flush()
+    }
+}

@@ -1,0 +1,267 @@
+//! An in-memory [`Vfs`] that can lose power.
+//!
+//! Each file keeps two versions of its bytes: what the process sees, and what
+//! an `fsync` last made durable. Each directory likewise keeps its entries as
+//! the process sees them and as the last directory fsync made them. [`SimFs::crash`]
+//! throws away everything not durable, as a power cut would, except that a
+//! file only appended to since its last fsync may keep any prefix of the
+//! appended bytes (the disk wrote some pages of the page cache, not others).
+//! Directories themselves are durable as soon as they are created.
+//!
+//! This is the seam the power-loss tests cut through; production code uses
+//! [`super::RealFs`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{MapMut, VFile, Vfs};
+
+#[derive(Debug, Default)]
+struct Inode {
+    data: Vec<u8>,
+    durable: Vec<u8>,
+}
+
+type InodeRef = Arc<Mutex<Inode>>;
+
+#[derive(Debug, Default)]
+struct State {
+    dirs: BTreeSet<PathBuf>,
+    /// Entries as the process sees them.
+    live: BTreeMap<PathBuf, InodeRef>,
+    /// Entries as the last fsync of their directory left them.
+    durable: BTreeMap<PathBuf, InodeRef>,
+}
+
+/// An in-memory file system that can simulate a power cut.
+#[derive(Debug, Default, Clone)]
+pub struct SimFs {
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Debug)]
+struct SimFile {
+    inode: InodeRef,
+}
+
+#[derive(Debug)]
+struct SimMap {
+    inode: InodeRef,
+    buf: Vec<u8>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn not_found(path: &Path) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))
+}
+
+impl SimFs {
+    /// An empty file system.
+    pub fn new() -> SimFs {
+        SimFs::default()
+    }
+
+    /// Cuts the power: every file reverts to its durable bytes, plus, for a
+    /// file only appended to since, a prefix of the appended bytes chosen by
+    /// `keep(appended_len)`; every directory to its durable entries.
+    /// Handles opened before the crash must not be used after it.
+    pub fn crash(&self, keep: &mut dyn FnMut(usize) -> usize) {
+        let mut state = lock(&self.state);
+        let mut seen = BTreeSet::new();
+        for inode in state.durable.values() {
+            if !seen.insert(Arc::as_ptr(inode) as usize) {
+                continue;
+            }
+            let mut inode = lock(inode);
+            let Inode { data, durable } = &mut *inode;
+            let appended_only = data.len() > durable.len() && data.starts_with(durable);
+            let mut next = durable.clone();
+            if appended_only {
+                let extra = &data[durable.len()..];
+                let n = keep(extra.len()).min(extra.len());
+                next.extend_from_slice(&extra[..n]);
+            }
+            *data = next.clone();
+            *durable = next;
+        }
+        state.live = state.durable.clone();
+    }
+
+    /// The bytes of a file as the process sees them.
+    pub fn read(&self, path: &Path) -> Option<Vec<u8>> {
+        let state = lock(&self.state);
+        state.live.get(path).map(|i| lock(i).data.clone())
+    }
+
+    /// Replaces a file's bytes, durably (for tests that damage files).
+    pub fn write(&self, path: &Path, bytes: &[u8]) {
+        let mut state = lock(&self.state);
+        let inode = Arc::new(Mutex::new(Inode {
+            data: bytes.to_vec(),
+            durable: bytes.to_vec(),
+        }));
+        state.live.insert(path.to_path_buf(), inode.clone());
+        state.durable.insert(path.to_path_buf(), inode);
+    }
+}
+
+impl Vfs for SimFs {
+    fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn VFile>> {
+        let mut state = lock(&self.state);
+        if let Some(inode) = state.live.get(path) {
+            return Ok(Arc::new(SimFile { inode: inode.clone() }));
+        }
+        let parent = path.parent().unwrap_or(Path::new(""));
+        if !create || !state.dirs.contains(parent) {
+            return Err(not_found(path));
+        }
+        let inode = InodeRef::default();
+        state.live.insert(path.to_path_buf(), inode.clone());
+        Ok(Arc::new(SimFile { inode }))
+    }
+
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn VFile>> {
+        self.open(path, false)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        let state = lock(&self.state);
+        state.live.contains_key(path) || state.dirs.contains(path)
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        let mut state = lock(&self.state);
+        state.live.remove(path).map(drop).ok_or_else(|| not_found(path))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut state = lock(&self.state);
+        let inode = state.live.remove(from).ok_or_else(|| not_found(from))?;
+        state.live.insert(to.to_path_buf(), inode);
+        Ok(())
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut state = lock(&self.state);
+        if !state.dirs.contains(dir) {
+            return Err(not_found(dir));
+        }
+        let in_dir = |p: &PathBuf| p.parent() == Some(dir);
+        let State { live, durable, .. } = &mut *state;
+        durable.retain(|p, _| !in_dir(p));
+        for (path, inode) in live.iter().filter(|(p, _)| in_dir(p)) {
+            durable.insert(path.clone(), inode.clone());
+        }
+        Ok(())
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        let mut state = lock(&self.state);
+        for ancestor in dir.ancestors() {
+            state.dirs.insert(ancestor.to_path_buf());
+        }
+        Ok(())
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let state = lock(&self.state);
+        if !state.dirs.contains(dir) {
+            return Err(not_found(dir));
+        }
+        let files = state.live.keys().filter(|p| p.parent() == Some(dir));
+        let dirs = state.dirs.iter().filter(|p| p.parent() == Some(dir));
+        Ok(files
+            .chain(dirs)
+            .filter_map(|p| p.file_name()?.to_str().map(str::to_owned))
+            .collect())
+    }
+}
+
+impl VFile for SimFile {
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+        let inode = lock(&self.inode);
+        let start = (pos as usize).min(inode.data.len());
+        let n = buf.len().min(inode.data.len() - start);
+        buf[..n].copy_from_slice(&inode.data[start..start + n]);
+        Ok(n)
+    }
+
+    fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
+        let mut inode = lock(&self.inode);
+        let end = pos as usize + buf.len();
+        if inode.data.len() < end {
+            inode.data.resize(end, 0);
+        }
+        inode.data[pos as usize..end].copy_from_slice(buf);
+        Ok(())
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(lock(&self.inode).data.len() as u64)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        lock(&self.inode).data.resize(len as usize, 0);
+        Ok(())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        let mut inode = lock(&self.inode);
+        inode.durable = inode.data.clone();
+        Ok(())
+    }
+
+    fn map_mut(&self, len: u64) -> io::Result<Box<dyn MapMut>> {
+        let inode = lock(&self.inode);
+        if (inode.data.len() as u64) < len {
+            return Err(io::Error::other("map beyond the end of the file"));
+        }
+        let buf = inode.data[..len as usize].to_vec();
+        Ok(Box::new(SimMap {
+            inode: self.inode.clone(),
+            buf,
+        }))
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        None
+    }
+}
+
+impl SimMap {
+    fn write_back(&self, durable: bool) {
+        let mut inode = lock(&self.inode);
+        let n = self.buf.len().min(inode.data.len());
+        inode.data[..n].copy_from_slice(&self.buf[..n]);
+        if durable {
+            inode.durable = inode.data.clone();
+        }
+    }
+}
+
+impl MapMut for SimMap {
+    fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.write_back(true);
+        Ok(())
+    }
+}
+
+impl Drop for SimMap {
+    fn drop(&mut self) {
+        self.write_back(false);
+    }
+}

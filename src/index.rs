@@ -1,0 +1,351 @@
+//! The sparse offset and time indexes of a segment, memory-mapped.
+//!
+//! Every segment `{base_offset:020}.log` has two index files beside it,
+//! written together: entry *i* of both describes the same batch.
+//!
+//! `.index`, 8 bytes an entry (little-endian):
+//!
+//! | offset | size | field             | meaning                                        |
+//! |-------:|-----:|-------------------|------------------------------------------------|
+//! |      0 |    4 | `relative_offset` | batch base offset minus the segment's base      |
+//! |      4 |    4 | `position`        | byte position of the batch in the `.log` file   |
+//!
+//! `.timeindex`, 12 bytes an entry:
+//!
+//! | offset | size | field             | meaning                                                       |
+//! |-------:|-----:|-------------------|---------------------------------------------------------------|
+//! |      0 |    8 | `max_timestamp`   | largest record timestamp from the segment start through this batch |
+//! |      8 |    4 | `relative_offset` | the batch's base offset minus the segment's base               |
+//!
+//! An entry is added when at least `index_interval_bytes` of log were
+//! appended since the previous one, so an index is about 1/500 of its log
+//! for 4 KiB intervals, and no record ever touches it. Entries strictly
+//! increase in offset and position; `max_timestamp` never decreases.
+//!
+//! The active segment's index files are preallocated to `index_bytes_max`
+//! (zero-filled), mapped with memmap2, and trimmed to their entries when the
+//! segment rolls or the log closes. A position is never 0 (the segment header
+//! comes first), so the first all-zero `.index` slot marks the end of the
+//! entries of a preallocated file: that is how a reader finds the end.
+//!
+//! Indexes carry no checksum. They are derived data: recovery rebuilds the
+//! indexes of every segment it scans, and opening a segment checks its index
+//! (sizes, order, positions inside the log) and rebuilds it when in doubt.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{IoContext, Result};
+use crate::fs::{MapMut, VFile, Vfs};
+use crate::record::u32_at;
+use crate::record::u64_at;
+use crate::segment::SEGMENT_HEADER_BYTES;
+
+/// Bytes of one `.index` entry.
+pub const OFFSET_ENTRY_BYTES: usize = 8;
+/// Bytes of one `.timeindex` entry.
+pub const TIME_ENTRY_BYTES: usize = 12;
+/// The larger of the two entry sizes.
+pub const INDEX_ENTRY_BYTES_MAX: usize = TIME_ENTRY_BYTES;
+
+/// One index position: a batch's offset (relative to the segment base), its
+/// byte position, and the largest timestamp through it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// Batch base offset minus the segment base offset.
+    pub relative_offset: u32,
+    /// Position of the batch in the log file.
+    pub position: u32,
+    /// Largest record timestamp from the segment's start through the batch.
+    pub max_timestamp: i64,
+}
+
+/// Paths of the two index files of the segment whose log is `log_path`.
+pub fn index_paths(log_path: &Path) -> (PathBuf, PathBuf) {
+    (log_path.with_extension("index"), log_path.with_extension("timeindex"))
+}
+
+/// Decodes entry `i` from the bytes of the two files.
+fn entry_at(offsets: &[u8], times: &[u8], i: usize) -> IndexEntry {
+    let o = i * OFFSET_ENTRY_BYTES;
+    let t = i * TIME_ENTRY_BYTES;
+    IndexEntry {
+        relative_offset: u32_at(offsets, o),
+        position: u32_at(offsets, o + 4),
+        max_timestamp: u64_at(times, t) as i64,
+    }
+}
+
+/// Checks a list of entries against the log they index: what `open` trusts.
+pub fn check_entries(entries: &[IndexEntry], log_len: u64, relative_end: u64) -> Result<(), String> {
+    let mut prev: Option<IndexEntry> = None;
+    for (i, e) in entries.iter().enumerate() {
+        if u64::from(e.position) < SEGMENT_HEADER_BYTES as u64 || u64::from(e.position) >= log_len {
+            return Err(format!("entry {i}: position {} outside the log", e.position));
+        }
+        if u64::from(e.relative_offset) >= relative_end {
+            return Err(format!("entry {i}: offset beyond the log"));
+        }
+        if let Some(p) = prev {
+            if e.relative_offset <= p.relative_offset || e.position <= p.position {
+                return Err(format!("entry {i}: not increasing"));
+            }
+            if e.max_timestamp < p.max_timestamp {
+                return Err(format!("entry {i}: timestamp decreasing"));
+            }
+        }
+        prev = Some(*e);
+    }
+    Ok(())
+}
+
+/// Reads the entries of a segment's index files, through ordinary reads.
+///
+/// Works on trimmed and on preallocated files (it stops at the first unused
+/// slot), and never reads more than the files hold. Used by readers that do
+/// not own the log (`klog-dump`, embedded consumers) and by `open`.
+pub fn read_entries(vfs: &dyn Vfs, log_path: &Path) -> Result<Vec<IndexEntry>, String> {
+    let (offset_path, time_path) = index_paths(log_path);
+    let read = |path: &Path| -> Result<Vec<u8>, String> {
+        let file = vfs.open_read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let len = file.len().map_err(|e| e.to_string())?;
+        if len > u64::from(u32::MAX) {
+            return Err(format!("{}: {len} bytes is too large", path.display()));
+        }
+        let mut buf = vec![0; len as usize];
+        file.read_exact_at(&mut buf, 0).map_err(|e| e.to_string())?;
+        Ok(buf)
+    };
+    let offsets = read(&offset_path)?;
+    let times = read(&time_path)?;
+    if offsets.len() % OFFSET_ENTRY_BYTES != 0 || times.len() % TIME_ENTRY_BYTES != 0 {
+        return Err("index size is not a whole number of entries".into());
+    }
+    let slots = (offsets.len() / OFFSET_ENTRY_BYTES).min(times.len() / TIME_ENTRY_BYTES);
+    let used = used_slots(&offsets, slots);
+    if offsets.len() / OFFSET_ENTRY_BYTES != times.len() / TIME_ENTRY_BYTES && used == slots {
+        return Err("index files disagree in length".into());
+    }
+    Ok((0..used).map(|i| entry_at(&offsets, &times, i)).collect())
+}
+
+/// Slots before the first unused one (position 0), by binary search: the
+/// used slots form a prefix.
+fn used_slots(offsets: &[u8], slots: usize) -> usize {
+    let (mut lo, mut hi) = (0, slots);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if u32_at(offsets, mid * OFFSET_ENTRY_BYTES + 4) != 0 {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Index of the last entry for which `before(entry)` holds, when entries
+/// are ordered so that `before` is true on a prefix.
+pub fn last_where(entries: &[IndexEntry], before: impl Fn(&IndexEntry) -> bool) -> Option<usize> {
+    let n = entries.partition_point(before);
+    n.checked_sub(1)
+}
+
+/// The writable, memory-mapped pair of index files of the active segment.
+///
+/// Not thread-safe: the log serialises appends. The entries are also kept
+/// in memory ([`SegmentIndex::entries`]) for lookups.
+#[derive(Debug)]
+pub struct SegmentIndex {
+    offset_path: PathBuf,
+    time_path: PathBuf,
+    offset_file: Arc<dyn VFile>,
+    time_file: Arc<dyn VFile>,
+    offset_map: Option<Box<dyn MapMut>>,
+    time_map: Option<Box<dyn MapMut>>,
+    entries: Vec<IndexEntry>,
+    capacity: usize,
+}
+
+impl SegmentIndex {
+    /// Creates (or reopens) the index files of `log_path`, preallocated to
+    /// hold `capacity` entries, holding `entries`.
+    pub fn create(vfs: &dyn Vfs, log_path: &Path, entries: Vec<IndexEntry>, capacity: usize) -> Result<SegmentIndex> {
+        let (offset_path, time_path) = index_paths(log_path);
+        let offset_file = vfs.open(&offset_path, true).ctx("open index", &offset_path)?;
+        let time_file = vfs.open(&time_path, true).ctx("open index", &time_path)?;
+        let capacity = capacity.max(entries.len() + 1);
+        let mut index = SegmentIndex {
+            offset_path,
+            time_path,
+            offset_file,
+            time_file,
+            offset_map: None,
+            time_map: None,
+            entries: Vec::new(),
+            capacity,
+        };
+        index.map(capacity)?;
+        for e in entries {
+            index.write_entry(e);
+        }
+        Ok(index)
+    }
+
+    fn map(&mut self, capacity: usize) -> Result<()> {
+        let offset_len = (capacity * OFFSET_ENTRY_BYTES) as u64;
+        let time_len = (capacity * TIME_ENTRY_BYTES) as u64;
+        // Zero the whole preallocation: a slot left from an earlier, longer
+        // file would look like an entry to a reader.
+        for (file, path, len) in [
+            (&self.offset_file, &self.offset_path, offset_len),
+            (&self.time_file, &self.time_path, time_len),
+        ] {
+            file.set_len(0).ctx("truncate index", path)?;
+            file.set_len(len).ctx("preallocate index", path)?;
+        }
+        self.offset_map = Some(self.offset_file.map_mut(offset_len).ctx("map", &self.offset_path)?);
+        self.time_map = Some(self.time_file.map_mut(time_len).ctx("map", &self.time_path)?);
+        self.capacity = capacity;
+        Ok(())
+    }
+
+    /// The entries, in order.
+    pub fn entries(&self) -> &[IndexEntry] {
+        &self.entries
+    }
+
+    /// True when no more entry fits: the segment must roll.
+    pub fn is_full(&self) -> bool {
+        self.entries.len() >= self.capacity
+    }
+
+    /// Appends an entry.
+    ///
+    /// # Panics
+    ///
+    /// When the index is full or the entry does not increase.
+    pub fn append(&mut self, entry: IndexEntry) {
+        assert!(!self.is_full(), "append to a full index");
+        if let Some(last) = self.entries.last() {
+            assert!(entry.relative_offset > last.relative_offset && entry.position > last.position);
+        }
+        self.write_entry(entry);
+    }
+
+    fn write_entry(&mut self, e: IndexEntry) {
+        let i = self.entries.len();
+        if let Some(map) = self.offset_map.as_mut() {
+            let o = &mut map.bytes_mut()[i * OFFSET_ENTRY_BYTES..(i + 1) * OFFSET_ENTRY_BYTES];
+            o[..4].copy_from_slice(&e.relative_offset.to_le_bytes());
+            o[4..].copy_from_slice(&e.position.to_le_bytes());
+        }
+        if let Some(map) = self.time_map.as_mut() {
+            let t = &mut map.bytes_mut()[i * TIME_ENTRY_BYTES..(i + 1) * TIME_ENTRY_BYTES];
+            t[..8].copy_from_slice(&e.max_timestamp.to_le_bytes());
+            t[8..].copy_from_slice(&e.relative_offset.to_le_bytes());
+        }
+        self.entries.push(e);
+    }
+
+    /// Drops the entries at or after log position `position` (the log was
+    /// truncated there).
+    pub fn truncate_to_position(&mut self, position: u32) {
+        let keep = self.entries.partition_point(|e| e.position < position);
+        for i in keep..self.entries.len() {
+            if let Some(map) = self.offset_map.as_mut() {
+                map.bytes_mut()[i * OFFSET_ENTRY_BYTES..(i + 1) * OFFSET_ENTRY_BYTES].fill(0);
+            }
+            if let Some(map) = self.time_map.as_mut() {
+                map.bytes_mut()[i * TIME_ENTRY_BYTES..(i + 1) * TIME_ENTRY_BYTES].fill(0);
+            }
+        }
+        self.entries.truncate(keep);
+    }
+
+    /// Writes the mapped entries back to the files durably.
+    pub fn flush(&self) -> Result<()> {
+        if let Some(map) = &self.offset_map {
+            map.flush().ctx("msync", &self.offset_path)?;
+        }
+        if let Some(map) = &self.time_map {
+            map.flush().ctx("msync", &self.time_path)?;
+        }
+        Ok(())
+    }
+
+    /// Unmaps and cuts both files to their entries, durably: what a segment
+    /// that stops being active keeps.
+    pub fn trim(&mut self) -> Result<()> {
+        self.flush()?;
+        // The maps are dropped before the files shrink: a mapping beyond the
+        // end of its file faults when touched.
+        self.offset_map = None;
+        self.time_map = None;
+        let n = self.entries.len();
+        for (file, path, len) in [
+            (&self.offset_file, &self.offset_path, n * OFFSET_ENTRY_BYTES),
+            (&self.time_file, &self.time_path, n * TIME_ENTRY_BYTES),
+        ] {
+            file.set_len(len as u64).ctx("trim index", path)?;
+            file.sync_data().ctx("fsync", path)?;
+        }
+        self.capacity = n;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::sim::SimFs;
+
+    fn entry(rel: u32, pos: u32, ts: i64) -> IndexEntry {
+        IndexEntry {
+            relative_offset: rel,
+            position: pos,
+            max_timestamp: ts,
+        }
+    }
+
+    #[test]
+    fn preallocated_and_trimmed_files_read_back_the_same_entries() {
+        let vfs = SimFs::new();
+        let dir = Path::new("/d");
+        vfs.create_dir_all(dir).unwrap();
+        let log = dir.join("00000000000000000000.log");
+        let mut index = SegmentIndex::create(&vfs, &log, vec![], 100).unwrap();
+        let entries = vec![entry(3, 100, 5), entry(9, 200, 5), entry(20, 4000, 9)];
+        for e in &entries {
+            index.append(*e);
+        }
+        drop(index.offset_map.take());
+        drop(index.time_map.take());
+        assert_eq!(vfs.read(&log.with_extension("index")).unwrap().len(), 800);
+        assert_eq!(read_entries(&vfs, &log).unwrap(), entries);
+        index.map(100).unwrap();
+        index.entries.clear();
+        for e in &entries {
+            index.write_entry(*e);
+        }
+        index.trim().unwrap();
+        assert_eq!(vfs.read(&log.with_extension("index")).unwrap().len(), 24);
+        assert_eq!(read_entries(&vfs, &log).unwrap(), entries);
+        assert!(check_entries(&entries, 4001, 21).is_ok());
+        assert!(check_entries(&entries, 4000, 21).is_err());
+        assert!(check_entries(&entries, 4001, 20).is_err());
+    }
+
+    #[test]
+    fn truncation_clears_the_slots_it_drops() {
+        let vfs = SimFs::new();
+        vfs.create_dir_all(Path::new("/d")).unwrap();
+        let log = Path::new("/d/00000000000000000000.log");
+        let mut index = SegmentIndex::create(&vfs, log, vec![], 10).unwrap();
+        index.append(entry(1, 100, 1));
+        index.append(entry(2, 200, 2));
+        index.truncate_to_position(200);
+        drop(index);
+        assert_eq!(read_entries(&vfs, log).unwrap(), vec![entry(1, 100, 1)]);
+    }
+}

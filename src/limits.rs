@@ -1,0 +1,55 @@
+//! Every bound and default of klog, in one place.
+//!
+//! A limit that a file, a socket or a flag can push against is named here with
+//! its unit last (`record_bytes_max`), and the relations between limits are
+//! checked at compile time, so that a change to one cannot silently break
+//! another (TigerBeetle's `constants.zig`). Lengths read from disk or from the
+//! network are compared with these before anything is allocated.
+
+/// Largest encoded record (length prefix, CRC and body) accepted by default.
+pub const RECORD_BYTES_MAX_DEFAULT: u32 = 1024 * 1024;
+
+/// Hard ceiling on `--max-record-bytes`: a record must fit in a segment.
+pub const RECORD_BYTES_MAX_LIMIT: u32 = 64 * 1024 * 1024;
+
+/// Largest batch (header plus records) accepted anywhere. A batch holds at
+/// least one record, so it must be able to carry the largest record.
+pub const BATCH_BYTES_MAX: u32 = 128 * 1024 * 1024;
+
+/// Most records in one batch.
+pub const BATCH_RECORDS_MAX: u32 = 1 << 20;
+
+/// Default size at which the active segment rolls.
+pub const SEGMENT_BYTES_DEFAULT: u64 = 1024 * 1024 * 1024;
+
+/// Smallest allowed `--segment-bytes`.
+pub const SEGMENT_BYTES_MIN: u64 = 4 * 1024;
+
+/// Largest allowed `--segment-bytes`: index positions are `u32`.
+pub const SEGMENT_BYTES_MAX: u64 = u32::MAX as u64;
+
+/// Default number of log bytes between two sparse index entries.
+pub const INDEX_INTERVAL_BYTES_DEFAULT: u32 = 4096;
+
+/// Bytes preallocated for each memory-mapped index file of the active
+/// segment; trimmed to the used length when the segment rolls.
+pub const INDEX_BYTES_MAX_DEFAULT: u32 = 10 * 1024 * 1024;
+
+/// Default retention by time: seven days, as in the paper.
+pub const RETENTION_MS_DEFAULT: u64 = 7 * 24 * 3600 * 1000;
+
+/// Most partitions a topic may have.
+pub const PARTITIONS_MAX: u32 = 10_000;
+
+/// Longest topic name (Kafka's limit).
+pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+
+/// Most headers on one record.
+pub const HEADERS_PER_RECORD_MAX: u32 = 1024;
+
+const _: () = assert!(RECORD_BYTES_MAX_DEFAULT <= RECORD_BYTES_MAX_LIMIT);
+const _: () = assert!((RECORD_BYTES_MAX_LIMIT as u64) < BATCH_BYTES_MAX as u64);
+const _: () = assert!((BATCH_BYTES_MAX as u64) < SEGMENT_BYTES_MAX);
+const _: () = assert!(SEGMENT_BYTES_MIN <= SEGMENT_BYTES_DEFAULT);
+const _: () = assert!(SEGMENT_BYTES_DEFAULT <= SEGMENT_BYTES_MAX);
+const _: () = assert!((INDEX_INTERVAL_BYTES_DEFAULT as u64) <= SEGMENT_BYTES_MIN);

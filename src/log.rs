@@ -1,0 +1,558 @@
+//! A partition's log: its ordered segments, appends, reads, rolls,
+//! retention, flushing, and recovery on open.
+//!
+//! # Directory layout
+//!
+//! ```text
+//! <topic>-<partition>/
+//!   00000000000000000000.log        segment: header, then batches (crate::segment)
+//!   00000000000000000000.index      sparse offset index (crate::index)
+//!   00000000000000000000.timeindex  sparse time index
+//!   00000000000000051200.log ...    next segment, named by its base offset
+//!   recovery-point                  "klog-recovery-point 1\n<offset>\n": records below are durable
+//!   clean-shutdown                  present after a clean close; removed by the next writer
+//!   .lock                           the writer's lock (flock), holding its pid
+//!   quarantine/                     segments recovery set aside after a cut
+//!   *.log.corrupt                   bytes recovery cut out of a segment
+//! ```
+//!
+//! The paper's in-memory sorted list of segment base offsets is the
+//! `BTreeMap` here; the last segment is the active one, the only one
+//! appended to, and never deleted by retention.
+//!
+//! # Durability
+//!
+//! `flush` fdatasyncs the active segment; a rolled segment is synced when it
+//! rolls, and every new file's directory entry is synced when it is created.
+//! Under a flush policy (`flush_messages`, `flush_interval_ms`) readers in
+//! this process see only flushed records ([`Log::read`] stops at the flushed
+//! end); without one, records are visible once appended. On open, a log
+//! that was not closed cleanly is recovered from its recovery point
+//! ([`crate::recover`]).
+//!
+//! A `Log` is not thread-safe; the caller serialises access (the broker
+//! holds one lock per partition).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, IoContext, Result};
+use crate::fs::{VFile, Vfs};
+use crate::index::{self, INDEX_ENTRY_BYTES_MAX};
+use crate::limits;
+use crate::lock::PartitionLock;
+use crate::record::{self, Batch, BatchHeader, BATCH_HEADER_BYTES};
+use crate::recover::{self, RecoverOptions, RecoveryReport};
+use crate::segment::Segment;
+
+/// How a log rolls, retains, flushes and checks.
+#[derive(Debug, Clone)]
+pub struct LogConfig {
+    /// Roll the active segment when it would exceed this size.
+    pub segment_bytes: u64,
+    /// Roll the active segment when its first record is older than this.
+    pub segment_age_ms: Option<u64>,
+    /// Bytes of log between two index entries.
+    pub index_interval_bytes: u32,
+    /// Bytes preallocated for the active segment's offset index.
+    pub index_bytes_max: u32,
+    /// Delete segments whose newest record is older than this.
+    pub retention_ms: Option<u64>,
+    /// Delete the oldest segments while the log is larger than this.
+    pub retention_bytes: Option<u64>,
+    /// fsync after this many records.
+    pub flush_messages: Option<u64>,
+    /// fsync when the oldest unflushed record is this old.
+    pub flush_interval_ms: Option<u64>,
+    /// Largest record accepted.
+    pub record_bytes_max: u32,
+}
+
+impl Default for LogConfig {
+    fn default() -> LogConfig {
+        LogConfig {
+            segment_bytes: limits::SEGMENT_BYTES_DEFAULT,
+            segment_age_ms: None,
+            index_interval_bytes: limits::INDEX_INTERVAL_BYTES_DEFAULT,
+            index_bytes_max: limits::INDEX_BYTES_MAX_DEFAULT,
+            retention_ms: Some(limits::RETENTION_MS_DEFAULT),
+            retention_bytes: None,
+            flush_messages: None,
+            flush_interval_ms: None,
+            record_bytes_max: limits::RECORD_BYTES_MAX_DEFAULT,
+        }
+    }
+}
+
+impl LogConfig {
+    /// Checks the values against the limits.
+    pub fn validate(&self) -> Result<()> {
+        let range = limits::SEGMENT_BYTES_MIN..=limits::SEGMENT_BYTES_MAX;
+        if !range.contains(&self.segment_bytes) {
+            return Err(Error::Config(format!(
+                "segment size {} is outside {}..={} bytes",
+                self.segment_bytes,
+                range.start(),
+                range.end()
+            )));
+        }
+        if self.record_bytes_max == 0 || self.record_bytes_max > limits::RECORD_BYTES_MAX_LIMIT {
+            return Err(Error::Config(format!(
+                "maximum record size {} is outside 1..={} bytes",
+                self.record_bytes_max,
+                limits::RECORD_BYTES_MAX_LIMIT
+            )));
+        }
+        if (self.index_bytes_max as usize) < INDEX_ENTRY_BYTES_MAX {
+            return Err(Error::Config("index size holds no entry".into()));
+        }
+        if self.flush_messages == Some(0) {
+            return Err(Error::Config("flush every 0 messages".into()));
+        }
+        Ok(())
+    }
+
+    fn index_entries(&self) -> usize {
+        self.index_bytes_max as usize / index::OFFSET_ENTRY_BYTES
+    }
+
+    fn has_flush_policy(&self) -> bool {
+        self.flush_messages.is_some() || self.flush_interval_ms.is_some()
+    }
+}
+
+/// Where the offsets of an appended batch landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the batch's first record.
+    pub base_offset: u64,
+    /// Offset of its last record.
+    pub last_offset: u64,
+    /// Records in it.
+    pub record_count: u32,
+}
+
+/// A byte range of one segment file: whole batches (the last one possibly
+/// cut by the byte budget), as a fetch sends them.
+#[derive(Debug, Clone)]
+pub struct FileSlice {
+    /// The segment file.
+    pub file: Arc<dyn VFile>,
+    /// Its path.
+    pub path: PathBuf,
+    /// Position of the first byte.
+    pub position: u64,
+    /// Bytes in the slice.
+    pub len: u64,
+    /// Base offset of the first batch in the slice.
+    pub first_batch_offset: u64,
+}
+
+impl FileSlice {
+    /// Reads the slice into `buf` (replacing its contents).
+    pub fn read_into(&self, buf: &mut Vec<u8>) -> Result<()> {
+        buf.resize(self.len as usize, 0);
+        self.file.read_exact_at(buf, self.position).ctx("read", &self.path)
+    }
+}
+
+/// How to open a log.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenOptions {
+    /// Open for appending: take the writer lock (if `lock`), recover, and
+    /// map the active index. Otherwise a read-only view that changes nothing.
+    pub writable: bool,
+    /// Take the partition's writer lock (real file systems only).
+    pub lock: bool,
+}
+
+/// A partition's log.
+#[derive(Debug)]
+pub struct Log {
+    dir: PathBuf,
+    vfs: Arc<dyn Vfs>,
+    config: LogConfig,
+    segments: BTreeMap<u64, Segment>,
+    writable: bool,
+    flushed_offset: u64,
+    visible_size: u64,
+    unflushed_records: u64,
+    oldest_unflushed_ms: Option<i64>,
+    recovery: RecoveryReport,
+    _lock: Option<PartitionLock>,
+}
+
+impl Log {
+    /// Opens the log in `dir` (which must exist), recovering it if it was
+    /// not closed cleanly and `options.writable` is set.
+    pub fn open(vfs: Arc<dyn Vfs>, dir: &Path, config: LogConfig, options: OpenOptions) -> Result<Log> {
+        config.validate()?;
+        let lock = if options.writable && options.lock {
+            Some(PartitionLock::acquire(dir)?)
+        } else {
+            None
+        };
+        let clean = recover::was_clean(&*vfs, dir);
+        let recovery_point = if clean || !options.writable {
+            u64::MAX
+        } else {
+            recover::read_recovery_point(&*vfs, dir)
+        };
+        let recover_options = RecoverOptions {
+            full: false,
+            dry_run: !options.writable,
+            record_bytes_max: config.record_bytes_max,
+            index_interval_bytes: config.index_interval_bytes,
+        };
+        let (listed, _) = recover::list_partition(&*vfs, dir)?;
+        let recovery = recover::recover_partition(&*vfs, dir, recovery_point, &recover_options)?;
+        let mut segments = BTreeMap::new();
+        for report in &recovery.segments {
+            let mut segment = Segment::open(&*vfs, &report.path, options.writable)?;
+            segment.set_extent(
+                report.bytes_valid,
+                report.next_offset,
+                report.max_timestamp,
+                report.entries.clone(),
+            );
+            segment.first_timestamp = report.first_timestamp;
+            segments.insert(segment.base_offset, segment);
+        }
+        let mut log = Log {
+            dir: dir.to_path_buf(),
+            vfs,
+            config,
+            segments,
+            writable: options.writable,
+            flushed_offset: 0,
+            visible_size: 0,
+            unflushed_records: 0,
+            oldest_unflushed_ms: None,
+            recovery,
+            _lock: lock,
+        };
+        if options.writable {
+            recover::clear_clean(&*log.vfs, dir)?;
+            if log.segments.is_empty() {
+                let base = listed.first().map_or(0, |s| s.0);
+                let segment = Segment::create(&*log.vfs, dir, base, log.config.index_entries())?;
+                log.segments.insert(base, segment);
+            } else {
+                let stale: Vec<u64> = log
+                    .recovery
+                    .segments
+                    .iter()
+                    .filter(|r| r.index_problem.is_some())
+                    .map(|r| r.base_offset)
+                    .collect();
+                for base in stale {
+                    log.rewrite_index(base)?;
+                }
+                let entries = log.config.index_entries();
+                let vfs = Arc::clone(&log.vfs);
+                log.active_mut().activate(&*vfs, entries)?;
+            }
+        } else if log.segments.is_empty() {
+            return Err(recover::corrupt(dir, 0, "no readable segment"));
+        }
+        log.flushed_offset = log.next_offset();
+        log.visible_size = log.active().size;
+        Ok(log)
+    }
+
+    fn rewrite_index(&mut self, base: u64) -> Result<()> {
+        let vfs = Arc::clone(&self.vfs);
+        let segment = self.segments.get_mut(&base).expect("segment");
+        let mut index = index::SegmentIndex::create(&*vfs, &segment.path, segment.entries.clone(), 0)?;
+        index.trim()
+    }
+
+    /// What recovery found and did when the log was opened.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// The segments, oldest first.
+    pub fn segments(&self) -> impl Iterator<Item = &Segment> {
+        self.segments.values()
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments.values().next_back().expect("a log has a segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments.values_mut().next_back().expect("a log has a segment")
+    }
+
+    /// The first offset held.
+    pub fn start_offset(&self) -> u64 {
+        self.segments.values().next().expect("a log has a segment").base_offset
+    }
+
+    /// The offset the next record will get.
+    pub fn next_offset(&self) -> u64 {
+        self.active().next_offset
+    }
+
+    /// One past the last durable record (the recovery point in memory).
+    pub fn flushed_offset(&self) -> u64 {
+        self.flushed_offset
+    }
+
+    /// Bytes in all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(|s| s.size).sum()
+    }
+
+    /// Appends a producer's batch: checks it whole (header, every record's
+    /// CRC, the record size limit), assigns its offsets by rewriting its
+    /// header, and writes it. Nothing is written when a check fails.
+    pub fn append(&mut self, batch: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
+        assert!(self.writable, "append to a read-only log");
+        let header = check_batch(batch, &self.config)?;
+        if batch.len() != header.total_bytes() as usize {
+            return Err(Error::InvalidBatch(record::DecodeError::Malformed(
+                "batch: trailing bytes",
+            )));
+        }
+        self.maybe_roll(batch.len() as u64, header.record_count, now_ms)?;
+        let base_offset = self.next_offset();
+        record::set_base_offset(batch, base_offset);
+        let header = BatchHeader { base_offset, ..header };
+        let interval = self.config.index_interval_bytes;
+        self.active_mut().append(batch, &header, interval)?;
+        self.unflushed_records += u64::from(header.record_count);
+        self.oldest_unflushed_ms.get_or_insert(now_ms);
+        if !self.config.has_flush_policy() {
+            self.visible_size = self.active().size;
+        }
+        if self.config.flush_messages.is_some_and(|n| self.unflushed_records >= n) {
+            self.flush()?;
+        }
+        Ok(AppendInfo {
+            base_offset,
+            last_offset: header.last_offset(),
+            record_count: header.record_count,
+        })
+    }
+
+    fn maybe_roll(&mut self, batch_bytes: u64, record_count: u32, now_ms: i64) -> Result<()> {
+        let active = self.active();
+        let too_old = match (self.config.segment_age_ms, active.first_timestamp) {
+            (Some(age), Some(first)) => !active.is_empty() && now_ms.saturating_sub(first) >= age as i64,
+            _ => false,
+        };
+        if too_old || active.is_full(batch_bytes, self.config.segment_bytes, record_count) {
+            self.roll()?;
+        }
+        Ok(())
+    }
+
+    /// Starts a new active segment at the next offset (no-op on an empty
+    /// active segment). The old one is synced and its index trimmed.
+    pub fn roll(&mut self) -> Result<()> {
+        if self.active().is_empty() {
+            return Ok(());
+        }
+        self.flush()?;
+        self.active_mut().deactivate()?;
+        let base = self.next_offset();
+        let segment = Segment::create(&*self.vfs, &self.dir, base, self.config.index_entries())?;
+        self.segments.insert(base, segment);
+        self.visible_size = self.active().size;
+        recover::write_recovery_point(&*self.vfs, &self.dir, base)
+    }
+
+    /// Makes every appended record durable.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.flushed_offset == self.next_offset() {
+            return Ok(());
+        }
+        self.active().sync()?;
+        self.flushed_offset = self.next_offset();
+        self.visible_size = self.active().size;
+        self.unflushed_records = 0;
+        self.oldest_unflushed_ms = None;
+        Ok(())
+    }
+
+    /// Flushes if the flush interval has passed since the oldest unflushed
+    /// append. Returns whether it flushed.
+    pub fn maybe_flush(&mut self, now_ms: i64) -> Result<bool> {
+        let due = match (self.config.flush_interval_ms, self.oldest_unflushed_ms) {
+            (Some(interval), Some(oldest)) => now_ms.saturating_sub(oldest) >= interval as i64,
+            _ => false,
+        };
+        if due {
+            self.flush()?;
+        }
+        Ok(due)
+    }
+
+    /// The bytes from the batch holding `offset` on, within one segment:
+    /// whole batches up to `max_bytes`, but at least one whole batch (so a
+    /// reader always progresses), stopping at the visible end. `Ok(None)`
+    /// when `offset` is the end of the log.
+    pub fn read(&self, offset: u64, max_bytes: u64) -> Result<Option<FileSlice>> {
+        let (start, end) = (self.start_offset(), self.visible_offset());
+        if offset < start || offset > end {
+            return Err(Error::OffsetOutOfRange { offset, start, end });
+        }
+        let mut candidates = self
+            .segments
+            .range(..=offset)
+            .rev()
+            .take(1)
+            .chain(self.segments.range(offset + 1..));
+        let batch_max = limits::BATCH_BYTES_MAX;
+        loop {
+            let Some((_, segment)) = candidates.next() else {
+                return Ok(None);
+            };
+            let is_active = segment.base_offset == self.active().base_offset;
+            let limit = if is_active { self.visible_size } else { segment.size };
+            if let Some((position, header)) = segment.find(offset, limit, batch_max)? {
+                let len = (limit - position).min(max_bytes.max(header.total_bytes()));
+                return Ok(Some(FileSlice {
+                    file: Arc::clone(segment.file()),
+                    path: segment.path.clone(),
+                    position,
+                    len,
+                    first_batch_offset: header.base_offset,
+                }));
+            }
+        }
+    }
+
+    /// One past the last record readers may see.
+    pub fn visible_offset(&self) -> u64 {
+        if self.config.has_flush_policy() {
+            self.flushed_offset
+        } else {
+            self.next_offset()
+        }
+    }
+
+    /// The offset of the first record whose timestamp is at or after
+    /// `timestamp_ms`, or `None` when there is none.
+    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<u64>> {
+        for segment in self.segments.values() {
+            if segment.max_timestamp < timestamp_ms {
+                continue;
+            }
+            let start = index::last_where(segment.entries(), |e| e.max_timestamp < timestamp_ms)
+                .map_or(segment.base_offset, |i| {
+                    segment.base_offset + u64::from(segment.entries()[i].relative_offset)
+                });
+            if let Some(found) = self.scan_for_timestamp(segment, start, timestamp_ms)? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    fn scan_for_timestamp(&self, segment: &Segment, from: u64, timestamp_ms: i64) -> Result<Option<u64>> {
+        let mut offset = from;
+        let mut buf = Vec::new();
+        while offset < segment.next_offset {
+            let Some(slice) = self.read(offset, 1 << 20)? else {
+                return Ok(None);
+            };
+            slice.read_into(&mut buf)?;
+            let mut at = 0;
+            while at + BATCH_HEADER_BYTES <= buf.len() {
+                let Ok(batch) = Batch::decode(&buf[at..], limits::BATCH_BYTES_MAX) else {
+                    break;
+                };
+                if batch.header.max_timestamp >= timestamp_ms {
+                    for r in batch.records(self.config.record_bytes_max) {
+                        let r =
+                            r.map_err(|e| recover::corrupt(&slice.path, slice.position + at as u64, e.to_string()))?;
+                        if r.offset >= from && r.timestamp >= timestamp_ms {
+                            return Ok(Some(r.offset));
+                        }
+                    }
+                }
+                at += batch.total_bytes();
+                offset = batch.header.next_offset();
+            }
+        }
+        Ok(None)
+    }
+
+    /// Deletes whole segments from the front whose newest record is older
+    /// than the retention time, or while the log exceeds the retention
+    /// size; never the active segment. Returns the base offsets deleted.
+    pub fn apply_retention(&mut self, now_ms: i64) -> Result<Vec<u64>> {
+        let mut deleted = Vec::new();
+        let mut total = self.size_bytes();
+        while self.segments.len() > 1 {
+            let oldest = self.segments.values().next().expect("segment");
+            let expired = self.config.retention_ms.is_some_and(|ms| {
+                oldest.max_timestamp != i64::MIN && now_ms.saturating_sub(oldest.max_timestamp) > ms as i64
+            });
+            let oversize = self
+                .config
+                .retention_bytes
+                .is_some_and(|max| total - oldest.size >= max);
+            if !expired && !oversize {
+                break;
+            }
+            let base = oldest.base_offset;
+            let segment = self.segments.remove(&base).expect("segment");
+            total -= segment.size;
+            self.delete_segment_files(&segment)?;
+            deleted.push(base);
+        }
+        if !deleted.is_empty() {
+            self.vfs.sync_dir(&self.dir).ctx("fsync directory", &self.dir)?;
+        }
+        Ok(deleted)
+    }
+
+    fn delete_segment_files(&self, segment: &Segment) -> Result<()> {
+        // The log goes first: an index left behind by a crash is an orphan
+        // that recovery removes, while a log left without its index is
+        // simply re-indexed. A reader holding the file open keeps reading.
+        let (index, timeindex) = index::index_paths(&segment.path);
+        for path in [&segment.path, &index, &timeindex] {
+            match self.vfs.remove(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io("remove", path, e)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes, trims the active index, and marks the log cleanly closed.
+    pub fn close(mut self) -> Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
+        self.flush()?;
+        self.active_mut().deactivate()?;
+        recover::write_recovery_point(&*self.vfs, &self.dir, self.next_offset())?;
+        recover::write_atomic(&*self.vfs, &self.dir, recover::CLEAN_SHUTDOWN_FILE, b"")
+    }
+}
+
+/// Checks a producer's batch (header and every record) against the
+/// configured limits, returning its header.
+pub fn check_batch(batch: &[u8], config: &LogConfig) -> Result<BatchHeader> {
+    let batch_max = limits::BATCH_BYTES_MAX;
+    let decoded = Batch::decode(batch, batch_max)?;
+    decoded.validate(config.record_bytes_max)?;
+    Ok(decoded.header)
+}

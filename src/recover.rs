@@ -1,0 +1,654 @@
+//! Crash recovery: the one code path that decides where a partition's log
+//! ends, shared by opening a log, `klog-recover` and `klog-dump --verify`.
+//!
+//! For every segment from the recovery point on (every segment with
+//! `full`), recovery reads each batch, checks its header CRC, its base offset
+//! (the one after the previous batch's last), and every record's length and
+//! CRC. At the first bad record it stops: it keeps every whole, valid record
+//! before it (rewriting the header of a torn batch to cover just those),
+//! cuts the file there, and saves the cut bytes beside the segment as
+//! `<segment>.log.corrupt` (`.corrupt.1`, ... never overwriting), unless
+//! they are a torn tail or zeros: the normal crash case, not data. Segments
+//! after a cut are moved into `quarantine/`, never deleted, since a log has
+//! no gaps. Indexes of scanned segments are rebuilt; indexes of segments
+//! before the recovery point are checked and rebuilt when in doubt.
+//! Leftover `.tmp` files are removed.
+//!
+//! Every step is idempotent: running recovery again, or after it was killed
+//! midway, ends in the same files. With `dry_run` nothing is written.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::{Error, IoContext, Result};
+use crate::fs::{VFile, Vfs};
+use crate::index::{self, IndexEntry};
+use crate::record::{self, BatchHeader, DecodeError, BATCH_HEADER_BYTES};
+use crate::segment::{self, BatchScanner, ScanStop, SEGMENT_HEADER_BYTES};
+
+/// Name of the directory, inside a partition, that recovery moves segments
+/// after a cut into.
+pub const QUARANTINE_DIR: &str = "quarantine";
+
+/// How to recover.
+#[derive(Debug, Clone, Copy)]
+pub struct RecoverOptions {
+    /// Scan every segment, not just those from the recovery point on.
+    pub full: bool,
+    /// Change nothing; report what would be done.
+    pub dry_run: bool,
+    /// Largest record accepted.
+    pub record_bytes_max: u32,
+    /// Index interval used when rebuilding indexes.
+    pub index_interval_bytes: u32,
+}
+
+/// What was found wrong in a segment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// The offset of the first record not kept.
+    pub offset: u64,
+    /// Its byte position in the segment.
+    pub position: u64,
+    /// What is wrong there.
+    pub reason: String,
+    /// Whether it is a torn or zero-filled tail (a normal crash) rather
+    /// than damage.
+    pub torn_tail: bool,
+}
+
+/// What recovery found in, and did to, one segment.
+#[derive(Debug, Clone, Serialize)]
+pub struct SegmentReport {
+    /// The segment's `.log` file.
+    pub path: PathBuf,
+    /// Its base offset.
+    pub base_offset: u64,
+    /// Whether its records were scanned (false: trusted before the
+    /// recovery point, only its tail checked).
+    pub scanned: bool,
+    /// Batches kept.
+    pub batches_valid: u64,
+    /// Records kept.
+    pub records_valid: u64,
+    /// Bytes kept, segment header included.
+    pub bytes_valid: u64,
+    /// Bytes cut (or that would be).
+    pub truncated_bytes: u64,
+    /// The first problem, if any.
+    pub problem: Option<Problem>,
+    /// Where the cut bytes were saved.
+    pub saved_to: Option<PathBuf>,
+    /// Whether the index files were (or would be) rebuilt, and why.
+    pub index_problem: Option<String>,
+    /// One past the last record kept.
+    #[serde(skip)]
+    pub next_offset: u64,
+    /// Largest timestamp kept.
+    #[serde(skip)]
+    pub max_timestamp: i64,
+    /// Timestamp of the first batch.
+    #[serde(skip)]
+    pub first_timestamp: Option<i64>,
+    /// The index entries the segment has after recovery.
+    #[serde(skip)]
+    pub entries: Vec<IndexEntry>,
+}
+
+/// What recovery found in, and did to, one partition directory.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RecoveryReport {
+    /// Per segment, in offset order (quarantined ones excluded).
+    pub segments: Vec<SegmentReport>,
+    /// Segments moved (or that would be) into `quarantine/`.
+    pub quarantined: Vec<PathBuf>,
+    /// Leftover temporary files removed (or that would be).
+    pub removed: Vec<PathBuf>,
+}
+
+impl RecoveryReport {
+    /// Whether anything was (or would be) changed.
+    pub fn changed(&self) -> bool {
+        !self.quarantined.is_empty()
+            || !self.removed.is_empty()
+            || self
+                .segments
+                .iter()
+                .any(|s| s.problem.is_some() || s.index_problem.is_some())
+    }
+
+    /// Whether damage (not just a torn tail or a stale index) was found.
+    pub fn damaged(&self) -> bool {
+        !self.quarantined.is_empty()
+            || self
+                .segments
+                .iter()
+                .any(|s| s.problem.as_ref().is_some_and(|p| !p.torn_tail))
+    }
+
+    /// One past the last offset kept.
+    pub fn next_offset(&self) -> Option<u64> {
+        self.segments.last().map(|s| s.next_offset)
+    }
+}
+
+/// A partition's segment files (base offset, path) and its leftovers.
+pub type Listing = (Vec<(u64, PathBuf)>, Vec<PathBuf>);
+
+/// Lists a partition directory: its segment files in offset order, and
+/// the leftovers recovery removes (`*.tmp`, index files with no log).
+pub fn list_partition(vfs: &dyn Vfs, dir: &Path) -> Result<Listing> {
+    let names = vfs.list(dir).ctx("list", dir)?;
+    let mut segments: Vec<(u64, PathBuf)> = names
+        .iter()
+        .filter_map(|n| Some((segment::parse_log_file_name(n)?, dir.join(n))))
+        .collect();
+    segments.sort();
+    let mut leftovers = Vec::new();
+    for n in &names {
+        let stem_is_log = |ext: &str| {
+            n.strip_suffix(ext)
+                .is_some_and(|stem| segment::parse_log_file_name(&format!("{stem}.log")).is_some())
+        };
+        let orphan_index = (stem_is_log(".index") || stem_is_log(".timeindex"))
+            && !names.contains(&format!("{}.log", n.rsplit_once('.').map_or("", |p| p.0)));
+        if n.ends_with(".tmp") || orphan_index {
+            leftovers.push(dir.join(n));
+        }
+    }
+    leftovers.sort();
+    Ok((segments, leftovers))
+}
+
+/// Recovers the partition in `dir`, scanning from `recovery_point` (or
+/// everything, with `options.full`).
+pub fn recover_partition(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    recovery_point: u64,
+    options: &RecoverOptions,
+) -> Result<RecoveryReport> {
+    let (segments, leftovers) = list_partition(vfs, dir)?;
+    let mut report = RecoveryReport::default();
+    for path in leftovers {
+        if !options.dry_run {
+            vfs.remove(&path).ctx("remove", &path)?;
+        }
+        report.removed.push(path);
+    }
+    let mut expected: Option<u64> = None;
+    let mut cut = false;
+    for (i, (base, path)) in segments.iter().enumerate() {
+        let gap = expected.is_some_and(|e| e != *base);
+        if cut || gap {
+            quarantine(vfs, dir, path, options.dry_run, &mut report)?;
+            cut = true;
+            continue;
+        }
+        let next_base = segments.get(i + 1).map(|s| s.0);
+        let trusted = !options.full && next_base.is_some_and(|n| n <= recovery_point);
+        let seg = recover_segment(vfs, path, *base, trusted, options)?;
+        expected = Some(seg.next_offset);
+        cut = seg.problem.is_some();
+        if seg.bytes_valid == 0 {
+            // A header that cannot be read: nothing of the file is kept.
+            cut = true;
+            quarantine(vfs, dir, path, options.dry_run, &mut report)?;
+            continue;
+        }
+        report.segments.push(seg);
+    }
+    if !options.dry_run && report.changed() {
+        vfs.sync_dir(dir).ctx("fsync directory", dir)?;
+    }
+    Ok(report)
+}
+
+fn quarantine(vfs: &dyn Vfs, dir: &Path, log: &Path, dry_run: bool, report: &mut RecoveryReport) -> Result<()> {
+    let qdir = dir.join(QUARANTINE_DIR);
+    let (index, timeindex) = index::index_paths(log);
+    if !dry_run {
+        vfs.create_dir_all(&qdir).ctx("create", &qdir)?;
+        for p in [&index, &timeindex] {
+            if vfs.exists(p) {
+                vfs.remove(p).ctx("remove", p)?;
+            }
+        }
+        let name = log.file_name().expect("segment file name");
+        let target = unused_name(vfs, &qdir.join(name));
+        vfs.rename(log, &target).ctx("move into quarantine", log)?;
+        vfs.sync_dir(&qdir).ctx("fsync directory", &qdir)?;
+    }
+    report.quarantined.push(log.to_path_buf());
+    Ok(())
+}
+
+/// `path`, or `path.1`, `path.2`, ...: the first that does not exist.
+fn unused_name(vfs: &dyn Vfs, path: &Path) -> PathBuf {
+    if !vfs.exists(path) {
+        return path.to_path_buf();
+    }
+    (1u32..)
+        .map(|n| PathBuf::from(format!("{}.{n}", path.display())))
+        .find(|p| !vfs.exists(p))
+        .expect("an unused name")
+}
+
+/// The running state of a segment scan.
+struct Scan {
+    batches: u64,
+    records: u64,
+    size: u64,
+    next_offset: u64,
+    max_timestamp: i64,
+    first_timestamp: Option<i64>,
+    entries: Vec<IndexEntry>,
+    bytes_since_index: u64,
+}
+
+impl Scan {
+    fn keep(&mut self, position: u64, header: &BatchHeader, bytes: u64, interval: u32) {
+        self.max_timestamp = self.max_timestamp.max(header.max_timestamp);
+        self.first_timestamp.get_or_insert(header.base_timestamp);
+        if self.bytes_since_index >= u64::from(interval) {
+            self.entries.push(IndexEntry {
+                relative_offset: (header.base_offset - self.entries_base()) as u32,
+                position: position as u32,
+                max_timestamp: self.max_timestamp,
+            });
+            self.bytes_since_index = 0;
+        }
+        self.bytes_since_index += bytes;
+        self.batches += 1;
+        self.records += u64::from(header.record_count);
+        self.size = position + bytes;
+        self.next_offset = header.next_offset();
+    }
+
+    fn entries_base(&self) -> u64 {
+        self.next_offset - self.records
+    }
+}
+
+fn recover_segment(
+    vfs: &dyn Vfs,
+    path: &Path,
+    base: u64,
+    trusted: bool,
+    options: &RecoverOptions,
+) -> Result<SegmentReport> {
+    let file = if options.dry_run {
+        vfs.open_read(path)
+    } else {
+        vfs.open(path, false)
+    }
+    .ctx("open segment", path)?;
+    let len = file.len().ctx("stat", path)?;
+    let mut report = SegmentReport {
+        path: path.to_path_buf(),
+        base_offset: base,
+        scanned: !trusted,
+        batches_valid: 0,
+        records_valid: 0,
+        bytes_valid: 0,
+        truncated_bytes: 0,
+        problem: None,
+        saved_to: None,
+        index_problem: None,
+        next_offset: base,
+        max_timestamp: i64::MIN,
+        first_timestamp: None,
+        entries: Vec::new(),
+    };
+    let mut header = [0u8; SEGMENT_HEADER_BYTES];
+    let n = file.read_at(&mut header, 0).ctx("read", path)?;
+    match segment::decode_header(&header[..n]) {
+        Ok(b) if b == base => {}
+        Ok(b) => {
+            report.problem = Some(problem(base, 0, format!("header names base offset {b}"), false));
+            return Ok(report);
+        }
+        Err(reason) => {
+            report.problem = Some(problem(base, 0, reason, false));
+            return Ok(report);
+        }
+    }
+    let on_disk = index::read_entries(vfs, path);
+    let mut scan = Scan {
+        batches: 0,
+        records: 0,
+        size: SEGMENT_HEADER_BYTES as u64,
+        next_offset: base,
+        max_timestamp: i64::MIN,
+        first_timestamp: None,
+        entries: Vec::new(),
+        bytes_since_index: 0,
+    };
+    if trusted {
+        if let Ok(entries) = &on_disk {
+            if index::check_entries(entries, len, u64::from(u32::MAX)).is_ok() && !entries.is_empty() {
+                // Trust everything before the last entry; scan from it.
+                let last = *entries.last().expect("non-empty");
+                if let Some(first) = first_timestamp(&*file, path, options)? {
+                    scan.first_timestamp = Some(first);
+                }
+                scan.entries = entries[..entries.len() - 1].to_vec();
+                scan.size = u64::from(last.position);
+                scan.next_offset = base + u64::from(last.relative_offset);
+                scan.records = u64::from(last.relative_offset);
+                // The last entry's batch is scanned again; its maximum
+                // already includes that batch, and a maximum is idempotent.
+                scan.max_timestamp = last.max_timestamp;
+                scan.bytes_since_index = u64::from(options.index_interval_bytes);
+            }
+        }
+    }
+    let stop = scan_batches(&*file, path, len, &mut scan, options)?;
+    report.scanned = report.scanned || scan.size == SEGMENT_HEADER_BYTES as u64;
+    report.batches_valid = scan.batches;
+    report.records_valid = scan.records;
+    report.next_offset = scan.next_offset;
+    report.max_timestamp = scan.max_timestamp;
+    report.first_timestamp = scan.first_timestamp;
+    if let Some((stop, kept)) = stop {
+        cut(&*file, vfs, path, &mut scan, &stop, kept, len, options, &mut report)?;
+    }
+    report.bytes_valid = scan.size;
+    report.next_offset = scan.next_offset;
+    report.records_valid = scan.next_offset - base;
+    report.max_timestamp = scan.max_timestamp;
+    report.index_problem = match on_disk {
+        Err(e) => Some(e),
+        Ok(entries) => compare_index(&entries, &scan, len, report.problem.is_some()),
+    };
+    report.entries = scan.entries;
+    Ok(report)
+}
+
+fn first_timestamp(file: &dyn VFile, path: &Path, options: &RecoverOptions) -> Result<Option<i64>> {
+    let mut h = [0u8; BATCH_HEADER_BYTES];
+    if file.read_at(&mut h, SEGMENT_HEADER_BYTES as u64).ctx("read", path)? < h.len() {
+        return Ok(None);
+    }
+    let max = options
+        .record_bytes_max
+        .saturating_mul(2)
+        .max(crate::limits::BATCH_BYTES_MAX);
+    Ok(BatchHeader::decode(&h, max).ok().map(|h| h.base_timestamp))
+}
+
+/// Where a segment's valid prefix ends: the stop, and the records of the
+/// stopped batch that are whole and valid (count, bytes, max timestamp).
+type Kept = (u32, u64, i64);
+
+fn scan_batches(
+    file: &dyn VFile,
+    path: &Path,
+    len: u64,
+    scan: &mut Scan,
+    options: &RecoverOptions,
+) -> Result<Option<(ScanStop, Kept)>> {
+    let batch_max = crate::limits::BATCH_BYTES_MAX;
+    let mut scanner = BatchScanner::new(file, scan.size, len, batch_max);
+    loop {
+        let next = scanner.next_batch().ctx("read", path)?;
+        let (position, bytes) = match next {
+            Ok(None) => return Ok(None),
+            Ok(Some(b)) => b,
+            Err(stop) => {
+                let kept = torn_prefix(file, path, &stop, scan.next_offset, len, options)?;
+                return Ok(Some((stop, kept)));
+            }
+        };
+        let batch = record::Batch::decode(bytes, batch_max).expect("scanner checked the header");
+        let header = batch.header;
+        if header.base_offset != scan.next_offset {
+            let error = DecodeError::Malformed("batch: base offset out of sequence");
+            return Ok(Some((ScanStop { position, error }, (0, 0, i64::MIN))));
+        }
+        let mut kept: Kept = (0, 0, i64::MIN);
+        let mut failure = None;
+        for r in batch.records(options.record_bytes_max) {
+            match r {
+                Ok(r) => kept = (kept.0 + 1, kept.1 + u64::from(r.encoded_bytes), kept.2.max(r.timestamp)),
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        if failure.is_none() && kept.2 != header.max_timestamp {
+            failure = Some(DecodeError::Malformed("batch: max timestamp differs from its records"));
+        }
+        if let Some(error) = failure {
+            return Ok(Some((ScanStop { position, error }, kept)));
+        }
+        scan.keep(position, &header, bytes.len() as u64, options.index_interval_bytes);
+    }
+}
+
+/// For a batch whose header is valid but whose bytes run past the end of
+/// the file, the whole valid records that are there.
+fn torn_prefix(
+    file: &dyn VFile,
+    path: &Path,
+    stop: &ScanStop,
+    expected: u64,
+    len: u64,
+    options: &RecoverOptions,
+) -> Result<Kept> {
+    let none = (0, 0, i64::MIN);
+    if !stop.error.is_truncated() || len - stop.position < BATCH_HEADER_BYTES as u64 {
+        return Ok(none);
+    }
+    let mut buf = vec![0u8; (len - stop.position) as usize];
+    file.read_exact_at(&mut buf, stop.position).ctx("read", path)?;
+    let Ok(header) = BatchHeader::decode(&buf, crate::limits::BATCH_BYTES_MAX) else {
+        return Ok(none);
+    };
+    if header.base_offset != expected {
+        return Ok(none);
+    }
+    let mut kept = none;
+    let mut at = BATCH_HEADER_BYTES;
+    while kept.0 < header.record_count {
+        let offset = expected + u64::from(kept.0);
+        match record::decode_record(&buf[at..], offset, header.base_timestamp, options.record_bytes_max) {
+            Ok((r, used)) => {
+                at += used;
+                kept = (kept.0 + 1, kept.1 + used as u64, kept.2.max(r.timestamp));
+            }
+            Err(_) => break,
+        }
+    }
+    Ok(kept)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cut(
+    file: &dyn VFile,
+    vfs: &dyn Vfs,
+    path: &Path,
+    scan: &mut Scan,
+    stop: &ScanStop,
+    kept: Kept,
+    len: u64,
+    options: &RecoverOptions,
+    report: &mut SegmentReport,
+) -> Result<()> {
+    let (count, records_bytes, max_ts) = kept;
+    let mut new_len = stop.position;
+    let mut patched_header = None;
+    if count > 0 {
+        let mut h = [0u8; BATCH_HEADER_BYTES];
+        file.read_exact_at(&mut h, stop.position).ctx("read", path)?;
+        record::set_batch_extent(&mut h, count, records_bytes as u32, max_ts);
+        let header = BatchHeader::decode(&h, crate::limits::BATCH_BYTES_MAX).expect("patched header");
+        new_len = stop.position + BATCH_HEADER_BYTES as u64 + records_bytes;
+        patched_header = Some((h, header));
+    }
+    let cut_bytes = len - new_len;
+    let first_bad = scan.next_offset + u64::from(count);
+    let zeros = is_zero_range(file, path, new_len, len)?;
+    let torn = zeros || (stop.error.is_truncated() && cut_bytes < u64::from(crate::limits::BATCH_BYTES_MAX));
+    let reason = if zeros {
+        "zero-filled tail".to_string()
+    } else {
+        stop.error.to_string()
+    };
+    report.problem = Some(problem(first_bad, new_len, reason, torn));
+    report.truncated_bytes = cut_bytes;
+    if !options.dry_run {
+        if !torn {
+            let saved = unused_name(vfs, &PathBuf::from(format!("{}.corrupt", path.display())));
+            copy_range(file, path, new_len, len, vfs, &saved)?;
+            report.saved_to = Some(saved);
+        }
+        // Cut first, then rewrite the torn batch's header: if this is
+        // interrupted between the two, the next run finds the same torn
+        // batch and does the same.
+        file.set_len(new_len).ctx("truncate", path)?;
+        if let Some((h, _)) = &patched_header {
+            file.write_all_at(h, stop.position).ctx("write", path)?;
+        }
+        file.sync_data().ctx("fsync", path)?;
+    }
+    if let Some((_, header)) = patched_header {
+        scan.keep(
+            stop.position,
+            &header,
+            new_len - stop.position,
+            options.index_interval_bytes,
+        );
+    }
+    Ok(())
+}
+
+const COPY_CHUNK_BYTES: u64 = 1 << 20;
+
+fn is_zero_range(file: &dyn VFile, path: &Path, from: u64, to: u64) -> Result<bool> {
+    let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(to - from) as usize];
+    let mut at = from;
+    while at < to {
+        let n = COPY_CHUNK_BYTES.min(to - at) as usize;
+        file.read_exact_at(&mut buf[..n], at).ctx("read", path)?;
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        at += n as u64;
+    }
+    Ok(true)
+}
+
+/// Copies `[from, to)` of `file` into a new file `target`, durably.
+fn copy_range(file: &dyn VFile, path: &Path, from: u64, to: u64, vfs: &dyn Vfs, target: &Path) -> Result<()> {
+    let out = vfs.open(target, true).ctx("create", target)?;
+    let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(to - from) as usize];
+    let mut at = from;
+    while at < to {
+        let n = COPY_CHUNK_BYTES.min(to - at) as usize;
+        file.read_exact_at(&mut buf[..n], at).ctx("read", path)?;
+        out.write_all_at(&buf[..n], at - from).ctx("write", target)?;
+        at += n as u64;
+    }
+    out.sync_data().ctx("fsync", target)
+}
+
+fn problem(offset: u64, position: u64, reason: String, torn_tail: bool) -> Problem {
+    Problem {
+        offset,
+        position,
+        reason,
+        torn_tail,
+    }
+}
+
+/// Why the index on disk cannot be kept, if it cannot.
+fn compare_index(on_disk: &[IndexEntry], scan: &Scan, len: u64, was_cut: bool) -> Option<String> {
+    if let Err(e) = index::check_entries(on_disk, len, u64::from(u32::MAX)) {
+        return Some(e);
+    }
+    if on_disk == scan.entries.as_slice() {
+        return None;
+    }
+    if was_cut && scan.entries.starts_with(on_disk) {
+        return None;
+    }
+    Some("index entries differ from the log".to_string())
+}
+
+/// Reads the recovery point file of a partition, 0 when absent or unreadable.
+pub fn read_recovery_point(vfs: &dyn Vfs, dir: &Path) -> u64 {
+    read_small(vfs, &dir.join(RECOVERY_POINT_FILE))
+        .and_then(|text| {
+            let mut lines = text.lines();
+            (lines.next()? == RECOVERY_POINT_HEADER).then_some(())?;
+            lines.next()?.trim().parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// File name of a partition's recovery point.
+pub const RECOVERY_POINT_FILE: &str = "recovery-point";
+/// File name of a partition's clean-shutdown marker.
+pub const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
+const RECOVERY_POINT_HEADER: &str = "klog-recovery-point 1";
+
+fn read_small(vfs: &dyn Vfs, path: &Path) -> Option<String> {
+    let file = vfs.open_read(path).ok()?;
+    let len = file.len().ok()?;
+    if len > 4096 {
+        return None;
+    }
+    let mut buf = vec![0u8; len as usize];
+    file.read_exact_at(&mut buf, 0).ok()?;
+    String::from_utf8(buf).ok()
+}
+
+/// Writes a partition's recovery point atomically: temporary file, fsync,
+/// rename, directory fsync.
+pub fn write_recovery_point(vfs: &dyn Vfs, dir: &Path, offset: u64) -> Result<()> {
+    write_atomic(
+        vfs,
+        dir,
+        RECOVERY_POINT_FILE,
+        format!("{RECOVERY_POINT_HEADER}\n{offset}\n").as_bytes(),
+    )
+}
+
+/// Writes `dir/name` atomically.
+pub fn write_atomic(vfs: &dyn Vfs, dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let file = vfs.open(&tmp, true).ctx("create", &tmp)?;
+    file.set_len(0).ctx("truncate", &tmp)?;
+    file.write_all_at(bytes, 0).ctx("write", &tmp)?;
+    file.sync_data().ctx("fsync", &tmp)?;
+    vfs.rename(&tmp, &path).ctx("rename", &tmp)?;
+    vfs.sync_dir(dir).ctx("fsync directory", dir)
+}
+
+/// Whether a partition was closed cleanly (its marker exists).
+pub fn was_clean(vfs: &dyn Vfs, dir: &Path) -> bool {
+    vfs.exists(&dir.join(CLEAN_SHUTDOWN_FILE))
+}
+
+/// Removes the clean-shutdown marker, durably, before the first write.
+pub fn clear_clean(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
+    let path = dir.join(CLEAN_SHUTDOWN_FILE);
+    if vfs.exists(&path) {
+        vfs.remove(&path).ctx("remove", &path)?;
+        vfs.sync_dir(dir).ctx("fsync directory", dir)?;
+    }
+    Ok(())
+}
+
+/// Turns an unreadable partition into the library error.
+pub fn corrupt(path: &Path, position: u64, reason: impl Into<String>) -> Error {
+    Error::Corrupt {
+        path: path.to_path_buf(),
+        position,
+        reason: reason.into(),
+    }
+}

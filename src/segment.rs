@@ -1,0 +1,406 @@
+//! One segment: a `{base_offset:020}.log` file of batches, with its indexes.
+//!
+//! # File layout
+//!
+//! A segment starts with a 24-byte header, then batches back to back (see
+//! [`crate::record`]); nothing follows the last batch. Little-endian:
+//!
+//! | offset | size | field         | meaning                                           |
+//! |-------:|-----:|---------------|---------------------------------------------------|
+//! |      0 |    4 | `magic`       | `KLOG`                                            |
+//! |      4 |    2 | `version`     | segment format version, `1`                       |
+//! |      6 |    2 | reserved      | `0`                                               |
+//! |      8 |    8 | `base_offset` | offset of the first record; also the file's name  |
+//! |     16 |    4 | reserved      | `0`                                               |
+//! |     20 |    4 | `header_crc`  | CRC32 of bytes 0..20                              |
+//!
+//! The header is why an index position is never 0, and lets `klog-dump`
+//! tell a klog segment from any other file. The file is not preallocated:
+//! its length is the end of the last byte written, so a crash leaves at
+//! worst a torn or zero-filled tail, which recovery cuts.
+//!
+//! Reading ([`BatchScanner`]) goes through a reusable buffer, a few large
+//! reads per megabyte, never one read per record.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, IoContext, Result};
+use crate::fs::{VFile, Vfs};
+use crate::index::{IndexEntry, SegmentIndex};
+use crate::record::{self, BatchHeader, DecodeError, BATCH_HEADER_BYTES};
+
+/// Bytes of the segment header.
+pub const SEGMENT_HEADER_BYTES: usize = 24;
+/// The segment file magic.
+pub const SEGMENT_MAGIC: &[u8; 4] = b"KLOG";
+/// The segment format version.
+pub const SEGMENT_VERSION: u16 = 1;
+
+/// The file name of the segment whose first offset is `base_offset`.
+pub fn log_file_name(base_offset: u64) -> String {
+    format!("{base_offset:020}.log")
+}
+
+/// The base offset a segment file name encodes, if it is one.
+pub fn parse_log_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".log")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Encodes a segment header.
+pub fn encode_header(base_offset: u64) -> [u8; SEGMENT_HEADER_BYTES] {
+    let mut h = [0u8; SEGMENT_HEADER_BYTES];
+    h[0..4].copy_from_slice(SEGMENT_MAGIC);
+    h[4..6].copy_from_slice(&SEGMENT_VERSION.to_le_bytes());
+    h[8..16].copy_from_slice(&base_offset.to_le_bytes());
+    let crc = crc32fast::hash(&h[..20]);
+    h[20..24].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// Decodes a segment header, returning the base offset it names.
+pub fn decode_header(h: &[u8]) -> std::result::Result<u64, String> {
+    if h.len() < SEGMENT_HEADER_BYTES {
+        return Err(format!(
+            "segment header truncated ({} of {SEGMENT_HEADER_BYTES} bytes)",
+            h.len()
+        ));
+    }
+    if &h[0..4] != SEGMENT_MAGIC {
+        return Err("not a klog segment (bad magic)".into());
+    }
+    let crc = crc32fast::hash(&h[..20]);
+    if crc != record::u32_at(h, 20) {
+        return Err("segment header crc mismatch".into());
+    }
+    let version = record::u16_at(h, 4);
+    if version != SEGMENT_VERSION {
+        return Err(format!("unsupported segment version {version}"));
+    }
+    Ok(record::u64_at(h, 8))
+}
+
+/// Reads batches from a segment file in order, through one reusable buffer.
+#[derive(Debug)]
+pub struct BatchScanner<'f> {
+    file: &'f dyn VFile,
+    buf: Vec<u8>,
+    /// File position of `buf[0]`.
+    buf_position: u64,
+    /// Position of the next batch.
+    position: u64,
+    end: u64,
+    batch_bytes_max: u32,
+}
+
+/// A scan stopped at a batch that is not whole and valid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanStop {
+    /// Position of the batch.
+    pub position: u64,
+    /// What is wrong with it.
+    pub error: DecodeError,
+}
+
+/// One step of a scan: a batch (position, bytes), the end, or a stop.
+pub type ScanStep<'a> = Result<Option<(u64, &'a [u8])>, ScanStop>;
+
+const SCAN_CHUNK_BYTES: usize = 1 << 20;
+
+impl<'f> BatchScanner<'f> {
+    /// Scans `file` from `position` up to `end` (the file's length, or less).
+    pub fn new(file: &'f dyn VFile, position: u64, end: u64, batch_bytes_max: u32) -> Self {
+        BatchScanner {
+            file,
+            buf: Vec::new(),
+            buf_position: position,
+            position,
+            end,
+            batch_bytes_max,
+        }
+    }
+
+    /// Position of the next batch.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// Makes `[position, position + len)` available in `buf`, reading at
+    /// least a chunk; returns false when the file ends first.
+    fn fill(&mut self, len: usize) -> std::io::Result<bool> {
+        let have_from = self.position - self.buf_position;
+        if self.buf_position <= self.position && have_from as usize + len <= self.buf.len() {
+            return Ok(true);
+        }
+        if self.position + len as u64 > self.end {
+            return Ok(false);
+        }
+        let want = (self.end - self.position).min(len.max(SCAN_CHUNK_BYTES) as u64) as usize;
+        self.buf.resize(want, 0);
+        self.file.read_exact_at(&mut self.buf, self.position)?;
+        self.buf_position = self.position;
+        Ok(true)
+    }
+
+    /// The next batch: its position and bytes (header checked, records not),
+    /// `Ok(None)` at the end, or where and why the scan must stop.
+    pub fn next_batch(&mut self) -> std::io::Result<ScanStep<'_>> {
+        if self.position == self.end {
+            return Ok(Ok(None));
+        }
+        let stop = |position, error| Ok(Err(ScanStop { position, error }));
+        let available = (self.end - self.position) as usize;
+        if !self.fill(BATCH_HEADER_BYTES.min(available))? {
+            return stop(self.position, DecodeError::Malformed("scan"));
+        }
+        let at = (self.position - self.buf_position) as usize;
+        let header = match BatchHeader::decode(&self.buf[at..], self.batch_bytes_max) {
+            Ok(h) => h,
+            Err(e) => return stop(self.position, e),
+        };
+        let total = header.total_bytes() as usize;
+        if total > available {
+            let e = DecodeError::Truncated {
+                what: "batch",
+                needed: total as u64,
+                available: available as u64,
+            };
+            return stop(self.position, e);
+        }
+        self.fill(total)?;
+        let at = (self.position - self.buf_position) as usize;
+        let position = self.position;
+        self.position += total as u64;
+        Ok(Ok(Some((position, &self.buf[at..at + total]))))
+    }
+}
+
+/// A segment: its log file, its place in the log and, while it is the
+/// active segment, its writable index.
+#[derive(Debug)]
+pub struct Segment {
+    /// Offset of the first record (and the file's name).
+    pub base_offset: u64,
+    /// Path of the `.log` file.
+    pub path: PathBuf,
+    pub(crate) file: Arc<dyn VFile>,
+    /// Bytes in the file, header included.
+    pub size: u64,
+    /// One past the offset of the last record.
+    pub next_offset: u64,
+    /// Largest record timestamp, `i64::MIN` while empty.
+    pub max_timestamp: i64,
+    /// Timestamp of the first batch (roll by age), `None` while empty.
+    pub first_timestamp: Option<i64>,
+    pub(crate) entries: Vec<IndexEntry>,
+    pub(crate) index: Option<SegmentIndex>,
+    bytes_since_index: u64,
+}
+
+impl Segment {
+    /// Creates an empty segment file, durably (file and directory entry).
+    pub fn create(vfs: &dyn Vfs, dir: &Path, base_offset: u64, index_entries: usize) -> Result<Segment> {
+        let path = dir.join(log_file_name(base_offset));
+        let file = vfs.open(&path, true).ctx("create segment", &path)?;
+        file.set_len(0).ctx("truncate", &path)?;
+        file.write_all_at(&encode_header(base_offset), 0).ctx("write", &path)?;
+        file.sync_data().ctx("fsync", &path)?;
+        let index = SegmentIndex::create(vfs, &path, Vec::new(), index_entries)?;
+        // The new files exist after a power cut only once their directory
+        // entries are durable.
+        vfs.sync_dir(dir).ctx("fsync directory", dir)?;
+        Ok(Segment {
+            base_offset,
+            path,
+            file,
+            size: SEGMENT_HEADER_BYTES as u64,
+            next_offset: base_offset,
+            max_timestamp: i64::MIN,
+            first_timestamp: None,
+            entries: Vec::new(),
+            index: Some(index),
+            bytes_since_index: 0,
+        })
+    }
+
+    /// Opens an existing segment file for reading, checking its header.
+    /// Its extent (`size`, `next_offset`, ...) is set by the caller, from
+    /// recovery or from its index.
+    pub fn open(vfs: &dyn Vfs, path: &Path, writable: bool) -> Result<Segment> {
+        let file = if writable {
+            vfs.open(path, false)
+        } else {
+            vfs.open_read(path)
+        }
+        .ctx("open segment", path)?;
+        let size = file.len().ctx("stat", path)?;
+        let mut header = [0u8; SEGMENT_HEADER_BYTES];
+        let n = file.read_at(&mut header, 0).ctx("read", path)?;
+        let base_offset = decode_header(&header[..n]).map_err(|reason| Error::Corrupt {
+            path: path.to_path_buf(),
+            position: 0,
+            reason,
+        })?;
+        Ok(Segment {
+            base_offset,
+            path: path.to_path_buf(),
+            file,
+            size,
+            next_offset: base_offset,
+            max_timestamp: i64::MIN,
+            first_timestamp: None,
+            entries: Vec::new(),
+            index: None,
+            bytes_since_index: 0,
+        })
+    }
+
+    /// Whether no record has been appended.
+    pub fn is_empty(&self) -> bool {
+        self.next_offset == self.base_offset
+    }
+
+    /// The file, for reads and `sendfile`.
+    pub fn file(&self) -> &Arc<dyn VFile> {
+        &self.file
+    }
+
+    /// The index entries.
+    pub fn entries(&self) -> &[IndexEntry] {
+        &self.entries
+    }
+
+    /// Sets the segment's extent after a scan: `size` bytes, ending before
+    /// `next_offset`, with these index entries; `bytes_since_index` is
+    /// derived from the last entry.
+    pub(crate) fn set_extent(&mut self, size: u64, next_offset: u64, max_ts: i64, entries: Vec<IndexEntry>) {
+        self.size = size;
+        self.next_offset = next_offset;
+        self.max_timestamp = max_ts;
+        let last = entries
+            .last()
+            .map_or(SEGMENT_HEADER_BYTES as u64, |e| u64::from(e.position));
+        self.bytes_since_index = size - last;
+        self.entries = entries;
+    }
+
+    /// Makes this the active segment: maps a writable index holding the
+    /// current entries.
+    pub(crate) fn activate(&mut self, vfs: &dyn Vfs, index_entries: usize) -> Result<()> {
+        let index = SegmentIndex::create(vfs, &self.path, self.entries.clone(), index_entries)?;
+        self.index = Some(index);
+        Ok(())
+    }
+
+    /// Whether appending `batch_bytes` more must go to a new segment.
+    pub fn is_full(&self, batch_bytes: u64, segment_bytes: u64, record_count: u32) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        let offsets_left = u64::from(u32::MAX) - (self.next_offset - self.base_offset);
+        self.size + batch_bytes > segment_bytes
+            || u64::from(record_count) > offsets_left
+            || self.index.as_ref().is_some_and(SegmentIndex::is_full)
+    }
+
+    /// Appends a batch whose base offset is already `next_offset`.
+    pub(crate) fn append(&mut self, batch: &[u8], header: &BatchHeader, index_interval: u32) -> Result<()> {
+        debug_assert_eq!(header.base_offset, self.next_offset);
+        self.file.write_all_at(batch, self.size).ctx("append to", &self.path)?;
+        let position = self.size;
+        self.max_timestamp = self.max_timestamp.max(header.max_timestamp);
+        if self.first_timestamp.is_none() {
+            self.first_timestamp = Some(header.base_timestamp);
+        }
+        if self.bytes_since_index >= u64::from(index_interval) {
+            let entry = IndexEntry {
+                relative_offset: (header.base_offset - self.base_offset) as u32,
+                position: position as u32,
+                max_timestamp: self.max_timestamp,
+            };
+            if let Some(index) = self.index.as_mut() {
+                index.append(entry);
+            }
+            self.entries.push(entry);
+            self.bytes_since_index = 0;
+        }
+        self.bytes_since_index += batch.len() as u64;
+        self.size += batch.len() as u64;
+        self.next_offset = header.next_offset();
+        Ok(())
+    }
+
+    /// Position of the batch holding `offset` (or the first batch after it),
+    /// found through the index and a short forward scan of batch headers.
+    /// Returns the position and the header of that batch, or `None` when
+    /// `offset` is at or past the end of the segment's first `end` bytes.
+    pub fn find(&self, offset: u64, end: u64, batch_bytes_max: u32) -> Result<Option<(u64, BatchHeader)>> {
+        let rel = offset.saturating_sub(self.base_offset);
+        let start = crate::index::last_where(&self.entries, |e| u64::from(e.relative_offset) <= rel)
+            .map_or(SEGMENT_HEADER_BYTES as u64, |i| u64::from(self.entries[i].position));
+        let mut position = start;
+        let mut header_buf = [0u8; BATCH_HEADER_BYTES];
+        while position + BATCH_HEADER_BYTES as u64 <= end {
+            self.file
+                .read_exact_at(&mut header_buf, position)
+                .ctx("read", &self.path)?;
+            let header = BatchHeader::decode(&header_buf, batch_bytes_max).map_err(|e| Error::Corrupt {
+                path: self.path.clone(),
+                position,
+                reason: e.to_string(),
+            })?;
+            if header.next_offset() > offset {
+                if position + header.total_bytes() > end {
+                    return Ok(None);
+                }
+                return Ok(Some((position, header)));
+            }
+            position += header.total_bytes();
+        }
+        Ok(None)
+    }
+
+    /// Makes the appended bytes durable (fdatasync; the index is derived
+    /// data and is flushed when the segment rolls).
+    pub fn sync(&self) -> Result<()> {
+        self.file.sync_data().ctx("fsync", &self.path)
+    }
+
+    /// Stops being the active segment: trims and syncs the index.
+    pub(crate) fn deactivate(&mut self) -> Result<()> {
+        if let Some(mut index) = self.index.take() {
+            index.trim()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_round_trip() {
+        assert_eq!(log_file_name(42), "00000000000000000042.log");
+        assert_eq!(parse_log_file_name("00000000000000000042.log"), Some(42));
+        assert_eq!(parse_log_file_name("0000000000000000042.log"), None);
+        assert_eq!(parse_log_file_name("0000000000000000004x.log"), None);
+        assert_eq!(parse_log_file_name("00000000000000000042.index"), None);
+    }
+
+    #[test]
+    fn header_checks() {
+        let h = encode_header(7);
+        assert_eq!(decode_header(&h), Ok(7));
+        for i in 0..SEGMENT_HEADER_BYTES {
+            let mut bad = h;
+            bad[i] ^= 0x10;
+            assert!(decode_header(&bad).is_err(), "byte {i}");
+        }
+        assert!(decode_header(&h[..10]).is_err());
+    }
+}
