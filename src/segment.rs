@@ -370,8 +370,9 @@ impl Segment {
         self.file.sync_data().ctx("fsync", &self.path)
     }
 
-    /// Stops being the active segment: trims and syncs the index.
-    pub(crate) fn deactivate(&mut self) -> Result<()> {
+    /// Stops being the active segment: trims and syncs the index (a
+    /// segment that is not being appended to keeps a trimmed index).
+    pub fn deactivate(&mut self) -> Result<()> {
         if let Some(mut index) = self.index.take() {
             index.trim()?;
         }

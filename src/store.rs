@@ -135,6 +135,10 @@ impl Store {
         for p in 0..partitions {
             let dir = self.partition_dir(topic, p);
             self.vfs.create_dir_all(&dir).ctx("create", &dir)?;
+            // Every partition starts with an empty segment, so that readers
+            // of a partition that has no record yet find an empty log.
+            let mut segment = crate::segment::Segment::create(&*self.vfs, &dir, 0, 1)?;
+            segment.deactivate()?;
         }
         self.vfs.sync_dir(&self.dir).ctx("fsync directory", &self.dir)?;
         Ok(partitions)

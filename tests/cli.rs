@@ -1,0 +1,215 @@
+//! The binaries as a user runs them: embedded produce and consume, dump,
+//! recover, and their errors.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+use common::{bin, consume, lines, produce};
+use predicates::prelude::*;
+
+#[test]
+fn a_million_lines_come_back_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = lines(1_000_000);
+    produce(dir.path(), "t", &input, &[]);
+    assert_eq!(consume(dir.path(), "t", &[]), input);
+}
+
+#[test]
+fn keys_headers_formats_and_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    produce(
+        dir.path(),
+        "k",
+        "a:1\nb:2\na:3\nc:4\n",
+        &["-K", ":", "-H", "src=test", "--partitions", "4"],
+    );
+    // Every record of one key lands in one partition, in order.
+    let all = consume(dir.path(), "k", &["-f", "%k=%s p%p\\n"]);
+    let a: Vec<&str> = all.lines().filter(|l| l.starts_with("a=")).collect();
+    assert_eq!(a.len(), 2);
+    assert_eq!(a[0].split(' ').nth(1), a[1].split(' ').nth(1));
+    assert!(a[0].starts_with("a=1") && a[1].starts_with("a=3"));
+    let json = consume(dir.path(), "k", &["-J", "-c", "1"]);
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(v["headers"], serde_json::json!(["src", "test"]));
+    assert!(v["ts"].as_i64().unwrap() > 0);
+
+    produce(dir.path(), "n", &lines(100), &[]);
+    assert_eq!(consume(dir.path(), "n", &["-o", "-3"]), "98\n99\n100\n");
+    assert_eq!(consume(dir.path(), "n", &["-o", "10", "-c", "2"]), "11\n12\n");
+    assert_eq!(consume(dir.path(), "n", &["-o", "end"]), "");
+    bin("klog-consume")
+        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "n", "-o", "500", "-e"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("offset 500 is out of range").and(predicate::str::contains("0..100")));
+}
+
+#[test]
+fn json_envelopes_produce_back_the_same_records() {
+    let dir = tempfile::tempdir().unwrap();
+    produce(dir.path(), "a", "k1\tv1\nk2\tv2\n", &["-K", "\\t", "-H", "h=1"]);
+    let dumped = consume(dir.path(), "a", &["-J"]);
+    produce(dir.path(), "b", &dumped, &["-J"]);
+    let again = consume(dir.path(), "b", &["-J"]);
+    assert_eq!(dumped.replace("\"topic\":\"a\"", "\"topic\":\"b\""), again);
+    // A bad envelope names its record number, and exits 1.
+    bin("klog-produce")
+        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "b", "-J"])
+        .write_stdin("{\"payload\":\"ok\"}\nnot json\n")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("record 2").and(predicate::str::contains("(1 failed)")));
+}
+
+#[test]
+fn bad_topic_names_are_refused_and_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "x".repeat(250);
+    for name in ["../x", "a/b", ".", "..", "", long.as_str(), "é"] {
+        bin("klog-produce")
+            .args(["--data-dir", dir.path().to_str().unwrap(), "-t", name])
+            .write_stdin("x\n")
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("invalid topic name"));
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    assert!(!dir.path().parent().unwrap().join("x-0").exists());
+}
+
+#[test]
+fn a_second_writer_is_refused_with_the_holders_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    produce(dir.path(), "t", "1\n", &[]);
+    let lock = klog::lock::PartitionLock::acquire(&dir.path().join("t-0")).unwrap();
+    bin("klog-produce")
+        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "t"])
+        .write_stdin("2\n")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "locked by pid {}",
+            std::process::id()
+        )));
+    // Readers are unaffected.
+    assert_eq!(consume(dir.path(), "t", &[]), "1\n");
+    drop(lock);
+    produce(dir.path(), "t", "2\n", &[]);
+    assert_eq!(consume(dir.path(), "t", &[]), "1\n2\n");
+}
+
+#[test]
+fn closing_stdout_early_is_a_clean_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    produce(dir.path(), "t", &lines(100_000), &[]);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-consume"))
+        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "t"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut first = Vec::new();
+    for _ in 0..3 {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        first.push(line);
+    }
+    drop(reader);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(first, ["1\n", "2\n", "3\n"]);
+    assert!(out.status.success(), "{:?}", out.status);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+#[test]
+fn a_flipped_byte_is_found_cut_and_saved() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let input: String = (0..20_000).map(|i| format!("record-{i:06}\n")).collect();
+    produce(data, "t", &input, &["--segment-bytes", "64KiB", "--batch", "50"]);
+    let part = data.join("t-0");
+    let first = part.join("00000000000000000000.log");
+    let mut bytes = std::fs::read(&first).unwrap();
+    // Damage the value of record 1000: it sits inside the first segment.
+    let at = bytes.windows(13).position(|w| w == b"record-001000").unwrap();
+    bytes[at + 3] ^= 0x20;
+    std::fs::write(&first, &bytes).unwrap();
+    let segments_before = std::fs::read_dir(&part)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_str().unwrap().ends_with(".log"))
+        .count();
+    assert!(segments_before > 2);
+
+    bin("klog-dump")
+        .args(["--verify", part.to_str().unwrap()])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("crc mismatch").and(predicate::str::contains("offset 1000")));
+    bin("klog-recover")
+        .args(["--full", "--dry-run", part.to_str().unwrap()])
+        .assert()
+        .code(4);
+    bin("klog-recover")
+        .args(["--full", part.to_str().unwrap()])
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains("1000 records valid").and(predicate::str::contains("offset 1000")));
+    let kept = consume(data, "t", &[]);
+    assert_eq!(
+        kept,
+        input.lines().take(1000).map(|l| format!("{l}\n")).collect::<String>()
+    );
+    let saved = std::fs::read(part.join("00000000000000000000.log.corrupt")).unwrap();
+    assert_eq!(&saved[..], &bytes[bytes.len() - saved.len()..]);
+    assert!(std::fs::read_dir(part.join("quarantine")).unwrap().count() >= segments_before - 1);
+    bin("klog-recover")
+        .args(["--full", part.to_str().unwrap()])
+        .assert()
+        .code(0);
+    bin("klog-dump")
+        .args(["--verify", part.to_str().unwrap()])
+        .assert()
+        .code(0);
+    // The log goes on at the next offset.
+    produce(data, "t", "after\n", &[]);
+    assert_eq!(consume(data, "t", &["-o", "-1", "-f", "%o %s\\n"]), "1000 after\n");
+}
+
+#[test]
+fn usage_errors_exit_2_and_help_exits_0() {
+    bin("klog-consume")
+        .args(["--help"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("--offset"));
+    bin("klog-dump").args(["--version"]).assert().code(0);
+    bin("klog-consume")
+        .args(["-t", "t", "--data-dir", "d", "-f", "%q"])
+        .assert()
+        .code(2);
+    bin("klog-produce")
+        .args(["-t", "t", "--data-dir", "d", "--batch-bytes", "12XB"])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn unknown_topics_and_partitions_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    produce(dir.path(), "t", "1\n", &[]);
+    bin("klog-consume")
+        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "nope", "-e"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("does not exist"));
+    bin("klog-consume")
+        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "t", "-p", "3", "-e"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("partition 3"));
+}
