@@ -112,6 +112,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         changed |= report.changed();
         print_report(&dir, &report, &args, say)?;
     }
+    if !changed && !args.full {
+        say.info("clean from each recovery point on; --full also checks the segments before it");
+    }
     Ok(ExitCode::from(match (changed, args.dry_run) {
         (false, _) => 0,
         (true, false) => super::EXIT_REPAIRED,
