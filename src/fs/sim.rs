@@ -8,6 +8,10 @@
 //! appended bytes (the disk wrote some pages of the page cache, not others).
 //! Directories themselves are durable as soon as they are created.
 //!
+//! [`SimFs::cut_power_after`] makes every change after the first `n` fail, as
+//! if the machine stopped there mid-operation; [`SimFs::crash`] then decides
+//! what the disk kept. Together they cut an operation at each of its writes.
+//!
 //! This is the seam the power-loss tests cut through; production code uses
 //! [`super::RealFs`].
 
@@ -15,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{MapMut, VFile, Vfs};
@@ -36,20 +41,50 @@ struct State {
     durable: BTreeMap<PathBuf, InodeRef>,
 }
 
+/// Counts changes and refuses them once the budget is spent.
+#[derive(Debug)]
+struct Power {
+    changes: AtomicU64,
+    budget: AtomicU64,
+}
+
+impl Default for Power {
+    fn default() -> Power {
+        Power {
+            changes: AtomicU64::new(0),
+            budget: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+impl Power {
+    /// Spends one change, or fails when the power is out.
+    fn spend(&self) -> io::Result<()> {
+        let n = self.changes.fetch_add(1, Ordering::SeqCst);
+        if n >= self.budget.load(Ordering::SeqCst) {
+            return Err(io::Error::other("simulated power cut"));
+        }
+        Ok(())
+    }
+}
+
 /// An in-memory file system that can simulate a power cut.
 #[derive(Debug, Default, Clone)]
 pub struct SimFs {
     state: Arc<Mutex<State>>,
+    power: Arc<Power>,
 }
 
 #[derive(Debug)]
 struct SimFile {
     inode: InodeRef,
+    power: Arc<Power>,
 }
 
 #[derive(Debug)]
 struct SimMap {
     inode: InodeRef,
+    power: Arc<Power>,
     buf: Vec<u8>,
 }
 
@@ -93,6 +128,24 @@ impl SimFs {
         state.live = state.durable.clone();
     }
 
+    /// Lets the next `n` changes (writes, truncations, syncs, creations,
+    /// renames, removals) happen and fails every one after them, until
+    /// [`SimFs::restore_power`].
+    pub fn cut_power_after(&self, n: u64) {
+        let done = self.power.changes.load(Ordering::SeqCst);
+        self.power.budget.store(done.saturating_add(n), Ordering::SeqCst);
+    }
+
+    /// Lifts the limit of [`SimFs::cut_power_after`].
+    pub fn restore_power(&self) {
+        self.power.budget.store(u64::MAX, Ordering::SeqCst);
+    }
+
+    /// Changes made so far (attempted ones included).
+    pub fn changes(&self) -> u64 {
+        self.power.changes.load(Ordering::SeqCst)
+    }
+
     /// The bytes of a file as the process sees them.
     pub fn read(&self, path: &Path) -> Option<Vec<u8>> {
         let state = lock(&self.state);
@@ -114,16 +167,19 @@ impl SimFs {
 impl Vfs for SimFs {
     fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn VFile>> {
         let mut state = lock(&self.state);
+        let power = Arc::clone(&self.power);
         if let Some(inode) = state.live.get(path) {
-            return Ok(Arc::new(SimFile { inode: inode.clone() }));
+            let inode = inode.clone();
+            return Ok(Arc::new(SimFile { inode, power }));
         }
         let parent = path.parent().unwrap_or(Path::new(""));
         if !create || !state.dirs.contains(parent) {
             return Err(not_found(path));
         }
+        self.power.spend()?;
         let inode = InodeRef::default();
         state.live.insert(path.to_path_buf(), inode.clone());
-        Ok(Arc::new(SimFile { inode }))
+        Ok(Arc::new(SimFile { inode, power }))
     }
 
     fn open_read(&self, path: &Path) -> io::Result<Arc<dyn VFile>> {
@@ -136,11 +192,13 @@ impl Vfs for SimFs {
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {
+        self.power.spend()?;
         let mut state = lock(&self.state);
         state.live.remove(path).map(drop).ok_or_else(|| not_found(path))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.power.spend()?;
         let mut state = lock(&self.state);
         let inode = state.live.remove(from).ok_or_else(|| not_found(from))?;
         state.live.insert(to.to_path_buf(), inode);
@@ -148,6 +206,7 @@ impl Vfs for SimFs {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.power.spend()?;
         let mut state = lock(&self.state);
         if !state.dirs.contains(dir) {
             return Err(not_found(dir));
@@ -162,6 +221,7 @@ impl Vfs for SimFs {
     }
 
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.power.spend()?;
         let mut state = lock(&self.state);
         for ancestor in dir.ancestors() {
             state.dirs.insert(ancestor.to_path_buf());
@@ -193,6 +253,7 @@ impl VFile for SimFile {
     }
 
     fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
+        self.power.spend()?;
         let mut inode = lock(&self.inode);
         let end = pos as usize + buf.len();
         if inode.data.len() < end {
@@ -207,11 +268,13 @@ impl VFile for SimFile {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
+        self.power.spend()?;
         lock(&self.inode).data.resize(len as usize, 0);
         Ok(())
     }
 
     fn sync_data(&self) -> io::Result<()> {
+        self.power.spend()?;
         let mut inode = lock(&self.inode);
         inode.durable = inode.data.clone();
         Ok(())
@@ -225,6 +288,7 @@ impl VFile for SimFile {
         let buf = inode.data[..len as usize].to_vec();
         Ok(Box::new(SimMap {
             inode: self.inode.clone(),
+            power: Arc::clone(&self.power),
             buf,
         }))
     }
@@ -255,6 +319,7 @@ impl MapMut for SimMap {
     }
 
     fn flush(&self) -> io::Result<()> {
+        self.power.spend()?;
         self.write_back(true);
         Ok(())
     }
@@ -262,6 +327,9 @@ impl MapMut for SimMap {
 
 impl Drop for SimMap {
     fn drop(&mut self) {
+        // Stores into a mapping reach the page cache as they happen; a map
+        // dropped after the power went out changes nothing that matters,
+        // since the crash reverts the file.
         self.write_back(false);
     }
 }
