@@ -56,6 +56,8 @@ pub trait VFile: Send + Sync + fmt::Debug {
     fn map_mut(&self, len: u64) -> io::Result<Box<dyn MapMut>>;
     /// The descriptor, where there is one, for `sendfile`.
     fn raw_fd(&self) -> Option<RawFd>;
+    /// When the file's data last changed, in ms since the Unix epoch.
+    fn modified_ms(&self) -> io::Result<i64>;
 
     /// Reads exactly `buf.len()` bytes at `pos`.
     fn read_exact_at(&self, mut buf: &mut [u8], mut pos: u64) -> io::Result<()> {
@@ -171,6 +173,14 @@ impl VFile for RealFile {
 
     fn raw_fd(&self) -> Option<RawFd> {
         Some(self.0.as_raw_fd())
+    }
+
+    fn modified_ms(&self) -> io::Result<i64> {
+        let modified = self.0.metadata()?.modified()?;
+        Ok(match modified.duration_since(std::time::UNIX_EPOCH) {
+            Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+            Err(e) => -i64::try_from(e.duration().as_millis()).unwrap_or(i64::MAX),
+        })
     }
 }
 

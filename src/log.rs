@@ -51,13 +51,14 @@ use crate::segment::Segment;
 pub struct LogConfig {
     /// Roll the active segment when it would exceed this size.
     pub segment_bytes: u64,
-    /// Roll the active segment when its first record is older than this.
+    /// Roll the active segment at the first append this long after its
+    /// first record was appended.
     pub segment_age_ms: Option<u64>,
     /// Bytes of log between two index entries.
     pub index_interval_bytes: u32,
     /// Bytes preallocated for the active segment's offset index.
     pub index_bytes_max: u32,
-    /// Delete segments whose newest record is older than this.
+    /// Delete segments whose newest record was appended this long ago.
     pub retention_ms: Option<u64>,
     /// Delete the oldest segments while the log is larger than this.
     pub retention_bytes: Option<u64>,
@@ -216,7 +217,12 @@ impl Log {
                 report.max_timestamp,
                 report.entries.clone(),
             );
-            segment.first_timestamp = report.first_timestamp;
+            if report.records_valid > 0 {
+                // The last write to a segment is the append of its newest
+                // record; its first append is at least that old.
+                segment.last_append_ms = segment.file().modified_ms().ok();
+                segment.first_append_ms = segment.last_append_ms;
+            }
             segments.insert(segment.base_offset, segment);
         }
         let mut log = Log {
@@ -332,7 +338,7 @@ impl Log {
         record::set_base_offset(batch, base_offset);
         let header = BatchHeader { base_offset, ..header };
         let interval = self.config.index_interval_bytes;
-        self.active_mut().append(batch, &header, interval)?;
+        self.active_mut().append(batch, &header, interval, now_ms)?;
         self.unflushed_records += u64::from(header.record_count);
         self.oldest_unflushed_ms.get_or_insert(now_ms);
         if !self.config.has_flush_policy() {
@@ -350,7 +356,7 @@ impl Log {
 
     fn maybe_roll(&mut self, batch_bytes: u64, record_count: u32, now_ms: i64) -> Result<()> {
         let active = self.active();
-        let too_old = match (self.config.segment_age_ms, active.first_timestamp) {
+        let too_old = match (self.config.segment_age_ms, active.first_append_ms) {
             (Some(age), Some(first)) => !active.is_empty() && now_ms.saturating_sub(first) >= age as i64,
             _ => false,
         };
@@ -492,8 +498,9 @@ impl Log {
         Ok(None)
     }
 
-    /// Deletes whole segments from the front whose newest record is older
-    /// than the retention time, or while the log exceeds the retention
+    /// Deletes whole segments from the front whose newest record was
+    /// appended longer ago than the retention time (the append time, not
+    /// the producer's timestamp, so replaying old records keeps them), or while the log exceeds the retention
     /// size; never the active segment. Returns the base offsets deleted.
     pub fn apply_retention(&mut self, now_ms: i64) -> Result<Vec<u64>> {
         let mut deleted = Vec::new();
@@ -501,7 +508,9 @@ impl Log {
         while self.segments.len() > 1 {
             let oldest = self.segments.values().next().expect("segment");
             let expired = self.config.retention_ms.is_some_and(|ms| {
-                oldest.max_timestamp != i64::MIN && now_ms.saturating_sub(oldest.max_timestamp) > ms as i64
+                oldest
+                    .last_append_ms
+                    .is_some_and(|t| now_ms.saturating_sub(t) > ms as i64)
             });
             let oversize = self
                 .config

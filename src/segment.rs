@@ -194,8 +194,14 @@ pub struct Segment {
     pub next_offset: u64,
     /// Largest record timestamp, `i64::MIN` while empty.
     pub max_timestamp: i64,
-    /// Timestamp of the first batch (roll by age), `None` while empty.
-    pub first_timestamp: Option<i64>,
+    /// When the first record of this segment was appended (ms since the
+    /// epoch; roll by age). After a restart it is not known, and the file's
+    /// modification time stands in for it. `None` while empty.
+    pub first_append_ms: Option<i64>,
+    /// When its newest record was appended (retention by time): the append
+    /// time in this process, or the file's modification time after a
+    /// restart. `None` while empty.
+    pub last_append_ms: Option<i64>,
     pub(crate) entries: Vec<IndexEntry>,
     pub(crate) index: Option<SegmentIndex>,
     bytes_since_index: u64,
@@ -220,7 +226,8 @@ impl Segment {
             size: SEGMENT_HEADER_BYTES as u64,
             next_offset: base_offset,
             max_timestamp: i64::MIN,
-            first_timestamp: None,
+            first_append_ms: None,
+            last_append_ms: None,
             entries: Vec::new(),
             index: Some(index),
             bytes_since_index: 0,
@@ -252,7 +259,8 @@ impl Segment {
             size,
             next_offset: base_offset,
             max_timestamp: i64::MIN,
-            first_timestamp: None,
+            first_append_ms: None,
+            last_append_ms: None,
             entries: Vec::new(),
             index: None,
             bytes_since_index: 0,
@@ -308,14 +316,19 @@ impl Segment {
     }
 
     /// Appends a batch whose base offset is already `next_offset`.
-    pub(crate) fn append(&mut self, batch: &[u8], header: &BatchHeader, index_interval: u32) -> Result<()> {
+    pub(crate) fn append(
+        &mut self,
+        batch: &[u8],
+        header: &BatchHeader,
+        index_interval: u32,
+        now_ms: i64,
+    ) -> Result<()> {
         debug_assert_eq!(header.base_offset, self.next_offset);
         self.file.write_all_at(batch, self.size).ctx("append to", &self.path)?;
         let position = self.size;
         self.max_timestamp = self.max_timestamp.max(header.max_timestamp);
-        if self.first_timestamp.is_none() {
-            self.first_timestamp = Some(header.base_timestamp);
-        }
+        self.first_append_ms.get_or_insert(now_ms);
+        self.last_append_ms = Some(now_ms);
         if self.bytes_since_index >= u64::from(index_interval) {
             let entry = IndexEntry {
                 relative_offset: (header.base_offset - self.base_offset) as u32,

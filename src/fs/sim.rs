@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{MapMut, VFile, Vfs};
@@ -28,6 +28,7 @@ use super::{MapMut, VFile, Vfs};
 struct Inode {
     data: Vec<u8>,
     durable: Vec<u8>,
+    modified_ms: i64,
 }
 
 type InodeRef = Arc<Mutex<Inode>>;
@@ -46,6 +47,8 @@ struct State {
 struct Power {
     changes: AtomicU64,
     budget: AtomicU64,
+    /// The simulated wall clock that stamps modification times.
+    clock_ms: AtomicI64,
 }
 
 impl Default for Power {
@@ -53,6 +56,7 @@ impl Default for Power {
         Power {
             changes: AtomicU64::new(0),
             budget: AtomicU64::new(u64::MAX),
+            clock_ms: AtomicI64::new(0),
         }
     }
 }
@@ -114,7 +118,7 @@ impl SimFs {
                 continue;
             }
             let mut inode = lock(inode);
-            let Inode { data, durable } = &mut *inode;
+            let Inode { data, durable, .. } = &mut *inode;
             let appended_only = data.len() > durable.len() && data.starts_with(durable);
             let mut next = durable.clone();
             if appended_only {
@@ -134,6 +138,11 @@ impl SimFs {
     pub fn cut_power_after(&self, n: u64) {
         let done = self.power.changes.load(Ordering::SeqCst);
         self.power.budget.store(done.saturating_add(n), Ordering::SeqCst);
+    }
+
+    /// Sets the clock that stamps files' modification times.
+    pub fn set_clock_ms(&self, now_ms: i64) {
+        self.power.clock_ms.store(now_ms, Ordering::SeqCst);
     }
 
     /// Lifts the limit of [`SimFs::cut_power_after`].
@@ -158,6 +167,7 @@ impl SimFs {
         let inode = Arc::new(Mutex::new(Inode {
             data: bytes.to_vec(),
             durable: bytes.to_vec(),
+            modified_ms: self.power.clock_ms.load(Ordering::SeqCst),
         }));
         state.live.insert(path.to_path_buf(), inode.clone());
         state.durable.insert(path.to_path_buf(), inode);
@@ -178,6 +188,7 @@ impl Vfs for SimFs {
         }
         self.power.spend()?;
         let inode = InodeRef::default();
+        lock(&inode).modified_ms = self.power.clock_ms.load(Ordering::SeqCst);
         state.live.insert(path.to_path_buf(), inode.clone());
         Ok(Arc::new(SimFile { inode, power }))
     }
@@ -255,6 +266,7 @@ impl VFile for SimFile {
     fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
         self.power.spend()?;
         let mut inode = lock(&self.inode);
+        inode.modified_ms = self.power.clock_ms.load(Ordering::SeqCst);
         let end = pos as usize + buf.len();
         if inode.data.len() < end {
             inode.data.resize(end, 0);
@@ -269,7 +281,9 @@ impl VFile for SimFile {
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.power.spend()?;
-        lock(&self.inode).data.resize(len as usize, 0);
+        let mut inode = lock(&self.inode);
+        inode.modified_ms = self.power.clock_ms.load(Ordering::SeqCst);
+        inode.data.resize(len as usize, 0);
         Ok(())
     }
 
@@ -295,6 +309,10 @@ impl VFile for SimFile {
 
     fn raw_fd(&self) -> Option<RawFd> {
         None
+    }
+
+    fn modified_ms(&self) -> io::Result<i64> {
+        Ok(lock(&self.inode).modified_ms)
     }
 }
 
