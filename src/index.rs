@@ -129,6 +129,15 @@ pub fn read_entries(vfs: &dyn Vfs, log_path: &Path) -> Result<Vec<IndexEntry>, S
     Ok((0..used).map(|i| entry_at(&offsets, &times, i)).collect())
 }
 
+/// Whether the index files of `log_path` hold exactly `entries` entries
+/// (no preallocated room).
+pub fn is_trimmed(vfs: &dyn Vfs, log_path: &Path, entries: usize) -> bool {
+    let (offset_path, time_path) = index_paths(log_path);
+    let len = |p: &Path| vfs.open_read(p).and_then(|f| f.len()).ok();
+    len(&offset_path) == Some((entries * OFFSET_ENTRY_BYTES) as u64)
+        && len(&time_path) == Some((entries * TIME_ENTRY_BYTES) as u64)
+}
+
 /// Slots before the first unused one (position 0), by binary search: the
 /// used slots form a prefix.
 fn used_slots(offsets: &[u8], slots: usize) -> usize {

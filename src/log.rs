@@ -245,16 +245,6 @@ impl Log {
                 let segment = Segment::create(&*log.vfs, dir, base, log.config.index_entries())?;
                 log.segments.insert(base, segment);
             } else {
-                let stale: Vec<u64> = log
-                    .recovery
-                    .segments
-                    .iter()
-                    .filter(|r| r.index_problem.is_some())
-                    .map(|r| r.base_offset)
-                    .collect();
-                for base in stale {
-                    log.rewrite_index(base)?;
-                }
                 let entries = log.config.index_entries();
                 let vfs = Arc::clone(&log.vfs);
                 log.active_mut().activate(&*vfs, entries)?;
@@ -265,13 +255,6 @@ impl Log {
         log.flushed_offset = log.next_offset();
         log.visible_size = log.active().size;
         Ok(log)
-    }
-
-    fn rewrite_index(&mut self, base: u64) -> Result<()> {
-        let vfs = Arc::clone(&self.vfs);
-        let segment = self.segments.get_mut(&base).expect("segment");
-        let mut index = index::SegmentIndex::create(&*vfs, &segment.path, segment.entries.clone(), 0)?;
-        index.trim()
     }
 
     /// What recovery found and did when the log was opened.

@@ -189,6 +189,15 @@ pub fn recover_partition(
         let next_base = segments.get(i + 1).map(|s| s.0);
         let trusted = !options.full && next_base.is_some_and(|n| n <= recovery_point);
         let seg = recover_segment(vfs, path, *base, trusted, options)?;
+        let damaged = seg.problem.is_some() || seg.index_problem.is_some();
+        // An index still preallocated (a writer's active segment, or a run
+        // killed while rebuilding) is trimmed too, silently: it is sound,
+        // but a repaired partition ends in the same files however it got
+        // there.
+        if !options.dry_run && seg.bytes_valid > 0 && (damaged || !index::is_trimmed(vfs, path, seg.entries.len())) {
+            let mut index = index::SegmentIndex::create(vfs, path, seg.entries.clone(), 0)?;
+            index.trim()?;
+        }
         expected = Some(seg.next_offset);
         cut = seg.problem.is_some();
         if seg.bytes_valid == 0 {
@@ -201,6 +210,15 @@ pub fn recover_partition(
     }
     if !options.dry_run && report.changed() {
         vfs.sync_dir(dir).ctx("fsync directory", dir)?;
+    }
+    if let Some(next) = report.next_offset().filter(|_| !options.dry_run) {
+        // Everything before the last segment was synced when it rolled, and
+        // any cut is synced: all that was kept is durable. (Written also
+        // when nothing changed, so that a run killed before this line and
+        // run again ends in the same files.)
+        if read_recovery_point(vfs, dir) != next {
+            write_recovery_point(vfs, dir, next)?;
+        }
     }
     Ok(report)
 }
@@ -501,9 +519,7 @@ fn cut(
     report.truncated_bytes = cut_bytes;
     if !options.dry_run {
         if !torn {
-            let saved = unused_name(vfs, &PathBuf::from(format!("{}.corrupt", path.display())));
-            copy_range(file, path, new_len, len, vfs, &saved)?;
-            report.saved_to = Some(saved);
+            report.saved_to = Some(save_cut(file, path, new_len, len, vfs)?);
         }
         // Cut first, then rewrite the torn batch's header: if this is
         // interrupted between the two, the next run finds the same torn
@@ -541,9 +557,36 @@ fn is_zero_range(file: &dyn VFile, path: &Path, from: u64, to: u64) -> Result<bo
     Ok(true)
 }
 
-/// Copies `[from, to)` of `file` into a new file `target`, durably.
-fn copy_range(file: &dyn VFile, path: &Path, from: u64, to: u64, vfs: &dyn Vfs, target: &Path) -> Result<()> {
-    let out = vfs.open(target, true).ctx("create", target)?;
+/// Saves `[from, to)` of the segment `path` beside it as
+/// `<segment>.corrupt` (or `.corrupt.1`, ...: never over an earlier save),
+/// durably, before the segment is cut. A run killed after saving and before
+/// cutting finds its earlier save holding the same bytes and reuses it, so
+/// that running again ends in the same files.
+fn save_cut(file: &dyn VFile, path: &Path, from: u64, to: u64, vfs: &dyn Vfs) -> Result<PathBuf> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let base = PathBuf::from(format!("{}.corrupt", path.display()));
+    let candidates =
+        std::iter::once(base.clone()).chain((1u32..).map(|n| PathBuf::from(format!("{}.{n}", base.display()))));
+    for target in candidates {
+        if !vfs.exists(&target) {
+            let tmp = PathBuf::from(format!("{}.tmp", target.display()));
+            let out = vfs.open(&tmp, true).ctx("create", &tmp)?;
+            out.set_len(0).ctx("truncate", &tmp)?;
+            copy_range(file, path, from, to, &*out, &tmp)?;
+            out.sync_data().ctx("fsync", &tmp)?;
+            vfs.rename(&tmp, &target).ctx("rename", &tmp)?;
+            vfs.sync_dir(dir).ctx("fsync directory", dir)?;
+            return Ok(target);
+        }
+        if same_bytes(file, path, from, to, vfs, &target)? {
+            return Ok(target);
+        }
+    }
+    unreachable!("an unbounded sequence of names")
+}
+
+/// Copies `[from, to)` of `file` to the start of `out`.
+fn copy_range(file: &dyn VFile, path: &Path, from: u64, to: u64, out: &dyn VFile, target: &Path) -> Result<()> {
     let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(to - from) as usize];
     let mut at = from;
     while at < to {
@@ -552,7 +595,30 @@ fn copy_range(file: &dyn VFile, path: &Path, from: u64, to: u64, vfs: &dyn Vfs, 
         out.write_all_at(&buf[..n], at - from).ctx("write", target)?;
         at += n as u64;
     }
-    out.sync_data().ctx("fsync", target)
+    Ok(())
+}
+
+/// Whether the file `other` holds exactly `[from, to)` of `file`.
+fn same_bytes(file: &dyn VFile, path: &Path, from: u64, to: u64, vfs: &dyn Vfs, other: &Path) -> Result<bool> {
+    let Ok(theirs) = vfs.open_read(other) else {
+        return Ok(false);
+    };
+    if theirs.len().ctx("stat", other)? != to - from {
+        return Ok(false);
+    }
+    let chunk = COPY_CHUNK_BYTES.min(to - from) as usize;
+    let (mut a, mut b) = (vec![0u8; chunk], vec![0u8; chunk]);
+    let mut at = from;
+    while at < to {
+        let n = COPY_CHUNK_BYTES.min(to - at) as usize;
+        file.read_exact_at(&mut a[..n], at).ctx("read", path)?;
+        theirs.read_exact_at(&mut b[..n], at - from).ctx("read", other)?;
+        if a[..n] != b[..n] {
+            return Ok(false);
+        }
+        at += n as u64;
+    }
+    Ok(true)
 }
 
 fn problem(offset: u64, position: u64, reason: String, torn_tail: bool) -> Problem {

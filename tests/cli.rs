@@ -5,6 +5,7 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
+use std::time::Duration;
 
 use common::{bin, consume, lines, produce};
 use predicates::prelude::*;
@@ -158,7 +159,12 @@ fn a_flipped_byte_is_found_cut_and_saved() {
         .args(["--full", part.to_str().unwrap()])
         .assert()
         .code(3)
-        .stdout(predicate::str::contains("1000 records valid").and(predicate::str::contains("offset 1000")));
+        .stdout(
+            predicate::str::is_match(
+                r"(?m)^00000000000000000000\.log: 1000 records valid, truncated \d+ bytes at position \d+ \(record crc mismatch.* at offset 1000\), cut bytes saved to .*00000000000000000000\.log\.corrupt",
+            )
+            .unwrap(),
+        );
     let kept = consume(data, "t", &[]);
     assert_eq!(
         kept,
@@ -212,4 +218,27 @@ fn unknown_topics_and_partitions_are_errors() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains("partition 3"));
+}
+
+#[test]
+fn a_following_consumer_sees_appends_across_segment_rolls() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    produce(dir.path(), "t", "first\n", &["--segment-bytes", "4KiB"]);
+    let follower = common::Proc::spawn("klog-consume", &["--data-dir", data, "-t", "t", "-u"]);
+    assert_eq!(follower.take_lines(1, Duration::from_secs(20)), ["first"]);
+    // Several runs of a writer, each rolling segments of 4 KiB while the
+    // follower reads.
+    let mut expected = Vec::new();
+    for run in 0..3 {
+        let input: String = (0..2_000).map(|i| format!("run{run}-{i}\n")).collect();
+        expected.extend((0..2_000).map(|i| format!("run{run}-{i}")));
+        produce(dir.path(), "t", &input, &["--segment-bytes", "4KiB", "--batch", "7"]);
+    }
+    let segments = std::fs::read_dir(dir.path().join("t-0"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log"))
+        .count();
+    assert!(segments > 20, "{segments} segments: the writer should have rolled");
+    assert_eq!(follower.take_lines(expected.len(), Duration::from_secs(60)), expected);
 }

@@ -140,20 +140,7 @@ fn recover_one(dir: &Path, options: &RecoverOptions) -> anyhow::Result<RecoveryR
     } else {
         recover::read_recovery_point(&RealFs, dir)
     };
-    let report = recover::recover_partition(&RealFs, dir, point, options)?;
-    if !options.dry_run && report.changed() {
-        // Rewrite the indexes recovery rebuilt, and the recovery point.
-        for seg in &report.segments {
-            if seg.index_problem.is_some() || seg.problem.is_some() {
-                let mut index = crate::index::SegmentIndex::create(&RealFs, &seg.path, seg.entries.clone(), 0)?;
-                index.trim()?;
-            }
-        }
-        if let Some(next) = report.next_offset() {
-            recover::write_recovery_point(&RealFs, dir, next)?;
-        }
-    }
-    Ok(report)
+    Ok(recover::recover_partition(&RealFs, dir, point, options)?)
 }
 
 fn print_report(dir: &Path, report: &RecoveryReport, args: &Args, say: super::Say) -> anyhow::Result<()> {

@@ -161,6 +161,16 @@ impl SimFs {
         state.live.get(path).map(|i| lock(i).data.clone())
     }
 
+    /// Every file as the process sees it, by path.
+    pub fn files(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        let state = lock(&self.state);
+        state
+            .live
+            .iter()
+            .map(|(p, i)| (p.clone(), lock(i).data.clone()))
+            .collect()
+    }
+
     /// Replaces a file's bytes, durably (for tests that damage files).
     pub fn write(&self, path: &Path, bytes: &[u8]) {
         let mut state = lock(&self.state);
