@@ -109,8 +109,11 @@ pub fn read_entries(vfs: &dyn Vfs, log_path: &Path) -> Result<Vec<IndexEntry>, S
     let read = |path: &Path| -> Result<Vec<u8>, String> {
         let file = vfs.open_read(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let len = file.len().map_err(|e| e.to_string())?;
-        if len > u64::from(u32::MAX) {
-            return Err(format!("{}: {len} bytes is too large", path.display()));
+        // Time entries are the larger: an offset index is at most 8/12 of this.
+        let limit =
+            u64::from(crate::limits::INDEX_BYTES_MAX_LIMIT) / OFFSET_ENTRY_BYTES as u64 * TIME_ENTRY_BYTES as u64;
+        if len > limit {
+            return Err(format!("{}: {len} bytes is larger than any index", path.display()));
         }
         let mut buf = vec![0; len as usize];
         file.read_exact_at(&mut buf, 0).map_err(|e| e.to_string())?;
@@ -308,6 +311,17 @@ impl SegmentIndex {
 mod tests {
     use super::*;
     use crate::fs::sim::SimFs;
+
+    #[test]
+    fn an_index_file_larger_than_any_index_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("00000000000000000000.log");
+        let (offsets, times) = index_paths(&log);
+        std::fs::File::create(&offsets).unwrap().set_len(1 << 40).unwrap();
+        std::fs::File::create(&times).unwrap().set_len(12).unwrap();
+        let err = read_entries(&crate::fs::RealFs, &log).unwrap_err();
+        assert!(err.contains("larger than any index"), "{err}");
+    }
 
     fn entry(rel: u32, pos: u32, ts: i64) -> IndexEntry {
         IndexEntry {

@@ -35,6 +35,10 @@ pub const INDEX_INTERVAL_BYTES_DEFAULT: u32 = 4096;
 /// segment; trimmed to the used length when the segment rolls.
 pub const INDEX_BYTES_MAX_DEFAULT: u32 = 10 * 1024 * 1024;
 
+/// The largest index file read or preallocated: a longer one read from disk
+/// is damaged (and rebuilt), never loaded.
+pub const INDEX_BYTES_MAX_LIMIT: u32 = 64 * 1024 * 1024;
+
 /// Default retention by time: seven days, as in the paper.
 pub const RETENTION_MS_DEFAULT: u64 = 7 * 24 * 3600 * 1000;
 
@@ -48,6 +52,7 @@ pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 pub const HEADERS_PER_RECORD_MAX: u32 = 1024;
 
 const _: () = assert!(RECORD_BYTES_MAX_DEFAULT <= RECORD_BYTES_MAX_LIMIT);
+const _: () = assert!(INDEX_BYTES_MAX_DEFAULT <= INDEX_BYTES_MAX_LIMIT);
 const _: () = assert!((RECORD_BYTES_MAX_LIMIT as u64) < BATCH_BYTES_MAX as u64);
 const _: () = assert!((BATCH_BYTES_MAX as u64) < SEGMENT_BYTES_MAX);
 const _: () = assert!(SEGMENT_BYTES_MIN <= SEGMENT_BYTES_DEFAULT);

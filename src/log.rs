@@ -108,6 +108,13 @@ impl LogConfig {
         if (self.index_bytes_max as usize) < INDEX_ENTRY_BYTES_MAX {
             return Err(Error::Config("index size holds no entry".into()));
         }
+        if self.index_bytes_max > limits::INDEX_BYTES_MAX_LIMIT {
+            return Err(Error::Config(format!(
+                "index size {} is over the limit of {} bytes",
+                self.index_bytes_max,
+                limits::INDEX_BYTES_MAX_LIMIT
+            )));
+        }
         if self.flush_messages == Some(0) {
             return Err(Error::Config("flush every 0 messages".into()));
         }
