@@ -30,6 +30,7 @@ pub mod limits;
 pub mod lock;
 pub mod log;
 pub mod produce;
+pub mod protocol;
 pub mod record;
 pub mod recover;
 pub mod segment;
