@@ -23,7 +23,7 @@ _klog__consume() {
 
     case "${cmd}" in
         klog__consume)
-            opts="-t -p -o -e -c -f -J -u -q -h -V --topic --partition --offset --exit --count --format --json --unbuffered --data-dir --quiet --help --version"
+            opts="-t -p -o -e -c -f -J -u -b -q -h -V --topic --partition --offset --exit --count --format --json --unbuffered --broker --data-dir --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -66,6 +66,14 @@ _klog__consume() {
                     return 0
                     ;;
                 -f)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --broker)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -b)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

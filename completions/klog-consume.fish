@@ -3,6 +3,7 @@ complete -c klog-consume -s p -l partition -d 'Partitions to read (default: all)
 complete -c klog-consume -s o -l offset -d 'Where to start: beginning, end, N, -N (N before the end), @TIMESTAMP (ms since the epoch, or RFC 3339)' -r
 complete -c klog-consume -s c -l count -d 'Stop after N records' -r
 complete -c klog-consume -s f -l format -d 'Output format: %s value, %k key, %S value length, %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN' -r
+complete -c klog-consume -s b -l broker -d 'The broker to read from' -r
 complete -c klog-consume -l data-dir -d 'Embedded mode: read the logs in this data directory directly, with no broker (no lock is taken)' -r -F
 complete -c klog-consume -s e -l exit -d 'Exit when every partition reaches the end offset it had at start'
 complete -c klog-consume -s J -l json -d 'One JSON envelope per line: topic, partition, offset, ts, headers, key, payload'

@@ -25,6 +25,8 @@ _klog-consume() {
 '--count=[Stop after N records]:N:_default' \
 '(-J --json)-f+[Output format\: %s value, %k key, %S value length, %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN]:FORMAT:_default' \
 '(-J --json)--format=[Output format\: %s value, %k key, %S value length, %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN]:FORMAT:_default' \
+'-b+[The broker to read from]:HOST:PORT:_default' \
+'--broker=[The broker to read from]:HOST:PORT:_default' \
 '--data-dir=[Embedded mode\: read the logs in this data directory directly, with no broker (no lock is taken)]:DIR:_files' \
 '-e[Exit when every partition reaches the end offset it had at start]' \
 '--exit[Exit when every partition reaches the end offset it had at start]' \

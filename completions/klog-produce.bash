@@ -23,7 +23,7 @@ _klog__produce() {
 
     case "${cmd}" in
         klog__produce)
-            opts="-t -p -K -k -D -H -J -q -h -V --topic --partition --key --json --batch --batch-bytes --linger --partitions --data-dir --segment-bytes --max-record-bytes --quiet --help --version"
+            opts="-t -p -K -k -D -H -J -b -q -h -V --topic --partition --key --json --batch --batch-bytes --linger --acks --partitions --broker --data-dir --segment-bytes --max-record-bytes --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -77,7 +77,19 @@ _klog__produce() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --acks)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --partitions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --broker)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -b)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

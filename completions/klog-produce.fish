@@ -7,7 +7,9 @@ complete -c klog-produce -s H -d 'Header added to every record (repeatable)' -r
 complete -c klog-produce -l batch -d 'Records per batch' -r
 complete -c klog-produce -l batch-bytes -d 'Bytes per batch' -r
 complete -c klog-produce -l linger -d 'How long a partial batch waits for more input before it is written' -r
-complete -c klog-produce -l partitions -d 'Partitions of a topic this command creates' -r
+complete -c klog-produce -l acks -d 'Acknowledgements: 0 (none), 1 (appended), all (durable)' -r
+complete -c klog-produce -l partitions -d 'Embedded mode: partitions of a topic this command creates (with a broker, the broker\'s --partitions applies)' -r
+complete -c klog-produce -s b -l broker -d 'The broker to send to' -r
 complete -c klog-produce -l data-dir -d 'Embedded mode: append to the logs in this data directory directly, with no broker (takes each partition\'s writer lock)' -r -F
 complete -c klog-produce -l segment-bytes -d 'Embedded mode: segment size at which a log rolls' -r
 complete -c klog-produce -l max-record-bytes -d 'Largest record accepted' -r

@@ -27,7 +27,10 @@ _klog-produce() {
 '--batch=[Records per batch]:N:_default' \
 '--batch-bytes=[Bytes per batch]:SIZE:_default' \
 '--linger=[How long a partial batch waits for more input before it is written]:DURATION:_default' \
-'--partitions=[Partitions of a topic this command creates]:N:_default' \
+'--acks=[Acknowledgements\: 0 (none), 1 (appended), all (durable)]:0|1|all:_default' \
+'--partitions=[Embedded mode\: partitions of a topic this command creates (with a broker, the broker'\''s --partitions applies)]:N:_default' \
+'-b+[The broker to send to]:HOST:PORT:_default' \
+'--broker=[The broker to send to]:HOST:PORT:_default' \
 '--data-dir=[Embedded mode\: append to the logs in this data directory directly, with no broker (takes each partition'\''s writer lock)]:DIR:_files' \
 '--segment-bytes=[Embedded mode\: segment size at which a log rolls]:SIZE:_default' \
 '--max-record-bytes=[Largest record accepted]:SIZE:_default' \

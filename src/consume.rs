@@ -55,7 +55,20 @@ fn bad_offset(s: &str) -> String {
 
 /// Resolves a start position against an open log.
 pub fn resolve(log: &Log, spec: OffsetSpec, name: &str) -> Result<u64> {
-    let (start, end) = (log.start_offset(), log.next_offset());
+    resolve_in(log.start_offset(), log.next_offset(), spec, name, |ts| {
+        log.offset_for_timestamp(ts)
+    })
+}
+
+/// Resolves a start position in a partition holding `start..end`;
+/// `by_timestamp` finds the first offset at or after a timestamp.
+pub fn resolve_in(
+    start: u64,
+    end: u64,
+    spec: OffsetSpec,
+    name: &str,
+    by_timestamp: impl FnOnce(i64) -> Result<Option<u64>>,
+) -> Result<u64> {
     Ok(match spec {
         OffsetSpec::Beginning => start,
         OffsetSpec::End => end,
@@ -66,7 +79,7 @@ pub fn resolve(log: &Log, spec: OffsetSpec, name: &str) -> Result<u64> {
             )))
         }
         OffsetSpec::FromEnd(n) => end.saturating_sub(n).max(start),
-        OffsetSpec::Timestamp(ts) => log.offset_for_timestamp(ts)?.unwrap_or(end),
+        OffsetSpec::Timestamp(ts) => by_timestamp(ts)?.unwrap_or(end),
     })
 }
 

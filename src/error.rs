@@ -107,6 +107,36 @@ pub enum Error {
     /// A configuration value is unusable.
     #[error("invalid configuration: {0}")]
     Config(String),
+
+    /// A broker could not be reached or the connection broke.
+    #[error("{op} broker {addr}")]
+    Network {
+        /// What was being done ("connect to", "send to", "read from").
+        op: &'static str,
+        /// The broker's address.
+        addr: String,
+        /// The operating system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A broker answered with an error.
+    #[error("the broker says: {message} ({code})")]
+    Broker {
+        /// The error code.
+        code: crate::protocol::ErrorCode,
+        /// What it said.
+        message: String,
+    },
+
+    /// A broker's bytes broke the protocol.
+    #[error("broker {addr} broke the protocol: {reason}")]
+    Protocol {
+        /// The broker's address.
+        addr: String,
+        /// What was wrong.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -11,7 +11,6 @@
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -54,8 +53,8 @@ pub trait VFile: Send + Sync + fmt::Debug {
     /// Maps the first `len` bytes for reading and writing (the file must be
     /// at least that long).
     fn map_mut(&self, len: u64) -> io::Result<Box<dyn MapMut>>;
-    /// The descriptor, where there is one, for `sendfile`.
-    fn raw_fd(&self) -> Option<RawFd>;
+    /// The operating system's file, where there is one, for `sendfile`.
+    fn as_file(&self) -> Option<&File>;
     /// When the file's data last changed, in ms since the Unix epoch.
     fn modified_ms(&self) -> io::Result<i64>;
 
@@ -171,8 +170,8 @@ impl VFile for RealFile {
         Ok(Box::new(RealMap(map)))
     }
 
-    fn raw_fd(&self) -> Option<RawFd> {
-        Some(self.0.as_raw_fd())
+    fn as_file(&self) -> Option<&File> {
+        Some(&self.0)
     }
 
     fn modified_ms(&self) -> io::Result<i64> {

@@ -20,7 +20,9 @@
 
 #![deny(missing_docs)]
 
+pub mod broker;
 pub mod cli;
+pub mod client;
 pub mod consume;
 pub mod dump;
 pub mod error;

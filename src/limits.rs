@@ -39,6 +39,21 @@ pub const INDEX_BYTES_MAX_DEFAULT: u32 = 10 * 1024 * 1024;
 /// is damaged (and rebuilt), never loaded.
 pub const INDEX_BYTES_MAX_LIMIT: u32 = 64 * 1024 * 1024;
 
+/// Default largest request a broker reads (checked before allocating).
+pub const REQUEST_BYTES_MAX_DEFAULT: u32 = 100 * 1024 * 1024;
+
+/// Default connections a broker serves at once.
+pub const CONNECTIONS_MAX_DEFAULT: usize = 1024;
+
+/// Default requests of one connection read ahead of their responses.
+pub const IN_FLIGHT_MAX_DEFAULT: usize = 32;
+
+/// Default time a peer has to finish sending a frame it started.
+pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+
+/// Topics a broker holds at most.
+pub const TOPICS_MAX: usize = 10_000;
+
 /// Default retention by time: seven days, as in the paper.
 pub const RETENTION_MS_DEFAULT: u64 = 7 * 24 * 3600 * 1000;
 
@@ -53,6 +68,7 @@ pub const HEADERS_PER_RECORD_MAX: u32 = 1024;
 
 const _: () = assert!(RECORD_BYTES_MAX_DEFAULT <= RECORD_BYTES_MAX_LIMIT);
 const _: () = assert!(INDEX_BYTES_MAX_DEFAULT <= INDEX_BYTES_MAX_LIMIT);
+const _: () = assert!(BATCH_BYTES_MAX <= REQUEST_BYTES_MAX_DEFAULT + 64 * 1024 * 1024);
 const _: () = assert!((RECORD_BYTES_MAX_LIMIT as u64) < BATCH_BYTES_MAX as u64);
 const _: () = assert!((BATCH_BYTES_MAX as u64) < SEGMENT_BYTES_MAX);
 const _: () = assert!(SEGMENT_BYTES_MIN <= SEGMENT_BYTES_DEFAULT);

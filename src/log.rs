@@ -68,6 +68,10 @@ pub struct LogConfig {
     pub flush_interval_ms: Option<u64>,
     /// Largest record accepted.
     pub record_bytes_max: u32,
+    /// Readers in this process see only flushed records even without a
+    /// flush policy of the log's own (the broker flushes from outside,
+    /// through [`Log::begin_flush`], and exposes what is durable).
+    pub visible_after_flush: bool,
 }
 
 impl Default for LogConfig {
@@ -82,6 +86,7 @@ impl Default for LogConfig {
             flush_messages: None,
             flush_interval_ms: None,
             record_bytes_max: limits::RECORD_BYTES_MAX_DEFAULT,
+            visible_after_flush: false,
         }
     }
 }
@@ -125,8 +130,8 @@ impl LogConfig {
         self.index_bytes_max as usize / index::OFFSET_ENTRY_BYTES
     }
 
-    fn has_flush_policy(&self) -> bool {
-        self.flush_messages.is_some() || self.flush_interval_ms.is_some()
+    fn hides_unflushed(&self) -> bool {
+        self.visible_after_flush || self.flush_messages.is_some() || self.flush_interval_ms.is_some()
     }
 }
 
@@ -162,6 +167,29 @@ impl FileSlice {
     pub fn read_into(&self, buf: &mut Vec<u8>) -> Result<()> {
         buf.resize(self.len as usize, 0);
         self.file.read_exact_at(buf, self.position).ctx("read", &self.path)
+    }
+}
+
+/// A flush begun under the log's lock and synced outside it, so that
+/// appends go on while the disk works (the broker's group commit).
+#[derive(Debug, Clone)]
+pub struct PendingFlush {
+    file: Arc<dyn VFile>,
+    path: PathBuf,
+    segment_base: u64,
+    next_offset: u64,
+    size: u64,
+}
+
+impl PendingFlush {
+    /// Makes the records it covers durable (fdatasync); no lock needed.
+    pub fn sync(&self) -> Result<()> {
+        self.file.sync_data().ctx("fsync", &self.path)
+    }
+
+    /// One past the last record it covers.
+    pub fn next_offset(&self) -> u64 {
+        self.next_offset
     }
 }
 
@@ -331,7 +359,7 @@ impl Log {
         self.active_mut().append(batch, &header, interval, now_ms)?;
         self.unflushed_records += u64::from(header.record_count);
         self.oldest_unflushed_ms.get_or_insert(now_ms);
-        if !self.config.has_flush_policy() {
+        if !self.config.hides_unflushed() {
             self.visible_size = self.active().size;
         }
         if self.config.flush_messages.is_some_and(|n| self.unflushed_records >= n) {
@@ -384,6 +412,45 @@ impl Log {
         Ok(())
     }
 
+    /// Starts a flush of everything appended so far, to be synced outside
+    /// the lock ([`PendingFlush::sync`]) and then completed
+    /// ([`Log::complete_flush`]). `None` when everything is flushed.
+    pub fn begin_flush(&self) -> Option<PendingFlush> {
+        if self.flushed_offset == self.next_offset() {
+            return None;
+        }
+        let active = self.active();
+        Some(PendingFlush {
+            file: Arc::clone(active.file()),
+            path: active.path.clone(),
+            segment_base: active.base_offset,
+            next_offset: active.next_offset,
+            size: active.size,
+        })
+    }
+
+    /// Records a synced flush: what it covers becomes visible. (A roll in
+    /// between flushed everything before it already.)
+    pub fn complete_flush(&mut self, flush: &PendingFlush) {
+        if flush.next_offset <= self.flushed_offset {
+            return;
+        }
+        self.flushed_offset = flush.next_offset;
+        if self.active().base_offset == flush.segment_base {
+            self.visible_size = self.visible_size.max(flush.size);
+        }
+        if self.flushed_offset == self.next_offset() {
+            self.unflushed_records = 0;
+            self.oldest_unflushed_ms = None;
+        }
+    }
+
+    /// Records appended and not yet flushed, and when the oldest of them
+    /// was appended.
+    pub fn unflushed(&self) -> (u64, Option<i64>) {
+        (self.next_offset() - self.flushed_offset, self.oldest_unflushed_ms)
+    }
+
     /// Flushes if the flush interval has passed since the oldest unflushed
     /// append. Returns whether it flushed.
     pub fn maybe_flush(&mut self, now_ms: i64) -> Result<bool> {
@@ -434,7 +501,7 @@ impl Log {
 
     /// One past the last record readers may see.
     pub fn visible_offset(&self) -> u64 {
-        if self.config.has_flush_policy() {
+        if self.config.hides_unflushed() {
             self.flushed_offset
         } else {
             self.next_offset()

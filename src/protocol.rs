@@ -34,7 +34,7 @@
 //! | 1 | fetch        | `max_wait_ms u32` · `min_bytes u32` · `count u16` · count × (`topic str` · `partition u32` · `offset u64` · `max_bytes u32`) |
 //! | 2 | list_offsets | `topic str` · `partition u32` · `at i64` (-2 earliest, -1 latest, ≥ 0 the first record at or after this timestamp, ms) |
 //! | 3 | metadata     | `count u16` · count × `topic str` (0 topics: every topic)              |
-//! | 4 | create_topic | `topic str` · `partitions u32`                                         |
+//! | 4 | create_topic | `topic str` · `partitions u32` (0: the broker's `--partitions`)        |
 //!
 //! # Responses (bodies after `error` and `message`)
 //!
@@ -48,9 +48,9 @@
 //!
 //! A fetch partition's `records` are whole batches copied from a segment
 //! with `sendfile`, starting with the batch that holds `offset` (so the
-//! first records may precede it: the client skips them), ending with a
-//! whole batch, and at least one batch when any is visible, even over
-//! `max_bytes`. `end_offset` is one past the last record a consumer may see
+//! first records may precede it: the client skips them), at least one whole
+//! batch when any is visible, even over `max_bytes`; the byte budget may cut
+//! the last batch short, and the client fetches it again from its offset. `end_offset` is one past the last record a consumer may see
 //! (the high watermark: records are visible once durable under the flush
 //! policy). A fetch with no visible record waits up to `max_wait_ms` for
 //! `min_bytes` to arrive.
@@ -432,7 +432,13 @@ pub fn produce_request(
 }
 
 /// Encodes a fetch request.
-pub fn fetch_request(out: &mut Vec<u8>, correlation_id: u32, max_wait_ms: u32, min_bytes: u32, parts: &[FetchPartition]) {
+pub fn fetch_request(
+    out: &mut Vec<u8>,
+    correlation_id: u32,
+    max_wait_ms: u32,
+    min_bytes: u32,
+    parts: &[FetchPartition],
+) {
     start_request(out, ApiKey::Fetch, correlation_id);
     put::u32(out, max_wait_ms);
     put::u32(out, min_bytes);
@@ -497,7 +503,10 @@ pub enum RequestError {
 pub fn decode_request(body: &[u8]) -> std::result::Result<(RequestHeader, Request), RequestError> {
     let header = decode_request_header(body).map_err(RequestError::Invalid)?;
     let Some(api) = ApiKey::from_u16(header.api_key) else {
-        return Err(RequestError::Unsupported(format!("unknown request type {}", header.api_key)));
+        return Err(RequestError::Unsupported(format!(
+            "unknown request type {}",
+            header.api_key
+        )));
     };
     if header.api_version != ApiKey::VERSION {
         return Err(RequestError::Unsupported(format!(
@@ -735,7 +744,9 @@ mod tests {
         );
         let (h, req) = decode_request(&out[4..]).unwrap();
         assert_eq!(h.correlation_id, 7);
-        let Request::Produce { records, .. } = req else { panic!() };
+        let Request::Produce { records, .. } = req else {
+            panic!()
+        };
         assert_eq!(&out[4..][records], b"BATCH");
 
         let parts = [FetchPartition {
@@ -784,7 +795,10 @@ mod tests {
         assert_eq!(hex(&out), "0a0000000900000004000200 6e6f".replace(' ', ""));
         let mut r = Reader::new(&out[4..]);
         let h = decode_response_header(&mut r).unwrap();
-        assert_eq!((h.correlation_id, h.error, h.message.as_str()), (9, ErrorCode::UnknownTopic, "no"));
+        assert_eq!(
+            (h.correlation_id, h.error, h.message.as_str()),
+            (9, ErrorCode::UnknownTopic, "no")
+        );
 
         start_response(&mut out, 1, ErrorCode::None, "");
         put::u16(&mut out, 1);
@@ -794,7 +808,10 @@ mod tests {
         let mut r = Reader::new(&out[4..]);
         decode_response_header(&mut r).unwrap();
         let parts = decode_fetch_response(&mut r).unwrap();
-        assert_eq!((parts[0].start_offset, parts[0].end_offset, parts[0].records), (5, 9, &b"abc"[..]));
+        assert_eq!(
+            (parts[0].start_offset, parts[0].end_offset, parts[0].records),
+            (5, 9, &b"abc"[..])
+        );
     }
 
     #[test]

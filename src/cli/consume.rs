@@ -9,9 +9,11 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 
+use crate::client::{Connection, Consumer, ConsumerConfig, ConsumerPartition};
 use crate::consume::{self, Envelope, Format, OffsetSpec, PartitionReader};
 use crate::fs::{RealFs, Vfs};
 use crate::produce;
+use crate::record::Record;
 use crate::store::Store;
 
 /// Prints the records of a topic, and keeps following new ones like
@@ -58,10 +60,19 @@ pub struct Args {
     /// Flush stdout after every record.
     #[arg(short = 'u', long = "unbuffered")]
     pub unbuffered: bool,
+    /// The broker to read from.
+    #[arg(
+        short = 'b',
+        long = "broker",
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:9092",
+        env = "KLOG_BROKER"
+    )]
+    pub broker: String,
     /// Embedded mode: read the logs in this data directory directly, with
     /// no broker (no lock is taken).
     #[arg(long = "data-dir", value_name = "DIR", env = "KLOG_DATA_DIR")]
-    pub data_dir: PathBuf,
+    pub data_dir: Option<PathBuf>,
     /// Only print errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
@@ -75,27 +86,78 @@ struct Follow {
     reported_end: bool,
 }
 
+/// Where records come from: local logs, or a broker.
+enum Source {
+    Embedded(Vec<Follow>),
+    Remote(Consumer, Vec<(u32, u64)>),
+}
+
+/// Prints records as `-f` or `-J` says, counting them against `-c`.
+struct Printer<'a> {
+    args: &'a Args,
+    out: BufWriter<io::StdoutLock<'static>>,
+    printed: u64,
+    limit: u64,
+    json_line: Vec<u8>,
+}
+
+impl Printer<'_> {
+    /// Prints a record; false once the count is reached.
+    fn print(&mut self, partition: u32, r: &Record<'_>) -> crate::Result<bool> {
+        if self.printed >= self.limit {
+            return Ok(false);
+        }
+        let topic = self.args.topic.as_str();
+        if self.args.json {
+            self.json_line.clear();
+            serde_json::to_writer(&mut self.json_line, &Envelope::of(topic, partition, r)).expect("json");
+            self.json_line.push(b'\n');
+            self.out.write_all(&self.json_line).map_err(write_error)?;
+        } else {
+            self.args
+                .format
+                .write(&mut self.out, topic, partition, r)
+                .map_err(write_error)?;
+        }
+        if self.args.unbuffered {
+            self.out.flush().map_err(write_error)?;
+        }
+        self.printed += 1;
+        Ok(self.printed < self.limit)
+    }
+}
+
 /// Runs `klog-consume`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::handle_signals(|| {})?;
     let say = super::Say { quiet: args.quiet };
-    let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
-    let store = Store::with_vfs(&args.data_dir, Arc::clone(&vfs));
-    let count = store.partition_count(&args.topic)?;
-    let partitions: Vec<u32> = if args.partitions.is_empty() {
-        (0..count).collect()
-    } else {
-        args.partitions.clone()
+    let mut source = match &args.data_dir {
+        Some(dir) => Source::Embedded(open_embedded(&args, dir)?),
+        None => open_remote(&args)?,
     };
+    let stdout = io::stdout();
+    let capacity = if stdout.is_terminal() { 8 * 1024 } else { 256 * 1024 };
+    let mut printer = Printer {
+        args: &args,
+        out: BufWriter::with_capacity(capacity, stdout.lock()),
+        printed: 0,
+        limit: args.count.unwrap_or(u64::MAX),
+        json_line: Vec::new(),
+    };
+    match &mut source {
+        Source::Embedded(follows) => follow_embedded(&args, follows, &mut printer, say)?,
+        Source::Remote(consumer, ends) => follow_remote(&args, consumer, ends, &mut printer, say)?,
+    }
+    printer.out.flush().context("cannot write to stdout")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn open_embedded(args: &Args, dir: &std::path::Path) -> anyhow::Result<Vec<Follow>> {
+    let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
+    let store = Store::with_vfs(dir, Arc::clone(&vfs));
+    let count = store.partition_count(&args.topic)?;
     let mut follows = Vec::new();
-    for &p in &partitions {
-        if p >= count {
-            anyhow::bail!(crate::Error::UnknownPartition {
-                topic: args.topic.clone(),
-                partition: p,
-                count
-            });
-        }
+    for p in chosen_partitions(args, count)? {
         let name = format!("{} [{p}]", args.topic);
         let log = consume::open_read_only(Arc::clone(&vfs), &store.partition_dir(&args.topic, p))
             .with_context(|| format!("cannot read {name}"))?;
@@ -108,48 +170,78 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             reported_end: false,
         });
     }
-    let stdout = io::stdout();
-    let unbuffered = args.unbuffered;
-    let mut out = BufWriter::with_capacity(if stdout.is_terminal() { 8 * 1024 } else { 256 * 1024 }, stdout.lock());
-    let mut printed = 0u64;
-    let limit = args.count.unwrap_or(u64::MAX);
-    let mut json_line = Vec::new();
-    'outer: while printed < limit && !produce::stopping() {
+    Ok(follows)
+}
+
+/// The partitions `-p` names (all by default), each checked to exist.
+fn chosen_partitions(args: &Args, count: u32) -> anyhow::Result<Vec<u32>> {
+    if args.partitions.is_empty() {
+        return Ok((0..count).collect());
+    }
+    for &p in &args.partitions {
+        if p >= count {
+            anyhow::bail!(crate::Error::UnknownPartition {
+                topic: args.topic.clone(),
+                partition: p,
+                count
+            });
+        }
+    }
+    Ok(args.partitions.clone())
+}
+
+fn open_remote(args: &Args) -> anyhow::Result<Source> {
+    let mut conn = Connection::connect(&args.broker)?;
+    let offsets = conn
+        .partitions(&args.topic)
+        .with_context(|| format!("cannot read topic {:?} from {}", args.topic, args.broker))?;
+    let mut parts = Vec::new();
+    let mut ends = Vec::new();
+    for p in chosen_partitions(args, offsets.len() as u32)? {
+        let (start, end) = offsets[p as usize];
+        let name = format!("{} [{p}]", args.topic);
+        let offset = consume::resolve_in(start, end, args.offset, &name, |ts| {
+            conn.list_offsets(&args.topic, p, ts)
+        })?;
+        parts.push(ConsumerPartition {
+            partition: p,
+            offset,
+            stop_at: args.exit_at_end.then_some(end),
+        });
+        ends.push((p, end));
+    }
+    let consumer = Consumer::start(&args.broker, &args.topic, parts, ConsumerConfig::default())?;
+    Ok(Source::Remote(consumer, ends))
+}
+
+fn follow_embedded(
+    args: &Args,
+    follows: &mut [Follow],
+    printer: &mut Printer<'_>,
+    say: super::Say,
+) -> anyhow::Result<()> {
+    while printer.printed < printer.limit && !produce::stopping() {
         let mut progressed = false;
         for f in follows.iter_mut() {
-            let topic = args.topic.as_str();
-            let partition = f.partition;
             let stop_at = if args.exit_at_end { f.end } else { u64::MAX };
             if f.reader.next_offset() >= stop_at {
                 continue;
             }
+            let partition = f.partition;
             let n = f.reader.poll(consume::FETCH_BYTES_DEFAULT, |r| {
-                if r.offset >= stop_at || printed >= limit {
+                if r.offset >= stop_at {
                     return Ok(false);
                 }
-                if args.json {
-                    json_line.clear();
-                    serde_json::to_writer(&mut json_line, &Envelope::of(topic, partition, r)).expect("json");
-                    json_line.push(b'\n');
-                    out.write_all(&json_line).map_err(write_error)?;
-                } else {
-                    args.format.write(&mut out, topic, partition, r).map_err(write_error)?;
-                }
-                if unbuffered {
-                    out.flush().map_err(write_error)?;
-                }
-                printed += 1;
-                Ok(true)
+                printer.print(partition, r)
             });
-            let n = n.with_context(|| format!("cannot read {topic} [{partition}]"))?;
+            let n = n.with_context(|| format!("cannot read {} [{partition}]", args.topic))?;
             progressed |= n > 0;
-            if printed >= limit {
-                break 'outer;
+            if printer.printed >= printer.limit {
+                return Ok(());
             }
         }
         for f in follows.iter_mut() {
-            let at_end = f.reader.next_offset() >= f.end;
-            if at_end && !f.reported_end && args.exit_at_end {
+            if args.exit_at_end && !f.reported_end && f.reader.next_offset() >= f.end {
                 f.reported_end = true;
                 say.info(format_args!(
                     "Reached end of topic {} [{}] at offset {}",
@@ -158,15 +250,55 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         if args.exit_at_end && follows.iter().all(|f| f.reader.next_offset() >= f.end) {
-            break;
+            return Ok(());
         }
         if !progressed {
-            out.flush().context("cannot write to stdout")?;
+            printer.out.flush().context("cannot write to stdout")?;
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    out.flush().context("cannot write to stdout")?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+fn follow_remote(
+    args: &Args,
+    consumer: &mut Consumer,
+    ends: &[(u32, u64)],
+    printer: &mut Printer<'_>,
+    say: super::Say,
+) -> anyhow::Result<()> {
+    let mut reported = vec![false; ends.len()];
+    let context = || format!("cannot read {} from {}", args.topic, args.broker);
+    loop {
+        if args.exit_at_end {
+            for (i, &(p, end)) in ends.iter().enumerate() {
+                let at = consumer
+                    .partitions()
+                    .iter()
+                    .find(|c| c.partition == p)
+                    .map_or(end, |c| c.offset);
+                if !reported[i] && at >= end {
+                    reported[i] = true;
+                    say.info(format_args!(
+                        "Reached end of topic {} [{p}] at offset {end}",
+                        args.topic
+                    ));
+                }
+            }
+            if consumer.done() {
+                return Ok(());
+            }
+        }
+        if printer.printed >= printer.limit || produce::stopping() {
+            return Ok(());
+        }
+        let n = consumer
+            .poll(Duration::from_millis(100), |p, r| printer.print(p, r))
+            .with_context(context)?;
+        if n == 0 {
+            printer.out.flush().context("cannot write to stdout")?;
+        }
+    }
 }
 
 fn write_error(e: io::Error) -> crate::Error {

@@ -9,6 +9,7 @@
 use std::io::{self, IsTerminal};
 use std::process::ExitCode;
 
+pub mod broker;
 pub mod consume;
 pub mod dump;
 pub mod human;
@@ -26,6 +27,7 @@ pub const EXIT_CORRUPT: u8 = 4;
 pub fn commands() -> Vec<clap::Command> {
     use clap::CommandFactory;
     vec![
+        broker::Args::command(),
         produce::Args::command(),
         consume::Args::command(),
         dump::Args::command(),
@@ -141,6 +143,16 @@ pub struct Delimiter(pub Vec<u8>);
 /// A clap value parser for delimiters with escapes.
 pub fn delimiter_arg(s: &str) -> Result<Delimiter, String> {
     human::parse_delimiter(s).map(Delimiter)
+}
+
+/// A clap value parser for `--acks`: 0, 1 or all (-1).
+pub fn acks_arg(s: &str) -> Result<i8, String> {
+    match s {
+        "0" => Ok(crate::protocol::ACKS_NONE),
+        "1" => Ok(crate::protocol::ACKS_LEADER),
+        "all" | "-1" => Ok(crate::protocol::ACKS_ALL),
+        _ => Err(format!("{s:?} is not 0, 1 or all")),
+    }
 }
 
 /// A clap value parser for a topic name.

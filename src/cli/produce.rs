@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 
+use crate::client::{Producer, ProducerConfig};
 use crate::log::LogConfig;
 use crate::produce::{self, BatchOptions, EmbeddedProducer, ParseOptions, ParsedRecord, Partitioner, RecordSplitter};
 use crate::store::Store;
@@ -49,13 +50,26 @@ pub struct Args {
     /// How long a partial batch waits for more input before it is written.
     #[arg(long = "linger", value_name = "DURATION", default_value = "100ms", value_parser = super::duration_arg)]
     pub linger_ms: u64,
-    /// Partitions of a topic this command creates.
+    /// Acknowledgements: 0 (none), 1 (appended), all (durable).
+    #[arg(long = "acks", value_name = "0|1|all", default_value = "all", value_parser = super::acks_arg)]
+    pub acks: i8,
+    /// Embedded mode: partitions of a topic this command creates (with a
+    /// broker, the broker's --partitions applies).
     #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(limits::PARTITIONS_MAX)))]
     pub partitions: u32,
+    /// The broker to send to.
+    #[arg(
+        short = 'b',
+        long = "broker",
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:9092",
+        env = "KLOG_BROKER"
+    )]
+    pub broker: String,
     /// Embedded mode: append to the logs in this data directory directly,
     /// with no broker (takes each partition's writer lock).
     #[arg(long = "data-dir", value_name = "DIR", env = "KLOG_DATA_DIR")]
-    pub data_dir: PathBuf,
+    pub data_dir: Option<PathBuf>,
     /// Embedded mode: segment size at which a log rolls.
     #[arg(long = "segment-bytes", value_name = "SIZE", default_value = "1GiB", value_parser = super::size_arg)]
     pub segment_bytes: u64,
@@ -161,6 +175,59 @@ fn spawn_reader(files: Vec<PathBuf>) -> io::Result<Receiver<io::Result<Vec<u8>>>
     Ok(rx)
 }
 
+/// Where records go: a local data directory or a broker.
+enum Sink {
+    Embedded(EmbeddedProducer),
+    Remote(Producer),
+}
+
+impl Sink {
+    fn partitions(&self) -> u32 {
+        match self {
+            Sink::Embedded(p) => p.partitions(),
+            Sink::Remote(p) => p.partitions(),
+        }
+    }
+
+    fn send(
+        &mut self,
+        partition: u32,
+        record: &ParsedRecord,
+        headers: &[(&[u8], &[u8])],
+        now: i64,
+    ) -> crate::Result<()> {
+        match self {
+            Sink::Embedded(p) => p.send(partition, record, headers, now),
+            Sink::Remote(p) => p.send(partition, record, headers, now),
+        }
+    }
+
+    fn flush_pending(&mut self, now: i64) -> crate::Result<()> {
+        match self {
+            Sink::Embedded(p) => p.flush_pending(now),
+            Sink::Remote(p) => p.flush_pending(),
+        }
+    }
+
+    /// Sends what is left; returns (delivered, failed) and how it ended.
+    fn close(self) -> (u64, u64, crate::Result<()>) {
+        match self {
+            Sink::Embedded(p) => {
+                let pending = p.pending();
+                let before = p.delivered;
+                match p.close() {
+                    Ok(n) => (n, 0, Ok(())),
+                    Err(e) => (before, pending, Err(e)),
+                }
+            }
+            Sink::Remote(p) => {
+                let (summary, result) = p.close();
+                (summary.delivered, summary.failed, result)
+            }
+        }
+    }
+}
+
 /// Runs `klog-produce`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::handle_signals(|| {})?;
@@ -175,15 +242,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         records_max: args.batch,
         bytes_max: usize::try_from(args.batch_bytes).unwrap_or(usize::MAX),
     };
-    let store = Store::new(&args.data_dir);
-    let mut producer =
-        EmbeddedProducer::new(store, &args.topic, args.partitions, config.clone(), batch).with_context(|| {
-            format!(
-                "cannot produce to topic {:?} in {}",
-                args.topic,
-                args.data_dir.display()
+    let mut producer = match &args.data_dir {
+        Some(dir) => Sink::Embedded(
+            EmbeddedProducer::new(Store::new(dir), &args.topic, args.partitions, config.clone(), batch)
+                .with_context(|| format!("cannot produce to topic {:?} in {}", args.topic, dir.display()))?,
+        ),
+        None => {
+            let remote = ProducerConfig {
+                acks: args.acks,
+                batch,
+                record_bytes_max: config.record_bytes_max,
+                ..ProducerConfig::default()
+            };
+            Sink::Remote(
+                Producer::connect(&args.broker, &args.topic, remote)
+                    .with_context(|| format!("cannot produce to topic {:?} on {}", args.topic, args.broker))?,
             )
-        })?;
+        }
+    };
     if let Some(p) = args.partition {
         if p >= producer.partitions() {
             anyhow::bail!(Error::UnknownPartition {
@@ -200,13 +276,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         linger: Duration::from_millis(args.linger_ms.max(1)),
     };
     let outcome = produce_all(&args, reader, &mut producer, config.record_bytes_max as usize);
-    let pending = producer.pending();
-    let delivered_before_close = producer.delivered;
-    let closed = producer.close();
-    let (delivered, mut failed) = match &closed {
-        Ok(n) => (*n, 0),
-        Err(_) => (delivered_before_close, pending),
-    };
+    let (delivered, mut failed, closed) = producer.close();
     if outcome.is_err() {
         failed += 1;
     }
@@ -219,12 +289,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn produce_all(
-    args: &Args,
-    reader: ChannelReader,
-    producer: &mut EmbeddedProducer,
-    record_max: usize,
-) -> anyhow::Result<()> {
+fn produce_all(args: &Args, reader: ChannelReader, producer: &mut Sink, record_max: usize) -> anyhow::Result<()> {
     let parse = ParseOptions {
         key_delimiter: args.key_delimiter.as_ref().map(|d| d.0.clone()),
         key: args.key.as_ref().map(|k| k.as_bytes().to_vec()),

@@ -17,7 +17,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -317,7 +316,7 @@ impl VFile for SimFile {
         }))
     }
 
-    fn raw_fd(&self) -> Option<RawFd> {
+    fn as_file(&self) -> Option<&std::fs::File> {
         None
     }
 

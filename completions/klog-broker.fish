@@ -1,0 +1,19 @@
+complete -c klog-broker -l data-dir -d 'The data directory (created if missing)' -r -F
+complete -c klog-broker -l listen -d 'Address to listen on; port 0 picks a free port' -r
+complete -c klog-broker -l partitions -d 'Partitions of a topic created on first produce' -r
+complete -c klog-broker -l segment-bytes -d 'Segment size at which a log rolls (at least 4KiB)' -r
+complete -c klog-broker -l segment-age -d 'A segment older than this rolls at the next append' -r
+complete -c klog-broker -l index-interval-bytes -d 'Bytes of log between two index entries' -r
+complete -c klog-broker -l retention -d 'Delete segments whose newest record was appended longer ago than this' -r
+complete -c klog-broker -l retention-bytes -d 'Delete the oldest segments while a partition is larger than this' -r
+complete -c klog-broker -l retention-check-interval -d 'How often retention runs' -r
+complete -c klog-broker -l flush-messages -d 'Flush a partition after this many records. Without this and --flush-interval the broker flushes continuously, committing every group of appends with one fsync. Consumers see only flushed records' -r
+complete -c klog-broker -l flush-interval -d 'Flush a partition when its oldest unflushed record is this old' -r
+complete -c klog-broker -l max-record-bytes -d 'Largest record accepted' -r
+complete -c klog-broker -l max-request-bytes -d 'Largest request accepted (checked before allocating)' -r
+complete -c klog-broker -l max-connections -d 'Connections served at once; one over the cap is closed at once' -r
+complete -c klog-broker -l max-in-flight -d 'Requests of one connection read ahead of their responses; past it the broker stops reading that connection until it catches up' -r
+complete -c klog-broker -l request-timeout -d 'A peer that starts a frame and does not finish it in this time is disconnected' -r
+complete -c klog-broker -s q -l quiet -d 'Only print errors'
+complete -c klog-broker -s h -l help -d 'Print help'
+complete -c klog-broker -s V -l version -d 'Print version'

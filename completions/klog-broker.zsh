@@ -1,0 +1,53 @@
+#compdef klog-broker
+
+autoload -U is-at-least
+
+_klog-broker() {
+    typeset -A opt_args
+    typeset -a _arguments_options
+    local ret=1
+
+    if is-at-least 5.2; then
+        _arguments_options=(-s -S -C)
+    else
+        _arguments_options=(-s -C)
+    fi
+
+    local context curcontext="$curcontext" state line
+    _arguments "${_arguments_options[@]}" : \
+'--data-dir=[The data directory (created if missing)]:DIR:_files' \
+'--listen=[Address to listen on; port 0 picks a free port]:ADDR:_default' \
+'--partitions=[Partitions of a topic created on first produce]:N:_default' \
+'--segment-bytes=[Segment size at which a log rolls (at least 4KiB)]:SIZE:_default' \
+'--segment-age=[A segment older than this rolls at the next append]:DURATION:_default' \
+'--index-interval-bytes=[Bytes of log between two index entries]:SIZE:_default' \
+'--retention=[Delete segments whose newest record was appended longer ago than this]:DURATION:_default' \
+'--retention-bytes=[Delete the oldest segments while a partition is larger than this]:SIZE:_default' \
+'--retention-check-interval=[How often retention runs]:DURATION:_default' \
+'--flush-messages=[Flush a partition after this many records. Without this and --flush-interval the broker flushes continuously, committing every group of appends with one fsync. Consumers see only flushed records]:N:_default' \
+'--flush-interval=[Flush a partition when its oldest unflushed record is this old]:DURATION:_default' \
+'--max-record-bytes=[Largest record accepted]:SIZE:_default' \
+'--max-request-bytes=[Largest request accepted (checked before allocating)]:SIZE:_default' \
+'--max-connections=[Connections served at once; one over the cap is closed at once]:N:_default' \
+'--max-in-flight=[Requests of one connection read ahead of their responses; past it the broker stops reading that connection until it catches up]:N:_default' \
+'--request-timeout=[A peer that starts a frame and does not finish it in this time is disconnected]:DURATION:_default' \
+'-q[Only print errors]' \
+'--quiet[Only print errors]' \
+'-h[Print help]' \
+'--help[Print help]' \
+'-V[Print version]' \
+'--version[Print version]' \
+&& ret=0
+}
+
+(( $+functions[_klog-broker_commands] )) ||
+_klog-broker_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker commands' commands "$@"
+}
+
+if [ "$funcstack[1]" = "_klog-broker" ]; then
+    _klog-broker "$@"
+else
+    compdef _klog-broker klog-broker
+fi

@@ -1,0 +1,577 @@
+//! `klog-broker`'s engine: the partitions of a data directory served over
+//! TCP with the pull protocol ([`crate::protocol`]).
+//!
+//! # Threads
+//!
+//! ```text
+//! accept ──▶ per connection: reader ──(bounded queue)──▶ writer ──▶ socket
+//!                              │ appends under the partition's lock   │ sendfile from the segment
+//!                              ▼                                      ▲
+//!                           flusher (group commit) ── notifies ── waiting fetches and acks=all
+//!                           retention (every --retention-check-interval)
+//! ```
+//!
+//! A connection's reader decodes requests in order and does the cheap work
+//! at once: a produce is appended to its partition under that partition's
+//! mutex (appends to one partition are serialised; other partitions and all
+//! fetches go on). Each request then leaves a pending response in the
+//! connection's queue, which holds at most `--max-in-flight` entries: when it
+//! is full the reader stops reading, and TCP pushes back on the client. The
+//! writer answers in order: a ready response is written; an `acks=all`
+//! response waits until the flusher has made its records durable; a fetch
+//! is evaluated when its turn comes and, with nothing to send, waits up to
+//! its `max_wait_ms` for records to become visible. Fetched records go from
+//! the segment file to the socket with `sendfile`: the broker never copies
+//! them through user space, and the partition's lock is held only to find
+//! the byte range.
+//!
+//! # Durability and visibility
+//!
+//! The flusher fsyncs partitions with unflushed appends outside their locks
+//! and then exposes what it synced: consumers see a record only once it is
+//! durable (the paper: "exposed only after it has been flushed"). Without a
+//! flush policy it flushes continuously: while one fsync runs, appends
+//! accumulate for the next, so every fsync commits a group. With
+//! `--flush-messages N` or `--flush-interval T` it waits for N records or T
+//! time, unless an `acks=all` request is waiting. `acks=1` answers after the
+//! append, `acks=0` never answers.
+//!
+//! # Shutdown
+//!
+//! On SIGTERM or SIGINT the broker stops accepting, stops reading requests,
+//! lets every writer answer what its reader had taken (waiting fetches end
+//! at once with what there is), flushes every partition, and closes each log
+//! with its clean-shutdown marker. After `kill -9`, the next start recovers
+//! every log before listening.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::limits;
+use crate::log::{Log, LogConfig, OpenOptions};
+use crate::protocol::ErrorCode;
+use crate::record::DecodeError;
+use crate::store::Store;
+
+mod connection;
+
+/// How a broker runs.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// Address to listen on (`127.0.0.1:0` picks a free port).
+    pub listen: String,
+    /// Partitions of a topic created on first produce.
+    pub partitions_default: u32,
+    /// Each partition's log: segments, indexes, retention, record limit.
+    pub log: LogConfig,
+    /// Flush after this many records (`None`: continuously).
+    pub flush_messages: Option<u64>,
+    /// Flush when the oldest unflushed record is this old.
+    pub flush_interval_ms: Option<u64>,
+    /// How often retention runs.
+    pub retention_check_interval_ms: u64,
+    /// Largest request frame.
+    pub request_bytes_max: u32,
+    /// Connections served at once.
+    pub connections_max: usize,
+    /// Requests of one connection read ahead of their responses.
+    pub in_flight_max: usize,
+    /// Time a peer has to finish a frame it started.
+    pub request_timeout_ms: u64,
+}
+
+impl BrokerConfig {
+    /// Defaults for everything but the data directory and address.
+    pub fn new(data_dir: impl Into<PathBuf>, listen: impl Into<String>) -> BrokerConfig {
+        BrokerConfig {
+            data_dir: data_dir.into(),
+            listen: listen.into(),
+            partitions_default: 1,
+            log: LogConfig::default(),
+            flush_messages: None,
+            flush_interval_ms: None,
+            retention_check_interval_ms: 5 * 60 * 1000,
+            request_bytes_max: limits::REQUEST_BYTES_MAX_DEFAULT,
+            connections_max: limits::CONNECTIONS_MAX_DEFAULT,
+            in_flight_max: limits::IN_FLIGHT_MAX_DEFAULT,
+            request_timeout_ms: limits::REQUEST_TIMEOUT_MS_DEFAULT,
+        }
+    }
+}
+
+/// One partition served by the broker.
+#[derive(Debug)]
+struct Partition {
+    topic: String,
+    partition: u32,
+    log: Mutex<Log>,
+    /// One past the last durable (and so visible) record.
+    flushed: AtomicU64,
+}
+
+impl Partition {
+    fn lock(&self) -> MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Wakes the flusher: partitions with unflushed appends, and whether an
+/// `acks=all` request waits on each.
+#[derive(Debug, Default)]
+struct Dirty {
+    partitions: HashMap<(String, u32), (Arc<Partition>, bool)>,
+}
+
+/// What every thread shares.
+#[derive(Debug)]
+struct Shared {
+    config: BrokerConfig,
+    store: Store,
+    topics: RwLock<BTreeMap<String, Vec<Arc<Partition>>>>,
+    /// Serialises topic creation.
+    creating: Mutex<()>,
+    dirty: Mutex<Dirty>,
+    dirty_changed: Condvar,
+    /// Bumped whenever records become visible; waiters re-check.
+    visible: Mutex<u64>,
+    visible_changed: Condvar,
+    stop: AtomicBool,
+    connections: AtomicUsize,
+    /// Clones of open sockets, to stop their readers at shutdown.
+    sockets: Mutex<HashMap<u64, TcpStream>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Prints a line of the broker's log on stderr.
+fn log_line(msg: std::fmt::Arguments<'_>) {
+    eprintln!("% {msg}");
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || crate::produce::stopping()
+    }
+
+    fn partition(&self, topic: &str, partition: u32) -> std::result::Result<Arc<Partition>, (ErrorCode, String)> {
+        let topics = self.topics.read().unwrap_or_else(|p| p.into_inner());
+        let Some(parts) = topics.get(topic) else {
+            return Err((ErrorCode::UnknownTopic, format!("topic {topic:?} does not exist")));
+        };
+        parts.get(partition as usize).cloned().ok_or_else(|| {
+            (
+                ErrorCode::UnknownPartition,
+                format!(
+                    "partition {partition} of topic {topic:?} does not exist (it has {} partitions)",
+                    parts.len()
+                ),
+            )
+        })
+    }
+
+    /// Creates `topic` (or finds it); returns its partition count and
+    /// whether it existed.
+    fn create_topic(&self, topic: &str, partitions: u32) -> Result<(u32, bool)> {
+        crate::store::validate_topic(topic)?;
+        let _creating = lock(&self.creating);
+        if let Some(parts) = self.topics.read().unwrap_or_else(|p| p.into_inner()).get(topic) {
+            return Ok((parts.len() as u32, true));
+        }
+        if self.topics.read().unwrap_or_else(|p| p.into_inner()).len() >= limits::TOPICS_MAX {
+            return Err(Error::TooLarge {
+                what: "topic count",
+                size: limits::TOPICS_MAX as u64 + 1,
+                limit: limits::TOPICS_MAX as u64,
+            });
+        }
+        let count = self.store.create_topic(topic, partitions)?;
+        let opened = self.open_topic(topic, count)?;
+        self.topics
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(topic.to_string(), opened);
+        log_line(format_args!("Created topic {topic} with {count} partitions"));
+        Ok((count, false))
+    }
+
+    fn open_topic(&self, topic: &str, count: u32) -> Result<Vec<Arc<Partition>>> {
+        let mut config = self.config.log.clone();
+        config.visible_after_flush = true;
+        config.flush_messages = None;
+        config.flush_interval_ms = None;
+        let options = OpenOptions {
+            writable: true,
+            lock: true,
+        };
+        let mut parts = Vec::with_capacity(count as usize);
+        for p in 0..count {
+            let log = self.store.open_log(topic, p, config.clone(), options)?;
+            if log.recovery().changed() {
+                let r = log.recovery();
+                log_line(format_args!(
+                    "Recovered {topic}-{p}: {} segments kept, next offset {}, {} quarantined, {} leftovers removed",
+                    r.segments.len(),
+                    log.next_offset(),
+                    r.quarantined.len(),
+                    r.removed.len()
+                ));
+            }
+            parts.push(Arc::new(Partition {
+                topic: topic.to_string(),
+                partition: p,
+                flushed: AtomicU64::new(log.flushed_offset()),
+                log: Mutex::new(log),
+            }));
+        }
+        Ok(parts)
+    }
+
+    /// Marks a partition as having unflushed appends (`urgent`: an acks=all
+    /// request waits for it).
+    fn mark_dirty(&self, p: &Arc<Partition>, urgent: bool) {
+        let mut dirty = lock(&self.dirty);
+        let entry = dirty
+            .partitions
+            .entry((p.topic.clone(), p.partition))
+            .or_insert_with(|| (Arc::clone(p), false));
+        entry.1 |= urgent;
+        self.dirty_changed.notify_one();
+    }
+
+    fn notify_visible(&self) {
+        *lock(&self.visible) += 1;
+        self.visible_changed.notify_all();
+    }
+
+    /// The visibility generation, to pass to [`Shared::wait_visible`].
+    fn visible_generation(&self) -> u64 {
+        *lock(&self.visible)
+    }
+
+    /// Waits until records become visible after `generation`, or `deadline`.
+    fn wait_visible(&self, generation: u64, deadline: Instant) {
+        let mut g = lock(&self.visible);
+        while *g == generation {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            // Wake now and then to notice a shutdown.
+            let wait = left.min(Duration::from_millis(200));
+            g = self
+                .visible_changed
+                .wait_timeout(g, wait)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        let topics = self.topics.read().unwrap_or_else(|p| p.into_inner());
+        topics.values().flatten().cloned().collect()
+    }
+}
+
+/// The error code and message a client gets for a library error.
+fn error_code(e: &Error) -> ErrorCode {
+    match e {
+        Error::InvalidTopic { .. } => ErrorCode::InvalidTopic,
+        Error::UnknownTopic { .. } => ErrorCode::UnknownTopic,
+        Error::UnknownPartition { .. } => ErrorCode::UnknownPartition,
+        Error::InvalidBatch(DecodeError::TooLarge { what: "record", .. }) | Error::TooLarge { what: "record", .. } => {
+            ErrorCode::RecordTooLarge
+        }
+        Error::InvalidBatch(_) => ErrorCode::CorruptBatch,
+        Error::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+        Error::TooLarge { .. } => ErrorCode::LimitReached,
+        Error::Config(_) => ErrorCode::InvalidRequest,
+        _ => ErrorCode::StorageError,
+    }
+}
+
+/// A running broker's handle: its address, and a way to stop it.
+#[derive(Debug, Clone)]
+pub struct BrokerHandle {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+}
+
+impl BrokerHandle {
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Asks it to shut down cleanly.
+    pub fn stop(&self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.dirty_changed.notify_all();
+        self.shared.visible_changed.notify_all();
+    }
+}
+
+/// A broker: its partitions opened (and recovered) and its socket bound.
+#[derive(Debug)]
+pub struct Broker {
+    shared: Arc<Shared>,
+    listener: TcpListener,
+}
+
+impl Broker {
+    /// Opens every partition of the data directory (recovering any that
+    /// was not closed cleanly) and binds the listening socket.
+    pub fn open(config: BrokerConfig) -> anyhow::Result<Broker> {
+        use anyhow::Context;
+        config.log.validate()?;
+        let store = Store::new(&config.data_dir);
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("cannot create the data directory {}", config.data_dir.display()))?;
+        let listener =
+            TcpListener::bind(&config.listen).with_context(|| format!("cannot listen on {}", config.listen))?;
+        let shared = Arc::new(Shared {
+            store,
+            topics: RwLock::new(BTreeMap::new()),
+            creating: Mutex::new(()),
+            dirty: Mutex::new(Dirty::default()),
+            dirty_changed: Condvar::new(),
+            visible: Mutex::new(0),
+            visible_changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+            connections: AtomicUsize::new(0),
+            sockets: Mutex::new(HashMap::new()),
+            config,
+        });
+        let existing = shared.store.topics()?;
+        for (topic, count) in existing {
+            let parts = shared
+                .open_topic(&topic, count)
+                .with_context(|| format!("cannot open topic {topic}"))?;
+            shared
+                .topics
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(topic, parts);
+        }
+        Ok(Broker { shared, listener })
+    }
+
+    /// A handle to stop it and learn its address.
+    pub fn handle(&self) -> std::io::Result<BrokerHandle> {
+        Ok(BrokerHandle {
+            shared: Arc::clone(&self.shared),
+            addr: self.listener.local_addr()?,
+        })
+    }
+
+    /// Serves until stopped (a handle's `stop`, or SIGTERM/SIGINT through
+    /// [`crate::produce::STOP`]), then shuts down cleanly.
+    pub fn run(self) -> anyhow::Result<()> {
+        let shared = Arc::clone(&self.shared);
+        let flusher = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("flusher".into())
+                .spawn(move || flusher(&shared))?
+        };
+        let retention = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("retention".into())
+                .spawn(move || retention(&shared))?
+        };
+        let connections = self.accept_loop()?;
+        // Stop reading requests; writers answer what was read.
+        for socket in lock(&shared.sockets).values() {
+            let _ = socket.shutdown(std::net::Shutdown::Read);
+        }
+        for c in connections {
+            let _ = c.join();
+        }
+        shared.stop.store(true, Ordering::Relaxed);
+        shared.dirty_changed.notify_all();
+        let _ = flusher.join();
+        let _ = retention.join();
+        let mut result = Ok(());
+        let topics = std::mem::take(&mut *shared.topics.write().unwrap_or_else(|p| p.into_inner()));
+        for (topic, parts) in topics {
+            for p in parts {
+                let Ok(p) = Arc::try_unwrap(p) else {
+                    log_line(format_args!(
+                        "{topic}: partition still in use at shutdown; left to recovery"
+                    ));
+                    continue;
+                };
+                let log = p.log.into_inner().unwrap_or_else(|e| e.into_inner());
+                if let Err(e) = log.close() {
+                    log_line(format_args!("cannot close {topic}-{}: {e}", p.partition));
+                    result = Err(e.into());
+                }
+            }
+        }
+        result
+    }
+
+    fn accept_loop(&self) -> anyhow::Result<Vec<std::thread::JoinHandle<()>>> {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use std::os::fd::AsFd;
+        let shared = &self.shared;
+        let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();
+        let mut next_id = 0u64;
+        while !shared.stopping() {
+            let mut fds = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, PollTimeout::from(200u16)) {
+                Ok(0) => continue,
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            let (stream, peer) = match self.listener.accept() {
+                Ok(s) => s,
+                Err(e) => {
+                    log_line(format_args!("accept failed: {e}"));
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            };
+            threads.retain(|t| !t.is_finished());
+            if shared.connections.load(Ordering::Relaxed) >= shared.config.connections_max {
+                log_line(format_args!(
+                    "refused {peer}: {} connections is the maximum (--max-connections)",
+                    shared.config.connections_max
+                ));
+                drop(stream);
+                continue;
+            }
+            next_id += 1;
+            let id = next_id;
+            if let Ok(clone) = stream.try_clone() {
+                lock(&shared.sockets).insert(id, clone);
+            }
+            shared.connections.fetch_add(1, Ordering::Relaxed);
+            let conn_shared = Arc::clone(shared);
+            let spawned = std::thread::Builder::new().name(format!("conn-{id}")).spawn(move || {
+                connection::serve(&conn_shared, stream, peer);
+                lock(&conn_shared.sockets).remove(&id);
+                conn_shared.connections.fetch_sub(1, Ordering::Relaxed);
+            });
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    log_line(format_args!("cannot serve {peer}: {e}"));
+                    lock(&shared.sockets).remove(&id);
+                    shared.connections.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(threads)
+    }
+}
+
+/// The flusher: group commits of every partition with unflushed appends.
+fn flusher(shared: &Shared) {
+    let config = &shared.config;
+    loop {
+        let due: Vec<Arc<Partition>> = {
+            let mut dirty = lock(&shared.dirty);
+            loop {
+                let now = crate::produce::now_ms();
+                let mut due = Vec::new();
+                dirty.partitions.retain(|_, (p, urgent)| {
+                    if *urgent || flush_due(config, &p.lock(), now) {
+                        due.push(Arc::clone(p));
+                        false
+                    } else {
+                        true
+                    }
+                });
+                if !due.is_empty() {
+                    break due;
+                }
+                if shared.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                // With a policy, look again as time passes.
+                let wait = Duration::from_millis(config.flush_interval_ms.map_or(100, |t| t.clamp(1, 100)));
+                dirty = shared
+                    .dirty_changed
+                    .wait_timeout(dirty, wait)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        };
+        for p in due {
+            flush_partition(shared, &p);
+        }
+        shared.notify_visible();
+    }
+}
+
+/// Whether a partition's unflushed records are due under the flush policy.
+fn flush_due(config: &BrokerConfig, log: &Log, now_ms: i64) -> bool {
+    let (records, oldest) = log.unflushed();
+    if records == 0 {
+        return false;
+    }
+    match (config.flush_messages, config.flush_interval_ms) {
+        (None, None) => true,
+        (messages, interval) => {
+            messages.is_some_and(|n| records >= n)
+                || interval.is_some_and(|t| oldest.is_some_and(|o| now_ms.saturating_sub(o) >= t as i64))
+        }
+    }
+}
+
+/// Syncs a partition outside its lock and exposes what was synced.
+fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
+    let Some(pending) = p.lock().begin_flush() else {
+        return;
+    };
+    match pending.sync() {
+        Ok(()) => {
+            p.lock().complete_flush(&pending);
+            p.flushed.fetch_max(pending.next_offset(), Ordering::AcqRel);
+        }
+        Err(e) => {
+            log_line(format_args!("cannot flush {}-{}: {e}", p.topic, p.partition));
+            // Try again later rather than spin on a failing disk.
+            std::thread::sleep(Duration::from_millis(100));
+            shared.mark_dirty(p, false);
+        }
+    }
+}
+
+/// Deletes expired segments every retention check interval.
+fn retention(shared: &Shared) {
+    let interval = Duration::from_millis(shared.config.retention_check_interval_ms.max(1));
+    let mut next = Instant::now() + interval;
+    while !shared.stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100).min(interval));
+        if Instant::now() < next {
+            continue;
+        }
+        next = Instant::now() + interval;
+        for p in shared.all_partitions() {
+            let deleted = p.lock().apply_retention(crate::produce::now_ms());
+            match deleted {
+                Ok(d) if !d.is_empty() => log_line(format_args!(
+                    "Retention deleted {} segments of {}-{} (first offsets {:?})",
+                    d.len(),
+                    p.topic,
+                    p.partition,
+                    d
+                )),
+                Ok(_) => {}
+                Err(e) => log_line(format_args!("retention of {}-{} failed: {e}", p.topic, p.partition)),
+            }
+        }
+    }
+}

@@ -1,0 +1,588 @@
+//! One client connection: its reader (frames in, requests handled in
+//! order) and its writer (responses out, in the same order; fetched records
+//! sent with `sendfile`).
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{error_code, log_line, Partition, Shared};
+use crate::log::FileSlice;
+use crate::protocol::{self, put, ErrorCode, FetchPartition, Request, RequestError, RequestHeader, TopicMetadata};
+
+/// A response waiting its turn in the connection's queue.
+enum Pending {
+    /// Encoded and ready.
+    Ready(Vec<u8>),
+    /// acks=all: answer once `partition` is durable up to `offset`.
+    Durable {
+        correlation_id: u32,
+        partition: Arc<Partition>,
+        base_offset: u64,
+        offset: u64,
+        deadline: Instant,
+    },
+    /// A fetch, evaluated when its turn comes.
+    Fetch {
+        correlation_id: u32,
+        min_bytes: u32,
+        deadline: Instant,
+        partitions: Vec<FetchPartition>,
+    },
+}
+
+/// How reading a frame failed.
+enum FrameError {
+    /// The peer closed between frames.
+    Closed,
+    /// Bytes that are not a frame; the connection cannot go on.
+    Garbage(String),
+    /// A frame over the limit, with its request header when it came.
+    TooLarge(u32, Option<RequestHeader>),
+    /// The peer started a frame and did not finish it in time.
+    Timeout,
+    /// The socket failed.
+    Io(io::Error),
+}
+
+/// Serves one connection until the peer closes it, it breaks the protocol,
+/// or the broker stops.
+pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let timeout = Duration::from_millis(shared.config.request_timeout_ms.max(1));
+    let _ = stream.set_write_timeout(Some(timeout));
+    let writer_stream = match stream.try_clone() {
+        Ok(s) => s,
+        Err(e) => {
+            log_line(format_args!("{peer}: {e}"));
+            return;
+        }
+    };
+    let (tx, rx) = mpsc::sync_channel::<Pending>(shared.config.in_flight_max.max(1) - 1);
+    let writer = {
+        let shared = Arc::clone(shared);
+        std::thread::Builder::new()
+            .name(format!("write-{peer}"))
+            .spawn(move || write_responses(&shared, writer_stream, rx, peer))
+    };
+    let writer = match writer {
+        Ok(w) => w,
+        Err(e) => {
+            log_line(format_args!("{peer}: cannot start a writer: {e}"));
+            return;
+        }
+    };
+    read_requests(shared, &stream, &tx, peer, timeout);
+    drop(tx);
+    let _ = writer.join();
+}
+
+fn read_requests(
+    shared: &Arc<Shared>,
+    stream: &TcpStream,
+    tx: &SyncSender<Pending>,
+    peer: SocketAddr,
+    timeout: Duration,
+) {
+    let mut buf = Vec::new();
+    let max = shared.config.request_bytes_max;
+    loop {
+        match read_frame(stream, &mut buf, max, timeout) {
+            Ok(()) => {}
+            Err(FrameError::Closed) => return,
+            Err(FrameError::Garbage(why)) => {
+                log_line(format_args!("{peer}: closing the connection: {why}"));
+                return;
+            }
+            Err(FrameError::TooLarge(len, header)) => {
+                let msg =
+                    format!("request of {len} bytes exceeds the broker's maximum of {max} bytes (--max-request-bytes)");
+                log_line(format_args!("{peer}: closing the connection: {msg}"));
+                if let Some(h) = header {
+                    let _ = tx.send(Pending::Ready(error_frame(
+                        h.correlation_id,
+                        ErrorCode::RequestTooLarge,
+                        &msg,
+                    )));
+                }
+                return;
+            }
+            Err(FrameError::Timeout) => {
+                log_line(format_args!(
+                    "{peer}: closing the connection: a frame was not completed within the request timeout of {} ms",
+                    timeout.as_millis()
+                ));
+                return;
+            }
+            Err(FrameError::Io(e)) => {
+                if !matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe) {
+                    log_line(format_args!("{peer}: {e}"));
+                }
+                return;
+            }
+        }
+        if let Some(pending) = handle(shared, &mut buf, peer) {
+            if tx.send(pending).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Reads one frame's body into `buf`. Memory grows with the bytes that
+/// actually arrive, never ahead of them, and never past `max`.
+fn read_frame(stream: &TcpStream, buf: &mut Vec<u8>, max: u32, timeout: Duration) -> Result<(), FrameError> {
+    let mut len = [0u8; protocol::LENGTH_BYTES];
+    // Between frames a connection may idle as long as it likes.
+    let _ = stream.set_read_timeout(None);
+    loop {
+        match (&*stream).read(&mut len[..1]) {
+            Ok(0) => return Err(FrameError::Closed),
+            Ok(_) => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(FrameError::Io(e)),
+        }
+    }
+    let deadline = Instant::now() + timeout;
+    read_exact_by(stream, &mut len[1..], deadline)?;
+    let n = u32::from_le_bytes(len);
+    if (n as usize) < protocol::REQUEST_HEADER_BYTES {
+        return Err(FrameError::Garbage(format!(
+            "a frame of {n} bytes is shorter than a request header"
+        )));
+    }
+    if n > max {
+        if len.iter().all(|b| b.is_ascii_uppercase() || *b == b' ') {
+            return Err(FrameError::Garbage(format!(
+                "{:?} is not a frame (HTTP or another text protocol?)",
+                String::from_utf8_lossy(&len)
+            )));
+        }
+        let mut header = [0u8; protocol::REQUEST_HEADER_BYTES];
+        let header = read_exact_by(stream, &mut header, deadline)
+            .ok()
+            .and_then(|()| protocol::decode_request_header(&header).ok());
+        return Err(FrameError::TooLarge(n, header));
+    }
+    buf.clear();
+    const CHUNK: usize = 1 << 20;
+    while buf.len() < n as usize {
+        let start = buf.len();
+        let end = (start + CHUNK).min(n as usize);
+        buf.resize(end, 0);
+        read_exact_by(stream, &mut buf[start..end], deadline)?;
+    }
+    Ok(())
+}
+
+fn read_exact_by(stream: &TcpStream, mut out: &mut [u8], deadline: Instant) -> Result<(), FrameError> {
+    while !out.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(FrameError::Timeout);
+        }
+        let _ = stream.set_read_timeout(Some(left));
+        match (&*stream).read(out) {
+            Ok(0) => {
+                return Err(FrameError::Garbage(
+                    "the peer closed the connection in the middle of a frame".into(),
+                ))
+            }
+            Ok(n) => out = &mut out[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(FrameError::Timeout)
+            }
+            Err(e) => return Err(FrameError::Io(e)),
+        }
+    }
+    Ok(())
+}
+
+fn error_frame(correlation_id: u32, error: ErrorCode, message: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    protocol::start_response(&mut out, correlation_id, error, message);
+    protocol::finish_frame(&mut out);
+    out
+}
+
+/// Handles a request: the work that belongs in the reader (appends, and
+/// the quick answers), returning what the writer must send.
+fn handle(shared: &Arc<Shared>, body: &mut [u8], peer: SocketAddr) -> Option<Pending> {
+    let header = protocol::decode_request_header(body).ok()?;
+    let id = header.correlation_id;
+    let request = match protocol::decode_request(body) {
+        Ok((_, r)) => r,
+        Err(RequestError::Unsupported(msg)) => {
+            log_line(format_args!("{peer}: {msg}"));
+            return Some(Pending::Ready(error_frame(id, ErrorCode::UnsupportedRequest, &msg)));
+        }
+        Err(RequestError::Invalid(e)) => {
+            log_line(format_args!("{peer}: invalid request: {e}"));
+            return Some(Pending::Ready(error_frame(id, ErrorCode::InvalidRequest, &e.0)));
+        }
+    };
+    match request {
+        Request::Produce {
+            acks,
+            timeout_ms,
+            topic,
+            partition,
+            records,
+        } => produce(
+            shared,
+            id,
+            acks,
+            timeout_ms,
+            &topic,
+            partition,
+            &mut body[records],
+            peer,
+        ),
+        Request::Fetch {
+            max_wait_ms,
+            min_bytes,
+            partitions,
+        } => Some(Pending::Fetch {
+            correlation_id: id,
+            min_bytes,
+            deadline: Instant::now() + Duration::from_millis(u64::from(max_wait_ms)),
+            partitions,
+        }),
+        Request::ListOffsets { topic, partition, at } => {
+            Some(Pending::Ready(list_offsets(shared, id, &topic, partition, at)))
+        }
+        Request::Metadata { topics } => Some(Pending::Ready(metadata(shared, id, &topics))),
+        Request::CreateTopic { topic, partitions } => {
+            let partitions = if partitions == 0 {
+                shared.config.partitions_default
+            } else {
+                partitions
+            };
+            Some(Pending::Ready(match shared.create_topic(&topic, partitions) {
+                Ok((count, existed)) => {
+                    let mut out = Vec::new();
+                    let (code, msg) = if existed {
+                        (
+                            ErrorCode::TopicExists,
+                            format!("topic {topic:?} exists with {count} partitions"),
+                        )
+                    } else {
+                        (ErrorCode::None, String::new())
+                    };
+                    protocol::start_response(&mut out, id, code, &msg);
+                    put::u32(&mut out, count);
+                    protocol::finish_frame(&mut out);
+                    out
+                }
+                Err(e) => error_frame(id, error_code(&e), &e.to_string()),
+            }))
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn produce(
+    shared: &Arc<Shared>,
+    id: u32,
+    acks: i8,
+    timeout_ms: u32,
+    topic: &str,
+    partition: u32,
+    batch: &mut [u8],
+    peer: SocketAddr,
+) -> Option<Pending> {
+    let reply = |code: ErrorCode, msg: String| {
+        if acks == protocol::ACKS_NONE {
+            log_line(format_args!(
+                "{peer}: produce to {topic} [{partition}] (acks=0) failed: {msg}"
+            ));
+            None
+        } else {
+            Some(Pending::Ready(error_frame(id, code, &msg)))
+        }
+    };
+    let p = match shared.partition(topic, partition) {
+        Ok(p) => p,
+        Err((ErrorCode::UnknownTopic, _)) => {
+            if let Err(e) = shared.create_topic(topic, shared.config.partitions_default) {
+                return reply(error_code(&e), e.to_string());
+            }
+            match shared.partition(topic, partition) {
+                Ok(p) => p,
+                Err((code, msg)) => return reply(code, msg),
+            }
+        }
+        Err((code, msg)) => return reply(code, msg),
+    };
+    let now = crate::produce::now_ms();
+    let appended = p.lock().append(batch, now);
+    match appended {
+        Ok(info) => {
+            shared.mark_dirty(&p, acks == protocol::ACKS_ALL);
+            match acks {
+                protocol::ACKS_NONE => None,
+                protocol::ACKS_LEADER => {
+                    let mut out = Vec::new();
+                    protocol::start_response(&mut out, id, ErrorCode::None, "");
+                    put::u64(&mut out, info.base_offset);
+                    protocol::finish_frame(&mut out);
+                    Some(Pending::Ready(out))
+                }
+                _ => Some(Pending::Durable {
+                    correlation_id: id,
+                    partition: p,
+                    base_offset: info.base_offset,
+                    offset: info.last_offset + 1,
+                    deadline: Instant::now() + Duration::from_millis(u64::from(timeout_ms)),
+                }),
+            }
+        }
+        Err(e) => {
+            let code = error_code(&e);
+            if code == ErrorCode::StorageError {
+                log_line(format_args!("append to {topic}-{partition} failed: {e}"));
+            }
+            reply(code, format!("{topic} [{partition}]: {e}"))
+        }
+    }
+}
+
+fn list_offsets(shared: &Shared, id: u32, topic: &str, partition: u32, at: i64) -> Vec<u8> {
+    let p = match shared.partition(topic, partition) {
+        Ok(p) => p,
+        Err((code, msg)) => return error_frame(id, code, &msg),
+    };
+    let found = {
+        let log = p.lock();
+        match at {
+            protocol::EARLIEST => Ok(log.start_offset() as i64),
+            protocol::LATEST => Ok(log.visible_offset() as i64),
+            ts if ts >= 0 => log
+                .offset_for_timestamp(ts)
+                .map(|o| o.filter(|&o| o < log.visible_offset()).map_or(-1, |o| o as i64)),
+            other => return error_frame(id, ErrorCode::InvalidRequest, &format!("list_offsets at {other}")),
+        }
+    };
+    match found {
+        Ok(offset) => {
+            let mut out = Vec::new();
+            protocol::start_response(&mut out, id, ErrorCode::None, "");
+            put::i64(&mut out, offset);
+            protocol::finish_frame(&mut out);
+            out
+        }
+        Err(e) => error_frame(id, error_code(&e), &e.to_string()),
+    }
+}
+
+fn metadata(shared: &Shared, id: u32, asked: &[String]) -> Vec<u8> {
+    let names: Vec<String> = if asked.is_empty() {
+        shared
+            .topics
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    } else {
+        asked.to_vec()
+    };
+    let mut out = Vec::new();
+    protocol::start_response(&mut out, id, ErrorCode::None, "");
+    put::u16(&mut out, names.len().min(u16::MAX as usize) as u16);
+    for name in names.iter().take(u16::MAX as usize) {
+        let parts = shared
+            .topics
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned();
+        let t = match parts {
+            Some(parts) => TopicMetadata {
+                topic: name.clone(),
+                error: ErrorCode::None,
+                message: String::new(),
+                partitions: parts
+                    .iter()
+                    .map(|p| {
+                        let log = p.lock();
+                        (log.start_offset(), log.visible_offset())
+                    })
+                    .collect(),
+            },
+            None => TopicMetadata {
+                topic: name.clone(),
+                error: ErrorCode::UnknownTopic,
+                message: format!("topic {name:?} does not exist"),
+                partitions: Vec::new(),
+            },
+        };
+        protocol::put_topic_metadata(&mut out, &t);
+    }
+    protocol::finish_frame(&mut out);
+    out
+}
+
+fn write_responses(shared: &Shared, stream: TcpStream, rx: Receiver<Pending>, peer: SocketAddr) {
+    for pending in rx {
+        let sent = match pending {
+            Pending::Ready(frame) => (&stream).write_all(&frame),
+            Pending::Durable {
+                correlation_id,
+                partition,
+                base_offset,
+                offset,
+                deadline,
+            } => {
+                let frame = await_durable(shared, correlation_id, &partition, base_offset, offset, deadline);
+                (&stream).write_all(&frame)
+            }
+            Pending::Fetch {
+                correlation_id,
+                min_bytes,
+                deadline,
+                partitions,
+            } => fetch(shared, &stream, correlation_id, min_bytes, deadline, &partitions),
+        };
+        if let Err(e) = sent {
+            if !matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe) {
+                log_line(format_args!("{peer}: cannot send a response: {e}"));
+            }
+            // Stop the reader too: nobody reads our answers.
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            return;
+        }
+    }
+}
+
+fn await_durable(shared: &Shared, id: u32, p: &Partition, base_offset: u64, offset: u64, deadline: Instant) -> Vec<u8> {
+    loop {
+        let generation = shared.visible_generation();
+        if p.flushed.load(Ordering::Acquire) >= offset {
+            let mut out = Vec::new();
+            protocol::start_response(&mut out, id, ErrorCode::None, "");
+            put::u64(&mut out, base_offset);
+            protocol::finish_frame(&mut out);
+            return out;
+        }
+        if Instant::now() >= deadline {
+            let msg = format!(
+                "{} [{}]: records from offset {base_offset} appended but not yet durable within the timeout",
+                p.topic, p.partition
+            );
+            return error_frame(id, ErrorCode::Timeout, &msg);
+        }
+        shared.wait_visible(generation, deadline);
+    }
+}
+
+/// One partition's part of a fetch response.
+struct Part {
+    header: Vec<u8>,
+    slice: Option<FileSlice>,
+}
+
+fn fetch(
+    shared: &Shared,
+    stream: &TcpStream,
+    id: u32,
+    min_bytes: u32,
+    deadline: Instant,
+    asked: &[FetchPartition],
+) -> io::Result<()> {
+    let parts = loop {
+        let generation = shared.visible_generation();
+        let (parts, bytes, errors) = gather(shared, asked);
+        let done = bytes >= u64::from(min_bytes) || errors || Instant::now() >= deadline || shared.stopping();
+        if done {
+            break parts;
+        }
+        shared.wait_visible(generation, deadline);
+    };
+    let mut head = Vec::new();
+    protocol::start_response(&mut head, id, ErrorCode::None, "");
+    put::u16(&mut head, parts.len() as u16);
+    let total: u64 = head.len() as u64
+        + parts
+            .iter()
+            .map(|p| p.header.len() as u64 + p.slice.as_ref().map_or(0, |s| s.len))
+            .sum::<u64>();
+    let frame_len = u32::try_from(total - protocol::LENGTH_BYTES as u64)
+        .map_err(|_| io::Error::other("fetch response over 4 GiB"))?;
+    head[..protocol::LENGTH_BYTES].copy_from_slice(&frame_len.to_le_bytes());
+    send_more(stream, &head)?;
+    for part in &parts {
+        send_more(stream, &part.header)?;
+        if let Some(slice) = &part.slice {
+            send_slice(stream, slice)?;
+        }
+    }
+    Ok(())
+}
+
+/// Finds each partition's byte range; returns the parts, their bytes, and
+/// whether any partition had an error.
+fn gather(shared: &Shared, asked: &[FetchPartition]) -> (Vec<Part>, u64, bool) {
+    let mut parts = Vec::with_capacity(asked.len());
+    let (mut bytes, mut errors) = (0u64, false);
+    for a in asked {
+        let mut header = Vec::new();
+        let (code, msg, start, end, slice) = match shared.partition(&a.topic, a.partition) {
+            Err((code, msg)) => (code, msg, 0, 0, None),
+            Ok(p) => {
+                let log = p.lock();
+                let (start, end) = (log.start_offset(), log.visible_offset());
+                match log.read(a.offset, u64::from(a.max_bytes)) {
+                    Ok(slice) => (ErrorCode::None, String::new(), start, end, slice),
+                    Err(e) => (error_code(&e), e.to_string(), start, end, None),
+                }
+            }
+        };
+        errors |= code != ErrorCode::None;
+        let len = slice.as_ref().map_or(0, |s| s.len);
+        bytes += len;
+        protocol::put_fetch_partition(&mut header, &a.topic, a.partition, code, &msg, start, end, len as u32);
+        parts.push(Part { header, slice });
+    }
+    (parts, bytes, errors)
+}
+
+/// Sends a response header (the records follow with `sendfile`).
+fn send_more(stream: &TcpStream, buf: &[u8]) -> io::Result<()> {
+    (&*stream).write_all(buf)
+}
+
+/// Sends a segment's byte range with `sendfile`: from the page cache to the
+/// socket, never through user space.
+fn send_slice(stream: &TcpStream, slice: &FileSlice) -> io::Result<()> {
+    let Some(file) = slice.file.as_file() else {
+        let mut buf = Vec::new();
+        slice.read_into(&mut buf).map_err(io::Error::other)?;
+        return (&*stream).write_all(&buf);
+    };
+    let mut offset = slice.position as i64;
+    let end = (slice.position + slice.len) as i64;
+    while offset < end {
+        let left = (end - offset) as usize;
+        match nix::sys::sendfile::sendfile64(stream.as_fd(), file.as_fd(), Some(&mut offset), left) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("{} ended during sendfile", slice.path.display()),
+                ))
+            }
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(nix::errno::Errno::EAGAIN) => {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "the peer stopped reading"))
+            }
+            Err(e) => return Err(io::Error::from(e)),
+        }
+    }
+    Ok(())
+}

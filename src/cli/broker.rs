@@ -1,0 +1,117 @@
+//! `klog-broker`: serves a data directory's topics over TCP.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+
+use crate::broker::{Broker, BrokerConfig};
+use crate::limits;
+use crate::log::LogConfig;
+
+/// Serves the topics of a data directory to producers and consumers over
+/// TCP (the pull protocol), with zero-copy fetches and group-committed
+/// fsyncs.
+#[derive(Debug, Parser)]
+#[command(name = "klog-broker", version, about, long_about = None)]
+pub struct Args {
+    /// The data directory (created if missing).
+    #[arg(
+        long = "data-dir",
+        value_name = "DIR",
+        default_value = "./klog-data",
+        env = "KLOG_DATA_DIR"
+    )]
+    pub data_dir: PathBuf,
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long = "listen", value_name = "ADDR", default_value = "127.0.0.1:9092")]
+    pub listen: String,
+    /// Partitions of a topic created on first produce.
+    #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(limits::PARTITIONS_MAX)))]
+    pub partitions: u32,
+    /// Segment size at which a log rolls (at least 4KiB).
+    #[arg(long = "segment-bytes", value_name = "SIZE", default_value = "1GiB", value_parser = super::size_arg)]
+    pub segment_bytes: u64,
+    /// A segment older than this rolls at the next append.
+    #[arg(long = "segment-age", value_name = "DURATION", value_parser = super::duration_arg)]
+    pub segment_age_ms: Option<u64>,
+    /// Bytes of log between two index entries.
+    #[arg(long = "index-interval-bytes", value_name = "SIZE", default_value = "4096", value_parser = super::size_arg)]
+    pub index_interval_bytes: u64,
+    /// Delete segments whose newest record was appended longer ago than this.
+    #[arg(long = "retention", value_name = "DURATION", default_value = "7d", value_parser = super::duration_arg)]
+    pub retention_ms: u64,
+    /// Delete the oldest segments while a partition is larger than this.
+    #[arg(long = "retention-bytes", value_name = "SIZE", value_parser = super::size_arg)]
+    pub retention_bytes: Option<u64>,
+    /// How often retention runs.
+    #[arg(long = "retention-check-interval", value_name = "DURATION", default_value = "5m", value_parser = super::duration_arg)]
+    pub retention_check_interval_ms: u64,
+    /// Flush a partition after this many records. Without this and
+    /// --flush-interval the broker flushes continuously, committing every
+    /// group of appends with one fsync. Consumers see only flushed records.
+    #[arg(long = "flush-messages", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub flush_messages: Option<u64>,
+    /// Flush a partition when its oldest unflushed record is this old.
+    #[arg(long = "flush-interval", value_name = "DURATION", value_parser = super::duration_arg)]
+    pub flush_interval_ms: Option<u64>,
+    /// Largest record accepted.
+    #[arg(long = "max-record-bytes", value_name = "SIZE", default_value = "1MiB", value_parser = super::size_arg)]
+    pub max_record_bytes: u64,
+    /// Largest request accepted (checked before allocating).
+    #[arg(long = "max-request-bytes", value_name = "SIZE", default_value = "100MiB", value_parser = super::size_arg)]
+    pub max_request_bytes: u64,
+    /// Connections served at once; one over the cap is closed at once.
+    #[arg(long = "max-connections", value_name = "N", default_value_t = limits::CONNECTIONS_MAX_DEFAULT)]
+    pub max_connections: usize,
+    /// Requests of one connection read ahead of their responses; past it
+    /// the broker stops reading that connection until it catches up.
+    #[arg(long = "max-in-flight", value_name = "N", default_value_t = limits::IN_FLIGHT_MAX_DEFAULT as u64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_in_flight: u64,
+    /// A peer that starts a frame and does not finish it in this time is
+    /// disconnected.
+    #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = super::duration_arg)]
+    pub request_timeout_ms: u64,
+    /// Only print errors.
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+}
+
+/// Runs `klog-broker`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    super::handle_signals(|| {})?;
+    let say = super::Say { quiet: args.quiet };
+    let log = LogConfig {
+        segment_bytes: args.segment_bytes,
+        segment_age_ms: args.segment_age_ms,
+        index_interval_bytes: u32::try_from(args.index_interval_bytes)
+            .ok()
+            .filter(|&n| n > 0)
+            .context("--index-interval-bytes must be between 1 and 4GiB")?,
+        retention_ms: Some(args.retention_ms),
+        retention_bytes: args.retention_bytes,
+        record_bytes_max: u32::try_from(args.max_record_bytes).unwrap_or(u32::MAX),
+        ..LogConfig::default()
+    };
+    let mut config = BrokerConfig::new(&args.data_dir, &args.listen);
+    config.partitions_default = args.partitions;
+    config.log = log;
+    config.flush_messages = args.flush_messages;
+    config.flush_interval_ms = args.flush_interval_ms;
+    config.retention_check_interval_ms = args.retention_check_interval_ms;
+    config.request_bytes_max = u32::try_from(args.max_request_bytes)
+        .ok()
+        .filter(|&n| n as usize >= crate::protocol::REQUEST_HEADER_BYTES)
+        .context("--max-request-bytes must be between 8 bytes and 4GiB")?;
+    config.connections_max = args.max_connections;
+    config.in_flight_max = args.max_in_flight as usize;
+    config.request_timeout_ms = args.request_timeout_ms;
+    let broker = Broker::open(config)?;
+    let addr = broker.handle()?.local_addr();
+    // Scripts and tests wait for this line; it is printed even with -q.
+    eprintln!("% Listening on {addr}");
+    broker.run()?;
+    say.info("Shut down cleanly");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,746 @@
+//! Clients of the pull protocol ([`crate::protocol`]): a connection for
+//! single requests, a [`Producer`] and a [`Consumer`].
+//!
+//! The producer batches records per partition (by count and bytes; the
+//! caller decides when a partial batch has lingered long enough), keeps up
+//! to `in_flight_max` produce requests on the wire at once, and counts
+//! each record as delivered only when the broker acknowledged it (with
+//! `acks=0`, when it was sent). A record that could not be delivered is
+//! counted as failed and its error kept: nothing is dropped silently.
+//!
+//! The consumer fetches ahead: a thread keeps one fetch in flight for all
+//! the partitions it reads and queues up to `prefetch` responses while the
+//! caller handles earlier ones. Every record's CRC is checked before it is
+//! handed out, and records before the wanted offset (a fetch starts at a
+//! batch boundary) are skipped.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::limits;
+use crate::produce::{BatchOptions, ParsedRecord};
+use crate::protocol::{self, ErrorCode, FetchPartition, Reader, TopicMetadata};
+use crate::record::{Batch, BatchBuilder, BatchHeader, Record, BATCH_HEADER_BYTES};
+
+/// How long to wait for a broker to accept a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Largest response a client reads: a fetch's budget plus headers.
+const RESPONSE_BYTES_MAX: u32 = limits::BATCH_BYTES_MAX + 64 * 1024 * 1024;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Opens a TCP connection to a broker.
+pub fn connect(addr: &str) -> Result<TcpStream> {
+    let net = |source| Error::Network {
+        op: "connect to",
+        addr: addr.to_string(),
+        source,
+    };
+    let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "no address");
+    for sock in addr.to_socket_addrs().map_err(net)? {
+        match TcpStream::connect_timeout(&sock, CONNECT_TIMEOUT) {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(net(last))
+}
+
+/// Reads one frame's body (after its length) into `buf`.
+fn read_frame(stream: &TcpStream, buf: &mut Vec<u8>, addr: &str) -> Result<()> {
+    let net = |source| Error::Network {
+        op: "read from",
+        addr: addr.to_string(),
+        source,
+    };
+    let mut len = [0u8; 4];
+    (&*stream).read_exact(&mut len).map_err(net)?;
+    let n = u32::from_le_bytes(len);
+    if n > RESPONSE_BYTES_MAX || (n as usize) < protocol::RESPONSE_HEADER_BYTES {
+        return Err(Error::Protocol {
+            addr: addr.to_string(),
+            reason: format!("a response frame of {n} bytes"),
+        });
+    }
+    buf.resize(n as usize, 0);
+    (&*stream).read_exact(buf).map_err(net)
+}
+
+fn protocol_error(addr: &str, e: protocol::ProtocolError) -> Error {
+    Error::Protocol {
+        addr: addr.to_string(),
+        reason: e.0,
+    }
+}
+
+/// A connection for one request at a time.
+#[derive(Debug)]
+pub struct Connection {
+    stream: TcpStream,
+    addr: String,
+    next_id: u32,
+    frame: Vec<u8>,
+    response: Vec<u8>,
+}
+
+impl Connection {
+    /// Connects to the broker at `addr`.
+    pub fn connect(addr: &str) -> Result<Connection> {
+        Ok(Connection {
+            stream: connect(addr)?,
+            addr: addr.to_string(),
+            next_id: 0,
+            frame: Vec::new(),
+            response: Vec::new(),
+        })
+    }
+
+    /// The broker's address.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Sends a request built by `encode` (given the buffer and a
+    /// correlation id) and returns the response header; the body is left
+    /// in `self.response` from the returned position.
+    fn call(&mut self, encode: impl FnOnce(&mut Vec<u8>, u32)) -> Result<(protocol::ResponseHeader, usize)> {
+        self.next_id = self.next_id.wrapping_add(1);
+        let id = self.next_id;
+        encode(&mut self.frame, id);
+        (&self.stream).write_all(&self.frame).map_err(|source| Error::Network {
+            op: "send to",
+            addr: self.addr.clone(),
+            source,
+        })?;
+        read_frame(&self.stream, &mut self.response, &self.addr)?;
+        let mut r = Reader::new(&self.response);
+        let header = protocol::decode_response_header(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
+        if header.correlation_id != id {
+            return Err(Error::Protocol {
+                addr: self.addr.clone(),
+                reason: format!("response {} to request {id}", header.correlation_id),
+            });
+        }
+        Ok((header, r.position()))
+    }
+
+    fn check(header: &protocol::ResponseHeader) -> Result<()> {
+        if header.error != ErrorCode::None {
+            return Err(Error::Broker {
+                code: header.error,
+                message: header.message.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Topics with their partitions' (start, end) offsets; all topics when
+    /// `topics` is empty.
+    pub fn metadata(&mut self, topics: &[&str]) -> Result<Vec<TopicMetadata>> {
+        let (header, at) = self.call(|out, id| protocol::metadata_request(out, id, topics))?;
+        Self::check(&header)?;
+        let mut r = Reader::new(&self.response[at..]);
+        protocol::decode_metadata_response(&mut r).map_err(|e| protocol_error(&self.addr, e))
+    }
+
+    /// The (start, end) offsets of every partition of `topic`, or the
+    /// broker's error (`unknown_topic`).
+    pub fn partitions(&mut self, topic: &str) -> Result<Vec<(u64, u64)>> {
+        let mut topics = self.metadata(&[topic])?;
+        match topics.pop() {
+            Some(t) if t.error == ErrorCode::None => Ok(t.partitions),
+            Some(t) => Err(Error::Broker {
+                code: t.error,
+                message: t.message,
+            }),
+            None => Err(Error::Protocol {
+                addr: self.addr.clone(),
+                reason: "metadata without the topic asked for".into(),
+            }),
+        }
+    }
+
+    /// The offset for `at` ([`protocol::EARLIEST`], [`protocol::LATEST`] or
+    /// a timestamp); `None` when no record is at or after the timestamp.
+    pub fn list_offsets(&mut self, topic: &str, partition: u32, at: i64) -> Result<Option<u64>> {
+        let (header, at_body) = self.call(|out, id| protocol::list_offsets_request(out, id, topic, partition, at))?;
+        Self::check(&header)?;
+        let offset = Reader::new(&self.response[at_body..])
+            .i64("offset")
+            .map_err(|e| protocol_error(&self.addr, e))?;
+        Ok(u64::try_from(offset).ok())
+    }
+
+    /// Creates `topic` with `partitions` (0: the broker's default) unless
+    /// it exists; returns its partition count.
+    pub fn create_topic(&mut self, topic: &str, partitions: u32) -> Result<u32> {
+        let (header, at) = self.call(|out, id| protocol::create_topic_request(out, id, topic, partitions))?;
+        if header.error != ErrorCode::TopicExists {
+            Self::check(&header)?;
+        }
+        Reader::new(&self.response[at..])
+            .u32("partitions")
+            .map_err(|e| protocol_error(&self.addr, e))
+    }
+}
+
+/// How a producer sends.
+#[derive(Debug, Clone, Copy)]
+pub struct ProducerConfig {
+    /// 0, 1 or -1 (all).
+    pub acks: i8,
+    /// How long the broker may wait for durability (acks=all).
+    pub timeout_ms: u32,
+    /// Batching by count and bytes.
+    pub batch: BatchOptions,
+    /// Produce requests on the wire at once.
+    pub in_flight_max: usize,
+    /// Largest record sent.
+    pub record_bytes_max: u32,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> ProducerConfig {
+        ProducerConfig {
+            acks: protocol::ACKS_ALL,
+            timeout_ms: 30_000,
+            batch: BatchOptions {
+                records_max: 1000,
+                bytes_max: 1 << 20,
+            },
+            in_flight_max: 8,
+            record_bytes_max: limits::RECORD_BYTES_MAX_DEFAULT,
+        }
+    }
+}
+
+/// What the producer's response reader shares with it.
+#[derive(Debug, Default)]
+struct Acks {
+    /// Requests awaiting a response: (correlation id, records).
+    waiting: VecDeque<(u32, u64)>,
+    delivered: u64,
+    failed: u64,
+    /// The first error, reported by `send` or `close`.
+    error: Option<Error>,
+    /// The connection is gone: nothing more will be acknowledged.
+    broken: bool,
+}
+
+#[derive(Debug, Default)]
+struct AckState {
+    acks: Mutex<Acks>,
+    changed: Condvar,
+}
+
+/// Sends records to the partitions of one topic on a broker.
+#[derive(Debug)]
+pub struct Producer {
+    stream: TcpStream,
+    addr: String,
+    topic: String,
+    config: ProducerConfig,
+    builders: Vec<BatchBuilder>,
+    frame: Vec<u8>,
+    next_id: u32,
+    state: Arc<AckState>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Producer {
+    /// Connects to the broker at `addr` and looks `topic` up, creating it
+    /// with the broker's default partition count if it does not exist.
+    pub fn connect(addr: &str, topic: &str, config: ProducerConfig) -> Result<Producer> {
+        let mut control = Connection::connect(addr)?;
+        let partitions = match control.partitions(topic) {
+            Ok(p) => p.len() as u32,
+            Err(Error::Broker {
+                code: ErrorCode::UnknownTopic,
+                ..
+            }) => control.create_topic(topic, 0)?,
+            Err(e) => return Err(e),
+        };
+        let stream = control.stream;
+        let state = Arc::new(AckState::default());
+        let reader = if config.acks == protocol::ACKS_NONE {
+            None
+        } else {
+            let stream = stream.try_clone().map_err(|source| Error::Network {
+                op: "read from",
+                addr: addr.to_string(),
+                source,
+            })?;
+            let state = Arc::clone(&state);
+            let addr = addr.to_string();
+            Some(
+                std::thread::Builder::new()
+                    .name("acks".into())
+                    .spawn(move || read_acks(&stream, &addr, &state))
+                    .map_err(|e| Error::Config(format!("cannot start a thread: {e}")))?,
+            )
+        };
+        Ok(Producer {
+            stream,
+            addr: addr.to_string(),
+            topic: topic.to_string(),
+            config,
+            builders: vec![BatchBuilder::new(); partitions as usize],
+            frame: Vec::new(),
+            next_id: control.next_id,
+            state,
+            reader,
+        })
+    }
+
+    /// The topic's partition count.
+    pub fn partitions(&self) -> u32 {
+        self.builders.len() as u32
+    }
+
+    /// Records acknowledged so far.
+    pub fn delivered(&self) -> u64 {
+        lock(&self.state.acks).delivered
+    }
+
+    /// Records that could not be delivered so far.
+    pub fn failed(&self) -> u64 {
+        lock(&self.state.acks).failed
+    }
+
+    /// Records in batches not yet sent.
+    pub fn pending(&self) -> u64 {
+        self.builders.iter().map(|b| u64::from(b.len())).sum()
+    }
+
+    /// Adds a record to its partition's batch, sending the batch when full.
+    /// Fails when the record is too large, or an earlier batch failed.
+    pub fn send(
+        &mut self,
+        partition: u32,
+        record: &ParsedRecord,
+        fixed_headers: &[(&[u8], &[u8])],
+        now: i64,
+    ) -> Result<()> {
+        let count = self.partitions();
+        if partition >= count {
+            return Err(Error::UnknownPartition {
+                topic: self.topic.clone(),
+                partition,
+                count,
+            });
+        }
+        let mut headers: Vec<(&[u8], &[u8])> = fixed_headers.to_vec();
+        headers.extend(record.headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice())));
+        let size = BatchBuilder::record_size(record.key.as_deref(), &headers, &record.value);
+        if size > self.config.record_bytes_max as usize {
+            return Err(Error::TooLarge {
+                what: "record",
+                size: size as u64,
+                limit: u64::from(self.config.record_bytes_max),
+            });
+        }
+        let p = partition as usize;
+        if !self.builders[p].is_empty() && self.builders[p].size_bytes() + size > self.config.batch.bytes_max {
+            self.send_batch(p)?;
+        }
+        let ts = record.timestamp.unwrap_or(now);
+        self.builders[p].push(ts, record.key.as_deref(), &headers, &record.value);
+        if self.builders[p].len() >= self.config.batch.records_max {
+            self.send_batch(p)?;
+        }
+        Ok(())
+    }
+
+    /// Sends every partial batch (the linger time has passed).
+    pub fn flush_pending(&mut self) -> Result<()> {
+        for p in 0..self.builders.len() {
+            self.send_batch(p)?;
+        }
+        Ok(())
+    }
+
+    fn send_batch(&mut self, p: usize) -> Result<()> {
+        if self.builders[p].is_empty() {
+            return Ok(());
+        }
+        let records = u64::from(self.builders[p].len());
+        {
+            let mut acks = lock(&self.state.acks);
+            while acks.waiting.len() >= self.config.in_flight_max.max(1) && !acks.broken {
+                acks = self.state.changed.wait(acks).unwrap_or_else(|e| e.into_inner());
+            }
+            if let Some(e) = acks.error.take() {
+                return Err(e);
+            }
+            if acks.broken {
+                return Err(Error::Protocol {
+                    addr: self.addr.clone(),
+                    reason: "the connection closed".into(),
+                });
+            }
+            self.next_id = self.next_id.wrapping_add(1);
+            if self.config.acks != protocol::ACKS_NONE {
+                acks.waiting.push_back((self.next_id, records));
+            }
+        }
+        let c = &self.config;
+        protocol::produce_request(
+            &mut self.frame,
+            self.next_id,
+            c.acks,
+            c.timeout_ms,
+            &self.topic,
+            p as u32,
+            self.builders[p].finish(),
+        );
+        self.builders[p].clear();
+        let written = (&self.stream).write_all(&self.frame);
+        let mut acks = lock(&self.state.acks);
+        match written {
+            Ok(()) if self.config.acks == protocol::ACKS_NONE => acks.delivered += records,
+            Ok(()) => {}
+            Err(source) => {
+                if self.config.acks == protocol::ACKS_NONE {
+                    acks.failed += records;
+                }
+                acks.broken = true;
+                return Err(Error::Network {
+                    op: "send to",
+                    addr: self.addr.clone(),
+                    source,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends every partial batch and waits for every acknowledgement;
+    /// returns the records delivered, or the first error (the counts stay
+    /// readable through [`ProducerSummary`]).
+    pub fn close(mut self) -> (ProducerSummary, Result<()>) {
+        let mut result = self.flush_pending();
+        let _ = self.stream.shutdown(std::net::Shutdown::Write);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        let mut acks = lock(&self.state.acks);
+        // Requests never answered: the connection closed under them.
+        let lost: u64 = acks.waiting.drain(..).map(|(_, n)| n).sum();
+        acks.failed += lost;
+        let pending = self.builders.iter().map(|b| u64::from(b.len())).sum::<u64>();
+        acks.failed += pending;
+        if let Some(e) = acks.error.take() {
+            result = result.and(Err(e));
+        } else if lost > 0 && result.is_ok() {
+            result = Err(Error::Protocol {
+                addr: self.addr.clone(),
+                reason: format!("the connection closed before {lost} records were acknowledged"),
+            });
+        }
+        let summary = ProducerSummary {
+            delivered: acks.delivered,
+            failed: acks.failed,
+        };
+        (summary, result)
+    }
+}
+
+/// What a producer delivered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProducerSummary {
+    /// Records acknowledged.
+    pub delivered: u64,
+    /// Records not delivered.
+    pub failed: u64,
+}
+
+/// The producer's response reader: matches acknowledgements to requests.
+fn read_acks(stream: &TcpStream, addr: &str, state: &AckState) {
+    let mut buf = Vec::new();
+    loop {
+        let read = read_frame(stream, &mut buf, addr);
+        let mut acks = lock(&state.acks);
+        let header = read.and_then(|()| {
+            protocol::decode_response_header(&mut Reader::new(&buf)).map_err(|e| protocol_error(addr, e))
+        });
+        match header {
+            Ok(h) => {
+                let Some((id, records)) = acks.waiting.pop_front() else {
+                    acks.error.get_or_insert(Error::Protocol {
+                        addr: addr.to_string(),
+                        reason: format!("an answer to no request ({})", h.correlation_id),
+                    });
+                    acks.broken = true;
+                    state.changed.notify_all();
+                    return;
+                };
+                if h.correlation_id != id {
+                    acks.failed += records;
+                    acks.error.get_or_insert(Error::Protocol {
+                        addr: addr.to_string(),
+                        reason: format!("response {} to request {id}", h.correlation_id),
+                    });
+                } else if h.error == ErrorCode::None {
+                    acks.delivered += records;
+                } else {
+                    acks.failed += records;
+                    acks.error.get_or_insert(Error::Broker {
+                        code: h.error,
+                        message: h.message,
+                    });
+                }
+            }
+            Err(e) => {
+                // The connection ended. After a clean close with nothing
+                // waiting that is the end; otherwise the waiting fail.
+                if !acks.waiting.is_empty() {
+                    acks.error.get_or_insert(e);
+                }
+                acks.broken = true;
+                state.changed.notify_all();
+                return;
+            }
+        }
+        state.changed.notify_all();
+    }
+}
+
+/// A partition a consumer reads.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsumerPartition {
+    /// Partition number.
+    pub partition: u32,
+    /// Next offset to hand out.
+    pub offset: u64,
+    /// Stop before this offset (`-e`), if set.
+    pub stop_at: Option<u64>,
+}
+
+/// How a consumer fetches.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsumerConfig {
+    /// Bytes per partition per fetch.
+    pub fetch_bytes_max: u32,
+    /// How long a fetch at the end of the log waits for records.
+    pub max_wait_ms: u32,
+    /// Responses fetched ahead of the caller.
+    pub prefetch: usize,
+    /// Largest record accepted.
+    pub record_bytes_max: u32,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> ConsumerConfig {
+        ConsumerConfig {
+            fetch_bytes_max: 1 << 20,
+            max_wait_ms: 500,
+            prefetch: 4,
+            record_bytes_max: limits::RECORD_BYTES_MAX_LIMIT,
+        }
+    }
+}
+
+/// Reads partitions of one topic from a broker, fetching ahead.
+#[derive(Debug)]
+pub struct Consumer {
+    topic: String,
+    addr: String,
+    partitions: Vec<ConsumerPartition>,
+    responses: Receiver<Result<Vec<u8>>>,
+    record_bytes_max: u32,
+}
+
+impl Consumer {
+    /// Starts fetching `partitions` of `topic` from the broker at `addr`.
+    pub fn start(
+        addr: &str,
+        topic: &str,
+        partitions: Vec<ConsumerPartition>,
+        config: ConsumerConfig,
+    ) -> Result<Consumer> {
+        let stream = connect(addr)?;
+        let (tx, rx) = mpsc::sync_channel(config.prefetch.max(1));
+        let fetcher = Fetcher {
+            stream,
+            addr: addr.to_string(),
+            topic: topic.to_string(),
+            partitions: partitions.clone(),
+            config,
+            tx,
+        };
+        std::thread::Builder::new()
+            .name("fetch".into())
+            .spawn(move || fetcher.run())
+            .map_err(|e| Error::Config(format!("cannot start a thread: {e}")))?;
+        Ok(Consumer {
+            topic: topic.to_string(),
+            addr: addr.to_string(),
+            partitions,
+            responses: rx,
+            record_bytes_max: config.record_bytes_max,
+        })
+    }
+
+    /// The partitions and their next offsets.
+    pub fn partitions(&self) -> &[ConsumerPartition] {
+        &self.partitions
+    }
+
+    /// Whether every partition reached its `stop_at`.
+    pub fn done(&self) -> bool {
+        self.partitions.iter().all(|p| p.stop_at.is_some_and(|s| p.offset >= s))
+    }
+
+    /// Waits up to `timeout` for the next fetched response and calls `each`
+    /// for each of its records at or after the wanted offsets (CRC checked),
+    /// until `each` returns false. Returns the records handed out.
+    pub fn poll(&mut self, timeout: Duration, mut each: impl FnMut(u32, &Record<'_>) -> Result<bool>) -> Result<u64> {
+        let frame = match self.responses.recv_timeout(timeout) {
+            Ok(r) => r?,
+            Err(RecvTimeoutError::Timeout) => return Ok(0),
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(Error::Protocol {
+                    addr: self.addr.clone(),
+                    reason: "the fetcher stopped".into(),
+                })
+            }
+        };
+        let mut r = Reader::new(&frame);
+        let header = protocol::decode_response_header(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
+        Connection::check(&header)?;
+        let parts = protocol::decode_fetch_response(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
+        let mut handed = 0;
+        for part in parts {
+            if part.error != ErrorCode::None {
+                return Err(Error::Broker {
+                    code: part.error,
+                    message: part.message,
+                });
+            }
+            let Some(state) = self.partitions.iter_mut().find(|p| p.partition == part.partition) else {
+                continue;
+            };
+            let mut at = 0;
+            while at < part.records.len() {
+                let batch = match Batch::decode(&part.records[at..], limits::BATCH_BYTES_MAX) {
+                    Ok(b) => b,
+                    // The byte budget cut the last batch: fetched again next time.
+                    Err(e) if e.is_truncated() && at > 0 => break,
+                    Err(e) => {
+                        return Err(Error::Protocol {
+                            addr: self.addr.clone(),
+                            reason: format!("{} [{}]: fetched batch: {e}", self.topic, part.partition),
+                        })
+                    }
+                };
+                for record in batch.records(self.record_bytes_max) {
+                    let record = record.map_err(|e| Error::Protocol {
+                        addr: self.addr.clone(),
+                        reason: format!("{} [{}]: fetched record: {e}", self.topic, part.partition),
+                    })?;
+                    if record.offset < state.offset || state.stop_at.is_some_and(|s| record.offset >= s) {
+                        continue;
+                    }
+                    state.offset = record.offset + 1;
+                    handed += 1;
+                    if !each(part.partition, &record)? {
+                        return Ok(handed);
+                    }
+                }
+                at += batch.total_bytes();
+            }
+        }
+        Ok(handed)
+    }
+}
+
+/// The consumer's fetch-ahead thread.
+struct Fetcher {
+    stream: TcpStream,
+    addr: String,
+    topic: String,
+    partitions: Vec<ConsumerPartition>,
+    config: ConsumerConfig,
+    tx: SyncSender<Result<Vec<u8>>>,
+}
+
+impl Fetcher {
+    fn run(mut self) {
+        let mut frame = Vec::new();
+        let mut id = 0u32;
+        loop {
+            let asked: Vec<FetchPartition> = self
+                .partitions
+                .iter()
+                .filter(|p| p.stop_at.map_or(true, |s| p.offset < s))
+                .map(|p| FetchPartition {
+                    topic: self.topic.clone(),
+                    partition: p.partition,
+                    offset: p.offset,
+                    max_bytes: self.config.fetch_bytes_max,
+                })
+                .collect();
+            if asked.is_empty() {
+                return;
+            }
+            id = id.wrapping_add(1);
+            protocol::fetch_request(&mut frame, id, self.config.max_wait_ms, 1, &asked);
+            let result = (&self.stream)
+                .write_all(&frame)
+                .map_err(|source| Error::Network {
+                    op: "send to",
+                    addr: self.addr.clone(),
+                    source,
+                })
+                .and_then(|()| {
+                    let mut body = Vec::new();
+                    read_frame(&self.stream, &mut body, &self.addr)?;
+                    self.advance(&body)?;
+                    Ok(body)
+                });
+            let failed = result.is_err();
+            if self.tx.send(result).is_err() || failed {
+                return;
+            }
+        }
+    }
+
+    /// Moves each partition's offset past the whole batches received,
+    /// reading only batch headers (the consumer checks the records).
+    fn advance(&mut self, body: &[u8]) -> Result<()> {
+        let mut r = Reader::new(body);
+        let header = protocol::decode_response_header(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
+        if header.error != ErrorCode::None {
+            return Ok(());
+        }
+        let parts = protocol::decode_fetch_response(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
+        for part in parts {
+            let Some(state) = self.partitions.iter_mut().find(|p| p.partition == part.partition) else {
+                continue;
+            };
+            let mut at = 0;
+            while at + BATCH_HEADER_BYTES <= part.records.len() {
+                let Ok(h) = BatchHeader::decode(&part.records[at..], limits::BATCH_BYTES_MAX) else {
+                    break;
+                };
+                if at + h.total_bytes() as usize > part.records.len() {
+                    break;
+                }
+                state.offset = state.offset.max(h.next_offset());
+                at += h.total_bytes() as usize;
+            }
+        }
+        Ok(())
+    }
+}
