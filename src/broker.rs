@@ -144,6 +144,9 @@ struct Shared {
     visible_changed: Condvar,
     stop: AtomicBool,
     connections: AtomicUsize,
+    /// Batches appended, and fsyncs that made them durable.
+    appends: AtomicU64,
+    fsyncs: AtomicU64,
     /// Clones of open sockets, to stop their readers at shutdown.
     sockets: Mutex<HashMap<u64, TcpStream>>,
 }
@@ -347,6 +350,8 @@ impl Broker {
             visible_changed: Condvar::new(),
             stop: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
+            appends: AtomicU64::new(0),
+            fsyncs: AtomicU64::new(0),
             sockets: Mutex::new(HashMap::new()),
             config,
         });
@@ -400,6 +405,11 @@ impl Broker {
         shared.dirty_changed.notify_all();
         let _ = flusher.join();
         let _ = retention.join();
+        log_line(format_args!(
+            "Appended {} batches with {} group-commit fsyncs",
+            shared.appends.load(Ordering::Relaxed),
+            shared.fsyncs.load(Ordering::Relaxed)
+        ));
         let mut result = Ok(());
         let topics = std::mem::take(&mut *shared.topics.write().unwrap_or_else(|p| p.into_inner()));
         for (topic, parts) in topics {
@@ -537,6 +547,7 @@ fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
     };
     match pending.sync() {
         Ok(()) => {
+            shared.fsyncs.fetch_add(1, Ordering::Relaxed);
             p.lock().complete_flush(&pending);
             p.flushed.fetch_max(pending.next_offset(), Ordering::AcqRel);
         }

@@ -323,6 +323,7 @@ fn produce(
     let appended = p.lock().append(batch, now);
     match appended {
         Ok(info) => {
+            shared.appends.fetch_add(1, Ordering::Relaxed);
             shared.mark_dirty(&p, acks == protocol::ACKS_ALL);
             match acks {
                 protocol::ACKS_NONE => None,

@@ -70,6 +70,17 @@ pub fn print_error(err: &anyhow::Error) {
 
 fn hint(err: &anyhow::Error) -> Option<&'static str> {
     for cause in err.chain() {
+        if let Some(e) = cause.downcast_ref::<io::Error>() {
+            match e.kind() {
+                io::ErrorKind::AddrInUse => {
+                    return Some("another process listens there: stop it, or choose another --listen address (port 0 picks a free one)")
+                }
+                io::ErrorKind::ConnectionRefused => {
+                    return Some("is klog-broker running there? Start one, or use --data-dir for embedded mode")
+                }
+                _ => {}
+            }
+        }
         match cause.downcast_ref::<crate::Error>() {
             Some(crate::Error::Locked { .. }) => {
                 return Some(

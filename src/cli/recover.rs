@@ -66,8 +66,11 @@ pub fn partition_dirs(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
 fn has_segments(dir: &Path) -> bool {
     std::fs::read_dir(dir)
         .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .any(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(".log")))
+            rd.filter_map(|e| e.ok()).any(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| crate::segment::parse_log_file_name(n).is_some())
+            })
         })
         .unwrap_or(false)
 }

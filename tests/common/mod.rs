@@ -88,3 +88,122 @@ impl Drop for Proc {
         let _ = self.child.wait();
     }
 }
+
+/// A `klog-broker` started on port 0 in a data directory; killed when the
+/// test ends however it ends. Its stderr is collected line by line.
+pub struct BrokerProc {
+    pub child: std::process::Child,
+    pub addr: String,
+    pub stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl BrokerProc {
+    /// Starts a broker on `data` with extra `args`, and waits for its
+    /// `% Listening on ADDR` line.
+    pub fn start(data: &Path, args: &[&str]) -> BrokerProc {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-broker"))
+            .args(["--data-dir", data.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn klog-broker");
+        let stderr = child.stderr.take().expect("stderr");
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let lines = std::sync::Arc::clone(&lines);
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(addr) = line.strip_prefix("% Listening on ") {
+                        let _ = tx.send(addr.to_string());
+                    }
+                    lines.lock().unwrap().push(line);
+                }
+            });
+        }
+        let mut broker = BrokerProc {
+            child,
+            addr: String::new(),
+            stderr: lines,
+        };
+        match rx.recv_timeout(std::time::Duration::from_secs(30)) {
+            Ok(addr) => broker.addr = addr,
+            Err(_) => panic!("the broker did not start: {:?}", broker.log()),
+        }
+        broker
+    }
+
+    /// Its stderr so far.
+    pub fn log(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until a stderr line contains `text`, failing after `timeout`.
+    pub fn wait_for_log(&self, text: &str, timeout: std::time::Duration) -> String {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(line) = self.log().into_iter().find(|l| l.contains(text)) {
+                return line;
+            }
+            if std::time::Instant::now() > deadline {
+                panic!("no broker line with {text:?} within {timeout:?}: {:?}", self.log());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        self.child.wait().unwrap()
+    }
+
+    /// Kills it with SIGKILL and waits.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Its resident memory, in KiB (Linux).
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+}
+
+impl Drop for BrokerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Produces `input` to `topic` on a broker with extra `args`.
+pub fn produce_to(addr: &str, topic: &str, input: &str, args: &[&str]) {
+    bin("klog-produce")
+        .args(["-b", addr, "-t", topic, "-q"])
+        .args(args)
+        .write_stdin(input.to_string())
+        .assert()
+        .success();
+}
+
+/// Consumes all of `topic` from a broker with `-e` and extra `args`.
+pub fn consume_from(addr: &str, topic: &str, args: &[&str]) -> String {
+    let out = bin("klog-consume")
+        .args(["-b", addr, "-t", topic, "-e", "-q"])
+        .args(args)
+        .timeout(std::time::Duration::from_secs(120))
+        .assert()
+        .success();
+    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+}

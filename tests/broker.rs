@@ -1,0 +1,438 @@
+//! The broker through the real binaries: a `klog-broker` on port 0 in a
+//! temporary directory, `klog-produce -b` and `klog-consume -b`, and raw
+//! sockets for the bytes a well-behaved client would never send.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{bin, consume_from, lines, produce_to, BrokerProc};
+use klog::protocol::{self, ErrorCode, Reader};
+use klog::record::BatchBuilder;
+use predicates::prelude::*;
+
+#[test]
+fn a_million_lines_through_the_broker_come_back_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(dir.path(), &["--segment-bytes", "4MiB"]);
+    let input = lines(1_000_000);
+    produce_to(&broker.addr, "t", &input, &[]);
+    assert_eq!(consume_from(&broker.addr, "t", &[]), input);
+    assert!(broker
+        .log()
+        .iter()
+        .any(|l| l.contains("Created topic t with 1 partitions")));
+}
+
+#[test]
+fn keyed_records_keep_their_partition_and_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(dir.path(), &["--partitions", "4"]);
+    let input: String = (0..20_000).map(|i| format!("user{}:{i}\n", i % 37)).collect();
+    produce_to(&broker.addr, "keyed", &input, &["-K:", "--batch", "64"]);
+    let out = consume_from(&broker.addr, "keyed", &["-f", "%p %k %s\\n"]);
+    let mut partition_of = std::collections::HashMap::new();
+    let mut last_of = std::collections::HashMap::new();
+    let mut seen = 0;
+    for line in out.lines() {
+        let mut f = line.split(' ');
+        let (p, k, v) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
+        let v: u64 = v.parse().unwrap();
+        assert_eq!(
+            *partition_of.entry(k.to_string()).or_insert(p.to_string()),
+            p,
+            "key {k}"
+        );
+        if let Some(prev) = last_of.insert(k.to_string(), v) {
+            assert!(prev < v, "key {k}: {v} after {prev}");
+        }
+        seen += 1;
+    }
+    assert_eq!(seen, 20_000);
+    let used: std::collections::HashSet<_> = partition_of.values().collect();
+    assert!(used.len() > 1, "keys spread over partitions");
+    // The partition is Kafka's: murmur2 of the key.
+    let expected = (klog::produce::murmur2(b"user5") & 0x7fff_ffff) % 4;
+    assert_eq!(partition_of["user5"], expected.to_string());
+}
+
+#[test]
+fn acknowledged_records_survive_kill_9_at_their_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerProc::start(dir.path(), &["--segment-bytes", "1MiB"]);
+    let mut producer = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-produce"))
+        .args([
+            "-b",
+            &broker.addr,
+            "-t",
+            "t",
+            "--acks",
+            "all",
+            "--batch",
+            "100",
+            "--linger",
+            "5ms",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = producer.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        for i in 0..3_000_000u64 {
+            if writeln!(stdin, "{i}").is_err() {
+                return;
+            }
+        }
+    });
+    // Kill the broker mid-stream, once some records are on disk.
+    let part = dir.path().join("t-0");
+    let stored = || -> u64 {
+        std::fs::read_dir(&part).map_or(0, |d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while stored() < 2 << 20 {
+        assert!(Instant::now() < deadline, "the producer made no progress");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    broker.kill9();
+    let out = producer.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let acked: u64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("% Sent "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no summary in {stderr}"));
+    assert!(acked > 0 && acked < 3_000_000, "{acked}");
+    assert!(stderr.contains("error:"), "{stderr}");
+
+    let broker = BrokerProc::start(dir.path(), &["--segment-bytes", "1MiB"]);
+    let back = consume_from(&broker.addr, "t", &["-f", "%o %s\\n"]);
+    let mut count = 0u64;
+    for (i, line) in back.lines().enumerate() {
+        // Offsets are consecutive from 0, and record i holds line i.
+        assert_eq!(line, format!("{i} {i}"));
+        count += 1;
+    }
+    assert!(count >= acked, "{count} records back, {acked} acknowledged");
+}
+
+/// A raw connection for bytes a client library would never send.
+struct Raw {
+    stream: TcpStream,
+}
+
+impl Raw {
+    fn connect(addr: &str) -> Raw {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Raw { stream }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    /// The next response frame's body, or `None` when the broker closed
+    /// the connection.
+    fn response(&mut self) -> Option<Vec<u8>> {
+        let mut len = [0u8; 4];
+        if self.stream.read_exact(&mut len).is_err() {
+            return None;
+        }
+        let mut body = vec![0; u32::from_le_bytes(len) as usize];
+        self.stream.read_exact(&mut body).ok()?;
+        Some(body)
+    }
+
+    /// Sends a request and returns the response's error code and message.
+    fn call(&mut self, frame: &[u8]) -> (ErrorCode, String, Vec<u8>) {
+        self.send(frame);
+        let body = self.response().expect("a response");
+        let mut r = Reader::new(&body);
+        let h = protocol::decode_response_header(&mut r).unwrap();
+        let rest = body[r.position()..].to_vec();
+        (h.error, h.message, rest)
+    }
+
+    fn closed(&mut self) -> bool {
+        self.response().is_none()
+    }
+}
+
+fn batch(values: &[&[u8]]) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    for v in values {
+        b.push(1, None, &[], v);
+    }
+    b.finish().to_vec()
+}
+
+#[test]
+fn bad_requests_get_clear_errors_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(dir.path(), &["--max-record-bytes", "1KiB", "--request-timeout", "1s"]);
+    produce_to(&broker.addr, "t", "a\nb\nc\n", &[]);
+    let before = consume_from(&broker.addr, "t", &["-f", "%o %s\\n"]);
+    assert_eq!(before, "0 a\n1 b\n2 c\n");
+    let mut frame = Vec::new();
+
+    // An unknown request type: an error, and the connection goes on.
+    let mut raw = Raw::connect(&broker.addr);
+    protocol::metadata_request(&mut frame, 5, &[]);
+    frame[4] = 77;
+    let (code, msg, _) = raw.call(&frame);
+    assert_eq!(code, ErrorCode::UnsupportedRequest, "{msg}");
+    assert!(msg.contains("unknown request type 77"), "{msg}");
+    protocol::metadata_request(&mut frame, 6, &["t"]);
+    frame[6] = 9;
+    assert_eq!(raw.call(&frame).0, ErrorCode::UnsupportedRequest);
+    protocol::metadata_request(&mut frame, 7, &["t"]);
+    assert_eq!(raw.call(&frame).0, ErrorCode::None);
+
+    // Fetches past the end and before the start.
+    let fetch = |offset| {
+        let mut f = Vec::new();
+        let part = protocol::FetchPartition {
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            max_bytes: 1 << 20,
+        };
+        protocol::fetch_request(&mut f, 8, 0, 1, &[part]);
+        f
+    };
+    let (code, _, rest) = raw.call(&fetch(99));
+    assert_eq!(code, ErrorCode::None);
+    let mut r = Reader::new(&rest);
+    let parts = protocol::decode_fetch_response(&mut r).unwrap();
+    assert_eq!(parts[0].error, ErrorCode::OffsetOutOfRange, "{}", parts[0].message);
+    assert!(parts[0].message.contains("0..3"), "{}", parts[0].message);
+    let (_, _, rest) = raw.call(&fetch(3));
+    let parts = protocol::decode_fetch_response(&mut Reader::new(&rest)).unwrap();
+    assert_eq!((parts[0].error, parts[0].records.len()), (ErrorCode::None, 0));
+
+    // A record over --max-record-bytes, and a batch with a wrong CRC.
+    let big = vec![b'x'; 2000];
+    protocol::produce_request(&mut frame, 9, protocol::ACKS_LEADER, 1000, "t", 0, &batch(&[&big]));
+    let (code, msg, _) = raw.call(&frame);
+    assert_eq!(code, ErrorCode::RecordTooLarge, "{msg}");
+    let mut bad = batch(&[b"good", b"flipped"]);
+    let last = bad.len() - 2;
+    bad[last] ^= 1;
+    protocol::produce_request(&mut frame, 10, protocol::ACKS_LEADER, 1000, "t", 0, &bad);
+    let (code, msg, _) = raw.call(&frame);
+    assert_eq!(code, ErrorCode::CorruptBatch, "{msg}");
+    assert!(msg.contains("crc"), "{msg}");
+    // An unknown partition, and an invalid topic name.
+    protocol::produce_request(&mut frame, 11, protocol::ACKS_LEADER, 1000, "t", 7, &batch(&[b"x"]));
+    assert_eq!(raw.call(&frame).0, ErrorCode::UnknownPartition);
+    protocol::produce_request(&mut frame, 12, protocol::ACKS_LEADER, 1000, "../x", 0, &batch(&[b"x"]));
+    assert_eq!(raw.call(&frame).0, ErrorCode::InvalidTopic);
+    assert!(!dir.path().join("../x-0").exists());
+    // Bytes that do not decode: an error naming what is wrong.
+    protocol::metadata_request(&mut frame, 13, &["t"]);
+    frame.push(0);
+    let len = (frame.len() - 4) as u32;
+    frame[..4].copy_from_slice(&len.to_le_bytes());
+    let (code, msg, _) = raw.call(&frame);
+    assert_eq!(code, ErrorCode::InvalidRequest, "{msg}");
+
+    // Garbage framing closes the connection.
+    let mut raw = Raw::connect(&broker.addr);
+    raw.send(&[0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 1, 0, 42, 0, 0, 0]);
+    let body = raw.response().expect("an error before the close");
+    let h = protocol::decode_response_header(&mut Reader::new(&body)).unwrap();
+    assert_eq!((h.error, h.correlation_id), (ErrorCode::RequestTooLarge, 42));
+    assert!(h.message.contains("4294967295"), "{}", h.message);
+    assert!(raw.closed());
+    let mut raw = Raw::connect(&broker.addr);
+    raw.send(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(raw.closed());
+    broker.wait_for_log("HTTP", Duration::from_secs(10));
+    // A truncated frame: closed after the request timeout.
+    let mut raw = Raw::connect(&broker.addr);
+    raw.send(&[100, 0, 0, 0, 3, 0]);
+    assert!(raw.closed());
+    broker.wait_for_log("not completed within the request timeout", Duration::from_secs(10));
+
+    // The log is unchanged, and other clients are served.
+    assert_eq!(consume_from(&broker.addr, "t", &["-f", "%o %s\\n"]), before);
+}
+
+#[test]
+fn frames_announced_large_cost_memory_only_as_their_bytes_arrive() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(
+        dir.path(),
+        &["--max-request-bytes", "100MiB", "--request-timeout", "20s"],
+    );
+    produce_to(&broker.addr, "t", "x\n", &[]);
+    let rss_before = broker.rss_kib();
+    // Thirty peers each announce a 90 MiB request and send 12 bytes of it.
+    let mut peers = Vec::new();
+    for _ in 0..30 {
+        let mut raw = Raw::connect(&broker.addr);
+        let mut start = (90u32 << 20).to_le_bytes().to_vec();
+        start.extend_from_slice(&[0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        raw.send(&start);
+        peers.push(raw);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // Other clients are served meanwhile.
+    assert_eq!(consume_from(&broker.addr, "t", &[]), "x\n");
+    let grown_kib = broker.rss_kib().saturating_sub(rss_before);
+    assert!(
+        grown_kib < 100 * 1024,
+        "the broker grew by {grown_kib} KiB for 30 x 12 bytes"
+    );
+}
+
+#[test]
+fn connections_over_the_maximum_are_closed_and_the_others_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(dir.path(), &["--max-connections", "2"]);
+    let mut frame = Vec::new();
+    protocol::metadata_request(&mut frame, 1, &[]);
+    let mut first = Raw::connect(&broker.addr);
+    let mut second = Raw::connect(&broker.addr);
+    assert_eq!(first.call(&frame).0, ErrorCode::None);
+    assert_eq!(second.call(&frame).0, ErrorCode::None);
+    let mut third = Raw::connect(&broker.addr);
+    third.stream.write_all(&frame).ok();
+    assert!(third.closed());
+    broker.wait_for_log("--max-connections", Duration::from_secs(10));
+    assert_eq!(first.call(&frame).0, ErrorCode::None);
+    drop(second);
+    // The freed slot serves again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut again = Raw::connect(&broker.addr);
+        again.stream.write_all(&frame).ok();
+        if again.response().is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the slot was not freed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_following_consumer_gets_records_as_they_are_produced() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(dir.path(), &[]);
+    produce_to(&broker.addr, "t", "first\n", &[]);
+    let follower = common::Proc::spawn("klog-consume", &["-b", &broker.addr, "-t", "t", "-u"]);
+    assert_eq!(follower.take_lines(1, Duration::from_secs(20)), ["first"]);
+    for i in 0..3 {
+        produce_to(&broker.addr, "t", &format!("later-{i}\n"), &[]);
+        assert_eq!(follower.take_lines(1, Duration::from_secs(20)), [format!("later-{i}")]);
+    }
+}
+
+#[test]
+fn head_closing_the_pipe_is_a_clean_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(dir.path(), &[]);
+    produce_to(&broker.addr, "t", &lines(200_000), &[]);
+    // pipefail: the pipeline fails if klog-consume does.
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "set -o pipefail; {} -b {} -t t | head -n 3",
+            assert_cmd::cargo::cargo_bin("klog-consume").display(),
+            broker.addr
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1\n2\n3\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly_and_a_restart_serves_the_same_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerProc::start(dir.path(), &["--partitions", "2"]);
+    produce_to(&broker.addr, "t", &lines(1000), &["--acks", "1"]);
+    let status = broker.terminate();
+    assert!(status.success(), "{status:?}: {:?}", broker.log());
+    assert!(dir.path().join("t-0/clean-shutdown").exists());
+    assert!(dir.path().join("t-1/clean-shutdown").exists());
+    let broker = BrokerProc::start(dir.path(), &[]);
+    let mut back: Vec<u64> = consume_from(&broker.addr, "t", &[])
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    back.sort_unstable();
+    assert_eq!(back, (1..=1000).collect::<Vec<_>>());
+}
+
+#[test]
+fn client_errors_name_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(dir.path(), &[]);
+    bin("klog-consume")
+        .args(["-b", &broker.addr, "-t", "nope", "-e"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("topic \"nope\" does not exist"));
+    produce_to(&broker.addr, "t", "x\n", &[]);
+    bin("klog-consume")
+        .args(["-b", &broker.addr, "-t", "t", "-o", "5", "-e"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("out of range").and(predicate::str::contains("0..1")));
+    // Nothing listens on the port of a stopped broker.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    bin("klog-produce")
+        .args(["-b", &addr, "-t", "t"])
+        .write_stdin("x\n")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!("connect to broker {addr}")));
+    // A second broker on a data directory in use, and on a port in use.
+    let other = tempfile::tempdir().unwrap();
+    bin("klog-broker")
+        .args(["--data-dir", other.path().to_str().unwrap(), "--listen", &broker.addr])
+        .timeout(Duration::from_secs(20))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("cannot listen").and(predicate::str::contains("hint:")));
+    bin("klog-broker")
+        .args(["--data-dir", dir.path().to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .timeout(Duration::from_secs(20))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("locked by pid"));
+}
+
+#[test]
+fn acks_all_commits_groups_of_requests_with_one_fsync() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerProc::start(dir.path(), &[]);
+    // 4,000 requests of 5 records, several in flight at once.
+    produce_to(&broker.addr, "t", &lines(20_000), &["--acks", "all", "--batch", "5"]);
+    assert!(broker.terminate().success());
+    let line = broker.wait_for_log("group-commit fsyncs", Duration::from_secs(10));
+    let numbers: Vec<u64> = line.split(' ').filter_map(|w| w.parse().ok()).collect();
+    let (appends, fsyncs) = (numbers[0], numbers[1]);
+    assert_eq!(appends, 4_000, "{line}");
+    assert!(fsyncs > 0 && fsyncs < appends / 2, "{line}");
+}
