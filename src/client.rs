@@ -58,14 +58,14 @@ pub fn connect(addr: &str) -> Result<TcpStream> {
 }
 
 /// Reads one frame's body (after its length) into `buf`.
-fn read_frame(stream: &TcpStream, buf: &mut Vec<u8>, addr: &str) -> Result<()> {
+fn read_frame(mut input: impl Read, buf: &mut Vec<u8>, addr: &str) -> Result<()> {
     let net = |source| Error::Network {
         op: "read from",
         addr: addr.to_string(),
         source,
     };
     let mut len = [0u8; 4];
-    (&*stream).read_exact(&mut len).map_err(net)?;
+    input.read_exact(&mut len).map_err(net)?;
     let n = u32::from_le_bytes(len);
     if n > RESPONSE_BYTES_MAX || (n as usize) < protocol::RESPONSE_HEADER_BYTES {
         return Err(Error::Protocol {
@@ -74,7 +74,7 @@ fn read_frame(stream: &TcpStream, buf: &mut Vec<u8>, addr: &str) -> Result<()> {
         });
     }
     buf.resize(n as usize, 0);
-    (&*stream).read_exact(buf).map_err(net)
+    input.read_exact(buf).map_err(net)
 }
 
 fn protocol_error(addr: &str, e: protocol::ProtocolError) -> Error {
@@ -468,8 +468,10 @@ pub struct ProducerSummary {
 /// The producer's response reader: matches acknowledgements to requests.
 fn read_acks(stream: &TcpStream, addr: &str, state: &AckState) {
     let mut buf = Vec::new();
+    // Acknowledgements are small: one read brings in many.
+    let mut input = std::io::BufReader::with_capacity(64 * 1024, stream);
     loop {
-        let read = read_frame(stream, &mut buf, addr);
+        let read = read_frame(&mut input, &mut buf, addr);
         let mut acks = lock(&state.acks);
         let header = read.and_then(|()| {
             protocol::decode_response_header(&mut Reader::new(&buf)).map_err(|e| protocol_error(addr, e))

@@ -88,11 +88,11 @@ fn read_requests(
     peer: SocketAddr,
     timeout: Duration,
 ) {
-    let mut buf = Vec::new();
     let max = shared.config.request_bytes_max;
+    let mut reader = FrameReader::new(stream, max, timeout);
     loop {
-        match read_frame(stream, &mut buf, max, timeout) {
-            Ok(()) => {}
+        let body = match reader.next() {
+            Ok(body) => body,
             Err(FrameError::Closed) => return,
             Err(FrameError::Garbage(why)) => {
                 log_line(format_args!("{peer}: closing the connection: {why}"));
@@ -124,8 +124,8 @@ fn read_requests(
                 }
                 return;
             }
-        }
-        if let Some(pending) = handle(shared, &mut buf, peer) {
+        };
+        if let Some(pending) = handle(shared, body, peer) {
             if tx.send(pending).is_err() {
                 return;
             }
@@ -133,74 +133,128 @@ fn read_requests(
     }
 }
 
-/// Reads one frame's body into `buf`. Memory grows with the bytes that
-/// actually arrive, never ahead of them, and never past `max`.
-fn read_frame(stream: &TcpStream, buf: &mut Vec<u8>, max: u32, timeout: Duration) -> Result<(), FrameError> {
-    let mut len = [0u8; protocol::LENGTH_BYTES];
-    // Between frames a connection may idle as long as it likes.
-    let _ = stream.set_read_timeout(None);
-    loop {
-        match (&*stream).read(&mut len[..1]) {
-            Ok(0) => return Err(FrameError::Closed),
-            Ok(_) => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(FrameError::Io(e)),
-        }
-    }
-    let deadline = Instant::now() + timeout;
-    read_exact_by(stream, &mut len[1..], deadline)?;
-    let n = u32::from_le_bytes(len);
-    if (n as usize) < protocol::REQUEST_HEADER_BYTES {
-        return Err(FrameError::Garbage(format!(
-            "a frame of {n} bytes is shorter than a request header"
-        )));
-    }
-    if n > max {
-        if len.iter().all(|b| b.is_ascii_uppercase() || *b == b' ') {
-            return Err(FrameError::Garbage(format!(
-                "{:?} is not a frame (HTTP or another text protocol?)",
-                String::from_utf8_lossy(&len)
-            )));
-        }
-        let mut header = [0u8; protocol::REQUEST_HEADER_BYTES];
-        let header = read_exact_by(stream, &mut header, deadline)
-            .ok()
-            .and_then(|()| protocol::decode_request_header(&header).ok());
-        return Err(FrameError::TooLarge(n, header));
-    }
-    buf.clear();
-    const CHUNK: usize = 1 << 20;
-    while buf.len() < n as usize {
-        let start = buf.len();
-        let end = (start + CHUNK).min(n as usize);
-        buf.resize(end, 0);
-        read_exact_by(stream, &mut buf[start..end], deadline)?;
-    }
-    Ok(())
+/// Reads a connection's frames through one buffer: a read syscall brings
+/// in as many waiting requests as fit, and frames already buffered cost
+/// none. Memory grows with the bytes that actually arrive, never ahead of
+/// them, and a frame's length is checked against the limit first.
+struct FrameReader<'a> {
+    stream: &'a TcpStream,
+    buf: Vec<u8>,
+    /// Start of the unconsumed bytes.
+    pos: usize,
+    /// End of the bytes read.
+    filled: usize,
+    max: u32,
+    timeout: Duration,
+    /// The socket's read timeout as last set (to skip needless syscalls).
+    timeout_set: Option<Option<Duration>>,
 }
 
-fn read_exact_by(stream: &TcpStream, mut out: &mut [u8], deadline: Instant) -> Result<(), FrameError> {
-    while !out.is_empty() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(FrameError::Timeout);
-        }
-        let _ = stream.set_read_timeout(Some(left));
-        match (&*stream).read(out) {
-            Ok(0) => {
-                return Err(FrameError::Garbage(
-                    "the peer closed the connection in the middle of a frame".into(),
-                ))
-            }
-            Ok(n) => out = &mut out[n..],
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                return Err(FrameError::Timeout)
-            }
-            Err(e) => return Err(FrameError::Io(e)),
+/// Bytes read at once at least.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Bytes a buffer grows by at most per read while a large frame arrives.
+const GROW_CHUNK_BYTES: usize = 1 << 20;
+
+impl<'a> FrameReader<'a> {
+    fn new(stream: &'a TcpStream, max: u32, timeout: Duration) -> FrameReader<'a> {
+        FrameReader {
+            stream,
+            buf: vec![0; READ_CHUNK_BYTES],
+            pos: 0,
+            filled: 0,
+            max,
+            timeout,
+            timeout_set: None,
         }
     }
-    Ok(())
+
+    fn set_timeout(&mut self, t: Option<Duration>) {
+        // Durations are rounded to 10 ms so that a deadline a little
+        // closer does not cost a syscall per read.
+        let rounded = t.map(|d| Duration::from_millis((d.as_millis() as u64).div_ceil(10).max(1) * 10));
+        if self.timeout_set != Some(rounded) {
+            let _ = self.stream.set_read_timeout(rounded);
+            self.timeout_set = Some(rounded);
+        }
+    }
+
+    /// Reads until `n` unconsumed bytes are buffered. With nothing
+    /// buffered the wait is unbounded (an idle connection); once a frame
+    /// has begun, it must be complete by `deadline`.
+    fn fill(&mut self, n: usize, deadline: &mut Option<Instant>) -> Result<(), FrameError> {
+        while self.filled - self.pos < n {
+            if self.pos > 0 && (self.pos == self.filled || self.buf.len() - self.pos < n) {
+                self.buf.copy_within(self.pos..self.filled, 0);
+                self.filled -= self.pos;
+                self.pos = 0;
+            }
+            let want = self.pos + n;
+            if self.buf.len() < want {
+                let grown = (self.buf.len() + GROW_CHUNK_BYTES).min(want.max(READ_CHUNK_BYTES));
+                self.buf.resize(grown, 0);
+            }
+            if self.filled == self.pos && deadline.is_none() {
+                self.set_timeout(None);
+            } else {
+                let at = *deadline.get_or_insert_with(|| Instant::now() + self.timeout);
+                let left = at.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(FrameError::Timeout);
+                }
+                self.set_timeout(Some(left));
+            }
+            let end = self.buf.len();
+            match (&*self.stream).read(&mut self.buf[self.filled..end]) {
+                Ok(0) if self.filled == self.pos && deadline.is_none() => return Err(FrameError::Closed),
+                Ok(0) => {
+                    return Err(FrameError::Garbage(
+                        "the peer closed the connection in the middle of a frame".into(),
+                    ))
+                }
+                Ok(k) => {
+                    self.filled += k;
+                    deadline.get_or_insert_with(|| Instant::now() + self.timeout);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    return Err(FrameError::Timeout)
+                }
+                Err(e) => return Err(FrameError::Io(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The next frame's body, consumed.
+    fn next(&mut self) -> Result<&mut [u8], FrameError> {
+        let mut deadline = None;
+        self.fill(protocol::LENGTH_BYTES, &mut deadline)?;
+        let len: [u8; 4] = self.buf[self.pos..self.pos + 4].try_into().expect("4 bytes");
+        let n = u32::from_le_bytes(len);
+        if (n as usize) < protocol::REQUEST_HEADER_BYTES {
+            return Err(FrameError::Garbage(format!(
+                "a frame of {n} bytes is shorter than a request header"
+            )));
+        }
+        if n > self.max {
+            if len.iter().all(|b| b.is_ascii_uppercase() || *b == b' ') {
+                return Err(FrameError::Garbage(format!(
+                    "{:?} is not a frame (HTTP or another text protocol?)",
+                    String::from_utf8_lossy(&len)
+                )));
+            }
+            let header = self
+                .fill(4 + protocol::REQUEST_HEADER_BYTES, &mut deadline)
+                .ok()
+                .and_then(|()| protocol::decode_request_header(&self.buf[self.pos + 4..]).ok());
+            return Err(FrameError::TooLarge(n, header));
+        }
+        let total = 4 + n as usize;
+        self.fill(total, &mut deadline)?;
+        let start = self.pos + 4;
+        self.pos += total;
+        Ok(&mut self.buf[start..start + n as usize])
+    }
 }
 
 fn error_frame(correlation_id: u32, error: ErrorCode, message: &str) -> Vec<u8> {
@@ -429,10 +483,36 @@ fn metadata(shared: &Shared, id: u32, asked: &[String]) -> Vec<u8> {
     out
 }
 
+/// Answers the connection's requests in order. Responses that are ready
+/// together leave in one write.
 fn write_responses(shared: &Shared, stream: TcpStream, rx: Receiver<Pending>, peer: SocketAddr) {
-    for pending in rx {
+    let mut out: Vec<u8> = Vec::new();
+    loop {
+        let next = if out.is_empty() {
+            rx.recv().ok()
+        } else {
+            match rx.try_recv() {
+                Ok(p) => Some(p),
+                Err(mpsc::TryRecvError::Empty) => {
+                    if let Err(e) = flush_out(&stream, &mut out) {
+                        return broken(&stream, peer, e);
+                    }
+                    continue;
+                }
+                Err(mpsc::TryRecvError::Disconnected) => None,
+            }
+        };
+        let Some(pending) = next else {
+            if let Err(e) = flush_out(&stream, &mut out) {
+                broken(&stream, peer, e);
+            }
+            return;
+        };
         let sent = match pending {
-            Pending::Ready(frame) => (&stream).write_all(&frame),
+            Pending::Ready(frame) => {
+                out.extend_from_slice(&frame);
+                Ok(())
+            }
             Pending::Durable {
                 correlation_id,
                 partition,
@@ -440,25 +520,46 @@ fn write_responses(shared: &Shared, stream: TcpStream, rx: Receiver<Pending>, pe
                 offset,
                 deadline,
             } => {
-                let frame = await_durable(shared, correlation_id, &partition, base_offset, offset, deadline);
-                (&stream).write_all(&frame)
+                // Earlier answers do not wait for this one's fsync.
+                let early = if partition.flushed.load(Ordering::Acquire) < offset {
+                    flush_out(&stream, &mut out)
+                } else {
+                    Ok(())
+                };
+                early.map(|()| {
+                    let frame = await_durable(shared, correlation_id, &partition, base_offset, offset, deadline);
+                    out.extend_from_slice(&frame);
+                })
             }
             Pending::Fetch {
                 correlation_id,
                 min_bytes,
                 deadline,
                 partitions,
-            } => fetch(shared, &stream, correlation_id, min_bytes, deadline, &partitions),
+            } => flush_out(&stream, &mut out)
+                .and_then(|()| fetch(shared, &stream, correlation_id, min_bytes, deadline, &partitions)),
         };
         if let Err(e) = sent {
-            if !matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe) {
-                log_line(format_args!("{peer}: cannot send a response: {e}"));
-            }
-            // Stop the reader too: nobody reads our answers.
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-            return;
+            return broken(&stream, peer, e);
         }
     }
+}
+
+fn flush_out(stream: &TcpStream, out: &mut Vec<u8>) -> io::Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    let result = (&*stream).write_all(out);
+    out.clear();
+    result
+}
+
+/// The peer stopped reading: say so, and stop the reader too.
+fn broken(stream: &TcpStream, peer: SocketAddr, e: io::Error) {
+    if !matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe) {
+        log_line(format_args!("{peer}: cannot send a response: {e}"));
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
 fn await_durable(shared: &Shared, id: u32, p: &Partition, base_offset: u64, offset: u64, deadline: Instant) -> Vec<u8> {
