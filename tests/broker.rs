@@ -436,3 +436,90 @@ fn acks_all_commits_groups_of_requests_with_one_fsync() {
     assert_eq!(appends, 4_000, "{line}");
     assert!(fsyncs > 0 && fsyncs < appends / 2, "{line}");
 }
+
+#[test]
+fn a_fetch_at_the_end_waits_for_records_instead_of_answering_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(dir.path(), &[]);
+    produce_to(&broker.addr, "t", "a\n", &[]);
+    let mut raw = Raw::connect(&broker.addr);
+    let mut frame = Vec::new();
+    let part = protocol::FetchPartition {
+        topic: "t".into(),
+        partition: 0,
+        offset: 1,
+        max_bytes: 1 << 20,
+    };
+    protocol::fetch_request(&mut frame, 1, 20_000, 1, &[part]);
+    raw.send(&frame);
+    // The fetch waits at the broker; a record produced meanwhile answers it.
+    std::thread::sleep(Duration::from_millis(200));
+    produce_to(&broker.addr, "t", "b\n", &[]);
+    let body = raw.response().unwrap();
+    let mut r = Reader::new(&body);
+    assert_eq!(protocol::decode_response_header(&mut r).unwrap().error, ErrorCode::None);
+    let parts = protocol::decode_fetch_response(&mut r).unwrap();
+    assert!(
+        !parts[0].records.is_empty(),
+        "the long poll answered without the new record"
+    );
+    let batch = klog::record::Batch::decode(parts[0].records, 1 << 20).unwrap();
+    let record = batch.records(1 << 20).next().unwrap().unwrap();
+    assert_eq!((record.offset, record.value), (1, &b"b"[..]));
+}
+
+#[test]
+fn consumers_see_only_durable_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerProc::start(dir.path(), &["--flush-interval", "1h"]);
+    // acks=1 under a flush policy of an hour: appended, not yet visible.
+    produce_to(&broker.addr, "t", "a\nb\n", &["--acks", "1"]);
+    assert_eq!(consume_from(&broker.addr, "t", &[]), "");
+    // acks=all forces the flush, and everything before it becomes visible.
+    produce_to(&broker.addr, "t", "c\n", &["--acks", "all"]);
+    assert_eq!(consume_from(&broker.addr, "t", &[]), "a\nb\nc\n");
+    // acks=0 expects no answer; the records arrive all the same.
+    produce_to(&broker.addr, "t", "d\n", &["--acks", "0"]);
+    assert!(broker.terminate().success());
+    let broker = BrokerProc::start(dir.path(), &[]);
+    assert_eq!(consume_from(&broker.addr, "t", &[]), "a\nb\nc\nd\n");
+}
+
+#[test]
+fn retention_runs_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(
+        dir.path(),
+        &[
+            "--segment-bytes",
+            "4KiB",
+            "--retention-bytes",
+            "16KiB",
+            "--retention-check-interval",
+            "100ms",
+        ],
+    );
+    produce_to(&broker.addr, "t", &lines(20_000), &["--batch", "20"]);
+    broker.wait_for_log("Retention deleted", Duration::from_secs(20));
+    let first: u64 = consume_from(&broker.addr, "t", &["-c", "1", "-f", "%o\\n"])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(first > 0, "the oldest segments are gone");
+    let last = consume_from(&broker.addr, "t", &["-o", "-1", "-f", "%o %s\\n"]);
+    assert_eq!(last, "19999 20000\n");
+}
+
+#[test]
+fn a_record_the_broker_refuses_is_reported_not_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(dir.path(), &["--max-record-bytes", "1KiB"]);
+    let input = format!("small\n{}\nafter\n", "x".repeat(2000));
+    bin("klog-produce")
+        .args(["-b", &broker.addr, "-t", "t", "--batch", "1"])
+        .write_stdin(input)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("record_too_large").and(predicate::str::contains("failed)")));
+    assert!(!consume_from(&broker.addr, "t", &[]).contains("xxx"));
+}
