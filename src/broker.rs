@@ -189,11 +189,22 @@ impl Shared {
         if let Some(parts) = self.topics.read().unwrap_or_else(|p| p.into_inner()).get(topic) {
             return Ok((parts.len() as u32, true));
         }
-        if self.topics.read().unwrap_or_else(|p| p.into_inner()).len() >= limits::TOPICS_MAX {
+        let (topics, partitions_held) = {
+            let t = self.topics.read().unwrap_or_else(|p| p.into_inner());
+            (t.len(), t.values().map(Vec::len).sum::<usize>())
+        };
+        if topics >= limits::TOPICS_MAX {
             return Err(Error::TooLarge {
                 what: "topic count",
-                size: limits::TOPICS_MAX as u64 + 1,
+                size: topics as u64 + 1,
                 limit: limits::TOPICS_MAX as u64,
+            });
+        }
+        if partitions_held + partitions as usize > limits::BROKER_PARTITIONS_MAX {
+            return Err(Error::TooLarge {
+                what: "partition count of the broker",
+                size: (partitions_held + partitions as usize) as u64,
+                limit: limits::BROKER_PARTITIONS_MAX as u64,
             });
         }
         let count = self.store.create_topic(topic, partitions)?;
@@ -405,6 +416,8 @@ impl Broker {
         shared.dirty_changed.notify_all();
         let _ = flusher.join();
         let _ = retention.join();
+        // Partitions still marked unflushed are flushed by their close.
+        lock(&shared.dirty).partitions.clear();
         log_line(format_args!(
             "Appended {} batches with {} group-commit fsyncs",
             shared.appends.load(Ordering::Relaxed),

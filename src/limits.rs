@@ -54,6 +54,14 @@ pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 /// Topics a broker holds at most.
 pub const TOPICS_MAX: usize = 10_000;
 
+/// Partitions a broker holds at most, over all topics (each holds open
+/// files: its segments, its active indexes and its lock).
+pub const BROKER_PARTITIONS_MAX: usize = 10_000;
+
+/// Bytes of records one fetch response carries at most, over all its
+/// partitions (plus one batch, so that a fetch always progresses).
+pub const FETCH_RESPONSE_BYTES_MAX: u64 = 256 * 1024 * 1024;
+
 /// Default retention by time: seven days, as in the paper.
 pub const RETENTION_MS_DEFAULT: u64 = 7 * 24 * 3600 * 1000;
 
@@ -68,6 +76,7 @@ pub const HEADERS_PER_RECORD_MAX: u32 = 1024;
 
 const _: () = assert!(RECORD_BYTES_MAX_DEFAULT <= RECORD_BYTES_MAX_LIMIT);
 const _: () = assert!(INDEX_BYTES_MAX_DEFAULT <= INDEX_BYTES_MAX_LIMIT);
+const _: () = assert!(FETCH_RESPONSE_BYTES_MAX + BATCH_BYTES_MAX as u64 <= u32::MAX as u64);
 const _: () = assert!(BATCH_BYTES_MAX <= REQUEST_BYTES_MAX_DEFAULT + 64 * 1024 * 1024);
 const _: () = assert!((RECORD_BYTES_MAX_LIMIT as u64) < BATCH_BYTES_MAX as u64);
 const _: () = assert!((BATCH_BYTES_MAX as u64) < SEGMENT_BYTES_MAX);

@@ -481,6 +481,7 @@ fn consumers_see_only_durable_records() {
     // acks=0 expects no answer; the records arrive all the same.
     produce_to(&broker.addr, "t", "d\n", &["--acks", "0"]);
     assert!(broker.terminate().success());
+    assert!(dir.path().join("t-0/clean-shutdown").exists(), "{:?}", broker.log());
     let broker = BrokerProc::start(dir.path(), &[]);
     assert_eq!(consume_from(&broker.addr, "t", &[]), "a\nb\nc\nd\n");
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{error_code, log_line, Partition, Shared};
+use crate::limits;
 use crate::log::FileSlice;
 use crate::protocol::{self, put, ErrorCode, FetchPartition, Request, RequestError, RequestHeader, TopicMetadata};
 
@@ -227,6 +228,11 @@ impl<'a> FrameReader<'a> {
 
     /// The next frame's body, consumed.
     fn next(&mut self) -> Result<&mut [u8], FrameError> {
+        if self.pos == self.filled && self.buf.len() > GROW_CHUNK_BYTES {
+            // A large request is done with: give its memory back.
+            self.buf = vec![0; READ_CHUNK_BYTES];
+            (self.pos, self.filled) = (0, 0);
+        }
         let mut deadline = None;
         self.fill(protocol::LENGTH_BYTES, &mut deadline)?;
         let len: [u8; 4] = self.buf[self.pos..self.pos + 4].try_into().expect("4 bytes");
@@ -633,13 +639,17 @@ fn gather(shared: &Shared, asked: &[FetchPartition]) -> (Vec<Part>, u64, bool) {
     let mut parts = Vec::with_capacity(asked.len());
     let (mut bytes, mut errors) = (0u64, false);
     for a in asked {
+        // Past the response's budget, the other partitions wait for the
+        // next fetch.
+        let budget = u64::from(a.max_bytes).min(limits::FETCH_RESPONSE_BYTES_MAX.saturating_sub(bytes));
         let mut header = Vec::new();
         let (code, msg, start, end, slice) = match shared.partition(&a.topic, a.partition) {
             Err((code, msg)) => (code, msg, 0, 0, None),
             Ok(p) => {
                 let log = p.lock();
                 let (start, end) = (log.start_offset(), log.visible_offset());
-                match log.read(a.offset, u64::from(a.max_bytes)) {
+                match log.read(a.offset, budget) {
+                    Ok(_) if budget == 0 => (ErrorCode::None, String::new(), start, end, None),
                     Ok(slice) => (ErrorCode::None, String::new(), start, end, slice),
                     Err(e) => (error_code(&e), e.to_string(), start, end, None),
                 }
