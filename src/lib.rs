@@ -35,6 +35,7 @@ pub mod produce;
 pub mod protocol;
 pub mod record;
 pub mod recover;
+pub mod registry;
 pub mod segment;
 pub mod store;
 
