@@ -392,6 +392,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)]
     fn assignment_table() {
         // (partitions, members) -> each member's range.
         let cases: &[(u32, usize, &[std::ops::Range<u32>])] = &[
