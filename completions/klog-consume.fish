@@ -3,6 +3,10 @@ complete -c klog-consume -s p -l partition -d 'Partitions to read (default: all)
 complete -c klog-consume -s o -l offset -d 'Where to start: beginning, end, N, -N (N before the end), @TIMESTAMP (ms since the epoch, or RFC 3339)' -r
 complete -c klog-consume -s c -l count -d 'Stop after N records' -r
 complete -c klog-consume -s f -l format -d 'Output format: %s value, %k key, %S value length, %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN' -r
+complete -c klog-consume -s G -l group -d 'Consume as a member of this consumer group: the group\'s members share the topic\'s partitions, and resume at its committed offsets' -r
+complete -c klog-consume -l registry -d 'The registry of consumer groups and brokers (a directory)' -r -F
+complete -c klog-consume -l commit-interval -d 'With -G: commit offsets this often (and at rebalances and exit)' -r
+complete -c klog-consume -l session-timeout -d 'With -G: the longest a change in the group (a member joining or dying) goes unnoticed; members look at the registry ten times per timeout. A member that dies leaves the group at once' -r
 complete -c klog-consume -s b -l broker -d 'The broker to read from' -r
 complete -c klog-consume -l data-dir -d 'Embedded mode: read the logs in this data directory directly, with no broker (no lock is taken)' -r -F
 complete -c klog-consume -s e -l exit -d 'Exit when every partition reaches the end offset it had at start'

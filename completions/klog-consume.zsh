@@ -25,6 +25,11 @@ _klog-consume() {
 '--count=[Stop after N records]:N:_default' \
 '(-J --json)-f+[Output format\: %s value, %k key, %S value length, %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN]:FORMAT:_default' \
 '(-J --json)--format=[Output format\: %s value, %k key, %S value length, %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN]:FORMAT:_default' \
+'(-p --partition --data-dir)-G+[Consume as a member of this consumer group\: the group'\''s members share the topic'\''s partitions, and resume at its committed offsets]:GROUP:_default' \
+'(-p --partition --data-dir)--group=[Consume as a member of this consumer group\: the group'\''s members share the topic'\''s partitions, and resume at its committed offsets]:GROUP:_default' \
+'--registry=[The registry of consumer groups and brokers (a directory)]:DIR:_files' \
+'--commit-interval=[With -G\: commit offsets this often (and at rebalances and exit)]:DURATION:_default' \
+'--session-timeout=[With -G\: the longest a change in the group (a member joining or dying) goes unnoticed; members look at the registry ten times per timeout. A member that dies leaves the group at once]:DURATION:_default' \
 '-b+[The broker to read from]:HOST:PORT:_default' \
 '--broker=[The broker to read from]:HOST:PORT:_default' \
 '--data-dir=[Embedded mode\: read the logs in this data directory directly, with no broker (no lock is taken)]:DIR:_files' \

@@ -85,6 +85,8 @@ pub struct BrokerConfig {
     pub in_flight_max: usize,
     /// Time a peer has to finish a frame it started.
     pub request_timeout_ms: u64,
+    /// The registry to join, if any.
+    pub registry: Option<PathBuf>,
 }
 
 impl BrokerConfig {
@@ -102,6 +104,7 @@ impl BrokerConfig {
             connections_max: limits::CONNECTIONS_MAX_DEFAULT,
             in_flight_max: limits::IN_FLIGHT_MAX_DEFAULT,
             request_timeout_ms: limits::REQUEST_TIMEOUT_MS_DEFAULT,
+            registry: None,
         }
     }
 }
@@ -149,6 +152,8 @@ struct Shared {
     fsyncs: AtomicU64,
     /// Clones of open sockets, to stop their readers at shutdown.
     sockets: Mutex<HashMap<u64, TcpStream>>,
+    /// This broker's registry entry, rewritten when its topics change.
+    registered: Mutex<Option<(crate::registry::Ephemeral, crate::registry::BrokerInfo)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -214,6 +219,7 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .insert(topic.to_string(), opened);
         log_line(format_args!("Created topic {topic} with {count} partitions"));
+        self.update_registry();
         Ok((count, false))
     }
 
@@ -286,6 +292,18 @@ impl Shared {
                 .wait_timeout(g, wait)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
+        }
+    }
+
+    /// Rewrites this broker's registry entry with its topics.
+    fn update_registry(&self) {
+        let mut registered = lock(&self.registered);
+        if let Some((entry, info)) = registered.as_mut() {
+            let topics = self.topics.read().unwrap_or_else(|p| p.into_inner());
+            info.topics = topics.iter().map(|(t, p)| (t.clone(), p.len() as u32)).collect();
+            if let Err(e) = entry.update(info) {
+                log_line(format_args!("cannot update the registry: {e}"));
+            }
         }
     }
 
@@ -364,6 +382,7 @@ impl Broker {
             appends: AtomicU64::new(0),
             fsyncs: AtomicU64::new(0),
             sockets: Mutex::new(HashMap::new()),
+            registered: Mutex::new(None),
             config,
         });
         let existing = shared.store.topics()?;
@@ -376,6 +395,23 @@ impl Broker {
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(topic, parts);
+        }
+        if let Some(dir) = &shared.config.registry {
+            let registry = crate::registry::Registry::open(dir)
+                .with_context(|| format!("cannot open the registry {}", dir.display()))?;
+            let addr = listener.local_addr()?;
+            let info = crate::registry::BrokerInfo {
+                id: format!("{}-{}", addr.ip(), addr.port()),
+                host: addr.ip().to_string(),
+                port: addr.port(),
+                pid: std::process::id(),
+                topics: BTreeMap::new(),
+            };
+            let entry = registry
+                .register_broker(&info)
+                .with_context(|| format!("cannot register in {}", dir.display()))?;
+            *lock(&shared.registered) = Some((entry, info));
+            shared.update_registry();
         }
         Ok(Broker { shared, listener })
     }

@@ -561,6 +561,9 @@ pub struct Consumer {
     partitions: Vec<ConsumerPartition>,
     responses: Receiver<Result<Vec<u8>>>,
     record_bytes_max: u32,
+    /// A response not yet handed out whole, and where to resume in it:
+    /// the partition's index in the response and a batch's byte position.
+    current: Option<(Vec<u8>, usize, usize)>,
 }
 
 impl Consumer {
@@ -591,6 +594,7 @@ impl Consumer {
             partitions,
             responses: rx,
             record_bytes_max: config.record_bytes_max,
+            current: None,
         })
     }
 
@@ -604,36 +608,42 @@ impl Consumer {
         self.partitions.iter().all(|p| p.stop_at.is_some_and(|s| p.offset >= s))
     }
 
-    /// Waits up to `timeout` for the next fetched response and calls `each`
-    /// for each of its records at or after the wanted offsets (CRC checked),
-    /// until `each` returns false. Returns the records handed out.
+    /// Hands out records of the fetched responses (waiting up to `timeout`
+    /// for one) to `each`, at or after the wanted offsets, every CRC
+    /// checked, until `each` returns false or the response is used up.
+    /// When `each` stops early, the next call resumes after the last
+    /// record handed out. Returns the records handed out.
     pub fn poll(&mut self, timeout: Duration, mut each: impl FnMut(u32, &Record<'_>) -> Result<bool>) -> Result<u64> {
-        let frame = match self.responses.recv_timeout(timeout) {
-            Ok(r) => r?,
-            Err(RecvTimeoutError::Timeout) => return Ok(0),
-            Err(RecvTimeoutError::Disconnected) => {
-                return Err(Error::Protocol {
-                    addr: self.addr.clone(),
-                    reason: "the fetcher stopped".into(),
-                })
-            }
+        let (frame, first_part, first_at) = match self.current.take() {
+            Some(c) => c,
+            None => match self.responses.recv_timeout(timeout) {
+                Ok(r) => (r?, 0, 0),
+                Err(RecvTimeoutError::Timeout) => return Ok(0),
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Error::Protocol {
+                        addr: self.addr.clone(),
+                        reason: "the fetcher stopped".into(),
+                    })
+                }
+            },
         };
         let mut r = Reader::new(&frame);
         let header = protocol::decode_response_header(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
         Connection::check(&header)?;
         let parts = protocol::decode_fetch_response(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
         let mut handed = 0;
-        for part in parts {
+        let mut stop = None;
+        'parts: for (index, part) in parts.iter().enumerate().skip(first_part) {
             if part.error != ErrorCode::None {
                 return Err(Error::Broker {
                     code: part.error,
-                    message: part.message,
+                    message: part.message.clone(),
                 });
             }
             let Some(state) = self.partitions.iter_mut().find(|p| p.partition == part.partition) else {
                 continue;
             };
-            let mut at = 0;
+            let mut at = if index == first_part { first_at } else { 0 };
             while at < part.records.len() {
                 let batch = match Batch::decode(&part.records[at..], limits::BATCH_BYTES_MAX) {
                     Ok(b) => b,
@@ -657,11 +667,17 @@ impl Consumer {
                     state.offset = record.offset + 1;
                     handed += 1;
                     if !each(part.partition, &record)? {
-                        return Ok(handed);
+                        // Resume at this batch: its records before
+                        // `state.offset` are skipped.
+                        stop = Some((index, at));
+                        break 'parts;
                     }
                 }
                 at += batch.total_bytes();
             }
+        }
+        if let Some((index, at)) = stop {
+            self.current = Some((frame, index, at));
         }
         Ok(handed)
     }

@@ -33,6 +33,8 @@ pub enum OffsetSpec {
     FromEnd(u64),
     /// The first record whose timestamp is at or after this (ms).
     Timestamp(i64),
+    /// The consumer group's committed offset (`-G` only).
+    Stored,
 }
 
 impl std::str::FromStr for OffsetSpec {
@@ -42,6 +44,7 @@ impl std::str::FromStr for OffsetSpec {
         Ok(match s {
             "beginning" => OffsetSpec::Beginning,
             "end" => OffsetSpec::End,
+            "stored" => OffsetSpec::Stored,
             _ if s.starts_with('@') => OffsetSpec::Timestamp(crate::cli::human::parse_timestamp_ms(&s[1..])?),
             _ if s.starts_with('-') => OffsetSpec::FromEnd(s[1..].parse().map_err(|_| bad_offset(s))?),
             _ => OffsetSpec::Absolute(s.parse().map_err(|_| bad_offset(s))?),
@@ -50,7 +53,7 @@ impl std::str::FromStr for OffsetSpec {
 }
 
 fn bad_offset(s: &str) -> String {
-    format!("{s:?} is not an offset: use beginning, end, N, -N or @TIMESTAMP")
+    format!("{s:?} is not an offset: use beginning, end, stored, N, -N or @TIMESTAMP")
 }
 
 /// Resolves a start position against an open log.
@@ -80,6 +83,11 @@ pub fn resolve_in(
         }
         OffsetSpec::FromEnd(n) => end.saturating_sub(n).max(start),
         OffsetSpec::Timestamp(ts) => by_timestamp(ts)?.unwrap_or(end),
+        OffsetSpec::Stored => {
+            return Err(Error::Config(
+                "-o stored reads a consumer group's committed offset: it needs -G GROUP --registry DIR".into(),
+            ))
+        }
     })
 }
 
@@ -380,7 +388,7 @@ mod tests {
         assert_eq!("-5".parse(), Ok(OffsetSpec::FromEnd(5)));
         assert_eq!("@1000".parse(), Ok(OffsetSpec::Timestamp(1000)));
         assert!("x".parse::<OffsetSpec>().is_err());
-        assert!("stored".parse::<OffsetSpec>().is_err());
+        assert_eq!("stored".parse(), Ok(OffsetSpec::Stored));
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub mod consume;
 pub mod dump;
 pub mod error;
 pub mod fs;
+pub mod group;
 pub mod index;
 pub mod limits;
 pub mod lock;

@@ -73,6 +73,10 @@ pub struct Args {
     /// disconnected.
     #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = super::duration_arg)]
     pub request_timeout_ms: u64,
+    /// Join this registry: register the broker and its topics there, for
+    /// consumer groups (klog-consume -G) to find.
+    #[arg(long = "registry", value_name = "DIR", env = "KLOG_REGISTRY")]
+    pub registry: Option<PathBuf>,
     /// Only print errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
@@ -107,6 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.connections_max = args.max_connections;
     config.in_flight_max = args.max_in_flight as usize;
     config.request_timeout_ms = args.request_timeout_ms;
+    config.registry = args.registry.clone();
     let broker = Broker::open(config)?;
     let addr = broker.handle()?.local_addr();
     // Scripts and tests wait for this line; it is printed even with -q.

@@ -12,8 +12,10 @@ use clap::Parser;
 use crate::client::{Connection, Consumer, ConsumerConfig, ConsumerPartition};
 use crate::consume::{self, Envelope, Format, OffsetSpec, PartitionReader};
 use crate::fs::{RealFs, Vfs};
+use crate::group::{GroupConfig, GroupMember};
 use crate::produce;
 use crate::record::Record;
+use crate::registry::Registry;
 use crate::store::Store;
 
 /// Prints the records of a topic, and keeps following new ones like
@@ -60,6 +62,21 @@ pub struct Args {
     /// Flush stdout after every record.
     #[arg(short = 'u', long = "unbuffered")]
     pub unbuffered: bool,
+    /// Consume as a member of this consumer group: the group's members
+    /// share the topic's partitions, and resume at its committed offsets.
+    #[arg(short = 'G', long = "group", value_name = "GROUP", requires = "registry", conflicts_with_all = ["partitions", "data_dir"], value_parser = super::topic_arg)]
+    pub group: Option<String>,
+    /// The registry of consumer groups and brokers (a directory).
+    #[arg(long = "registry", value_name = "DIR", env = "KLOG_REGISTRY")]
+    pub registry: Option<PathBuf>,
+    /// With -G: commit offsets this often (and at rebalances and exit).
+    #[arg(long = "commit-interval", value_name = "DURATION", default_value = "5s", value_parser = super::duration_arg)]
+    pub commit_interval_ms: u64,
+    /// With -G: the longest a change in the group (a member joining or
+    /// dying) goes unnoticed; members look at the registry ten times per
+    /// timeout. A member that dies leaves the group at once.
+    #[arg(long = "session-timeout", value_name = "DURATION", default_value = "10s", value_parser = super::duration_arg)]
+    pub session_timeout_ms: u64,
     /// The broker to read from.
     #[arg(
         short = 'b',
@@ -131,19 +148,14 @@ impl Printer<'_> {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::handle_signals(|| {})?;
     let say = super::Say { quiet: args.quiet };
+    if args.group.is_some() {
+        return follow_group(&args, say);
+    }
     let mut source = match &args.data_dir {
         Some(dir) => Source::Embedded(open_embedded(&args, dir)?),
         None => open_remote(&args)?,
     };
-    let stdout = io::stdout();
-    let capacity = if stdout.is_terminal() { 8 * 1024 } else { 256 * 1024 };
-    let mut printer = Printer {
-        args: &args,
-        out: BufWriter::with_capacity(capacity, stdout.lock()),
-        printed: 0,
-        limit: args.count.unwrap_or(u64::MAX),
-        json_line: Vec::new(),
-    };
+    let mut printer = new_printer(&args);
     match &mut source {
         Source::Embedded(follows) => follow_embedded(&args, follows, &mut printer, say)?,
         Source::Remote(consumer, ends) => follow_remote(&args, consumer, ends, &mut printer, say)?,
@@ -258,6 +270,76 @@ fn follow_embedded(
         }
     }
     Ok(())
+}
+
+fn new_printer(args: &Args) -> Printer<'_> {
+    let stdout = io::stdout();
+    let capacity = if stdout.is_terminal() { 8 * 1024 } else { 256 * 1024 };
+    Printer {
+        args,
+        out: BufWriter::with_capacity(capacity, stdout.lock()),
+        printed: 0,
+        limit: args.count.unwrap_or(u64::MAX),
+        json_line: Vec::new(),
+    }
+}
+
+/// "member M owns t [0] from offset 5, t [1] from offset 0" (or "owns no partition").
+fn describe(member: &GroupMember, topic: &str) -> String {
+    let owned: Vec<String> = member
+        .positions()
+        .iter()
+        .map(|(p, o)| format!("{topic} [{p}] from offset {o}"))
+        .collect();
+    if owned.is_empty() {
+        format!("member {} owns no partition of {topic}", member.member())
+    } else {
+        format!("member {} owns {}", member.member(), owned.join(", "))
+    }
+}
+
+/// Consumes as a member of a consumer group (`-G`).
+fn follow_group(args: &Args, say: super::Say) -> anyhow::Result<ExitCode> {
+    let group = args.group.clone().expect("-G");
+    let dir = args.registry.as_ref().expect("--registry");
+    let registry = Registry::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
+    let config = GroupConfig {
+        group: group.clone(),
+        topic: args.topic.clone(),
+        reset: args.offset,
+        commit_interval: Duration::from_millis(args.commit_interval_ms),
+        poll_interval: Duration::from_millis((args.session_timeout_ms / 10).clamp(20, 1000)),
+        exit_at_end: args.exit_at_end,
+        fallback_broker: args.broker.clone(),
+    };
+    let mut member = GroupMember::join(registry, config)
+        .with_context(|| format!("cannot join group {group:?} for topic {:?}", args.topic))?;
+    say.info(format_args!("Group {group}: {}", describe(&member, &args.topic)));
+    let mut printer = new_printer(args);
+    while printer.printed < printer.limit && !produce::stopping() && !member.done()? {
+        if member.needs_rebalance()? {
+            printer.out.flush().context("cannot write to stdout")?;
+            member.rebalance()?;
+            say.info(format_args!("Group {group}: {}", describe(&member, &args.topic)));
+        }
+        if member.commit_due() {
+            printer.out.flush().context("cannot write to stdout")?;
+            member.commit()?;
+        }
+        // At most a slice of records per turn, so that commits and
+        // rebalances keep their pace however fast records come.
+        let mut turn = 0;
+        let n = member.poll(Duration::from_millis(100), |p, r| {
+            turn += 1;
+            Ok(printer.print(p, r)? && turn < 1024)
+        })?;
+        if n == 0 {
+            printer.out.flush().context("cannot write to stdout")?;
+        }
+    }
+    printer.out.flush().context("cannot write to stdout")?;
+    member.close()?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn follow_remote(

@@ -40,6 +40,7 @@ pub fn lines(n: u64) -> String {
 pub struct Proc {
     pub child: std::process::Child,
     pub lines: std::sync::mpsc::Receiver<String>,
+    pub stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Proc {
@@ -54,6 +55,17 @@ impl Proc {
             .spawn()
             .expect("spawn");
         let stdout = child.stdout.take().expect("stdout");
+        let stderr_pipe = child.stderr.take().expect("stderr");
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        {
+            let stderr = std::sync::Arc::clone(&stderr);
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(stderr_pipe).lines() {
+                    let Ok(line) = line else { break };
+                    stderr.lock().unwrap().push(line);
+                }
+            });
+        }
         let (tx, lines) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stdout).lines() {
@@ -63,7 +75,45 @@ impl Proc {
                 }
             }
         });
-        Proc { child, lines }
+        Proc { child, lines, stderr }
+    }
+
+    /// Its stderr lines so far.
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until the last stderr line containing `text` satisfies `ok`,
+    /// failing after `timeout`; returns that line.
+    pub fn wait_stderr(&self, text: &str, ok: impl Fn(&str) -> bool, timeout: std::time::Duration) -> String {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let last = self.stderr_lines().into_iter().rfind(|l| l.contains(text));
+            if let Some(line) = last.filter(|l| ok(l)) {
+                return line;
+            }
+            if std::time::Instant::now() > deadline {
+                panic!(
+                    "no stderr line with {text:?} as wanted within {timeout:?}: {:?}",
+                    self.stderr_lines()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Every stdout line until the process exits (or `timeout` passes).
+    pub fn all_lines(&self, timeout: std::time::Duration) -> Vec<String> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut out = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => out.push(line),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return out,
+                Err(e) => panic!("output did not end within {timeout:?}: {e}"),
+            }
+        }
     }
 
     /// The next `n` stdout lines, failing the test if they do not come

@@ -1,0 +1,335 @@
+//! A consumer-group member: joins the group in the registry, takes its
+//! share of a topic's partitions by the paper's rebalance, consumes them
+//! from the group's committed offsets, and commits as it goes.
+//!
+//! # Rebalance (the paper's Algorithm 1, per member, with no master)
+//!
+//! 1. Commit what was handed to the application, and release every owned
+//!    partition.
+//! 2. Read the live members subscribed to the topic and the topic's
+//!    partition count; sort both; with `j` this member's index, claim the
+//!    contiguous range [`crate::registry::assign`] gives it.
+//! 3. If a partition is still owned by another member (which has not yet
+//!    noticed the change), release everything, back off a random while
+//!    and retry.
+//! 4. Fetch each owned partition from its committed offset, or, for a
+//!    partition the group never committed, from the `-o` start.
+//!
+//! Each member polls the registry and rebalances when the members or the
+//! partition count change.
+//!
+//! # Delivery
+//!
+//! At least once. Offsets are committed after the records before them were
+//! handed to the application (the caller flushes its output first),
+//! every commit interval, at each rebalance and at a clean exit. A member
+//! that dies loses the records it handed out since its last commit to the
+//! next owner, which delivers them again; never a gap.
+
+use std::time::{Duration, Instant};
+
+use crate::client::{Connection, Consumer, ConsumerConfig, ConsumerPartition};
+use crate::consume::OffsetSpec;
+use crate::error::{Error, Result};
+use crate::record::Record;
+use crate::registry::{assign, Ephemeral, MemberInfo, Registry};
+
+/// How a member behaves.
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    /// The group.
+    pub group: String,
+    /// The topic.
+    pub topic: String,
+    /// Where a partition with no committed offset starts.
+    pub reset: OffsetSpec,
+    /// Commit at least this often.
+    pub commit_interval: Duration,
+    /// How often to look at the registry for changes.
+    pub poll_interval: Duration,
+    /// Stop at the end offsets the topic had when the member joined (`-e`).
+    pub exit_at_end: bool,
+    /// A broker to use when the registry names none for the topic.
+    pub fallback_broker: String,
+}
+
+/// One member of a consumer group.
+#[derive(Debug)]
+pub struct GroupMember {
+    registry: Registry,
+    config: GroupConfig,
+    member: String,
+    _entry: Ephemeral,
+    broker: String,
+    owned: Vec<(u32, Ephemeral)>,
+    consumer: Option<Consumer>,
+    /// What the last rebalance saw: members and partition count.
+    seen: (Vec<String>, u32),
+    /// End offsets when joining (for `-e`), by partition.
+    ends: Vec<u64>,
+    last_check: Instant,
+    last_commit: Instant,
+    backoff_seed: u64,
+}
+
+/// A unique member id: host-pid-nanos.
+fn member_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "host".into());
+    let host: String = host
+        .trim()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .take(64)
+        .collect();
+    format!("{host}-{}-{nanos:09}", std::process::id())
+}
+
+impl GroupMember {
+    /// Joins `config.group` in `registry` and takes a first share.
+    pub fn join(registry: Registry, config: GroupConfig) -> Result<GroupMember> {
+        let member = member_id();
+        let info = MemberInfo {
+            member: member.clone(),
+            pid: std::process::id(),
+            topics: vec![config.topic.clone()],
+        };
+        let entry = registry.join(&config.group, &info)?;
+        let broker = registry
+            .brokers()?
+            .into_iter()
+            .find(|b| b.topics.contains_key(&config.topic))
+            .map_or_else(|| config.fallback_broker.clone(), |b| b.addr());
+        let mut conn = Connection::connect(&broker)?;
+        let ends = conn
+            .partitions(&config.topic)?
+            .into_iter()
+            .map(|(_, end)| end)
+            .collect();
+        let mut m = GroupMember {
+            registry,
+            config,
+            member,
+            _entry: entry,
+            broker,
+            owned: Vec::new(),
+            consumer: None,
+            seen: (Vec::new(), 0),
+            ends,
+            last_check: Instant::now(),
+            last_commit: Instant::now(),
+            backoff_seed: u64::from(std::process::id()),
+        };
+        m.rebalance()?;
+        Ok(m)
+    }
+
+    /// This member's id.
+    pub fn member(&self) -> &str {
+        &self.member
+    }
+
+    /// The partitions it owns now.
+    pub fn owned(&self) -> Vec<u32> {
+        self.owned.iter().map(|(p, _)| *p).collect()
+    }
+
+    /// Each owned partition and the next offset it will hand out.
+    pub fn positions(&self) -> Vec<(u32, u64)> {
+        self.consumer
+            .as_ref()
+            .map(|c| c.partitions().iter().map(|p| (p.partition, p.offset)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether `-e` is satisfied: the group has consumed every partition
+    /// to the end it had when this member joined. A member done with its
+    /// own partitions commits and waits for the others (or takes over the
+    /// partitions of one that dies).
+    pub fn done(&mut self) -> Result<bool> {
+        if !self.config.exit_at_end || !self.consumer.as_ref().map_or(true, Consumer::done) {
+            return Ok(false);
+        }
+        self.commit()?;
+        for (p, end) in self.ends.iter().enumerate() {
+            let committed = self
+                .registry
+                .committed(&self.config.group, &self.config.topic, p as u32)?;
+            if *end > 0 && committed.map_or(true, |c| c < *end) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The live members subscribed to the topic, and the partition count.
+    fn look(&self) -> Result<(Vec<String>, u32)> {
+        let members = self
+            .registry
+            .members(&self.config.group)?
+            .into_iter()
+            .filter(|m| m.topics.contains(&self.config.topic))
+            .map(|m| m.member)
+            .collect();
+        let mut conn = Connection::connect(&self.broker)?;
+        let partitions = conn.partitions(&self.config.topic)?.len() as u32;
+        Ok((members, partitions))
+    }
+
+    /// Whether the group changed since the last rebalance (checked at most
+    /// every poll interval).
+    pub fn needs_rebalance(&mut self) -> Result<bool> {
+        if self.last_check.elapsed() < self.config.poll_interval {
+            return Ok(false);
+        }
+        self.last_check = Instant::now();
+        Ok(self.look()? != self.seen)
+    }
+
+    /// Whether a commit is due.
+    pub fn commit_due(&self) -> bool {
+        self.last_commit.elapsed() >= self.config.commit_interval
+    }
+
+    /// Commits the next offset of every owned partition. The caller has
+    /// handed every record before them to the application.
+    pub fn commit(&mut self) -> Result<()> {
+        self.last_commit = Instant::now();
+        let Some(consumer) = &self.consumer else {
+            return Ok(());
+        };
+        for state in consumer.partitions() {
+            if let Some((_, owner)) = self.owned.iter().find(|(p, _)| *p == state.partition) {
+                self.registry.commit(
+                    &self.config.group,
+                    &self.config.topic,
+                    state.partition,
+                    state.offset,
+                    owner,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn release(&mut self) {
+        self.consumer = None;
+        self.owned.clear();
+    }
+
+    /// Commits, releases everything, and claims this member's share anew.
+    pub fn rebalance(&mut self) -> Result<()> {
+        self.commit()?;
+        self.release();
+        let mut attempt = 0u32;
+        loop {
+            let (members, partitions) = self.look()?;
+            let Some(index) = members.iter().position(|m| *m == self.member) else {
+                return Err(Error::Config(format!(
+                    "member {} is not in group {} any more",
+                    self.member, self.config.group
+                )));
+            };
+            let range = assign(partitions, members.len(), index);
+            let mut conflict = false;
+            for p in range {
+                match self
+                    .registry
+                    .claim(&self.config.group, &self.config.topic, p, &self.member)?
+                {
+                    Some(owner) => self.owned.push((p, owner)),
+                    None => {
+                        conflict = true;
+                        break;
+                    }
+                }
+            }
+            if !conflict {
+                self.seen = (members, partitions);
+                break;
+            }
+            // Another member has not released it yet: release all, back
+            // off, retry (the paper's answer to a conflict).
+            self.release();
+            attempt += 1;
+            if crate::produce::stopping() {
+                return Ok(());
+            }
+            std::thread::sleep(self.backoff(attempt));
+        }
+        self.start_fetching()
+    }
+
+    fn backoff(&mut self, attempt: u32) -> Duration {
+        self.backoff_seed ^= self.backoff_seed << 13;
+        self.backoff_seed ^= self.backoff_seed >> 7;
+        self.backoff_seed ^= self.backoff_seed << 17;
+        let base = 20u64 << attempt.min(5);
+        Duration::from_millis(base + self.backoff_seed % base)
+    }
+
+    fn start_fetching(&mut self) -> Result<()> {
+        if self.owned.is_empty() {
+            return Ok(());
+        }
+        let mut conn = Connection::connect(&self.broker)?;
+        let offsets = conn.partitions(&self.config.topic)?;
+        let mut parts = Vec::new();
+        for (p, _) in &self.owned {
+            let (start, end) = offsets.get(*p as usize).copied().unwrap_or((0, 0));
+            let committed = self.registry.committed(&self.config.group, &self.config.topic, *p)?;
+            let name = format!("{} [{p}]", self.config.topic);
+            let offset = match committed {
+                // A committed offset retention has since passed starts at
+                // the oldest record kept.
+                Some(c) => c.clamp(start, end),
+                None => {
+                    let spec = match self.config.reset {
+                        OffsetSpec::Stored => OffsetSpec::Beginning,
+                        other => other,
+                    };
+                    crate::consume::resolve_in(start, end, spec, &name, |ts| {
+                        conn.list_offsets(&self.config.topic, *p, ts)
+                    })?
+                }
+            };
+            let stop_at = self
+                .config
+                .exit_at_end
+                .then(|| self.ends.get(*p as usize).copied().unwrap_or(end));
+            parts.push(ConsumerPartition {
+                partition: *p,
+                offset,
+                stop_at,
+            });
+        }
+        self.consumer = Some(Consumer::start(
+            &self.broker,
+            &self.config.topic,
+            parts,
+            ConsumerConfig::default(),
+        )?);
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for records of the owned partitions and hands
+    /// them to `each` (see [`Consumer::poll`]).
+    pub fn poll(&mut self, timeout: Duration, each: impl FnMut(u32, &Record<'_>) -> Result<bool>) -> Result<u64> {
+        match &mut self.consumer {
+            Some(c) if !c.done() => c.poll(timeout, each),
+            _ => {
+                std::thread::sleep(timeout);
+                Ok(0)
+            }
+        }
+    }
+
+    /// Commits and leaves the group.
+    pub fn close(mut self) -> Result<()> {
+        let result = self.commit();
+        self.release();
+        result
+    }
+}

@@ -1,0 +1,222 @@
+//! Consumer groups through the real binaries: a broker registered in a
+//! registry directory, and `klog-consume -G` members joining, dying and
+//! sharing partitions.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use common::{bin, lines, produce_to, BrokerProc, Proc};
+use predicates::prelude::*;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn member(registry: &str, group: &str, extra: &[&str]) -> Proc {
+    let mut args = vec![
+        "-t",
+        "t",
+        "-G",
+        group,
+        "--registry",
+        registry,
+        "--session-timeout",
+        "1s",
+        "-u",
+    ];
+    args.extend_from_slice(extra);
+    Proc::spawn("klog-consume", &args)
+}
+
+/// The partitions a member's last "owns" line names.
+fn owned(line: &str) -> BTreeSet<u32> {
+    line.split("t [")
+        .skip(1)
+        .filter_map(|s| s.split(']').next()?.parse().ok())
+        .collect()
+}
+
+fn owns_count(n: usize) -> impl Fn(&str) -> bool {
+    move |l: &str| owned(l).len() == n
+}
+
+#[test]
+fn partitions_share_out_two_two_then_two_one_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = dir.path().join("registry");
+    let reg = registry.to_str().unwrap();
+    let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg, "--partitions", "4"]);
+    produce_to(&broker.addr, "t", &lines(100), &[]);
+    let a = member(reg, "g", &[]);
+    a.wait_stderr("owns", owns_count(4), WAIT);
+    let b = member(reg, "g", &[]);
+    let la = a.wait_stderr("owns", owns_count(2), WAIT);
+    let lb = b.wait_stderr("owns", owns_count(2), WAIT);
+    assert!(owned(&la).is_disjoint(&owned(&lb)), "{la} / {lb}");
+    let c = member(reg, "g", &[]);
+    let lc = c.wait_stderr("owns", owns_count(1), WAIT);
+    // 2/1/1: the first member in id order keeps two.
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let lines: Vec<BTreeSet<u32>> = [&a, &b, &c]
+            .iter()
+            .map(|m| {
+                m.stderr_lines()
+                    .into_iter()
+                    .rfind(|l| l.contains("owns"))
+                    .map(|l| owned(&l))
+                    .unwrap()
+            })
+            .collect();
+        let mut counts: Vec<usize> = lines.iter().map(BTreeSet::len).collect();
+        counts.sort_unstable();
+        let union: BTreeSet<u32> = lines.iter().flatten().copied().collect();
+        if counts == [1, 1, 2] && union.len() == 4 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{lines:?} ({lc})");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Each partition has exactly one owner in the registry.
+    let r = klog::registry::Registry::open(&registry).unwrap();
+    let owners: Vec<String> = (0..4).map(|p| r.owner("g", "t", p).expect("owned")).collect();
+    assert_eq!(owners.iter().collect::<BTreeSet<_>>().len(), 3, "{owners:?}");
+}
+
+#[test]
+fn a_killed_members_partitions_move_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = dir.path().join("registry");
+    let reg = registry.to_str().unwrap();
+    let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg, "--partitions", "2"]);
+    let input: String = (0..200_000).map(|i| format!("r{i}\n")).collect();
+    produce_to(&broker.addr, "t", &input, &[]);
+    let fmt = ["-f", "%p %o %s\\n", "-e", "--commit-interval", "50ms"];
+    let mut a = member(reg, "g", &fmt);
+    a.wait_stderr("owns", owns_count(2), WAIT);
+    // The first member prints some and commits; freeze it mid-stream, let
+    // a second member join (it waits: the first still owns everything),
+    // then kill -9 the first.
+    let first = a.take_lines(1000, WAIT);
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = nix::unistd::Pid::from_raw(a.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let b = member(reg, "g", &fmt);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        b.stderr_lines().iter().all(|l| !l.contains("owns t")),
+        "{:?}",
+        b.stderr_lines()
+    );
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    // The survivor takes both partitions and reads to the end.
+    b.wait_stderr("owns", owns_count(2), WAIT);
+    let printed_b = b.all_lines(Duration::from_secs(120));
+    let printed_a: Vec<String> = first.into_iter().chain(a.all_lines(WAIT)).collect();
+    let starts: BTreeMap<u32, u64> = {
+        let line = b.stderr_lines().into_iter().rfind(|l| l.contains("owns")).unwrap();
+        line.split("t [")
+            .skip(1)
+            .map(|s| {
+                let p: u32 = s.split(']').next().unwrap().parse().unwrap();
+                let o: u64 = s
+                    .split("from offset ")
+                    .nth(1)
+                    .unwrap()
+                    .split(',')
+                    .next()
+                    .unwrap()
+                    .trim()
+                    .parse()
+                    .unwrap();
+                (p, o)
+            })
+            .collect()
+    };
+    let parse = |l: &String| {
+        let mut f = l.split(' ');
+        let p: u32 = f.next().unwrap().parse().unwrap();
+        let o: u64 = f.next().unwrap().parse().unwrap();
+        (p, o, f.next().unwrap().to_string())
+    };
+    let from_a: BTreeSet<(u32, u64)> = printed_a.iter().map(|l| (parse(l).0, parse(l).1)).collect();
+    let from_b: BTreeSet<(u32, u64)> = printed_b.iter().map(|l| (parse(l).0, parse(l).1)).collect();
+    let union: BTreeSet<(u32, u64)> = from_a.union(&from_b).copied().collect();
+    assert_eq!(union.len(), 200_000, "every record reached the group");
+    // Duplicates only at or after where the survivor resumed: the last
+    // offset the killed member committed.
+    assert!(
+        starts.values().any(|&o| o > 0),
+        "the killed member had committed: {starts:?}"
+    );
+    assert!(from_a.len() < 200_000, "the killed member did not finish");
+    for &(p, o) in from_a.intersection(&from_b) {
+        assert!(o >= starts[&p], "duplicate {p}/{o} before the committed {}", starts[&p]);
+    }
+}
+
+#[test]
+fn two_groups_each_receive_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = dir.path().join("registry");
+    let reg = registry.to_str().unwrap();
+    let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg, "--partitions", "3"]);
+    produce_to(&broker.addr, "t", &lines(3000), &[]);
+    for group in ["one", "two"] {
+        let out = bin("klog-consume")
+            .args(["-t", "t", "-G", group, "--registry", reg, "-e", "-q"])
+            .timeout(WAIT)
+            .assert()
+            .success();
+        let mut got: Vec<u64> = String::from_utf8_lossy(&out.get_output().stdout)
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got, (1..=3000).collect::<Vec<_>>(), "group {group}");
+    }
+    // Committed at exit: running again finds nothing new.
+    let out = bin("klog-consume")
+        .args(["-t", "t", "-G", "one", "--registry", reg, "-e", "-q", "-o", "stored"])
+        .timeout(WAIT)
+        .assert()
+        .success();
+    assert!(out.get_output().stdout.is_empty());
+}
+
+#[test]
+fn damaged_registry_files_are_errors_or_ignored_never_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = dir.path().join("registry");
+    let reg = registry.to_str().unwrap();
+    let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg]);
+    produce_to(&broker.addr, "t", &lines(10), &[]);
+    // A member entry that is not JSON, and one whose process is gone.
+    let members = registry.join("consumers/g");
+    std::fs::create_dir_all(&members).unwrap();
+    std::fs::write(members.join("ghost.json"), b"{not json").unwrap();
+    std::fs::write(members.join("ghost.lock"), b"").unwrap();
+    let out = bin("klog-consume")
+        .args(["-t", "t", "-G", "g", "--registry", reg, "-e", "-q"])
+        .timeout(WAIT)
+        .assert()
+        .success();
+    assert_eq!(out.get_output().stdout.len(), lines(10).len());
+    // A committed offset that does not parse: an error naming the file.
+    for bad in [&b""[..], b"klog-offset 1\n", b"garbage"] {
+        std::fs::write(registry.join("offsets/g/t-0"), bad).unwrap();
+        bin("klog-consume")
+            .args(["-t", "t", "-G", "g", "--registry", reg, "-e"])
+            .timeout(WAIT)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains("offsets/g/t-0").and(predicate::str::contains("not a committed offset")));
+    }
+    // -o stored without a group is a usage mistake, said clearly.
+    bin("klog-consume")
+        .args(["-b", &broker.addr, "-t", "t", "-o", "stored", "-e"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("needs -G"));
+}
