@@ -183,6 +183,21 @@ fn two_groups_each_receive_every_record() {
         .assert()
         .success();
     assert!(out.get_output().stdout.is_empty());
+    // The registry shows both groups at the end of every partition.
+    let out = bin("klog-dump").args(["--registry", reg, "--json"]).assert().success();
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.get_output().stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.iter().filter(|v| v["type"] == "broker").count(), 1);
+    let offsets: Vec<_> = lines.iter().filter(|v| v["type"] == "offset").collect();
+    assert_eq!(offsets.len(), 6, "{lines:?}");
+    assert!(offsets.iter().all(|v| v["lag"] == 0 && v["end"] == 1000), "{offsets:?}");
+    bin("klog-dump")
+        .args(["--registry", reg])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("committed").and(predicate::str::contains("lag")));
 }
 
 #[test]

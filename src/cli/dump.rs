@@ -18,8 +18,12 @@ use crate::dump::{self, Dumper};
 pub struct Args {
     /// `.log`, `.index` or `.timeindex` files, partition directories or data
     /// directories.
-    #[arg(value_name = "PATH", required = true)]
+    #[arg(value_name = "PATH", required_unless_present = "registry")]
     pub paths: Vec<PathBuf>,
+    /// Show a registry instead: brokers, groups, members, partition owners,
+    /// committed offsets and lag.
+    #[arg(long = "registry", value_name = "DIR", conflicts_with_all = ["paths", "records", "print_data", "verify"])]
+    pub registry: Option<PathBuf>,
     /// One line per record instead of per batch.
     #[arg(long = "records")]
     pub records: bool,
@@ -40,6 +44,10 @@ pub struct Args {
 
 /// Runs `klog-dump`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(dir) = &args.registry {
+        dump_registry(dir, args.json).with_context(|| format!("cannot show the registry {}", dir.display()))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut dumper = Dumper::new(dump::Options {
         records: args.records || args.print_data,
         print_data: args.print_data,
@@ -71,4 +79,158 @@ fn dump_path(dumper: &mut Dumper, path: &Path) -> anyhow::Result<()> {
         Some("index") | Some("timeindex") => dumper.index_file(path),
         _ => anyhow::bail!("not a .log, .index or .timeindex file, nor a directory"),
     }
+}
+
+/// One row of the registry's offsets: a group's committed offset and lag.
+struct OffsetRow {
+    group: String,
+    topic: String,
+    partition: u32,
+    committed: Result<u64, String>,
+    end: Option<u64>,
+    owner: Option<String>,
+}
+
+/// Prints a registry: brokers, then per group its members, owners,
+/// committed offsets and lag (end offset minus committed, from a broker
+/// that serves the topic).
+fn dump_registry(dir: &Path, json: bool) -> anyhow::Result<()> {
+    use std::collections::BTreeMap;
+    use std::io::Write;
+
+    use serde_json::json;
+
+    use crate::registry::Registry;
+    if !dir.join("brokers").is_dir() {
+        anyhow::bail!("not a registry (no brokers/ inside)");
+    }
+    let registry = Registry::open(dir)?;
+    let brokers = registry.brokers()?;
+    let mut ends: BTreeMap<String, Option<Vec<(u64, u64)>>> = BTreeMap::new();
+    let mut end_of = |topic: &str, partition: u32| -> Option<u64> {
+        let offsets = ends.entry(topic.to_string()).or_insert_with(|| {
+            let broker = brokers.iter().find(|b| b.topics.contains_key(topic))?;
+            crate::client::Connection::connect(&broker.addr())
+                .ok()?
+                .partitions(topic)
+                .ok()
+        });
+        offsets.as_ref()?.get(partition as usize).map(|o| o.1)
+    };
+    let mut members = Vec::new();
+    let mut rows = Vec::new();
+    for group in registry.groups()? {
+        for m in registry.members(&group)? {
+            members.push((group.clone(), m));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (topic, partition, committed) in registry.offsets(&group)? {
+            seen.insert((topic.clone(), partition));
+            rows.push(OffsetRow {
+                owner: registry.owner(&group, &topic, partition),
+                end: end_of(&topic, partition),
+                group: group.clone(),
+                topic,
+                partition,
+                committed: committed.map_err(|e| e.to_string()),
+            });
+        }
+        // Owned partitions with nothing committed yet.
+        for (topic, count) in brokers.iter().flat_map(|b| b.topics.iter()) {
+            for p in 0..*count {
+                if seen.contains(&(topic.clone(), p)) {
+                    continue;
+                }
+                if let Some(owner) = registry.owner(&group, topic, p) {
+                    seen.insert((topic.clone(), p));
+                    rows.push(OffsetRow {
+                        group: group.clone(),
+                        topic: topic.clone(),
+                        partition: p,
+                        committed: Err("none".into()),
+                        end: end_of(topic, p),
+                        owner: Some(owner),
+                    });
+                }
+            }
+        }
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if json {
+        for b in &brokers {
+            writeln!(
+                out,
+                "{}",
+                json!({"type": "broker", "id": b.id, "host": b.host, "port": b.port, "pid": b.pid, "topics": b.topics})
+            )?;
+        }
+        for (group, m) in &members {
+            writeln!(
+                out,
+                "{}",
+                json!({"type": "member", "group": group, "member": m.member, "pid": m.pid, "topics": m.topics})
+            )?;
+        }
+        for r in &rows {
+            if let Some(owner) = &r.owner {
+                writeln!(
+                    out,
+                    "{}",
+                    json!({"type": "owner", "group": r.group, "topic": r.topic, "partition": r.partition, "member": owner})
+                )?;
+            }
+            if let Ok(c) = r.committed {
+                writeln!(
+                    out,
+                    "{}",
+                    json!({"type": "offset", "group": r.group, "topic": r.topic, "partition": r.partition,
+                    "committed": c, "end": r.end, "lag": r.end.map(|e| e.saturating_sub(c))})
+                )?;
+            }
+        }
+        return Ok(());
+    }
+    let table = |header: &[&str]| {
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        if std::env::var_os("NO_COLOR").is_some() {
+            t.force_no_tty();
+        }
+        t.set_header(header.to_vec());
+        t
+    };
+    let mut t = table(&["broker", "address", "pid", "topics (partitions)"]);
+    for b in &brokers {
+        let topics: Vec<String> = b.topics.iter().map(|(t, n)| format!("{t} ({n})")).collect();
+        t.add_row([b.id.clone(), b.addr(), b.pid.to_string(), topics.join(", ")]);
+    }
+    writeln!(out, "{t}")?;
+    let mut t = table(&["group", "member", "pid", "topics"]);
+    for (group, m) in &members {
+        t.add_row([group.clone(), m.member.clone(), m.pid.to_string(), m.topics.join(", ")]);
+    }
+    writeln!(out, "{t}")?;
+    let mut t = table(&["group", "topic", "partition", "owner", "committed", "end", "lag"]);
+    for r in &rows {
+        let committed = match &r.committed {
+            Ok(c) => c.to_string(),
+            Err(e) => e.clone(),
+        };
+        let lag = match (&r.committed, r.end) {
+            (Ok(c), Some(e)) => e.saturating_sub(*c).to_string(),
+            _ => "?".into(),
+        };
+        t.add_row([
+            r.group.clone(),
+            r.topic.clone(),
+            r.partition.to_string(),
+            r.owner.clone().unwrap_or_else(|| "-".into()),
+            committed,
+            r.end.map_or_else(|| "?".into(), |e| e.to_string()),
+            lag,
+        ]);
+    }
+    writeln!(out, "{t}")?;
+    Ok(())
 }
