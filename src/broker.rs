@@ -137,7 +137,11 @@ struct Dirty {
 struct Shared {
     config: BrokerConfig,
     store: Store,
-    topics: RwLock<BTreeMap<String, Vec<Arc<Partition>>>>,
+    /// Each topic's partitions, `None` for those placed on another broker.
+    topics: RwLock<BTreeMap<String, Vec<Option<Arc<Partition>>>>>,
+    /// This broker's id in the registry (stable across restarts).
+    broker_id: String,
+    registry: Option<crate::registry::Registry>,
     /// Serialises topic creation.
     creating: Mutex<()>,
     dirty: Mutex<Dirty>,
@@ -171,19 +175,61 @@ impl Shared {
     }
 
     fn partition(&self, topic: &str, partition: u32) -> std::result::Result<Arc<Partition>, (ErrorCode, String)> {
-        let topics = self.topics.read().unwrap_or_else(|p| p.into_inner());
-        let Some(parts) = topics.get(topic) else {
-            return Err((ErrorCode::UnknownTopic, format!("topic {topic:?} does not exist")));
+        let found = self
+            .topics
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(topic)
+            .cloned();
+        let parts = match found {
+            Some(parts) => parts,
+            None => {
+                // Another broker of the cluster may have created it.
+                let placed = self.registry.as_ref().and_then(|r| r.placement(topic).ok().flatten());
+                let Some(placement) = placed else {
+                    return Err((ErrorCode::UnknownTopic, format!("topic {topic:?} does not exist")));
+                };
+                if let Err(e) = self.create_topic(topic, placement.brokers.len() as u32) {
+                    return Err((error_code(&e), e.to_string()));
+                }
+                return self.partition(topic, partition);
+            }
         };
-        parts.get(partition as usize).cloned().ok_or_else(|| {
-            (
+        match parts.get(partition as usize) {
+            Some(Some(p)) => Ok(Arc::clone(p)),
+            Some(None) => {
+                let holder = self
+                    .registry
+                    .as_ref()
+                    .and_then(|r| r.placement(topic).ok().flatten())
+                    .and_then(|p| p.brokers.get(partition as usize).cloned())
+                    .unwrap_or_else(|| "another broker".into());
+                Err((
+                    ErrorCode::PartitionElsewhere,
+                    format!("partition {partition} of topic {topic:?} is served by broker {holder}, not this one"),
+                ))
+            }
+            None => Err((
                 ErrorCode::UnknownPartition,
                 format!(
                     "partition {partition} of topic {topic:?} does not exist (it has {} partitions)",
                     parts.len()
                 ),
-            )
-        })
+            )),
+        }
+    }
+
+    /// Which partitions of a topic of `count` this broker serves: all of
+    /// them without a registry; with one, those placed on it (placing the
+    /// topic over the live brokers first if nobody has).
+    fn placed_here(&self, topic: &str, count: u32) -> Result<(u32, Vec<bool>)> {
+        let Some(registry) = &self.registry else {
+            return Ok((count, vec![true; count as usize]));
+        };
+        let live: Vec<String> = registry.brokers()?.into_iter().map(|b| b.id).collect();
+        let placement = registry.place_topic(topic, count, &live)?;
+        let mine = placement.brokers.iter().map(|b| *b == self.broker_id).collect();
+        Ok((placement.brokers.len() as u32, mine))
     }
 
     /// Creates `topic` (or finds it); returns its partition count and
@@ -196,7 +242,7 @@ impl Shared {
         }
         let (topics, partitions_held) = {
             let t = self.topics.read().unwrap_or_else(|p| p.into_inner());
-            (t.len(), t.values().map(Vec::len).sum::<usize>())
+            (t.len(), t.values().flatten().flatten().count())
         };
         if topics >= limits::TOPICS_MAX {
             return Err(Error::TooLarge {
@@ -212,18 +258,30 @@ impl Shared {
                 limit: limits::BROKER_PARTITIONS_MAX as u64,
             });
         }
-        let count = self.store.create_topic(topic, partitions)?;
-        let opened = self.open_topic(topic, count)?;
+        let count = match self.store.partition_count(topic) {
+            Ok(n) => n,
+            Err(_) => partitions,
+        };
+        let (count, mine) = self.placed_here(topic, count)?;
+        let count = self.store.create_topic(topic, count)?;
+        let opened = self.open_topic(topic, &mine)?;
+        let held: Vec<u32> = (0..count).filter(|p| mine.get(*p as usize) == Some(&true)).collect();
         self.topics
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(topic.to_string(), opened);
-        log_line(format_args!("Created topic {topic} with {count} partitions"));
+        if held.len() as u32 == count {
+            log_line(format_args!("Created topic {topic} with {count} partitions"));
+        } else {
+            log_line(format_args!(
+                "Created topic {topic} with {count} partitions, serving {held:?}"
+            ));
+        }
         self.update_registry();
         Ok((count, false))
     }
 
-    fn open_topic(&self, topic: &str, count: u32) -> Result<Vec<Arc<Partition>>> {
+    fn open_topic(&self, topic: &str, mine: &[bool]) -> Result<Vec<Option<Arc<Partition>>>> {
         let mut config = self.config.log.clone();
         config.visible_after_flush = true;
         config.flush_messages = None;
@@ -232,8 +290,13 @@ impl Shared {
             writable: true,
             lock: true,
         };
-        let mut parts = Vec::with_capacity(count as usize);
-        for p in 0..count {
+        let mut parts = Vec::with_capacity(mine.len());
+        for (p, &here) in mine.iter().enumerate() {
+            let p = p as u32;
+            if !here {
+                parts.push(None);
+                continue;
+            }
             let log = self.store.open_log(topic, p, config.clone(), options)?;
             if log.recovery().changed() {
                 let r = log.recovery();
@@ -245,12 +308,12 @@ impl Shared {
                     r.removed.len()
                 ));
             }
-            parts.push(Arc::new(Partition {
+            parts.push(Some(Arc::new(Partition {
                 topic: topic.to_string(),
                 partition: p,
                 flushed: AtomicU64::new(log.flushed_offset()),
                 log: Mutex::new(log),
-            }));
+            })));
         }
         Ok(parts)
     }
@@ -300,7 +363,13 @@ impl Shared {
         let mut registered = lock(&self.registered);
         if let Some((entry, info)) = registered.as_mut() {
             let topics = self.topics.read().unwrap_or_else(|p| p.into_inner());
-            info.topics = topics.iter().map(|(t, p)| (t.clone(), p.len() as u32)).collect();
+            info.topics = topics
+                .iter()
+                .map(|(t, parts)| {
+                    let held = parts.iter().flatten().map(|p| p.partition).collect();
+                    (t.clone(), held)
+                })
+                .collect();
             if let Err(e) = entry.update(info) {
                 log_line(format_args!("cannot update the registry: {e}"));
             }
@@ -309,7 +378,7 @@ impl Shared {
 
     fn all_partitions(&self) -> Vec<Arc<Partition>> {
         let topics = self.topics.read().unwrap_or_else(|p| p.into_inner());
-        topics.values().flatten().cloned().collect()
+        topics.values().flatten().flatten().cloned().collect()
     }
 }
 
@@ -369,7 +438,17 @@ impl Broker {
             .with_context(|| format!("cannot create the data directory {}", config.data_dir.display()))?;
         let listener =
             TcpListener::bind(&config.listen).with_context(|| format!("cannot listen on {}", config.listen))?;
+        let registry = match &config.registry {
+            Some(dir) => Some(
+                crate::registry::Registry::open(dir)
+                    .with_context(|| format!("cannot open the registry {}", dir.display()))?,
+            ),
+            None => None,
+        };
+        let broker_id = stable_broker_id(&config.data_dir)?;
         let shared = Arc::new(Shared {
+            broker_id,
+            registry,
             store,
             topics: RwLock::new(BTreeMap::new()),
             creating: Mutex::new(()),
@@ -385,23 +464,11 @@ impl Broker {
             registered: Mutex::new(None),
             config,
         });
-        let existing = shared.store.topics()?;
-        for (topic, count) in existing {
-            let parts = shared
-                .open_topic(&topic, count)
-                .with_context(|| format!("cannot open topic {topic}"))?;
-            shared
-                .topics
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(topic, parts);
-        }
-        if let Some(dir) = &shared.config.registry {
-            let registry = crate::registry::Registry::open(dir)
-                .with_context(|| format!("cannot open the registry {}", dir.display()))?;
+        // Register first: placing a topic counts the live brokers.
+        if let Some(registry) = &shared.registry {
             let addr = listener.local_addr()?;
             let info = crate::registry::BrokerInfo {
-                id: format!("{}-{}", addr.ip(), addr.port()),
+                id: shared.broker_id.clone(),
                 host: addr.ip().to_string(),
                 port: addr.port(),
                 pid: std::process::id(),
@@ -409,10 +476,22 @@ impl Broker {
             };
             let entry = registry
                 .register_broker(&info)
-                .with_context(|| format!("cannot register in {}", dir.display()))?;
+                .with_context(|| format!("cannot register in {}", registry.dir().display()))?;
             *lock(&shared.registered) = Some((entry, info));
-            shared.update_registry();
         }
+        let existing = shared.store.topics()?;
+        for (topic, count) in existing {
+            let (_, mine) = shared.placed_here(&topic, count)?;
+            let parts = shared
+                .open_topic(&topic, &mine)
+                .with_context(|| format!("cannot open topic {topic}"))?;
+            shared
+                .topics
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(topic, parts);
+        }
+        shared.update_registry();
         Ok(Broker { shared, listener })
     }
 
@@ -462,7 +541,7 @@ impl Broker {
         let mut result = Ok(());
         let topics = std::mem::take(&mut *shared.topics.write().unwrap_or_else(|p| p.into_inner()));
         for (topic, parts) in topics {
-            for p in parts {
+            for p in parts.into_iter().flatten() {
                 let Ok(p) = Arc::try_unwrap(p) else {
                     log_line(format_args!(
                         "{topic}: partition still in use at shutdown; left to recovery"
@@ -533,6 +612,24 @@ impl Broker {
         }
         Ok(threads)
     }
+}
+
+/// The broker's id, kept in `<data-dir>/broker-id` so that it survives
+/// restarts (the registry places partitions by it).
+fn stable_broker_id(data_dir: &std::path::Path) -> anyhow::Result<String> {
+    use anyhow::Context;
+    let path = data_dir.join("broker-id");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let id = text.trim().to_string();
+        crate::store::validate_topic(&id).with_context(|| format!("{} holds no valid broker id", path.display()))?;
+        return Ok(id);
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let id = format!("broker-{nanos:x}");
+    crate::recover::write_atomic(&crate::fs::RealFs, data_dir, "broker-id", format!("{id}\n").as_bytes())?;
+    Ok(id)
 }
 
 /// The flusher: group commits of every partition with unflushed appends.

@@ -175,6 +175,8 @@ error_codes! {
     ShuttingDown = 14, "shutting_down";
     /// A bound of the broker was hit (connections, topics).
     LimitReached = 15, "limit_reached";
+    /// The partition is placed on another broker of the cluster.
+    PartitionElsewhere = 16, "partition_elsewhere";
 }
 
 impl fmt::Display for ErrorCode {

@@ -10,7 +10,21 @@
 //! <registry>/consumers/<group>/<member>.json   --> {"member", "pid", "host", "topics": ["t"]}
 //! <registry>/owners/<group>/<topic>-<p>.lock   --> <member> (flock held by the owner)
 //! <registry>/offsets/<group>/<topic>-<p>       --> "klog-offset 1\n<offset>\n"
+//! <registry>/topics/<topic>.json               --> {"topic": "t", "brokers": ["<broker-id>", ...]}
 //! ```
+//!
+//! # Placement (a cluster of brokers)
+//!
+//! `topics/<topic>.json` is persistent: it names, for each partition of the
+//! topic in order, the id of the broker that holds it. The broker that
+//! creates the topic writes it once, atomically (a temporary file linked
+//! into place, which fails if another got there first, and then the first
+//! one wins), placing partition `p` on the `p mod n`-th of the `n` live
+//! brokers sorted by id: round-robin, so partitions spread evenly and the
+//! same inputs always give the same placement. A broker's id is stable
+//! across restarts (kept in `<data-dir>/broker-id`), so a restarted broker
+//! serves its partitions again. A broker serves only the partitions placed
+//! on it; clients read the placement to find each partition's broker.
 //!
 //! Names are topic names and ids of `[A-Za-z0-9._-]`, so no entry can name
 //! a path outside the registry.
@@ -77,8 +91,8 @@ pub struct BrokerInfo {
     pub port: u16,
     /// Its process.
     pub pid: u32,
-    /// Topics it serves and their partition counts.
-    pub topics: BTreeMap<String, u32>,
+    /// Topics it serves, each with the partitions it holds.
+    pub topics: BTreeMap<String, Vec<u32>>,
 }
 
 impl BrokerInfo {
@@ -167,7 +181,7 @@ impl Registry {
     /// Opens (creating) the registry in `dir`.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Registry> {
         let dir = dir.into();
-        for sub in ["brokers", "consumers", "owners", "offsets"] {
+        for sub in ["brokers", "consumers", "owners", "offsets", "topics"] {
             let d = dir.join(sub);
             std::fs::create_dir_all(&d).ctx("create", &d)?;
         }
@@ -367,6 +381,94 @@ impl Registry {
         }
         out.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
         Ok(out)
+    }
+}
+
+/// Where a topic's partitions are: the broker id of each, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// The topic.
+    pub topic: String,
+    /// Broker id of partition `i` at index `i`.
+    pub brokers: Vec<String>,
+}
+
+/// Round-robin placement of `partitions` over `brokers` (sorted by id).
+pub fn place(partitions: u32, brokers: &[String]) -> Vec<String> {
+    let mut sorted = brokers.to_vec();
+    sorted.sort();
+    if sorted.is_empty() {
+        return Vec::new();
+    }
+    (0..partitions as usize)
+        .map(|p| sorted[p % sorted.len()].clone())
+        .collect()
+}
+
+impl Registry {
+    fn placement_path(&self, topic: &str) -> PathBuf {
+        self.dir.join("topics").join(format!("{topic}.json"))
+    }
+
+    /// A topic's placement, if it has one.
+    pub fn placement(&self, topic: &str) -> Result<Option<Placement>> {
+        check_name("topic", topic)?;
+        let path = self.placement_path(topic);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("read", &path, e)),
+        };
+        let placement: Placement = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+            path: path.clone(),
+            position: 0,
+            reason: format!("not a placement: {e}"),
+        })?;
+        if placement.topic != topic || placement.brokers.is_empty() {
+            return Err(Error::Corrupt {
+                path,
+                position: 0,
+                reason: "names another topic, or no partition".into(),
+            });
+        }
+        Ok(Some(placement))
+    }
+
+    /// Places `topic` (`partitions` partitions over `brokers`) unless it is
+    /// placed already; returns the placement that holds.
+    pub fn place_topic(&self, topic: &str, partitions: u32, brokers: &[String]) -> Result<Placement> {
+        if let Some(p) = self.placement(topic)? {
+            return Ok(p);
+        }
+        let placement = Placement {
+            topic: topic.to_string(),
+            brokers: place(partitions, brokers),
+        };
+        if placement.brokers.is_empty() {
+            return Err(Error::Config(format!("no live broker to place topic {topic:?} on")));
+        }
+        let path = self.placement_path(topic);
+        let dir = path.parent().expect("topics dir");
+        let tmp = dir.join(format!(".{topic}.{}.tmp", std::process::id()));
+        let bytes = serde_json::to_vec(&placement).map_err(|e| Error::Config(e.to_string()))?;
+        {
+            let mut f = File::create(&tmp).ctx("create", &tmp)?;
+            f.write_all(&bytes).ctx("write", &tmp)?;
+            f.sync_all().ctx("fsync", &tmp)?;
+        }
+        // Linking fails if the name exists: the first placement wins.
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {
+                RealFs.sync_dir(dir).ctx("fsync directory", dir)?;
+                Ok(placement)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => self
+                .placement(topic)?
+                .ok_or_else(|| Error::Config(format!("placement of {topic:?} vanished"))),
+            Err(e) => Err(Error::io("link", &path, e)),
+        }
     }
 }
 

@@ -470,9 +470,13 @@ fn metadata(shared: &Shared, id: u32, asked: &[String]) -> Vec<u8> {
                 message: String::new(),
                 partitions: parts
                     .iter()
-                    .map(|p| {
-                        let log = p.lock();
-                        (log.start_offset(), log.visible_offset())
+                    .map(|p| match p {
+                        Some(p) => {
+                            let log = p.lock();
+                            (log.start_offset(), log.visible_offset())
+                        }
+                        // Served by another broker: the registry says which.
+                        None => (0, 0),
                     })
                     .collect(),
             },

@@ -137,7 +137,7 @@ fn dump_registry(dir: &Path, json: bool) -> anyhow::Result<()> {
         }
         // Owned partitions with nothing committed yet.
         for (topic, count) in brokers.iter().flat_map(|b| b.topics.iter()) {
-            for p in 0..*count {
+            for &p in count {
                 if seen.contains(&(topic.clone(), p)) {
                     continue;
                 }
@@ -200,9 +200,9 @@ fn dump_registry(dir: &Path, json: bool) -> anyhow::Result<()> {
         t.set_header(header.to_vec());
         t
     };
-    let mut t = table(&["broker", "address", "pid", "topics (partitions)"]);
+    let mut t = table(&["broker", "address", "pid", "topics [partitions held]"]);
     for b in &brokers {
-        let topics: Vec<String> = b.topics.iter().map(|(t, n)| format!("{t} ({n})")).collect();
+        let topics: Vec<String> = b.topics.iter().map(|(t, n)| format!("{t} {n:?}")).collect();
         t.add_row([b.id.clone(), b.addr(), b.pid.to_string(), topics.join(", ")]);
     }
     writeln!(out, "{t}")?;
