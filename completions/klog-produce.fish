@@ -11,6 +11,7 @@ complete -c klog-produce -l acks -d 'Acknowledgements: 0 (none), 1 (appended), a
 complete -c klog-produce -l partitions -d 'Embedded mode: partitions of a topic this command creates (with a broker, the broker\'s --partitions applies)' -r
 complete -c klog-produce -s b -l broker -d 'The broker to send to' -r
 complete -c klog-produce -l data-dir -d 'Embedded mode: append to the logs in this data directory directly, with no broker (takes each partition\'s writer lock)' -r -F
+complete -c klog-produce -l registry -d 'Find each partition\'s broker in this registry (a cluster of brokers) instead of sending everything to -b' -r -F
 complete -c klog-produce -l segment-bytes -d 'Embedded mode: segment size at which a log rolls' -r
 complete -c klog-produce -l max-record-bytes -d 'Largest record accepted' -r
 complete -c klog-produce -s J -l json -d 'Input records are the JSON envelopes that klog-consume -J prints'

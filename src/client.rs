@@ -195,6 +195,113 @@ impl Connection {
     }
 }
 
+/// Every partition's (start, end) offsets, as a broker reports them.
+pub type PartitionOffsets = Vec<(u64, u64)>;
+
+/// The address of the broker of each partition of `topic`, from the
+/// registry's placement. With `create`, a topic nobody placed yet is
+/// created (and placed) through a live broker first.
+pub fn route(registry: &crate::registry::Registry, topic: &str, create: bool) -> Result<Vec<String>> {
+    let brokers = registry.brokers()?;
+    if brokers.is_empty() {
+        return Err(Error::Config(format!(
+            "no broker is registered in {}",
+            registry.dir().display()
+        )));
+    }
+    let placement = match registry.placement(topic)? {
+        Some(p) => p,
+        None if create => {
+            Connection::connect(&brokers[0].addr())?.create_topic(topic, 0)?;
+            registry
+                .placement(topic)?
+                .ok_or_else(|| Error::Config(format!("the broker created {topic:?} without placing it")))?
+        }
+        None => {
+            return Err(Error::Broker {
+                code: ErrorCode::UnknownTopic,
+                message: format!("topic {topic:?} is not placed in {}", registry.dir().display()),
+            })
+        }
+    };
+    placement
+        .brokers
+        .iter()
+        .enumerate()
+        .map(|(p, id)| {
+            brokers.iter().find(|b| b.id == *id).map(|b| b.addr()).ok_or_else(|| {
+                Error::Config(format!(
+                    "partition {p} of {topic:?} is placed on broker {id}, which is not running"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Sends records to a topic whose partitions several brokers hold: one
+/// [`Producer`] per broker, each record routed to its partition's broker.
+#[derive(Debug)]
+pub struct ClusterProducer {
+    producers: Vec<Producer>,
+    /// Index into `producers` of each partition's broker.
+    route: Vec<usize>,
+}
+
+impl ClusterProducer {
+    /// Connects to the broker of every partition of `topic`, as the
+    /// registry places them (creating the topic if nobody has).
+    pub fn connect(
+        registry: &crate::registry::Registry,
+        topic: &str,
+        config: ProducerConfig,
+    ) -> Result<ClusterProducer> {
+        let addrs = route(registry, topic, true)?;
+        let mut distinct: Vec<String> = addrs.clone();
+        distinct.sort();
+        distinct.dedup();
+        let mut producers = Vec::new();
+        for addr in &distinct {
+            producers.push(Producer::connect(addr, topic, config)?);
+        }
+        let route = addrs
+            .iter()
+            .map(|a| distinct.iter().position(|d| d == a).expect("listed"))
+            .collect();
+        Ok(ClusterProducer { producers, route })
+    }
+
+    /// The topic's partition count.
+    pub fn partitions(&self) -> u32 {
+        self.route.len() as u32
+    }
+
+    /// Adds a record to its partition's batch on that partition's broker.
+    pub fn send(&mut self, partition: u32, record: &ParsedRecord, headers: &[(&[u8], &[u8])], now: i64) -> Result<()> {
+        let Some(&i) = self.route.get(partition as usize) else {
+            return Err(Error::Config(format!("partition {partition} does not exist")));
+        };
+        self.producers[i].send(partition, record, headers, now)
+    }
+
+    /// Sends every partial batch.
+    pub fn flush_pending(&mut self) -> Result<()> {
+        self.producers.iter_mut().try_for_each(Producer::flush_pending)
+    }
+
+    /// Closes every broker's producer: the summed counts and the first error.
+    pub fn close(self) -> (ProducerSummary, Result<()>) {
+        let mut total = ProducerSummary::default();
+        let mut result = Ok(());
+        for p in self.producers {
+            let (s, r) = p.close();
+            total.delivered += s.delivered;
+            total.failed += s.failed;
+            result = result.and(r);
+        }
+        (total, result)
+    }
+}
+
 /// How a producer sends.
 #[derive(Debug, Clone, Copy)]
 pub struct ProducerConfig {
@@ -574,24 +681,39 @@ impl Consumer {
         partitions: Vec<ConsumerPartition>,
         config: ConsumerConfig,
     ) -> Result<Consumer> {
-        let stream = connect(addr)?;
+        Consumer::start_on(&[(addr.to_string(), partitions)], topic, config)
+    }
+
+    /// Starts fetching partitions of `topic` from several brokers, each
+    /// given with the partitions it holds (a cluster): one fetch-ahead
+    /// thread per broker, their responses handed out as they come.
+    pub fn start_on(
+        brokers: &[(String, Vec<ConsumerPartition>)],
+        topic: &str,
+        config: ConsumerConfig,
+    ) -> Result<Consumer> {
         let (tx, rx) = mpsc::sync_channel(config.prefetch.max(1));
-        let fetcher = Fetcher {
-            stream,
-            addr: addr.to_string(),
-            topic: topic.to_string(),
-            partitions: partitions.clone(),
-            config,
-            tx,
-        };
-        std::thread::Builder::new()
-            .name("fetch".into())
-            .spawn(move || fetcher.run())
-            .map_err(|e| Error::Config(format!("cannot start a thread: {e}")))?;
+        let mut all = Vec::new();
+        for (addr, partitions) in brokers.iter().filter(|(_, p)| !p.is_empty()) {
+            let fetcher = Fetcher {
+                stream: connect(addr)?,
+                addr: addr.clone(),
+                topic: topic.to_string(),
+                partitions: partitions.clone(),
+                config,
+                tx: tx.clone(),
+            };
+            std::thread::Builder::new()
+                .name("fetch".into())
+                .spawn(move || fetcher.run())
+                .map_err(|e| Error::Config(format!("cannot start a thread: {e}")))?;
+            all.extend_from_slice(partitions);
+        }
+        let addr = brokers.iter().map(|(a, _)| a.as_str()).collect::<Vec<_>>().join(",");
         Ok(Consumer {
             topic: topic.to_string(),
-            addr: addr.to_string(),
-            partitions,
+            addr,
+            partitions: all,
             responses: rx,
             record_bytes_max: config.record_bytes_max,
             current: None,

@@ -60,7 +60,8 @@ pub struct GroupMember {
     config: GroupConfig,
     member: String,
     _entry: Ephemeral,
-    broker: String,
+    /// The broker of each partition (all the same without a cluster).
+    routes: Vec<String>,
     owned: Vec<(u32, Ephemeral)>,
     consumer: Option<Consumer>,
     /// What the last rebalance saw: members and partition count.
@@ -87,6 +88,40 @@ fn member_id() -> String {
     format!("{host}-{}-{nanos:09}", std::process::id())
 }
 
+/// The broker of each partition: the registry's placement in a cluster,
+/// else the broker registered for the topic, else the fallback.
+fn routes(registry: &Registry, config: &GroupConfig) -> Result<Vec<String>> {
+    if registry.placement(&config.topic)?.is_some() {
+        return crate::client::route(registry, &config.topic, false);
+    }
+    let broker = registry
+        .brokers()?
+        .into_iter()
+        .find(|b| b.topics.contains_key(&config.topic))
+        .map_or_else(|| config.fallback_broker.clone(), |b| b.addr());
+    let count = Connection::connect(&broker)?.partitions(&config.topic)?.len();
+    Ok(vec![broker; count])
+}
+
+/// The (start, end) offsets of every partition, each from its broker.
+fn offsets(routes: &[String], topic: &str) -> Result<Vec<(u64, u64)>> {
+    let mut out = vec![(0, 0); routes.len()];
+    let mut asked: Vec<&String> = Vec::new();
+    for addr in routes {
+        if asked.contains(&addr) {
+            continue;
+        }
+        asked.push(addr);
+        let offsets = Connection::connect(addr)?.partitions(topic)?;
+        for (p, route) in routes.iter().enumerate() {
+            if route == addr {
+                out[p] = offsets.get(p).copied().unwrap_or((0, 0));
+            }
+        }
+    }
+    Ok(out)
+}
+
 impl GroupMember {
     /// Joins `config.group` in `registry` and takes a first share.
     pub fn join(registry: Registry, config: GroupConfig) -> Result<GroupMember> {
@@ -97,14 +132,8 @@ impl GroupMember {
             topics: vec![config.topic.clone()],
         };
         let entry = registry.join(&config.group, &info)?;
-        let broker = registry
-            .brokers()?
-            .into_iter()
-            .find(|b| b.topics.contains_key(&config.topic))
-            .map_or_else(|| config.fallback_broker.clone(), |b| b.addr());
-        let mut conn = Connection::connect(&broker)?;
-        let ends = conn
-            .partitions(&config.topic)?
+        let routes = routes(&registry, &config)?;
+        let ends = offsets(&routes, &config.topic)?
             .into_iter()
             .map(|(_, end)| end)
             .collect();
@@ -113,7 +142,7 @@ impl GroupMember {
             config,
             member,
             _entry: entry,
-            broker,
+            routes,
             owned: Vec::new(),
             consumer: None,
             seen: (Vec::new(), 0),
@@ -173,8 +202,7 @@ impl GroupMember {
             .filter(|m| m.topics.contains(&self.config.topic))
             .map(|m| m.member)
             .collect();
-        let mut conn = Connection::connect(&self.broker)?;
-        let partitions = conn.partitions(&self.config.topic)?.len() as u32;
+        let partitions = routes(&self.registry, &self.config)?.len() as u32;
         Ok((members, partitions))
     }
 
@@ -274,10 +302,12 @@ impl GroupMember {
         if self.owned.is_empty() {
             return Ok(());
         }
-        let mut conn = Connection::connect(&self.broker)?;
-        let offsets = conn.partitions(&self.config.topic)?;
-        let mut parts = Vec::new();
+        self.routes = routes(&self.registry, &self.config)?;
+        let offsets = offsets(&self.routes, &self.config.topic)?;
+        let mut by_broker: Vec<(String, Vec<ConsumerPartition>)> = Vec::new();
         for (p, _) in &self.owned {
+            let addr = self.routes[*p as usize].clone();
+            let mut conn = Connection::connect(&addr)?;
             let (start, end) = offsets.get(*p as usize).copied().unwrap_or((0, 0));
             let committed = self.registry.committed(&self.config.group, &self.config.topic, *p)?;
             let name = format!("{} [{p}]", self.config.topic);
@@ -299,16 +329,19 @@ impl GroupMember {
                 .config
                 .exit_at_end
                 .then(|| self.ends.get(*p as usize).copied().unwrap_or(end));
-            parts.push(ConsumerPartition {
+            let part = ConsumerPartition {
                 partition: *p,
                 offset,
                 stop_at,
-            });
+            };
+            match by_broker.iter_mut().find(|(a, _)| *a == addr) {
+                Some((_, parts)) => parts.push(part),
+                None => by_broker.push((addr, vec![part])),
+            }
         }
-        self.consumer = Some(Consumer::start(
-            &self.broker,
+        self.consumer = Some(Consumer::start_on(
+            &by_broker,
             &self.config.topic,
-            parts,
             ConsumerConfig::default(),
         )?);
         Ok(())

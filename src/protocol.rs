@@ -46,6 +46,10 @@
 //! | metadata     | `count u16` · count × (`topic str` · `error u16` · `message str` · `partitions u32` · partitions × (`start_offset u64` · `end_offset u64`)) |
 //! | create_topic | `partitions u32` (also sent with `topic_exists`, giving the existing count) |
 //!
+//! In a cluster, a metadata partition that the answering broker does not
+//! serve reports both offsets as `2^64 - 1` ([`ELSEWHERE`]), and requests
+//! for it get `partition_elsewhere`.
+//!
 //! A fetch partition's `records` are whole batches copied from a segment
 //! with `sendfile`, starting with the batch that holds `offset` (so the
 //! first records may precede it: the client skips them), at least one whole
@@ -83,6 +87,10 @@ pub const ACKS_NONE: i8 = 0;
 pub const ACKS_LEADER: i8 = 1;
 /// Answer once durable.
 pub const ACKS_ALL: i8 = -1;
+
+/// Both offsets of a metadata partition that this broker does not serve
+/// (a cluster placed it on another broker; the registry says which).
+pub const ELSEWHERE: u64 = u64::MAX;
 
 /// `at` of list_offsets: the first offset held.
 pub const EARLIEST: i64 = -2;

@@ -235,3 +235,66 @@ fn damaged_registry_files_are_errors_or_ignored_never_a_panic() {
         .code(1)
         .stderr(predicate::str::contains("needs -G"));
 }
+
+#[test]
+fn two_brokers_on_one_registry_share_a_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = dir.path().join("registry");
+    let reg = registry.to_str().unwrap();
+    let one = BrokerProc::start(&dir.path().join("one"), &["--registry", reg, "--partitions", "4"]);
+    let two = BrokerProc::start(&dir.path().join("two"), &["--registry", reg, "--partitions", "4"]);
+    // Produced through the registry: each record goes to its partition's broker.
+    bin("klog-produce")
+        .args(["--registry", reg, "-t", "t", "-q"])
+        .write_stdin(lines(10_000))
+        .assert()
+        .success();
+    let r = klog::registry::Registry::open(&registry).unwrap();
+    let placement = r.placement("t").unwrap().unwrap();
+    assert_eq!(placement.brokers.len(), 4);
+    let brokers = r.brokers().unwrap();
+    assert_eq!(brokers.len(), 2);
+    for b in &brokers {
+        assert_eq!(b.topics["t"].len(), 2, "{b:?}");
+    }
+    // Both brokers hold records.
+    for (b, data) in [(&one, "one"), (&two, "two")] {
+        let held: u64 = (0..4)
+            .filter_map(|p| {
+                let dir = dir.path().join(data).join(format!("t-{p}"));
+                std::fs::metadata(dir.join(".lock")).ok()?;
+                Some(std::fs::metadata(dir.join("00000000000000000000.log")).ok()?.len())
+            })
+            .sum();
+        assert!(held > 10_000, "broker {} holds {held} bytes", b.addr);
+    }
+    // A broker never serves a partition placed on the other.
+    let elsewhere = (0..4)
+        .find(|&p| brokers.iter().find(|b| b.id == placement.brokers[p]).unwrap().addr() != one.addr)
+        .unwrap();
+    bin("klog-consume")
+        .args(["-b", &one.addr, "-t", "t", "-p", &elsewhere.to_string(), "-e"])
+        .timeout(WAIT)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("partition_elsewhere"));
+    // Read back through the registry, and by one group.
+    let mut all: Vec<u64> = common::consume_registry(reg, "t", &[])
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    all.sort_unstable();
+    assert_eq!(all, (1..=10_000).collect::<Vec<_>>());
+    let out = bin("klog-consume")
+        .args(["-t", "t", "-G", "g", "--registry", reg, "-e", "-q"])
+        .timeout(WAIT)
+        .assert()
+        .success();
+    let mut got: Vec<u64> = String::from_utf8_lossy(&out.get_output().stdout)
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got, (1..=10_000).collect::<Vec<_>>());
+    drop(two);
+}

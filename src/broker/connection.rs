@@ -476,7 +476,7 @@ fn metadata(shared: &Shared, id: u32, asked: &[String]) -> Vec<u8> {
                             (log.start_offset(), log.visible_offset())
                         }
                         // Served by another broker: the registry says which.
-                        None => (0, 0),
+                        None => (protocol::ELSEWHERE, protocol::ELSEWHERE),
                     })
                     .collect(),
             },

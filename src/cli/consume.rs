@@ -203,26 +203,63 @@ fn chosen_partitions(args: &Args, count: u32) -> anyhow::Result<Vec<u32>> {
 }
 
 fn open_remote(args: &Args) -> anyhow::Result<Source> {
-    let mut conn = Connection::connect(&args.broker)?;
-    let offsets = conn
-        .partitions(&args.topic)
-        .with_context(|| format!("cannot read topic {:?} from {}", args.topic, args.broker))?;
-    let mut parts = Vec::new();
+    // Each partition's broker: -b for all, or the registry's placement.
+    let routes: Vec<String> = match &args.registry {
+        Some(dir) => {
+            let registry =
+                Registry::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
+            crate::client::route(&registry, &args.topic, false)
+                .with_context(|| format!("cannot read topic {:?} through {}", args.topic, dir.display()))?
+        }
+        None => {
+            let count = Connection::connect(&args.broker)?
+                .partitions(&args.topic)
+                .with_context(|| format!("cannot read topic {:?} from {}", args.topic, args.broker))?
+                .len();
+            vec![args.broker.clone(); count]
+        }
+    };
+    let mut conns: Vec<(String, Connection, crate::client::PartitionOffsets)> = Vec::new();
+    let mut by_broker: Vec<(String, Vec<ConsumerPartition>)> = Vec::new();
     let mut ends = Vec::new();
-    for p in chosen_partitions(args, offsets.len() as u32)? {
-        let (start, end) = offsets[p as usize];
+    for p in chosen_partitions(args, routes.len() as u32)? {
+        let addr = &routes[p as usize];
+        let i = match conns.iter().position(|(a, _, _)| a == addr) {
+            Some(i) => i,
+            None => {
+                let mut conn = Connection::connect(addr)?;
+                let offsets = conn
+                    .partitions(&args.topic)
+                    .with_context(|| format!("cannot read topic {:?} from {addr}", args.topic))?;
+                conns.push((addr.clone(), conn, offsets));
+                by_broker.push((addr.clone(), Vec::new()));
+                conns.len() - 1
+            }
+        };
+        let (_, conn, offsets) = &mut conns[i];
+        let (start, end) = offsets.get(p as usize).copied().unwrap_or((0, 0));
+        if start == crate::protocol::ELSEWHERE {
+            return Err(crate::Error::Broker {
+                code: crate::protocol::ErrorCode::PartitionElsewhere,
+                message: format!(
+                    "partition {p} of {:?} is served by another broker of the cluster",
+                    args.topic
+                ),
+            })
+            .context("use --registry DIR to find each partition's broker");
+        }
         let name = format!("{} [{p}]", args.topic);
         let offset = consume::resolve_in(start, end, args.offset, &name, |ts| {
             conn.list_offsets(&args.topic, p, ts)
         })?;
-        parts.push(ConsumerPartition {
+        by_broker[i].1.push(ConsumerPartition {
             partition: p,
             offset,
             stop_at: args.exit_at_end.then_some(end),
         });
         ends.push((p, end));
     }
-    let consumer = Consumer::start(&args.broker, &args.topic, parts, ConsumerConfig::default())?;
+    let consumer = Consumer::start_on(&by_broker, &args.topic, ConsumerConfig::default())?;
     Ok(Source::Remote(consumer, ends))
 }
 

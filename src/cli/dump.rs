@@ -106,10 +106,13 @@ fn dump_registry(dir: &Path, json: bool) -> anyhow::Result<()> {
     }
     let registry = Registry::open(dir)?;
     let brokers = registry.brokers()?;
-    let mut ends: BTreeMap<String, Option<Vec<(u64, u64)>>> = BTreeMap::new();
+    // End offsets, asked of the broker that holds each partition.
+    let mut ends: BTreeMap<(String, String), Option<crate::client::PartitionOffsets>> = BTreeMap::new();
     let mut end_of = |topic: &str, partition: u32| -> Option<u64> {
-        let offsets = ends.entry(topic.to_string()).or_insert_with(|| {
-            let broker = brokers.iter().find(|b| b.topics.contains_key(topic))?;
+        let broker = brokers
+            .iter()
+            .find(|b| b.topics.get(topic).is_some_and(|held| held.contains(&partition)))?;
+        let offsets = ends.entry((broker.id.clone(), topic.to_string())).or_insert_with(|| {
             crate::client::Connection::connect(&broker.addr())
                 .ok()?
                 .partitions(topic)

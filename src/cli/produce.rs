@@ -9,9 +9,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 
-use crate::client::{Producer, ProducerConfig};
+use crate::client::{ClusterProducer, Producer, ProducerConfig};
 use crate::log::LogConfig;
 use crate::produce::{self, BatchOptions, EmbeddedProducer, ParseOptions, ParsedRecord, Partitioner, RecordSplitter};
+use crate::registry::Registry;
 use crate::store::Store;
 use crate::{limits, Error};
 
@@ -68,8 +69,17 @@ pub struct Args {
     pub broker: String,
     /// Embedded mode: append to the logs in this data directory directly,
     /// with no broker (takes each partition's writer lock).
-    #[arg(long = "data-dir", value_name = "DIR", env = "KLOG_DATA_DIR")]
+    #[arg(
+        long = "data-dir",
+        value_name = "DIR",
+        env = "KLOG_DATA_DIR",
+        conflicts_with = "registry"
+    )]
     pub data_dir: Option<PathBuf>,
+    /// Find each partition's broker in this registry (a cluster of
+    /// brokers) instead of sending everything to -b.
+    #[arg(long = "registry", value_name = "DIR", env = "KLOG_REGISTRY")]
+    pub registry: Option<PathBuf>,
     /// Embedded mode: segment size at which a log rolls.
     #[arg(long = "segment-bytes", value_name = "SIZE", default_value = "1GiB", value_parser = super::size_arg)]
     pub segment_bytes: u64,
@@ -179,6 +189,7 @@ fn spawn_reader(files: Vec<PathBuf>) -> io::Result<Receiver<io::Result<Vec<u8>>>
 enum Sink {
     Embedded(EmbeddedProducer),
     Remote(Producer),
+    Cluster(ClusterProducer),
 }
 
 impl Sink {
@@ -186,6 +197,7 @@ impl Sink {
         match self {
             Sink::Embedded(p) => p.partitions(),
             Sink::Remote(p) => p.partitions(),
+            Sink::Cluster(p) => p.partitions(),
         }
     }
 
@@ -199,6 +211,7 @@ impl Sink {
         match self {
             Sink::Embedded(p) => p.send(partition, record, headers, now),
             Sink::Remote(p) => p.send(partition, record, headers, now),
+            Sink::Cluster(p) => p.send(partition, record, headers, now),
         }
     }
 
@@ -206,6 +219,7 @@ impl Sink {
         match self {
             Sink::Embedded(p) => p.flush_pending(now),
             Sink::Remote(p) => p.flush_pending(),
+            Sink::Cluster(p) => p.flush_pending(),
         }
     }
 
@@ -221,6 +235,10 @@ impl Sink {
                 }
             }
             Sink::Remote(p) => {
+                let (summary, result) = p.close();
+                (summary.delivered, summary.failed, result)
+            }
+            Sink::Cluster(p) => {
                 let (summary, result) = p.close();
                 (summary.delivered, summary.failed, result)
             }
@@ -242,7 +260,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         records_max: args.batch,
         bytes_max: usize::try_from(args.batch_bytes).unwrap_or(usize::MAX),
     };
-    let mut producer = match &args.data_dir {
+    let producer = match &args.data_dir {
         Some(dir) => Sink::Embedded(
             EmbeddedProducer::new(Store::new(dir), &args.topic, args.partitions, config.clone(), batch)
                 .with_context(|| format!("cannot produce to topic {:?} in {}", args.topic, dir.display()))?,
@@ -254,12 +272,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 record_bytes_max: config.record_bytes_max,
                 ..ProducerConfig::default()
             };
+            if let Some(dir) = &args.registry {
+                let registry =
+                    Registry::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
+                let cluster = ClusterProducer::connect(&registry, &args.topic, remote)
+                    .with_context(|| format!("cannot produce to topic {:?} through {}", args.topic, dir.display()))?;
+                return run_with(&args, say, Sink::Cluster(cluster), config.record_bytes_max as usize);
+            }
             Sink::Remote(
                 Producer::connect(&args.broker, &args.topic, remote)
                     .with_context(|| format!("cannot produce to topic {:?} on {}", args.topic, args.broker))?,
             )
         }
     };
+    run_with(&args, say, producer, config.record_bytes_max as usize)
+}
+
+/// Sends the input to `producer` and reports.
+fn run_with(args: &Args, say: super::Say, mut producer: Sink, record_max: usize) -> anyhow::Result<ExitCode> {
     if let Some(p) = args.partition {
         if p >= producer.partitions() {
             anyhow::bail!(Error::UnknownPartition {
@@ -275,7 +305,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         at: 0,
         linger: Duration::from_millis(args.linger_ms.max(1)),
     };
-    let outcome = produce_all(&args, reader, &mut producer, config.record_bytes_max as usize);
+    let outcome = produce_all(args, reader, &mut producer, record_max);
     let (delivered, mut failed, closed) = producer.close();
     if outcome.is_err() {
         failed += 1;

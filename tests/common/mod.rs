@@ -257,3 +257,14 @@ pub fn consume_from(addr: &str, topic: &str, args: &[&str]) -> String {
         .success();
     String::from_utf8(out.get_output().stdout.clone()).unwrap()
 }
+
+/// Consumes all of `topic` through a registry with `-e` and extra `args`.
+pub fn consume_registry(registry: &str, topic: &str, args: &[&str]) -> String {
+    let out = bin("klog-consume")
+        .args(["--registry", registry, "-t", topic, "-e", "-q"])
+        .args(args)
+        .timeout(std::time::Duration::from_secs(120))
+        .assert()
+        .success();
+    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+}
