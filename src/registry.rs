@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! <registry>/brokers/<broker-id>.lock          --> (flock held by the live broker)
-//! <registry>/brokers/<broker-id>.json          --> {"id", "host", "port", "pid", "topics": {"t": 4}}
+//! <registry>/brokers/<broker-id>.json          --> {"id", "host", "port", "pid", "topics": {"t": [0, 2]}}
 //! <registry>/consumers/<group>/<member>.lock   --> (flock held by the live member)
 //! <registry>/consumers/<group>/<member>.json   --> {"member", "pid", "host", "topics": ["t"]}
 //! <registry>/owners/<group>/<topic>-<p>.lock   --> <member> (flock held by the owner)
