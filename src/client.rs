@@ -439,24 +439,14 @@ impl Producer {
         fixed_headers: &[(&[u8], &[u8])],
         now: i64,
     ) -> Result<()> {
-        let count = self.partitions();
-        if partition >= count {
-            return Err(Error::UnknownPartition {
-                topic: self.topic.clone(),
-                partition,
-                count,
-            });
-        }
-        let mut headers: Vec<(&[u8], &[u8])> = fixed_headers.to_vec();
-        headers.extend(record.headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice())));
-        let size = BatchBuilder::record_size(record.key.as_deref(), &headers, &record.value);
-        if size > self.config.record_bytes_max as usize {
-            return Err(Error::TooLarge {
-                what: "record",
-                size: size as u64,
-                limit: u64::from(self.config.record_bytes_max),
-            });
-        }
+        let (headers, size) = crate::produce::check_record(
+            &self.topic,
+            partition,
+            self.partitions(),
+            record,
+            fixed_headers,
+            self.config.record_bytes_max,
+        )?;
         let p = partition as usize;
         if !self.builders[p].is_empty() && self.builders[p].size_bytes() + size > self.config.batch.bytes_max {
             self.send_batch(p)?;

@@ -293,6 +293,40 @@ pub struct EmbeddedProducer {
     pub delivered: u64,
 }
 
+/// A record's headers: (name, value) pairs.
+pub type Headers<'a> = Vec<(&'a [u8], &'a [u8])>;
+
+/// A record checked for a partition of a topic of `count` partitions:
+/// its headers (the fixed ones first) and its encoded size, or why it
+/// cannot go (no such partition, or larger than `record_bytes_max`).
+pub fn check_record<'a>(
+    topic: &str,
+    partition: u32,
+    count: u32,
+    record: &'a ParsedRecord,
+    fixed_headers: &[(&'a [u8], &'a [u8])],
+    record_bytes_max: u32,
+) -> Result<(Headers<'a>, usize)> {
+    if partition >= count {
+        return Err(Error::UnknownPartition {
+            topic: topic.to_string(),
+            partition,
+            count,
+        });
+    }
+    let mut headers: Vec<(&[u8], &[u8])> = fixed_headers.to_vec();
+    headers.extend(record.headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice())));
+    let size = BatchBuilder::record_size(record.key.as_deref(), &headers, &record.value);
+    if size > record_bytes_max as usize {
+        return Err(Error::TooLarge {
+            what: "record",
+            size: size as u64,
+            limit: u64::from(record_bytes_max),
+        });
+    }
+    Ok((headers, size))
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -328,24 +362,14 @@ impl EmbeddedProducer {
         fixed_headers: &[(&[u8], &[u8])],
         now: i64,
     ) -> Result<()> {
-        let count = self.partitions();
-        if partition >= count {
-            return Err(Error::UnknownPartition {
-                topic: self.topic.clone(),
-                partition,
-                count,
-            });
-        }
-        let mut headers: Vec<(&[u8], &[u8])> = fixed_headers.to_vec();
-        headers.extend(record.headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice())));
-        let size = BatchBuilder::record_size(record.key.as_deref(), &headers, &record.value);
-        if size > self.config.record_bytes_max as usize {
-            return Err(Error::TooLarge {
-                what: "record",
-                size: size as u64,
-                limit: u64::from(self.config.record_bytes_max),
-            });
-        }
+        let (headers, size) = check_record(
+            &self.topic,
+            partition,
+            self.partitions(),
+            record,
+            fixed_headers,
+            self.config.record_bytes_max,
+        )?;
         let p = partition as usize;
         let builder = &self.builders[p];
         if !builder.is_empty() && builder.size_bytes() + size > self.batch.bytes_max {
