@@ -296,6 +296,7 @@ impl ClusterProducer {
             let (s, r) = p.close();
             total.delivered += s.delivered;
             total.failed += s.failed;
+            total.latency.merge(&s.latency);
             result = result.and(r);
         }
         (total, result)
@@ -335,8 +336,10 @@ impl Default for ProducerConfig {
 /// What the producer's response reader shares with it.
 #[derive(Debug, Default)]
 struct Acks {
-    /// Requests awaiting a response: (correlation id, records).
-    waiting: VecDeque<(u32, u64)>,
+    /// Requests awaiting a response: (correlation id, records, sent at).
+    waiting: VecDeque<(u32, u64, std::time::Instant)>,
+    /// Time from sending a request to its acknowledgement, per record.
+    latency: crate::bench::Histogram,
     delivered: u64,
     failed: u64,
     /// The first error, reported by `send` or `close`.
@@ -488,7 +491,8 @@ impl Producer {
             }
             self.next_id = self.next_id.wrapping_add(1);
             if self.config.acks != protocol::ACKS_NONE {
-                acks.waiting.push_back((self.next_id, records));
+                acks.waiting
+                    .push_back((self.next_id, records, std::time::Instant::now()));
             }
         }
         let c = &self.config;
@@ -533,7 +537,7 @@ impl Producer {
         }
         let mut acks = lock(&self.state.acks);
         // Requests never answered: the connection closed under them.
-        let lost: u64 = acks.waiting.drain(..).map(|(_, n)| n).sum();
+        let lost: u64 = acks.waiting.drain(..).map(|(_, n, _)| n).sum();
         acks.failed += lost;
         let pending = self.builders.iter().map(|b| u64::from(b.len())).sum::<u64>();
         acks.failed += pending;
@@ -548,18 +552,21 @@ impl Producer {
         let summary = ProducerSummary {
             delivered: acks.delivered,
             failed: acks.failed,
+            latency: std::mem::take(&mut acks.latency),
         };
         (summary, result)
     }
 }
 
 /// What a producer delivered.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct ProducerSummary {
     /// Records acknowledged.
     pub delivered: u64,
     /// Records not delivered.
     pub failed: u64,
+    /// From sending to acknowledgement, per record, µs.
+    pub latency: crate::bench::Histogram,
 }
 
 /// The producer's response reader: matches acknowledgements to requests.
@@ -575,7 +582,7 @@ fn read_acks(stream: &TcpStream, addr: &str, state: &AckState) {
         });
         match header {
             Ok(h) => {
-                let Some((id, records)) = acks.waiting.pop_front() else {
+                let Some((id, records, sent)) = acks.waiting.pop_front() else {
                     acks.error.get_or_insert(Error::Protocol {
                         addr: addr.to_string(),
                         reason: format!("an answer to no request ({})", h.correlation_id),
@@ -592,6 +599,7 @@ fn read_acks(stream: &TcpStream, addr: &str, state: &AckState) {
                     });
                 } else if h.error == ErrorCode::None {
                     acks.delivered += records;
+                    acks.latency.record_n(sent.elapsed().as_micros() as u64, records);
                 } else {
                     acks.failed += records;
                     acks.error.get_or_insert(Error::Broker {

@@ -9,6 +9,7 @@
 use std::io::{self, IsTerminal};
 use std::process::ExitCode;
 
+pub mod bench;
 pub mod broker;
 pub mod consume;
 pub mod dump;
@@ -27,6 +28,7 @@ pub const EXIT_CORRUPT: u8 = 4;
 pub fn commands() -> Vec<clap::Command> {
     use clap::CommandFactory;
     vec![
+        bench::Args::command(),
         broker::Args::command(),
         produce::Args::command(),
         consume::Args::command(),

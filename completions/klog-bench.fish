@@ -1,0 +1,75 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_klog_bench_global_optspecs
+    string join \n h/help V/version
+end
+
+function __fish_klog_bench_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_klog_bench_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_klog_bench_using_subcommand
+    set -l cmd (__fish_klog_bench_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c klog-bench -n "__fish_klog_bench_needs_command" -s h -l help -d 'Print help'
+complete -c klog-bench -n "__fish_klog_bench_needs_command" -s V -l version -d 'Print version'
+complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "produce" -d 'Producer throughput and acknowledgement latency'
+complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "consume" -d 'Consumer throughput from the start of a topic (filled first when the benchmark runs its own broker)'
+complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "latency" -d 'End-to-end latency, produce to consume, at a steady rate (acks=1)'
+complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "paper" -d 'The 2011 paper\'s experiments, beside its published figures'
+complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -s n -l records -d 'Records to send' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -s s -l record-size -d 'Bytes per record value' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l batch -d 'Records per batch (one request each)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l acks -d 'Acknowledgements: 0, 1 or all' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l in-flight -d 'Requests in flight per producer' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l producers -d 'Producers, each on its own connection and thread' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l partitions -d 'Partitions of a topic the run creates (own broker only)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -s q -l quiet -d 'No progress on stderr'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -s h -l help -d 'Print help'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s n -l records -d 'Records to read' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s s -l record-size -d 'Bytes per record value (of the records it fills in)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l fetch-size -d 'Bytes fetched per partition per request' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l partitions -d 'Partitions of a topic the run creates (own broker only)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s q -l quiet -d 'No progress on stderr'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s h -l help -d 'Print help'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s n -l records -d 'Records to send' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s s -l record-size -d 'Bytes per record value (at least 8: the send time)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -l rate -d 'Records per second' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -l partitions -d 'Partitions of a topic the run creates (own broker only)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s q -l quiet -d 'No progress on stderr'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s h -l help -d 'Print help'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s n -l records -d 'Records per experiment (the paper: 10 million)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -l partitions -d 'Partitions of a topic the run creates (own broker only)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s q -l quiet -d 'No progress on stderr'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s h -l help -d 'Print help'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency paper help" -f -a "produce" -d 'Producer throughput and acknowledgement latency'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency paper help" -f -a "consume" -d 'Consumer throughput from the start of a topic (filled first when the benchmark runs its own broker)'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency paper help" -f -a "latency" -d 'End-to-end latency, produce to consume, at a steady rate (acks=1)'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency paper help" -f -a "paper" -d 'The 2011 paper\'s experiments, beside its published figures'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency paper help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

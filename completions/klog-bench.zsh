@@ -1,0 +1,220 @@
+#compdef klog-bench
+
+autoload -U is-at-least
+
+_klog-bench() {
+    typeset -A opt_args
+    typeset -a _arguments_options
+    local ret=1
+
+    if is-at-least 5.2; then
+        _arguments_options=(-s -S -C)
+    else
+        _arguments_options=(-s -C)
+    fi
+
+    local context curcontext="$curcontext" state line
+    _arguments "${_arguments_options[@]}" : \
+'-h[Print help]' \
+'--help[Print help]' \
+'-V[Print version]' \
+'--version[Print version]' \
+":: :_klog-bench_commands" \
+"*::: :->klog-bench" \
+&& ret=0
+    case $state in
+    (klog-bench)
+        words=($line[1] "${words[@]}")
+        (( CURRENT += 1 ))
+        curcontext="${curcontext%:*:*}:klog-bench-command-$line[1]:"
+        case $line[1] in
+            (produce)
+_arguments "${_arguments_options[@]}" : \
+'-n+[Records to send]:RECORDS:_default' \
+'--records=[Records to send]:RECORDS:_default' \
+'-s+[Bytes per record value]:SIZE:_default' \
+'--record-size=[Bytes per record value]:SIZE:_default' \
+'--batch=[Records per batch (one request each)]:N:_default' \
+'--acks=[Acknowledgements\: 0, 1 or all]:0|1|all:_default' \
+'--in-flight=[Requests in flight per producer]:N:_default' \
+'--producers=[Producers, each on its own connection and thread]:N:_default' \
+'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
+'--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
+'--partitions=[Partitions of a topic the run creates (own broker only)]:N:_default' \
+'--json[One JSON object on stdout instead of Kafka'\''s final line]' \
+'-q[No progress on stderr]' \
+'--quiet[No progress on stderr]' \
+'-h[Print help]' \
+'--help[Print help]' \
+&& ret=0
+;;
+(consume)
+_arguments "${_arguments_options[@]}" : \
+'-n+[Records to read]:RECORDS:_default' \
+'--records=[Records to read]:RECORDS:_default' \
+'-s+[Bytes per record value (of the records it fills in)]:SIZE:_default' \
+'--record-size=[Bytes per record value (of the records it fills in)]:SIZE:_default' \
+'--fetch-size=[Bytes fetched per partition per request]:SIZE:_default' \
+'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
+'--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
+'--partitions=[Partitions of a topic the run creates (own broker only)]:N:_default' \
+'--json[One JSON object on stdout instead of Kafka'\''s final line]' \
+'-q[No progress on stderr]' \
+'--quiet[No progress on stderr]' \
+'-h[Print help]' \
+'--help[Print help]' \
+&& ret=0
+;;
+(latency)
+_arguments "${_arguments_options[@]}" : \
+'-n+[Records to send]:RECORDS:_default' \
+'--records=[Records to send]:RECORDS:_default' \
+'-s+[Bytes per record value (at least 8\: the send time)]:SIZE:_default' \
+'--record-size=[Bytes per record value (at least 8\: the send time)]:SIZE:_default' \
+'--rate=[Records per second]:N:_default' \
+'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
+'--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
+'--partitions=[Partitions of a topic the run creates (own broker only)]:N:_default' \
+'--json[One JSON object on stdout instead of Kafka'\''s final line]' \
+'-q[No progress on stderr]' \
+'--quiet[No progress on stderr]' \
+'-h[Print help]' \
+'--help[Print help]' \
+&& ret=0
+;;
+(paper)
+_arguments "${_arguments_options[@]}" : \
+'-n+[Records per experiment (the paper\: 10 million)]:RECORDS:_default' \
+'--records=[Records per experiment (the paper\: 10 million)]:RECORDS:_default' \
+'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
+'--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
+'--partitions=[Partitions of a topic the run creates (own broker only)]:N:_default' \
+'--json[One JSON object on stdout instead of Kafka'\''s final line]' \
+'-q[No progress on stderr]' \
+'--quiet[No progress on stderr]' \
+'-h[Print help]' \
+'--help[Print help]' \
+&& ret=0
+;;
+(help)
+_arguments "${_arguments_options[@]}" : \
+":: :_klog-bench__subcmd__help_commands" \
+"*::: :->help" \
+&& ret=0
+
+    case $state in
+    (help)
+        words=($line[1] "${words[@]}")
+        (( CURRENT += 1 ))
+        curcontext="${curcontext%:*:*}:klog-bench-help-command-$line[1]:"
+        case $line[1] in
+            (produce)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(consume)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(latency)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(paper)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(help)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+        esac
+    ;;
+esac
+;;
+        esac
+    ;;
+esac
+}
+
+(( $+functions[_klog-bench_commands] )) ||
+_klog-bench_commands() {
+    local commands; commands=(
+'produce:Producer throughput and acknowledgement latency' \
+'consume:Consumer throughput from the start of a topic (filled first when the benchmark runs its own broker)' \
+'latency:End-to-end latency, produce to consume, at a steady rate (acks=1)' \
+'paper:The 2011 paper'\''s experiments, beside its published figures' \
+'help:Print this message or the help of the given subcommand(s)' \
+    )
+    _describe -t commands 'klog-bench commands' commands "$@"
+}
+(( $+functions[_klog-bench__subcmd__consume_commands] )) ||
+_klog-bench__subcmd__consume_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-bench consume commands' commands "$@"
+}
+(( $+functions[_klog-bench__subcmd__help_commands] )) ||
+_klog-bench__subcmd__help_commands() {
+    local commands; commands=(
+'produce:Producer throughput and acknowledgement latency' \
+'consume:Consumer throughput from the start of a topic (filled first when the benchmark runs its own broker)' \
+'latency:End-to-end latency, produce to consume, at a steady rate (acks=1)' \
+'paper:The 2011 paper'\''s experiments, beside its published figures' \
+'help:Print this message or the help of the given subcommand(s)' \
+    )
+    _describe -t commands 'klog-bench help commands' commands "$@"
+}
+(( $+functions[_klog-bench__subcmd__help__subcmd__consume_commands] )) ||
+_klog-bench__subcmd__help__subcmd__consume_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-bench help consume commands' commands "$@"
+}
+(( $+functions[_klog-bench__subcmd__help__subcmd__help_commands] )) ||
+_klog-bench__subcmd__help__subcmd__help_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-bench help help commands' commands "$@"
+}
+(( $+functions[_klog-bench__subcmd__help__subcmd__latency_commands] )) ||
+_klog-bench__subcmd__help__subcmd__latency_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-bench help latency commands' commands "$@"
+}
+(( $+functions[_klog-bench__subcmd__help__subcmd__paper_commands] )) ||
+_klog-bench__subcmd__help__subcmd__paper_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-bench help paper commands' commands "$@"
+}
+(( $+functions[_klog-bench__subcmd__help__subcmd__produce_commands] )) ||
+_klog-bench__subcmd__help__subcmd__produce_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-bench help produce commands' commands "$@"
+}
+(( $+functions[_klog-bench__subcmd__latency_commands] )) ||
+_klog-bench__subcmd__latency_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-bench latency commands' commands "$@"
+}
+(( $+functions[_klog-bench__subcmd__paper_commands] )) ||
+_klog-bench__subcmd__paper_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-bench paper commands' commands "$@"
+}
+(( $+functions[_klog-bench__subcmd__produce_commands] )) ||
+_klog-bench__subcmd__produce_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-bench produce commands' commands "$@"
+}
+
+if [ "$funcstack[1]" = "_klog-bench" ]; then
+    _klog-bench "$@"
+else
+    compdef _klog-bench klog-bench
+fi

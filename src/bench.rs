@@ -1,0 +1,551 @@
+//! Workloads and statistics for `klog-bench`: a latency histogram, and the
+//! produce, consume and end-to-end latency runs against a broker (one of
+//! its own when none is given).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::broker::{Broker, BrokerConfig, BrokerHandle};
+use crate::client::{Connection, Consumer, ConsumerConfig, ConsumerPartition, Producer, ProducerConfig};
+use crate::error::{Error, Result};
+use crate::produce::{BatchOptions, ParsedRecord};
+
+/// Sub-buckets per power of two: values are kept within 1/16 (6%).
+const SUB_BUCKETS: usize = 16;
+
+/// A log-linear histogram of microseconds: exact below 16 µs, then 16
+/// buckets per power of two. Fixed size, no allocation per value.
+#[derive(Debug, Clone)]
+pub struct Histogram {
+    counts: Vec<u64>,
+    total: u64,
+    sum: f64,
+    max: u64,
+}
+
+impl Default for Histogram {
+    fn default() -> Histogram {
+        Histogram {
+            counts: vec![0; 64 * SUB_BUCKETS],
+            total: 0,
+            sum: 0.0,
+            max: 0,
+        }
+    }
+}
+
+impl Histogram {
+    fn bucket(value: u64) -> usize {
+        if value < SUB_BUCKETS as u64 {
+            return value as usize;
+        }
+        let power = 63 - value.leading_zeros() as usize; // >= 4
+        let sub = ((value >> (power - 4)) & (SUB_BUCKETS as u64 - 1)) as usize;
+        (power - 3) * SUB_BUCKETS + sub
+    }
+
+    /// The smallest value of a bucket.
+    fn low(bucket: usize) -> u64 {
+        if bucket < SUB_BUCKETS {
+            return bucket as u64;
+        }
+        let power = bucket / SUB_BUCKETS + 3;
+        let sub = (bucket % SUB_BUCKETS) as u64;
+        (1u64 << power) | (sub << (power - 4))
+    }
+
+    /// Records `n` occurrences of `value_us`.
+    pub fn record_n(&mut self, value_us: u64, n: u64) {
+        self.counts[Self::bucket(value_us)] += n;
+        self.total += n;
+        self.sum += value_us as f64 * n as f64;
+        self.max = self.max.max(value_us);
+    }
+
+    /// Adds another histogram's values.
+    pub fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.total += other.total;
+        self.sum += other.sum;
+        self.max = self.max.max(other.max);
+    }
+
+    /// Values recorded.
+    pub fn count(&self) -> u64 {
+        self.total
+    }
+
+    /// The mean, µs.
+    pub fn mean(&self) -> f64 {
+        if self.total == 0 {
+            0.0
+        } else {
+            self.sum / self.total as f64
+        }
+    }
+
+    /// The largest value, µs.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// The value at quantile `q` (0..=1), µs: the low end of its bucket.
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.total == 0 {
+            return 0;
+        }
+        let rank = ((q * self.total as f64).ceil() as u64).clamp(1, self.total);
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Self::low(i).min(self.max);
+            }
+        }
+        self.max
+    }
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Records moved.
+    pub records: u64,
+    /// Their bytes (values).
+    pub bytes: u64,
+    /// Wall time, seconds.
+    pub secs: f64,
+    /// Latencies, µs (produce: send to acknowledgement; latency: produce
+    /// to consume).
+    pub latency: Histogram,
+}
+
+impl Report {
+    /// Records per second.
+    pub fn records_per_sec(&self) -> f64 {
+        self.records as f64 / self.secs.max(1e-9)
+    }
+
+    /// MB (10^6 bytes) of values per second.
+    pub fn mb_per_sec(&self) -> f64 {
+        self.bytes as f64 / 1e6 / self.secs.max(1e-9)
+    }
+
+    /// Kafka's final line: `N records sent, R records/sec (M MB/sec), ...`.
+    pub fn kafka_line(&self, verb: &str) -> String {
+        let ms = |us: u64| us as f64 / 1000.0;
+        let h = &self.latency;
+        format!(
+            "{} records {verb}, {:.1} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, \
+             {:.2} ms 50th, {:.2} ms 95th, {:.2} ms 99th, {:.2} ms 99.9th.",
+            self.records,
+            self.records_per_sec(),
+            self.mb_per_sec(),
+            h.mean() / 1000.0,
+            ms(h.max()),
+            ms(h.quantile(0.50)),
+            ms(h.quantile(0.95)),
+            ms(h.quantile(0.99)),
+            ms(h.quantile(0.999)),
+        )
+    }
+
+    /// The report as one JSON object.
+    pub fn json(&self, kind: &str) -> serde_json::Value {
+        let ms = |us: u64| us as f64 / 1000.0;
+        let h = &self.latency;
+        serde_json::json!({
+            "type": kind,
+            "records": self.records,
+            "bytes": self.bytes,
+            "seconds": self.secs,
+            "records_per_sec": self.records_per_sec(),
+            "mb_per_sec": self.mb_per_sec(),
+            "latency_ms_avg": h.mean() / 1000.0,
+            "latency_ms_max": ms(h.max()),
+            "latency_ms_p50": ms(h.quantile(0.50)),
+            "latency_ms_p95": ms(h.quantile(0.95)),
+            "latency_ms_p99": ms(h.quantile(0.99)),
+            "latency_ms_p999": ms(h.quantile(0.999)),
+        })
+    }
+}
+
+/// A broker of the benchmark's own, in this process, on a temporary data
+/// directory removed when dropped.
+#[derive(Debug)]
+pub struct OwnBroker {
+    handle: BrokerHandle,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+    dir: PathBuf,
+}
+
+impl OwnBroker {
+    /// Starts one on 127.0.0.1, a free port, and a fresh directory.
+    pub fn start(partitions: u32) -> anyhow::Result<OwnBroker> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = std::env::temp_dir().join(format!("klog-bench-{}-{nanos}", std::process::id()));
+        crate::broker::QUIET.store(true, Ordering::Relaxed);
+        let mut config = BrokerConfig::new(&dir, "127.0.0.1:0");
+        config.partitions_default = partitions;
+        let broker = Broker::open(config)?;
+        let handle = broker.handle()?;
+        let thread = std::thread::Builder::new()
+            .name("broker".into())
+            .spawn(move || broker.run())?;
+        Ok(OwnBroker {
+            handle,
+            thread: Some(thread),
+            dir,
+        })
+    }
+
+    /// Its address.
+    pub fn addr(&self) -> String {
+        self.handle.local_addr().to_string()
+    }
+
+    /// Bytes of its segment files.
+    pub fn log_bytes(&self) -> u64 {
+        fn walk(dir: &std::path::Path) -> u64 {
+            std::fs::read_dir(dir).map_or(0, |entries| {
+                entries
+                    .filter_map(|e| e.ok())
+                    .map(|e| {
+                        let path = e.path();
+                        if path.is_dir() {
+                            walk(&path)
+                        } else if path.extension().is_some_and(|x| x == "log") {
+                            e.metadata().map_or(0, |m| m.len())
+                        } else {
+                            0
+                        }
+                    })
+                    .sum()
+            })
+        }
+        walk(&self.dir)
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        self.handle.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A produce run.
+#[derive(Debug, Clone)]
+pub struct ProduceRun {
+    /// Topic.
+    pub topic: String,
+    /// Records in all.
+    pub records: u64,
+    /// Value size.
+    pub size: usize,
+    /// Records per batch (request).
+    pub batch: u32,
+    /// 0, 1, -1.
+    pub acks: i8,
+    /// Requests in flight per producer.
+    pub in_flight: usize,
+    /// Producers (threads, each with its connection).
+    pub producers: u32,
+}
+
+/// Produces `run.records` records of `run.size` bytes to `addr`, calling
+/// `progress` with the records sent so far now and then.
+pub fn produce(addr: &str, run: &ProduceRun, progress: &(dyn Fn(u64) + Sync)) -> Result<Report> {
+    let sent = AtomicU64::new(0);
+    let start = Instant::now();
+    let producers = run.producers.max(1) as u64;
+    let results: Vec<Result<(u64, Histogram)>> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..producers)
+            .map(|i| {
+                let sent = &sent;
+                s.spawn(move || {
+                    let share = run.records / producers + u64::from(i < run.records % producers);
+                    produce_share(addr, run, share, i as u32, sent, progress)
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| Err(Error::Config("a producer thread panicked".into())))
+            })
+            .collect()
+    });
+    let mut report = Report::default();
+    for r in results {
+        let (records, latency) = r?;
+        report.records += records;
+        report.latency.merge(&latency);
+    }
+    report.secs = start.elapsed().as_secs_f64();
+    report.bytes = report.records * run.size as u64;
+    Ok(report)
+}
+
+fn produce_share(
+    addr: &str,
+    run: &ProduceRun,
+    records: u64,
+    first_partition: u32,
+    sent: &AtomicU64,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(u64, Histogram)> {
+    let config = ProducerConfig {
+        acks: run.acks,
+        batch: BatchOptions {
+            records_max: run.batch.max(1),
+            bytes_max: usize::MAX,
+        },
+        in_flight_max: run.in_flight.max(1),
+        ..ProducerConfig::default()
+    };
+    let mut producer = Producer::connect(addr, &run.topic, config)?;
+    let partitions = producer.partitions();
+    let record = ParsedRecord {
+        key: None,
+        value: vec![b'x'; run.size],
+        headers: Vec::new(),
+        timestamp: None,
+    };
+    let mut partition = first_partition % partitions;
+    let mut now = crate::produce::now_ms();
+    for i in 0..records {
+        producer.send(partition, &record, &[], now)?;
+        if (i + 1) % u64::from(run.batch.max(1)) == 0 {
+            partition = (partition + 1) % partitions;
+        }
+        if i % 4096 == 4095 {
+            now = crate::produce::now_ms();
+            progress(sent.fetch_add(4096, Ordering::Relaxed) + 4096);
+        }
+    }
+    let (summary, result) = producer.close();
+    result?;
+    Ok((summary.delivered, summary.latency))
+}
+
+/// Produces `records` records of `size` bytes to `topic` quickly (batches
+/// of 1000; acks=all, so that all are visible when it returns): the data
+/// a consume run reads.
+pub fn fill(addr: &str, topic: &str, records: u64, size: usize) -> Result<()> {
+    let run = ProduceRun {
+        topic: topic.to_string(),
+        records,
+        size,
+        batch: 1000,
+        acks: crate::protocol::ACKS_ALL,
+        in_flight: 8,
+        producers: 1,
+    };
+    produce(addr, &run, &|_| {}).map(|_| ())
+}
+
+/// Consumes `records` records of `topic` from the beginning of every
+/// partition, fetching `fetch_bytes` per partition per request.
+pub fn consume(
+    addr: &str,
+    topic: &str,
+    records: u64,
+    fetch_bytes: u32,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Report> {
+    // Records just produced with acks=1 become visible as the broker
+    // flushes them: give it a moment before calling the topic short.
+    let mut conn = Connection::connect(addr)?;
+    let waited = Instant::now();
+    let offsets = loop {
+        let offsets = conn.partitions(topic)?;
+        let available: u64 = offsets.iter().map(|(s, e)| e - s).sum();
+        if available >= records {
+            break offsets;
+        }
+        if waited.elapsed() > Duration::from_secs(5) {
+            return Err(Error::Config(format!(
+                "topic {topic:?} holds {available} records, fewer than the {records} asked for"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let parts = offsets
+        .iter()
+        .enumerate()
+        .map(|(p, &(start, end))| ConsumerPartition {
+            partition: p as u32,
+            offset: start,
+            stop_at: Some(end),
+        })
+        .collect();
+    let config = ConsumerConfig {
+        fetch_bytes_max: fetch_bytes,
+        ..ConsumerConfig::default()
+    };
+    let start = Instant::now();
+    let mut consumer = Consumer::start(addr, topic, parts, config)?;
+    let mut report = Report::default();
+    while report.records < records {
+        consumer.poll(Duration::from_millis(500), |_, r| {
+            report.records += 1;
+            report.bytes += r.value.len() as u64;
+            Ok(report.records < records)
+        })?;
+        progress(report.records);
+    }
+    report.secs = start.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// End to end: one producer sends `records` records at `rate` per second
+/// (acks=1), each carrying its send time; a consumer following the topic
+/// measures when each arrives.
+pub fn latency(addr: &str, topic: &str, records: u64, size: usize, rate: u64) -> Result<Report> {
+    let size = size.max(8);
+    // Start the consumer at the current end, before producing.
+    let mut conn = Connection::connect(addr)?;
+    let offsets = match conn.partitions(topic) {
+        Ok(o) => o,
+        Err(_) => {
+            conn.create_topic(topic, 0)?;
+            conn.partitions(topic)?
+        }
+    };
+    let parts = offsets
+        .iter()
+        .enumerate()
+        .map(|(p, &(_, end))| ConsumerPartition {
+            partition: p as u32,
+            offset: end,
+            stop_at: None,
+        })
+        .collect();
+    let config = ConsumerConfig {
+        max_wait_ms: 100,
+        ..ConsumerConfig::default()
+    };
+    let mut consumer = Consumer::start(addr, topic, parts, config)?;
+    let epoch = Instant::now();
+    let failed = AtomicBool::new(false);
+    let start = Instant::now();
+    let producer_result = Mutex::new(Ok(()));
+    let mut report = Report::default();
+    std::thread::scope(|s| -> Result<()> {
+        s.spawn(|| {
+            let r = send_paced(addr, topic, records, size, rate, epoch);
+            if r.is_err() {
+                failed.store(true, Ordering::Relaxed);
+            }
+            *producer_result.lock().unwrap_or_else(|p| p.into_inner()) = r;
+        });
+        let deadline_idle = Duration::from_secs(30);
+        let mut last = Instant::now();
+        while report.records < records && !failed.load(Ordering::Relaxed) {
+            let n = consumer.poll(Duration::from_millis(100), |_, r| {
+                let sent_us = u64::from_le_bytes(r.value[..8].try_into().expect("8 bytes"));
+                let now_us = epoch.elapsed().as_micros() as u64;
+                report.latency.record_n(now_us.saturating_sub(sent_us), 1);
+                report.records += 1;
+                report.bytes += r.value.len() as u64;
+                Ok(true)
+            })?;
+            if n > 0 {
+                last = Instant::now();
+            } else if last.elapsed() > deadline_idle {
+                return Err(Error::Config("no record arrived for 30 s".into()));
+            }
+        }
+        Ok(())
+    })?;
+    std::mem::replace(&mut *producer_result.lock().unwrap_or_else(|p| p.into_inner()), Ok(()))?;
+    report.secs = start.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Sends `records` records at `rate` per second, each value starting with
+/// its send time in µs since `epoch`.
+fn send_paced(addr: &str, topic: &str, records: u64, size: usize, rate: u64, epoch: Instant) -> Result<()> {
+    let config = ProducerConfig {
+        acks: crate::protocol::ACKS_LEADER,
+        batch: BatchOptions {
+            records_max: 10_000,
+            bytes_max: 1 << 20,
+        },
+        in_flight_max: 16,
+        ..ProducerConfig::default()
+    };
+    let mut producer = Producer::connect(addr, topic, config)?;
+    let partitions = producer.partitions();
+    let mut record = ParsedRecord {
+        key: None,
+        value: vec![b'x'; size],
+        headers: Vec::new(),
+        timestamp: None,
+    };
+    let interval = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+    let start = Instant::now();
+    let mut next_flush = Instant::now();
+    for i in 0..records {
+        // Pace: record i leaves at start + i * interval.
+        let due = start + interval.mul_f64(i as f64);
+        let now = Instant::now();
+        if due > now {
+            producer.flush_pending()?;
+            std::thread::sleep(due - now);
+        }
+        let sent_us = epoch.elapsed().as_micros() as u64;
+        record.value[..8].copy_from_slice(&sent_us.to_le_bytes());
+        producer.send(
+            (i % u64::from(partitions)) as u32,
+            &record,
+            &[],
+            crate::produce::now_ms(),
+        )?;
+        // Linger at most a millisecond.
+        if Instant::now() >= next_flush {
+            producer.flush_pending()?;
+            next_flush = Instant::now() + Duration::from_millis(1);
+        }
+    }
+    let (_, result) = producer.close();
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_quantiles_are_within_a_sixteenth() {
+        let mut h = Histogram::default();
+        for v in 1..=100_000u64 {
+            h.record_n(v, 1);
+        }
+        assert_eq!(h.count(), 100_000);
+        assert_eq!(h.max(), 100_000);
+        for (q, exact) in [(0.5, 50_000.0), (0.99, 99_000.0), (0.999, 99_900.0)] {
+            let got = h.quantile(q) as f64;
+            assert!((got - exact).abs() / exact <= 1.0 / 16.0, "q{q}: {got} vs {exact}");
+        }
+        assert!((h.mean() - 50_000.5).abs() < 1.0);
+        for v in [0u64, 1, 15, 16, 17, 1000, 1 << 40, u64::MAX] {
+            let b = Histogram::bucket(v);
+            assert!(Histogram::low(b) <= v, "{v}");
+            // The last bucket (of u64::MAX) has no successor.
+            assert!(v == u64::MAX || Histogram::low(b + 1) > v, "{v}");
+        }
+    }
+}

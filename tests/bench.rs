@@ -1,0 +1,72 @@
+//! `klog-bench` through the binary, with small runs: the numbers are not
+//! checked (that is what a benchmark is for), the output's shape is.
+
+mod common;
+
+use common::{bin, lines, produce_to, BrokerProc};
+use predicates::prelude::*;
+
+#[test]
+fn produce_consume_and_latency_print_kafkas_line_or_json() {
+    bin("klog-bench")
+        .args(["produce", "-n", "20000", "-q"])
+        .assert()
+        .success()
+        .stdout(predicate::str::is_match(r"^20000 records sent, [0-9.]+ records/sec \([0-9.]+ MB/sec\), [0-9.]+ ms avg latency, [0-9.]+ ms max latency, [0-9.]+ ms 50th, [0-9.]+ ms 95th, [0-9.]+ ms 99th, [0-9.]+ ms 99.9th.\n$").unwrap());
+    let out = bin("klog-bench")
+        .args(["consume", "-n", "20000", "-q", "--json"])
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["records"], 20000);
+    for field in [
+        "records_per_sec",
+        "mb_per_sec",
+        "latency_ms_avg",
+        "latency_ms_max",
+        "latency_ms_p50",
+        "latency_ms_p95",
+        "latency_ms_p99",
+        "latency_ms_p999",
+    ] {
+        assert!(v[field].is_number(), "{field} in {v}");
+    }
+    let out = bin("klog-bench")
+        .args(["latency", "-n", "5000", "--rate", "20000", "--json"])
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["records"], 5000);
+    assert!(v["latency_ms_p99"].as_f64().unwrap() > 0.0, "{v}");
+}
+
+#[test]
+fn paper_prints_the_table_beside_the_papers_figures() {
+    bin("klog-bench")
+        .args(["paper", "-n", "20000", "-q"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("400,000 records/s")
+                .and(predicate::str::contains("produce, batch 1"))
+                .and(predicate::str::contains("bytes of overhead per record")),
+        );
+}
+
+#[test]
+fn against_a_running_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(dir.path(), &[]);
+    produce_to(&broker.addr, "data", &lines(3000), &[]);
+    bin("klog-bench")
+        .args(["consume", "-b", &broker.addr, "-t", "data", "-n", "3000", "-q"])
+        .assert()
+        .success()
+        .stdout(predicate::str::starts_with("3000 records consumed"));
+    // More than the topic holds: a clear error.
+    bin("klog-bench")
+        .args(["consume", "-b", &broker.addr, "-t", "data", "-n", "5000", "-q"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("holds 3000 records"));
+}
