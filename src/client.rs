@@ -363,10 +363,17 @@ pub struct Producer {
     config: ProducerConfig,
     builders: Vec<BatchBuilder>,
     frame: Vec<u8>,
+    /// Requests encoded and not yet written, and (requests expecting an
+    /// answer, records) among them.
+    out: Vec<u8>,
+    unsent: (usize, u64),
     next_id: u32,
     state: Arc<AckState>,
     reader: Option<std::thread::JoinHandle<()>>,
 }
+
+/// Held-back requests are written once they fill this much.
+const WRITE_COALESCE_BYTES: usize = 64 * 1024;
 
 impl Producer {
     /// Connects to the broker at `addr` and looks `topic` up, creating it
@@ -407,6 +414,8 @@ impl Producer {
             config,
             builders: vec![BatchBuilder::new(); partitions as usize],
             frame: Vec::new(),
+            out: Vec::new(),
+            unsent: (0, 0),
             next_id: control.next_id,
             state,
             reader,
@@ -467,7 +476,7 @@ impl Producer {
         for p in 0..self.builders.len() {
             self.send_batch(p)?;
         }
-        Ok(())
+        self.write_out()
     }
 
     fn send_batch(&mut self, p: usize) -> Result<()> {
@@ -475,10 +484,17 @@ impl Producer {
             return Ok(());
         }
         let records = u64::from(self.builders[p].len());
-        {
+        let on_wire = {
             let mut acks = lock(&self.state.acks);
-            while acks.waiting.len() >= self.config.in_flight_max.max(1) && !acks.broken {
-                acks = self.state.changed.wait(acks).unwrap_or_else(|e| e.into_inner());
+            if acks.waiting.len() >= self.config.in_flight_max.max(1) {
+                // The window is full: what is held back goes out before
+                // waiting for its answers.
+                drop(acks);
+                self.write_out()?;
+                acks = lock(&self.state.acks);
+                while acks.waiting.len() >= self.config.in_flight_max.max(1) && !acks.broken {
+                    acks = self.state.changed.wait(acks).unwrap_or_else(|e| e.into_inner());
+                }
             }
             if let Some(e) = acks.error.take() {
                 return Err(e);
@@ -490,11 +506,13 @@ impl Producer {
                 });
             }
             self.next_id = self.next_id.wrapping_add(1);
+            let on_wire = acks.waiting.len() - self.unsent.0;
             if self.config.acks != protocol::ACKS_NONE {
                 acks.waiting
                     .push_back((self.next_id, records, std::time::Instant::now()));
             }
-        }
+            on_wire
+        };
         let c = &self.config;
         protocol::produce_request(
             &mut self.frame,
@@ -506,7 +524,25 @@ impl Producer {
             self.builders[p].finish(),
         );
         self.builders[p].clear();
-        let written = (&self.stream).write_all(&self.frame);
+        self.out.extend_from_slice(&self.frame);
+        self.unsent.0 += usize::from(self.config.acks != protocol::ACKS_NONE);
+        self.unsent.1 += records;
+        // Requests leave together: at once when the broker has nothing to
+        // do, else when enough are held back to fill a large write.
+        if on_wire == 0 || self.out.len() >= WRITE_COALESCE_BYTES {
+            self.write_out()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the requests held back, in one write.
+    fn write_out(&mut self) -> Result<()> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let written = (&self.stream).write_all(&self.out);
+        self.out.clear();
+        let (_, records) = std::mem::take(&mut self.unsent);
         let mut acks = lock(&self.state.acks);
         match written {
             Ok(()) if self.config.acks == protocol::ACKS_NONE => acks.delivered += records,

@@ -95,8 +95,21 @@ fn read_requests(
 ) {
     let max = shared.config.request_bytes_max;
     let mut reader = FrameReader::new(stream, max, timeout);
+    // Answers the reader writes itself, sent together when no request is
+    // left in the buffer.
+    let mut replies: Vec<u8> = Vec::new();
     loop {
-        let body = match reader.next() {
+        if !reader.has_frame() || replies.len() >= 64 * 1024 {
+            if let Err(e) = flush_out(stream, &mut replies) {
+                return broken(stream, peer, e);
+            }
+        }
+        let next = reader.next();
+        // Answers already due still go out before the connection ends.
+        if next.is_err() && flush_out(stream, &mut replies).is_err() {
+            return;
+        }
+        let body = match next {
             Ok(body) => body,
             Err(FrameError::Closed) => return,
             Err(FrameError::Garbage(why)) => {
@@ -134,12 +147,12 @@ fn read_requests(
             // Nothing before it is waiting to be written, so the writer is
             // idle: answer at once, without waking it (a thread switch
             // saved per request).
-            Some(Pending::Ready(frame)) if queued.load(Ordering::Acquire) == 0 => {
-                if let Err(e) = (&*stream).write_all(&frame) {
+            Some(Pending::Ready(frame)) if queued.load(Ordering::Acquire) == 0 => replies.extend_from_slice(&frame),
+            Some(pending) => {
+                // The writer's answers follow ours: ours go first.
+                if let Err(e) = flush_out(stream, &mut replies) {
                     return broken(stream, peer, e);
                 }
-            }
-            Some(pending) => {
                 queued.fetch_add(1, Ordering::AcqRel);
                 if tx.send(pending).is_err() {
                     return;
@@ -240,6 +253,16 @@ impl<'a> FrameReader<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Whether a whole frame is buffered (the next `next` makes no syscall).
+    fn has_frame(&self) -> bool {
+        let have = self.filled - self.pos;
+        if have < protocol::LENGTH_BYTES {
+            return false;
+        }
+        let len = u32::from_le_bytes(self.buf[self.pos..self.pos + 4].try_into().expect("4 bytes"));
+        have - protocol::LENGTH_BYTES >= len as usize
     }
 
     /// The next frame's body, consumed.
