@@ -211,17 +211,23 @@ impl OwnBroker {
         self.handle.local_addr().to_string()
     }
 
-    /// Bytes of its segment files.
-    pub fn log_bytes(&self) -> u64 {
-        fn walk(dir: &std::path::Path) -> u64 {
+    /// Bytes of the segment files of `topic`.
+    pub fn log_bytes(&self, topic: &str) -> u64 {
+        fn walk(dir: &std::path::Path, topic: &str) -> u64 {
             std::fs::read_dir(dir).map_or(0, |entries| {
                 entries
                     .filter_map(|e| e.ok())
                     .map(|e| {
                         let path = e.path();
                         if path.is_dir() {
-                            walk(&path)
-                        } else if path.extension().is_some_and(|x| x == "log") {
+                            walk(&path, topic)
+                        } else if path.extension().is_some_and(|x| x == "log")
+                            && dir
+                                .file_name()
+                                .and_then(|n| n.to_str())
+                                .and_then(crate::store::parse_partition_dir)
+                                .is_some_and(|(t, _)| t == topic)
+                        {
                             e.metadata().map_or(0, |m| m.len())
                         } else {
                             0
@@ -230,7 +236,7 @@ impl OwnBroker {
                     .sum()
             })
         }
-        walk(&self.dir)
+        walk(&self.dir, topic)
     }
 }
 

@@ -49,7 +49,7 @@ fn paper_prints_the_table_beside_the_papers_figures() {
         .stdout(
             predicate::str::contains("400,000 records/s")
                 .and(predicate::str::contains("produce, batch 1"))
-                .and(predicate::str::contains("bytes of overhead per record")),
+                .and(predicate::str::contains("bytes of overhead per record, batch 50")),
         );
 }
 

@@ -59,7 +59,7 @@ pub enum Command {
         #[arg(long = "acks", value_name = "0|1|all", default_value = "1", value_parser = super::acks_arg)]
         acks: i8,
         /// Requests in flight per producer.
-        #[arg(long = "in-flight", value_name = "N", default_value_t = 8)]
+        #[arg(long = "in-flight", value_name = "N", default_value_t = 16)]
         in_flight: usize,
         /// Producers, each on its own connection and thread.
         #[arg(long = "producers", value_name = "N", default_value_t = 1)]
@@ -273,6 +273,7 @@ fn paper(records: u64, common: &Common) -> anyhow::Result<()> {
     let mut rows: Vec<(&str, String, String)> = Vec::new();
     let mut json = Vec::new();
     let mut produced_b50 = None;
+    let mut topics = Vec::new();
     for (batch, paper_figure) in [(1u32, "50,000 records/s"), (50, "400,000 records/s")] {
         let run = ProduceRun {
             topic: topic(common, &format!("paper-b{batch}")),
@@ -299,6 +300,7 @@ fn paper(records: u64, common: &Common) -> anyhow::Result<()> {
         if batch == 50 {
             produced_b50 = Some(run.topic.clone());
         }
+        topics.push((batch, run.topic.clone()));
     }
     let topic = produced_b50.expect("batch 50 ran");
     let progress = Progress::new(records, "consume", common.quiet);
@@ -312,11 +314,17 @@ fn paper(records: u64, common: &Common) -> anyhow::Result<()> {
     ));
     json.push(report.json("consume"));
     if let Some(own) = &target.own {
-        // Both produce runs are on disk: 2 x records of 200-byte values.
-        let bytes = own.log_bytes();
-        let per_record = bytes as f64 / (2 * records) as f64 - 200.0;
-        rows.push(("bytes of overhead per record", "9".into(), format!("{per_record:.1}")));
-        json.push(serde_json::json!({"type": "overhead", "bytes_per_record": per_record}));
+        // Segment bytes beyond the 200-byte values (segment headers included).
+        for (batch, topic) in topics.iter().rev() {
+            let per_record = own.log_bytes(topic) as f64 / records as f64 - 200.0;
+            let (what, paper) = if *batch == 50 {
+                ("bytes of overhead per record, batch 50", "9")
+            } else {
+                ("bytes of overhead per record, batch 1", "9 (any batch)")
+            };
+            rows.push((what, paper.into(), format!("{per_record:.1}")));
+            json.push(serde_json::json!({"type": "overhead", "batch": batch, "bytes_per_record": per_record}));
+        }
     }
     if common.json {
         for j in json {
