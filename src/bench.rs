@@ -461,7 +461,13 @@ pub fn latency(addr: &str, topic: &str, records: u64, size: usize, rate: u64) ->
         let mut last = Instant::now();
         while report.records < records && !failed.load(Ordering::Relaxed) {
             let n = consumer.poll(Duration::from_millis(100), |_, r| {
-                let sent_us = u64::from_le_bytes(r.value[..8].try_into().expect("8 bytes"));
+                let Some(stamp) = r.value.get(..8) else {
+                    return Err(Error::Config(format!(
+                        "the record at offset {} is not one klog-bench latency sent (under 8 bytes): use a topic of its own",
+                        r.offset
+                    )));
+                };
+                let sent_us = u64::from_le_bytes(stamp.try_into().expect("8 bytes"));
                 let now_us = epoch.elapsed().as_micros() as u64;
                 report.latency.record_n(now_us.saturating_sub(sent_us), 1);
                 report.records += 1;
