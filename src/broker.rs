@@ -651,16 +651,7 @@ fn flusher(shared: &Shared) {
         let due: Vec<Arc<Partition>> = {
             let mut dirty = lock(&shared.dirty);
             loop {
-                let now = crate::produce::now_ms();
-                let mut due = Vec::new();
-                dirty.partitions.retain(|_, (p, urgent)| {
-                    if *urgent || flush_due(config, &p.lock(), now) {
-                        due.push(Arc::clone(p));
-                        false
-                    } else {
-                        true
-                    }
-                });
+                let due = take_due(&mut dirty, config, crate::produce::now_ms());
                 if !due.is_empty() {
                     break due;
                 }
@@ -681,6 +672,26 @@ fn flusher(shared: &Shared) {
         }
         shared.notify_visible();
     }
+}
+
+/// Takes out of `dirty` the partitions to flush now. Entries that an
+/// earlier flush already covered go too: an entry left in the map keeps
+/// the next append from waking the flusher (see [`Shared::mark_dirty`]).
+fn take_due(dirty: &mut Dirty, config: &BrokerConfig, now_ms: i64) -> Vec<Arc<Partition>> {
+    let mut due = Vec::new();
+    dirty.partitions.retain(|_, (p, urgent)| {
+        let log = p.lock();
+        if log.unflushed().0 == 0 {
+            return false;
+        }
+        if *urgent || flush_due(config, &log, now_ms) {
+            due.push(Arc::clone(p));
+            false
+        } else {
+            true
+        }
+    });
+    due
 }
 
 /// Whether a partition's unflushed records are due under the flush policy.
@@ -742,5 +753,85 @@ fn retention(shared: &Shared) {
                 Err(e) => log_line(format_args!("retention of {}-{} failed: {e}", p.topic, p.partition)),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::sim::SimFs;
+    use crate::fs::Vfs;
+    use crate::record::BatchBuilder;
+
+    fn partition() -> Arc<Partition> {
+        let vfs: Arc<dyn Vfs> = Arc::new(SimFs::new());
+        let dir = std::path::Path::new("/t-0");
+        vfs.create_dir_all(dir).unwrap();
+        let config = LogConfig {
+            visible_after_flush: true,
+            index_bytes_max: 4096,
+            ..LogConfig::default()
+        };
+        let options = OpenOptions {
+            writable: true,
+            lock: false,
+        };
+        let log = Log::open(vfs, dir, config, options).unwrap();
+        Arc::new(Partition {
+            topic: "t".into(),
+            partition: 0,
+            flushed: AtomicU64::new(0),
+            log: Mutex::new(log),
+        })
+    }
+
+    fn append(p: &Partition) {
+        let mut b = BatchBuilder::new();
+        b.push(0, None, &[], b"x");
+        p.lock().append(&mut b.finish().to_vec(), 0).unwrap();
+    }
+
+    #[test]
+    fn entries_an_earlier_flush_covered_leave_the_dirty_map() {
+        let config = BrokerConfig::new("/unused", "127.0.0.1:0");
+        let p = partition();
+        let mut dirty = Dirty::default();
+        // Appended and marked: due at once (no policy: flush continuously).
+        append(&p);
+        dirty
+            .partitions
+            .insert(Arc::as_ptr(&p) as usize, (Arc::clone(&p), false));
+        assert_eq!(take_due(&mut dirty, &config, 0).len(), 1);
+        // An append marks it again, then a flush (begun before the mark
+        // was seen) covers that append: the entry must go, or the next
+        // append would find it present and not wake the flusher.
+        append(&p);
+        dirty
+            .partitions
+            .insert(Arc::as_ptr(&p) as usize, (Arc::clone(&p), false));
+        let pending = p.lock().begin_flush().unwrap();
+        pending.sync().unwrap();
+        p.lock().complete_flush(&pending);
+        assert!(take_due(&mut dirty, &config, 0).is_empty());
+        assert!(
+            dirty.partitions.is_empty(),
+            "a covered entry stays and silences the next append"
+        );
+    }
+
+    #[test]
+    fn under_a_policy_entries_wait_unless_urgent() {
+        let mut config = BrokerConfig::new("/unused", "127.0.0.1:0");
+        config.flush_messages = Some(100);
+        let p = partition();
+        let mut dirty = Dirty::default();
+        append(&p);
+        dirty
+            .partitions
+            .insert(Arc::as_ptr(&p) as usize, (Arc::clone(&p), false));
+        assert!(take_due(&mut dirty, &config, 0).is_empty());
+        assert_eq!(dirty.partitions.len(), 1, "kept until due");
+        dirty.partitions.values_mut().for_each(|e| e.1 = true);
+        assert_eq!(take_due(&mut dirty, &config, 0).len(), 1, "acks=all cannot wait");
     }
 }
