@@ -292,6 +292,7 @@ impl Shared {
     fn open_topic(&self, topic: &str, mine: &[bool]) -> Result<Vec<Option<Arc<Partition>>>> {
         let mut config = self.config.log.clone();
         config.visible_after_flush = true;
+        config.write_buffer_bytes = WRITE_BUFFER_BYTES;
         config.flush_messages = None;
         config.flush_interval_ms = None;
         let options = OpenOptions {
@@ -684,6 +685,10 @@ fn flusher(shared: &Shared) {
     }
 }
 
+/// Appends a partition gathers before writing them to its segment file;
+/// the connection writes them out sooner, before it acknowledges them.
+const WRITE_BUFFER_BYTES: usize = 256 * 1024;
+
 /// The shortest time between two flush passes.
 const GROUP_COMMIT_WINDOW: Duration = Duration::from_millis(1);
 
@@ -724,8 +729,14 @@ fn flush_due(config: &BrokerConfig, log: &Log, now_ms: i64) -> bool {
 
 /// Syncs a partition outside its lock and exposes what was synced.
 fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
-    let Some(pending) = p.lock().begin_flush() else {
-        return;
+    let begun = p.lock().begin_flush();
+    let pending = match begun {
+        Ok(Some(pending)) => pending,
+        Ok(None) => return,
+        Err(e) => {
+            log_line(format_args!("cannot flush {}-{}: {e}", p.topic, p.partition));
+            return;
+        }
     };
     match pending.sync() {
         Ok(()) => {
@@ -822,7 +833,7 @@ mod tests {
         dirty
             .partitions
             .insert(Arc::as_ptr(&p) as usize, (Arc::clone(&p), false));
-        let pending = p.lock().begin_flush().unwrap();
+        let pending = p.lock().begin_flush().unwrap().unwrap();
         pending.sync().unwrap();
         p.lock().complete_flush(&pending);
         assert!(take_due(&mut dirty, &config, 0).is_empty());

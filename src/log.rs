@@ -72,6 +72,11 @@ pub struct LogConfig {
     /// flush policy of the log's own (the broker flushes from outside,
     /// through [`Log::begin_flush`], and exposes what is durable).
     pub visible_after_flush: bool,
+    /// Gather appends in memory up to this many bytes and write them
+    /// together (0: write each at once). Only with readers that see flushed
+    /// records only; the gathered bytes are written at the latest by
+    /// [`Log::write_pending`], a flush, a roll or a close.
+    pub write_buffer_bytes: usize,
 }
 
 impl Default for LogConfig {
@@ -87,6 +92,7 @@ impl Default for LogConfig {
             flush_interval_ms: None,
             record_bytes_max: limits::RECORD_BYTES_MAX_DEFAULT,
             visible_after_flush: false,
+            write_buffer_bytes: 0,
         }
     }
 }
@@ -356,7 +362,13 @@ impl Log {
         record::set_base_offset(batch, base_offset);
         let header = BatchHeader { base_offset, ..header };
         let interval = self.config.index_interval_bytes;
-        self.active_mut().append(batch, &header, interval, now_ms)?;
+        // Readers that see unflushed records need them in the file now.
+        let buffer = if self.config.hides_unflushed() {
+            self.config.write_buffer_bytes
+        } else {
+            0
+        };
+        self.active_mut().append(batch, &header, interval, now_ms, buffer)?;
         self.unflushed_records += u64::from(header.record_count);
         self.oldest_unflushed_ms.get_or_insert(now_ms);
         if !self.config.hides_unflushed() {
@@ -404,7 +416,7 @@ impl Log {
         if self.flushed_offset == self.next_offset() {
             return Ok(());
         }
-        self.active().sync()?;
+        self.active_mut().sync()?;
         self.flushed_offset = self.next_offset();
         self.visible_size = self.active().size;
         self.unflushed_records = 0;
@@ -415,18 +427,25 @@ impl Log {
     /// Starts a flush of everything appended so far, to be synced outside
     /// the lock ([`PendingFlush::sync`]) and then completed
     /// ([`Log::complete_flush`]). `None` when everything is flushed.
-    pub fn begin_flush(&self) -> Option<PendingFlush> {
+    pub fn begin_flush(&mut self) -> Result<Option<PendingFlush>> {
         if self.flushed_offset == self.next_offset() {
-            return None;
+            return Ok(None);
         }
+        self.active_mut().write_pending()?;
         let active = self.active();
-        Some(PendingFlush {
+        Ok(Some(PendingFlush {
             file: Arc::clone(active.file()),
             path: active.path.clone(),
             segment_base: active.base_offset,
             next_offset: active.next_offset,
             size: active.size,
-        })
+        }))
+    }
+
+    /// Writes the appends gathered in memory to the file (see
+    /// [`LogConfig::write_buffer_bytes`]).
+    pub fn write_pending(&mut self) -> Result<()> {
+        self.active_mut().write_pending()
     }
 
     /// Records a synced flush: what it covers becomes visible. (A roll in

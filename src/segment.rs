@@ -205,6 +205,10 @@ pub struct Segment {
     pub(crate) entries: Vec<IndexEntry>,
     pub(crate) index: Option<SegmentIndex>,
     bytes_since_index: u64,
+    /// Appended bytes not yet written to the file (they end at `size`).
+    pending: Vec<u8>,
+    /// A write of pending bytes failed: the file no longer matches `size`.
+    broken: bool,
 }
 
 impl Segment {
@@ -231,6 +235,8 @@ impl Segment {
             entries: Vec::new(),
             index: Some(index),
             bytes_since_index: 0,
+            pending: Vec::new(),
+            broken: false,
         })
     }
 
@@ -264,6 +270,8 @@ impl Segment {
             entries: Vec::new(),
             index: None,
             bytes_since_index: 0,
+            pending: Vec::new(),
+            broken: false,
         })
     }
 
@@ -315,16 +323,26 @@ impl Segment {
             || self.index.as_ref().is_some_and(SegmentIndex::is_full)
     }
 
-    /// Appends a batch whose base offset is already `next_offset`.
+    /// Appends a batch whose base offset is already `next_offset`. With a
+    /// `buffer_bytes` limit, appends gather in memory and reach the file
+    /// together once that much is pending, or at [`Segment::write_pending`];
+    /// with 0, each is written at once.
     pub(crate) fn append(
         &mut self,
         batch: &[u8],
         header: &BatchHeader,
         index_interval: u32,
         now_ms: i64,
+        buffer_bytes: usize,
     ) -> Result<()> {
         debug_assert_eq!(header.base_offset, self.next_offset);
-        self.file.write_all_at(batch, self.size).ctx("append to", &self.path)?;
+        self.check_broken()?;
+        if buffer_bytes == 0 {
+            self.write_pending()?;
+            self.file.write_all_at(batch, self.size).ctx("append to", &self.path)?;
+        } else {
+            self.pending.extend_from_slice(batch);
+        }
         let position = self.size;
         self.max_timestamp = self.max_timestamp.max(header.max_timestamp);
         self.first_append_ms.get_or_insert(now_ms);
@@ -344,6 +362,37 @@ impl Segment {
         self.bytes_since_index += batch.len() as u64;
         self.size += batch.len() as u64;
         self.next_offset = header.next_offset();
+        if self.pending.len() >= buffer_bytes.max(1) {
+            self.write_pending()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the appends gathered in memory to the file, in one write.
+    pub(crate) fn write_pending(&mut self) -> Result<()> {
+        self.check_broken()?;
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let position = self.size - self.pending.len() as u64;
+        if let Err(e) = self.file.write_all_at(&self.pending, position) {
+            // What the file holds no longer matches what was appended:
+            // refuse everything until recovery at the next open.
+            self.broken = true;
+            return Err(crate::error::Error::io("append to", &self.path, e));
+        }
+        self.pending.clear();
+        Ok(())
+    }
+
+    fn check_broken(&self) -> Result<()> {
+        if self.broken {
+            return Err(crate::error::Error::Corrupt {
+                path: self.path.clone(),
+                position: self.size,
+                reason: "an earlier write failed; reopen the log to recover it".into(),
+            });
+        }
         Ok(())
     }
 
@@ -379,13 +428,15 @@ impl Segment {
 
     /// Makes the appended bytes durable (fdatasync; the index is derived
     /// data and is flushed when the segment rolls).
-    pub fn sync(&self) -> Result<()> {
+    pub fn sync(&mut self) -> Result<()> {
+        self.write_pending()?;
         self.file.sync_data().ctx("fsync", &self.path)
     }
 
     /// Stops being the active segment: trims and syncs the index (a
     /// segment that is not being appended to keeps a trimmed index).
     pub fn deactivate(&mut self) -> Result<()> {
+        self.write_pending()?;
         if let Some(mut index) = self.index.take() {
             index.trim()?;
         }

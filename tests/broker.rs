@@ -61,8 +61,23 @@ fn keyed_records_keep_their_partition_and_order() {
 
 #[test]
 fn acknowledged_records_survive_kill_9_at_their_offsets() {
+    kill_9_keeps_what_was_acknowledged("all", &[]);
+}
+
+/// acks=1 answers once the records are in the file (the page cache, which
+/// a killed process does not take with it), not while the broker still
+/// gathers them in memory.
+#[test]
+fn records_acknowledged_with_acks_1_survive_kill_9_too() {
+    // No flush for an hour: only the answer path writes gathered appends.
+    kill_9_keeps_what_was_acknowledged("1", &["--flush-interval", "1h"]);
+}
+
+fn kill_9_keeps_what_was_acknowledged(acks: &str, broker_args: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
-    let mut broker = BrokerProc::start(dir.path(), &["--segment-bytes", "1MiB"]);
+    let mut args = vec!["--segment-bytes", "1MiB"];
+    args.extend_from_slice(broker_args);
+    let mut broker = BrokerProc::start(dir.path(), &args);
     let mut producer = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-produce"))
         .args([
             "-b",
@@ -70,7 +85,7 @@ fn acknowledged_records_survive_kill_9_at_their_offsets() {
             "-t",
             "t",
             "--acks",
-            "all",
+            acks,
             "--batch",
             "100",
             "--linger",

@@ -243,7 +243,7 @@ fn workload() -> Vec<Step> {
     steps
 }
 
-fn power_config() -> LogConfig {
+fn power_config(gathered: bool) -> LogConfig {
     LogConfig {
         segment_bytes: 4096,
         index_interval_bytes: 300,
@@ -251,6 +251,10 @@ fn power_config() -> LogConfig {
         retention_bytes: Some(9000),
         retention_ms: None,
         flush_messages: Some(11),
+        // The broker's way: appends gathered in memory, written together,
+        // readers seeing only flushed records.
+        visible_after_flush: gathered,
+        write_buffer_bytes: if gathered { 3000 } else { 0 },
         ..LogConfig::default()
     }
 }
@@ -260,11 +264,11 @@ type Offsets = (u64, u64, u64);
 
 /// Runs `steps` on a fresh log in `vfs`, returning the offsets after each
 /// step that completed, and the error of the one that failed.
-fn run_workload(vfs: &Arc<dyn Vfs>, dir: &Path, steps: &[Step]) -> (Vec<Offsets>, Option<klog::Error>) {
+fn run_workload(vfs: &Arc<dyn Vfs>, dir: &Path, steps: &[Step], gathered: bool) -> (Vec<Offsets>, Option<klog::Error>) {
     let mut done = Vec::new();
     let result = (|| -> klog::Result<()> {
         vfs.create_dir_all(dir).map_err(|e| klog::Error::io("create", dir, e))?;
-        let mut log = Log::open(Arc::clone(vfs), dir, power_config(), WRITE)?;
+        let mut log = Log::open(Arc::clone(vfs), dir, power_config(gathered), WRITE)?;
         for (i, step) in steps.iter().enumerate() {
             let now = 1_000 * i as i64;
             match *step {
@@ -280,7 +284,7 @@ fn run_workload(vfs: &Arc<dyn Vfs>, dir: &Path, steps: &[Step]) -> (Vec<Offsets>
                 Step::Retention => drop(log.apply_retention(now)?),
                 Step::Reopen => {
                     log.close()?;
-                    log = Log::open(Arc::clone(vfs), dir, power_config(), WRITE)?;
+                    log = Log::open(Arc::clone(vfs), dir, power_config(gathered), WRITE)?;
                 }
             }
             done.push((log.start_offset(), log.flushed_offset(), log.next_offset()));
@@ -316,10 +320,19 @@ fn check_gap_free(log: &Log, context: &str) {
 
 #[test]
 fn power_loss_at_every_change_keeps_every_flushed_record_and_a_gap_free_prefix() {
+    power_loss_at_every_change(false);
+}
+
+#[test]
+fn power_loss_with_appends_gathered_in_memory_as_the_broker_does() {
+    power_loss_at_every_change(true);
+}
+
+fn power_loss_at_every_change(gathered: bool) {
     let steps = workload();
     let dir = Path::new("/data/t-0");
     let reference = SimFs::new();
-    let (offsets, err) = run_workload(&(Arc::new(reference.clone()) as Arc<dyn Vfs>), dir, &steps);
+    let (offsets, err) = run_workload(&(Arc::new(reference.clone()) as Arc<dyn Vfs>), dir, &steps, gathered);
     assert!(err.is_none(), "{err:?}");
     let total = reference.changes();
     assert!(
@@ -338,7 +351,7 @@ fn power_loss_at_every_change_keeps_every_flushed_record_and_a_gap_free_prefix()
         let sim = SimFs::new();
         let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
         sim.cut_power_after(cut);
-        let (done, err) = run_workload(&vfs, dir, &steps);
+        let (done, err) = run_workload(&vfs, dir, &steps, gathered);
         assert!(err.is_some(), "cut {cut}: the workload should have hit the power cut");
         let step = done.len();
         let before = if step == 0 { (0, 0, 0) } else { done[step - 1] };
@@ -349,7 +362,7 @@ fn power_loss_at_every_change_keeps_every_flushed_record_and_a_gap_free_prefix()
         // Recovery itself may be cut too: a klog-recover killed midway.
         if cut % 3 == 0 {
             sim.cut_power_after(next_rand() % 12);
-            let _ = Log::open(Arc::clone(&vfs), dir, power_config(), WRITE);
+            let _ = Log::open(Arc::clone(&vfs), dir, power_config(gathered), WRITE);
             let seed = next_rand();
             sim.crash(&mut |n| (seed as usize) % (n + 1));
             sim.restore_power();
@@ -358,7 +371,7 @@ fn power_loss_at_every_change_keeps_every_flushed_record_and_a_gap_free_prefix()
         if !sim.exists(dir) {
             continue;
         }
-        let mut log = match Log::open(Arc::clone(&vfs), dir, power_config(), WRITE) {
+        let mut log = match Log::open(Arc::clone(&vfs), dir, power_config(gathered), WRITE) {
             Ok(log) => log,
             Err(e) => panic!("{context}: reopen failed: {e}"),
         };
@@ -386,7 +399,7 @@ fn power_loss_at_every_change_keeps_every_flushed_record_and_a_gap_free_prefix()
         log.flush().unwrap();
         drop(log);
         sim.crash(&mut |_| 0);
-        let log = Log::open(Arc::clone(&vfs), dir, power_config(), WRITE).unwrap();
+        let log = Log::open(Arc::clone(&vfs), dir, power_config(gathered), WRITE).unwrap();
         assert_eq!(log.next_offset(), next + 1, "{context}: the flushed append survives");
         check_gap_free(&log, &context);
     }
@@ -635,7 +648,7 @@ fn a_flush_synced_outside_the_lock_covers_what_preceded_it() {
     log.append(&mut batch(0, 3), 0).unwrap();
     assert_eq!(log.visible_offset(), 0, "not visible before a flush");
     assert!(log.read(0, 1 << 16).unwrap().is_none());
-    let pending = log.begin_flush().unwrap();
+    let pending = log.begin_flush().unwrap().unwrap();
     log.append(&mut batch(3, 2), 0).unwrap();
     pending.sync().unwrap();
     log.complete_flush(&pending);
@@ -656,4 +669,39 @@ fn a_flush_synced_outside_the_lock_covers_what_preceded_it() {
     let log = Log::open(Arc::clone(&vfs), dir, hidden, WRITE).unwrap();
     assert!(log.next_offset() >= 3);
     assert_eq!(read_all(&log).len() as u64, log.next_offset());
+}
+
+/// Appends gathered in memory reach the file at a flush (or when enough
+/// gather); a failed write of them refuses every later append until the
+/// log is reopened and recovered.
+#[test]
+fn gathered_appends_are_written_by_a_flush_and_a_failed_write_stops_the_log() {
+    let sim = SimFs::new();
+    let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
+    let dir = Path::new("/p");
+    vfs.create_dir_all(dir).unwrap();
+    let gathered = LogConfig {
+        visible_after_flush: true,
+        write_buffer_bytes: 1 << 20,
+        ..config()
+    };
+    let path = dir.join("00000000000000000000.log");
+    let mut log = Log::open(Arc::clone(&vfs), dir, gathered.clone(), WRITE).unwrap();
+    let empty = sim.read(&path).unwrap().len();
+    log.append(&mut batch(0, 3), 0).unwrap();
+    log.append(&mut batch(3, 3), 0).unwrap();
+    assert_eq!(sim.read(&path).unwrap().len(), empty, "gathered, not written yet");
+    log.flush().unwrap();
+    assert!(sim.read(&path).unwrap().len() > empty, "a flush writes them");
+    assert_eq!(read_all(&log).len(), 6);
+    // The next write fails: the log refuses appends and flushes from then on.
+    log.append(&mut batch(6, 2), 0).unwrap();
+    sim.cut_power_after(0);
+    assert!(log.flush().is_err());
+    sim.restore_power();
+    assert!(log.append(&mut batch(8, 1), 0).is_err());
+    assert!(log.write_pending().is_err());
+    drop(log);
+    let log = Log::open(Arc::clone(&vfs), dir, gathered, WRITE).unwrap();
+    assert_eq!(log.next_offset(), 6, "what was written survives, nothing else");
 }

@@ -98,15 +98,21 @@ fn read_requests(
     // Answers the reader writes itself, sent together when no request is
     // left in the buffer.
     let mut replies: Vec<u8> = Vec::new();
+    // Partitions appended to whose appends may still be gathered in
+    // memory: written to their files before any answer about them leaves.
+    let mut touched: Vec<Arc<Partition>> = Vec::new();
     loop {
         if !reader.has_frame() || replies.len() >= 64 * 1024 {
+            if !settle(&mut touched, peer) {
+                return;
+            }
             if let Err(e) = flush_out(stream, &mut replies) {
                 return broken(stream, peer, e);
             }
         }
         let next = reader.next();
         // Answers already due still go out before the connection ends.
-        if next.is_err() && flush_out(stream, &mut replies).is_err() {
+        if next.is_err() && (!settle(&mut touched, peer) || flush_out(stream, &mut replies).is_err()) {
             return;
         }
         let body = match next {
@@ -143,13 +149,16 @@ fn read_requests(
                 return;
             }
         };
-        match handle(shared, body, peer) {
+        match handle(shared, body, peer, &mut touched) {
             // Nothing before it is waiting to be written, so the writer is
             // idle: answer at once, without waking it (a thread switch
             // saved per request).
             Some(Pending::Ready(frame)) if queued.load(Ordering::Acquire) == 0 => replies.extend_from_slice(&frame),
             Some(pending) => {
                 // The writer's answers follow ours: ours go first.
+                if !settle(&mut touched, peer) {
+                    return;
+                }
                 if let Err(e) = flush_out(stream, &mut replies) {
                     return broken(stream, peer, e);
                 }
@@ -161,6 +170,23 @@ fn read_requests(
             None => {}
         }
     }
+}
+
+/// Writes the appends gathered in memory of `touched` partitions to their
+/// files. False when one failed: the answers about them must not leave,
+/// and the connection closes (the client counts those records failed).
+fn settle(touched: &mut Vec<Arc<Partition>>, peer: SocketAddr) -> bool {
+    let mut ok = true;
+    for p in touched.drain(..) {
+        if let Err(e) = p.lock().write_pending() {
+            log_line(format_args!(
+                "{peer}: closing the connection: {}-{}: {e}",
+                p.topic, p.partition
+            ));
+            ok = false;
+        }
+    }
+    ok
 }
 
 /// Reads a connection's frames through one buffer: a read syscall brings
@@ -311,7 +337,12 @@ fn error_frame(correlation_id: u32, error: ErrorCode, message: &str) -> Vec<u8> 
 
 /// Handles a request: the work that belongs in the reader (appends, and
 /// the quick answers), returning what the writer must send.
-fn handle(shared: &Arc<Shared>, body: &mut [u8], peer: SocketAddr) -> Option<Pending> {
+fn handle(
+    shared: &Arc<Shared>,
+    body: &mut [u8],
+    peer: SocketAddr,
+    touched: &mut Vec<Arc<Partition>>,
+) -> Option<Pending> {
     let header = protocol::decode_request_header(body).ok()?;
     let id = header.correlation_id;
     let request = match protocol::decode_request(body) {
@@ -341,6 +372,7 @@ fn handle(shared: &Arc<Shared>, body: &mut [u8], peer: SocketAddr) -> Option<Pen
             partition,
             &mut body[records],
             peer,
+            touched,
         ),
         Request::Fetch {
             max_wait_ms,
@@ -394,6 +426,7 @@ fn produce(
     partition: u32,
     batch: &mut [u8],
     peer: SocketAddr,
+    touched: &mut Vec<Arc<Partition>>,
 ) -> Option<Pending> {
     let reply = |code: ErrorCode, msg: String| {
         if acks == protocol::ACKS_NONE {
@@ -422,6 +455,9 @@ fn produce(
     let appended = p.lock().append(batch, now);
     match appended {
         Ok(info) => {
+            if !touched.iter().any(|t| Arc::ptr_eq(t, &p)) {
+                touched.push(Arc::clone(&p));
+            }
             shared.appends.fetch_add(1, Ordering::Relaxed);
             shared.mark_dirty(&p, acks == protocol::ACKS_ALL);
             match acks {
