@@ -346,6 +346,9 @@ struct Acks {
     error: Option<Error>,
     /// The connection is gone: nothing more will be acknowledged.
     broken: bool,
+    /// The producer waits for room in the window: wake it on an answer
+    /// (and only then: a wake-up is a syscall).
+    sender_waits: bool,
 }
 
 #[derive(Debug, Default)]
@@ -493,8 +496,10 @@ impl Producer {
                 self.write_out()?;
                 acks = lock(&self.state.acks);
                 while acks.waiting.len() >= self.config.in_flight_max.max(1) && !acks.broken {
+                    acks.sender_waits = true;
                     acks = self.state.changed.wait(acks).unwrap_or_else(|e| e.into_inner());
                 }
+                acks.sender_waits = false;
             }
             if let Some(e) = acks.error.take() {
                 return Err(e);
@@ -655,7 +660,9 @@ fn read_acks(stream: &TcpStream, addr: &str, state: &AckState) {
                 return;
             }
         }
-        state.changed.notify_all();
+        if acks.sender_waits {
+            state.changed.notify_all();
+        }
     }
 }
 
