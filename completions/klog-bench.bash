@@ -67,7 +67,7 @@ _klog__bench() {
             return 0
             ;;
         klog__subcmd__bench__subcmd__consume)
-            opts="-n -s -b -t -q -h --records --record-size --fetch-size --broker --topic --partitions --json --quiet --help"
+            opts="-n -s -b -t -q -h --records --record-size --fetch-size --prefetch --broker --topic --partitions --json --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -90,6 +90,10 @@ _klog__bench() {
                     return 0
                     ;;
                 --fetch-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefetch)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -46,6 +46,7 @@ complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -s h -l h
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s n -l records -d 'Records to read' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s s -l record-size -d 'Bytes per record value (of the records it fills in)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l fetch-size -d 'Bytes fetched per partition per request' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l prefetch -d 'Fetch responses read ahead of the consumer (prefetch)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l partitions -d 'Partitions of a topic the run creates (own broker only)' -r

@@ -57,6 +57,7 @@ _arguments "${_arguments_options[@]}" : \
 '-s+[Bytes per record value (of the records it fills in)]:SIZE:_default' \
 '--record-size=[Bytes per record value (of the records it fills in)]:SIZE:_default' \
 '--fetch-size=[Bytes fetched per partition per request]:SIZE:_default' \
+'--prefetch=[Fetch responses read ahead of the consumer (prefetch)]:N:_default' \
 '-b+[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
 '--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \

@@ -363,12 +363,14 @@ pub fn fill(addr: &str, topic: &str, records: u64, size: usize) -> Result<()> {
 }
 
 /// Consumes `records` records of `topic` from the beginning of every
-/// partition, fetching `fetch_bytes` per partition per request.
+/// partition, fetching `fetch_bytes` per partition per request and up to
+/// `prefetch` responses ahead.
 pub fn consume(
     addr: &str,
     topic: &str,
     records: u64,
     fetch_bytes: u32,
+    prefetch: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Report> {
     // Records just produced with acks=1 become visible as the broker
@@ -399,6 +401,7 @@ pub fn consume(
         .collect();
     let config = ConsumerConfig {
         fetch_bytes_max: fetch_bytes,
+        prefetch,
         ..ConsumerConfig::default()
     };
     let start = Instant::now();

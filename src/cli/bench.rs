@@ -80,6 +80,9 @@ pub enum Command {
         /// Bytes fetched per partition per request.
         #[arg(long = "fetch-size", value_name = "SIZE", default_value = "1MiB", value_parser = super::size_arg)]
         fetch_size: u64,
+        /// Fetch responses read ahead of the consumer (prefetch).
+        #[arg(long = "prefetch", value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1024))]
+        prefetch: u64,
         /// Options every measurement takes.
         #[command(flatten)]
         common: Common,
@@ -233,6 +236,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             records,
             size,
             fetch_size,
+            prefetch,
             common,
         } => {
             let target = Target::new(&common)?;
@@ -244,7 +248,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 bench::fill(&target.addr, &topic, records, usize::try_from(size)?)?;
             }
             let progress = Progress::new(records, "consume", common.quiet);
-            let report = bench::consume(&target.addr, &topic, records, u32::try_from(fetch_size)?, &|n| {
+            let fetch_size = u32::try_from(fetch_size)?;
+            let report = bench::consume(&target.addr, &topic, records, fetch_size, prefetch as usize, &|n| {
                 progress.update(n)
             })?;
             progress.finish();
@@ -305,7 +310,7 @@ fn paper(records: u64, common: &Common) -> anyhow::Result<()> {
     let topic = produced_b50.expect("batch 50 ran");
     let progress = Progress::new(records, "consume", common.quiet);
     // The paper's consumers fetched about 200 KB (1000 records) at a time.
-    let report = bench::consume(&target.addr, &topic, records, 200 * 1024, &|n| progress.update(n))?;
+    let report = bench::consume(&target.addr, &topic, records, 200 * 1024, 4, &|n| progress.update(n))?;
     progress.finish();
     rows.push((
         "consume (page cache)",
