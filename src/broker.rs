@@ -677,10 +677,21 @@ fn flusher(shared: &Shared) {
         shared.notify_visible();
         // A pass quicker than the commit window waits out the rest of it,
         // so that the next fsync commits a larger group: fewer fsyncs for
-        // the same records, at the cost of at most a window of latency.
-        let left = GROUP_COMMIT_WINDOW.saturating_sub(pass.elapsed());
-        if !left.is_zero() && !shared.stop.load(Ordering::Relaxed) {
-            std::thread::sleep(left);
+        // the same records, at the cost of at most a window of visibility
+        // latency. An acks=all request waiting ends the wait at once: its
+        // producer is blocked, and more records will not come sooner.
+        let mut dirty = lock(&shared.dirty);
+        loop {
+            let left = GROUP_COMMIT_WINDOW.saturating_sub(pass.elapsed());
+            let urgent = dirty.partitions.values().any(|(_, urgent)| *urgent);
+            if left.is_zero() || urgent || shared.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            dirty = shared
+                .dirty_changed
+                .wait_timeout(dirty, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 }
@@ -690,7 +701,7 @@ fn flusher(shared: &Shared) {
 const WRITE_BUFFER_BYTES: usize = 256 * 1024;
 
 /// The shortest time between two flush passes.
-const GROUP_COMMIT_WINDOW: Duration = Duration::from_millis(1);
+const GROUP_COMMIT_WINDOW: Duration = Duration::from_millis(3);
 
 /// Takes out of `dirty` the partitions to flush now. Entries that an
 /// earlier flush already covered go too: an entry left in the map keeps
