@@ -327,7 +327,7 @@ impl Default for ProducerConfig {
                 records_max: 1000,
                 bytes_max: 1 << 20,
             },
-            in_flight_max: 64,
+            in_flight_max: 256,
             record_bytes_max: limits::RECORD_BYTES_MAX_DEFAULT,
         }
     }

@@ -46,7 +46,7 @@ pub const REQUEST_BYTES_MAX_DEFAULT: u32 = 100 * 1024 * 1024;
 pub const CONNECTIONS_MAX_DEFAULT: usize = 1024;
 
 /// Default requests of one connection read ahead of their responses.
-pub const IN_FLIGHT_MAX_DEFAULT: usize = 32;
+pub const IN_FLIGHT_MAX_DEFAULT: usize = 256;
 
 /// Default time a peer has to finish sending a frame it started.
 pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 30_000;

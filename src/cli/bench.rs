@@ -59,7 +59,7 @@ pub enum Command {
         #[arg(long = "acks", value_name = "0|1|all", default_value = "1", value_parser = super::acks_arg)]
         acks: i8,
         /// Requests in flight per producer.
-        #[arg(long = "in-flight", value_name = "N", default_value_t = 64)]
+        #[arg(long = "in-flight", value_name = "N", default_value_t = 256)]
         in_flight: usize,
         /// Producers, each on its own connection and thread.
         #[arg(long = "producers", value_name = "N", default_value_t = 1)]
@@ -286,7 +286,7 @@ fn paper(records: u64, common: &Common) -> anyhow::Result<()> {
             size: 200,
             batch,
             acks: crate::protocol::ACKS_LEADER,
-            in_flight: 64,
+            in_flight: 256,
             producers: 1,
         };
         let progress = Progress::new(records, &format!("produce batch {batch}"), common.quiet);
