@@ -279,7 +279,9 @@ fn paper(records: u64, common: &Common) -> anyhow::Result<()> {
     let mut json = Vec::new();
     let mut produced_b50 = None;
     let mut topics = Vec::new();
-    for (batch, paper_figure) in [(1u32, "50,000 records/s"), (50, "400,000 records/s")] {
+    // Batch 50 first: batch 1 writes 2.5 GB that the disk is still busy
+    // with long after (the table lists batch 1 first all the same).
+    for (batch, paper_figure) in [(50u32, "400,000 records/s"), (1, "50,000 records/s")] {
         let run = ProduceRun {
             topic: topic(common, &format!("paper-b{batch}")),
             records,
@@ -289,6 +291,9 @@ fn paper(records: u64, common: &Common) -> anyhow::Result<()> {
             in_flight: 256,
             producers: 1,
         };
+        // Each experiment starts with the disk idle, not writing back the
+        // previous one's gigabytes.
+        nix::unistd::sync();
         let progress = Progress::new(records, &format!("produce batch {batch}"), common.quiet);
         let report = bench::produce(&target.addr, &run, &|n| progress.update(n))?;
         progress.finish();
@@ -307,6 +312,7 @@ fn paper(records: u64, common: &Common) -> anyhow::Result<()> {
         }
         topics.push((batch, run.topic.clone()));
     }
+    rows.swap(0, 1);
     let topic = produced_b50.expect("batch 50 ran");
     let progress = Progress::new(records, "consume", common.quiet);
     // The paper's consumers fetched about 200 KB (1000 records) at a time.
