@@ -12,6 +12,23 @@ use predicates::prelude::*;
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// Reads `topic` to its end as a member of `group`, returning the records
+/// (numbers) it printed, sorted.
+fn read_as_group(reg: &str, group: &str, extra: &[&str]) -> Vec<u64> {
+    let out = bin("klog-consume")
+        .args(["-t", "t", "-G", group, "--registry", reg, "-e", "-q"])
+        .args(extra)
+        .timeout(WAIT)
+        .assert()
+        .success();
+    let mut got: Vec<u64> = String::from_utf8_lossy(&out.get_output().stdout)
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    got.sort_unstable();
+    got
+}
+
 fn member(registry: &str, group: &str, extra: &[&str]) -> Proc {
     let mut args = vec![
         "-t",
@@ -164,25 +181,14 @@ fn two_groups_each_receive_every_record() {
     let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg, "--partitions", "3"]);
     produce_to(&broker.addr, "t", &lines(3000), &[]);
     for group in ["one", "two"] {
-        let out = bin("klog-consume")
-            .args(["-t", "t", "-G", group, "--registry", reg, "-e", "-q"])
-            .timeout(WAIT)
-            .assert()
-            .success();
-        let mut got: Vec<u64> = String::from_utf8_lossy(&out.get_output().stdout)
-            .lines()
-            .map(|l| l.parse().unwrap())
-            .collect();
-        got.sort_unstable();
-        assert_eq!(got, (1..=3000).collect::<Vec<_>>(), "group {group}");
+        assert_eq!(
+            read_as_group(reg, group, &[]),
+            (1..=3000).collect::<Vec<_>>(),
+            "group {group}"
+        );
     }
     // Committed at exit: running again finds nothing new.
-    let out = bin("klog-consume")
-        .args(["-t", "t", "-G", "one", "--registry", reg, "-e", "-q", "-o", "stored"])
-        .timeout(WAIT)
-        .assert()
-        .success();
-    assert!(out.get_output().stdout.is_empty());
+    assert!(read_as_group(reg, "one", &["-o", "stored"]).is_empty());
     // The registry shows both groups at the end of every partition.
     let out = bin("klog-dump").args(["--registry", reg, "--json"]).assert().success();
     let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.get_output().stdout)
@@ -285,16 +291,6 @@ fn two_brokers_on_one_registry_share_a_topic() {
         .collect();
     all.sort_unstable();
     assert_eq!(all, (1..=10_000).collect::<Vec<_>>());
-    let out = bin("klog-consume")
-        .args(["-t", "t", "-G", "g", "--registry", reg, "-e", "-q"])
-        .timeout(WAIT)
-        .assert()
-        .success();
-    let mut got: Vec<u64> = String::from_utf8_lossy(&out.get_output().stdout)
-        .lines()
-        .map(|l| l.parse().unwrap())
-        .collect();
-    got.sort_unstable();
-    assert_eq!(got, (1..=10_000).collect::<Vec<_>>());
+    assert_eq!(read_as_group(reg, "g", &[]), (1..=10_000).collect::<Vec<_>>());
     drop(two);
 }

@@ -54,16 +54,22 @@ fn read_all(log: &Log) -> Vec<(u64, String)> {
     out
 }
 
+/// A simulated file system holding an empty partition directory `/p`.
+fn sim_partition() -> (SimFs, Arc<dyn Vfs>, &'static Path) {
+    let sim = SimFs::new();
+    let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
+    let dir = Path::new("/p");
+    vfs.create_dir_all(dir).unwrap();
+    (sim, vfs, dir)
+}
+
 fn open(vfs: &Arc<dyn Vfs>, dir: &Path) -> Log {
     Log::open(Arc::clone(vfs), dir, config(), WRITE).unwrap()
 }
 
 #[test]
 fn cutting_the_last_record_at_every_byte_keeps_the_whole_ones() {
-    let sim = SimFs::new();
-    let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
-    let dir = Path::new("/p");
-    vfs.create_dir_all(dir).unwrap();
+    let (sim, vfs, dir) = sim_partition();
     let mut log = open(&vfs, dir);
     log.append(&mut batch(0, 3), 0).unwrap();
     let before = sim.read(&dir.join("00000000000000000000.log")).unwrap();
@@ -492,10 +498,7 @@ fn check_records_readable(log: &Log) {
 
 #[test]
 fn a_segment_rolls_at_the_first_append_after_it_is_older_than_the_segment_age() {
-    let sim = SimFs::new();
-    let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
-    let dir = Path::new("/p");
-    vfs.create_dir_all(dir).unwrap();
+    let (sim, vfs, dir) = sim_partition();
     let age = LogConfig {
         segment_age_ms: Some(100),
         ..config()
@@ -529,10 +532,7 @@ fn a_segment_rolls_at_the_first_append_after_it_is_older_than_the_segment_age() 
 
 #[test]
 fn retention_by_time_judges_the_append_time_also_after_a_restart() {
-    let sim = SimFs::new();
-    let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
-    let dir = Path::new("/p");
-    vfs.create_dir_all(dir).unwrap();
+    let (sim, vfs, dir) = sim_partition();
     let timed = LogConfig {
         retention_ms: Some(1_000),
         ..config()
@@ -636,10 +636,7 @@ fn recovery_killed_at_any_change_then_run_again_ends_in_the_same_files() {
 /// become visible only when it completes.
 #[test]
 fn a_flush_synced_outside_the_lock_covers_what_preceded_it() {
-    let sim = SimFs::new();
-    let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
-    let dir = Path::new("/p");
-    vfs.create_dir_all(dir).unwrap();
+    let (sim, vfs, dir) = sim_partition();
     let hidden = LogConfig {
         visible_after_flush: true,
         ..config()
@@ -676,10 +673,7 @@ fn a_flush_synced_outside_the_lock_covers_what_preceded_it() {
 /// log is reopened and recovered.
 #[test]
 fn gathered_appends_are_written_by_a_flush_and_a_failed_write_stops_the_log() {
-    let sim = SimFs::new();
-    let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
-    let dir = Path::new("/p");
-    vfs.create_dir_all(dir).unwrap();
+    let (sim, vfs, dir) = sim_partition();
     let gathered = LogConfig {
         visible_after_flush: true,
         write_buffer_bytes: 1 << 20,
