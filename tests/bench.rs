@@ -70,3 +70,32 @@ fn against_a_running_broker() {
         .code(1)
         .stderr(predicate::str::contains("holds 3000 records"));
 }
+
+#[test]
+fn several_producers_over_several_partitions() {
+    let out = bin("klog-bench")
+        .args([
+            "produce",
+            "-n",
+            "10001",
+            "--producers",
+            "3",
+            "--partitions",
+            "4",
+            "--batch",
+            "7",
+            "--acks",
+            "all",
+            "-q",
+            "--json",
+        ])
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["records"], 10001, "every record of every producer acknowledged");
+    bin("klog-bench")
+        .args(["produce", "-n", "1000", "--acks", "maybe"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is not 0, 1 or all"));
+}
