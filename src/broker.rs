@@ -81,7 +81,7 @@ pub struct BrokerConfig {
     pub request_bytes_max: u32,
     /// Connections served at once.
     pub connections_max: usize,
-    /// Requests of one connection read ahead of their responses.
+    /// Requests of one connection whose answers wait (acks=all, fetches).
     pub in_flight_max: usize,
     /// Time a peer has to finish a frame it started.
     pub request_timeout_ms: u64,

@@ -65,8 +65,10 @@ pub struct Args {
     /// Connections served at once; one over the cap is closed at once.
     #[arg(long = "max-connections", value_name = "N", default_value_t = limits::CONNECTIONS_MAX_DEFAULT)]
     pub max_connections: usize,
-    /// Requests of one connection read ahead of their responses; past it
-    /// the broker stops reading that connection until it catches up.
+    /// Requests of one connection whose answers wait (acks=all for an
+    /// fsync, fetches for records); past it the broker stops reading that
+    /// connection until they are answered. Answers that need no wait go
+    /// out as requests are read.
     #[arg(long = "max-in-flight", value_name = "N", default_value_t = limits::IN_FLIGHT_MAX_DEFAULT as u64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_in_flight: u64,
     /// A peer that starts a frame and does not finish it in this time is
