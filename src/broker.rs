@@ -14,16 +14,24 @@
 //! A connection's reader decodes requests in order and does the cheap work
 //! at once: a produce is appended to its partition under that partition's
 //! mutex (appends to one partition are serialised; other partitions and all
-//! fetches go on). Each request then leaves a pending response in the
-//! connection's queue, which holds at most `--max-in-flight` entries: when it
-//! is full the reader stops reading, and TCP pushes back on the client. The
-//! writer answers in order: a ready response is written; an `acks=all`
-//! response waits until the flusher has made its records durable; a fetch
-//! is evaluated when its turn comes and, with nothing to send, waits up to
-//! its `max_wait_ms` for records to become visible. Fetched records go from
-//! the segment file to the socket with `sendfile`: the broker never copies
-//! them through user space, and the partition's lock is held only to find
-//! the byte range.
+//! fetches go on). An answer that needs no wait, while nothing before it
+//! waits, is written by the reader itself, together with the others of the
+//! requests it read in one go. Any other answer goes to the connection's
+//! queue, which holds at most `--max-in-flight` entries: when it is full
+//! the reader stops reading, and TCP pushes back on the client. The writer
+//! answers the queue in order: a ready answer is written; an `acks=all`
+//! answer waits until the flusher has made its records durable; a fetch is
+//! evaluated when its turn comes and, with nothing to send, waits up to its
+//! `max_wait_ms` for records to become visible. Fetched records go from the
+//! segment file to the socket with `sendfile`: the broker never copies them
+//! through user space, and the partition's lock is held only to find the
+//! byte range.
+//!
+//! A partition gathers its appends in memory (up to 256 KiB) and writes
+//! them to its segment file together: before the reader sends any answer
+//! about them, before a flush, and when the gathered bytes fill up. So
+//! `acks=1` still means "in the file" (the page cache, which survives the
+//! broker's death), and a write syscall carries many requests.
 //!
 //! # Durability and visibility
 //!
@@ -31,7 +39,8 @@
 //! and then exposes what it synced: consumers see a record only once it is
 //! durable (the paper: "exposed only after it has been flushed"). Without a
 //! flush policy it flushes continuously: while one fsync runs, appends
-//! accumulate for the next, so every fsync commits a group. With
+//! accumulate for the next, so every fsync commits a group; passes are at
+//! least 3 ms apart unless an `acks=all` request waits. With
 //! `--flush-messages N` or `--flush-interval T` it waits for N records or T
 //! time, unless an `acks=all` request is waiting. `acks=1` answers after the
 //! append, `acks=0` never answers.
