@@ -10,7 +10,7 @@ complete -c klog-consume -l session-timeout -d 'With -G: the longest a change in
 complete -c klog-consume -s b -l broker -d 'The broker to read from' -r
 complete -c klog-consume -l data-dir -d 'Embedded mode: read the logs in this data directory directly, with no broker (no lock is taken)' -r -F
 complete -c klog-consume -s e -l exit -d 'Exit when every partition reaches the end offset it had at start'
-complete -c klog-consume -s J -l json -d 'One JSON envelope per line: topic, partition, offset, ts, headers, key, payload'
+complete -c klog-consume -s J -l json -d 'One JSON envelope per line: topic, partition, offset, ts, headers, key, payload (bytes that are not UTF-8 in base64, marked by key_encoding, payload_encoding or headers_encoding)'
 complete -c klog-consume -s u -l unbuffered -d 'Flush stdout after every record'
 complete -c klog-consume -s q -l quiet -d 'Only print errors'
 complete -c klog-consume -s h -l help -d 'Print help'

@@ -35,8 +35,8 @@ _klog-consume() {
 '--data-dir=[Embedded mode\: read the logs in this data directory directly, with no broker (no lock is taken)]:DIR:_files' \
 '-e[Exit when every partition reaches the end offset it had at start]' \
 '--exit[Exit when every partition reaches the end offset it had at start]' \
-'-J[One JSON envelope per line\: topic, partition, offset, ts, headers, key, payload]' \
-'--json[One JSON envelope per line\: topic, partition, offset, ts, headers, key, payload]' \
+'-J[One JSON envelope per line\: topic, partition, offset, ts, headers, key, payload (bytes that are not UTF-8 in base64, marked by key_encoding, payload_encoding or headers_encoding)]' \
+'--json[One JSON envelope per line\: topic, partition, offset, ts, headers, key, payload (bytes that are not UTF-8 in base64, marked by key_encoding, payload_encoding or headers_encoding)]' \
 '-u[Flush stdout after every record]' \
 '--unbuffered[Flush stdout after every record]' \
 '-q[Only print errors]' \

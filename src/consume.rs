@@ -187,6 +187,10 @@ impl Format {
 }
 
 /// The JSON envelope of `-J` (kcat's fields; `headers` as name, value, ...).
+///
+/// A key, value or header that is not UTF-8 is written in base64, and
+/// `key_encoding`, `payload_encoding` or `headers_encoding` says
+/// `"base64"`: `klog-produce -J` reads them back to the same bytes.
 #[derive(Debug, Serialize)]
 pub struct Envelope<'a> {
     /// Topic.
@@ -203,24 +207,57 @@ pub struct Envelope<'a> {
     pub key: Option<std::borrow::Cow<'a, str>>,
     /// Value.
     pub payload: std::borrow::Cow<'a, str>,
+    /// `"base64"` when the headers are written so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers_encoding: Option<&'static str>,
+    /// `"base64"` when the key is written so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_encoding: Option<&'static str>,
+    /// `"base64"` when the payload is written so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_encoding: Option<&'static str>,
+}
+
+/// The bytes as text: themselves when UTF-8, else base64 (and says so).
+fn text(bytes: &[u8]) -> (std::borrow::Cow<'_, str>, Option<&'static str>) {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => (std::borrow::Cow::Borrowed(s), None),
+        Err(_) => (std::borrow::Cow::Owned(crate::b64::encode(bytes)), Some("base64")),
+    }
 }
 
 impl<'a> Envelope<'a> {
     /// The envelope of a record.
     pub fn of(topic: &'a str, partition: u32, r: &Record<'a>) -> Envelope<'a> {
+        let all_text = r
+            .headers()
+            .all(|(n, v)| std::str::from_utf8(n).is_ok() && std::str::from_utf8(v).is_ok());
         let mut headers = Vec::with_capacity(2 * r.header_count() as usize);
         for (n, v) in r.headers() {
-            headers.push(String::from_utf8_lossy(n));
-            headers.push(String::from_utf8_lossy(v));
+            for part in [n, v] {
+                headers.push(if all_text {
+                    text(part).0
+                } else {
+                    std::borrow::Cow::Owned(crate::b64::encode(part))
+                });
+            }
         }
+        let (key, key_encoding) = match r.key.map(text) {
+            Some((k, e)) => (Some(k), e),
+            None => (None, None),
+        };
+        let (payload, payload_encoding) = text(r.value);
         Envelope {
             topic,
             partition,
             offset: r.offset,
             ts: r.timestamp,
             headers,
-            key: r.key.map(String::from_utf8_lossy),
-            payload: String::from_utf8_lossy(r.value),
+            key,
+            payload,
+            headers_encoding: (!all_text).then_some("base64"),
+            key_encoding,
+            payload_encoding,
         }
     }
 }

@@ -20,6 +20,7 @@
 
 #![deny(missing_docs)]
 
+pub mod b64;
 pub mod bench;
 pub mod broker;
 pub mod cli;

@@ -192,13 +192,29 @@ pub struct ParsedRecord {
 pub fn parse_envelope(line: &[u8]) -> std::result::Result<ParsedRecord, String> {
     let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| format!("bad JSON: {e}"))?;
     let obj = v.as_object().ok_or("a JSON envelope must be an object")?;
+    // A field's encoding: its text itself, or base64 (`<field>_encoding`).
+    let base64 = |field: &str| -> std::result::Result<bool, String> {
+        match obj.get(&format!("{field}_encoding")) {
+            None | Some(serde_json::Value::Null) => Ok(false),
+            Some(serde_json::Value::String(s)) if s == "base64" => Ok(true),
+            Some(other) => Err(format!("\"{field}_encoding\" is {other}, not \"base64\"")),
+        }
+    };
+    let decode = |field: &str, s: &str, b64: bool| -> std::result::Result<Vec<u8>, String> {
+        if b64 {
+            crate::b64::decode(s).map_err(|e| format!("\"{field}\": {e}"))
+        } else {
+            Ok(s.as_bytes().to_vec())
+        }
+    };
     let bytes = |field: &str| -> std::result::Result<Option<Vec<u8>>, String> {
         match obj.get(field) {
             None | Some(serde_json::Value::Null) => Ok(None),
-            Some(serde_json::Value::String(s)) => Ok(Some(s.as_bytes().to_vec())),
+            Some(serde_json::Value::String(s)) => decode(field, s, base64(field)?).map(Some),
             Some(_) => Err(format!("\"{field}\" must be a string or null")),
         }
     };
+    let headers_b64 = base64("headers")?;
     let mut headers = Vec::new();
     match obj.get("headers") {
         None | Some(serde_json::Value::Null) => {}
@@ -210,7 +226,7 @@ pub fn parse_envelope(line: &[u8]) -> std::result::Result<ParsedRecord, String> 
                 let (Some(n), Some(v)) = (pair[0].as_str(), pair[1].as_str()) else {
                     return Err("header names and values must be strings".into());
                 };
-                headers.push((n.as_bytes().to_vec(), v.as_bytes().to_vec()));
+                headers.push((decode("headers", n, headers_b64)?, decode("headers", v, headers_b64)?));
             }
         }
         Some(_) => return Err("\"headers\" must be an array".into()),

@@ -57,6 +57,27 @@ fn json_envelopes_produce_back_the_same_records() {
     produce(dir.path(), "b", &dumped, &["-J"]);
     let again = consume(dir.path(), "b", &["-J"]);
     assert_eq!(dumped.replace("\"topic\":\"a\"", "\"topic\":\"b\""), again);
+    // Bytes that are not UTF-8 go through the envelope in base64 and come
+    // back the same: NUL-delimited records with a binary key and value.
+    let data = dir.path().to_str().unwrap();
+    let binary: Vec<u8> = b"\xff\xfe:\x80\x81\x00plain:text\x00\xc3(:\x00".to_vec();
+    bin("klog-produce")
+        .args(["--data-dir", data, "-t", "bin", "-D", "\\0", "-K", ":", "-q"])
+        .write_stdin(binary.clone())
+        .assert()
+        .success();
+    let dumped = consume(dir.path(), "bin", &["-J"]);
+    assert!(dumped.contains("\"payload_encoding\":\"base64\""), "{dumped}");
+    produce(dir.path(), "bin2", &dumped, &["-J"]);
+    let raw = |topic: &str| {
+        let out = bin("klog-consume")
+            .args(["--data-dir", data, "-t", topic, "-e", "-q", "-f", "%k:%s\\0"])
+            .assert()
+            .success();
+        out.get_output().stdout.clone()
+    };
+    assert_eq!(raw("bin"), binary);
+    assert_eq!(raw("bin2"), binary);
     // A bad envelope names its record number, and exits 1.
     bin("klog-produce")
         .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "b", "-J"])

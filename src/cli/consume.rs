@@ -56,7 +56,9 @@ pub struct Args {
         conflicts_with = "json"
     )]
     pub format: Format,
-    /// One JSON envelope per line: topic, partition, offset, ts, headers, key, payload.
+    /// One JSON envelope per line: topic, partition, offset, ts, headers,
+    /// key, payload (bytes that are not UTF-8 in base64, marked by
+    /// key_encoding, payload_encoding or headers_encoding).
     #[arg(short = 'J', long = "json")]
     pub json: bool,
     /// Flush stdout after every record.
