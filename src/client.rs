@@ -365,7 +365,6 @@ pub struct Producer {
     topic: String,
     config: ProducerConfig,
     builders: Vec<BatchBuilder>,
-    frame: Vec<u8>,
     /// Requests encoded and not yet written, and (requests expecting an
     /// answer, records) among them.
     out: Vec<u8>,
@@ -416,7 +415,6 @@ impl Producer {
             topic: topic.to_string(),
             config,
             builders: vec![BatchBuilder::new(); partitions as usize],
-            frame: Vec::new(),
             out: Vec::new(),
             unsent: (0, 0),
             next_id: control.next_id,
@@ -519,8 +517,8 @@ impl Producer {
             on_wire
         };
         let c = &self.config;
-        protocol::produce_request(
-            &mut self.frame,
+        protocol::append_produce_request(
+            &mut self.out,
             self.next_id,
             c.acks,
             c.timeout_ms,
@@ -529,7 +527,6 @@ impl Producer {
             self.builders[p].finish(),
         );
         self.builders[p].clear();
-        self.out.extend_from_slice(&self.frame);
         self.unsent.0 += usize::from(self.config.acks != protocol::ACKS_NONE);
         self.unsent.1 += records;
         // Requests leave together: at once when the broker has nothing to

@@ -410,10 +410,18 @@ pub fn start_request(out: &mut Vec<u8>, api: ApiKey, correlation_id: u32) {
 /// Starts a response frame in `out` (cleared); [`finish_frame`] sets its length.
 pub fn start_response(out: &mut Vec<u8>, correlation_id: u32, error: ErrorCode, message: &str) {
     out.clear();
+    begin_response(out, correlation_id, error, message);
+}
+
+/// Starts a response frame at the end of `out`, after the frames already
+/// there; returns where it starts, for [`finish_frame`] on `out[start..]`.
+pub fn begin_response(out: &mut Vec<u8>, correlation_id: u32, error: ErrorCode, message: &str) -> usize {
+    let start = out.len();
     put::u32(out, 0);
     put::u32(out, correlation_id);
     put::u16(out, error as u16);
     put::str(out, message);
+    start
 }
 
 /// Writes the frame's length into its first four bytes.
@@ -422,7 +430,7 @@ pub fn finish_frame(frame: &mut [u8]) {
     frame[..LENGTH_BYTES].copy_from_slice(&len.to_le_bytes());
 }
 
-/// Encodes a produce request around `batch`.
+/// Encodes a produce request around `batch` (`out` cleared first).
 pub fn produce_request(
     out: &mut Vec<u8>,
     correlation_id: u32,
@@ -432,13 +440,32 @@ pub fn produce_request(
     partition: u32,
     batch: &[u8],
 ) {
-    start_request(out, ApiKey::Produce, correlation_id);
+    out.clear();
+    append_produce_request(out, correlation_id, acks, timeout_ms, topic, partition, batch);
+}
+
+/// Appends a produce request around `batch` to the frames already in
+/// `out` (a producer sending several at once).
+pub fn append_produce_request(
+    out: &mut Vec<u8>,
+    correlation_id: u32,
+    acks: i8,
+    timeout_ms: u32,
+    topic: &str,
+    partition: u32,
+    batch: &[u8],
+) {
+    let start = out.len();
+    put::u32(out, 0);
+    put::u16(out, ApiKey::Produce as u16);
+    put::u16(out, ApiKey::VERSION);
+    put::u32(out, correlation_id);
     out.push(acks as u8);
     put::u32(out, timeout_ms);
     put::str(out, topic);
     put::u32(out, partition);
     put::bytes(out, batch);
-    finish_frame(out);
+    finish_frame(&mut out[start..]);
 }
 
 /// Encodes a fetch request.
@@ -752,6 +779,10 @@ mod tests {
              02000000\
              050000004241544348"
         );
+        // Appended after another frame, the same bytes.
+        let mut two = out.clone();
+        append_produce_request(&mut two, 7, ACKS_ALL, 30_000, "t", 2, b"BATCH");
+        assert_eq!(two, [out.clone(), out.clone()].concat());
         let (h, req) = decode_request(&out[4..]).unwrap();
         assert_eq!(h.correlation_id, 7);
         let Request::Produce { records, .. } = req else {
