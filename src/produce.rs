@@ -309,20 +309,21 @@ pub struct EmbeddedProducer {
     pub delivered: u64,
 }
 
-/// A record's headers: (name, value) pairs.
-pub type Headers<'a> = Vec<(&'a [u8], &'a [u8])>;
+/// A record's headers: (name, value) pairs; borrowed when they are just
+/// the fixed ones (no allocation per record).
+pub type Headers<'a, 'h> = std::borrow::Cow<'h, [(&'a [u8], &'a [u8])]>;
 
 /// A record checked for a partition of a topic of `count` partitions:
 /// its headers (the fixed ones first) and its encoded size, or why it
 /// cannot go (no such partition, or larger than `record_bytes_max`).
-pub fn check_record<'a>(
+pub fn check_record<'a, 'h>(
     topic: &str,
     partition: u32,
     count: u32,
     record: &'a ParsedRecord,
-    fixed_headers: &[(&'a [u8], &'a [u8])],
+    fixed_headers: &'h [(&'a [u8], &'a [u8])],
     record_bytes_max: u32,
-) -> Result<(Headers<'a>, usize)> {
+) -> Result<(Headers<'a, 'h>, usize)> {
     if partition >= count {
         return Err(Error::UnknownPartition {
             topic: topic.to_string(),
@@ -330,8 +331,12 @@ pub fn check_record<'a>(
             count,
         });
     }
-    let mut headers: Vec<(&[u8], &[u8])> = fixed_headers.to_vec();
-    headers.extend(record.headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice())));
+    let headers: Headers<'a, 'h> = if record.headers.is_empty() {
+        std::borrow::Cow::Borrowed(fixed_headers)
+    } else {
+        let own = record.headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice()));
+        std::borrow::Cow::Owned(fixed_headers.iter().copied().chain(own).collect())
+    };
     let size = BatchBuilder::record_size(record.key.as_deref(), &headers, &record.value);
     if size > record_bytes_max as usize {
         return Err(Error::TooLarge {

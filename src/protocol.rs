@@ -224,9 +224,10 @@ pub struct FetchPartition {
     pub max_bytes: u32,
 }
 
-/// A decoded request.
+/// A decoded request, borrowing from its frame where that saves an
+/// allocation per request on the produce path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request {
+pub enum Request<'a> {
     /// Append a batch.
     Produce {
         /// 0, 1 or -1 (all).
@@ -234,7 +235,7 @@ pub enum Request {
         /// How long acks=all may wait.
         timeout_ms: u32,
         /// Topic.
-        topic: String,
+        topic: &'a str,
         /// Partition.
         partition: u32,
         /// Where the batch lies in the frame body (the broker appends it
@@ -331,11 +332,14 @@ impl<'a> Reader<'a> {
 
     /// A `str`.
     pub fn str(&mut self, what: &str) -> Result<String> {
+        self.str_ref(what).map(str::to_owned)
+    }
+
+    /// A `str`, borrowed from the buffer.
+    pub fn str_ref(&mut self, what: &str) -> Result<&'a str> {
         let n = self.u16(what)? as usize;
         let bytes = self.take(n, what)?;
-        std::str::from_utf8(bytes)
-            .map(str::to_owned)
-            .map_err(|_| ProtocolError(format!("{what}: not UTF-8")))
+        std::str::from_utf8(bytes).map_err(|_| ProtocolError(format!("{what}: not UTF-8")))
     }
 
     /// A `bytes`, as its range in the buffer.
@@ -537,7 +541,7 @@ pub enum RequestError {
 }
 
 /// Decodes a request from a frame body (the bytes after the length).
-pub fn decode_request(body: &[u8]) -> std::result::Result<(RequestHeader, Request), RequestError> {
+pub fn decode_request(body: &[u8]) -> std::result::Result<(RequestHeader, Request<'_>), RequestError> {
     let header = decode_request_header(body).map_err(RequestError::Invalid)?;
     let Some(api) = ApiKey::from_u16(header.api_key) else {
         return Err(RequestError::Unsupported(format!(
@@ -559,7 +563,7 @@ pub fn decode_request(body: &[u8]) -> std::result::Result<(RequestHeader, Reques
     Ok((header, request))
 }
 
-fn decode_body(api: ApiKey, r: &mut Reader<'_>) -> Result<Request> {
+fn decode_body<'a>(api: ApiKey, r: &mut Reader<'a>) -> Result<Request<'a>> {
     Ok(match api {
         ApiKey::Produce => Request::Produce {
             acks: match r.i8("acks")? {
@@ -567,7 +571,7 @@ fn decode_body(api: ApiKey, r: &mut Reader<'_>) -> Result<Request> {
                 a => return Err(ProtocolError(format!("acks {a} is not 0, 1 or -1"))),
             },
             timeout_ms: r.u32("timeout_ms")?,
-            topic: r.str("topic")?,
+            topic: r.str_ref("topic")?,
             partition: r.u32("partition")?,
             records: r.bytes_range("records")?,
         },

@@ -95,24 +95,26 @@ fn read_requests(
 ) {
     let max = shared.config.request_bytes_max;
     let mut reader = FrameReader::new(stream, max, timeout);
-    // Answers the reader writes itself, sent together when no request is
-    // left in the buffer.
-    let mut replies: Vec<u8> = Vec::new();
-    // Partitions appended to whose appends may still be gathered in
-    // memory: written to their files before any answer about them leaves.
-    let mut touched: Vec<Arc<Partition>> = Vec::new();
+    // Answers the reader writes itself gather in `state.answer`, and leave
+    // together when no request is left in the buffer. The appends they
+    // answer reach their files first (`settle`).
+    let mut state = ReaderState {
+        touched: Vec::new(),
+        answer: Vec::new(),
+        topic: String::new(),
+    };
     loop {
-        if !reader.has_frame() || replies.len() >= 64 * 1024 {
-            if !settle(&mut touched, peer) {
+        if !reader.has_frame() || state.answer.len() >= 64 * 1024 {
+            if !settle(&mut state.touched, peer) {
                 return;
             }
-            if let Err(e) = flush_out(stream, &mut replies) {
+            if let Err(e) = flush_out(stream, &mut state.answer) {
                 return broken(stream, peer, e);
             }
         }
         let next = reader.next();
         // Answers already due still go out before the connection ends.
-        if next.is_err() && (!settle(&mut touched, peer) || flush_out(stream, &mut replies).is_err()) {
+        if next.is_err() && (!settle(&mut state.touched, peer) || flush_out(stream, &mut state.answer).is_err()) {
             return;
         }
         let body = match next {
@@ -149,25 +151,26 @@ fn read_requests(
                 return;
             }
         };
-        match handle(shared, body, peer, &mut touched) {
+        let before = state.answer.len();
+        let pending = match handle(shared, body, peer, &mut state) {
+            None => continue,
             // Nothing before it is waiting to be written, so the writer is
-            // idle: answer at once, without waking it (a thread switch
-            // saved per request).
-            Some(Pending::Ready(frame)) if queued.load(Ordering::Acquire) == 0 => replies.extend_from_slice(&frame),
-            Some(pending) => {
-                // The writer's answers follow ours: ours go first.
-                if !settle(&mut touched, peer) {
-                    return;
-                }
-                if let Err(e) = flush_out(stream, &mut replies) {
-                    return broken(stream, peer, e);
-                }
-                queued.fetch_add(1, Ordering::AcqRel);
-                if tx.send(pending).is_err() {
-                    return;
-                }
-            }
-            None => {}
+            // idle: the answer stays with ours, and the writer sleeps on (a
+            // thread switch saved per request).
+            Some(Answer::Now) if queued.load(Ordering::Acquire) == 0 => continue,
+            Some(Answer::Now) => Pending::Ready(state.answer.split_off(before)),
+            Some(Answer::Later(pending)) => pending,
+        };
+        // The writer's answers follow ours: ours go first.
+        if !settle(&mut state.touched, peer) {
+            return;
+        }
+        if let Err(e) = flush_out(stream, &mut state.answer) {
+            return broken(stream, peer, e);
+        }
+        queued.fetch_add(1, Ordering::AcqRel);
+        if tx.send(pending).is_err() {
+            return;
         }
     }
 }
@@ -330,30 +333,55 @@ impl<'a> FrameReader<'a> {
 
 fn error_frame(correlation_id: u32, error: ErrorCode, message: &str) -> Vec<u8> {
     let mut out = Vec::new();
-    protocol::start_response(&mut out, correlation_id, error, message);
-    protocol::finish_frame(&mut out);
+    error_into(&mut out, correlation_id, error, message);
     out
 }
 
+/// Appends an error answer to `out`.
+fn error_into(out: &mut Vec<u8>, correlation_id: u32, error: ErrorCode, message: &str) {
+    let start = protocol::begin_response(out, correlation_id, error, message);
+    protocol::finish_frame(&mut out[start..]);
+}
+
+/// How the reader deals with a request.
+enum Answer {
+    /// The answer is ready, in [`ReaderState::answer`].
+    Now,
+    /// The answer must wait its turn with the writer.
+    Later(Pending),
+}
+
+/// What a connection's reader keeps between requests, so that a produce
+/// request costs no allocation.
+struct ReaderState {
+    /// Partitions appended to whose appends may still be gathered in memory.
+    touched: Vec<Arc<Partition>>,
+    /// The answer to the request at hand (cleared before each).
+    answer: Vec<u8>,
+    /// The produce request's topic, copied out of the frame.
+    topic: String,
+}
+
 /// Handles a request: the work that belongs in the reader (appends, and
-/// the quick answers), returning what the writer must send.
-fn handle(
-    shared: &Arc<Shared>,
-    body: &mut [u8],
-    peer: SocketAddr,
-    touched: &mut Vec<Arc<Partition>>,
-) -> Option<Pending> {
+/// the quick answers).
+fn handle(shared: &Arc<Shared>, body: &mut [u8], peer: SocketAddr, state: &mut ReaderState) -> Option<Answer> {
     let header = protocol::decode_request_header(body).ok()?;
     let id = header.correlation_id;
+    let ready = |state: &mut ReaderState, frame: Vec<u8>| {
+        state.answer.extend_from_slice(&frame);
+        Some(Answer::Now)
+    };
     let request = match protocol::decode_request(body) {
         Ok((_, r)) => r,
         Err(RequestError::Unsupported(msg)) => {
             log_line(format_args!("{peer}: {msg}"));
-            return Some(Pending::Ready(error_frame(id, ErrorCode::UnsupportedRequest, &msg)));
+            error_into(&mut state.answer, id, ErrorCode::UnsupportedRequest, &msg);
+            return Some(Answer::Now);
         }
         Err(RequestError::Invalid(e)) => {
             log_line(format_args!("{peer}: invalid request: {e}"));
-            return Some(Pending::Ready(error_frame(id, ErrorCode::InvalidRequest, &e.0)));
+            error_into(&mut state.answer, id, ErrorCode::InvalidRequest, &e.0);
+            return Some(Answer::Now);
         }
     };
     match request {
@@ -363,40 +391,38 @@ fn handle(
             topic,
             partition,
             records,
-        } => produce(
-            shared,
-            id,
-            acks,
-            timeout_ms,
-            &topic,
-            partition,
-            &mut body[records],
-            peer,
-            touched,
-        ),
+        } => {
+            // The topic leaves the frame, which the append rewrites.
+            state.topic.clear();
+            state.topic.push_str(topic);
+            let request = ProduceRequest {
+                id,
+                acks,
+                timeout_ms,
+                partition,
+            };
+            produce(shared, &request, &mut body[records], peer, state)
+        }
         Request::Fetch {
             max_wait_ms,
             min_bytes,
             partitions,
-        } => Some(Pending::Fetch {
+        } => Some(Answer::Later(Pending::Fetch {
             correlation_id: id,
             min_bytes,
             deadline: Instant::now() + Duration::from_millis(u64::from(max_wait_ms)),
             partitions,
-        }),
-        Request::ListOffsets { topic, partition, at } => {
-            Some(Pending::Ready(list_offsets(shared, id, &topic, partition, at)))
-        }
-        Request::Metadata { topics } => Some(Pending::Ready(metadata(shared, id, &topics))),
+        })),
+        Request::ListOffsets { topic, partition, at } => ready(state, list_offsets(shared, id, &topic, partition, at)),
+        Request::Metadata { topics } => ready(state, metadata(shared, id, &topics)),
         Request::CreateTopic { topic, partitions } => {
             let partitions = if partitions == 0 {
                 shared.config.partitions_default
             } else {
                 partitions
             };
-            Some(Pending::Ready(match shared.create_topic(&topic, partitions) {
+            match shared.create_topic(&topic, partitions) {
                 Ok((count, existed)) => {
-                    let mut out = Vec::new();
                     let (code, msg) = if existed {
                         (
                             ErrorCode::TopicExists,
@@ -405,77 +431,87 @@ fn handle(
                     } else {
                         (ErrorCode::None, String::new())
                     };
-                    protocol::start_response(&mut out, id, code, &msg);
-                    put::u32(&mut out, count);
-                    protocol::finish_frame(&mut out);
-                    out
+                    let start = protocol::begin_response(&mut state.answer, id, code, &msg);
+                    put::u32(&mut state.answer, count);
+                    protocol::finish_frame(&mut state.answer[start..]);
                 }
-                Err(e) => error_frame(id, error_code(&e), &e.to_string()),
-            }))
+                Err(e) => error_into(&mut state.answer, id, error_code(&e), &e.to_string()),
+            }
+            Some(Answer::Now)
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn produce(
-    shared: &Arc<Shared>,
+/// A produce request's fields besides its topic and batch.
+struct ProduceRequest {
     id: u32,
     acks: i8,
     timeout_ms: u32,
-    topic: &str,
     partition: u32,
+}
+
+fn produce(
+    shared: &Arc<Shared>,
+    request: &ProduceRequest,
     batch: &mut [u8],
     peer: SocketAddr,
-    touched: &mut Vec<Arc<Partition>>,
-) -> Option<Pending> {
-    let reply = |code: ErrorCode, msg: String| {
+    state: &mut ReaderState,
+) -> Option<Answer> {
+    let ProduceRequest {
+        id,
+        acks,
+        timeout_ms,
+        partition,
+    } = *request;
+    let topic = state.topic.as_str();
+    let reply = |answer: &mut Vec<u8>, code: ErrorCode, msg: String| {
         if acks == protocol::ACKS_NONE {
             log_line(format_args!(
                 "{peer}: produce to {topic} [{partition}] (acks=0) failed: {msg}"
             ));
             None
         } else {
-            Some(Pending::Ready(error_frame(id, code, &msg)))
+            error_into(answer, id, code, &msg);
+            Some(Answer::Now)
         }
     };
     let p = match shared.partition(topic, partition) {
         Ok(p) => p,
         Err((ErrorCode::UnknownTopic, _)) => {
             if let Err(e) = shared.create_topic(topic, shared.config.partitions_default) {
-                return reply(error_code(&e), e.to_string());
+                return reply(&mut state.answer, error_code(&e), e.to_string());
             }
             match shared.partition(topic, partition) {
                 Ok(p) => p,
-                Err((code, msg)) => return reply(code, msg),
+                Err((code, msg)) => return reply(&mut state.answer, code, msg),
             }
         }
-        Err((code, msg)) => return reply(code, msg),
+        Err((code, msg)) => return reply(&mut state.answer, code, msg),
     };
     let now = crate::produce::now_ms();
     let appended = p.lock().append(batch, now);
     match appended {
         Ok(info) => {
-            if !touched.iter().any(|t| Arc::ptr_eq(t, &p)) {
-                touched.push(Arc::clone(&p));
+            if !state.touched.iter().any(|t| Arc::ptr_eq(t, &p)) {
+                state.touched.push(Arc::clone(&p));
             }
             shared.appends.fetch_add(1, Ordering::Relaxed);
             shared.mark_dirty(&p, acks == protocol::ACKS_ALL);
             match acks {
                 protocol::ACKS_NONE => None,
                 protocol::ACKS_LEADER => {
-                    let mut out = Vec::new();
-                    protocol::start_response(&mut out, id, ErrorCode::None, "");
-                    put::u64(&mut out, info.base_offset);
-                    protocol::finish_frame(&mut out);
-                    Some(Pending::Ready(out))
+                    let start = protocol::begin_response(&mut state.answer, id, ErrorCode::None, "");
+                    put::u64(&mut state.answer, info.base_offset);
+                    protocol::finish_frame(&mut state.answer[start..]);
+                    Some(Answer::Now)
                 }
-                _ => Some(Pending::Durable {
+                _ => Some(Answer::Later(Pending::Durable {
                     correlation_id: id,
                     partition: p,
                     base_offset: info.base_offset,
                     offset: info.last_offset + 1,
                     deadline: Instant::now() + Duration::from_millis(u64::from(timeout_ms)),
-                }),
+                })),
             }
         }
         Err(e) => {
@@ -483,7 +519,8 @@ fn produce(
             if code == ErrorCode::StorageError {
                 log_line(format_args!("append to {topic}-{partition} failed: {e}"));
             }
-            reply(code, format!("{topic} [{partition}]: {e}"))
+            let msg = format!("{topic} [{partition}]: {e}");
+            reply(&mut state.answer, code, msg)
         }
     }
 }
