@@ -608,22 +608,23 @@ fn metadata(shared: &Shared, id: u32, asked: &[String]) -> Vec<u8> {
 /// Answers the connection's requests in order. Responses that are ready
 /// together leave in one write.
 fn write_responses(shared: &Shared, stream: TcpStream, rx: Receiver<Pending>, peer: SocketAddr, queued: &AtomicUsize) {
+    // Answers gathered in `out` and not yet written, and how many.
     let mut out: Vec<u8> = Vec::new();
-    // Responses taken from the queue and not yet written.
-    let mut taken = 0;
-    let flush = |out: &mut Vec<u8>, taken: &mut usize| -> io::Result<()> {
+    let mut in_out = 0;
+    // Writing answers takes them off the reader's count of queued ones.
+    let flush = |out: &mut Vec<u8>, in_out: &mut usize| -> io::Result<()> {
         flush_out(&stream, out)?;
-        queued.fetch_sub(std::mem::take(taken), Ordering::AcqRel);
+        queued.fetch_sub(std::mem::take(in_out), Ordering::AcqRel);
         Ok(())
     };
     loop {
-        let next = if out.is_empty() && taken == 0 {
+        let next = if out.is_empty() {
             rx.recv().ok()
         } else {
             match rx.try_recv() {
                 Ok(p) => Some(p),
                 Err(mpsc::TryRecvError::Empty) => {
-                    if let Err(e) = flush(&mut out, &mut taken) {
+                    if let Err(e) = flush(&mut out, &mut in_out) {
                         return broken(&stream, peer, e);
                     }
                     continue;
@@ -632,15 +633,15 @@ fn write_responses(shared: &Shared, stream: TcpStream, rx: Receiver<Pending>, pe
             }
         };
         let Some(pending) = next else {
-            if let Err(e) = flush(&mut out, &mut taken) {
+            if let Err(e) = flush(&mut out, &mut in_out) {
                 broken(&stream, peer, e);
             }
             return;
         };
-        taken += 1;
         let sent = match pending {
             Pending::Ready(frame) => {
                 out.extend_from_slice(&frame);
+                in_out += 1;
                 Ok(())
             }
             Pending::Durable {
@@ -652,17 +653,14 @@ fn write_responses(shared: &Shared, stream: TcpStream, rx: Receiver<Pending>, pe
             } => {
                 // Earlier answers do not wait for this one's fsync.
                 let early = if partition.flushed.load(Ordering::Acquire) < offset {
-                    let this_one = taken - 1;
-                    taken = this_one;
-                    let r = flush(&mut out, &mut taken);
-                    taken = 1;
-                    r
+                    flush(&mut out, &mut in_out)
                 } else {
                     Ok(())
                 };
                 early.map(|()| {
                     let frame = await_durable(shared, correlation_id, &partition, base_offset, offset, deadline);
                     out.extend_from_slice(&frame);
+                    in_out += 1;
                 })
             }
             Pending::Fetch {
@@ -670,13 +668,11 @@ fn write_responses(shared: &Shared, stream: TcpStream, rx: Receiver<Pending>, pe
                 min_bytes,
                 deadline,
                 partitions,
-            } => {
-                taken -= 1;
-                flush(&mut out, &mut taken).and_then(|()| {
-                    taken = 1;
-                    fetch(shared, &stream, correlation_id, min_bytes, deadline, &partitions)
-                })
-            }
+            } => flush(&mut out, &mut in_out)
+                .and_then(|()| fetch(shared, &stream, correlation_id, min_bytes, deadline, &partitions))
+                .map(|()| {
+                    queued.fetch_sub(1, Ordering::AcqRel);
+                }),
         };
         if let Err(e) = sent {
             return broken(&stream, peer, e);
