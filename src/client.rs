@@ -303,6 +303,42 @@ impl ClusterProducer {
     }
 }
 
+/// Connections to several brokers, by address: each opened on first use,
+/// kept for the next request, and opened again once when it broke.
+#[derive(Debug, Default)]
+pub struct Connections {
+    open: std::collections::HashMap<String, Connection>,
+}
+
+impl Connections {
+    /// No connection yet.
+    pub fn new() -> Connections {
+        Connections::default()
+    }
+
+    /// Runs `request` on the connection to `addr`. A connection that
+    /// breaks is dropped and `request` tried once more on a new one (a
+    /// broker restarted since the last request).
+    pub fn with<T>(&mut self, addr: &str, mut request: impl FnMut(&mut Connection) -> Result<T>) -> Result<T> {
+        for attempt in 0..2 {
+            if !self.open.contains_key(addr) {
+                self.open.insert(addr.to_string(), Connection::connect(addr)?);
+            }
+            let conn = self.open.get_mut(addr).expect("just opened");
+            match request(conn) {
+                Err(e @ (Error::Network { .. } | Error::Protocol { .. })) => {
+                    self.open.remove(addr);
+                    if attempt == 1 {
+                        return Err(e);
+                    }
+                }
+                other => return other,
+            }
+        }
+        unreachable!("the second attempt returns")
+    }
+}
+
 /// How a producer sends.
 #[derive(Debug, Clone, Copy)]
 pub struct ProducerConfig {
@@ -719,20 +755,24 @@ impl Consumer {
         partitions: Vec<ConsumerPartition>,
         config: ConsumerConfig,
     ) -> Result<Consumer> {
-        Consumer::start_on(&[(addr.to_string(), partitions)], topic, config)
+        let on: Vec<_> = partitions.into_iter().map(|p| (addr.to_string(), p)).collect();
+        Consumer::start_on(&on, topic, config)
     }
 
-    /// Starts fetching partitions of `topic` from several brokers, each
-    /// given with the partitions it holds (a cluster): one fetch-ahead
-    /// thread per broker, their responses handed out as they come.
-    pub fn start_on(
-        brokers: &[(String, Vec<ConsumerPartition>)],
-        topic: &str,
-        config: ConsumerConfig,
-    ) -> Result<Consumer> {
+    /// Starts fetching partitions of `topic`, each from the broker whose
+    /// address it comes with (a cluster): one fetch-ahead thread per
+    /// broker, their responses handed out as they come.
+    pub fn start_on(parts: &[(String, ConsumerPartition)], topic: &str, config: ConsumerConfig) -> Result<Consumer> {
+        let mut brokers: Vec<(String, Vec<ConsumerPartition>)> = Vec::new();
+        for (addr, part) in parts {
+            match brokers.iter_mut().find(|(a, _)| a == addr) {
+                Some((_, held)) => held.push(*part),
+                None => brokers.push((addr.clone(), vec![*part])),
+            }
+        }
         let (tx, rx) = mpsc::sync_channel(config.prefetch.max(1));
         let mut all = Vec::new();
-        for (addr, partitions) in brokers.iter().filter(|(_, p)| !p.is_empty()) {
+        for (addr, partitions) in &brokers {
             let fetcher = Fetcher {
                 stream: connect(addr)?,
                 addr: addr.clone(),

@@ -28,7 +28,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::client::{Connection, Consumer, ConsumerConfig, ConsumerPartition};
+use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
 use crate::consume::OffsetSpec;
 use crate::error::{Error, Result};
 use crate::record::Record;
@@ -62,6 +62,8 @@ pub struct GroupMember {
     _entry: Ephemeral,
     /// The broker of each partition (all the same without a cluster).
     routes: Vec<String>,
+    /// Connections to those brokers, kept between registry checks.
+    conns: Connections,
     owned: Vec<(u32, Ephemeral)>,
     consumer: Option<Consumer>,
     /// What the last rebalance saw: members and partition count.
@@ -90,7 +92,7 @@ fn member_id() -> String {
 
 /// The broker of each partition: the registry's placement in a cluster,
 /// else the broker registered for the topic, else the fallback.
-fn routes(registry: &Registry, config: &GroupConfig) -> Result<Vec<String>> {
+fn routes(registry: &Registry, config: &GroupConfig, conns: &mut Connections) -> Result<Vec<String>> {
     if registry.placement(&config.topic)?.is_some() {
         return crate::client::route(registry, &config.topic, false);
     }
@@ -99,12 +101,12 @@ fn routes(registry: &Registry, config: &GroupConfig) -> Result<Vec<String>> {
         .into_iter()
         .find(|b| b.topics.contains_key(&config.topic))
         .map_or_else(|| config.fallback_broker.clone(), |b| b.addr());
-    let count = Connection::connect(&broker)?.partitions(&config.topic)?.len();
+    let count = conns.with(&broker, |c| c.partitions(&config.topic))?.len();
     Ok(vec![broker; count])
 }
 
 /// The (start, end) offsets of every partition, each from its broker.
-fn offsets(routes: &[String], topic: &str) -> Result<Vec<(u64, u64)>> {
+fn offsets(routes: &[String], topic: &str, conns: &mut Connections) -> Result<Vec<(u64, u64)>> {
     let mut out = vec![(0, 0); routes.len()];
     let mut asked: Vec<&String> = Vec::new();
     for addr in routes {
@@ -112,7 +114,7 @@ fn offsets(routes: &[String], topic: &str) -> Result<Vec<(u64, u64)>> {
             continue;
         }
         asked.push(addr);
-        let offsets = Connection::connect(addr)?.partitions(topic)?;
+        let offsets = conns.with(addr, |c| c.partitions(topic))?;
         for (p, route) in routes.iter().enumerate() {
             if route == addr {
                 out[p] = offsets.get(p).copied().unwrap_or((0, 0));
@@ -132,8 +134,9 @@ impl GroupMember {
             topics: vec![config.topic.clone()],
         };
         let entry = registry.join(&config.group, &info)?;
-        let routes = routes(&registry, &config)?;
-        let ends = offsets(&routes, &config.topic)?
+        let mut conns = Connections::new();
+        let routes = routes(&registry, &config, &mut conns)?;
+        let ends = offsets(&routes, &config.topic, &mut conns)?
             .into_iter()
             .map(|(_, end)| end)
             .collect();
@@ -143,6 +146,7 @@ impl GroupMember {
             member,
             _entry: entry,
             routes,
+            conns,
             owned: Vec::new(),
             consumer: None,
             seen: (Vec::new(), 0),
@@ -194,7 +198,7 @@ impl GroupMember {
     }
 
     /// The live members subscribed to the topic, and the partition count.
-    fn look(&self) -> Result<(Vec<String>, u32)> {
+    fn look(&mut self) -> Result<(Vec<String>, u32)> {
         let members = self
             .registry
             .members(&self.config.group)?
@@ -202,7 +206,7 @@ impl GroupMember {
             .filter(|m| m.topics.contains(&self.config.topic))
             .map(|m| m.member)
             .collect();
-        let partitions = routes(&self.registry, &self.config)?.len() as u32;
+        let partitions = routes(&self.registry, &self.config, &mut self.conns)?.len() as u32;
         Ok((members, partitions))
     }
 
@@ -302,12 +306,11 @@ impl GroupMember {
         if self.owned.is_empty() {
             return Ok(());
         }
-        self.routes = routes(&self.registry, &self.config)?;
-        let offsets = offsets(&self.routes, &self.config.topic)?;
-        let mut by_broker: Vec<(String, Vec<ConsumerPartition>)> = Vec::new();
+        self.routes = routes(&self.registry, &self.config, &mut self.conns)?;
+        let offsets = offsets(&self.routes, &self.config.topic, &mut self.conns)?;
+        let mut parts = Vec::with_capacity(self.owned.len());
         for (p, _) in &self.owned {
             let addr = self.routes[*p as usize].clone();
-            let mut conn = Connection::connect(&addr)?;
             let (start, end) = offsets.get(*p as usize).copied().unwrap_or((0, 0));
             let committed = self.registry.committed(&self.config.group, &self.config.topic, *p)?;
             let name = format!("{} [{p}]", self.config.topic);
@@ -320,8 +323,9 @@ impl GroupMember {
                         OffsetSpec::Stored => OffsetSpec::Beginning,
                         other => other,
                     };
+                    let topic = &self.config.topic;
                     crate::consume::resolve_in(start, end, spec, &name, |ts| {
-                        conn.list_offsets(&self.config.topic, *p, ts)
+                        self.conns.with(&addr, |c| c.list_offsets(topic, *p, ts))
                     })?
                 }
             };
@@ -334,13 +338,10 @@ impl GroupMember {
                 offset,
                 stop_at,
             };
-            match by_broker.iter_mut().find(|(a, _)| *a == addr) {
-                Some((_, parts)) => parts.push(part),
-                None => by_broker.push((addr, vec![part])),
-            }
+            parts.push((addr, part));
         }
         self.consumer = Some(Consumer::start_on(
-            &by_broker,
+            &parts,
             &self.config.topic,
             ConsumerConfig::default(),
         )?);

@@ -539,3 +539,25 @@ fn a_record_the_broker_refuses_is_reported_not_dropped() {
         .stderr(predicate::str::contains("record_too_large").and(predicate::str::contains("failed)")));
     assert!(!consume_from(&broker.addr, "t", &[]).contains("xxx"));
 }
+
+#[test]
+fn kept_connections_reconnect_once_to_a_restarted_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerProc::start(dir.path(), &[]);
+    produce_to(&broker.addr, "t", "a\n", &[]);
+    let addr = broker.addr.clone();
+    let mut conns = klog::client::Connections::new();
+    let calls = std::cell::Cell::new(0);
+    let ask = |conns: &mut klog::client::Connections| {
+        conns.with(&addr, |c| {
+            calls.set(calls.get() + 1);
+            c.partitions("t")
+        })
+    };
+    assert_eq!(ask(&mut conns).unwrap(), [(0, 1)]);
+    assert!(broker.terminate().success());
+    let _again = BrokerProc::start(dir.path(), &["--listen", &addr]);
+    // The kept connection is dead: the request goes again on a new one.
+    assert_eq!(ask(&mut conns).unwrap(), [(0, 1)]);
+    assert_eq!(calls.get(), 3, "one call, then a failed one and its retry");
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 
-use crate::client::{Connection, Consumer, ConsumerConfig, ConsumerPartition};
+use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
 use crate::consume::{self, Envelope, Format, OffsetSpec, PartitionReader};
 use crate::fs::{RealFs, Vfs};
 use crate::group::{GroupConfig, GroupMember};
@@ -205,6 +205,7 @@ fn chosen_partitions(args: &Args, count: u32) -> anyhow::Result<Vec<u32>> {
 }
 
 fn open_remote(args: &Args) -> anyhow::Result<Source> {
+    let mut conns = Connections::new();
     // Each partition's broker: -b for all, or the registry's placement.
     let routes: Vec<String> = match &args.registry {
         Some(dir) => {
@@ -214,32 +215,26 @@ fn open_remote(args: &Args) -> anyhow::Result<Source> {
                 .with_context(|| format!("cannot read topic {:?} through {}", args.topic, dir.display()))?
         }
         None => {
-            let count = Connection::connect(&args.broker)?
-                .partitions(&args.topic)
+            let count = conns
+                .with(&args.broker, |c| c.partitions(&args.topic))
                 .with_context(|| format!("cannot read topic {:?} from {}", args.topic, args.broker))?
                 .len();
             vec![args.broker.clone(); count]
         }
     };
-    let mut conns: Vec<(String, Connection, crate::client::PartitionOffsets)> = Vec::new();
-    let mut by_broker: Vec<(String, Vec<ConsumerPartition>)> = Vec::new();
+    // Each broker's (start, end) offsets of the topic's partitions.
+    let mut offsets: std::collections::HashMap<&str, crate::client::PartitionOffsets> = Default::default();
+    let mut parts = Vec::new();
     let mut ends = Vec::new();
     for p in chosen_partitions(args, routes.len() as u32)? {
-        let addr = &routes[p as usize];
-        let i = match conns.iter().position(|(a, _, _)| a == addr) {
-            Some(i) => i,
-            None => {
-                let mut conn = Connection::connect(addr)?;
-                let offsets = conn
-                    .partitions(&args.topic)
-                    .with_context(|| format!("cannot read topic {:?} from {addr}", args.topic))?;
-                conns.push((addr.clone(), conn, offsets));
-                by_broker.push((addr.clone(), Vec::new()));
-                conns.len() - 1
-            }
-        };
-        let (_, conn, offsets) = &mut conns[i];
-        let (start, end) = offsets.get(p as usize).copied().unwrap_or((0, 0));
+        let addr = routes[p as usize].as_str();
+        if !offsets.contains_key(addr) {
+            let held = conns
+                .with(addr, |c| c.partitions(&args.topic))
+                .with_context(|| format!("cannot read topic {:?} from {addr}", args.topic))?;
+            offsets.insert(addr, held);
+        }
+        let (start, end) = offsets[addr].get(p as usize).copied().unwrap_or((0, 0));
         if start == crate::protocol::ELSEWHERE {
             return Err(crate::Error::Broker {
                 code: crate::protocol::ErrorCode::PartitionElsewhere,
@@ -252,16 +247,17 @@ fn open_remote(args: &Args) -> anyhow::Result<Source> {
         }
         let name = format!("{} [{p}]", args.topic);
         let offset = consume::resolve_in(start, end, args.offset, &name, |ts| {
-            conn.list_offsets(&args.topic, p, ts)
+            conns.with(addr, |c| c.list_offsets(&args.topic, p, ts))
         })?;
-        by_broker[i].1.push(ConsumerPartition {
+        let part = ConsumerPartition {
             partition: p,
             offset,
             stop_at: args.exit_at_end.then_some(end),
-        });
+        };
+        parts.push((addr.to_string(), part));
         ends.push((p, end));
     }
-    let consumer = Consumer::start_on(&by_broker, &args.topic, ConsumerConfig::default())?;
+    let consumer = Consumer::start_on(&parts, &args.topic, ConsumerConfig::default())?;
     Ok(Source::Remote(consumer, ends))
 }
 

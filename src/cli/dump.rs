@@ -107,17 +107,15 @@ fn dump_registry(dir: &Path, json: bool) -> anyhow::Result<()> {
     let registry = Registry::open(dir)?;
     let brokers = registry.brokers()?;
     // End offsets, asked of the broker that holds each partition.
-    let mut ends: BTreeMap<(String, String), Option<crate::client::PartitionOffsets>> = BTreeMap::new();
+    let mut conns = crate::client::Connections::new();
+    let mut asked: BTreeMap<(String, String), Option<crate::client::PartitionOffsets>> = BTreeMap::new();
     let mut end_of = |topic: &str, partition: u32| -> Option<u64> {
         let broker = brokers
             .iter()
             .find(|b| b.topics.get(topic).is_some_and(|held| held.contains(&partition)))?;
-        let offsets = ends.entry((broker.id.clone(), topic.to_string())).or_insert_with(|| {
-            crate::client::Connection::connect(&broker.addr())
-                .ok()?
-                .partitions(topic)
-                .ok()
-        });
+        let offsets = asked
+            .entry((broker.id.clone(), topic.to_string()))
+            .or_insert_with(|| conns.with(&broker.addr(), |c| c.partitions(topic)).ok());
         offsets.as_ref()?.get(partition as usize).map(|o| o.1)
     };
     let mut members = Vec::new();

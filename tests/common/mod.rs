@@ -152,8 +152,15 @@ impl BrokerProc {
     /// `% Listening on ADDR` line.
     pub fn start(data: &Path, args: &[&str]) -> BrokerProc {
         use std::io::BufRead;
+        // Port 0 unless the test names an address.
+        let listen: &[&str] = if args.contains(&"--listen") {
+            &[]
+        } else {
+            &["--listen", "127.0.0.1:0"]
+        };
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-broker"))
-            .args(["--data-dir", data.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .args(["--data-dir", data.to_str().unwrap()])
+            .args(listen)
             .args(args)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
