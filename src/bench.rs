@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::broker::{Broker, BrokerConfig, BrokerHandle};
@@ -427,11 +426,14 @@ pub fn latency(addr: &str, topic: &str, records: u64, size: usize, rate: u64) ->
     // Start the consumer at the current end, before producing.
     let mut conn = Connection::connect(addr)?;
     let offsets = match conn.partitions(topic) {
-        Ok(o) => o,
-        Err(_) => {
+        Err(Error::Broker {
+            code: crate::protocol::ErrorCode::UnknownTopic,
+            ..
+        }) => {
             conn.create_topic(topic, 0)?;
             conn.partitions(topic)?
         }
+        other => other?,
     };
     let parts = offsets
         .iter()
@@ -447,52 +449,75 @@ pub fn latency(addr: &str, topic: &str, records: u64, size: usize, rate: u64) ->
         ..ConsumerConfig::default()
     };
     let mut consumer = Consumer::start(addr, topic, parts, config)?;
+    // Send times are µs since `epoch`, and so is the run's duration.
     let epoch = Instant::now();
-    let failed = AtomicBool::new(false);
-    let start = Instant::now();
-    let producer_result = Mutex::new(Ok(()));
+    // Set by whichever side fails, so that the other stops too.
+    let stop = AtomicBool::new(false);
     let mut report = Report::default();
     std::thread::scope(|s| -> Result<()> {
-        s.spawn(|| {
-            let r = send_paced(addr, topic, records, size, rate, epoch);
-            if r.is_err() {
-                failed.store(true, Ordering::Relaxed);
+        let producer = s.spawn(|| {
+            let sent = send_paced(addr, topic, records, size, rate, epoch, &stop);
+            if sent.is_err() {
+                stop.store(true, Ordering::Relaxed);
             }
-            *producer_result.lock().unwrap_or_else(|p| p.into_inner()) = r;
+            sent
         });
-        let deadline_idle = Duration::from_secs(30);
-        let mut last = Instant::now();
-        while report.records < records && !failed.load(Ordering::Relaxed) {
-            let n = consumer.poll(Duration::from_millis(100), |_, r| {
-                let Some(stamp) = r.value.get(..8) else {
-                    return Err(Error::Config(format!(
-                        "the record at offset {} is not one klog-bench latency sent (under 8 bytes): use a topic of its own",
-                        r.offset
-                    )));
-                };
-                let sent_us = u64::from_le_bytes(stamp.try_into().expect("8 bytes"));
-                let now_us = epoch.elapsed().as_micros() as u64;
-                report.latency.record_n(now_us.saturating_sub(sent_us), 1);
-                report.records += 1;
-                report.bytes += r.value.len() as u64;
-                Ok(true)
-            })?;
-            if n > 0 {
-                last = Instant::now();
-            } else if last.elapsed() > deadline_idle {
-                return Err(Error::Config("no record arrived for 30 s".into()));
-            }
-        }
-        Ok(())
+        let consumed = receive_stamped(&mut consumer, records, epoch, &stop, &mut report);
+        stop.store(true, Ordering::Relaxed);
+        let sent = producer
+            .join()
+            .unwrap_or_else(|_| Err(Error::Config("the producer thread panicked".into())));
+        sent.and(consumed)
     })?;
-    std::mem::replace(&mut *producer_result.lock().unwrap_or_else(|p| p.into_inner()), Ok(()))?;
-    report.secs = start.elapsed().as_secs_f64();
+    report.secs = epoch.elapsed().as_secs_f64();
     Ok(report)
 }
 
-/// Sends `records` records at `rate` per second, each value starting with
-/// its send time in µs since `epoch`.
-fn send_paced(addr: &str, topic: &str, records: u64, size: usize, rate: u64, epoch: Instant) -> Result<()> {
+/// Receives `records` records sent by [`send_paced`] (until `stop`),
+/// recording each one's latency.
+fn receive_stamped(
+    consumer: &mut Consumer,
+    records: u64,
+    epoch: Instant,
+    stop: &AtomicBool,
+    report: &mut Report,
+) -> Result<()> {
+    let mut last = Instant::now();
+    while report.records < records && !stop.load(Ordering::Relaxed) {
+        let n = consumer.poll(Duration::from_millis(100), |_, r| {
+            let Some(stamp) = r.value.get(..8) else {
+                return Err(Error::Config(format!(
+                    "the record at offset {} is not one klog-bench latency sent (under 8 bytes): use a topic of its own",
+                    r.offset
+                )));
+            };
+            let sent_us = u64::from_le_bytes(stamp.try_into().expect("8 bytes"));
+            let now_us = epoch.elapsed().as_micros() as u64;
+            report.latency.record_n(now_us.saturating_sub(sent_us), 1);
+            report.records += 1;
+            report.bytes += r.value.len() as u64;
+            Ok(true)
+        })?;
+        if n > 0 {
+            last = Instant::now();
+        } else if last.elapsed() > Duration::from_secs(30) {
+            return Err(Error::Config("no record arrived for 30 s".into()));
+        }
+    }
+    Ok(())
+}
+
+/// Sends `records` records at `rate` per second (until `stop`), each value
+/// starting with its send time in µs since `epoch`.
+fn send_paced(
+    addr: &str,
+    topic: &str,
+    records: u64,
+    size: usize,
+    rate: u64,
+    epoch: Instant,
+    stop: &AtomicBool,
+) -> Result<()> {
     let config = ProducerConfig {
         acks: crate::protocol::ACKS_LEADER,
         batch: BatchOptions {
@@ -514,6 +539,9 @@ fn send_paced(addr: &str, topic: &str, records: u64, size: usize, rate: u64, epo
     let start = Instant::now();
     let mut next_flush = Instant::now();
     for i in 0..records {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
         // Pace: record i leaves at start + i * interval.
         let due = start + interval.mul_f64(i as f64);
         let now = Instant::now();

@@ -93,9 +93,22 @@ fn several_producers_over_several_partitions() {
         .success();
     let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(v["records"], 10001, "every record of every producer acknowledged");
-    bin("klog-bench")
-        .args(["produce", "-n", "1000", "--acks", "maybe"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("is not 0, 1 or all"));
+    // Values that cannot work are usage errors, said before anything runs.
+    for (args, why) in [
+        (&["produce", "--acks", "maybe"][..], "is not 0, 1 or all"),
+        (&["produce", "--batch", "0"], "--batch"),
+        (&["produce", "--in-flight", "0"], "--in-flight"),
+        (&["produce", "--producers", "0"], "--producers"),
+        (&["produce", "--partitions", "0"], "--partitions"),
+        (&["consume", "--fetch-size", "0"], "outside 1 byte..4GiB"),
+        (&["consume", "--fetch-size", "8GiB"], "outside 1 byte..4GiB"),
+        (&["latency", "-s", "4"], "under 8 bytes"),
+        (&["latency", "--rate", "0"], "--rate"),
+    ] {
+        bin("klog-bench")
+            .args(args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(why));
+    }
 }

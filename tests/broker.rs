@@ -422,6 +422,17 @@ fn client_errors_name_the_problem() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains(format!("connect to broker {addr}")));
+    // Bounds that would refuse everything are usage errors.
+    let unused = dir.path().join("never");
+    for bad in [["--max-connections", "0"], ["--max-in-flight", "0"]] {
+        bin("klog-broker")
+            .args(["--data-dir", unused.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .args(bad)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(bad[0]));
+    }
+    assert!(!unused.exists(), "nothing created for a usage error");
     // A second broker on a data directory in use, and on a port in use.
     let other = tempfile::tempdir().unwrap();
     bin("klog-broker")

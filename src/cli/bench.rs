@@ -31,7 +31,7 @@ pub struct Common {
     #[arg(short = 't', long = "topic", value_parser = super::topic_arg)]
     pub topic: Option<String>,
     /// Partitions of a topic the run creates (own broker only).
-    #[arg(long = "partitions", value_name = "N", default_value_t = 1)]
+    #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::limits::PARTITIONS_MAX)))]
     pub partitions: u32,
     /// One JSON object on stdout instead of Kafka's final line.
     #[arg(long = "json")]
@@ -53,16 +53,16 @@ pub enum Command {
         #[arg(short = 's', long = "record-size", value_name = "SIZE", default_value = "200", value_parser = super::size_arg)]
         size: u64,
         /// Records per batch (one request each).
-        #[arg(long = "batch", value_name = "N", default_value_t = 50)]
+        #[arg(long = "batch", value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::limits::BATCH_RECORDS_MAX)))]
         batch: u32,
         /// Acknowledgements: 0, 1 or all.
         #[arg(long = "acks", value_name = "0|1|all", default_value = "1", value_parser = super::acks_arg)]
         acks: i8,
         /// Requests in flight per producer.
-        #[arg(long = "in-flight", value_name = "N", default_value_t = 256)]
-        in_flight: usize,
+        #[arg(long = "in-flight", value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
+        in_flight: u32,
         /// Producers, each on its own connection and thread.
-        #[arg(long = "producers", value_name = "N", default_value_t = 1)]
+        #[arg(long = "producers", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
         producers: u32,
         /// Options every measurement takes.
         #[command(flatten)]
@@ -78,8 +78,8 @@ pub enum Command {
         #[arg(short = 's', long = "record-size", value_name = "SIZE", default_value = "200", value_parser = super::size_arg)]
         size: u64,
         /// Bytes fetched per partition per request.
-        #[arg(long = "fetch-size", value_name = "SIZE", default_value = "1MiB", value_parser = super::size_arg)]
-        fetch_size: u64,
+        #[arg(long = "fetch-size", value_name = "SIZE", default_value = "1MiB", value_parser = fetch_size_arg)]
+        fetch_size: u32,
         /// Fetch responses read ahead of the consumer (prefetch).
         #[arg(long = "prefetch", value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1024))]
         prefetch: u64,
@@ -93,10 +93,10 @@ pub enum Command {
         #[arg(short = 'n', long = "records", default_value_t = 200_000)]
         records: u64,
         /// Bytes per record value (at least 8: the send time).
-        #[arg(short = 's', long = "record-size", value_name = "SIZE", default_value = "200", value_parser = super::size_arg)]
+        #[arg(short = 's', long = "record-size", value_name = "SIZE", default_value = "200", value_parser = latency_size_arg)]
         size: u64,
         /// Records per second.
-        #[arg(long = "rate", value_name = "N", default_value_t = 100_000)]
+        #[arg(long = "rate", value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
         rate: u64,
         /// Options every measurement takes.
         #[command(flatten)]
@@ -111,6 +111,26 @@ pub enum Command {
         #[command(flatten)]
         common: Common,
     },
+}
+
+/// `--fetch-size`: a size from 1 byte to 4 GiB - 1.
+fn fetch_size_arg(s: &str) -> Result<u32, String> {
+    let n = super::size_arg(s)?;
+    u32::try_from(n)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{s} is outside 1 byte..4GiB"))
+}
+
+/// `--record-size` of `latency`: room for the 8-byte send time.
+fn latency_size_arg(s: &str) -> Result<u64, String> {
+    let n = super::size_arg(s)?;
+    if n < 8 {
+        return Err(format!(
+            "{s} is under 8 bytes: each record carries its 8-byte send time"
+        ));
+    }
+    Ok(n)
 }
 
 /// A broker to measure: the one given, or one of our own.
@@ -224,7 +244,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 size: usize::try_from(size)?,
                 batch,
                 acks,
-                in_flight,
+                in_flight: in_flight as usize,
                 producers,
             };
             let progress = Progress::new(records, "produce", common.quiet);
@@ -248,7 +268,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 bench::fill(&target.addr, &topic, records, usize::try_from(size)?)?;
             }
             let progress = Progress::new(records, "consume", common.quiet);
-            let fetch_size = u32::try_from(fetch_size)?;
             let report = bench::consume(&target.addr, &topic, records, fetch_size, prefetch as usize, &|n| {
                 progress.update(n)
             })?;

@@ -63,8 +63,8 @@ pub struct Args {
     #[arg(long = "max-request-bytes", value_name = "SIZE", default_value = "100MiB", value_parser = super::size_arg)]
     pub max_request_bytes: u64,
     /// Connections served at once; one over the cap is closed at once.
-    #[arg(long = "max-connections", value_name = "N", default_value_t = limits::CONNECTIONS_MAX_DEFAULT)]
-    pub max_connections: usize,
+    #[arg(long = "max-connections", value_name = "N", default_value_t = limits::CONNECTIONS_MAX_DEFAULT as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
     /// Requests of one connection whose answers wait (acks=all for an
     /// fsync, fetches for records); past it the broker stops reading that
     /// connection until they are answered. Answers that need no wait go
@@ -110,7 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .ok()
         .filter(|&n| n as usize >= crate::protocol::REQUEST_HEADER_BYTES)
         .context("--max-request-bytes must be between 8 bytes and 4GiB")?;
-    config.connections_max = args.max_connections;
+    config.connections_max = args.max_connections as usize;
     config.in_flight_max = args.max_in_flight as usize;
     config.request_timeout_ms = args.request_timeout_ms;
     config.registry = args.registry.clone();
