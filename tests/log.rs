@@ -32,9 +32,11 @@ fn batch(first: u64, count: u64) -> Vec<u8> {
     b.finish().to_vec()
 }
 
-/// Every record of the log, as (offset, value), read through `Log::read`.
-fn read_all(log: &Log) -> Vec<(u64, String)> {
-    let mut out = Vec::new();
+/// Every record of the log from its start, as (offset, value), read
+/// through `Log::read` with every CRC checked. Each read must begin with a
+/// whole batch (the byte budget may cut the last one).
+fn records(log: &Log) -> Vec<(u64, Vec<u8>)> {
+    let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut offset = log.start_offset();
     let mut buf = Vec::new();
     while let Some(slice) = log.read(offset, 1 << 16).unwrap() {
@@ -44,14 +46,33 @@ fn read_all(log: &Log) -> Vec<(u64, String)> {
             for r in b.records(1 << 20) {
                 let r = r.unwrap();
                 if r.offset >= offset {
-                    out.push((r.offset, String::from_utf8(r.value.to_vec()).unwrap()));
+                    out.push((r.offset, r.value.to_vec()));
                 }
             }
             at += b.total_bytes();
         }
+        assert!(at > 0, "no whole batch at offset {offset}");
         offset = out.last().map_or(offset, |r| r.0 + 1);
     }
     out
+}
+
+/// Every record of the log, as (offset, value text).
+fn read_all(log: &Log) -> Vec<(u64, String)> {
+    records(log)
+        .into_iter()
+        .map(|(o, v)| (o, String::from_utf8(v).unwrap()))
+        .collect()
+}
+
+/// Asserts that the log's records run without a gap from its start to its
+/// next offset.
+fn assert_gap_free(log: &Log, records: &[(u64, Vec<u8>)], context: &str) {
+    for (i, (offset, _)) in records.iter().enumerate() {
+        assert_eq!(*offset, log.start_offset() + i as u64, "{context}: gap before {offset}");
+    }
+    let end = records.last().map_or(log.start_offset(), |r| r.0 + 1);
+    assert_eq!(end, log.next_offset(), "{context}: the log ends at its next offset");
 }
 
 /// A simulated file system holding an empty partition directory `/p`.
@@ -303,25 +324,11 @@ fn run_workload(vfs: &Arc<dyn Vfs>, dir: &Path, steps: &[Step], gathered: bool) 
 /// Every record of the log, checked against `value_at`: the offsets run
 /// without a gap from the log's start to its end.
 fn check_gap_free(log: &Log, context: &str) {
-    let mut offset = log.start_offset();
-    let mut buf = Vec::new();
-    while let Some(slice) = log.read(offset, 1 << 16).unwrap() {
-        slice.read_into(&mut buf).unwrap();
-        let mut at = 0;
-        while let Ok(b) = Batch::decode(&buf[at..], 1 << 30) {
-            for r in b.records(1 << 20) {
-                let r = r.unwrap();
-                if r.offset < offset {
-                    continue;
-                }
-                assert_eq!(r.offset, offset, "{context}: gap before {}", r.offset);
-                assert_eq!(r.value, value_at(offset).as_slice(), "{context}: bytes of {offset}");
-                offset += 1;
-            }
-            at += b.total_bytes();
-        }
+    let records = records(log);
+    assert_gap_free(log, &records, context);
+    for (offset, value) in &records {
+        assert_eq!(*value, value_at(*offset), "{context}: bytes of {offset}");
     }
-    assert_eq!(offset, log.next_offset(), "{context}: the log ends at its next offset");
 }
 
 #[test]
@@ -481,19 +488,9 @@ fn random_bytes_in_segments_and_indexes_never_panic() {
     }
 }
 
-/// Reads the whole log; every record decodes.
+/// Reads the whole log; every record decodes, without a gap.
 fn check_records_readable(log: &Log) {
-    let mut offset = log.start_offset();
-    let mut buf = Vec::new();
-    while let Some(slice) = log.read(offset, 1 << 16).unwrap() {
-        slice.read_into(&mut buf).unwrap();
-        let b = Batch::decode(&buf, 1 << 30).unwrap();
-        for r in b.records(1 << 20) {
-            r.unwrap();
-        }
-        offset = b.header.next_offset();
-    }
-    assert_eq!(offset, log.next_offset());
+    assert_gap_free(log, &records(log), "after recovery");
 }
 
 #[test]
