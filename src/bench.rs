@@ -190,8 +190,8 @@ impl OwnBroker {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let dir = std::env::temp_dir().join(format!("klog-bench-{}-{nanos}", std::process::id()));
-        crate::broker::QUIET.store(true, Ordering::Relaxed);
         let mut config = BrokerConfig::new(&dir, "127.0.0.1:0");
+        config.quiet = true;
         config.partitions_default = partitions;
         let broker = Broker::open(config)?;
         let handle = broker.handle()?;

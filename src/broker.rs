@@ -96,6 +96,8 @@ pub struct BrokerConfig {
     pub request_timeout_ms: u64,
     /// The registry to join, if any.
     pub registry: Option<PathBuf>,
+    /// Print no log lines (a benchmark's own broker).
+    pub quiet: bool,
 }
 
 impl BrokerConfig {
@@ -114,6 +116,7 @@ impl BrokerConfig {
             in_flight_max: limits::IN_FLIGHT_MAX_DEFAULT,
             request_timeout_ms: limits::REQUEST_TIMEOUT_MS_DEFAULT,
             registry: None,
+            quiet: false,
         }
     }
 }
@@ -174,17 +177,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Silences the broker's log (a benchmark's own broker).
-pub static QUIET: AtomicBool = AtomicBool::new(false);
-
-/// Prints a line of the broker's log on stderr.
-fn log_line(msg: std::fmt::Arguments<'_>) {
-    if !QUIET.load(Ordering::Relaxed) {
-        eprintln!("% {msg}");
-    }
-}
-
 impl Shared {
+    /// Prints a line of the broker's log on stderr (unless `quiet`).
+    fn log(&self, msg: std::fmt::Arguments<'_>) {
+        if !self.config.quiet {
+            eprintln!("% {msg}");
+        }
+    }
+
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || crate::produce::stopping()
     }
@@ -288,9 +288,9 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .insert(topic.to_string(), opened);
         if held.len() as u32 == count {
-            log_line(format_args!("Created topic {topic} with {count} partitions"));
+            self.log(format_args!("Created topic {topic} with {count} partitions"));
         } else {
-            log_line(format_args!(
+            self.log(format_args!(
                 "Created topic {topic} with {count} partitions, serving {held:?}"
             ));
         }
@@ -318,7 +318,7 @@ impl Shared {
             let log = self.store.open_log(topic, p, config.clone(), options)?;
             if log.recovery().changed() {
                 let r = log.recovery();
-                log_line(format_args!(
+                self.log(format_args!(
                     "Recovered {topic}-{p}: {} segments kept, next offset {}, {} quarantined, {} leftovers removed",
                     r.segments.len(),
                     log.next_offset(),
@@ -395,7 +395,7 @@ impl Shared {
                 })
                 .collect();
             if let Err(e) = entry.update(info) {
-                log_line(format_args!("cannot update the registry: {e}"));
+                self.log(format_args!("cannot update the registry: {e}"));
             }
         }
     }
@@ -557,7 +557,7 @@ impl Broker {
         let _ = retention.join();
         // Partitions still marked unflushed are flushed by their close.
         lock(&shared.dirty).partitions.clear();
-        log_line(format_args!(
+        shared.log(format_args!(
             "Appended {} batches with {} group-commit fsyncs",
             shared.appends.load(Ordering::Relaxed),
             shared.fsyncs.load(Ordering::Relaxed)
@@ -567,14 +567,14 @@ impl Broker {
         for (topic, parts) in topics {
             for p in parts.into_iter().flatten() {
                 let Ok(p) = Arc::try_unwrap(p) else {
-                    log_line(format_args!(
+                    shared.log(format_args!(
                         "{topic}: partition still in use at shutdown; left to recovery"
                     ));
                     continue;
                 };
                 let log = p.log.into_inner().unwrap_or_else(|e| e.into_inner());
                 if let Err(e) = log.close() {
-                    log_line(format_args!("cannot close {topic}-{}: {e}", p.partition));
+                    shared.log(format_args!("cannot close {topic}-{}: {e}", p.partition));
                     result = Err(e.into());
                 }
             }
@@ -599,14 +599,14 @@ impl Broker {
             let (stream, peer) = match self.listener.accept() {
                 Ok(s) => s,
                 Err(e) => {
-                    log_line(format_args!("accept failed: {e}"));
+                    shared.log(format_args!("accept failed: {e}"));
                     std::thread::sleep(Duration::from_millis(50));
                     continue;
                 }
             };
             threads.retain(|t| !t.is_finished());
             if shared.connections.load(Ordering::Relaxed) >= shared.config.connections_max {
-                log_line(format_args!(
+                shared.log(format_args!(
                     "refused {peer}: {} connections is the maximum (--max-connections)",
                     shared.config.connections_max
                 ));
@@ -628,7 +628,7 @@ impl Broker {
             match spawned {
                 Ok(t) => threads.push(t),
                 Err(e) => {
-                    log_line(format_args!("cannot serve {peer}: {e}"));
+                    shared.log(format_args!("cannot serve {peer}: {e}"));
                     lock(&shared.sockets).remove(&id);
                     shared.connections.fetch_sub(1, Ordering::Relaxed);
                 }
@@ -754,7 +754,7 @@ fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
         Ok(Some(pending)) => pending,
         Ok(None) => return,
         Err(e) => {
-            log_line(format_args!("cannot flush {}-{}: {e}", p.topic, p.partition));
+            shared.log(format_args!("cannot flush {}-{}: {e}", p.topic, p.partition));
             return;
         }
     };
@@ -765,7 +765,7 @@ fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
             p.flushed.fetch_max(pending.next_offset(), Ordering::AcqRel);
         }
         Err(e) => {
-            log_line(format_args!("cannot flush {}-{}: {e}", p.topic, p.partition));
+            shared.log(format_args!("cannot flush {}-{}: {e}", p.topic, p.partition));
             // Try again later rather than spin on a failing disk.
             std::thread::sleep(Duration::from_millis(100));
             shared.mark_dirty(p, false);
@@ -786,7 +786,7 @@ fn retention(shared: &Shared) {
         for p in shared.all_partitions() {
             let deleted = p.lock().apply_retention(crate::produce::now_ms());
             match deleted {
-                Ok(d) if !d.is_empty() => log_line(format_args!(
+                Ok(d) if !d.is_empty() => shared.log(format_args!(
                     "Retention deleted {} segments of {}-{} (first offsets {:?})",
                     d.len(),
                     p.topic,
@@ -794,7 +794,7 @@ fn retention(shared: &Shared) {
                     d
                 )),
                 Ok(_) => {}
-                Err(e) => log_line(format_args!("retention of {}-{} failed: {e}", p.topic, p.partition)),
+                Err(e) => shared.log(format_args!("retention of {}-{} failed: {e}", p.topic, p.partition)),
             }
         }
     }
@@ -829,6 +829,11 @@ mod tests {
         })
     }
 
+    /// Marks `p` dirty, as an append does.
+    fn mark(dirty: &mut Dirty, p: &Arc<Partition>) {
+        dirty.partitions.insert(Arc::as_ptr(p) as usize, (Arc::clone(p), false));
+    }
+
     fn append(p: &Partition) {
         let mut b = BatchBuilder::new();
         b.push(0, None, &[], b"x");
@@ -842,17 +847,13 @@ mod tests {
         let mut dirty = Dirty::default();
         // Appended and marked: due at once (no policy: flush continuously).
         append(&p);
-        dirty
-            .partitions
-            .insert(Arc::as_ptr(&p) as usize, (Arc::clone(&p), false));
+        mark(&mut dirty, &p);
         assert_eq!(take_due(&mut dirty, &config, 0).len(), 1);
         // An append marks it again, then a flush (begun before the mark
         // was seen) covers that append: the entry must go, or the next
         // append would find it present and not wake the flusher.
         append(&p);
-        dirty
-            .partitions
-            .insert(Arc::as_ptr(&p) as usize, (Arc::clone(&p), false));
+        mark(&mut dirty, &p);
         let pending = p.lock().begin_flush().unwrap().unwrap();
         pending.sync().unwrap();
         p.lock().complete_flush(&pending);
@@ -870,9 +871,7 @@ mod tests {
         let p = partition();
         let mut dirty = Dirty::default();
         append(&p);
-        dirty
-            .partitions
-            .insert(Arc::as_ptr(&p) as usize, (Arc::clone(&p), false));
+        mark(&mut dirty, &p);
         assert!(take_due(&mut dirty, &config, 0).is_empty());
         assert_eq!(dirty.partitions.len(), 1, "kept until due");
         dirty.partitions.values_mut().for_each(|e| e.1 = true);

@@ -10,7 +10,7 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{error_code, log_line, Partition, Shared};
+use super::{error_code, Partition, Shared};
 use crate::limits;
 use crate::log::FileSlice;
 use crate::protocol::{self, put, ErrorCode, FetchPartition, Request, RequestError, RequestHeader, TopicMetadata};
@@ -59,7 +59,7 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
     let writer_stream = match stream.try_clone() {
         Ok(s) => s,
         Err(e) => {
-            log_line(format_args!("{peer}: {e}"));
+            shared.log(format_args!("{peer}: {e}"));
             return;
         }
     };
@@ -76,7 +76,7 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
     let writer = match writer {
         Ok(w) => w,
         Err(e) => {
-            log_line(format_args!("{peer}: cannot start a writer: {e}"));
+            shared.log(format_args!("{peer}: cannot start a writer: {e}"));
             return;
         }
     };
@@ -105,29 +105,30 @@ fn read_requests(
     };
     loop {
         if !reader.has_frame() || state.answer.len() >= 64 * 1024 {
-            if !settle(&mut state.touched, peer) {
+            if !settle(shared, &mut state.touched, peer) {
                 return;
             }
             if let Err(e) = flush_out(stream, &mut state.answer) {
-                return broken(stream, peer, e);
+                return broken(shared, stream, peer, e);
             }
         }
         let next = reader.next();
         // Answers already due still go out before the connection ends.
-        if next.is_err() && (!settle(&mut state.touched, peer) || flush_out(stream, &mut state.answer).is_err()) {
+        if next.is_err() && (!settle(shared, &mut state.touched, peer) || flush_out(stream, &mut state.answer).is_err())
+        {
             return;
         }
         let body = match next {
             Ok(body) => body,
             Err(FrameError::Closed) => return,
             Err(FrameError::Garbage(why)) => {
-                log_line(format_args!("{peer}: closing the connection: {why}"));
+                shared.log(format_args!("{peer}: closing the connection: {why}"));
                 return;
             }
             Err(FrameError::TooLarge(len, header)) => {
                 let msg =
                     format!("request of {len} bytes exceeds the broker's maximum of {max} bytes (--max-request-bytes)");
-                log_line(format_args!("{peer}: closing the connection: {msg}"));
+                shared.log(format_args!("{peer}: closing the connection: {msg}"));
                 if let Some(h) = header {
                     let _ = tx.send(Pending::Ready(error_frame(
                         h.correlation_id,
@@ -138,7 +139,7 @@ fn read_requests(
                 return;
             }
             Err(FrameError::Timeout) => {
-                log_line(format_args!(
+                shared.log(format_args!(
                     "{peer}: closing the connection: a frame was not completed within the request timeout of {} ms",
                     timeout.as_millis()
                 ));
@@ -146,7 +147,7 @@ fn read_requests(
             }
             Err(FrameError::Io(e)) => {
                 if !matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe) {
-                    log_line(format_args!("{peer}: {e}"));
+                    shared.log(format_args!("{peer}: {e}"));
                 }
                 return;
             }
@@ -162,11 +163,11 @@ fn read_requests(
             Some(Answer::Later(pending)) => pending,
         };
         // The writer's answers follow ours: ours go first.
-        if !settle(&mut state.touched, peer) {
+        if !settle(shared, &mut state.touched, peer) {
             return;
         }
         if let Err(e) = flush_out(stream, &mut state.answer) {
-            return broken(stream, peer, e);
+            return broken(shared, stream, peer, e);
         }
         queued.fetch_add(1, Ordering::AcqRel);
         if tx.send(pending).is_err() {
@@ -178,11 +179,11 @@ fn read_requests(
 /// Writes the appends gathered in memory of `touched` partitions to their
 /// files. False when one failed: the answers about them must not leave,
 /// and the connection closes (the client counts those records failed).
-fn settle(touched: &mut Vec<Arc<Partition>>, peer: SocketAddr) -> bool {
+fn settle(shared: &Shared, touched: &mut Vec<Arc<Partition>>, peer: SocketAddr) -> bool {
     let mut ok = true;
     for p in touched.drain(..) {
         if let Err(e) = p.lock().write_pending() {
-            log_line(format_args!(
+            shared.log(format_args!(
                 "{peer}: closing the connection: {}-{}: {e}",
                 p.topic, p.partition
             ));
@@ -374,12 +375,12 @@ fn handle(shared: &Arc<Shared>, body: &mut [u8], peer: SocketAddr, state: &mut R
     let request = match protocol::decode_request(body) {
         Ok((_, r)) => r,
         Err(RequestError::Unsupported(msg)) => {
-            log_line(format_args!("{peer}: {msg}"));
+            shared.log(format_args!("{peer}: {msg}"));
             error_into(&mut state.answer, id, ErrorCode::UnsupportedRequest, &msg);
             return Some(Answer::Now);
         }
         Err(RequestError::Invalid(e)) => {
-            log_line(format_args!("{peer}: invalid request: {e}"));
+            shared.log(format_args!("{peer}: invalid request: {e}"));
             error_into(&mut state.answer, id, ErrorCode::InvalidRequest, &e.0);
             return Some(Answer::Now);
         }
@@ -466,7 +467,7 @@ fn produce(
     let topic = state.topic.as_str();
     let reply = |answer: &mut Vec<u8>, code: ErrorCode, msg: String| {
         if acks == protocol::ACKS_NONE {
-            log_line(format_args!(
+            shared.log(format_args!(
                 "{peer}: produce to {topic} [{partition}] (acks=0) failed: {msg}"
             ));
             None
@@ -517,7 +518,7 @@ fn produce(
         Err(e) => {
             let code = error_code(&e);
             if code == ErrorCode::StorageError {
-                log_line(format_args!("append to {topic}-{partition} failed: {e}"));
+                shared.log(format_args!("append to {topic}-{partition} failed: {e}"));
             }
             let msg = format!("{topic} [{partition}]: {e}");
             reply(&mut state.answer, code, msg)
@@ -625,7 +626,7 @@ fn write_responses(shared: &Shared, stream: TcpStream, rx: Receiver<Pending>, pe
                 Ok(p) => Some(p),
                 Err(mpsc::TryRecvError::Empty) => {
                     if let Err(e) = flush(&mut out, &mut in_out) {
-                        return broken(&stream, peer, e);
+                        return broken(shared, &stream, peer, e);
                     }
                     continue;
                 }
@@ -634,7 +635,7 @@ fn write_responses(shared: &Shared, stream: TcpStream, rx: Receiver<Pending>, pe
         };
         let Some(pending) = next else {
             if let Err(e) = flush(&mut out, &mut in_out) {
-                broken(&stream, peer, e);
+                broken(shared, &stream, peer, e);
             }
             return;
         };
@@ -675,7 +676,7 @@ fn write_responses(shared: &Shared, stream: TcpStream, rx: Receiver<Pending>, pe
                 }),
         };
         if let Err(e) = sent {
-            return broken(&stream, peer, e);
+            return broken(shared, &stream, peer, e);
         }
     }
 }
@@ -690,9 +691,9 @@ fn flush_out(stream: &TcpStream, out: &mut Vec<u8>) -> io::Result<()> {
 }
 
 /// The peer stopped reading: say so, and stop the reader too.
-fn broken(stream: &TcpStream, peer: SocketAddr, e: io::Error) {
+fn broken(shared: &Shared, stream: &TcpStream, peer: SocketAddr, e: io::Error) {
     if !matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe) {
-        log_line(format_args!("{peer}: cannot send a response: {e}"));
+        shared.log(format_args!("{peer}: cannot send a response: {e}"));
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }
