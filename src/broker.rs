@@ -145,6 +145,22 @@ struct Dirty {
     partitions: HashMap<usize, (Arc<Partition>, bool)>,
 }
 
+impl Dirty {
+    /// Marks `p` (urgently, for acks=all). Returns whether that is news
+    /// for the flusher: an entry already there is seen on its next pass,
+    /// so it is woken only for news (a syscall saved per append).
+    fn mark(&mut self, p: &Arc<Partition>, urgent: bool) -> bool {
+        let mut news = false;
+        let entry = self.partitions.entry(Arc::as_ptr(p) as usize).or_insert_with(|| {
+            news = true;
+            (Arc::clone(p), false)
+        });
+        news |= urgent && !entry.1;
+        entry.1 |= urgent;
+        news
+    }
+}
+
 /// What every thread shares.
 #[derive(Debug)]
 struct Shared {
@@ -339,17 +355,7 @@ impl Shared {
     /// Marks a partition as having unflushed appends (`urgent`: an acks=all
     /// request waits for it).
     fn mark_dirty(&self, p: &Arc<Partition>, urgent: bool) {
-        let mut dirty = lock(&self.dirty);
-        let mut wake = false;
-        let entry = dirty.partitions.entry(Arc::as_ptr(p) as usize).or_insert_with(|| {
-            wake = true;
-            (Arc::clone(p), false)
-        });
-        // The flusher sees an entry already there on its next pass: wake
-        // it only for news (a syscall saved per append).
-        wake |= urgent && !entry.1;
-        entry.1 |= urgent;
-        if wake {
+        if lock(&self.dirty).mark(p, urgent) {
             self.dirty_changed.notify_one();
         }
     }
@@ -829,11 +835,6 @@ mod tests {
         })
     }
 
-    /// Marks `p` dirty, as an append does.
-    fn mark(dirty: &mut Dirty, p: &Arc<Partition>) {
-        dirty.partitions.insert(Arc::as_ptr(p) as usize, (Arc::clone(p), false));
-    }
-
     fn append(p: &Partition) {
         let mut b = BatchBuilder::new();
         b.push(0, None, &[], b"x");
@@ -847,13 +848,13 @@ mod tests {
         let mut dirty = Dirty::default();
         // Appended and marked: due at once (no policy: flush continuously).
         append(&p);
-        mark(&mut dirty, &p);
+        dirty.mark(&p, false);
         assert_eq!(take_due(&mut dirty, &config, 0).len(), 1);
         // An append marks it again, then a flush (begun before the mark
         // was seen) covers that append: the entry must go, or the next
         // append would find it present and not wake the flusher.
         append(&p);
-        mark(&mut dirty, &p);
+        dirty.mark(&p, false);
         let pending = p.lock().begin_flush().unwrap().unwrap();
         pending.sync().unwrap();
         p.lock().complete_flush(&pending);
@@ -871,10 +872,10 @@ mod tests {
         let p = partition();
         let mut dirty = Dirty::default();
         append(&p);
-        mark(&mut dirty, &p);
+        dirty.mark(&p, false);
         assert!(take_due(&mut dirty, &config, 0).is_empty());
         assert_eq!(dirty.partitions.len(), 1, "kept until due");
-        dirty.partitions.values_mut().for_each(|e| e.1 = true);
+        assert!(dirty.mark(&p, true), "urgency is news for the flusher");
         assert_eq!(take_due(&mut dirty, &config, 0).len(), 1, "acks=all cannot wait");
     }
 }
