@@ -464,16 +464,6 @@ impl Producer {
         self.builders.len() as u32
     }
 
-    /// Records acknowledged so far.
-    pub fn delivered(&self) -> u64 {
-        lock(&self.state.acks).delivered
-    }
-
-    /// Records that could not be delivered so far.
-    pub fn failed(&self) -> u64 {
-        lock(&self.state.acks).failed
-    }
-
     /// Records in batches not yet sent.
     pub fn pending(&self) -> u64 {
         self.builders.iter().map(|b| u64::from(b.len())).sum()
@@ -613,8 +603,7 @@ impl Producer {
         // Requests never answered: the connection closed under them.
         let lost: u64 = acks.waiting.drain(..).map(|(_, n, _)| n).sum();
         acks.failed += lost;
-        let pending = self.builders.iter().map(|b| u64::from(b.len())).sum::<u64>();
-        acks.failed += pending;
+        acks.failed += self.pending();
         if let Some(e) = acks.error.take() {
             result = result.and(Err(e));
         } else if lost > 0 && result.is_ok() {

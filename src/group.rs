@@ -164,11 +164,6 @@ impl GroupMember {
         &self.member
     }
 
-    /// The partitions it owns now.
-    pub fn owned(&self) -> Vec<u32> {
-        self.owned.iter().map(|(p, _)| *p).collect()
-    }
-
     /// Each owned partition and the next offset it will hand out.
     pub fn positions(&self) -> Vec<(u32, u64)> {
         self.consumer

@@ -753,14 +753,15 @@ fn fetch(
     let frame_len = u32::try_from(total - protocol::LENGTH_BYTES as u64)
         .map_err(|_| io::Error::other("fetch response over 4 GiB"))?;
     head[..protocol::LENGTH_BYTES].copy_from_slice(&frame_len.to_le_bytes());
-    send_more(stream, &head)?;
+    // Headers gather until records follow: one write before each sendfile.
     for part in &parts {
-        send_more(stream, &part.header)?;
+        head.extend_from_slice(&part.header);
         if let Some(slice) = &part.slice {
+            flush_out(stream, &mut head)?;
             send_slice(stream, slice)?;
         }
     }
-    Ok(())
+    flush_out(stream, &mut head)
 }
 
 /// Finds each partition's byte range; returns the parts, their bytes, and
@@ -792,11 +793,6 @@ fn gather(shared: &Shared, asked: &[FetchPartition]) -> (Vec<Part>, u64, bool) {
         parts.push(Part { header, slice });
     }
     (parts, bytes, errors)
-}
-
-/// Sends a response header (the records follow with `sendfile`).
-fn send_more(stream: &TcpStream, buf: &[u8]) -> io::Result<()> {
-    (&*stream).write_all(buf)
 }
 
 /// Sends a segment's byte range with `sendfile`: from the page cache to the
