@@ -43,8 +43,9 @@
 //! process that is stopped but alive (SIGSTOP) keeps its entries until it
 //! dies. A `.json` beside a lock says who holds it; it is replaced
 //! atomically, and one whose lock is free is stale and is removed by
-//! whoever finds it. A new entry's lock is taken before its name appears,
-//! so no reader can mistake a new entry for a dead one.
+//! whoever finds it. A new entry's lock is taken, and given its name,
+//! before its `.json` appears, so no reader can mistake a new entry for a
+//! dead one.
 //!
 //! # Offsets are persistent
 //!
@@ -196,14 +197,15 @@ impl Registry {
     /// Registers an ephemeral entry `<dir>/<id>.{lock,json}`.
     fn register<T: Serialize>(&self, dir: &Path, id: &str, info: &T) -> Result<Ephemeral> {
         std::fs::create_dir_all(dir).ctx("create", dir)?;
-        // Lock first under a temporary name, then give it its name: a
-        // reader never sees an unlocked new entry.
+        // Lock first under a temporary name, give the lock its name, and
+        // only then write the description that readers list: a reader that
+        // finds the description always finds the lock held.
         let tmp = dir.join(format!(".{id}.lock.tmp"));
         let lock = try_lock(&tmp)?.ok_or_else(|| Error::Config(format!("{} is in use", tmp.display())))?;
         let lock_path = dir.join(format!("{id}.lock"));
         let info_path = dir.join(format!("{id}.json"));
-        write_json(&info_path, info)?;
         std::fs::rename(&tmp, &lock_path).ctx("rename", &tmp)?;
+        write_json(&info_path, info)?;
         Ok(Ephemeral {
             _lock: lock,
             lock_path,
@@ -521,6 +523,41 @@ mod tests {
             assert_eq!(all, want);
         }
         assert_eq!(assign(4, 2, 5), 0..0);
+    }
+
+    #[test]
+    fn a_member_joining_while_others_list_the_group_is_never_taken_for_dead() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Registry::open(dir.path()).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        /// Stops the reader however the test ends (a failed assertion too).
+        struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        std::thread::scope(|s| {
+            // Another member's view of the group, read over and over: it
+            // removes entries whose lock is free.
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = reg.members("g");
+                }
+            });
+            let _stop = Stop(&stop);
+            for i in 0..300 {
+                let info = MemberInfo {
+                    member: format!("m{i}"),
+                    pid: 1,
+                    topics: vec!["t".into()],
+                };
+                let entry = reg.join("g", &info).unwrap();
+                let names: Vec<_> = reg.members("g").unwrap().into_iter().map(|m| m.member).collect();
+                assert_eq!(names, std::slice::from_ref(&info.member), "joined member {i} vanished");
+                drop(entry);
+            }
+        });
     }
 
     #[test]
