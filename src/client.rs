@@ -487,10 +487,12 @@ impl Producer {
             self.config.record_bytes_max,
         )?;
         let p = partition as usize;
-        if !self.builders[p].is_empty() && self.builders[p].size_bytes() + size > self.config.batch.bytes_max {
+        let ts = record.timestamp.unwrap_or(now);
+        let builder = &self.builders[p];
+        let full = builder.size_bytes() + size > self.config.batch.bytes_max;
+        if !builder.is_empty() && (full || !builder.accepts_timestamp(ts)) {
             self.send_batch(p)?;
         }
-        let ts = record.timestamp.unwrap_or(now);
         self.builders[p].push(ts, record.key.as_deref(), &headers, &record.value);
         if self.builders[p].len() >= self.config.batch.records_max {
             self.send_batch(p)?;

@@ -298,7 +298,9 @@ impl PartitionReader {
             position,
             next_offset: offset,
             buf: Vec::new(),
-            record_bytes_max: log.config().record_bytes_max,
+            // Stored records are judged by the format's limit, not by the
+            // policy for new appends: a record accepted once is read.
+            record_bytes_max: crate::limits::RECORD_BYTES_MAX_LIMIT,
             stalls: 0,
         })
     }

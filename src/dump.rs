@@ -13,7 +13,7 @@ use comfy_table::Table;
 use serde_json::json;
 
 use crate::cli::human::format_rfc3339;
-use crate::fs::{RealFs, VFile, Vfs};
+use crate::fs::{RealFs, Vfs};
 use crate::record::{Batch, BatchHeader};
 use crate::recover::{self, RecoverOptions};
 use crate::segment::{self, BatchScanner};
@@ -321,34 +321,17 @@ impl Dumper {
         let options = RecoverOptions {
             full: true,
             dry_run: true,
-            record_bytes_max: limits::RECORD_BYTES_MAX_LIMIT,
+            automatic: false,
+            trust_last: false,
             index_interval_bytes: limits::INDEX_INTERVAL_BYTES_DEFAULT,
         };
         let report = recover::recover_partition(&RealFs, dir, 0, &options)?;
         for seg in &report.segments {
             if let Some(why) = &seg.index_problem {
-                if self.index_differs(&seg.path) {
-                    self.problem(format_args!("{}: index: {why}", seg.path.display()));
-                }
+                self.problem(format_args!("{}: index: {why}", seg.path.display()));
             }
         }
         Ok(())
-    }
-
-    /// Whether the index on disk disagrees with the log. The log may have
-    /// been written with another index interval, so each entry is checked
-    /// against the batch it names rather than against a rebuilt index.
-    fn index_differs(&self, log: &Path) -> bool {
-        let Ok(entries) = index::read_entries(&RealFs, log) else {
-            return true;
-        };
-        let Ok(file) = RealFs.open_read(log) else { return true };
-        let base = log
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(segment::parse_log_file_name)
-            .unwrap_or(0);
-        entries.iter().any(|e| !names_batch(&*file, base, e))
     }
 
     /// Prints the summary table (or JSON lines) and flushes.
@@ -391,14 +374,6 @@ impl Dumper {
         self.out.flush()?;
         Ok(())
     }
-}
-
-fn names_batch(file: &dyn VFile, base: u64, e: &index::IndexEntry) -> bool {
-    let mut h = [0u8; crate::record::BATCH_HEADER_BYTES];
-    if file.read_exact_at(&mut h, u64::from(e.position)).is_err() {
-        return false;
-    }
-    BatchHeader::decode(&h, limits::BATCH_BYTES_MAX).is_ok_and(|h| h.base_offset == base + u64::from(e.relative_offset))
 }
 
 fn merge(total: &mut Stats, s: &Stats) {

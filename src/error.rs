@@ -78,6 +78,51 @@ pub enum Error {
         reason: String,
     },
 
+    /// Opening a partition found damage that is not a torn tail of its
+    /// active segment. Nothing was changed: cutting there could drop
+    /// acknowledged records and reuse their offsets, so `klog-recover`
+    /// decides.
+    #[error(
+        "partition {dir} is damaged and was left unchanged: {segment} at byte {position} \
+         (offset {offset}): {reason}; run `klog-recover {dir}` to repair it \
+         (`klog-recover --dry-run` shows what it would cut)"
+    )]
+    Damaged {
+        /// The partition directory.
+        dir: PathBuf,
+        /// The damaged segment file.
+        segment: PathBuf,
+        /// Byte position of the damage in it.
+        position: u64,
+        /// The first offset that would be lost by a cut there.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// An fsync of the partition failed: what it covered may not be on disk,
+    /// and a later fsync could report success for pages the kernel already
+    /// dropped, so the partition accepts nothing until it is reopened and
+    /// recovered.
+    #[error(
+        "partition {dir} stopped after a failed fsync ({reason}); \
+         restart to recover it from its last durable record"
+    )]
+    StorageFailed {
+        /// The partition directory.
+        dir: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+
+    /// The disk is full: the append was undone (nothing of it will appear),
+    /// reads go on, and appends are accepted again once there is room.
+    #[error("disk full: cannot append to {path}: no space left on the device")]
+    DiskFull {
+        /// The file that could not grow.
+        path: PathBuf,
+    },
+
     /// Bytes handed to the library (a batch, a record) do not decode.
     #[error("invalid batch: {0}")]
     InvalidBatch(#[from] DecodeError),
@@ -140,14 +185,25 @@ pub enum Error {
 }
 
 impl Error {
-    /// Wraps an I/O error with the operation and the path it concerned.
+    /// Wraps an I/O error with the operation and the path it concerned; a
+    /// full disk becomes [`Error::DiskFull`].
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        if is_disk_full(&source) {
+            return Error::DiskFull { path: path.into() };
+        }
         Error::Io {
             op,
             path: path.into(),
             source,
         }
     }
+}
+
+/// Whether an I/O error says the device (or a quota) is full.
+pub fn is_disk_full(e: &std::io::Error) -> bool {
+    let enospc = nix::errno::Errno::ENOSPC as i32;
+    let edquot = nix::errno::Errno::EDQUOT as i32;
+    matches!(e.raw_os_error(), Some(c) if c == enospc || c == edquot)
 }
 
 /// Adds the operation and path to an `io::Result`.

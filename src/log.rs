@@ -244,7 +244,13 @@ impl Log {
         let recover_options = RecoverOptions {
             full: false,
             dry_run: !options.writable,
-            record_bytes_max: config.record_bytes_max,
+            automatic: true,
+            // After a clean close the index and the file length are
+            // trusted (Kafka skips recovery when its clean-shutdown file is
+            // there): a restart reads the tail after the last index entry,
+            // not the whole active segment. A reader changes nothing and
+            // trusts the writer's index the same way.
+            trust_last: clean || !options.writable,
             index_interval_bytes: config.index_interval_bytes,
         };
         let (listed, _) = recover::list_partition(&*vfs, dir)?;
@@ -559,7 +565,7 @@ impl Log {
                     break;
                 };
                 if batch.header.max_timestamp >= timestamp_ms {
-                    for r in batch.records(self.config.record_bytes_max) {
+                    for r in batch.records(limits::RECORD_BYTES_MAX_LIMIT) {
                         let r =
                             r.map_err(|e| recover::corrupt(&slice.path, slice.position + at as u64, e.to_string()))?;
                         if r.offset >= from && r.timestamp >= timestamp_ms {

@@ -392,11 +392,12 @@ impl EmbeddedProducer {
             self.config.record_bytes_max,
         )?;
         let p = partition as usize;
+        let ts = record.timestamp.unwrap_or(now);
         let builder = &self.builders[p];
-        if !builder.is_empty() && builder.size_bytes() + size > self.batch.bytes_max {
+        let full = builder.size_bytes() + size > self.batch.bytes_max;
+        if !builder.is_empty() && (full || !builder.accepts_timestamp(ts)) {
             self.flush_partition(partition, now)?;
         }
-        let ts = record.timestamp.unwrap_or(now);
         self.builders[p].push(ts, record.key.as_deref(), &headers, &record.value);
         if self.builders[p].len() >= self.batch.records_max {
             self.flush_partition(partition, now)?;

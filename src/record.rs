@@ -554,12 +554,21 @@ impl BatchBuilder {
         self.record_count = 0;
     }
 
+    /// Whether a record with this timestamp can join the batch: its delta
+    /// to the batch's first timestamp must fit an `i64` (timestamps are
+    /// any `i64`, so two far apart cannot share a batch; the caller then
+    /// finishes this batch and starts another).
+    pub fn accepts_timestamp(&self, timestamp: i64) -> bool {
+        self.record_count == 0 || timestamp.checked_sub(self.base_timestamp).is_some()
+    }
+
     /// Appends a record.
     ///
     /// # Panics
     ///
-    /// When the batch would exceed [`BATCH_RECORDS_MAX`] records or a header
-    /// list exceeds [`HEADERS_PER_RECORD_MAX`]: callers check those first.
+    /// When the batch would exceed [`BATCH_RECORDS_MAX`] records, a header
+    /// list exceeds [`HEADERS_PER_RECORD_MAX`], or the timestamp is not
+    /// [`BatchBuilder::accepts_timestamp`]: callers check those first.
     pub fn push(&mut self, timestamp: i64, key: Option<&[u8]>, headers: &[(&[u8], &[u8])], value: &[u8]) {
         assert!(self.record_count < BATCH_RECORDS_MAX, "batch record count limit");
         assert!(
@@ -572,7 +581,10 @@ impl BatchBuilder {
             self.base_timestamp = timestamp;
             self.max_timestamp = timestamp;
         }
-        let delta = zigzag(timestamp.wrapping_sub(self.base_timestamp));
+        let delta = timestamp
+            .checked_sub(self.base_timestamp)
+            .expect("timestamp delta overflows: check accepts_timestamp first");
+        let delta = zigzag(delta);
         let body = body_bytes(delta, key, headers, value);
         put_varint(&mut self.buf, body as u64 + 4);
         let crc_at = self.buf.len();
@@ -610,7 +622,8 @@ impl BatchBuilder {
     /// When the builder is empty.
     pub fn finish(&mut self) -> &mut [u8] {
         assert!(self.record_count > 0, "finish on an empty batch");
-        let batch_length = (self.buf.len() - BATCH_LENGTH_PREFIX_BYTES) as u32;
+        let batch_length = u32::try_from(self.buf.len() - BATCH_LENGTH_PREFIX_BYTES)
+            .expect("a batch of at most BATCH_RECORDS_MAX checked records fits u32");
         let buf = &mut self.buf;
         buf[BASE_OFFSET_OFFSET..BASE_OFFSET_OFFSET + 8].fill(0);
         put_u32(buf, BATCH_LENGTH_OFFSET, batch_length);

@@ -4,15 +4,53 @@
 //! For every segment from the recovery point on (every segment with
 //! `full`), recovery reads each batch, checks its header CRC, its base offset
 //! (the one after the previous batch's last), and every record's length and
-//! CRC. At the first bad record it stops: it keeps every whole, valid record
-//! before it (rewriting the header of a torn batch to cover just those),
-//! cuts the file there, and saves the cut bytes beside the segment as
-//! `<segment>.log.corrupt` (`.corrupt.1`, ... never overwriting), unless
-//! they are a torn tail or zeros: the normal crash case, not data. Segments
-//! after a cut are moved into `quarantine/`, never deleted, since a log has
-//! no gaps. Indexes of scanned segments are rebuilt; indexes of segments
-//! before the recovery point are checked and rebuilt when in doubt.
-//! Leftover `.tmp` files are removed.
+//! CRC, against the format's hard limits only: never against the policy
+//! limit for new appends, which may have been lowered since the records
+//! were accepted. At the first bad record it stops: it keeps every whole,
+//! valid record before it (rewriting the header of a torn batch to cover
+//! just those), cuts the file there, and saves the cut bytes beside the
+//! segment as `<segment>.log.corrupt` (`.corrupt.1`, ... never
+//! overwriting), unless they are a torn tail or zeros: the normal crash
+//! case, not data. Segments after a cut are moved into `quarantine/`,
+//! never deleted, since a log has no gaps. Leftover `.tmp` files are removed.
+//!
+//! # Who may cut
+//!
+//! Opening a log (`automatic`) repairs only what a crash leaves: a torn or
+//! zero-filled tail of the last segment. Anything else (a bad CRC with
+//! whole records after it, damage in an older segment, a gap between
+//! segments) could be acknowledged data, and cutting there would rewind
+//! the partition and reuse offsets; so the open fails with
+//! [`Error::Damaged`], having changed nothing, and `klog-recover` (which
+//! saves what it cuts) decides. This is PostgreSQL's stance on a damaged
+//! page outside the WAL's reach, and stricter than Kafka's, which
+//! truncates at the first bad batch past its recovery point.
+//!
+//! # What is trusted
+//!
+//! Segments wholly before the recovery point are trusted up to their last
+//! index entry: the batch it names and what follows are checked, not the
+//! rest. After a clean shutdown (or for a reader, which changes nothing)
+//! the last segment is trusted the same way, so a restart costs a few
+//! reads per partition, not a scan of its data (Kafka skips recovery when
+//! its clean-shutdown file is present). A trusted scan that finds anything
+//! wrong is redone over the whole segment.
+//!
+//! # Durability of what is kept
+//!
+//! Every segment recovery scanned is fsynced, and the directory, before the
+//! recovery point is rewritten and before the log exposes the records: the
+//! bytes a killed writer left in the page cache are not durable until
+//! then, and a power cut after they were shown to consumers would take
+//! them back and let their offsets be given out again.
+//!
+//! # Indexes
+//!
+//! Indexes are judged by their invariants, not by the interval this run
+//! would use: each entry names the batch that starts at its position, with
+//! that batch's offset and the largest timestamp through it, in increasing
+//! order. A short index (a crash before its last entries were written) is
+//! extended; an index that breaks an invariant is rebuilt.
 //!
 //! Every step is idempotent: running recovery again, or after it was killed
 //! midway, ends in the same files. With `dry_run` nothing is written.
@@ -32,15 +70,26 @@ use crate::segment::{self, BatchScanner, ScanStop, SEGMENT_HEADER_BYTES};
 pub const QUARANTINE_DIR: &str = "quarantine";
 
 /// How to recover.
+///
+/// Old data is judged by the format's hard limits only
+/// ([`crate::limits::RECORD_BYTES_MAX_LIMIT`], [`crate::limits::BATCH_BYTES_MAX`]),
+/// never by the policy limit for new appends (`--max-record-bytes`): a
+/// record that was accepted once is kept, whatever the limit is today.
 #[derive(Debug, Clone, Copy)]
 pub struct RecoverOptions {
     /// Scan every segment, not just those from the recovery point on.
     pub full: bool,
     /// Change nothing; report what would be done.
     pub dry_run: bool,
-    /// Largest record accepted.
-    pub record_bytes_max: u32,
-    /// Index interval used when rebuilding indexes.
+    /// Opening a log, not `klog-recover`: only a torn tail of the last
+    /// segment may be cut. Any other damage fails with
+    /// [`Error::Damaged`] before anything is changed.
+    pub automatic: bool,
+    /// Trust the last segment's index as those before the recovery point
+    /// are trusted (it was closed cleanly, or the caller only reads):
+    /// check its last indexed batch and what follows, not all of it.
+    pub trust_last: bool,
+    /// Index interval used when adding index entries.
     pub index_interval_bytes: u32,
 }
 
@@ -82,6 +131,10 @@ pub struct SegmentReport {
     pub saved_to: Option<PathBuf>,
     /// Whether the index files were (or would be) rebuilt, and why.
     pub index_problem: Option<String>,
+    /// Bytes of the file read to check it (not the whole file when it was
+    /// trusted up to its last index entry).
+    #[serde(skip)]
+    pub bytes_scanned: u64,
     /// One past the last record kept.
     #[serde(skip)]
     pub next_offset: u64,
@@ -163,6 +216,12 @@ pub fn list_partition(vfs: &dyn Vfs, dir: &Path) -> Result<Listing> {
 
 /// Recovers the partition in `dir`, scanning from `recovery_point` (or
 /// everything, with `options.full`).
+///
+/// Every segment it scanned is fsynced, and the directory, before the new
+/// recovery point is written: after a process crash the page cache holds
+/// bytes no fsync has reached, and recording them as durable (or exposing
+/// them to consumers) before they are would let a later power cut take
+/// back records that groups have committed past, and reuse their offsets.
 pub fn recover_partition(
     vfs: &dyn Vfs,
     dir: &Path,
@@ -171,6 +230,7 @@ pub fn recover_partition(
 ) -> Result<RecoveryReport> {
     let (segments, leftovers) = list_partition(vfs, dir)?;
     let mut report = RecoveryReport::default();
+    // Leftovers are temporary files and indexes without a log: never data.
     for path in leftovers {
         if !options.dry_run {
             vfs.remove(&path).ctx("remove", &path)?;
@@ -179,7 +239,15 @@ pub fn recover_partition(
     }
     let mut expected: Option<u64> = None;
     let mut cut = false;
+    let mut reindex = Vec::new();
     for (i, (base, path)) in segments.iter().enumerate() {
+        let last = i + 1 == segments.len();
+        if let Some(e) = expected.filter(|e| e != base) {
+            if options.automatic && !cut {
+                let reason = format!("the segment starts at offset {base}, the one before ends at {e}");
+                return Err(damaged(dir, path, 0, e, reason));
+            }
+        }
         let gap = expected.is_some_and(|e| e != *base);
         if cut || gap {
             quarantine(vfs, dir, path, options.dry_run, &mut report)?;
@@ -187,16 +255,20 @@ pub fn recover_partition(
             continue;
         }
         let next_base = segments.get(i + 1).map(|s| s.0);
-        let trusted = !options.full && next_base.is_some_and(|n| n <= recovery_point);
-        let seg = recover_segment(vfs, path, *base, trusted, options)?;
-        let damaged = seg.problem.is_some() || seg.index_problem.is_some();
+        let trusted = !options.full && next_base.map_or(options.trust_last, |n| n <= recovery_point);
+        let seg = recover_segment(vfs, path, *base, trusted, last, options)?;
+        if let Some(p) = seg.problem.as_ref().filter(|_| options.automatic) {
+            if !(last && p.torn_tail) {
+                return Err(damaged(dir, path, p.position, p.offset, p.reason.clone()));
+            }
+        }
         // An index still preallocated (a writer's active segment, or a run
         // killed while rebuilding) is trimmed too, silently: it is sound,
         // but a repaired partition ends in the same files however it got
         // there.
-        if !options.dry_run && seg.bytes_valid > 0 && (damaged || !index::is_trimmed(vfs, path, seg.entries.len())) {
-            let mut index = index::SegmentIndex::create(vfs, path, seg.entries.clone(), 0)?;
-            index.trim()?;
+        let damaged = seg.problem.is_some() || seg.index_problem.is_some();
+        if seg.bytes_valid > 0 && (damaged || !index::is_trimmed(vfs, path, seg.entries.len())) {
+            reindex.push((path.clone(), seg.entries.clone()));
         }
         expected = Some(seg.next_offset);
         cut = seg.problem.is_some();
@@ -208,19 +280,36 @@ pub fn recover_partition(
         }
         report.segments.push(seg);
     }
-    if !options.dry_run && report.changed() {
+    if options.dry_run {
+        return Ok(report);
+    }
+    for (path, entries) in reindex {
+        let mut index = index::SegmentIndex::create(vfs, &path, entries, 0)?;
+        index.trim()?;
+    }
+    if report.changed() || report.segments.iter().any(|s| s.scanned) {
         vfs.sync_dir(dir).ctx("fsync directory", dir)?;
     }
-    if let Some(next) = report.next_offset().filter(|_| !options.dry_run) {
-        // Everything before the last segment was synced when it rolled, and
-        // any cut is synced: all that was kept is durable. (Written also
-        // when nothing changed, so that a run killed before this line and
-        // run again ends in the same files.)
+    if let Some(next) = report.next_offset() {
+        // Every segment before the last was synced when it rolled, and
+        // every scanned one was synced above: all that was kept is durable.
+        // (Written also when nothing changed, so that a run killed before
+        // this line and run again ends in the same files.)
         if read_recovery_point(vfs, dir) != next {
             write_recovery_point(vfs, dir, next)?;
         }
     }
     Ok(report)
+}
+
+fn damaged(dir: &Path, segment: &Path, position: u64, offset: u64, reason: String) -> Error {
+    Error::Damaged {
+        dir: dir.to_path_buf(),
+        segment: segment.to_path_buf(),
+        position,
+        offset,
+        reason,
+    }
 }
 
 fn quarantine(vfs: &dyn Vfs, dir: &Path, log: &Path, dry_run: bool, report: &mut RecoveryReport) -> Result<()> {
@@ -253,39 +342,154 @@ fn unused_name(vfs: &dyn Vfs, path: &Path) -> PathBuf {
         .expect("an unused name")
 }
 
-/// The running state of a segment scan.
+/// The running state of a segment scan, and of the check of its index.
+///
+/// An index on disk is judged by its invariants, not by the interval this
+/// run would use (the writer may have used another): every entry names the
+/// batch that starts at its position, by that batch's offset, with the
+/// largest timestamp up to and including it, in increasing order. Missing
+/// entries after the last one are not damage (a crash can leave an index
+/// short); they are added at `interval`.
 struct Scan {
+    base: u64,
     batches: u64,
-    records: u64,
     size: u64,
     next_offset: u64,
     max_timestamp: i64,
     first_timestamp: Option<i64>,
-    entries: Vec<IndexEntry>,
-    bytes_since_index: u64,
+    interval: u64,
+    /// Whether the scan began at the segment's first batch (so `rebuilt`
+    /// covers the whole segment).
+    from_start: bool,
+    /// Entries rebuilt from scratch, one every `interval` bytes.
+    rebuilt: Vec<IndexEntry>,
+    since_rebuilt: u64,
+    /// The index on disk, checked entry by entry as the scan passes them.
+    disk: Vec<IndexEntry>,
+    disk_next: usize,
+    /// The checked entries on disk, then new ones past the last of them.
+    kept: Vec<IndexEntry>,
+    since_kept: u64,
+    index_problem: Option<String>,
 }
 
 impl Scan {
-    fn keep(&mut self, position: u64, header: &BatchHeader, bytes: u64, interval: u32) {
-        self.max_timestamp = self.max_timestamp.max(header.max_timestamp);
-        self.first_timestamp.get_or_insert(header.base_timestamp);
-        if self.bytes_since_index >= u64::from(interval) {
-            self.entries.push(IndexEntry {
-                relative_offset: (header.base_offset - self.entries_base()) as u32,
-                position: position as u32,
-                max_timestamp: self.max_timestamp,
-            });
-            self.bytes_since_index = 0;
+    fn new(base: u64, interval: u32, disk: Vec<IndexEntry>, index_problem: Option<String>) -> Scan {
+        Scan {
+            base,
+            batches: 0,
+            size: SEGMENT_HEADER_BYTES as u64,
+            next_offset: base,
+            max_timestamp: i64::MIN,
+            first_timestamp: None,
+            interval: u64::from(interval),
+            from_start: true,
+            rebuilt: Vec::new(),
+            since_rebuilt: 0,
+            disk,
+            disk_next: 0,
+            kept: Vec::new(),
+            since_kept: 0,
+            index_problem,
         }
-        self.bytes_since_index += bytes;
-        self.batches += 1;
-        self.records += u64::from(header.record_count);
-        self.size = position + bytes;
-        self.next_offset = header.next_offset();
     }
 
-    fn entries_base(&self) -> u64 {
-        self.next_offset - self.records
+    /// Starts at the last entry of a trusted index instead of the first
+    /// batch: the entries before it are taken as they are, and the batch it
+    /// names is checked like any other.
+    fn trust_up_to_last_entry(&mut self) {
+        let last = self.disk.len() - 1;
+        let entry = self.disk[last];
+        self.from_start = false;
+        self.kept = self.disk[..last].to_vec();
+        self.disk_next = last;
+        self.size = u64::from(entry.position);
+        self.next_offset = self.base + u64::from(entry.relative_offset);
+        self.max_timestamp = entry.max_timestamp;
+    }
+
+    /// Keeps the batch at `position`; an error when it cannot be indexed
+    /// (a position or relative offset beyond `u32`: damage, not a crash).
+    fn keep(&mut self, position: u64, header: &BatchHeader, bytes: u64) -> std::result::Result<(), DecodeError> {
+        let entry = IndexEntry {
+            relative_offset: u32::try_from(header.base_offset - self.base)
+                .map_err(|_| DecodeError::Malformed("batch: offset too far from the segment's base"))?,
+            position: u32::try_from(position)
+                .map_err(|_| DecodeError::Malformed("batch: position beyond 4 GiB in a segment"))?,
+            max_timestamp: self.max_timestamp.max(header.max_timestamp),
+        };
+        self.max_timestamp = entry.max_timestamp;
+        self.first_timestamp.get_or_insert(header.base_timestamp);
+        if self.from_start && self.since_rebuilt >= self.interval {
+            self.rebuilt.push(entry);
+            self.since_rebuilt = 0;
+        }
+        self.since_rebuilt += bytes;
+        self.check_disk_entry(entry);
+        self.since_kept += bytes;
+        self.batches += 1;
+        self.size = position + bytes;
+        self.next_offset = header.next_offset();
+        Ok(())
+    }
+
+    fn check_disk_entry(&mut self, batch: IndexEntry) {
+        if self.index_problem.is_some() {
+            return;
+        }
+        let j = self.disk_next;
+        let Some(disk) = self.disk.get(j).copied() else {
+            if self.since_kept >= self.interval {
+                self.kept.push(batch);
+                self.since_kept = 0;
+            }
+            return;
+        };
+        if disk.position > batch.position {
+            return;
+        }
+        self.index_problem = if disk.position < batch.position {
+            Some(format!(
+                "entry {j}: position {} is not where a batch starts",
+                disk.position
+            ))
+        } else if disk.relative_offset != batch.relative_offset {
+            Some(format!(
+                "entry {j}: names offset {}, the batch at position {} starts at {}",
+                self.base + u64::from(disk.relative_offset),
+                disk.position,
+                self.base + u64::from(batch.relative_offset)
+            ))
+        } else if disk.max_timestamp != batch.max_timestamp {
+            Some(format!(
+                "entry {j}: maximum timestamp {}, the log's is {}",
+                disk.max_timestamp, batch.max_timestamp
+            ))
+        } else {
+            self.kept.push(disk);
+            self.disk_next += 1;
+            self.since_kept = 0;
+            None
+        };
+    }
+
+    /// The entries the segment has after recovery, and why the index on
+    /// disk cannot stay, if it cannot.
+    fn finish_index(&mut self, was_cut: bool) -> (Vec<IndexEntry>, Option<String>) {
+        if self.index_problem.is_none() && self.disk_next < self.disk.len() && !was_cut {
+            let j = self.disk_next;
+            self.index_problem = Some(format!(
+                "entry {j}: position {} is beyond the last batch",
+                self.disk[j].position
+            ));
+        }
+        if self.index_problem.is_none() && !was_cut {
+            return (std::mem::take(&mut self.kept), None);
+        }
+        // A cut segment is always scanned from its start (a trusted scan
+        // that stops is redone in full).
+        debug_assert!(self.from_start);
+        (std::mem::take(&mut self.rebuilt), self.index_problem.take())
     }
 }
 
@@ -294,6 +498,7 @@ fn recover_segment(
     path: &Path,
     base: u64,
     trusted: bool,
+    last: bool,
     options: &RecoverOptions,
 ) -> Result<SegmentReport> {
     let file = if options.dry_run {
@@ -314,6 +519,7 @@ fn recover_segment(
         problem: None,
         saved_to: None,
         index_problem: None,
+        bytes_scanned: 0,
         next_offset: base,
         max_timestamp: i64::MIN,
         first_timestamp: None,
@@ -321,93 +527,91 @@ fn recover_segment(
     };
     let mut header = [0u8; SEGMENT_HEADER_BYTES];
     let n = file.read_at(&mut header, 0).ctx("read", path)?;
-    match segment::decode_header(&header[..n]) {
-        Ok(b) if b == base => {}
-        Ok(b) => {
-            report.problem = Some(problem(base, 0, format!("header names base offset {b}"), false));
-            return Ok(report);
-        }
-        Err(reason) => {
-            report.problem = Some(problem(base, 0, reason, false));
-            return Ok(report);
-        }
-    }
-    let on_disk = index::read_entries(vfs, path);
-    let mut scan = Scan {
-        batches: 0,
-        records: 0,
-        size: SEGMENT_HEADER_BYTES as u64,
-        next_offset: base,
-        max_timestamp: i64::MIN,
-        first_timestamp: None,
-        entries: Vec::new(),
-        bytes_since_index: 0,
+    let header_problem = match segment::decode_header(&header[..n]) {
+        Ok(b) if b == base => None,
+        Ok(b) => Some(format!("header names base offset {b}")),
+        Err(reason) => Some(reason),
     };
-    if trusted {
-        if let Ok(entries) = &on_disk {
-            if index::check_entries(entries, len, u64::from(u32::MAX)).is_ok() && !entries.is_empty() {
-                // Trust everything before the last entry; scan from it.
-                let last = *entries.last().expect("non-empty");
-                if let Some(first) = first_timestamp(&*file, path, options)? {
-                    scan.first_timestamp = Some(first);
-                }
-                scan.entries = entries[..entries.len() - 1].to_vec();
-                scan.size = u64::from(last.position);
-                scan.next_offset = base + u64::from(last.relative_offset);
-                scan.records = u64::from(last.relative_offset);
-                // The last entry's batch is scanned again; its maximum
-                // already includes that batch, and a maximum is idempotent.
-                scan.max_timestamp = last.max_timestamp;
-                scan.bytes_since_index = u64::from(options.index_interval_bytes);
-            }
-        }
+    if let Some(reason) = header_problem {
+        // A header torn by a crash while the segment was created: short,
+        // or zeros, and only ever in the last segment.
+        let torn = last && (n < SEGMENT_HEADER_BYTES || header.iter().all(|&b| b == 0));
+        report.problem = Some(problem(base, 0, reason, torn));
+        return Ok(report);
     }
-    let stop = scan_batches(&*file, path, len, &mut scan, options)?;
-    report.scanned = report.scanned || scan.size == SEGMENT_HEADER_BYTES as u64;
+    let (disk, index_problem) = match index::read_entries(vfs, path) {
+        Ok(entries) => match index::check_entries(&entries, len, u64::from(u32::MAX)) {
+            Ok(()) => (entries, None),
+            Err(e) => (Vec::new(), Some(e)),
+        },
+        Err(e) => (Vec::new(), Some(e)),
+    };
+    let interval = options.index_interval_bytes;
+    let mut scan = Scan::new(base, interval, disk.clone(), index_problem.clone());
+    if trusted && index_problem.is_none() && !disk.is_empty() {
+        scan.trust_up_to_last_entry();
+        scan.first_timestamp = first_timestamp(&*file, path)?;
+    }
+    let mut start = scan.size;
+    let mut stop = scan_batches(&*file, path, len, &mut scan)?;
+    if (stop.is_some() || scan.index_problem.is_some()) && !scan.from_start {
+        // The index led to bytes that are not whole, or its last entry is
+        // wrong: judge the segment by all of its bytes, trusting nothing.
+        scan = Scan::new(base, interval, disk, index_problem);
+        start = scan.size;
+        stop = scan_batches(&*file, path, len, &mut scan)?;
+    }
+    report.scanned = report.scanned || scan.from_start;
+    report.bytes_scanned = len.saturating_sub(start);
+    if let Some((stop, kept)) = &stop {
+        cut(
+            &*file,
+            vfs,
+            path,
+            &mut scan,
+            stop,
+            *kept,
+            len,
+            options,
+            last,
+            &mut report,
+        )?;
+    }
+    if !options.dry_run && report.scanned {
+        // What recovery keeps past the recovery point may be in the page
+        // cache only (the writer was killed before its fsync): make it
+        // durable before anyone is told it is.
+        file.sync_data().ctx("fsync", path)?;
+    }
     report.batches_valid = scan.batches;
-    report.records_valid = scan.records;
-    report.next_offset = scan.next_offset;
-    report.max_timestamp = scan.max_timestamp;
-    report.first_timestamp = scan.first_timestamp;
-    if let Some((stop, kept)) = stop {
-        cut(&*file, vfs, path, &mut scan, &stop, kept, len, options, &mut report)?;
-    }
     report.bytes_valid = scan.size;
     report.next_offset = scan.next_offset;
     report.records_valid = scan.next_offset - base;
     report.max_timestamp = scan.max_timestamp;
-    report.index_problem = match on_disk {
-        Err(e) => Some(e),
-        Ok(entries) => compare_index(&entries, &scan, len, report.problem.is_some()),
-    };
-    report.entries = scan.entries;
+    report.first_timestamp = scan.first_timestamp;
+    let (entries, index_problem) = scan.finish_index(report.problem.is_some());
+    report.entries = entries;
+    report.index_problem = index_problem;
     Ok(report)
 }
 
-fn first_timestamp(file: &dyn VFile, path: &Path, options: &RecoverOptions) -> Result<Option<i64>> {
+fn first_timestamp(file: &dyn VFile, path: &Path) -> Result<Option<i64>> {
     let mut h = [0u8; BATCH_HEADER_BYTES];
     if file.read_at(&mut h, SEGMENT_HEADER_BYTES as u64).ctx("read", path)? < h.len() {
         return Ok(None);
     }
-    let max = options
-        .record_bytes_max
-        .saturating_mul(2)
-        .max(crate::limits::BATCH_BYTES_MAX);
-    Ok(BatchHeader::decode(&h, max).ok().map(|h| h.base_timestamp))
+    Ok(BatchHeader::decode(&h, crate::limits::BATCH_BYTES_MAX)
+        .ok()
+        .map(|h| h.base_timestamp))
 }
 
 /// Where a segment's valid prefix ends: the stop, and the records of the
 /// stopped batch that are whole and valid (count, bytes, max timestamp).
 type Kept = (u32, u64, i64);
 
-fn scan_batches(
-    file: &dyn VFile,
-    path: &Path,
-    len: u64,
-    scan: &mut Scan,
-    options: &RecoverOptions,
-) -> Result<Option<(ScanStop, Kept)>> {
+fn scan_batches(file: &dyn VFile, path: &Path, len: u64, scan: &mut Scan) -> Result<Option<(ScanStop, Kept)>> {
     let batch_max = crate::limits::BATCH_BYTES_MAX;
+    let record_max = crate::limits::RECORD_BYTES_MAX_LIMIT;
     let mut scanner = BatchScanner::new(file, scan.size, len, batch_max);
     loop {
         let next = scanner.next_batch().ctx("read", path)?;
@@ -415,7 +619,7 @@ fn scan_batches(
             Ok(None) => return Ok(None),
             Ok(Some(b)) => b,
             Err(stop) => {
-                let kept = torn_prefix(file, path, &stop, scan.next_offset, len, options)?;
+                let kept = torn_prefix(file, path, &stop, scan.next_offset, len)?;
                 return Ok(Some((stop, kept)));
             }
         };
@@ -427,7 +631,7 @@ fn scan_batches(
         }
         let mut kept: Kept = (0, 0, i64::MIN);
         let mut failure = None;
-        for r in batch.records(options.record_bytes_max) {
+        for r in batch.records(record_max) {
             match r {
                 Ok(r) => kept = (kept.0 + 1, kept.1 + u64::from(r.encoded_bytes), kept.2.max(r.timestamp)),
                 Err(e) => {
@@ -442,20 +646,15 @@ fn scan_batches(
         if let Some(error) = failure {
             return Ok(Some((ScanStop { position, error }, kept)));
         }
-        scan.keep(position, &header, bytes.len() as u64, options.index_interval_bytes);
+        if let Err(error) = scan.keep(position, &header, bytes.len() as u64) {
+            return Ok(Some((ScanStop { position, error }, (0, 0, i64::MIN))));
+        }
     }
 }
 
 /// For a batch whose header is valid but whose bytes run past the end of
 /// the file, the whole valid records that are there.
-fn torn_prefix(
-    file: &dyn VFile,
-    path: &Path,
-    stop: &ScanStop,
-    expected: u64,
-    len: u64,
-    options: &RecoverOptions,
-) -> Result<Kept> {
+fn torn_prefix(file: &dyn VFile, path: &Path, stop: &ScanStop, expected: u64, len: u64) -> Result<Kept> {
     let none = (0, 0, i64::MIN);
     if !stop.error.is_truncated() || len - stop.position < BATCH_HEADER_BYTES as u64 {
         return Ok(none);
@@ -472,7 +671,8 @@ fn torn_prefix(
     let mut at = BATCH_HEADER_BYTES;
     while kept.0 < header.record_count {
         let offset = expected + u64::from(kept.0);
-        match record::decode_record(&buf[at..], offset, header.base_timestamp, options.record_bytes_max) {
+        let record_max = crate::limits::RECORD_BYTES_MAX_LIMIT;
+        match record::decode_record(&buf[at..], offset, header.base_timestamp, record_max) {
             Ok((r, used)) => {
                 at += used;
                 kept = (kept.0 + 1, kept.1 + used as u64, kept.2.max(r.timestamp));
@@ -493,6 +693,7 @@ fn cut(
     kept: Kept,
     len: u64,
     options: &RecoverOptions,
+    last: bool,
     report: &mut SegmentReport,
 ) -> Result<()> {
     let (count, records_bytes, max_ts) = kept;
@@ -501,7 +702,8 @@ fn cut(
     if count > 0 {
         let mut h = [0u8; BATCH_HEADER_BYTES];
         file.read_exact_at(&mut h, stop.position).ctx("read", path)?;
-        record::set_batch_extent(&mut h, count, records_bytes as u32, max_ts);
+        let records_bytes32 = u32::try_from(records_bytes).expect("records of one batch fit u32");
+        record::set_batch_extent(&mut h, count, records_bytes32, max_ts);
         let header = BatchHeader::decode(&h, crate::limits::BATCH_BYTES_MAX).expect("patched header");
         new_len = stop.position + BATCH_HEADER_BYTES as u64 + records_bytes;
         patched_header = Some((h, header));
@@ -517,7 +719,10 @@ fn cut(
     };
     report.problem = Some(problem(first_bad, new_len, reason, torn));
     report.truncated_bytes = cut_bytes;
-    if !options.dry_run {
+    // Opening a log cuts a torn tail of its last segment and nothing else:
+    // the caller refuses the partition instead.
+    let allowed = !options.automatic || (last && torn);
+    if !options.dry_run && allowed {
         if !torn {
             report.saved_to = Some(save_cut(file, path, new_len, len, vfs)?);
         }
@@ -531,12 +736,8 @@ fn cut(
         file.sync_data().ctx("fsync", path)?;
     }
     if let Some((_, header)) = patched_header {
-        scan.keep(
-            stop.position,
-            &header,
-            new_len - stop.position,
-            options.index_interval_bytes,
-        );
+        scan.keep(stop.position, &header, new_len - stop.position)
+            .expect("the records of a batch that already passed the checks of keep");
     }
     Ok(())
 }
@@ -628,20 +829,6 @@ fn problem(offset: u64, position: u64, reason: String, torn_tail: bool) -> Probl
         reason,
         torn_tail,
     }
-}
-
-/// Why the index on disk cannot be kept, if it cannot.
-fn compare_index(on_disk: &[IndexEntry], scan: &Scan, len: u64, was_cut: bool) -> Option<String> {
-    if let Err(e) = index::check_entries(on_disk, len, u64::from(u32::MAX)) {
-        return Some(e);
-    }
-    if on_disk == scan.entries.as_slice() {
-        return None;
-    }
-    if was_cut && scan.entries.starts_with(on_disk) {
-        return None;
-    }
-    Some("index entries differ from the log".to_string())
 }
 
 /// Reads the recovery point file of a partition, 0 when absent or unreadable.

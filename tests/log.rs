@@ -590,7 +590,8 @@ fn recovery_killed_at_any_change_then_run_again_ends_in_the_same_files() {
     let options = RecoverOptions {
         full: true,
         dry_run: false,
-        record_bytes_max: 1 << 20,
+        automatic: false,
+        trust_last: false,
         index_interval_bytes: 256,
     };
     let reference = sim_with(dir, &damaged);

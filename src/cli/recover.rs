@@ -106,7 +106,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = RecoverOptions {
         full: args.full,
         dry_run: args.dry_run,
-        record_bytes_max: crate::limits::RECORD_BYTES_MAX_LIMIT,
+        automatic: false,
+        trust_last: false,
         index_interval_bytes: defaults.index_interval_bytes,
     };
     let mut changed = false;

@@ -1,0 +1,412 @@
+//! Issue 9, "durability without exceptions": one regression test per way
+//! an acknowledged record could be lost or its offset reused in ordinary
+//! operation (a smaller record limit after a restart, a clean restart that
+//! rescans, recovery exposing page-cache-only bytes, damage in an older
+//! segment, index checks that depend on the writer's interval, narrowing).
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::bin;
+use klog::fs::sim::SimFs;
+use klog::fs::Vfs;
+use klog::log::{Log, LogConfig, OpenOptions};
+use klog::record::{Batch, BatchBuilder};
+
+const WRITE: OpenOptions = OpenOptions {
+    writable: true,
+    lock: false,
+};
+const READ: OpenOptions = OpenOptions {
+    writable: false,
+    lock: false,
+};
+
+/// A simulated file system holding an empty partition directory, durably.
+fn sim_partition() -> (SimFs, Arc<dyn Vfs>, &'static Path) {
+    let sim = SimFs::new();
+    let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
+    let dir = Path::new("/data/t-0");
+    vfs.create_dir_all(dir).unwrap();
+    vfs.sync_dir(Path::new("/data")).unwrap();
+    vfs.sync_dir(Path::new("/")).unwrap();
+    (sim, vfs, dir)
+}
+
+fn small() -> LogConfig {
+    LogConfig {
+        segment_bytes: 64 * 1024,
+        index_interval_bytes: 256,
+        index_bytes_max: 4096,
+        retention_ms: None,
+        ..LogConfig::default()
+    }
+}
+
+fn batch_of(values: &[Vec<u8>], ts: i64) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    for v in values {
+        b.push(ts, None, &[], v);
+    }
+    b.finish().to_vec()
+}
+
+fn value(offset: u64, len: usize) -> Vec<u8> {
+    let mut v = format!("{offset}:").into_bytes();
+    v.extend((0..len).map(|i| b'a' + ((offset as usize + i) % 26) as u8));
+    v
+}
+
+/// Every record of the log as (offset, value), every CRC checked.
+fn records(log: &Log) -> Vec<(u64, Vec<u8>)> {
+    let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut offset = log.start_offset();
+    let mut buf = Vec::new();
+    while let Some(slice) = log.read(offset, 1 << 16).unwrap() {
+        slice.read_into(&mut buf).unwrap();
+        let mut at = 0;
+        while let Ok(b) = Batch::decode(&buf[at..], u32::MAX) {
+            for r in b.records(u32::MAX) {
+                let r = r.unwrap();
+                if r.offset >= offset {
+                    out.push((r.offset, r.value.to_vec()));
+                }
+            }
+            at += b.total_bytes();
+        }
+        assert!(at > 0, "no whole batch at offset {offset}");
+        offset = out.last().map_or(offset, |r| r.0 + 1);
+    }
+    out
+}
+
+/// Four records written under a 2 MiB record limit, one of them 1.5 MB.
+fn large_records() -> Vec<Vec<u8>> {
+    vec![value(0, 10), value(1, 1_500_000), value(2, 10), value(3, 100)]
+}
+
+fn write_large(vfs: &Arc<dyn Vfs>, dir: &Path) -> Log {
+    let config = LogConfig {
+        record_bytes_max: 2 << 20,
+        segment_bytes: 64 << 20,
+        ..small()
+    };
+    let mut log = Log::open(Arc::clone(vfs), dir, config, WRITE).unwrap();
+    for (i, v) in large_records().iter().enumerate() {
+        let info = log.append(&mut batch_of(std::slice::from_ref(v), 1_000), 0).unwrap();
+        assert_eq!(info.base_offset, i as u64);
+    }
+    log.flush().unwrap();
+    log
+}
+
+fn assert_large_records(log: &Log, context: &str) {
+    assert_eq!(log.next_offset(), 4, "{context}: the next offset");
+    let got: Vec<Vec<u8>> = records(log).into_iter().map(|r| r.1).collect();
+    assert_eq!(got, large_records(), "{context}: the records");
+    assert!(!log.recovery().damaged(), "{context}: {:?}", log.recovery());
+}
+
+/// Defect 1: the record limit is a policy for new appends; records already
+/// stored under a larger one are kept by recovery and by readers.
+#[test]
+fn a_smaller_record_limit_after_a_restart_keeps_every_record_and_offset() {
+    for clean in [true, false] {
+        let (_sim, vfs, dir) = sim_partition();
+        let log = write_large(&vfs, dir);
+        if clean {
+            log.close().unwrap();
+        } else {
+            drop(log);
+        }
+        let context = if clean { "after a clean close" } else { "after a crash" };
+        // Readers (klog-consume --data-dir, klog-dump) open with defaults.
+        let reader = Log::open(Arc::clone(&vfs), dir, small(), READ).unwrap();
+        assert_large_records(&reader, context);
+        drop(reader);
+        let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+        assert_large_records(&log, context);
+        let info = log.append(&mut batch_of(&[value(4, 5)], 1_000), 0).unwrap();
+        assert_eq!(info.base_offset, 4, "{context}: no offset is reused");
+        // The policy still applies to new appends.
+        let refused = log.append(&mut batch_of(&[value(5, 1_500_000)], 1_000), 0);
+        assert!(refused.is_err(), "{context}: a new 1.5 MB record passes a 1 MiB limit");
+    }
+}
+
+/// Defect 1, through the binaries: `klog-consume --data-dir` reads a topic
+/// written with a larger `--max-record-bytes` to its end.
+#[test]
+fn klog_consume_reads_records_larger_than_its_default_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = "x".repeat(1_500_000);
+    let input = format!("a\n{big}\nb\nc\n");
+    bin("klog-produce")
+        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "big", "-q"])
+        .args(["--max-record-bytes", "2MiB"])
+        .write_stdin(input.clone())
+        .assert()
+        .success();
+    let out = bin("klog-consume")
+        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "big", "-e", "-q"])
+        .assert()
+        .success();
+    assert_eq!(String::from_utf8_lossy(&out.get_output().stdout), input);
+    bin("klog-recover")
+        .args(["--full", dir.path().join("big-0").to_str().unwrap()])
+        .assert()
+        .code(0);
+}
+
+/// Defect 2: after a clean shutdown, opening trusts the trimmed index and
+/// the file length, and reads only the tail after the last index entry:
+/// the bytes read do not grow with the segment.
+#[test]
+fn a_clean_restart_reads_only_the_tail_of_the_active_segment() {
+    let (_sim, vfs, dir) = sim_partition();
+    let config = LogConfig {
+        segment_bytes: 64 << 20,
+        ..small()
+    };
+    let mut log = Log::open(Arc::clone(&vfs), dir, config.clone(), WRITE).unwrap();
+    let mut offset = 0;
+    while log.size_bytes() < 4 << 20 {
+        let values: Vec<Vec<u8>> = (offset..offset + 50).map(|o| value(o, 200)).collect();
+        log.append(&mut batch_of(&values, 5), 0).unwrap();
+        offset += 50;
+    }
+    let batch_bytes = log.size_bytes() / (offset / 50);
+    log.close().unwrap();
+    for options in [WRITE, READ] {
+        let log = Log::open(Arc::clone(&vfs), dir, config.clone(), options).unwrap();
+        assert_eq!(log.next_offset(), offset);
+        let active = log.recovery().segments.last().unwrap();
+        assert!(
+            active.bytes_scanned <= u64::from(config.index_interval_bytes) + 2 * batch_bytes,
+            "writable {}: {} bytes of {} scanned",
+            options.writable,
+            active.bytes_scanned,
+            log.size_bytes()
+        );
+        assert_eq!(records(&log).len() as u64, offset);
+        if options.writable {
+            log.close().unwrap();
+        }
+    }
+}
+
+/// Defect 3: bytes recovery keeps after a process crash are fsynced before
+/// they are exposed or recorded as the recovery point: a power cut after
+/// that recovery keeps everything the recovered log showed.
+#[test]
+fn records_recovery_exposes_after_a_process_crash_survive_a_power_cut() {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+    log.append(&mut batch_of(&[value(0, 10), value(1, 10)], 7), 0).unwrap();
+    log.flush().unwrap();
+    // In the page cache only: the process dies before any fsync.
+    log.append(&mut batch_of(&[value(2, 10), value(3, 10), value(4, 10)], 7), 0)
+        .unwrap();
+    drop(log);
+    let log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+    assert_eq!(log.next_offset(), 5, "the page cache survives a process crash");
+    let exposed = log.flushed_offset();
+    assert_eq!(exposed, 5, "recovery makes what it keeps durable");
+    drop(log);
+    sim.crash(&mut |_| 0);
+    let log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+    assert!(
+        log.next_offset() >= exposed,
+        "records exposed as durable were lost to a power cut: end {} < {exposed}",
+        log.next_offset()
+    );
+    assert_eq!(records(&log).len(), 5);
+}
+
+/// A log of three segments, closed cleanly, on the real file system.
+fn three_segments(dir: &Path) -> Vec<std::path::PathBuf> {
+    let config = LogConfig {
+        segment_bytes: 4096,
+        ..small()
+    };
+    let vfs: Arc<dyn Vfs> = Arc::new(klog::fs::RealFs);
+    let mut log = Log::open(Arc::clone(&vfs), dir, config, WRITE).unwrap();
+    let mut o = 0;
+    while log.segments().count() < 3 {
+        log.append(&mut batch_of(&[value(o, 300)], 9), 0).unwrap();
+        o += 1;
+    }
+    for _ in 0..3 {
+        log.append(&mut batch_of(&[value(o, 300)], 9), 0).unwrap();
+        o += 1;
+    }
+    let paths = log.segments().map(|s| s.path.clone()).collect();
+    log.close().unwrap();
+    paths
+}
+
+fn listing(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = walk(dir)
+        .into_iter()
+        .map(|p| {
+            (
+                p.strip_prefix(dir).unwrap().display().to_string(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Defect 6: damage that is not a torn tail of the active segment is not
+/// repaired by opening the log: the open fails, names the partition and
+/// `klog-recover`, and changes no file. `klog-recover` then decides.
+#[test]
+fn damage_in_an_older_segment_refuses_to_open_and_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t-0");
+    std::fs::create_dir_all(&dir).unwrap();
+    let paths = three_segments(&dir);
+    // The broker died (no clean marker) and its recovery point is old.
+    std::fs::remove_file(dir.join("clean-shutdown")).unwrap();
+    std::fs::write(dir.join("recovery-point"), "klog-recovery-point 1\n0\n").unwrap();
+    let mut bytes = std::fs::read(&paths[0]).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x55;
+    std::fs::write(&paths[0], &bytes).unwrap();
+    let before = listing(&dir);
+    let vfs: Arc<dyn Vfs> = Arc::new(klog::fs::RealFs);
+    let err = Log::open(Arc::clone(&vfs), &dir, small(), WRITE)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("klog-recover"), "{err}");
+    assert!(err.contains(&dir.display().to_string()), "{err}");
+    assert_eq!(listing(&dir), before, "opening changed files of a damaged partition");
+    // klog-dump --verify and klog-recover --dry-run agree that it is damaged.
+    bin("klog-dump").args(["--verify", "-q"]).arg(&dir).assert().code(3);
+    bin("klog-recover").args(["--dry-run", "-q"]).arg(&dir).assert().code(4);
+    assert_eq!(listing(&dir), before);
+    // klog-recover repairs it; then it opens.
+    bin("klog-recover").args(["-q"]).arg(&dir).assert().code(3);
+    Log::open(vfs, &dir, small(), WRITE).unwrap();
+}
+
+/// Defect 6, in the active segment: a damaged record followed by whole
+/// ones is not a torn tail either.
+#[test]
+fn damage_in_the_middle_of_the_active_segment_refuses_to_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t-0");
+    std::fs::create_dir_all(&dir).unwrap();
+    let paths = three_segments(&dir);
+    std::fs::remove_file(dir.join("clean-shutdown")).unwrap();
+    let last = paths.last().unwrap();
+    let mut bytes = std::fs::read(last).unwrap();
+    let at = klog::segment::SEGMENT_HEADER_BYTES + 60;
+    bytes[at] ^= 0x55;
+    std::fs::write(last, &bytes).unwrap();
+    let before = listing(&dir);
+    let vfs: Arc<dyn Vfs> = Arc::new(klog::fs::RealFs);
+    let err = Log::open(vfs, &dir, small(), WRITE).unwrap_err().to_string();
+    assert!(err.contains("klog-recover"), "{err}");
+    assert_eq!(listing(&dir), before);
+}
+
+/// Defect 7: an index is judged by its invariants (each entry names the
+/// batch at its position, in increasing order, with the running maximum
+/// timestamp), not by the interval recovery would have used.
+#[test]
+fn indexes_are_judged_by_their_invariants_not_by_the_interval() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t-0");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = LogConfig {
+        index_interval_bytes: 1000,
+        ..small()
+    };
+    let vfs: Arc<dyn Vfs> = Arc::new(klog::fs::RealFs);
+    let mut log = Log::open(Arc::clone(&vfs), &dir, config, WRITE).unwrap();
+    for o in 0..60 {
+        log.append(&mut batch_of(&[value(o, 100)], 9 + o as i64), 0).unwrap();
+    }
+    let segment = log.segments().next().unwrap().path.clone();
+    log.close().unwrap();
+    // Healthy, written with another interval: both tools say so.
+    bin("klog-recover").args(["--full", "-q"]).arg(&dir).assert().code(0);
+    bin("klog-dump").args(["--verify", "-q"]).arg(&dir).assert().code(0);
+    // Two entries swapped: each still names a batch, but out of order.
+    let index = segment.with_extension("index");
+    let mut bytes = std::fs::read(&index).unwrap();
+    assert!(bytes.len() >= 24, "{} entries", bytes.len() / 8);
+    let (a, b) = bytes.split_at_mut(8);
+    a.swap_with_slice(&mut b[..8]);
+    std::fs::write(&index, &bytes).unwrap();
+    bin("klog-dump")
+        .args(["--verify", "-q"])
+        .arg(&dir)
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains("index: entry 1: not increasing"));
+    bin("klog-recover")
+        .args(["--full", "--dry-run", "-q"])
+        .arg(&dir)
+        .assert()
+        .code(4);
+    bin("klog-recover").args(["--full", "-q"]).arg(&dir).assert().code(3);
+    bin("klog-dump").args(["--verify", "-q"]).arg(&dir).assert().code(0);
+}
+
+/// Defect 8: timestamps too far apart for one batch's deltas are refused
+/// by the builder (the caller starts a new batch), never wrapped into a
+/// batch that fails to decode.
+#[test]
+fn timestamps_too_far_apart_for_one_batch_are_refused_not_wrapped() {
+    let mut b = BatchBuilder::new();
+    b.push(i64::MAX - 5, None, &[], b"late");
+    assert!(!b.accepts_timestamp(-10), "a wrapped delta would be accepted");
+    assert!(b.accepts_timestamp(-5) && b.accepts_timestamp(i64::MAX));
+    let bytes = b.finish().to_vec();
+    let batch = Batch::decode(&bytes, u32::MAX).unwrap();
+    batch.validate(u32::MAX).unwrap();
+    // Through the embedded producer: each record keeps its timestamp.
+    let dir = tempfile::tempdir().unwrap();
+    let input = "{\"ts\":9223372036854775800,\"payload\":\"late\"}\n{\"ts\":-10,\"payload\":\"early\"}\n";
+    bin("klog-produce")
+        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "ts", "-J", "-q"])
+        .write_stdin(input)
+        .assert()
+        .success();
+    let out = bin("klog-consume")
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "-t",
+            "ts",
+            "-e",
+            "-q",
+            "-f",
+            "%T %s\\n",
+        ])
+        .assert()
+        .success();
+    assert_eq!(
+        String::from_utf8_lossy(&out.get_output().stdout),
+        "9223372036854775800 late\n-10 early\n"
+    );
+}
