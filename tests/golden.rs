@@ -19,7 +19,7 @@
 //! | `batch.bin`                                  | record batch and records          |
 //! | `segment-header.bin`                         | 24-byte segment header            |
 //! | `index/wide.index`, `index/wide.timeindex`   | offset and time index entries     |
-//! | `partition/`                                 | a closed partition directory: segment, indexes, `recovery-point`, `clean-shutdown` |
+//! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `clean-shutdown` |
 //! | `registry/`                                  | broker, member, owner, committed offset and placement entries |
 
 use std::path::{Path, PathBuf};
@@ -298,7 +298,7 @@ const NOW_MS: i64 = 1_700_000_010_000;
 fn log_config() -> LogConfig {
     LogConfig {
         segment_bytes: 4096,
-        // Every batch after the first gets an index entry.
+        // Every batch but a segment's first gets an index entry.
         index_interval_bytes: 1,
         index_bytes_max: 4096,
         retention_ms: None,
@@ -306,32 +306,45 @@ fn log_config() -> LogConfig {
     }
 }
 
-/// The partition's records, batch by batch: the four rich records; one
-/// whose timestamp is below the first batch's maximum (so the time index
-/// carries that maximum forward); two whose second has a negative delta.
-fn partition_batches() -> Vec<Vec<Rec>> {
+/// The partition's records, segment by segment and batch by batch. First
+/// segment: the four rich records; one whose timestamp is below the first
+/// batch's maximum (so the time index carries that maximum forward); two
+/// whose second has a negative delta. The log then rolls, and a second
+/// segment, base offset 7, holds two more batches: a base offset that is
+/// not 0 pins the segment header's field and that index offsets are
+/// relative to the segment.
+fn partition_segments() -> Vec<Vec<Vec<Rec>>> {
     vec![
-        rich_records(0),
-        vec![rec(4, 1_700_000_001_000, Some(b"k2"), &[], b"second batch", 22)],
         vec![
-            rec(5, 1_700_000_005_000, None, &[], b"third-a", 14),
-            rec(6, 1_700_000_004_999, None, &[], b"third-b", 14),
+            rich_records(0),
+            vec![rec(4, 1_700_000_001_000, Some(b"k2"), &[], b"second batch", 22)],
+            vec![
+                rec(5, 1_700_000_005_000, None, &[], b"third-a", 14),
+                rec(6, 1_700_000_004_999, None, &[], b"third-b", 14),
+            ],
+        ],
+        vec![
+            vec![rec(7, 1_700_000_006_000, Some(b"k"), &[(b"n", b"v")], b"fourth", 20)],
+            vec![rec(8, 1_700_000_007_000, None, &[], b"fifth", 12)],
         ],
     ]
 }
 
-/// The files of the partition directory, by name, in its golden folder.
-const PARTITION_FILES: [&str; 5] = [
+/// The files of the partition directory, by name, as in its golden folder.
+const PARTITION_FILES: [&str; 8] = [
     "00000000000000000000.index",
     "00000000000000000000.log",
     "00000000000000000000.timeindex",
+    "00000000000000000007.index",
+    "00000000000000000007.log",
+    "00000000000000000007.timeindex",
     "clean-shutdown",
     "recovery-point",
 ];
 
-/// Appends the batches to a new log over a simulated file system, closes
-/// it, and returns the directory's files by name.
-fn write_partition(batches: &[Vec<Rec>]) -> Vec<(String, Vec<u8>)> {
+/// Appends the batches to a new log over a simulated file system, rolling
+/// between segments, closes it, and returns the directory's files by name.
+fn write_partition(segments: &[Vec<Vec<Rec>>]) -> Vec<(String, Vec<u8>)> {
     let vfs = SimFs::new();
     vfs.set_clock_ms(NOW_MS);
     let dir = Path::new(PARTITION_DIR);
@@ -341,8 +354,13 @@ fn write_partition(batches: &[Vec<Rec>]) -> Vec<(String, Vec<u8>)> {
         lock: false,
     };
     let mut log = Log::open(Arc::new(vfs.clone()), dir, log_config(), write).unwrap();
-    for records in batches {
-        log.append(&mut build(records), NOW_MS).unwrap();
+    for (i, batches) in segments.iter().enumerate() {
+        if i > 0 {
+            log.roll().unwrap();
+        }
+        for records in batches {
+            log.append(&mut build(records), NOW_MS).unwrap();
+        }
     }
     log.close().unwrap();
     vfs.files()
@@ -354,9 +372,36 @@ fn write_partition(batches: &[Vec<Rec>]) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// Where each batch of a segment file starts: (position, base offset,
+/// max timestamp).
+type BatchPlace = (usize, u64, i64);
+
+/// Decodes a segment file: its header's base offset, where its batches
+/// are, and their records.
+fn decode_segment(bytes: &[u8]) -> (u64, Vec<BatchPlace>, Vec<Vec<Rec>>) {
+    let base_offset = segment::decode_header(bytes).expect("golden segment header decodes");
+    let mut position = segment::SEGMENT_HEADER_BYTES;
+    let (mut places, mut batches) = (Vec::new(), Vec::new());
+    while position < bytes.len() {
+        let (header, records) = decode_batch(&bytes[position..]);
+        places.push((position, header.base_offset, header.max_timestamp));
+        batches.push(records);
+        position += header.total_bytes() as usize;
+    }
+    (base_offset, places, batches)
+}
+
+fn entry(relative_offset: u32, position: u32, max_timestamp: i64) -> IndexEntry {
+    IndexEntry {
+        relative_offset,
+        position,
+        max_timestamp,
+    }
+}
+
 #[test]
 fn partition_directory() {
-    let files = write_partition(&partition_batches());
+    let files = write_partition(&partition_segments());
     let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, PARTITION_FILES, "the files a closed partition holds");
     let golden: Vec<(String, Vec<u8>)> = files
@@ -371,63 +416,54 @@ fn partition_directory() {
     for (name, bytes) in &golden {
         vfs.write(&dir.join(name), bytes);
     }
-    let log_path = dir.join(segment::log_file_name(0));
-    let log_bytes = vfs.read(&log_path).unwrap();
-    assert_eq!(segment::decode_header(&log_bytes), Ok(0));
-    assert_eq!(log_bytes.len(), 553);
-    let mut position = segment::SEGMENT_HEADER_BYTES;
-    let mut positions = Vec::new();
-    let mut batches = Vec::new();
-    while position < log_bytes.len() {
-        let (header, records) = decode_batch(&log_bytes[position..]);
-        positions.push((position, header.base_offset, header.max_timestamp));
-        batches.push(records);
-        position += header.total_bytes() as usize;
-    }
+    let first = dir.join(segment::log_file_name(0));
+    let second = dir.join(segment::log_file_name(7));
+    let (base, places, first_batches) = decode_segment(&vfs.read(&first).unwrap());
+    assert_eq!(base, 0);
     assert_eq!(
-        positions,
+        places,
         [
             (24, 0, 1_700_000_003_600),
             (423, 4, 1_700_000_001_000),
             (485, 5, 1_700_000_005_000)
         ]
     );
-    assert_eq!(batches, partition_batches());
+    assert_eq!(vfs.read(&first).unwrap().len(), 553);
+    let (base, places, second_batches) = decode_segment(&vfs.read(&second).unwrap());
+    assert_eq!(base, 7);
+    assert_eq!(places, [(24, 7, 1_700_000_006_000), (84, 8, 1_700_000_007_000)]);
+    assert_eq!(vfs.read(&second).unwrap().len(), 136);
+    let segments = vec![first_batches, second_batches];
+    assert_eq!(segments, partition_segments());
     assert_eq!(
-        index::read_entries(&vfs, &log_path).expect("golden index decodes"),
-        [
-            IndexEntry {
-                relative_offset: 4,
-                position: 423,
-                max_timestamp: 1_700_000_003_600,
-            },
-            IndexEntry {
-                relative_offset: 5,
-                position: 485,
-                max_timestamp: 1_700_000_005_000,
-            },
-        ]
+        index::read_entries(&vfs, &first).expect("golden index decodes"),
+        [entry(4, 423, 1_700_000_003_600), entry(5, 485, 1_700_000_005_000)]
     );
-    assert_eq!(recover::read_recovery_point(&vfs, dir), 7);
+    assert_eq!(
+        index::read_entries(&vfs, &second).expect("golden index decodes"),
+        [entry(1, 84, 1_700_000_007_000)]
+    );
+    assert_eq!(recover::read_recovery_point(&vfs, dir), 9);
     assert!(recover::was_clean(&vfs, dir));
     let read = OpenOptions {
         writable: false,
         lock: false,
     };
     let log = Log::open(Arc::new(vfs.clone()), dir, log_config(), read).expect("golden partition opens");
-    assert_eq!((log.start_offset(), log.next_offset()), (0, 7));
+    assert_eq!((log.start_offset(), log.next_offset()), (0, 9));
     assert_eq!(log.offset_for_timestamp(1_700_000_004_000).unwrap(), Some(5));
+    assert_eq!(log.offset_for_timestamp(1_700_000_006_500).unwrap(), Some(8));
     drop(log);
 
     // Re-encode: the decoded batches through a new log, and the decoded
     // recovery point through its writer.
-    for (name, bytes) in write_partition(&batches) {
+    for (name, bytes) in write_partition(&segments) {
         let (_, golden) = golden.iter().find(|(n, _)| *n == name).expect("same files");
         assert_reencoded(&format!("partition/{name}"), golden, &bytes);
     }
     let vfs = SimFs::new();
     vfs.create_dir_all(dir).unwrap();
-    recover::write_recovery_point(&vfs, dir, 7).unwrap();
+    recover::write_recovery_point(&vfs, dir, 9).unwrap();
     let (_, golden_point) = golden.iter().find(|(n, _)| n == "recovery-point").unwrap();
     assert_reencoded(
         "partition/recovery-point",
