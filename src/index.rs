@@ -31,6 +31,9 @@
 //! Indexes carry no checksum. They are derived data: recovery rebuilds the
 //! indexes of every segment it scans, and opening a segment checks its index
 //! (sizes, order, positions inside the log) and rebuilds it when in doubt.
+//!
+//! `tests/golden/index/` and the indexes in `tests/golden/partition/` pin
+//! both layouts; a diff there is a format change and needs a version bump.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -20,6 +20,10 @@
 //! `BTreeMap` here; the last segment is the active one, the only one
 //! appended to, and never deleted by retention.
 //!
+//! `tests/golden/partition/` pins this layout, byte for byte, for a closed
+//! log of two segments; a diff there is a format change and needs a
+//! version bump (for `recovery-point`, its first line).
+//!
 //! # Durability
 //!
 //! `flush` fdatasyncs the active segment; a rolled segment is synced when it

@@ -60,6 +60,9 @@
 //! # Version history
 //!
 //! - magic 1: this layout.
+//!
+//! `tests/golden/batch.bin` pins this layout (`tests/golden.rs`); a diff
+//! there is a format change and needs a new magic.
 
 use std::fmt;
 

@@ -13,6 +13,9 @@
 //! <registry>/topics/<topic>.json               --> {"topic": "t", "brokers": ["<broker-id>", ...]}
 //! ```
 //!
+//! `tests/golden/registry/` pins these files' contents; a diff there is a
+//! format change and needs a version bump (for offsets, the first line).
+//!
 //! # Placement (a cluster of brokers)
 //!
 //! `topics/<topic>.json` is persistent: it names, for each partition of the

@@ -19,6 +19,10 @@
 //! its length is the end of the last byte written, so a crash leaves at
 //! worst a torn or zero-filled tail, which recovery cuts.
 //!
+//! `tests/golden/segment-header.bin` and the segments in
+//! `tests/golden/partition/` pin this layout; a diff there is a format
+//! change and needs a new `version`.
+//!
 //! Reading ([`BatchScanner`]) goes through a reusable buffer, a few large
 //! reads per megabyte, never one read per record.
 

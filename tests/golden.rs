@@ -1,0 +1,635 @@
+//! Golden files for every on-disk format, in `tests/golden/`.
+//!
+//! Each test builds a deterministic input from literal values, encodes it
+//! through klog's real encoders and compares the bytes with the checked-in
+//! golden file, byte for byte. It then decodes the golden file through
+//! klog's real decoders, checks the decoded values against literals written
+//! here (never against what the encoder produced), re-encodes them and
+//! compares again. So a change to an encoder fails the first comparison,
+//! and a *symmetric* change to an encoder and its decoder, which a
+//! round-trip test cannot see, fails both.
+//!
+//! A diff in a golden file is a format change: it needs a version bump
+//! (the batch `magic`, the segment `version`, the first line of a text
+//! file) and a reader for the old version. After a deliberate change,
+//! `KLOG_BLESS=1 cargo test --test golden` rewrites the golden files.
+//!
+//! | golden file                                  | format                            |
+//! |----------------------------------------------|-----------------------------------|
+//! | `batch.bin`                                  | record batch and records          |
+//! | `segment-header.bin`                         | 24-byte segment header            |
+//! | `index/wide.index`, `index/wide.timeindex`   | offset and time index entries     |
+//! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `clean-shutdown` |
+//! | `registry/`                                  | broker, member, owner, committed offset and placement entries |
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use klog::fs::sim::SimFs;
+use klog::fs::Vfs;
+use klog::index::{self, IndexEntry, SegmentIndex};
+use klog::limits::BATCH_BYTES_MAX;
+use klog::log::{Log, LogConfig, OpenOptions};
+use klog::record::{self, Batch, BatchBuilder, BatchHeader};
+use klog::recover;
+use klog::registry::{BrokerInfo, MemberInfo, Placement, Registry};
+use klog::segment;
+
+// ---------------------------------------------------------------------------
+// Golden file plumbing.
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("golden")
+}
+
+fn blessing() -> bool {
+    std::env::var_os("KLOG_BLESS").is_some()
+}
+
+/// Where two byte strings first differ, with both sides in hex around it.
+fn describe_diff(what: &str, expected: &[u8], actual: &[u8]) -> String {
+    let at = expected
+        .iter()
+        .zip(actual)
+        .position(|(a, b)| a != b)
+        .unwrap_or(expected.len().min(actual.len()));
+    let start = at & !15;
+    let hex = |bytes: &[u8]| -> String {
+        let end = bytes.len().min(start + 32);
+        let window = bytes.get(start..end).unwrap_or(&[]);
+        window.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
+    };
+    format!(
+        "{what}: first difference at byte {at} ({at:#x}); golden {} bytes, encoded {} bytes\n  \
+         golden  @{start:#06x}: {}\n  encoded @{start:#06x}: {}\n\
+         A diff here is a format change (it needs a version bump); after a deliberate one, \
+         KLOG_BLESS=1 cargo test --test golden rewrites the golden files.",
+        expected.len(),
+        actual.len(),
+        hex(expected),
+        hex(actual),
+    )
+}
+
+/// Compares an encoder's bytes with the golden file `name` (rewriting the
+/// file instead under `KLOG_BLESS=1`), and returns the golden bytes.
+fn check_golden(name: &str, encoded: &[u8]) -> Vec<u8> {
+    let path = golden_dir().join(name);
+    match std::fs::read(&path) {
+        Ok(golden) if golden == encoded => golden,
+        _ if blessing() => {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, encoded).unwrap();
+            encoded.to_vec()
+        }
+        Ok(golden) => panic!("{}", describe_diff(&path.display().to_string(), &golden, encoded)),
+        Err(e) => panic!(
+            "{}: {e} (KLOG_BLESS=1 cargo test --test golden creates it)",
+            path.display()
+        ),
+    }
+}
+
+/// Asserts that re-encoding the decoded golden file gave its bytes back.
+fn assert_reencoded(name: &str, golden: &[u8], reencoded: &[u8]) {
+    if golden != reencoded {
+        panic!("{}", describe_diff(&format!("{name} re-encoded"), golden, reencoded));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Records.
+
+/// A decoded record, owned, for comparisons with literals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rec {
+    offset: u64,
+    timestamp: i64,
+    key: Option<Vec<u8>>,
+    headers: Vec<(Vec<u8>, Vec<u8>)>,
+    value: Vec<u8>,
+    encoded_bytes: u32,
+}
+
+fn rec(offset: u64, timestamp: i64, key: Option<&[u8]>, headers: &[(&[u8], &[u8])], value: &[u8], bytes: u32) -> Rec {
+    Rec {
+        offset,
+        timestamp,
+        key: key.map(<[u8]>::to_vec),
+        headers: headers.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect(),
+        value: value.to_vec(),
+        encoded_bytes: bytes,
+    }
+}
+
+/// Every byte value once, in order: a binary value.
+fn all_bytes() -> Vec<u8> {
+    (0..=255u8).collect()
+}
+
+/// The four records of `batch.bin` (and of the partition's first batch),
+/// offsets from `base`: a key and two headers; a negative timestamp delta
+/// (-750 ms); an empty key and a 256-byte binary value (a two-byte length
+/// varint); headers without a key and an empty value.
+fn rich_records(base: u64) -> Vec<Rec> {
+    vec![
+        rec(
+            base,
+            1_700_000_000_000,
+            Some(b"user-42"),
+            &[(b"trace-id", b"abc123"), (b"content-type", b"text/plain")],
+            b"hello, klog",
+            67,
+        ),
+        rec(base + 1, 1_699_999_999_250, None, &[], b"earlier", 15),
+        rec(base + 2, 1_700_000_003_600, Some(b""), &[], &all_bytes(), 266),
+        rec(base + 3, 1_700_000_000_001, None, &[(b"h", b"")], b"", 11),
+    ]
+}
+
+/// Encodes records through `BatchBuilder` (base offset 0).
+fn build(records: &[Rec]) -> Vec<u8> {
+    let mut builder = BatchBuilder::new();
+    for r in records {
+        let headers: Vec<(&[u8], &[u8])> = r.headers.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+        builder.push(r.timestamp, r.key.as_deref(), &headers, &r.value);
+    }
+    builder.finish().to_vec()
+}
+
+/// Decodes the batch at the start of `bytes`: its header and records, every
+/// record checked.
+fn decode_batch(bytes: &[u8]) -> (BatchHeader, Vec<Rec>) {
+    let batch = Batch::decode(bytes, BATCH_BYTES_MAX).expect("golden batch decodes");
+    batch.validate(1 << 20).expect("golden batch validates");
+    let records = batch
+        .records(1 << 20)
+        .map(|r| {
+            let r = r.expect("golden record decodes");
+            Rec {
+                offset: r.offset,
+                timestamp: r.timestamp,
+                key: r.key.map(<[u8]>::to_vec),
+                headers: r.headers().map(|(n, v)| (n.to_vec(), v.to_vec())).collect(),
+                value: r.value.to_vec(),
+                encoded_bytes: r.encoded_bytes,
+            }
+        })
+        .collect();
+    (batch.header, records)
+}
+
+// ---------------------------------------------------------------------------
+// Record batch.
+
+/// A base offset past 32 bits, so every byte of the field is pinned.
+const BATCH_BASE_OFFSET: u64 = 4_294_967_301;
+
+#[test]
+fn record_batch() {
+    let mut encoded = build(&rich_records(0));
+    record::set_base_offset(&mut encoded, BATCH_BASE_OFFSET);
+    let golden = check_golden("batch.bin", &encoded);
+
+    let (header, records) = decode_batch(&golden);
+    assert_eq!(
+        header,
+        BatchHeader {
+            base_offset: 4_294_967_301,
+            batch_length: 387,
+            magic: 1,
+            attributes: 0,
+            record_count: 4,
+            base_timestamp: 1_700_000_000_000,
+            max_timestamp: 1_700_000_003_600,
+            // CRC32 (IEEE) of bytes 0..36, checked independently with zlib.
+            header_crc: 0x468b_af8c,
+        }
+    );
+    assert_eq!(records, rich_records(4_294_967_301));
+    assert_eq!(header.total_bytes(), 399);
+    assert_eq!(golden.len(), 399, "nothing after the batch");
+
+    let mut reencoded = build(&records);
+    record::set_base_offset(&mut reencoded, header.base_offset);
+    assert_reencoded("batch.bin", &golden, &reencoded);
+}
+
+// ---------------------------------------------------------------------------
+// Segment header.
+
+#[test]
+fn segment_header() {
+    // 2^32 + 1024: every byte of the base offset field is pinned.
+    let golden = check_golden("segment-header.bin", &segment::encode_header(4_294_968_320));
+    assert_eq!(golden.len(), segment::SEGMENT_HEADER_BYTES);
+    let base_offset = segment::decode_header(&golden).expect("golden header decodes");
+    assert_eq!(base_offset, 4_294_968_320);
+    assert_reencoded("segment-header.bin", &golden, &segment::encode_header(base_offset));
+}
+
+// ---------------------------------------------------------------------------
+// Offset and time index.
+
+/// Entries with values wide enough to pin every byte of each field.
+fn wide_entries() -> Vec<IndexEntry> {
+    let entry = |relative_offset, position, max_timestamp| IndexEntry {
+        relative_offset,
+        position,
+        max_timestamp,
+    };
+    vec![
+        entry(0, 24, 1_700_000_000_000),
+        entry(300, 70_000, 1_700_000_000_000),
+        entry(16_777_221, 1_073_741_831, 1_700_086_400_000),
+    ]
+}
+
+/// Writes entries through `SegmentIndex` and trims the files, as a
+/// segment that rolls does; returns (`.index`, `.timeindex`) bytes.
+fn write_index(entries: &[IndexEntry]) -> (Vec<u8>, Vec<u8>) {
+    let vfs = SimFs::new();
+    let dir = Path::new("/seg");
+    vfs.create_dir_all(dir).unwrap();
+    let log_path = dir.join(segment::log_file_name(0));
+    let mut index = SegmentIndex::create(&vfs, &log_path, Vec::new(), 16).unwrap();
+    for e in entries {
+        index.append(*e);
+    }
+    index.trim().unwrap();
+    drop(index);
+    let (offsets, times) = index::index_paths(&log_path);
+    (vfs.read(&offsets).unwrap(), vfs.read(&times).unwrap())
+}
+
+#[test]
+fn offset_and_time_index() {
+    let (offsets, times) = write_index(&wide_entries());
+    let golden_offsets = check_golden("index/wide.index", &offsets);
+    let golden_times = check_golden("index/wide.timeindex", &times);
+
+    let vfs = SimFs::new();
+    vfs.create_dir_all(Path::new("/golden")).unwrap();
+    let log_path = Path::new("/golden/wide.log");
+    let (offset_path, time_path) = index::index_paths(log_path);
+    vfs.write(&offset_path, &golden_offsets);
+    vfs.write(&time_path, &golden_times);
+    let entries = index::read_entries(&vfs, log_path).expect("golden index decodes");
+    assert_eq!(entries, wide_entries());
+    // `read_entries` takes the relative offset from `.index`; the copy in
+    // each `.timeindex` entry (bytes 8..12) is pinned here.
+    let time_offsets: Vec<u32> = golden_times
+        .chunks(index::TIME_ENTRY_BYTES)
+        .map(|e| u32::from_le_bytes(e[8..12].try_into().unwrap()))
+        .collect();
+    assert_eq!(time_offsets, [0, 300, 16_777_221]);
+
+    let (offsets, times) = write_index(&entries);
+    assert_reencoded("index/wide.index", &golden_offsets, &offsets);
+    assert_reencoded("index/wide.timeindex", &golden_times, &times);
+}
+
+// ---------------------------------------------------------------------------
+// A partition directory, written by a real log.
+
+const PARTITION_DIR: &str = "/data/golden-0";
+const NOW_MS: i64 = 1_700_000_010_000;
+
+fn log_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 4096,
+        // Every batch but a segment's first gets an index entry.
+        index_interval_bytes: 1,
+        index_bytes_max: 4096,
+        retention_ms: None,
+        ..LogConfig::default()
+    }
+}
+
+/// The partition's records, segment by segment and batch by batch. First
+/// segment: the four rich records; one whose timestamp is below the first
+/// batch's maximum (so the time index carries that maximum forward); two
+/// whose second has a negative delta. The log then rolls, and a second
+/// segment, base offset 7, holds two more batches: a base offset that is
+/// not 0 pins the segment header's field and that index offsets are
+/// relative to the segment.
+fn partition_segments() -> Vec<Vec<Vec<Rec>>> {
+    vec![
+        vec![
+            rich_records(0),
+            vec![rec(4, 1_700_000_001_000, Some(b"k2"), &[], b"second batch", 22)],
+            vec![
+                rec(5, 1_700_000_005_000, None, &[], b"third-a", 14),
+                rec(6, 1_700_000_004_999, None, &[], b"third-b", 14),
+            ],
+        ],
+        vec![
+            vec![rec(7, 1_700_000_006_000, Some(b"k"), &[(b"n", b"v")], b"fourth", 20)],
+            vec![rec(8, 1_700_000_007_000, None, &[], b"fifth", 12)],
+        ],
+    ]
+}
+
+/// The files of the partition directory, by name, as in its golden folder.
+const PARTITION_FILES: [&str; 8] = [
+    "00000000000000000000.index",
+    "00000000000000000000.log",
+    "00000000000000000000.timeindex",
+    "00000000000000000007.index",
+    "00000000000000000007.log",
+    "00000000000000000007.timeindex",
+    "clean-shutdown",
+    "recovery-point",
+];
+
+/// Appends the batches to a new log over a simulated file system, rolling
+/// between segments, closes it, and returns the directory's files by name.
+fn write_partition(segments: &[Vec<Vec<Rec>>]) -> Vec<(String, Vec<u8>)> {
+    let vfs = SimFs::new();
+    vfs.set_clock_ms(NOW_MS);
+    let dir = Path::new(PARTITION_DIR);
+    vfs.create_dir_all(dir).unwrap();
+    let write = OpenOptions {
+        writable: true,
+        lock: false,
+    };
+    let mut log = Log::open(Arc::new(vfs.clone()), dir, log_config(), write).unwrap();
+    for (i, batches) in segments.iter().enumerate() {
+        if i > 0 {
+            log.roll().unwrap();
+        }
+        for records in batches {
+            log.append(&mut build(records), NOW_MS).unwrap();
+        }
+    }
+    log.close().unwrap();
+    vfs.files()
+        .into_iter()
+        .filter_map(|(path, bytes)| {
+            let name = path.strip_prefix(dir).ok()?.to_str()?.to_string();
+            Some((name, bytes))
+        })
+        .collect()
+}
+
+/// Where each batch of a segment file starts: (position, base offset,
+/// max timestamp).
+type BatchPlace = (usize, u64, i64);
+
+/// Decodes a segment file: its header's base offset, where its batches
+/// are, and their records.
+fn decode_segment(bytes: &[u8]) -> (u64, Vec<BatchPlace>, Vec<Vec<Rec>>) {
+    let base_offset = segment::decode_header(bytes).expect("golden segment header decodes");
+    let mut position = segment::SEGMENT_HEADER_BYTES;
+    let (mut places, mut batches) = (Vec::new(), Vec::new());
+    while position < bytes.len() {
+        let (header, records) = decode_batch(&bytes[position..]);
+        places.push((position, header.base_offset, header.max_timestamp));
+        batches.push(records);
+        position += header.total_bytes() as usize;
+    }
+    (base_offset, places, batches)
+}
+
+fn entry(relative_offset: u32, position: u32, max_timestamp: i64) -> IndexEntry {
+    IndexEntry {
+        relative_offset,
+        position,
+        max_timestamp,
+    }
+}
+
+#[test]
+fn partition_directory() {
+    let files = write_partition(&partition_segments());
+    let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, PARTITION_FILES, "the files a closed partition holds");
+    let golden: Vec<(String, Vec<u8>)> = files
+        .iter()
+        .map(|(name, bytes)| (name.clone(), check_golden(&format!("partition/{name}"), bytes)))
+        .collect();
+
+    // Decode the golden directory through the readers.
+    let vfs = SimFs::new();
+    let dir = Path::new(PARTITION_DIR);
+    vfs.create_dir_all(dir).unwrap();
+    for (name, bytes) in &golden {
+        vfs.write(&dir.join(name), bytes);
+    }
+    let first = dir.join(segment::log_file_name(0));
+    let second = dir.join(segment::log_file_name(7));
+    let (base, places, first_batches) = decode_segment(&vfs.read(&first).unwrap());
+    assert_eq!(base, 0);
+    assert_eq!(
+        places,
+        [
+            (24, 0, 1_700_000_003_600),
+            (423, 4, 1_700_000_001_000),
+            (485, 5, 1_700_000_005_000)
+        ]
+    );
+    assert_eq!(vfs.read(&first).unwrap().len(), 553);
+    let (base, places, second_batches) = decode_segment(&vfs.read(&second).unwrap());
+    assert_eq!(base, 7);
+    assert_eq!(places, [(24, 7, 1_700_000_006_000), (84, 8, 1_700_000_007_000)]);
+    assert_eq!(vfs.read(&second).unwrap().len(), 136);
+    let segments = vec![first_batches, second_batches];
+    assert_eq!(segments, partition_segments());
+    assert_eq!(
+        index::read_entries(&vfs, &first).expect("golden index decodes"),
+        [entry(4, 423, 1_700_000_003_600), entry(5, 485, 1_700_000_005_000)]
+    );
+    assert_eq!(
+        index::read_entries(&vfs, &second).expect("golden index decodes"),
+        [entry(1, 84, 1_700_000_007_000)]
+    );
+    assert_eq!(recover::read_recovery_point(&vfs, dir), 9);
+    assert!(recover::was_clean(&vfs, dir));
+    let read = OpenOptions {
+        writable: false,
+        lock: false,
+    };
+    let log = Log::open(Arc::new(vfs.clone()), dir, log_config(), read).expect("golden partition opens");
+    assert_eq!((log.start_offset(), log.next_offset()), (0, 9));
+    assert_eq!(log.offset_for_timestamp(1_700_000_004_000).unwrap(), Some(5));
+    assert_eq!(log.offset_for_timestamp(1_700_000_006_500).unwrap(), Some(8));
+    drop(log);
+
+    // Re-encode: the decoded batches through a new log, and the decoded
+    // recovery point through its writer.
+    for (name, bytes) in write_partition(&segments) {
+        let (_, golden) = golden.iter().find(|(n, _)| *n == name).expect("same files");
+        assert_reencoded(&format!("partition/{name}"), golden, &bytes);
+    }
+    let vfs = SimFs::new();
+    vfs.create_dir_all(dir).unwrap();
+    recover::write_recovery_point(&vfs, dir, 9).unwrap();
+    let (_, golden_point) = golden.iter().find(|(n, _)| n == "recovery-point").unwrap();
+    assert_reencoded(
+        "partition/recovery-point",
+        golden_point,
+        &vfs.read(&dir.join(recover::RECOVERY_POINT_FILE)).unwrap(),
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Registry files.
+
+fn broker() -> BrokerInfo {
+    BrokerInfo {
+        id: "broker-1".into(),
+        host: "127.0.0.1".into(),
+        port: 9092,
+        pid: 4242,
+        topics: [("clicks".to_string(), vec![0, 2]), ("logs".to_string(), vec![1])].into(),
+    }
+}
+
+fn member() -> MemberInfo {
+    MemberInfo {
+        member: "member-a".into(),
+        pid: 4343,
+        topics: vec!["clicks".into(), "logs".into()],
+    }
+}
+
+fn read(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn registry_broker_entry() {
+    let name = "registry/brokers/broker-1.json";
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    let entry = reg.register_broker(&broker()).unwrap();
+    let golden = check_golden(name, &read(&dir.path().join("brokers/broker-1.json")));
+    drop(entry);
+
+    // The reader lists only entries whose lock is held: hold one, put the
+    // golden description beside it, and read.
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    let placeholder = BrokerInfo { port: 1, ..broker() };
+    let entry = reg.register_broker(&placeholder).unwrap();
+    let path = dir.path().join("brokers/broker-1.json");
+    std::fs::write(&path, &golden).unwrap();
+    let decoded = reg.brokers().unwrap();
+    assert_eq!(
+        decoded,
+        [BrokerInfo {
+            id: "broker-1".into(),
+            host: "127.0.0.1".into(),
+            port: 9092,
+            pid: 4242,
+            topics: [("clicks".to_string(), vec![0, 2]), ("logs".to_string(), vec![1])].into(),
+        }]
+    );
+    entry.update(&decoded[0]).unwrap();
+    assert_reencoded(name, &golden, &read(&path));
+}
+
+#[test]
+fn registry_member_entry() {
+    let name = "registry/consumers/g1/member-a.json";
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    let entry = reg.join("g1", &member()).unwrap();
+    let golden = check_golden(name, &read(&dir.path().join("consumers/g1/member-a.json")));
+    drop(entry);
+
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    let entry = reg.join("g1", &MemberInfo { pid: 1, ..member() }).unwrap();
+    let path = dir.path().join("consumers/g1/member-a.json");
+    std::fs::write(&path, &golden).unwrap();
+    let decoded = reg.members("g1").unwrap();
+    assert_eq!(
+        decoded,
+        [MemberInfo {
+            member: "member-a".into(),
+            pid: 4343,
+            topics: vec!["clicks".into(), "logs".into()],
+        }]
+    );
+    entry.update(&decoded[0]).unwrap();
+    assert_reencoded(name, &golden, &read(&path));
+}
+
+#[test]
+fn registry_owner_entry() {
+    let name = "registry/owners/g1/clicks-2.lock";
+    let claim = |member: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Registry::open(dir.path()).unwrap();
+        let owner = reg.claim("g1", "clicks", 2, member).unwrap().expect("unowned");
+        (dir, reg, owner)
+    };
+    let (dir, _reg, owner) = claim("member-a");
+    let golden = check_golden(name, &read(&dir.path().join("owners/g1/clicks-2.lock")));
+    drop(owner);
+
+    // The reader names an owner only while its lock is held.
+    let (dir, reg, owner) = claim("placeholder");
+    std::fs::write(dir.path().join("owners/g1/clicks-2.lock"), &golden).unwrap();
+    let decoded = reg.owner("g1", "clicks", 2).expect("owned");
+    assert_eq!(decoded, "member-a");
+    drop(owner);
+
+    let (dir, _reg, _owner) = claim(&decoded);
+    assert_reencoded(name, &golden, &read(&dir.path().join("owners/g1/clicks-2.lock")));
+}
+
+#[test]
+fn registry_committed_offset() {
+    let name = "registry/offsets/g1/clicks-2";
+    let commit = |offset: u64| {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Registry::open(dir.path()).unwrap();
+        let owner = reg.claim("g1", "clicks", 2, "member-a").unwrap().expect("unowned");
+        reg.commit("g1", "clicks", 2, offset, &owner).unwrap();
+        read(&dir.path().join("offsets/g1/clicks-2"))
+    };
+    // Past 32 bits.
+    let golden = check_golden(name, &commit(4_294_967_301));
+
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    std::fs::create_dir_all(dir.path().join("offsets/g1")).unwrap();
+    std::fs::write(dir.path().join("offsets/g1/clicks-2"), &golden).unwrap();
+    let decoded = reg.committed("g1", "clicks", 2).unwrap();
+    assert_eq!(decoded, Some(4_294_967_301));
+
+    assert_reencoded(name, &golden, &commit(decoded.unwrap()));
+}
+
+#[test]
+fn registry_topic_placement() {
+    let name = "registry/topics/clicks.json";
+    let place = |partitions: u32, brokers: &[String]| {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Registry::open(dir.path()).unwrap();
+        reg.place_topic("clicks", partitions, brokers).unwrap();
+        read(&dir.path().join("topics/clicks.json"))
+    };
+    let golden = check_golden(name, &place(3, &["broker-2".into(), "broker-1".into()]));
+
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    std::fs::write(dir.path().join("topics/clicks.json"), &golden).unwrap();
+    let decoded = reg.placement("clicks").unwrap().expect("placed");
+    assert_eq!(
+        decoded,
+        Placement {
+            topic: "clicks".into(),
+            brokers: vec!["broker-1".into(), "broker-2".into(), "broker-1".into()],
+        }
+    );
+
+    // The writer places round-robin over the sorted live brokers, so the
+    // decoded placement is re-encoded from its partition count and brokers.
+    let mut brokers = decoded.brokers.clone();
+    brokers.sort();
+    brokers.dedup();
+    assert_reencoded(name, &golden, &place(decoded.brokers.len() as u32, &brokers));
+}
