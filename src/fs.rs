@@ -6,7 +6,17 @@
 //! production implementation, [`RealFs`], is a thin layer over `std::fs`,
 //! `memmap2` and `fsync`. [`crate::fs::sim::SimFs`] keeps files in memory and
 //! remembers what was made durable, so that a test can cut the power at any
-//! point and see only what an fsync had reached.
+//! point and see only what an fsync had reached; it can also kill the
+//! process, fail an fsync the way Linux does, and run out of space.
+//!
+//! A store through a writable memory map cannot return an error: when the
+//! file system has no block for the page it touches (a sparse file on a full
+//! disk), the kernel raises `SIGBUS` and the whole process dies.
+//! [`VFile::allocate`] is the remedy: it allocates a range of the file for
+//! real (`fallocate`), so that `ENOSPC` comes back as an `Err` there, and
+//! later stores into the range have their blocks. Whoever maps a file for
+//! writing allocates each region before any store reaches it (see
+//! [`crate::index`]).
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -48,7 +58,17 @@ pub trait VFile: Send + Sync + fmt::Debug {
     fn len(&self) -> io::Result<u64>;
     /// Truncates or extends (with zeros) to `len`.
     fn set_len(&self, len: u64) -> io::Result<()>;
-    /// Makes the file's data durable (fdatasync).
+    /// Allocates disk blocks for bytes `offset..offset + len`, extending the
+    /// file (with zeros) when it is shorter, so that later stores into the
+    /// range through a memory map can never fault for lack of space. Fails
+    /// with `ENOSPC` when the disk has no room. Only for ranges whose bytes
+    /// are still zero (fresh preallocated space): where the file system has
+    /// no `fallocate`, [`RealFs`] writes zeros over the range instead.
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()>;
+    /// Makes the file's data durable (fdatasync). After a failure the data
+    /// written since the last successful sync may be lost for good even if
+    /// a later sync succeeds (Linux marks the failed pages clean): callers
+    /// must not retry, but treat the file as broken.
     fn sync_data(&self) -> io::Result<()>;
     /// Maps the first `len` bytes for reading and writing (the file must be
     /// at least that long).
@@ -153,6 +173,33 @@ impl VFile for RealFile {
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.0.set_len(len)
+    }
+
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let range = |n: u64| nix::libc::off_t::try_from(n).map_err(|_| io::Error::other("range too large"));
+        match nix::fcntl::fallocate(
+            self.0.as_raw_fd(),
+            nix::fcntl::FallocateFlags::empty(),
+            range(offset)?,
+            range(len)?,
+        ) {
+            Ok(()) => Ok(()),
+            Err(nix::errno::Errno::EOPNOTSUPP) => {
+                // No fallocate here: writing zeros allocates the blocks too.
+                // The range holds zeros already (the callers allocate fresh
+                // preallocated space), so nothing is overwritten.
+                let zeros = vec![0u8; 64 << 10];
+                let (mut pos, end) = (offset, offset + len);
+                while pos < end {
+                    let n = (end - pos).min(zeros.len() as u64) as usize;
+                    self.0.write_all_at(&zeros[..n], pos)?;
+                    pos += n as u64;
+                }
+                Ok(())
+            }
+            Err(e) => Err(io::Error::from(e)),
+        }
     }
 
     fn sync_data(&self) -> io::Result<()> {

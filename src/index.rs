@@ -28,6 +28,21 @@
 //! comes first), so the first all-zero `.index` slot marks the end of the
 //! entries of a preallocated file: that is how a reader finds the end.
 //!
+//! # A full disk is an error, not a `SIGBUS`
+//!
+//! The preallocation is sparse (`set_len` allocates no block), so that many
+//! partitions' active segments fit on a small disk. But a store through the
+//! shared writable map into a page without a block makes the kernel allocate
+//! one, and when the disk is full it cannot: it raises `SIGBUS`, and the
+//! whole broker dies. So no store reaches a region of a map before that
+//! region of the file was allocated for real with [`VFile::allocate`]
+//! (`fallocate`), [`ALLOCATION_SLOTS`] slots of both files at a time (64 KiB
+//! of `.index`, 96 KiB of `.timeindex`), never the whole preallocation up
+//! front. `ENOSPC` therefore comes back as an `Err` from
+//! [`SegmentIndex::append`] (or [`SegmentIndex::create`] with entries), which
+//! then records nothing. The bytes on disk are the same either way: zeros
+//! until an entry is stored.
+//!
 //! Indexes carry no checksum. They are derived data: recovery rebuilds the
 //! indexes of every segment it scans, and opening a segment checks its index
 //! (sizes, order, positions inside the log) and rebuilds it when in doubt.
@@ -50,6 +65,10 @@ pub const OFFSET_ENTRY_BYTES: usize = 8;
 pub const TIME_ENTRY_BYTES: usize = 12;
 /// The larger of the two entry sizes.
 pub const INDEX_ENTRY_BYTES_MAX: usize = TIME_ENTRY_BYTES;
+/// Slots of both index files allocated on disk at a time, before the first
+/// store into them through the maps: 64 KiB of `.index`, 96 KiB of
+/// `.timeindex`.
+pub const ALLOCATION_SLOTS: usize = 8192;
 
 /// One index position: a batch's offset (relative to the segment base), its
 /// byte position, and the largest timestamp through it.
@@ -180,11 +199,14 @@ pub struct SegmentIndex {
     time_map: Option<Box<dyn MapMut>>,
     entries: Vec<IndexEntry>,
     capacity: usize,
+    /// Slots allocated on disk in both files: stores may reach them.
+    allocated: usize,
 }
 
 impl SegmentIndex {
     /// Creates (or reopens) the index files of `log_path`, preallocated to
-    /// hold `capacity` entries, holding `entries`.
+    /// hold `capacity` entries, holding `entries`. Fails (with `ENOSPC`, not
+    /// a `SIGBUS`) when the disk has no room for the slots of `entries`.
     pub fn create(vfs: &dyn Vfs, log_path: &Path, entries: Vec<IndexEntry>, capacity: usize) -> Result<SegmentIndex> {
         let (offset_path, time_path) = index_paths(log_path);
         let offset_file = vfs.open(&offset_path, true).ctx("open index", &offset_path)?;
@@ -199,10 +221,11 @@ impl SegmentIndex {
             time_map: None,
             entries: Vec::new(),
             capacity,
+            allocated: 0,
         };
         index.map(capacity)?;
         for e in entries {
-            index.write_entry(e);
+            index.write_entry(e)?;
         }
         Ok(index)
     }
@@ -222,6 +245,26 @@ impl SegmentIndex {
         self.offset_map = Some(self.offset_file.map_mut(offset_len).ctx("map", &self.offset_path)?);
         self.time_map = Some(self.time_file.map_mut(time_len).ctx("map", &self.time_path)?);
         self.capacity = capacity;
+        // The truncation freed every block.
+        self.allocated = 0;
+        Ok(())
+    }
+
+    /// Allocates on disk the slots up to `slot` (and the rest of its chunk)
+    /// in both files, before a store through a map reaches them.
+    fn allocate_through(&mut self, slot: usize) -> Result<()> {
+        if slot < self.allocated || self.offset_map.is_none() {
+            return Ok(());
+        }
+        let end = (self.allocated + ALLOCATION_SLOTS).max(slot + 1).min(self.capacity);
+        for (file, path, size) in [
+            (&self.offset_file, &self.offset_path, OFFSET_ENTRY_BYTES),
+            (&self.time_file, &self.time_path, TIME_ENTRY_BYTES),
+        ] {
+            let (start, len) = (self.allocated * size, (end - self.allocated) * size);
+            file.allocate(start as u64, len as u64).ctx("allocate index", path)?;
+        }
+        self.allocated = end;
         Ok(())
     }
 
@@ -235,21 +278,23 @@ impl SegmentIndex {
         self.entries.len() >= self.capacity
     }
 
-    /// Appends an entry.
+    /// Appends an entry. Fails, recording nothing, when its slot could not
+    /// be allocated on disk (a full disk).
     ///
     /// # Panics
     ///
     /// When the index is full or the entry does not increase.
-    pub fn append(&mut self, entry: IndexEntry) {
+    pub fn append(&mut self, entry: IndexEntry) -> Result<()> {
         assert!(!self.is_full(), "append to a full index");
         if let Some(last) = self.entries.last() {
             assert!(entry.relative_offset > last.relative_offset && entry.position > last.position);
         }
-        self.write_entry(entry);
+        self.write_entry(entry)
     }
 
-    fn write_entry(&mut self, e: IndexEntry) {
+    fn write_entry(&mut self, e: IndexEntry) -> Result<()> {
         let i = self.entries.len();
+        self.allocate_through(i)?;
         if let Some(map) = self.offset_map.as_mut() {
             let o = &mut map.bytes_mut()[i * OFFSET_ENTRY_BYTES..(i + 1) * OFFSET_ENTRY_BYTES];
             o[..4].copy_from_slice(&e.relative_offset.to_le_bytes());
@@ -261,6 +306,7 @@ impl SegmentIndex {
             t[8..].copy_from_slice(&e.relative_offset.to_le_bytes());
         }
         self.entries.push(e);
+        Ok(())
     }
 
     /// Drops the entries at or after log position `position` (the log was
@@ -343,7 +389,7 @@ mod tests {
         let mut index = SegmentIndex::create(&vfs, &log, vec![], 100).unwrap();
         let entries = vec![entry(3, 100, 5), entry(9, 200, 5), entry(20, 4000, 9)];
         for e in &entries {
-            index.append(*e);
+            index.append(*e).unwrap();
         }
         drop(index.offset_map.take());
         drop(index.time_map.take());
@@ -352,7 +398,7 @@ mod tests {
         index.map(100).unwrap();
         index.entries.clear();
         for e in &entries {
-            index.write_entry(*e);
+            index.write_entry(*e).unwrap();
         }
         index.trim().unwrap();
         assert_eq!(vfs.read(&log.with_extension("index")).unwrap().len(), 24);
@@ -363,13 +409,57 @@ mod tests {
     }
 
     #[test]
+    fn a_full_disk_fails_the_append_that_needs_a_new_chunk_and_records_nothing() {
+        let vfs = SimFs::new();
+        vfs.create_dir_all_durable(Path::new("/d"));
+        let log = Path::new("/d/00000000000000000000.log");
+        let slots = 3 * ALLOCATION_SLOTS;
+        let mut index = SegmentIndex::create(&vfs, log, vec![], slots).unwrap();
+        assert_eq!(vfs.allocated(), 0, "the preallocation is sparse");
+        index.append(entry(1, 100, 1)).unwrap();
+        let chunk = (ALLOCATION_SLOTS * (OFFSET_ENTRY_BYTES + TIME_ENTRY_BYTES)) as u64;
+        assert_eq!(
+            vfs.allocated(),
+            chunk,
+            "one chunk of each file, not the whole preallocation"
+        );
+        vfs.set_capacity(Some(chunk + 4096));
+        for i in 2..=ALLOCATION_SLOTS as u32 {
+            index.append(entry(i, 100 * i, 1)).unwrap();
+        }
+        let next = ALLOCATION_SLOTS as u32 + 1;
+        let err = index.append(entry(next, 100 * next, 1)).unwrap_err();
+        assert!(err.to_string().contains("allocate index"), "{err}");
+        assert_eq!(
+            index.entries().len(),
+            ALLOCATION_SLOTS,
+            "the failed entry is not recorded"
+        );
+        // Reopening with more entries than the disk has room for fails too.
+        let entries = index.entries().to_vec();
+        drop(index);
+        assert_eq!(vfs.map_faults(), 0, "no store reached an unallocated block");
+        let mut more = entries.clone();
+        more.push(entry(next, 100 * next, 1));
+        vfs.set_capacity(Some(chunk / 2));
+        assert!(SegmentIndex::create(&vfs, log, more.clone(), slots).is_err());
+        // Room again: the append goes through.
+        vfs.set_capacity(None);
+        let mut index = SegmentIndex::create(&vfs, log, entries, slots).unwrap();
+        index.append(entry(next, 100 * next, 1)).unwrap();
+        drop(index);
+        assert_eq!(read_entries(&vfs, log).unwrap(), more);
+        assert_eq!(vfs.map_faults(), 0);
+    }
+
+    #[test]
     fn truncation_clears_the_slots_it_drops() {
         let vfs = SimFs::new();
         vfs.create_dir_all(Path::new("/d")).unwrap();
         let log = Path::new("/d/00000000000000000000.log");
         let mut index = SegmentIndex::create(&vfs, log, vec![], 10).unwrap();
-        index.append(entry(1, 100, 1));
-        index.append(entry(2, 200, 2));
+        index.append(entry(1, 100, 1)).unwrap();
+        index.append(entry(2, 200, 2)).unwrap();
         index.truncate_to_position(200);
         drop(index);
         assert_eq!(read_entries(&vfs, log).unwrap(), vec![entry(1, 100, 1)]);

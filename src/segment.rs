@@ -358,7 +358,7 @@ impl Segment {
                 max_timestamp: self.max_timestamp,
             };
             if let Some(index) = self.index.as_mut() {
-                index.append(entry);
+                index.append(entry)?;
             }
             self.entries.push(entry);
             self.bytes_since_index = 0;

@@ -75,12 +75,13 @@ fn assert_gap_free(log: &Log, records: &[(u64, Vec<u8>)], context: &str) {
     assert_eq!(end, log.next_offset(), "{context}: the log ends at its next offset");
 }
 
-/// A simulated file system holding an empty partition directory `/p`.
+/// A simulated file system holding an empty partition directory `/p`,
+/// durable in its parent.
 fn sim_partition() -> (SimFs, Arc<dyn Vfs>, &'static Path) {
     let sim = SimFs::new();
     let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
     let dir = Path::new("/p");
-    vfs.create_dir_all(dir).unwrap();
+    sim.create_dir_all_durable(dir);
     (sim, vfs, dir)
 }
 
@@ -295,6 +296,11 @@ fn run_workload(vfs: &Arc<dyn Vfs>, dir: &Path, steps: &[Step], gathered: bool) 
     let mut done = Vec::new();
     let result = (|| -> klog::Result<()> {
         vfs.create_dir_all(dir).map_err(|e| klog::Error::io("create", dir, e))?;
+        // A directory is durable once its parent is synced.
+        for parent in dir.ancestors().skip(1) {
+            vfs.sync_dir(parent)
+                .map_err(|e| klog::Error::io("fsync directory", parent, e))?;
+        }
         let mut log = Log::open(Arc::clone(vfs), dir, power_config(gathered), WRITE)?;
         for (i, step) in steps.iter().enumerate() {
             let now = 1_000 * i as i64;
