@@ -98,6 +98,9 @@ pub struct BrokerConfig {
     pub registry: Option<PathBuf>,
     /// Print no log lines (a benchmark's own broker).
     pub quiet: bool,
+    /// The file system the data directory is on: the real one, or a
+    /// simulated one whose power a test can cut.
+    pub vfs: Arc<dyn crate::fs::Vfs>,
 }
 
 impl BrokerConfig {
@@ -117,6 +120,7 @@ impl BrokerConfig {
             request_timeout_ms: limits::REQUEST_TIMEOUT_MS_DEFAULT,
             registry: None,
             quiet: false,
+            vfs: Arc::new(crate::fs::RealFs),
         }
     }
 }
@@ -129,6 +133,8 @@ struct Partition {
     log: Mutex<Log>,
     /// One past the last durable (and so visible) record.
     flushed: AtomicU64,
+    /// A failed fsync stopped the partition (see [`Log::fail`]).
+    failed: AtomicBool,
 }
 
 impl Partition {
@@ -187,6 +193,8 @@ struct Shared {
     sockets: Mutex<HashMap<u64, TcpStream>>,
     /// This broker's registry entry, rewritten when its topics change.
     registered: Mutex<Option<(crate::registry::Ephemeral, crate::registry::BrokerInfo)>>,
+    /// Partitions that could not be opened (damaged), and why.
+    offline: Mutex<BTreeMap<(String, u32), String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -228,6 +236,9 @@ impl Shared {
                 return self.partition(topic, partition);
             }
         };
+        if let Some(why) = lock(&self.offline).get(&(topic.to_string(), partition)) {
+            return Err((ErrorCode::StorageError, why.clone()));
+        }
         match parts.get(partition as usize) {
             Some(Some(p)) => Ok(Arc::clone(p)),
             Some(None) => {
@@ -331,7 +342,17 @@ impl Shared {
                 parts.push(None);
                 continue;
             }
-            let log = self.store.open_log(topic, p, config.clone(), options)?;
+            let log = match self.store.open_log(topic, p, config.clone(), options) {
+                Ok(log) => log,
+                Err(e @ Error::Damaged { .. }) => {
+                    // The others keep serving; this one waits for klog-recover.
+                    self.log(format_args!("{topic}-{p} is offline: {e}"));
+                    lock(&self.offline).insert((topic.to_string(), p), e.to_string());
+                    parts.push(None);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if log.recovery().changed() {
                 let r = log.recovery();
                 self.log(format_args!(
@@ -346,6 +367,7 @@ impl Shared {
                 topic: topic.to_string(),
                 partition: p,
                 flushed: AtomicU64::new(log.flushed_offset()),
+                failed: AtomicBool::new(false),
                 log: Mutex::new(log),
             })));
         }
@@ -422,6 +444,7 @@ fn error_code(e: &Error) -> ErrorCode {
             ErrorCode::RecordTooLarge
         }
         Error::InvalidBatch(_) => ErrorCode::CorruptBatch,
+        Error::DiskFull { .. } => ErrorCode::DiskFull,
         Error::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
         Error::TooLarge { .. } => ErrorCode::LimitReached,
         Error::Config(_) => ErrorCode::InvalidRequest,
@@ -463,8 +486,10 @@ impl Broker {
     pub fn open(config: BrokerConfig) -> anyhow::Result<Broker> {
         use anyhow::Context;
         config.log.validate()?;
-        let store = Store::new(&config.data_dir);
-        std::fs::create_dir_all(&config.data_dir)
+        let store = Store::with_vfs(&config.data_dir, Arc::clone(&config.vfs));
+        config
+            .vfs
+            .create_dir_all(&config.data_dir)
             .with_context(|| format!("cannot create the data directory {}", config.data_dir.display()))?;
         let listener =
             TcpListener::bind(&config.listen).with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -475,7 +500,7 @@ impl Broker {
             ),
             None => None,
         };
-        let broker_id = stable_broker_id(&config.data_dir)?;
+        let broker_id = stable_broker_id(&*config.vfs, &config.data_dir)?;
         let shared = Arc::new(Shared {
             broker_id,
             registry,
@@ -492,6 +517,7 @@ impl Broker {
             fsyncs: AtomicU64::new(0),
             sockets: Mutex::new(HashMap::new()),
             registered: Mutex::new(None),
+            offline: Mutex::new(BTreeMap::new()),
             config,
         });
         // Register first: placing a topic counts the live brokers.
@@ -646,10 +672,10 @@ impl Broker {
 
 /// The broker's id, kept in `<data-dir>/broker-id` so that it survives
 /// restarts (the registry places partitions by it).
-fn stable_broker_id(data_dir: &std::path::Path) -> anyhow::Result<String> {
+fn stable_broker_id(vfs: &dyn crate::fs::Vfs, data_dir: &std::path::Path) -> anyhow::Result<String> {
     use anyhow::Context;
     let path = data_dir.join("broker-id");
-    if let Ok(text) = std::fs::read_to_string(&path) {
+    if let Some(text) = crate::recover::read_small(vfs, &path) {
         let id = text.trim().to_string();
         crate::store::validate_topic(&id).with_context(|| format!("{} holds no valid broker id", path.display()))?;
         return Ok(id);
@@ -658,7 +684,7 @@ fn stable_broker_id(data_dir: &std::path::Path) -> anyhow::Result<String> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let id = format!("broker-{nanos:x}");
-    crate::recover::write_atomic(&crate::fs::RealFs, data_dir, "broker-id", format!("{id}\n").as_bytes())?;
+    crate::recover::write_atomic(vfs, data_dir, "broker-id", format!("{id}\n").as_bytes())?;
     Ok(id)
 }
 
@@ -771,10 +797,12 @@ fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
             p.flushed.fetch_max(pending.next_offset(), Ordering::AcqRel);
         }
         Err(e) => {
-            shared.log(format_args!("cannot flush {}-{}: {e}", p.topic, p.partition));
-            // Try again later rather than spin on a failing disk.
-            std::thread::sleep(Duration::from_millis(100));
-            shared.mark_dirty(p, false);
+            // Never retried: a later fsync could succeed for pages the
+            // kernel already dropped. The partition stops; acks=all waiters
+            // and new produces get a storage error; a restart recovers it.
+            let e = p.lock().fail(&e);
+            p.failed.store(true, Ordering::Release);
+            shared.log(format_args!("{}-{} stopped: {e}", p.topic, p.partition));
         }
     }
 }
@@ -831,6 +859,7 @@ mod tests {
             topic: "t".into(),
             partition: 0,
             flushed: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
             log: Mutex::new(log),
         })
     }

@@ -117,8 +117,10 @@ pub enum Error {
 
     /// The disk is full: the append was undone (nothing of it will appear),
     /// reads go on, and appends are accepted again once there is room.
-    #[error("disk full: cannot append to {path}: no space left on the device")]
+    #[error("disk full: {op} {path}: no space left on the device")]
     DiskFull {
+        /// What was being done ("append to", "allocate index", ...).
+        op: &'static str,
         /// The file that could not grow.
         path: PathBuf,
     },
@@ -189,7 +191,7 @@ impl Error {
     /// full disk becomes [`Error::DiskFull`].
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Error {
         if is_disk_full(&source) {
-            return Error::DiskFull { path: path.into() };
+            return Error::DiskFull { op, path: path.into() };
         }
         Error::Io {
             op,

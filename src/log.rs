@@ -154,7 +154,29 @@ pub struct AppendInfo {
     pub last_offset: u64,
     /// Records in it.
     pub record_count: u32,
+    /// The log's undo epoch when it was appended (see [`Log::fate`]).
+    pub epoch: u64,
 }
+
+/// What became of an append whose answer waits: appends gathered in memory
+/// are undone together when writing them fails (a full disk), and their
+/// offsets go to the next appends; an answer must not speak for records
+/// that were undone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Its bytes are in the segment file.
+    InFile,
+    /// Still gathered in memory.
+    Gathered,
+    /// A failed write undid it; it will never appear.
+    Undone,
+    /// Too many undos since: the log no longer knows (answer nothing).
+    Unknown,
+}
+
+/// Undos remembered for [`Log::fate`]; an answer older than this many
+/// undos gets [`Fate::Unknown`].
+const UNDOS_REMEMBERED: usize = 1024;
 
 /// A byte range of one segment file: whole batches (the last one possibly
 /// cut by the byte budget), as a fetch sends them.
@@ -226,6 +248,18 @@ pub struct Log {
     unflushed_records: u64,
     oldest_unflushed_ms: Option<i64>,
     recovery: RecoveryReport,
+    /// The active segment's base and size as of the last successful fsync:
+    /// where a failed fsync cuts it back to.
+    durable: (u64, u64),
+    /// Bumped each time a failed write undoes gathered appends.
+    epoch: u64,
+    /// For recent undos: the epoch they started and the first offset undone.
+    undos: std::collections::VecDeque<(u64, u64)>,
+    /// Why the log stopped (a failed fsync); it refuses all writes.
+    failed: Option<String>,
+    /// A write failed and nothing was written since: appends go to the file
+    /// at once, so that the next failure is the append's own error.
+    write_failing: bool,
     _lock: Option<PartitionLock>,
 }
 
@@ -287,6 +321,11 @@ impl Log {
             unflushed_records: 0,
             oldest_unflushed_ms: None,
             recovery,
+            durable: (0, 0),
+            epoch: 0,
+            undos: std::collections::VecDeque::new(),
+            failed: None,
+            write_failing: false,
             _lock: lock,
         };
         if options.writable {
@@ -303,8 +342,10 @@ impl Log {
         } else if log.segments.is_empty() {
             return Err(recover::corrupt(dir, 0, "no readable segment"));
         }
+        // Recovery made everything it kept durable.
         log.flushed_offset = log.next_offset();
         log.visible_size = log.active().size;
+        log.durable = (log.active().base_offset, log.active().size);
         Ok(log)
     }
 
@@ -361,6 +402,16 @@ impl Log {
     /// header, and writes it. Nothing is written when a check fails.
     pub fn append(&mut self, batch: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
         assert!(self.writable, "append to a read-only log");
+        self.check_failed()?;
+        let result = self.append_unchecked(batch, now_ms);
+        self.note_undo();
+        if result.is_ok() && self.write_failing && self.active().written_offset() == self.next_offset() {
+            self.write_failing = false;
+        }
+        result
+    }
+
+    fn append_unchecked(&mut self, batch: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
         let header = check_batch(batch, &self.config)?;
         if batch.len() != header.total_bytes() as usize {
             return Err(Error::InvalidBatch(record::DecodeError::Malformed(
@@ -372,8 +423,9 @@ impl Log {
         record::set_base_offset(batch, base_offset);
         let header = BatchHeader { base_offset, ..header };
         let interval = self.config.index_interval_bytes;
-        // Readers that see unflushed records need them in the file now.
-        let buffer = if self.config.hides_unflushed() {
+        // Readers that see unflushed records need them in the file now;
+        // after a failed write, so does the producer (its own error).
+        let buffer = if self.config.hides_unflushed() && !self.write_failing {
             self.config.write_buffer_bytes
         } else {
             0
@@ -391,7 +443,96 @@ impl Log {
             base_offset,
             last_offset: header.last_offset(),
             record_count: header.record_count,
+            epoch: self.epoch,
         })
+    }
+
+    /// Records an undo the active segment did (a failed write): a new
+    /// epoch, remembered with the first offset it undid.
+    fn note_undo(&mut self) {
+        let Some(from) = self.active_mut().take_undone() else {
+            return;
+        };
+        self.epoch += 1;
+        self.write_failing = true;
+        self.undos.push_back((self.epoch, from));
+        if self.undos.len() > UNDOS_REMEMBERED {
+            self.undos.pop_front();
+        }
+        self.unflushed_records = self.next_offset() - self.flushed_offset.min(self.next_offset());
+        if self.unflushed_records == 0 {
+            self.oldest_unflushed_ms = None;
+        }
+        if !self.config.hides_unflushed() {
+            self.visible_size = self.active().size;
+        }
+    }
+
+    /// The current undo epoch.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// What became of the records up to `last_offset` appended in `epoch`.
+    pub fn fate(&self, epoch: u64, last_offset: u64) -> Fate {
+        if epoch != self.epoch {
+            // Only the first undo after the append can have undone it: if
+            // it did not, the records were in the file by then.
+            match self.undos.iter().find(|(e, _)| *e == epoch + 1) {
+                Some((_, from)) if last_offset >= *from => return Fate::Undone,
+                Some(_) => {}
+                None => return Fate::Unknown,
+            }
+        }
+        if last_offset < self.active().written_offset() {
+            Fate::InFile
+        } else {
+            Fate::Gathered
+        }
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        match &self.failed {
+            Some(reason) => Err(Error::StorageFailed {
+                dir: self.dir.clone(),
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a failed fsync stopped the log.
+    pub fn failed(&self) -> bool {
+        self.failed.is_some()
+    }
+
+    /// Stops the log after a failed fsync (`error`): from now on it
+    /// refuses every write, flush and close, and shows no more records.
+    ///
+    /// Linux reports a writeback error once: a later fsync can succeed
+    /// while the pages it failed to write are gone, so retrying could
+    /// acknowledge records that are not on disk (PostgreSQL's "fsyncgate").
+    /// The active segment is cut back to its last durable size, so that
+    /// neither this process nor a recovery after a restart can take the
+    /// bytes the failed fsync covered for durable ones. A reopen (a restart)
+    /// recovers the partition from there.
+    pub fn fail(&mut self, error: &Error) -> Error {
+        if self.failed.is_none() {
+            let mut reason = error.to_string();
+            if let Some(source) = std::error::Error::source(error) {
+                reason = format!("{reason}: {source}");
+            }
+            let (base, size) = self.durable;
+            let active = self.active();
+            if active.base_offset == base {
+                if let Err(e) = active.file().set_len(size) {
+                    reason = format!("{reason}; cutting back to {size} bytes failed too: {e}");
+                }
+            }
+            self.visible_size = self.visible_size.min(size);
+            self.failed = Some(reason);
+        }
+        self.check_failed().expect_err("failed")
     }
 
     fn maybe_roll(&mut self, batch_bytes: u64, record_count: u32, now_ms: i64) -> Result<()> {
@@ -409,6 +550,7 @@ impl Log {
     /// Starts a new active segment at the next offset (no-op on an empty
     /// active segment). The old one is synced and its index trimmed.
     pub fn roll(&mut self) -> Result<()> {
+        self.check_failed()?;
         if self.active().is_empty() {
             return Ok(());
         }
@@ -418,15 +560,25 @@ impl Log {
         let segment = Segment::create(&*self.vfs, &self.dir, base, self.config.index_entries())?;
         self.segments.insert(base, segment);
         self.visible_size = self.active().size;
+        self.durable = (base, self.active().size);
         recover::write_recovery_point(&*self.vfs, &self.dir, base)
     }
 
     /// Makes every appended record durable.
     pub fn flush(&mut self) -> Result<()> {
+        self.check_failed()?;
         if self.flushed_offset == self.next_offset() {
             return Ok(());
         }
-        self.active_mut().sync()?;
+        let written = self.active_mut().write_pending();
+        self.note_undo();
+        written?;
+        let active = self.active();
+        if let Err(e) = active.file().sync_data() {
+            let e = Error::io("fsync", &active.path, e);
+            return Err(self.fail(&e));
+        }
+        self.durable = (self.active().base_offset, self.active().size);
         self.flushed_offset = self.next_offset();
         self.visible_size = self.active().size;
         self.unflushed_records = 0;
@@ -438,10 +590,13 @@ impl Log {
     /// the lock ([`PendingFlush::sync`]) and then completed
     /// ([`Log::complete_flush`]). `None` when everything is flushed.
     pub fn begin_flush(&mut self) -> Result<Option<PendingFlush>> {
+        self.check_failed()?;
         if self.flushed_offset == self.next_offset() {
             return Ok(None);
         }
-        self.active_mut().write_pending()?;
+        let written = self.active_mut().write_pending();
+        self.note_undo();
+        written?;
         let active = self.active();
         Ok(Some(PendingFlush {
             file: Arc::clone(active.file()),
@@ -455,18 +610,22 @@ impl Log {
     /// Writes the appends gathered in memory to the file (see
     /// [`LogConfig::write_buffer_bytes`]).
     pub fn write_pending(&mut self) -> Result<()> {
-        self.active_mut().write_pending()
+        self.check_failed()?;
+        let written = self.active_mut().write_pending();
+        self.note_undo();
+        written
     }
 
     /// Records a synced flush: what it covers becomes visible. (A roll in
     /// between flushed everything before it already.)
     pub fn complete_flush(&mut self, flush: &PendingFlush) {
-        if flush.next_offset <= self.flushed_offset {
+        if flush.next_offset <= self.flushed_offset || self.failed.is_some() {
             return;
         }
         self.flushed_offset = flush.next_offset;
         if self.active().base_offset == flush.segment_base {
             self.visible_size = self.visible_size.max(flush.size);
+            self.durable = (flush.segment_base, self.durable.1.max(flush.size));
         }
         if self.flushed_offset == self.next_offset() {
             self.unflushed_records = 0;
@@ -636,6 +795,8 @@ impl Log {
         if !self.writable {
             return Ok(());
         }
+        // A failed log is not marked clean: its next open recovers it.
+        self.check_failed()?;
         self.flush()?;
         self.active_mut().deactivate()?;
         recover::write_recovery_point(&*self.vfs, &self.dir, self.next_offset())?;

@@ -185,6 +185,9 @@ error_codes! {
     LimitReached = 15, "limit_reached";
     /// The partition is placed on another broker of the cluster.
     PartitionElsewhere = 16, "partition_elsewhere";
+    /// The broker's disk is full: the records were not stored (none of
+    /// them will appear); appends are accepted again once there is room.
+    DiskFull = 17, "disk_full";
 }
 
 impl fmt::Display for ErrorCode {

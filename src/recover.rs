@@ -848,7 +848,8 @@ pub const RECOVERY_POINT_FILE: &str = "recovery-point";
 pub const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
 const RECOVERY_POINT_HEADER: &str = "klog-recovery-point 1";
 
-fn read_small(vfs: &dyn Vfs, path: &Path) -> Option<String> {
+/// Reads a small text file (at most 4 KiB), `None` when absent or not text.
+pub fn read_small(vfs: &dyn Vfs, path: &Path) -> Option<String> {
     let file = vfs.open_read(path).ok()?;
     let len = file.len().ok()?;
     if len > 4096 {

@@ -211,8 +211,40 @@ pub struct Segment {
     bytes_since_index: u64,
     /// Appended bytes not yet written to the file (they end at `size`).
     pending: Vec<u8>,
-    /// A write of pending bytes failed: the file no longer matches `size`.
+    /// The segment as of the last byte that reached the file: what a failed
+    /// write rolls back to.
+    written: Written,
+    /// A failed write could not be undone: the file no longer matches
+    /// `size`, and only a reopen (recovery) can tell where it ends.
     broken: bool,
+    /// The first offset the last undo took back, until the log notes it.
+    undone: Option<u64>,
+}
+
+/// A segment's extent as of its last successful write.
+#[derive(Debug, Clone, Copy)]
+struct Written {
+    size: u64,
+    next_offset: u64,
+    max_timestamp: i64,
+    entries: usize,
+    bytes_since_index: u64,
+    first_append_ms: Option<i64>,
+    last_append_ms: Option<i64>,
+}
+
+impl Written {
+    fn empty(base_offset: u64) -> Written {
+        Written {
+            size: SEGMENT_HEADER_BYTES as u64,
+            next_offset: base_offset,
+            max_timestamp: i64::MIN,
+            entries: 0,
+            bytes_since_index: 0,
+            first_append_ms: None,
+            last_append_ms: None,
+        }
+    }
 }
 
 impl Segment {
@@ -240,7 +272,9 @@ impl Segment {
             index: Some(index),
             bytes_since_index: 0,
             pending: Vec::new(),
+            written: Written::empty(base_offset),
             broken: false,
+            undone: None,
         })
     }
 
@@ -275,7 +309,9 @@ impl Segment {
             index: None,
             bytes_since_index: 0,
             pending: Vec::new(),
+            written: Written::empty(base_offset),
             broken: false,
+            undone: None,
         })
     }
 
@@ -306,6 +342,62 @@ impl Segment {
             .map_or(SEGMENT_HEADER_BYTES as u64, |e| u64::from(e.position));
         self.bytes_since_index = size - last;
         self.entries = entries;
+        self.mark_written();
+    }
+
+    /// Everything appended so far is in the file.
+    fn mark_written(&mut self) {
+        self.written = Written {
+            size: self.size,
+            next_offset: self.next_offset,
+            max_timestamp: self.max_timestamp,
+            entries: self.entries.len(),
+            bytes_since_index: self.bytes_since_index,
+            first_append_ms: self.first_append_ms,
+            last_append_ms: self.last_append_ms,
+        };
+    }
+
+    /// The first offset the last failed write undid, once.
+    pub(crate) fn take_undone(&mut self) -> Option<u64> {
+        self.undone.take()
+    }
+
+    /// One past the last record in the file (appends gathered in memory
+    /// excluded).
+    pub fn written_offset(&self) -> u64 {
+        self.written.next_offset
+    }
+
+    /// Undoes every append that did not reach the file, after a write of
+    /// them failed with `error`: the file is cut back to its last whole
+    /// batch (a partial write may have left some bytes), so that a record
+    /// reported as failed never reappears, and the next append starts
+    /// there. Returns the error to report.
+    fn roll_back(&mut self, error: std::io::Error) -> Error {
+        let w = self.written;
+        if let Err(e) = self.file.set_len(w.size) {
+            // The file may hold bytes nobody will be told about; only a
+            // reopen (recovery) can tell where it ends.
+            self.broken = true;
+            return Error::io("truncate after a failed write", &self.path, e);
+        }
+        self.pending.clear();
+        if self.next_offset > w.next_offset {
+            self.undone = Some(w.next_offset);
+        }
+        self.size = w.size;
+        self.next_offset = w.next_offset;
+        self.max_timestamp = w.max_timestamp;
+        self.bytes_since_index = w.bytes_since_index;
+        self.first_append_ms = w.first_append_ms;
+        self.last_append_ms = w.last_append_ms;
+        self.entries.truncate(w.entries);
+        if let Some(index) = self.index.as_mut() {
+            let position = u32::try_from(w.size).unwrap_or(u32::MAX);
+            index.truncate_to_position(position);
+        }
+        Error::io("append to", &self.path, error)
     }
 
     /// Makes this the active segment: maps a writable index holding the
@@ -341,38 +433,59 @@ impl Segment {
     ) -> Result<()> {
         debug_assert_eq!(header.base_offset, self.next_offset);
         self.check_broken()?;
+        let position = self.size;
+        let max_timestamp = self.max_timestamp.max(header.max_timestamp);
+        let entry = if self.bytes_since_index >= u64::from(index_interval) {
+            let narrow = |what: &'static str| Error::Corrupt {
+                path: self.path.clone(),
+                position,
+                reason: format!("{what} does not fit an index entry (u32)"),
+            };
+            Some(IndexEntry {
+                relative_offset: u32::try_from(header.base_offset - self.base_offset)
+                    .map_err(|_| narrow("the batch's offset relative to the segment"))?,
+                position: u32::try_from(position).map_err(|_| narrow("the batch's position"))?,
+                max_timestamp,
+            })
+        } else {
+            None
+        };
         if buffer_bytes == 0 {
             self.write_pending()?;
-            self.file.write_all_at(batch, self.size).ctx("append to", &self.path)?;
+        }
+        // The index slot first: a full disk refuses the append before any
+        // of its bytes are written or gathered.
+        if let (Some(entry), Some(index)) = (entry, self.index.as_mut()) {
+            index.append(entry)?;
+        }
+        if buffer_bytes == 0 {
+            if let Err(e) = self.file.write_all_at(batch, position) {
+                return Err(self.roll_back(e));
+            }
         } else {
             self.pending.extend_from_slice(batch);
         }
-        let position = self.size;
-        self.max_timestamp = self.max_timestamp.max(header.max_timestamp);
-        self.first_append_ms.get_or_insert(now_ms);
-        self.last_append_ms = Some(now_ms);
-        if self.bytes_since_index >= u64::from(index_interval) {
-            let entry = IndexEntry {
-                relative_offset: (header.base_offset - self.base_offset) as u32,
-                position: position as u32,
-                max_timestamp: self.max_timestamp,
-            };
-            if let Some(index) = self.index.as_mut() {
-                index.append(entry)?;
-            }
+        if let Some(entry) = entry {
             self.entries.push(entry);
             self.bytes_since_index = 0;
         }
+        self.max_timestamp = max_timestamp;
+        self.first_append_ms.get_or_insert(now_ms);
+        self.last_append_ms = Some(now_ms);
         self.bytes_since_index += batch.len() as u64;
         self.size += batch.len() as u64;
         self.next_offset = header.next_offset();
-        if self.pending.len() >= buffer_bytes.max(1) {
+        if buffer_bytes == 0 {
+            self.mark_written();
+        } else if self.pending.len() >= buffer_bytes {
             self.write_pending()?;
         }
         Ok(())
     }
 
-    /// Writes the appends gathered in memory to the file, in one write.
+    /// Writes the appends gathered in memory to the file, in one write. On
+    /// failure they are all undone ([`Segment::written_offset`] tells how
+    /// far the file goes).
     pub(crate) fn write_pending(&mut self) -> Result<()> {
         self.check_broken()?;
         if self.pending.is_empty() {
@@ -380,12 +493,10 @@ impl Segment {
         }
         let position = self.size - self.pending.len() as u64;
         if let Err(e) = self.file.write_all_at(&self.pending, position) {
-            // What the file holds no longer matches what was appended:
-            // refuse everything until recovery at the next open.
-            self.broken = true;
-            return Err(crate::error::Error::io("append to", &self.path, e));
+            return Err(self.roll_back(e));
         }
         self.pending.clear();
+        self.mark_written();
         Ok(())
     }
 

@@ -410,3 +410,79 @@ fn timestamps_too_far_apart_for_one_batch_are_refused_not_wrapped() {
         "9223372036854775800 late\n-10 early\n"
     );
 }
+
+/// Defect 4: a failed fsync stops the partition. It is never retried (a
+/// later fsync can succeed for pages the kernel dropped), nothing more is
+/// accepted or marked clean, and the next open recovers the durable prefix.
+#[test]
+fn a_failed_fsync_stops_the_log_until_it_is_reopened() {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+    log.append(&mut batch_of(&[value(0, 10), value(1, 10)], 7), 0).unwrap();
+    log.flush().unwrap();
+    log.append(&mut batch_of(&[value(2, 10)], 7), 0).unwrap();
+    sim.fail_next_sync(|p| p.extension().is_some_and(|e| e == "log"));
+    let err = log.flush().unwrap_err();
+    assert!(err.to_string().contains("fsync"), "{err}");
+    // The kernel's next fsync would report success: it must not be asked.
+    assert!(log.flush().is_err(), "a failed fsync was retried and reported durable");
+    assert!(log.failed());
+    assert_eq!(log.flushed_offset(), 2, "nothing past the failure is exposed");
+    assert!(log.append(&mut batch_of(&[value(3, 10)], 7), 0).is_err());
+    assert!(log.close().is_err(), "a failed log was closed as clean");
+    assert!(!sim.exists(&dir.join("clean-shutdown")));
+    sim.crash(&mut |n| n);
+    let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+    assert_eq!(
+        log.next_offset(),
+        2,
+        "the records the failed fsync covered are not taken for durable"
+    );
+    assert_eq!(log.append(&mut batch_of(&[value(2, 10)], 7), 0).unwrap().base_offset, 2);
+    log.flush().unwrap();
+}
+
+/// Defect 5 (b): a write that fails on a full disk is undone (the file is
+/// cut back to its last whole batch), appends gathered with it are undone
+/// and say so, later appends get a clear disk-full error while it lasts,
+/// reads go on, and appends work again once there is room, without a
+/// reopen; nothing reported failed ever appears.
+#[test]
+fn a_full_disk_undoes_the_failed_appends_and_recovers_when_space_returns() {
+    let (sim, vfs, dir) = sim_partition();
+    let gathered = LogConfig {
+        visible_after_flush: true,
+        write_buffer_bytes: 1 << 20,
+        segment_bytes: 4 << 20,
+        ..small()
+    };
+    let mut log = Log::open(Arc::clone(&vfs), dir, gathered.clone(), WRITE).unwrap();
+    log.append(&mut batch_of(&[value(0, 100), value(1, 100)], 7), 0)
+        .unwrap();
+    log.flush().unwrap();
+    // Room for the index's first chunk, not for the next batch.
+    sim.set_capacity(Some(sim.allocated() + 64 * 1024));
+    let b = log.append(&mut batch_of(&[value(2, 300_000)], 7), 0).unwrap();
+    let c = log.append(&mut batch_of(&[value(3, 100)], 7), 0).unwrap();
+    let err = log.write_pending().unwrap_err();
+    assert!(matches!(err, klog::Error::DiskFull { .. }), "{err}");
+    assert_eq!(log.fate(b.epoch, b.last_offset), klog::log::Fate::Undone);
+    assert_eq!(log.fate(c.epoch, c.last_offset), klog::log::Fate::Undone);
+    assert_eq!(log.next_offset(), 2, "the undone offsets are free again");
+    let err = log.append(&mut batch_of(&[value(2, 300_000)], 7), 0).unwrap_err();
+    assert!(err.to_string().starts_with("disk full"), "{err}");
+    assert_eq!(records(&log).len(), 2, "reads go on");
+    sim.set_capacity(None);
+    let d = log.append(&mut batch_of(&[value(2, 50)], 7), 0).unwrap();
+    assert_eq!(d.base_offset, 2);
+    log.flush().unwrap();
+    assert_eq!(log.fate(d.epoch, d.last_offset), klog::log::Fate::InFile);
+    // The records of b, undone, are not d's: an answer for b must not
+    // take d's success for its own.
+    assert_eq!(log.fate(b.epoch, b.last_offset), klog::log::Fate::Undone);
+    log.close().unwrap();
+    sim.crash(&mut |n| n);
+    let log = Log::open(Arc::clone(&vfs), dir, gathered, WRITE).unwrap();
+    let values: Vec<Vec<u8>> = records(&log).into_iter().map(|r| r.1).collect();
+    assert_eq!(values, vec![value(0, 100), value(1, 100), value(2, 50)]);
+}

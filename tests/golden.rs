@@ -254,7 +254,7 @@ fn write_index(entries: &[IndexEntry]) -> (Vec<u8>, Vec<u8>) {
     let log_path = dir.join(segment::log_file_name(0));
     let mut index = SegmentIndex::create(&vfs, &log_path, Vec::new(), 16).unwrap();
     for e in entries {
-        index.append(*e);
+        index.append(*e).unwrap();
     }
     index.trim().unwrap();
     drop(index);

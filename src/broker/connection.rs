@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::{error_code, Partition, Shared};
 use crate::limits;
-use crate::log::FileSlice;
+use crate::log::{Fate, FileSlice};
 use crate::protocol::{self, put, ErrorCode, FetchPartition, Request, RequestError, RequestHeader, TopicMetadata};
 
 /// A response waiting its turn in the connection's queue.
@@ -25,6 +25,8 @@ enum Pending {
         partition: Arc<Partition>,
         base_offset: u64,
         offset: u64,
+        /// The log's undo epoch at the append (see [`crate::log::Log::fate`]).
+        epoch: u64,
         deadline: Instant,
     },
     /// A fetch, evaluated when its turn comes.
@@ -177,14 +179,25 @@ fn read_requests(
 }
 
 /// Writes the appends gathered in memory of `touched` partitions to their
-/// files. False when one failed: the answers about them must not leave,
-/// and the connection closes (the client counts those records failed).
-fn settle(shared: &Shared, touched: &mut Vec<Arc<Partition>>, peer: SocketAddr) -> bool {
+/// files, and checks that every append this reader made is in its file:
+/// a failed write (of ours or of another connection's appends gathered
+/// with ours) undoes them all. False when one is not: the answers about
+/// them must not leave, and the connection closes (the client counts
+/// those records failed; none of them will appear).
+fn settle(shared: &Shared, touched: &mut Vec<(Arc<Partition>, u64, u64)>, peer: SocketAddr) -> bool {
     let mut ok = true;
-    for p in touched.drain(..) {
-        if let Err(e) = p.lock().write_pending() {
+    for (p, epoch, last_offset) in touched.drain(..) {
+        let mut log = p.lock();
+        let written = log.write_pending();
+        let fate = log.fate(epoch, last_offset);
+        drop(log);
+        if fate != Fate::InFile {
+            let why = match written {
+                Err(e) => e.to_string(),
+                Ok(()) => format!("records up to offset {last_offset} were undone by a failed write"),
+            };
             shared.log(format_args!(
-                "{peer}: closing the connection: {}-{}: {e}",
+                "{peer}: closing the connection: {}-{}: {why}",
                 p.topic, p.partition
             ));
             ok = false;
@@ -356,7 +369,8 @@ enum Answer {
 /// request costs no allocation.
 struct ReaderState {
     /// Partitions appended to whose appends may still be gathered in memory.
-    touched: Vec<Arc<Partition>>,
+    /// Each append: its partition, undo epoch and last offset.
+    touched: Vec<(Arc<Partition>, u64, u64)>,
     /// The answer to the request at hand (cleared before each).
     answer: Vec<u8>,
     /// The produce request's topic, copied out of the frame.
@@ -493,9 +507,7 @@ fn produce(
     let appended = p.lock().append(batch, now);
     match appended {
         Ok(info) => {
-            if !state.touched.iter().any(|t| Arc::ptr_eq(t, &p)) {
-                state.touched.push(Arc::clone(&p));
-            }
+            state.touched.push((Arc::clone(&p), info.epoch, info.last_offset));
             shared.appends.fetch_add(1, Ordering::Relaxed);
             shared.mark_dirty(&p, acks == protocol::ACKS_ALL);
             match acks {
@@ -511,6 +523,7 @@ fn produce(
                     partition: p,
                     base_offset: info.base_offset,
                     offset: info.last_offset + 1,
+                    epoch: info.epoch,
                     deadline: Instant::now() + Duration::from_millis(u64::from(timeout_ms)),
                 })),
             }
@@ -650,6 +663,7 @@ fn write_responses(shared: &Shared, stream: TcpStream, rx: Receiver<Pending>, pe
                 partition,
                 base_offset,
                 offset,
+                epoch,
                 deadline,
             } => {
                 // Earlier answers do not wait for this one's fsync.
@@ -659,7 +673,12 @@ fn write_responses(shared: &Shared, stream: TcpStream, rx: Receiver<Pending>, pe
                     Ok(())
                 };
                 early.map(|()| {
-                    let frame = await_durable(shared, correlation_id, &partition, base_offset, offset, deadline);
+                    let appended = Appended {
+                        base_offset,
+                        offset,
+                        epoch,
+                    };
+                    let frame = await_durable(shared, correlation_id, &partition, &appended, deadline);
                     out.extend_from_slice(&frame);
                     in_out += 1;
                 })
@@ -698,20 +717,64 @@ fn broken(shared: &Shared, stream: &TcpStream, peer: SocketAddr, e: io::Error) {
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
-fn await_durable(shared: &Shared, id: u32, p: &Partition, base_offset: u64, offset: u64, deadline: Instant) -> Vec<u8> {
+/// Records an acks=all answer waits for: from `base_offset` to before
+/// `offset`, appended in undo `epoch`.
+struct Appended {
+    base_offset: u64,
+    offset: u64,
+    epoch: u64,
+}
+
+fn await_durable(shared: &Shared, id: u32, p: &Partition, appended: &Appended, deadline: Instant) -> Vec<u8> {
+    let Appended {
+        base_offset,
+        offset,
+        epoch,
+    } = *appended;
+    let name = || format!("{} [{}]", p.topic, p.partition);
     loop {
         let generation = shared.visible_generation();
+        if p.failed.load(Ordering::Acquire) {
+            let why = p
+                .lock()
+                .write_pending()
+                .err()
+                .map_or_else(String::new, |e| e.to_string());
+            let msg = format!("{}: records from offset {base_offset} are not durable: {why}", name());
+            return error_frame(id, ErrorCode::StorageError, &msg);
+        }
         if p.flushed.load(Ordering::Acquire) >= offset {
-            let mut out = Vec::new();
-            protocol::start_response(&mut out, id, ErrorCode::None, "");
-            put::u64(&mut out, base_offset);
-            protocol::finish_frame(&mut out);
-            return out;
+            // The offsets are durable; were they still ours when they were
+            // written? A failed write may have undone ours and given the
+            // offsets to later appends.
+            match p.lock().fate(epoch, offset - 1) {
+                Fate::InFile => {
+                    let mut out = Vec::new();
+                    protocol::start_response(&mut out, id, ErrorCode::None, "");
+                    put::u64(&mut out, base_offset);
+                    protocol::finish_frame(&mut out);
+                    return out;
+                }
+                Fate::Undone => {
+                    let msg = format!(
+                        "{}: records from offset {base_offset} were not stored: disk full",
+                        name()
+                    );
+                    return error_frame(id, ErrorCode::DiskFull, &msg);
+                }
+                Fate::Gathered | Fate::Unknown => {
+                    let msg = format!(
+                        "{}: whether records from offset {base_offset} were stored is unknown",
+                        name()
+                    );
+                    return error_frame(id, ErrorCode::Timeout, &msg);
+                }
+            }
         }
         if Instant::now() >= deadline {
             let msg = format!(
-                "{} [{}]: records from offset {base_offset} appended but not yet durable within the timeout",
-                p.topic, p.partition
+                "{}: records from offset {base_offset} appended but not yet durable within the timeout",
+                name()
             );
             return error_frame(id, ErrorCode::Timeout, &msg);
         }
