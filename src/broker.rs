@@ -333,7 +333,7 @@ impl Shared {
         config.flush_interval_ms = None;
         let options = OpenOptions {
             writable: true,
-            lock: true,
+            lock: self.config.vfs.supports_locks(),
         };
         let mut parts = Vec::with_capacity(mine.len());
         for (p, &here) in mine.iter().enumerate() {

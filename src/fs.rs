@@ -45,6 +45,11 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// Names of the entries of a directory (files and directories).
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Whether partitions on it can be locked with `flock` (only the
+    /// operating system's file system can).
+    fn supports_locks(&self) -> bool {
+        false
+    }
 }
 
 /// An open file.
@@ -113,6 +118,10 @@ struct RealFile(File);
 struct RealMap(memmap2::MmapMut);
 
 impl Vfs for RealFs {
+    fn supports_locks(&self) -> bool {
+        true
+    }
+
     fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn VFile>> {
         let file = OpenOptions::new()
             .read(true)

@@ -206,6 +206,9 @@ impl FileSlice {
 /// appends go on while the disk works (the broker's group commit).
 #[derive(Debug, Clone)]
 pub struct PendingFlush {
+    /// Set when this sync fails: the log sees it even if its own later
+    /// fsync of the same file "succeeds" (Linux reports an error once).
+    sync_failed: Arc<std::sync::atomic::AtomicBool>,
     file: Arc<dyn VFile>,
     path: PathBuf,
     segment_base: u64,
@@ -216,7 +219,11 @@ pub struct PendingFlush {
 impl PendingFlush {
     /// Makes the records it covers durable (fdatasync); no lock needed.
     pub fn sync(&self) -> Result<()> {
-        self.file.sync_data().ctx("fsync", &self.path)
+        let synced = self.file.sync_data().ctx("fsync", &self.path);
+        if synced.is_err() {
+            self.sync_failed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        synced
     }
 
     /// One past the last record it covers.
@@ -257,6 +264,8 @@ pub struct Log {
     undos: std::collections::VecDeque<(u64, u64)>,
     /// Why the log stopped (a failed fsync); it refuses all writes.
     failed: Option<String>,
+    /// Set by a [`PendingFlush`] whose sync failed outside the lock.
+    sync_failed: Arc<std::sync::atomic::AtomicBool>,
     /// A write failed and nothing was written since: appends go to the file
     /// at once, so that the next failure is the append's own error.
     write_failing: bool,
@@ -325,6 +334,7 @@ impl Log {
             epoch: 0,
             undos: std::collections::VecDeque::new(),
             failed: None,
+            sync_failed: Arc::default(),
             write_failing: false,
             _lock: lock,
         };
@@ -475,6 +485,10 @@ impl Log {
 
     /// What became of the records up to `last_offset` appended in `epoch`.
     pub fn fate(&self, epoch: u64, last_offset: u64) -> Fate {
+        if self.failed.is_some() && last_offset >= self.flushed_offset {
+            // Cut back to the last durable size by the failure.
+            return Fate::Unknown;
+        }
         if epoch != self.epoch {
             // Only the first undo after the append can have undone it: if
             // it did not, the records were in the file by then.
@@ -491,7 +505,15 @@ impl Log {
         }
     }
 
-    fn check_failed(&self) -> Result<()> {
+    fn check_failed(&mut self) -> Result<()> {
+        if self.failed.is_none() && self.sync_failed.load(std::sync::atomic::Ordering::SeqCst) {
+            let e = Error::io(
+                "fsync",
+                self.active().path.clone(),
+                std::io::Error::other("an fsync outside the lock failed"),
+            );
+            return Err(self.fail(&e));
+        }
         match &self.failed {
             Some(reason) => Err(Error::StorageFailed {
                 dir: self.dir.clone(),
@@ -532,7 +554,10 @@ impl Log {
             self.visible_size = self.visible_size.min(size);
             self.failed = Some(reason);
         }
-        self.check_failed().expect_err("failed")
+        Error::StorageFailed {
+            dir: self.dir.clone(),
+            reason: self.failed.clone().unwrap_or_default(),
+        }
     }
 
     fn maybe_roll(&mut self, batch_bytes: u64, record_count: u32, now_ms: i64) -> Result<()> {
@@ -578,6 +603,9 @@ impl Log {
             let e = Error::io("fsync", &active.path, e);
             return Err(self.fail(&e));
         }
+        // A flush synced outside the lock may have failed meanwhile: then
+        // this fsync's success says nothing about the pages it lost.
+        self.check_failed()?;
         self.durable = (self.active().base_offset, self.active().size);
         self.flushed_offset = self.next_offset();
         self.visible_size = self.active().size;
@@ -596,9 +624,16 @@ impl Log {
         }
         let written = self.active_mut().write_pending();
         self.note_undo();
-        written?;
+        // An undone write still leaves what was written before it to sync.
+        if written.is_err() && self.active().written_offset() != self.next_offset() {
+            written?;
+        }
+        if self.flushed_offset >= self.next_offset() {
+            return Ok(None);
+        }
         let active = self.active();
         Ok(Some(PendingFlush {
+            sync_failed: Arc::clone(&self.sync_failed),
             file: Arc::clone(active.file()),
             path: active.path.clone(),
             segment_base: active.base_offset,

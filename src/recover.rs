@@ -231,11 +231,13 @@ pub fn recover_partition(
     let (segments, leftovers) = list_partition(vfs, dir)?;
     let mut report = RecoveryReport::default();
     // Leftovers are temporary files and indexes without a log: never data.
-    for path in leftovers {
-        if !options.dry_run {
-            vfs.remove(&path).ctx("remove", &path)?;
+    // Opening a log removes them only once it knows it will not refuse.
+    let remove_first = !options.automatic;
+    for path in &leftovers {
+        if !options.dry_run && remove_first {
+            vfs.remove(path).ctx("remove", path)?;
         }
-        report.removed.push(path);
+        report.removed.push(path.clone());
     }
     let mut expected: Option<u64> = None;
     let mut cut = false;
@@ -282,6 +284,12 @@ pub fn recover_partition(
     }
     if options.dry_run {
         return Ok(report);
+    }
+    for path in leftovers.iter().filter(|_| !remove_first) {
+        match vfs.remove(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io("remove", path, e)),
+            _ => {}
+        }
     }
     for (path, entries) in reindex {
         let mut index = index::SegmentIndex::create(vfs, &path, entries, 0)?;
@@ -711,7 +719,9 @@ fn cut(
     let cut_bytes = len - new_len;
     let first_bad = scan.next_offset + u64::from(count);
     let zeros = is_zero_range(file, path, new_len, len)?;
-    let torn = zeros || (stop.error.is_truncated() && cut_bytes < u64::from(crate::limits::BATCH_BYTES_MAX));
+    let torn = zeros
+        || (stop.error.is_truncated() && cut_bytes < u64::from(crate::limits::BATCH_BYTES_MAX))
+        || torn_pages(file, path, stop.position, len)?;
     let reason = if zeros {
         "zero-filled tail".to_string()
     } else {
@@ -743,6 +753,49 @@ fn cut(
 }
 
 const COPY_CHUNK_BYTES: u64 = 1 << 20;
+
+/// Whether the bad batch at `position` is the last thing in the file and
+/// ends in zeros over a page boundary: what a power cut leaves when the
+/// file's length reached the disk before its last pages did (ext4 and XFS
+/// with delayed allocation). Its header's length says where it ends (a
+/// header that is itself torn ends where a header does); nothing non-zero
+/// may follow, and the zeros must start at a page boundary, since bytes
+/// that are whole but wrong are damage.
+fn torn_pages(file: &dyn VFile, path: &Path, position: u64, len: u64) -> Result<bool> {
+    let Some(last_non_zero) = last_non_zero_byte(file, path, position, len)? else {
+        return Ok(true);
+    };
+    let zeros_from = last_non_zero + 1;
+    let mut h = [0u8; BATCH_HEADER_BYTES];
+    let n = file.read_at(&mut h, position).ctx("read", path)?;
+    let end = match BatchHeader::decode(&h[..n], crate::limits::BATCH_BYTES_MAX) {
+        Ok(header) => position + header.total_bytes(),
+        Err(_) => position + BATCH_HEADER_BYTES as u64,
+    };
+    // The zeros reach back over a page boundary inside the batch (bytes just
+    // before the boundary may be zeros that were written).
+    let boundary = zeros_from.div_ceil(PAGE_BYTES) * PAGE_BYTES;
+    Ok(boundary < end.min(len))
+}
+
+/// The page size the torn-page rule assumes (the smallest Linux uses).
+const PAGE_BYTES: u64 = 4096;
+
+/// The position of the last non-zero byte in `[from, to)`, if any.
+fn last_non_zero_byte(file: &dyn VFile, path: &Path, from: u64, to: u64) -> Result<Option<u64>> {
+    let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(to - from) as usize];
+    let mut end = to;
+    while end > from {
+        let start = end.saturating_sub(COPY_CHUNK_BYTES).max(from);
+        let n = (end - start) as usize;
+        file.read_exact_at(&mut buf[..n], start).ctx("read", path)?;
+        if let Some(i) = buf[..n].iter().rposition(|&b| b != 0) {
+            return Ok(Some(start + i as u64));
+        }
+        end = start;
+    }
+    Ok(None)
+}
 
 fn is_zero_range(file: &dyn VFile, path: &Path, from: u64, to: u64) -> Result<bool> {
     let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(to - from) as usize];
