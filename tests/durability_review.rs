@@ -105,9 +105,9 @@ fn a_roll_between_a_failed_pending_sync_and_fail_takes_lost_pages_for_durable() 
     log.append(&mut batch(3, 100), 0).unwrap(); // offsets 3..6
     let pending = log.begin_flush().unwrap().unwrap();
     sim.fail_next_sync(|p| p.extension().is_some_and(|e| e == "log"));
-    let err = pending.sync().map_err(|e| e).unwrap_err(); // flusher thread, no lock
-                                                          // Producer thread, under the lock: roll. Its own fsync of the same
-                                                          // file would "succeed"; the failure outside the lock must stop it.
+    let err = pending.sync().unwrap_err(); // flusher thread, no lock
+                                           // Producer thread, under the lock: roll. Its own fsync of the same
+                                           // file would "succeed"; the failure outside the lock must stop it.
     assert!(
         log.roll().is_err(),
         "a roll after a failed fsync reported the records durable"
