@@ -469,18 +469,14 @@ impl Log {
         if self.undos.len() > UNDOS_REMEMBERED {
             self.undos.pop_front();
         }
-        self.unflushed_records = self.next_offset() - self.flushed_offset.min(self.next_offset());
+        // Only appends past the last write are undone, never flushed ones.
+        self.unflushed_records = self.next_offset() - self.flushed_offset;
         if self.unflushed_records == 0 {
             self.oldest_unflushed_ms = None;
         }
         if !self.config.hides_unflushed() {
             self.visible_size = self.active().size;
         }
-    }
-
-    /// The current undo epoch.
-    pub fn epoch(&self) -> u64 {
-        self.epoch
     }
 
     /// What became of the records up to `last_offset` appended in `epoch`.

@@ -365,7 +365,7 @@ impl Segment {
 
     /// One past the last record in the file (appends gathered in memory
     /// excluded).
-    pub fn written_offset(&self) -> u64 {
+    pub(crate) fn written_offset(&self) -> u64 {
         self.written.next_offset
     }
 
@@ -539,13 +539,6 @@ impl Segment {
             position += header.total_bytes();
         }
         Ok(None)
-    }
-
-    /// Makes the appended bytes durable (fdatasync; the index is derived
-    /// data and is flushed when the segment rolls).
-    pub fn sync(&mut self) -> Result<()> {
-        self.write_pending()?;
-        self.file.sync_data().ctx("fsync", &self.path)
     }
 
     /// Stops being the active segment: trims and syncs the index (a
