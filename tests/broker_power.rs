@@ -5,6 +5,8 @@
 //! the log is a gap-free prefix. (kill -9 keeps the page cache, so only a
 //! simulated power cut can test the fsync.)
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -16,7 +18,7 @@ use klog::fs::sim::SimFs;
 use klog::fs::Vfs;
 use klog::log::{Log, LogConfig, OpenOptions};
 use klog::protocol::{self, ErrorCode, Reader};
-use klog::record::{Batch, BatchBuilder};
+use klog::record::BatchBuilder;
 
 const REQUESTS: u64 = 24;
 const PER_BATCH: u64 = 3;
@@ -110,24 +112,8 @@ fn read_back(sim: &SimFs) -> Vec<(u64, Vec<u8>)> {
         lock: false,
     };
     let log = Log::open(vfs, dir, LogConfig::default(), options).expect("the partition reopens");
-    let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
-    let mut offset = log.start_offset();
-    let mut buf = Vec::new();
-    while let Some(slice) = log.read(offset, 1 << 16).unwrap() {
-        slice.read_into(&mut buf).unwrap();
-        let mut at = 0;
-        while let Ok(b) = Batch::decode(&buf[at..], u32::MAX) {
-            for r in b.records(u32::MAX) {
-                let r = r.unwrap();
-                if r.offset >= offset {
-                    out.push((r.offset, r.value.to_vec()));
-                }
-            }
-            at += b.total_bytes();
-        }
-        assert!(at > 0, "no whole batch at offset {offset}");
-        offset = out.last().map_or(offset, |r| r.0 + 1);
-    }
+    let out = common::log_records(&log);
+    let offset = out.last().map_or(log.start_offset(), |r| r.0 + 1);
     assert_eq!(offset, log.next_offset(), "the log ends where its records do");
     out
 }

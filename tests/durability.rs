@@ -9,10 +9,10 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::bin;
+use common::{bin, log_records as records};
 use klog::fs::sim::SimFs;
 use klog::fs::Vfs;
-use klog::log::{Log, LogConfig, OpenOptions};
+use klog::log::{Fate, Log, LogConfig, OpenOptions};
 use klog::record::{Batch, BatchBuilder};
 
 const WRITE: OpenOptions = OpenOptions {
@@ -29,9 +29,7 @@ fn sim_partition() -> (SimFs, Arc<dyn Vfs>, &'static Path) {
     let sim = SimFs::new();
     let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
     let dir = Path::new("/data/t-0");
-    vfs.create_dir_all(dir).unwrap();
-    vfs.sync_dir(Path::new("/data")).unwrap();
-    vfs.sync_dir(Path::new("/")).unwrap();
+    sim.create_dir_all_durable(dir);
     (sim, vfs, dir)
 }
 
@@ -53,33 +51,16 @@ fn batch_of(values: &[Vec<u8>], ts: i64) -> Vec<u8> {
     b.finish().to_vec()
 }
 
+/// A batch of `n` records of `len` bytes each.
+fn uniform_batch(n: usize, len: usize) -> Vec<u8> {
+    let values: Vec<Vec<u8>> = (0..n).map(|i| vec![b'a' + (i % 26) as u8; len]).collect();
+    batch_of(&values, 7)
+}
+
 fn value(offset: u64, len: usize) -> Vec<u8> {
     let mut v = format!("{offset}:").into_bytes();
     v.extend((0..len).map(|i| b'a' + ((offset as usize + i) % 26) as u8));
     v
-}
-
-/// Every record of the log as (offset, value), every CRC checked.
-fn records(log: &Log) -> Vec<(u64, Vec<u8>)> {
-    let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
-    let mut offset = log.start_offset();
-    let mut buf = Vec::new();
-    while let Some(slice) = log.read(offset, 1 << 16).unwrap() {
-        slice.read_into(&mut buf).unwrap();
-        let mut at = 0;
-        while let Ok(b) = Batch::decode(&buf[at..], u32::MAX) {
-            for r in b.records(u32::MAX) {
-                let r = r.unwrap();
-                if r.offset >= offset {
-                    out.push((r.offset, r.value.to_vec()));
-                }
-            }
-            at += b.total_bytes();
-        }
-        assert!(at > 0, "no whole batch at offset {offset}");
-        offset = out.last().map_or(offset, |r| r.0 + 1);
-    }
-    out
 }
 
 /// Four records written under a 2 MiB record limit, one of them 1.5 MB.
@@ -466,8 +447,8 @@ fn a_full_disk_undoes_the_failed_appends_and_recovers_when_space_returns() {
     let c = log.append(&mut batch_of(&[value(3, 100)], 7), 0).unwrap();
     let err = log.write_pending().unwrap_err();
     assert!(matches!(err, klog::Error::DiskFull { .. }), "{err}");
-    assert_eq!(log.fate(b.epoch, b.last_offset), klog::log::Fate::Undone);
-    assert_eq!(log.fate(c.epoch, c.last_offset), klog::log::Fate::Undone);
+    assert_eq!(log.fate(b.epoch, b.last_offset), Fate::Undone);
+    assert_eq!(log.fate(c.epoch, c.last_offset), Fate::Undone);
     assert_eq!(log.next_offset(), 2, "the undone offsets are free again");
     let err = log.append(&mut batch_of(&[value(2, 300_000)], 7), 0).unwrap_err();
     assert!(err.to_string().starts_with("disk full"), "{err}");
@@ -476,13 +457,152 @@ fn a_full_disk_undoes_the_failed_appends_and_recovers_when_space_returns() {
     let d = log.append(&mut batch_of(&[value(2, 50)], 7), 0).unwrap();
     assert_eq!(d.base_offset, 2);
     log.flush().unwrap();
-    assert_eq!(log.fate(d.epoch, d.last_offset), klog::log::Fate::InFile);
+    assert_eq!(log.fate(d.epoch, d.last_offset), Fate::InFile);
     // The records of b, undone, are not d's: an answer for b must not
     // take d's success for its own.
-    assert_eq!(log.fate(b.epoch, b.last_offset), klog::log::Fate::Undone);
+    assert_eq!(log.fate(b.epoch, b.last_offset), Fate::Undone);
     log.close().unwrap();
     sim.crash(&mut |n| n);
     let log = Log::open(Arc::clone(&vfs), dir, gathered, WRITE).unwrap();
     let values: Vec<Vec<u8>> = records(&log).into_iter().map(|r| r.1).collect();
     assert_eq!(values, vec![value(0, 100), value(1, 100), value(2, 50)]);
+}
+
+// Regressions the adversarial review of this issue found: zero pages in the
+// last batch after a power cut, a roll racing a failed fsync, fates after a
+// failure, and a refusal that must change nothing.
+
+/// A power cut on a real FS (XFS, ext4 delalloc) can leave the file length
+/// past the bytes that reached the disk: the tail page(s) read as zeros,
+/// starting wherever the page boundary is, usually mid-batch. Nothing past
+/// the last fsync is acknowledged; this is a torn tail, not damage.
+#[test]
+fn zero_filled_pages_in_the_middle_of_the_last_unflushed_batch_are_a_torn_tail() {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+    log.append(&mut uniform_batch(3, 100), 0).unwrap();
+    log.flush().unwrap();
+    // Unflushed: a batch of 20 records of 400 bytes (~8 KiB, 2+ pages).
+    log.append(&mut uniform_batch(20, 400), 0).unwrap();
+    drop(log);
+    sim.crash_process();
+    let seg = dir.join("00000000000000000000.log");
+    let mut bytes = sim.read(&seg).unwrap();
+    let len = bytes.len();
+    // The last 4 KiB page never reached the disk: zeros, file length kept.
+    let page_start = (len - 1) / 4096 * 4096;
+    bytes[page_start..].fill(0);
+    sim.write(&seg, &bytes);
+    match Log::open(Arc::clone(&vfs), dir, small(), WRITE) {
+        Ok(log) => assert!(log.next_offset() >= 3, "flushed records lost: {}", log.next_offset()),
+        Err(e) => panic!("a torn page after a crash takes the partition offline: {e}"),
+    }
+}
+
+/// Same with the last batch's header itself half in a zero page.
+#[test]
+fn zero_page_inside_a_batch_header_is_a_torn_tail() {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+    log.append(&mut uniform_batch(1, 4096 - 24 - 61 - 20), 0).unwrap();
+    log.flush().unwrap();
+    log.append(&mut uniform_batch(1, 100), 0).unwrap();
+    drop(log);
+    sim.crash_process();
+    let seg = dir.join("00000000000000000000.log");
+    let mut bytes = sim.read(&seg).unwrap();
+    let z = 4096.min(bytes.len() - 10);
+    bytes[z..].fill(0);
+    sim.write(&seg, &bytes);
+    if let Err(e) = Log::open(Arc::clone(&vfs), dir, small(), WRITE) {
+        panic!("offline after a torn header: {e}");
+    }
+}
+
+/// fsyncgate through a roll: the broker's flusher syncs outside the lock;
+/// its fsync fails (EIO); before it takes the lock to call Log::fail, an
+/// append rolls the segment, whose Log::flush fsyncs the same file, and
+/// Linux (and SimFs) reports success for the dropped pages. The roll then
+/// writes a recovery point past them and exposes them.
+#[test]
+fn a_roll_after_a_failed_fsync_outside_the_lock_exposes_nothing_it_lost() {
+    let (sim, vfs, dir) = sim_partition();
+    let config = LogConfig {
+        visible_after_flush: true,
+        ..small()
+    };
+    let mut log = Log::open(Arc::clone(&vfs), dir, config.clone(), WRITE).unwrap();
+    log.append(&mut uniform_batch(3, 100), 0).unwrap();
+    log.flush().unwrap();
+    log.append(&mut uniform_batch(3, 100), 0).unwrap(); // offsets 3..6
+    let pending = log.begin_flush().unwrap().unwrap();
+    sim.fail_next_sync(|p| p.extension().is_some_and(|e| e == "log"));
+    let err = pending.sync().unwrap_err(); // flusher thread, no lock
+                                           // Producer thread, under the lock: roll. Its own fsync of the same
+                                           // file would "succeed"; the failure outside the lock must stop it.
+    assert!(
+        log.roll().is_err(),
+        "a roll after a failed fsync reported the records durable"
+    );
+    assert_eq!(log.flushed_offset(), 3, "records past the failed fsync were exposed");
+    let _ = log.fail(&err);
+    drop(log);
+    sim.crash(&mut |n| n);
+    let reopened = Log::open(Arc::clone(&vfs), dir, config, WRITE).expect("the partition reopens");
+    assert!(reopened.next_offset() >= 3);
+}
+
+/// After Log::fail cuts the file back to its durable size, fate() still
+/// says InFile for records that were cut: settle() then lets acks=1
+/// answers go, and the offsets are given out again after the restart.
+#[test]
+fn records_a_failed_fsync_cut_back_are_never_answered_as_in_the_file() {
+    let (sim, vfs, dir) = sim_partition();
+    let config = LogConfig {
+        visible_after_flush: true,
+        ..small()
+    };
+    let mut log = Log::open(Arc::clone(&vfs), dir, config.clone(), WRITE).unwrap();
+    log.append(&mut uniform_batch(1, 100), 0).unwrap();
+    log.flush().unwrap();
+    let a = log.append(&mut uniform_batch(1, 100), 0).unwrap();
+    log.write_pending().unwrap();
+    sim.fail_next_sync(|p| p.extension().is_some_and(|e| e == "log"));
+    let pending = log.begin_flush().unwrap().unwrap();
+    let err = pending.sync().unwrap_err();
+    let _ = log.fail(&err);
+    let fate = log.fate(a.epoch, a.last_offset);
+    assert_ne!(fate, Fate::InFile, "the failure cut offset {} back", a.last_offset);
+    drop(log);
+    let log = Log::open(Arc::clone(&vfs), dir, config, WRITE).unwrap();
+    assert!(
+        fate != Fate::InFile || log.next_offset() > a.last_offset,
+        "fate {fate:?} for offset {} but the reopened log ends at {}",
+        a.last_offset,
+        log.next_offset()
+    );
+}
+
+/// The automatic open promises to change nothing before refusing damage.
+#[test]
+fn a_refused_open_removes_no_leftover_either() {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+    for _ in 0..5 {
+        log.append(&mut uniform_batch(3, 100), 0).unwrap();
+    }
+    log.flush().unwrap();
+    drop(log);
+    let seg = dir.join("00000000000000000000.log");
+    let mut bytes = sim.read(&seg).unwrap();
+    bytes[100] ^= 0xff; // damage in the middle, whole batches after it
+    sim.write(&seg, &bytes);
+    sim.write(&dir.join("recovery-point.tmp"), b"x");
+    sim.write(&dir.join("00000000000000000099.index"), b"");
+    let before = sim.files();
+    let err = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap_err();
+    assert!(matches!(err, klog::Error::Damaged { .. }), "{err}");
+    let after = sim.files();
+    let gone: Vec<_> = before.keys().filter(|k| !after.contains_key(*k)).collect();
+    assert!(gone.is_empty(), "refused, but removed {gone:?}");
 }

@@ -1,8 +1,12 @@
 //! The partition log through the library: crash points, torn tails,
 //! damaged indexes, and power loss through the simulated file system.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
+
+use common::log_records as records;
 
 use klog::fs::sim::SimFs;
 use klog::fs::{RealFs, Vfs};
@@ -30,31 +34,6 @@ fn batch(first: u64, count: u64) -> Vec<u8> {
         b.push(1_000 + i as i64, None, &[], format!("value-{i}").as_bytes());
     }
     b.finish().to_vec()
-}
-
-/// Every record of the log from its start, as (offset, value), read
-/// through `Log::read` with every CRC checked. Each read must begin with a
-/// whole batch (the byte budget may cut the last one).
-fn records(log: &Log) -> Vec<(u64, Vec<u8>)> {
-    let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
-    let mut offset = log.start_offset();
-    let mut buf = Vec::new();
-    while let Some(slice) = log.read(offset, 1 << 16).unwrap() {
-        slice.read_into(&mut buf).unwrap();
-        let mut at = 0;
-        while let Ok(b) = Batch::decode(&buf[at..], 1 << 30) {
-            for r in b.records(1 << 20) {
-                let r = r.unwrap();
-                if r.offset >= offset {
-                    out.push((r.offset, r.value.to_vec()));
-                }
-            }
-            at += b.total_bytes();
-        }
-        assert!(at > 0, "no whole batch at offset {offset}");
-        offset = out.last().map_or(offset, |r| r.0 + 1);
-    }
-    out
 }
 
 /// Every record of the log, as (offset, value text).

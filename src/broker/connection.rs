@@ -511,7 +511,11 @@ fn produce(
             // One entry per partition and undo epoch: an undo takes back
             // every append from some offset on, so the epoch's last append
             // answers for the ones before it.
-            match state.touched.iter_mut().find(|t| Arc::ptr_eq(&t.0, &p) && t.1 == info.epoch) {
+            match state
+                .touched
+                .iter_mut()
+                .find(|t| Arc::ptr_eq(&t.0, &p) && t.1 == info.epoch)
+            {
                 Some(t) => t.2 = t.2.max(info.last_offset),
                 None => state.touched.push((Arc::clone(&p), info.epoch, info.last_offset)),
             }
