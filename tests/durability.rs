@@ -522,8 +522,8 @@ fn zero_page_inside_a_batch_header_is_a_torn_tail() {
 /// fsyncgate through a roll: the broker's flusher syncs outside the lock;
 /// its fsync fails (EIO); before it takes the lock to call Log::fail, an
 /// append rolls the segment, whose Log::flush fsyncs the same file, and
-/// Linux (and SimFs) reports success for the dropped pages. The roll then
-/// writes a recovery point past them and exposes them.
+/// Linux (and SimFs) reports success for the dropped pages. The roll must
+/// neither expose them nor write a recovery point past them.
 #[test]
 fn a_roll_after_a_failed_fsync_outside_the_lock_exposes_nothing_it_lost() {
     let (sim, vfs, dir) = sim_partition();
@@ -537,9 +537,10 @@ fn a_roll_after_a_failed_fsync_outside_the_lock_exposes_nothing_it_lost() {
     log.append(&mut uniform_batch(3, 100), 0).unwrap(); // offsets 3..6
     let pending = log.begin_flush().unwrap().unwrap();
     sim.fail_next_sync(|p| p.extension().is_some_and(|e| e == "log"));
-    let err = pending.sync().unwrap_err(); // flusher thread, no lock
-                                           // Producer thread, under the lock: roll. Its own fsync of the same
-                                           // file would "succeed"; the failure outside the lock must stop it.
+    // The flusher's sync, outside the lock, fails.
+    let err = pending.sync().unwrap_err();
+    // A producer rolls under the lock: its own fsync of the same file would
+    // "succeed"; the failure outside the lock must stop it.
     assert!(
         log.roll().is_err(),
         "a roll after a failed fsync reported the records durable"
@@ -552,9 +553,9 @@ fn a_roll_after_a_failed_fsync_outside_the_lock_exposes_nothing_it_lost() {
     assert!(reopened.next_offset() >= 3);
 }
 
-/// After Log::fail cuts the file back to its durable size, fate() still
-/// says InFile for records that were cut: settle() then lets acks=1
-/// answers go, and the offsets are given out again after the restart.
+/// After a failed fsync cuts the file back to its durable size, the records
+/// it cut are not "in the file": an acks=1 answer must not go out for
+/// offsets that a restart gives out again.
 #[test]
 fn records_a_failed_fsync_cut_back_are_never_answered_as_in_the_file() {
     let (sim, vfs, dir) = sim_partition();
