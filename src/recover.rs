@@ -719,11 +719,13 @@ fn cut(
     let cut_bytes = len - new_len;
     let first_bad = scan.next_offset + u64::from(count);
     let zeros = is_zero_range(file, path, new_len, len)?;
-    let torn = zeros
-        || (stop.error.is_truncated() && cut_bytes < u64::from(crate::limits::BATCH_BYTES_MAX))
-        || torn_pages(file, path, stop.position, len)?;
+    let short = stop.error.is_truncated() && cut_bytes < u64::from(crate::limits::BATCH_BYTES_MAX);
+    let lost_pages = !zeros && !short && torn_pages(file, path, stop.position, len)?;
+    let torn = zeros || short || lost_pages;
     let reason = if zeros {
         "zero-filled tail".to_string()
+    } else if lost_pages {
+        format!("{} (its last pages are zeros: a torn write)", stop.error)
     } else {
         stop.error.to_string()
     };
@@ -733,7 +735,10 @@ fn cut(
     // the caller refuses the partition instead.
     let allowed = !options.automatic || (last && torn);
     if !options.dry_run && allowed {
-        if !torn {
+        // Bytes that are more than zeros or a short write are kept aside,
+        // torn pages included: a torn write is the likely story, not the
+        // only one.
+        if !(zeros || short) {
             report.saved_to = Some(save_cut(file, path, new_len, len, vfs)?);
         }
         // Cut first, then rewrite the torn batch's header: if this is
