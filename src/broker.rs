@@ -428,6 +428,11 @@ impl Shared {
         }
     }
 
+    /// Whether a partition this broker holds could not be opened.
+    fn is_offline(&self, topic: &str, partition: u32) -> bool {
+        lock(&self.offline).contains_key(&(topic.to_string(), partition))
+    }
+
     fn all_partitions(&self) -> Vec<Arc<Partition>> {
         let topics = self.topics.read().unwrap_or_else(|p| p.into_inner());
         topics.values().flatten().flatten().cloned().collect()

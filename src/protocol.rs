@@ -48,7 +48,9 @@
 //!
 //! In a cluster, a metadata partition that the answering broker does not
 //! serve reports both offsets as `2^64 - 1` ([`ELSEWHERE`]), and requests
-//! for it get `partition_elsewhere`.
+//! for it get `partition_elsewhere`. A partition the broker holds but
+//! cannot serve (damaged) reports `2^64 - 2` ([`OFFLINE`]), and requests for
+//! it get `storage_error` saying why.
 //!
 //! A fetch partition's `records` are whole batches copied from a segment
 //! with `sendfile`, starting with the batch that holds `offset` (so the
@@ -91,6 +93,11 @@ pub const ACKS_ALL: i8 = -1;
 /// Both offsets of a metadata partition that this broker does not serve
 /// (a cluster placed it on another broker; the registry says which).
 pub const ELSEWHERE: u64 = u64::MAX;
+
+/// Both offsets of a metadata partition that this broker holds but cannot
+/// serve (damaged, waiting for `klog-recover`); requests for it get
+/// `storage_error` with the reason.
+pub const OFFLINE: u64 = u64::MAX - 1;
 
 /// `at` of list_offsets: the first offset held.
 pub const EARLIEST: i64 = -2;

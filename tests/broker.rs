@@ -572,3 +572,64 @@ fn kept_connections_reconnect_once_to_a_restarted_broker() {
     assert_eq!(ask(&mut conns).unwrap(), [(0, 1)]);
     assert_eq!(calls.get(), 3, "one call, then a failed one and its retry");
 }
+
+/// A partition damaged other than by a torn tail is left unchanged and
+/// offline at start; the broker serves the others, names the partition and
+/// `klog-recover`; once repaired, it serves it again.
+#[test]
+fn a_damaged_partition_stays_offline_while_the_others_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerProc::start(dir.path(), &["--segment-bytes", "4KiB"]);
+    produce_to(&broker.addr, "hurt", &lines(2000), &[]);
+    produce_to(&broker.addr, "fine", &lines(10), &[]);
+    assert!(broker.terminate().success(), "{:?}", broker.log());
+    // As after a crash: no clean marker, an old recovery point, and a
+    // flipped byte in the first segment, with whole segments after it.
+    let part = dir.path().join("hurt-0");
+    std::fs::remove_file(part.join("clean-shutdown")).unwrap();
+    std::fs::write(part.join("recovery-point"), "klog-recovery-point 1\n0\n").unwrap();
+    let first = part.join("00000000000000000000.log");
+    let mut bytes = std::fs::read(&first).unwrap();
+    bytes[200] ^= 0x40;
+    std::fs::write(&first, &bytes).unwrap();
+    let before: Vec<_> = std::fs::read_dir(&part)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+
+    let broker = BrokerProc::start(dir.path(), &[]);
+    let line = broker.wait_for_log("is offline", Duration::from_secs(10));
+    assert!(line.contains("hurt-0") && line.contains("klog-recover"), "{line}");
+    assert_eq!(consume_from(&broker.addr, "fine", &[]), lines(10), "the others serve");
+    produce_to(&broker.addr, "fine", "11\n", &[]);
+    bin("klog-consume")
+        .args(["-b", &broker.addr, "-t", "hurt", "-e", "-q"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("storage_error").and(predicate::str::contains("klog-recover")));
+    bin("klog-produce")
+        .args(["-b", &broker.addr, "-t", "hurt", "-q"])
+        .write_stdin("x\n")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("damaged"));
+    drop(broker);
+    let after: Vec<_> = std::fs::read_dir(&part)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        after.len(),
+        before.len(),
+        "the offline partition was changed: {after:?}"
+    );
+
+    bin("klog-recover").arg("-q").arg(&part).assert().code(3);
+    let broker = BrokerProc::start(dir.path(), &[]);
+    let back = consume_from(&broker.addr, "hurt", &[]);
+    assert!(
+        !back.is_empty() && lines(2000).starts_with(&back),
+        "{} lines back",
+        back.lines().count()
+    );
+}

@@ -607,11 +607,13 @@ fn metadata(shared: &Shared, id: u32, asked: &[String]) -> Vec<u8> {
                 message: String::new(),
                 partitions: parts
                     .iter()
-                    .map(|p| match p {
+                    .enumerate()
+                    .map(|(i, p)| match p {
                         Some(p) => {
                             let log = p.lock();
                             (log.start_offset(), log.visible_offset())
                         }
+                        None if shared.is_offline(name, i as u32) => (protocol::OFFLINE, protocol::OFFLINE),
                         // Served by another broker: the registry says which.
                         None => (protocol::ELSEWHERE, protocol::ELSEWHERE),
                     })
