@@ -36,59 +36,88 @@ struct Acked {
     all: bool,
 }
 
+/// A broker serving over `sim`, running on its own thread, and a
+/// connection to it.
+struct SimBroker {
+    handle: klog::broker::BrokerHandle,
+    thread: std::thread::JoinHandle<anyhow::Result<()>>,
+    stream: TcpStream,
+    frame: Vec<u8>,
+}
+
+impl SimBroker {
+    fn start(sim: &SimFs) -> SimBroker {
+        let mut config = BrokerConfig::new("/data", "127.0.0.1:0");
+        config.vfs = Arc::new(sim.clone());
+        config.quiet = std::env::var_os("KLOG_TEST_VERBOSE").is_none();
+        config.log.segment_bytes = 4096;
+        config.log.index_interval_bytes = 256;
+        config.log.index_bytes_max = 4096;
+        let broker = Broker::open(config).expect("broker opens");
+        let handle = broker.handle().unwrap();
+        let thread = std::thread::spawn(move || broker.run());
+        let stream = TcpStream::connect(handle.local_addr().to_string()).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        SimBroker {
+            handle,
+            thread,
+            stream,
+            frame: Vec::new(),
+        }
+    }
+
+    /// Produces `values` as one batch to `t` [0]; the base offset, or the
+    /// error the broker answered (`None` when the connection broke).
+    fn produce(&mut self, id: u32, acks: i8, values: &[Vec<u8>]) -> Option<Result<u64, (ErrorCode, String)>> {
+        let mut b = BatchBuilder::new();
+        for v in values {
+            b.push(1_000, None, &[], v);
+        }
+        protocol::produce_request(&mut self.frame, id, acks, 10_000, "t", 0, b.finish());
+        self.stream.write_all(&self.frame).ok()?;
+        let body = response(&mut self.stream)?;
+        let mut r = Reader::new(&body);
+        let header = protocol::decode_response_header(&mut r).unwrap();
+        if header.error != ErrorCode::None {
+            return Some(Err((header.error, header.message)));
+        }
+        Some(Ok(r.u64("base_offset").unwrap()))
+    }
+
+    fn stop(self) {
+        drop(self.stream);
+        self.handle.stop();
+        let _ = self.thread.join().unwrap();
+    }
+}
+
 /// Runs a broker over `sim` and produces `REQUESTS` batches alternately
 /// with acks=all and acks=1, cutting the power after `cut` changes (once
 /// the broker is open). Returns what was acknowledged and the changes the
 /// run made after the broker opened.
 fn run(sim: &SimFs, cut: Option<u64>) -> (Vec<Acked>, u64) {
-    let mut config = BrokerConfig::new("/data", "127.0.0.1:0");
-    config.vfs = Arc::new(sim.clone());
-    config.quiet = std::env::var_os("KLOG_TEST_VERBOSE").is_none();
-    config.log.segment_bytes = 4096;
-    config.log.index_interval_bytes = 256;
-    config.log.index_bytes_max = 4096;
-    let broker = Broker::open(config).expect("broker opens");
-    let handle = broker.handle().unwrap();
-    let thread = std::thread::spawn(move || broker.run());
+    let mut broker = SimBroker::start(sim);
     let start = sim.changes();
     if let Some(n) = cut {
         sim.cut_power_after(n);
     }
     let mut acked = Vec::new();
-    let mut stream = TcpStream::connect(handle.local_addr().to_string()).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let mut frame = Vec::new();
     for i in 0..REQUESTS {
         let values: Vec<Vec<u8>> = (0..PER_BATCH).map(|j| value(i * PER_BATCH + j)).collect();
-        let mut b = BatchBuilder::new();
-        for v in &values {
-            b.push(1_000, None, &[], v);
-        }
         let all = i % 2 == 0;
         let acks = if all { protocol::ACKS_ALL } else { protocol::ACKS_LEADER };
-        protocol::produce_request(&mut frame, i as u32, acks, 10_000, "t", 0, b.finish());
-        if stream.write_all(&frame).is_err() {
-            break;
-        }
-        let Some(body) = response(&mut stream) else { break };
-        let mut r = Reader::new(&body);
-        let header = protocol::decode_response_header(&mut r).unwrap();
-        if header.error != ErrorCode::None {
-            if cut.is_none() {
-                panic!("request {i}: {} {}", header.error, header.message);
-            }
-            break;
-        }
-        let base_offset = r.u64("base_offset").unwrap();
+        let base_offset = match broker.produce(i as u32, acks, &values) {
+            Some(Ok(offset)) => offset,
+            Some(Err((code, message))) if cut.is_none() => panic!("request {i}: {code} {message}"),
+            _ => break,
+        };
         acked.push(Acked {
             base_offset,
             values,
             all,
         });
     }
-    drop(stream);
-    handle.stop();
-    let _ = thread.join().unwrap();
+    broker.stop();
     (acked, sim.changes() - start)
 }
 
@@ -167,4 +196,40 @@ fn check_cut(cut: u64) -> usize {
         }
     }
     acked.iter().filter(|a| a.all).count()
+}
+
+/// A failed fsync in the broker's flusher is never retried: the acks=all
+/// request it covered gets a storage error, the partition takes nothing
+/// more, and the records it covered are not taken for durable after a
+/// restart. (Linux's next fsync would report success for the lost pages;
+/// the simulated file system lies the same way.)
+#[test]
+fn a_failed_fsync_answers_acks_all_with_a_storage_error_and_stops_the_partition() {
+    let sim = SimFs::new();
+    sim.create_dir_all_durable(Path::new("/data"));
+    let mut broker = SimBroker::start(&sim);
+    assert_eq!(broker.produce(1, protocol::ACKS_ALL, &[value(0)]), Some(Ok(0)));
+    sim.fail_next_sync(|p| p.extension().is_some_and(|e| e == "log"));
+    let failed = broker.produce(2, protocol::ACKS_ALL, &[value(1)]);
+    let Some(Err((code, message))) = failed else {
+        panic!("acks=all after a failed fsync: {failed:?}");
+    };
+    assert_eq!(code, ErrorCode::StorageError, "{message}");
+    assert!(message.contains("not durable"), "{message}");
+    for (id, acks) in [(3, protocol::ACKS_ALL), (4, protocol::ACKS_LEADER)] {
+        let answer = broker.produce(id, acks, &[value(2)]);
+        assert!(
+            matches!(&answer, Some(Err((ErrorCode::StorageError, m))) if m.contains("failed fsync")),
+            "acks {acks} after the partition stopped: {answer:?}"
+        );
+    }
+    broker.stop();
+    sim.crash(&mut |n| n);
+    sim.restore_power();
+    let back = read_back(&sim);
+    assert_eq!(
+        back,
+        vec![(0, value(0))],
+        "only the record acknowledged durable is back"
+    );
 }
