@@ -5,59 +5,12 @@
 //! Needs root (it mounts a small tmpfs); where mounting fails it prints
 //! `skipped: ...` and passes.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
+use common::{fill, Tmpfs};
 
 use klog::fs::{RealFs, Vfs};
 use klog::index::{IndexEntry, SegmentIndex, ALLOCATION_SLOTS};
-
-/// A tmpfs mounted on a temporary directory, unmounted when dropped (also
-/// when the test fails).
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Result<Tmpfs, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
-        }
-        Ok(Tmpfs { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let unmounted = Command::new("umount").arg(self.dir.path()).status();
-        if !unmounted.is_ok_and(|s| s.success()) {
-            let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
-        }
-    }
-}
-
-/// Writes a file until the disk is full.
-fn fill(path: &PathBuf) {
-    use std::io::Write;
-    let mut file = std::fs::File::create(path).unwrap();
-    let block = vec![0xAB; 4096];
-    loop {
-        match file.write_all(&block) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(nix::libc::ENOSPC) => break,
-            Err(e) => panic!("filling the disk: {e}"),
-        }
-    }
-}
 
 fn entry(i: u32) -> IndexEntry {
     IndexEntry {
