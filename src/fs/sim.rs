@@ -822,6 +822,14 @@ mod tests {
         assert_eq!(fs.read(&path).unwrap(), b"alive\0\0\x09");
     }
 
+    /// Writes `dir/f`, durable in its directory (not the directory itself).
+    fn write_durable_file(fs: &SimFs, dir: &Path) {
+        let file = fs.open(&dir.join("f"), true).unwrap();
+        file.write_all_at(b"bytes", 0).unwrap();
+        file.sync_data().unwrap();
+        fs.sync_dir(dir).unwrap();
+    }
+
     #[test]
     fn a_directory_not_synced_in_its_parent_disappears_at_a_power_cut_with_its_files() {
         let fs = SimFs::new();
@@ -829,10 +837,7 @@ mod tests {
         fs.create_dir_all(kept).unwrap();
         fs.create_dir_all(lost).unwrap();
         for dir in [kept, lost] {
-            let file = fs.open(&dir.join("f"), true).unwrap();
-            file.write_all_at(b"bytes", 0).unwrap();
-            file.sync_data().unwrap();
-            fs.sync_dir(dir).unwrap();
+            write_durable_file(&fs, dir);
         }
         // The files are durable in their directories, but no directory is
         // durable in its parent.
@@ -853,10 +858,7 @@ mod tests {
         fs.sync_dir(Path::new("/data")).unwrap();
         fs.create_dir_all(lost).unwrap();
         for dir in [kept, lost] {
-            let file = fs.open(&dir.join("f"), true).unwrap();
-            file.write_all_at(b"bytes", 0).unwrap();
-            file.sync_data().unwrap();
-            fs.sync_dir(dir).unwrap();
+            write_durable_file(&fs, dir);
         }
         fs.crash(&mut |_| 0);
         assert!(fs.exists(kept));
