@@ -45,6 +45,18 @@
 //! time, unless an `acks=all` request is waiting. `acks=1` answers after the
 //! append, `acks=0` never answers.
 //!
+//! # Faults
+//!
+//! A write that fails (a full disk) undoes the appends gathered with it:
+//! their answers check each append's fate ([`crate::log::Log::fate`]), so
+//! an acks=1 connection whose records were undone closes without answers,
+//! an acks=all request gets `disk_full`, and later appends get `disk_full`
+//! until there is room. A failed fsync stops the partition: acks=all
+//! waiters and produces get `storage_error`, and a restart recovers it. A
+//! partition whose damage is not a torn tail is offline from the start
+//! (`storage_error` naming `klog-recover`, metadata offsets
+//! [`crate::protocol::OFFLINE`]); the others serve.
+//!
 //! # Shutdown
 //!
 //! On SIGTERM or SIGINT the broker stops accepting, stops reading requests,

@@ -32,7 +32,24 @@
 //! this process see only flushed records ([`Log::read`] stops at the flushed
 //! end); without one, records are visible once appended. On open, a log
 //! that was not closed cleanly is recovered from its recovery point
-//! ([`crate::recover`]).
+//! ([`crate::recover`]); one closed cleanly is trusted up to the last
+//! index entry of its active segment.
+//!
+//! # Faults
+//!
+//! - **A failed write** (a full disk) undoes every append that had not
+//!   reached the file: the segment is cut back to its last whole batch,
+//!   and their offsets go to the next appends. Each append carries the
+//!   log's undo epoch, so that an answer waiting for it can ask
+//!   [`Log::fate`] whether its records are still the ones at its offsets.
+//!   Until a write succeeds again, appends are written at once, so the
+//!   producer gets the error itself.
+//! - **A failed fsync** stops the log ([`Log::fail`]): Linux reports a
+//!   writeback error once, so no later fsync may be believed. The active
+//!   segment is cut back to its last durable size; writes, flushes and a
+//!   clean close are refused until a reopen recovers the partition. A
+//!   failure of a [`PendingFlush`] synced outside the lock is seen by the
+//!   log's own next fsync of the same file.
 //!
 //! A `Log` is not thread-safe; the caller serialises access (the broker
 //! holds one lock per partition).

@@ -70,6 +70,10 @@
 //! # Version history
 //!
 //! - version 1 of every request: the first.
+//! - error code 17 `disk_full`; metadata offsets `2^64 - 2` ([`OFFLINE`]) for
+//!   a partition the broker holds but cannot serve. Older clients read the
+//!   first as an unknown error and the second as a partition to fetch,
+//!   which answers `storage_error`.
 
 use std::fmt;
 use std::ops::Range;
