@@ -48,8 +48,8 @@
 //!   writeback error once, so no later fsync may be believed. The active
 //!   segment is cut back to its last durable size; writes, flushes and a
 //!   clean close are refused until a reopen recovers the partition. A
-//!   failure of a [`PendingFlush`] synced outside the lock is seen by the
-//!   log's own next fsync of the same file.
+//!   log's own fsync (a roll, a close) is believed only once every
+//!   [`PendingFlush`] begun before it has synced, and none failed.
 //!
 //! A `Log` is not thread-safe; the caller serialises access (the broker
 //! holds one lock per partition).
@@ -219,13 +219,52 @@ impl FileSlice {
     }
 }
 
+/// The fsyncs a log's [`PendingFlush`]es run outside its lock: how many
+/// are begun and not yet done, and whether one failed.
+///
+/// Linux reports a writeback error to one fsync only: an fsync of the same
+/// file under the lock (a roll, a close) that runs while an outside one
+/// fails may "succeed" for the pages that were lost. So the log's own
+/// fsync is believed only once no outside one is pending, and none failed.
+#[derive(Debug, Default)]
+struct OutsideSyncs {
+    /// (begun and not done, one failed).
+    state: std::sync::Mutex<(u32, bool)>,
+    done: std::sync::Condvar,
+}
+
+impl OutsideSyncs {
+    fn state(&self) -> std::sync::MutexGuard<'_, (u32, bool)> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks one done (`failed` if it did), once.
+    fn finish(&self, failed: bool) {
+        let mut state = self.state();
+        state.0 -= 1;
+        state.1 |= failed;
+        self.done.notify_all();
+    }
+
+    /// Waits until none is pending; whether one failed.
+    fn settled_failed(&self) -> bool {
+        let mut state = self.state();
+        while state.0 > 0 {
+            state = self.done.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+        state.1
+    }
+}
+
 /// A flush begun under the log's lock and synced outside it, so that
-/// appends go on while the disk works (the broker's group commit).
-#[derive(Debug, Clone)]
+/// appends go on while the disk works (the broker's group commit). The log
+/// counts it as pending from [`Log::begin_flush`] until it is synced or
+/// dropped.
+#[derive(Debug)]
 pub struct PendingFlush {
-    /// Set when this sync fails: the log sees it even if its own later
-    /// fsync of the same file "succeeds" (Linux reports an error once).
-    sync_failed: Arc<std::sync::atomic::AtomicBool>,
+    outside: Arc<OutsideSyncs>,
+    /// Whether `sync` ran (and told `outside`).
+    finished: std::sync::atomic::AtomicBool,
     file: Arc<dyn VFile>,
     path: PathBuf,
     segment_base: u64,
@@ -237,8 +276,8 @@ impl PendingFlush {
     /// Makes the records it covers durable (fdatasync); no lock needed.
     pub fn sync(&self) -> Result<()> {
         let synced = self.file.sync_data().ctx("fsync", &self.path);
-        if synced.is_err() {
-            self.sync_failed.store(true, std::sync::atomic::Ordering::SeqCst);
+        if !self.finished.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            self.outside.finish(synced.is_err());
         }
         synced
     }
@@ -246,6 +285,15 @@ impl PendingFlush {
     /// One past the last record it covers.
     pub fn next_offset(&self) -> u64 {
         self.next_offset
+    }
+}
+
+impl Drop for PendingFlush {
+    fn drop(&mut self) {
+        // Never synced: nothing to wait for.
+        if !self.finished.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            self.outside.finish(false);
+        }
     }
 }
 
@@ -281,8 +329,8 @@ pub struct Log {
     undos: std::collections::VecDeque<(u64, u64)>,
     /// Why the log stopped (a failed fsync); it refuses all writes.
     failed: Option<String>,
-    /// Set by a [`PendingFlush`] whose sync failed outside the lock.
-    sync_failed: Arc<std::sync::atomic::AtomicBool>,
+    /// The fsyncs of [`PendingFlush`]es, outside the lock.
+    outside: Arc<OutsideSyncs>,
     /// A write failed and nothing was written since: appends go to the file
     /// at once, so that the next failure is the append's own error.
     write_failing: bool,
@@ -351,7 +399,7 @@ impl Log {
             epoch: 0,
             undos: std::collections::VecDeque::new(),
             failed: None,
-            sync_failed: Arc::default(),
+            outside: Arc::default(),
             write_failing: false,
             _lock: lock,
         };
@@ -519,7 +567,7 @@ impl Log {
     }
 
     fn check_failed(&mut self) -> Result<()> {
-        if self.failed.is_none() && self.sync_failed.load(std::sync::atomic::Ordering::SeqCst) {
+        if self.failed.is_none() && self.outside.state().1 {
             let e = Error::io(
                 "fsync",
                 self.active().path.clone(),
@@ -616,9 +664,12 @@ impl Log {
             let e = Error::io("fsync", &active.path, e);
             return Err(self.fail(&e));
         }
-        // A flush synced outside the lock may have failed meanwhile: then
-        // this fsync's success says nothing about the pages it lost.
-        self.check_failed()?;
+        // A flush synced outside the lock may fail meanwhile: then this
+        // fsync's success says nothing about the pages it lost. Believe it
+        // once those are done (they need no lock, so this cannot block them).
+        if self.outside.settled_failed() {
+            self.check_failed()?;
+        }
         self.durable = (self.active().base_offset, self.active().size);
         self.flushed_offset = self.next_offset();
         self.visible_size = self.active().size;
@@ -644,9 +695,11 @@ impl Log {
         if self.flushed_offset >= self.next_offset() {
             return Ok(None);
         }
+        self.outside.state().0 += 1;
         let active = self.active();
         Ok(Some(PendingFlush {
-            sync_failed: Arc::clone(&self.sync_failed),
+            outside: Arc::clone(&self.outside),
+            finished: std::sync::atomic::AtomicBool::new(false),
             file: Arc::clone(active.file()),
             path: active.path.clone(),
             segment_base: active.base_offset,

@@ -714,3 +714,37 @@ fn swap_index_entries(log: &Path) {
     a.swap_with_slice(&mut b[..8]);
     std::fs::write(&index, &bytes).unwrap();
 }
+
+/// The window the test above cannot reach: the flusher's fsync fails while
+/// a roll's own fsync of the same file runs, before the flusher has said
+/// so. The roll waits for every flush begun before it and fails with it.
+#[test]
+fn a_roll_waits_for_a_flush_begun_outside_the_lock_and_fails_with_it() {
+    let (sim, vfs, dir) = sim_partition();
+    let config = LogConfig {
+        visible_after_flush: true,
+        ..small()
+    };
+    let mut log = Log::open(Arc::clone(&vfs), dir, config, WRITE).unwrap();
+    log.append(&mut uniform_batch(3, 100), 0).unwrap();
+    log.flush().unwrap();
+    log.append(&mut uniform_batch(3, 100), 0).unwrap();
+    let pending = log.begin_flush().unwrap().unwrap();
+    let roll = std::thread::spawn(move || {
+        let rolled = log.roll();
+        (rolled.is_err(), log.flushed_offset())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(
+        !roll.is_finished(),
+        "the roll went on while a flush outside the lock was pending"
+    );
+    sim.fail_next_sync(|p| p.extension().is_some_and(|e| e == "log"));
+    assert!(pending.sync().is_err());
+    let (failed, exposed) = roll.join().unwrap();
+    assert!(
+        failed,
+        "the roll reported records durable that the failed fsync covered"
+    );
+    assert_eq!(exposed, 3);
+}
