@@ -720,7 +720,7 @@ fn cut(
     let first_bad = scan.next_offset + u64::from(count);
     let zeros = is_zero_range(file, path, new_len, len)?;
     let short = stop.error.is_truncated() && cut_bytes < u64::from(crate::limits::BATCH_BYTES_MAX);
-    let lost_pages = !zeros && !short && torn_pages(file, path, stop.position, len)?;
+    let lost_pages = !zeros && !short && torn_pages(file, path, stop.position, new_len, len)?;
     let torn = zeros || short || lost_pages;
     let reason = if zeros {
         "zero-filled tail".to_string()
@@ -760,27 +760,44 @@ fn cut(
 const COPY_CHUNK_BYTES: u64 = 1 << 20;
 
 /// Whether the bad batch at `position` is the last thing in the file and
-/// ends in zeros over a page boundary: what a power cut leaves when the
-/// file's length reached the disk before its last pages did (ext4 and XFS
-/// with delayed allocation). Its header's length says where it ends (a
-/// header that is itself torn ends where a header does); nothing non-zero
-/// may follow, and the zeros must start at a page boundary, since bytes
-/// that are whole but wrong are damage.
-fn torn_pages(file: &dyn VFile, path: &Path, position: u64, len: u64) -> Result<bool> {
+/// its first bad part (the record at `first_bad`, or the header itself)
+/// runs into zeros that start at a page boundary and go on to the end of
+/// the file: what a power cut leaves when the file's length reached the
+/// disk before its last pages did (ext4 and XFS with delayed allocation).
+/// A bad record that ends before the zeros is not explained by a lost page
+/// (a record may legitimately end in zeros): that is damage.
+///
+/// What this cannot tell apart: damage inside the very record that runs
+/// into a lost page. Only a durable mark of the flushed end would.
+fn torn_pages(file: &dyn VFile, path: &Path, position: u64, first_bad: u64, len: u64) -> Result<bool> {
     let Some(last_non_zero) = last_non_zero_byte(file, path, position, len)? else {
         return Ok(true);
     };
-    let zeros_from = last_non_zero + 1;
+    // The zeros reach back over a page boundary (bytes just before it may
+    // be zeros that were written).
+    let boundary = (last_non_zero + 1).div_ceil(PAGE_BYTES) * PAGE_BYTES;
     let mut h = [0u8; BATCH_HEADER_BYTES];
     let n = file.read_at(&mut h, position).ctx("read", path)?;
-    let end = match BatchHeader::decode(&h[..n], crate::limits::BATCH_BYTES_MAX) {
-        Ok(header) => position + header.total_bytes(),
-        Err(_) => position + BATCH_HEADER_BYTES as u64,
+    let bad = match BatchHeader::decode(&h[..n], crate::limits::BATCH_BYTES_MAX) {
+        Ok(_) => first_bad..record_end(file, path, first_bad)?,
+        Err(_) => position..position + BATCH_HEADER_BYTES as u64,
     };
-    // The zeros reach back over a page boundary inside the batch (bytes just
-    // before the boundary may be zeros that were written).
-    let boundary = zeros_from.div_ceil(PAGE_BYTES) * PAGE_BYTES;
-    Ok(boundary < end.min(len))
+    Ok(bad.start < boundary && boundary < bad.end.min(len))
+}
+
+/// Where the record at `at` ends by its length prefix (LEB128), or just
+/// past `at` when the prefix cannot be read.
+fn record_end(file: &dyn VFile, path: &Path, at: u64) -> Result<u64> {
+    let mut prefix = [0u8; 5];
+    let n = file.read_at(&mut prefix, at).ctx("read", path)?;
+    let mut length = 0u64;
+    for (i, &byte) in prefix[..n].iter().enumerate() {
+        length |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Ok((at + i as u64 + 1).saturating_add(length));
+        }
+    }
+    Ok(at + 1)
 }
 
 /// The page size the torn-page rule assumes (the smallest Linux uses).

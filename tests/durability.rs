@@ -748,3 +748,34 @@ fn a_roll_waits_for_a_flush_begun_outside_the_lock_and_fails_with_it() {
     );
     assert_eq!(exposed, 3);
 }
+
+/// Damage is not a torn write just because the batch ends in zeros: a bit
+/// flipped in a record of an fsynced batch whose last value is legitimately
+/// zero-padded (the bad record ends before the zero pages) refuses the open
+/// instead of cutting an acknowledged record and reusing its offset.
+#[test]
+fn a_bad_record_before_zero_pages_of_a_durable_batch_is_damage_not_a_torn_write() {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+    log.append(&mut uniform_batch(3, 100), 0).unwrap();
+    let mut padded = b"tag".to_vec();
+    padded.extend([0u8; 8192]);
+    let mut big = batch_of(&[b"payload-header".to_vec(), padded], 7);
+    log.append(&mut big, 0).unwrap();
+    log.flush().unwrap();
+    drop(log);
+    sim.crash(&mut |n| n);
+    let seg = dir.join("00000000000000000000.log");
+    let mut bytes = sim.read(&seg).unwrap();
+    let start = bytes.len() - big.len();
+    bytes[start + 50] ^= 0x01;
+    sim.write(&seg, &bytes);
+    match Log::open(Arc::clone(&vfs), dir, small(), WRITE) {
+        Err(e) => assert!(e.to_string().contains("klog-recover"), "{e}"),
+        Ok(log) => panic!(
+            "opened at offset {} after cutting {:?}",
+            log.next_offset(),
+            log.recovery().segments.last().unwrap().problem
+        ),
+    }
+}
