@@ -171,6 +171,20 @@ impl Connection {
         }
     }
 
+    /// Fails when metadata reported `partition` of `topic` as
+    /// [`protocol::OFFLINE`] (its `start` offset): with the broker's own
+    /// answer for the partition, which says why.
+    pub fn check_online(&mut self, topic: &str, partition: u32, start: u64) -> Result<()> {
+        if start != protocol::OFFLINE {
+            return Ok(());
+        }
+        self.list_offsets(topic, partition, protocol::EARLIEST)?;
+        Err(Error::Broker {
+            code: ErrorCode::StorageError,
+            message: format!("partition {partition} of {topic:?} is offline"),
+        })
+    }
+
     /// The offset for `at` ([`protocol::EARLIEST`], [`protocol::LATEST`] or
     /// a timestamp); `None` when no record is at or after the timestamp.
     pub fn list_offsets(&mut self, topic: &str, partition: u32, at: i64) -> Result<Option<u64>> {

@@ -118,6 +118,8 @@ fn offsets(routes: &[String], topic: &str, conns: &mut Connections) -> Result<Ve
         for (p, route) in routes.iter().enumerate() {
             if route == addr {
                 out[p] = offsets.get(p).copied().unwrap_or((0, 0));
+                // An offline partition has no end to wait for: say why.
+                conns.with(addr, |c| c.check_online(topic, p as u32, out[p].0))?;
             }
         }
     }

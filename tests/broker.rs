@@ -597,7 +597,9 @@ fn a_damaged_partition_stays_offline_while_the_others_serve() {
         .map(|e| e.unwrap().file_name())
         .collect();
 
-    let broker = BrokerProc::start(dir.path(), &[]);
+    let registry = tempfile::tempdir().unwrap();
+    let registry = registry.path().to_str().unwrap();
+    let broker = BrokerProc::start(dir.path(), &["--registry", registry]);
     let line = broker.wait_for_log("is offline", Duration::from_secs(10));
     assert!(line.contains("hurt-0") && line.contains("klog-recover"), "{line}");
     assert_eq!(consume_from(&broker.addr, "fine", &[]), lines(10), "the others serve");
@@ -607,6 +609,13 @@ fn a_damaged_partition_stays_offline_while_the_others_serve() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains("storage_error").and(predicate::str::contains("klog-recover")));
+    // A group member does not wait for the end of a partition that has none.
+    bin("klog-consume")
+        .args(["-G", "g", "--registry", registry, "-t", "hurt", "-e", "-q"])
+        .timeout(Duration::from_secs(30))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("klog-recover"));
     bin("klog-produce")
         .args(["-b", &broker.addr, "-t", "hurt", "-q"])
         .write_stdin("x\n")

@@ -235,13 +235,9 @@ fn open_remote(args: &Args) -> anyhow::Result<Source> {
             offsets.insert(addr, held);
         }
         let (start, end) = offsets[addr].get(p as usize).copied().unwrap_or((0, 0));
-        if start == crate::protocol::OFFLINE {
-            // The broker's answer for the partition itself says why.
-            conns
-                .with(addr, |c| c.list_offsets(&args.topic, p, crate::protocol::EARLIEST))
-                .with_context(|| format!("partition {p} of {:?} is offline", args.topic))?;
-            anyhow::bail!("partition {p} of {:?} is offline on {addr}", args.topic);
-        }
+        conns
+            .with(addr, |c| c.check_online(&args.topic, p, start))
+            .with_context(|| format!("partition {p} of {:?} is offline", args.topic))?;
         if start == crate::protocol::ELSEWHERE {
             return Err(crate::Error::Broker {
                 code: crate::protocol::ErrorCode::PartitionElsewhere,
