@@ -369,8 +369,8 @@ enum Answer {
 /// request costs no allocation.
 struct ReaderState {
     /// Partitions appended to whose appends may still be gathered in memory.
-    /// Appends since the last settle: partition, undo epoch, and the last
-    /// offset appended in that epoch.
+    /// acks=1 appends since the last settle: partition, undo epoch, and the
+    /// last offset appended in that epoch.
     touched: Vec<(Arc<Partition>, u64, u64)>,
     /// The answer to the request at hand (cleared before each).
     answer: Vec<u8>,
@@ -508,16 +508,20 @@ fn produce(
     let appended = p.lock().append(batch, now);
     match appended {
         Ok(info) => {
-            // One entry per partition and undo epoch: an undo takes back
-            // every append from some offset on, so the epoch's last append
-            // answers for the ones before it.
-            match state
-                .touched
-                .iter_mut()
-                .find(|t| Arc::ptr_eq(&t.0, &p) && t.1 == info.epoch)
-            {
-                Some(t) => t.2 = t.2.max(info.last_offset),
-                None => state.touched.push((Arc::clone(&p), info.epoch, info.last_offset)),
+            // The reader's own answers (acks=1) need their records in the
+            // file first: one entry per partition and undo epoch (an undo
+            // takes back every append from some offset on, so the epoch's
+            // last append answers for the ones before it). An acks=all
+            // answer checks its records' fate itself, when durable.
+            if acks == protocol::ACKS_LEADER {
+                match state
+                    .touched
+                    .iter_mut()
+                    .find(|t| Arc::ptr_eq(&t.0, &p) && t.1 == info.epoch)
+                {
+                    Some(t) => t.2 = t.2.max(info.last_offset),
+                    None => state.touched.push((Arc::clone(&p), info.epoch, info.last_offset)),
+                }
             }
             shared.appends.fetch_add(1, Ordering::Relaxed);
             shared.mark_dirty(&p, acks == protocol::ACKS_ALL);
