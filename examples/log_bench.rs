@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use klog::fs::RealFs;
-use klog::log::{Log, LogConfig, OpenOptions};
-use klog::record::{Batch, BatchBuilder};
+use klog::storage::fs::RealFs;
+use klog::storage::log::{Log, LogConfig, OpenOptions};
+use klog::storage::record::{Batch, BatchBuilder};
 
 struct Options {
     records: u64,
@@ -84,7 +84,7 @@ fn main() -> anyhow::Result<()> {
     let mut builder = BatchBuilder::new();
     let start = Instant::now();
     let mut appended = 0u64;
-    let mut now = klog::produce::now_ms();
+    let mut now = klog::clock::now_ms();
     while appended < o.records {
         let n = o.batch.min(o.records - appended);
         builder.clear();
@@ -94,7 +94,7 @@ fn main() -> anyhow::Result<()> {
         log.append(builder.finish(), now)?;
         appended += n;
         if appended % (1 << 16) < n {
-            now = klog::produce::now_ms();
+            now = klog::clock::now_ms();
         }
     }
     log.flush()?;

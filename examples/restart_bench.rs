@@ -25,7 +25,7 @@
 //! when the cache cannot be dropped every run says "warm cache". Per
 //! partition it times a writable open (`OpenOptions { writable: true, lock:
 //! true }`), the clean close after it, and a read-only open as
-//! [`klog::consume::open_read_only`] does it. Each run prints the
+//! [`klog::tools::consume::open_read_only`] does it. Each run prints the
 //! per-partition minimum, median and maximum in ms and the total over all
 //! partitions; the last line compares the medians with the target of the
 //! issue "Durability without exceptions": at most 50 ms per partition,
@@ -36,10 +36,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use klog::fs::RealFs;
-use klog::log::{Log, LogConfig, OpenOptions};
-use klog::record::BatchBuilder;
-use klog::store::Store;
+use klog::storage::fs::RealFs;
+use klog::storage::log::{Log, LogConfig, OpenOptions};
+use klog::storage::record::BatchBuilder;
+use klog::storage::store::Store;
 
 const TOPIC: &str = "restart-bench";
 const RECORD_BYTES: usize = 200;
@@ -67,7 +67,7 @@ fn parse() -> anyhow::Result<Options> {
         let mut value = || args.next().with_context(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--partitions" => o.partitions = value()?.parse()?,
-            "--segment-size" => o.segment_size = klog::cli::human::parse_size(&value()?).map_err(anyhow::Error::msg)?,
+            "--segment-size" => o.segment_size = klog::human::parse_size(&value()?).map_err(anyhow::Error::msg)?,
             "--dir" => o.dir = Some(value()?.into()),
             "--keep" => o.keep = true,
             "--runs" => o.runs = value()?.parse()?,
@@ -233,7 +233,7 @@ fn build(o: &Options, store: &Store) -> anyhow::Result<()> {
     let mut bytes = 0u64;
     for p in 0..o.partitions {
         let mut log = store.open_log(TOPIC, p, config.clone(), options)?;
-        let now = klog::produce::now_ms();
+        let now = klog::clock::now_ms();
         loop {
             builder.clear();
             for _ in 0..BATCH_RECORDS {
@@ -284,7 +284,7 @@ fn writable_opens(o: &Options, store: &Store, warn: bool) -> anyhow::Result<(Vec
     let (mut opens, mut closes, mut scanned) = (Vec::new(), Vec::new(), 0);
     for p in 0..o.partitions {
         let dir = store.partition_dir(TOPIC, p);
-        if warn && !klog::recover::was_clean(&RealFs, &dir) {
+        if warn && !klog::storage::recover::was_clean(&RealFs, &dir) {
             println!(
                 "warning: {} was not closed cleanly; this open recovers it",
                 dir.display()
@@ -308,7 +308,7 @@ fn read_only_opens(o: &Options, store: &Store) -> anyhow::Result<Vec<f64>> {
     for p in 0..o.partitions {
         let dir = store.partition_dir(TOPIC, p);
         let start = Instant::now();
-        let log = klog::consume::open_read_only(Arc::new(RealFs), &dir)?;
+        let log = klog::tools::consume::open_read_only(Arc::new(RealFs), &dir)?;
         opens.push(ms(start));
         drop(log);
     }

@@ -3,12 +3,11 @@
 //! Every variant is one sentence that names what failed and where (a path, an
 //! offset, a limit), so that a binary can print it as it is, with `{:#}`, and
 //! a user knows what to look at. Decoding errors of the byte formats have their
-//! own small type, [`crate::record::DecodeError`], because recovery branches on
+//! own small type, [`crate::storage::record::DecodeError`], because recovery branches on
 //! "torn tail" versus "corruption".
 
+use std::fmt;
 use std::path::PathBuf;
-
-use crate::record::DecodeError;
 
 /// Result with [`Error`] as the default error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -171,7 +170,7 @@ pub enum Error {
     #[error("the broker says: {message} ({code})")]
     Broker {
         /// The error code.
-        code: crate::protocol::ErrorCode,
+        code: ErrorCode,
         /// What it said.
         message: String,
     },
@@ -217,5 +216,118 @@ pub(crate) trait IoContext<T> {
 impl<T> IoContext<T> for std::io::Result<T> {
     fn ctx(self, op: &'static str, path: &std::path::Path) -> Result<T> {
         self.map_err(|source| Error::io(op, path, source))
+    }
+}
+
+/// Why bytes do not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The bytes end before the structure does: a torn write, or more to read.
+    #[error("truncated: {what} needs {needed} bytes, {available} available")]
+    Truncated {
+        /// What was being read.
+        what: &'static str,
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes there.
+        available: u64,
+    },
+    /// A checksum does not match: the bytes were damaged.
+    #[error("{what} crc mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    CrcMismatch {
+        /// "batch header" or "record".
+        what: &'static str,
+        /// The CRC in the bytes.
+        stored: u32,
+        /// The CRC of the bytes.
+        computed: u32,
+    },
+    /// A length beyond a limit.
+    #[error("{what} of {size} bytes exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// What was too large.
+        what: &'static str,
+        /// Its claimed size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// Bytes that no encoder writes.
+    #[error("malformed {0}")]
+    Malformed(&'static str),
+}
+
+impl DecodeError {
+    /// True when more bytes could make the structure whole (a torn tail).
+    pub fn is_truncated(&self) -> bool {
+        matches!(self, DecodeError::Truncated { .. })
+    }
+}
+
+macro_rules! error_codes {
+    ($($(#[$doc:meta])* $name:ident = $code:literal, $text:literal;)*) => {
+        /// Error codes of responses.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[repr(u16)]
+        pub enum ErrorCode { $($(#[$doc])* $name = $code,)* }
+
+        impl ErrorCode {
+            /// The code for a number; unknown numbers are `Unknown`.
+            pub fn from_u16(v: u16) -> ErrorCode {
+                match v { $($code => ErrorCode::$name,)* _ => ErrorCode::Unknown }
+            }
+
+            /// The code's name, in snake case.
+            pub fn name(self) -> &'static str {
+                match self { $(ErrorCode::$name => $text,)* }
+            }
+        }
+    };
+}
+
+error_codes! {
+    /// Success.
+    None = 0, "none";
+    /// An error this build does not know.
+    Unknown = 1, "unknown";
+    /// The offset is outside the partition's log.
+    OffsetOutOfRange = 2, "offset_out_of_range";
+    /// A batch failed its checks (length, CRC, format).
+    CorruptBatch = 3, "corrupt_batch";
+    /// No such topic.
+    UnknownTopic = 4, "unknown_topic";
+    /// No such partition of the topic.
+    UnknownPartition = 5, "unknown_partition";
+    /// A record is larger than `--max-record-bytes`.
+    RecordTooLarge = 6, "record_too_large";
+    /// The request frame is larger than `--max-request-bytes`.
+    RequestTooLarge = 7, "request_too_large";
+    /// The topic name breaks the naming rule.
+    InvalidTopic = 8, "invalid_topic";
+    /// Unknown api key or version.
+    UnsupportedRequest = 9, "unsupported_request";
+    /// The request's bytes do not decode.
+    InvalidRequest = 10, "invalid_request";
+    /// acks=all: the records were not durable within the timeout.
+    Timeout = 11, "timeout";
+    /// The topic exists already.
+    TopicExists = 12, "topic_exists";
+    /// The broker could not read or write its files.
+    StorageError = 13, "storage_error";
+    /// The broker is shutting down.
+    ShuttingDown = 14, "shutting_down";
+    /// A bound of the broker was hit (connections, topics).
+    LimitReached = 15, "limit_reached";
+    /// The partition is placed on another broker of the cluster.
+    PartitionElsewhere = 16, "partition_elsewhere";
+    /// The broker's disk is full: the records were not stored (none of
+    /// them will appear); appends are accepted again once there is room.
+    DiskFull = 17, "disk_full";
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }

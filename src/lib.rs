@@ -1,45 +1,48 @@
 //! klog: the distributed commit log of the Kafka paper (Kreps, Narkhede,
 //! Rao, 2011), as a library and a toolkit of single-purpose binaries.
 //!
-//! A topic is split into partitions; each partition is a [`log::Log`]: an
-//! append-only sequence of [`segment`] files of CRC-checked [`record`]
-//! batches, with sparse memory-mapped offset and time [`index`]es. A
-//! [`store::Store`] is a data directory of such logs. Crash [`recover`]y
-//! cuts a log at its first damaged record.
+//! The crate is a house of floors; each imports only from its own floor and
+//! those below it (`tests/layers.rs` checks this on the source):
+//!
+//! | floor | folder | what lives there |
+//! |---|---|---|
+//! | 7 | [`cli`] | clap definitions of each binary and the `main` wrapper |
+//! | 6 | [`tools`] | the engines behind the binaries: embedded produce and consume, dump, bench |
+//! | 5 | [`broker`] | the server: listener, connections, flusher, retention |
+//! | 4 | [`client`] | connection, routing, producer, consumer, partitioner, consumer groups |
+//! | 3 | [`coord`] | the registry of brokers, members, owners and offsets; Algorithm 1 |
+//! | 2 | [`protocol`] | klog's pull protocol, sans-I/O: frames, requests, responses |
+//! | 1 | [`storage`] | records, segments, indexes, logs, recovery, the data directory, the `Vfs` seam |
+//! | 0 | the ground | [`error`], [`limits`], [`human`], [`clock`], [`stop`], [`stats`], [`sync`] |
 //!
 //! Where each byte format is specified:
 //!
-//! - batches and records: [`record`]
-//! - segment files: [`segment`]
-//! - index files: [`index`]
-//! - a partition directory's files: [`log`]
-//! - a data directory: [`store`]
+//! - batches and records: [`storage::record`]
+//! - segment files: [`storage::segment`]
+//! - index files: [`storage::index`]
+//! - a partition directory's files: [`storage::log`]
+//! - a data directory: [`storage::store`]
+//! - the wire: [`protocol`]
+//! - the registry directory: [`coord::registry`]
 //!
 //! Every bound is in [`limits`]. All file I/O of a log goes through the
-//! [`fs::Vfs`] seam, so that tests can cut the power anywhere.
+//! [`storage::fs::Vfs`] seam, so that tests can cut the power anywhere.
 
 #![deny(missing_docs)]
 
-pub mod b64;
-pub mod bench;
 pub mod broker;
 pub mod cli;
 pub mod client;
-pub mod consume;
-pub mod dump;
+pub mod clock;
+pub mod coord;
 pub mod error;
-pub mod fs;
-pub mod group;
-pub mod index;
+pub mod human;
 pub mod limits;
-pub mod lock;
-pub mod log;
-pub mod produce;
 pub mod protocol;
-pub mod record;
-pub mod recover;
-pub mod registry;
-pub mod segment;
-pub mod store;
+pub mod stats;
+pub mod stop;
+pub mod storage;
+pub mod sync;
+pub mod tools;
 
 pub use error::{Error, Result};

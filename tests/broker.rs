@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{bin, consume_from, lines, produce_to, BrokerProc};
 use klog::protocol::{self, ErrorCode, Reader};
-use klog::record::BatchBuilder;
+use klog::storage::record::BatchBuilder;
 use predicates::prelude::*;
 
 #[test]
@@ -55,7 +55,7 @@ fn keyed_records_keep_their_partition_and_order() {
     let used: std::collections::HashSet<_> = partition_of.values().collect();
     assert!(used.len() > 1, "keys spread over partitions");
     // The partition is Kafka's: murmur2 of the key.
-    let expected = (klog::produce::murmur2(b"user5") & 0x7fff_ffff) % 4;
+    let expected = (klog::client::partitioner::murmur2(b"user5") & 0x7fff_ffff) % 4;
     assert_eq!(partition_of["user5"], expected.to_string());
 }
 
@@ -489,7 +489,7 @@ fn a_fetch_at_the_end_waits_for_records_instead_of_answering_empty() {
         !parts[0].records.is_empty(),
         "the long poll answered without the new record"
     );
-    let batch = klog::record::Batch::decode(parts[0].records, 1 << 20).unwrap();
+    let batch = klog::storage::record::Batch::decode(parts[0].records, 1 << 20).unwrap();
     let record = batch.records(1 << 20).next().unwrap().unwrap();
     assert_eq!((record.offset, record.value), (1, &b"b"[..]));
 }

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use klog::broker::{Broker, BrokerConfig};
-use klog::fs::sim::SimFs;
-use klog::fs::Vfs;
-use klog::log::{Log, LogConfig, OpenOptions};
 use klog::protocol::{self, ErrorCode, Reader};
-use klog::record::BatchBuilder;
+use klog::storage::fs::sim::SimFs;
+use klog::storage::fs::Vfs;
+use klog::storage::log::{Log, LogConfig, OpenOptions};
+use klog::storage::record::BatchBuilder;
 
 const REQUESTS: u64 = 24;
 const PER_BATCH: u64 = 3;

@@ -10,10 +10,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{bin, log_records as records};
-use klog::fs::sim::SimFs;
-use klog::fs::Vfs;
-use klog::log::{Fate, Log, LogConfig, OpenOptions};
-use klog::record::{Batch, BatchBuilder};
+use klog::storage::fs::sim::SimFs;
+use klog::storage::fs::Vfs;
+use klog::storage::log::{Fate, Log, LogConfig, OpenOptions};
+use klog::storage::record::{Batch, BatchBuilder};
 
 const WRITE: OpenOptions = OpenOptions {
     writable: true,
@@ -212,7 +212,7 @@ fn three_segments(dir: &Path) -> Vec<std::path::PathBuf> {
         segment_bytes: 4096,
         ..small()
     };
-    let vfs: Arc<dyn Vfs> = Arc::new(klog::fs::RealFs);
+    let vfs: Arc<dyn Vfs> = Arc::new(klog::storage::fs::RealFs);
     let mut log = Log::open(Arc::clone(&vfs), dir, config, WRITE).unwrap();
     let mut o = 0;
     while log.segments().count() < 3 {
@@ -272,7 +272,7 @@ fn damage_in_an_older_segment_refuses_to_open_and_changes_nothing() {
     bytes[at] ^= 0x55;
     std::fs::write(&paths[0], &bytes).unwrap();
     let before = listing(&dir);
-    let vfs: Arc<dyn Vfs> = Arc::new(klog::fs::RealFs);
+    let vfs: Arc<dyn Vfs> = Arc::new(klog::storage::fs::RealFs);
     let err = Log::open(Arc::clone(&vfs), &dir, small(), WRITE)
         .unwrap_err()
         .to_string();
@@ -299,11 +299,11 @@ fn damage_in_the_middle_of_the_active_segment_refuses_to_open() {
     std::fs::remove_file(dir.join("clean-shutdown")).unwrap();
     let last = paths.last().unwrap();
     let mut bytes = std::fs::read(last).unwrap();
-    let at = klog::segment::SEGMENT_HEADER_BYTES + 60;
+    let at = klog::storage::segment::SEGMENT_HEADER_BYTES + 60;
     bytes[at] ^= 0x55;
     std::fs::write(last, &bytes).unwrap();
     let before = listing(&dir);
-    let vfs: Arc<dyn Vfs> = Arc::new(klog::fs::RealFs);
+    let vfs: Arc<dyn Vfs> = Arc::new(klog::storage::fs::RealFs);
     let err = Log::open(vfs, &dir, small(), WRITE).unwrap_err().to_string();
     assert!(err.contains("klog-recover"), "{err}");
     assert_eq!(listing(&dir), before);
@@ -321,7 +321,7 @@ fn indexes_are_judged_by_their_invariants_not_by_the_interval() {
         index_interval_bytes: 1000,
         ..small()
     };
-    let vfs: Arc<dyn Vfs> = Arc::new(klog::fs::RealFs);
+    let vfs: Arc<dyn Vfs> = Arc::new(klog::storage::fs::RealFs);
     let mut log = Log::open(Arc::clone(&vfs), &dir, config, WRITE).unwrap();
     for o in 0..60 {
         log.append(&mut batch_of(&[value(o, 100)], 9 + o as i64), 0).unwrap();

@@ -9,8 +9,8 @@ mod common;
 
 use common::{fill, Tmpfs};
 
-use klog::fs::{RealFs, Vfs};
-use klog::index::{IndexEntry, SegmentIndex, ALLOCATION_SLOTS};
+use klog::storage::fs::{RealFs, Vfs};
+use klog::storage::index::{IndexEntry, SegmentIndex, ALLOCATION_SLOTS};
 
 fn entry(i: u32) -> IndexEntry {
     IndexEntry {
@@ -51,7 +51,7 @@ fn a_full_disk_under_the_mapped_index_is_an_error_not_a_sigbus() {
     index.append(entry(next)).unwrap();
     index.trim().unwrap();
     drop(index);
-    let entries = klog::index::read_entries(&RealFs, &log).unwrap();
+    let entries = klog::storage::index::read_entries(&RealFs, &log).unwrap();
     assert_eq!(entries.len(), ALLOCATION_SLOTS + 1);
     assert!(RealFs.exists(&log.with_extension("index")));
     assert_eq!(

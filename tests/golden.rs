@@ -25,15 +25,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use klog::fs::sim::SimFs;
-use klog::fs::Vfs;
-use klog::index::{self, IndexEntry, SegmentIndex};
+use klog::coord::registry::{BrokerInfo, MemberInfo, Placement, Registry};
 use klog::limits::BATCH_BYTES_MAX;
-use klog::log::{Log, LogConfig, OpenOptions};
-use klog::record::{self, Batch, BatchBuilder, BatchHeader};
-use klog::recover;
-use klog::registry::{BrokerInfo, MemberInfo, Placement, Registry};
-use klog::segment;
+use klog::storage::fs::sim::SimFs;
+use klog::storage::fs::Vfs;
+use klog::storage::index::{self, IndexEntry, SegmentIndex};
+use klog::storage::log::{Log, LogConfig, OpenOptions};
+use klog::storage::record::{self, Batch, BatchBuilder, BatchHeader};
+use klog::storage::recover;
+use klog::storage::segment;
 
 // ---------------------------------------------------------------------------
 // Golden file plumbing.

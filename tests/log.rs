@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use common::log_records as records;
 
-use klog::fs::sim::SimFs;
-use klog::fs::{RealFs, Vfs};
-use klog::log::{Log, LogConfig, OpenOptions};
-use klog::record::{Batch, BatchBuilder};
+use klog::storage::fs::sim::SimFs;
+use klog::storage::fs::{RealFs, Vfs};
+use klog::storage::log::{Log, LogConfig, OpenOptions};
+use klog::storage::record::{Batch, BatchBuilder};
 
 const WRITE: OpenOptions = OpenOptions {
     writable: true,
@@ -81,7 +81,7 @@ fn cutting_the_last_record_at_every_byte_keeps_the_whole_ones() {
     let second = &full[before.len()..];
     let mut record_ends = Vec::new();
     let b = Batch::decode(second, 1 << 30).unwrap();
-    let mut end = klog::record::BATCH_HEADER_BYTES;
+    let mut end = klog::storage::record::BATCH_HEADER_BYTES;
     for r in b.records(1 << 20) {
         end += r.unwrap().encoded_bytes as usize;
         record_ends.push(end);
@@ -90,7 +90,7 @@ fn cutting_the_last_record_at_every_byte_keeps_the_whole_ones() {
         sim.write(&path, &full[..before.len() + cut]);
         let mut log = open(&vfs, dir);
         let whole = record_ends.iter().filter(|&&e| e <= cut).count() as u64;
-        let expected_end = 3 + if cut < klog::record::BATCH_HEADER_BYTES {
+        let expected_end = 3 + if cut < klog::storage::record::BATCH_HEADER_BYTES {
             0
         } else {
             whole
@@ -165,7 +165,11 @@ fn damaged_indexes_are_rebuilt_and_lookups_equal_a_scan() {
     drop(log);
     // What open rebuilt is on disk now: the files check clean.
     for l in &logs {
-        assert!(klog::index::read_entries(&RealFs, l).is_ok(), "{}", l.display());
+        assert!(
+            klog::storage::index::read_entries(&RealFs, l).is_ok(),
+            "{}",
+            l.display()
+        );
     }
 }
 
@@ -433,7 +437,7 @@ fn random_bytes_in_segments_and_indexes_never_panic() {
     let originals: Vec<Vec<u8>> = names.iter().map(|n| template.read(&dir.join(n)).unwrap()).collect();
     for round in 0..3_000 {
         let header: Vec<u8> = (0..(next() % 40)).map(|_| next() as u8).collect();
-        let _ = klog::segment::decode_header(&header);
+        let _ = klog::storage::segment::decode_header(&header);
         let sim = SimFs::new();
         let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
         vfs.create_dir_all(dir).unwrap();
@@ -455,7 +459,7 @@ fn random_bytes_in_segments_and_indexes_never_panic() {
             sim.write(&dir.join(name), &bytes);
         }
         let log_path = dir.join(names[0]);
-        let _ = klog::index::read_entries(&sim, &log_path);
+        let _ = klog::storage::index::read_entries(&sim, &log_path);
         let read_only = OpenOptions {
             writable: false,
             lock: false,
@@ -569,7 +573,7 @@ fn sim_with(dir: &Path, files: &std::collections::BTreeMap<std::path::PathBuf, V
 
 #[test]
 fn recovery_killed_at_any_change_then_run_again_ends_in_the_same_files() {
-    use klog::recover::{recover_partition, RecoverOptions};
+    use klog::storage::recover::{recover_partition, RecoverOptions};
     let dir = Path::new("/d/t-0");
     let damaged = damaged_partition(dir);
     let options = RecoverOptions {

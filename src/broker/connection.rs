@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use super::{error_code, Partition, Shared};
 use crate::limits;
-use crate::log::{Fate, FileSlice};
 use crate::protocol::{self, put, ErrorCode, FetchPartition, Request, RequestError, RequestHeader, TopicMetadata};
+use crate::storage::log::{Fate, FileSlice};
 
 /// A response waiting its turn in the connection's queue.
 enum Pending {
@@ -25,7 +25,7 @@ enum Pending {
         partition: Arc<Partition>,
         base_offset: u64,
         offset: u64,
-        /// The log's undo epoch at the append (see [`crate::log::Log::fate`]).
+        /// The log's undo epoch at the append (see [`crate::storage::log::Log::fate`]).
         epoch: u64,
         deadline: Instant,
     },
@@ -504,7 +504,7 @@ fn produce(
         }
         Err((code, msg)) => return reply(&mut state.answer, code, msg),
     };
-    let now = crate::produce::now_ms();
+    let now = crate::clock::now_ms();
     let appended = p.lock().append(batch, now);
     match appended {
         Ok(info) => {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
-use crate::bench::{self, OwnBroker, ProduceRun, Report};
+use crate::tools::bench::{self, OwnBroker, ProduceRun, Report};
 
 /// Measures a broker: produce and consume throughput, end-to-end latency,
 /// and the experiments of the 2011 Kafka paper. Without -b it starts a

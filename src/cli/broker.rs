@@ -8,7 +8,7 @@ use clap::Parser;
 
 use crate::broker::{Broker, BrokerConfig};
 use crate::limits;
-use crate::log::LogConfig;
+use crate::storage::log::LogConfig;
 
 /// Serves the topics of a data directory to producers and consumers over
 /// TCP (the pull protocol), with zero-copy fetches and group-committed

@@ -9,14 +9,14 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 
+use crate::client::group::{GroupConfig, GroupMember};
+use crate::client::offset::{resolve_in, OffsetSpec};
 use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
-use crate::consume::{self, Envelope, Format, OffsetSpec, PartitionReader};
-use crate::fs::{RealFs, Vfs};
-use crate::group::{GroupConfig, GroupMember};
-use crate::produce;
-use crate::record::Record;
-use crate::registry::Registry;
-use crate::store::Store;
+use crate::coord::registry::Registry;
+use crate::storage::fs::{RealFs, Vfs};
+use crate::storage::record::Record;
+use crate::storage::store::Store;
+use crate::tools::consume::{self, Envelope, Format, PartitionReader};
 
 /// Prints the records of a topic, and keeps following new ones like
 /// `tail -f` unless -e or -c says when to stop.
@@ -249,7 +249,7 @@ fn open_remote(args: &Args) -> anyhow::Result<Source> {
             .context("use --registry DIR to find each partition's broker");
         }
         let name = format!("{} [{p}]", args.topic);
-        let offset = consume::resolve_in(start, end, args.offset, &name, |ts| {
+        let offset = resolve_in(start, end, args.offset, &name, |ts| {
             conns.with(addr, |c| c.list_offsets(&args.topic, p, ts))
         })?;
         let part = ConsumerPartition {
@@ -270,7 +270,7 @@ fn follow_embedded(
     printer: &mut Printer<'_>,
     say: super::Say,
 ) -> anyhow::Result<()> {
-    while printer.printed < printer.limit && !produce::stopping() {
+    while printer.printed < printer.limit && !crate::stop::stopping() {
         let mut progressed = false;
         for f in follows.iter_mut() {
             let stop_at = if args.exit_at_end { f.end } else { u64::MAX };
@@ -354,7 +354,7 @@ fn follow_group(args: &Args, say: super::Say) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot join group {group:?} for topic {:?}", args.topic))?;
     say.info(format_args!("Group {group}: {}", describe(&member, &args.topic)));
     let mut printer = new_printer(args);
-    while printer.printed < printer.limit && !produce::stopping() && !member.done()? {
+    while printer.printed < printer.limit && !crate::stop::stopping() && !member.done()? {
         if member.needs_rebalance()? {
             printer.out.flush().context("cannot write to stdout")?;
             member.rebalance()?;
@@ -409,7 +409,7 @@ fn follow_remote(
                 return Ok(());
             }
         }
-        if printer.printed >= printer.limit || produce::stopping() {
+        if printer.printed >= printer.limit || crate::stop::stopping() {
             return Ok(());
         }
         let n = consumer

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 
-use crate::dump::{self, Dumper};
+use crate::tools::dump::{self, Dumper};
 
 /// Prints the batches (or records) of segment files, the entries of index
 /// files, or whole partition and data directories with a summary table.
@@ -100,7 +100,7 @@ fn dump_registry(dir: &Path, json: bool) -> anyhow::Result<()> {
 
     use serde_json::json;
 
-    use crate::registry::Registry;
+    use crate::coord::registry::Registry;
     if !dir.join("brokers").is_dir() {
         anyhow::bail!("not a registry (no brokers/ inside)");
     }

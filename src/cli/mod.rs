@@ -9,11 +9,12 @@
 use std::io::{self, IsTerminal};
 use std::process::ExitCode;
 
+use crate::human;
+
 pub mod bench;
 pub mod broker;
 pub mod consume;
 pub mod dump;
-pub mod human;
 pub mod produce;
 pub mod recover;
 
@@ -121,7 +122,7 @@ pub fn progress_allowed() -> bool {
 }
 
 /// Blocks SIGINT and SIGTERM in every thread and handles them on a
-/// dedicated one, which sets [`crate::produce::STOP`] and calls
+/// dedicated one, which sets [`crate::stop::STOP`] and calls
 /// `on_signal`. Loops check the flag and end cleanly (exit 0). Call before
 /// starting other threads.
 pub fn handle_signals(on_signal: impl Fn() + Send + 'static) -> anyhow::Result<()> {
@@ -132,7 +133,7 @@ pub fn handle_signals(on_signal: impl Fn() + Send + 'static) -> anyhow::Result<(
     set.thread_block()?;
     std::thread::Builder::new().name("signals".into()).spawn(move || {
         if set.wait().is_ok() {
-            crate::produce::STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+            crate::stop::STOP.store(true, std::sync::atomic::Ordering::Relaxed);
             on_signal();
         }
     })?;
@@ -170,6 +171,6 @@ pub fn acks_arg(s: &str) -> Result<i8, String> {
 
 /// A clap value parser for a topic name.
 pub fn topic_arg(s: &str) -> Result<String, String> {
-    crate::store::validate_topic(s).map_err(|e| e.to_string())?;
+    crate::storage::store::validate_topic(s).map_err(|e| e.to_string())?;
     Ok(s.to_string())
 }

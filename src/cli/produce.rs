@@ -9,11 +9,13 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 
+use crate::client::partitioner::Partitioner;
+use crate::client::{BatchOptions, ParsedRecord};
 use crate::client::{ClusterProducer, Producer, ProducerConfig};
-use crate::log::LogConfig;
-use crate::produce::{self, BatchOptions, EmbeddedProducer, ParseOptions, ParsedRecord, Partitioner, RecordSplitter};
-use crate::registry::Registry;
-use crate::store::Store;
+use crate::coord::registry::Registry;
+use crate::storage::log::LogConfig;
+use crate::storage::store::Store;
+use crate::tools::produce::{self, EmbeddedProducer, ParseOptions, RecordSplitter};
 use crate::{limits, Error};
 
 /// Reads records from stdin (or FILEs), one per line by default, and
@@ -113,7 +115,7 @@ impl Read for ChannelReader {
         while self.at == self.chunk.len() {
             let deadline = std::time::Instant::now() + self.linger;
             loop {
-                if produce::stopping() {
+                if crate::stop::stopping() {
                     return Ok(0);
                 }
                 let wait = deadline.saturating_duration_since(std::time::Instant::now());
@@ -329,7 +331,7 @@ fn produce_all(args: &Args, reader: ChannelReader, producer: &mut Sink, record_m
     let mut partitioner = Partitioner::new(producer.partitions(), args.partition);
     let mut splitter = RecordSplitter::new(reader, args.delimiter.0.clone(), record_max);
     let mut record = ParsedRecord::default();
-    let mut now = produce::now_ms();
+    let mut now = crate::clock::now_ms();
     let mut since_clock = 0u32;
     loop {
         let raw = match splitter.next_record() {
@@ -337,7 +339,7 @@ fn produce_all(args: &Args, reader: ChannelReader, producer: &mut Sink, record_m
             Ok(None) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // The linger time passed without input: write partial batches.
-                now = produce::now_ms();
+                now = crate::clock::now_ms();
                 producer.flush_pending(now)?;
                 continue;
             }
@@ -348,7 +350,7 @@ fn produce_all(args: &Args, reader: ChannelReader, producer: &mut Sink, record_m
         // One clock read per 256 records: timestamps are ms anyway.
         since_clock += 1;
         if since_clock == 256 {
-            now = produce::now_ms();
+            now = crate::clock::now_ms();
             since_clock = 0;
         }
         let partition = partitioner.partition(record.key.as_deref());

@@ -6,11 +6,11 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 
-use crate::fs::RealFs;
-use crate::lock::PartitionLock;
-use crate::log::LogConfig;
-use crate::recover::{self, RecoverOptions, RecoveryReport};
-use crate::store;
+use crate::storage::fs::RealFs;
+use crate::storage::lock::PartitionLock;
+use crate::storage::log::LogConfig;
+use crate::storage::recover::{self, RecoverOptions, RecoveryReport};
+use crate::storage::store;
 
 /// Verifies every record's length and CRC, truncates each log at its first
 /// bad record (saving the cut bytes beside it), and rebuilds indexes.
@@ -69,7 +69,7 @@ fn has_segments(dir: &Path) -> bool {
             rd.filter_map(|e| e.ok()).any(|e| {
                 e.file_name()
                     .to_str()
-                    .is_some_and(|n| crate::segment::parse_log_file_name(n).is_some())
+                    .is_some_and(|n| crate::storage::segment::parse_log_file_name(n).is_some())
             })
         })
         .unwrap_or(false)
@@ -135,7 +135,7 @@ fn recover_one(dir: &Path, options: &RecoverOptions) -> anyhow::Result<RecoveryR
         Some(PartitionLock::acquire(dir)?)
     };
     if options.dry_run {
-        if let Some(pid) = crate::lock::holder(dir) {
+        if let Some(pid) = crate::storage::lock::holder(dir) {
             anyhow::bail!("{} is locked by pid {pid}", dir.display());
         }
     }

@@ -279,7 +279,7 @@ pub fn consume_registry(registry: &str, topic: &str, args: &[&str]) -> String {
 /// Every record of `log` from its start, as (offset, value), read through
 /// `Log::read` with every CRC checked against the format's limits. Each
 /// read must begin with a whole batch (the byte budget may cut the last).
-pub fn log_records(log: &klog::log::Log) -> Vec<(u64, Vec<u8>)> {
+pub fn log_records(log: &klog::storage::log::Log) -> Vec<(u64, Vec<u8>)> {
     use klog::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
     let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut offset = log.start_offset();
@@ -287,7 +287,7 @@ pub fn log_records(log: &klog::log::Log) -> Vec<(u64, Vec<u8>)> {
     while let Some(slice) = log.read(offset, 1 << 16).unwrap() {
         slice.read_into(&mut buf).unwrap();
         let mut at = 0;
-        while let Ok(b) = klog::record::Batch::decode(&buf[at..], BATCH_BYTES_MAX) {
+        while let Ok(b) = klog::storage::record::Batch::decode(&buf[at..], BATCH_BYTES_MAX) {
             for r in b.records(RECORD_BYTES_MAX_LIMIT) {
                 let r = r.unwrap();
                 if r.offset >= offset {

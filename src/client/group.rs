@@ -8,7 +8,7 @@
 //!    partition.
 //! 2. Read the live members subscribed to the topic and the topic's
 //!    partition count; sort both; with `j` this member's index, claim the
-//!    contiguous range [`crate::registry::assign`] gives it.
+//!    contiguous range [`crate::coord::registry::assign`] gives it.
 //! 3. If a partition is still owned by another member (which has not yet
 //!    noticed the change), release everything, back off a random while
 //!    and retry.
@@ -28,11 +28,11 @@
 
 use std::time::{Duration, Instant};
 
+use crate::client::offset::{resolve_in, OffsetSpec};
 use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
-use crate::consume::OffsetSpec;
+use crate::coord::registry::{assign, Ephemeral, MemberInfo, Registry};
 use crate::error::{Error, Result};
-use crate::record::Record;
-use crate::registry::{assign, Ephemeral, MemberInfo, Registry};
+use crate::storage::record::Record;
 
 /// How a member behaves.
 #[derive(Debug, Clone)]
@@ -283,7 +283,7 @@ impl GroupMember {
             // off, retry (the paper's answer to a conflict).
             self.release();
             attempt += 1;
-            if crate::produce::stopping() {
+            if crate::stop::stopping() {
                 return Ok(());
             }
             std::thread::sleep(self.backoff(attempt));
@@ -321,7 +321,7 @@ impl GroupMember {
                         other => other,
                     };
                     let topic = &self.config.topic;
-                    crate::consume::resolve_in(start, end, spec, &name, |ts| {
+                    resolve_in(start, end, spec, &name, |ts| {
                         self.conns.with(&addr, |c| c.list_offsets(topic, *p, ts))
                     })?
                 }

@@ -66,11 +66,12 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use nix::errno::Errno;
 
 use super::{MapMut, VFile, Vfs};
+use crate::sync::lock;
 
 /// The allocation unit of [`SimFs`]'s capacity accounting.
 pub const SIM_BLOCK_BYTES: u64 = 4096;
@@ -271,10 +272,6 @@ struct SimMap {
     path: PathBuf,
     epoch: u64,
     buf: Vec<u8>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn not_found(path: &Path) -> io::Error {

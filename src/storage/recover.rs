@@ -60,10 +60,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, IoContext, Result};
-use crate::fs::{VFile, Vfs};
-use crate::index::{self, IndexEntry};
-use crate::record::{self, BatchHeader, DecodeError, BATCH_HEADER_BYTES};
-use crate::segment::{self, BatchScanner, ScanStop, SEGMENT_HEADER_BYTES};
+use crate::storage::fs::{VFile, Vfs};
+use crate::storage::index::{self, IndexEntry};
+use crate::storage::record::{self, BatchHeader, DecodeError, BATCH_HEADER_BYTES};
+use crate::storage::segment::{self, BatchScanner, ScanStop, SEGMENT_HEADER_BYTES};
 
 /// Name of the directory, inside a partition, that recovery moves segments
 /// after a cut into.
@@ -548,7 +548,7 @@ fn recover_segment(
         return Ok(report);
     }
     let (disk, index_problem) = match index::read_entries(vfs, path) {
-        Ok(entries) => match index::check_entries(&entries, len, u64::from(u32::MAX)) {
+        Ok(entries) => match index::check_entries(&entries, SEGMENT_HEADER_BYTES as u64..len, u64::from(u32::MAX)) {
             Ok(()) => (entries, None),
             Err(e) => (Vec::new(), Some(e)),
         },

@@ -3,7 +3,7 @@
 //! # File layout
 //!
 //! A segment starts with a 24-byte header, then batches back to back (see
-//! [`crate::record`]); nothing follows the last batch. Little-endian:
+//! [`crate::storage::record`]); nothing follows the last batch. Little-endian:
 //!
 //! | offset | size | field         | meaning                                           |
 //! |-------:|-----:|---------------|---------------------------------------------------|
@@ -30,9 +30,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
-use crate::fs::{VFile, Vfs};
-use crate::index::{IndexEntry, SegmentIndex};
-use crate::record::{self, BatchHeader, DecodeError, BATCH_HEADER_BYTES};
+use crate::storage::fs::{VFile, Vfs};
+use crate::storage::index::{IndexEntry, SegmentIndex};
+use crate::storage::record::{self, BatchHeader, DecodeError, BATCH_HEADER_BYTES};
 
 /// Bytes of the segment header.
 pub const SEGMENT_HEADER_BYTES: usize = 24;
@@ -517,7 +517,7 @@ impl Segment {
     /// `offset` is at or past the end of the segment's first `end` bytes.
     pub fn find(&self, offset: u64, end: u64, batch_bytes_max: u32) -> Result<Option<(u64, BatchHeader)>> {
         let rel = offset.saturating_sub(self.base_offset);
-        let start = crate::index::last_where(&self.entries, |e| u64::from(e.relative_offset) <= rel)
+        let start = crate::storage::index::last_where(&self.entries, |e| u64::from(e.relative_offset) <= rel)
             .map_or(SEGMENT_HEADER_BYTES as u64, |i| u64::from(self.entries[i].position));
         let mut position = start;
         let mut header_buf = [0u8; BATCH_HEADER_BYTES];

@@ -73,7 +73,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, IoContext, Result};
-use crate::fs::{RealFs, Vfs};
+use crate::storage::fs::{RealFs, Vfs};
 
 /// Magic first line of an offset file.
 const OFFSET_MAGIC: &str = "klog-offset 1";
@@ -149,7 +149,7 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let bytes = serde_json::to_vec(value).map_err(|e| Error::Config(e.to_string()))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("entry");
-    crate::recover::write_atomic(&RealFs, dir, name, &bytes)
+    crate::storage::recover::write_atomic(&RealFs, dir, name, &bytes)
 }
 
 /// Whether the flock on `path` is held by some process now.
@@ -178,7 +178,7 @@ fn try_lock(path: &Path) -> Result<Option<Flock<File>>> {
 
 /// Checks a name used in a registry path.
 fn check_name(kind: &'static str, name: &str) -> Result<()> {
-    crate::store::validate_topic(name).map_err(|_| Error::Config(format!("invalid {kind} name {name:?}")))
+    crate::storage::store::validate_topic(name).map_err(|_| Error::Config(format!("invalid {kind} name {name:?}")))
 }
 
 impl Registry {
@@ -286,10 +286,10 @@ impl Registry {
     }
 
     fn owner_path(&self, group: &str, topic: &str, partition: u32) -> PathBuf {
-        self.dir
-            .join("owners")
-            .join(group)
-            .join(format!("{}.lock", crate::store::partition_dir_name(topic, partition)))
+        self.dir.join("owners").join(group).join(format!(
+            "{}.lock",
+            crate::storage::store::partition_dir_name(topic, partition)
+        ))
     }
 
     /// Claims a partition for `member`: `None` when another member owns it.
@@ -328,7 +328,7 @@ impl Registry {
         self.dir
             .join("offsets")
             .join(group)
-            .join(crate::store::partition_dir_name(topic, partition))
+            .join(crate::storage::store::partition_dir_name(topic, partition))
     }
 
     /// The group's committed offset for a partition (the next offset to
@@ -366,7 +366,7 @@ impl Registry {
         std::fs::create_dir_all(dir).ctx("create", dir)?;
         let name = path.file_name().and_then(|n| n.to_str()).expect("name");
         let text = format!("{OFFSET_MAGIC}\n{offset}\n");
-        crate::recover::write_atomic(&RealFs as &dyn Vfs, dir, name, text.as_bytes())
+        crate::storage::recover::write_atomic(&RealFs as &dyn Vfs, dir, name, text.as_bytes())
     }
 
     /// Every committed offset of `group`: (topic, partition, offset).
@@ -377,7 +377,7 @@ impl Registry {
         };
         let mut out = Vec::new();
         for name in entries.filter_map(|e| e.ok()?.file_name().into_string().ok()) {
-            if let Some((topic, p)) = crate::store::parse_partition_dir(&name) {
+            if let Some((topic, p)) = crate::storage::store::parse_partition_dir(&name) {
                 let offset = self
                     .committed(group, &topic, p)
                     .and_then(|o| o.ok_or_else(|| Error::Config("vanished".into())));

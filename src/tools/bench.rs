@@ -7,107 +7,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::broker::{Broker, BrokerConfig, BrokerHandle};
+use crate::client::{BatchOptions, ParsedRecord};
 use crate::client::{Connection, Consumer, ConsumerConfig, ConsumerPartition, Producer, ProducerConfig};
 use crate::error::{Error, Result};
-use crate::produce::{BatchOptions, ParsedRecord};
-
-/// Sub-buckets per power of two: values are kept within 1/16 (6%).
-const SUB_BUCKETS: usize = 16;
-
-/// A log-linear histogram of microseconds: exact below 16 µs, then 16
-/// buckets per power of two. Fixed size, no allocation per value.
-#[derive(Debug, Clone)]
-pub struct Histogram {
-    counts: Vec<u64>,
-    total: u64,
-    sum: f64,
-    max: u64,
-}
-
-impl Default for Histogram {
-    fn default() -> Histogram {
-        Histogram {
-            counts: vec![0; 64 * SUB_BUCKETS],
-            total: 0,
-            sum: 0.0,
-            max: 0,
-        }
-    }
-}
-
-impl Histogram {
-    fn bucket(value: u64) -> usize {
-        if value < SUB_BUCKETS as u64 {
-            return value as usize;
-        }
-        let power = 63 - value.leading_zeros() as usize; // >= 4
-        let sub = ((value >> (power - 4)) & (SUB_BUCKETS as u64 - 1)) as usize;
-        (power - 3) * SUB_BUCKETS + sub
-    }
-
-    /// The smallest value of a bucket.
-    fn low(bucket: usize) -> u64 {
-        if bucket < SUB_BUCKETS {
-            return bucket as u64;
-        }
-        let power = bucket / SUB_BUCKETS + 3;
-        let sub = (bucket % SUB_BUCKETS) as u64;
-        (1u64 << power) | (sub << (power - 4))
-    }
-
-    /// Records `n` occurrences of `value_us`.
-    pub fn record_n(&mut self, value_us: u64, n: u64) {
-        self.counts[Self::bucket(value_us)] += n;
-        self.total += n;
-        self.sum += value_us as f64 * n as f64;
-        self.max = self.max.max(value_us);
-    }
-
-    /// Adds another histogram's values.
-    pub fn merge(&mut self, other: &Histogram) {
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a += b;
-        }
-        self.total += other.total;
-        self.sum += other.sum;
-        self.max = self.max.max(other.max);
-    }
-
-    /// Values recorded.
-    pub fn count(&self) -> u64 {
-        self.total
-    }
-
-    /// The mean, µs.
-    pub fn mean(&self) -> f64 {
-        if self.total == 0 {
-            0.0
-        } else {
-            self.sum / self.total as f64
-        }
-    }
-
-    /// The largest value, µs.
-    pub fn max(&self) -> u64 {
-        self.max
-    }
-
-    /// The value at quantile `q` (0..=1), µs: the low end of its bucket.
-    pub fn quantile(&self, q: f64) -> u64 {
-        if self.total == 0 {
-            return 0;
-        }
-        let rank = ((q * self.total as f64).ceil() as u64).clamp(1, self.total);
-        let mut seen = 0;
-        for (i, c) in self.counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                return Self::low(i).min(self.max);
-            }
-        }
-        self.max
-    }
-}
+use crate::stats::Histogram;
 
 /// What a run measured.
 #[derive(Debug, Clone, Default)]
@@ -224,7 +127,7 @@ impl OwnBroker {
                             && dir
                                 .file_name()
                                 .and_then(|n| n.to_str())
-                                .and_then(crate::store::parse_partition_dir)
+                                .and_then(crate::storage::store::parse_partition_dir)
                                 .is_some_and(|(t, _)| t == topic)
                         {
                             e.metadata().map_or(0, |m| m.len())
@@ -329,14 +232,14 @@ fn produce_share(
         timestamp: None,
     };
     let mut partition = first_partition % partitions;
-    let mut now = crate::produce::now_ms();
+    let mut now = crate::clock::now_ms();
     for i in 0..records {
         producer.send(partition, &record, &[], now)?;
         if (i + 1) % u64::from(run.batch.max(1)) == 0 {
             partition = (partition + 1) % partitions;
         }
         if i % 4096 == 4095 {
-            now = crate::produce::now_ms();
+            now = crate::clock::now_ms();
             progress(sent.fetch_add(4096, Ordering::Relaxed) + 4096);
         }
     }
@@ -551,12 +454,7 @@ fn send_paced(
         }
         let sent_us = epoch.elapsed().as_micros() as u64;
         record.value[..8].copy_from_slice(&sent_us.to_le_bytes());
-        producer.send(
-            (i % u64::from(partitions)) as u32,
-            &record,
-            &[],
-            crate::produce::now_ms(),
-        )?;
+        producer.send((i % u64::from(partitions)) as u32, &record, &[], crate::clock::now_ms())?;
         // Linger at most a millisecond.
         if Instant::now() >= next_flush {
             producer.flush_pending()?;
@@ -565,30 +463,4 @@ fn send_paced(
     }
     let (_, result) = producer.close();
     result
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn histogram_quantiles_are_within_a_sixteenth() {
-        let mut h = Histogram::default();
-        for v in 1..=100_000u64 {
-            h.record_n(v, 1);
-        }
-        assert_eq!(h.count(), 100_000);
-        assert_eq!(h.max(), 100_000);
-        for (q, exact) in [(0.5, 50_000.0), (0.99, 99_000.0), (0.999, 99_900.0)] {
-            let got = h.quantile(q) as f64;
-            assert!((got - exact).abs() / exact <= 1.0 / 16.0, "q{q}: {got} vs {exact}");
-        }
-        assert!((h.mean() - 50_000.5).abs() < 1.0);
-        for v in [0u64, 1, 15, 16, 17, 1000, 1 << 40, u64::MAX] {
-            let b = Histogram::bucket(v);
-            assert!(Histogram::low(b) <= v, "{v}");
-            // The last bucket (of u64::MAX) has no successor.
-            assert!(v == u64::MAX || Histogram::low(b + 1) > v, "{v}");
-        }
-    }
 }

@@ -5,8 +5,8 @@
 //!
 //! ```text
 //! <topic>-<partition>/
-//!   00000000000000000000.log        segment: header, then batches (crate::segment)
-//!   00000000000000000000.index      sparse offset index (crate::index)
+//!   00000000000000000000.log        segment: header, then batches (crate::storage::segment)
+//!   00000000000000000000.index      sparse offset index (crate::storage::index)
 //!   00000000000000000000.timeindex  sparse time index
 //!   00000000000000051200.log ...    next segment, named by its base offset
 //!   recovery-point                  "klog-recovery-point 1\n<offset>\n": records below are durable
@@ -32,7 +32,7 @@
 //! this process see only flushed records ([`Log::read`] stops at the flushed
 //! end); without one, records are visible once appended. On open, a log
 //! that was not closed cleanly is recovered from its recovery point
-//! ([`crate::recover`]); one closed cleanly is trusted up to the last
+//! ([`crate::storage::recover`]); one closed cleanly is trusted up to the last
 //! index entry of its active segment.
 //!
 //! # Faults
@@ -59,13 +59,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
-use crate::fs::{VFile, Vfs};
-use crate::index::{self, INDEX_ENTRY_BYTES_MAX};
 use crate::limits;
-use crate::lock::PartitionLock;
-use crate::record::{self, Batch, BatchHeader, BATCH_HEADER_BYTES};
-use crate::recover::{self, RecoverOptions, RecoveryReport};
-use crate::segment::Segment;
+use crate::storage::fs::{VFile, Vfs};
+use crate::storage::index::{self, INDEX_ENTRY_BYTES_MAX};
+use crate::storage::lock::PartitionLock;
+use crate::storage::record::{self, Batch, BatchHeader, BATCH_HEADER_BYTES};
+use crate::storage::recover::{self, RecoverOptions, RecoveryReport};
+use crate::storage::segment::Segment;
 
 /// How a log rolls, retains, flushes and checks.
 #[derive(Debug, Clone)]

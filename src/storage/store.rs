@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! <data-dir>/
-//!   <topic>-<partition>/   one directory per partition, partition from 0 (see crate::log)
+//!   <topic>-<partition>/   one directory per partition, partition from 0 (see crate::storage::log)
 //! ```
 //!
 //! A topic exists when its partition directories do; its partition count is
@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
-use crate::fs::{RealFs, Vfs};
 use crate::limits::{PARTITIONS_MAX, TOPIC_NAME_BYTES_MAX};
-use crate::log::{Log, LogConfig, OpenOptions};
+use crate::storage::fs::{RealFs, Vfs};
+use crate::storage::log::{Log, LogConfig, OpenOptions};
 
 /// Checks a topic name against the naming rule.
 pub fn validate_topic(name: &str) -> Result<()> {
@@ -137,7 +137,7 @@ impl Store {
             self.vfs.create_dir_all(&dir).ctx("create", &dir)?;
             // Every partition starts with an empty segment, so that readers
             // of a partition that has no record yet find an empty log.
-            let mut segment = crate::segment::Segment::create(&*self.vfs, &dir, 0, 1)?;
+            let mut segment = crate::storage::segment::Segment::create(&*self.vfs, &dir, 0, 1)?;
             segment.deactivate()?;
         }
         self.vfs.sync_dir(&self.dir).ctx("fsync directory", &self.dir)?;

@@ -3,7 +3,7 @@
 //! NDJSON), problems on stderr, and a comfy-table summary per partition.
 //!
 //! Problems in a partition directory come from a dry run of
-//! [`crate::recover`], the same code that repairs them, so `klog-dump
+//! [`crate::storage::recover`], the same code that repairs them, so `klog-dump
 //! --verify` reports exactly what `klog-recover --full` would change.
 
 use std::io::{self, BufWriter, Stdout, Write};
@@ -12,12 +12,13 @@ use std::path::Path;
 use comfy_table::Table;
 use serde_json::json;
 
-use crate::cli::human::format_rfc3339;
-use crate::fs::{RealFs, Vfs};
-use crate::record::{Batch, BatchHeader};
-use crate::recover::{self, RecoverOptions};
-use crate::segment::{self, BatchScanner};
-use crate::{index, limits, lock};
+use crate::human::format_rfc3339;
+use crate::limits;
+use crate::storage::fs::{RealFs, Vfs};
+use crate::storage::record::{Batch, BatchHeader};
+use crate::storage::recover::{self, RecoverOptions};
+use crate::storage::segment::{self, BatchScanner};
+use crate::storage::{index, lock};
 
 /// What to print.
 #[derive(Debug, Clone, Copy)]

@@ -1,10 +1,10 @@
 //! The narrow file-I/O seam the log writes through.
 //!
-//! Every byte a [`crate::log::Log`] stores goes through a [`Vfs`]: files it
+//! Every byte a [`crate::storage::log::Log`] stores goes through a [`Vfs`]: files it
 //! creates, appends, truncates, syncs and maps, and the directory operations
 //! (create, rename, remove, directory fsync) that make those durable. The
 //! production implementation, [`RealFs`], is a thin layer over `std::fs`,
-//! `memmap2` and `fsync`. [`crate::fs::sim::SimFs`] keeps files in memory and
+//! `memmap2` and `fsync`. [`crate::storage::fs::sim::SimFs`] keeps files in memory and
 //! remembers what was made durable, so that a test can cut the power at any
 //! point and see only what an fsync had reached; it can also kill the
 //! process, fail an fsync the way Linux does, and run out of space.
@@ -16,7 +16,7 @@
 //! real (`fallocate`), so that `ENOSPC` comes back as an `Err` there, and
 //! later stores into the range have their blocks. Whoever maps a file for
 //! writing allocates each region before any store reaches it (see
-//! [`crate::index`]).
+//! [`crate::storage::index`]).
 
 use std::fmt;
 use std::fs::{File, OpenOptions};

@@ -48,7 +48,7 @@
 //! # Faults
 //!
 //! A write that fails (a full disk) undoes the appends gathered with it:
-//! their answers check each append's fate ([`crate::log::Log::fate`]), so
+//! their answers check each append's fate ([`crate::storage::log::Log::fate`]), so
 //! an acks=1 connection whose records were undone closes without answers,
 //! an acks=all request gets `disk_full`, and later appends get `disk_full`
 //! until there is room. A failed fsync stops the partition: acks=all
@@ -74,10 +74,11 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::limits;
-use crate::log::{Log, LogConfig, OpenOptions};
 use crate::protocol::ErrorCode;
-use crate::record::DecodeError;
-use crate::store::Store;
+use crate::storage::log::{Log, LogConfig, OpenOptions};
+use crate::storage::record::DecodeError;
+use crate::storage::store::Store;
+use crate::sync::lock;
 
 mod connection;
 
@@ -112,7 +113,7 @@ pub struct BrokerConfig {
     pub quiet: bool,
     /// The file system the data directory is on: the real one, or a
     /// simulated one whose power a test can cut.
-    pub vfs: Arc<dyn crate::fs::Vfs>,
+    pub vfs: Arc<dyn crate::storage::fs::Vfs>,
 }
 
 impl BrokerConfig {
@@ -132,7 +133,7 @@ impl BrokerConfig {
             request_timeout_ms: limits::REQUEST_TIMEOUT_MS_DEFAULT,
             registry: None,
             quiet: false,
-            vfs: Arc::new(crate::fs::RealFs),
+            vfs: Arc::new(crate::storage::fs::RealFs),
         }
     }
 }
@@ -188,7 +189,7 @@ struct Shared {
     topics: RwLock<BTreeMap<String, Vec<Option<Arc<Partition>>>>>,
     /// This broker's id in the registry (stable across restarts).
     broker_id: String,
-    registry: Option<crate::registry::Registry>,
+    registry: Option<crate::coord::registry::Registry>,
     /// Serialises topic creation.
     creating: Mutex<()>,
     dirty: Mutex<Dirty>,
@@ -204,13 +205,9 @@ struct Shared {
     /// Clones of open sockets, to stop their readers at shutdown.
     sockets: Mutex<HashMap<u64, TcpStream>>,
     /// This broker's registry entry, rewritten when its topics change.
-    registered: Mutex<Option<(crate::registry::Ephemeral, crate::registry::BrokerInfo)>>,
+    registered: Mutex<Option<(crate::coord::registry::Ephemeral, crate::coord::registry::BrokerInfo)>>,
     /// Partitions that could not be opened (damaged), and why.
     offline: Mutex<BTreeMap<(String, u32), String>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Shared {
@@ -222,7 +219,7 @@ impl Shared {
     }
 
     fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Relaxed) || crate::produce::stopping()
+        self.stop.load(Ordering::Relaxed) || crate::stop::stopping()
     }
 
     fn partition(&self, topic: &str, partition: u32) -> std::result::Result<Arc<Partition>, (ErrorCode, String)> {
@@ -291,7 +288,7 @@ impl Shared {
     /// Creates `topic` (or finds it); returns its partition count and
     /// whether it existed.
     fn create_topic(&self, topic: &str, partitions: u32) -> Result<(u32, bool)> {
-        crate::store::validate_topic(topic)?;
+        crate::storage::store::validate_topic(topic)?;
         let _creating = lock(&self.creating);
         if let Some(parts) = self.topics.read().unwrap_or_else(|p| p.into_inner()).get(topic) {
             return Ok((parts.len() as u32, true));
@@ -512,7 +509,7 @@ impl Broker {
             TcpListener::bind(&config.listen).with_context(|| format!("cannot listen on {}", config.listen))?;
         let registry = match &config.registry {
             Some(dir) => Some(
-                crate::registry::Registry::open(dir)
+                crate::coord::registry::Registry::open(dir)
                     .with_context(|| format!("cannot open the registry {}", dir.display()))?,
             ),
             None => None,
@@ -540,7 +537,7 @@ impl Broker {
         // Register first: placing a topic counts the live brokers.
         if let Some(registry) = &shared.registry {
             let addr = listener.local_addr()?;
-            let info = crate::registry::BrokerInfo {
+            let info = crate::coord::registry::BrokerInfo {
                 id: shared.broker_id.clone(),
                 host: addr.ip().to_string(),
                 port: addr.port(),
@@ -577,7 +574,7 @@ impl Broker {
     }
 
     /// Serves until stopped (a handle's `stop`, or SIGTERM/SIGINT through
-    /// [`crate::produce::STOP`]), then shuts down cleanly.
+    /// [`crate::stop::STOP`]), then shuts down cleanly.
     pub fn run(self) -> anyhow::Result<()> {
         let shared = Arc::clone(&self.shared);
         let flusher = {
@@ -689,19 +686,20 @@ impl Broker {
 
 /// The broker's id, kept in `<data-dir>/broker-id` so that it survives
 /// restarts (the registry places partitions by it).
-fn stable_broker_id(vfs: &dyn crate::fs::Vfs, data_dir: &std::path::Path) -> anyhow::Result<String> {
+fn stable_broker_id(vfs: &dyn crate::storage::fs::Vfs, data_dir: &std::path::Path) -> anyhow::Result<String> {
     use anyhow::Context;
     let path = data_dir.join("broker-id");
-    if let Some(text) = crate::recover::read_small(vfs, &path) {
+    if let Some(text) = crate::storage::recover::read_small(vfs, &path) {
         let id = text.trim().to_string();
-        crate::store::validate_topic(&id).with_context(|| format!("{} holds no valid broker id", path.display()))?;
+        crate::storage::store::validate_topic(&id)
+            .with_context(|| format!("{} holds no valid broker id", path.display()))?;
         return Ok(id);
     }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let id = format!("broker-{nanos:x}");
-    crate::recover::write_atomic(vfs, data_dir, "broker-id", format!("{id}\n").as_bytes())?;
+    crate::storage::recover::write_atomic(vfs, data_dir, "broker-id", format!("{id}\n").as_bytes())?;
     Ok(id)
 }
 
@@ -712,7 +710,7 @@ fn flusher(shared: &Shared) {
         let due: Vec<Arc<Partition>> = {
             let mut dirty = lock(&shared.dirty);
             loop {
-                let due = take_due(&mut dirty, config, crate::produce::now_ms());
+                let due = take_due(&mut dirty, config, crate::clock::now_ms());
                 if !due.is_empty() {
                     break due;
                 }
@@ -835,7 +833,7 @@ fn retention(shared: &Shared) {
         }
         next = Instant::now() + interval;
         for p in shared.all_partitions() {
-            let deleted = p.lock().apply_retention(crate::produce::now_ms());
+            let deleted = p.lock().apply_retention(crate::clock::now_ms());
             match deleted {
                 Ok(d) if !d.is_empty() => shared.log(format_args!(
                     "Retention deleted {} segments of {}-{} (first offsets {:?})",
@@ -854,9 +852,9 @@ fn retention(shared: &Shared) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::sim::SimFs;
-    use crate::fs::Vfs;
-    use crate::record::BatchBuilder;
+    use crate::storage::fs::sim::SimFs;
+    use crate::storage::fs::Vfs;
+    use crate::storage::record::BatchBuilder;
 
     fn partition() -> Arc<Partition> {
         let vfs: Arc<dyn Vfs> = Arc::new(SimFs::new());

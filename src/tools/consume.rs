@@ -10,84 +10,23 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use base64::Engine as _;
 use serde::Serialize;
 
-use crate::cli::human::format_rfc3339;
-use crate::error::{Error, IoContext, Result};
-use crate::fs::{VFile, Vfs};
-use crate::log::{Log, LogConfig, OpenOptions};
-use crate::record::{Batch, DecodeError, Record, BATCH_HEADER_BYTES};
-use crate::segment::{log_file_name, SEGMENT_HEADER_BYTES};
-use crate::{limits, recover};
-
-/// Where to start reading a partition (`-o`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OffsetSpec {
-    /// The first offset held.
-    Beginning,
-    /// The next offset to be written.
-    End,
-    /// An absolute offset.
-    Absolute(u64),
-    /// This many records before the end, clamped to the beginning.
-    FromEnd(u64),
-    /// The first record whose timestamp is at or after this (ms).
-    Timestamp(i64),
-    /// The consumer group's committed offset (`-G` only).
-    Stored,
-}
-
-impl std::str::FromStr for OffsetSpec {
-    type Err = String;
-
-    fn from_str(s: &str) -> std::result::Result<OffsetSpec, String> {
-        Ok(match s {
-            "beginning" => OffsetSpec::Beginning,
-            "end" => OffsetSpec::End,
-            "stored" => OffsetSpec::Stored,
-            _ if s.starts_with('@') => OffsetSpec::Timestamp(crate::cli::human::parse_timestamp_ms(&s[1..])?),
-            _ if s.starts_with('-') => OffsetSpec::FromEnd(s[1..].parse().map_err(|_| bad_offset(s))?),
-            _ => OffsetSpec::Absolute(s.parse().map_err(|_| bad_offset(s))?),
-        })
-    }
-}
-
-fn bad_offset(s: &str) -> String {
-    format!("{s:?} is not an offset: use beginning, end, stored, N, -N or @TIMESTAMP")
-}
+use crate::client::offset::{resolve_in, OffsetSpec};
+use crate::error::{IoContext, Result};
+use crate::human::format_rfc3339;
+use crate::limits;
+use crate::storage::fs::{VFile, Vfs};
+use crate::storage::log::{Log, LogConfig, OpenOptions};
+use crate::storage::record::{Batch, DecodeError, Record, BATCH_HEADER_BYTES};
+use crate::storage::recover;
+use crate::storage::segment::{log_file_name, SEGMENT_HEADER_BYTES};
 
 /// Resolves a start position against an open log.
 pub fn resolve(log: &Log, spec: OffsetSpec, name: &str) -> Result<u64> {
     resolve_in(log.start_offset(), log.next_offset(), spec, name, |ts| {
         log.offset_for_timestamp(ts)
-    })
-}
-
-/// Resolves a start position in a partition holding `start..end`;
-/// `by_timestamp` finds the first offset at or after a timestamp.
-pub fn resolve_in(
-    start: u64,
-    end: u64,
-    spec: OffsetSpec,
-    name: &str,
-    by_timestamp: impl FnOnce(i64) -> Result<Option<u64>>,
-) -> Result<u64> {
-    Ok(match spec {
-        OffsetSpec::Beginning => start,
-        OffsetSpec::End => end,
-        OffsetSpec::Absolute(n) if (start..=end).contains(&n) => n,
-        OffsetSpec::Absolute(n) => {
-            return Err(Error::Config(format!(
-                "offset {n} is out of range for {name}: it holds offsets {start}..{end}"
-            )))
-        }
-        OffsetSpec::FromEnd(n) => end.saturating_sub(n).max(start),
-        OffsetSpec::Timestamp(ts) => by_timestamp(ts)?.unwrap_or(end),
-        OffsetSpec::Stored => {
-            return Err(Error::Config(
-                "-o stored reads a consumer group's committed offset: it needs -G GROUP --registry DIR".into(),
-            ))
-        }
     })
 }
 
@@ -116,7 +55,7 @@ impl std::str::FromStr for Format {
     type Err = String;
 
     fn from_str(s: &str) -> std::result::Result<Format, String> {
-        let raw = crate::cli::human::parse_escapes(s)?;
+        let raw = crate::human::parse_escapes(s)?;
         let mut tokens = Vec::new();
         let mut lit = Vec::new();
         let mut i = 0;
@@ -222,7 +161,10 @@ pub struct Envelope<'a> {
 fn text(bytes: &[u8]) -> (std::borrow::Cow<'_, str>, Option<&'static str>) {
     match std::str::from_utf8(bytes) {
         Ok(s) => (std::borrow::Cow::Borrowed(s), None),
-        Err(_) => (std::borrow::Cow::Owned(crate::b64::encode(bytes)), Some("base64")),
+        Err(_) => (
+            std::borrow::Cow::Owned(base64::engine::general_purpose::STANDARD.encode(bytes)),
+            Some("base64"),
+        ),
     }
 }
 
@@ -238,7 +180,7 @@ impl<'a> Envelope<'a> {
                 headers.push(if all_text {
                     text(part).0
                 } else {
-                    std::borrow::Cow::Owned(crate::b64::encode(part))
+                    std::borrow::Cow::Owned(base64::engine::general_purpose::STANDARD.encode(part))
                 });
             }
         }
@@ -327,7 +269,7 @@ impl PartitionReader {
             .ctx("read", &self.path)?;
         self.buf.truncate(n);
         if n >= BATCH_HEADER_BYTES {
-            if let Ok(h) = crate::record::BatchHeader::decode(&self.buf, limits::BATCH_BYTES_MAX) {
+            if let Ok(h) = crate::storage::record::BatchHeader::decode(&self.buf, limits::BATCH_BYTES_MAX) {
                 let total = h.total_bytes() as usize;
                 if total > self.buf.len() && self.position + total as u64 <= len {
                     // A batch larger than the budget: read it whole.
@@ -420,22 +362,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn offset_specs() {
-        assert_eq!("beginning".parse(), Ok(OffsetSpec::Beginning));
-        assert_eq!("end".parse(), Ok(OffsetSpec::End));
-        assert_eq!("42".parse(), Ok(OffsetSpec::Absolute(42)));
-        assert_eq!("-5".parse(), Ok(OffsetSpec::FromEnd(5)));
-        assert_eq!("@1000".parse(), Ok(OffsetSpec::Timestamp(1000)));
-        assert!("x".parse::<OffsetSpec>().is_err());
-        assert_eq!("stored".parse(), Ok(OffsetSpec::Stored));
-    }
-
-    #[test]
     fn formats() {
         assert!("%q".parse::<Format>().is_err());
         assert!("%".parse::<Format>().is_err());
         let f: Format = r"%t/%p@%o %k=%s (%S) %% %h\n".parse().unwrap();
-        let mut b = crate::record::BatchBuilder::new();
+        let mut b = crate::storage::record::BatchBuilder::new();
         b.push(5, Some(b"k"), &[(b"h", b"v")], b"val");
         let bytes = b.finish().to_vec();
         let batch = Batch::decode(&bytes, 1 << 20).unwrap();

@@ -50,14 +50,14 @@
 //! `tests/golden/index/` and the indexes in `tests/golden/partition/` pin
 //! both layouts; a diff there is a format change and needs a version bump.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{IoContext, Result};
-use crate::fs::{MapMut, VFile, Vfs};
-use crate::record::u32_at;
-use crate::record::u64_at;
-use crate::segment::SEGMENT_HEADER_BYTES;
+use crate::storage::fs::{MapMut, VFile, Vfs};
+use crate::storage::record::u32_at;
+use crate::storage::record::u64_at;
 
 /// Bytes of one `.index` entry.
 pub const OFFSET_ENTRY_BYTES: usize = 8;
@@ -99,10 +99,12 @@ fn entry_at(offsets: &[u8], times: &[u8], i: usize) -> IndexEntry {
 }
 
 /// Checks a list of entries against the log they index: what `open` trusts.
-pub fn check_entries(entries: &[IndexEntry], log_len: u64, relative_end: u64) -> Result<(), String> {
+/// Every position must fall in `positions` (the log's batch bytes: after
+/// its header, before its end).
+pub fn check_entries(entries: &[IndexEntry], positions: Range<u64>, relative_end: u64) -> Result<(), String> {
     let mut prev: Option<IndexEntry> = None;
     for (i, e) in entries.iter().enumerate() {
-        if u64::from(e.position) < SEGMENT_HEADER_BYTES as u64 || u64::from(e.position) >= log_len {
+        if !positions.contains(&u64::from(e.position)) {
             return Err(format!("entry {i}: position {} outside the log", e.position));
         }
         if u64::from(e.relative_offset) >= relative_end {
@@ -359,7 +361,7 @@ impl SegmentIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::sim::SimFs;
+    use crate::storage::fs::sim::SimFs;
 
     #[test]
     fn an_index_file_larger_than_any_index_is_refused_unread() {
@@ -368,7 +370,7 @@ mod tests {
         let (offsets, times) = index_paths(&log);
         std::fs::File::create(&offsets).unwrap().set_len(1 << 40).unwrap();
         std::fs::File::create(&times).unwrap().set_len(12).unwrap();
-        let err = read_entries(&crate::fs::RealFs, &log).unwrap_err();
+        let err = read_entries(&crate::storage::fs::RealFs, &log).unwrap_err();
         assert!(err.contains("larger than any index"), "{err}");
     }
 
@@ -403,9 +405,9 @@ mod tests {
         index.trim().unwrap();
         assert_eq!(vfs.read(&log.with_extension("index")).unwrap().len(), 24);
         assert_eq!(read_entries(&vfs, &log).unwrap(), entries);
-        assert!(check_entries(&entries, 4001, 21).is_ok());
-        assert!(check_entries(&entries, 4000, 21).is_err());
-        assert!(check_entries(&entries, 4001, 20).is_err());
+        assert!(check_entries(&entries, 24..4001, 21).is_ok());
+        assert!(check_entries(&entries, 24..4000, 21).is_err());
+        assert!(check_entries(&entries, 24..4001, 20).is_err());
     }
 
     #[test]

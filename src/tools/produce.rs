@@ -15,78 +15,15 @@
 //! records go round-robin. A fixed partition (`-p`) overrides both.
 
 use std::io::{self, Read};
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::error::{Error, Result};
-use crate::log::{Log, LogConfig, OpenOptions};
-use crate::record::BatchBuilder;
-use crate::store::Store;
+use base64::Engine as _;
 
-/// Kafka's murmur2 hash (the Java client's `Utils.murmur2`).
-pub fn murmur2(data: &[u8]) -> u32 {
-    const M: u32 = 0x5bd1_e995;
-    const SEED: u32 = 0x9747_b28c;
-    let mut h = SEED ^ data.len() as u32;
-    let mut chunks = data.chunks_exact(4);
-    for c in &mut chunks {
-        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        k = k.wrapping_mul(M);
-        k ^= k >> 24;
-        k = k.wrapping_mul(M);
-        h = h.wrapping_mul(M);
-        h ^= k;
-    }
-    let rest = chunks.remainder();
-    if rest.len() >= 3 {
-        h ^= u32::from(rest[2]) << 16;
-    }
-    if rest.len() >= 2 {
-        h ^= u32::from(rest[1]) << 8;
-    }
-    if !rest.is_empty() {
-        h ^= u32::from(rest[0]);
-        h = h.wrapping_mul(M);
-    }
-    h ^= h >> 13;
-    h = h.wrapping_mul(M);
-    h ^= h >> 15;
-    h
-}
-
-/// Chooses partitions: by key hash, else round-robin, unless fixed.
-#[derive(Debug, Clone)]
-pub struct Partitioner {
-    partitions: u32,
-    fixed: Option<u32>,
-    next: u32,
-}
-
-impl Partitioner {
-    /// A partitioner over `partitions` partitions, or always `fixed`.
-    pub fn new(partitions: u32, fixed: Option<u32>) -> Partitioner {
-        assert!(partitions > 0, "a topic has partitions");
-        Partitioner {
-            partitions,
-            fixed,
-            next: 0,
-        }
-    }
-
-    /// The partition of a record with this key.
-    pub fn partition(&mut self, key: Option<&[u8]>) -> u32 {
-        if let Some(p) = self.fixed {
-            return p;
-        }
-        match key {
-            Some(key) => (murmur2(key) & 0x7fff_ffff) % self.partitions,
-            None => {
-                let p = self.next;
-                self.next = (self.next + 1) % self.partitions;
-                p
-            }
-        }
-    }
-}
+use crate::client::producer::check_record;
+use crate::client::{BatchOptions, ParsedRecord};
+use crate::error::Result;
+use crate::storage::log::{Log, LogConfig, OpenOptions};
+use crate::storage::record::BatchBuilder;
+use crate::storage::store::Store;
 
 /// Splits a byte stream into records at a delimiter, through one buffer.
 #[derive(Debug)]
@@ -175,19 +112,6 @@ impl<R: Read> RecordSplitter<R> {
     }
 }
 
-/// A record parsed from input, borrowing from it where it can.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct ParsedRecord {
-    /// The key, if any.
-    pub key: Option<Vec<u8>>,
-    /// The value.
-    pub value: Vec<u8>,
-    /// Headers of this record (besides the fixed `-H` ones).
-    pub headers: Vec<(Vec<u8>, Vec<u8>)>,
-    /// Its own timestamp (`-J` envelopes), else the time of sending.
-    pub timestamp: Option<i64>,
-}
-
 /// Parses one JSON envelope as `klog-consume -J` prints it.
 pub fn parse_envelope(line: &[u8]) -> std::result::Result<ParsedRecord, String> {
     let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| format!("bad JSON: {e}"))?;
@@ -202,7 +126,9 @@ pub fn parse_envelope(line: &[u8]) -> std::result::Result<ParsedRecord, String> 
     };
     let decode = |field: &str, s: &str, b64: bool| -> std::result::Result<Vec<u8>, String> {
         if b64 {
-            crate::b64::decode(s).map_err(|e| format!("\"{field}\": {e}"))
+            base64::engine::general_purpose::STANDARD
+                .decode(s)
+                .map_err(|e| format!("\"{field}\": {e}"))
         } else {
             Ok(s.as_bytes().to_vec())
         }
@@ -277,15 +203,6 @@ pub fn parse_record(raw: &[u8], options: &ParseOptions, out: &mut ParsedRecord) 
     Ok(())
 }
 
-/// How to batch.
-#[derive(Debug, Clone, Copy)]
-pub struct BatchOptions {
-    /// Records per batch at most.
-    pub records_max: u32,
-    /// Bytes per batch at most (a single larger record still goes alone).
-    pub bytes_max: usize,
-}
-
 /// What a produce run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProduceSummary {
@@ -307,52 +224,6 @@ pub struct EmbeddedProducer {
     batch: BatchOptions,
     /// Records appended so far.
     pub delivered: u64,
-}
-
-/// A record's headers: (name, value) pairs; borrowed when they are just
-/// the fixed ones (no allocation per record).
-pub type Headers<'a, 'h> = std::borrow::Cow<'h, [(&'a [u8], &'a [u8])]>;
-
-/// A record checked for a partition of a topic of `count` partitions:
-/// its headers (the fixed ones first) and its encoded size, or why it
-/// cannot go (no such partition, or larger than `record_bytes_max`).
-pub fn check_record<'a, 'h>(
-    topic: &str,
-    partition: u32,
-    count: u32,
-    record: &'a ParsedRecord,
-    fixed_headers: &'h [(&'a [u8], &'a [u8])],
-    record_bytes_max: u32,
-) -> Result<(Headers<'a, 'h>, usize)> {
-    if partition >= count {
-        return Err(Error::UnknownPartition {
-            topic: topic.to_string(),
-            partition,
-            count,
-        });
-    }
-    let headers: Headers<'a, 'h> = if record.headers.is_empty() {
-        std::borrow::Cow::Borrowed(fixed_headers)
-    } else {
-        let own = record.headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice()));
-        std::borrow::Cow::Owned(fixed_headers.iter().copied().chain(own).collect())
-    };
-    let size = BatchBuilder::record_size(record.key.as_deref(), &headers, &record.value);
-    if size > record_bytes_max as usize {
-        return Err(Error::TooLarge {
-            what: "record",
-            size: size as u64,
-            limit: u64::from(record_bytes_max),
-        });
-    }
-    Ok((headers, size))
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl EmbeddedProducer {
@@ -443,7 +314,7 @@ impl EmbeddedProducer {
 
     /// Appends every partial batch, then flushes and closes every log.
     pub fn close(mut self) -> Result<u64> {
-        self.flush_pending(now_ms())?;
+        self.flush_pending(crate::clock::now_ms())?;
         for log in self.logs.into_iter().flatten() {
             log.close()?;
         }
@@ -451,32 +322,9 @@ impl EmbeddedProducer {
     }
 }
 
-/// Set by a signal handler to ask long loops to stop.
-pub static STOP: AtomicBool = AtomicBool::new(false);
-
-/// Whether a stop was asked for.
-pub fn stopping() -> bool {
-    STOP.load(Ordering::Relaxed)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn murmur2_matches_kafka() {
-        // Vectors from Kafka's UtilsTest.testMurmur2.
-        let cases: [(&[u8], i32); 5] = [
-            (b"21", -973_932_308),
-            (b"foobar", -790_332_482),
-            (b"a-little-bit-long-string", -985_981_536),
-            (b"a-little-bit-longer-string", -1_486_304_829),
-            (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58_897_971),
-        ];
-        for (input, expected) in cases {
-            assert_eq!(murmur2(input) as i32, expected, "{}", String::from_utf8_lossy(input));
-        }
-    }
 
     #[test]
     fn splitter_handles_multibyte_delimiters_across_reads() {
@@ -514,5 +362,21 @@ mod tests {
         assert!(parse_envelope(b"{").is_err());
         assert!(parse_envelope(br#"{"headers":["a"]}"#).is_err());
         assert!(parse_envelope(br#"[1]"#).is_err());
+    }
+
+    #[test]
+    fn base64_fields_are_canonical_rfc_4648() {
+        let all: Vec<u8> = (0..=255).collect();
+        let coded = base64::engine::general_purpose::STANDARD.encode(&all);
+        let line = format!(r#"{{"payload":"{coded}","payload_encoding":"base64"}}"#);
+        assert_eq!(parse_envelope(line.as_bytes()).unwrap().value, all);
+        let r = parse_envelope(br#"{"payload":"Zm9vYg==","payload_encoding":"base64"}"#).unwrap();
+        assert_eq!(r.value, b"foob");
+        // Short padding, bad characters, data after padding, and trailing
+        // bits that are not zero ("Zh==" would also decode to "f").
+        for bad in ["Zg=", "Z===", "Zg==Zg==", "Zm9*", "é", "Zh=="] {
+            let line = format!(r#"{{"payload":"{bad}","payload_encoding":"base64"}}"#);
+            assert!(parse_envelope(line.as_bytes()).is_err(), "{bad}");
+        }
     }
 }

@@ -30,7 +30,7 @@
 //!
 //! | api_key | request        | body                                                                   |
 //! |--------:|----------------|------------------------------------------------------------------------|
-//! | 0 | produce      | `acks i8` (0, 1, -1 = all) · `timeout_ms u32` · `topic str` · `partition u32` · `records bytes` (one batch, `crate::record`) |
+//! | 0 | produce      | `acks i8` (0, 1, -1 = all) · `timeout_ms u32` · `topic str` · `partition u32` · `records bytes` (one batch, `crate::storage::record`) |
 //! | 1 | fetch        | `max_wait_ms u32` · `min_bytes u32` · `count u16` · count × (`topic str` · `partition u32` · `offset u64` · `max_bytes u32`) |
 //! | 2 | list_offsets | `topic str` · `partition u32` · `at i64` (-2 earliest, -1 latest, ≥ 0 the first record at or after this timestamp, ms) |
 //! | 3 | metadata     | `count u16` · count × `topic str` (0 topics: every topic)              |
@@ -75,7 +75,7 @@
 //!   first as an unknown error and the second as a partition to fetch,
 //!   which answers `storage_error`.
 
-use std::fmt;
+pub use crate::error::ErrorCode;
 use std::ops::Range;
 
 /// Bytes of a frame's length prefix.
@@ -137,73 +137,6 @@ impl ApiKey {
             4 => ApiKey::CreateTopic,
             _ => return None,
         })
-    }
-}
-
-macro_rules! error_codes {
-    ($($(#[$doc:meta])* $name:ident = $code:literal, $text:literal;)*) => {
-        /// Error codes of responses.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        #[repr(u16)]
-        pub enum ErrorCode { $($(#[$doc])* $name = $code,)* }
-
-        impl ErrorCode {
-            /// The code for a number; unknown numbers are `Unknown`.
-            pub fn from_u16(v: u16) -> ErrorCode {
-                match v { $($code => ErrorCode::$name,)* _ => ErrorCode::Unknown }
-            }
-
-            /// The code's name, in snake case.
-            pub fn name(self) -> &'static str {
-                match self { $(ErrorCode::$name => $text,)* }
-            }
-        }
-    };
-}
-
-error_codes! {
-    /// Success.
-    None = 0, "none";
-    /// An error this build does not know.
-    Unknown = 1, "unknown";
-    /// The offset is outside the partition's log.
-    OffsetOutOfRange = 2, "offset_out_of_range";
-    /// A batch failed its checks (length, CRC, format).
-    CorruptBatch = 3, "corrupt_batch";
-    /// No such topic.
-    UnknownTopic = 4, "unknown_topic";
-    /// No such partition of the topic.
-    UnknownPartition = 5, "unknown_partition";
-    /// A record is larger than `--max-record-bytes`.
-    RecordTooLarge = 6, "record_too_large";
-    /// The request frame is larger than `--max-request-bytes`.
-    RequestTooLarge = 7, "request_too_large";
-    /// The topic name breaks the naming rule.
-    InvalidTopic = 8, "invalid_topic";
-    /// Unknown api key or version.
-    UnsupportedRequest = 9, "unsupported_request";
-    /// The request's bytes do not decode.
-    InvalidRequest = 10, "invalid_request";
-    /// acks=all: the records were not durable within the timeout.
-    Timeout = 11, "timeout";
-    /// The topic exists already.
-    TopicExists = 12, "topic_exists";
-    /// The broker could not read or write its files.
-    StorageError = 13, "storage_error";
-    /// The broker is shutting down.
-    ShuttingDown = 14, "shutting_down";
-    /// A bound of the broker was hit (connections, topics).
-    LimitReached = 15, "limit_reached";
-    /// The partition is placed on another broker of the cluster.
-    PartitionElsewhere = 16, "partition_elsewhere";
-    /// The broker's disk is full: the records were not stored (none of
-    /// them will appear); appends are accepted again once there is room.
-    DiskFull = 17, "disk_full";
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 

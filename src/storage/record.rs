@@ -64,6 +64,7 @@
 //! `tests/golden/batch.bin` pins this layout (`tests/golden.rs`); a diff
 //! there is a format change and needs a new magic.
 
+pub use crate::error::DecodeError;
 use std::fmt;
 
 use crate::limits::{BATCH_BYTES_MAX, BATCH_RECORDS_MAX, HEADERS_PER_RECORD_MAX};
@@ -93,52 +94,6 @@ const ATTR_KNOWN: u8 = ATTR_KEY | ATTR_HEADERS;
 
 /// Smallest record: a one-byte length, the CRC, attributes, a one-byte delta.
 pub const RECORD_BYTES_MIN: usize = 1 + 4 + 1 + 1;
-
-/// Why bytes do not decode.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum DecodeError {
-    /// The bytes end before the structure does: a torn write, or more to read.
-    #[error("truncated: {what} needs {needed} bytes, {available} available")]
-    Truncated {
-        /// What was being read.
-        what: &'static str,
-        /// Bytes needed.
-        needed: u64,
-        /// Bytes there.
-        available: u64,
-    },
-    /// A checksum does not match: the bytes were damaged.
-    #[error("{what} crc mismatch: stored {stored:#010x}, computed {computed:#010x}")]
-    CrcMismatch {
-        /// "batch header" or "record".
-        what: &'static str,
-        /// The CRC in the bytes.
-        stored: u32,
-        /// The CRC of the bytes.
-        computed: u32,
-    },
-    /// A length beyond a limit.
-    #[error("{what} of {size} bytes exceeds the limit of {limit} bytes")]
-    TooLarge {
-        /// What was too large.
-        what: &'static str,
-        /// Its claimed size.
-        size: u64,
-        /// The limit.
-        limit: u64,
-    },
-    /// Bytes that no encoder writes.
-    #[error("malformed {0}")]
-    Malformed(&'static str),
-}
-
-impl DecodeError {
-    /// True when more bytes could make the structure whole (a torn tail).
-    pub fn is_truncated(&self) -> bool {
-        matches!(self, DecodeError::Truncated { .. })
-    }
-}
 
 fn truncated(what: &'static str, needed: usize, available: usize) -> DecodeError {
     DecodeError::Truncated {

@@ -1,0 +1,276 @@
+//! The consumer: fetches ahead on a thread of its own, checks every
+//! record's CRC, and hands records out from the wanted offset on.
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::time::Duration;
+
+use crate::client::connection::{connect, protocol_error, read_frame, Connection};
+use crate::error::{Error, Result};
+use crate::limits;
+use crate::protocol::{self, ErrorCode, FetchPartition, Reader};
+use crate::storage::record::{Batch, BatchHeader, Record, BATCH_HEADER_BYTES};
+
+/// A partition a consumer reads.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsumerPartition {
+    /// Partition number.
+    pub partition: u32,
+    /// Next offset to hand out.
+    pub offset: u64,
+    /// Stop before this offset (`-e`), if set.
+    pub stop_at: Option<u64>,
+}
+
+/// How a consumer fetches.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsumerConfig {
+    /// Bytes per partition per fetch.
+    pub fetch_bytes_max: u32,
+    /// How long a fetch at the end of the log waits for records.
+    pub max_wait_ms: u32,
+    /// Responses fetched ahead of the caller.
+    pub prefetch: usize,
+    /// Largest record accepted.
+    pub record_bytes_max: u32,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> ConsumerConfig {
+        ConsumerConfig {
+            fetch_bytes_max: 1 << 20,
+            max_wait_ms: 500,
+            prefetch: 4,
+            record_bytes_max: limits::RECORD_BYTES_MAX_LIMIT,
+        }
+    }
+}
+
+/// Reads partitions of one topic from a broker, fetching ahead.
+#[derive(Debug)]
+pub struct Consumer {
+    topic: String,
+    addr: String,
+    partitions: Vec<ConsumerPartition>,
+    responses: Receiver<Result<Vec<u8>>>,
+    record_bytes_max: u32,
+    /// A response not yet handed out whole, and where to resume in it:
+    /// the partition's index in the response and a batch's byte position.
+    current: Option<(Vec<u8>, usize, usize)>,
+}
+
+impl Consumer {
+    /// Starts fetching `partitions` of `topic` from the broker at `addr`.
+    pub fn start(
+        addr: &str,
+        topic: &str,
+        partitions: Vec<ConsumerPartition>,
+        config: ConsumerConfig,
+    ) -> Result<Consumer> {
+        let on: Vec<_> = partitions.into_iter().map(|p| (addr.to_string(), p)).collect();
+        Consumer::start_on(&on, topic, config)
+    }
+
+    /// Starts fetching partitions of `topic`, each from the broker whose
+    /// address it comes with (a cluster): one fetch-ahead thread per
+    /// broker, their responses handed out as they come.
+    pub fn start_on(parts: &[(String, ConsumerPartition)], topic: &str, config: ConsumerConfig) -> Result<Consumer> {
+        let mut brokers: Vec<(String, Vec<ConsumerPartition>)> = Vec::new();
+        for (addr, part) in parts {
+            match brokers.iter_mut().find(|(a, _)| a == addr) {
+                Some((_, held)) => held.push(*part),
+                None => brokers.push((addr.clone(), vec![*part])),
+            }
+        }
+        let (tx, rx) = mpsc::sync_channel(config.prefetch.max(1));
+        let mut all = Vec::new();
+        for (addr, partitions) in &brokers {
+            let fetcher = Fetcher {
+                stream: connect(addr)?,
+                addr: addr.clone(),
+                topic: topic.to_string(),
+                partitions: partitions.clone(),
+                config,
+                tx: tx.clone(),
+            };
+            std::thread::Builder::new()
+                .name("fetch".into())
+                .spawn(move || fetcher.run())
+                .map_err(|e| Error::Config(format!("cannot start a thread: {e}")))?;
+            all.extend_from_slice(partitions);
+        }
+        let addr = brokers.iter().map(|(a, _)| a.as_str()).collect::<Vec<_>>().join(",");
+        Ok(Consumer {
+            topic: topic.to_string(),
+            addr,
+            partitions: all,
+            responses: rx,
+            record_bytes_max: config.record_bytes_max,
+            current: None,
+        })
+    }
+
+    /// The partitions and their next offsets.
+    pub fn partitions(&self) -> &[ConsumerPartition] {
+        &self.partitions
+    }
+
+    /// Whether every partition reached its `stop_at`.
+    pub fn done(&self) -> bool {
+        self.partitions.iter().all(|p| p.stop_at.is_some_and(|s| p.offset >= s))
+    }
+
+    /// Hands out records of the fetched responses (waiting up to `timeout`
+    /// for one) to `each`, at or after the wanted offsets, every CRC
+    /// checked, until `each` returns false or the response is used up.
+    /// When `each` stops early, the next call resumes after the last
+    /// record handed out. Returns the records handed out.
+    pub fn poll(&mut self, timeout: Duration, mut each: impl FnMut(u32, &Record<'_>) -> Result<bool>) -> Result<u64> {
+        let (frame, first_part, first_at) = match self.current.take() {
+            Some(c) => c,
+            None => match self.responses.recv_timeout(timeout) {
+                Ok(r) => (r?, 0, 0),
+                Err(RecvTimeoutError::Timeout) => return Ok(0),
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Error::Protocol {
+                        addr: self.addr.clone(),
+                        reason: "the fetcher stopped".into(),
+                    })
+                }
+            },
+        };
+        let mut r = Reader::new(&frame);
+        let header = protocol::decode_response_header(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
+        Connection::check(&header)?;
+        let parts = protocol::decode_fetch_response(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
+        let mut handed = 0;
+        let mut stop = None;
+        'parts: for (index, part) in parts.iter().enumerate().skip(first_part) {
+            if part.error != ErrorCode::None {
+                return Err(Error::Broker {
+                    code: part.error,
+                    message: part.message.clone(),
+                });
+            }
+            let Some(state) = self.partitions.iter_mut().find(|p| p.partition == part.partition) else {
+                continue;
+            };
+            let mut at = if index == first_part { first_at } else { 0 };
+            while at < part.records.len() {
+                let batch = match Batch::decode(&part.records[at..], limits::BATCH_BYTES_MAX) {
+                    Ok(b) => b,
+                    // The byte budget cut the last batch: fetched again next time.
+                    Err(e) if e.is_truncated() && at > 0 => break,
+                    Err(e) => {
+                        return Err(Error::Protocol {
+                            addr: self.addr.clone(),
+                            reason: format!("{} [{}]: fetched batch: {e}", self.topic, part.partition),
+                        })
+                    }
+                };
+                for record in batch.records(self.record_bytes_max) {
+                    let record = record.map_err(|e| Error::Protocol {
+                        addr: self.addr.clone(),
+                        reason: format!("{} [{}]: fetched record: {e}", self.topic, part.partition),
+                    })?;
+                    if record.offset < state.offset || state.stop_at.is_some_and(|s| record.offset >= s) {
+                        continue;
+                    }
+                    state.offset = record.offset + 1;
+                    handed += 1;
+                    if !each(part.partition, &record)? {
+                        // Resume at this batch: its records before
+                        // `state.offset` are skipped.
+                        stop = Some((index, at));
+                        break 'parts;
+                    }
+                }
+                at += batch.total_bytes();
+            }
+        }
+        if let Some((index, at)) = stop {
+            self.current = Some((frame, index, at));
+        }
+        Ok(handed)
+    }
+}
+
+/// The consumer's fetch-ahead thread.
+struct Fetcher {
+    stream: TcpStream,
+    addr: String,
+    topic: String,
+    partitions: Vec<ConsumerPartition>,
+    config: ConsumerConfig,
+    tx: SyncSender<Result<Vec<u8>>>,
+}
+
+impl Fetcher {
+    fn run(mut self) {
+        let mut frame = Vec::new();
+        let mut id = 0u32;
+        loop {
+            let asked: Vec<FetchPartition> = self
+                .partitions
+                .iter()
+                .filter(|p| p.stop_at.map_or(true, |s| p.offset < s))
+                .map(|p| FetchPartition {
+                    topic: self.topic.clone(),
+                    partition: p.partition,
+                    offset: p.offset,
+                    max_bytes: self.config.fetch_bytes_max,
+                })
+                .collect();
+            if asked.is_empty() {
+                return;
+            }
+            id = id.wrapping_add(1);
+            protocol::fetch_request(&mut frame, id, self.config.max_wait_ms, 1, &asked);
+            let result = (&self.stream)
+                .write_all(&frame)
+                .map_err(|source| Error::Network {
+                    op: "send to",
+                    addr: self.addr.clone(),
+                    source,
+                })
+                .and_then(|()| {
+                    let mut body = Vec::new();
+                    read_frame(&self.stream, &mut body, &self.addr)?;
+                    self.advance(&body)?;
+                    Ok(body)
+                });
+            let failed = result.is_err();
+            if self.tx.send(result).is_err() || failed {
+                return;
+            }
+        }
+    }
+
+    /// Moves each partition's offset past the whole batches received,
+    /// reading only batch headers (the consumer checks the records).
+    fn advance(&mut self, body: &[u8]) -> Result<()> {
+        let mut r = Reader::new(body);
+        let header = protocol::decode_response_header(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
+        if header.error != ErrorCode::None {
+            return Ok(());
+        }
+        let parts = protocol::decode_fetch_response(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
+        for part in parts {
+            let Some(state) = self.partitions.iter_mut().find(|p| p.partition == part.partition) else {
+                continue;
+            };
+            let mut at = 0;
+            while at + BATCH_HEADER_BYTES <= part.records.len() {
+                let Ok(h) = BatchHeader::decode(&part.records[at..], limits::BATCH_BYTES_MAX) else {
+                    break;
+                };
+                if at + h.total_bytes() as usize > part.records.len() {
+                    break;
+                }
+                state.offset = state.offset.max(h.next_offset());
+                at += h.total_bytes() as usize;
+            }
+        }
+        Ok(())
+    }
+}

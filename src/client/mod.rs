@@ -1,0 +1,28 @@
+//! Clients of the pull protocol ([`crate::protocol`]): a connection for
+//! single requests, a [`Producer`] and a [`Consumer`].
+//!
+//! The producer batches records per partition (by count and bytes; the
+//! caller decides when a partial batch has lingered long enough), keeps up
+//! to `in_flight_max` produce requests on the wire at once, and counts
+//! each record as delivered only when the broker acknowledged it (with
+//! `acks=0`, when it was sent). A record that could not be delivered is
+//! counted as failed and its error kept: nothing is dropped silently.
+//!
+//! The consumer fetches ahead: a thread keeps one fetch in flight for all
+//! the partitions it reads and queues up to `prefetch` responses while the
+//! caller handles earlier ones. Every record's CRC is checked before it is
+//! handed out, and records before the wanted offset (a fetch starts at a
+//! batch boundary) are skipped.
+
+pub mod connection;
+pub mod consumer;
+pub mod group;
+pub mod offset;
+pub mod partitioner;
+pub mod producer;
+pub mod route;
+
+pub use connection::{connect, Connection, Connections, PartitionOffsets};
+pub use consumer::{Consumer, ConsumerConfig, ConsumerPartition};
+pub use producer::{BatchOptions, ClusterProducer, ParsedRecord, Producer, ProducerConfig, ProducerSummary};
+pub use route::route;

@@ -1,0 +1,491 @@
+//! The producer: records batched per partition, several produce requests
+//! in flight, each record counted delivered only once acknowledged.
+use std::collections::VecDeque;
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::{Arc, Condvar, Mutex};
+
+use crate::client::connection::{protocol_error, read_frame, Connection};
+use crate::client::route::route;
+use crate::error::{Error, Result};
+use crate::limits;
+use crate::protocol::{self, ErrorCode, Reader};
+use crate::storage::record::BatchBuilder;
+use crate::sync::lock;
+
+/// A record parsed from input, borrowing from it where it can.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ParsedRecord {
+    /// The key, if any.
+    pub key: Option<Vec<u8>>,
+    /// The value.
+    pub value: Vec<u8>,
+    /// Headers of this record (besides the fixed `-H` ones).
+    pub headers: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Its own timestamp (`-J` envelopes), else the time of sending.
+    pub timestamp: Option<i64>,
+}
+
+/// How to batch.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchOptions {
+    /// Records per batch at most.
+    pub records_max: u32,
+    /// Bytes per batch at most (a single larger record still goes alone).
+    pub bytes_max: usize,
+}
+
+/// A record's headers: (name, value) pairs; borrowed when they are just
+/// the fixed ones (no allocation per record).
+pub type Headers<'a, 'h> = std::borrow::Cow<'h, [(&'a [u8], &'a [u8])]>;
+
+/// A record checked for a partition of a topic of `count` partitions:
+/// its headers (the fixed ones first) and its encoded size, or why it
+/// cannot go (no such partition, or larger than `record_bytes_max`).
+pub fn check_record<'a, 'h>(
+    topic: &str,
+    partition: u32,
+    count: u32,
+    record: &'a ParsedRecord,
+    fixed_headers: &'h [(&'a [u8], &'a [u8])],
+    record_bytes_max: u32,
+) -> Result<(Headers<'a, 'h>, usize)> {
+    if partition >= count {
+        return Err(Error::UnknownPartition {
+            topic: topic.to_string(),
+            partition,
+            count,
+        });
+    }
+    let headers: Headers<'a, 'h> = if record.headers.is_empty() {
+        std::borrow::Cow::Borrowed(fixed_headers)
+    } else {
+        let own = record.headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice()));
+        std::borrow::Cow::Owned(fixed_headers.iter().copied().chain(own).collect())
+    };
+    let size = BatchBuilder::record_size(record.key.as_deref(), &headers, &record.value);
+    if size > record_bytes_max as usize {
+        return Err(Error::TooLarge {
+            what: "record",
+            size: size as u64,
+            limit: u64::from(record_bytes_max),
+        });
+    }
+    Ok((headers, size))
+}
+
+/// Sends records to a topic whose partitions several brokers hold: one
+/// [`Producer`] per broker, each record routed to its partition's broker.
+#[derive(Debug)]
+pub struct ClusterProducer {
+    producers: Vec<Producer>,
+    /// Index into `producers` of each partition's broker.
+    route: Vec<usize>,
+}
+
+impl ClusterProducer {
+    /// Connects to the broker of every partition of `topic`, as the
+    /// registry places them (creating the topic if nobody has).
+    pub fn connect(
+        registry: &crate::coord::registry::Registry,
+        topic: &str,
+        config: ProducerConfig,
+    ) -> Result<ClusterProducer> {
+        let addrs = route(registry, topic, true)?;
+        let mut distinct: Vec<String> = addrs.clone();
+        distinct.sort();
+        distinct.dedup();
+        let mut producers = Vec::new();
+        for addr in &distinct {
+            producers.push(Producer::connect(addr, topic, config)?);
+        }
+        let route = addrs
+            .iter()
+            .map(|a| distinct.iter().position(|d| d == a).expect("listed"))
+            .collect();
+        Ok(ClusterProducer { producers, route })
+    }
+
+    /// The topic's partition count.
+    pub fn partitions(&self) -> u32 {
+        self.route.len() as u32
+    }
+
+    /// Adds a record to its partition's batch on that partition's broker.
+    pub fn send(&mut self, partition: u32, record: &ParsedRecord, headers: &[(&[u8], &[u8])], now: i64) -> Result<()> {
+        let Some(&i) = self.route.get(partition as usize) else {
+            return Err(Error::Config(format!("partition {partition} does not exist")));
+        };
+        self.producers[i].send(partition, record, headers, now)
+    }
+
+    /// Sends every partial batch.
+    pub fn flush_pending(&mut self) -> Result<()> {
+        self.producers.iter_mut().try_for_each(Producer::flush_pending)
+    }
+
+    /// Closes every broker's producer: the summed counts and the first error.
+    pub fn close(self) -> (ProducerSummary, Result<()>) {
+        let mut total = ProducerSummary::default();
+        let mut result = Ok(());
+        for p in self.producers {
+            let (s, r) = p.close();
+            total.delivered += s.delivered;
+            total.failed += s.failed;
+            total.latency.merge(&s.latency);
+            result = result.and(r);
+        }
+        (total, result)
+    }
+}
+
+/// How a producer sends.
+#[derive(Debug, Clone, Copy)]
+pub struct ProducerConfig {
+    /// 0, 1 or -1 (all).
+    pub acks: i8,
+    /// How long the broker may wait for durability (acks=all).
+    pub timeout_ms: u32,
+    /// Batching by count and bytes.
+    pub batch: BatchOptions,
+    /// Produce requests on the wire at once.
+    pub in_flight_max: usize,
+    /// Largest record sent.
+    pub record_bytes_max: u32,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> ProducerConfig {
+        ProducerConfig {
+            acks: protocol::ACKS_ALL,
+            timeout_ms: 30_000,
+            batch: BatchOptions {
+                records_max: 1000,
+                bytes_max: 1 << 20,
+            },
+            in_flight_max: 256,
+            record_bytes_max: limits::RECORD_BYTES_MAX_DEFAULT,
+        }
+    }
+}
+
+/// What the producer's response reader shares with it.
+#[derive(Debug, Default)]
+struct Acks {
+    /// Requests awaiting a response: (correlation id, records, sent at).
+    waiting: VecDeque<(u32, u64, std::time::Instant)>,
+    /// Time from sending a request to its acknowledgement, per record.
+    latency: crate::stats::Histogram,
+    delivered: u64,
+    failed: u64,
+    /// The first error, reported by `send` or `close`.
+    error: Option<Error>,
+    /// The connection is gone: nothing more will be acknowledged.
+    broken: bool,
+    /// The producer waits for room in the window: wake it on an answer
+    /// (and only then: a wake-up is a syscall).
+    sender_waits: bool,
+}
+
+#[derive(Debug, Default)]
+struct AckState {
+    acks: Mutex<Acks>,
+    changed: Condvar,
+}
+
+/// Sends records to the partitions of one topic on a broker.
+#[derive(Debug)]
+pub struct Producer {
+    stream: TcpStream,
+    addr: String,
+    topic: String,
+    config: ProducerConfig,
+    builders: Vec<BatchBuilder>,
+    /// Requests encoded and not yet written, and (requests expecting an
+    /// answer, records) among them.
+    out: Vec<u8>,
+    unsent: (usize, u64),
+    next_id: u32,
+    state: Arc<AckState>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Held-back requests are written once they fill this much.
+const WRITE_COALESCE_BYTES: usize = 64 * 1024;
+
+impl Producer {
+    /// Connects to the broker at `addr` and looks `topic` up, creating it
+    /// with the broker's default partition count if it does not exist.
+    pub fn connect(addr: &str, topic: &str, config: ProducerConfig) -> Result<Producer> {
+        let mut control = Connection::connect(addr)?;
+        let partitions = match control.partitions(topic) {
+            Ok(p) => p.len() as u32,
+            Err(Error::Broker {
+                code: ErrorCode::UnknownTopic,
+                ..
+            }) => control.create_topic(topic, 0)?,
+            Err(e) => return Err(e),
+        };
+        let stream = control.stream;
+        let state = Arc::new(AckState::default());
+        let reader = if config.acks == protocol::ACKS_NONE {
+            None
+        } else {
+            let stream = stream.try_clone().map_err(|source| Error::Network {
+                op: "read from",
+                addr: addr.to_string(),
+                source,
+            })?;
+            let state = Arc::clone(&state);
+            let addr = addr.to_string();
+            Some(
+                std::thread::Builder::new()
+                    .name("acks".into())
+                    .spawn(move || read_acks(&stream, &addr, &state))
+                    .map_err(|e| Error::Config(format!("cannot start a thread: {e}")))?,
+            )
+        };
+        Ok(Producer {
+            stream,
+            addr: addr.to_string(),
+            topic: topic.to_string(),
+            config,
+            builders: vec![BatchBuilder::new(); partitions as usize],
+            out: Vec::new(),
+            unsent: (0, 0),
+            next_id: control.next_id,
+            state,
+            reader,
+        })
+    }
+
+    /// The topic's partition count.
+    pub fn partitions(&self) -> u32 {
+        self.builders.len() as u32
+    }
+
+    /// Records in batches not yet sent.
+    pub fn pending(&self) -> u64 {
+        self.builders.iter().map(|b| u64::from(b.len())).sum()
+    }
+
+    /// Adds a record to its partition's batch, sending the batch when full.
+    /// Fails when the record is too large, or an earlier batch failed.
+    pub fn send(
+        &mut self,
+        partition: u32,
+        record: &ParsedRecord,
+        fixed_headers: &[(&[u8], &[u8])],
+        now: i64,
+    ) -> Result<()> {
+        let (headers, size) = check_record(
+            &self.topic,
+            partition,
+            self.partitions(),
+            record,
+            fixed_headers,
+            self.config.record_bytes_max,
+        )?;
+        let p = partition as usize;
+        let ts = record.timestamp.unwrap_or(now);
+        let builder = &self.builders[p];
+        let full = builder.size_bytes() + size > self.config.batch.bytes_max;
+        if !builder.is_empty() && (full || !builder.accepts_timestamp(ts)) {
+            self.send_batch(p)?;
+        }
+        self.builders[p].push(ts, record.key.as_deref(), &headers, &record.value);
+        if self.builders[p].len() >= self.config.batch.records_max {
+            self.send_batch(p)?;
+        }
+        Ok(())
+    }
+
+    /// Sends every partial batch (the linger time has passed).
+    pub fn flush_pending(&mut self) -> Result<()> {
+        for p in 0..self.builders.len() {
+            self.send_batch(p)?;
+        }
+        self.write_out()
+    }
+
+    fn send_batch(&mut self, p: usize) -> Result<()> {
+        if self.builders[p].is_empty() {
+            return Ok(());
+        }
+        let records = u64::from(self.builders[p].len());
+        let on_wire = {
+            let mut acks = lock(&self.state.acks);
+            if acks.waiting.len() >= self.config.in_flight_max.max(1) {
+                // The window is full: what is held back goes out before
+                // waiting for its answers.
+                drop(acks);
+                self.write_out()?;
+                acks = lock(&self.state.acks);
+                while acks.waiting.len() >= self.config.in_flight_max.max(1) && !acks.broken {
+                    acks.sender_waits = true;
+                    acks = self.state.changed.wait(acks).unwrap_or_else(|e| e.into_inner());
+                }
+                acks.sender_waits = false;
+            }
+            if let Some(e) = acks.error.take() {
+                return Err(e);
+            }
+            if acks.broken {
+                return Err(Error::Protocol {
+                    addr: self.addr.clone(),
+                    reason: "the connection closed".into(),
+                });
+            }
+            self.next_id = self.next_id.wrapping_add(1);
+            let on_wire = acks.waiting.len() - self.unsent.0;
+            if self.config.acks != protocol::ACKS_NONE {
+                acks.waiting
+                    .push_back((self.next_id, records, std::time::Instant::now()));
+            }
+            on_wire
+        };
+        let c = &self.config;
+        protocol::append_produce_request(
+            &mut self.out,
+            self.next_id,
+            c.acks,
+            c.timeout_ms,
+            &self.topic,
+            p as u32,
+            self.builders[p].finish(),
+        );
+        self.builders[p].clear();
+        self.unsent.0 += usize::from(self.config.acks != protocol::ACKS_NONE);
+        self.unsent.1 += records;
+        // Requests leave together: at once when the broker has nothing to
+        // do, else when enough are held back to fill a large write.
+        if on_wire == 0 || self.out.len() >= WRITE_COALESCE_BYTES {
+            self.write_out()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the requests held back, in one write.
+    fn write_out(&mut self) -> Result<()> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let written = (&self.stream).write_all(&self.out);
+        self.out.clear();
+        let (_, records) = std::mem::take(&mut self.unsent);
+        let mut acks = lock(&self.state.acks);
+        match written {
+            Ok(()) if self.config.acks == protocol::ACKS_NONE => acks.delivered += records,
+            Ok(()) => {}
+            Err(source) => {
+                if self.config.acks == protocol::ACKS_NONE {
+                    acks.failed += records;
+                }
+                acks.broken = true;
+                return Err(Error::Network {
+                    op: "send to",
+                    addr: self.addr.clone(),
+                    source,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends every partial batch and waits for every acknowledgement;
+    /// returns the records delivered, or the first error (the counts stay
+    /// readable through [`ProducerSummary`]).
+    pub fn close(mut self) -> (ProducerSummary, Result<()>) {
+        let mut result = self.flush_pending();
+        let _ = self.stream.shutdown(std::net::Shutdown::Write);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        let mut acks = lock(&self.state.acks);
+        // Requests never answered: the connection closed under them.
+        let lost: u64 = acks.waiting.drain(..).map(|(_, n, _)| n).sum();
+        acks.failed += lost;
+        acks.failed += self.pending();
+        if let Some(e) = acks.error.take() {
+            result = result.and(Err(e));
+        } else if lost > 0 && result.is_ok() {
+            result = Err(Error::Protocol {
+                addr: self.addr.clone(),
+                reason: format!("the connection closed before {lost} records were acknowledged"),
+            });
+        }
+        let summary = ProducerSummary {
+            delivered: acks.delivered,
+            failed: acks.failed,
+            latency: std::mem::take(&mut acks.latency),
+        };
+        (summary, result)
+    }
+}
+
+/// What a producer delivered.
+#[derive(Debug, Clone, Default)]
+pub struct ProducerSummary {
+    /// Records acknowledged.
+    pub delivered: u64,
+    /// Records not delivered.
+    pub failed: u64,
+    /// From sending to acknowledgement, per record, µs.
+    pub latency: crate::stats::Histogram,
+}
+
+/// The producer's response reader: matches acknowledgements to requests.
+fn read_acks(stream: &TcpStream, addr: &str, state: &AckState) {
+    let mut buf = Vec::new();
+    // Acknowledgements are small: one read brings in many.
+    let mut input = std::io::BufReader::with_capacity(64 * 1024, stream);
+    loop {
+        let read = read_frame(&mut input, &mut buf, addr);
+        let mut acks = lock(&state.acks);
+        let header = read.and_then(|()| {
+            protocol::decode_response_header(&mut Reader::new(&buf)).map_err(|e| protocol_error(addr, e))
+        });
+        match header {
+            Ok(h) => {
+                let Some((id, records, sent)) = acks.waiting.pop_front() else {
+                    acks.error.get_or_insert(Error::Protocol {
+                        addr: addr.to_string(),
+                        reason: format!("an answer to no request ({})", h.correlation_id),
+                    });
+                    acks.broken = true;
+                    state.changed.notify_all();
+                    return;
+                };
+                if h.correlation_id != id {
+                    acks.failed += records;
+                    acks.error.get_or_insert(Error::Protocol {
+                        addr: addr.to_string(),
+                        reason: format!("response {} to request {id}", h.correlation_id),
+                    });
+                } else if h.error == ErrorCode::None {
+                    acks.delivered += records;
+                    acks.latency.record_n(sent.elapsed().as_micros() as u64, records);
+                } else {
+                    acks.failed += records;
+                    acks.error.get_or_insert(Error::Broker {
+                        code: h.error,
+                        message: h.message,
+                    });
+                }
+            }
+            Err(e) => {
+                // The connection ended. After a clean close with nothing
+                // waiting that is the end; otherwise the waiting fail.
+                if !acks.waiting.is_empty() {
+                    acks.error.get_or_insert(e);
+                }
+                acks.broken = true;
+                state.changed.notify_all();
+                return;
+            }
+        }
+        if acks.sender_waits {
+            state.changed.notify_all();
+        }
+    }
+}

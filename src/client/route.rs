@@ -1,0 +1,46 @@
+//! Routing in a cluster: which broker serves each partition of a topic,
+//! from the registry's placement.
+
+use crate::client::connection::Connection;
+use crate::error::{Error, Result};
+use crate::protocol::ErrorCode;
+
+/// The address of the broker of each partition of `topic`, from the
+/// registry's placement. With `create`, a topic nobody placed yet is
+/// created (and placed) through a live broker first.
+pub fn route(registry: &crate::coord::registry::Registry, topic: &str, create: bool) -> Result<Vec<String>> {
+    let brokers = registry.brokers()?;
+    if brokers.is_empty() {
+        return Err(Error::Config(format!(
+            "no broker is registered in {}",
+            registry.dir().display()
+        )));
+    }
+    let placement = match registry.placement(topic)? {
+        Some(p) => p,
+        None if create => {
+            Connection::connect(&brokers[0].addr())?.create_topic(topic, 0)?;
+            registry
+                .placement(topic)?
+                .ok_or_else(|| Error::Config(format!("the broker created {topic:?} without placing it")))?
+        }
+        None => {
+            return Err(Error::Broker {
+                code: ErrorCode::UnknownTopic,
+                message: format!("topic {topic:?} is not placed in {}", registry.dir().display()),
+            })
+        }
+    };
+    placement
+        .brokers
+        .iter()
+        .enumerate()
+        .map(|(p, id)| {
+            brokers.iter().find(|b| b.id == *id).map(|b| b.addr()).ok_or_else(|| {
+                Error::Config(format!(
+                    "partition {p} of {topic:?} is placed on broker {id}, which is not running"
+                ))
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,17 @@
+//! Storage: a partition's log on disk and everything that reads or
+//! repairs it, with no network and no coordination.
+//!
+//! A [`log::Log`] is an append-only sequence of [`segment`] files of
+//! CRC-checked [`record`] batches, with sparse memory-mapped offset and time
+//! [`index`]es. A [`store::Store`] is a data directory of such logs. Crash
+//! [`recover`]y cuts a log at its first damaged record. All file I/O goes
+//! through the [`fs::Vfs`] seam, so that tests can cut the power anywhere.
+
+pub mod fs;
+pub mod index;
+pub mod lock;
+pub mod log;
+pub mod record;
+pub mod recover;
+pub mod segment;
+pub mod store;
