@@ -362,12 +362,7 @@ fn paper(records: u64, common: &Common) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let mut table = comfy_table::Table::new();
-    table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-    if std::env::var_os("NO_COLOR").is_some() {
-        table.force_no_tty();
-    }
-    table.set_header([
+    let mut table = crate::tools::table(&[
         "experiment (10^7 x 200 B in the paper)",
         "paper, 2011",
         "klog, this machine",

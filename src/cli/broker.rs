@@ -87,7 +87,7 @@ pub struct Args {
 /// Runs `klog-broker`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::handle_signals(|| {})?;
-    let say = super::Say { quiet: args.quiet };
+    let say = crate::tools::Say { quiet: args.quiet };
     let log = LogConfig {
         segment_bytes: args.segment_bytes,
         segment_age_ms: args.segment_age_ms,

@@ -149,7 +149,7 @@ impl Printer<'_> {
 /// Runs `klog-consume`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::handle_signals(|| {})?;
-    let say = super::Say { quiet: args.quiet };
+    let say = crate::tools::Say { quiet: args.quiet };
     if args.group.is_some() {
         return follow_group(&args, say);
     }
@@ -268,7 +268,7 @@ fn follow_embedded(
     args: &Args,
     follows: &mut [Follow],
     printer: &mut Printer<'_>,
-    say: super::Say,
+    say: crate::tools::Say,
 ) -> anyhow::Result<()> {
     while printer.printed < printer.limit && !crate::stop::stopping() {
         let mut progressed = false;
@@ -337,7 +337,7 @@ fn describe(member: &GroupMember, topic: &str) -> String {
 }
 
 /// Consumes as a member of a consumer group (`-G`).
-fn follow_group(args: &Args, say: super::Say) -> anyhow::Result<ExitCode> {
+fn follow_group(args: &Args, say: crate::tools::Say) -> anyhow::Result<ExitCode> {
     let group = args.group.clone().expect("-G");
     let dir = args.registry.as_ref().expect("--registry");
     let registry = Registry::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
@@ -385,7 +385,7 @@ fn follow_remote(
     consumer: &mut Consumer,
     ends: &[(u32, u64)],
     printer: &mut Printer<'_>,
-    say: super::Say,
+    say: crate::tools::Say,
 ) -> anyhow::Result<()> {
     let mut reported = vec![false; ends.len()];
     let context = || format!("cannot read {} from {}", args.topic, args.broker);

@@ -192,15 +192,7 @@ fn dump_registry(dir: &Path, json: bool) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let table = |header: &[&str]| {
-        let mut t = comfy_table::Table::new();
-        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-        if std::env::var_os("NO_COLOR").is_some() {
-            t.force_no_tty();
-        }
-        t.set_header(header.to_vec());
-        t
-    };
+    let table = crate::tools::table;
     let mut t = table(&["broker", "address", "pid", "topics [partitions held]"]);
     for b in &brokers {
         let topics: Vec<String> = b.topics.iter().map(|(t, n)| format!("{t} {n:?}")).collect();

@@ -100,22 +100,6 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
     None
 }
 
-/// Informational output (`% ...` on stderr), silenced by `-q`.
-#[derive(Debug, Clone, Copy)]
-pub struct Say {
-    /// Whether `-q` was given.
-    pub quiet: bool,
-}
-
-impl Say {
-    /// Prints `% <msg>` on stderr unless quiet.
-    pub fn info(&self, msg: impl std::fmt::Display) {
-        if !self.quiet {
-            eprintln!("% {msg}");
-        }
-    }
-}
-
 /// Whether progress bars may be drawn: stderr is a terminal.
 pub fn progress_allowed() -> bool {
     io::stderr().is_terminal()

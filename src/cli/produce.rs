@@ -251,7 +251,7 @@ impl Sink {
 /// Runs `klog-produce`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::handle_signals(|| {})?;
-    let say = super::Say { quiet: args.quiet };
+    let say = crate::tools::Say { quiet: args.quiet };
     let config = LogConfig {
         segment_bytes: args.segment_bytes,
         record_bytes_max: u32::try_from(args.max_record_bytes).unwrap_or(u32::MAX),
@@ -291,7 +291,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Sends the input to `producer` and reports.
-fn run_with(args: &Args, say: super::Say, mut producer: Sink, record_max: usize) -> anyhow::Result<ExitCode> {
+fn run_with(args: &Args, say: crate::tools::Say, mut producer: Sink, record_max: usize) -> anyhow::Result<ExitCode> {
     if let Some(p) = args.partition {
         if p >= producer.partitions() {
             anyhow::bail!(Error::UnknownPartition {

@@ -101,7 +101,7 @@ pub fn describe(seg: &recover::SegmentReport, dry_run: bool) -> String {
 
 /// Runs `klog-recover`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let say = super::Say { quiet: args.quiet };
+    let say = crate::tools::Say { quiet: args.quiet };
     let defaults = LogConfig::default();
     let options = RecoverOptions {
         full: args.full,
@@ -147,7 +147,7 @@ fn recover_one(dir: &Path, options: &RecoverOptions) -> anyhow::Result<RecoveryR
     Ok(recover::recover_partition(&RealFs, dir, point, options)?)
 }
 
-fn print_report(dir: &Path, report: &RecoveryReport, args: &Args, say: super::Say) -> anyhow::Result<()> {
+fn print_report(dir: &Path, report: &RecoveryReport, args: &Args, say: crate::tools::Say) -> anyhow::Result<()> {
     if args.json {
         for seg in &report.segments {
             println!("{}", serde_json::to_string(seg)?);

@@ -9,7 +9,6 @@
 use std::io::{self, BufWriter, Stdout, Write};
 use std::path::Path;
 
-use comfy_table::Table;
 use serde_json::json;
 
 use crate::human::format_rfc3339;
@@ -345,12 +344,7 @@ impl Dumper {
                 writeln!(self.out, "{line}")?;
             }
         } else if !self.options.quiet && !self.summary.is_empty() {
-            let mut table = Table::new();
-            table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-            if std::env::var_os("NO_COLOR").is_some() {
-                table.force_no_tty();
-            }
-            table.set_header(["path", "segments", "records", "offsets", "bytes", "time range"]);
+            let mut table = super::table(&["path", "segments", "records", "offsets", "bytes", "time range"]);
             for (name, s) in &self.summary {
                 let offsets = match (s.first_offset, s.next_offset) {
                     (Some(a), Some(b)) if b > a => format!("{a}..={}", b - 1),
