@@ -317,6 +317,23 @@ impl Dumper {
         Ok(())
     }
 
+    /// Dumps what `path` is: a segment, an index or time index, or a
+    /// partition or data directory (each of its partitions).
+    pub fn path(&mut self, path: &Path) -> anyhow::Result<()> {
+        let meta = std::fs::metadata(path)?;
+        if meta.is_dir() {
+            for dir in super::recover::partition_dirs(&[path.to_path_buf()])? {
+                self.partition(&dir)?;
+            }
+            return Ok(());
+        }
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("log") => self.segment_file(path),
+            Some("index") | Some("timeindex") => self.index_file(path),
+            _ => anyhow::bail!("not a .log, .index or .timeindex file, nor a directory"),
+        }
+    }
+
     fn check_indexes(&mut self, dir: &Path) -> anyhow::Result<()> {
         let options = RecoverOptions {
             full: true,

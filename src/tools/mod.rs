@@ -10,6 +10,8 @@ pub mod bench;
 pub mod consume;
 pub mod dump;
 pub mod produce;
+pub mod recover;
+pub mod registry_dump;
 
 /// Informational output (`% ...` on stderr), silenced by `-q`.
 #[derive(Debug, Clone, Copy)]
