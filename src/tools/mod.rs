@@ -9,6 +9,7 @@
 pub mod bench;
 pub mod consume;
 pub mod dump;
+pub mod input;
 pub mod produce;
 pub mod recover;
 pub mod registry_dump;
