@@ -9,6 +9,7 @@
 pub mod bench;
 pub mod consume;
 pub mod dump;
+pub mod follow;
 pub mod input;
 pub mod produce;
 pub mod recover;
