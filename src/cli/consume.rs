@@ -35,7 +35,7 @@ pub struct Args {
     pub exit_at_end: bool,
     /// Stop after N records.
     #[arg(short = 'c', long = "count", value_name = "N")]
-    pub count: Option<u64>,
+    pub records_max: Option<u64>,
     /// Output format: %s value, %k key, %S value length, %t topic,
     /// %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339),
     /// %h headers; escapes \n \t \0 \xNN.
@@ -102,7 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         partitions: args.partitions,
         offset: args.offset,
         exit_at_end: args.exit_at_end,
-        records_max: args.count,
+        records_max: args.records_max,
         output: if args.json {
             Output::Json
         } else {

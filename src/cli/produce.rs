@@ -38,7 +38,7 @@ pub struct Args {
     pub json: bool,
     /// Records per batch.
     #[arg(long = "batch", value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=i64::from(limits::BATCH_RECORDS_MAX)))]
-    pub batch: u32,
+    pub batch_records: u32,
     /// Bytes per batch.
     #[arg(long = "batch-bytes", value_name = "SIZE", default_value = "1MiB", value_parser = super::size_arg)]
     pub batch_bytes: u64,
@@ -107,7 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         delimiter: args.delimiter.0,
         headers: args.headers,
         batch: BatchOptions {
-            records_max: args.batch,
+            records_max: args.batch_records,
             bytes_max: usize::try_from(args.batch_bytes).unwrap_or(usize::MAX),
         },
         linger_ms: args.linger_ms,

@@ -1,7 +1,17 @@
-//! The engines behind the binaries: embedded produce and consume on a local
-//! data directory, the segment dumper, and the benchmarks. The command line
-//! (`crate::cli`) parses flags into the options structs here and calls
-//! these; nothing here knows about clap.
+//! The engines behind the binaries. The command line (`crate::cli`) parses
+//! flags into the options structs here and calls these; nothing here knows
+//! about clap, so each engine can be driven and tested without a process.
+//!
+//! | binary | engine |
+//! |---|---|
+//! | `klog-produce` | [`produce`] (its input: [`input`]) |
+//! | `klog-consume` | [`follow`] (formats, envelopes, the embedded reader: [`consume`]) |
+//! | `klog-dump` | [`dump`], and [`registry_dump`] for `--registry` |
+//! | `klog-recover` | [`recover`] |
+//! | `klog-bench` | [`bench`] |
+//!
+//! `klog-broker` needs no engine here: its command line fills a
+//! [`crate::broker::BrokerConfig`] and runs the broker.
 //!
 //! The small helpers below are the tools' shared manners of speaking: `% `
 //! lines on stderr that `-q` silences, and tables in one style.

@@ -205,3 +205,69 @@ fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()>
     writeln!(out, "{t}")?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot() -> Snapshot {
+        let broker = BrokerInfo {
+            id: "b1".into(),
+            host: "127.0.0.1".into(),
+            port: 9092,
+            pid: 7,
+            topics: [("t".to_string(), vec![0, 1])].into_iter().collect(),
+        };
+        let member = MemberInfo {
+            member: "m1".into(),
+            pid: 8,
+            topics: vec!["t".into()],
+        };
+        let row = |partition, committed, end| OffsetRow {
+            group: "g".into(),
+            topic: "t".into(),
+            partition,
+            committed,
+            end,
+            owner: Some("m1".into()),
+        };
+        Snapshot {
+            brokers: vec![broker],
+            members: vec![("g".into(), member)],
+            rows: vec![row(0, Ok(5), Some(8)), row(1, Err("none".into()), None)],
+        }
+    }
+
+    #[test]
+    fn json_lines_give_lag_only_where_an_offset_is_committed() {
+        let mut out = Vec::new();
+        print_json(&mut out, &snapshot()).unwrap();
+        let lines: Vec<serde_json::Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["broker", "member", "owner", "offset", "owner"]);
+        assert_eq!(lines[3]["committed"], 5);
+        assert_eq!(lines[3]["lag"], 3);
+        assert_eq!(lines[4]["partition"], 1);
+    }
+
+    #[test]
+    fn tables_show_unknown_ends_and_lags_as_question_marks() {
+        let mut out = Vec::new();
+        print_tables(&mut out, &snapshot()).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let cells = |line: &str| -> Vec<String> {
+            line.split(['│', '┆'])
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect()
+        };
+        let rows: Vec<Vec<String>> = text.lines().map(cells).filter(|c| c.len() == 7).collect();
+        assert_eq!(rows[1], ["g", "t", "0", "m1", "5", "8", "3"]);
+        assert_eq!(rows[2], ["g", "t", "1", "m1", "none", "?", "?"]);
+        assert!(text.contains("127.0.0.1:9092"), "{text}");
+    }
+}

@@ -3,7 +3,7 @@
 //! the bytes each record costs on disk beyond its value; each result is set
 //! beside the paper's figure in one table (or printed as JSON lines).
 
-use super::workload::{self, ProduceRun};
+use super::workload::{self, OwnBroker, ProduceRun};
 use super::{topic, Progress, Setup, Target};
 
 /// The table's rows (experiment, the paper's figure, ours) and the JSON
@@ -21,20 +21,9 @@ pub fn run(setup: &Setup, records: u64) -> anyhow::Result<()> {
     let topics = produce_experiments(setup, &target, records, &mut results)?;
     let (_, topic_b50) = topics.iter().find(|(batch, _)| *batch == 50).expect("batch 50 ran");
     consume_experiment(setup, &target, records, topic_b50, &mut results)?;
+    // Only a broker of our own has its segment files where we can see them.
     if let Some(own) = &target.own {
-        // Segment bytes beyond the 200-byte values (segment headers included).
-        for (batch, topic) in topics.iter().rev() {
-            let per_record = own.log_bytes(topic) as f64 / records as f64 - 200.0;
-            let (what, paper) = if *batch == 50 {
-                ("bytes of overhead per record, batch 50", "9")
-            } else {
-                ("bytes of overhead per record, batch 1", "9 (any batch)")
-            };
-            results.rows.push((what, paper.into(), format!("{per_record:.1}")));
-            results
-                .json
-                .push(serde_json::json!({"type": "overhead", "batch": batch, "bytes_per_record": per_record}));
-        }
+        overhead_rows(own, &topics, records, &mut results);
     }
     results.print(setup.json);
     Ok(())
@@ -102,6 +91,23 @@ fn consume_experiment(
     ));
     results.json.push(report.json("consume"));
     Ok(())
+}
+
+/// The bytes each record cost on disk in each produce experiment: segment
+/// bytes beyond the 200-byte values (segment headers included).
+fn overhead_rows(own: &OwnBroker, topics: &[(u32, String)], records: u64, results: &mut Results) {
+    for (batch, topic) in topics.iter().rev() {
+        let per_record = own.log_bytes(topic) as f64 / records as f64 - 200.0;
+        let (what, paper) = if *batch == 50 {
+            ("bytes of overhead per record, batch 50", "9")
+        } else {
+            ("bytes of overhead per record, batch 1", "9 (any batch)")
+        };
+        results.rows.push((what, paper.into(), format!("{per_record:.1}")));
+        results
+            .json
+            .push(serde_json::json!({"type": "overhead", "batch": batch, "bytes_per_record": per_record}));
+    }
 }
 
 impl Results {
