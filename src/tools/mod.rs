@@ -8,7 +8,7 @@
 //! | `klog-consume` | [`follow`] (formats, envelopes, the embedded reader: [`consume`]) |
 //! | `klog-dump` | [`dump`], and [`registry_dump`] for `--registry` |
 //! | `klog-recover` | [`recover`] |
-//! | `klog-bench` | [`bench`] |
+//! | `klog-bench` | [`bench`](mod@bench) |
 //!
 //! `klog-broker` needs no engine here: its command line fills a
 //! [`crate::broker::BrokerConfig`] and runs the broker.
