@@ -7,7 +7,7 @@
 //! | floor | folder | what lives there |
 //! |---|---|---|
 //! | 7 | [`cli`] | clap definitions of each binary and the `main` wrapper |
-//! | 6 | [`tools`] | the engines behind the binaries: embedded produce and consume, dump, bench |
+//! | 6 | [`tools`] | the engines behind the binaries: produce, follow (consume), dump, recover, registry dump, bench |
 //! | 5 | [`broker`] | the server: listener, connections, flusher, retention |
 //! | 4 | [`client`] | connection, routing, producer, consumer, partitioner, consumer groups |
 //! | 3 | [`coord`] | the registry of brokers, members, owners and offsets; Algorithm 1 |

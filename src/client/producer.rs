@@ -74,6 +74,96 @@ pub fn check_record<'a, 'h>(
     Ok((headers, size))
 }
 
+/// The batches being filled for the partitions of one topic, and the rules
+/// that both producers (to a broker, and embedded) follow: a record is
+/// checked first; its partition's batch goes before it when the record
+/// would make the batch larger than `bytes_max` or its timestamp does not
+/// fit the batch; and the batch goes after it once it holds `records_max`.
+#[derive(Debug)]
+pub struct Batches {
+    topic: String,
+    builders: Vec<BatchBuilder>,
+    options: BatchOptions,
+    record_bytes_max: u32,
+}
+
+/// A record checked for its partition's batch (see [`Batches::admit`]).
+#[derive(Debug)]
+pub struct Admitted<'a, 'h> {
+    headers: Headers<'a, 'h>,
+    timestamp: i64,
+    /// The partition's batch must go before this record can join it.
+    pub ship_first: bool,
+}
+
+impl Batches {
+    /// Empty batches for `partitions` partitions of `topic`.
+    pub fn new(topic: &str, partitions: u32, options: BatchOptions, record_bytes_max: u32) -> Batches {
+        Batches {
+            topic: topic.to_string(),
+            builders: vec![BatchBuilder::new(); partitions as usize],
+            options,
+            record_bytes_max,
+        }
+    }
+
+    /// The topic's partition count.
+    pub fn partitions(&self) -> u32 {
+        self.builders.len() as u32
+    }
+
+    /// Records in batches not yet sent.
+    pub fn records(&self) -> u64 {
+        self.builders.iter().map(|b| u64::from(b.len())).sum()
+    }
+
+    /// Checks `record` for `partition` (its timestamp, else `now`), and says
+    /// whether the partition's batch must go first.
+    pub fn admit<'a, 'h>(
+        &self,
+        partition: u32,
+        record: &'a ParsedRecord,
+        fixed_headers: &'h [(&'a [u8], &'a [u8])],
+        now: i64,
+    ) -> Result<Admitted<'a, 'h>> {
+        let (headers, size) = check_record(
+            &self.topic,
+            partition,
+            self.partitions(),
+            record,
+            fixed_headers,
+            self.record_bytes_max,
+        )?;
+        let timestamp = record.timestamp.unwrap_or(now);
+        let builder = &self.builders[partition as usize];
+        let full = builder.size_bytes() + size > self.options.bytes_max;
+        let ship_first = !builder.is_empty() && (full || !builder.accepts_timestamp(timestamp));
+        Ok(Admitted {
+            headers,
+            timestamp,
+            ship_first,
+        })
+    }
+
+    /// Adds an admitted record (after its batch went, if it had to); true
+    /// when the batch is now full and must go.
+    pub fn push(&mut self, partition: u32, record: &ParsedRecord, admitted: &Admitted<'_, '_>) -> bool {
+        let builder = &mut self.builders[partition as usize];
+        builder.push(
+            admitted.timestamp,
+            record.key.as_deref(),
+            &admitted.headers,
+            &record.value,
+        );
+        builder.len() >= self.options.records_max
+    }
+
+    /// The batch being filled for `partition`.
+    pub fn batch(&mut self, partition: u32) -> &mut BatchBuilder {
+        &mut self.builders[partition as usize]
+    }
+}
+
 /// Sends records to a topic whose partitions several brokers hold: one
 /// [`Producer`] per broker, each record routed to its partition's broker.
 #[derive(Debug)]
@@ -200,7 +290,7 @@ pub struct Producer {
     addr: String,
     topic: String,
     config: ProducerConfig,
-    builders: Vec<BatchBuilder>,
+    batches: Batches,
     /// Requests encoded and not yet written, and (requests expecting an
     /// answer, records) among them.
     out: Vec<u8>,
@@ -249,8 +339,8 @@ impl Producer {
             stream,
             addr: addr.to_string(),
             topic: topic.to_string(),
+            batches: Batches::new(topic, partitions, config.batch, config.record_bytes_max),
             config,
-            builders: vec![BatchBuilder::new(); partitions as usize],
             out: Vec::new(),
             unsent: (0, 0),
             next_id: control.next_id,
@@ -261,12 +351,12 @@ impl Producer {
 
     /// The topic's partition count.
     pub fn partitions(&self) -> u32 {
-        self.builders.len() as u32
+        self.batches.partitions()
     }
 
     /// Records in batches not yet sent.
     pub fn pending(&self) -> u64 {
-        self.builders.iter().map(|b| u64::from(b.len())).sum()
+        self.batches.records()
     }
 
     /// Adds a record to its partition's batch, sending the batch when full.
@@ -278,23 +368,12 @@ impl Producer {
         fixed_headers: &[(&[u8], &[u8])],
         now: i64,
     ) -> Result<()> {
-        let (headers, size) = check_record(
-            &self.topic,
-            partition,
-            self.partitions(),
-            record,
-            fixed_headers,
-            self.config.record_bytes_max,
-        )?;
         let p = partition as usize;
-        let ts = record.timestamp.unwrap_or(now);
-        let builder = &self.builders[p];
-        let full = builder.size_bytes() + size > self.config.batch.bytes_max;
-        if !builder.is_empty() && (full || !builder.accepts_timestamp(ts)) {
+        let admitted = self.batches.admit(partition, record, fixed_headers, now)?;
+        if admitted.ship_first {
             self.send_batch(p)?;
         }
-        self.builders[p].push(ts, record.key.as_deref(), &headers, &record.value);
-        if self.builders[p].len() >= self.config.batch.records_max {
+        if self.batches.push(partition, record, &admitted) {
             self.send_batch(p)?;
         }
         Ok(())
@@ -302,17 +381,17 @@ impl Producer {
 
     /// Sends every partial batch (the linger time has passed).
     pub fn flush_pending(&mut self) -> Result<()> {
-        for p in 0..self.builders.len() {
+        for p in 0..self.batches.partitions() as usize {
             self.send_batch(p)?;
         }
         self.write_out()
     }
 
     fn send_batch(&mut self, p: usize) -> Result<()> {
-        if self.builders[p].is_empty() {
+        if self.batches.batch(p as u32).is_empty() {
             return Ok(());
         }
-        let records = u64::from(self.builders[p].len());
+        let records = u64::from(self.batches.batch(p as u32).len());
         let on_wire = {
             let mut acks = lock(&self.state.acks);
             if acks.waiting.len() >= self.config.in_flight_max.max(1) {
@@ -352,9 +431,9 @@ impl Producer {
             c.timeout_ms,
             &self.topic,
             p as u32,
-            self.builders[p].finish(),
+            self.batches.batch(p as u32).finish(),
         );
-        self.builders[p].clear();
+        self.batches.batch(p as u32).clear();
         self.unsent.0 += usize::from(self.config.acks != protocol::ACKS_NONE);
         self.unsent.1 += records;
         // Requests leave together: at once when the broker has nothing to

@@ -22,12 +22,11 @@ use anyhow::Context;
 use base64::Engine as _;
 
 use crate::client::partitioner::Partitioner;
-use crate::client::producer::check_record;
+use crate::client::producer::Batches;
 use crate::client::{BatchOptions, ClusterProducer, ParsedRecord, Producer, ProducerConfig};
 use crate::coord::registry::Registry;
 use crate::error::{Error, Result};
 use crate::storage::log::{Log, LogConfig, OpenOptions};
-use crate::storage::record::BatchBuilder;
 use crate::storage::store::Store;
 
 use super::input::ChannelReader;
@@ -228,8 +227,7 @@ pub struct EmbeddedProducer {
     topic: String,
     config: LogConfig,
     logs: Vec<Option<Log>>,
-    builders: Vec<BatchBuilder>,
-    batch: BatchOptions,
+    batches: Batches,
     /// Records appended so far.
     pub delivered: u64,
 }
@@ -241,10 +239,9 @@ impl EmbeddedProducer {
         Ok(EmbeddedProducer {
             store,
             topic: topic.to_string(),
+            batches: Batches::new(topic, count, batch, config.record_bytes_max),
             config,
             logs: (0..count).map(|_| None).collect(),
-            builders: vec![BatchBuilder::new(); count as usize],
-            batch,
             delivered: 0,
         })
     }
@@ -262,23 +259,11 @@ impl EmbeddedProducer {
         fixed_headers: &[(&[u8], &[u8])],
         now: i64,
     ) -> Result<()> {
-        let (headers, size) = check_record(
-            &self.topic,
-            partition,
-            self.partitions(),
-            record,
-            fixed_headers,
-            self.config.record_bytes_max,
-        )?;
-        let p = partition as usize;
-        let ts = record.timestamp.unwrap_or(now);
-        let builder = &self.builders[p];
-        let full = builder.size_bytes() + size > self.batch.bytes_max;
-        if !builder.is_empty() && (full || !builder.accepts_timestamp(ts)) {
+        let admitted = self.batches.admit(partition, record, fixed_headers, now)?;
+        if admitted.ship_first {
             self.flush_partition(partition, now)?;
         }
-        self.builders[p].push(ts, record.key.as_deref(), &headers, &record.value);
-        if self.builders[p].len() >= self.batch.records_max {
+        if self.batches.push(partition, record, &admitted) {
             self.flush_partition(partition, now)?;
         }
         Ok(())
@@ -286,7 +271,7 @@ impl EmbeddedProducer {
 
     fn flush_partition(&mut self, partition: u32, now: i64) -> Result<()> {
         let p = partition as usize;
-        if self.builders[p].is_empty() {
+        if self.batches.batch(partition).is_empty() {
             return Ok(());
         }
         if self.logs[p].is_none() {
@@ -300,8 +285,8 @@ impl EmbeddedProducer {
             );
         }
         let log = self.logs[p].as_mut().expect("opened");
-        let info = log.append(self.builders[p].finish(), now)?;
-        self.builders[p].clear();
+        let info = log.append(self.batches.batch(partition).finish(), now)?;
+        self.batches.batch(partition).clear();
         self.delivered += u64::from(info.record_count);
         log.maybe_flush(now)?;
         Ok(())
@@ -317,7 +302,7 @@ impl EmbeddedProducer {
 
     /// Records waiting in batches.
     pub fn pending(&self) -> u64 {
-        self.builders.iter().map(|b| u64::from(b.len())).sum()
+        self.batches.records()
     }
 
     /// Appends every partial batch, then flushes and closes every log.
