@@ -32,7 +32,7 @@ enum Pending {
     /// A fetch, evaluated when its turn comes.
     Fetch {
         correlation_id: u32,
-        min_bytes: u32,
+        bytes_min: u32,
         deadline: Instant,
         partitions: Vec<FetchPartition>,
     },
@@ -420,13 +420,13 @@ fn handle(shared: &Arc<Shared>, body: &mut [u8], peer: SocketAddr, state: &mut R
             produce(shared, &request, &mut body[records], peer, state)
         }
         Request::Fetch {
-            max_wait_ms,
-            min_bytes,
+            wait_ms_max,
+            bytes_min,
             partitions,
         } => Some(Answer::Later(Pending::Fetch {
             correlation_id: id,
-            min_bytes,
-            deadline: Instant::now() + Duration::from_millis(u64::from(max_wait_ms)),
+            bytes_min,
+            deadline: Instant::now() + Duration::from_millis(u64::from(wait_ms_max)),
             partitions,
         })),
         Request::ListOffsets { topic, partition, at } => ready(state, list_offsets(shared, id, &topic, partition, at)),
@@ -702,11 +702,11 @@ fn write_responses(shared: &Shared, stream: TcpStream, rx: Receiver<Pending>, pe
             }
             Pending::Fetch {
                 correlation_id,
-                min_bytes,
+                bytes_min,
                 deadline,
                 partitions,
             } => flush(&mut out, &mut in_out)
-                .and_then(|()| fetch(shared, &stream, correlation_id, min_bytes, deadline, &partitions))
+                .and_then(|()| fetch(shared, &stream, correlation_id, bytes_min, deadline, &partitions))
                 .map(|()| {
                     queued.fetch_sub(1, Ordering::AcqRel);
                 }),
@@ -809,14 +809,14 @@ fn fetch(
     shared: &Shared,
     stream: &TcpStream,
     id: u32,
-    min_bytes: u32,
+    bytes_min: u32,
     deadline: Instant,
     asked: &[FetchPartition],
 ) -> io::Result<()> {
     let parts = loop {
         let generation = shared.visible_generation();
         let (parts, bytes, errors) = gather(shared, asked);
-        let done = bytes >= u64::from(min_bytes) || errors || Instant::now() >= deadline || shared.stopping();
+        let done = bytes >= u64::from(bytes_min) || errors || Instant::now() >= deadline || shared.stopping();
         if done {
             break parts;
         }
@@ -852,7 +852,7 @@ fn gather(shared: &Shared, asked: &[FetchPartition]) -> (Vec<Part>, u64, bool) {
     for a in asked {
         // Past the response's budget, the other partitions wait for the
         // next fetch.
-        let budget = u64::from(a.max_bytes).min(limits::FETCH_RESPONSE_BYTES_MAX.saturating_sub(bytes));
+        let budget = u64::from(a.bytes_max).min(limits::FETCH_RESPONSE_BYTES_MAX.saturating_sub(bytes));
         let mut header = Vec::new();
         let (code, msg, start, end, slice) = match shared.partition(&a.topic, a.partition) {
             Err((code, msg)) => (code, msg, 0, 0, None),

@@ -22,7 +22,7 @@
 //! answers the queue in order: a ready answer is written; an `acks=all`
 //! answer waits until the flusher has made its records durable; a fetch is
 //! evaluated when its turn comes and, with nothing to send, waits up to its
-//! `max_wait_ms` for records to become visible. Fetched records go from the
+//! `wait_ms_max` for records to become visible. Fetched records go from the
 //! segment file to the socket with `sendfile`: the broker never copies them
 //! through user space, and the partition's lock is held only to find the
 //! byte range.

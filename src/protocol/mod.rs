@@ -34,7 +34,7 @@
 //! | api_key | request        | body                                                                   |
 //! |--------:|----------------|------------------------------------------------------------------------|
 //! | 0 | produce      | `acks i8` (0, 1, -1 = all) · `timeout_ms u32` · `topic str` · `partition u32` · `records bytes` (one batch, `crate::storage::record`) |
-//! | 1 | fetch        | `max_wait_ms u32` · `min_bytes u32` · `count u16` · count × (`topic str` · `partition u32` · `offset u64` · `max_bytes u32`) |
+//! | 1 | fetch        | `wait_ms_max u32` · `bytes_min u32` · `count u16` · count × (`topic str` · `partition u32` · `offset u64` · `bytes_max u32`) |
 //! | 2 | list_offsets | `topic str` · `partition u32` · `at i64` (-2 earliest, -1 latest, ≥ 0 the first record at or after this timestamp, ms) |
 //! | 3 | metadata     | `count u16` · count × `topic str` (0 topics: every topic)              |
 //! | 4 | create_topic | `topic str` · `partitions u32` (0: the broker's `--partitions`)        |
@@ -58,11 +58,11 @@
 //! A fetch partition's `records` are whole batches copied from a segment
 //! with `sendfile`, starting with the batch that holds `offset` (so the
 //! first records may precede it: the client skips them), at least one whole
-//! batch when any is visible, even over `max_bytes`; the byte budget may cut
+//! batch when any is visible, even over `bytes_max`; the byte budget may cut
 //! the last batch short, and the client fetches it again from its offset. `end_offset` is one past the last record a consumer may see
 //! (the high watermark: records are visible once durable under the flush
-//! policy). A fetch with no visible record waits up to `max_wait_ms` for
-//! `min_bytes` to arrive.
+//! policy). A fetch with no visible record waits up to `wait_ms_max` for
+//! `bytes_min` to arrive.
 //!
 //! # Errors
 //!
@@ -187,7 +187,7 @@ mod tests {
                 topic: "t".into(),
                 partition: 0,
                 offset: 0,
-                max_bytes: 1,
+                bytes_max: 1,
             }],
         );
         for round in 0..50_000 {

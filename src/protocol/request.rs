@@ -30,7 +30,7 @@ pub struct FetchPartition {
     /// First offset wanted.
     pub offset: u64,
     /// Byte budget for this partition.
-    pub max_bytes: u32,
+    pub bytes_max: u32,
 }
 
 /// A decoded request, borrowing from its frame where that saves an
@@ -53,10 +53,10 @@ pub enum Request<'a> {
     },
     /// Read batches.
     Fetch {
-        /// Longest wait for `min_bytes`.
-        max_wait_ms: u32,
-        /// Bytes worth answering with before `max_wait_ms`.
-        min_bytes: u32,
+        /// Longest wait for `bytes_min`.
+        wait_ms_max: u32,
+        /// Bytes worth answering with before `wait_ms_max`.
+        bytes_min: u32,
         /// What to read.
         partitions: Vec<FetchPartition>,
     },
@@ -138,19 +138,19 @@ pub fn append_produce_request(
 pub fn fetch_request(
     out: &mut Vec<u8>,
     correlation_id: u32,
-    max_wait_ms: u32,
-    min_bytes: u32,
+    wait_ms_max: u32,
+    bytes_min: u32,
     parts: &[FetchPartition],
 ) {
     start_request(out, ApiKey::Fetch, correlation_id);
-    put::u32(out, max_wait_ms);
-    put::u32(out, min_bytes);
+    put::u32(out, wait_ms_max);
+    put::u32(out, bytes_min);
     put::u16(out, parts.len() as u16);
     for p in parts {
         put::str(out, &p.topic);
         put::u32(out, p.partition);
         put::u64(out, p.offset);
-        put::u32(out, p.max_bytes);
+        put::u32(out, p.bytes_max);
     }
     finish_frame(out);
 }
@@ -237,8 +237,8 @@ fn decode_body<'a>(api: ApiKey, r: &mut Reader<'a>) -> Result<Request<'a>> {
             records: r.bytes_range("records")?,
         },
         ApiKey::Fetch => {
-            let max_wait_ms = r.u32("max_wait_ms")?;
-            let min_bytes = r.u32("min_bytes")?;
+            let wait_ms_max = r.u32("wait_ms_max")?;
+            let bytes_min = r.u32("bytes_min")?;
             let count = r.u16("count")? as usize;
             if count > FETCH_PARTITIONS_MAX {
                 return Err(ProtocolError(format!("{count} partitions in one fetch")));
@@ -249,12 +249,12 @@ fn decode_body<'a>(api: ApiKey, r: &mut Reader<'a>) -> Result<Request<'a>> {
                     topic: r.str("topic")?,
                     partition: r.u32("partition")?,
                     offset: r.u64("offset")?,
-                    max_bytes: r.u32("max_bytes")?,
+                    bytes_max: r.u32("bytes_max")?,
                 });
             }
             Request::Fetch {
-                max_wait_ms,
-                min_bytes,
+                wait_ms_max,
+                bytes_min,
                 partitions,
             }
         }
@@ -319,7 +319,7 @@ mod tests {
             topic: "ab".into(),
             partition: 1,
             offset: 258,
-            max_bytes: 1 << 20,
+            bytes_max: 1 << 20,
         }];
         fetch_request(&mut out, 8, 500, 1, &parts);
         assert_eq!(
@@ -331,8 +331,8 @@ mod tests {
         assert_eq!(
             decode_request(&out[4..]).unwrap().1,
             Request::Fetch {
-                max_wait_ms: 500,
-                min_bytes: 1,
+                wait_ms_max: 500,
+                bytes_min: 1,
                 partitions: parts.to_vec()
             }
         );
