@@ -107,7 +107,7 @@ fn flush_due(config: &BrokerConfig, log: &Log, now_ms: i64) -> bool {
 }
 
 /// Syncs a partition outside its lock and exposes what was synced.
-fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
+pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
     let begun = p.lock().begin_flush();
     let flush = match begun {
         Ok(Some(flush)) => flush,
@@ -177,5 +177,19 @@ mod tests {
         assert_eq!(dirty.partitions.len(), 1, "kept until due");
         assert!(dirty.mark(&p, true), "urgency is news for the flusher");
         assert_eq!(take_due(&mut dirty, &config, 0).len(), 1, "acks=all cannot wait");
+    }
+
+    #[test]
+    fn under_a_time_policy_records_are_due_once_the_oldest_is_that_old() {
+        let mut config = BrokerConfig::new("/unused", "127.0.0.1:0");
+        config.flush_interval_ms = Some(100);
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        assert!(!flush_due(&config, &p.lock(), 1000), "nothing to flush");
+        p.lock().append(&mut crate::broker::testing::batch(), 1000).unwrap();
+        assert!(!flush_due(&config, &p.lock(), 1099));
+        assert!(flush_due(&config, &p.lock(), 1100));
+        config.flush_interval_ms = None;
+        assert!(flush_due(&config, &p.lock(), 1000), "without a policy: at once");
     }
 }

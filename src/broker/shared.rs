@@ -396,3 +396,49 @@ pub(super) fn error_code(e: &Error) -> ErrorCode {
         _ => ErrorCode::StorageError,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::testing::{partition, shared};
+
+    #[test]
+    fn a_partition_not_served_says_why() {
+        let (_sim, shared) = shared();
+        partition(&shared, "t");
+        let code = |topic, p| shared.partition(topic, p).err().map(|(code, _)| code);
+        assert_eq!(code("t", 0), None);
+        assert_eq!(code("t", 1), Some(ErrorCode::UnknownPartition));
+        assert_eq!(code("none", 0), Some(ErrorCode::UnknownTopic));
+        // Held but not served: offline here, or placed on another broker.
+        shared.write_topics().insert("d".into(), vec![None, None]);
+        lock(&shared.offline).insert(("d".into(), 0), "damaged".into());
+        assert_eq!(code("d", 0), Some(ErrorCode::StorageError));
+        assert_eq!(code("d", 1), Some(ErrorCode::PartitionElsewhere));
+        let why = shared.partition("d", 0).err().map(|(_, why)| why);
+        assert_eq!(why.as_deref(), Some("damaged"));
+        assert!(shared.is_offline("d", 0) && !shared.is_offline("d", 1));
+    }
+
+    #[test]
+    fn library_errors_map_to_the_codes_clients_act_on() {
+        let too_large = |what| Error::TooLarge {
+            what,
+            size: 2,
+            limit: 1,
+        };
+        assert_eq!(error_code(&too_large("record")), ErrorCode::RecordTooLarge);
+        assert_eq!(error_code(&too_large("topic count")), ErrorCode::LimitReached);
+        assert_eq!(error_code(&Error::Config("x".into())), ErrorCode::InvalidRequest);
+        let full = Error::DiskFull {
+            op: "append to",
+            path: "/d".into(),
+        };
+        assert_eq!(error_code(&full), ErrorCode::DiskFull);
+        let stopped = Error::StorageFailed {
+            dir: "/d".into(),
+            reason: "EIO".into(),
+        };
+        assert_eq!(error_code(&stopped), ErrorCode::StorageError);
+    }
+}

@@ -183,3 +183,105 @@ fn check_length(prefix: [u8; LENGTH_BYTES], bytes_max: u32) -> Result<u32, Frame
     }
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    /// Both ends of a loopback connection.
+    fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        (client, server)
+    }
+
+    #[test]
+    fn a_length_is_judged_before_the_frame_is_read() {
+        let len = |n: u32| n.to_le_bytes();
+        assert!(
+            matches!(check_length(len(7), 100), Err(FrameError::Garbage(_))),
+            "shorter than a header"
+        );
+        assert!(matches!(check_length(len(8), 100), Ok(8)));
+        assert!(
+            matches!(check_length(len(100), 100), Ok(100)),
+            "the limit itself is allowed"
+        );
+        assert!(matches!(
+            check_length(len(101), 100),
+            Err(FrameError::TooLarge(101, None))
+        ));
+        let Err(FrameError::Garbage(why)) = check_length(*b"POST", 100) else {
+            panic!("text is no frame")
+        };
+        assert!(why.contains("HTTP"), "{why}");
+    }
+
+    #[test]
+    fn a_frame_is_held_only_when_all_its_bytes_are() {
+        assert!(!holds_frame(&[]));
+        assert!(!holds_frame(&[2, 0, 0]), "part of the length");
+        assert!(!holds_frame(&[2, 0, 0, 0, 9]), "part of the body");
+        assert!(holds_frame(&[2, 0, 0, 0, 9, 9]));
+        assert!(holds_frame(&[2, 0, 0, 0, 9, 9, 1]), "and the start of the next");
+        assert!(holds_frame(&[0, 0, 0, 0]), "an empty body");
+    }
+
+    #[test]
+    fn frames_read_in_one_go_come_out_one_by_one() {
+        let (mut client, server) = pair();
+        let mut frames = Vec::new();
+        protocol::create_topic_request(&mut frames, 1, "a", 1);
+        let mut second = Vec::new();
+        protocol::create_topic_request(&mut second, 2, "b", 1);
+        frames.extend_from_slice(&second);
+        client.write_all(&frames).unwrap();
+        drop(client);
+        let mut reader = FrameReader::new(&server, 1024, Duration::from_secs(5));
+        let first = reader.next().unwrap().to_vec();
+        assert_eq!(protocol::decode_request_header(&first).unwrap().correlation_id, 1);
+        assert!(reader.has_frame(), "the second frame came with the first");
+        let next = reader.next().unwrap().to_vec();
+        assert_eq!(next, second[LENGTH_BYTES..]);
+        assert!(!reader.has_frame());
+        assert!(
+            matches!(reader.next(), Err(FrameError::Closed)),
+            "closed between frames"
+        );
+    }
+
+    #[test]
+    fn a_frame_over_the_limit_names_its_request() {
+        let (mut client, server) = pair();
+        let mut frame = Vec::new();
+        protocol::create_topic_request(&mut frame, 7, "a-long-topic-name", 1);
+        client.write_all(&frame).unwrap();
+        let mut reader = FrameReader::new(&server, 16, Duration::from_secs(5));
+        match reader.next() {
+            Err(FrameError::TooLarge(n, Some(header))) => {
+                assert_eq!(n as usize, frame.len() - LENGTH_BYTES);
+                assert_eq!(header.correlation_id, 7);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_frame_cut_short_is_garbage_and_one_left_unfinished_times_out() {
+        let (mut client, server) = pair();
+        let mut frame = Vec::new();
+        protocol::create_topic_request(&mut frame, 1, "a", 1);
+        client.write_all(&frame[..frame.len() - 1]).unwrap();
+        let mut reader = FrameReader::new(&server, 1024, Duration::from_millis(50));
+        assert!(matches!(reader.next(), Err(FrameError::Timeout)));
+        drop(client);
+        let (mut client, server) = pair();
+        client.write_all(&frame[..frame.len() - 1]).unwrap();
+        drop(client);
+        let mut reader = FrameReader::new(&server, 1024, Duration::from_secs(5));
+        assert!(matches!(reader.next(), Err(FrameError::Garbage(_))));
+    }
+}

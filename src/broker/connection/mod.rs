@@ -175,3 +175,36 @@ fn broken(shared: &Shared, stream: &TcpStream, peer: SocketAddr, e: io::Error) {
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::testing::{partition, shared};
+
+    #[test]
+    fn one_unsettled_entry_per_partition_and_epoch_keeps_the_last_offset() {
+        let (_sim, shared) = shared();
+        let (a, b) = (partition(&shared, "a"), partition(&shared, "b"));
+        let mut state = ReaderState::default();
+        state.note_unsettled(&a, 0, 4);
+        state.note_unsettled(&a, 0, 7);
+        state.note_unsettled(&a, 0, 2);
+        state.note_unsettled(&b, 0, 1);
+        state.note_unsettled(&a, 1, 9);
+        let entries: Vec<_> = state
+            .unsettled
+            .iter()
+            .map(|u| (u.partition.topic.as_str(), u.epoch, u.last_offset))
+            .collect();
+        assert_eq!(entries, [("a", 0, 7), ("b", 0, 1), ("a", 1, 9)]);
+    }
+
+    #[test]
+    fn a_produce_answer_is_an_empty_header_and_the_base_offset() {
+        let mut out = vec![0xAA];
+        produced_into(&mut out, 5, 42);
+        let got = crate::broker::testing::answers(&out[1..]);
+        assert_eq!(got, [(5, ErrorCode::None, 42u64.to_le_bytes().to_vec())]);
+        assert_eq!(out[0], 0xAA, "appended after what was there");
+    }
+}

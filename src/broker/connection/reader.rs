@@ -166,3 +166,66 @@ fn end(shared: &Shared, e: FrameError, tx: &SyncSender<QueuedAnswer>, peer: Sock
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::testing::{append, batch_of, partition, shared};
+
+    fn peer() -> SocketAddr {
+        "127.0.0.1:1".parse().unwrap()
+    }
+
+    #[test]
+    fn an_answer_ready_at_once_stays_with_the_readers_while_the_writer_is_idle() {
+        let mut state = ReaderState {
+            answer: b"earlier-answer".to_vec(),
+            ..ReaderState::default()
+        };
+        let held = state.answer.len();
+        state.answer.extend_from_slice(b"this-answer");
+        assert!(to_writer(Some(Answer::Now), held, false, &mut state).is_none());
+        assert_eq!(state.answer, b"earlier-answerthis-answer");
+        // A busy writer: the answer must follow the queue, not pass it.
+        let Some(QueuedAnswer::Ready(frame)) = to_writer(Some(Answer::Now), held, true, &mut state) else {
+            panic!("the answer goes to the writer")
+        };
+        assert_eq!(
+            (frame.as_slice(), state.answer.as_slice()),
+            (&b"this-answer"[..], &b"earlier-answer"[..])
+        );
+        let later = Answer::Later(QueuedAnswer::Ready(b"x".to_vec()));
+        assert!(matches!(
+            to_writer(Some(later), held, false, &mut state),
+            Some(QueuedAnswer::Ready(_))
+        ));
+        assert!(to_writer(None, held, true, &mut state).is_none());
+    }
+
+    #[test]
+    fn settle_writes_the_gathered_appends_before_their_answers_leave() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        let info = append(&p);
+        assert_eq!(p.lock().fate(info.epoch, info.last_offset), Fate::Gathered);
+        let mut state = ReaderState::default();
+        state.note_unsettled(&p, info.epoch, info.last_offset);
+        assert!(settle(&shared, &mut state.unsettled, peer()));
+        assert!(state.unsettled.is_empty());
+        assert_eq!(p.lock().fate(info.epoch, info.last_offset), Fate::InFile);
+    }
+
+    #[test]
+    fn settle_refuses_when_a_failed_write_undid_the_appends() {
+        let (sim, shared) = shared();
+        let p = partition(&shared, "t");
+        // Gathered in memory; its bytes need blocks the disk no longer has.
+        sim.set_capacity(Some(sim.allocated()));
+        let info = p.lock().append(&mut batch_of(&[7; 64 * 1024]), 0).unwrap();
+        let mut state = ReaderState::default();
+        state.note_unsettled(&p, info.epoch, info.last_offset);
+        assert!(!settle(&shared, &mut state.unsettled, peer()), "a full disk undid them");
+        assert!(state.unsettled.is_empty());
+        assert_eq!(p.lock().fate(info.epoch, info.last_offset), Fate::Undone);
+    }
+}

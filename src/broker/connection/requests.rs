@@ -304,3 +304,165 @@ fn create_topic(shared: &Shared, out: &mut Vec<u8>, correlation_id: u32, topic: 
         Err(e) => error_into(out, correlation_id, error_code(&e), &e.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::testing::{answers, batch, shared};
+    use crate::protocol::{FetchPartition, Reader};
+    use crate::sync::lock;
+
+    fn peer() -> SocketAddr {
+        "127.0.0.1:1".parse().unwrap()
+    }
+
+    /// Handles one request frame as the reader does.
+    fn send(shared: &Arc<Shared>, frame: &[u8], state: &mut ReaderState) -> Option<Answer> {
+        let mut body = frame[protocol::LENGTH_BYTES..].to_vec();
+        handle(shared, &mut body, peer(), state)
+    }
+
+    fn produce_frame(id: u32, acks: i8, topic: &str, partition: u32) -> Vec<u8> {
+        let mut frame = Vec::new();
+        protocol::produce_request(&mut frame, id, acks, 1000, topic, partition, &batch());
+        frame
+    }
+
+    #[test]
+    fn acks_1_is_answered_at_once_with_its_offset_and_left_to_settle() {
+        let (_sim, shared) = shared();
+        let mut state = ReaderState::default();
+        for id in [1, 2] {
+            let answer = send(&shared, &produce_frame(id, protocol::ACKS_LEADER, "t", 0), &mut state);
+            assert!(matches!(answer, Some(Answer::Now)));
+        }
+        let got = answers(&state.answer);
+        assert_eq!(got.len(), 2, "the answers gather");
+        for (i, (id, error, body)) in got.into_iter().enumerate() {
+            assert_eq!((id, error), (i as u32 + 1, ErrorCode::None));
+            assert_eq!(Reader::new(&body).u64("base_offset").unwrap(), i as u64);
+        }
+        assert_eq!(state.unsettled.len(), 1, "one partition, one epoch");
+        assert_eq!(state.unsettled[0].last_offset, 1);
+        assert_eq!(shared.appends.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn acks_all_waits_for_the_writer_and_wakes_the_flusher_urgently() {
+        let (_sim, shared) = shared();
+        let mut state = ReaderState::default();
+        let answer = send(&shared, &produce_frame(3, protocol::ACKS_ALL, "t", 0), &mut state);
+        let Some(Answer::Later(QueuedAnswer::Durable {
+            correlation_id,
+            appended,
+            ..
+        })) = answer
+        else {
+            panic!("acks=all is answered by the writer")
+        };
+        assert_eq!((correlation_id, appended.base_offset, appended.end_offset), (3, 0, 1));
+        assert!(state.answer.is_empty() && state.unsettled.is_empty());
+        let dirty = lock(&shared.dirty);
+        assert!(dirty.partitions.values().all(|(_, urgent)| *urgent));
+        assert_eq!(dirty.partitions.len(), 1);
+    }
+
+    #[test]
+    fn acks_0_is_never_answered_even_when_it_fails() {
+        let (_sim, shared) = shared();
+        let mut state = ReaderState::default();
+        assert!(send(&shared, &produce_frame(1, protocol::ACKS_NONE, "t", 0), &mut state).is_none());
+        // Partition 5 of a topic of one: refused, and still no answer.
+        assert!(send(&shared, &produce_frame(2, protocol::ACKS_NONE, "t", 5), &mut state).is_none());
+        assert!(state.answer.is_empty());
+        let mut state = ReaderState::default();
+        send(&shared, &produce_frame(3, protocol::ACKS_LEADER, "t", 5), &mut state);
+        assert_eq!(answers(&state.answer)[0].1, ErrorCode::UnknownPartition);
+    }
+
+    #[test]
+    fn a_produce_creates_its_topic_with_the_default_partitions() {
+        let (_sim, shared) = shared();
+        assert!(shared.partition("new", 0).is_err());
+        let mut state = ReaderState::default();
+        send(&shared, &produce_frame(1, protocol::ACKS_LEADER, "new", 0), &mut state);
+        assert_eq!(answers(&state.answer)[0].1, ErrorCode::None);
+        assert!(shared.partition("new", 0).is_ok());
+    }
+
+    #[test]
+    fn requests_that_do_not_decode_are_answered_and_the_connection_goes_on() {
+        let (_sim, shared) = shared();
+        let mut state = ReaderState::default();
+        let mut frame = Vec::new();
+        protocol::create_topic_request(&mut frame, 4, "t", 1);
+        frame[4] = 99;
+        assert!(matches!(send(&shared, &frame, &mut state), Some(Answer::Now)));
+        frame[4] = 4;
+        frame.push(0);
+        assert!(matches!(send(&shared, &frame, &mut state), Some(Answer::Now)));
+        let codes: Vec<_> = answers(&state.answer).into_iter().map(|a| (a.0, a.1)).collect();
+        assert_eq!(
+            codes,
+            [(4, ErrorCode::UnsupportedRequest), (4, ErrorCode::InvalidRequest)]
+        );
+    }
+
+    #[test]
+    fn a_fetch_is_left_to_the_writer() {
+        let (_sim, shared) = shared();
+        let mut state = ReaderState::default();
+        let asked = [FetchPartition {
+            topic: "t".into(),
+            partition: 0,
+            offset: 5,
+            bytes_max: 100,
+        }];
+        let mut frame = Vec::new();
+        protocol::fetch_request(&mut frame, 9, 60_000, 10, &asked);
+        let answer = send(&shared, &frame, &mut state);
+        let Some(Answer::Later(QueuedAnswer::Fetch {
+            correlation_id,
+            bytes_min,
+            deadline,
+            partitions,
+        })) = answer
+        else {
+            panic!("a fetch waits its turn")
+        };
+        assert_eq!((correlation_id, bytes_min, partitions), (9, 10, asked.to_vec()));
+        assert!(deadline > Instant::now() + Duration::from_secs(50));
+    }
+
+    #[test]
+    fn create_topic_answers_the_count_and_whether_it_existed() {
+        let (_sim, shared) = shared();
+        let mut state = ReaderState::default();
+        let mut frame = Vec::new();
+        protocol::create_topic_request(&mut frame, 1, "t", 3);
+        send(&shared, &frame, &mut state);
+        protocol::create_topic_request(&mut frame, 2, "t", 5);
+        send(&shared, &frame, &mut state);
+        let got = answers(&state.answer);
+        assert_eq!((got[0].1, got[1].1), (ErrorCode::None, ErrorCode::TopicExists));
+        for (_, _, body) in got {
+            assert_eq!(Reader::new(&body).u32("partitions").unwrap(), 3);
+        }
+    }
+
+    #[test]
+    fn metadata_and_list_offsets_see_only_visible_records() {
+        let (_sim, shared) = shared();
+        let mut state = ReaderState::default();
+        send(&shared, &produce_frame(1, protocol::ACKS_LEADER, "t", 0), &mut state);
+        let mut out = Vec::new();
+        metadata(&shared, &mut out, 2, &["t".to_string(), "none".to_string()]);
+        list_offsets(&shared, &mut out, 3, "t", 0, protocol::LATEST);
+        let got = answers(&out);
+        let mut r = Reader::new(&got[0].2);
+        let topics = protocol::decode_metadata_response(&mut r).unwrap();
+        assert_eq!(topics[0].partitions, [(0, 0)], "appended, not yet flushed");
+        assert_eq!(topics[1].error, ErrorCode::UnknownTopic);
+        assert_eq!(Reader::new(&got[1].2).i64("offset").unwrap(), 0);
+    }
+}

@@ -130,3 +130,56 @@ fn send_slice(stream: &TcpStream, slice: &FileSlice) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::flusher::flush_partition;
+    use crate::broker::testing::{append, partition, shared};
+    use crate::protocol::Reader;
+
+    #[test]
+    fn the_head_counts_the_bytes_that_follow_it() {
+        let head = response_head(6, 2, 1000).unwrap();
+        let len = u32::from_le_bytes(head[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, head.len() - protocol::LENGTH_BYTES + 1000);
+        let mut r = Reader::new(&head[4..]);
+        let header = protocol::decode_response_header(&mut r).unwrap();
+        assert_eq!((header.correlation_id, header.error), (6, ErrorCode::None));
+        assert_eq!(r.u16("count").unwrap(), 2);
+        assert!(response_head(6, 2, 1 << 32).is_err(), "a frame's length is a u32");
+    }
+
+    #[test]
+    fn gather_finds_visible_records_within_each_budget() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        append(&p);
+        let ask = |offset, bytes_max| FetchPartition {
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            bytes_max,
+        };
+        let (_, bytes, errors) = gather(&shared, &[ask(0, 1 << 20)]);
+        assert_eq!((bytes, errors), (0, false), "not visible before its flush");
+        flush_partition(&shared, &p);
+        let (parts, bytes, errors) = gather(&shared, &[ask(0, 1 << 20), ask(0, 0)]);
+        assert!(bytes > 0 && !errors);
+        assert!(parts[0].slice.is_some());
+        assert!(parts[1].slice.is_none(), "a budget of nothing reads nothing");
+        let unknown = FetchPartition {
+            topic: "none".into(),
+            ..ask(0, 1)
+        };
+        let (parts, _, errors) = gather(&shared, &[unknown]);
+        assert!(errors);
+        let mut r = Reader::new(&parts[0].header);
+        let (_, _, code) = (
+            r.str("topic").unwrap(),
+            r.u32("partition").unwrap(),
+            r.u16("error").unwrap(),
+        );
+        assert_eq!(code, ErrorCode::UnknownTopic as u16);
+    }
+}

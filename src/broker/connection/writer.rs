@@ -194,3 +194,39 @@ fn await_durable(
         shared.wait_visible(generation, deadline);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::flusher::flush_partition;
+    use crate::broker::testing::{answers, append, partition, shared};
+    use crate::protocol::Reader;
+
+    fn appended(info: &crate::storage::log::AppendInfo) -> Appended {
+        Appended {
+            base_offset: info.base_offset,
+            end_offset: info.last_offset + 1,
+            epoch: info.epoch,
+        }
+    }
+
+    #[test]
+    fn an_acks_all_answer_waits_for_durability_and_says_what_became_of_the_records() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        append(&p);
+        let info = append(&p);
+        let soon = Instant::now() + std::time::Duration::from_millis(20);
+        let mut out = Vec::new();
+        await_durable(&shared, &mut out, 1, &p, &appended(&info), soon);
+        flush_partition(&shared, &p);
+        await_durable(&shared, &mut out, 2, &p, &appended(&info), soon);
+        p.failed.store(true, Ordering::Release);
+        await_durable(&shared, &mut out, 3, &p, &appended(&info), soon);
+        let got = answers(&out);
+        assert_eq!(got[0].1, ErrorCode::Timeout, "not durable by the deadline");
+        assert_eq!(got[1].1, ErrorCode::None);
+        assert_eq!(Reader::new(&got[1].2).u64("base_offset").unwrap(), 1);
+        assert_eq!(got[2].1, ErrorCode::StorageError, "a failed fsync stops the partition");
+    }
+}
