@@ -225,7 +225,7 @@ fn bad_requests_get_clear_errors_and_change_nothing() {
             topic: "t".into(),
             partition: 0,
             offset,
-            max_bytes: 1 << 20,
+            bytes_max: 1 << 20,
         };
         protocol::fetch_request(&mut f, 8, 0, 1, &[part]);
         f
@@ -474,7 +474,7 @@ fn a_fetch_at_the_end_waits_for_records_instead_of_answering_empty() {
         topic: "t".into(),
         partition: 0,
         offset: 1,
-        max_bytes: 1 << 20,
+        bytes_max: 1 << 20,
     };
     protocol::fetch_request(&mut frame, 1, 20_000, 1, &[part]);
     raw.send(&frame);

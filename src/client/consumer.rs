@@ -218,7 +218,7 @@ impl Fetcher {
                     topic: self.topic.clone(),
                     partition: p.partition,
                     offset: p.offset,
-                    max_bytes: self.config.fetch_bytes_max,
+                    bytes_max: self.config.fetch_bytes_max,
                 })
                 .collect();
             if asked.is_empty() {

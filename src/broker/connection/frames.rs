@@ -1,0 +1,287 @@
+//! Frames in: a connection's byte stream cut into request frames, each
+//! length checked against `--max-request-bytes` before its bytes are
+//! read.
+
+use std::io::{self, Read};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use crate::protocol::{self, RequestHeader, LENGTH_BYTES, REQUEST_HEADER_BYTES};
+
+/// How reading a frame failed.
+#[derive(Debug)]
+pub(super) enum FrameError {
+    /// The peer closed between frames.
+    Closed,
+    /// Bytes that are not a frame; the connection cannot go on.
+    Garbage(String),
+    /// A frame over the limit, with its request header when it came.
+    TooLarge(u32, Option<RequestHeader>),
+    /// The peer started a frame and did not finish it in time.
+    Timeout,
+    /// The socket failed.
+    Io(io::Error),
+}
+
+/// Reads a connection's frames through one buffer: a read syscall brings
+/// in as many waiting requests as fit, and frames already buffered cost
+/// none. Memory grows with the bytes that actually arrive, never ahead of
+/// them, and a frame's length is checked against the limit first.
+pub(super) struct FrameReader<'a> {
+    stream: &'a TcpStream,
+    buf: Vec<u8>,
+    /// Start of the unconsumed bytes.
+    pos: usize,
+    /// End of the bytes read.
+    filled: usize,
+    /// The largest frame body accepted.
+    bytes_max: u32,
+    /// The time a peer has to finish a frame it started.
+    timeout: Duration,
+    /// The socket's read timeout as last set (to skip needless syscalls).
+    timeout_set: Option<Option<Duration>>,
+}
+
+/// Bytes read at once at least.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Bytes a buffer grows by at most per read while a large frame arrives.
+const GROW_CHUNK_BYTES: usize = 1 << 20;
+
+impl<'a> FrameReader<'a> {
+    pub(super) fn new(stream: &'a TcpStream, bytes_max: u32, timeout: Duration) -> FrameReader<'a> {
+        FrameReader {
+            stream,
+            buf: vec![0; READ_CHUNK_BYTES],
+            pos: 0,
+            filled: 0,
+            bytes_max,
+            timeout,
+            timeout_set: None,
+        }
+    }
+
+    fn set_timeout(&mut self, t: Option<Duration>) {
+        // Durations are rounded to 10 ms so that a deadline a little
+        // closer does not cost a syscall per read.
+        let rounded = t.map(|d| Duration::from_millis((d.as_millis() as u64).div_ceil(10).max(1) * 10));
+        if self.timeout_set != Some(rounded) {
+            let _ = self.stream.set_read_timeout(rounded);
+            self.timeout_set = Some(rounded);
+        }
+    }
+
+    /// Reads until `n` unconsumed bytes are buffered. With nothing
+    /// buffered the wait is unbounded (an idle connection); once a frame
+    /// has begun, it must be complete by `deadline`.
+    fn fill(&mut self, n: usize, deadline: &mut Option<Instant>) -> Result<(), FrameError> {
+        while self.filled - self.pos < n {
+            if self.pos > 0 && (self.pos == self.filled || self.buf.len() - self.pos < n) {
+                self.buf.copy_within(self.pos..self.filled, 0);
+                self.filled -= self.pos;
+                self.pos = 0;
+            }
+            let want = self.pos + n;
+            if self.buf.len() < want {
+                let grown = (self.buf.len() + GROW_CHUNK_BYTES).min(want.max(READ_CHUNK_BYTES));
+                self.buf.resize(grown, 0);
+            }
+            if self.filled == self.pos && deadline.is_none() {
+                self.set_timeout(None);
+            } else {
+                let at = *deadline.get_or_insert_with(|| Instant::now() + self.timeout);
+                let left = at.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(FrameError::Timeout);
+                }
+                self.set_timeout(Some(left));
+            }
+            let end = self.buf.len();
+            match (&*self.stream).read(&mut self.buf[self.filled..end]) {
+                Ok(0) if self.filled == self.pos && deadline.is_none() => return Err(FrameError::Closed),
+                Ok(0) => {
+                    return Err(FrameError::Garbage(
+                        "the peer closed the connection in the middle of a frame".into(),
+                    ))
+                }
+                Ok(k) => {
+                    self.filled += k;
+                    deadline.get_or_insert_with(|| Instant::now() + self.timeout);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    return Err(FrameError::Timeout)
+                }
+                Err(e) => return Err(FrameError::Io(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a whole frame is buffered (the next `next` makes no syscall).
+    pub(super) fn has_frame(&self) -> bool {
+        holds_frame(&self.buf[self.pos..self.filled])
+    }
+
+    /// The next frame's body, consumed.
+    pub(super) fn next(&mut self) -> Result<&mut [u8], FrameError> {
+        if self.pos == self.filled && self.buf.len() > GROW_CHUNK_BYTES {
+            // A large request is done with: give its memory back.
+            self.buf = vec![0; READ_CHUNK_BYTES];
+            (self.pos, self.filled) = (0, 0);
+        }
+        let mut deadline = None;
+        self.fill(LENGTH_BYTES, &mut deadline)?;
+        let prefix: [u8; LENGTH_BYTES] = self.buf[self.pos..self.pos + LENGTH_BYTES].try_into().expect("4 bytes");
+        let n = match check_length(prefix, self.bytes_max) {
+            Ok(n) => n,
+            Err(FrameError::TooLarge(n, _)) => {
+                // Its header, when it comes, names the request refused.
+                let header = self
+                    .fill(LENGTH_BYTES + REQUEST_HEADER_BYTES, &mut deadline)
+                    .ok()
+                    .and_then(|()| protocol::decode_request_header(&self.buf[self.pos + LENGTH_BYTES..]).ok());
+                return Err(FrameError::TooLarge(n, header));
+            }
+            Err(e) => return Err(e),
+        };
+        let total = LENGTH_BYTES + n as usize;
+        self.fill(total, &mut deadline)?;
+        let start = self.pos + LENGTH_BYTES;
+        self.pos += total;
+        Ok(&mut self.buf[start..start + n as usize])
+    }
+}
+
+/// Whether `buffered` starts with a whole frame.
+fn holds_frame(buffered: &[u8]) -> bool {
+    let Some(prefix) = buffered.get(..LENGTH_BYTES) else {
+        return false;
+    };
+    let len = u32::from_le_bytes(prefix.try_into().expect("4 bytes"));
+    buffered.len() - LENGTH_BYTES >= len as usize
+}
+
+/// What a frame's length prefix says before any of the frame is read: the
+/// length of its body, or why that body will not be read.
+fn check_length(prefix: [u8; LENGTH_BYTES], bytes_max: u32) -> Result<u32, FrameError> {
+    let n = u32::from_le_bytes(prefix);
+    if (n as usize) < REQUEST_HEADER_BYTES {
+        return Err(FrameError::Garbage(format!(
+            "a frame of {n} bytes is shorter than a request header"
+        )));
+    }
+    if n > bytes_max {
+        // Text makes a huge length; saying so helps whoever pointed an
+        // HTTP client at the broker.
+        if prefix.iter().all(|b| b.is_ascii_uppercase() || *b == b' ') {
+            return Err(FrameError::Garbage(format!(
+                "{:?} is not a frame (HTTP or another text protocol?)",
+                String::from_utf8_lossy(&prefix)
+            )));
+        }
+        return Err(FrameError::TooLarge(n, None));
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    /// Both ends of a loopback connection.
+    fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        (client, server)
+    }
+
+    #[test]
+    fn a_length_is_judged_before_the_frame_is_read() {
+        let len = |n: u32| n.to_le_bytes();
+        assert!(
+            matches!(check_length(len(7), 100), Err(FrameError::Garbage(_))),
+            "shorter than a header"
+        );
+        assert!(matches!(check_length(len(8), 100), Ok(8)));
+        assert!(
+            matches!(check_length(len(100), 100), Ok(100)),
+            "the limit itself is allowed"
+        );
+        assert!(matches!(
+            check_length(len(101), 100),
+            Err(FrameError::TooLarge(101, None))
+        ));
+        let Err(FrameError::Garbage(why)) = check_length(*b"POST", 100) else {
+            panic!("text is no frame")
+        };
+        assert!(why.contains("HTTP"), "{why}");
+    }
+
+    #[test]
+    fn a_frame_is_held_only_when_all_its_bytes_are() {
+        assert!(!holds_frame(&[]));
+        assert!(!holds_frame(&[2, 0, 0]), "part of the length");
+        assert!(!holds_frame(&[2, 0, 0, 0, 9]), "part of the body");
+        assert!(holds_frame(&[2, 0, 0, 0, 9, 9]));
+        assert!(holds_frame(&[2, 0, 0, 0, 9, 9, 1]), "and the start of the next");
+        assert!(holds_frame(&[0, 0, 0, 0]), "an empty body");
+    }
+
+    #[test]
+    fn frames_read_in_one_go_come_out_one_by_one() {
+        let (mut client, server) = pair();
+        let mut frames = Vec::new();
+        protocol::create_topic_request(&mut frames, 1, "a", 1);
+        let mut second = Vec::new();
+        protocol::create_topic_request(&mut second, 2, "b", 1);
+        frames.extend_from_slice(&second);
+        client.write_all(&frames).unwrap();
+        drop(client);
+        let mut reader = FrameReader::new(&server, 1024, Duration::from_secs(5));
+        let first = reader.next().unwrap().to_vec();
+        assert_eq!(protocol::decode_request_header(&first).unwrap().correlation_id, 1);
+        assert!(reader.has_frame(), "the second frame came with the first");
+        let next = reader.next().unwrap().to_vec();
+        assert_eq!(next, second[LENGTH_BYTES..]);
+        assert!(!reader.has_frame());
+        assert!(
+            matches!(reader.next(), Err(FrameError::Closed)),
+            "closed between frames"
+        );
+    }
+
+    #[test]
+    fn a_frame_over_the_limit_names_its_request() {
+        let (mut client, server) = pair();
+        let mut frame = Vec::new();
+        protocol::create_topic_request(&mut frame, 7, "a-long-topic-name", 1);
+        client.write_all(&frame).unwrap();
+        let mut reader = FrameReader::new(&server, 16, Duration::from_secs(5));
+        match reader.next() {
+            Err(FrameError::TooLarge(n, Some(header))) => {
+                assert_eq!(n as usize, frame.len() - LENGTH_BYTES);
+                assert_eq!(header.correlation_id, 7);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_frame_cut_short_is_garbage_and_one_left_unfinished_times_out() {
+        let (mut client, server) = pair();
+        let mut frame = Vec::new();
+        protocol::create_topic_request(&mut frame, 1, "a", 1);
+        client.write_all(&frame[..frame.len() - 1]).unwrap();
+        let mut reader = FrameReader::new(&server, 1024, Duration::from_millis(50));
+        assert!(matches!(reader.next(), Err(FrameError::Timeout)));
+        drop(client);
+        let (mut client, server) = pair();
+        client.write_all(&frame[..frame.len() - 1]).unwrap();
+        drop(client);
+        let mut reader = FrameReader::new(&server, 1024, Duration::from_secs(5));
+        assert!(matches!(reader.next(), Err(FrameError::Garbage(_))));
+    }
+}

@@ -1,0 +1,210 @@
+//! One client connection: its reader (frames in, requests handled in
+//! order) and its writer (answers out, in the same order; fetched records
+//! sent with `sendfile`).
+//!
+//! The reader ([`reader`]) cuts the byte stream into frames ([`frames`])
+//! and handles each request ([`requests`]): appends, and the answers that
+//! need no wait, which it writes itself. The others go to the writer
+//! ([`writer`]) through a bounded queue of [`QueuedAnswer`]s; a fetch's
+//! records go out from the segment file ([`transfer`]).
+
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::AtomicUsize;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::broker::shared::{Partition, Shared};
+use crate::protocol::{self, put, ErrorCode, FetchPartition};
+
+mod frames;
+mod reader;
+mod requests;
+mod transfer;
+mod writer;
+
+/// An answer waiting its turn in the connection's queue to the writer.
+enum QueuedAnswer {
+    /// Encoded and ready.
+    Ready(Vec<u8>),
+    /// acks=all: answer once `partition` holds `appended` durably.
+    Durable {
+        correlation_id: u32,
+        partition: Arc<Partition>,
+        appended: Appended,
+        deadline: Instant,
+    },
+    /// A fetch, evaluated when its turn comes.
+    Fetch {
+        correlation_id: u32,
+        bytes_min: u32,
+        deadline: Instant,
+        partitions: Vec<FetchPartition>,
+    },
+}
+
+/// Records an acks=all answer waits for: from `base_offset` to before
+/// `end_offset`, appended in undo `epoch` (see
+/// [`crate::storage::log::Log::fate`]).
+#[derive(Debug, Clone, Copy)]
+struct Appended {
+    base_offset: u64,
+    end_offset: u64,
+    epoch: u64,
+}
+
+/// How the reader deals with a request.
+enum Answer {
+    /// The answer is ready, in [`ReaderState::answer`].
+    Now,
+    /// The answer must wait its turn with the writer.
+    Later(QueuedAnswer),
+}
+
+/// An acks=1 append whose answer the reader holds: the answer may leave
+/// only once the append is in its file (see [`reader`]'s `settle`).
+struct Unsettled {
+    partition: Arc<Partition>,
+    /// The log's undo epoch at the append.
+    epoch: u64,
+    /// The last offset appended in that epoch.
+    last_offset: u64,
+}
+
+/// What a connection's reader keeps between requests, so that a produce
+/// request costs no allocation.
+#[derive(Default)]
+struct ReaderState {
+    /// acks=1 appends since the last settle, whose appends may still be
+    /// gathered in memory.
+    unsettled: Vec<Unsettled>,
+    /// The answers the reader holds, to the request at hand and those
+    /// before it; they leave together.
+    answer: Vec<u8>,
+    /// The produce request's topic, copied out of the frame.
+    topic: String,
+}
+
+impl ReaderState {
+    /// Notes an acks=1 append: one entry per partition and undo epoch (an
+    /// undo takes back every append from some offset on, so the epoch's
+    /// last append answers for the ones before it).
+    fn note_unsettled(&mut self, partition: &Arc<Partition>, epoch: u64, last_offset: u64) {
+        let same = |u: &&mut Unsettled| Arc::ptr_eq(&u.partition, partition) && u.epoch == epoch;
+        match self.unsettled.iter_mut().find(same) {
+            Some(u) => u.last_offset = u.last_offset.max(last_offset),
+            None => self.unsettled.push(Unsettled {
+                partition: Arc::clone(partition),
+                epoch,
+                last_offset,
+            }),
+        }
+    }
+}
+
+/// Serves one connection until the peer closes it, it breaks the protocol,
+/// or the broker stops.
+pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let timeout = Duration::from_millis(shared.config.request_timeout_ms.max(1));
+    let _ = stream.set_write_timeout(Some(timeout));
+    let writer_stream = match stream.try_clone() {
+        Ok(s) => s,
+        Err(e) => {
+            shared.log(format_args!("{peer}: {e}"));
+            return;
+        }
+    };
+    let (tx, rx) = mpsc::sync_channel::<QueuedAnswer>(shared.config.in_flight_max.max(1) - 1);
+    // Answers queued to the writer and not yet written.
+    let queued_count = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let shared = Arc::clone(shared);
+        let queued_count = Arc::clone(&queued_count);
+        std::thread::Builder::new()
+            .name(format!("write-{peer}"))
+            .spawn(move || writer::write_responses(&shared, writer_stream, rx, peer, &queued_count))
+    };
+    let writer = match writer {
+        Ok(w) => w,
+        Err(e) => {
+            shared.log(format_args!("{peer}: cannot start a writer: {e}"));
+            return;
+        }
+    };
+    reader::read_requests(shared, &stream, &tx, &queued_count, peer, timeout);
+    drop(tx);
+    let _ = writer.join();
+}
+
+/// An error answer.
+fn error_frame(correlation_id: u32, error: ErrorCode, message: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    error_into(&mut out, correlation_id, error, message);
+    out
+}
+
+/// Appends an error answer to `out`.
+fn error_into(out: &mut Vec<u8>, correlation_id: u32, error: ErrorCode, message: &str) {
+    let start = protocol::begin_response(out, correlation_id, error, message);
+    protocol::finish_frame(&mut out[start..]);
+}
+
+/// Appends a produce answer to `out`: the offset of the batch's first record.
+fn produced_into(out: &mut Vec<u8>, correlation_id: u32, base_offset: u64) {
+    let start = protocol::begin_response(out, correlation_id, ErrorCode::None, "");
+    put::u64(out, base_offset);
+    protocol::finish_frame(&mut out[start..]);
+}
+
+/// Writes out the answers gathered in `out`, which is left empty.
+fn flush_out(stream: &TcpStream, out: &mut Vec<u8>) -> io::Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    let result = (&*stream).write_all(out);
+    out.clear();
+    result
+}
+
+/// The peer stopped reading: say so, and stop the reader too.
+fn broken(shared: &Shared, stream: &TcpStream, peer: SocketAddr, e: io::Error) {
+    if !matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe) {
+        shared.log(format_args!("{peer}: cannot send a response: {e}"));
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::testing::{partition, shared};
+
+    #[test]
+    fn one_unsettled_entry_per_partition_and_epoch_keeps_the_last_offset() {
+        let (_sim, shared) = shared();
+        let (a, b) = (partition(&shared, "a"), partition(&shared, "b"));
+        let mut state = ReaderState::default();
+        state.note_unsettled(&a, 0, 4);
+        state.note_unsettled(&a, 0, 7);
+        state.note_unsettled(&a, 0, 2);
+        state.note_unsettled(&b, 0, 1);
+        state.note_unsettled(&a, 1, 9);
+        let entries: Vec<_> = state
+            .unsettled
+            .iter()
+            .map(|u| (u.partition.topic.as_str(), u.epoch, u.last_offset))
+            .collect();
+        assert_eq!(entries, [("a", 0, 7), ("b", 0, 1), ("a", 1, 9)]);
+    }
+
+    #[test]
+    fn a_produce_answer_is_an_empty_header_and_the_base_offset() {
+        let mut out = vec![0xAA];
+        produced_into(&mut out, 5, 42);
+        let got = crate::broker::testing::answers(&out[1..]);
+        assert_eq!(got, [(5, ErrorCode::None, 42u64.to_le_bytes().to_vec())]);
+        assert_eq!(out[0], 0xAA, "appended after what was there");
+    }
+}

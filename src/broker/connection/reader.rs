@@ -1,0 +1,231 @@
+//! The reader: frames in, requests handled in order. It writes the answers
+//! that need no wait itself, gathered while more requests are buffered,
+//! and queues the others to the writer; when the queue is full it stops
+//! reading, and TCP pushes back on the client.
+
+use std::io;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::frames::{FrameError, FrameReader};
+use super::requests::handle;
+use super::{broken, error_frame, flush_out, Answer, QueuedAnswer, ReaderState, Unsettled};
+use crate::broker::shared::Shared;
+use crate::protocol::ErrorCode;
+use crate::storage::log::Fate;
+
+/// Answers the reader holds before it writes them out even with more
+/// requests buffered.
+const HELD_ANSWERS_BYTES_MAX: usize = 64 * 1024;
+
+/// Reads and handles the connection's requests until it ends.
+pub(super) fn read_requests(
+    shared: &Arc<Shared>,
+    stream: &TcpStream,
+    tx: &SyncSender<QueuedAnswer>,
+    queued_count: &AtomicUsize,
+    peer: SocketAddr,
+    timeout: Duration,
+) {
+    let mut reader = FrameReader::new(stream, shared.config.request_bytes_max, timeout);
+    // Answers the reader writes itself gather in `state.answer`, and leave
+    // together when no request is left in the buffer.
+    let mut state = ReaderState::default();
+    loop {
+        // A read that may wait comes after our answers, not before.
+        if !reader.has_frame() || state.answer.len() >= HELD_ANSWERS_BYTES_MAX {
+            if let Err(unsent) = send_held(shared, stream, &mut state, peer) {
+                return unsent.end(shared, stream, peer);
+            }
+        }
+        let body = match reader.next() {
+            Ok(body) => body,
+            Err(e) => {
+                // Answers already due still go out before the connection ends.
+                if send_held(shared, stream, &mut state, peer).is_ok() {
+                    end(shared, e, tx, peer, timeout);
+                }
+                return;
+            }
+        };
+        let held = state.answer.len();
+        let answer = handle(shared, body, peer, &mut state);
+        let writer_busy = queued_count.load(Ordering::Acquire) > 0;
+        let Some(queued) = to_writer(answer, held, writer_busy, &mut state) else {
+            continue;
+        };
+        // The writer's answers follow ours: ours go first.
+        if let Err(unsent) = send_held(shared, stream, &mut state, peer) {
+            return unsent.end(shared, stream, peer);
+        }
+        queued_count.fetch_add(1, Ordering::AcqRel);
+        if tx.send(queued).is_err() {
+            return;
+        }
+    }
+}
+
+/// Which answer, if any, the writer must send. An answer ready at once
+/// stays with the reader's while the writer is idle (nothing before it
+/// waits to be written): the writer sleeps on, and a thread switch is
+/// saved per request. Otherwise it follows the writer's queue, taking its
+/// bytes (after `held`) out of the reader's.
+fn to_writer(answer: Option<Answer>, held: usize, writer_busy: bool, state: &mut ReaderState) -> Option<QueuedAnswer> {
+    match answer? {
+        Answer::Now if !writer_busy => None,
+        Answer::Now => Some(QueuedAnswer::Ready(state.answer.split_off(held))),
+        Answer::Later(queued) => Some(queued),
+    }
+}
+
+/// Why the answers the reader held could not leave.
+enum Unsent {
+    /// Appends they answer were undone (see [`settle`]).
+    Undone,
+    /// The socket failed.
+    Broken(io::Error),
+}
+
+impl Unsent {
+    /// Ends the connection.
+    fn end(self, shared: &Shared, stream: &TcpStream, peer: SocketAddr) {
+        if let Unsent::Broken(e) = self {
+            broken(shared, stream, peer, e);
+        }
+    }
+}
+
+/// Sends the answers the reader holds, once the appends they answer are
+/// in their files.
+fn send_held(shared: &Shared, stream: &TcpStream, state: &mut ReaderState, peer: SocketAddr) -> Result<(), Unsent> {
+    if !settle(shared, &mut state.unsettled, peer) {
+        return Err(Unsent::Undone);
+    }
+    flush_out(stream, &mut state.answer).map_err(Unsent::Broken)
+}
+
+/// Writes the appends gathered in memory of the `unsettled` partitions to
+/// their files, and checks that every append this reader made is in its
+/// file: a failed write (of ours or of another connection's appends
+/// gathered with ours) undoes them all. False when one is not: the answers
+/// about them must not leave, and the connection closes (the client counts
+/// those records failed; none of them will appear).
+fn settle(shared: &Shared, unsettled: &mut Vec<Unsettled>, peer: SocketAddr) -> bool {
+    let mut ok = true;
+    for Unsettled {
+        partition: p,
+        epoch,
+        last_offset,
+    } in unsettled.drain(..)
+    {
+        let mut log = p.lock();
+        let written = log.write_pending();
+        let fate = log.fate(epoch, last_offset);
+        drop(log);
+        if fate != Fate::InFile {
+            let why = match written {
+                Err(e) => e.to_string(),
+                Ok(()) => format!("records up to offset {last_offset} were undone by a failed write"),
+            };
+            shared.log(format_args!(
+                "{peer}: closing the connection: {}-{}: {why}",
+                p.topic, p.partition
+            ));
+            ok = false;
+        }
+    }
+    ok
+}
+
+/// Ends the connection over a frame that could not be read, saying why.
+fn end(shared: &Shared, e: FrameError, tx: &SyncSender<QueuedAnswer>, peer: SocketAddr, timeout: Duration) {
+    match e {
+        FrameError::Closed => {}
+        FrameError::Garbage(why) => shared.log(format_args!("{peer}: closing the connection: {why}")),
+        FrameError::TooLarge(len, header) => {
+            let max = shared.config.request_bytes_max;
+            let msg =
+                format!("request of {len} bytes exceeds the broker's maximum of {max} bytes (--max-request-bytes)");
+            shared.log(format_args!("{peer}: closing the connection: {msg}"));
+            if let Some(h) = header {
+                let frame = error_frame(h.correlation_id, ErrorCode::RequestTooLarge, &msg);
+                let _ = tx.send(QueuedAnswer::Ready(frame));
+            }
+        }
+        FrameError::Timeout => shared.log(format_args!(
+            "{peer}: closing the connection: a frame was not completed within the request timeout of {} ms",
+            timeout.as_millis()
+        )),
+        FrameError::Io(e) => {
+            if !matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe) {
+                shared.log(format_args!("{peer}: {e}"));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::testing::{append, batch_of, partition, shared};
+
+    fn peer() -> SocketAddr {
+        "127.0.0.1:1".parse().unwrap()
+    }
+
+    #[test]
+    fn an_answer_ready_at_once_stays_with_the_readers_while_the_writer_is_idle() {
+        let mut state = ReaderState {
+            answer: b"earlier-answer".to_vec(),
+            ..ReaderState::default()
+        };
+        let held = state.answer.len();
+        state.answer.extend_from_slice(b"this-answer");
+        assert!(to_writer(Some(Answer::Now), held, false, &mut state).is_none());
+        assert_eq!(state.answer, b"earlier-answerthis-answer");
+        // A busy writer: the answer must follow the queue, not pass it.
+        let Some(QueuedAnswer::Ready(frame)) = to_writer(Some(Answer::Now), held, true, &mut state) else {
+            panic!("the answer goes to the writer")
+        };
+        assert_eq!(
+            (frame.as_slice(), state.answer.as_slice()),
+            (&b"this-answer"[..], &b"earlier-answer"[..])
+        );
+        let later = Answer::Later(QueuedAnswer::Ready(b"x".to_vec()));
+        assert!(matches!(
+            to_writer(Some(later), held, false, &mut state),
+            Some(QueuedAnswer::Ready(_))
+        ));
+        assert!(to_writer(None, held, true, &mut state).is_none());
+    }
+
+    #[test]
+    fn settle_writes_the_gathered_appends_before_their_answers_leave() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        let info = append(&p);
+        assert_eq!(p.lock().fate(info.epoch, info.last_offset), Fate::Gathered);
+        let mut state = ReaderState::default();
+        state.note_unsettled(&p, info.epoch, info.last_offset);
+        assert!(settle(&shared, &mut state.unsettled, peer()));
+        assert!(state.unsettled.is_empty());
+        assert_eq!(p.lock().fate(info.epoch, info.last_offset), Fate::InFile);
+    }
+
+    #[test]
+    fn settle_refuses_when_a_failed_write_undid_the_appends() {
+        let (sim, shared) = shared();
+        let p = partition(&shared, "t");
+        // Gathered in memory; its bytes need blocks the disk no longer has.
+        sim.set_capacity(Some(sim.allocated()));
+        let info = p.lock().append(&mut batch_of(&[7; 64 * 1024]), 0).unwrap();
+        let mut state = ReaderState::default();
+        state.note_unsettled(&p, info.epoch, info.last_offset);
+        assert!(!settle(&shared, &mut state.unsettled, peer()), "a full disk undid them");
+        assert!(state.unsettled.is_empty());
+        assert_eq!(p.lock().fate(info.epoch, info.last_offset), Fate::Undone);
+    }
+}

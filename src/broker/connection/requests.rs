@@ -1,0 +1,468 @@
+//! Requests as the reader handles them: a produce is appended at once and
+//! a list_offsets, metadata or create_topic request answered at once; a
+//! fetch, and the answer to an acks=all produce, wait their turn with the
+//! writer.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{error_into, produced_into, Answer, Appended, QueuedAnswer, ReaderState};
+use crate::broker::shared::{error_code, Partition, Shared};
+use crate::protocol::{self, put, ErrorCode, Request, RequestError, TopicMetadata};
+use crate::storage::log::AppendInfo;
+
+/// Handles a request: the work that belongs in the reader (appends, and
+/// the quick answers). `None`: no answer at all (acks=0, or a frame whose
+/// header does not decode).
+pub(super) fn handle(
+    shared: &Arc<Shared>,
+    body: &mut [u8],
+    peer: SocketAddr,
+    state: &mut ReaderState,
+) -> Option<Answer> {
+    let correlation_id = protocol::decode_request_header(body).ok()?.correlation_id;
+    let Some(request) = decode(shared, body, peer, correlation_id, &mut state.answer) else {
+        return Some(Answer::Now);
+    };
+    match request {
+        Request::Produce {
+            acks,
+            timeout_ms,
+            topic,
+            partition,
+            records,
+        } => {
+            // The topic leaves the frame, which the append rewrites.
+            state.topic.clear();
+            state.topic.push_str(topic);
+            let request = ProduceRequest {
+                correlation_id,
+                acks,
+                timeout_ms,
+                partition,
+            };
+            produce(shared, &request, &mut body[records], peer, state)
+        }
+        Request::Fetch {
+            wait_ms_max,
+            bytes_min,
+            partitions,
+        } => Some(Answer::Later(QueuedAnswer::Fetch {
+            correlation_id,
+            bytes_min,
+            deadline: Instant::now() + Duration::from_millis(u64::from(wait_ms_max)),
+            partitions,
+        })),
+        Request::ListOffsets { topic, partition, at } => {
+            list_offsets(shared, &mut state.answer, correlation_id, &topic, partition, at);
+            Some(Answer::Now)
+        }
+        Request::Metadata { topics } => {
+            metadata(shared, &mut state.answer, correlation_id, &topics);
+            Some(Answer::Now)
+        }
+        Request::CreateTopic { topic, partitions } => {
+            create_topic(shared, &mut state.answer, correlation_id, &topic, partitions);
+            Some(Answer::Now)
+        }
+    }
+}
+
+/// Decodes a request. One that does not decode is answered at once, in
+/// `out`, and the connection goes on: its frame was whole.
+fn decode<'a>(
+    shared: &Shared,
+    body: &'a [u8],
+    peer: SocketAddr,
+    correlation_id: u32,
+    out: &mut Vec<u8>,
+) -> Option<Request<'a>> {
+    match protocol::decode_request(body) {
+        Ok((_, request)) => Some(request),
+        Err(RequestError::Unsupported(msg)) => {
+            shared.log(format_args!("{peer}: {msg}"));
+            error_into(out, correlation_id, ErrorCode::UnsupportedRequest, &msg);
+            None
+        }
+        Err(RequestError::Invalid(e)) => {
+            shared.log(format_args!("{peer}: invalid request: {e}"));
+            error_into(out, correlation_id, ErrorCode::InvalidRequest, &e.0);
+            None
+        }
+    }
+}
+
+/// A produce request's fields besides its topic and batch.
+struct ProduceRequest {
+    correlation_id: u32,
+    acks: i8,
+    timeout_ms: u32,
+    partition: u32,
+}
+
+/// Appends a produce request's batch to its partition (creating its topic
+/// if there is none), and answers as its `acks` asks.
+fn produce(
+    shared: &Arc<Shared>,
+    request: &ProduceRequest,
+    batch: &mut [u8],
+    peer: SocketAddr,
+    state: &mut ReaderState,
+) -> Option<Answer> {
+    let (topic, partition) = (state.topic.as_str(), request.partition);
+    let p = match produce_partition(shared, topic, partition) {
+        Ok(p) => p,
+        Err((code, msg)) => return refuse(shared, request, topic, peer, &mut state.answer, code, &msg),
+    };
+    let appended = p.lock().append(batch, crate::clock::now_ms());
+    match appended {
+        Ok(info) => acknowledge(shared, request, &p, &info, state),
+        Err(e) => {
+            let code = error_code(&e);
+            if code == ErrorCode::StorageError {
+                shared.log(format_args!("append to {topic}-{partition} failed: {e}"));
+            }
+            let msg = format!("{topic} [{partition}]: {e}");
+            refuse(shared, request, topic, peer, &mut state.answer, code, &msg)
+        }
+    }
+}
+
+/// The partition a produce request appends to; a topic that does not
+/// exist is created with the broker's `--partitions`.
+fn produce_partition(
+    shared: &Shared,
+    topic: &str,
+    partition: u32,
+) -> std::result::Result<Arc<Partition>, (ErrorCode, String)> {
+    match shared.partition(topic, partition) {
+        Err((ErrorCode::UnknownTopic, _)) => {
+            if let Err(e) = shared.create_topic(topic, shared.config.partitions_default) {
+                return Err((error_code(&e), e.to_string()));
+            }
+            shared.partition(topic, partition)
+        }
+        found => found,
+    }
+}
+
+/// Answers a produce request that failed; with acks=0 there is no answer,
+/// and the failure goes to the broker's log.
+fn refuse(
+    shared: &Shared,
+    request: &ProduceRequest,
+    topic: &str,
+    peer: SocketAddr,
+    out: &mut Vec<u8>,
+    code: ErrorCode,
+    msg: &str,
+) -> Option<Answer> {
+    if request.acks == protocol::ACKS_NONE {
+        let partition = request.partition;
+        shared.log(format_args!(
+            "{peer}: produce to {topic} [{partition}] (acks=0) failed: {msg}"
+        ));
+        None
+    } else {
+        error_into(out, request.correlation_id, code, msg);
+        Some(Answer::Now)
+    }
+}
+
+/// After an append: tells the flusher, and answers as `acks` asks.
+fn acknowledge(
+    shared: &Shared,
+    request: &ProduceRequest,
+    p: &Arc<Partition>,
+    info: &AppendInfo,
+    state: &mut ReaderState,
+) -> Option<Answer> {
+    // The reader's own answers (acks=1) need their records in the file
+    // first. An acks=all answer checks its records' fate itself, when
+    // durable.
+    if request.acks == protocol::ACKS_LEADER {
+        state.note_unsettled(p, info.epoch, info.last_offset);
+    }
+    shared.appends.fetch_add(1, Ordering::Relaxed);
+    shared.mark_dirty(p, request.acks == protocol::ACKS_ALL);
+    match request.acks {
+        protocol::ACKS_NONE => None,
+        protocol::ACKS_LEADER => {
+            produced_into(&mut state.answer, request.correlation_id, info.base_offset);
+            Some(Answer::Now)
+        }
+        _ => Some(Answer::Later(QueuedAnswer::Durable {
+            correlation_id: request.correlation_id,
+            partition: Arc::clone(p),
+            appended: Appended {
+                base_offset: info.base_offset,
+                end_offset: info.last_offset + 1,
+                epoch: info.epoch,
+            },
+            deadline: Instant::now() + Duration::from_millis(u64::from(request.timeout_ms)),
+        })),
+    }
+}
+
+/// Answers a list_offsets request in `out`.
+fn list_offsets(shared: &Shared, out: &mut Vec<u8>, correlation_id: u32, topic: &str, partition: u32, at: i64) {
+    let p = match shared.partition(topic, partition) {
+        Ok(p) => p,
+        Err((code, msg)) => return error_into(out, correlation_id, code, &msg),
+    };
+    let found = {
+        let log = p.lock();
+        match at {
+            protocol::EARLIEST => Ok(log.start_offset() as i64),
+            protocol::LATEST => Ok(log.visible_offset() as i64),
+            ts if ts >= 0 => log
+                .offset_for_timestamp(ts)
+                .map(|o| o.filter(|&o| o < log.visible_offset()).map_or(-1, |o| o as i64)),
+            other => {
+                let msg = format!("list_offsets at {other}");
+                return error_into(out, correlation_id, ErrorCode::InvalidRequest, &msg);
+            }
+        }
+    };
+    match found {
+        Ok(offset) => {
+            let start = protocol::begin_response(out, correlation_id, ErrorCode::None, "");
+            put::i64(out, offset);
+            protocol::finish_frame(&mut out[start..]);
+        }
+        Err(e) => error_into(out, correlation_id, error_code(&e), &e.to_string()),
+    }
+}
+
+/// Answers a metadata request in `out`: the topics asked about, or all.
+fn metadata(shared: &Shared, out: &mut Vec<u8>, correlation_id: u32, asked: &[String]) {
+    let names: Vec<String> = if asked.is_empty() {
+        shared.read_topics().keys().cloned().collect()
+    } else {
+        asked.to_vec()
+    };
+    let start = protocol::begin_response(out, correlation_id, ErrorCode::None, "");
+    put::u16(out, names.len().min(u16::MAX as usize) as u16);
+    for name in names.iter().take(u16::MAX as usize) {
+        protocol::put_topic_metadata(out, &topic_metadata(shared, name));
+    }
+    protocol::finish_frame(&mut out[start..]);
+}
+
+/// One topic of a metadata answer.
+fn topic_metadata(shared: &Shared, name: &str) -> TopicMetadata {
+    let parts = shared.read_topics().get(name).cloned();
+    let Some(parts) = parts else {
+        return TopicMetadata {
+            topic: name.to_string(),
+            error: ErrorCode::UnknownTopic,
+            message: format!("topic {name:?} does not exist"),
+            partitions: Vec::new(),
+        };
+    };
+    let offsets = parts.iter().enumerate().map(|(i, p)| match p {
+        Some(p) => {
+            let log = p.lock();
+            (log.start_offset(), log.visible_offset())
+        }
+        None if shared.is_offline(name, i as u32) => (protocol::OFFLINE, protocol::OFFLINE),
+        // Served by another broker: the registry says which.
+        None => (protocol::ELSEWHERE, protocol::ELSEWHERE),
+    });
+    TopicMetadata {
+        topic: name.to_string(),
+        error: ErrorCode::None,
+        message: String::new(),
+        partitions: offsets.collect(),
+    }
+}
+
+/// Answers a create_topic request in `out`: the topic's partition count,
+/// with `topic_exists` when it was there already.
+fn create_topic(shared: &Shared, out: &mut Vec<u8>, correlation_id: u32, topic: &str, partitions: u32) {
+    let partitions = if partitions == 0 {
+        shared.config.partitions_default
+    } else {
+        partitions
+    };
+    match shared.create_topic(topic, partitions) {
+        Ok((count, existed)) => {
+            let (code, msg) = if existed {
+                (
+                    ErrorCode::TopicExists,
+                    format!("topic {topic:?} exists with {count} partitions"),
+                )
+            } else {
+                (ErrorCode::None, String::new())
+            };
+            let start = protocol::begin_response(out, correlation_id, code, &msg);
+            put::u32(out, count);
+            protocol::finish_frame(&mut out[start..]);
+        }
+        Err(e) => error_into(out, correlation_id, error_code(&e), &e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::testing::{answers, batch, shared};
+    use crate::protocol::{FetchPartition, Reader};
+    use crate::sync::lock;
+
+    fn peer() -> SocketAddr {
+        "127.0.0.1:1".parse().unwrap()
+    }
+
+    /// Handles one request frame as the reader does.
+    fn send(shared: &Arc<Shared>, frame: &[u8], state: &mut ReaderState) -> Option<Answer> {
+        let mut body = frame[protocol::LENGTH_BYTES..].to_vec();
+        handle(shared, &mut body, peer(), state)
+    }
+
+    fn produce_frame(id: u32, acks: i8, topic: &str, partition: u32) -> Vec<u8> {
+        let mut frame = Vec::new();
+        protocol::produce_request(&mut frame, id, acks, 1000, topic, partition, &batch());
+        frame
+    }
+
+    #[test]
+    fn acks_1_is_answered_at_once_with_its_offset_and_left_to_settle() {
+        let (_sim, shared) = shared();
+        let mut state = ReaderState::default();
+        for id in [1, 2] {
+            let answer = send(&shared, &produce_frame(id, protocol::ACKS_LEADER, "t", 0), &mut state);
+            assert!(matches!(answer, Some(Answer::Now)));
+        }
+        let got = answers(&state.answer);
+        assert_eq!(got.len(), 2, "the answers gather");
+        for (i, (id, error, body)) in got.into_iter().enumerate() {
+            assert_eq!((id, error), (i as u32 + 1, ErrorCode::None));
+            assert_eq!(Reader::new(&body).u64("base_offset").unwrap(), i as u64);
+        }
+        assert_eq!(state.unsettled.len(), 1, "one partition, one epoch");
+        assert_eq!(state.unsettled[0].last_offset, 1);
+        assert_eq!(shared.appends.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn acks_all_waits_for_the_writer_and_wakes_the_flusher_urgently() {
+        let (_sim, shared) = shared();
+        let mut state = ReaderState::default();
+        let answer = send(&shared, &produce_frame(3, protocol::ACKS_ALL, "t", 0), &mut state);
+        let Some(Answer::Later(QueuedAnswer::Durable {
+            correlation_id,
+            appended,
+            ..
+        })) = answer
+        else {
+            panic!("acks=all is answered by the writer")
+        };
+        assert_eq!((correlation_id, appended.base_offset, appended.end_offset), (3, 0, 1));
+        assert!(state.answer.is_empty() && state.unsettled.is_empty());
+        let dirty = lock(&shared.dirty);
+        assert!(dirty.partitions.values().all(|(_, urgent)| *urgent));
+        assert_eq!(dirty.partitions.len(), 1);
+    }
+
+    #[test]
+    fn acks_0_is_never_answered_even_when_it_fails() {
+        let (_sim, shared) = shared();
+        let mut state = ReaderState::default();
+        assert!(send(&shared, &produce_frame(1, protocol::ACKS_NONE, "t", 0), &mut state).is_none());
+        // Partition 5 of a topic of one: refused, and still no answer.
+        assert!(send(&shared, &produce_frame(2, protocol::ACKS_NONE, "t", 5), &mut state).is_none());
+        assert!(state.answer.is_empty());
+        let mut state = ReaderState::default();
+        send(&shared, &produce_frame(3, protocol::ACKS_LEADER, "t", 5), &mut state);
+        assert_eq!(answers(&state.answer)[0].1, ErrorCode::UnknownPartition);
+    }
+
+    #[test]
+    fn a_produce_creates_its_topic_with_the_default_partitions() {
+        let (_sim, shared) = shared();
+        assert!(shared.partition("new", 0).is_err());
+        let mut state = ReaderState::default();
+        send(&shared, &produce_frame(1, protocol::ACKS_LEADER, "new", 0), &mut state);
+        assert_eq!(answers(&state.answer)[0].1, ErrorCode::None);
+        assert!(shared.partition("new", 0).is_ok());
+    }
+
+    #[test]
+    fn requests_that_do_not_decode_are_answered_and_the_connection_goes_on() {
+        let (_sim, shared) = shared();
+        let mut state = ReaderState::default();
+        let mut frame = Vec::new();
+        protocol::create_topic_request(&mut frame, 4, "t", 1);
+        frame[4] = 99;
+        assert!(matches!(send(&shared, &frame, &mut state), Some(Answer::Now)));
+        frame[4] = 4;
+        frame.push(0);
+        assert!(matches!(send(&shared, &frame, &mut state), Some(Answer::Now)));
+        let codes: Vec<_> = answers(&state.answer).into_iter().map(|a| (a.0, a.1)).collect();
+        assert_eq!(
+            codes,
+            [(4, ErrorCode::UnsupportedRequest), (4, ErrorCode::InvalidRequest)]
+        );
+    }
+
+    #[test]
+    fn a_fetch_is_left_to_the_writer() {
+        let (_sim, shared) = shared();
+        let mut state = ReaderState::default();
+        let asked = [FetchPartition {
+            topic: "t".into(),
+            partition: 0,
+            offset: 5,
+            bytes_max: 100,
+        }];
+        let mut frame = Vec::new();
+        protocol::fetch_request(&mut frame, 9, 60_000, 10, &asked);
+        let answer = send(&shared, &frame, &mut state);
+        let Some(Answer::Later(QueuedAnswer::Fetch {
+            correlation_id,
+            bytes_min,
+            deadline,
+            partitions,
+        })) = answer
+        else {
+            panic!("a fetch waits its turn")
+        };
+        assert_eq!((correlation_id, bytes_min, partitions), (9, 10, asked.to_vec()));
+        assert!(deadline > Instant::now() + Duration::from_secs(50));
+    }
+
+    #[test]
+    fn create_topic_answers_the_count_and_whether_it_existed() {
+        let (_sim, shared) = shared();
+        let mut state = ReaderState::default();
+        let mut frame = Vec::new();
+        protocol::create_topic_request(&mut frame, 1, "t", 3);
+        send(&shared, &frame, &mut state);
+        protocol::create_topic_request(&mut frame, 2, "t", 5);
+        send(&shared, &frame, &mut state);
+        let got = answers(&state.answer);
+        assert_eq!((got[0].1, got[1].1), (ErrorCode::None, ErrorCode::TopicExists));
+        for (_, _, body) in got {
+            assert_eq!(Reader::new(&body).u32("partitions").unwrap(), 3);
+        }
+    }
+
+    #[test]
+    fn metadata_and_list_offsets_see_only_visible_records() {
+        let (_sim, shared) = shared();
+        let mut state = ReaderState::default();
+        send(&shared, &produce_frame(1, protocol::ACKS_LEADER, "t", 0), &mut state);
+        let mut out = Vec::new();
+        metadata(&shared, &mut out, 2, &["t".to_string(), "none".to_string()]);
+        list_offsets(&shared, &mut out, 3, "t", 0, protocol::LATEST);
+        let got = answers(&out);
+        let mut r = Reader::new(&got[0].2);
+        let topics = protocol::decode_metadata_response(&mut r).unwrap();
+        assert_eq!(topics[0].partitions, [(0, 0)], "appended, not yet flushed");
+        assert_eq!(topics[1].error, ErrorCode::UnknownTopic);
+        assert_eq!(Reader::new(&got[1].2).i64("offset").unwrap(), 0);
+    }
+}

@@ -1,0 +1,185 @@
+//! Transfer: a fetch answered when its turn comes, its records sent from
+//! the segment file to the socket with `sendfile`. The broker never copies
+//! them through user space, and a partition's lock is held only to find
+//! the byte range.
+
+use std::io::{self, Write};
+use std::net::TcpStream;
+use std::os::fd::AsFd;
+use std::time::Instant;
+
+use super::flush_out;
+use crate::broker::shared::{error_code, Shared};
+use crate::limits;
+use crate::protocol::{self, put, ErrorCode, FetchPartition};
+use crate::storage::log::FileSlice;
+
+/// One partition's part of a fetch response.
+struct Part {
+    header: Vec<u8>,
+    slice: Option<FileSlice>,
+}
+
+/// Answers a fetch: waits up to `deadline` for `bytes_min` visible bytes
+/// (or an error, or a stop), then writes the answer, its records with
+/// `sendfile`.
+pub(super) fn fetch(
+    shared: &Shared,
+    stream: &TcpStream,
+    correlation_id: u32,
+    bytes_min: u32,
+    deadline: Instant,
+    asked: &[FetchPartition],
+) -> io::Result<()> {
+    let parts = loop {
+        let generation = shared.visible_generation();
+        let (parts, bytes, errors) = gather(shared, asked);
+        let done = bytes >= u64::from(bytes_min) || errors || Instant::now() >= deadline || shared.stopping();
+        if done {
+            break parts;
+        }
+        shared.wait_visible(generation, deadline);
+    };
+    let body_bytes = parts
+        .iter()
+        .map(|p| p.header.len() as u64 + p.slice.as_ref().map_or(0, |s| s.len))
+        .sum::<u64>();
+    let mut head = response_head(correlation_id, parts.len() as u16, body_bytes)?;
+    // Headers gather until records follow: one write before each sendfile.
+    for part in &parts {
+        head.extend_from_slice(&part.header);
+        if let Some(slice) = &part.slice {
+            flush_out(stream, &mut head)?;
+            send_slice(stream, slice)?;
+        }
+    }
+    flush_out(stream, &mut head)
+}
+
+/// The head of a fetch answer of `count` partitions, whose headers and
+/// records (`body_bytes` of them) follow it. Its length is known before
+/// the records are read: they go out from the file.
+fn response_head(correlation_id: u32, count: u16, body_bytes: u64) -> io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    protocol::start_response(&mut head, correlation_id, ErrorCode::None, "");
+    put::u16(&mut head, count);
+    let total = head.len() as u64 + body_bytes;
+    let frame_len = u32::try_from(total - protocol::LENGTH_BYTES as u64)
+        .map_err(|_| io::Error::other("fetch response over 4 GiB"))?;
+    head[..protocol::LENGTH_BYTES].copy_from_slice(&frame_len.to_le_bytes());
+    Ok(head)
+}
+
+/// Finds each partition's byte range; returns the parts, their bytes, and
+/// whether any partition had an error.
+fn gather(shared: &Shared, asked: &[FetchPartition]) -> (Vec<Part>, u64, bool) {
+    let mut parts = Vec::with_capacity(asked.len());
+    let (mut bytes, mut errors) = (0u64, false);
+    for a in asked {
+        // Past the response's budget, the other partitions wait for the
+        // next fetch.
+        let budget_bytes = u64::from(a.bytes_max).min(limits::FETCH_RESPONSE_BYTES_MAX.saturating_sub(bytes));
+        let mut header = Vec::new();
+        let (code, msg, start, end, slice) = match shared.partition(&a.topic, a.partition) {
+            Err((code, msg)) => (code, msg, 0, 0, None),
+            Ok(p) => {
+                let log = p.lock();
+                let (start, end) = (log.start_offset(), log.visible_offset());
+                match log.read(a.offset, budget_bytes) {
+                    Ok(_) if budget_bytes == 0 => (ErrorCode::None, String::new(), start, end, None),
+                    Ok(slice) => (ErrorCode::None, String::new(), start, end, slice),
+                    Err(e) => (error_code(&e), e.to_string(), start, end, None),
+                }
+            }
+        };
+        errors |= code != ErrorCode::None;
+        let len = slice.as_ref().map_or(0, |s| s.len);
+        bytes += len;
+        protocol::put_fetch_partition(&mut header, &a.topic, a.partition, code, &msg, start, end, len as u32);
+        parts.push(Part { header, slice });
+    }
+    (parts, bytes, errors)
+}
+
+/// Sends a segment's byte range with `sendfile`: from the page cache to the
+/// socket, never through user space.
+fn send_slice(stream: &TcpStream, slice: &FileSlice) -> io::Result<()> {
+    let Some(file) = slice.file.as_file() else {
+        let mut buf = Vec::new();
+        slice.read_into(&mut buf).map_err(io::Error::other)?;
+        return (&*stream).write_all(&buf);
+    };
+    let mut offset = slice.position as i64;
+    let end = (slice.position + slice.len) as i64;
+    while offset < end {
+        let left = (end - offset) as usize;
+        match nix::sys::sendfile::sendfile64(stream.as_fd(), file.as_fd(), Some(&mut offset), left) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("{} ended during sendfile", slice.path.display()),
+                ))
+            }
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(nix::errno::Errno::EAGAIN) => {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "the peer stopped reading"))
+            }
+            Err(e) => return Err(io::Error::from(e)),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::flusher::flush_partition;
+    use crate::broker::testing::{append, partition, shared};
+    use crate::protocol::Reader;
+
+    #[test]
+    fn the_head_counts_the_bytes_that_follow_it() {
+        let head = response_head(6, 2, 1000).unwrap();
+        let len = u32::from_le_bytes(head[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, head.len() - protocol::LENGTH_BYTES + 1000);
+        let mut r = Reader::new(&head[4..]);
+        let header = protocol::decode_response_header(&mut r).unwrap();
+        assert_eq!((header.correlation_id, header.error), (6, ErrorCode::None));
+        assert_eq!(r.u16("count").unwrap(), 2);
+        assert!(response_head(6, 2, 1 << 32).is_err(), "a frame's length is a u32");
+    }
+
+    #[test]
+    fn gather_finds_visible_records_within_each_budget() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        append(&p);
+        let ask = |offset, bytes_max| FetchPartition {
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            bytes_max,
+        };
+        let (_, bytes, errors) = gather(&shared, &[ask(0, 1 << 20)]);
+        assert_eq!((bytes, errors), (0, false), "not visible before its flush");
+        flush_partition(&shared, &p);
+        let (parts, bytes, errors) = gather(&shared, &[ask(0, 1 << 20), ask(0, 0)]);
+        assert!(bytes > 0 && !errors);
+        assert!(parts[0].slice.is_some());
+        assert!(parts[1].slice.is_none(), "a budget of nothing reads nothing");
+        let unknown = FetchPartition {
+            topic: "none".into(),
+            ..ask(0, 1)
+        };
+        let (parts, _, errors) = gather(&shared, &[unknown]);
+        assert!(errors);
+        let mut r = Reader::new(&parts[0].header);
+        let (_, _, code) = (
+            r.str("topic").unwrap(),
+            r.u32("partition").unwrap(),
+            r.u16("error").unwrap(),
+        );
+        assert_eq!(code, ErrorCode::UnknownTopic as u16);
+    }
+}

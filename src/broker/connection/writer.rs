@@ -1,0 +1,232 @@
+//! The writer: answers out, in the order the reader queued them. A ready
+//! answer is written; an acks=all answer waits until the flusher has made
+//! its records durable; a fetch is evaluated when its turn comes.
+//! Answers that are ready together leave in one write.
+
+use std::io;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::time::Instant;
+
+use super::transfer::fetch;
+use super::{broken, error_into, flush_out, produced_into, Appended, QueuedAnswer};
+use crate::broker::shared::{Partition, Shared};
+use crate::protocol::ErrorCode;
+use crate::storage::log::Fate;
+
+/// Answers the connection's queued answers in order, until the reader is
+/// done and the queue empty, or the peer stops reading.
+pub(super) fn write_responses(
+    shared: &Shared,
+    stream: TcpStream,
+    rx: Receiver<QueuedAnswer>,
+    peer: SocketAddr,
+    queued_count: &AtomicUsize,
+) {
+    let mut writer = Writer {
+        shared,
+        stream: &stream,
+        queued_count,
+        out: Vec::new(),
+        answers_in_out: 0,
+    };
+    loop {
+        let written = match writer.next(&rx) {
+            Ok(Some(queued)) => writer.answer(queued),
+            Ok(None) => {
+                if let Err(e) = writer.flush() {
+                    broken(shared, &stream, peer, e);
+                }
+                return;
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            return broken(shared, &stream, peer, e);
+        }
+    }
+}
+
+/// A connection's writer and the answers it has gathered.
+struct Writer<'a> {
+    shared: &'a Shared,
+    stream: &'a TcpStream,
+    /// The reader's count of answers queued and not yet written.
+    queued_count: &'a AtomicUsize,
+    /// Answers gathered and not yet written, and how many.
+    out: Vec<u8>,
+    answers_in_out: usize,
+}
+
+impl Writer<'_> {
+    /// Writes the gathered answers, which takes them off the reader's
+    /// count of queued ones.
+    fn flush(&mut self) -> io::Result<()> {
+        flush_out(self.stream, &mut self.out)?;
+        self.queued_count
+            .fetch_sub(std::mem::take(&mut self.answers_in_out), Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// The next queued answer (`None`: the reader is done). While answers
+    /// are gathered it does not wait: with nothing queued, it writes them
+    /// out first.
+    fn next(&mut self, rx: &Receiver<QueuedAnswer>) -> io::Result<Option<QueuedAnswer>> {
+        loop {
+            if self.out.is_empty() {
+                return Ok(rx.recv().ok());
+            }
+            match rx.try_recv() {
+                Ok(queued) => return Ok(Some(queued)),
+                Err(mpsc::TryRecvError::Empty) => self.flush()?,
+                Err(mpsc::TryRecvError::Disconnected) => return Ok(None),
+            }
+        }
+    }
+
+    /// Answers one queued answer.
+    fn answer(&mut self, queued: QueuedAnswer) -> io::Result<()> {
+        match queued {
+            QueuedAnswer::Ready(frame) => {
+                self.out.extend_from_slice(&frame);
+                self.answers_in_out += 1;
+            }
+            QueuedAnswer::Durable {
+                correlation_id,
+                partition,
+                appended,
+                deadline,
+            } => {
+                // Earlier answers do not wait for this one's fsync.
+                if partition.flushed_offset.load(Ordering::Acquire) < appended.end_offset {
+                    self.flush()?;
+                }
+                await_durable(
+                    self.shared,
+                    &mut self.out,
+                    correlation_id,
+                    &partition,
+                    &appended,
+                    deadline,
+                );
+                self.answers_in_out += 1;
+            }
+            QueuedAnswer::Fetch {
+                correlation_id,
+                bytes_min,
+                deadline,
+                partitions,
+            } => {
+                self.flush()?;
+                fetch(
+                    self.shared,
+                    self.stream,
+                    correlation_id,
+                    bytes_min,
+                    deadline,
+                    &partitions,
+                )?;
+                self.queued_count.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Waits until `appended` is durable, or the partition fails, or the
+/// deadline passes, and appends the answer that says which to `out`.
+fn await_durable(
+    shared: &Shared,
+    out: &mut Vec<u8>,
+    correlation_id: u32,
+    p: &Partition,
+    appended: &Appended,
+    deadline: Instant,
+) {
+    let Appended {
+        base_offset,
+        end_offset,
+        epoch,
+    } = *appended;
+    let name = || format!("{} [{}]", p.topic, p.partition);
+    loop {
+        let generation = shared.visible_generation();
+        if p.failed.load(Ordering::Acquire) {
+            let why = p
+                .lock()
+                .write_pending()
+                .err()
+                .map_or_else(String::new, |e| e.to_string());
+            let msg = format!("{}: records from offset {base_offset} are not durable: {why}", name());
+            return error_into(out, correlation_id, ErrorCode::StorageError, &msg);
+        }
+        if p.flushed_offset.load(Ordering::Acquire) >= end_offset {
+            // The offsets are durable; were they still ours when they were
+            // written? A failed write may have undone ours and given the
+            // offsets to later appends.
+            let (code, msg) = match p.lock().fate(epoch, end_offset - 1) {
+                Fate::InFile => return produced_into(out, correlation_id, base_offset),
+                Fate::Undone => (
+                    ErrorCode::DiskFull,
+                    format!(
+                        "{}: records from offset {base_offset} were not stored: disk full",
+                        name()
+                    ),
+                ),
+                Fate::Gathered | Fate::Unknown => (
+                    ErrorCode::Timeout,
+                    format!(
+                        "{}: whether records from offset {base_offset} were stored is unknown",
+                        name()
+                    ),
+                ),
+            };
+            return error_into(out, correlation_id, code, &msg);
+        }
+        if Instant::now() >= deadline {
+            let msg = format!(
+                "{}: records from offset {base_offset} appended but not yet durable within the timeout",
+                name()
+            );
+            return error_into(out, correlation_id, ErrorCode::Timeout, &msg);
+        }
+        shared.wait_visible(generation, deadline);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::flusher::flush_partition;
+    use crate::broker::testing::{answers, append, partition, shared};
+    use crate::protocol::Reader;
+
+    fn appended(info: &crate::storage::log::AppendInfo) -> Appended {
+        Appended {
+            base_offset: info.base_offset,
+            end_offset: info.last_offset + 1,
+            epoch: info.epoch,
+        }
+    }
+
+    #[test]
+    fn an_acks_all_answer_waits_for_durability_and_says_what_became_of_the_records() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        append(&p);
+        let info = append(&p);
+        let soon = Instant::now() + std::time::Duration::from_millis(20);
+        let mut out = Vec::new();
+        await_durable(&shared, &mut out, 1, &p, &appended(&info), soon);
+        flush_partition(&shared, &p);
+        await_durable(&shared, &mut out, 2, &p, &appended(&info), soon);
+        p.failed.store(true, Ordering::Release);
+        await_durable(&shared, &mut out, 3, &p, &appended(&info), soon);
+        let got = answers(&out);
+        assert_eq!(got[0].1, ErrorCode::Timeout, "not durable by the deadline");
+        assert_eq!(got[1].1, ErrorCode::None);
+        assert_eq!(Reader::new(&got[1].2).u64("base_offset").unwrap(), 1);
+        assert_eq!(got[2].1, ErrorCode::StorageError, "a failed fsync stops the partition");
+    }
+}

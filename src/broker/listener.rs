@@ -1,0 +1,84 @@
+//! The listener: accepts connections, at most `--max-connections` at once,
+//! and serves each on a thread of its own ([`super::connection`]).
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::connection;
+use super::shared::Shared;
+use crate::sync::lock;
+
+/// Accepts connections until the broker stops; returns the threads of those
+/// still being served, for the shutdown to wait on.
+pub(super) fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let mut threads: Vec<JoinHandle<()>> = Vec::new();
+    let mut next_id = 0u64;
+    while !shared.stopping() {
+        if !wait_for_peer(listener)? {
+            continue;
+        }
+        let (stream, peer) = match listener.accept() {
+            Ok(s) => s,
+            Err(e) => {
+                shared.log(format_args!("accept failed: {e}"));
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        threads.retain(|t| !t.is_finished());
+        if shared.connections.load(Ordering::Relaxed) >= shared.config.connections_max {
+            shared.log(format_args!(
+                "refused {peer}: {} connections is the maximum (--max-connections)",
+                shared.config.connections_max
+            ));
+            drop(stream);
+            continue;
+        }
+        next_id += 1;
+        if let Some(t) = spawn_connection(shared, stream, peer, next_id) {
+            threads.push(t);
+        }
+    }
+    Ok(threads)
+}
+
+/// Waits a little for a peer to connect (false: none yet), so that the
+/// loop notices a stop without a connection to wake it.
+fn wait_for_peer(listener: &TcpListener) -> anyhow::Result<bool> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::from(200u16)) {
+        Ok(0) => Ok(false),
+        Ok(_) => Ok(true),
+        Err(nix::errno::Errno::EINTR) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Serves a connection on a thread of its own. Its socket is registered
+/// while it lives, so that a shutdown can stop its reader.
+fn spawn_connection(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr, id: u64) -> Option<JoinHandle<()>> {
+    if let Ok(clone) = stream.try_clone() {
+        lock(&shared.sockets).insert(id, clone);
+    }
+    shared.connections.fetch_add(1, Ordering::Relaxed);
+    let conn_shared = Arc::clone(shared);
+    let spawned = std::thread::Builder::new().name(format!("conn-{id}")).spawn(move || {
+        connection::serve(&conn_shared, stream, peer);
+        lock(&conn_shared.sockets).remove(&id);
+        conn_shared.connections.fetch_sub(1, Ordering::Relaxed);
+    });
+    match spawned {
+        Ok(t) => Some(t),
+        Err(e) => {
+            shared.log(format_args!("cannot serve {peer}: {e}"));
+            lock(&shared.sockets).remove(&id);
+            shared.connections.fetch_sub(1, Ordering::Relaxed);
+            None
+        }
+    }
+}

@@ -1,0 +1,444 @@
+//! The partitions a broker serves and the state its threads share: the
+//! topics (created on first use, placed over the cluster's brokers when
+//! there is a registry), the flusher's list of partitions to flush, and
+//! the visibility generation that waiting fetches and acks=all answers
+//! watch.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+use super::BrokerConfig;
+use crate::coord::registry::{BrokerInfo, Ephemeral, Registry};
+use crate::error::{Error, Result};
+use crate::limits;
+use crate::protocol::ErrorCode;
+use crate::storage::log::{Log, OpenOptions};
+use crate::storage::record::DecodeError;
+use crate::storage::store::Store;
+use crate::sync::lock;
+
+/// Appends a partition gathers before writing them to its segment file;
+/// the connection writes them out sooner, before it acknowledges them.
+const WRITE_BUFFER_BYTES: usize = 256 * 1024;
+
+/// One partition served by the broker.
+#[derive(Debug)]
+pub(super) struct Partition {
+    pub(super) topic: String,
+    pub(super) partition: u32,
+    pub(super) log: Mutex<Log>,
+    /// One past the last durable (and so visible) record.
+    pub(super) flushed_offset: AtomicU64,
+    /// A failed fsync stopped the partition (see [`Log::fail`]).
+    pub(super) failed: AtomicBool,
+}
+
+impl Partition {
+    /// Serves `log` as partition `partition` of `topic`.
+    pub(super) fn new(topic: &str, partition: u32, log: Log) -> Partition {
+        Partition {
+            topic: topic.to_string(),
+            partition,
+            flushed_offset: AtomicU64::new(log.flushed_offset()),
+            failed: AtomicBool::new(false),
+            log: Mutex::new(log),
+        }
+    }
+
+    /// The partition's log, locked.
+    pub(super) fn lock(&self) -> MutexGuard<'_, Log> {
+        lock(&self.log)
+    }
+}
+
+/// Wakes the flusher: partitions with unflushed appends, and whether an
+/// `acks=all` request waits on each.
+#[derive(Debug, Default)]
+pub(super) struct Dirty {
+    /// By the partition's address (no allocation per append).
+    pub(super) partitions: HashMap<usize, (Arc<Partition>, bool)>,
+}
+
+impl Dirty {
+    /// Marks `p` (urgently, for acks=all). Returns whether that is news
+    /// for the flusher: an entry already there is seen on its next pass,
+    /// so it is woken only for news (a syscall saved per append).
+    pub(super) fn mark(&mut self, p: &Arc<Partition>, urgent: bool) -> bool {
+        let mut news = false;
+        let entry = self.partitions.entry(Arc::as_ptr(p) as usize).or_insert_with(|| {
+            news = true;
+            (Arc::clone(p), false)
+        });
+        news |= urgent && !entry.1;
+        entry.1 |= urgent;
+        news
+    }
+}
+
+/// Each topic's partitions, `None` for those placed on another broker (or
+/// offline).
+pub(super) type Topics = BTreeMap<String, Vec<Option<Arc<Partition>>>>;
+
+/// What every thread shares.
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub(super) config: BrokerConfig,
+    pub(super) store: Store,
+    /// Each topic's partitions, `None` for those placed on another broker.
+    pub(super) topics: RwLock<Topics>,
+    /// This broker's id in the registry (stable across restarts).
+    pub(super) broker_id: String,
+    pub(super) registry: Option<Registry>,
+    /// Serialises topic creation.
+    pub(super) creating: Mutex<()>,
+    pub(super) dirty: Mutex<Dirty>,
+    pub(super) dirty_changed: Condvar,
+    /// Bumped whenever records become visible; waiters re-check.
+    pub(super) visible_generation: Mutex<u64>,
+    pub(super) visible_changed: Condvar,
+    pub(super) stop: AtomicBool,
+    pub(super) connections: AtomicUsize,
+    /// Batches appended, and fsyncs that made them durable.
+    pub(super) appends: AtomicU64,
+    pub(super) fsyncs: AtomicU64,
+    /// Clones of open sockets, to stop their readers at shutdown.
+    pub(super) sockets: Mutex<HashMap<u64, TcpStream>>,
+    /// This broker's registry entry, rewritten when its topics change.
+    pub(super) registered: Mutex<Option<(Ephemeral, BrokerInfo)>>,
+    /// Partitions that could not be opened (damaged), and why.
+    pub(super) offline: Mutex<BTreeMap<(String, u32), String>>,
+}
+
+impl Shared {
+    /// The state of a broker with no topic open yet.
+    pub(super) fn new(config: BrokerConfig, store: Store, registry: Option<Registry>, broker_id: String) -> Shared {
+        Shared {
+            broker_id,
+            registry,
+            store,
+            topics: RwLock::new(BTreeMap::new()),
+            creating: Mutex::new(()),
+            dirty: Mutex::new(Dirty::default()),
+            dirty_changed: Condvar::new(),
+            visible_generation: Mutex::new(0),
+            visible_changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+            connections: AtomicUsize::new(0),
+            appends: AtomicU64::new(0),
+            fsyncs: AtomicU64::new(0),
+            sockets: Mutex::new(HashMap::new()),
+            registered: Mutex::new(None),
+            offline: Mutex::new(BTreeMap::new()),
+            config,
+        }
+    }
+
+    /// The topics, to read (taken even when another thread panicked
+    /// holding them, like [`lock`]).
+    pub(super) fn read_topics(&self) -> RwLockReadGuard<'_, Topics> {
+        self.topics.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The topics, to change.
+    pub(super) fn write_topics(&self) -> RwLockWriteGuard<'_, Topics> {
+        self.topics.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Prints a line of the broker's log on stderr (unless `quiet`).
+    pub(super) fn log(&self, msg: std::fmt::Arguments<'_>) {
+        if !self.config.quiet {
+            eprintln!("% {msg}");
+        }
+    }
+
+    pub(super) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || crate::stop::stopping()
+    }
+
+    pub(super) fn partition(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> std::result::Result<Arc<Partition>, (ErrorCode, String)> {
+        let found = {
+            let topics = self.read_topics();
+            // The common case, without copying the topic's partition list.
+            if let Some(Some(Some(p))) = topics.get(topic).map(|parts| parts.get(partition as usize)) {
+                return Ok(Arc::clone(p));
+            }
+            topics.get(topic).cloned()
+        };
+        let parts = match found {
+            Some(parts) => parts,
+            None => {
+                // Another broker of the cluster may have created it.
+                let placed = self.registry.as_ref().and_then(|r| r.placement(topic).ok().flatten());
+                let Some(placement) = placed else {
+                    return Err((ErrorCode::UnknownTopic, format!("topic {topic:?} does not exist")));
+                };
+                if let Err(e) = self.create_topic(topic, placement.brokers.len() as u32) {
+                    return Err((error_code(&e), e.to_string()));
+                }
+                return self.partition(topic, partition);
+            }
+        };
+        if let Some(why) = lock(&self.offline).get(&(topic.to_string(), partition)) {
+            return Err((ErrorCode::StorageError, why.clone()));
+        }
+        match parts.get(partition as usize) {
+            Some(Some(p)) => Ok(Arc::clone(p)),
+            Some(None) => {
+                let holder = self
+                    .registry
+                    .as_ref()
+                    .and_then(|r| r.placement(topic).ok().flatten())
+                    .and_then(|p| p.brokers.get(partition as usize).cloned())
+                    .unwrap_or_else(|| "another broker".into());
+                Err((
+                    ErrorCode::PartitionElsewhere,
+                    format!("partition {partition} of topic {topic:?} is served by broker {holder}, not this one"),
+                ))
+            }
+            None => Err((
+                ErrorCode::UnknownPartition,
+                format!(
+                    "partition {partition} of topic {topic:?} does not exist (it has {} partitions)",
+                    parts.len()
+                ),
+            )),
+        }
+    }
+
+    /// Which partitions of a topic of `count` this broker serves: all of
+    /// them without a registry; with one, those placed on it (placing the
+    /// topic over the live brokers first if nobody has).
+    pub(super) fn placed_here(&self, topic: &str, count: u32) -> Result<(u32, Vec<bool>)> {
+        let Some(registry) = &self.registry else {
+            return Ok((count, vec![true; count as usize]));
+        };
+        let live: Vec<String> = registry.brokers()?.into_iter().map(|b| b.id).collect();
+        let placement = registry.place_topic(topic, count, &live)?;
+        let mine = placement.brokers.iter().map(|b| *b == self.broker_id).collect();
+        Ok((placement.brokers.len() as u32, mine))
+    }
+
+    /// Creates `topic` (or finds it); returns its partition count and
+    /// whether it existed.
+    pub(super) fn create_topic(&self, topic: &str, partitions: u32) -> Result<(u32, bool)> {
+        crate::storage::store::validate_topic(topic)?;
+        let _creating = lock(&self.creating);
+        if let Some(parts) = self.read_topics().get(topic) {
+            return Ok((parts.len() as u32, true));
+        }
+        let (topics, partitions_held) = {
+            let t = self.read_topics();
+            (t.len(), t.values().flatten().flatten().count())
+        };
+        if topics >= limits::TOPICS_MAX {
+            return Err(Error::TooLarge {
+                what: "topic count",
+                size: topics as u64 + 1,
+                limit: limits::TOPICS_MAX as u64,
+            });
+        }
+        if partitions_held + partitions as usize > limits::BROKER_PARTITIONS_MAX {
+            return Err(Error::TooLarge {
+                what: "partition count of the broker",
+                size: (partitions_held + partitions as usize) as u64,
+                limit: limits::BROKER_PARTITIONS_MAX as u64,
+            });
+        }
+        let count = match self.store.partition_count(topic) {
+            Ok(n) => n,
+            Err(_) => partitions,
+        };
+        let (count, mine) = self.placed_here(topic, count)?;
+        let count = self.store.create_topic(topic, count)?;
+        let opened = self.open_topic(topic, &mine)?;
+        let held: Vec<u32> = (0..count).filter(|p| mine.get(*p as usize) == Some(&true)).collect();
+        self.write_topics().insert(topic.to_string(), opened);
+        if held.len() as u32 == count {
+            self.log(format_args!("Created topic {topic} with {count} partitions"));
+        } else {
+            self.log(format_args!(
+                "Created topic {topic} with {count} partitions, serving {held:?}"
+            ));
+        }
+        self.update_registry();
+        Ok((count, false))
+    }
+
+    pub(super) fn open_topic(&self, topic: &str, mine: &[bool]) -> Result<Vec<Option<Arc<Partition>>>> {
+        let mut config = self.config.log.clone();
+        config.visible_after_flush = true;
+        config.write_buffer_bytes = WRITE_BUFFER_BYTES;
+        config.flush_messages = None;
+        config.flush_interval_ms = None;
+        let options = OpenOptions {
+            writable: true,
+            lock: self.config.vfs.supports_locks(),
+        };
+        let mut parts = Vec::with_capacity(mine.len());
+        for (p, &here) in mine.iter().enumerate() {
+            let p = p as u32;
+            if !here {
+                parts.push(None);
+                continue;
+            }
+            let log = match self.store.open_log(topic, p, config.clone(), options) {
+                Ok(log) => log,
+                Err(e @ Error::Damaged { .. }) => {
+                    // The others keep serving; this one waits for klog-recover.
+                    self.log(format_args!("{topic}-{p} is offline: {e}"));
+                    lock(&self.offline).insert((topic.to_string(), p), e.to_string());
+                    parts.push(None);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if log.recovery().changed() {
+                let r = log.recovery();
+                self.log(format_args!(
+                    "Recovered {topic}-{p}: {} segments kept, next offset {}, {} quarantined, {} leftovers removed",
+                    r.segments.len(),
+                    log.next_offset(),
+                    r.quarantined.len(),
+                    r.removed.len()
+                ));
+            }
+            parts.push(Some(Arc::new(Partition::new(topic, p, log))));
+        }
+        Ok(parts)
+    }
+
+    /// Marks a partition as having unflushed appends (`urgent`: an acks=all
+    /// request waits for it).
+    pub(super) fn mark_dirty(&self, p: &Arc<Partition>, urgent: bool) {
+        if lock(&self.dirty).mark(p, urgent) {
+            self.dirty_changed.notify_one();
+        }
+    }
+
+    pub(super) fn notify_visible(&self) {
+        *lock(&self.visible_generation) += 1;
+        self.visible_changed.notify_all();
+    }
+
+    /// The visibility generation, to pass to [`Shared::wait_visible`].
+    pub(super) fn visible_generation(&self) -> u64 {
+        *lock(&self.visible_generation)
+    }
+
+    /// Waits until records become visible after `generation`, or `deadline`.
+    pub(super) fn wait_visible(&self, generation: u64, deadline: Instant) {
+        let mut g = lock(&self.visible_generation);
+        while *g == generation {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            // Wake now and then to notice a shutdown.
+            let wait = left.min(Duration::from_millis(200));
+            g = self
+                .visible_changed
+                .wait_timeout(g, wait)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// Rewrites this broker's registry entry with its topics.
+    pub(super) fn update_registry(&self) {
+        let mut registered = lock(&self.registered);
+        if let Some((entry, info)) = registered.as_mut() {
+            let topics = self.read_topics();
+            info.topics = topics
+                .iter()
+                .map(|(t, parts)| {
+                    let held = parts.iter().flatten().map(|p| p.partition).collect();
+                    (t.clone(), held)
+                })
+                .collect();
+            if let Err(e) = entry.update(info) {
+                self.log(format_args!("cannot update the registry: {e}"));
+            }
+        }
+    }
+
+    /// Whether a partition this broker holds could not be opened.
+    pub(super) fn is_offline(&self, topic: &str, partition: u32) -> bool {
+        lock(&self.offline).contains_key(&(topic.to_string(), partition))
+    }
+
+    pub(super) fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        let topics = self.read_topics();
+        topics.values().flatten().flatten().cloned().collect()
+    }
+}
+
+/// The error code and message a client gets for a library error.
+pub(super) fn error_code(e: &Error) -> ErrorCode {
+    match e {
+        Error::InvalidTopic { .. } => ErrorCode::InvalidTopic,
+        Error::UnknownTopic { .. } => ErrorCode::UnknownTopic,
+        Error::UnknownPartition { .. } => ErrorCode::UnknownPartition,
+        Error::InvalidBatch(DecodeError::TooLarge { what: "record", .. }) | Error::TooLarge { what: "record", .. } => {
+            ErrorCode::RecordTooLarge
+        }
+        Error::InvalidBatch(_) => ErrorCode::CorruptBatch,
+        Error::DiskFull { .. } => ErrorCode::DiskFull,
+        Error::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+        Error::TooLarge { .. } => ErrorCode::LimitReached,
+        Error::Config(_) => ErrorCode::InvalidRequest,
+        _ => ErrorCode::StorageError,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::testing::{partition, shared};
+
+    #[test]
+    fn a_partition_not_served_says_why() {
+        let (_sim, shared) = shared();
+        partition(&shared, "t");
+        let code = |topic, p| shared.partition(topic, p).err().map(|(code, _)| code);
+        assert_eq!(code("t", 0), None);
+        assert_eq!(code("t", 1), Some(ErrorCode::UnknownPartition));
+        assert_eq!(code("none", 0), Some(ErrorCode::UnknownTopic));
+        // Held but not served: offline here, or placed on another broker.
+        shared.write_topics().insert("d".into(), vec![None, None]);
+        lock(&shared.offline).insert(("d".into(), 0), "damaged".into());
+        assert_eq!(code("d", 0), Some(ErrorCode::StorageError));
+        assert_eq!(code("d", 1), Some(ErrorCode::PartitionElsewhere));
+        let why = shared.partition("d", 0).err().map(|(_, why)| why);
+        assert_eq!(why.as_deref(), Some("damaged"));
+        assert!(shared.is_offline("d", 0) && !shared.is_offline("d", 1));
+    }
+
+    #[test]
+    fn library_errors_map_to_the_codes_clients_act_on() {
+        let too_large = |what| Error::TooLarge {
+            what,
+            size: 2,
+            limit: 1,
+        };
+        assert_eq!(error_code(&too_large("record")), ErrorCode::RecordTooLarge);
+        assert_eq!(error_code(&too_large("topic count")), ErrorCode::LimitReached);
+        assert_eq!(error_code(&Error::Config("x".into())), ErrorCode::InvalidRequest);
+        let full = Error::DiskFull {
+            op: "append to",
+            path: "/d".into(),
+        };
+        assert_eq!(error_code(&full), ErrorCode::DiskFull);
+        let stopped = Error::StorageFailed {
+            dir: "/d".into(),
+            reason: "EIO".into(),
+        };
+        assert_eq!(error_code(&stopped), ErrorCode::StorageError);
+    }
+}

@@ -1,0 +1,64 @@
+//! Scenes for the broker's unit tests: a broker's shared state over a
+//! simulated file system, with no socket and no thread of its own.
+
+use std::sync::Arc;
+
+use super::shared::{Partition, Shared};
+use super::BrokerConfig;
+use crate::protocol::{self, ErrorCode, Reader};
+use crate::storage::fs::sim::SimFs;
+use crate::storage::record::BatchBuilder;
+use crate::storage::store::Store;
+
+/// A quiet broker's state over a fresh simulated disk, without a registry.
+pub(super) fn shared() -> (Arc<SimFs>, Arc<Shared>) {
+    let sim = Arc::new(SimFs::new());
+    let mut config = BrokerConfig::new("/data", "127.0.0.1:0");
+    config.vfs = sim.clone();
+    config.quiet = true;
+    // Small indexes: a simulated disk holds every byte in memory.
+    config.log.index_bytes_max = 4096;
+    config.vfs.create_dir_all(&config.data_dir).unwrap();
+    let store = Store::with_vfs(&config.data_dir, Arc::clone(&config.vfs));
+    let shared = Shared::new(config, store, None, "broker-test".into());
+    (sim, Arc::new(shared))
+}
+
+/// Partition 0 of `topic`, created with one partition if it is new.
+pub(super) fn partition(shared: &Shared, topic: &str) -> Arc<Partition> {
+    shared.create_topic(topic, 1).unwrap();
+    shared.partition(topic, 0).unwrap()
+}
+
+/// A batch of one record, as a producer sends it.
+pub(super) fn batch() -> Vec<u8> {
+    batch_of(b"x")
+}
+
+/// A batch of one record of `value`.
+pub(super) fn batch_of(value: &[u8]) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    b.push(0, None, &[], value);
+    b.finish().to_vec()
+}
+
+/// Appends a batch of one record to `p`, as the reader does.
+pub(super) fn append(p: &Partition) -> crate::storage::log::AppendInfo {
+    p.lock().append(&mut batch(), 0).unwrap()
+}
+
+/// The answers in `bytes`, frame by frame: each one's correlation id,
+/// error code, and body after the header.
+pub(super) fn answers(bytes: &[u8]) -> Vec<(u32, ErrorCode, Vec<u8>)> {
+    let mut found = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let len = u32::from_le_bytes(rest[..4].try_into().unwrap()) as usize;
+        let frame = &rest[4..4 + len];
+        let mut r = Reader::new(frame);
+        let header = protocol::decode_response_header(&mut r).unwrap();
+        found.push((header.correlation_id, header.error, frame[r.position()..].to_vec()));
+        rest = &rest[4 + len..];
+    }
+    found
+}
