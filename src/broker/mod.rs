@@ -461,7 +461,11 @@ fn error_code(e: &Error) -> ErrorCode {
         Error::DiskFull { .. } => ErrorCode::DiskFull,
         Error::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
         Error::TooLarge { .. } => ErrorCode::LimitReached,
-        Error::Config(_) => ErrorCode::InvalidRequest,
+        // The registry's failures to place a topic were configuration
+        // errors once, and answer as they did.
+        Error::Config(_) | Error::NoLiveBroker { .. } | Error::Vanished { .. } | Error::Encode { .. } => {
+            ErrorCode::InvalidRequest
+        }
         _ => ErrorCode::StorageError,
     }
 }

@@ -256,10 +256,10 @@ impl GroupMember {
         loop {
             let (members, partitions) = self.look()?;
             let Some(index) = members.iter().position(|m| *m == self.member) else {
-                return Err(Error::Config(format!(
-                    "member {} is not in group {} any more",
-                    self.member, self.config.group
-                )));
+                return Err(Error::NotInGroup {
+                    member: self.member.clone(),
+                    group: self.config.group.clone(),
+                });
             };
             let range = assign(partitions, members.len(), index);
             let mut conflict = false;

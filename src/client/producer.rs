@@ -242,7 +242,7 @@ impl Producer {
                 std::thread::Builder::new()
                     .name("acks".into())
                     .spawn(move || read_acks(&stream, &addr, &state))
-                    .map_err(|e| Error::Config(format!("cannot start a thread: {e}")))?,
+                    .map_err(|reason| Error::Spawn { reason })?,
             )
         };
         Ok(Producer {

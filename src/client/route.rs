@@ -11,10 +11,9 @@ use crate::protocol::ErrorCode;
 pub fn route(registry: &crate::coord::registry::Registry, topic: &str, create: bool) -> Result<Vec<String>> {
     let brokers = registry.brokers()?;
     if brokers.is_empty() {
-        return Err(Error::Config(format!(
-            "no broker is registered in {}",
-            registry.dir().display()
-        )));
+        return Err(Error::NoBroker {
+            registry: registry.dir().display().to_string(),
+        });
     }
     let placement = match registry.placement(topic)? {
         Some(p) => p,
@@ -22,7 +21,7 @@ pub fn route(registry: &crate::coord::registry::Registry, topic: &str, create: b
             Connection::connect(&brokers[0].addr())?.create_topic(topic, 0)?;
             registry
                 .placement(topic)?
-                .ok_or_else(|| Error::Config(format!("the broker created {topic:?} without placing it")))?
+                .ok_or_else(|| Error::Unplaced { topic: topic.into() })?
         }
         None => {
             return Err(Error::Broker {
@@ -36,10 +35,11 @@ pub fn route(registry: &crate::coord::registry::Registry, topic: &str, create: b
         .iter()
         .enumerate()
         .map(|(p, id)| {
-            brokers.iter().find(|b| b.id == *id).map(|b| b.addr()).ok_or_else(|| {
-                Error::Config(format!(
-                    "partition {p} of {topic:?} is placed on broker {id}, which is not running"
-                ))
+            let broker = brokers.iter().find(|b| b.id == *id);
+            broker.map(|b| b.addr()).ok_or_else(|| Error::BrokerDown {
+                topic: topic.into(),
+                partition: p as u32,
+                broker: id.clone(),
             })
         })
         .collect()

@@ -145,8 +145,16 @@ impl Drop for Ephemeral {
     }
 }
 
+/// An entry's description as JSON.
+fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(value).map_err(|source| Error::Encode {
+        what: "a registry entry",
+        source,
+    })
+}
+
 fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let bytes = serde_json::to_vec(value).map_err(|e| Error::Config(e.to_string()))?;
+    let bytes = to_json(value)?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("entry");
     crate::storage::recover::write_atomic(&RealFs, dir, name, &bytes)
@@ -176,7 +184,8 @@ fn try_lock(path: &Path) -> Result<Option<Flock<File>>> {
     }
 }
 
-/// Checks a name used in a registry path.
+/// Checks a name used in a registry path: a name given by the
+/// configuration, so a bad one is [`Error::Config`].
 fn check_name(kind: &'static str, name: &str) -> Result<()> {
     crate::storage::store::validate_topic(name).map_err(|_| Error::Config(format!("invalid {kind} name {name:?}")))
 }
@@ -204,7 +213,7 @@ impl Registry {
         // only then write the description that readers list: a reader that
         // finds the description always finds the lock held.
         let tmp = dir.join(format!(".{id}.lock.tmp"));
-        let lock = try_lock(&tmp)?.ok_or_else(|| Error::Config(format!("{} is in use", tmp.display())))?;
+        let lock = try_lock(&tmp)?.ok_or_else(|| Error::InUse { path: tmp.clone() })?;
         let lock_path = dir.join(format!("{id}.lock"));
         let info_path = dir.join(format!("{id}.json"));
         std::fs::rename(&tmp, &lock_path).ctx("rename", &tmp)?;
@@ -378,9 +387,11 @@ impl Registry {
         let mut out = Vec::new();
         for name in entries.filter_map(|e| e.ok()?.file_name().into_string().ok()) {
             if let Some((topic, p)) = crate::storage::store::parse_partition_dir(&name) {
-                let offset = self
-                    .committed(group, &topic, p)
-                    .and_then(|o| o.ok_or_else(|| Error::Config("vanished".into())));
+                let offset = self.committed(group, &topic, p).and_then(|o| {
+                    o.ok_or_else(|| Error::Vanished {
+                        what: "the committed offset".into(),
+                    })
+                });
                 out.push((topic, p, offset));
             }
         }
@@ -450,12 +461,12 @@ impl Registry {
             brokers: place(partitions, brokers),
         };
         if placement.brokers.is_empty() {
-            return Err(Error::Config(format!("no live broker to place topic {topic:?} on")));
+            return Err(Error::NoLiveBroker { topic: topic.into() });
         }
         let path = self.placement_path(topic);
         let dir = path.parent().expect("topics dir");
         let tmp = dir.join(format!(".{topic}.{}.tmp", std::process::id()));
-        let bytes = serde_json::to_vec(&placement).map_err(|e| Error::Config(e.to_string()))?;
+        let bytes = to_json(&placement)?;
         {
             let mut f = File::create(&tmp).ctx("create", &tmp)?;
             f.write_all(&bytes).ctx("write", &tmp)?;
@@ -469,9 +480,11 @@ impl Registry {
                 RealFs.sync_dir(dir).ctx("fsync directory", dir)?;
                 Ok(placement)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => self
-                .placement(topic)?
-                .ok_or_else(|| Error::Config(format!("placement of {topic:?} vanished"))),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                self.placement(topic)?.ok_or_else(|| Error::Vanished {
+                    what: format!("placement of {topic:?}"),
+                })
+            }
             Err(e) => Err(Error::io("link", &path, e)),
         }
     }
