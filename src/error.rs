@@ -316,14 +316,14 @@ impl<T> IoContext<T> for std::io::Result<T> {
 #[non_exhaustive]
 pub enum DecodeError {
     /// The bytes end before the structure does: a torn write, or more to read.
-    #[error("truncated: {what} needs {needed} bytes, {available} available")]
+    #[error("truncated: {what} needs {needed_bytes} bytes, {available_bytes} available")]
     Truncated {
         /// What was being read.
         what: &'static str,
         /// Bytes needed.
-        needed: u64,
+        needed_bytes: u64,
         /// Bytes there.
-        available: u64,
+        available_bytes: u64,
     },
     /// A checksum does not match: the bytes were damaged.
     #[error("{what} crc mismatch: stored {stored:#010x}, computed {computed:#010x}")]
@@ -336,14 +336,14 @@ pub enum DecodeError {
         computed: u32,
     },
     /// A length beyond a limit.
-    #[error("{what} of {size} bytes exceeds the limit of {limit} bytes")]
+    #[error("{what} of {size_bytes} bytes exceeds the limit of {limit_bytes} bytes")]
     TooLarge {
         /// What was too large.
         what: &'static str,
         /// Its claimed size.
-        size: u64,
+        size_bytes: u64,
         /// The limit.
-        limit: u64,
+        limit_bytes: u64,
     },
     /// Bytes that no encoder writes.
     #[error("malformed {0}")]
