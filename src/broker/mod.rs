@@ -189,7 +189,7 @@ struct Shared {
     topics: RwLock<BTreeMap<String, Vec<Option<Arc<Partition>>>>>,
     /// This broker's id in the registry (stable across restarts).
     broker_id: String,
-    registry: Option<crate::coord::registry::Registry>,
+    registry: Option<Arc<dyn crate::coord::Registry>>,
     /// Serialises topic creation.
     creating: Mutex<()>,
     dirty: Mutex<Dirty>,
@@ -205,7 +205,7 @@ struct Shared {
     /// Clones of open sockets, to stop their readers at shutdown.
     sockets: Mutex<HashMap<u64, TcpStream>>,
     /// This broker's registry entry, rewritten when its topics change.
-    registered: Mutex<Option<(crate::coord::registry::Ephemeral, crate::coord::registry::BrokerInfo)>>,
+    registered: Mutex<Option<(crate::coord::Ephemeral, crate::coord::BrokerInfo)>>,
     /// Partitions that could not be opened (damaged), and why.
     offline: Mutex<BTreeMap<(String, u32), String>>,
 }
@@ -512,10 +512,9 @@ impl Broker {
         let listener =
             TcpListener::bind(&config.listen).with_context(|| format!("cannot listen on {}", config.listen))?;
         let registry = match &config.registry {
-            Some(dir) => Some(
-                crate::coord::registry::Registry::open(dir)
-                    .with_context(|| format!("cannot open the registry {}", dir.display()))?,
-            ),
+            Some(dir) => {
+                Some(crate::coord::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?)
+            }
             None => None,
         };
         let broker_id = stable_broker_id(&*config.vfs, &config.data_dir)?;
@@ -541,7 +540,7 @@ impl Broker {
         // Register first: placing a topic counts the live brokers.
         if let Some(registry) = &shared.registry {
             let addr = listener.local_addr()?;
-            let info = crate::coord::registry::BrokerInfo {
+            let info = crate::coord::BrokerInfo {
                 id: shared.broker_id.clone(),
                 host: addr.ip().to_string(),
                 port: addr.port(),
@@ -550,7 +549,7 @@ impl Broker {
             };
             let entry = registry
                 .register_broker(&info)
-                .with_context(|| format!("cannot register in {}", registry.dir().display()))?;
+                .with_context(|| format!("cannot register in {}", registry.location()))?;
             *lock(&shared.registered) = Some((entry, info));
         }
         let existing = shared.store.topics()?;

@@ -12,7 +12,6 @@ use clap::Parser;
 use crate::client::group::{GroupConfig, GroupMember};
 use crate::client::offset::{resolve_in, OffsetSpec};
 use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
-use crate::coord::registry::Registry;
 use crate::storage::fs::{RealFs, Vfs};
 use crate::storage::record::Record;
 use crate::storage::store::Store;
@@ -210,8 +209,8 @@ fn open_remote(args: &Args) -> anyhow::Result<Source> {
     let routes: Vec<String> = match &args.registry {
         Some(dir) => {
             let registry =
-                Registry::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
-            crate::client::route(&registry, &args.topic, false)
+                crate::coord::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
+            crate::client::route(&*registry, &args.topic, false)
                 .with_context(|| format!("cannot read topic {:?} through {}", args.topic, dir.display()))?
         }
         None => {
@@ -340,7 +339,7 @@ fn describe(member: &GroupMember, topic: &str) -> String {
 fn follow_group(args: &Args, say: super::Say) -> anyhow::Result<ExitCode> {
     let group = args.group.clone().expect("-G");
     let dir = args.registry.as_ref().expect("--registry");
-    let registry = Registry::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
+    let registry = crate::coord::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
     let config = GroupConfig {
         group: group.clone(),
         topic: args.topic.clone(),

@@ -100,11 +100,10 @@ fn dump_registry(dir: &Path, json: bool) -> anyhow::Result<()> {
 
     use serde_json::json;
 
-    use crate::coord::registry::Registry;
     if !dir.join("brokers").is_dir() {
         anyhow::bail!("not a registry (no brokers/ inside)");
     }
-    let registry = Registry::open(dir)?;
+    let registry = crate::coord::open(dir)?;
     let brokers = registry.brokers()?;
     // End offsets, asked of the broker that holds each partition.
     let mut conns = crate::client::Connections::new();

@@ -12,7 +12,6 @@ use clap::Parser;
 use crate::client::partitioner::Partitioner;
 use crate::client::{BatchOptions, ParsedRecord};
 use crate::client::{ClusterProducer, Producer, ProducerConfig};
-use crate::coord::registry::Registry;
 use crate::storage::log::LogConfig;
 use crate::storage::store::Store;
 use crate::tools::produce::{self, EmbeddedProducer, ParseOptions, RecordSplitter};
@@ -276,8 +275,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             };
             if let Some(dir) = &args.registry {
                 let registry =
-                    Registry::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
-                let cluster = ClusterProducer::connect(&registry, &args.topic, remote)
+                    crate::coord::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
+                let cluster = ClusterProducer::connect(&*registry, &args.topic, remote)
                     .with_context(|| format!("cannot produce to topic {:?} through {}", args.topic, dir.display()))?;
                 return run_with(&args, say, Sink::Cluster(cluster), config.record_bytes_max as usize);
             }

@@ -8,7 +8,7 @@
 //!    partition.
 //! 2. Read the live members subscribed to the topic and the topic's
 //!    partition count; sort both; with `j` this member's index, claim the
-//!    contiguous range [`crate::coord::registry::assign`] gives it.
+//!    contiguous range [`crate::coord::spread::assign`] gives it.
 //! 3. If a partition is still owned by another member (which has not yet
 //!    noticed the change), release everything, back off a random while
 //!    and retry.
@@ -26,11 +26,12 @@
 //! that dies loses the records it handed out since its last commit to the
 //! next owner, which delivers them again; never a gap.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::client::offset::{resolve_in, OffsetSpec};
 use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
-use crate::coord::registry::{assign, Ephemeral, MemberInfo, Registry};
+use crate::coord::{assign, Ephemeral, MemberInfo, Registry};
 use crate::error::{Error, Result};
 use crate::storage::record::Record;
 
@@ -56,7 +57,7 @@ pub struct GroupConfig {
 /// One member of a consumer group.
 #[derive(Debug)]
 pub struct GroupMember {
-    registry: Registry,
+    registry: Arc<dyn Registry>,
     config: GroupConfig,
     member: String,
     _entry: Ephemeral,
@@ -92,7 +93,7 @@ fn member_id() -> String {
 
 /// The broker of each partition: the registry's placement in a cluster,
 /// else the broker registered for the topic, else the fallback.
-fn routes(registry: &Registry, config: &GroupConfig, conns: &mut Connections) -> Result<Vec<String>> {
+fn routes(registry: &dyn Registry, config: &GroupConfig, conns: &mut Connections) -> Result<Vec<String>> {
     if registry.placement(&config.topic)?.is_some() {
         return crate::client::route(registry, &config.topic, false);
     }
@@ -128,7 +129,7 @@ fn offsets(routes: &[String], topic: &str, conns: &mut Connections) -> Result<Ve
 
 impl GroupMember {
     /// Joins `config.group` in `registry` and takes a first share.
-    pub fn join(registry: Registry, config: GroupConfig) -> Result<GroupMember> {
+    pub fn join(registry: Arc<dyn Registry>, config: GroupConfig) -> Result<GroupMember> {
         let member = member_id();
         let info = MemberInfo {
             member: member.clone(),
@@ -137,7 +138,7 @@ impl GroupMember {
         };
         let entry = registry.join(&config.group, &info)?;
         let mut conns = Connections::new();
-        let routes = routes(&registry, &config, &mut conns)?;
+        let routes = routes(&*registry, &config, &mut conns)?;
         let ends = offsets(&routes, &config.topic, &mut conns)?
             .into_iter()
             .map(|(_, end)| end)
@@ -203,7 +204,7 @@ impl GroupMember {
             .filter(|m| m.topics.contains(&self.config.topic))
             .map(|m| m.member)
             .collect();
-        let partitions = routes(&self.registry, &self.config, &mut self.conns)?.len() as u32;
+        let partitions = routes(&*self.registry, &self.config, &mut self.conns)?.len() as u32;
         Ok((members, partitions))
     }
 
@@ -303,7 +304,7 @@ impl GroupMember {
         if self.owned.is_empty() {
             return Ok(());
         }
-        self.routes = routes(&self.registry, &self.config, &mut self.conns)?;
+        self.routes = routes(&*self.registry, &self.config, &mut self.conns)?;
         let offsets = offsets(&self.routes, &self.config.topic, &mut self.conns)?;
         let mut parts = Vec::with_capacity(self.owned.len());
         for (p, _) in &self.owned {

@@ -87,7 +87,7 @@ impl ClusterProducer {
     /// Connects to the broker of every partition of `topic`, as the
     /// registry places them (creating the topic if nobody has).
     pub fn connect(
-        registry: &crate::coord::registry::Registry,
+        registry: &dyn crate::coord::Registry,
         topic: &str,
         config: ProducerConfig,
     ) -> Result<ClusterProducer> {

@@ -2,17 +2,18 @@
 //! from the registry's placement.
 
 use crate::client::connection::Connection;
+use crate::coord::Registry;
 use crate::error::{Error, Result};
 use crate::protocol::ErrorCode;
 
 /// The address of the broker of each partition of `topic`, from the
 /// registry's placement. With `create`, a topic nobody placed yet is
 /// created (and placed) through a live broker first.
-pub fn route(registry: &crate::coord::registry::Registry, topic: &str, create: bool) -> Result<Vec<String>> {
+pub fn route(registry: &dyn Registry, topic: &str, create: bool) -> Result<Vec<String>> {
     let brokers = registry.brokers()?;
     if brokers.is_empty() {
         return Err(Error::NoBroker {
-            registry: registry.dir().display().to_string(),
+            registry: registry.location(),
         });
     }
     let placement = match registry.placement(topic)? {
@@ -26,7 +27,7 @@ pub fn route(registry: &crate::coord::registry::Registry, topic: &str, create: b
         None => {
             return Err(Error::Broker {
                 code: ErrorCode::UnknownTopic,
-                message: format!("topic {topic:?} is not placed in {}", registry.dir().display()),
+                message: format!("topic {topic:?} is not placed in {}", registry.location()),
             })
         }
     };
