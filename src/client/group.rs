@@ -35,6 +35,11 @@ use crate::coord::{assign, Ephemeral, MemberInfo, Registry};
 use crate::error::{Error, Result};
 use crate::storage::record::Record;
 
+/// The first wait after a conflict, before it doubles.
+const BACKOFF_BASE_MS: u64 = 20;
+/// How many times the wait doubles at most (to 640 ms).
+const BACKOFF_DOUBLINGS_MAX: u32 = 5;
+
 /// How a member behaves.
 #[derive(Debug, Clone)]
 pub struct GroupConfig {
@@ -57,23 +62,166 @@ pub struct GroupConfig {
 /// One member of a consumer group.
 #[derive(Debug)]
 pub struct GroupMember {
-    registry: Arc<dyn Registry>,
     config: GroupConfig,
-    member: String,
-    _entry: Ephemeral,
+    share: Share,
     /// The broker of each partition (all the same without a cluster).
     routes: Vec<String>,
     /// Connections to those brokers, kept between registry checks.
     conns: Connections,
-    owned: Vec<(u32, Ephemeral)>,
     consumer: Option<Consumer>,
-    /// What the last rebalance saw: members and partition count.
-    seen: (Vec<String>, u32),
     /// End offsets when joining (for `-e`), by partition.
     ends: Vec<u64>,
     last_check: Instant,
     last_commit: Instant,
-    backoff_seed: u64,
+}
+
+/// A member as the registry knows it: its membership, the partitions it
+/// owns, and what the group looked like when it claimed them. No broker is
+/// involved, so the rebalance's decisions can be tested alone.
+#[derive(Debug)]
+struct Share {
+    registry: Arc<dyn Registry>,
+    group: String,
+    topic: String,
+    member: String,
+    _entry: Ephemeral,
+    owned: Vec<(u32, Ephemeral)>,
+    /// What the last rebalance saw: subscribed members and partition count.
+    seen: (Vec<String>, u32),
+    backoff: Backoff,
+}
+
+impl Share {
+    /// Joins `group` as `member`, subscribed to `topic`, owning nothing.
+    fn join(registry: Arc<dyn Registry>, group: &str, topic: &str, member: String) -> Result<Share> {
+        let info = MemberInfo {
+            member: member.clone(),
+            pid: std::process::id(),
+            topics: vec![topic.to_string()],
+        };
+        let entry = registry.join(group, &info)?;
+        Ok(Share {
+            registry,
+            group: group.to_string(),
+            topic: topic.to_string(),
+            member,
+            _entry: entry,
+            owned: Vec::new(),
+            seen: (Vec::new(), 0),
+            backoff: Backoff::new(u64::from(std::process::id())),
+        })
+    }
+
+    /// The live members subscribed to the topic, ordered by id.
+    fn subscribers(&self) -> Result<Vec<String>> {
+        let members = self.registry.members(&self.group)?.into_iter();
+        Ok(members
+            .filter(|m| m.topics.contains(&self.topic))
+            .map(|m| m.member)
+            .collect())
+    }
+
+    /// Claims the range Algorithm 1 gives this member among `members` (the
+    /// subscribers, sorted) over `partition_count` partitions. On a
+    /// conflict it releases what it claimed and answers `false`.
+    fn claim(&mut self, members: Vec<String>, partition_count: u32) -> Result<bool> {
+        let Some(index) = members.iter().position(|m| *m == self.member) else {
+            return Err(Error::NotInGroup {
+                member: self.member.clone(),
+                group: self.group.clone(),
+            });
+        };
+        for p in assign(partition_count, members.len(), index) {
+            match self.registry.claim(&self.group, &self.topic, p, &self.member)? {
+                Some(owner) => self.owned.push((p, owner)),
+                None => {
+                    // Another member has not released it yet: hold
+                    // nothing, so that it is not kept waiting on us.
+                    self.release();
+                    return Ok(false);
+                }
+            }
+        }
+        self.seen = (members, partition_count);
+        Ok(true)
+    }
+
+    /// Claims this member's share, backing off a random while after each
+    /// conflict (the paper's answer to one) and looking again, until it
+    /// holds it or the process is stopping (then it holds nothing).
+    /// `look` answers the subscribers and the partition count; `wait`
+    /// sleeps.
+    fn settle(
+        &mut self,
+        mut look: impl FnMut(&Share) -> Result<(Vec<String>, u32)>,
+        mut wait: impl FnMut(Duration),
+    ) -> Result<()> {
+        let mut attempt = 0u32;
+        loop {
+            let (members, partition_count) = look(self)?;
+            if self.claim(members, partition_count)? {
+                return Ok(());
+            }
+            attempt += 1;
+            if crate::stop::stopping() {
+                return Ok(());
+            }
+            wait(self.backoff.next(attempt));
+        }
+    }
+
+    /// Commits the next offset of each partition in `positions` that this
+    /// member owns; the others are not its to commit.
+    fn commit(&self, positions: &[(u32, u64)]) -> Result<()> {
+        for &(partition, offset) in positions {
+            if let Some((_, owner)) = self.owned.iter().find(|(p, _)| *p == partition) {
+                self.registry
+                    .commit(&self.group, &self.topic, partition, offset, owner)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the group committed every partition up to its end in `ends`
+    /// (by partition); a partition that had no record needs nothing.
+    fn reached(&self, ends: &[u64]) -> Result<bool> {
+        for (p, end) in ends.iter().enumerate() {
+            let committed = self.registry.committed(&self.group, &self.topic, p as u32)?;
+            if *end > 0 && committed.map_or(true, |c| c < *end) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Releases every owned partition.
+    fn release(&mut self) {
+        self.owned.clear();
+    }
+}
+
+/// The random wait after a conflict: a base that doubles with each
+/// attempt, from 40 ms up to 640 ms, plus a random part below the base,
+/// so that members that collided do not collide again in step.
+#[derive(Debug)]
+struct Backoff {
+    /// The xorshift generator's state; never 0.
+    state: u64,
+}
+
+impl Backoff {
+    fn new(seed: u64) -> Backoff {
+        Backoff { state: seed.max(1) }
+    }
+
+    /// The wait before retrying after conflict number `attempt` (from 1).
+    fn next(&mut self, attempt: u32) -> Duration {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        let base_ms = BACKOFF_BASE_MS << attempt.min(BACKOFF_DOUBLINGS_MAX);
+        Duration::from_millis(base_ms + self.state % base_ms)
+    }
 }
 
 /// A unique member id: host-pid-nanos.
@@ -106,8 +254,15 @@ fn routes(registry: &dyn Registry, config: &GroupConfig, conns: &mut Connections
     Ok(vec![broker; count])
 }
 
+/// The subscribed members and the topic's partition count, now.
+fn look(share: &Share, config: &GroupConfig, conns: &mut Connections) -> Result<(Vec<String>, u32)> {
+    let members = share.subscribers()?;
+    let partition_count = routes(&*share.registry, config, conns)?.len() as u32;
+    Ok((members, partition_count))
+}
+
 /// The (start, end) offsets of every partition, each from its broker.
-fn offsets(routes: &[String], topic: &str, conns: &mut Connections) -> Result<Vec<(u64, u64)>> {
+fn bounds(routes: &[String], topic: &str, conns: &mut Connections) -> Result<Vec<(u64, u64)>> {
     let mut out = vec![(0, 0); routes.len()];
     let mut asked: Vec<&String> = Vec::new();
     for addr in routes {
@@ -130,33 +285,22 @@ fn offsets(routes: &[String], topic: &str, conns: &mut Connections) -> Result<Ve
 impl GroupMember {
     /// Joins `config.group` in `registry` and takes a first share.
     pub fn join(registry: Arc<dyn Registry>, config: GroupConfig) -> Result<GroupMember> {
-        let member = member_id();
-        let info = MemberInfo {
-            member: member.clone(),
-            pid: std::process::id(),
-            topics: vec![config.topic.clone()],
-        };
-        let entry = registry.join(&config.group, &info)?;
+        let share = Share::join(registry, &config.group, &config.topic, member_id())?;
         let mut conns = Connections::new();
-        let routes = routes(&*registry, &config, &mut conns)?;
-        let ends = offsets(&routes, &config.topic, &mut conns)?
+        let routes = routes(&*share.registry, &config, &mut conns)?;
+        let ends = bounds(&routes, &config.topic, &mut conns)?
             .into_iter()
             .map(|(_, end)| end)
             .collect();
         let mut m = GroupMember {
-            registry,
             config,
-            member,
-            _entry: entry,
+            share,
             routes,
             conns,
-            owned: Vec::new(),
             consumer: None,
-            seen: (Vec::new(), 0),
             ends,
             last_check: Instant::now(),
             last_commit: Instant::now(),
-            backoff_seed: u64::from(std::process::id()),
         };
         m.rebalance()?;
         Ok(m)
@@ -164,7 +308,7 @@ impl GroupMember {
 
     /// This member's id.
     pub fn member(&self) -> &str {
-        &self.member
+        &self.share.member
     }
 
     /// Each owned partition and the next offset it will hand out.
@@ -184,28 +328,7 @@ impl GroupMember {
             return Ok(false);
         }
         self.commit()?;
-        for (p, end) in self.ends.iter().enumerate() {
-            let committed = self
-                .registry
-                .committed(&self.config.group, &self.config.topic, p as u32)?;
-            if *end > 0 && committed.map_or(true, |c| c < *end) {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
-    /// The live members subscribed to the topic, and the partition count.
-    fn look(&mut self) -> Result<(Vec<String>, u32)> {
-        let members = self
-            .registry
-            .members(&self.config.group)?
-            .into_iter()
-            .filter(|m| m.topics.contains(&self.config.topic))
-            .map(|m| m.member)
-            .collect();
-        let partitions = routes(&*self.registry, &self.config, &mut self.conns)?.len() as u32;
-        Ok((members, partitions))
+        self.share.reached(&self.ends)
     }
 
     /// Whether the group changed since the last rebalance (checked at most
@@ -215,7 +338,7 @@ impl GroupMember {
             return Ok(false);
         }
         self.last_check = Instant::now();
-        Ok(self.look()? != self.seen)
+        Ok(look(&self.share, &self.config, &mut self.conns)? != self.share.seen)
     }
 
     /// Whether a commit is due.
@@ -227,90 +350,39 @@ impl GroupMember {
     /// handed every record before them to the application.
     pub fn commit(&mut self) -> Result<()> {
         self.last_commit = Instant::now();
-        let Some(consumer) = &self.consumer else {
-            return Ok(());
-        };
-        for state in consumer.partitions() {
-            if let Some((_, owner)) = self.owned.iter().find(|(p, _)| *p == state.partition) {
-                self.registry.commit(
-                    &self.config.group,
-                    &self.config.topic,
-                    state.partition,
-                    state.offset,
-                    owner,
-                )?;
-            }
-        }
-        Ok(())
+        self.share.commit(&self.positions())
     }
 
     fn release(&mut self) {
         self.consumer = None;
-        self.owned.clear();
+        self.share.release();
     }
 
     /// Commits, releases everything, and claims this member's share anew.
     pub fn rebalance(&mut self) -> Result<()> {
         self.commit()?;
         self.release();
-        let mut attempt = 0u32;
-        loop {
-            let (members, partitions) = self.look()?;
-            let Some(index) = members.iter().position(|m| *m == self.member) else {
-                return Err(Error::NotInGroup {
-                    member: self.member.clone(),
-                    group: self.config.group.clone(),
-                });
-            };
-            let range = assign(partitions, members.len(), index);
-            let mut conflict = false;
-            for p in range {
-                match self
-                    .registry
-                    .claim(&self.config.group, &self.config.topic, p, &self.member)?
-                {
-                    Some(owner) => self.owned.push((p, owner)),
-                    None => {
-                        conflict = true;
-                        break;
-                    }
-                }
-            }
-            if !conflict {
-                self.seen = (members, partitions);
-                break;
-            }
-            // Another member has not released it yet: release all, back
-            // off, retry (the paper's answer to a conflict).
-            self.release();
-            attempt += 1;
-            if crate::stop::stopping() {
-                return Ok(());
-            }
-            std::thread::sleep(self.backoff(attempt));
-        }
+        let (config, conns) = (&self.config, &mut self.conns);
+        self.share
+            .settle(|share| look(share, config, conns), std::thread::sleep)?;
+        // Stopped before it settled, it owns nothing and fetches nothing.
         self.start_fetching()
     }
 
-    fn backoff(&mut self, attempt: u32) -> Duration {
-        self.backoff_seed ^= self.backoff_seed << 13;
-        self.backoff_seed ^= self.backoff_seed >> 7;
-        self.backoff_seed ^= self.backoff_seed << 17;
-        let base = 20u64 << attempt.min(5);
-        Duration::from_millis(base + self.backoff_seed % base)
-    }
-
     fn start_fetching(&mut self) -> Result<()> {
-        if self.owned.is_empty() {
+        if self.share.owned.is_empty() {
             return Ok(());
         }
-        self.routes = routes(&*self.registry, &self.config, &mut self.conns)?;
-        let offsets = offsets(&self.routes, &self.config.topic, &mut self.conns)?;
-        let mut parts = Vec::with_capacity(self.owned.len());
-        for (p, _) in &self.owned {
+        self.routes = routes(&*self.share.registry, &self.config, &mut self.conns)?;
+        let bounds = bounds(&self.routes, &self.config.topic, &mut self.conns)?;
+        let mut parts = Vec::with_capacity(self.share.owned.len());
+        for (p, _) in &self.share.owned {
             let addr = self.routes[*p as usize].clone();
-            let (start, end) = offsets.get(*p as usize).copied().unwrap_or((0, 0));
-            let committed = self.registry.committed(&self.config.group, &self.config.topic, *p)?;
+            let (start, end) = bounds.get(*p as usize).copied().unwrap_or((0, 0));
+            let committed = self
+                .share
+                .registry
+                .committed(&self.config.group, &self.config.topic, *p)?;
             let name = format!("{} [{p}]", self.config.topic);
             let offset = match committed {
                 // A committed offset retention has since passed starts at
@@ -365,3 +437,4 @@ impl GroupMember {
         result
     }
 }
+
