@@ -438,3 +438,176 @@ impl GroupMember {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coord::mem::MemRegistry;
+
+    /// A member `name` of group `g`, subscribed to topic `t`.
+    fn share(reg: &MemRegistry, name: &str) -> Share {
+        Share::join(Arc::new(reg.clone()), "g", "t", name.into()).unwrap()
+    }
+
+    fn owned(share: &Share) -> Vec<u32> {
+        share.owned.iter().map(|(p, _)| *p).collect()
+    }
+
+    fn owners(reg: &MemRegistry, partition_count: u32) -> Vec<Option<String>> {
+        (0..partition_count).map(|p| reg.owner("g", "t", p)).collect()
+    }
+
+    /// Claims with what the registry says now, over `partition_count`.
+    fn claim_now(share: &mut Share, partition_count: u32) -> bool {
+        let members = share.subscribers().unwrap();
+        share.claim(members, partition_count).unwrap()
+    }
+
+    #[test]
+    fn each_subscriber_claims_its_algorithm_1_range_in_id_order() {
+        let reg = MemRegistry::default();
+        // Joined out of id order; a member of another topic does not count.
+        let mut c = share(&reg, "c");
+        let mut a = share(&reg, "a");
+        let other = MemberInfo {
+            member: "b".into(),
+            pid: 1,
+            topics: vec!["u".into()],
+        };
+        let _other = reg.join("g", &other).unwrap();
+        let mut b = share(&reg, "bb");
+        assert_eq!(a.subscribers().unwrap(), ["a", "bb", "c"]);
+        for s in [&mut c, &mut a, &mut b] {
+            assert!(claim_now(s, 5));
+        }
+        assert_eq!((owned(&a), owned(&b), owned(&c)), (vec![0, 1], vec![2, 3], vec![4]));
+        let want = ["a", "a", "bb", "bb", "c"].map(|m| Some(m.to_string()));
+        assert_eq!(owners(&reg, 5), want);
+        assert_eq!(a.seen, (vec!["a".into(), "bb".into(), "c".into()], 5));
+    }
+
+    #[test]
+    fn a_conflict_releases_what_was_claimed_and_a_rebalance_moves_the_share() {
+        let reg = MemRegistry::default();
+        let mut a = share(&reg, "a");
+        assert!(claim_now(&mut a, 4));
+        assert_eq!(owned(&a), [0, 1, 2, 3]);
+        // b joins; a has not noticed yet, so b's range 2..4 is a's.
+        let mut b = share(&reg, "b");
+        assert!(!claim_now(&mut b, 4));
+        assert!(owned(&b).is_empty());
+        // b claimed nothing before the conflict: make it claim 2 and meet
+        // a's 3, and check that it lets 2 go again.
+        a.release();
+        let three = reg.claim("g", "t", 3, "a").unwrap().unwrap();
+        assert!(!claim_now(&mut b, 4));
+        assert!(owned(&b).is_empty());
+        assert_eq!(owners(&reg, 4), [None, None, None, Some("a".into())]);
+        drop(three);
+        // a rebalances to 0..2, then b takes 2..4.
+        assert!(claim_now(&mut a, 4));
+        assert!(claim_now(&mut b, 4));
+        assert_eq!((owned(&a), owned(&b)), (vec![0, 1], vec![2, 3]));
+        // b dies: a takes everything back.
+        drop(b);
+        a.release();
+        assert!(claim_now(&mut a, 4));
+        assert_eq!(owned(&a), [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn settle_backs_off_until_the_old_owner_lets_go() {
+        let reg = MemRegistry::default();
+        let mut a = share(&reg, "a");
+        // A member that left but has not released partition 1 yet.
+        let mut late = Some(reg.claim("g", "t", 1, "gone").unwrap().unwrap());
+        let mut waits = Vec::new();
+        let look = |s: &Share| Ok((s.subscribers()?, 2));
+        a.settle(look, |d| {
+            waits.push(d);
+            // It lets go while the second wait runs.
+            if waits.len() == 2 {
+                late = None;
+            }
+        })
+        .unwrap();
+        assert!(late.is_none());
+        assert_eq!(owned(&a), [0, 1]);
+        assert_eq!(waits.len(), 2, "{waits:?}");
+        for (attempt, d) in (1..).zip(&waits) {
+            let base = Duration::from_millis(BACKOFF_BASE_MS << attempt);
+            assert!(base <= *d && *d < 2 * base, "attempt {attempt}: {d:?}");
+        }
+    }
+
+    #[test]
+    fn a_member_commits_only_the_partitions_it_owns() {
+        let reg = MemRegistry::default();
+        let mut a = share(&reg, "a");
+        let mut b = share(&reg, "b");
+        assert!(claim_now(&mut a, 4));
+        assert!(claim_now(&mut b, 4));
+        // a was handed records of every partition (say, before a rebalance
+        // took 2 and 3 away): only 0 and 1 are its to commit. The memory
+        // registry panics on a commit without the partition's claim.
+        a.commit(&[(0, 5), (1, 6), (2, 7), (3, 8)]).unwrap();
+        let committed: Vec<_> = (0..4).map(|p| reg.committed("g", "t", p).unwrap()).collect();
+        assert_eq!(committed, [Some(5), Some(6), None, None]);
+        b.commit(&[(3, 9)]).unwrap();
+        assert_eq!(reg.committed("g", "t", 3).unwrap(), Some(9));
+        // Released, it commits nothing.
+        a.release();
+        a.commit(&[(0, 50)]).unwrap();
+        assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(5));
+    }
+
+    #[test]
+    fn a_member_whose_entry_is_gone_is_not_in_the_group_any_more() {
+        let reg = MemRegistry::default();
+        let mut b = share(&reg, "b");
+        assert!(claim_now(&mut b, 2));
+        // Taken for dead: its entry is removed behind its back.
+        reg.expire("consumers/g/b");
+        b.release();
+        let err = b.claim(b.subscribers().unwrap(), 2).unwrap_err();
+        assert!(matches!(err, Error::NotInGroup { .. }), "{err}");
+        assert_eq!(err.to_string(), "member b is not in group g any more");
+        assert!(owned(&b).is_empty());
+        assert_eq!(owners(&reg, 2), [None, None]);
+    }
+
+    #[test]
+    fn backoff_doubles_to_its_bound_with_jitter_below_the_base() {
+        for seed in [1, 2, 4242, u64::from(u32::MAX)] {
+            let mut backoff = Backoff::new(seed);
+            let mut jitters = std::collections::BTreeSet::new();
+            for attempt in 1..=12u32 {
+                let base_ms = 20 << attempt.min(5);
+                let d = backoff.next(attempt).as_millis() as u64;
+                assert!(
+                    (base_ms..2 * base_ms).contains(&d),
+                    "seed {seed}, attempt {attempt}: {d} ms"
+                );
+                jitters.insert(d - base_ms);
+            }
+            assert!(
+                jitters.len() > 6,
+                "seed {seed}: the random part hardly changes: {jitters:?}"
+            );
+        }
+        assert_eq!(Backoff::new(0).next(9), Backoff::new(1).next(9), "seed 0 would stay 0");
+    }
+
+    #[test]
+    fn the_group_is_done_when_every_partition_with_records_is_committed_to_its_end() {
+        let reg = MemRegistry::default();
+        let mut a = share(&reg, "a");
+        assert!(claim_now(&mut a, 3));
+        // Partition 0 had no record when a joined: it needs no commit.
+        let ends = [0, 5, 3];
+        assert!(!a.reached(&ends).unwrap());
+        a.commit(&[(1, 5), (2, 2)]).unwrap();
+        assert!(!a.reached(&ends).unwrap(), "partition 2 is one short");
+        a.commit(&[(2, 3)]).unwrap();
+        assert!(a.reached(&ends).unwrap());
+    }
+}

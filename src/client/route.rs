@@ -45,3 +45,59 @@ pub fn route(registry: &dyn Registry, topic: &str, create: bool) -> Result<Vec<S
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coord::mem::MemRegistry;
+    use crate::coord::{BrokerInfo, Placement};
+
+    fn broker(id: &str, port: u16) -> BrokerInfo {
+        BrokerInfo {
+            id: id.into(),
+            host: "127.0.0.1".into(),
+            port,
+            pid: 1,
+            topics: Default::default(),
+        }
+    }
+
+    #[test]
+    fn each_partition_goes_to_the_live_broker_it_is_placed_on() {
+        let reg = MemRegistry::default();
+        let err = route(&reg, "t", false).unwrap_err();
+        assert!(matches!(err, Error::NoBroker { .. }), "{err}");
+        assert_eq!(err.to_string(), "no broker is registered in memory");
+
+        let _one = reg.register_broker(&broker("b1", 9001)).unwrap();
+        let two = reg.register_broker(&broker("b2", 9002)).unwrap();
+        let err = route(&reg, "t", false).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Broker {
+                    code: ErrorCode::UnknownTopic,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+
+        let ids = ["b1", "b2", "b1"].map(String::from).to_vec();
+        let placement = Placement {
+            topic: "t".into(),
+            brokers: ids,
+        };
+        assert!(reg.create_placement(&placement).unwrap());
+        let addrs = route(&reg, "t", false).unwrap();
+        assert_eq!(addrs, ["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9001"]);
+
+        drop(two);
+        let err = route(&reg, "t", false).unwrap_err();
+        assert!(matches!(err, Error::BrokerDown { partition: 1, .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "partition 1 of \"t\" is placed on broker b2, which is not running"
+        );
+    }
+}

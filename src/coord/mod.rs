@@ -9,6 +9,8 @@
 //! [`open`].
 
 pub mod dir;
+#[cfg(test)]
+pub(crate) mod mem;
 pub mod registry;
 pub mod spread;
 

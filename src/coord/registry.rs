@@ -209,3 +209,53 @@ pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>> {
 pub(crate) fn check_name(kind: &'static str, name: &str) -> Result<()> {
     crate::storage::store::validate_topic(name).map_err(|_| Error::Config(format!("invalid {kind} name {name:?}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coord::mem::MemRegistry;
+
+    #[test]
+    fn a_commit_never_lowers_the_stored_offset() {
+        let reg = MemRegistry::default();
+        let owner = reg.claim("g", "t", 0, "a").unwrap().unwrap();
+        reg.commit("g", "t", 0, 10, &owner).unwrap();
+        reg.commit("g", "t", 0, 5, &owner).unwrap();
+        reg.commit("g", "t", 0, 10, &owner).unwrap();
+        assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(10));
+        assert_eq!(reg.stores(), 1, "neither the lower nor the equal offset is stored");
+        reg.commit("g", "t", 0, 11, &owner).unwrap();
+        assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(11));
+    }
+
+    #[test]
+    fn the_first_placement_wins_and_no_broker_places_nothing() {
+        let reg = MemRegistry::default();
+        let ids = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let err = reg.place_topic("t", 2, &[]).unwrap_err();
+        assert!(matches!(err, Error::NoLiveBroker { .. }), "{err}");
+        assert_eq!(err.to_string(), "no live broker to place topic \"t\" on");
+        assert_eq!(reg.placement("t").unwrap(), None);
+        let first = reg.place_topic("t", 3, &ids(&["b2", "b1"])).unwrap();
+        assert_eq!(first.brokers, ids(&["b1", "b2", "b1"]));
+        // A later placer, with other brokers and another count, reads it.
+        let later = reg.place_topic("t", 1, &ids(&["b3"])).unwrap();
+        assert_eq!(later, first);
+        // One that loses the race to store it reads the winner's.
+        reg.lose_next_placement(Placement {
+            topic: "u".into(),
+            brokers: ids(&["b9"]),
+        });
+        let lost = reg.place_topic("u", 2, &ids(&["b1"])).unwrap();
+        assert_eq!(lost.brokers, ids(&["b9"]));
+    }
+
+    #[test]
+    fn names_outside_the_alphabet_are_configuration_errors() {
+        for bad in ["", "a/b", "..", "a b"] {
+            let err = check_name("group", bad).unwrap_err();
+            assert!(matches!(err, Error::Config(_)), "{bad:?}: {err}");
+        }
+        check_name("group", "g-1.x_y").unwrap();
+    }
+}
