@@ -39,6 +39,7 @@ pub mod error;
 pub mod human;
 pub mod limits;
 pub mod protocol;
+pub mod random;
 pub mod stats;
 pub mod stop;
 pub mod storage;

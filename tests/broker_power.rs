@@ -172,10 +172,7 @@ fn check_cut(cut: u64) -> usize {
     let sim = SimFs::new();
     sim.create_dir_all_durable(Path::new("/data"));
     let (acked, _) = run(&sim, Some(cut));
-    let mut seed = cut.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1;
-    seed ^= seed << 13;
-    seed ^= seed >> 7;
-    seed ^= seed << 17;
+    let seed = klog::random::XorShift::new(cut.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1).next();
     sim.crash(&mut |n| seed as usize % (n + 1));
     sim.restore_power();
     let back = read_back(&sim);

@@ -4,7 +4,7 @@
 //!
 //! Floors from the top: bin → cli → tools → broker → client → coord →
 //! protocol → storage → ground (`error`, `limits`, `human`, `clock`,
-//! `stop`, `stats`, `sync`).
+//! `stop`, `stats`, `sync`, `random`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// The floor of each top-level module: higher numbers sit higher.
 fn floor(top: &str) -> Option<u32> {
     Some(match top {
-        "error" | "limits" | "human" | "clock" | "stop" | "stats" | "sync" => 0,
+        "error" | "limits" | "human" | "clock" | "stop" | "stats" | "sync" | "random" => 0,
         "storage" => 1,
         "protocol" => 2,
         "coord" => 3,

@@ -342,13 +342,8 @@ fn power_loss_at_every_change(gathered: bool) {
         "retention deleted segments"
     );
     assert!(total > 300, "{total} changes is too few cut points");
-    let mut rng = 0x9E37_79B9u64;
-    let mut next_rand = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut rng = klog::random::XorShift::new(0x9E37_79B9);
+    let mut next_rand = move || rng.next();
     for cut in 0..total {
         let sim = SimFs::new();
         let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
@@ -412,13 +407,8 @@ fn power_loss_at_every_change(gathered: bool) {
 /// opening return errors or repaired logs, and never panic.
 #[test]
 fn random_bytes_in_segments_and_indexes_never_panic() {
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = klog::random::XorShift::new(0x2545_F491_4F6C_DD1D);
+    let mut next = move || rng.next();
     // A small valid partition to mutate.
     let template = SimFs::new();
     let tvfs: Arc<dyn Vfs> = Arc::new(template.clone());

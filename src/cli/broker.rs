@@ -58,19 +58,19 @@ pub struct Args {
     pub flush_interval_ms: Option<u64>,
     /// Largest record accepted.
     #[arg(long = "max-record-bytes", value_name = "SIZE", default_value = "1MiB", value_parser = super::size_arg)]
-    pub max_record_bytes: u64,
+    pub record_bytes_max: u64,
     /// Largest request accepted (checked before allocating).
     #[arg(long = "max-request-bytes", value_name = "SIZE", default_value = "100MiB", value_parser = super::size_arg)]
-    pub max_request_bytes: u64,
+    pub request_bytes_max: u64,
     /// Connections served at once; one over the cap is closed at once.
     #[arg(long = "max-connections", value_name = "N", default_value_t = limits::CONNECTIONS_MAX_DEFAULT as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub max_connections: u64,
+    pub connections_max: u64,
     /// Requests of one connection whose answers wait (acks=all for an
     /// fsync, fetches for records); past it the broker stops reading that
     /// connection until they are answered. Answers that need no wait go
     /// out as requests are read.
     #[arg(long = "max-in-flight", value_name = "N", default_value_t = limits::IN_FLIGHT_MAX_DEFAULT as u64, value_parser = clap::value_parser!(u64).range(1..=4096))]
-    pub max_in_flight: u64,
+    pub in_flight_max: u64,
     /// A peer that starts a frame and does not finish it in this time is
     /// disconnected.
     #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = super::duration_arg)]
@@ -87,7 +87,7 @@ pub struct Args {
 /// Runs `klog-broker`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::handle_signals(|| {})?;
-    let say = super::Say { quiet: args.quiet };
+    let say = crate::tools::Say { quiet: args.quiet };
     let log = LogConfig {
         segment_bytes: args.segment_bytes,
         segment_age_ms: args.segment_age_ms,
@@ -97,7 +97,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .context("--index-interval-bytes must be between 1 and 4GiB")?,
         retention_ms: Some(args.retention_ms),
         retention_bytes: args.retention_bytes,
-        record_bytes_max: u32::try_from(args.max_record_bytes).unwrap_or(u32::MAX),
+        record_bytes_max: u32::try_from(args.record_bytes_max).unwrap_or(u32::MAX),
         ..LogConfig::default()
     };
     let mut config = BrokerConfig::new(&args.data_dir, &args.listen);
@@ -106,12 +106,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.flush_messages = args.flush_messages;
     config.flush_interval_ms = args.flush_interval_ms;
     config.retention_check_interval_ms = args.retention_check_interval_ms;
-    config.request_bytes_max = u32::try_from(args.max_request_bytes)
+    config.request_bytes_max = u32::try_from(args.request_bytes_max)
         .ok()
         .filter(|&n| n as usize >= crate::protocol::REQUEST_HEADER_BYTES)
         .context("--max-request-bytes must be between 8 bytes and 4GiB")?;
-    config.connections_max = args.max_connections as usize;
-    config.in_flight_max = args.max_in_flight as usize;
+    config.connections_max = args.connections_max as usize;
+    config.in_flight_max = args.in_flight_max as usize;
     config.request_timeout_ms = args.request_timeout_ms;
     config.registry = args.registry.clone();
     let broker = Broker::open(config)?;

@@ -6,7 +6,7 @@
 //! Exit codes: 0 ok; 1 runtime failure; 2 usage; 3 corruption found and
 //! repaired (or would be); 4 corruption found and left.
 
-use std::io::{self, IsTerminal};
+use std::io;
 use std::process::ExitCode;
 
 use crate::human;
@@ -98,27 +98,6 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
         }
     }
     None
-}
-
-/// Informational output (`% ...` on stderr), silenced by `-q`.
-#[derive(Debug, Clone, Copy)]
-pub struct Say {
-    /// Whether `-q` was given.
-    pub quiet: bool,
-}
-
-impl Say {
-    /// Prints `% <msg>` on stderr unless quiet.
-    pub fn info(&self, msg: impl std::fmt::Display) {
-        if !self.quiet {
-            eprintln!("% {msg}");
-        }
-    }
-}
-
-/// Whether progress bars may be drawn: stderr is a terminal.
-pub fn progress_allowed() -> bool {
-    io::stderr().is_terminal()
 }
 
 /// Blocks SIGINT and SIGTERM in every thread and handles them on a

@@ -224,3 +224,100 @@ impl Connections {
         unreachable!("the second attempt returns")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+
+    use super::*;
+
+    fn frame(body_len: u32, body: &[u8]) -> Vec<u8> {
+        let mut bytes = body_len.to_le_bytes().to_vec();
+        bytes.extend_from_slice(body);
+        bytes
+    }
+
+    #[test]
+    fn read_frame_refuses_lengths_out_of_bounds_before_reading_them() {
+        let mut buf = Vec::new();
+        for n in [
+            0,
+            protocol::RESPONSE_HEADER_BYTES as u32 - 1,
+            RESPONSE_BYTES_MAX + 1,
+            u32::MAX,
+        ] {
+            let err = read_frame(&frame(n, &[])[..], &mut buf, "b:1").unwrap_err();
+            assert!(matches!(err, Error::Protocol { .. }), "{n}: {err}");
+            assert!(buf.capacity() < 1024, "{n}: nothing allocated for the claimed length");
+        }
+        let whole = frame(6, b"abcdef");
+        read_frame(&whole[..], &mut buf, "b:1").unwrap();
+        assert_eq!(buf, b"abcdef");
+        let cut = read_frame(&frame(8, b"abcdef")[..], &mut buf, "b:1").unwrap_err();
+        assert!(matches!(cut, Error::Network { op: "read from", .. }), "{cut}");
+    }
+
+    /// A broker that answers each request with `answer(correlation_id)`.
+    fn fake_broker(answer: impl Fn(u32) -> Vec<u8> + Send + 'static) -> (String, std::thread::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let server = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut len = [0u8; 4];
+            while stream.read_exact(&mut len).is_ok() {
+                let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+                stream.read_exact(&mut body).unwrap();
+                let id = u32::from_le_bytes(body[4..8].try_into().unwrap());
+                stream.write_all(&answer(id)).unwrap();
+            }
+        });
+        (addr, server)
+    }
+
+    fn response(id: u32, error: ErrorCode, message: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        protocol::start_response(&mut out, id, error, message);
+        out.extend_from_slice(&0u16.to_le_bytes()); // no topics
+        protocol::finish_frame(&mut out);
+        out
+    }
+
+    #[test]
+    fn an_answer_to_another_request_is_a_protocol_error() {
+        let (addr, server) = fake_broker(|id| response(id + 1, ErrorCode::None, ""));
+        let mut c = Connection::connect(&addr).unwrap();
+        let err = c.metadata(&[]).unwrap_err();
+        assert!(
+            matches!(&err, Error::Protocol { reason, .. } if reason == "response 2 to request 1"),
+            "{err}"
+        );
+        drop(c);
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_broker_error_code_becomes_an_error_with_its_message() {
+        let (addr, server) = fake_broker(|id| response(id, ErrorCode::UnknownTopic, "no topic t"));
+        let mut c = Connection::connect(&addr).unwrap();
+        let err = c.metadata(&["t"]).unwrap_err();
+        assert!(
+            matches!(&err, Error::Broker { code: ErrorCode::UnknownTopic, message } if message == "no topic t"),
+            "{err}"
+        );
+        drop(c);
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_good_answer_is_read() {
+        let (addr, server) = fake_broker(|id| response(id, ErrorCode::None, ""));
+        let mut c = Connection::connect(&addr).unwrap();
+        assert!(c.metadata(&[]).unwrap().is_empty());
+        assert!(
+            c.metadata(&[]).unwrap().is_empty(),
+            "a second request on the same connection"
+        );
+        drop(c);
+        server.join().unwrap();
+    }
+}

@@ -489,3 +489,61 @@ fn read_acks(stream: &TcpStream, addr: &str, state: &AckState) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(key: &[u8], value: &[u8], headers: &[(&[u8], &[u8])]) -> ParsedRecord {
+        ParsedRecord {
+            key: Some(key.to_vec()),
+            value: value.to_vec(),
+            headers: headers.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect(),
+            timestamp: None,
+        }
+    }
+
+    #[test]
+    fn a_record_for_a_partition_that_does_not_exist_is_refused() {
+        let r = record(b"k", b"v", &[]);
+        let err = check_record("t", 3, 3, &r, &[], 1 << 20).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::UnknownPartition {
+                    partition: 3,
+                    count: 3,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(check_record("t", 2, 3, &r, &[], 1 << 20).is_ok());
+    }
+
+    #[test]
+    fn the_limit_is_on_the_encoded_record_with_its_headers() {
+        let fixed: &[(&[u8], &[u8])] = &[(b"source", b"test")];
+        let r = record(b"k", &[7; 100], &[(b"h", b"v")]);
+        let (headers, size) = check_record("t", 0, 1, &r, fixed, 1 << 20).unwrap();
+        assert_eq!(size, BatchBuilder::record_size(Some(b"k"), &headers, &[7; 100]));
+        assert!(size > 100 + "sourcetesthv".len(), "{size}");
+        assert!(check_record("t", 0, 1, &r, fixed, size as u32).is_ok());
+        let err = check_record("t", 0, 1, &r, fixed, size as u32 - 1).unwrap_err();
+        assert!(matches!(err, Error::TooLarge { what: "record", .. }), "{err}");
+    }
+
+    #[test]
+    fn fixed_headers_come_first_and_are_borrowed_when_alone() {
+        let fixed: &[(&[u8], &[u8])] = &[(b"a", b"1")];
+        let plain = record(b"k", b"v", &[]);
+        let (headers, _) = check_record("t", 0, 1, &plain, fixed, 1 << 20).unwrap();
+        assert!(
+            matches!(headers, std::borrow::Cow::Borrowed(_)),
+            "no allocation per record"
+        );
+        let own = record(b"k", b"v", &[(b"b", b"2")]);
+        let (headers, _) = check_record("t", 0, 1, &own, fixed, 1 << 20).unwrap();
+        assert_eq!(&*headers, &[(&b"a"[..], &b"1"[..]), (&b"b"[..], &b"2"[..])]);
+    }
+}

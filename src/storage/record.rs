@@ -800,13 +800,8 @@ mod tests {
 
     #[test]
     fn random_bytes_never_panic() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = crate::random::XorShift::new(0x9E37_79B9_7F4A_7C15);
+        let mut next = || rng.next();
         let mut builder = BatchBuilder::new();
         for _ in 0..3 {
             builder.push(1, Some(b"k"), &[(b"a", b"b")], b"v");

@@ -9,7 +9,6 @@
 use std::io::{self, BufWriter, Stdout, Write};
 use std::path::Path;
 
-use comfy_table::Table;
 use serde_json::json;
 
 use crate::human::format_rfc3339;
@@ -318,6 +317,23 @@ impl Dumper {
         Ok(())
     }
 
+    /// Dumps what `path` is: a segment, an index or time index, or a
+    /// partition or data directory (each of its partitions).
+    pub fn path(&mut self, path: &Path) -> anyhow::Result<()> {
+        let meta = std::fs::metadata(path)?;
+        if meta.is_dir() {
+            for dir in super::recover::partition_dirs(&[path.to_path_buf()])? {
+                self.partition(&dir)?;
+            }
+            return Ok(());
+        }
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("log") => self.segment_file(path),
+            Some("index") | Some("timeindex") => self.index_file(path),
+            _ => anyhow::bail!("not a .log, .index or .timeindex file, nor a directory"),
+        }
+    }
+
     fn check_indexes(&mut self, dir: &Path) -> anyhow::Result<()> {
         let options = RecoverOptions {
             full: true,
@@ -345,12 +361,7 @@ impl Dumper {
                 writeln!(self.out, "{line}")?;
             }
         } else if !self.options.quiet && !self.summary.is_empty() {
-            let mut table = Table::new();
-            table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-            if std::env::var_os("NO_COLOR").is_some() {
-                table.force_no_tty();
-            }
-            table.set_header(["path", "segments", "records", "offsets", "bytes", "time range"]);
+            let mut table = super::table(&["path", "segments", "records", "offsets", "bytes", "time range"]);
             for (name, s) in &self.summary {
                 let offsets = match (s.first_offset, s.next_offset) {
                     (Some(a), Some(b)) if b > a => format!("{a}..={}", b - 1),

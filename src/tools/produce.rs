@@ -15,15 +15,22 @@
 //! records go round-robin. A fixed partition (`-p`) overrides both.
 
 use std::io::{self, Read};
+use std::path::PathBuf;
+use std::time::Duration;
 
+use anyhow::Context;
 use base64::Engine as _;
 
+use crate::client::partitioner::Partitioner;
 use crate::client::producer::check_record;
-use crate::client::{BatchOptions, ParsedRecord};
-use crate::error::Result;
+use crate::client::{BatchOptions, ClusterProducer, ParsedRecord, Producer, ProducerConfig};
+use crate::error::{Error, Result};
 use crate::storage::log::{Log, LogConfig, OpenOptions};
 use crate::storage::record::BatchBuilder;
 use crate::storage::store::Store;
+
+use super::input::ChannelReader;
+use super::Say;
 
 /// Splits a byte stream into records at a delimiter, through one buffer.
 #[derive(Debug)]
@@ -319,6 +326,211 @@ impl EmbeddedProducer {
             log.close()?;
         }
         Ok(self.delivered)
+    }
+}
+
+/// What `klog-produce` is asked to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Topic to produce to.
+    pub topic: String,
+    /// Fixed partition (default: hash of the key, round-robin without one).
+    pub partition: Option<u32>,
+    /// How input records become keys, values and headers.
+    pub parse: ParseOptions,
+    /// Record delimiter.
+    pub delimiter: Vec<u8>,
+    /// Headers added to every record, as (name, value).
+    pub headers: Vec<(String, String)>,
+    /// When a batch is full.
+    pub batch: BatchOptions,
+    /// How long a partial batch waits for more input before it is written.
+    pub linger_ms: u64,
+    /// Acknowledgements asked of a broker: 0, 1 or -1 (all).
+    pub acks: i8,
+    /// Embedded mode: partitions of a topic this run creates.
+    pub partitions: u32,
+    /// The broker to send to (without `data_dir` and `registry`).
+    pub broker: String,
+    /// Embedded mode: append to the logs of this data directory directly.
+    pub data_dir: Option<PathBuf>,
+    /// Find each partition's broker in this registry.
+    pub registry: Option<PathBuf>,
+    /// The logs' configuration in embedded mode; its `record_bytes_max`
+    /// bounds records in every mode.
+    pub log: LogConfig,
+    /// Only print errors.
+    pub quiet: bool,
+    /// Files to read instead of stdin (`-` is stdin).
+    pub files: Vec<PathBuf>,
+}
+
+/// Sends the input to the topic (through a broker, a registry's brokers,
+/// or straight into a data directory) and reports how many records went.
+pub fn run(options: &Options) -> anyhow::Result<()> {
+    let say = Say { quiet: options.quiet };
+    options.log.validate()?;
+    let sink = open_sink(options)?;
+    send_input(options, say, sink)
+}
+
+/// Where records go: a local data directory or a broker.
+enum Sink {
+    Embedded(EmbeddedProducer),
+    Remote(Producer),
+    Cluster(ClusterProducer),
+}
+
+/// The sink `options` asks for: a data directory, a registry's brokers, or
+/// one broker.
+fn open_sink(options: &Options) -> anyhow::Result<Sink> {
+    let topic = &options.topic;
+    if let Some(dir) = &options.data_dir {
+        let producer = EmbeddedProducer::new(
+            Store::new(dir),
+            topic,
+            options.partitions,
+            options.log.clone(),
+            options.batch,
+        )
+        .with_context(|| format!("cannot produce to topic {topic:?} in {}", dir.display()))?;
+        return Ok(Sink::Embedded(producer));
+    }
+    let remote = ProducerConfig {
+        acks: options.acks,
+        batch: options.batch,
+        record_bytes_max: options.log.record_bytes_max,
+        ..ProducerConfig::default()
+    };
+    if let Some(dir) = &options.registry {
+        let registry =
+            crate::coord::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
+        let cluster = ClusterProducer::connect(&*registry, topic, remote)
+            .with_context(|| format!("cannot produce to topic {topic:?} through {}", dir.display()))?;
+        return Ok(Sink::Cluster(cluster));
+    }
+    let producer = Producer::connect(&options.broker, topic, remote)
+        .with_context(|| format!("cannot produce to topic {topic:?} on {}", options.broker))?;
+    Ok(Sink::Remote(producer))
+}
+
+impl Sink {
+    fn partitions(&self) -> u32 {
+        match self {
+            Sink::Embedded(p) => p.partitions(),
+            Sink::Remote(p) => p.partitions(),
+            Sink::Cluster(p) => p.partitions(),
+        }
+    }
+
+    fn send(
+        &mut self,
+        partition: u32,
+        record: &ParsedRecord,
+        headers: &[(&[u8], &[u8])],
+        now: i64,
+    ) -> crate::Result<()> {
+        match self {
+            Sink::Embedded(p) => p.send(partition, record, headers, now),
+            Sink::Remote(p) => p.send(partition, record, headers, now),
+            Sink::Cluster(p) => p.send(partition, record, headers, now),
+        }
+    }
+
+    fn flush_pending(&mut self, now: i64) -> crate::Result<()> {
+        match self {
+            Sink::Embedded(p) => p.flush_pending(now),
+            Sink::Remote(p) => p.flush_pending(),
+            Sink::Cluster(p) => p.flush_pending(),
+        }
+    }
+
+    /// Sends what is left; returns (delivered, failed) and how it ended.
+    fn close(self) -> (u64, u64, crate::Result<()>) {
+        match self {
+            Sink::Embedded(p) => {
+                let pending = p.pending();
+                let before = p.delivered;
+                match p.close() {
+                    Ok(n) => (n, 0, Ok(())),
+                    Err(e) => (before, pending, Err(e)),
+                }
+            }
+            Sink::Remote(p) => {
+                let (summary, result) = p.close();
+                (summary.delivered, summary.failed, result)
+            }
+            Sink::Cluster(p) => {
+                let (summary, result) = p.close();
+                (summary.delivered, summary.failed, result)
+            }
+        }
+    }
+}
+
+/// Sends the input to `sink`, closes it, and reports.
+fn send_input(options: &Options, say: Say, mut sink: Sink) -> anyhow::Result<()> {
+    if let Some(p) = options.partition {
+        if p >= sink.partitions() {
+            anyhow::bail!(Error::UnknownPartition {
+                topic: options.topic.clone(),
+                partition: p,
+                count: sink.partitions()
+            });
+        }
+    }
+    let reader = ChannelReader::open(options.files.clone(), Duration::from_millis(options.linger_ms.max(1)))?;
+    let outcome = produce_all(options, reader, &mut sink);
+    let (delivered, mut failed, closed) = sink.close();
+    if outcome.is_err() {
+        failed += 1;
+    }
+    say.info(format_args!(
+        "Sent {delivered} records to {} ({failed} failed)",
+        options.topic
+    ));
+    outcome?;
+    closed.context("cannot write the last batches")?;
+    Ok(())
+}
+
+/// Splits the input into records and sends each to its partition, writing
+/// partial batches whenever the linger time passes without input.
+fn produce_all(options: &Options, reader: ChannelReader, sink: &mut Sink) -> anyhow::Result<()> {
+    let headers: Vec<(&[u8], &[u8])> = options
+        .headers
+        .iter()
+        .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
+        .collect();
+    let mut partitioner = Partitioner::new(sink.partitions(), options.partition);
+    let record_bytes_max = options.log.record_bytes_max as usize;
+    let mut splitter = RecordSplitter::new(reader, options.delimiter.clone(), record_bytes_max);
+    let mut record = ParsedRecord::default();
+    let mut now = crate::clock::now_ms();
+    let mut since_clock = 0u32;
+    loop {
+        let raw = match splitter.next_record() {
+            Ok(Some(raw)) => raw,
+            Ok(None) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // The linger time passed without input: write partial batches.
+                now = crate::clock::now_ms();
+                sink.flush_pending(now)?;
+                continue;
+            }
+            Err(e) => return Err(e).context("cannot read input"),
+        };
+        parse_record(raw, &options.parse, &mut record)
+            .map_err(|e| anyhow::anyhow!("record {}: {e}", splitter.number))?;
+        // One clock read per 256 records: timestamps are ms anyway.
+        since_clock += 1;
+        if since_clock == 256 {
+            now = crate::clock::now_ms();
+            since_clock = 0;
+        }
+        let partition = partitioner.partition(record.key.as_deref());
+        sink.send(partition, &record, &headers, now)
+            .with_context(|| format!("record {} not delivered", splitter.number))?;
     }
 }
 

@@ -1,5 +1,6 @@
 //! Shared helpers for the integration tests.
-#![allow(dead_code)]
+// Shared by several test crates, each of which uses a part.
+#![allow(dead_code, unreachable_pub)]
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
-//! Workloads and statistics for `klog-bench`: a latency histogram, and the
-//! produce, consume and end-to-end latency runs against a broker (one of
-//! its own when none is given).
+//! The workloads of `klog-bench` and what they measure (a [`Report`]):
+//! produce, consume and end-to-end latency runs against a broker, and a
+//! broker of the benchmark's own for when none is given.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,7 +23,7 @@ pub struct Report {
     pub secs: f64,
     /// Latencies, µs (produce: send to acknowledgement; latency: produce
     /// to consume).
-    pub latency: Histogram,
+    pub latency_us: Histogram,
 }
 
 impl Report {
@@ -40,7 +40,7 @@ impl Report {
     /// Kafka's final line: `N records sent, R records/sec (M MB/sec), ...`.
     pub fn kafka_line(&self, verb: &str) -> String {
         let ms = |us: u64| us as f64 / 1000.0;
-        let h = &self.latency;
+        let h = &self.latency_us;
         format!(
             "{} records {verb}, {:.1} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, \
              {:.2} ms 50th, {:.2} ms 95th, {:.2} ms 99th, {:.2} ms 99.9th.",
@@ -59,7 +59,7 @@ impl Report {
     /// The report as one JSON object.
     pub fn json(&self, kind: &str) -> serde_json::Value {
         let ms = |us: u64| us as f64 / 1000.0;
-        let h = &self.latency;
+        let h = &self.latency_us;
         serde_json::json!({
             "type": kind,
             "records": self.records,
@@ -152,28 +152,26 @@ impl Drop for OwnBroker {
     }
 }
 
-/// A produce run.
+/// A produce run: what is sent, and how.
 #[derive(Debug, Clone)]
 pub struct ProduceRun {
-    /// Topic.
-    pub topic: String,
     /// Records in all.
     pub records: u64,
-    /// Value size.
-    pub size: usize,
+    /// Bytes of each record's value.
+    pub value_bytes: usize,
     /// Records per batch (request).
-    pub batch: u32,
+    pub batch_records: u32,
     /// 0, 1, -1.
     pub acks: i8,
     /// Requests in flight per producer.
-    pub in_flight: usize,
+    pub in_flight_max: usize,
     /// Producers (threads, each with its connection).
     pub producers: u32,
 }
 
-/// Produces `run.records` records of `run.size` bytes to `addr`, calling
-/// `progress` with the records sent so far now and then.
-pub fn produce(addr: &str, run: &ProduceRun, progress: &(dyn Fn(u64) + Sync)) -> Result<Report> {
+/// Produces `run.records` records of `run.value_bytes` bytes to `topic`
+/// on `addr`, calling `progress` with the records sent so far now and then.
+pub fn produce(addr: &str, topic: &str, run: &ProduceRun, progress: &(dyn Fn(u64) + Sync)) -> Result<Report> {
     let sent = AtomicU64::new(0);
     let start = Instant::now();
     let producers = run.producers.max(1) as u64;
@@ -183,7 +181,7 @@ pub fn produce(addr: &str, run: &ProduceRun, progress: &(dyn Fn(u64) + Sync)) ->
                 let sent = &sent;
                 s.spawn(move || {
                     let share = run.records / producers + u64::from(i < run.records % producers);
-                    produce_share(addr, run, share, i as u32, sent, progress)
+                    produce_share(addr, topic, run, share, i as u32, sent, progress)
                 })
             })
             .collect();
@@ -198,17 +196,18 @@ pub fn produce(addr: &str, run: &ProduceRun, progress: &(dyn Fn(u64) + Sync)) ->
     });
     let mut report = Report::default();
     for r in results {
-        let (records, latency) = r?;
+        let (records, latency_us) = r?;
         report.records += records;
-        report.latency.merge(&latency);
+        report.latency_us.merge(&latency_us);
     }
     report.secs = start.elapsed().as_secs_f64();
-    report.bytes = report.records * run.size as u64;
+    report.bytes = report.records * run.value_bytes as u64;
     Ok(report)
 }
 
 fn produce_share(
     addr: &str,
+    topic: &str,
     run: &ProduceRun,
     records: u64,
     first_partition: u32,
@@ -218,17 +217,17 @@ fn produce_share(
     let config = ProducerConfig {
         acks: run.acks,
         batch: BatchOptions {
-            records_max: run.batch.max(1),
+            records_max: run.batch_records.max(1),
             bytes_max: usize::MAX,
         },
-        in_flight_max: run.in_flight.max(1),
+        in_flight_max: run.in_flight_max.max(1),
         ..ProducerConfig::default()
     };
-    let mut producer = Producer::connect(addr, &run.topic, config)?;
+    let mut producer = Producer::connect(addr, topic, config)?;
     let partitions = producer.partitions();
     let record = ParsedRecord {
         key: None,
-        value: vec![b'x'; run.size],
+        value: vec![b'x'; run.value_bytes],
         headers: Vec::new(),
         timestamp: None,
     };
@@ -236,7 +235,7 @@ fn produce_share(
     let mut now = crate::clock::now_ms();
     for i in 0..records {
         producer.send(partition, &record, &[], now)?;
-        if (i + 1) % u64::from(run.batch.max(1)) == 0 {
+        if (i + 1) % u64::from(run.batch_records.max(1)) == 0 {
             partition = (partition + 1) % partitions;
         }
         if i % 4096 == 4095 {
@@ -249,30 +248,29 @@ fn produce_share(
     Ok((summary.delivered, summary.latency))
 }
 
-/// Produces `records` records of `size` bytes to `topic` quickly (batches
-/// of 1000; acks=all, so that all are visible when it returns): the data
-/// a consume run reads.
-pub fn fill(addr: &str, topic: &str, records: u64, size: usize) -> Result<()> {
+/// Produces `records` records of `value_bytes` bytes to `topic` quickly
+/// (batches of 1000; acks=all, so that all are visible when it returns):
+/// the data a consume run reads.
+pub fn fill(addr: &str, topic: &str, records: u64, value_bytes: usize) -> Result<()> {
     let run = ProduceRun {
-        topic: topic.to_string(),
         records,
-        size,
-        batch: 1000,
+        value_bytes,
+        batch_records: 1000,
         acks: crate::protocol::ACKS_ALL,
-        in_flight: 8,
+        in_flight_max: 8,
         producers: 1,
     };
-    produce(addr, &run, &|_| {}).map(|_| ())
+    produce(addr, topic, &run, &|_| {}).map(|_| ())
 }
 
 /// Consumes `records` records of `topic` from the beginning of every
-/// partition, fetching `fetch_bytes` per partition per request and up to
+/// partition, fetching `fetch_bytes_max` per partition per request and up to
 /// `prefetch` responses ahead.
 pub fn consume(
     addr: &str,
     topic: &str,
     records: u64,
-    fetch_bytes: u32,
+    fetch_bytes_max: u32,
     prefetch: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Report> {
@@ -303,7 +301,7 @@ pub fn consume(
         })
         .collect();
     let config = ConsumerConfig {
-        fetch_bytes_max: fetch_bytes,
+        fetch_bytes_max,
         prefetch,
         ..ConsumerConfig::default()
     };
@@ -322,11 +320,11 @@ pub fn consume(
     Ok(report)
 }
 
-/// End to end: one producer sends `records` records at `rate` per second
+/// End to end: one producer sends `records` records at `rate_per_sec` a second
 /// (acks=1), each carrying its send time; a consumer following the topic
 /// measures when each arrives.
-pub fn latency(addr: &str, topic: &str, records: u64, size: usize, rate: u64) -> Result<Report> {
-    let size = size.max(8);
+pub fn latency(addr: &str, topic: &str, records: u64, value_bytes: usize, rate_per_sec: u64) -> Result<Report> {
+    let value_bytes = value_bytes.max(8);
     // Start the consumer at the current end, before producing.
     let mut conn = Connection::connect(addr)?;
     let offsets = match conn.partitions(topic) {
@@ -360,7 +358,7 @@ pub fn latency(addr: &str, topic: &str, records: u64, size: usize, rate: u64) ->
     let mut report = Report::default();
     std::thread::scope(|s| -> Result<()> {
         let producer = s.spawn(|| {
-            let sent = send_paced(addr, topic, records, size, rate, epoch, &stop);
+            let sent = send_paced(addr, topic, records, value_bytes, rate_per_sec, epoch, &stop);
             if sent.is_err() {
                 stop.store(true, Ordering::Relaxed);
             }
@@ -397,7 +395,7 @@ fn receive_stamped(
             };
             let sent_us = u64::from_le_bytes(stamp.try_into().expect("8 bytes"));
             let now_us = epoch.elapsed().as_micros() as u64;
-            report.latency.record_n(now_us.saturating_sub(sent_us), 1);
+            report.latency_us.record_n(now_us.saturating_sub(sent_us), 1);
             report.records += 1;
             report.bytes += r.value.len() as u64;
             Ok(true)
@@ -411,14 +409,14 @@ fn receive_stamped(
     Ok(())
 }
 
-/// Sends `records` records at `rate` per second (until `stop`), each value
+/// Sends `records` records at `rate_per_sec` a second (until `stop`), each value
 /// starting with its send time in µs since `epoch`.
 fn send_paced(
     addr: &str,
     topic: &str,
     records: u64,
-    size: usize,
-    rate: u64,
+    value_bytes: usize,
+    rate_per_sec: u64,
     epoch: Instant,
     stop: &AtomicBool,
 ) -> Result<()> {
@@ -435,11 +433,11 @@ fn send_paced(
     let partitions = producer.partitions();
     let mut record = ParsedRecord {
         key: None,
-        value: vec![b'x'; size],
+        value: vec![b'x'; value_bytes],
         headers: Vec::new(),
         timestamp: None,
     };
-    let interval = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+    let interval = Duration::from_secs_f64(1.0 / rate_per_sec.max(1) as f64);
     let start = Instant::now();
     let mut next_flush = Instant::now();
     for i in 0..records {

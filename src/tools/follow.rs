@@ -1,0 +1,403 @@
+//! The engine of `klog-consume`: following a topic like `tail -f` and
+//! printing its records, from a local data directory (embedded mode), from
+//! a broker or a registry's brokers, or as a member of a consumer group.
+//!
+//! Every mode prints through one printer, which counts records against
+//! `-c` and flushes stdout whenever the source has nothing new, so that a
+//! reader of a pipe sees records as they come without a write per record.
+
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::client::group::{GroupConfig, GroupMember};
+use crate::client::offset::{resolve_in, OffsetSpec};
+use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
+use crate::storage::fs::{RealFs, Vfs};
+use crate::storage::record::Record;
+use crate::storage::store::Store;
+
+use super::consume::{self, Envelope, Format, PartitionReader};
+use super::Say;
+
+/// What `klog-consume` is asked to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Topic to read.
+    pub topic: String,
+    /// Partitions to read (all when empty).
+    pub partitions: Vec<u32>,
+    /// Where to start.
+    pub offset: OffsetSpec,
+    /// Stop when every partition reaches the end offset it had at start.
+    pub exit_at_end: bool,
+    /// Stop after this many records.
+    pub records_max: Option<u64>,
+    /// How records are printed.
+    pub output: Output,
+    /// Flush stdout after every record.
+    pub unbuffered: bool,
+    /// Consume as a member of a consumer group.
+    pub group: Option<GroupOptions>,
+    /// Find each partition's broker in this registry.
+    pub registry: Option<PathBuf>,
+    /// The broker to read from (and, for a group, the one to use when the
+    /// registry names none for the topic).
+    pub broker: String,
+    /// Embedded mode: read the logs of this data directory directly.
+    pub data_dir: Option<PathBuf>,
+    /// Only print errors.
+    pub quiet: bool,
+}
+
+/// How records are printed: `-f` or `-J`.
+#[derive(Debug, Clone)]
+pub enum Output {
+    /// In a format of kcat's tokens.
+    Format(Format),
+    /// One JSON envelope per line.
+    Json,
+}
+
+/// Consuming as a member of a consumer group (`-G`).
+#[derive(Debug, Clone)]
+pub struct GroupOptions {
+    /// The group's name.
+    pub group: String,
+    /// The registry of groups and brokers.
+    pub registry: PathBuf,
+    /// How often offsets are committed (and at rebalances and exit).
+    pub commit_interval_ms: u64,
+    /// The longest a change in the group goes unnoticed.
+    pub session_timeout_ms: u64,
+}
+
+/// One partition followed in embedded mode.
+struct Follow {
+    partition: u32,
+    reader: PartitionReader,
+    /// End offset at start, for -e.
+    end_offset: u64,
+    reported_end: bool,
+}
+
+/// Where records come from: local logs, or a broker.
+enum Source {
+    Embedded(Vec<Follow>),
+    Remote(Consumer, Vec<(u32, u64)>),
+}
+
+/// Prints records as `-f` or `-J` says, counting them against `-c`.
+struct Printer<'a> {
+    options: &'a Options,
+    out: BufWriter<io::StdoutLock<'static>>,
+    printed: u64,
+    limit: u64,
+    json_line: Vec<u8>,
+}
+
+impl Printer<'_> {
+    /// Prints a record; false once the count is reached.
+    fn print(&mut self, partition: u32, r: &Record<'_>) -> crate::Result<bool> {
+        if self.printed >= self.limit {
+            return Ok(false);
+        }
+        let topic = self.options.topic.as_str();
+        match &self.options.output {
+            Output::Json => {
+                self.json_line.clear();
+                serde_json::to_writer(&mut self.json_line, &Envelope::of(topic, partition, r)).expect("json");
+                self.json_line.push(b'\n');
+                self.out.write_all(&self.json_line).map_err(write_error)?;
+            }
+            Output::Format(format) => format.write(&mut self.out, topic, partition, r).map_err(write_error)?,
+        }
+        if self.options.unbuffered {
+            self.out.flush().map_err(write_error)?;
+        }
+        self.printed += 1;
+        Ok(self.printed < self.limit)
+    }
+}
+
+/// Prints the records `options` asks for, following the topic until the
+/// count or the end is reached (or a stop signal comes).
+pub fn run(options: &Options) -> anyhow::Result<()> {
+    let say = Say { quiet: options.quiet };
+    if let Some(group) = &options.group {
+        return follow_group(options, group, say);
+    }
+    let mut source = match &options.data_dir {
+        Some(dir) => Source::Embedded(open_embedded(options, dir)?),
+        None => open_remote(options)?,
+    };
+    let mut printer = new_printer(options);
+    match &mut source {
+        Source::Embedded(follows) => follow_embedded(options, follows, &mut printer, say)?,
+        Source::Remote(consumer, ends) => follow_remote(options, consumer, ends, &mut printer, say)?,
+    }
+    printer.out.flush().context("cannot write to stdout")?;
+    Ok(())
+}
+
+fn open_embedded(options: &Options, dir: &std::path::Path) -> anyhow::Result<Vec<Follow>> {
+    let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
+    let store = Store::with_vfs(dir, Arc::clone(&vfs));
+    let count = store.partition_count(&options.topic)?;
+    let mut follows = Vec::new();
+    for p in chosen_partitions(options, count)? {
+        let name = format!("{} [{p}]", options.topic);
+        let log = consume::open_read_only(Arc::clone(&vfs), &store.partition_dir(&options.topic, p))
+            .with_context(|| format!("cannot read {name}"))?;
+        let start = consume::resolve(&log, options.offset, &name)?;
+        let reader = PartitionReader::new(Arc::clone(&vfs), &log, start)?;
+        follows.push(Follow {
+            partition: p,
+            reader,
+            end_offset: log.next_offset(),
+            reported_end: false,
+        });
+    }
+    Ok(follows)
+}
+
+/// The partitions `-p` names (all by default), each checked to exist.
+fn chosen_partitions(options: &Options, count: u32) -> anyhow::Result<Vec<u32>> {
+    if options.partitions.is_empty() {
+        return Ok((0..count).collect());
+    }
+    for &p in &options.partitions {
+        if p >= count {
+            anyhow::bail!(crate::Error::UnknownPartition {
+                topic: options.topic.clone(),
+                partition: p,
+                count
+            });
+        }
+    }
+    Ok(options.partitions.clone())
+}
+
+fn open_remote(options: &Options) -> anyhow::Result<Source> {
+    let mut conns = Connections::new();
+    // Each partition's broker: -b for all, or the registry's placement.
+    let routes: Vec<String> = match &options.registry {
+        Some(dir) => {
+            let registry =
+                crate::coord::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
+            crate::client::route(&*registry, &options.topic, false)
+                .with_context(|| format!("cannot read topic {:?} through {}", options.topic, dir.display()))?
+        }
+        None => {
+            let count = conns
+                .with(&options.broker, |c| c.partitions(&options.topic))
+                .with_context(|| format!("cannot read topic {:?} from {}", options.topic, options.broker))?
+                .len();
+            vec![options.broker.clone(); count]
+        }
+    };
+    // Each broker's (start, end) offsets of the topic's partitions.
+    let mut offsets: std::collections::HashMap<&str, crate::client::PartitionOffsets> = Default::default();
+    let mut parts = Vec::new();
+    let mut ends = Vec::new();
+    for p in chosen_partitions(options, routes.len() as u32)? {
+        let addr = routes[p as usize].as_str();
+        if !offsets.contains_key(addr) {
+            let held = conns
+                .with(addr, |c| c.partitions(&options.topic))
+                .with_context(|| format!("cannot read topic {:?} from {addr}", options.topic))?;
+            offsets.insert(addr, held);
+        }
+        let (start, end) = offsets[addr].get(p as usize).copied().unwrap_or((0, 0));
+        conns
+            .with(addr, |c| c.check_online(&options.topic, p, start))
+            .with_context(|| format!("partition {p} of {:?} is offline", options.topic))?;
+        if start == crate::protocol::ELSEWHERE {
+            return Err(crate::Error::Broker {
+                code: crate::protocol::ErrorCode::PartitionElsewhere,
+                message: format!(
+                    "partition {p} of {:?} is served by another broker of the cluster",
+                    options.topic
+                ),
+            })
+            .context("use --registry DIR to find each partition's broker");
+        }
+        let name = format!("{} [{p}]", options.topic);
+        let offset = resolve_in(start, end, options.offset, &name, |ts| {
+            conns.with(addr, |c| c.list_offsets(&options.topic, p, ts))
+        })?;
+        let part = ConsumerPartition {
+            partition: p,
+            offset,
+            stop_at: options.exit_at_end.then_some(end),
+        };
+        parts.push((addr.to_string(), part));
+        ends.push((p, end));
+    }
+    let consumer = Consumer::start_on(&parts, &options.topic, ConsumerConfig::default())?;
+    Ok(Source::Remote(consumer, ends))
+}
+
+fn follow_embedded(
+    options: &Options,
+    follows: &mut [Follow],
+    printer: &mut Printer<'_>,
+    say: Say,
+) -> anyhow::Result<()> {
+    while printer.printed < printer.limit && !crate::stop::stopping() {
+        let mut progressed = false;
+        for f in follows.iter_mut() {
+            let stop_at = if options.exit_at_end { f.end_offset } else { u64::MAX };
+            if f.reader.next_offset() >= stop_at {
+                continue;
+            }
+            let partition = f.partition;
+            let n = f.reader.poll(consume::FETCH_BYTES_DEFAULT, |r| {
+                if r.offset >= stop_at {
+                    return Ok(false);
+                }
+                printer.print(partition, r)
+            });
+            let n = n.with_context(|| format!("cannot read {} [{partition}]", options.topic))?;
+            progressed |= n > 0;
+            if printer.printed >= printer.limit {
+                return Ok(());
+            }
+        }
+        for f in follows.iter_mut() {
+            if options.exit_at_end && !f.reported_end && f.reader.next_offset() >= f.end_offset {
+                f.reported_end = true;
+                say.info(format_args!(
+                    "Reached end of topic {} [{}] at offset {}",
+                    options.topic, f.partition, f.end_offset
+                ));
+            }
+        }
+        if options.exit_at_end && follows.iter().all(|f| f.reader.next_offset() >= f.end_offset) {
+            return Ok(());
+        }
+        if !progressed {
+            printer.out.flush().context("cannot write to stdout")?;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    Ok(())
+}
+
+fn new_printer(options: &Options) -> Printer<'_> {
+    let stdout = io::stdout();
+    let capacity = if stdout.is_terminal() { 8 * 1024 } else { 256 * 1024 };
+    Printer {
+        options,
+        out: BufWriter::with_capacity(capacity, stdout.lock()),
+        printed: 0,
+        limit: options.records_max.unwrap_or(u64::MAX),
+        json_line: Vec::new(),
+    }
+}
+
+/// "member M owns t [0] from offset 5, t [1] from offset 0" (or "owns no partition").
+fn describe(member: &GroupMember, topic: &str) -> String {
+    let owned: Vec<String> = member
+        .positions()
+        .iter()
+        .map(|(p, o)| format!("{topic} [{p}] from offset {o}"))
+        .collect();
+    if owned.is_empty() {
+        format!("member {} owns no partition of {topic}", member.member())
+    } else {
+        format!("member {} owns {}", member.member(), owned.join(", "))
+    }
+}
+
+/// Consumes as a member of a consumer group (`-G`).
+fn follow_group(options: &Options, group_options: &GroupOptions, say: Say) -> anyhow::Result<()> {
+    let group = &group_options.group;
+    let dir = &group_options.registry;
+    let registry = crate::coord::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
+    let config = GroupConfig {
+        group: group.clone(),
+        topic: options.topic.clone(),
+        reset: options.offset,
+        commit_interval: Duration::from_millis(group_options.commit_interval_ms),
+        poll_interval: Duration::from_millis((group_options.session_timeout_ms / 10).clamp(20, 1000)),
+        exit_at_end: options.exit_at_end,
+        fallback_broker: options.broker.clone(),
+    };
+    let mut member = GroupMember::join(registry, config)
+        .with_context(|| format!("cannot join group {group:?} for topic {:?}", options.topic))?;
+    say.info(format_args!("Group {group}: {}", describe(&member, &options.topic)));
+    let mut printer = new_printer(options);
+    while printer.printed < printer.limit && !crate::stop::stopping() && !member.done()? {
+        if member.needs_rebalance()? {
+            printer.out.flush().context("cannot write to stdout")?;
+            member.rebalance()?;
+            say.info(format_args!("Group {group}: {}", describe(&member, &options.topic)));
+        }
+        if member.commit_due() {
+            printer.out.flush().context("cannot write to stdout")?;
+            member.commit()?;
+        }
+        // At most a slice of records per turn, so that commits and
+        // rebalances keep their pace however fast records come.
+        let mut turn = 0;
+        let n = member.poll(Duration::from_millis(100), |p, r| {
+            turn += 1;
+            Ok(printer.print(p, r)? && turn < 1024)
+        })?;
+        if n == 0 {
+            printer.out.flush().context("cannot write to stdout")?;
+        }
+    }
+    printer.out.flush().context("cannot write to stdout")?;
+    member.close()?;
+    Ok(())
+}
+
+fn follow_remote(
+    options: &Options,
+    consumer: &mut Consumer,
+    ends: &[(u32, u64)],
+    printer: &mut Printer<'_>,
+    say: Say,
+) -> anyhow::Result<()> {
+    let mut reported = vec![false; ends.len()];
+    let context = || format!("cannot read {} from {}", options.topic, options.broker);
+    loop {
+        if options.exit_at_end {
+            for (i, &(p, end)) in ends.iter().enumerate() {
+                let at = consumer
+                    .partitions()
+                    .iter()
+                    .find(|c| c.partition == p)
+                    .map_or(end, |c| c.offset);
+                if !reported[i] && at >= end {
+                    reported[i] = true;
+                    say.info(format_args!(
+                        "Reached end of topic {} [{p}] at offset {end}",
+                        options.topic
+                    ));
+                }
+            }
+            if consumer.done() {
+                return Ok(());
+            }
+        }
+        if printer.printed >= printer.limit || crate::stop::stopping() {
+            return Ok(());
+        }
+        let n = consumer
+            .poll(Duration::from_millis(100), |p, r| printer.print(p, r))
+            .with_context(context)?;
+        if n == 0 {
+            printer.out.flush().context("cannot write to stdout")?;
+        }
+    }
+}
+
+fn write_error(e: io::Error) -> crate::Error {
+    crate::Error::io("write", "stdout", e)
+}

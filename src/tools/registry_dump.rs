@@ -1,0 +1,273 @@
+//! `klog-dump --registry`: what a registry directory holds, as tables or
+//! NDJSON: the brokers and the topics they serve, then per consumer group
+//! its members, the owner of each partition, and the committed offsets
+//! with their lag (end offset minus committed, from a broker that serves
+//! the topic).
+//!
+//! Partitions that a member owns but that have nothing committed yet are
+//! listed too, as committed `none`, so that a group that has just started
+//! shows its whole assignment.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::client::{Connections, PartitionOffsets};
+use crate::coord::{BrokerInfo, MemberInfo, Registry};
+
+/// One row of the registry's offsets: a group's committed offset and lag.
+struct OffsetRow {
+    group: String,
+    topic: String,
+    partition: u32,
+    committed: Result<u64, String>,
+    end: Option<u64>,
+    owner: Option<String>,
+}
+
+/// What a registry holds, read once and then printed.
+struct Snapshot {
+    brokers: Vec<BrokerInfo>,
+    /// Each group's members, as (group, member).
+    members: Vec<(String, MemberInfo)>,
+    rows: Vec<OffsetRow>,
+}
+
+/// End offsets, asked of the broker that holds each partition, once per
+/// broker and topic; `None` where no broker holds the partition or the
+/// broker does not answer.
+struct EndOffsets<'a> {
+    brokers: &'a [BrokerInfo],
+    conns: Connections,
+    asked: BTreeMap<(String, String), Option<PartitionOffsets>>,
+}
+
+impl EndOffsets<'_> {
+    fn end(&mut self, topic: &str, partition: u32) -> Option<u64> {
+        let broker = self
+            .brokers
+            .iter()
+            .find(|b| b.topics.get(topic).is_some_and(|held| held.contains(&partition)))?;
+        let conns = &mut self.conns;
+        let offsets = self
+            .asked
+            .entry((broker.id.clone(), topic.to_string()))
+            .or_insert_with(|| conns.with(&broker.addr(), |c| c.partitions(topic)).ok());
+        offsets.as_ref()?.get(partition as usize).map(|o| o.1)
+    }
+}
+
+/// Prints the registry in `dir`: tables on stdout, or one JSON object per
+/// line with `json`.
+pub fn show(dir: &Path, json: bool) -> anyhow::Result<()> {
+    if !dir.join("brokers").is_dir() {
+        anyhow::bail!("not a registry (no brokers/ inside)");
+    }
+    let registry = crate::coord::open(dir)?;
+    let snapshot = read(&*registry)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if json {
+        print_json(&mut out, &snapshot)
+    } else {
+        print_tables(&mut out, &snapshot)
+    }
+}
+
+fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
+    let brokers = registry.brokers()?;
+    let mut ends = EndOffsets {
+        brokers: &brokers,
+        conns: Connections::new(),
+        asked: BTreeMap::new(),
+    };
+    let mut members = Vec::new();
+    let mut rows = Vec::new();
+    for group in registry.groups()? {
+        for m in registry.members(&group)? {
+            members.push((group.clone(), m));
+        }
+        group_rows(registry, &group, &mut ends, &mut rows)?;
+    }
+    Ok(Snapshot { brokers, members, rows })
+}
+
+/// A group's rows: its committed offsets, then the partitions it owns with
+/// nothing committed yet.
+fn group_rows(
+    registry: &dyn Registry,
+    group: &str,
+    ends: &mut EndOffsets<'_>,
+    rows: &mut Vec<OffsetRow>,
+) -> anyhow::Result<()> {
+    let mut seen = BTreeSet::new();
+    for (topic, partition, committed) in registry.offsets(group)? {
+        seen.insert((topic.clone(), partition));
+        rows.push(OffsetRow {
+            owner: registry.owner(group, &topic, partition),
+            end: ends.end(&topic, partition),
+            group: group.to_string(),
+            topic,
+            partition,
+            committed: committed.map_err(|e| e.to_string()),
+        });
+    }
+    for (topic, count) in ends.brokers.iter().flat_map(|b| b.topics.iter()) {
+        for &p in count {
+            if seen.contains(&(topic.clone(), p)) {
+                continue;
+            }
+            if let Some(owner) = registry.owner(group, topic, p) {
+                seen.insert((topic.clone(), p));
+                rows.push(OffsetRow {
+                    group: group.to_string(),
+                    topic: topic.clone(),
+                    partition: p,
+                    committed: Err("none".into()),
+                    end: ends.end(topic, p),
+                    owner: Some(owner),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_json(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
+    for b in &snapshot.brokers {
+        writeln!(
+            out,
+            "{}",
+            json!({"type": "broker", "id": b.id, "host": b.host, "port": b.port, "pid": b.pid, "topics": b.topics})
+        )?;
+    }
+    for (group, m) in &snapshot.members {
+        writeln!(
+            out,
+            "{}",
+            json!({"type": "member", "group": group, "member": m.member, "pid": m.pid, "topics": m.topics})
+        )?;
+    }
+    for r in &snapshot.rows {
+        if let Some(owner) = &r.owner {
+            writeln!(
+                out,
+                "{}",
+                json!({"type": "owner", "group": r.group, "topic": r.topic, "partition": r.partition, "member": owner})
+            )?;
+        }
+        if let Ok(c) = r.committed {
+            writeln!(
+                out,
+                "{}",
+                json!({"type": "offset", "group": r.group, "topic": r.topic, "partition": r.partition,
+                "committed": c, "end": r.end, "lag": r.end.map(|e| e.saturating_sub(c))})
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
+    let mut t = super::table(&["broker", "address", "pid", "topics [partitions held]"]);
+    for b in &snapshot.brokers {
+        let topics: Vec<String> = b.topics.iter().map(|(t, n)| format!("{t} {n:?}")).collect();
+        t.add_row([b.id.clone(), b.addr(), b.pid.to_string(), topics.join(", ")]);
+    }
+    writeln!(out, "{t}")?;
+    let mut t = super::table(&["group", "member", "pid", "topics"]);
+    for (group, m) in &snapshot.members {
+        t.add_row([group.clone(), m.member.clone(), m.pid.to_string(), m.topics.join(", ")]);
+    }
+    writeln!(out, "{t}")?;
+    let mut t = super::table(&["group", "topic", "partition", "owner", "committed", "end", "lag"]);
+    for r in &snapshot.rows {
+        let committed = match &r.committed {
+            Ok(c) => c.to_string(),
+            Err(e) => e.clone(),
+        };
+        let lag = match (&r.committed, r.end) {
+            (Ok(c), Some(e)) => e.saturating_sub(*c).to_string(),
+            _ => "?".into(),
+        };
+        t.add_row([
+            r.group.clone(),
+            r.topic.clone(),
+            r.partition.to_string(),
+            r.owner.clone().unwrap_or_else(|| "-".into()),
+            committed,
+            r.end.map_or_else(|| "?".into(), |e| e.to_string()),
+            lag,
+        ]);
+    }
+    writeln!(out, "{t}")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot() -> Snapshot {
+        let broker = BrokerInfo {
+            id: "b1".into(),
+            host: "127.0.0.1".into(),
+            port: 9092,
+            pid: 7,
+            topics: [("t".to_string(), vec![0, 1])].into_iter().collect(),
+        };
+        let member = MemberInfo {
+            member: "m1".into(),
+            pid: 8,
+            topics: vec!["t".into()],
+        };
+        let row = |partition, committed, end| OffsetRow {
+            group: "g".into(),
+            topic: "t".into(),
+            partition,
+            committed,
+            end,
+            owner: Some("m1".into()),
+        };
+        Snapshot {
+            brokers: vec![broker],
+            members: vec![("g".into(), member)],
+            rows: vec![row(0, Ok(5), Some(8)), row(1, Err("none".into()), None)],
+        }
+    }
+
+    #[test]
+    fn json_lines_give_lag_only_where_an_offset_is_committed() {
+        let mut out = Vec::new();
+        print_json(&mut out, &snapshot()).unwrap();
+        let lines: Vec<serde_json::Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["broker", "member", "owner", "offset", "owner"]);
+        assert_eq!(lines[3]["committed"], 5);
+        assert_eq!(lines[3]["lag"], 3);
+        assert_eq!(lines[4]["partition"], 1);
+    }
+
+    #[test]
+    fn tables_show_unknown_ends_and_lags_as_question_marks() {
+        let mut out = Vec::new();
+        print_tables(&mut out, &snapshot()).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let cells = |line: &str| -> Vec<String> {
+            line.split(['│', '┆'])
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect()
+        };
+        let rows: Vec<Vec<String>> = text.lines().map(cells).filter(|c| c.len() == 7).collect();
+        assert_eq!(rows[1], ["g", "t", "0", "m1", "5", "8", "3"]);
+        assert_eq!(rows[2], ["g", "t", "1", "m1", "none", "?", "?"]);
+        assert!(text.contains("127.0.0.1:9092"), "{text}");
+    }
+}
