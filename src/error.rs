@@ -150,9 +150,101 @@ pub enum Error {
         limit: u64,
     },
 
-    /// A configuration value is unusable.
+    /// A configuration value is unusable: a flag, a limit, or a name given
+    /// to the library. Only for configuration; a failure at run time has a
+    /// variant of its own.
     #[error("invalid configuration: {0}")]
     Config(String),
+
+    /// A thread could not be started (the system is out of threads or
+    /// memory).
+    #[error("cannot start a thread: {reason}")]
+    Spawn {
+        /// The operating system's reason. It is part of this message, not
+        /// a cause of its own, so that one line says it all.
+        reason: std::io::Error,
+    },
+
+    /// A thread of the library panicked; what it was doing is lost.
+    #[error("{thread} panicked")]
+    Panicked {
+        /// Which thread ("the producer thread").
+        thread: &'static str,
+    },
+
+    /// Records stopped arriving for longer than the reader waits.
+    #[error("no record arrived for {waited_s} s")]
+    Stalled {
+        /// How long it waited, in seconds.
+        waited_s: u64,
+    },
+
+    /// A registry entry could not be encoded as JSON.
+    #[error("cannot encode {what}")]
+    Encode {
+        /// What was being encoded ("a registry entry").
+        what: &'static str,
+        /// The encoder's reason.
+        source: serde_json::Error,
+    },
+
+    /// An entry the registry had a moment ago is gone (its holder removed
+    /// it between two reads).
+    #[error("{what} vanished")]
+    Vanished {
+        /// The entry, such as `placement of "t"`.
+        what: String,
+    },
+
+    /// Another process is registering the same entry at this moment.
+    #[error("{path} is in use")]
+    InUse {
+        /// The entry's lock file.
+        path: PathBuf,
+    },
+
+    /// The registry lists no live broker at all.
+    #[error("no broker is registered in {registry}")]
+    NoBroker {
+        /// Where the registry is (its directory).
+        registry: String,
+    },
+
+    /// A topic cannot be placed: there is no live broker to place it on.
+    #[error("no live broker to place topic {topic:?} on")]
+    NoLiveBroker {
+        /// The topic.
+        topic: String,
+    },
+
+    /// A broker created a topic but the registry has no placement for it
+    /// (the broker is not part of the cluster's registry).
+    #[error("the broker created {topic:?} without placing it")]
+    Unplaced {
+        /// The topic.
+        topic: String,
+    },
+
+    /// A partition is placed on a broker that is not running now.
+    #[error("partition {partition} of {topic:?} is placed on broker {broker}, which is not running")]
+    BrokerDown {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The id of the broker it is placed on.
+        broker: String,
+    },
+
+    /// A group member's registration is gone (its entry was removed, or
+    /// its process was taken for dead), so it owns nothing any more.
+    #[error("member {member} is not in group {group} any more")]
+    NotInGroup {
+        /// The member's id.
+        member: String,
+        /// The group.
+        group: String,
+    },
 
     /// A broker could not be reached or the connection broke.
     #[error("{op} broker {addr}")]
@@ -224,14 +316,14 @@ impl<T> IoContext<T> for std::io::Result<T> {
 #[non_exhaustive]
 pub enum DecodeError {
     /// The bytes end before the structure does: a torn write, or more to read.
-    #[error("truncated: {what} needs {needed} bytes, {available} available")]
+    #[error("truncated: {what} needs {needed_bytes} bytes, {available_bytes} available")]
     Truncated {
         /// What was being read.
         what: &'static str,
         /// Bytes needed.
-        needed: u64,
+        needed_bytes: u64,
         /// Bytes there.
-        available: u64,
+        available_bytes: u64,
     },
     /// A checksum does not match: the bytes were damaged.
     #[error("{what} crc mismatch: stored {stored:#010x}, computed {computed:#010x}")]
@@ -244,14 +336,14 @@ pub enum DecodeError {
         computed: u32,
     },
     /// A length beyond a limit.
-    #[error("{what} of {size} bytes exceeds the limit of {limit} bytes")]
+    #[error("{what} of {size_bytes} bytes exceeds the limit of {limit_bytes} bytes")]
     TooLarge {
         /// What was too large.
         what: &'static str,
         /// Its claimed size.
-        size: u64,
+        size_bytes: u64,
         /// The limit.
-        limit: u64,
+        limit_bytes: u64,
     },
     /// Bytes that no encoder writes.
     #[error("malformed {0}")]

@@ -23,7 +23,7 @@
 //! - a partition directory's files: [`storage::log`]
 //! - a data directory: [`storage::store`]
 //! - the wire: [`protocol`]
-//! - the registry directory: [`coord::registry`]
+//! - the registry directory: [`coord::dir`]
 //!
 //! Every bound is in [`limits`]. All file I/O of a log goes through the
 //! [`storage::fs::Vfs`] seam, so that tests can cut the power anywhere.

@@ -25,7 +25,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use klog::coord::registry::{BrokerInfo, MemberInfo, Placement, Registry};
+use klog::coord::{BrokerInfo, DirRegistry, MemberInfo, Placement, Registry};
 use klog::limits::BATCH_BYTES_MAX;
 use klog::storage::fs::sim::SimFs;
 use klog::storage::fs::Vfs;
@@ -501,7 +501,7 @@ fn read(path: &Path) -> Vec<u8> {
 fn registry_broker_entry() {
     let name = "registry/brokers/broker-1.json";
     let dir = tempfile::tempdir().unwrap();
-    let reg = Registry::open(dir.path()).unwrap();
+    let reg = DirRegistry::open(dir.path()).unwrap();
     let entry = reg.register_broker(&broker()).unwrap();
     let golden = check_golden(name, &read(&dir.path().join("brokers/broker-1.json")));
     drop(entry);
@@ -509,7 +509,7 @@ fn registry_broker_entry() {
     // The reader lists only entries whose lock is held: hold one, put the
     // golden description beside it, and read.
     let dir = tempfile::tempdir().unwrap();
-    let reg = Registry::open(dir.path()).unwrap();
+    let reg = DirRegistry::open(dir.path()).unwrap();
     let placeholder = BrokerInfo { port: 1, ..broker() };
     let entry = reg.register_broker(&placeholder).unwrap();
     let path = dir.path().join("brokers/broker-1.json");
@@ -533,13 +533,13 @@ fn registry_broker_entry() {
 fn registry_member_entry() {
     let name = "registry/consumers/g1/member-a.json";
     let dir = tempfile::tempdir().unwrap();
-    let reg = Registry::open(dir.path()).unwrap();
+    let reg = DirRegistry::open(dir.path()).unwrap();
     let entry = reg.join("g1", &member()).unwrap();
     let golden = check_golden(name, &read(&dir.path().join("consumers/g1/member-a.json")));
     drop(entry);
 
     let dir = tempfile::tempdir().unwrap();
-    let reg = Registry::open(dir.path()).unwrap();
+    let reg = DirRegistry::open(dir.path()).unwrap();
     let entry = reg.join("g1", &MemberInfo { pid: 1, ..member() }).unwrap();
     let path = dir.path().join("consumers/g1/member-a.json");
     std::fs::write(&path, &golden).unwrap();
@@ -561,7 +561,7 @@ fn registry_owner_entry() {
     let name = "registry/owners/g1/clicks-2.lock";
     let claim = |member: &str| {
         let dir = tempfile::tempdir().unwrap();
-        let reg = Registry::open(dir.path()).unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
         let owner = reg.claim("g1", "clicks", 2, member).unwrap().expect("unowned");
         (dir, reg, owner)
     };
@@ -585,7 +585,7 @@ fn registry_committed_offset() {
     let name = "registry/offsets/g1/clicks-2";
     let commit = |offset: u64| {
         let dir = tempfile::tempdir().unwrap();
-        let reg = Registry::open(dir.path()).unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
         let owner = reg.claim("g1", "clicks", 2, "member-a").unwrap().expect("unowned");
         reg.commit("g1", "clicks", 2, offset, &owner).unwrap();
         read(&dir.path().join("offsets/g1/clicks-2"))
@@ -594,7 +594,7 @@ fn registry_committed_offset() {
     let golden = check_golden(name, &commit(4_294_967_301));
 
     let dir = tempfile::tempdir().unwrap();
-    let reg = Registry::open(dir.path()).unwrap();
+    let reg = DirRegistry::open(dir.path()).unwrap();
     std::fs::create_dir_all(dir.path().join("offsets/g1")).unwrap();
     std::fs::write(dir.path().join("offsets/g1/clicks-2"), &golden).unwrap();
     let decoded = reg.committed("g1", "clicks", 2).unwrap();
@@ -608,14 +608,14 @@ fn registry_topic_placement() {
     let name = "registry/topics/clicks.json";
     let place = |partitions: u32, brokers: &[String]| {
         let dir = tempfile::tempdir().unwrap();
-        let reg = Registry::open(dir.path()).unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
         reg.place_topic("clicks", partitions, brokers).unwrap();
         read(&dir.path().join("topics/clicks.json"))
     };
     let golden = check_golden(name, &place(3, &["broker-2".into(), "broker-1".into()]));
 
     let dir = tempfile::tempdir().unwrap();
-    let reg = Registry::open(dir.path()).unwrap();
+    let reg = DirRegistry::open(dir.path()).unwrap();
     std::fs::write(dir.path().join("topics/clicks.json"), &golden).unwrap();
     let decoded = reg.placement("clicks").unwrap().expect("placed");
     assert_eq!(

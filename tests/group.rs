@@ -95,7 +95,7 @@ fn partitions_share_out_two_two_then_two_one_one() {
         std::thread::sleep(Duration::from_millis(50));
     }
     // Each partition has exactly one owner in the registry.
-    let r = klog::coord::registry::Registry::open(&registry).unwrap();
+    let r = klog::coord::open(&registry).unwrap();
     let owners: Vec<String> = (0..4).map(|p| r.owner("g", "t", p).expect("owned")).collect();
     assert_eq!(owners.iter().collect::<BTreeSet<_>>().len(), 3, "{owners:?}");
 }
@@ -255,7 +255,7 @@ fn two_brokers_on_one_registry_share_a_topic() {
         .write_stdin(lines(10_000))
         .assert()
         .success();
-    let r = klog::coord::registry::Registry::open(&registry).unwrap();
+    let r = klog::coord::open(&registry).unwrap();
     let placement = r.placement("t").unwrap().unwrap();
     assert_eq!(placement.brokers.len(), 4);
     let brokers = r.brokers().unwrap();

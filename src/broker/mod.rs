@@ -80,7 +80,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::coord::registry::{BrokerInfo, Registry};
+use crate::coord::BrokerInfo;
 use crate::limits;
 use crate::storage::log::LogConfig;
 use crate::storage::store::Store;
@@ -194,7 +194,7 @@ impl Broker {
             TcpListener::bind(&config.listen).with_context(|| format!("cannot listen on {}", config.listen))?;
         let registry = match &config.registry {
             Some(dir) => {
-                Some(Registry::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?)
+                Some(crate::coord::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?)
             }
             None => None,
         };
@@ -269,7 +269,7 @@ fn register(shared: &Shared, addr: SocketAddr) -> anyhow::Result<()> {
     };
     let entry = registry
         .register_broker(&info)
-        .with_context(|| format!("cannot register in {}", registry.dir().display()))?;
+        .with_context(|| format!("cannot register in {}", registry.location()))?;
     *lock(&shared.registered) = Some((entry, info));
     Ok(())
 }

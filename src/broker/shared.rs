@@ -11,7 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLock
 use std::time::{Duration, Instant};
 
 use super::BrokerConfig;
-use crate::coord::registry::{BrokerInfo, Ephemeral, Registry};
+use crate::coord::{BrokerInfo, Ephemeral, Registry};
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::protocol::ErrorCode;
@@ -91,7 +91,7 @@ pub(super) struct Shared {
     pub(super) topics: RwLock<Topics>,
     /// This broker's id in the registry (stable across restarts).
     pub(super) broker_id: String,
-    pub(super) registry: Option<Registry>,
+    pub(super) registry: Option<Arc<dyn Registry>>,
     /// Serialises topic creation.
     pub(super) creating: Mutex<()>,
     pub(super) dirty: Mutex<Dirty>,
@@ -114,7 +114,12 @@ pub(super) struct Shared {
 
 impl Shared {
     /// The state of a broker with no topic open yet.
-    pub(super) fn new(config: BrokerConfig, store: Store, registry: Option<Registry>, broker_id: String) -> Shared {
+    pub(super) fn new(
+        config: BrokerConfig,
+        store: Store,
+        registry: Option<Arc<dyn Registry>>,
+        broker_id: String,
+    ) -> Shared {
         Shared {
             broker_id,
             registry,
@@ -392,7 +397,11 @@ pub(super) fn error_code(e: &Error) -> ErrorCode {
         Error::DiskFull { .. } => ErrorCode::DiskFull,
         Error::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
         Error::TooLarge { .. } => ErrorCode::LimitReached,
-        Error::Config(_) => ErrorCode::InvalidRequest,
+        // The registry's failures to place a topic were configuration
+        // errors once, and answer as they did.
+        Error::Config(_) | Error::NoLiveBroker { .. } | Error::Vanished { .. } | Error::Encode { .. } => {
+            ErrorCode::InvalidRequest
+        }
         _ => ErrorCode::StorageError,
     }
 }

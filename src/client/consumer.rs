@@ -96,7 +96,7 @@ impl Consumer {
             std::thread::Builder::new()
                 .name("fetch".into())
                 .spawn(move || fetcher.run())
-                .map_err(|e| Error::Config(format!("cannot start a thread: {e}")))?;
+                .map_err(|reason| Error::Spawn { reason })?;
             all.extend_from_slice(partitions);
         }
         let addr = brokers.iter().map(|(a, _)| a.as_str()).collect::<Vec<_>>().join(",");

@@ -8,7 +8,7 @@
 //!    partition.
 //! 2. Read the live members subscribed to the topic and the topic's
 //!    partition count; sort both; with `j` this member's index, claim the
-//!    contiguous range [`crate::coord::registry::assign`] gives it.
+//!    contiguous range [`crate::coord::spread::assign`] gives it.
 //! 3. If a partition is still owned by another member (which has not yet
 //!    noticed the change), release everything, back off a random while
 //!    and retry.
@@ -26,13 +26,20 @@
 //! that dies loses the records it handed out since its last commit to the
 //! next owner, which delivers them again; never a gap.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::client::offset::{resolve_in, OffsetSpec};
 use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
-use crate::coord::registry::{assign, Ephemeral, MemberInfo, Registry};
+use crate::coord::{assign, Ephemeral, MemberInfo, Registry};
 use crate::error::{Error, Result};
+use crate::random::XorShift;
 use crate::storage::record::Record;
+
+/// The first wait after a conflict, before it doubles.
+const BACKOFF_BASE_MS: u64 = 20;
+/// How many times the wait doubles at most (to 640 ms).
+const BACKOFF_DOUBLINGS_MAX: u32 = 5;
 
 /// How a member behaves.
 #[derive(Debug, Clone)]
@@ -56,23 +63,164 @@ pub struct GroupConfig {
 /// One member of a consumer group.
 #[derive(Debug)]
 pub struct GroupMember {
-    registry: Registry,
     config: GroupConfig,
-    member: String,
-    _entry: Ephemeral,
+    share: Share,
     /// The broker of each partition (all the same without a cluster).
     routes: Vec<String>,
     /// Connections to those brokers, kept between registry checks.
     conns: Connections,
-    owned: Vec<(u32, Ephemeral)>,
     consumer: Option<Consumer>,
-    /// What the last rebalance saw: members and partition count.
-    seen: (Vec<String>, u32),
     /// End offsets when joining (for `-e`), by partition.
     ends: Vec<u64>,
     last_check: Instant,
     last_commit: Instant,
-    backoff_seed: u64,
+}
+
+/// A member as the registry knows it: its membership, the partitions it
+/// owns, and what the group looked like when it claimed them. No broker is
+/// involved, so the rebalance's decisions can be tested alone.
+#[derive(Debug)]
+struct Share {
+    registry: Arc<dyn Registry>,
+    group: String,
+    topic: String,
+    member: String,
+    _entry: Ephemeral,
+    owned: Vec<(u32, Ephemeral)>,
+    /// What the last rebalance saw: subscribed members and partition count.
+    seen: (Vec<String>, u32),
+    backoff: Backoff,
+}
+
+impl Share {
+    /// Joins `group` as `member`, subscribed to `topic`, owning nothing.
+    fn join(registry: Arc<dyn Registry>, group: &str, topic: &str, member: String) -> Result<Share> {
+        let info = MemberInfo {
+            member: member.clone(),
+            pid: std::process::id(),
+            topics: vec![topic.to_string()],
+        };
+        let entry = registry.join(group, &info)?;
+        Ok(Share {
+            registry,
+            group: group.to_string(),
+            topic: topic.to_string(),
+            member,
+            _entry: entry,
+            owned: Vec::new(),
+            seen: (Vec::new(), 0),
+            backoff: Backoff::new(u64::from(std::process::id())),
+        })
+    }
+
+    /// The live members subscribed to the topic, ordered by id.
+    fn subscribers(&self) -> Result<Vec<String>> {
+        let members = self.registry.members(&self.group)?.into_iter();
+        Ok(members
+            .filter(|m| m.topics.contains(&self.topic))
+            .map(|m| m.member)
+            .collect())
+    }
+
+    /// Claims the range Algorithm 1 gives this member among `members` (the
+    /// subscribers, sorted) over `partition_count` partitions. On a
+    /// conflict it releases what it claimed and answers `false`.
+    fn claim(&mut self, members: Vec<String>, partition_count: u32) -> Result<bool> {
+        let Some(index) = members.iter().position(|m| *m == self.member) else {
+            return Err(Error::NotInGroup {
+                member: self.member.clone(),
+                group: self.group.clone(),
+            });
+        };
+        for p in assign(partition_count, members.len(), index) {
+            match self.registry.claim(&self.group, &self.topic, p, &self.member)? {
+                Some(owner) => self.owned.push((p, owner)),
+                None => {
+                    // Another member has not released it yet: hold
+                    // nothing, so that it is not kept waiting on us.
+                    self.release();
+                    return Ok(false);
+                }
+            }
+        }
+        self.seen = (members, partition_count);
+        Ok(true)
+    }
+
+    /// Claims this member's share, backing off a random while after each
+    /// conflict (the paper's answer to one) and looking again, until it
+    /// holds it or the process is stopping (then it holds nothing).
+    /// `look` answers the subscribers and the partition count; `wait`
+    /// sleeps.
+    fn settle(
+        &mut self,
+        mut look: impl FnMut(&Share) -> Result<(Vec<String>, u32)>,
+        mut wait: impl FnMut(Duration),
+    ) -> Result<()> {
+        let mut attempt = 0u32;
+        loop {
+            let (members, partition_count) = look(self)?;
+            if self.claim(members, partition_count)? {
+                return Ok(());
+            }
+            attempt += 1;
+            if crate::stop::stopping() {
+                return Ok(());
+            }
+            wait(self.backoff.next(attempt));
+        }
+    }
+
+    /// Commits the next offset of each partition in `positions` that this
+    /// member owns; the others are not its to commit.
+    fn commit(&self, positions: &[(u32, u64)]) -> Result<()> {
+        for &(partition, offset) in positions {
+            if let Some((_, owner)) = self.owned.iter().find(|(p, _)| *p == partition) {
+                self.registry
+                    .commit(&self.group, &self.topic, partition, offset, owner)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the group committed every partition up to its end in `ends`
+    /// (by partition); a partition that had no record needs nothing.
+    fn reached(&self, ends: &[u64]) -> Result<bool> {
+        for (p, end) in ends.iter().enumerate() {
+            let committed = self.registry.committed(&self.group, &self.topic, p as u32)?;
+            if *end > 0 && committed.map_or(true, |c| c < *end) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Releases every owned partition.
+    fn release(&mut self) {
+        self.owned.clear();
+    }
+}
+
+/// The random wait after a conflict: a base that doubles with each
+/// attempt, from 40 ms up to 640 ms, plus a random part below the base,
+/// so that members that collided do not collide again in step.
+#[derive(Debug)]
+struct Backoff {
+    random: XorShift,
+}
+
+impl Backoff {
+    fn new(seed: u64) -> Backoff {
+        Backoff {
+            random: XorShift::new(seed),
+        }
+    }
+
+    /// The wait before retrying after conflict number `attempt` (from 1).
+    fn next(&mut self, attempt: u32) -> Duration {
+        let base_ms = BACKOFF_BASE_MS << attempt.min(BACKOFF_DOUBLINGS_MAX);
+        Duration::from_millis(base_ms + self.random.next() % base_ms)
+    }
 }
 
 /// A unique member id: host-pid-nanos.
@@ -92,7 +240,7 @@ fn member_id() -> String {
 
 /// The broker of each partition: the registry's placement in a cluster,
 /// else the broker registered for the topic, else the fallback.
-fn routes(registry: &Registry, config: &GroupConfig, conns: &mut Connections) -> Result<Vec<String>> {
+fn routes(registry: &dyn Registry, config: &GroupConfig, conns: &mut Connections) -> Result<Vec<String>> {
     if registry.placement(&config.topic)?.is_some() {
         return crate::client::route(registry, &config.topic, false);
     }
@@ -105,8 +253,15 @@ fn routes(registry: &Registry, config: &GroupConfig, conns: &mut Connections) ->
     Ok(vec![broker; count])
 }
 
+/// The subscribed members and the topic's partition count, now.
+fn look(share: &Share, config: &GroupConfig, conns: &mut Connections) -> Result<(Vec<String>, u32)> {
+    let members = share.subscribers()?;
+    let partition_count = routes(&*share.registry, config, conns)?.len() as u32;
+    Ok((members, partition_count))
+}
+
 /// The (start, end) offsets of every partition, each from its broker.
-fn offsets(routes: &[String], topic: &str, conns: &mut Connections) -> Result<Vec<(u64, u64)>> {
+fn bounds(routes: &[String], topic: &str, conns: &mut Connections) -> Result<Vec<(u64, u64)>> {
     let mut out = vec![(0, 0); routes.len()];
     let mut asked: Vec<&String> = Vec::new();
     for addr in routes {
@@ -128,34 +283,23 @@ fn offsets(routes: &[String], topic: &str, conns: &mut Connections) -> Result<Ve
 
 impl GroupMember {
     /// Joins `config.group` in `registry` and takes a first share.
-    pub fn join(registry: Registry, config: GroupConfig) -> Result<GroupMember> {
-        let member = member_id();
-        let info = MemberInfo {
-            member: member.clone(),
-            pid: std::process::id(),
-            topics: vec![config.topic.clone()],
-        };
-        let entry = registry.join(&config.group, &info)?;
+    pub fn join(registry: Arc<dyn Registry>, config: GroupConfig) -> Result<GroupMember> {
+        let share = Share::join(registry, &config.group, &config.topic, member_id())?;
         let mut conns = Connections::new();
-        let routes = routes(&registry, &config, &mut conns)?;
-        let ends = offsets(&routes, &config.topic, &mut conns)?
+        let routes = routes(&*share.registry, &config, &mut conns)?;
+        let ends = bounds(&routes, &config.topic, &mut conns)?
             .into_iter()
             .map(|(_, end)| end)
             .collect();
         let mut m = GroupMember {
-            registry,
             config,
-            member,
-            _entry: entry,
+            share,
             routes,
             conns,
-            owned: Vec::new(),
             consumer: None,
-            seen: (Vec::new(), 0),
             ends,
             last_check: Instant::now(),
             last_commit: Instant::now(),
-            backoff_seed: u64::from(std::process::id()),
         };
         m.rebalance()?;
         Ok(m)
@@ -163,7 +307,7 @@ impl GroupMember {
 
     /// This member's id.
     pub fn member(&self) -> &str {
-        &self.member
+        &self.share.member
     }
 
     /// Each owned partition and the next offset it will hand out.
@@ -183,28 +327,7 @@ impl GroupMember {
             return Ok(false);
         }
         self.commit()?;
-        for (p, end) in self.ends.iter().enumerate() {
-            let committed = self
-                .registry
-                .committed(&self.config.group, &self.config.topic, p as u32)?;
-            if *end > 0 && committed.map_or(true, |c| c < *end) {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
-    /// The live members subscribed to the topic, and the partition count.
-    fn look(&mut self) -> Result<(Vec<String>, u32)> {
-        let members = self
-            .registry
-            .members(&self.config.group)?
-            .into_iter()
-            .filter(|m| m.topics.contains(&self.config.topic))
-            .map(|m| m.member)
-            .collect();
-        let partitions = routes(&self.registry, &self.config, &mut self.conns)?.len() as u32;
-        Ok((members, partitions))
+        self.share.reached(&self.ends)
     }
 
     /// Whether the group changed since the last rebalance (checked at most
@@ -214,7 +337,7 @@ impl GroupMember {
             return Ok(false);
         }
         self.last_check = Instant::now();
-        Ok(self.look()? != self.seen)
+        Ok(look(&self.share, &self.config, &mut self.conns)? != self.share.seen)
     }
 
     /// Whether a commit is due.
@@ -226,90 +349,39 @@ impl GroupMember {
     /// handed every record before them to the application.
     pub fn commit(&mut self) -> Result<()> {
         self.last_commit = Instant::now();
-        let Some(consumer) = &self.consumer else {
-            return Ok(());
-        };
-        for state in consumer.partitions() {
-            if let Some((_, owner)) = self.owned.iter().find(|(p, _)| *p == state.partition) {
-                self.registry.commit(
-                    &self.config.group,
-                    &self.config.topic,
-                    state.partition,
-                    state.offset,
-                    owner,
-                )?;
-            }
-        }
-        Ok(())
+        self.share.commit(&self.positions())
     }
 
     fn release(&mut self) {
         self.consumer = None;
-        self.owned.clear();
+        self.share.release();
     }
 
     /// Commits, releases everything, and claims this member's share anew.
     pub fn rebalance(&mut self) -> Result<()> {
         self.commit()?;
         self.release();
-        let mut attempt = 0u32;
-        loop {
-            let (members, partitions) = self.look()?;
-            let Some(index) = members.iter().position(|m| *m == self.member) else {
-                return Err(Error::Config(format!(
-                    "member {} is not in group {} any more",
-                    self.member, self.config.group
-                )));
-            };
-            let range = assign(partitions, members.len(), index);
-            let mut conflict = false;
-            for p in range {
-                match self
-                    .registry
-                    .claim(&self.config.group, &self.config.topic, p, &self.member)?
-                {
-                    Some(owner) => self.owned.push((p, owner)),
-                    None => {
-                        conflict = true;
-                        break;
-                    }
-                }
-            }
-            if !conflict {
-                self.seen = (members, partitions);
-                break;
-            }
-            // Another member has not released it yet: release all, back
-            // off, retry (the paper's answer to a conflict).
-            self.release();
-            attempt += 1;
-            if crate::stop::stopping() {
-                return Ok(());
-            }
-            std::thread::sleep(self.backoff(attempt));
-        }
+        let (config, conns) = (&self.config, &mut self.conns);
+        self.share
+            .settle(|share| look(share, config, conns), std::thread::sleep)?;
+        // Stopped before it settled, it owns nothing and fetches nothing.
         self.start_fetching()
     }
 
-    fn backoff(&mut self, attempt: u32) -> Duration {
-        self.backoff_seed ^= self.backoff_seed << 13;
-        self.backoff_seed ^= self.backoff_seed >> 7;
-        self.backoff_seed ^= self.backoff_seed << 17;
-        let base = 20u64 << attempt.min(5);
-        Duration::from_millis(base + self.backoff_seed % base)
-    }
-
     fn start_fetching(&mut self) -> Result<()> {
-        if self.owned.is_empty() {
+        if self.share.owned.is_empty() {
             return Ok(());
         }
-        self.routes = routes(&self.registry, &self.config, &mut self.conns)?;
-        let offsets = offsets(&self.routes, &self.config.topic, &mut self.conns)?;
-        let mut parts = Vec::with_capacity(self.owned.len());
-        for (p, _) in &self.owned {
+        self.routes = routes(&*self.share.registry, &self.config, &mut self.conns)?;
+        let bounds = bounds(&self.routes, &self.config.topic, &mut self.conns)?;
+        let mut parts = Vec::with_capacity(self.share.owned.len());
+        for (p, _) in &self.share.owned {
             let addr = self.routes[*p as usize].clone();
-            let (start, end) = offsets.get(*p as usize).copied().unwrap_or((0, 0));
-            let committed = self.registry.committed(&self.config.group, &self.config.topic, *p)?;
+            let (start, end) = bounds.get(*p as usize).copied().unwrap_or((0, 0));
+            let committed = self
+                .share
+                .registry
+                .committed(&self.config.group, &self.config.topic, *p)?;
             let name = format!("{} [{p}]", self.config.topic);
             let offset = match committed {
                 // A committed offset retention has since passed starts at
@@ -362,5 +434,179 @@ impl GroupMember {
         let result = self.commit();
         self.release();
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coord::mem::MemRegistry;
+
+    /// A member `name` of group `g`, subscribed to topic `t`.
+    fn share(reg: &MemRegistry, name: &str) -> Share {
+        Share::join(Arc::new(reg.clone()), "g", "t", name.into()).unwrap()
+    }
+
+    fn owned(share: &Share) -> Vec<u32> {
+        share.owned.iter().map(|(p, _)| *p).collect()
+    }
+
+    fn owners(reg: &MemRegistry, partition_count: u32) -> Vec<Option<String>> {
+        (0..partition_count).map(|p| reg.owner("g", "t", p)).collect()
+    }
+
+    /// Claims with what the registry says now, over `partition_count`.
+    fn claim_now(share: &mut Share, partition_count: u32) -> bool {
+        let members = share.subscribers().unwrap();
+        share.claim(members, partition_count).unwrap()
+    }
+
+    #[test]
+    fn each_subscriber_claims_its_algorithm_1_range_in_id_order() {
+        let reg = MemRegistry::default();
+        // Joined out of id order; a member of another topic does not count.
+        let mut c = share(&reg, "c");
+        let mut a = share(&reg, "a");
+        let other = MemberInfo {
+            member: "b".into(),
+            pid: 1,
+            topics: vec!["u".into()],
+        };
+        let _other = reg.join("g", &other).unwrap();
+        let mut b = share(&reg, "bb");
+        assert_eq!(a.subscribers().unwrap(), ["a", "bb", "c"]);
+        for s in [&mut c, &mut a, &mut b] {
+            assert!(claim_now(s, 5));
+        }
+        assert_eq!((owned(&a), owned(&b), owned(&c)), (vec![0, 1], vec![2, 3], vec![4]));
+        let want = ["a", "a", "bb", "bb", "c"].map(|m| Some(m.to_string()));
+        assert_eq!(owners(&reg, 5), want);
+        assert_eq!(a.seen, (vec!["a".into(), "bb".into(), "c".into()], 5));
+    }
+
+    #[test]
+    fn a_conflict_releases_what_was_claimed_and_a_rebalance_moves_the_share() {
+        let reg = MemRegistry::default();
+        let mut a = share(&reg, "a");
+        assert!(claim_now(&mut a, 4));
+        assert_eq!(owned(&a), [0, 1, 2, 3]);
+        // b joins; a has not noticed yet, so b's range 2..4 is a's.
+        let mut b = share(&reg, "b");
+        assert!(!claim_now(&mut b, 4));
+        assert!(owned(&b).is_empty());
+        // b claimed nothing before the conflict: make it claim 2 and meet
+        // a's 3, and check that it lets 2 go again.
+        a.release();
+        let three = reg.claim("g", "t", 3, "a").unwrap().unwrap();
+        assert!(!claim_now(&mut b, 4));
+        assert!(owned(&b).is_empty());
+        assert_eq!(owners(&reg, 4), [None, None, None, Some("a".into())]);
+        drop(three);
+        // a rebalances to 0..2, then b takes 2..4.
+        assert!(claim_now(&mut a, 4));
+        assert!(claim_now(&mut b, 4));
+        assert_eq!((owned(&a), owned(&b)), (vec![0, 1], vec![2, 3]));
+        // b dies: a takes everything back.
+        drop(b);
+        a.release();
+        assert!(claim_now(&mut a, 4));
+        assert_eq!(owned(&a), [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn settle_backs_off_until_the_old_owner_lets_go() {
+        let reg = MemRegistry::default();
+        let mut a = share(&reg, "a");
+        // A member that left but has not released partition 1 yet.
+        let mut late = Some(reg.claim("g", "t", 1, "gone").unwrap().unwrap());
+        let mut waits = Vec::new();
+        let look = |s: &Share| Ok((s.subscribers()?, 2));
+        a.settle(look, |d| {
+            waits.push(d);
+            // It lets go while the second wait runs.
+            if waits.len() == 2 {
+                late = None;
+            }
+        })
+        .unwrap();
+        assert!(late.is_none());
+        assert_eq!(owned(&a), [0, 1]);
+        assert_eq!(waits.len(), 2, "{waits:?}");
+        for (attempt, d) in (1..).zip(&waits) {
+            let base = Duration::from_millis(BACKOFF_BASE_MS << attempt);
+            assert!(base <= *d && *d < 2 * base, "attempt {attempt}: {d:?}");
+        }
+    }
+
+    #[test]
+    fn a_member_commits_only_the_partitions_it_owns() {
+        let reg = MemRegistry::default();
+        let mut a = share(&reg, "a");
+        let mut b = share(&reg, "b");
+        assert!(claim_now(&mut a, 4));
+        assert!(claim_now(&mut b, 4));
+        // a was handed records of every partition (say, before a rebalance
+        // took 2 and 3 away): only 0 and 1 are its to commit. The memory
+        // registry panics on a commit without the partition's claim.
+        a.commit(&[(0, 5), (1, 6), (2, 7), (3, 8)]).unwrap();
+        let committed: Vec<_> = (0..4).map(|p| reg.committed("g", "t", p).unwrap()).collect();
+        assert_eq!(committed, [Some(5), Some(6), None, None]);
+        b.commit(&[(3, 9)]).unwrap();
+        assert_eq!(reg.committed("g", "t", 3).unwrap(), Some(9));
+        // Released, it commits nothing.
+        a.release();
+        a.commit(&[(0, 50)]).unwrap();
+        assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(5));
+    }
+
+    #[test]
+    fn a_member_whose_entry_is_gone_is_not_in_the_group_any_more() {
+        let reg = MemRegistry::default();
+        let mut b = share(&reg, "b");
+        assert!(claim_now(&mut b, 2));
+        // Taken for dead: its entry is removed behind its back.
+        reg.expire("consumers/g/b");
+        b.release();
+        let err = b.claim(b.subscribers().unwrap(), 2).unwrap_err();
+        assert!(matches!(err, Error::NotInGroup { .. }), "{err}");
+        assert_eq!(err.to_string(), "member b is not in group g any more");
+        assert!(owned(&b).is_empty());
+        assert_eq!(owners(&reg, 2), [None, None]);
+    }
+
+    #[test]
+    fn backoff_doubles_to_its_bound_with_jitter_below_the_base() {
+        // Seed 0 too: an xorshift state of 0 would stay 0, with no jitter.
+        for seed in [0, 1, 2, 4242, u64::from(u32::MAX)] {
+            let mut backoff = Backoff::new(seed);
+            let mut jitters = std::collections::BTreeSet::new();
+            for attempt in 1..=12u32 {
+                let base_ms = 20 << attempt.min(5);
+                let d = backoff.next(attempt).as_millis() as u64;
+                assert!(
+                    (base_ms..2 * base_ms).contains(&d),
+                    "seed {seed}, attempt {attempt}: {d} ms"
+                );
+                jitters.insert(d - base_ms);
+            }
+            assert!(
+                jitters.len() > 6,
+                "seed {seed}: the random part hardly changes: {jitters:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_group_is_done_when_every_partition_with_records_is_committed_to_its_end() {
+        let reg = MemRegistry::default();
+        let mut a = share(&reg, "a");
+        assert!(claim_now(&mut a, 3));
+        // Partition 0 had no record when a joined: it needs no commit.
+        let ends = [0, 5, 3];
+        assert!(!a.reached(&ends).unwrap());
+        a.commit(&[(1, 5), (2, 2)]).unwrap();
+        assert!(!a.reached(&ends).unwrap(), "partition 2 is one short");
+        a.commit(&[(2, 3)]).unwrap();
+        assert!(a.reached(&ends).unwrap());
     }
 }

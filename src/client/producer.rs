@@ -177,7 +177,7 @@ impl ClusterProducer {
     /// Connects to the broker of every partition of `topic`, as the
     /// registry places them (creating the topic if nobody has).
     pub fn connect(
-        registry: &crate::coord::registry::Registry,
+        registry: &dyn crate::coord::Registry,
         topic: &str,
         config: ProducerConfig,
     ) -> Result<ClusterProducer> {
@@ -332,7 +332,7 @@ impl Producer {
                 std::thread::Builder::new()
                     .name("acks".into())
                     .spawn(move || read_acks(&stream, &addr, &state))
-                    .map_err(|e| Error::Config(format!("cannot start a thread: {e}")))?,
+                    .map_err(|reason| Error::Spawn { reason })?,
             )
         };
         Ok(Producer {

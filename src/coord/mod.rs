@@ -1,5 +1,30 @@
 //! Coordination: the registry through which brokers and consumer-group
 //! members find each other (the paper's broker, consumer, ownership and
-//! offset registries), and Algorithm 1's partition assignment.
+//! offset registries), and the pure decisions taken from it (Algorithm 1's
+//! partition assignment, the round-robin placement of a topic).
+//!
+//! [`Registry`] is the trait every caller holds, as an `Arc<dyn
+//! Registry>`; [`dir::DirRegistry`] is its backend on a directory of one
+//! host. A second backend adds a module beside `dir` and an opener beside
+//! [`open`].
 
+pub mod dir;
+#[cfg(test)]
+pub(crate) mod mem;
 pub mod registry;
+pub mod spread;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::error::Result;
+
+pub use dir::DirRegistry;
+pub use registry::{BrokerInfo, Ephemeral, Held, MemberInfo, Placement, Registry};
+pub use spread::{assign, place};
+
+/// Opens (creating) the registry directory `dir`, for a caller that only
+/// needs the [`Registry`].
+pub fn open(dir: impl Into<PathBuf>) -> Result<Arc<dyn Registry>> {
+    Ok(Arc::new(DirRegistry::open(dir)?))
+}

@@ -98,8 +98,8 @@ pub const RECORD_BYTES_MIN: usize = 1 + 4 + 1 + 1;
 fn truncated(what: &'static str, needed: usize, available: usize) -> DecodeError {
     DecodeError::Truncated {
         what,
-        needed: needed as u64,
-        available: available as u64,
+        needed_bytes: needed as u64,
+        available_bytes: available as u64,
     }
 }
 
@@ -184,8 +184,8 @@ impl BatchHeader {
         if header.total_bytes() > u64::from(limit) {
             return Err(DecodeError::TooLarge {
                 what: "batch",
-                size: header.total_bytes(),
-                limit: u64::from(limit),
+                size_bytes: header.total_bytes(),
+                limit_bytes: u64::from(limit),
             });
         }
         Ok(header)
@@ -381,8 +381,8 @@ pub fn decode_record(
     if total > u64::from(record_bytes_max) {
         return Err(DecodeError::TooLarge {
             what: "record",
-            size: total,
-            limit: u64::from(record_bytes_max),
+            size_bytes: total,
+            limit_bytes: u64::from(record_bytes_max),
         });
     }
     if (length as usize) < RECORD_BYTES_MIN - 1 {

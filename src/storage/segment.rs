@@ -170,8 +170,8 @@ impl<'f> BatchScanner<'f> {
         if total > available {
             let e = DecodeError::Truncated {
                 what: "batch",
-                needed: total as u64,
-                available: available as u64,
+                needed_bytes: total as u64,
+                available_bytes: available as u64,
             };
             return stop(self.position, e);
         }

@@ -16,7 +16,6 @@ use anyhow::Context;
 use crate::client::group::{GroupConfig, GroupMember};
 use crate::client::offset::{resolve_in, OffsetSpec};
 use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
-use crate::coord::registry::Registry;
 use crate::storage::fs::{RealFs, Vfs};
 use crate::storage::record::Record;
 use crate::storage::store::Store;
@@ -188,8 +187,8 @@ fn open_remote(options: &Options) -> anyhow::Result<Source> {
     let routes: Vec<String> = match &options.registry {
         Some(dir) => {
             let registry =
-                Registry::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
-            crate::client::route(&registry, &options.topic, false)
+                crate::coord::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
+            crate::client::route(&*registry, &options.topic, false)
                 .with_context(|| format!("cannot read topic {:?} through {}", options.topic, dir.display()))?
         }
         None => {
@@ -318,7 +317,7 @@ fn describe(member: &GroupMember, topic: &str) -> String {
 fn follow_group(options: &Options, group_options: &GroupOptions, say: Say) -> anyhow::Result<()> {
     let group = &group_options.group;
     let dir = &group_options.registry;
-    let registry = Registry::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
+    let registry = crate::coord::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
     let config = GroupConfig {
         group: group.clone(),
         topic: options.topic.clone(),

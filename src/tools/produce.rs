@@ -24,7 +24,6 @@ use base64::Engine as _;
 use crate::client::partitioner::Partitioner;
 use crate::client::producer::Batches;
 use crate::client::{BatchOptions, ClusterProducer, ParsedRecord, Producer, ProducerConfig};
-use crate::coord::registry::Registry;
 use crate::error::{Error, Result};
 use crate::storage::log::{Log, LogConfig, OpenOptions};
 use crate::storage::store::Store;
@@ -389,8 +388,9 @@ fn open_sink(options: &Options) -> anyhow::Result<Sink> {
         ..ProducerConfig::default()
     };
     if let Some(dir) = &options.registry {
-        let registry = Registry::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
-        let cluster = ClusterProducer::connect(&registry, topic, remote)
+        let registry =
+            crate::coord::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
+        let cluster = ClusterProducer::connect(&*registry, topic, remote)
             .with_context(|| format!("cannot produce to topic {topic:?} through {}", dir.display()))?;
         return Ok(Sink::Cluster(cluster));
     }

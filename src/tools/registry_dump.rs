@@ -15,7 +15,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::client::{Connections, PartitionOffsets};
-use crate::coord::registry::{BrokerInfo, MemberInfo, Registry};
+use crate::coord::{BrokerInfo, MemberInfo, Registry};
 
 /// One row of the registry's offsets: a group's committed offset and lag.
 struct OffsetRow {
@@ -65,8 +65,8 @@ pub fn show(dir: &Path, json: bool) -> anyhow::Result<()> {
     if !dir.join("brokers").is_dir() {
         anyhow::bail!("not a registry (no brokers/ inside)");
     }
-    let registry = Registry::open(dir)?;
-    let snapshot = read(&registry)?;
+    let registry = crate::coord::open(dir)?;
+    let snapshot = read(&*registry)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if json {
@@ -76,7 +76,7 @@ pub fn show(dir: &Path, json: bool) -> anyhow::Result<()> {
     }
 }
 
-fn read(registry: &Registry) -> anyhow::Result<Snapshot> {
+fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
     let brokers = registry.brokers()?;
     let mut ends = EndOffsets {
         brokers: &brokers,
@@ -97,7 +97,7 @@ fn read(registry: &Registry) -> anyhow::Result<Snapshot> {
 /// A group's rows: its committed offsets, then the partitions it owns with
 /// nothing committed yet.
 fn group_rows(
-    registry: &Registry,
+    registry: &dyn Registry,
     group: &str,
     ends: &mut EndOffsets<'_>,
     rows: &mut Vec<OffsetRow>,

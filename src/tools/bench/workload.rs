@@ -188,8 +188,9 @@ pub fn produce(addr: &str, topic: &str, run: &ProduceRun, progress: &(dyn Fn(u64
         threads
             .into_iter()
             .map(|t| {
-                t.join()
-                    .unwrap_or_else(|_| Err(Error::Config("a producer thread panicked".into())))
+                t.join().unwrap_or(Err(Error::Panicked {
+                    thread: "a producer thread",
+                }))
             })
             .collect()
     });
@@ -365,9 +366,9 @@ pub fn latency(addr: &str, topic: &str, records: u64, value_bytes: usize, rate_p
         });
         let consumed = receive_stamped(&mut consumer, records, epoch, &stop, &mut report);
         stop.store(true, Ordering::Relaxed);
-        let sent = producer
-            .join()
-            .unwrap_or_else(|_| Err(Error::Config("the producer thread panicked".into())));
+        let sent = producer.join().unwrap_or(Err(Error::Panicked {
+            thread: "the producer thread",
+        }));
         sent.and(consumed)
     })?;
     report.secs = epoch.elapsed().as_secs_f64();
@@ -402,7 +403,7 @@ fn receive_stamped(
         if n > 0 {
             last = Instant::now();
         } else if last.elapsed() > Duration::from_secs(30) {
-            return Err(Error::Config("no record arrived for 30 s".into()));
+            return Err(Error::Stalled { waited_s: 30 });
         }
     }
     Ok(())
