@@ -150,6 +150,17 @@ pub enum Error {
         limit: u64,
     },
 
+    /// More of something than a bound of the broker allows.
+    #[error("{count} {what} would pass the limit of {limit}")]
+    TooMany {
+        /// What there would be too many of ("topics").
+        what: &'static str,
+        /// How many there would be.
+        count: u64,
+        /// The limit.
+        limit: u64,
+    },
+
     /// A configuration value is unusable: a flag, a limit, or a name given
     /// to the library. Only for configuration; a failure at run time has a
     /// variant of its own.

@@ -243,16 +243,16 @@ impl Shared {
             (t.len(), t.values().flatten().flatten().count())
         };
         if topics >= limits::TOPICS_MAX {
-            return Err(Error::TooLarge {
-                what: "topic count",
-                size: topics as u64 + 1,
+            return Err(Error::TooMany {
+                what: "topics",
+                count: topics as u64 + 1,
                 limit: limits::TOPICS_MAX as u64,
             });
         }
         if partitions_held + partitions as usize > limits::BROKER_PARTITIONS_MAX {
-            return Err(Error::TooLarge {
-                what: "partition count of the broker",
-                size: (partitions_held + partitions as usize) as u64,
+            return Err(Error::TooMany {
+                what: "partitions on this broker",
+                count: (partitions_held + partitions as usize) as u64,
                 limit: limits::BROKER_PARTITIONS_MAX as u64,
             });
         }
@@ -396,7 +396,7 @@ pub(super) fn error_code(e: &Error) -> ErrorCode {
         Error::InvalidBatch(_) => ErrorCode::CorruptBatch,
         Error::DiskFull { .. } => ErrorCode::DiskFull,
         Error::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
-        Error::TooLarge { .. } => ErrorCode::LimitReached,
+        Error::TooLarge { .. } | Error::TooMany { .. } => ErrorCode::LimitReached,
         // The registry's failures to place a topic were configuration
         // errors once, and answer as they did.
         Error::Config(_) | Error::NoLiveBroker { .. } | Error::Vanished { .. } | Error::Encode { .. } => {
@@ -437,7 +437,14 @@ mod tests {
             limit: 1,
         };
         assert_eq!(error_code(&too_large("record")), ErrorCode::RecordTooLarge);
-        assert_eq!(error_code(&too_large("topic count")), ErrorCode::LimitReached);
+        assert_eq!(error_code(&too_large("batch")), ErrorCode::LimitReached);
+        let too_many = Error::TooMany {
+            what: "topics",
+            count: 10_001,
+            limit: 10_000,
+        };
+        assert_eq!(error_code(&too_many), ErrorCode::LimitReached);
+        assert_eq!(too_many.to_string(), "10001 topics would pass the limit of 10000");
         assert_eq!(error_code(&Error::Config("x".into())), ErrorCode::InvalidRequest);
         let full = Error::DiskFull {
             op: "append to",

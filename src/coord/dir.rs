@@ -59,18 +59,18 @@
 //! parse is an error that names it, never a silent restart from elsewhere.
 
 use std::any::Any;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use nix::errno::Errno;
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::Flock;
 use serde::Deserialize;
 
 use crate::coord::registry::{check_name, to_json, BrokerInfo, Ephemeral, Held, MemberInfo, Placement, Registry};
 use crate::error::{Error, IoContext, Result};
 use crate::storage::fs::{RealFs, Vfs};
+use crate::storage::lock::{is_flocked, try_flock};
 use crate::storage::store::{parse_partition_dir, partition_dir_name};
 
 /// Magic first line of an offset file.
@@ -123,30 +123,6 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     crate::storage::recover::write_atomic(&RealFs, parent, name, bytes)
 }
 
-/// Whether the flock on `path` is held by some process now.
-fn is_held(path: &Path) -> bool {
-    let Ok(file) = File::open(path) else {
-        return false;
-    };
-    Flock::lock(file, FlockArg::LockSharedNonblock).is_err()
-}
-
-/// Opens (creating) `path` and takes its exclusive flock without waiting.
-fn try_lock(path: &Path) -> Result<Option<Flock<File>>> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .ctx("open", path)?;
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(lock) => Ok(Some(lock)),
-        Err((_, Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, e)) => Err(Error::io("lock", path, e.into())),
-    }
-}
-
 impl DirRegistry {
     /// Opens (creating) the registry in `dir`.
     pub fn open(dir: impl Into<PathBuf>) -> Result<DirRegistry> {
@@ -170,7 +146,7 @@ impl DirRegistry {
         // only then write the description that readers list: a reader that
         // finds the description always finds the lock held.
         let tmp = entry_dir.join(format!(".{id}.lock.tmp"));
-        let lock = try_lock(&tmp)?.ok_or_else(|| Error::InUse { path: tmp.clone() })?;
+        let lock = try_flock(&tmp)?.ok_or_else(|| Error::InUse { path: tmp.clone() })?;
         let lock_path = entry_dir.join(format!("{id}.lock"));
         let info_path = entry_dir.join(format!("{id}.json"));
         std::fs::rename(&tmp, &lock_path).ctx("rename", &tmp)?;
@@ -197,7 +173,7 @@ impl DirRegistry {
             let id = name.trim_end_matches(".json");
             let lock = entry_dir.join(format!("{id}.lock"));
             let info = entry_dir.join(&name);
-            if !is_held(&lock) {
+            if !is_flocked(&lock) {
                 // Its process is gone: a stale entry.
                 let _ = std::fs::remove_file(&info);
                 let _ = std::fs::remove_file(&lock);
@@ -276,7 +252,7 @@ impl Registry for DirRegistry {
         let path = self.owner_path(group, topic, partition);
         let owners_dir = path.parent().expect("owners dir");
         std::fs::create_dir_all(owners_dir).ctx("create", owners_dir)?;
-        let Some(lock) = try_lock(&path)? else {
+        let Some(lock) = try_flock(&path)? else {
             return Ok(None);
         };
         lock.set_len(0).ctx("truncate", &path)?;
@@ -290,7 +266,7 @@ impl Registry for DirRegistry {
 
     fn owner(&self, group: &str, topic: &str, partition: u32) -> Option<String> {
         let path = self.owner_path(group, topic, partition);
-        if !is_held(&path) {
+        if !is_flocked(&path) {
             return None;
         }
         let mut text = String::new();

@@ -170,13 +170,8 @@ mod tests {
 
     #[test]
     fn random_bytes_never_panic() {
-        let mut state = 0x1234_5678_9ABC_DEF1u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = crate::random::XorShift::new(0x1234_5678_9ABC_DEF1);
+        let mut next = || rng.next();
         let mut valid = Vec::new();
         fetch_request(
             &mut valid,

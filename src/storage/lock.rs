@@ -28,33 +28,49 @@ impl PartitionLock {
     /// Takes the lock of the partition in `dir`, or says who holds it.
     pub fn acquire(dir: &Path) -> Result<PartitionLock> {
         let path = dir.join(LOCK_FILE);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .ctx("open lock", &path)?;
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(mut flock) => {
-                let pid = std::process::id().to_string();
-                flock.set_len(0).ctx("truncate", &path)?;
-                flock.seek(SeekFrom::Start(0)).ctx("seek", &path)?;
-                flock.write_all(pid.as_bytes()).ctx("write", &path)?;
-                Ok(PartitionLock { _flock: flock, path })
-            }
-            Err((_, Errno::EWOULDBLOCK)) => Err(Error::Locked {
+        let Some(mut flock) = try_flock(&path)? else {
+            return Err(Error::Locked {
                 path: dir.to_path_buf(),
                 holder: holder(dir).map_or("another process".to_string(), |pid| format!("pid {pid}")),
-            }),
-            Err((_, errno)) => Err(Error::io("lock", &path, errno.into())),
-        }
+            });
+        };
+        let pid = std::process::id().to_string();
+        flock.set_len(0).ctx("truncate", &path)?;
+        flock.seek(SeekFrom::Start(0)).ctx("seek", &path)?;
+        flock.write_all(pid.as_bytes()).ctx("write", &path)?;
+        Ok(PartitionLock { _flock: flock, path })
     }
 
     /// The lock file.
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Opens (creating) `path` and takes its exclusive `flock` without
+/// waiting: `None` when another open file holds it.
+pub fn try_flock(path: &Path) -> Result<Option<Flock<File>>> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .ctx("open lock", path)?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(Some(lock)),
+        Err((_, Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(Error::io("lock", path, e.into())),
+    }
+}
+
+/// Whether some process holds the `flock` on `path` now (a missing file
+/// is not held).
+pub fn is_flocked(path: &Path) -> bool {
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    Flock::lock(file, FlockArg::LockSharedNonblock).is_err()
 }
 
 /// The pid written in a partition's lock file, if the lock is held now.
