@@ -13,6 +13,12 @@
 //! caller handles earlier ones. Every record's CRC is checked before it is
 //! handed out, and records before the wanted offset (a fetch starts at a
 //! batch boundary) are skipped.
+//!
+//! The rooms: [`connection`] (one request at a time, and the per-broker
+//! pool), [`route`] (which broker serves a partition, from the registry),
+//! [`producer`], [`consumer`], [`partitioner`] (Kafka's murmur2 choice of
+//! partition), [`offset`] (where a consumer starts) and [`group`] (a member
+//! of a consumer group: Algorithm 1 through the registry, then fetching).
 
 pub mod connection;
 pub mod consumer;
