@@ -15,7 +15,7 @@
 //! batch boundary) are skipped.
 //!
 //! The rooms: [`connection`] (one request at a time, and the per-broker
-//! pool), [`route`] (which broker serves a partition, from the registry),
+//! pool), [`route`](mod@route) (which broker serves a partition, from the registry),
 //! [`producer`], [`consumer`], [`partitioner`] (Kafka's murmur2 choice of
 //! partition), [`offset`] (where a consumer starts) and [`group`] (a member
 //! of a consumer group: Algorithm 1 through the registry, then fetching).
