@@ -149,7 +149,7 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let bytes = serde_json::to_vec(value).map_err(|e| Error::Config(e.to_string()))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("entry");
-    crate::storage::recover::write_atomic(&RealFs, dir, name, &bytes)
+    crate::storage::fs::write_atomic(&RealFs, dir, name, &bytes)
 }
 
 /// Whether the flock on `path` is held by some process now.
@@ -366,7 +366,7 @@ impl Registry {
         std::fs::create_dir_all(dir).ctx("create", dir)?;
         let name = path.file_name().and_then(|n| n.to_str()).expect("name");
         let text = format!("{OFFSET_MAGIC}\n{offset}\n");
-        crate::storage::recover::write_atomic(&RealFs as &dyn Vfs, dir, name, text.as_bytes())
+        crate::storage::fs::write_atomic(&RealFs as &dyn Vfs, dir, name, text.as_bytes())
     }
 
     /// Every committed offset of `group`: (topic, partition, offset).

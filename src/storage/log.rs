@@ -60,7 +60,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
 use crate::limits;
-use crate::storage::fs::{VFile, Vfs};
+use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{self, INDEX_ENTRY_BYTES_MAX};
 use crate::storage::lock::PartitionLock;
 use crate::storage::record::{self, Batch, BatchHeader, BATCH_HEADER_BYTES};
@@ -872,7 +872,7 @@ impl Log {
             deleted.push(base);
         }
         if !deleted.is_empty() {
-            self.vfs.sync_dir(&self.dir).ctx("fsync directory", &self.dir)?;
+            fs::sync_directory(&*self.vfs, &self.dir)?;
         }
         Ok(deleted)
     }
@@ -901,7 +901,7 @@ impl Log {
         self.flush()?;
         self.active_mut().deactivate()?;
         recover::write_recovery_point(&*self.vfs, &self.dir, self.next_offset())?;
-        recover::write_atomic(&*self.vfs, &self.dir, recover::CLEAN_SHUTDOWN_FILE, b"")
+        fs::write_atomic(&*self.vfs, &self.dir, recover::CLEAN_SHUTDOWN_FILE, b"")
     }
 }
 

@@ -60,7 +60,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, IoContext, Result};
-use crate::storage::fs::{VFile, Vfs};
+use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{self, IndexEntry};
 use crate::storage::record::{self, BatchHeader, DecodeError, BATCH_HEADER_BYTES};
 use crate::storage::segment::{self, BatchScanner, ScanStop, SEGMENT_HEADER_BYTES};
@@ -296,7 +296,7 @@ pub fn recover_partition(
         index.trim()?;
     }
     if report.changed() || report.segments.iter().any(|s| s.scanned) {
-        vfs.sync_dir(dir).ctx("fsync directory", dir)?;
+        fs::sync_directory(vfs, dir)?;
     }
     if let Some(next) = report.next_offset() {
         // Every segment before the last was synced when it rolled, and
@@ -333,7 +333,7 @@ fn quarantine(vfs: &dyn Vfs, dir: &Path, log: &Path, dry_run: bool, report: &mut
         let name = log.file_name().expect("segment file name");
         let target = unused_name(vfs, &qdir.join(name));
         vfs.rename(log, &target).ctx("move into quarantine", log)?;
-        vfs.sync_dir(&qdir).ctx("fsync directory", &qdir)?;
+        fs::sync_directory(vfs, &qdir)?;
     }
     report.quarantined.push(log.to_path_buf());
     Ok(())
@@ -851,7 +851,7 @@ fn save_cut(file: &dyn VFile, path: &Path, from: u64, to: u64, vfs: &dyn Vfs) ->
             copy_range(file, path, from, to, &*out, &tmp)?;
             out.sync_data().ctx("fsync", &tmp)?;
             vfs.rename(&tmp, &target).ctx("rename", &tmp)?;
-            vfs.sync_dir(dir).ctx("fsync directory", dir)?;
+            fs::sync_directory(vfs, dir)?;
             return Ok(target);
         }
         if same_bytes(file, path, from, to, vfs, &target)? {
@@ -908,7 +908,7 @@ fn problem(offset: u64, position: u64, reason: String, torn_tail: bool) -> Probl
 
 /// Reads the recovery point file of a partition, 0 when absent or unreadable.
 pub fn read_recovery_point(vfs: &dyn Vfs, dir: &Path) -> u64 {
-    read_small(vfs, &dir.join(RECOVERY_POINT_FILE))
+    fs::read_small(vfs, &dir.join(RECOVERY_POINT_FILE))
         .and_then(|text| {
             let mut lines = text.lines();
             (lines.next()? == RECOVERY_POINT_HEADER).then_some(())?;
@@ -923,39 +923,15 @@ pub const RECOVERY_POINT_FILE: &str = "recovery-point";
 pub const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
 const RECOVERY_POINT_HEADER: &str = "klog-recovery-point 1";
 
-/// Reads a small text file (at most 4 KiB), `None` when absent or not text.
-pub fn read_small(vfs: &dyn Vfs, path: &Path) -> Option<String> {
-    let file = vfs.open_read(path).ok()?;
-    let len = file.len().ok()?;
-    if len > 4096 {
-        return None;
-    }
-    let mut buf = vec![0u8; len as usize];
-    file.read_exact_at(&mut buf, 0).ok()?;
-    String::from_utf8(buf).ok()
-}
-
 /// Writes a partition's recovery point atomically: temporary file, fsync,
 /// rename, directory fsync.
 pub fn write_recovery_point(vfs: &dyn Vfs, dir: &Path, offset: u64) -> Result<()> {
-    write_atomic(
+    fs::write_atomic(
         vfs,
         dir,
         RECOVERY_POINT_FILE,
         format!("{RECOVERY_POINT_HEADER}\n{offset}\n").as_bytes(),
     )
-}
-
-/// Writes `dir/name` atomically.
-pub fn write_atomic(vfs: &dyn Vfs, dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
-    let path = dir.join(name);
-    let tmp = dir.join(format!("{name}.tmp"));
-    let file = vfs.open(&tmp, true).ctx("create", &tmp)?;
-    file.set_len(0).ctx("truncate", &tmp)?;
-    file.write_all_at(bytes, 0).ctx("write", &tmp)?;
-    file.sync_data().ctx("fsync", &tmp)?;
-    vfs.rename(&tmp, &path).ctx("rename", &tmp)?;
-    vfs.sync_dir(dir).ctx("fsync directory", dir)
 }
 
 /// Whether a partition was closed cleanly (its marker exists).
@@ -968,7 +944,7 @@ pub fn clear_clean(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
     let path = dir.join(CLEAN_SHUTDOWN_FILE);
     if vfs.exists(&path) {
         vfs.remove(&path).ctx("remove", &path)?;
-        vfs.sync_dir(dir).ctx("fsync directory", dir)?;
+        fs::sync_directory(vfs, dir)?;
     }
     Ok(())
 }

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
-use crate::storage::fs::{VFile, Vfs};
+use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{IndexEntry, SegmentIndex};
 use crate::storage::record::{self, BatchHeader, DecodeError, BATCH_HEADER_BYTES};
 
@@ -258,7 +258,7 @@ impl Segment {
         let index = SegmentIndex::create(vfs, &path, Vec::new(), index_entries)?;
         // The new files exist after a power cut only once their directory
         // entries are durable.
-        vfs.sync_dir(dir).ctx("fsync directory", dir)?;
+        fs::sync_directory(vfs, dir)?;
         Ok(Segment {
             base_offset,
             path,
