@@ -54,10 +54,9 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::{IoContext, Result};
+use crate::error::{DecodeError, IoContext, Result};
 use crate::storage::fs::{MapMut, VFile, Vfs};
-use crate::storage::record::u32_at;
-use crate::storage::record::u64_at;
+use crate::storage::record::{u32_at, u64_at, BatchHeader};
 
 /// Bytes of one `.index` entry.
 pub const OFFSET_ENTRY_BYTES: usize = 8;
@@ -80,6 +79,28 @@ pub struct IndexEntry {
     pub position: u32,
     /// Largest record timestamp from the segment's start through the batch.
     pub max_timestamp: i64,
+}
+
+impl IndexEntry {
+    /// The entry for the batch `header` at `position` of the segment whose
+    /// base offset is `segment_base`, when the largest timestamp before it
+    /// is `max_timestamp_before`. Fails when its offset or position does not
+    /// fit the entry's `u32`: a segment never grows so far, so such a batch
+    /// is damage, never a crash.
+    pub fn for_batch(
+        segment_base: u64,
+        position: u64,
+        header: &BatchHeader,
+        max_timestamp_before: i64,
+    ) -> Result<IndexEntry, DecodeError> {
+        Ok(IndexEntry {
+            relative_offset: u32::try_from(header.base_offset - segment_base)
+                .map_err(|_| DecodeError::Malformed("batch: offset too far from the segment's base"))?,
+            position: u32::try_from(position)
+                .map_err(|_| DecodeError::Malformed("batch: position beyond 4 GiB in a segment"))?,
+            max_timestamp: max_timestamp_before.max(header.max_timestamp),
+        })
+    }
 }
 
 /// Paths of the two index files of the segment whose log is `log_path`.
@@ -452,6 +473,32 @@ mod tests {
         drop(index);
         assert_eq!(read_entries(&vfs, log).unwrap(), more);
         assert_eq!(vfs.map_faults(), 0);
+    }
+
+    fn header(base_offset: u64, max_timestamp: i64) -> BatchHeader {
+        let mut b = crate::storage::record::BatchBuilder::new();
+        b.push(max_timestamp, None, &[], b"v");
+        let batch = b.finish();
+        crate::storage::record::set_base_offset(batch, base_offset);
+        BatchHeader::decode(batch, crate::limits::BATCH_BYTES_MAX).unwrap()
+    }
+
+    #[test]
+    fn an_entry_for_a_batch_is_relative_to_its_segment_and_keeps_the_largest_timestamp() {
+        let e = IndexEntry::for_batch(100, 4000, &header(107, 5), 9).unwrap();
+        assert_eq!(e, entry(7, 4000, 9));
+        let e = IndexEntry::for_batch(100, 4000, &header(107, 12), 9).unwrap();
+        assert_eq!(e.max_timestamp, 12);
+    }
+
+    #[test]
+    fn an_entry_that_does_not_fit_u32_is_refused() {
+        let far = header(100 + (1 << 32), 1);
+        let err = IndexEntry::for_batch(100, 4000, &far, 0).unwrap_err();
+        assert!(err.to_string().contains("offset too far"), "{err}");
+        let err = IndexEntry::for_batch(100, 1 << 32, &header(101, 1), 0).unwrap_err();
+        assert!(err.to_string().contains("beyond 4 GiB"), "{err}");
+        assert!(IndexEntry::for_batch(100, u64::from(u32::MAX), &header(100 + u64::from(u32::MAX), 1), 0).is_ok());
     }
 
     #[test]

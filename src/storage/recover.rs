@@ -419,13 +419,7 @@ impl Scan {
     /// Keeps the batch at `position`; an error when it cannot be indexed
     /// (a position or relative offset beyond `u32`: damage, not a crash).
     fn keep(&mut self, position: u64, header: &BatchHeader, bytes: u64) -> std::result::Result<(), DecodeError> {
-        let entry = IndexEntry {
-            relative_offset: u32::try_from(header.base_offset - self.base)
-                .map_err(|_| DecodeError::Malformed("batch: offset too far from the segment's base"))?,
-            position: u32::try_from(position)
-                .map_err(|_| DecodeError::Malformed("batch: position beyond 4 GiB in a segment"))?,
-            max_timestamp: self.max_timestamp.max(header.max_timestamp),
-        };
+        let entry = IndexEntry::for_batch(self.base, position, header, self.max_timestamp)?;
         self.max_timestamp = entry.max_timestamp;
         self.first_timestamp.get_or_insert(header.base_timestamp);
         if self.from_start && self.since_rebuilt >= self.interval {

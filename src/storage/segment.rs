@@ -435,21 +435,14 @@ impl Segment {
         self.check_broken()?;
         let position = self.size;
         let max_timestamp = self.max_timestamp.max(header.max_timestamp);
-        let entry = if self.bytes_since_index >= u64::from(index_interval) {
-            let narrow = |what: &'static str| Error::Corrupt {
+        let entry = (self.bytes_since_index >= u64::from(index_interval))
+            .then(|| IndexEntry::for_batch(self.base_offset, position, header, self.max_timestamp))
+            .transpose()
+            .map_err(|e| Error::Corrupt {
                 path: self.path.clone(),
                 position,
-                reason: format!("{what} does not fit an index entry (u32)"),
-            };
-            Some(IndexEntry {
-                relative_offset: u32::try_from(header.base_offset - self.base_offset)
-                    .map_err(|_| narrow("the batch's offset relative to the segment"))?,
-                position: u32::try_from(position).map_err(|_| narrow("the batch's position"))?,
-                max_timestamp,
-            })
-        } else {
-            None
-        };
+                reason: e.to_string(),
+            })?;
         if buffer_bytes == 0 {
             self.write_pending()?;
         }
