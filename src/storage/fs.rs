@@ -20,8 +20,8 @@
 //!
 //! Below the seam sit the few things every writer of the data directory does
 //! the same way: [`write_atomic`] (temporary file, fsync, rename, directory
-//! fsync), [`sync_directory`], and [`read_small`] for the small text files
-//! written so.
+//! fsync), [`sync_directory`], [`read_small`] for the small text files
+//! written so, and [`is_zero_range`] for the zeros a power cut leaves.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -52,6 +52,25 @@ pub fn write_atomic(vfs: &dyn Vfs, dir: &Path, name: &str, bytes: &[u8]) -> Resu
     file.sync_data().ctx("fsync", &tmp)?;
     vfs.rename(&tmp, &path).ctx("rename", &tmp)?;
     sync_directory(vfs, dir)
+}
+
+/// Bytes read at a time by the helpers that go through a range of a file.
+pub const RANGE_CHUNK_BYTES: u64 = 1 << 20;
+
+/// Whether bytes `from..to` of `file` are all zeros, read a chunk at a time
+/// and stopping at the first chunk that is not.
+pub fn is_zero_range(file: &dyn VFile, from: u64, to: u64) -> io::Result<bool> {
+    let mut buf = vec![0u8; RANGE_CHUNK_BYTES.min(to.saturating_sub(from)) as usize];
+    let mut at = from;
+    while at < to {
+        let n = RANGE_CHUNK_BYTES.min(to - at) as usize;
+        file.read_exact_at(&mut buf[..n], at)?;
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        at += n as u64;
+    }
+    Ok(true)
 }
 
 /// Bytes [`read_small`] reads at most.

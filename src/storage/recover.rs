@@ -60,10 +60,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, IoContext, Result};
+use crate::storage::batches::{BatchStop, FileBatches};
 use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{self, IndexEntry};
 use crate::storage::record::{self, BatchHeader, DecodeError, BATCH_HEADER_BYTES};
-use crate::storage::segment::{self, BatchScanner, ScanStop, SEGMENT_HEADER_BYTES};
+use crate::storage::segment::{self, SEGMENT_HEADER_BYTES};
 
 /// Name of the directory, inside a partition, that recovery moves segments
 /// after a cut into.
@@ -611,25 +612,22 @@ fn first_timestamp(file: &dyn VFile, path: &Path) -> Result<Option<i64>> {
 /// stopped batch that are whole and valid (count, bytes, max timestamp).
 type Kept = (u32, u64, i64);
 
-fn scan_batches(file: &dyn VFile, path: &Path, len: u64, scan: &mut Scan) -> Result<Option<(ScanStop, Kept)>> {
-    let batch_max = crate::limits::BATCH_BYTES_MAX;
+fn scan_batches(file: &dyn VFile, path: &Path, len: u64, scan: &mut Scan) -> Result<Option<(BatchStop, Kept)>> {
     let record_max = crate::limits::RECORD_BYTES_MAX_LIMIT;
-    let mut scanner = BatchScanner::new(file, scan.size, len, batch_max);
+    let mut walk = FileBatches::new(file, scan.size, len, crate::limits::BATCH_BYTES_MAX);
     loop {
-        let next = scanner.next_batch().ctx("read", path)?;
-        let (position, bytes) = match next {
-            Ok(None) => return Ok(None),
-            Ok(Some(b)) => b,
-            Err(stop) => {
+        let (position, batch) = match walk.next_batch().ctx("read", path)? {
+            None => return Ok(None),
+            Some(Ok(found)) => found,
+            Some(Err(stop)) => {
                 let kept = torn_prefix(file, path, &stop, scan.next_offset, len)?;
                 return Ok(Some((stop, kept)));
             }
         };
-        let batch = record::Batch::decode(bytes, batch_max).expect("scanner checked the header");
         let header = batch.header;
         if header.base_offset != scan.next_offset {
             let error = DecodeError::Malformed("batch: base offset out of sequence");
-            return Ok(Some((ScanStop { position, error }, (0, 0, i64::MIN))));
+            return Ok(Some((bad_batch(position, error), (0, 0, i64::MIN))));
         }
         let mut kept: Kept = (0, 0, i64::MIN);
         let mut failure = None;
@@ -646,19 +644,29 @@ fn scan_batches(file: &dyn VFile, path: &Path, len: u64, scan: &mut Scan) -> Res
             failure = Some(DecodeError::Malformed("batch: max timestamp differs from its records"));
         }
         if let Some(error) = failure {
-            return Ok(Some((ScanStop { position, error }, kept)));
+            return Ok(Some((bad_batch(position, error), kept)));
         }
-        if let Err(error) = scan.keep(position, &header, bytes.len() as u64) {
-            return Ok(Some((ScanStop { position, error }, (0, 0, i64::MIN))));
+        if let Err(error) = scan.keep(position, &header, batch.total_bytes() as u64) {
+            return Ok(Some((bad_batch(position, error), (0, 0, i64::MIN))));
         }
+    }
+}
+
+/// A stop at a whole batch with a valid header that recovery cannot keep
+/// as it is: the bytes from it are not zeros.
+fn bad_batch(position: u64, error: DecodeError) -> BatchStop {
+    BatchStop {
+        position,
+        error,
+        zeros: false,
     }
 }
 
 /// For a batch whose header is valid but whose bytes run past the end of
 /// the file, the whole valid records that are there.
-fn torn_prefix(file: &dyn VFile, path: &Path, stop: &ScanStop, expected: u64, len: u64) -> Result<Kept> {
+fn torn_prefix(file: &dyn VFile, path: &Path, stop: &BatchStop, expected: u64, len: u64) -> Result<Kept> {
     let none = (0, 0, i64::MIN);
-    if !stop.error.is_truncated() || len - stop.position < BATCH_HEADER_BYTES as u64 {
+    if !stop.is_truncated() || len - stop.position < BATCH_HEADER_BYTES as u64 {
         return Ok(none);
     }
     let mut buf = vec![0u8; (len - stop.position) as usize];
@@ -691,7 +699,7 @@ fn cut(
     vfs: &dyn Vfs,
     path: &Path,
     scan: &mut Scan,
-    stop: &ScanStop,
+    stop: &BatchStop,
     kept: Kept,
     len: u64,
     options: &RecoverOptions,
@@ -712,8 +720,14 @@ fn cut(
     }
     let cut_bytes = len - new_len;
     let first_bad = scan.next_offset + u64::from(count);
-    let zeros = is_zero_range(file, path, new_len, len)?;
-    let short = stop.error.is_truncated() && cut_bytes < u64::from(crate::limits::BATCH_BYTES_MAX);
+    // The walk judged the bytes from the batch on; when records of it are
+    // kept, the cut starts after them.
+    let zeros = if new_len == stop.position {
+        stop.zeros
+    } else {
+        fs::is_zero_range(file, new_len, len).ctx("read", path)?
+    };
+    let short = stop.is_truncated() && cut_bytes < u64::from(crate::limits::BATCH_BYTES_MAX);
     let lost_pages = !zeros && !short && torn_pages(file, path, stop.position, new_len, len)?;
     let torn = zeros || short || lost_pages;
     let reason = if zeros {
@@ -811,20 +825,6 @@ fn last_non_zero_byte(file: &dyn VFile, path: &Path, from: u64, to: u64) -> Resu
         end = start;
     }
     Ok(None)
-}
-
-fn is_zero_range(file: &dyn VFile, path: &Path, from: u64, to: u64) -> Result<bool> {
-    let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(to - from) as usize];
-    let mut at = from;
-    while at < to {
-        let n = COPY_CHUNK_BYTES.min(to - at) as usize;
-        file.read_exact_at(&mut buf[..n], at).ctx("read", path)?;
-        if buf[..n].iter().any(|&b| b != 0) {
-            return Ok(false);
-        }
-        at += n as u64;
-    }
-    Ok(true)
 }
 
 /// Saves `[from, to)` of the segment `path` beside it as

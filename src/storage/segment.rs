@@ -23,8 +23,8 @@
 //! `tests/golden/partition/` pin this layout; a diff there is a format
 //! change and needs a new `version`.
 //!
-//! Reading ([`BatchScanner`]) goes through a reusable buffer, a few large
-//! reads per megabyte, never one read per record.
+//! Walking a segment's batches is [`crate::storage::batches::FileBatches`]:
+//! a few large reads per megabyte, never one read per record.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,7 +32,7 @@ use std::sync::Arc;
 use crate::error::{Error, IoContext, Result};
 use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{IndexEntry, SegmentIndex};
-use crate::storage::record::{self, BatchHeader, DecodeError, BATCH_HEADER_BYTES};
+use crate::storage::record::{self, BatchHeader, BATCH_HEADER_BYTES};
 
 /// Bytes of the segment header.
 pub const SEGMENT_HEADER_BYTES: usize = 24;
@@ -86,101 +86,6 @@ pub fn decode_header(h: &[u8]) -> std::result::Result<u64, String> {
         return Err(format!("unsupported segment version {version}"));
     }
     Ok(record::u64_at(h, 8))
-}
-
-/// Reads batches from a segment file in order, through one reusable buffer.
-#[derive(Debug)]
-pub struct BatchScanner<'f> {
-    file: &'f dyn VFile,
-    buf: Vec<u8>,
-    /// File position of `buf[0]`.
-    buf_position: u64,
-    /// Position of the next batch.
-    position: u64,
-    end: u64,
-    batch_bytes_max: u32,
-}
-
-/// A scan stopped at a batch that is not whole and valid.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScanStop {
-    /// Position of the batch.
-    pub position: u64,
-    /// What is wrong with it.
-    pub error: DecodeError,
-}
-
-/// One step of a scan: a batch (position, bytes), the end, or a stop.
-pub type ScanStep<'a> = Result<Option<(u64, &'a [u8])>, ScanStop>;
-
-const SCAN_CHUNK_BYTES: usize = 1 << 20;
-
-impl<'f> BatchScanner<'f> {
-    /// Scans `file` from `position` up to `end` (the file's length, or less).
-    pub fn new(file: &'f dyn VFile, position: u64, end: u64, batch_bytes_max: u32) -> Self {
-        BatchScanner {
-            file,
-            buf: Vec::new(),
-            buf_position: position,
-            position,
-            end,
-            batch_bytes_max,
-        }
-    }
-
-    /// Position of the next batch.
-    pub fn position(&self) -> u64 {
-        self.position
-    }
-
-    /// Makes `[position, position + len)` available in `buf`, reading at
-    /// least a chunk; returns false when the file ends first.
-    fn fill(&mut self, len: usize) -> std::io::Result<bool> {
-        let have_from = self.position - self.buf_position;
-        if self.buf_position <= self.position && have_from as usize + len <= self.buf.len() {
-            return Ok(true);
-        }
-        if self.position + len as u64 > self.end {
-            return Ok(false);
-        }
-        let want = (self.end - self.position).min(len.max(SCAN_CHUNK_BYTES) as u64) as usize;
-        self.buf.resize(want, 0);
-        self.file.read_exact_at(&mut self.buf, self.position)?;
-        self.buf_position = self.position;
-        Ok(true)
-    }
-
-    /// The next batch: its position and bytes (header checked, records not),
-    /// `Ok(None)` at the end, or where and why the scan must stop.
-    pub fn next_batch(&mut self) -> std::io::Result<ScanStep<'_>> {
-        if self.position == self.end {
-            return Ok(Ok(None));
-        }
-        let stop = |position, error| Ok(Err(ScanStop { position, error }));
-        let available = (self.end - self.position) as usize;
-        if !self.fill(BATCH_HEADER_BYTES.min(available))? {
-            return stop(self.position, DecodeError::Malformed("scan"));
-        }
-        let at = (self.position - self.buf_position) as usize;
-        let header = match BatchHeader::decode(&self.buf[at..], self.batch_bytes_max) {
-            Ok(h) => h,
-            Err(e) => return stop(self.position, e),
-        };
-        let total = header.total_bytes() as usize;
-        if total > available {
-            let e = DecodeError::Truncated {
-                what: "batch",
-                needed: total as u64,
-                available: available as u64,
-            };
-            return stop(self.position, e);
-        }
-        self.fill(total)?;
-        let at = (self.position - self.buf_position) as usize;
-        let position = self.position;
-        self.position += total as u64;
-        Ok(Ok(Some((position, &self.buf[at..at + total]))))
-    }
 }
 
 /// A segment: its log file, its place in the log and, while it is the
