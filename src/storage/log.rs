@@ -60,10 +60,11 @@ use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
 use crate::limits;
+use crate::storage::batches::Batches;
 use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{self, INDEX_ENTRY_BYTES_MAX};
 use crate::storage::lock::PartitionLock;
-use crate::storage::record::{self, Batch, BatchHeader, BATCH_HEADER_BYTES};
+use crate::storage::record::{self, Batch, BatchHeader};
 use crate::storage::recover::{self, RecoverOptions, RecoveryReport};
 use crate::storage::segment::Segment;
 
@@ -823,21 +824,20 @@ impl Log {
                 return Ok(None);
             };
             slice.read_into(&mut buf)?;
-            let mut at = 0;
-            while at + BATCH_HEADER_BYTES <= buf.len() {
-                let Ok(batch) = Batch::decode(&buf[at..], limits::BATCH_BYTES_MAX) else {
+            // A batch the read's byte budget cut is read again from its
+            // offset (a damaged one then fails that read).
+            for step in Batches::new(&buf, limits::BATCH_BYTES_MAX) {
+                let Ok((at, batch)) = step else {
                     break;
                 };
                 if batch.header.max_timestamp >= timestamp_ms {
                     for r in batch.records(limits::RECORD_BYTES_MAX_LIMIT) {
-                        let r =
-                            r.map_err(|e| recover::corrupt(&slice.path, slice.position + at as u64, e.to_string()))?;
+                        let r = r.map_err(|e| recover::corrupt(&slice.path, slice.position + at, e.to_string()))?;
                         if r.offset >= from && r.timestamp >= timestamp_ms {
                             return Ok(Some(r.offset));
                         }
                     }
                 }
-                at += batch.total_bytes();
                 offset = batch.header.next_offset();
             }
         }
