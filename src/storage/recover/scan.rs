@@ -1,0 +1,327 @@
+//! Scanning one segment: walking its batches, checking every record
+//! against the format's hard limits, keeping each batch that is whole,
+//! valid and in sequence up to the first that is not (and the whole records
+//! at the start of that one), and checking the segment's index on disk
+//! against what is kept.
+//!
+//! An index is judged by its invariants, never by the interval this run
+//! would use (the writer may have used another): each entry names the batch
+//! that starts at its position, with that batch's offset and the largest
+//! timestamp through it, in increasing order. A short index (a crash before
+//! its last entries were written) is extended; an index that breaks an
+//! invariant is rebuilt from the scan.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::RecoverOptions;
+use crate::error::{IoContext, Result};
+use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
+use crate::storage::batches::{BatchStop, FileBatches};
+use crate::storage::fs::{VFile, Vfs};
+use crate::storage::index::IndexEntry;
+use crate::storage::record::{self, BatchHeader, DecodeError, Record, BATCH_HEADER_BYTES};
+use crate::storage::segment::SEGMENT_HEADER_BYTES;
+
+/// A segment file under recovery, and how it may be judged.
+pub(super) struct SegmentFile<'a> {
+    pub(super) vfs: &'a dyn Vfs,
+    pub(super) file: Arc<dyn VFile>,
+    pub(super) path: &'a Path,
+    /// The file's length when recovery opened it.
+    pub(super) len: u64,
+    pub(super) options: &'a RecoverOptions,
+    /// Whether it is the partition's last segment, the only one a crash
+    /// can leave with a torn tail.
+    pub(super) last: bool,
+}
+
+impl SegmentFile<'_> {
+    /// Reads up to `buf.len()` bytes at `at`; how many there were.
+    pub(super) fn read_at(&self, buf: &mut [u8], at: u64) -> Result<usize> {
+        self.file.read_at(buf, at).ctx("read", self.path)
+    }
+
+    /// Reads exactly `buf.len()` bytes at `at`.
+    pub(super) fn read_exact_at(&self, buf: &mut [u8], at: u64) -> Result<()> {
+        self.file.read_exact_at(buf, at).ctx("read", self.path)
+    }
+}
+
+/// The running state of a segment scan, and of the check of its index.
+///
+/// Missing entries after the last one on disk are not damage (a crash can
+/// leave an index short); they are added every `interval_bytes`.
+#[derive(Debug)]
+pub(super) struct Scan {
+    /// The segment's base offset.
+    base: u64,
+    /// Batches kept.
+    pub(super) batches: u64,
+    /// Bytes kept, segment header included: where the next batch starts.
+    pub(super) size: u64,
+    /// One past the last record kept.
+    pub(super) next_offset: u64,
+    /// Largest timestamp kept.
+    pub(super) max_timestamp: i64,
+    /// Timestamp of the segment's first batch.
+    pub(super) first_timestamp: Option<i64>,
+    interval_bytes: u64,
+    /// Whether the scan began at the segment's first batch (so `rebuilt`
+    /// covers the whole segment).
+    pub(super) from_start: bool,
+    /// Entries rebuilt from scratch, one every `interval_bytes`.
+    rebuilt: Vec<IndexEntry>,
+    bytes_since_rebuilt: u64,
+    /// The index on disk, checked entry by entry as the scan passes them.
+    disk: Vec<IndexEntry>,
+    disk_next: usize,
+    /// The entries kept: the checked ones on disk, then new ones past the
+    /// last of them.
+    entries: Vec<IndexEntry>,
+    bytes_since_entry: u64,
+    /// Why the index on disk cannot stay, once known.
+    pub(super) index_problem: Option<String>,
+}
+
+impl Scan {
+    /// A scan of the segment based at `base` from its first batch, checking
+    /// `disk` (the entries on disk, unless `index_problem` says why not).
+    pub(super) fn new(base: u64, interval_bytes: u32, disk: Vec<IndexEntry>, index_problem: Option<String>) -> Scan {
+        Scan {
+            base,
+            batches: 0,
+            size: SEGMENT_HEADER_BYTES as u64,
+            next_offset: base,
+            max_timestamp: i64::MIN,
+            first_timestamp: None,
+            interval_bytes: u64::from(interval_bytes),
+            from_start: true,
+            rebuilt: Vec::new(),
+            bytes_since_rebuilt: 0,
+            disk,
+            disk_next: 0,
+            entries: Vec::new(),
+            bytes_since_entry: 0,
+            index_problem,
+        }
+    }
+
+    /// Starts at the last entry of a trusted index instead of the first
+    /// batch: the entries before it are taken as they are, and the batch it
+    /// names is checked like any other.
+    pub(super) fn trust_up_to_last_entry(&mut self) {
+        let last = self.disk.len() - 1;
+        let entry = self.disk[last];
+        self.from_start = false;
+        self.entries = self.disk[..last].to_vec();
+        self.disk_next = last;
+        self.size = u64::from(entry.position);
+        self.next_offset = self.base + u64::from(entry.relative_offset);
+        self.max_timestamp = entry.max_timestamp;
+    }
+
+    /// Keeps the batch at `position`; an error when it cannot be indexed
+    /// (a position or relative offset beyond `u32`: damage, not a crash).
+    pub(super) fn keep(&mut self, position: u64, header: &BatchHeader, bytes: u64) -> Result<(), DecodeError> {
+        let entry = IndexEntry::for_batch(self.base, position, header, self.max_timestamp)?;
+        self.max_timestamp = entry.max_timestamp;
+        self.first_timestamp.get_or_insert(header.base_timestamp);
+        if self.from_start && self.bytes_since_rebuilt >= self.interval_bytes {
+            self.rebuilt.push(entry);
+            self.bytes_since_rebuilt = 0;
+        }
+        self.bytes_since_rebuilt += bytes;
+        self.check_disk_entry(entry);
+        self.bytes_since_entry += bytes;
+        self.batches += 1;
+        self.size = position + bytes;
+        self.next_offset = header.next_offset();
+        Ok(())
+    }
+
+    /// Checks the entry on disk the scan has reached, if any, against the
+    /// batch just kept; past the last one, adds entries of its own.
+    fn check_disk_entry(&mut self, batch: IndexEntry) {
+        if self.index_problem.is_some() {
+            return;
+        }
+        let j = self.disk_next;
+        let Some(disk) = self.disk.get(j).copied() else {
+            if self.bytes_since_entry >= self.interval_bytes {
+                self.entries.push(batch);
+                self.bytes_since_entry = 0;
+            }
+            return;
+        };
+        if disk.position > batch.position {
+            return;
+        }
+        self.index_problem = if disk.position < batch.position {
+            Some(format!(
+                "entry {j}: position {} is not where a batch starts",
+                disk.position
+            ))
+        } else if disk.relative_offset != batch.relative_offset {
+            Some(format!(
+                "entry {j}: names offset {}, the batch at position {} starts at {}",
+                self.base + u64::from(disk.relative_offset),
+                disk.position,
+                self.base + u64::from(batch.relative_offset)
+            ))
+        } else if disk.max_timestamp != batch.max_timestamp {
+            Some(format!(
+                "entry {j}: maximum timestamp {}, the log's is {}",
+                disk.max_timestamp, batch.max_timestamp
+            ))
+        } else {
+            self.entries.push(disk);
+            self.disk_next += 1;
+            self.bytes_since_entry = 0;
+            None
+        };
+    }
+
+    /// The entries the segment has after recovery, and why the index on
+    /// disk cannot stay, if it cannot.
+    pub(super) fn finish_index(&mut self, was_cut: bool) -> (Vec<IndexEntry>, Option<String>) {
+        if self.index_problem.is_none() && self.disk_next < self.disk.len() && !was_cut {
+            let j = self.disk_next;
+            self.index_problem = Some(format!(
+                "entry {j}: position {} is beyond the last batch",
+                self.disk[j].position
+            ));
+        }
+        if self.index_problem.is_none() && !was_cut {
+            return (std::mem::take(&mut self.entries), None);
+        }
+        // A cut segment is always scanned from its start (a trusted scan
+        // that stops is redone in full).
+        debug_assert!(self.from_start);
+        (std::mem::take(&mut self.rebuilt), self.index_problem.take())
+    }
+}
+
+/// The whole, valid records at the start of the batch a scan stopped at:
+/// what recovery keeps of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct KeptRecords {
+    /// How many.
+    pub(super) count: u32,
+    /// Their bytes.
+    pub(super) bytes: u64,
+    /// Their largest timestamp.
+    pub(super) max_timestamp: i64,
+}
+
+impl KeptRecords {
+    pub(super) const NONE: KeptRecords = KeptRecords {
+        count: 0,
+        bytes: 0,
+        max_timestamp: i64::MIN,
+    };
+
+    fn add(&mut self, record: &Record<'_>) {
+        self.count += 1;
+        self.bytes += u64::from(record.encoded_bytes);
+        self.max_timestamp = self.max_timestamp.max(record.timestamp);
+    }
+}
+
+/// Where a scan stopped before the end of the segment, and what it keeps
+/// of the batch there.
+#[derive(Debug)]
+pub(super) struct Stopped {
+    pub(super) stop: BatchStop,
+    pub(super) kept: KeptRecords,
+}
+
+impl SegmentFile<'_> {
+    /// Walks the batches from where `scan` is, keeping each that is whole
+    /// and valid, in sequence and indexable, up to the first that is not.
+    pub(super) fn scan_batches(&self, scan: &mut Scan) -> Result<Option<Stopped>> {
+        let mut walk = FileBatches::new(&*self.file, scan.size, self.len, BATCH_BYTES_MAX);
+        loop {
+            let (position, batch) = match walk.next_batch().ctx("read", self.path)? {
+                None => return Ok(None),
+                Some(Ok(found)) => found,
+                Some(Err(stop)) => {
+                    let kept = self.torn_prefix(&stop, scan.next_offset)?;
+                    return Ok(Some(Stopped { stop, kept }));
+                }
+            };
+            let header = batch.header;
+            if header.base_offset != scan.next_offset {
+                let error = DecodeError::Malformed("batch: base offset out of sequence");
+                return Ok(Some(bad_batch(position, error, KeptRecords::NONE)));
+            }
+            let mut kept = KeptRecords::NONE;
+            let mut failure = None;
+            for r in batch.records(RECORD_BYTES_MAX_LIMIT) {
+                match r {
+                    Ok(r) => kept.add(&r),
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
+            if failure.is_none() && kept.max_timestamp != header.max_timestamp {
+                failure = Some(DecodeError::Malformed("batch: max timestamp differs from its records"));
+            }
+            if let Some(error) = failure {
+                return Ok(Some(bad_batch(position, error, kept)));
+            }
+            if let Err(error) = scan.keep(position, &header, batch.total_bytes() as u64) {
+                return Ok(Some(bad_batch(position, error, KeptRecords::NONE)));
+            }
+        }
+    }
+
+    /// For a batch whose header is valid but whose bytes run past the end
+    /// of the file, the whole valid records that are there.
+    fn torn_prefix(&self, stop: &BatchStop, expected: u64) -> Result<KeptRecords> {
+        if !stop.is_truncated() || self.len - stop.position < BATCH_HEADER_BYTES as u64 {
+            return Ok(KeptRecords::NONE);
+        }
+        let mut buf = vec![0u8; (self.len - stop.position) as usize];
+        self.read_exact_at(&mut buf, stop.position)?;
+        Ok(whole_records(&buf, expected))
+    }
+}
+
+/// A stop at a whole batch with a valid header that recovery cannot keep
+/// as it is (the bytes from it are not zeros), keeping `kept` of it.
+fn bad_batch(position: u64, error: DecodeError, kept: KeptRecords) -> Stopped {
+    let stop = BatchStop {
+        position,
+        error,
+        zeros: false,
+    };
+    Stopped { stop, kept }
+}
+
+/// The whole, valid records at the start of `bytes`, a batch cut short
+/// whose first record should be `expected`: none when its header is bad or
+/// out of sequence.
+fn whole_records(bytes: &[u8], expected: u64) -> KeptRecords {
+    let mut kept = KeptRecords::NONE;
+    let Ok(header) = BatchHeader::decode(bytes, BATCH_BYTES_MAX) else {
+        return kept;
+    };
+    if header.base_offset != expected {
+        return kept;
+    }
+    let mut at = BATCH_HEADER_BYTES;
+    while kept.count < header.record_count {
+        let offset = expected + u64::from(kept.count);
+        match record::decode_record(&bytes[at..], offset, header.base_timestamp, RECORD_BYTES_MAX_LIMIT) {
+            Ok((r, used)) => {
+                at += used;
+                kept.add(&r);
+            }
+            Err(_) => break,
+        }
+    }
+    kept
+}
