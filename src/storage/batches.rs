@@ -372,6 +372,19 @@ mod tests {
     }
 
     #[test]
+    fn zeros_with_anything_after_them_are_damage() {
+        let (bytes, starts) = three_batches();
+        let mut padded = bytes.clone();
+        padded.resize(bytes.len() + 5000, 0);
+        padded.push(1);
+        let (found, stop) = walk(&padded);
+        assert_eq!(found, positions(&starts));
+        let stop = stop.unwrap();
+        assert_eq!(stop.position, bytes.len() as u64);
+        assert!(!stop.zeros && !stop.is_torn_tail(), "{stop:?}");
+    }
+
+    #[test]
     fn a_bad_header_is_damage_even_with_zeros_after_it() {
         let (bytes, starts) = three_batches();
         for (what, at) in [("crc", 5), ("magic", 12), ("length", 9)] {

@@ -637,3 +637,66 @@ pub fn check_batch(batch: &[u8], config: &LogConfig) -> Result<BatchHeader> {
     decoded.validate(config.record_bytes_max)?;
     Ok(decoded.header)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_configuration_is_valid() {
+        LogConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn a_configuration_outside_the_limits_is_refused() {
+        type Change = fn(&mut LogConfig);
+        let cases: [(&str, Change); 7] = [
+            ("segment size", |c| c.segment_bytes = limits::SEGMENT_BYTES_MIN - 1),
+            ("segment size", |c| c.segment_bytes = limits::SEGMENT_BYTES_MAX + 1),
+            ("maximum record size", |c| c.record_bytes_max = 0),
+            ("maximum record size", |c| {
+                c.record_bytes_max = limits::RECORD_BYTES_MAX_LIMIT + 1
+            }),
+            ("holds no entry", |c| {
+                c.index_bytes_max = INDEX_ENTRY_BYTES_MAX as u32 - 1
+            }),
+            ("index size", |c| c.index_bytes_max = limits::INDEX_BYTES_MAX_LIMIT + 1),
+            ("0 messages", |c| c.flush_messages = Some(0)),
+        ];
+        for (what, change) in cases {
+            let mut config = LogConfig::default();
+            change(&mut config);
+            let err = config.validate().unwrap_err().to_string();
+            assert!(err.contains(what), "{what}: {err}");
+        }
+        let edges = LogConfig {
+            segment_bytes: limits::SEGMENT_BYTES_MIN,
+            record_bytes_max: limits::RECORD_BYTES_MAX_LIMIT,
+            index_bytes_max: INDEX_ENTRY_BYTES_MAX as u32,
+            flush_messages: Some(1),
+            ..LogConfig::default()
+        };
+        edges.validate().unwrap();
+    }
+
+    #[test]
+    fn readers_see_only_flushed_records_under_any_flush_policy() {
+        assert!(!LogConfig::default().hides_unflushed());
+        for config in [
+            LogConfig {
+                visible_after_flush: true,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                flush_messages: Some(10),
+                ..LogConfig::default()
+            },
+            LogConfig {
+                flush_interval_ms: Some(10),
+                ..LogConfig::default()
+            },
+        ] {
+            assert!(config.hides_unflushed(), "{config:?}");
+        }
+    }
+}

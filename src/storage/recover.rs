@@ -453,3 +453,94 @@ pub fn corrupt(path: &Path, position: u64, reason: impl Into<String>) -> Error {
         reason: reason.into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::fs::sim::SimFs;
+
+    fn partition() -> (SimFs, &'static Path) {
+        let sim = SimFs::new();
+        let dir = Path::new("/d/t-0");
+        sim.create_dir_all_durable(dir);
+        (sim, dir)
+    }
+
+    #[test]
+    fn the_recovery_point_round_trips_and_anything_else_reads_as_zero() {
+        let (sim, dir) = partition();
+        assert_eq!(read_recovery_point(&sim, dir), 0, "absent");
+        write_recovery_point(&sim, dir, 1234).unwrap();
+        assert_eq!(read_recovery_point(&sim, dir), 1234);
+        let path = dir.join(RECOVERY_POINT_FILE);
+        for bad in [
+            &b"1234\n"[..],
+            b"klog-recovery-point 2\n1234\n",
+            b"klog-recovery-point 1\nx\n",
+            b"\xff",
+        ] {
+            sim.write(&path, bad);
+            assert_eq!(read_recovery_point(&sim, dir), 0, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn a_listing_orders_segments_and_finds_leftovers() {
+        let (sim, dir) = partition();
+        for name in [
+            "00000000000000000100.log",
+            "00000000000000000000.log",
+            "00000000000000000000.index",
+            "00000000000000000000.timeindex",
+            "00000000000000000050.index",
+            "00000000000000000100.log.corrupt",
+            "recovery-point",
+            "recovery-point.tmp",
+            "notes.txt",
+        ] {
+            sim.write(&dir.join(name), b"");
+        }
+        let (segments, leftovers) = list_partition(&sim, dir).unwrap();
+        let bases: Vec<u64> = segments.iter().map(|s| s.0).collect();
+        assert_eq!(bases, [0, 100]);
+        assert_eq!(segments[1].1, dir.join("00000000000000000100.log"));
+        let names: Vec<_> = leftovers
+            .iter()
+            .map(|p| p.file_name().unwrap().to_str().unwrap())
+            .collect();
+        assert_eq!(names, ["00000000000000000050.index", "recovery-point.tmp"]);
+    }
+
+    fn segment_report(problem: Option<Problem>, index_problem: Option<&str>) -> SegmentReport {
+        let mut report = SegmentReport::new(Path::new("/d/t-0/00000000000000000000.log"), 0, true);
+        report.problem = problem;
+        report.index_problem = index_problem.map(str::to_string);
+        report.next_offset = 7;
+        report
+    }
+
+    #[test]
+    fn a_report_tells_a_torn_tail_and_a_stale_index_from_damage() {
+        let torn = problem(5, 100, "zero-filled tail".into(), true);
+        let bad = problem(5, 100, "record crc mismatch".into(), false);
+        let report = |segments| RecoveryReport {
+            segments,
+            ..RecoveryReport::default()
+        };
+        let healthy = report(vec![segment_report(None, None)]);
+        assert!(!healthy.changed() && !healthy.damaged());
+        assert_eq!(healthy.next_offset(), Some(7));
+        let stale = report(vec![segment_report(None, Some("entry 0: not increasing"))]);
+        assert!(stale.changed() && !stale.damaged());
+        let crashed = report(vec![segment_report(Some(torn), None)]);
+        assert!(crashed.changed() && !crashed.damaged());
+        let damaged = report(vec![segment_report(None, None), segment_report(Some(bad), None)]);
+        assert!(damaged.changed() && damaged.damaged());
+        let mut quarantined = report(vec![segment_report(None, None)]);
+        quarantined
+            .quarantined
+            .push(PathBuf::from("/d/t-0/00000000000000000100.log"));
+        assert!(quarantined.changed() && quarantined.damaged());
+        assert_eq!(RecoveryReport::default().next_offset(), None);
+    }
+}

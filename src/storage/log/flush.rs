@@ -349,3 +349,60 @@ impl Log {
         Ok(due)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_no_undo_took_back_are_where_they_were() {
+        let mut undos = Undos::default();
+        assert_eq!(undos.fate(0, 10), None, "no undo at all");
+        undos.note(20);
+        assert_eq!(undos.epoch(), 1);
+        assert_eq!(undos.fate(0, 19), None, "in the file before the undo");
+        assert_eq!(undos.fate(1, 25), None, "appended after it");
+    }
+
+    #[test]
+    fn the_first_undo_after_an_append_says_whether_it_took_it_back() {
+        let mut undos = Undos::default();
+        undos.note(20);
+        assert_eq!(undos.fate(0, 20), Some(Fate::Undone));
+        assert_eq!(undos.fate(0, 30), Some(Fate::Undone));
+        // Later undos cannot reach it: undone appends are written at once
+        // until a write succeeds, so it was in the file by then.
+        undos.note(5);
+        assert_eq!(undos.fate(0, 19), None);
+        assert_eq!(undos.fate(1, 5), Some(Fate::Undone));
+        assert_eq!(undos.fate(1, 4), None);
+    }
+
+    #[test]
+    fn an_append_older_than_the_undos_remembered_has_an_unknown_fate() {
+        let mut undos = Undos::default();
+        for i in 0..=UNDOS_REMEMBERED as u64 {
+            undos.note(1000 + i);
+        }
+        assert_eq!(undos.fate(0, 0), Some(Fate::Unknown), "forgotten");
+        assert_eq!(undos.fate(1, 0), None, "the oldest remembered");
+        assert_eq!(undos.fate(1, 1001), Some(Fate::Undone));
+    }
+
+    #[test]
+    fn the_log_believes_its_own_fsync_only_once_none_outside_is_pending() {
+        let outside = Arc::new(OutsideSyncs::default());
+        assert!(!outside.settled_failed());
+        outside.state().0 += 2;
+        let waiter = {
+            let outside = Arc::clone(&outside);
+            std::thread::spawn(move || outside.settled_failed())
+        };
+        outside.finish(false);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "one is still pending");
+        outside.finish(true);
+        assert!(waiter.join().unwrap(), "the failure outside is seen");
+        assert!(outside.settled_failed(), "and remembered");
+    }
+}

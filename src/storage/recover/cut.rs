@@ -263,3 +263,85 @@ fn same_bytes(seg: &SegmentFile<'_>, from: u64, other: &Path) -> Result<bool> {
     }
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_record_that_runs_into_the_zero_pages_is_a_torn_write() {
+        // Non-zero bytes up to 5000: the zeros start at the page boundary
+        // 8192 (the bytes from 5001 to 8191 may be zeros that were written).
+        let len = 12_288;
+        assert!(runs_into_lost_pages(6000..9000, 5000, len), "across the boundary");
+        assert!(runs_into_lost_pages(8191..8193, 5000, len), "just across");
+        assert!(
+            runs_into_lost_pages(4000..20_000, 5000, len),
+            "past the end of the file"
+        );
+    }
+
+    #[test]
+    fn a_bad_record_that_ends_before_the_zero_pages_is_damage() {
+        let len = 12_288;
+        // A record may legitimately end in zeros: ending at or before the
+        // boundary, it is not explained by a lost page.
+        assert!(!runs_into_lost_pages(6000..8000, 5000, len));
+        assert!(!runs_into_lost_pages(6000..8192, 5000, len));
+        // Starting in the zero pages: the bad part is not the one a lost
+        // page cut.
+        assert!(!runs_into_lost_pages(8192..9000, 5000, len));
+        // No whole zero page at the end: the boundary is the file's end.
+        assert!(!runs_into_lost_pages(11_000..13_000, 12_000, len));
+    }
+
+    #[test]
+    fn the_zero_pages_start_at_the_page_after_the_last_non_zero_byte() {
+        let len = 3 * PAGE_BYTES;
+        // The last non-zero byte is the last of its page: the zeros start
+        // at the next page.
+        assert!(runs_into_lost_pages(4000..4097, PAGE_BYTES - 1, len));
+        assert!(!runs_into_lost_pages(4000..4096, PAGE_BYTES - 1, len));
+        // ... or the first of a page: they start at the page after.
+        assert!(runs_into_lost_pages(8000..8193, PAGE_BYTES, len));
+        assert!(!runs_into_lost_pages(4000..4097, PAGE_BYTES, len));
+    }
+
+    #[test]
+    fn a_record_ends_where_its_length_prefix_says() {
+        assert_eq!(record_end(&[5, 0xff], 100), 106, "one-byte prefix");
+        assert_eq!(record_end(&[0x80 | 1, 2], 100), 100 + 2 + 257, "two-byte prefix");
+        assert_eq!(record_end(&[0x80, 0x80, 0x80, 0x80, 1], 0), 5 + (1 << 28));
+        assert_eq!(record_end(&[0x80, 0x80], 100), 101, "a prefix cut short");
+        assert_eq!(record_end(&[0xff; 5], 100), 101, "longer than a u32 prefix");
+        assert_eq!(record_end(&[], 100), 101, "nothing to read");
+    }
+
+    fn judged(zeros: bool, short: bool, lost_pages: bool) -> Cut {
+        Cut {
+            position: 24,
+            new_len: 24,
+            patched: None,
+            zeros,
+            short,
+            lost_pages,
+        }
+    }
+
+    #[test]
+    fn zeros_a_short_write_or_lost_pages_are_torn_and_say_so() {
+        let error = DecodeError::Malformed("record: length too small");
+        assert!(!judged(false, false, false).torn());
+        assert_eq!(judged(false, false, false).reason(&error), error.to_string());
+        for (zeros, short, lost_pages) in [(true, false, false), (false, true, false), (false, false, true)] {
+            assert!(judged(zeros, short, lost_pages).torn(), "{zeros} {short} {lost_pages}");
+        }
+        assert_eq!(judged(true, true, false).reason(&error), "zero-filled tail");
+        let reason = judged(false, false, true).reason(&error);
+        assert!(
+            reason.starts_with(&error.to_string()) && reason.ends_with("a torn write)"),
+            "{reason}"
+        );
+        assert_eq!(judged(false, true, false).reason(&error), error.to_string());
+    }
+}

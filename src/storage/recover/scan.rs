@@ -325,3 +325,183 @@ fn whole_records(bytes: &[u8], expected: u64) -> KeptRecords {
     }
     kept
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::record::{set_base_offset, BatchBuilder};
+
+    /// A batch of `count` records of `value_bytes` each, the first at
+    /// `base_offset`, timestamps `ts..ts + count`.
+    fn batch(base_offset: u64, count: u32, value_bytes: usize, ts: i64) -> Vec<u8> {
+        let mut b = BatchBuilder::new();
+        for i in 0..count {
+            b.push(ts + i64::from(i), None, &[], &vec![b'x'; value_bytes]);
+        }
+        let bytes = b.finish();
+        set_base_offset(bytes, base_offset);
+        bytes.to_vec()
+    }
+
+    /// A segment's batches (base 100): eight of 2 records, 60 bytes each,
+    /// timestamps rising; their positions and headers.
+    fn segment() -> Vec<(u64, BatchHeader)> {
+        let mut position = SEGMENT_HEADER_BYTES as u64;
+        (0..8)
+            .map(|i| {
+                let bytes = batch(100 + 2 * i, 2, 5, 10 * i as i64);
+                let header = BatchHeader::decode(&bytes, BATCH_BYTES_MAX).unwrap();
+                let at = position;
+                position += header.total_bytes();
+                (at, header)
+            })
+            .collect()
+    }
+
+    /// Scans all of `segment()` checking `disk`; the entries kept and the
+    /// index problem.
+    fn scan_all(disk: Vec<IndexEntry>) -> (Vec<IndexEntry>, Option<String>, Scan) {
+        let mut scan = Scan::new(100, 100, disk, None);
+        for (position, header) in segment() {
+            scan.keep(position, &header, header.total_bytes()).unwrap();
+        }
+        let (entries, problem) = scan.finish_index(false);
+        (entries, problem, scan)
+    }
+
+    /// The entries a scan from scratch builds (the index a writer with the
+    /// same interval would have written).
+    fn rebuilt() -> Vec<IndexEntry> {
+        let (entries, problem, _) = scan_all(Vec::new());
+        assert_eq!(problem, None);
+        entries
+    }
+
+    #[test]
+    fn a_scan_keeps_every_batch_and_indexes_one_per_interval() {
+        let (entries, problem, scan) = scan_all(Vec::new());
+        assert_eq!(problem, None);
+        let batches = segment();
+        assert_eq!((scan.batches, scan.next_offset), (8, 116));
+        let (last_position, last) = batches[7];
+        assert_eq!(scan.size, last_position + last.total_bytes());
+        assert_eq!(scan.max_timestamp, 71);
+        assert_eq!(scan.first_timestamp, Some(0));
+        // 60-byte batches, an entry once 100 bytes passed since the last:
+        // every other batch from the third on.
+        let positions: Vec<u64> = entries.iter().map(|e| u64::from(e.position)).collect();
+        assert_eq!(positions, [batches[2].0, batches[4].0, batches[6].0]);
+        for e in &entries {
+            let (_, h) = batches.iter().find(|(p, _)| *p == u64::from(e.position)).unwrap();
+            assert_eq!(u64::from(e.relative_offset), h.base_offset - 100);
+            assert_eq!(
+                e.max_timestamp, h.max_timestamp,
+                "the largest timestamp through the batch"
+            );
+        }
+    }
+
+    #[test]
+    fn a_sound_index_on_disk_is_kept_whatever_its_interval() {
+        let every = rebuilt();
+        // A writer with a longer interval wrote fewer entries: still sound.
+        let sparse = vec![every[1]];
+        let (entries, problem, _) = scan_all(sparse.clone());
+        assert_eq!(problem, None);
+        assert_eq!(entries, every[1..], "the entries on disk, then new ones past the last");
+        let (entries, problem, _) = scan_all(every.clone());
+        assert_eq!((entries, problem), (every, None));
+    }
+
+    #[test]
+    fn a_short_index_is_extended_past_its_last_entry() {
+        let every = rebuilt();
+        let (entries, problem, _) = scan_all(every[..1].to_vec());
+        assert_eq!(problem, None);
+        assert_eq!(entries, every, "the entries after the crash are added");
+    }
+
+    #[test]
+    fn an_entry_that_breaks_an_invariant_makes_the_index_rebuilt() {
+        let every = rebuilt();
+        let batches = segment();
+        type Break = fn(&mut IndexEntry);
+        let cases: [(&str, Break); 3] = [
+            ("not where a batch starts", |e| e.position += 1),
+            ("names offset", |e| e.relative_offset += 1),
+            ("maximum timestamp", |e| e.max_timestamp -= 1),
+        ];
+        for (why, break_it) in cases {
+            let mut disk = every.clone();
+            break_it(&mut disk[1]);
+            let (entries, problem, _) = scan_all(disk);
+            let problem = problem.unwrap_or_else(|| panic!("{why}: not noticed"));
+            assert!(
+                problem.starts_with("entry 1: ") && problem.contains(why),
+                "{why}: {problem}"
+            );
+            assert_eq!(entries, every, "{why}: rebuilt from the scan");
+        }
+        // An entry past the last batch (the log was cut after it).
+        let (last_position, last) = batches[7];
+        let mut disk = every.clone();
+        disk.push(IndexEntry {
+            relative_offset: 20,
+            position: (last_position + last.total_bytes()) as u32,
+            max_timestamp: 99,
+        });
+        let (entries, problem, _) = scan_all(disk);
+        assert!(problem.unwrap().contains("beyond the last batch"));
+        assert_eq!(entries, every);
+    }
+
+    #[test]
+    fn a_trusted_index_starts_the_scan_at_its_last_entry() {
+        let every = rebuilt();
+        let batches = segment();
+        let mut scan = Scan::new(100, 100, every.clone(), None);
+        scan.trust_up_to_last_entry();
+        let last = every[every.len() - 1];
+        assert!(!scan.from_start);
+        assert_eq!(scan.size, u64::from(last.position));
+        assert_eq!(scan.next_offset, 100 + u64::from(last.relative_offset));
+        let start = scan.size;
+        for (position, header) in batches.iter().filter(|(p, _)| *p >= start) {
+            scan.keep(*position, header, header.total_bytes()).unwrap();
+        }
+        assert_eq!(scan.next_offset, 116);
+        assert_eq!(scan.finish_index(false), (every, None));
+    }
+
+    #[test]
+    fn a_batch_that_does_not_fit_an_index_entry_is_not_kept() {
+        let mut scan = Scan::new(100, 100, Vec::new(), None);
+        let far = batch(100 + (1 << 32), 1, 5, 0);
+        let header = BatchHeader::decode(&far, BATCH_BYTES_MAX).unwrap();
+        assert!(scan.keep(24, &header, far.len() as u64).is_err());
+        assert_eq!((scan.batches, scan.size, scan.next_offset), (0, 24, 100));
+    }
+
+    #[test]
+    fn the_whole_records_of_a_cut_batch_are_counted_up_to_the_cut() {
+        let bytes = batch(7, 3, 20, 50);
+        let header = BatchHeader::decode(&bytes, BATCH_BYTES_MAX).unwrap();
+        let record_bytes = (bytes.len() - BATCH_HEADER_BYTES) / 3;
+        for cut in BATCH_HEADER_BYTES..bytes.len() {
+            let whole = (cut - BATCH_HEADER_BYTES) / record_bytes;
+            let kept = whole_records(&bytes[..cut], 7);
+            assert_eq!(kept.count as usize, whole, "cut at {cut}");
+            assert_eq!(kept.bytes as usize, whole * record_bytes, "cut at {cut}");
+            let max_timestamp = if whole == 0 { i64::MIN } else { 50 + whole as i64 - 1 };
+            assert_eq!(kept.max_timestamp, max_timestamp, "cut at {cut}");
+        }
+        assert_eq!(whole_records(&bytes, 7).count, header.record_count);
+        assert_eq!(whole_records(&bytes, 8), KeptRecords::NONE, "out of sequence");
+        let mut bad = bytes.clone();
+        bad[3] ^= 1;
+        assert_eq!(whole_records(&bad, 7), KeptRecords::NONE, "a bad header");
+        let mut bad = bytes.clone();
+        bad[BATCH_HEADER_BYTES + record_bytes + 6] ^= 1;
+        assert_eq!(whole_records(&bad, 7).count, 1, "up to a bad record");
+    }
+}

@@ -62,7 +62,7 @@ pub(super) fn recover_segment(
 }
 
 impl SegmentReport {
-    fn new(path: &Path, base: u64, scanned: bool) -> SegmentReport {
+    pub(super) fn new(path: &Path, base: u64, scanned: bool) -> SegmentReport {
         SegmentReport {
             path: path.to_path_buf(),
             base_offset: base,
