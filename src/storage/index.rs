@@ -221,20 +221,21 @@ pub struct SegmentIndex {
     offset_map: Option<Box<dyn MapMut>>,
     time_map: Option<Box<dyn MapMut>>,
     entries: Vec<IndexEntry>,
-    capacity: usize,
+    /// Slots the files hold: the entries that fit.
+    slots: usize,
     /// Slots allocated on disk in both files: stores may reach them.
     allocated: usize,
 }
 
 impl SegmentIndex {
     /// Creates (or reopens) the index files of `log_path`, preallocated to
-    /// hold `capacity` entries, holding `entries`. Fails (with `ENOSPC`, not
+    /// hold `slots` entries, holding `entries`. Fails (with `ENOSPC`, not
     /// a `SIGBUS`) when the disk has no room for the slots of `entries`.
-    pub fn create(vfs: &dyn Vfs, log_path: &Path, entries: Vec<IndexEntry>, capacity: usize) -> Result<SegmentIndex> {
+    pub fn create(vfs: &dyn Vfs, log_path: &Path, entries: Vec<IndexEntry>, slots: usize) -> Result<SegmentIndex> {
         let (offset_path, time_path) = index_paths(log_path);
         let offset_file = vfs.open(&offset_path, true).ctx("open index", &offset_path)?;
         let time_file = vfs.open(&time_path, true).ctx("open index", &time_path)?;
-        let capacity = capacity.max(entries.len() + 1);
+        let slots = slots.max(entries.len() + 1);
         let mut index = SegmentIndex {
             offset_path,
             time_path,
@@ -243,19 +244,19 @@ impl SegmentIndex {
             offset_map: None,
             time_map: None,
             entries: Vec::new(),
-            capacity,
+            slots,
             allocated: 0,
         };
-        index.map(capacity)?;
+        index.map(slots)?;
         for e in entries {
             index.write_entry(e)?;
         }
         Ok(index)
     }
 
-    fn map(&mut self, capacity: usize) -> Result<()> {
-        let offset_len = (capacity * OFFSET_ENTRY_BYTES) as u64;
-        let time_len = (capacity * TIME_ENTRY_BYTES) as u64;
+    fn map(&mut self, slots: usize) -> Result<()> {
+        let offset_len = (slots * OFFSET_ENTRY_BYTES) as u64;
+        let time_len = (slots * TIME_ENTRY_BYTES) as u64;
         // Zero the whole preallocation: a slot left from an earlier, longer
         // file would look like an entry to a reader.
         for (file, path, len) in [
@@ -267,7 +268,7 @@ impl SegmentIndex {
         }
         self.offset_map = Some(self.offset_file.map_mut(offset_len).ctx("map", &self.offset_path)?);
         self.time_map = Some(self.time_file.map_mut(time_len).ctx("map", &self.time_path)?);
-        self.capacity = capacity;
+        self.slots = slots;
         // The truncation freed every block.
         self.allocated = 0;
         Ok(())
@@ -279,7 +280,7 @@ impl SegmentIndex {
         if slot < self.allocated || self.offset_map.is_none() {
             return Ok(());
         }
-        let end = (self.allocated + ALLOCATION_SLOTS).max(slot + 1).min(self.capacity);
+        let end = (self.allocated + ALLOCATION_SLOTS).max(slot + 1).min(self.slots);
         for (file, path, size) in [
             (&self.offset_file, &self.offset_path, OFFSET_ENTRY_BYTES),
             (&self.time_file, &self.time_path, TIME_ENTRY_BYTES),
@@ -298,7 +299,7 @@ impl SegmentIndex {
 
     /// True when no more entry fits: the segment must roll.
     pub fn is_full(&self) -> bool {
-        self.entries.len() >= self.capacity
+        self.entries.len() >= self.slots
     }
 
     /// Appends an entry. Fails, recording nothing, when its slot could not
@@ -374,7 +375,7 @@ impl SegmentIndex {
             file.set_len(len as u64).ctx("trim index", path)?;
             file.sync_data().ctx("fsync", path)?;
         }
-        self.capacity = n;
+        self.slots = n;
         Ok(())
     }
 }

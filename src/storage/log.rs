@@ -159,7 +159,7 @@ impl LogConfig {
         Ok(())
     }
 
-    fn index_entries(&self) -> usize {
+    fn index_slots(&self) -> usize {
         self.index_bytes_max as usize / index::OFFSET_ENTRY_BYTES
     }
 
@@ -293,13 +293,13 @@ impl Log {
     /// kept) maps a writable index.
     fn start_writing(&mut self, base: u64) -> Result<()> {
         recover::clear_clean(&*self.vfs, &self.dir)?;
-        let entries = self.config.index_entries();
+        let slots = self.config.index_slots();
         if self.segments.is_empty() {
-            let segment = Segment::create(&*self.vfs, &self.dir, base, entries)?;
+            let segment = Segment::create(&*self.vfs, &self.dir, base, slots)?;
             self.segments.insert(base, segment);
         } else {
             let vfs = Arc::clone(&self.vfs);
-            self.active_mut().activate(&*vfs, entries)?;
+            self.active_mut().activate(&*vfs, slots)?;
         }
         Ok(())
     }
@@ -377,15 +377,16 @@ impl Log {
         let base_offset = self.next_offset();
         record::set_base_offset(batch, base_offset);
         let header = BatchHeader { base_offset, ..header };
-        let interval = self.config.index_interval_bytes;
+        let interval_bytes = self.config.index_interval_bytes;
         // Readers that see unflushed records need them in the file now;
         // after a failed write, so does the producer (its own error).
-        let buffer = if self.config.hides_unflushed() && !self.write_failing {
+        let buffer_bytes = if self.config.hides_unflushed() && !self.write_failing {
             self.config.write_buffer_bytes
         } else {
             0
         };
-        self.active_mut().append(batch, &header, interval, now_ms, buffer)?;
+        self.active_mut()
+            .append(batch, &header, interval_bytes, now_ms, buffer_bytes)?;
         self.unflushed_records += u64::from(header.record_count);
         self.oldest_unflushed_ms.get_or_insert(now_ms);
         if !self.config.hides_unflushed() {
@@ -424,7 +425,7 @@ impl Log {
         self.flush()?;
         self.active_mut().deactivate()?;
         let base = self.next_offset();
-        let segment = Segment::create(&*self.vfs, &self.dir, base, self.config.index_entries())?;
+        let segment = Segment::create(&*self.vfs, &self.dir, base, self.config.index_slots())?;
         self.segments.insert(base, segment);
         self.visible_size = self.active().size;
         self.durable = (base, self.active().size);
@@ -446,14 +447,13 @@ impl Log {
             .rev()
             .take(1)
             .chain(self.segments.range(offset + 1..));
-        let batch_max = limits::BATCH_BYTES_MAX;
         loop {
             let Some((_, segment)) = candidates.next() else {
                 return Ok(None);
             };
             let is_active = segment.base_offset == self.active().base_offset;
             let limit = if is_active { self.visible_size } else { segment.size };
-            if let Some((position, header)) = segment.find(offset, limit, batch_max)? {
+            if let Some((position, header)) = segment.find(offset, limit, limits::BATCH_BYTES_MAX)? {
                 let len = (limit - position).min(bytes_max.max(header.total_bytes()));
                 return Ok(Some(FileSlice {
                     file: Arc::clone(segment.file()),
@@ -632,8 +632,7 @@ fn open_segments(vfs: &dyn Vfs, recovery: &RecoveryReport, writable: bool) -> Re
 /// Checks a producer's batch (header and every record) against the
 /// configured limits, returning its header.
 pub fn check_batch(batch: &[u8], config: &LogConfig) -> Result<BatchHeader> {
-    let batch_max = limits::BATCH_BYTES_MAX;
-    let decoded = Batch::decode(batch, batch_max)?;
+    let decoded = Batch::decode(batch, limits::BATCH_BYTES_MAX)?;
     decoded.validate(config.record_bytes_max)?;
     Ok(decoded.header)
 }

@@ -154,13 +154,13 @@ impl Written {
 
 impl Segment {
     /// Creates an empty segment file, durably (file and directory entry).
-    pub fn create(vfs: &dyn Vfs, dir: &Path, base_offset: u64, index_entries: usize) -> Result<Segment> {
+    pub fn create(vfs: &dyn Vfs, dir: &Path, base_offset: u64, index_slots: usize) -> Result<Segment> {
         let path = dir.join(log_file_name(base_offset));
         let file = vfs.open(&path, true).ctx("create segment", &path)?;
         file.set_len(0).ctx("truncate", &path)?;
         file.write_all_at(&encode_header(base_offset), 0).ctx("write", &path)?;
         file.sync_data().ctx("fsync", &path)?;
-        let index = SegmentIndex::create(vfs, &path, Vec::new(), index_entries)?;
+        let index = SegmentIndex::create(vfs, &path, Vec::new(), index_slots)?;
         // The new files exist after a power cut only once their directory
         // entries are durable.
         fs::sync_directory(vfs, dir)?;
@@ -238,10 +238,10 @@ impl Segment {
     /// Sets the segment's extent after a scan: `size` bytes, ending before
     /// `next_offset`, with these index entries; `bytes_since_index` is
     /// derived from the last entry.
-    pub(crate) fn set_extent(&mut self, size: u64, next_offset: u64, max_ts: i64, entries: Vec<IndexEntry>) {
+    pub(crate) fn set_extent(&mut self, size: u64, next_offset: u64, max_timestamp: i64, entries: Vec<IndexEntry>) {
         self.size = size;
         self.next_offset = next_offset;
-        self.max_timestamp = max_ts;
+        self.max_timestamp = max_timestamp;
         let last = entries
             .last()
             .map_or(SEGMENT_HEADER_BYTES as u64, |e| u64::from(e.position));
@@ -307,8 +307,8 @@ impl Segment {
 
     /// Makes this the active segment: maps a writable index holding the
     /// current entries.
-    pub(crate) fn activate(&mut self, vfs: &dyn Vfs, index_entries: usize) -> Result<()> {
-        let index = SegmentIndex::create(vfs, &self.path, self.entries.clone(), index_entries)?;
+    pub(crate) fn activate(&mut self, vfs: &dyn Vfs, index_slots: usize) -> Result<()> {
+        let index = SegmentIndex::create(vfs, &self.path, self.entries.clone(), index_slots)?;
         self.index = Some(index);
         Ok(())
     }
@@ -332,7 +332,7 @@ impl Segment {
         &mut self,
         batch: &[u8],
         header: &BatchHeader,
-        index_interval: u32,
+        index_interval_bytes: u32,
         now_ms: i64,
         buffer_bytes: usize,
     ) -> Result<()> {
@@ -340,7 +340,7 @@ impl Segment {
         self.check_broken()?;
         let position = self.size;
         let max_timestamp = self.max_timestamp.max(header.max_timestamp);
-        let entry = (self.bytes_since_index >= u64::from(index_interval))
+        let entry = (self.bytes_since_index >= u64::from(index_interval_bytes))
             .then(|| IndexEntry::for_batch(self.base_offset, position, header, self.max_timestamp))
             .transpose()
             .map_err(|e| Error::Corrupt {
