@@ -54,6 +54,16 @@
 //!
 //! Every step is idempotent: running recovery again, or after it was killed
 //! midway, ends in the same files. With `dry_run` nothing is written.
+//!
+//! # Where
+//!
+//! This file drives a partition: it lists the segments, recovers each in
+//! offset order, quarantines those after a cut, and writes the rebuilt
+//! indexes and the recovery point. Its private modules do one segment:
+//! `segment` reads its header and decides how far its index is trusted,
+//! `scan` walks its batches (with [`crate::storage::batches`]) and checks
+//! its index against them, and `cut` judges the bytes where the walk
+//! stopped (zeros, a short write, lost pages, or damage) and cuts them.
 
 use std::path::{Path, PathBuf};
 

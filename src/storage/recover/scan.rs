@@ -2,14 +2,8 @@
 //! against the format's hard limits, keeping each batch that is whole,
 //! valid and in sequence up to the first that is not (and the whole records
 //! at the start of that one), and checking the segment's index on disk
-//! against what is kept.
-//!
-//! An index is judged by its invariants, never by the interval this run
-//! would use (the writer may have used another): each entry names the batch
-//! that starts at its position, with that batch's offset and the largest
-//! timestamp through it, in increasing order. A short index (a crash before
-//! its last entries were written) is extended; an index that breaks an
-//! invariant is rebuilt from the scan.
+//! against what is kept, by the invariants in "Indexes" in [`super`] (never
+//! by the interval this run would use: the writer may have used another).
 
 use std::path::Path;
 use std::sync::Arc;
