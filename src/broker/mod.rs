@@ -317,7 +317,7 @@ fn close_partitions(shared: &Shared) -> anyhow::Result<()> {
 fn stable_broker_id(vfs: &dyn crate::storage::fs::Vfs, data_dir: &std::path::Path) -> anyhow::Result<String> {
     use anyhow::Context;
     let path = data_dir.join("broker-id");
-    if let Some(text) = crate::storage::recover::read_small(vfs, &path) {
+    if let Some(text) = crate::storage::fs::read_small(vfs, &path) {
         let id = text.trim().to_string();
         crate::storage::store::validate_topic(&id)
             .with_context(|| format!("{} holds no valid broker id", path.display()))?;
@@ -327,6 +327,6 @@ fn stable_broker_id(vfs: &dyn crate::storage::fs::Vfs, data_dir: &std::path::Pat
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let id = format!("broker-{nanos:x}");
-    crate::storage::recover::write_atomic(vfs, data_dir, "broker-id", format!("{id}\n").as_bytes())?;
+    crate::storage::fs::write_atomic(vfs, data_dir, "broker-id", format!("{id}\n").as_bytes())?;
     Ok(id)
 }

@@ -9,7 +9,8 @@ use crate::client::connection::{connect, protocol_error, read_frame, Connection}
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::protocol::{self, ErrorCode, FetchPartition, Reader};
-use crate::storage::record::{Batch, BatchHeader, Record, BATCH_HEADER_BYTES};
+use crate::storage::batches::Batches;
+use crate::storage::record::Record;
 
 /// A partition a consumer reads.
 #[derive(Debug, Clone, Copy)]
@@ -155,16 +156,16 @@ impl Consumer {
             let Some(state) = self.partitions.iter_mut().find(|p| p.partition == part.partition) else {
                 continue;
             };
-            let mut at = if index == first_part { first_at } else { 0 };
-            while at < part.records.len() {
-                let batch = match Batch::decode(&part.records[at..], limits::BATCH_BYTES_MAX) {
-                    Ok(b) => b,
+            let start = if index == first_part { first_at } else { 0 };
+            for step in Batches::resume(part.records, start, limits::BATCH_BYTES_MAX) {
+                let (at, batch) = match step {
+                    Ok(found) => found,
                     // The byte budget cut the last batch: fetched again next time.
-                    Err(e) if e.is_truncated() && at > 0 => break,
-                    Err(e) => {
+                    Err(stop) if stop.is_truncated() && stop.position > 0 => break,
+                    Err(stop) => {
                         return Err(Error::Protocol {
                             addr: self.addr.clone(),
-                            reason: format!("{} [{}]: fetched batch: {e}", self.topic, part.partition),
+                            reason: format!("{} [{}]: fetched batch: {}", self.topic, part.partition, stop.error),
                         })
                     }
                 };
@@ -181,11 +182,10 @@ impl Consumer {
                     if !each(part.partition, &record)? {
                         // Resume at this batch: its records before
                         // `state.offset` are skipped.
-                        stop = Some((index, at));
+                        stop = Some((index, at as usize));
                         break 'parts;
                     }
                 }
-                at += batch.total_bytes();
             }
         }
         if let Some((index, at)) = stop {
@@ -259,16 +259,13 @@ impl Fetcher {
             let Some(state) = self.partitions.iter_mut().find(|p| p.partition == part.partition) else {
                 continue;
             };
-            let mut at = 0;
-            while at + BATCH_HEADER_BYTES <= part.records.len() {
-                let Ok(h) = BatchHeader::decode(&part.records[at..], limits::BATCH_BYTES_MAX) else {
+            // Whatever is not a whole batch is fetched again, and judged,
+            // by the consumer.
+            for step in Batches::new(part.records, limits::BATCH_BYTES_MAX) {
+                let Ok((_, batch)) = step else {
                     break;
                 };
-                if at + h.total_bytes() as usize > part.records.len() {
-                    break;
-                }
-                state.offset = state.offset.max(h.next_offset());
-                at += h.total_bytes() as usize;
+                state.offset = state.offset.max(batch.header.next_offset());
             }
         }
         Ok(())

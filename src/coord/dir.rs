@@ -120,7 +120,7 @@ impl Drop for Lock {
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     let parent = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("entry");
-    crate::storage::recover::write_atomic(&RealFs, parent, name, bytes)
+    crate::storage::fs::write_atomic(&RealFs, parent, name, bytes)
 }
 
 impl DirRegistry {
@@ -304,7 +304,7 @@ impl Registry for DirRegistry {
         std::fs::create_dir_all(offsets_dir).ctx("create", offsets_dir)?;
         let name = path.file_name().and_then(|n| n.to_str()).expect("name");
         let text = format!("{OFFSET_MAGIC}\n{offset}\n");
-        crate::storage::recover::write_atomic(&RealFs as &dyn Vfs, offsets_dir, name, text.as_bytes())
+        crate::storage::fs::write_atomic(&RealFs as &dyn Vfs, offsets_dir, name, text.as_bytes())
     }
 
     fn offsets(&self, group: &str) -> Result<Vec<(String, u32, Result<u64>)>> {

@@ -17,6 +17,11 @@
 //! later stores into the range have their blocks. Whoever maps a file for
 //! writing allocates each region before any store reaches it (see
 //! [`crate::storage::index`]).
+//!
+//! Below the seam sit the few things every writer of the data directory does
+//! the same way: [`write_atomic`] (temporary file, fsync, rename, directory
+//! fsync), [`sync_directory`], [`read_small`] for the small text files
+//! written so, and [`is_zero_range`] for the zeros a power cut leaves.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -25,7 +30,63 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::error::{IoContext, Result};
+
 pub mod sim;
+
+/// Makes the entries of `dir` (creations, renames, removals) durable: a new
+/// file exists after a power cut only once its directory was fsynced.
+pub fn sync_directory(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
+    vfs.sync_dir(dir).ctx("fsync directory", dir)
+}
+
+/// Writes `dir/name` atomically: a temporary file, fsynced, renamed over
+/// the name, and the directory fsynced. A crash leaves the old contents or
+/// the new ones, never a mix, and at worst a `.tmp` file beside them.
+pub fn write_atomic(vfs: &dyn Vfs, dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let file = vfs.open(&tmp, true).ctx("create", &tmp)?;
+    file.set_len(0).ctx("truncate", &tmp)?;
+    file.write_all_at(bytes, 0).ctx("write", &tmp)?;
+    file.sync_data().ctx("fsync", &tmp)?;
+    vfs.rename(&tmp, &path).ctx("rename", &tmp)?;
+    sync_directory(vfs, dir)
+}
+
+/// Bytes read at a time by the helpers that go through a range of a file.
+pub const RANGE_CHUNK_BYTES: u64 = 1 << 20;
+
+/// Whether bytes `from..to` of `file` are all zeros, read a chunk at a time
+/// and stopping at the first chunk that is not.
+pub fn is_zero_range(file: &dyn VFile, from: u64, to: u64) -> io::Result<bool> {
+    let mut buf = vec![0u8; RANGE_CHUNK_BYTES.min(to.saturating_sub(from)) as usize];
+    let mut at = from;
+    while at < to {
+        let n = RANGE_CHUNK_BYTES.min(to - at) as usize;
+        file.read_exact_at(&mut buf[..n], at)?;
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        at += n as u64;
+    }
+    Ok(true)
+}
+
+/// Bytes [`read_small`] reads at most.
+const SMALL_FILE_BYTES_MAX: u64 = 4096;
+
+/// Reads a small text file (at most 4 KiB), `None` when absent or not text.
+pub fn read_small(vfs: &dyn Vfs, path: &Path) -> Option<String> {
+    let file = vfs.open_read(path).ok()?;
+    let len = file.len().ok()?;
+    if len > SMALL_FILE_BYTES_MAX {
+        return None;
+    }
+    let mut buf = vec![0u8; len as usize];
+    file.read_exact_at(&mut buf, 0).ok()?;
+    String::from_utf8(buf).ok()
+}
 
 /// A file system: the operations the log needs and nothing more.
 pub trait Vfs: Send + Sync + fmt::Debug {

@@ -54,10 +54,9 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::{IoContext, Result};
+use crate::error::{DecodeError, IoContext, Result};
 use crate::storage::fs::{MapMut, VFile, Vfs};
-use crate::storage::record::u32_at;
-use crate::storage::record::u64_at;
+use crate::storage::record::{u32_at, u64_at, BatchHeader};
 
 /// Bytes of one `.index` entry.
 pub const OFFSET_ENTRY_BYTES: usize = 8;
@@ -80,6 +79,28 @@ pub struct IndexEntry {
     pub position: u32,
     /// Largest record timestamp from the segment's start through the batch.
     pub max_timestamp: i64,
+}
+
+impl IndexEntry {
+    /// The entry for the batch `header` at `position` of the segment whose
+    /// base offset is `segment_base`, when the largest timestamp before it
+    /// is `max_timestamp_before`. Fails when its offset or position does not
+    /// fit the entry's `u32`: a segment never grows so far, so such a batch
+    /// is damage, never a crash.
+    pub fn for_batch(
+        segment_base: u64,
+        position: u64,
+        header: &BatchHeader,
+        max_timestamp_before: i64,
+    ) -> Result<IndexEntry, DecodeError> {
+        Ok(IndexEntry {
+            relative_offset: u32::try_from(header.base_offset - segment_base)
+                .map_err(|_| DecodeError::Malformed("batch: offset too far from the segment's base"))?,
+            position: u32::try_from(position)
+                .map_err(|_| DecodeError::Malformed("batch: position beyond 4 GiB in a segment"))?,
+            max_timestamp: max_timestamp_before.max(header.max_timestamp),
+        })
+    }
 }
 
 /// Paths of the two index files of the segment whose log is `log_path`.
@@ -200,20 +221,21 @@ pub struct SegmentIndex {
     offset_map: Option<Box<dyn MapMut>>,
     time_map: Option<Box<dyn MapMut>>,
     entries: Vec<IndexEntry>,
-    capacity: usize,
+    /// Slots the files hold: the entries that fit.
+    slots: usize,
     /// Slots allocated on disk in both files: stores may reach them.
     allocated: usize,
 }
 
 impl SegmentIndex {
     /// Creates (or reopens) the index files of `log_path`, preallocated to
-    /// hold `capacity` entries, holding `entries`. Fails (with `ENOSPC`, not
+    /// hold `slots` entries, holding `entries`. Fails (with `ENOSPC`, not
     /// a `SIGBUS`) when the disk has no room for the slots of `entries`.
-    pub fn create(vfs: &dyn Vfs, log_path: &Path, entries: Vec<IndexEntry>, capacity: usize) -> Result<SegmentIndex> {
+    pub fn create(vfs: &dyn Vfs, log_path: &Path, entries: Vec<IndexEntry>, slots: usize) -> Result<SegmentIndex> {
         let (offset_path, time_path) = index_paths(log_path);
         let offset_file = vfs.open(&offset_path, true).ctx("open index", &offset_path)?;
         let time_file = vfs.open(&time_path, true).ctx("open index", &time_path)?;
-        let capacity = capacity.max(entries.len() + 1);
+        let slots = slots.max(entries.len() + 1);
         let mut index = SegmentIndex {
             offset_path,
             time_path,
@@ -222,19 +244,19 @@ impl SegmentIndex {
             offset_map: None,
             time_map: None,
             entries: Vec::new(),
-            capacity,
+            slots,
             allocated: 0,
         };
-        index.map(capacity)?;
+        index.map(slots)?;
         for e in entries {
             index.write_entry(e)?;
         }
         Ok(index)
     }
 
-    fn map(&mut self, capacity: usize) -> Result<()> {
-        let offset_len = (capacity * OFFSET_ENTRY_BYTES) as u64;
-        let time_len = (capacity * TIME_ENTRY_BYTES) as u64;
+    fn map(&mut self, slots: usize) -> Result<()> {
+        let offset_len = (slots * OFFSET_ENTRY_BYTES) as u64;
+        let time_len = (slots * TIME_ENTRY_BYTES) as u64;
         // Zero the whole preallocation: a slot left from an earlier, longer
         // file would look like an entry to a reader.
         for (file, path, len) in [
@@ -246,7 +268,7 @@ impl SegmentIndex {
         }
         self.offset_map = Some(self.offset_file.map_mut(offset_len).ctx("map", &self.offset_path)?);
         self.time_map = Some(self.time_file.map_mut(time_len).ctx("map", &self.time_path)?);
-        self.capacity = capacity;
+        self.slots = slots;
         // The truncation freed every block.
         self.allocated = 0;
         Ok(())
@@ -258,7 +280,7 @@ impl SegmentIndex {
         if slot < self.allocated || self.offset_map.is_none() {
             return Ok(());
         }
-        let end = (self.allocated + ALLOCATION_SLOTS).max(slot + 1).min(self.capacity);
+        let end = (self.allocated + ALLOCATION_SLOTS).max(slot + 1).min(self.slots);
         for (file, path, size) in [
             (&self.offset_file, &self.offset_path, OFFSET_ENTRY_BYTES),
             (&self.time_file, &self.time_path, TIME_ENTRY_BYTES),
@@ -277,7 +299,7 @@ impl SegmentIndex {
 
     /// True when no more entry fits: the segment must roll.
     pub fn is_full(&self) -> bool {
-        self.entries.len() >= self.capacity
+        self.entries.len() >= self.slots
     }
 
     /// Appends an entry. Fails, recording nothing, when its slot could not
@@ -353,7 +375,7 @@ impl SegmentIndex {
             file.set_len(len as u64).ctx("trim index", path)?;
             file.sync_data().ctx("fsync", path)?;
         }
-        self.capacity = n;
+        self.slots = n;
         Ok(())
     }
 }
@@ -452,6 +474,32 @@ mod tests {
         drop(index);
         assert_eq!(read_entries(&vfs, log).unwrap(), more);
         assert_eq!(vfs.map_faults(), 0);
+    }
+
+    fn header(base_offset: u64, max_timestamp: i64) -> BatchHeader {
+        let mut b = crate::storage::record::BatchBuilder::new();
+        b.push(max_timestamp, None, &[], b"v");
+        let batch = b.finish();
+        crate::storage::record::set_base_offset(batch, base_offset);
+        BatchHeader::decode(batch, crate::limits::BATCH_BYTES_MAX).unwrap()
+    }
+
+    #[test]
+    fn an_entry_for_a_batch_is_relative_to_its_segment_and_keeps_the_largest_timestamp() {
+        let e = IndexEntry::for_batch(100, 4000, &header(107, 5), 9).unwrap();
+        assert_eq!(e, entry(7, 4000, 9));
+        let e = IndexEntry::for_batch(100, 4000, &header(107, 12), 9).unwrap();
+        assert_eq!(e.max_timestamp, 12);
+    }
+
+    #[test]
+    fn an_entry_that_does_not_fit_u32_is_refused() {
+        let far = header(100 + (1 << 32), 1);
+        let err = IndexEntry::for_batch(100, 4000, &far, 0).unwrap_err();
+        assert!(err.to_string().contains("offset too far"), "{err}");
+        let err = IndexEntry::for_batch(100, 1 << 32, &header(101, 1), 0).unwrap_err();
+        assert!(err.to_string().contains("beyond 4 GiB"), "{err}");
+        assert!(IndexEntry::for_batch(100, u64::from(u32::MAX), &header(100 + u64::from(u32::MAX), 1), 0).is_ok());
     }
 
     #[test]

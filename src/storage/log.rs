@@ -60,12 +60,18 @@ use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
 use crate::limits;
-use crate::storage::fs::{VFile, Vfs};
+use crate::storage::batches::Batches;
+use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{self, INDEX_ENTRY_BYTES_MAX};
 use crate::storage::lock::PartitionLock;
-use crate::storage::record::{self, Batch, BatchHeader, BATCH_HEADER_BYTES};
+use crate::storage::record::{self, Batch, BatchHeader};
 use crate::storage::recover::{self, RecoverOptions, RecoveryReport};
 use crate::storage::segment::Segment;
+
+mod flush;
+
+pub use flush::{Fate, PendingFlush};
+use flush::{OutsideSyncs, Undos};
 
 /// How a log rolls, retains, flushes and checks.
 #[derive(Debug, Clone)]
@@ -153,7 +159,7 @@ impl LogConfig {
         Ok(())
     }
 
-    fn index_entries(&self) -> usize {
+    fn index_slots(&self) -> usize {
         self.index_bytes_max as usize / index::OFFSET_ENTRY_BYTES
     }
 
@@ -174,26 +180,6 @@ pub struct AppendInfo {
     /// The log's undo epoch when it was appended (see [`Log::fate`]).
     pub epoch: u64,
 }
-
-/// What became of an append whose answer waits: appends gathered in memory
-/// are undone together when writing them fails (a full disk), and their
-/// offsets go to the next appends; an answer must not speak for records
-/// that were undone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fate {
-    /// Its bytes are in the segment file.
-    InFile,
-    /// Still gathered in memory.
-    Gathered,
-    /// A failed write undid it; it will never appear.
-    Undone,
-    /// Too many undos since: the log no longer knows (answer nothing).
-    Unknown,
-}
-
-/// Undos remembered for [`Log::fate`]; an answer older than this many
-/// undos gets [`Fate::Unknown`].
-const UNDOS_REMEMBERED: usize = 1024;
 
 /// A byte range of one segment file: whole batches (the last one possibly
 /// cut by the byte budget), as a fetch sends them.
@@ -216,84 +202,6 @@ impl FileSlice {
     pub fn read_into(&self, buf: &mut Vec<u8>) -> Result<()> {
         buf.resize(self.len as usize, 0);
         self.file.read_exact_at(buf, self.position).ctx("read", &self.path)
-    }
-}
-
-/// The fsyncs a log's [`PendingFlush`]es run outside its lock: how many
-/// are begun and not yet done, and whether one failed.
-///
-/// Linux reports a writeback error to one fsync only: an fsync of the same
-/// file under the lock (a roll, a close) that runs while an outside one
-/// fails may "succeed" for the pages that were lost. So the log's own
-/// fsync is believed only once no outside one is pending, and none failed.
-#[derive(Debug, Default)]
-struct OutsideSyncs {
-    /// (begun and not done, one failed).
-    state: std::sync::Mutex<(u32, bool)>,
-    done: std::sync::Condvar,
-}
-
-impl OutsideSyncs {
-    fn state(&self) -> std::sync::MutexGuard<'_, (u32, bool)> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Marks one done (`failed` if it did), once.
-    fn finish(&self, failed: bool) {
-        let mut state = self.state();
-        state.0 -= 1;
-        state.1 |= failed;
-        self.done.notify_all();
-    }
-
-    /// Waits until none is pending; whether one failed.
-    fn settled_failed(&self) -> bool {
-        let mut state = self.state();
-        while state.0 > 0 {
-            state = self.done.wait(state).unwrap_or_else(|p| p.into_inner());
-        }
-        state.1
-    }
-}
-
-/// A flush begun under the log's lock and synced outside it, so that
-/// appends go on while the disk works (the broker's group commit). The log
-/// counts it as pending from [`Log::begin_flush`] until it is synced or
-/// dropped.
-#[derive(Debug)]
-pub struct PendingFlush {
-    outside: Arc<OutsideSyncs>,
-    /// Whether `sync` ran (and told `outside`).
-    finished: std::sync::atomic::AtomicBool,
-    file: Arc<dyn VFile>,
-    path: PathBuf,
-    segment_base: u64,
-    next_offset: u64,
-    size: u64,
-}
-
-impl PendingFlush {
-    /// Makes the records it covers durable (fdatasync); no lock needed.
-    pub fn sync(&self) -> Result<()> {
-        let synced = self.file.sync_data().ctx("fsync", &self.path);
-        if !self.finished.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            self.outside.finish(synced.is_err());
-        }
-        synced
-    }
-
-    /// One past the last record it covers.
-    pub fn next_offset(&self) -> u64 {
-        self.next_offset
-    }
-}
-
-impl Drop for PendingFlush {
-    fn drop(&mut self) {
-        // Never synced: nothing to wait for.
-        if !self.finished.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            self.outside.finish(false);
-        }
     }
 }
 
@@ -323,10 +231,8 @@ pub struct Log {
     /// The active segment's base and size as of the last successful fsync:
     /// where a failed fsync cuts it back to.
     durable: (u64, u64),
-    /// Bumped each time a failed write undoes gathered appends.
-    epoch: u64,
-    /// For recent undos: the epoch they started and the first offset undone.
-    undos: std::collections::VecDeque<(u64, u64)>,
+    /// The failed writes that undid gathered appends, for [`Log::fate`].
+    undos: Undos,
     /// Why the log stopped (a failed fsync); it refuses all writes.
     failed: Option<String>,
     /// The fsyncs of [`PendingFlush`]es, outside the lock.
@@ -347,43 +253,11 @@ impl Log {
         } else {
             None
         };
-        let clean = recover::was_clean(&*vfs, dir);
-        let recovery_point = if clean || !options.writable {
-            u64::MAX
-        } else {
-            recover::read_recovery_point(&*vfs, dir)
-        };
-        let recover_options = RecoverOptions {
-            full: false,
-            dry_run: !options.writable,
-            automatic: true,
-            // After a clean close the index and the file length are
-            // trusted (Kafka skips recovery when its clean-shutdown file is
-            // there): a restart reads the tail after the last index entry,
-            // not the whole active segment. A reader changes nothing and
-            // trusts the writer's index the same way.
-            trust_last: clean || !options.writable,
-            index_interval_bytes: config.index_interval_bytes,
-        };
+        // Where the segments began before recovery could quarantine any: a
+        // log none of whose segments is kept starts again there.
         let (listed, _) = recover::list_partition(&*vfs, dir)?;
-        let recovery = recover::recover_partition(&*vfs, dir, recovery_point, &recover_options)?;
-        let mut segments = BTreeMap::new();
-        for report in &recovery.segments {
-            let mut segment = Segment::open(&*vfs, &report.path, options.writable)?;
-            segment.set_extent(
-                report.bytes_valid,
-                report.next_offset,
-                report.max_timestamp,
-                report.entries.clone(),
-            );
-            if report.records_valid > 0 {
-                // The last write to a segment is the append of its newest
-                // record; its first append is at least that old.
-                segment.last_append_ms = segment.file().modified_ms().ok();
-                segment.first_append_ms = segment.last_append_ms;
-            }
-            segments.insert(segment.base_offset, segment);
-        }
+        let recovery = recover_on_open(&*vfs, dir, &config, options.writable)?;
+        let segments = open_segments(&*vfs, &recovery, options.writable)?;
         let mut log = Log {
             dir: dir.to_path_buf(),
             vfs,
@@ -396,24 +270,14 @@ impl Log {
             oldest_unflushed_ms: None,
             recovery,
             durable: (0, 0),
-            epoch: 0,
-            undos: std::collections::VecDeque::new(),
+            undos: Undos::default(),
             failed: None,
             outside: Arc::default(),
             write_failing: false,
             _lock: lock,
         };
         if options.writable {
-            recover::clear_clean(&*log.vfs, dir)?;
-            if log.segments.is_empty() {
-                let base = listed.first().map_or(0, |s| s.0);
-                let segment = Segment::create(&*log.vfs, dir, base, log.config.index_entries())?;
-                log.segments.insert(base, segment);
-            } else {
-                let entries = log.config.index_entries();
-                let vfs = Arc::clone(&log.vfs);
-                log.active_mut().activate(&*vfs, entries)?;
-            }
+            log.start_writing(listed.first().map_or(0, |s| s.0))?;
         } else if log.segments.is_empty() {
             return Err(recover::corrupt(dir, 0, "no readable segment"));
         }
@@ -422,6 +286,22 @@ impl Log {
         log.visible_size = log.active().size;
         log.durable = (log.active().base_offset, log.active().size);
         Ok(log)
+    }
+
+    /// Readies an opened log for appends: the next write is not a clean
+    /// close's, and the active segment (a new one at `base` when none was
+    /// kept) maps a writable index.
+    fn start_writing(&mut self, base: u64) -> Result<()> {
+        recover::clear_clean(&*self.vfs, &self.dir)?;
+        let slots = self.config.index_slots();
+        if self.segments.is_empty() {
+            let segment = Segment::create(&*self.vfs, &self.dir, base, slots)?;
+            self.segments.insert(base, segment);
+        } else {
+            let vfs = Arc::clone(&self.vfs);
+            self.active_mut().activate(&*vfs, slots)?;
+        }
+        Ok(())
     }
 
     /// What recovery found and did when the log was opened.
@@ -497,15 +377,16 @@ impl Log {
         let base_offset = self.next_offset();
         record::set_base_offset(batch, base_offset);
         let header = BatchHeader { base_offset, ..header };
-        let interval = self.config.index_interval_bytes;
+        let interval_bytes = self.config.index_interval_bytes;
         // Readers that see unflushed records need them in the file now;
         // after a failed write, so does the producer (its own error).
-        let buffer = if self.config.hides_unflushed() && !self.write_failing {
+        let buffer_bytes = if self.config.hides_unflushed() && !self.write_failing {
             self.config.write_buffer_bytes
         } else {
             0
         };
-        self.active_mut().append(batch, &header, interval, now_ms, buffer)?;
+        self.active_mut()
+            .append(batch, &header, interval_bytes, now_ms, buffer_bytes)?;
         self.unflushed_records += u64::from(header.record_count);
         self.oldest_unflushed_ms.get_or_insert(now_ms);
         if !self.config.hides_unflushed() {
@@ -518,107 +399,8 @@ impl Log {
             base_offset,
             last_offset: header.last_offset(),
             record_count: header.record_count,
-            epoch: self.epoch,
+            epoch: self.undos.epoch(),
         })
-    }
-
-    /// Records an undo the active segment did (a failed write): a new
-    /// epoch, remembered with the first offset it undid.
-    fn note_undo(&mut self) {
-        let Some(from) = self.active_mut().take_undone() else {
-            return;
-        };
-        self.epoch += 1;
-        self.write_failing = true;
-        self.undos.push_back((self.epoch, from));
-        if self.undos.len() > UNDOS_REMEMBERED {
-            self.undos.pop_front();
-        }
-        // Only appends past the last write are undone, never flushed ones.
-        self.unflushed_records = self.next_offset() - self.flushed_offset;
-        if self.unflushed_records == 0 {
-            self.oldest_unflushed_ms = None;
-        }
-        if !self.config.hides_unflushed() {
-            self.visible_size = self.active().size;
-        }
-    }
-
-    /// What became of the records up to `last_offset` appended in `epoch`.
-    pub fn fate(&self, epoch: u64, last_offset: u64) -> Fate {
-        if self.failed.is_some() && last_offset >= self.flushed_offset {
-            // Cut back to the last durable size by the failure.
-            return Fate::Unknown;
-        }
-        if epoch != self.epoch {
-            // Only the first undo after the append can have undone it: if
-            // it did not, the records were in the file by then.
-            match self.undos.iter().find(|(e, _)| *e == epoch + 1) {
-                Some((_, from)) if last_offset >= *from => return Fate::Undone,
-                Some(_) => {}
-                None => return Fate::Unknown,
-            }
-        }
-        if last_offset < self.active().written_offset() {
-            Fate::InFile
-        } else {
-            Fate::Gathered
-        }
-    }
-
-    fn check_failed(&mut self) -> Result<()> {
-        if self.failed.is_none() && self.outside.state().1 {
-            let e = Error::io(
-                "fsync",
-                self.active().path.clone(),
-                std::io::Error::other("an fsync outside the lock failed"),
-            );
-            return Err(self.fail(&e));
-        }
-        match &self.failed {
-            Some(reason) => Err(Error::StorageFailed {
-                dir: self.dir.clone(),
-                reason: reason.clone(),
-            }),
-            None => Ok(()),
-        }
-    }
-
-    /// Whether a failed fsync stopped the log.
-    pub fn failed(&self) -> bool {
-        self.failed.is_some()
-    }
-
-    /// Stops the log after a failed fsync (`error`): from now on it
-    /// refuses every write, flush and close, and shows no more records.
-    ///
-    /// Linux reports a writeback error once: a later fsync can succeed
-    /// while the pages it failed to write are gone, so retrying could
-    /// acknowledge records that are not on disk (PostgreSQL's "fsyncgate").
-    /// The active segment is cut back to its last durable size, so that
-    /// neither this process nor a recovery after a restart can take the
-    /// bytes the failed fsync covered for durable ones. A reopen (a restart)
-    /// recovers the partition from there.
-    pub fn fail(&mut self, error: &Error) -> Error {
-        if self.failed.is_none() {
-            let mut reason = error.to_string();
-            if let Some(source) = std::error::Error::source(error) {
-                reason = format!("{reason}: {source}");
-            }
-            let (base, size) = self.durable;
-            let active = self.active();
-            if active.base_offset == base {
-                if let Err(e) = active.file().set_len(size) {
-                    reason = format!("{reason}; cutting back to {size} bytes failed too: {e}");
-                }
-            }
-            self.visible_size = self.visible_size.min(size);
-            self.failed = Some(reason);
-        }
-        Error::StorageFailed {
-            dir: self.dir.clone(),
-            reason: self.failed.clone().unwrap_or_default(),
-        }
     }
 
     fn maybe_roll(&mut self, batch_bytes: u64, record_count: u32, now_ms: i64) -> Result<()> {
@@ -643,121 +425,18 @@ impl Log {
         self.flush()?;
         self.active_mut().deactivate()?;
         let base = self.next_offset();
-        let segment = Segment::create(&*self.vfs, &self.dir, base, self.config.index_entries())?;
+        let segment = Segment::create(&*self.vfs, &self.dir, base, self.config.index_slots())?;
         self.segments.insert(base, segment);
         self.visible_size = self.active().size;
         self.durable = (base, self.active().size);
         recover::write_recovery_point(&*self.vfs, &self.dir, base)
     }
 
-    /// Makes every appended record durable.
-    pub fn flush(&mut self) -> Result<()> {
-        self.check_failed()?;
-        if self.flushed_offset == self.next_offset() {
-            return Ok(());
-        }
-        let written = self.active_mut().write_pending();
-        self.note_undo();
-        written?;
-        let active = self.active();
-        if let Err(e) = active.file().sync_data() {
-            let e = Error::io("fsync", &active.path, e);
-            return Err(self.fail(&e));
-        }
-        // A flush synced outside the lock may fail meanwhile: then this
-        // fsync's success says nothing about the pages it lost. Believe it
-        // once those are done (they need no lock, so this cannot block them).
-        if self.outside.settled_failed() {
-            self.check_failed()?;
-        }
-        self.durable = (self.active().base_offset, self.active().size);
-        self.flushed_offset = self.next_offset();
-        self.visible_size = self.active().size;
-        self.unflushed_records = 0;
-        self.oldest_unflushed_ms = None;
-        Ok(())
-    }
-
-    /// Starts a flush of everything appended so far, to be synced outside
-    /// the lock ([`PendingFlush::sync`]) and then completed
-    /// ([`Log::complete_flush`]). `None` when everything is flushed.
-    pub fn begin_flush(&mut self) -> Result<Option<PendingFlush>> {
-        self.check_failed()?;
-        if self.flushed_offset == self.next_offset() {
-            return Ok(None);
-        }
-        let written = self.active_mut().write_pending();
-        self.note_undo();
-        // An undone write still leaves what was written before it to sync.
-        if written.is_err() && self.active().written_offset() != self.next_offset() {
-            written?;
-        }
-        if self.flushed_offset >= self.next_offset() {
-            return Ok(None);
-        }
-        self.outside.state().0 += 1;
-        let active = self.active();
-        Ok(Some(PendingFlush {
-            outside: Arc::clone(&self.outside),
-            finished: std::sync::atomic::AtomicBool::new(false),
-            file: Arc::clone(active.file()),
-            path: active.path.clone(),
-            segment_base: active.base_offset,
-            next_offset: active.next_offset,
-            size: active.size,
-        }))
-    }
-
-    /// Writes the appends gathered in memory to the file (see
-    /// [`LogConfig::write_buffer_bytes`]).
-    pub fn write_pending(&mut self) -> Result<()> {
-        self.check_failed()?;
-        let written = self.active_mut().write_pending();
-        self.note_undo();
-        written
-    }
-
-    /// Records a synced flush: what it covers becomes visible. (A roll in
-    /// between flushed everything before it already.)
-    pub fn complete_flush(&mut self, flush: &PendingFlush) {
-        if flush.next_offset <= self.flushed_offset || self.failed.is_some() {
-            return;
-        }
-        self.flushed_offset = flush.next_offset;
-        if self.active().base_offset == flush.segment_base {
-            self.visible_size = self.visible_size.max(flush.size);
-            self.durable = (flush.segment_base, self.durable.1.max(flush.size));
-        }
-        if self.flushed_offset == self.next_offset() {
-            self.unflushed_records = 0;
-            self.oldest_unflushed_ms = None;
-        }
-    }
-
-    /// Records appended and not yet flushed, and when the oldest of them
-    /// was appended.
-    pub fn unflushed(&self) -> (u64, Option<i64>) {
-        (self.next_offset() - self.flushed_offset, self.oldest_unflushed_ms)
-    }
-
-    /// Flushes if the flush interval has passed since the oldest unflushed
-    /// append. Returns whether it flushed.
-    pub fn maybe_flush(&mut self, now_ms: i64) -> Result<bool> {
-        let due = match (self.config.flush_interval_ms, self.oldest_unflushed_ms) {
-            (Some(interval), Some(oldest)) => now_ms.saturating_sub(oldest) >= interval as i64,
-            _ => false,
-        };
-        if due {
-            self.flush()?;
-        }
-        Ok(due)
-    }
-
     /// The bytes from the batch holding `offset` on, within one segment:
-    /// whole batches up to `max_bytes`, but at least one whole batch (so a
+    /// whole batches up to `bytes_max`, but at least one whole batch (so a
     /// reader always progresses), stopping at the visible end. `Ok(None)`
     /// when `offset` is the end of the log.
-    pub fn read(&self, offset: u64, max_bytes: u64) -> Result<Option<FileSlice>> {
+    pub fn read(&self, offset: u64, bytes_max: u64) -> Result<Option<FileSlice>> {
         let (start, end) = (self.start_offset(), self.visible_offset());
         if offset < start || offset > end {
             return Err(Error::OffsetOutOfRange { offset, start, end });
@@ -768,15 +447,14 @@ impl Log {
             .rev()
             .take(1)
             .chain(self.segments.range(offset + 1..));
-        let batch_max = limits::BATCH_BYTES_MAX;
         loop {
             let Some((_, segment)) = candidates.next() else {
                 return Ok(None);
             };
             let is_active = segment.base_offset == self.active().base_offset;
             let limit = if is_active { self.visible_size } else { segment.size };
-            if let Some((position, header)) = segment.find(offset, limit, batch_max)? {
-                let len = (limit - position).min(max_bytes.max(header.total_bytes()));
+            if let Some((position, header)) = segment.find(offset, limit, limits::BATCH_BYTES_MAX)? {
+                let len = (limit - position).min(bytes_max.max(header.total_bytes()));
                 return Ok(Some(FileSlice {
                     file: Arc::clone(segment.file()),
                     path: segment.path.clone(),
@@ -823,21 +501,20 @@ impl Log {
                 return Ok(None);
             };
             slice.read_into(&mut buf)?;
-            let mut at = 0;
-            while at + BATCH_HEADER_BYTES <= buf.len() {
-                let Ok(batch) = Batch::decode(&buf[at..], limits::BATCH_BYTES_MAX) else {
+            // A batch the read's byte budget cut is read again from its
+            // offset (a damaged one then fails that read).
+            for step in Batches::new(&buf, limits::BATCH_BYTES_MAX) {
+                let Ok((at, batch)) = step else {
                     break;
                 };
                 if batch.header.max_timestamp >= timestamp_ms {
                     for r in batch.records(limits::RECORD_BYTES_MAX_LIMIT) {
-                        let r =
-                            r.map_err(|e| recover::corrupt(&slice.path, slice.position + at as u64, e.to_string()))?;
+                        let r = r.map_err(|e| recover::corrupt(&slice.path, slice.position + at, e.to_string()))?;
                         if r.offset >= from && r.timestamp >= timestamp_ms {
                             return Ok(Some(r.offset));
                         }
                     }
                 }
-                at += batch.total_bytes();
                 offset = batch.header.next_offset();
             }
         }
@@ -872,7 +549,7 @@ impl Log {
             deleted.push(base);
         }
         if !deleted.is_empty() {
-            self.vfs.sync_dir(&self.dir).ctx("fsync directory", &self.dir)?;
+            fs::sync_directory(&*self.vfs, &self.dir)?;
         }
         Ok(deleted)
     }
@@ -901,15 +578,124 @@ impl Log {
         self.flush()?;
         self.active_mut().deactivate()?;
         recover::write_recovery_point(&*self.vfs, &self.dir, self.next_offset())?;
-        recover::write_atomic(&*self.vfs, &self.dir, recover::CLEAN_SHUTDOWN_FILE, b"")
+        fs::write_atomic(&*self.vfs, &self.dir, recover::CLEAN_SHUTDOWN_FILE, b"")
     }
+}
+
+/// Recovers the log in `dir` as opening it does: from its recovery point
+/// after a crash, trusting the index of a cleanly closed (or only read)
+/// log; a reader changes nothing.
+fn recover_on_open(vfs: &dyn Vfs, dir: &Path, config: &LogConfig, writable: bool) -> Result<RecoveryReport> {
+    let clean = recover::was_clean(vfs, dir);
+    let recovery_point = if clean || !writable {
+        u64::MAX
+    } else {
+        recover::read_recovery_point(vfs, dir)
+    };
+    let options = RecoverOptions {
+        full: false,
+        dry_run: !writable,
+        automatic: true,
+        // After a clean close the index and the file length are trusted
+        // (Kafka skips recovery when its clean-shutdown file is there): a
+        // restart reads the tail after the last index entry, not the whole
+        // active segment. A reader changes nothing and trusts the writer's
+        // index the same way.
+        trust_last: clean || !writable,
+        index_interval_bytes: config.index_interval_bytes,
+    };
+    recover::recover_partition(vfs, dir, recovery_point, &options)
+}
+
+/// Opens the segments recovery kept, each with the extent it found.
+fn open_segments(vfs: &dyn Vfs, recovery: &RecoveryReport, writable: bool) -> Result<BTreeMap<u64, Segment>> {
+    let mut segments = BTreeMap::new();
+    for report in &recovery.segments {
+        let mut segment = Segment::open(vfs, &report.path, writable)?;
+        segment.set_extent(
+            report.bytes_valid,
+            report.next_offset,
+            report.max_timestamp,
+            report.entries.clone(),
+        );
+        if report.records_valid > 0 {
+            // The last write to a segment is the append of its newest
+            // record; its first append is at least that old.
+            segment.last_append_ms = segment.file().modified_ms().ok();
+            segment.first_append_ms = segment.last_append_ms;
+        }
+        segments.insert(segment.base_offset, segment);
+    }
+    Ok(segments)
 }
 
 /// Checks a producer's batch (header and every record) against the
 /// configured limits, returning its header.
 pub fn check_batch(batch: &[u8], config: &LogConfig) -> Result<BatchHeader> {
-    let batch_max = limits::BATCH_BYTES_MAX;
-    let decoded = Batch::decode(batch, batch_max)?;
+    let decoded = Batch::decode(batch, limits::BATCH_BYTES_MAX)?;
     decoded.validate(config.record_bytes_max)?;
     Ok(decoded.header)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_configuration_is_valid() {
+        LogConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn a_configuration_outside_the_limits_is_refused() {
+        type Change = fn(&mut LogConfig);
+        let cases: [(&str, Change); 7] = [
+            ("segment size", |c| c.segment_bytes = limits::SEGMENT_BYTES_MIN - 1),
+            ("segment size", |c| c.segment_bytes = limits::SEGMENT_BYTES_MAX + 1),
+            ("maximum record size", |c| c.record_bytes_max = 0),
+            ("maximum record size", |c| {
+                c.record_bytes_max = limits::RECORD_BYTES_MAX_LIMIT + 1
+            }),
+            ("holds no entry", |c| {
+                c.index_bytes_max = INDEX_ENTRY_BYTES_MAX as u32 - 1
+            }),
+            ("index size", |c| c.index_bytes_max = limits::INDEX_BYTES_MAX_LIMIT + 1),
+            ("0 messages", |c| c.flush_messages = Some(0)),
+        ];
+        for (what, change) in cases {
+            let mut config = LogConfig::default();
+            change(&mut config);
+            let err = config.validate().unwrap_err().to_string();
+            assert!(err.contains(what), "{what}: {err}");
+        }
+        let edges = LogConfig {
+            segment_bytes: limits::SEGMENT_BYTES_MIN,
+            record_bytes_max: limits::RECORD_BYTES_MAX_LIMIT,
+            index_bytes_max: INDEX_ENTRY_BYTES_MAX as u32,
+            flush_messages: Some(1),
+            ..LogConfig::default()
+        };
+        edges.validate().unwrap();
+    }
+
+    #[test]
+    fn readers_see_only_flushed_records_under_any_flush_policy() {
+        assert!(!LogConfig::default().hides_unflushed());
+        for config in [
+            LogConfig {
+                visible_after_flush: true,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                flush_messages: Some(10),
+                ..LogConfig::default()
+            },
+            LogConfig {
+                flush_interval_ms: Some(10),
+                ..LogConfig::default()
+            },
+        ] {
+            assert!(config.hides_unflushed(), "{config:?}");
+        }
+    }
 }

@@ -2,11 +2,13 @@
 //! repairs it, with no network and no coordination.
 //!
 //! A [`log::Log`] is an append-only sequence of [`segment`] files of
-//! CRC-checked [`record`] batches, with sparse memory-mapped offset and time
-//! [`index`]es. A [`store::Store`] is a data directory of such logs. Crash
+//! CRC-checked [`record`] batches, with sparse memory-mapped offset and
+//! time [`index`]es. Whoever goes through stored batches walks them with
+//! [`batches`]. A [`store::Store`] is a data directory of such logs. Crash
 //! [`recover`]y cuts a log at its first damaged record. All file I/O goes
 //! through the [`fs::Vfs`] seam, so that tests can cut the power anywhere.
 
+pub mod batches;
 pub mod fs;
 pub mod index;
 pub mod lock;

@@ -54,16 +54,31 @@
 //!
 //! Every step is idempotent: running recovery again, or after it was killed
 //! midway, ends in the same files. With `dry_run` nothing is written.
+//!
+//! # Where
+//!
+//! This file drives a partition: it lists the segments, recovers each in
+//! offset order, quarantines those after a cut, and writes the rebuilt
+//! indexes and the recovery point. Its private modules do one segment:
+//! `segment` reads its header and decides how far its index is trusted,
+//! `scan` walks its batches (with [`crate::storage::batches`]) and checks
+//! its index against them, and `cut` judges the bytes where the walk
+//! stopped (zeros, a short write, lost pages, or damage) and cuts them.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::error::{Error, IoContext, Result};
-use crate::storage::fs::{VFile, Vfs};
+use crate::storage::fs::{self, Vfs};
 use crate::storage::index::{self, IndexEntry};
-use crate::storage::record::{self, BatchHeader, DecodeError, BATCH_HEADER_BYTES};
-use crate::storage::segment::{self, BatchScanner, ScanStop, SEGMENT_HEADER_BYTES};
+use crate::storage::segment::parse_log_file_name;
+
+mod cut;
+mod scan;
+mod segment;
+
+use segment::recover_segment;
 
 /// Name of the directory, inside a partition, that recovery moves segments
 /// after a cut into.
@@ -195,14 +210,14 @@ pub fn list_partition(vfs: &dyn Vfs, dir: &Path) -> Result<Listing> {
     let names = vfs.list(dir).ctx("list", dir)?;
     let mut segments: Vec<(u64, PathBuf)> = names
         .iter()
-        .filter_map(|n| Some((segment::parse_log_file_name(n)?, dir.join(n))))
+        .filter_map(|n| Some((parse_log_file_name(n)?, dir.join(n))))
         .collect();
     segments.sort();
     let mut leftovers = Vec::new();
     for n in &names {
         let stem_is_log = |ext: &str| {
             n.strip_suffix(ext)
-                .is_some_and(|stem| segment::parse_log_file_name(&format!("{stem}.log")).is_some())
+                .is_some_and(|stem| parse_log_file_name(&format!("{stem}.log")).is_some())
         };
         let orphan_index = (stem_is_log(".index") || stem_is_log(".timeindex"))
             && !names.contains(&format!("{}.log", n.rsplit_once('.').map_or("", |p| p.0)));
@@ -229,6 +244,7 @@ pub fn recover_partition(
     options: &RecoverOptions,
 ) -> Result<RecoveryReport> {
     let (segments, leftovers) = list_partition(vfs, dir)?;
+    let partition = Partition { vfs, dir, options };
     let mut report = RecoveryReport::default();
     // Leftovers are temporary files and indexes without a log: never data.
     // Opening a log removes them only once it knows it will not refuse.
@@ -239,49 +255,7 @@ pub fn recover_partition(
         }
         report.removed.push(path.clone());
     }
-    let mut expected: Option<u64> = None;
-    let mut cut = false;
-    let mut reindex = Vec::new();
-    for (i, (base, path)) in segments.iter().enumerate() {
-        let last = i + 1 == segments.len();
-        if let Some(e) = expected.filter(|e| e != base) {
-            if options.automatic && !cut {
-                let reason = format!("the segment starts at offset {base}, the one before ends at {e}");
-                return Err(damaged(dir, path, 0, e, reason));
-            }
-        }
-        let gap = expected.is_some_and(|e| e != *base);
-        if cut || gap {
-            quarantine(vfs, dir, path, options.dry_run, &mut report)?;
-            cut = true;
-            continue;
-        }
-        let next_base = segments.get(i + 1).map(|s| s.0);
-        let trusted = !options.full && next_base.map_or(options.trust_last, |n| n <= recovery_point);
-        let seg = recover_segment(vfs, path, *base, trusted, last, options)?;
-        if let Some(p) = seg.problem.as_ref().filter(|_| options.automatic) {
-            if !(last && p.torn_tail) {
-                return Err(damaged(dir, path, p.position, p.offset, p.reason.clone()));
-            }
-        }
-        // An index still preallocated (a writer's active segment, or a run
-        // killed while rebuilding) is trimmed too, silently: it is sound,
-        // but a repaired partition ends in the same files however it got
-        // there.
-        let damaged = seg.problem.is_some() || seg.index_problem.is_some();
-        if seg.bytes_valid > 0 && (damaged || !index::is_trimmed(vfs, path, seg.entries.len())) {
-            reindex.push((path.clone(), seg.entries.clone()));
-        }
-        expected = Some(seg.next_offset);
-        cut = seg.problem.is_some();
-        if seg.bytes_valid == 0 {
-            // A header that cannot be read: nothing of the file is kept.
-            cut = true;
-            quarantine(vfs, dir, path, options.dry_run, &mut report)?;
-            continue;
-        }
-        report.segments.push(seg);
-    }
+    let reindex = partition.recover_segments(&segments, recovery_point, &mut report)?;
     if options.dry_run {
         return Ok(report);
     }
@@ -291,52 +265,131 @@ pub fn recover_partition(
             _ => {}
         }
     }
-    for (path, entries) in reindex {
-        let mut index = index::SegmentIndex::create(vfs, &path, entries, 0)?;
-        index.trim()?;
-    }
-    if report.changed() || report.segments.iter().any(|s| s.scanned) {
-        vfs.sync_dir(dir).ctx("fsync directory", dir)?;
-    }
-    if let Some(next) = report.next_offset() {
-        // Every segment before the last was synced when it rolled, and
-        // every scanned one was synced above: all that was kept is durable.
-        // (Written also when nothing changed, so that a run killed before
-        // this line and run again ends in the same files.)
-        if read_recovery_point(vfs, dir) != next {
-            write_recovery_point(vfs, dir, next)?;
-        }
-    }
+    partition.write_out(reindex, &report)?;
     Ok(report)
 }
 
-fn damaged(dir: &Path, segment: &Path, position: u64, offset: u64, reason: String) -> Error {
-    Error::Damaged {
-        dir: dir.to_path_buf(),
-        segment: segment.to_path_buf(),
-        position,
-        offset,
-        reason,
-    }
+/// A partition directory under recovery.
+struct Partition<'a> {
+    vfs: &'a dyn Vfs,
+    dir: &'a Path,
+    options: &'a RecoverOptions,
 }
 
-fn quarantine(vfs: &dyn Vfs, dir: &Path, log: &Path, dry_run: bool, report: &mut RecoveryReport) -> Result<()> {
-    let qdir = dir.join(QUARANTINE_DIR);
-    let (index, timeindex) = index::index_paths(log);
-    if !dry_run {
-        vfs.create_dir_all(&qdir).ctx("create", &qdir)?;
-        for p in [&index, &timeindex] {
-            if vfs.exists(p) {
-                vfs.remove(p).ctx("remove", p)?;
+/// Index files to write: the segment's log path and its entries.
+type Reindex = Vec<(PathBuf, Vec<IndexEntry>)>;
+
+impl Partition<'_> {
+    /// Recovers the segments in offset order, quarantining those after a
+    /// cut or a gap, into `report`; returns the index files to rewrite.
+    /// Opening a log refuses (changing nothing) at damage it may not cut.
+    fn recover_segments(
+        &self,
+        segments: &[(u64, PathBuf)],
+        recovery_point: u64,
+        report: &mut RecoveryReport,
+    ) -> Result<Reindex> {
+        let options = self.options;
+        let mut expected: Option<u64> = None;
+        let mut cut = false;
+        let mut reindex = Vec::new();
+        for (i, (base, path)) in segments.iter().enumerate() {
+            let last = i + 1 == segments.len();
+            if let Some(e) = expected.filter(|e| e != base) {
+                if options.automatic && !cut {
+                    let reason = format!("the segment starts at offset {base}, the one before ends at {e}");
+                    return Err(self.damaged(path, 0, e, reason));
+                }
+            }
+            let gap = expected.is_some_and(|e| e != *base);
+            if cut || gap {
+                self.quarantine(path, report)?;
+                cut = true;
+                continue;
+            }
+            let next_base = segments.get(i + 1).map(|s| s.0);
+            let trusted = !options.full && next_base.map_or(options.trust_last, |n| n <= recovery_point);
+            let seg = recover_segment(self.vfs, path, *base, trusted, last, options)?;
+            if let Some(p) = seg.problem.as_ref().filter(|_| options.automatic) {
+                if !(last && p.torn_tail) {
+                    return Err(self.damaged(path, p.position, p.offset, p.reason.clone()));
+                }
+            }
+            // An index still preallocated (a writer's active segment, or a
+            // run killed while rebuilding) is trimmed too, silently: it is
+            // sound, but a repaired partition ends in the same files however
+            // it got there.
+            let repaired = seg.problem.is_some() || seg.index_problem.is_some();
+            if seg.bytes_valid > 0 && (repaired || !index::is_trimmed(self.vfs, path, seg.entries.len())) {
+                reindex.push((path.clone(), seg.entries.clone()));
+            }
+            expected = Some(seg.next_offset);
+            cut = seg.problem.is_some();
+            if seg.bytes_valid == 0 {
+                // A header that cannot be read: nothing of the file is kept.
+                cut = true;
+                self.quarantine(path, report)?;
+                continue;
+            }
+            report.segments.push(seg);
+        }
+        Ok(reindex)
+    }
+
+    /// Writes the indexes recovery rebuilt, makes the directory durable, and
+    /// records the new recovery point.
+    fn write_out(&self, reindex: Reindex, report: &RecoveryReport) -> Result<()> {
+        let (vfs, dir) = (self.vfs, self.dir);
+        for (path, entries) in reindex {
+            let mut index = index::SegmentIndex::create(vfs, &path, entries, 0)?;
+            index.trim()?;
+        }
+        if report.changed() || report.segments.iter().any(|s| s.scanned) {
+            fs::sync_directory(vfs, dir)?;
+        }
+        if let Some(next) = report.next_offset() {
+            // Every segment before the last was synced when it rolled, and
+            // every scanned one was synced above: all that was kept is
+            // durable. (Written also when nothing changed, so that a run
+            // killed before this line and run again ends in the same files.)
+            if read_recovery_point(vfs, dir) != next {
+                write_recovery_point(vfs, dir, next)?;
             }
         }
-        let name = log.file_name().expect("segment file name");
-        let target = unused_name(vfs, &qdir.join(name));
-        vfs.rename(log, &target).ctx("move into quarantine", log)?;
-        vfs.sync_dir(&qdir).ctx("fsync directory", &qdir)?;
+        Ok(())
     }
-    report.quarantined.push(log.to_path_buf());
-    Ok(())
+
+    fn damaged(&self, segment: &Path, position: u64, offset: u64, reason: String) -> Error {
+        Error::Damaged {
+            dir: self.dir.to_path_buf(),
+            segment: segment.to_path_buf(),
+            position,
+            offset,
+            reason,
+        }
+    }
+
+    /// Moves the segment `log` into `quarantine/` (its indexes are removed:
+    /// they are derived data).
+    fn quarantine(&self, log: &Path, report: &mut RecoveryReport) -> Result<()> {
+        let vfs = self.vfs;
+        let qdir = self.dir.join(QUARANTINE_DIR);
+        let (index, timeindex) = index::index_paths(log);
+        if !self.options.dry_run {
+            vfs.create_dir_all(&qdir).ctx("create", &qdir)?;
+            for p in [&index, &timeindex] {
+                if vfs.exists(p) {
+                    vfs.remove(p).ctx("remove", p)?;
+                }
+            }
+            let name = log.file_name().expect("segment file name");
+            let target = unused_name(vfs, &qdir.join(name));
+            vfs.rename(log, &target).ctx("move into quarantine", log)?;
+            fs::sync_directory(vfs, &qdir)?;
+        }
+        report.quarantined.push(log.to_path_buf());
+        Ok(())
+    }
 }
 
 /// `path`, or `path.1`, `path.2`, ...: the first that does not exist.
@@ -350,553 +403,6 @@ fn unused_name(vfs: &dyn Vfs, path: &Path) -> PathBuf {
         .expect("an unused name")
 }
 
-/// The running state of a segment scan, and of the check of its index.
-///
-/// An index on disk is judged by its invariants, not by the interval this
-/// run would use (the writer may have used another): every entry names the
-/// batch that starts at its position, by that batch's offset, with the
-/// largest timestamp up to and including it, in increasing order. Missing
-/// entries after the last one are not damage (a crash can leave an index
-/// short); they are added at `interval`.
-struct Scan {
-    base: u64,
-    batches: u64,
-    size: u64,
-    next_offset: u64,
-    max_timestamp: i64,
-    first_timestamp: Option<i64>,
-    interval: u64,
-    /// Whether the scan began at the segment's first batch (so `rebuilt`
-    /// covers the whole segment).
-    from_start: bool,
-    /// Entries rebuilt from scratch, one every `interval` bytes.
-    rebuilt: Vec<IndexEntry>,
-    since_rebuilt: u64,
-    /// The index on disk, checked entry by entry as the scan passes them.
-    disk: Vec<IndexEntry>,
-    disk_next: usize,
-    /// The checked entries on disk, then new ones past the last of them.
-    kept: Vec<IndexEntry>,
-    since_kept: u64,
-    index_problem: Option<String>,
-}
-
-impl Scan {
-    fn new(base: u64, interval: u32, disk: Vec<IndexEntry>, index_problem: Option<String>) -> Scan {
-        Scan {
-            base,
-            batches: 0,
-            size: SEGMENT_HEADER_BYTES as u64,
-            next_offset: base,
-            max_timestamp: i64::MIN,
-            first_timestamp: None,
-            interval: u64::from(interval),
-            from_start: true,
-            rebuilt: Vec::new(),
-            since_rebuilt: 0,
-            disk,
-            disk_next: 0,
-            kept: Vec::new(),
-            since_kept: 0,
-            index_problem,
-        }
-    }
-
-    /// Starts at the last entry of a trusted index instead of the first
-    /// batch: the entries before it are taken as they are, and the batch it
-    /// names is checked like any other.
-    fn trust_up_to_last_entry(&mut self) {
-        let last = self.disk.len() - 1;
-        let entry = self.disk[last];
-        self.from_start = false;
-        self.kept = self.disk[..last].to_vec();
-        self.disk_next = last;
-        self.size = u64::from(entry.position);
-        self.next_offset = self.base + u64::from(entry.relative_offset);
-        self.max_timestamp = entry.max_timestamp;
-    }
-
-    /// Keeps the batch at `position`; an error when it cannot be indexed
-    /// (a position or relative offset beyond `u32`: damage, not a crash).
-    fn keep(&mut self, position: u64, header: &BatchHeader, bytes: u64) -> std::result::Result<(), DecodeError> {
-        let entry = IndexEntry {
-            relative_offset: u32::try_from(header.base_offset - self.base)
-                .map_err(|_| DecodeError::Malformed("batch: offset too far from the segment's base"))?,
-            position: u32::try_from(position)
-                .map_err(|_| DecodeError::Malformed("batch: position beyond 4 GiB in a segment"))?,
-            max_timestamp: self.max_timestamp.max(header.max_timestamp),
-        };
-        self.max_timestamp = entry.max_timestamp;
-        self.first_timestamp.get_or_insert(header.base_timestamp);
-        if self.from_start && self.since_rebuilt >= self.interval {
-            self.rebuilt.push(entry);
-            self.since_rebuilt = 0;
-        }
-        self.since_rebuilt += bytes;
-        self.check_disk_entry(entry);
-        self.since_kept += bytes;
-        self.batches += 1;
-        self.size = position + bytes;
-        self.next_offset = header.next_offset();
-        Ok(())
-    }
-
-    fn check_disk_entry(&mut self, batch: IndexEntry) {
-        if self.index_problem.is_some() {
-            return;
-        }
-        let j = self.disk_next;
-        let Some(disk) = self.disk.get(j).copied() else {
-            if self.since_kept >= self.interval {
-                self.kept.push(batch);
-                self.since_kept = 0;
-            }
-            return;
-        };
-        if disk.position > batch.position {
-            return;
-        }
-        self.index_problem = if disk.position < batch.position {
-            Some(format!(
-                "entry {j}: position {} is not where a batch starts",
-                disk.position
-            ))
-        } else if disk.relative_offset != batch.relative_offset {
-            Some(format!(
-                "entry {j}: names offset {}, the batch at position {} starts at {}",
-                self.base + u64::from(disk.relative_offset),
-                disk.position,
-                self.base + u64::from(batch.relative_offset)
-            ))
-        } else if disk.max_timestamp != batch.max_timestamp {
-            Some(format!(
-                "entry {j}: maximum timestamp {}, the log's is {}",
-                disk.max_timestamp, batch.max_timestamp
-            ))
-        } else {
-            self.kept.push(disk);
-            self.disk_next += 1;
-            self.since_kept = 0;
-            None
-        };
-    }
-
-    /// The entries the segment has after recovery, and why the index on
-    /// disk cannot stay, if it cannot.
-    fn finish_index(&mut self, was_cut: bool) -> (Vec<IndexEntry>, Option<String>) {
-        if self.index_problem.is_none() && self.disk_next < self.disk.len() && !was_cut {
-            let j = self.disk_next;
-            self.index_problem = Some(format!(
-                "entry {j}: position {} is beyond the last batch",
-                self.disk[j].position
-            ));
-        }
-        if self.index_problem.is_none() && !was_cut {
-            return (std::mem::take(&mut self.kept), None);
-        }
-        // A cut segment is always scanned from its start (a trusted scan
-        // that stops is redone in full).
-        debug_assert!(self.from_start);
-        (std::mem::take(&mut self.rebuilt), self.index_problem.take())
-    }
-}
-
-fn recover_segment(
-    vfs: &dyn Vfs,
-    path: &Path,
-    base: u64,
-    trusted: bool,
-    last: bool,
-    options: &RecoverOptions,
-) -> Result<SegmentReport> {
-    let file = if options.dry_run {
-        vfs.open_read(path)
-    } else {
-        vfs.open(path, false)
-    }
-    .ctx("open segment", path)?;
-    let len = file.len().ctx("stat", path)?;
-    let mut report = SegmentReport {
-        path: path.to_path_buf(),
-        base_offset: base,
-        scanned: !trusted,
-        batches_valid: 0,
-        records_valid: 0,
-        bytes_valid: 0,
-        truncated_bytes: 0,
-        problem: None,
-        saved_to: None,
-        index_problem: None,
-        bytes_scanned: 0,
-        next_offset: base,
-        max_timestamp: i64::MIN,
-        first_timestamp: None,
-        entries: Vec::new(),
-    };
-    let mut header = [0u8; SEGMENT_HEADER_BYTES];
-    let n = file.read_at(&mut header, 0).ctx("read", path)?;
-    let header_problem = match segment::decode_header(&header[..n]) {
-        Ok(b) if b == base => None,
-        Ok(b) => Some(format!("header names base offset {b}")),
-        Err(reason) => Some(reason),
-    };
-    if let Some(reason) = header_problem {
-        // A header torn by a crash while the segment was created: short,
-        // or zeros, and only ever in the last segment.
-        let torn = last && (n < SEGMENT_HEADER_BYTES || header.iter().all(|&b| b == 0));
-        report.problem = Some(problem(base, 0, reason, torn));
-        return Ok(report);
-    }
-    let (disk, index_problem) = match index::read_entries(vfs, path) {
-        Ok(entries) => match index::check_entries(&entries, SEGMENT_HEADER_BYTES as u64..len, u64::from(u32::MAX)) {
-            Ok(()) => (entries, None),
-            Err(e) => (Vec::new(), Some(e)),
-        },
-        Err(e) => (Vec::new(), Some(e)),
-    };
-    let interval = options.index_interval_bytes;
-    let mut scan = Scan::new(base, interval, disk.clone(), index_problem.clone());
-    if trusted && index_problem.is_none() && !disk.is_empty() {
-        scan.trust_up_to_last_entry();
-        scan.first_timestamp = first_timestamp(&*file, path)?;
-    }
-    let mut start = scan.size;
-    let mut stop = scan_batches(&*file, path, len, &mut scan)?;
-    if (stop.is_some() || scan.index_problem.is_some()) && !scan.from_start {
-        // The index led to bytes that are not whole, or its last entry is
-        // wrong: judge the segment by all of its bytes, trusting nothing.
-        scan = Scan::new(base, interval, disk, index_problem);
-        start = scan.size;
-        stop = scan_batches(&*file, path, len, &mut scan)?;
-    }
-    report.scanned = report.scanned || scan.from_start;
-    report.bytes_scanned = len.saturating_sub(start);
-    if let Some((stop, kept)) = &stop {
-        cut(
-            &*file,
-            vfs,
-            path,
-            &mut scan,
-            stop,
-            *kept,
-            len,
-            options,
-            last,
-            &mut report,
-        )?;
-    }
-    if !options.dry_run && report.scanned {
-        // What recovery keeps past the recovery point may be in the page
-        // cache only (the writer was killed before its fsync): make it
-        // durable before anyone is told it is.
-        file.sync_data().ctx("fsync", path)?;
-    }
-    report.batches_valid = scan.batches;
-    report.bytes_valid = scan.size;
-    report.next_offset = scan.next_offset;
-    report.records_valid = scan.next_offset - base;
-    report.max_timestamp = scan.max_timestamp;
-    report.first_timestamp = scan.first_timestamp;
-    let (entries, index_problem) = scan.finish_index(report.problem.is_some());
-    report.entries = entries;
-    report.index_problem = index_problem;
-    Ok(report)
-}
-
-fn first_timestamp(file: &dyn VFile, path: &Path) -> Result<Option<i64>> {
-    let mut h = [0u8; BATCH_HEADER_BYTES];
-    if file.read_at(&mut h, SEGMENT_HEADER_BYTES as u64).ctx("read", path)? < h.len() {
-        return Ok(None);
-    }
-    Ok(BatchHeader::decode(&h, crate::limits::BATCH_BYTES_MAX)
-        .ok()
-        .map(|h| h.base_timestamp))
-}
-
-/// Where a segment's valid prefix ends: the stop, and the records of the
-/// stopped batch that are whole and valid (count, bytes, max timestamp).
-type Kept = (u32, u64, i64);
-
-fn scan_batches(file: &dyn VFile, path: &Path, len: u64, scan: &mut Scan) -> Result<Option<(ScanStop, Kept)>> {
-    let batch_max = crate::limits::BATCH_BYTES_MAX;
-    let record_max = crate::limits::RECORD_BYTES_MAX_LIMIT;
-    let mut scanner = BatchScanner::new(file, scan.size, len, batch_max);
-    loop {
-        let next = scanner.next_batch().ctx("read", path)?;
-        let (position, bytes) = match next {
-            Ok(None) => return Ok(None),
-            Ok(Some(b)) => b,
-            Err(stop) => {
-                let kept = torn_prefix(file, path, &stop, scan.next_offset, len)?;
-                return Ok(Some((stop, kept)));
-            }
-        };
-        let batch = record::Batch::decode(bytes, batch_max).expect("scanner checked the header");
-        let header = batch.header;
-        if header.base_offset != scan.next_offset {
-            let error = DecodeError::Malformed("batch: base offset out of sequence");
-            return Ok(Some((ScanStop { position, error }, (0, 0, i64::MIN))));
-        }
-        let mut kept: Kept = (0, 0, i64::MIN);
-        let mut failure = None;
-        for r in batch.records(record_max) {
-            match r {
-                Ok(r) => kept = (kept.0 + 1, kept.1 + u64::from(r.encoded_bytes), kept.2.max(r.timestamp)),
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
-            }
-        }
-        if failure.is_none() && kept.2 != header.max_timestamp {
-            failure = Some(DecodeError::Malformed("batch: max timestamp differs from its records"));
-        }
-        if let Some(error) = failure {
-            return Ok(Some((ScanStop { position, error }, kept)));
-        }
-        if let Err(error) = scan.keep(position, &header, bytes.len() as u64) {
-            return Ok(Some((ScanStop { position, error }, (0, 0, i64::MIN))));
-        }
-    }
-}
-
-/// For a batch whose header is valid but whose bytes run past the end of
-/// the file, the whole valid records that are there.
-fn torn_prefix(file: &dyn VFile, path: &Path, stop: &ScanStop, expected: u64, len: u64) -> Result<Kept> {
-    let none = (0, 0, i64::MIN);
-    if !stop.error.is_truncated() || len - stop.position < BATCH_HEADER_BYTES as u64 {
-        return Ok(none);
-    }
-    let mut buf = vec![0u8; (len - stop.position) as usize];
-    file.read_exact_at(&mut buf, stop.position).ctx("read", path)?;
-    let Ok(header) = BatchHeader::decode(&buf, crate::limits::BATCH_BYTES_MAX) else {
-        return Ok(none);
-    };
-    if header.base_offset != expected {
-        return Ok(none);
-    }
-    let mut kept = none;
-    let mut at = BATCH_HEADER_BYTES;
-    while kept.0 < header.record_count {
-        let offset = expected + u64::from(kept.0);
-        let record_max = crate::limits::RECORD_BYTES_MAX_LIMIT;
-        match record::decode_record(&buf[at..], offset, header.base_timestamp, record_max) {
-            Ok((r, used)) => {
-                at += used;
-                kept = (kept.0 + 1, kept.1 + used as u64, kept.2.max(r.timestamp));
-            }
-            Err(_) => break,
-        }
-    }
-    Ok(kept)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn cut(
-    file: &dyn VFile,
-    vfs: &dyn Vfs,
-    path: &Path,
-    scan: &mut Scan,
-    stop: &ScanStop,
-    kept: Kept,
-    len: u64,
-    options: &RecoverOptions,
-    last: bool,
-    report: &mut SegmentReport,
-) -> Result<()> {
-    let (count, records_bytes, max_ts) = kept;
-    let mut new_len = stop.position;
-    let mut patched_header = None;
-    if count > 0 {
-        let mut h = [0u8; BATCH_HEADER_BYTES];
-        file.read_exact_at(&mut h, stop.position).ctx("read", path)?;
-        let records_bytes32 = u32::try_from(records_bytes).expect("records of one batch fit u32");
-        record::set_batch_extent(&mut h, count, records_bytes32, max_ts);
-        let header = BatchHeader::decode(&h, crate::limits::BATCH_BYTES_MAX).expect("patched header");
-        new_len = stop.position + BATCH_HEADER_BYTES as u64 + records_bytes;
-        patched_header = Some((h, header));
-    }
-    let cut_bytes = len - new_len;
-    let first_bad = scan.next_offset + u64::from(count);
-    let zeros = is_zero_range(file, path, new_len, len)?;
-    let short = stop.error.is_truncated() && cut_bytes < u64::from(crate::limits::BATCH_BYTES_MAX);
-    let lost_pages = !zeros && !short && torn_pages(file, path, stop.position, new_len, len)?;
-    let torn = zeros || short || lost_pages;
-    let reason = if zeros {
-        "zero-filled tail".to_string()
-    } else if lost_pages {
-        format!("{} (its last pages are zeros: a torn write)", stop.error)
-    } else {
-        stop.error.to_string()
-    };
-    report.problem = Some(problem(first_bad, new_len, reason, torn));
-    report.truncated_bytes = cut_bytes;
-    // Opening a log cuts a torn tail of its last segment and nothing else:
-    // the caller refuses the partition instead.
-    let allowed = !options.automatic || (last && torn);
-    if !options.dry_run && allowed {
-        // Bytes that are more than zeros or a short write are kept aside,
-        // torn pages included: a torn write is the likely story, not the
-        // only one.
-        if !(zeros || short) {
-            report.saved_to = Some(save_cut(file, path, new_len, len, vfs)?);
-        }
-        // Cut first, then rewrite the torn batch's header: if this is
-        // interrupted between the two, the next run finds the same torn
-        // batch and does the same.
-        file.set_len(new_len).ctx("truncate", path)?;
-        if let Some((h, _)) = &patched_header {
-            file.write_all_at(h, stop.position).ctx("write", path)?;
-        }
-        file.sync_data().ctx("fsync", path)?;
-    }
-    if let Some((_, header)) = patched_header {
-        scan.keep(stop.position, &header, new_len - stop.position)
-            .expect("the records of a batch that already passed the checks of keep");
-    }
-    Ok(())
-}
-
-const COPY_CHUNK_BYTES: u64 = 1 << 20;
-
-/// Whether the bad batch at `position` is the last thing in the file and
-/// its first bad part (the record at `first_bad`, or the header itself)
-/// runs into zeros that start at a page boundary and go on to the end of
-/// the file: what a power cut leaves when the file's length reached the
-/// disk before its last pages did (ext4 and XFS with delayed allocation).
-/// A bad record that ends before the zeros is not explained by a lost page
-/// (a record may legitimately end in zeros): that is damage.
-///
-/// What this cannot tell apart: damage inside the very record that runs
-/// into a lost page. Only a durable mark of the flushed end would.
-fn torn_pages(file: &dyn VFile, path: &Path, position: u64, first_bad: u64, len: u64) -> Result<bool> {
-    let Some(last_non_zero) = last_non_zero_byte(file, path, position, len)? else {
-        return Ok(true);
-    };
-    // The zeros reach back over a page boundary (bytes just before it may
-    // be zeros that were written).
-    let boundary = (last_non_zero + 1).div_ceil(PAGE_BYTES) * PAGE_BYTES;
-    let mut h = [0u8; BATCH_HEADER_BYTES];
-    let n = file.read_at(&mut h, position).ctx("read", path)?;
-    let bad = match BatchHeader::decode(&h[..n], crate::limits::BATCH_BYTES_MAX) {
-        Ok(_) => first_bad..record_end(file, path, first_bad)?,
-        Err(_) => position..position + BATCH_HEADER_BYTES as u64,
-    };
-    Ok(bad.start < boundary && boundary < bad.end.min(len))
-}
-
-/// Where the record at `at` ends by its length prefix (LEB128), or just
-/// past `at` when the prefix cannot be read.
-fn record_end(file: &dyn VFile, path: &Path, at: u64) -> Result<u64> {
-    let mut prefix = [0u8; 5];
-    let n = file.read_at(&mut prefix, at).ctx("read", path)?;
-    let mut length = 0u64;
-    for (i, &byte) in prefix[..n].iter().enumerate() {
-        length |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Ok((at + i as u64 + 1).saturating_add(length));
-        }
-    }
-    Ok(at + 1)
-}
-
-/// The page size the torn-page rule assumes (the smallest Linux uses).
-const PAGE_BYTES: u64 = 4096;
-
-/// The position of the last non-zero byte in `[from, to)`, if any.
-fn last_non_zero_byte(file: &dyn VFile, path: &Path, from: u64, to: u64) -> Result<Option<u64>> {
-    let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(to - from) as usize];
-    let mut end = to;
-    while end > from {
-        let start = end.saturating_sub(COPY_CHUNK_BYTES).max(from);
-        let n = (end - start) as usize;
-        file.read_exact_at(&mut buf[..n], start).ctx("read", path)?;
-        if let Some(i) = buf[..n].iter().rposition(|&b| b != 0) {
-            return Ok(Some(start + i as u64));
-        }
-        end = start;
-    }
-    Ok(None)
-}
-
-fn is_zero_range(file: &dyn VFile, path: &Path, from: u64, to: u64) -> Result<bool> {
-    let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(to - from) as usize];
-    let mut at = from;
-    while at < to {
-        let n = COPY_CHUNK_BYTES.min(to - at) as usize;
-        file.read_exact_at(&mut buf[..n], at).ctx("read", path)?;
-        if buf[..n].iter().any(|&b| b != 0) {
-            return Ok(false);
-        }
-        at += n as u64;
-    }
-    Ok(true)
-}
-
-/// Saves `[from, to)` of the segment `path` beside it as
-/// `<segment>.corrupt` (or `.corrupt.1`, ...: never over an earlier save),
-/// durably, before the segment is cut. A run killed after saving and before
-/// cutting finds its earlier save holding the same bytes and reuses it, so
-/// that running again ends in the same files.
-fn save_cut(file: &dyn VFile, path: &Path, from: u64, to: u64, vfs: &dyn Vfs) -> Result<PathBuf> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let base = PathBuf::from(format!("{}.corrupt", path.display()));
-    let candidates =
-        std::iter::once(base.clone()).chain((1u32..).map(|n| PathBuf::from(format!("{}.{n}", base.display()))));
-    for target in candidates {
-        if !vfs.exists(&target) {
-            let tmp = PathBuf::from(format!("{}.tmp", target.display()));
-            let out = vfs.open(&tmp, true).ctx("create", &tmp)?;
-            out.set_len(0).ctx("truncate", &tmp)?;
-            copy_range(file, path, from, to, &*out, &tmp)?;
-            out.sync_data().ctx("fsync", &tmp)?;
-            vfs.rename(&tmp, &target).ctx("rename", &tmp)?;
-            vfs.sync_dir(dir).ctx("fsync directory", dir)?;
-            return Ok(target);
-        }
-        if same_bytes(file, path, from, to, vfs, &target)? {
-            return Ok(target);
-        }
-    }
-    unreachable!("an unbounded sequence of names")
-}
-
-/// Copies `[from, to)` of `file` to the start of `out`.
-fn copy_range(file: &dyn VFile, path: &Path, from: u64, to: u64, out: &dyn VFile, target: &Path) -> Result<()> {
-    let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(to - from) as usize];
-    let mut at = from;
-    while at < to {
-        let n = COPY_CHUNK_BYTES.min(to - at) as usize;
-        file.read_exact_at(&mut buf[..n], at).ctx("read", path)?;
-        out.write_all_at(&buf[..n], at - from).ctx("write", target)?;
-        at += n as u64;
-    }
-    Ok(())
-}
-
-/// Whether the file `other` holds exactly `[from, to)` of `file`.
-fn same_bytes(file: &dyn VFile, path: &Path, from: u64, to: u64, vfs: &dyn Vfs, other: &Path) -> Result<bool> {
-    let Ok(theirs) = vfs.open_read(other) else {
-        return Ok(false);
-    };
-    if theirs.len().ctx("stat", other)? != to - from {
-        return Ok(false);
-    }
-    let chunk = COPY_CHUNK_BYTES.min(to - from) as usize;
-    let (mut a, mut b) = (vec![0u8; chunk], vec![0u8; chunk]);
-    let mut at = from;
-    while at < to {
-        let n = COPY_CHUNK_BYTES.min(to - at) as usize;
-        file.read_exact_at(&mut a[..n], at).ctx("read", path)?;
-        theirs.read_exact_at(&mut b[..n], at - from).ctx("read", other)?;
-        if a[..n] != b[..n] {
-            return Ok(false);
-        }
-        at += n as u64;
-    }
-    Ok(true)
-}
-
 fn problem(offset: u64, position: u64, reason: String, torn_tail: bool) -> Problem {
     Problem {
         offset,
@@ -908,7 +414,7 @@ fn problem(offset: u64, position: u64, reason: String, torn_tail: bool) -> Probl
 
 /// Reads the recovery point file of a partition, 0 when absent or unreadable.
 pub fn read_recovery_point(vfs: &dyn Vfs, dir: &Path) -> u64 {
-    read_small(vfs, &dir.join(RECOVERY_POINT_FILE))
+    fs::read_small(vfs, &dir.join(RECOVERY_POINT_FILE))
         .and_then(|text| {
             let mut lines = text.lines();
             (lines.next()? == RECOVERY_POINT_HEADER).then_some(())?;
@@ -923,39 +429,15 @@ pub const RECOVERY_POINT_FILE: &str = "recovery-point";
 pub const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
 const RECOVERY_POINT_HEADER: &str = "klog-recovery-point 1";
 
-/// Reads a small text file (at most 4 KiB), `None` when absent or not text.
-pub fn read_small(vfs: &dyn Vfs, path: &Path) -> Option<String> {
-    let file = vfs.open_read(path).ok()?;
-    let len = file.len().ok()?;
-    if len > 4096 {
-        return None;
-    }
-    let mut buf = vec![0u8; len as usize];
-    file.read_exact_at(&mut buf, 0).ok()?;
-    String::from_utf8(buf).ok()
-}
-
 /// Writes a partition's recovery point atomically: temporary file, fsync,
 /// rename, directory fsync.
 pub fn write_recovery_point(vfs: &dyn Vfs, dir: &Path, offset: u64) -> Result<()> {
-    write_atomic(
+    fs::write_atomic(
         vfs,
         dir,
         RECOVERY_POINT_FILE,
         format!("{RECOVERY_POINT_HEADER}\n{offset}\n").as_bytes(),
     )
-}
-
-/// Writes `dir/name` atomically.
-pub fn write_atomic(vfs: &dyn Vfs, dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
-    let path = dir.join(name);
-    let tmp = dir.join(format!("{name}.tmp"));
-    let file = vfs.open(&tmp, true).ctx("create", &tmp)?;
-    file.set_len(0).ctx("truncate", &tmp)?;
-    file.write_all_at(bytes, 0).ctx("write", &tmp)?;
-    file.sync_data().ctx("fsync", &tmp)?;
-    vfs.rename(&tmp, &path).ctx("rename", &tmp)?;
-    vfs.sync_dir(dir).ctx("fsync directory", dir)
 }
 
 /// Whether a partition was closed cleanly (its marker exists).
@@ -968,7 +450,7 @@ pub fn clear_clean(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
     let path = dir.join(CLEAN_SHUTDOWN_FILE);
     if vfs.exists(&path) {
         vfs.remove(&path).ctx("remove", &path)?;
-        vfs.sync_dir(dir).ctx("fsync directory", dir)?;
+        fs::sync_directory(vfs, dir)?;
     }
     Ok(())
 }
@@ -979,5 +461,96 @@ pub fn corrupt(path: &Path, position: u64, reason: impl Into<String>) -> Error {
         path: path.to_path_buf(),
         position,
         reason: reason.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::fs::sim::SimFs;
+
+    fn partition() -> (SimFs, &'static Path) {
+        let sim = SimFs::new();
+        let dir = Path::new("/d/t-0");
+        sim.create_dir_all_durable(dir);
+        (sim, dir)
+    }
+
+    #[test]
+    fn the_recovery_point_round_trips_and_anything_else_reads_as_zero() {
+        let (sim, dir) = partition();
+        assert_eq!(read_recovery_point(&sim, dir), 0, "absent");
+        write_recovery_point(&sim, dir, 1234).unwrap();
+        assert_eq!(read_recovery_point(&sim, dir), 1234);
+        let path = dir.join(RECOVERY_POINT_FILE);
+        for bad in [
+            &b"1234\n"[..],
+            b"klog-recovery-point 2\n1234\n",
+            b"klog-recovery-point 1\nx\n",
+            b"\xff",
+        ] {
+            sim.write(&path, bad);
+            assert_eq!(read_recovery_point(&sim, dir), 0, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn a_listing_orders_segments_and_finds_leftovers() {
+        let (sim, dir) = partition();
+        for name in [
+            "00000000000000000100.log",
+            "00000000000000000000.log",
+            "00000000000000000000.index",
+            "00000000000000000000.timeindex",
+            "00000000000000000050.index",
+            "00000000000000000100.log.corrupt",
+            "recovery-point",
+            "recovery-point.tmp",
+            "notes.txt",
+        ] {
+            sim.write(&dir.join(name), b"");
+        }
+        let (segments, leftovers) = list_partition(&sim, dir).unwrap();
+        let bases: Vec<u64> = segments.iter().map(|s| s.0).collect();
+        assert_eq!(bases, [0, 100]);
+        assert_eq!(segments[1].1, dir.join("00000000000000000100.log"));
+        let names: Vec<_> = leftovers
+            .iter()
+            .map(|p| p.file_name().unwrap().to_str().unwrap())
+            .collect();
+        assert_eq!(names, ["00000000000000000050.index", "recovery-point.tmp"]);
+    }
+
+    fn segment_report(problem: Option<Problem>, index_problem: Option<&str>) -> SegmentReport {
+        let mut report = SegmentReport::new(Path::new("/d/t-0/00000000000000000000.log"), 0, true);
+        report.problem = problem;
+        report.index_problem = index_problem.map(str::to_string);
+        report.next_offset = 7;
+        report
+    }
+
+    #[test]
+    fn a_report_tells_a_torn_tail_and_a_stale_index_from_damage() {
+        let torn = problem(5, 100, "zero-filled tail".into(), true);
+        let bad = problem(5, 100, "record crc mismatch".into(), false);
+        let report = |segments| RecoveryReport {
+            segments,
+            ..RecoveryReport::default()
+        };
+        let healthy = report(vec![segment_report(None, None)]);
+        assert!(!healthy.changed() && !healthy.damaged());
+        assert_eq!(healthy.next_offset(), Some(7));
+        let stale = report(vec![segment_report(None, Some("entry 0: not increasing"))]);
+        assert!(stale.changed() && !stale.damaged());
+        let crashed = report(vec![segment_report(Some(torn), None)]);
+        assert!(crashed.changed() && !crashed.damaged());
+        let damaged = report(vec![segment_report(None, None), segment_report(Some(bad), None)]);
+        assert!(damaged.changed() && damaged.damaged());
+        let mut quarantined = report(vec![segment_report(None, None)]);
+        quarantined
+            .quarantined
+            .push(PathBuf::from("/d/t-0/00000000000000000100.log"));
+        assert!(quarantined.changed() && quarantined.damaged());
+        assert_eq!(RecoveryReport::default().next_offset(), None);
     }
 }

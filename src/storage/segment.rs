@@ -23,16 +23,16 @@
 //! `tests/golden/partition/` pin this layout; a diff there is a format
 //! change and needs a new `version`.
 //!
-//! Reading ([`BatchScanner`]) goes through a reusable buffer, a few large
-//! reads per megabyte, never one read per record.
+//! Walking a segment's batches is [`crate::storage::batches::FileBatches`]:
+//! a few large reads per megabyte, never one read per record.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
-use crate::storage::fs::{VFile, Vfs};
+use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{IndexEntry, SegmentIndex};
-use crate::storage::record::{self, BatchHeader, DecodeError, BATCH_HEADER_BYTES};
+use crate::storage::record::{self, BatchHeader, BATCH_HEADER_BYTES};
 
 /// Bytes of the segment header.
 pub const SEGMENT_HEADER_BYTES: usize = 24;
@@ -86,101 +86,6 @@ pub fn decode_header(h: &[u8]) -> std::result::Result<u64, String> {
         return Err(format!("unsupported segment version {version}"));
     }
     Ok(record::u64_at(h, 8))
-}
-
-/// Reads batches from a segment file in order, through one reusable buffer.
-#[derive(Debug)]
-pub struct BatchScanner<'f> {
-    file: &'f dyn VFile,
-    buf: Vec<u8>,
-    /// File position of `buf[0]`.
-    buf_position: u64,
-    /// Position of the next batch.
-    position: u64,
-    end: u64,
-    batch_bytes_max: u32,
-}
-
-/// A scan stopped at a batch that is not whole and valid.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScanStop {
-    /// Position of the batch.
-    pub position: u64,
-    /// What is wrong with it.
-    pub error: DecodeError,
-}
-
-/// One step of a scan: a batch (position, bytes), the end, or a stop.
-pub type ScanStep<'a> = Result<Option<(u64, &'a [u8])>, ScanStop>;
-
-const SCAN_CHUNK_BYTES: usize = 1 << 20;
-
-impl<'f> BatchScanner<'f> {
-    /// Scans `file` from `position` up to `end` (the file's length, or less).
-    pub fn new(file: &'f dyn VFile, position: u64, end: u64, batch_bytes_max: u32) -> Self {
-        BatchScanner {
-            file,
-            buf: Vec::new(),
-            buf_position: position,
-            position,
-            end,
-            batch_bytes_max,
-        }
-    }
-
-    /// Position of the next batch.
-    pub fn position(&self) -> u64 {
-        self.position
-    }
-
-    /// Makes `[position, position + len)` available in `buf`, reading at
-    /// least a chunk; returns false when the file ends first.
-    fn fill(&mut self, len: usize) -> std::io::Result<bool> {
-        let have_from = self.position - self.buf_position;
-        if self.buf_position <= self.position && have_from as usize + len <= self.buf.len() {
-            return Ok(true);
-        }
-        if self.position + len as u64 > self.end {
-            return Ok(false);
-        }
-        let want = (self.end - self.position).min(len.max(SCAN_CHUNK_BYTES) as u64) as usize;
-        self.buf.resize(want, 0);
-        self.file.read_exact_at(&mut self.buf, self.position)?;
-        self.buf_position = self.position;
-        Ok(true)
-    }
-
-    /// The next batch: its position and bytes (header checked, records not),
-    /// `Ok(None)` at the end, or where and why the scan must stop.
-    pub fn next_batch(&mut self) -> std::io::Result<ScanStep<'_>> {
-        if self.position == self.end {
-            return Ok(Ok(None));
-        }
-        let stop = |position, error| Ok(Err(ScanStop { position, error }));
-        let available = (self.end - self.position) as usize;
-        if !self.fill(BATCH_HEADER_BYTES.min(available))? {
-            return stop(self.position, DecodeError::Malformed("scan"));
-        }
-        let at = (self.position - self.buf_position) as usize;
-        let header = match BatchHeader::decode(&self.buf[at..], self.batch_bytes_max) {
-            Ok(h) => h,
-            Err(e) => return stop(self.position, e),
-        };
-        let total = header.total_bytes() as usize;
-        if total > available {
-            let e = DecodeError::Truncated {
-                what: "batch",
-                needed_bytes: total as u64,
-                available_bytes: available as u64,
-            };
-            return stop(self.position, e);
-        }
-        self.fill(total)?;
-        let at = (self.position - self.buf_position) as usize;
-        let position = self.position;
-        self.position += total as u64;
-        Ok(Ok(Some((position, &self.buf[at..at + total]))))
-    }
 }
 
 /// A segment: its log file, its place in the log and, while it is the
@@ -249,16 +154,16 @@ impl Written {
 
 impl Segment {
     /// Creates an empty segment file, durably (file and directory entry).
-    pub fn create(vfs: &dyn Vfs, dir: &Path, base_offset: u64, index_entries: usize) -> Result<Segment> {
+    pub fn create(vfs: &dyn Vfs, dir: &Path, base_offset: u64, index_slots: usize) -> Result<Segment> {
         let path = dir.join(log_file_name(base_offset));
         let file = vfs.open(&path, true).ctx("create segment", &path)?;
         file.set_len(0).ctx("truncate", &path)?;
         file.write_all_at(&encode_header(base_offset), 0).ctx("write", &path)?;
         file.sync_data().ctx("fsync", &path)?;
-        let index = SegmentIndex::create(vfs, &path, Vec::new(), index_entries)?;
+        let index = SegmentIndex::create(vfs, &path, Vec::new(), index_slots)?;
         // The new files exist after a power cut only once their directory
         // entries are durable.
-        vfs.sync_dir(dir).ctx("fsync directory", dir)?;
+        fs::sync_directory(vfs, dir)?;
         Ok(Segment {
             base_offset,
             path,
@@ -333,10 +238,10 @@ impl Segment {
     /// Sets the segment's extent after a scan: `size` bytes, ending before
     /// `next_offset`, with these index entries; `bytes_since_index` is
     /// derived from the last entry.
-    pub(crate) fn set_extent(&mut self, size: u64, next_offset: u64, max_ts: i64, entries: Vec<IndexEntry>) {
+    pub(crate) fn set_extent(&mut self, size: u64, next_offset: u64, max_timestamp: i64, entries: Vec<IndexEntry>) {
         self.size = size;
         self.next_offset = next_offset;
-        self.max_timestamp = max_ts;
+        self.max_timestamp = max_timestamp;
         let last = entries
             .last()
             .map_or(SEGMENT_HEADER_BYTES as u64, |e| u64::from(e.position));
@@ -402,8 +307,8 @@ impl Segment {
 
     /// Makes this the active segment: maps a writable index holding the
     /// current entries.
-    pub(crate) fn activate(&mut self, vfs: &dyn Vfs, index_entries: usize) -> Result<()> {
-        let index = SegmentIndex::create(vfs, &self.path, self.entries.clone(), index_entries)?;
+    pub(crate) fn activate(&mut self, vfs: &dyn Vfs, index_slots: usize) -> Result<()> {
+        let index = SegmentIndex::create(vfs, &self.path, self.entries.clone(), index_slots)?;
         self.index = Some(index);
         Ok(())
     }
@@ -427,7 +332,7 @@ impl Segment {
         &mut self,
         batch: &[u8],
         header: &BatchHeader,
-        index_interval: u32,
+        index_interval_bytes: u32,
         now_ms: i64,
         buffer_bytes: usize,
     ) -> Result<()> {
@@ -435,21 +340,14 @@ impl Segment {
         self.check_broken()?;
         let position = self.size;
         let max_timestamp = self.max_timestamp.max(header.max_timestamp);
-        let entry = if self.bytes_since_index >= u64::from(index_interval) {
-            let narrow = |what: &'static str| Error::Corrupt {
+        let entry = (self.bytes_since_index >= u64::from(index_interval_bytes))
+            .then(|| IndexEntry::for_batch(self.base_offset, position, header, self.max_timestamp))
+            .transpose()
+            .map_err(|e| Error::Corrupt {
                 path: self.path.clone(),
                 position,
-                reason: format!("{what} does not fit an index entry (u32)"),
-            };
-            Some(IndexEntry {
-                relative_offset: u32::try_from(header.base_offset - self.base_offset)
-                    .map_err(|_| narrow("the batch's offset relative to the segment"))?,
-                position: u32::try_from(position).map_err(|_| narrow("the batch's position"))?,
-                max_timestamp,
-            })
-        } else {
-            None
-        };
+                reason: e.to_string(),
+            })?;
         if buffer_bytes == 0 {
             self.write_pending()?;
         }

@@ -17,9 +17,10 @@ use crate::client::offset::{resolve_in, OffsetSpec};
 use crate::error::{IoContext, Result};
 use crate::human::format_rfc3339;
 use crate::limits;
+use crate::storage::batches::Batches;
 use crate::storage::fs::{VFile, Vfs};
 use crate::storage::log::{Log, LogConfig, OpenOptions};
-use crate::storage::record::{Batch, DecodeError, Record, BATCH_HEADER_BYTES};
+use crate::storage::record::{DecodeError, Record, BATCH_HEADER_BYTES};
 use crate::storage::recover;
 use crate::storage::segment::{log_file_name, SEGMENT_HEADER_BYTES};
 
@@ -252,16 +253,16 @@ impl PartitionReader {
         self.next_offset
     }
 
-    /// Reads what is there (up to `max_bytes`, at least one batch) and
+    /// Reads what is there (up to `bytes_max`, at least one batch) and
     /// calls `each` for every record at or after the reader's offset, until
     /// it returns false. Returns how many records it handed out.
-    pub fn poll(&mut self, max_bytes: usize, mut each: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<u64> {
+    pub fn poll(&mut self, bytes_max: usize, mut each: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<u64> {
         let len = self.file.len().ctx("stat", &self.path)?;
         if self.position >= len {
             self.next_segment()?;
             return Ok(0);
         }
-        let want = ((len - self.position) as usize).min(max_bytes.max(BATCH_HEADER_BYTES));
+        let want = ((len - self.position) as usize).min(bytes_max.max(BATCH_HEADER_BYTES));
         self.buf.resize(want, 0);
         let n = self
             .file
@@ -280,18 +281,19 @@ impl PartitionReader {
                 }
             }
         }
-        let mut at = 0;
+        let mut batches = Batches::new(&self.buf, limits::BATCH_BYTES_MAX);
         let mut handed = 0;
-        while at < self.buf.len() {
-            let batch = match Batch::decode(&self.buf[at..], limits::BATCH_BYTES_MAX) {
-                Ok(b) => b,
-                Err(e) if e.is_truncated() => break,
-                Err(e) => return self.stall(at, e).map(|_| handed),
+        for step in batches.by_ref() {
+            let (at, batch) = match step {
+                Ok(found) => found,
+                // The read ends inside it (its byte budget, or a writer
+                // still writing it): read from there at the next poll.
+                Err(stop) if stop.is_truncated() => break,
+                Err(stop) => return self.stall(stop.position, stop.error).map(|_| handed),
             };
             if let Err(e) = batch.validate(self.record_bytes_max) {
                 return self.stall(at, e).map(|_| handed);
             }
-            let total = batch.total_bytes();
             for r in batch.records(self.record_bytes_max) {
                 let r = r.expect("validated");
                 if r.offset < self.next_offset {
@@ -301,24 +303,23 @@ impl PartitionReader {
                 self.next_offset = r.offset + 1;
                 if !each(&r)? {
                     if r.offset == batch.header.last_offset() {
-                        self.position += (at + total) as u64;
+                        self.position += at + batch.total_bytes() as u64;
                     } else {
-                        self.position += at as u64;
+                        self.position += at;
                     }
                     return Ok(handed);
                 }
             }
-            at += total;
             self.stalls = 0;
         }
-        self.position += at as u64;
+        self.position += batches.position() as u64;
         Ok(handed)
     }
 
     /// A batch that does not decode. At the tail of a file a writer may be
     /// writing it now: wait a few polls before calling it corruption.
-    fn stall(&mut self, at: usize, e: DecodeError) -> Result<()> {
-        self.position += at as u64;
+    fn stall(&mut self, at: u64, e: DecodeError) -> Result<()> {
+        self.position += at;
         self.stalls += 1;
         if self.stalls > 20 {
             return Err(recover::corrupt(
@@ -360,6 +361,7 @@ pub fn open_read_only(vfs: Arc<dyn Vfs>, dir: &Path) -> Result<Log> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::record::Batch;
 
     #[test]
     fn formats() {

@@ -13,10 +13,11 @@ use serde_json::json;
 
 use crate::human::format_rfc3339;
 use crate::limits;
-use crate::storage::fs::{RealFs, Vfs};
+use crate::storage::batches::FileBatches;
+use crate::storage::fs::{RealFs, VFile, Vfs};
 use crate::storage::record::{Batch, BatchHeader};
 use crate::storage::recover::{self, RecoverOptions};
-use crate::storage::segment::{self, BatchScanner};
+use crate::storage::segment;
 use crate::storage::{index, lock};
 
 /// What to print.
@@ -45,6 +46,22 @@ struct Stats {
     next_offset: Option<u64>,
     min_ts: Option<i64>,
     max_ts: Option<i64>,
+}
+
+impl Stats {
+    /// Counts one batch in.
+    fn add_batch(&mut self, header: &BatchHeader) {
+        self.batches += 1;
+        self.records += u64::from(header.record_count);
+        self.min_ts = Some(
+            self.min_ts
+                .map_or(header.base_timestamp, |m| m.min(header.base_timestamp)),
+        );
+        self.max_ts = Some(
+            self.max_ts
+                .map_or(header.max_timestamp, |m| m.max(header.max_timestamp)),
+        );
+    }
 }
 
 /// Prints what it is given, counting problems.
@@ -95,72 +112,24 @@ impl Dumper {
             bytes: len,
             ..Stats::default()
         };
-        let mut header = [0u8; segment::SEGMENT_HEADER_BYTES];
-        let n = file.read_at(&mut header, 0)?;
-        let base = match segment::decode_header(&header[..n]) {
-            Ok(base) => base,
-            Err(reason) => {
-                self.problem(format_args!("{}: position 0: {reason}", path.display()));
-                return Ok(stats);
-            }
+        let Some(base) = self.segment_header(&*file, path, expected)? else {
+            return Ok(stats);
         };
-        if !self.options.json && !self.options.verify {
-            writeln!(self.out, "Dumping {}", path.display())?;
-            writeln!(self.out, "Log starting offset: {base}")?;
-        }
-        if expected.is_some_and(|e| e != base) {
-            self.problem(format_args!(
-                "{}: base offset {base}, expected {}",
-                path.display(),
-                expected.unwrap_or(0)
-            ));
-        }
         let mut next = base;
         stats.first_offset = Some(base);
-        let mut scanner = BatchScanner::new(
-            &*file,
-            segment::SEGMENT_HEADER_BYTES as u64,
-            len,
-            limits::BATCH_BYTES_MAX,
-        );
+        let start = segment::SEGMENT_HEADER_BYTES as u64;
+        let mut walk = FileBatches::new(&*file, start, len, limits::BATCH_BYTES_MAX);
         loop {
-            match scanner.next_batch()? {
-                Ok(None) => break,
-                Ok(Some((position, bytes))) => {
-                    let batch = Batch::decode(bytes, limits::BATCH_BYTES_MAX).expect("scanner checked it");
-                    let valid = batch.validate(limits::RECORD_BYTES_MAX_LIMIT);
-                    if batch.header.base_offset != next {
-                        self.problem(format_args!(
-                            "{}: position {position}: batch base offset {} out of sequence, expected {next}",
-                            path.display(),
-                            batch.header.base_offset
-                        ));
-                    }
-                    if let Err(e) = &valid {
-                        let bad = self.first_bad_offset(&batch);
-                        self.problem(format_args!(
-                            "{}: position {position}: {e} at offset {bad}",
-                            path.display()
-                        ));
-                    }
-                    self.print_batch(&batch, position, valid.is_ok())?;
+            match walk.next_batch()? {
+                None => break,
+                Some(Ok((position, batch))) => {
+                    self.batch(path, position, &batch, next)?;
                     next = batch.header.next_offset();
-                    stats.batches += 1;
-                    stats.records += u64::from(batch.header.record_count);
-                    stats.min_ts = Some(
-                        stats
-                            .min_ts
-                            .map_or(batch.header.base_timestamp, |m| m.min(batch.header.base_timestamp)),
-                    );
-                    stats.max_ts = Some(
-                        stats
-                            .max_ts
-                            .map_or(batch.header.max_timestamp, |m| m.max(batch.header.max_timestamp)),
-                    );
+                    stats.add_batch(&batch.header);
                 }
-                Err(stop) => {
-                    let last_segment_tail = writer_active && stop.error.is_truncated();
-                    if !last_segment_tail {
+                Some(Err(stop)) => {
+                    // The writer may be appending the batch the walk stops at.
+                    if !(writer_active && stop.is_truncated()) {
                         self.problem(format_args!(
                             "{}: position {}: {} bytes not a valid batch ({}) at offset {next}",
                             path.display(),
@@ -175,6 +144,53 @@ impl Dumper {
         }
         stats.next_offset = Some(next);
         Ok(stats)
+    }
+
+    /// Reads a segment's header and prints where it starts; its base
+    /// offset, or `None` (a problem) when the header is not a segment's.
+    fn segment_header(&mut self, file: &dyn VFile, path: &Path, expected: Option<u64>) -> anyhow::Result<Option<u64>> {
+        let mut header = [0u8; segment::SEGMENT_HEADER_BYTES];
+        let n = file.read_at(&mut header, 0)?;
+        let base = match segment::decode_header(&header[..n]) {
+            Ok(base) => base,
+            Err(reason) => {
+                self.problem(format_args!("{}: position 0: {reason}", path.display()));
+                return Ok(None);
+            }
+        };
+        if !self.options.json && !self.options.verify {
+            writeln!(self.out, "Dumping {}", path.display())?;
+            writeln!(self.out, "Log starting offset: {base}")?;
+        }
+        if expected.is_some_and(|e| e != base) {
+            self.problem(format_args!(
+                "{}: base offset {base}, expected {}",
+                path.display(),
+                expected.unwrap_or(0)
+            ));
+        }
+        Ok(Some(base))
+    }
+
+    /// Checks and prints the batch at `position`, where offset `next` was
+    /// expected to start.
+    fn batch(&mut self, path: &Path, position: u64, batch: &Batch<'_>, next: u64) -> io::Result<()> {
+        let valid = batch.validate(limits::RECORD_BYTES_MAX_LIMIT);
+        if batch.header.base_offset != next {
+            self.problem(format_args!(
+                "{}: position {position}: batch base offset {} out of sequence, expected {next}",
+                path.display(),
+                batch.header.base_offset
+            ));
+        }
+        if let Err(e) = &valid {
+            let bad = self.first_bad_offset(batch);
+            self.problem(format_args!(
+                "{}: position {position}: {e} at offset {bad}",
+                path.display()
+            ));
+        }
+        self.print_batch(batch, position, valid.is_ok())
     }
 
     fn first_bad_offset(&self, batch: &Batch<'_>) -> u64 {

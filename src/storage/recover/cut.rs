@@ -1,0 +1,347 @@
+//! Cutting a segment where its scan stopped: judging the cut bytes (zeros,
+//! a short write, pages a power cut lost, or damage), saving them when
+//! they may be data, and cutting.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use super::scan::{Scan, SegmentFile, Stopped};
+use super::{problem, SegmentReport};
+use crate::error::{IoContext, Result};
+use crate::limits::BATCH_BYTES_MAX;
+use crate::storage::fs::{self, VFile, RANGE_CHUNK_BYTES};
+use crate::storage::record::{self, BatchHeader, DecodeError, BATCH_HEADER_BYTES};
+
+/// The page size the torn-page rule assumes (the smallest Linux uses).
+const PAGE_BYTES: u64 = 4096;
+
+/// Cuts the segment where its scan stopped (or says where it would, and
+/// why), keeping the whole records of a torn batch.
+pub(super) fn cut(seg: &SegmentFile<'_>, scan: &mut Scan, stopped: &Stopped, report: &mut SegmentReport) -> Result<()> {
+    let cut = Cut::plan(seg, stopped)?;
+    let first_bad = scan.next_offset + u64::from(stopped.kept.count);
+    report.problem = Some(problem(
+        first_bad,
+        cut.new_len,
+        cut.reason(&stopped.stop.error),
+        cut.torn(),
+    ));
+    report.truncated_bytes = seg.len - cut.new_len;
+    // Opening a log cuts a torn tail of its last segment and nothing else:
+    // the caller refuses the partition instead.
+    let allowed = !seg.options.automatic || (seg.last && cut.torn());
+    if !seg.options.dry_run && allowed {
+        cut.apply(seg, report)?;
+    }
+    if let Some((_, header)) = cut.patched {
+        scan.keep(cut.position, &header, cut.new_len - cut.position)
+            .expect("the records of a batch that already passed the checks of keep");
+    }
+    Ok(())
+}
+
+/// Where a segment is cut, and what the cut bytes are.
+#[derive(Debug)]
+struct Cut {
+    /// Position of the batch the scan stopped at.
+    position: u64,
+    /// The segment's length after the cut: the batch's position, or the end
+    /// of the records kept of it.
+    new_len: u64,
+    /// The batch's header rewritten to cover just the records kept, if any
+    /// are.
+    patched: Option<([u8; BATCH_HEADER_BYTES], BatchHeader)>,
+    /// The cut bytes are all zeros.
+    zeros: bool,
+    /// The file ends inside the batch: a short write.
+    short: bool,
+    /// The batch runs into zero pages at the end of the file: a torn
+    /// write (see [`torn_pages`]).
+    lost_pages: bool,
+}
+
+impl Cut {
+    /// Judges the cut at the stop.
+    fn plan(seg: &SegmentFile<'_>, stopped: &Stopped) -> Result<Cut> {
+        let Stopped { stop, kept } = stopped;
+        let mut new_len = stop.position;
+        let mut patched = None;
+        if kept.count > 0 {
+            let mut h = [0u8; BATCH_HEADER_BYTES];
+            seg.read_exact_at(&mut h, stop.position)?;
+            let records_bytes = u32::try_from(kept.bytes).expect("records of one batch fit u32");
+            record::set_batch_extent(&mut h, kept.count, records_bytes, kept.max_timestamp);
+            let header = BatchHeader::decode(&h, BATCH_BYTES_MAX).expect("patched header");
+            new_len = stop.position + BATCH_HEADER_BYTES as u64 + kept.bytes;
+            patched = Some((h, header));
+        }
+        // The walk judged the bytes from the batch on; when records of it
+        // are kept, the cut starts after them.
+        let zeros = if new_len == stop.position {
+            stop.zeros
+        } else {
+            fs::is_zero_range(&*seg.file, new_len, seg.len).ctx("read", seg.path)?
+        };
+        let short = stop.is_truncated() && seg.len - new_len < u64::from(BATCH_BYTES_MAX);
+        let lost_pages = !zeros && !short && torn_pages(seg, stop.position, new_len)?;
+        Ok(Cut {
+            position: stop.position,
+            new_len,
+            patched,
+            zeros,
+            short,
+            lost_pages,
+        })
+    }
+
+    /// Whether the cut bytes are a torn tail (a normal crash) rather than
+    /// damage.
+    fn torn(&self) -> bool {
+        self.zeros || self.short || self.lost_pages
+    }
+
+    /// Why the bytes are cut, for the report.
+    fn reason(&self, error: &DecodeError) -> String {
+        if self.zeros {
+            "zero-filled tail".to_string()
+        } else if self.lost_pages {
+            format!("{error} (its last pages are zeros: a torn write)")
+        } else {
+            error.to_string()
+        }
+    }
+
+    /// Saves the cut bytes when they may be data, then cuts.
+    fn apply(&self, seg: &SegmentFile<'_>, report: &mut SegmentReport) -> Result<()> {
+        // Bytes that are more than zeros or a short write are kept aside,
+        // torn pages included: a torn write is the likely story, not the
+        // only one.
+        if !(self.zeros || self.short) {
+            report.saved_to = Some(save_cut(seg, self.new_len)?);
+        }
+        // Cut first, then rewrite the torn batch's header: if this is
+        // interrupted between the two, the next run finds the same torn
+        // batch and does the same.
+        seg.file.set_len(self.new_len).ctx("truncate", seg.path)?;
+        if let Some((h, _)) = &self.patched {
+            seg.file.write_all_at(h, self.position).ctx("write", seg.path)?;
+        }
+        seg.file.sync_data().ctx("fsync", seg.path)
+    }
+}
+
+/// Whether the bad batch at `position` is the last thing in the file and
+/// its first bad part (the record at `bad_position`, or the header itself)
+/// runs into zeros that start at a page boundary and go on to the end of
+/// the file: what a power cut leaves when the file's length reached the
+/// disk before its last pages did (ext4 and XFS with delayed allocation).
+/// A bad record that ends before the zeros is not explained by a lost page
+/// (a record may legitimately end in zeros): that is damage.
+///
+/// What this cannot tell apart: damage inside the very record that runs
+/// into a lost page. Only a durable mark of the flushed end would.
+fn torn_pages(seg: &SegmentFile<'_>, position: u64, bad_position: u64) -> Result<bool> {
+    let Some(last_non_zero) = last_non_zero_byte(seg, position)? else {
+        return Ok(true);
+    };
+    let mut h = [0u8; BATCH_HEADER_BYTES];
+    let n = seg.read_at(&mut h, position)?;
+    let bad = match BatchHeader::decode(&h[..n], BATCH_BYTES_MAX) {
+        Ok(_) => {
+            let mut prefix = [0u8; 5];
+            let n = seg.read_at(&mut prefix, bad_position)?;
+            bad_position..record_end(&prefix[..n], bad_position)
+        }
+        Err(_) => position..position + BATCH_HEADER_BYTES as u64,
+    };
+    Ok(runs_into_lost_pages(bad, last_non_zero, seg.len))
+}
+
+/// The torn-page rule on what was read: whether the bad bytes `bad` start
+/// before, and run past, the page boundary where the zeros after
+/// `last_non_zero` begin, in a file of `len` bytes.
+fn runs_into_lost_pages(bad: Range<u64>, last_non_zero: u64, len: u64) -> bool {
+    // The zeros reach back over a page boundary (bytes just before it may
+    // be zeros that were written).
+    let boundary = (last_non_zero + 1).div_ceil(PAGE_BYTES) * PAGE_BYTES;
+    bad.start < boundary && boundary < bad.end.min(len)
+}
+
+/// Where the record at `at` ends by its length prefix (LEB128), of which
+/// `prefix` holds the first bytes, or just past `at` when the prefix
+/// cannot be read.
+fn record_end(prefix: &[u8], at: u64) -> u64 {
+    let mut length = 0u64;
+    for (i, &byte) in prefix.iter().take(5).enumerate() {
+        length |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return (at + i as u64 + 1).saturating_add(length);
+        }
+    }
+    at + 1
+}
+
+/// The position of the last non-zero byte from `from` to the end of the
+/// segment, if any.
+fn last_non_zero_byte(seg: &SegmentFile<'_>, from: u64) -> Result<Option<u64>> {
+    let mut buf = vec![0u8; RANGE_CHUNK_BYTES.min(seg.len - from) as usize];
+    let mut end = seg.len;
+    while end > from {
+        let start = end.saturating_sub(RANGE_CHUNK_BYTES).max(from);
+        let n = (end - start) as usize;
+        seg.read_exact_at(&mut buf[..n], start)?;
+        if let Some(i) = buf[..n].iter().rposition(|&b| b != 0) {
+            return Ok(Some(start + i as u64));
+        }
+        end = start;
+    }
+    Ok(None)
+}
+
+/// Saves the segment's bytes from `from` to its end beside it as
+/// `<segment>.corrupt` (or `.corrupt.1`, ...: never over an earlier save),
+/// durably, before the segment is cut. A run killed after saving and before
+/// cutting finds its earlier save holding the same bytes and reuses it, so
+/// that running again ends in the same files.
+fn save_cut(seg: &SegmentFile<'_>, from: u64) -> Result<PathBuf> {
+    let vfs = seg.vfs;
+    let dir = seg.path.parent().unwrap_or(Path::new("."));
+    let base = PathBuf::from(format!("{}.corrupt", seg.path.display()));
+    let candidates =
+        std::iter::once(base.clone()).chain((1u32..).map(|n| PathBuf::from(format!("{}.{n}", base.display()))));
+    for target in candidates {
+        if !vfs.exists(&target) {
+            let tmp = PathBuf::from(format!("{}.tmp", target.display()));
+            let out = vfs.open(&tmp, true).ctx("create", &tmp)?;
+            out.set_len(0).ctx("truncate", &tmp)?;
+            copy_range(seg, from, &*out, &tmp)?;
+            out.sync_data().ctx("fsync", &tmp)?;
+            vfs.rename(&tmp, &target).ctx("rename", &tmp)?;
+            fs::sync_directory(vfs, dir)?;
+            return Ok(target);
+        }
+        if same_bytes(seg, from, &target)? {
+            return Ok(target);
+        }
+    }
+    unreachable!("an unbounded sequence of names")
+}
+
+/// Copies the segment's bytes from `from` to its end to the start of `out`.
+fn copy_range(seg: &SegmentFile<'_>, from: u64, out: &dyn VFile, target: &Path) -> Result<()> {
+    let mut buf = vec![0u8; RANGE_CHUNK_BYTES.min(seg.len - from) as usize];
+    let mut at = from;
+    while at < seg.len {
+        let n = RANGE_CHUNK_BYTES.min(seg.len - at) as usize;
+        seg.read_exact_at(&mut buf[..n], at)?;
+        out.write_all_at(&buf[..n], at - from).ctx("write", target)?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+/// Whether the file `other` holds exactly the segment's bytes from `from`
+/// to its end.
+fn same_bytes(seg: &SegmentFile<'_>, from: u64, other: &Path) -> Result<bool> {
+    let Ok(theirs) = seg.vfs.open_read(other) else {
+        return Ok(false);
+    };
+    if theirs.len().ctx("stat", other)? != seg.len - from {
+        return Ok(false);
+    }
+    let chunk = RANGE_CHUNK_BYTES.min(seg.len - from) as usize;
+    let (mut a, mut b) = (vec![0u8; chunk], vec![0u8; chunk]);
+    let mut at = from;
+    while at < seg.len {
+        let n = RANGE_CHUNK_BYTES.min(seg.len - at) as usize;
+        seg.read_exact_at(&mut a[..n], at)?;
+        theirs.read_exact_at(&mut b[..n], at - from).ctx("read", other)?;
+        if a[..n] != b[..n] {
+            return Ok(false);
+        }
+        at += n as u64;
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_record_that_runs_into_the_zero_pages_is_a_torn_write() {
+        // Non-zero bytes up to 5000: the zeros start at the page boundary
+        // 8192 (the bytes from 5001 to 8191 may be zeros that were written).
+        let len = 12_288;
+        assert!(runs_into_lost_pages(6000..9000, 5000, len), "across the boundary");
+        assert!(runs_into_lost_pages(8191..8193, 5000, len), "just across");
+        assert!(
+            runs_into_lost_pages(4000..20_000, 5000, len),
+            "past the end of the file"
+        );
+    }
+
+    #[test]
+    fn a_bad_record_that_ends_before_the_zero_pages_is_damage() {
+        let len = 12_288;
+        // A record may legitimately end in zeros: ending at or before the
+        // boundary, it is not explained by a lost page.
+        assert!(!runs_into_lost_pages(6000..8000, 5000, len));
+        assert!(!runs_into_lost_pages(6000..8192, 5000, len));
+        // Starting in the zero pages: the bad part is not the one a lost
+        // page cut.
+        assert!(!runs_into_lost_pages(8192..9000, 5000, len));
+        // No whole zero page at the end: the boundary is the file's end.
+        assert!(!runs_into_lost_pages(11_000..13_000, 12_000, len));
+    }
+
+    #[test]
+    fn the_zero_pages_start_at_the_page_after_the_last_non_zero_byte() {
+        let len = 3 * PAGE_BYTES;
+        // The last non-zero byte is the last of its page: the zeros start
+        // at the next page.
+        assert!(runs_into_lost_pages(4000..4097, PAGE_BYTES - 1, len));
+        assert!(!runs_into_lost_pages(4000..4096, PAGE_BYTES - 1, len));
+        // ... or the first of a page: they start at the page after.
+        assert!(runs_into_lost_pages(8000..8193, PAGE_BYTES, len));
+        assert!(!runs_into_lost_pages(4000..4097, PAGE_BYTES, len));
+    }
+
+    #[test]
+    fn a_record_ends_where_its_length_prefix_says() {
+        assert_eq!(record_end(&[5, 0xff], 100), 106, "one-byte prefix");
+        assert_eq!(record_end(&[0x80 | 1, 2], 100), 100 + 2 + 257, "two-byte prefix");
+        assert_eq!(record_end(&[0x80, 0x80, 0x80, 0x80, 1], 0), 5 + (1 << 28));
+        assert_eq!(record_end(&[0x80, 0x80], 100), 101, "a prefix cut short");
+        assert_eq!(record_end(&[0xff; 5], 100), 101, "longer than a u32 prefix");
+        assert_eq!(record_end(&[], 100), 101, "nothing to read");
+    }
+
+    fn judged(zeros: bool, short: bool, lost_pages: bool) -> Cut {
+        Cut {
+            position: 24,
+            new_len: 24,
+            patched: None,
+            zeros,
+            short,
+            lost_pages,
+        }
+    }
+
+    #[test]
+    fn zeros_a_short_write_or_lost_pages_are_torn_and_say_so() {
+        let error = DecodeError::Malformed("record: length too small");
+        assert!(!judged(false, false, false).torn());
+        assert_eq!(judged(false, false, false).reason(&error), error.to_string());
+        for (zeros, short, lost_pages) in [(true, false, false), (false, true, false), (false, false, true)] {
+            assert!(judged(zeros, short, lost_pages).torn(), "{zeros} {short} {lost_pages}");
+        }
+        assert_eq!(judged(true, true, false).reason(&error), "zero-filled tail");
+        let reason = judged(false, false, true).reason(&error);
+        assert!(
+            reason.starts_with(&error.to_string()) && reason.ends_with("a torn write)"),
+            "{reason}"
+        );
+        assert_eq!(judged(false, true, false).reason(&error), error.to_string());
+    }
+}
