@@ -2,7 +2,7 @@
 //! Rao, 2011), as a library and a toolkit of single-purpose binaries.
 //!
 //! The crate is a house of floors; each imports only from its own floor and
-//! those below it (`tests/layers.rs` checks this on the source):
+//! those below it (`tests/house.rs` checks this on the source):
 //!
 //! | floor | folder | what lives there |
 //! |---|---|---|

@@ -1,6 +1,8 @@
 //! The house rules of `src/`, checked on the source itself: every module
-//! imports only from its own floor or the floors below it, and no two
-//! modules import each other, directly or round a circle.
+//! imports only from its own floor or the floors below it, no two modules
+//! import each other, directly or round a circle, and no file or function
+//! grows past what a reader takes in at once (800 lines of code before a
+//! file's unit tests, 70 lines a function).
 //!
 //! Floors from the top: bin → cli → tools → broker → client → coord →
 //! protocol → storage → ground (`error`, `limits`, `human`, `clock`,
@@ -157,4 +159,59 @@ fn no_module_imports_from_a_higher_floor_and_none_round_a_circle() {
         }
     }
     assert!(circles.is_empty(), "import circles:\n{}", circles.join("\n"));
+}
+
+/// The code of a file before its unit tests, as lines.
+fn code_lines(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .windows(2)
+        .position(|w| w[0] == "#[cfg(test)]" && w[1].starts_with("mod tests"))
+        .unwrap_or(lines.len());
+    lines[..end].to_vec()
+}
+
+/// Every function of some code: (name, first line, lines long), from its
+/// `fn` line to the closing brace at the same indentation.
+fn functions<'a>(code: &[&'a str]) -> Vec<(&'a str, usize, usize)> {
+    let mut found = Vec::new();
+    for (i, line) in code.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let header = ["pub fn ", "pub(crate) fn ", "pub(super) fn ", "fn ", "const fn ", "pub const fn "]
+            .iter()
+            .find_map(|p| trimmed.strip_prefix(p));
+        let Some(rest) = header else { continue };
+        if line.trim_end().ends_with(';') {
+            continue;
+        }
+        let name = rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or("");
+        let close = format!("{}}}", " ".repeat(indent));
+        if let Some(len) = code[i..].iter().position(|l| l.trim_end() == close) {
+            found.push((name, i + 1, len + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_file_over_800_lines_of_code_and_no_function_over_70_lines() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut too_long = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let code = code_lines(&text);
+        let name = file.strip_prefix(&src).unwrap().display().to_string();
+        if code.len() > 800 {
+            too_long.push(format!("{name}: {} lines of code", code.len()));
+        }
+        for (function, line, len) in functions(&code) {
+            if len > 70 {
+                too_long.push(format!("{name}:{line}: fn {function} is {len} lines"));
+            }
+        }
+    }
+    assert!(too_long.is_empty(), "split these at a concept boundary:\n{}", too_long.join("\n"));
 }
