@@ -144,7 +144,10 @@ fn main() -> anyhow::Result<()> {
         "dd      {:>12}            {:>8.1} MB/s  ({} MiB, bs=1M, conv=fdatasync, same file system)",
         "", dd, o.dd_mib
     );
-    println!("append / dd = {:.2}", mb(log_bytes as f64, append_secs) / dd);
+    println!(
+        "append / dd = {:.2}",
+        mb(log_bytes as f64, append_secs) / dd
+    );
     Ok(())
 }
 
@@ -178,7 +181,12 @@ fn dd_write(dir: &Path, mib: u64) -> anyhow::Result<f64> {
     let status = Command::new("dd")
         .arg("if=/dev/zero")
         .arg(format!("of={}", target.display()))
-        .args(["bs=1M", &format!("count={mib}"), "conv=fdatasync", "status=none"])
+        .args([
+            "bs=1M",
+            &format!("count={mib}"),
+            "conv=fdatasync",
+            "status=none",
+        ])
         .status()
         .context("run dd")?;
     let secs = start.elapsed().as_secs_f64();

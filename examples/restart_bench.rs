@@ -67,7 +67,9 @@ fn parse() -> anyhow::Result<Options> {
         let mut value = || args.next().with_context(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--partitions" => o.partitions = value()?.parse()?,
-            "--segment-size" => o.segment_size = klog::human::parse_size(&value()?).map_err(anyhow::Error::msg)?,
+            "--segment-size" => {
+                o.segment_size = klog::human::parse_size(&value()?).map_err(anyhow::Error::msg)?
+            }
             "--dir" => o.dir = Some(value()?.into()),
             "--keep" => o.keep = true,
             "--runs" => o.runs = value()?.parse()?,
@@ -106,7 +108,9 @@ fn main() -> anyhow::Result<()> {
         Some(d) => (d.clone(), !populated(d, o.partitions)?),
         None => {
             std::fs::create_dir_all("target").context("create ./target")?;
-            let tmp = tempfile::Builder::new().prefix("restart-bench-").tempdir_in("target")?;
+            let tmp = tempfile::Builder::new()
+                .prefix("restart-bench-")
+                .tempdir_in("target")?;
             (tmp.keep(), true)
         }
     };
@@ -114,7 +118,10 @@ fn main() -> anyhow::Result<()> {
     if owned && !o.keep {
         std::fs::remove_dir_all(&dir).with_context(|| format!("remove {}", dir.display()))?;
     } else {
-        println!("kept {} (run again with --dir {0} to measure only)", dir.display());
+        println!(
+            "kept {} (run again with --dir {0} to measure only)",
+            dir.display()
+        );
     }
     result
 }
@@ -172,7 +179,11 @@ fn run(o: &Options, dir: &Path, build_it: bool) -> anyhow::Result<()> {
             "active segment scanned on writable open: {scanned} of {} partitions",
             o.partitions
         );
-        summary.push((label.to_string(), stats(&writable).median, stats(&read_only).median));
+        summary.push((
+            label.to_string(),
+            stats(&writable).median,
+            stats(&read_only).median,
+        ));
     }
 
     let worst = summary.iter().map(|s| s.1.max(s.2)).fold(0.0, f64::max);
@@ -180,7 +191,11 @@ fn run(o: &Options, dir: &Path, build_it: bool) -> anyhow::Result<()> {
         .iter()
         .enumerate()
         .map(|(i, (label, w, r))| {
-            let kind = if label.starts_with("cold") { "cold" } else { "warm" };
+            let kind = if label.starts_with("cold") {
+                "cold"
+            } else {
+                "warm"
+            };
             format!("run {} ({kind}) writable {w:.1} / read-only {r:.1}", i + 1)
         })
         .collect();
@@ -276,7 +291,11 @@ fn segment_sizes(dir: &Path) -> anyhow::Result<Vec<u64>> {
 /// Opens each partition as the broker does and closes it cleanly again:
 /// the open times, the close times (ms), and how many opens scanned the
 /// active segment.
-fn writable_opens(o: &Options, store: &Store, warn: bool) -> anyhow::Result<(Vec<f64>, Vec<f64>, u32)> {
+fn writable_opens(
+    o: &Options,
+    store: &Store,
+    warn: bool,
+) -> anyhow::Result<(Vec<f64>, Vec<f64>, u32)> {
     let options = OpenOptions {
         writable: true,
         lock: true,

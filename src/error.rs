@@ -237,7 +237,9 @@ pub enum Error {
     },
 
     /// A partition is placed on a broker that is not running now.
-    #[error("partition {partition} of {topic:?} is placed on broker {broker}, which is not running")]
+    #[error(
+        "partition {partition} of {topic:?} is placed on broker {broker}, which is not running"
+    )]
     BrokerDown {
         /// The topic.
         topic: String,
@@ -293,7 +295,10 @@ impl Error {
     /// full disk becomes [`Error::DiskFull`].
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Error {
         if is_disk_full(&source) {
-            return Error::DiskFull { op, path: path.into() };
+            return Error::DiskFull {
+                op,
+                path: path.into(),
+            };
         }
         Error::Io {
             op,

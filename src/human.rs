@@ -20,9 +20,14 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "MB" => 1_000_000,
         "GB" => 1_000_000_000,
         "TB" => 1_000_000_000_000,
-        _ => return Err(format!("{s:?} has an unknown size unit (use B, KiB, MiB, GiB, TiB)")),
+        _ => {
+            return Err(format!(
+                "{s:?} has an unknown size unit (use B, KiB, MiB, GiB, TiB)"
+            ))
+        }
     };
-    n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
 }
 
 /// Parses `500ms`, `10s`, `5m`, `2h`, `7d` (or a bare number of ms) into ms.
@@ -39,9 +44,14 @@ pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
         "m" | "min" => 60_000,
         "h" => 3_600_000,
         "d" => 86_400_000,
-        _ => return Err(format!("{s:?} has an unknown duration unit (use ms, s, m, h, d)")),
+        _ => {
+            return Err(format!(
+                "{s:?} has an unknown duration unit (use ms, s, m, h, d)"
+            ))
+        }
     };
-    n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too long"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too long"))
 }
 
 /// Parses a delimiter with escapes: `\n`, `\t`, `\r`, `\0`, `\\`, `\xNN`.
@@ -94,7 +104,11 @@ pub fn parse_timestamp_ms(s: &str) -> Result<i64, String> {
     if let Ok(ms) = s.parse::<i64>() {
         return Ok(ms);
     }
-    let bad = || format!("{s:?} is not a timestamp (ms since the epoch, or RFC 3339 like 2026-11-29T12:00:00Z)");
+    let bad = || {
+        format!(
+            "{s:?} is not a timestamp (ms since the epoch, or RFC 3339 like 2026-11-29T12:00:00Z)"
+        )
+    };
     let at: jiff::Timestamp = s.parse().map_err(|_| bad())?;
     Ok(at.as_millisecond())
 }
@@ -146,15 +160,24 @@ mod tests {
     fn timestamps() {
         assert_eq!(parse_timestamp_ms("0"), Ok(0));
         assert_eq!(parse_timestamp_ms("1970-01-01T00:00:00Z"), Ok(0));
-        assert_eq!(parse_timestamp_ms("2026-11-29T12:00:00.25Z"), Ok(1_795_953_600_250));
-        assert_eq!(parse_timestamp_ms("2026-11-29T13:00:00+01:00"), Ok(1_795_953_600_000));
+        assert_eq!(
+            parse_timestamp_ms("2026-11-29T12:00:00.25Z"),
+            Ok(1_795_953_600_250)
+        );
+        assert_eq!(
+            parse_timestamp_ms("2026-11-29T13:00:00+01:00"),
+            Ok(1_795_953_600_000)
+        );
         assert!(parse_timestamp_ms("2026-13-29T12:00:00Z").is_err());
         assert!(parse_timestamp_ms("2026-02-31T12:00:00Z").is_err());
         assert!(
             parse_timestamp_ms("2026-11-29T12:00:00").is_err(),
             "an offset is required"
         );
-        assert_eq!(format_rfc3339(1_795_953_600_250), "2026-11-29T12:00:00.250Z");
+        assert_eq!(
+            format_rfc3339(1_795_953_600_250),
+            "2026-11-29T12:00:00.250Z"
+        );
         assert_eq!(format_rfc3339(-1), "1969-12-31T23:59:59.999Z");
         assert_eq!(format_rfc3339(i64::MAX), i64::MAX.to_string());
         assert!(parse_timestamp_ms("yesterday").is_err());

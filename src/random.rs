@@ -9,7 +9,11 @@ pub struct XorShift(u64);
 impl XorShift {
     /// A sequence from `seed` (zero is replaced, since it would stay zero).
     pub fn new(seed: u64) -> XorShift {
-        XorShift(if seed == 0 { 0x9E37_79B9_7F4A_7C15 } else { seed })
+        XorShift(if seed == 0 {
+            0x9E37_79B9_7F4A_7C15
+        } else {
+            seed
+        })
     }
 
     /// The next value.
@@ -33,7 +37,9 @@ mod tests {
         assert_eq!(first, (0..100).map(|_| b.next()).collect::<Vec<_>>());
         assert_eq!(
             first[0],
-            7 ^ (7 << 13) ^ ((7 ^ (7 << 13)) >> 7) ^ (((7 ^ (7 << 13)) ^ ((7 ^ (7 << 13)) >> 7)) << 17)
+            7 ^ (7 << 13)
+                ^ ((7 ^ (7 << 13)) >> 7)
+                ^ (((7 ^ (7 << 13)) ^ ((7 ^ (7 << 13)) >> 7)) << 17)
         );
         let mut zero = XorShift::new(0);
         assert!((0..100).all(|_| zero.next() != 0));

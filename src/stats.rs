@@ -14,7 +14,10 @@ pub struct Histogram(hdrhistogram::Histogram<u64>);
 impl Default for Histogram {
     fn default() -> Histogram {
         // The bounds are constants that hdrhistogram accepts.
-        Histogram(hdrhistogram::Histogram::new_with_bounds(1, HIGHEST_US, 3).expect("valid histogram bounds"))
+        Histogram(
+            hdrhistogram::Histogram::new_with_bounds(1, HIGHEST_US, 3)
+                .expect("valid histogram bounds"),
+        )
     }
 }
 
@@ -65,7 +68,10 @@ mod tests {
         assert!(h.max() >= 100_000 && h.max() <= 100_100);
         for (q, exact) in [(0.5, 50_000.0), (0.99, 99_000.0), (0.999, 99_900.0)] {
             let got = h.quantile(q) as f64;
-            assert!(got >= exact && (got - exact) / exact <= 1e-3, "q{q}: {got} vs {exact}");
+            assert!(
+                got >= exact && (got - exact) / exact <= 1e-3,
+                "q{q}: {got} vs {exact}"
+            );
         }
         assert!((h.mean() - 50_000.5).abs() / 50_000.5 < 1e-3);
         let mut other = Histogram::default();

@@ -49,7 +49,9 @@ fn paper_prints_the_table_beside_the_papers_figures() {
         .stdout(
             predicate::str::contains("400,000 records/s")
                 .and(predicate::str::contains("produce, batch 1"))
-                .and(predicate::str::contains("bytes of overhead per record, batch 50")),
+                .and(predicate::str::contains(
+                    "bytes of overhead per record, batch 50",
+                )),
         );
 }
 
@@ -59,13 +61,31 @@ fn against_a_running_broker() {
     let broker = BrokerProc::start(dir.path(), &[]);
     produce_to(&broker.addr, "data", &lines(3000), &[]);
     bin("klog-bench")
-        .args(["consume", "-b", &broker.addr, "-t", "data", "-n", "3000", "-q"])
+        .args([
+            "consume",
+            "-b",
+            &broker.addr,
+            "-t",
+            "data",
+            "-n",
+            "3000",
+            "-q",
+        ])
         .assert()
         .success()
         .stdout(predicate::str::starts_with("3000 records consumed"));
     // More than the topic holds: a clear error.
     bin("klog-bench")
-        .args(["consume", "-b", &broker.addr, "-t", "data", "-n", "5000", "-q"])
+        .args([
+            "consume",
+            "-b",
+            &broker.addr,
+            "-t",
+            "data",
+            "-n",
+            "5000",
+            "-q",
+        ])
         .assert()
         .code(1)
         .stderr(predicate::str::contains("holds 3000 records"));
@@ -92,7 +112,10 @@ fn several_producers_over_several_partitions() {
         .assert()
         .success();
     let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
-    assert_eq!(v["records"], 10001, "every record of every producer acknowledged");
+    assert_eq!(
+        v["records"], 10001,
+        "every record of every producer acknowledged"
+    );
     // Values that cannot work are usage errors, said before anything runs.
     for (args, why) in [
         (&["produce", "--acks", "maybe"][..], "is not 0, 1 or all"),

@@ -31,7 +31,9 @@ fn a_million_lines_through_the_broker_come_back_exactly() {
 fn keyed_records_keep_their_partition_and_order() {
     let dir = tempfile::tempdir().unwrap();
     let broker = BrokerProc::start(dir.path(), &["--partitions", "4"]);
-    let input: String = (0..20_000).map(|i| format!("user{}:{i}\n", i % 37)).collect();
+    let input: String = (0..20_000)
+        .map(|i| format!("user{}:{i}\n", i % 37))
+        .collect();
     produce_to(&broker.addr, "keyed", &input, &["-K:", "--batch", "64"]);
     let out = consume_from(&broker.addr, "keyed", &["-f", "%p %k %s\\n"]);
     let mut partition_of = std::collections::HashMap::new();
@@ -153,7 +155,9 @@ struct Raw {
 impl Raw {
     fn connect(addr: &str) -> Raw {
         let stream = TcpStream::connect(addr).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
         Raw { stream }
     }
 
@@ -199,7 +203,10 @@ fn batch(values: &[&[u8]]) -> Vec<u8> {
 #[test]
 fn bad_requests_get_clear_errors_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = BrokerProc::start(dir.path(), &["--max-record-bytes", "1KiB", "--request-timeout", "1s"]);
+    let broker = BrokerProc::start(
+        dir.path(),
+        &["--max-record-bytes", "1KiB", "--request-timeout", "1s"],
+    );
     produce_to(&broker.addr, "t", "a\nb\nc\n", &[]);
     let before = consume_from(&broker.addr, "t", &["-f", "%o %s\\n"]);
     assert_eq!(before, "0 a\n1 b\n2 c\n");
@@ -234,15 +241,31 @@ fn bad_requests_get_clear_errors_and_change_nothing() {
     assert_eq!(code, ErrorCode::None);
     let mut r = Reader::new(&rest);
     let parts = protocol::decode_fetch_response(&mut r).unwrap();
-    assert_eq!(parts[0].error, ErrorCode::OffsetOutOfRange, "{}", parts[0].message);
+    assert_eq!(
+        parts[0].error,
+        ErrorCode::OffsetOutOfRange,
+        "{}",
+        parts[0].message
+    );
     assert!(parts[0].message.contains("0..3"), "{}", parts[0].message);
     let (_, _, rest) = raw.call(&fetch(3));
     let parts = protocol::decode_fetch_response(&mut Reader::new(&rest)).unwrap();
-    assert_eq!((parts[0].error, parts[0].records.len()), (ErrorCode::None, 0));
+    assert_eq!(
+        (parts[0].error, parts[0].records.len()),
+        (ErrorCode::None, 0)
+    );
 
     // A record over --max-record-bytes, and a batch with a wrong CRC.
     let big = vec![b'x'; 2000];
-    protocol::produce_request(&mut frame, 9, protocol::ACKS_LEADER, 1000, "t", 0, &batch(&[&big]));
+    protocol::produce_request(
+        &mut frame,
+        9,
+        protocol::ACKS_LEADER,
+        1000,
+        "t",
+        0,
+        &batch(&[&big]),
+    );
     let (code, msg, _) = raw.call(&frame);
     assert_eq!(code, ErrorCode::RecordTooLarge, "{msg}");
     let mut bad = batch(&[b"good", b"flipped"]);
@@ -253,9 +276,25 @@ fn bad_requests_get_clear_errors_and_change_nothing() {
     assert_eq!(code, ErrorCode::CorruptBatch, "{msg}");
     assert!(msg.contains("crc"), "{msg}");
     // An unknown partition, and an invalid topic name.
-    protocol::produce_request(&mut frame, 11, protocol::ACKS_LEADER, 1000, "t", 7, &batch(&[b"x"]));
+    protocol::produce_request(
+        &mut frame,
+        11,
+        protocol::ACKS_LEADER,
+        1000,
+        "t",
+        7,
+        &batch(&[b"x"]),
+    );
     assert_eq!(raw.call(&frame).0, ErrorCode::UnknownPartition);
-    protocol::produce_request(&mut frame, 12, protocol::ACKS_LEADER, 1000, "../x", 0, &batch(&[b"x"]));
+    protocol::produce_request(
+        &mut frame,
+        12,
+        protocol::ACKS_LEADER,
+        1000,
+        "../x",
+        0,
+        &batch(&[b"x"]),
+    );
     assert_eq!(raw.call(&frame).0, ErrorCode::InvalidTopic);
     assert!(!dir.path().join("../x-0").exists());
     // Bytes that do not decode: an error naming what is wrong.
@@ -271,7 +310,10 @@ fn bad_requests_get_clear_errors_and_change_nothing() {
     raw.send(&[0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 1, 0, 42, 0, 0, 0]);
     let body = raw.response().expect("an error before the close");
     let h = protocol::decode_response_header(&mut Reader::new(&body)).unwrap();
-    assert_eq!((h.error, h.correlation_id), (ErrorCode::RequestTooLarge, 42));
+    assert_eq!(
+        (h.error, h.correlation_id),
+        (ErrorCode::RequestTooLarge, 42)
+    );
     assert!(h.message.contains("4294967295"), "{}", h.message);
     assert!(raw.closed());
     let mut raw = Raw::connect(&broker.addr);
@@ -282,7 +324,10 @@ fn bad_requests_get_clear_errors_and_change_nothing() {
     let mut raw = Raw::connect(&broker.addr);
     raw.send(&[100, 0, 0, 0, 3, 0]);
     assert!(raw.closed());
-    broker.wait_for_log("not completed within the request timeout", Duration::from_secs(10));
+    broker.wait_for_log(
+        "not completed within the request timeout",
+        Duration::from_secs(10),
+    );
 
     // The log is unchanged, and other clients are served.
     assert_eq!(consume_from(&broker.addr, "t", &["-f", "%o %s\\n"]), before);
@@ -354,7 +399,10 @@ fn a_following_consumer_gets_records_as_they_are_produced() {
     assert_eq!(follower.take_lines(1, Duration::from_secs(20)), ["first"]);
     for i in 0..3 {
         produce_to(&broker.addr, "t", &format!("later-{i}\n"), &[]);
-        assert_eq!(follower.take_lines(1, Duration::from_secs(20)), [format!("later-{i}")]);
+        assert_eq!(
+            follower.take_lines(1, Duration::from_secs(20)),
+            [format!("later-{i}")]
+        );
     }
 }
 
@@ -421,12 +469,19 @@ fn client_errors_name_the_problem() {
         .write_stdin("x\n")
         .assert()
         .code(1)
-        .stderr(predicate::str::contains(format!("connect to broker {addr}")));
+        .stderr(predicate::str::contains(format!(
+            "connect to broker {addr}"
+        )));
     // Bounds that would refuse everything are usage errors.
     let unused = dir.path().join("never");
     for bad in [["--max-connections", "0"], ["--max-in-flight", "0"]] {
         bin("klog-broker")
-            .args(["--data-dir", unused.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .args([
+                "--data-dir",
+                unused.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+            ])
             .args(bad)
             .assert()
             .code(2)
@@ -436,13 +491,23 @@ fn client_errors_name_the_problem() {
     // A second broker on a data directory in use, and on a port in use.
     let other = tempfile::tempdir().unwrap();
     bin("klog-broker")
-        .args(["--data-dir", other.path().to_str().unwrap(), "--listen", &broker.addr])
+        .args([
+            "--data-dir",
+            other.path().to_str().unwrap(),
+            "--listen",
+            &broker.addr,
+        ])
         .timeout(Duration::from_secs(20))
         .assert()
         .code(1)
         .stderr(predicate::str::contains("cannot listen").and(predicate::str::contains("hint:")));
     bin("klog-broker")
-        .args(["--data-dir", dir.path().to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .timeout(Duration::from_secs(20))
         .assert()
         .code(1)
@@ -454,7 +519,12 @@ fn acks_all_commits_groups_of_requests_with_one_fsync() {
     let dir = tempfile::tempdir().unwrap();
     let mut broker = BrokerProc::start(dir.path(), &[]);
     // 4,000 requests of 5 records, several in flight at once.
-    produce_to(&broker.addr, "t", &lines(20_000), &["--acks", "all", "--batch", "5"]);
+    produce_to(
+        &broker.addr,
+        "t",
+        &lines(20_000),
+        &["--acks", "all", "--batch", "5"],
+    );
     assert!(broker.terminate().success());
     let line = broker.wait_for_log("group-commit fsyncs", Duration::from_secs(10));
     let numbers: Vec<u64> = line.split(' ').filter_map(|w| w.parse().ok()).collect();
@@ -483,7 +553,10 @@ fn a_fetch_at_the_end_waits_for_records_instead_of_answering_empty() {
     produce_to(&broker.addr, "t", "b\n", &[]);
     let body = raw.response().unwrap();
     let mut r = Reader::new(&body);
-    assert_eq!(protocol::decode_response_header(&mut r).unwrap().error, ErrorCode::None);
+    assert_eq!(
+        protocol::decode_response_header(&mut r).unwrap().error,
+        ErrorCode::None
+    );
     let parts = protocol::decode_fetch_response(&mut r).unwrap();
     assert!(
         !parts[0].records.is_empty(),
@@ -507,7 +580,11 @@ fn consumers_see_only_durable_records() {
     // acks=0 expects no answer; the records arrive all the same.
     produce_to(&broker.addr, "t", "d\n", &["--acks", "0"]);
     assert!(broker.terminate().success());
-    assert!(dir.path().join("t-0/clean-shutdown").exists(), "{:?}", broker.log());
+    assert!(
+        dir.path().join("t-0/clean-shutdown").exists(),
+        "{:?}",
+        broker.log()
+    );
     let broker = BrokerProc::start(dir.path(), &[]);
     assert_eq!(consume_from(&broker.addr, "t", &[]), "a\nb\nc\nd\n");
 }
@@ -547,7 +624,9 @@ fn a_record_the_broker_refuses_is_reported_not_dropped() {
         .write_stdin(input)
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("record_too_large").and(predicate::str::contains("failed)")));
+        .stderr(
+            predicate::str::contains("record_too_large").and(predicate::str::contains("failed)")),
+        );
     assert!(!consume_from(&broker.addr, "t", &[]).contains("xxx"));
 }
 
@@ -601,14 +680,23 @@ fn a_damaged_partition_stays_offline_while_the_others_serve() {
     let registry = registry.path().to_str().unwrap();
     let broker = BrokerProc::start(dir.path(), &["--registry", registry]);
     let line = broker.wait_for_log("is offline", Duration::from_secs(10));
-    assert!(line.contains("hurt-0") && line.contains("klog-recover"), "{line}");
-    assert_eq!(consume_from(&broker.addr, "fine", &[]), lines(10), "the others serve");
+    assert!(
+        line.contains("hurt-0") && line.contains("klog-recover"),
+        "{line}"
+    );
+    assert_eq!(
+        consume_from(&broker.addr, "fine", &[]),
+        lines(10),
+        "the others serve"
+    );
     produce_to(&broker.addr, "fine", "11\n", &[]);
     bin("klog-consume")
         .args(["-b", &broker.addr, "-t", "hurt", "-e", "-q"])
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("storage_error").and(predicate::str::contains("klog-recover")));
+        .stderr(
+            predicate::str::contains("storage_error").and(predicate::str::contains("klog-recover")),
+        );
     // A group member does not wait for the end of a partition that has none.
     bin("klog-consume")
         .args(["-G", "g", "--registry", registry, "-t", "hurt", "-e", "-q"])
@@ -654,10 +742,23 @@ enum Outcome {
 
 /// Produces one record with acks=1 on `raw` (reconnecting to `addr` when
 /// the broker closed it) and notes what became of it in `sent`.
-fn produce_noted(raw: &mut Raw, addr: &str, sent: &mut Vec<(Vec<u8>, Outcome)>, value: Vec<u8>) -> Outcome {
+fn produce_noted(
+    raw: &mut Raw,
+    addr: &str,
+    sent: &mut Vec<(Vec<u8>, Outcome)>,
+    value: Vec<u8>,
+) -> Outcome {
     let mut frame = Vec::new();
     let id = sent.len() as u32;
-    protocol::produce_request(&mut frame, id, protocol::ACKS_LEADER, 10_000, "t", 0, &batch(&[&value]));
+    protocol::produce_request(
+        &mut frame,
+        id,
+        protocol::ACKS_LEADER,
+        10_000,
+        "t",
+        0,
+        &batch(&[&value]),
+    );
     raw.send(&frame);
     let outcome = match raw.response() {
         None => {
@@ -698,7 +799,10 @@ fn a_full_disk_refuses_what_does_not_fit_and_appends_resume_once_there_is_room()
     let mut sent: Vec<(Vec<u8>, Outcome)> = Vec::new();
     let addr = broker.addr.clone();
     let record = |i: usize| format!("record {i} {}", "x".repeat(3000)).into_bytes();
-    assert_eq!(produce_noted(&mut raw, &addr, &mut sent, record(0)), Outcome::Acked(0));
+    assert_eq!(
+        produce_noted(&mut raw, &addr, &mut sent, record(0)),
+        Outcome::Acked(0)
+    );
     let filler = disk.path().join("filler");
     common::fill(&filler);
     let mut refused = 0;
@@ -725,13 +829,21 @@ fn a_full_disk_refuses_what_does_not_fit_and_appends_resume_once_there_is_room()
         acked.sort();
         acked.into_iter().map(|a| a.1).collect()
     };
-    let read = |addr: &str| -> Vec<String> { consume_from(addr, "t", &[]).lines().map(String::from).collect() };
+    let read = |addr: &str| -> Vec<String> {
+        consume_from(addr, "t", &[])
+            .lines()
+            .map(String::from)
+            .collect()
+    };
     assert_eq!(read(&addr), acked(&sent));
     // Room again: appends go on, no restart.
     std::fs::remove_file(&filler).unwrap();
     for i in 40..45 {
         assert!(
-            matches!(produce_noted(&mut raw, &addr, &mut sent, record(i)), Outcome::Acked(_)),
+            matches!(
+                produce_noted(&mut raw, &addr, &mut sent, record(i)),
+                Outcome::Acked(_)
+            ),
             "{i}"
         );
     }
@@ -739,7 +851,11 @@ fn a_full_disk_refuses_what_does_not_fit_and_appends_resume_once_there_is_room()
     assert!(broker.terminate().success(), "{:?}", broker.log());
     let broker = BrokerProc::start(&data, &[]);
     let back = read(&broker.addr);
-    assert_eq!(back, acked(&sent), "after a restart, exactly the acknowledged records");
+    assert_eq!(
+        back,
+        acked(&sent),
+        "after a restart, exactly the acknowledged records"
+    );
     let offsets: Vec<u64> = sent
         .iter()
         .filter_map(|(_, o)| match o {

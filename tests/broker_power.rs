@@ -24,7 +24,11 @@ const REQUESTS: u64 = 24;
 const PER_BATCH: u64 = 3;
 
 fn value(offset_hint: u64) -> Vec<u8> {
-    format!("record-{offset_hint}-{}", "x".repeat((offset_hint % 7) as usize * 40)).into_bytes()
+    format!(
+        "record-{offset_hint}-{}",
+        "x".repeat((offset_hint % 7) as usize * 40)
+    )
+    .into_bytes()
 }
 
 /// A record a produce request carried: the request's number and the
@@ -57,7 +61,9 @@ impl SimBroker {
         let handle = broker.handle().unwrap();
         let thread = std::thread::spawn(move || broker.run());
         let stream = TcpStream::connect(handle.local_addr().to_string()).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
         SimBroker {
             handle,
             thread,
@@ -68,7 +74,12 @@ impl SimBroker {
 
     /// Produces `values` as one batch to `t` [0]; the base offset, or the
     /// error the broker answered (`None` when the connection broke).
-    fn produce(&mut self, id: u32, acks: i8, values: &[Vec<u8>]) -> Option<Result<u64, (ErrorCode, String)>> {
+    fn produce(
+        &mut self,
+        id: u32,
+        acks: i8,
+        values: &[Vec<u8>],
+    ) -> Option<Result<u64, (ErrorCode, String)>> {
         let mut b = BatchBuilder::new();
         for v in values {
             b.push(1_000, None, &[], v);
@@ -105,7 +116,11 @@ fn run(sim: &SimFs, cut: Option<u64>) -> (Vec<Acked>, u64) {
     for i in 0..REQUESTS {
         let values: Vec<Vec<u8>> = (0..PER_BATCH).map(|j| value(i * PER_BATCH + j)).collect();
         let all = i % 2 == 0;
-        let acks = if all { protocol::ACKS_ALL } else { protocol::ACKS_LEADER };
+        let acks = if all {
+            protocol::ACKS_ALL
+        } else {
+            protocol::ACKS_LEADER
+        };
         let base_offset = match broker.produce(i as u32, acks, &values) {
             Some(Ok(offset)) => offset,
             Some(Err((code, message))) if cut.is_none() => panic!("request {i}: {code} {message}"),
@@ -143,7 +158,11 @@ fn read_back(sim: &SimFs) -> Vec<(u64, Vec<u8>)> {
     let log = Log::open(vfs, dir, LogConfig::default(), options).expect("the partition reopens");
     let out = common::log_records(&log);
     let offset = out.last().map_or(log.start_offset(), |r| r.0 + 1);
-    assert_eq!(offset, log.next_offset(), "the log ends where its records do");
+    assert_eq!(
+        offset,
+        log.next_offset(),
+        "the log ends where its records do"
+    );
     out
 }
 
@@ -152,18 +171,35 @@ fn a_power_cut_at_any_change_keeps_every_record_acknowledged_with_acks_all() {
     let reference = SimFs::new();
     reference.create_dir_all_durable(Path::new("/data"));
     let (acked, total) = run(&reference, None);
-    assert_eq!(acked.len() as u64, REQUESTS, "the reference run is acknowledged whole");
-    assert!(total > 3 * REQUESTS, "{total} changes is too few cut points");
+    assert_eq!(
+        acked.len() as u64,
+        REQUESTS,
+        "the reference run is acknowledged whole"
+    );
+    assert!(
+        total > 3 * REQUESTS,
+        "{total} changes is too few cut points"
+    );
     // A broker takes a moment to stop (its accept loop polls): the cut
     // points run on several threads, each its own broker and file system.
     let workers = 6;
     let checked_all: usize = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..workers)
-            .map(|w| scope.spawn(move || (w..total).step_by(workers as usize).map(check_cut).sum::<usize>()))
+            .map(|w| {
+                scope.spawn(move || {
+                    (w..total)
+                        .step_by(workers as usize)
+                        .map(check_cut)
+                        .sum::<usize>()
+                })
+            })
             .collect();
         threads.into_iter().map(|t| t.join().unwrap()).sum()
     });
-    assert!(checked_all > 0, "no acks=all record was acknowledged before any cut");
+    assert!(
+        checked_all > 0,
+        "no acks=all record was acknowledged before any cut"
+    );
 }
 
 /// Cuts the power after `cut` changes, crashes, and checks what is left.
@@ -205,7 +241,10 @@ fn a_failed_fsync_answers_acks_all_with_a_storage_error_and_stops_the_partition(
     let sim = SimFs::new();
     sim.create_dir_all_durable(Path::new("/data"));
     let mut broker = SimBroker::start(&sim);
-    assert_eq!(broker.produce(1, protocol::ACKS_ALL, &[value(0)]), Some(Ok(0)));
+    assert_eq!(
+        broker.produce(1, protocol::ACKS_ALL, &[value(0)]),
+        Some(Ok(0))
+    );
     sim.fail_next_sync(|p| p.extension().is_some_and(|e| e == "log"));
     let failed = broker.produce(2, protocol::ACKS_ALL, &[value(1)]);
     let Some(Err((code, message))) = failed else {

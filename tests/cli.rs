@@ -40,19 +40,38 @@ fn keys_headers_formats_and_offsets() {
 
     produce(dir.path(), "n", &lines(100), &[]);
     assert_eq!(consume(dir.path(), "n", &["-o", "-3"]), "98\n99\n100\n");
-    assert_eq!(consume(dir.path(), "n", &["-o", "10", "-c", "2"]), "11\n12\n");
+    assert_eq!(
+        consume(dir.path(), "n", &["-o", "10", "-c", "2"]),
+        "11\n12\n"
+    );
     assert_eq!(consume(dir.path(), "n", &["-o", "end"]), "");
     bin("klog-consume")
-        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "n", "-o", "500", "-e"])
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "-t",
+            "n",
+            "-o",
+            "500",
+            "-e",
+        ])
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("offset 500 is out of range").and(predicate::str::contains("0..100")));
+        .stderr(
+            predicate::str::contains("offset 500 is out of range")
+                .and(predicate::str::contains("0..100")),
+        );
 }
 
 #[test]
 fn json_envelopes_produce_back_the_same_records() {
     let dir = tempfile::tempdir().unwrap();
-    produce(dir.path(), "a", "k1\tv1\nk2\tv2\n", &["-K", "\\t", "-H", "h=1"]);
+    produce(
+        dir.path(),
+        "a",
+        "k1\tv1\nk2\tv2\n",
+        &["-K", "\\t", "-H", "h=1"],
+    );
     let dumped = consume(dir.path(), "a", &["-J"]);
     produce(dir.path(), "b", &dumped, &["-J"]);
     let again = consume(dir.path(), "b", &["-J"]);
@@ -62,16 +81,38 @@ fn json_envelopes_produce_back_the_same_records() {
     let data = dir.path().to_str().unwrap();
     let binary: Vec<u8> = b"\xff\xfe:\x80\x81\x00plain:text\x00\xc3(:\x00".to_vec();
     bin("klog-produce")
-        .args(["--data-dir", data, "-t", "bin", "-D", "\\0", "-K", ":", "-q"])
+        .args([
+            "--data-dir",
+            data,
+            "-t",
+            "bin",
+            "-D",
+            "\\0",
+            "-K",
+            ":",
+            "-q",
+        ])
         .write_stdin(binary.clone())
         .assert()
         .success();
     let dumped = consume(dir.path(), "bin", &["-J"]);
-    assert!(dumped.contains("\"payload_encoding\":\"base64\""), "{dumped}");
+    assert!(
+        dumped.contains("\"payload_encoding\":\"base64\""),
+        "{dumped}"
+    );
     produce(dir.path(), "bin2", &dumped, &["-J"]);
     let raw = |topic: &str| {
         let out = bin("klog-consume")
-            .args(["--data-dir", data, "-t", topic, "-e", "-q", "-f", "%k:%s\\0"])
+            .args([
+                "--data-dir",
+                data,
+                "-t",
+                topic,
+                "-e",
+                "-q",
+                "-f",
+                "%k:%s\\0",
+            ])
             .assert()
             .success();
         out.get_output().stdout.clone()
@@ -153,17 +194,32 @@ fn a_flipped_byte_is_found_cut_and_saved() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path();
     let input: String = (0..20_000).map(|i| format!("record-{i:06}\n")).collect();
-    produce(data, "t", &input, &["--segment-bytes", "64KiB", "--batch", "50"]);
+    produce(
+        data,
+        "t",
+        &input,
+        &["--segment-bytes", "64KiB", "--batch", "50"],
+    );
     let part = data.join("t-0");
     let first = part.join("00000000000000000000.log");
     let mut bytes = std::fs::read(&first).unwrap();
     // Damage the value of record 1000: it sits inside the first segment.
-    let at = bytes.windows(13).position(|w| w == b"record-001000").unwrap();
+    let at = bytes
+        .windows(13)
+        .position(|w| w == b"record-001000")
+        .unwrap();
     bytes[at + 3] ^= 0x20;
     std::fs::write(&first, &bytes).unwrap();
     let segments_before = std::fs::read_dir(&part)
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().file_name().to_str().unwrap().ends_with(".log"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_str()
+                .unwrap()
+                .ends_with(".log")
+        })
         .count();
     assert!(segments_before > 2);
 
@@ -171,7 +227,9 @@ fn a_flipped_byte_is_found_cut_and_saved() {
         .args(["--verify", part.to_str().unwrap()])
         .assert()
         .code(3)
-        .stderr(predicate::str::contains("crc mismatch").and(predicate::str::contains("offset 1000")));
+        .stderr(
+            predicate::str::contains("crc mismatch").and(predicate::str::contains("offset 1000")),
+        );
     bin("klog-recover")
         .args(["--full", "--dry-run", part.to_str().unwrap()])
         .assert()
@@ -189,7 +247,11 @@ fn a_flipped_byte_is_found_cut_and_saved() {
     let kept = consume(data, "t", &[]);
     assert_eq!(
         kept,
-        input.lines().take(1000).map(|l| format!("{l}\n")).collect::<String>()
+        input
+            .lines()
+            .take(1000)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
     );
     let saved = std::fs::read(part.join("00000000000000000000.log.corrupt")).unwrap();
     assert_eq!(&saved[..], &bytes[bytes.len() - saved.len()..]);
@@ -204,7 +266,10 @@ fn a_flipped_byte_is_found_cut_and_saved() {
         .code(0);
     // The log goes on at the next offset.
     produce(data, "t", "after\n", &[]);
-    assert_eq!(consume(data, "t", &["-o", "-1", "-f", "%o %s\\n"]), "1000 after\n");
+    assert_eq!(
+        consume(data, "t", &["-o", "-1", "-f", "%o %s\\n"]),
+        "1000 after\n"
+    );
 }
 
 #[test]
@@ -230,12 +295,26 @@ fn unknown_topics_and_partitions_are_errors() {
     let dir = tempfile::tempdir().unwrap();
     produce(dir.path(), "t", "1\n", &[]);
     bin("klog-consume")
-        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "nope", "-e"])
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "-t",
+            "nope",
+            "-e",
+        ])
         .assert()
         .code(1)
         .stderr(predicate::str::contains("does not exist"));
     bin("klog-consume")
-        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "t", "-p", "3", "-e"])
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "-t",
+            "t",
+            "-p",
+            "3",
+            "-e",
+        ])
         .assert()
         .code(1)
         .stderr(predicate::str::contains("partition 3"));
@@ -254,12 +333,29 @@ fn a_following_consumer_sees_appends_across_segment_rolls() {
     for run in 0..3 {
         let input: String = (0..2_000).map(|i| format!("run{run}-{i}\n")).collect();
         expected.extend((0..2_000).map(|i| format!("run{run}-{i}")));
-        produce(dir.path(), "t", &input, &["--segment-bytes", "4KiB", "--batch", "7"]);
+        produce(
+            dir.path(),
+            "t",
+            &input,
+            &["--segment-bytes", "4KiB", "--batch", "7"],
+        );
     }
     let segments = std::fs::read_dir(dir.path().join("t-0"))
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "log")
+        })
         .count();
-    assert!(segments > 20, "{segments} segments: the writer should have rolled");
-    assert_eq!(follower.take_lines(expected.len(), Duration::from_secs(60)), expected);
+    assert!(
+        segments > 20,
+        "{segments} segments: the writer should have rolled"
+    );
+    assert_eq!(
+        follower.take_lines(expected.len(), Duration::from_secs(60)),
+        expected
+    );
 }

@@ -65,7 +65,12 @@ fn value(offset: u64, len: usize) -> Vec<u8> {
 
 /// Four records written under a 2 MiB record limit, one of them 1.5 MB.
 fn large_records() -> Vec<Vec<u8>> {
-    vec![value(0, 10), value(1, 1_500_000), value(2, 10), value(3, 100)]
+    vec![
+        value(0, 10),
+        value(1, 1_500_000),
+        value(2, 10),
+        value(3, 100),
+    ]
 }
 
 fn write_large(vfs: &Arc<dyn Vfs>, dir: &Path) -> Log {
@@ -76,7 +81,9 @@ fn write_large(vfs: &Arc<dyn Vfs>, dir: &Path) -> Log {
     };
     let mut log = Log::open(Arc::clone(vfs), dir, config, WRITE).unwrap();
     for (i, v) in large_records().iter().enumerate() {
-        let info = log.append(&mut batch_of(std::slice::from_ref(v), 1_000), 0).unwrap();
+        let info = log
+            .append(&mut batch_of(std::slice::from_ref(v), 1_000), 0)
+            .unwrap();
         assert_eq!(info.base_offset, i as u64);
     }
     log.flush().unwrap();
@@ -102,7 +109,11 @@ fn a_smaller_record_limit_after_a_restart_keeps_every_record_and_offset() {
         } else {
             drop(log);
         }
-        let context = if clean { "after a clean close" } else { "after a crash" };
+        let context = if clean {
+            "after a clean close"
+        } else {
+            "after a crash"
+        };
         // Readers (klog-consume --data-dir, klog-dump) open with defaults.
         let reader = Log::open(Arc::clone(&vfs), dir, small(), READ).unwrap();
         assert_large_records(&reader, context);
@@ -113,7 +124,10 @@ fn a_smaller_record_limit_after_a_restart_keeps_every_record_and_offset() {
         assert_eq!(info.base_offset, 4, "{context}: no offset is reused");
         // The policy still applies to new appends.
         let refused = log.append(&mut batch_of(&[value(5, 1_500_000)], 1_000), 0);
-        assert!(refused.is_err(), "{context}: a new 1.5 MB record passes a 1 MiB limit");
+        assert!(
+            refused.is_err(),
+            "{context}: a new 1.5 MB record passes a 1 MiB limit"
+        );
     }
 }
 
@@ -125,13 +139,26 @@ fn klog_consume_reads_records_larger_than_its_default_limit() {
     let big = "x".repeat(1_500_000);
     let input = format!("a\n{big}\nb\nc\n");
     bin("klog-produce")
-        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "big", "-q"])
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "-t",
+            "big",
+            "-q",
+        ])
         .args(["--max-record-bytes", "2MiB"])
         .write_stdin(input.clone())
         .assert()
         .success();
     let out = bin("klog-consume")
-        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "big", "-e", "-q"])
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "-t",
+            "big",
+            "-e",
+            "-q",
+        ])
         .assert()
         .success();
     assert_eq!(String::from_utf8_lossy(&out.get_output().stdout), input);
@@ -185,14 +212,22 @@ fn a_clean_restart_reads_only_the_tail_of_the_active_segment() {
 fn records_recovery_exposes_after_a_process_crash_survive_a_power_cut() {
     let (sim, vfs, dir) = sim_partition();
     let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
-    log.append(&mut batch_of(&[value(0, 10), value(1, 10)], 7), 0).unwrap();
+    log.append(&mut batch_of(&[value(0, 10), value(1, 10)], 7), 0)
+        .unwrap();
     log.flush().unwrap();
     // In the page cache only: the process dies before any fsync.
-    log.append(&mut batch_of(&[value(2, 10), value(3, 10), value(4, 10)], 7), 0)
-        .unwrap();
+    log.append(
+        &mut batch_of(&[value(2, 10), value(3, 10), value(4, 10)], 7),
+        0,
+    )
+    .unwrap();
     drop(log);
     let log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
-    assert_eq!(log.next_offset(), 5, "the page cache survives a process crash");
+    assert_eq!(
+        log.next_offset(),
+        5,
+        "the page cache survives a process crash"
+    );
     let exposed = log.flushed_offset();
     assert_eq!(exposed, 5, "recovery makes what it keeps durable");
     drop(log);
@@ -278,10 +313,22 @@ fn damage_in_an_older_segment_refuses_to_open_and_changes_nothing() {
         .to_string();
     assert!(err.contains("klog-recover"), "{err}");
     assert!(err.contains(&dir.display().to_string()), "{err}");
-    assert_eq!(listing(&dir), before, "opening changed files of a damaged partition");
+    assert_eq!(
+        listing(&dir),
+        before,
+        "opening changed files of a damaged partition"
+    );
     // klog-dump --verify and klog-recover --dry-run agree that it is damaged.
-    bin("klog-dump").args(["--verify", "-q"]).arg(&dir).assert().code(3);
-    bin("klog-recover").args(["--dry-run", "-q"]).arg(&dir).assert().code(4);
+    bin("klog-dump")
+        .args(["--verify", "-q"])
+        .arg(&dir)
+        .assert()
+        .code(3);
+    bin("klog-recover")
+        .args(["--dry-run", "-q"])
+        .arg(&dir)
+        .assert()
+        .code(4);
     assert_eq!(listing(&dir), before);
     // klog-recover repairs it; then it opens.
     bin("klog-recover").args(["-q"]).arg(&dir).assert().code(3);
@@ -304,7 +351,9 @@ fn damage_in_the_middle_of_the_active_segment_refuses_to_open() {
     std::fs::write(last, &bytes).unwrap();
     let before = listing(&dir);
     let vfs: Arc<dyn Vfs> = Arc::new(klog::storage::fs::RealFs);
-    let err = Log::open(vfs, &dir, small(), WRITE).unwrap_err().to_string();
+    let err = Log::open(vfs, &dir, small(), WRITE)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("klog-recover"), "{err}");
     assert_eq!(listing(&dir), before);
 }
@@ -324,13 +373,22 @@ fn indexes_are_judged_by_their_invariants_not_by_the_interval() {
     let vfs: Arc<dyn Vfs> = Arc::new(klog::storage::fs::RealFs);
     let mut log = Log::open(Arc::clone(&vfs), &dir, config, WRITE).unwrap();
     for o in 0..60 {
-        log.append(&mut batch_of(&[value(o, 100)], 9 + o as i64), 0).unwrap();
+        log.append(&mut batch_of(&[value(o, 100)], 9 + o as i64), 0)
+            .unwrap();
     }
     let segment = log.segments().next().unwrap().path.clone();
     log.close().unwrap();
     // Healthy, written with another interval: both tools say so.
-    bin("klog-recover").args(["--full", "-q"]).arg(&dir).assert().code(0);
-    bin("klog-dump").args(["--verify", "-q"]).arg(&dir).assert().code(0);
+    bin("klog-recover")
+        .args(["--full", "-q"])
+        .arg(&dir)
+        .assert()
+        .code(0);
+    bin("klog-dump")
+        .args(["--verify", "-q"])
+        .arg(&dir)
+        .assert()
+        .code(0);
     // Two entries swapped: each still names a batch, but out of order.
     let index = segment.with_extension("index");
     let mut bytes = std::fs::read(&index).unwrap();
@@ -349,8 +407,16 @@ fn indexes_are_judged_by_their_invariants_not_by_the_interval() {
         .arg(&dir)
         .assert()
         .code(4);
-    bin("klog-recover").args(["--full", "-q"]).arg(&dir).assert().code(3);
-    bin("klog-dump").args(["--verify", "-q"]).arg(&dir).assert().code(0);
+    bin("klog-recover")
+        .args(["--full", "-q"])
+        .arg(&dir)
+        .assert()
+        .code(3);
+    bin("klog-dump")
+        .args(["--verify", "-q"])
+        .arg(&dir)
+        .assert()
+        .code(0);
 }
 
 /// Defect 8: timestamps too far apart for one batch's deltas are refused
@@ -360,16 +426,27 @@ fn indexes_are_judged_by_their_invariants_not_by_the_interval() {
 fn timestamps_too_far_apart_for_one_batch_are_refused_not_wrapped() {
     let mut b = BatchBuilder::new();
     b.push(i64::MAX - 5, None, &[], b"late");
-    assert!(!b.accepts_timestamp(-10), "a wrapped delta would be accepted");
+    assert!(
+        !b.accepts_timestamp(-10),
+        "a wrapped delta would be accepted"
+    );
     assert!(b.accepts_timestamp(-5) && b.accepts_timestamp(i64::MAX));
     let bytes = b.finish().to_vec();
     let batch = Batch::decode(&bytes, u32::MAX).unwrap();
     batch.validate(u32::MAX).unwrap();
     // Through the embedded producer: each record keeps its timestamp.
     let dir = tempfile::tempdir().unwrap();
-    let input = "{\"ts\":9223372036854775800,\"payload\":\"late\"}\n{\"ts\":-10,\"payload\":\"early\"}\n";
+    let input =
+        "{\"ts\":9223372036854775800,\"payload\":\"late\"}\n{\"ts\":-10,\"payload\":\"early\"}\n";
     bin("klog-produce")
-        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "ts", "-J", "-q"])
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "-t",
+            "ts",
+            "-J",
+            "-q",
+        ])
         .write_stdin(input)
         .assert()
         .success();
@@ -399,16 +476,24 @@ fn timestamps_too_far_apart_for_one_batch_are_refused_not_wrapped() {
 fn a_failed_fsync_stops_the_log_until_it_is_reopened() {
     let (sim, vfs, dir) = sim_partition();
     let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
-    log.append(&mut batch_of(&[value(0, 10), value(1, 10)], 7), 0).unwrap();
+    log.append(&mut batch_of(&[value(0, 10), value(1, 10)], 7), 0)
+        .unwrap();
     log.flush().unwrap();
     log.append(&mut batch_of(&[value(2, 10)], 7), 0).unwrap();
     sim.fail_next_sync(|p| p.extension().is_some_and(|e| e == "log"));
     let err = log.flush().unwrap_err();
     assert!(err.to_string().contains("fsync"), "{err}");
     // The kernel's next fsync would report success: it must not be asked.
-    assert!(log.flush().is_err(), "a failed fsync was retried and reported durable");
+    assert!(
+        log.flush().is_err(),
+        "a failed fsync was retried and reported durable"
+    );
     assert!(log.failed());
-    assert_eq!(log.flushed_offset(), 2, "nothing past the failure is exposed");
+    assert_eq!(
+        log.flushed_offset(),
+        2,
+        "nothing past the failure is exposed"
+    );
     assert!(log.append(&mut batch_of(&[value(3, 10)], 7), 0).is_err());
     assert!(log.close().is_err(), "a failed log was closed as clean");
     assert!(!sim.exists(&dir.join("clean-shutdown")));
@@ -419,7 +504,12 @@ fn a_failed_fsync_stops_the_log_until_it_is_reopened() {
         2,
         "the records the failed fsync covered are not taken for durable"
     );
-    assert_eq!(log.append(&mut batch_of(&[value(2, 10)], 7), 0).unwrap().base_offset, 2);
+    assert_eq!(
+        log.append(&mut batch_of(&[value(2, 10)], 7), 0)
+            .unwrap()
+            .base_offset,
+        2
+    );
     log.flush().unwrap();
 }
 
@@ -443,14 +533,18 @@ fn a_full_disk_undoes_the_failed_appends_and_recovers_when_space_returns() {
     log.flush().unwrap();
     // Room for the index's first chunk, not for the next batch.
     sim.set_capacity(Some(sim.allocated() + 64 * 1024));
-    let b = log.append(&mut batch_of(&[value(2, 300_000)], 7), 0).unwrap();
+    let b = log
+        .append(&mut batch_of(&[value(2, 300_000)], 7), 0)
+        .unwrap();
     let c = log.append(&mut batch_of(&[value(3, 100)], 7), 0).unwrap();
     let err = log.write_pending().unwrap_err();
     assert!(matches!(err, klog::Error::DiskFull { .. }), "{err}");
     assert_eq!(log.fate(b.epoch, b.last_offset), Fate::Undone);
     assert_eq!(log.fate(c.epoch, c.last_offset), Fate::Undone);
     assert_eq!(log.next_offset(), 2, "the undone offsets are free again");
-    let err = log.append(&mut batch_of(&[value(2, 300_000)], 7), 0).unwrap_err();
+    let err = log
+        .append(&mut batch_of(&[value(2, 300_000)], 7), 0)
+        .unwrap_err();
     assert!(err.to_string().starts_with("disk full"), "{err}");
     assert_eq!(records(&log).len(), 2, "reads go on");
     sim.set_capacity(None);
@@ -497,7 +591,11 @@ fn zero_filled_pages_in_the_middle_of_the_last_unflushed_batch_are_a_torn_tail()
         Ok(log) => log,
         Err(e) => panic!("a torn page after a crash takes the partition offline: {e}"),
     };
-    assert!(log.next_offset() >= 3, "flushed records lost: {}", log.next_offset());
+    assert!(
+        log.next_offset() >= 3,
+        "flushed records lost: {}",
+        log.next_offset()
+    );
     // The cut bytes are kept beside the segment: the torn write is the
     // likely story, not the only one; only zeros or a short write go unsaved.
     let report = log.recovery().segments.last().unwrap();
@@ -520,7 +618,8 @@ fn zero_filled_pages_in_the_middle_of_the_last_unflushed_batch_are_a_torn_tail()
 fn zero_page_inside_a_batch_header_is_a_torn_tail() {
     let (sim, vfs, dir) = sim_partition();
     let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
-    log.append(&mut uniform_batch(1, 4096 - 24 - 61 - 20), 0).unwrap();
+    log.append(&mut uniform_batch(1, 4096 - 24 - 61 - 20), 0)
+        .unwrap();
     log.flush().unwrap();
     log.append(&mut uniform_batch(1, 100), 0).unwrap();
     drop(log);
@@ -561,7 +660,11 @@ fn a_roll_after_a_failed_fsync_outside_the_lock_exposes_nothing_it_lost() {
         log.roll().is_err(),
         "a roll after a failed fsync reported the records durable"
     );
-    assert_eq!(log.flushed_offset(), 3, "records past the failed fsync were exposed");
+    assert_eq!(
+        log.flushed_offset(),
+        3,
+        "records past the failed fsync were exposed"
+    );
     let _ = log.fail(&err);
     drop(log);
     sim.crash(&mut |n| n);
@@ -589,7 +692,12 @@ fn records_a_failed_fsync_cut_back_are_never_answered_as_in_the_file() {
     let err = pending.sync().unwrap_err();
     let _ = log.fail(&err);
     let fate = log.fate(a.epoch, a.last_offset);
-    assert_ne!(fate, Fate::InFile, "the failure cut offset {} back", a.last_offset);
+    assert_ne!(
+        fate,
+        Fate::InFile,
+        "the failure cut offset {} back",
+        a.last_offset
+    );
     drop(log);
     let log = Log::open(Arc::clone(&vfs), dir, config, WRITE).unwrap();
     assert!(
@@ -645,9 +753,17 @@ fn klog_dump_verify_and_klog_recover_agree_on_every_kind_of_directory() {
             |_, p| append_bytes(p.last().unwrap(), &[1, 2, 3, 4, 5, 6, 7, 8, 9]),
             3,
         ),
-        ("zero-filled tail", |_, p| append_bytes(p.last().unwrap(), &[0; 100]), 3),
+        (
+            "zero-filled tail",
+            |_, p| append_bytes(p.last().unwrap(), &[0; 100]),
+            3,
+        ),
         ("older segment damaged", |_, p| flip(&p[0], 300), 3),
-        ("active segment damaged", |_, p| flip(p.last().unwrap(), 60), 3),
+        (
+            "active segment damaged",
+            |_, p| flip(p.last().unwrap(), 60),
+            3,
+        ),
         ("index out of order", |_, p| swap_index_entries(&p[0]), 3),
         (
             "leftover file",
@@ -661,7 +777,11 @@ fn klog_dump_verify_and_klog_recover_agree_on_every_kind_of_directory() {
         std::fs::create_dir_all(&dir).unwrap();
         let paths = three_segments(&dir);
         damage(&dir, &paths);
-        let dump = bin("klog-dump").args(["--verify", "-q"]).arg(&dir).output().unwrap();
+        let dump = bin("klog-dump")
+            .args(["--verify", "-q"])
+            .arg(&dir)
+            .output()
+            .unwrap();
         let recover = bin("klog-recover")
             .args(["--full", "--dry-run", "-q"])
             .arg(&dir)
@@ -669,7 +789,12 @@ fn klog_dump_verify_and_klog_recover_agree_on_every_kind_of_directory() {
             .unwrap();
         let codes = (dump.status.code(), recover.status.code());
         let expected = (Some(dump_exit), Some(if dump_exit == 0 { 0 } else { 4 }));
-        assert_eq!(codes, expected, "{name}: {}", String::from_utf8_lossy(&dump.stderr));
+        assert_eq!(
+            codes,
+            expected,
+            "{name}: {}",
+            String::from_utf8_lossy(&dump.stderr)
+        );
     }
 }
 

@@ -55,7 +55,9 @@ fn a_full_disk_under_the_mapped_index_is_an_error_not_a_sigbus() {
     assert_eq!(entries.len(), ALLOCATION_SLOTS + 1);
     assert!(RealFs.exists(&log.with_extension("index")));
     assert_eq!(
-        std::fs::metadata(log.with_extension("timeindex")).unwrap().len(),
+        std::fs::metadata(log.with_extension("timeindex"))
+            .unwrap()
+            .len(),
         (12 * entries.len()) as u64
     );
 }

@@ -24,7 +24,11 @@ fn man_pages_and_completions_are_current() {
         let name = cmd.get_name().to_string();
         let mut man = Vec::new();
         clap_mangen::Man::new(cmd.clone()).render(&mut man).unwrap();
-        ensure(&root.join("man").join(format!("{name}.1")), &man, &mut stale);
+        ensure(
+            &root.join("man").join(format!("{name}.1")),
+            &man,
+            &mut stale,
+        );
         for (shell, ext) in [
             (clap_complete::Shell::Bash, "bash"),
             (clap_complete::Shell::Zsh, "zsh"),

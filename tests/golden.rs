@@ -39,7 +39,9 @@ use klog::storage::segment;
 // Golden file plumbing.
 
 fn golden_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("golden")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("golden")
 }
 
 fn blessing() -> bool {
@@ -57,7 +59,11 @@ fn describe_diff(what: &str, expected: &[u8], actual: &[u8]) -> String {
     let hex = |bytes: &[u8]| -> String {
         let end = bytes.len().min(start + 32);
         let window = bytes.get(start..end).unwrap_or(&[]);
-        window.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
+        window
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     };
     format!(
         "{what}: first difference at byte {at} ({at:#x}); golden {} bytes, encoded {} bytes\n  \
@@ -82,7 +88,10 @@ fn check_golden(name: &str, encoded: &[u8]) -> Vec<u8> {
             std::fs::write(&path, encoded).unwrap();
             encoded.to_vec()
         }
-        Ok(golden) => panic!("{}", describe_diff(&path.display().to_string(), &golden, encoded)),
+        Ok(golden) => panic!(
+            "{}",
+            describe_diff(&path.display().to_string(), &golden, encoded)
+        ),
         Err(e) => panic!(
             "{}: {e} (KLOG_BLESS=1 cargo test --test golden creates it)",
             path.display()
@@ -93,7 +102,10 @@ fn check_golden(name: &str, encoded: &[u8]) -> Vec<u8> {
 /// Asserts that re-encoding the decoded golden file gave its bytes back.
 fn assert_reencoded(name: &str, golden: &[u8], reencoded: &[u8]) {
     if golden != reencoded {
-        panic!("{}", describe_diff(&format!("{name} re-encoded"), golden, reencoded));
+        panic!(
+            "{}",
+            describe_diff(&format!("{name} re-encoded"), golden, reencoded)
+        );
     }
 }
 
@@ -111,12 +123,22 @@ struct Rec {
     encoded_bytes: u32,
 }
 
-fn rec(offset: u64, timestamp: i64, key: Option<&[u8]>, headers: &[(&[u8], &[u8])], value: &[u8], bytes: u32) -> Rec {
+fn rec(
+    offset: u64,
+    timestamp: i64,
+    key: Option<&[u8]>,
+    headers: &[(&[u8], &[u8])],
+    value: &[u8],
+    bytes: u32,
+) -> Rec {
     Rec {
         offset,
         timestamp,
         key: key.map(<[u8]>::to_vec),
-        headers: headers.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect(),
+        headers: headers
+            .iter()
+            .map(|(n, v)| (n.to_vec(), v.to_vec()))
+            .collect(),
         value: value.to_vec(),
         encoded_bytes: bytes,
     }
@@ -142,7 +164,14 @@ fn rich_records(base: u64) -> Vec<Rec> {
             67,
         ),
         rec(base + 1, 1_699_999_999_250, None, &[], b"earlier", 15),
-        rec(base + 2, 1_700_000_003_600, Some(b""), &[], &all_bytes(), 266),
+        rec(
+            base + 2,
+            1_700_000_003_600,
+            Some(b""),
+            &[],
+            &all_bytes(),
+            266,
+        ),
         rec(base + 3, 1_700_000_000_001, None, &[(b"h", b"")], b"", 11),
     ]
 }
@@ -151,7 +180,8 @@ fn rich_records(base: u64) -> Vec<Rec> {
 fn build(records: &[Rec]) -> Vec<u8> {
     let mut builder = BatchBuilder::new();
     for r in records {
-        let headers: Vec<(&[u8], &[u8])> = r.headers.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+        let headers: Vec<(&[u8], &[u8])> =
+            r.headers.iter().map(|(n, v)| (&n[..], &v[..])).collect();
         builder.push(r.timestamp, r.key.as_deref(), &headers, &r.value);
     }
     builder.finish().to_vec()
@@ -225,7 +255,11 @@ fn segment_header() {
     assert_eq!(golden.len(), segment::SEGMENT_HEADER_BYTES);
     let base_offset = segment::decode_header(&golden).expect("golden header decodes");
     assert_eq!(base_offset, 4_294_968_320);
-    assert_reencoded("segment-header.bin", &golden, &segment::encode_header(base_offset));
+    assert_reencoded(
+        "segment-header.bin",
+        &golden,
+        &segment::encode_header(base_offset),
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -317,14 +351,28 @@ fn partition_segments() -> Vec<Vec<Vec<Rec>>> {
     vec![
         vec![
             rich_records(0),
-            vec![rec(4, 1_700_000_001_000, Some(b"k2"), &[], b"second batch", 22)],
+            vec![rec(
+                4,
+                1_700_000_001_000,
+                Some(b"k2"),
+                &[],
+                b"second batch",
+                22,
+            )],
             vec![
                 rec(5, 1_700_000_005_000, None, &[], b"third-a", 14),
                 rec(6, 1_700_000_004_999, None, &[], b"third-b", 14),
             ],
         ],
         vec![
-            vec![rec(7, 1_700_000_006_000, Some(b"k"), &[(b"n", b"v")], b"fourth", 20)],
+            vec![rec(
+                7,
+                1_700_000_006_000,
+                Some(b"k"),
+                &[(b"n", b"v")],
+                b"fourth",
+                20,
+            )],
             vec![rec(8, 1_700_000_007_000, None, &[], b"fifth", 12)],
         ],
     ]
@@ -406,7 +454,12 @@ fn partition_directory() {
     assert_eq!(names, PARTITION_FILES, "the files a closed partition holds");
     let golden: Vec<(String, Vec<u8>)> = files
         .iter()
-        .map(|(name, bytes)| (name.clone(), check_golden(&format!("partition/{name}"), bytes)))
+        .map(|(name, bytes)| {
+            (
+                name.clone(),
+                check_golden(&format!("partition/{name}"), bytes),
+            )
+        })
         .collect();
 
     // Decode the golden directory through the readers.
@@ -431,13 +484,19 @@ fn partition_directory() {
     assert_eq!(vfs.read(&first).unwrap().len(), 553);
     let (base, places, second_batches) = decode_segment(&vfs.read(&second).unwrap());
     assert_eq!(base, 7);
-    assert_eq!(places, [(24, 7, 1_700_000_006_000), (84, 8, 1_700_000_007_000)]);
+    assert_eq!(
+        places,
+        [(24, 7, 1_700_000_006_000), (84, 8, 1_700_000_007_000)]
+    );
     assert_eq!(vfs.read(&second).unwrap().len(), 136);
     let segments = vec![first_batches, second_batches];
     assert_eq!(segments, partition_segments());
     assert_eq!(
         index::read_entries(&vfs, &first).expect("golden index decodes"),
-        [entry(4, 423, 1_700_000_003_600), entry(5, 485, 1_700_000_005_000)]
+        [
+            entry(4, 423, 1_700_000_003_600),
+            entry(5, 485, 1_700_000_005_000)
+        ]
     );
     assert_eq!(
         index::read_entries(&vfs, &second).expect("golden index decodes"),
@@ -449,10 +508,17 @@ fn partition_directory() {
         writable: false,
         lock: false,
     };
-    let log = Log::open(Arc::new(vfs.clone()), dir, log_config(), read).expect("golden partition opens");
+    let log =
+        Log::open(Arc::new(vfs.clone()), dir, log_config(), read).expect("golden partition opens");
     assert_eq!((log.start_offset(), log.next_offset()), (0, 9));
-    assert_eq!(log.offset_for_timestamp(1_700_000_004_000).unwrap(), Some(5));
-    assert_eq!(log.offset_for_timestamp(1_700_000_006_500).unwrap(), Some(8));
+    assert_eq!(
+        log.offset_for_timestamp(1_700_000_004_000).unwrap(),
+        Some(5)
+    );
+    assert_eq!(
+        log.offset_for_timestamp(1_700_000_006_500).unwrap(),
+        Some(8)
+    );
     drop(log);
 
     // Re-encode: the decoded batches through a new log, and the decoded
@@ -481,7 +547,11 @@ fn broker() -> BrokerInfo {
         host: "127.0.0.1".into(),
         port: 9092,
         pid: 4242,
-        topics: [("clicks".to_string(), vec![0, 2]), ("logs".to_string(), vec![1])].into(),
+        topics: [
+            ("clicks".to_string(), vec![0, 2]),
+            ("logs".to_string(), vec![1]),
+        ]
+        .into(),
     }
 }
 
@@ -510,7 +580,10 @@ fn registry_broker_entry() {
     // golden description beside it, and read.
     let dir = tempfile::tempdir().unwrap();
     let reg = DirRegistry::open(dir.path()).unwrap();
-    let placeholder = BrokerInfo { port: 1, ..broker() };
+    let placeholder = BrokerInfo {
+        port: 1,
+        ..broker()
+    };
     let entry = reg.register_broker(&placeholder).unwrap();
     let path = dir.path().join("brokers/broker-1.json");
     std::fs::write(&path, &golden).unwrap();
@@ -522,7 +595,11 @@ fn registry_broker_entry() {
             host: "127.0.0.1".into(),
             port: 9092,
             pid: 4242,
-            topics: [("clicks".to_string(), vec![0, 2]), ("logs".to_string(), vec![1])].into(),
+            topics: [
+                ("clicks".to_string(), vec![0, 2]),
+                ("logs".to_string(), vec![1])
+            ]
+            .into(),
         }]
     );
     entry.update(&decoded[0]).unwrap();
@@ -562,7 +639,10 @@ fn registry_owner_entry() {
     let claim = |member: &str| {
         let dir = tempfile::tempdir().unwrap();
         let reg = DirRegistry::open(dir.path()).unwrap();
-        let owner = reg.claim("g1", "clicks", 2, member).unwrap().expect("unowned");
+        let owner = reg
+            .claim("g1", "clicks", 2, member)
+            .unwrap()
+            .expect("unowned");
         (dir, reg, owner)
     };
     let (dir, _reg, owner) = claim("member-a");
@@ -577,7 +657,11 @@ fn registry_owner_entry() {
     drop(owner);
 
     let (dir, _reg, _owner) = claim(&decoded);
-    assert_reencoded(name, &golden, &read(&dir.path().join("owners/g1/clicks-2.lock")));
+    assert_reencoded(
+        name,
+        &golden,
+        &read(&dir.path().join("owners/g1/clicks-2.lock")),
+    );
 }
 
 #[test]
@@ -586,7 +670,10 @@ fn registry_committed_offset() {
     let commit = |offset: u64| {
         let dir = tempfile::tempdir().unwrap();
         let reg = DirRegistry::open(dir.path()).unwrap();
-        let owner = reg.claim("g1", "clicks", 2, "member-a").unwrap().expect("unowned");
+        let owner = reg
+            .claim("g1", "clicks", 2, "member-a")
+            .unwrap()
+            .expect("unowned");
         reg.commit("g1", "clicks", 2, offset, &owner).unwrap();
         read(&dir.path().join("offsets/g1/clicks-2"))
     };
@@ -631,5 +718,9 @@ fn registry_topic_placement() {
     let mut brokers = decoded.brokers.clone();
     brokers.sort();
     brokers.dedup();
-    assert_reencoded(name, &golden, &place(decoded.brokers.len() as u32, &brokers));
+    assert_reencoded(
+        name,
+        &golden,
+        &place(decoded.brokers.len() as u32, &brokers),
+    );
 }

@@ -62,7 +62,10 @@ fn partitions_share_out_two_two_then_two_one_one() {
     let dir = tempfile::tempdir().unwrap();
     let registry = dir.path().join("registry");
     let reg = registry.to_str().unwrap();
-    let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg, "--partitions", "4"]);
+    let broker = BrokerProc::start(
+        &dir.path().join("data"),
+        &["--registry", reg, "--partitions", "4"],
+    );
     produce_to(&broker.addr, "t", &lines(100), &[]);
     let a = member(reg, "g", &[]);
     a.wait_stderr("owns", owns_count(4), WAIT);
@@ -96,8 +99,14 @@ fn partitions_share_out_two_two_then_two_one_one() {
     }
     // Each partition has exactly one owner in the registry.
     let r = klog::coord::open(&registry).unwrap();
-    let owners: Vec<String> = (0..4).map(|p| r.owner("g", "t", p).expect("owned")).collect();
-    assert_eq!(owners.iter().collect::<BTreeSet<_>>().len(), 3, "{owners:?}");
+    let owners: Vec<String> = (0..4)
+        .map(|p| r.owner("g", "t", p).expect("owned"))
+        .collect();
+    assert_eq!(
+        owners.iter().collect::<BTreeSet<_>>().len(),
+        3,
+        "{owners:?}"
+    );
 }
 
 #[test]
@@ -105,7 +114,10 @@ fn a_killed_members_partitions_move_and_nothing_is_lost() {
     let dir = tempfile::tempdir().unwrap();
     let registry = dir.path().join("registry");
     let reg = registry.to_str().unwrap();
-    let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg, "--partitions", "2"]);
+    let broker = BrokerProc::start(
+        &dir.path().join("data"),
+        &["--registry", reg, "--partitions", "2"],
+    );
     let input: String = (0..200_000).map(|i| format!("r{i}\n")).collect();
     produce_to(&broker.addr, "t", &input, &[]);
     let fmt = ["-f", "%p %o %s\\n", "-e", "--commit-interval", "50ms"];
@@ -132,7 +144,11 @@ fn a_killed_members_partitions_move_and_nothing_is_lost() {
     let printed_b = b.all_lines(Duration::from_secs(120));
     let printed_a: Vec<String> = first.into_iter().chain(a.all_lines(WAIT)).collect();
     let starts: BTreeMap<u32, u64> = {
-        let line = b.stderr_lines().into_iter().rfind(|l| l.contains("owns")).unwrap();
+        let line = b
+            .stderr_lines()
+            .into_iter()
+            .rfind(|l| l.contains("owns"))
+            .unwrap();
         line.split("t [")
             .skip(1)
             .map(|s| {
@@ -169,7 +185,11 @@ fn a_killed_members_partitions_move_and_nothing_is_lost() {
     );
     assert!(from_a.len() < 200_000, "the killed member did not finish");
     for &(p, o) in from_a.intersection(&from_b) {
-        assert!(o >= starts[&p], "duplicate {p}/{o} before the committed {}", starts[&p]);
+        assert!(
+            o >= starts[&p],
+            "duplicate {p}/{o} before the committed {}",
+            starts[&p]
+        );
     }
 }
 
@@ -178,7 +198,10 @@ fn two_groups_each_receive_every_record() {
     let dir = tempfile::tempdir().unwrap();
     let registry = dir.path().join("registry");
     let reg = registry.to_str().unwrap();
-    let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg, "--partitions", "3"]);
+    let broker = BrokerProc::start(
+        &dir.path().join("data"),
+        &["--registry", reg, "--partitions", "3"],
+    );
     produce_to(&broker.addr, "t", &lines(3000), &[]);
     for group in ["one", "two"] {
         assert_eq!(
@@ -190,7 +213,10 @@ fn two_groups_each_receive_every_record() {
     // Committed at exit: running again finds nothing new.
     assert!(read_as_group(reg, "one", &["-o", "stored"]).is_empty());
     // The registry shows both groups at the end of every partition.
-    let out = bin("klog-dump").args(["--registry", reg, "--json"]).assert().success();
+    let out = bin("klog-dump")
+        .args(["--registry", reg, "--json"])
+        .assert()
+        .success();
     let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.get_output().stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -198,7 +224,10 @@ fn two_groups_each_receive_every_record() {
     assert_eq!(lines.iter().filter(|v| v["type"] == "broker").count(), 1);
     let offsets: Vec<_> = lines.iter().filter(|v| v["type"] == "offset").collect();
     assert_eq!(offsets.len(), 6, "{lines:?}");
-    assert!(offsets.iter().all(|v| v["lag"] == 0 && v["end"] == 1000), "{offsets:?}");
+    assert!(
+        offsets.iter().all(|v| v["lag"] == 0 && v["end"] == 1000),
+        "{offsets:?}"
+    );
     bin("klog-dump")
         .args(["--registry", reg])
         .assert()
@@ -232,7 +261,10 @@ fn damaged_registry_files_are_errors_or_ignored_never_a_panic() {
             .timeout(WAIT)
             .assert()
             .code(1)
-            .stderr(predicate::str::contains("offsets/g/t-0").and(predicate::str::contains("not a committed offset")));
+            .stderr(
+                predicate::str::contains("offsets/g/t-0")
+                    .and(predicate::str::contains("not a committed offset")),
+            );
     }
     // -o stored without a group is a usage mistake, said clearly.
     bin("klog-consume")
@@ -247,8 +279,14 @@ fn two_brokers_on_one_registry_share_a_topic() {
     let dir = tempfile::tempdir().unwrap();
     let registry = dir.path().join("registry");
     let reg = registry.to_str().unwrap();
-    let one = BrokerProc::start(&dir.path().join("one"), &["--registry", reg, "--partitions", "4"]);
-    let two = BrokerProc::start(&dir.path().join("two"), &["--registry", reg, "--partitions", "4"]);
+    let one = BrokerProc::start(
+        &dir.path().join("one"),
+        &["--registry", reg, "--partitions", "4"],
+    );
+    let two = BrokerProc::start(
+        &dir.path().join("two"),
+        &["--registry", reg, "--partitions", "4"],
+    );
     // Produced through the registry: each record goes to its partition's broker.
     bin("klog-produce")
         .args(["--registry", reg, "-t", "t", "-q"])
@@ -269,17 +307,36 @@ fn two_brokers_on_one_registry_share_a_topic() {
             .filter_map(|p| {
                 let dir = dir.path().join(data).join(format!("t-{p}"));
                 std::fs::metadata(dir.join(".lock")).ok()?;
-                Some(std::fs::metadata(dir.join("00000000000000000000.log")).ok()?.len())
+                Some(
+                    std::fs::metadata(dir.join("00000000000000000000.log"))
+                        .ok()?
+                        .len(),
+                )
             })
             .sum();
         assert!(held > 10_000, "broker {} holds {held} bytes", b.addr);
     }
     // A broker never serves a partition placed on the other.
     let elsewhere = (0..4)
-        .find(|&p| brokers.iter().find(|b| b.id == placement.brokers[p]).unwrap().addr() != one.addr)
+        .find(|&p| {
+            brokers
+                .iter()
+                .find(|b| b.id == placement.brokers[p])
+                .unwrap()
+                .addr()
+                != one.addr
+        })
         .unwrap();
     bin("klog-consume")
-        .args(["-b", &one.addr, "-t", "t", "-p", &elsewhere.to_string(), "-e"])
+        .args([
+            "-b",
+            &one.addr,
+            "-t",
+            "t",
+            "-p",
+            &elsewhere.to_string(),
+            "-e",
+        ])
         .timeout(WAIT)
         .assert()
         .code(1)
@@ -291,6 +348,9 @@ fn two_brokers_on_one_registry_share_a_topic() {
         .collect();
     all.sort_unstable();
     assert_eq!(all, (1..=10_000).collect::<Vec<_>>());
-    assert_eq!(read_as_group(reg, "g", &[]), (1..=10_000).collect::<Vec<_>>());
+    assert_eq!(
+        read_as_group(reg, "g", &[]),
+        (1..=10_000).collect::<Vec<_>>()
+    );
     drop(two);
 }

@@ -40,7 +40,10 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// `src/storage/fs/mod.rs` and `src/storage/fs.rs` are `storage::fs`.
 fn module_of(src: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src).unwrap().with_extension("");
-    let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
     if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
         parts.pop();
     }
@@ -95,7 +98,12 @@ fn crate_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
             let end = rest
                 .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
                 .unwrap_or(rest.len());
-            path.extend(rest[..end].split("::").filter(|s| !s.is_empty()).map(str::to_string));
+            path.extend(
+                rest[..end]
+                    .split("::")
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string),
+            );
             paths.push(path);
         }
     }
@@ -116,7 +124,8 @@ fn no_module_imports_from_a_higher_floor_and_none_round_a_circle() {
         if module.is_empty() || module[0] == "bin" {
             continue;
         }
-        let from_floor = floor(&module[0]).unwrap_or_else(|| panic!("{} sits on no floor", module.join("::")));
+        let from_floor =
+            floor(&module[0]).unwrap_or_else(|| panic!("{} sits on no floor", module.join("::")));
         let code = code_of(&std::fs::read_to_string(file).unwrap());
         for path in crate_paths(&code, &module) {
             let Some(top) = path.first() else { continue };
@@ -137,7 +146,11 @@ fn no_module_imports_from_a_higher_floor_and_none_round_a_circle() {
             }
         }
     }
-    assert!(upward.is_empty(), "imports from a higher floor:\n{}", upward.join("\n"));
+    assert!(
+        upward.is_empty(),
+        "imports from a higher floor:\n{}",
+        upward.join("\n")
+    );
 
     // A circle is a module that reaches itself.
     let mut circles = Vec::new();
@@ -148,7 +161,8 @@ fn no_module_imports_from_a_higher_floor_and_none_round_a_circle() {
             let last = trail.last().unwrap();
             for next in edges.get(last).into_iter().flatten() {
                 if next == start {
-                    let names: Vec<String> = trail.iter().chain([next]).map(|m| m.join("::")).collect();
+                    let names: Vec<String> =
+                        trail.iter().chain([next]).map(|m| m.join("::")).collect();
                     circles.push(names.join(" → "));
                 } else if seen.insert(next.clone()) {
                     let mut longer = trail.clone();
@@ -158,7 +172,11 @@ fn no_module_imports_from_a_higher_floor_and_none_round_a_circle() {
             }
         }
     }
-    assert!(circles.is_empty(), "import circles:\n{}", circles.join("\n"));
+    assert!(
+        circles.is_empty(),
+        "import circles:\n{}",
+        circles.join("\n")
+    );
 }
 
 /// The code of a file before its unit tests, as lines.
@@ -178,14 +196,24 @@ fn functions<'a>(code: &[&'a str]) -> Vec<(&'a str, usize, usize)> {
     for (i, line) in code.iter().enumerate() {
         let trimmed = line.trim_start();
         let indent = line.len() - trimmed.len();
-        let header = ["pub fn ", "pub(crate) fn ", "pub(super) fn ", "fn ", "const fn ", "pub const fn "]
-            .iter()
-            .find_map(|p| trimmed.strip_prefix(p));
+        let header = [
+            "pub fn ",
+            "pub(crate) fn ",
+            "pub(super) fn ",
+            "fn ",
+            "const fn ",
+            "pub const fn ",
+        ]
+        .iter()
+        .find_map(|p| trimmed.strip_prefix(p));
         let Some(rest) = header else { continue };
         if line.trim_end().ends_with(';') {
             continue;
         }
-        let name = rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or("");
+        let name = rest
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .next()
+            .unwrap_or("");
         let close = format!("{}}}", " ".repeat(indent));
         if let Some(len) = code[i..].iter().position(|l| l.trim_end() == close) {
             found.push((name, i + 1, len + 1));
@@ -213,5 +241,9 @@ fn no_file_over_800_lines_of_code_and_no_function_over_70_lines() {
             }
         }
     }
-    assert!(too_long.is_empty(), "split these at a concept boundary:\n{}", too_long.join("\n"));
+    assert!(
+        too_long.is_empty(),
+        "split these at a concept boundary:\n{}",
+        too_long.join("\n")
+    );
 }

@@ -48,10 +48,18 @@ fn read_all(log: &Log) -> Vec<(u64, String)> {
 /// next offset.
 fn assert_gap_free(log: &Log, records: &[(u64, Vec<u8>)], context: &str) {
     for (i, (offset, _)) in records.iter().enumerate() {
-        assert_eq!(*offset, log.start_offset() + i as u64, "{context}: gap before {offset}");
+        assert_eq!(
+            *offset,
+            log.start_offset() + i as u64,
+            "{context}: gap before {offset}"
+        );
     }
     let end = records.last().map_or(log.start_offset(), |r| r.0 + 1);
-    assert_eq!(end, log.next_offset(), "{context}: the log ends at its next offset");
+    assert_eq!(
+        end,
+        log.next_offset(),
+        "{context}: the log ends at its next offset"
+    );
 }
 
 /// A simulated file system holding an empty partition directory `/p`,
@@ -99,7 +107,10 @@ fn cutting_the_last_record_at_every_byte_keeps_the_whole_ones() {
         let records = read_all(&log);
         assert_eq!(records.len() as u64, expected_end, "cut at {cut}");
         for (i, (offset, value)) in records.iter().enumerate() {
-            assert_eq!((*offset, value.as_str()), (i as u64, format!("value-{i}").as_str()));
+            assert_eq!(
+                (*offset, value.as_str()),
+                (i as u64, format!("value-{i}").as_str())
+            );
         }
         let info = log.append(&mut batch(100, 1), 0).unwrap();
         assert_eq!(info.base_offset, expected_end, "cut at {cut}");
@@ -120,7 +131,13 @@ fn a_zero_filled_tail_is_cut() {
     f.set_len(len + 8192).unwrap();
     let log = open(&vfs, dir.path());
     assert_eq!(log.next_offset(), 5);
-    assert!(log.recovery().segments[0].problem.as_ref().unwrap().torn_tail);
+    assert!(
+        log.recovery().segments[0]
+            .problem
+            .as_ref()
+            .unwrap()
+            .torn_tail
+    );
     assert_eq!(std::fs::metadata(&path).unwrap().len(), len);
     assert!(!dir.path().join("00000000000000000000.log.corrupt").exists());
 }
@@ -241,7 +258,9 @@ fn workload() -> Vec<Step> {
     let mut steps = Vec::new();
     let mut x = 7u64;
     for i in 0..90 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         steps.push(match (x >> 33) % 16 {
             0..=9 => Step::Append(1 + (x >> 40) % 9),
             10 | 11 => Step::Flush,
@@ -275,10 +294,16 @@ type Offsets = (u64, u64, u64);
 
 /// Runs `steps` on a fresh log in `vfs`, returning the offsets after each
 /// step that completed, and the error of the one that failed.
-fn run_workload(vfs: &Arc<dyn Vfs>, dir: &Path, steps: &[Step], gathered: bool) -> (Vec<Offsets>, Option<klog::Error>) {
+fn run_workload(
+    vfs: &Arc<dyn Vfs>,
+    dir: &Path,
+    steps: &[Step],
+    gathered: bool,
+) -> (Vec<Offsets>, Option<klog::Error>) {
     let mut done = Vec::new();
     let result = (|| -> klog::Result<()> {
-        vfs.create_dir_all(dir).map_err(|e| klog::Error::io("create", dir, e))?;
+        vfs.create_dir_all(dir)
+            .map_err(|e| klog::Error::io("create", dir, e))?;
         // A directory is durable once its parent is synced.
         for parent in dir.ancestors().skip(1) {
             vfs.sync_dir(parent)
@@ -334,7 +359,12 @@ fn power_loss_at_every_change(gathered: bool) {
     let steps = workload();
     let dir = Path::new("/data/t-0");
     let reference = SimFs::new();
-    let (offsets, err) = run_workload(&(Arc::new(reference.clone()) as Arc<dyn Vfs>), dir, &steps, gathered);
+    let (offsets, err) = run_workload(
+        &(Arc::new(reference.clone()) as Arc<dyn Vfs>),
+        dir,
+        &steps,
+        gathered,
+    );
     assert!(err.is_none(), "{err:?}");
     let total = reference.changes();
     assert!(
@@ -349,7 +379,10 @@ fn power_loss_at_every_change(gathered: bool) {
         let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
         sim.cut_power_after(cut);
         let (done, err) = run_workload(&vfs, dir, &steps, gathered);
-        assert!(err.is_some(), "cut {cut}: the workload should have hit the power cut");
+        assert!(
+            err.is_some(),
+            "cut {cut}: the workload should have hit the power cut"
+        );
         let step = done.len();
         let before = if step == 0 { (0, 0, 0) } else { done[step - 1] };
         let after = offsets[step.min(offsets.len() - 1)];
@@ -378,8 +411,16 @@ fn power_loss_at_every_change(gathered: bool) {
             "{context}: flushed records lost: end {next} < {}",
             before.1
         );
-        assert!(next <= after.2, "{context}: records appeared: end {next} > {}", after.2);
-        assert!(start <= after.0.max(before.0), "{context}: start {start} > {}", after.0);
+        assert!(
+            next <= after.2,
+            "{context}: records appeared: end {next} > {}",
+            after.2
+        );
+        assert!(
+            start <= after.0.max(before.0),
+            "{context}: start {start} > {}",
+            after.0
+        );
         assert!(
             start <= before.1.max(after.0),
             "{context}: start {start} past the flushed end"
@@ -397,7 +438,11 @@ fn power_loss_at_every_change(gathered: bool) {
         drop(log);
         sim.crash(&mut |_| 0);
         let log = Log::open(Arc::clone(&vfs), dir, power_config(gathered), WRITE).unwrap();
-        assert_eq!(log.next_offset(), next + 1, "{context}: the flushed append survives");
+        assert_eq!(
+            log.next_offset(),
+            next + 1,
+            "{context}: the flushed append survives"
+        );
         check_gap_free(&log, &context);
     }
 }
@@ -424,7 +469,10 @@ fn random_bytes_in_segments_and_indexes_never_panic() {
         "00000000000000000000.index",
         "00000000000000000000.timeindex",
     ];
-    let originals: Vec<Vec<u8>> = names.iter().map(|n| template.read(&dir.join(n)).unwrap()).collect();
+    let originals: Vec<Vec<u8>> = names
+        .iter()
+        .map(|n| template.read(&dir.join(n)).unwrap())
+        .collect();
     for round in 0..3_000 {
         let header: Vec<u8> = (0..(next() % 40)).map(|_| next() as u8).collect();
         let _ = klog::storage::segment::decode_header(&header);
@@ -485,7 +533,11 @@ fn a_segment_rolls_at_the_first_append_after_it_is_older_than_the_segment_age() 
     log.append(&mut batch(2, 2), 1_099).unwrap();
     assert_eq!(bases(&log), [0], "younger than the age: no roll");
     log.append(&mut batch(4, 2), 1_100).unwrap();
-    assert_eq!(bases(&log), [0, 4], "as old as the age: rolled before the append");
+    assert_eq!(
+        bases(&log),
+        [0, 4],
+        "as old as the age: rolled before the append"
+    );
     sim.set_clock_ms(1_150);
     log.append(&mut batch(6, 1), 1_150).unwrap();
     assert_eq!(bases(&log), [0, 4]);
@@ -578,13 +630,18 @@ fn recovery_killed_at_any_change_then_run_again_ends_in_the_same_files() {
     let report = recover_partition(&reference, dir, 0, &options).unwrap();
     assert!(report.damaged() && !report.quarantined.is_empty());
     let expected = reference.files();
-    assert!(expected.keys().any(|p| p.to_string_lossy().ends_with(".log.corrupt")));
+    assert!(expected
+        .keys()
+        .any(|p| p.to_string_lossy().ends_with(".log.corrupt")));
     let changes = reference.changes() - start;
     assert!(changes > 5, "{changes}");
     for cut in 0..changes {
         let sim = sim_with(dir, &damaged);
         sim.cut_power_after(cut);
-        assert!(recover_partition(&sim, dir, 0, &options).is_err(), "cut {cut}");
+        assert!(
+            recover_partition(&sim, dir, 0, &options).is_err(),
+            "cut {cut}"
+        );
         // Killed, not a power cut: what it wrote stays. Run it again.
         sim.restore_power();
         recover_partition(&sim, dir, 0, &options).unwrap();
@@ -599,7 +656,10 @@ fn recovery_killed_at_any_change_then_run_again_ends_in_the_same_files() {
             .filter(|(p, b)| expected[*p] != **b)
             .map(|(p, _)| p)
             .collect();
-        assert!(differ.is_empty(), "killed after {cut} changes: {differ:?} differ");
+        assert!(
+            differ.is_empty(),
+            "killed after {cut} changes: {differ:?} differ"
+        );
         let again = recover_partition(&sim, dir, 0, &options).unwrap();
         assert!(
             !again.changed(),
@@ -661,9 +721,16 @@ fn gathered_appends_are_written_by_a_flush_and_a_failed_write_stops_the_log() {
     let empty = sim.read(&path).unwrap().len();
     log.append(&mut batch(0, 3), 0).unwrap();
     log.append(&mut batch(3, 3), 0).unwrap();
-    assert_eq!(sim.read(&path).unwrap().len(), empty, "gathered, not written yet");
+    assert_eq!(
+        sim.read(&path).unwrap().len(),
+        empty,
+        "gathered, not written yet"
+    );
     log.flush().unwrap();
-    assert!(sim.read(&path).unwrap().len() > empty, "a flush writes them");
+    assert!(
+        sim.read(&path).unwrap().len() > empty,
+        "a flush writes them"
+    );
     assert_eq!(read_all(&log).len(), 6);
     // The next write fails: the log refuses appends and flushes from then on.
     log.append(&mut batch(6, 2), 0).unwrap();
@@ -674,5 +741,9 @@ fn gathered_appends_are_written_by_a_flush_and_a_failed_write_stops_the_log() {
     assert!(log.write_pending().is_err());
     drop(log);
     let log = Log::open(Arc::clone(&vfs), dir, gathered, WRITE).unwrap();
-    assert_eq!(log.next_offset(), 6, "what was written survives, nothing else");
+    assert_eq!(
+        log.next_offset(),
+        6,
+        "what was written survives, nothing else"
+    );
 }

@@ -101,7 +101,8 @@ fn flush_due(config: &BrokerConfig, log: &Log, now_ms: i64) -> bool {
         (None, None) => true,
         (messages, interval) => {
             messages.is_some_and(|n| records >= n)
-                || interval.is_some_and(|t| oldest.is_some_and(|o| now_ms.saturating_sub(o) >= t as i64))
+                || interval
+                    .is_some_and(|t| oldest.is_some_and(|o| now_ms.saturating_sub(o) >= t as i64))
         }
     }
 }
@@ -113,7 +114,10 @@ pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
         Ok(Some(flush)) => flush,
         Ok(None) => return,
         Err(e) => {
-            shared.log(format_args!("cannot flush {}-{}: {e}", p.topic, p.partition));
+            shared.log(format_args!(
+                "cannot flush {}-{}: {e}",
+                p.topic, p.partition
+            ));
             return;
         }
     };
@@ -121,7 +125,8 @@ pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
         Ok(()) => {
             shared.fsyncs.fetch_add(1, Ordering::Relaxed);
             p.lock().complete_flush(&flush);
-            p.flushed_offset.fetch_max(flush.next_offset(), Ordering::AcqRel);
+            p.flushed_offset
+                .fetch_max(flush.next_offset(), Ordering::AcqRel);
         }
         Err(e) => {
             // Never retried: a later fsync could succeed for pages the
@@ -176,7 +181,11 @@ mod tests {
         assert!(take_due(&mut dirty, &config, 0).is_empty());
         assert_eq!(dirty.partitions.len(), 1, "kept until due");
         assert!(dirty.mark(&p, true), "urgency is news for the flusher");
-        assert_eq!(take_due(&mut dirty, &config, 0).len(), 1, "acks=all cannot wait");
+        assert_eq!(
+            take_due(&mut dirty, &config, 0).len(),
+            1,
+            "acks=all cannot wait"
+        );
     }
 
     #[test]
@@ -186,10 +195,15 @@ mod tests {
         let (_sim, shared) = shared();
         let p = partition(&shared, "t");
         assert!(!flush_due(&config, &p.lock(), 1000), "nothing to flush");
-        p.lock().append(&mut crate::broker::testing::batch(), 1000).unwrap();
+        p.lock()
+            .append(&mut crate::broker::testing::batch(), 1000)
+            .unwrap();
         assert!(!flush_due(&config, &p.lock(), 1099));
         assert!(flush_due(&config, &p.lock(), 1100));
         config.flush_interval_ms = None;
-        assert!(flush_due(&config, &p.lock(), 1000), "without a policy: at once");
+        assert!(
+            flush_due(&config, &p.lock(), 1000),
+            "without a policy: at once"
+        );
     }
 }

@@ -13,7 +13,10 @@ use crate::sync::lock;
 
 /// Accepts connections until the broker stops; returns the threads of those
 /// still being served, for the shutdown to wait on.
-pub(super) fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) -> anyhow::Result<Vec<JoinHandle<()>>> {
+pub(super) fn accept_loop(
+    shared: &Arc<Shared>,
+    listener: &TcpListener,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
     let mut next_id = 0u64;
     while !shared.stopping() {
@@ -61,17 +64,24 @@ fn wait_for_peer(listener: &TcpListener) -> anyhow::Result<bool> {
 
 /// Serves a connection on a thread of its own. Its socket is registered
 /// while it lives, so that a shutdown can stop its reader.
-fn spawn_connection(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr, id: u64) -> Option<JoinHandle<()>> {
+fn spawn_connection(
+    shared: &Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    id: u64,
+) -> Option<JoinHandle<()>> {
     if let Ok(clone) = stream.try_clone() {
         lock(&shared.sockets).insert(id, clone);
     }
     shared.connections.fetch_add(1, Ordering::Relaxed);
     let conn_shared = Arc::clone(shared);
-    let spawned = std::thread::Builder::new().name(format!("conn-{id}")).spawn(move || {
-        connection::serve(&conn_shared, stream, peer);
-        lock(&conn_shared.sockets).remove(&id);
-        conn_shared.connections.fetch_sub(1, Ordering::Relaxed);
-    });
+    let spawned = std::thread::Builder::new()
+        .name(format!("conn-{id}"))
+        .spawn(move || {
+            connection::serve(&conn_shared, stream, peer);
+            lock(&conn_shared.sockets).remove(&id);
+            conn_shared.connections.fetch_sub(1, Ordering::Relaxed);
+        });
     match spawned {
         Ok(t) => Some(t),
         Err(e) => {

@@ -189,13 +189,19 @@ impl Broker {
         config
             .vfs
             .create_dir_all(&config.data_dir)
-            .with_context(|| format!("cannot create the data directory {}", config.data_dir.display()))?;
-        let listener =
-            TcpListener::bind(&config.listen).with_context(|| format!("cannot listen on {}", config.listen))?;
+            .with_context(|| {
+                format!(
+                    "cannot create the data directory {}",
+                    config.data_dir.display()
+                )
+            })?;
+        let listener = TcpListener::bind(&config.listen)
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
         let registry = match &config.registry {
-            Some(dir) => {
-                Some(crate::coord::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?)
-            }
+            Some(dir) => Some(
+                crate::coord::open(dir)
+                    .with_context(|| format!("cannot open the registry {}", dir.display()))?,
+            ),
             None => None,
         };
         let broker_id = stable_broker_id(&*config.vfs, &config.data_dir)?;
@@ -314,7 +320,10 @@ fn close_partitions(shared: &Shared) -> anyhow::Result<()> {
 
 /// The broker's id, kept in `<data-dir>/broker-id` so that it survives
 /// restarts (the registry places partitions by it).
-fn stable_broker_id(vfs: &dyn crate::storage::fs::Vfs, data_dir: &std::path::Path) -> anyhow::Result<String> {
+fn stable_broker_id(
+    vfs: &dyn crate::storage::fs::Vfs,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<String> {
     use anyhow::Context;
     let path = data_dir.join("broker-id");
     if let Some(text) = crate::storage::fs::read_small(vfs, &path) {

@@ -27,7 +27,10 @@ pub(super) fn retention(shared: &Shared) {
                     d
                 )),
                 Ok(_) => {}
-                Err(e) => shared.log(format_args!("retention of {}-{} failed: {e}", p.topic, p.partition)),
+                Err(e) => shared.log(format_args!(
+                    "retention of {}-{} failed: {e}",
+                    p.topic, p.partition
+                )),
             }
         }
     }

@@ -68,10 +68,13 @@ impl Dirty {
     /// so it is woken only for news (a syscall saved per append).
     pub(super) fn mark(&mut self, p: &Arc<Partition>, urgent: bool) -> bool {
         let mut news = false;
-        let entry = self.partitions.entry(Arc::as_ptr(p) as usize).or_insert_with(|| {
-            news = true;
-            (Arc::clone(p), false)
-        });
+        let entry = self
+            .partitions
+            .entry(Arc::as_ptr(p) as usize)
+            .or_insert_with(|| {
+                news = true;
+                (Arc::clone(p), false)
+            });
         news |= urgent && !entry.1;
         entry.1 |= urgent;
         news
@@ -171,7 +174,9 @@ impl Shared {
         let found = {
             let topics = self.read_topics();
             // The common case, without copying the topic's partition list.
-            if let Some(Some(Some(p))) = topics.get(topic).map(|parts| parts.get(partition as usize)) {
+            if let Some(Some(Some(p))) =
+                topics.get(topic).map(|parts| parts.get(partition as usize))
+            {
                 return Ok(Arc::clone(p));
             }
             topics.get(topic).cloned()
@@ -180,9 +185,15 @@ impl Shared {
             Some(parts) => parts,
             None => {
                 // Another broker of the cluster may have created it.
-                let placed = self.registry.as_ref().and_then(|r| r.placement(topic).ok().flatten());
+                let placed = self
+                    .registry
+                    .as_ref()
+                    .and_then(|r| r.placement(topic).ok().flatten());
                 let Some(placement) = placed else {
-                    return Err((ErrorCode::UnknownTopic, format!("topic {topic:?} does not exist")));
+                    return Err((
+                        ErrorCode::UnknownTopic,
+                        format!("topic {topic:?} does not exist"),
+                    ));
                 };
                 if let Err(e) = self.create_topic(topic, placement.brokers.len() as u32) {
                     return Err((error_code(&e), e.to_string()));
@@ -226,7 +237,11 @@ impl Shared {
         };
         let live: Vec<String> = registry.brokers()?.into_iter().map(|b| b.id).collect();
         let placement = registry.place_topic(topic, count, &live)?;
-        let mine = placement.brokers.iter().map(|b| *b == self.broker_id).collect();
+        let mine = placement
+            .brokers
+            .iter()
+            .map(|b| *b == self.broker_id)
+            .collect();
         Ok((placement.brokers.len() as u32, mine))
     }
 
@@ -263,10 +278,14 @@ impl Shared {
         let (count, mine) = self.placed_here(topic, count)?;
         let count = self.store.create_topic(topic, count)?;
         let opened = self.open_topic(topic, &mine)?;
-        let held: Vec<u32> = (0..count).filter(|p| mine.get(*p as usize) == Some(&true)).collect();
+        let held: Vec<u32> = (0..count)
+            .filter(|p| mine.get(*p as usize) == Some(&true))
+            .collect();
         self.write_topics().insert(topic.to_string(), opened);
         if held.len() as u32 == count {
-            self.log(format_args!("Created topic {topic} with {count} partitions"));
+            self.log(format_args!(
+                "Created topic {topic} with {count} partitions"
+            ));
         } else {
             self.log(format_args!(
                 "Created topic {topic} with {count} partitions, serving {held:?}"
@@ -276,7 +295,11 @@ impl Shared {
         Ok((count, false))
     }
 
-    pub(super) fn open_topic(&self, topic: &str, mine: &[bool]) -> Result<Vec<Option<Arc<Partition>>>> {
+    pub(super) fn open_topic(
+        &self,
+        topic: &str,
+        mine: &[bool],
+    ) -> Result<Vec<Option<Arc<Partition>>>> {
         let mut config = self.config.log.clone();
         config.visible_after_flush = true;
         config.write_buffer_bytes = WRITE_BUFFER_BYTES;
@@ -390,18 +413,18 @@ pub(super) fn error_code(e: &Error) -> ErrorCode {
         Error::InvalidTopic { .. } => ErrorCode::InvalidTopic,
         Error::UnknownTopic { .. } => ErrorCode::UnknownTopic,
         Error::UnknownPartition { .. } => ErrorCode::UnknownPartition,
-        Error::InvalidBatch(DecodeError::TooLarge { what: "record", .. }) | Error::TooLarge { what: "record", .. } => {
-            ErrorCode::RecordTooLarge
-        }
+        Error::InvalidBatch(DecodeError::TooLarge { what: "record", .. })
+        | Error::TooLarge { what: "record", .. } => ErrorCode::RecordTooLarge,
         Error::InvalidBatch(_) => ErrorCode::CorruptBatch,
         Error::DiskFull { .. } => ErrorCode::DiskFull,
         Error::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
         Error::TooLarge { .. } | Error::TooMany { .. } => ErrorCode::LimitReached,
         // The registry's failures to place a topic were configuration
         // errors once, and answer as they did.
-        Error::Config(_) | Error::NoLiveBroker { .. } | Error::Vanished { .. } | Error::Encode { .. } => {
-            ErrorCode::InvalidRequest
-        }
+        Error::Config(_)
+        | Error::NoLiveBroker { .. }
+        | Error::Vanished { .. }
+        | Error::Encode { .. } => ErrorCode::InvalidRequest,
         _ => ErrorCode::StorageError,
     }
 }
@@ -444,8 +467,14 @@ mod tests {
             limit: 10_000,
         };
         assert_eq!(error_code(&too_many), ErrorCode::LimitReached);
-        assert_eq!(too_many.to_string(), "10001 topics would pass the limit of 10000");
-        assert_eq!(error_code(&Error::Config("x".into())), ErrorCode::InvalidRequest);
+        assert_eq!(
+            too_many.to_string(),
+            "10001 topics would pass the limit of 10000"
+        );
+        assert_eq!(
+            error_code(&Error::Config("x".into())),
+            ErrorCode::InvalidRequest
+        );
         let full = Error::DiskFull {
             op: "append to",
             path: "/d".into(),

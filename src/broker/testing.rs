@@ -57,7 +57,11 @@ pub(super) fn answers(bytes: &[u8]) -> Vec<(u32, ErrorCode, Vec<u8>)> {
         let frame = &rest[4..4 + len];
         let mut r = Reader::new(frame);
         let header = protocol::decode_response_header(&mut r).unwrap();
-        found.push((header.correlation_id, header.error, frame[r.position()..].to_vec()));
+        found.push((
+            header.correlation_id,
+            header.error,
+            frame[r.position()..].to_vec(),
+        ));
         rest = &rest[4 + len..];
     }
     found

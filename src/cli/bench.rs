@@ -24,7 +24,12 @@ pub struct Args {
 #[derive(Debug, Clone, ClapArgs)]
 pub struct Common {
     /// The broker to measure (default: start one in a temporary directory).
-    #[arg(short = 'b', long = "broker", value_name = "HOST:PORT", env = "KLOG_BROKER")]
+    #[arg(
+        short = 'b',
+        long = "broker",
+        value_name = "HOST:PORT",
+        env = "KLOG_BROKER"
+    )]
     pub broker: Option<String>,
     /// Topic to use (default: a fresh one per run).
     #[arg(short = 't', long = "topic", value_parser = super::topic_arg)]

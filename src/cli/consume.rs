@@ -18,7 +18,12 @@ pub struct Args {
     #[arg(short = 't', long = "topic", value_parser = super::topic_arg)]
     pub topic: String,
     /// Partitions to read (default: all).
-    #[arg(short = 'p', long = "partition", value_name = "N[,N..]", value_delimiter = ',')]
+    #[arg(
+        short = 'p',
+        long = "partition",
+        value_name = "N[,N..]",
+        value_delimiter = ','
+    )]
     pub partitions: Vec<u32>,
     /// Where to start: beginning, end, N, -N (N before the end), @TIMESTAMP
     /// (ms since the epoch, or RFC 3339).
@@ -93,7 +98,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::handle_signals(|| {})?;
     let group = args.group.map(|group| GroupOptions {
         group,
-        registry: args.registry.clone().expect("clap requires --registry with -G"),
+        registry: args
+            .registry
+            .clone()
+            .expect("clap requires --registry with -G"),
         commit_interval_ms: args.commit_interval_ms,
         session_timeout_ms: args.session_timeout_ms,
     });

@@ -46,7 +46,8 @@ pub struct Args {
 /// Runs `klog-dump`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.registry {
-        registry_dump::show(dir, args.json).with_context(|| format!("cannot show the registry {}", dir.display()))?;
+        registry_dump::show(dir, args.json)
+            .with_context(|| format!("cannot show the registry {}", dir.display()))?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut dumper = Dumper::new(dump::Options {

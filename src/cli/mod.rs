@@ -110,12 +110,14 @@ pub fn handle_signals(on_signal: impl Fn() + Send + 'static) -> anyhow::Result<(
     set.add(Signal::SIGINT);
     set.add(Signal::SIGTERM);
     set.thread_block()?;
-    std::thread::Builder::new().name("signals".into()).spawn(move || {
-        if set.wait().is_ok() {
-            crate::stop::STOP.store(true, std::sync::atomic::Ordering::Relaxed);
-            on_signal();
-        }
-    })?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if set.wait().is_ok() {
+                crate::stop::STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+                on_signal();
+            }
+        })?;
     Ok(())
 }
 

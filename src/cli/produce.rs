@@ -89,7 +89,9 @@ pub struct Args {
 }
 
 fn parse_header(s: &str) -> Result<(String, String), String> {
-    let (n, v) = s.split_once('=').ok_or_else(|| format!("{s:?} is not NAME=VALUE"))?;
+    let (n, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not NAME=VALUE"))?;
     Ok((n.to_string(), v.to_string()))
 }
 

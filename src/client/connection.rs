@@ -91,18 +91,24 @@ impl Connection {
     /// Sends a request built by `encode` (given the buffer and a
     /// correlation id) and returns the response header; the body is left
     /// in `self.response` from the returned position.
-    fn call(&mut self, encode: impl FnOnce(&mut Vec<u8>, u32)) -> Result<(protocol::ResponseHeader, usize)> {
+    fn call(
+        &mut self,
+        encode: impl FnOnce(&mut Vec<u8>, u32),
+    ) -> Result<(protocol::ResponseHeader, usize)> {
         self.next_id = self.next_id.wrapping_add(1);
         let id = self.next_id;
         encode(&mut self.frame, id);
-        (&self.stream).write_all(&self.frame).map_err(|source| Error::Network {
-            op: "send to",
-            addr: self.addr.clone(),
-            source,
-        })?;
+        (&self.stream)
+            .write_all(&self.frame)
+            .map_err(|source| Error::Network {
+                op: "send to",
+                addr: self.addr.clone(),
+                source,
+            })?;
         read_frame(&self.stream, &mut self.response, &self.addr)?;
         let mut r = Reader::new(&self.response);
-        let header = protocol::decode_response_header(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
+        let header =
+            protocol::decode_response_header(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
         if header.correlation_id != id {
             return Err(Error::Protocol {
                 addr: self.addr.clone(),
@@ -165,7 +171,8 @@ impl Connection {
     /// The offset for `at` ([`protocol::EARLIEST`], [`protocol::LATEST`] or
     /// a timestamp); `None` when no record is at or after the timestamp.
     pub fn list_offsets(&mut self, topic: &str, partition: u32, at: i64) -> Result<Option<u64>> {
-        let (header, at_body) = self.call(|out, id| protocol::list_offsets_request(out, id, topic, partition, at))?;
+        let (header, at_body) =
+            self.call(|out, id| protocol::list_offsets_request(out, id, topic, partition, at))?;
         Self::check(&header)?;
         let offset = Reader::new(&self.response[at_body..])
             .i64("offset")
@@ -176,7 +183,8 @@ impl Connection {
     /// Creates `topic` with `partitions` (0: the broker's default) unless
     /// it exists; returns its partition count.
     pub fn create_topic(&mut self, topic: &str, partitions: u32) -> Result<u32> {
-        let (header, at) = self.call(|out, id| protocol::create_topic_request(out, id, topic, partitions))?;
+        let (header, at) =
+            self.call(|out, id| protocol::create_topic_request(out, id, topic, partitions))?;
         if header.error != ErrorCode::TopicExists {
             Self::check(&header)?;
         }
@@ -205,10 +213,15 @@ impl Connections {
     /// Runs `request` on the connection to `addr`. A connection that
     /// breaks is dropped and `request` tried once more on a new one (a
     /// broker restarted since the last request).
-    pub fn with<T>(&mut self, addr: &str, mut request: impl FnMut(&mut Connection) -> Result<T>) -> Result<T> {
+    pub fn with<T>(
+        &mut self,
+        addr: &str,
+        mut request: impl FnMut(&mut Connection) -> Result<T>,
+    ) -> Result<T> {
         for attempt in 0..2 {
             if !self.open.contains_key(addr) {
-                self.open.insert(addr.to_string(), Connection::connect(addr)?);
+                self.open
+                    .insert(addr.to_string(), Connection::connect(addr)?);
             }
             let conn = self.open.get_mut(addr).expect("just opened");
             match request(conn) {
@@ -248,17 +261,31 @@ mod tests {
         ] {
             let err = read_frame(&frame(n, &[])[..], &mut buf, "b:1").unwrap_err();
             assert!(matches!(err, Error::Protocol { .. }), "{n}: {err}");
-            assert!(buf.capacity() < 1024, "{n}: nothing allocated for the claimed length");
+            assert!(
+                buf.capacity() < 1024,
+                "{n}: nothing allocated for the claimed length"
+            );
         }
         let whole = frame(6, b"abcdef");
         read_frame(&whole[..], &mut buf, "b:1").unwrap();
         assert_eq!(buf, b"abcdef");
         let cut = read_frame(&frame(8, b"abcdef")[..], &mut buf, "b:1").unwrap_err();
-        assert!(matches!(cut, Error::Network { op: "read from", .. }), "{cut}");
+        assert!(
+            matches!(
+                cut,
+                Error::Network {
+                    op: "read from",
+                    ..
+                }
+            ),
+            "{cut}"
+        );
     }
 
     /// A broker that answers each request with `answer(correlation_id)`.
-    fn fake_broker(answer: impl Fn(u32) -> Vec<u8> + Send + 'static) -> (String, std::thread::JoinHandle<()>) {
+    fn fake_broker(
+        answer: impl Fn(u32) -> Vec<u8> + Send + 'static,
+    ) -> (String, std::thread::JoinHandle<()>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let server = std::thread::spawn(move || {

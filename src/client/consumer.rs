@@ -68,14 +68,21 @@ impl Consumer {
         partitions: Vec<ConsumerPartition>,
         config: ConsumerConfig,
     ) -> Result<Consumer> {
-        let on: Vec<_> = partitions.into_iter().map(|p| (addr.to_string(), p)).collect();
+        let on: Vec<_> = partitions
+            .into_iter()
+            .map(|p| (addr.to_string(), p))
+            .collect();
         Consumer::start_on(&on, topic, config)
     }
 
     /// Starts fetching partitions of `topic`, each from the broker whose
     /// address it comes with (a cluster): one fetch-ahead thread per
     /// broker, their responses handed out as they come.
-    pub fn start_on(parts: &[(String, ConsumerPartition)], topic: &str, config: ConsumerConfig) -> Result<Consumer> {
+    pub fn start_on(
+        parts: &[(String, ConsumerPartition)],
+        topic: &str,
+        config: ConsumerConfig,
+    ) -> Result<Consumer> {
         let mut brokers: Vec<(String, Vec<ConsumerPartition>)> = Vec::new();
         for (addr, part) in parts {
             match brokers.iter_mut().find(|(a, _)| a == addr) {
@@ -100,7 +107,11 @@ impl Consumer {
                 .map_err(|reason| Error::Spawn { reason })?;
             all.extend_from_slice(partitions);
         }
-        let addr = brokers.iter().map(|(a, _)| a.as_str()).collect::<Vec<_>>().join(",");
+        let addr = brokers
+            .iter()
+            .map(|(a, _)| a.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
         Ok(Consumer {
             topic: topic.to_string(),
             addr,
@@ -118,7 +129,26 @@ impl Consumer {
 
     /// Whether every partition reached its `stop_at`.
     pub fn done(&self) -> bool {
-        self.partitions.iter().all(|p| p.stop_at.is_some_and(|s| p.offset >= s))
+        self.partitions
+            .iter()
+            .all(|p| p.stop_at.is_some_and(|s| p.offset >= s))
+    }
+
+    /// The response being handed out (with the part and position to resume
+    /// at), else the next one fetched within `timeout`.
+    #[allow(clippy::type_complexity)]
+    fn next_response(&mut self, timeout: Duration) -> Result<Option<(Vec<u8>, usize, usize)>> {
+        if let Some(current) = self.current.take() {
+            return Ok(Some(current));
+        }
+        match self.responses.recv_timeout(timeout) {
+            Ok(r) => Ok(Some((r?, 0, 0))),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(Error::Protocol {
+                addr: self.addr.clone(),
+                reason: "the fetcher stopped".into(),
+            }),
+        }
     }
 
     /// Hands out records of the fetched responses (waiting up to `timeout`
@@ -126,24 +156,15 @@ impl Consumer {
     /// checked, until `each` returns false or the response is used up.
     /// When `each` stops early, the next call resumes after the last
     /// record handed out. Returns the records handed out.
-    pub fn poll(&mut self, timeout: Duration, mut each: impl FnMut(u32, &Record<'_>) -> Result<bool>) -> Result<u64> {
-        let (frame, first_part, first_at) = match self.current.take() {
-            Some(c) => c,
-            None => match self.responses.recv_timeout(timeout) {
-                Ok(r) => (r?, 0, 0),
-                Err(RecvTimeoutError::Timeout) => return Ok(0),
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(Error::Protocol {
-                        addr: self.addr.clone(),
-                        reason: "the fetcher stopped".into(),
-                    })
-                }
-            },
+    pub fn poll(
+        &mut self,
+        timeout: Duration,
+        mut each: impl FnMut(u32, &Record<'_>) -> Result<bool>,
+    ) -> Result<u64> {
+        let Some((frame, first_part, first_at)) = self.next_response(timeout)? else {
+            return Ok(0);
         };
-        let mut r = Reader::new(&frame);
-        let header = protocol::decode_response_header(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
-        Connection::check(&header)?;
-        let parts = protocol::decode_fetch_response(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
+        let parts = fetched_parts(&self.addr, &frame)?;
         let mut handed = 0;
         let mut stop = None;
         'parts: for (index, part) in parts.iter().enumerate().skip(first_part) {
@@ -153,7 +174,11 @@ impl Consumer {
                     message: part.message.clone(),
                 });
             }
-            let Some(state) = self.partitions.iter_mut().find(|p| p.partition == part.partition) else {
+            let Some(state) = self
+                .partitions
+                .iter_mut()
+                .find(|p| p.partition == part.partition)
+            else {
                 continue;
             };
             let start = if index == first_part { first_at } else { 0 };
@@ -163,18 +188,22 @@ impl Consumer {
                     // The byte budget cut the last batch: fetched again next time.
                     Err(stop) if stop.is_truncated() && stop.position > 0 => break,
                     Err(stop) => {
-                        return Err(Error::Protocol {
-                            addr: self.addr.clone(),
-                            reason: format!("{} [{}]: fetched batch: {}", self.topic, part.partition, stop.error),
-                        })
+                        return Err(fetched(
+                            &self.addr,
+                            &self.topic,
+                            part.partition,
+                            "batch",
+                            stop.error,
+                        ))
                     }
                 };
                 for record in batch.records(self.record_bytes_max) {
-                    let record = record.map_err(|e| Error::Protocol {
-                        addr: self.addr.clone(),
-                        reason: format!("{} [{}]: fetched record: {e}", self.topic, part.partition),
+                    let record = record.map_err(|e| {
+                        fetched(&self.addr, &self.topic, part.partition, "record", e)
                     })?;
-                    if record.offset < state.offset || state.stop_at.is_some_and(|s| record.offset >= s) {
+                    if record.offset < state.offset
+                        || state.stop_at.is_some_and(|s| record.offset >= s)
+                    {
                         continue;
                     }
                     state.offset = record.offset + 1;
@@ -192,6 +221,28 @@ impl Consumer {
             self.current = Some((frame, index, at));
         }
         Ok(handed)
+    }
+}
+
+/// The partitions of a fetch response, once its header says it succeeded.
+fn fetched_parts<'f>(addr: &str, frame: &'f [u8]) -> Result<Vec<protocol::FetchedPartition<'f>>> {
+    let mut r = Reader::new(frame);
+    let header = protocol::decode_response_header(&mut r).map_err(|e| protocol_error(addr, e))?;
+    Connection::check(&header)?;
+    protocol::decode_fetch_response(&mut r).map_err(|e| protocol_error(addr, e))
+}
+
+/// A fetched batch or record of `topic` [`partition`] that does not decode.
+fn fetched(
+    addr: &str,
+    topic: &str,
+    partition: u32,
+    what: &str,
+    e: impl std::fmt::Display,
+) -> Error {
+    Error::Protocol {
+        addr: addr.to_string(),
+        reason: format!("{topic} [{partition}]: fetched {what}: {e}"),
     }
 }
 
@@ -250,13 +301,19 @@ impl Fetcher {
     /// reading only batch headers (the consumer checks the records).
     fn advance(&mut self, body: &[u8]) -> Result<()> {
         let mut r = Reader::new(body);
-        let header = protocol::decode_response_header(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
+        let header =
+            protocol::decode_response_header(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
         if header.error != ErrorCode::None {
             return Ok(());
         }
-        let parts = protocol::decode_fetch_response(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
+        let parts =
+            protocol::decode_fetch_response(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
         for part in parts {
-            let Some(state) = self.partitions.iter_mut().find(|p| p.partition == part.partition) else {
+            let Some(state) = self
+                .partitions
+                .iter_mut()
+                .find(|p| p.partition == part.partition)
+            else {
                 continue;
             };
             // Whatever is not a whole batch is fetched again, and judged,

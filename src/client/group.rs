@@ -94,7 +94,12 @@ struct Share {
 
 impl Share {
     /// Joins `group` as `member`, subscribed to `topic`, owning nothing.
-    fn join(registry: Arc<dyn Registry>, group: &str, topic: &str, member: String) -> Result<Share> {
+    fn join(
+        registry: Arc<dyn Registry>,
+        group: &str,
+        topic: &str,
+        member: String,
+    ) -> Result<Share> {
         let info = MemberInfo {
             member: member.clone(),
             pid: std::process::id(),
@@ -133,7 +138,10 @@ impl Share {
             });
         };
         for p in assign(partition_count, members.len(), index) {
-            match self.registry.claim(&self.group, &self.topic, p, &self.member)? {
+            match self
+                .registry
+                .claim(&self.group, &self.topic, p, &self.member)?
+            {
                 Some(owner) => self.owned.push((p, owner)),
                 None => {
                     // Another member has not released it yet: hold
@@ -187,7 +195,9 @@ impl Share {
     /// (by partition); a partition that had no record needs nothing.
     fn reached(&self, ends: &[u64]) -> Result<bool> {
         for (p, end) in ends.iter().enumerate() {
-            let committed = self.registry.committed(&self.group, &self.topic, p as u32)?;
+            let committed = self
+                .registry
+                .committed(&self.group, &self.topic, p as u32)?;
             if *end > 0 && committed.map_or(true, |c| c < *end) {
                 return Ok(false);
             }
@@ -228,11 +238,18 @@ fn member_id() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "host".into());
+    let host =
+        std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "host".into());
     let host: String = host
         .trim()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(64)
         .collect();
     format!("{host}-{}-{nanos:09}", std::process::id())
@@ -240,7 +257,11 @@ fn member_id() -> String {
 
 /// The broker of each partition: the registry's placement in a cluster,
 /// else the broker registered for the topic, else the fallback.
-fn routes(registry: &dyn Registry, config: &GroupConfig, conns: &mut Connections) -> Result<Vec<String>> {
+fn routes(
+    registry: &dyn Registry,
+    config: &GroupConfig,
+    conns: &mut Connections,
+) -> Result<Vec<String>> {
     if registry.placement(&config.topic)?.is_some() {
         return crate::client::route(registry, &config.topic, false);
     }
@@ -254,7 +275,11 @@ fn routes(registry: &dyn Registry, config: &GroupConfig, conns: &mut Connections
 }
 
 /// The subscribed members and the topic's partition count, now.
-fn look(share: &Share, config: &GroupConfig, conns: &mut Connections) -> Result<(Vec<String>, u32)> {
+fn look(
+    share: &Share,
+    config: &GroupConfig,
+    conns: &mut Connections,
+) -> Result<(Vec<String>, u32)> {
     let members = share.subscribers()?;
     let partition_count = routes(&*share.registry, config, conns)?.len() as u32;
     Ok((members, partition_count))
@@ -314,7 +339,12 @@ impl GroupMember {
     pub fn positions(&self) -> Vec<(u32, u64)> {
         self.consumer
             .as_ref()
-            .map(|c| c.partitions().iter().map(|p| (p.partition, p.offset)).collect())
+            .map(|c| {
+                c.partitions()
+                    .iter()
+                    .map(|p| (p.partition, p.offset))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -378,10 +408,10 @@ impl GroupMember {
         for (p, _) in &self.share.owned {
             let addr = self.routes[*p as usize].clone();
             let (start, end) = bounds.get(*p as usize).copied().unwrap_or((0, 0));
-            let committed = self
-                .share
-                .registry
-                .committed(&self.config.group, &self.config.topic, *p)?;
+            let committed =
+                self.share
+                    .registry
+                    .committed(&self.config.group, &self.config.topic, *p)?;
             let name = format!("{} [{p}]", self.config.topic);
             let offset = match committed {
                 // A committed offset retention has since passed starts at
@@ -419,7 +449,11 @@ impl GroupMember {
 
     /// Waits up to `timeout` for records of the owned partitions and hands
     /// them to `each` (see [`Consumer::poll`]).
-    pub fn poll(&mut self, timeout: Duration, each: impl FnMut(u32, &Record<'_>) -> Result<bool>) -> Result<u64> {
+    pub fn poll(
+        &mut self,
+        timeout: Duration,
+        each: impl FnMut(u32, &Record<'_>) -> Result<bool>,
+    ) -> Result<u64> {
         match &mut self.consumer {
             Some(c) if !c.done() => c.poll(timeout, each),
             _ => {
@@ -452,7 +486,9 @@ mod tests {
     }
 
     fn owners(reg: &MemRegistry, partition_count: u32) -> Vec<Option<String>> {
-        (0..partition_count).map(|p| reg.owner("g", "t", p)).collect()
+        (0..partition_count)
+            .map(|p| reg.owner("g", "t", p))
+            .collect()
     }
 
     /// Claims with what the registry says now, over `partition_count`.
@@ -478,7 +514,10 @@ mod tests {
         for s in [&mut c, &mut a, &mut b] {
             assert!(claim_now(s, 5));
         }
-        assert_eq!((owned(&a), owned(&b), owned(&c)), (vec![0, 1], vec![2, 3], vec![4]));
+        assert_eq!(
+            (owned(&a), owned(&b), owned(&c)),
+            (vec![0, 1], vec![2, 3], vec![4])
+        );
         let want = ["a", "a", "bb", "bb", "c"].map(|m| Some(m.to_string()));
         assert_eq!(owners(&reg, 5), want);
         assert_eq!(a.seen, (vec!["a".into(), "bb".into(), "c".into()], 5));
@@ -549,7 +588,9 @@ mod tests {
         // took 2 and 3 away): only 0 and 1 are its to commit. The memory
         // registry panics on a commit without the partition's claim.
         a.commit(&[(0, 5), (1, 6), (2, 7), (3, 8)]).unwrap();
-        let committed: Vec<_> = (0..4).map(|p| reg.committed("g", "t", p).unwrap()).collect();
+        let committed: Vec<_> = (0..4)
+            .map(|p| reg.committed("g", "t", p).unwrap())
+            .collect();
         assert_eq!(committed, [Some(5), Some(6), None, None]);
         b.commit(&[(3, 9)]).unwrap();
         assert_eq!(reg.committed("g", "t", 3).unwrap(), Some(9));

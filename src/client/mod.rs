@@ -30,5 +30,7 @@ pub mod route;
 
 pub use connection::{connect, Connection, Connections, PartitionOffsets};
 pub use consumer::{Consumer, ConsumerConfig, ConsumerPartition};
-pub use producer::{BatchOptions, ClusterProducer, ParsedRecord, Producer, ProducerConfig, ProducerSummary};
+pub use producer::{
+    BatchOptions, ClusterProducer, ParsedRecord, Producer, ProducerConfig, ProducerSummary,
+};
 pub use route::route;

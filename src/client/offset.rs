@@ -28,8 +28,12 @@ impl std::str::FromStr for OffsetSpec {
             "beginning" => OffsetSpec::Beginning,
             "end" => OffsetSpec::End,
             "stored" => OffsetSpec::Stored,
-            _ if s.starts_with('@') => OffsetSpec::Timestamp(crate::human::parse_timestamp_ms(&s[1..])?),
-            _ if s.starts_with('-') => OffsetSpec::FromEnd(s[1..].parse().map_err(|_| bad_offset(s))?),
+            _ if s.starts_with('@') => {
+                OffsetSpec::Timestamp(crate::human::parse_timestamp_ms(&s[1..])?)
+            }
+            _ if s.starts_with('-') => {
+                OffsetSpec::FromEnd(s[1..].parse().map_err(|_| bad_offset(s))?)
+            }
             _ => OffsetSpec::Absolute(s.parse().map_err(|_| bad_offset(s))?),
         })
     }
@@ -59,11 +63,10 @@ pub fn resolve_in(
         }
         OffsetSpec::FromEnd(n) => end.saturating_sub(n).max(start),
         OffsetSpec::Timestamp(ts) => by_timestamp(ts)?.unwrap_or(end),
-        OffsetSpec::Stored => {
-            return Err(Error::Config(
-                "-o stored reads a consumer group's committed offset: it needs -G GROUP --registry DIR".into(),
-            ))
-        }
+        OffsetSpec::Stored => return Err(Error::Config(
+            "-o stored reads a consumer group's committed offset: it needs -G GROUP --registry DIR"
+                .into(),
+        )),
     })
 }
 

@@ -83,10 +83,18 @@ mod tests {
             (b"foobar", -790_332_482),
             (b"a-little-bit-long-string", -985_981_536),
             (b"a-little-bit-longer-string", -1_486_304_829),
-            (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58_897_971),
+            (
+                b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
+                -58_897_971,
+            ),
         ];
         for (input, expected) in cases {
-            assert_eq!(murmur2(input) as i32, expected, "{}", String::from_utf8_lossy(input));
+            assert_eq!(
+                murmur2(input) as i32,
+                expected,
+                "{}",
+                String::from_utf8_lossy(input)
+            );
         }
     }
 }

@@ -60,7 +60,10 @@ pub fn check_record<'a, 'h>(
     let headers: Headers<'a, 'h> = if record.headers.is_empty() {
         std::borrow::Cow::Borrowed(fixed_headers)
     } else {
-        let own = record.headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice()));
+        let own = record
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_slice(), v.as_slice()));
         std::borrow::Cow::Owned(fixed_headers.iter().copied().chain(own).collect())
     };
     let size = BatchBuilder::record_size(record.key.as_deref(), &headers, &record.value);
@@ -98,7 +101,12 @@ pub struct Admitted<'a, 'h> {
 
 impl Batches {
     /// Empty batches for `partitions` partitions of `topic`.
-    pub fn new(topic: &str, partitions: u32, options: BatchOptions, record_bytes_max: u32) -> Batches {
+    pub fn new(
+        topic: &str,
+        partitions: u32,
+        options: BatchOptions,
+        record_bytes_max: u32,
+    ) -> Batches {
         Batches {
             topic: topic.to_string(),
             builders: vec![BatchBuilder::new(); partitions as usize],
@@ -147,7 +155,12 @@ impl Batches {
 
     /// Adds an admitted record (after its batch went, if it had to); true
     /// when the batch is now full and must go.
-    pub fn push(&mut self, partition: u32, record: &ParsedRecord, admitted: &Admitted<'_, '_>) -> bool {
+    pub fn push(
+        &mut self,
+        partition: u32,
+        record: &ParsedRecord,
+        admitted: &Admitted<'_, '_>,
+    ) -> bool {
         let builder = &mut self.builders[partition as usize];
         builder.push(
             admitted.timestamp,
@@ -202,16 +215,26 @@ impl ClusterProducer {
     }
 
     /// Adds a record to its partition's batch on that partition's broker.
-    pub fn send(&mut self, partition: u32, record: &ParsedRecord, headers: &[(&[u8], &[u8])], now: i64) -> Result<()> {
+    pub fn send(
+        &mut self,
+        partition: u32,
+        record: &ParsedRecord,
+        headers: &[(&[u8], &[u8])],
+        now: i64,
+    ) -> Result<()> {
         let Some(&i) = self.route.get(partition as usize) else {
-            return Err(Error::Config(format!("partition {partition} does not exist")));
+            return Err(Error::Config(format!(
+                "partition {partition} does not exist"
+            )));
         };
         self.producers[i].send(partition, record, headers, now)
     }
 
     /// Sends every partial batch.
     pub fn flush_pending(&mut self) -> Result<()> {
-        self.producers.iter_mut().try_for_each(Producer::flush_pending)
+        self.producers
+            .iter_mut()
+            .try_for_each(Producer::flush_pending)
     }
 
     /// Closes every broker's producer: the summed counts and the first error.
@@ -402,7 +425,11 @@ impl Producer {
                 acks = lock(&self.state.acks);
                 while acks.waiting.len() >= self.config.in_flight_max.max(1) && !acks.broken {
                     acks.sender_waits = true;
-                    acks = self.state.changed.wait(acks).unwrap_or_else(|e| e.into_inner());
+                    acks = self
+                        .state
+                        .changed
+                        .wait(acks)
+                        .unwrap_or_else(|e| e.into_inner());
                 }
                 acks.sender_waits = false;
             }
@@ -522,7 +549,8 @@ fn read_acks(stream: &TcpStream, addr: &str, state: &AckState) {
         let read = read_frame(&mut input, &mut buf, addr);
         let mut acks = lock(&state.acks);
         let header = read.and_then(|()| {
-            protocol::decode_response_header(&mut Reader::new(&buf)).map_err(|e| protocol_error(addr, e))
+            protocol::decode_response_header(&mut Reader::new(&buf))
+                .map_err(|e| protocol_error(addr, e))
         });
         match header {
             Ok(h) => {
@@ -543,7 +571,8 @@ fn read_acks(stream: &TcpStream, addr: &str, state: &AckState) {
                     });
                 } else if h.error == ErrorCode::None {
                     acks.delivered += records;
-                    acks.latency.record_n(sent.elapsed().as_micros() as u64, records);
+                    acks.latency
+                        .record_n(sent.elapsed().as_micros() as u64, records);
                 } else {
                     acks.failed += records;
                     acks.error.get_or_insert(Error::Broker {
@@ -577,7 +606,10 @@ mod tests {
         ParsedRecord {
             key: Some(key.to_vec()),
             value: value.to_vec(),
-            headers: headers.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect(),
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_vec(), v.to_vec()))
+                .collect(),
             timestamp: None,
         }
     }
@@ -605,11 +637,17 @@ mod tests {
         let fixed: &[(&[u8], &[u8])] = &[(b"source", b"test")];
         let r = record(b"k", &[7; 100], &[(b"h", b"v")]);
         let (headers, size) = check_record("t", 0, 1, &r, fixed, 1 << 20).unwrap();
-        assert_eq!(size, BatchBuilder::record_size(Some(b"k"), &headers, &[7; 100]));
+        assert_eq!(
+            size,
+            BatchBuilder::record_size(Some(b"k"), &headers, &[7; 100])
+        );
         assert!(size > 100 + "sourcetesthv".len(), "{size}");
         assert!(check_record("t", 0, 1, &r, fixed, size as u32).is_ok());
         let err = check_record("t", 0, 1, &r, fixed, size as u32 - 1).unwrap_err();
-        assert!(matches!(err, Error::TooLarge { what: "record", .. }), "{err}");
+        assert!(
+            matches!(err, Error::TooLarge { what: "record", .. }),
+            "{err}"
+        );
     }
 
     #[test]

@@ -20,9 +20,9 @@ pub fn route(registry: &dyn Registry, topic: &str, create: bool) -> Result<Vec<S
         Some(p) => p,
         None if create => {
             Connection::connect(&brokers[0].addr())?.create_topic(topic, 0)?;
-            registry
-                .placement(topic)?
-                .ok_or_else(|| Error::Unplaced { topic: topic.into() })?
+            registry.placement(topic)?.ok_or_else(|| Error::Unplaced {
+                topic: topic.into(),
+            })?
         }
         None => {
             return Err(Error::Broker {
@@ -90,11 +90,17 @@ mod tests {
         };
         assert!(reg.create_placement(&placement).unwrap());
         let addrs = route(&reg, "t", false).unwrap();
-        assert_eq!(addrs, ["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9001"]);
+        assert_eq!(
+            addrs,
+            ["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9001"]
+        );
 
         drop(two);
         let err = route(&reg, "t", false).unwrap_err();
-        assert!(matches!(err, Error::BrokerDown { partition: 1, .. }), "{err}");
+        assert!(
+            matches!(err, Error::BrokerDown { partition: 1, .. }),
+            "{err}"
+        );
         assert_eq!(
             err.to_string(),
             "partition 1 of \"t\" is placed on broker b2, which is not running"

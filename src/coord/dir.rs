@@ -67,7 +67,9 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::Flock;
 use serde::Deserialize;
 
-use crate::coord::registry::{check_name, to_json, BrokerInfo, Ephemeral, Held, MemberInfo, Placement, Registry};
+use crate::coord::registry::{
+    check_name, to_json, BrokerInfo, Ephemeral, Held, MemberInfo, Placement, Registry,
+};
 use crate::error::{Error, IoContext, Result};
 use crate::storage::fs::{RealFs, Vfs};
 use crate::storage::lock::{is_flocked, try_flock};
@@ -226,7 +228,11 @@ impl Registry for DirRegistry {
     fn join(&self, group: &str, info: &MemberInfo) -> Result<Ephemeral> {
         check_name("group", group)?;
         check_name("member", &info.member)?;
-        self.register(&self.dir.join("consumers").join(group), &info.member, &to_json(info)?)
+        self.register(
+            &self.dir.join("consumers").join(group),
+            &info.member,
+            &to_json(info)?,
+        )
     }
 
     fn members(&self, group: &str) -> Result<Vec<MemberInfo>> {
@@ -243,10 +249,19 @@ impl Registry for DirRegistry {
                 groups.extend(entries.filter_map(|e| e.ok()?.file_name().into_string().ok()));
             }
         }
-        Ok(groups.into_iter().filter(|g| check_name("group", g).is_ok()).collect())
+        Ok(groups
+            .into_iter()
+            .filter(|g| check_name("group", g).is_ok())
+            .collect())
     }
 
-    fn claim(&self, group: &str, topic: &str, partition: u32, member: &str) -> Result<Option<Ephemeral>> {
+    fn claim(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+        member: &str,
+    ) -> Result<Option<Ephemeral>> {
         check_name("group", group)?;
         check_name("topic", topic)?;
         let path = self.owner_path(group, topic, partition);
@@ -256,7 +271,8 @@ impl Registry for DirRegistry {
             return Ok(None);
         };
         lock.set_len(0).ctx("truncate", &path)?;
-        lock.write_all_at(member.as_bytes(), 0).ctx("write", &path)?;
+        lock.write_all_at(member.as_bytes(), 0)
+            .ctx("write", &path)?;
         Ok(Some(Ephemeral::new(Lock {
             _lock: lock,
             lock_path: path,
@@ -283,7 +299,11 @@ impl Registry for DirRegistry {
             Err(e) => return Err(Error::io("read", &path, e)),
         };
         let mut lines = text.lines();
-        let offset = match (lines.next(), lines.next().map(|l| l.parse::<u64>()), lines.next()) {
+        let offset = match (
+            lines.next(),
+            lines.next().map(|l| l.parse::<u64>()),
+            lines.next(),
+        ) {
             (Some(OFFSET_MAGIC), Some(Ok(o)), None) => o,
             _ => {
                 return Err(Error::Corrupt {
@@ -298,7 +318,14 @@ impl Registry for DirRegistry {
 
     /// Holding the owner's lock is the proof of ownership: `_owner` is not
     /// read.
-    fn store_offset(&self, group: &str, topic: &str, partition: u32, offset: u64, _owner: &Ephemeral) -> Result<()> {
+    fn store_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        _owner: &Ephemeral,
+    ) -> Result<()> {
         let path = self.offset_path(group, topic, partition);
         let offsets_dir = path.parent().expect("offsets dir");
         std::fs::create_dir_all(offsets_dir).ctx("create", offsets_dir)?;
@@ -366,7 +393,9 @@ impl Registry for DirRegistry {
         let _ = std::fs::remove_file(&tmp);
         match linked {
             Ok(()) => {
-                RealFs.sync_dir(topics_dir).ctx("fsync directory", topics_dir)?;
+                RealFs
+                    .sync_dir(topics_dir)
+                    .ctx("fsync directory", topics_dir)?;
                 Ok(true)
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
@@ -407,8 +436,17 @@ mod tests {
                     topics: vec!["t".into()],
                 };
                 let entry = reg.join("g", &info).unwrap();
-                let names: Vec<_> = reg.members("g").unwrap().into_iter().map(|m| m.member).collect();
-                assert_eq!(names, std::slice::from_ref(&info.member), "joined member {i} vanished");
+                let names: Vec<_> = reg
+                    .members("g")
+                    .unwrap()
+                    .into_iter()
+                    .map(|m| m.member)
+                    .collect();
+                assert_eq!(
+                    names,
+                    std::slice::from_ref(&info.member),
+                    "joined member {i} vanished"
+                );
                 drop(entry);
             }
         });
@@ -440,7 +478,12 @@ mod tests {
         };
         let b = reg.join("g", &info("b")).unwrap();
         let a = reg.join("g", &info("a")).unwrap();
-        let names: Vec<_> = reg.members("g").unwrap().into_iter().map(|m| m.member).collect();
+        let names: Vec<_> = reg
+            .members("g")
+            .unwrap()
+            .into_iter()
+            .map(|m| m.member)
+            .collect();
         assert_eq!(names, ["a", "b"]);
         drop(a);
         assert_eq!(reg.members("g").unwrap().len(), 1);
@@ -454,7 +497,12 @@ mod tests {
         // Offsets that do not parse are errors naming the file.
         let off = dir.path().join("offsets/g");
         std::fs::create_dir_all(&off).unwrap();
-        for bad in [&b""[..], b"klog-offset 1\n", b"klog-offset 1\nx\n", b"{\"json\": 1}"] {
+        for bad in [
+            &b""[..],
+            b"klog-offset 1\n",
+            b"klog-offset 1\nx\n",
+            b"{\"json\": 1}",
+        ] {
             std::fs::write(off.join("t-3"), bad).unwrap();
             let err = reg.committed("g", "t", 3).unwrap_err().to_string();
             assert!(err.contains("t-3"), "{err}");
@@ -475,7 +523,10 @@ mod tests {
             topic: "t".into(),
             brokers: ids(&["b3"]),
         };
-        assert!(!reg.create_placement(&second).unwrap(), "the first placement wins");
+        assert!(
+            !reg.create_placement(&second).unwrap(),
+            "the first placement wins"
+        );
         assert_eq!(reg.placement("t").unwrap(), Some(first));
         let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("topics"))
             .unwrap()

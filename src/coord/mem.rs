@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 
-use crate::coord::registry::{check_name, to_json, BrokerInfo, Ephemeral, Held, MemberInfo, Placement, Registry};
+use crate::coord::registry::{
+    check_name, to_json, BrokerInfo, Ephemeral, Held, MemberInfo, Placement, Registry,
+};
 use crate::error::{Error, Result};
 
 /// A registry in memory.
@@ -64,7 +66,11 @@ impl Held for Hold {
 impl Drop for Hold {
     fn drop(&mut self) {
         let mut state = crate::sync::lock(&self.state);
-        if state.live.get(&self.key).is_some_and(|(h, _)| *h == self.handle) {
+        if state
+            .live
+            .get(&self.key)
+            .is_some_and(|(h, _)| *h == self.handle)
+        {
             state.live.remove(&self.key);
         }
     }
@@ -162,10 +168,19 @@ impl Registry for MemRegistry {
         Ok(groups)
     }
 
-    fn claim(&self, group: &str, topic: &str, partition: u32, member: &str) -> Result<Option<Ephemeral>> {
+    fn claim(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+        member: &str,
+    ) -> Result<Option<Ephemeral>> {
         check_name("group", group)?;
         check_name("topic", topic)?;
-        Ok(self.hold(owner_key(group, topic, partition), member.as_bytes().to_vec()))
+        Ok(self.hold(
+            owner_key(group, topic, partition),
+            member.as_bytes().to_vec(),
+        ))
     }
 
     fn owner(&self, group: &str, topic: &str, partition: u32) -> Option<String> {
@@ -177,10 +192,20 @@ impl Registry for MemRegistry {
     fn committed(&self, group: &str, topic: &str, partition: u32) -> Result<Option<u64>> {
         check_name("group", group)?;
         let state = crate::sync::lock(&self.state);
-        Ok(state.offsets.get(&(group.into(), topic.into(), partition)).copied())
+        Ok(state
+            .offsets
+            .get(&(group.into(), topic.into(), partition))
+            .copied())
     }
 
-    fn store_offset(&self, group: &str, topic: &str, partition: u32, offset: u64, owner: &Ephemeral) -> Result<()> {
+    fn store_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        owner: &Ephemeral,
+    ) -> Result<()> {
         let key = owner_key(group, topic, partition);
         let hold = owner
             .held()
@@ -196,19 +221,26 @@ impl Registry for MemRegistry {
             hold.handle
         );
         state.stores += 1;
-        state.offsets.insert((group.into(), topic.into(), partition), offset);
+        state
+            .offsets
+            .insert((group.into(), topic.into(), partition), offset);
         Ok(())
     }
 
     fn offsets(&self, group: &str) -> Result<Vec<(String, u32, Result<u64>)>> {
         let state = crate::sync::lock(&self.state);
         let of_group = state.offsets.iter().filter(|((g, _, _), _)| g == group);
-        Ok(of_group.map(|((_, t, p), o)| (t.clone(), *p, Ok(*o))).collect())
+        Ok(of_group
+            .map(|((_, t, p), o)| (t.clone(), *p, Ok(*o)))
+            .collect())
     }
 
     fn placement(&self, topic: &str) -> Result<Option<Placement>> {
         check_name("topic", topic)?;
-        Ok(crate::sync::lock(&self.state).placements.get(topic).cloned())
+        Ok(crate::sync::lock(&self.state)
+            .placements
+            .get(topic)
+            .cloned())
     }
 
     fn create_placement(&self, placement: &Placement) -> Result<bool> {
@@ -219,7 +251,9 @@ impl Registry for MemRegistry {
         if state.placements.contains_key(&placement.topic) {
             return Ok(false);
         }
-        state.placements.insert(placement.topic.clone(), placement.clone());
+        state
+            .placements
+            .insert(placement.topic.clone(), placement.clone());
         Ok(true)
     }
 }

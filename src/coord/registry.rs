@@ -136,7 +136,13 @@ pub trait Registry: fmt::Debug + Send + Sync {
 
     /// Claims a partition for `member`, until the handle is dropped:
     /// `None` when another member owns it.
-    fn claim(&self, group: &str, topic: &str, partition: u32, member: &str) -> Result<Option<Ephemeral>>;
+    fn claim(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+        member: &str,
+    ) -> Result<Option<Ephemeral>>;
 
     /// The owner of a partition now, if any.
     fn owner(&self, group: &str, topic: &str, partition: u32) -> Option<String>;
@@ -148,7 +154,14 @@ pub trait Registry: fmt::Debug + Send + Sync {
     /// Stores `offset` for a partition as it is, durably; `owner` is the
     /// caller's claim of that partition. Callers use [`Registry::commit`],
     /// which never lowers the stored offset.
-    fn store_offset(&self, group: &str, topic: &str, partition: u32, offset: u64, owner: &Ephemeral) -> Result<()>;
+    fn store_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        owner: &Ephemeral,
+    ) -> Result<()>;
 
     /// Every committed offset of `group`: (topic, partition, offset), in
     /// order; an offset that cannot be read is its error.
@@ -164,8 +177,18 @@ pub trait Registry: fmt::Debug + Send + Sync {
     /// Commits `offset` for a partition the caller owns (`owner` is its
     /// claim). A lower offset than the stored one is ignored, so that a
     /// late commit never sends the group back.
-    fn commit(&self, group: &str, topic: &str, partition: u32, offset: u64, owner: &Ephemeral) -> Result<()> {
-        if self.committed(group, topic, partition)?.is_some_and(|c| c >= offset) {
+    fn commit(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        owner: &Ephemeral,
+    ) -> Result<()> {
+        if self
+            .committed(group, topic, partition)?
+            .is_some_and(|c| c >= offset)
+        {
             return Ok(());
         }
         self.store_offset(group, topic, partition, offset, owner)
@@ -174,7 +197,12 @@ pub trait Registry: fmt::Debug + Send + Sync {
     /// Places `topic` (`partition_count` partitions round-robin over the
     /// live brokers `broker_ids`) unless it is placed already; returns the
     /// placement that holds.
-    fn place_topic(&self, topic: &str, partition_count: u32, broker_ids: &[String]) -> Result<Placement> {
+    fn place_topic(
+        &self,
+        topic: &str,
+        partition_count: u32,
+        broker_ids: &[String],
+    ) -> Result<Placement> {
         if let Some(p) = self.placement(topic)? {
             return Ok(p);
         }
@@ -183,7 +211,9 @@ pub trait Registry: fmt::Debug + Send + Sync {
             brokers: crate::coord::spread::place(partition_count, broker_ids),
         };
         if placement.brokers.is_empty() {
-            return Err(Error::NoLiveBroker { topic: topic.into() });
+            return Err(Error::NoLiveBroker {
+                topic: topic.into(),
+            });
         }
         if self.create_placement(&placement)? {
             return Ok(placement);
@@ -207,7 +237,8 @@ pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>> {
 /// broker id): a name given by the configuration, so a bad one is
 /// [`Error::Config`].
 pub(crate) fn check_name(kind: &'static str, name: &str) -> Result<()> {
-    crate::storage::store::validate_topic(name).map_err(|_| Error::Config(format!("invalid {kind} name {name:?}")))
+    crate::storage::store::validate_topic(name)
+        .map_err(|_| Error::Config(format!("invalid {kind} name {name:?}")))
 }
 
 #[cfg(test)]
@@ -223,7 +254,11 @@ mod tests {
         reg.commit("g", "t", 0, 5, &owner).unwrap();
         reg.commit("g", "t", 0, 10, &owner).unwrap();
         assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(10));
-        assert_eq!(reg.stores(), 1, "neither the lower nor the equal offset is stored");
+        assert_eq!(
+            reg.stores(),
+            1,
+            "neither the lower nor the equal offset is stored"
+        );
         reg.commit("g", "t", 0, 11, &owner).unwrap();
         assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(11));
     }

@@ -57,7 +57,9 @@ mod tests {
             (10, 3, &[0..4, 4..7, 7..10]),
         ];
         for (partitions, members, expected) in cases {
-            let got: Vec<_> = (0..*members).map(|i| assign(*partitions, *members, i)).collect();
+            let got: Vec<_> = (0..*members)
+                .map(|i| assign(*partitions, *members, i))
+                .collect();
             assert_eq!(&got, expected, "{partitions} partitions, {members} members");
             // Every partition exactly once.
             let mut all: Vec<u32> = got.iter().flat_map(|r| r.clone()).collect();

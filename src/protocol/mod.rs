@@ -86,13 +86,14 @@ mod response;
 
 pub use frame::{finish_frame, put, Reader};
 pub use request::{
-    append_produce_request, create_topic_request, decode_request, decode_request_header, fetch_request,
-    list_offsets_request, metadata_request, produce_request, start_request, FetchPartition, Request, RequestError,
-    RequestHeader,
+    append_produce_request, create_topic_request, decode_request, decode_request_header,
+    fetch_request, list_offsets_request, metadata_request, produce_request, start_request,
+    FetchPartition, Request, RequestError, RequestHeader,
 };
 pub use response::{
-    begin_response, decode_fetch_response, decode_metadata_response, decode_response_header, put_fetch_partition,
-    put_topic_metadata, start_response, FetchedPartition, ResponseHeader, TopicMetadata,
+    begin_response, decode_fetch_response, decode_metadata_response, decode_response_header,
+    put_fetch_partition, put_topic_metadata, start_response, FetchedPartition, ResponseHeader,
+    TopicMetadata,
 };
 
 /// Bytes of a frame's length prefix.

@@ -6,7 +6,8 @@ use std::ops::Range;
 
 use super::frame::{finish_frame, put, Reader};
 use super::{
-    ApiKey, ProtocolError, Result, ACKS_ALL, ACKS_LEADER, ACKS_NONE, FETCH_PARTITIONS_MAX, REQUEST_HEADER_BYTES,
+    ApiKey, ProtocolError, Result, ACKS_ALL, ACKS_LEADER, ACKS_NONE, FETCH_PARTITIONS_MAX,
+    REQUEST_HEADER_BYTES,
 };
 
 /// A request's header.
@@ -111,7 +112,15 @@ pub fn produce_request(
     batch: &[u8],
 ) {
     out.clear();
-    append_produce_request(out, correlation_id, acks, timeout_ms, topic, partition, batch);
+    append_produce_request(
+        out,
+        correlation_id,
+        acks,
+        timeout_ms,
+        topic,
+        partition,
+        batch,
+    );
 }
 
 /// Appends a produce request around `batch` to the frames already in
@@ -156,7 +165,13 @@ pub fn fetch_request(
 }
 
 /// Encodes a list_offsets request.
-pub fn list_offsets_request(out: &mut Vec<u8>, correlation_id: u32, topic: &str, partition: u32, at: i64) {
+pub fn list_offsets_request(
+    out: &mut Vec<u8>,
+    correlation_id: u32,
+    topic: &str,
+    partition: u32,
+    at: i64,
+) {
     start_request(out, ApiKey::ListOffsets, correlation_id);
     put::str(out, topic);
     put::u32(out, partition);
@@ -203,7 +218,9 @@ pub enum RequestError {
 }
 
 /// Decodes a request from a frame body (the bytes after the length).
-pub fn decode_request(body: &[u8]) -> std::result::Result<(RequestHeader, Request<'_>), RequestError> {
+pub fn decode_request(
+    body: &[u8],
+) -> std::result::Result<(RequestHeader, Request<'_>), RequestError> {
     let header = decode_request_header(body).map_err(RequestError::Invalid)?;
     let Some(api) = ApiKey::from_u16(header.api_key) else {
         return Err(RequestError::Unsupported(format!(
@@ -338,9 +355,15 @@ mod tests {
         );
 
         list_offsets_request(&mut out, 9, "t", 0, LATEST);
-        assert_eq!(hex(&out), "17000000020001000900000001007400000000ffffffffffffffff");
+        assert_eq!(
+            hex(&out),
+            "17000000020001000900000001007400000000ffffffffffffffff"
+        );
         metadata_request(&mut out, 10, &["x"]);
-        assert_eq!(hex(&out), "0d000000030001000a00000001000100 78".replace(' ', ""));
+        assert_eq!(
+            hex(&out),
+            "0d000000030001000a00000001000100 78".replace(' ', "")
+        );
         create_topic_request(&mut out, 11, "x", 4);
         assert_eq!(hex(&out), "0f000000040001000b00000001007804000000");
         assert!(matches!(
@@ -354,12 +377,21 @@ mod tests {
         let mut out = Vec::new();
         create_topic_request(&mut out, 1, "x", 1);
         out[4] = 99;
-        assert!(matches!(decode_request(&out[4..]), Err(RequestError::Unsupported(_))));
+        assert!(matches!(
+            decode_request(&out[4..]),
+            Err(RequestError::Unsupported(_))
+        ));
         create_topic_request(&mut out, 1, "x", 1);
         out[6] = 2;
-        assert!(matches!(decode_request(&out[4..]), Err(RequestError::Unsupported(_))));
+        assert!(matches!(
+            decode_request(&out[4..]),
+            Err(RequestError::Unsupported(_))
+        ));
         create_topic_request(&mut out, 1, "x", 1);
         out.push(0);
-        assert!(matches!(decode_request(&out[4..]), Err(RequestError::Invalid(_))));
+        assert!(matches!(
+            decode_request(&out[4..]),
+            Err(RequestError::Invalid(_))
+        ));
     }
 }

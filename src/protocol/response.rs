@@ -13,7 +13,12 @@ pub fn start_response(out: &mut Vec<u8>, correlation_id: u32, error: ErrorCode, 
 
 /// Starts a response frame at the end of `out`, after the frames already
 /// there; returns where it starts, for [`finish_frame`](super::finish_frame) on `out[start..]`.
-pub fn begin_response(out: &mut Vec<u8>, correlation_id: u32, error: ErrorCode, message: &str) -> usize {
+pub fn begin_response(
+    out: &mut Vec<u8>,
+    correlation_id: u32,
+    error: ErrorCode,
+    message: &str,
+) -> usize {
     let start = out.len();
     put::u32(out, 0);
     put::u32(out, correlation_id);
@@ -146,7 +151,9 @@ pub fn decode_metadata_response(r: &mut Reader<'_>) -> Result<Vec<TopicMetadata>
         let message = r.str("message")?;
         let n = r.u32("partitions")? as usize;
         if n > r.buffer_len() / 16 {
-            return Err(ProtocolError(format!("{n} partitions do not fit the frame")));
+            return Err(ProtocolError(format!(
+                "{n} partitions do not fit the frame"
+            )));
         }
         let mut partitions = Vec::with_capacity(n);
         for _ in 0..n {
@@ -180,7 +187,10 @@ mod tests {
         start_response(&mut out, 7, ErrorCode::None, "");
         put::u64(&mut out, 1000);
         finish_frame(&mut out);
-        assert_eq!(hex(&out), "1000000007000000000000 00e803000000000000".replace(' ', ""));
+        assert_eq!(
+            hex(&out),
+            "1000000007000000000000 00e803000000000000".replace(' ', "")
+        );
         start_response(&mut out, 9, ErrorCode::UnknownTopic, "no");
         finish_frame(&mut out);
         assert_eq!(hex(&out), "0a0000000900000004000200 6e6f".replace(' ', ""));

@@ -133,7 +133,11 @@ impl<'a> Iterator for Batches<'a> {
             Err(error) => {
                 self.stopped = true;
                 let zeros = rest.iter().all(|&b| b == 0);
-                Some(Err(BatchStop { position, error, zeros }))
+                Some(Err(BatchStop {
+                    position,
+                    error,
+                    zeros,
+                }))
             }
         }
     }
@@ -157,7 +161,12 @@ pub struct FileBatches<'f> {
 
 impl<'f> FileBatches<'f> {
     /// Walks `file` from `position` up to `end` (its length, or less).
-    pub fn new(file: &'f dyn VFile, position: u64, end: u64, batch_bytes_max: u32) -> FileBatches<'f> {
+    pub fn new(
+        file: &'f dyn VFile,
+        position: u64,
+        end: u64,
+        batch_bytes_max: u32,
+    ) -> FileBatches<'f> {
         FileBatches {
             file,
             buf: Vec::new(),
@@ -194,19 +203,25 @@ impl<'f> FileBatches<'f> {
             match judge(self.window(), self.batch_bytes_max) {
                 Ok(batch) => break batch.total_bytes(),
                 Err(DecodeError::Truncated {
-                    needed_bytes: needed, ..
+                    needed_bytes: needed,
+                    ..
                 }) if self.held_end() < self.end => self.read_on(needed)?,
                 Err(error) => {
                     let zeros = self.zeros_to_end()?;
                     let position = self.position;
-                    return Ok(Some(Err(BatchStop { position, error, zeros })));
+                    return Ok(Some(Err(BatchStop {
+                        position,
+                        error,
+                        zeros,
+                    })));
                 }
             }
         };
         let position = self.position;
         self.position += total as u64;
         let at = (position - self.buf_position) as usize;
-        let batch = judge(&self.buf[at..at + total], self.batch_bytes_max).expect("judged whole just above");
+        let batch = judge(&self.buf[at..at + total], self.batch_bytes_max)
+            .expect("judged whole just above");
         Ok(Some(Ok((position, batch))))
     }
 
@@ -291,7 +306,11 @@ mod tests {
                 None => return (positions, None),
                 Some(Ok((position, _))) => positions.push(position - start),
                 Some(Err(mut stop)) => {
-                    assert_eq!(walk.position(), stop.position, "a stop does not move the walk");
+                    assert_eq!(
+                        walk.position(),
+                        stop.position,
+                        "a stop does not move the walk"
+                    );
                     stop.position -= start;
                     return (positions, Some(stop));
                 }
@@ -303,7 +322,11 @@ mod tests {
     fn walk(bytes: &[u8]) -> (Vec<u64>, Option<BatchStop>) {
         let sliced = walk_slice(bytes);
         for read_bytes_min in [1, 7, 40, 100, 1 << 20] {
-            assert_eq!(walk_file(bytes, 24, read_bytes_min), sliced, "read {read_bytes_min}");
+            assert_eq!(
+                walk_file(bytes, 24, read_bytes_min),
+                sliced,
+                "read {read_bytes_min}"
+            );
         }
         sliced
     }
@@ -332,14 +355,25 @@ mod tests {
             let last = starts.iter().filter(|&&s| s < cut).count() - 1;
             let (at, end) = (starts[last], *starts.get(last + 1).unwrap_or(&bytes.len()));
             if end == cut {
-                assert_eq!((found, stop), (positions(&starts[..=last]), None), "cut at {cut}");
+                assert_eq!(
+                    (found, stop),
+                    (positions(&starts[..=last]), None),
+                    "cut at {cut}"
+                );
                 continue;
             }
             assert_eq!(found, positions(&starts[..last]), "cut at {cut}");
             let stop = stop.unwrap_or_else(|| panic!("cut at {cut}: no stop"));
             assert_eq!(stop.position, at as u64, "cut at {cut}");
-            assert!(stop.is_truncated() && stop.is_torn_tail(), "cut at {cut}: {stop:?}");
-            assert_eq!(stop.zeros, bytes[at..cut].iter().all(|&b| b == 0), "cut at {cut}");
+            assert!(
+                stop.is_truncated() && stop.is_torn_tail(),
+                "cut at {cut}: {stop:?}"
+            );
+            assert_eq!(
+                stop.zeros,
+                bytes[at..cut].iter().all(|&b| b == 0),
+                "cut at {cut}"
+            );
             let needed = if cut - at < BATCH_HEADER_BYTES {
                 BATCH_HEADER_BYTES
             } else {
@@ -369,7 +403,11 @@ mod tests {
             let stop = stop.unwrap();
             assert_eq!(stop.position, bytes.len() as u64);
             assert!(stop.zeros && stop.is_torn_tail(), "{zeros} zeros: {stop:?}");
-            assert_eq!(stop.is_truncated(), zeros < BATCH_HEADER_BYTES, "{zeros} zeros");
+            assert_eq!(
+                stop.is_truncated(),
+                zeros < BATCH_HEADER_BYTES,
+                "{zeros} zeros"
+            );
         }
     }
 
@@ -411,7 +449,10 @@ mod tests {
         let limit = (starts[2] - starts[1] - 1) as u32;
         let stop = Batches::new(&bytes, limit).find_map(Result::err).unwrap();
         assert_eq!(stop.position, starts[1] as u64);
-        assert!(matches!(stop.error, DecodeError::TooLarge { .. }), "{stop:?}");
+        assert!(
+            matches!(stop.error, DecodeError::TooLarge { .. }),
+            "{stop:?}"
+        );
         assert!(!stop.is_torn_tail());
     }
 

@@ -247,7 +247,8 @@ impl VFile for RealFile {
 
     fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
         use std::os::fd::AsRawFd;
-        let range = |n: u64| nix::libc::off_t::try_from(n).map_err(|_| io::Error::other("range too large"));
+        let range =
+            |n: u64| nix::libc::off_t::try_from(n).map_err(|_| io::Error::other("range too large"));
         match nix::fcntl::fallocate(
             self.0.as_raw_fd(),
             nix::fcntl::FallocateFlags::empty(),

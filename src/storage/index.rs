@@ -94,8 +94,9 @@ impl IndexEntry {
         max_timestamp_before: i64,
     ) -> Result<IndexEntry, DecodeError> {
         Ok(IndexEntry {
-            relative_offset: u32::try_from(header.base_offset - segment_base)
-                .map_err(|_| DecodeError::Malformed("batch: offset too far from the segment's base"))?,
+            relative_offset: u32::try_from(header.base_offset - segment_base).map_err(|_| {
+                DecodeError::Malformed("batch: offset too far from the segment's base")
+            })?,
             position: u32::try_from(position)
                 .map_err(|_| DecodeError::Malformed("batch: position beyond 4 GiB in a segment"))?,
             max_timestamp: max_timestamp_before.max(header.max_timestamp),
@@ -105,7 +106,10 @@ impl IndexEntry {
 
 /// Paths of the two index files of the segment whose log is `log_path`.
 pub fn index_paths(log_path: &Path) -> (PathBuf, PathBuf) {
-    (log_path.with_extension("index"), log_path.with_extension("timeindex"))
+    (
+        log_path.with_extension("index"),
+        log_path.with_extension("timeindex"),
+    )
 }
 
 /// Decodes entry `i` from the bytes of the two files.
@@ -122,11 +126,18 @@ fn entry_at(offsets: &[u8], times: &[u8], i: usize) -> IndexEntry {
 /// Checks a list of entries against the log they index: what `open` trusts.
 /// Every position must fall in `positions` (the log's batch bytes: after
 /// its header, before its end).
-pub fn check_entries(entries: &[IndexEntry], positions: Range<u64>, relative_end: u64) -> Result<(), String> {
+pub fn check_entries(
+    entries: &[IndexEntry],
+    positions: Range<u64>,
+    relative_end: u64,
+) -> Result<(), String> {
     let mut prev: Option<IndexEntry> = None;
     for (i, e) in entries.iter().enumerate() {
         if !positions.contains(&u64::from(e.position)) {
-            return Err(format!("entry {i}: position {} outside the log", e.position));
+            return Err(format!(
+                "entry {i}: position {} outside the log",
+                e.position
+            ));
         }
         if u64::from(e.relative_offset) >= relative_end {
             return Err(format!("entry {i}: offset beyond the log"));
@@ -152,13 +163,18 @@ pub fn check_entries(entries: &[IndexEntry], positions: Range<u64>, relative_end
 pub fn read_entries(vfs: &dyn Vfs, log_path: &Path) -> Result<Vec<IndexEntry>, String> {
     let (offset_path, time_path) = index_paths(log_path);
     let read = |path: &Path| -> Result<Vec<u8>, String> {
-        let file = vfs.open_read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let file = vfs
+            .open_read(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         let len = file.len().map_err(|e| e.to_string())?;
         // Time entries are the larger: an offset index is at most 8/12 of this.
-        let limit =
-            u64::from(crate::limits::INDEX_BYTES_MAX_LIMIT) / OFFSET_ENTRY_BYTES as u64 * TIME_ENTRY_BYTES as u64;
+        let limit = u64::from(crate::limits::INDEX_BYTES_MAX_LIMIT) / OFFSET_ENTRY_BYTES as u64
+            * TIME_ENTRY_BYTES as u64;
         if len > limit {
-            return Err(format!("{}: {len} bytes is larger than any index", path.display()));
+            return Err(format!(
+                "{}: {len} bytes is larger than any index",
+                path.display()
+            ));
         }
         let mut buf = vec![0; len as usize];
         file.read_exact_at(&mut buf, 0).map_err(|e| e.to_string())?;
@@ -231,9 +247,16 @@ impl SegmentIndex {
     /// Creates (or reopens) the index files of `log_path`, preallocated to
     /// hold `slots` entries, holding `entries`. Fails (with `ENOSPC`, not
     /// a `SIGBUS`) when the disk has no room for the slots of `entries`.
-    pub fn create(vfs: &dyn Vfs, log_path: &Path, entries: Vec<IndexEntry>, slots: usize) -> Result<SegmentIndex> {
+    pub fn create(
+        vfs: &dyn Vfs,
+        log_path: &Path,
+        entries: Vec<IndexEntry>,
+        slots: usize,
+    ) -> Result<SegmentIndex> {
         let (offset_path, time_path) = index_paths(log_path);
-        let offset_file = vfs.open(&offset_path, true).ctx("open index", &offset_path)?;
+        let offset_file = vfs
+            .open(&offset_path, true)
+            .ctx("open index", &offset_path)?;
         let time_file = vfs.open(&time_path, true).ctx("open index", &time_path)?;
         let slots = slots.max(entries.len() + 1);
         let mut index = SegmentIndex {
@@ -266,8 +289,16 @@ impl SegmentIndex {
             file.set_len(0).ctx("truncate index", path)?;
             file.set_len(len).ctx("preallocate index", path)?;
         }
-        self.offset_map = Some(self.offset_file.map_mut(offset_len).ctx("map", &self.offset_path)?);
-        self.time_map = Some(self.time_file.map_mut(time_len).ctx("map", &self.time_path)?);
+        self.offset_map = Some(
+            self.offset_file
+                .map_mut(offset_len)
+                .ctx("map", &self.offset_path)?,
+        );
+        self.time_map = Some(
+            self.time_file
+                .map_mut(time_len)
+                .ctx("map", &self.time_path)?,
+        );
         self.slots = slots;
         // The truncation freed every block.
         self.allocated = 0;
@@ -280,13 +311,16 @@ impl SegmentIndex {
         if slot < self.allocated || self.offset_map.is_none() {
             return Ok(());
         }
-        let end = (self.allocated + ALLOCATION_SLOTS).max(slot + 1).min(self.slots);
+        let end = (self.allocated + ALLOCATION_SLOTS)
+            .max(slot + 1)
+            .min(self.slots);
         for (file, path, size) in [
             (&self.offset_file, &self.offset_path, OFFSET_ENTRY_BYTES),
             (&self.time_file, &self.time_path, TIME_ENTRY_BYTES),
         ] {
             let (start, len) = (self.allocated * size, (end - self.allocated) * size);
-            file.allocate(start as u64, len as u64).ctx("allocate index", path)?;
+            file.allocate(start as u64, len as u64)
+                .ctx("allocate index", path)?;
         }
         self.allocated = end;
         Ok(())
@@ -390,7 +424,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("00000000000000000000.log");
         let (offsets, times) = index_paths(&log);
-        std::fs::File::create(&offsets).unwrap().set_len(1 << 40).unwrap();
+        std::fs::File::create(&offsets)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
         std::fs::File::create(&times).unwrap().set_len(12).unwrap();
         let err = read_entries(&crate::storage::fs::RealFs, &log).unwrap_err();
         assert!(err.contains("larger than any index"), "{err}");
@@ -499,7 +536,13 @@ mod tests {
         assert!(err.to_string().contains("offset too far"), "{err}");
         let err = IndexEntry::for_batch(100, 1 << 32, &header(101, 1), 0).unwrap_err();
         assert!(err.to_string().contains("beyond 4 GiB"), "{err}");
-        assert!(IndexEntry::for_batch(100, u64::from(u32::MAX), &header(100 + u64::from(u32::MAX), 1), 0).is_ok());
+        assert!(IndexEntry::for_batch(
+            100,
+            u64::from(u32::MAX),
+            &header(100 + u64::from(u32::MAX), 1),
+            0
+        )
+        .is_ok());
     }
 
     #[test]

@@ -31,14 +31,18 @@ impl PartitionLock {
         let Some(mut flock) = try_flock(&path)? else {
             return Err(Error::Locked {
                 path: dir.to_path_buf(),
-                holder: holder(dir).map_or("another process".to_string(), |pid| format!("pid {pid}")),
+                holder: holder(dir)
+                    .map_or("another process".to_string(), |pid| format!("pid {pid}")),
             });
         };
         let pid = std::process::id().to_string();
         flock.set_len(0).ctx("truncate", &path)?;
         flock.seek(SeekFrom::Start(0)).ctx("seek", &path)?;
         flock.write_all(pid.as_bytes()).ctx("write", &path)?;
-        Ok(PartitionLock { _flock: flock, path })
+        Ok(PartitionLock {
+            _flock: flock,
+            path,
+        })
     }
 
     /// The lock file.

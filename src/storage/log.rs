@@ -164,7 +164,9 @@ impl LogConfig {
     }
 
     fn hides_unflushed(&self) -> bool {
-        self.visible_after_flush || self.flush_messages.is_some() || self.flush_interval_ms.is_some()
+        self.visible_after_flush
+            || self.flush_messages.is_some()
+            || self.flush_interval_ms.is_some()
     }
 }
 
@@ -201,7 +203,9 @@ impl FileSlice {
     /// Reads the slice into `buf` (replacing its contents).
     pub fn read_into(&self, buf: &mut Vec<u8>) -> Result<()> {
         buf.resize(self.len as usize, 0);
-        self.file.read_exact_at(buf, self.position).ctx("read", &self.path)
+        self.file
+            .read_exact_at(buf, self.position)
+            .ctx("read", &self.path)
     }
 }
 
@@ -246,7 +250,12 @@ pub struct Log {
 impl Log {
     /// Opens the log in `dir` (which must exist), recovering it if it was
     /// not closed cleanly and `options.writable` is set.
-    pub fn open(vfs: Arc<dyn Vfs>, dir: &Path, config: LogConfig, options: OpenOptions) -> Result<Log> {
+    pub fn open(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        config: LogConfig,
+        options: OpenOptions,
+    ) -> Result<Log> {
         config.validate()?;
         let lock = if options.writable && options.lock {
             Some(PartitionLock::acquire(dir)?)
@@ -325,16 +334,26 @@ impl Log {
     }
 
     fn active(&self) -> &Segment {
-        self.segments.values().next_back().expect("a log has a segment")
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log has a segment")
     }
 
     fn active_mut(&mut self) -> &mut Segment {
-        self.segments.values_mut().next_back().expect("a log has a segment")
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log has a segment")
     }
 
     /// The first offset held.
     pub fn start_offset(&self) -> u64 {
-        self.segments.values().next().expect("a log has a segment").base_offset
+        self.segments
+            .values()
+            .next()
+            .expect("a log has a segment")
+            .base_offset
     }
 
     /// The offset the next record will get.
@@ -360,7 +379,10 @@ impl Log {
         self.check_failed()?;
         let result = self.append_unchecked(batch, now_ms);
         self.note_undo();
-        if result.is_ok() && self.write_failing && self.active().written_offset() == self.next_offset() {
+        if result.is_ok()
+            && self.write_failing
+            && self.active().written_offset() == self.next_offset()
+        {
             self.write_failing = false;
         }
         result
@@ -376,7 +398,10 @@ impl Log {
         self.maybe_roll(batch.len() as u64, header.record_count, now_ms)?;
         let base_offset = self.next_offset();
         record::set_base_offset(batch, base_offset);
-        let header = BatchHeader { base_offset, ..header };
+        let header = BatchHeader {
+            base_offset,
+            ..header
+        };
         let interval_bytes = self.config.index_interval_bytes;
         // Readers that see unflushed records need them in the file now;
         // after a failed write, so does the producer (its own error).
@@ -392,7 +417,11 @@ impl Log {
         if !self.config.hides_unflushed() {
             self.visible_size = self.active().size;
         }
-        if self.config.flush_messages.is_some_and(|n| self.unflushed_records >= n) {
+        if self
+            .config
+            .flush_messages
+            .is_some_and(|n| self.unflushed_records >= n)
+        {
             self.flush()?;
         }
         Ok(AppendInfo {
@@ -406,7 +435,9 @@ impl Log {
     fn maybe_roll(&mut self, batch_bytes: u64, record_count: u32, now_ms: i64) -> Result<()> {
         let active = self.active();
         let too_old = match (self.config.segment_age_ms, active.first_append_ms) {
-            (Some(age), Some(first)) => !active.is_empty() && now_ms.saturating_sub(first) >= age as i64,
+            (Some(age), Some(first)) => {
+                !active.is_empty() && now_ms.saturating_sub(first) >= age as i64
+            }
             _ => false,
         };
         if too_old || active.is_full(batch_bytes, self.config.segment_bytes, record_count) {
@@ -452,8 +483,14 @@ impl Log {
                 return Ok(None);
             };
             let is_active = segment.base_offset == self.active().base_offset;
-            let limit = if is_active { self.visible_size } else { segment.size };
-            if let Some((position, header)) = segment.find(offset, limit, limits::BATCH_BYTES_MAX)? {
+            let limit = if is_active {
+                self.visible_size
+            } else {
+                segment.size
+            };
+            if let Some((position, header)) =
+                segment.find(offset, limit, limits::BATCH_BYTES_MAX)?
+            {
                 let len = (limit - position).min(bytes_max.max(header.total_bytes()));
                 return Ok(Some(FileSlice {
                     file: Arc::clone(segment.file()),
@@ -493,7 +530,12 @@ impl Log {
         Ok(None)
     }
 
-    fn scan_for_timestamp(&self, segment: &Segment, from: u64, timestamp_ms: i64) -> Result<Option<u64>> {
+    fn scan_for_timestamp(
+        &self,
+        segment: &Segment,
+        from: u64,
+        timestamp_ms: i64,
+    ) -> Result<Option<u64>> {
         let mut offset = from;
         let mut buf = Vec::new();
         while offset < segment.next_offset {
@@ -509,7 +551,9 @@ impl Log {
                 };
                 if batch.header.max_timestamp >= timestamp_ms {
                     for r in batch.records(limits::RECORD_BYTES_MAX_LIMIT) {
-                        let r = r.map_err(|e| recover::corrupt(&slice.path, slice.position + at, e.to_string()))?;
+                        let r = r.map_err(|e| {
+                            recover::corrupt(&slice.path, slice.position + at, e.to_string())
+                        })?;
                         if r.offset >= from && r.timestamp >= timestamp_ms {
                             return Ok(Some(r.offset));
                         }
@@ -561,7 +605,9 @@ impl Log {
         let (index, timeindex) = index::index_paths(&segment.path);
         for path in [&segment.path, &index, &timeindex] {
             match self.vfs.remove(path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io("remove", path, e)),
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(Error::io("remove", path, e))
+                }
                 _ => {}
             }
         }
@@ -585,7 +631,12 @@ impl Log {
 /// Recovers the log in `dir` as opening it does: from its recovery point
 /// after a crash, trusting the index of a cleanly closed (or only read)
 /// log; a reader changes nothing.
-fn recover_on_open(vfs: &dyn Vfs, dir: &Path, config: &LogConfig, writable: bool) -> Result<RecoveryReport> {
+fn recover_on_open(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    config: &LogConfig,
+    writable: bool,
+) -> Result<RecoveryReport> {
     let clean = recover::was_clean(vfs, dir);
     let recovery_point = if clean || !writable {
         u64::MAX
@@ -608,7 +659,11 @@ fn recover_on_open(vfs: &dyn Vfs, dir: &Path, config: &LogConfig, writable: bool
 }
 
 /// Opens the segments recovery kept, each with the extent it found.
-fn open_segments(vfs: &dyn Vfs, recovery: &RecoveryReport, writable: bool) -> Result<BTreeMap<u64, Segment>> {
+fn open_segments(
+    vfs: &dyn Vfs,
+    recovery: &RecoveryReport,
+    writable: bool,
+) -> Result<BTreeMap<u64, Segment>> {
     let mut segments = BTreeMap::new();
     for report in &recovery.segments {
         let mut segment = Segment::open(vfs, &report.path, writable)?;
@@ -650,8 +705,12 @@ mod tests {
     fn a_configuration_outside_the_limits_is_refused() {
         type Change = fn(&mut LogConfig);
         let cases: [(&str, Change); 7] = [
-            ("segment size", |c| c.segment_bytes = limits::SEGMENT_BYTES_MIN - 1),
-            ("segment size", |c| c.segment_bytes = limits::SEGMENT_BYTES_MAX + 1),
+            ("segment size", |c| {
+                c.segment_bytes = limits::SEGMENT_BYTES_MIN - 1
+            }),
+            ("segment size", |c| {
+                c.segment_bytes = limits::SEGMENT_BYTES_MAX + 1
+            }),
             ("maximum record size", |c| c.record_bytes_max = 0),
             ("maximum record size", |c| {
                 c.record_bytes_max = limits::RECORD_BYTES_MAX_LIMIT + 1
@@ -659,7 +718,9 @@ mod tests {
             ("holds no entry", |c| {
                 c.index_bytes_max = INDEX_ENTRY_BYTES_MAX as u32 - 1
             }),
-            ("index size", |c| c.index_bytes_max = limits::INDEX_BYTES_MAX_LIMIT + 1),
+            ("index size", |c| {
+                c.index_bytes_max = limits::INDEX_BYTES_MAX_LIMIT + 1
+            }),
             ("0 messages", |c| c.flush_messages = Some(0)),
         ];
         for (what, change) in cases {

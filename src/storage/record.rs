@@ -178,7 +178,9 @@ impl BatchHeader {
         }
         let length_min = (BATCH_HEADER_BYTES - BATCH_LENGTH_PREFIX_BYTES) as u64 + records_min;
         if u64::from(header.batch_length) < length_min {
-            return Err(DecodeError::Malformed("batch: length too small for its records"));
+            return Err(DecodeError::Malformed(
+                "batch: length too small for its records",
+            ));
         }
         let limit = batch_bytes_max.min(BATCH_BYTES_MAX);
         if header.total_bytes() > u64::from(limit) {
@@ -310,7 +312,9 @@ impl<'a> Batch<'a> {
             max_timestamp = max_timestamp.max(record?.timestamp);
         }
         if max_timestamp != self.header.max_timestamp {
-            return Err(DecodeError::Malformed("batch: max timestamp differs from its records"));
+            return Err(DecodeError::Malformed(
+                "batch: max timestamp differs from its records",
+            ));
         }
         Ok(())
     }
@@ -345,7 +349,9 @@ impl<'a> Records<'a> {
         self.index += 1;
         let last = self.index == self.header.record_count;
         if last != (self.pos == self.buf.len()) {
-            return Err(DecodeError::Malformed("batch: record count differs from its bytes"));
+            return Err(DecodeError::Malformed(
+                "batch: record count differs from its bytes",
+            ));
         }
         Ok(record)
     }
@@ -406,7 +412,12 @@ pub fn decode_record(
     Ok((record, total))
 }
 
-fn decode_body(body: &[u8], offset: u64, base_timestamp: i64, encoded_bytes: u32) -> Result<Record<'_>, DecodeError> {
+fn decode_body(
+    body: &[u8],
+    offset: u64,
+    base_timestamp: i64,
+    encoded_bytes: u32,
+) -> Result<Record<'_>, DecodeError> {
     let mut cursor = Cursor::new(body);
     let attributes = cursor.u8("record attributes")?;
     if attributes & !ATTR_KNOWN != 0 {
@@ -449,7 +460,10 @@ fn decode_body(body: &[u8], offset: u64, base_timestamp: i64, encoded_bytes: u32
 /// Rewrites a batch's base offset (and its header CRC) in place: how the log
 /// assigns offsets to a producer's batch without touching its records.
 pub fn set_base_offset(batch: &mut [u8], base_offset: u64) {
-    assert!(batch.len() >= BATCH_HEADER_BYTES, "set_base_offset on a short batch");
+    assert!(
+        batch.len() >= BATCH_HEADER_BYTES,
+        "set_base_offset on a short batch"
+    );
     batch[BASE_OFFSET_OFFSET..BASE_OFFSET_OFFSET + 8].copy_from_slice(&base_offset.to_le_bytes());
     seal_header(batch);
 }
@@ -527,8 +541,17 @@ impl BatchBuilder {
     /// When the batch would exceed [`BATCH_RECORDS_MAX`] records, a header
     /// list exceeds [`HEADERS_PER_RECORD_MAX`], or the timestamp is not
     /// [`BatchBuilder::accepts_timestamp`]: callers check those first.
-    pub fn push(&mut self, timestamp: i64, key: Option<&[u8]>, headers: &[(&[u8], &[u8])], value: &[u8]) {
-        assert!(self.record_count < BATCH_RECORDS_MAX, "batch record count limit");
+    pub fn push(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        headers: &[(&[u8], &[u8])],
+        value: &[u8],
+    ) {
+        assert!(
+            self.record_count < BATCH_RECORDS_MAX,
+            "batch record count limit"
+        );
         assert!(
             headers.len() as u64 <= u64::from(HEADERS_PER_RECORD_MAX),
             "header limit"
@@ -589,8 +612,10 @@ impl BatchBuilder {
         buf[ATTRIBUTES_OFFSET] = 0;
         buf[RESERVED_OFFSET..RESERVED_OFFSET + 2].fill(0);
         put_u32(buf, RECORD_COUNT_OFFSET, self.record_count);
-        buf[BASE_TIMESTAMP_OFFSET..BASE_TIMESTAMP_OFFSET + 8].copy_from_slice(&self.base_timestamp.to_le_bytes());
-        buf[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&self.max_timestamp.to_le_bytes());
+        buf[BASE_TIMESTAMP_OFFSET..BASE_TIMESTAMP_OFFSET + 8]
+            .copy_from_slice(&self.base_timestamp.to_le_bytes());
+        buf[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+            .copy_from_slice(&self.max_timestamp.to_le_bytes());
         seal_header(buf);
         &mut self.buf
     }
@@ -665,7 +690,10 @@ impl<'a> Cursor<'a> {
     }
 
     fn u8(&mut self, what: &'static str) -> Result<u8, DecodeError> {
-        let b = *self.buf.get(self.pos).ok_or_else(|| truncated(what, 1, 0))?;
+        let b = *self
+            .buf
+            .get(self.pos)
+            .ok_or_else(|| truncated(what, 1, 0))?;
         self.pos += 1;
         Ok(b)
     }
@@ -766,7 +794,10 @@ mod tests {
 
     #[test]
     fn every_single_byte_flip_is_detected() {
-        let bytes = build(&[(7, Some(b"key"), vec![(b"n", b"v")], b"value"), (8, None, vec![], b"x")]);
+        let bytes = build(&[
+            (7, Some(b"key"), vec![(b"n", b"v")], b"value"),
+            (8, None, vec![], b"x"),
+        ]);
         for i in 0..bytes.len() {
             for bit in 0..8 {
                 let mut damaged = bytes.clone();

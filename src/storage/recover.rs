@@ -261,7 +261,9 @@ pub fn recover_partition(
     }
     for path in leftovers.iter().filter(|_| !remove_first) {
         match vfs.remove(path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io("remove", path, e)),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io("remove", path, e))
+            }
             _ => {}
         }
     }
@@ -297,7 +299,8 @@ impl Partition<'_> {
             let last = i + 1 == segments.len();
             if let Some(e) = expected.filter(|e| e != base) {
                 if options.automatic && !cut {
-                    let reason = format!("the segment starts at offset {base}, the one before ends at {e}");
+                    let reason =
+                        format!("the segment starts at offset {base}, the one before ends at {e}");
                     return Err(self.damaged(path, 0, e, reason));
                 }
             }
@@ -308,7 +311,8 @@ impl Partition<'_> {
                 continue;
             }
             let next_base = segments.get(i + 1).map(|s| s.0);
-            let trusted = !options.full && next_base.map_or(options.trust_last, |n| n <= recovery_point);
+            let trusted =
+                !options.full && next_base.map_or(options.trust_last, |n| n <= recovery_point);
             let seg = recover_segment(self.vfs, path, *base, trusted, last, options)?;
             if let Some(p) = seg.problem.as_ref().filter(|_| options.automatic) {
                 if !(last && p.torn_tail) {
@@ -320,7 +324,9 @@ impl Partition<'_> {
             // sound, but a repaired partition ends in the same files however
             // it got there.
             let repaired = seg.problem.is_some() || seg.index_problem.is_some();
-            if seg.bytes_valid > 0 && (repaired || !index::is_trimmed(self.vfs, path, seg.entries.len())) {
+            if seg.bytes_valid > 0
+                && (repaired || !index::is_trimmed(self.vfs, path, seg.entries.len()))
+            {
                 reindex.push((path.clone(), seg.entries.clone()));
             }
             expected = Some(seg.next_offset);
@@ -490,7 +496,12 @@ mod tests {
             b"\xff",
         ] {
             sim.write(&path, bad);
-            assert_eq!(read_recovery_point(&sim, dir), 0, "{}", String::from_utf8_lossy(bad));
+            assert_eq!(
+                read_recovery_point(&sim, dir),
+                0,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 
@@ -544,7 +555,10 @@ mod tests {
         assert!(stale.changed() && !stale.damaged());
         let crashed = report(vec![segment_report(Some(torn), None)]);
         assert!(crashed.changed() && !crashed.damaged());
-        let damaged = report(vec![segment_report(None, None), segment_report(Some(bad), None)]);
+        let damaged = report(vec![
+            segment_report(None, None),
+            segment_report(Some(bad), None),
+        ]);
         assert!(damaged.changed() && damaged.damaged());
         let mut quarantined = report(vec![segment_report(None, None)]);
         quarantined

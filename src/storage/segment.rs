@@ -154,11 +154,17 @@ impl Written {
 
 impl Segment {
     /// Creates an empty segment file, durably (file and directory entry).
-    pub fn create(vfs: &dyn Vfs, dir: &Path, base_offset: u64, index_slots: usize) -> Result<Segment> {
+    pub fn create(
+        vfs: &dyn Vfs,
+        dir: &Path,
+        base_offset: u64,
+        index_slots: usize,
+    ) -> Result<Segment> {
         let path = dir.join(log_file_name(base_offset));
         let file = vfs.open(&path, true).ctx("create segment", &path)?;
         file.set_len(0).ctx("truncate", &path)?;
-        file.write_all_at(&encode_header(base_offset), 0).ctx("write", &path)?;
+        file.write_all_at(&encode_header(base_offset), 0)
+            .ctx("write", &path)?;
         file.sync_data().ctx("fsync", &path)?;
         let index = SegmentIndex::create(vfs, &path, Vec::new(), index_slots)?;
         // The new files exist after a power cut only once their directory
@@ -238,7 +244,13 @@ impl Segment {
     /// Sets the segment's extent after a scan: `size` bytes, ending before
     /// `next_offset`, with these index entries; `bytes_since_index` is
     /// derived from the last entry.
-    pub(crate) fn set_extent(&mut self, size: u64, next_offset: u64, max_timestamp: i64, entries: Vec<IndexEntry>) {
+    pub(crate) fn set_extent(
+        &mut self,
+        size: u64,
+        next_offset: u64,
+        max_timestamp: i64,
+        entries: Vec<IndexEntry>,
+    ) {
         self.size = size;
         self.next_offset = next_offset;
         self.max_timestamp = max_timestamp;
@@ -413,21 +425,31 @@ impl Segment {
     /// found through the index and a short forward scan of batch headers.
     /// Returns the position and the header of that batch, or `None` when
     /// `offset` is at or past the end of the segment's first `end` bytes.
-    pub fn find(&self, offset: u64, end: u64, batch_bytes_max: u32) -> Result<Option<(u64, BatchHeader)>> {
+    pub fn find(
+        &self,
+        offset: u64,
+        end: u64,
+        batch_bytes_max: u32,
+    ) -> Result<Option<(u64, BatchHeader)>> {
         let rel = offset.saturating_sub(self.base_offset);
-        let start = crate::storage::index::last_where(&self.entries, |e| u64::from(e.relative_offset) <= rel)
-            .map_or(SEGMENT_HEADER_BYTES as u64, |i| u64::from(self.entries[i].position));
+        let start = crate::storage::index::last_where(&self.entries, |e| {
+            u64::from(e.relative_offset) <= rel
+        })
+        .map_or(SEGMENT_HEADER_BYTES as u64, |i| {
+            u64::from(self.entries[i].position)
+        });
         let mut position = start;
         let mut header_buf = [0u8; BATCH_HEADER_BYTES];
         while position + BATCH_HEADER_BYTES as u64 <= end {
             self.file
                 .read_exact_at(&mut header_buf, position)
                 .ctx("read", &self.path)?;
-            let header = BatchHeader::decode(&header_buf, batch_bytes_max).map_err(|e| Error::Corrupt {
-                path: self.path.clone(),
-                position,
-                reason: e.to_string(),
-            })?;
+            let header =
+                BatchHeader::decode(&header_buf, batch_bytes_max).map_err(|e| Error::Corrupt {
+                    path: self.path.clone(),
+                    position,
+                    reason: e.to_string(),
+                })?;
             if header.next_offset() > offset {
                 if position + header.total_bytes() > end {
                     return Ok(None);

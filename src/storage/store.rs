@@ -39,7 +39,10 @@ pub fn validate_topic(name: &str) -> Result<()> {
     if name == "." || name == ".." {
         return fail("'.' and '..' are not topic names");
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) {
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
         return fail("only ASCII letters, digits, '.', '_' and '-' are allowed");
     }
     Ok(())
@@ -53,7 +56,10 @@ pub fn partition_dir_name(topic: &str, partition: u32) -> String {
 /// The topic and partition a directory name stands for, if it is one.
 pub fn parse_partition_dir(name: &str) -> Option<(String, u32)> {
     let (topic, partition) = name.rsplit_once('-')?;
-    if partition.is_empty() || !partition.bytes().all(|b| b.is_ascii_digit()) || partition.len() > 10 {
+    if partition.is_empty()
+        || !partition.bytes().all(|b| b.is_ascii_digit())
+        || partition.len() > 10
+    {
         return None;
     }
     if partition.len() > 1 && partition.starts_with('0') {
@@ -79,7 +85,10 @@ impl Store {
 
     /// The data directory `dir` on `vfs`.
     pub fn with_vfs(dir: impl Into<PathBuf>, vfs: Arc<dyn Vfs>) -> Store {
-        Store { dir: dir.into(), vfs }
+        Store {
+            dir: dir.into(),
+            vfs,
+        }
     }
 
     /// The directory.
@@ -103,7 +112,11 @@ impl Store {
             .map(|(topic, mut ps)| {
                 ps.sort_unstable();
                 // Partitions count up from 0; a gap ends the topic there.
-                let count = ps.iter().enumerate().take_while(|(i, p)| *i as u32 == **p).count();
+                let count = ps
+                    .iter()
+                    .enumerate()
+                    .take_while(|(i, p)| *i as u32 == **p)
+                    .count();
                 (topic, count as u32)
             })
             .filter(|(_, count)| *count > 0)
@@ -113,10 +126,13 @@ impl Store {
     /// The partition count of `topic`, or an error naming the directory.
     pub fn partition_count(&self, topic: &str) -> Result<u32> {
         validate_topic(topic)?;
-        self.topics()?.get(topic).copied().ok_or_else(|| Error::UnknownTopic {
-            topic: topic.to_string(),
-            dir: self.dir.clone(),
-        })
+        self.topics()?
+            .get(topic)
+            .copied()
+            .ok_or_else(|| Error::UnknownTopic {
+                topic: topic.to_string(),
+                dir: self.dir.clone(),
+            })
     }
 
     /// Creates `topic` with `partitions` partitions unless it exists;
@@ -131,7 +147,9 @@ impl Store {
         if let Some(count) = self.topics()?.get(topic) {
             return Ok(*count);
         }
-        self.vfs.create_dir_all(&self.dir).ctx("create", &self.dir)?;
+        self.vfs
+            .create_dir_all(&self.dir)
+            .ctx("create", &self.dir)?;
         for p in 0..partitions {
             let dir = self.partition_dir(topic, p);
             self.vfs.create_dir_all(&dir).ctx("create", &dir)?;
@@ -140,7 +158,9 @@ impl Store {
             let mut segment = crate::storage::segment::Segment::create(&*self.vfs, &dir, 0, 1)?;
             segment.deactivate()?;
         }
-        self.vfs.sync_dir(&self.dir).ctx("fsync directory", &self.dir)?;
+        self.vfs
+            .sync_dir(&self.dir)
+            .ctx("fsync directory", &self.dir)?;
         Ok(partitions)
     }
 
@@ -150,7 +170,13 @@ impl Store {
     }
 
     /// Opens a partition's log; the topic and partition must exist.
-    pub fn open_log(&self, topic: &str, partition: u32, config: LogConfig, options: OpenOptions) -> Result<Log> {
+    pub fn open_log(
+        &self,
+        topic: &str,
+        partition: u32,
+        config: LogConfig,
+        options: OpenOptions,
+    ) -> Result<Log> {
         let count = self.partition_count(topic)?;
         if partition >= count {
             return Err(Error::UnknownPartition {
@@ -177,14 +203,27 @@ mod tests {
         for ok in ["t", "a.b_c-d", "A9", &"x".repeat(249)] {
             assert!(validate_topic(ok).is_ok(), "{ok}");
         }
-        for bad in ["", ".", "..", "../x", "a/b", "é", "a b", &"x".repeat(250), "a\0b"] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "a/b",
+            "é",
+            "a b",
+            &"x".repeat(250),
+            "a\0b",
+        ] {
             assert!(validate_topic(bad).is_err(), "{bad:?}");
         }
     }
 
     #[test]
     fn partition_dirs() {
-        assert_eq!(parse_partition_dir("my-topic-12"), Some(("my-topic".into(), 12)));
+        assert_eq!(
+            parse_partition_dir("my-topic-12"),
+            Some(("my-topic".into(), 12))
+        );
         assert_eq!(parse_partition_dir("t-0"), Some(("t".into(), 0)));
         for bad in ["t", "t-", "-1", "t-01", "t-x", "..-0", "t-99999999999"] {
             assert_eq!(parse_partition_dir(bad), None, "{bad}");

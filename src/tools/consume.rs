@@ -98,7 +98,13 @@ impl std::str::FromStr for Format {
 
 impl Format {
     /// Writes one record in this format, with no allocation.
-    pub fn write(&self, out: &mut impl Write, topic: &str, partition: u32, r: &Record<'_>) -> std::io::Result<()> {
+    pub fn write(
+        &self,
+        out: &mut impl Write,
+        topic: &str,
+        partition: u32,
+        r: &Record<'_>,
+    ) -> std::io::Result<()> {
         for token in &self.tokens {
             match token {
                 Token::Literal(l) => out.write_all(l)?,
@@ -256,7 +262,11 @@ impl PartitionReader {
     /// Reads what is there (up to `bytes_max`, at least one batch) and
     /// calls `each` for every record at or after the reader's offset, until
     /// it returns false. Returns how many records it handed out.
-    pub fn poll(&mut self, bytes_max: usize, mut each: impl FnMut(&Record<'_>) -> Result<bool>) -> Result<u64> {
+    pub fn poll(
+        &mut self,
+        bytes_max: usize,
+        mut each: impl FnMut(&Record<'_>) -> Result<bool>,
+    ) -> Result<u64> {
         let len = self.file.len().ctx("stat", &self.path)?;
         if self.position >= len {
             self.next_segment()?;
@@ -270,7 +280,9 @@ impl PartitionReader {
             .ctx("read", &self.path)?;
         self.buf.truncate(n);
         if n >= BATCH_HEADER_BYTES {
-            if let Ok(h) = crate::storage::record::BatchHeader::decode(&self.buf, limits::BATCH_BYTES_MAX) {
+            if let Ok(h) =
+                crate::storage::record::BatchHeader::decode(&self.buf, limits::BATCH_BYTES_MAX)
+            {
                 let total = h.total_bytes() as usize;
                 if total > self.buf.len() && self.position + total as u64 <= len {
                     // A batch larger than the budget: read it whole.

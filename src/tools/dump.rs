@@ -15,7 +15,7 @@ use crate::human::format_rfc3339;
 use crate::limits;
 use crate::storage::batches::FileBatches;
 use crate::storage::fs::{RealFs, VFile, Vfs};
-use crate::storage::record::{Batch, BatchHeader};
+use crate::storage::record::{Batch, BatchHeader, Record};
 use crate::storage::recover::{self, RecoverOptions};
 use crate::storage::segment;
 use crate::storage::{index, lock};
@@ -104,7 +104,12 @@ impl Dumper {
 
     /// Dumps one segment; `expected` is the offset it should start at.
     /// Returns its totals. A torn tail is expected when a writer holds it.
-    fn segment(&mut self, path: &Path, expected: Option<u64>, writer_active: bool) -> anyhow::Result<Stats> {
+    fn segment(
+        &mut self,
+        path: &Path,
+        expected: Option<u64>,
+        writer_active: bool,
+    ) -> anyhow::Result<Stats> {
         let file = RealFs.open_read(path)?;
         let len = file.len()?;
         let mut stats = Stats {
@@ -148,7 +153,12 @@ impl Dumper {
 
     /// Reads a segment's header and prints where it starts; its base
     /// offset, or `None` (a problem) when the header is not a segment's.
-    fn segment_header(&mut self, file: &dyn VFile, path: &Path, expected: Option<u64>) -> anyhow::Result<Option<u64>> {
+    fn segment_header(
+        &mut self,
+        file: &dyn VFile,
+        path: &Path,
+        expected: Option<u64>,
+    ) -> anyhow::Result<Option<u64>> {
         let mut header = [0u8; segment::SEGMENT_HEADER_BYTES];
         let n = file.read_at(&mut header, 0)?;
         let base = match segment::decode_header(&header[..n]) {
@@ -174,7 +184,13 @@ impl Dumper {
 
     /// Checks and prints the batch at `position`, where offset `next` was
     /// expected to start.
-    fn batch(&mut self, path: &Path, position: u64, batch: &Batch<'_>, next: u64) -> io::Result<()> {
+    fn batch(
+        &mut self,
+        path: &Path,
+        position: u64,
+        batch: &Batch<'_>,
+        next: u64,
+    ) -> io::Result<()> {
         let valid = batch.validate(limits::RECORD_BYTES_MAX_LIMIT);
         if batch.header.base_offset != next {
             self.problem(format_args!(
@@ -230,47 +246,56 @@ impl Dumper {
             return Ok(());
         }
         for r in batch.records(limits::RECORD_BYTES_MAX_LIMIT).flatten() {
-            if self.options.json {
-                let mut line = json!({"type": "record", "offset": r.offset, "CreateTime": r.timestamp,
-                    "keySize": r.key.map_or(-1, |k| k.len() as i64), "valueSize": r.value.len(),
-                    "headerCount": r.header_count()});
-                if self.options.print_data {
-                    line["key"] = json!(r.key.map(String::from_utf8_lossy));
-                    line["payload"] = json!(String::from_utf8_lossy(r.value));
-                    let headers: Vec<_> = r
-                        .headers()
-                        .flat_map(|(n, v)| [String::from_utf8_lossy(n), String::from_utf8_lossy(v)])
-                        .collect();
-                    line["headers"] = json!(headers);
-                }
-                writeln!(self.out, "{line}")?;
-                continue;
-            }
-            write!(
-                self.out,
-                "| offset: {} CreateTime: {} keySize: {} valueSize: {} headerCount: {}",
-                r.offset,
-                r.timestamp,
-                r.key.map_or(-1, |k| k.len() as i64),
-                r.value.len(),
-                r.header_count()
-            )?;
-            if self.options.print_data {
-                let headers: Vec<String> = r
-                    .headers()
-                    .map(|(n, v)| format!("{}={}", String::from_utf8_lossy(n), String::from_utf8_lossy(v)))
-                    .collect();
-                write!(
-                    self.out,
-                    " headers: [{}] key: {} payload: {}",
-                    headers.join(","),
-                    r.key.map_or("null".into(), String::from_utf8_lossy),
-                    String::from_utf8_lossy(r.value)
-                )?;
-            }
-            writeln!(self.out)?;
+            self.print_record(&r)?;
         }
         Ok(())
+    }
+
+    fn print_record(&mut self, r: &Record<'_>) -> io::Result<()> {
+        if self.options.json {
+            let mut line = json!({"type": "record", "offset": r.offset, "CreateTime": r.timestamp,
+                "keySize": r.key.map_or(-1, |k| k.len() as i64), "valueSize": r.value.len(),
+                "headerCount": r.header_count()});
+            if self.options.print_data {
+                line["key"] = json!(r.key.map(String::from_utf8_lossy));
+                line["payload"] = json!(String::from_utf8_lossy(r.value));
+                let headers: Vec<_> = r
+                    .headers()
+                    .flat_map(|(n, v)| [String::from_utf8_lossy(n), String::from_utf8_lossy(v)])
+                    .collect();
+                line["headers"] = json!(headers);
+            }
+            return writeln!(self.out, "{line}");
+        }
+        write!(
+            self.out,
+            "| offset: {} CreateTime: {} keySize: {} valueSize: {} headerCount: {}",
+            r.offset,
+            r.timestamp,
+            r.key.map_or(-1, |k| k.len() as i64),
+            r.value.len(),
+            r.header_count()
+        )?;
+        if self.options.print_data {
+            let headers: Vec<String> = r
+                .headers()
+                .map(|(n, v)| {
+                    format!(
+                        "{}={}",
+                        String::from_utf8_lossy(n),
+                        String::from_utf8_lossy(v)
+                    )
+                })
+                .collect();
+            write!(
+                self.out,
+                " headers: [{}] key: {} payload: {}",
+                headers.join(","),
+                r.key.map_or("null".into(), String::from_utf8_lossy),
+                String::from_utf8_lossy(r.value)
+            )?;
+        }
+        writeln!(self.out)
     }
 
     /// Dumps the entries of an index or time index file.
@@ -293,10 +318,20 @@ impl Dumper {
         for e in entries {
             let offset = base + u64::from(e.relative_offset);
             match (self.options.json, time) {
-                (true, false) => writeln!(self.out, "{}", json!({"offset": offset, "position": e.position}))?,
-                (true, true) => writeln!(self.out, "{}", json!({"timestamp": e.max_timestamp, "offset": offset}))?,
+                (true, false) => writeln!(
+                    self.out,
+                    "{}",
+                    json!({"offset": offset, "position": e.position})
+                )?,
+                (true, true) => writeln!(
+                    self.out,
+                    "{}",
+                    json!({"timestamp": e.max_timestamp, "offset": offset})
+                )?,
                 (false, false) => writeln!(self.out, "offset: {offset} position: {}", e.position)?,
-                (false, true) => writeln!(self.out, "timestamp: {} offset: {offset}", e.max_timestamp)?,
+                (false, true) => {
+                    writeln!(self.out, "timestamp: {} offset: {offset}", e.max_timestamp)?
+                }
             }
         }
         Ok(())
@@ -377,7 +412,14 @@ impl Dumper {
                 writeln!(self.out, "{line}")?;
             }
         } else if !self.options.quiet && !self.summary.is_empty() {
-            let mut table = super::table(&["path", "segments", "records", "offsets", "bytes", "time range"]);
+            let mut table = super::table(&[
+                "path",
+                "segments",
+                "records",
+                "offsets",
+                "bytes",
+                "time range",
+            ]);
             for (name, s) in &self.summary {
                 let offsets = match (s.first_offset, s.next_offset) {
                     (Some(a), Some(b)) if b > a => format!("{a}..={}", b - 1),

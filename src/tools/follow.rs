@@ -109,11 +109,14 @@ impl Printer<'_> {
         match &self.options.output {
             Output::Json => {
                 self.json_line.clear();
-                serde_json::to_writer(&mut self.json_line, &Envelope::of(topic, partition, r)).expect("json");
+                serde_json::to_writer(&mut self.json_line, &Envelope::of(topic, partition, r))
+                    .expect("json");
                 self.json_line.push(b'\n');
                 self.out.write_all(&self.json_line).map_err(write_error)?;
             }
-            Output::Format(format) => format.write(&mut self.out, topic, partition, r).map_err(write_error)?,
+            Output::Format(format) => format
+                .write(&mut self.out, topic, partition, r)
+                .map_err(write_error)?,
         }
         if self.options.unbuffered {
             self.out.flush().map_err(write_error)?;
@@ -126,7 +129,9 @@ impl Printer<'_> {
 /// Prints the records `options` asks for, following the topic until the
 /// count or the end is reached (or a stop signal comes).
 pub fn run(options: &Options) -> anyhow::Result<()> {
-    let say = Say { quiet: options.quiet };
+    let say = Say {
+        quiet: options.quiet,
+    };
     if let Some(group) = &options.group {
         return follow_group(options, group, say);
     }
@@ -137,7 +142,9 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     let mut printer = new_printer(options);
     match &mut source {
         Source::Embedded(follows) => follow_embedded(options, follows, &mut printer, say)?,
-        Source::Remote(consumer, ends) => follow_remote(options, consumer, ends, &mut printer, say)?,
+        Source::Remote(consumer, ends) => {
+            follow_remote(options, consumer, ends, &mut printer, say)?
+        }
     }
     printer.out.flush().context("cannot write to stdout")?;
     Ok(())
@@ -150,8 +157,9 @@ fn open_embedded(options: &Options, dir: &std::path::Path) -> anyhow::Result<Vec
     let mut follows = Vec::new();
     for p in chosen_partitions(options, count)? {
         let name = format!("{} [{p}]", options.topic);
-        let log = consume::open_read_only(Arc::clone(&vfs), &store.partition_dir(&options.topic, p))
-            .with_context(|| format!("cannot read {name}"))?;
+        let log =
+            consume::open_read_only(Arc::clone(&vfs), &store.partition_dir(&options.topic, p))
+                .with_context(|| format!("cannot read {name}"))?;
         let start = consume::resolve(&log, options.offset, &name)?;
         let reader = PartitionReader::new(Arc::clone(&vfs), &log, start)?;
         follows.push(Follow {
@@ -186,21 +194,32 @@ fn open_remote(options: &Options) -> anyhow::Result<Source> {
     // Each partition's broker: -b for all, or the registry's placement.
     let routes: Vec<String> = match &options.registry {
         Some(dir) => {
-            let registry =
-                crate::coord::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
-            crate::client::route(&*registry, &options.topic, false)
-                .with_context(|| format!("cannot read topic {:?} through {}", options.topic, dir.display()))?
+            let registry = crate::coord::open(dir)
+                .with_context(|| format!("cannot open the registry {}", dir.display()))?;
+            crate::client::route(&*registry, &options.topic, false).with_context(|| {
+                format!(
+                    "cannot read topic {:?} through {}",
+                    options.topic,
+                    dir.display()
+                )
+            })?
         }
         None => {
             let count = conns
                 .with(&options.broker, |c| c.partitions(&options.topic))
-                .with_context(|| format!("cannot read topic {:?} from {}", options.topic, options.broker))?
+                .with_context(|| {
+                    format!(
+                        "cannot read topic {:?} from {}",
+                        options.topic, options.broker
+                    )
+                })?
                 .len();
             vec![options.broker.clone(); count]
         }
     };
     // Each broker's (start, end) offsets of the topic's partitions.
-    let mut offsets: std::collections::HashMap<&str, crate::client::PartitionOffsets> = Default::default();
+    let mut offsets: std::collections::HashMap<&str, crate::client::PartitionOffsets> =
+        Default::default();
     let mut parts = Vec::new();
     let mut ends = Vec::new();
     for p in chosen_partitions(options, routes.len() as u32)? {
@@ -250,7 +269,11 @@ fn follow_embedded(
     while printer.printed < printer.limit && !crate::stop::stopping() {
         let mut progressed = false;
         for f in follows.iter_mut() {
-            let stop_at = if options.exit_at_end { f.end_offset } else { u64::MAX };
+            let stop_at = if options.exit_at_end {
+                f.end_offset
+            } else {
+                u64::MAX
+            };
             if f.reader.next_offset() >= stop_at {
                 continue;
             }
@@ -276,7 +299,11 @@ fn follow_embedded(
                 ));
             }
         }
-        if options.exit_at_end && follows.iter().all(|f| f.reader.next_offset() >= f.end_offset) {
+        if options.exit_at_end
+            && follows
+                .iter()
+                .all(|f| f.reader.next_offset() >= f.end_offset)
+        {
             return Ok(());
         }
         if !progressed {
@@ -289,7 +316,11 @@ fn follow_embedded(
 
 fn new_printer(options: &Options) -> Printer<'_> {
     let stdout = io::stdout();
-    let capacity = if stdout.is_terminal() { 8 * 1024 } else { 256 * 1024 };
+    let capacity = if stdout.is_terminal() {
+        8 * 1024
+    } else {
+        256 * 1024
+    };
     Printer {
         options,
         out: BufWriter::with_capacity(capacity, stdout.lock()),
@@ -317,25 +348,34 @@ fn describe(member: &GroupMember, topic: &str) -> String {
 fn follow_group(options: &Options, group_options: &GroupOptions, say: Say) -> anyhow::Result<()> {
     let group = &group_options.group;
     let dir = &group_options.registry;
-    let registry = crate::coord::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
+    let registry = crate::coord::open(dir)
+        .with_context(|| format!("cannot open the registry {}", dir.display()))?;
     let config = GroupConfig {
         group: group.clone(),
         topic: options.topic.clone(),
         reset: options.offset,
         commit_interval: Duration::from_millis(group_options.commit_interval_ms),
-        poll_interval: Duration::from_millis((group_options.session_timeout_ms / 10).clamp(20, 1000)),
+        poll_interval: Duration::from_millis(
+            (group_options.session_timeout_ms / 10).clamp(20, 1000),
+        ),
         exit_at_end: options.exit_at_end,
         fallback_broker: options.broker.clone(),
     };
     let mut member = GroupMember::join(registry, config)
         .with_context(|| format!("cannot join group {group:?} for topic {:?}", options.topic))?;
-    say.info(format_args!("Group {group}: {}", describe(&member, &options.topic)));
+    say.info(format_args!(
+        "Group {group}: {}",
+        describe(&member, &options.topic)
+    ));
     let mut printer = new_printer(options);
     while printer.printed < printer.limit && !crate::stop::stopping() && !member.done()? {
         if member.needs_rebalance()? {
             printer.out.flush().context("cannot write to stdout")?;
             member.rebalance()?;
-            say.info(format_args!("Group {group}: {}", describe(&member, &options.topic)));
+            say.info(format_args!(
+                "Group {group}: {}",
+                describe(&member, &options.topic)
+            ));
         }
         if member.commit_due() {
             printer.out.flush().context("cannot write to stdout")?;

@@ -68,43 +68,48 @@ impl Read for ChannelReader {
 /// Starts a thread that reads the inputs in order and sends their bytes.
 fn spawn_reader(files: Vec<PathBuf>) -> io::Result<Receiver<io::Result<Vec<u8>>>> {
     let (tx, rx) = mpsc::sync_channel::<io::Result<Vec<u8>>>(4);
-    std::thread::Builder::new().name("input".into()).spawn(move || {
-        let inputs = if files.is_empty() {
-            vec![PathBuf::from("-")]
-        } else {
-            files
-        };
-        for path in inputs {
-            let mut input: Box<dyn Read> = if path.as_os_str() == "-" {
-                Box::new(io::stdin())
+    std::thread::Builder::new()
+        .name("input".into())
+        .spawn(move || {
+            let inputs = if files.is_empty() {
+                vec![PathBuf::from("-")]
             } else {
-                match std::fs::File::open(&path) {
-                    Ok(f) => Box::new(f),
-                    Err(e) => {
-                        let _ = tx.send(Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))));
-                        return;
-                    }
-                }
+                files
             };
-            loop {
-                let mut chunk = vec![0u8; 256 * 1024];
-                match input.read(&mut chunk) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        chunk.truncate(n);
-                        if tx.send(Ok(chunk)).is_err() {
+            for path in inputs {
+                let mut input: Box<dyn Read> = if path.as_os_str() == "-" {
+                    Box::new(io::stdin())
+                } else {
+                    match std::fs::File::open(&path) {
+                        Ok(f) => Box::new(f),
+                        Err(e) => {
+                            let _ = tx.send(Err(io::Error::new(
+                                e.kind(),
+                                format!("{}: {e}", path.display()),
+                            )));
                             return;
                         }
                     }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                        return;
+                };
+                loop {
+                    let mut chunk = vec![0u8; 256 * 1024];
+                    match input.read(&mut chunk) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            chunk.truncate(n);
+                            if tx.send(Ok(chunk)).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            return;
+                        }
                     }
                 }
             }
-        }
-        let _ = tx.send(Ok(Vec::new()));
-    })?;
+            let _ = tx.send(Ok(Vec::new()));
+        })?;
     Ok(rx)
 }

@@ -70,7 +70,9 @@ impl<R: Read> RecordSplitter<R> {
         if d.len() == 1 {
             return hay.iter().position(|&b| b == d[0]).map(|i| from + i);
         }
-        hay.windows(d.len()).position(|w| w == d.as_slice()).map(|i| from + i)
+        hay.windows(d.len())
+            .position(|w| w == d.as_slice())
+            .map(|i| from + i)
     }
 
     /// The next record, or `None` at the end of the input.
@@ -96,7 +98,11 @@ impl<R: Read> RecordSplitter<R> {
             if pending > self.record_max + self.delimiter.len() {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
-                    format!("record {} is longer than {} bytes", self.number + 1, self.record_max),
+                    format!(
+                        "record {} is longer than {} bytes",
+                        self.number + 1,
+                        self.record_max
+                    ),
                 ));
             }
             searched = (self.end - self.start).saturating_sub(self.delimiter.len() - 1);
@@ -120,7 +126,8 @@ impl<R: Read> RecordSplitter<R> {
 
 /// Parses one JSON envelope as `klog-consume -J` prints it.
 pub fn parse_envelope(line: &[u8]) -> std::result::Result<ParsedRecord, String> {
-    let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| format!("bad JSON: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(line).map_err(|e| format!("bad JSON: {e}"))?;
     let obj = v.as_object().ok_or("a JSON envelope must be an object")?;
     // A field's encoding: its text itself, or base64 (`<field>_encoding`).
     let base64 = |field: &str| -> std::result::Result<bool, String> {
@@ -158,14 +165,20 @@ pub fn parse_envelope(line: &[u8]) -> std::result::Result<ParsedRecord, String> 
                 let (Some(n), Some(v)) = (pair[0].as_str(), pair[1].as_str()) else {
                     return Err("header names and values must be strings".into());
                 };
-                headers.push((decode("headers", n, headers_b64)?, decode("headers", v, headers_b64)?));
+                headers.push((
+                    decode("headers", n, headers_b64)?,
+                    decode("headers", v, headers_b64)?,
+                ));
             }
         }
         Some(_) => return Err("\"headers\" must be an array".into()),
     }
     let timestamp = match obj.get("ts") {
         None | Some(serde_json::Value::Null) => None,
-        Some(t) => Some(t.as_i64().ok_or("\"ts\" must be an integer (ms since the epoch)")?),
+        Some(t) => Some(
+            t.as_i64()
+                .ok_or("\"ts\" must be an integer (ms since the epoch)")?,
+        ),
     };
     Ok(ParsedRecord {
         key: bytes("key")?,
@@ -187,7 +200,11 @@ pub struct ParseOptions {
 }
 
 /// Parses one input record into key, value and headers.
-pub fn parse_record(raw: &[u8], options: &ParseOptions, out: &mut ParsedRecord) -> std::result::Result<(), String> {
+pub fn parse_record(
+    raw: &[u8],
+    options: &ParseOptions,
+    out: &mut ParsedRecord,
+) -> std::result::Result<(), String> {
     if options.json {
         *out = parse_envelope(raw)?;
         return Ok(());
@@ -199,7 +216,12 @@ pub fn parse_record(raw: &[u8], options: &ParseOptions, out: &mut ParsedRecord) 
         let at = raw
             .windows(d.len())
             .position(|w| w == d.as_slice())
-            .ok_or_else(|| format!("no key delimiter {:?} in the record", String::from_utf8_lossy(d)))?;
+            .ok_or_else(|| {
+                format!(
+                    "no key delimiter {:?} in the record",
+                    String::from_utf8_lossy(d)
+                )
+            })?;
         out.key = Some(raw[..at].to_vec());
         out.value.extend_from_slice(&raw[at + d.len()..]);
     } else {
@@ -233,7 +255,13 @@ pub struct EmbeddedProducer {
 
 impl EmbeddedProducer {
     /// Opens (creating with `partitions` if absent) `topic` in `store`.
-    pub fn new(store: Store, topic: &str, partitions: u32, config: LogConfig, batch: BatchOptions) -> Result<Self> {
+    pub fn new(
+        store: Store,
+        topic: &str,
+        partitions: u32,
+        config: LogConfig,
+        batch: BatchOptions,
+    ) -> Result<Self> {
         let count = store.create_topic(topic, partitions)?;
         Ok(EmbeddedProducer {
             store,
@@ -278,10 +306,11 @@ impl EmbeddedProducer {
                 writable: true,
                 lock: true,
             };
-            self.logs[p] = Some(
-                self.store
-                    .open_log(&self.topic, partition, self.config.clone(), options)?,
-            );
+            self.logs[p] =
+                Some(
+                    self.store
+                        .open_log(&self.topic, partition, self.config.clone(), options)?,
+                );
         }
         let log = self.logs[p].as_mut().expect("opened");
         let info = log.append(self.batches.batch(partition).finish(), now)?;
@@ -353,7 +382,9 @@ pub struct Options {
 /// Sends the input to the topic (through a broker, a registry's brokers,
 /// or straight into a data directory) and reports how many records went.
 pub fn run(options: &Options) -> anyhow::Result<()> {
-    let say = Say { quiet: options.quiet };
+    let say = Say {
+        quiet: options.quiet,
+    };
     options.log.validate()?;
     let sink = open_sink(options)?;
     send_input(options, say, sink)
@@ -388,10 +419,14 @@ fn open_sink(options: &Options) -> anyhow::Result<Sink> {
         ..ProducerConfig::default()
     };
     if let Some(dir) = &options.registry {
-        let registry =
-            crate::coord::open(dir).with_context(|| format!("cannot open the registry {}", dir.display()))?;
-        let cluster = ClusterProducer::connect(&*registry, topic, remote)
-            .with_context(|| format!("cannot produce to topic {topic:?} through {}", dir.display()))?;
+        let registry = crate::coord::open(dir)
+            .with_context(|| format!("cannot open the registry {}", dir.display()))?;
+        let cluster = ClusterProducer::connect(&*registry, topic, remote).with_context(|| {
+            format!(
+                "cannot produce to topic {topic:?} through {}",
+                dir.display()
+            )
+        })?;
         return Ok(Sink::Cluster(cluster));
     }
     let producer = Producer::connect(&options.broker, topic, remote)
@@ -464,7 +499,10 @@ fn send_input(options: &Options, say: Say, mut sink: Sink) -> anyhow::Result<()>
             });
         }
     }
-    let reader = ChannelReader::open(options.files.clone(), Duration::from_millis(options.linger_ms.max(1)))?;
+    let reader = ChannelReader::open(
+        options.files.clone(),
+        Duration::from_millis(options.linger_ms.max(1)),
+    )?;
     let outcome = produce_all(options, reader, &mut sink);
     let (delivered, mut failed, closed) = sink.close();
     if outcome.is_err() {
@@ -539,7 +577,10 @@ mod tests {
         while let Some(r) = s.next_record().unwrap() {
             out.push(r.to_vec());
         }
-        assert_eq!(out, vec![b"ab".to_vec(), b"cd".to_vec(), b"".to_vec(), b"e".to_vec()]);
+        assert_eq!(
+            out,
+            vec![b"ab".to_vec(), b"cd".to_vec(), b"".to_vec(), b"e".to_vec()]
+        );
     }
 
     #[test]

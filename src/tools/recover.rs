@@ -34,7 +34,9 @@ pub struct Options {
 /// of each; returns whether anything was changed (or, in a dry run, would
 /// be).
 pub fn run(options: &Options) -> anyhow::Result<bool> {
-    let say = Say { quiet: options.quiet };
+    let say = Say {
+        quiet: options.quiet,
+    };
     let defaults = LogConfig::default();
     let recover_options = RecoverOptions {
         full: options.full,
@@ -45,8 +47,8 @@ pub fn run(options: &Options) -> anyhow::Result<bool> {
     };
     let mut changed = false;
     for dir in partition_dirs(&options.paths)? {
-        let report =
-            recover_one(&dir, &recover_options).with_context(|| format!("cannot recover {}", dir.display()))?;
+        let report = recover_one(&dir, &recover_options)
+            .with_context(|| format!("cannot recover {}", dir.display()))?;
         changed |= report.changed();
         print_report(&dir, &report, options, say)?;
     }
@@ -61,7 +63,8 @@ pub fn run(options: &Options) -> anyhow::Result<bool> {
 pub fn partition_dirs(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut dirs = Vec::new();
     for path in paths {
-        let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
         anyhow::ensure!(meta.is_dir(), "{} is not a directory", path.display());
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if store::parse_partition_dir(name).is_some() || has_segments(path) {
@@ -102,7 +105,11 @@ pub fn describe(seg: &recover::SegmentReport, dry_run: bool) -> String {
         .path
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let verb = if dry_run { "would truncate" } else { "truncated" };
+    let verb = if dry_run {
+        "would truncate"
+    } else {
+        "truncated"
+    };
     let mut line = match &seg.problem {
         None => format!("{name}: {} records valid", seg.records_valid),
         Some(p) => format!(
@@ -141,7 +148,12 @@ fn recover_one(dir: &Path, options: &RecoverOptions) -> anyhow::Result<RecoveryR
     Ok(recover::recover_partition(&RealFs, dir, point, options)?)
 }
 
-fn print_report(dir: &Path, report: &RecoveryReport, options: &Options, say: Say) -> anyhow::Result<()> {
+fn print_report(
+    dir: &Path,
+    report: &RecoveryReport,
+    options: &Options,
+    say: Say,
+) -> anyhow::Result<()> {
     if options.json {
         for seg in &report.segments {
             println!("{}", serde_json::to_string(seg)?);
@@ -155,11 +167,23 @@ fn print_report(dir: &Path, report: &RecoveryReport, options: &Options, say: Say
     for seg in &report.segments {
         println!("{}", describe(seg, options.dry_run));
     }
-    let verb = if options.dry_run { "would move" } else { "moved" };
+    let verb = if options.dry_run {
+        "would move"
+    } else {
+        "moved"
+    };
     for q in &report.quarantined {
-        println!("{}: after a cut, {verb} into {}/", q.display(), recover::QUARANTINE_DIR);
+        println!(
+            "{}: after a cut, {verb} into {}/",
+            q.display(),
+            recover::QUARANTINE_DIR
+        );
     }
-    let verb = if options.dry_run { "would remove" } else { "removed" };
+    let verb = if options.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
     for r in &report.removed {
         println!("{}: leftover file, {verb}", r.display());
     }

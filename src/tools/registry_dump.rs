@@ -46,10 +46,11 @@ struct EndOffsets<'a> {
 
 impl EndOffsets<'_> {
     fn end(&mut self, topic: &str, partition: u32) -> Option<u64> {
-        let broker = self
-            .brokers
-            .iter()
-            .find(|b| b.topics.get(topic).is_some_and(|held| held.contains(&partition)))?;
+        let broker = self.brokers.iter().find(|b| {
+            b.topics
+                .get(topic)
+                .is_some_and(|held| held.contains(&partition))
+        })?;
         let conns = &mut self.conns;
         let offsets = self
             .asked
@@ -91,7 +92,11 @@ fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
         }
         group_rows(registry, &group, &mut ends, &mut rows)?;
     }
-    Ok(Snapshot { brokers, members, rows })
+    Ok(Snapshot {
+        brokers,
+        members,
+        rows,
+    })
 }
 
 /// A group's rows: its committed offsets, then the partitions it owns with
@@ -179,10 +184,23 @@ fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()>
     writeln!(out, "{t}")?;
     let mut t = super::table(&["group", "member", "pid", "topics"]);
     for (group, m) in &snapshot.members {
-        t.add_row([group.clone(), m.member.clone(), m.pid.to_string(), m.topics.join(", ")]);
+        t.add_row([
+            group.clone(),
+            m.member.clone(),
+            m.pid.to_string(),
+            m.topics.join(", "),
+        ]);
     }
     writeln!(out, "{t}")?;
-    let mut t = super::table(&["group", "topic", "partition", "owner", "committed", "end", "lag"]);
+    let mut t = super::table(&[
+        "group",
+        "topic",
+        "partition",
+        "owner",
+        "committed",
+        "end",
+        "lag",
+    ]);
     for r in &snapshot.rows {
         let committed = match &r.committed {
             Ok(c) => c.to_string(),

@@ -24,7 +24,14 @@ pub fn produce(data: &Path, topic: &str, input: &str, args: &[&str]) {
 /// Consumes all of `topic` with `-e` and extra `args`, returning stdout.
 pub fn consume(data: &Path, topic: &str, args: &[&str]) -> String {
     let out = bin("klog-consume")
-        .args(["--data-dir", data.to_str().unwrap(), "-t", topic, "-e", "-q"])
+        .args([
+            "--data-dir",
+            data.to_str().unwrap(),
+            "-t",
+            topic,
+            "-e",
+            "-q",
+        ])
         .args(args)
         .assert()
         .success();
@@ -76,7 +83,11 @@ impl Proc {
                 }
             }
         });
-        Proc { child, lines, stderr }
+        Proc {
+            child,
+            lines,
+            stderr,
+        }
     }
 
     /// Its stderr lines so far.
@@ -86,7 +97,12 @@ impl Proc {
 
     /// Waits until the last stderr line containing `text` satisfies `ok`,
     /// failing after `timeout`; returns that line.
-    pub fn wait_stderr(&self, text: &str, ok: impl Fn(&str) -> bool, timeout: std::time::Duration) -> String {
+    pub fn wait_stderr(
+        &self,
+        text: &str,
+        ok: impl Fn(&str) -> bool,
+        timeout: std::time::Duration,
+    ) -> String {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let last = self.stderr_lines().into_iter().rfind(|l| l.contains(text));
@@ -208,7 +224,10 @@ impl BrokerProc {
                 return line;
             }
             if std::time::Instant::now() > deadline {
-                panic!("no broker line with {text:?} within {timeout:?}: {:?}", self.log());
+                panic!(
+                    "no broker line with {text:?} within {timeout:?}: {:?}",
+                    self.log()
+                );
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
@@ -330,7 +349,9 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let unmounted = std::process::Command::new("umount").arg(self.dir.path()).status();
+        let unmounted = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
         if !unmounted.is_ok_and(|s| s.success()) {
             let _ = std::process::Command::new("umount")
                 .arg("-l")

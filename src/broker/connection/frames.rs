@@ -63,7 +63,8 @@ impl<'a> FrameReader<'a> {
     fn set_timeout(&mut self, t: Option<Duration>) {
         // Durations are rounded to 10 ms so that a deadline a little
         // closer does not cost a syscall per read.
-        let rounded = t.map(|d| Duration::from_millis((d.as_millis() as u64).div_ceil(10).max(1) * 10));
+        let rounded =
+            t.map(|d| Duration::from_millis((d.as_millis() as u64).div_ceil(10).max(1) * 10));
         if self.timeout_set != Some(rounded) {
             let _ = self.stream.set_read_timeout(rounded);
             self.timeout_set = Some(rounded);
@@ -97,7 +98,9 @@ impl<'a> FrameReader<'a> {
             }
             let end = self.buf.len();
             match (&*self.stream).read(&mut self.buf[self.filled..end]) {
-                Ok(0) if self.filled == self.pos && deadline.is_none() => return Err(FrameError::Closed),
+                Ok(0) if self.filled == self.pos && deadline.is_none() => {
+                    return Err(FrameError::Closed)
+                }
                 Ok(0) => {
                     return Err(FrameError::Garbage(
                         "the peer closed the connection in the middle of a frame".into(),
@@ -108,7 +111,12 @@ impl<'a> FrameReader<'a> {
                     deadline.get_or_insert_with(|| Instant::now() + self.timeout);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
                     return Err(FrameError::Timeout)
                 }
                 Err(e) => return Err(FrameError::Io(e)),
@@ -131,7 +139,9 @@ impl<'a> FrameReader<'a> {
         }
         let mut deadline = None;
         self.fill(LENGTH_BYTES, &mut deadline)?;
-        let prefix: [u8; LENGTH_BYTES] = self.buf[self.pos..self.pos + LENGTH_BYTES].try_into().expect("4 bytes");
+        let prefix: [u8; LENGTH_BYTES] = self.buf[self.pos..self.pos + LENGTH_BYTES]
+            .try_into()
+            .expect("4 bytes");
         let n = match check_length(prefix, self.bytes_max) {
             Ok(n) => n,
             Err(FrameError::TooLarge(n, _)) => {
@@ -139,7 +149,9 @@ impl<'a> FrameReader<'a> {
                 let header = self
                     .fill(LENGTH_BYTES + REQUEST_HEADER_BYTES, &mut deadline)
                     .ok()
-                    .and_then(|()| protocol::decode_request_header(&self.buf[self.pos + LENGTH_BYTES..]).ok());
+                    .and_then(|()| {
+                        protocol::decode_request_header(&self.buf[self.pos + LENGTH_BYTES..]).ok()
+                    });
                 return Err(FrameError::TooLarge(n, header));
             }
             Err(e) => return Err(e),
@@ -226,7 +238,10 @@ mod tests {
         assert!(!holds_frame(&[2, 0, 0]), "part of the length");
         assert!(!holds_frame(&[2, 0, 0, 0, 9]), "part of the body");
         assert!(holds_frame(&[2, 0, 0, 0, 9, 9]));
-        assert!(holds_frame(&[2, 0, 0, 0, 9, 9, 1]), "and the start of the next");
+        assert!(
+            holds_frame(&[2, 0, 0, 0, 9, 9, 1]),
+            "and the start of the next"
+        );
         assert!(holds_frame(&[0, 0, 0, 0]), "an empty body");
     }
 
@@ -242,7 +257,12 @@ mod tests {
         drop(client);
         let mut reader = FrameReader::new(&server, 1024, Duration::from_secs(5));
         let first = reader.next().unwrap().to_vec();
-        assert_eq!(protocol::decode_request_header(&first).unwrap().correlation_id, 1);
+        assert_eq!(
+            protocol::decode_request_header(&first)
+                .unwrap()
+                .correlation_id,
+            1
+        );
         assert!(reader.has_frame(), "the second frame came with the first");
         let next = reader.next().unwrap().to_vec();
         assert_eq!(next, second[LENGTH_BYTES..]);

@@ -170,7 +170,10 @@ fn flush_out(stream: &TcpStream, out: &mut Vec<u8>) -> io::Result<()> {
 
 /// The peer stopped reading: say so, and stop the reader too.
 fn broken(shared: &Shared, stream: &TcpStream, peer: SocketAddr, e: io::Error) {
-    if !matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe) {
+    if !matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+    ) {
         shared.log(format_args!("{peer}: cannot send a response: {e}"));
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);

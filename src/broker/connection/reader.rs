@@ -73,7 +73,12 @@ pub(super) fn read_requests(
 /// waits to be written): the writer sleeps on, and a thread switch is
 /// saved per request. Otherwise it follows the writer's queue, taking its
 /// bytes (after `held`) out of the reader's.
-fn to_writer(answer: Option<Answer>, held: usize, writer_busy: bool, state: &mut ReaderState) -> Option<QueuedAnswer> {
+fn to_writer(
+    answer: Option<Answer>,
+    held: usize,
+    writer_busy: bool,
+    state: &mut ReaderState,
+) -> Option<QueuedAnswer> {
     match answer? {
         Answer::Now if !writer_busy => None,
         Answer::Now => Some(QueuedAnswer::Ready(state.answer.split_off(held))),
@@ -100,7 +105,12 @@ impl Unsent {
 
 /// Sends the answers the reader holds, once the appends they answer are
 /// in their files.
-fn send_held(shared: &Shared, stream: &TcpStream, state: &mut ReaderState, peer: SocketAddr) -> Result<(), Unsent> {
+fn send_held(
+    shared: &Shared,
+    stream: &TcpStream,
+    state: &mut ReaderState,
+    peer: SocketAddr,
+) -> Result<(), Unsent> {
     if !settle(shared, &mut state.unsettled, peer) {
         return Err(Unsent::Undone);
     }
@@ -128,7 +138,9 @@ fn settle(shared: &Shared, unsettled: &mut Vec<Unsettled>, peer: SocketAddr) -> 
         if fate != Fate::InFile {
             let why = match written {
                 Err(e) => e.to_string(),
-                Ok(()) => format!("records up to offset {last_offset} were undone by a failed write"),
+                Ok(()) => {
+                    format!("records up to offset {last_offset} were undone by a failed write")
+                }
             };
             shared.log(format_args!(
                 "{peer}: closing the connection: {}-{}: {why}",
@@ -141,7 +153,13 @@ fn settle(shared: &Shared, unsettled: &mut Vec<Unsettled>, peer: SocketAddr) -> 
 }
 
 /// Ends the connection over a frame that could not be read, saying why.
-fn end(shared: &Shared, e: FrameError, tx: &SyncSender<QueuedAnswer>, peer: SocketAddr, timeout: Duration) {
+fn end(
+    shared: &Shared,
+    e: FrameError,
+    tx: &SyncSender<QueuedAnswer>,
+    peer: SocketAddr,
+    timeout: Duration,
+) {
     match e {
         FrameError::Closed => {}
         FrameError::Garbage(why) => shared.log(format_args!("{peer}: closing the connection: {why}")),
@@ -187,7 +205,8 @@ mod tests {
         assert!(to_writer(Some(Answer::Now), held, false, &mut state).is_none());
         assert_eq!(state.answer, b"earlier-answerthis-answer");
         // A busy writer: the answer must follow the queue, not pass it.
-        let Some(QueuedAnswer::Ready(frame)) = to_writer(Some(Answer::Now), held, true, &mut state) else {
+        let Some(QueuedAnswer::Ready(frame)) = to_writer(Some(Answer::Now), held, true, &mut state)
+        else {
             panic!("the answer goes to the writer")
         };
         assert_eq!(
@@ -224,7 +243,10 @@ mod tests {
         let info = p.lock().append(&mut batch_of(&[7; 64 * 1024]), 0).unwrap();
         let mut state = ReaderState::default();
         state.note_unsettled(&p, info.epoch, info.last_offset);
-        assert!(!settle(&shared, &mut state.unsettled, peer()), "a full disk undid them");
+        assert!(
+            !settle(&shared, &mut state.unsettled, peer()),
+            "a full disk undid them"
+        );
         assert!(state.unsettled.is_empty());
         assert_eq!(p.lock().fate(info.epoch, info.last_offset), Fate::Undone);
     }

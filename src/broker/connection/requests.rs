@@ -55,8 +55,19 @@ pub(super) fn handle(
             deadline: Instant::now() + Duration::from_millis(u64::from(wait_ms_max)),
             partitions,
         })),
-        Request::ListOffsets { topic, partition, at } => {
-            list_offsets(shared, &mut state.answer, correlation_id, &topic, partition, at);
+        Request::ListOffsets {
+            topic,
+            partition,
+            at,
+        } => {
+            list_offsets(
+                shared,
+                &mut state.answer,
+                correlation_id,
+                &topic,
+                partition,
+                at,
+            );
             Some(Answer::Now)
         }
         Request::Metadata { topics } => {
@@ -64,7 +75,13 @@ pub(super) fn handle(
             Some(Answer::Now)
         }
         Request::CreateTopic { topic, partitions } => {
-            create_topic(shared, &mut state.answer, correlation_id, &topic, partitions);
+            create_topic(
+                shared,
+                &mut state.answer,
+                correlation_id,
+                &topic,
+                partitions,
+            );
             Some(Answer::Now)
         }
     }
@@ -114,7 +131,9 @@ fn produce(
     let (topic, partition) = (state.topic.as_str(), request.partition);
     let p = match produce_partition(shared, topic, partition) {
         Ok(p) => p,
-        Err((code, msg)) => return refuse(shared, request, topic, peer, &mut state.answer, code, &msg),
+        Err((code, msg)) => {
+            return refuse(shared, request, topic, peer, &mut state.answer, code, &msg)
+        }
     };
     let appended = p.lock().append(batch, crate::clock::now_ms());
     match appended {
@@ -207,7 +226,14 @@ fn acknowledge(
 }
 
 /// Answers a list_offsets request in `out`.
-fn list_offsets(shared: &Shared, out: &mut Vec<u8>, correlation_id: u32, topic: &str, partition: u32, at: i64) {
+fn list_offsets(
+    shared: &Shared,
+    out: &mut Vec<u8>,
+    correlation_id: u32,
+    topic: &str,
+    partition: u32,
+    at: i64,
+) {
     let p = match shared.partition(topic, partition) {
         Ok(p) => p,
         Err((code, msg)) => return error_into(out, correlation_id, code, &msg),
@@ -217,9 +243,10 @@ fn list_offsets(shared: &Shared, out: &mut Vec<u8>, correlation_id: u32, topic: 
         match at {
             protocol::EARLIEST => Ok(log.start_offset() as i64),
             protocol::LATEST => Ok(log.visible_offset() as i64),
-            ts if ts >= 0 => log
-                .offset_for_timestamp(ts)
-                .map(|o| o.filter(|&o| o < log.visible_offset()).map_or(-1, |o| o as i64)),
+            ts if ts >= 0 => log.offset_for_timestamp(ts).map(|o| {
+                o.filter(|&o| o < log.visible_offset())
+                    .map_or(-1, |o| o as i64)
+            }),
             other => {
                 let msg = format!("list_offsets at {other}");
                 return error_into(out, correlation_id, ErrorCode::InvalidRequest, &msg);
@@ -281,7 +308,13 @@ fn topic_metadata(shared: &Shared, name: &str) -> TopicMetadata {
 
 /// Answers a create_topic request in `out`: the topic's partition count,
 /// with `topic_exists` when it was there already.
-fn create_topic(shared: &Shared, out: &mut Vec<u8>, correlation_id: u32, topic: &str, partitions: u32) {
+fn create_topic(
+    shared: &Shared,
+    out: &mut Vec<u8>,
+    correlation_id: u32,
+    topic: &str,
+    partitions: u32,
+) {
     let partitions = if partitions == 0 {
         shared.config.partitions_default
     } else {
@@ -333,7 +366,11 @@ mod tests {
         let (_sim, shared) = shared();
         let mut state = ReaderState::default();
         for id in [1, 2] {
-            let answer = send(&shared, &produce_frame(id, protocol::ACKS_LEADER, "t", 0), &mut state);
+            let answer = send(
+                &shared,
+                &produce_frame(id, protocol::ACKS_LEADER, "t", 0),
+                &mut state,
+            );
             assert!(matches!(answer, Some(Answer::Now)));
         }
         let got = answers(&state.answer);
@@ -351,7 +388,11 @@ mod tests {
     fn acks_all_waits_for_the_writer_and_wakes_the_flusher_urgently() {
         let (_sim, shared) = shared();
         let mut state = ReaderState::default();
-        let answer = send(&shared, &produce_frame(3, protocol::ACKS_ALL, "t", 0), &mut state);
+        let answer = send(
+            &shared,
+            &produce_frame(3, protocol::ACKS_ALL, "t", 0),
+            &mut state,
+        );
         let Some(Answer::Later(QueuedAnswer::Durable {
             correlation_id,
             appended,
@@ -360,7 +401,10 @@ mod tests {
         else {
             panic!("acks=all is answered by the writer")
         };
-        assert_eq!((correlation_id, appended.base_offset, appended.end_offset), (3, 0, 1));
+        assert_eq!(
+            (correlation_id, appended.base_offset, appended.end_offset),
+            (3, 0, 1)
+        );
         assert!(state.answer.is_empty() && state.unsettled.is_empty());
         let dirty = lock(&shared.dirty);
         assert!(dirty.partitions.values().all(|(_, urgent)| *urgent));
@@ -371,12 +415,26 @@ mod tests {
     fn acks_0_is_never_answered_even_when_it_fails() {
         let (_sim, shared) = shared();
         let mut state = ReaderState::default();
-        assert!(send(&shared, &produce_frame(1, protocol::ACKS_NONE, "t", 0), &mut state).is_none());
+        assert!(send(
+            &shared,
+            &produce_frame(1, protocol::ACKS_NONE, "t", 0),
+            &mut state
+        )
+        .is_none());
         // Partition 5 of a topic of one: refused, and still no answer.
-        assert!(send(&shared, &produce_frame(2, protocol::ACKS_NONE, "t", 5), &mut state).is_none());
+        assert!(send(
+            &shared,
+            &produce_frame(2, protocol::ACKS_NONE, "t", 5),
+            &mut state
+        )
+        .is_none());
         assert!(state.answer.is_empty());
         let mut state = ReaderState::default();
-        send(&shared, &produce_frame(3, protocol::ACKS_LEADER, "t", 5), &mut state);
+        send(
+            &shared,
+            &produce_frame(3, protocol::ACKS_LEADER, "t", 5),
+            &mut state,
+        );
         assert_eq!(answers(&state.answer)[0].1, ErrorCode::UnknownPartition);
     }
 
@@ -385,7 +443,11 @@ mod tests {
         let (_sim, shared) = shared();
         assert!(shared.partition("new", 0).is_err());
         let mut state = ReaderState::default();
-        send(&shared, &produce_frame(1, protocol::ACKS_LEADER, "new", 0), &mut state);
+        send(
+            &shared,
+            &produce_frame(1, protocol::ACKS_LEADER, "new", 0),
+            &mut state,
+        );
         assert_eq!(answers(&state.answer)[0].1, ErrorCode::None);
         assert!(shared.partition("new", 0).is_ok());
     }
@@ -397,14 +459,26 @@ mod tests {
         let mut frame = Vec::new();
         protocol::create_topic_request(&mut frame, 4, "t", 1);
         frame[4] = 99;
-        assert!(matches!(send(&shared, &frame, &mut state), Some(Answer::Now)));
+        assert!(matches!(
+            send(&shared, &frame, &mut state),
+            Some(Answer::Now)
+        ));
         frame[4] = 4;
         frame.push(0);
-        assert!(matches!(send(&shared, &frame, &mut state), Some(Answer::Now)));
-        let codes: Vec<_> = answers(&state.answer).into_iter().map(|a| (a.0, a.1)).collect();
+        assert!(matches!(
+            send(&shared, &frame, &mut state),
+            Some(Answer::Now)
+        ));
+        let codes: Vec<_> = answers(&state.answer)
+            .into_iter()
+            .map(|a| (a.0, a.1))
+            .collect();
         assert_eq!(
             codes,
-            [(4, ErrorCode::UnsupportedRequest), (4, ErrorCode::InvalidRequest)]
+            [
+                (4, ErrorCode::UnsupportedRequest),
+                (4, ErrorCode::InvalidRequest)
+            ]
         );
     }
 
@@ -430,7 +504,10 @@ mod tests {
         else {
             panic!("a fetch waits its turn")
         };
-        assert_eq!((correlation_id, bytes_min, partitions), (9, 10, asked.to_vec()));
+        assert_eq!(
+            (correlation_id, bytes_min, partitions),
+            (9, 10, asked.to_vec())
+        );
         assert!(deadline > Instant::now() + Duration::from_secs(50));
     }
 
@@ -444,7 +521,10 @@ mod tests {
         protocol::create_topic_request(&mut frame, 2, "t", 5);
         send(&shared, &frame, &mut state);
         let got = answers(&state.answer);
-        assert_eq!((got[0].1, got[1].1), (ErrorCode::None, ErrorCode::TopicExists));
+        assert_eq!(
+            (got[0].1, got[1].1),
+            (ErrorCode::None, ErrorCode::TopicExists)
+        );
         for (_, _, body) in got {
             assert_eq!(Reader::new(&body).u32("partitions").unwrap(), 3);
         }
@@ -454,7 +534,11 @@ mod tests {
     fn metadata_and_list_offsets_see_only_visible_records() {
         let (_sim, shared) = shared();
         let mut state = ReaderState::default();
-        send(&shared, &produce_frame(1, protocol::ACKS_LEADER, "t", 0), &mut state);
+        send(
+            &shared,
+            &produce_frame(1, protocol::ACKS_LEADER, "t", 0),
+            &mut state,
+        );
         let mut out = Vec::new();
         metadata(&shared, &mut out, 2, &["t".to_string(), "none".to_string()]);
         list_offsets(&shared, &mut out, 3, "t", 0, protocol::LATEST);

@@ -34,7 +34,10 @@ pub(super) fn fetch(
     let parts = loop {
         let generation = shared.visible_generation();
         let (parts, bytes, errors) = gather(shared, asked);
-        let done = bytes >= u64::from(bytes_min) || errors || Instant::now() >= deadline || shared.stopping();
+        let done = bytes >= u64::from(bytes_min)
+            || errors
+            || Instant::now() >= deadline
+            || shared.stopping();
         if done {
             break parts;
         }
@@ -78,7 +81,8 @@ fn gather(shared: &Shared, asked: &[FetchPartition]) -> (Vec<Part>, u64, bool) {
     for a in asked {
         // Past the response's budget, the other partitions wait for the
         // next fetch.
-        let budget_bytes = u64::from(a.bytes_max).min(limits::FETCH_RESPONSE_BYTES_MAX.saturating_sub(bytes));
+        let budget_bytes =
+            u64::from(a.bytes_max).min(limits::FETCH_RESPONSE_BYTES_MAX.saturating_sub(bytes));
         let mut header = Vec::new();
         let (code, msg, start, end, slice) = match shared.partition(&a.topic, a.partition) {
             Err((code, msg)) => (code, msg, 0, 0, None),
@@ -86,7 +90,9 @@ fn gather(shared: &Shared, asked: &[FetchPartition]) -> (Vec<Part>, u64, bool) {
                 let log = p.lock();
                 let (start, end) = (log.start_offset(), log.visible_offset());
                 match log.read(a.offset, budget_bytes) {
-                    Ok(_) if budget_bytes == 0 => (ErrorCode::None, String::new(), start, end, None),
+                    Ok(_) if budget_bytes == 0 => {
+                        (ErrorCode::None, String::new(), start, end, None)
+                    }
                     Ok(slice) => (ErrorCode::None, String::new(), start, end, slice),
                     Err(e) => (error_code(&e), e.to_string(), start, end, None),
                 }
@@ -95,7 +101,16 @@ fn gather(shared: &Shared, asked: &[FetchPartition]) -> (Vec<Part>, u64, bool) {
         errors |= code != ErrorCode::None;
         let len = slice.as_ref().map_or(0, |s| s.len);
         bytes += len;
-        protocol::put_fetch_partition(&mut header, &a.topic, a.partition, code, &msg, start, end, len as u32);
+        protocol::put_fetch_partition(
+            &mut header,
+            &a.topic,
+            a.partition,
+            code,
+            &msg,
+            start,
+            end,
+            len as u32,
+        );
         parts.push(Part { header, slice });
     }
     (parts, bytes, errors)
@@ -113,7 +128,8 @@ fn send_slice(stream: &TcpStream, slice: &FileSlice) -> io::Result<()> {
     let end = (slice.position + slice.len) as i64;
     while offset < end {
         let left = (end - offset) as usize;
-        match nix::sys::sendfile::sendfile64(stream.as_fd(), file.as_fd(), Some(&mut offset), left) {
+        match nix::sys::sendfile::sendfile64(stream.as_fd(), file.as_fd(), Some(&mut offset), left)
+        {
             Ok(0) => {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
@@ -123,7 +139,10 @@ fn send_slice(stream: &TcpStream, slice: &FileSlice) -> io::Result<()> {
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => {}
             Err(nix::errno::Errno::EAGAIN) => {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "the peer stopped reading"))
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the peer stopped reading",
+                ))
             }
             Err(e) => return Err(io::Error::from(e)),
         }
@@ -147,7 +166,10 @@ mod tests {
         let header = protocol::decode_response_header(&mut r).unwrap();
         assert_eq!((header.correlation_id, header.error), (6, ErrorCode::None));
         assert_eq!(r.u16("count").unwrap(), 2);
-        assert!(response_head(6, 2, 1 << 32).is_err(), "a frame's length is a u32");
+        assert!(
+            response_head(6, 2, 1 << 32).is_err(),
+            "a frame's length is a u32"
+        );
     }
 
     #[test]
@@ -167,7 +189,10 @@ mod tests {
         let (parts, bytes, errors) = gather(&shared, &[ask(0, 1 << 20), ask(0, 0)]);
         assert!(bytes > 0 && !errors);
         assert!(parts[0].slice.is_some());
-        assert!(parts[1].slice.is_none(), "a budget of nothing reads nothing");
+        assert!(
+            parts[1].slice.is_none(),
+            "a budget of nothing reads nothing"
+        );
         let unknown = FetchPartition {
             topic: "none".into(),
             ..ask(0, 1)

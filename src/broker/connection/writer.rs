@@ -158,7 +158,10 @@ fn await_durable(
                 .write_pending()
                 .err()
                 .map_or_else(String::new, |e| e.to_string());
-            let msg = format!("{}: records from offset {base_offset} are not durable: {why}", name());
+            let msg = format!(
+                "{}: records from offset {base_offset} are not durable: {why}",
+                name()
+            );
             return error_into(out, correlation_id, ErrorCode::StorageError, &msg);
         }
         if p.flushed_offset.load(Ordering::Acquire) >= end_offset {
@@ -227,6 +230,10 @@ mod tests {
         assert_eq!(got[0].1, ErrorCode::Timeout, "not durable by the deadline");
         assert_eq!(got[1].1, ErrorCode::None);
         assert_eq!(Reader::new(&got[1].2).u64("base_offset").unwrap(), 1);
-        assert_eq!(got[2].1, ErrorCode::StorageError, "a failed fsync stops the partition");
+        assert_eq!(
+            got[2].1,
+            ErrorCode::StorageError,
+            "a failed fsync stops the partition"
+        );
     }
 }

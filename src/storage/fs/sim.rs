@@ -275,7 +275,10 @@ struct SimMap {
 }
 
 fn not_found(path: &Path) -> io::Error {
-    io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{} not found", path.display()),
+    )
 }
 
 /// Whether `dir` survives a power cut: it and every ancestor are durable
@@ -328,7 +331,8 @@ impl SimFs {
             let mut inode = lock(inode);
             let image = inode.image();
             let durable_bytes = &inode.durable;
-            let appended_only = image.len() > durable_bytes.len() && image.starts_with(durable_bytes);
+            let appended_only =
+                image.len() > durable_bytes.len() && image.starts_with(durable_bytes);
             let mut next = durable_bytes.clone();
             if appended_only {
                 let extra = &image[durable_bytes.len()..];
@@ -374,7 +378,9 @@ impl SimFs {
     /// [`SimFs::restore_power`].
     pub fn cut_power_after(&self, n: u64) {
         let done = self.power.changes.load(Ordering::SeqCst);
-        self.power.budget.store(done.saturating_add(n), Ordering::SeqCst);
+        self.power
+            .budget
+            .store(done.saturating_add(n), Ordering::SeqCst);
     }
 
     /// Sets the clock that stamps files' modification times.
@@ -809,7 +815,11 @@ mod tests {
         dead(reader.read_at(&mut [0; 4], 0).map(drop));
         dead(map.flush());
         drop(map);
-        assert_eq!(fs.read(&path).unwrap(), [0; 8], "a dead process's map wrote back");
+        assert_eq!(
+            fs.read(&path).unwrap(),
+            [0; 8],
+            "a dead process's map wrote back"
+        );
         // Handles opened after the crash work.
         let file = fs.open(&path, false).unwrap();
         file.write_all_at(b"alive", 0).unwrap();
@@ -839,7 +849,10 @@ mod tests {
         // The files are durable in their directories, but no directory is
         // durable in its parent.
         fs.crash(&mut |_| 0);
-        assert!(!fs.exists(Path::new("/data")), "/data was never synced in its parent");
+        assert!(
+            !fs.exists(Path::new("/data")),
+            "/data was never synced in its parent"
+        );
         assert!(fs.files().is_empty(), "files in a lost directory are lost");
         // `/` is always there.
         assert!(fs.list(Path::new("/")).unwrap().is_empty());
@@ -886,8 +899,16 @@ mod tests {
         file.sync_data().unwrap();
         file.sync_data().unwrap();
         fs.crash(&mut |n| n);
-        assert_eq!(fs.read(&path).unwrap(), b"aaaa\0\0\0\0cc", "the lost bytes stay lost");
-        assert_eq!(fs.read(&other).unwrap(), b"x", "the fault was for f.log only");
+        assert_eq!(
+            fs.read(&path).unwrap(),
+            b"aaaa\0\0\0\0cc",
+            "the lost bytes stay lost"
+        );
+        assert_eq!(
+            fs.read(&other).unwrap(),
+            b"x",
+            "the fault was for f.log only"
+        );
         // The fault fired once.
         let file = fs.open(&path, false).unwrap();
         file.write_all_at(b"dddd", 4).unwrap();
@@ -915,7 +936,9 @@ mod tests {
         b.set_len(100 * block).unwrap();
         assert_eq!(fs.allocated(), 3 * block);
         b.allocate(0, block).unwrap();
-        let enospc = |r: io::Result<()>| assert_eq!(raw_os_error(&r.unwrap_err()), Some(Errno::ENOSPC as i32));
+        let enospc = |r: io::Result<()>| {
+            assert_eq!(raw_os_error(&r.unwrap_err()), Some(Errno::ENOSPC as i32))
+        };
         enospc(b.write_all_at(b"x", block));
         enospc(b.allocate(block, 1));
         enospc(a.write_all_at(&[2; 10], 3 * block - 5));

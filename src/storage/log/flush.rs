@@ -333,7 +333,10 @@ impl Log {
     /// Records appended and not yet flushed, and when the oldest of them
     /// was appended.
     pub fn unflushed(&self) -> (u64, Option<i64>) {
-        (self.next_offset() - self.flushed_offset, self.oldest_unflushed_ms)
+        (
+            self.next_offset() - self.flushed_offset,
+            self.oldest_unflushed_ms,
+        )
     }
 
     /// Flushes if the flush interval has passed since the oldest unflushed

@@ -17,7 +17,12 @@ const PAGE_BYTES: u64 = 4096;
 
 /// Cuts the segment where its scan stopped (or says where it would, and
 /// why), keeping the whole records of a torn batch.
-pub(super) fn cut(seg: &SegmentFile<'_>, scan: &mut Scan, stopped: &Stopped, report: &mut SegmentReport) -> Result<()> {
+pub(super) fn cut(
+    seg: &SegmentFile<'_>,
+    scan: &mut Scan,
+    stopped: &Stopped,
+    report: &mut SegmentReport,
+) -> Result<()> {
     let cut = Cut::plan(seg, stopped)?;
     let first_bad = scan.next_offset + u64::from(stopped.kept.count);
     report.problem = Some(problem(
@@ -124,7 +129,9 @@ impl Cut {
         // batch and does the same.
         seg.file.set_len(self.new_len).ctx("truncate", seg.path)?;
         if let Some((h, _)) = &self.patched {
-            seg.file.write_all_at(h, self.position).ctx("write", seg.path)?;
+            seg.file
+                .write_all_at(h, self.position)
+                .ctx("write", seg.path)?;
         }
         seg.file.sync_data().ctx("fsync", seg.path)
     }
@@ -207,8 +214,8 @@ fn save_cut(seg: &SegmentFile<'_>, from: u64) -> Result<PathBuf> {
     let vfs = seg.vfs;
     let dir = seg.path.parent().unwrap_or(Path::new("."));
     let base = PathBuf::from(format!("{}.corrupt", seg.path.display()));
-    let candidates =
-        std::iter::once(base.clone()).chain((1u32..).map(|n| PathBuf::from(format!("{}.{n}", base.display()))));
+    let candidates = std::iter::once(base.clone())
+        .chain((1u32..).map(|n| PathBuf::from(format!("{}.{n}", base.display()))));
     for target in candidates {
         if !vfs.exists(&target) {
             let tmp = PathBuf::from(format!("{}.tmp", target.display()));
@@ -234,7 +241,8 @@ fn copy_range(seg: &SegmentFile<'_>, from: u64, out: &dyn VFile, target: &Path) 
     while at < seg.len {
         let n = RANGE_CHUNK_BYTES.min(seg.len - at) as usize;
         seg.read_exact_at(&mut buf[..n], at)?;
-        out.write_all_at(&buf[..n], at - from).ctx("write", target)?;
+        out.write_all_at(&buf[..n], at - from)
+            .ctx("write", target)?;
         at += n as u64;
     }
     Ok(())
@@ -255,7 +263,9 @@ fn same_bytes(seg: &SegmentFile<'_>, from: u64, other: &Path) -> Result<bool> {
     while at < seg.len {
         let n = RANGE_CHUNK_BYTES.min(seg.len - at) as usize;
         seg.read_exact_at(&mut a[..n], at)?;
-        theirs.read_exact_at(&mut b[..n], at - from).ctx("read", other)?;
+        theirs
+            .read_exact_at(&mut b[..n], at - from)
+            .ctx("read", other)?;
         if a[..n] != b[..n] {
             return Ok(false);
         }
@@ -273,7 +283,10 @@ mod tests {
         // Non-zero bytes up to 5000: the zeros start at the page boundary
         // 8192 (the bytes from 5001 to 8191 may be zeros that were written).
         let len = 12_288;
-        assert!(runs_into_lost_pages(6000..9000, 5000, len), "across the boundary");
+        assert!(
+            runs_into_lost_pages(6000..9000, 5000, len),
+            "across the boundary"
+        );
         assert!(runs_into_lost_pages(8191..8193, 5000, len), "just across");
         assert!(
             runs_into_lost_pages(4000..20_000, 5000, len),
@@ -310,7 +323,11 @@ mod tests {
     #[test]
     fn a_record_ends_where_its_length_prefix_says() {
         assert_eq!(record_end(&[5, 0xff], 100), 106, "one-byte prefix");
-        assert_eq!(record_end(&[0x80 | 1, 2], 100), 100 + 2 + 257, "two-byte prefix");
+        assert_eq!(
+            record_end(&[0x80 | 1, 2], 100),
+            100 + 2 + 257,
+            "two-byte prefix"
+        );
         assert_eq!(record_end(&[0x80, 0x80, 0x80, 0x80, 1], 0), 5 + (1 << 28));
         assert_eq!(record_end(&[0x80, 0x80], 100), 101, "a prefix cut short");
         assert_eq!(record_end(&[0xff; 5], 100), 101, "longer than a u32 prefix");
@@ -332,9 +349,19 @@ mod tests {
     fn zeros_a_short_write_or_lost_pages_are_torn_and_say_so() {
         let error = DecodeError::Malformed("record: length too small");
         assert!(!judged(false, false, false).torn());
-        assert_eq!(judged(false, false, false).reason(&error), error.to_string());
-        for (zeros, short, lost_pages) in [(true, false, false), (false, true, false), (false, false, true)] {
-            assert!(judged(zeros, short, lost_pages).torn(), "{zeros} {short} {lost_pages}");
+        assert_eq!(
+            judged(false, false, false).reason(&error),
+            error.to_string()
+        );
+        for (zeros, short, lost_pages) in [
+            (true, false, false),
+            (false, true, false),
+            (false, false, true),
+        ] {
+            assert!(
+                judged(zeros, short, lost_pages).torn(),
+                "{zeros} {short} {lost_pages}"
+            );
         }
         assert_eq!(judged(true, true, false).reason(&error), "zero-filled tail");
         let reason = judged(false, false, true).reason(&error);

@@ -81,7 +81,12 @@ pub(super) struct Scan {
 impl Scan {
     /// A scan of the segment based at `base` from its first batch, checking
     /// `disk` (the entries on disk, unless `index_problem` says why not).
-    pub(super) fn new(base: u64, interval_bytes: u32, disk: Vec<IndexEntry>, index_problem: Option<String>) -> Scan {
+    pub(super) fn new(
+        base: u64,
+        interval_bytes: u32,
+        disk: Vec<IndexEntry>,
+        index_problem: Option<String>,
+    ) -> Scan {
         Scan {
             base,
             batches: 0,
@@ -117,7 +122,12 @@ impl Scan {
 
     /// Keeps the batch at `position`; an error when it cannot be indexed
     /// (a position or relative offset beyond `u32`: damage, not a crash).
-    pub(super) fn keep(&mut self, position: u64, header: &BatchHeader, bytes: u64) -> Result<(), DecodeError> {
+    pub(super) fn keep(
+        &mut self,
+        position: u64,
+        header: &BatchHeader,
+        bytes: u64,
+    ) -> Result<(), DecodeError> {
         let entry = IndexEntry::for_batch(self.base, position, header, self.max_timestamp)?;
         self.max_timestamp = entry.max_timestamp;
         self.first_timestamp.get_or_insert(header.base_timestamp);
@@ -261,7 +271,9 @@ impl SegmentFile<'_> {
                 }
             }
             if failure.is_none() && kept.max_timestamp != header.max_timestamp {
-                failure = Some(DecodeError::Malformed("batch: max timestamp differs from its records"));
+                failure = Some(DecodeError::Malformed(
+                    "batch: max timestamp differs from its records",
+                ));
             }
             if let Some(error) = failure {
                 return Ok(Some(bad_batch(position, error, kept)));
@@ -309,7 +321,12 @@ fn whole_records(bytes: &[u8], expected: u64) -> KeptRecords {
     let mut at = BATCH_HEADER_BYTES;
     while kept.count < header.record_count {
         let offset = expected + u64::from(kept.count);
-        match record::decode_record(&bytes[at..], offset, header.base_timestamp, RECORD_BYTES_MAX_LIMIT) {
+        match record::decode_record(
+            &bytes[at..],
+            offset,
+            header.base_timestamp,
+            RECORD_BYTES_MAX_LIMIT,
+        ) {
             Ok((r, used)) => {
                 at += used;
                 kept.add(&r);
@@ -386,7 +403,10 @@ mod tests {
         let positions: Vec<u64> = entries.iter().map(|e| u64::from(e.position)).collect();
         assert_eq!(positions, [batches[2].0, batches[4].0, batches[6].0]);
         for e in &entries {
-            let (_, h) = batches.iter().find(|(p, _)| *p == u64::from(e.position)).unwrap();
+            let (_, h) = batches
+                .iter()
+                .find(|(p, _)| *p == u64::from(e.position))
+                .unwrap();
             assert_eq!(u64::from(e.relative_offset), h.base_offset - 100);
             assert_eq!(
                 e.max_timestamp, h.max_timestamp,
@@ -402,7 +422,11 @@ mod tests {
         let sparse = vec![every[1]];
         let (entries, problem, _) = scan_all(sparse.clone());
         assert_eq!(problem, None);
-        assert_eq!(entries, every[1..], "the entries on disk, then new ones past the last");
+        assert_eq!(
+            entries,
+            every[1..],
+            "the entries on disk, then new ones past the last"
+        );
         let (entries, problem, _) = scan_all(every.clone());
         assert_eq!((entries, problem), (every, None));
     }
@@ -486,11 +510,19 @@ mod tests {
             let kept = whole_records(&bytes[..cut], 7);
             assert_eq!(kept.count as usize, whole, "cut at {cut}");
             assert_eq!(kept.bytes as usize, whole * record_bytes, "cut at {cut}");
-            let max_timestamp = if whole == 0 { i64::MIN } else { 50 + whole as i64 - 1 };
+            let max_timestamp = if whole == 0 {
+                i64::MIN
+            } else {
+                50 + whole as i64 - 1
+            };
             assert_eq!(kept.max_timestamp, max_timestamp, "cut at {cut}");
         }
         assert_eq!(whole_records(&bytes, 7).count, header.record_count);
-        assert_eq!(whole_records(&bytes, 8), KeptRecords::NONE, "out of sequence");
+        assert_eq!(
+            whole_records(&bytes, 8),
+            KeptRecords::NONE,
+            "out of sequence"
+        );
         let mut bad = bytes.clone();
         bad[3] ^= 1;
         assert_eq!(whole_records(&bad, 7), KeptRecords::NONE, "a bad header");

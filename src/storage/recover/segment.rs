@@ -116,8 +116,9 @@ impl SegmentFile<'_> {
     /// why not.
     fn disk_index(&self) -> (Vec<IndexEntry>, Option<String>) {
         let positions = SEGMENT_HEADER_BYTES as u64..self.len;
-        let checked = index::read_entries(self.vfs, self.path)
-            .and_then(|entries| index::check_entries(&entries, positions, u64::from(u32::MAX)).map(|()| entries));
+        let checked = index::read_entries(self.vfs, self.path).and_then(|entries| {
+            index::check_entries(&entries, positions, u64::from(u32::MAX)).map(|()| entries)
+        });
         match checked {
             Ok(entries) => (entries, None),
             Err(e) => (Vec::new(), Some(e)),
@@ -154,6 +155,8 @@ impl SegmentFile<'_> {
         if self.read_at(&mut h, SEGMENT_HEADER_BYTES as u64)? < h.len() {
             return Ok(None);
         }
-        Ok(BatchHeader::decode(&h, BATCH_BYTES_MAX).ok().map(|h| h.base_timestamp))
+        Ok(BatchHeader::decode(&h, BATCH_BYTES_MAX)
+            .ok()
+            .map(|h| h.base_timestamp))
     }
 }

@@ -109,15 +109,25 @@ fn measure_consume(
         workload::fill(&target.addr, &topic, records, value_bytes)?;
     }
     let progress = Progress::new(records, "consume", setup.quiet);
-    let report = workload::consume(&target.addr, &topic, records, fetch_bytes_max, prefetch, &|n| {
-        progress.update(n)
-    })?;
+    let report = workload::consume(
+        &target.addr,
+        &topic,
+        records,
+        fetch_bytes_max,
+        prefetch,
+        &|n| progress.update(n),
+    )?;
     progress.finish();
     print_report(&report, "consume", "consumed", setup.json);
     Ok(())
 }
 
-fn measure_latency(setup: &Setup, records: u64, value_bytes: usize, rate_per_sec: u64) -> anyhow::Result<()> {
+fn measure_latency(
+    setup: &Setup,
+    records: u64,
+    value_bytes: usize,
+    rate_per_sec: u64,
+) -> anyhow::Result<()> {
     let target = Target::new(setup)?;
     let topic = topic(setup, "latency");
     let report = workload::latency(&target.addr, &topic, records, value_bytes, rate_per_sec)?;
@@ -198,7 +208,10 @@ impl Progress {
         if last.elapsed() >= Duration::from_secs(5) {
             *last = Instant::now();
             let secs = self.start.elapsed().as_secs_f64();
-            eprintln!("% {done} records, {:.1} records/sec", done as f64 / secs.max(1e-9));
+            eprintln!(
+                "% {done} records, {:.1} records/sec",
+                done as f64 / secs.max(1e-9)
+            );
         }
     }
 

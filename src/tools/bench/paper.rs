@@ -19,7 +19,10 @@ pub fn run(setup: &Setup, records: u64) -> anyhow::Result<()> {
     let target = Target::new(setup)?;
     let mut results = Results::default();
     let topics = produce_experiments(setup, &target, records, &mut results)?;
-    let (_, topic_b50) = topics.iter().find(|(batch, _)| *batch == 50).expect("batch 50 ran");
+    let (_, topic_b50) = topics
+        .iter()
+        .find(|(batch, _)| *batch == 50)
+        .expect("batch 50 ran");
     consume_experiment(setup, &target, records, topic_b50, &mut results)?;
     // Only a broker of our own has its segment files where we can see them.
     if let Some(own) = &target.own {
@@ -65,7 +68,9 @@ fn produce_experiments(
             paper_figure.to_string(),
             format!("{:.0} records/s", report.records_per_sec()),
         ));
-        results.json.push(report.json(&format!("produce_batch_{batch}")));
+        results
+            .json
+            .push(report.json(&format!("produce_batch_{batch}")));
         topics.push((batch, topic));
     }
     results.rows.swap(0, 1);
@@ -82,7 +87,9 @@ fn consume_experiment(
 ) -> anyhow::Result<()> {
     let progress = Progress::new(records, "consume", setup.quiet);
     // The paper's consumers fetched about 200 KB (1000 records) at a time.
-    let report = workload::consume(&target.addr, topic, records, 200 * 1024, 4, &|n| progress.update(n))?;
+    let report = workload::consume(&target.addr, topic, records, 200 * 1024, 4, &|n| {
+        progress.update(n)
+    })?;
     progress.finish();
     results.rows.push((
         "consume (page cache)",
@@ -103,10 +110,12 @@ fn overhead_rows(own: &OwnBroker, topics: &[(u32, String)], records: u64, result
         } else {
             ("bytes of overhead per record, batch 1", "9 (any batch)")
         };
-        results.rows.push((what, paper.into(), format!("{per_record:.1}")));
         results
-            .json
-            .push(serde_json::json!({"type": "overhead", "batch": batch, "bytes_per_record": per_record}));
+            .rows
+            .push((what, paper.into(), format!("{per_record:.1}")));
+        results.json.push(
+            serde_json::json!({"type": "overhead", "batch": batch, "bytes_per_record": per_record}),
+        );
     }
 }
 

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use crate::broker::{Broker, BrokerConfig, BrokerHandle};
 use crate::client::{BatchOptions, ParsedRecord};
-use crate::client::{Connection, Consumer, ConsumerConfig, ConsumerPartition, Producer, ProducerConfig};
+use crate::client::{
+    Connection, Consumer, ConsumerConfig, ConsumerPartition, Producer, ProducerConfig,
+};
 use crate::error::{Error, Result};
 use crate::stats::Histogram;
 
@@ -171,7 +173,12 @@ pub struct ProduceRun {
 
 /// Produces `run.records` records of `run.value_bytes` bytes to `topic`
 /// on `addr`, calling `progress` with the records sent so far now and then.
-pub fn produce(addr: &str, topic: &str, run: &ProduceRun, progress: &(dyn Fn(u64) + Sync)) -> Result<Report> {
+pub fn produce(
+    addr: &str,
+    topic: &str,
+    run: &ProduceRun,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Report> {
     let sent = AtomicU64::new(0);
     let start = Instant::now();
     let producers = run.producers.max(1) as u64;
@@ -323,7 +330,13 @@ pub fn consume(
 /// End to end: one producer sends `records` records at `rate_per_sec` a second
 /// (acks=1), each carrying its send time; a consumer following the topic
 /// measures when each arrives.
-pub fn latency(addr: &str, topic: &str, records: u64, value_bytes: usize, rate_per_sec: u64) -> Result<Report> {
+pub fn latency(
+    addr: &str,
+    topic: &str,
+    records: u64,
+    value_bytes: usize,
+    rate_per_sec: u64,
+) -> Result<Report> {
     let value_bytes = value_bytes.max(8);
     // Start the consumer at the current end, before producing.
     let mut conn = Connection::connect(addr)?;
@@ -358,7 +371,15 @@ pub fn latency(addr: &str, topic: &str, records: u64, value_bytes: usize, rate_p
     let mut report = Report::default();
     std::thread::scope(|s| -> Result<()> {
         let producer = s.spawn(|| {
-            let sent = send_paced(addr, topic, records, value_bytes, rate_per_sec, epoch, &stop);
+            let sent = send_paced(
+                addr,
+                topic,
+                records,
+                value_bytes,
+                rate_per_sec,
+                epoch,
+                &stop,
+            );
             if sent.is_err() {
                 stop.store(true, Ordering::Relaxed);
             }
@@ -453,7 +474,12 @@ fn send_paced(
         }
         let sent_us = epoch.elapsed().as_micros() as u64;
         record.value[..8].copy_from_slice(&sent_us.to_le_bytes());
-        producer.send((i % u64::from(partitions)) as u32, &record, &[], crate::clock::now_ms())?;
+        producer.send(
+            (i % u64::from(partitions)) as u32,
+            &record,
+            &[],
+            crate::clock::now_ms(),
+        )?;
         // Linger at most a millisecond.
         if Instant::now() >= next_flush {
             producer.flush_pending()?;
