@@ -887,3 +887,84 @@ fn a_bad_record_before_zero_pages_of_a_durable_batch_is_damage_not_a_torn_write(
         ),
     }
 }
+
+/// A record's length prefix is not under any CRC: damaged inside a whole
+/// batch, it claims more bytes than its batch holds. That is damage, not a
+/// short write (the batch is all there), so opening refuses instead of
+/// cutting the durable batches after it and reusing their offsets.
+#[test]
+fn a_record_length_running_past_its_whole_batch_is_damage_not_a_short_write() {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+    for _ in 0..5 {
+        log.append(&mut uniform_batch(3, 100), 0).unwrap();
+    }
+    log.flush().unwrap();
+    drop(log);
+    sim.crash(&mut |n| n);
+    let seg = dir.join("00000000000000000000.log");
+    let mut bytes = sim.read(&seg).unwrap();
+    // The last record's length (4 + 1 + 1 + 100) in the first batch, after
+    // the segment header, the batch header and two records of 1 + 106.
+    let at = klog::storage::segment::SEGMENT_HEADER_BYTES
+        + klog::storage::record::BATCH_HEADER_BYTES
+        + 2 * 107;
+    assert_eq!(bytes[at], 106);
+    bytes[at] = 0x7f;
+    sim.write(&seg, &bytes);
+    let before = sim.read(&seg).unwrap();
+    match Log::open(Arc::clone(&vfs), dir, small(), WRITE) {
+        Err(e) => assert!(e.to_string().contains("klog-recover"), "{e}"),
+        Ok(log) => panic!(
+            "opened at offset {} after cutting {:?}",
+            log.next_offset(),
+            log.recovery().segments.last().unwrap().problem
+        ),
+    }
+    assert_eq!(
+        sim.read(&seg).unwrap(),
+        before,
+        "a refused open changes nothing"
+    );
+}
+
+/// A reader opens a log whose last batch a crash tore after its first
+/// records. It can read only whole batches, so its end is the torn batch's
+/// start: `klog-consume -e` prints the records before it and exits, rather
+/// than waiting for ever for records it counted but cannot read.
+#[test]
+fn klog_consume_e_ends_before_a_torn_last_batch() {
+    let tmp = tempfile::tempdir().unwrap();
+    produce_lines(tmp.path(), "t", "a\nb\n");
+    produce_lines(tmp.path(), "t", "c\nd\ne\n");
+    let seg = tmp.path().join("t-0").join("00000000000000000000.log");
+    let len = std::fs::metadata(&seg).unwrap().len();
+    // Cut the last batch after its first record ("c": 1 + 7 bytes), and
+    // forget the clean shutdown, as a crash would leave it.
+    let last_batch = klog::storage::record::BATCH_HEADER_BYTES as u64 + 3 * 8;
+    let file = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    file.set_len(len - last_batch + klog::storage::record::BATCH_HEADER_BYTES as u64 + 8)
+        .unwrap();
+    let _ = std::fs::remove_file(tmp.path().join("t-0").join("clean-shutdown"));
+    let out = bin("klog-consume")
+        .args([
+            "--data-dir",
+            tmp.path().to_str().unwrap(),
+            "-t",
+            "t",
+            "-e",
+            "-q",
+        ])
+        .timeout(std::time::Duration::from_secs(20))
+        .assert()
+        .success();
+    assert_eq!(String::from_utf8_lossy(&out.get_output().stdout), "a\nb\n");
+}
+
+fn produce_lines(data: &Path, topic: &str, input: &str) {
+    bin("klog-produce")
+        .args(["--data-dir", data.to_str().unwrap(), "-t", topic, "-q"])
+        .write_stdin(input)
+        .assert()
+        .success();
+}

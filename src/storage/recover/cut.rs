@@ -68,7 +68,11 @@ struct Cut {
 impl Cut {
     /// Judges the cut at the stop.
     fn plan(seg: &SegmentFile<'_>, stopped: &Stopped) -> Result<Cut> {
-        let Stopped { stop, kept } = stopped;
+        let Stopped {
+            stop,
+            kept,
+            whole_batch,
+        } = stopped;
         let mut new_len = stop.position;
         let mut patched = None;
         if kept.count > 0 {
@@ -87,7 +91,8 @@ impl Cut {
         } else {
             fs::is_zero_range(&*seg.file, new_len, seg.len).ctx("read", seg.path)?
         };
-        let short = stop.is_truncated() && seg.len - new_len < u64::from(BATCH_BYTES_MAX);
+        let short =
+            !whole_batch && stop.is_truncated() && seg.len - new_len < u64::from(BATCH_BYTES_MAX);
         let lost_pages = !zeros && !short && torn_pages(seg, stop.position, new_len)?;
         Ok(Cut {
             position: stop.position,

@@ -238,6 +238,10 @@ impl KeptRecords {
 pub(super) struct Stopped {
     pub(super) stop: BatchStop,
     pub(super) kept: KeptRecords,
+    /// The batch's bytes are all in the file: what is wrong is inside it
+    /// (a record, its sequence), so it cannot be a short write, whatever
+    /// the error says (a damaged record length reads as "truncated").
+    pub(super) whole_batch: bool,
 }
 
 impl SegmentFile<'_> {
@@ -250,8 +254,12 @@ impl SegmentFile<'_> {
                 None => return Ok(None),
                 Some(Ok(found)) => found,
                 Some(Err(stop)) => {
-                    let kept = self.torn_prefix(&stop, scan.next_offset)?;
-                    return Ok(Some(Stopped { stop, kept }));
+                    let kept = self.readable(self.torn_prefix(&stop, scan.next_offset)?);
+                    return Ok(Some(Stopped {
+                        stop,
+                        kept,
+                        whole_batch: false,
+                    }));
                 }
             };
             let header = batch.header;
@@ -276,11 +284,25 @@ impl SegmentFile<'_> {
                 ));
             }
             if let Some(error) = failure {
-                return Ok(Some(bad_batch(position, error, kept)));
+                return Ok(Some(bad_batch(position, error, self.readable(kept))));
             }
             if let Err(error) = scan.keep(position, &header, batch.total_bytes() as u64) {
                 return Ok(Some(bad_batch(position, error, KeptRecords::NONE)));
             }
+        }
+    }
+
+    /// What a scan may count of the whole records at the start of the batch
+    /// it stopped at. Only a writer keeps them, by rewriting the batch's
+    /// header; a reader's open (which changes nothing) reads whole batches
+    /// only, so it counts none of them: its end is the batch's start, which
+    /// it can reach (`klog-consume -e` would wait for ever otherwise).
+    /// `klog-recover --dry-run` counts them, as its real run would keep them.
+    fn readable(&self, kept: KeptRecords) -> KeptRecords {
+        if self.options.dry_run && self.options.automatic {
+            KeptRecords::NONE
+        } else {
+            kept
         }
     }
 
@@ -304,7 +326,11 @@ fn bad_batch(position: u64, error: DecodeError, kept: KeptRecords) -> Stopped {
         error,
         zeros: false,
     };
-    Stopped { stop, kept }
+    Stopped {
+        stop,
+        kept,
+        whole_batch: true,
+    }
 }
 
 /// The whole, valid records at the start of `bytes`, a batch cut short
