@@ -29,7 +29,7 @@ pub struct ConsumerConfig {
     /// Bytes per partition per fetch.
     pub fetch_bytes_max: u32,
     /// How long a fetch at the end of the log waits for records.
-    pub max_wait_ms: u32,
+    pub wait_ms_max: u32,
     /// Responses fetched ahead of the caller.
     pub prefetch: usize,
     /// Largest record accepted.
@@ -40,7 +40,7 @@ impl Default for ConsumerConfig {
     fn default() -> ConsumerConfig {
         ConsumerConfig {
             fetch_bytes_max: 1 << 20,
-            max_wait_ms: 500,
+            wait_ms_max: 500,
             prefetch: 4,
             record_bytes_max: limits::RECORD_BYTES_MAX_LIMIT,
         }
@@ -276,7 +276,7 @@ impl Fetcher {
                 return;
             }
             id = id.wrapping_add(1);
-            protocol::fetch_request(&mut frame, id, self.config.max_wait_ms, 1, &asked);
+            protocol::fetch_request(&mut frame, id, self.config.wait_ms_max, 1, &asked);
             let result = (&self.stream)
                 .write_all(&frame)
                 .map_err(|source| Error::Network {

@@ -470,12 +470,18 @@ pub fn set_base_offset(batch: &mut [u8], base_offset: u64) {
 
 /// Rewrites a batch header's record count, length and maximum timestamp, as
 /// recovery does when it keeps only the first records of a torn batch.
-pub fn set_batch_extent(batch: &mut [u8], record_count: u32, records_bytes: u32, max_ts: i64) {
+pub fn set_batch_extent(
+    batch: &mut [u8],
+    record_count: u32,
+    records_bytes: u32,
+    max_timestamp: i64,
+) {
     assert!(record_count > 0, "a batch keeps at least one record");
     let batch_length = (BATCH_HEADER_BYTES - BATCH_LENGTH_PREFIX_BYTES) as u32 + records_bytes;
     put_u32(batch, BATCH_LENGTH_OFFSET, batch_length);
     put_u32(batch, RECORD_COUNT_OFFSET, record_count);
-    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&max_ts.to_le_bytes());
+    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+        .copy_from_slice(&max_timestamp.to_le_bytes());
     seal_header(batch);
 }
 

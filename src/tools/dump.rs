@@ -44,8 +44,8 @@ struct Stats {
     bytes: u64,
     first_offset: Option<u64>,
     next_offset: Option<u64>,
-    min_ts: Option<i64>,
-    max_ts: Option<i64>,
+    timestamp_min: Option<i64>,
+    timestamp_max: Option<i64>,
 }
 
 impl Stats {
@@ -53,12 +53,12 @@ impl Stats {
     fn add_batch(&mut self, header: &BatchHeader) {
         self.batches += 1;
         self.records += u64::from(header.record_count);
-        self.min_ts = Some(
-            self.min_ts
+        self.timestamp_min = Some(
+            self.timestamp_min
                 .map_or(header.base_timestamp, |m| m.min(header.base_timestamp)),
         );
-        self.max_ts = Some(
-            self.max_ts
+        self.timestamp_max = Some(
+            self.timestamp_max
                 .map_or(header.max_timestamp, |m| m.max(header.max_timestamp)),
         );
     }
@@ -408,7 +408,7 @@ impl Dumper {
             for (name, s) in &self.summary {
                 let line = json!({"type": "summary", "path": name, "segments": s.segments, "batches": s.batches,
                     "records": s.records, "bytes": s.bytes, "first_offset": s.first_offset,
-                    "next_offset": s.next_offset, "min_timestamp": s.min_ts, "max_timestamp": s.max_ts});
+                    "next_offset": s.next_offset, "min_timestamp": s.timestamp_min, "max_timestamp": s.timestamp_max});
                 writeln!(self.out, "{line}")?;
             }
         } else if !self.options.quiet && !self.summary.is_empty() {
@@ -425,7 +425,7 @@ impl Dumper {
                     (Some(a), Some(b)) if b > a => format!("{a}..={}", b - 1),
                     _ => "empty".into(),
                 };
-                let time = match (s.min_ts, s.max_ts) {
+                let time = match (s.timestamp_min, s.timestamp_max) {
                     (Some(a), Some(b)) => format!("{} .. {}", format_rfc3339(a), format_rfc3339(b)),
                     _ => "-".into(),
                 };
@@ -453,11 +453,11 @@ fn merge(total: &mut Stats, s: &Stats) {
     total.bytes += s.bytes;
     total.first_offset = total.first_offset.or(s.first_offset);
     total.next_offset = s.next_offset.or(total.next_offset);
-    total.min_ts = match (total.min_ts, s.min_ts) {
+    total.timestamp_min = match (total.timestamp_min, s.timestamp_min) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    total.max_ts = match (total.max_ts, s.max_ts) {
+    total.timestamp_max = match (total.timestamp_max, s.timestamp_max) {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
     };

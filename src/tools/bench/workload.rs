@@ -360,7 +360,7 @@ pub fn latency(
         })
         .collect();
     let config = ConsumerConfig {
-        max_wait_ms: 100,
+        wait_ms_max: 100,
         ..ConsumerConfig::default()
     };
     let mut consumer = Consumer::start(addr, topic, parts, config)?;
