@@ -159,9 +159,9 @@ mod tests {
         // append would find it present and not wake the flusher.
         append(&p);
         dirty.mark(&p, false);
-        let pending = p.lock().begin_flush().unwrap().unwrap();
-        pending.sync().unwrap();
-        p.lock().complete_flush(&pending);
+        let flush = p.lock().begin_flush().unwrap().unwrap();
+        flush.sync().unwrap();
+        p.lock().complete_flush(&flush);
         assert!(take_due(&mut dirty, &config, 0).is_empty());
         assert!(
             dirty.partitions.is_empty(),

@@ -231,10 +231,10 @@ impl ClusterProducer {
     }
 
     /// Sends every partial batch.
-    pub fn flush_pending(&mut self) -> Result<()> {
+    pub fn flush_batches(&mut self) -> Result<()> {
         self.producers
             .iter_mut()
-            .try_for_each(Producer::flush_pending)
+            .try_for_each(Producer::flush_batches)
     }
 
     /// Closes every broker's producer: the summed counts and the first error.
@@ -378,7 +378,7 @@ impl Producer {
     }
 
     /// Records in batches not yet sent.
-    pub fn pending(&self) -> u64 {
+    pub fn batched_records(&self) -> u64 {
         self.batches.records()
     }
 
@@ -403,7 +403,7 @@ impl Producer {
     }
 
     /// Sends every partial batch (the linger time has passed).
-    pub fn flush_pending(&mut self) -> Result<()> {
+    pub fn flush_batches(&mut self) -> Result<()> {
         for p in 0..self.batches.partitions() as usize {
             self.send_batch(p)?;
         }
@@ -502,7 +502,7 @@ impl Producer {
     /// returns the records delivered, or the first error (the counts stay
     /// readable through [`ProducerSummary`]).
     pub fn close(mut self) -> (ProducerSummary, Result<()>) {
-        let mut result = self.flush_pending();
+        let mut result = self.flush_batches();
         let _ = self.stream.shutdown(std::net::Shutdown::Write);
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
@@ -511,7 +511,7 @@ impl Producer {
         // Requests never answered: the connection closed under them.
         let lost: u64 = acks.waiting.drain(..).map(|(_, n, _)| n).sum();
         acks.failed += lost;
-        acks.failed += self.pending();
+        acks.failed += self.batched_records();
         if let Some(e) = acks.error.take() {
             result = result.and(Err(e));
         } else if lost > 0 && result.is_ok() {

@@ -115,7 +115,7 @@ pub struct Segment {
     pub(crate) index: Option<SegmentIndex>,
     bytes_since_index: u64,
     /// Appended bytes not yet written to the file (they end at `size`).
-    pending: Vec<u8>,
+    unwritten: Vec<u8>,
     /// The segment as of the last byte that reached the file: what a failed
     /// write rolls back to.
     written: Written,
@@ -182,7 +182,7 @@ impl Segment {
             entries: Vec::new(),
             index: Some(index),
             bytes_since_index: 0,
-            pending: Vec::new(),
+            unwritten: Vec::new(),
             written: Written::empty(base_offset),
             broken: false,
             undone: None,
@@ -219,7 +219,7 @@ impl Segment {
             entries: Vec::new(),
             index: None,
             bytes_since_index: 0,
-            pending: Vec::new(),
+            unwritten: Vec::new(),
             written: Written::empty(base_offset),
             broken: false,
             undone: None,
@@ -299,7 +299,7 @@ impl Segment {
             self.broken = true;
             return Error::io("truncate after a failed write", &self.path, e);
         }
-        self.pending.clear();
+        self.unwritten.clear();
         if self.next_offset > w.next_offset {
             self.undone = Some(w.next_offset);
         }
@@ -373,7 +373,7 @@ impl Segment {
                 return Err(self.roll_back(e));
             }
         } else {
-            self.pending.extend_from_slice(batch);
+            self.unwritten.extend_from_slice(batch);
         }
         if let Some(entry) = entry {
             self.entries.push(entry);
@@ -387,7 +387,7 @@ impl Segment {
         self.next_offset = header.next_offset();
         if buffer_bytes == 0 {
             self.mark_written();
-        } else if self.pending.len() >= buffer_bytes {
+        } else if self.unwritten.len() >= buffer_bytes {
             self.write_pending()?;
         }
         Ok(())
@@ -398,14 +398,14 @@ impl Segment {
     /// far the file goes).
     pub(crate) fn write_pending(&mut self) -> Result<()> {
         self.check_broken()?;
-        if self.pending.is_empty() {
+        if self.unwritten.is_empty() {
             return Ok(());
         }
-        let position = self.size - self.pending.len() as u64;
-        if let Err(e) = self.file.write_all_at(&self.pending, position) {
+        let position = self.size - self.unwritten.len() as u64;
+        if let Err(e) = self.file.write_all_at(&self.unwritten, position) {
             return Err(self.roll_back(e));
         }
-        self.pending.clear();
+        self.unwritten.clear();
         self.mark_written();
         Ok(())
     }

@@ -40,7 +40,7 @@ pub struct RecordSplitter<R> {
     start: usize,
     end: usize,
     eof: bool,
-    record_max: usize,
+    record_bytes_max: usize,
     /// Number of the record last returned, from 1.
     pub number: u64,
 }
@@ -48,9 +48,9 @@ pub struct RecordSplitter<R> {
 const READ_CHUNK_BYTES: usize = 1 << 20;
 
 impl<R: Read> RecordSplitter<R> {
-    /// Splits `input` at `delimiter`; a record longer than `record_max` is
+    /// Splits `input` at `delimiter`; a record longer than `record_bytes_max` is
     /// an error (so memory stays bounded whatever the input).
-    pub fn new(input: R, delimiter: Vec<u8>, record_max: usize) -> Self {
+    pub fn new(input: R, delimiter: Vec<u8>, record_bytes_max: usize) -> Self {
         assert!(!delimiter.is_empty());
         RecordSplitter {
             input,
@@ -59,7 +59,7 @@ impl<R: Read> RecordSplitter<R> {
             start: 0,
             end: 0,
             eof: false,
-            record_max,
+            record_bytes_max,
             number: 0,
         }
     }
@@ -94,21 +94,21 @@ impl<R: Read> RecordSplitter<R> {
                 self.number += 1;
                 return Ok(Some(&self.buf[record]));
             }
-            let pending = self.end - self.start;
-            if pending > self.record_max + self.delimiter.len() {
+            let held = self.end - self.start;
+            if held > self.record_bytes_max + self.delimiter.len() {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!(
                         "record {} is longer than {} bytes",
                         self.number + 1,
-                        self.record_max
+                        self.record_bytes_max
                     ),
                 ));
             }
             searched = (self.end - self.start).saturating_sub(self.delimiter.len() - 1);
             // Move the partial record to the front, grow if it fills the buffer.
             self.buf.copy_within(self.start..self.end, 0);
-            self.end = pending;
+            self.end = held;
             self.start = 0;
             if self.end == self.buf.len() {
                 self.buf.resize(self.buf.len() * 2, 0);
@@ -321,7 +321,7 @@ impl EmbeddedProducer {
     }
 
     /// Appends every partial batch (the linger time has passed).
-    pub fn flush_pending(&mut self, now: i64) -> Result<()> {
+    pub fn flush_batches(&mut self, now: i64) -> Result<()> {
         for p in 0..self.partitions() {
             self.flush_partition(p, now)?;
         }
@@ -329,13 +329,13 @@ impl EmbeddedProducer {
     }
 
     /// Records waiting in batches.
-    pub fn pending(&self) -> u64 {
+    pub fn batched_records(&self) -> u64 {
         self.batches.records()
     }
 
     /// Appends every partial batch, then flushes and closes every log.
     pub fn close(mut self) -> Result<u64> {
-        self.flush_pending(crate::clock::now_ms())?;
+        self.flush_batches(crate::clock::now_ms())?;
         for log in self.logs.into_iter().flatten() {
             log.close()?;
         }
@@ -457,11 +457,11 @@ impl Sink {
         }
     }
 
-    fn flush_pending(&mut self, now: i64) -> crate::Result<()> {
+    fn flush_batches(&mut self, now: i64) -> crate::Result<()> {
         match self {
-            Sink::Embedded(p) => p.flush_pending(now),
-            Sink::Remote(p) => p.flush_pending(),
-            Sink::Cluster(p) => p.flush_pending(),
+            Sink::Embedded(p) => p.flush_batches(now),
+            Sink::Remote(p) => p.flush_batches(),
+            Sink::Cluster(p) => p.flush_batches(),
         }
     }
 
@@ -469,11 +469,11 @@ impl Sink {
     fn close(self) -> (u64, u64, crate::Result<()>) {
         match self {
             Sink::Embedded(p) => {
-                let pending = p.pending();
+                let batched = p.batched_records();
                 let before = p.delivered;
                 match p.close() {
                     Ok(n) => (n, 0, Ok(())),
-                    Err(e) => (before, pending, Err(e)),
+                    Err(e) => (before, batched, Err(e)),
                 }
             }
             Sink::Remote(p) => {
@@ -538,7 +538,7 @@ fn produce_all(options: &Options, reader: ChannelReader, sink: &mut Sink) -> any
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // The linger time passed without input: write partial batches.
                 now = crate::clock::now_ms();
-                sink.flush_pending(now)?;
+                sink.flush_batches(now)?;
                 continue;
             }
             Err(e) => return Err(e).context("cannot read input"),

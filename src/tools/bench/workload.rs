@@ -469,7 +469,7 @@ fn send_paced(
         let due = start + interval.mul_f64(i as f64);
         let now = Instant::now();
         if due > now {
-            producer.flush_pending()?;
+            producer.flush_batches()?;
             std::thread::sleep(due - now);
         }
         let sent_us = epoch.elapsed().as_micros() as u64;
@@ -482,7 +482,7 @@ fn send_paced(
         )?;
         // Linger at most a millisecond.
         if Instant::now() >= next_flush {
-            producer.flush_pending()?;
+            producer.flush_batches()?;
             next_flush = Instant::now() + Duration::from_millis(1);
         }
     }
