@@ -50,61 +50,135 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
     parts
 }
 
-/// The code of a file without its comments and without its unit tests
-/// (which may reach anywhere to set a scene).
+/// The code of a file without its comments, string literals and
+/// `#[cfg(test)] mod` blocks (unit tests may reach anywhere to set a
+/// scene); code after such a block is kept.
 fn code_of(text: &str) -> String {
-    let text = match text.find("#[cfg(test)]\nmod tests") {
-        Some(at) => &text[..at],
-        None => text,
-    };
-    text.lines()
-        .filter(|line| !line.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    let mut code = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        code.push('\n');
+                        break;
+                    }
+                }
+            }
+            '"' => {
+                // A string literal: its text is not code.
+                let mut escaped = false;
+                for c in chars.by_ref() {
+                    match c {
+                        '\\' if !escaped => escaped = true,
+                        '"' if !escaped => break,
+                        _ => escaped = false,
+                    }
+                }
+                code.push_str("\"\"");
+            }
+            _ => code.push(c),
+        }
+    }
+    while let Some(at) = code.find("#[cfg(test)]") {
+        let rest = code[at + "#[cfg(test)]".len()..].trim_start();
+        let Some(body) = rest.strip_prefix("mod ").and_then(|r| r.find('{')) else {
+            // An item other than a module: only the attribute goes.
+            code.replace_range(at..at + "#[cfg(test)]".len(), "");
+            continue;
+        };
+        let open = code.len() - rest.len() + "mod ".len() + body;
+        let mut depth = 0;
+        let mut end = code.len();
+        for (i, c) in code[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        code.replace_range(at..end, "");
+    }
+    code
 }
 
-/// Every `crate::a::b::...` path a piece of code names, and every path
-/// inside `use crate::{...}` groups, as lists of segments.
+/// Parses a path or use tree at the start of `s` (after `crate::` or the
+/// `super::`s), adding every full path it names to `out`.
+fn use_tree(s: &str, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
+    let mut path = prefix.to_vec();
+    let mut i = 0;
+    let bytes = s.as_bytes();
+    loop {
+        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if bytes.get(i) == Some(&b'{') {
+            i += 1;
+            loop {
+                i += use_tree(&s[i..], &path, out);
+                while i < bytes.len() && (bytes[i].is_ascii_whitespace() || bytes[i] == b',') {
+                    i += 1;
+                }
+                if i >= bytes.len() || bytes[i] == b'}' {
+                    return i + 1;
+                }
+            }
+        }
+        if bytes.get(i) == Some(&b'*') {
+            path.push("*".into());
+            out.push(path);
+            return i + 1;
+        }
+        let start = i;
+        while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+            i += 1;
+        }
+        path.push(s[start..i].to_string());
+        if s[i..].starts_with("::") {
+            i += 2;
+            continue;
+        }
+        out.push(path);
+        // An alias (`as x`) or anything else ends the path.
+        while i < bytes.len() && !matches!(bytes[i], b',' | b'}' | b';') {
+            i += 1;
+        }
+        return i;
+    }
+}
+
+/// Every path of the crate a piece of code names: `crate::a::b`,
+/// `super::super::c` (resolved from `module`), and each path of a use
+/// group, nested or not, as lists of segments.
 fn crate_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
     let mut paths = Vec::new();
     let bytes = code.as_bytes();
-    for (prefix, base) in [
-        ("crate::", Vec::new()),
-        ("super::", module[..module.len().saturating_sub(1)].to_vec()),
-    ] {
+    for prefix in ["crate::", "super::"] {
         let mut from = 0;
         while let Some(at) = code[from..].find(prefix) {
             let start = from + at;
             from = start + prefix.len();
-            if start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_') {
-                continue;
+            let before = start.checked_sub(1).map(|i| bytes[i]);
+            if before.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':') {
+                continue; // inside a longer path, or a later `super::`
             }
-            let rest = &code[from..];
-            let mut path = base.clone();
-            if let Some(group) = rest.strip_prefix('{') {
-                let end = group.find('}').unwrap_or(group.len());
-                for item in group[..end].split(',') {
-                    let mut p = path.clone();
-                    p.extend(
-                        item.trim()
-                            .split("::")
-                            .map(|s| s.trim().to_string())
-                            .filter(|s| !s.is_empty()),
-                    );
-                    paths.push(p);
+            let mut base = Vec::new();
+            if prefix == "super::" {
+                let mut ups = 1;
+                while code[from..].starts_with("super::") {
+                    from += "super::".len();
+                    ups += 1;
                 }
-                continue;
+                base = module[..module.len().saturating_sub(ups)].to_vec();
             }
-            let end = rest
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
-                .unwrap_or(rest.len());
-            path.extend(
-                rest[..end]
-                    .split("::")
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string),
-            );
-            paths.push(path);
+            use_tree(&code[from..], &base, &mut paths);
         }
     }
     paths
@@ -121,15 +195,52 @@ fn no_module_imports_from_a_higher_floor_and_none_round_a_circle() {
     let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
     for file in &files {
         let module = module_of(&src, file);
-        if module.is_empty() || module[0] == "bin" {
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        if module.is_empty() {
+            // The crate root re-exports only from the ground, so that a
+            // `crate::Name` never hides a higher floor.
+            for line in code
+                .lines()
+                .filter(|l| l.trim_start().starts_with("pub use "))
+            {
+                let top = line.trim_start()["pub use ".len()..]
+                    .split("::")
+                    .next()
+                    .unwrap();
+                if floor(top) != Some(0) {
+                    upward.push(format!(
+                        "the crate root re-exports from {top}: {}",
+                        line.trim()
+                    ));
+                }
+            }
+            continue;
+        }
+        if module[0] == "bin" {
             continue;
         }
         let from_floor =
             floor(&module[0]).unwrap_or_else(|| panic!("{} sits on no floor", module.join("::")));
-        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        if from_floor > 0 && code.contains("#[macro_export]") {
+            // An exported macro lives at the crate root, out of its floor.
+            upward.push(format!(
+                "{} exports a macro to the crate root",
+                module.join("::")
+            ));
+        }
         for path in crate_paths(&code, &module) {
             let Some(top) = path.first() else { continue };
-            let Some(to_floor) = floor(top) else { continue };
+            let Some(to_floor) = floor(top) else {
+                if !matches!(top.as_str(), "Error" | "Result") {
+                    upward.push(format!(
+                        "{} names crate::{}, on no floor (a glob, a re-export or a macro at the \
+                         root hides where it lives)",
+                        module.join("::"),
+                        path.join("::")
+                    ));
+                }
+                continue;
+            };
             if to_floor > from_floor {
                 upward.push(format!("{} imports {}", module.join("::"), path.join("::")));
             }
@@ -179,14 +290,30 @@ fn no_module_imports_from_a_higher_floor_and_none_round_a_circle() {
     );
 }
 
-/// The code of a file before its unit tests, as lines.
+/// The lines of a file outside its `#[cfg(test)] mod` blocks.
 fn code_lines(text: &str) -> Vec<&str> {
     let lines: Vec<&str> = text.lines().collect();
-    let end = lines
-        .windows(2)
-        .position(|w| w[0] == "#[cfg(test)]" && w[1].starts_with("mod tests"))
-        .unwrap_or(lines.len());
-    lines[..end].to_vec()
+    let mut code = Vec::with_capacity(lines.len());
+    let mut i = 0;
+    while i < lines.len() {
+        let starts_tests = lines[i].trim() == "#[cfg(test)]"
+            && lines
+                .get(i + 1)
+                .is_some_and(|l| l.trim_start().starts_with("mod "));
+        if starts_tests {
+            let indent = lines[i].len() - lines[i].trim_start().len();
+            let close = format!("{}}}", " ".repeat(indent));
+            i += lines[i..]
+                .iter()
+                .position(|l| l.trim_end() == close)
+                .unwrap_or(lines.len())
+                + 1;
+            continue;
+        }
+        code.push(lines[i]);
+        i += 1;
+    }
+    code
 }
 
 /// Every function of some code: (name, first line, lines long), from its
