@@ -968,3 +968,49 @@ fn produce_lines(data: &Path, topic: &str, input: &str) {
         .assert()
         .success();
 }
+
+/// A crash leaves the last (unflushed) batch whole in length but zeros
+/// from a page boundary, or from a record boundary, to its end.
+fn torn_pages_at_the_end(from_record_boundary: bool) -> (SimFs, Arc<dyn Vfs>, &'static Path) {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+    log.append(&mut uniform_batch(3, 100), 0).unwrap();
+    log.flush().unwrap();
+    log.append(&mut uniform_batch(20, 400), 0).unwrap();
+    drop(log);
+    sim.crash_process();
+    let seg = dir.join("00000000000000000000.log");
+    let mut bytes = sim.read(&seg).unwrap();
+    let from = if from_record_boundary {
+        // After the 10th record of the second batch: the segment header,
+        // the first batch (40 + 3 × 107), the second's header, 10 × 408.
+        24 + 40 + 3 * 107 + 40 + 10 * 408
+    } else {
+        (bytes.len() - 1) / 4096 * 4096
+    };
+    bytes[from..].fill(0);
+    sim.write(&seg, &bytes);
+    (sim, vfs, dir)
+}
+
+/// What a writer's open repairs as a torn write, a reader's open (which
+/// changes nothing) must open too, ending before the torn batch.
+#[test]
+fn a_reader_opens_what_the_writer_repairs_as_a_torn_write() {
+    for from_record_boundary in [false, true] {
+        let (_sim, vfs, dir) = torn_pages_at_the_end(from_record_boundary);
+        let read = Log::open(Arc::clone(&vfs), dir, small(), READ)
+            .unwrap_or_else(|e| panic!("{from_record_boundary}: the reader refused: {e}"));
+        assert_eq!(
+            read.next_offset(),
+            3,
+            "the reader ends before the torn batch"
+        );
+        drop(read);
+        let written = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+        assert!(
+            written.next_offset() > 3,
+            "the writer keeps the whole records of the torn batch"
+        );
+    }
+}

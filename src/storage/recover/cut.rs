@@ -24,21 +24,30 @@ pub(super) fn cut(
     report: &mut SegmentReport,
 ) -> Result<()> {
     let cut = Cut::plan(seg, stopped)?;
-    let first_bad = scan.next_offset + u64::from(stopped.kept.count);
+    // The cut is judged with the whole records a writer keeps of the batch
+    // (by rewriting its header). A reader's open changes nothing and reads
+    // whole batches only, so its log ends at the batch: it counts none of
+    // them (`klog-consume -e` would wait for ever for them otherwise).
+    let reader = seg.options.dry_run && seg.options.automatic;
+    let (kept_count, end) = if reader {
+        (0, cut.position)
+    } else {
+        (stopped.kept.count, cut.new_len)
+    };
     report.problem = Some(problem(
-        first_bad,
-        cut.new_len,
+        scan.next_offset + u64::from(kept_count),
+        end,
         cut.reason(&stopped.stop.error),
         cut.torn(),
     ));
-    report.truncated_bytes = seg.len - cut.new_len;
+    report.truncated_bytes = seg.len - end;
     // Opening a log cuts a torn tail of its last segment and nothing else:
     // the caller refuses the partition instead.
     let allowed = !seg.options.automatic || (seg.last && cut.torn());
     if !seg.options.dry_run && allowed {
         cut.apply(seg, report)?;
     }
-    if let Some((_, header)) = cut.patched {
+    if let Some((_, header)) = cut.patched.filter(|_| !reader) {
         scan.keep(cut.position, &header, cut.new_len - cut.position)
             .expect("the records of a batch that already passed the checks of keep");
     }

@@ -254,7 +254,7 @@ impl SegmentFile<'_> {
                 None => return Ok(None),
                 Some(Ok(found)) => found,
                 Some(Err(stop)) => {
-                    let kept = self.readable(self.torn_prefix(&stop, scan.next_offset)?);
+                    let kept = self.torn_prefix(&stop, scan.next_offset)?;
                     return Ok(Some(Stopped {
                         stop,
                         kept,
@@ -284,25 +284,11 @@ impl SegmentFile<'_> {
                 ));
             }
             if let Some(error) = failure {
-                return Ok(Some(bad_batch(position, error, self.readable(kept))));
+                return Ok(Some(bad_batch(position, error, kept)));
             }
             if let Err(error) = scan.keep(position, &header, batch.total_bytes() as u64) {
                 return Ok(Some(bad_batch(position, error, KeptRecords::NONE)));
             }
-        }
-    }
-
-    /// What a scan may count of the whole records at the start of the batch
-    /// it stopped at. Only a writer keeps them, by rewriting the batch's
-    /// header; a reader's open (which changes nothing) reads whole batches
-    /// only, so it counts none of them: its end is the batch's start, which
-    /// it can reach (`klog-consume -e` would wait for ever otherwise).
-    /// `klog-recover --dry-run` counts them, as its real run would keep them.
-    fn readable(&self, kept: KeptRecords) -> KeptRecords {
-        if self.options.dry_run && self.options.automatic {
-            KeptRecords::NONE
-        } else {
-            kept
         }
     }
 
