@@ -213,6 +213,33 @@ mod tests {
         }
     }
 
+    /// The one answer an acks=all producer trusts never speaks for records
+    /// a failed write undid (their offsets went to later appends): it is
+    /// disk_full, not success.
+    #[test]
+    fn an_acks_all_answer_for_records_a_failed_write_undid_is_disk_full() {
+        use crate::broker::testing::batch_of;
+        let (sim, shared) = shared();
+        let p = partition(&shared, "t");
+        // Gathered in memory; the disk has no block left for its bytes.
+        sim.set_capacity(Some(sim.allocated()));
+        let info = p.lock().append(&mut batch_of(&[7; 64 * 1024]), 0).unwrap();
+        flush_partition(&shared, &p);
+        sim.set_capacity(None);
+        // Room again: a later append takes the same offsets and is flushed.
+        let later = append(&p);
+        assert_eq!(
+            later.base_offset, info.base_offset,
+            "the offsets were reused"
+        );
+        flush_partition(&shared, &p);
+        let soon = Instant::now() + std::time::Duration::from_millis(20);
+        let mut out = Vec::new();
+        await_durable(&shared, &mut out, 9, &p, &appended(&info), soon);
+        let got = answers(&out);
+        assert_eq!(got[0].1, ErrorCode::DiskFull, "{got:?}");
+    }
+
     #[test]
     fn an_acks_all_answer_waits_for_durability_and_says_what_became_of_the_records() {
         let (_sim, shared) = shared();
