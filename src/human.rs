@@ -99,7 +99,9 @@ pub fn parse_delimiter(s: &str) -> Result<Vec<u8>, String> {
 
 /// Parses a timestamp: ms since the epoch, or RFC 3339
 /// (`2026-11-29T12:00:00Z`, `2026-11-29T12:00:00.250+01:00`), by `jiff`,
-/// which checks the calendar (no 2026-02-31) and requires an offset.
+/// which checks the calendar (no 2026-02-31) and requires an offset. It
+/// also takes the other ISO 8601 forms `jiff` reads (`2026-11-29T12:00Z`,
+/// `20261129T120000Z`); a leap second (`:60`) reads as `:59`.
 pub fn parse_timestamp_ms(s: &str) -> Result<i64, String> {
     if let Ok(ms) = s.parse::<i64>() {
         return Ok(ms);
@@ -114,8 +116,9 @@ pub fn parse_timestamp_ms(s: &str) -> Result<i64, String> {
 }
 
 /// Formats ms since the epoch as RFC 3339 in UTC with milliseconds. A
-/// timestamp beyond the years 9999 either side (only damaged or hostile
-/// records carry one) is printed as its number of milliseconds.
+/// timestamp outside `jiff`'s range (-9999-01-02 to 9999-12-30; only
+/// damaged or hostile records carry one) is printed as its number of
+/// milliseconds.
 pub fn format_rfc3339(ms: i64) -> String {
     match jiff::Timestamp::from_millisecond(ms) {
         Ok(at) => at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
