@@ -264,7 +264,7 @@ impl Fetcher {
             let asked: Vec<FetchPartition> = self
                 .partitions
                 .iter()
-                .filter(|p| p.stop_at.map_or(true, |s| p.offset < s))
+                .filter(|p| p.stop_at.is_none_or(|s| p.offset < s))
                 .map(|p| FetchPartition {
                     topic: self.topic.clone(),
                     partition: p.partition,

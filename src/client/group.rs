@@ -198,7 +198,7 @@ impl Share {
             let committed = self
                 .registry
                 .committed(&self.group, &self.topic, p as u32)?;
-            if *end > 0 && committed.map_or(true, |c| c < *end) {
+            if *end > 0 && committed.is_none_or(|c| c < *end) {
                 return Ok(false);
             }
         }
@@ -353,7 +353,7 @@ impl GroupMember {
     /// own partitions commits and waits for the others (or takes over the
     /// partitions of one that dies).
     pub fn done(&mut self) -> Result<bool> {
-        if !self.config.exit_at_end || !self.consumer.as_ref().map_or(true, Consumer::done) {
+        if !self.config.exit_at_end || !self.consumer.as_ref().is_none_or(Consumer::done) {
             return Ok(false);
         }
         self.commit()?;
