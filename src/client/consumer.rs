@@ -174,11 +174,7 @@ impl Consumer {
                     message: part.message.clone(),
                 });
             }
-            let Some(state) = self
-                .partitions
-                .iter_mut()
-                .find(|p| p.partition == part.partition)
-            else {
+            let Some(state) = reading(&mut self.partitions, part.partition) else {
                 continue;
             };
             let start = if index == first_part { first_at } else { 0 };
@@ -222,6 +218,11 @@ impl Consumer {
         }
         Ok(handed)
     }
+}
+
+/// The state of `partition` among those read, if it is one.
+fn reading(partitions: &mut [ConsumerPartition], partition: u32) -> Option<&mut ConsumerPartition> {
+    partitions.iter_mut().find(|p| p.partition == partition)
 }
 
 /// The partitions of a fetch response, once its header says it succeeded.
@@ -309,11 +310,7 @@ impl Fetcher {
         let parts =
             protocol::decode_fetch_response(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
         for part in parts {
-            let Some(state) = self
-                .partitions
-                .iter_mut()
-                .find(|p| p.partition == part.partition)
-            else {
+            let Some(state) = reading(&mut self.partitions, part.partition) else {
                 continue;
             };
             // Whatever is not a whole batch is fetched again, and judged,
