@@ -359,3 +359,44 @@ fn a_following_consumer_sees_appends_across_segment_rolls() {
         expected
     );
 }
+
+/// Every limit of the record format is checked before a record is built:
+/// too many headers (from `-H` or from a `-J` envelope) is an error that
+/// names the limit, never a panic, and nothing is appended.
+#[test]
+fn more_headers_than_the_format_holds_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let mut flags: Vec<String> = vec!["--data-dir".into(), data.into(), "-t".into(), "t".into()];
+    for _ in 0..1025 {
+        flags.extend(["-H".into(), "a=b".into()]);
+    }
+    bin("klog-produce")
+        .args(&flags)
+        .write_stdin("x\n")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "1025 headers in a record would pass the limit of 1024",
+        ))
+        .stderr(predicate::str::contains("panicked").not());
+    let headers: Vec<String> = (0..1025)
+        .flat_map(|_| ["\"a\"".to_string(), "\"b\"".to_string()])
+        .collect();
+    let envelope = format!(
+        "{{\"payload\":\"x\",\"headers\":[{}]}}\n",
+        headers.join(",")
+    );
+    bin("klog-produce")
+        .args(["--data-dir", data, "-t", "t", "-J"])
+        .write_stdin(envelope)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("1025 headers in a record"))
+        .stderr(predicate::str::contains("panicked").not());
+    let out = bin("klog-consume")
+        .args(["--data-dir", data, "-t", "t", "-e", "-q"])
+        .assert()
+        .success();
+    assert!(out.get_output().stdout.is_empty(), "nothing was appended");
+}

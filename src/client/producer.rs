@@ -41,7 +41,9 @@ pub type Headers<'a, 'h> = std::borrow::Cow<'h, [(&'a [u8], &'a [u8])]>;
 
 /// A record checked for a partition of a topic of `count` partitions:
 /// its headers (the fixed ones first) and its encoded size, or why it
-/// cannot go (no such partition, or larger than `record_bytes_max`).
+/// cannot go (no such partition, more headers than the format holds, or
+/// larger than `record_bytes_max`). Every limit the batch builder asserts
+/// is checked here first, so that no input can make it panic.
 pub fn check_record<'a, 'h>(
     topic: &str,
     partition: u32,
@@ -55,6 +57,14 @@ pub fn check_record<'a, 'h>(
             topic: topic.to_string(),
             partition,
             count,
+        });
+    }
+    let header_count = fixed_headers.len() + record.headers.len();
+    if header_count > limits::HEADERS_PER_RECORD_MAX as usize {
+        return Err(Error::TooMany {
+            what: "headers in a record",
+            count: header_count as u64,
+            limit: u64::from(limits::HEADERS_PER_RECORD_MAX),
         });
     }
     let headers: Headers<'a, 'h> = if record.headers.is_empty() {
@@ -647,6 +657,20 @@ mod tests {
         assert!(
             matches!(err, Error::TooLarge { what: "record", .. }),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn more_headers_than_the_format_holds_are_refused_not_a_panic() {
+        let max = limits::HEADERS_PER_RECORD_MAX as usize;
+        let fixed: Vec<(&[u8], &[u8])> = vec![(b"a", b"b"); max];
+        let plain = record(b"k", b"v", &[]);
+        assert!(check_record("t", 0, 1, &plain, &fixed, 1 << 20).is_ok());
+        let one_more = record(b"k", b"v", &[(b"c", b"d")]);
+        let err = check_record("t", 0, 1, &one_more, &fixed, 1 << 20).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "1025 headers in a record would pass the limit of 1024"
         );
     }
 

@@ -602,6 +602,60 @@ mod tests {
         assert!(parse_envelope(br#"[1]"#).is_err());
     }
 
+    /// Random envelopes, well-formed JSON with hostile values and plain
+    /// garbage, are refused or batched: never a panic.
+    #[test]
+    fn random_envelopes_never_panic() {
+        let mut rng = crate::random::XorShift::new(0x5EED_0001);
+        let pieces = [
+            "\"key\":\"k\"",
+            "\"key\":null",
+            "\"key\":7",
+            "\"payload\":\"v\"",
+            "\"payload\":\"Zh==\",\"payload_encoding\":\"base64\"",
+            "\"payload_encoding\":\"rot13\"",
+            "\"ts\":-9223372036854775808",
+            "\"ts\":9223372036854775807",
+            "\"ts\":1e300",
+            "\"ts\":\"now\"",
+            "\"headers\":[\"a\"]",
+            "\"headers\":[\"a\",\"b\"]",
+            "\"headers\":[1,2]",
+            "\"headers\":{}",
+            "\"headers_encoding\":\"base64\"",
+        ];
+        let batch = BatchOptions {
+            records_max: 4,
+            bytes_max: 1 << 16,
+        };
+        let mut batches = crate::client::producer::Batches::new("t", 2, batch, 1 << 10);
+        for round in 0..20_000 {
+            let line = if round % 5 == 0 {
+                (0..rng.next() % 40)
+                    .map(|_| (rng.next() % 256) as u8)
+                    .collect::<Vec<u8>>()
+            } else {
+                let fields: Vec<&str> = (0..rng.next() % 5)
+                    .map(|_| pieces[rng.next() as usize % pieces.len()])
+                    .collect();
+                format!("{{{}}}", fields.join(",")).into_bytes()
+            };
+            let Ok(record) = parse_envelope(&line) else {
+                continue;
+            };
+            let partition = (rng.next() % 3) as u32;
+            let now = rng.next() as i64;
+            match batches.admit(partition, &record, &[], now) {
+                Ok(admitted) => {
+                    if admitted.ship_first || batches.push(partition, &record, &admitted) {
+                        batches.batch(partition).clear();
+                    }
+                }
+                Err(_) => continue,
+            }
+        }
+    }
+
     #[test]
     fn base64_fields_are_canonical_rfc_4648() {
         let all: Vec<u8> = (0..=255).collect();
