@@ -9,11 +9,11 @@
 //! | 7 | [`cli`] | clap definitions of each binary and the `main` wrapper |
 //! | 6 | [`tools`] | the engines behind the binaries: produce, follow (consume), dump, recover, registry dump, bench |
 //! | 5 | [`broker`] | the server: listener, connections, flusher, retention |
-//! | 4 | [`client`] | connection, routing, producer, consumer, partitioner, consumer groups |
-//! | 3 | [`coord`] | the registry of brokers, members, owners and offsets; Algorithm 1 |
+//! | 4 | [`coord`] | the registry of brokers, members, owners and offsets; Algorithm 1 and the group member; routing through the registry |
+//! | 3 | [`client`] | connection, producer, consumer, partitioner, where a consumer starts |
 //! | 2 | [`protocol`] | klog's pull protocol, sans-I/O: frames, requests, responses |
 //! | 1 | [`storage`] | records, segments, indexes, logs, recovery, the data directory, the `Vfs` seam |
-//! | 0 | the ground | [`error`], [`limits`], [`human`], [`clock`], [`stop`], [`stats`], [`sync`] |
+//! | 0 | the ground | [`error`], [`limits`], [`human`], [`clock`], [`stop`], [`stats`], [`sync`], [`random`] |
 //!
 //! Where each byte format is specified:
 //!

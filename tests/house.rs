@@ -4,7 +4,7 @@
 //! grows past what a reader takes in at once (800 lines of code before a
 //! file's unit tests, 70 lines a function).
 //!
-//! Floors from the top: bin → cli → tools → broker → client → coord →
+//! Floors from the top: bin → cli → tools → broker → coord → client →
 //! protocol → storage → ground (`error`, `limits`, `human`, `clock`,
 //! `stop`, `stats`, `sync`, `random`).
 
@@ -17,8 +17,8 @@ fn floor(top: &str) -> Option<u32> {
         "error" | "limits" | "human" | "clock" | "stop" | "stats" | "sync" | "random" => 0,
         "storage" => 1,
         "protocol" => 2,
-        "coord" => 3,
-        "client" => 4,
+        "client" => 3,
+        "coord" => 4,
         "broker" => 5,
         "tools" => 6,
         "cli" => 7,

@@ -15,22 +15,17 @@
 //! batch boundary) are skipped.
 //!
 //! The rooms: [`connection`] (one request at a time, and the per-broker
-//! pool), [`route`](mod@route) (which broker serves a partition, from the registry),
-//! [`producer`], [`consumer`], [`partitioner`] (Kafka's murmur2 choice of
-//! partition), [`offset`] (where a consumer starts) and [`group`] (a member
-//! of a consumer group: Algorithm 1 through the registry, then fetching).
+//! pool), [`producer`], [`consumer`], [`partitioner`] (Kafka's murmur2
+//! choice of partition) and [`offset`] (where a consumer starts). The
+//! client knows brokers, not the registry: routing through the registry
+//! and the members of consumer groups are one floor up, in `crate::coord`.
 
 pub mod connection;
 pub mod consumer;
-pub mod group;
 pub mod offset;
 pub mod partitioner;
 pub mod producer;
-pub mod route;
 
 pub use connection::{connect, Connection, Connections, PartitionOffsets};
 pub use consumer::{Consumer, ConsumerConfig, ConsumerPartition};
-pub use producer::{
-    BatchOptions, ClusterProducer, ParsedRecord, Producer, ProducerConfig, ProducerSummary,
-};
-pub use route::route;
+pub use producer::{BatchOptions, ParsedRecord, Producer, ProducerConfig, ProducerSummary};

@@ -6,7 +6,6 @@ use std::net::TcpStream;
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::client::connection::{protocol_error, read_frame, Connection};
-use crate::client::route::route;
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::protocol::{self, ErrorCode, Reader};
@@ -184,81 +183,6 @@ impl Batches {
     /// The batch being filled for `partition`.
     pub fn batch(&mut self, partition: u32) -> &mut BatchBuilder {
         &mut self.builders[partition as usize]
-    }
-}
-
-/// Sends records to a topic whose partitions several brokers hold: one
-/// [`Producer`] per broker, each record routed to its partition's broker.
-#[derive(Debug)]
-pub struct ClusterProducer {
-    producers: Vec<Producer>,
-    /// Index into `producers` of each partition's broker.
-    route: Vec<usize>,
-}
-
-impl ClusterProducer {
-    /// Connects to the broker of every partition of `topic`, as the
-    /// registry places them (creating the topic if nobody has).
-    pub fn connect(
-        registry: &dyn crate::coord::Registry,
-        topic: &str,
-        config: ProducerConfig,
-    ) -> Result<ClusterProducer> {
-        let addrs = route(registry, topic, true)?;
-        let mut distinct: Vec<String> = addrs.clone();
-        distinct.sort();
-        distinct.dedup();
-        let mut producers = Vec::new();
-        for addr in &distinct {
-            producers.push(Producer::connect(addr, topic, config)?);
-        }
-        let route = addrs
-            .iter()
-            .map(|a| distinct.iter().position(|d| d == a).expect("listed"))
-            .collect();
-        Ok(ClusterProducer { producers, route })
-    }
-
-    /// The topic's partition count.
-    pub fn partitions(&self) -> u32 {
-        self.route.len() as u32
-    }
-
-    /// Adds a record to its partition's batch on that partition's broker.
-    pub fn send(
-        &mut self,
-        partition: u32,
-        record: &ParsedRecord,
-        headers: &[(&[u8], &[u8])],
-        now: i64,
-    ) -> Result<()> {
-        let Some(&i) = self.route.get(partition as usize) else {
-            return Err(Error::Config(format!(
-                "partition {partition} does not exist"
-            )));
-        };
-        self.producers[i].send(partition, record, headers, now)
-    }
-
-    /// Sends every partial batch.
-    pub fn flush_batches(&mut self) -> Result<()> {
-        self.producers
-            .iter_mut()
-            .try_for_each(Producer::flush_batches)
-    }
-
-    /// Closes every broker's producer: the summed counts and the first error.
-    pub fn close(self) -> (ProducerSummary, Result<()>) {
-        let mut total = ProducerSummary::default();
-        let mut result = Ok(());
-        for p in self.producers {
-            let (s, r) = p.close();
-            total.delivered += s.delivered;
-            total.failed += s.failed;
-            total.latency.merge(&s.latency);
-            result = result.and(r);
-        }
-        (total, result)
     }
 }
 

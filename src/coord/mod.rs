@@ -1,7 +1,10 @@
 //! Coordination: the registry through which brokers and consumer-group
 //! members find each other (the paper's broker, consumer, ownership and
-//! offset registries), and the pure decisions taken from it (Algorithm 1's
-//! partition assignment, the round-robin placement of a topic).
+//! offset registries), the pure decisions taken from it (Algorithm 1's
+//! partition assignment, the round-robin placement of a topic), and the
+//! two processes that act on them through clients of the brokers: a member
+//! of a consumer group ([`group`]) and a producer routed to each
+//! partition's broker ([`route`](mod@route)).
 //!
 //! [`Registry`] is the trait every caller holds, as an `Arc<dyn
 //! Registry>`; [`dir::DirRegistry`] is its backend on a directory of one
@@ -9,9 +12,11 @@
 //! [`open`].
 
 pub mod dir;
+pub mod group;
 #[cfg(test)]
 pub(crate) mod mem;
 pub mod registry;
+pub mod route;
 pub mod spread;
 
 use std::path::PathBuf;
@@ -21,6 +26,7 @@ use crate::error::Result;
 
 pub use dir::DirRegistry;
 pub use registry::{BrokerInfo, Ephemeral, Held, MemberInfo, Placement, Registry};
+pub use route::{route, ClusterProducer};
 pub use spread::{assign, place};
 
 /// Opens (creating) the registry directory `dir`, for a caller that only

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::client::group::{GroupConfig, GroupMember};
 use crate::client::offset::{resolve_in, OffsetSpec};
 use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
+use crate::coord::group::{GroupConfig, GroupMember};
 use crate::storage::fs::{RealFs, Vfs};
 use crate::storage::record::Record;
 use crate::storage::store::Store;
@@ -196,7 +196,7 @@ fn open_remote(options: &Options) -> anyhow::Result<Source> {
         Some(dir) => {
             let registry = crate::coord::open(dir)
                 .with_context(|| format!("cannot open the registry {}", dir.display()))?;
-            crate::client::route(&*registry, &options.topic, false).with_context(|| {
+            crate::coord::route(&*registry, &options.topic, false).with_context(|| {
                 format!(
                     "cannot read topic {:?} through {}",
                     options.topic,

@@ -23,7 +23,8 @@ use base64::Engine as _;
 
 use crate::client::partitioner::Partitioner;
 use crate::client::producer::Batches;
-use crate::client::{BatchOptions, ClusterProducer, ParsedRecord, Producer, ProducerConfig};
+use crate::client::{BatchOptions, ParsedRecord, Producer, ProducerConfig};
+use crate::coord::ClusterProducer;
 use crate::error::{Error, Result};
 use crate::storage::log::{Log, LogConfig, OpenOptions};
 use crate::storage::store::Store;

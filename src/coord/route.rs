@@ -1,7 +1,9 @@
 //! Routing in a cluster: which broker serves each partition of a topic,
-//! from the registry's placement.
+//! from the registry's placement, and a producer that sends each record to
+//! its partition's broker.
 
 use crate::client::connection::Connection;
+use crate::client::{ParsedRecord, Producer, ProducerConfig, ProducerSummary};
 use crate::coord::Registry;
 use crate::error::{Error, Result};
 use crate::protocol::ErrorCode;
@@ -44,6 +46,81 @@ pub fn route(registry: &dyn Registry, topic: &str, create: bool) -> Result<Vec<S
             })
         })
         .collect()
+}
+
+/// Sends records to a topic whose partitions several brokers hold: one
+/// [`Producer`] per broker, each record routed to its partition's broker.
+#[derive(Debug)]
+pub struct ClusterProducer {
+    producers: Vec<Producer>,
+    /// Index into `producers` of each partition's broker.
+    route: Vec<usize>,
+}
+
+impl ClusterProducer {
+    /// Connects to the broker of every partition of `topic`, as the
+    /// registry places them (creating the topic if nobody has).
+    pub fn connect(
+        registry: &dyn crate::coord::Registry,
+        topic: &str,
+        config: ProducerConfig,
+    ) -> Result<ClusterProducer> {
+        let addrs = route(registry, topic, true)?;
+        let mut distinct: Vec<String> = addrs.clone();
+        distinct.sort();
+        distinct.dedup();
+        let mut producers = Vec::new();
+        for addr in &distinct {
+            producers.push(Producer::connect(addr, topic, config)?);
+        }
+        let route = addrs
+            .iter()
+            .map(|a| distinct.iter().position(|d| d == a).expect("listed"))
+            .collect();
+        Ok(ClusterProducer { producers, route })
+    }
+
+    /// The topic's partition count.
+    pub fn partitions(&self) -> u32 {
+        self.route.len() as u32
+    }
+
+    /// Adds a record to its partition's batch on that partition's broker.
+    pub fn send(
+        &mut self,
+        partition: u32,
+        record: &ParsedRecord,
+        headers: &[(&[u8], &[u8])],
+        now: i64,
+    ) -> Result<()> {
+        let Some(&i) = self.route.get(partition as usize) else {
+            return Err(Error::Config(format!(
+                "partition {partition} does not exist"
+            )));
+        };
+        self.producers[i].send(partition, record, headers, now)
+    }
+
+    /// Sends every partial batch.
+    pub fn flush_batches(&mut self) -> Result<()> {
+        self.producers
+            .iter_mut()
+            .try_for_each(Producer::flush_batches)
+    }
+
+    /// Closes every broker's producer: the summed counts and the first error.
+    pub fn close(self) -> (ProducerSummary, Result<()>) {
+        let mut total = ProducerSummary::default();
+        let mut result = Ok(());
+        for p in self.producers {
+            let (s, r) = p.close();
+            total.delivered += s.delivered;
+            total.failed += s.failed;
+            total.latency.merge(&s.latency);
+            result = result.and(r);
+        }
+        (total, result)
+    }
 }
 
 #[cfg(test)]

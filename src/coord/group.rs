@@ -263,7 +263,7 @@ fn routes(
     conns: &mut Connections,
 ) -> Result<Vec<String>> {
     if registry.placement(&config.topic)?.is_some() {
-        return crate::client::route(registry, &config.topic, false);
+        return crate::coord::route(registry, &config.topic, false);
     }
     let broker = registry
         .brokers()?
