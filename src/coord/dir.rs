@@ -5,11 +5,11 @@
 //! # Layout
 //!
 //! ```text
-//! <registry>/brokers/<broker-id>.lock          --> (flock held by the live broker)
+//! <registry>/brokers/<broker-id>.lock          --> (lock held by the live broker)
 //! <registry>/brokers/<broker-id>.json          --> {"id", "host", "port", "pid", "topics": {"t": [0, 2]}}
-//! <registry>/consumers/<group>/<member>.lock   --> (flock held by the live member)
+//! <registry>/consumers/<group>/<member>.lock   --> (lock held by the live member)
 //! <registry>/consumers/<group>/<member>.json   --> {"member", "pid", "host", "topics": ["t"]}
-//! <registry>/owners/<group>/<topic>-<p>.lock   --> <member> (flock held by the owner)
+//! <registry>/owners/<group>/<topic>-<p>.lock   --> <member> (lock held by the owner)
 //! <registry>/offsets/<group>/<topic>-<p>       --> "klog-offset 1\n<offset>\n"
 //! <registry>/topics/<topic>.json               --> {"topic": "t", "brokers": ["<broker-id>", ...]}
 //! ```
@@ -35,14 +35,15 @@
 //! # Ephemeral entries are locks
 //!
 //! Brokers, members and owners are *ephemeral*: an entry exists while an
-//! exclusive `flock` on its `.lock` file is held. The kernel releases a
-//! `flock` when its process dies, `kill -9` included, so an entry vanishes
+//! exclusive lock on its `.lock` file is held (an open-file-description
+//! lock, see `storage::lock`, which others test without taking). The
+//! kernel releases it when its process dies, `kill -9` included, so an entry vanishes
 //! the instant its process does, with no clock and no session to expire;
 //! and two processes can never hold the same lock, so two members can
 //! never both own a partition. (A lease, the alternative, needs synchronised
 //! clocks and leaves a window in which a slow owner and its successor both
 //! believe they own.) The price: a registry serves the processes of one
-//! host on a local file system (`flock` over NFS is not reliable), and a
+//! host on a local file system (file locks over NFS are not reliable), and a
 //! process that is stopped but alive (SIGSTOP) keeps its entries until it
 //! dies. A `.json` beside a lock says who holds it; it is replaced
 //! atomically, and one whose lock is free is stale and is removed by
@@ -64,7 +65,6 @@ use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::Flock;
 use serde::Deserialize;
 
 use crate::coord::registry::{
@@ -72,7 +72,7 @@ use crate::coord::registry::{
 };
 use crate::error::{Error, IoContext, Result};
 use crate::storage::fs::{RealFs, Vfs};
-use crate::storage::lock::{is_flocked, try_flock};
+use crate::storage::lock::{is_locked, try_lock, FileLock};
 use crate::storage::store::{parse_partition_dir, partition_dir_name};
 
 /// Magic first line of an offset file.
@@ -84,11 +84,11 @@ pub struct DirRegistry {
     dir: PathBuf,
 }
 
-/// A held entry of the directory: its `flock`, and the files to remove
+/// A held entry of the directory: its lock, and the files to remove
 /// when it is left.
 #[derive(Debug)]
 struct Lock {
-    _lock: Flock<File>,
+    _lock: FileLock,
     lock_path: PathBuf,
     /// The entry's description; `None` for an owner, whose lock file
     /// stays (a later claim reuses it).
@@ -148,7 +148,7 @@ impl DirRegistry {
         // only then write the description that readers list: a reader that
         // finds the description always finds the lock held.
         let tmp = entry_dir.join(format!(".{id}.lock.tmp"));
-        let lock = try_flock(&tmp)?.ok_or_else(|| Error::InUse { path: tmp.clone() })?;
+        let lock = try_lock(&tmp)?.ok_or_else(|| Error::InUse { path: tmp.clone() })?;
         let lock_path = entry_dir.join(format!("{id}.lock"));
         let info_path = entry_dir.join(format!("{id}.json"));
         std::fs::rename(&tmp, &lock_path).ctx("rename", &tmp)?;
@@ -175,7 +175,7 @@ impl DirRegistry {
             let id = name.trim_end_matches(".json");
             let lock = entry_dir.join(format!("{id}.lock"));
             let info = entry_dir.join(&name);
-            if !is_flocked(&lock) {
+            if !is_locked(&lock) {
                 // Its process is gone: a stale entry.
                 let _ = std::fs::remove_file(&info);
                 let _ = std::fs::remove_file(&lock);
@@ -267,11 +267,12 @@ impl Registry for DirRegistry {
         let path = self.owner_path(group, topic, partition);
         let owners_dir = path.parent().expect("owners dir");
         std::fs::create_dir_all(owners_dir).ctx("create", owners_dir)?;
-        let Some(lock) = try_flock(&path)? else {
+        let Some(lock) = try_lock(&path)? else {
             return Ok(None);
         };
-        lock.set_len(0).ctx("truncate", &path)?;
-        lock.write_all_at(member.as_bytes(), 0)
+        lock.file().set_len(0).ctx("truncate", &path)?;
+        lock.file()
+            .write_all_at(member.as_bytes(), 0)
             .ctx("write", &path)?;
         Ok(Some(Ephemeral::new(Lock {
             _lock: lock,
@@ -282,7 +283,7 @@ impl Registry for DirRegistry {
 
     fn owner(&self, group: &str, topic: &str, partition: u32) -> Option<String> {
         let path = self.owner_path(group, topic, partition);
-        if !is_flocked(&path) {
+        if !is_locked(&path) {
             return None;
         }
         let mut text = String::new();

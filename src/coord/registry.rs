@@ -78,7 +78,7 @@ pub struct Placement {
     pub brokers: Vec<String>,
 }
 
-/// What keeps an ephemeral entry alive in its backend (a held `flock`, a
+/// What keeps an ephemeral entry alive in its backend (a held file lock, a
 /// session's node): the entry exists while this lives. Dropping it
 /// removes the entry.
 pub trait Held: fmt::Debug + Send {

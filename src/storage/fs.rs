@@ -106,7 +106,7 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// Names of the entries of a directory (files and directories).
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
-    /// Whether partitions on it can be locked with `flock` (only the
+    /// Whether partitions on it can be locked with file locks (only the
     /// operating system's file system can).
     fn supports_locks(&self) -> bool {
         false

@@ -11,7 +11,7 @@
 //!   00000000000000051200.log ...    next segment, named by its base offset
 //!   recovery-point                  "klog-recovery-point 1\n<offset>\n": records below are durable
 //!   clean-shutdown                  present after a clean close; removed by the next writer
-//!   .lock                           the writer's lock (flock), holding its pid
+//!   .lock                           the writer's lock (an OFD lock), holding its pid
 //!   quarantine/                     segments recovery set aside after a cut
 //!   *.log.corrupt                   bytes recovery cut out of a segment
 //! ```
