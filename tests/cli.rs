@@ -400,3 +400,41 @@ fn more_headers_than_the_format_holds_is_an_error_not_a_panic() {
         .success();
     assert!(out.get_output().stdout.is_empty(), "nothing was appended");
 }
+
+/// `klog-dump --registry` only looks: it creates no directory and removes
+/// no entry, not even a stale one (its owner may be starting).
+#[test]
+fn klog_dump_registry_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = dir.path().join("reg");
+    std::fs::create_dir_all(reg.join("brokers")).unwrap();
+    let stale = r#"{"id":"b1","host":"127.0.0.1","port":1,"pid":1,"topics":{}}"#;
+    std::fs::write(reg.join("brokers").join("b1.json"), stale).unwrap();
+    std::fs::write(reg.join("brokers").join("b1.lock"), "").unwrap();
+    let listing = || {
+        let mut names: Vec<String> = walkdir(&reg);
+        names.sort();
+        names
+    };
+    let before = listing();
+    bin("klog-dump")
+        .args(["--registry", reg.to_str().unwrap()])
+        .assert()
+        .success();
+    bin("klog-dump")
+        .args(["--json", "--registry", reg.to_str().unwrap()])
+        .assert()
+        .success();
+    assert_eq!(listing(), before);
+}
+
+fn walkdir(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        out.push(entry.path().display().to_string());
+        if entry.path().is_dir() {
+            out.extend(walkdir(&entry.path()));
+        }
+    }
+    out
+}

@@ -82,6 +82,9 @@ const OFFSET_MAGIC: &str = "klog-offset 1";
 #[derive(Debug, Clone)]
 pub struct DirRegistry {
     dir: PathBuf,
+    /// Opened only to look (`klog-dump --registry`): nothing is created and
+    /// stale entries are skipped, not removed.
+    read_only: bool,
 }
 
 /// A held entry of the directory: its lock, and the files to remove
@@ -133,7 +136,30 @@ impl DirRegistry {
             let d = dir.join(sub);
             std::fs::create_dir_all(&d).ctx("create", &d)?;
         }
-        Ok(DirRegistry { dir })
+        Ok(DirRegistry {
+            dir,
+            read_only: false,
+        })
+    }
+
+    /// Refuses a change to a registry opened only to look at it.
+    fn writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::Config(format!(
+                "the registry {} was opened read-only",
+                self.dir.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Opens the registry in `dir` only to look at it: creates nothing,
+    /// removes nothing (a stale entry is skipped), and writes nothing.
+    pub fn open_read_only(dir: impl Into<PathBuf>) -> DirRegistry {
+        DirRegistry {
+            dir: dir.into(),
+            read_only: true,
+        }
     }
 
     /// The directory.
@@ -177,8 +203,10 @@ impl DirRegistry {
             let info = entry_dir.join(&name);
             if !is_locked(&lock) {
                 // Its process is gone: a stale entry.
-                let _ = std::fs::remove_file(&info);
-                let _ = std::fs::remove_file(&lock);
+                if !self.read_only {
+                    let _ = std::fs::remove_file(&info);
+                    let _ = std::fs::remove_file(&lock);
+                }
                 continue;
             }
             // A description that does not parse is ignored (it is being
@@ -217,6 +245,7 @@ impl Registry for DirRegistry {
     }
 
     fn register_broker(&self, info: &BrokerInfo) -> Result<Ephemeral> {
+        self.writable()?;
         check_name("broker", &info.id)?;
         self.register(&self.dir.join("brokers"), &info.id, &to_json(info)?)
     }
@@ -226,6 +255,7 @@ impl Registry for DirRegistry {
     }
 
     fn join(&self, group: &str, info: &MemberInfo) -> Result<Ephemeral> {
+        self.writable()?;
         check_name("group", group)?;
         check_name("member", &info.member)?;
         self.register(
@@ -262,6 +292,7 @@ impl Registry for DirRegistry {
         partition: u32,
         member: &str,
     ) -> Result<Option<Ephemeral>> {
+        self.writable()?;
         check_name("group", group)?;
         check_name("topic", topic)?;
         let path = self.owner_path(group, topic, partition);
@@ -327,6 +358,7 @@ impl Registry for DirRegistry {
         offset: u64,
         _owner: &Ephemeral,
     ) -> Result<()> {
+        self.writable()?;
         let path = self.offset_path(group, topic, partition);
         let offsets_dir = path.parent().expect("offsets dir");
         std::fs::create_dir_all(offsets_dir).ctx("create", offsets_dir)?;
@@ -379,6 +411,7 @@ impl Registry for DirRegistry {
     }
 
     fn create_placement(&self, placement: &Placement) -> Result<bool> {
+        self.writable()?;
         let topic = &placement.topic;
         let path = self.placement_path(topic);
         let topics_dir = path.parent().expect("topics dir");
@@ -408,6 +441,21 @@ impl Registry for DirRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_registry_opened_to_look_refuses_every_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open_read_only(dir.path().join("reg"));
+        let info = MemberInfo {
+            member: "m".into(),
+            pid: 1,
+            topics: vec!["t".into()],
+        };
+        assert!(reg.join("g", &info).is_err());
+        assert!(reg.claim("g", "t", 0, "m").is_err());
+        assert!(reg.brokers().unwrap().is_empty());
+        assert!(!dir.path().join("reg").exists(), "nothing was created");
+    }
 
     #[test]
     fn a_member_joining_while_others_list_the_group_is_never_taken_for_dead() {

@@ -34,3 +34,9 @@ pub use spread::{assign, place};
 pub fn open(dir: impl Into<PathBuf>) -> Result<Arc<dyn Registry>> {
     Ok(Arc::new(DirRegistry::open(dir)?))
 }
+
+/// Opens the registry at `dir` only to look at it (see
+/// [`DirRegistry::open_read_only`]).
+pub fn open_read_only(dir: impl Into<PathBuf>) -> Arc<dyn Registry> {
+    Arc::new(DirRegistry::open_read_only(dir))
+}

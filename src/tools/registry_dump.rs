@@ -66,7 +66,7 @@ pub fn show(dir: &Path, json: bool) -> anyhow::Result<()> {
     if !dir.join("brokers").is_dir() {
         anyhow::bail!("not a registry (no brokers/ inside)");
     }
-    let registry = crate::coord::open(dir)?;
+    let registry = crate::coord::open_read_only(dir);
     let snapshot = read(&*registry)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
