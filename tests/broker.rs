@@ -869,3 +869,38 @@ fn a_full_disk_refuses_what_does_not_fit_and_appends_resume_once_there_is_room()
         "offsets run on without a gap"
     );
 }
+
+/// A second broker on a data directory a live broker serves is refused
+/// with the holder's pid before it touches the registry: the live broker
+/// stays registered and keeps serving.
+#[test]
+fn a_second_broker_on_the_same_data_directory_is_refused_and_erases_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let reg = dir.path().join("reg");
+    let first = BrokerProc::start(&data, &["--registry", reg.to_str().unwrap()]);
+    let brokers = || std::fs::read_dir(reg.join("brokers")).unwrap().count();
+    let registered = brokers();
+    bin("klog-broker")
+        .args([
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--registry", reg.to_str().unwrap()])
+        .timeout(Duration::from_secs(20))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "locked by pid {}",
+            first.child.id()
+        )));
+    assert_eq!(
+        brokers(),
+        registered,
+        "the live broker's registry entry is untouched"
+    );
+    produce_to(&first.addr, "t", "still here\n", &[]);
+    assert_eq!(consume_from(&first.addr, "t", &[]), "still here\n");
+}

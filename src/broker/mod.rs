@@ -82,6 +82,7 @@ use std::sync::Arc;
 
 use crate::coord::BrokerInfo;
 use crate::limits;
+use crate::storage::lock::PartitionLock;
 use crate::storage::log::LogConfig;
 use crate::storage::store::Store;
 use crate::sync::lock;
@@ -177,6 +178,9 @@ impl BrokerHandle {
 pub struct Broker {
     shared: Arc<Shared>,
     listener: TcpListener,
+    /// The data directory's lock, held until the broker is dropped: one
+    /// broker per data directory (none on a file system without locks).
+    _data_lock: Option<PartitionLock>,
 }
 
 impl Broker {
@@ -195,6 +199,19 @@ impl Broker {
                     config.data_dir.display()
                 )
             })?;
+        // The data directory is this broker's before anything else is done,
+        // above all before it registers: a second broker on it must not
+        // replace the live one's registry entry.
+        let data_lock = if config.vfs.supports_locks() {
+            Some(PartitionLock::acquire(&config.data_dir).with_context(|| {
+                format!(
+                    "cannot serve the data directory {}",
+                    config.data_dir.display()
+                )
+            })?)
+        } else {
+            None
+        };
         let listener = TcpListener::bind(&config.listen)
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let registry = match &config.registry {
@@ -210,7 +227,11 @@ impl Broker {
         register(&shared, listener.local_addr()?)?;
         open_existing_topics(&shared)?;
         shared.update_registry();
-        Ok(Broker { shared, listener })
+        Ok(Broker {
+            shared,
+            listener,
+            _data_lock: data_lock,
+        })
     }
 
     /// A handle to stop it and learn its address.

@@ -4,8 +4,14 @@
 //!
 //! ```text
 //! <data-dir>/
+//!   .lock                  the serving broker's lock, holding its pid (see crate::storage::lock)
+//!   broker-id              the broker's id in a registry, stable across restarts
 //!   <topic>-<partition>/   one directory per partition, partition from 0 (see crate::storage::log)
 //! ```
+//!
+//! A broker takes the data directory's lock before anything else (before it
+//! registers in a registry above all), so a second broker on the same
+//! directory is refused with the first one's pid and changes nothing.
 //!
 //! A topic exists when its partition directories do; its partition count is
 //! how many there are, numbered `0..n` without a gap. Topic names match
