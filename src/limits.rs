@@ -51,6 +51,9 @@ pub const IN_FLIGHT_MAX_DEFAULT: usize = 256;
 /// Default time a peer has to finish sending a frame it started.
 pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 
+/// Default time a connection may stay idle between requests.
+pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 10 * 60 * 1000;
+
 /// Topics a broker holds at most.
 pub const TOPICS_MAX: usize = 10_000;
 

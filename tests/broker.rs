@@ -904,3 +904,30 @@ fn a_second_broker_on_the_same_data_directory_is_refused_and_erases_nothing() {
     produce_to(&first.addr, "t", "still here\n", &[]);
     assert_eq!(consume_from(&first.addr, "t", &[]), "still here\n");
 }
+
+/// A connection idle between requests for `--idle-timeout` is closed, so
+/// idle sockets cannot hold `--max-connections` against every client.
+#[test]
+fn an_idle_connection_is_closed_after_the_idle_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(
+        &dir.path().join("data"),
+        &["--idle-timeout", "300ms", "--max-connections", "2"],
+    );
+    let mut idle = TcpStream::connect(&broker.addr).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let started = Instant::now();
+    let mut byte = [0u8; 1];
+    let n = idle.read(&mut byte).unwrap_or(0);
+    assert_eq!(n, 0, "the broker closed the idle connection");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    broker.wait_for_log("idle for 300 ms", Duration::from_secs(10));
+    // The slot is free again: a client gets in.
+    produce_to(&broker.addr, "t", "in\n", &[]);
+    assert_eq!(consume_from(&broker.addr, "t", &[]), "in\n");
+}

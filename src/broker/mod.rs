@@ -121,6 +121,8 @@ pub struct BrokerConfig {
     pub in_flight_max: usize,
     /// Time a peer has to finish a frame it started.
     pub request_timeout_ms: u64,
+    /// Time a connection may stay idle between requests before it is closed.
+    pub idle_timeout_ms: u64,
     /// The registry to join, if any.
     pub registry: Option<PathBuf>,
     /// Print no log lines (a benchmark's own broker).
@@ -145,6 +147,7 @@ impl BrokerConfig {
             connections_max: limits::CONNECTIONS_MAX_DEFAULT,
             in_flight_max: limits::IN_FLIGHT_MAX_DEFAULT,
             request_timeout_ms: limits::REQUEST_TIMEOUT_MS_DEFAULT,
+            idle_timeout_ms: limits::IDLE_TIMEOUT_MS_DEFAULT,
             registry: None,
             quiet: false,
             vfs: Arc::new(crate::storage::fs::RealFs),

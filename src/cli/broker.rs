@@ -75,6 +75,10 @@ pub struct Args {
     /// disconnected.
     #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = super::duration_arg)]
     pub request_timeout_ms: u64,
+    /// A connection idle this long between requests is closed, so that idle
+    /// sockets cannot hold every slot of --max-connections.
+    #[arg(long = "idle-timeout", value_name = "DURATION", default_value = "10m", value_parser = super::duration_arg)]
+    pub idle_timeout_ms: u64,
     /// Join this registry: register the broker and its topics there, for
     /// consumer groups (klog-consume -G) to find.
     #[arg(long = "registry", value_name = "DIR", env = "KLOG_REGISTRY")]
@@ -113,6 +117,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.connections_max = args.connections_max as usize;
     config.in_flight_max = args.in_flight_max as usize;
     config.request_timeout_ms = args.request_timeout_ms;
+    config.idle_timeout_ms = args.idle_timeout_ms;
     config.registry = args.registry.clone();
     let broker = Broker::open(config)?;
     let addr = broker.handle()?.local_addr();

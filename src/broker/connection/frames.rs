@@ -19,6 +19,8 @@ pub(super) enum FrameError {
     TooLarge(u32, Option<RequestHeader>),
     /// The peer started a frame and did not finish it in time.
     Timeout,
+    /// The peer sent nothing for the idle timeout between frames.
+    Idle,
     /// The socket failed.
     Io(io::Error),
 }
@@ -40,6 +42,8 @@ pub(super) struct FrameReader<'a> {
     timeout: Duration,
     /// The socket's read timeout as last set (to skip needless syscalls).
     timeout_set: Option<Option<Duration>>,
+    /// The time a peer may send nothing between frames (`None`: for ever).
+    idle: Option<Duration>,
 }
 
 /// Bytes read at once at least.
@@ -57,7 +61,15 @@ impl<'a> FrameReader<'a> {
             bytes_max,
             timeout,
             timeout_set: None,
+            idle: None,
         }
+    }
+
+    /// Closes the connection (with [`FrameError::Idle`]) when the peer sends
+    /// nothing for `idle` between frames.
+    pub(super) fn idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle = Some(idle);
+        self
     }
 
     fn set_timeout(&mut self, t: Option<Duration>) {
@@ -86,8 +98,9 @@ impl<'a> FrameReader<'a> {
                 let grown = (self.buf.len() + GROW_CHUNK_BYTES).min(want.max(READ_CHUNK_BYTES));
                 self.buf.resize(grown, 0);
             }
-            if self.filled == self.pos && deadline.is_none() {
-                self.set_timeout(None);
+            let between_frames = self.filled == self.pos && deadline.is_none();
+            if between_frames {
+                self.set_timeout(self.idle);
             } else {
                 let at = *deadline.get_or_insert_with(|| Instant::now() + self.timeout);
                 let left = at.saturating_duration_since(Instant::now());
@@ -117,7 +130,11 @@ impl<'a> FrameReader<'a> {
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                     ) =>
                 {
-                    return Err(FrameError::Timeout)
+                    return Err(if between_frames {
+                        FrameError::Idle
+                    } else {
+                        FrameError::Timeout
+                    });
                 }
                 Err(e) => return Err(FrameError::Io(e)),
             }

@@ -30,7 +30,9 @@ pub(super) fn read_requests(
     peer: SocketAddr,
     timeout: Duration,
 ) {
-    let mut reader = FrameReader::new(stream, shared.config.request_bytes_max, timeout);
+    let idle = Duration::from_millis(shared.config.idle_timeout_ms.max(1));
+    let mut reader =
+        FrameReader::new(stream, shared.config.request_bytes_max, timeout).idle_timeout(idle);
     // Answers the reader writes itself gather in `state.answer`, and leave
     // together when no request is left in the buffer.
     let mut state = ReaderState::default();
@@ -173,6 +175,10 @@ fn end(
                 let _ = tx.send(QueuedAnswer::Ready(frame));
             }
         }
+        FrameError::Idle => shared.log(format_args!(
+            "{peer}: closing the connection: idle for {} ms (--idle-timeout)",
+            shared.config.idle_timeout_ms
+        )),
         FrameError::Timeout => shared.log(format_args!(
             "{peer}: closing the connection: a frame was not completed within the request timeout of {} ms",
             timeout.as_millis()
