@@ -30,7 +30,7 @@ _klog-broker() {
 '--max-request-bytes=[Largest request accepted (checked before allocating)]:SIZE:_default' \
 '--max-connections=[Connections served at once; one over the cap is closed at once]:N:_default' \
 '--max-in-flight=[Requests of one connection whose answers wait (acks=all for an fsync, fetches for records); past it the broker stops reading that connection until they are answered. Answers that need no wait go out as requests are read]:N:_default' \
-'--request-timeout=[A peer that starts a frame and does not finish it in this time is disconnected]:DURATION:_default' \
+'--request-timeout=[A peer that starts a frame and does not finish it in this time is disconnected; the waits clients ask for (a fetch'\''s wait for records, an acks=all timeout) end by this time too]:DURATION:_default' \
 '--idle-timeout=[A connection idle this long between requests is closed, so that idle sockets cannot hold every slot of --max-connections]:DURATION:_default' \
 '--registry=[Join this registry\: register the broker and its topics there, for consumer groups (klog-consume -G) to find]:DIR:_files' \
 '-q[Only print errors]' \

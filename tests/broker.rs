@@ -931,3 +931,34 @@ fn an_idle_connection_is_closed_after_the_idle_timeout() {
     produce_to(&broker.addr, "t", "in\n", &[]);
     assert_eq!(consume_from(&broker.addr, "t", &[]), "in\n");
 }
+
+/// A client-chosen wait (a fetch's wait_ms_max here) is capped at the
+/// broker's --request-timeout: a fetch asking to wait for ever at the end
+/// of a log is answered once the request timeout has passed.
+#[test]
+fn a_fetch_asking_to_wait_for_ever_is_answered_within_the_request_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(&dir.path().join("data"), &["--request-timeout", "500ms"]);
+    produce_to(&broker.addr, "t", "one\n", &[]);
+    let mut raw = Raw::connect(&broker.addr);
+    let mut frame = Vec::new();
+    let at_end = protocol::FetchPartition {
+        topic: "t".into(),
+        partition: 0,
+        offset: 1,
+        bytes_max: 1 << 20,
+    };
+    protocol::fetch_request(&mut frame, 1, u32::MAX, 1, &[at_end]);
+    let started = Instant::now();
+    let (code, message, _) = raw.call(&frame);
+    assert_eq!(code, ErrorCode::None, "{message}");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400),
+        "it waited for records: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(15),
+        "capped at the request timeout: {waited:?}"
+    );
+}

@@ -72,7 +72,8 @@ pub struct Args {
     #[arg(long = "max-in-flight", value_name = "N", default_value_t = limits::IN_FLIGHT_MAX_DEFAULT as u64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub in_flight_max: u64,
     /// A peer that starts a frame and does not finish it in this time is
-    /// disconnected.
+    /// disconnected; the waits clients ask for (a fetch's wait for records,
+    /// an acks=all timeout) end by this time too.
     #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = super::duration_arg)]
     pub request_timeout_ms: u64,
     /// A connection idle this long between requests is closed, so that idle

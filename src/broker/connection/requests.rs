@@ -52,7 +52,7 @@ pub(super) fn handle(
         } => Some(Answer::Later(QueuedAnswer::Fetch {
             correlation_id,
             bytes_min,
-            deadline: Instant::now() + Duration::from_millis(u64::from(wait_ms_max)),
+            deadline: client_deadline(shared, wait_ms_max),
             partitions,
         })),
         Request::ListOffsets {
@@ -220,9 +220,17 @@ fn acknowledge(
                 end_offset: info.last_offset + 1,
                 epoch: info.epoch,
             },
-            deadline: Instant::now() + Duration::from_millis(u64::from(request.timeout_ms)),
+            deadline: client_deadline(shared, request.timeout_ms),
         })),
     }
+}
+
+/// When a wait a client chose (a fetch's `wait_ms_max`, an acks=all
+/// `timeout_ms`) ends: never later than the broker's `--request-timeout`,
+/// so no client can park a request for weeks.
+fn client_deadline(shared: &Shared, wait_ms: u32) -> Instant {
+    let ms = u64::from(wait_ms).min(shared.config.request_timeout_ms);
+    Instant::now() + Duration::from_millis(ms)
 }
 
 /// Answers a list_offsets request in `out`.
