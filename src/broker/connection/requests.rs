@@ -501,7 +501,9 @@ mod tests {
             bytes_max: 100,
         }];
         let mut frame = Vec::new();
-        protocol::fetch_request(&mut frame, 9, 60_000, 10, &asked);
+        // A wait shorter than the request timeout is kept as asked.
+        let wait_ms = (shared.config.request_timeout_ms / 2) as u32;
+        protocol::fetch_request(&mut frame, 9, wait_ms, 10, &asked);
         let answer = send(&shared, &frame, &mut state);
         let Some(Answer::Later(QueuedAnswer::Fetch {
             correlation_id,
@@ -516,7 +518,9 @@ mod tests {
             (correlation_id, bytes_min, partitions),
             (9, 10, asked.to_vec())
         );
-        assert!(deadline > Instant::now() + Duration::from_secs(50));
+        let asked_wait = Duration::from_millis(u64::from(wait_ms));
+        assert!(deadline > Instant::now() + asked_wait - Duration::from_secs(2));
+        assert!(deadline <= Instant::now() + asked_wait);
     }
 
     #[test]
