@@ -319,16 +319,8 @@ fn damage_in_an_older_segment_refuses_to_open_and_changes_nothing() {
         "opening changed files of a damaged partition"
     );
     // klog-dump --verify and klog-recover --dry-run agree that it is damaged.
-    bin("klog-dump")
-        .args(["--verify", "-q"])
-        .arg(&dir)
-        .assert()
-        .code(3);
-    bin("klog-recover")
-        .args(["--dry-run", "-q"])
-        .arg(&dir)
-        .assert()
-        .code(4);
+    assert_eq!(exit_code("klog-dump", &["--verify", "-q"], &dir), 3);
+    assert_eq!(exit_code("klog-recover", &["--dry-run", "-q"], &dir), 4);
     assert_eq!(listing(&dir), before);
     // klog-recover repairs it; then it opens.
     bin("klog-recover").args(["-q"]).arg(&dir).assert().code(3);
@@ -379,16 +371,8 @@ fn indexes_are_judged_by_their_invariants_not_by_the_interval() {
     let segment = log.segments().next().unwrap().path.clone();
     log.close().unwrap();
     // Healthy, written with another interval: both tools say so.
-    bin("klog-recover")
-        .args(["--full", "-q"])
-        .arg(&dir)
-        .assert()
-        .code(0);
-    bin("klog-dump")
-        .args(["--verify", "-q"])
-        .arg(&dir)
-        .assert()
-        .code(0);
+    assert_eq!(exit_code("klog-recover", &["--full", "-q"], &dir), 0);
+    assert_eq!(exit_code("klog-dump", &["--verify", "-q"], &dir), 0);
     // Two entries swapped: each still names a batch, but out of order.
     let index = segment.with_extension("index");
     let mut bytes = std::fs::read(&index).unwrap();
@@ -402,21 +386,12 @@ fn indexes_are_judged_by_their_invariants_not_by_the_interval() {
         .assert()
         .code(3)
         .stderr(predicates::str::contains("index: entry 1: not increasing"));
-    bin("klog-recover")
-        .args(["--full", "--dry-run", "-q"])
-        .arg(&dir)
-        .assert()
-        .code(4);
-    bin("klog-recover")
-        .args(["--full", "-q"])
-        .arg(&dir)
-        .assert()
-        .code(3);
-    bin("klog-dump")
-        .args(["--verify", "-q"])
-        .arg(&dir)
-        .assert()
-        .code(0);
+    assert_eq!(
+        exit_code("klog-recover", &["--full", "--dry-run", "-q"], &dir),
+        4
+    );
+    assert_eq!(exit_code("klog-recover", &["--full", "-q"], &dir), 3);
+    assert_eq!(exit_code("klog-dump", &["--verify", "-q"], &dir), 0);
 }
 
 /// Defect 8: timestamps too far apart for one batch's deltas are refused
@@ -1013,4 +988,12 @@ fn a_reader_opens_what_the_writer_repairs_as_a_torn_write() {
             "the writer keeps the whole records of the torn batch"
         );
     }
+}
+
+/// The exit code of a tool run on `path` with `args`.
+fn exit_code(tool: &str, args: &[&str], path: impl AsRef<std::ffi::OsStr>) -> i32 {
+    let out = bin(tool).args(args).arg(path).output().unwrap();
+    out.status
+        .code()
+        .expect("the tool exited, not killed by a signal")
 }
