@@ -57,10 +57,11 @@ pub enum Error {
         dir: PathBuf,
     },
 
-    /// Another process holds the partition's writer lock.
+    /// Another process holds a directory's lock (a partition's writer, a
+    /// data directory's broker).
     #[error("{path} is locked by {holder}")]
     Locked {
-        /// The partition directory.
+        /// The locked directory.
         path: PathBuf,
         /// Who holds it ("pid 1234", or "another process").
         holder: String,
@@ -87,7 +88,7 @@ pub enum Error {
          (`klog-recover --dry-run` shows what it would cut)"
     )]
     Damaged {
-        /// The partition directory.
+        /// The locked directory.
         dir: PathBuf,
         /// The damaged segment file.
         segment: PathBuf,
@@ -108,7 +109,7 @@ pub enum Error {
          restart to recover it from its last durable record"
     )]
     StorageFailed {
-        /// The partition directory.
+        /// The locked directory.
         dir: PathBuf,
         /// What failed.
         reason: String,

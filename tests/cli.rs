@@ -148,7 +148,7 @@ fn bad_topic_names_are_refused_and_create_nothing() {
 fn a_second_writer_is_refused_with_the_holders_pid() {
     let dir = tempfile::tempdir().unwrap();
     produce(dir.path(), "t", "1\n", &[]);
-    let lock = klog::storage::lock::PartitionLock::acquire(&dir.path().join("t-0")).unwrap();
+    let lock = klog::storage::lock::DirLock::acquire(&dir.path().join("t-0")).unwrap();
     bin("klog-produce")
         .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "t"])
         .write_stdin("2\n")

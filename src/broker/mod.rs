@@ -82,7 +82,7 @@ use std::sync::Arc;
 
 use crate::coord::BrokerInfo;
 use crate::limits;
-use crate::storage::lock::PartitionLock;
+use crate::storage::lock::DirLock;
 use crate::storage::log::LogConfig;
 use crate::storage::store::Store;
 use crate::sync::lock;
@@ -183,7 +183,7 @@ pub struct Broker {
     listener: TcpListener,
     /// The data directory's lock, held until the broker is dropped: one
     /// broker per data directory (none on a file system without locks).
-    _data_lock: Option<PartitionLock>,
+    _data_lock: Option<DirLock>,
 }
 
 impl Broker {
@@ -206,7 +206,7 @@ impl Broker {
         // above all before it registers: a second broker on it must not
         // replace the live one's registry entry.
         let data_lock = if config.vfs.supports_locks() {
-            Some(PartitionLock::acquire(&config.data_dir).with_context(|| {
+            Some(DirLock::acquire(&config.data_dir).with_context(|| {
                 format!(
                     "cannot serve the data directory {}",
                     config.data_dir.display()

@@ -27,16 +27,18 @@ use crate::error::{Error, IoContext, Result};
 /// File name of the lock inside a partition directory.
 pub const LOCK_FILE: &str = ".lock";
 
-/// A held partition lock; released when dropped.
+/// A held directory lock (a partition's writer, or the broker of a data
+/// directory): `<dir>/.lock`, holding the holder's pid; released when dropped.
 #[derive(Debug)]
-pub struct PartitionLock {
+pub struct DirLock {
     _lock: FileLock,
     path: PathBuf,
 }
 
-impl PartitionLock {
-    /// Takes the lock of the partition in `dir`, or says who holds it.
-    pub fn acquire(dir: &Path) -> Result<PartitionLock> {
+impl DirLock {
+    /// Takes the lock of `dir` (a partition or a data directory), or says
+    /// who holds it.
+    pub fn acquire(dir: &Path) -> Result<DirLock> {
         let path = dir.join(LOCK_FILE);
         let Some(lock) = try_lock(&path)? else {
             return Err(Error::Locked {
@@ -50,7 +52,7 @@ impl PartitionLock {
         file.set_len(0).ctx("truncate", &path)?;
         file.seek(SeekFrom::Start(0)).ctx("seek", &path)?;
         file.write_all(pid.as_bytes()).ctx("write", &path)?;
-        Ok(PartitionLock { _lock: lock, path })
+        Ok(DirLock { _lock: lock, path })
     }
 
     /// The lock file.

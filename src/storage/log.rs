@@ -63,7 +63,7 @@ use crate::limits;
 use crate::storage::batches::Batches;
 use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{self, INDEX_ENTRY_BYTES_MAX};
-use crate::storage::lock::PartitionLock;
+use crate::storage::lock::DirLock;
 use crate::storage::record::{self, Batch, BatchHeader};
 use crate::storage::recover::{self, RecoverOptions, RecoveryReport};
 use crate::storage::segment::Segment;
@@ -244,7 +244,7 @@ pub struct Log {
     /// A write failed and nothing was written since: appends go to the file
     /// at once, so that the next failure is the append's own error.
     write_failing: bool,
-    _lock: Option<PartitionLock>,
+    _lock: Option<DirLock>,
 }
 
 impl Log {
@@ -258,7 +258,7 @@ impl Log {
     ) -> Result<Log> {
         config.validate()?;
         let lock = if options.writable && options.lock {
-            Some(PartitionLock::acquire(dir)?)
+            Some(DirLock::acquire(dir)?)
         } else {
             None
         };

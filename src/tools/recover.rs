@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::storage::fs::RealFs;
-use crate::storage::lock::PartitionLock;
+use crate::storage::lock::DirLock;
 use crate::storage::log::LogConfig;
 use crate::storage::recover::{self, RecoverOptions, RecoveryReport};
 use crate::storage::store;
@@ -133,7 +133,7 @@ fn recover_one(dir: &Path, options: &RecoverOptions) -> anyhow::Result<RecoveryR
     let _lock = if options.dry_run {
         None
     } else {
-        Some(PartitionLock::acquire(dir)?)
+        Some(DirLock::acquire(dir)?)
     };
     if options.dry_run {
         if let Some(pid) = crate::storage::lock::holder(dir) {
