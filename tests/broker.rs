@@ -962,3 +962,31 @@ fn a_fetch_asking_to_wait_for_ever_is_answered_within_the_request_timeout() {
         "capped at the request timeout: {waited:?}"
     );
 }
+
+/// A peer waiting for an answer (a long-poll fetch) is not idle: the idle
+/// timeout does not cut the connection under its fetch.
+#[test]
+fn a_connection_waiting_for_its_fetch_is_not_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(
+        &dir.path().join("data"),
+        &["--idle-timeout", "200ms", "--request-timeout", "1500ms"],
+    );
+    produce_to(&broker.addr, "t", "one\n", &[]);
+    let mut raw = Raw::connect(&broker.addr);
+    let mut frame = Vec::new();
+    let at_end = protocol::FetchPartition {
+        topic: "t".into(),
+        partition: 0,
+        offset: 1,
+        bytes_max: 1 << 20,
+    };
+    protocol::fetch_request(&mut frame, 1, 1500, 1, &[at_end.clone()]);
+    let (code, message, _) = raw.call(&frame);
+    assert_eq!(code, ErrorCode::None, "{message}");
+    // The connection is still there for the next request.
+    frame.clear();
+    protocol::fetch_request(&mut frame, 2, 0, 1, &[at_end]);
+    let (code, message, _) = raw.call(&frame);
+    assert_eq!(code, ErrorCode::None, "{message}");
+}

@@ -45,6 +45,9 @@ pub(super) fn read_requests(
         }
         let body = match reader.next() {
             Ok(body) => body,
+            // A peer waiting for answers (a long-poll fetch, an acks=all
+            // produce) is not idle.
+            Err(FrameError::Idle) if queued_count.load(Ordering::Acquire) > 0 => continue,
             Err(e) => {
                 // Answers already due still go out before the connection ends.
                 if send_held(shared, stream, &mut state, peer).is_ok() {
