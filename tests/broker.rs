@@ -981,7 +981,7 @@ fn a_connection_waiting_for_its_fetch_is_not_idle() {
         offset: 1,
         bytes_max: 1 << 20,
     };
-    protocol::fetch_request(&mut frame, 1, 1500, 1, &[at_end.clone()]);
+    protocol::fetch_request(&mut frame, 1, 1500, 1, std::slice::from_ref(&at_end));
     let (code, message, _) = raw.call(&frame);
     assert_eq!(code, ErrorCode::None, "{message}");
     // The connection is still there for the next request.
