@@ -42,6 +42,10 @@ pub const INDEX_BYTES_MAX_LIMIT: u32 = 64 * 1024 * 1024;
 /// Default largest request a broker reads (checked before allocating).
 pub const REQUEST_BYTES_MAX_DEFAULT: u32 = 100 * 1024 * 1024;
 
+/// Default request bytes a broker holds in memory at once, over all its
+/// connections (Kafka's `queued.max.request.bytes`).
+pub const QUEUED_REQUEST_BYTES_MAX_DEFAULT: u64 = 512 * 1024 * 1024;
+
 /// Default connections a broker serves at once.
 pub const CONNECTIONS_MAX_DEFAULT: usize = 1024;
 
@@ -78,6 +82,7 @@ pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 pub const HEADERS_PER_RECORD_MAX: u32 = 1024;
 
 const _: () = assert!(RECORD_BYTES_MAX_DEFAULT <= RECORD_BYTES_MAX_LIMIT);
+const _: () = assert!(REQUEST_BYTES_MAX_DEFAULT as u64 <= QUEUED_REQUEST_BYTES_MAX_DEFAULT);
 const _: () = assert!(INDEX_BYTES_MAX_DEFAULT <= INDEX_BYTES_MAX_LIMIT);
 const _: () = assert!(FETCH_RESPONSE_BYTES_MAX + BATCH_BYTES_MAX as u64 <= u32::MAX as u64);
 const _: () = assert!(BATCH_BYTES_MAX <= REQUEST_BYTES_MAX_DEFAULT + 64 * 1024 * 1024);

@@ -91,6 +91,7 @@ use shared::Shared;
 mod connection;
 mod flusher;
 mod listener;
+mod memory;
 mod retention;
 mod shared;
 #[cfg(test)]
@@ -115,6 +116,10 @@ pub struct BrokerConfig {
     pub retention_check_interval_ms: u64,
     /// Largest request frame.
     pub request_bytes_max: u32,
+    /// Request bytes held in memory at once, over all connections (at
+    /// least `request_bytes_max`, or the largest request could never be
+    /// read).
+    pub queued_request_bytes_max: u64,
     /// Connections served at once.
     pub connections_max: usize,
     /// Requests of one connection whose answers wait (acks=all, fetches).
@@ -144,6 +149,7 @@ impl BrokerConfig {
             flush_interval_ms: None,
             retention_check_interval_ms: 5 * 60 * 1000,
             request_bytes_max: limits::REQUEST_BYTES_MAX_DEFAULT,
+            queued_request_bytes_max: limits::QUEUED_REQUEST_BYTES_MAX_DEFAULT,
             connections_max: limits::CONNECTIONS_MAX_DEFAULT,
             in_flight_max: limits::IN_FLIGHT_MAX_DEFAULT,
             request_timeout_ms: limits::REQUEST_TIMEOUT_MS_DEFAULT,

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
+use super::memory::RequestMemory;
 use super::BrokerConfig;
 use crate::coord::{BrokerInfo, Ephemeral, Registry};
 use crate::error::{Error, Result};
@@ -104,6 +105,8 @@ pub(super) struct Shared {
     pub(super) visible_changed: Condvar,
     pub(super) stop: AtomicBool,
     pub(super) connections: AtomicUsize,
+    /// The bound on request bytes held in memory.
+    pub(super) request_memory: RequestMemory,
     /// Batches appended, and fsyncs that made them durable.
     pub(super) appends: AtomicU64,
     pub(super) fsyncs: AtomicU64,
@@ -135,6 +138,7 @@ impl Shared {
             visible_changed: Condvar::new(),
             stop: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
+            request_memory: RequestMemory::new(config.queued_request_bytes_max),
             appends: AtomicU64::new(0),
             fsyncs: AtomicU64::new(0),
             sockets: Mutex::new(HashMap::new()),

@@ -62,6 +62,12 @@ pub struct Args {
     /// Largest request accepted (checked before allocating).
     #[arg(long = "max-request-bytes", value_name = "SIZE", default_value = "100MiB", value_parser = super::size_arg)]
     pub request_bytes_max: u64,
+    /// Request bytes held in memory at once over all connections (Kafka's
+    /// queued.max.request.bytes). A request too large for its connection's
+    /// 64KiB buffer waits, unread, until its length fits; at least
+    /// --max-request-bytes.
+    #[arg(long = "max-queued-request-bytes", value_name = "SIZE", default_value = "512MiB", value_parser = super::size_arg)]
+    pub queued_request_bytes_max: u64,
     /// Connections served at once; one over the cap is closed at once.
     #[arg(long = "max-connections", value_name = "N", default_value_t = limits::CONNECTIONS_MAX_DEFAULT as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub connections_max: u64,
@@ -115,6 +121,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .ok()
         .filter(|&n| n as usize >= crate::protocol::REQUEST_HEADER_BYTES)
         .context("--max-request-bytes must be between 8 bytes and 4GiB")?;
+    if args.queued_request_bytes_max < u64::from(config.request_bytes_max) {
+        anyhow::bail!(
+            "--max-queued-request-bytes ({}) is smaller than --max-request-bytes ({}): the largest request could never be read",
+            args.queued_request_bytes_max,
+            config.request_bytes_max
+        );
+    }
+    config.queued_request_bytes_max = args.queued_request_bytes_max;
     config.connections_max = args.connections_max as usize;
     config.in_flight_max = args.in_flight_max as usize;
     config.request_timeout_ms = args.request_timeout_ms;

@@ -1,11 +1,15 @@
 //! Frames in: a connection's byte stream cut into request frames, each
 //! length checked against `--max-request-bytes` before its bytes are
-//! read.
+//! read, and a frame larger than the connection's own buffer admitted
+//! only once the broker-wide bound on request bytes
+//! ([`RequestMemory`]) holds its length.
 
 use std::io::{self, Read};
 use std::net::TcpStream;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use crate::broker::memory::{RequestMemory, Reservation};
 use crate::protocol::{self, RequestHeader, LENGTH_BYTES, REQUEST_HEADER_BYTES};
 
 /// How reading a frame failed.
@@ -21,17 +25,27 @@ pub(super) enum FrameError {
     Timeout,
     /// The peer sent nothing for the idle timeout between frames.
     Idle,
+    /// The broker stops while the frame waits for memory.
+    Stopped,
     /// The socket failed.
     Io(io::Error),
 }
 
 /// Reads a connection's frames through one buffer: a read syscall brings
 /// in as many waiting requests as fit, and frames already buffered cost
-/// none. Memory grows with the bytes that actually arrive, never ahead of
-/// them, and a frame's length is checked against the limit first.
+/// none. A frame's length is checked against the limit first; a frame
+/// larger than the buffer then reserves its length from the broker's
+/// [`RequestMemory`], and the buffer grows with the bytes that actually
+/// arrive (by at most what has arrived of the frame, or a read chunk),
+/// never ahead of them.
 pub(super) struct FrameReader<'a> {
     stream: &'a TcpStream,
     buf: Vec<u8>,
+    /// The broker-wide bound on request bytes, and its stop flag.
+    memory: &'a RequestMemory,
+    stop: &'a AtomicBool,
+    /// The bytes of the large frame being read.
+    reserved: Option<Reservation<'a>>,
     /// Start of the unconsumed bytes.
     pos: usize,
     /// End of the bytes read.
@@ -46,16 +60,24 @@ pub(super) struct FrameReader<'a> {
     idle: Option<Duration>,
 }
 
-/// Bytes read at once at least.
+/// A connection's own buffer: frames up to this size (with their length)
+/// need no reservation, and a read brings in this much at least.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
-/// Bytes a buffer grows by at most per read while a large frame arrives.
-const GROW_CHUNK_BYTES: usize = 1 << 20;
 
 impl<'a> FrameReader<'a> {
-    pub(super) fn new(stream: &'a TcpStream, bytes_max: u32, timeout: Duration) -> FrameReader<'a> {
+    pub(super) fn new(
+        stream: &'a TcpStream,
+        bytes_max: u32,
+        timeout: Duration,
+        memory: &'a RequestMemory,
+        stop: &'a AtomicBool,
+    ) -> FrameReader<'a> {
         FrameReader {
             stream,
             buf: vec![0; READ_CHUNK_BYTES],
+            memory,
+            stop,
+            reserved: None,
             pos: 0,
             filled: 0,
             bytes_max,
@@ -94,8 +116,11 @@ impl<'a> FrameReader<'a> {
                 self.pos = 0;
             }
             let want = self.pos + n;
-            if self.buf.len() < want {
-                let grown = (self.buf.len() + GROW_CHUNK_BYTES).min(want.max(READ_CHUNK_BYTES));
+            if self.filled == self.buf.len() && self.buf.len() < want {
+                // Grow by what has arrived of the frame (so reads grow
+                // with it), never past the frame.
+                let arrived = self.filled - self.pos;
+                let grown = (self.filled + arrived.max(READ_CHUNK_BYTES)).min(want);
                 self.buf.resize(grown, 0);
             }
             let between_frames = self.filled == self.pos && deadline.is_none();
@@ -109,7 +134,13 @@ impl<'a> FrameReader<'a> {
                 }
                 self.set_timeout(Some(left));
             }
-            let end = self.buf.len();
+            // A buffer grown for a large frame takes in no byte past it, so
+            // that what follows fits the buffer once it shrinks back.
+            let end = if self.buf.len() > READ_CHUNK_BYTES {
+                want.min(self.buf.len())
+            } else {
+                self.buf.len()
+            };
             match (&*self.stream).read(&mut self.buf[self.filled..end]) {
                 Ok(0) if self.filled == self.pos && deadline.is_none() => {
                     return Err(FrameError::Closed)
@@ -149,11 +180,15 @@ impl<'a> FrameReader<'a> {
 
     /// The next frame's body, consumed.
     pub(super) fn next(&mut self) -> Result<&mut [u8], FrameError> {
-        if self.pos == self.filled && self.buf.len() > GROW_CHUNK_BYTES {
-            // A large request is done with: give its memory back.
-            self.buf = vec![0; READ_CHUNK_BYTES];
-            (self.pos, self.filled) = (0, 0);
+        if self.buf.len() > READ_CHUNK_BYTES {
+            // A large request is done with: give its memory back. (Its
+            // buffer held no byte past it but what fits the small one.)
+            let rest = self.filled - self.pos;
+            let mut small = vec![0; READ_CHUNK_BYTES.max(rest)];
+            small[..rest].copy_from_slice(&self.buf[self.pos..self.filled]);
+            (self.buf, self.pos, self.filled) = (small, 0, rest);
         }
+        self.reserved = None;
         let mut deadline = None;
         self.fill(LENGTH_BYTES, &mut deadline)?;
         let prefix: [u8; LENGTH_BYTES] = self.buf[self.pos..self.pos + LENGTH_BYTES]
@@ -174,6 +209,15 @@ impl<'a> FrameReader<'a> {
             Err(e) => return Err(e),
         };
         let total = LENGTH_BYTES + n as usize;
+        if total > READ_CHUNK_BYTES {
+            self.reserved = Some(
+                self.memory
+                    .reserve(total as u64, self.stop)
+                    .ok_or(FrameError::Stopped)?,
+            );
+            // The time spent waiting for memory is not the peer's.
+            deadline = None;
+        }
         self.fill(total, &mut deadline)?;
         let start = self.pos + LENGTH_BYTES;
         self.pos += total;
@@ -218,6 +262,10 @@ mod tests {
     use super::*;
     use std::io::Write;
     use std::net::TcpListener;
+
+    static MEMORY: std::sync::LazyLock<RequestMemory> =
+        std::sync::LazyLock::new(|| RequestMemory::new(1 << 30));
+    static NO_STOP: AtomicBool = AtomicBool::new(false);
 
     /// Both ends of a loopback connection.
     fn pair() -> (TcpStream, TcpStream) {
@@ -272,7 +320,7 @@ mod tests {
         frames.extend_from_slice(&second);
         client.write_all(&frames).unwrap();
         drop(client);
-        let mut reader = FrameReader::new(&server, 1024, Duration::from_secs(5));
+        let mut reader = FrameReader::new(&server, 1024, Duration::from_secs(5), &MEMORY, &NO_STOP);
         let first = reader.next().unwrap().to_vec();
         assert_eq!(
             protocol::decode_request_header(&first)
@@ -296,7 +344,7 @@ mod tests {
         let mut frame = Vec::new();
         protocol::create_topic_request(&mut frame, 7, "a-long-topic-name", 1);
         client.write_all(&frame).unwrap();
-        let mut reader = FrameReader::new(&server, 16, Duration::from_secs(5));
+        let mut reader = FrameReader::new(&server, 16, Duration::from_secs(5), &MEMORY, &NO_STOP);
         match reader.next() {
             Err(FrameError::TooLarge(n, Some(header))) => {
                 assert_eq!(n as usize, frame.len() - LENGTH_BYTES);
@@ -312,13 +360,81 @@ mod tests {
         let mut frame = Vec::new();
         protocol::create_topic_request(&mut frame, 1, "a", 1);
         client.write_all(&frame[..frame.len() - 1]).unwrap();
-        let mut reader = FrameReader::new(&server, 1024, Duration::from_millis(50));
+        let mut reader =
+            FrameReader::new(&server, 1024, Duration::from_millis(50), &MEMORY, &NO_STOP);
         assert!(matches!(reader.next(), Err(FrameError::Timeout)));
         drop(client);
         let (mut client, server) = pair();
         client.write_all(&frame[..frame.len() - 1]).unwrap();
         drop(client);
-        let mut reader = FrameReader::new(&server, 1024, Duration::from_secs(5));
+        let mut reader = FrameReader::new(&server, 1024, Duration::from_secs(5), &MEMORY, &NO_STOP);
         assert!(matches!(reader.next(), Err(FrameError::Garbage(_))));
+    }
+
+    #[test]
+    fn a_large_frame_reserves_its_length_and_memory_follows_its_bytes() {
+        let total = 8u64 << 20;
+        let memory = RequestMemory::new(total);
+        let body = 1u32 << 20;
+        let frame_bytes = LENGTH_BYTES as u64 + u64::from(body);
+        // Announced, and a hundred bytes sent: the buffer stays small.
+        let (mut client, server) = pair();
+        client.write_all(&body.to_le_bytes()).unwrap();
+        client.write_all(&[0; 100]).unwrap();
+        let mut reader = FrameReader::new(
+            &server,
+            4 << 20,
+            Duration::from_millis(100),
+            &memory,
+            &NO_STOP,
+        );
+        assert!(matches!(reader.next(), Err(FrameError::Timeout)));
+        assert!(
+            reader.buf.len() <= 2 * READ_CHUNK_BYTES,
+            "{} bytes of buffer for 104 bytes",
+            reader.buf.len()
+        );
+        assert_eq!(memory.free(), total - frame_bytes, "its length is reserved");
+        drop(reader);
+        assert_eq!(memory.free(), total, "and given back");
+        // Sent whole, then another small frame: both come out, and the
+        // memory comes back once the large one is done with.
+        let (mut client, server) = pair();
+        let mut frame = body.to_le_bytes().to_vec();
+        frame.resize(frame_bytes as usize, 9);
+        let mut small = Vec::new();
+        protocol::create_topic_request(&mut small, 2, "b", 1);
+        frame.extend_from_slice(&small);
+        let writer = std::thread::spawn(move || client.write_all(&frame).unwrap());
+        let mut reader =
+            FrameReader::new(&server, 4 << 20, Duration::from_secs(10), &memory, &NO_STOP);
+        let got = reader.next().unwrap();
+        assert_eq!((got.len(), got[body as usize - 1]), (body as usize, 9));
+        assert_eq!(memory.free(), total - frame_bytes);
+        assert_eq!(reader.next().unwrap(), &small[LENGTH_BYTES..]);
+        assert_eq!(memory.free(), total);
+        assert_eq!(reader.buf.len(), READ_CHUNK_BYTES, "the buffer shrank back");
+        writer.join().unwrap();
+    }
+
+    #[test]
+    fn a_large_frame_waits_for_memory_and_a_stop_ends_the_wait() {
+        let memory = RequestMemory::new(1 << 20);
+        let stop = AtomicBool::new(false);
+        let held = memory.reserve(1 << 20, &stop).unwrap();
+        let (mut client, server) = pair();
+        client.write_all(&(512u32 << 10).to_le_bytes()).unwrap();
+        std::thread::scope(|s| {
+            let waiting = s.spawn(|| {
+                let mut reader =
+                    FrameReader::new(&server, 1 << 20, Duration::from_secs(10), &memory, &stop);
+                matches!(reader.next(), Err(FrameError::Stopped))
+            });
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(!waiting.is_finished(), "no memory: it waits");
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            assert!(waiting.join().unwrap());
+        });
+        drop(held);
     }
 }

@@ -31,8 +31,14 @@ pub(super) fn read_requests(
     timeout: Duration,
 ) {
     let idle = Duration::from_millis(shared.config.idle_timeout_ms.max(1));
-    let mut reader =
-        FrameReader::new(stream, shared.config.request_bytes_max, timeout).idle_timeout(idle);
+    let mut reader = FrameReader::new(
+        stream,
+        shared.config.request_bytes_max,
+        timeout,
+        &shared.request_memory,
+        &shared.stop,
+    )
+    .idle_timeout(idle);
     // Answers the reader writes itself gather in `state.answer`, and leave
     // together when no request is left in the buffer.
     let mut state = ReaderState::default();
@@ -166,7 +172,7 @@ fn end(
     timeout: Duration,
 ) {
     match e {
-        FrameError::Closed => {}
+        FrameError::Closed | FrameError::Stopped => {}
         FrameError::Garbage(why) => shared.log(format_args!("{peer}: closing the connection: {why}")),
         FrameError::TooLarge(len, header) => {
             let max = shared.config.request_bytes_max;
