@@ -66,8 +66,13 @@ pub const TOPICS_MAX: usize = 10_000;
 pub const BROKER_PARTITIONS_MAX: usize = 10_000;
 
 /// Bytes of records one fetch response carries at most, over all its
-/// partitions (plus one batch, so that a fetch always progresses).
+/// partitions, whatever budget the fetch asks for (plus one batch, so that
+/// a fetch always progresses).
 pub const FETCH_RESPONSE_BYTES_MAX: u64 = 256 * 1024 * 1024;
+
+/// Default byte budget of a fetch response, over all its partitions
+/// (Kafka's `fetch.max.bytes`); a client asks for it in each fetch.
+pub const FETCH_RESPONSE_BYTES_DEFAULT: u32 = 50 * 1024 * 1024;
 
 /// Default retention by time: seven days, as in the paper.
 pub const RETENTION_MS_DEFAULT: u64 = 7 * 24 * 3600 * 1000;

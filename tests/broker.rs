@@ -234,7 +234,16 @@ fn bad_requests_get_clear_errors_and_change_nothing() {
             offset,
             bytes_max: 1 << 20,
         };
-        protocol::fetch_request(&mut f, 8, 0, 1, &[part]);
+        protocol::fetch_request(
+            &mut f,
+            8,
+            protocol::FetchWant {
+                wait_ms_max: 0,
+                bytes_min: 1,
+                response_bytes_max: 1 << 30,
+            },
+            &[part],
+        );
         f
     };
     let (code, _, rest) = raw.call(&fetch(99));
@@ -517,6 +526,31 @@ fn a_normal_producers_p99_holds_while_200_slowloris_peers_announce_the_largest_r
 }
 
 #[test]
+fn a_topic_whose_partitions_hold_more_than_a_fetch_response_is_consumed_whole() {
+    // 200 partitions of 1 MiB each: one fetch for all of them would carry
+    // 200 MiB; the response's budget keeps it to what the client reads.
+    let dir = tempfile::tempdir().unwrap();
+    let record = format!("{}\n", "x".repeat(10_000));
+    bin("klog-produce")
+        .args(["--data-dir", dir.path().to_str().unwrap(), "-t", "wide"])
+        .args(["--partitions", "200", "--batch", "100", "-q"])
+        .write_stdin(record.repeat(20_000))
+        .assert()
+        .success();
+    let broker = BrokerProc::start(dir.path(), &[]);
+    let out = consume_from(&broker.addr, "wide", &["-f", "%p %o %S\n"]);
+    let mut seen = vec![Vec::new(); 200];
+    for line in out.lines() {
+        let f: Vec<u64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
+        assert_eq!(f[2], 10_000, "{line}");
+        seen[f[0] as usize].push(f[1]);
+    }
+    for (p, offsets) in seen.iter().enumerate() {
+        assert_eq!(offsets, &(0..100).collect::<Vec<u64>>(), "partition {p}");
+    }
+}
+
+#[test]
 fn connections_over_the_maximum_are_closed_and_the_others_served() {
     let dir = tempfile::tempdir().unwrap();
     let broker = BrokerProc::start(dir.path(), &["--max-connections", "2"]);
@@ -701,7 +735,16 @@ fn a_fetch_at_the_end_waits_for_records_instead_of_answering_empty() {
         offset: 1,
         bytes_max: 1 << 20,
     };
-    protocol::fetch_request(&mut frame, 1, 20_000, 1, &[part]);
+    protocol::fetch_request(
+        &mut frame,
+        1,
+        protocol::FetchWant {
+            wait_ms_max: 20_000,
+            bytes_min: 1,
+            response_bytes_max: 1 << 30,
+        },
+        &[part],
+    );
     raw.send(&frame);
     // The fetch waits at the broker; a record produced meanwhile answers it.
     std::thread::sleep(Duration::from_millis(200));
@@ -1103,7 +1146,16 @@ fn a_fetch_asking_to_wait_for_ever_is_answered_within_the_request_timeout() {
         offset: 1,
         bytes_max: 1 << 20,
     };
-    protocol::fetch_request(&mut frame, 1, u32::MAX, 1, &[at_end]);
+    protocol::fetch_request(
+        &mut frame,
+        1,
+        protocol::FetchWant {
+            wait_ms_max: u32::MAX,
+            bytes_min: 1,
+            response_bytes_max: 1 << 30,
+        },
+        &[at_end],
+    );
     let started = Instant::now();
     let (code, message, _) = raw.call(&frame);
     assert_eq!(code, ErrorCode::None, "{message}");
@@ -1136,12 +1188,30 @@ fn a_connection_waiting_for_its_fetch_is_not_idle() {
         offset: 1,
         bytes_max: 1 << 20,
     };
-    protocol::fetch_request(&mut frame, 1, 1500, 1, std::slice::from_ref(&at_end));
+    protocol::fetch_request(
+        &mut frame,
+        1,
+        protocol::FetchWant {
+            wait_ms_max: 1500,
+            bytes_min: 1,
+            response_bytes_max: 1 << 30,
+        },
+        std::slice::from_ref(&at_end),
+    );
     let (code, message, _) = raw.call(&frame);
     assert_eq!(code, ErrorCode::None, "{message}");
     // The connection is still there for the next request.
     frame.clear();
-    protocol::fetch_request(&mut frame, 2, 0, 1, &[at_end]);
+    protocol::fetch_request(
+        &mut frame,
+        2,
+        protocol::FetchWant {
+            wait_ms_max: 0,
+            bytes_min: 1,
+            response_bytes_max: 1 << 30,
+        },
+        &[at_end],
+    );
     let (code, message, _) = raw.call(&frame);
     assert_eq!(code, ErrorCode::None, "{message}");
 }

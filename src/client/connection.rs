@@ -5,14 +5,14 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::limits;
 use crate::protocol::{self, ErrorCode, Reader, TopicMetadata};
 
 /// How long to wait for a broker to accept a connection.
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Largest response a client reads: a fetch's budget plus headers.
-const RESPONSE_BYTES_MAX: u32 = limits::BATCH_BYTES_MAX + 64 * 1024 * 1024;
+/// Largest response a client reads: the longest fetch answer a broker
+/// sends, whatever the budget (the other answers are far shorter).
+const RESPONSE_BYTES_MAX: u32 = protocol::fetch_response_frame_bytes(u32::MAX);
 
 /// Opens a TCP connection to a broker.
 pub fn connect(addr: &str) -> Result<TcpStream> {
@@ -35,7 +35,18 @@ pub fn connect(addr: &str) -> Result<TcpStream> {
 }
 
 /// Reads one frame's body (after its length) into `buf`.
-pub(super) fn read_frame(mut input: impl Read, buf: &mut Vec<u8>, addr: &str) -> Result<()> {
+pub(super) fn read_frame(input: impl Read, buf: &mut Vec<u8>, addr: &str) -> Result<()> {
+    read_frame_max(input, buf, addr, RESPONSE_BYTES_MAX)
+}
+
+/// Reads one frame's body (after its length), of at most `bytes_max`
+/// bytes, into `buf`.
+pub(super) fn read_frame_max(
+    mut input: impl Read,
+    buf: &mut Vec<u8>,
+    addr: &str,
+    bytes_max: u32,
+) -> Result<()> {
     let net = |source| Error::Network {
         op: "read from",
         addr: addr.to_string(),
@@ -44,7 +55,7 @@ pub(super) fn read_frame(mut input: impl Read, buf: &mut Vec<u8>, addr: &str) ->
     let mut len = [0u8; 4];
     input.read_exact(&mut len).map_err(net)?;
     let n = u32::from_le_bytes(len);
-    if n > RESPONSE_BYTES_MAX || (n as usize) < protocol::RESPONSE_HEADER_BYTES {
+    if n > bytes_max || (n as usize) < protocol::RESPONSE_HEADER_BYTES {
         return Err(Error::Protocol {
             addr: addr.to_string(),
             reason: format!("a response frame of {n} bytes"),

@@ -5,10 +5,10 @@ use std::net::TcpStream;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::time::Duration;
 
-use crate::client::connection::{connect, protocol_error, read_frame, Connection};
+use crate::client::connection::{connect, protocol_error, read_frame_max, Connection};
 use crate::error::{Error, Result};
 use crate::limits;
-use crate::protocol::{self, ErrorCode, FetchPartition, Reader};
+use crate::protocol::{self, ErrorCode, FetchPartition, FetchWant, Reader};
 use crate::storage::batches::Batches;
 use crate::storage::record::Record;
 
@@ -23,11 +23,16 @@ pub struct ConsumerPartition {
     pub stop_at: Option<u64>,
 }
 
-/// How a consumer fetches.
+/// How a consumer fetches. It holds at most `prefetch` + 2 fetch answers
+/// at once (those fetched ahead, the one arriving and the one handed
+/// out), each at most `response_bytes_max` of records and one batch.
 #[derive(Debug, Clone, Copy)]
 pub struct ConsumerConfig {
     /// Bytes per partition per fetch.
     pub fetch_bytes_max: u32,
+    /// Bytes of records per fetch answer, over all its partitions (the
+    /// broker cuts this to its own maximum).
+    pub response_bytes_max: u32,
     /// How long a fetch at the end of the log waits for records.
     pub wait_ms_max: u32,
     /// Responses fetched ahead of the caller.
@@ -40,6 +45,7 @@ impl Default for ConsumerConfig {
     fn default() -> ConsumerConfig {
         ConsumerConfig {
             fetch_bytes_max: 1 << 20,
+            response_bytes_max: limits::FETCH_RESPONSE_BYTES_DEFAULT,
             wait_ms_max: 500,
             prefetch: 4,
             record_bytes_max: limits::RECORD_BYTES_MAX_LIMIT,
@@ -261,10 +267,20 @@ impl Fetcher {
     fn run(mut self) {
         let mut frame = Vec::new();
         let mut id = 0u32;
+        let want = FetchWant {
+            wait_ms_max: self.config.wait_ms_max,
+            bytes_min: 1,
+            response_bytes_max: self.config.response_bytes_max,
+        };
+        let answer_bytes_max = protocol::fetch_response_frame_bytes(want.response_bytes_max);
         loop {
-            let asked: Vec<FetchPartition> = self
-                .partitions
+            // Each fetch starts one partition later, so that the answer's
+            // budget, spent in order, favours none of them.
+            let first = id as usize % self.partitions.len().max(1);
+            let (later, earlier) = self.partitions.split_at(first);
+            let asked: Vec<FetchPartition> = earlier
                 .iter()
+                .chain(later)
                 .filter(|p| p.stop_at.is_none_or(|s| p.offset < s))
                 .map(|p| FetchPartition {
                     topic: self.topic.clone(),
@@ -277,7 +293,7 @@ impl Fetcher {
                 return;
             }
             id = id.wrapping_add(1);
-            protocol::fetch_request(&mut frame, id, self.config.wait_ms_max, 1, &asked);
+            protocol::fetch_request(&mut frame, id, want, &asked);
             let result = (&self.stream)
                 .write_all(&frame)
                 .map_err(|source| Error::Network {
@@ -287,7 +303,7 @@ impl Fetcher {
                 })
                 .and_then(|()| {
                     let mut body = Vec::new();
-                    read_frame(&self.stream, &mut body, &self.addr)?;
+                    read_frame_max(&self.stream, &mut body, &self.addr, answer_bytes_max)?;
                     self.advance(&body)?;
                     Ok(body)
                 });

@@ -139,7 +139,16 @@ pub mod put {
     }
     /// A `str` (cut to 65,535 bytes at a character boundary).
     pub fn str(out: &mut Vec<u8>, s: &str) {
-        let mut end = s.len().min(u16::MAX as usize);
+        str_max(out, s, u16::MAX as usize);
+    }
+    /// A response's message: a `str` cut to
+    /// [`MESSAGE_BYTES_MAX`](crate::protocol::MESSAGE_BYTES_MAX).
+    pub fn message(out: &mut Vec<u8>, s: &str) {
+        str_max(out, s, crate::protocol::MESSAGE_BYTES_MAX);
+    }
+    /// A `str` cut to `max` bytes (at most 65,535) at a character boundary.
+    fn str_max(out: &mut Vec<u8>, s: &str, max: usize) {
+        let mut end = s.len().min(max).min(u16::MAX as usize);
         while !s.is_char_boundary(end) {
             end -= 1;
         }

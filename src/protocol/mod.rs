@@ -29,12 +29,12 @@
 //! Types: `str` is `u16` length + UTF-8; `bytes` is `u32` length + bytes;
 //! `i8`/`i64` are two's complement.
 //!
-//! # Requests (all version 1)
+//! # Requests (version 1; fetch version 2)
 //!
 //! | api_key | request        | body                                                                   |
 //! |--------:|----------------|------------------------------------------------------------------------|
 //! | 0 | produce      | `acks i8` (0, 1, -1 = all) · `timeout_ms u32` · `topic str` · `partition u32` · `records bytes` (one batch, `crate::storage::record`) |
-//! | 1 | fetch        | `wait_ms_max u32` · `bytes_min u32` · `count u16` · count × (`topic str` · `partition u32` · `offset u64` · `bytes_max u32`) |
+//! | 1 | fetch        | `wait_ms_max u32` · `bytes_min u32` · `response_bytes_max u32` (version 2) · `count u16` · count × (`topic str` · `partition u32` · `offset u64` · `bytes_max u32`) |
 //! | 2 | list_offsets | `topic str` · `partition u32` · `at i64` (-2 earliest, -1 latest, ≥ 0 the first record at or after this timestamp, ms) |
 //! | 3 | metadata     | `count u16` · count × `topic str` (0 topics: every topic)              |
 //! | 4 | create_topic | `topic str` · `partitions u32` (0: the broker's `--partitions`)        |
@@ -57,9 +57,20 @@
 //!
 //! A fetch partition's `records` are whole batches copied from a segment
 //! with `sendfile`, starting with the batch that holds `offset` (so the
-//! first records may precede it: the client skips them), at least one whole
-//! batch when any is visible, even over `bytes_max`; the byte budget may cut
-//! the last batch short, and the client fetches it again from its offset. `end_offset` is one past the last record a consumer may see
+//! first records may precede it: the client skips them); the byte budget
+//! may cut the last batch short, and the client fetches it again from its
+//! offset. A response carries at most `response_bytes_max` bytes of records
+//! over all its partitions (and never more than the broker's
+//! [`crate::limits::FETCH_RESPONSE_BYTES_MAX`]; version 1, which does not
+//! send it, gets [`crate::limits::FETCH_RESPONSE_BYTES_DEFAULT`]), as Kafka's
+//! `max_bytes`: the partitions after the budget is spent get no records.
+//! Only the first partition with records may exceed its `bytes_max` and
+//! the response's budget, by one whole batch, so that a fetch always
+//! progresses; a client reading `response_bytes_max` therefore reads at
+//! most [`fetch_response_frame_bytes`] of it. A message is at
+//! most [`MESSAGE_BYTES_MAX`] bytes, and a fetch's topic names at most
+//! [`crate::limits::TOPIC_NAME_BYTES_MAX`].
+//! `end_offset` is one past the last record a consumer may see
 //! (the high watermark: records are visible once durable under the flush
 //! policy). A fetch with no visible record waits up to `wait_ms_max` for
 //! `bytes_min` to arrive.
@@ -73,12 +84,15 @@
 //! # Version history
 //!
 //! - version 1 of every request: the first.
+//! - fetch version 2: `response_bytes_max`, the response's byte budget.
+//!   The broker still reads version 1.
 //! - error code 17 `disk_full`; metadata offsets `2^64 - 2` ([`OFFLINE`]) for
 //!   a partition the broker holds but cannot serve. Older clients read the
 //!   first as an unknown error and the second as a partition to fetch,
 //!   which answers `storage_error`.
 
 pub use crate::error::ErrorCode;
+use crate::limits;
 
 mod frame;
 mod request;
@@ -88,7 +102,7 @@ pub use frame::{finish_frame, put, Reader};
 pub use request::{
     append_produce_request, create_topic_request, decode_request, decode_request_header,
     fetch_request, list_offsets_request, metadata_request, produce_request, start_request,
-    FetchPartition, Request, RequestError, RequestHeader,
+    FetchPartition, FetchWant, Request, RequestError, RequestHeader,
 };
 pub use response::{
     begin_response, decode_fetch_response, decode_metadata_response, decode_response_header,
@@ -104,6 +118,40 @@ pub const REQUEST_HEADER_BYTES: usize = 8;
 pub const RESPONSE_HEADER_BYTES: usize = 6;
 /// Partitions in one fetch request, at most.
 pub const FETCH_PARTITIONS_MAX: usize = 10_000;
+/// Bytes of a response's message, at most (longer ones are cut).
+pub const MESSAGE_BYTES_MAX: usize = 1024;
+
+/// Bytes of a fetch response's head and its partitions' headers at most:
+/// everything but the records.
+const FETCH_RESPONSE_HEADERS_BYTES_MAX: u64 = {
+    let head = RESPONSE_HEADER_BYTES + 2 + MESSAGE_BYTES_MAX + 2;
+    let partition = 2 + limits::TOPIC_NAME_BYTES_MAX + 4 + 2 + 2 + MESSAGE_BYTES_MAX + 8 + 8 + 4;
+    (head + FETCH_PARTITIONS_MAX * partition) as u64
+};
+
+/// The longest frame body (after the length) a broker answers a fetch of
+/// `response_bytes_max` with: the headers, the budget (cut to the
+/// broker's [`limits::FETCH_RESPONSE_BYTES_MAX`]) and the one whole batch
+/// the first partition with records may carry beyond it. A client reads no
+/// longer fetch answer.
+pub const fn fetch_response_frame_bytes(response_bytes_max: u32) -> u32 {
+    let budget = if (response_bytes_max as u64) < limits::FETCH_RESPONSE_BYTES_MAX {
+        response_bytes_max as u64
+    } else {
+        limits::FETCH_RESPONSE_BYTES_MAX
+    };
+    (FETCH_RESPONSE_HEADERS_BYTES_MAX + budget + limits::BATCH_BYTES_MAX as u64) as u32
+}
+
+// The longest fetch answer, whatever the budget asked, has a frame length.
+const _: () = assert!(
+    FETCH_RESPONSE_HEADERS_BYTES_MAX
+        + limits::FETCH_RESPONSE_BYTES_MAX
+        + limits::BATCH_BYTES_MAX as u64
+        <= u32::MAX as u64
+);
+const _: () =
+    assert!(limits::FETCH_RESPONSE_BYTES_DEFAULT as u64 <= limits::FETCH_RESPONSE_BYTES_MAX);
 
 /// `acks` values.
 pub const ACKS_NONE: i8 = 0;
@@ -143,8 +191,16 @@ pub enum ApiKey {
 }
 
 impl ApiKey {
-    /// The version of each request this build speaks.
+    /// The oldest version of each request this build reads.
     pub const VERSION: u16 = 1;
+
+    /// The newest version of this request, the one this build sends.
+    pub const fn version(self) -> u16 {
+        match self {
+            ApiKey::Fetch => 2,
+            _ => 1,
+        }
+    }
 
     fn from_u16(v: u16) -> Option<ApiKey> {
         Some(match v {
@@ -174,11 +230,15 @@ mod tests {
         let mut rng = crate::random::XorShift::new(0x1234_5678_9ABC_DEF1);
         let mut next = || rng.next();
         let mut valid = Vec::new();
+        let want = FetchWant {
+            wait_ms_max: 1,
+            bytes_min: 1,
+            response_bytes_max: 1,
+        };
         fetch_request(
             &mut valid,
             1,
-            1,
-            1,
+            want,
             &[FetchPartition {
                 topic: "t".into(),
                 partition: 0,

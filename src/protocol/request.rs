@@ -9,6 +9,7 @@ use super::{
     ApiKey, ProtocolError, Result, ACKS_ALL, ACKS_LEADER, ACKS_NONE, FETCH_PARTITIONS_MAX,
     REQUEST_HEADER_BYTES,
 };
+use crate::limits;
 
 /// A request's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +59,8 @@ pub enum Request<'a> {
         wait_ms_max: u32,
         /// Bytes worth answering with before `wait_ms_max`.
         bytes_min: u32,
+        /// Bytes of records in the whole response, at most (but one batch).
+        response_bytes_max: u32,
         /// What to read.
         partitions: Vec<FetchPartition>,
     },
@@ -96,7 +99,7 @@ fn begin_request(out: &mut Vec<u8>, api: ApiKey, correlation_id: u32) -> usize {
     let start = out.len();
     put::u32(out, 0);
     put::u16(out, api as u16);
-    put::u16(out, ApiKey::VERSION);
+    put::u16(out, api.version());
     put::u32(out, correlation_id);
     start
 }
@@ -143,17 +146,29 @@ pub fn append_produce_request(
     finish_frame(&mut out[start..]);
 }
 
+/// The response a fetch asks for: how long it may wait for how many bytes,
+/// and how many bytes of records it carries at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchWant {
+    /// Longest wait for `bytes_min`.
+    pub wait_ms_max: u32,
+    /// Bytes worth answering with before `wait_ms_max`.
+    pub bytes_min: u32,
+    /// Bytes of records in the whole response, at most (but one batch).
+    pub response_bytes_max: u32,
+}
+
 /// Encodes a fetch request.
 pub fn fetch_request(
     out: &mut Vec<u8>,
     correlation_id: u32,
-    wait_ms_max: u32,
-    bytes_min: u32,
+    want: FetchWant,
     parts: &[FetchPartition],
 ) {
     start_request(out, ApiKey::Fetch, correlation_id);
-    put::u32(out, wait_ms_max);
-    put::u32(out, bytes_min);
+    put::u32(out, want.wait_ms_max);
+    put::u32(out, want.bytes_min);
+    put::u32(out, want.response_bytes_max);
     put::u16(out, parts.len() as u16);
     for p in parts {
         put::str(out, &p.topic);
@@ -197,6 +212,20 @@ pub fn create_topic_request(out: &mut Vec<u8>, correlation_id: u32, topic: &str,
     finish_frame(out);
 }
 
+/// A fetched topic's name: no longer than a topic's can be, as the answer
+/// repeats it.
+fn fetch_topic(r: &mut Reader<'_>) -> Result<String> {
+    let topic = r.str("topic")?;
+    if topic.len() > limits::TOPIC_NAME_BYTES_MAX {
+        return Err(ProtocolError(format!(
+            "a topic name of {} bytes (at most {})",
+            topic.len(),
+            limits::TOPIC_NAME_BYTES_MAX
+        )));
+    }
+    Ok(topic)
+}
+
 /// Decodes a request header from a frame body (the bytes after the length).
 pub fn decode_request_header(body: &[u8]) -> Result<RequestHeader> {
     let mut r = Reader::new(body);
@@ -228,20 +257,21 @@ pub fn decode_request(
             header.api_key
         )));
     };
-    if header.api_version != ApiKey::VERSION {
+    if !(ApiKey::VERSION..=api.version()).contains(&header.api_version) {
         return Err(RequestError::Unsupported(format!(
-            "{api:?} version {} is not supported (this broker speaks version {})",
+            "{api:?} version {} is not supported (this broker speaks versions {} to {})",
             header.api_version,
-            ApiKey::VERSION
+            ApiKey::VERSION,
+            api.version()
         )));
     }
     let mut r = Reader::at(body, REQUEST_HEADER_BYTES);
-    let request = decode_body(api, &mut r).map_err(RequestError::Invalid)?;
+    let request = decode_body(api, header.api_version, &mut r).map_err(RequestError::Invalid)?;
     r.finish("request").map_err(RequestError::Invalid)?;
     Ok((header, request))
 }
 
-fn decode_body<'a>(api: ApiKey, r: &mut Reader<'a>) -> Result<Request<'a>> {
+fn decode_body<'a>(api: ApiKey, version: u16, r: &mut Reader<'a>) -> Result<Request<'a>> {
     Ok(match api {
         ApiKey::Produce => Request::Produce {
             acks: match r.i8("acks")? {
@@ -256,6 +286,10 @@ fn decode_body<'a>(api: ApiKey, r: &mut Reader<'a>) -> Result<Request<'a>> {
         ApiKey::Fetch => {
             let wait_ms_max = r.u32("wait_ms_max")?;
             let bytes_min = r.u32("bytes_min")?;
+            let response_bytes_max = match version {
+                1 => limits::FETCH_RESPONSE_BYTES_DEFAULT,
+                _ => r.u32("response_bytes_max")?,
+            };
             let count = r.u16("count")? as usize;
             if count > FETCH_PARTITIONS_MAX {
                 return Err(ProtocolError(format!("{count} partitions in one fetch")));
@@ -263,7 +297,7 @@ fn decode_body<'a>(api: ApiKey, r: &mut Reader<'a>) -> Result<Request<'a>> {
             let mut partitions = Vec::with_capacity(count);
             for _ in 0..count {
                 partitions.push(FetchPartition {
-                    topic: r.str("topic")?,
+                    topic: fetch_topic(r)?,
                     partition: r.u32("partition")?,
                     offset: r.u64("offset")?,
                     bytes_max: r.u32("bytes_max")?,
@@ -272,6 +306,7 @@ fn decode_body<'a>(api: ApiKey, r: &mut Reader<'a>) -> Result<Request<'a>> {
             Request::Fetch {
                 wait_ms_max,
                 bytes_min,
+                response_bytes_max,
                 partitions,
             }
         }
@@ -338,11 +373,16 @@ mod tests {
             offset: 258,
             bytes_max: 1 << 20,
         }];
-        fetch_request(&mut out, 8, 500, 1, &parts);
+        let want = FetchWant {
+            wait_ms_max: 500,
+            bytes_min: 1,
+            response_bytes_max: 1 << 30,
+        };
+        fetch_request(&mut out, 8, want, &parts);
         assert_eq!(
             hex(&out),
-            "26000000010001000800000\
-             0f401000001000000010002006162010000000201000000000000\
+            "2a000000010002000800000\
+             0f40100000100000000000040010002006162010000000201000000000000\
              00001000"
         );
         assert_eq!(
@@ -350,6 +390,7 @@ mod tests {
             Request::Fetch {
                 wait_ms_max: 500,
                 bytes_min: 1,
+                response_bytes_max: 1 << 30,
                 partitions: parts.to_vec()
             }
         );
@@ -369,6 +410,46 @@ mod tests {
         assert!(matches!(
             decode_request(&out[4..]).unwrap().1,
             Request::CreateTopic { partitions: 4, .. }
+        ));
+    }
+
+    #[test]
+    fn a_version_1_fetch_gets_the_default_budget_and_long_topics_are_refused() {
+        let parts = [FetchPartition {
+            topic: "ab".into(),
+            partition: 1,
+            offset: 258,
+            bytes_max: 1 << 20,
+        }];
+        let want = FetchWant {
+            wait_ms_max: 500,
+            bytes_min: 1,
+            response_bytes_max: 77,
+        };
+        let mut out = Vec::new();
+        fetch_request(&mut out, 8, want, &parts);
+        // Version 1: the same without the budget.
+        let mut v1 = out.clone();
+        v1[6] = 1;
+        v1.drain(20..24);
+        finish_frame(&mut v1);
+        assert_eq!(
+            decode_request(&v1[4..]).unwrap().1,
+            Request::Fetch {
+                wait_ms_max: 500,
+                bytes_min: 1,
+                response_bytes_max: limits::FETCH_RESPONSE_BYTES_DEFAULT,
+                partitions: parts.to_vec()
+            }
+        );
+        let long = [FetchPartition {
+            topic: "x".repeat(limits::TOPIC_NAME_BYTES_MAX + 1),
+            ..parts[0].clone()
+        }];
+        fetch_request(&mut out, 8, want, &long);
+        assert!(matches!(
+            decode_request(&out[4..]),
+            Err(RequestError::Invalid(_))
         ));
     }
 

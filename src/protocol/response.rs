@@ -23,7 +23,7 @@ pub fn begin_response(
     put::u32(out, 0);
     put::u32(out, correlation_id);
     put::u16(out, error as u16);
-    put::str(out, message);
+    put::message(out, message);
     start
 }
 
@@ -87,7 +87,7 @@ pub fn put_fetch_partition(
     put::str(out, topic);
     put::u32(out, partition);
     put::u16(out, error as u16);
-    put::str(out, message);
+    put::message(out, message);
     put::u64(out, start_offset);
     put::u64(out, end_offset);
     put::u32(out, records_len);

@@ -39,6 +39,8 @@ enum QueuedAnswer {
     Fetch {
         correlation_id: u32,
         bytes_min: u32,
+        /// Bytes of records in the answer at most (but one batch).
+        response_bytes_max: u32,
         deadline: Instant,
         partitions: Vec<FetchPartition>,
     },

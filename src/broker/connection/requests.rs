@@ -48,10 +48,12 @@ pub(super) fn handle(
         Request::Fetch {
             wait_ms_max,
             bytes_min,
+            response_bytes_max,
             partitions,
         } => Some(Answer::Later(QueuedAnswer::Fetch {
             correlation_id,
             bytes_min,
+            response_bytes_max,
             deadline: client_deadline(shared, wait_ms_max),
             partitions,
         })),
@@ -60,14 +62,8 @@ pub(super) fn handle(
             partition,
             at,
         } => {
-            list_offsets(
-                shared,
-                &mut state.answer,
-                correlation_id,
-                &topic,
-                partition,
-                at,
-            );
+            let out = &mut state.answer;
+            list_offsets(shared, out, correlation_id, &topic, partition, at);
             Some(Answer::Now)
         }
         Request::Metadata { topics } => {
@@ -75,13 +71,8 @@ pub(super) fn handle(
             Some(Answer::Now)
         }
         Request::CreateTopic { topic, partitions } => {
-            create_topic(
-                shared,
-                &mut state.answer,
-                correlation_id,
-                &topic,
-                partitions,
-            );
+            let out = &mut state.answer;
+            create_topic(shared, out, correlation_id, &topic, partitions);
             Some(Answer::Now)
         }
     }
@@ -503,11 +494,21 @@ mod tests {
         let mut frame = Vec::new();
         // A wait shorter than the request timeout is kept as asked.
         let wait_ms = (shared.config.request_timeout_ms / 2) as u32;
-        protocol::fetch_request(&mut frame, 9, wait_ms, 10, &asked);
+        protocol::fetch_request(
+            &mut frame,
+            9,
+            protocol::FetchWant {
+                wait_ms_max: wait_ms,
+                bytes_min: 10,
+                response_bytes_max: 1 << 30,
+            },
+            &asked,
+        );
         let answer = send(&shared, &frame, &mut state);
         let Some(Answer::Later(QueuedAnswer::Fetch {
             correlation_id,
             bytes_min,
+            response_bytes_max,
             deadline,
             partitions,
         })) = answer
@@ -515,8 +516,8 @@ mod tests {
             panic!("a fetch waits its turn")
         };
         assert_eq!(
-            (correlation_id, bytes_min, partitions),
-            (9, 10, asked.to_vec())
+            (correlation_id, bytes_min, response_bytes_max, partitions),
+            (9, 10, 1 << 30, asked.to_vec())
         );
         let asked_wait = Duration::from_millis(u64::from(wait_ms));
         assert!(deadline > Instant::now() + asked_wait - Duration::from_secs(2));

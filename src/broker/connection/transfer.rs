@@ -21,19 +21,20 @@ struct Part {
 }
 
 /// Answers a fetch: waits up to `deadline` for `bytes_min` visible bytes
-/// (or an error, or a stop), then writes the answer, its records with
-/// `sendfile`.
+/// (or an error, or a stop), then writes the answer, its records (at most
+/// `response_bytes_max` of them, but one batch) with `sendfile`.
 pub(super) fn fetch(
     shared: &Shared,
     stream: &TcpStream,
     correlation_id: u32,
-    bytes_min: u32,
+    (bytes_min, response_bytes_max): (u32, u32),
     deadline: Instant,
     asked: &[FetchPartition],
 ) -> io::Result<()> {
+    let budget = u64::from(response_bytes_max).min(limits::FETCH_RESPONSE_BYTES_MAX);
     let parts = loop {
         let generation = shared.visible_generation();
-        let (parts, bytes, errors) = gather(shared, asked);
+        let (parts, bytes, errors) = gather(shared, asked, budget);
         let done = bytes >= u64::from(bytes_min)
             || errors
             || Instant::now() >= deadline
@@ -73,16 +74,21 @@ fn response_head(correlation_id: u32, count: u16, body_bytes: u64) -> io::Result
     Ok(head)
 }
 
-/// Finds each partition's byte range; returns the parts, their bytes, and
-/// whether any partition had an error.
-fn gather(shared: &Shared, asked: &[FetchPartition]) -> (Vec<Part>, u64, bool) {
+/// Finds each partition's byte range within the response's `budget`;
+/// returns the parts, their bytes, and whether any partition had an error.
+/// A partition may pass its own `bytes_max` by one whole batch, but only
+/// the first partition with records may pass what is left of the
+/// response's budget (by one whole batch), so that a fetch always
+/// progresses and a response never carries more than its budget and a
+/// batch.
+fn gather(shared: &Shared, asked: &[FetchPartition], budget: u64) -> (Vec<Part>, u64, bool) {
     let mut parts = Vec::with_capacity(asked.len());
     let (mut bytes, mut errors) = (0u64, false);
     for a in asked {
         // Past the response's budget, the other partitions wait for the
         // next fetch.
-        let budget_bytes =
-            u64::from(a.bytes_max).min(limits::FETCH_RESPONSE_BYTES_MAX.saturating_sub(bytes));
+        let left = budget.saturating_sub(bytes);
+        let budget_bytes = u64::from(a.bytes_max).min(left);
         let mut header = Vec::new();
         let (code, msg, start, end, slice) = match shared.partition(&a.topic, a.partition) {
             Err((code, msg)) => (code, msg, 0, 0, None),
@@ -91,6 +97,11 @@ fn gather(shared: &Shared, asked: &[FetchPartition]) -> (Vec<Part>, u64, bool) {
                 let (start, end) = (log.start_offset(), log.visible_offset());
                 match log.read(a.offset, budget_bytes) {
                     Ok(_) if budget_bytes == 0 => {
+                        (ErrorCode::None, String::new(), start, end, None)
+                    }
+                    // A first batch over what is left of the budget goes
+                    // only in a response that has no records yet.
+                    Ok(Some(slice)) if bytes > 0 && slice.len > left => {
                         (ErrorCode::None, String::new(), start, end, None)
                     }
                     Ok(slice) => (ErrorCode::None, String::new(), start, end, slice),
@@ -154,7 +165,7 @@ fn send_slice(stream: &TcpStream, slice: &FileSlice) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::broker::flusher::flush_partition;
-    use crate::broker::testing::{append, partition, shared};
+    use crate::broker::testing::{append, batch_of, partition, shared};
     use crate::protocol::Reader;
 
     #[test]
@@ -183,10 +194,10 @@ mod tests {
             offset,
             bytes_max,
         };
-        let (_, bytes, errors) = gather(&shared, &[ask(0, 1 << 20)]);
+        let (_, bytes, errors) = gather(&shared, &[ask(0, 1 << 20)], 1 << 30);
         assert_eq!((bytes, errors), (0, false), "not visible before its flush");
         flush_partition(&shared, &p);
-        let (parts, bytes, errors) = gather(&shared, &[ask(0, 1 << 20), ask(0, 0)]);
+        let (parts, bytes, errors) = gather(&shared, &[ask(0, 1 << 20), ask(0, 0)], 1 << 30);
         assert!(bytes > 0 && !errors);
         assert!(parts[0].slice.is_some());
         assert!(
@@ -197,7 +208,7 @@ mod tests {
             topic: "none".into(),
             ..ask(0, 1)
         };
-        let (parts, _, errors) = gather(&shared, &[unknown]);
+        let (parts, _, errors) = gather(&shared, &[unknown], 1 << 30);
         assert!(errors);
         let mut r = Reader::new(&parts[0].header);
         let (_, _, code) = (
@@ -206,5 +217,50 @@ mod tests {
             r.u16("error").unwrap(),
         );
         assert_eq!(code, ErrorCode::UnknownTopic as u16);
+    }
+
+    #[test]
+    fn a_response_carries_its_budget_and_only_its_first_records_may_pass_it() {
+        let (_sim, shared) = shared();
+        let (a, b) = (partition(&shared, "a"), partition(&shared, "b"));
+        for p in [&a, &b] {
+            p.lock().append(&mut batch_of(&[7; 1000]), 0).unwrap();
+            flush_partition(&shared, p);
+        }
+        let ask = |topic: &str| FetchPartition {
+            topic: topic.into(),
+            partition: 0,
+            offset: 0,
+            bytes_max: 1 << 20,
+        };
+        let lens = |budget| {
+            let (parts, bytes, errors) = gather(&shared, &[ask("a"), ask("b")], budget);
+            assert!(!errors);
+            let lens: Vec<u64> = parts
+                .iter()
+                .map(|p| p.slice.as_ref().map_or(0, |s| s.len))
+                .collect();
+            assert_eq!(bytes, lens.iter().sum::<u64>());
+            lens
+        };
+        let batch = lens(1 << 30)[0];
+        assert!(batch > 1000, "{batch}");
+        assert_eq!(lens(1 << 30), [batch, batch]);
+        assert_eq!(lens(2 * batch), [batch, batch], "the budget itself fits");
+        assert_eq!(
+            lens(2 * batch - 1),
+            [batch, 0],
+            "the second batch would pass the budget"
+        );
+        assert_eq!(
+            lens(1),
+            [batch, 0],
+            "the first batch goes whatever the budget: the fetch progresses"
+        );
+        let (parts, _, _) = gather(&shared, &[ask("a"), ask("b")], 0);
+        assert!(
+            parts.iter().all(|p| p.slice.is_none()),
+            "no budget, no records"
+        );
     }
 }

@@ -115,6 +115,7 @@ impl Writer<'_> {
             QueuedAnswer::Fetch {
                 correlation_id,
                 bytes_min,
+                response_bytes_max,
                 deadline,
                 partitions,
             } => {
@@ -123,7 +124,7 @@ impl Writer<'_> {
                     self.shared,
                     self.stream,
                     correlation_id,
-                    bytes_min,
+                    (bytes_min, response_bytes_max),
                     deadline,
                     &partitions,
                 )?;
