@@ -1103,6 +1103,42 @@ fn a_second_broker_on_the_same_data_directory_is_refused_and_erases_nothing() {
     assert_eq!(consume_from(&first.addr, "t", &[]), "still here\n");
 }
 
+#[test]
+fn an_embedded_writer_is_refused_on_a_served_data_directory_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(dir.path(), &[]);
+    produce_to(&broker.addr, "t", "served\n", &[]);
+    let entries = || {
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = entries();
+    let locked = format!("locked by pid {}", broker.child.id());
+    for topic in ["t", "new"] {
+        bin("klog-produce")
+            .args(["--data-dir", dir.path().to_str().unwrap(), "-t", topic])
+            .write_stdin("embedded\n")
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(&locked));
+    }
+    bin("klog-recover")
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(&locked));
+    assert_eq!(
+        entries(),
+        before,
+        "no topic was created beside the broker's"
+    );
+    assert_eq!(consume_from(&broker.addr, "t", &[]), "served\n");
+}
+
 /// A connection idle between requests for `--idle-timeout` is closed, so
 /// idle sockets cannot hold `--max-connections` against every client.
 #[test]

@@ -199,28 +199,15 @@ impl Broker {
         use anyhow::Context;
         config.log.validate()?;
         let store = Store::with_vfs(&config.data_dir, Arc::clone(&config.vfs));
-        config
-            .vfs
-            .create_dir_all(&config.data_dir)
-            .with_context(|| {
-                format!(
-                    "cannot create the data directory {}",
-                    config.data_dir.display()
-                )
-            })?;
         // The data directory is this broker's before anything else is done,
         // above all before it registers: a second broker on it must not
         // replace the live one's registry entry.
-        let data_lock = if config.vfs.supports_locks() {
-            Some(DirLock::acquire(&config.data_dir).with_context(|| {
-                format!(
-                    "cannot serve the data directory {}",
-                    config.data_dir.display()
-                )
-            })?)
-        } else {
-            None
-        };
+        let data_lock = store.lock().with_context(|| {
+            format!(
+                "cannot serve the data directory {}",
+                config.data_dir.display()
+            )
+        })?;
         let listener = TcpListener::bind(&config.listen)
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let registry = match &config.registry {

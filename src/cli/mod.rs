@@ -87,7 +87,7 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
         match cause.downcast_ref::<crate::Error>() {
             Some(crate::Error::Locked { .. }) => {
                 return Some(
-                    "only one writer per partition: stop the other producer or broker, or read with klog-consume",
+                    "one writer per data directory and per partition: stop the other one, produce through the broker (-b) if it is one, or read with klog-consume",
                 )
             }
             Some(crate::Error::UnknownTopic { .. }) => {

@@ -4,14 +4,17 @@
 //!
 //! ```text
 //! <data-dir>/
-//!   .lock                  the serving broker's lock, holding its pid (see crate::storage::lock)
+//!   .lock                  the writer's lock, holding its pid (see crate::storage::lock)
 //!   broker-id              the broker's id in a registry, stable across restarts
 //!   <topic>-<partition>/   one directory per partition, partition from 0 (see crate::storage::log)
 //! ```
 //!
-//! A broker takes the data directory's lock before anything else (before it
-//! registers in a registry above all), so a second broker on the same
-//! directory is refused with the first one's pid and changes nothing.
+//! Every writer takes the data directory's lock before anything else: a
+//! broker (before it registers in a registry above all), an embedded
+//! producer (`klog-produce --data-dir`) and `klog-recover` on a data
+//! directory. So a second writer is refused with the first one's pid and
+//! changes nothing: no topic appears beside a broker's, and no registry
+//! entry is replaced. Readers take no lock.
 //!
 //! A topic exists when its partition directories do; its partition count is
 //! how many there are, numbered `0..n` without a gap. Topic names match
@@ -26,6 +29,7 @@ use std::sync::Arc;
 use crate::error::{Error, IoContext, Result};
 use crate::limits::{PARTITIONS_MAX, TOPIC_NAME_BYTES_MAX};
 use crate::storage::fs::{RealFs, Vfs};
+use crate::storage::lock::DirLock;
 use crate::storage::log::{Log, LogConfig, OpenOptions};
 
 /// Checks a topic name against the naming rule.
@@ -95,6 +99,19 @@ impl Store {
             dir: dir.into(),
             vfs,
         }
+    }
+
+    /// Takes the data directory's writer lock (creating the directory), or
+    /// says who holds it; `None` on a file system without locks (the
+    /// simulated one).
+    pub fn lock(&self) -> Result<Option<DirLock>> {
+        self.vfs
+            .create_dir_all(&self.dir)
+            .ctx("create", &self.dir)?;
+        if !self.vfs.supports_locks() {
+            return Ok(None);
+        }
+        DirLock::acquire(&self.dir).map(Some)
     }
 
     /// The directory.

@@ -26,6 +26,7 @@ use crate::client::producer::Batches;
 use crate::client::{BatchOptions, ParsedRecord, Producer, ProducerConfig};
 use crate::coord::ClusterProducer;
 use crate::error::{Error, Result};
+use crate::storage::lock::DirLock;
 use crate::storage::log::{Log, LogConfig, OpenOptions};
 use crate::storage::store::Store;
 
@@ -245,6 +246,8 @@ pub struct ProduceSummary {
 /// directory, one batch builder per partition.
 #[derive(Debug)]
 pub struct EmbeddedProducer {
+    /// The data directory's writer lock, held while this lives.
+    _lock: Option<DirLock>,
     store: Store,
     topic: String,
     config: LogConfig,
@@ -255,7 +258,8 @@ pub struct EmbeddedProducer {
 }
 
 impl EmbeddedProducer {
-    /// Opens (creating with `partitions` if absent) `topic` in `store`.
+    /// Takes `store`'s writer lock and opens (creating with `partitions` if
+    /// absent) `topic` in it.
     pub fn new(
         store: Store,
         topic: &str,
@@ -263,8 +267,10 @@ impl EmbeddedProducer {
         config: LogConfig,
         batch: BatchOptions,
     ) -> Result<Self> {
+        let lock = store.lock()?;
         let count = store.create_topic(topic, partitions)?;
         Ok(EmbeddedProducer {
+            _lock: lock,
             store,
             topic: topic.to_string(),
             batches: Batches::new(topic, count, batch, config.record_bytes_max),

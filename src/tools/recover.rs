@@ -45,6 +45,8 @@ pub fn run(options: &Options) -> anyhow::Result<bool> {
         trust_last: false,
         index_interval_bytes: defaults.index_interval_bytes,
     };
+    // A data directory is repaired by one writer: not beside its broker.
+    let _locks = lock_data_dirs(&options.paths, options.dry_run)?;
     let mut changed = false;
     for dir in partition_dirs(&options.paths)? {
         let report = recover_one(&dir, &recover_options)
@@ -66,8 +68,7 @@ pub fn partition_dirs(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
         let meta =
             std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
         anyhow::ensure!(meta.is_dir(), "{} is not a directory", path.display());
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if store::parse_partition_dir(name).is_some() || has_segments(path) {
+        if is_partition_dir(path) {
             dirs.push(path.clone());
             continue;
         }
@@ -85,6 +86,29 @@ pub fn partition_dirs(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
         dirs.extend(found);
     }
     Ok(dirs)
+}
+
+/// Takes the lock of each data directory in `paths` (a dry run only
+/// checks that no writer holds it), or says who holds it.
+fn lock_data_dirs(paths: &[PathBuf], dry_run: bool) -> anyhow::Result<Vec<DirLock>> {
+    let mut locks = Vec::new();
+    for path in paths.iter().filter(|p| p.is_dir() && !is_partition_dir(p)) {
+        if partition_dirs(std::slice::from_ref(path))?.is_empty() {
+            continue;
+        }
+        if !dry_run {
+            locks.push(DirLock::acquire(path)?);
+        } else if let Some(pid) = crate::storage::lock::holder(path) {
+            anyhow::bail!("{} is locked by pid {pid}", path.display());
+        }
+    }
+    Ok(locks)
+}
+
+/// Whether `path` is a partition directory rather than a data directory.
+fn is_partition_dir(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    store::parse_partition_dir(name).is_some() || has_segments(path)
 }
 
 fn has_segments(dir: &Path) -> bool {
