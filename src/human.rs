@@ -30,7 +30,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is too large"))
 }
 
-/// Parses `500ms`, `10s`, `5m`, `2h`, `7d` (or a bare number of ms) into ms.
+/// Parses `500ms`, `10s`, `5m`, `2h`, `7d` into ms. A number needs its
+/// unit (`--retention 7` is not a week, nor 7 ms), but for `0`, which is
+/// the same in every unit.
 pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
@@ -39,7 +41,13 @@ pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
         .parse()
         .map_err(|_| format!("{s:?} is not a duration (try 500ms, 10s, 7d)"))?;
     let mult: u64 = match unit {
-        "" | "ms" => 1,
+        "" if n == 0 => 1,
+        "" => {
+            return Err(format!(
+                "{s:?} needs a unit: {n}ms, {n}s, {n}m, {n}h or {n}d"
+            ))
+        }
+        "ms" => 1,
         "s" => 1_000,
         "m" | "min" => 60_000,
         "h" => 3_600_000,
@@ -147,6 +155,11 @@ mod tests {
         assert_eq!(parse_duration_ms("10s"), Ok(10_000));
         assert_eq!(parse_duration_ms("7d"), Ok(604_800_000));
         assert!(parse_duration_ms("1y").is_err());
+        assert_eq!(parse_duration_ms("0"), Ok(0));
+        assert_eq!(
+            parse_duration_ms("7"),
+            Err("\"7\" needs a unit: 7ms, 7s, 7m, 7h or 7d".into())
+        );
         assert!(parse_duration_ms("-1s").is_err());
     }
 

@@ -1,0 +1,42 @@
+//! The command line's usage rules, through the binaries: what is a usage
+//! error (exit 2, with a message that says how to write it right), and
+//! what a tool says when it finds nothing to work on.
+
+mod common;
+
+use common::bin;
+use predicates::prelude::*;
+
+/// A bare number as a duration is refused: `--retention 7` once meant
+/// 7 ms and deleted nearly every segment a second later.
+#[test]
+fn a_duration_needs_a_unit() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    for flag in [
+        "--retention",
+        "--segment-age",
+        "--request-timeout",
+        "--idle-timeout",
+    ] {
+        bin("klog-broker")
+            .args(["--data-dir", data, "--listen", "127.0.0.1:0", flag, "7"])
+            .timeout(std::time::Duration::from_secs(20))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(
+                "\"7\" needs a unit: 7ms, 7s, 7m, 7h or 7d",
+            ));
+    }
+    bin("klog-produce")
+        .args(["--data-dir", data, "-t", "t", "--linger", "5"])
+        .write_stdin("x\n")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("needs a unit"));
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing was started"
+    );
+}
