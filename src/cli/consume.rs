@@ -70,9 +70,10 @@ pub struct Args {
     /// With -G: commit offsets this often (and at rebalances and exit).
     #[arg(long = "commit-interval", value_name = "DURATION", default_value = "5s", value_parser = super::duration_arg)]
     pub commit_interval_ms: u64,
-    /// With -G: the longest a change in the group (a member joining or
-    /// dying) goes unnoticed; members look at the registry ten times per
-    /// timeout. A member that dies leaves the group at once.
+    /// With -G: a member silent for longer (stopped, stuck) loses its
+    /// partitions to the others, and its late commits are refused; when
+    /// it wakes it rejoins. Members renew their session and look at the
+    /// registry ten times per timeout; a member that dies leaves at once.
     #[arg(long = "session-timeout", value_name = "DURATION", default_value = "10s", value_parser = super::duration_arg)]
     pub session_timeout_ms: u64,
     /// The broker to read from.
