@@ -536,3 +536,148 @@ fn a_silent_member_is_taken_over_and_rejoins_when_it_wakes() {
         );
     }
 }
+
+/// A child process that is killed when the test ends however it ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Issue 11: a group commits only records that reached stdout. The member
+/// reads everything into its output buffer and then blocks writing it to
+/// a pipe nobody reads; killed there, the group's committed offset must
+/// not pass what the pipe received.
+#[test]
+fn a_group_commits_only_what_reached_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = dir.path().join("registry");
+    let reg = registry.to_str().unwrap();
+    let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg]);
+    // 1500 lines of about 100 bytes: more than a pipe holds (64 KiB),
+    // less than the member's output buffer (256 KiB).
+    let input: String = (0..1500).map(|i| format!("{i:099}\n")).collect();
+    produce_to(&broker.addr, "t", &input, &[]);
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-consume"))
+        .args(["-t", "t", "-G", "g", "--registry", reg, "-e", "-q"])
+        .args(["--commit-interval", "1h", "-f", "%o %s\\n"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = Killed(child);
+    std::thread::sleep(Duration::from_secs(3));
+    let r = klog::coord::open_read_only(&registry);
+    let committed = r.committed("g", "t", 0).unwrap().unwrap_or(0);
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.0.stdout.take().unwrap(), &mut out).unwrap();
+    let delivered = out.lines().count() as u64;
+    assert!(delivered < 1500, "the pipe took everything: {delivered}");
+    assert!(
+        committed <= delivered,
+        "committed {committed} but only {delivered} records reached stdout"
+    );
+}
+
+/// Issue 11: a committed offset past the end of the log (the topic was
+/// recreated, recovery cut it) is reset by the `-o` policy, and says so.
+#[test]
+fn a_committed_offset_past_the_log_end_is_reset_by_the_o_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = dir.path().join("registry");
+    let reg = registry.to_str().unwrap();
+    let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg]);
+    produce_to(&broker.addr, "t", &lines(10), &[]);
+    let offsets = registry.join("offsets/g");
+    for (policy, printed, to) in [("beginning", lines(10), 0), ("end", String::new(), 10)] {
+        std::fs::create_dir_all(&offsets).unwrap();
+        std::fs::write(offsets.join("t-0"), "klog-offset 1\n1000\n").unwrap();
+        let out = bin("klog-consume")
+            .args(["-t", "t", "-G", "g", "--registry", reg, "-e", "-o", policy])
+            .timeout(WAIT)
+            .assert()
+            .success();
+        let out = out.get_output();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), printed, "-o {policy}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let said = format!(
+            "% Group g: t [0]: committed offset 1000 is past the end of the log (10); \
+             resetting to {to} by -o {policy}"
+        );
+        assert!(stderr.contains(&said), "{stderr}");
+        let r = klog::coord::open_read_only(&registry);
+        assert_eq!(r.committed("g", "t", 0).unwrap(), Some(10));
+    }
+}
+
+/// Issue 11: `--reset-offsets` sets a group's committed offsets (like
+/// `kafka-consumer-groups --reset-offsets`), resolved against the
+/// brokers, and is refused while the group has a live member.
+#[test]
+fn reset_offsets_sets_the_groups_offsets_only_while_it_has_no_live_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = dir.path().join("registry");
+    let reg = registry.to_str().unwrap();
+    let broker = BrokerProc::start(
+        &dir.path().join("data"),
+        &["--registry", reg, "--partitions", "2"],
+    );
+    produce_to(&broker.addr, "t", &lines(60), &["-p", "0"]);
+    produce_to(&broker.addr, "t", &lines(40), &["-p", "1"]);
+    assert_eq!(read_as_group(reg, "g", &[]).len(), 100);
+    let r = klog::coord::open_read_only(&registry);
+    let committed = || [0, 1].map(|p| r.committed("g", "t", p).unwrap().unwrap());
+    assert_eq!(committed(), [60, 40]);
+    let reset = |spec: &str, extra: &[&str]| {
+        bin("klog-consume")
+            .args([
+                "-t",
+                "t",
+                "-G",
+                "g",
+                "--registry",
+                reg,
+                "--reset-offsets",
+                spec,
+            ])
+            .args(extra)
+            .timeout(WAIT)
+            .assert()
+    };
+    let table = reset("beginning", &[]).success();
+    let text = String::from_utf8_lossy(&table.get_output().stdout).into_owned();
+    assert!(text.contains("before") && text.contains("60"), "{text}");
+    assert_eq!(committed(), [0, 0]);
+    for (spec, want) in [("end", [60, 40]), ("-5", [55, 35]), ("30", [30, 30])] {
+        let out = reset(spec, &["-J"]).success();
+        let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.get_output().stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines[1]["offset"], want[1], "{spec}: {lines:?}");
+        assert_eq!(committed(), want, "{spec}");
+    }
+    // A timestamp after every record: the end.
+    reset("@2999-01-01T00:00:00Z", &["-q"]).success();
+    assert_eq!(committed(), [60, 40]);
+    // Out of one partition's range: an error, and nothing changes.
+    reset("50", &[])
+        .code(1)
+        .stderr(predicate::str::contains("out of range for t [1]"));
+    assert_eq!(committed(), [60, 40]);
+    // A live member: refused.
+    let m = member(reg, "g", &[]);
+    m.wait_stderr("owns", owns_count(2), WAIT);
+    reset("beginning", &[])
+        .code(1)
+        .stderr(predicate::str::contains("group g has live members"));
+    assert_eq!(committed(), [60, 40]);
+    drop(m);
+}

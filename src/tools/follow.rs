@@ -427,6 +427,50 @@ fn follow_group(options: &Options, group_options: &GroupOptions, say: Say) -> an
     Ok(())
 }
 
+/// `--reset-offsets SPEC` (with `-G`): sets the group's committed offsets
+/// of the topic, prints them (a table, or one JSON object per partition
+/// with `-J`), and consumes nothing.
+pub fn reset_offsets(options: &Options, spec: OffsetSpec) -> anyhow::Result<()> {
+    let group_options = options
+        .group
+        .as_ref()
+        .context("--reset-offsets needs -G GROUP --registry DIR")?;
+    let dir = &group_options.registry;
+    let registry = crate::coord::open(dir)
+        .with_context(|| format!("cannot open the registry {}", dir.display()))?;
+    let config = group_config(options, group_options);
+    let resets =
+        crate::coord::group::reset_offsets(&*registry, &config, spec).with_context(|| {
+            format!(
+                "cannot reset the offsets of group {:?} for topic {:?}",
+                config.group, config.topic
+            )
+        })?;
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    if matches!(options.output, Output::Json) {
+        for r in &resets {
+            let line = serde_json::json!({"type": "offset", "group": config.group, "topic": config.topic,
+                "partition": r.partition, "before": r.before, "offset": r.offset});
+            writeln!(out, "{line}")?;
+        }
+    } else {
+        let mut t = super::table(&["group", "topic", "partition", "before", "offset"]);
+        for r in &resets {
+            t.add_row([
+                config.group.clone(),
+                config.topic.clone(),
+                r.partition.to_string(),
+                r.before.map_or_else(|| "none".into(), |b| b.to_string()),
+                r.offset.to_string(),
+            ]);
+        }
+        writeln!(out, "{t}")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
 fn follow_remote(
     options: &Options,
     consumer: &mut Consumer,
