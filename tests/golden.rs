@@ -20,7 +20,7 @@
 //! | `segment-header.bin`                         | 24-byte segment header            |
 //! | `index/wide.index`, `index/wide.timeindex`   | offset and time index entries     |
 //! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `clean-shutdown` |
-//! | `registry/`                                  | broker, member, owner, committed offset and placement entries |
+//! | `registry/`                                  | broker, member (and its lease), owner claim (by generation), committed offset and placement entries; an entry `<id>.json` stands for `<id>@<incarnation>.json` |
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
