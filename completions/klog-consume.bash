@@ -23,7 +23,7 @@ _klog__consume() {
 
     case "${cmd}" in
         klog__consume)
-            opts="-t -p -o -e -c -f -J -u -G -b -q -h -V --topic --partition --offset --exit --count --format --json --unbuffered --group --registry --commit-interval --session-timeout --broker --data-dir --quiet --help --version"
+            opts="-t -p -o -e -c -f -J -u -G -b -q -h -V --topic --partition --offset --exit --count --format --json --unbuffered --group --registry --commit-interval --session-timeout --reset-offsets --broker --data-dir --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -86,6 +86,10 @@ _klog__consume() {
                     return 0
                     ;;
                 --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reset-offsets)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

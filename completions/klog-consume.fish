@@ -6,7 +6,8 @@ complete -c klog-consume -s f -l format -d 'Output format: %s value, %k key, %S 
 complete -c klog-consume -s G -l group -d 'Consume as a member of this consumer group: the group\'s members share the topic\'s partitions, and resume at its committed offsets' -r
 complete -c klog-consume -l registry -d 'The registry of consumer groups and brokers (a directory)' -r -F
 complete -c klog-consume -l commit-interval -d 'With -G: commit offsets this often (and at rebalances and exit)' -r
-complete -c klog-consume -l session-timeout -d 'With -G: the longest a change in the group (a member joining or dying) goes unnoticed; members look at the registry ten times per timeout. A member that dies leaves the group at once' -r
+complete -c klog-consume -l session-timeout -d 'With -G: a member silent for longer (stopped, stuck) loses its partitions to the others, and its late commits are refused; when it wakes it rejoins. Members renew their session and look at the registry ten times per timeout; a member that dies leaves at once' -r
+complete -c klog-consume -l reset-offsets -d 'With -G: set the group\'s committed offsets of every partition of the topic to SPEC (beginning, end, N, -N, @TIMESTAMP, resolved against the brokers), print them (-J: as JSON), and exit without consuming; refused (exit 1) while the group has live members, like kafka-consumer-groups --reset-offsets' -r
 complete -c klog-consume -s b -l broker -d 'The broker to read from' -r
 complete -c klog-consume -l data-dir -d 'Embedded mode: read the logs in this data directory directly, with no broker (no lock is taken)' -r -F
 complete -c klog-consume -s e -l exit -d 'Exit when every partition reaches the end offset it had at start'

@@ -260,6 +260,40 @@ pub enum Error {
         group: String,
     },
 
+    /// A registry entry's holder was silent longer than its session
+    /// timeout: others may have taken what it held, so it must let go.
+    #[error("{what} expired: silent for {silent_ms} ms, longer than its session timeout of {timeout_ms} ms")]
+    Expired {
+        /// The entry ("member m of group g", "the claim of t [0]").
+        what: String,
+        /// How long it went unrenewed, in ms.
+        silent_ms: u64,
+        /// Its session timeout, in ms.
+        timeout_ms: u64,
+    },
+
+    /// A claim of a partition was replaced by a later one: its holder's
+    /// commits are refused.
+    #[error("{what} was taken over: its generation {generation} is not the current {current}")]
+    Fenced {
+        /// The claim ("the claim of t [0] in group g").
+        what: String,
+        /// The claim's generation.
+        generation: u64,
+        /// The partition's current generation.
+        current: u64,
+    },
+
+    /// A change that needs a group without live members (an offset reset)
+    /// while it has some.
+    #[error("group {group} has live members ({members}); stop them first")]
+    GroupActive {
+        /// The group.
+        group: String,
+        /// Who: "member m (pid 12)", ...
+        members: String,
+    },
+
     /// A broker could not be reached or the connection broke.
     #[error("{op} broker {addr}")]
     Network {

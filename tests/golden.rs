@@ -20,7 +20,7 @@
 //! | `segment-header.bin`                         | 24-byte segment header            |
 //! | `index/wide.index`, `index/wide.timeindex`   | offset and time index entries     |
 //! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `clean-shutdown` |
-//! | `registry/`                                  | broker, member, owner, committed offset and placement entries |
+//! | `registry/`                                  | broker, member (and its lease), owner claim (by generation), committed offset and placement entries; an entry `<id>.json` stands for `<id>@<incarnation>.json` |
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -567,13 +567,34 @@ fn read(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The session timeout of the golden member and owner.
+const SESSION: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The file of the one incarnation of entry `id` in `dir`
+/// (`<id>@<incarnation>.<ext>`): the golden file is named `<id>.<ext>`.
+fn incarnation_file(dir: &Path, id: &str, ext: &str) -> std::path::PathBuf {
+    let found: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            name.starts_with(&format!("{id}@")) && name.ends_with(&format!(".{ext}"))
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found[0].clone()
+}
+
 #[test]
 fn registry_broker_entry() {
     let name = "registry/brokers/broker-1.json";
     let dir = tempfile::tempdir().unwrap();
     let reg = DirRegistry::open(dir.path()).unwrap();
     let entry = reg.register_broker(&broker()).unwrap();
-    let golden = check_golden(name, &read(&dir.path().join("brokers/broker-1.json")));
+    let brokers = dir.path().join("brokers");
+    let golden = check_golden(name, &read(&incarnation_file(&brokers, "broker-1", "json")));
+    // A broker has no lease: its lock file is empty.
+    assert!(read(&incarnation_file(&brokers, "broker-1", "lock")).is_empty());
     drop(entry);
 
     // The reader lists only entries whose lock is held: hold one, put the
@@ -585,7 +606,7 @@ fn registry_broker_entry() {
         ..broker()
     };
     let entry = reg.register_broker(&placeholder).unwrap();
-    let path = dir.path().join("brokers/broker-1.json");
+    let path = incarnation_file(&dir.path().join("brokers"), "broker-1", "json");
     std::fs::write(&path, &golden).unwrap();
     let decoded = reg.brokers().unwrap();
     assert_eq!(
@@ -611,15 +632,23 @@ fn registry_member_entry() {
     let name = "registry/consumers/g1/member-a.json";
     let dir = tempfile::tempdir().unwrap();
     let reg = DirRegistry::open(dir.path()).unwrap();
-    let entry = reg.join("g1", &member()).unwrap();
-    let golden = check_golden(name, &read(&dir.path().join("consumers/g1/member-a.json")));
+    let entry = reg.join("g1", &member(), SESSION).unwrap();
+    let members = dir.path().join("consumers/g1");
+    let golden = check_golden(name, &read(&incarnation_file(&members, "member-a", "json")));
+    // The lease, in the lock file.
+    let lease = read(&incarnation_file(&members, "member-a", "lock"));
+    check_golden("registry/consumers/g1/member-a.lock", &lease);
     drop(entry);
 
     let dir = tempfile::tempdir().unwrap();
     let reg = DirRegistry::open(dir.path()).unwrap();
-    let entry = reg.join("g1", &MemberInfo { pid: 1, ..member() }).unwrap();
-    let path = dir.path().join("consumers/g1/member-a.json");
+    let entry = reg
+        .join("g1", &MemberInfo { pid: 1, ..member() }, SESSION)
+        .unwrap();
+    let path = incarnation_file(&dir.path().join("consumers/g1"), "member-a", "json");
     std::fs::write(&path, &golden).unwrap();
+    let sessions = reg.sessions("g1").unwrap();
+    assert_eq!(sessions[0].1.timeout, SESSION, "the lease is read back");
     let decoded = reg.members("g1").unwrap();
     assert_eq!(
         decoded,
@@ -635,32 +664,39 @@ fn registry_member_entry() {
 
 #[test]
 fn registry_owner_entry() {
-    let name = "registry/owners/g1/clicks-2.lock";
+    let name = "registry/owners/g1/clicks-2/1";
     let claim = |member: &str| {
         let dir = tempfile::tempdir().unwrap();
         let reg = DirRegistry::open(dir.path()).unwrap();
         let owner = reg
-            .claim("g1", "clicks", 2, member)
+            .claim("g1", "clicks", 2, member, SESSION)
             .unwrap()
             .expect("unowned");
         (dir, reg, owner)
     };
     let (dir, _reg, owner) = claim("member-a");
-    let golden = check_golden(name, &read(&dir.path().join("owners/g1/clicks-2.lock")));
+    let golden = check_golden(name, &read(&dir.path().join("owners/g1/clicks-2/1")));
     drop(owner);
 
     // The reader names an owner only while its lock is held.
     let (dir, reg, owner) = claim("placeholder");
-    std::fs::write(dir.path().join("owners/g1/clicks-2.lock"), &golden).unwrap();
+    std::fs::write(dir.path().join("owners/g1/clicks-2/1"), &golden).unwrap();
     let decoded = reg.owner("g1", "clicks", 2).expect("owned");
-    assert_eq!(decoded, "member-a");
+    assert_eq!(
+        (
+            decoded.member.as_str(),
+            decoded.generation,
+            decoded.lease.timeout
+        ),
+        ("member-a", 1, SESSION)
+    );
     drop(owner);
 
-    let (dir, _reg, _owner) = claim(&decoded);
+    let (dir, _reg, _owner) = claim(&decoded.member);
     assert_reencoded(
         name,
         &golden,
-        &read(&dir.path().join("owners/g1/clicks-2.lock")),
+        &read(&dir.path().join("owners/g1/clicks-2/1")),
     );
 }
 
@@ -671,7 +707,7 @@ fn registry_committed_offset() {
         let dir = tempfile::tempdir().unwrap();
         let reg = DirRegistry::open(dir.path()).unwrap();
         let owner = reg
-            .claim("g1", "clicks", 2, "member-a")
+            .claim("g1", "clicks", 2, "member-a", SESSION)
             .unwrap()
             .expect("unowned");
         reg.commit("g1", "clicks", 2, offset, &owner).unwrap();

@@ -70,11 +70,24 @@ pub struct Args {
     /// With -G: commit offsets this often (and at rebalances and exit).
     #[arg(long = "commit-interval", value_name = "DURATION", default_value = "5s", value_parser = super::duration_arg)]
     pub commit_interval_ms: u64,
-    /// With -G: the longest a change in the group (a member joining or
-    /// dying) goes unnoticed; members look at the registry ten times per
-    /// timeout. A member that dies leaves the group at once.
+    /// With -G: a member silent for longer (stopped, stuck) loses its
+    /// partitions to the others, and its late commits are refused; when
+    /// it wakes it rejoins. Members renew their session and look at the
+    /// registry ten times per timeout; a member that dies leaves at once.
     #[arg(long = "session-timeout", value_name = "DURATION", default_value = "10s", value_parser = super::duration_arg)]
     pub session_timeout_ms: u64,
+    /// With -G: set the group's committed offsets of every partition of
+    /// the topic to SPEC (beginning, end, N, -N, @TIMESTAMP, resolved
+    /// against the brokers), print them (-J: as JSON), and exit without
+    /// consuming; refused (exit 1) while the group has live members, like
+    /// kafka-consumer-groups --reset-offsets.
+    #[arg(
+        long = "reset-offsets",
+        value_name = "SPEC",
+        requires = "group",
+        allow_hyphen_values = true
+    )]
+    pub reset_offsets: Option<OffsetSpec>,
     /// The broker to read from.
     #[arg(
         short = 'b',
@@ -105,6 +118,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         commit_interval_ms: args.commit_interval_ms,
         session_timeout_ms: args.session_timeout_ms,
     });
+    let reset_offsets = args.reset_offsets;
     let options = follow::Options {
         topic: args.topic,
         partitions: args.partitions,
@@ -123,6 +137,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         data_dir: args.data_dir,
         quiet: args.quiet,
     };
-    follow::run(&options)?;
+    match reset_offsets {
+        Some(spec) => follow::reset_offsets(&options, spec)?,
+        None => follow::run(&options)?,
+    }
     Ok(ExitCode::SUCCESS)
 }

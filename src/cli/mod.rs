@@ -94,6 +94,9 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
                 return Some("check the topic name and --data-dir; klog-produce creates topics")
             }
             Some(crate::Error::Corrupt { .. }) => return Some("klog-recover repairs a damaged log"),
+            Some(crate::Error::GroupActive { .. }) => {
+                return Some("stop the group's members first (klog-dump --registry DIR lists them)")
+            }
             _ => {}
         }
     }

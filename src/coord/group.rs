@@ -18,13 +18,28 @@
 //! Each member polls the registry and rebalances when the members or the
 //! partition count change.
 //!
+//! # Sessions
+//!
+//! A member's entry and its claims hold leases of its session timeout,
+//! renewed at every registry check ([`GroupMember::heartbeat`]). A member
+//! that dies leaves at once (its locks go with it); one that is alive but
+//! silent (stopped, stuck in I/O) for longer than its session timeout is
+//! no longer listed, so the others rebalance without it and take its
+//! partitions over with a new claim generation. When it runs again, its
+//! next renewal or commit fails (expired, or fenced by the new
+//! generation): it drops its partitions without committing, joins again
+//! and rebalances ([`GroupMember::rejoin`]).
+//!
 //! # Delivery
 //!
 //! At least once. Offsets are committed after the records before them were
 //! handed to the application (the caller flushes its output first),
 //! every commit interval, at each rebalance and at a clean exit. A member
-//! that dies loses the records it handed out since its last commit to the
-//! next owner, which delivers them again; never a gap.
+//! that dies, or is taken over, loses the records it handed out since its
+//! last commit to the next owner, which delivers them again; never a gap.
+//! A committed offset past the end of its partition (the topic was
+//! recreated, or recovery cut the log) is reset by the `-o` policy, with a
+//! notice ([`GroupMember::take_notices`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,6 +67,8 @@ pub struct GroupConfig {
     pub reset: OffsetSpec,
     /// Commit at least this often.
     pub commit_interval: Duration,
+    /// A member silent for longer loses its partitions.
+    pub session_timeout: Duration,
     /// How often to look at the registry for changes.
     pub poll_interval: Duration,
     /// Stop at the end offsets the topic had when the member joined (`-e`).
@@ -74,6 +91,12 @@ pub struct GroupMember {
     ends: Vec<u64>,
     last_check: Instant,
     last_commit: Instant,
+    last_heartbeat: Instant,
+    /// The session was lost (a lease expired, a commit was fenced): the
+    /// member must drop its partitions without committing, and rejoin.
+    lost: bool,
+    /// `%` lines for the user (an offset reset).
+    notices: Vec<String>,
 }
 
 /// A member as the registry knows it: its membership, the partitions it
@@ -85,7 +108,9 @@ struct Share {
     group: String,
     topic: String,
     member: String,
-    _entry: Ephemeral,
+    session_timeout: Duration,
+    /// `None` only for the instant of joining again.
+    entry: Option<Ephemeral>,
     owned: Vec<(u32, Ephemeral)>,
     /// What the last rebalance saw: subscribed members and partition count.
     seen: (Vec<String>, u32),
@@ -99,23 +124,59 @@ impl Share {
         group: &str,
         topic: &str,
         member: String,
+        session_timeout: Duration,
     ) -> Result<Share> {
         let info = MemberInfo {
             member: member.clone(),
             pid: std::process::id(),
             topics: vec![topic.to_string()],
         };
-        let entry = registry.join(group, &info)?;
+        let entry = registry.join(group, &info, session_timeout)?;
         Ok(Share {
             registry,
             group: group.to_string(),
             topic: topic.to_string(),
             member,
-            _entry: entry,
+            session_timeout,
+            entry: Some(entry),
             owned: Vec::new(),
             seen: (Vec::new(), 0),
             backoff: Backoff::new(u64::from(std::process::id())),
         })
+    }
+
+    /// Renews the leases of the member's entry and of its claims: `false`
+    /// when one of them was lost (expired, or taken over), so that the
+    /// member must let everything go and rejoin.
+    fn heartbeat(&self) -> Result<bool> {
+        let entries = self.entry.iter().chain(self.owned.iter().map(|(_, o)| o));
+        for entry in entries {
+            match entry.renew() {
+                Ok(()) => {}
+                Err(e) if lost(&e) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Drops every claim without committing and the member's entry, and
+    /// joins the group again under the same id.
+    fn rejoin(&mut self) -> Result<()> {
+        self.release();
+        let info = MemberInfo {
+            member: self.member.clone(),
+            pid: std::process::id(),
+            topics: vec![self.topic.clone()],
+        };
+        // The old entry goes first: the same id cannot live twice.
+        self.entry = None;
+        let entry = self
+            .registry
+            .join(&self.group, &info, self.session_timeout)?;
+        self.entry = Some(entry);
+        self.seen = (Vec::new(), 0);
+        Ok(())
     }
 
     /// The live members subscribed to the topic, ordered by id.
@@ -138,10 +199,14 @@ impl Share {
             });
         };
         for p in assign(partition_count, members.len(), index) {
-            match self
-                .registry
-                .claim(&self.group, &self.topic, p, &self.member)?
-            {
+            let claim = self.registry.claim(
+                &self.group,
+                &self.topic,
+                p,
+                &self.member,
+                self.session_timeout,
+            )?;
+            match claim {
                 Some(owner) => self.owned.push((p, owner)),
                 None => {
                     // Another member has not released it yet: hold
@@ -167,6 +232,11 @@ impl Share {
     ) -> Result<()> {
         let mut attempt = 0u32;
         loop {
+            // Backing off keeps the member's session alive; if it was
+            // lost meanwhile, join again.
+            if !self.heartbeat()? {
+                self.rejoin()?;
+            }
             let (members, partition_count) = look(self)?;
             if self.claim(members, partition_count)? {
                 return Ok(());
@@ -180,15 +250,24 @@ impl Share {
     }
 
     /// Commits the next offset of each partition in `positions` that this
-    /// member owns; the others are not its to commit.
-    fn commit(&self, positions: &[(u32, u64)]) -> Result<()> {
+    /// member owns; the others are not its to commit. `false` when a
+    /// commit was refused because the member's claim was lost (expired,
+    /// or taken over): it must not commit anything more. A partition
+    /// whose registry entry is busy for the moment is committed next time.
+    fn commit(&self, positions: &[(u32, u64)]) -> Result<bool> {
         for &(partition, offset) in positions {
             if let Some((_, owner)) = self.owned.iter().find(|(p, _)| *p == partition) {
-                self.registry
-                    .commit(&self.group, &self.topic, partition, offset, owner)?;
+                match self
+                    .registry
+                    .commit(&self.group, &self.topic, partition, offset, owner)
+                {
+                    Ok(()) | Err(Error::InUse { .. }) => {}
+                    Err(e) if lost(&e) => return Ok(false),
+                    Err(e) => return Err(e),
+                }
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Whether the group committed every partition up to its end in `ends`
@@ -209,6 +288,11 @@ impl Share {
     fn release(&mut self) {
         self.owned.clear();
     }
+}
+
+/// Whether `e` says that the session or a claim was lost.
+fn lost(e: &Error) -> bool {
+    matches!(e, Error::Expired { .. } | Error::Fenced { .. })
 }
 
 /// The random wait after a conflict: a base that doubles with each
@@ -309,7 +393,8 @@ fn bounds(routes: &[String], topic: &str, conns: &mut Connections) -> Result<Vec
 impl GroupMember {
     /// Joins `config.group` in `registry` and takes a first share.
     pub fn join(registry: Arc<dyn Registry>, config: GroupConfig) -> Result<GroupMember> {
-        let share = Share::join(registry, &config.group, &config.topic, member_id())?;
+        let (group, topic) = (&config.group, &config.topic);
+        let share = Share::join(registry, group, topic, member_id(), config.session_timeout)?;
         let mut conns = Connections::new();
         let routes = routes(&*share.registry, &config, &mut conns)?;
         let ends = bounds(&routes, &config.topic, &mut conns)?
@@ -325,6 +410,9 @@ impl GroupMember {
             ends,
             last_check: Instant::now(),
             last_commit: Instant::now(),
+            last_heartbeat: Instant::now(),
+            lost: false,
+            notices: Vec::new(),
         };
         m.rebalance()?;
         Ok(m)
@@ -348,16 +436,50 @@ impl GroupMember {
             .unwrap_or_default()
     }
 
-    /// Whether `-e` is satisfied: the group has consumed every partition
-    /// to the end it had when this member joined. A member done with its
-    /// own partitions commits and waits for the others (or takes over the
-    /// partitions of one that dies).
+    /// The `%` lines gathered since the last call (offset resets).
+    pub fn take_notices(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// Whether, with `-e`, this member has handed out every record of its
+    /// partitions up to the ends the topic had when it joined. The caller
+    /// then flushes its output and calls [`GroupMember::done`].
+    pub fn caught_up(&self) -> bool {
+        self.config.exit_at_end && self.consumer.as_ref().is_none_or(Consumer::done)
+    }
+
+    /// Once [`GroupMember::caught_up`] and the output flushed: commits, and
+    /// says whether the group has consumed every partition to the end it
+    /// had when this member joined (else the member waits for the others,
+    /// or takes over the partitions of one that dies).
     pub fn done(&mut self) -> Result<bool> {
-        if !self.config.exit_at_end || !self.consumer.as_ref().is_none_or(Consumer::done) {
+        self.commit()?;
+        if self.lost {
             return Ok(false);
         }
-        self.commit()?;
         self.share.reached(&self.ends)
+    }
+
+    /// Renews the member's session (at most every poll interval): `false`
+    /// when it was lost (its lease expired while it was silent, or a
+    /// commit was refused); the caller then flushes its output and calls
+    /// [`GroupMember::rejoin`].
+    pub fn heartbeat(&mut self) -> Result<bool> {
+        if !self.lost && self.last_heartbeat.elapsed() >= self.config.poll_interval {
+            self.last_heartbeat = Instant::now();
+            self.lost = !self.share.heartbeat()?;
+        }
+        Ok(!self.lost)
+    }
+
+    /// After a lost session: drops every partition without committing
+    /// (another member may own it now), joins the group again, and takes
+    /// a new share.
+    pub fn rejoin(&mut self) -> Result<()> {
+        self.consumer = None;
+        self.share.rejoin()?;
+        self.lost = false;
+        self.settle()
     }
 
     /// Whether the group changed since the last rebalance (checked at most
@@ -376,10 +498,14 @@ impl GroupMember {
     }
 
     /// Commits the next offset of every owned partition. The caller has
-    /// handed every record before them to the application.
+    /// handed every record before them to the application. A member whose
+    /// session was lost commits nothing.
     pub fn commit(&mut self) -> Result<()> {
         self.last_commit = Instant::now();
-        self.share.commit(&self.positions())
+        if !self.lost {
+            self.lost = !self.share.commit(&self.positions())?;
+        }
+        Ok(())
     }
 
     fn release(&mut self) {
@@ -387,13 +513,22 @@ impl GroupMember {
         self.share.release();
     }
 
-    /// Commits, releases everything, and claims this member's share anew.
+    /// Commits, releases everything, and claims this member's share anew
+    /// (after a lost session, commits nothing and joins again first).
     pub fn rebalance(&mut self) -> Result<()> {
         self.commit()?;
+        if self.lost {
+            return self.rejoin();
+        }
         self.release();
+        self.settle()
+    }
+
+    fn settle(&mut self) -> Result<()> {
         let (config, conns) = (&self.config, &mut self.conns);
         self.share
             .settle(|share| look(share, config, conns), std::thread::sleep)?;
+        self.last_check = Instant::now();
         // Stopped before it settled, it owns nothing and fetches nothing.
         self.start_fetching()
     }
@@ -405,35 +540,17 @@ impl GroupMember {
         self.routes = routes(&*self.share.registry, &self.config, &mut self.conns)?;
         let bounds = bounds(&self.routes, &self.config.topic, &mut self.conns)?;
         let mut parts = Vec::with_capacity(self.share.owned.len());
-        for (p, _) in &self.share.owned {
-            let addr = self.routes[*p as usize].clone();
-            let (start, end) = bounds.get(*p as usize).copied().unwrap_or((0, 0));
-            let committed =
-                self.share
-                    .registry
-                    .committed(&self.config.group, &self.config.topic, *p)?;
-            let name = format!("{} [{p}]", self.config.topic);
-            let offset = match committed {
-                // A committed offset retention has since passed starts at
-                // the oldest record kept.
-                Some(c) => c.clamp(start, end),
-                None => {
-                    let spec = match self.config.reset {
-                        OffsetSpec::Stored => OffsetSpec::Beginning,
-                        other => other,
-                    };
-                    let topic = &self.config.topic;
-                    resolve_in(start, end, spec, &name, |ts| {
-                        self.conns.with(&addr, |c| c.list_offsets(topic, *p, ts))
-                    })?
-                }
-            };
+        let owned: Vec<u32> = self.share.owned.iter().map(|(p, _)| *p).collect();
+        for p in owned {
+            let addr = self.routes[p as usize].clone();
+            let (start, end) = bounds.get(p as usize).copied().unwrap_or((0, 0));
+            let offset = self.start_offset(p, &addr, start, end)?;
             let stop_at = self
                 .config
                 .exit_at_end
-                .then(|| self.ends.get(*p as usize).copied().unwrap_or(end));
+                .then(|| self.ends.get(p as usize).copied().unwrap_or(end));
             let part = ConsumerPartition {
-                partition: *p,
+                partition: p,
                 offset,
                 stop_at,
             };
@@ -445,6 +562,46 @@ impl GroupMember {
             ConsumerConfig::default(),
         )?);
         Ok(())
+    }
+
+    /// Where partition `p` (holding `start..end`, on broker `addr`)
+    /// resumes: the group's committed offset; the `-o` policy when it has
+    /// none, or when it is past the end of the log (with a notice).
+    fn start_offset(&mut self, p: u32, addr: &str, start: u64, end: u64) -> Result<u64> {
+        let (group, topic) = (&self.config.group, &self.config.topic);
+        let committed = self.share.registry.committed(group, topic, p)?;
+        let spec = match self.config.reset {
+            OffsetSpec::Stored => OffsetSpec::Beginning,
+            other => other,
+        };
+        let name = format!("{topic} [{p}]");
+        let reset = |conns: &mut Connections| {
+            resolve_in(start, end, spec, &name, |ts| {
+                conns.with(addr, |c| c.list_offsets(topic, p, ts))
+            })
+        };
+        Ok(match committed {
+            // A committed offset retention has since passed starts at the
+            // oldest record kept.
+            Some(c) if c <= end => c.max(start),
+            Some(c) => {
+                let offset = reset(&mut self.conns)?;
+                // Stored as it is, lower: the commits that follow would
+                // never pass the old one.
+                if let Some((_, owner)) = self.share.owned.iter().find(|(o, _)| *o == p) {
+                    self.share
+                        .registry
+                        .store_offset(group, topic, p, offset, owner)?;
+                }
+                self.notices.push(format!(
+                    "Group {group}: {name}: committed offset {c} is past the end of the log \
+                     ({end}); resetting to {offset} by -o {}",
+                    spec_name(spec)
+                ));
+                offset
+            }
+            None => reset(&mut self.conns)?,
+        })
     }
 
     /// Waits up to `timeout` for records of the owned partitions and hands
@@ -463,7 +620,7 @@ impl GroupMember {
         }
     }
 
-    /// Commits and leaves the group.
+    /// Commits (unless the session was lost) and leaves the group.
     pub fn close(mut self) -> Result<()> {
         let result = self.commit();
         self.release();
@@ -471,14 +628,92 @@ impl GroupMember {
     }
 }
 
+/// A partition's committed offset before and after a reset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetReset {
+    /// The partition.
+    pub partition: u32,
+    /// The committed offset before, if any.
+    pub before: Option<u64>,
+    /// The committed offset now.
+    pub offset: u64,
+}
+
+/// Sets the committed offset of every partition of `config.topic` in
+/// `config.group` to where `spec` says (`beginning`, `end`, `N`, `-N`,
+/// `@TIMESTAMP`), resolved against the brokers the registry knows (or the
+/// fallback broker), as Kafka's `kafka-consumer-groups --reset-offsets`
+/// does. Refused with [`Error::GroupActive`] while the group has a member
+/// whose process lives; every partition is resolved before any is set.
+pub fn reset_offsets(
+    registry: &dyn Registry,
+    config: &GroupConfig,
+    spec: OffsetSpec,
+) -> Result<Vec<OffsetReset>> {
+    let (group, topic) = (&config.group, &config.topic);
+    let sessions = registry.sessions(group)?;
+    if !sessions.is_empty() {
+        let members: Vec<String> = sessions
+            .iter()
+            .map(|(m, lease)| {
+                let silent = if lease.expired() { ", silent" } else { "" };
+                format!("member {} (pid {}{silent})", m.member, m.pid)
+            })
+            .collect();
+        return Err(Error::GroupActive {
+            group: group.clone(),
+            members: members.join(", "),
+        });
+    }
+    if spec == OffsetSpec::Stored {
+        return Err(Error::Config(
+            "offsets are reset to beginning, end, N, -N or @TIMESTAMP".into(),
+        ));
+    }
+    let mut conns = Connections::new();
+    let routes = routes(registry, config, &mut conns)?;
+    let bounds = bounds(&routes, topic, &mut conns)?;
+    let mut resets = Vec::with_capacity(bounds.len());
+    for (p, (&(start, end), addr)) in (0u32..).zip(bounds.iter().zip(&routes)) {
+        let name = format!("{topic} [{p}]");
+        let offset = resolve_in(start, end, spec, &name, |ts| {
+            conns.with(addr, |c| c.list_offsets(topic, p, ts))
+        })?;
+        let before = registry.committed(group, topic, p)?;
+        resets.push(OffsetReset {
+            partition: p,
+            before,
+            offset,
+        });
+    }
+    for r in &resets {
+        registry.reset_offset(group, topic, r.partition, r.offset)?;
+    }
+    Ok(resets)
+}
+
+/// An `-o` policy as the user wrote it.
+fn spec_name(spec: OffsetSpec) -> String {
+    match spec {
+        OffsetSpec::Beginning | OffsetSpec::Stored => "beginning".into(),
+        OffsetSpec::End => "end".into(),
+        OffsetSpec::Absolute(n) => n.to_string(),
+        OffsetSpec::FromEnd(n) => format!("-{n}"),
+        OffsetSpec::Timestamp(ts) => format!("@{ts}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The session timeout of the tests' entries.
+    const T: std::time::Duration = std::time::Duration::from_secs(10);
     use crate::coord::mem::MemRegistry;
 
     /// A member `name` of group `g`, subscribed to topic `t`.
     fn share(reg: &MemRegistry, name: &str) -> Share {
-        Share::join(Arc::new(reg.clone()), "g", "t", name.into()).unwrap()
+        Share::join(Arc::new(reg.clone()), "g", "t", name.into(), T).unwrap()
     }
 
     fn owned(share: &Share) -> Vec<u32> {
@@ -487,7 +722,7 @@ mod tests {
 
     fn owners(reg: &MemRegistry, partition_count: u32) -> Vec<Option<String>> {
         (0..partition_count)
-            .map(|p| reg.owner("g", "t", p))
+            .map(|p| reg.owner("g", "t", p).map(|o| o.member))
             .collect()
     }
 
@@ -508,7 +743,7 @@ mod tests {
             pid: 1,
             topics: vec!["u".into()],
         };
-        let _other = reg.join("g", &other).unwrap();
+        let _other = reg.join("g", &other, T).unwrap();
         let mut b = share(&reg, "bb");
         assert_eq!(a.subscribers().unwrap(), ["a", "bb", "c"]);
         for s in [&mut c, &mut a, &mut b] {
@@ -536,7 +771,7 @@ mod tests {
         // b claimed nothing before the conflict: make it claim 2 and meet
         // a's 3, and check that it lets 2 go again.
         a.release();
-        let three = reg.claim("g", "t", 3, "a").unwrap().unwrap();
+        let three = reg.claim("g", "t", 3, "a", T).unwrap().unwrap();
         assert!(!claim_now(&mut b, 4));
         assert!(owned(&b).is_empty());
         assert_eq!(owners(&reg, 4), [None, None, None, Some("a".into())]);
@@ -557,7 +792,7 @@ mod tests {
         let reg = MemRegistry::default();
         let mut a = share(&reg, "a");
         // A member that left but has not released partition 1 yet.
-        let mut late = Some(reg.claim("g", "t", 1, "gone").unwrap().unwrap());
+        let mut late = Some(reg.claim("g", "t", 1, "gone", T).unwrap().unwrap());
         let mut waits = Vec::new();
         let look = |s: &Share| Ok((s.subscribers()?, 2));
         a.settle(look, |d| {
@@ -613,6 +848,36 @@ mod tests {
         assert_eq!(err.to_string(), "member b is not in group g any more");
         assert!(owned(&b).is_empty());
         assert_eq!(owners(&reg, 2), [None, None]);
+    }
+
+    #[test]
+    fn a_silent_member_loses_its_partitions_and_its_stale_commits_are_refused() {
+        let reg = MemRegistry::default();
+        let mut a = share(&reg, "a");
+        let mut b = share(&reg, "b");
+        assert!(claim_now(&mut a, 2));
+        assert!(claim_now(&mut b, 2));
+        assert_eq!((owned(&a), owned(&b)), (vec![0], vec![1]));
+        assert!(b.heartbeat().unwrap());
+        // b falls silent: its entry and its claim expire, and a takes over.
+        reg.silence("consumers/g/b");
+        reg.silence("owners/g/t-1");
+        assert_eq!(a.subscribers().unwrap(), ["a"]);
+        a.release();
+        assert!(claim_now(&mut a, 2));
+        assert_eq!(owned(&a), [0, 1]);
+        assert_eq!(reg.owner("g", "t", 1).unwrap().generation, 2);
+        // b wakes up: it learns it was lost, and its commit is refused.
+        assert!(!b.heartbeat().unwrap());
+        assert!(!b.commit(&[(1, 50)]).unwrap());
+        assert_eq!(reg.committed("g", "t", 1).unwrap(), None);
+        assert!(a.commit(&[(1, 7)]).unwrap());
+        // It joins again, owning nothing until it claims.
+        b.rejoin().unwrap();
+        assert!(owned(&b).is_empty());
+        assert!(b.heartbeat().unwrap());
+        assert_eq!(a.subscribers().unwrap(), ["a", "b"]);
+        assert_eq!(reg.committed("g", "t", 1).unwrap(), Some(7));
     }
 
     #[test]

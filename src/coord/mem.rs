@@ -3,18 +3,23 @@
 //! directory, a broker or a second process. Clones share one registry, as
 //! processes share a directory; dropping a handle is its process dying.
 //!
+//! Leases do not age by themselves: [`MemRegistry::silence`] makes an
+//! entry's holder silent past its timeout, as a stopped process would be.
+//!
 //! It is stricter than a real backend where that finds bugs: a commit
-//! whose handle is not the current claim of that very partition panics,
-//! so a test fails on a member that commits what it does not own.
+//! whose handle is a claim of another partition panics, so a test fails on
+//! a member that commits what it does not own. A claim taken over by a
+//! later generation is refused, as every backend refuses it.
 
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::coord::registry::{
-    check_name, to_json, BrokerInfo, Ephemeral, Held, MemberInfo, Placement, Registry,
+    check_name, to_json, BrokerInfo, Ephemeral, Held, Lease, MemberInfo, Owner, Placement, Registry,
 };
 use crate::error::{Error, Result};
 
@@ -29,8 +34,10 @@ struct State {
     /// Handles given out, to tell a claim from a later one of the same key.
     handles_given: u64,
     /// Live ephemeral entries by key (`brokers/b1`, `consumers/g/m`,
-    /// `owners/g/t-0`): the handle that holds each, and its description.
-    live: BTreeMap<String, (u64, Vec<u8>)>,
+    /// `owners/g/t-0`).
+    live: BTreeMap<String, Live>,
+    /// The last generation claimed of each owner key.
+    generations: BTreeMap<String, u64>,
     offsets: BTreeMap<(String, String, u32), u64>,
     /// Offsets stored, lower ones included.
     stores: u64,
@@ -39,23 +46,83 @@ struct State {
     rival: Option<Placement>,
 }
 
+/// A live entry.
+#[derive(Debug)]
+struct Live {
+    /// The handle that holds it.
+    handle: u64,
+    /// Its description (an owner's: the member).
+    json: Vec<u8>,
+    /// Its lease's timeout; `None`: no lease.
+    timeout: Option<Duration>,
+    /// Its holder has been silent past the timeout.
+    silent: bool,
+    /// An owner's generation; 0 for other entries.
+    generation: u64,
+}
+
+impl Live {
+    fn lease(&self) -> Lease {
+        let timeout = self.timeout.unwrap_or(Duration::MAX);
+        let age = if self.silent {
+            timeout.saturating_add(Duration::from_millis(1))
+        } else {
+            Duration::ZERO
+        };
+        Lease { timeout, age }
+    }
+}
+
 /// A held entry: its key, and which handle of that key it is.
 #[derive(Debug)]
 struct Hold {
     key: String,
     handle: u64,
+    generation: u64,
     state: Arc<Mutex<State>>,
+}
+
+impl Hold {
+    /// Whether this handle's entry is live and not silent: else the error
+    /// every backend gives.
+    fn check(&self, state: &State) -> Result<()> {
+        match state.live.get(&self.key) {
+            Some(live) if live.handle == self.handle && !live.silent => Ok(()),
+            Some(live) if live.handle == self.handle => Err(Error::Expired {
+                what: self.key.clone(),
+                silent_ms: live.lease().age.as_millis() as u64,
+                timeout_ms: live.lease().timeout.as_millis() as u64,
+            }),
+            _ if self.generation > 0 => Err(Error::Fenced {
+                what: self.key.clone(),
+                generation: self.generation,
+                current: state.generations.get(&self.key).copied().unwrap_or(0),
+            }),
+            _ => Err(Error::NotInGroup {
+                member: self.key.clone(),
+                group: "the memory registry".into(),
+            }),
+        }
+    }
 }
 
 impl Held for Hold {
     fn update(&self, json: &[u8]) -> Result<()> {
         let mut state = crate::sync::lock(&self.state);
-        if let Some((h, info)) = state.live.get_mut(&self.key) {
-            if *h == self.handle && !self.key.starts_with("owners/") {
-                *info = json.to_vec();
+        if let Some(live) = state.live.get_mut(&self.key) {
+            if live.handle == self.handle && !self.key.starts_with("owners/") {
+                live.json = json.to_vec();
             }
         }
         Ok(())
+    }
+
+    fn renew(&self) -> Result<()> {
+        self.check(&crate::sync::lock(&self.state))
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -69,7 +136,7 @@ impl Drop for Hold {
         if state
             .live
             .get(&self.key)
-            .is_some_and(|(h, _)| *h == self.handle)
+            .is_some_and(|live| live.handle == self.handle)
         {
             state.live.remove(&self.key);
         }
@@ -98,28 +165,56 @@ impl MemRegistry {
         crate::sync::lock(&self.state).live.remove(key);
     }
 
-    /// Takes `key` unless it is held: the entry's handle.
-    fn hold(&self, key: String, json: Vec<u8>) -> Option<Ephemeral> {
+    /// Makes the holder of the live entry `key` silent past its lease's
+    /// timeout, as if its process had been stopped.
+    pub(crate) fn silence(&self, key: &str) {
+        if let Some(live) = crate::sync::lock(&self.state).live.get_mut(key) {
+            live.silent = true;
+        }
+    }
+
+    /// Takes `key` unless it is held (a silent owner's claim is taken
+    /// over, with the next generation): the entry's handle.
+    fn hold(&self, key: String, json: Vec<u8>, timeout: Option<Duration>) -> Option<Ephemeral> {
         let mut state = crate::sync::lock(&self.state);
-        if state.live.contains_key(&key) {
-            return None;
+        let owner = key.starts_with("owners/");
+        if let Some(live) = state.live.get(&key) {
+            if !(owner && live.silent) {
+                return None;
+            }
         }
         state.handles_given += 1;
         let handle = state.handles_given;
-        state.live.insert(key.clone(), (handle, json));
+        let generation = if owner {
+            let g = state.generations.entry(key.clone()).or_insert(0);
+            *g += 1;
+            *g
+        } else {
+            0
+        };
+        let live = Live {
+            handle,
+            json,
+            timeout,
+            silent: false,
+            generation,
+        };
+        state.live.insert(key.clone(), live);
         Some(Ephemeral::new(Hold {
             key,
             handle,
+            generation,
             state: Arc::clone(&self.state),
         }))
     }
 
-    /// The descriptions of the live entries under `prefix` that parse.
-    fn live<T: for<'de> Deserialize<'de>>(&self, prefix: &str) -> Vec<T> {
+    /// The descriptions of the live entries under `prefix` that parse,
+    /// with their leases.
+    fn live<T: for<'de> Deserialize<'de>>(&self, prefix: &str) -> Vec<(T, Lease)> {
         let state = crate::sync::lock(&self.state);
         let under = state.live.iter().filter(|(k, _)| k.starts_with(prefix));
         under
-            .filter_map(|(_, (_, json))| serde_json::from_slice(json).ok())
+            .filter_map(|(_, live)| Some((serde_json::from_slice(&live.json).ok()?, live.lease())))
             .collect()
     }
 }
@@ -132,23 +227,23 @@ impl Registry for MemRegistry {
     fn register_broker(&self, info: &BrokerInfo) -> Result<Ephemeral> {
         check_name("broker", &info.id)?;
         let key = format!("brokers/{}", info.id);
-        self.hold(key.clone(), to_json(info)?)
+        self.hold(key.clone(), to_json(info)?, None)
             .ok_or_else(|| Error::InUse { path: key.into() })
     }
 
     fn brokers(&self) -> Result<Vec<BrokerInfo>> {
-        Ok(self.live("brokers/"))
+        Ok(self.live("brokers/").into_iter().map(|(b, _)| b).collect())
     }
 
-    fn join(&self, group: &str, info: &MemberInfo) -> Result<Ephemeral> {
+    fn join(&self, group: &str, info: &MemberInfo, session_timeout: Duration) -> Result<Ephemeral> {
         check_name("group", group)?;
         check_name("member", &info.member)?;
         let key = format!("consumers/{group}/{}", info.member);
-        self.hold(key.clone(), to_json(info)?)
+        self.hold(key.clone(), to_json(info)?, Some(session_timeout))
             .ok_or_else(|| Error::InUse { path: key.into() })
     }
 
-    fn members(&self, group: &str) -> Result<Vec<MemberInfo>> {
+    fn sessions(&self, group: &str) -> Result<Vec<(MemberInfo, Lease)>> {
         check_name("group", group)?;
         // Keys sort by member id.
         Ok(self.live(&format!("consumers/{group}/")))
@@ -174,19 +269,25 @@ impl Registry for MemRegistry {
         topic: &str,
         partition: u32,
         member: &str,
+        session_timeout: Duration,
     ) -> Result<Option<Ephemeral>> {
         check_name("group", group)?;
         check_name("topic", topic)?;
         Ok(self.hold(
             owner_key(group, topic, partition),
             member.as_bytes().to_vec(),
+            Some(session_timeout),
         ))
     }
 
-    fn owner(&self, group: &str, topic: &str, partition: u32) -> Option<String> {
+    fn owner(&self, group: &str, topic: &str, partition: u32) -> Option<Owner> {
         let state = crate::sync::lock(&self.state);
-        let (_, member) = state.live.get(&owner_key(group, topic, partition))?;
-        Some(String::from_utf8_lossy(member).into_owned())
+        let live = state.live.get(&owner_key(group, topic, partition))?;
+        Some(Owner {
+            member: String::from_utf8_lossy(&live.json).into_owned(),
+            generation: live.generation,
+            lease: live.lease(),
+        })
     }
 
     fn committed(&self, group: &str, topic: &str, partition: u32) -> Result<Option<u64>> {
@@ -213,14 +314,28 @@ impl Registry for MemRegistry {
             .downcast_ref::<Hold>()
             .expect("a handle of this registry");
         let mut state = crate::sync::lock(&self.state);
-        let current = state.live.get(&key).map(|(h, _)| *h);
         assert!(
-            hold.key == key && current == Some(hold.handle),
+            hold.key == key,
             "{key} committed with the handle of {} (handle {}), not its owner's",
             hold.key,
             hold.handle
         );
+        hold.check(&state)?;
         state.stores += 1;
+        state
+            .offsets
+            .insert((group.into(), topic.into(), partition), offset);
+        Ok(())
+    }
+
+    fn reset_offset(&self, group: &str, topic: &str, partition: u32, offset: u64) -> Result<()> {
+        let mut state = crate::sync::lock(&self.state);
+        if let Some(live) = state.live.get(&owner_key(group, topic, partition)) {
+            return Err(Error::GroupActive {
+                group: group.into(),
+                members: String::from_utf8_lossy(&live.json).into_owned(),
+            });
+        }
         state
             .offsets
             .insert((group.into(), topic.into(), partition), offset);

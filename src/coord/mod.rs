@@ -25,7 +25,7 @@ use std::sync::Arc;
 use crate::error::Result;
 
 pub use dir::DirRegistry;
-pub use registry::{BrokerInfo, Ephemeral, Held, MemberInfo, Placement, Registry};
+pub use registry::{BrokerInfo, Ephemeral, Held, Lease, MemberInfo, Owner, Placement, Registry};
 pub use route::{route, ClusterProducer};
 pub use spread::{assign, place};
 

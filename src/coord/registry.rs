@@ -7,14 +7,31 @@
 //!
 //! - Brokers, members and owners are *ephemeral*: an entry exists while
 //!   its [`Ephemeral`] handle lives, and vanishes when the handle is
-//!   dropped or its process dies, `kill -9` included. Two holders can
-//!   never hold the same entry, so two members can never both own a
-//!   partition.
+//!   dropped or its process dies, `kill -9` included. Each registration
+//!   is an incarnation of its own: a second registrant of a live id is
+//!   refused, and never replaces nor removes the live entry.
+//! - Members and owners also hold a *lease* (their session): an entry
+//!   whose holder has not renewed it ([`Ephemeral::renew`]) for longer
+//!   than its session timeout is *expired*. An expired member is not
+//!   listed by [`Registry::members`], and an expired owner's partition
+//!   may be claimed by another member. So a process that is alive but
+//!   silent (stopped, stuck in I/O) loses what it held, as a dead one
+//!   does, only later. A renewal after the lease ran out fails with
+//!   [`Error::Expired`]: the holder must let go and join again.
+//! - Each claim of a partition has a *generation*, higher than every
+//!   earlier claim's ([`Ephemeral::generation`]); in ZooKeeper it is the
+//!   owner znode's version. At most one claim is *current* (the highest
+//!   generation) and no two live processes hold the current claim.
 //! - Offsets are *persistent*: a committed offset (the next offset the
 //!   group will read) survives every process. Only the partition's owner
-//!   commits, proving it with the owner's handle; a commit never lowers
-//!   the stored offset. An offset that does not parse is an error that
-//!   names it, never a silent restart from elsewhere.
+//!   commits, with its claim's handle, and the commit is *fenced*: it is
+//!   stored only if that claim is still the current one and its lease has
+//!   not run out, atomically with the check (in ZooKeeper, a `multi` that
+//!   checks the owner znode's version); otherwise it is refused with
+//!   [`Error::Fenced`] or [`Error::Expired`]. A commit never lowers the
+//!   stored offset, but [`Registry::reset_offset`] sets any offset while no
+//!   live member owns the partition. An offset that does not parse is an
+//!   error that names it, never a silent restart from elsewhere.
 //! - A topic's placement is persistent and written once: the first
 //!   placement wins, and every later one reads it. It names, for each
 //!   partition of the topic in order, the id of the broker that holds it,
@@ -31,6 +48,7 @@
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -78,6 +96,34 @@ pub struct Placement {
     pub brokers: Vec<String>,
 }
 
+/// An entry's lease: how long it lives unrenewed, and how long ago it was
+/// last renewed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// The session timeout its holder asked for.
+    pub timeout: Duration,
+    /// Time since its last renewal (zero if the clock went back).
+    pub age: Duration,
+}
+
+impl Lease {
+    /// Whether its holder has been silent longer than its timeout.
+    pub fn expired(&self) -> bool {
+        self.age > self.timeout
+    }
+}
+
+/// The current claim of a partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// The member that holds it.
+    pub member: String,
+    /// The claim's generation.
+    pub generation: u64,
+    /// Its lease (expired: the partition may be taken over).
+    pub lease: Lease,
+}
+
 /// What keeps an ephemeral entry alive in its backend (a held file lock, a
 /// session's node): the entry exists while this lives. Dropping it
 /// removes the entry.
@@ -85,6 +131,16 @@ pub trait Held: fmt::Debug + Send {
     /// Replaces the entry's description with `json`, atomically. An entry
     /// with no description (an owner) ignores it.
     fn update(&self, json: &[u8]) -> Result<()>;
+
+    /// Renews the entry's lease. [`Error::Expired`] when the lease ran out
+    /// before this renewal, [`Error::Fenced`] when a later claim replaced
+    /// this one: in both cases others may have taken what it held, and
+    /// the holder must let it go. An entry with no lease (a broker) has
+    /// nothing to renew.
+    fn renew(&self) -> Result<()>;
+
+    /// The generation of an owner's claim; 0 for other entries.
+    fn generation(&self) -> u64;
 
     /// The concrete handle, so that a backend can recognise its own.
     fn as_any(&self) -> &dyn Any;
@@ -106,6 +162,16 @@ impl Ephemeral {
         self.0.update(&to_json(info)?)
     }
 
+    /// Renews the entry's lease (see [`Held::renew`]).
+    pub fn renew(&self) -> Result<()> {
+        self.0.renew()
+    }
+
+    /// The generation of an owner's claim; 0 for other entries.
+    pub fn generation(&self) -> u64 {
+        self.0.generation()
+    }
+
     /// The backend's handle.
     pub fn held(&self) -> &dyn Held {
         &*self.0
@@ -119,41 +185,53 @@ pub trait Registry: fmt::Debug + Send + Sync {
     /// Where the registry is, for messages (a directory's path).
     fn location(&self) -> String;
 
-    /// Registers a broker, until the handle is dropped.
+    /// Registers a broker, until the handle is dropped (a broker has no
+    /// lease: only its process's death ends it). [`Error::InUse`] while a
+    /// live broker holds the id.
     fn register_broker(&self, info: &BrokerInfo) -> Result<Ephemeral>;
 
     /// The live brokers, by id.
     fn brokers(&self) -> Result<Vec<BrokerInfo>>;
 
-    /// Joins `group` as `info.member`, until the handle is dropped.
-    fn join(&self, group: &str, info: &MemberInfo) -> Result<Ephemeral>;
+    /// Joins `group` as `info.member` with a lease of `session_timeout`,
+    /// until the handle is dropped. [`Error::InUse`] while a live member
+    /// holds the id.
+    fn join(&self, group: &str, info: &MemberInfo, session_timeout: Duration) -> Result<Ephemeral>;
 
-    /// The live members of `group`, ordered by id.
-    fn members(&self, group: &str) -> Result<Vec<MemberInfo>>;
+    /// The members of `group` whose process lives, expired ones included,
+    /// with their leases, ordered by id.
+    fn sessions(&self, group: &str) -> Result<Vec<(MemberInfo, Lease)>>;
 
     /// The groups that have members, owners or committed offsets.
     fn groups(&self) -> Result<Vec<String>>;
 
-    /// Claims a partition for `member`, until the handle is dropped:
-    /// `None` when another member owns it.
+    /// Claims a partition for `member` with a lease of `session_timeout`,
+    /// until the handle is dropped: `None` when another member's claim is
+    /// current and neither dead nor expired (or, for an instant, while
+    /// another claims or commits it). Taking over an expired claim makes a
+    /// new generation, which fences the old owner's commits.
     fn claim(
         &self,
         group: &str,
         topic: &str,
         partition: u32,
         member: &str,
+        session_timeout: Duration,
     ) -> Result<Option<Ephemeral>>;
 
-    /// The owner of a partition now, if any.
-    fn owner(&self, group: &str, topic: &str, partition: u32) -> Option<String>;
+    /// The current claim of a partition whose holder lives (its lease may
+    /// have expired), if any.
+    fn owner(&self, group: &str, topic: &str, partition: u32) -> Option<Owner>;
 
     /// The group's committed offset for a partition (the next offset to
     /// read), `None` when it has none.
     fn committed(&self, group: &str, topic: &str, partition: u32) -> Result<Option<u64>>;
 
-    /// Stores `offset` for a partition as it is, durably; `owner` is the
-    /// caller's claim of that partition. Callers use [`Registry::commit`],
-    /// which never lowers the stored offset.
+    /// Stores `offset` for a partition as it is, durably, fenced: only if
+    /// `owner` (the caller's claim of that partition) is still current and
+    /// its lease has not run out, else [`Error::Fenced`] or
+    /// [`Error::Expired`]. Renews the claim's lease. Callers use
+    /// [`Registry::commit`], which never lowers the stored offset.
     fn store_offset(
         &self,
         group: &str,
@@ -162,6 +240,12 @@ pub trait Registry: fmt::Debug + Send + Sync {
         offset: u64,
         owner: &Ephemeral,
     ) -> Result<()>;
+
+    /// Sets a partition's committed offset to `offset`, lower or higher,
+    /// durably; refused with [`Error::GroupActive`] while a member whose
+    /// process lives holds the partition's current claim (expired or not).
+    /// The check and the write are atomic with respect to claims.
+    fn reset_offset(&self, group: &str, topic: &str, partition: u32, offset: u64) -> Result<()>;
 
     /// Every committed offset of `group`: (topic, partition, offset), in
     /// order; an offset that cannot be read is its error.
@@ -173,6 +257,16 @@ pub trait Registry: fmt::Debug + Send + Sync {
     /// Stores `placement` unless the topic is placed already: `false` when
     /// another placement got there first (and stays).
     fn create_placement(&self, placement: &Placement) -> Result<bool>;
+
+    /// The live members of `group` whose lease has not expired, ordered by
+    /// id: the group as a rebalance sees it.
+    fn members(&self, group: &str) -> Result<Vec<MemberInfo>> {
+        let sessions = self.sessions(group)?.into_iter();
+        Ok(sessions
+            .filter(|(_, lease)| !lease.expired())
+            .map(|(m, _)| m)
+            .collect())
+    }
 
     /// Commits `offset` for a partition the caller owns (`owner` is its
     /// claim). A lower offset than the stored one is ignored, so that a
@@ -244,12 +338,15 @@ pub(crate) fn check_name(kind: &'static str, name: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The session timeout of the tests' entries.
+    const T: std::time::Duration = std::time::Duration::from_secs(10);
     use crate::coord::mem::MemRegistry;
 
     #[test]
     fn a_commit_never_lowers_the_stored_offset() {
         let reg = MemRegistry::default();
-        let owner = reg.claim("g", "t", 0, "a").unwrap().unwrap();
+        let owner = reg.claim("g", "t", 0, "a", T).unwrap().unwrap();
         reg.commit("g", "t", 0, 10, &owner).unwrap();
         reg.commit("g", "t", 0, 5, &owner).unwrap();
         reg.commit("g", "t", 0, 10, &owner).unwrap();

@@ -95,6 +95,23 @@ pub fn try_lock(path: &Path) -> Result<Option<FileLock>> {
         .truncate(false)
         .open(path)
         .ctx("open lock", path)?;
+    lock_file(file, path)
+}
+
+/// Takes the exclusive lock of the existing file `path` without waiting,
+/// creating nothing: `None` when the file is missing or another open file
+/// holds its lock. Whoever removes a stale file takes its lock first, so
+/// that it removes only a file no process holds.
+pub fn try_lock_existing(path: &Path) -> Result<Option<FileLock>> {
+    let file = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("open lock", path, e)),
+    };
+    lock_file(file, path)
+}
+
+fn lock_file(file: File, path: &Path) -> Result<Option<FileLock>> {
     let request = whole_file(libc::F_WRLCK);
     match fcntl(file.as_raw_fd(), FcntlArg::F_OFD_SETLK(&request)) {
         Ok(_) => Ok(Some(FileLock { file })),

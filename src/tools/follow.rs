@@ -344,38 +344,68 @@ fn describe(member: &GroupMember, topic: &str) -> String {
     }
 }
 
+/// What a group member is asked to do.
+fn group_config(options: &Options, group_options: &GroupOptions) -> GroupConfig {
+    GroupConfig {
+        group: group_options.group.clone(),
+        topic: options.topic.clone(),
+        reset: options.offset,
+        commit_interval: Duration::from_millis(group_options.commit_interval_ms),
+        session_timeout: Duration::from_millis(group_options.session_timeout_ms),
+        // Also how often the member renews its session: ten times per
+        // timeout.
+        poll_interval: Duration::from_millis(
+            (group_options.session_timeout_ms / 10).clamp(20, 1000),
+        ),
+        exit_at_end: options.exit_at_end,
+        fallback_broker: options.broker.clone(),
+    }
+}
+
 /// Consumes as a member of a consumer group (`-G`).
 fn follow_group(options: &Options, group_options: &GroupOptions, say: Say) -> anyhow::Result<()> {
     let group = &group_options.group;
     let dir = &group_options.registry;
     let registry = crate::coord::open(dir)
         .with_context(|| format!("cannot open the registry {}", dir.display()))?;
-    let config = GroupConfig {
-        group: group.clone(),
-        topic: options.topic.clone(),
-        reset: options.offset,
-        commit_interval: Duration::from_millis(group_options.commit_interval_ms),
-        poll_interval: Duration::from_millis(
-            (group_options.session_timeout_ms / 10).clamp(20, 1000),
-        ),
-        exit_at_end: options.exit_at_end,
-        fallback_broker: options.broker.clone(),
-    };
+    let config = group_config(options, group_options);
     let mut member = GroupMember::join(registry, config)
         .with_context(|| format!("cannot join group {group:?} for topic {:?}", options.topic))?;
-    say.info(format_args!(
-        "Group {group}: {}",
-        describe(&member, &options.topic)
-    ));
+    let tell = |member: &mut GroupMember| {
+        for notice in member.take_notices() {
+            say.info(notice);
+        }
+        say.info(format_args!(
+            "Group {group}: {}",
+            describe(member, &options.topic)
+        ));
+    };
+    tell(&mut member);
     let mut printer = new_printer(options);
-    while printer.printed < printer.limit && !crate::stop::stopping() && !member.done()? {
+    while printer.printed < printer.limit && !crate::stop::stopping() {
+        // Every step that commits flushes stdout first: a committed offset
+        // never covers a record still in the buffer.
+        if member.caught_up() {
+            printer.out.flush().context("cannot write to stdout")?;
+            if member.done()? {
+                break;
+            }
+        }
+        if !member.heartbeat()? {
+            printer.out.flush().context("cannot write to stdout")?;
+            say.info(format_args!(
+                "Group {group}: member {} was silent longer than its session timeout \
+                 ({} ms): dropped its partitions without committing, rejoining",
+                member.member(),
+                group_options.session_timeout_ms
+            ));
+            member.rejoin()?;
+            tell(&mut member);
+        }
         if member.needs_rebalance()? {
             printer.out.flush().context("cannot write to stdout")?;
             member.rebalance()?;
-            say.info(format_args!(
-                "Group {group}: {}",
-                describe(&member, &options.topic)
-            ));
+            tell(&mut member);
         }
         if member.commit_due() {
             printer.out.flush().context("cannot write to stdout")?;
@@ -394,6 +424,50 @@ fn follow_group(options: &Options, group_options: &GroupOptions, say: Say) -> an
     }
     printer.out.flush().context("cannot write to stdout")?;
     member.close()?;
+    Ok(())
+}
+
+/// `--reset-offsets SPEC` (with `-G`): sets the group's committed offsets
+/// of the topic, prints them (a table, or one JSON object per partition
+/// with `-J`), and consumes nothing.
+pub fn reset_offsets(options: &Options, spec: OffsetSpec) -> anyhow::Result<()> {
+    let group_options = options
+        .group
+        .as_ref()
+        .context("--reset-offsets needs -G GROUP --registry DIR")?;
+    let dir = &group_options.registry;
+    let registry = crate::coord::open(dir)
+        .with_context(|| format!("cannot open the registry {}", dir.display()))?;
+    let config = group_config(options, group_options);
+    let resets =
+        crate::coord::group::reset_offsets(&*registry, &config, spec).with_context(|| {
+            format!(
+                "cannot reset the offsets of group {:?} for topic {:?}",
+                config.group, config.topic
+            )
+        })?;
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    if matches!(options.output, Output::Json) {
+        for r in &resets {
+            let line = serde_json::json!({"type": "offset", "group": config.group, "topic": config.topic,
+                "partition": r.partition, "before": r.before, "offset": r.offset});
+            writeln!(out, "{line}")?;
+        }
+    } else {
+        let mut t = super::table(&["group", "topic", "partition", "before", "offset"]);
+        for r in &resets {
+            t.add_row([
+                config.group.clone(),
+                config.topic.clone(),
+                r.partition.to_string(),
+                r.before.map_or_else(|| "none".into(), |b| b.to_string()),
+                r.offset.to_string(),
+            ]);
+        }
+        writeln!(out, "{t}")?;
+    }
+    out.flush()?;
     Ok(())
 }
 

@@ -7,6 +7,10 @@
 //! Partitions that a member owns but that have nothing committed yet are
 //! listed too, as committed `none`, so that a group that has just started
 //! shows its whole assignment.
+//!
+//! Members and owners show their session: the lease's age against its
+//! timeout (`0.3s/10s`), marked `expired` once the holder has been silent
+//! for longer; owners show their claim's generation.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -15,7 +19,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::client::{Connections, PartitionOffsets};
-use crate::coord::{BrokerInfo, MemberInfo, Registry};
+use crate::coord::{BrokerInfo, Lease, MemberInfo, Owner, Registry};
 
 /// One row of the registry's offsets: a group's committed offset and lag.
 struct OffsetRow {
@@ -24,14 +28,15 @@ struct OffsetRow {
     partition: u32,
     committed: Result<u64, String>,
     end: Option<u64>,
-    owner: Option<String>,
+    owner: Option<Owner>,
 }
 
 /// What a registry holds, read once and then printed.
 struct Snapshot {
     brokers: Vec<BrokerInfo>,
-    /// Each group's members, as (group, member).
-    members: Vec<(String, MemberInfo)>,
+    /// Each group's members whose process lives, as (group, member,
+    /// lease).
+    members: Vec<(String, MemberInfo, Lease)>,
     rows: Vec<OffsetRow>,
 }
 
@@ -87,8 +92,8 @@ fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
     let mut members = Vec::new();
     let mut rows = Vec::new();
     for group in registry.groups()? {
-        for m in registry.members(&group)? {
-            members.push((group.clone(), m));
+        for (m, lease) in registry.sessions(&group)? {
+            members.push((group.clone(), m, lease));
         }
         group_rows(registry, &group, &mut ends, &mut rows)?;
     }
@@ -148,20 +153,17 @@ fn print_json(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
             json!({"type": "broker", "id": b.id, "host": b.host, "port": b.port, "pid": b.pid, "topics": b.topics})
         )?;
     }
-    for (group, m) in &snapshot.members {
-        writeln!(
-            out,
-            "{}",
-            json!({"type": "member", "group": group, "member": m.member, "pid": m.pid, "topics": m.topics})
-        )?;
+    for (group, m, lease) in &snapshot.members {
+        let mut line = json!({"type": "member", "group": group, "member": m.member, "pid": m.pid, "topics": m.topics});
+        add_lease(&mut line, lease);
+        writeln!(out, "{line}")?;
     }
     for r in &snapshot.rows {
         if let Some(owner) = &r.owner {
-            writeln!(
-                out,
-                "{}",
-                json!({"type": "owner", "group": r.group, "topic": r.topic, "partition": r.partition, "member": owner})
-            )?;
+            let mut line = json!({"type": "owner", "group": r.group, "topic": r.topic, "partition": r.partition,
+                "member": owner.member, "generation": owner.generation});
+            add_lease(&mut line, &owner.lease);
+            writeln!(out, "{line}")?;
         }
         if let Ok(c) = r.committed {
             writeln!(
@@ -175,6 +177,31 @@ fn print_json(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Adds a lease's fields to a JSON line: `lease_age_ms`, `expired`, and
+/// `session_timeout_ms` (null for a lease that never expires).
+fn add_lease(line: &mut serde_json::Value, lease: &Lease) {
+    let timeout_ms = u64::try_from(lease.timeout.as_millis())
+        .ok()
+        .filter(|&ms| ms < u64::from(u32::MAX));
+    line["session_timeout_ms"] = json!(timeout_ms);
+    line["lease_age_ms"] = json!(lease.age.as_millis() as u64);
+    line["expired"] = json!(lease.expired());
+}
+
+/// A lease for a table: `0.3s/10s`, `12.1s/10s expired`.
+fn lease_cell(lease: &Lease) -> String {
+    let age = format!("{:.1}s", lease.age.as_secs_f64());
+    if lease.timeout.as_millis() >= u128::from(u32::MAX) {
+        return format!("{age}/none");
+    }
+    let timeout = format!("{}s", lease.timeout.as_secs_f64());
+    if lease.expired() {
+        format!("{age}/{timeout} expired")
+    } else {
+        format!("{age}/{timeout}")
+    }
+}
+
 fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
     let mut t = super::table(&["broker", "address", "pid", "topics [partitions held]"]);
     for b in &snapshot.brokers {
@@ -182,13 +209,14 @@ fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()>
         t.add_row([b.id.clone(), b.addr(), b.pid.to_string(), topics.join(", ")]);
     }
     writeln!(out, "{t}")?;
-    let mut t = super::table(&["group", "member", "pid", "topics"]);
-    for (group, m) in &snapshot.members {
+    let mut t = super::table(&["group", "member", "pid", "topics", "lease"]);
+    for (group, m, lease) in &snapshot.members {
         t.add_row([
             group.clone(),
             m.member.clone(),
             m.pid.to_string(),
             m.topics.join(", "),
+            lease_cell(lease),
         ]);
     }
     writeln!(out, "{t}")?;
@@ -197,6 +225,8 @@ fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()>
         "topic",
         "partition",
         "owner",
+        "generation",
+        "lease",
         "committed",
         "end",
         "lag",
@@ -214,7 +244,15 @@ fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()>
             r.group.clone(),
             r.topic.clone(),
             r.partition.to_string(),
-            r.owner.clone().unwrap_or_else(|| "-".into()),
+            r.owner
+                .as_ref()
+                .map_or_else(|| "-".into(), |o| o.member.clone()),
+            r.owner
+                .as_ref()
+                .map_or_else(|| "-".into(), |o| o.generation.to_string()),
+            r.owner
+                .as_ref()
+                .map_or_else(|| "-".into(), |o| lease_cell(&o.lease)),
             committed,
             r.end.map_or_else(|| "?".into(), |e| e.to_string()),
             lag,
@@ -227,6 +265,13 @@ fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lease(age_ms: u64) -> Lease {
+        Lease {
+            timeout: std::time::Duration::from_secs(10),
+            age: std::time::Duration::from_millis(age_ms),
+        }
+    }
 
     fn snapshot() -> Snapshot {
         let broker = BrokerInfo {
@@ -247,11 +292,15 @@ mod tests {
             partition,
             committed,
             end,
-            owner: Some("m1".into()),
+            owner: Some(Owner {
+                member: "m1".into(),
+                generation: 3,
+                lease: lease(300),
+            }),
         };
         Snapshot {
             brokers: vec![broker],
-            members: vec![("g".into(), member)],
+            members: vec![("g".into(), member, lease(300))],
             rows: vec![row(0, Ok(5), Some(8)), row(1, Err("none".into()), None)],
         }
     }
@@ -270,6 +319,10 @@ mod tests {
         assert_eq!(lines[3]["committed"], 5);
         assert_eq!(lines[3]["lag"], 3);
         assert_eq!(lines[4]["partition"], 1);
+        assert_eq!(lines[2]["generation"], 3);
+        assert_eq!(lines[2]["lease_age_ms"], 300);
+        assert_eq!(lines[2]["session_timeout_ms"], 10_000);
+        assert_eq!(lines[1]["expired"], false);
     }
 
     #[test]
@@ -283,9 +336,16 @@ mod tests {
                 .filter(|c| !c.is_empty())
                 .collect()
         };
-        let rows: Vec<Vec<String>> = text.lines().map(cells).filter(|c| c.len() == 7).collect();
-        assert_eq!(rows[1], ["g", "t", "0", "m1", "5", "8", "3"]);
-        assert_eq!(rows[2], ["g", "t", "1", "m1", "none", "?", "?"]);
+        let rows: Vec<Vec<String>> = text.lines().map(cells).filter(|c| c.len() == 9).collect();
+        assert_eq!(
+            rows[1],
+            ["g", "t", "0", "m1", "3", "0.3s/10s", "5", "8", "3"]
+        );
+        assert_eq!(
+            rows[2],
+            ["g", "t", "1", "m1", "3", "0.3s/10s", "none", "?", "?"]
+        );
+        assert_eq!(lease_cell(&lease(12_100)), "12.1s/10s expired");
         assert!(text.contains("127.0.0.1:9092"), "{text}");
     }
 }

@@ -1,0 +1,729 @@
+//! The directory backend of the [`Registry`]: the paper's four ZooKeeper
+//! registries as a directory of plain files, shared by the brokers and
+//! consumers of one host.
+//!
+//! # Layout
+//!
+//! ```text
+//! <registry>/brokers/<broker-id>@<inc>.lock          --> (empty; lock held by the live broker)
+//! <registry>/brokers/<broker-id>@<inc>.json          --> {"id", "host", "port", "pid", "topics": {"t": [0, 2]}}
+//! <registry>/consumers/<group>/<member>@<inc>.lock   --> "klog-lease 1\n<session timeout ms>\n" (lock held by the live member; mtime = lease)
+//! <registry>/consumers/<group>/<member>@<inc>.json   --> {"member", "pid", "topics": ["t"]}
+//! <registry>/owners/<group>/<topic>-<p>/lock         --> (empty; held for an instant by a claim, a commit, a reset)
+//! <registry>/owners/<group>/<topic>-<p>/<generation> --> {"member", "generation", "session_timeout_ms"} (lock held by the owner; mtime = lease)
+//! <registry>/offsets/<group>/<topic>-<p>             --> "klog-offset 1\n<offset>\n"
+//! <registry>/topics/<topic>.json                     --> {"topic": "t", "brokers": ["<broker-id>", ...]}
+//! ```
+//!
+//! `<inc>` is the registration's incarnation, unique to it (see
+//! [`entry`](self::entry)); `tests/golden/registry/` pins these files'
+//! contents; a diff there is a format change and needs a version bump
+//! (for offsets and leases, the first line).
+//!
+//! # Placement (a cluster of brokers)
+//!
+//! `topics/<topic>.json` is persistent. The broker that creates the topic
+//! writes it once, atomically (a temporary file linked into place, which
+//! fails if another got there first, and then the first one wins),
+//! placing partition `p` on the `p mod n`-th of the `n` live brokers
+//! sorted by id: round-robin, so partitions spread evenly and the same
+//! inputs always give the same placement. A broker's id is stable across
+//! restarts (kept in `<data-dir>/broker-id`), so a restarted broker serves
+//! its partitions again. A broker serves only the partitions placed on
+//! it; clients read the placement to find each partition's broker.
+//!
+//! Names are topic names and ids of `[A-Za-z0-9._-]`, so no entry can name
+//! a path outside the registry (and `@` never occurs in an id).
+//!
+//! # Ephemeral entries are locks, plus a lease for silence
+//!
+//! Brokers, members and owners are *ephemeral*: an entry exists while
+//! an exclusive lock on its file is held (an open-file-description lock,
+//! see `storage::lock`, which others test without taking). The kernel
+//! releases it when its process dies, `kill -9` included, so an entry
+//! vanishes the instant its process does; and two processes can never
+//! hold the same lock. A process that is stopped but alive (SIGSTOP,
+//! stuck I/O) keeps its locks, so members and owners also hold a lease:
+//! the lock file's mtime, renewed by the holder, judged by the others
+//! against the session timeout the holder wrote there. The lease needs the
+//! clocks of the processes to agree, which on one host they do. The price
+//! of locks: a registry serves the processes of one host on a local file
+//! system (file locks over NFS are not reliable).
+//!
+//! Brokers' and members' entries are per incarnation, and a stale one is
+//! removed only under the lock of the very file removed
+//! ([`entry`](self::entry)); owners are claims by generation, fenced
+//! ([`owner`](self::owner)).
+//!
+//! # Offsets are persistent
+//!
+//! A committed offset (the next offset the group will read) is written to a
+//! temporary file and fsynced, renamed over the old one under the
+//! partition's mutex once the commit's fence holds, and the directory
+//! fsynced. A commit never lowers the stored offset. A file that does not
+//! parse is an error that names it, never a silent restart from elsewhere.
+
+mod entry;
+mod owner;
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::coord::registry::{
+    check_name, to_json, BrokerInfo, Ephemeral, Lease, MemberInfo, Owner, Placement, Registry,
+};
+use crate::error::{Error, IoContext, Result};
+use crate::storage::fs::{RealFs, Vfs};
+use crate::storage::store::{parse_partition_dir, partition_dir_name};
+
+/// Magic first line of an offset file.
+const OFFSET_MAGIC: &str = "klog-offset 1";
+
+/// A registry directory.
+#[derive(Debug, Clone)]
+pub struct DirRegistry {
+    dir: PathBuf,
+    /// Opened only to look (`klog-dump --registry`): nothing is created and
+    /// stale entries are skipped, not removed.
+    read_only: bool,
+}
+
+/// Writes `path` atomically.
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    let parent = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("entry");
+    crate::storage::fs::write_atomic(&RealFs, parent, name, bytes)
+}
+
+impl DirRegistry {
+    /// Opens (creating) the registry in `dir`.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<DirRegistry> {
+        let dir = dir.into();
+        for sub in ["brokers", "consumers", "owners", "offsets", "topics"] {
+            let d = dir.join(sub);
+            std::fs::create_dir_all(&d).ctx("create", &d)?;
+        }
+        Ok(DirRegistry {
+            dir,
+            read_only: false,
+        })
+    }
+
+    /// Refuses a change to a registry opened only to look at it.
+    fn writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::Config(format!(
+                "the registry {} was opened read-only",
+                self.dir.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Opens the registry in `dir` only to look at it: creates nothing,
+    /// removes nothing (a stale entry is skipped), and writes nothing.
+    pub fn open_read_only(dir: impl Into<PathBuf>) -> DirRegistry {
+        DirRegistry {
+            dir: dir.into(),
+            read_only: true,
+        }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The owners directory of a partition.
+    fn owner_dir(&self, group: &str, topic: &str, partition: u32) -> PathBuf {
+        self.dir
+            .join("owners")
+            .join(group)
+            .join(partition_dir_name(topic, partition))
+    }
+
+    /// Writes `offset` to a new temporary file beside `path`, fsynced:
+    /// the slow part of a commit, done before its fence is checked.
+    fn offset_tmp(&self, path: &Path, offset: u64) -> Result<PathBuf> {
+        let parent = path.parent().expect("offsets dir");
+        std::fs::create_dir_all(parent).ctx("create", parent)?;
+        let name = path.file_name().and_then(|n| n.to_str()).expect("name");
+        let tmp = parent.join(format!(".{name}.{}.tmp", entry::incarnation()));
+        let mut f = File::create(&tmp).ctx("create", &tmp)?;
+        let written = f
+            .write_all(format!("{OFFSET_MAGIC}\n{offset}\n").as_bytes())
+            .and_then(|()| f.sync_all());
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(Error::io("write", &tmp, e));
+        }
+        Ok(tmp)
+    }
+
+    /// Renames the temporary offset file `tmp` to `path` if `fence`
+    /// allows it (it runs the rename, under the partition's mutex), then
+    /// fsyncs the directory; removes `tmp` if not.
+    fn place_offset(
+        &self,
+        tmp: &Path,
+        path: &Path,
+        fence: impl FnOnce(&dyn Fn() -> Result<()>) -> Result<()>,
+    ) -> Result<()> {
+        let rename = || std::fs::rename(tmp, path).ctx("rename", tmp);
+        if let Err(e) = fence(&rename) {
+            let _ = std::fs::remove_file(tmp);
+            return Err(e);
+        }
+        let parent = path.parent().expect("offsets dir");
+        RealFs.sync_dir(parent).ctx("fsync directory", parent)
+    }
+
+    fn offset_path(&self, group: &str, topic: &str, partition: u32) -> PathBuf {
+        self.dir
+            .join("offsets")
+            .join(group)
+            .join(partition_dir_name(topic, partition))
+    }
+
+    fn placement_path(&self, topic: &str) -> PathBuf {
+        self.dir.join("topics").join(format!("{topic}.json"))
+    }
+}
+
+impl Registry for DirRegistry {
+    fn location(&self) -> String {
+        self.dir.display().to_string()
+    }
+
+    fn register_broker(&self, info: &BrokerInfo) -> Result<Ephemeral> {
+        self.writable()?;
+        check_name("broker", &info.id)?;
+        let what = format!("broker {}", info.id);
+        entry::register(
+            &self.dir.join("brokers"),
+            &info.id,
+            &to_json(info)?,
+            what,
+            None,
+        )
+    }
+
+    fn brokers(&self) -> Result<Vec<BrokerInfo>> {
+        let live = entry::live(&self.dir.join("brokers"), self.read_only);
+        Ok(live.into_iter().map(|(b, _)| b).collect())
+    }
+
+    fn join(&self, group: &str, info: &MemberInfo, session_timeout: Duration) -> Result<Ephemeral> {
+        self.writable()?;
+        check_name("group", group)?;
+        check_name("member", &info.member)?;
+        entry::register(
+            &self.dir.join("consumers").join(group),
+            &info.member,
+            &to_json(info)?,
+            format!("member {} of group {group}", info.member),
+            Some(session_timeout),
+        )
+    }
+
+    fn sessions(&self, group: &str) -> Result<Vec<(MemberInfo, Lease)>> {
+        check_name("group", group)?;
+        let mut m: Vec<(MemberInfo, Lease)> =
+            entry::live(&self.dir.join("consumers").join(group), self.read_only);
+        m.sort_by(|a, b| a.0.member.cmp(&b.0.member));
+        Ok(m)
+    }
+
+    fn groups(&self) -> Result<Vec<String>> {
+        let mut groups = std::collections::BTreeSet::new();
+        for sub in ["consumers", "offsets", "owners"] {
+            if let Ok(entries) = std::fs::read_dir(self.dir.join(sub)) {
+                groups.extend(entries.filter_map(|e| e.ok()?.file_name().into_string().ok()));
+            }
+        }
+        Ok(groups
+            .into_iter()
+            .filter(|g| check_name("group", g).is_ok())
+            .collect())
+    }
+
+    fn claim(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+        member: &str,
+        session_timeout: Duration,
+    ) -> Result<Option<Ephemeral>> {
+        self.writable()?;
+        check_name("group", group)?;
+        check_name("topic", topic)?;
+        let what = format!("the claim of {topic} [{partition}] in group {group}");
+        let dir = self.owner_dir(group, topic, partition);
+        owner::claim(&dir, what, member, session_timeout)
+    }
+
+    fn owner(&self, group: &str, topic: &str, partition: u32) -> Option<Owner> {
+        owner::current(&self.owner_dir(group, topic, partition))
+    }
+
+    fn committed(&self, group: &str, topic: &str, partition: u32) -> Result<Option<u64>> {
+        check_name("group", group)?;
+        let path = self.offset_path(group, topic, partition);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("read", &path, e)),
+        };
+        let mut lines = text.lines();
+        let offset = match (
+            lines.next(),
+            lines.next().map(|l| l.parse::<u64>()),
+            lines.next(),
+        ) {
+            (Some(OFFSET_MAGIC), Some(Ok(o)), None) => o,
+            _ => {
+                return Err(Error::Corrupt {
+                    path,
+                    position: 0,
+                    reason: format!("not a committed offset ({OFFSET_MAGIC:?}, then a number)"),
+                })
+            }
+        };
+        Ok(Some(offset))
+    }
+
+    fn store_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        owner: &Ephemeral,
+    ) -> Result<()> {
+        self.writable()?;
+        check_name("group", group)?;
+        let path = self.offset_path(group, topic, partition);
+        let dir = self.owner_dir(group, topic, partition);
+        let tmp = self.offset_tmp(&path, offset)?;
+        self.place_offset(&tmp, &path, |rename| owner::fenced(owner, &dir, rename))
+    }
+
+    fn reset_offset(&self, group: &str, topic: &str, partition: u32, offset: u64) -> Result<()> {
+        self.writable()?;
+        check_name("group", group)?;
+        check_name("topic", topic)?;
+        let path = self.offset_path(group, topic, partition);
+        let dir = self.owner_dir(group, topic, partition);
+        let tmp = self.offset_tmp(&path, offset)?;
+        let busy = |o: Owner| Error::GroupActive {
+            group: group.to_string(),
+            members: format!("member {} owns {topic} [{partition}]", o.member),
+        };
+        self.place_offset(&tmp, &path, |rename| owner::unowned(&dir, busy, rename))
+    }
+
+    fn offsets(&self, group: &str) -> Result<Vec<(String, u32, Result<u64>)>> {
+        let group_dir = self.dir.join("offsets").join(group);
+        let Ok(entries) = std::fs::read_dir(&group_dir) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        let names = entries.filter_map(|e| e.ok()?.file_name().into_string().ok());
+        for name in names.filter(|n| !n.starts_with('.')) {
+            if let Some((topic, p)) = parse_partition_dir(&name) {
+                let offset = self.committed(group, &topic, p).and_then(|o| {
+                    o.ok_or_else(|| Error::Vanished {
+                        what: "the committed offset".into(),
+                    })
+                });
+                out.push((topic, p, offset));
+            }
+        }
+        out.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        Ok(out)
+    }
+
+    fn placement(&self, topic: &str) -> Result<Option<Placement>> {
+        check_name("topic", topic)?;
+        let path = self.placement_path(topic);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("read", &path, e)),
+        };
+        let placement: Placement = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+            path: path.clone(),
+            position: 0,
+            reason: format!("not a placement: {e}"),
+        })?;
+        if placement.topic != topic || placement.brokers.is_empty() {
+            return Err(Error::Corrupt {
+                path,
+                position: 0,
+                reason: "names another topic, or no partition".into(),
+            });
+        }
+        Ok(Some(placement))
+    }
+
+    fn create_placement(&self, placement: &Placement) -> Result<bool> {
+        self.writable()?;
+        let topic = &placement.topic;
+        let path = self.placement_path(topic);
+        let topics_dir = path.parent().expect("topics dir");
+        let tmp = topics_dir.join(format!(".{topic}.{}.tmp", std::process::id()));
+        let bytes = to_json(placement)?;
+        {
+            let mut f = File::create(&tmp).ctx("create", &tmp)?;
+            f.write_all(&bytes).ctx("write", &tmp)?;
+            f.sync_all().ctx("fsync", &tmp)?;
+        }
+        // Linking fails if the name exists: the first placement wins.
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {
+                RealFs
+                    .sync_dir(topics_dir)
+                    .ctx("fsync directory", topics_dir)?;
+                Ok(true)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(Error::io("link", &path, e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The session timeout of the tests' entries.
+    const T: std::time::Duration = std::time::Duration::from_secs(10);
+
+    #[test]
+    fn a_registry_opened_to_look_refuses_every_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open_read_only(dir.path().join("reg"));
+        let info = MemberInfo {
+            member: "m".into(),
+            pid: 1,
+            topics: vec!["t".into()],
+        };
+        assert!(reg.join("g", &info, T).is_err());
+        assert!(reg.claim("g", "t", 0, "m", T).is_err());
+        assert!(reg.brokers().unwrap().is_empty());
+        assert!(!dir.path().join("reg").exists(), "nothing was created");
+    }
+
+    #[test]
+    fn a_member_joining_while_others_list_the_group_is_never_taken_for_dead() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        /// Stops the reader however the test ends (a failed assertion too).
+        struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        std::thread::scope(|s| {
+            // Another member's view of the group, read over and over: it
+            // removes entries whose lock is free.
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = reg.members("g");
+                }
+            });
+            let _stop = Stop(&stop);
+            for i in 0..300 {
+                let info = MemberInfo {
+                    member: format!("m{i}"),
+                    pid: 1,
+                    topics: vec!["t".into()],
+                };
+                let entry = reg.join("g", &info, T).unwrap();
+                let names: Vec<_> = reg
+                    .members("g")
+                    .unwrap()
+                    .into_iter()
+                    .map(|m| m.member)
+                    .collect();
+                assert_eq!(
+                    names,
+                    std::slice::from_ref(&info.member),
+                    "joined member {i} vanished"
+                );
+                drop(entry);
+            }
+        });
+    }
+
+    #[test]
+    fn ownership_is_exclusive_and_released_with_its_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
+        let a = reg.claim("g", "t", 0, "a", T).unwrap().unwrap();
+        assert!(reg.claim("g", "t", 0, "b", T).unwrap().is_none());
+        assert_eq!(
+            reg.owner("g", "t", 0).map(|o| o.member).as_deref(),
+            Some("a")
+        );
+        reg.commit("g", "t", 0, 10, &a).unwrap();
+        reg.commit("g", "t", 0, 5, &a).unwrap();
+        assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(10), "never lower");
+        drop(a);
+        assert_eq!(reg.owner("g", "t", 0), None);
+        assert!(reg.claim("g", "t", 0, "b", T).unwrap().is_some());
+    }
+
+    #[test]
+    fn members_vanish_with_their_entries_and_garbage_is_no_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
+        let info = |m: &str| MemberInfo {
+            member: m.into(),
+            pid: 1,
+            topics: vec!["t".into()],
+        };
+        let b = reg.join("g", &info("b"), T).unwrap();
+        let a = reg.join("g", &info("a"), T).unwrap();
+        let names: Vec<_> = reg
+            .members("g")
+            .unwrap()
+            .into_iter()
+            .map(|m| m.member)
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+        drop(a);
+        assert_eq!(reg.members("g").unwrap().len(), 1);
+        // A stale entry (no lock held) and a garbage one are not members.
+        let g = dir.path().join("consumers/g");
+        std::fs::write(g.join("ghost.json"), b"{}").unwrap();
+        std::fs::write(g.join("ghost.lock"), b"").unwrap();
+        b.update(&"not a member").unwrap();
+        assert!(reg.members("g").unwrap().is_empty());
+        assert!(!g.join("ghost.json").exists(), "stale entries are removed");
+        // Offsets that do not parse are errors naming the file.
+        let off = dir.path().join("offsets/g");
+        std::fs::create_dir_all(&off).unwrap();
+        for bad in [
+            &b""[..],
+            b"klog-offset 1\n",
+            b"klog-offset 1\nx\n",
+            b"{\"json\": 1}",
+        ] {
+            std::fs::write(off.join("t-3"), bad).unwrap();
+            let err = reg.committed("g", "t", 3).unwrap_err().to_string();
+            assert!(err.contains("t-3"), "{err}");
+        }
+    }
+
+    fn broker_info(id: &str, port: u16) -> BrokerInfo {
+        BrokerInfo {
+            id: id.into(),
+            host: "127.0.0.1".into(),
+            port,
+            pid: 1,
+            topics: Default::default(),
+        }
+    }
+
+    /// Issue 10 item 4: a second registrant of a live entry's id (a second
+    /// broker on the same data directory) neither replaces the live entry
+    /// nor, when it leaves, erases it.
+    #[test]
+    fn a_second_registrant_of_a_live_id_is_refused_and_erases_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
+        let live = reg.register_broker(&broker_info("b1", 1)).unwrap();
+        let second = reg.register_broker(&broker_info("b1", 2));
+        assert!(matches!(second, Err(Error::InUse { .. })), "{second:?}");
+        drop(second);
+        let ports: Vec<u16> = reg.brokers().unwrap().iter().map(|b| b.port).collect();
+        assert_eq!(ports, [1], "the live entry stays, unchanged");
+        drop(live);
+        assert!(reg.brokers().unwrap().is_empty());
+        // Its id is free again.
+        let again = reg.register_broker(&broker_info("b1", 3)).unwrap();
+        let ports: Vec<u16> = reg.brokers().unwrap().iter().map(|b| b.port).collect();
+        assert_eq!(ports, [3]);
+        drop(again);
+    }
+
+    /// Makes the lease in `path` look last renewed `ago` ago, as if its
+    /// holder had been stopped that long.
+    fn silence(path: &Path, ago: Duration) {
+        let file = std::fs::File::options().write(true).open(path).unwrap();
+        file.set_modified(std::time::SystemTime::now() - ago)
+            .unwrap();
+    }
+
+    /// Issue 10: a silent owner's partition is taken over with a new
+    /// generation, and its late commits are refused.
+    #[test]
+    fn a_silent_owner_is_taken_over_and_its_stale_commits_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
+        let short = Duration::from_millis(500);
+        let a = reg.claim("g", "t", 0, "a", short).unwrap().unwrap();
+        assert_eq!(a.generation(), 1);
+        reg.commit("g", "t", 0, 10, &a).unwrap();
+        assert!(
+            reg.claim("g", "t", 0, "b", T).unwrap().is_none(),
+            "a is alive"
+        );
+        // a falls silent past its timeout: b takes over.
+        silence(&dir.path().join("owners/g/t-0/1"), Duration::from_secs(2));
+        let owner = reg.owner("g", "t", 0).unwrap();
+        assert_eq!((owner.member.as_str(), owner.generation), ("a", 1));
+        assert!(owner.lease.expired(), "{owner:?}");
+        let b = reg.claim("g", "t", 0, "b", T).unwrap().unwrap();
+        assert_eq!(b.generation(), 2);
+        let owner = reg.owner("g", "t", 0).unwrap();
+        assert_eq!((owner.member.as_str(), owner.generation), ("b", 2));
+        // a wakes up: its commit, even of a higher offset, is refused.
+        let err = reg.commit("g", "t", 0, 99, &a).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Fenced {
+                    generation: 1,
+                    current: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(matches!(a.renew(), Err(Error::Fenced { .. })));
+        assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(10));
+        reg.commit("g", "t", 0, 20, &b).unwrap();
+        assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(20));
+        // a leaves: its superseded claim goes; b's stays.
+        drop(a);
+        assert!(!dir.path().join("owners/g/t-0/1").exists());
+        drop(b);
+        assert_eq!(reg.owner("g", "t", 0), None);
+        // The next claim's generation is higher still.
+        let c = reg.claim("g", "t", 0, "c", T).unwrap().unwrap();
+        assert_eq!(c.generation(), 3);
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("owners/g/t-0"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        assert_eq!(names, ["3", "lock"], "history is cleaned up");
+    }
+
+    #[test]
+    fn an_owner_whose_lease_ran_out_cannot_commit_even_unclaimed() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
+        let a = reg
+            .claim("g", "t", 0, "a", Duration::from_millis(500))
+            .unwrap()
+            .unwrap();
+        silence(&dir.path().join("owners/g/t-0/1"), Duration::from_secs(2));
+        let err = reg.commit("g", "t", 0, 5, &a).unwrap_err();
+        assert!(matches!(err, Error::Expired { .. }), "{err}");
+        assert_eq!(reg.committed("g", "t", 0).unwrap(), None);
+        let leftovers = std::fs::read_dir(dir.path().join("offsets/g"))
+            .unwrap()
+            .count();
+        assert_eq!(leftovers, 0, "no temporary offset file stays");
+    }
+
+    #[test]
+    fn a_silent_member_is_not_in_the_group_and_learns_it_when_it_renews() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
+        let info = |m: &str| MemberInfo {
+            member: m.into(),
+            pid: 1,
+            topics: vec!["t".into()],
+        };
+        let a = reg
+            .join("g", &info("a"), Duration::from_millis(500))
+            .unwrap();
+        let _b = reg.join("g", &info("b"), T).unwrap();
+        a.renew().unwrap();
+        let lock = std::fs::read_dir(dir.path().join("consumers/g"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_str().unwrap().contains("/a@") && p.extension().unwrap() == "lock")
+            .unwrap();
+        silence(&lock, Duration::from_secs(2));
+        let names: Vec<_> = reg
+            .members("g")
+            .unwrap()
+            .into_iter()
+            .map(|m| m.member)
+            .collect();
+        assert_eq!(names, ["b"]);
+        let sessions = reg.sessions("g").unwrap();
+        assert_eq!(sessions.len(), 2, "its process lives");
+        assert!(sessions[0].1.expired() && !sessions[1].1.expired());
+        assert!(matches!(a.renew(), Err(Error::Expired { .. })));
+        // Joining again under the same id, once the old entry is left.
+        assert!(matches!(
+            reg.join("g", &info("a"), T),
+            Err(Error::InUse { .. })
+        ));
+        drop(a);
+        let _a = reg.join("g", &info("a"), T).unwrap();
+        assert_eq!(reg.members("g").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn an_offset_is_reset_only_while_no_live_member_owns_the_partition() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
+        let a = reg.claim("g", "t", 0, "a", T).unwrap().unwrap();
+        reg.commit("g", "t", 0, 10, &a).unwrap();
+        let err = reg.reset_offset("g", "t", 0, 3).unwrap_err();
+        assert!(matches!(err, Error::GroupActive { .. }), "{err}");
+        assert!(err.to_string().contains("member a owns t [0]"), "{err}");
+        assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(10));
+        drop(a);
+        reg.reset_offset("g", "t", 0, 3).unwrap();
+        assert_eq!(
+            reg.committed("g", "t", 0).unwrap(),
+            Some(3),
+            "lower is allowed"
+        );
+        assert!(DirRegistry::open_read_only(dir.path())
+            .reset_offset("g", "t", 0, 1)
+            .is_err());
+    }
+
+    #[test]
+    fn a_placement_is_written_once_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
+        let ids = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let first = Placement {
+            topic: "t".into(),
+            brokers: ids(&["b1", "b2"]),
+        };
+        assert!(reg.create_placement(&first).unwrap());
+        let second = Placement {
+            topic: "t".into(),
+            brokers: ids(&["b3"]),
+        };
+        assert!(
+            !reg.create_placement(&second).unwrap(),
+            "the first placement wins"
+        );
+        assert_eq!(reg.placement("t").unwrap(), Some(first));
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("topics"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers, ["t.json"], "no temporary file stays");
+    }
+}
