@@ -40,3 +40,35 @@ fn a_duration_needs_a_unit() {
         "nothing was started"
     );
 }
+
+/// A directory holding no partition (a typo, the wrong directory) is not
+/// "verified": the tools say that nothing was found and exit 1.
+#[test]
+fn a_directory_without_partitions_is_reported_not_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("empty")).unwrap();
+    std::fs::write(dir.path().join("empty/notes.txt"), "hello").unwrap();
+    let empty = dir.path().join("empty");
+    for args in [
+        vec!["klog-dump", "--verify"],
+        vec!["klog-dump"],
+        vec!["klog-recover"],
+        vec!["klog-recover", "--dry-run"],
+    ] {
+        bin(args[0])
+            .args(&args[1..])
+            .arg(&empty)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(format!(
+                "no partition found in {}",
+                empty.display()
+            )));
+    }
+    let mut entries: Vec<_> = std::fs::read_dir(&empty)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    entries.sort();
+    assert_eq!(entries, ["notes.txt"], "nothing was created there");
+}

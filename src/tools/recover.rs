@@ -61,7 +61,8 @@ pub fn run(options: &Options) -> anyhow::Result<bool> {
 }
 
 /// The partition directories named by `paths` (data directories expand to
-/// their partitions), in order.
+/// their partitions), in order; a directory that holds none is an error,
+/// so that a typo never reads as "verified".
 pub fn partition_dirs(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut dirs = Vec::new();
     for path in paths {
@@ -82,6 +83,11 @@ pub fn partition_dirs(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
             })
             .map(|e| e.path())
             .collect();
+        anyhow::ensure!(
+            !found.is_empty(),
+            "no partition found in {} (a partition is a TOPIC-N directory of .log segments)",
+            path.display()
+        );
         found.sort();
         dirs.extend(found);
     }
@@ -93,9 +99,8 @@ pub fn partition_dirs(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
 fn lock_data_dirs(paths: &[PathBuf], dry_run: bool) -> anyhow::Result<Vec<DirLock>> {
     let mut locks = Vec::new();
     for path in paths.iter().filter(|p| p.is_dir() && !is_partition_dir(p)) {
-        if partition_dirs(std::slice::from_ref(path))?.is_empty() {
-            continue;
-        }
+        // Says so when it holds no partition, before a lock file is made.
+        partition_dirs(std::slice::from_ref(path))?;
         if !dry_run {
             locks.push(DirLock::acquire(path)?);
         } else if let Some(pid) = crate::storage::lock::holder(path) {
