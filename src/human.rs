@@ -30,6 +30,15 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is too large"))
 }
 
+/// `n` and its noun, plural unless `n` is 1: `1 record`, `3 records`.
+pub fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// Parses `500ms`, `10s`, `5m`, `2h`, `7d` into ms. A number needs its
 /// unit (`--retention 7` is not a week, nor 7 ms), but for `0`, which is
 /// the same in every unit.

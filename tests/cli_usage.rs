@@ -72,3 +72,61 @@ fn a_directory_without_partitions_is_reported_not_verified() {
     entries.sort();
     assert_eq!(entries, ["notes.txt"], "nothing was created there");
 }
+
+/// `klog-recover` names each segment with its partition, and never calls
+/// valid a segment it did not scan (one before the recovery point), where
+/// `klog-dump --verify` finds damage.
+#[test]
+fn recover_names_partitions_and_claims_nothing_it_did_not_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let lines: String = (0..3000).map(|i| format!("{i}\n")).collect();
+    bin("klog-produce")
+        .args([
+            "--data-dir",
+            data,
+            "-t",
+            "t",
+            "-q",
+            "--segment-bytes",
+            "16KiB",
+        ])
+        .args(["--batch", "50"])
+        .write_stdin(lines)
+        .assert()
+        .success();
+    // Damage in the first segment, long before the recovery point.
+    let first = dir.path().join("t-0/00000000000000000000.log");
+    let mut bytes = std::fs::read(&first).unwrap();
+    bytes[200] ^= 0xff;
+    std::fs::write(&first, bytes).unwrap();
+    bin("klog-dump").args(["--verify", data]).assert().code(3);
+    let out = bin("klog-recover")
+        .args(["--dry-run", data])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let first_line = stdout.lines().next().unwrap_or_default();
+    assert!(
+        first_line.starts_with("t-0/00000000000000000000.log: not scanned"),
+        "{stdout}"
+    );
+    assert!(!first_line.contains("valid"), "{stdout}");
+    assert!(
+        stdout.lines().all(|l| l.starts_with("t-0/")),
+        "every line names its partition: {stdout}"
+    );
+    // --full scans it, and finds what klog-dump found.
+    let out = bin("klog-recover")
+        .args(["--dry-run", "--full", data])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.starts_with("t-0/00000000000000000000.log: ")
+            && stdout.lines().next().unwrap().contains("would truncate"),
+        "{stdout}"
+    );
+    assert!(stdout.lines().all(|l| l.starts_with("t-0/")), "{stdout}");
+}

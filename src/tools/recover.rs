@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use crate::human;
 use crate::storage::fs::RealFs;
 use crate::storage::lock::DirLock;
 use crate::storage::log::LogConfig;
@@ -128,22 +129,26 @@ fn has_segments(dir: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Describes one segment's outcome in a line.
+/// Describes one segment's outcome in a line that names its partition
+/// (`topic-0/00000000000000000000.log: ...`). A segment trusted before the
+/// recovery point is said to be not scanned, never valid.
 pub fn describe(seg: &recover::SegmentReport, dry_run: bool) -> String {
-    let name = seg
-        .path
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let name = segment_name(&seg.path);
     let verb = if dry_run {
         "would truncate"
     } else {
         "truncated"
     };
+    let valid = human::count(seg.records_valid, "record");
     let mut line = match &seg.problem {
-        None => format!("{name}: {} records valid", seg.records_valid),
+        None if !seg.scanned => format!(
+            "{name}: not scanned, before the recovery point ({}; --full scans it)",
+            human::count(seg.records_valid, "record")
+        ),
+        None => format!("{name}: {valid} valid"),
         Some(p) => format!(
-            "{name}: {} records valid, {verb} {} bytes at position {} ({} at offset {})",
-            seg.records_valid, seg.truncated_bytes, p.position, p.reason, p.offset
+            "{name}: {valid} valid, {verb} {} bytes at position {} ({} at offset {})",
+            seg.truncated_bytes, p.position, p.reason, p.offset
         ),
     };
     if let Some(saved) = &seg.saved_to {
@@ -154,6 +159,13 @@ pub fn describe(seg: &recover::SegmentReport, dry_run: bool) -> String {
         line.push_str(&format!(", index {verb} ({why})"));
     }
     line
+}
+
+/// A segment's file name after its partition's: `topic-0/00000000000000000000.log`.
+fn segment_name(path: &Path) -> String {
+    let name = |p: Option<&std::ffi::OsStr>| p.map(|n| n.to_string_lossy().into_owned());
+    let partition = name(path.parent().and_then(Path::file_name)).unwrap_or_default();
+    format!("{partition}/{}", name(path.file_name()).unwrap_or_default())
 }
 
 fn recover_one(dir: &Path, options: &RecoverOptions) -> anyhow::Result<RecoveryReport> {
@@ -204,7 +216,7 @@ fn print_report(
     for q in &report.quarantined {
         println!(
             "{}: after a cut, {verb} into {}/",
-            q.display(),
+            segment_name(q),
             recover::QUARANTINE_DIR
         );
     }
