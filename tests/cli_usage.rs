@@ -130,3 +130,59 @@ fn recover_names_partitions_and_claims_nothing_it_did_not_scan() {
     );
     assert!(stdout.lines().all(|l| l.starts_with("t-0/")), "{stdout}");
 }
+
+/// `klog-dump --json` writes JSON lines only, each with a `type`, in one
+/// key style (snake_case, as every other `--json` of klog).
+#[test]
+fn dump_json_is_json_lines_only_in_one_key_style() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let lines: String = (0..2000).map(|i| format!("k{i}\tv{i}\n")).collect();
+    bin("klog-produce")
+        .args([
+            "--data-dir",
+            data,
+            "-t",
+            "t",
+            "-q",
+            "-K",
+            "\\t",
+            "--batch",
+            "10",
+        ])
+        .write_stdin(lines)
+        .assert()
+        .success();
+    let seg = dir.path().join("t-0/00000000000000000000");
+    let paths = [
+        dir.path().to_path_buf(),
+        seg.with_extension("log"),
+        seg.with_extension("index"),
+        seg.with_extension("timeindex"),
+    ];
+    let mut types = std::collections::BTreeSet::new();
+    for path in &paths {
+        let out = bin("klog-dump")
+            .args(["--json", "--records", "--print-data"])
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{path:?}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(!stdout.is_empty(), "{path:?}");
+        for line in stdout.lines() {
+            let value: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {line:?} from {path:?}"));
+            let object = value.as_object().expect("an object");
+            types.insert(object["type"].as_str().expect("a type").to_string());
+            for key in object.keys() {
+                assert!(
+                    key.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                    "{key:?} in {line}"
+                );
+            }
+        }
+    }
+    let want = ["batch", "index", "record", "summary", "timeindex"];
+    assert_eq!(types.into_iter().collect::<Vec<_>>(), want);
+}

@@ -226,9 +226,9 @@ impl Dumper {
         }
         let h: &BatchHeader = &batch.header;
         if self.options.json {
-            let line = json!({"type": "batch", "baseOffset": h.base_offset, "lastOffset": h.last_offset(),
-                "count": h.record_count, "position": position, "CreateTime": h.max_timestamp,
-                "size": h.total_bytes(), "crc": h.header_crc, "isvalid": valid});
+            let line = json!({"type": "batch", "base_offset": h.base_offset, "last_offset": h.last_offset(),
+                "count": h.record_count, "position": position, "create_time": h.max_timestamp,
+                "size": h.total_bytes(), "crc": h.header_crc, "is_valid": valid});
             writeln!(self.out, "{line}")?;
         } else {
             writeln!(
@@ -253,9 +253,9 @@ impl Dumper {
 
     fn print_record(&mut self, r: &Record<'_>) -> io::Result<()> {
         if self.options.json {
-            let mut line = json!({"type": "record", "offset": r.offset, "CreateTime": r.timestamp,
-                "keySize": r.key.map_or(-1, |k| k.len() as i64), "valueSize": r.value.len(),
-                "headerCount": r.header_count()});
+            let mut line = json!({"type": "record", "offset": r.offset, "create_time": r.timestamp,
+                "key_size": r.key.map_or(-1, |k| k.len() as i64), "value_size": r.value.len(),
+                "header_count": r.header_count()});
             if self.options.print_data {
                 line["key"] = json!(r.key.map(String::from_utf8_lossy));
                 line["payload"] = json!(String::from_utf8_lossy(r.value));
@@ -314,19 +314,21 @@ impl Dumper {
             .and_then(segment::parse_log_file_name)
             .unwrap_or(0);
         let time = path.extension().is_some_and(|e| e == "timeindex");
-        writeln!(self.out, "Dumping {}", path.display())?;
+        if !self.options.json {
+            writeln!(self.out, "Dumping {}", path.display())?;
+        }
         for e in entries {
             let offset = base + u64::from(e.relative_offset);
             match (self.options.json, time) {
                 (true, false) => writeln!(
                     self.out,
                     "{}",
-                    json!({"offset": offset, "position": e.position})
+                    json!({"type": "index", "offset": offset, "position": e.position})
                 )?,
                 (true, true) => writeln!(
                     self.out,
                     "{}",
-                    json!({"timestamp": e.max_timestamp, "offset": offset})
+                    json!({"type": "timeindex", "timestamp": e.max_timestamp, "offset": offset})
                 )?,
                 (false, false) => writeln!(self.out, "offset: {offset} position: {}", e.position)?,
                 (false, true) => {
