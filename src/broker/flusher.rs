@@ -106,41 +106,48 @@ fn policy_recheck(config: &BrokerConfig) -> Duration {
     Duration::from_millis(config.flush_interval_ms.map_or(100, |t| t.clamp(1, 100)))
 }
 
-/// Takes out of `dirty` a partition to flush now (and whether an acks=all
-/// request waits on it), marking it in flight and noting when its flush
-/// began; otherwise says how long until one may be due.
+/// Takes out of `dirty` the partition to flush now that was marked
+/// longest ago (and whether an acks=all request waits on it), marking it
+/// in flight and noting when its flush began; otherwise says how long
+/// until one may be due.
 fn take_next(dirty: &mut Dirty, now: Instant) -> (Option<(Arc<Partition>, bool)>, Duration) {
     let mut wait = Duration::from_millis(100);
-    let mut found = None;
+    let mut found: Option<(usize, Instant)> = None;
     for (k, entry) in &dirty.partitions {
-        if dirty.in_flight.contains(k) {
+        if dirty.in_flight.contains(k) || found.is_some_and(|(_, m)| m <= entry.marked) {
             continue;
         }
-        let begun = *lock(&entry.partition.flush_begun);
-        let window_left = begun.map_or(Duration::ZERO, |b| {
-            GROUP_COMMIT_WINDOW.saturating_sub(now.saturating_duration_since(b))
-        });
-        let policy_left = entry
-            .not_before
-            .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
-        let left = if entry.urgent {
-            Duration::ZERO
-        } else {
-            window_left.max(policy_left)
-        };
+        let left = due_in(entry, now);
         if left.is_zero() {
-            found = Some(*k);
-            break;
+            found = Some((*k, entry.marked));
+        } else {
+            wait = wait.min(left);
         }
-        wait = wait.min(left);
     }
-    let Some(k) = found else {
+    let Some((k, _)) = found else {
         return (None, wait);
     };
     let entry = dirty.partitions.remove(&k).expect("found in the map");
     dirty.in_flight.insert(k);
     *lock(&entry.partition.flush_begun) = Some(now);
     (Some((entry.partition, entry.urgent)), Duration::ZERO)
+}
+
+/// How long until a marked partition may be flushed: at once when an
+/// acks=all request waits; otherwise after the group commit window since
+/// its last flush began, and after the time a flush policy set.
+fn due_in(entry: &super::shared::DirtyEntry, now: Instant) -> Duration {
+    if entry.urgent {
+        return Duration::ZERO;
+    }
+    let begun = *lock(&entry.partition.flush_begun);
+    let window_left = begun.map_or(Duration::ZERO, |b| {
+        GROUP_COMMIT_WINDOW.saturating_sub(now.saturating_duration_since(b))
+    });
+    let policy_left = entry
+        .not_before
+        .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
+    window_left.max(policy_left)
 }
 
 /// Puts back a partition that was not due, to be looked at again at
@@ -155,6 +162,7 @@ fn put_back(dirty: &mut Dirty, p: Arc<Partition>, not_before: Instant) {
             partition: p,
             urgent: false,
             not_before: None,
+            marked: Instant::now(),
         });
     if !entry.urgent {
         entry.not_before = Some(not_before);
@@ -247,6 +255,29 @@ mod tests {
         let again = take(&shared).expect("the mark made meanwhile is kept");
         flush_taken(&shared, &again);
         assert!(take(&shared).is_none() && lock(&shared.dirty).partitions.is_empty());
+    }
+
+    #[test]
+    fn the_partition_marked_longest_ago_is_flushed_first() {
+        let (_sim, shared) = shared();
+        let parts: Vec<_> = (0..8)
+            .map(|i| partition(&shared, &format!("t{i}")))
+            .collect();
+        for p in &parts {
+            append(p);
+            shared.mark_dirty(p, true);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for p in &parts {
+            let taken = take(&shared).expect("due");
+            assert_eq!(taken.topic, p.topic, "in the order they were marked");
+            // Marked again at once: it goes to the back of the line.
+            append(p);
+            shared.mark_dirty(p, true);
+            flush_taken(&shared, &taken);
+        }
+        let again = take(&shared).expect("due");
+        assert_eq!(again.topic, "t0", "the first marked again, not a newer one");
     }
 
     #[test]

@@ -83,6 +83,9 @@ pub(super) struct DirtyEntry {
     pub(super) urgent: bool,
     /// Under a flush policy, when to look at it again (it was not due).
     pub(super) not_before: Option<Instant>,
+    /// When it was marked: the partition waiting longest is flushed first,
+    /// so that none starves while others are marked again and again.
+    pub(super) marked: Instant,
 }
 
 impl Dirty {
@@ -97,6 +100,7 @@ impl Dirty {
                 partition: Arc::clone(p),
                 urgent: false,
                 not_before: None,
+                marked: Instant::now(),
             }
         });
         news |= urgent && !entry.urgent;
