@@ -19,6 +19,9 @@ _klog__bench() {
             klog__bench,consume)
                 cmd="klog__bench__subcmd__consume"
                 ;;
+            klog__bench,fanout)
+                cmd="klog__bench__subcmd__fanout"
+                ;;
             klog__bench,help)
                 cmd="klog__bench__subcmd__help"
                 ;;
@@ -31,8 +34,14 @@ _klog__bench() {
             klog__bench,produce)
                 cmd="klog__bench__subcmd__produce"
                 ;;
+            klog__bench,roll)
+                cmd="klog__bench__subcmd__roll"
+                ;;
             klog__bench__subcmd__help,consume)
                 cmd="klog__bench__subcmd__help__subcmd__consume"
+                ;;
+            klog__bench__subcmd__help,fanout)
+                cmd="klog__bench__subcmd__help__subcmd__fanout"
                 ;;
             klog__bench__subcmd__help,help)
                 cmd="klog__bench__subcmd__help__subcmd__help"
@@ -46,6 +55,9 @@ _klog__bench() {
             klog__bench__subcmd__help,produce)
                 cmd="klog__bench__subcmd__help__subcmd__produce"
                 ;;
+            klog__bench__subcmd__help,roll)
+                cmd="klog__bench__subcmd__help__subcmd__roll"
+                ;;
             *)
                 ;;
         esac
@@ -53,7 +65,7 @@ _klog__bench() {
 
     case "${cmd}" in
         klog__bench)
-            opts="-h -V --help --version produce consume latency paper help"
+            opts="-h -V --help --version produce consume latency fanout roll paper help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -124,8 +136,66 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        klog__subcmd__bench__subcmd__fanout)
+            opts="-n -s -b -t -q -h --records --record-size --batch --in-flight --broker --topic --partitions --json --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --records)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --batch)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --in-flight)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --broker)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -b)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --topic)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --partitions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         klog__subcmd__bench__subcmd__help)
-            opts="produce consume latency paper help"
+            opts="produce consume latency fanout roll paper help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -139,6 +209,20 @@ _klog__bench() {
             return 0
             ;;
         klog__subcmd__bench__subcmd__help__subcmd__consume)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__subcmd__bench__subcmd__help__subcmd__fanout)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -195,6 +279,20 @@ _klog__bench() {
             return 0
             ;;
         klog__subcmd__bench__subcmd__help__subcmd__produce)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__subcmd__bench__subcmd__help__subcmd__roll)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -340,6 +438,68 @@ _klog__bench() {
                     return 0
                     ;;
                 --producers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --broker)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -b)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --topic)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --partitions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__subcmd__bench__subcmd__roll)
+            opts="-n -s -b -t -q -h --records --record-size --acks --background-rate --segment-bytes --broker --topic --partitions --json --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --records)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --acks)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --background-rate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --segment-bytes)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -29,6 +29,8 @@ complete -c klog-bench -n "__fish_klog_bench_needs_command" -s V -l version -d '
 complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "produce" -d 'Producer throughput and acknowledgement latency'
 complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "consume" -d 'Consumer throughput from the start of a topic (filled first when the benchmark runs its own broker)'
 complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "latency" -d 'End-to-end latency, produce to consume, at a steady rate (acks=1)'
+complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "fanout" -d 'acks=all across many partitions, one producer pinned to each: every acknowledgement waits for an fsync of its own partition'
+complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "roll" -d 'acks=all produce latency on partition 0 while partition 1 is written in the background and rolls a segment every --segment-bytes'
 complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "paper" -d 'The 2011 paper\'s experiments, beside its published figures'
 complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -s n -l records -d 'Records to send' -r
@@ -39,7 +41,7 @@ complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l in-fli
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l producers -d 'Producers, each on its own connection and thread' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l partitions -d 'Partitions of a topic the run creates (own broker only)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l partitions -d 'Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -s q -l quiet -d 'No progress on stderr'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -s h -l help -d 'Print help'
@@ -49,7 +51,7 @@ complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l fetch-
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l prefetch -d 'Fetch responses read ahead of the consumer (prefetch)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l partitions -d 'Partitions of a topic the run creates (own broker only)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l partitions -d 'Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s q -l quiet -d 'No progress on stderr'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s h -l help -d 'Print help'
@@ -58,19 +60,42 @@ complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s s -l r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -l rate -d 'Records per second' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -l partitions -d 'Partitions of a topic the run creates (own broker only)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -l partitions -d 'Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s q -l quiet -d 'No progress on stderr'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s h -l help -d 'Print help'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -s n -l records -d 'Records to send, in all' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -s s -l record-size -d 'Bytes per record value' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -l batch -d 'Records per batch (one request each)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -l in-flight -d 'Requests in flight per producer' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -l partitions -d 'Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -s q -l quiet -d 'No progress on stderr'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -s h -l help -d 'Print help'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -s n -l records -d 'Records to send to partition 0 (one a request, one request in flight)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -s s -l record-size -d 'Bytes per record value' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l acks -d 'Acknowledgements of the measured producer: 0, 1 or all' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l background-rate -d 'Bytes a second written to partition 1 (acks=1, 64 KiB requests)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l segment-bytes -d 'Segment size of the benchmark\'s own broker (with -b, the broker\'s own --segment-bytes decides)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l partitions -d 'Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -s q -l quiet -d 'No progress on stderr'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -s h -l help -d 'Print help'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s n -l records -d 'Records per experiment (the paper: 10 million)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -l partitions -d 'Partitions of a topic the run creates (own broker only)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -l partitions -d 'Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s q -l quiet -d 'No progress on stderr'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s h -l help -d 'Print help'
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency paper help" -f -a "produce" -d 'Producer throughput and acknowledgement latency'
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency paper help" -f -a "consume" -d 'Consumer throughput from the start of a topic (filled first when the benchmark runs its own broker)'
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency paper help" -f -a "latency" -d 'End-to-end latency, produce to consume, at a steady rate (acks=1)'
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency paper help" -f -a "paper" -d 'The 2011 paper\'s experiments, beside its published figures'
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency paper help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll paper help" -f -a "produce" -d 'Producer throughput and acknowledgement latency'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll paper help" -f -a "consume" -d 'Consumer throughput from the start of a topic (filled first when the benchmark runs its own broker)'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll paper help" -f -a "latency" -d 'End-to-end latency, produce to consume, at a steady rate (acks=1)'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll paper help" -f -a "fanout" -d 'acks=all across many partitions, one producer pinned to each: every acknowledgement waits for an fsync of its own partition'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll paper help" -f -a "roll" -d 'acks=all produce latency on partition 0 while partition 1 is written in the background and rolls a segment every --segment-bytes'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll paper help" -f -a "paper" -d 'The 2011 paper\'s experiments, beside its published figures'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll paper help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

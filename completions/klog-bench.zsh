@@ -42,7 +42,7 @@ _arguments "${_arguments_options[@]}" : \
 '--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
-'--partitions=[Partitions of a topic the run creates (own broker only)]:N:_default' \
+'--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
 '--json[One JSON object on stdout instead of Kafka'\''s final line]' \
 '-q[No progress on stderr]' \
 '--quiet[No progress on stderr]' \
@@ -62,7 +62,7 @@ _arguments "${_arguments_options[@]}" : \
 '--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
-'--partitions=[Partitions of a topic the run creates (own broker only)]:N:_default' \
+'--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
 '--json[One JSON object on stdout instead of Kafka'\''s final line]' \
 '-q[No progress on stderr]' \
 '--quiet[No progress on stderr]' \
@@ -81,7 +81,48 @@ _arguments "${_arguments_options[@]}" : \
 '--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
-'--partitions=[Partitions of a topic the run creates (own broker only)]:N:_default' \
+'--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
+'--json[One JSON object on stdout instead of Kafka'\''s final line]' \
+'-q[No progress on stderr]' \
+'--quiet[No progress on stderr]' \
+'-h[Print help]' \
+'--help[Print help]' \
+&& ret=0
+;;
+(fanout)
+_arguments "${_arguments_options[@]}" : \
+'-n+[Records to send, in all]:RECORDS:_default' \
+'--records=[Records to send, in all]:RECORDS:_default' \
+'-s+[Bytes per record value]:SIZE:_default' \
+'--record-size=[Bytes per record value]:SIZE:_default' \
+'--batch=[Records per batch (one request each)]:N:_default' \
+'--in-flight=[Requests in flight per producer]:N:_default' \
+'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
+'--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
+'--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
+'--json[One JSON object on stdout instead of Kafka'\''s final line]' \
+'-q[No progress on stderr]' \
+'--quiet[No progress on stderr]' \
+'-h[Print help]' \
+'--help[Print help]' \
+&& ret=0
+;;
+(roll)
+_arguments "${_arguments_options[@]}" : \
+'-n+[Records to send to partition 0 (one a request, one request in flight)]:RECORDS:_default' \
+'--records=[Records to send to partition 0 (one a request, one request in flight)]:RECORDS:_default' \
+'-s+[Bytes per record value]:SIZE:_default' \
+'--record-size=[Bytes per record value]:SIZE:_default' \
+'--acks=[Acknowledgements of the measured producer\: 0, 1 or all]:0|1|all:_default' \
+'--background-rate=[Bytes a second written to partition 1 (acks=1, 64 KiB requests)]:SIZE:_default' \
+'--segment-bytes=[Segment size of the benchmark'\''s own broker (with -b, the broker'\''s own --segment-bytes decides)]:SIZE:_default' \
+'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
+'--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
+'--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
 '--json[One JSON object on stdout instead of Kafka'\''s final line]' \
 '-q[No progress on stderr]' \
 '--quiet[No progress on stderr]' \
@@ -97,7 +138,7 @@ _arguments "${_arguments_options[@]}" : \
 '--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
-'--partitions=[Partitions of a topic the run creates (own broker only)]:N:_default' \
+'--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
 '--json[One JSON object on stdout instead of Kafka'\''s final line]' \
 '-q[No progress on stderr]' \
 '--quiet[No progress on stderr]' \
@@ -129,6 +170,14 @@ _arguments "${_arguments_options[@]}" : \
 _arguments "${_arguments_options[@]}" : \
 && ret=0
 ;;
+(fanout)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(roll)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
 (paper)
 _arguments "${_arguments_options[@]}" : \
 && ret=0
@@ -152,6 +201,8 @@ _klog-bench_commands() {
 'produce:Producer throughput and acknowledgement latency' \
 'consume:Consumer throughput from the start of a topic (filled first when the benchmark runs its own broker)' \
 'latency:End-to-end latency, produce to consume, at a steady rate (acks=1)' \
+'fanout:acks=all across many partitions, one producer pinned to each\: every acknowledgement waits for an fsync of its own partition' \
+'roll:acks=all produce latency on partition 0 while partition 1 is written in the background and rolls a segment every --segment-bytes' \
 'paper:The 2011 paper'\''s experiments, beside its published figures' \
 'help:Print this message or the help of the given subcommand(s)' \
     )
@@ -162,12 +213,19 @@ _klog-bench__subcmd__consume_commands() {
     local commands; commands=()
     _describe -t commands 'klog-bench consume commands' commands "$@"
 }
+(( $+functions[_klog-bench__subcmd__fanout_commands] )) ||
+_klog-bench__subcmd__fanout_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-bench fanout commands' commands "$@"
+}
 (( $+functions[_klog-bench__subcmd__help_commands] )) ||
 _klog-bench__subcmd__help_commands() {
     local commands; commands=(
 'produce:Producer throughput and acknowledgement latency' \
 'consume:Consumer throughput from the start of a topic (filled first when the benchmark runs its own broker)' \
 'latency:End-to-end latency, produce to consume, at a steady rate (acks=1)' \
+'fanout:acks=all across many partitions, one producer pinned to each\: every acknowledgement waits for an fsync of its own partition' \
+'roll:acks=all produce latency on partition 0 while partition 1 is written in the background and rolls a segment every --segment-bytes' \
 'paper:The 2011 paper'\''s experiments, beside its published figures' \
 'help:Print this message or the help of the given subcommand(s)' \
     )
@@ -177,6 +235,11 @@ _klog-bench__subcmd__help_commands() {
 _klog-bench__subcmd__help__subcmd__consume_commands() {
     local commands; commands=()
     _describe -t commands 'klog-bench help consume commands' commands "$@"
+}
+(( $+functions[_klog-bench__subcmd__help__subcmd__fanout_commands] )) ||
+_klog-bench__subcmd__help__subcmd__fanout_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-bench help fanout commands' commands "$@"
 }
 (( $+functions[_klog-bench__subcmd__help__subcmd__help_commands] )) ||
 _klog-bench__subcmd__help__subcmd__help_commands() {
@@ -198,6 +261,11 @@ _klog-bench__subcmd__help__subcmd__produce_commands() {
     local commands; commands=()
     _describe -t commands 'klog-bench help produce commands' commands "$@"
 }
+(( $+functions[_klog-bench__subcmd__help__subcmd__roll_commands] )) ||
+_klog-bench__subcmd__help__subcmd__roll_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-bench help roll commands' commands "$@"
+}
 (( $+functions[_klog-bench__subcmd__latency_commands] )) ||
 _klog-bench__subcmd__latency_commands() {
     local commands; commands=()
@@ -212,6 +280,11 @@ _klog-bench__subcmd__paper_commands() {
 _klog-bench__subcmd__produce_commands() {
     local commands; commands=()
     _describe -t commands 'klog-bench produce commands' commands "$@"
+}
+(( $+functions[_klog-bench__subcmd__roll_commands] )) ||
+_klog-bench__subcmd__roll_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-bench roll commands' commands "$@"
 }
 
 if [ "$funcstack[1]" = "_klog-bench" ]; then

@@ -135,3 +135,41 @@ fn several_producers_over_several_partitions() {
             .stderr(predicate::str::contains(why));
     }
 }
+
+/// The head-of-line workloads: fanout acknowledges every record over every
+/// partition; roll times partition 0 while partition 1 rolls, and says how
+/// much partition 1 took.
+#[test]
+fn fanout_and_roll_report_like_produce() {
+    let out = bin("klog-bench")
+        .args(["fanout", "-n", "3001", "--partitions", "8", "-q", "--json"])
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["records"], 3001, "{v}");
+    assert_eq!(v["type"], "fanout");
+    let out = bin("klog-bench")
+        .args(["roll", "-n", "300", "--background-rate", "8MiB", "--json"])
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::is_match(
+                r"% partition 1 took [0-9.]+ MiB meanwhile \(segments of 1\.0 MiB\)",
+            )
+            .unwrap(),
+        );
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["records"], 300, "{v}");
+    assert!(v["latency_ms_p99"].as_f64().unwrap() > 0.0, "{v}");
+    for (args, why) in [
+        (&["roll", "--segment-bytes", "1KiB"][..], "outside"),
+        (&["roll", "--acks", "maybe"], "is not 0, 1 or all"),
+        (&["fanout", "--partitions", "0"], "--partitions"),
+    ] {
+        bin("klog-bench")
+            .args(args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(why));
+    }
+}

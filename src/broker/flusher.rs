@@ -1,94 +1,172 @@
 //! The flusher: group commits. It fsyncs each partition with unflushed
 //! appends outside the partition's lock, then exposes what it synced, and
-//! wakes whoever waits for records to become visible or durable.
+//! wakes whoever waits on that partition for records to become visible or
+//! durable.
+//!
+//! Up to min([`FLUSH_THREADS_MAX`], partitions served) threads flush
+//! different partitions in parallel (the flusher thread starts its helpers
+//! as partitions come), so that one partition's slow fsync does not make
+//! the others wait their turn. Each partition is flushed by one thread at a
+//! time ([`Dirty::in_flight`]). No thread takes a partition's lock while it
+//! holds the dirty set's: a partition busy with slow file work (a roll)
+//! holds up its own flush, never the others' appends or flushes.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::shared::{Dirty, Partition, Shared};
+use super::shared::{key, Dirty, Partition, Shared};
 use super::BrokerConfig;
 use crate::storage::log::Log;
 use crate::sync::lock;
 
+/// The most threads that fsync partitions at once.
+pub(super) const FLUSH_THREADS_MAX: usize = 4;
+
+/// The shortest time between the beginnings of two flushes of one
+/// partition: a flush quicker than this waits out the rest of it, so that
+/// the next fsync commits a larger group (fewer fsyncs for the same
+/// records, at the cost of at most a window of visibility latency). An
+/// acks=all request waiting ends the wait at once: its producer is
+/// blocked, and more records will not come sooner.
+const GROUP_COMMIT_WINDOW: Duration = Duration::from_millis(3);
+
 /// The flusher: group commits of every partition with unflushed appends,
-/// until the broker stops.
+/// with up to min([`FLUSH_THREADS_MAX`], partitions served) threads, until
+/// the broker stops.
 pub(super) fn flusher(shared: &Shared) {
-    while let Some(due) = wait_for_due(shared) {
-        let pass = Instant::now();
-        for p in due {
-            flush_partition(shared, &p);
+    std::thread::scope(|scope| {
+        let mut threads = 1;
+        while let Some(p) = next_due(shared) {
+            if threads < FLUSH_THREADS_MAX.min(shared.served_count()) {
+                let helper = std::thread::Builder::new()
+                    .name(format!("flusher-{threads}"))
+                    .spawn_scoped(scope, || flush_while_due(shared));
+                match helper {
+                    Ok(_) => threads += 1,
+                    Err(e) => shared.log(format_args!("cannot start a flusher thread: {e}")),
+                }
+            }
+            flush_taken(shared, &p);
         }
-        shared.notify_visible();
-        wait_out_window(shared, pass);
+    });
+}
+
+/// A helper of the flusher: flushes partitions until the broker stops.
+fn flush_while_due(shared: &Shared) {
+    while let Some(p) = next_due(shared) {
+        flush_taken(shared, &p);
     }
 }
 
-/// Waits until some partitions are due for a flush, and takes them; `None`
-/// once the broker stops with nothing due.
-fn wait_for_due(shared: &Shared) -> Option<Vec<Arc<Partition>>> {
+/// Flushes a partition taken by [`next_due`], and gives it back.
+fn flush_taken(shared: &Shared, p: &Arc<Partition>) {
+    flush_partition(shared, p);
+    lock(&shared.dirty).in_flight.remove(&key(p));
+}
+
+/// Waits until some partition is due for a flush, and takes it (it is in
+/// flight until [`flush_taken`] gives it back); `None` once the broker
+/// stops with nothing due.
+fn next_due(shared: &Shared) -> Option<Arc<Partition>> {
     let config = &shared.config;
+    let policy = config.flush_messages.is_some() || config.flush_interval_ms.is_some();
     let mut dirty = lock(&shared.dirty);
     loop {
-        let due = take_due(&mut dirty, config, crate::clock::now_ms());
-        if !due.is_empty() {
-            return Some(due);
+        let now = Instant::now();
+        let (taken, wait) = take_next(&mut dirty, now);
+        if let Some((p, urgent)) = taken {
+            if urgent || !policy {
+                return Some(p);
+            }
+            // Only the log knows whether its records are due under the
+            // policy: look with the dirty set unlocked.
+            drop(dirty);
+            let due = flush_due(config, &p.lock(), crate::clock::now_ms());
+            dirty = lock(&shared.dirty);
+            if due {
+                return Some(p);
+            }
+            put_back(&mut dirty, p, now + policy_recheck(config));
+            continue;
         }
         if shared.stop.load(Ordering::Relaxed) {
             return None;
         }
-        // With a policy, look again as time passes.
-        let wait = Duration::from_millis(config.flush_interval_ms.map_or(100, |t| t.clamp(1, 100)));
         dirty = shared
             .dirty_changed
-            .wait_timeout(dirty, wait)
+            .wait_timeout(dirty, wait.min(policy_recheck(config)))
             .unwrap_or_else(|p| p.into_inner())
             .0;
     }
 }
 
-/// A pass quicker than the commit window waits out the rest of it, so that
-/// the next fsync commits a larger group: fewer fsyncs for the same
-/// records, at the cost of at most a window of visibility latency. An
-/// acks=all request waiting ends the wait at once: its producer is
-/// blocked, and more records will not come sooner.
-fn wait_out_window(shared: &Shared, pass: Instant) {
-    let mut dirty = lock(&shared.dirty);
-    loop {
-        let left = GROUP_COMMIT_WINDOW.saturating_sub(pass.elapsed());
-        let urgent = dirty.partitions.values().any(|(_, urgent)| *urgent);
-        if left.is_zero() || urgent || shared.stop.load(Ordering::Relaxed) {
-            return;
-        }
-        dirty = shared
-            .dirty_changed
-            .wait_timeout(dirty, left)
-            .unwrap_or_else(|p| p.into_inner())
-            .0;
-    }
+/// How often a partition that a flush policy holds back is looked at.
+fn policy_recheck(config: &BrokerConfig) -> Duration {
+    Duration::from_millis(config.flush_interval_ms.map_or(100, |t| t.clamp(1, 100)))
 }
 
-/// The shortest time between two flush passes.
-const GROUP_COMMIT_WINDOW: Duration = Duration::from_millis(3);
-
-/// Takes out of `dirty` the partitions to flush now. Entries that an
-/// earlier flush already covered go too: an entry left in the map keeps
-/// the next append from waking the flusher (see [`Shared::mark_dirty`]).
-fn take_due(dirty: &mut Dirty, config: &BrokerConfig, now_ms: i64) -> Vec<Arc<Partition>> {
-    let mut due = Vec::new();
-    dirty.partitions.retain(|_, (p, urgent)| {
-        let log = p.lock();
-        if log.unflushed().0 == 0 {
-            return false;
+/// Takes out of `dirty` the partition to flush now that was marked
+/// longest ago (and whether an acks=all request waits on it), marking it
+/// in flight and noting when its flush began; otherwise says how long
+/// until one may be due.
+fn take_next(dirty: &mut Dirty, now: Instant) -> (Option<(Arc<Partition>, bool)>, Duration) {
+    let mut wait = Duration::from_millis(100);
+    let mut found: Option<(usize, Instant)> = None;
+    for (k, entry) in &dirty.partitions {
+        if dirty.in_flight.contains(k) || found.is_some_and(|(_, m)| m <= entry.marked) {
+            continue;
         }
-        if *urgent || flush_due(config, &log, now_ms) {
-            due.push(Arc::clone(p));
-            false
+        let left = due_in(entry, now);
+        if left.is_zero() {
+            found = Some((*k, entry.marked));
         } else {
-            true
+            wait = wait.min(left);
         }
+    }
+    let Some((k, _)) = found else {
+        return (None, wait);
+    };
+    let entry = dirty.partitions.remove(&k).expect("found in the map");
+    dirty.in_flight.insert(k);
+    *lock(&entry.partition.flush_begun) = Some(now);
+    (Some((entry.partition, entry.urgent)), Duration::ZERO)
+}
+
+/// How long until a marked partition may be flushed: at once when an
+/// acks=all request waits; otherwise after the group commit window since
+/// its last flush began, and after the time a flush policy set.
+fn due_in(entry: &super::shared::DirtyEntry, now: Instant) -> Duration {
+    if entry.urgent {
+        return Duration::ZERO;
+    }
+    let begun = *lock(&entry.partition.flush_begun);
+    let window_left = begun.map_or(Duration::ZERO, |b| {
+        GROUP_COMMIT_WINDOW.saturating_sub(now.saturating_duration_since(b))
     });
-    due
+    let policy_left = entry
+        .not_before
+        .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
+    window_left.max(policy_left)
+}
+
+/// Puts back a partition that was not due, to be looked at again at
+/// `not_before`; an append that marked it meanwhile keeps its urgency.
+fn put_back(dirty: &mut Dirty, p: Arc<Partition>, not_before: Instant) {
+    let k = key(&p);
+    dirty.in_flight.remove(&k);
+    let entry = dirty
+        .partitions
+        .entry(k)
+        .or_insert_with(|| super::shared::DirtyEntry {
+            partition: p,
+            urgent: false,
+            not_before: None,
+            marked: Instant::now(),
+        });
+    if !entry.urgent {
+        entry.not_before = Some(not_before);
+    }
 }
 
 /// Whether a partition's unflushed records are due under the flush policy.
@@ -118,6 +196,12 @@ pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
                 "cannot flush {}-{}: {e}",
                 p.topic, p.partition
             ));
+            // An fsync outside the lock that failed stopped the log: its
+            // waiters must hear it now, not at their deadline.
+            if p.lock().failed() {
+                p.failed.store(true, Ordering::Release);
+                p.waiters.wake_all();
+            }
             return;
         }
     };
@@ -127,6 +211,7 @@ pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
             p.lock().complete_flush(&flush);
             p.flushed_offset
                 .fetch_max(flush.next_offset(), Ordering::AcqRel);
+            p.waiters.wake_all();
         }
         Err(e) => {
             // Never retried: a later fsync could succeed for pages the
@@ -134,6 +219,7 @@ pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
             // and new produces get a storage error; a restart recovers it.
             let e = p.lock().fail(&e);
             p.failed.store(true, Ordering::Release);
+            p.waiters.wake_all();
             shared.log(format_args!("{}-{} stopped: {e}", p.topic, p.partition));
         }
     }
@@ -142,50 +228,89 @@ pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::testing::{append, partition, shared};
+    use crate::broker::testing::{append, partition, shared, shared_with};
+    use crate::broker::watch::{Watch, WAIT_SLICE};
 
-    #[test]
-    fn entries_an_earlier_flush_covered_leave_the_dirty_map() {
-        let config = BrokerConfig::new("/unused", "127.0.0.1:0");
-        let (_sim, shared) = shared();
-        let p = partition(&shared, "t");
-        let mut dirty = Dirty::default();
-        // Appended and marked: due at once (no policy: flush continuously).
-        append(&p);
-        dirty.mark(&p, false);
-        assert_eq!(take_due(&mut dirty, &config, 0).len(), 1);
-        // An append marks it again, then a flush (begun before the mark
-        // was seen) covers that append: the entry must go, or the next
-        // append would find it present and not wake the flusher.
-        append(&p);
-        dirty.mark(&p, false);
-        let flush = p.lock().begin_flush().unwrap().unwrap();
-        flush.sync().unwrap();
-        p.lock().complete_flush(&flush);
-        assert!(take_due(&mut dirty, &config, 0).is_empty());
-        assert!(
-            dirty.partitions.is_empty(),
-            "a covered entry stays and silences the next append"
-        );
+    /// Takes what `take_next` gives now, as a flusher thread does.
+    fn take(shared: &Shared) -> Option<Arc<Partition>> {
+        take_next(&mut lock(&shared.dirty), Instant::now())
+            .0
+            .map(|(p, _)| p)
     }
 
     #[test]
-    fn under_a_policy_entries_wait_unless_urgent() {
-        let mut config = BrokerConfig::new("/unused", "127.0.0.1:0");
-        config.flush_messages = Some(100);
+    fn a_partition_is_flushed_by_one_thread_at_a_time_and_an_append_meanwhile_waits_for_it() {
         let (_sim, shared) = shared();
         let p = partition(&shared, "t");
-        let mut dirty = Dirty::default();
         append(&p);
-        dirty.mark(&p, false);
-        assert!(take_due(&mut dirty, &config, 0).is_empty());
-        assert_eq!(dirty.partitions.len(), 1, "kept until due");
-        assert!(dirty.mark(&p, true), "urgency is news for the flusher");
-        assert_eq!(
-            take_due(&mut dirty, &config, 0).len(),
-            1,
-            "acks=all cannot wait"
-        );
+        shared.mark_dirty(&p, true);
+        let taken = take(&shared).expect("due at once");
+        // Appended and marked again while the flush runs: not taken twice.
+        append(&p);
+        shared.mark_dirty(&p, true);
+        assert!(take(&shared).is_none(), "in flight");
+        assert!(!lock(&shared.dirty).any_waiting());
+        flush_taken(&shared, &taken);
+        assert_eq!(p.flushed_offset.load(Ordering::Acquire), 2);
+        let again = take(&shared).expect("the mark made meanwhile is kept");
+        flush_taken(&shared, &again);
+        assert!(take(&shared).is_none() && lock(&shared.dirty).partitions.is_empty());
+    }
+
+    #[test]
+    fn the_partition_marked_longest_ago_is_flushed_first() {
+        let (_sim, shared) = shared();
+        let parts: Vec<_> = (0..8)
+            .map(|i| partition(&shared, &format!("t{i}")))
+            .collect();
+        for p in &parts {
+            append(p);
+            shared.mark_dirty(p, true);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for p in &parts {
+            let taken = take(&shared).expect("due");
+            assert_eq!(taken.topic, p.topic, "in the order they were marked");
+            // Marked again at once: it goes to the back of the line.
+            append(p);
+            shared.mark_dirty(p, true);
+            flush_taken(&shared, &taken);
+        }
+        let again = take(&shared).expect("due");
+        assert_eq!(again.topic, "t0", "the first marked again, not a newer one");
+    }
+
+    #[test]
+    fn a_flush_begun_within_the_window_waits_unless_urgent() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        append(&p);
+        shared.mark_dirty(&p, false);
+        let taken = take(&shared).expect("never flushed: due");
+        flush_taken(&shared, &taken);
+        append(&p);
+        shared.mark_dirty(&p, false);
+        let (none, wait) = take_next(&mut lock(&shared.dirty), Instant::now());
+        assert!(none.is_none(), "within the group commit window");
+        assert!(wait <= GROUP_COMMIT_WINDOW && !wait.is_zero());
+        shared.mark_dirty(&p, true);
+        assert!(take(&shared).is_some(), "acks=all cannot wait");
+    }
+
+    #[test]
+    fn under_a_policy_entries_wait_until_due_unless_urgent() {
+        let (_sim, shared) = shared_with(|c| c.flush_messages = Some(100));
+        let p = partition(&shared, "t");
+        append(&p);
+        shared.mark_dirty(&p, false);
+        shared.stop.store(true, Ordering::Relaxed);
+        assert!(next_due(&shared).is_none(), "1 record of 100: not due");
+        let dirty = lock(&shared.dirty);
+        let entry = dirty.partitions.values().next().expect("kept until due");
+        assert!(entry.not_before.is_some() && dirty.in_flight.is_empty());
+        drop(dirty);
+        shared.mark_dirty(&p, true);
+        assert!(next_due(&shared).is_some(), "acks=all cannot wait");
     }
 
     #[test]
@@ -205,5 +330,86 @@ mod tests {
             flush_due(&config, &p.lock(), 1000),
             "without a policy: at once"
         );
+    }
+
+    /// A partition whose lock is held (a slow roll, say) holds up nobody
+    /// else: an acks=all append to another partition is made durable
+    /// meanwhile. (The flusher used to take every dirty partition's lock
+    /// while it held the dirty set's, and each append marks its partition
+    /// there: one locked partition stopped every producer and every flush.)
+    #[test]
+    fn a_partition_held_locked_does_not_hold_up_another_partitions_flush() {
+        let (_sim, shared) = shared();
+        let (a, b) = (partition(&shared, "a"), partition(&shared, "b"));
+        append(&b);
+        shared.mark_dirty(&b, true);
+        let held = b.lock();
+        let flusher = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || flusher(&shared))
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let producer = {
+            let (shared, a) = (Arc::clone(&shared), Arc::clone(&a));
+            std::thread::spawn(move || {
+                append(&a);
+                shared.mark_dirty(&a, true);
+                let watch = Watch::new(vec![Arc::clone(&a.waiters)]);
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while a.flushed_offset.load(Ordering::Acquire) < 1 && Instant::now() < deadline {
+                    watch.wait(deadline);
+                }
+                let _ = tx.send(a.flushed_offset.load(Ordering::Acquire));
+            })
+        };
+        // Whatever happens, b is let go, so that every thread ends.
+        let durable = rx.recv_timeout(Duration::from_secs(10));
+        drop(held);
+        producer.join().unwrap();
+        shared.stop.store(true, Ordering::Relaxed);
+        shared.dirty_changed.notify_all();
+        flusher.join().unwrap();
+        assert_eq!(durable, Ok(1), "a's append waited for b's lock");
+        assert_eq!(
+            b.flushed_offset.load(Ordering::Acquire),
+            1,
+            "b flushed once let go"
+        );
+    }
+
+    #[test]
+    fn a_waiter_is_woken_by_a_flush_of_its_partition_even_one_before_it_waits() {
+        let (_sim, shared) = shared();
+        let a = partition(&shared, "a");
+        let watch = Watch::new(vec![Arc::clone(&a.waiters)]);
+        append(&a);
+        // The flush lands between the waiter's look and its wait.
+        flush_partition(&shared, &a);
+        let far = Instant::now() + Duration::from_secs(3600);
+        let begun = Instant::now();
+        watch.wait(far);
+        assert!(
+            begun.elapsed() < WAIT_SLICE,
+            "the wake before the wait was kept"
+        );
+        assert_eq!(a.flushed_offset.load(Ordering::Acquire), 1);
+        drop(watch);
+        assert_eq!(a.waiters.len(), 0, "a dropped watch leaves no waiter");
+    }
+
+    #[test]
+    fn a_flush_of_one_partition_wakes_only_its_own_waiters() {
+        let (_sim, shared) = shared();
+        let (a, b) = (partition(&shared, "a"), partition(&shared, "b"));
+        let on_a = Watch::new(vec![Arc::clone(&a.waiters)]);
+        let on_both = Watch::new(vec![Arc::clone(&a.waiters), Arc::clone(&b.waiters)]);
+        append(&b);
+        flush_partition(&shared, &b);
+        assert!(!on_a.woken(), "b's flush is none of a's business");
+        assert!(on_both.woken());
+        append(&a);
+        flush_partition(&shared, &a);
+        assert!(on_a.woken());
+        assert_eq!((a.waiters.len(), b.waiters.len()), (2, 1));
     }
 }

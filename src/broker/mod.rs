@@ -7,8 +7,8 @@
 //! accept ──▶ per connection: reader ──(bounded queue)──▶ writer ──▶ socket
 //!                              │ appends under the partition's lock   │ sendfile from the segment
 //!                              ▼                                      ▲
-//!                           flusher (group commit) ── notifies ── waiting fetches and acks=all
-//!                           retention (every --retention-check-interval)
+//!                           flushers (group commit, up to 4 in parallel) ── wake ── the waiters
+//!                           retention (every --retention-check-interval)      of the flushed partition
 //! ```
 //!
 //! A connection's reader decodes requests in order and does the cheap work
@@ -37,9 +37,13 @@
 //!
 //! The flusher fsyncs partitions with unflushed appends outside their locks
 //! and then exposes what it synced: consumers see a record only once it is
-//! durable (the paper: "exposed only after it has been flushed"). Without a
-//! flush policy it flushes continuously: while one fsync runs, appends
-//! accumulate for the next, so every fsync commits a group; passes are at
+//! durable (the paper: "exposed only after it has been flushed"), and only
+//! the fetches and acks=all answers waiting on that partition are woken.
+//! Different partitions are fsynced in parallel by a small pool (at most
+//! 4 threads, grown only while that many partitions wait at once); one
+//! partition is flushed by one thread at a time. Without a flush policy it
+//! flushes continuously: while one fsync runs, appends accumulate for the
+//! next, so every fsync commits a group; a partition's flushes begin at
 //! least 3 ms apart unless an `acks=all` request waits. With
 //! `--flush-messages N` or `--flush-interval T` it waits for N records or T
 //! time, unless an `acks=all` request is waiting. `acks=1` answers after the
@@ -72,6 +76,7 @@
 //! - `connection`: a connection's reader (frames in, requests handled) and
 //!   writer (answers out, fetched records sent with `sendfile`)
 //! - `flusher`: group commits, and what they make visible
+//! - `watch`: those who wait for a partition's records, woken by its flushes
 //! - `retention`: deletes the segments retention lets go
 
 use std::collections::BTreeMap;
@@ -96,6 +101,7 @@ mod retention;
 mod shared;
 #[cfg(test)]
 mod testing;
+mod watch;
 
 /// How a broker runs.
 #[derive(Debug, Clone)]
@@ -178,7 +184,7 @@ impl BrokerHandle {
     pub fn stop(&self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         self.shared.dirty_changed.notify_all();
-        self.shared.visible_changed.notify_all();
+        self.shared.wake_all_waiters();
     }
 }
 

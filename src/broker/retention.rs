@@ -1,5 +1,7 @@
 //! Retention: every `--retention-check-interval`, each partition deletes
-//! the segments its retention policy lets go.
+//! the segments its retention policy lets go. They leave the log under the
+//! partition's lock; their files are unlinked, and the directory synced,
+//! after it is let go, so that appends do not wait for the disk.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -17,7 +19,8 @@ pub(super) fn retention(shared: &Shared) {
         }
         next = Instant::now() + interval;
         for p in shared.all_partitions() {
-            let deleted = p.lock().apply_retention(crate::clock::now_ms());
+            let expired = p.lock().take_expired(crate::clock::now_ms());
+            let deleted = expired.delete();
             match deleted {
                 Ok(d) if !d.is_empty() => shared.log(format_args!(
                     "Retention deleted {} segments of {}-{} (first offsets {:?})",

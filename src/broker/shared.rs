@@ -1,21 +1,22 @@
 //! The partitions a broker serves and the state its threads share: the
 //! topics (created on first use, placed over the cluster's brokers when
-//! there is a registry), the flusher's list of partitions to flush, and
-//! the visibility generation that waiting fetches and acks=all answers
-//! watch.
+//! there is a registry), and the flusher's list of partitions to flush.
+//! Those who wait for a partition's records wait on the partition itself
+//! ([`super::watch`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::memory::RequestMemory;
+use super::watch::{Waiters, Watch};
 use super::BrokerConfig;
 use crate::coord::{BrokerInfo, Ephemeral, Registry};
 use crate::error::{Error, Result};
 use crate::limits;
-use crate::protocol::ErrorCode;
+use crate::protocol::{ErrorCode, FetchPartition};
 use crate::storage::log::{Log, OpenOptions};
 use crate::storage::record::DecodeError;
 use crate::storage::store::Store;
@@ -35,6 +36,11 @@ pub(super) struct Partition {
     pub(super) flushed_offset: AtomicU64,
     /// A failed fsync stopped the partition (see [`Log::fail`]).
     pub(super) failed: AtomicBool,
+    /// Those waiting for its records to become visible or durable; a flush
+    /// wakes them.
+    pub(super) waiters: Arc<Waiters>,
+    /// When the flusher last began to flush it (the group commit window).
+    pub(super) flush_begun: Mutex<Option<Instant>>,
 }
 
 impl Partition {
@@ -45,6 +51,8 @@ impl Partition {
             partition,
             flushed_offset: AtomicU64::new(log.flushed_offset()),
             failed: AtomicBool::new(false),
+            waiters: Arc::default(),
+            flush_begun: Mutex::new(None),
             log: Mutex::new(log),
         }
     }
@@ -56,11 +64,29 @@ impl Partition {
 }
 
 /// Wakes the flusher: partitions with unflushed appends, and whether an
-/// `acks=all` request waits on each.
+/// `acks=all` request waits on each. Its lock is never held while a
+/// partition's is taken: a partition busy with slow file work must not
+/// stop the others' appends (each marks its partition here).
 #[derive(Debug, Default)]
 pub(super) struct Dirty {
     /// By the partition's address (no allocation per append).
-    pub(super) partitions: HashMap<usize, (Arc<Partition>, bool)>,
+    pub(super) partitions: HashMap<usize, DirtyEntry>,
+    /// Partitions a flusher thread is flushing now, by address: no other
+    /// takes them until it is done.
+    pub(super) in_flight: HashSet<usize>,
+}
+
+/// A partition with unflushed appends.
+#[derive(Debug)]
+pub(super) struct DirtyEntry {
+    pub(super) partition: Arc<Partition>,
+    /// An acks=all request waits for it: flush at once.
+    pub(super) urgent: bool,
+    /// Under a flush policy, when to look at it again (it was not due).
+    pub(super) not_before: Option<Instant>,
+    /// When it was marked: the partition waiting longest is flushed first,
+    /// so that none starves while others are marked again and again.
+    pub(super) marked: Instant,
 }
 
 impl Dirty {
@@ -69,17 +95,34 @@ impl Dirty {
     /// so it is woken only for news (a syscall saved per append).
     pub(super) fn mark(&mut self, p: &Arc<Partition>, urgent: bool) -> bool {
         let mut news = false;
-        let entry = self
-            .partitions
-            .entry(Arc::as_ptr(p) as usize)
-            .or_insert_with(|| {
-                news = true;
-                (Arc::clone(p), false)
-            });
-        news |= urgent && !entry.1;
-        entry.1 |= urgent;
+        let entry = self.partitions.entry(key(p)).or_insert_with(|| {
+            news = true;
+            DirtyEntry {
+                partition: Arc::clone(p),
+                urgent: false,
+                not_before: None,
+                marked: Instant::now(),
+            }
+        });
+        news |= urgent && !entry.urgent;
+        entry.urgent |= urgent;
+        if urgent {
+            entry.not_before = None;
+        }
         news
     }
+
+    /// Whether any partition waits for a flush that no flusher thread has
+    /// taken.
+    #[cfg(test)]
+    pub(super) fn any_waiting(&self) -> bool {
+        self.partitions.keys().any(|k| !self.in_flight.contains(k))
+    }
+}
+
+/// A partition's key in [`Dirty`]: its address.
+pub(super) fn key(p: &Arc<Partition>) -> usize {
+    Arc::as_ptr(p) as usize
 }
 
 /// Each topic's partitions, `None` for those placed on another broker (or
@@ -100,9 +143,6 @@ pub(super) struct Shared {
     pub(super) creating: Mutex<()>,
     pub(super) dirty: Mutex<Dirty>,
     pub(super) dirty_changed: Condvar,
-    /// Bumped whenever records become visible; waiters re-check.
-    pub(super) visible_generation: Mutex<u64>,
-    pub(super) visible_changed: Condvar,
     pub(super) stop: AtomicBool,
     pub(super) connections: AtomicUsize,
     /// The bound on request bytes held in memory.
@@ -134,8 +174,6 @@ impl Shared {
             creating: Mutex::new(()),
             dirty: Mutex::new(Dirty::default()),
             dirty_changed: Condvar::new(),
-            visible_generation: Mutex::new(0),
-            visible_changed: Condvar::new(),
             stop: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
             request_memory: RequestMemory::new(config.queued_request_bytes_max),
@@ -354,31 +392,21 @@ impl Shared {
         }
     }
 
-    pub(super) fn notify_visible(&self) {
-        *lock(&self.visible_generation) += 1;
-        self.visible_changed.notify_all();
+    /// A watch on the partitions a fetch asks for that this broker
+    /// serves (a fetch for any other is answered at once with its error).
+    pub(super) fn watch_fetch(&self, asked: &[FetchPartition]) -> Watch {
+        let topics = self.read_topics();
+        let served = asked.iter().filter_map(|a| {
+            let p = topics.get(&a.topic)?.get(a.partition as usize)?.as_ref()?;
+            Some(Arc::clone(&p.waiters))
+        });
+        Watch::new(served.collect())
     }
 
-    /// The visibility generation, to pass to [`Shared::wait_visible`].
-    pub(super) fn visible_generation(&self) -> u64 {
-        *lock(&self.visible_generation)
-    }
-
-    /// Waits until records become visible after `generation`, or `deadline`.
-    pub(super) fn wait_visible(&self, generation: u64, deadline: Instant) {
-        let mut g = lock(&self.visible_generation);
-        while *g == generation {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return;
-            }
-            // Wake now and then to notice a shutdown.
-            let wait = left.min(Duration::from_millis(200));
-            g = self
-                .visible_changed
-                .wait_timeout(g, wait)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+    /// Wakes everyone waiting on any partition (at a shutdown).
+    pub(super) fn wake_all_waiters(&self) {
+        for p in self.all_partitions() {
+            p.waiters.wake_all();
         }
     }
 
@@ -403,6 +431,11 @@ impl Shared {
     /// Whether a partition this broker holds could not be opened.
     pub(super) fn is_offline(&self, topic: &str, partition: u32) -> bool {
         lock(&self.offline).contains_key(&(topic.to_string(), partition))
+    }
+
+    /// How many partitions this broker serves.
+    pub(super) fn served_count(&self) -> usize {
+        self.read_topics().values().flatten().flatten().count()
     }
 
     pub(super) fn all_partitions(&self) -> Vec<Arc<Partition>> {

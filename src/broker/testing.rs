@@ -12,8 +12,14 @@ use crate::storage::store::Store;
 
 /// A quiet broker's state over a fresh simulated disk, without a registry.
 pub(super) fn shared() -> (Arc<SimFs>, Arc<Shared>) {
+    shared_with(|_| {})
+}
+
+/// [`shared`], with its configuration changed by `change` first.
+pub(super) fn shared_with(change: impl FnOnce(&mut BrokerConfig)) -> (Arc<SimFs>, Arc<Shared>) {
     let sim = Arc::new(SimFs::new());
     let mut config = BrokerConfig::new("/data", "127.0.0.1:0");
+    change(&mut config);
     config.vfs = sim.clone();
     config.quiet = true;
     // Small indexes: a simulated disk holds every byte in memory.

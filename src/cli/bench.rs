@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
+use crate::tools::bench::contention::RollRun;
 use crate::tools::bench::workload::ProduceRun;
 use crate::tools::bench::{self, Measurement, Setup};
 
@@ -34,9 +35,10 @@ pub struct Common {
     /// Topic to use (default: a fresh one per run).
     #[arg(short = 't', long = "topic", value_parser = super::topic_arg)]
     pub topic: Option<String>,
-    /// Partitions of a topic the run creates (own broker only).
-    #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::limits::PARTITIONS_MAX)))]
-    pub partitions: u32,
+    /// Partitions of a topic the run creates (default 1; fanout 64, one
+    /// producer each; roll 2).
+    #[arg(long = "partitions", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::limits::PARTITIONS_MAX)))]
+    pub partitions: Option<u32>,
     /// One JSON object on stdout instead of Kafka's final line.
     #[arg(long = "json")]
     pub json: bool,
@@ -106,6 +108,49 @@ pub enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// acks=all across many partitions, one producer pinned to each: every
+    /// acknowledgement waits for an fsync of its own partition.
+    Fanout {
+        /// Records to send, in all.
+        #[arg(short = 'n', long = "records", default_value_t = 200_000)]
+        records: u64,
+        /// Bytes per record value.
+        #[arg(short = 's', long = "record-size", value_name = "SIZE", default_value = "200", value_parser = super::size_arg)]
+        value_bytes: u64,
+        /// Records per batch (one request each).
+        #[arg(long = "batch", value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::limits::BATCH_RECORDS_MAX)))]
+        batch_records: u32,
+        /// Requests in flight per producer.
+        #[arg(long = "in-flight", value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=65536))]
+        in_flight_max: u32,
+        /// Options every measurement takes.
+        #[command(flatten)]
+        common: Common,
+    },
+    /// acks=all produce latency on partition 0 while partition 1 is written
+    /// in the background and rolls a segment every --segment-bytes.
+    Roll {
+        /// Records to send to partition 0 (one a request, one request in
+        /// flight).
+        #[arg(short = 'n', long = "records", default_value_t = 20_000)]
+        records: u64,
+        /// Bytes per record value.
+        #[arg(short = 's', long = "record-size", value_name = "SIZE", default_value = "200", value_parser = super::size_arg)]
+        value_bytes: u64,
+        /// Acknowledgements of the measured producer: 0, 1 or all.
+        #[arg(long = "acks", value_name = "0|1|all", default_value = "all", value_parser = super::acks_arg)]
+        acks: i8,
+        /// Bytes a second written to partition 1 (acks=1, 64 KiB requests).
+        #[arg(long = "background-rate", value_name = "SIZE", default_value = "16MiB", value_parser = super::size_arg)]
+        background_bytes_per_sec: u64,
+        /// Segment size of the benchmark's own broker (with -b, the
+        /// broker's own --segment-bytes decides).
+        #[arg(long = "segment-bytes", value_name = "SIZE", default_value = "1MiB", value_parser = segment_size_arg)]
+        segment_bytes: u64,
+        /// Options every measurement takes.
+        #[command(flatten)]
+        common: Common,
+    },
     /// The 2011 paper's experiments, beside its published figures.
     Paper {
         /// Records per experiment (the paper: 10 million).
@@ -126,6 +171,23 @@ fn fetch_size_arg(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("{s} is outside 1 byte..4GiB"))
 }
 
+/// Partitions of a fanout run without --partitions.
+const FANOUT_PARTITIONS: u32 = 64;
+
+/// `--segment-bytes` of `roll`: within the broker's segment size limits.
+fn segment_size_arg(s: &str) -> Result<u64, String> {
+    let n = super::size_arg(s)?;
+    let range = crate::limits::SEGMENT_BYTES_MIN..=crate::limits::SEGMENT_BYTES_MAX;
+    if !range.contains(&n) {
+        return Err(format!(
+            "{s} is outside {}..={} bytes",
+            range.start(),
+            range.end()
+        ));
+    }
+    Ok(n)
+}
+
 /// `--record-size` of `latency`: room for the 8-byte send time.
 fn latency_size_arg(s: &str) -> Result<u64, String> {
     let n = super::size_arg(s)?;
@@ -140,11 +202,16 @@ fn latency_size_arg(s: &str) -> Result<u64, String> {
 /// Runs `klog-bench`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::handle_signals(|| {})?;
+    let segment_bytes = match &args.command {
+        Command::Roll { segment_bytes, .. } => Some(*segment_bytes),
+        _ => None,
+    };
     let (common, measurement) = measurement(args.command)?;
     let setup = Setup {
         broker: common.broker,
         topic: common.topic,
-        partitions: common.partitions,
+        partitions: common.partitions.unwrap_or(1),
+        segment_bytes,
         json: common.json,
         quiet: common.quiet,
     };
@@ -171,6 +238,7 @@ fn measurement(command: Command) -> anyhow::Result<(Common, Measurement)> {
                 acks,
                 in_flight_max: in_flight_max as usize,
                 producers,
+                pinned: false,
             };
             (common, Measurement::Produce(run))
         }
@@ -202,6 +270,56 @@ fn measurement(command: Command) -> anyhow::Result<(Common, Measurement)> {
             };
             (common, measurement)
         }
+        command @ (Command::Fanout { .. } | Command::Roll { .. }) => contention(command)?,
         Command::Paper { records, common } => (common, Measurement::Paper { records }),
+    })
+}
+
+/// The measurement of `fanout` or `roll`, and the options it takes.
+fn contention(command: Command) -> anyhow::Result<(Common, Measurement)> {
+    Ok(match command {
+        Command::Fanout {
+            records,
+            value_bytes,
+            batch_records,
+            in_flight_max,
+            common,
+        } => {
+            let partitions = common.partitions.unwrap_or(FANOUT_PARTITIONS);
+            let run = ProduceRun {
+                records,
+                value_bytes: usize::try_from(value_bytes)?,
+                batch_records,
+                acks: crate::protocol::ACKS_ALL,
+                in_flight_max: in_flight_max as usize,
+                producers: partitions,
+                pinned: true,
+            };
+            (common, Measurement::Fanout { run, partitions })
+        }
+        Command::Roll {
+            records,
+            value_bytes,
+            acks,
+            background_bytes_per_sec,
+            segment_bytes: _,
+            common,
+        } => {
+            let measured = ProduceRun {
+                records,
+                value_bytes: usize::try_from(value_bytes)?,
+                batch_records: 1,
+                acks,
+                in_flight_max: 1,
+                producers: 1,
+                pinned: true,
+            };
+            let run = RollRun {
+                measured,
+                background_bytes_per_sec,
+            };
+            (common, Measurement::Roll(run))
+        }
+        _ => unreachable!("only fanout and roll are contention runs"),
     })
 }

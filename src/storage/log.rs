@@ -567,10 +567,22 @@ impl Log {
 
     /// Deletes whole segments from the front whose newest record was
     /// appended longer ago than the retention time (the append time, not
-    /// the producer's timestamp, so replaying old records keeps them), or while the log exceeds the retention
-    /// size; never the active segment. Returns the base offsets deleted.
+    /// the producer's timestamp, so replaying old records keeps them), or
+    /// while the log exceeds the retention size; never the active segment.
+    /// Returns the base offsets deleted. (A caller that holds a lock around
+    /// the log takes them out under it with [`Log::take_expired`] and
+    /// deletes them after letting go.)
     pub fn apply_retention(&mut self, now_ms: i64) -> Result<Vec<u64>> {
-        let mut deleted = Vec::new();
+        self.take_expired(now_ms).delete()
+    }
+
+    /// Takes out of the log the segments [`Log::apply_retention`] would
+    /// delete, without touching a file: from now on the log starts after
+    /// them. Their files go with [`Expired::delete`], which needs no access
+    /// to the log (the unlinks and the directory fsync are slow; appends
+    /// need not wait for them).
+    pub fn take_expired(&mut self, now_ms: i64) -> Expired {
+        let mut segments = Vec::new();
         let mut total = self.size_bytes();
         while self.segments.len() > 1 {
             let oldest = self.segments.values().next().expect("segment");
@@ -589,29 +601,13 @@ impl Log {
             let base = oldest.base_offset;
             let segment = self.segments.remove(&base).expect("segment");
             total -= segment.size;
-            self.delete_segment_files(&segment)?;
-            deleted.push(base);
+            segments.push(segment);
         }
-        if !deleted.is_empty() {
-            fs::sync_directory(&*self.vfs, &self.dir)?;
+        Expired {
+            vfs: Arc::clone(&self.vfs),
+            dir: self.dir.clone(),
+            segments,
         }
-        Ok(deleted)
-    }
-
-    fn delete_segment_files(&self, segment: &Segment) -> Result<()> {
-        // The log goes first: an index left behind by a crash is an orphan
-        // that recovery removes, while a log left without its index is
-        // simply re-indexed. A reader holding the file open keeps reading.
-        let (index, timeindex) = index::index_paths(&segment.path);
-        for path in [&segment.path, &index, &timeindex] {
-            match self.vfs.remove(path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(Error::io("remove", path, e))
-                }
-                _ => {}
-            }
-        }
-        Ok(())
     }
 
     /// Flushes, trims the active index, and marks the log cleanly closed.
@@ -625,6 +621,43 @@ impl Log {
         self.active_mut().deactivate()?;
         recover::write_recovery_point(&*self.vfs, &self.dir, self.next_offset())?;
         fs::write_atomic(&*self.vfs, &self.dir, recover::CLEAN_SHUTDOWN_FILE, b"")
+    }
+}
+
+/// Segments retention took out of a log ([`Log::take_expired`]), whose
+/// files are still to be deleted. A reader holding one of their files
+/// open keeps reading it.
+#[derive(Debug)]
+#[must_use = "the segments' files stay until deleted"]
+pub struct Expired {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    segments: Vec<Segment>,
+}
+
+impl Expired {
+    /// Deletes the segments' files, then syncs the directory; returns
+    /// their base offsets. Files a crash leaves behind are old segments
+    /// again at the next open, which the next retention deletes.
+    pub fn delete(self) -> Result<Vec<u64>> {
+        for segment in &self.segments {
+            // The log goes first: an index left behind by a crash is an
+            // orphan that recovery removes, while a log left without its
+            // index is simply re-indexed.
+            let (index, timeindex) = index::index_paths(&segment.path);
+            for path in [&segment.path, &index, &timeindex] {
+                match self.vfs.remove(path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(Error::io("remove", path, e))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if !self.segments.is_empty() {
+            fs::sync_directory(&*self.vfs, &self.dir)?;
+        }
+        Ok(self.segments.iter().map(|s| s.base_offset).collect())
     }
 }
 

@@ -406,7 +406,7 @@ mod tests {
         );
         assert!(state.answer.is_empty() && state.unsettled.is_empty());
         let dirty = lock(&shared.dirty);
-        assert!(dirty.partitions.values().all(|(_, urgent)| *urgent));
+        assert!(dirty.partitions.values().all(|e| e.urgent));
         assert_eq!(dirty.partitions.len(), 1);
     }
 

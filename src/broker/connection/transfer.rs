@@ -32,8 +32,9 @@ pub(super) fn fetch(
     asked: &[FetchPartition],
 ) -> io::Result<()> {
     let budget = u64::from(response_bytes_max).min(limits::FETCH_RESPONSE_BYTES_MAX);
+    // Registered before the first look: a flush after it wakes the wait.
+    let watch = shared.watch_fetch(asked);
     let parts = loop {
-        let generation = shared.visible_generation();
         let (parts, bytes, errors) = gather(shared, asked, budget);
         let done = bytes >= u64::from(bytes_min)
             || errors
@@ -42,8 +43,9 @@ pub(super) fn fetch(
         if done {
             break parts;
         }
-        shared.wait_visible(generation, deadline);
+        watch.wait(deadline);
     };
+    drop(watch);
     let body_bytes = parts
         .iter()
         .map(|p| p.header.len() as u64 + p.slice.as_ref().map_or(0, |s| s.len))

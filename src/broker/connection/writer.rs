@@ -7,11 +7,13 @@ use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::transfer::fetch;
 use super::{broken, error_into, flush_out, produced_into, Appended, QueuedAnswer};
 use crate::broker::shared::{Partition, Shared};
+use crate::broker::watch::Watch;
 use crate::protocol::ErrorCode;
 use crate::storage::log::Fate;
 
@@ -103,7 +105,6 @@ impl Writer<'_> {
                     self.flush()?;
                 }
                 await_durable(
-                    self.shared,
                     &mut self.out,
                     correlation_id,
                     &partition,
@@ -138,7 +139,6 @@ impl Writer<'_> {
 /// Waits until `appended` is durable, or the partition fails, or the
 /// deadline passes, and appends the answer that says which to `out`.
 fn await_durable(
-    shared: &Shared,
     out: &mut Vec<u8>,
     correlation_id: u32,
     p: &Partition,
@@ -151,8 +151,10 @@ fn await_durable(
         epoch,
     } = *appended;
     let name = || format!("{} [{}]", p.topic, p.partition);
+    // Registered before the first look, so that a flush after it wakes
+    // the wait below; made only when the answer is not ready at once.
+    let mut watch = None;
     loop {
-        let generation = shared.visible_generation();
         if p.failed.load(Ordering::Acquire) {
             let why = p
                 .lock()
@@ -195,7 +197,10 @@ fn await_durable(
             );
             return error_into(out, correlation_id, ErrorCode::Timeout, &msg);
         }
-        shared.wait_visible(generation, deadline);
+        match &watch {
+            Some(watch) => Watch::wait(watch, deadline),
+            None => watch = Some(Watch::new(vec![Arc::clone(&p.waiters)])),
+        }
     }
 }
 
@@ -236,7 +241,7 @@ mod tests {
         flush_partition(&shared, &p);
         let soon = Instant::now() + std::time::Duration::from_millis(20);
         let mut out = Vec::new();
-        await_durable(&shared, &mut out, 9, &p, &appended(&info), soon);
+        await_durable(&mut out, 9, &p, &appended(&info), soon);
         let got = answers(&out);
         assert_eq!(got[0].1, ErrorCode::DiskFull, "{got:?}");
     }
@@ -249,11 +254,11 @@ mod tests {
         let info = append(&p);
         let soon = Instant::now() + std::time::Duration::from_millis(20);
         let mut out = Vec::new();
-        await_durable(&shared, &mut out, 1, &p, &appended(&info), soon);
+        await_durable(&mut out, 1, &p, &appended(&info), soon);
         flush_partition(&shared, &p);
-        await_durable(&shared, &mut out, 2, &p, &appended(&info), soon);
+        await_durable(&mut out, 2, &p, &appended(&info), soon);
         p.failed.store(true, Ordering::Release);
-        await_durable(&shared, &mut out, 3, &p, &appended(&info), soon);
+        await_durable(&mut out, 3, &p, &appended(&info), soon);
         let got = answers(&out);
         assert_eq!(got[0].1, ErrorCode::Timeout, "not durable by the deadline");
         assert_eq!(got[1].1, ErrorCode::None);

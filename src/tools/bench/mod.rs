@@ -2,14 +2,16 @@
 //! (or one of its own), with progress on stderr and the result on stdout as
 //! Kafka's perf-test line or one JSON object.
 //!
-//! The workloads themselves are in [`workload`]; the 2011 paper's
-//! experiments, run one after another and set beside its figures, in
-//! [`paper`].
+//! The workloads themselves are in [`workload`]; those that show one
+//! partition holding up others (head-of-line blocking) in [`contention`];
+//! the 2011 paper's experiments, run one after another and set beside its
+//! figures, in [`paper`].
 
 use std::io::IsTerminal;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+pub mod contention;
 pub mod paper;
 pub mod workload;
 
@@ -25,6 +27,9 @@ pub struct Setup {
     pub topic: Option<String>,
     /// Partitions of a topic the run creates (own broker only).
     pub partitions: u32,
+    /// Segment size of a broker of the benchmark's own (its default when
+    /// `None`).
+    pub segment_bytes: Option<u64>,
     /// One JSON object on stdout instead of Kafka's final line.
     pub json: bool,
     /// No progress on stderr.
@@ -57,6 +62,15 @@ pub enum Measurement {
         /// Records per second.
         rate_per_sec: u64,
     },
+    /// acks=all across many partitions, one producer pinned to each.
+    Fanout {
+        /// The producers' run (`producers` is one per partition).
+        run: ProduceRun,
+        /// Partitions of the topic it creates.
+        partitions: u32,
+    },
+    /// Produce latency on one partition while another rolls segments.
+    Roll(contention::RollRun),
     /// The 2011 paper's experiments, beside its published figures.
     Paper {
         /// Records per experiment.
@@ -79,8 +93,53 @@ pub fn run(setup: &Setup, measurement: &Measurement) -> anyhow::Result<()> {
             value_bytes,
             rate_per_sec,
         } => measure_latency(setup, records, value_bytes, rate_per_sec),
+        Measurement::Fanout {
+            ref run,
+            partitions,
+        } => measure_fanout(setup, run, partitions),
+        Measurement::Roll(ref run) => measure_roll(setup, run),
         Measurement::Paper { records } => paper::run(setup, records),
     }
+}
+
+fn measure_fanout(setup: &Setup, run: &ProduceRun, partitions: u32) -> anyhow::Result<()> {
+    let setup = Setup {
+        partitions,
+        ..setup.clone()
+    };
+    let target = Target::new(&setup)?;
+    let topic = topic(&setup, "fanout");
+    let progress = Progress::new(run.records, "fanout", setup.quiet);
+    let report = contention::fanout(&target.addr, &topic, partitions, run, &|n| {
+        progress.update(n)
+    })?;
+    progress.finish();
+    print_report(&report, "fanout", "sent", setup.json);
+    Ok(())
+}
+
+fn measure_roll(setup: &Setup, run: &contention::RollRun) -> anyhow::Result<()> {
+    let setup = Setup {
+        partitions: setup.partitions.max(2),
+        ..setup.clone()
+    };
+    let target = Target::new(&setup)?;
+    let topic = topic(&setup, "roll");
+    let progress = Progress::new(run.measured.records, "roll", setup.quiet);
+    let report = contention::roll(&target.addr, &topic, run, &|n| progress.update(n))?;
+    progress.finish();
+    if !setup.quiet {
+        let segment_bytes = setup
+            .segment_bytes
+            .filter(|_| target.own.is_some())
+            .map_or("the broker's --segment-bytes".to_string(), mib);
+        eprintln!(
+            "% partition 1 took {} meanwhile (segments of {segment_bytes})",
+            mib(report.background_bytes)
+        );
+    }
+    print_report(&report.measured, "roll", "sent", setup.json);
+    Ok(())
 }
 
 fn measure_produce(setup: &Setup, run: &ProduceRun) -> anyhow::Result<()> {
@@ -149,7 +208,7 @@ impl Target {
                 own: None,
             },
             None => {
-                let own = OwnBroker::start(setup.partitions.max(1))?;
+                let own = OwnBroker::start(setup.partitions.max(1), setup.segment_bytes)?;
                 Target {
                     addr: own.addr(),
                     own: Some(own),
@@ -220,6 +279,11 @@ impl Progress {
             bar.finish_and_clear();
         }
     }
+}
+
+/// Bytes in MiB, for a human.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
 
 fn print_report(report: &Report, kind: &str, verb: &str, json: bool) {

@@ -52,6 +52,7 @@ fn produce_experiments(
             acks: crate::protocol::ACKS_LEADER,
             in_flight_max: 256,
             producers: 1,
+            pinned: false,
         };
         // Each experiment starts with the disk idle, not writing back the
         // previous one's gigabytes.

@@ -89,8 +89,10 @@ pub struct OwnBroker {
 }
 
 impl OwnBroker {
-    /// Starts one on 127.0.0.1, a free port, and a fresh directory.
-    pub fn start(partitions: u32) -> anyhow::Result<OwnBroker> {
+    /// Starts one on 127.0.0.1, a free port, and a fresh directory, whose
+    /// topics have `partitions` partitions and segments of `segment_bytes`
+    /// (the broker's default when `None`).
+    pub fn start(partitions: u32, segment_bytes: Option<u64>) -> anyhow::Result<OwnBroker> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -98,6 +100,9 @@ impl OwnBroker {
         let mut config = BrokerConfig::new(&dir, "127.0.0.1:0");
         config.quiet = true;
         config.partitions_default = partitions;
+        if let Some(bytes) = segment_bytes {
+            config.log.segment_bytes = bytes;
+        }
         let broker = Broker::open(config)?;
         let handle = broker.handle()?;
         let thread = std::thread::Builder::new()
@@ -169,6 +174,9 @@ pub struct ProduceRun {
     pub in_flight_max: usize,
     /// Producers (threads, each with its connection).
     pub producers: u32,
+    /// Each producer sends to one partition only (producer i to partition
+    /// i, wrapping around), instead of moving to the next after each batch.
+    pub pinned: bool,
 }
 
 /// Produces `run.records` records of `run.value_bytes` bytes to `topic`
@@ -242,7 +250,7 @@ fn produce_share(
     let mut now = crate::clock::now_ms();
     for i in 0..records {
         producer.send(partition, &record, &[], now)?;
-        if (i + 1) % u64::from(run.batch_records.max(1)) == 0 {
+        if !run.pinned && (i + 1) % u64::from(run.batch_records.max(1)) == 0 {
             partition = (partition + 1) % partitions;
         }
         if i % 4096 == 4095 {
@@ -266,6 +274,7 @@ pub fn fill(addr: &str, topic: &str, records: u64, value_bytes: usize) -> Result
         acks: crate::protocol::ACKS_ALL,
         in_flight_max: 8,
         producers: 1,
+        pinned: false,
     };
     produce(addr, topic, &run, &|_| {}).map(|_| ())
 }
