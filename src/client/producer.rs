@@ -178,20 +178,19 @@ impl Batches {
     }
 
     /// Adds an admitted record (after its batch went, if it had to); true
-    /// when the batch is now full and must go.
+    /// when the batch is now full and must go. Inlined, so that the
+    /// admitted record stays in registers on the hot path.
+    #[inline]
     pub fn push(
         &mut self,
         partition: u32,
         record: &ParsedRecord,
         admitted: &Admitted<'_, '_>,
     ) -> bool {
-        let builder = &mut self.builders[partition as usize];
-        if builder.is_empty() {
-            // One clock read per batch, not per record.
-            let now = Instant::now();
-            self.opened[partition as usize] = Some(now);
-            self.oldest.get_or_insert(now);
+        if self.builders[partition as usize].is_empty() {
+            self.open(partition);
         }
+        let builder = &mut self.builders[partition as usize];
         builder.push(
             admitted.timestamp,
             record.key.as_deref(),
@@ -204,6 +203,15 @@ impl Batches {
     /// The batch being filled for `partition` (emptied by [`Batches::clear`]).
     pub fn batch(&mut self, partition: u32) -> &mut BatchBuilder {
         &mut self.builders[partition as usize]
+    }
+
+    /// Notes that the batch of `partition` gets its first record: one
+    /// clock read per batch, not per record, out of the record's way.
+    #[cold]
+    fn open(&mut self, partition: u32) {
+        let now = Instant::now();
+        self.opened[partition as usize] = Some(now);
+        self.oldest.get_or_insert(now);
     }
 
     /// When the batch of `partition` got its first record (`None` while

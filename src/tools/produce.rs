@@ -568,6 +568,7 @@ impl Run {
     }
 
     /// The sink, opened on first use, and the partition for `key`.
+    #[inline]
     fn sink_for(
         &mut self,
         options: &Options,
