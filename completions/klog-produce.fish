@@ -6,8 +6,9 @@ complete -c klog-produce -s D -d 'Record delimiter (escapes: \\n \\t \\0 \\xNN)'
 complete -c klog-produce -s H -d 'Header added to every record (repeatable)' -r
 complete -c klog-produce -l batch -d 'Records per batch' -r
 complete -c klog-produce -l batch-bytes -d 'Bytes per batch' -r
-complete -c klog-produce -l linger -d 'How long a partial batch waits for more input before it is written' -r
+complete -c klog-produce -l linger -d 'The most a batch waits after its first record before it is written, whatever the input does' -r
 complete -c klog-produce -l acks -d 'Acknowledgements: 0 (none), 1 (appended), all (durable)' -r
+complete -c klog-produce -l message-timeout -d 'Delivery deadline: a record the broker has not acknowledged this long after it was read counts as failed (connecting included; exit 1). SIGINT or SIGTERM gives what was sent half a second more, a second signal ends at once' -r
 complete -c klog-produce -l partitions -d 'Embedded mode: partitions of a topic this command creates (with a broker, the broker\'s --partitions applies)' -r
 complete -c klog-produce -s b -l broker -d 'The broker to send to' -r
 complete -c klog-produce -l data-dir -d 'Embedded mode: append to the logs in this data directory directly, with no broker (takes each partition\'s writer lock)' -r -F

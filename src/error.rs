@@ -306,6 +306,25 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A broker took no request or gave no answer within the deadline
+    /// (it is stopped, overloaded or unreachable).
+    #[error("{op} broker {addr}: no answer within {waited_ms} ms")]
+    TimedOut {
+        /// What was being done ("connect to", "send to", "read from").
+        op: &'static str,
+        /// The broker's address.
+        addr: String,
+        /// How long it waited, in milliseconds.
+        waited_ms: u64,
+    },
+
+    /// A stop signal (SIGINT, SIGTERM) came while waiting on a broker.
+    #[error("stopped by a signal while waiting on broker {addr}")]
+    Stopped {
+        /// The broker's address.
+        addr: String,
+    },
+
     /// A broker answered with an error.
     #[error("the broker says: {message} ({code})")]
     Broker {

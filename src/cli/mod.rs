@@ -104,9 +104,11 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
 }
 
 /// Blocks SIGINT and SIGTERM in every thread and handles them on a
-/// dedicated one, which sets [`crate::stop::STOP`] and calls
-/// `on_signal`. Loops check the flag and end cleanly (exit 0). Call before
-/// starting other threads.
+/// dedicated one. The first signal sets [`crate::stop::STOP`] and calls
+/// `on_signal`: loops check the flag and end cleanly (exit 0) within a
+/// second. A second signal ends the process at once: it dies by that
+/// signal (the default action, which a shell reports as 130 or 143),
+/// flushing nothing. Call before starting other threads.
 pub fn handle_signals(on_signal: impl Fn() + Send + 'static) -> anyhow::Result<()> {
     use nix::sys::signal::{SigSet, Signal};
     let mut set = SigSet::empty();
@@ -116,8 +118,18 @@ pub fn handle_signals(on_signal: impl Fn() + Send + 'static) -> anyhow::Result<(
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            if set.wait().is_ok() {
-                crate::stop::STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+            while let Ok(signal) = set.wait() {
+                if crate::stop::stopping() {
+                    // Asked twice: the user does not want to wait. No
+                    // handler is installed, so once unblocked here the
+                    // signal's default action ends the process.
+                    let mut again = SigSet::empty();
+                    again.add(signal);
+                    let _ = again.thread_unblock();
+                    let _ = nix::sys::signal::raise(signal);
+                    std::process::exit(128 + signal as i32);
+                }
+                crate::stop::stop();
                 on_signal();
             }
         })?;

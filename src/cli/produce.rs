@@ -42,12 +42,19 @@ pub struct Args {
     /// Bytes per batch.
     #[arg(long = "batch-bytes", value_name = "SIZE", default_value = "1MiB", value_parser = super::size_arg)]
     pub batch_bytes: u64,
-    /// How long a partial batch waits for more input before it is written.
+    /// The most a batch waits after its first record before it is
+    /// written, whatever the input does.
     #[arg(long = "linger", value_name = "DURATION", default_value = "100ms", value_parser = super::duration_arg)]
     pub linger_ms: u64,
     /// Acknowledgements: 0 (none), 1 (appended), all (durable).
     #[arg(long = "acks", value_name = "0|1|all", default_value = "all", value_parser = super::acks_arg)]
     pub acks: i8,
+    /// Delivery deadline: a record the broker has not acknowledged this
+    /// long after it was read counts as failed (connecting included; exit
+    /// 1). SIGINT or SIGTERM gives what was sent half a second more, a
+    /// second signal ends at once.
+    #[arg(long = "message-timeout", value_name = "DURATION", default_value = "30s", value_parser = message_timeout_arg)]
+    pub message_timeout_ms: u64,
     /// Embedded mode: partitions of a topic this command creates (with a
     /// broker, the broker's --partitions applies).
     #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(limits::PARTITIONS_MAX)))]
@@ -88,6 +95,14 @@ pub struct Args {
     pub files: Vec<PathBuf>,
 }
 
+/// A delivery deadline: a duration of at least 1ms.
+fn message_timeout_arg(s: &str) -> Result<u64, String> {
+    match super::duration_arg(s)? {
+        0 => Err("a message timeout must be longer than 0".into()),
+        ms => Ok(ms),
+    }
+}
+
 fn parse_header(s: &str) -> Result<(String, String), String> {
     let (n, v) = s
         .split_once('=')
@@ -114,6 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         linger_ms: args.linger_ms,
         acks: args.acks,
+        message_timeout_ms: args.message_timeout_ms,
         partitions: args.partitions,
         broker: args.broker,
         data_dir: args.data_dir,

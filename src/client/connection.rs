@@ -1,31 +1,91 @@
 //! One connection to a broker for single requests, and [`Connections`],
 //! the per-broker pool of them.
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+//!
+//! Every network call has a deadline. A client socket has a read and write
+//! timeout of [`TICK`]: a call blocked on a broker that does not answer
+//! wakes up that often, asks its caller's patience (a deadline passed? a
+//! stop signal?) and either goes on where it was or gives up with
+//! [`Error::TimedOut`] or [`Error::Stopped`]. So a tool waiting on a
+//! stopped broker still ends within a second of SIGINT, and a request
+//! never waits longer than its deadline.
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsFd, AsRawFd};
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::limits;
 use crate::protocol::{self, ErrorCode, Reader, TopicMetadata};
 
 /// How long to wait for a broker to accept a connection.
-pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often a socket call blocked on a broker wakes up to look at its
+/// deadline and the stop flag (the sockets' read and write timeout).
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// How long a request waits for its answer unless its caller says
+/// otherwise: the broker's own default request timeout.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_millis(limits::REQUEST_TIMEOUT_MS_DEFAULT);
 
 /// Largest response a client reads: the longest fetch answer a broker
 /// sends, whatever the budget (the other answers are far shorter).
 const RESPONSE_BYTES_MAX: u32 = protocol::fetch_response_frame_bytes(u32::MAX);
 
-/// Opens a TCP connection to a broker.
+/// What a blocked socket call asks each [`TICK`] it waits without
+/// progress, with what it is doing ("read from"): `Err` gives it up.
+pub(super) trait Patience: FnMut(&'static str) -> Result<()> {}
+impl<F: FnMut(&'static str) -> Result<()>> Patience for F {}
+
+/// Patience until `timeout` from now, or a stop signal.
+pub(super) fn until(addr: &str, timeout: Duration) -> impl Patience + '_ {
+    let deadline = Instant::now() + timeout;
+    move |op| {
+        if crate::stop::stopping() {
+            return Err(Error::Stopped {
+                addr: addr.to_string(),
+            });
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::TimedOut {
+                op,
+                addr: addr.to_string(),
+                waited_ms: timeout.as_millis() as u64,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Whether an I/O error is a socket timeout (a [`TICK`] without progress).
+fn is_tick(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+/// Opens a TCP connection to a broker, giving up after [`CONNECT_TIMEOUT`]
+/// or on a stop signal.
 pub fn connect(addr: &str) -> Result<TcpStream> {
+    connect_with(addr, &mut until(addr, CONNECT_TIMEOUT))
+}
+
+/// Opens a TCP connection to a broker as long as `patience` lasts; the
+/// socket gets its read and write timeouts of [`TICK`].
+pub(super) fn connect_with(addr: &str, patience: &mut impl Patience) -> Result<TcpStream> {
     let net = |source| Error::Network {
         op: "connect to",
         addr: addr.to_string(),
         source,
     };
-    let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "no address");
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
     for sock in addr.to_socket_addrs().map_err(net)? {
-        match TcpStream::connect_timeout(&sock, CONNECT_TIMEOUT) {
+        match connect_one(sock, patience)? {
             Ok(s) => {
                 let _ = s.set_nodelay(true);
+                s.set_read_timeout(Some(TICK)).map_err(net)?;
+                s.set_write_timeout(Some(TICK)).map_err(net)?;
                 return Ok(s);
             }
             Err(e) => last = e,
@@ -34,26 +94,125 @@ pub fn connect(addr: &str) -> Result<TcpStream> {
     Err(net(last))
 }
 
-/// Reads one frame's body (after its length) into `buf`.
-pub(super) fn read_frame(input: impl Read, buf: &mut Vec<u8>, addr: &str) -> Result<()> {
-    read_frame_max(input, buf, addr, RESPONSE_BYTES_MAX)
+/// One connection attempt, non-blocking so that it can be given up: the
+/// outer error gives up, the inner one is the address's refusal.
+fn connect_one(sock: SocketAddr, patience: &mut impl Patience) -> Result<io::Result<TcpStream>> {
+    use nix::poll::{poll, PollFd, PollFlags};
+    use nix::sys::socket::{self, sockopt, AddressFamily, SockFlag, SockType, SockaddrStorage};
+    let family = match sock {
+        SocketAddr::V4(_) => AddressFamily::Inet,
+        SocketAddr::V6(_) => AddressFamily::Inet6,
+    };
+    let flags = SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC;
+    let fd = match socket::socket(family, SockType::Stream, flags, None) {
+        Ok(fd) => fd,
+        Err(e) => return Ok(Err(e.into())),
+    };
+    match socket::connect(fd.as_raw_fd(), &SockaddrStorage::from(sock)) {
+        Ok(()) | Err(nix::errno::Errno::EINPROGRESS) => {}
+        Err(e) => return Ok(Err(e.into())),
+    }
+    loop {
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLOUT)];
+        match poll(&mut fds, TICK.as_millis() as u16) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => patience("connect to")?,
+            Ok(_) => break,
+            Err(e) => return Ok(Err(e.into())),
+        }
+    }
+    match socket::getsockopt(&fd, sockopt::SocketError) {
+        Ok(0) => {}
+        Ok(code) => return Ok(Err(io::Error::from_raw_os_error(code))),
+        Err(e) => return Ok(Err(e.into())),
+    }
+    let stream = TcpStream::from(fd);
+    Ok(stream.set_nonblocking(false).map(|()| stream))
 }
 
-/// Reads one frame's body (after its length), of at most `bytes_max`
-/// bytes, into `buf`.
+/// Reads exactly `buf.len()` bytes, waiting as long as `patience` lasts.
+/// What was read before a timeout is kept: a [`TICK`] loses nothing.
+pub(super) fn read_exact_with(
+    mut input: impl Read,
+    buf: &mut [u8],
+    addr: &str,
+    patience: &mut impl Patience,
+) -> Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        match input.read(&mut buf[at..]) {
+            Ok(0) => {
+                return Err(Error::Network {
+                    op: "read from",
+                    addr: addr.to_string(),
+                    source: io::ErrorKind::UnexpectedEof.into(),
+                })
+            }
+            Ok(n) => at += n,
+            Err(e) if is_tick(&e) => patience("read from")?,
+            Err(source) => {
+                return Err(Error::Network {
+                    op: "read from",
+                    addr: addr.to_string(),
+                    source,
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `bytes`, waiting as long as `patience` lasts.
+pub(super) fn write_all_with(
+    mut output: impl Write,
+    mut bytes: &[u8],
+    addr: &str,
+    patience: &mut impl Patience,
+) -> Result<()> {
+    while !bytes.is_empty() {
+        match output.write(bytes) {
+            Ok(0) => {
+                return Err(Error::Network {
+                    op: "send to",
+                    addr: addr.to_string(),
+                    source: io::ErrorKind::WriteZero.into(),
+                })
+            }
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if is_tick(&e) => patience("send to")?,
+            Err(source) => {
+                return Err(Error::Network {
+                    op: "send to",
+                    addr: addr.to_string(),
+                    source,
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads one frame's body (after its length) into `buf`, waiting as long
+/// as `patience` lasts.
+pub(super) fn read_frame(
+    input: impl Read,
+    buf: &mut Vec<u8>,
+    addr: &str,
+    patience: &mut impl Patience,
+) -> Result<()> {
+    read_frame_max(input, buf, addr, RESPONSE_BYTES_MAX, patience)
+}
+
+/// Reads one frame's body (after its length) of at most `bytes_max` bytes
+/// into `buf`, waiting as long as `patience` lasts.
 pub(super) fn read_frame_max(
     mut input: impl Read,
     buf: &mut Vec<u8>,
     addr: &str,
     bytes_max: u32,
+    patience: &mut impl Patience,
 ) -> Result<()> {
-    let net = |source| Error::Network {
-        op: "read from",
-        addr: addr.to_string(),
-        source,
-    };
     let mut len = [0u8; 4];
-    input.read_exact(&mut len).map_err(net)?;
+    read_exact_with(&mut input, &mut len, addr, patience)?;
     let n = u32::from_le_bytes(len);
     if n > bytes_max || (n as usize) < protocol::RESPONSE_HEADER_BYTES {
         return Err(Error::Protocol {
@@ -62,7 +221,7 @@ pub(super) fn read_frame_max(
         });
     }
     buf.resize(n as usize, 0);
-    input.read_exact(buf).map_err(net)
+    read_exact_with(input, buf, addr, patience)
 }
 
 pub(super) fn protocol_error(addr: &str, e: protocol::ProtocolError) -> Error {
@@ -80,17 +239,29 @@ pub struct Connection {
     pub(super) next_id: u32,
     frame: Vec<u8>,
     response: Vec<u8>,
+    /// How long a request waits for its answer.
+    timeout: Duration,
 }
 
 impl Connection {
-    /// Connects to the broker at `addr`.
+    /// Connects to the broker at `addr`; each request waits up to
+    /// [`REQUEST_TIMEOUT`] for its answer.
     pub fn connect(addr: &str) -> Result<Connection> {
+        Connection::connect_timeout(addr, REQUEST_TIMEOUT)
+    }
+
+    /// Connects to the broker at `addr` within `timeout` (and
+    /// [`CONNECT_TIMEOUT`]); each request then waits up to `timeout` for its
+    /// answer.
+    pub fn connect_timeout(addr: &str, timeout: Duration) -> Result<Connection> {
+        let wait = timeout.min(CONNECT_TIMEOUT);
         Ok(Connection {
-            stream: connect(addr)?,
+            stream: connect_with(addr, &mut until(addr, wait))?,
             addr: addr.to_string(),
             next_id: 0,
             frame: Vec::new(),
             response: Vec::new(),
+            timeout,
         })
     }
 
@@ -109,14 +280,9 @@ impl Connection {
         self.next_id = self.next_id.wrapping_add(1);
         let id = self.next_id;
         encode(&mut self.frame, id);
-        (&self.stream)
-            .write_all(&self.frame)
-            .map_err(|source| Error::Network {
-                op: "send to",
-                addr: self.addr.clone(),
-                source,
-            })?;
-        read_frame(&self.stream, &mut self.response, &self.addr)?;
+        let mut patience = until(&self.addr, self.timeout);
+        write_all_with(&self.stream, &self.frame, &self.addr, &mut patience)?;
+        read_frame(&self.stream, &mut self.response, &self.addr, &mut patience)?;
         let mut r = Reader::new(&self.response);
         let header =
             protocol::decode_response_header(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
@@ -223,7 +389,8 @@ impl Connections {
 
     /// Runs `request` on the connection to `addr`. A connection that
     /// breaks is dropped and `request` tried once more on a new one (a
-    /// broker restarted since the last request).
+    /// broker restarted since the last request); one that timed out or
+    /// was stopped is dropped, and that is the answer.
     pub fn with<T>(
         &mut self,
         addr: &str,
@@ -241,6 +408,12 @@ impl Connections {
                     if attempt == 1 {
                         return Err(e);
                     }
+                }
+                // Given up midway: the connection may hold half an answer.
+                // A broker that did not answer in time gets no second wait.
+                Err(e @ (Error::TimedOut { .. } | Error::Stopped { .. })) => {
+                    self.open.remove(addr);
+                    return Err(e);
                 }
                 other => return other,
             }
@@ -264,13 +437,14 @@ mod tests {
     #[test]
     fn read_frame_refuses_lengths_out_of_bounds_before_reading_them() {
         let mut buf = Vec::new();
+        let mut never = |_| -> Result<()> { unreachable!("no timeout reading a slice") };
         for n in [
             0,
             protocol::RESPONSE_HEADER_BYTES as u32 - 1,
             RESPONSE_BYTES_MAX + 1,
             u32::MAX,
         ] {
-            let err = read_frame(&frame(n, &[])[..], &mut buf, "b:1").unwrap_err();
+            let err = read_frame(&frame(n, &[])[..], &mut buf, "b:1", &mut never).unwrap_err();
             assert!(matches!(err, Error::Protocol { .. }), "{n}: {err}");
             assert!(
                 buf.capacity() < 1024,
@@ -278,9 +452,9 @@ mod tests {
             );
         }
         let whole = frame(6, b"abcdef");
-        read_frame(&whole[..], &mut buf, "b:1").unwrap();
+        read_frame(&whole[..], &mut buf, "b:1", &mut never).unwrap();
         assert_eq!(buf, b"abcdef");
-        let cut = read_frame(&frame(8, b"abcdef")[..], &mut buf, "b:1").unwrap_err();
+        let cut = read_frame(&frame(8, b"abcdef")[..], &mut buf, "b:1", &mut never).unwrap_err();
         assert!(
             matches!(
                 cut,

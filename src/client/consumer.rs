@@ -1,11 +1,12 @@
 //! The consumer: fetches ahead on a thread of its own, checks every
 //! record's CRC, and hands records out from the wanted offset on.
-use std::io::Write;
 use std::net::TcpStream;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::time::Duration;
 
-use crate::client::connection::{connect, protocol_error, read_frame_max, Connection};
+use crate::client::connection::{
+    connect, protocol_error, read_frame_max, write_all_with, Connection, REQUEST_TIMEOUT,
+};
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::protocol::{self, ErrorCode, FetchPartition, FetchWant, Reader};
@@ -294,24 +295,39 @@ impl Fetcher {
             }
             id = id.wrapping_add(1);
             protocol::fetch_request(&mut frame, id, want, &asked);
-            let result = (&self.stream)
-                .write_all(&frame)
-                .map_err(|source| Error::Network {
-                    op: "send to",
-                    addr: self.addr.clone(),
-                    source,
-                })
-                .and_then(|()| {
-                    let mut body = Vec::new();
-                    read_frame_max(&self.stream, &mut body, &self.addr, answer_bytes_max)?;
-                    self.advance(&body)?;
-                    Ok(body)
-                });
+            let result = self.fetch(&frame, answer_bytes_max).and_then(|body| {
+                self.advance(&body)?;
+                Ok(body)
+            });
             let failed = result.is_err();
             if self.tx.send(result).is_err() || failed {
                 return;
             }
         }
+    }
+
+    /// Sends a fetch request and reads its answer. The broker holds a fetch
+    /// at the end of the log for its wait, then answers: no answer long
+    /// after that is a silent broker. A stop signal is the caller's to see
+    /// (between two polls): the fetcher, a thread of its own, only keeps
+    /// the deadline.
+    fn fetch(&self, request: &[u8], answer_bytes_max: u32) -> Result<Vec<u8>> {
+        let wait = Duration::from_millis(u64::from(self.config.wait_ms_max)) + REQUEST_TIMEOUT;
+        let deadline = std::time::Instant::now() + wait;
+        let mut patience = |op| {
+            if std::time::Instant::now() < deadline {
+                return Ok(());
+            }
+            Err(Error::TimedOut {
+                op,
+                addr: self.addr.clone(),
+                waited_ms: wait.as_millis() as u64,
+            })
+        };
+        write_all_with(&self.stream, request, &self.addr, &mut patience)?;
+        let mut body = Vec::new();
+        read_frame_max(&self.stream, &mut body, &self.addr, answer_bytes_max, &mut patience)?;
+        Ok(body)
     }
 
     /// Moves each partition's offset past the whole batches received,

@@ -5,8 +5,12 @@
 //! caller decides when a partial batch has lingered long enough), keeps up
 //! to `in_flight_max` produce requests on the wire at once, and counts
 //! each record as delivered only when the broker acknowledged it (with
-//! `acks=0`, when it was sent). A record that could not be delivered is
-//! counted as failed and its error kept: nothing is dropped silently.
+//! `acks=0`, when it was sent). A record that could not be delivered (by
+//! its delivery deadline) is counted as failed and its error kept: nothing
+//! is dropped silently.
+//!
+//! Every network call has a deadline, and a stop signal ends any wait on
+//! a broker within a tenth of a second (see [`connection`]).
 //!
 //! The consumer fetches ahead: a thread keeps one fetch in flight for all
 //! the partitions it reads and queues up to `prefetch` responses while the

@@ -1,11 +1,20 @@
 //! The producer: records batched per partition, several produce requests
 //! in flight, each record counted delivered only once acknowledged.
+//!
+//! A batch leaves when it is full, or when its caller sends the partial
+//! batches: [`Batches::oldest`] says since when the oldest of them waits,
+//! so that they can go `linger` after its first record, whatever the input
+//! does. Every record has a delivery deadline
+//! ([`ProducerConfig::delivery_timeout`], counted from its batch's first
+//! record, connecting included): a record not acknowledged by then counts
+//! as failed, and so does one still waiting [`crate::stop::GRACE`] after a
+//! stop signal.
 use std::collections::VecDeque;
-use std::io::Write;
 use std::net::TcpStream;
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
-use crate::client::connection::{protocol_error, read_frame, Connection};
+use crate::client::connection::{protocol_error, read_frame, write_all_with, Connection, Patience};
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::protocol::{self, ErrorCode, Reader};
@@ -95,6 +104,10 @@ pub fn check_record<'a, 'h>(
 pub struct Batches {
     topic: String,
     builders: Vec<BatchBuilder>,
+    /// When each partition's batch got its first record.
+    opened: Vec<Option<Instant>>,
+    /// The earliest of `opened`.
+    oldest: Option<Instant>,
     options: BatchOptions,
     record_bytes_max: u32,
 }
@@ -119,6 +132,8 @@ impl Batches {
         Batches {
             topic: topic.to_string(),
             builders: vec![BatchBuilder::new(); partitions as usize],
+            opened: vec![None; partitions as usize],
+            oldest: None,
             options,
             record_bytes_max,
         }
@@ -163,13 +178,18 @@ impl Batches {
     }
 
     /// Adds an admitted record (after its batch went, if it had to); true
-    /// when the batch is now full and must go.
+    /// when the batch is now full and must go. Inlined, so that the
+    /// admitted record stays in registers on the hot path.
+    #[inline]
     pub fn push(
         &mut self,
         partition: u32,
         record: &ParsedRecord,
         admitted: &Admitted<'_, '_>,
     ) -> bool {
+        if self.builders[partition as usize].is_empty() {
+            self.open(partition);
+        }
         let builder = &mut self.builders[partition as usize];
         builder.push(
             admitted.timestamp,
@@ -180,9 +200,39 @@ impl Batches {
         builder.len() >= self.options.records_max
     }
 
-    /// The batch being filled for `partition`.
+    /// The batch being filled for `partition` (emptied by [`Batches::clear`]).
     pub fn batch(&mut self, partition: u32) -> &mut BatchBuilder {
         &mut self.builders[partition as usize]
+    }
+
+    /// Notes that the batch of `partition` gets its first record: one
+    /// clock read per batch, not per record, out of the record's way.
+    #[cold]
+    fn open(&mut self, partition: u32) {
+        let now = Instant::now();
+        self.opened[partition as usize] = Some(now);
+        self.oldest.get_or_insert(now);
+    }
+
+    /// When the batch of `partition` got its first record (`None` while
+    /// it is empty).
+    pub fn opened(&self, partition: u32) -> Option<Instant> {
+        self.opened[partition as usize]
+    }
+
+    /// When the oldest batch not yet sent got its first record.
+    pub fn oldest(&self) -> Option<Instant> {
+        self.oldest
+    }
+
+    /// Empties the batch of `partition` (it was sent).
+    pub fn clear(&mut self, partition: u32) {
+        self.builders[partition as usize].clear();
+        let opened = self.opened[partition as usize].take();
+        if opened.is_some() && opened == self.oldest {
+            // Once per batch sent, and only when it was the oldest.
+            self.oldest = self.opened.iter().flatten().min().copied();
+        }
     }
 }
 
@@ -199,6 +249,10 @@ pub struct ProducerConfig {
     pub in_flight_max: usize,
     /// Largest record sent.
     pub record_bytes_max: u32,
+    /// The delivery deadline (Kafka's `delivery.timeout.ms`): a record not
+    /// acknowledged this long after its batch got its first record counts
+    /// as failed. Connecting and looking the topic up wait as long.
+    pub delivery_timeout: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -212,15 +266,26 @@ impl Default for ProducerConfig {
             },
             in_flight_max: 256,
             record_bytes_max: limits::RECORD_BYTES_MAX_DEFAULT,
+            delivery_timeout: Duration::from_secs(30),
         }
     }
+}
+
+/// A produce request awaiting its response.
+#[derive(Debug)]
+struct Waiting {
+    id: u32,
+    records: u64,
+    sent: Instant,
+    /// Its records' delivery deadline.
+    deadline: Instant,
 }
 
 /// What the producer's response reader shares with it.
 #[derive(Debug, Default)]
 struct Acks {
-    /// Requests awaiting a response: (correlation id, records, sent at).
-    waiting: VecDeque<(u32, u64, std::time::Instant)>,
+    /// Requests awaiting a response, in the order sent.
+    waiting: VecDeque<Waiting>,
     /// Time from sending a request to its acknowledgement, per record.
     latency: crate::stats::Histogram,
     delivered: u64,
@@ -232,6 +297,8 @@ struct Acks {
     /// The producer waits for room in the window: wake it on an answer
     /// (and only then: a wake-up is a syscall).
     sender_waits: bool,
+    /// The producer is closing: once nothing is waiting, the reader ends.
+    closing: bool,
 }
 
 #[derive(Debug, Default)]
@@ -264,7 +331,7 @@ impl Producer {
     /// Connects to the broker at `addr` and looks `topic` up, creating it
     /// with the broker's default partition count if it does not exist.
     pub fn connect(addr: &str, topic: &str, config: ProducerConfig) -> Result<Producer> {
-        let mut control = Connection::connect(addr)?;
+        let mut control = Connection::connect_timeout(addr, config.delivery_timeout)?;
         let partitions = match control.partitions(topic) {
             Ok(p) => p.len() as u32,
             Err(Error::Broker {
@@ -285,10 +352,11 @@ impl Producer {
             })?;
             let state = Arc::clone(&state);
             let addr = addr.to_string();
+            let timeout = config.delivery_timeout;
             Some(
                 std::thread::Builder::new()
                     .name("acks".into())
-                    .spawn(move || read_acks(&stream, &addr, &state))
+                    .spawn(move || read_acks(&stream, &addr, &state, timeout))
                     .map_err(|reason| Error::Spawn { reason })?,
             )
         };
@@ -314,6 +382,11 @@ impl Producer {
     /// Records in batches not yet sent.
     pub fn batched_records(&self) -> u64 {
         self.batches.records()
+    }
+
+    /// When the oldest batch not yet sent got its first record.
+    pub fn oldest_batch(&self) -> Option<Instant> {
+        self.batches.oldest()
     }
 
     /// Adds a record to its partition's batch, sending the batch when full.
@@ -379,8 +452,14 @@ impl Producer {
             self.next_id = self.next_id.wrapping_add(1);
             let on_wire = acks.waiting.len() - self.unsent.0;
             if self.config.acks != protocol::ACKS_NONE {
-                acks.waiting
-                    .push_back((self.next_id, records, std::time::Instant::now()));
+                let sent = Instant::now();
+                let opened = self.batches.opened(p as u32).unwrap_or(sent);
+                acks.waiting.push_back(Waiting {
+                    id: self.next_id,
+                    records,
+                    sent,
+                    deadline: opened + self.config.delivery_timeout,
+                });
             }
             on_wire
         };
@@ -394,7 +473,7 @@ impl Producer {
             p as u32,
             self.batches.batch(p as u32).finish(),
         );
-        self.batches.batch(p as u32).clear();
+        self.batches.clear(p as u32);
         self.unsent.0 += usize::from(self.config.acks != protocol::ACKS_NONE);
         self.unsent.1 += records;
         // Requests leave together: at once when the broker has nothing to
@@ -405,28 +484,27 @@ impl Producer {
         Ok(())
     }
 
-    /// Writes the requests held back, in one write.
+    /// Writes the requests held back, in one write that waits for the
+    /// broker to take them up to the delivery timeout.
     fn write_out(&mut self) -> Result<()> {
         if self.out.is_empty() {
             return Ok(());
         }
-        let written = (&self.stream).write_all(&self.out);
+        let mut patience = write_patience(&self.state, &self.addr, self.config.delivery_timeout);
+        let written = write_all_with(&self.stream, &self.out, &self.addr, &mut patience);
         self.out.clear();
         let (_, records) = std::mem::take(&mut self.unsent);
         let mut acks = lock(&self.state.acks);
         match written {
             Ok(()) if self.config.acks == protocol::ACKS_NONE => acks.delivered += records,
             Ok(()) => {}
-            Err(source) => {
+            Err(e) => {
                 if self.config.acks == protocol::ACKS_NONE {
                     acks.failed += records;
                 }
+                // Half a request may be on the wire: nothing more can follow.
                 acks.broken = true;
-                return Err(Error::Network {
-                    op: "send to",
-                    addr: self.addr.clone(),
-                    source,
-                });
+                return Err(e);
             }
         }
         Ok(())
@@ -437,15 +515,20 @@ impl Producer {
     /// readable through [`ProducerSummary`]).
     pub fn close(mut self) -> (ProducerSummary, Result<()>) {
         let mut result = self.flush_batches();
+        lock(&self.state.acks).closing = true;
         let _ = self.stream.shutdown(std::net::Shutdown::Write);
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
         }
         let mut acks = lock(&self.state.acks);
         // Requests never answered: the connection closed under them.
-        let lost: u64 = acks.waiting.drain(..).map(|(_, n, _)| n).sum();
+        let lost: u64 = acks.waiting.drain(..).map(|w| w.records).sum();
         acks.failed += lost;
         acks.failed += self.batched_records();
+        if self.config.acks == protocol::ACKS_NONE {
+            // Requests encoded but never written (an earlier one failed).
+            acks.failed += self.unsent.1;
+        }
         if let Some(e) = acks.error.take() {
             result = result.and(Err(e));
         } else if lost > 0 && result.is_ok() {
@@ -474,13 +557,68 @@ pub struct ProducerSummary {
     pub latency: crate::stats::Histogram,
 }
 
+/// How long a write of produce requests waits for the broker to take them:
+/// the delivery timeout, less once the reader gave the connection up (a
+/// deadline passed) or a stop signal's grace is over.
+fn write_patience<'a>(state: &'a AckState, addr: &'a str, timeout: Duration) -> impl Patience + 'a {
+    let deadline = Instant::now() + timeout;
+    move |op| {
+        if crate::stop::grace_over() {
+            return Err(Error::Stopped {
+                addr: addr.to_string(),
+            });
+        }
+        if lock(&state.acks).broken || Instant::now() >= deadline {
+            return Err(Error::TimedOut {
+                op,
+                addr: addr.to_string(),
+                waited_ms: timeout.as_millis() as u64,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// How long the response reader waits for the next acknowledgement: while
+/// nothing is waiting, as long as the producer lives; else until the first
+/// delivery deadline of a request waiting, or a stop signal's grace is over.
+fn ack_patience<'a>(state: &'a AckState, addr: &'a str, timeout: Duration) -> impl Patience + 'a {
+    move |_| {
+        let acks = lock(&state.acks);
+        if acks.waiting.is_empty() {
+            if acks.closing {
+                // Nothing more to hear; the error is not kept.
+                return Err(Error::Stopped {
+                    addr: addr.to_string(),
+                });
+            }
+            return Ok(());
+        }
+        let now = Instant::now();
+        if acks.waiting.iter().any(|w| w.deadline <= now) {
+            return Err(Error::TimedOut {
+                op: "wait for acknowledgements from",
+                addr: addr.to_string(),
+                waited_ms: timeout.as_millis() as u64,
+            });
+        }
+        if crate::stop::grace_over() {
+            return Err(Error::Stopped {
+                addr: addr.to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// The producer's response reader: matches acknowledgements to requests.
-fn read_acks(stream: &TcpStream, addr: &str, state: &AckState) {
+fn read_acks(stream: &TcpStream, addr: &str, state: &AckState, timeout: Duration) {
     let mut buf = Vec::new();
     // Acknowledgements are small: one read brings in many.
     let mut input = std::io::BufReader::with_capacity(64 * 1024, stream);
+    let mut patience = ack_patience(state, addr, timeout);
     loop {
-        let read = read_frame(&mut input, &mut buf, addr);
+        let read = read_frame(&mut input, &mut buf, addr, &mut patience);
         let mut acks = lock(&state.acks);
         let header = read.and_then(|()| {
             protocol::decode_response_header(&mut Reader::new(&buf))
@@ -488,7 +626,10 @@ fn read_acks(stream: &TcpStream, addr: &str, state: &AckState) {
         });
         match header {
             Ok(h) => {
-                let Some((id, records, sent)) = acks.waiting.pop_front() else {
+                let Some(Waiting {
+                    id, records, sent, ..
+                }) = acks.waiting.pop_front()
+                else {
                     acks.error.get_or_insert(Error::Protocol {
                         addr: addr.to_string(),
                         reason: format!("an answer to no request ({})", h.correlation_id),

@@ -127,8 +127,24 @@ impl Printer<'_> {
 }
 
 /// Prints the records `options` asks for, following the topic until the
-/// count or the end is reached (or a stop signal comes).
+/// count or the end is reached (or a stop signal comes: a clean end, also
+/// while a broker is being waited on).
 pub fn run(options: &Options) -> anyhow::Result<()> {
+    match follow(options) {
+        Err(e) if crate::stop::stopping() && e.chain().any(is_stopped) => Ok(()),
+        other => other,
+    }
+}
+
+/// Whether an error says a stop signal came while waiting on a broker.
+fn is_stopped(e: &(dyn std::error::Error + 'static)) -> bool {
+    matches!(
+        e.downcast_ref::<crate::Error>(),
+        Some(crate::Error::Stopped { .. })
+    )
+}
+
+fn follow(options: &Options) -> anyhow::Result<()> {
     let say = Say {
         quiet: options.quiet,
     };

@@ -1,61 +1,92 @@
 //! `klog-produce`'s input: a thread reads stdin or the files in order and
-//! sends their bytes over a channel, so that the producer's side can wait
-//! for input with a timeout. The linger time passing without input comes
-//! out of the reader as `WouldBlock` (then the partial batches are
-//! written), and a stop signal as the end of the input.
+//! sends their bytes over a channel, each chunk with the time it was read,
+//! so that the producer's side can wait for input with a deadline and
+//! stamp each record with the time its bytes arrived. The deadline of the
+//! oldest partial batch passing comes out of the reader as `WouldBlock`
+//! (then the partial batches are written), whether or not input keeps
+//! coming, and a stop signal as the end of the input.
 
 use std::io::{self, Read};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// A `Read` over chunks that a reader thread sends; reports the linger
-/// time passing without input as `WouldBlock`, and a stop signal as EOF.
+/// How often a wait for input looks at the stop flag.
+const TICK: Duration = Duration::from_millis(100);
+
+/// A chunk of input and when it was read (ms since the epoch).
+type Chunk = io::Result<(i64, Vec<u8>)>;
+
+/// A `Read` over chunks that a reader thread sends; reports a deadline
+/// passing as `WouldBlock` (checked at every read, so that a steady
+/// trickle cannot hold it back), and a stop signal as EOF.
 #[derive(Debug)]
 pub struct ChannelReader {
-    rx: Receiver<io::Result<Vec<u8>>>,
+    rx: Receiver<Chunk>,
     chunk: Vec<u8>,
     at: usize,
-    linger: Duration,
+    /// When the chunk being handed out was read.
+    chunk_ms: i64,
+    due: Option<Instant>,
 }
 
 impl ChannelReader {
     /// Starts the reader thread on `files` (stdin when empty; `-` is stdin
-    /// too) and returns the reading end, which waits `linger` for input.
-    pub fn open(files: Vec<PathBuf>, linger: Duration) -> io::Result<ChannelReader> {
+    /// too) and returns the reading end, which waits for input with no
+    /// deadline until [`ChannelReader::set_due`] gives one.
+    pub fn open(files: Vec<PathBuf>) -> io::Result<ChannelReader> {
         Ok(ChannelReader {
             rx: spawn_reader(files)?,
             chunk: Vec::new(),
             at: 0,
-            linger,
+            chunk_ms: crate::clock::now_ms(),
+            due: None,
         })
+    }
+
+    /// When the bytes last handed out were read, in ms since the epoch:
+    /// the time of every record they end.
+    pub fn read_at_ms(&self) -> i64 {
+        self.chunk_ms
+    }
+
+    /// Reads report `WouldBlock` once `due` has passed (until it is
+    /// changed); `None`: wait for input as long as it takes.
+    pub fn set_due(&mut self, due: Option<Instant>) {
+        self.due = due;
+    }
+
+    /// How long to wait for the next chunk before looking again, or
+    /// `WouldBlock` when the deadline has passed.
+    fn wait(&self) -> io::Result<Duration> {
+        let Some(due) = self.due else {
+            return Ok(TICK);
+        };
+        let left = due.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(left.min(TICK))
     }
 }
 
 impl Read for ChannelReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.wait()?;
         while self.at == self.chunk.len() {
-            let deadline = std::time::Instant::now() + self.linger;
-            loop {
-                if crate::stop::stopping() {
-                    return Ok(0);
-                }
-                let wait = deadline.saturating_duration_since(std::time::Instant::now());
-                if wait.is_zero() {
-                    return Err(io::ErrorKind::WouldBlock.into());
-                }
-                match self.rx.recv_timeout(wait.min(Duration::from_millis(100))) {
-                    Ok(chunk) => {
-                        self.chunk = chunk?;
-                        self.at = 0;
-                        if self.chunk.is_empty() {
-                            return Ok(0);
-                        }
-                        break;
+            if crate::stop::stopping() {
+                return Ok(0);
+            }
+            match self.rx.recv_timeout(self.wait()?) {
+                Ok(chunk) => {
+                    (self.chunk_ms, self.chunk) = chunk?;
+                    self.at = 0;
+                    if self.chunk.is_empty() {
+                        return Ok(0);
                     }
-                    Err(RecvTimeoutError::Timeout) => continue,
-                    Err(RecvTimeoutError::Disconnected) => return Ok(0),
                 }
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return Ok(0),
             }
         }
         let n = buf.len().min(self.chunk.len() - self.at);
@@ -65,9 +96,10 @@ impl Read for ChannelReader {
     }
 }
 
-/// Starts a thread that reads the inputs in order and sends their bytes.
-fn spawn_reader(files: Vec<PathBuf>) -> io::Result<Receiver<io::Result<Vec<u8>>>> {
-    let (tx, rx) = mpsc::sync_channel::<io::Result<Vec<u8>>>(4);
+/// Starts a thread that reads the inputs in order and sends their bytes,
+/// each chunk stamped with the time its read returned.
+fn spawn_reader(files: Vec<PathBuf>) -> io::Result<Receiver<Chunk>> {
+    let (tx, rx) = mpsc::sync_channel::<Chunk>(4);
     std::thread::Builder::new()
         .name("input".into())
         .spawn(move || {
@@ -97,7 +129,7 @@ fn spawn_reader(files: Vec<PathBuf>) -> io::Result<Receiver<io::Result<Vec<u8>>>
                         Ok(0) => break,
                         Ok(n) => {
                             chunk.truncate(n);
-                            if tx.send(Ok(chunk)).is_err() {
+                            if tx.send(Ok((crate::clock::now_ms(), chunk))).is_err() {
                                 return;
                             }
                         }
@@ -109,7 +141,7 @@ fn spawn_reader(files: Vec<PathBuf>) -> io::Result<Receiver<io::Result<Vec<u8>>>
                     }
                 }
             }
-            let _ = tx.send(Ok(Vec::new()));
+            let _ = tx.send(Ok((crate::clock::now_ms(), Vec::new())));
         })?;
     Ok(rx)
 }

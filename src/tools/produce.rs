@@ -7,6 +7,13 @@
 //! that `klog-consume -J` prints (`-J`). A line that cannot be parsed is an
 //! error naming its record number, and nothing after it is sent.
 //!
+//! Each record is stamped with the time its last bytes were read (a `-J`
+//! envelope's own `ts` wins), one clock read per read of input, not per
+//! record. The partial batches are written `--linger` after the oldest
+//! of them got its first record, however the input trickles. A broker is first asked when the first record is there, so
+//! that a record that cannot be delivered (the broker is silent past
+//! `--message-timeout`) counts as failed like any other.
+//!
 //! # Partitioner
 //!
 //! With a key, the partition is `(murmur2(key) & 0x7fffffff) % partitions`,
@@ -16,7 +23,7 @@
 
 use std::io::{self, Read};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use base64::Engine as _;
@@ -75,6 +82,16 @@ impl<R: Read> RecordSplitter<R> {
         hay.windows(d.len())
             .position(|w| w == d.as_slice())
             .map(|i| from + i)
+    }
+
+    /// The input being split.
+    pub fn input(&self) -> &R {
+        &self.input
+    }
+
+    /// The input being split, to change how it reads.
+    pub fn input_mut(&mut self) -> &mut R {
+        &mut self.input
     }
 
     /// The next record, or `None` at the end of the input.
@@ -321,7 +338,7 @@ impl EmbeddedProducer {
         }
         let log = self.logs[p].as_mut().expect("opened");
         let info = log.append(self.batches.batch(partition).finish(), now)?;
-        self.batches.batch(partition).clear();
+        self.batches.clear(partition);
         self.delivered += u64::from(info.record_count);
         log.maybe_flush(now)?;
         Ok(())
@@ -338,6 +355,11 @@ impl EmbeddedProducer {
     /// Records waiting in batches.
     pub fn batched_records(&self) -> u64 {
         self.batches.records()
+    }
+
+    /// When the oldest batch not yet appended got its first record.
+    pub fn oldest_batch(&self) -> Option<Instant> {
+        self.batches.oldest()
     }
 
     /// Appends every partial batch, then flushes and closes every log.
@@ -365,10 +387,13 @@ pub struct Options {
     pub headers: Vec<(String, String)>,
     /// When a batch is full.
     pub batch: BatchOptions,
-    /// How long a partial batch waits for more input before it is written.
+    /// The most a partial batch waits after its first record.
     pub linger_ms: u64,
     /// Acknowledgements asked of a broker: 0, 1 or -1 (all).
     pub acks: i8,
+    /// A record not acknowledged this long after it was read counts as
+    /// failed (connecting to the broker included).
+    pub message_timeout_ms: u64,
     /// Embedded mode: partitions of a topic this run creates.
     pub partitions: u32,
     /// The broker to send to (without `data_dir` and `registry`).
@@ -393,7 +418,13 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         quiet: options.quiet,
     };
     options.log.validate()?;
-    let sink = open_sink(options)?;
+    // A data directory is opened at once (a lock held by another writer
+    // is reported before any input is read); a broker when a record is
+    // there to send.
+    let sink = match options.data_dir {
+        Some(_) => Some(open_sink(options)?),
+        None => None,
+    };
     send_input(options, say, sink)
 }
 
@@ -401,7 +432,9 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
 enum Sink {
     Embedded(EmbeddedProducer),
     Remote(Producer),
-    Cluster(ClusterProducer),
+    /// The brokers' producers, and when the first record since partial
+    /// batches were last sent came (the oldest batch is no older).
+    Cluster(ClusterProducer, Option<Instant>),
 }
 
 /// The sink `options` asks for: a data directory, a registry's brokers, or
@@ -419,10 +452,14 @@ fn open_sink(options: &Options) -> anyhow::Result<Sink> {
         .with_context(|| format!("cannot produce to topic {topic:?} in {}", dir.display()))?;
         return Ok(Sink::Embedded(producer));
     }
+    let delivery_timeout = Duration::from_millis(options.message_timeout_ms);
     let remote = ProducerConfig {
         acks: options.acks,
+        // The broker waits for durability no longer than the record may.
+        timeout_ms: u32::try_from(options.message_timeout_ms.min(30_000)).unwrap_or(30_000),
         batch: options.batch,
         record_bytes_max: options.log.record_bytes_max,
+        delivery_timeout,
         ..ProducerConfig::default()
     };
     if let Some(dir) = &options.registry {
@@ -434,7 +471,7 @@ fn open_sink(options: &Options) -> anyhow::Result<Sink> {
                 dir.display()
             )
         })?;
-        return Ok(Sink::Cluster(cluster));
+        return Ok(Sink::Cluster(cluster, None));
     }
     let producer = Producer::connect(&options.broker, topic, remote)
         .with_context(|| format!("cannot produce to topic {topic:?} on {}", options.broker))?;
@@ -446,7 +483,7 @@ impl Sink {
         match self {
             Sink::Embedded(p) => p.partitions(),
             Sink::Remote(p) => p.partitions(),
-            Sink::Cluster(p) => p.partitions(),
+            Sink::Cluster(p, _) => p.partitions(),
         }
     }
 
@@ -460,7 +497,10 @@ impl Sink {
         match self {
             Sink::Embedded(p) => p.send(partition, record, headers, now),
             Sink::Remote(p) => p.send(partition, record, headers, now),
-            Sink::Cluster(p) => p.send(partition, record, headers, now),
+            Sink::Cluster(p, first) => {
+                first.get_or_insert_with(Instant::now);
+                p.send(partition, record, headers, now)
+            }
         }
     }
 
@@ -468,99 +508,171 @@ impl Sink {
         match self {
             Sink::Embedded(p) => p.flush_batches(now),
             Sink::Remote(p) => p.flush_batches(),
-            Sink::Cluster(p) => p.flush_batches(),
+            Sink::Cluster(p, first) => {
+                *first = None;
+                p.flush_batches()
+            }
         }
     }
 
-    /// Sends what is left; returns (delivered, failed) and how it ended.
-    fn close(self) -> (u64, u64, crate::Result<()>) {
+    /// When the oldest batch not yet sent got its first record.
+    fn oldest_batch(&self) -> Option<Instant> {
+        match self {
+            Sink::Embedded(p) => p.oldest_batch(),
+            Sink::Remote(p) => p.oldest_batch(),
+            Sink::Cluster(_, first) => *first,
+        }
+    }
+
+    /// Sends what is left; returns the records delivered in all and how
+    /// it ended.
+    fn close(self) -> (u64, crate::Result<()>) {
         match self {
             Sink::Embedded(p) => {
-                let batched = p.batched_records();
                 let before = p.delivered;
                 match p.close() {
-                    Ok(n) => (n, 0, Ok(())),
-                    Err(e) => (before, batched, Err(e)),
+                    Ok(n) => (n, Ok(())),
+                    Err(e) => (before, Err(e)),
                 }
             }
             Sink::Remote(p) => {
                 let (summary, result) = p.close();
-                (summary.delivered, summary.failed, result)
+                (summary.delivered, result)
             }
-            Sink::Cluster(p) => {
+            Sink::Cluster(p, _) => {
                 let (summary, result) = p.close();
-                (summary.delivered, summary.failed, result)
+                (summary.delivered, result)
             }
         }
     }
 }
 
-/// Sends the input to `sink`, closes it, and reports.
-fn send_input(options: &Options, say: Say, mut sink: Sink) -> anyhow::Result<()> {
-    if let Some(p) = options.partition {
-        if p >= sink.partitions() {
-            anyhow::bail!(Error::UnknownPartition {
-                topic: options.topic.clone(),
-                partition: p,
-                count: sink.partitions()
-            });
+/// What a run handed over, and where to.
+struct Run {
+    /// The sink and its partitioner: opened with the first record (at
+    /// once in embedded mode).
+    sink: Option<(Sink, Partitioner)>,
+    /// Records handed to the sink (delivered or not).
+    handed: u64,
+    /// Records that could not be parsed or were too long, never handed.
+    refused: u64,
+}
+
+impl Run {
+    /// A run into `sink`, or into the one `options` asks for, opened on
+    /// first use.
+    fn new(options: &Options, sink: Option<Sink>) -> anyhow::Result<Run> {
+        let mut run = Run {
+            sink: None,
+            handed: 0,
+            refused: 0,
+        };
+        if let Some(sink) = sink {
+            run.sink = Some(with_partitioner(options, sink)?);
         }
+        Ok(run)
     }
-    let reader = ChannelReader::open(
-        options.files.clone(),
-        Duration::from_millis(options.linger_ms.max(1)),
-    )?;
-    let outcome = produce_all(options, reader, &mut sink);
-    let (delivered, mut failed, closed) = sink.close();
-    if outcome.is_err() {
-        failed += 1;
+
+    /// The sink, opened on first use, and the partition for `key`.
+    #[inline]
+    fn sink_for(
+        &mut self,
+        options: &Options,
+        key: Option<&[u8]>,
+    ) -> anyhow::Result<(&mut Sink, u32)> {
+        if self.sink.is_none() {
+            self.sink = Some(with_partitioner(options, open_sink(options)?)?);
+        }
+        let (sink, partitioner) = self.sink.as_mut().expect("opened");
+        Ok((sink, partitioner.partition(key)))
     }
+}
+
+/// `sink` and a partitioner over its partitions, once `-p` is checked.
+fn with_partitioner(options: &Options, sink: Sink) -> anyhow::Result<(Sink, Partitioner)> {
+    let count = sink.partitions();
+    if let Some(p) = options.partition.filter(|&p| p >= count) {
+        anyhow::bail!(Error::UnknownPartition {
+            topic: options.topic.clone(),
+            partition: p,
+            count
+        });
+    }
+    Ok((sink, Partitioner::new(count, options.partition)))
+}
+
+/// Sends the input to `sink` (opened on the first record when `None`),
+/// closes it, and reports: every record read and not delivered counts as
+/// failed.
+fn send_input(options: &Options, say: Say, sink: Option<Sink>) -> anyhow::Result<()> {
+    let mut run = Run::new(options, sink)?;
+    let reader = ChannelReader::open(options.files.clone())?;
+    let mut outcome = produce_all(options, reader, &mut run);
+    if outcome.is_ok() && run.sink.is_none() && !crate::stop::stopping() {
+        // No record at all: the broker is still asked, so that the topic
+        // exists and a wrong address is reported.
+        outcome = run.sink_for(options, None).map(|_| ());
+    }
+    let (delivered, closed) = match run.sink {
+        Some((sink, _)) => sink.close(),
+        None => (0, Ok(())),
+    };
+    let failed = run.handed.saturating_sub(delivered) + run.refused;
     say.info(format_args!(
         "Sent {delivered} records to {} ({failed} failed)",
         options.topic
     ));
     outcome?;
-    closed.context("cannot write the last batches")?;
+    closed.context("cannot deliver the last batches")?;
+    if failed > 0 {
+        anyhow::bail!("{failed} records were not delivered");
+    }
     Ok(())
 }
 
 /// Splits the input into records and sends each to its partition, writing
-/// partial batches whenever the linger time passes without input.
-fn produce_all(options: &Options, reader: ChannelReader, sink: &mut Sink) -> anyhow::Result<()> {
+/// the partial batches `linger` after the oldest of them got its first
+/// record.
+fn produce_all(options: &Options, reader: ChannelReader, run: &mut Run) -> anyhow::Result<()> {
     let headers: Vec<(&[u8], &[u8])> = options
         .headers
         .iter()
         .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
         .collect();
-    let mut partitioner = Partitioner::new(sink.partitions(), options.partition);
+    let linger = Duration::from_millis(options.linger_ms);
     let record_bytes_max = options.log.record_bytes_max as usize;
     let mut splitter = RecordSplitter::new(reader, options.delimiter.clone(), record_bytes_max);
     let mut record = ParsedRecord::default();
-    let mut now = crate::clock::now_ms();
-    let mut since_clock = 0u32;
     loop {
         let raw = match splitter.next_record() {
             Ok(Some(raw)) => raw,
             Ok(None) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                // The linger time passed without input: write partial batches.
-                now = crate::clock::now_ms();
-                sink.flush_batches(now)?;
+                // The linger time passed: write partial batches.
+                if let Some((sink, _)) = &mut run.sink {
+                    sink.flush_batches(crate::clock::now_ms())?;
+                }
+                splitter.input_mut().set_due(None);
                 continue;
             }
-            Err(e) => return Err(e).context("cannot read input"),
+            Err(e) => {
+                if e.kind() == io::ErrorKind::InvalidData {
+                    run.refused += 1;
+                }
+                return Err(e).context("cannot read input");
+            }
         };
-        parse_record(raw, &options.parse, &mut record)
-            .map_err(|e| anyhow::anyhow!("record {}: {e}", splitter.number))?;
-        // One clock read per 256 records: timestamps are ms anyway.
-        since_clock += 1;
-        if since_clock == 256 {
-            now = crate::clock::now_ms();
-            since_clock = 0;
+        if let Err(e) = parse_record(raw, &options.parse, &mut record) {
+            run.refused += 1;
+            anyhow::bail!("record {}: {e}", splitter.number);
         }
-        let partition = partitioner.partition(record.key.as_deref());
+        let now = splitter.input().read_at_ms();
+        run.handed += 1;
+        let (sink, partition) = run.sink_for(options, record.key.as_deref())?;
         sink.send(partition, &record, &headers, now)
             .with_context(|| format!("record {} not delivered", splitter.number))?;
+        let due = sink.oldest_batch().map(|opened| opened + linger);
+        splitter.input_mut().set_due(due);
     }
 }
 
@@ -655,7 +767,7 @@ mod tests {
             match batches.admit(partition, &record, &[], now) {
                 Ok(admitted) => {
                     if admitted.ship_first || batches.push(partition, &record, &admitted) {
-                        batches.batch(partition).clear();
+                        batches.clear(partition);
                     }
                 }
                 Err(_) => continue,

@@ -54,10 +54,16 @@ pub struct Proc {
 impl Proc {
     /// Starts `name` with `args`, stdout piped line by line, stderr piped.
     pub fn spawn(name: &str, args: &[&str]) -> Proc {
+        Proc::spawn_with_stdin(name, args, std::process::Stdio::null())
+    }
+
+    /// Starts `name` with `args` and this stdin (`Stdio::piped()`: the
+    /// test writes it through `child.stdin`).
+    pub fn spawn_with_stdin(name: &str, args: &[&str], stdin: std::process::Stdio) -> Proc {
         use std::io::BufRead;
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin(name))
             .args(args)
-            .stdin(std::process::Stdio::null())
+            .stdin(stdin)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
