@@ -35,6 +35,7 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod coord;
+pub mod diag;
 pub mod error;
 pub mod human;
 pub mod limits;

@@ -186,3 +186,40 @@ fn dump_json_is_json_lines_only_in_one_key_style() {
     let want = ["batch", "index", "record", "summary", "timeindex"];
     assert_eq!(types.into_iter().collect::<Vec<_>>(), want);
 }
+
+/// Runs a binary with its stderr a pipe already closed (`2>&1 | true`
+/// after `true` is gone) and returns its exit status.
+fn with_closed_stderr(name: &str, args: &[&str], stdin: &str) -> std::process::ExitStatus {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin(name))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let mut input = child.stdin.take().unwrap();
+    let _ = input.write_all(stdin.as_bytes());
+    drop(input);
+    child.wait().unwrap()
+}
+
+/// Diagnostics written to a closed stderr are lost, never a panic.
+#[test]
+fn a_closed_stderr_is_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let status = with_closed_stderr("klog-produce", &["--data-dir", data, "-t", "t"], "a\nb\n");
+    assert_eq!(status.code(), Some(0), "klog-produce");
+    let status = with_closed_stderr("klog-consume", &["--data-dir", data, "-t", "t", "-e"], "");
+    assert_eq!(status.code(), Some(0), "klog-consume");
+    let status = with_closed_stderr("klog-dump", &[data], "");
+    assert_eq!(status.code(), Some(0), "klog-dump");
+    let status = with_closed_stderr("klog-recover", &[data], "");
+    assert_eq!(status.code(), Some(0), "klog-recover");
+    // An error to say, and nowhere to say it: still its exit code.
+    let status = with_closed_stderr("klog-consume", &["--data-dir", data, "-t", "none"], "");
+    assert_eq!(status.code(), Some(1), "klog-consume of an unknown topic");
+}

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// The floor of each top-level module: higher numbers sit higher.
 fn floor(top: &str) -> Option<u32> {
     Some(match top {
-        "error" | "limits" | "human" | "clock" | "stop" | "stats" | "sync" | "random" => 0,
+        "error" | "limits" | "human" | "clock" | "stop" | "stats" | "sync" | "random" | "diag" => 0,
         "storage" => 1,
         "protocol" => 2,
         "client" => 3,

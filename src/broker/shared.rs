@@ -200,7 +200,7 @@ impl Shared {
     /// Prints a line of the broker's log on stderr (unless `quiet`).
     pub(super) fn log(&self, msg: std::fmt::Arguments<'_>) {
         if !self.config.quiet {
-            eprintln!("% {msg}");
+            crate::diag::line(format_args!("% {msg}"));
         }
     }
 

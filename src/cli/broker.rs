@@ -137,7 +137,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let broker = Broker::open(config)?;
     let addr = broker.handle()?.local_addr();
     // Scripts and tests wait for this line; it is printed even with -q.
-    eprintln!("% Listening on {addr}");
+    crate::diag::line(format_args!("% Listening on {addr}"));
     broker.run()?;
     say.info("Shut down cleanly");
     Ok(ExitCode::SUCCESS)

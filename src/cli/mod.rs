@@ -68,7 +68,7 @@ pub fn print_error(err: &anyhow::Error) {
     if let Some(hint) = hint(err) {
         msg.push_str(&format!("  hint: {hint}\n"));
     }
-    eprint!("{msg}");
+    crate::diag::text(&msg);
 }
 
 fn hint(err: &anyhow::Error) -> Option<&'static str> {

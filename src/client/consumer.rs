@@ -326,7 +326,13 @@ impl Fetcher {
         };
         write_all_with(&self.stream, request, &self.addr, &mut patience)?;
         let mut body = Vec::new();
-        read_frame_max(&self.stream, &mut body, &self.addr, answer_bytes_max, &mut patience)?;
+        read_frame_max(
+            &self.stream,
+            &mut body,
+            &self.addr,
+            answer_bytes_max,
+            &mut patience,
+        )?;
         Ok(body)
     }
 

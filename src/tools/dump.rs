@@ -92,7 +92,7 @@ impl Dumper {
     fn problem(&mut self, what: impl std::fmt::Display) {
         self.problems += 1;
         let _ = self.out.flush();
-        eprintln!("problem: {what}");
+        crate::diag::line(format_args!("problem: {what}"));
     }
 
     /// Dumps one segment file on its own.
@@ -345,10 +345,10 @@ impl Dumper {
         let holder = lock::holder(dir);
         if let Some(pid) = holder {
             if !self.options.quiet {
-                eprintln!(
+                crate::diag::line(format_args!(
                     "% {} is being written by pid {pid}: reading up to the last whole record",
                     dir.display()
-                );
+                ));
             }
         }
         let (segments, leftovers) = recover::list_partition(&RealFs, dir)?;
@@ -441,7 +441,7 @@ impl Dumper {
                 ]);
             }
             self.out.flush()?;
-            eprintln!("{table}");
+            crate::diag::line(format_args!("{table}"));
         }
         self.out.flush()?;
         Ok(())

@@ -36,7 +36,7 @@ impl Say {
     /// Prints `% <msg>` on stderr unless quiet.
     pub fn info(&self, msg: impl std::fmt::Display) {
         if !self.quiet {
-            eprintln!("% {msg}");
+            crate::diag::line(format_args!("% {msg}"));
         }
     }
 }

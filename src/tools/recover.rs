@@ -3,6 +3,7 @@
 //! [`crate::storage::recover`], and reporting what it did per segment, in
 //! lines or JSON.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -195,18 +196,23 @@ fn print_report(
     options: &Options,
     say: Say,
 ) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
     if options.json {
         for seg in &report.segments {
-            println!("{}", serde_json::to_string(seg)?);
+            writeln!(out, "{}", serde_json::to_string(seg)?)?;
         }
         for q in &report.quarantined {
-            println!("{}", serde_json::json!({"path": q, "quarantined": true}));
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({"path": q, "quarantined": true})
+            )?;
         }
         return Ok(());
     }
     say.info(format_args!("{}", dir.display()));
     for seg in &report.segments {
-        println!("{}", describe(seg, options.dry_run));
+        writeln!(out, "{}", describe(seg, options.dry_run))?;
     }
     let verb = if options.dry_run {
         "would move"
@@ -214,11 +220,12 @@ fn print_report(
         "moved"
     };
     for q in &report.quarantined {
-        println!(
+        writeln!(
+            out,
             "{}: after a cut, {verb} into {}/",
             segment_name(q),
             recover::QUARANTINE_DIR
-        );
+        )?;
     }
     let verb = if options.dry_run {
         "would remove"
@@ -226,7 +233,7 @@ fn print_report(
         "removed"
     };
     for r in &report.removed {
-        println!("{}: leftover file, {verb}", r.display());
+        writeln!(out, "{}: leftover file, {verb}", r.display())?;
     }
     Ok(())
 }

@@ -8,6 +8,7 @@
 //! figures, in [`paper`].
 
 use std::io::IsTerminal;
+use std::io::Write;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -114,7 +115,7 @@ fn measure_fanout(setup: &Setup, run: &ProduceRun, partitions: u32) -> anyhow::R
         progress.update(n)
     })?;
     progress.finish();
-    print_report(&report, "fanout", "sent", setup.json);
+    print_report(&report, "fanout", "sent", setup.json)?;
     Ok(())
 }
 
@@ -133,12 +134,12 @@ fn measure_roll(setup: &Setup, run: &contention::RollRun) -> anyhow::Result<()> 
             .segment_bytes
             .filter(|_| target.own.is_some())
             .map_or("the broker's --segment-bytes".to_string(), mib);
-        eprintln!(
+        crate::diag::line(format_args!(
             "% partition 1 took {} meanwhile (segments of {segment_bytes})",
             mib(report.background_bytes)
-        );
+        ));
     }
-    print_report(&report.measured, "roll", "sent", setup.json);
+    print_report(&report.measured, "roll", "sent", setup.json)?;
     Ok(())
 }
 
@@ -148,7 +149,7 @@ fn measure_produce(setup: &Setup, run: &ProduceRun) -> anyhow::Result<()> {
     let progress = Progress::new(run.records, "produce", setup.quiet);
     let report = workload::produce(&target.addr, &topic, run, &|n| progress.update(n))?;
     progress.finish();
-    print_report(&report, "produce", "sent", setup.json);
+    print_report(&report, "produce", "sent", setup.json)?;
     Ok(())
 }
 
@@ -163,7 +164,9 @@ fn measure_consume(
     let topic = topic(setup, "consume");
     if target.own.is_some() || setup.topic.is_none() {
         if !setup.quiet {
-            eprintln!("% filling {topic} with {records} records of {value_bytes} bytes");
+            crate::diag::line(format_args!(
+                "% filling {topic} with {records} records of {value_bytes} bytes"
+            ));
         }
         workload::fill(&target.addr, &topic, records, value_bytes)?;
     }
@@ -177,7 +180,7 @@ fn measure_consume(
         &|n| progress.update(n),
     )?;
     progress.finish();
-    print_report(&report, "consume", "consumed", setup.json);
+    print_report(&report, "consume", "consumed", setup.json)?;
     Ok(())
 }
 
@@ -190,7 +193,7 @@ fn measure_latency(
     let target = Target::new(setup)?;
     let topic = topic(setup, "latency");
     let report = workload::latency(&target.addr, &topic, records, value_bytes, rate_per_sec)?;
-    print_report(&report, "latency", "sent", setup.json);
+    print_report(&report, "latency", "sent", setup.json)?;
     Ok(())
 }
 
@@ -267,10 +270,10 @@ impl Progress {
         if last.elapsed() >= Duration::from_secs(5) {
             *last = Instant::now();
             let secs = self.start.elapsed().as_secs_f64();
-            eprintln!(
+            crate::diag::line(format_args!(
                 "% {done} records, {:.1} records/sec",
                 done as f64 / secs.max(1e-9)
-            );
+            ));
         }
     }
 
@@ -286,10 +289,11 @@ fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
 
-fn print_report(report: &Report, kind: &str, verb: &str, json: bool) {
+fn print_report(report: &Report, kind: &str, verb: &str, json: bool) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
     if json {
-        println!("{}", report.json(kind));
+        writeln!(out, "{}", report.json(kind))
     } else {
-        println!("{}", report.kafka_line(verb));
+        writeln!(out, "{}", report.kafka_line(verb))
     }
 }

@@ -5,6 +5,7 @@
 
 use super::workload::{self, OwnBroker, ProduceRun};
 use super::{topic, Progress, Setup, Target};
+use std::io::Write;
 
 /// The table's rows (experiment, the paper's figure, ours) and the JSON
 /// lines, filled in experiment by experiment.
@@ -28,7 +29,7 @@ pub fn run(setup: &Setup, records: u64) -> anyhow::Result<()> {
     if let Some(own) = &target.own {
         overhead_rows(own, &topics, records, &mut results);
     }
-    results.print(setup.json);
+    results.print(setup.json)?;
     Ok(())
 }
 
@@ -122,12 +123,13 @@ fn overhead_rows(own: &OwnBroker, topics: &[(u32, String)], records: u64, result
 
 impl Results {
     /// Prints the JSON lines, or the table.
-    fn print(self, json: bool) {
+    fn print(self, json: bool) -> std::io::Result<()> {
+        let mut out = std::io::stdout().lock();
         if json {
             for j in self.json {
-                println!("{j}");
+                writeln!(out, "{j}")?;
             }
-            return;
+            return Ok(());
         }
         let mut table = crate::tools::table(&[
             "experiment (10^7 x 200 B in the paper)",
@@ -137,6 +139,6 @@ impl Results {
         for (what, paper, klog) in self.rows {
             table.add_row([what.to_string(), paper, klog]);
         }
-        println!("{table}");
+        writeln!(out, "{table}")
     }
 }
