@@ -223,3 +223,20 @@ fn a_closed_stderr_is_not_a_panic() {
     let status = with_closed_stderr("klog-consume", &["--data-dir", data, "-t", "none"], "");
     assert_eq!(status.code(), Some(1), "klog-consume of an unknown topic");
 }
+
+/// `-p 0,0` names partition 0 once: its records come once.
+#[test]
+fn a_partition_named_twice_is_read_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    bin("klog-produce")
+        .args(["--data-dir", data, "-t", "t", "-q", "--partitions", "2", "-p", "0"])
+        .write_stdin("a\nb\n")
+        .assert()
+        .success();
+    bin("klog-consume")
+        .args(["--data-dir", data, "-t", "t", "-e", "-q", "-p", "0,0,1,0"])
+        .assert()
+        .success()
+        .stdout("a\nb\n");
+}

@@ -119,9 +119,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         session_timeout_ms: args.session_timeout_ms,
     });
     let reset_offsets = args.reset_offsets;
+    // A partition named twice (`-p 0,0`) is read once.
+    let mut partitions = args.partitions;
+    let mut named = std::collections::HashSet::new();
+    partitions.retain(|p| named.insert(*p));
     let options = follow::Options {
         topic: args.topic,
-        partitions: args.partitions,
+        partitions,
         offset: args.offset,
         exit_at_end: args.exit_at_end,
         records_max: args.records_max,
