@@ -38,8 +38,8 @@ _arguments "${_arguments_options[@]}" : \
 '--acks=[Acknowledgements\: 0, 1 or all]:0|1|all:_default' \
 '--in-flight=[Requests in flight per producer]:N:_default' \
 '--producers=[Producers, each on its own connection and thread]:N:_default' \
-'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
-'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
+'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
@@ -58,8 +58,8 @@ _arguments "${_arguments_options[@]}" : \
 '--record-size=[Bytes per record value (of the records it fills in)]:SIZE:_default' \
 '--fetch-size=[Bytes fetched per partition per request]:SIZE:_default' \
 '--prefetch=[Fetch responses read ahead of the consumer (prefetch)]:N:_default' \
-'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
-'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
+'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
@@ -77,8 +77,8 @@ _arguments "${_arguments_options[@]}" : \
 '-s+[Bytes per record value (at least 8\: the send time)]:SIZE:_default' \
 '--record-size=[Bytes per record value (at least 8\: the send time)]:SIZE:_default' \
 '--rate=[Records per second]:N:_default' \
-'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
-'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
+'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
@@ -97,8 +97,8 @@ _arguments "${_arguments_options[@]}" : \
 '--record-size=[Bytes per record value]:SIZE:_default' \
 '--batch=[Records per batch (one request each)]:N:_default' \
 '--in-flight=[Requests in flight per producer]:N:_default' \
-'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
-'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
+'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
@@ -118,8 +118,8 @@ _arguments "${_arguments_options[@]}" : \
 '--acks=[Acknowledgements of the measured producer\: 0, 1 or all]:0|1|all:_default' \
 '--background-rate=[Bytes a second written to partition 1 (acks=1, 64 KiB requests)]:SIZE:_default' \
 '--segment-bytes=[Segment size of the benchmark'\''s own broker (with -b, the broker'\''s own --segment-bytes decides)]:SIZE:_default' \
-'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
-'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
+'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
@@ -134,8 +134,8 @@ _arguments "${_arguments_options[@]}" : \
 _arguments "${_arguments_options[@]}" : \
 '-n+[Records per experiment (the paper\: 10 million)]:RECORDS:_default' \
 '--records=[Records per experiment (the paper\: 10 million)]:RECORDS:_default' \
-'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
-'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST:PORT:_default' \
+'-b+[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
+'--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \

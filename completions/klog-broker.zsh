@@ -16,7 +16,7 @@ _klog-broker() {
     local context curcontext="$curcontext" state line
     _arguments "${_arguments_options[@]}" : \
 '--data-dir=[The data directory (created if missing)]:DIR:_files' \
-'--listen=[Address to listen on; port 0 picks a free port]:ADDR:_default' \
+'--listen=[Address to listen on; port 0 picks a free port]:HOST:PORT:_default' \
 '--partitions=[Partitions of a topic created on first produce]:N:_default' \
 '--segment-bytes=[Segment size at which a log rolls (at least 4KiB)]:SIZE:_default' \
 '--segment-age=[A segment older than this rolls at the next append]:DURATION:_default' \

@@ -30,8 +30,8 @@ _klog-produce() {
 '--acks=[Acknowledgements\: 0 (none), 1 (appended), all (durable)]:0|1|all:_default' \
 '--message-timeout=[Delivery deadline\: a record the broker has not acknowledged this long after it was read counts as failed (connecting included; exit 1). SIGINT or SIGTERM gives what was sent half a second more, a second signal ends at once]:DURATION:_default' \
 '--partitions=[Embedded mode\: partitions of a topic this command creates (with a broker, the broker'\''s --partitions applies)]:N:_default' \
-'-b+[The broker to send to]:HOST:PORT:_default' \
-'--broker=[The broker to send to]:HOST:PORT:_default' \
+'-b+[The broker to send to]:HOST[:PORT]:_default' \
+'--broker=[The broker to send to]:HOST[:PORT]:_default' \
 '(--registry)--data-dir=[Embedded mode\: append to the logs in this data directory directly, with no broker (takes each partition'\''s writer lock)]:DIR:_files' \
 '--registry=[Find each partition'\''s broker in this registry (a cluster of brokers) instead of sending everything to -b]:DIR:_files' \
 '--segment-bytes=[Embedded mode\: segment size at which a log rolls]:SIZE:_default' \

@@ -165,7 +165,7 @@ pub enum Error {
     /// A configuration value is unusable: a flag, a limit, or a name given
     /// to the library. Only for configuration; a failure at run time has a
     /// variant of its own.
-    #[error("invalid configuration: {0}")]
+    #[error("{0}")]
     Config(String),
 
     /// A thread could not be started (the system is out of threads or

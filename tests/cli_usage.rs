@@ -230,7 +230,17 @@ fn a_partition_named_twice_is_read_once() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
     bin("klog-produce")
-        .args(["--data-dir", data, "-t", "t", "-q", "--partitions", "2", "-p", "0"])
+        .args([
+            "--data-dir",
+            data,
+            "-t",
+            "t",
+            "-q",
+            "--partitions",
+            "2",
+            "-p",
+            "0",
+        ])
         .write_stdin("a\nb\n")
         .assert()
         .success();
@@ -239,4 +249,60 @@ fn a_partition_named_twice_is_read_once() {
         .assert()
         .success()
         .stdout("a\nb\n");
+}
+
+/// Mistakes in how a tool is called are usage errors (exit 2), in words,
+/// with no internal prefix.
+#[test]
+fn usage_mistakes_exit_2_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    let data = data.to_str().unwrap();
+    let broker = |args: &[&str]| {
+        bin("klog-broker")
+            .args(["--data-dir", data])
+            .args(args)
+            .timeout(std::time::Duration::from_secs(20))
+            .assert()
+            .code(2)
+    };
+    broker(&["--listen", "nonsense"]).stderr(predicate::str::contains("nonsense"));
+    broker(&["--listen", "127.0.0.1:0", "--segment-bytes", "1KiB"])
+        .stderr(predicate::str::contains("4KiB"));
+    broker(&["--listen", "127.0.0.1:0", "--max-record-bytes", "0"]);
+    broker(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--max-request-bytes",
+        "8MiB",
+        "--max-queued-request-bytes",
+        "4MiB",
+    ]);
+    bin("klog-consume")
+        .args(["--data-dir", data, "-t", "t", "-o", "stored"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("-o stored needs a group (-G GROUP"));
+    bin("klog-produce")
+        .args(["--data-dir", data, "-t", "t", "--segment-bytes", "1KiB"])
+        .write_stdin("x\n")
+        .assert()
+        .code(2);
+    let out = bin("klog-broker")
+        .args(["--data-dir", data, "--segment-bytes", "1KiB"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("invalid configuration"), "{stderr}");
+}
+
+/// `-b HOST` without a port means port 9092, as in kcat.
+#[test]
+fn a_broker_address_without_a_port_means_9092() {
+    bin("klog-consume")
+        .args(["-b", "127.0.0.1", "-t", "t", "-e"])
+        .timeout(std::time::Duration::from_secs(30))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("127.0.0.1:9092"));
 }

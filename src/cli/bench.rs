@@ -28,8 +28,9 @@ pub struct Common {
     #[arg(
         short = 'b',
         long = "broker",
-        value_name = "HOST:PORT",
-        env = "KLOG_BROKER"
+        value_name = "HOST[:PORT]",
+        env = "KLOG_BROKER",
+        value_parser = super::broker_arg
     )]
     pub broker: Option<String>,
     /// Topic to use (default: a fresh one per run).

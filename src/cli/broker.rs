@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Parser;
 
 use crate::broker::{Broker, BrokerConfig};
@@ -25,13 +24,13 @@ pub struct Args {
     )]
     pub data_dir: PathBuf,
     /// Address to listen on; port 0 picks a free port.
-    #[arg(long = "listen", value_name = "ADDR", default_value = "127.0.0.1:9092")]
+    #[arg(long = "listen", value_name = "HOST:PORT", default_value = "127.0.0.1:9092", value_parser = super::listen_arg)]
     pub listen: String,
     /// Partitions of a topic created on first produce.
     #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(limits::PARTITIONS_MAX)))]
     pub partitions: u32,
     /// Segment size at which a log rolls (at least 4KiB).
-    #[arg(long = "segment-bytes", value_name = "SIZE", default_value = "1GiB", value_parser = super::size_arg)]
+    #[arg(long = "segment-bytes", value_name = "SIZE", default_value = "1GiB", value_parser = super::segment_size_arg)]
     pub segment_bytes: u64,
     /// A segment older than this rolls at the next append.
     #[arg(long = "segment-age", value_name = "DURATION", value_parser = super::duration_arg)]
@@ -57,7 +56,7 @@ pub struct Args {
     #[arg(long = "flush-interval", value_name = "DURATION", value_parser = super::duration_arg)]
     pub flush_interval_ms: Option<u64>,
     /// Largest record accepted.
-    #[arg(long = "max-record-bytes", value_name = "SIZE", default_value = "1MiB", value_parser = super::size_arg)]
+    #[arg(long = "max-record-bytes", value_name = "SIZE", default_value = "1MiB", value_parser = super::record_size_arg)]
     pub record_bytes_max: u64,
     /// Largest request accepted (checked before allocating).
     #[arg(long = "max-request-bytes", value_name = "SIZE", default_value = "100MiB", value_parser = super::size_arg)]
@@ -105,7 +104,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         index_interval_bytes: u32::try_from(args.index_interval_bytes)
             .ok()
             .filter(|&n| n > 0)
-            .context("--index-interval-bytes must be between 1 and 4GiB")?,
+            .ok_or_else(|| {
+                super::Usage("--index-interval-bytes must be between 1 and 4GiB".into())
+            })?,
         retention_ms: Some(args.retention_ms),
         retention_bytes: args.retention_bytes,
         record_bytes_max: u32::try_from(args.record_bytes_max).unwrap_or(u32::MAX),
@@ -120,13 +121,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.request_bytes_max = u32::try_from(args.request_bytes_max)
         .ok()
         .filter(|&n| n as usize >= crate::protocol::REQUEST_HEADER_BYTES)
-        .context("--max-request-bytes must be between 8 bytes and 4GiB")?;
+        .ok_or_else(|| {
+            super::Usage("--max-request-bytes must be between 8 bytes and 4GiB".into())
+        })?;
     if args.queued_request_bytes_max < u64::from(config.request_bytes_max) {
-        anyhow::bail!(
+        return Err(super::Usage(format!(
             "--max-queued-request-bytes ({}) is smaller than --max-request-bytes ({}): the largest request could never be read",
             args.queued_request_bytes_max,
             config.request_bytes_max
-        );
+        ))
+        .into());
     }
     config.queued_request_bytes_max = args.queued_request_bytes_max;
     config.connections_max = args.connections_max as usize;

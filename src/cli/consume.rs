@@ -92,9 +92,10 @@ pub struct Args {
     #[arg(
         short = 'b',
         long = "broker",
-        value_name = "HOST:PORT",
+        value_name = "HOST[:PORT]",
         default_value = "127.0.0.1:9092",
-        env = "KLOG_BROKER"
+        env = "KLOG_BROKER",
+        value_parser = super::broker_arg
     )]
     pub broker: String,
     /// Embedded mode: read the logs in this data directory directly, with
@@ -108,6 +109,12 @@ pub struct Args {
 
 /// Runs `klog-consume`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.offset == OffsetSpec::Stored && args.group.is_none() {
+        return Err(super::Usage(
+            "-o stored needs a group (-G GROUP --registry DIR): it starts at the group's committed offsets".into(),
+        )
+        .into());
+    }
     super::handle_signals(|| {})?;
     let group = args.group.map(|group| GroupOptions {
         group,

@@ -9,7 +9,7 @@
 use std::io;
 use std::process::ExitCode;
 
-use crate::human;
+use crate::{human, limits};
 
 pub mod bench;
 pub mod broker;
@@ -20,6 +20,8 @@ pub mod recover;
 
 /// Exit code: a runtime failure.
 pub const EXIT_FAILURE: u8 = 1;
+/// Exit code: a usage error.
+pub const EXIT_USAGE: u8 = 2;
 /// Exit code: corruption found and repaired.
 pub const EXIT_REPAIRED: u8 = 3;
 /// Exit code: corruption found and left.
@@ -49,6 +51,9 @@ pub fn main(run: impl FnOnce() -> anyhow::Result<ExitCode>) -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             print_error(&err);
+            if err.chain().any(|e| e.is::<Usage>()) {
+                return ExitCode::from(EXIT_USAGE);
+            }
             ExitCode::from(EXIT_FAILURE)
         }
     }
@@ -141,6 +146,72 @@ pub fn size_arg(s: &str) -> Result<u64, String> {
     human::parse_size(s)
 }
 
+/// A clap value parser for `--segment-bytes`: a size from 4KiB to 4GiB - 1.
+pub fn segment_size_arg(s: &str) -> Result<u64, String> {
+    let n = human::parse_size(s)?;
+    if !(limits::SEGMENT_BYTES_MIN..=limits::SEGMENT_BYTES_MAX).contains(&n) {
+        return Err(format!(
+            "a segment holds from 4KiB to {} bytes, not {n}",
+            limits::SEGMENT_BYTES_MAX
+        ));
+    }
+    Ok(n)
+}
+
+/// A clap value parser for `--max-record-bytes`: from 1 byte to 64MiB.
+pub fn record_size_arg(s: &str) -> Result<u64, String> {
+    let n = human::parse_size(s)?;
+    if !(1..=u64::from(limits::RECORD_BYTES_MAX_LIMIT)).contains(&n) {
+        return Err(format!(
+            "a record takes from 1 byte to 64MiB, not {n} bytes"
+        ));
+    }
+    Ok(n)
+}
+
+/// A clap value parser for a broker's address, `HOST[:PORT]`: without a
+/// port, Kafka's 9092 (as kcat does).
+pub fn broker_arg(s: &str) -> Result<String, String> {
+    match host_port(s) {
+        Ok(_) => Ok(s.to_string()),
+        Err(_) if !s.is_empty() && !s.contains(':') => Ok(format!("{s}:9092")),
+        // A bracketed IPv6 address alone: `[::1]`.
+        Err(_) if s.starts_with('[') && s.ends_with(']') => Ok(format!("{s}:9092")),
+        Err(why) => Err(why),
+    }
+}
+
+/// A clap value parser for `--listen`: `HOST:PORT` (port 0 picks one).
+pub fn listen_arg(s: &str) -> Result<String, String> {
+    host_port(s).map(|_| s.to_string())
+}
+
+/// Checks `HOST:PORT` without resolving the host.
+fn host_port(s: &str) -> Result<(), String> {
+    let bad =
+        || format!("{s:?} is not HOST:PORT (e.g. 127.0.0.1:9092, localhost:9092, [::1]:9092)");
+    let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
+    let host_ok =
+        !host.is_empty() && (host.starts_with('[') && host.ends_with(']') || !host.contains(':'));
+    if !host_ok || port.parse::<u16>().is_err() {
+        return Err(bad());
+    }
+    Ok(())
+}
+
+/// A mistake in how a tool was called that clap's definitions cannot see
+/// (two flags that do not go together): printed like clap's, exit 2.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
 /// A clap value parser for durations like `500ms`, in ms.
 pub fn duration_arg(s: &str) -> Result<u64, String> {
     human::parse_duration_ms(s)
@@ -169,4 +240,23 @@ pub fn acks_arg(s: &str) -> Result<i8, String> {
 pub fn topic_arg(s: &str) -> Result<String, String> {
     crate::storage::store::validate_topic(s).map_err(|e| e.to_string())?;
     Ok(s.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broker_address_is_host_and_port_and_the_port_defaults_to_9092() {
+        assert_eq!(broker_arg("127.0.0.1:9093").unwrap(), "127.0.0.1:9093");
+        assert_eq!(broker_arg("127.0.0.1").unwrap(), "127.0.0.1:9092");
+        assert_eq!(broker_arg("kafka.example").unwrap(), "kafka.example:9092");
+        assert_eq!(broker_arg("[::1]").unwrap(), "[::1]:9092");
+        assert_eq!(broker_arg("[::1]:7").unwrap(), "[::1]:7");
+        for bad in ["", ":9092", "host:", "host:port", "host:70000", "::1", "a:b:c"] {
+            assert!(broker_arg(bad).is_err(), "{bad:?}");
+        }
+        assert!(listen_arg("nonsense").is_err());
+        assert!(listen_arg("0.0.0.0:0").is_ok());
+    }
 }

@@ -63,9 +63,10 @@ pub struct Args {
     #[arg(
         short = 'b',
         long = "broker",
-        value_name = "HOST:PORT",
+        value_name = "HOST[:PORT]",
         default_value = "127.0.0.1:9092",
-        env = "KLOG_BROKER"
+        env = "KLOG_BROKER",
+        value_parser = super::broker_arg
     )]
     pub broker: String,
     /// Embedded mode: append to the logs in this data directory directly,
@@ -82,10 +83,10 @@ pub struct Args {
     #[arg(long = "registry", value_name = "DIR", env = "KLOG_REGISTRY")]
     pub registry: Option<PathBuf>,
     /// Embedded mode: segment size at which a log rolls.
-    #[arg(long = "segment-bytes", value_name = "SIZE", default_value = "1GiB", value_parser = super::size_arg)]
+    #[arg(long = "segment-bytes", value_name = "SIZE", default_value = "1GiB", value_parser = super::segment_size_arg)]
     pub segment_bytes: u64,
     /// Largest record accepted.
-    #[arg(long = "max-record-bytes", value_name = "SIZE", default_value = "1MiB", value_parser = super::size_arg)]
+    #[arg(long = "max-record-bytes", value_name = "SIZE", default_value = "1MiB", value_parser = super::record_size_arg)]
     pub record_bytes_max: u64,
     /// Only print errors.
     #[arg(short = 'q', long = "quiet")]
