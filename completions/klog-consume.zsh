@@ -25,8 +25,8 @@ _klog-consume() {
 '--count=[Stop after N records]:N:_default' \
 '(-J --json)-f+[Output format\: %s value, %k key, %S value length, %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN]:FORMAT:_default' \
 '(-J --json)--format=[Output format\: %s value, %k key, %S value length, %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN]:FORMAT:_default' \
-'(-p --partition --data-dir)-G+[Consume as a member of this consumer group\: the group'\''s members share the topic'\''s partitions, and resume at its committed offsets]:GROUP:_default' \
-'(-p --partition --data-dir)--group=[Consume as a member of this consumer group\: the group'\''s members share the topic'\''s partitions, and resume at its committed offsets]:GROUP:_default' \
+'(-p --partition)-G+[Consume as a member of this consumer group\: the group'\''s members share the topic'\''s partitions, and resume at its committed offsets]:GROUP:_default' \
+'(-p --partition)--group=[Consume as a member of this consumer group\: the group'\''s members share the topic'\''s partitions, and resume at its committed offsets]:GROUP:_default' \
 '--registry=[The registry of consumer groups and brokers (a directory)]:DIR:_files' \
 '--commit-interval=[With -G\: commit offsets this often (and at rebalances and exit)]:DURATION:_default' \
 '--session-timeout=[With -G\: a member silent for longer (stopped, stuck) loses its partitions to the others, and its late commits are refused; when it wakes it rejoins. Members renew their session and look at the registry ten times per timeout; a member that dies leaves at once]:DURATION:_default' \

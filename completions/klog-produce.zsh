@@ -32,7 +32,7 @@ _klog-produce() {
 '--partitions=[Embedded mode\: partitions of a topic this command creates (with a broker, the broker'\''s --partitions applies)]:N:_default' \
 '-b+[The broker to send to]:HOST[:PORT]:_default' \
 '--broker=[The broker to send to]:HOST[:PORT]:_default' \
-'(--registry)--data-dir=[Embedded mode\: append to the logs in this data directory directly, with no broker (takes each partition'\''s writer lock)]:DIR:_files' \
+'--data-dir=[Embedded mode\: append to the logs in this data directory directly, with no broker (takes each partition'\''s writer lock)]:DIR:_files' \
 '--registry=[Find each partition'\''s broker in this registry (a cluster of brokers) instead of sending everything to -b]:DIR:_files' \
 '--segment-bytes=[Embedded mode\: segment size at which a log rolls]:SIZE:_default' \
 '--max-record-bytes=[Largest record accepted]:SIZE:_default' \

@@ -282,7 +282,9 @@ fn usage_mistakes_exit_2_in_words() {
         .args(["--data-dir", data, "-t", "t", "-o", "stored"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("-o stored needs a group (-G GROUP"));
+        .stderr(predicate::str::contains(
+            "-o stored needs a group (-G GROUP",
+        ));
     bin("klog-produce")
         .args(["--data-dir", data, "-t", "t", "--segment-bytes", "1KiB"])
         .write_stdin("x\n")
@@ -305,4 +307,94 @@ fn a_broker_address_without_a_port_means_9092() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains("127.0.0.1:9092"));
+}
+
+/// Explicit flags beat the environment; two explicit modes at once are a
+/// usage error; the broker's data directory has a variable of its own.
+#[test]
+fn explicit_flags_beat_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let env_data = dir.path().join("env-data");
+    let env_reg = dir.path().join("env-reg");
+    let broker = common::BrokerProc::start(&dir.path().join("served"), &[]);
+    for (var, value) in [("KLOG_DATA_DIR", &env_data), ("KLOG_REGISTRY", &env_reg)] {
+        bin("klog-produce")
+            .env(var, value)
+            .args(["-b", &broker.addr, "-t", "t", "-q"])
+            .write_stdin(format!("{var}\n"))
+            .assert()
+            .success();
+        bin("klog-consume")
+            .env(var, value)
+            .args(["-b", &broker.addr, "-t", "t", "-q", "-e", "-o", "-1"])
+            .assert()
+            .success()
+            .stdout(format!("{var}\n"));
+    }
+    assert!(
+        !env_data.exists() && !env_reg.exists(),
+        "-b won over the environment"
+    );
+    let data = dir.path().join("d");
+    let data = data.to_str().unwrap();
+    for tool in ["klog-produce", "klog-consume"] {
+        for conflict in [["--data-dir", data], ["--registry", data]] {
+            bin(tool)
+                .args(["-t", "t", "-b", &broker.addr])
+                .args(conflict)
+                .write_stdin("x\n")
+                .assert()
+                .code(2)
+                .stderr(predicate::str::contains("-b"));
+        }
+    }
+    // A data directory exported for the clients is not the broker's.
+    let clients = dir.path().join("clients");
+    let own = dir.path().join("broker-own");
+    let mut second = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-broker"))
+        .env("KLOG_DATA_DIR", &clients)
+        .env("KLOG_BROKER_DATA_DIR", &own)
+        .args(["--listen", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(second.stderr.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let _ = second.kill();
+    let _ = second.wait();
+    assert!(line.starts_with("% Listening"), "{line}");
+    assert!(
+        own.exists() && !clients.exists(),
+        "the broker took KLOG_BROKER_DATA_DIR"
+    );
+}
+
+/// A group reads through the registry: -b or --data-dir beside -G is a
+/// usage error, and an exported data directory does not get in its way.
+#[test]
+fn a_group_goes_with_the_registry_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = dir.path().join("reg");
+    let reg = reg.to_str().unwrap();
+    for other in [["-b", "127.0.0.1:1"], ["--data-dir", reg]] {
+        bin("klog-consume")
+            .args(["-t", "t", "-G", "g", "--registry", reg])
+            .args(other)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("-G reads through the registry"));
+    }
+    // Exported, the data directory is not a conflict: the group's registry
+    // (holding no broker yet) is what is used.
+    bin("klog-consume")
+        .env("KLOG_DATA_DIR", dir.path())
+        .args(["-t", "t", "-G", "g", "--registry", reg, "-e"])
+        .timeout(std::time::Duration::from_secs(30))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("group \"g\""));
 }

@@ -294,8 +294,8 @@ fn damaged_registry_files_are_errors_or_ignored_never_a_panic() {
     bin("klog-consume")
         .args(["-b", &broker.addr, "-t", "t", "-o", "stored", "-e"])
         .assert()
-        .code(1)
-        .stderr(predicate::str::contains("needs -G"));
+        .code(2)
+        .stderr(predicate::str::contains("needs a group (-G"));
 }
 
 #[test]

@@ -2,9 +2,11 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use klog::cli::produce::{run, Args};
 
 fn main() -> ExitCode {
-    klog::cli::main(|| run(Args::parse()))
+    klog::cli::main(|| {
+        let (args, matches) = klog::cli::parse::<Args>();
+        run(args, &matches)
+    })
 }

@@ -20,7 +20,7 @@ pub struct Args {
         long = "data-dir",
         value_name = "DIR",
         default_value = "./klog-data",
-        env = "KLOG_DATA_DIR"
+        env = "KLOG_BROKER_DATA_DIR"
     )]
     pub data_dir: PathBuf,
     /// Address to listen on; port 0 picks a free port.

@@ -62,7 +62,7 @@ pub struct Args {
     pub unbuffered: bool,
     /// Consume as a member of this consumer group: the group's members
     /// share the topic's partitions, and resume at its committed offsets.
-    #[arg(short = 'G', long = "group", value_name = "GROUP", requires = "registry", conflicts_with_all = ["partitions", "data_dir"], value_parser = super::topic_arg)]
+    #[arg(short = 'G', long = "group", value_name = "GROUP", requires = "registry", conflicts_with = "partitions", value_parser = super::topic_arg)]
     pub group: Option<String>,
     /// The registry of consumer groups and brokers (a directory).
     #[arg(long = "registry", value_name = "DIR", env = "KLOG_REGISTRY")]
@@ -107,8 +107,22 @@ pub struct Args {
     pub quiet: bool,
 }
 
-/// Runs `klog-consume`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// Runs `klog-consume`; `matches` tell a flag from the environment.
+pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCode> {
+    if args.group.is_some() {
+        // A group reads through the registry, whatever else is exported.
+        let flag = |id| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+        if flag("broker") || flag("data_dir") {
+            return Err(super::Usage(
+                "-G reads through the registry (--registry): it does not go with -b or --data-dir"
+                    .into(),
+            )
+            .into());
+        }
+        args.data_dir = None;
+    } else {
+        super::choose_target(matches, &mut args.data_dir, &mut args.registry)?;
+    }
     if args.offset == OffsetSpec::Stored && args.group.is_none() {
         return Err(super::Usage(
             "-o stored needs a group (-G GROUP --registry DIR): it starts at the group's committed offsets".into(),

@@ -199,6 +199,69 @@ fn host_port(s: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Parses the command line into `A`, keeping where each value came from
+/// (a flag, the environment, a default) for [`choose_target`].
+pub fn parse<A: clap::Parser>() -> (A, clap::ArgMatches) {
+    let matches = A::command().get_matches();
+    match A::from_arg_matches(&matches) {
+        Ok(args) => (args, matches),
+        Err(e) => e.exit(),
+    }
+}
+
+/// Where a client's records are: one broker (`-b`), a data directory
+/// (`--data-dir`, embedded) or a registry's brokers (`--registry`). A flag
+/// beats the environment (`KLOG_BROKER`, `KLOG_DATA_DIR`,
+/// `KLOG_REGISTRY`), and two flags, or with no flag two variables, naming
+/// different places are a usage error. Leaves set only the chosen one of
+/// `data_dir` and `registry` (neither: the broker).
+pub fn choose_target(
+    matches: &clap::ArgMatches,
+    data_dir: &mut Option<std::path::PathBuf>,
+    registry: &mut Option<std::path::PathBuf>,
+) -> Result<(), Usage> {
+    use clap::parser::ValueSource;
+    let from = |id: &str| matches.value_source(id);
+    let places = [
+        ("broker", "-b"),
+        ("data_dir", "--data-dir"),
+        ("registry", "--registry"),
+    ];
+    let named: Vec<&str> = places
+        .iter()
+        .filter(|(id, _)| from(id) == Some(ValueSource::CommandLine))
+        .map(|(_, flag)| *flag)
+        .collect();
+    let chosen = match named.as_slice() {
+        [] => {
+            let set: Vec<&str> = [("data_dir", "KLOG_DATA_DIR"), ("registry", "KLOG_REGISTRY")]
+                .iter()
+                .filter(|(id, _)| from(id) == Some(ValueSource::EnvVariable))
+                .map(|(_, var)| *var)
+                .collect();
+            if let [a, b] = set.as_slice() {
+                return Err(Usage(format!(
+                    "{a} and {b} are both set and name different places for the records: unset one, or choose with -b, --data-dir or --registry"
+                )));
+            }
+            return Ok(());
+        }
+        [one] => *one,
+        [a, b, ..] => {
+            return Err(Usage(format!(
+                "{a} and {b} name different places for the records: give one of them"
+            )))
+        }
+    };
+    if chosen != "--data-dir" {
+        *data_dir = None;
+    }
+    if chosen != "--registry" {
+        *registry = None;
+    }
+    Ok(())
+}
+
 /// A mistake in how a tool was called that clap's definitions cannot see
 /// (two flags that do not go together): printed like clap's, exit 2.
 #[derive(Debug)]
@@ -253,7 +316,15 @@ mod tests {
         assert_eq!(broker_arg("kafka.example").unwrap(), "kafka.example:9092");
         assert_eq!(broker_arg("[::1]").unwrap(), "[::1]:9092");
         assert_eq!(broker_arg("[::1]:7").unwrap(), "[::1]:7");
-        for bad in ["", ":9092", "host:", "host:port", "host:70000", "::1", "a:b:c"] {
+        for bad in [
+            "",
+            ":9092",
+            "host:",
+            "host:port",
+            "host:70000",
+            "::1",
+            "a:b:c",
+        ] {
             assert!(broker_arg(bad).is_err(), "{bad:?}");
         }
         assert!(listen_arg("nonsense").is_err());

@@ -71,12 +71,7 @@ pub struct Args {
     pub broker: String,
     /// Embedded mode: append to the logs in this data directory directly,
     /// with no broker (takes each partition's writer lock).
-    #[arg(
-        long = "data-dir",
-        value_name = "DIR",
-        env = "KLOG_DATA_DIR",
-        conflicts_with = "registry"
-    )]
+    #[arg(long = "data-dir", value_name = "DIR", env = "KLOG_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// Find each partition's broker in this registry (a cluster of
     /// brokers) instead of sending everything to -b.
@@ -111,8 +106,9 @@ fn parse_header(s: &str) -> Result<(String, String), String> {
     Ok((n.to_string(), v.to_string()))
 }
 
-/// Runs `klog-produce`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// Runs `klog-produce`; `matches` tell a flag from the environment.
+pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCode> {
+    super::choose_target(matches, &mut args.data_dir, &mut args.registry)?;
     super::handle_signals(|| {})?;
     let options = produce::Options {
         topic: args.topic,
