@@ -57,6 +57,25 @@ pub enum Error {
         dir: PathBuf,
     },
 
+    /// A topic no broker of a registry holds.
+    #[error("topic {topic:?} is not in the registry {registry} (no registered broker holds it)")]
+    NotInRegistry {
+        /// Topic name.
+        topic: String,
+        /// The registry looked in.
+        registry: String,
+    },
+
+    /// A group asked to start at its committed offsets (`-o stored`) has
+    /// none for some partitions.
+    #[error("group {group:?} has no committed offset for {partitions}: -o stored insists on them (-o beginning or -o end says where to start without one)")]
+    NoCommittedOffset {
+        /// The group.
+        group: String,
+        /// The partitions without one, as `t [0], t [2]`.
+        partitions: String,
+    },
+
     /// Another process holds a directory's lock (a partition's writer, a
     /// data directory's broker).
     #[error("{path} is locked by {holder}")]

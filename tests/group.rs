@@ -681,3 +681,78 @@ fn reset_offsets_sets_the_groups_offsets_only_while_it_has_no_live_member() {
     assert_eq!(committed(), [60, 40]);
     drop(m);
 }
+
+/// `-o stored` insists on the group's committed offsets: with none, it is
+/// an error naming the partitions that have none.
+#[test]
+fn o_stored_without_commits_names_the_partitions_that_have_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = dir.path().join("reg");
+    let reg = reg.to_str().unwrap();
+    let broker = BrokerProc::start(
+        &dir.path().join("data"),
+        &["--registry", reg, "--partitions", "3"],
+    );
+    produce_to(&broker.addr, "t", &lines(30), &[]);
+    // Group g has a committed offset for every partition; group h none.
+    bin("klog-consume")
+        .args([
+            "-t",
+            "t",
+            "-G",
+            "g",
+            "--registry",
+            reg,
+            "--reset-offsets",
+            "beginning",
+        ])
+        .assert()
+        .success();
+    let out = bin("klog-consume")
+        .args([
+            "-t",
+            "t",
+            "-G",
+            "h",
+            "--registry",
+            reg,
+            "-e",
+            "-o",
+            "stored",
+        ])
+        .timeout(WAIT)
+        .assert()
+        .code(1);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("group \"h\" has no committed offset for t [0], t [1], t [2]"),
+        "{stderr}"
+    );
+    assert!(out.get_output().stdout.is_empty(), "nothing was read");
+    // With commits for every partition, it reads from them.
+    assert_eq!(read_as_group(reg, "g", &["-o", "stored"]).len(), 30);
+}
+
+/// `-G` on a topic no registered broker holds says so; without `-e` it
+/// waits for the topic to appear, as a consumer does.
+#[test]
+fn a_group_on_a_topic_not_in_the_registry_says_so_or_waits_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = dir.path().join("reg");
+    let reg = reg.to_str().unwrap();
+    let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg]);
+    bin("klog-consume")
+        .args(["-t", "t", "-G", "g", "--registry", reg, "-e"])
+        .timeout(WAIT)
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("topic \"t\" is not in the registry")
+                .and(predicate::str::contains("9092").not()),
+        );
+    let waiting = member(reg, "g", &[]);
+    waiting.wait_stderr("Waiting for topic t", |_| true, WAIT);
+    produce_to(&broker.addr, "t", "arrived\n", &[]);
+    let got = waiting.take_lines(1, WAIT);
+    assert_eq!(got, ["arrived"]);
+}

@@ -98,6 +98,9 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
             Some(crate::Error::UnknownTopic { .. }) => {
                 return Some("check the topic name and --data-dir; klog-produce creates topics")
             }
+            Some(crate::Error::NotInRegistry { .. }) => {
+                return Some("check the topic name; producing to it (klog-produce --registry DIR) creates it, and without -e the group waits for it")
+            }
             Some(crate::Error::Corrupt { .. }) => return Some("klog-recover repairs a damaged log"),
             Some(crate::Error::GroupActive { .. }) => {
                 return Some("stop the group's members first (klog-dump --registry DIR lists them)")

@@ -73,8 +73,6 @@ pub struct GroupConfig {
     pub poll_interval: Duration,
     /// Stop at the end offsets the topic had when the member joined (`-e`).
     pub exit_at_end: bool,
-    /// A broker to use when the registry names none for the topic.
-    pub fallback_broker: String,
 }
 
 /// One member of a consumer group.
@@ -353,9 +351,32 @@ fn routes(
         .brokers()?
         .into_iter()
         .find(|b| b.topics.contains_key(&config.topic))
-        .map_or_else(|| config.fallback_broker.clone(), |b| b.addr());
+        .ok_or_else(|| Error::NotInRegistry {
+            topic: config.topic.clone(),
+            registry: registry.location(),
+        })?
+        .addr();
     let count = conns.with(&broker, |c| c.partitions(&config.topic))?.len();
     Ok(vec![broker; count])
+}
+
+/// With `-o stored`: an error naming the partitions of the topic for which
+/// the group has no committed offset, if any.
+fn insist_on_commits(registry: &dyn Registry, config: &GroupConfig, partitions: u32) -> Result<()> {
+    let (group, topic) = (&config.group, &config.topic);
+    let mut missing = Vec::new();
+    for p in 0..partitions {
+        if registry.committed(group, topic, p)?.is_none() {
+            missing.push(format!("{topic} [{p}]"));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::NoCommittedOffset {
+        group: group.clone(),
+        partitions: missing.join(", "),
+    })
 }
 
 /// The subscribed members and the topic's partition count, now.
@@ -397,6 +418,9 @@ impl GroupMember {
         let share = Share::join(registry, group, topic, member_id(), config.session_timeout)?;
         let mut conns = Connections::new();
         let routes = routes(&*share.registry, &config, &mut conns)?;
+        if config.reset == OffsetSpec::Stored {
+            insist_on_commits(&*share.registry, &config, routes.len() as u32)?;
+        }
         let ends = bounds(&routes, &config.topic, &mut conns)?
             .into_iter()
             .map(|(_, end)| end)

@@ -16,6 +16,7 @@ use anyhow::Context;
 use crate::client::offset::{resolve_in, OffsetSpec};
 use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
 use crate::coord::group::{GroupConfig, GroupMember};
+use crate::coord::Registry;
 use crate::storage::fs::{RealFs, Vfs};
 use crate::storage::record::Record;
 use crate::storage::store::Store;
@@ -374,7 +375,33 @@ fn group_config(options: &Options, group_options: &GroupOptions) -> GroupConfig 
             (group_options.session_timeout_ms / 10).clamp(20, 1000),
         ),
         exit_at_end: options.exit_at_end,
-        fallback_broker: options.broker.clone(),
+    }
+}
+
+/// Joins the group; a topic not in the registry yet is waited for (unless
+/// `-e`), as a consumer waits for a topic to appear. `None`: stopped first.
+fn join_when_there(
+    registry: Arc<dyn Registry>,
+    config: GroupConfig,
+    say: Say,
+) -> crate::Result<Option<GroupMember>> {
+    let mut said = false;
+    loop {
+        match GroupMember::join(Arc::clone(&registry), config.clone()) {
+            Err(crate::Error::NotInRegistry { topic, registry: r }) if !config.exit_at_end => {
+                if !said {
+                    say.info(format_args!(
+                        "Waiting for topic {topic} to appear in the registry {r}"
+                    ));
+                    said = true;
+                }
+            }
+            joined => return joined.map(Some),
+        }
+        if crate::stop::stopping() {
+            return Ok(None);
+        }
+        std::thread::sleep(config.poll_interval);
     }
 }
 
@@ -385,8 +412,11 @@ fn follow_group(options: &Options, group_options: &GroupOptions, say: Say) -> an
     let registry = crate::coord::open(dir)
         .with_context(|| format!("cannot open the registry {}", dir.display()))?;
     let config = group_config(options, group_options);
-    let mut member = GroupMember::join(registry, config)
-        .with_context(|| format!("cannot join group {group:?} for topic {:?}", options.topic))?;
+    let Some(mut member) = join_when_there(registry, config, say)
+        .with_context(|| format!("cannot join group {group:?} for topic {:?}", options.topic))?
+    else {
+        return Ok(());
+    };
     let tell = |member: &mut GroupMember| {
         for notice in member.take_notices() {
             say.info(notice);
