@@ -398,3 +398,70 @@ fn a_group_goes_with_the_registry_only() {
         .code(1)
         .stderr(predicate::str::contains("group \"g\""));
 }
+
+/// Reads `n` lines of a following `klog-consume` with `args`, closes its
+/// stdout (as `| head -n` does) and returns how it exited, waiting at most
+/// 10 s (then it is killed: `None`).
+fn head_of_follow(args: &[&str], n: usize) -> Option<std::process::ExitStatus> {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-consume"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    for _ in 0..n {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+    }
+    drop(out);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// `klog-consume -t T | head -3` ends once head is gone, without waiting
+/// for a record that may never come.
+#[test]
+fn a_follow_ends_when_its_reader_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let broker = common::BrokerProc::start(&data, &[]);
+    common::produce_to(&broker.addr, "t", "1\n2\n3\n4\n5\n", &[]);
+    let status = head_of_follow(&["-b", &broker.addr, "-t", "t", "-u"], 3);
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "remote");
+    let reg = dir.path().join("reg");
+    let embedded = dir.path().join("embedded");
+    let embedded = embedded.to_str().unwrap();
+    bin("klog-produce")
+        .args(["--data-dir", embedded, "-t", "t", "-q"])
+        .write_stdin("1\n2\n3\n4\n5\n")
+        .assert()
+        .success();
+    let status = head_of_follow(&["--data-dir", embedded, "-t", "t", "-u"], 3);
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "embedded");
+    drop(broker);
+    let broker = common::BrokerProc::start(&data, &["--registry", reg.to_str().unwrap()]);
+    let status = head_of_follow(
+        &[
+            "-t",
+            "t",
+            "-G",
+            "g",
+            "--registry",
+            reg.to_str().unwrap(),
+            "-u",
+        ],
+        3,
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "group");
+    drop(broker);
+}

@@ -325,6 +325,9 @@ fn follow_embedded(
         }
         if !progressed {
             printer.out.flush().context("cannot write to stdout")?;
+            if stdout_closed() {
+                return Ok(());
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -466,6 +469,9 @@ fn follow_group(options: &Options, group_options: &GroupOptions, say: Say) -> an
         })?;
         if n == 0 {
             printer.out.flush().context("cannot write to stdout")?;
+            if stdout_closed() {
+                break;
+            }
         }
     }
     printer.out.flush().context("cannot write to stdout")?;
@@ -554,8 +560,25 @@ fn follow_remote(
             .with_context(context)?;
         if n == 0 {
             printer.out.flush().context("cannot write to stdout")?;
+            if stdout_closed() {
+                return Ok(());
+            }
         }
     }
+}
+
+/// Whether stdout is a pipe whose reader is gone (`| head`): noticed while
+/// waiting for records, so that the tool ends at once rather than at the
+/// next record's write. (A pipe with no reader polls as an error.)
+fn stdout_closed() -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let stdout = io::stdout();
+    let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::POLLOUT)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP))
 }
 
 fn write_error(e: io::Error) -> crate::Error {
