@@ -465,3 +465,44 @@ fn a_follow_ends_when_its_reader_is_gone() {
     assert_eq!(status.and_then(|s| s.code()), Some(0), "group");
     drop(broker);
 }
+
+/// With `--acks 0` and the broker gone mid-stream, the records after it
+/// are failed, the exit is 1, and the `% Sent` line says nothing was
+/// acknowledged (a broken socket is not a closed stdout).
+#[test]
+fn acks_0_to_a_broker_that_dies_exits_1_and_says_nothing_was_acknowledged() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = common::BrokerProc::start(dir.path(), &[]);
+    let mut producer = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-produce"))
+        .args([
+            "-b",
+            &broker.addr,
+            "-t",
+            "z0",
+            "--acks",
+            "0",
+            "--linger",
+            "1ms",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = producer.stdin.take().unwrap();
+    let lines: String = (0..2000).map(|i| format!("{i}\n")).collect();
+    input.write_all(lines.as_bytes()).unwrap();
+    input.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    broker.kill9();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    for _ in 0..20 {
+        let _ = input.write_all(lines.as_bytes());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(input);
+    let out = producer.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not acknowledged"), "{stderr}");
+}

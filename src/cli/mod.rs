@@ -47,7 +47,7 @@ pub fn main(run: impl FnOnce() -> anyhow::Result<ExitCode>) -> ExitCode {
     match run() {
         Ok(code) => code,
         Err(err) => {
-            if err.chain().any(is_broken_pipe) {
+            if is_closed_output(&err) {
                 return ExitCode::SUCCESS;
             }
             print_error(&err);
@@ -59,9 +59,20 @@ pub fn main(run: impl FnOnce() -> anyhow::Result<ExitCode>) -> ExitCode {
     }
 }
 
-fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
-    e.downcast_ref::<io::Error>()
-        .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+/// Whether the error is a closed stdout (`| head`), a normal end: a broken
+/// pipe, but not a broker's connection breaking (a socket says EPIPE too).
+fn is_closed_output(err: &anyhow::Error) -> bool {
+    let broker = err.chain().any(|e| {
+        matches!(
+            e.downcast_ref::<crate::Error>(),
+            Some(crate::Error::Network { .. })
+        )
+    });
+    !broker
+        && err.chain().any(|e| {
+            e.downcast_ref::<io::Error>()
+                .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+        })
 }
 
 /// Prints an error and its causes, and a hint where one helps.

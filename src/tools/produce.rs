@@ -618,8 +618,15 @@ fn send_input(options: &Options, say: Say, sink: Option<Sink>) -> anyhow::Result
         None => (0, Ok(())),
     };
     let failed = run.handed.saturating_sub(delivered) + run.refused;
+    // With acks 0 the broker says nothing: a record sent is not known to
+    // have arrived.
+    let unknown = if options.acks == crate::protocol::ACKS_NONE && options.data_dir.is_none() {
+        " (sent, not acknowledged: --acks 0)"
+    } else {
+        ""
+    };
     say.info(format_args!(
-        "Sent {delivered} records to {} ({failed} failed)",
+        "Sent {delivered} records to {}{unknown} ({failed} failed)",
         options.topic
     ));
     outcome?;
