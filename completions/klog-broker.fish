@@ -11,7 +11,7 @@ complete -c klog-broker -l flush-messages -d 'Flush a partition after this many 
 complete -c klog-broker -l flush-interval -d 'Flush a partition when its oldest unflushed record is this old' -r
 complete -c klog-broker -l max-record-bytes -d 'Largest record accepted' -r
 complete -c klog-broker -l max-request-bytes -d 'Largest request accepted (checked before allocating)' -r
-complete -c klog-broker -l max-queued-request-bytes -d 'Request bytes held in memory at once over all connections (Kafka\'s queued.max.request.bytes). A request too large for its connection\'s 64KiB buffer waits, unread, until its length fits; at least --max-request-bytes' -r
+complete -c klog-broker -l max-queued-request-bytes -d 'Request bytes held in memory at once over all connections (Kafka\'s queued.max.request.bytes). A request larger than its connection\'s 64KiB buffer takes its bytes from this bound as they arrive; while it is full the connection waits, unread, up to --request-timeout. At least --max-request-bytes' -r
 complete -c klog-broker -l max-connections -d 'Connections served at once; one over the cap is closed at once' -r
 complete -c klog-broker -l max-in-flight -d 'Requests of one connection whose answers wait (acks=all for an fsync, fetches for records); past it the broker stops reading that connection until they are answered. Answers that need no wait go out as requests are read' -r
 complete -c klog-broker -l request-timeout -d 'A peer that starts a frame and does not finish it in this time is disconnected; the waits clients ask for (a fetch\'s wait for records, an acks=all timeout) end by this time too' -r

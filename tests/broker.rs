@@ -376,6 +376,35 @@ fn frames_announced_large_cost_memory_only_as_their_bytes_arrive() {
     );
 }
 
+#[test]
+fn a_producer_of_large_batches_is_served_beside_peers_announcing_the_largest_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(dir.path(), &["--request-timeout", "60s"]);
+    // Two hundred peers each announce a 100 MiB request and send nothing
+    // more: with the whole length taken at the announcement, five of them
+    // held the bound for a minute.
+    let mut peers = Vec::new();
+    for _ in 0..200 {
+        let mut raw = Raw::connect(&broker.addr);
+        raw.send(&(100u32 << 20).to_le_bytes());
+        peers.push(raw);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // Batches of 1 MiB (5000 lines of 200 bytes), well over a connection's
+    // own buffer.
+    let line = format!("{}\n", "x".repeat(199));
+    bin("klog-produce")
+        .args(["-b", &broker.addr, "-t", "t", "--batch", "5000", "-q"])
+        .args(["--message-timeout", "20s"])
+        .write_stdin(line.repeat(20_000))
+        .timeout(Duration::from_secs(30))
+        .assert()
+        .success();
+    let count = consume_from(&broker.addr, "t", &["-f", "x\n"]).len() / 2;
+    assert_eq!(count, 20_000);
+    drop(peers);
+}
+
 /// A peer that sends all but the last byte of a large request, then
 /// stalls; it stops when its socket is shut down.
 fn stalled_peer(addr: &str, body_bytes: u32) -> (TcpStream, std::thread::JoinHandle<()>) {
@@ -461,7 +490,8 @@ fn a_memory_bound_smaller_than_the_largest_request_is_refused() {
         ));
 }
 
-/// The 99th percentile of `n` acks=1 produce round trips, one record each.
+/// The 99th percentile of `n` acks=1 produce round trips of 100 KB each
+/// (over a connection's own buffer: they take from the memory bound).
 fn produce_p99(addr: &str, n: usize) -> Duration {
     let mut raw = Raw::connect(addr);
     let mut frame = Vec::new();
@@ -474,7 +504,7 @@ fn produce_p99(addr: &str, n: usize) -> Duration {
             1000,
             "t",
             0,
-            &batch(&[b"normal"]),
+            &batch(&[&[7u8; 100_000]]),
         );
         let start = Instant::now();
         assert_eq!(raw.call(&frame).0, ErrorCode::None);

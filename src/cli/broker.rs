@@ -62,9 +62,10 @@ pub struct Args {
     #[arg(long = "max-request-bytes", value_name = "SIZE", default_value = "100MiB", value_parser = super::size_arg)]
     pub request_bytes_max: u64,
     /// Request bytes held in memory at once over all connections (Kafka's
-    /// queued.max.request.bytes). A request too large for its connection's
-    /// 64KiB buffer waits, unread, until its length fits; at least
-    /// --max-request-bytes.
+    /// queued.max.request.bytes). A request larger than its connection's
+    /// 64KiB buffer takes its bytes from this bound as they arrive; while
+    /// it is full the connection waits, unread, up to --request-timeout.
+    /// At least --max-request-bytes.
     #[arg(long = "max-queued-request-bytes", value_name = "SIZE", default_value = "512MiB", value_parser = super::size_arg)]
     pub queued_request_bytes_max: u64,
     /// Connections served at once; one over the cap is closed at once.

@@ -1,15 +1,15 @@
 //! Frames in: a connection's byte stream cut into request frames, each
 //! length checked against `--max-request-bytes` before its bytes are
-//! read, and a frame larger than the connection's own buffer admitted
-//! only once the broker-wide bound on request bytes
-//! ([`RequestMemory`]) holds its length.
+//! read; a frame larger than the connection's own buffer grows it only
+//! by what arrived, each growth taken from the broker-wide bound on
+//! request bytes ([`RequestMemory`]).
 
 use std::io::{self, Read};
 use std::net::TcpStream;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use crate::broker::memory::{RequestMemory, Reservation};
+use crate::broker::memory::{RequestMemory, Taken};
 use crate::protocol::{self, RequestHeader, LENGTH_BYTES, REQUEST_HEADER_BYTES};
 
 /// How reading a frame failed.
@@ -25,6 +25,8 @@ pub(super) enum FrameError {
     Timeout,
     /// The peer sent nothing for the idle timeout between frames.
     Idle,
+    /// The broker's request memory stayed full until the frame's deadline.
+    NoMemory,
     /// The broker stops while the frame waits for memory.
     Stopped,
     /// The socket failed.
@@ -34,18 +36,21 @@ pub(super) enum FrameError {
 /// Reads a connection's frames through one buffer: a read syscall brings
 /// in as many waiting requests as fit, and frames already buffered cost
 /// none. A frame's length is checked against the limit first; a frame
-/// larger than the buffer then reserves its length from the broker's
-/// [`RequestMemory`], and the buffer grows with the bytes that actually
-/// arrive (by at most what has arrived of the frame, or a read chunk),
-/// never ahead of them.
+/// larger than the buffer grows it with the bytes that actually arrive
+/// (by at most what has arrived of the frame, or a read chunk), never
+/// ahead of them, and each growth is first taken from the broker's
+/// [`RequestMemory`]: announcing a large frame costs nothing, sending it
+/// costs what it sends, and when the bound is reached the connection
+/// waits (unread, its frame's deadline running).
 pub(super) struct FrameReader<'a> {
     stream: &'a TcpStream,
     buf: Vec<u8>,
     /// The broker-wide bound on request bytes, and its stop flag.
     memory: &'a RequestMemory,
     stop: &'a AtomicBool,
-    /// The bytes of the large frame being read.
-    reserved: Option<Reservation<'a>>,
+    /// Bytes of `buf` beyond its own [`READ_CHUNK_BYTES`], taken from
+    /// `memory`.
+    reserved: u64,
     /// Start of the unconsumed bytes.
     pos: usize,
     /// End of the bytes read.
@@ -77,7 +82,7 @@ impl<'a> FrameReader<'a> {
             buf: vec![0; READ_CHUNK_BYTES],
             memory,
             stop,
-            reserved: None,
+            reserved: 0,
             pos: 0,
             filled: 0,
             bytes_max,
@@ -117,11 +122,7 @@ impl<'a> FrameReader<'a> {
             }
             let want = self.pos + n;
             if self.filled == self.buf.len() && self.buf.len() < want {
-                // Grow by what has arrived of the frame (so reads grow
-                // with it), never past the frame.
-                let arrived = self.filled - self.pos;
-                let grown = (self.filled + arrived.max(READ_CHUNK_BYTES)).min(want);
-                self.buf.resize(grown, 0);
+                self.grow(want, deadline)?;
             }
             let between_frames = self.filled == self.pos && deadline.is_none();
             if between_frames {
@@ -173,6 +174,25 @@ impl<'a> FrameReader<'a> {
         Ok(())
     }
 
+    /// Grows the full buffer towards `want` by what has arrived of the
+    /// frame (so that reads grow with it), never past the frame, once the
+    /// broker's request memory has the bytes (waiting for them at most
+    /// until the frame's deadline).
+    fn grow(&mut self, want: usize, deadline: &mut Option<Instant>) -> Result<(), FrameError> {
+        let arrived = self.filled - self.pos;
+        let grown = (self.filled + arrived.max(READ_CHUNK_BYTES)).min(want);
+        let more = grown - self.buf.len();
+        let until = *deadline.get_or_insert_with(|| Instant::now() + self.timeout);
+        match self.memory.take(more as u64, self.stop, until) {
+            Taken::Yes => {}
+            Taken::TimedOut => return Err(FrameError::NoMemory),
+            Taken::Stopped => return Err(FrameError::Stopped),
+        }
+        self.reserved += more as u64;
+        self.buf.resize(grown, 0);
+        Ok(())
+    }
+
     /// Whether a whole frame is buffered (the next `next` makes no syscall).
     pub(super) fn has_frame(&self) -> bool {
         holds_frame(&self.buf[self.pos..self.filled])
@@ -187,8 +207,8 @@ impl<'a> FrameReader<'a> {
             let mut small = vec![0; READ_CHUNK_BYTES.max(rest)];
             small[..rest].copy_from_slice(&self.buf[self.pos..self.filled]);
             (self.buf, self.pos, self.filled) = (small, 0, rest);
+            self.memory.give(std::mem::take(&mut self.reserved));
         }
-        self.reserved = None;
         let mut deadline = None;
         self.fill(LENGTH_BYTES, &mut deadline)?;
         let prefix: [u8; LENGTH_BYTES] = self.buf[self.pos..self.pos + LENGTH_BYTES]
@@ -209,19 +229,16 @@ impl<'a> FrameReader<'a> {
             Err(e) => return Err(e),
         };
         let total = LENGTH_BYTES + n as usize;
-        if total > READ_CHUNK_BYTES {
-            self.reserved = Some(
-                self.memory
-                    .reserve(total as u64, self.stop)
-                    .ok_or(FrameError::Stopped)?,
-            );
-            // The time spent waiting for memory is not the peer's.
-            deadline = None;
-        }
         self.fill(total, &mut deadline)?;
         let start = self.pos + LENGTH_BYTES;
         self.pos += total;
         Ok(&mut self.buf[start..start + n as usize])
+    }
+}
+
+impl Drop for FrameReader<'_> {
+    fn drop(&mut self) {
+        self.memory.give(self.reserved);
     }
 }
 
@@ -372,12 +389,13 @@ mod tests {
     }
 
     #[test]
-    fn a_large_frame_reserves_its_length_and_memory_follows_its_bytes() {
+    fn a_large_frame_takes_memory_only_as_its_bytes_arrive() {
         let total = 8u64 << 20;
         let memory = RequestMemory::new(total);
         let body = 1u32 << 20;
-        let frame_bytes = LENGTH_BYTES as u64 + u64::from(body);
-        // Announced, and a hundred bytes sent: the buffer stays small.
+        let frame_bytes = LENGTH_BYTES + body as usize;
+        // Announced, and a hundred bytes sent: the buffer stays small and
+        // takes nothing from the bound.
         let (mut client, server) = pair();
         client.write_all(&body.to_le_bytes()).unwrap();
         client.write_all(&[0; 100]).unwrap();
@@ -389,19 +407,40 @@ mod tests {
             &NO_STOP,
         );
         assert!(matches!(reader.next(), Err(FrameError::Timeout)));
+        assert_eq!(
+            reader.buf.len(),
+            READ_CHUNK_BYTES,
+            "104 bytes fit the buffer"
+        );
+        assert_eq!(memory.free(), total, "announcing costs nothing");
+        // 300 KiB sent: the buffer grew with them, and took that from the
+        // bound, given back when the reader goes.
+        let (mut client, server) = pair();
+        client.write_all(&body.to_le_bytes()).unwrap();
+        client.write_all(&[0; 300 << 10]).unwrap();
+        let mut reader = FrameReader::new(
+            &server,
+            4 << 20,
+            Duration::from_millis(300),
+            &memory,
+            &NO_STOP,
+        );
+        assert!(matches!(reader.next(), Err(FrameError::Timeout)));
+        let held = (reader.buf.len() - READ_CHUNK_BYTES) as u64;
         assert!(
-            reader.buf.len() <= 2 * READ_CHUNK_BYTES,
-            "{} bytes of buffer for 104 bytes",
+            reader.buf.len() <= 2 * (300 << 10) + 2 * READ_CHUNK_BYTES,
+            "{} bytes of buffer for 300 KiB",
             reader.buf.len()
         );
-        assert_eq!(memory.free(), total - frame_bytes, "its length is reserved");
+        assert!(held > 0);
+        assert_eq!(memory.free(), total - held);
         drop(reader);
         assert_eq!(memory.free(), total, "and given back");
         // Sent whole, then another small frame: both come out, and the
         // memory comes back once the large one is done with.
         let (mut client, server) = pair();
         let mut frame = body.to_le_bytes().to_vec();
-        frame.resize(frame_bytes as usize, 9);
+        frame.resize(frame_bytes, 9);
         let mut small = Vec::new();
         protocol::create_topic_request(&mut small, 2, "b", 1);
         frame.extend_from_slice(&small);
@@ -410,7 +449,10 @@ mod tests {
             FrameReader::new(&server, 4 << 20, Duration::from_secs(10), &memory, &NO_STOP);
         let got = reader.next().unwrap();
         assert_eq!((got.len(), got[body as usize - 1]), (body as usize, 9));
-        assert_eq!(memory.free(), total - frame_bytes);
+        assert_eq!(
+            memory.free(),
+            total - (frame_bytes - READ_CHUNK_BYTES) as u64
+        );
         assert_eq!(reader.next().unwrap(), &small[LENGTH_BYTES..]);
         assert_eq!(memory.free(), total);
         assert_eq!(reader.buf.len(), READ_CHUNK_BYTES, "the buffer shrank back");
@@ -418,16 +460,35 @@ mod tests {
     }
 
     #[test]
-    fn a_large_frame_waits_for_memory_and_a_stop_ends_the_wait() {
+    fn a_frame_waits_for_memory_until_its_deadline_or_a_stop() {
         let memory = RequestMemory::new(1 << 20);
-        let stop = AtomicBool::new(false);
-        let held = memory.reserve(1 << 20, &stop).unwrap();
+        let far = Instant::now() + Duration::from_secs(60);
+        assert_eq!(memory.take(1 << 20, &NO_STOP, far), Taken::Yes);
+        let frame = |client: &mut TcpStream| {
+            let mut bytes = (512u32 << 10).to_le_bytes().to_vec();
+            bytes.resize(200 << 10, 1);
+            client.write_all(&bytes).unwrap();
+        };
+        // No memory: the frame's deadline ends the wait.
         let (mut client, server) = pair();
-        client.write_all(&(512u32 << 10).to_le_bytes()).unwrap();
+        frame(&mut client);
+        let mut reader = FrameReader::new(
+            &server,
+            1 << 20,
+            Duration::from_millis(200),
+            &memory,
+            &NO_STOP,
+        );
+        assert!(matches!(reader.next(), Err(FrameError::NoMemory)));
+        drop(reader);
+        // And a stop ends it sooner.
+        let stop = AtomicBool::new(false);
+        let (mut client, server) = pair();
+        frame(&mut client);
         std::thread::scope(|s| {
             let waiting = s.spawn(|| {
                 let mut reader =
-                    FrameReader::new(&server, 1 << 20, Duration::from_secs(10), &memory, &stop);
+                    FrameReader::new(&server, 1 << 20, Duration::from_secs(60), &memory, &stop);
                 matches!(reader.next(), Err(FrameError::Stopped))
             });
             std::thread::sleep(Duration::from_millis(200));
@@ -435,6 +496,7 @@ mod tests {
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
             assert!(waiting.join().unwrap());
         });
-        drop(held);
+        memory.give(1 << 20);
+        assert_eq!(memory.free(), 1 << 20);
     }
 }

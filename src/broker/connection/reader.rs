@@ -188,6 +188,11 @@ fn end(
             "{peer}: closing the connection: idle for {} ms (--idle-timeout)",
             shared.config.idle_timeout_ms
         )),
+        FrameError::NoMemory => shared.log(format_args!(
+            "{peer}: closing the connection: the broker's request memory (--max-queued-request-bytes, {} bytes) stayed full for the request timeout of {} ms",
+            shared.config.queued_request_bytes_max,
+            timeout.as_millis()
+        )),
         FrameError::Timeout => shared.log(format_args!(
             "{peer}: closing the connection: a frame was not completed within the request timeout of {} ms",
             timeout.as_millis()
