@@ -125,7 +125,7 @@ fn json_envelopes_produce_back_the_same_records() {
         .write_stdin("{\"payload\":\"ok\"}\nnot json\n")
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("record 2").and(predicate::str::contains("(1 failed)")));
+        .stderr(predicate::str::contains("line 2").and(predicate::str::contains("(1 failed)")));
 }
 
 #[test]

@@ -506,3 +506,65 @@ fn acks_0_to_a_broker_that_dies_exits_1_and_says_nothing_was_acknowledged() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("not acknowledged"), "{stderr}");
 }
+
+/// A bad record (no key delimiter, bad JSON, over the size limit) or an
+/// unreadable file is said with its line, counted failed, and the rest is
+/// still sent; the exit is 1 at the end.
+#[test]
+fn bad_input_is_reported_counted_and_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    let data = data.to_str().unwrap();
+    let produce = |topic: &str, args: &[&str], input: String| {
+        bin("klog-produce")
+            .args(["--data-dir", data, "-t", topic])
+            .args(args)
+            .write_stdin(input)
+            .assert()
+            .code(1)
+    };
+    produce("k", &["-K", ":"], "k1:a\nnokey\nk2:b\n".into()).stderr(
+        predicate::str::contains("% line 2: no key delimiter")
+            .and(predicate::str::contains("Sent 2 records to k (1 failed)")),
+    );
+    produce(
+        "j",
+        &["-J"],
+        "{\"payload\":\"x\"}\nnot json\n{\"payload\":\"y\"}\n".into(),
+    )
+    .stderr(
+        predicate::str::contains("% line 2: bad JSON")
+            .and(predicate::str::contains("Sent 2 records to j (1 failed)")),
+    );
+    let long = format!("a\n{}\nb\n{}\nc", "x".repeat(3 << 20), "y".repeat(5000));
+    produce("big", &["--max-record-bytes", "4KiB"], long).stderr(
+        predicate::str::contains("% line 2: longer than 4096 bytes")
+            .and(predicate::str::contains(
+                "% line 4: record of 5008 bytes exceeds the limit",
+            ))
+            .and(predicate::str::contains("Sent 3 records to big (2 failed)")),
+    );
+    let file = dir.path().join("lines");
+    std::fs::write(&file, "f1\nf2\n").unwrap();
+    bin("klog-produce")
+        .args(["--data-dir", data, "-t", "f", "/nonexistent/input"])
+        .arg(&file)
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("% /nonexistent/input: cannot read")
+                .and(predicate::str::contains("Sent 2 records to f (1 failed)")),
+        );
+    for (topic, want) in [
+        ("k", "a\nb\n"),
+        ("j", "x\ny\n"),
+        ("big", "a\nb\nc\n"),
+        ("f", "f1\nf2\n"),
+    ] {
+        bin("klog-consume")
+            .args(["--data-dir", data, "-t", topic, "-e", "-q"])
+            .assert()
+            .success()
+            .stdout(want);
+    }
+}

@@ -118,7 +118,7 @@ fn records_in_flight_to_a_broker_that_stops_fail_after_the_message_timeout() {
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(status.code(), Some(1), "{:?}", p.stderr_lines());
     assert!(
-        has_line(&p, "% Sent 1 records to t (1 failed)"),
+        has_line(&p, "% Sent 1 record to t (1 failed)"),
         "{:?}",
         p.stderr_lines()
     );
@@ -144,7 +144,7 @@ fn sigint_ends_a_produce_whose_records_a_stopped_broker_holds() {
     assert!(took < Duration::from_secs(5), "{took:?}");
     assert_eq!(status.code(), Some(1), "{:?}", p.stderr_lines());
     assert!(
-        has_line(&p, "% Sent 1 records to t (1 failed)"),
+        has_line(&p, "% Sent 1 record to t (1 failed)"),
         "{:?}",
         p.stderr_lines()
     );

@@ -114,12 +114,13 @@ fn spawn_reader(files: Vec<PathBuf>) -> io::Result<Receiver<Chunk>> {
                 } else {
                     match std::fs::File::open(&path) {
                         Ok(f) => Box::new(f),
+                        // Said, and the next input is read.
                         Err(e) => {
-                            let _ = tx.send(Err(io::Error::new(
-                                e.kind(),
-                                format!("{}: {e}", path.display()),
-                            )));
-                            return;
+                            let why = format!("{}: cannot read: {e}", path.display());
+                            if tx.send(Err(io::Error::new(e.kind(), why))).is_err() {
+                                return;
+                            }
+                            continue;
                         }
                     }
                 };
@@ -135,8 +136,11 @@ fn spawn_reader(files: Vec<PathBuf>) -> io::Result<Receiver<Chunk>> {
                         }
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) => {
-                            let _ = tx.send(Err(e));
-                            return;
+                            let why = format!("{}: cannot read: {e}", path.display());
+                            if tx.send(Err(io::Error::new(e.kind(), why))).is_err() {
+                                return;
+                            }
+                            break;
                         }
                     }
                 }

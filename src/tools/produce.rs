@@ -50,7 +50,10 @@ pub struct RecordSplitter<R> {
     end: usize,
     eof: bool,
     record_bytes_max: usize,
-    /// Number of the record last returned, from 1.
+    /// Inside a record found too long: its bytes are dropped up to the
+    /// next delimiter.
+    skipping: bool,
+    /// Number of the record last returned (or refused), from 1.
     pub number: u64,
 }
 
@@ -69,6 +72,7 @@ impl<R: Read> RecordSplitter<R> {
             end: 0,
             eof: false,
             record_bytes_max,
+            skipping: false,
             number: 0,
         }
     }
@@ -94,18 +98,36 @@ impl<R: Read> RecordSplitter<R> {
         &mut self.input
     }
 
-    /// The next record, or `None` at the end of the input.
+    /// The next record, or `None` at the end of the input. A record longer
+    /// than the limit is an `InvalidData` error, and the next call goes on
+    /// after it (its bytes are dropped, never held).
     pub fn next_record(&mut self) -> io::Result<Option<&[u8]>> {
         let mut searched = self.start;
         loop {
-            if let Some(at) = self.find(searched) {
+            if self.skipping {
+                match self.find(self.start) {
+                    Some(at) => {
+                        self.start = at + self.delimiter.len();
+                        self.skipping = false;
+                        searched = self.start;
+                    }
+                    // Keep what may be the start of a delimiter.
+                    None => {
+                        self.start = self
+                            .end
+                            .saturating_sub(self.delimiter.len() - 1)
+                            .max(self.start)
+                    }
+                }
+            }
+            if let Some(at) = self.find(searched).filter(|_| !self.skipping) {
                 let record = self.start..at;
                 self.start = at + self.delimiter.len();
                 self.number += 1;
                 return Ok(Some(&self.buf[record]));
             }
             if self.eof {
-                if self.start == self.end {
+                if self.start == self.end || self.skipping {
                     return Ok(None);
                 }
                 let record = self.start..self.end;
@@ -114,12 +136,14 @@ impl<R: Read> RecordSplitter<R> {
                 return Ok(Some(&self.buf[record]));
             }
             let held = self.end - self.start;
-            if held > self.record_bytes_max + self.delimiter.len() {
+            if !self.skipping && held > self.record_bytes_max + self.delimiter.len() {
+                self.number += 1;
+                self.skipping = true;
+                self.start = self.end.saturating_sub(self.delimiter.len() - 1);
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!(
-                        "record {} is longer than {} bytes",
-                        self.number + 1,
+                        "longer than {} bytes (--max-record-bytes)",
                         self.record_bytes_max
                     ),
                 ));
@@ -626,15 +650,30 @@ fn send_input(options: &Options, say: Say, sink: Option<Sink>) -> anyhow::Result
         ""
     };
     say.info(format_args!(
-        "Sent {delivered} records to {}{unknown} ({failed} failed)",
+        "Sent {} to {}{unknown} ({failed} failed)",
+        crate::human::count(delivered, "record"),
         options.topic
     ));
     outcome?;
     closed.context("cannot deliver the last batches")?;
     if failed > 0 {
-        anyhow::bail!("{failed} records were not delivered");
+        let verb = if failed == 1 { "was" } else { "were" };
+        anyhow::bail!("{} {verb} not delivered", crate::human::count(failed, "record"));
     }
     Ok(())
+}
+
+/// Says that record `number` of the input is refused and why (`% line 7:
+/// ...`, or `% record 7: ...` with a delimiter other than a newline), and
+/// counts it failed.
+fn refuse(run: &mut Run, options: &Options, number: u64, why: impl std::fmt::Display) {
+    run.refused += 1;
+    let unit = if options.delimiter == b"\n" {
+        "line"
+    } else {
+        "record"
+    };
+    crate::diag::line(format_args!("% {unit} {number}: {why}"));
 }
 
 /// Splits the input into records and sends each to its partition, writing
@@ -662,22 +701,37 @@ fn produce_all(options: &Options, reader: ChannelReader, run: &mut Run) -> anyho
                 splitter.input_mut().set_due(None);
                 continue;
             }
+            // A record too long, or an input that cannot be read: said,
+            // counted failed, and the rest is still sent.
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                refuse(run, options, splitter.number, e);
+                continue;
+            }
             Err(e) => {
-                if e.kind() == io::ErrorKind::InvalidData {
-                    run.refused += 1;
-                }
-                return Err(e).context("cannot read input");
+                run.refused += 1;
+                crate::diag::line(format_args!("% {e}"));
+                continue;
             }
         };
         if let Err(e) = parse_record(raw, &options.parse, &mut record) {
-            run.refused += 1;
-            anyhow::bail!("record {}: {e}", splitter.number);
+            refuse(run, options, splitter.number, e);
+            continue;
         }
         let now = splitter.input().read_at_ms();
         run.handed += 1;
         let (sink, partition) = run.sink_for(options, record.key.as_deref())?;
-        sink.send(partition, &record, &headers, now)
-            .with_context(|| format!("record {} not delivered", splitter.number))?;
+        match sink.send(partition, &record, &headers, now) {
+            Ok(()) => {}
+            // Over a limit of the format: this record only.
+            Err(e @ (Error::TooLarge { .. } | Error::TooMany { .. })) => {
+                run.handed -= 1;
+                refuse(run, options, splitter.number, e);
+                continue;
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("record {} not delivered", splitter.number))
+            }
+        }
         let due = sink.oldest_batch().map(|opened| opened + linger);
         splitter.input_mut().set_due(due);
     }
@@ -710,10 +764,27 @@ mod tests {
     }
 
     #[test]
-    fn splitter_bounds_memory() {
+    fn splitter_bounds_memory_and_goes_on_after_a_record_too_long() {
         let input = vec![b'x'; 10_000];
         let mut s = RecordSplitter::new(&input[..], b"\n".to_vec(), 100);
         assert!(s.next_record().is_err());
+        assert!(s.next_record().unwrap().is_none(), "its tail is dropped");
+        let mut input = b"a::".to_vec();
+        input.extend(std::iter::repeat_n(b'x', 3 << 20));
+        input.extend_from_slice(b"::b::");
+        input.extend(std::iter::repeat_n(b'y', 300));
+        input.extend_from_slice(b":::c");
+        let mut s = RecordSplitter::new(&input[..], b"::".to_vec(), 100);
+        assert_eq!(s.next_record().unwrap(), Some(&b"a"[..]));
+        assert!(s.next_record().is_err());
+        assert_eq!(s.number, 2);
+        assert!(s.buf.len() <= 4 << 20, "{} bytes held", s.buf.len());
+        assert_eq!(s.next_record().unwrap(), Some(&b"b"[..]));
+        // Over the limit but held whole: the producer's check refuses it.
+        assert_eq!(s.next_record().unwrap().map(<[u8]>::len), Some(300));
+        assert_eq!(s.next_record().unwrap(), Some(&b":c"[..]));
+        assert_eq!(s.number, 5);
+        assert!(s.next_record().unwrap().is_none());
     }
 
     #[test]
