@@ -1,7 +1,9 @@
 //! The consumer: fetches ahead on a thread of its own, checks every
 //! record's CRC, and hands records out from the wanted offset on.
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::client::connection::{
@@ -12,6 +14,7 @@ use crate::limits;
 use crate::protocol::{self, ErrorCode, FetchPartition, FetchWant, Reader};
 use crate::storage::batches::Batches;
 use crate::storage::record::Record;
+use crate::sync::lock;
 
 /// A partition a consumer reads.
 #[derive(Debug, Clone, Copy)]
@@ -65,6 +68,16 @@ pub struct Consumer {
     /// A response not yet handed out whole, and where to resume in it:
     /// the partition's index in the response and a batch's byte position.
     current: Option<(Vec<u8>, usize, usize)>,
+    /// What the fetchers have to say (a broker went away, reconnected).
+    notices: Arc<Mutex<Vec<String>>>,
+    /// Set when the consumer is dropped: its fetchers stop reconnecting.
+    closed: Arc<AtomicBool>,
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::Relaxed);
+    }
 }
 
 impl Consumer {
@@ -98,6 +111,8 @@ impl Consumer {
             }
         }
         let (tx, rx) = mpsc::sync_channel(config.prefetch.max(1));
+        let notices = Arc::new(Mutex::new(Vec::new()));
+        let closed = Arc::new(AtomicBool::new(false));
         let mut all = Vec::new();
         for (addr, partitions) in &brokers {
             let fetcher = Fetcher {
@@ -107,6 +122,8 @@ impl Consumer {
                 partitions: partitions.clone(),
                 config,
                 tx: tx.clone(),
+                notices: Arc::clone(&notices),
+                closed: Arc::clone(&closed),
             };
             std::thread::Builder::new()
                 .name("fetch".into())
@@ -126,7 +143,15 @@ impl Consumer {
             responses: rx,
             record_bytes_max: config.record_bytes_max,
             current: None,
+            notices,
+            closed,
         })
+    }
+
+    /// What happened since the last call that a user should hear of (a
+    /// broker went away; reconnected, resuming at these offsets).
+    pub fn take_notices(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.notices))
     }
 
     /// The partitions and their next offsets.
@@ -262,6 +287,8 @@ struct Fetcher {
     partitions: Vec<ConsumerPartition>,
     config: ConsumerConfig,
     tx: SyncSender<Result<Vec<u8>>>,
+    notices: Arc<Mutex<Vec<String>>>,
+    closed: Arc<AtomicBool>,
 }
 
 impl Fetcher {
@@ -299,9 +326,54 @@ impl Fetcher {
                 self.advance(&body)?;
                 Ok(body)
             });
+            // A broker gone (restarted, stopped answering) is waited for.
+            if let Err(e @ (Error::Network { .. } | Error::TimedOut { .. })) = &result {
+                if self.reconnect(e) {
+                    continue;
+                }
+                return;
+            }
             let failed = result.is_err();
             if self.tx.send(result).is_err() || failed {
                 return;
+            }
+        }
+    }
+
+    /// Connects again after `why`, backing off from 100 ms to 5 s between
+    /// attempts, and says so; false when the consumer is dropped or a stop
+    /// is asked for first. Fetching resumes after the whole batches
+    /// received: nothing is handed out twice, nothing skipped.
+    fn reconnect(&mut self, why: &Error) -> bool {
+        let say = |s: String| lock(&self.notices).push(s);
+        let cause = std::error::Error::source(why).map_or(String::new(), |s| format!(": {s}"));
+        say(format!("cannot {why}{cause}: reconnecting"));
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let deadline = std::time::Instant::now() + backoff;
+            while std::time::Instant::now() < deadline {
+                if self.closed.load(Ordering::Relaxed) || crate::stop::stopping() {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            match connect(&self.addr) {
+                Ok(stream) => {
+                    self.stream = stream;
+                    let at: Vec<String> = self
+                        .partitions
+                        .iter()
+                        .map(|p| format!("{} [{}] at offset {}", self.topic, p.partition, p.offset))
+                        .collect();
+                    say(format!(
+                        "reconnected to {}: resuming {}",
+                        self.addr,
+                        at.join(", ")
+                    ));
+                    return true;
+                }
+                Err(Error::Stopped { .. }) => return false,
+                Err(_) => backoff = (backoff * 2).min(Duration::from_secs(5)),
             }
         }
     }

@@ -558,6 +558,9 @@ fn follow_remote(
         let n = consumer
             .poll(Duration::from_millis(100), |p, r| printer.print(p, r))
             .with_context(context)?;
+        for notice in consumer.take_notices() {
+            say.info(notice);
+        }
         if n == 0 {
             printer.out.flush().context("cannot write to stdout")?;
             if stdout_closed() {

@@ -658,7 +658,10 @@ fn send_input(options: &Options, say: Say, sink: Option<Sink>) -> anyhow::Result
     closed.context("cannot deliver the last batches")?;
     if failed > 0 {
         let verb = if failed == 1 { "was" } else { "were" };
-        anyhow::bail!("{} {verb} not delivered", crate::human::count(failed, "record"));
+        anyhow::bail!(
+            "{} {verb} not delivered",
+            crate::human::count(failed, "record")
+        );
     }
     Ok(())
 }
