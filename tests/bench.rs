@@ -19,6 +19,19 @@ fn produce_consume_and_latency_print_kafkas_line_or_json() {
         .success();
     let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(v["records"], 20000);
+    assert!(
+        v["records_per_sec"].is_number() && v["mb_per_sec"].is_number(),
+        "{v}"
+    );
+    assert!(
+        v.get("latency_ms_avg").is_none(),
+        "a consume times no latency: {v}"
+    );
+    let out = bin("klog-bench")
+        .args(["produce", "-n", "20000", "-q", "--json"])
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     for field in [
         "records_per_sec",
         "mb_per_sec",
@@ -123,8 +136,11 @@ fn several_producers_over_several_partitions() {
         (&["produce", "--in-flight", "0"], "--in-flight"),
         (&["produce", "--producers", "0"], "--producers"),
         (&["produce", "--partitions", "0"], "--partitions"),
-        (&["consume", "--fetch-size", "0"], "outside 1 byte..4GiB"),
-        (&["consume", "--fetch-size", "8GiB"], "outside 1 byte..4GiB"),
+        (&["consume", "--fetch-size", "0"], "from 1 byte to 4GiB - 1"),
+        (
+            &["consume", "--fetch-size", "8GiB"],
+            "from 1 byte to 4GiB - 1",
+        ),
         (&["latency", "-s", "4"], "under 8 bytes"),
         (&["latency", "--rate", "0"], "--rate"),
     ] {
@@ -162,7 +178,10 @@ fn fanout_and_roll_report_like_produce() {
     assert_eq!(v["records"], 300, "{v}");
     assert!(v["latency_ms_p99"].as_f64().unwrap() > 0.0, "{v}");
     for (args, why) in [
-        (&["roll", "--segment-bytes", "1KiB"][..], "outside"),
+        (
+            &["roll", "--segment-bytes", "1KiB"][..],
+            "a segment holds from 4KiB",
+        ),
         (&["roll", "--acks", "maybe"], "is not 0, 1 or all"),
         (&["fanout", "--partitions", "0"], "--partitions"),
     ] {

@@ -568,3 +568,60 @@ fn bad_input_is_reported_counted_and_skipped() {
             .stdout(want);
     }
 }
+
+/// Messages in words: a broker that hangs up is said so, `-q` silences the
+/// broker, and a benchmark that timed no latency prints none.
+#[test]
+fn messages_are_in_words() {
+    // A "broker" that accepts and hangs up.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let hang_up = std::thread::spawn(move || {
+        for conn in listener.incoming().take(1) {
+            // Reads the request, then hangs up (no reset: it was read).
+            let mut conn = conn.unwrap();
+            let mut request = [0u8; 64];
+            let _ = std::io::Read::read(&mut conn, &mut request);
+            drop(conn);
+        }
+    });
+    bin("klog-produce")
+        .args(["-b", &addr, "-t", "t"])
+        .write_stdin("x\n")
+        .timeout(std::time::Duration::from_secs(30))
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("the broker closed the connection")
+                .and(predicate::str::contains("fill whole buffer").not())
+                .and(predicate::str::contains("end of file").not()),
+        );
+    hang_up.join().unwrap();
+    // klog-broker -q says nothing (it prints its address without -q).
+    let dir = tempfile::tempdir().unwrap();
+    let broker = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-broker"))
+        .args(["-q", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(broker.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = broker.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "-q is quiet");
+    bin("klog-bench")
+        .args(["consume", "-n", "2000", "-q"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::is_match(
+                r"^2000 records consumed, [0-9.]+ records/sec \([0-9.]+ MB/sec\)\.\n$",
+            )
+            .unwrap(),
+        );
+}

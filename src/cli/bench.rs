@@ -146,7 +146,7 @@ pub enum Command {
         background_bytes_per_sec: u64,
         /// Segment size of the benchmark's own broker (with -b, the
         /// broker's own --segment-bytes decides).
-        #[arg(long = "segment-bytes", value_name = "SIZE", default_value = "1MiB", value_parser = segment_size_arg)]
+        #[arg(long = "segment-bytes", value_name = "SIZE", default_value = "1MiB", value_parser = super::segment_size_arg)]
         segment_bytes: u64,
         /// Options every measurement takes.
         #[command(flatten)]
@@ -169,25 +169,11 @@ fn fetch_size_arg(s: &str) -> Result<u32, String> {
     u32::try_from(n)
         .ok()
         .filter(|&n| n > 0)
-        .ok_or_else(|| format!("{s} is outside 1 byte..4GiB"))
+        .ok_or_else(|| format!("a fetch size is from 1 byte to 4GiB - 1, not {s}"))
 }
 
 /// Partitions of a fanout run without --partitions.
 const FANOUT_PARTITIONS: u32 = 64;
-
-/// `--segment-bytes` of `roll`: within the broker's segment size limits.
-fn segment_size_arg(s: &str) -> Result<u64, String> {
-    let n = super::size_arg(s)?;
-    let range = crate::limits::SEGMENT_BYTES_MIN..=crate::limits::SEGMENT_BYTES_MAX;
-    if !range.contains(&n) {
-        return Err(format!(
-            "{s} is outside {}..={} bytes",
-            range.start(),
-            range.end()
-        ));
-    }
-    Ok(n)
-}
 
 /// `--record-size` of `latency`: room for the 8-byte send time.
 fn latency_size_arg(s: &str) -> Result<u64, String> {

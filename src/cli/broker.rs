@@ -139,10 +139,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.request_timeout_ms = args.request_timeout_ms;
     config.idle_timeout_ms = args.idle_timeout_ms;
     config.registry = args.registry.clone();
+    config.quiet = args.quiet;
     let broker = Broker::open(config)?;
     let addr = broker.handle()?.local_addr();
-    // Scripts and tests wait for this line; it is printed even with -q.
-    crate::diag::line(format_args!("% Listening on {addr}"));
+    // Scripts and tests wait for this line (not printed with -q).
+    say.info(format_args!("Listening on {addr}"));
     broker.run()?;
     say.info("Shut down cleanly");
     Ok(ExitCode::SUCCESS)

@@ -144,7 +144,10 @@ pub(super) fn read_exact_with(
                 return Err(Error::Network {
                     op: "read from",
                     addr: addr.to_string(),
-                    source: io::ErrorKind::UnexpectedEof.into(),
+                    source: io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the broker closed the connection",
+                    ),
                 })
             }
             Ok(n) => at += n,

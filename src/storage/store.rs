@@ -164,7 +164,7 @@ impl Store {
         validate_topic(topic)?;
         if partitions == 0 || partitions > PARTITIONS_MAX {
             return Err(Error::Config(format!(
-                "partition count {partitions} is outside 1..={PARTITIONS_MAX}"
+                "a topic has from 1 to {PARTITIONS_MAX} partitions, not {partitions}"
             )));
         }
         if let Some(count) = self.topics()?.get(topic) {

@@ -424,7 +424,7 @@ impl Dumper {
             ]);
             for (name, s) in &self.summary {
                 let offsets = match (s.first_offset, s.next_offset) {
-                    (Some(a), Some(b)) if b > a => format!("{a}..={}", b - 1),
+                    (Some(a), Some(b)) if b > a => format!("{a} to {}", b - 1),
                     _ => "empty".into(),
                 };
                 let time = match (s.timestamp_min, s.timestamp_max) {

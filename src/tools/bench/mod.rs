@@ -271,7 +271,7 @@ impl Progress {
             *last = Instant::now();
             let secs = self.start.elapsed().as_secs_f64();
             crate::diag::line(format_args!(
-                "% {done} records, {:.1} records/sec",
+                "% {done} records, {:.0} records/sec",
                 done as f64 / secs.max(1e-9)
             ));
         }

@@ -43,6 +43,15 @@ impl Report {
     pub fn kafka_line(&self, verb: &str) -> String {
         let ms = |us: u64| us as f64 / 1000.0;
         let h = &self.latency_us;
+        if h.count() == 0 {
+            // Nothing was timed (a consume): no latency to speak of.
+            return format!(
+                "{} records {verb}, {:.1} records/sec ({:.2} MB/sec).",
+                self.records,
+                self.records_per_sec(),
+                self.mb_per_sec()
+            );
+        }
         format!(
             "{} records {verb}, {:.1} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, \
              {:.2} ms 50th, {:.2} ms 95th, {:.2} ms 99th, {:.2} ms 99.9th.",
@@ -62,6 +71,16 @@ impl Report {
     pub fn json(&self, kind: &str) -> serde_json::Value {
         let ms = |us: u64| us as f64 / 1000.0;
         let h = &self.latency_us;
+        if h.count() == 0 {
+            return serde_json::json!({
+                "type": kind,
+                "records": self.records,
+                "bytes": self.bytes,
+                "seconds": self.secs,
+                "records_per_sec": self.records_per_sec(),
+                "mb_per_sec": self.mb_per_sec(),
+            });
+        }
         serde_json::json!({
             "type": kind,
             "records": self.records,
