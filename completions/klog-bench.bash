@@ -78,7 +78,7 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        klog__subcmd__bench__subcmd__consume)
+        klog__bench__subcmd__consume)
             opts="-n -s -b -t -q -h --records --record-size --fetch-size --prefetch --broker --topic --partitions --json --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -136,7 +136,7 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        klog__subcmd__bench__subcmd__fanout)
+        klog__bench__subcmd__fanout)
             opts="-n -s -b -t -q -h --records --record-size --batch --in-flight --broker --topic --partitions --json --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -194,7 +194,7 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        klog__subcmd__bench__subcmd__help)
+        klog__bench__subcmd__help)
             opts="produce consume latency fanout roll paper help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -208,7 +208,7 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        klog__subcmd__bench__subcmd__help__subcmd__consume)
+        klog__bench__subcmd__help__subcmd__consume)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -222,7 +222,7 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        klog__subcmd__bench__subcmd__help__subcmd__fanout)
+        klog__bench__subcmd__help__subcmd__fanout)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -236,7 +236,7 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        klog__subcmd__bench__subcmd__help__subcmd__help)
+        klog__bench__subcmd__help__subcmd__help)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -250,7 +250,7 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        klog__subcmd__bench__subcmd__help__subcmd__latency)
+        klog__bench__subcmd__help__subcmd__latency)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -264,7 +264,7 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        klog__subcmd__bench__subcmd__help__subcmd__paper)
+        klog__bench__subcmd__help__subcmd__paper)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -278,7 +278,7 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        klog__subcmd__bench__subcmd__help__subcmd__produce)
+        klog__bench__subcmd__help__subcmd__produce)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -292,7 +292,7 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        klog__subcmd__bench__subcmd__help__subcmd__roll)
+        klog__bench__subcmd__help__subcmd__roll)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -306,7 +306,7 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        klog__subcmd__bench__subcmd__latency)
+        klog__bench__subcmd__latency)
             opts="-n -s -b -t -q -h --records --record-size --rate --broker --topic --partitions --json --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -360,7 +360,7 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        klog__subcmd__bench__subcmd__paper)
+        klog__bench__subcmd__paper)
             opts="-n -b -t -q -h --records --broker --topic --partitions --json --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -402,7 +402,7 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        klog__subcmd__bench__subcmd__produce)
+        klog__bench__subcmd__produce)
             opts="-n -s -b -t -q -h --records --record-size --batch --acks --in-flight --producers --broker --topic --partitions --json --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -468,7 +468,7 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        klog__subcmd__bench__subcmd__roll)
+        klog__bench__subcmd__roll)
             opts="-n -s -b -t -q -h --records --record-size --acks --background-rate --segment-bytes --broker --topic --partitions --json --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

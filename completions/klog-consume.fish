@@ -1,6 +1,6 @@
 complete -c klog-consume -s t -l topic -d 'Topic to read' -r
 complete -c klog-consume -s p -l partition -d 'Partitions to read (default: all)' -r
-complete -c klog-consume -s o -l offset -d 'Where to start: beginning, end, N, -N (N before the end), @TIMESTAMP (ms since the epoch, or RFC 3339)' -r
+complete -c klog-consume -s o -l offset -d 'Where to start: beginning, end, N, -N (N before the end), @TIMESTAMP (ms since the epoch, or RFC 3339), stored (with -G: the group\'s committed offsets, required). With -G, where a partition the group never committed starts' -r
 complete -c klog-consume -s c -l count -d 'Stop after N records' -r
 complete -c klog-consume -s f -l format -d 'Output format: %s value, %k key, %S value length, %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN' -r
 complete -c klog-consume -s G -l group -d 'Consume as a member of this consumer group: the group\'s members share the topic\'s partitions, and resume at its committed offsets' -r

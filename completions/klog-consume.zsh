@@ -19,8 +19,8 @@ _klog-consume() {
 '--topic=[Topic to read]:TOPIC:_default' \
 '*-p+[Partitions to read (default\: all)]:N[,N..]:_default' \
 '*--partition=[Partitions to read (default\: all)]:N[,N..]:_default' \
-'-o+[Where to start\: beginning, end, N, -N (N before the end), @TIMESTAMP (ms since the epoch, or RFC 3339)]:SPEC:_default' \
-'--offset=[Where to start\: beginning, end, N, -N (N before the end), @TIMESTAMP (ms since the epoch, or RFC 3339)]:SPEC:_default' \
+'-o+[Where to start\: beginning, end, N, -N (N before the end), @TIMESTAMP (ms since the epoch, or RFC 3339), stored (with -G\: the group'\''s committed offsets, required). With -G, where a partition the group never committed starts]:SPEC:_default' \
+'--offset=[Where to start\: beginning, end, N, -N (N before the end), @TIMESTAMP (ms since the epoch, or RFC 3339), stored (with -G\: the group'\''s committed offsets, required). With -G, where a partition the group never committed starts]:SPEC:_default' \
 '-c+[Stop after N records]:N:_default' \
 '--count=[Stop after N records]:N:_default' \
 '(-J --json)-f+[Output format\: %s value, %k key, %S value length, %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN]:FORMAT:_default' \

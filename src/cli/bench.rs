@@ -14,7 +14,13 @@ use crate::tools::bench::{self, Measurement, Setup};
 /// and the experiments of the 2011 Kafka paper. Without -b it starts a
 /// broker of its own on a temporary data directory.
 #[derive(Debug, Parser)]
-#[command(name = "klog-bench", version, about, long_about = None)]
+#[command(
+    name = "klog-bench",
+    version,
+    about = super::help::BENCH_ABOUT,
+    long_about = None,
+    after_help = super::help::after_help(&super::help::BENCH)
+)]
 pub struct Args {
     /// What to measure.
     #[command(subcommand)]

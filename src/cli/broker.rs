@@ -13,7 +13,13 @@ use crate::storage::log::LogConfig;
 /// TCP (the pull protocol), with zero-copy fetches and group-committed
 /// fsyncs.
 #[derive(Debug, Parser)]
-#[command(name = "klog-broker", version, about, long_about = None)]
+#[command(
+    name = "klog-broker",
+    version,
+    about = super::help::BROKER_ABOUT,
+    long_about = None,
+    after_help = super::help::after_help(&super::help::BROKER)
+)]
 pub struct Args {
     /// The data directory (created if missing).
     #[arg(

@@ -12,7 +12,13 @@ use crate::tools::follow::{self, GroupOptions, Output};
 /// Prints the records of a topic, and keeps following new ones like
 /// `tail -f` unless -e or -c says when to stop.
 #[derive(Debug, Parser)]
-#[command(name = "klog-consume", version, about, long_about = None)]
+#[command(
+    name = "klog-consume",
+    version,
+    about = super::help::CONSUME_ABOUT,
+    long_about = None,
+    after_help = super::help::after_help(&super::help::CONSUME)
+)]
 pub struct Args {
     /// Topic to read.
     #[arg(short = 't', long = "topic", value_parser = super::topic_arg)]
@@ -26,7 +32,9 @@ pub struct Args {
     )]
     pub partitions: Vec<u32>,
     /// Where to start: beginning, end, N, -N (N before the end), @TIMESTAMP
-    /// (ms since the epoch, or RFC 3339).
+    /// (ms since the epoch, or RFC 3339), stored (with -G: the group's
+    /// committed offsets, required). With -G, where a partition the group
+    /// never committed starts.
     #[arg(
         short = 'o',
         long = "offset",

@@ -15,7 +15,13 @@ use crate::tools::registry_dump;
 /// Exit 3 when a problem is found (CRC, length, offset sequence, index,
 /// trailing bytes).
 #[derive(Debug, Parser)]
-#[command(name = "klog-dump", version, about, long_about = None)]
+#[command(
+    name = "klog-dump",
+    version,
+    about = super::help::DUMP_ABOUT,
+    long_about = None,
+    after_help = super::help::after_help(&super::help::DUMP)
+)]
 pub struct Args {
     /// `.log`, `.index` or `.timeindex` files, partition directories or data
     /// directories.

@@ -15,6 +15,7 @@ pub mod bench;
 pub mod broker;
 pub mod consume;
 pub mod dump;
+pub mod help;
 pub mod produce;
 pub mod recover;
 

@@ -13,7 +13,13 @@ use crate::tools::produce::{self, ParseOptions};
 /// Reads records from stdin (or FILEs), one per line by default, and
 /// appends them to a topic.
 #[derive(Debug, Parser)]
-#[command(name = "klog-produce", version, about, long_about = None)]
+#[command(
+    name = "klog-produce",
+    version,
+    about = super::help::PRODUCE_ABOUT,
+    long_about = None,
+    after_help = super::help::after_help(&super::help::PRODUCE)
+)]
 pub struct Args {
     /// Topic to produce to (created on first use, with --partitions).
     #[arg(short = 't', long = "topic", value_parser = super::topic_arg)]

@@ -11,7 +11,13 @@ use crate::tools::recover;
 /// bad record (saving the cut bytes beside it), and rebuilds indexes.
 /// Exit 0 clean, 3 repaired, 4 damage left (--dry-run), 1 refused or I/O error.
 #[derive(Debug, Parser)]
-#[command(name = "klog-recover", version, about, long_about = None)]
+#[command(
+    name = "klog-recover",
+    version,
+    about = super::help::RECOVER_ABOUT,
+    long_about = None,
+    after_help = super::help::after_help(&super::help::RECOVER)
+)]
 pub struct Args {
     /// Partition directories or data directories.
     #[arg(value_name = "PATH", required = true)]
