@@ -24,6 +24,7 @@
 //! client knows brokers, not the registry: routing through the registry
 //! and the members of consumer groups are one floor up, in `crate::coord`.
 
+mod acks;
 pub mod connection;
 pub mod consumer;
 pub mod offset;

@@ -9,15 +9,15 @@
 //! record, connecting included): a record not acknowledged by then counts
 //! as failed, and so does one still waiting [`crate::stop::GRACE`] after a
 //! stop signal.
-use std::collections::VecDeque;
 use std::net::TcpStream;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::client::connection::{protocol_error, read_frame, write_all_with, Connection, Patience};
+use crate::client::acks::{read_acks, write_patience, AckState, Waiting};
+use crate::client::connection::{write_all_with, Connection};
 use crate::error::{Error, Result};
 use crate::limits;
-use crate::protocol::{self, ErrorCode, Reader};
+use crate::protocol::{self, ErrorCode};
 use crate::storage::record::BatchBuilder;
 use crate::sync::lock;
 
@@ -271,42 +271,6 @@ impl Default for ProducerConfig {
     }
 }
 
-/// A produce request awaiting its response.
-#[derive(Debug)]
-struct Waiting {
-    id: u32,
-    records: u64,
-    sent: Instant,
-    /// Its records' delivery deadline.
-    deadline: Instant,
-}
-
-/// What the producer's response reader shares with it.
-#[derive(Debug, Default)]
-struct Acks {
-    /// Requests awaiting a response, in the order sent.
-    waiting: VecDeque<Waiting>,
-    /// Time from sending a request to its acknowledgement, per record.
-    latency: crate::stats::Histogram,
-    delivered: u64,
-    failed: u64,
-    /// The first error, reported by `send` or `close`.
-    error: Option<Error>,
-    /// The connection is gone: nothing more will be acknowledged.
-    broken: bool,
-    /// The producer waits for room in the window: wake it on an answer
-    /// (and only then: a wake-up is a syscall).
-    sender_waits: bool,
-    /// The producer is closing: once nothing is waiting, the reader ends.
-    closing: bool,
-}
-
-#[derive(Debug, Default)]
-struct AckState {
-    acks: Mutex<Acks>,
-    changed: Condvar,
-}
-
 /// Sends records to the partitions of one topic on a broker.
 #[derive(Debug)]
 pub struct Producer {
@@ -555,122 +519,6 @@ pub struct ProducerSummary {
     pub failed: u64,
     /// From sending to acknowledgement, per record, µs.
     pub latency: crate::stats::Histogram,
-}
-
-/// How long a write of produce requests waits for the broker to take them:
-/// the delivery timeout, less once the reader gave the connection up (a
-/// deadline passed) or a stop signal's grace is over.
-fn write_patience<'a>(state: &'a AckState, addr: &'a str, timeout: Duration) -> impl Patience + 'a {
-    let deadline = Instant::now() + timeout;
-    move |op| {
-        if crate::stop::grace_over() {
-            return Err(Error::Stopped {
-                addr: addr.to_string(),
-            });
-        }
-        if lock(&state.acks).broken || Instant::now() >= deadline {
-            return Err(Error::TimedOut {
-                op,
-                addr: addr.to_string(),
-                waited_ms: timeout.as_millis() as u64,
-            });
-        }
-        Ok(())
-    }
-}
-
-/// How long the response reader waits for the next acknowledgement: while
-/// nothing is waiting, as long as the producer lives; else until the first
-/// delivery deadline of a request waiting, or a stop signal's grace is over.
-fn ack_patience<'a>(state: &'a AckState, addr: &'a str, timeout: Duration) -> impl Patience + 'a {
-    move |_| {
-        let acks = lock(&state.acks);
-        if acks.waiting.is_empty() {
-            if acks.closing {
-                // Nothing more to hear; the error is not kept.
-                return Err(Error::Stopped {
-                    addr: addr.to_string(),
-                });
-            }
-            return Ok(());
-        }
-        let now = Instant::now();
-        if acks.waiting.iter().any(|w| w.deadline <= now) {
-            return Err(Error::TimedOut {
-                op: "wait for acknowledgements from",
-                addr: addr.to_string(),
-                waited_ms: timeout.as_millis() as u64,
-            });
-        }
-        if crate::stop::grace_over() {
-            return Err(Error::Stopped {
-                addr: addr.to_string(),
-            });
-        }
-        Ok(())
-    }
-}
-
-/// The producer's response reader: matches acknowledgements to requests.
-fn read_acks(stream: &TcpStream, addr: &str, state: &AckState, timeout: Duration) {
-    let mut buf = Vec::new();
-    // Acknowledgements are small: one read brings in many.
-    let mut input = std::io::BufReader::with_capacity(64 * 1024, stream);
-    let mut patience = ack_patience(state, addr, timeout);
-    loop {
-        let read = read_frame(&mut input, &mut buf, addr, &mut patience);
-        let mut acks = lock(&state.acks);
-        let header = read.and_then(|()| {
-            protocol::decode_response_header(&mut Reader::new(&buf))
-                .map_err(|e| protocol_error(addr, e))
-        });
-        match header {
-            Ok(h) => {
-                let Some(Waiting {
-                    id, records, sent, ..
-                }) = acks.waiting.pop_front()
-                else {
-                    acks.error.get_or_insert(Error::Protocol {
-                        addr: addr.to_string(),
-                        reason: format!("an answer to no request ({})", h.correlation_id),
-                    });
-                    acks.broken = true;
-                    state.changed.notify_all();
-                    return;
-                };
-                if h.correlation_id != id {
-                    acks.failed += records;
-                    acks.error.get_or_insert(Error::Protocol {
-                        addr: addr.to_string(),
-                        reason: format!("response {} to request {id}", h.correlation_id),
-                    });
-                } else if h.error == ErrorCode::None {
-                    acks.delivered += records;
-                    acks.latency
-                        .record_n(sent.elapsed().as_micros() as u64, records);
-                } else {
-                    acks.failed += records;
-                    acks.error.get_or_insert(Error::Broker {
-                        code: h.error,
-                        message: h.message,
-                    });
-                }
-            }
-            Err(e) => {
-                // The connection ended. After a clean close with nothing
-                // waiting that is the end; otherwise the waiting fail.
-                if !acks.waiting.is_empty() {
-                    acks.error.get_or_insert(e);
-                }
-                acks.broken = true;
-                state.changed.notify_all();
-                return;
-            }
-        }
-        if acks.sender_waits {
-            state.changed.notify_all();
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,173 @@
+//! The producer's response side: the requests waiting for their
+//! acknowledgements, the thread that reads them, and how long each wait
+//! may last.
+
+use std::collections::VecDeque;
+use std::net::TcpStream;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::client::connection::{protocol_error, read_frame, Patience};
+use crate::error::Error;
+use crate::protocol::{self, ErrorCode, Reader};
+use crate::sync::lock;
+
+/// A produce request awaiting its response.
+#[derive(Debug)]
+pub(super) struct Waiting {
+    pub(super) id: u32,
+    pub(super) records: u64,
+    pub(super) sent: Instant,
+    /// Its records' delivery deadline.
+    pub(super) deadline: Instant,
+}
+
+/// What the producer's response reader shares with it.
+#[derive(Debug, Default)]
+pub(super) struct Acks {
+    /// Requests awaiting a response, in the order sent.
+    pub(super) waiting: VecDeque<Waiting>,
+    /// Time from sending a request to its acknowledgement, per record.
+    pub(super) latency: crate::stats::Histogram,
+    pub(super) delivered: u64,
+    pub(super) failed: u64,
+    /// The first error, reported by `send` or `close`.
+    pub(super) error: Option<Error>,
+    /// The connection is gone: nothing more will be acknowledged.
+    pub(super) broken: bool,
+    /// The producer waits for room in the window: wake it on an answer
+    /// (and only then: a wake-up is a syscall).
+    pub(super) sender_waits: bool,
+    /// The producer is closing: once nothing is waiting, the reader ends.
+    pub(super) closing: bool,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct AckState {
+    pub(super) acks: Mutex<Acks>,
+    pub(super) changed: Condvar,
+}
+
+/// How long a write of produce requests waits for the broker to take them:
+/// the delivery timeout, less once the reader gave the connection up (a
+/// deadline passed) or a stop signal's grace is over.
+pub(super) fn write_patience<'a>(
+    state: &'a AckState,
+    addr: &'a str,
+    timeout: Duration,
+) -> impl Patience + 'a {
+    let deadline = Instant::now() + timeout;
+    move |op| {
+        if crate::stop::grace_over() {
+            return Err(Error::Stopped {
+                addr: addr.to_string(),
+            });
+        }
+        if lock(&state.acks).broken || Instant::now() >= deadline {
+            return Err(Error::TimedOut {
+                op,
+                addr: addr.to_string(),
+                waited_ms: timeout.as_millis() as u64,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// How long the response reader waits for the next acknowledgement: while
+/// nothing is waiting, as long as the producer lives; else until the first
+/// delivery deadline of a request waiting, or a stop signal's grace is over.
+pub(super) fn ack_patience<'a>(
+    state: &'a AckState,
+    addr: &'a str,
+    timeout: Duration,
+) -> impl Patience + 'a {
+    move |_| {
+        let acks = lock(&state.acks);
+        if acks.waiting.is_empty() {
+            if acks.closing {
+                // Nothing more to hear; the error is not kept.
+                return Err(Error::Stopped {
+                    addr: addr.to_string(),
+                });
+            }
+            return Ok(());
+        }
+        let now = Instant::now();
+        if acks.waiting.iter().any(|w| w.deadline <= now) {
+            return Err(Error::TimedOut {
+                op: "wait for acknowledgements from",
+                addr: addr.to_string(),
+                waited_ms: timeout.as_millis() as u64,
+            });
+        }
+        if crate::stop::grace_over() {
+            return Err(Error::Stopped {
+                addr: addr.to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The producer's response reader: matches acknowledgements to requests.
+pub(super) fn read_acks(stream: &TcpStream, addr: &str, state: &AckState, timeout: Duration) {
+    let mut buf = Vec::new();
+    // Acknowledgements are small: one read brings in many.
+    let mut input = std::io::BufReader::with_capacity(64 * 1024, stream);
+    let mut patience = ack_patience(state, addr, timeout);
+    loop {
+        let read = read_frame(&mut input, &mut buf, addr, &mut patience);
+        let mut acks = lock(&state.acks);
+        let header = read.and_then(|()| {
+            protocol::decode_response_header(&mut Reader::new(&buf))
+                .map_err(|e| protocol_error(addr, e))
+        });
+        match header {
+            Ok(h) => {
+                let Some(Waiting {
+                    id, records, sent, ..
+                }) = acks.waiting.pop_front()
+                else {
+                    acks.error.get_or_insert(Error::Protocol {
+                        addr: addr.to_string(),
+                        reason: format!("an answer to no request ({})", h.correlation_id),
+                    });
+                    acks.broken = true;
+                    state.changed.notify_all();
+                    return;
+                };
+                if h.correlation_id != id {
+                    acks.failed += records;
+                    acks.error.get_or_insert(Error::Protocol {
+                        addr: addr.to_string(),
+                        reason: format!("response {} to request {id}", h.correlation_id),
+                    });
+                } else if h.error == ErrorCode::None {
+                    acks.delivered += records;
+                    acks.latency
+                        .record_n(sent.elapsed().as_micros() as u64, records);
+                } else {
+                    acks.failed += records;
+                    acks.error.get_or_insert(Error::Broker {
+                        code: h.error,
+                        message: h.message,
+                    });
+                }
+            }
+            Err(e) => {
+                // The connection ended. After a clean close with nothing
+                // waiting that is the end; otherwise the waiting fail.
+                if !acks.waiting.is_empty() {
+                    acks.error.get_or_insert(e);
+                }
+                acks.broken = true;
+                state.changed.notify_all();
+                return;
+            }
+        }
+        if acks.sender_waits {
+            state.changed.notify_all();
+        }
+    }
+}
