@@ -702,7 +702,8 @@ fn registry_owner_entry() {
 
 #[test]
 fn registry_committed_offset() {
-    let name = "registry/offsets/g1/clicks-2";
+    // In the directory of the claim generation that wrote it.
+    let name = "registry/offsets/g1/clicks-2/1/offset";
     let commit = |offset: u64| {
         let dir = tempfile::tempdir().unwrap();
         let reg = DirRegistry::open(dir.path()).unwrap();
@@ -711,15 +712,15 @@ fn registry_committed_offset() {
             .unwrap()
             .expect("unowned");
         reg.commit("g1", "clicks", 2, offset, &owner).unwrap();
-        read(&dir.path().join("offsets/g1/clicks-2"))
+        read(&dir.path().join("offsets/g1/clicks-2/1/offset"))
     };
     // Past 32 bits.
     let golden = check_golden(name, &commit(4_294_967_301));
 
     let dir = tempfile::tempdir().unwrap();
     let reg = DirRegistry::open(dir.path()).unwrap();
-    std::fs::create_dir_all(dir.path().join("offsets/g1")).unwrap();
-    std::fs::write(dir.path().join("offsets/g1/clicks-2"), &golden).unwrap();
+    std::fs::create_dir_all(dir.path().join("offsets/g1/clicks-2/1")).unwrap();
+    std::fs::write(dir.path().join("offsets/g1/clicks-2/1/offset"), &golden).unwrap();
     let decoded = reg.committed("g1", "clicks", 2).unwrap();
     assert_eq!(decoded, Some(4_294_967_301));
 

@@ -42,6 +42,23 @@ fn member(registry: &str, group: &str, extra: &[&str]) -> Proc {
     Proc::spawn("klog-consume", &args)
 }
 
+/// The file of a partition's committed offset in the registry, whose
+/// offsets directory is `dir`: in the directory of the highest claim
+/// generation (`0` when there is none yet, created).
+fn offset_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let top = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+                .max()
+        })
+        .unwrap_or_default()
+        .unwrap_or(0);
+    let generation = dir.join(top.to_string());
+    std::fs::create_dir_all(&generation).unwrap();
+    generation.join("offset")
+}
+
 /// The partitions a member's last "owns" line names.
 fn owned(line: &str) -> BTreeSet<u32> {
     line.split("t [")
@@ -279,7 +296,7 @@ fn damaged_registry_files_are_errors_or_ignored_never_a_panic() {
     assert_eq!(out.get_output().stdout.len(), lines(10).len());
     // A committed offset that does not parse: an error naming the file.
     for bad in [&b""[..], b"klog-offset 1\n", b"garbage"] {
-        std::fs::write(registry.join("offsets/g/t-0"), bad).unwrap();
+        std::fs::write(offset_file(&registry.join("offsets/g/t-0")), bad).unwrap();
         bin("klog-consume")
             .args(["-t", "t", "-G", "g", "--registry", reg, "-e"])
             .timeout(WAIT)
@@ -594,10 +611,9 @@ fn a_committed_offset_past_the_log_end_is_reset_by_the_o_policy() {
     let reg = registry.to_str().unwrap();
     let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg]);
     produce_to(&broker.addr, "t", &lines(10), &[]);
-    let offsets = registry.join("offsets/g");
+    let offsets = registry.join("offsets/g/t-0");
     for (policy, printed, to) in [("beginning", lines(10), 0), ("end", String::new(), 10)] {
-        std::fs::create_dir_all(&offsets).unwrap();
-        std::fs::write(offsets.join("t-0"), "klog-offset 1\n1000\n").unwrap();
+        std::fs::write(offset_file(&offsets), "klog-offset 1\n1000\n").unwrap();
         let out = bin("klog-consume")
             .args(["-t", "t", "-G", "g", "--registry", reg, "-e", "-o", policy])
             .timeout(WAIT)

@@ -55,6 +55,9 @@ use crate::storage::record::Record;
 const BACKOFF_BASE_MS: u64 = 20;
 /// How many times the wait doubles at most (to 640 ms).
 const BACKOFF_DOUBLINGS_MAX: u32 = 5;
+/// The longest a backing-off member sleeps before it looks for a stop
+/// (SIGINT), so that it ends within a second however long it backs off.
+const NAP_STEP: Duration = Duration::from_millis(20);
 
 /// How a member behaves.
 #[derive(Debug, Clone)]
@@ -222,7 +225,8 @@ impl Share {
     /// conflict (the paper's answer to one) and looking again, until it
     /// holds it or the process is stopping (then it holds nothing).
     /// `look` answers the subscribers and the partition count; `wait`
-    /// sleeps.
+    /// sleeps, a nap of at most [`NAP_STEP`] at a time, with a look for a
+    /// stop between naps.
     fn settle(
         &mut self,
         mut look: impl FnMut(&Share) -> Result<(Vec<String>, u32)>,
@@ -240,18 +244,25 @@ impl Share {
                 return Ok(());
             }
             attempt += 1;
-            if crate::stop::stopping() {
-                return Ok(());
+            let mut left = self.backoff.next(attempt);
+            loop {
+                if crate::stop::stopping() {
+                    return Ok(());
+                }
+                if left.is_zero() {
+                    break;
+                }
+                let nap = left.min(NAP_STEP);
+                wait(nap);
+                left -= nap;
             }
-            wait(self.backoff.next(attempt));
         }
     }
 
     /// Commits the next offset of each partition in `positions` that this
     /// member owns; the others are not its to commit. `false` when a
     /// commit was refused because the member's claim was lost (expired,
-    /// or taken over): it must not commit anything more. A partition
-    /// whose registry entry is busy for the moment is committed next time.
+    /// or taken over): it must not commit anything more.
     fn commit(&self, positions: &[(u32, u64)]) -> Result<bool> {
         for &(partition, offset) in positions {
             if let Some((_, owner)) = self.owned.iter().find(|(p, _)| *p == partition) {
@@ -259,7 +270,7 @@ impl Share {
                     .registry
                     .commit(&self.group, &self.topic, partition, offset, owner)
                 {
-                    Ok(()) | Err(Error::InUse { .. }) => {}
+                    Ok(()) => {}
                     Err(e) if lost(&e) => return Ok(false),
                     Err(e) => return Err(e),
                 }
@@ -734,6 +745,7 @@ mod tests {
     /// The session timeout of the tests' entries.
     const T: std::time::Duration = std::time::Duration::from_secs(10);
     use crate::coord::mem::MemRegistry;
+    use std::time::SystemTime;
 
     /// A member `name` of group `g`, subscribed to topic `t`.
     fn share(reg: &MemRegistry, name: &str) -> Share {
@@ -817,11 +829,16 @@ mod tests {
         let mut a = share(&reg, "a");
         // A member that left but has not released partition 1 yet.
         let mut late = Some(reg.claim("g", "t", 1, "gone", T).unwrap().unwrap());
-        let mut waits = Vec::new();
-        let look = |s: &Share| Ok((s.subscribers()?, 2));
+        // The time waited after each attempt.
+        let waits = std::cell::RefCell::new(Vec::new());
+        let look = |s: &Share| {
+            waits.borrow_mut().push(Duration::ZERO);
+            Ok((s.subscribers()?, 2))
+        };
         a.settle(look, |d| {
-            waits.push(d);
-            // It lets go while the second wait runs.
+            let mut waits = waits.borrow_mut();
+            *waits.last_mut().unwrap() += d;
+            // It lets go while the second backoff runs.
             if waits.len() == 2 {
                 late = None;
             }
@@ -829,11 +846,41 @@ mod tests {
         .unwrap();
         assert!(late.is_none());
         assert_eq!(owned(&a), [0, 1]);
-        assert_eq!(waits.len(), 2, "{waits:?}");
-        for (attempt, d) in (1..).zip(&waits) {
+        let waits = waits.into_inner();
+        assert_eq!(waits.len(), 3, "{waits:?}");
+        for (attempt, d) in (1..).zip(&waits[..2]) {
             let base = Duration::from_millis(BACKOFF_BASE_MS << attempt);
             assert!(base <= *d && *d < 2 * base, "attempt {attempt}: {d:?}");
         }
+    }
+
+    /// A backoff is slept in naps short enough that a stop (SIGINT),
+    /// checked between them, ends the member within a second, however
+    /// long the backoff has grown.
+    #[test]
+    fn settle_backs_off_in_short_naps() {
+        let reg = MemRegistry::default();
+        let mut a = share(&reg, "a");
+        let mut late = Some(reg.claim("g", "t", 0, "gone", T).unwrap().unwrap());
+        let (mut naps, mut slept) = (Vec::new(), Duration::ZERO);
+        a.settle(
+            |s| Ok((s.subscribers()?, 1)),
+            |d| {
+                naps.push(d);
+                slept += d;
+                // Long enough for the backoff to reach its bound.
+                if slept > Duration::from_secs(8) {
+                    late = None;
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(owned(&a), [0]);
+        let longest = naps.iter().max().unwrap();
+        assert!(
+            *longest <= Duration::from_millis(100),
+            "a nap of {longest:?}"
+        );
     }
 
     #[test]
@@ -902,6 +949,67 @@ mod tests {
         assert!(b.heartbeat().unwrap());
         assert_eq!(a.subscribers().unwrap(), ["a", "b"]);
         assert_eq!(reg.committed("g", "t", 1).unwrap(), Some(7));
+    }
+
+    /// Issue 10 item 10: while a member is stuck inside a commit (past its
+    /// fence, before its write), the others settle without it: they take
+    /// its partition over and keep their own; its late commit, of a
+    /// higher offset, is refused, and it learns it was lost.
+    #[test]
+    fn a_member_stuck_inside_a_commit_does_not_stop_its_group() {
+        use crate::coord::dir::{stall, DirRegistry};
+        let dir = tempfile::tempdir().unwrap();
+        let reg: Arc<dyn Registry> = Arc::new(DirRegistry::open(dir.path()).unwrap());
+        let short = Duration::from_millis(500);
+        let join = |name: &str, timeout| {
+            Share::join(Arc::clone(&reg), "g", "t", name.into(), timeout).unwrap()
+        };
+        let (mut a, mut b) = (join("a", short), join("b", T));
+        let members = vec!["a".to_string(), "b".to_string()];
+        assert!(a.claim(members.clone(), 4).unwrap());
+        assert!(b.claim(members, 4).unwrap());
+        assert_eq!((owned(&a), owned(&b)), (vec![0, 1], vec![2, 3]));
+        a.commit(&[(0, 10)]).unwrap();
+        let stalled = stall::next_commit(dir.path());
+        std::thread::scope(|s| {
+            let late = s.spawn(move || (a.commit(&[(0, 99)]), a));
+            stalled.wait_reached();
+            // a stays stuck past its session timeout.
+            let silent = SystemTime::now() - 2 * short;
+            for entry in std::fs::read_dir(dir.path().join("consumers/g")).unwrap() {
+                let path = entry.unwrap().path();
+                if path.to_str().unwrap().contains("/a@") {
+                    set_mtime(&path, silent);
+                }
+            }
+            for p in 0..2 {
+                set_mtime(&dir.path().join(format!("owners/g/t-{p}/1")), silent);
+            }
+            // b rebalances without a, and settles in a few tries.
+            b.release();
+            let mut tries = 0;
+            b.settle(
+                |s| Ok((s.subscribers()?, 4)),
+                |_| {
+                    tries += 1;
+                    assert!(tries < 10, "b never settled while a was stuck");
+                },
+            )
+            .unwrap();
+            assert_eq!(owned(&b), [0, 1, 2, 3]);
+            assert!(b.commit(&[(0, 20), (2, 5)]).unwrap());
+            // a runs again: refused, and it knows it was lost.
+            stalled.release();
+            let (late, a) = late.join().unwrap();
+            assert!(!late.unwrap(), "a's late commit was accepted");
+            assert!(!a.heartbeat().unwrap());
+            assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(20));
+        });
+    }
+
+    fn set_mtime(path: &std::path::Path, at: SystemTime) {
+        let file = std::fs::File::options().write(true).open(path).unwrap();
+        file.set_modified(at).unwrap();
     }
 
     #[test]

@@ -32,6 +32,11 @@
 //!   stored offset, but [`Registry::reset_offset`] sets any offset while no
 //!   live member owns the partition. An offset that does not parse is an
 //!   error that names it, never a silent restart from elsewhere.
+//! - No member can hold up another: a member stopped anywhere (SIGSTOP,
+//!   stuck I/O), inside a commit too, blocks no claim and no commit of any
+//!   partition; its own are taken over once its lease runs out, and a
+//!   commit of its that runs later, stalled past its check, is refused all
+//!   the same.
 //! - A topic's placement is persistent and written once: the first
 //!   placement wins, and every later one reads it. It names, for each
 //!   partition of the topic in order, the id of the broker that holds it,
@@ -207,9 +212,10 @@ pub trait Registry: fmt::Debug + Send + Sync {
 
     /// Claims a partition for `member` with a lease of `session_timeout`,
     /// until the handle is dropped: `None` when another member's claim is
-    /// current and neither dead nor expired (or, for an instant, while
-    /// another claims or commits it). Taking over an expired claim makes a
-    /// new generation, which fences the old owner's commits.
+    /// current and neither dead nor expired, or another claimer took it
+    /// first. A claim never waits on another member, not even one stopped
+    /// inside a commit. Taking over an expired claim makes a new
+    /// generation, which fences the old owner's commits, late ones too.
     fn claim(
         &self,
         group: &str,
@@ -244,7 +250,8 @@ pub trait Registry: fmt::Debug + Send + Sync {
     /// Sets a partition's committed offset to `offset`, lower or higher,
     /// durably; refused with [`Error::GroupActive`] while a member whose
     /// process lives holds the partition's current claim (expired or not).
-    /// The check and the write are atomic with respect to claims.
+    /// The check and the write are atomic with respect to claims (the
+    /// directory backend takes a claim of its own for the write).
     fn reset_offset(&self, group: &str, topic: &str, partition: u32, offset: u64) -> Result<()>;
 
     /// Every committed offset of `group`: (topic, partition, offset), in

@@ -9,9 +9,8 @@
 //! <registry>/brokers/<broker-id>@<inc>.json          --> {"id", "host", "port", "pid", "topics": {"t": [0, 2]}}
 //! <registry>/consumers/<group>/<member>@<inc>.lock   --> "klog-lease 1\n<session timeout ms>\n" (lock held by the live member; mtime = lease)
 //! <registry>/consumers/<group>/<member>@<inc>.json   --> {"member", "pid", "topics": ["t"]}
-//! <registry>/owners/<group>/<topic>-<p>/lock         --> (empty; held for an instant by a claim, a commit, a reset)
 //! <registry>/owners/<group>/<topic>-<p>/<generation> --> {"member", "generation", "session_timeout_ms"} (lock held by the owner; mtime = lease)
-//! <registry>/offsets/<group>/<topic>-<p>             --> "klog-offset 1\n<offset>\n"
+//! <registry>/offsets/<group>/<topic>-<p>/<generation>/offset --> "klog-offset 1\n<offset>\n"
 //! <registry>/topics/<topic>.json                     --> {"topic": "t", "brokers": ["<broker-id>", ...]}
 //! ```
 //!
@@ -52,19 +51,26 @@
 //!
 //! Brokers' and members' entries are per incarnation, and a stale one is
 //! removed only under the lock of the very file removed
-//! ([`entry`](self::entry)); owners are claims by generation, fenced
-//! ([`owner`](self::owner)).
+//! ([`entry`](self::entry)); owners are claims by generation, taken
+//! without any shared lock ([`owner`](self::owner)).
 //!
 //! # Offsets are persistent
 //!
 //! A committed offset (the next offset the group will read) is written to a
-//! temporary file and fsynced, renamed over the old one under the
-//! partition's mutex once the commit's fence holds, and the directory
-//! fsynced. A commit never lowers the stored offset. A file that does not
-//! parse is an error that names it, never a silent restart from elsewhere.
+//! temporary file and fsynced, renamed over the old one once the commit's
+//! fence holds, and the directory fsynced. It lives in a directory named by
+//! the claim generation that may write it, which each new claim renames to
+//! its own generation: a late write of an earlier owner then names a
+//! directory that is gone, so no lock is held across a commit, and a member
+//! stuck inside one stops nobody ([`offset`](self::offset)). A commit never
+//! lowers the stored offset. A file that does not parse is an error that
+//! names it, never a silent restart from elsewhere.
 
 mod entry;
+mod offset;
 mod owner;
+#[cfg(test)]
+pub(crate) mod stall;
 
 use std::fs::File;
 use std::io::Write;
@@ -78,8 +84,10 @@ use crate::error::{Error, IoContext, Result};
 use crate::storage::fs::{RealFs, Vfs};
 use crate::storage::store::{parse_partition_dir, partition_dir_name};
 
-/// Magic first line of an offset file.
-const OFFSET_MAGIC: &str = "klog-offset 1";
+/// The member named in the claim an offset reset takes for its write.
+const RESET_MEMBER: &str = "offset-reset";
+/// The lease of that claim (held for a few system calls).
+const RESET_LEASE: Duration = Duration::from_secs(10);
 
 /// A registry directory.
 #[derive(Debug, Clone)]
@@ -144,42 +152,18 @@ impl DirRegistry {
             .join(partition_dir_name(topic, partition))
     }
 
-    /// Writes `offset` to a new temporary file beside `path`, fsynced:
-    /// the slow part of a commit, done before its fence is checked.
-    fn offset_tmp(&self, path: &Path, offset: u64) -> Result<PathBuf> {
-        let parent = path.parent().expect("offsets dir");
-        std::fs::create_dir_all(parent).ctx("create", parent)?;
-        let name = path.file_name().and_then(|n| n.to_str()).expect("name");
-        let tmp = parent.join(format!(".{name}.{}.tmp", entry::incarnation()));
-        let mut f = File::create(&tmp).ctx("create", &tmp)?;
-        let written = f
-            .write_all(format!("{OFFSET_MAGIC}\n{offset}\n").as_bytes())
-            .and_then(|()| f.sync_all());
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(Error::io("write", &tmp, e));
+    /// Stores `offset` for the partition whose offsets directory is
+    /// `offsets`, fenced by `claim`.
+    fn write_offset(&self, claim: &owner::Claim, offsets: &Path, offset: u64) -> Result<()> {
+        if offset::write(offsets, claim.generation(), offset, || {
+            claim.check_and_renew()
+        })? {
+            return Ok(());
         }
-        Ok(tmp)
+        Err(claim.taken_over(offset::top(offsets).ok().flatten()))
     }
 
-    /// Renames the temporary offset file `tmp` to `path` if `fence`
-    /// allows it (it runs the rename, under the partition's mutex), then
-    /// fsyncs the directory; removes `tmp` if not.
-    fn place_offset(
-        &self,
-        tmp: &Path,
-        path: &Path,
-        fence: impl FnOnce(&dyn Fn() -> Result<()>) -> Result<()>,
-    ) -> Result<()> {
-        let rename = || std::fs::rename(tmp, path).ctx("rename", tmp);
-        if let Err(e) = fence(&rename) {
-            let _ = std::fs::remove_file(tmp);
-            return Err(e);
-        }
-        let parent = path.parent().expect("offsets dir");
-        RealFs.sync_dir(parent).ctx("fsync directory", parent)
-    }
-
+    /// The offsets directory of a partition.
     fn offset_path(&self, group: &str, topic: &str, partition: u32) -> PathBuf {
         self.dir
             .join("offsets")
@@ -262,7 +246,17 @@ impl Registry for DirRegistry {
         check_name("topic", topic)?;
         let what = format!("the claim of {topic} [{partition}] in group {group}");
         let dir = self.owner_dir(group, topic, partition);
-        owner::claim(&dir, what, member, session_timeout)
+        let Some(claim) = owner::claim(&dir, what, member, session_timeout, true)? else {
+            return Ok(None);
+        };
+        // Superseded before it could move the offsets: not a claim.
+        if !offset::adopt(
+            &self.offset_path(group, topic, partition),
+            claim.generation(),
+        )? {
+            return Ok(None);
+        }
+        Ok(Some(Ephemeral::new(claim)))
     }
 
     fn owner(&self, group: &str, topic: &str, partition: u32) -> Option<Owner> {
@@ -271,28 +265,7 @@ impl Registry for DirRegistry {
 
     fn committed(&self, group: &str, topic: &str, partition: u32) -> Result<Option<u64>> {
         check_name("group", group)?;
-        let path = self.offset_path(group, topic, partition);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io("read", &path, e)),
-        };
-        let mut lines = text.lines();
-        let offset = match (
-            lines.next(),
-            lines.next().map(|l| l.parse::<u64>()),
-            lines.next(),
-        ) {
-            (Some(OFFSET_MAGIC), Some(Ok(o)), None) => o,
-            _ => {
-                return Err(Error::Corrupt {
-                    path,
-                    position: 0,
-                    reason: format!("not a committed offset ({OFFSET_MAGIC:?}, then a number)"),
-                })
-            }
-        };
-        Ok(Some(offset))
+        offset::read(&self.offset_path(group, topic, partition))
     }
 
     fn store_offset(
@@ -305,24 +278,37 @@ impl Registry for DirRegistry {
     ) -> Result<()> {
         self.writable()?;
         check_name("group", group)?;
-        let path = self.offset_path(group, topic, partition);
-        let dir = self.owner_dir(group, topic, partition);
-        let tmp = self.offset_tmp(&path, offset)?;
-        self.place_offset(&tmp, &path, |rename| owner::fenced(owner, &dir, rename))
+        let claim = owner::claim_of(owner, &self.owner_dir(group, topic, partition))?;
+        self.write_offset(claim, &self.offset_path(group, topic, partition), offset)
     }
 
     fn reset_offset(&self, group: &str, topic: &str, partition: u32, offset: u64) -> Result<()> {
         self.writable()?;
         check_name("group", group)?;
         check_name("topic", topic)?;
-        let path = self.offset_path(group, topic, partition);
         let dir = self.owner_dir(group, topic, partition);
-        let tmp = self.offset_tmp(&path, offset)?;
-        let busy = |o: Owner| Error::GroupActive {
+        let busy = |o: Option<Owner>| Error::GroupActive {
             group: group.to_string(),
-            members: format!("member {} owns {topic} [{partition}]", o.member),
+            members: match o {
+                Some(o) => format!("member {} owns {topic} [{partition}]", o.member),
+                None => format!("a member claimed {topic} [{partition}] meanwhile"),
+            },
         };
-        self.place_offset(&tmp, &path, |rename| owner::unowned(&dir, busy, rename))
+        if let Some(o) = owner::current(&dir) {
+            return Err(busy(Some(o)));
+        }
+        // The reset takes the partition's claim for its write, as a member
+        // would: a claim and the reset never interleave, and a member
+        // stopped before the reset can no longer write.
+        let what = format!("the offset reset of {topic} [{partition}] in group {group}");
+        let Some(claim) = owner::claim(&dir, what, RESET_MEMBER, RESET_LEASE, false)? else {
+            return Err(busy(owner::current(&dir)));
+        };
+        let offsets = self.offset_path(group, topic, partition);
+        if !offset::adopt(&offsets, claim.generation())? {
+            return Err(busy(owner::current(&dir)));
+        }
+        self.write_offset(&claim, &offsets, offset)
     }
 
     fn offsets(&self, group: &str) -> Result<Vec<(String, u32, Result<u64>)>> {
@@ -334,12 +320,11 @@ impl Registry for DirRegistry {
         let names = entries.filter_map(|e| e.ok()?.file_name().into_string().ok());
         for name in names.filter(|n| !n.starts_with('.')) {
             if let Some((topic, p)) = parse_partition_dir(&name) {
-                let offset = self.committed(group, &topic, p).and_then(|o| {
-                    o.ok_or_else(|| Error::Vanished {
-                        what: "the committed offset".into(),
-                    })
-                });
-                out.push((topic, p, offset));
+                // Claimed, and nothing committed yet: no offset.
+                match self.committed(group, &topic, p) {
+                    Ok(None) => {}
+                    offset => out.push((topic, p, offset.map(Option::unwrap_or_default))),
+                }
             }
         }
         out.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
@@ -509,7 +494,7 @@ mod tests {
         assert!(reg.members("g").unwrap().is_empty());
         assert!(!g.join("ghost.json").exists(), "stale entries are removed");
         // Offsets that do not parse are errors naming the file.
-        let off = dir.path().join("offsets/g");
+        let off = dir.path().join("offsets/g/t-3/0");
         std::fs::create_dir_all(&off).unwrap();
         for bad in [
             &b""[..],
@@ -517,10 +502,15 @@ mod tests {
             b"klog-offset 1\nx\n",
             b"{\"json\": 1}",
         ] {
-            std::fs::write(off.join("t-3"), bad).unwrap();
+            std::fs::write(off.join("offset"), bad).unwrap();
             let err = reg.committed("g", "t", 3).unwrap_err().to_string();
-            assert!(err.contains("t-3"), "{err}");
+            assert!(err.contains("t-3/0/offset"), "{err}");
         }
+        // An offset file of the layout before claim generations, too.
+        std::fs::write(dir.path().join("offsets/g/t-4"), b"klog-offset 1\n5\n").unwrap();
+        let err = reg.committed("g", "t", 4).unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains("offsets/g/t-4"), "{err}");
     }
 
     fn broker_info(id: &str, port: u16) -> BrokerInfo {
@@ -617,7 +607,62 @@ mod tests {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
-        assert_eq!(names, ["3", "lock"], "history is cleaned up");
+        assert_eq!(names, ["3"], "history is cleaned up");
+        let offsets: Vec<_> = std::fs::read_dir(dir.path().join("offsets/g/t-0"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(offsets, ["3"], "the offsets moved with each claim");
+    }
+
+    /// Issue 10 item 10: a member stuck inside a commit, past its fence
+    /// and before its write, neither keeps its partitions past its lease
+    /// nor stops the others claiming and committing; when it runs again,
+    /// its write, of a higher offset than the new owner's, is refused.
+    #[test]
+    fn a_member_stuck_inside_a_commit_is_taken_over_and_its_late_write_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
+        let short = Duration::from_millis(500);
+        let a0 = reg.claim("g", "t", 0, "a", short).unwrap().unwrap();
+        let a1 = reg.claim("g", "t", 1, "a", short).unwrap().unwrap();
+        reg.commit("g", "t", 0, 10, &a0).unwrap();
+        let stalled = stall::next_commit(dir.path());
+        std::thread::scope(|s| {
+            let r = &reg;
+            let late = s.spawn(move || r.commit("g", "t", 0, 99, &a0));
+            stalled.wait_reached();
+            // a stays stuck past its session timeout.
+            for p in 0..2 {
+                silence(&dir.path().join(format!("owners/g/t-{p}/1")), 2 * short);
+            }
+            // b takes both partitions over and commits, a still stuck.
+            let b0 = reg.claim("g", "t", 0, "b", T).unwrap();
+            let b0 = b0.expect("a stuck commit must not keep its partition");
+            let b1 = reg.claim("g", "t", 1, "b", T).unwrap().unwrap();
+            assert_eq!((b0.generation(), b1.generation()), (2, 2));
+            reg.commit("g", "t", 0, 20, &b0).unwrap();
+            reg.commit("g", "t", 1, 7, &b1).unwrap();
+            assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(20));
+            // a runs again: its write, higher, is refused and not seen.
+            stalled.release();
+            let err = late.join().unwrap().unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::Fenced {
+                        generation: 1,
+                        current: 2,
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+            assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(20));
+            reg.commit("g", "t", 0, 21, &b0).unwrap();
+            assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(21));
+            assert!(matches!(a1.renew(), Err(Error::Fenced { .. })));
+        });
     }
 
     #[test]
@@ -632,7 +677,7 @@ mod tests {
         let err = reg.commit("g", "t", 0, 5, &a).unwrap_err();
         assert!(matches!(err, Error::Expired { .. }), "{err}");
         assert_eq!(reg.committed("g", "t", 0).unwrap(), None);
-        let leftovers = std::fs::read_dir(dir.path().join("offsets/g"))
+        let leftovers = std::fs::read_dir(dir.path().join("offsets/g/t-0/1"))
             .unwrap()
             .count();
         assert_eq!(leftovers, 0, "no temporary offset file stays");

@@ -1,39 +1,40 @@
 //! Claims of a partition in a registry directory: one file per
-//! generation, and a mutex that makes a commit's fence and its write one
-//! step with respect to claims.
+//! generation, taken without any lock but the claim's own.
 //!
 //! ```text
-//! owners/<group>/<topic>-<p>/lock   --> (empty; locked for an instant by a claim, a commit or a reset)
 //! owners/<group>/<topic>-<p>/<gen>  --> {"member":"m","generation":7,"session_timeout_ms":10000}
 //! ```
 //!
 //! The claim of generation `gen` is the file named by that number, locked
 //! by its holder for life; its mtime is the claim's lease, renewed by the
-//! holder. The *current* claim is the highest generation. A claim, under
-//! the mutex, takes the partition when the current claim's lock is free
-//! (its holder died or left) or its lease has expired (its holder is
-//! silent), by linking a new, already locked file at the next generation.
-//! A commit, under the mutex, checks that its claim is still the current
-//! one and that its lease has not run out, renews it, and only then
-//! renames the new offset into place: so a claim and a commit never
-//! interleave, and a silent member's late commit is refused once another
-//! claimed its partition.
+//! holder. The *current* claim is the highest generation. A claim takes
+//! the partition when the current claim's lock is free (its holder died
+//! or left) or its lease has expired (its holder is silent), by linking a
+//! new, already locked file at the next generation: the link fails if
+//! another claimer got there first, and a claimer that looked before a
+//! later claim was taken, and so linked a generation below the current
+//! one, sees it and gives up. Then it moves the partition's committed
+//! offset to its generation ([`offset`](super::offset)), which fences
+//! every later write of the claims before it. A commit checks that its
+//! claim is still the current one and that its lease has not run out,
+//! renews it, and writes into its generation's directory.
+//!
+//! No lock is shared between members, so a member stopped anywhere
+//! (SIGSTOP, stuck I/O, inside a commit) holds up no claim and no commit
+//! of any partition: its own partitions are taken over once its lease runs
+//! out, and its late writes are refused.
 //!
 //! The current claim's file stays when its holder leaves (unlocked, so the
 //! partition is free) so that the next generation is higher; earlier
 //! claims' files are removed by their holders when they leave, or by the
-//! next claimer if their holder died, holding their lock.
-//!
-//! The mutex is only ever held for a few system calls, never across I/O
-//! to a broker, but a process stopped inside it (SIGSTOP) holds it until
-//! it runs again: claims then back off and retry, and commits of that
-//! partition fail with [`Error::InUse`] after [`MUTEX_WAIT`].
+//! next claimer if their holder died, holding their lock. The highest
+//! file is never removed, so generations only grow.
 
 use std::any::Any;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -41,11 +42,6 @@ use super::entry::{incarnation, lease_age, read_small, remove_stale, renew_lease
 use crate::coord::registry::{to_json, Ephemeral, Held, Lease, Owner};
 use crate::error::{Error, IoContext, Result};
 use crate::storage::lock::{is_locked, try_lock, FileLock};
-
-/// File name of a partition's mutex inside its owners directory.
-const MUTEX_FILE: &str = "lock";
-/// How long a commit or a reset waits for the partition's mutex.
-pub(super) const MUTEX_WAIT: Duration = Duration::from_millis(200);
 
 /// The content of a claim's file.
 #[derive(Debug, Serialize, Deserialize)]
@@ -70,9 +66,32 @@ pub(super) struct Claim {
 }
 
 impl Claim {
+    /// Its generation.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Why a write of this claim found its directory gone: a claim of
+    /// generation `current` (or higher) took the partition over; else the
+    /// registry lost it some other way (removed by hand).
+    pub(super) fn taken_over(&self, current: Option<u64>) -> Error {
+        let owner_top = top_generation(&self.dir).ok().flatten();
+        let current = current.max(owner_top).unwrap_or(0);
+        if current > self.generation {
+            return Error::Fenced {
+                what: self.what.clone(),
+                generation: self.generation,
+                current,
+            };
+        }
+        Error::Vanished {
+            what: format!("the committed offset of {}", self.what),
+        }
+    }
+
     /// Checks that this claim is still the current one and that its lease
-    /// has not run out, and renews it.
-    fn check_and_renew(&self) -> Result<()> {
+    /// has not run out, and renews it: the fence of a commit.
+    pub(super) fn check_and_renew(&self) -> Result<()> {
         let current = top_generation(&self.dir)?.unwrap_or(0);
         if current != self.generation {
             return Err(Error::Fenced {
@@ -113,8 +132,9 @@ impl Drop for Claim {
     }
 }
 
-/// The generations whose files are in `dir`, ascending.
-fn generations(dir: &Path) -> Result<Vec<u64>> {
+/// The generations whose entries (files, or directories) are in `dir`,
+/// ascending; none when `dir` does not exist.
+pub(super) fn generations(dir: &Path) -> Result<Vec<u64>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -158,37 +178,21 @@ pub(super) fn current(dir: &Path) -> Option<Owner> {
     read_claim(dir, top_generation(dir).ok()??)
 }
 
-/// Takes the partition's mutex; with `wait`, tries for up to
-/// [`MUTEX_WAIT`]. `None` when another holds it.
-fn mutex(dir: &Path, wait: bool) -> Result<Option<FileLock>> {
-    let path = dir.join(MUTEX_FILE);
-    let deadline = Instant::now() + MUTEX_WAIT;
-    loop {
-        if let Some(lock) = try_lock(&path)? {
-            return Ok(Some(lock));
-        }
-        if !wait || Instant::now() >= deadline {
-            return Ok(None);
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 /// Claims the partition whose owners directory is `dir` for `member` (see
-/// [`crate::coord::Registry::claim`]).
+/// [`crate::coord::Registry::claim`]): `None` when another's claim is
+/// current and its holder lives (and, unless `take_expired`, also when its
+/// lease has expired), or when another claimer got there first.
 pub(super) fn claim(
     dir: &Path,
     what: String,
     member: &str,
     timeout: Duration,
-) -> Result<Option<Ephemeral>> {
+    take_expired: bool,
+) -> Result<Option<Claim>> {
     std::fs::create_dir_all(dir).ctx("create", dir)?;
-    let Some(mutex) = mutex(dir, false)? else {
-        return Ok(None);
-    };
     let earlier = generations(dir)?;
     if let Some(&top) = earlier.last() {
-        if read_claim(dir, top).is_some_and(|owner| !owner.lease.expired()) {
+        if read_claim(dir, top).is_some_and(|owner| !take_expired || !owner.lease.expired()) {
             return Ok(None);
         }
     }
@@ -208,32 +212,38 @@ pub(super) fn claim(
     let path = dir.join(generation.to_string());
     let linked = std::fs::hard_link(&tmp, &path);
     let _ = std::fs::remove_file(&tmp);
-    linked.ctx("link", &path)?;
-    drop(mutex);
-    // Earlier claims whose holders are gone; a silent holder's stays
-    // until it leaves.
-    for g in earlier {
-        remove_stale(&dir.join(g.to_string()), &[]);
+    match linked {
+        Ok(()) => {}
+        // Another claimer took this generation first.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
+        Err(e) => return Err(Error::io("link", &path, e)),
     }
-    Ok(Some(Ephemeral::new(Claim {
+    let claim = Claim {
         lock,
         dir: dir.to_path_buf(),
         path,
         generation,
         timeout,
         what,
-    })))
+    };
+    // Looked before a later claim was taken (whose holder then removed
+    // this generation's file as history): not current, so not a claim.
+    // Dropping it removes the file again.
+    if top_generation(dir)? != Some(generation) {
+        return Ok(None);
+    }
+    // Earlier claims whose holders are gone; a silent holder's stays
+    // until it leaves.
+    for g in earlier {
+        remove_stale(&dir.join(g.to_string()), &[]);
+    }
+    Ok(Some(claim))
 }
 
-/// Runs `write` under the mutex of the partition whose owners directory is
-/// `dir` if `owner` is its current claim and the claim's lease has not run
-/// out (renewing it): the fence of a commit.
-pub(super) fn fenced(
-    owner: &Ephemeral,
-    dir: &Path,
-    write: impl FnOnce() -> Result<()>,
-) -> Result<()> {
-    let claim = owner
+/// The claim `owner` holds, if it is the claim of the partition whose
+/// owners directory is `dir`.
+pub(super) fn claim_of<'a>(owner: &'a Ephemeral, dir: &Path) -> Result<&'a Claim> {
+    owner
         .held()
         .as_any()
         .downcast_ref::<Claim>()
@@ -243,27 +253,5 @@ pub(super) fn fenced(
                 "a commit needs the claim of its own partition ({})",
                 dir.display()
             ))
-        })?;
-    let _mutex = mutex(dir, true)?.ok_or_else(|| Error::InUse {
-        path: dir.join(MUTEX_FILE),
-    })?;
-    claim.check_and_renew()?;
-    write()
-}
-
-/// Runs `write` under the mutex of the partition whose owners directory is
-/// `dir` if no live process holds its current claim; else `busy(owner)`.
-pub(super) fn unowned(
-    dir: &Path,
-    busy: impl FnOnce(Owner) -> Error,
-    write: impl FnOnce() -> Result<()>,
-) -> Result<()> {
-    std::fs::create_dir_all(dir).ctx("create", dir)?;
-    let _mutex = mutex(dir, true)?.ok_or_else(|| Error::InUse {
-        path: dir.join(MUTEX_FILE),
-    })?;
-    if let Some(owner) = current(dir) {
-        return Err(busy(owner));
-    }
-    write()
+        })
 }
