@@ -30,3 +30,64 @@ fn a_following_consumer_survives_a_broker_restart() {
     let said = consumer.stderr_lines().join("\n");
     assert!(said.contains("reconnecting"), "{said}");
 }
+
+/// A producer whose broker dies (kill -9) and comes back sends the batches
+/// that were not acknowledged again on a new connection, within their
+/// delivery deadline: every record arrives (some maybe twice).
+#[test]
+fn a_producer_sends_again_what_a_broken_connection_left_unacknowledged() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerProc::start(dir.path(), &[]);
+    let addr = broker.addr.clone();
+    produce_to(&addr, "t", "0\n", &[]);
+    let mut producer = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-produce"))
+        .args([
+            "-b",
+            &addr,
+            "-t",
+            "t",
+            "--linger",
+            "5ms",
+            "--message-timeout",
+            "20s",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = producer.stdin.take().unwrap();
+    // Ends early if the producer does (then the test fails below).
+    let writer = std::thread::spawn(move || {
+        for i in 1..=3000 {
+            if writeln!(input, "{i}").is_err() {
+                return;
+            }
+            if i % 10 == 0 {
+                let _ = input.flush();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    broker.kill9();
+    std::thread::sleep(Duration::from_millis(300));
+    let broker = BrokerProc::start(dir.path(), &["--listen", &addr]);
+    writer.join().unwrap();
+    let out = producer.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let got = common::consume_from(&broker.addr, "t", &[]);
+    let seen: std::collections::BTreeSet<u64> = got.lines().map(|l| l.parse().unwrap()).collect();
+    let missing: Vec<u64> = (0..=3000).filter(|i| !seen.contains(i)).collect();
+    assert!(
+        missing.is_empty(),
+        "lost {} records: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(20)]
+    );
+    assert!(
+        stderr.contains("sent again after the connection broke"),
+        "{stderr}"
+    );
+}

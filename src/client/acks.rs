@@ -20,6 +20,9 @@ pub(super) struct Waiting {
     pub(super) sent: Instant,
     /// Its records' delivery deadline.
     pub(super) deadline: Instant,
+    /// The request's frame, to send again on a new connection should this
+    /// one break before the answer.
+    pub(super) request: Vec<u8>,
 }
 
 /// What the producer's response reader shares with it.
@@ -27,6 +30,11 @@ pub(super) struct Waiting {
 pub(super) struct Acks {
     /// Requests awaiting a response, in the order sent.
     pub(super) waiting: VecDeque<Waiting>,
+    /// Bytes of their frames.
+    pub(super) waiting_bytes: usize,
+    /// The connection broke under the waiting requests (it did not time
+    /// out): they may go again on a new one.
+    pub(super) resend: bool,
     /// Time from sending a request to its acknowledgement, per record.
     pub(super) latency: crate::stats::Histogram,
     pub(super) delivered: u64,
@@ -123,37 +131,13 @@ pub(super) fn read_acks(stream: &TcpStream, addr: &str, state: &AckState, timeou
             protocol::decode_response_header(&mut Reader::new(&buf))
                 .map_err(|e| protocol_error(addr, e))
         });
-        match header {
-            Ok(h) => {
-                let Some(Waiting {
-                    id, records, sent, ..
-                }) = acks.waiting.pop_front()
-                else {
-                    acks.error.get_or_insert(Error::Protocol {
-                        addr: addr.to_string(),
-                        reason: format!("an answer to no request ({})", h.correlation_id),
-                    });
-                    acks.broken = true;
-                    state.changed.notify_all();
-                    return;
-                };
-                if h.correlation_id != id {
-                    acks.failed += records;
-                    acks.error.get_or_insert(Error::Protocol {
-                        addr: addr.to_string(),
-                        reason: format!("response {} to request {id}", h.correlation_id),
-                    });
-                } else if h.error == ErrorCode::None {
-                    acks.delivered += records;
-                    acks.latency
-                        .record_n(sent.elapsed().as_micros() as u64, records);
-                } else {
-                    acks.failed += records;
-                    acks.error.get_or_insert(Error::Broker {
-                        code: h.error,
-                        message: h.message,
-                    });
-                }
+        let going_on = match header {
+            Ok(h) => acknowledge(&mut acks, h, addr),
+            // The connection broke: the producer sends the waiting again on
+            // a new one, within their deadline.
+            Err(Error::Network { .. }) => {
+                acks.resend = true;
+                false
             }
             Err(e) => {
                 // The connection ended. After a clean close with nothing
@@ -161,13 +145,54 @@ pub(super) fn read_acks(stream: &TcpStream, addr: &str, state: &AckState, timeou
                 if !acks.waiting.is_empty() {
                     acks.error.get_or_insert(e);
                 }
-                acks.broken = true;
-                state.changed.notify_all();
-                return;
+                false
             }
+        };
+        if !going_on {
+            acks.broken = true;
+            state.changed.notify_all();
+            return;
         }
         if acks.sender_waits {
             state.changed.notify_all();
         }
     }
+}
+
+/// Matches the answer `h` to the first request waiting; false when it
+/// answers none (the connection cannot go on).
+fn acknowledge(acks: &mut Acks, h: protocol::ResponseHeader, addr: &str) -> bool {
+    let Some(Waiting {
+        id,
+        records,
+        sent,
+        request,
+        ..
+    }) = acks.waiting.pop_front()
+    else {
+        acks.error.get_or_insert(Error::Protocol {
+            addr: addr.to_string(),
+            reason: format!("an answer to no request ({})", h.correlation_id),
+        });
+        return false;
+    };
+    acks.waiting_bytes -= request.len();
+    if h.correlation_id != id {
+        acks.failed += records;
+        acks.error.get_or_insert(Error::Protocol {
+            addr: addr.to_string(),
+            reason: format!("response {} to request {id}", h.correlation_id),
+        });
+    } else if h.error == ErrorCode::None {
+        acks.delivered += records;
+        acks.latency
+            .record_n(sent.elapsed().as_micros() as u64, records);
+    } else {
+        acks.failed += records;
+        acks.error.get_or_insert(Error::Broker {
+            code: h.error,
+            message: h.message,
+        });
+    }
+    true
 }

@@ -13,8 +13,8 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::client::acks::{read_acks, write_patience, AckState, Waiting};
-use crate::client::connection::{write_all_with, Connection};
+use crate::client::acks::{read_acks, write_patience, AckState, Acks, Waiting};
+use crate::client::connection::{connect_with, until, write_all_with, Connection};
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::protocol::{self, ErrorCode};
@@ -286,10 +286,67 @@ pub struct Producer {
     next_id: u32,
     state: Arc<AckState>,
     reader: Option<std::thread::JoinHandle<()>>,
+    /// Requests sent again on a new connection.
+    resent: u64,
 }
 
 /// Held-back requests are written once they fill this much.
 const WRITE_COALESCE_BYTES: usize = 64 * 1024;
+
+/// Bytes of requests kept for resending (in flight, not yet answered) at
+/// most: past them, the producer waits for answers (Kafka's
+/// `buffer.memory`, 32 MiB).
+const IN_FLIGHT_BYTES_MAX: usize = 32 << 20;
+
+/// Connects to `addr`, trying again (backing off from 50 ms to 1 s) while
+/// it refuses, until `deadline` or a stop signal.
+fn connect_until(addr: &str, deadline: Instant) -> Result<TcpStream> {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match connect_with(addr, &mut until(addr, left)) {
+            Err(Error::Network { .. }) if Instant::now() + backoff < deadline => {
+                let nap_until = Instant::now() + backoff;
+                while Instant::now() < nap_until {
+                    if crate::stop::grace_over() {
+                        return Err(Error::Stopped {
+                            addr: addr.to_string(),
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+            connected => return connected,
+        }
+    }
+}
+
+/// Starts the reader of `stream`'s acknowledgements (none with acks 0: the
+/// broker sends none).
+fn spawn_reader(
+    stream: &TcpStream,
+    addr: &str,
+    state: &Arc<AckState>,
+    config: &ProducerConfig,
+) -> Result<Option<std::thread::JoinHandle<()>>> {
+    if config.acks == protocol::ACKS_NONE {
+        return Ok(None);
+    }
+    let stream = stream.try_clone().map_err(|source| Error::Network {
+        op: "read from",
+        addr: addr.to_string(),
+        source,
+    })?;
+    let state = Arc::clone(state);
+    let addr = addr.to_string();
+    let timeout = config.delivery_timeout;
+    std::thread::Builder::new()
+        .name("acks".into())
+        .spawn(move || read_acks(&stream, &addr, &state, timeout))
+        .map(Some)
+        .map_err(|reason| Error::Spawn { reason })
+}
 
 impl Producer {
     /// Connects to the broker at `addr` and looks `topic` up, creating it
@@ -306,24 +363,7 @@ impl Producer {
         };
         let stream = control.stream;
         let state = Arc::new(AckState::default());
-        let reader = if config.acks == protocol::ACKS_NONE {
-            None
-        } else {
-            let stream = stream.try_clone().map_err(|source| Error::Network {
-                op: "read from",
-                addr: addr.to_string(),
-                source,
-            })?;
-            let state = Arc::clone(&state);
-            let addr = addr.to_string();
-            let timeout = config.delivery_timeout;
-            Some(
-                std::thread::Builder::new()
-                    .name("acks".into())
-                    .spawn(move || read_acks(&stream, &addr, &state, timeout))
-                    .map_err(|reason| Error::Spawn { reason })?,
-            )
-        };
+        let reader = spawn_reader(&stream, addr, &state, &config)?;
         Ok(Producer {
             stream,
             addr: addr.to_string(),
@@ -335,6 +375,7 @@ impl Producer {
             next_id: control.next_id,
             state,
             reader,
+            resent: 0,
         })
     }
 
@@ -386,47 +427,9 @@ impl Producer {
             return Ok(());
         }
         let records = u64::from(self.batches.batch(p as u32).len());
-        let on_wire = {
-            let mut acks = lock(&self.state.acks);
-            if acks.waiting.len() >= self.config.in_flight_max.max(1) {
-                // The window is full: what is held back goes out before
-                // waiting for its answers.
-                drop(acks);
-                self.write_out()?;
-                acks = lock(&self.state.acks);
-                while acks.waiting.len() >= self.config.in_flight_max.max(1) && !acks.broken {
-                    acks.sender_waits = true;
-                    acks = self
-                        .state
-                        .changed
-                        .wait(acks)
-                        .unwrap_or_else(|e| e.into_inner());
-                }
-                acks.sender_waits = false;
-            }
-            if let Some(e) = acks.error.take() {
-                return Err(e);
-            }
-            if acks.broken {
-                return Err(Error::Protocol {
-                    addr: self.addr.clone(),
-                    reason: "the connection closed".into(),
-                });
-            }
-            self.next_id = self.next_id.wrapping_add(1);
-            let on_wire = acks.waiting.len() - self.unsent.0;
-            if self.config.acks != protocol::ACKS_NONE {
-                let sent = Instant::now();
-                let opened = self.batches.opened(p as u32).unwrap_or(sent);
-                acks.waiting.push_back(Waiting {
-                    id: self.next_id,
-                    records,
-                    sent,
-                    deadline: opened + self.config.delivery_timeout,
-                });
-            }
-            on_wire
-        };
+        self.wait_for_room()?;
+        self.next_id = self.next_id.wrapping_add(1);
+        let start = self.out.len();
         let c = &self.config;
         protocol::append_produce_request(
             &mut self.out,
@@ -437,7 +440,26 @@ impl Producer {
             p as u32,
             self.batches.batch(p as u32).finish(),
         );
+        let sent = Instant::now();
+        let opened = self.batches.opened(p as u32).unwrap_or(sent);
         self.batches.clear(p as u32);
+        let on_wire = {
+            let mut acks = lock(&self.state.acks);
+            let on_wire = acks.waiting.len() - self.unsent.0;
+            if self.config.acks != protocol::ACKS_NONE {
+                // Kept until answered: a broken connection sends it again.
+                let request = self.out[start..].to_vec();
+                acks.waiting_bytes += request.len();
+                acks.waiting.push_back(Waiting {
+                    id: self.next_id,
+                    records,
+                    sent,
+                    deadline: opened + self.config.delivery_timeout,
+                    request,
+                });
+            }
+            on_wire
+        };
         self.unsent.0 += usize::from(self.config.acks != protocol::ACKS_NONE);
         self.unsent.1 += records;
         // Requests leave together: at once when the broker has nothing to
@@ -448,29 +470,151 @@ impl Producer {
         Ok(())
     }
 
-    /// Writes the requests held back, in one write that waits for the
-    /// broker to take them up to the delivery timeout.
-    fn write_out(&mut self) -> Result<()> {
-        if self.out.is_empty() {
-            return Ok(());
-        }
-        let mut patience = write_patience(&self.state, &self.addr, self.config.delivery_timeout);
-        let written = write_all_with(&self.stream, &self.out, &self.addr, &mut patience);
-        self.out.clear();
-        let (_, records) = std::mem::take(&mut self.unsent);
-        let mut acks = lock(&self.state.acks);
-        match written {
-            Ok(()) if self.config.acks == protocol::ACKS_NONE => acks.delivered += records,
-            Ok(()) => {}
-            Err(e) => {
-                if self.config.acks == protocol::ACKS_NONE {
-                    acks.failed += records;
+    /// Waits until the window has room for one more request (by count, and
+    /// by the bytes kept for resending), connecting again first if the
+    /// connection broke; fails with the first error the answers brought.
+    fn wait_for_room(&mut self) -> Result<()> {
+        let max = self.config.in_flight_max.max(1);
+        let full = |a: &Acks| {
+            a.waiting.len() >= max
+                || (a.waiting_bytes >= IN_FLIGHT_BYTES_MAX && !a.waiting.is_empty())
+        };
+        loop {
+            let mut acks = lock(&self.state.acks);
+            if full(&acks) {
+                // The window is full: what is held back goes out before
+                // waiting for its answers.
+                drop(acks);
+                self.write_out()?;
+                acks = lock(&self.state.acks);
+                while full(&acks) && !acks.broken {
+                    acks.sender_waits = true;
+                    acks = self
+                        .state
+                        .changed
+                        .wait(acks)
+                        .unwrap_or_else(|e| e.into_inner());
                 }
-                // Half a request may be on the wire: nothing more can follow.
-                acks.broken = true;
+                acks.sender_waits = false;
+            }
+            if acks.broken && acks.resend {
+                drop(acks);
+                self.reconnect()?;
+                continue;
+            }
+            if let Some(e) = acks.error.take() {
                 return Err(e);
             }
+            if acks.broken {
+                return Err(Error::Protocol {
+                    addr: self.addr.clone(),
+                    reason: "the connection closed".into(),
+                });
+            }
+            return Ok(());
         }
+    }
+
+    /// Writes the requests held back, in one write that waits for the
+    /// broker to take them up to the delivery timeout. A connection that
+    /// breaks is made again and the requests not answered are written
+    /// again.
+    fn write_out(&mut self) -> Result<()> {
+        loop {
+            if self.out.is_empty() {
+                return Ok(());
+            }
+            let written = {
+                let mut patience =
+                    write_patience(&self.state, &self.addr, self.config.delivery_timeout);
+                write_all_with(&self.stream, &self.out, &self.addr, &mut patience)
+            };
+            self.out.clear();
+            let (_, records) = std::mem::take(&mut self.unsent);
+            let mut acks = lock(&self.state.acks);
+            let e = match written {
+                Ok(()) if self.config.acks == protocol::ACKS_NONE => {
+                    acks.delivered += records;
+                    return Ok(());
+                }
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            // Half a request may be on the wire: nothing more can follow.
+            acks.broken = true;
+            if self.config.acks == protocol::ACKS_NONE {
+                acks.failed += records;
+                return Err(e);
+            }
+            if !(acks.resend || matches!(e, Error::Network { .. })) {
+                return Err(e);
+            }
+            acks.resend = true;
+            drop(acks);
+            self.reconnect()?;
+        }
+    }
+
+    /// The connection broke under requests waiting for their answers:
+    /// connects again (trying until the earliest of their deadlines), and
+    /// holds them all back to be written again, in their order. Those past
+    /// their deadline fail. A request the broker had appended before the
+    /// break is appended twice: delivery is at least once (as a Kafka
+    /// producer without idempotence).
+    fn reconnect(&mut self) -> Result<()> {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        let now = Instant::now();
+        let live: Vec<Waiting> = {
+            let mut acks = lock(&self.state.acks);
+            acks.waiting_bytes = 0;
+            let (live, late): (Vec<_>, Vec<_>) =
+                acks.waiting.drain(..).partition(|w| w.deadline > now);
+            let late: u64 = late.iter().map(|w| w.records).sum();
+            if late > 0 {
+                acks.failed += late;
+                acks.error.get_or_insert(Error::TimedOut {
+                    op: "deliver to",
+                    addr: self.addr.clone(),
+                    waited_ms: self.config.delivery_timeout.as_millis() as u64,
+                });
+            }
+            live
+        };
+        let deadline = live
+            .iter()
+            .map(|w| w.deadline)
+            .min()
+            .unwrap_or(now + self.config.delivery_timeout);
+        let connected = connect_until(&self.addr, deadline).and_then(|stream| {
+            let reader = spawn_reader(&stream, &self.addr, &self.state, &self.config)?;
+            Ok((stream, reader))
+        });
+        let mut acks = lock(&self.state.acks);
+        let (stream, reader) = match connected {
+            Ok(done) => done,
+            Err(e) => {
+                acks.failed += live.iter().map(|w| w.records).sum::<u64>();
+                acks.resend = false;
+                return Err(e);
+            }
+        };
+        self.stream = stream;
+        self.reader = reader;
+        acks.broken = false;
+        acks.resend = false;
+        self.out.clear();
+        self.unsent = (0, 0);
+        for w in live {
+            self.out.extend_from_slice(&w.request);
+            self.unsent.0 += 1;
+            self.unsent.1 += w.records;
+            acks.waiting_bytes += w.request.len();
+            acks.waiting.push_back(w);
+        }
+        self.resent += self.unsent.0 as u64;
         Ok(())
     }
 
@@ -479,10 +623,23 @@ impl Producer {
     /// readable through [`ProducerSummary`]).
     pub fn close(mut self) -> (ProducerSummary, Result<()>) {
         let mut result = self.flush_batches();
-        lock(&self.state.acks).closing = true;
-        let _ = self.stream.shutdown(std::net::Shutdown::Write);
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
+        loop {
+            lock(&self.state.acks).closing = true;
+            let _ = self.stream.shutdown(std::net::Shutdown::Write);
+            if let Some(reader) = self.reader.take() {
+                let _ = reader.join();
+            }
+            // Broken under requests not answered: they go again.
+            let resend = {
+                let mut acks = lock(&self.state.acks);
+                let again = acks.resend && !acks.waiting.is_empty() && result.is_ok();
+                acks.closing = !again;
+                again
+            };
+            if !resend {
+                break;
+            }
+            result = self.reconnect().and_then(|()| self.write_out());
         }
         let mut acks = lock(&self.state.acks);
         // Requests never answered: the connection closed under them.
@@ -502,6 +659,7 @@ impl Producer {
             });
         }
         let summary = ProducerSummary {
+            resent: self.resent,
             delivered: acks.delivered,
             failed: acks.failed,
             latency: std::mem::take(&mut acks.latency),
@@ -519,6 +677,9 @@ pub struct ProducerSummary {
     pub failed: u64,
     /// From sending to acknowledgement, per record, µs.
     pub latency: crate::stats::Histogram,
+    /// Requests sent again on a new connection after one broke (their
+    /// records may have been appended twice).
+    pub resent: u64,
 }
 
 #[cfg(test)]

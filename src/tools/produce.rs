@@ -561,13 +561,25 @@ impl Sink {
             }
             Sink::Remote(p) => {
                 let (summary, result) = p.close();
+                say_resent(&summary);
                 (summary.delivered, result)
             }
             Sink::Cluster(p, _) => {
                 let (summary, result) = p.close();
+                say_resent(&summary);
                 (summary.delivered, result)
             }
         }
+    }
+}
+
+/// Says that batches went again after a connection broke: at least once.
+fn say_resent(summary: &crate::client::ProducerSummary) {
+    if summary.resent > 0 {
+        crate::diag::line(format_args!(
+            "% {} sent again after the connection broke: their records may appear twice",
+            crate::human::count(summary.resent, "request")
+        ));
     }
 }
 
