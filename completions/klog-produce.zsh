@@ -49,7 +49,7 @@ _klog-produce() {
 '--help[Print help]' \
 '-V[Print version]' \
 '--version[Print version]' \
-'*::files -- Files to read instead of stdin, each one record (an empty file is skipped; with -l, split like stdin); "-" is stdin, always split:_files' \
+'*::files -- Files to read instead of stdin, each one record (an empty file is skipped; with -l, split like stdin); "-" is stdin (whole, or split with -l):_files' \
 && ret=0
 }
 

@@ -109,7 +109,8 @@ pub struct Args {
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
     /// Files to read instead of stdin, each one record (an empty file is
-    /// skipped; with -l, split like stdin); "-" is stdin, always split.
+    /// skipped; with -l, split like stdin); "-" is stdin (whole, or split
+    /// with -l).
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
 }
