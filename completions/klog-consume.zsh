@@ -23,8 +23,10 @@ _klog-consume() {
 '--offset=[Where to start\: beginning, end, N, -N (N before the end), @TIMESTAMP (ms since the epoch, or RFC 3339), stored (with -G\: the group'\''s committed offsets, required). With -G, where a partition the group never committed starts]:SPEC:_default' \
 '-c+[Stop after N records]:N:_default' \
 '--count=[Stop after N records]:N:_default' \
-'(-J --json)-f+[Output format\: %s value, %k key, %S value length, %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN]:FORMAT:_default' \
-'(-J --json)--format=[Output format\: %s value, %k key, %S value length, %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN]:FORMAT:_default' \
+'(-J --json)-f+[Output format\: %s value, %k key, %S value length, %K key length (-1 without a key), %R value length as 4 bytes big-endian (kcat'\''s binary framing), %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN. Default\: %s\\n, or as -K and -D say]:FORMAT:_default' \
+'(-J --json)--format=[Output format\: %s value, %k key, %S value length, %K key length (-1 without a key), %R value length as 4 bytes big-endian (kcat'\''s binary framing), %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN. Default\: %s\\n, or as -K and -D say]:FORMAT:_default' \
+'(-f --format -J --json)-K+[Print each record'\''s key, DELIM, then its value (kcat'\''s -K\: the default format becomes %k DELIM %s and -D)]:DELIM:_default' \
+'(-f --format -J --json)-D+[End each record with DELIM instead of a newline (kcat'\''s -D; escapes \\n \\t \\0 \\xNN)]:DELIM:_default' \
 '(-p --partition)-G+[Consume as a member of this consumer group\: the group'\''s members share the topic'\''s partitions, and resume at its committed offsets]:GROUP:_default' \
 '(-p --partition)--group=[Consume as a member of this consumer group\: the group'\''s members share the topic'\''s partitions, and resume at its committed offsets]:GROUP:_default' \
 '--registry=[The registry of consumer groups and brokers (a directory)]:DIR:_files' \
@@ -34,12 +36,18 @@ _klog-consume() {
 '-b+[The broker to read from]:HOST[:PORT]:_default' \
 '--broker=[The broker to read from]:HOST[:PORT]:_default' \
 '--data-dir=[Embedded mode\: read the logs in this data directory directly, with no broker (no lock is taken)]:DIR:_files' \
+'--fetch-bytes=[Bytes fetched per partition per request (a batch larger than this still comes whole)]:SIZE:_default' \
+'--fetch-response-bytes=[Bytes of records per fetch answer, over all its partitions (the broker cuts this to its own maximum)]:SIZE:_default' \
+'*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), group.id (-G), session.timeout.ms, auto.commit.interval.ms, fetch.max.bytes (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \
 '-e[Exit when every partition reaches the end offset it had at start]' \
 '--exit[Exit when every partition reaches the end offset it had at start]' \
+'-Z[Print NULL for an empty key or value (kcat'\''s -Z; klog stores no null value, so an empty one stands for it). -J always writes a missing key as null]' \
 '-J[One JSON envelope per line\: topic, partition, offset, ts, headers, key, payload (bytes that are not UTF-8 in base64, marked by key_encoding, payload_encoding or headers_encoding)]' \
 '--json[One JSON envelope per line\: topic, partition, offset, ts, headers, key, payload (bytes that are not UTF-8 in base64, marked by key_encoding, payload_encoding or headers_encoding)]' \
 '-u[Flush stdout after every record]' \
 '--unbuffered[Flush stdout after every record]' \
+'-L[List the brokers, topics and partitions (leader, replicas, in-sync replicas, start and end offsets) and exit, like kcat -L\: of the broker (-b), the cluster (--registry) or the data directory (--data-dir); -t for one topic, -J for JSON. klog has no replication yet\: a partition'\''s leader is its only replica]' \
+'--list[List the brokers, topics and partitions (leader, replicas, in-sync replicas, start and end offsets) and exit, like kcat -L\: of the broker (-b), the cluster (--registry) or the data directory (--data-dir); -t for one topic, -J for JSON. klog has no replication yet\: a partition'\''s leader is its only replica]' \
 '-q[Only print errors]' \
 '--quiet[Only print errors]' \
 '-h[Print help]' \

@@ -36,15 +36,20 @@ _klog-produce() {
 '--registry=[Find each partition'\''s broker in this registry (a cluster of brokers) instead of sending everything to -b]:DIR:_files' \
 '--segment-bytes=[Embedded mode\: segment size at which a log rolls]:SIZE:_default' \
 '--max-record-bytes=[Largest record accepted]:SIZE:_default' \
+'*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), batch.num.messages (--batch), batch.size (--batch-bytes), linger.ms (--linger), acks (--acks), message.timeout.ms or delivery.timeout.ms (--message-timeout), message.max.bytes (--max-record-bytes); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \
 '-J[Input records are the JSON envelopes that klog-consume -J prints]' \
 '--json[Input records are the JSON envelopes that klog-consume -J prints]' \
+'-L[List the brokers, topics and partitions (leader, replicas, in-sync replicas, start and end offsets) and exit, like kcat -L\: of the broker (-b), the cluster (--registry) or the data directory (--data-dir); -t for one topic, -J for JSON. klog has no replication yet\: a partition'\''s leader is its only replica]' \
+'--list[List the brokers, topics and partitions (leader, replicas, in-sync replicas, start and end offsets) and exit, like kcat -L\: of the broker (-b), the cluster (--registry) or the data directory (--data-dir); -t for one topic, -J for JSON. klog has no replication yet\: a partition'\''s leader is its only replica]' \
+'-l[Split FILEs into records at the delimiter, as stdin is (kcat'\''s -l); without it each FILE is one record, as kcat sends it]' \
+'--lines[Split FILEs into records at the delimiter, as stdin is (kcat'\''s -l); without it each FILE is one record, as kcat sends it]' \
 '-q[Only print errors]' \
 '--quiet[Only print errors]' \
 '-h[Print help]' \
 '--help[Print help]' \
 '-V[Print version]' \
 '--version[Print version]' \
-'*::files -- Files to read instead of stdin ("-" is stdin):_files' \
+'*::files -- Files to read instead of stdin, each one record (an empty file is skipped; with -l, split like stdin); "-" is stdin (whole, or split with -l):_files' \
 && ret=0
 }
 

@@ -86,8 +86,4 @@ fn a_producer_sends_again_what_a_broken_connection_left_unacknowledged() {
         missing.len(),
         &missing[..missing.len().min(20)]
     );
-    assert!(
-        stderr.contains("sent again after the connection broke"),
-        "{stderr}"
-    );
 }

@@ -6,12 +6,16 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::client::offset::OffsetSpec;
+use crate::client::ConsumerConfig;
+use crate::limits;
 use crate::tools::consume::Format;
 use crate::tools::follow::{self, GroupOptions, Output};
 
+use super::config::{self, Property, Setting};
+
 /// Prints the records of a topic, and keeps following new ones like
 /// `tail -f` unless -e or -c says when to stop.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(
     name = "klog-consume",
     version,
@@ -21,8 +25,8 @@ use crate::tools::follow::{self, GroupOptions, Output};
 )]
 pub struct Args {
     /// Topic to read.
-    #[arg(short = 't', long = "topic", value_parser = super::topic_arg)]
-    pub topic: String,
+    #[arg(short = 't', long = "topic", value_parser = super::topic_arg, required_unless_present = "list")]
+    pub topic: Option<String>,
     /// Partitions to read (default: all).
     #[arg(
         short = 'p',
@@ -49,17 +53,31 @@ pub struct Args {
     /// Stop after N records.
     #[arg(short = 'c', long = "count", value_name = "N")]
     pub records_max: Option<u64>,
-    /// Output format: %s value, %k key, %S value length, %t topic,
-    /// %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339),
-    /// %h headers; escapes \n \t \0 \xNN.
+    /// Output format: %s value, %k key, %S value length, %K key length
+    /// (-1 without a key), %R value length as 4 bytes big-endian (kcat's
+    /// binary framing), %t topic, %p partition, %o offset, %T timestamp
+    /// (ms), %F timestamp (RFC 3339), %h headers; escapes \n \t \0 \xNN.
+    /// Default: %s\n, or as -K and -D say.
     #[arg(
         short = 'f',
         long = "format",
         value_name = "FORMAT",
-        default_value = "%s\\n",
         conflicts_with = "json"
     )]
-    pub format: Format,
+    pub format: Option<Format>,
+    /// Print each record's key, DELIM, then its value (kcat's -K: the
+    /// default format becomes %k DELIM %s and -D).
+    #[arg(short = 'K', value_name = "DELIM", value_parser = super::delimiter_arg, conflicts_with_all = ["format", "json"])]
+    pub key_delimiter: Option<super::Delimiter>,
+    /// End each record with DELIM instead of a newline (kcat's -D;
+    /// escapes \n \t \0 \xNN).
+    #[arg(short = 'D', value_name = "DELIM", value_parser = super::delimiter_arg, conflicts_with_all = ["format", "json"])]
+    pub delimiter: Option<super::Delimiter>,
+    /// Print NULL for an empty key or value (kcat's -Z; klog stores no
+    /// null value, so an empty one stands for it). -J always writes a
+    /// missing key as null.
+    #[arg(short = 'Z')]
+    pub null: bool,
     /// One JSON envelope per line: topic, partition, offset, ts, headers,
     /// key, payload (bytes that are not UTF-8 in base64, marked by
     /// key_encoding, payload_encoding or headers_encoding).
@@ -110,16 +128,171 @@ pub struct Args {
     /// no broker (no lock is taken).
     #[arg(long = "data-dir", value_name = "DIR", env = "KLOG_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Bytes fetched per partition per request (a batch larger than this
+    /// still comes whole).
+    #[arg(long = "fetch-bytes", value_name = "SIZE", default_value = "1MiB", value_parser = fetch_size_arg)]
+    pub fetch_bytes: u32,
+    /// Bytes of records per fetch answer, over all its partitions (the
+    /// broker cuts this to its own maximum).
+    #[arg(long = "fetch-response-bytes", value_name = "SIZE", default_value = "50MiB", value_parser = fetch_size_arg)]
+    pub fetch_response_bytes: u32,
+    /// A client setting by its Kafka property name, in Kafka's units
+    /// (repeatable): bootstrap.servers (-b), group.id (-G),
+    /// session.timeout.ms, auto.commit.interval.ms, fetch.max.bytes
+    /// (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes);
+    /// client.id is accepted and ignored. Of a flag and a property for the
+    /// same setting, the later on the command line wins.
+    #[arg(short = 'X', value_name = "NAME=VALUE", value_parser = config::property_arg)]
+    pub config: Vec<Property>,
+    /// List the brokers, topics and partitions (leader, replicas, in-sync
+    /// replicas, start and end offsets) and exit, like kcat -L: of the
+    /// broker (-b), the cluster (--registry) or the data directory
+    /// (--data-dir); -t for one topic, -J for JSON. klog has no
+    /// replication yet: a partition's leader is its only replica.
+    #[arg(short = 'L', long = "list")]
+    pub list: bool,
     /// Only print errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
 }
 
+/// A fetch size: from 1 byte to the largest fetch answer.
+fn fetch_size_arg(s: &str) -> Result<u32, String> {
+    let n = super::size_arg(s)?;
+    if !(1..=limits::FETCH_RESPONSE_BYTES_MAX).contains(&n) {
+        return Err(format!(
+            "a fetch takes from 1 byte to {} bytes, not {n}",
+            limits::FETCH_RESPONSE_BYTES_MAX
+        ));
+    }
+    Ok(n as u32)
+}
+
+/// The `-X` properties klog-consume takes.
+fn settings() -> Vec<Setting<Args>> {
+    vec![
+        Setting {
+            names: &["bootstrap.servers", "metadata.broker.list"],
+            flag: "broker",
+            set: |a, v| {
+                a.broker = super::servers_arg(v)?;
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["group.id"],
+            flag: "group",
+            set: |a, v| {
+                a.group = Some(super::topic_arg(v)?);
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["session.timeout.ms"],
+            flag: "session_timeout_ms",
+            set: |a, v| {
+                a.session_timeout_ms = config::ms(v)?;
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["auto.commit.interval.ms"],
+            flag: "commit_interval_ms",
+            set: |a, v| {
+                a.commit_interval_ms = config::ms(v)?;
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["fetch.max.bytes"],
+            flag: "fetch_response_bytes",
+            set: |a, v| {
+                a.fetch_response_bytes = config::bytes(v, limits::FETCH_RESPONSE_BYTES_MAX)? as u32;
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["max.partition.fetch.bytes", "fetch.message.max.bytes"],
+            flag: "fetch_bytes",
+            set: |a, v| {
+                a.fetch_bytes = config::bytes(v, limits::FETCH_RESPONSE_BYTES_MAX)? as u32;
+                Ok(())
+            },
+        },
+    ]
+}
+
+/// How records are printed: -J, -f, or kcat's default shaped by -K, -D.
+fn output(args: &Args) -> Output {
+    if args.json {
+        return Output::Json;
+    }
+    let format = args.format.clone().unwrap_or_else(|| {
+        let delimiter = args.delimiter.as_ref().map_or(&b"\n"[..], |d| &d.0);
+        Format::delimited(args.key_delimiter.as_ref().map(|d| &d.0[..]), delimiter)
+    });
+    Output::Format(format.with_null(args.null))
+}
+
+/// Checks what -X set that clap's rules could not see: a group reads
+/// through a registry, and takes no -p.
+fn check_group(args: &Args, applied: &config::Applied) -> Result<(), super::Usage> {
+    if !applied.sets("group") {
+        return Ok(());
+    }
+    if args.registry.is_none() {
+        return Err(super::Usage(
+            "-X group.id (like -G) needs the registry of the group: --registry DIR".into(),
+        ));
+    }
+    if !args.partitions.is_empty() {
+        return Err(super::Usage(
+            "-X group.id (like -G) takes no -p: the group assigns the partitions".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `-L`: lists what the chosen place holds, and exits.
+fn list(
+    mut args: Args,
+    matches: &clap::ArgMatches,
+    applied: &config::Applied,
+) -> anyhow::Result<ExitCode> {
+    super::choose_target(matches, applied, &mut args.data_dir, &mut args.registry)?;
+    super::handle_signals(|| {})?;
+    crate::tools::list::run(&crate::tools::list::Options {
+        topic: args.topic,
+        broker: args.broker,
+        data_dir: args.data_dir,
+        registry: args.registry,
+        json: args.json,
+        quiet: args.quiet,
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Applies `-X` to the arguments, and says what it ignored.
+fn configure(args: &mut Args, matches: &clap::ArgMatches) -> Result<config::Applied, super::Usage> {
+    let properties = std::mem::take(&mut args.config);
+    let applied = config::apply(args, &properties, matches, &settings())?;
+    applied.say(args.quiet);
+    Ok(applied)
+}
+
 /// Runs `klog-consume`; `matches` tell a flag from the environment.
 pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCode> {
+    let applied = configure(&mut args, matches)?;
+    if args.list {
+        return list(args, matches, &applied);
+    }
+    check_group(&args, &applied)?;
     if args.group.is_some() {
         // A group reads through the registry, whatever else is exported.
-        let flag = |id| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+        let flag = |id| {
+            matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+                || applied.sets(id)
+        };
         if flag("broker") || flag("data_dir") {
             return Err(super::Usage(
                 "-G reads through the registry (--registry): it does not go with -b or --data-dir"
@@ -129,7 +302,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         }
         args.data_dir = None;
     } else {
-        super::choose_target(matches, &mut args.data_dir, &mut args.registry)?;
+        super::choose_target(matches, &applied, &mut args.data_dir, &mut args.registry)?;
     }
     if args.offset == OffsetSpec::Stored && args.group.is_none() {
         return Err(super::Usage(
@@ -138,6 +311,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         .into());
     }
     super::handle_signals(|| {})?;
+    let output = output(&args);
     let group = args.group.map(|group| GroupOptions {
         group,
         registry: args
@@ -153,17 +327,18 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
     let mut named = std::collections::HashSet::new();
     partitions.retain(|p| named.insert(*p));
     let options = follow::Options {
-        topic: args.topic,
+        output,
+        topic: args.topic.expect("clap requires -t without -L"),
         partitions,
         offset: args.offset,
         exit_at_end: args.exit_at_end,
         records_max: args.records_max,
-        output: if args.json {
-            Output::Json
-        } else {
-            Output::Format(args.format)
-        },
         unbuffered: args.unbuffered,
+        fetch: ConsumerConfig {
+            fetch_bytes_max: args.fetch_bytes,
+            response_bytes_max: args.fetch_response_bytes,
+            ..ConsumerConfig::default()
+        },
         group,
         registry: args.registry,
         broker: args.broker,

@@ -13,6 +13,7 @@ use crate::{human, limits};
 
 pub mod bench;
 pub mod broker;
+pub mod config;
 pub mod consume;
 pub mod dump;
 pub mod help;
@@ -196,6 +197,16 @@ pub fn broker_arg(s: &str) -> Result<String, String> {
     }
 }
 
+/// `-X bootstrap.servers` (`metadata.broker.list`): one broker, as `-b`.
+pub fn servers_arg(s: &str) -> Result<String, String> {
+    if s.contains(',') {
+        return Err(
+            "klog talks to one broker (-b HOST[:PORT]), or to a cluster through its registry (--registry DIR): give one address".into(),
+        );
+    }
+    broker_arg(s)
+}
+
 /// A clap value parser for `--listen`: `HOST:PORT` (port 0 picks one).
 pub fn listen_arg(s: &str) -> Result<String, String> {
     host_port(s).map(|_| s.to_string())
@@ -229,9 +240,11 @@ pub fn parse<A: clap::Parser>() -> (A, clap::ArgMatches) {
 /// beats the environment (`KLOG_BROKER`, `KLOG_DATA_DIR`,
 /// `KLOG_REGISTRY`), and two flags, or with no flag two variables, naming
 /// different places are a usage error. Leaves set only the chosen one of
-/// `data_dir` and `registry` (neither: the broker).
+/// `data_dir` and `registry` (neither: the broker). `config` tells what
+/// `-X` set: `-X bootstrap.servers` names the broker as `-b` does.
 pub fn choose_target(
     matches: &clap::ArgMatches,
+    config: &config::Applied,
     data_dir: &mut Option<std::path::PathBuf>,
     registry: &mut Option<std::path::PathBuf>,
 ) -> Result<(), Usage> {
@@ -244,8 +257,11 @@ pub fn choose_target(
     ];
     let named: Vec<&str> = places
         .iter()
-        .filter(|(id, _)| from(id) == Some(ValueSource::CommandLine))
-        .map(|(_, flag)| *flag)
+        .filter(|(id, _)| from(id) == Some(ValueSource::CommandLine) || config.sets(id))
+        .map(|(id, flag)| match *id {
+            "broker" if from(id) != Some(ValueSource::CommandLine) => "-X bootstrap.servers",
+            _ => *flag,
+        })
         .collect();
     let chosen = match named.as_slice() {
         [] => {

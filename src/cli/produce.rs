@@ -10,9 +10,11 @@ use crate::limits;
 use crate::storage::log::LogConfig;
 use crate::tools::produce::{self, ParseOptions};
 
-/// Reads records from stdin (or FILEs), one per line by default, and
-/// appends them to a topic.
-#[derive(Debug, Parser)]
+use super::config::{self, Property, Setting};
+
+/// Reads records from stdin, one per line by default, or one from each
+/// FILE (-l: FILEs split like stdin), and appends them to a topic.
+#[derive(Debug, Clone, Parser)]
 #[command(
     name = "klog-produce",
     version,
@@ -22,8 +24,8 @@ use crate::tools::produce::{self, ParseOptions};
 )]
 pub struct Args {
     /// Topic to produce to (created on first use, with --partitions).
-    #[arg(short = 't', long = "topic", value_parser = super::topic_arg)]
-    pub topic: String,
+    #[arg(short = 't', long = "topic", value_parser = super::topic_arg, required_unless_present = "list")]
+    pub topic: Option<String>,
     /// Fixed partition (default: hash of the key, round-robin without one).
     #[arg(short = 'p', long = "partition")]
     pub partition: Option<u32>,
@@ -89,12 +91,123 @@ pub struct Args {
     /// Largest record accepted.
     #[arg(long = "max-record-bytes", value_name = "SIZE", default_value = "1MiB", value_parser = super::record_size_arg)]
     pub record_bytes_max: u64,
+    /// A client setting by its Kafka property name, in Kafka's units
+    /// (repeatable): bootstrap.servers (-b), batch.num.messages (--batch),
+    /// batch.size (--batch-bytes), linger.ms (--linger), acks (--acks),
+    /// message.timeout.ms or delivery.timeout.ms (--message-timeout),
+    /// message.max.bytes (--max-record-bytes); client.id is accepted and
+    /// ignored. Of a flag and a property for the same setting, the later
+    /// on the command line wins.
+    #[arg(short = 'X', value_name = "NAME=VALUE", value_parser = config::property_arg)]
+    pub config: Vec<Property>,
+    /// List the brokers, topics and partitions (leader, replicas, in-sync
+    /// replicas, start and end offsets) and exit, like kcat -L: of the
+    /// broker (-b), the cluster (--registry) or the data directory
+    /// (--data-dir); -t for one topic, -J for JSON. klog has no
+    /// replication yet: a partition's leader is its only replica.
+    #[arg(short = 'L', long = "list")]
+    pub list: bool,
+    /// Split FILEs into records at the delimiter, as stdin is (kcat's -l);
+    /// without it each FILE is one record, as kcat sends it.
+    #[arg(short = 'l', long = "lines")]
+    pub lines: bool,
     /// Only print errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
-    /// Files to read instead of stdin ("-" is stdin).
+    /// Files to read instead of stdin, each one record (an empty file is
+    /// skipped; with -l, split like stdin); "-" is stdin (whole, or split
+    /// with -l).
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
+}
+
+/// The `-X` properties klog-produce takes.
+fn settings() -> Vec<Setting<Args>> {
+    let mut settings = batch_settings();
+    settings.extend(delivery_settings());
+    settings
+}
+
+/// The `-X` properties of klog-produce's batches (and its broker).
+fn batch_settings() -> Vec<Setting<Args>> {
+    vec![
+        Setting {
+            names: &["bootstrap.servers", "metadata.broker.list"],
+            flag: "broker",
+            set: |a, v| {
+                a.broker = super::servers_arg(v)?;
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["batch.num.messages"],
+            flag: "batch_records",
+            set: |a, v| {
+                let n = config::bytes(v, u64::from(limits::BATCH_RECORDS_MAX)).map_err(|_| {
+                    format!(
+                        "{v:?} is not a count from 1 to {}",
+                        limits::BATCH_RECORDS_MAX
+                    )
+                })?;
+                {
+                    a.batch_records = n as u32;
+                    Ok(())
+                }
+            },
+        },
+        Setting {
+            names: &["batch.size"],
+            flag: "batch_bytes",
+            set: |a, v| {
+                a.batch_bytes = config::bytes(v, u64::from(limits::BATCH_BYTES_MAX))?;
+                Ok(())
+            },
+        },
+    ]
+}
+
+/// The `-X` properties of klog-produce's delivery.
+fn delivery_settings() -> Vec<Setting<Args>> {
+    vec![
+        Setting {
+            names: &["linger.ms", "queue.buffering.max.ms"],
+            flag: "linger_ms",
+            set: |a, v| {
+                a.linger_ms = config::ms(v)?;
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["acks", "request.required.acks"],
+            flag: "acks",
+            set: |a, v| {
+                a.acks = super::acks_arg(v)?;
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["message.timeout.ms", "delivery.timeout.ms"],
+            flag: "message_timeout_ms",
+            set: |a, v| {
+                a.message_timeout_ms = match config::ms(v)? {
+                    0 => return Err("a message timeout must be longer than 0".into()),
+                    ms => ms,
+                };
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["message.max.bytes"],
+            flag: "record_bytes_max",
+            set: |a, v| {
+                let max = u64::from(limits::RECORD_BYTES_MAX_LIMIT);
+                {
+                    a.record_bytes_max = config::bytes(v, max)?;
+                    Ok(())
+                }
+            },
+        },
+    ]
 }
 
 /// A delivery deadline: a duration of at least 1ms.
@@ -112,12 +225,32 @@ fn parse_header(s: &str) -> Result<(String, String), String> {
     Ok((n.to_string(), v.to_string()))
 }
 
+/// Applies `-X` to the arguments, and says what it ignored.
+fn configure(args: &mut Args, matches: &clap::ArgMatches) -> Result<config::Applied, super::Usage> {
+    let properties = std::mem::take(&mut args.config);
+    let applied = config::apply(args, &properties, matches, &settings())?;
+    applied.say(args.quiet);
+    Ok(applied)
+}
+
 /// Runs `klog-produce`; `matches` tell a flag from the environment.
 pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCode> {
-    super::choose_target(matches, &mut args.data_dir, &mut args.registry)?;
+    let applied = configure(&mut args, matches)?;
+    super::choose_target(matches, &applied, &mut args.data_dir, &mut args.registry)?;
     super::handle_signals(|| {})?;
+    if args.list {
+        crate::tools::list::run(&crate::tools::list::Options {
+            topic: args.topic,
+            broker: args.broker,
+            data_dir: args.data_dir,
+            registry: args.registry,
+            json: args.json,
+            quiet: args.quiet,
+        })?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let options = produce::Options {
-        topic: args.topic,
+        topic: args.topic.expect("clap requires -t without -L"),
         partition: args.partition,
         parse: ParseOptions {
             key_delimiter: args.key_delimiter.map(|d| d.0),
@@ -144,6 +277,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         },
         quiet: args.quiet,
         files: args.files,
+        whole_files: !args.lines,
     };
     produce::run(&options)?;
     Ok(ExitCode::SUCCESS)

@@ -37,7 +37,11 @@ enum Token {
     Literal(Vec<u8>),
     Value,
     Key,
+    /// `%K`: the key's length, -1 without a key.
+    KeyLen,
     ValueLen,
+    /// `%R`: the value's length as 4 bytes, big-endian (kcat's framing).
+    ValueLenBinary,
     Topic,
     Partition,
     Offset,
@@ -50,7 +54,12 @@ enum Token {
 #[derive(Debug, Clone)]
 pub struct Format {
     tokens: Vec<Token>,
+    /// `-Z`: an empty (or absent) key or value prints as `NULL`.
+    null: bool,
 }
+
+/// What `-Z` prints for an empty key or value (kcat's).
+const NULL: &[u8] = b"NULL";
 
 impl std::str::FromStr for Format {
     type Err = String;
@@ -71,7 +80,9 @@ impl std::str::FromStr for Format {
             let token = match c {
                 b's' => Token::Value,
                 b'k' => Token::Key,
+                b'K' => Token::KeyLen,
                 b'S' => Token::ValueLen,
+                b'R' => Token::ValueLenBinary,
                 b't' => Token::Topic,
                 b'p' => Token::Partition,
                 b'o' => Token::Offset,
@@ -92,11 +103,40 @@ impl std::str::FromStr for Format {
         if !lit.is_empty() {
             tokens.push(Token::Literal(lit));
         }
-        Ok(Format { tokens })
+        Ok(Format {
+            tokens,
+            null: false,
+        })
     }
 }
 
 impl Format {
+    /// kcat's default format: the value and `delimiter`, or with a key
+    /// delimiter (`-K`) the key, it, the value and `delimiter` (`-D`).
+    /// The delimiters are bytes, never parsed for tokens.
+    pub fn delimited(key_delimiter: Option<&[u8]>, delimiter: &[u8]) -> Format {
+        let mut tokens = Vec::with_capacity(4);
+        if let Some(k) = key_delimiter {
+            tokens.push(Token::Key);
+            tokens.push(Token::Literal(k.to_vec()));
+        }
+        tokens.push(Token::Value);
+        tokens.push(Token::Literal(delimiter.to_vec()));
+        tokens.retain(|t| !matches!(t, Token::Literal(l) if l.is_empty()));
+        Format {
+            tokens,
+            null: false,
+        }
+    }
+
+    /// With `on` (`-Z`), an empty or absent key and an empty value print
+    /// as `NULL`, as kcat's do. (klog stores no null value: an empty one
+    /// is what a null value would be.)
+    pub fn with_null(mut self, on: bool) -> Format {
+        self.null = on;
+        self
+    }
+
     /// Writes one record in this format, with no allocation.
     pub fn write(
         &self,
@@ -108,9 +148,15 @@ impl Format {
         for token in &self.tokens {
             match token {
                 Token::Literal(l) => out.write_all(l)?,
-                Token::Value => out.write_all(r.value)?,
-                Token::Key => out.write_all(r.key.unwrap_or_default())?,
+                Token::Value => out.write_all(self.or_null(r.value))?,
+                Token::Key => out.write_all(self.or_null(r.key.unwrap_or_default()))?,
+                Token::KeyLen => match r.key {
+                    Some(k) => write!(out, "{}", k.len())?,
+                    None => out.write_all(b"-1")?,
+                },
                 Token::ValueLen => write!(out, "{}", r.value.len())?,
+                // A value is at most RECORD_BYTES_MAX_LIMIT, far below 4 GiB.
+                Token::ValueLenBinary => out.write_all(&(r.value.len() as u32).to_be_bytes())?,
                 Token::Topic => out.write_all(topic.as_bytes())?,
                 Token::Partition => write!(out, "{partition}")?,
                 Token::Offset => write!(out, "{}", r.offset)?,
@@ -129,6 +175,15 @@ impl Format {
             }
         }
         Ok(())
+    }
+
+    /// The bytes, or `NULL` for empty ones under `-Z`.
+    fn or_null<'b>(&self, bytes: &'b [u8]) -> &'b [u8] {
+        if self.null && bytes.is_empty() {
+            NULL
+        } else {
+            bytes
+        }
     }
 }
 

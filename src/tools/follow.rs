@@ -41,6 +41,9 @@ pub struct Options {
     pub output: Output,
     /// Flush stdout after every record.
     pub unbuffered: bool,
+    /// How a broker's partitions are fetched (`--fetch-bytes`,
+    /// `--fetch-response-bytes`).
+    pub fetch: ConsumerConfig,
     /// Consume as a member of a consumer group.
     pub group: Option<GroupOptions>,
     /// Find each partition's broker in this registry.
@@ -273,7 +276,7 @@ fn open_remote(options: &Options) -> anyhow::Result<Source> {
         parts.push((addr.to_string(), part));
         ends.push((p, end));
     }
-    let consumer = Consumer::start_on(&parts, &options.topic, ConsumerConfig::default())?;
+    let consumer = Consumer::start_on(&parts, &options.topic, options.fetch)?;
     Ok(Source::Remote(consumer, ends))
 }
 

@@ -149,3 +149,135 @@ fn spawn_reader(files: Vec<PathBuf>) -> io::Result<Receiver<Chunk>> {
         })?;
     Ok(rx)
 }
+
+/// Records as `klog-produce` takes them: split out of a stream at a
+/// delimiter, or one per file. Like [`ChannelReader`], a source reports
+/// the deadline of the oldest partial batch passing as `WouldBlock`, and
+/// a stop signal as the end of its records.
+pub trait Records {
+    /// The next record, or `None` at the end. `InvalidData`: this record
+    /// is refused (too long), and the next call goes on after it.
+    fn next_record(&mut self) -> io::Result<Option<&[u8]>>;
+    /// The record last returned or refused, as messages name it (`line
+    /// 7`, `record 7`, a file's path).
+    fn label(&self) -> String;
+    /// When the record last returned was read, in ms since the epoch.
+    fn read_at_ms(&self) -> i64;
+    /// Reads report `WouldBlock` once `due` has passed.
+    fn set_due(&mut self, due: Option<Instant>);
+}
+
+/// A file read whole, or why it could not be: with its path.
+type FileRecord = (PathBuf, io::Result<(i64, Vec<u8>)>);
+
+/// One record per file, as kcat sends file arguments: a thread reads the
+/// files in order, each whole (`-` is the whole of stdin), and hands them
+/// over one at a time. A file longer than the record limit is refused
+/// without being held (at most the limit and a byte is read); an empty
+/// file is skipped, as kcat skips it, and said.
+#[derive(Debug)]
+pub struct FileRecords {
+    rx: Receiver<FileRecord>,
+    path: PathBuf,
+    record: Vec<u8>,
+    read_ms: i64,
+    due: Option<Instant>,
+}
+
+impl FileRecords {
+    /// Starts reading `files`; `quiet` silences the note on a skipped
+    /// empty file.
+    pub fn open(files: Vec<PathBuf>, record_bytes_max: usize, quiet: bool) -> io::Result<Self> {
+        // One file waits in the channel while the producer sends the last:
+        // at most three records' bytes are held.
+        let (tx, rx) = mpsc::sync_channel::<FileRecord>(1);
+        std::thread::Builder::new()
+            .name("input".into())
+            .spawn(move || {
+                for path in files {
+                    let read = read_whole(&path, record_bytes_max);
+                    if matches!(&read, Ok((_, bytes)) if bytes.is_empty()) {
+                        if !quiet {
+                            crate::diag::line(format_args!("% {}: empty, skipped", path.display()));
+                        }
+                        continue;
+                    }
+                    if tx.send((path, read)).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        Ok(FileRecords {
+            rx,
+            path: PathBuf::new(),
+            record: Vec::new(),
+            read_ms: crate::clock::now_ms(),
+            due: None,
+        })
+    }
+}
+
+/// Reads a whole file (`-`: stdin), refusing one longer than `bytes_max`
+/// after reading one byte more than it.
+fn read_whole(path: &std::path::Path, bytes_max: usize) -> io::Result<(i64, Vec<u8>)> {
+    let cannot =
+        |e: io::Error| io::Error::new(e.kind(), format!("{}: cannot read: {e}", path.display()));
+    let input: Box<dyn Read> = if path.as_os_str() == "-" {
+        Box::new(io::stdin())
+    } else {
+        Box::new(std::fs::File::open(path).map_err(cannot)?)
+    };
+    let mut bytes = Vec::new();
+    input
+        .take(bytes_max as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() > bytes_max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("longer than {bytes_max} bytes (--max-record-bytes)"),
+        ));
+    }
+    Ok((crate::clock::now_ms(), bytes))
+}
+
+impl Records for FileRecords {
+    fn next_record(&mut self) -> io::Result<Option<&[u8]>> {
+        loop {
+            if crate::stop::stopping() {
+                return Ok(None);
+            }
+            let wait = match self.due {
+                None => TICK,
+                Some(due) => {
+                    let left = due.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(io::ErrorKind::WouldBlock.into());
+                    }
+                    left.min(TICK)
+                }
+            };
+            match self.rx.recv_timeout(wait) {
+                Ok((path, read)) => {
+                    self.path = path;
+                    (self.read_ms, self.record) = read?;
+                    return Ok(Some(&self.record));
+                }
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return Ok(None),
+            }
+        }
+    }
+
+    fn label(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn read_at_ms(&self) -> i64 {
+        self.read_ms
+    }
+
+    fn set_due(&mut self, due: Option<Instant>) {
+        self.due = due;
+    }
+}

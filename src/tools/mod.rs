@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `klog-produce` | [`produce`] (its input: [`input`]) |
 //! | `klog-consume` | [`follow`] (formats, envelopes, the embedded reader: [`consume`]) |
+//! | both, with `-L` | [`list`] |
 //! | `klog-dump` | [`dump`], and [`registry_dump`] for `--registry` |
 //! | `klog-recover` | [`recover`] |
 //! | `klog-bench` | [`bench`](mod@bench) |
@@ -21,6 +22,7 @@ pub mod consume;
 pub mod dump;
 pub mod follow;
 pub mod input;
+pub mod list;
 pub mod produce;
 pub mod recover;
 pub mod registry_dump;

@@ -37,7 +37,7 @@ use crate::storage::lock::DirLock;
 use crate::storage::log::{Log, LogConfig, OpenOptions};
 use crate::storage::store::Store;
 
-use super::input::ChannelReader;
+use super::input::{ChannelReader, FileRecords, Records};
 use super::Say;
 
 /// Splits a byte stream into records at a delimiter, through one buffer.
@@ -433,6 +433,9 @@ pub struct Options {
     pub quiet: bool,
     /// Files to read instead of stdin (`-` is stdin).
     pub files: Vec<PathBuf>,
+    /// Each file is one record (kcat's default for file arguments); else
+    /// files are split at the delimiter as stdin is (kcat's `-l`).
+    pub whole_files: bool,
 }
 
 /// Sends the input to the topic (through a broker, a registry's brokers,
@@ -642,8 +645,17 @@ fn with_partitioner(options: &Options, sink: Sink) -> anyhow::Result<(Sink, Part
 /// failed.
 fn send_input(options: &Options, say: Say, sink: Option<Sink>) -> anyhow::Result<()> {
     let mut run = Run::new(options, sink)?;
-    let reader = ChannelReader::open(options.files.clone())?;
-    let mut outcome = produce_all(options, reader, &mut run);
+    let record_bytes_max = options.log.record_bytes_max as usize;
+    let mut outcome = if options.whole_files && !options.files.is_empty() {
+        let files = options.files.clone();
+        let mut records = FileRecords::open(files, record_bytes_max, options.quiet)?;
+        produce_all(options, &mut records, &mut run)
+    } else {
+        let reader = ChannelReader::open(options.files.clone())?;
+        let delimiter = options.delimiter.clone();
+        let mut records = RecordSplitter::new(reader, delimiter, record_bytes_max);
+        produce_all(options, &mut records, &mut run)
+    };
     if outcome.is_ok() && run.sink.is_none() && !crate::stop::stopping() {
         // No record at all: the broker is still asked, so that the topic
         // exists and a wrong address is reported.
@@ -678,34 +690,50 @@ fn send_input(options: &Options, say: Say, sink: Option<Sink>) -> anyhow::Result
     Ok(())
 }
 
-/// Says that record `number` of the input is refused and why (`% line 7:
-/// ...`, or `% record 7: ...` with a delimiter other than a newline), and
-/// counts it failed.
-fn refuse(run: &mut Run, options: &Options, number: u64, why: impl std::fmt::Display) {
+/// Says that a record of the input is refused and why (`% line 7: ...`,
+/// `% record 7: ...` with a delimiter other than a newline, `% FILE: ...`
+/// for a file sent whole), and counts it failed.
+fn refuse(run: &mut Run, what: impl std::fmt::Display, why: impl std::fmt::Display) {
     run.refused += 1;
-    let unit = if options.delimiter == b"\n" {
-        "line"
-    } else {
-        "record"
-    };
-    crate::diag::line(format_args!("% {unit} {number}: {why}"));
+    crate::diag::line(format_args!("% {what}: {why}"));
+}
+
+impl Records for RecordSplitter<ChannelReader> {
+    fn next_record(&mut self) -> io::Result<Option<&[u8]>> {
+        RecordSplitter::next_record(self)
+    }
+
+    fn label(&self) -> String {
+        let unit = if self.delimiter == b"\n" {
+            "line"
+        } else {
+            "record"
+        };
+        format!("{unit} {}", self.number)
+    }
+
+    fn read_at_ms(&self) -> i64 {
+        self.input.read_at_ms()
+    }
+
+    fn set_due(&mut self, due: Option<Instant>) {
+        self.input.set_due(due);
+    }
 }
 
 /// Splits the input into records and sends each to its partition, writing
 /// the partial batches `linger` after the oldest of them got its first
 /// record.
-fn produce_all(options: &Options, reader: ChannelReader, run: &mut Run) -> anyhow::Result<()> {
+fn produce_all(options: &Options, records: &mut impl Records, run: &mut Run) -> anyhow::Result<()> {
     let headers: Vec<(&[u8], &[u8])> = options
         .headers
         .iter()
         .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
         .collect();
     let linger = Duration::from_millis(options.linger_ms);
-    let record_bytes_max = options.log.record_bytes_max as usize;
-    let mut splitter = RecordSplitter::new(reader, options.delimiter.clone(), record_bytes_max);
     let mut record = ParsedRecord::default();
     loop {
-        let raw = match splitter.next_record() {
+        let raw = match records.next_record() {
             Ok(Some(raw)) => raw,
             Ok(None) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -713,13 +741,13 @@ fn produce_all(options: &Options, reader: ChannelReader, run: &mut Run) -> anyho
                 if let Some((sink, _)) = &mut run.sink {
                     sink.flush_batches(crate::clock::now_ms())?;
                 }
-                splitter.input_mut().set_due(None);
+                records.set_due(None);
                 continue;
             }
             // A record too long, or an input that cannot be read: said,
             // counted failed, and the rest is still sent.
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                refuse(run, options, splitter.number, e);
+                refuse(run, records.label(), e);
                 continue;
             }
             Err(e) => {
@@ -729,10 +757,10 @@ fn produce_all(options: &Options, reader: ChannelReader, run: &mut Run) -> anyho
             }
         };
         if let Err(e) = parse_record(raw, &options.parse, &mut record) {
-            refuse(run, options, splitter.number, e);
+            refuse(run, records.label(), e);
             continue;
         }
-        let now = splitter.input().read_at_ms();
+        let now = records.read_at_ms();
         run.handed += 1;
         let (sink, partition) = run.sink_for(options, record.key.as_deref())?;
         match sink.send(partition, &record, &headers, now) {
@@ -740,15 +768,13 @@ fn produce_all(options: &Options, reader: ChannelReader, run: &mut Run) -> anyho
             // Over a limit of the format: this record only.
             Err(e @ (Error::TooLarge { .. } | Error::TooMany { .. })) => {
                 run.handed -= 1;
-                refuse(run, options, splitter.number, e);
+                refuse(run, records.label(), e);
                 continue;
             }
-            Err(e) => {
-                return Err(e).with_context(|| format!("record {} not delivered", splitter.number))
-            }
+            Err(e) => return Err(e).with_context(|| format!("{} not delivered", records.label())),
         }
         let due = sink.oldest_batch().map(|opened| opened + linger);
-        splitter.input_mut().set_due(due);
+        records.set_due(due);
     }
 }
 

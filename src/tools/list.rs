@@ -1,0 +1,397 @@
+//! `-L` of `klog-consume` and `klog-produce` (kcat's metadata list): the
+//! brokers, and per topic each partition's leader, replicas, in-sync
+//! replicas and start and end offsets, as tables or one JSON object per
+//! line.
+//!
+//! Where the answer comes from:
+//!
+//! - `-b`: the broker's metadata request (topics, partitions, offsets). A
+//!   partition the broker does not serve (a cluster placed it on another
+//!   broker) is `elsewhere`, one it holds but cannot serve `offline`. The
+//!   protocol names no broker ids: the leader is the broker's address.
+//! - `--registry`: every registered broker; per topic (those the brokers
+//!   say they serve), each partition's broker from the topic's placement,
+//!   and its offsets from that broker's metadata. A broker that does not
+//!   answer makes its partitions `unreachable`, one gone from the registry
+//!   `down`.
+//! - `--data-dir`: the data directory's topics, read directly (no lock, no
+//!   broker, no leader).
+//!
+//! klog has no replication yet: a partition's only replica and in-sync
+//! replica is its leader.
+//!
+//! JSON lines, each with a `type`: `broker` (`id`, `addr`), `topic`
+//! (`topic`, `partitions`), `partition` (`topic`, `partition`, `leader`,
+//! `replicas`, `isr`, `start_offset`, `end_offset`, `state`: `online`,
+//! `elsewhere`, `offline`, `unreachable` or `down`; the offsets are null
+//! unless `online`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde_json::json;
+
+use crate::client::{Connections, PartitionOffsets};
+use crate::coord::Registry;
+use crate::protocol::{ErrorCode, ELSEWHERE, OFFLINE};
+use crate::storage::fs::{RealFs, Vfs};
+use crate::storage::store::Store;
+
+use super::Say;
+
+/// What `-L` is asked to list.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Only this topic (all when `None`).
+    pub topic: Option<String>,
+    /// The broker to ask (without `data_dir` and `registry`).
+    pub broker: String,
+    /// Embedded mode: list this data directory.
+    pub data_dir: Option<PathBuf>,
+    /// List the cluster of this registry.
+    pub registry: Option<PathBuf>,
+    /// One JSON object per line instead of tables.
+    pub json: bool,
+    /// Only print errors.
+    pub quiet: bool,
+}
+
+/// A broker of the listing.
+#[derive(Debug)]
+struct Broker {
+    id: Option<String>,
+    addr: String,
+}
+
+/// A partition's offsets, or why there are none.
+#[derive(Debug)]
+enum State {
+    Online { start: u64, end: u64 },
+    Elsewhere,
+    Offline,
+    Unreachable(String),
+    Down,
+}
+
+impl State {
+    fn name(&self) -> &'static str {
+        match self {
+            State::Online { .. } => "online",
+            State::Elsewhere => "elsewhere",
+            State::Offline => "offline",
+            State::Unreachable(_) => "unreachable",
+            State::Down => "down",
+        }
+    }
+
+    /// A partition's state from the (start, end) a broker's metadata gave.
+    fn of((start, end): (u64, u64)) -> State {
+        match start {
+            ELSEWHERE => State::Elsewhere,
+            OFFLINE => State::Offline,
+            _ => State::Online { start, end },
+        }
+    }
+}
+
+/// A partition of the listing.
+#[derive(Debug)]
+struct Partition {
+    topic: String,
+    partition: u32,
+    leader: Option<String>,
+    state: State,
+}
+
+/// What was found.
+#[derive(Debug, Default)]
+struct Listing {
+    brokers: Vec<Broker>,
+    /// Each topic's partition count.
+    topics: BTreeMap<String, u32>,
+    partitions: Vec<Partition>,
+}
+
+/// Lists what `options` names, on stdout.
+pub fn run(options: &Options) -> anyhow::Result<()> {
+    let say = Say {
+        quiet: options.quiet,
+    };
+    let (listing, from) = match (&options.data_dir, &options.registry) {
+        (Some(dir), _) => (
+            from_data_dir(dir, options.topic.as_deref())?,
+            format!("data directory {}", dir.display()),
+        ),
+        (None, Some(dir)) => (
+            from_registry(dir, options.topic.as_deref())?,
+            format!("registry {}", dir.display()),
+        ),
+        (None, None) => (
+            from_broker(&options.broker, options.topic.as_deref())?,
+            format!("broker {}", options.broker),
+        ),
+    };
+    let brokers = match options.data_dir {
+        Some(_) => String::new(),
+        None => format!(
+            "{}, ",
+            crate::human::count(listing.brokers.len() as u64, "broker")
+        ),
+    };
+    say.info(format_args!(
+        "Metadata for {} (from {from}): {brokers}{}",
+        options
+            .topic
+            .as_deref()
+            .map_or_else(|| "all topics".to_string(), |t| format!("topic {t}")),
+        crate::human::count(listing.topics.len() as u64, "topic"),
+    ));
+    for p in &listing.partitions {
+        if let State::Unreachable(why) = &p.state {
+            say.info(format_args!("{} [{}]: {why}", p.topic, p.partition));
+        }
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if options.json {
+        print_json(&mut out, &listing)?;
+    } else {
+        print_tables(&mut out, &listing)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// One broker's metadata.
+fn from_broker(addr: &str, topic: Option<&str>) -> anyhow::Result<Listing> {
+    let asked: Vec<&str> = topic.into_iter().collect();
+    let mut conns = Connections::new();
+    let topics = conns
+        .with(addr, |c| c.metadata(&asked))
+        .with_context(|| format!("cannot read the metadata of {addr}"))?;
+    let mut listing = Listing {
+        brokers: vec![Broker {
+            id: None,
+            addr: addr.to_string(),
+        }],
+        ..Listing::default()
+    };
+    for t in topics {
+        if t.error != ErrorCode::None {
+            return Err(crate::Error::Broker {
+                code: t.error,
+                message: t.message,
+            })
+            .with_context(|| format!("cannot list topic {:?} of {addr}", t.topic));
+        }
+        listing
+            .topics
+            .insert(t.topic.clone(), t.partitions.len() as u32);
+        for (p, &offsets) in t.partitions.iter().enumerate() {
+            let state = State::of(offsets);
+            let leader = match state {
+                State::Elsewhere => None,
+                _ => Some(addr.to_string()),
+            };
+            listing.partitions.push(Partition {
+                topic: t.topic.clone(),
+                partition: p as u32,
+                leader,
+                state,
+            });
+        }
+    }
+    Ok(listing)
+}
+
+/// A registry's cluster: its brokers, and each partition's from the
+/// placement, with the offsets its broker reports.
+fn from_registry(dir: &Path, topic: Option<&str>) -> anyhow::Result<Listing> {
+    if !dir.join("brokers").is_dir() {
+        anyhow::bail!("{} is not a registry (no brokers/ inside)", dir.display());
+    }
+    let registry = crate::coord::open_read_only(dir);
+    let brokers = registry.brokers()?;
+    // Each topic's partitions, and which broker says it holds each.
+    let mut held: BTreeMap<String, BTreeMap<u32, String>> = BTreeMap::new();
+    for b in &brokers {
+        for (t, partitions) in &b.topics {
+            for &p in partitions {
+                held.entry(t.clone()).or_default().insert(p, b.id.clone());
+            }
+        }
+    }
+    if let Some(t) = topic {
+        if !held.contains_key(t) && registry.placement(t)?.is_none() {
+            anyhow::bail!(crate::Error::NotInRegistry {
+                topic: t.to_string(),
+                registry: registry.location(),
+            });
+        }
+        held.retain(|name, _| name == t);
+        held.entry(t.to_string()).or_default();
+    }
+    let mut listing = Listing {
+        brokers: brokers
+            .iter()
+            .map(|b| Broker {
+                id: Some(b.id.clone()),
+                addr: b.addr(),
+            })
+            .collect(),
+        ..Listing::default()
+    };
+    let addrs: HashMap<&str, String> = brokers.iter().map(|b| (b.id.as_str(), b.addr())).collect();
+    let mut asked: HashMap<(String, String), Result<PartitionOffsets, String>> = HashMap::new();
+    let mut conns = Connections::new();
+    for (t, holders) in held {
+        let leaders = leaders(&*registry, &t, &holders)?;
+        listing.topics.insert(t.clone(), leaders.len() as u32);
+        for (p, leader) in leaders.into_iter().enumerate() {
+            let state = match leader.as_deref().and_then(|id| addrs.get(id)) {
+                None => State::Down,
+                Some(addr) => {
+                    let offsets = asked.entry((addr.clone(), t.clone())).or_insert_with(|| {
+                        conns
+                            .with(addr, |c| c.partitions(&t))
+                            .map_err(|e| format!("{addr}: {e}"))
+                    });
+                    match offsets {
+                        Ok(o) => o.get(p).copied().map_or(State::Elsewhere, State::of),
+                        Err(why) => State::Unreachable(why.clone()),
+                    }
+                }
+            };
+            listing.partitions.push(Partition {
+                topic: t.clone(),
+                partition: p as u32,
+                leader,
+                state,
+            });
+        }
+    }
+    Ok(listing)
+}
+
+/// The broker id of each partition of `topic`: the placement's, else the
+/// broker that says it holds the partition.
+fn leaders(
+    registry: &dyn Registry,
+    topic: &str,
+    holders: &BTreeMap<u32, String>,
+) -> anyhow::Result<Vec<Option<String>>> {
+    if let Some(placement) = registry.placement(topic)? {
+        return Ok(placement.brokers.into_iter().map(Some).collect());
+    }
+    let count = holders.keys().next_back().map_or(0, |p| p + 1);
+    Ok((0..count).map(|p| holders.get(&p).cloned()).collect())
+}
+
+/// A data directory's topics, read directly.
+fn from_data_dir(dir: &Path, topic: Option<&str>) -> anyhow::Result<Listing> {
+    if !dir.is_dir() {
+        anyhow::bail!("no data directory at {}", dir.display());
+    }
+    let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
+    let store = Store::with_vfs(dir, Arc::clone(&vfs));
+    let mut topics = store.topics()?;
+    if let Some(t) = topic {
+        let count = store.partition_count(t)?;
+        topics = BTreeMap::from([(t.to_string(), count)]);
+    }
+    let mut listing = Listing::default();
+    for (t, count) in topics {
+        for p in 0..count {
+            let state =
+                match super::consume::open_read_only(Arc::clone(&vfs), &store.partition_dir(&t, p))
+                {
+                    Ok(log) => State::Online {
+                        start: log.start_offset(),
+                        end: log.next_offset(),
+                    },
+                    Err(e) => State::Unreachable(e.to_string()),
+                };
+            listing.partitions.push(Partition {
+                topic: t.clone(),
+                partition: p,
+                leader: None,
+                state,
+            });
+        }
+        listing.topics.insert(t, count);
+    }
+    Ok(listing)
+}
+
+fn print_json(out: &mut impl Write, listing: &Listing) -> anyhow::Result<()> {
+    for b in &listing.brokers {
+        writeln!(
+            out,
+            "{}",
+            json!({"type": "broker", "id": b.id, "addr": b.addr})
+        )?;
+    }
+    for (topic, partitions) in &listing.topics {
+        writeln!(
+            out,
+            "{}",
+            json!({"type": "topic", "topic": topic, "partitions": partitions})
+        )?;
+    }
+    for p in &listing.partitions {
+        let (start, end) = match p.state {
+            State::Online { start, end } => (Some(start), Some(end)),
+            _ => (None, None),
+        };
+        // No replication yet: the leader is the only replica.
+        let replicas: Vec<&String> = p.leader.iter().collect();
+        writeln!(
+            out,
+            "{}",
+            json!({"type": "partition", "topic": p.topic, "partition": p.partition,
+                "leader": p.leader, "replicas": replicas, "isr": replicas,
+                "start_offset": start, "end_offset": end, "state": p.state.name()})
+        )?;
+    }
+    Ok(())
+}
+
+fn print_tables(out: &mut impl Write, listing: &Listing) -> anyhow::Result<()> {
+    if !listing.brokers.is_empty() {
+        let mut t = super::table(&["broker", "address"]);
+        for b in &listing.brokers {
+            t.add_row([b.id.clone().unwrap_or_else(|| "-".into()), b.addr.clone()]);
+        }
+        writeln!(out, "{t}")?;
+    }
+    let mut t = super::table(&[
+        "topic",
+        "partition",
+        "leader",
+        "replicas",
+        "isr",
+        "start",
+        "end",
+    ]);
+    for p in &listing.partitions {
+        let leader = p.leader.clone().unwrap_or_else(|| "-".into());
+        let (start, end) = match p.state {
+            State::Online { start, end } => (start.to_string(), end.to_string()),
+            _ => ("-".into(), p.state.name().to_string()),
+        };
+        t.add_row([
+            p.topic.clone(),
+            p.partition.to_string(),
+            leader.clone(),
+            leader.clone(),
+            leader,
+            start,
+            end,
+        ]);
+    }
+    writeln!(out, "{t}")?;
+    Ok(())
+}
