@@ -18,7 +18,7 @@ complete -c klog-produce -l max-record-bytes -d 'Largest record accepted' -r
 complete -c klog-produce -s X -d 'A client setting by its Kafka property name, in Kafka\'s units (repeatable): bootstrap.servers (-b), batch.num.messages (--batch), batch.size (--batch-bytes), linger.ms (--linger), acks (--acks), message.timeout.ms or delivery.timeout.ms (--message-timeout), message.max.bytes (--max-record-bytes); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins' -r
 complete -c klog-produce -s J -l json -d 'Input records are the JSON envelopes that klog-consume -J prints'
 complete -c klog-produce -s L -l list -d 'List the brokers, topics and partitions (leader, replicas, in-sync replicas, start and end offsets) and exit, like kcat -L: of the broker (-b), the cluster (--registry) or the data directory (--data-dir); -t for one topic, -J for JSON. klog has no replication yet: a partition\'s leader is its only replica'
-complete -c klog-produce -s l -l lines -d 'Split FILEs into records at the delimiter, as stdin is (kcat\'s -l); without it each FILE is one record, as kcat sends it'
+complete -c klog-produce -s l -l file-per-record -d 'Send each FILE as one record, as kcat does with file arguments (without -l, FILEs are split at the delimiter like stdin, which is what kcat\'s own -l does)'
 complete -c klog-produce -s q -l quiet -d 'Only print errors'
 complete -c klog-produce -s h -l help -d 'Print help'
 complete -c klog-produce -s V -l version -d 'Print version'

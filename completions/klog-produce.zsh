@@ -41,15 +41,15 @@ _klog-produce() {
 '--json[Input records are the JSON envelopes that klog-consume -J prints]' \
 '-L[List the brokers, topics and partitions (leader, replicas, in-sync replicas, start and end offsets) and exit, like kcat -L\: of the broker (-b), the cluster (--registry) or the data directory (--data-dir); -t for one topic, -J for JSON. klog has no replication yet\: a partition'\''s leader is its only replica]' \
 '--list[List the brokers, topics and partitions (leader, replicas, in-sync replicas, start and end offsets) and exit, like kcat -L\: of the broker (-b), the cluster (--registry) or the data directory (--data-dir); -t for one topic, -J for JSON. klog has no replication yet\: a partition'\''s leader is its only replica]' \
-'-l[Split FILEs into records at the delimiter, as stdin is (kcat'\''s -l); without it each FILE is one record, as kcat sends it]' \
-'--lines[Split FILEs into records at the delimiter, as stdin is (kcat'\''s -l); without it each FILE is one record, as kcat sends it]' \
+'-l[Send each FILE as one record, as kcat does with file arguments (without -l, FILEs are split at the delimiter like stdin, which is what kcat'\''s own -l does)]' \
+'--file-per-record[Send each FILE as one record, as kcat does with file arguments (without -l, FILEs are split at the delimiter like stdin, which is what kcat'\''s own -l does)]' \
 '-q[Only print errors]' \
 '--quiet[Only print errors]' \
 '-h[Print help]' \
 '--help[Print help]' \
 '-V[Print version]' \
 '--version[Print version]' \
-'*::files -- Files to read instead of stdin, each one record (an empty file is skipped; with -l, split like stdin); "-" is stdin (whole, or split with -l):_files' \
+'*::files -- Files to read instead of stdin, split like stdin (with -l, each one record; an empty one is then skipped); "-" is stdin:_files' \
 && ret=0
 }
 

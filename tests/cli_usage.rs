@@ -547,7 +547,7 @@ fn bad_input_is_reported_counted_and_skipped() {
     let file = dir.path().join("lines");
     std::fs::write(&file, "f1\nf2\n").unwrap();
     bin("klog-produce")
-        .args(["--data-dir", data, "-t", "f", "-l", "/nonexistent/input"])
+        .args(["--data-dir", data, "-t", "f", "/nonexistent/input"])
         .arg(&file)
         .assert()
         .code(1)

@@ -253,7 +253,7 @@ fn dash_x_mistakes_are_usage_errors() {
 }
 
 #[test]
-fn a_file_argument_is_one_record_and_dash_l_splits_it() {
+fn dash_l_sends_each_file_as_one_record_and_files_are_split_like_stdin_without_it() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let one = dir.path().join("one.txt");
@@ -263,7 +263,7 @@ fn a_file_argument_is_one_record_and_dash_l_splits_it() {
     std::fs::write(&two, [0u8, 1, 2, b'\n', 255]).unwrap();
     std::fs::write(&empty, "").unwrap();
     bin("klog-produce")
-        .args(["--data-dir", data.to_str().unwrap(), "-t", "files"])
+        .args(["--data-dir", data.to_str().unwrap(), "-t", "files", "-l"])
         .args([&one, &empty, &two])
         .assert()
         .success()
@@ -286,7 +286,7 @@ fn a_file_argument_is_one_record_and_dash_l_splits_it() {
     assert_eq!(json[1]["payload"], "AAECCv8=", "{json:?}");
     assert_eq!(json[1]["payload_encoding"], "base64");
     bin("klog-produce")
-        .args(["--data-dir", data.to_str().unwrap(), "-t", "lines", "-l"])
+        .args(["--data-dir", data.to_str().unwrap(), "-t", "lines"])
         .args([&one, &empty])
         .assert()
         .success();
@@ -295,7 +295,7 @@ fn a_file_argument_is_one_record_and_dash_l_splits_it() {
     let big = dir.path().join("big");
     std::fs::write(&big, vec![b'x'; 5000]).unwrap();
     bin("klog-produce")
-        .args(["--data-dir", data.to_str().unwrap(), "-t", "big"])
+        .args(["--data-dir", data.to_str().unwrap(), "-t", "big", "-l"])
         .args(["--max-record-bytes", "4KiB"])
         .args([&big, &one])
         .assert()

@@ -86,6 +86,7 @@ seq 1 1000 | klog-produce -t numbers                # one record per line
 tail -f app.log | klog-produce -t app --linger 100ms
 klog-produce -t users -K : < users.txt              # key:value lines
 klog-consume -t a -J -e | klog-produce -t b -J      # copy a topic, keys and headers too
+klog-produce -t images -l *.png                     # one record per file, as kcat
 klog-produce --data-dir data -t t < lines.txt       # embedded: no broker",
     environment: CLIENT_ENV,
     exit_status: CLIENT_EXIT,

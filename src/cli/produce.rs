@@ -12,8 +12,8 @@ use crate::tools::produce::{self, ParseOptions};
 
 use super::config::{self, Property, Setting};
 
-/// Reads records from stdin, one per line by default, or one from each
-/// FILE (-l: FILEs split like stdin), and appends them to a topic.
+/// Reads records from stdin (or FILEs), one per line by default (-l: one
+/// record per FILE), and appends them to a topic.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "klog-produce",
@@ -107,16 +107,16 @@ pub struct Args {
     /// replication yet: a partition's leader is its only replica.
     #[arg(short = 'L', long = "list")]
     pub list: bool,
-    /// Split FILEs into records at the delimiter, as stdin is (kcat's -l);
-    /// without it each FILE is one record, as kcat sends it.
-    #[arg(short = 'l', long = "lines")]
-    pub lines: bool,
+    /// Send each FILE as one record, as kcat does with file arguments
+    /// (without -l, FILEs are split at the delimiter like stdin, which is
+    /// what kcat's own -l does).
+    #[arg(short = 'l', long = "file-per-record")]
+    pub file_per_record: bool,
     /// Only print errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
-    /// Files to read instead of stdin, each one record (an empty file is
-    /// skipped; with -l, split like stdin); "-" is stdin (whole, or split
-    /// with -l).
+    /// Files to read instead of stdin, split like stdin (with -l, each one
+    /// record; an empty one is then skipped); "-" is stdin.
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
 }
@@ -277,7 +277,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         },
         quiet: args.quiet,
         files: args.files,
-        whole_files: !args.lines,
+        whole_files: args.file_per_record,
     };
     produce::run(&options)?;
     Ok(ExitCode::SUCCESS)

@@ -4,13 +4,15 @@
 //! Input is split into records at a delimiter (default `\n`; a final
 //! record without one counts too). Each record may be split into key and
 //! value at the first key delimiter (`-K`), or parsed as the JSON envelope
-//! that `klog-consume -J` prints (`-J`). A line that cannot be parsed is an
-//! error naming its record number, and nothing after it is sent.
+//! that `klog-consume -J` prints (`-J`). A record that cannot be parsed
+//! (or is over a limit) is said with its line number, counted failed, and
+//! the rest is still sent. With `-l` each input file is one record instead.
 //!
 //! Each record is stamped with the time its last bytes were read (a `-J`
 //! envelope's own `ts` wins), one clock read per read of input, not per
 //! record. The partial batches are written `--linger` after the oldest
-//! of them got its first record, however the input trickles. A broker is first asked when the first record is there, so
+//! of them got its first record, however the input trickles. A broker is
+//! first asked when the first record is there, so
 //! that a record that cannot be delivered (the broker is silent past
 //! `--message-timeout`) counts as failed like any other.
 //!
