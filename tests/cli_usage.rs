@@ -625,3 +625,27 @@ fn messages_are_in_words() {
             .unwrap(),
         );
 }
+
+/// A number out of its range is said in words, not as a Rust range.
+#[test]
+fn counts_out_of_range_are_said_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    bin("klog-broker")
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "--partitions",
+            "0",
+        ])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("from 1 to 10000, not 0")
+                .and(predicate::str::contains("..=").not()),
+        );
+    bin("klog-bench")
+        .args(["produce", "--in-flight", "70000"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("from 1 to 65536, not 70000"));
+}

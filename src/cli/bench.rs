@@ -44,7 +44,7 @@ pub struct Common {
     pub topic: Option<String>,
     /// Partitions of a topic the run creates (default 1; fanout 64, one
     /// producer each; roll 2).
-    #[arg(long = "partitions", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::limits::PARTITIONS_MAX)))]
+    #[arg(long = "partitions", value_name = "N", value_parser = super::count_in::<u32>(1, u64::from(crate::limits::PARTITIONS_MAX)))]
     pub partitions: Option<u32>,
     /// One JSON object on stdout instead of Kafka's final line.
     #[arg(long = "json")]
@@ -66,16 +66,16 @@ pub enum Command {
         #[arg(short = 's', long = "record-size", value_name = "SIZE", default_value = "200", value_parser = super::size_arg)]
         value_bytes: u64,
         /// Records per batch (one request each).
-        #[arg(long = "batch", value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::limits::BATCH_RECORDS_MAX)))]
+        #[arg(long = "batch", value_name = "N", default_value_t = 50, value_parser = super::count_in::<u32>(1, u64::from(crate::limits::BATCH_RECORDS_MAX)))]
         batch_records: u32,
         /// Acknowledgements: 0, 1 or all.
         #[arg(long = "acks", value_name = "0|1|all", default_value = "1", value_parser = super::acks_arg)]
         acks: i8,
         /// Requests in flight per producer.
-        #[arg(long = "in-flight", value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
+        #[arg(long = "in-flight", value_name = "N", default_value_t = 256, value_parser = super::count_in::<u32>(1, 65536))]
         in_flight_max: u32,
         /// Producers, each on its own connection and thread.
-        #[arg(long = "producers", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+        #[arg(long = "producers", value_name = "N", default_value_t = 1, value_parser = super::count_in::<u32>(1, 1024))]
         producers: u32,
         /// Options every measurement takes.
         #[command(flatten)]
@@ -94,7 +94,7 @@ pub enum Command {
         #[arg(long = "fetch-size", value_name = "SIZE", default_value = "1MiB", value_parser = fetch_size_arg)]
         fetch_bytes_max: u32,
         /// Fetch responses read ahead of the consumer (prefetch).
-        #[arg(long = "prefetch", value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1024))]
+        #[arg(long = "prefetch", value_name = "N", default_value_t = 4, value_parser = super::count_in::<u64>(1, 1024))]
         prefetch: u64,
         /// Options every measurement takes.
         #[command(flatten)]
@@ -109,7 +109,7 @@ pub enum Command {
         #[arg(short = 's', long = "record-size", value_name = "SIZE", default_value = "200", value_parser = latency_size_arg)]
         value_bytes: u64,
         /// Records per second.
-        #[arg(long = "rate", value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long = "rate", value_name = "N", default_value_t = 100_000, value_parser = super::count_in::<u64>(1, u64::MAX))]
         rate_per_sec: u64,
         /// Options every measurement takes.
         #[command(flatten)]
@@ -125,10 +125,10 @@ pub enum Command {
         #[arg(short = 's', long = "record-size", value_name = "SIZE", default_value = "200", value_parser = super::size_arg)]
         value_bytes: u64,
         /// Records per batch (one request each).
-        #[arg(long = "batch", value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::limits::BATCH_RECORDS_MAX)))]
+        #[arg(long = "batch", value_name = "N", default_value_t = 10, value_parser = super::count_in::<u32>(1, u64::from(crate::limits::BATCH_RECORDS_MAX)))]
         batch_records: u32,
         /// Requests in flight per producer.
-        #[arg(long = "in-flight", value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=65536))]
+        #[arg(long = "in-flight", value_name = "N", default_value_t = 4, value_parser = super::count_in::<u32>(1, 65536))]
         in_flight_max: u32,
         /// Options every measurement takes.
         #[command(flatten)]

@@ -33,7 +33,7 @@ pub struct Args {
     #[arg(long = "listen", value_name = "HOST:PORT", default_value = "127.0.0.1:9092", value_parser = super::listen_arg)]
     pub listen: String,
     /// Partitions of a topic created on first produce.
-    #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(limits::PARTITIONS_MAX)))]
+    #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = super::count_in::<u32>(1, u64::from(limits::PARTITIONS_MAX)))]
     pub partitions: u32,
     /// Segment size at which a log rolls (at least 4KiB).
     #[arg(long = "segment-bytes", value_name = "SIZE", default_value = "1GiB", value_parser = super::segment_size_arg)]
@@ -56,7 +56,7 @@ pub struct Args {
     /// Flush a partition after this many records. Without this and
     /// --flush-interval the broker flushes continuously, committing every
     /// group of appends with one fsync. Consumers see only flushed records.
-    #[arg(long = "flush-messages", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long = "flush-messages", value_name = "N", value_parser = super::count_in::<u64>(1, u64::MAX))]
     pub flush_messages: Option<u64>,
     /// Flush a partition when its oldest unflushed record is this old.
     #[arg(long = "flush-interval", value_name = "DURATION", value_parser = super::duration_arg)]
@@ -75,13 +75,13 @@ pub struct Args {
     #[arg(long = "max-queued-request-bytes", value_name = "SIZE", default_value = "512MiB", value_parser = super::size_arg)]
     pub queued_request_bytes_max: u64,
     /// Connections served at once; one over the cap is closed at once.
-    #[arg(long = "max-connections", value_name = "N", default_value_t = limits::CONNECTIONS_MAX_DEFAULT as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long = "max-connections", value_name = "N", default_value_t = limits::CONNECTIONS_MAX_DEFAULT as u64, value_parser = super::count_in::<u64>(1, 1_000_000))]
     pub connections_max: u64,
     /// Requests of one connection whose answers wait (acks=all for an
     /// fsync, fetches for records); past it the broker stops reading that
     /// connection until they are answered. Answers that need no wait go
     /// out as requests are read.
-    #[arg(long = "max-in-flight", value_name = "N", default_value_t = limits::IN_FLIGHT_MAX_DEFAULT as u64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    #[arg(long = "max-in-flight", value_name = "N", default_value_t = limits::IN_FLIGHT_MAX_DEFAULT as u64, value_parser = super::count_in::<u64>(1, 4096))]
     pub in_flight_max: u64,
     /// A peer that starts a frame and does not finish it in this time is
     /// disconnected; the waits clients ask for (a fetch's wait for records,

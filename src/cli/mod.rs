@@ -162,6 +162,31 @@ pub fn size_arg(s: &str) -> Result<u64, String> {
     human::parse_size(s)
 }
 
+/// A clap value parser for a whole number from `min` to `max`, said in
+/// words when it is not one ("from 1 to 10000", never `1..=10000`).
+pub fn count_in<T>(
+    min: u64,
+    max: u64,
+) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+{
+    move |s: &str| {
+        let n: u64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("{s:?} is not a whole number"))?;
+        if n < min || n > max {
+            return Err(if max == u64::MAX {
+                format!("at least {min}, not {n}")
+            } else {
+                format!("from {min} to {max}, not {n}")
+            });
+        }
+        T::try_from(n).map_err(|_| format!("{n} is too large"))
+    }
+}
+
 /// A clap value parser for `--segment-bytes`: a size from 4KiB to 4GiB - 1.
 pub fn segment_size_arg(s: &str) -> Result<u64, String> {
     let n = human::parse_size(s)?;

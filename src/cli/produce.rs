@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(short = 'J', long = "json")]
     pub json: bool,
     /// Records per batch.
-    #[arg(long = "batch", value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=i64::from(limits::BATCH_RECORDS_MAX)))]
+    #[arg(long = "batch", value_name = "N", default_value_t = 1000, value_parser = super::count_in::<u32>(1, u64::from(limits::BATCH_RECORDS_MAX)))]
     pub batch_records: u32,
     /// Bytes per batch.
     #[arg(long = "batch-bytes", value_name = "SIZE", default_value = "1MiB", value_parser = super::size_arg)]
@@ -65,7 +65,7 @@ pub struct Args {
     pub message_timeout_ms: u64,
     /// Embedded mode: partitions of a topic this command creates (with a
     /// broker, the broker's --partitions applies).
-    #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(limits::PARTITIONS_MAX)))]
+    #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = super::count_in::<u32>(1, u64::from(limits::PARTITIONS_MAX)))]
     pub partitions: u32,
     /// The broker to send to.
     #[arg(
