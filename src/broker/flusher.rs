@@ -8,8 +8,16 @@
 //! as partitions come), so that one partition's slow fsync does not make
 //! the others wait their turn. Each partition is flushed by one thread at a
 //! time ([`Dirty::in_flight`]). No thread takes a partition's lock while it
-//! holds the dirty set's: a partition busy with slow file work (a roll)
-//! holds up its own flush, never the others' appends or flushes.
+//! holds the dirty set's: a partition busy with slow file work holds up
+//! its own flush, never the others' appends or flushes.
+//!
+//! A roll syncs nothing under the partition's lock: the flush after it
+//! syncs the rolled segment (its data and its trimmed index), gives each
+//! new segment its own name once everything before it is durable, and
+//! shows its records only after a directory fsync made that name durable
+//! ([`crate::storage::log::Publish`]), all outside the lock. A partition
+//! nearing a roll has its next segment's files made ahead, outside the lock
+//! too, so that the roll only writes a header.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -59,10 +67,28 @@ fn flush_while_due(shared: &Shared) {
     }
 }
 
-/// Flushes a partition taken by [`next_due`], and gives it back.
+/// Flushes a partition taken by [`next_due`] (and makes its next segment
+/// ahead of its roll when it nears one), and gives it back.
 fn flush_taken(shared: &Shared, p: &Arc<Partition>) {
     flush_partition(shared, p);
+    prepare_next_segment(shared, p);
     lock(&shared.dirty).in_flight.remove(&key(p));
+}
+
+/// Makes a partition's next segment ahead of its roll, when it nears one,
+/// with its lock let go: the roll then only writes a header. A failure is
+/// no harm: the roll makes the segment itself.
+fn prepare_next_segment(shared: &Shared, p: &Partition) {
+    let Some(prep) = p.lock().segment_to_prepare() else {
+        return;
+    };
+    let made = prep.create();
+    if let Err(e) = p.lock().give_prepared(made) {
+        shared.log(format_args!(
+            "cannot make the next segment of {}-{} ahead: {e}",
+            p.topic, p.partition
+        ));
+    }
 }
 
 /// Waits until some partition is due for a flush, and takes it (it is in
@@ -205,10 +231,19 @@ pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
             return;
         }
     };
-    match flush.sync() {
+    let synced = flush.sync().and_then(|()| {
+        shared.fsyncs.fetch_add(1, Ordering::Relaxed);
+        p.lock().complete_flush(&flush)
+    });
+    let shown = match synced {
+        Ok(None) => Ok(()),
+        // The flush gave segments their own names: the records are shown
+        // once the directory fsync made the names durable.
+        Ok(Some(publish)) => publish.sync().map(|()| p.lock().complete_publish(&publish)),
+        Err(e) => Err(e),
+    };
+    match shown {
         Ok(()) => {
-            shared.fsyncs.fetch_add(1, Ordering::Relaxed);
-            p.lock().complete_flush(&flush);
             p.flushed_offset
                 .fetch_max(flush.next_offset(), Ordering::AcqRel);
             p.waiters.wake_all();
