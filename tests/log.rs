@@ -769,13 +769,6 @@ fn segments_taken_out_by_retention_are_deleted_after_and_a_crash_between_loses_n
         log.append(&mut batch(i, 3), now).unwrap();
         log.roll().unwrap();
     }
-    // The broker's flusher makes rolled segments durable; retention takes
-    // only those.
-    assert_eq!(
-        log.take_expired(i64::MAX).delete().unwrap(),
-        Vec::<u64>::new()
-    );
-    log.flush().unwrap();
     let expired = log.take_expired(11_001);
     assert_eq!(log.start_offset(), 6, "out of the log at once");
     let first = dir.join("00000000000000000000.log");
@@ -798,11 +791,13 @@ fn segments_taken_out_by_retention_are_deleted_after_and_a_crash_between_loses_n
 }
 
 /// A log configured as the broker opens one, with small segments: appends
-/// gathered in memory, readers seeing flushed records only.
+/// gathered in memory, readers seeing flushed records only, no flush
+/// policy of its own (the flusher flushes from outside).
 fn broker_config() -> LogConfig {
     LogConfig {
         visible_after_flush: true,
         write_buffer_bytes: 3000,
+        flush_messages: None,
         ..power_config(true)
     }
 }
@@ -937,7 +932,10 @@ fn a_power_cut_at_every_step_of_a_roll_loses_no_acknowledged_record() {
         let leftovers: Vec<_> = sim
             .files()
             .into_keys()
-            .filter(|p| p.starts_with(dir) && p.to_string_lossy().ends_with(".tmp"))
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                p.starts_with(dir) && (name.ends_with(".tmp") || name.starts_with("next-"))
+            })
             .collect();
         assert!(leftovers.is_empty(), "{context}: {leftovers:?}");
         append_values(&mut log, 1, 0).unwrap();
@@ -969,7 +967,7 @@ fn a_failed_fsync_of_the_new_segment_stops_the_log_and_loses_nothing_acknowledge
     // Everything before the roll is durable; what follows is not yet.
     let before = log.segments().last().unwrap().base_offset;
     let acked = log.flushed_offset();
-    sim.fail_next_sync(|p| p.to_string_lossy().ends_with(".log.tmp"));
+    sim.fail_next_sync(|p| p.to_string_lossy().ends_with("next-1.log"));
     let err = broker_flush(&mut log).unwrap_err();
     assert!(matches!(err, klog::Error::StorageFailed { .. }), "{err}");
     assert_eq!(log.flushed_offset(), acked, "nothing more is durable");
@@ -1023,7 +1021,11 @@ fn a_full_disk_at_a_roll_fails_the_append_and_the_log_goes_on() {
     let klog::Error::DiskFull { path, .. } = &err else {
         panic!("{err}");
     };
-    assert!(path.to_string_lossy().ends_with(".log.tmp"), "{err}");
+    let name = path.file_name().unwrap().to_string_lossy();
+    assert!(
+        name.starts_with("next-"),
+        "the next segment's header: {err}"
+    );
     assert_eq!((log.segments().count(), log.next_offset()), (count, next));
     sim.set_capacity(None);
     let next = log.next_offset();
@@ -1035,4 +1037,71 @@ fn a_full_disk_at_a_roll_fails_the_append_and_the_log_goes_on() {
     let log = Log::open(Arc::clone(&vfs), dir, broker_config(), WRITE).unwrap();
     assert_eq!(log.next_offset(), next + 9, "all flushed, all back");
     check_gap_free(&log, "after the restart");
+}
+
+/// A log with no flush policy (an embedded writer: its readers, in other
+/// processes too, see records as soon as they are appended) gives each
+/// segment its own name, durably, when it rolls: a reader finds every
+/// segment, and a killed writer (whose page cache survives) loses none.
+#[test]
+fn without_a_flush_policy_a_rolled_segment_is_named_and_durable_at_once() {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = open(&vfs, dir);
+    while log.segments().count() < 3 {
+        let first = log.next_offset();
+        log.append(&mut batch(first, 5), 0).unwrap();
+    }
+    let next = log.next_offset();
+    let read_only = OpenOptions {
+        writable: false,
+        lock: false,
+    };
+    let reader = Log::open(Arc::clone(&vfs), dir, config(), read_only).unwrap();
+    assert_eq!(reader.next_offset(), next, "a reader sees every segment");
+    drop(reader);
+    let bases: Vec<u64> = log.segments().map(|s| s.base_offset).collect();
+    drop(log);
+    sim.crash_process();
+    let log = open(&vfs, dir);
+    assert_eq!(log.next_offset(), next, "a killed writer loses nothing");
+    sim.crash(&mut |_| 0);
+    let log_after_power = open(&vfs, dir);
+    let kept: Vec<u64> = log_after_power.segments().map(|s| s.base_offset).collect();
+    assert_eq!(kept, bases, "every rolled segment was durable");
+    drop(log);
+}
+
+/// A writer killed between a roll and the flush after it (the page cache
+/// keeps every byte) loses no record: opening the log adopts the segments
+/// still under temporary names, which continue it exactly, and appends go
+/// on at the next offset.
+#[test]
+fn a_writer_killed_between_a_roll_and_its_flush_loses_no_record() {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = Log::open(Arc::clone(&vfs), dir, broker_config(), WRITE).unwrap();
+    append_values(&mut log, 3, 0).unwrap();
+    broker_flush(&mut log).unwrap();
+    // Two rolls, one with the next segment made ahead, and no flush.
+    prepare_ahead(&mut log);
+    while log.segments().count() < 3 {
+        append_values(&mut log, 4, 0).unwrap();
+    }
+    append_values(&mut log, 2, 0).unwrap();
+    log.write_pending().unwrap();
+    let next = log.next_offset();
+    drop(log);
+    sim.crash_process();
+    let mut log = Log::open(Arc::clone(&vfs), dir, broker_config(), WRITE).unwrap();
+    assert_eq!(log.next_offset(), next, "every record written is back");
+    check_gap_free(&log, "after the kill");
+    assert!(log.segments().count() >= 3);
+    assert!(
+        !sim.files()
+            .keys()
+            .any(|p| p.to_string_lossy().contains("next-")),
+        "no temporary name is left"
+    );
+    append_values(&mut log, 1, 0).unwrap();
+    broker_flush(&mut log).unwrap();
+    assert_eq!(log.flushed_offset(), next + 1);
 }

@@ -254,19 +254,6 @@ impl SegmentIndex {
         slots: usize,
     ) -> Result<SegmentIndex> {
         let (offset_path, time_path) = index_paths(log_path);
-        SegmentIndex::create_at(vfs, [&offset_path, &time_path], entries, slots)
-    }
-
-    /// [`SegmentIndex::create`] with the two files at `paths` (`.index`,
-    /// `.timeindex`), whatever their names: those of a segment made ahead
-    /// of a roll are temporary.
-    pub fn create_at(
-        vfs: &dyn Vfs,
-        paths: [&Path; 2],
-        entries: Vec<IndexEntry>,
-        slots: usize,
-    ) -> Result<SegmentIndex> {
-        let [offset_path, time_path] = paths.map(Path::to_path_buf);
         let offset_file = vfs
             .open(&offset_path, true)
             .ctx("open index", &offset_path)?;

@@ -289,7 +289,11 @@ impl Log {
         // Where the segments began before recovery could quarantine any: a
         // log none of whose segments is kept starts again there.
         let (listed, _) = recover::list_partition(&*vfs, dir)?;
-        let recovery = recover_on_open(&*vfs, dir, &config, options.writable)?;
+        let mut recovery = recover_on_open(&*vfs, dir, &config, options.writable)?;
+        if options.writable {
+            let recover = || recover_on_open(&*vfs, dir, &config, true);
+            recovery = roll::adopt_rolled(&*vfs, dir, recovery, recover)?;
+        }
         let segments = open_segments(&*vfs, &recovery, options.writable)?;
         let mut log = Log {
             dir: dir.to_path_buf(),

@@ -56,13 +56,25 @@ pub fn parse_log_file_name(name: &str) -> Option<u64> {
 }
 
 /// Paths (`.log`, `.index`, `.timeindex`) of the segment files made ahead
-/// of a roll, or by it, under temporary names: `next-<seq>.log.tmp` and so
-/// on. A segment keeps them until its bytes and those of every segment
-/// before it are durable ([`Segment::publish`]); recovery removes them as
-/// leftovers, so that a power cut before then cannot leave a segment
-/// after a torn one (a gap that opening a log refuses).
+/// of a roll, or by it, under temporary names: `next-<seq>.log` and so on,
+/// which are no segment's name. A segment keeps them until its bytes and
+/// those of every segment before it are durable ([`Segment::publish`]).
+/// Opening the log adopts such a segment when it continues the log (a
+/// killed writer left it; the page cache kept what came before it) and
+/// removes it otherwise (a power cut tore what came before it: none of its
+/// records was ever shown or called durable), so that a segment never
+/// follows a torn one (a gap that opening a log refuses).
 pub fn temp_paths(dir: &Path, seq: u64) -> [PathBuf; 3] {
-    ["log", "index", "timeindex"].map(|ext| dir.join(format!("next-{seq}.{ext}.tmp")))
+    ["log", "index", "timeindex"].map(|ext| dir.join(format!("next-{seq}.{ext}")))
+}
+
+/// The number of the temporary segment file name `name` (`next-<seq>.log`).
+pub fn parse_temp_log_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("next-")?.strip_suffix(".log")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 /// Encodes a segment header.
@@ -160,12 +172,11 @@ impl PreparedSegment {
         seq: u64,
         index_slots: usize,
     ) -> Result<PreparedSegment> {
-        let [path, offset_path, time_path] = temp_paths(dir, seq);
+        let [path, ..] = temp_paths(dir, seq);
         let made = (|| {
             let file = vfs.open(&path, true).ctx("create segment", &path)?;
             file.set_len(0).ctx("truncate", &path)?;
-            let index =
-                SegmentIndex::create_at(vfs, [&offset_path, &time_path], Vec::new(), index_slots)?;
+            let index = SegmentIndex::create(vfs, &path, Vec::new(), index_slots)?;
             Ok(PreparedSegment {
                 seq,
                 path: path.clone(),
@@ -641,6 +652,18 @@ pub fn find_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temporary_names_are_no_segment_names_and_round_trip() {
+        let [log, index, timeindex] = temp_paths(Path::new("/p"), 7);
+        assert_eq!(log, Path::new("/p/next-7.log"));
+        assert_eq!(crate::storage::index::index_paths(&log), (index, timeindex));
+        assert_eq!(parse_temp_log_name("next-7.log"), Some(7));
+        assert_eq!(parse_log_file_name("next-7.log"), None);
+        for bad in ["next-.log", "next-7.index", "next-x.log", "7.log"] {
+            assert_eq!(parse_temp_log_name(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn file_names_round_trip() {

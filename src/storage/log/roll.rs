@@ -18,10 +18,17 @@
 //! that name durable ([`Publish`]), with the recovery point moved past the
 //! segments before it. So whatever a power cut keeps, the log on disk is
 //! whole segments, then at most one torn one, the last (what opening a log
-//! repairs), then leftovers under temporary names (which recovery removes):
-//! never a segment after a torn one, which it would have to refuse. No
-//! record readers saw, or a producer was told is durable, is lost, and no
-//! offset given to one is given again.
+//! repairs), then segments under temporary names: never a segment after a
+//! torn one, which opening would have to refuse. Opening adopts a segment
+//! under a temporary name that continues the log exactly (a killed writer
+//! left it, and the page cache kept all before it: acks=1 records survive
+//! a `kill -9`) and removes the others ([`adopt_rolled`]). No record
+//! readers saw, or a producer was told is durable, is lost, and no offset
+//! given to one is given again.
+//!
+//! A log with no flush policy (an embedded writer, whose readers in other
+//! processes see records as soon as they are appended and find segments by
+//! name) flushes at each roll instead, as it always did.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -31,7 +38,8 @@ use crate::error::{IoContext, Result};
 use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::SegmentIndex;
 use crate::storage::recover;
-use crate::storage::segment::{PreparedSegment, Segment};
+use crate::storage::recover::RecoveryReport;
+use crate::storage::segment::{self, PreparedSegment, Segment};
 use crate::sync::lock;
 
 /// A segment that stopped being active at a roll and is not yet durable
@@ -151,6 +159,7 @@ impl Log {
         self.segments.insert(base, segment);
         if !self.config.hides_unflushed() {
             self.visible = (base, self.active().size);
+            self.flush()?;
         }
         Ok(())
     }
@@ -291,4 +300,69 @@ impl Log {
         }
         Ok(())
     }
+}
+
+/// Gives each segment a writer left under a temporary name its own name
+/// when it continues the log exactly (its header names the offset where
+/// the last segment recovery kept ends), and recovers it as the last
+/// segment; removes every other (see "Order on disk"). For a writable open,
+/// after `recovery`, which `recover` runs again after each adoption.
+pub(super) fn adopt_rolled(
+    vfs: &dyn Vfs,
+    dir: &std::path::Path,
+    mut recovery: RecoveryReport,
+    recover: impl Fn() -> Result<RecoveryReport>,
+) -> Result<RecoveryReport> {
+    loop {
+        let names = vfs.list(dir).ctx("list", dir)?;
+        let mut temps: Vec<u64> = names
+            .iter()
+            .filter_map(|n| segment::parse_temp_log_name(n))
+            .collect();
+        if temps.is_empty() {
+            return Ok(recovery);
+        }
+        temps.sort_unstable();
+        let end = recovery.next_offset();
+        let continues = temps.iter().copied().find(|&seq| {
+            let [log, ..] = segment::temp_paths(dir, seq);
+            end.is_some() && temp_base(vfs, &log) == end
+        });
+        let Some(seq) = continues else {
+            for seq in temps {
+                for path in segment::temp_paths(dir, seq) {
+                    match vfs.remove(&path) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                            return Err(crate::error::Error::io("remove", &path, e))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            fs::sync_directory(vfs, dir)?;
+            return Ok(recovery);
+        };
+        let base = end.unwrap_or_default();
+        let final_log = dir.join(segment::log_file_name(base));
+        let (index, timeindex) = crate::storage::index::index_paths(&final_log);
+        let [temp_log, temp_index, temp_timeindex] = segment::temp_paths(dir, seq);
+        for (from, to) in [
+            (&temp_index, &index),
+            (&temp_timeindex, &timeindex),
+            (&temp_log, &final_log),
+        ] {
+            if vfs.exists(from) {
+                vfs.rename(from, to).ctx("rename", from)?;
+            }
+        }
+        recovery = recover()?;
+    }
+}
+
+/// The base offset the header of the segment file `path` names, if whole.
+fn temp_base(vfs: &dyn Vfs, path: &std::path::Path) -> Option<u64> {
+    let file = vfs.open_read(path).ok()?;
+    let mut header = [0u8; segment::SEGMENT_HEADER_BYTES];
+    file.read_exact_at(&mut header, 0).ok()?;
+    segment::decode_header(&header).ok()
 }
