@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use super::shared::{key, Dirty, Partition, Shared};
 use super::BrokerConfig;
-use crate::storage::log::Log;
+use crate::storage::log::{Log, SegmentPrep};
 use crate::sync::lock;
 
 /// The most threads that fsync partitions at once.
@@ -67,21 +67,16 @@ fn flush_while_due(shared: &Shared) {
     }
 }
 
-/// Flushes a partition taken by [`next_due`] (and makes its next segment
-/// ahead of its roll when it nears one), and gives it back.
+/// Flushes a partition taken by [`next_due`], and gives it back.
 fn flush_taken(shared: &Shared, p: &Arc<Partition>) {
     flush_partition(shared, p);
-    prepare_next_segment(shared, p);
     lock(&shared.dirty).in_flight.remove(&key(p));
 }
 
-/// Makes a partition's next segment ahead of its roll, when it nears one,
-/// with its lock let go: the roll then only writes a header. A failure is
-/// no harm: the roll makes the segment itself.
-fn prepare_next_segment(shared: &Shared, p: &Partition) {
-    let Some(prep) = p.lock().segment_to_prepare() else {
-        return;
-    };
+/// Makes a partition's next segment ahead of its roll (`prep`, taken when
+/// the flush began), with its lock let go: the roll then only writes a
+/// header. A failure is no harm: the roll makes the segment itself.
+fn prepare_next_segment(shared: &Shared, p: &Partition, prep: &SegmentPrep) {
     let made = prep.create();
     if let Err(e) = p.lock().give_prepared(made) {
         shared.log(format_args!(
@@ -211,9 +206,18 @@ fn flush_due(config: &BrokerConfig, log: &Log, now_ms: i64) -> bool {
     }
 }
 
-/// Syncs a partition outside its lock and exposes what was synced.
+/// Syncs a partition outside its lock and exposes what was synced; makes
+/// its next segment ahead of its roll first, when it nears one.
 pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
-    let begun = p.lock().begin_flush();
+    let (begun, prep) = {
+        let mut log = p.lock();
+        (log.begin_flush(), log.segment_to_prepare())
+    };
+    // Rarely (the active segment is half full and nothing is made ahead):
+    // one more lock, to hand the files over.
+    if let Some(prep) = prep {
+        prepare_next_segment(shared, p, &prep);
+    }
     let flush = match begun {
         Ok(Some(flush)) => flush,
         Ok(None) => return,
