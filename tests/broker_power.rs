@@ -9,14 +9,14 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use klog::broker::{Broker, BrokerConfig};
 use klog::protocol::{self, ErrorCode, Reader};
 use klog::storage::fs::sim::SimFs;
-use klog::storage::fs::Vfs;
+use klog::storage::fs::{MapMut, VFile, Vfs};
 use klog::storage::log::{Log, LogConfig, OpenOptions};
 use klog::storage::record::BatchBuilder;
 
@@ -51,8 +51,14 @@ struct SimBroker {
 
 impl SimBroker {
     fn start(sim: &SimFs) -> SimBroker {
+        SimBroker::start_on(Arc::new(sim.clone()))
+    }
+
+    /// A broker serving over `vfs` (a simulated file system, or one
+    /// wrapping it).
+    fn start_on(vfs: Arc<dyn Vfs>) -> SimBroker {
         let mut config = BrokerConfig::new("/data", "127.0.0.1:0");
-        config.vfs = Arc::new(sim.clone());
+        config.vfs = vfs;
         config.quiet = std::env::var_os("KLOG_TEST_VERBOSE").is_none();
         config.log.segment_bytes = 4096;
         config.log.index_interval_bytes = 256;
@@ -93,6 +99,14 @@ impl SimBroker {
             return Some(Err((header.error, header.message)));
         }
         Some(Ok(r.u64("base_offset").unwrap()))
+    }
+
+    /// Another connection to the same broker, whose reads give up after
+    /// `timeout`.
+    fn connect(&self, timeout: Duration) -> TcpStream {
+        let stream = TcpStream::connect(self.handle.local_addr().to_string()).unwrap();
+        stream.set_read_timeout(Some(timeout)).unwrap();
+        stream
     }
 
     fn stop(self) {
@@ -267,5 +281,308 @@ fn a_failed_fsync_answers_acks_all_with_a_storage_error_and_stops_the_partition(
         back,
         vec![(0, value(0))],
         "only the record acknowledged durable is back"
+    );
+}
+
+/// What a [`GateFs`] may hold: a file's fsync, or a read of so many bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Sync,
+    Read(usize),
+}
+
+type Matches = Box<dyn Fn(&Path, Op) -> bool + Send + Sync>;
+
+/// The gate's state: what it holds, whether an operation waits at it,
+/// and whether it was let go.
+#[derive(Default)]
+struct GateState {
+    armed: Option<Matches>,
+    held: bool,
+    released: bool,
+}
+
+/// A simulated file system whose gate holds the first file operation
+/// that matches until the test lets it go: a thread inside a slow fsync
+/// or read, caught in the act, so that a test can see what others can do
+/// meanwhile (a structural test, not a timing one).
+#[derive(Clone)]
+struct GateFs {
+    sim: SimFs,
+    gate: Arc<(Mutex<GateState>, Condvar)>,
+}
+
+impl std::fmt::Debug for GateFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GateFs")
+    }
+}
+
+impl GateFs {
+    fn new(sim: &SimFs) -> GateFs {
+        GateFs {
+            sim: sim.clone(),
+            gate: Arc::default(),
+        }
+    }
+
+    /// Holds the next operation `matches` accepts.
+    fn arm(&self, matches: impl Fn(&Path, Op) -> bool + Send + Sync + 'static) {
+        let mut state = self.gate.0.lock().unwrap();
+        state.armed = Some(Box::new(matches));
+    }
+
+    /// Whether an operation waits at the gate, waiting for one until
+    /// `deadline`.
+    fn wait_held(&self, deadline: Instant) -> bool {
+        let mut state = self.gate.0.lock().unwrap();
+        while !state.held && Instant::now() < deadline {
+            state = self
+                .gate
+                .1
+                .wait_timeout(state, Duration::from_millis(50))
+                .unwrap()
+                .0;
+        }
+        state.held
+    }
+
+    fn is_held(&self) -> bool {
+        self.gate.0.lock().unwrap().held
+    }
+
+    /// Lets the held operation (and any later one) go.
+    fn release(&self) {
+        let mut state = self.gate.0.lock().unwrap();
+        state.armed = None;
+        state.released = true;
+        self.gate.1.notify_all();
+    }
+
+    /// Waits at the gate when it is armed for `op` on `path`.
+    fn pass(&self, path: &Path, op: Op) {
+        let mut state = self.gate.0.lock().unwrap();
+        if state.released || !state.armed.as_ref().is_some_and(|m| m(path, op)) {
+            return;
+        }
+        state.armed = None;
+        state.held = true;
+        self.gate.1.notify_all();
+        while !state.released {
+            state = self.gate.1.wait(state).unwrap();
+        }
+    }
+
+    fn wrap(&self, file: Arc<dyn VFile>, path: &Path) -> Arc<dyn VFile> {
+        Arc::new(GateFile {
+            file,
+            path: path.to_path_buf(),
+            fs: self.clone(),
+        })
+    }
+}
+
+impl Vfs for GateFs {
+    fn open(&self, path: &Path, create: bool) -> std::io::Result<Arc<dyn VFile>> {
+        Ok(self.wrap(self.sim.open(path, create)?, path))
+    }
+    fn open_read(&self, path: &Path) -> std::io::Result<Arc<dyn VFile>> {
+        Ok(self.wrap(self.sim.open_read(path)?, path))
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.sim.exists(path)
+    }
+    fn remove(&self, path: &Path) -> std::io::Result<()> {
+        self.sim.remove(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.sim.rename(from, to)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        self.sim.sync_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        self.sim.create_dir_all(dir)
+    }
+    fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        self.sim.list(dir)
+    }
+}
+
+/// A file of a [`GateFs`].
+#[derive(Debug)]
+struct GateFile {
+    file: Arc<dyn VFile>,
+    path: PathBuf,
+    fs: GateFs,
+}
+
+impl VFile for GateFile {
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> std::io::Result<usize> {
+        self.fs.pass(&self.path, Op::Read(buf.len()));
+        self.file.read_at(buf, pos)
+    }
+    fn write_all_at(&self, buf: &[u8], pos: u64) -> std::io::Result<()> {
+        self.file.write_all_at(buf, pos)
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.file.len()
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)
+    }
+    fn allocate(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.file.allocate(offset, len)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.fs.pass(&self.path, Op::Sync);
+        self.file.sync_data()
+    }
+    fn map_mut(&self, len: u64) -> std::io::Result<Box<dyn MapMut>> {
+        self.file.map_mut(len)
+    }
+    fn as_file(&self) -> Option<&std::fs::File> {
+        None
+    }
+    fn modified_ms(&self) -> std::io::Result<i64> {
+        self.file.modified_ms()
+    }
+}
+
+/// A produce on `stream` of one acks=1 record; its answer (`None`: no
+/// answer before the stream's read timeout).
+fn produce_on(stream: &mut TcpStream, id: u32, value: &[u8]) -> Option<Result<u64, ErrorCode>> {
+    let mut b = BatchBuilder::new();
+    b.push(1_000, None, &[], value);
+    let mut frame = Vec::new();
+    protocol::produce_request(
+        &mut frame,
+        id,
+        protocol::ACKS_LEADER,
+        10_000,
+        "t",
+        0,
+        b.finish(),
+    );
+    stream.write_all(&frame).ok()?;
+    let body = response(stream)?;
+    let mut r = Reader::new(&body);
+    let header = protocol::decode_response_header(&mut r).unwrap();
+    if header.error != ErrorCode::None {
+        return Some(Err(header.error));
+    }
+    Some(Ok(r.u64("base_offset").unwrap()))
+}
+
+/// Fetches from `t` [0] at `offset` on `stream`, waiting for nothing;
+/// the partition's error and the bytes of records it got (`None`: no
+/// answer).
+fn fetch_on(stream: &mut TcpStream, id: u32, offset: u64) -> Option<(ErrorCode, usize)> {
+    let want = protocol::FetchWant {
+        wait_ms_max: 0,
+        bytes_min: 0,
+        response_bytes_max: 1 << 20,
+    };
+    let part = protocol::FetchPartition {
+        topic: "t".into(),
+        partition: 0,
+        offset,
+        bytes_max: 1 << 20,
+    };
+    let mut frame = Vec::new();
+    protocol::fetch_request(&mut frame, id, want, &[part]);
+    stream.write_all(&frame).ok()?;
+    let body = response(stream)?;
+    let mut r = Reader::new(&body);
+    protocol::decode_response_header(&mut r).unwrap();
+    let parts = protocol::decode_fetch_response(&mut r).unwrap();
+    Some((parts[0].error, parts[0].records.len()))
+}
+
+/// A partition's roll makes the old segment durable (its data and its
+/// trimmed index, each an fsync) with the partition's lock let go: while
+/// the flusher is held inside the fsync of the rolled segment's index,
+/// another producer's append to the same partition is answered. (The roll
+/// used to run its fsyncs inside the append that rolled, under the lock,
+/// and every producer of the partition waited for them.)
+#[test]
+fn an_append_is_answered_while_a_roll_syncs_the_old_segment() {
+    let sim = SimFs::new();
+    sim.create_dir_all_durable(Path::new("/data"));
+    let gate = GateFs::new(&sim);
+    let mut broker = SimBroker::start_on(Arc::new(gate.clone()));
+    // The topic's creation syncs an index too; after it, only a roll (or
+    // a close) does.
+    assert_eq!(
+        broker.produce(0, protocol::ACKS_ALL, &[value(0)]),
+        Some(Ok(0))
+    );
+    gate.arm(|path, op| op == Op::Sync && path.ends_with("00000000000000000000.index"));
+    let producer = {
+        let mut stream = broker.connect(Duration::from_secs(30));
+        let gate = gate.clone();
+        std::thread::spawn(move || {
+            let mut id = 0;
+            // 500-byte records fill the 4 KiB segment in a few produces.
+            while !gate.is_held() && id < 1000 {
+                produce_on(&mut stream, id, &[b'r'; 500]);
+                id += 1;
+            }
+        })
+    };
+    let held = gate.wait_held(Instant::now() + Duration::from_secs(20));
+    let mut other = broker.connect(Duration::from_secs(5));
+    let answer = held.then(|| produce_on(&mut other, 9_999, b"meanwhile"));
+    // Whatever happened, the gate opens, so that every thread ends.
+    gate.release();
+    producer.join().unwrap();
+    drop(other);
+    broker.stop();
+    assert!(held, "no roll synced the old segment's index");
+    assert!(
+        matches!(answer, Some(Some(Ok(_)))),
+        "the append waited for the roll's fsync: {answer:?}"
+    );
+}
+
+/// A fetch finds its byte range in the segment file (reading batch
+/// headers, slow on a cold page cache) with the partition's lock let go:
+/// while the fetch is held inside that read, an append to the partition
+/// is answered. (The lookup used to read the file under the lock.)
+#[test]
+fn an_append_is_answered_while_a_fetch_reads_the_segment_file() {
+    let sim = SimFs::new();
+    sim.create_dir_all_durable(Path::new("/data"));
+    let gate = GateFs::new(&sim);
+    let mut broker = SimBroker::start_on(Arc::new(gate.clone()));
+    for i in 0..4 {
+        assert_eq!(
+            broker.produce(i, protocol::ACKS_ALL, &[value(u64::from(i))]),
+            Some(Ok(u64::from(i)))
+        );
+    }
+    let header_bytes = klog::storage::record::BATCH_HEADER_BYTES;
+    gate.arm(move |path, op| {
+        op == Op::Read(header_bytes) && path.extension().is_some_and(|e| e == "log")
+    });
+    let fetcher = {
+        let mut stream = broker.connect(Duration::from_secs(30));
+        std::thread::spawn(move || fetch_on(&mut stream, 100, 2))
+    };
+    let held = gate.wait_held(Instant::now() + Duration::from_secs(20));
+    let mut other = broker.connect(Duration::from_secs(5));
+    let answer = held.then(|| produce_on(&mut other, 9_999, b"meanwhile"));
+    gate.release();
+    let fetched = fetcher.join().unwrap();
+    drop(other);
+    broker.stop();
+    assert!(held, "the fetch read no batch header");
+    assert!(
+        matches!(answer, Some(Some(Ok(4)))),
+        "the append waited for the fetch's read: {answer:?}"
+    );
+    assert!(
+        matches!(fetched, Some((ErrorCode::None, n)) if n > 0),
+        "the fetch read its records: {fetched:?}"
     );
 }

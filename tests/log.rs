@@ -685,7 +685,10 @@ fn a_flush_synced_outside_the_lock_covers_what_preceded_it() {
     let pending = log.begin_flush().unwrap().unwrap();
     log.append(&mut batch(3, 2), 0).unwrap();
     pending.sync().unwrap();
-    log.complete_flush(&pending);
+    assert!(
+        log.complete_flush(&pending).unwrap().is_none(),
+        "no segment renamed"
+    );
     assert_eq!((log.flushed_offset(), log.visible_offset()), (3, 3));
     let slice = log.read(0, 1 << 16).unwrap().unwrap();
     assert_eq!(
@@ -785,4 +788,320 @@ fn segments_taken_out_by_retention_are_deleted_after_and_a_crash_between_loses_n
     let deleted = log.take_expired(11_001).delete().unwrap();
     assert_eq!(deleted, [0, 3]);
     assert!(!sim.exists(&first) && log.start_offset() == 6);
+}
+
+/// A log configured as the broker opens one, with small segments: appends
+/// gathered in memory, readers seeing flushed records only, no flush
+/// policy of its own (the flusher flushes from outside).
+fn broker_config() -> LogConfig {
+    LogConfig {
+        visible_after_flush: true,
+        write_buffer_bytes: 3000,
+        flush_messages: None,
+        ..power_config(true)
+    }
+}
+
+/// Appends `count` records (values by offset) at `now`.
+fn append_values(log: &mut Log, count: u64, now: i64) -> klog::Result<()> {
+    let mut b = BatchBuilder::new();
+    for o in log.next_offset()..log.next_offset() + count {
+        b.push(now, None, &[], &value_at(o));
+    }
+    log.append(&mut b.finish().to_vec(), now).map(drop)
+}
+
+/// A flush as the broker's flusher runs one: begun under the lock, synced
+/// outside it, completed, and published when it renamed a segment; a
+/// failed sync stops the log.
+fn broker_flush(log: &mut Log) -> klog::Result<()> {
+    broker_flush_seen(log, &mut 0)
+}
+
+/// [`broker_flush`], noting in `seen` the flushed offset after each step:
+/// what readers may see, and acks=all producers are told is durable.
+fn broker_flush_seen(log: &mut Log, seen: &mut u64) -> klog::Result<()> {
+    let Some(flush) = log.begin_flush()? else {
+        return Ok(());
+    };
+    flush.sync().map_err(|e| log.fail(&e))?;
+    let publish = log.complete_flush(&flush)?;
+    *seen = log.flushed_offset();
+    if let Some(publish) = publish {
+        publish.sync().map_err(|e| log.fail(&e))?;
+        log.complete_publish(&publish);
+        *seen = log.flushed_offset();
+    }
+    Ok(())
+}
+
+/// The next segment made ahead of its roll, as the flusher does (a
+/// failure is no harm: the roll makes its own).
+fn prepare_ahead(log: &mut Log) {
+    if let Some(prep) = log.segment_to_prepare() {
+        let made = prep.create();
+        let _ = log.give_prepared(made);
+    }
+}
+
+/// The broker's way through a log of small segments: appends, flushes
+/// outside the lock (every third append), next segments made ahead of
+/// some rolls and not others, retention now and then, and a directory
+/// fsync after every other append: a real file system may make the names
+/// a directory holds durable at any moment (a journal commit), the
+/// simulated one only at a directory fsync, so the workload runs one at
+/// every point of a roll. `acked` is
+/// what an acks=all producer was told is durable (the flushed offset) when
+/// the run stopped.
+fn broker_way(vfs: &Arc<dyn Vfs>, dir: &Path, acked: &mut u64) -> klog::Result<u64> {
+    vfs.create_dir_all(dir)
+        .map_err(|e| klog::Error::io("create", dir, e))?;
+    for parent in dir.ancestors().skip(1) {
+        vfs.sync_dir(parent)
+            .map_err(|e| klog::Error::io("fsync directory", parent, e))?;
+    }
+    let mut log = Log::open(Arc::clone(vfs), dir, broker_config(), WRITE)?;
+    let mut rolls = 0;
+    for i in 0..60u64 {
+        let before = log.segments().count();
+        append_values(&mut log, 1 + i % 4, i as i64)?;
+        rolls += log.segments().count() - before;
+        if i % 2 == 1 {
+            vfs.sync_dir(dir)
+                .map_err(|e| klog::Error::io("fsync directory", dir, e))?;
+        }
+        if i % 5 == 1 {
+            log.take_expired(i as i64).delete()?;
+        }
+        if i % 3 == 2 {
+            broker_flush_seen(&mut log, acked)?;
+            if i % 2 == 0 {
+                prepare_ahead(&mut log);
+            }
+        }
+    }
+    Ok(rolls as u64)
+}
+
+/// A power cut at every change of a run that rolls segments the broker's
+/// way (nothing synced by the roll, the old segment synced and the new one
+/// named by the flush after it, outside the lock) loses no record the
+/// producer was told is durable, leaves no gap and no segment after a torn
+/// one (opening refuses those), and gives the next append the offset after
+/// the last record kept.
+#[test]
+fn a_power_cut_at_every_step_of_a_roll_loses_no_acknowledged_record() {
+    let dir = Path::new("/data/t-0");
+    let reference = SimFs::new();
+    let mut acked_all = 0;
+    let rolls = broker_way(
+        &(Arc::new(reference.clone()) as Arc<dyn Vfs>),
+        dir,
+        &mut acked_all,
+    )
+    .unwrap();
+    assert!(rolls >= 4, "{rolls} rolls is too few");
+    assert!(
+        !reference.exists(&dir.join("00000000000000000000.log")),
+        "retention deleted segments"
+    );
+    let total = reference.changes();
+    let mut rng = klog::random::XorShift::new(0x5DEE_CE66);
+    for cut in 0..total {
+        let sim = SimFs::new();
+        let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
+        sim.cut_power_after(cut);
+        let mut acked = 0;
+        assert!(broker_way(&vfs, dir, &mut acked).is_err(), "cut {cut}");
+        let seed = rng.next();
+        sim.crash(&mut |n| seed as usize % (n + 1));
+        sim.restore_power();
+        let context = format!("cut {cut} of {total}, {acked} acknowledged");
+        if !sim.exists(dir) {
+            assert_eq!(acked, 0, "{context}");
+            continue;
+        }
+        let mut log = Log::open(Arc::clone(&vfs), dir, broker_config(), WRITE)
+            .unwrap_or_else(|e| panic!("{context}: reopen failed: {e}"));
+        let next = log.next_offset();
+        assert!(
+            next >= acked,
+            "{context}: acknowledged records lost: end {next}"
+        );
+        check_gap_free(&log, &context);
+        let leftovers: Vec<_> = sim
+            .files()
+            .into_keys()
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                p.starts_with(dir) && (name.ends_with(".tmp") || name.starts_with("next-"))
+            })
+            .collect();
+        assert!(leftovers.is_empty(), "{context}: {leftovers:?}");
+        append_values(&mut log, 1, 0).unwrap();
+        broker_flush(&mut log).unwrap();
+        assert_eq!(log.flushed_offset(), next + 1, "{context}: the next offset");
+    }
+}
+
+/// An fsync of the new segment (made ahead, still under its temporary
+/// name) that fails stops the log cleanly: the producer waiting for those
+/// records hears a storage error, nothing it was told is durable is lost,
+/// and after a restart the log goes on from what is on disk.
+#[test]
+fn a_failed_fsync_of_the_new_segment_stops_the_log_and_loses_nothing_acknowledged() {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = Log::open(Arc::clone(&vfs), dir, broker_config(), WRITE).unwrap();
+    while log.segment_to_prepare().is_none_or(|prep| {
+        let made = prep.create();
+        log.give_prepared(made).unwrap();
+        false
+    }) {
+        append_values(&mut log, 3, 0).unwrap();
+        broker_flush(&mut log).unwrap();
+    }
+    let segments = log.segments().count();
+    while log.segments().count() == segments {
+        append_values(&mut log, 3, 0).unwrap();
+    }
+    // Everything before the roll is durable; what follows is not yet.
+    let before = log.segments().last().unwrap().base_offset;
+    let acked = log.flushed_offset();
+    sim.fail_next_sync(|p| p.to_string_lossy().ends_with("next-1.log"));
+    let err = broker_flush(&mut log).unwrap_err();
+    assert!(matches!(err, klog::Error::StorageFailed { .. }), "{err}");
+    assert_eq!(log.flushed_offset(), acked, "nothing more is durable");
+    assert!(log.flushed_offset() <= before);
+    let refused = append_values(&mut log, 1, 0).unwrap_err();
+    assert!(refused.to_string().contains("failed fsync"), "{refused}");
+    drop(log);
+    sim.crash(&mut |n| n);
+    sim.restore_power();
+    let mut log = Log::open(Arc::clone(&vfs), dir, broker_config(), WRITE).unwrap();
+    assert!(log.next_offset() >= acked);
+    check_gap_free(&log, "after the restart");
+    let next = log.next_offset();
+    append_values(&mut log, 1, 0).unwrap();
+    broker_flush(&mut log).unwrap();
+    assert_eq!(log.flushed_offset(), next + 1);
+}
+
+/// A full disk when a roll writes the new segment's header fails that
+/// append alone: no offset is taken, and once there is room the log goes
+/// on where it was.
+#[test]
+fn a_full_disk_at_a_roll_fails_the_append_and_the_log_goes_on() {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = Log::open(Arc::clone(&vfs), dir, broker_config(), WRITE).unwrap();
+    while log.segments().count() == 1 {
+        append_values(&mut log, 3, 0).unwrap();
+        broker_flush(&mut log).unwrap();
+        prepare_ahead(&mut log);
+    }
+    // Up to the append that rolls: its roll needs a block for the next
+    // segment's header, and the disk has none.
+    let batch = |log: &Log| {
+        let mut b = BatchBuilder::new();
+        for o in log.next_offset()..log.next_offset() + 9 {
+            b.push(0, None, &[], &value_at(o));
+        }
+        b.finish().to_vec()
+    };
+    loop {
+        broker_flush(&mut log).unwrap();
+        let active = log.segments().last().unwrap().size;
+        if active + batch(&log).len() as u64 > broker_config().segment_bytes {
+            break;
+        }
+        log.append(&mut batch(&log), 0).unwrap();
+    }
+    let (count, next) = (log.segments().count(), log.next_offset());
+    sim.set_capacity(Some(sim.allocated()));
+    let err = log.append(&mut batch(&log), 0).unwrap_err();
+    let klog::Error::DiskFull { path, .. } = &err else {
+        panic!("{err}");
+    };
+    let name = path.file_name().unwrap().to_string_lossy();
+    assert!(
+        name.starts_with("next-"),
+        "the next segment's header: {err}"
+    );
+    assert_eq!((log.segments().count(), log.next_offset()), (count, next));
+    sim.set_capacity(None);
+    let next = log.next_offset();
+    append_values(&mut log, 9, 0).unwrap();
+    broker_flush(&mut log).unwrap();
+    assert_eq!(log.flushed_offset(), next + 9);
+    drop(log);
+    sim.crash(&mut |_| 0);
+    let log = Log::open(Arc::clone(&vfs), dir, broker_config(), WRITE).unwrap();
+    assert_eq!(log.next_offset(), next + 9, "all flushed, all back");
+    check_gap_free(&log, "after the restart");
+}
+
+/// A log with no flush policy (an embedded writer: its readers, in other
+/// processes too, see records as soon as they are appended) gives each
+/// segment its own name, durably, when it rolls: a reader finds every
+/// segment, and a killed writer (whose page cache survives) loses none.
+#[test]
+fn without_a_flush_policy_a_rolled_segment_is_named_and_durable_at_once() {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = open(&vfs, dir);
+    while log.segments().count() < 3 {
+        let first = log.next_offset();
+        log.append(&mut batch(first, 5), 0).unwrap();
+    }
+    let next = log.next_offset();
+    let read_only = OpenOptions {
+        writable: false,
+        lock: false,
+    };
+    let reader = Log::open(Arc::clone(&vfs), dir, config(), read_only).unwrap();
+    assert_eq!(reader.next_offset(), next, "a reader sees every segment");
+    drop(reader);
+    let bases: Vec<u64> = log.segments().map(|s| s.base_offset).collect();
+    drop(log);
+    sim.crash_process();
+    let log = open(&vfs, dir);
+    assert_eq!(log.next_offset(), next, "a killed writer loses nothing");
+    sim.crash(&mut |_| 0);
+    let log_after_power = open(&vfs, dir);
+    let kept: Vec<u64> = log_after_power.segments().map(|s| s.base_offset).collect();
+    assert_eq!(kept, bases, "every rolled segment was durable");
+    drop(log);
+}
+
+/// A writer killed between a roll and the flush after it (the page cache
+/// keeps every byte) loses no record: opening the log adopts the segments
+/// still under temporary names, which continue it exactly, and appends go
+/// on at the next offset.
+#[test]
+fn a_writer_killed_between_a_roll_and_its_flush_loses_no_record() {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = Log::open(Arc::clone(&vfs), dir, broker_config(), WRITE).unwrap();
+    append_values(&mut log, 3, 0).unwrap();
+    broker_flush(&mut log).unwrap();
+    // Two rolls, one with the next segment made ahead, and no flush.
+    prepare_ahead(&mut log);
+    while log.segments().count() < 3 {
+        append_values(&mut log, 4, 0).unwrap();
+    }
+    append_values(&mut log, 2, 0).unwrap();
+    log.write_pending().unwrap();
+    let next = log.next_offset();
+    drop(log);
+    sim.crash_process();
+    let mut log = Log::open(Arc::clone(&vfs), dir, broker_config(), WRITE).unwrap();
+    assert_eq!(log.next_offset(), next, "every record written is back");
+    check_gap_free(&log, "after the kill");
+    assert!(log.segments().count() >= 3);
+    assert!(
+        !sim.files()
+            .keys()
+            .any(|p| p.to_string_lossy().contains("next-")),
+        "no temporary name is left"
+    );
+    append_values(&mut log, 1, 0).unwrap();
+    broker_flush(&mut log).unwrap();
+    assert_eq!(log.flushed_offset(), next + 1);
 }

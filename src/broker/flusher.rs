@@ -8,8 +8,16 @@
 //! as partitions come), so that one partition's slow fsync does not make
 //! the others wait their turn. Each partition is flushed by one thread at a
 //! time ([`Dirty::in_flight`]). No thread takes a partition's lock while it
-//! holds the dirty set's: a partition busy with slow file work (a roll)
-//! holds up its own flush, never the others' appends or flushes.
+//! holds the dirty set's: a partition busy with slow file work holds up
+//! its own flush, never the others' appends or flushes.
+//!
+//! A roll syncs nothing under the partition's lock: the flush after it
+//! syncs the rolled segment (its data and its trimmed index), gives each
+//! new segment its own name once everything before it is durable, and
+//! shows its records only after a directory fsync made that name durable
+//! ([`crate::storage::log::Publish`]), all outside the lock. A partition
+//! nearing a roll has its next segment's files made ahead, outside the lock
+//! too, so that the roll only writes a header.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -17,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use super::shared::{key, Dirty, Partition, Shared};
 use super::BrokerConfig;
-use crate::storage::log::Log;
+use crate::storage::log::{Log, SegmentPrep};
 use crate::sync::lock;
 
 /// The most threads that fsync partitions at once.
@@ -63,6 +71,19 @@ fn flush_while_due(shared: &Shared) {
 fn flush_taken(shared: &Shared, p: &Arc<Partition>) {
     flush_partition(shared, p);
     lock(&shared.dirty).in_flight.remove(&key(p));
+}
+
+/// Makes a partition's next segment ahead of its roll (`prep`, taken when
+/// the flush began), with its lock let go: the roll then only writes a
+/// header. A failure is no harm: the roll makes the segment itself.
+fn prepare_next_segment(shared: &Shared, p: &Partition, prep: &SegmentPrep) {
+    let made = prep.create();
+    if let Err(e) = p.lock().give_prepared(made) {
+        shared.log(format_args!(
+            "cannot make the next segment of {}-{} ahead: {e}",
+            p.topic, p.partition
+        ));
+    }
 }
 
 /// Waits until some partition is due for a flush, and takes it (it is in
@@ -185,9 +206,18 @@ fn flush_due(config: &BrokerConfig, log: &Log, now_ms: i64) -> bool {
     }
 }
 
-/// Syncs a partition outside its lock and exposes what was synced.
+/// Syncs a partition outside its lock and exposes what was synced; makes
+/// its next segment ahead of its roll first, when it nears one.
 pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
-    let begun = p.lock().begin_flush();
+    let (begun, prep) = {
+        let mut log = p.lock();
+        (log.begin_flush(), log.segment_to_prepare())
+    };
+    // Rarely (the active segment is half full and nothing is made ahead):
+    // one more lock, to hand the files over.
+    if let Some(prep) = prep {
+        prepare_next_segment(shared, p, &prep);
+    }
     let flush = match begun {
         Ok(Some(flush)) => flush,
         Ok(None) => return,
@@ -205,10 +235,19 @@ pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
             return;
         }
     };
-    match flush.sync() {
+    let synced = flush.sync().and_then(|()| {
+        shared.fsyncs.fetch_add(1, Ordering::Relaxed);
+        p.lock().complete_flush(&flush)
+    });
+    let shown = match synced {
+        Ok(None) => Ok(()),
+        // The flush gave segments their own names: the records are shown
+        // once the directory fsync made the names durable.
+        Ok(Some(publish)) => publish.sync().map(|()| p.lock().complete_publish(&publish)),
+        Err(e) => Err(e),
+    };
+    match shown {
         Ok(()) => {
-            shared.fsyncs.fetch_add(1, Ordering::Relaxed);
-            p.lock().complete_flush(&flush);
             p.flushed_offset
                 .fetch_max(flush.next_offset(), Ordering::AcqRel);
             p.waiters.wake_all();

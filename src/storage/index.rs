@@ -326,6 +326,12 @@ impl SegmentIndex {
         Ok(())
     }
 
+    /// Names the files after the segment `log_path`, whose files were
+    /// renamed to it (the maps and handles follow the files).
+    pub fn set_paths(&mut self, log_path: &Path) {
+        (self.offset_path, self.time_path) = index_paths(log_path);
+    }
+
     /// The entries, in order.
     pub fn entries(&self) -> &[IndexEntry] {
         &self.entries

@@ -26,9 +26,10 @@
 //!
 //! # Durability
 //!
-//! `flush` fdatasyncs the active segment; a rolled segment is synced when it
-//! rolls, and every new file's directory entry is synced when it is created.
-//! Under a flush policy (`flush_messages`, `flush_interval_ms`) readers in
+//! `flush` fdatasyncs the active segment, and the segments rolled since the
+//! last flush (see [`roll`] for the order that keeps a power cut from
+//! leaving a segment after a torn one); a roll itself syncs nothing. Under a
+//! flush policy (`flush_messages`, `flush_interval_ms`) readers in
 //! this process see only flushed records ([`Log::read`] stops at the flushed
 //! end); without one, records are visible once appended. On open, a log
 //! that was not closed cleanly is recovered from its recovery point
@@ -54,9 +55,9 @@
 //! A `Log` is not thread-safe; the caller serialises access (the broker
 //! holds one lock per partition).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, IoContext, Result};
 use crate::limits;
@@ -66,12 +67,17 @@ use crate::storage::index::{self, INDEX_ENTRY_BYTES_MAX};
 use crate::storage::lock::DirLock;
 use crate::storage::record::{self, Batch, BatchHeader};
 use crate::storage::recover::{self, RecoverOptions, RecoveryReport};
-use crate::storage::segment::Segment;
+use crate::storage::segment::{PreparedSegment, Segment};
 
 mod flush;
+mod read;
+mod roll;
 
 pub use flush::{Fate, PendingFlush};
 use flush::{OutsideSyncs, Undos};
+pub use read::Lookup;
+use roll::{record_recovery_point, Sealed};
+pub use roll::{Publish, SegmentPrep};
 
 /// How a log rolls, retains, flushes and checks.
 #[derive(Debug, Clone)]
@@ -228,13 +234,31 @@ pub struct Log {
     segments: BTreeMap<u64, Segment>,
     writable: bool,
     flushed_offset: u64,
-    visible_size: u64,
+    /// How far readers may see: every segment before the first, and this
+    /// segment up to this size.
+    visible: (u64, u64),
     unflushed_records: u64,
     oldest_unflushed_ms: Option<i64>,
     recovery: RecoveryReport,
-    /// The active segment's base and size as of the last successful fsync:
-    /// where a failed fsync cuts it back to.
+    /// The oldest segment not durable whole and its size as of the last
+    /// successful fsync: where a failed fsync cuts the log back to (the
+    /// segments after it still have temporary names).
     durable: (u64, u64),
+    /// Segments rolled and not yet durable whole, oldest first.
+    sealed: VecDeque<Sealed>,
+    /// The next segment's files, made ahead of the roll that needs them.
+    prepared: Option<PreparedSegment>,
+    /// A [`SegmentPrep`] is out.
+    preparing: bool,
+    /// The last number given to temporary segment files.
+    temp_seq: u64,
+    /// Segments renamed to their own names, and how many of those renames
+    /// a directory fsync made durable: records in a renamed segment are
+    /// shown only once it is.
+    renames: u64,
+    published: u64,
+    /// The last recovery point written (and the lock of whoever writes one).
+    recovery_written: Arc<Mutex<u64>>,
     /// The failed writes that undid gathered appends, for [`Log::fate`].
     undos: Undos,
     /// Why the log stopped (a failed fsync); it refuses all writes.
@@ -265,7 +289,11 @@ impl Log {
         // Where the segments began before recovery could quarantine any: a
         // log none of whose segments is kept starts again there.
         let (listed, _) = recover::list_partition(&*vfs, dir)?;
-        let recovery = recover_on_open(&*vfs, dir, &config, options.writable)?;
+        let mut recovery = recover_on_open(&*vfs, dir, &config, options.writable)?;
+        if options.writable {
+            let recover = || recover_on_open(&*vfs, dir, &config, true);
+            recovery = roll::adopt_rolled(&*vfs, dir, recovery, recover)?;
+        }
         let segments = open_segments(&*vfs, &recovery, options.writable)?;
         let mut log = Log {
             dir: dir.to_path_buf(),
@@ -274,11 +302,18 @@ impl Log {
             segments,
             writable: options.writable,
             flushed_offset: 0,
-            visible_size: 0,
+            visible: (0, 0),
             unflushed_records: 0,
             oldest_unflushed_ms: None,
             recovery,
             durable: (0, 0),
+            sealed: VecDeque::new(),
+            prepared: None,
+            preparing: false,
+            temp_seq: 0,
+            renames: 0,
+            published: 0,
+            recovery_written: Arc::default(),
             undos: Undos::default(),
             failed: None,
             outside: Arc::default(),
@@ -292,8 +327,8 @@ impl Log {
         }
         // Recovery made everything it kept durable.
         log.flushed_offset = log.next_offset();
-        log.visible_size = log.active().size;
-        log.durable = (log.active().base_offset, log.active().size);
+        log.visible = (log.active().base_offset, log.active().size);
+        log.durable = log.visible;
         Ok(log)
     }
 
@@ -415,7 +450,7 @@ impl Log {
         self.unflushed_records += u64::from(header.record_count);
         self.oldest_unflushed_ms.get_or_insert(now_ms);
         if !self.config.hides_unflushed() {
-            self.visible_size = self.active().size;
+            self.visible = (self.active().base_offset, self.active().size);
         }
         if self
             .config
@@ -444,63 +479,6 @@ impl Log {
             self.roll()?;
         }
         Ok(())
-    }
-
-    /// Starts a new active segment at the next offset (no-op on an empty
-    /// active segment). The old one is synced and its index trimmed.
-    pub fn roll(&mut self) -> Result<()> {
-        self.check_failed()?;
-        if self.active().is_empty() {
-            return Ok(());
-        }
-        self.flush()?;
-        self.active_mut().deactivate()?;
-        let base = self.next_offset();
-        let segment = Segment::create(&*self.vfs, &self.dir, base, self.config.index_slots())?;
-        self.segments.insert(base, segment);
-        self.visible_size = self.active().size;
-        self.durable = (base, self.active().size);
-        recover::write_recovery_point(&*self.vfs, &self.dir, base)
-    }
-
-    /// The bytes from the batch holding `offset` on, within one segment:
-    /// whole batches up to `bytes_max`, but at least one whole batch (so a
-    /// reader always progresses), stopping at the visible end. `Ok(None)`
-    /// when `offset` is the end of the log.
-    pub fn read(&self, offset: u64, bytes_max: u64) -> Result<Option<FileSlice>> {
-        let (start, end) = (self.start_offset(), self.visible_offset());
-        if offset < start || offset > end {
-            return Err(Error::OffsetOutOfRange { offset, start, end });
-        }
-        let mut candidates = self
-            .segments
-            .range(..=offset)
-            .rev()
-            .take(1)
-            .chain(self.segments.range(offset + 1..));
-        loop {
-            let Some((_, segment)) = candidates.next() else {
-                return Ok(None);
-            };
-            let is_active = segment.base_offset == self.active().base_offset;
-            let limit = if is_active {
-                self.visible_size
-            } else {
-                segment.size
-            };
-            if let Some((position, header)) =
-                segment.find(offset, limit, limits::BATCH_BYTES_MAX)?
-            {
-                let len = (limit - position).min(bytes_max.max(header.total_bytes()));
-                return Ok(Some(FileSlice {
-                    file: Arc::clone(segment.file()),
-                    path: segment.path.clone(),
-                    position,
-                    len,
-                    first_batch_offset: header.base_offset,
-                }));
-            }
-        }
     }
 
     /// One past the last record readers may see.
@@ -573,6 +551,9 @@ impl Log {
     /// the log takes them out under it with [`Log::take_expired`] and
     /// deletes them after letting go.)
     pub fn apply_retention(&mut self, now_ms: i64) -> Result<Vec<u64>> {
+        if !self.sealed.is_empty() {
+            self.flush()?;
+        }
         self.take_expired(now_ms).delete()
     }
 
@@ -580,7 +561,10 @@ impl Log {
     /// delete, without touching a file: from now on the log starts after
     /// them. Their files go with [`Expired::delete`], which needs no access
     /// to the log (the unlinks and the directory fsync are slow; appends
-    /// need not wait for them).
+    /// need not wait for them). A segment rolled and not yet durable is
+    /// kept until a flush made it so ([`Log::apply_retention`] flushes
+    /// first): the segments after it still have temporary names, and a
+    /// power cut without it could leave the log no segment to start from.
     pub fn take_expired(&mut self, now_ms: i64) -> Expired {
         let mut segments = Vec::new();
         let mut total = self.size_bytes();
@@ -599,6 +583,10 @@ impl Log {
                 break;
             }
             let base = oldest.base_offset;
+            if self.sealed.front().is_some_and(|s| s.base == base) {
+                // Not durable yet: the next flush needs it.
+                break;
+            }
             let segment = self.segments.remove(&base).expect("segment");
             total -= segment.size;
             segments.push(segment);
@@ -619,7 +607,11 @@ impl Log {
         self.check_failed()?;
         self.flush()?;
         self.active_mut().deactivate()?;
-        recover::write_recovery_point(&*self.vfs, &self.dir, self.next_offset())?;
+        if let Some(prepared) = self.prepared.take() {
+            prepared.discard(&*self.vfs);
+        }
+        let next = self.next_offset();
+        record_recovery_point(&*self.vfs, &self.dir, &self.recovery_written, next)?;
         fs::write_atomic(&*self.vfs, &self.dir, recover::CLEAN_SHUTDOWN_FILE, b"")
     }
 }

@@ -55,6 +55,28 @@ pub fn parse_log_file_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// Paths (`.log`, `.index`, `.timeindex`) of the segment files made ahead
+/// of a roll, or by it, under temporary names: `next-<seq>.log` and so on,
+/// which are no segment's name. A segment keeps them until its bytes and
+/// those of every segment before it are durable ([`Segment::publish`]).
+/// Opening the log adopts such a segment when it continues the log (a
+/// killed writer left it; the page cache kept what came before it) and
+/// removes it otherwise (a power cut tore what came before it: none of its
+/// records was ever shown or called durable), so that a segment never
+/// follows a torn one (a gap that opening a log refuses).
+pub fn temp_paths(dir: &Path, seq: u64) -> [PathBuf; 3] {
+    ["log", "index", "timeindex"].map(|ext| dir.join(format!("next-{seq}.{ext}")))
+}
+
+/// The number of the temporary segment file name `name` (`next-<seq>.log`).
+pub fn parse_temp_log_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("next-")?.strip_suffix(".log")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 /// Encodes a segment header.
 pub fn encode_header(base_offset: u64) -> [u8; SEGMENT_HEADER_BYTES] {
     let mut h = [0u8; SEGMENT_HEADER_BYTES];
@@ -124,6 +146,74 @@ pub struct Segment {
     broken: bool,
     /// The first offset the last undo took back, until the log notes it.
     undone: Option<u64>,
+    /// While its files still have the temporary names of [`temp_paths`]
+    /// (with this number).
+    pub(crate) temp: Option<u64>,
+}
+
+/// The files of the next segment, made ahead of a roll, outside the log's
+/// lock: created under temporary names, the index preallocated and
+/// mapped. A roll only writes its header and appends to it.
+#[derive(Debug)]
+pub struct PreparedSegment {
+    seq: u64,
+    path: PathBuf,
+    file: Arc<dyn VFile>,
+    index: SegmentIndex,
+}
+
+impl PreparedSegment {
+    /// Creates the files (`temp_paths(dir, seq)`), empty, with an index of
+    /// `index_slots` slots. Nothing is synced: the segment's data is, at
+    /// its first flush, before it takes its own name.
+    pub fn create(
+        vfs: &dyn Vfs,
+        dir: &Path,
+        seq: u64,
+        index_slots: usize,
+    ) -> Result<PreparedSegment> {
+        let [path, ..] = temp_paths(dir, seq);
+        let made = (|| {
+            let file = vfs.open(&path, true).ctx("create segment", &path)?;
+            file.set_len(0).ctx("truncate", &path)?;
+            let index = SegmentIndex::create(vfs, &path, Vec::new(), index_slots)?;
+            Ok(PreparedSegment {
+                seq,
+                path: path.clone(),
+                file,
+                index,
+            })
+        })();
+        if made.is_err() {
+            remove_files(vfs, &temp_paths(dir, seq));
+        }
+        made
+    }
+
+    /// Writes the header of the segment starting at `base_offset` (to the
+    /// page cache: the segment's first flush syncs it). A failure (a full
+    /// disk) leaves the files as they were, ready for another try.
+    pub fn head(&self, base_offset: u64) -> Result<()> {
+        if let Err(e) = self.file.write_all_at(&encode_header(base_offset), 0) {
+            let _ = self.file.set_len(0);
+            return Err(Error::io("write", &self.path, e));
+        }
+        Ok(())
+    }
+
+    /// Removes its files (best effort: recovery removes what is left).
+    pub fn discard(self, vfs: &dyn Vfs) {
+        let dir = self.path.parent().unwrap_or(Path::new(""));
+        let paths = temp_paths(dir, self.seq);
+        drop(self);
+        remove_files(vfs, &paths);
+    }
+}
+
+fn remove_files(vfs: &dyn Vfs, paths: &[PathBuf]) {
+    for path in paths {
+        let _ = vfs.remove(path);
+    }
 }
 
 /// A segment's extent as of its last successful write.
@@ -186,7 +276,65 @@ impl Segment {
             written: Written::empty(base_offset),
             broken: false,
             undone: None,
+            temp: None,
         })
+    }
+
+    /// Makes `prepared` the segment starting at `base_offset`, whose
+    /// header [`PreparedSegment::head`] wrote.
+    pub(crate) fn from_prepared(prepared: PreparedSegment, base_offset: u64) -> Segment {
+        let PreparedSegment {
+            seq,
+            path,
+            file,
+            index,
+        } = prepared;
+        Segment {
+            base_offset,
+            path,
+            file,
+            size: SEGMENT_HEADER_BYTES as u64,
+            next_offset: base_offset,
+            max_timestamp: i64::MIN,
+            first_append_ms: None,
+            last_append_ms: None,
+            entries: Vec::new(),
+            index: Some(index),
+            bytes_since_index: 0,
+            unwritten: Vec::new(),
+            written: Written::empty(base_offset),
+            broken: false,
+            undone: None,
+            temp: Some(seq),
+        }
+    }
+
+    /// Gives a segment under temporary names its own (`{base:020}.log`,
+    /// ...): the indexes first, so that a crash between leaves a log with
+    /// no index (re-indexed), never an index with no log and a
+    /// temporary log (both removed). Only once its bytes so far, and all
+    /// of every segment before it, are durable; the rename itself is
+    /// durable at the next directory fsync.
+    pub(crate) fn publish(&mut self, vfs: &dyn Vfs, dir: &Path) -> Result<()> {
+        let Some(seq) = self.temp else {
+            return Ok(());
+        };
+        let path = dir.join(log_file_name(self.base_offset));
+        let (offset_path, time_path) = crate::storage::index::index_paths(&path);
+        let [temp_log, temp_offsets, temp_times] = temp_paths(dir, seq);
+        for (from, to) in [
+            (&temp_offsets, &offset_path),
+            (&temp_times, &time_path),
+            (&temp_log, &path),
+        ] {
+            vfs.rename(from, to).ctx("rename", from)?;
+        }
+        if let Some(index) = self.index.as_mut() {
+            index.set_paths(&path);
+        }
+        self.path = path;
+        self.temp = None;
+        Ok(())
     }
 
     /// Opens an existing segment file for reading, checking its header.
@@ -223,6 +371,7 @@ impl Segment {
             written: Written::empty(base_offset),
             broken: false,
             undone: None,
+            temp: None,
         })
     }
 
@@ -421,6 +570,17 @@ impl Segment {
         Ok(())
     }
 
+    /// Where a scan for `offset` starts: the position of the last index
+    /// entry at or before it (the first batch when there is none). Reads
+    /// nothing; [`find_batch`] reads from there.
+    pub fn scan_start(&self, offset: u64) -> u64 {
+        let rel = offset.saturating_sub(self.base_offset);
+        crate::storage::index::last_where(&self.entries, |e| u64::from(e.relative_offset) <= rel)
+            .map_or(SEGMENT_HEADER_BYTES as u64, |i| {
+                u64::from(self.entries[i].position)
+            })
+    }
+
     /// Position of the batch holding `offset` (or the first batch after it),
     /// found through the index and a short forward scan of batch headers.
     /// Returns the position and the header of that batch, or `None` when
@@ -431,34 +591,17 @@ impl Segment {
         end: u64,
         batch_bytes_max: u32,
     ) -> Result<Option<(u64, BatchHeader)>> {
-        let rel = offset.saturating_sub(self.base_offset);
-        let start = crate::storage::index::last_where(&self.entries, |e| {
-            u64::from(e.relative_offset) <= rel
-        })
-        .map_or(SEGMENT_HEADER_BYTES as u64, |i| {
-            u64::from(self.entries[i].position)
-        });
-        let mut position = start;
-        let mut header_buf = [0u8; BATCH_HEADER_BYTES];
-        while position + BATCH_HEADER_BYTES as u64 <= end {
-            self.file
-                .read_exact_at(&mut header_buf, position)
-                .ctx("read", &self.path)?;
-            let header =
-                BatchHeader::decode(&header_buf, batch_bytes_max).map_err(|e| Error::Corrupt {
-                    path: self.path.clone(),
-                    position,
-                    reason: e.to_string(),
-                })?;
-            if header.next_offset() > offset {
-                if position + header.total_bytes() > end {
-                    return Ok(None);
-                }
-                return Ok(Some((position, header)));
-            }
-            position += header.total_bytes();
-        }
-        Ok(None)
+        let start = self.scan_start(offset);
+        find_batch(&*self.file, &self.path, start, offset, end, batch_bytes_max)
+    }
+
+    /// Stops being the active segment at a roll: its index, still
+    /// preallocated and mapped, is handed over to be trimmed and synced
+    /// (outside the log's lock).
+    /// Its appends gathered in memory must have been written first.
+    pub(crate) fn seal(&mut self) -> Option<SegmentIndex> {
+        debug_assert!(self.unwritten.is_empty(), "sealed with appends unwritten");
+        self.index.take()
     }
 
     /// Stops being the active segment: trims and syncs the index (a
@@ -472,9 +615,55 @@ impl Segment {
     }
 }
 
+/// Scans the batch headers of a segment `file` from `start` (a batch's
+/// position) for the batch holding `offset` (or the first after it), within
+/// the first `end` bytes: its position and header, or `None` at the end.
+/// Needs no lock: the caller took `start` and `end` from the log.
+pub fn find_batch(
+    file: &dyn VFile,
+    path: &Path,
+    start: u64,
+    offset: u64,
+    end: u64,
+    batch_bytes_max: u32,
+) -> Result<Option<(u64, BatchHeader)>> {
+    let mut position = start;
+    let mut header_buf = [0u8; BATCH_HEADER_BYTES];
+    while position + BATCH_HEADER_BYTES as u64 <= end {
+        file.read_exact_at(&mut header_buf, position)
+            .ctx("read", path)?;
+        let header =
+            BatchHeader::decode(&header_buf, batch_bytes_max).map_err(|e| Error::Corrupt {
+                path: path.to_path_buf(),
+                position,
+                reason: e.to_string(),
+            })?;
+        if header.next_offset() > offset {
+            if position + header.total_bytes() > end {
+                return Ok(None);
+            }
+            return Ok(Some((position, header)));
+        }
+        position += header.total_bytes();
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temporary_names_are_no_segment_names_and_round_trip() {
+        let [log, index, timeindex] = temp_paths(Path::new("/p"), 7);
+        assert_eq!(log, Path::new("/p/next-7.log"));
+        assert_eq!(crate::storage::index::index_paths(&log), (index, timeindex));
+        assert_eq!(parse_temp_log_name("next-7.log"), Some(7));
+        assert_eq!(parse_log_file_name("next-7.log"), None);
+        for bad in ["next-.log", "next-7.index", "next-x.log", "7.log"] {
+            assert_eq!(parse_temp_log_name(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn file_names_round_trip() {

@@ -95,9 +95,15 @@ fn gather(shared: &Shared, asked: &[FetchPartition], budget: u64) -> (Vec<Part>,
         let (code, msg, start, end, slice) = match shared.partition(&a.topic, a.partition) {
             Err((code, msg)) => (code, msg, 0, 0, None),
             Ok(p) => {
-                let log = p.lock();
-                let (start, end) = (log.start_offset(), log.visible_offset());
-                match log.read(a.offset, budget_bytes) {
+                let (start, end, located) = {
+                    let log = p.lock();
+                    let located = log.locate(a.offset, budget_bytes);
+                    (log.start_offset(), log.visible_offset(), located)
+                };
+                // The batch headers are read with the lock let go: on a
+                // cold page cache they are slow, and appends need not wait.
+                let found = located.and_then(|l| l.map_or(Ok(None), |l| l.find()));
+                match found {
                     Ok(_) if budget_bytes == 0 => {
                         (ErrorCode::None, String::new(), start, end, None)
                     }

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+use super::roll::{Publish, Sealed};
 use super::Log;
 use crate::error::{Error, IoContext, Result};
 use crate::storage::fs::VFile;
@@ -114,9 +115,10 @@ impl OutsideSyncs {
 }
 
 /// A flush begun under the log's lock and synced outside it, so that
-/// appends go on while the disk works (the broker's group commit). The log
-/// counts it as pending from [`Log::begin_flush`] until it is synced or
-/// dropped.
+/// appends go on while the disk works (the broker's group commit): the
+/// active segment's data, and the segments rolled since the last flush
+/// (their data and their indexes). The log counts it as pending from
+/// [`Log::begin_flush`] until it is synced or dropped.
 #[derive(Debug)]
 pub struct PendingFlush {
     outside: Arc<OutsideSyncs>,
@@ -127,12 +129,19 @@ pub struct PendingFlush {
     segment_base: u64,
     next_offset: u64,
     size: u64,
+    /// The segments rolled before it began, oldest first.
+    sealed: Vec<Sealed>,
 }
 
 impl PendingFlush {
-    /// Makes the records it covers durable (fdatasync); no lock needed.
+    /// Makes the records it covers durable (fdatasync), the rolled segments
+    /// first, oldest first; no lock needed.
     pub fn sync(&self) -> Result<()> {
-        let synced = self.file.sync_data().ctx("fsync", &self.path);
+        let synced = self
+            .sealed
+            .iter()
+            .try_for_each(Sealed::sync)
+            .and_then(|()| self.file.sync_data().ctx("fsync", &self.path));
         if !self.finished.swap(true, Ordering::SeqCst) {
             self.outside.finish(synced.is_err());
         }
@@ -169,7 +178,7 @@ impl Log {
             self.oldest_unflushed_ms = None;
         }
         if !self.config.hides_unflushed() {
-            self.visible_size = self.active().size;
+            self.visible = (self.active().base_offset, self.active().size);
         }
     }
 
@@ -220,10 +229,11 @@ impl Log {
     /// Linux reports a writeback error once: a later fsync can succeed
     /// while the pages it failed to write are gone, so retrying could
     /// acknowledge records that are not on disk (PostgreSQL's "fsyncgate").
-    /// The active segment is cut back to its last durable size, so that
-    /// neither this process nor a recovery after a restart can take the
-    /// bytes the failed fsync covered for durable ones. A reopen (a restart)
-    /// recovers the partition from there.
+    /// The oldest segment not durable whole is cut back to its last durable
+    /// size, so that neither this process nor a recovery after a restart
+    /// can take the bytes the failed fsync covered for durable ones (those
+    /// after it still have temporary names, which recovery removes). A
+    /// reopen (a restart) recovers the partition from there.
     pub fn fail(&mut self, error: &Error) -> Error {
         if self.failed.is_none() {
             let mut reason = error.to_string();
@@ -231,13 +241,12 @@ impl Log {
                 reason = format!("{reason}: {source}");
             }
             let (base, size) = self.durable;
-            let active = self.active();
-            if active.base_offset == base {
-                if let Err(e) = active.file().set_len(size) {
+            if let Some(segment) = self.segments.get(&base) {
+                if let Err(e) = segment.file().set_len(size) {
                     reason = format!("{reason}; cutting back to {size} bytes failed too: {e}");
                 }
             }
-            self.visible_size = self.visible_size.min(size);
+            self.visible = self.visible.min(self.durable);
             self.failed = Some(reason);
         }
         Error::StorageFailed {
@@ -246,18 +255,25 @@ impl Log {
         }
     }
 
-    /// Makes every appended record durable.
+    /// Makes every appended record durable: the segments rolled since the
+    /// last flush (data and index), then the active one, each renamed to
+    /// its own name once durable, with the directory synced.
     pub fn flush(&mut self) -> Result<()> {
         self.check_failed()?;
-        if self.flushed_offset == self.next_offset() {
+        if !self.flush_needed() {
             return Ok(());
         }
         let written = self.active_mut().write_pending();
         self.note_undo();
         written?;
         let active = self.active();
-        if let Err(e) = active.file().sync_data() {
-            let e = Error::io("fsync", &active.path, e);
+        let (base, size, next) = (active.base_offset, active.size, active.next_offset);
+        let synced = self
+            .sealed
+            .iter()
+            .try_for_each(Sealed::sync)
+            .and_then(|()| active.file().sync_data().ctx("fsync", &active.path));
+        if let Err(e) = synced {
             return Err(self.fail(&e));
         }
         // A flush synced outside the lock may fail meanwhile: then this
@@ -266,20 +282,45 @@ impl Log {
         if self.outside.settled_failed() {
             self.check_failed()?;
         }
-        self.durable = (self.active().base_offset, self.active().size);
-        self.flushed_offset = self.next_offset();
-        self.visible_size = self.active().size;
-        self.unflushed_records = 0;
-        self.oldest_unflushed_ms = None;
+        let sealed: Vec<u64> = self.sealed.iter().map(|s| s.base).collect();
+        let published = self
+            .record_durable(&sealed, base, size)
+            .and_then(|()| self.publish_now());
+        if let Err(e) = published {
+            return Err(self.fail(&e));
+        }
+        self.expose(base, size, next);
         Ok(())
+    }
+
+    /// Whether a flush has anything to do: records not durable, rolled
+    /// segments not durable whole, or renames not yet made durable.
+    fn flush_needed(&self) -> bool {
+        self.flushed_offset < self.next_offset()
+            || !self.sealed.is_empty()
+            || self.active().temp.is_some()
+            || self.renames != self.published
+    }
+
+    /// Shows readers the records before `next_offset`, durable up to the
+    /// segment `base`'s first `size` bytes.
+    pub(super) fn expose(&mut self, base: u64, size: u64, next_offset: u64) {
+        self.flushed_offset = self.flushed_offset.max(next_offset);
+        if self.config.hides_unflushed() {
+            self.visible = self.visible.max((base, size));
+        }
+        if self.flushed_offset == self.next_offset() {
+            self.unflushed_records = 0;
+            self.oldest_unflushed_ms = None;
+        }
     }
 
     /// Starts a flush of everything appended so far, to be synced outside
     /// the lock ([`PendingFlush::sync`]) and then completed
-    /// ([`Log::complete_flush`]). `None` when everything is flushed.
+    /// ([`Log::complete_flush`]). `None` when there is nothing to flush.
     pub fn begin_flush(&mut self) -> Result<Option<PendingFlush>> {
         self.check_failed()?;
-        if self.flushed_offset == self.next_offset() {
+        if !self.flush_needed() {
             return Ok(None);
         }
         let written = self.active_mut().write_pending();
@@ -288,7 +329,7 @@ impl Log {
         if written.is_err() && self.active().written_offset() != self.next_offset() {
             written?;
         }
-        if self.flushed_offset >= self.next_offset() {
+        if !self.flush_needed() {
             return Ok(None);
         }
         self.outside.state().0 += 1;
@@ -301,6 +342,7 @@ impl Log {
             segment_base: active.base_offset,
             next_offset: active.next_offset,
             size: active.size,
+            sealed: self.sealed.iter().cloned().collect(),
         }))
     }
 
@@ -313,21 +355,23 @@ impl Log {
         written
     }
 
-    /// Records a synced flush: what it covers becomes visible. (A roll in
-    /// between flushed everything before it already.)
-    pub fn complete_flush(&mut self, flush: &PendingFlush) {
-        if flush.next_offset <= self.flushed_offset || self.failed.is_some() {
-            return;
+    /// Records a synced flush. The segments it made durable take their own
+    /// names; when one did (or one is still to be made durable), what the
+    /// flush covers is shown only after the [`Publish`] returned is synced
+    /// ([`Publish::sync`], outside the lock) and completed
+    /// ([`Log::complete_publish`]); otherwise it is shown now. A failed
+    /// rename stops the log.
+    pub fn complete_flush(&mut self, flush: &PendingFlush) -> Result<Option<Publish>> {
+        self.check_failed()?;
+        let synced: Vec<u64> = flush.sealed.iter().map(|s| s.base).collect();
+        if let Err(e) = self.record_durable(&synced, flush.segment_base, flush.size) {
+            return Err(self.fail(&e));
         }
-        self.flushed_offset = flush.next_offset;
-        if self.active().base_offset == flush.segment_base {
-            self.visible_size = self.visible_size.max(flush.size);
-            self.durable = (flush.segment_base, self.durable.1.max(flush.size));
+        let publish = self.publish_task(flush.segment_base, flush.size, flush.next_offset);
+        if publish.is_none() {
+            self.expose(flush.segment_base, flush.size, flush.next_offset);
         }
-        if self.flushed_offset == self.next_offset() {
-            self.unflushed_records = 0;
-            self.oldest_unflushed_ms = None;
-        }
+        Ok(publish)
     }
 
     /// Records appended and not yet flushed, and when the oldest of them

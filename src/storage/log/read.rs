@@ -1,0 +1,120 @@
+//! Reading a log: where the bytes from an offset on are, found in two
+//! steps so that a caller holding a lock around the log needs it only for
+//! the first. [`Log::locate`] takes from the log what the lookup needs
+//! (each candidate segment's file, where its index puts the scan's start,
+//! and how far readers may see); [`Lookup::find`] reads the batch headers
+//! from the file, which on a cold page cache is the slow part, and needs
+//! no access to the log. A segment that retention deletes meanwhile is
+//! still read through the file handle taken.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::{FileSlice, Log};
+use crate::error::{Error, Result};
+use crate::limits;
+use crate::storage::fs::VFile;
+use crate::storage::segment::find_batch;
+
+/// Where a read from an offset finds its bytes: taken under the log's
+/// lock by [`Log::locate`], read by [`Lookup::find`] with the lock let go.
+#[derive(Debug, Clone)]
+pub struct Lookup {
+    offset: u64,
+    bytes_max: u64,
+    /// The segment holding the offset, and the one after it (the offset
+    /// may be the end of the first): at most two.
+    candidates: Vec<Candidate>,
+}
+
+/// One segment a lookup scans: its file, from where, and up to where
+/// readers may see.
+#[derive(Debug, Clone)]
+struct Candidate {
+    file: Arc<dyn VFile>,
+    path: PathBuf,
+    start: u64,
+    limit: u64,
+}
+
+impl Lookup {
+    /// Reads the batch headers from the scan's start to the batch holding
+    /// the offset: whole batches from there up to the byte budget, but at
+    /// least one, within what readers may see. `None` when there is none.
+    pub fn find(&self) -> Result<Option<FileSlice>> {
+        for c in &self.candidates {
+            let found = find_batch(
+                &*c.file,
+                &c.path,
+                c.start,
+                self.offset,
+                c.limit,
+                limits::BATCH_BYTES_MAX,
+            )?;
+            if let Some((position, header)) = found {
+                let len = (c.limit - position).min(self.bytes_max.max(header.total_bytes()));
+                return Ok(Some(FileSlice {
+                    file: Arc::clone(&c.file),
+                    path: c.path.clone(),
+                    position,
+                    len,
+                    first_batch_offset: header.base_offset,
+                }));
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Log {
+    /// The bytes from the batch holding `offset` on, within one segment:
+    /// whole batches up to `bytes_max`, but at least one whole batch (so a
+    /// reader always progresses), stopping at the visible end. `Ok(None)`
+    /// when `offset` is the end of the log.
+    pub fn read(&self, offset: u64, bytes_max: u64) -> Result<Option<FileSlice>> {
+        match self.locate(offset, bytes_max)? {
+            Some(lookup) => lookup.find(),
+            None => Ok(None),
+        }
+    }
+
+    /// The first step of [`Log::read`], reading nothing from a file: what
+    /// [`Lookup::find`] needs to find the bytes. `Ok(None)` when `offset`
+    /// is the visible end; an error when it is outside the log.
+    pub fn locate(&self, offset: u64, bytes_max: u64) -> Result<Option<Lookup>> {
+        let (start, end) = (self.start_offset(), self.visible_offset());
+        if offset < start || offset > end {
+            return Err(Error::OffsetOutOfRange { offset, start, end });
+        }
+        if offset == end {
+            return Ok(None);
+        }
+        let (visible_base, visible_size) = self.visible;
+        let candidates = self
+            .segments
+            .range(..=offset)
+            .rev()
+            .take(1)
+            .chain(self.segments.range(offset + 1..))
+            .map(|(_, segment)| segment)
+            // Segments past the visible one hold nothing readers may see.
+            .take_while(|segment| segment.base_offset <= visible_base)
+            .take(2)
+            .map(|segment| Candidate {
+                file: Arc::clone(segment.file()),
+                path: segment.path.clone(),
+                start: segment.scan_start(offset),
+                limit: if segment.base_offset < visible_base {
+                    segment.size
+                } else {
+                    visible_size
+                },
+            })
+            .collect();
+        Ok(Some(Lookup {
+            offset,
+            bytes_max,
+            candidates,
+        }))
+    }
+}
