@@ -192,6 +192,25 @@ impl Raw {
     }
 }
 
+/// A fetch of `t` [0] from `offset`, waiting up to `wait_ms_max` for a
+/// byte.
+fn fetch_frame(correlation_id: u32, offset: u64, wait_ms_max: u32) -> Vec<u8> {
+    let mut frame = Vec::new();
+    let part = protocol::FetchPartition {
+        topic: "t".into(),
+        partition: 0,
+        offset,
+        bytes_max: 1 << 20,
+    };
+    let want = protocol::FetchWant {
+        wait_ms_max,
+        bytes_min: 1,
+        response_bytes_max: 1 << 30,
+    };
+    protocol::fetch_request(&mut frame, correlation_id, want, &[part]);
+    frame
+}
+
 fn batch(values: &[&[u8]]) -> Vec<u8> {
     let mut b = BatchBuilder::new();
     for v in values {
@@ -226,26 +245,7 @@ fn bad_requests_get_clear_errors_and_change_nothing() {
     assert_eq!(raw.call(&frame).0, ErrorCode::None);
 
     // Fetches past the end and before the start.
-    let fetch = |offset| {
-        let mut f = Vec::new();
-        let part = protocol::FetchPartition {
-            topic: "t".into(),
-            partition: 0,
-            offset,
-            bytes_max: 1 << 20,
-        };
-        protocol::fetch_request(
-            &mut f,
-            8,
-            protocol::FetchWant {
-                wait_ms_max: 0,
-                bytes_min: 1,
-                response_bytes_max: 1 << 30,
-            },
-            &[part],
-        );
-        f
-    };
+    let fetch = |offset| fetch_frame(8, offset, 0);
     let (code, _, rest) = raw.call(&fetch(99));
     assert_eq!(code, ErrorCode::None);
     let mut r = Reader::new(&rest);
@@ -758,23 +758,7 @@ fn a_fetch_at_the_end_waits_for_records_instead_of_answering_empty() {
     let broker = BrokerProc::start(dir.path(), &[]);
     produce_to(&broker.addr, "t", "a\n", &[]);
     let mut raw = Raw::connect(&broker.addr);
-    let mut frame = Vec::new();
-    let part = protocol::FetchPartition {
-        topic: "t".into(),
-        partition: 0,
-        offset: 1,
-        bytes_max: 1 << 20,
-    };
-    protocol::fetch_request(
-        &mut frame,
-        1,
-        protocol::FetchWant {
-            wait_ms_max: 20_000,
-            bytes_min: 1,
-            response_bytes_max: 1 << 30,
-        },
-        &[part],
-    );
+    let frame = fetch_frame(1, 1, 20_000);
     raw.send(&frame);
     // The fetch waits at the broker; a record produced meanwhile answers it.
     std::thread::sleep(Duration::from_millis(200));
@@ -1205,23 +1189,7 @@ fn a_fetch_asking_to_wait_for_ever_is_answered_within_the_request_timeout() {
     let broker = BrokerProc::start(&dir.path().join("data"), &["--request-timeout", "500ms"]);
     produce_to(&broker.addr, "t", "one\n", &[]);
     let mut raw = Raw::connect(&broker.addr);
-    let mut frame = Vec::new();
-    let at_end = protocol::FetchPartition {
-        topic: "t".into(),
-        partition: 0,
-        offset: 1,
-        bytes_max: 1 << 20,
-    };
-    protocol::fetch_request(
-        &mut frame,
-        1,
-        protocol::FetchWant {
-            wait_ms_max: u32::MAX,
-            bytes_min: 1,
-            response_bytes_max: 1 << 30,
-        },
-        &[at_end],
-    );
+    let frame = fetch_frame(1, 1, u32::MAX);
     let started = Instant::now();
     let (code, message, _) = raw.call(&frame);
     assert_eq!(code, ErrorCode::None, "{message}");
@@ -1247,37 +1215,11 @@ fn a_connection_waiting_for_its_fetch_is_not_idle() {
     );
     produce_to(&broker.addr, "t", "one\n", &[]);
     let mut raw = Raw::connect(&broker.addr);
-    let mut frame = Vec::new();
-    let at_end = protocol::FetchPartition {
-        topic: "t".into(),
-        partition: 0,
-        offset: 1,
-        bytes_max: 1 << 20,
-    };
-    protocol::fetch_request(
-        &mut frame,
-        1,
-        protocol::FetchWant {
-            wait_ms_max: 1500,
-            bytes_min: 1,
-            response_bytes_max: 1 << 30,
-        },
-        std::slice::from_ref(&at_end),
-    );
+    let mut frame = fetch_frame(1, 1, 1500);
     let (code, message, _) = raw.call(&frame);
     assert_eq!(code, ErrorCode::None, "{message}");
     // The connection is still there for the next request.
-    frame.clear();
-    protocol::fetch_request(
-        &mut frame,
-        2,
-        protocol::FetchWant {
-            wait_ms_max: 0,
-            bytes_min: 1,
-            response_bytes_max: 1 << 30,
-        },
-        &[at_end],
-    );
+    frame = fetch_frame(2, 1, 0);
     let (code, message, _) = raw.call(&frame);
     assert_eq!(code, ErrorCode::None, "{message}");
 }
