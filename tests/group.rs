@@ -768,7 +768,13 @@ fn a_group_on_a_topic_not_in_the_registry_says_so_or_waits_for_it() {
         );
     let waiting = member(reg, "g", &[]);
     waiting.wait_stderr("Waiting for topic t", |_| true, WAIT);
-    produce_to(&broker.addr, "t", "arrived\n", &[]);
+    // Produced through the registry: the topic is placed there before the
+    // broker serves it, and the member must wait through that too.
+    bin("klog-produce")
+        .args(["-t", "t", "--registry", reg, "-q"])
+        .write_stdin("arrived\n")
+        .assert()
+        .success();
     let got = waiting.take_lines(1, WAIT);
     assert_eq!(got, ["arrived"]);
 }

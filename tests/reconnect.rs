@@ -87,3 +87,26 @@ fn a_producer_sends_again_what_a_broken_connection_left_unacknowledged() {
         &missing[..missing.len().min(20)]
     );
 }
+
+/// SIGINT while a follower waits for its broker to come back is a clean
+/// end, exit 0, with no blame on the broker.
+#[test]
+fn sigint_while_reconnecting_is_a_clean_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerProc::start(dir.path(), &[]);
+    produce_to(&broker.addr, "t", "1\n", &[]);
+    let mut consumer = Proc::spawn("klog-consume", &["-b", &broker.addr, "-t", "t", "-u"]);
+    assert_eq!(consumer.take_lines(1, WAIT), ["1"]);
+    broker.kill9();
+    consumer.wait_stderr("reconnecting", |_| true, WAIT);
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(consumer.child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = consumer.child.wait().unwrap();
+    let said = consumer.stderr_lines().join("\n");
+    assert_eq!(status.code(), Some(0), "{said}");
+    assert!(!said.contains("error"), "{said}");
+}

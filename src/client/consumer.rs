@@ -176,6 +176,10 @@ impl Consumer {
         match self.responses.recv_timeout(timeout) {
             Ok(r) => Ok(Some((r?, 0, 0))),
             Err(RecvTimeoutError::Timeout) => Ok(None),
+            // Its fetchers stopped for the signal, not for a fault.
+            Err(RecvTimeoutError::Disconnected) if crate::stop::stopping() => Err(Error::Stopped {
+                addr: self.addr.clone(),
+            }),
             Err(RecvTimeoutError::Disconnected) => Err(Error::Protocol {
                 addr: self.addr.clone(),
                 reason: "the fetcher stopped".into(),
@@ -331,6 +335,10 @@ impl Fetcher {
                 if self.reconnect(e) {
                     continue;
                 }
+                // A read to an end (-e) gives up: say why.
+                if !crate::stop::stopping() && !self.closed.load(Ordering::Relaxed) {
+                    let _ = self.tx.send(result);
+                }
                 return;
             }
             let failed = result.is_err();
@@ -342,14 +350,21 @@ impl Fetcher {
 
     /// Connects again after `why`, backing off from 100 ms to 5 s between
     /// attempts, and says so; false when the consumer is dropped or a stop
-    /// is asked for first. Fetching resumes after the whole batches
-    /// received: nothing is handed out twice, nothing skipped.
+    /// is asked for first, or, for a read to an end (`-e`), after
+    /// [`REQUEST_TIMEOUT`] of trying (a follower tries for ever, as `tail
+    /// -F`). Fetching resumes after the whole batches received: nothing is
+    /// handed out twice, nothing skipped.
     fn reconnect(&mut self, why: &Error) -> bool {
         let say = |s: String| lock(&self.notices).push(s);
         let cause = std::error::Error::source(why).map_or(String::new(), |s| format!(": {s}"));
         say(format!("cannot {why}{cause}: reconnecting"));
+        let bounded = self.partitions.iter().any(|p| p.stop_at.is_some());
+        let give_up = std::time::Instant::now() + REQUEST_TIMEOUT;
         let mut backoff = Duration::from_millis(100);
         loop {
+            if bounded && std::time::Instant::now() >= give_up {
+                return false;
+            }
             let deadline = std::time::Instant::now() + backoff;
             while std::time::Instant::now() < deadline {
                 if self.closed.load(Ordering::Relaxed) || crate::stop::stopping() {

@@ -402,6 +402,11 @@ fn join_when_there(
                     said = true;
                 }
             }
+            // Placed in the registry, not yet created on its broker.
+            Err(crate::Error::Broker {
+                code: crate::protocol::ErrorCode::UnknownTopic,
+                ..
+            }) if !config.exit_at_end => {}
             joined => return joined.map(Some),
         }
         if crate::stop::stopping() {
