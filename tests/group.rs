@@ -756,7 +756,7 @@ fn a_group_on_a_topic_not_in_the_registry_says_so_or_waits_for_it() {
     let dir = tempfile::tempdir().unwrap();
     let reg = dir.path().join("reg");
     let reg = reg.to_str().unwrap();
-    let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg]);
+    let _broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg]);
     bin("klog-consume")
         .args(["-t", "t", "-G", "g", "--registry", reg, "-e"])
         .timeout(WAIT)
