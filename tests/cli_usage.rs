@@ -649,3 +649,29 @@ fn counts_out_of_range_are_said_in_words() {
         .code(2)
         .stderr(predicate::str::contains("from 1 to 65536, not 70000"));
 }
+
+/// A file whose last line has no newline does not run into the next file's
+/// first line.
+#[test]
+fn files_end_their_last_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    let (one, two, empty) = (
+        dir.path().join("1"),
+        dir.path().join("2"),
+        dir.path().join("e"),
+    );
+    std::fs::write(&one, "a\nfirst-file-last-line").unwrap();
+    std::fs::write(&two, "second-file-first-line\n").unwrap();
+    std::fs::write(&empty, "").unwrap();
+    bin("klog-produce")
+        .args(["--data-dir", data.to_str().unwrap(), "-t", "t", "-q"])
+        .args([&one, &empty, &two])
+        .assert()
+        .success();
+    bin("klog-consume")
+        .args(["--data-dir", data.to_str().unwrap(), "-t", "t", "-e", "-q"])
+        .assert()
+        .success()
+        .stdout("a\nfirst-file-last-line\nsecond-file-first-line\n");
+}

@@ -34,9 +34,11 @@ impl ChannelReader {
     /// Starts the reader thread on `files` (stdin when empty; `-` is stdin
     /// too) and returns the reading end, which waits for input with no
     /// deadline until [`ChannelReader::set_due`] gives one.
-    pub fn open(files: Vec<PathBuf>) -> io::Result<ChannelReader> {
+    /// A file that does not end with `delimiter` gets one, so that its
+    /// last record never runs into the next file's first.
+    pub fn open(files: Vec<PathBuf>, delimiter: Vec<u8>) -> io::Result<ChannelReader> {
         Ok(ChannelReader {
-            rx: spawn_reader(files)?,
+            rx: spawn_reader(files, delimiter)?,
             chunk: Vec::new(),
             at: 0,
             chunk_ms: crate::clock::now_ms(),
@@ -98,7 +100,7 @@ impl Read for ChannelReader {
 
 /// Starts a thread that reads the inputs in order and sends their bytes,
 /// each chunk stamped with the time its read returned.
-fn spawn_reader(files: Vec<PathBuf>) -> io::Result<Receiver<Chunk>> {
+fn spawn_reader(files: Vec<PathBuf>, delimiter: Vec<u8>) -> io::Result<Receiver<Chunk>> {
     let (tx, rx) = mpsc::sync_channel::<Chunk>(4);
     std::thread::Builder::new()
         .name("input".into())
@@ -124,12 +126,26 @@ fn spawn_reader(files: Vec<PathBuf>) -> io::Result<Receiver<Chunk>> {
                         }
                     }
                 };
+                // The last bytes read, to see whether the input ended with
+                // the delimiter.
+                let mut tail: Vec<u8> = delimiter.clone();
                 loop {
                     let mut chunk = vec![0u8; 256 * 1024];
                     match input.read(&mut chunk) {
-                        Ok(0) => break,
+                        Ok(0) => {
+                            if !tail.ends_with(&delimiter)
+                                && tx
+                                    .send(Ok((crate::clock::now_ms(), delimiter.clone())))
+                                    .is_err()
+                            {
+                                return;
+                            }
+                            break;
+                        }
                         Ok(n) => {
                             chunk.truncate(n);
+                            tail.extend_from_slice(&chunk[n.saturating_sub(delimiter.len())..]);
+                            tail.drain(..tail.len().saturating_sub(delimiter.len()));
                             if tx.send(Ok((crate::clock::now_ms(), chunk))).is_err() {
                                 return;
                             }

@@ -653,7 +653,7 @@ fn send_input(options: &Options, say: Say, sink: Option<Sink>) -> anyhow::Result
         let mut records = FileRecords::open(files, record_bytes_max, options.quiet)?;
         produce_all(options, &mut records, &mut run)
     } else {
-        let reader = ChannelReader::open(options.files.clone())?;
+        let reader = ChannelReader::open(options.files.clone(), options.delimiter.clone())?;
         let delimiter = options.delimiter.clone();
         let mut records = RecordSplitter::new(reader, delimiter, record_bytes_max);
         produce_all(options, &mut records, &mut run)
