@@ -675,3 +675,38 @@ fn files_end_their_last_record() {
         .success()
         .stdout("a\nfirst-file-last-line\nsecond-file-first-line\n");
 }
+
+/// `klog-recover ... | true`: the report is cut short, not the repair, and
+/// the exit code still says the log was repaired.
+#[test]
+fn a_closed_stdout_does_not_hide_a_repair() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let lines: String = (0..3000).map(|i| format!("{i}\n")).collect();
+    bin("klog-produce")
+        .args([
+            "--data-dir",
+            data,
+            "-t",
+            "t",
+            "-q",
+            "--segment-bytes",
+            "16KiB",
+        ])
+        .write_stdin(lines)
+        .assert()
+        .success();
+    let first = dir.path().join("t-0/00000000000000000000.log");
+    let mut bytes = std::fs::read(&first).unwrap();
+    bytes[200] ^= 0xff;
+    std::fs::write(&first, bytes).unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-recover"))
+        .args(["--full", data])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    assert_eq!(child.wait().unwrap().code(), Some(3));
+    bin("klog-dump").args(["--verify", data]).assert().code(0);
+}

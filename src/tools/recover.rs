@@ -50,16 +50,32 @@ pub fn run(options: &Options) -> anyhow::Result<bool> {
     // A data directory is repaired by one writer: not beside its broker.
     let _locks = lock_data_dirs(&options.paths, options.dry_run)?;
     let mut changed = false;
+    let mut printing = true;
     for dir in partition_dirs(&options.paths)? {
         let report = recover_one(&dir, &recover_options)
             .with_context(|| format!("cannot recover {}", dir.display()))?;
         changed |= report.changed();
-        print_report(&dir, &report, options, say)?;
+        // A closed stdout (| head) ends the report, not the repair: the
+        // exit code still says what was done.
+        if printing {
+            match print_report(&dir, &report, options, say) {
+                Err(e) if is_broken_pipe(&e) => printing = false,
+                other => other?,
+            }
+        }
     }
     if !changed && !options.full {
         say.info("clean from each recovery point on; --full also checks the segments before it");
     }
     Ok(changed)
+}
+
+/// Whether `e` is a write to a closed pipe.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// The partition directories named by `paths` (data directories expand to
