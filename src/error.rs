@@ -38,7 +38,7 @@ pub enum Error {
     },
 
     /// A partition number outside the topic.
-    #[error("partition {partition} of topic {topic:?} does not exist (it has {count} partitions)")]
+    #[error("partition {partition} of topic {topic:?} does not exist (it has {})", crate::human::count(u64::from(*.count), "partition"))]
     UnknownPartition {
         /// Topic name.
         topic: String,
@@ -149,7 +149,7 @@ pub enum Error {
     InvalidBatch(#[from] DecodeError),
 
     /// An offset outside the log.
-    #[error("offset {offset} is out of range: the log holds offsets {start}..{end}")]
+    #[error("offset {offset} is out of range: the log starts at offset {start} and ends at {end}")]
     OffsetOutOfRange {
         /// The offset asked for.
         offset: u64,

@@ -24,7 +24,7 @@ fn a_million_lines_through_the_broker_come_back_exactly() {
     assert!(broker
         .log()
         .iter()
-        .any(|l| l.contains("Created topic t with 1 partitions")));
+        .any(|l| l.contains("Created topic t with 1 partition")));
 }
 
 #[test]
@@ -256,7 +256,13 @@ fn bad_requests_get_clear_errors_and_change_nothing() {
         "{}",
         parts[0].message
     );
-    assert!(parts[0].message.contains("0..3"), "{}", parts[0].message);
+    assert!(
+        parts[0]
+            .message
+            .contains("starts at offset 0 and ends at 3"),
+        "{}",
+        parts[0].message
+    );
     let (_, _, rest) = raw.call(&fetch(3));
     let parts = protocol::decode_fetch_response(&mut Reader::new(&rest)).unwrap();
     assert_eq!(
@@ -677,7 +683,10 @@ fn client_errors_name_the_problem() {
         .args(["-b", &broker.addr, "-t", "t", "-o", "5", "-e"])
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("out of range").and(predicate::str::contains("0..1")));
+        .stderr(
+            predicate::str::contains("out of range")
+                .and(predicate::str::contains("starts at offset 0 and ends at 1")),
+        );
     // Nothing listens on the port of a stopped broker.
     let addr = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

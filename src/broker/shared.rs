@@ -263,8 +263,8 @@ impl Shared {
             None => Err((
                 ErrorCode::UnknownPartition,
                 format!(
-                    "partition {partition} of topic {topic:?} does not exist (it has {} partitions)",
-                    parts.len()
+                    "partition {partition} of topic {topic:?} does not exist (it has {})",
+                    crate::human::count(parts.len() as u64, "partition")
                 ),
             )),
         }
@@ -326,11 +326,13 @@ impl Shared {
         self.write_topics().insert(topic.to_string(), opened);
         if held.len() as u32 == count {
             self.log(format_args!(
-                "Created topic {topic} with {count} partitions"
+                "Created topic {topic} with {}",
+                crate::human::count(u64::from(count), "partition")
             ));
         } else {
             self.log(format_args!(
-                "Created topic {topic} with {count} partitions, serving {held:?}"
+                "Created topic {topic} with {}, serving {held:?}",
+                crate::human::count(u64::from(count), "partition")
             ));
         }
         self.update_registry();

@@ -88,7 +88,7 @@ pub struct Args {
     pub unbuffered: bool,
     /// Consume as a member of this consumer group: the group's members
     /// share the topic's partitions, and resume at its committed offsets.
-    #[arg(short = 'G', long = "group", value_name = "GROUP", requires = "registry", conflicts_with = "partitions", value_parser = super::topic_arg)]
+    #[arg(short = 'G', long = "group", value_name = "GROUP", requires = "registry", conflicts_with = "partitions", value_parser = super::group_arg)]
     pub group: Option<String>,
     /// The registry of consumer groups and brokers (a directory).
     #[arg(long = "registry", value_name = "DIR", env = "KLOG_REGISTRY")]

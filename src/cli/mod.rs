@@ -355,6 +355,13 @@ pub fn acks_arg(s: &str) -> Result<i8, String> {
     }
 }
 
+/// A clap value parser for a consumer group's name (the alphabet of a
+/// topic's).
+pub fn group_arg(s: &str) -> Result<String, String> {
+    crate::coord::registry::check_name("group", s).map_err(|e| e.to_string())?;
+    Ok(s.to_string())
+}
+
 /// A clap value parser for a topic name.
 pub fn topic_arg(s: &str) -> Result<String, String> {
     crate::storage::store::validate_topic(s).map_err(|e| e.to_string())?;

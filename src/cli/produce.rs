@@ -27,7 +27,7 @@ pub struct Args {
     #[arg(short = 't', long = "topic", value_parser = super::topic_arg, required_unless_present = "list")]
     pub topic: Option<String>,
     /// Fixed partition (default: hash of the key, round-robin without one).
-    #[arg(short = 'p', long = "partition")]
+    #[arg(short = 'p', long = "partition", value_name = "N", value_parser = super::count_in::<u32>(0, u64::from(u32::MAX)))]
     pub partition: Option<u32>,
     /// Split each record at the first DELIM into key and value.
     #[arg(short = 'K', value_name = "DELIM", value_parser = super::delimiter_arg, conflicts_with_all = ["key", "json"])]

@@ -58,7 +58,7 @@ pub fn resolve_in(
         OffsetSpec::Absolute(n) if (start..=end).contains(&n) => n,
         OffsetSpec::Absolute(n) => {
             return Err(Error::Config(format!(
-                "offset {n} is out of range for {name}: it holds offsets {start}..{end}"
+                "offset {n} is out of range for {name}, which starts at offset {start} and ends at {end}"
             )))
         }
         OffsetSpec::FromEnd(n) => end.saturating_sub(n).max(start),

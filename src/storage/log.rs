@@ -568,7 +568,9 @@ impl Log {
     pub fn take_expired(&mut self, now_ms: i64) -> Expired {
         let mut segments = Vec::new();
         let mut total = self.size_bytes();
-        while self.segments.len() > 1 {
+        // A stopped log keeps every file for the open that recovers it.
+        let stopped = self.failed.is_some();
+        while self.segments.len() > 1 && !stopped {
             let oldest = self.segments.values().next().expect("segment");
             let expired = self.config.retention_ms.is_some_and(|ms| {
                 oldest
@@ -585,6 +587,12 @@ impl Log {
             let base = oldest.base_offset;
             if self.sealed.front().is_some_and(|s| s.base == base) {
                 // Not durable yet: the next flush needs it.
+                break;
+            }
+            // The log's start never passes what readers may see: the next
+            // segment's records must be shown (and so it is named) first.
+            let next_base = self.segments.range(base + 1..).next().map(|(b, _)| *b);
+            if next_base.is_none_or(|b| b > self.visible_offset()) {
                 break;
             }
             let segment = self.segments.remove(&base).expect("segment");

@@ -70,6 +70,27 @@ pub fn run(options: &Options) -> anyhow::Result<bool> {
     Ok(changed)
 }
 
+/// The segments of the partition in `dir` that were rolled and not yet
+/// named (`next-<seq>.log`, see [`crate::storage::segment::temp_paths`]):
+/// neither recovery nor a reader reads them, and they are never removed
+/// here (they may hold records a writer appended).
+pub fn rolled_not_named(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| crate::storage::segment::parse_temp_log_name(n).is_some())
+                })
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
 /// Whether `e` is a write to a closed pipe.
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
@@ -250,6 +271,13 @@ fn print_report(
     };
     for r in &report.removed {
         writeln!(out, "{}: leftover file, {verb}", r.display())?;
+    }
+    for rolled in rolled_not_named(dir) {
+        writeln!(
+            out,
+            "{}: a segment rolled and not yet named: left for the partition's next writable open (its broker's start), which adopts it if it continues the log",
+            segment_name(&rolled)
+        )?;
     }
     Ok(())
 }
