@@ -41,7 +41,7 @@ _klog-consume() {
 '*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), group.id (-G), session.timeout.ms, auto.commit.interval.ms, fetch.max.bytes (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \
 '-e[Exit when every partition reaches the end offset it had at start]' \
 '--exit[Exit when every partition reaches the end offset it had at start]' \
-'-Z[Print NULL for an empty key or value (kcat'\''s -Z; klog stores no null value, so an empty one stands for it). -J always writes a missing key as null]' \
+'-Z[Print NULL for a null (absent) key, as kcat'\''s -Z; an empty key or value stays empty (klog'\''s records have no null value). -J always writes a missing key as null]' \
 '-J[One JSON envelope per line\: topic, partition, offset, ts, headers, key, payload (bytes that are not UTF-8 in base64, marked by key_encoding, payload_encoding or headers_encoding)]' \
 '--json[One JSON envelope per line\: topic, partition, offset, ts, headers, key, payload (bytes that are not UTF-8 in base64, marked by key_encoding, payload_encoding or headers_encoding)]' \
 '-u[Flush stdout after every record]' \

@@ -17,8 +17,8 @@ _klog-produce() {
     _arguments "${_arguments_options[@]}" : \
 '-t+[Topic to produce to (created on first use, with --partitions)]:TOPIC:_default' \
 '--topic=[Topic to produce to (created on first use, with --partitions)]:TOPIC:_default' \
-'-p+[Fixed partition (default\: hash of the key, round-robin without one)]:PARTITION:_default' \
-'--partition=[Fixed partition (default\: hash of the key, round-robin without one)]:PARTITION:_default' \
+'-p+[Fixed partition (default\: hash of the key, round-robin without one)]:N:_default' \
+'--partition=[Fixed partition (default\: hash of the key, round-robin without one)]:N:_default' \
 '(-k --key -J --json)-K+[Split each record at the first DELIM into key and value]:DELIM:_default' \
 '(-J --json)-k+[Fixed key for every record]:KEY:_default' \
 '(-J --json)--key=[Fixed key for every record]:KEY:_default' \

@@ -59,7 +59,7 @@ fn keys_headers_formats_and_offsets() {
         .code(1)
         .stderr(
             predicate::str::contains("offset 500 is out of range")
-                .and(predicate::str::contains("0..100")),
+                .and(predicate::str::contains("starts at offset 0 and ends at 100")),
         );
 }
 

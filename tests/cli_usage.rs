@@ -710,3 +710,32 @@ fn a_closed_stdout_does_not_hide_a_repair() {
     assert_eq!(child.wait().unwrap().code(), Some(3));
     bin("klog-dump").args(["--verify", data]).assert().code(0);
 }
+
+/// Two exported places for the records, without a flag to choose, are a
+/// usage error; a timeout of zero is refused.
+#[test]
+fn two_exported_places_and_zero_timeouts_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    bin("klog-produce")
+        .env("KLOG_BROKER", "127.0.0.1:1")
+        .env("KLOG_DATA_DIR", dir.path())
+        .args(["-t", "t"])
+        .write_stdin("x\n")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "KLOG_BROKER and KLOG_DATA_DIR are both set",
+        ));
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    for flag in ["--request-timeout", "--idle-timeout"] {
+        bin("klog-broker")
+            .args(["--data-dir", dir.path().to_str().unwrap(), flag, "0s"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("would time out at once"));
+    }
+}

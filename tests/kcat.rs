@@ -75,12 +75,12 @@ fn key_and_message_delimiters_and_null_as_kcat() {
     assert_eq!(consume(dir.path(), "t", &["-D", "\\0"]), "hello\0x\0\0");
     assert_eq!(
         consume(dir.path(), "t", &["-Z", "-K", "="]),
-        "key1=hello\nNULL=x\nk=NULL\n",
-        "-Z prints NULL for an empty key or value"
+        "key1=hello\nNULL=x\nk=\n",
+        "-Z prints NULL for a null (absent) key, as kcat; an empty value stays empty"
     );
     assert_eq!(
         consume(dir.path(), "t", &["-Z", "-f", "[%k] [%s]\\n"]),
-        "[key1] [hello]\n[NULL] [x]\n[k] [NULL]\n"
+        "[key1] [hello]\n[NULL] [x]\n[k] []\n"
     );
     // -K and -D shape the default format: with -f or -J they are a
     // mistake, said.

@@ -86,11 +86,11 @@ pub struct Args {
     /// A peer that starts a frame and does not finish it in this time is
     /// disconnected; the waits clients ask for (a fetch's wait for records,
     /// an acks=all timeout) end by this time too.
-    #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = super::duration_arg)]
+    #[arg(long = "request-timeout", value_name = "DURATION", default_value = "30s", value_parser = super::timeout_arg)]
     pub request_timeout_ms: u64,
     /// A connection idle this long between requests is closed, so that idle
     /// sockets cannot hold every slot of --max-connections.
-    #[arg(long = "idle-timeout", value_name = "DURATION", default_value = "10m", value_parser = super::duration_arg)]
+    #[arg(long = "idle-timeout", value_name = "DURATION", default_value = "10m", value_parser = super::timeout_arg)]
     pub idle_timeout_ms: u64,
     /// Join this registry: register the broker and its topics there, for
     /// consumer groups (klog-consume -G) to find.

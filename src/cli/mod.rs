@@ -290,12 +290,17 @@ pub fn choose_target(
         .collect();
     let chosen = match named.as_slice() {
         [] => {
-            let set: Vec<&str> = [("data_dir", "KLOG_DATA_DIR"), ("registry", "KLOG_REGISTRY")]
+            let vars = [
+                ("broker", "KLOG_BROKER"),
+                ("data_dir", "KLOG_DATA_DIR"),
+                ("registry", "KLOG_REGISTRY"),
+            ];
+            let set: Vec<&str> = vars
                 .iter()
                 .filter(|(id, _)| from(id) == Some(ValueSource::EnvVariable))
                 .map(|(_, var)| *var)
                 .collect();
-            if let [a, b] = set.as_slice() {
+            if let [a, b, ..] = set.as_slice() {
                 return Err(Usage(format!(
                     "{a} and {b} are both set and name different places for the records: unset one, or choose with -b, --data-dir or --registry"
                 )));
@@ -330,6 +335,15 @@ impl std::fmt::Display for Usage {
 }
 
 impl std::error::Error for Usage {}
+
+/// A clap value parser for a time that must pass (a timeout): a duration
+/// of at least 1 ms.
+pub fn timeout_arg(s: &str) -> Result<u64, String> {
+    match human::parse_duration_ms(s)? {
+        0 => Err(format!("{s:?} would time out at once: give at least 1ms")),
+        ms => Ok(ms),
+    }
+}
 
 /// A clap value parser for durations like `500ms`, in ms.
 pub fn duration_arg(s: &str) -> Result<u64, String> {

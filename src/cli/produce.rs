@@ -61,7 +61,7 @@ pub struct Args {
     /// long after it was read counts as failed (connecting included; exit
     /// 1). SIGINT or SIGTERM gives what was sent half a second more, a
     /// second signal ends at once.
-    #[arg(long = "message-timeout", value_name = "DURATION", default_value = "30s", value_parser = message_timeout_arg)]
+    #[arg(long = "message-timeout", value_name = "DURATION", default_value = "30s", value_parser = super::timeout_arg)]
     pub message_timeout_ms: u64,
     /// Embedded mode: partitions of a topic this command creates (with a
     /// broker, the broker's --partitions applies).
@@ -211,13 +211,6 @@ fn delivery_settings() -> Vec<Setting<Args>> {
 }
 
 /// A delivery deadline: a duration of at least 1ms.
-fn message_timeout_arg(s: &str) -> Result<u64, String> {
-    match super::duration_arg(s)? {
-        0 => Err("a message timeout must be longer than 0".into()),
-        ms => Ok(ms),
-    }
-}
-
 fn parse_header(s: &str) -> Result<(String, String), String> {
     let (n, v) = s
         .split_once('=')

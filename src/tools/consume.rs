@@ -54,7 +54,7 @@ enum Token {
 #[derive(Debug, Clone)]
 pub struct Format {
     tokens: Vec<Token>,
-    /// `-Z`: an empty (or absent) key or value prints as `NULL`.
+    /// `-Z`: an absent (null) key prints as `NULL`.
     null: bool,
 }
 
@@ -129,9 +129,9 @@ impl Format {
         }
     }
 
-    /// With `on` (`-Z`), an empty or absent key and an empty value print
-    /// as `NULL`, as kcat's do. (klog stores no null value: an empty one
-    /// is what a null value would be.)
+    /// With `on` (`-Z`), an absent (null) key prints as `NULL`, as kcat's
+    /// does; an empty one stays empty. (klog's record format has no null
+    /// value, so a value is never `NULL`.)
     pub fn with_null(mut self, on: bool) -> Format {
         self.null = on;
         self
@@ -148,8 +148,12 @@ impl Format {
         for token in &self.tokens {
             match token {
                 Token::Literal(l) => out.write_all(l)?,
-                Token::Value => out.write_all(self.or_null(r.value))?,
-                Token::Key => out.write_all(self.or_null(r.key.unwrap_or_default()))?,
+                Token::Value => out.write_all(r.value)?,
+                Token::Key => match r.key {
+                    Some(k) => out.write_all(k)?,
+                    None if self.null => out.write_all(NULL)?,
+                    None => {}
+                },
                 Token::KeyLen => match r.key {
                     Some(k) => write!(out, "{}", k.len())?,
                     None => out.write_all(b"-1")?,
@@ -175,15 +179,6 @@ impl Format {
             }
         }
         Ok(())
-    }
-
-    /// The bytes, or `NULL` for empty ones under `-Z`.
-    fn or_null<'b>(&self, bytes: &'b [u8]) -> &'b [u8] {
-        if self.null && bytes.is_empty() {
-            NULL
-        } else {
-            bytes
-        }
     }
 }
 
