@@ -57,10 +57,9 @@ fn keys_headers_formats_and_offsets() {
         ])
         .assert()
         .code(1)
-        .stderr(
-            predicate::str::contains("offset 500 is out of range")
-                .and(predicate::str::contains("starts at offset 0 and ends at 100")),
-        );
+        .stderr(predicate::str::contains("offset 500 is out of range").and(
+            predicate::str::contains("starts at offset 0 and ends at 100"),
+        ));
 }
 
 #[test]
