@@ -283,7 +283,7 @@ pub enum Error {
     /// timeout: others may have taken what it held, so it must let go.
     #[error("{what} expired: silent for {silent_ms} ms, longer than its session timeout of {timeout_ms} ms")]
     Expired {
-        /// The entry ("member m of group g", "the claim of t [0]").
+        /// The entry ("member m of group g", "the claim of t \[0\]").
         what: String,
         /// How long it went unrenewed, in ms.
         silent_ms: u64,
@@ -295,7 +295,7 @@ pub enum Error {
     /// commits are refused.
     #[error("{what} was taken over: its generation {generation} is not the current {current}")]
     Fenced {
-        /// The claim ("the claim of t [0] in group g").
+        /// The claim ("the claim of t \[0\] in group g").
         what: String,
         /// The claim's generation.
         generation: u64,

@@ -27,7 +27,7 @@
 //! # Durability
 //!
 //! `flush` fdatasyncs the active segment, and the segments rolled since the
-//! last flush (see [`roll`] for the order that keeps a power cut from
+//! last flush (see `log::roll` for the order that keeps a power cut from
 //! leaving a segment after a torn one); a roll itself syncs nothing. Under a
 //! flush policy (`flush_messages`, `flush_interval_ms`) readers in
 //! this process see only flushed records ([`Log::read`] stops at the flushed

@@ -58,7 +58,7 @@ pub fn parse_log_file_name(name: &str) -> Option<u64> {
 /// Paths (`.log`, `.index`, `.timeindex`) of the segment files made ahead
 /// of a roll, or by it, under temporary names: `next-<seq>.log` and so on,
 /// which are no segment's name. A segment keeps them until its bytes and
-/// those of every segment before it are durable ([`Segment::publish`]).
+/// those of every segment before it are durable (`Segment::publish`).
 /// Opening the log adopts such a segment when it continues the log (a
 /// killed writer left it; the page cache kept what came before it) and
 /// removes it otherwise (a power cut tore what came before it: none of its

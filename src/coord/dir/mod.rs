@@ -15,7 +15,7 @@
 //! ```
 //!
 //! `<inc>` is the registration's incarnation, unique to it (see
-//! [`entry`](self::entry)); `tests/golden/registry/` pins these files'
+//! `entry`); `tests/golden/registry/` pins these files'
 //! contents; a diff there is a format change and needs a version bump
 //! (for offsets and leases, the first line).
 //!
@@ -51,8 +51,8 @@
 //!
 //! Brokers' and members' entries are per incarnation, and a stale one is
 //! removed only under the lock of the very file removed
-//! ([`entry`](self::entry)); owners are claims by generation, taken
-//! without any shared lock ([`owner`](self::owner)).
+//! (`entry`); owners are claims by generation, taken
+//! without any shared lock (`owner`).
 //!
 //! # Offsets are persistent
 //!
@@ -62,7 +62,7 @@
 //! the claim generation that may write it, which each new claim renames to
 //! its own generation: a late write of an earlier owner then names a
 //! directory that is gone, so no lock is held across a commit, and a member
-//! stuck inside one stops nobody ([`offset`](self::offset)). A commit never
+//! stuck inside one stops nobody (`offset`). A commit never
 //! lowers the stored offset. A file that does not parse is an error that
 //! names it, never a silent restart from elsewhere.
 
