@@ -76,6 +76,8 @@ pub struct GroupConfig {
     pub poll_interval: Duration,
     /// Stop at the end offsets the topic had when the member joined (`-e`).
     pub exit_at_end: bool,
+    /// How the member's consumer fetches (sizes, prefetch).
+    pub fetch: ConsumerConfig,
 }
 
 /// One member of a consumer group.
@@ -594,7 +596,7 @@ impl GroupMember {
         self.consumer = Some(Consumer::start_on(
             &parts,
             &self.config.topic,
-            ConsumerConfig::default(),
+            self.config.fetch,
         )?);
         Ok(())
     }

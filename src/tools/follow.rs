@@ -381,6 +381,7 @@ fn group_config(options: &Options, group_options: &GroupOptions) -> GroupConfig 
             (group_options.session_timeout_ms / 10).clamp(20, 1000),
         ),
         exit_at_end: options.exit_at_end,
+        fetch: options.fetch,
     }
 }
 
