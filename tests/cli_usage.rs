@@ -80,26 +80,8 @@ fn a_directory_without_partitions_is_reported_not_verified() {
 fn recover_names_partitions_and_claims_nothing_it_did_not_scan() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
-    let lines: String = (0..3000).map(|i| format!("{i}\n")).collect();
-    bin("klog-produce")
-        .args([
-            "--data-dir",
-            data,
-            "-t",
-            "t",
-            "-q",
-            "--segment-bytes",
-            "16KiB",
-        ])
-        .args(["--batch", "50"])
-        .write_stdin(lines)
-        .assert()
-        .success();
     // Damage in the first segment, long before the recovery point.
-    let first = dir.path().join("t-0/00000000000000000000.log");
-    let mut bytes = std::fs::read(&first).unwrap();
-    bytes[200] ^= 0xff;
-    std::fs::write(&first, bytes).unwrap();
+    damaged_log(dir.path(), &["--batch", "50"]);
     bin("klog-dump").args(["--verify", data]).assert().code(3);
     let out = bin("klog-recover")
         .args(["--dry-run", data])
@@ -682,24 +664,7 @@ fn files_end_their_last_record() {
 fn a_closed_stdout_does_not_hide_a_repair() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
-    let lines: String = (0..3000).map(|i| format!("{i}\n")).collect();
-    bin("klog-produce")
-        .args([
-            "--data-dir",
-            data,
-            "-t",
-            "t",
-            "-q",
-            "--segment-bytes",
-            "16KiB",
-        ])
-        .write_stdin(lines)
-        .assert()
-        .success();
-    let first = dir.path().join("t-0/00000000000000000000.log");
-    let mut bytes = std::fs::read(&first).unwrap();
-    bytes[200] ^= 0xff;
-    std::fs::write(&first, bytes).unwrap();
+    damaged_log(dir.path(), &[]);
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-recover"))
         .args(["--full", data])
         .stdout(std::process::Stdio::piped())
@@ -738,4 +703,22 @@ fn two_exported_places_and_zero_timeouts_are_usage_errors() {
             .code(2)
             .stderr(predicate::str::contains("would time out at once"));
     }
+}
+
+/// Topic `t` in the data directory `data`, 3000 records in segments of
+/// 16 KiB (produced with `args` too), and a byte flipped in the first
+/// segment, long before the recovery point.
+fn damaged_log(data: &std::path::Path, args: &[&str]) {
+    let lines: String = (0..3000).map(|i| format!("{i}\n")).collect();
+    bin("klog-produce")
+        .args(["--data-dir", data.to_str().unwrap(), "-t", "t", "-q"])
+        .args(["--segment-bytes", "16KiB"])
+        .args(args)
+        .write_stdin(lines)
+        .assert()
+        .success();
+    let first = data.join("t-0/00000000000000000000.log");
+    let mut bytes = std::fs::read(&first).unwrap();
+    bytes[200] ^= 0xff;
+    std::fs::write(&first, bytes).unwrap();
 }
