@@ -499,6 +499,58 @@ fn fetch_on(stream: &mut TcpStream, id: u32, offset: u64) -> Option<(ErrorCode, 
     Some((parts[0].error, parts[0].records.len()))
 }
 
+/// Finds the first offset at or after `timestamp` in `t` [0] on `stream`
+/// (`None`: no answer; `Some(-1)`: no such record).
+fn list_offsets_on(stream: &mut TcpStream, id: u32, timestamp: i64) -> Option<i64> {
+    let mut frame = Vec::new();
+    protocol::list_offsets_request(&mut frame, id, "t", 0, timestamp);
+    stream.write_all(&frame).ok()?;
+    let body = response(stream)?;
+    let mut r = Reader::new(&body);
+    let header = protocol::decode_response_header(&mut r).unwrap();
+    assert_eq!(header.error, ErrorCode::None, "{}", header.message);
+    Some(r.i64("offset").unwrap())
+}
+
+/// A lookup by time (`-o @TIME`) reads the segment file with the
+/// partition's lock let go, as a fetch does: while it is held inside that
+/// read, an append to the partition is answered. (It used to read the file
+/// under the lock.)
+#[test]
+fn an_append_is_answered_while_a_lookup_by_time_reads_the_segment_file() {
+    let sim = SimFs::new();
+    sim.create_dir_all_durable(Path::new("/data"));
+    let gate = GateFs::new(&sim);
+    let mut broker = SimBroker::start_on(Arc::new(gate.clone()));
+    for i in 0..4 {
+        assert_eq!(
+            broker.produce(i, protocol::ACKS_ALL, &[value(u64::from(i))]),
+            Some(Ok(u64::from(i)))
+        );
+    }
+    let header_bytes = klog::storage::record::BATCH_HEADER_BYTES;
+    gate.arm(move |path, op| {
+        op == Op::Read(header_bytes) && path.extension().is_some_and(|e| e == "log")
+    });
+    let looker = {
+        let mut stream = broker.connect(Duration::from_secs(30));
+        std::thread::spawn(move || list_offsets_on(&mut stream, 100, 0))
+    };
+    let held = gate.wait_held(Instant::now() + Duration::from_secs(20));
+    let mut other = broker.connect(Duration::from_secs(5));
+    let answer = held.then(|| produce_on(&mut other, 9_999, b"meanwhile"));
+    gate.release();
+    let found = looker.join().unwrap();
+    drop(other);
+    broker.stop();
+    assert!(held, "the lookup read no batch header");
+    assert!(
+        matches!(answer, Some(Some(Ok(4)))),
+        "the append waited for the lookup's read: {answer:?}"
+    );
+    assert_eq!(found, Some(0), "the lookup found the first record");
+}
+
 /// A partition's roll makes the old segment durable (its data and its
 /// trimmed index, each an fsync) with the partition's lock let go: while
 /// the flusher is held inside the fsync of the rolled segment's index,

@@ -61,7 +61,6 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, IoContext, Result};
 use crate::limits;
-use crate::storage::batches::Batches;
 use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{self, INDEX_ENTRY_BYTES_MAX};
 use crate::storage::lock::DirLock;
@@ -75,7 +74,7 @@ mod roll;
 
 pub use flush::{Fate, PendingFlush};
 use flush::{OutsideSyncs, Undos};
-pub use read::Lookup;
+pub use read::{offset_for_timestamp_in, Lookup};
 use roll::{record_recovery_point, Sealed};
 pub use roll::{Publish, SegmentPrep};
 
@@ -493,54 +492,22 @@ impl Log {
     /// The offset of the first record whose timestamp is at or after
     /// `timestamp_ms`, or `None` when there is none.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<u64>> {
-        for segment in self.segments.values() {
-            if segment.max_timestamp < timestamp_ms {
-                continue;
-            }
-            let start = index::last_where(segment.entries(), |e| e.max_timestamp < timestamp_ms)
-                .map_or(segment.base_offset, |i| {
-                    segment.base_offset + u64::from(segment.entries()[i].relative_offset)
-                });
-            if let Some(found) = self.scan_for_timestamp(segment, start, timestamp_ms)? {
-                return Ok(Some(found));
-            }
-        }
-        Ok(None)
+        read::offset_for_timestamp_in(|| self, timestamp_ms)
     }
 
-    fn scan_for_timestamp(
-        &self,
-        segment: &Segment,
-        from: u64,
-        timestamp_ms: i64,
-    ) -> Result<Option<u64>> {
-        let mut offset = from;
-        let mut buf = Vec::new();
-        while offset < segment.next_offset {
-            let Some(slice) = self.read(offset, 1 << 20)? else {
-                return Ok(None);
-            };
-            slice.read_into(&mut buf)?;
-            // A batch the read's byte budget cut is read again from its
-            // offset (a damaged one then fails that read).
-            for step in Batches::new(&buf, limits::BATCH_BYTES_MAX) {
-                let Ok((at, batch)) = step else {
-                    break;
-                };
-                if batch.header.max_timestamp >= timestamp_ms {
-                    for r in batch.records(limits::RECORD_BYTES_MAX_LIMIT) {
-                        let r = r.map_err(|e| {
-                            recover::corrupt(&slice.path, slice.position + at, e.to_string())
-                        })?;
-                        if r.offset >= from && r.timestamp >= timestamp_ms {
-                            return Ok(Some(r.offset));
-                        }
-                    }
-                }
-                offset = batch.header.next_offset();
-            }
-        }
-        Ok(None)
+    /// Where a search for the first record at or after `timestamp_ms`
+    /// starts: where the time index points in the first segment whose
+    /// newest record is that late (`None`: no segment is).
+    pub fn timestamp_scan_start(&self, timestamp_ms: i64) -> Option<u64> {
+        let segment = self
+            .segments
+            .values()
+            .find(|s| s.max_timestamp >= timestamp_ms)?;
+        let start = index::last_where(segment.entries(), |e| e.max_timestamp < timestamp_ms)
+            .map_or(segment.base_offset, |i| {
+                segment.base_offset + u64::from(segment.entries()[i].relative_offset)
+            });
+        Some(start)
     }
 
     /// Deletes whole segments from the front whose newest record was

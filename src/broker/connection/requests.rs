@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::{error_into, produced_into, Answer, Appended, QueuedAnswer, ReaderState};
 use crate::broker::shared::{error_code, Partition, Shared};
 use crate::protocol::{self, put, ErrorCode, Request, RequestError, TopicMetadata};
-use crate::storage::log::AppendInfo;
+use crate::storage::log::{offset_for_timestamp_in, AppendInfo};
 
 /// Handles a request: the work that belongs in the reader (appends, and
 /// the quick answers). `None`: no answer at all (acks=0, or a frame whose
@@ -237,19 +237,16 @@ fn list_offsets(
         Ok(p) => p,
         Err((code, msg)) => return error_into(out, correlation_id, code, &msg),
     };
-    let found = {
-        let log = p.lock();
-        match at {
-            protocol::EARLIEST => Ok(log.start_offset() as i64),
-            protocol::LATEST => Ok(log.visible_offset() as i64),
-            ts if ts >= 0 => log.offset_for_timestamp(ts).map(|o| {
-                o.filter(|&o| o < log.visible_offset())
-                    .map_or(-1, |o| o as i64)
-            }),
-            other => {
-                let msg = format!("list_offsets at {other}");
-                return error_into(out, correlation_id, ErrorCode::InvalidRequest, &msg);
-            }
+    let found = match at {
+        protocol::EARLIEST => Ok(p.lock().start_offset() as i64),
+        protocol::LATEST => Ok(p.lock().visible_offset() as i64),
+        // The lock is held only to find each chunk: the file is read after.
+        ts if ts >= 0 => {
+            offset_for_timestamp_in(|| p.lock(), ts).map(|o| o.map_or(-1, |o| o as i64))
+        }
+        other => {
+            let msg = format!("list_offsets at {other}");
+            return error_into(out, correlation_id, ErrorCode::InvalidRequest, &msg);
         }
     };
     match found {

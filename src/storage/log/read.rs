@@ -13,7 +13,9 @@ use std::sync::Arc;
 use super::{FileSlice, Log};
 use crate::error::{Error, Result};
 use crate::limits;
+use crate::storage::batches::Batches;
 use crate::storage::fs::VFile;
+use crate::storage::recover;
 use crate::storage::segment::find_batch;
 
 /// Where a read from an offset finds its bytes: taken under the log's
@@ -116,5 +118,53 @@ impl Log {
             bytes_max,
             candidates,
         }))
+    }
+}
+
+/// The offset of the first record at or after `timestamp_ms` among those
+/// readers may see, or `None`. `log` gives the log, locked if others share
+/// it: it is held only to find where each chunk lies, and the chunk is
+/// read from its file after (a cold page cache costs no one else).
+pub fn offset_for_timestamp_in<L: std::ops::Deref<Target = Log>>(
+    log: impl Fn() -> L,
+    timestamp_ms: i64,
+) -> Result<Option<u64>> {
+    let Some(mut offset) = log().timestamp_scan_start(timestamp_ms) else {
+        return Ok(None);
+    };
+    let mut buf = Vec::new();
+    loop {
+        let lookup = match log().locate(offset, 1 << 20) {
+            Ok(Some(lookup)) => lookup,
+            // The end, or retention took the segment meanwhile.
+            Ok(None) | Err(Error::OffsetOutOfRange { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Some(slice) = lookup.find()? else {
+            return Ok(None);
+        };
+        slice.read_into(&mut buf)?;
+        let from = offset;
+        // A batch the read's byte budget cut is read again from its offset.
+        for step in Batches::new(&buf, limits::BATCH_BYTES_MAX) {
+            let Ok((at, batch)) = step else {
+                break;
+            };
+            if batch.header.max_timestamp >= timestamp_ms {
+                for r in batch.records(limits::RECORD_BYTES_MAX_LIMIT) {
+                    let r = r.map_err(|e| {
+                        recover::corrupt(&slice.path, slice.position + at, e.to_string())
+                    })?;
+                    if r.offset >= from && r.timestamp >= timestamp_ms {
+                        return Ok(Some(r.offset));
+                    }
+                }
+            }
+            offset = batch.header.next_offset();
+        }
+        if offset == from {
+            // Not one whole batch: damaged, said by the reads' checks.
+            return Ok(None);
+        }
     }
 }
