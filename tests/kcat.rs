@@ -160,6 +160,15 @@ fn dash_x_names_the_broker_and_acks() {
         .assert()
         .success()
         .stderr(predicate::str::contains("not acknowledged: --acks 0"));
+    // Nothing acknowledged: wait until both records are visible.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while consume_from(&broker.addr, "t", &[]) != "a\nb\n" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the records never became visible"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let list = format!("metadata.broker.list={}", broker.addr);
     for fetch in [
         "fetch.max.bytes=1",
