@@ -361,6 +361,67 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
+
+    /// A ZooKeeper operation failed: which one, on which znode (or
+    /// ensemble, for a connection), and why in words.
+    #[error("ZooKeeper {op} {path}: {cause}")]
+    ZooKeeper {
+        /// What was being done ("create", "get", "set", "delete",
+        /// "list children of", "connect to").
+        op: &'static str,
+        /// The znode as the caller named it (under the session's chroot),
+        /// or the ensemble's address for a connection.
+        path: String,
+        /// Why it failed; callers branch on it (a node that exists, a
+        /// stale version).
+        cause: ZkCause,
+    },
+}
+
+/// Why a ZooKeeper operation failed, in the terms callers branch on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ZkCause {
+    /// The znode (or its parent, for a create) does not exist.
+    NoNode,
+    /// A znode already exists at the path.
+    NodeExists,
+    /// The znode's version is not the one the caller expected: someone
+    /// changed it since the caller read it.
+    BadVersion,
+    /// The znode has children, so it cannot be deleted.
+    NotEmpty,
+    /// The znode is ephemeral and cannot have children.
+    EphemeralParent,
+    /// The session expired: its ephemeral znodes are gone.
+    SessionExpired,
+    /// The session was closed by its owner.
+    Closed,
+    /// No answer within the deadline.
+    Deadline {
+        /// The deadline, in milliseconds.
+        waited_ms: u64,
+    },
+    /// Anything else, as the client library words it.
+    Other(String),
+}
+
+impl fmt::Display for ZkCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ZkCause::NoNode => f.write_str("the node (or its parent) does not exist"),
+            ZkCause::NodeExists => f.write_str("the node already exists"),
+            ZkCause::BadVersion => {
+                f.write_str("the node's version is not the expected one (it changed meanwhile)")
+            }
+            ZkCause::NotEmpty => f.write_str("the node has children"),
+            ZkCause::EphemeralParent => f.write_str("an ephemeral node cannot have children"),
+            ZkCause::SessionExpired => f.write_str("the session expired"),
+            ZkCause::Closed => f.write_str("the session is closed"),
+            ZkCause::Deadline { waited_ms } => write!(f, "no answer within {waited_ms} ms"),
+            ZkCause::Other(reason) => f.write_str(reason),
+        }
+    }
 }
 
 impl Error {

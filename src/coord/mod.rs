@@ -9,7 +9,8 @@
 //! [`Registry`] is the trait every caller holds, as an `Arc<dyn
 //! Registry>`; [`dir::DirRegistry`] is its backend on a directory of one
 //! host. A second backend adds a module beside `dir` and an opener beside
-//! [`open`].
+//! [`open`]. [`zk`] is the blocking ZooKeeper session the ZooKeeper
+//! backend will be built on.
 
 pub mod dir;
 pub mod group;
@@ -18,6 +19,7 @@ pub(crate) mod mem;
 pub mod registry;
 pub mod route;
 pub mod spread;
+pub mod zk;
 
 use std::path::PathBuf;
 use std::sync::Arc;

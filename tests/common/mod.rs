@@ -6,6 +6,8 @@ use std::path::Path;
 
 use assert_cmd::Command;
 
+pub mod zk;
+
 /// A command for one of the binaries.
 pub fn bin(name: &str) -> Command {
     Command::cargo_bin(name).expect("binary built")
