@@ -518,6 +518,21 @@ fn list_offsets_on(stream: &mut TcpStream, id: u32, timestamp: i64) -> Option<i6
 /// under the lock.)
 #[test]
 fn an_append_is_answered_while_a_lookup_by_time_reads_the_segment_file() {
+    let found = append_answered_while_held_in_a_read("the lookup", |stream| {
+        list_offsets_on(stream, 100, 0)
+    });
+    assert_eq!(found, Some(0), "the lookup found the first record");
+}
+
+/// On a broker holding four records of `t` [0], runs `request` on a
+/// connection of its own while the gate holds it inside its first read of
+/// a batch header from a segment file, and checks that an append to the
+/// same partition is answered meanwhile (the read is done with the
+/// partition's lock let go). Returns what `request` got.
+fn append_answered_while_held_in_a_read<T: Send + 'static>(
+    what: &str,
+    request: impl FnOnce(&mut TcpStream) -> T + Send + 'static,
+) -> T {
     let sim = SimFs::new();
     sim.create_dir_all_durable(Path::new("/data"));
     let gate = GateFs::new(&sim);
@@ -532,23 +547,23 @@ fn an_append_is_answered_while_a_lookup_by_time_reads_the_segment_file() {
     gate.arm(move |path, op| {
         op == Op::Read(header_bytes) && path.extension().is_some_and(|e| e == "log")
     });
-    let looker = {
+    let reader = {
         let mut stream = broker.connect(Duration::from_secs(30));
-        std::thread::spawn(move || list_offsets_on(&mut stream, 100, 0))
+        std::thread::spawn(move || request(&mut stream))
     };
     let held = gate.wait_held(Instant::now() + Duration::from_secs(20));
     let mut other = broker.connect(Duration::from_secs(5));
     let answer = held.then(|| produce_on(&mut other, 9_999, b"meanwhile"));
     gate.release();
-    let found = looker.join().unwrap();
+    let got = reader.join().unwrap();
     drop(other);
     broker.stop();
-    assert!(held, "the lookup read no batch header");
+    assert!(held, "{what} read no batch header");
     assert!(
         matches!(answer, Some(Some(Ok(4)))),
-        "the append waited for the lookup's read: {answer:?}"
+        "the append waited for {what}'s read: {answer:?}"
     );
-    assert_eq!(found, Some(0), "the lookup found the first record");
+    got
 }
 
 /// A partition's roll makes the old segment durable (its data and its
@@ -603,36 +618,8 @@ fn an_append_is_answered_while_a_roll_syncs_the_old_segment() {
 /// is answered. (The lookup used to read the file under the lock.)
 #[test]
 fn an_append_is_answered_while_a_fetch_reads_the_segment_file() {
-    let sim = SimFs::new();
-    sim.create_dir_all_durable(Path::new("/data"));
-    let gate = GateFs::new(&sim);
-    let mut broker = SimBroker::start_on(Arc::new(gate.clone()));
-    for i in 0..4 {
-        assert_eq!(
-            broker.produce(i, protocol::ACKS_ALL, &[value(u64::from(i))]),
-            Some(Ok(u64::from(i)))
-        );
-    }
-    let header_bytes = klog::storage::record::BATCH_HEADER_BYTES;
-    gate.arm(move |path, op| {
-        op == Op::Read(header_bytes) && path.extension().is_some_and(|e| e == "log")
-    });
-    let fetcher = {
-        let mut stream = broker.connect(Duration::from_secs(30));
-        std::thread::spawn(move || fetch_on(&mut stream, 100, 2))
-    };
-    let held = gate.wait_held(Instant::now() + Duration::from_secs(20));
-    let mut other = broker.connect(Duration::from_secs(5));
-    let answer = held.then(|| produce_on(&mut other, 9_999, b"meanwhile"));
-    gate.release();
-    let fetched = fetcher.join().unwrap();
-    drop(other);
-    broker.stop();
-    assert!(held, "the fetch read no batch header");
-    assert!(
-        matches!(answer, Some(Some(Ok(4)))),
-        "the append waited for the fetch's read: {answer:?}"
-    );
+    let fetched =
+        append_answered_while_held_in_a_read("the fetch", |stream| fetch_on(stream, 100, 2));
     assert!(
         matches!(fetched, Some((ErrorCode::None, n)) if n > 0),
         "the fetch read its records: {fetched:?}"
