@@ -259,6 +259,15 @@ fn dash_x_mistakes_are_usage_errors() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("--registry"));
+    // A group's name is checked as -G checks it, and called a group's.
+    for group in [["-G", "../x"], ["-X", "group.id=../x"]] {
+        bin("klog-consume")
+            .args(["--registry", data, "-t", "t"])
+            .args(group)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("invalid group name \"../x\""));
+    }
 }
 
 #[test]

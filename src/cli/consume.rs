@@ -183,7 +183,7 @@ fn settings() -> Vec<Setting<Args>> {
             names: &["group.id"],
             flag: "group",
             set: |a, v| {
-                a.group = Some(super::topic_arg(v)?);
+                a.group = Some(super::group_arg(v)?);
                 Ok(())
             },
         },
