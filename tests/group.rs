@@ -14,6 +14,22 @@ use predicates::prelude::*;
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// A broker on `dir/data` registered in the registry `dir/registry`,
+/// creating topics of `partitions` partitions; the registry's path.
+fn registered_broker(dir: &std::path::Path, partitions: u32) -> (std::path::PathBuf, BrokerProc) {
+    let registry = dir.join("registry");
+    let broker = BrokerProc::start(
+        &dir.join("data"),
+        &[
+            "--registry",
+            registry.to_str().unwrap(),
+            "--partitions",
+            &partitions.to_string(),
+        ],
+    );
+    (registry, broker)
+}
+
 /// Reads `topic` to its end as a member of `group`, returning the records
 /// (numbers) it printed, sorted.
 fn read_as_group(reg: &str, group: &str, extra: &[&str]) -> Vec<u64> {
@@ -74,12 +90,8 @@ fn owns_count(n: usize) -> impl Fn(&str) -> bool {
 #[test]
 fn partitions_share_out_two_two_then_two_one_one() {
     let dir = tempfile::tempdir().unwrap();
-    let registry = dir.path().join("registry");
+    let (registry, broker) = registered_broker(dir.path(), 4);
     let reg = registry.to_str().unwrap();
-    let broker = BrokerProc::start(
-        &dir.path().join("data"),
-        &["--registry", reg, "--partitions", "4"],
-    );
     produce_to(&broker.addr, "t", &lines(100), &[]);
     let a = member(reg, "g", &[]);
     a.wait_stderr("owns", owns_count(4), WAIT);
@@ -126,12 +138,8 @@ fn partitions_share_out_two_two_then_two_one_one() {
 #[test]
 fn a_killed_members_partitions_move_and_nothing_is_lost() {
     let dir = tempfile::tempdir().unwrap();
-    let registry = dir.path().join("registry");
+    let (registry, broker) = registered_broker(dir.path(), 2);
     let reg = registry.to_str().unwrap();
-    let broker = BrokerProc::start(
-        &dir.path().join("data"),
-        &["--registry", reg, "--partitions", "2"],
-    );
     // Paced so that it is deterministic: the first member reads and
     // commits a first part, is frozen, and only then comes the rest.
     let first_part: String = (0..1000).map(|i| format!("r{i}\n")).collect();
@@ -237,12 +245,8 @@ fn a_killed_members_partitions_move_and_nothing_is_lost() {
 #[test]
 fn two_groups_each_receive_every_record() {
     let dir = tempfile::tempdir().unwrap();
-    let registry = dir.path().join("registry");
+    let (registry, broker) = registered_broker(dir.path(), 3);
     let reg = registry.to_str().unwrap();
-    let broker = BrokerProc::start(
-        &dir.path().join("data"),
-        &["--registry", reg, "--partitions", "3"],
-    );
     produce_to(&broker.addr, "t", &lines(3000), &[]);
     for group in ["one", "two"] {
         assert_eq!(
@@ -279,9 +283,8 @@ fn two_groups_each_receive_every_record() {
 #[test]
 fn damaged_registry_files_are_errors_or_ignored_never_a_panic() {
     let dir = tempfile::tempdir().unwrap();
-    let registry = dir.path().join("registry");
+    let (registry, broker) = registered_broker(dir.path(), 1);
     let reg = registry.to_str().unwrap();
-    let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg]);
     produce_to(&broker.addr, "t", &lines(10), &[]);
     // A member entry that is not JSON, and one whose process is gone.
     let members = registry.join("consumers/g");
@@ -449,12 +452,8 @@ fn sample_offsets(
 #[test]
 fn a_silent_member_is_taken_over_and_rejoins_when_it_wakes() {
     let dir = tempfile::tempdir().unwrap();
-    let registry = dir.path().join("registry");
+    let (registry, broker) = registered_broker(dir.path(), 2);
     let reg = registry.to_str().unwrap();
-    let broker = BrokerProc::start(
-        &dir.path().join("data"),
-        &["--registry", reg, "--partitions", "2"],
-    );
     produce_to(&broker.addr, "t", "first\n", &["-p", "0"]);
     produce_to(&broker.addr, "t", "first\n", &["-p", "1"]);
     let session = Duration::from_secs(2);
@@ -571,9 +570,8 @@ impl Drop for Killed {
 #[test]
 fn a_group_commits_only_what_reached_stdout() {
     let dir = tempfile::tempdir().unwrap();
-    let registry = dir.path().join("registry");
+    let (registry, broker) = registered_broker(dir.path(), 1);
     let reg = registry.to_str().unwrap();
-    let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg]);
     // 1500 lines of about 100 bytes: more than a pipe holds (64 KiB),
     // less than the member's output buffer (256 KiB).
     let input: String = (0..1500).map(|i| format!("{i:099}\n")).collect();
@@ -607,9 +605,8 @@ fn a_group_commits_only_what_reached_stdout() {
 #[test]
 fn a_committed_offset_past_the_log_end_is_reset_by_the_o_policy() {
     let dir = tempfile::tempdir().unwrap();
-    let registry = dir.path().join("registry");
+    let (registry, broker) = registered_broker(dir.path(), 1);
     let reg = registry.to_str().unwrap();
-    let broker = BrokerProc::start(&dir.path().join("data"), &["--registry", reg]);
     produce_to(&broker.addr, "t", &lines(10), &[]);
     let offsets = registry.join("offsets/g/t-0");
     for (policy, printed, to) in [("beginning", lines(10), 0), ("end", String::new(), 10)] {
@@ -638,12 +635,8 @@ fn a_committed_offset_past_the_log_end_is_reset_by_the_o_policy() {
 #[test]
 fn reset_offsets_sets_the_groups_offsets_only_while_it_has_no_live_member() {
     let dir = tempfile::tempdir().unwrap();
-    let registry = dir.path().join("registry");
+    let (registry, broker) = registered_broker(dir.path(), 2);
     let reg = registry.to_str().unwrap();
-    let broker = BrokerProc::start(
-        &dir.path().join("data"),
-        &["--registry", reg, "--partitions", "2"],
-    );
     produce_to(&broker.addr, "t", &lines(60), &["-p", "0"]);
     produce_to(&broker.addr, "t", &lines(40), &["-p", "1"]);
     assert_eq!(read_as_group(reg, "g", &[]).len(), 100);
