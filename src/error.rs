@@ -291,6 +291,28 @@ pub enum Error {
         timeout_ms: u64,
     },
 
+    /// A registry entry was lost with the session that held it (the
+    /// ZooKeeper session expired): others may hold what it held, so its
+    /// holder must let go and join again.
+    #[error("{what} was lost with its session in {registry}: others may hold it now")]
+    SessionLost {
+        /// The entry ("member m of group g", "the claim of t \[0\]").
+        what: String,
+        /// Where the registry is.
+        registry: String,
+    },
+
+    /// An entry is held by another live session of the registry.
+    #[error("{what} is held by another live session ({holder}) in {registry}")]
+    HeldElsewhere {
+        /// The entry ("broker 1", "member m of group g").
+        what: String,
+        /// The session that holds it.
+        holder: String,
+        /// Where the registry is.
+        registry: String,
+    },
+
     /// A claim of a partition was replaced by a later one: its holder's
     /// commits are refused.
     #[error("{what} was taken over: its generation {generation} is not the current {current}")]
@@ -397,6 +419,9 @@ pub enum ZkCause {
     SessionExpired,
     /// The session was closed by its owner.
     Closed,
+    /// The connection to the server was lost before the answer came: the
+    /// operation may or may not have been applied.
+    ConnectionLoss,
     /// No answer within the deadline.
     Deadline {
         /// The deadline, in milliseconds.
@@ -418,6 +443,9 @@ impl fmt::Display for ZkCause {
             ZkCause::EphemeralParent => f.write_str("an ephemeral node cannot have children"),
             ZkCause::SessionExpired => f.write_str("the session expired"),
             ZkCause::Closed => f.write_str("the session is closed"),
+            ZkCause::ConnectionLoss => {
+                f.write_str("the connection was lost before the answer (it may have been applied)")
+            }
             ZkCause::Deadline { waited_ms } => write!(f, "no answer within {waited_ms} ms"),
             ZkCause::Other(reason) => f.write_str(reason),
         }

@@ -124,7 +124,7 @@ fn partitions_share_out_two_two_then_two_one_one() {
         std::thread::sleep(Duration::from_millis(50));
     }
     // Each partition has exactly one owner in the registry.
-    let r = klog::coord::open(&registry).unwrap();
+    let r = klog::coord::open(&registry, klog::coord::SESSION_TIMEOUT).unwrap();
     let owners: Vec<String> = (0..4)
         .map(|p| r.owner("g", "t", p).expect("owned").member)
         .collect();
@@ -155,7 +155,7 @@ fn a_killed_members_partitions_move_and_nothing_is_lost() {
     let mut a = member(reg, "g", &fmt);
     a.wait_stderr("owns", owns_count(2), WAIT);
     let first = a.take_lines(1000, WAIT);
-    let r = klog::coord::open_read_only(&registry);
+    let r = klog::coord::open_read_only(&registry).unwrap();
     let deadline = Instant::now() + WAIT;
     let committed = || -> u64 {
         (0..2)
@@ -337,7 +337,7 @@ fn two_brokers_on_one_registry_share_a_topic() {
         .write_stdin(lines(10_000))
         .assert()
         .success();
-    let r = klog::coord::open(&registry).unwrap();
+    let r = klog::coord::open(&registry, klog::coord::SESSION_TIMEOUT).unwrap();
     let placement = r.placement("t").unwrap().unwrap();
     assert_eq!(placement.brokers.len(), 4);
     let brokers = r.brokers().unwrap();
@@ -434,7 +434,7 @@ fn sample_offsets(
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<Vec<[Option<u64>; 2]>> {
     std::thread::spawn(move || {
-        let r = klog::coord::open_read_only(&registry);
+        let r = klog::coord::open_read_only(&registry).unwrap();
         let mut samples = Vec::new();
         while !stop.load(Ordering::Relaxed) {
             let at = |p| r.committed("g", "t", p).unwrap();
@@ -586,7 +586,7 @@ fn a_group_commits_only_what_reached_stdout() {
         .unwrap();
     let mut child = Killed(child);
     std::thread::sleep(Duration::from_secs(3));
-    let r = klog::coord::open_read_only(&registry);
+    let r = klog::coord::open_read_only(&registry).unwrap();
     let committed = r.committed("g", "t", 0).unwrap().unwrap_or(0);
     child.0.kill().unwrap();
     child.0.wait().unwrap();
@@ -624,7 +624,7 @@ fn a_committed_offset_past_the_log_end_is_reset_by_the_o_policy() {
              resetting to {to} by -o {policy}"
         );
         assert!(stderr.contains(&said), "{stderr}");
-        let r = klog::coord::open_read_only(&registry);
+        let r = klog::coord::open_read_only(&registry).unwrap();
         assert_eq!(r.committed("g", "t", 0).unwrap(), Some(10));
     }
 }
@@ -640,7 +640,7 @@ fn reset_offsets_sets_the_groups_offsets_only_while_it_has_no_live_member() {
     produce_to(&broker.addr, "t", &lines(60), &["-p", "0"]);
     produce_to(&broker.addr, "t", &lines(40), &["-p", "1"]);
     assert_eq!(read_as_group(reg, "g", &[]).len(), 100);
-    let r = klog::coord::open_read_only(&registry);
+    let r = klog::coord::open_read_only(&registry).unwrap();
     let committed = || [0, 1].map(|p| r.committed("g", "t", p).unwrap().unwrap());
     assert_eq!(committed(), [60, 40]);
     let reset = |spec: &str, extra: &[&str]| {

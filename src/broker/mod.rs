@@ -218,7 +218,7 @@ impl Broker {
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let registry = match &config.registry {
             Some(dir) => Some(
-                crate::coord::open(dir)
+                crate::coord::open(dir, crate::coord::SESSION_TIMEOUT)
                     .with_context(|| format!("cannot open the registry {}", dir.display()))?,
             ),
             None => None,

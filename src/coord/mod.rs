@@ -8,9 +8,8 @@
 //!
 //! [`Registry`] is the trait every caller holds, as an `Arc<dyn
 //! Registry>`; [`dir::DirRegistry`] is its backend on a directory of one
-//! host. A second backend adds a module beside `dir` and an opener beside
-//! [`open`]. [`zk`] is the blocking ZooKeeper session the ZooKeeper
-//! backend will be built on.
+//! host, and [`zk::ZkRegistry`] its backend on a ZooKeeper ensemble, for
+//! many hosts. [`open`] opens either, by the form of its address.
 
 pub mod dir;
 pub mod group;
@@ -21,24 +20,46 @@ pub mod route;
 pub mod spread;
 pub mod zk;
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::Result;
 
 pub use dir::DirRegistry;
-pub use registry::{BrokerInfo, Ephemeral, Held, Lease, MemberInfo, Owner, Placement, Registry};
+pub use registry::{
+    BrokerInfo, Ephemeral, Held, Lease, MemberInfo, Owner, Placement, Registry, SessionState,
+};
 pub use route::{route, ClusterProducer};
 pub use spread::{assign, place};
+pub use zk::ZkRegistry;
 
-/// Opens (creating) the registry directory `dir`, for a caller that only
-/// needs the [`Registry`].
-pub fn open(dir: impl Into<PathBuf>) -> Result<Arc<dyn Registry>> {
-    Ok(Arc::new(DirRegistry::open(dir)?))
+/// The session timeout of a process that does not choose one (a broker,
+/// a producer): a silent one loses its entries after this long.
+pub const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The ZooKeeper address in `registry`, if it is one (`zk://...`).
+pub fn zk_address(registry: &Path) -> Option<&str> {
+    registry.to_str().filter(|r| r.starts_with("zk://"))
 }
 
-/// Opens the registry at `dir` only to look at it (see
-/// [`DirRegistry::open_read_only`]).
-pub fn open_read_only(dir: impl Into<PathBuf>) -> Arc<dyn Registry> {
-    Arc::new(DirRegistry::open_read_only(dir))
+/// Opens the registry `registry`: a ZooKeeper ensemble
+/// (`zk://HOST:PORT[,HOST:PORT...]/CHROOT`, with a session of
+/// `session_timeout`), or else a directory, created if missing.
+pub fn open(registry: impl AsRef<Path>, session_timeout: Duration) -> Result<Arc<dyn Registry>> {
+    let registry = registry.as_ref();
+    Ok(match zk_address(registry) {
+        Some(address) => Arc::new(ZkRegistry::open(address, session_timeout)?),
+        None => Arc::new(DirRegistry::open(registry)?),
+    })
+}
+
+/// Opens the registry `registry` only to look at it: creates nothing and
+/// changes nothing (see [`DirRegistry::open_read_only`]).
+pub fn open_read_only(registry: impl AsRef<Path>) -> Result<Arc<dyn Registry>> {
+    let registry = registry.as_ref();
+    Ok(match zk_address(registry) {
+        Some(address) => Arc::new(ZkRegistry::open_read_only(address, SESSION_TIMEOUT)?),
+        None => Arc::new(DirRegistry::open_read_only(registry)),
+    })
 }

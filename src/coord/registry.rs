@@ -20,15 +20,17 @@
 //!   [`Error::Expired`]: the holder must let go and join again.
 //! - Each claim of a partition has a *generation*, higher than every
 //!   earlier claim's ([`Ephemeral::generation`]); in ZooKeeper it is the
-//!   owner znode's version. At most one claim is *current* (the highest
+//!   zxid that created the owner znode (its version restarts at 0 with
+//!   every claim). At most one claim is *current* (the highest
 //!   generation) and no two live processes hold the current claim.
 //! - Offsets are *persistent*: a committed offset (the next offset the
 //!   group will read) survives every process. Only the partition's owner
 //!   commits, with its claim's handle, and the commit is *fenced*: it is
 //!   stored only if that claim is still the current one and its lease has
 //!   not run out, atomically with the check (in ZooKeeper, a `multi` that
-//!   checks the owner znode's version); otherwise it is refused with
-//!   [`Error::Fenced`] or [`Error::Expired`]. A commit never lowers the
+//!   checks the owner znode's version, sent in the claiming session);
+//!   otherwise it is refused with [`Error::Fenced`], [`Error::Expired`] or
+//!   [`Error::SessionLost`]. A commit never lowers the
 //!   stored offset, but [`Registry::reset_offset`] sets any offset while no
 //!   live member owns the partition. An offset that does not parse is an
 //!   error that names it, never a silent restart from elsewhere.
@@ -44,11 +46,22 @@
 //! - Names (topics, groups, members, broker ids) are of `[A-Za-z0-9._-]`,
 //!   so no name can reach outside the registry, whatever it is stored in.
 //!
-//! # Change notification
+//! # Change notification and sessions
 //!
-//! Members poll the registry (a listing and a few small reads) every
-//! `poll` interval: cheap, with no busy loop, and no backend needs to
-//! offer watches.
+//! Members look at the registry (a listing and a few small reads) every
+//! `poll` interval, and at once when [`Registry::changes`] moves: a count
+//! that a backend with watches (ZooKeeper) bumps whenever a watched
+//! listing changes or its connection does. The directory backend has no
+//! watches: its count never moves, and polling alone finds changes.
+//!
+//! [`Registry::session`] says whether this process's session with the
+//! registry is confirmed ([`SessionState::Alive`]), in doubt
+//! ([`SessionState::Suspended`]: disconnected, so what it holds may be
+//! taken by others at any moment) or gone ([`SessionState::Lost`]: every
+//! ephemeral entry of the session is gone). A member hands out no record
+//! while its session is in doubt, and drops everything, commits nothing
+//! and joins again once it is lost. The directory backend has no session
+//! (its leases stand for one): it is always alive.
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -144,7 +157,8 @@ pub trait Held: fmt::Debug + Send {
     /// nothing to renew.
     fn renew(&self) -> Result<()>;
 
-    /// The generation of an owner's claim; 0 for other entries.
+    /// The generation of an owner's claim, higher than every earlier
+    /// claim's; 0 for other entries.
     fn generation(&self) -> u64;
 
     /// The concrete handle, so that a backend can recognise its own.
@@ -181,6 +195,17 @@ impl Ephemeral {
     pub fn held(&self) -> &dyn Held {
         &*self.0
     }
+}
+
+/// This process's session with a registry (see the module's docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionState {
+    /// Confirmed: what the session holds is its own.
+    Alive,
+    /// In doubt (disconnected): what it holds may be taken by others.
+    Suspended,
+    /// Gone: every ephemeral entry of the session is gone.
+    Lost,
 }
 
 /// A registry: brokers, group members, partition owners, committed
@@ -265,6 +290,18 @@ pub trait Registry: fmt::Debug + Send + Sync {
     /// another placement got there first (and stays).
     fn create_placement(&self, placement: &Placement) -> Result<bool>;
 
+    /// This process's session with the registry.
+    fn session(&self) -> SessionState {
+        SessionState::Alive
+    }
+
+    /// A count that moves when a watched listing (brokers, a group's
+    /// members) or the session's connection changes; it never moves in a
+    /// backend without watches.
+    fn changes(&self) -> u64 {
+        0
+    }
+
     /// The live members of `group` whose lease has not expired, ordered by
     /// id: the group as a rebalance sees it.
     fn members(&self, group: &str) -> Result<Vec<MemberInfo>> {
@@ -332,6 +369,56 @@ pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>> {
         what: "a registry entry",
         source,
     })
+}
+
+/// The first line of a committed offset's bytes (a file, a znode).
+const OFFSET_MAGIC: &str = "klog-offset 1";
+
+/// A committed offset as every backend stores it:
+/// `klog-offset 1\n<offset>\n`.
+pub(crate) fn encode_offset(offset: u64) -> Vec<u8> {
+    format!("{OFFSET_MAGIC}\n{offset}\n").into_bytes()
+}
+
+/// Parses a committed offset's bytes (see [`encode_offset`]); `path` names
+/// where they were in the error.
+pub(crate) fn parse_offset(path: std::path::PathBuf, bytes: &[u8]) -> Result<u64> {
+    let text = String::from_utf8_lossy(bytes);
+    let mut lines = text.lines();
+    match (
+        lines.next(),
+        lines.next().map(|l| l.parse::<u64>()),
+        lines.next(),
+    ) {
+        (Some(OFFSET_MAGIC), Some(Ok(o)), None) => Ok(o),
+        _ => Err(Error::Corrupt {
+            path,
+            position: 0,
+            reason: format!("not a committed offset ({OFFSET_MAGIC:?}, then a number)"),
+        }),
+    }
+}
+
+/// Parses a placement's JSON, which must name `topic` and at least one
+/// partition; `path` names where it was in the error.
+pub(crate) fn parse_placement(
+    path: std::path::PathBuf,
+    topic: &str,
+    bytes: &[u8],
+) -> Result<Placement> {
+    let placement: Placement = serde_json::from_slice(bytes).map_err(|e| Error::Corrupt {
+        path: path.clone(),
+        position: 0,
+        reason: format!("not a placement: {e}"),
+    })?;
+    if placement.topic != topic || placement.brokers.is_empty() {
+        return Err(Error::Corrupt {
+            path,
+            position: 0,
+            reason: "names another topic, or no partition".into(),
+        });
+    }
+    Ok(placement)
 }
 
 /// Checks a name used in the registry (a topic, a group, a member, a

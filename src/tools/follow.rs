@@ -214,7 +214,7 @@ fn open_remote(options: &Options) -> anyhow::Result<Source> {
     // Each partition's broker: -b for all, or the registry's placement.
     let routes: Vec<String> = match &options.registry {
         Some(dir) => {
-            let registry = crate::coord::open(dir)
+            let registry = crate::coord::open(dir, crate::coord::SESSION_TIMEOUT)
                 .with_context(|| format!("cannot open the registry {}", dir.display()))?;
             crate::coord::route(&*registry, &options.topic, false).with_context(|| {
                 format!(
@@ -421,7 +421,8 @@ fn join_when_there(
 fn follow_group(options: &Options, group_options: &GroupOptions, say: Say) -> anyhow::Result<()> {
     let group = &group_options.group;
     let dir = &group_options.registry;
-    let registry = crate::coord::open(dir)
+    let timeout = Duration::from_millis(group_options.session_timeout_ms);
+    let registry = crate::coord::open(dir, timeout)
         .with_context(|| format!("cannot open the registry {}", dir.display()))?;
     let config = group_config(options, group_options);
     let Some(mut member) = join_when_there(registry, config, say)
@@ -497,7 +498,8 @@ pub fn reset_offsets(options: &Options, spec: OffsetSpec) -> anyhow::Result<()> 
         .as_ref()
         .context("--reset-offsets needs -G GROUP --registry DIR")?;
     let dir = &group_options.registry;
-    let registry = crate::coord::open(dir)
+    let timeout = Duration::from_millis(group_options.session_timeout_ms);
+    let registry = crate::coord::open(dir, timeout)
         .with_context(|| format!("cannot open the registry {}", dir.display()))?;
     let config = group_config(options, group_options);
     let resets =

@@ -210,10 +210,10 @@ fn from_broker(addr: &str, topic: Option<&str>) -> anyhow::Result<Listing> {
 /// A registry's cluster: its brokers, and each partition's from the
 /// placement, with the offsets its broker reports.
 fn from_registry(dir: &Path, topic: Option<&str>) -> anyhow::Result<Listing> {
-    if !dir.join("brokers").is_dir() {
+    if crate::coord::zk_address(dir).is_none() && !dir.join("brokers").is_dir() {
         anyhow::bail!("{} is not a registry (no brokers/ inside)", dir.display());
     }
-    let registry = crate::coord::open_read_only(dir);
+    let registry = crate::coord::open_read_only(dir)?;
     let brokers = registry.brokers()?;
     // Each topic's partitions, and which broker says it holds each.
     let mut held: BTreeMap<String, BTreeMap<u32, String>> = BTreeMap::new();

@@ -492,7 +492,7 @@ fn open_sink(options: &Options) -> anyhow::Result<Sink> {
         ..ProducerConfig::default()
     };
     if let Some(dir) = &options.registry {
-        let registry = crate::coord::open(dir)
+        let registry = crate::coord::open(dir, crate::coord::SESSION_TIMEOUT)
             .with_context(|| format!("cannot open the registry {}", dir.display()))?;
         let cluster = ClusterProducer::connect(&*registry, topic, remote).with_context(|| {
             format!(

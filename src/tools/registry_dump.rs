@@ -68,10 +68,10 @@ impl EndOffsets<'_> {
 /// Prints the registry in `dir`: tables on stdout, or one JSON object per
 /// line with `json`.
 pub fn show(dir: &Path, json: bool) -> anyhow::Result<()> {
-    if !dir.join("brokers").is_dir() {
+    if crate::coord::zk_address(dir).is_none() && !dir.join("brokers").is_dir() {
         anyhow::bail!("not a registry (no brokers/ inside)");
     }
-    let registry = crate::coord::open_read_only(dir);
+    let registry = crate::coord::open_read_only(dir)?;
     let snapshot = read(&*registry)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

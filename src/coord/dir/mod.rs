@@ -339,18 +339,7 @@ impl Registry for DirRegistry {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io("read", &path, e)),
         };
-        let placement: Placement = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
-            path: path.clone(),
-            position: 0,
-            reason: format!("not a placement: {e}"),
-        })?;
-        if placement.topic != topic || placement.brokers.is_empty() {
-            return Err(Error::Corrupt {
-                path,
-                position: 0,
-                reason: "names another topic, or no partition".into(),
-            });
-        }
+        let placement = crate::coord::registry::parse_placement(path, topic, &bytes)?;
         Ok(Some(placement))
     }
 

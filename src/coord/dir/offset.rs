@@ -43,8 +43,6 @@ use super::owner::generations;
 use crate::error::{Error, IoContext, Result};
 use crate::storage::fs::{RealFs, Vfs};
 
-/// Magic first line of an offset file.
-const OFFSET_MAGIC: &str = "klog-offset 1";
 /// Name of the offset file in a generation's directory.
 const OFFSET_FILE: &str = "offset";
 /// How many times a reader or a claim looks again when a claim moved the
@@ -114,20 +112,7 @@ fn moved_too_often(dir: &Path) -> Error {
 }
 
 fn parse(path: PathBuf, bytes: &[u8]) -> Result<u64> {
-    let text = String::from_utf8_lossy(bytes);
-    let mut lines = text.lines();
-    match (
-        lines.next(),
-        lines.next().map(|l| l.parse::<u64>()),
-        lines.next(),
-    ) {
-        (Some(OFFSET_MAGIC), Some(Ok(o)), None) => Ok(o),
-        _ => Err(Error::Corrupt {
-            path,
-            position: 0,
-            reason: format!("not a committed offset ({OFFSET_MAGIC:?}, then a number)"),
-        }),
-    }
+    crate::coord::registry::parse_offset(path, bytes)
 }
 
 /// Stores `offset` as the committed offset of the claim of `generation`
@@ -144,7 +129,7 @@ pub(super) fn write(
     let tmp = generation_dir.join(format!(".{OFFSET_FILE}.{}.tmp", incarnation()));
     // The slow part, fsync, before the fence is checked.
     let written = File::create_new(&tmp).and_then(|mut f| {
-        f.write_all(format!("{OFFSET_MAGIC}\n{offset}\n").as_bytes())?;
+        f.write_all(&crate::coord::registry::encode_offset(offset))?;
         f.sync_all()
     });
     match written {

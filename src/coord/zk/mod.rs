@@ -22,9 +22,16 @@
 //! its ephemerals would linger for a whole session timeout. Both waits are
 //! bounded ([`CLOSE_WAIT`]).
 
+mod entry;
+mod registry;
+
+pub use registry::ZkRegistry;
+
+use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -130,12 +137,105 @@ impl From<&zk::Stat> for ZkStat {
     }
 }
 
+/// A session's state, as klog acts on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZkState {
+    /// Connected to a server of the ensemble: the session is confirmed.
+    Connected,
+    /// Not connected: the session may still live on the ensemble, or may
+    /// have expired there without this client knowing yet.
+    Disconnected,
+    /// Expired, closed, or refused: its ephemerals are gone, and no call
+    /// on it can succeed any more.
+    Ended,
+}
+
+/// One operation of a [`ZkSession::multi`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ZkOp {
+    /// Passes only if `path`'s version is `version`.
+    Check {
+        /// The znode.
+        path: String,
+        /// Its expected version.
+        version: i32,
+    },
+    /// Creates `path` holding `data`.
+    Create {
+        /// The znode; its parent must exist.
+        path: String,
+        /// Its data.
+        data: Vec<u8>,
+        /// Persistent or ephemeral.
+        mode: ZkMode,
+    },
+    /// Replaces `path`'s data, if its version is `version` (any with `None`).
+    Set {
+        /// The znode.
+        path: String,
+        /// Its new data.
+        data: Vec<u8>,
+        /// Its expected version.
+        version: Option<i32>,
+    },
+    /// Deletes `path`, if its version is `version` (any with `None`).
+    Delete {
+        /// The znode.
+        path: String,
+        /// Its expected version.
+        version: Option<i32>,
+    },
+}
+
+impl ZkOp {
+    /// The znode the operation concerns.
+    pub fn path(&self) -> &str {
+        match self {
+            ZkOp::Check { path, .. }
+            | ZkOp::Create { path, .. }
+            | ZkOp::Set { path, .. }
+            | ZkOp::Delete { path, .. } => path,
+        }
+    }
+}
+
+/// What a session's watches have seen: a counter bumped by every watch
+/// that fires and by every change of the connection (a reconnect may have
+/// hidden changes), shared by the successive sessions of one registry;
+/// and the paths watched now, so that a path is watched once however often
+/// it is read.
+#[derive(Debug, Clone, Default)]
+pub struct ZkWatches {
+    changes: Arc<AtomicU64>,
+    armed: Arc<Mutex<HashSet<String>>>,
+}
+
+impl ZkWatches {
+    /// Watches counting into `changes`.
+    pub fn new(changes: Arc<AtomicU64>) -> ZkWatches {
+        ZkWatches {
+            changes,
+            armed: Arc::default(),
+        }
+    }
+
+    /// The count of changes seen so far.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+
+    fn bump(&self) {
+        self.changes.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
 /// One session with a ZooKeeper ensemble, under its chroot, with blocking
 /// calls. Every path is absolute within the chroot (`/brokers/ids/1`).
 pub struct ZkSession {
     address: ZkAddress,
     /// The chrooted client; `None` only while dropping.
     client: Option<zk::Client>,
+    watches: ZkWatches,
     runtime: Runtime,
 }
 
@@ -154,6 +254,25 @@ impl ZkSession {
     /// server may narrow it to its bounds), and creates the chroot if it is
     /// missing. Fails if no server answers within `deadline`.
     pub fn connect(address: &str, session_timeout: Duration, deadline: Duration) -> Result<Self> {
+        ZkSession::connect_with(
+            address,
+            session_timeout,
+            deadline,
+            ZkWatches::default(),
+            true,
+        )
+    }
+
+    /// [`ZkSession::connect`], counting changes into `watches` (every
+    /// change of the connection's state and every watch that fires), and
+    /// creating the chroot only if `create_chroot`.
+    pub fn connect_with(
+        address: &str,
+        session_timeout: Duration,
+        deadline: Duration,
+        watches: ZkWatches,
+        create_chroot: bool,
+    ) -> Result<Self> {
         let address = ZkAddress::parse(address)?;
         let runtime = Runtime::start()?;
         let hosts = address.hosts.clone();
@@ -165,16 +284,50 @@ impl ZkSession {
                 .with_connection_timeout(deadline)
                 .connect(&hosts)
                 .await?;
-            client.mkdir(&chroot, &persistent()).await?;
+            if create_chroot {
+                client.mkdir(&chroot, &persistent()).await?;
+            }
             client
                 .chroot(chroot)
                 .map_err(|_| zk::Error::BadArguments(&"invalid chroot"))
         })?;
+        // Every change of the connection counts as a change of the tree:
+        // while disconnected, watches may have missed events.
+        let mut states = client.state_watcher();
+        let counted = watches.clone();
+        runtime.handle.spawn(async move {
+            loop {
+                let state = states.changed().await;
+                counted.bump();
+                if state.is_terminated() {
+                    // The session's watches died with it.
+                    crate::sync::lock(&counted.armed).clear();
+                    break;
+                }
+            }
+        });
         Ok(ZkSession {
             address,
             client: Some(client),
+            watches,
             runtime,
         })
+    }
+
+    /// The session's state now.
+    pub fn state(&self) -> ZkState {
+        match self.client.as_ref().map(zk::Client::state) {
+            Some(zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly) => {
+                ZkState::Connected
+            }
+            Some(zk::SessionState::Disconnected) => ZkState::Disconnected,
+            _ => ZkState::Ended,
+        }
+    }
+
+    /// The watches this session counts into.
+    pub fn watches(&self) -> &ZkWatches {
+        &self.watches
     }
 
     /// The address the session was opened with.
@@ -211,11 +364,7 @@ impl ZkSession {
     ) -> Result<ZkStat> {
         let (client, owned, data) = (self.client(), path.to_string(), data.to_vec());
         self.runtime.run("create", path, deadline, async move {
-            let options = match mode {
-                ZkMode::Persistent => persistent(),
-                ZkMode::Ephemeral => zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
-            };
-            let (stat, _) = client.create(&owned, &data, &options).await?;
+            let (stat, _) = client.create(&owned, &data, &options_of(mode)).await?;
             Ok(ZkStat::from(&stat))
         })
     }
@@ -270,6 +419,116 @@ impl ZkSession {
     }
 }
 
+impl ZkSession {
+    /// Stops the session's thread for `pause`, as a stopped process is
+    /// stopped (SIGSTOP), for tests of what follows: no ping reaches the
+    /// ensemble meanwhile, so a pause longer than the session timeout
+    /// expires the session, which the client learns once it runs again.
+    /// Returns at once.
+    pub fn stall(&self, pause: Duration) {
+        self.runtime
+            .handle
+            .spawn(async move { std::thread::sleep(pause) });
+    }
+
+    /// The names of the children of `path`, sorted, and a watch on them
+    /// armed by the same read (unless one is armed already): when a child
+    /// comes or goes, the session's change count moves. A missing `path`
+    /// is [`ZkCause::NoNode`], and its creation is watched.
+    pub fn children_watched(&self, path: &str, deadline: Duration) -> Result<Vec<String>> {
+        let armed = !crate::sync::lock(&self.watches.armed).insert(path.to_string());
+        if armed {
+            return self.children(path, deadline);
+        }
+        let (client, owned, watches) = (self.client(), path.to_string(), self.watches.clone());
+        let listed = self
+            .runtime
+            .run("list children of", path, deadline, async move {
+                // A missing znode is watched for its creation instead.
+                let (names, watcher) = match client.get_and_watch_children(&owned).await {
+                    Ok((names, _, watcher)) => (names, watcher),
+                    Err(zk::Error::NoNode) => match client.check_and_watch_stat(&owned).await? {
+                        (None, watcher) => (Vec::new(), watcher),
+                        (Some(_), watcher) => {
+                            // Created meanwhile: its creation is the change.
+                            drop(watcher);
+                            watches.bump();
+                            crate::sync::lock(&watches.armed).remove(&owned);
+                            return Err(zk::Error::NoNode);
+                        }
+                    },
+                    Err(e) => return Err(e),
+                };
+                tokio::spawn(async move {
+                    let _ = watcher.changed().await;
+                    crate::sync::lock(&watches.armed).remove(&owned);
+                    watches.bump();
+                });
+                Ok(names)
+            });
+        match listed {
+            Ok(mut names) => {
+                names.sort();
+                Ok(names)
+            }
+            Err(e) => {
+                crate::sync::lock(&self.watches.armed).remove(path);
+                Err(e)
+            }
+        }
+    }
+
+    /// The stat of `path`, `None` if it does not exist.
+    pub fn exists(&self, path: &str, deadline: Duration) -> Result<Option<ZkStat>> {
+        let (client, owned) = (self.client(), path.to_string());
+        self.runtime.run("stat", path, deadline, async move {
+            let stat = client.check_stat(&owned).await?;
+            Ok(stat.as_ref().map(ZkStat::from))
+        })
+    }
+
+    /// Applies `ops` atomically: all of them, or none. A failure names
+    /// the path of the operation that failed, with its cause.
+    pub fn multi(&self, ops: &[ZkOp], deadline: Duration) -> Result<()> {
+        let (client, owned) = (self.client(), ops.to_vec());
+        let failed_at = Arc::new(Mutex::new(None::<usize>));
+        let at = Arc::clone(&failed_at);
+        let result = self.runtime.run("multi", "", deadline, async move {
+            let mut writer = client.new_multi_writer();
+            for op in &owned {
+                match op {
+                    ZkOp::Check { path, version } => writer.add_check_version(path, *version)?,
+                    ZkOp::Create { path, data, mode } => {
+                        writer.add_create(path, data, &options_of(*mode))?;
+                    }
+                    ZkOp::Set {
+                        path,
+                        data,
+                        version,
+                    } => writer.add_set_data(path, data, *version)?,
+                    ZkOp::Delete { path, version } => writer.add_delete(path, *version)?,
+                }
+            }
+            match writer.commit().await {
+                Ok(_) => Ok(()),
+                Err(zk::MultiWriteError::OperationFailed { index, source }) => {
+                    *crate::sync::lock(&at) = Some(index);
+                    Err(source)
+                }
+                Err(zk::MultiWriteError::RequestFailed { source }) => Err(source),
+            }
+        });
+        result.map_err(|e| match (e, *crate::sync::lock(&failed_at)) {
+            (Error::ZooKeeper { op, cause, .. }, Some(i)) if i < ops.len() => Error::ZooKeeper {
+                op,
+                path: ops[i].path().to_string(),
+                cause,
+            },
+            (e, _) => e,
+        })
+    }
+}
+
 impl Drop for ZkSession {
     fn drop(&mut self) {
         let Some(client) = self.client.take() else {
@@ -296,6 +555,14 @@ impl Drop for ZkSession {
 /// ACLs; the ensemble's network is its boundary).
 fn persistent() -> zk::CreateOptions<'static> {
     zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())
+}
+
+/// Options of a znode of `mode`, open to everyone.
+fn options_of(mode: ZkMode) -> zk::CreateOptions<'static> {
+    match mode {
+        ZkMode::Persistent => persistent(),
+        ZkMode::Ephemeral => zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
+    }
 }
 
 /// The background thread and its current-thread runtime.
@@ -392,6 +659,7 @@ fn cause_of(error: zk::Error) -> ZkCause {
         zk::Error::NoChildrenForEphemerals => ZkCause::EphemeralParent,
         zk::Error::SessionExpired => ZkCause::SessionExpired,
         zk::Error::ClientClosed => ZkCause::Closed,
+        zk::Error::ConnectionLoss => ZkCause::ConnectionLoss,
         other => ZkCause::Other(other.to_string()),
     }
 }

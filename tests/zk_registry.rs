@@ -1,0 +1,259 @@
+//! The registry's ZooKeeper backend (`klog::coord::ZkRegistry`) against a
+//! real ZooKeeper server: the promises of `klog::coord::registry` as the
+//! directory backend keeps them, and what sessions add (an expired
+//! session loses its entries and its commits, a broker registers again).
+//! Skipped with a printed line when ZooKeeper is not installed.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::zk::ZkServer;
+use klog::coord::{BrokerInfo, MemberInfo, Placement, Registry, SessionState, ZkRegistry};
+use klog::error::Error;
+
+/// The session timeout of the tests' registries.
+const SESSION: Duration = Duration::from_secs(2);
+
+fn open(server: &ZkServer, chroot: &str) -> ZkRegistry {
+    ZkRegistry::open(&server.address(chroot), SESSION).expect("open the registry")
+}
+
+fn broker(id: &str, port: u16) -> BrokerInfo {
+    BrokerInfo {
+        id: id.into(),
+        host: "127.0.0.1".into(),
+        port,
+        pid: std::process::id(),
+        topics: BTreeMap::new(),
+    }
+}
+
+fn member(id: &str) -> MemberInfo {
+    MemberInfo {
+        member: id.into(),
+        pid: std::process::id(),
+        topics: vec!["t".into()],
+    }
+}
+
+/// Waits up to 15 s for `done`, failing with `what`.
+fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < Duration::from_secs(15), "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_live_broker_id_is_refused_clearly_and_freed_with_its_handle() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let (one, two) = (
+        open(&server, "/brokers-test"),
+        open(&server, "/brokers-test"),
+    );
+    let held = one.register_broker(&broker("b1", 9001)).unwrap();
+    let refused = two.register_broker(&broker("b1", 9002)).unwrap_err();
+    assert!(
+        matches!(refused, Error::HeldElsewhere { .. }),
+        "{refused:?}"
+    );
+    let message = refused.to_string();
+    assert!(
+        message.starts_with("broker b1 is held by another live session (ZooKeeper session 0x")
+            && message.ends_with(&format!("in {}", server.address("/brokers-test"))),
+        "{message}"
+    );
+    // The refusal erased nothing.
+    assert_eq!(two.brokers().unwrap(), [broker("b1", 9001)]);
+    let mut info = broker("b1", 9001);
+    info.topics.insert("t".into(), vec![0, 2]);
+    held.update(&info).unwrap();
+    assert_eq!(two.brokers().unwrap(), [info]);
+    drop(held);
+    assert_eq!(two.brokers().unwrap(), []);
+    let _now = two.register_broker(&broker("b1", 9002)).unwrap();
+    assert_eq!(one.brokers().unwrap(), [broker("b1", 9002)]);
+}
+
+#[test]
+fn ownership_is_exclusive_and_each_claim_has_a_higher_generation() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let (one, two) = (open(&server, "/owners-test"), open(&server, "/owners-test"));
+    let a = one.claim("g", "t", 0, "a", SESSION).unwrap().unwrap();
+    assert!(two.claim("g", "t", 0, "b", SESSION).unwrap().is_none());
+    // Nor can the same process claim it twice.
+    assert!(one.claim("g", "t", 0, "a", SESSION).unwrap().is_none());
+    let owner = two.owner("g", "t", 0).unwrap();
+    assert_eq!(
+        (owner.member.as_str(), owner.generation),
+        ("a", a.generation())
+    );
+    assert!(!owner.lease.expired());
+    let first = a.generation();
+    drop(a);
+    assert_eq!(two.owner("g", "t", 0), None);
+    let b = two.claim("g", "t", 0, "b", SESSION).unwrap().unwrap();
+    assert!(b.generation() > first, "{} <= {first}", b.generation());
+    two.commit("g", "t", 0, 7, &b).unwrap();
+    assert_eq!(one.committed("g", "t", 0).unwrap(), Some(7));
+    // A commit never lowers the offset.
+    two.commit("g", "t", 0, 3, &b).unwrap();
+    assert_eq!(one.committed("g", "t", 0).unwrap(), Some(7));
+    assert_eq!(one.groups().unwrap(), ["g"]);
+    let offsets: Vec<(String, u32, u64)> = one
+        .offsets("g")
+        .unwrap()
+        .into_iter()
+        .map(|(t, p, o)| (t, p, o.unwrap()))
+        .collect();
+    assert_eq!(offsets, [("t".to_string(), 0, 7)]);
+}
+
+#[test]
+fn an_expired_session_loses_its_claims_and_its_commits_are_refused() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let (one, two) = (open(&server, "/fence-test"), open(&server, "/fence-test"));
+    let joined = one.join("g", &member("a"), SESSION).unwrap();
+    let a = one.claim("g", "t", 0, "a", SESSION).unwrap().unwrap();
+    one.commit("g", "t", 0, 5, &a).unwrap();
+    assert_eq!(one.session(), SessionState::Alive);
+
+    one.stall_session(SESSION + Duration::from_secs(2));
+    eventually("the other session sees the claim gone", || {
+        two.owner("g", "t", 0).is_none()
+    });
+    let b = two.claim("g", "t", 0, "b", SESSION).unwrap().unwrap();
+    assert!(b.generation() > a.generation());
+    two.commit("g", "t", 0, 9, &b).unwrap();
+
+    // The old holder learns it at its next renewal or commit.
+    eventually("the expired session's handles say so", || {
+        matches!(a.renew(), Err(Error::SessionLost { .. }))
+    });
+    let late = one.commit("g", "t", 0, 20, &a).unwrap_err();
+    assert!(matches!(late, Error::SessionLost { .. }), "{late:?}");
+    assert!(matches!(joined.renew(), Err(Error::SessionLost { .. })));
+    assert_eq!(two.committed("g", "t", 0).unwrap(), Some(9));
+    // Joining again opens a new session.
+    drop(joined);
+    let again = one.join("g", &member("a"), SESSION).unwrap();
+    again.renew().unwrap();
+    assert_eq!(one.session(), SessionState::Alive);
+    let members: Vec<String> = two
+        .members("g")
+        .unwrap()
+        .into_iter()
+        .map(|m| m.member)
+        .collect();
+    assert_eq!(members, ["a"]);
+}
+
+#[test]
+fn a_broker_whose_session_expired_registers_again() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let (one, two) = (open(&server, "/rereg-test"), open(&server, "/rereg-test"));
+    let _held = one.register_broker(&broker("b1", 9001)).unwrap();
+    one.stall_session(SESSION + Duration::from_secs(2));
+    eventually("the broker is gone with its session", || {
+        two.brokers().unwrap().is_empty()
+    });
+    eventually("the broker registers again in a new session", || {
+        two.brokers().unwrap() == [broker("b1", 9001)]
+    });
+}
+
+#[test]
+fn an_offset_is_reset_only_while_no_member_owns_the_partition() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let reg = open(&server, "/reset-test");
+    let a = reg.claim("g", "t", 1, "a", SESSION).unwrap().unwrap();
+    reg.commit("g", "t", 1, 50, &a).unwrap();
+    let refused = reg.reset_offset("g", "t", 1, 0).unwrap_err();
+    assert!(matches!(refused, Error::GroupActive { .. }), "{refused:?}");
+    assert!(refused.to_string().contains("member a"), "{refused}");
+    drop(a);
+    reg.reset_offset("g", "t", 1, 10).unwrap();
+    assert_eq!(reg.committed("g", "t", 1).unwrap(), Some(10));
+    // A reset of a partition never committed creates its offset, and
+    // leaves no owner behind.
+    reg.reset_offset("g", "t", 2, 4).unwrap();
+    assert_eq!(reg.committed("g", "t", 2).unwrap(), Some(4));
+    assert_eq!(reg.owner("g", "t", 2), None);
+    reg.claim("g", "t", 2, "b", SESSION).unwrap().unwrap();
+}
+
+#[test]
+fn the_first_placement_wins_and_listings_move_the_change_count() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let (one, two) = (open(&server, "/place-test"), open(&server, "/place-test"));
+    let ids = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    let first = one.place_topic("t", 3, &ids(&["b2", "b1"])).unwrap();
+    assert_eq!(first.brokers, ids(&["b1", "b2", "b1"]));
+    assert_eq!(two.place_topic("t", 1, &ids(&["b9"])).unwrap(), first);
+    let rival = Placement {
+        topic: "t".into(),
+        brokers: ids(&["b9"]),
+    };
+    assert!(!two.create_placement(&rival).unwrap());
+    assert_eq!(one.placement("t").unwrap(), Some(first));
+
+    // A listing arms a watch: another member joining moves the count.
+    assert!(two.members("g").unwrap().is_empty());
+    let before = two.changes();
+    let _a = one.join("g", &member("a"), SESSION).unwrap();
+    eventually("the watch on the group's members fires", || {
+        two.changes() > before
+    });
+}
+
+#[test]
+fn a_read_only_registry_creates_nothing_and_refuses_changes() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let look = ZkRegistry::open_read_only(&server.address("/ro-test/none"), SESSION).unwrap();
+    assert!(look.brokers().unwrap().is_empty());
+    assert!(look.groups().unwrap().is_empty());
+    let refused = look.register_broker(&broker("b1", 1)).unwrap_err();
+    assert!(refused.to_string().contains("read-only"), "{refused}");
+    let above =
+        klog::coord::zk::ZkSession::connect(&server.address("/ro-test"), SESSION, SESSION).unwrap();
+    assert!(
+        above.children("/", SESSION).unwrap().is_empty(),
+        "nothing was created under /ro-test"
+    );
+}
+
+#[test]
+fn a_claim_whose_owner_znode_is_gone_cannot_commit() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let reg = open(&server, "/gone-test");
+    let a = reg.claim("g", "t", 0, "a", SESSION).unwrap().unwrap();
+    reg.commit("g", "t", 0, 5, &a).unwrap();
+    // Someone (an operator's zkCli) removes the owner znode behind the
+    // member's back: its session lives, but the claim is not its any more.
+    let admin =
+        klog::coord::zk::ZkSession::connect(&server.address("/gone-test"), SESSION, SESSION)
+            .unwrap();
+    admin.delete("/consumers/g/owners/t/0", 0, SESSION).unwrap();
+    let refused = reg.commit("g", "t", 0, 9, &a).unwrap_err();
+    assert!(matches!(refused, Error::Fenced { .. }), "{refused:?}");
+    assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(5));
+}
