@@ -212,9 +212,11 @@ fn assert_gone(pid: u32, what: &str) {
 
 #[test]
 fn a_session_keeps_its_id_and_its_ephemeral_when_the_leader_is_killed() {
+    let starting = Instant::now();
     let Some(mut ensemble) = ZkEnsemble::start(3) else {
         return;
     };
+    println!("the ensemble formed in {:?}", starting.elapsed());
     let old = ensemble.leader().expect("one leader once formed");
     for i in (0..3).filter(|&i| i != old) {
         assert_eq!(ensemble.mode(i).as_deref(), Some("follower"), "server {i}");
