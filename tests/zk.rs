@@ -1,12 +1,17 @@
 //! The blocking ZooKeeper session (`klog::coord::zk::ZkSession`) against a
-//! real ZooKeeper server (Debian's `zookeeper` package; skipped with a
-//! printed line when it is not installed, failed with `KLOG_REQUIRE_ZK=1`).
+//! real ZooKeeper server or a 3-server ensemble (Debian's `zookeeper`
+//! package; skipped with a printed line when it is not installed, failed
+//! with `KLOG_REQUIRE_ZK=1`), and the test harness's own promises: a failed
+//! leader is replaced, a paused server stops answering, and whatever a test
+//! starts is killed, paused or not.
 
 mod common;
 
+use std::net::TcpStream;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::zk::ZkServer;
+use common::zk::{ZkEnsemble, ZkServer};
 use klog::coord::zk::{ZkMode, ZkSession};
 use klog::error::{Error, ZkCause};
 
@@ -150,5 +155,179 @@ fn no_server_is_a_clear_error_within_the_deadline() {
             "ZooKeeper connect to zk://127.0.0.1:{port}/klog: "
         )),
         "{message}"
+    );
+}
+
+/// Calls `call` until it succeeds, for at most `bound`; panics with the
+/// last failure after that.
+fn retry<T>(bound: Duration, mut call: impl FnMut() -> klog::error::Result<T>) -> T {
+    let started = Instant::now();
+    loop {
+        match call() {
+            Ok(value) => return value,
+            Err(error) if started.elapsed() < bound => {
+                println!("retrying after {:?}: {error}", started.elapsed());
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(error) => panic!("still failing after {bound:?}: {error}"),
+        }
+    }
+}
+
+/// Waits until `path` is gone for `zk`, at most `bound`.
+fn wait_no_node(zk: &ZkSession, path: &str, bound: Duration, why: &str) {
+    let started = Instant::now();
+    loop {
+        match zk.get(path, DEADLINE) {
+            Err(Error::ZooKeeper {
+                cause: ZkCause::NoNode,
+                ..
+            }) => return,
+            Ok((_, stat)) => assert!(
+                started.elapsed() < bound,
+                "{path} (owner {:#x}) is still there {bound:?} after {why}",
+                stat.ephemeral_owner
+            ),
+            Err(other) => panic!("{other}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Asserts that process `pid` is gone: killed and reaped (a zombie still
+/// has its `/proc` entry). If it is not, kills it so as to leave nothing
+/// behind, then fails.
+fn assert_gone(pid: u32, what: &str) {
+    let proc = format!("/proc/{pid}");
+    if Path::new(&proc).exists() {
+        let stat = std::fs::read_to_string(format!("{proc}/stat")).unwrap_or_default();
+        let status: Vec<&str> = stat.split_whitespace().take(3).collect();
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        panic!("{what}: process {pid} is still there: {status:?}");
+    }
+}
+
+#[test]
+fn a_session_keeps_its_id_and_its_ephemeral_when_the_leader_is_killed() {
+    let starting = Instant::now();
+    let Some(mut ensemble) = ZkEnsemble::start(3) else {
+        return;
+    };
+    println!("the ensemble formed in {:?}", starting.elapsed());
+    let old = ensemble.leader().expect("one leader once formed");
+    for i in (0..3).filter(|&i| i != old) {
+        assert_eq!(ensemble.mode(i).as_deref(), Some("follower"), "server {i}");
+    }
+    let address = ensemble.address("/klog-test-failover");
+    assert_eq!(address.matches("127.0.0.1:").count(), 3, "{address}");
+    let owner = ZkSession::connect(&address, SESSION, DEADLINE).expect("connect");
+    let id = owner.session_id();
+    owner
+        .create("/e", b"alive", ZkMode::Ephemeral, DEADLINE)
+        .unwrap();
+
+    ensemble.kill(old);
+    let killed = Instant::now();
+    let new = ensemble.wait_for_leader(Duration::from_secs(10));
+    assert_ne!(new, old);
+    println!("a new leader (server {new}) after {:?}", killed.elapsed());
+    // The session moves to a live server and keeps its id and ephemeral.
+    let (data, stat) = retry(Duration::from_secs(10), || {
+        owner.get("/e", Duration::from_secs(2))
+    });
+    println!(
+        "the session answered again {:?} after the kill",
+        killed.elapsed()
+    );
+    assert_eq!(data, b"alive");
+    assert_eq!((owner.session_id(), stat.ephemeral_owner), (id, id));
+    let other = ZkSession::connect(&address, SESSION, DEADLINE).expect("connect");
+    assert_ne!(other.session_id(), id);
+    assert_eq!(other.get("/e", DEADLINE).unwrap().1.ephemeral_owner, id);
+
+    // The killed server comes back on the same port and data, as a
+    // follower that has the ephemeral.
+    ensemble.restart(old);
+    assert_eq!(ensemble.mode(old).as_deref(), Some("follower"));
+    let only = format!("zk://127.0.0.1:{}/klog-test-failover", ensemble.port(old));
+    let back = ZkSession::connect(&only, SESSION, DEADLINE).expect("connect");
+    assert_eq!(back.get("/e", DEADLINE).unwrap().1.ephemeral_owner, id);
+}
+
+#[test]
+fn a_paused_leader_is_replaced_and_follows_when_resumed_and_drop_kills_a_paused_member() {
+    let Some(mut ensemble) = ZkEnsemble::start(3) else {
+        return;
+    };
+    let old = ensemble.leader().expect("one leader once formed");
+    ensemble.pause(old);
+    // It accepts connections (the kernel does) but answers nothing.
+    assert_eq!(ensemble.srvr(old), "");
+    let paused = Instant::now();
+    let new = ensemble.wait_for_leader(Duration::from_secs(10));
+    assert_ne!(new, old);
+    println!(
+        "a new leader (server {new}) {:?} after the pause",
+        paused.elapsed()
+    );
+    ensemble.resume(old);
+    assert_eq!(ensemble.wait_for_leader(Duration::from_secs(10)), new);
+    assert_eq!(ensemble.mode(old).as_deref(), Some("follower"));
+
+    ensemble.pause(new);
+    let pids: Vec<u32> = (0..3).map(|i| ensemble.pid(i).expect("running")).collect();
+    let dir = ensemble.dir().to_path_buf();
+    drop(ensemble);
+    for pid in pids {
+        assert_gone(pid, "after the ensemble was dropped with a paused member");
+    }
+    assert!(!dir.exists(), "{} is left", dir.display());
+}
+
+#[test]
+fn a_server_paused_past_the_session_timeout_expires_the_session() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let timeout = Duration::from_secs(1);
+    let owner = ZkSession::connect(&server.address("/klog-test-pause"), timeout, DEADLINE)
+        .expect("connect");
+    assert_eq!(owner.session_timeout(), timeout);
+    owner
+        .create("/e", b"", ZkMode::Ephemeral, DEADLINE)
+        .unwrap();
+    server.pause();
+    std::thread::sleep(3 * timeout);
+    server.resume();
+    let resumed = Instant::now();
+    // The client gave up on the silent server: its session is expired.
+    assert_eq!(
+        cause(owner.get("/e", Duration::from_secs(5))),
+        ZkCause::SessionExpired
+    );
+    // And the server expired it: its ephemeral is gone.
+    let observer = session(&server, "/klog-test-pause");
+    wait_no_node(&observer, "/e", Duration::from_secs(5), "the resume");
+    println!(
+        "the ephemeral was gone {:?} after the resume",
+        resumed.elapsed()
+    );
+}
+
+#[test]
+fn dropping_a_paused_server_kills_and_reaps_it() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let (pid, port) = (server.pid(), server.port);
+    server.pause();
+    drop(server);
+    assert_gone(pid, "after the paused server was dropped");
+    assert!(
+        TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "port {port} still accepts connections"
     );
 }
