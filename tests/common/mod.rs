@@ -6,6 +6,7 @@ use std::path::Path;
 
 use assert_cmd::Command;
 
+pub mod netns;
 pub mod zk;
 
 /// A command for one of the binaries.
@@ -62,9 +63,16 @@ impl Proc {
     /// Starts `name` with `args` and this stdin (`Stdio::piped()`: the
     /// test writes it through `child.stdin`).
     pub fn spawn_with_stdin(name: &str, args: &[&str], stdin: std::process::Stdio) -> Proc {
+        let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin(name));
+        command.args(args);
+        Proc::spawn_command(command, stdin)
+    }
+
+    /// Starts `command` (e.g. a binary inside a network namespace, see
+    /// `netns::Host::command`) with this stdin, as [`Proc::spawn`] does.
+    pub fn spawn_command(mut command: std::process::Command, stdin: std::process::Stdio) -> Proc {
         use std::io::BufRead;
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin(name))
-            .args(args)
+        let mut child = command
             .stdin(stdin)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -176,6 +184,17 @@ impl BrokerProc {
     /// Starts a broker on `data` with extra `args`, and waits for its
     /// `% Listening on ADDR` line.
     pub fn start(data: &Path, args: &[&str]) -> BrokerProc {
+        let command = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-broker"));
+        BrokerProc::start_command(command, data, args)
+    }
+
+    /// Starts `command`, a `klog-broker` (e.g. inside a network namespace,
+    /// see `netns::Host::command`), as [`BrokerProc::start`] does.
+    pub fn start_command(
+        mut command: std::process::Command,
+        data: &Path,
+        args: &[&str],
+    ) -> BrokerProc {
         use std::io::BufRead;
         // Port 0 unless the test names an address.
         let listen: &[&str] = if args.contains(&"--listen") {
@@ -183,7 +202,7 @@ impl BrokerProc {
         } else {
             &["--listen", "127.0.0.1:0"]
         };
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-broker"))
+        let mut child = command
             .args(["--data-dir", data.to_str().unwrap()])
             .args(listen)
             .args(args)
