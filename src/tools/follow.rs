@@ -417,17 +417,30 @@ fn join_when_there(
     }
 }
 
-/// Consumes as a member of a consumer group (`-G`).
-fn follow_group(options: &Options, group_options: &GroupOptions, say: Say) -> anyhow::Result<()> {
-    let group = &group_options.group;
+/// Opens the group's registry and joins the group, once the topic is
+/// there (`None`: stopped before).
+fn join_group(
+    options: &Options,
+    group_options: &GroupOptions,
+    say: Say,
+) -> anyhow::Result<Option<GroupMember>> {
     let dir = &group_options.registry;
     let timeout = Duration::from_millis(group_options.session_timeout_ms);
     let registry = crate::coord::open(dir, timeout)
         .with_context(|| format!("cannot open the registry {}", dir.display()))?;
     let config = group_config(options, group_options);
-    let Some(mut member) = join_when_there(registry, config, say)
-        .with_context(|| format!("cannot join group {group:?} for topic {:?}", options.topic))?
-    else {
+    join_when_there(registry, config, say).with_context(|| {
+        format!(
+            "cannot join group {:?} for topic {:?}",
+            group_options.group, options.topic
+        )
+    })
+}
+
+/// Consumes as a member of a consumer group (`-G`).
+fn follow_group(options: &Options, group_options: &GroupOptions, say: Say) -> anyhow::Result<()> {
+    let group = &group_options.group;
+    let Some(mut member) = join_group(options, group_options, say)? else {
         return Ok(());
     };
     let tell = |member: &mut GroupMember| {
@@ -453,8 +466,8 @@ fn follow_group(options: &Options, group_options: &GroupOptions, say: Say) -> an
         if !member.heartbeat()? {
             printer.out.flush().context("cannot write to stdout")?;
             say.info(format_args!(
-                "Group {group}: member {} was silent longer than its session timeout \
-                 ({} ms): dropped its partitions without committing, rejoining",
+                "Group {group}: member {} lost its session (silent longer than its session \
+                 timeout of {} ms): dropped its partitions without committing, rejoining",
                 member.member(),
                 group_options.session_timeout_ms
             ));
@@ -477,6 +490,9 @@ fn follow_group(options: &Options, group_options: &GroupOptions, say: Say) -> an
             turn += 1;
             Ok(printer.print(p, r)? && turn < 1024)
         })?;
+        for notice in member.take_notices() {
+            say.info(notice);
+        }
         if n == 0 {
             printer.out.flush().context("cannot write to stdout")?;
             if stdout_closed() {

@@ -46,8 +46,9 @@ use std::time::{Duration, Instant};
 
 use crate::client::offset::{resolve_in, OffsetSpec};
 use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
+use crate::coord::SessionState;
 use crate::coord::{assign, Ephemeral, MemberInfo, Registry};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ZkCause};
 use crate::random::XorShift;
 use crate::storage::record::Record;
 
@@ -99,6 +100,10 @@ pub struct GroupMember {
     last_check: Instant,
     last_commit: Instant,
     last_heartbeat: Instant,
+    /// The registry's change count at the last look.
+    seen_changes: u64,
+    /// The registry session was in doubt at the last look.
+    was_suspended: bool,
     /// The session was lost (a lease expired, a commit was fenced): the
     /// member must drop its partitions without committing, and rejoin.
     lost: bool,
@@ -156,11 +161,15 @@ impl Share {
     /// when one of them was lost (expired, or taken over), so that the
     /// member must let everything go and rejoin.
     fn heartbeat(&self) -> Result<bool> {
+        if self.entry.is_none() {
+            return Ok(false);
+        }
         let entries = self.entry.iter().chain(self.owned.iter().map(|(_, o)| o));
         for entry in entries {
             match entry.renew() {
                 Ok(()) => {}
                 Err(e) if lost(&e) => return Ok(false),
+                Err(e) if transient(&e) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -241,13 +250,13 @@ impl Share {
         let mut attempt = 0u32;
         loop {
             // Backing off keeps the member's session alive; if it was
-            // lost meanwhile, join again.
-            if !self.heartbeat()? {
-                self.rejoin()?;
-            }
-            let (members, partition_count) = look(self)?;
-            if self.claim(members, partition_count)? {
-                return Ok(());
+            // lost meanwhile, join again. A registry that does not answer
+            // is waited for as a conflict is.
+            match self.try_settle(&mut look) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) if transient(&e) || lost(&e) => self.release(),
+                Err(e) => return Err(e),
             }
             attempt += 1;
             let mut left = self.backoff.next(attempt);
@@ -265,6 +274,19 @@ impl Share {
         }
     }
 
+    /// One attempt of [`Share::settle`]: joins again if the session was
+    /// lost, looks, and claims; `false` on a conflict.
+    fn try_settle(
+        &mut self,
+        look: &mut impl FnMut(&Share) -> Result<(Vec<String>, u32)>,
+    ) -> Result<bool> {
+        if !self.heartbeat()? {
+            self.rejoin()?;
+        }
+        let (members, partition_count) = look(self)?;
+        self.claim(members, partition_count)
+    }
+
     /// Commits the next offset of each partition in `positions` that this
     /// member owns; the others are not its to commit. `false` when a
     /// commit was refused because the member's claim was lost (expired,
@@ -278,6 +300,8 @@ impl Share {
                 {
                     Ok(()) => {}
                     Err(e) if lost(&e) => return Ok(false),
+                    // Committed at the next turn.
+                    Err(e) if transient(&e) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -307,7 +331,29 @@ impl Share {
 
 /// Whether `e` says that the session or a claim was lost.
 fn lost(e: &Error) -> bool {
-    matches!(e, Error::Expired { .. } | Error::Fenced { .. })
+    matches!(
+        e,
+        Error::Expired { .. }
+            | Error::Fenced { .. }
+            | Error::SessionLost { .. }
+            | Error::ZooKeeper {
+                cause: ZkCause::SessionExpired | ZkCause::Closed,
+                ..
+            }
+    )
+}
+
+/// Whether `e` says only that the registry did not answer in time (a
+/// ZooKeeper connection broke, or the ensemble is electing a leader): the
+/// step is tried again later, and nothing is given up.
+fn transient(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::ZooKeeper {
+            cause: ZkCause::ConnectionLoss | ZkCause::Deadline { .. },
+            ..
+        }
+    )
 }
 
 /// The random wait after a conflict: a base that doubles with each
@@ -452,6 +498,8 @@ impl GroupMember {
             last_check: Instant::now(),
             last_commit: Instant::now(),
             last_heartbeat: Instant::now(),
+            seen_changes: 0,
+            was_suspended: false,
             lost: false,
             notices: Vec::new(),
         };
@@ -495,10 +543,39 @@ impl GroupMember {
     /// or takes over the partitions of one that dies).
     pub fn done(&mut self) -> Result<bool> {
         self.commit()?;
-        if self.lost {
+        if self.lost || self.suspended() {
             return Ok(false);
         }
-        self.share.reached(&self.ends)
+        match self.share.reached(&self.ends) {
+            Err(e) if transient(&e) => Ok(false),
+            reached => reached,
+        }
+    }
+
+    /// Whether the registry session is in doubt (disconnected): what the
+    /// member owns may be another's by now, so it hands out nothing and
+    /// commits nothing until the session is confirmed or lost. The first
+    /// look after a change says so in a notice.
+    fn suspended(&mut self) -> bool {
+        let state = self.share.registry.session();
+        let suspended = state == SessionState::Suspended;
+        if suspended != self.was_suspended {
+            self.was_suspended = suspended;
+            self.notices.push(if suspended {
+                format!(
+                    "Group {}: lost touch with the registry {}: handing out nothing until \
+                     the session is confirmed",
+                    self.config.group,
+                    self.share.registry.location()
+                )
+            } else {
+                format!(
+                    "Group {}: the registry session is confirmed again",
+                    self.config.group
+                )
+            });
+        }
+        suspended
     }
 
     /// Renews the member's session (at most every poll interval): `false`
@@ -506,6 +583,9 @@ impl GroupMember {
     /// commit was refused); the caller then flushes its output and calls
     /// [`GroupMember::rejoin`].
     pub fn heartbeat(&mut self) -> Result<bool> {
+        if self.share.registry.session() == SessionState::Lost {
+            self.lost = true;
+        }
         if !self.lost && self.last_heartbeat.elapsed() >= self.config.poll_interval {
             self.last_heartbeat = Instant::now();
             self.lost = !self.share.heartbeat()?;
@@ -518,19 +598,33 @@ impl GroupMember {
     /// a new share.
     pub fn rejoin(&mut self) -> Result<()> {
         self.consumer = None;
-        self.share.rejoin()?;
+        self.share.release();
+        // Settling joins again first, and waits for a registry that does
+        // not answer.
+        self.share.entry = None;
         self.lost = false;
         self.settle()
     }
 
-    /// Whether the group changed since the last rebalance (checked at most
-    /// every poll interval).
+    /// Whether the group changed since the last rebalance: looked at every
+    /// poll interval, and at once when the registry's watches saw a change.
+    /// Never while the registry session is in doubt.
     pub fn needs_rebalance(&mut self) -> Result<bool> {
-        if self.last_check.elapsed() < self.config.poll_interval {
+        let changes = self.share.registry.changes();
+        if self.suspended()
+            || (self.last_check.elapsed() < self.config.poll_interval
+                && changes == self.seen_changes)
+        {
             return Ok(false);
         }
         self.last_check = Instant::now();
-        Ok(look(&self.share, &self.config, &mut self.conns)? != self.share.seen)
+        // Read before the look: a change during it makes another look.
+        self.seen_changes = changes;
+        match look(&self.share, &self.config, &mut self.conns) {
+            Ok(now) => Ok(now != self.share.seen),
+            Err(e) if transient(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Whether a commit is due.
@@ -542,6 +636,10 @@ impl GroupMember {
     /// handed every record before them to the application. A member whose
     /// session was lost commits nothing.
     pub fn commit(&mut self) -> Result<()> {
+        if self.suspended() {
+            // Committed once the session is confirmed; never if it is lost.
+            return Ok(());
+        }
         self.last_commit = Instant::now();
         if !self.lost {
             self.lost = !self.share.commit(&self.positions())?;
@@ -566,12 +664,24 @@ impl GroupMember {
     }
 
     fn settle(&mut self) -> Result<()> {
-        let (config, conns) = (&self.config, &mut self.conns);
-        self.share
-            .settle(|share| look(share, config, conns), std::thread::sleep)?;
-        self.last_check = Instant::now();
-        // Stopped before it settled, it owns nothing and fetches nothing.
-        self.start_fetching()
+        let mut attempt = 0;
+        loop {
+            let (config, conns) = (&self.config, &mut self.conns);
+            self.share
+                .settle(|share| look(share, config, conns), std::thread::sleep)?;
+            self.last_check = Instant::now();
+            // Stopped before it settled, it owns nothing and fetches nothing.
+            match self.start_fetching() {
+                Err(e) if transient(&e) && !crate::stop::stopping() => {
+                    // Its committed offsets could not be read: claimed
+                    // again once the registry answers.
+                    self.release();
+                    attempt += 1;
+                    std::thread::sleep(self.share.backoff.next(attempt));
+                }
+                done => return done,
+            }
+        }
     }
 
     fn start_fetching(&mut self) -> Result<()> {
@@ -652,6 +762,10 @@ impl GroupMember {
         timeout: Duration,
         each: impl FnMut(u32, &Record<'_>) -> Result<bool>,
     ) -> Result<u64> {
+        if self.suspended() {
+            std::thread::sleep(timeout);
+            return Ok(0);
+        }
         match &mut self.consumer {
             Some(c) if !c.done() => c.poll(timeout, each),
             _ => {

@@ -659,7 +659,13 @@ fn cause_of(error: zk::Error) -> ZkCause {
         zk::Error::NoChildrenForEphemerals => ZkCause::EphemeralParent,
         zk::Error::SessionExpired => ZkCause::SessionExpired,
         zk::Error::ClientClosed => ZkCause::Closed,
-        zk::Error::ConnectionLoss => ZkCause::ConnectionLoss,
+        // What breaks a connection (the session layer words a silent
+        // server as a custom error): the session may live on.
+        zk::Error::ConnectionLoss
+        | zk::Error::Custom(_)
+        | zk::Error::Timeout
+        | zk::Error::Throttled
+        | zk::Error::SessionMoved => ZkCause::ConnectionLoss,
         other => ZkCause::Other(other.to_string()),
     }
 }
