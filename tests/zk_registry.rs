@@ -257,3 +257,36 @@ fn a_claim_whose_owner_znode_is_gone_cannot_commit() {
     assert!(matches!(refused, Error::Fenced { .. }), "{refused:?}");
     assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(5));
 }
+
+#[test]
+fn a_create_whose_reply_was_lost_is_recognised_as_its_sessions_own() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let (one, two) = (
+        open(&server, "/lost-reply-test"),
+        open(&server, "/lost-reply-test"),
+    );
+    one.lose_next_reply();
+    let a = one
+        .claim("g", "t", 0, "a", SESSION)
+        .unwrap()
+        .expect("adopted, not a conflict");
+    let owner = two.owner("g", "t", 0).unwrap();
+    assert_eq!(
+        (owner.member.as_str(), owner.generation),
+        ("a", a.generation())
+    );
+    one.commit("g", "t", 0, 4, &a).unwrap();
+    assert!(two.claim("g", "t", 0, "b", SESSION).unwrap().is_none());
+    one.lose_next_reply();
+    let _b = one.register_broker(&broker("b1", 9001)).unwrap();
+    one.lose_next_reply();
+    let _m = one.join("g", &member("a"), SESSION).unwrap();
+    assert_eq!(two.brokers().unwrap(), [broker("b1", 9001)]);
+    assert_eq!(two.members("g").unwrap(), [member("a")]);
+    // Another session's entry is never taken for one's own.
+    two.lose_next_reply();
+    let _held = two.claim("g", "t", 1, "b", SESSION).unwrap().unwrap();
+    assert!(one.claim("g", "t", 1, "b", SESSION).unwrap().is_none());
+}

@@ -64,6 +64,8 @@ pub(super) struct Sessions {
     live: Mutex<HashMap<String, Weak<Entry>>>,
     /// Deletes a broken connection left undone: (path, session, version).
     doomed: Mutex<Vec<(String, i64, i32)>>,
+    /// The next create's reply is lost (a fault for tests).
+    pub(super) lose_next_reply: AtomicBool,
 }
 
 impl Sessions {
@@ -87,6 +89,7 @@ impl Sessions {
             session: Mutex::new(Arc::new(session)),
             live: Mutex::default(),
             doomed: Mutex::default(),
+            lose_next_reply: AtomicBool::new(false),
         }))
     }
 
@@ -151,7 +154,14 @@ impl Sessions {
             return Ok(Err(session.session_id()));
         }
         for _ in 0..CREATE_RETRIES_MAX {
-            let made = session.create(path, data, ZkMode::Ephemeral, self.deadline);
+            let mut made = session.create(path, data, ZkMode::Ephemeral, self.deadline);
+            if made.is_ok() && self.lose_next_reply.swap(false, Ordering::AcqRel) {
+                made = Err(Error::ZooKeeper {
+                    op: "create",
+                    path: path.to_string(),
+                    cause: ZkCause::ConnectionLoss,
+                });
+            }
             let stat = match made {
                 Ok(stat) => stat,
                 Err(Error::ZooKeeper {
@@ -246,7 +256,7 @@ impl Sessions {
                     held.session_id = session.session_id();
                     held.version = stat.version;
                     crate::diag::line(format_args!(
-                        "{} registered again in {} (its session had expired)",
+                        "% {} registered again in {} (its session had expired)",
                         entry.what, self.address
                     ));
                 }

@@ -113,6 +113,16 @@ impl ZkRegistry {
         self.sessions.now().stall(pause);
     }
 
+    /// Makes the next create of an entry lose its reply, as a connection
+    /// that broke after the ensemble applied it does, for tests of the
+    /// recovery: the create is looked at again, and adopted as this
+    /// session's.
+    pub fn lose_next_reply(&self) {
+        self.sessions
+            .lose_next_reply
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
     fn writable(&self) -> Result<()> {
         if self.read_only {
             return Err(Error::Config(format!(
