@@ -419,9 +419,10 @@ pub enum ZkCause {
     SessionExpired,
     /// The session was closed by its owner.
     Closed,
-    /// The connection to the server was lost before the answer came: the
-    /// operation may or may not have been applied.
-    ConnectionLoss,
+    /// No server answered, or the connection broke before the answer came
+    /// (the operation may or may not have been applied), in the client's
+    /// words.
+    ConnectionLoss(String),
     /// No answer within the deadline.
     Deadline {
         /// The deadline, in milliseconds.
@@ -443,9 +444,7 @@ impl fmt::Display for ZkCause {
             ZkCause::EphemeralParent => f.write_str("an ephemeral node cannot have children"),
             ZkCause::SessionExpired => f.write_str("the session expired"),
             ZkCause::Closed => f.write_str("the session is closed"),
-            ZkCause::ConnectionLoss => {
-                f.write_str("the connection was lost before the answer (it may have been applied)")
-            }
+            ZkCause::ConnectionLoss(reason) => f.write_str(reason),
             ZkCause::Deadline { waited_ms } => write!(f, "no answer within {waited_ms} ms"),
             ZkCause::Other(reason) => f.write_str(reason),
         }

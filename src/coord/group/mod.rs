@@ -350,7 +350,7 @@ fn transient(e: &Error) -> bool {
     matches!(
         e,
         Error::ZooKeeper {
-            cause: ZkCause::ConnectionLoss | ZkCause::Deadline { .. },
+            cause: ZkCause::ConnectionLoss(_) | ZkCause::Deadline { .. },
             ..
         }
     )

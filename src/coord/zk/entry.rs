@@ -159,13 +159,13 @@ impl Sessions {
                 made = Err(Error::ZooKeeper {
                     op: "create",
                     path: path.to_string(),
-                    cause: ZkCause::ConnectionLoss,
+                    cause: ZkCause::ConnectionLoss("a lost reply (a fault for tests)".into()),
                 });
             }
             let stat = match made {
                 Ok(stat) => stat,
                 Err(Error::ZooKeeper {
-                    cause: ZkCause::NodeExists | ZkCause::ConnectionLoss,
+                    cause: ZkCause::NodeExists | ZkCause::ConnectionLoss(_),
                     ..
                 }) => match session.get(path, self.deadline) {
                     Ok((bytes, stat))
@@ -219,7 +219,7 @@ impl Sessions {
                 continue;
             }
             if let Err(Error::ZooKeeper {
-                cause: ZkCause::ConnectionLoss | ZkCause::Deadline { .. },
+                cause: ZkCause::ConnectionLoss(_) | ZkCause::Deadline { .. },
                 ..
             }) = session.delete(&path, version, DROP_DEADLINE)
             {
@@ -437,11 +437,11 @@ impl Drop for ZkHeld {
             _ => Err(Error::ZooKeeper {
                 op: "delete",
                 path: entry.path.clone(),
-                cause: ZkCause::ConnectionLoss,
+                cause: ZkCause::ConnectionLoss("disconnected".into()),
             }),
         };
         if let Err(Error::ZooKeeper {
-            cause: ZkCause::ConnectionLoss | ZkCause::Deadline { .. },
+            cause: ZkCause::ConnectionLoss(_) | ZkCause::Deadline { .. },
             ..
         }) = deleted
         {

@@ -290,6 +290,22 @@ impl ZkSession {
             client
                 .chroot(chroot)
                 .map_err(|_| zk::Error::BadArguments(&"invalid chroot"))
+        });
+        let client = client.map_err(|e| match e {
+            // The client says only "timeout": say who did not answer.
+            Error::ZooKeeper {
+                op,
+                path,
+                cause: ZkCause::ConnectionLoss(_),
+            } => Error::ZooKeeper {
+                op,
+                path,
+                cause: ZkCause::ConnectionLoss(format!(
+                    "no server answered within {} ms",
+                    deadline.as_millis()
+                )),
+            },
+            other => other,
         })?;
         // Every change of the connection counts as a change of the tree:
         // while disconnected, watches may have missed events.
@@ -651,7 +667,7 @@ impl Drop for Runtime {
 
 /// The words for a client error.
 fn cause_of(error: zk::Error) -> ZkCause {
-    match error {
+    match &error {
         zk::Error::NoNode => ZkCause::NoNode,
         zk::Error::NodeExists => ZkCause::NodeExists,
         zk::Error::BadVersion => ZkCause::BadVersion,
@@ -661,11 +677,16 @@ fn cause_of(error: zk::Error) -> ZkCause {
         zk::Error::ClientClosed => ZkCause::Closed,
         // What breaks a connection (the session layer words a silent
         // server as a custom error): the session may live on.
-        zk::Error::ConnectionLoss
-        | zk::Error::Custom(_)
-        | zk::Error::Timeout
-        | zk::Error::Throttled
-        | zk::Error::SessionMoved => ZkCause::ConnectionLoss,
+        zk::Error::ConnectionLoss => ZkCause::ConnectionLoss(
+            "the connection broke before the answer (it may have been applied)".into(),
+        ),
+        zk::Error::Custom(_) => ZkCause::ConnectionLoss(error.to_string()),
+        zk::Error::Timeout => ZkCause::ConnectionLoss("no answer in time".into()),
+        zk::Error::NoHosts => ZkCause::ConnectionLoss("no server to connect to".into()),
+        zk::Error::Throttled => ZkCause::ConnectionLoss("the server is overloaded".into()),
+        zk::Error::SessionMoved => {
+            ZkCause::ConnectionLoss("the session moved to another server".into())
+        }
         other => ZkCause::Other(other.to_string()),
     }
 }

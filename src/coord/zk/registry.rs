@@ -487,7 +487,7 @@ impl Registry for ZkRegistry {
             Ok(_) => Ok(true),
             // A lost reply: the placement that holds is read back.
             Err(Error::ZooKeeper {
-                cause: ZkCause::NodeExists | ZkCause::ConnectionLoss,
+                cause: ZkCause::NodeExists | ZkCause::ConnectionLoss(_),
                 ..
             }) => Ok(false),
             Err(e) => Err(e),
