@@ -290,3 +290,27 @@ fn a_create_whose_reply_was_lost_is_recognised_as_its_sessions_own() {
     let _held = two.claim("g", "t", 1, "b", SESSION).unwrap().unwrap();
     assert!(one.claim("g", "t", 1, "b", SESSION).unwrap().is_none());
 }
+
+#[test]
+fn a_session_stopped_past_its_timeout_is_never_alive_when_it_runs_again() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let reg = open(&server, "/stopped-test");
+    let _a = reg.claim("g", "t", 0, "a", SESSION).unwrap().unwrap();
+    assert_eq!(reg.session(), SessionState::Alive);
+    // The client's thread stops while the session expires on the server;
+    // when it runs again, its connection still looks up for a moment.
+    let stalled = Instant::now();
+    reg.stall_session(SESSION * 2);
+    std::thread::sleep(SESSION + SESSION / 2);
+    let state = reg.session();
+    assert!(
+        stalled.elapsed() >= SESSION * 2,
+        "the state was answered without asking the ensemble"
+    );
+    assert_ne!(state, SessionState::Alive);
+    eventually("the session is known lost", || {
+        reg.session() == SessionState::Lost
+    });
+}

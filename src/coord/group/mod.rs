@@ -558,6 +558,11 @@ impl GroupMember {
     /// look after a change says so in a notice.
     fn suspended(&mut self) -> bool {
         let state = self.share.registry.session();
+        if state == SessionState::Lost {
+            // What it held is gone: nothing more is handed out, and the
+            // next heartbeat joins again.
+            self.lost = true;
+        }
         let suspended = state == SessionState::Suspended;
         if suspended != self.was_suspended {
             self.was_suspended = suspended;
@@ -762,7 +767,7 @@ impl GroupMember {
         timeout: Duration,
         each: impl FnMut(u32, &Record<'_>) -> Result<bool>,
     ) -> Result<u64> {
-        if self.suspended() {
+        if self.suspended() || self.lost {
             std::thread::sleep(timeout);
             return Ok(0);
         }

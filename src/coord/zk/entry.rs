@@ -117,10 +117,26 @@ impl Sessions {
         Ok(Arc::clone(&session))
     }
 
-    /// The state of the session, as a member acts on it.
+    /// The state of the session, as a member acts on it. Connected is not
+    /// enough for alive: a process stopped (SIGSTOP) past its session
+    /// timeout still sees its old connection for a moment after it runs
+    /// again. So when the ensemble has answered nothing for a third of the
+    /// session timeout (its own ping interval), it is asked first.
     pub(super) fn state(&self) -> SessionState {
-        match self.now().state() {
-            ZkState::Connected => SessionState::Alive,
+        let session = self.now();
+        match session.state() {
+            ZkState::Connected if session.last_answer().elapsed() < self.session_timeout / 3 => {
+                SessionState::Alive
+            }
+            ZkState::Connected => match session.confirm(self.session_timeout / 3) {
+                Ok(()) => SessionState::Alive,
+                Err(Error::ZooKeeper {
+                    cause: ZkCause::SessionExpired | ZkCause::Closed,
+                    ..
+                }) => SessionState::Lost,
+                Err(_) if session.state() == ZkState::Ended => SessionState::Lost,
+                Err(_) => SessionState::Suspended,
+            },
             ZkState::Disconnected => SessionState::Suspended,
             ZkState::Ended => SessionState::Lost,
         }
@@ -229,6 +245,14 @@ impl Sessions {
         lock(&self.doomed).extend(left);
     }
 
+    /// Whether a broker entry of this process lives.
+    fn has_brokers(&self) -> bool {
+        let live = lock(&self.live);
+        live.values()
+            .filter_map(Weak::upgrade)
+            .any(|e| e.kind == Kind::Broker)
+    }
+
     /// Registers again, in the current session, every live broker entry
     /// of a lost one. A broker id another live session took meanwhile is
     /// left to it (and said on stderr once per attempt).
@@ -300,7 +324,10 @@ impl Keeper {
                     let Some(sessions) = weak.upgrade() else {
                         return;
                     };
-                    if sessions.now().state() == ZkState::Ended {
+                    // A new session for the brokers to register in; members
+                    // join a new one themselves, once they let go of what
+                    // they held.
+                    if sessions.now().state() == ZkState::Ended && sessions.has_brokers() {
                         // A failure is retried at the next tick.
                         let _ = sessions.current();
                     }

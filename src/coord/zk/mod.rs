@@ -341,6 +341,18 @@ impl ZkSession {
         }
     }
 
+    /// When the ensemble last answered a call of this session (its own
+    /// pings aside).
+    pub fn last_answer(&self) -> Instant {
+        *crate::sync::lock(&self.runtime.answered)
+    }
+
+    /// Asks the ensemble something small, to confirm the session is alive
+    /// now (a process that was stopped cannot know without asking).
+    pub fn confirm(&self, deadline: Duration) -> Result<()> {
+        self.exists("/", deadline).map(drop)
+    }
+
     /// The watches this session counts into.
     pub fn watches(&self) -> &ZkWatches {
         &self.watches
@@ -587,6 +599,8 @@ struct Runtime {
     handle: tokio::runtime::Handle,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
+    /// When the last call was answered.
+    answered: Mutex<Instant>,
 }
 
 impl Runtime {
@@ -607,6 +621,7 @@ impl Runtime {
             handle,
             stop: Some(stop),
             thread: Some(thread),
+            answered: Mutex::new(Instant::now()),
         })
     }
 
@@ -630,7 +645,10 @@ impl Runtime {
         // The runtime enforces the deadline; the margin covers a runtime
         // thread that stopped answering at all.
         match answered.recv_timeout(deadline + Duration::from_secs(1)) {
-            Ok(Ok(Ok(value))) => Ok(value),
+            Ok(Ok(Ok(value))) => {
+                *crate::sync::lock(&self.answered) = Instant::now();
+                Ok(value)
+            }
             Ok(Ok(Err(error))) => Err(failed(cause_of(error))),
             Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Timeout) => {
                 Err(failed(ZkCause::Deadline { waited_ms }))
