@@ -21,20 +21,15 @@ use predicates::prelude::*;
 const WAIT: Duration = Duration::from_secs(30);
 
 /// Runs each scenario (a function of the backend) as two tests: one on a
-/// directory registry, one on a ZooKeeper server of its own; attributes
-/// before a test's name (`#[ignore = "why"]`) go to that test.
+/// directory registry, one on a ZooKeeper server of its own.
 macro_rules! on_both_backends {
-    ($($scenario:ident:
-        $(#[$on_dir_attr:meta])* $on_dir:ident,
-        $(#[$on_zk_attr:meta])* $on_zk:ident;)+) => {$(
+    ($($scenario:ident: $on_dir:ident, $on_zk:ident;)+) => {$(
         #[test]
-        $(#[$on_dir_attr])*
         fn $on_dir() {
             $scenario(Backend::Dir);
         }
 
         #[test]
-        $(#[$on_zk_attr])*
         fn $on_zk() {
             $scenario(Backend::Zk);
         }
@@ -56,9 +51,6 @@ on_both_backends! {
         two_brokers_on_one_registry_share_a_topic_on_zookeeper;
     a_silent_member_is_taken_over_and_rejoins_when_it_wakes:
         a_silent_member_is_taken_over_and_rejoins_when_it_wakes_on_a_directory,
-        #[ignore = "src/coord/group.rs: a member whose ZooKeeper session expired while it \
-                    was stopped exits on its next listing's 'session expired' error instead \
-                    of dropping its partitions and rejoining (reported to the lead)"]
         a_silent_member_is_taken_over_and_rejoins_when_it_wakes_on_zookeeper;
     a_group_commits_only_what_reached_stdout:
         a_group_commits_only_what_reached_stdout_on_a_directory,
