@@ -171,6 +171,8 @@ impl Run<'_> {
             &self.got.a[handed_out..]
         );
 
+        // B commits all of it: a late commit of A's would go backwards.
+        self.offsets.wait_at(3);
         net.heal(A);
         let healed_at = Instant::now();
         self.a.wait_stderr("lost its session", |_| true, WAIT);
