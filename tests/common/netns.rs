@@ -13,7 +13,12 @@
 //! broker there listens on [`Host::addr`], and other hosts reach it by
 //! that address. [`Net::cut`] installs an nftables table in the host that
 //! drops all input and output but loopback's (its processes run on and
-//! still reach each other); [`Net::heal`] removes it.
+//! still reach each other); [`Net::cut_from`] drops only what goes between
+//! the host and one other host; [`Net::heal`] removes either.
+//!
+//! [`Host::spawn_inside`] runs a closure on a thread of the test process
+//! moved into a host (`setns`), to connect to a server there from the test
+//! itself; the threads that one spawns are inside too.
 //!
 //! Namespaces are named `klog-test-PID-N-sw` and `klog-test-PID-N-hI`
 //! (`N` counts the process's Nets). Dropping the Net deletes them, also
@@ -34,6 +39,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
+
+use nix::sched::{setns, CloneFlags};
 
 /// Where `ip netns` names namespaces.
 const NETNS_DIR: &str = "/run/netns";
@@ -63,7 +70,7 @@ pub struct Net {
 }
 
 /// One host of a [`Net`]: a network namespace with one address.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Host {
     namespace: String,
     addr: Ipv4Addr,
@@ -89,6 +96,25 @@ impl Host {
             .args(["netns", "exec", &self.namespace])
             .arg(program);
         command
+    }
+
+    /// Runs `f` on a new thread moved into this host's network namespace:
+    /// what it binds and connects to is the host's, as are the threads it
+    /// spawns. The thread panics if it cannot move in.
+    pub fn spawn_inside<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        let path = Path::new(NETNS_DIR).join(&self.namespace);
+        std::thread::spawn(move || {
+            let moved = std::fs::File::open(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|ns| setns(ns, CloneFlags::CLONE_NEWNET).map_err(|e| e.to_string()));
+            if let Err(why) = moved {
+                panic!("cannot move a thread into {}: {why}", path.display());
+            }
+            f()
+        })
     }
 }
 
@@ -178,11 +204,32 @@ impl Net {
     /// Cuts host `i` off the network: everything in or out but loopback is
     /// dropped. Panics if it is cut already.
     pub fn cut(&self, i: usize) {
+        self.install_cut(
+            i,
+            "policy drop; iif \"lo\" accept;",
+            "policy drop; oif \"lo\" accept;",
+        );
+    }
+
+    /// Cuts host `i` off host `j` only: what goes between their addresses
+    /// is dropped, the rest flows. Panics if `i` is cut already.
+    pub fn cut_from(&self, i: usize, j: usize) {
+        let peer = self.host(j).addr;
+        self.install_cut(
+            i,
+            &format!("policy accept; ip saddr {peer} drop;"),
+            &format!("policy accept; ip daddr {peer} drop;"),
+        );
+    }
+
+    /// Installs the cut table in host `i` with these input and output
+    /// chain bodies.
+    fn install_cut(&self, i: usize, input: &str, output: &str) {
         let rules = format!(
             "create table inet {CUT_TABLE}\n\
              table inet {CUT_TABLE} {{\n\
-             \tchain input {{ type filter hook input priority 0; policy drop; iif \"lo\" accept; }}\n\
-             \tchain output {{ type filter hook output priority 0; policy drop; oif \"lo\" accept; }}\n\
+             \tchain input {{ type filter hook input priority 0; {input} }}\n\
+             \tchain output {{ type filter hook output priority 0; {output} }}\n\
              }}\n"
         );
         if let Err(why) = self.nft(i, &["-f", "/dev/stdin"], &rules) {

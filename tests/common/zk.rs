@@ -11,6 +11,11 @@
 //! that fails panics with the end of every log, and a test that panics
 //! while a server or an ensemble is alive prints them when it is dropped.
 //!
+//! [`ZkServer::start_in`] runs a server inside a host of a network
+//! namespace [`Net`](super::netns::Net), bound to the host's address, so
+//! that the other hosts reach it; it is probed from a thread inside that
+//! host.
+//!
 //! `pause` and `resume` send SIGSTOP and SIGCONT to the java process: the
 //! server stops answering but closes nothing, as a server frozen by a long
 //! GC pause or a stopped VM does. A paused server is still killed when it is
@@ -18,13 +23,15 @@
 
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+
+use super::netns::Host;
 
 /// Where Debian's package puts the server.
 const JAR: &str = "/usr/share/java/zookeeper.jar";
@@ -56,8 +63,12 @@ pub struct ZkServer {
     /// Declared before `dir`: the server is killed before its data is
     /// removed.
     process: ServerProcess,
-    /// Its client port on 127.0.0.1.
+    /// Its client port.
     pub port: u16,
+    /// The address it binds: 127.0.0.1, or its host's.
+    ip: Ipv4Addr,
+    /// The namespace host it runs in, if not the test's own namespace.
+    host: Option<Host>,
     dir: tempfile::TempDir,
 }
 
@@ -68,41 +79,75 @@ impl ZkServer {
     pub fn start() -> Option<ZkServer> {
         let jar = server_jar()?;
         Some(start_on_free_ports("ZooKeeper did not start", || {
-            ZkServer::try_start(&jar)
+            ZkServer::try_start(&jar, None)
         }))
     }
 
-    fn try_start(jar: &Path) -> Result<ZkServer, String> {
+    /// Starts a server inside `host` (`ip netns exec`, whose child is the
+    /// java process itself), bound to the host's address, and waits until
+    /// a probe from inside the host says it serves; `None` as
+    /// [`ZkServer::start`].
+    pub fn start_in(host: &Host) -> Option<ZkServer> {
+        let jar = server_jar()?;
+        Some(start_on_free_ports("ZooKeeper did not start", || {
+            ZkServer::try_start(&jar, Some(host))
+        }))
+    }
+
+    fn try_start(jar: &Path, host: Option<&Host>) -> Result<ZkServer, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let port = free_ports(1)[0];
+        let (ip, port, java) = match host {
+            None => (Ipv4Addr::LOCALHOST, free_ports(1)[0], Command::new("java")),
+            Some(host) => {
+                let ports = host.spawn_inside(|| free_ports(1)).join();
+                let port = ports.map_err(|_| "no free port in the host")?[0];
+                (host.addr(), port, host.command("java"))
+            }
+        };
         let data = dir.path().join("data");
         std::fs::create_dir(&data).map_err(|e| e.to_string())?;
         let cfg = dir.path().join("zoo.cfg");
-        std::fs::write(&cfg, base_config(&data, port)).map_err(|e| e.to_string())?;
+        std::fs::write(&cfg, base_config(&data, ip, port)).map_err(|e| e.to_string())?;
         let log = dir.path().join("server.log");
-        let process = ServerProcess::spawn(jar, &cfg, &log)?;
+        let process = ServerProcess::spawn(java, jar, &cfg, &log)?;
         // From here on, Drop kills the server whatever happens.
-        let mut server = ZkServer { process, port, dir };
+        let mut server = ZkServer {
+            process,
+            port,
+            ip,
+            host: host.cloned(),
+            dir,
+        };
+        let serves = |server: &ZkServer| server.srvr().lines().any(|l| l.starts_with("Mode:"));
         poll(
             START_WAIT,
             "a srvr reply with a Mode: line",
             || match server.process.failed() {
                 Some(why) => Err(why),
-                None => Ok(mode(port).is_some()),
+                None => Ok(serves(&server)),
             },
         )
         .map_err(|why| format!("{why}\n{}", tail(&log)))?;
         Ok(server)
     }
 
-    /// The `srvr` four-letter word's reply, or "" if none came in time.
+    /// The `srvr` four-letter word's reply, or "" if none came in time
+    /// (asked from inside its host, if it runs in one).
     pub fn srvr(&self) -> String {
-        srvr(self.port)
+        let addr = SocketAddr::from((self.ip, self.port));
+        match &self.host {
+            None => srvr_at(addr),
+            // A thread that cannot move in panics, saying why: no reply.
+            Some(host) => host
+                .spawn_inside(move || srvr_at(addr))
+                .join()
+                .unwrap_or_default(),
+        }
     }
 
     /// The address of a session under `chroot` (`/klog-test-x`).
     pub fn address(&self, chroot: &str) -> String {
-        format!("zk://127.0.0.1:{}{chroot}", self.port)
+        format!("zk://{}:{}{chroot}", self.ip, self.port)
     }
 
     /// What the server printed.
@@ -196,7 +241,7 @@ impl ZkEnsemble {
             std::fs::write(data.join("myid"), format!("{}\n", i + 1)).map_err(|e| e.to_string())?;
             let config = format!(
                 "{}initLimit={INIT_LIMIT_TICKS}\nsyncLimit={SYNC_LIMIT_TICKS}\n{peers}",
-                base_config(&data, ports[3 * i])
+                base_config(&data, Ipv4Addr::LOCALHOST, ports[3 * i])
             );
             std::fs::write(home.join("zoo.cfg"), config).map_err(|e| e.to_string())?;
             members.push(Member {
@@ -224,7 +269,8 @@ impl ZkEnsemble {
         let member = &mut self.members[i];
         let cfg = member.home.join("zoo.cfg");
         let log = member.home.join("server.log");
-        member.process = Some(ServerProcess::spawn(&self.jar, &cfg, &log)?);
+        let java = Command::new("java");
+        member.process = Some(ServerProcess::spawn(java, &self.jar, &cfg, &log)?);
         member.paused = false;
         Ok(())
     }
@@ -406,9 +452,15 @@ struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Starts the server configured by `cfg`, appending its output to
-    /// `log` (a restarted server adds to the same log).
-    fn spawn(jar: &Path, cfg: &Path, log: &Path) -> Result<ServerProcess, String> {
+    /// Starts the server configured by `cfg` with `java` (a command that
+    /// runs java, whose child is the java process), appending its output
+    /// to `log` (a restarted server adds to the same log).
+    fn spawn(
+        mut java: Command,
+        jar: &Path,
+        cfg: &Path,
+        log: &Path,
+    ) -> Result<ServerProcess, String> {
         let mut out = OpenOptions::new()
             .create(true)
             .append(true)
@@ -416,7 +468,7 @@ impl ServerProcess {
             .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
         let _ = writeln!(out, "=== the test starts this server ===");
         let log_start = out.metadata().map_or(0, |m| m.len());
-        let child = Command::new("java")
+        let child = java
             .arg("-Xmx128m")
             .arg("-cp")
             .arg(format!("{}:{SLF4J}", jar.display()))
@@ -519,11 +571,11 @@ fn start_on_free_ports<T>(failed: &str, mut attempt: impl FnMut() -> Result<T, S
     panic!("{failed}: {last}");
 }
 
-/// The `zoo.cfg` lines of a server on client `port` keeping its data in
-/// `data`: fast ticks, no admin server, every four-letter word allowed.
-fn base_config(data: &Path, port: u16) -> String {
+/// The `zoo.cfg` lines of a server on client `ip:port` keeping its data
+/// in `data`: fast ticks, no admin server, every four-letter word allowed.
+fn base_config(data: &Path, ip: Ipv4Addr, port: u16) -> String {
     format!(
-        "tickTime=200\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
+        "tickTime=200\ndataDir={}\nclientPort={port}\nclientPortAddress={ip}\n\
          admin.enableServer=false\n4lw.commands.whitelist=*\nmaxSessionTimeout=60000\n",
         data.display()
     )
@@ -553,10 +605,14 @@ fn serving(mode: Option<&str>) -> bool {
     matches!(mode, Some("leader" | "follower"))
 }
 
-/// The `srvr` four-letter word's reply from the server on `port`, or "" if
-/// none came in time.
+/// The `srvr` four-letter word's reply from the server on 127.0.0.1
+/// `port`, or "" if none came in time.
 fn srvr(port: u16) -> String {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    srvr_at(SocketAddr::from((IpAddr::V4(Ipv4Addr::LOCALHOST), port)))
+}
+
+/// The `srvr` reply from the server at `addr`, or "" if none came in time.
+fn srvr_at(addr: SocketAddr) -> String {
     let Ok(mut stream) = TcpStream::connect_timeout(&addr, PROBE_WAIT) else {
         return String::new();
     };
