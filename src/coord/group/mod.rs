@@ -608,6 +608,8 @@ impl GroupMember {
         // not answer.
         self.share.entry = None;
         self.lost = false;
+        // A new session: the old one's doubt is over, not confirmed.
+        self.was_suspended = false;
         self.settle()
     }
 
