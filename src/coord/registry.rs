@@ -161,6 +161,14 @@ pub trait Held: fmt::Debug + Send {
     /// claim's; 0 for other entries.
     fn generation(&self) -> u64;
 
+    /// Whether the entry still lives as far as this process knows without
+    /// asking the registry: `false` once the session it was created in is
+    /// gone, even if a new session replaced it. A backend without
+    /// sessions answers `true`.
+    fn current(&self) -> bool {
+        true
+    }
+
     /// The concrete handle, so that a backend can recognise its own.
     fn as_any(&self) -> &dyn Any;
 }

@@ -255,7 +255,12 @@ impl Share {
             match self.try_settle(&mut look) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
-                Err(e) if transient(&e) || lost(&e) => self.release(),
+                // Its own id may still be held by its previous session,
+                // restored by an ensemble that lost its quorum for longer
+                // than the session timeout: that one expires in turn.
+                Err(e) if transient(&e) || lost(&e) || matches!(e, Error::HeldElsewhere { .. }) => {
+                    self.release();
+                }
                 Err(e) => return Err(e),
             }
             attempt += 1;
@@ -558,9 +563,12 @@ impl GroupMember {
     /// look after a change says so in a notice.
     fn suspended(&mut self) -> bool {
         let state = self.share.registry.session();
-        if state == SessionState::Lost {
-            // What it held is gone: nothing more is handed out, and the
-            // next heartbeat joins again.
+        let entries = self.share.entry.iter();
+        let mut entries = entries.chain(self.share.owned.iter().map(|(_, o)| o));
+        if state == SessionState::Lost || entries.any(|e| !e.held().current()) {
+            // What it held is gone (a new session may have replaced the
+            // one it held it in): nothing more is handed out, and the next
+            // heartbeat joins again.
             self.lost = true;
         }
         let suspended = state == SessionState::Suspended;

@@ -62,8 +62,9 @@ pub(super) struct Sessions {
     session: Mutex<Arc<ZkSession>>,
     /// The live handles of this process, by path.
     live: Mutex<HashMap<String, Weak<Entry>>>,
-    /// Deletes a broken connection left undone: (path, session, version).
-    doomed: Mutex<Vec<(String, i64, i32)>>,
+    /// Deletes a broken connection left undone (or whose reply it lost):
+    /// (path, session, zxid that created the znode meant).
+    doomed: Mutex<Vec<(String, i64, i64)>>,
     /// The next create's reply is lost (a fault for tests).
     pub(super) lose_next_reply: AtomicBool,
 }
@@ -207,6 +208,7 @@ impl Sessions {
                 held: Mutex::new(Incarnation {
                     session_id: session.session_id(),
                     version: stat.version,
+                    created_zxid: stat.created_zxid,
                     data: data.to_vec(),
                 }),
             });
@@ -222,7 +224,11 @@ impl Sessions {
     }
 
     /// Retries the deletes a broken connection left undone, in the
-    /// session they were meant for (a lost one took its znodes along).
+    /// session they were meant for (a lost one took its znodes along). A
+    /// delete whose first try went through with its reply lost must not
+    /// remove the next holder's znode: only the very znode meant (this
+    /// session's, created by the same zxid) is deleted, and once this
+    /// session owns it, nobody else can replace it in between.
     fn flush_doomed(&self) {
         let doomed = std::mem::take(&mut *lock(&self.doomed));
         if doomed.is_empty() {
@@ -230,16 +236,34 @@ impl Sessions {
         }
         let session = self.now();
         let mut left = Vec::new();
-        for (path, session_id, version) in doomed {
+        let broken = |e: &Error| {
+            matches!(
+                e,
+                Error::ZooKeeper {
+                    cause: ZkCause::ConnectionLoss(_) | ZkCause::Deadline { .. },
+                    ..
+                }
+            )
+        };
+        for (path, session_id, created) in doomed {
             if session.session_id() != session_id || session.state() == ZkState::Ended {
                 continue;
             }
-            if let Err(Error::ZooKeeper {
-                cause: ZkCause::ConnectionLoss(_) | ZkCause::Deadline { .. },
-                ..
-            }) = session.delete(&path, version, DROP_DEADLINE)
-            {
-                left.push((path, session_id, version));
+            let stat = match session.exists(&path, DROP_DEADLINE) {
+                Ok(Some(stat))
+                    if stat.ephemeral_owner == session_id && stat.created_zxid == created =>
+                {
+                    stat
+                }
+                Err(e) if broken(&e) => {
+                    left.push((path, session_id, created));
+                    continue;
+                }
+                _ => continue,
+            };
+            match session.delete(&path, stat.version, DROP_DEADLINE) {
+                Err(e) if broken(&e) => left.push((path, session_id, created)),
+                _ => {}
             }
         }
         lock(&self.doomed).extend(left);
@@ -279,6 +303,7 @@ impl Sessions {
                     let mut held = lock(&entry.held);
                     held.session_id = session.session_id();
                     held.version = stat.version;
+                    held.created_zxid = stat.created_zxid;
                     crate::diag::line(format_args!(
                         "% {} registered again in {} (its session had expired)",
                         entry.what, self.address
@@ -293,6 +318,7 @@ impl Sessions {
                             let mut held = lock(&entry.held);
                             held.session_id = session.session_id();
                             held.version = stat.version;
+                            held.created_zxid = stat.created_zxid;
                         }
                     }
                 }
@@ -357,6 +383,8 @@ impl Drop for Keeper {
 struct Incarnation {
     session_id: i64,
     version: i32,
+    /// The zxid that created the znode: which znode of the path it is.
+    created_zxid: i64,
     /// Its data, to create it again in a new session (a broker).
     data: Vec<u8>,
 }
@@ -434,6 +462,10 @@ impl Held for ZkHeld {
         }
     }
 
+    fn current(&self) -> bool {
+        self.0.kind == Kind::Broker || self.0.session().is_ok()
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -474,7 +506,8 @@ impl Drop for ZkHeld {
         {
             // Still ours while the session lives: delete it once the
             // connection is back (the keeper, or the next create).
-            lock(&sessions.doomed).push((entry.path.clone(), held_id, version));
+            let created = lock(&entry.held).created_zxid;
+            lock(&sessions.doomed).push((entry.path.clone(), held_id, created));
         }
     }
 }
