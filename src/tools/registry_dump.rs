@@ -15,11 +15,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::json;
 
 use crate::client::{Connections, PartitionOffsets};
-use crate::coord::{BrokerInfo, Lease, MemberInfo, Owner, Registry};
+use crate::coord::{BrokerInfo, Lease, MemberInfo, Owner, Registry, ZkRegistry};
 
 /// One row of the registry's offsets: a group's committed offset and lag.
 struct OffsetRow {
@@ -71,7 +73,7 @@ pub fn show(dir: &Path, json: bool) -> anyhow::Result<()> {
     if crate::coord::zk_address(dir).is_none() && !dir.join("brokers").is_dir() {
         anyhow::bail!("not a registry (no brokers/ inside)");
     }
-    let registry = crate::coord::open_read_only(dir)?;
+    let registry = open_to_look(dir)?;
     let snapshot = read(&*registry)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -79,6 +81,21 @@ pub fn show(dir: &Path, json: bool) -> anyhow::Result<()> {
         print_json(&mut out, &snapshot)
     } else {
         print_tables(&mut out, &snapshot)
+    }
+}
+
+/// How long a look at a ZooKeeper registry waits for a session: a look
+/// holds nothing, so an ensemble that is not there is said within seconds
+/// (a broker or a member waits its whole session timeout).
+const LOOK_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Opens the registry `registry` only to look at it (see
+/// [`crate::coord::open_read_only`]), giving up on a ZooKeeper ensemble
+/// after [`LOOK_TIMEOUT`]. Also `-L --registry`'s.
+pub(crate) fn open_to_look(registry: &Path) -> crate::Result<Arc<dyn Registry>> {
+    match crate::coord::zk_address(registry) {
+        Some(address) => Ok(Arc::new(ZkRegistry::open_read_only(address, LOOK_TIMEOUT)?)),
+        None => crate::coord::open_read_only(registry),
     }
 }
 
