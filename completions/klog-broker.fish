@@ -16,7 +16,7 @@ complete -c klog-broker -l max-connections -d 'Connections served at once; one o
 complete -c klog-broker -l max-in-flight -d 'Requests of one connection whose answers wait (acks=all for an fsync, fetches for records); past it the broker stops reading that connection until they are answered. Answers that need no wait go out as requests are read' -r
 complete -c klog-broker -l request-timeout -d 'A peer that starts a frame and does not finish it in this time is disconnected; the waits clients ask for (a fetch\'s wait for records, an acks=all timeout) end by this time too' -r
 complete -c klog-broker -l idle-timeout -d 'A connection idle this long between requests is closed, so that idle sockets cannot hold every slot of --max-connections' -r
-complete -c klog-broker -l registry -d 'Join this registry: register the broker and its topics there, for consumer groups (klog-consume -G) to find' -r -F
+complete -c klog-broker -l registry -d 'Join this registry: register the broker and its topics there, for consumer groups (klog-consume -G) and clients with --registry to find. A directory (a cluster on one host) or a ZooKeeper ensemble, zk://HOST:PORT[,HOST:PORT...]/CHROOT (many hosts; the chroot is created on first use)' -r -F
 complete -c klog-broker -s q -l quiet -d 'Only print errors'
 complete -c klog-broker -s h -l help -d 'Print help'
 complete -c klog-broker -s V -l version -d 'Print version'

@@ -33,7 +33,7 @@ _klog-broker() {
 '--max-in-flight=[Requests of one connection whose answers wait (acks=all for an fsync, fetches for records); past it the broker stops reading that connection until they are answered. Answers that need no wait go out as requests are read]:N:_default' \
 '--request-timeout=[A peer that starts a frame and does not finish it in this time is disconnected; the waits clients ask for (a fetch'\''s wait for records, an acks=all timeout) end by this time too]:DURATION:_default' \
 '--idle-timeout=[A connection idle this long between requests is closed, so that idle sockets cannot hold every slot of --max-connections]:DURATION:_default' \
-'--registry=[Join this registry\: register the broker and its topics there, for consumer groups (klog-consume -G) to find]:DIR:_files' \
+'--registry=[Join this registry\: register the broker and its topics there, for consumer groups (klog-consume -G) and clients with --registry to find. A directory (a cluster on one host) or a ZooKeeper ensemble, zk\://HOST\:PORT\[,HOST\:PORT...\]/CHROOT (many hosts; the chroot is created on first use)]:REGISTRY:_files' \
 '-q[Only print errors]' \
 '--quiet[Only print errors]' \
 '-h[Print help]' \

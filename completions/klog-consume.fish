@@ -6,7 +6,7 @@ complete -c klog-consume -s f -l format -d 'Output format: %s value, %k key, %S 
 complete -c klog-consume -s K -d 'Print each record\'s key, DELIM, then its value (kcat\'s -K: the default format becomes %k DELIM %s and -D)' -r
 complete -c klog-consume -s D -d 'End each record with DELIM instead of a newline (kcat\'s -D; escapes \\n \\t \\0 \\xNN)' -r
 complete -c klog-consume -s G -l group -d 'Consume as a member of this consumer group: the group\'s members share the topic\'s partitions, and resume at its committed offsets' -r
-complete -c klog-consume -l registry -d 'The registry of consumer groups and brokers (a directory)' -r -F
+complete -c klog-consume -l registry -d 'The registry of consumer groups and brokers: a directory (one host) or a ZooKeeper ensemble, zk://HOST:PORT[,HOST:PORT...]/CHROOT (many hosts). Without -G, read each partition from its broker there' -r -F
 complete -c klog-consume -l commit-interval -d 'With -G: commit offsets this often (and at rebalances and exit)' -r
 complete -c klog-consume -l session-timeout -d 'With -G: a member silent for longer (stopped, stuck) loses its partitions to the others, and its late commits are refused; when it wakes it rejoins. Members renew their session and look at the registry ten times per timeout; a member that dies leaves at once' -r
 complete -c klog-consume -l reset-offsets -d 'With -G: set the group\'s committed offsets of every partition of the topic to SPEC (beginning, end, N, -N, @TIMESTAMP, resolved against the brokers), print them (-J: as JSON), and exit without consuming; refused (exit 1) while the group has live members, like kafka-consumer-groups --reset-offsets' -r

@@ -29,7 +29,7 @@ _klog-consume() {
 '(-f --format -J --json)-D+[End each record with DELIM instead of a newline (kcat'\''s -D; escapes \\n \\t \\0 \\xNN)]:DELIM:_default' \
 '(-p --partition)-G+[Consume as a member of this consumer group\: the group'\''s members share the topic'\''s partitions, and resume at its committed offsets]:GROUP:_default' \
 '(-p --partition)--group=[Consume as a member of this consumer group\: the group'\''s members share the topic'\''s partitions, and resume at its committed offsets]:GROUP:_default' \
-'--registry=[The registry of consumer groups and brokers (a directory)]:DIR:_files' \
+'--registry=[The registry of consumer groups and brokers\: a directory (one host) or a ZooKeeper ensemble, zk\://HOST\:PORT\[,HOST\:PORT...\]/CHROOT (many hosts). Without -G, read each partition from its broker there]:REGISTRY:_files' \
 '--commit-interval=[With -G\: commit offsets this often (and at rebalances and exit)]:DURATION:_default' \
 '--session-timeout=[With -G\: a member silent for longer (stopped, stuck) loses its partitions to the others, and its late commits are refused; when it wakes it rejoins. Members renew their session and look at the registry ten times per timeout; a member that dies leaves at once]:DURATION:_default' \
 '--reset-offsets=[With -G\: set the group'\''s committed offsets of every partition of the topic to SPEC (beginning, end, N, -N, @TIMESTAMP, resolved against the brokers), print them (-J\: as JSON), and exit without consuming; refused (exit 1) while the group has live members, like kafka-consumer-groups --reset-offsets]:SPEC:_default' \

@@ -1,4 +1,4 @@
-complete -c klog-dump -l registry -d 'Show a registry instead: brokers, groups, members, partition owners, committed offsets and lag' -r -F
+complete -c klog-dump -l registry -d 'Show a registry instead: brokers, groups, members, partition owners, committed offsets and lag. A directory or a ZooKeeper ensemble, zk://HOST:PORT[,HOST:PORT...]/CHROOT; only read: nothing is created or changed' -r -F
 complete -c klog-dump -l records -d 'One line per record instead of per batch'
 complete -c klog-dump -l print-data -d 'Print keys, values and headers too (implies --records)'
 complete -c klog-dump -l verify -d 'Check the indexes against the log and every CRC; print only problems and the summary'

@@ -12,7 +12,7 @@ complete -c klog-produce -l message-timeout -d 'Delivery deadline: a record the 
 complete -c klog-produce -l partitions -d 'Embedded mode: partitions of a topic this command creates (with a broker, the broker\'s --partitions applies)' -r
 complete -c klog-produce -s b -l broker -d 'The broker to send to' -r
 complete -c klog-produce -l data-dir -d 'Embedded mode: append to the logs in this data directory directly, with no broker (takes each partition\'s writer lock)' -r -F
-complete -c klog-produce -l registry -d 'Find each partition\'s broker in this registry (a cluster of brokers) instead of sending everything to -b' -r -F
+complete -c klog-produce -l registry -d 'Find each partition\'s broker in this registry (a cluster of brokers) instead of sending everything to -b: a directory (one host) or a ZooKeeper ensemble, zk://HOST:PORT[,HOST:PORT...]/CHROOT (many hosts)' -r -F
 complete -c klog-produce -l segment-bytes -d 'Embedded mode: segment size at which a log rolls' -r
 complete -c klog-produce -l max-record-bytes -d 'Largest record accepted' -r
 complete -c klog-produce -s X -d 'A client setting by its Kafka property name, in Kafka\'s units (repeatable): bootstrap.servers (-b), batch.num.messages (--batch), batch.size (--batch-bytes), linger.ms (--linger), acks (--acks), message.timeout.ms or delivery.timeout.ms (--message-timeout), message.max.bytes (--max-record-bytes); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins' -r

@@ -33,7 +33,7 @@ _klog-produce() {
 '-b+[The broker to send to]:HOST[:PORT]:_default' \
 '--broker=[The broker to send to]:HOST[:PORT]:_default' \
 '--data-dir=[Embedded mode\: append to the logs in this data directory directly, with no broker (takes each partition'\''s writer lock)]:DIR:_files' \
-'--registry=[Find each partition'\''s broker in this registry (a cluster of brokers) instead of sending everything to -b]:DIR:_files' \
+'--registry=[Find each partition'\''s broker in this registry (a cluster of brokers) instead of sending everything to -b\: a directory (one host) or a ZooKeeper ensemble, zk\://HOST\:PORT\[,HOST\:PORT...\]/CHROOT (many hosts)]:REGISTRY:_files' \
 '--segment-bytes=[Embedded mode\: segment size at which a log rolls]:SIZE:_default' \
 '--max-record-bytes=[Largest record accepted]:SIZE:_default' \
 '*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), batch.num.messages (--batch), batch.size (--batch-bytes), linger.ms (--linger), acks (--acks), message.timeout.ms or delivery.timeout.ms (--message-timeout), message.max.bytes (--max-record-bytes); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \

@@ -437,3 +437,285 @@ fn walkdir(dir: &std::path::Path) -> Vec<String> {
     }
     out
 }
+
+/// A broker registered in a registry, serving topic `t` (2 partitions,
+/// 100 records) that group `g` has read to the end (`-G g -e`), and a
+/// live member of group `live` owning both partitions, committing
+/// nothing: what `klog-dump --registry` and `klog-consume -L --registry`
+/// look at. Everything stops when it is dropped (the member first).
+struct Cluster {
+    _live: common::Proc,
+    _broker: common::BrokerProc,
+    _data: tempfile::TempDir,
+}
+
+fn cluster(registry: &str) -> Cluster {
+    let data = tempfile::tempdir().unwrap();
+    let broker = common::BrokerProc::start(
+        &data.path().join("data"),
+        &["--registry", registry, "--partitions", "2"],
+    );
+    bin("klog-produce")
+        .args(["--registry", registry, "-t", "t", "-q"])
+        .write_stdin(lines(100))
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    let read = common::consume_registry(registry, "t", &["-G", "g"]);
+    assert_eq!(read.lines().count(), 100, "{read}");
+    let live = common::Proc::spawn(
+        "klog-consume",
+        &[
+            "-t",
+            "t",
+            "-G",
+            "live",
+            "--registry",
+            registry,
+            "-o",
+            "end",
+            "--commit-interval",
+            "1h",
+        ],
+    );
+    live.wait_stderr(
+        " owns ",
+        |l| l.contains("t [0]") && l.contains("t [1]"),
+        Duration::from_secs(60),
+    );
+    Cluster {
+        _live: live,
+        _broker: broker,
+        _data: data,
+    }
+}
+
+/// Runs `name` with `args`, which must succeed; its stdout.
+fn stdout_of(name: &str, args: &[&str]) -> String {
+    let out = bin(name)
+        .args(args)
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+}
+
+/// The cells of a tool's tables, row by row (header rows too), with the
+/// cells that name a process or a moment (ids, addresses, pids, members,
+/// generations, leases) replaced by what they are, `-` kept: the shape a
+/// directory and ZooKeeper must share.
+fn table_shape(text: &str) -> Vec<Vec<String>> {
+    let anonymous = [
+        "broker",
+        "address",
+        "pid",
+        "member",
+        "owner",
+        "generation",
+        "lease",
+        "leader",
+        "replicas",
+        "isr",
+    ];
+    let mut header: Vec<String> = Vec::new();
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        if !line.starts_with('│') {
+            continue;
+        }
+        let cells: Vec<String> = line
+            .split(['│', '┆'])
+            .map(|c| c.trim().to_string())
+            .filter(|c| !c.is_empty())
+            .collect();
+        let is_header = cells.first().is_some_and(|c| {
+            ["broker", "group", "topic"].contains(&c.as_str())
+                && cells.iter().all(|c| !c.chars().any(|c| c.is_ascii_digit()))
+        });
+        if is_header {
+            header = cells.clone();
+            rows.push(cells);
+            continue;
+        }
+        let row = cells
+            .into_iter()
+            .enumerate()
+            .map(|(i, cell)| {
+                let column = header.get(i).map_or("", String::as_str);
+                if cell != "-" && anonymous.contains(&column) {
+                    format!("<{column}>")
+                } else {
+                    cell
+                }
+            })
+            .collect();
+        rows.push(row);
+    }
+    rows
+}
+
+/// JSON lines with the fields that name a process or a moment replaced
+/// by their name (nulls kept).
+fn json_shape(text: &str) -> Vec<serde_json::Value> {
+    let anonymous = [
+        "id",
+        "port",
+        "pid",
+        "member",
+        "generation",
+        "lease_age_ms",
+        "session_timeout_ms",
+        "addr",
+        "leader",
+        "replicas",
+        "isr",
+    ];
+    text.lines()
+        .map(|line| {
+            let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
+            for field in anonymous {
+                // A lease's fields are null on ZooKeeper, which keeps none.
+                let lease = field.contains("_ms");
+                if let Some(v) = value.get_mut(field).filter(|v| lease || !v.is_null()) {
+                    *v = serde_json::json!(format!("<{field}>"));
+                }
+            }
+            value
+        })
+        .collect()
+}
+
+/// ZooKeeper's count of znodes, from its `srvr` reply.
+fn znodes(server: &common::zk::ZkServer) -> u64 {
+    let reply = server.srvr();
+    reply
+        .lines()
+        .find_map(|l| l.strip_prefix("Node count: "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no node count in {reply:?}"))
+}
+
+/// `klog-dump --registry zk://...` shows what it shows for a directory:
+/// the same tables (columns and rows, but for ids, addresses, pids,
+/// generations and leases) and the same JSON lines; and it only looks: a
+/// dump of a chroot nobody used creates no znode.
+#[test]
+fn klog_dump_shows_a_zookeeper_registry_as_a_directory() {
+    let Some(server) = common::zk::ZkServer::start() else {
+        return;
+    };
+    let unused = server.address("/never-used");
+    let before = znodes(&server);
+    for extra in [&[][..], &["--json"]] {
+        let out = stdout_of("klog-dump", &[&["--registry", &unused][..], extra].concat());
+        assert!(!out.contains("broker-"), "{out}");
+    }
+    assert_eq!(znodes(&server), before, "a look created znodes");
+
+    let dir = tempfile::tempdir().unwrap();
+    let directory = dir.path().join("registry");
+    let directory = directory.to_str().unwrap();
+    let zookeeper = server.address("/dump");
+    let mut shapes = Vec::new();
+    for registry in [directory, zookeeper.as_str()] {
+        let _cluster = cluster(registry);
+        let tables = stdout_of("klog-dump", &["--registry", registry]);
+        let json = stdout_of("klog-dump", &["--registry", registry, "--json"]);
+        shapes.push((table_shape(&tables), json_shape(&json), tables, json));
+    }
+    let (directory, zookeeper) = (&shapes[0], &shapes[1]);
+    assert_eq!(directory.0, zookeeper.0, "{}\n{}", directory.2, zookeeper.2);
+    assert_eq!(directory.1, zookeeper.1);
+    // ZooKeeper keeps no lease: an entry lives while its holder's session
+    // does, whose timeout the registry does not know. The dump says so,
+    // and never shows its own session's timeout as the holder's.
+    for table in [&directory.2, &zookeeper.2] {
+        let leases = table.matches("s/").count();
+        let sessions = table.matches("zk session").count();
+        if std::ptr::eq(table, &zookeeper.2) {
+            assert_eq!((leases, sessions), (0, 3), "{table}");
+        } else {
+            assert_eq!((leases, sessions), (3, 0), "{table}");
+        }
+    }
+    for line in zookeeper.3.lines().filter(|l| !l.contains("\"offset\"")) {
+        let line: serde_json::Value = serde_json::from_str(line).unwrap();
+        if line["type"] != "broker" {
+            assert!(line["session_timeout_ms"].is_null(), "{line}");
+            assert!(line["lease_age_ms"].is_null(), "{line}");
+            assert_eq!(line["expired"], false, "{line}");
+        }
+    }
+    // What both show: the broker, the live member owning both partitions
+    // with nothing committed, and g's offsets at the end.
+    let rows: Vec<String> = zookeeper.0.iter().map(|r| r.join(" ")).collect();
+    for row in [
+        "<broker> <address> <pid> t [0, 1]",
+        "live <member> <pid> t <lease>",
+        "g t 0 - - - 50 50 0",
+        "g t 1 - - - 50 50 0",
+        "live t 0 <owner> <generation> <lease> none 50 ?",
+        "live t 1 <owner> <generation> <lease> none 50 ?",
+    ] {
+        assert!(rows.contains(&row.to_string()), "{row:?} in {rows:#?}");
+    }
+}
+
+/// `klog-consume -L --registry zk://...` lists the cluster as it does for
+/// a directory: the same brokers, topics, partitions, leaders and offsets,
+/// as tables and as JSON.
+#[test]
+fn klog_consume_lists_a_zookeeper_cluster_as_a_directory() {
+    let Some(server) = common::zk::ZkServer::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let directory = dir.path().join("registry");
+    let directory = directory.to_str().unwrap();
+    let zookeeper = server.address("/list");
+    let mut shapes = Vec::new();
+    for registry in [directory, zookeeper.as_str()] {
+        let _cluster = cluster(registry);
+        let tables = stdout_of("klog-consume", &["-L", "--registry", registry]);
+        let json = stdout_of("klog-consume", &["-L", "--registry", registry, "-J"]);
+        shapes.push((table_shape(&tables), json_shape(&json), tables));
+    }
+    let (directory, zookeeper) = (&shapes[0], &shapes[1]);
+    assert_eq!(directory.0, zookeeper.0, "{}\n{}", directory.2, zookeeper.2);
+    assert_eq!(directory.1, zookeeper.1);
+    let rows: Vec<String> = zookeeper.0.iter().map(|r| r.join(" ")).collect();
+    for row in [
+        "<broker> <address>",
+        "t 0 <leader> <replicas> <isr> 0 50",
+        "t 1 <leader> <replicas> <isr> 0 50",
+    ] {
+        assert!(rows.contains(&row.to_string()), "{row:?} in {rows:#?}");
+    }
+}
+
+/// A ZooKeeper that is not there (nothing listens; something listens and
+/// never answers) is an error within seconds, exit 1, that names the
+/// address and says what to check; never a hang.
+#[test]
+fn an_absent_zookeeper_is_an_error_within_seconds() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent = format!("zk://{}/klog", silent.local_addr().unwrap());
+    for address in ["zk://127.0.0.1:1/klog", silent.as_str()] {
+        for run in [&["klog-dump"][..], &["klog-consume", "-L"]] {
+            let started = std::time::Instant::now();
+            bin(run[0])
+                .args(&run[1..])
+                .args(["--registry", address])
+                .timeout(Duration::from_secs(30))
+                .assert()
+                .code(1)
+                .stderr(
+                    predicate::str::starts_with("error: ")
+                        .and(predicate::str::contains(address))
+                        .and(predicate::str::contains("hint: is ZooKeeper running")),
+                );
+            let took = started.elapsed();
+            assert!(took < Duration::from_secs(6), "{run:?} {address}: {took:?}");
+        }
+    }
+}

@@ -724,3 +724,60 @@ fn damaged_log(data: &std::path::Path, args: &[&str]) {
     bytes[200] ^= 0xff;
     std::fs::write(&first, bytes).unwrap();
 }
+
+/// A registry is a directory or `zk://HOST:PORT[,HOST:PORT...]/CHROOT`:
+/// an address that tries to be the second and is not (no port, no
+/// chroot, an empty chroot part, another scheme, `zk:/` for `zk://`) is a
+/// usage error that says the form, in every binary and from
+/// `KLOG_REGISTRY` too, and nothing is created (a typo never becomes a
+/// directory named `zk:`), nothing is waited for.
+#[test]
+fn a_malformed_zookeeper_address_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let form = "zk://HOST:PORT[,HOST:PORT...]/CHROOT";
+    for bad in [
+        "zk://127.0.0.1/klog",
+        "zk://127.0.0.1:2181",
+        "zk://127.0.0.1:2181/",
+        "zk://:2181/klog",
+        "zk://127.0.0.1:2181,/klog",
+        "zk://127.0.0.1:2181/a//b",
+        "zk:/127.0.0.1:2181/klog",
+        "zk:127.0.0.1:2181/klog",
+        "zookeeper://127.0.0.1:2181/klog",
+    ] {
+        let runs: [&[&str]; 5] = [
+            &["klog-broker", "--data-dir", data, "--listen", "127.0.0.1:0"],
+            &["klog-produce", "-t", "t"],
+            &["klog-consume", "-t", "t", "-G", "g", "-e"],
+            &["klog-consume", "-L"],
+            &["klog-dump"],
+        ];
+        for run in runs {
+            bin(run[0])
+                .current_dir(dir.path())
+                .args(&run[1..])
+                .args(["--registry", bad])
+                .write_stdin("x\n")
+                .timeout(std::time::Duration::from_secs(20))
+                .assert()
+                .code(2)
+                .stderr(predicate::str::contains(bad).and(predicate::str::contains(form)));
+        }
+        bin("klog-consume")
+            .current_dir(dir.path())
+            .env("KLOG_REGISTRY", bad)
+            .args(["-L"])
+            .timeout(std::time::Duration::from_secs(20))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(form));
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing was created"
+    );
+}

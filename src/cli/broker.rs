@@ -93,8 +93,11 @@ pub struct Args {
     #[arg(long = "idle-timeout", value_name = "DURATION", default_value = "10m", value_parser = super::timeout_arg)]
     pub idle_timeout_ms: u64,
     /// Join this registry: register the broker and its topics there, for
-    /// consumer groups (klog-consume -G) to find.
-    #[arg(long = "registry", value_name = "DIR", env = "KLOG_REGISTRY")]
+    /// consumer groups (klog-consume -G) and clients with --registry to
+    /// find. A directory (a cluster on one host) or a ZooKeeper ensemble,
+    /// zk://HOST:PORT[,HOST:PORT...]/CHROOT (many hosts; the chroot is
+    /// created on first use).
+    #[arg(long = "registry", value_name = "REGISTRY", env = "KLOG_REGISTRY", value_parser = super::registry_arg)]
     pub registry: Option<PathBuf>,
     /// Only print errors.
     #[arg(short = 'q', long = "quiet")]

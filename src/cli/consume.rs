@@ -90,8 +90,10 @@ pub struct Args {
     /// share the topic's partitions, and resume at its committed offsets.
     #[arg(short = 'G', long = "group", value_name = "GROUP", requires = "registry", conflicts_with = "partitions", value_parser = super::group_arg)]
     pub group: Option<String>,
-    /// The registry of consumer groups and brokers (a directory).
-    #[arg(long = "registry", value_name = "DIR", env = "KLOG_REGISTRY")]
+    /// The registry of consumer groups and brokers: a directory (one host)
+    /// or a ZooKeeper ensemble, zk://HOST:PORT[,HOST:PORT...]/CHROOT (many
+    /// hosts). Without -G, read each partition from its broker there.
+    #[arg(long = "registry", value_name = "REGISTRY", env = "KLOG_REGISTRY", value_parser = super::registry_arg)]
     pub registry: Option<PathBuf>,
     /// With -G: commit offsets this often (and at rebalances and exit).
     #[arg(long = "commit-interval", value_name = "DURATION", default_value = "5s", value_parser = super::duration_arg)]
@@ -242,7 +244,7 @@ fn check_group(args: &Args, applied: &config::Applied) -> Result<(), super::Usag
     }
     if args.registry.is_none() {
         return Err(super::Usage(
-            "-X group.id (like -G) needs the registry of the group: --registry DIR".into(),
+            "-X group.id (like -G) needs the registry of the group: --registry REGISTRY (a directory or zk://HOST:PORT[,...]/CHROOT)".into(),
         ));
     }
     if !args.partitions.is_empty() {
@@ -306,7 +308,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
     }
     if args.offset == OffsetSpec::Stored && args.group.is_none() {
         return Err(super::Usage(
-            "-o stored needs a group (-G GROUP --registry DIR): it starts at the group's committed offsets".into(),
+            "-o stored needs a group (-G GROUP --registry REGISTRY): it starts at the group's committed offsets".into(),
         )
         .into());
     }

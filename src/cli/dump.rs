@@ -28,8 +28,10 @@ pub struct Args {
     #[arg(value_name = "PATH", required_unless_present = "registry")]
     pub paths: Vec<PathBuf>,
     /// Show a registry instead: brokers, groups, members, partition owners,
-    /// committed offsets and lag.
-    #[arg(long = "registry", value_name = "DIR", conflicts_with_all = ["paths", "records", "print_data", "verify"])]
+    /// committed offsets and lag. A directory or a ZooKeeper ensemble,
+    /// zk://HOST:PORT[,HOST:PORT...]/CHROOT; only read: nothing is created
+    /// or changed.
+    #[arg(long = "registry", value_name = "REGISTRY", value_parser = super::registry_arg, conflicts_with_all = ["paths", "records", "print_data", "verify"])]
     pub registry: Option<PathBuf>,
     /// One line per record instead of per batch.
     #[arg(long = "records")]

@@ -42,7 +42,7 @@ const CLIENT_ENV: &[(&str, &str)] = &[
     ),
     (
         "KLOG_REGISTRY",
-        "a registry to find the brokers in, as --registry",
+        "a registry to find the brokers in, as --registry (a directory or zk://...)",
     ),
     ("NO_COLOR", "no styling in tables"),
 ];
@@ -63,10 +63,14 @@ pub const BROKER: Extras = Extras {
 klog-broker --data-dir data                         # listens on 127.0.0.1:9092
 klog-broker --data-dir data --partitions 4 --retention 2d
 klog-broker --data-dir data --listen 127.0.0.1:0    # port 0: a free port, printed
-klog-broker --data-dir d1 --registry reg            # join a registry (groups, clusters)",
+klog-broker --data-dir d1 --registry reg            # join a registry (groups, clusters)
+klog-broker --registry zk://zk1:2181,zk2:2181/klog  # on ZooKeeper: a cluster across hosts",
     environment: &[
         ("KLOG_BROKER_DATA_DIR", "the data directory, as --data-dir"),
-        ("KLOG_REGISTRY", "the registry to join, as --registry"),
+        (
+            "KLOG_REGISTRY",
+            "the registry to join, as --registry (a directory or zk://...)",
+        ),
     ],
     exit_status: &[
         (0, "shut down cleanly (SIGTERM, SIGINT)"),
@@ -87,7 +91,8 @@ tail -f app.log | klog-produce -t app --linger 100ms
 klog-produce -t users -K : < users.txt              # key:value lines
 klog-consume -t a -J -e | klog-produce -t b -J      # copy a topic, keys and headers too
 klog-produce -t images -l *.png                     # one record per file, as kcat
-klog-produce --data-dir data -t t < lines.txt       # embedded: no broker",
+klog-produce --data-dir data -t t < lines.txt       # embedded: no broker
+klog-produce --registry zk://zk1:2181/klog -t t     # each partition to its broker",
     environment: CLIENT_ENV,
     exit_status: CLIENT_EXIT,
 };
@@ -101,6 +106,7 @@ klog-consume -t numbers -o -10 -e                   # the last 10
 klog-consume -t numbers -o @2026-11-29T12:00:00Z -c 5
 klog-consume -t t -f '%t [%p] @%o %k=%s\\n'          # kcat's format tokens
 klog-consume -t t -G readers --registry reg         # as a member of a group
+klog-consume -L --registry zk://zk1:2181/klog       # a cluster's brokers and partitions
 klog-consume --data-dir data -t numbers -e          # embedded: read the files",
     environment: CLIENT_ENV,
     exit_status: CLIENT_EXIT,
@@ -114,7 +120,8 @@ klog-dump data/numbers-0/00000000000000000000.log   # one line per batch
 klog-dump --records --print-data data/numbers-0     # and each record
 klog-dump --verify data                             # every partition (exit 3 if damaged)
 klog-dump --json data/numbers-0/00000000000000000000.index
-klog-dump --registry reg                            # brokers, groups, offsets, lag",
+klog-dump --registry reg                            # brokers, groups, offsets, lag
+klog-dump --registry zk://zk1:2181/klog             # the same, from ZooKeeper (read only)",
     environment: &[("NO_COLOR", "no styling in tables")],
     exit_status: &[
         (0, "success, nothing wrong found"),

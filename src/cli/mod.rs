@@ -112,11 +112,16 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
                 return Some("check the topic name and --data-dir; klog-produce creates topics")
             }
             Some(crate::Error::NotInRegistry { .. }) => {
-                return Some("check the topic name; producing to it (klog-produce --registry DIR) creates it, and without -e the group waits for it")
+                return Some("check the topic name; producing to it (klog-produce --registry REGISTRY) creates it, and without -e the group waits for it")
             }
             Some(crate::Error::Corrupt { .. }) => return Some("klog-recover repairs a damaged log"),
+            Some(crate::Error::ZooKeeper {
+                op: "connect to", ..
+            }) => {
+                return Some("is ZooKeeper running there, and does the address name its client port? (zk://HOST:PORT[,HOST:PORT...]/CHROOT)")
+            }
             Some(crate::Error::GroupActive { .. }) => {
-                return Some("stop the group's members first (klog-dump --registry DIR lists them)")
+                return Some("stop the group's members first (klog-dump --registry REGISTRY lists them)")
             }
             _ => {}
         }
@@ -226,7 +231,7 @@ pub fn broker_arg(s: &str) -> Result<String, String> {
 pub fn servers_arg(s: &str) -> Result<String, String> {
     if s.contains(',') {
         return Err(
-            "klog talks to one broker (-b HOST[:PORT]), or to a cluster through its registry (--registry DIR): give one address".into(),
+            "klog talks to one broker (-b HOST[:PORT]), or to a cluster through its registry (--registry REGISTRY): give one address".into(),
         );
     }
     broker_arg(s)
@@ -235,6 +240,36 @@ pub fn servers_arg(s: &str) -> Result<String, String> {
 /// A clap value parser for `--listen`: `HOST:PORT` (port 0 picks one).
 pub fn listen_arg(s: &str) -> Result<String, String> {
     host_port(s).map(|_| s.to_string())
+}
+
+/// What `--registry` takes, said in usage errors.
+pub const REGISTRY_FORMS: &str = "a directory, or a ZooKeeper ensemble as zk://HOST:PORT[,HOST:PORT...]/CHROOT (e.g. zk://127.0.0.1:2181/klog)";
+
+/// A clap value parser for `--registry`: a directory, or a ZooKeeper
+/// ensemble `zk://HOST:PORT[,HOST:PORT...]/CHROOT`, whose form is checked
+/// here, before anything is opened. A value that looks like an address
+/// but not that one (`zk:/...`, `zookeeper://...`) is refused rather than
+/// taken for a directory to create.
+pub fn registry_arg(s: &str) -> Result<std::path::PathBuf, String> {
+    let looks_like_address = s.starts_with("zk:")
+        || s.split_once("://").is_some_and(|(scheme, _)| {
+            !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        });
+    if looks_like_address {
+        let why = match crate::coord::zk::ZkAddress::parse(s) {
+            Ok(_) => return Ok(s.into()),
+            Err(crate::Error::Config(why)) => why,
+            Err(e) => e.to_string(),
+        };
+        return Err(format!("{why}; a registry is {REGISTRY_FORMS}"));
+    }
+    if s.is_empty() {
+        return Err(format!("an empty registry: give {REGISTRY_FORMS}"));
+    }
+    Ok(s.into())
 }
 
 /// Checks `HOST:PORT` without resolving the host.
@@ -385,6 +420,36 @@ pub fn topic_arg(s: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_registry_is_a_directory_or_a_whole_zookeeper_address() {
+        for good in [
+            "reg",
+            "/var/lib/klog/registry",
+            "./zk",
+            "zkreg",
+            "a:b",
+            "zk://127.0.0.1:2181/klog",
+            "zk://zk1:2181,zk2:2181,[::1]:2181/klog/prod",
+        ] {
+            assert_eq!(registry_arg(good).unwrap().to_str(), Some(good));
+        }
+        for bad in [
+            "",
+            "zk:",
+            "zk:/h:1/x",
+            "zk://h/x",
+            "zk://h:1",
+            "ZK://h:1/x",
+            "http://h/x",
+        ] {
+            let why = registry_arg(bad).unwrap_err();
+            assert!(
+                why.contains("zk://HOST:PORT[,HOST:PORT...]/CHROOT"),
+                "{bad:?}: {why}"
+            );
+        }
+    }
 
     #[test]
     fn a_broker_address_is_host_and_port_and_the_port_defaults_to_9092() {

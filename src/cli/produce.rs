@@ -82,8 +82,10 @@ pub struct Args {
     #[arg(long = "data-dir", value_name = "DIR", env = "KLOG_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// Find each partition's broker in this registry (a cluster of
-    /// brokers) instead of sending everything to -b.
-    #[arg(long = "registry", value_name = "DIR", env = "KLOG_REGISTRY")]
+    /// brokers) instead of sending everything to -b: a directory (one
+    /// host) or a ZooKeeper ensemble, zk://HOST:PORT[,HOST:PORT...]/CHROOT
+    /// (many hosts).
+    #[arg(long = "registry", value_name = "REGISTRY", env = "KLOG_REGISTRY", value_parser = super::registry_arg)]
     pub registry: Option<PathBuf>,
     /// Embedded mode: segment size at which a log rolls.
     #[arg(long = "segment-bytes", value_name = "SIZE", default_value = "1GiB", value_parser = super::segment_size_arg)]

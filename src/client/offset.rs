@@ -64,7 +64,7 @@ pub fn resolve_in(
         OffsetSpec::FromEnd(n) => end.saturating_sub(n).max(start),
         OffsetSpec::Timestamp(ts) => by_timestamp(ts)?.unwrap_or(end),
         OffsetSpec::Stored => return Err(Error::Config(
-            "-o stored reads a consumer group's committed offset: it needs -G GROUP --registry DIR"
+            "-o stored reads a consumer group's committed offset: it needs -G GROUP --registry REGISTRY"
                 .into(),
         )),
     })

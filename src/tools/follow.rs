@@ -262,7 +262,7 @@ fn open_remote(options: &Options) -> anyhow::Result<Source> {
                     options.topic
                 ),
             })
-            .context("use --registry DIR to find each partition's broker");
+            .context("use --registry REGISTRY to find each partition's broker");
         }
         let name = format!("{} [{p}]", options.topic);
         let offset = resolve_in(start, end, options.offset, &name, |ts| {
@@ -512,7 +512,7 @@ pub fn reset_offsets(options: &Options, spec: OffsetSpec) -> anyhow::Result<()> 
     let group_options = options
         .group
         .as_ref()
-        .context("--reset-offsets needs -G GROUP --registry DIR")?;
+        .context("--reset-offsets needs -G GROUP --registry REGISTRY")?;
     let dir = &group_options.registry;
     let timeout = Duration::from_millis(group_options.session_timeout_ms);
     let registry = crate::coord::open(dir, timeout)

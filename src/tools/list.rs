@@ -213,7 +213,7 @@ fn from_registry(dir: &Path, topic: Option<&str>) -> anyhow::Result<Listing> {
     if crate::coord::zk_address(dir).is_none() && !dir.join("brokers").is_dir() {
         anyhow::bail!("{} is not a registry (no brokers/ inside)", dir.display());
     }
-    let registry = crate::coord::open_read_only(dir)?;
+    let registry = super::registry_dump::open_to_look(dir)?;
     let brokers = registry.brokers()?;
     // Each topic's partitions, and which broker says it holds each.
     let mut held: BTreeMap<String, BTreeMap<u32, String>> = BTreeMap::new();

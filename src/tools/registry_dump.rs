@@ -8,18 +8,25 @@
 //! listed too, as committed `none`, so that a group that has just started
 //! shows its whole assignment.
 //!
-//! Members and owners show their session: the lease's age against its
-//! timeout (`0.3s/10s`), marked `expired` once the holder has been silent
-//! for longer; owners show their claim's generation.
+//! Members and owners show their session: in a directory, the lease's age
+//! against its timeout (`0.3s/10s`), marked `expired` once the holder has
+//! been silent for longer. ZooKeeper keeps no lease: an entry lives as
+//! long as its holder's session, which the ensemble ends after the
+//! holder's session timeout, a number only the holder knows; the cell
+//! says `zk session`, and the JSON lease fields (`lease_age_ms`,
+//! `session_timeout_ms`) are null. Owners show their claim's generation
+//! (on ZooKeeper, the zxid that created the owner znode).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::json;
 
 use crate::client::{Connections, PartitionOffsets};
-use crate::coord::{BrokerInfo, Lease, MemberInfo, Owner, Registry};
+use crate::coord::{BrokerInfo, Lease, MemberInfo, Owner, Registry, ZkRegistry};
 
 /// One row of the registry's offsets: a group's committed offset and lag.
 struct OffsetRow {
@@ -38,6 +45,9 @@ struct Snapshot {
     /// lease).
     members: Vec<(String, MemberInfo, Lease)>,
     rows: Vec<OffsetRow>,
+    /// Whether the registry keeps leases (a directory does; on ZooKeeper
+    /// an entry lives with its holder's session).
+    leases: bool,
 }
 
 /// End offsets, asked of the broker that holds each partition, once per
@@ -71,14 +81,30 @@ pub fn show(dir: &Path, json: bool) -> anyhow::Result<()> {
     if crate::coord::zk_address(dir).is_none() && !dir.join("brokers").is_dir() {
         anyhow::bail!("not a registry (no brokers/ inside)");
     }
-    let registry = crate::coord::open_read_only(dir)?;
-    let snapshot = read(&*registry)?;
+    let registry = open_to_look(dir)?;
+    let mut snapshot = read(&*registry)?;
+    snapshot.leases = crate::coord::zk_address(dir).is_none();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if json {
         print_json(&mut out, &snapshot)
     } else {
         print_tables(&mut out, &snapshot)
+    }
+}
+
+/// How long a look at a ZooKeeper registry waits for a session: a look
+/// holds nothing, so an ensemble that is not there is said within seconds
+/// (a broker or a member waits its whole session timeout).
+const LOOK_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Opens the registry `registry` only to look at it (see
+/// [`crate::coord::open_read_only`]), giving up on a ZooKeeper ensemble
+/// after [`LOOK_TIMEOUT`]. Also `-L --registry`'s.
+pub(crate) fn open_to_look(registry: &Path) -> crate::Result<Arc<dyn Registry>> {
+    match crate::coord::zk_address(registry) {
+        Some(address) => Ok(Arc::new(ZkRegistry::open_read_only(address, LOOK_TIMEOUT)?)),
+        None => crate::coord::open_read_only(registry),
     }
 }
 
@@ -101,6 +127,7 @@ fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
         brokers,
         members,
         rows,
+        leases: true,
     })
 }
 
@@ -155,14 +182,14 @@ fn print_json(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
     }
     for (group, m, lease) in &snapshot.members {
         let mut line = json!({"type": "member", "group": group, "member": m.member, "pid": m.pid, "topics": m.topics});
-        add_lease(&mut line, lease);
+        add_lease(&mut line, snapshot.leases.then_some(lease));
         writeln!(out, "{line}")?;
     }
     for r in &snapshot.rows {
         if let Some(owner) = &r.owner {
             let mut line = json!({"type": "owner", "group": r.group, "topic": r.topic, "partition": r.partition,
                 "member": owner.member, "generation": owner.generation});
-            add_lease(&mut line, &owner.lease);
+            add_lease(&mut line, snapshot.leases.then_some(&owner.lease));
             writeln!(out, "{line}")?;
         }
         if let Ok(c) = r.committed {
@@ -178,8 +205,15 @@ fn print_json(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
 }
 
 /// Adds a lease's fields to a JSON line: `lease_age_ms`, `expired`, and
-/// `session_timeout_ms` (null for a lease that never expires).
-fn add_lease(line: &mut serde_json::Value, lease: &Lease) {
+/// `session_timeout_ms` (null for a lease that never expires); the first
+/// two null and `expired` false where there is no lease (ZooKeeper).
+fn add_lease(line: &mut serde_json::Value, lease: Option<&Lease>) {
+    let Some(lease) = lease else {
+        line["session_timeout_ms"] = json!(null);
+        line["lease_age_ms"] = json!(null);
+        line["expired"] = json!(false);
+        return;
+    };
     let timeout_ms = u64::try_from(lease.timeout.as_millis())
         .ok()
         .filter(|&ms| ms < u64::from(u32::MAX));
@@ -188,8 +222,12 @@ fn add_lease(line: &mut serde_json::Value, lease: &Lease) {
     line["expired"] = json!(lease.expired());
 }
 
-/// A lease for a table: `0.3s/10s`, `12.1s/10s expired`.
-fn lease_cell(lease: &Lease) -> String {
+/// A lease for a table: `0.3s/10s`, `12.1s/10s expired`; `zk session`
+/// where there is none (ZooKeeper).
+fn lease_cell(lease: Option<&Lease>) -> String {
+    let Some(lease) = lease else {
+        return "zk session".into();
+    };
     let age = format!("{:.1}s", lease.age.as_secs_f64());
     if lease.timeout.as_millis() >= u128::from(u32::MAX) {
         return format!("{age}/none");
@@ -216,7 +254,7 @@ fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()>
             m.member.clone(),
             m.pid.to_string(),
             m.topics.join(", "),
-            lease_cell(lease),
+            lease_cell(snapshot.leases.then_some(lease)),
         ]);
     }
     writeln!(out, "{t}")?;
@@ -250,9 +288,10 @@ fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()>
             r.owner
                 .as_ref()
                 .map_or_else(|| "-".into(), |o| o.generation.to_string()),
-            r.owner
-                .as_ref()
-                .map_or_else(|| "-".into(), |o| lease_cell(&o.lease)),
+            r.owner.as_ref().map_or_else(
+                || "-".into(),
+                |o| lease_cell(snapshot.leases.then_some(&o.lease)),
+            ),
             committed,
             r.end.map_or_else(|| "?".into(), |e| e.to_string()),
             lag,
@@ -302,6 +341,30 @@ mod tests {
             brokers: vec![broker],
             members: vec![("g".into(), member, lease(300))],
             rows: vec![row(0, Ok(5), Some(8)), row(1, Err("none".into()), None)],
+            leases: true,
+        }
+    }
+
+    #[test]
+    fn without_leases_the_session_is_said_and_no_timeout_is_made_up() {
+        let snapshot = Snapshot {
+            leases: false,
+            ..snapshot()
+        };
+        let mut out = Vec::new();
+        print_tables(&mut out, &snapshot).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches("zk session").count(), 3, "{text}");
+        assert!(!text.contains("s/10s"), "{text}");
+        let mut out = Vec::new();
+        print_json(&mut out, &snapshot).unwrap();
+        for line in String::from_utf8(out).unwrap().lines() {
+            let line: serde_json::Value = serde_json::from_str(line).unwrap();
+            if ["member", "owner"].contains(&line["type"].as_str().unwrap()) {
+                assert!(line["lease_age_ms"].is_null(), "{line}");
+                assert!(line["session_timeout_ms"].is_null(), "{line}");
+                assert_eq!(line["expired"], false, "{line}");
+            }
         }
     }
 
@@ -345,7 +408,7 @@ mod tests {
             rows[2],
             ["g", "t", "1", "m1", "3", "0.3s/10s", "none", "?", "?"]
         );
-        assert_eq!(lease_cell(&lease(12_100)), "12.1s/10s expired");
+        assert_eq!(lease_cell(Some(&lease(12_100))), "12.1s/10s expired");
         assert!(text.contains("127.0.0.1:9092"), "{text}");
     }
 }
