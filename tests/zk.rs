@@ -331,3 +331,22 @@ fn dropping_a_paused_server_kills_and_reaps_it() {
         "port {port} still accepts connections"
     );
 }
+
+/// A first server that accepts connections and never answers leaves time
+/// to reach the next one within the deadline.
+#[test]
+fn a_silent_server_first_in_the_list_leaves_time_for_the_next() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let address = format!("zk://127.0.0.1:{silent_port},127.0.0.1:{}/two", server.port);
+    // The client picks its first server at random: a few tries meet the
+    // silent one first.
+    for _ in 0..4 {
+        let session = ZkSession::connect(&address, SESSION, Duration::from_secs(4));
+        assert!(session.is_ok(), "{:?}", session.err());
+    }
+    drop(silent);
+}

@@ -120,6 +120,9 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
             }) => {
                 return Some("is ZooKeeper running there, and does the address name its client port? (zk://HOST:PORT[,HOST:PORT...]/CHROOT)")
             }
+            Some(crate::Error::HeldElsewhere { .. }) => {
+                return Some("another live process holds it: stop that one, or wait for its session to expire (a broker's id is in DATA_DIR/broker-id)")
+            }
             Some(crate::Error::GroupActive { .. }) => {
                 return Some("stop the group's members first (klog-dump --registry REGISTRY lists them)")
             }

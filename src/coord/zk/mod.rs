@@ -279,9 +279,13 @@ impl ZkSession {
         let chroot = address.chroot.clone();
         let what = address.to_string();
         let client = runtime.run("connect to", &what, deadline, async move {
+            // Each server gets its share of the deadline, so that a first
+            // one that drops packets leaves time to try the others.
+            let servers = u32::try_from(hosts.split(',').count()).unwrap_or(1).max(1);
+            let per_server = (deadline / servers).max(Duration::from_millis(500));
             let client = zk::Client::connector()
                 .with_session_timeout(session_timeout)
-                .with_connection_timeout(deadline)
+                .with_connection_timeout(per_server)
                 .connect(&hosts)
                 .await?;
             if create_chroot {
