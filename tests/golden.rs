@@ -20,12 +20,12 @@
 //! | `segment-header.bin`                         | 24-byte segment header            |
 //! | `index/wide.index`, `index/wide.timeindex`   | offset and time index entries     |
 //! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `clean-shutdown` |
-//! | `registry/`                                  | broker, member (and its lease), owner claim (by generation), committed offset and placement entries; an entry `<id>.json` stands for `<id>@<incarnation>.json` |
+//! | `registry/`                                  | broker, member (and its lease), owner claim (by generation), committed offset, placement (one replica each, as before replication, and replicated) and partition state entries; an entry `<id>.json` stands for `<id>@<incarnation>.json` |
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use klog::coord::{BrokerInfo, DirRegistry, MemberInfo, Placement, Registry};
+use klog::coord::{BrokerInfo, DirRegistry, MemberInfo, PartitionState, Placement, Registry};
 use klog::limits::BATCH_BYTES_MAX;
 use klog::storage::fs::sim::SimFs;
 use klog::storage::fs::Vfs;
@@ -742,13 +742,18 @@ fn registry_topic_placement() {
     let reg = DirRegistry::open(dir.path()).unwrap();
     std::fs::write(dir.path().join("topics/clicks.json"), &golden).unwrap();
     let decoded = reg.placement("clicks").unwrap().expect("placed");
+    // A placement without replicas (every one before replication) has one
+    // replica per partition, the broker in `brokers`.
+    let one = |b: &str| vec![b.to_string()];
     assert_eq!(
         decoded,
         Placement {
             topic: "clicks".into(),
             brokers: vec!["broker-1".into(), "broker-2".into(), "broker-1".into()],
+            replicas: vec![one("broker-1"), one("broker-2"), one("broker-1")],
         }
     );
+    assert_eq!(decoded.replication_factor(), 1);
 
     // The writer places round-robin over the sorted live brokers, so the
     // decoded placement is re-encoded from its partition count and brokers.
@@ -760,4 +765,127 @@ fn registry_topic_placement() {
         &golden,
         &place(decoded.brokers.len() as u32, &brokers),
     );
+}
+
+#[test]
+fn registry_replicated_topic_placement() {
+    let name = "registry/topics/views.json";
+    let place = |partitions: u32, factor: u32, brokers: &[String]| {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
+        reg.place_topic_replicated("views", partitions, factor, brokers)
+            .unwrap();
+        read(&dir.path().join("topics/views.json"))
+    };
+    let ids = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    let golden = check_golden(
+        name,
+        &place(4, 2, &ids(&["broker-3", "broker-1", "broker-2"])),
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let reg = DirRegistry::open(dir.path()).unwrap();
+    std::fs::write(dir.path().join("topics/views.json"), &golden).unwrap();
+    let decoded = reg.placement("views").unwrap().expect("placed");
+    assert_eq!(
+        decoded,
+        Placement {
+            topic: "views".into(),
+            brokers: ids(&["broker-1", "broker-2", "broker-3", "broker-1"]),
+            replicas: vec![
+                ids(&["broker-1", "broker-2"]),
+                ids(&["broker-2", "broker-3"]),
+                ids(&["broker-3", "broker-1"]),
+                ids(&["broker-1", "broker-2"]),
+            ],
+        }
+    );
+    let mut brokers: Vec<String> = decoded.replicas.concat();
+    brokers.sort();
+    brokers.dedup();
+    let factor = decoded.replication_factor() as u32;
+    assert_reencoded(
+        name,
+        &golden,
+        &place(decoded.brokers.len() as u32, factor, &brokers),
+    );
+}
+
+/// The golden partition states: `clicks` [2] as created (version 0), and
+/// `clicks` [1] offline after one change (version 1).
+fn golden_states() -> [(u32, u64, PartitionState); 2] {
+    [
+        (
+            2,
+            0,
+            PartitionState {
+                leader: Some("broker-1".into()),
+                leader_epoch: 0,
+                isr: vec!["broker-1".into(), "broker-2".into()],
+            },
+        ),
+        (
+            1,
+            1,
+            PartitionState {
+                leader: None,
+                leader_epoch: 4_294_967_301,
+                isr: vec!["broker-2".into()],
+            },
+        ),
+    ]
+}
+
+/// A registry with `clicks` placed on 3 partitions.
+fn placed_registry() -> (tempfile::TempDir, DirRegistry) {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = DirRegistry::open(dir.path()).unwrap();
+    let brokers = ["broker-1".to_string(), "broker-2".to_string()];
+    reg.place_topic_replicated("clicks", 3, 2, &brokers)
+        .unwrap();
+    (dir, reg)
+}
+
+/// Stores `state` as partition `p`'s state at `version` the way a
+/// cluster does (created, then changed once per version), and returns
+/// its file's bytes.
+fn store_state(p: u32, version: u64, state: &PartitionState) -> Vec<u8> {
+    let (dir, reg) = placed_registry();
+    let first = PartitionState {
+        leader: None,
+        leader_epoch: 0,
+        isr: vec![],
+    };
+    let created = if version == 0 { state } else { &first };
+    assert!(reg.create_partition_state("clicks", p, created).unwrap());
+    for v in 0..version {
+        assert!(reg.set_partition_state("clicks", p, state, v).unwrap());
+    }
+    let files: Vec<_> = std::fs::read_dir(dir.path().join(format!("states/clicks-{p}")))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(
+        files,
+        [version.to_string()],
+        "one file: the current version"
+    );
+    read(&dir.path().join(format!("states/clicks-{p}/{version}")))
+}
+
+#[test]
+fn registry_partition_state() {
+    for (p, version, state) in golden_states() {
+        let name = format!("registry/states/clicks-{p}/{version}");
+        let golden = check_golden(&name, &store_state(p, version, &state));
+
+        let (dir, reg) = placed_registry();
+        let path = dir.path().join(format!("states/clicks-{p}"));
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(path.join(version.to_string()), &golden).unwrap();
+        let decoded = reg.partition_state("clicks", p).unwrap();
+        assert_eq!(decoded, Some((state, version)), "{name}");
+        let (decoded, _) = decoded.unwrap();
+        assert_reencoded(&name, &golden, &store_state(p, version, &decoded));
+    }
 }

@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::zk::ZkServer;
-use klog::coord::{BrokerInfo, MemberInfo, Placement, Registry, SessionState, ZkRegistry};
+use klog::coord::{
+    BrokerInfo, MemberInfo, PartitionState, Placement, Registry, SessionState, ZkRegistry,
+};
 use klog::error::Error;
 
 /// The session timeout of the tests' registries.
@@ -205,10 +207,7 @@ fn the_first_placement_wins_and_listings_move_the_change_count() {
     let first = one.place_topic("t", 3, &ids(&["b2", "b1"])).unwrap();
     assert_eq!(first.brokers, ids(&["b1", "b2", "b1"]));
     assert_eq!(two.place_topic("t", 1, &ids(&["b9"])).unwrap(), first);
-    let rival = Placement {
-        topic: "t".into(),
-        brokers: ids(&["b9"]),
-    };
+    let rival = Placement::new("t", vec![ids(&["b9"])]);
     assert!(!two.create_placement(&rival).unwrap());
     assert_eq!(one.placement("t").unwrap(), Some(first));
 
@@ -313,4 +312,185 @@ fn a_session_stopped_past_its_timeout_is_never_alive_when_it_runs_again() {
     eventually("the session is known lost", || {
         reg.session() == SessionState::Lost
     });
+}
+
+fn online(leader: &str, epoch: u64) -> PartitionState {
+    PartitionState {
+        leader: Some(leader.into()),
+        leader_epoch: epoch,
+        isr: vec![leader.into()],
+    }
+}
+
+/// Runs `writers` threads, each with its own session's registry, released
+/// together, and returns which of them `attempt` says won.
+fn race(
+    registries: &[ZkRegistry],
+    attempt: impl Fn(&ZkRegistry, usize) -> bool + Sync,
+) -> Vec<usize> {
+    let barrier = std::sync::Barrier::new(registries.len());
+    std::thread::scope(|s| {
+        let handles: Vec<_> = registries
+            .iter()
+            .enumerate()
+            .map(|(w, reg)| {
+                let (barrier, attempt) = (&barrier, &attempt);
+                s.spawn(move || {
+                    barrier.wait();
+                    attempt(reg, w)
+                })
+            })
+            .collect();
+        let won = handles.into_iter().map(|h| h.join().unwrap());
+        won.enumerate()
+            .filter(|(_, w)| *w)
+            .map(|(i, _)| i)
+            .collect()
+    })
+}
+
+#[test]
+fn a_partition_state_changes_only_by_compare_and_set_one_racer_winning() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let writers: Vec<ZkRegistry> = (0..3).map(|_| open(&server, "/state-test")).collect();
+    let reg = &writers[0];
+    let ids = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    let err = reg
+        .create_partition_state("t", 0, &online("b1", 0))
+        .unwrap_err();
+    assert!(err.to_string().contains("not placed"), "{err}");
+    assert_eq!(reg.topics().unwrap(), Vec::<String>::new(), "no znode made");
+    reg.place_topic_replicated("t", 2, 2, &ids(&["b1", "b2"]))
+        .unwrap();
+    assert_eq!(reg.partition_state("t", 0).unwrap(), None);
+    let err = reg
+        .set_partition_state("t", 0, &online("b1", 1), 0)
+        .unwrap_err();
+    assert!(err.to_string().contains("no state"), "{err}");
+
+    // Creates racing: one wins, and its state is version 0.
+    let won = race(&writers, |r, w| {
+        r.create_partition_state("t", 0, &online(&format!("b{w}"), 0))
+            .unwrap()
+    });
+    assert_eq!(won.len(), 1, "{won:?}");
+    let created = (online(&format!("b{}", won[0]), 0), 0);
+    assert_eq!(reg.partition_state("t", 0).unwrap(), Some(created));
+
+    // Changes racing from the same version: one wins each round, the
+    // losers' states are never seen, and versions grow by one.
+    for round in 0..10u64 {
+        let won = race(&writers, |r, w| {
+            let mine = online(&format!("b{w}"), round + 1);
+            r.set_partition_state("t", 0, &mine, round).unwrap()
+        });
+        assert_eq!(won.len(), 1, "round {round}: {won:?}");
+        let now = writers[2].partition_state("t", 0).unwrap();
+        assert_eq!(
+            now,
+            Some((online(&format!("b{}", won[0]), round + 1), round + 1))
+        );
+        // A stale version (and one never reached) is refused.
+        for stale in [round, round + 2, u64::MAX] {
+            assert!(!reg
+                .set_partition_state("t", 0, &online("late", 0), stale)
+                .unwrap());
+        }
+        assert_eq!(writers[1].partition_state("t", 0).unwrap(), now);
+    }
+
+    // Kafka's znode, JSON in it.
+    let admin =
+        klog::coord::zk::ZkSession::connect(&server.address("/state-test"), SESSION, SESSION)
+            .unwrap();
+    let (bytes, stat) = admin
+        .get("/brokers/topics/t/partitions/0/state", SESSION)
+        .unwrap();
+    assert_eq!(stat.version, 10);
+    let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(json["leader_epoch"], 10, "{json}");
+    // A state that does not parse is an error naming its znode.
+    admin
+        .set("/brokers/topics/t/partitions/0/state", b"{}", 10, SESSION)
+        .unwrap();
+    let err = reg.partition_state("t", 0).unwrap_err().to_string();
+    assert!(
+        err.contains("/state-test/brokers/topics/t/partitions/0/state"),
+        "{err}"
+    );
+    // The placement still reads, the state's znode beneath it.
+    assert_eq!(reg.topics().unwrap(), ["t"]);
+    assert_eq!(reg.placement("t").unwrap().unwrap().replication_factor(), 2);
+    let look = ZkRegistry::open_read_only(&server.address("/state-test"), SESSION).unwrap();
+    assert!(look
+        .create_partition_state("t", 1, &online("b1", 0))
+        .is_err());
+    assert!(look
+        .set_partition_state("t", 0, &online("b1", 0), 11)
+        .is_err());
+}
+
+#[test]
+fn replicas_are_placed_round_robin_once_and_an_old_placement_reads_as_one_replica_each() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let (one, two) = (
+        open(&server, "/replicas-test"),
+        open(&server, "/replicas-test"),
+    );
+    let brokers = |n: usize| (1..=n).rev().map(|i| format!("b{i}")).collect::<Vec<_>>();
+    for n in 3..=5 {
+        let topic = format!("t{n}");
+        let placed = one
+            .place_topic_replicated(&topic, 6, 3, &brokers(n))
+            .unwrap();
+        let read = two.placement(&topic).unwrap().unwrap();
+        assert_eq!(read, placed);
+        let sorted: Vec<String> = (1..=n).map(|i| format!("b{i}")).collect();
+        for p in 0..6 {
+            let want: Vec<String> = (0..3).map(|i| sorted[(p + i) % n].clone()).collect();
+            assert_eq!(
+                read.replicas_of(p as u32).unwrap(),
+                want,
+                "{n} brokers, [{p}]"
+            );
+            assert_eq!(
+                read.brokers[p],
+                sorted[p % n],
+                "preferred leaders round robin"
+            );
+        }
+        // Written once: a later placer, with another factor, reads it.
+        let later = two
+            .place_topic_replicated(&topic, 1, 1, &brokers(1))
+            .unwrap();
+        assert_eq!(later, placed);
+    }
+    // More replicas than live brokers: refused, and nothing is placed.
+    let err = one
+        .place_topic_replicated("r", 2, 3, &brokers(2))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "replication factor 3 needs 3 live brokers, 2 are registered"
+    );
+    assert_eq!(two.placement("r").unwrap(), None);
+    // A placement stored before replication (no `replicas`).
+    let admin =
+        klog::coord::zk::ZkSession::connect(&server.address("/replicas-test"), SESSION, SESSION)
+            .unwrap();
+    common::registry::put_znode(
+        &admin,
+        "/brokers/topics/old",
+        br#"{"topic":"old","brokers":["b2","b1"]}"#,
+    );
+    let old = two.placement("old").unwrap().unwrap();
+    assert_eq!(old.brokers, ["b2", "b1"]);
+    assert_eq!(old.replicas_of(0).unwrap(), ["b2"]);
+    assert_eq!(old.replicas_of(1).unwrap(), ["b1"]);
+    assert_eq!(old.replicas_of(2), None);
+    assert_eq!(old.replication_factor(), 1);
 }

@@ -19,7 +19,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::coord::registry::{
-    check_name, to_json, BrokerInfo, Ephemeral, Held, Lease, MemberInfo, Owner, Placement, Registry,
+    check_name, encode_state, placed_partition, to_json, BrokerInfo, Ephemeral, Held, Lease,
+    MemberInfo, Owner, PartitionState, Placement, Registry,
 };
 use crate::error::{Error, Result};
 
@@ -42,6 +43,8 @@ struct State {
     /// Offsets stored, lower ones included.
     stores: u64,
     placements: BTreeMap<String, Placement>,
+    /// Each partition's state and its version.
+    states: BTreeMap<(String, u32), (PartitionState, u64)>,
     /// A placement that wins the next race (see `lose_next_placement`).
     rival: Option<Placement>,
 }
@@ -369,6 +372,60 @@ impl Registry for MemRegistry {
         state
             .placements
             .insert(placement.topic.clone(), placement.clone());
+        Ok(true)
+    }
+
+    fn topics(&self) -> Result<Vec<String>> {
+        Ok(crate::sync::lock(&self.state)
+            .placements
+            .keys()
+            .cloned()
+            .collect())
+    }
+
+    fn partition_state(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> Result<Option<(PartitionState, u64)>> {
+        let state = crate::sync::lock(&self.state);
+        Ok(state.states.get(&(topic.to_string(), partition)).cloned())
+    }
+
+    fn create_partition_state(
+        &self,
+        topic: &str,
+        partition: u32,
+        new: &PartitionState,
+    ) -> Result<bool> {
+        encode_state(new)?;
+        placed_partition(self, topic, partition)?;
+        let mut state = crate::sync::lock(&self.state);
+        let key = (topic.to_string(), partition);
+        if state.states.contains_key(&key) {
+            return Ok(false);
+        }
+        state.states.insert(key, (new.clone(), 0));
+        Ok(true)
+    }
+
+    fn set_partition_state(
+        &self,
+        topic: &str,
+        partition: u32,
+        new: &PartitionState,
+        expected_version: u64,
+    ) -> Result<bool> {
+        encode_state(new)?;
+        let mut state = crate::sync::lock(&self.state);
+        let Some((current, version)) = state.states.get_mut(&(topic.to_string(), partition)) else {
+            return Err(Error::Config(format!("{topic} [{partition}] has no state")));
+        };
+        if *version != expected_version {
+            return Ok(false);
+        }
+        *current = new.clone();
+        *version += 1;
         Ok(true)
     }
 }

@@ -1,7 +1,9 @@
 //! Coordination: the registry through which brokers and consumer-group
 //! members find each other (the paper's broker, consumer, ownership and
-//! offset registries), the pure decisions taken from it (Algorithm 1's
-//! partition assignment, the round-robin placement of a topic), and the
+//! offset registries, plus each topic's placement and each partition's
+//! replication state, changed by compare-and-set), the pure decisions
+//! taken from it (Algorithm 1's partition assignment, the round-robin
+//! placement of a topic's replicas), and the
 //! two processes that act on them through clients of the brokers: a member
 //! of a consumer group ([`group`]) and a producer routed to each
 //! partition's broker ([`route`](mod@route)).
@@ -28,7 +30,8 @@ use crate::error::Result;
 
 pub use dir::DirRegistry;
 pub use registry::{
-    BrokerInfo, Ephemeral, Held, Lease, MemberInfo, Owner, Placement, Registry, SessionState,
+    BrokerInfo, Ephemeral, Held, Lease, MemberInfo, Owner, PartitionState, Placement, Registry,
+    SessionState,
 };
 pub use route::{route, ClusterProducer};
 pub use spread::{assign, place};

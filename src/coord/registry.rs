@@ -41,8 +41,19 @@
 //!   the same.
 //! - A topic's placement is persistent and written once: the first
 //!   placement wins, and every later one reads it. It names, for each
-//!   partition of the topic in order, the id of the broker that holds it,
-//!   as [`crate::coord::place`] computes it.
+//!   partition of the topic in order, its replicas (distinct broker ids,
+//!   the preferred leader first), as [`crate::coord::place`] computes
+//!   them. A placement stored before replication names one broker per
+//!   partition and reads as one replica each.
+//! - A partition's state ([`PartitionState`]: leader, leader epoch, ISR)
+//!   is persistent, created once (the first create wins) and then changed
+//!   only by compare-and-set on its version: a write that names a version
+//!   other than the current one is refused and leaves nothing behind, so
+//!   of two writers that read the same version exactly one wins. Versions
+//!   start at 0 and grow by one with each change; a version once replaced
+//!   never becomes current again, however late a stale writer runs. No
+//!   writer can hold up another: a writer stopped anywhere in a change
+//!   stops no read and no other change.
 //! - Names (topics, groups, members, broker ids) are of `[A-Za-z0-9._-]`,
 //!   so no name can reach outside the registry, whatever it is stored in.
 //!
@@ -105,13 +116,77 @@ pub struct MemberInfo {
     pub topics: Vec<String>,
 }
 
-/// Where a topic's partitions are: the broker id of each, in order.
+/// Where a topic's partitions are: the replicas of each, in order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {
     /// The topic.
     pub topic: String,
-    /// Broker id of partition `i` at index `i`.
+    /// Broker id of partition `i`'s preferred leader (its first replica)
+    /// at index `i`: the one broker of each partition before replication.
     pub brokers: Vec<String>,
+    /// The replicas of partition `i` at index `i`, distinct, the preferred
+    /// leader first. Stored only when some partition has more than one: a
+    /// placement without them (all placements before replication) has one
+    /// replica per partition, the broker in `brokers`, and reads so.
+    #[serde(default, skip_serializing_if = "one_replica_each")]
+    pub replicas: Vec<Vec<String>>,
+}
+
+/// Whether a placement's replicas are one per partition (or not given):
+/// then they are not stored, and the placement's bytes are those of a
+/// placement before replication.
+fn one_replica_each(replicas: &[Vec<String>]) -> bool {
+    replicas.iter().all(|r| r.len() <= 1)
+}
+
+impl Placement {
+    /// The placement of `topic` whose partition `i` has the replicas
+    /// `replicas[i]`, each list non-empty, the preferred leader first.
+    pub fn new(topic: &str, replicas: Vec<Vec<String>>) -> Placement {
+        let brokers = replicas
+            .iter()
+            .map(|r| r.first().expect("a partition has a replica").clone())
+            .collect();
+        Placement {
+            topic: topic.to_string(),
+            brokers,
+            replicas,
+        }
+    }
+
+    /// The replicas of `partition`, the preferred leader first; `None`
+    /// outside the topic.
+    pub fn replicas_of(&self, partition: u32) -> Option<&[String]> {
+        let p = partition as usize;
+        match self.replicas.get(p) {
+            Some(r) if !r.is_empty() => Some(r),
+            _ => self.brokers.get(p).map(std::slice::from_ref),
+        }
+    }
+
+    /// How many replicas its partitions have (the most of any).
+    pub fn replication_factor(&self) -> usize {
+        (0..self.brokers.len() as u32)
+            .filter_map(|p| self.replicas_of(p).map(<[String]>::len))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// The state of a partition's replication: who leads it, in which epoch,
+/// and which replicas are in sync. Stored as JSON,
+/// `{"leader":"b1","leader_epoch":3,"isr":["b1","b2"]}` (`"leader":null`
+/// while it is offline), and changed only by compare-and-set on its
+/// version ([`Registry::set_partition_state`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionState {
+    /// The broker id of its leader; `None`: offline (no in-sync replica
+    /// is alive to lead it).
+    pub leader: Option<String>,
+    /// The leader's epoch: each new leader takes a higher one.
+    pub leader_epoch: u64,
+    /// The in-sync replicas, by broker id.
+    pub isr: Vec<String>,
 }
 
 /// An entry's lease: how long it lives unrenewed, and how long ago it was
@@ -303,6 +378,38 @@ pub trait Registry: fmt::Debug + Send + Sync {
         SessionState::Alive
     }
 
+    /// The topics that have a placement, in order.
+    fn topics(&self) -> Result<Vec<String>>;
+
+    /// A partition's state and its version, if it has one. A state that
+    /// does not parse is an error that names it.
+    fn partition_state(&self, topic: &str, partition: u32)
+        -> Result<Option<(PartitionState, u64)>>;
+
+    /// Stores `state` as the partition's first state, version 0, unless it
+    /// has one already: `false` when another create got there first (and
+    /// stays). The topic must be placed and the partition in it.
+    fn create_partition_state(
+        &self,
+        topic: &str,
+        partition: u32,
+        state: &PartitionState,
+    ) -> Result<bool>;
+
+    /// Replaces the partition's state with `state` if its version is still
+    /// `expected_version`, durably, the new one being `expected_version +
+    /// 1`: `false` when someone changed it first, and then nothing was
+    /// written. A partition with no state is an error. An error from the
+    /// backend (a connection lost with the request in flight) says nothing
+    /// of whether it was applied: read the state again.
+    fn set_partition_state(
+        &self,
+        topic: &str,
+        partition: u32,
+        state: &PartitionState,
+        expected_version: u64,
+    ) -> Result<bool>;
+
     /// A count that moves when a watched listing (brokers, a group's
     /// members) or the session's connection changes; it never moves in a
     /// backend without watches.
@@ -341,25 +448,44 @@ pub trait Registry: fmt::Debug + Send + Sync {
     }
 
     /// Places `topic` (`partition_count` partitions round-robin over the
-    /// live brokers `broker_ids`) unless it is placed already; returns the
-    /// placement that holds.
+    /// live brokers `broker_ids`, one replica each) unless it is placed
+    /// already; returns the placement that holds.
     fn place_topic(
         &self,
         topic: &str,
         partition_count: u32,
         broker_ids: &[String],
     ) -> Result<Placement> {
+        self.place_topic_replicated(topic, partition_count, 1, broker_ids)
+    }
+
+    /// Places `topic` (`partition_count` partitions of
+    /// `replication_factor` replicas each, round-robin over the live
+    /// brokers `broker_ids`, see [`crate::coord::place`]) unless it is
+    /// placed already; returns the placement that holds, whatever its
+    /// replication factor. More replicas than live brokers is an error.
+    fn place_topic_replicated(
+        &self,
+        topic: &str,
+        partition_count: u32,
+        replication_factor: u32,
+        broker_ids: &[String],
+    ) -> Result<Placement> {
         if let Some(p) = self.placement(topic)? {
             return Ok(p);
         }
-        let placement = Placement {
-            topic: topic.to_string(),
-            brokers: crate::coord::spread::place(partition_count, broker_ids),
-        };
-        if placement.brokers.is_empty() {
+        if broker_ids.is_empty() {
             return Err(Error::NoLiveBroker {
                 topic: topic.into(),
             });
+        }
+        let replicas =
+            crate::coord::spread::place(partition_count, replication_factor, broker_ids)?;
+        let placement = Placement::new(topic, replicas);
+        if placement.brokers.is_empty() {
+            return Err(Error::Config(format!(
+                "topic {topic:?} needs at least one partition to be placed"
+            )));
         }
         if self.create_placement(&placement)? {
             return Ok(placement);
@@ -419,11 +545,116 @@ pub(crate) fn parse_placement(
         position: 0,
         reason: format!("not a placement: {e}"),
     })?;
+    let corrupt = |reason: String| Error::Corrupt {
+        path: path.clone(),
+        position: 0,
+        reason,
+    };
     if placement.topic != topic || placement.brokers.is_empty() {
-        return Err(Error::Corrupt {
-            path,
-            position: 0,
-            reason: "names another topic, or no partition".into(),
+        return Err(corrupt("names another topic, or no partition".into()));
+    }
+    if placement.replicas.is_empty() {
+        // Stored before replication: one replica per partition.
+        let replicas = placement.brokers.iter().map(|b| vec![b.clone()]).collect();
+        return Ok(Placement::new(topic, replicas));
+    }
+    if placement.replicas.len() != placement.brokers.len() {
+        return Err(corrupt(format!(
+            "names {} partitions' leaders but {} partitions' replicas",
+            placement.brokers.len(),
+            placement.replicas.len()
+        )));
+    }
+    for (p, (replicas, leader)) in placement
+        .replicas
+        .iter()
+        .zip(&placement.brokers)
+        .enumerate()
+    {
+        let mut distinct = replicas.clone();
+        distinct.sort();
+        distinct.dedup();
+        if replicas.first() != Some(leader)
+            || distinct.len() != replicas.len()
+            || replicas.iter().any(|r| check_name("broker", r).is_err())
+        {
+            return Err(corrupt(format!(
+                "partition {p}'s replicas {replicas:?} are not distinct broker ids led by its \
+                 preferred leader {leader:?}"
+            )));
+        }
+    }
+    Ok(placement)
+}
+
+/// The most bytes of a partition state's JSON (a few broker ids).
+pub(crate) const STATE_BYTES_MAX: usize = 64 * 1024;
+
+/// A partition state as every backend stores it (see
+/// [`PartitionState`]); names that are not broker ids, and a state past
+/// [`STATE_BYTES_MAX`], are refused.
+pub(crate) fn encode_state(state: &PartitionState) -> Result<Vec<u8>> {
+    for id in state.leader.iter().chain(&state.isr) {
+        check_name("broker", id)?;
+    }
+    let bytes = to_json(state)?;
+    if bytes.len() > STATE_BYTES_MAX {
+        return Err(Error::TooLarge {
+            what: "a partition state",
+            size: bytes.len() as u64,
+            limit: STATE_BYTES_MAX as u64,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Parses a partition state's bytes (see [`encode_state`]); `path` names
+/// where they were in the error.
+pub(crate) fn parse_state(path: std::path::PathBuf, bytes: &[u8]) -> Result<PartitionState> {
+    let corrupt = |reason: String| Error::Corrupt {
+        path: path.clone(),
+        position: 0,
+        reason,
+    };
+    if bytes.len() > STATE_BYTES_MAX {
+        return Err(corrupt(format!(
+            "not a partition state: over {STATE_BYTES_MAX} bytes"
+        )));
+    }
+    let state: PartitionState = serde_json::from_slice(bytes)
+        .map_err(|e| corrupt(format!("not a partition state: {e}")))?;
+    if let Some(id) = state
+        .leader
+        .iter()
+        .chain(&state.isr)
+        .find(|id| check_name("broker", id).is_err())
+    {
+        return Err(corrupt(format!(
+            "not a partition state: {id:?} is not a broker id"
+        )));
+    }
+    Ok(state)
+}
+
+/// The placement of `topic` if `partition` is in it: a partition's state
+/// is created only for a partition that is placed.
+pub(crate) fn placed_partition(
+    registry: &(impl Registry + ?Sized),
+    topic: &str,
+    partition: u32,
+) -> Result<Placement> {
+    let Some(placement) = registry.placement(topic)? else {
+        return Err(Error::Config(format!(
+            "topic {topic:?} is not placed in the registry {}: a partition's state needs \
+             its placement first",
+            registry.location()
+        )));
+    };
+    if partition as usize >= placement.brokers.len() {
+        return Err(Error::UnknownPartition {
+            topic: topic.to_string(),
+            partition,
+            count: placement.brokers.len() as u32,
         });
     }
     Ok(placement)
@@ -476,10 +707,7 @@ mod tests {
         let later = reg.place_topic("t", 1, &ids(&["b3"])).unwrap();
         assert_eq!(later, first);
         // One that loses the race to store it reads the winner's.
-        reg.lose_next_placement(Placement {
-            topic: "u".into(),
-            brokers: ids(&["b9"]),
-        });
+        reg.lose_next_placement(Placement::new("u", vec![ids(&["b9"])]));
         let lost = reg.place_topic("u", 2, &ids(&["b1"])).unwrap();
         assert_eq!(lost.brokers, ids(&["b9"]));
     }

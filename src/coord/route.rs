@@ -160,11 +160,8 @@ mod tests {
             "{err}"
         );
 
-        let ids = ["b1", "b2", "b1"].map(String::from).to_vec();
-        let placement = Placement {
-            topic: "t".into(),
-            brokers: ids,
-        };
+        let ids = ["b1", "b2", "b1"].map(|b| vec![b.to_string()]).to_vec();
+        let placement = Placement::new("t", ids);
         assert!(reg.create_placement(&placement).unwrap());
         let addrs = route(&reg, "t", false).unwrap();
         assert_eq!(

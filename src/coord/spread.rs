@@ -6,6 +6,8 @@
 
 use std::ops::Range;
 
+use crate::error::{Error, Result};
+
 /// The paper's Algorithm 1: with the partitions and members sorted,
 /// member `index` of `member_count` takes a contiguous range; the first
 /// `partition_count % member_count` members take one more. Returns the
@@ -23,19 +25,38 @@ pub fn assign(partition_count: u32, member_count: usize, index: usize) -> Range<
     start as u32..(start + len) as u32
 }
 
-/// Round-robin placement of `partition_count` partitions over the brokers
-/// `broker_ids` (sorted here, so their order does not matter): partition
-/// `p` goes to the `p mod n`-th of the `n` brokers. Returns the broker id
-/// of each partition in order; none when there is no broker.
-pub fn place(partition_count: u32, broker_ids: &[String]) -> Vec<String> {
+/// Round-robin placement of `partition_count` partitions of
+/// `replication_factor` replicas each over the brokers `broker_ids`
+/// (sorted here, so their order does not matter), as Kafka assigns
+/// replicas: with the `n` brokers sorted by id, partition `p`'s replicas
+/// are the `(p + i) mod n`-th for `i` in `0..replication_factor`, the
+/// first being its preferred leader. So replicas are distinct, and
+/// preferred leaders spread evenly. Returns the replicas of each partition
+/// in order; more replicas than brokers (or none) is an error.
+pub fn place(
+    partition_count: u32,
+    replication_factor: u32,
+    broker_ids: &[String],
+) -> Result<Vec<Vec<String>>> {
     let mut sorted = broker_ids.to_vec();
     sorted.sort();
-    if sorted.is_empty() {
-        return Vec::new();
+    sorted.dedup();
+    let (n, factor) = (sorted.len(), replication_factor as usize);
+    if factor == 0 {
+        return Err(Error::Config(
+            "replication factor 0: a partition needs at least one replica".into(),
+        ));
     }
-    (0..partition_count as usize)
-        .map(|p| sorted[p % sorted.len()].clone())
-        .collect()
+    if factor > n {
+        let verb = if n == 1 { "is" } else { "are" };
+        let brokers = if factor == 1 { "broker" } else { "brokers" };
+        return Err(Error::Config(format!(
+            "replication factor {factor} needs {factor} live {brokers}, {n} {verb} registered"
+        )));
+    }
+    Ok((0..partition_count as usize)
+        .map(|p| (0..factor).map(|i| sorted[(p + i) % n].clone()).collect())
+        .collect())
 }
 
 #[cfg(test)]
@@ -74,12 +95,67 @@ mod tests {
         assert_eq!(assign(4, 2, 5), 0..0);
     }
 
+    fn ids(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    /// The first replica of each partition: its preferred leader.
+    fn leaders(replicas: &[Vec<String>]) -> Vec<String> {
+        replicas.iter().map(|r| r[0].clone()).collect()
+    }
+
     #[test]
     fn placement_is_round_robin_over_the_sorted_brokers() {
-        let ids = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
-        assert_eq!(place(5, &ids(&["b", "a"])), ids(&["a", "b", "a", "b", "a"]));
-        assert_eq!(place(2, &ids(&["c", "a", "b"])), ids(&["a", "b"]));
-        assert_eq!(place(0, &ids(&["a"])), ids(&[]));
-        assert!(place(3, &[]).is_empty(), "no broker, no placement");
+        let one = |count, brokers: &[&str]| leaders(&place(count, 1, &ids(brokers)).unwrap());
+        assert_eq!(one(5, &["b", "a"]), ids(&["a", "b", "a", "b", "a"]));
+        assert_eq!(one(2, &["c", "a", "b"]), ids(&["a", "b"]));
+        assert_eq!(one(0, &["a"]), ids(&[]));
+        let err = place(3, 1, &[]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "replication factor 1 needs 1 live broker, 0 are registered"
+        );
+    }
+
+    #[test]
+    fn replicas_are_distinct_and_preferred_leaders_spread_round_robin() {
+        for n in 3..=5 {
+            let brokers: Vec<String> = (1..=n).rev().map(|i| format!("b{i}")).collect();
+            let placed = place(2 * n as u32, 3, &brokers).unwrap();
+            let sorted: Vec<String> = (1..=n).map(|i| format!("b{i}")).collect();
+            for (p, replicas) in placed.iter().enumerate() {
+                let want: Vec<String> = (0..3).map(|i| sorted[(p + i) % n].clone()).collect();
+                assert_eq!(replicas, &want, "{n} brokers, partition {p}");
+            }
+            // Each broker leads exactly two of the 2n partitions.
+            for b in &sorted {
+                let led = leaders(&placed).iter().filter(|l| *l == b).count();
+                assert_eq!(led, 2, "{n} brokers: {b} leads {led}");
+            }
+        }
+        assert_eq!(
+            place(3, 3, &ids(&["c", "a", "b"])).unwrap(),
+            [
+                ids(&["a", "b", "c"]),
+                ids(&["b", "c", "a"]),
+                ids(&["c", "a", "b"])
+            ]
+        );
+    }
+
+    #[test]
+    fn more_replicas_than_live_brokers_is_refused_clearly() {
+        let err = place(4, 3, &ids(&["b1", "b2"])).unwrap_err();
+        assert!(matches!(err, Error::Config(_)), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "replication factor 3 needs 3 live brokers, 2 are registered"
+        );
+        let err = place(4, 2, &ids(&["b1", "b1"])).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "replication factor 2 needs 2 live brokers, 1 is registered"
+        );
+        assert!(place(1, 0, &ids(&["b1"])).is_err(), "no replica at all");
     }
 }

@@ -11,7 +11,10 @@
 //! <registry>/consumers/<group>/<member>@<inc>.json   --> {"member", "pid", "topics": ["t"]}
 //! <registry>/owners/<group>/<topic>-<p>/<generation> --> {"member", "generation", "session_timeout_ms"} (lock held by the owner; mtime = lease)
 //! <registry>/offsets/<group>/<topic>-<p>/<generation>/offset --> "klog-offset 1\n<offset>\n"
-//! <registry>/topics/<topic>.json                     --> {"topic": "t", "brokers": ["<broker-id>", ...]}
+//! <registry>/topics/<topic>.json                     --> {"topic": "t", "brokers": ["<broker-id>", ...], "replicas": [["<broker-id>", ...], ...]}
+//! <registry>/states/<topic>-<p>/<version>            --> {"leader": "<broker-id>", "leader_epoch": 3, "isr": ["<broker-id>", ...]}
+//! <registry>/states/<topic>-<p>/<version>.<writer>   --> the state of <version>, taken by <writer>'s change (transient)
+//! <registry>/states/<topic>-<p>/.<writer>.new        --> the state <writer> proposes (transient; locked by its writer)
 //! ```
 //!
 //! `<inc>` is the registration's incarnation, unique to it (see
@@ -24,15 +27,33 @@
 //! `topics/<topic>.json` is persistent. The broker that creates the topic
 //! writes it once, atomically (a temporary file linked into place, which
 //! fails if another got there first, and then the first one wins),
-//! placing partition `p` on the `p mod n`-th of the `n` live brokers
-//! sorted by id: round-robin, so partitions spread evenly and the same
-//! inputs always give the same placement. A broker's id is stable across
+//! placing partition `p`'s `N` replicas on the `(p + i) mod n`-th of the
+//! `n` live brokers sorted by id, for `i` in `0..N`, the first being its
+//! preferred leader (`brokers[p]`): round-robin, so replicas are distinct,
+//! leaders spread evenly and the same inputs always give the same
+//! placement. `replicas` is written only when `N > 1`; a placement without
+//! it (every placement before replication) has one replica per partition,
+//! the broker in `brokers`. A broker's id is stable across
 //! restarts (kept in `<data-dir>/broker-id`), so a restarted broker serves
 //! its partitions again. A broker serves only the partitions placed on
 //! it; clients read the placement to find each partition's broker.
 //!
 //! Names are topic names and ids of `[A-Za-z0-9._-]`, so no entry can name
 //! a path outside the registry (and `@` never occurs in an id).
+//!
+//! # Partition states change by compare-and-set
+//!
+//! `states/<topic>-<p>/` holds the partition's state (leader, leader
+//! epoch, ISR) in the file named by its version, created once (the whole
+//! directory is renamed into place holding `0`: the first create wins).
+//! A change from version `v` names its proposal `.<writer>.new`, fsynced,
+//! then *takes* `v` by renaming `<v>` to `<v>.<writer>` (of the writers
+//! that read `v`, exactly one can), and renames its proposal to `<v+1>`.
+//! A version's name is created once and never again, so a writer stopped
+//! for any time before it takes `v` finds it gone and writes nothing; a
+//! writer stopped after taking it has decided the change, which readers
+//! read from its proposal and the next writer finishes. No lock is held
+//! across any of it (`state`).
 //!
 //! # Ephemeral entries are locks, plus a lease for silence
 //!
@@ -71,6 +92,7 @@ mod offset;
 mod owner;
 #[cfg(test)]
 pub(crate) mod stall;
+mod state;
 
 use std::fs::File;
 use std::io::Write;
@@ -78,7 +100,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::coord::registry::{
-    check_name, to_json, BrokerInfo, Ephemeral, Lease, MemberInfo, Owner, Placement, Registry,
+    check_name, encode_state, placed_partition, to_json, BrokerInfo, Ephemeral, Lease, MemberInfo,
+    Owner, PartitionState, Placement, Registry,
 };
 use crate::error::{Error, IoContext, Result};
 use crate::storage::fs::{RealFs, Vfs};
@@ -109,7 +132,14 @@ impl DirRegistry {
     /// Opens (creating) the registry in `dir`.
     pub fn open(dir: impl Into<PathBuf>) -> Result<DirRegistry> {
         let dir = dir.into();
-        for sub in ["brokers", "consumers", "owners", "offsets", "topics"] {
+        for sub in [
+            "brokers",
+            "consumers",
+            "owners",
+            "offsets",
+            "topics",
+            "states",
+        ] {
             let d = dir.join(sub);
             std::fs::create_dir_all(&d).ctx("create", &d)?;
         }
@@ -173,6 +203,13 @@ impl DirRegistry {
 
     fn placement_path(&self, topic: &str) -> PathBuf {
         self.dir.join("topics").join(format!("{topic}.json"))
+    }
+
+    /// The state directory of a partition.
+    fn state_dir(&self, topic: &str, partition: u32) -> PathBuf {
+        self.dir
+            .join("states")
+            .join(partition_dir_name(topic, partition))
     }
 }
 
@@ -368,6 +405,64 @@ impl Registry for DirRegistry {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
             Err(e) => Err(Error::io("link", &path, e)),
         }
+    }
+
+    fn topics(&self) -> Result<Vec<String>> {
+        let dir = self.dir.join("topics");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io("list", &dir, e)),
+        };
+        let names = entries.filter_map(|e| e.ok()?.file_name().into_string().ok());
+        let mut topics: Vec<String> = names
+            .filter_map(|n| Some(n.strip_suffix(".json")?.to_string()))
+            .filter(|t| check_name("topic", t).is_ok())
+            .collect();
+        topics.sort();
+        Ok(topics)
+    }
+
+    fn partition_state(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> Result<Option<(PartitionState, u64)>> {
+        check_name("topic", topic)?;
+        state::read(&self.state_dir(topic, partition))
+    }
+
+    fn create_partition_state(
+        &self,
+        topic: &str,
+        partition: u32,
+        state: &PartitionState,
+    ) -> Result<bool> {
+        self.writable()?;
+        check_name("topic", topic)?;
+        let bytes = encode_state(state)?;
+        placed_partition(self, topic, partition)?;
+        let name = partition_dir_name(topic, partition);
+        state::create(&self.dir.join("states"), &name, &bytes)
+    }
+
+    fn set_partition_state(
+        &self,
+        topic: &str,
+        partition: u32,
+        state: &PartitionState,
+        expected_version: u64,
+    ) -> Result<bool> {
+        self.writable()?;
+        check_name("topic", topic)?;
+        let bytes = encode_state(state)?;
+        let what = format!("partition {partition} of {topic:?}");
+        state::set(
+            &self.state_dir(topic, partition),
+            &bytes,
+            expected_version,
+            &what,
+        )
     }
 }
 
@@ -740,15 +835,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let reg = DirRegistry::open(dir.path()).unwrap();
         let ids = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
-        let first = Placement {
-            topic: "t".into(),
-            brokers: ids(&["b1", "b2"]),
-        };
+        let first = Placement::new("t", vec![ids(&["b1"]), ids(&["b2"])]);
         assert!(reg.create_placement(&first).unwrap());
-        let second = Placement {
-            topic: "t".into(),
-            brokers: ids(&["b3"]),
-        };
+        let second = Placement::new("t", vec![ids(&["b3"])]);
         assert!(
             !reg.create_placement(&second).unwrap(),
             "the first placement wins"
@@ -759,5 +848,55 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(leftovers, ["t.json"], "no temporary file stays");
+    }
+
+    #[test]
+    fn replicas_are_placed_round_robin_once_and_too_many_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
+        let brokers = |n: usize| (1..=n).rev().map(|i| format!("b{i}")).collect::<Vec<_>>();
+        let err = reg
+            .place_topic_replicated("r", 2, 3, &brokers(2))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "replication factor 3 needs 3 live brokers, 2 are registered"
+        );
+        assert_eq!(reg.placement("r").unwrap(), None, "nothing is placed");
+        for n in 3..=5 {
+            let topic = format!("t{n}");
+            let placed = reg
+                .place_topic_replicated(&topic, 6, 3, &brokers(n))
+                .unwrap();
+            let read = reg.placement(&topic).unwrap().unwrap();
+            assert_eq!(read, placed);
+            let sorted: Vec<String> = (1..=n).map(|i| format!("b{i}")).collect();
+            for p in 0..6 {
+                let want: Vec<String> = (0..3).map(|i| sorted[(p + i) % n].clone()).collect();
+                assert_eq!(
+                    read.replicas_of(p as u32).unwrap(),
+                    want,
+                    "{n} brokers, [{p}]"
+                );
+                assert_eq!(read.brokers[p], sorted[p % n]);
+            }
+            let later = reg
+                .place_topic_replicated(&topic, 1, 1, &brokers(1))
+                .unwrap();
+            assert_eq!(later, placed, "written once");
+        }
+        assert_eq!(reg.topics().unwrap(), ["t3", "t4", "t5"]);
+        // Replicas that do not match the leaders, or repeat a broker.
+        for bad in [
+            r#"{"topic":"x","brokers":["b1"],"replicas":[["b2","b1"]]}"#,
+            r#"{"topic":"x","brokers":["b1"],"replicas":[["b1","b1"]]}"#,
+            r#"{"topic":"x","brokers":["b1","b2"],"replicas":[["b1","b2"]]}"#,
+            r#"{"topic":"x","brokers":["b1"],"replicas":[["b1","../b"]]}"#,
+        ] {
+            std::fs::write(dir.path().join("topics/x.json"), bad).unwrap();
+            let err = reg.placement("x").unwrap_err();
+            assert!(matches!(err, Error::Corrupt { .. }), "{bad}: {err}");
+            assert!(err.to_string().contains("topics/x.json"), "{err}");
+        }
     }
 }

@@ -9,7 +9,10 @@
 //!
 //! ```text
 //! /brokers/ids/[id] --> {"id", "host", "port", "pid", "topics": {"t": [0, 2]}}      (ephemeral)
-//! /brokers/topics/[topic] --> {"topic": "t", "brokers": ["<broker-id>", ...]}        (persistent)
+//! /brokers/topics/[topic] --> {"topic": "t", "brokers": ["<broker-id>", ...],
+//!                              "replicas": [["<broker-id>", ...], ...]}            (persistent)
+//! /brokers/topics/[topic]/partitions/[0...N]/state
+//!                         --> {"leader": "<broker-id>", "leader_epoch", "isr": [...]} (persistent)
 //! /consumers/[group]/ids/[member] --> {"member", "pid", "topics": ["t"]}             (ephemeral)
 //! /consumers/[group]/owners/[topic]/[0...N] --> <member>                             (ephemeral)
 //! /consumers/[group]/offsets/[topic]/[0...N] --> "klog-offset 1\n<offset>\n"         (persistent)
@@ -39,7 +42,15 @@
 //! - An offset reset is one `multi` too: it creates the owner znode (which
 //!   fails while a member owns the partition), writes the offset, and
 //!   deletes the owner znode.
-//! - A topic's placement is created once: the first `create` wins.
+//! - A topic's placement is created once: the first `create` wins. It
+//!   has `replicas` only when a partition has more than one (else its
+//!   bytes are those of a placement before replication).
+//! - A partition's state is Kafka's own znode, created once (the first
+//!   `create` wins) under its topic's placement znode, which must exist
+//!   (so that no `create` of a state makes an empty placement znode). Its
+//!   version is the znode's, and a change is a `setData` with the version
+//!   the writer read: the ensemble applies it only if no other change came
+//!   first, and refuses it with `BadVersion` otherwise.
 //! - Listings of brokers and of a group's members arm a watch in the same
 //!   read; a watch that fires, and every change of the connection, moves
 //!   [`Registry::changes`].
@@ -52,8 +63,9 @@ use serde::de::DeserializeOwned;
 
 use super::entry::{Keeper, Kind, Sessions, ZkHeld};
 use crate::coord::registry::{
-    check_name, encode_offset, parse_offset, parse_placement, to_json, BrokerInfo, Ephemeral,
-    Lease, MemberInfo, Owner, Placement, Registry, SessionState,
+    check_name, encode_offset, encode_state, parse_offset, parse_placement, parse_state,
+    placed_partition, to_json, BrokerInfo, Ephemeral, Lease, MemberInfo, Owner, PartitionState,
+    Placement, Registry, SessionState,
 };
 use crate::coord::zk::{ZkMode, ZkOp, ZkSession};
 use crate::error::{Error, Result, ZkCause};
@@ -276,6 +288,10 @@ fn offset_path(group: &str, topic: &str, partition: u32) -> String {
     format!("/consumers/{group}/offsets/{topic}/{partition}")
 }
 
+fn state_path(topic: &str, partition: u32) -> String {
+    format!("/brokers/topics/{topic}/partitions/{partition}/state")
+}
+
 impl Registry for ZkRegistry {
     fn location(&self) -> String {
         self.sessions.address.clone()
@@ -490,6 +506,81 @@ impl Registry for ZkRegistry {
                 cause: ZkCause::NodeExists | ZkCause::ConnectionLoss(_),
                 ..
             }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn topics(&self) -> Result<Vec<String>> {
+        let mut topics = self.children("/brokers/topics", false)?;
+        topics.retain(|t| check_name("topic", t).is_ok());
+        Ok(topics)
+    }
+
+    fn partition_state(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> Result<Option<(PartitionState, u64)>> {
+        check_name("topic", topic)?;
+        let path = state_path(topic, partition);
+        let Some((bytes, stat)) = self.data(&path)? else {
+            return Ok(None);
+        };
+        let state = parse_state(self.named(&path), &bytes)?;
+        Ok(Some((state, u64::try_from(stat.version).unwrap_or(0))))
+    }
+
+    fn create_partition_state(
+        &self,
+        topic: &str,
+        partition: u32,
+        state: &PartitionState,
+    ) -> Result<bool> {
+        self.writable()?;
+        check_name("topic", topic)?;
+        let bytes = encode_state(state)?;
+        // The placement znode exists: the parents made here are below it.
+        placed_partition(self, topic, partition)?;
+        let path = state_path(topic, partition);
+        self.parents(&path)?;
+        match self
+            .live()?
+            .create(&path, &bytes, ZkMode::Persistent, self.deadline())
+        {
+            Ok(_) => Ok(true),
+            Err(Error::ZooKeeper {
+                cause: ZkCause::NodeExists,
+                ..
+            }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn set_partition_state(
+        &self,
+        topic: &str,
+        partition: u32,
+        state: &PartitionState,
+        expected_version: u64,
+    ) -> Result<bool> {
+        self.writable()?;
+        check_name("topic", topic)?;
+        let bytes = encode_state(state)?;
+        // A version past a znode's can never be its version.
+        let Ok(version) = i32::try_from(expected_version) else {
+            return Ok(false);
+        };
+        let path = state_path(topic, partition);
+        match self.live()?.set(&path, &bytes, version, self.deadline()) {
+            Ok(_) => Ok(true),
+            Err(Error::ZooKeeper {
+                cause: ZkCause::BadVersion,
+                ..
+            }) => Ok(false),
+            Err(e) if no_node(&e) => Err(Error::Config(format!(
+                "partition {partition} of {topic:?} has no state to change in {} (create it first)",
+                self.location()
+            ))),
             Err(e) => Err(e),
         }
     }
