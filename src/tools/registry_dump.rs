@@ -1,8 +1,10 @@
 //! `klog-dump --registry`: what a registry directory holds, as tables or
-//! NDJSON: the brokers and the topics they serve, then per consumer group
-//! its members, the owner of each partition, and the committed offsets
-//! with their lag (end offset minus committed, from a broker that serves
-//! the topic).
+//! NDJSON: the brokers and the topics they serve, the replication state
+//! of each partition that has one (its replicas, leader, leader epoch and
+//! in-sync replicas; the table appears once a partition has a state), then
+//! per consumer group its members, the owner of each partition, and the
+//! committed offsets with their lag (end offset minus committed, from a
+//! broker that serves the topic).
 //!
 //! Partitions that a member owns but that have nothing committed yet are
 //! listed too, as committed `none`, so that a group that has just started
@@ -26,7 +28,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::client::{Connections, PartitionOffsets};
-use crate::coord::{BrokerInfo, Lease, MemberInfo, Owner, Registry, ZkRegistry};
+use crate::coord::{BrokerInfo, Lease, MemberInfo, Owner, PartitionState, Registry, ZkRegistry};
 
 /// One row of the registry's offsets: a group's committed offset and lag.
 struct OffsetRow {
@@ -38,9 +40,21 @@ struct OffsetRow {
     owner: Option<Owner>,
 }
 
+/// A partition's replication state, as the registry holds it.
+struct StateRow {
+    topic: String,
+    partition: u32,
+    /// Its replicas, the preferred leader first.
+    replicas: Vec<String>,
+    /// Its state and the state's version, or why it cannot be read.
+    state: Result<(PartitionState, u64), String>,
+}
+
 /// What a registry holds, read once and then printed.
 struct Snapshot {
     brokers: Vec<BrokerInfo>,
+    /// The partitions that have a replication state.
+    states: Vec<StateRow>,
     /// Each group's members whose process lives, as (group, member,
     /// lease).
     members: Vec<(String, MemberInfo, Lease)>,
@@ -115,6 +129,7 @@ fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
         conns: Connections::new(),
         asked: BTreeMap::new(),
     };
+    let states = state_rows(registry)?;
     let mut members = Vec::new();
     let mut rows = Vec::new();
     for group in registry.groups()? {
@@ -125,10 +140,47 @@ fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
     }
     Ok(Snapshot {
         brokers,
+        states,
         members,
         rows,
         leases: true,
     })
+}
+
+/// The replication state of every partition of every placed topic that
+/// has one; a placement or a state that cannot be read is its row's error.
+fn state_rows(registry: &dyn Registry) -> anyhow::Result<Vec<StateRow>> {
+    let mut rows = Vec::new();
+    for topic in registry.topics()? {
+        let placement = match registry.placement(&topic) {
+            Ok(Some(placement)) => placement,
+            Ok(None) => continue,
+            Err(e) => {
+                rows.push(StateRow {
+                    topic,
+                    partition: 0,
+                    replicas: Vec::new(),
+                    state: Err(e.to_string()),
+                });
+                continue;
+            }
+        };
+        for partition in 0..placement.brokers.len() as u32 {
+            let state = match registry.partition_state(&topic, partition) {
+                Ok(Some(state)) => Ok(state),
+                Ok(None) => continue,
+                Err(e) => Err(e.to_string()),
+            };
+            let replicas = placement.replicas_of(partition).unwrap_or_default();
+            rows.push(StateRow {
+                topic: topic.clone(),
+                partition,
+                replicas: replicas.to_vec(),
+                state,
+            });
+        }
+    }
+    Ok(rows)
 }
 
 /// A group's rows: its committed offsets, then the partitions it owns with
@@ -179,6 +231,20 @@ fn print_json(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
             "{}",
             json!({"type": "broker", "id": b.id, "host": b.host, "port": b.port, "pid": b.pid, "topics": b.topics})
         )?;
+    }
+    for r in &snapshot.states {
+        let mut line = json!({"type": "partition", "topic": r.topic, "partition": r.partition,
+            "replicas": r.replicas});
+        match &r.state {
+            Ok((state, version)) => {
+                line["leader"] = json!(state.leader);
+                line["leader_epoch"] = json!(state.leader_epoch);
+                line["isr"] = json!(state.isr);
+                line["version"] = json!(version);
+            }
+            Err(e) => line["error"] = json!(e),
+        }
+        writeln!(out, "{line}")?;
     }
     for (group, m, lease) in &snapshot.members {
         let mut line = json!({"type": "member", "group": group, "member": m.member, "pid": m.pid, "topics": m.topics});
@@ -240,6 +306,31 @@ fn lease_cell(lease: Option<&Lease>) -> String {
     }
 }
 
+/// The partitions' replication states: leader `offline` while none, and a
+/// state that cannot be read says why in place of its leader.
+fn states_table(rows: &[StateRow]) -> comfy_table::Table {
+    let mut t = super::table(&["topic", "partition", "replicas", "leader", "epoch", "isr"]);
+    for r in rows {
+        let (leader, epoch, isr) = match &r.state {
+            Ok((state, _)) => (
+                state.leader.clone().unwrap_or_else(|| "offline".into()),
+                state.leader_epoch.to_string(),
+                state.isr.join(","),
+            ),
+            Err(e) => (e.clone(), "?".into(), "?".into()),
+        };
+        t.add_row([
+            r.topic.clone(),
+            r.partition.to_string(),
+            r.replicas.join(","),
+            leader,
+            epoch,
+            isr,
+        ]);
+    }
+    t
+}
+
 fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
     let mut t = super::table(&["broker", "address", "pid", "topics [partitions held]"]);
     for b in &snapshot.brokers {
@@ -247,6 +338,9 @@ fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()>
         t.add_row([b.id.clone(), b.addr(), b.pid.to_string(), topics.join(", ")]);
     }
     writeln!(out, "{t}")?;
+    if !snapshot.states.is_empty() {
+        writeln!(out, "{}", states_table(&snapshot.states))?;
+    }
     let mut t = super::table(&["group", "member", "pid", "topics", "lease"]);
     for (group, m, lease) in &snapshot.members {
         t.add_row([
@@ -339,6 +433,7 @@ mod tests {
         };
         Snapshot {
             brokers: vec![broker],
+            states: Vec::new(),
             members: vec![("g".into(), member, lease(300))],
             rows: vec![row(0, Ok(5), Some(8)), row(1, Err("none".into()), None)],
             leases: true,
@@ -386,6 +481,79 @@ mod tests {
         assert_eq!(lines[2]["lease_age_ms"], 300);
         assert_eq!(lines[2]["session_timeout_ms"], 10_000);
         assert_eq!(lines[1]["expired"], false);
+    }
+
+    fn with_states() -> Snapshot {
+        let row = |partition, state| StateRow {
+            topic: "t".into(),
+            partition,
+            replicas: vec!["b1".into(), "b2".into()],
+            state,
+        };
+        let online = PartitionState {
+            leader: Some("b2".into()),
+            leader_epoch: 7,
+            isr: vec!["b2".into(), "b1".into()],
+        };
+        let offline = PartitionState {
+            leader: None,
+            leader_epoch: 8,
+            isr: vec!["b1".into()],
+        };
+        Snapshot {
+            states: vec![
+                row(0, Ok((online, 3))),
+                row(1, Ok((offline, 4))),
+                row(2, Err("t-2/junk: corrupt".into())),
+            ],
+            ..snapshot()
+        }
+    }
+
+    #[test]
+    fn each_partition_with_a_state_shows_its_leader_epoch_and_isr() {
+        let mut out = Vec::new();
+        print_tables(&mut out, &with_states()).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let rows: Vec<Vec<String>> = text
+            .lines()
+            .map(|line| {
+                line.split(['│', '┆'])
+                    .map(|c| c.trim().to_string())
+                    .filter(|c| !c.is_empty())
+                    .collect::<Vec<_>>()
+            })
+            .filter(|c| c.len() == 6)
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ["topic", "partition", "replicas", "leader", "epoch", "isr"],
+                ["t", "0", "b1,b2", "b2", "7", "b2,b1"],
+                ["t", "1", "b1,b2", "offline", "8", "b1"],
+                ["t", "2", "b1,b2", "t-2/junk: corrupt", "?", "?"],
+            ],
+            "{text}"
+        );
+        let mut out = Vec::new();
+        print_json(&mut out, &with_states()).unwrap();
+        let lines: Vec<serde_json::Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|l: &serde_json::Value| l["type"] == "partition")
+            .collect();
+        assert_eq!(
+            lines[0],
+            json!({"type": "partition", "topic": "t", "partition": 0, "replicas": ["b1", "b2"],
+                "leader": "b2", "leader_epoch": 7, "isr": ["b2", "b1"], "version": 3})
+        );
+        assert!(lines[1]["leader"].is_null(), "{}", lines[1]);
+        assert_eq!(lines[2]["error"], "t-2/junk: corrupt");
+        // No state anywhere: no table.
+        let mut out = Vec::new();
+        print_tables(&mut out, &snapshot()).unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains("epoch"));
     }
 
     #[test]

@@ -1,0 +1,150 @@
+//! What `klog-dump --registry` shows of replicated topics, on both
+//! registry backends: each partition that has a state, with its replicas,
+//! leader, leader epoch and in-sync replicas, as a table and as JSON
+//! lines; and that it only looks (a change a writer left unfinished is
+//! shown, not finished). ZooKeeper's half is skipped with a printed line
+//! when ZooKeeper is not installed.
+
+mod common;
+
+use std::time::Duration;
+
+use common::registry::{Backend, TestRegistry};
+use klog::coord::{PartitionState, Registry};
+
+fn dump(registry: &str, json: bool) -> String {
+    let mut args = vec!["--registry", registry];
+    if json {
+        args.push("--json");
+    }
+    let out = common::bin("klog-dump")
+        .args(&args)
+        .env("NO_COLOR", "1")
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+}
+
+/// The rows of the tables with `cells` cells, trimmed.
+fn rows(tables: &str, cells: usize) -> Vec<Vec<String>> {
+    tables
+        .lines()
+        .map(|line| {
+            line.split(['│', '┆'])
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect::<Vec<_>>()
+        })
+        .filter(|c| c.len() == cells)
+        .collect()
+}
+
+/// The JSON lines of `type` partition.
+fn partition_lines(json: &str) -> Vec<serde_json::Value> {
+    json.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["type"] == "partition")
+        .collect()
+}
+
+/// Places `t` (3 partitions, replicas on b1..b3), gives partition 0 a
+/// state changed once and partition 2 an offline one; partition 1 has
+/// none.
+fn replicated(reg: &dyn Registry) {
+    let ids: Vec<String> = ["b3", "b1", "b2"].map(String::from).to_vec();
+    reg.place_topic_replicated("t", 3, 3, &ids).unwrap();
+    let state = |leader: Option<&str>, epoch, isr: &[&str]| PartitionState {
+        leader: leader.map(String::from),
+        leader_epoch: epoch,
+        isr: isr.iter().map(|s| s.to_string()).collect(),
+    };
+    let first = state(Some("b1"), 0, &["b1", "b2", "b3"]);
+    assert!(reg.create_partition_state("t", 0, &first).unwrap());
+    let failover = state(Some("b2"), 1, &["b2", "b3"]);
+    assert!(reg.set_partition_state("t", 0, &failover, 0).unwrap());
+    assert!(reg
+        .create_partition_state("t", 2, &state(None, 4, &["b3"]))
+        .unwrap());
+}
+
+fn shows_each_state(backend: Backend) {
+    let Some(test) = TestRegistry::start(backend) else {
+        return;
+    };
+    replicated(&*test.open());
+    let tables = dump(test.spec(), false);
+    assert_eq!(
+        rows(&tables, 6),
+        [
+            ["topic", "partition", "replicas", "leader", "epoch", "isr"],
+            ["t", "0", "b1,b2,b3", "b2", "1", "b2,b3"],
+            ["t", "2", "b3,b1,b2", "offline", "4", "b3"],
+        ],
+        "{tables}"
+    );
+    let lines = partition_lines(&dump(test.spec(), true));
+    assert_eq!(
+        lines[0],
+        serde_json::json!({"type": "partition", "topic": "t", "partition": 0,
+            "replicas": ["b1", "b2", "b3"], "leader": "b2", "leader_epoch": 1,
+            "isr": ["b2", "b3"], "version": 1})
+    );
+    assert_eq!(lines[1]["partition"], 2);
+    assert!(lines[1]["leader"].is_null(), "{}", lines[1]);
+    assert_eq!(lines.len(), 2, "partition 1 has no state");
+}
+
+#[test]
+fn klog_dump_shows_each_partitions_leader_epoch_and_isr_in_a_directory() {
+    shows_each_state(Backend::Dir);
+}
+
+#[test]
+fn klog_dump_shows_each_partitions_leader_epoch_and_isr_on_zookeeper() {
+    shows_each_state(Backend::Zk);
+}
+
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A change whose writer died after taking its version is shown as made,
+/// and left as it is; a file that is not a state is shown as its error.
+#[test]
+fn klog_dump_shows_an_unfinished_change_without_finishing_it_and_names_garbage() {
+    let test = TestRegistry::start(Backend::Dir).unwrap();
+    replicated(&*test.open());
+    let partition = test.dir().unwrap().join("states/t-0");
+    let proposal = br#"{"leader":"b3","leader_epoch":2,"isr":["b3"]}"#;
+    std::fs::write(partition.join(".1-2-3.new"), proposal).unwrap();
+    std::fs::rename(partition.join("1"), partition.join("1.1-2-3")).unwrap();
+    std::fs::write(test.dir().unwrap().join("states/t-2/junk"), "x").unwrap();
+    let before = names(&partition);
+    let tables = dump(test.spec(), false);
+    let rows = rows(&tables, 6);
+    assert_eq!(rows[1], ["t", "0", "b1,b2,b3", "b3", "2", "b3"], "{tables}");
+    assert!(
+        rows[2][3].contains("states/t-2/junk") && rows[2][3].contains("not a partition state"),
+        "{tables}"
+    );
+    let lines = partition_lines(&dump(test.spec(), true));
+    assert_eq!(lines[0]["version"], 2);
+    assert!(lines[1]["error"].as_str().unwrap().contains("junk"));
+    assert_eq!(names(&partition), before, "a look finishes nothing");
+    // The next writer finishes it, from version 2.
+    let reg = test.open();
+    let next = PartitionState {
+        leader: Some("b1".into()),
+        leader_epoch: 3,
+        isr: vec!["b1".into()],
+    };
+    assert!(!reg.set_partition_state("t", 0, &next, 1).unwrap());
+    assert!(reg.set_partition_state("t", 0, &next, 2).unwrap());
+    assert_eq!(names(&partition), ["3"]);
+}
