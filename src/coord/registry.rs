@@ -386,9 +386,11 @@ pub trait Registry: fmt::Debug + Send + Sync {
     fn partition_state(&self, topic: &str, partition: u32)
         -> Result<Option<(PartitionState, u64)>>;
 
-    /// Stores `state` as the partition's first state, version 0, unless it
-    /// has one already: `false` when another create got there first (and
-    /// stays). The topic must be placed and the partition in it.
+    /// Stores `state` as the partition's first state, version 0, durably,
+    /// unless it has one already: `false` when another create got there
+    /// first (and stays). The topic must be placed and the partition in
+    /// it. An error from the backend says nothing of whether it was
+    /// applied: read the state again.
     fn create_partition_state(
         &self,
         topic: &str,

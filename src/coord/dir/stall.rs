@@ -1,7 +1,9 @@
 //! A test seam: a commit stopped between its fence and its write, as a
 //! process stopped there (SIGSTOP, stuck I/O) would be, so that a unit
 //! test can show what the others do meanwhile and what the late write
-//! does when it finally runs.
+//! does when it finally runs. A partition state's change stops the same
+//! way, before it takes its version (at `states/<topic>-<p>/take`) or
+//! after (at `states/<topic>-<p>/finish`).
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, Sender};

@@ -188,13 +188,17 @@ fn read_file(path: &Path) -> Result<Option<PartitionState>> {
 /// The partition's state in `dir` and its version, if it has one. Reads
 /// only: a change a writer left unfinished is read from its proposal.
 pub(super) fn read(dir: &Path) -> Result<Option<(PartitionState, u64)>> {
+    let mut lost = LostProposal::default();
     for _ in 0..MOVED_RETRIES_MAX {
         let Some(listing) = list(dir)? else {
             return Ok(None);
         };
         let (path, version) = match listing.current() {
             Some(Current::Version(v)) => (dir.join(v.to_string()), v),
-            Some(Current::Taken(v, w)) => (dir.join(format!(".{w}.new")), next(dir, v)?),
+            Some(Current::Taken(v, w)) => {
+                lost.seen(dir, v, &w)?;
+                (dir.join(format!(".{w}.new")), next(dir, v)?)
+            }
             // A state directory always holds a state: a listing that
             // raced a rename missed it.
             None => continue,
@@ -204,6 +208,46 @@ pub(super) fn read(dir: &Path) -> Result<Option<(PartitionState, u64)>> {
         }
     }
     Err(moved_too_often(dir))
+}
+
+/// How many listings in a row showed the same taken version as the
+/// state with its proposal gone: after a few, the proposal is lost (a
+/// change renames it to the next version before anything else, so one
+/// listing may miss that name while it races a rename, never several).
+#[derive(Debug, Default)]
+struct LostProposal {
+    taken: Option<(u64, String)>,
+    times: u32,
+}
+
+impl LostProposal {
+    /// How many listings in a row make a lost proposal.
+    const TIMES_MAX: u32 = 3;
+
+    /// Notes that a listing showed `v`, taken by `writer`, as the state;
+    /// an error once that has been so too often with no proposal.
+    fn seen(&mut self, dir: &Path, v: u64, writer: &str) -> Result<()> {
+        if self
+            .taken
+            .as_ref()
+            .is_some_and(|(tv, tw)| *tv == v && tw == writer)
+        {
+            self.times += 1;
+        } else {
+            (self.taken, self.times) = (Some((v, writer.to_string())), 1);
+        }
+        if self.times > Self::TIMES_MAX && !dir.join(format!(".{writer}.new")).exists() {
+            return Err(Error::Corrupt {
+                path: dir.join(format!("{v}.{writer}")),
+                position: 0,
+                reason: format!(
+                    "version {v} was taken by a change whose proposal .{writer}.new is missing, \
+                     and no later version exists"
+                ),
+            });
+        }
+        Ok(())
+    }
 }
 
 fn moved_too_often(dir: &Path) -> Error {
@@ -228,15 +272,16 @@ fn sync_dir(dir: &Path) -> Result<()> {
     RealFs.sync_dir(dir).ctx("fsync directory", dir)
 }
 
-/// Finishes the change that took `v` with `writer`'s proposal (a no-op
-/// when it was finished already), then removes the taken file.
+/// Finishes the change that took `v` with `writer`'s proposal, then
+/// removes the taken file; a no-op when the proposal is gone (renamed
+/// once, by whoever finished the change first, which removes the taken
+/// file, or the next writer does once it sees a later version).
 fn finish(dir: &Path, v: u64, writer: &str) -> Result<()> {
     let proposal = dir.join(format!(".{writer}.new"));
     let target = dir.join(next(dir, v)?.to_string());
     match std::fs::rename(&proposal, &target) {
         Ok(()) => sync_dir(dir)?,
-        // Finished by another (the proposal is renamed once).
-        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(Error::io("rename", &proposal, e)),
     }
     let _ = std::fs::remove_file(dir.join(format!("{v}.{writer}")));
@@ -247,6 +292,7 @@ fn finish(dir: &Path, v: u64, writer: &str) -> Result<()> {
 /// removing debris: taken files of finished changes, and proposals that
 /// no taken version names and no live writer holds. `None`: no state.
 fn settle(dir: &Path) -> Result<Option<u64>> {
+    let mut lost = LostProposal::default();
     for _ in 0..MOVED_RETRIES_MAX {
         let Some(listing) = list(dir)? else {
             return Ok(None);
@@ -254,6 +300,7 @@ fn settle(dir: &Path) -> Result<Option<u64>> {
         let current = match listing.current() {
             Some(Current::Version(v)) => v,
             Some(Current::Taken(v, w)) => {
+                lost.seen(dir, v, &w)?;
                 finish(dir, v, &w)?;
                 continue;
             }
@@ -647,6 +694,27 @@ mod tests {
         assert!(!reg.set_partition_state("t", 0, &state("b2", 1), 0).unwrap());
         assert_eq!(names(&partition), ["1"], "finished, and the debris removed");
         assert!(reg.set_partition_state("t", 0, &state("b2", 2), 1).unwrap());
+    }
+
+    #[test]
+    fn a_taken_version_whose_proposal_is_lost_is_an_error_naming_it() {
+        let (dir, reg) = placed();
+        assert!(reg.create_partition_state("t", 0, &state("b1", 0)).unwrap());
+        let partition = dir.path().join("states/t-0");
+        std::fs::rename(partition.join("0"), partition.join("0.1-1-1")).unwrap();
+        for err in [
+            reg.partition_state("t", 0).unwrap_err(),
+            reg.set_partition_state("t", 0, &state("b2", 1), 1)
+                .unwrap_err(),
+        ] {
+            assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+            let err = err.to_string();
+            assert!(
+                err.contains("t-0/0.1-1-1") && err.contains("missing"),
+                "{err}"
+            );
+        }
+        assert_eq!(names(&partition), ["0.1-1-1"], "nothing is removed");
     }
 
     #[test]
