@@ -209,6 +209,7 @@ impl Sessions {
                     session_id: session.session_id(),
                     version: stat.version,
                     created_zxid: stat.created_zxid,
+                    said_held_by: 0,
                     data: data.to_vec(),
                 }),
             });
@@ -279,7 +280,7 @@ impl Sessions {
 
     /// Registers again, in the current session, every live broker entry
     /// of a lost one. A broker id another live session took meanwhile is
-    /// left to it (and said on stderr once per attempt).
+    /// left to it (and said on stderr once per holder).
     fn reregister_brokers(&self) {
         let session = self.now();
         if session.state() != ZkState::Connected {
@@ -314,11 +315,19 @@ impl Sessions {
                     ..
                 }) => {
                     if let Ok((_, stat)) = session.get(&entry.path, self.deadline) {
+                        let mut held = lock(&entry.held);
                         if stat.ephemeral_owner == session.session_id() {
-                            let mut held = lock(&entry.held);
                             held.session_id = session.session_id();
                             held.version = stat.version;
                             held.created_zxid = stat.created_zxid;
+                        } else if held.said_held_by != stat.ephemeral_owner {
+                            held.said_held_by = stat.ephemeral_owner;
+                            crate::diag::line(format_args!(
+                                "% {} cannot register again in {}: another live session \
+                                 ({:#x}) holds its id; it is not in the registry until that one \
+                                 ends",
+                                entry.what, self.address, stat.ephemeral_owner
+                            ));
                         }
                     }
                 }
@@ -385,6 +394,8 @@ struct Incarnation {
     version: i32,
     /// The zxid that created the znode: which znode of the path it is.
     created_zxid: i64,
+    /// The other session last said to hold a broker's id (said once).
+    said_held_by: i64,
     /// Its data, to create it again in a new session (a broker).
     data: Vec<u8>,
 }

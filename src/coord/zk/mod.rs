@@ -42,6 +42,11 @@ use crate::error::{Error, Result, ZkCause};
 /// How long dropping a session waits for the server to confirm the close,
 /// and then for the runtime thread to end.
 pub const CLOSE_WAIT: Duration = Duration::from_secs(2);
+/// How often a waiting call looks whether the process is stopping.
+const STOP_LOOK: Duration = Duration::from_millis(50);
+/// The least a call waits once the process is stopping: enough for a
+/// server that answers.
+const STOP_WAIT_MIN: Duration = Duration::from_millis(200);
 
 /// The parts of a `zk://` address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -647,8 +652,19 @@ impl Runtime {
             cause,
         };
         // The runtime enforces the deadline; the margin covers a runtime
-        // thread that stopped answering at all.
-        match answered.recv_timeout(deadline + Duration::from_secs(1)) {
+        // thread that stopped answering at all. A process asked to stop
+        // gives up once its grace is over (after a short wait, so that a
+        // close still reaches a server that answers).
+        let started = Instant::now();
+        let waited = loop {
+            match answered.recv_timeout(STOP_LOOK) {
+                Err(mpsc::RecvTimeoutError::Timeout)
+                    if started.elapsed() < deadline + Duration::from_secs(1)
+                        && !(crate::stop::grace_over() && started.elapsed() >= STOP_WAIT_MIN) => {}
+                other => break other,
+            }
+        };
+        match waited {
             Ok(Ok(Ok(value))) => {
                 *crate::sync::lock(&self.answered) = Instant::now();
                 Ok(value)
