@@ -18,7 +18,7 @@ _klog-dump() {
 '(--records --print-data --verify)--registry=[Show a registry instead\: brokers, groups, members, partition owners, committed offsets and lag. A directory or a ZooKeeper ensemble, zk\://HOST\:PORT\[,HOST\:PORT...\]/CHROOT; only read\: nothing is created or changed]:REGISTRY:_files' \
 '--records[One line per record instead of per batch]' \
 '--print-data[Print keys, values and headers too (implies --records)]' \
-'--verify[Check the indexes against the log and every CRC; print only problems and the summary]' \
+'--verify[Check the indexes and the leader epoch file against the log, and every CRC; print only problems and the summary]' \
 '--json[One JSON object per line]' \
 '-q[Only print errors]' \
 '--quiet[Only print errors]' \

@@ -962,8 +962,9 @@ fn torn_pages_at_the_end(from_record_boundary: bool) -> (SimFs, Arc<dyn Vfs>, &'
     let mut bytes = sim.read(&seg).unwrap();
     let from = if from_record_boundary {
         // After the 10th record of the second batch: the segment header,
-        // the first batch (40 + 3 × 107), the second's header, 10 × 408.
-        24 + 40 + 3 * 107 + 40 + 10 * 408
+        // the first batch (its header + 3 × 107), the second's header, 10 × 408.
+        let header = klog::storage::record::BATCH_HEADER_BYTES;
+        24 + header + 3 * 107 + header + 10 * 408
     } else {
         (bytes.len() - 1) / 4096 * 4096
     };

@@ -17,9 +17,10 @@
 //! | golden file                                  | format                            |
 //! |----------------------------------------------|-----------------------------------|
 //! | `batch.bin`                                  | record batch and records          |
+//! | `v1/batch.bin`, `v1/partition/`              | magic 1 (read only, never written): a batch, and a closed partition written before leader epochs |
 //! | `segment-header.bin`                         | 24-byte segment header            |
 //! | `index/wide.index`, `index/wide.timeindex`   | offset and time index entries     |
-//! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `clean-shutdown` |
+//! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `leader-epochs`, `clean-shutdown` |
 //! | `registry/`                                  | broker, member (and its lease), owner claim (by generation), committed offset, placement (one replica each, as before replication, and replicated) and partition state entries; an entry `<id>.json` stands for `<id>@<incarnation>.json` |
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ use std::sync::Arc;
 
 use klog::coord::{BrokerInfo, DirRegistry, MemberInfo, PartitionState, Placement, Registry};
 use klog::limits::BATCH_BYTES_MAX;
+use klog::storage::epoch::{EpochEntry, Epochs};
 use klog::storage::fs::sim::SimFs;
 use klog::storage::fs::Vfs;
 use klog::storage::index::{self, IndexEntry, SegmentIndex};
@@ -214,13 +216,46 @@ fn decode_batch(bytes: &[u8]) -> (BatchHeader, Vec<Rec>) {
 
 /// A base offset past 32 bits, so every byte of the field is pinned.
 const BATCH_BASE_OFFSET: u64 = 4_294_967_301;
+/// A leader epoch with four different bytes, so every byte is pinned.
+const BATCH_LEADER_EPOCH: u32 = 0x0102_0304;
 
 #[test]
 fn record_batch() {
     let mut encoded = build(&rich_records(0));
-    record::set_base_offset(&mut encoded, BATCH_BASE_OFFSET);
+    record::stamp(&mut encoded, BATCH_BASE_OFFSET, BATCH_LEADER_EPOCH);
     let golden = check_golden("batch.bin", &encoded);
 
+    let (header, records) = decode_batch(&golden);
+    assert_eq!(
+        header,
+        BatchHeader {
+            base_offset: 4_294_967_301,
+            batch_length: 391,
+            magic: 2,
+            attributes: 0,
+            record_count: 4,
+            base_timestamp: 1_700_000_000_000,
+            max_timestamp: 1_700_000_003_600,
+            leader_epoch: 16_909_060,
+            // CRC32 (IEEE) of bytes 0..40, checked independently with zlib.
+            header_crc: 0xa866_0ff0,
+        }
+    );
+    assert_eq!(records, rich_records(4_294_967_301));
+    assert_eq!(header.total_bytes(), 403);
+    assert_eq!(golden.len(), 403, "nothing after the batch");
+
+    let mut reencoded = build(&records);
+    record::stamp(&mut reencoded, header.base_offset, header.leader_epoch);
+    assert_reencoded("batch.bin", &golden, &reencoded);
+}
+
+/// A magic 1 batch, as written before leader epochs (frozen: never
+/// blessed), still decodes to the same records, as epoch 0, and upgrades
+/// to the magic 2 batch of epoch 0 byte for byte.
+#[test]
+fn record_batch_magic_1_still_reads() {
+    let golden = std::fs::read(golden_dir().join("v1/batch.bin")).unwrap();
     let (header, records) = decode_batch(&golden);
     assert_eq!(
         header,
@@ -232,17 +267,18 @@ fn record_batch() {
             record_count: 4,
             base_timestamp: 1_700_000_000_000,
             max_timestamp: 1_700_000_003_600,
+            leader_epoch: 0,
             // CRC32 (IEEE) of bytes 0..36, checked independently with zlib.
             header_crc: 0x468b_af8c,
         }
     );
     assert_eq!(records, rich_records(4_294_967_301));
-    assert_eq!(header.total_bytes(), 399);
-    assert_eq!(golden.len(), 399, "nothing after the batch");
-
-    let mut reencoded = build(&records);
-    record::set_base_offset(&mut reencoded, header.base_offset);
-    assert_reencoded("batch.bin", &golden, &reencoded);
+    assert_eq!(golden.len(), 399);
+    let mut upgraded = Vec::new();
+    record::upgrade(&golden, &mut upgraded).unwrap();
+    let mut expected = build(&records);
+    record::stamp(&mut expected, header.base_offset, 0);
+    assert_reencoded("v1/batch.bin upgraded", &expected, &upgraded);
 }
 
 // ---------------------------------------------------------------------------
@@ -378,8 +414,12 @@ fn partition_segments() -> Vec<Vec<Vec<Rec>>> {
     ]
 }
 
+/// The leader epoch each batch of [`partition_segments`] is appended in:
+/// a rise inside the first segment and one at the roll.
+const PARTITION_EPOCHS: [&[u32]; 2] = [&[0, 0, 1], &[3, 3]];
+
 /// The files of the partition directory, by name, as in its golden folder.
-const PARTITION_FILES: [&str; 8] = [
+const PARTITION_FILES: [&str; 9] = [
     "00000000000000000000.index",
     "00000000000000000000.log",
     "00000000000000000000.timeindex",
@@ -387,6 +427,7 @@ const PARTITION_FILES: [&str; 8] = [
     "00000000000000000007.log",
     "00000000000000000007.timeindex",
     "clean-shutdown",
+    "leader-epochs",
     "recovery-point",
 ];
 
@@ -406,7 +447,8 @@ fn write_partition(segments: &[Vec<Vec<Rec>>]) -> Vec<(String, Vec<u8>)> {
         if i > 0 {
             log.roll().unwrap();
         }
-        for records in batches {
+        for (records, &epoch) in batches.iter().zip(PARTITION_EPOCHS[i]) {
+            log.set_leader_epoch(epoch).unwrap();
             log.append(&mut build(records), NOW_MS).unwrap();
         }
     }
@@ -421,8 +463,8 @@ fn write_partition(segments: &[Vec<Vec<Rec>>]) -> Vec<(String, Vec<u8>)> {
 }
 
 /// Where each batch of a segment file starts: (position, base offset,
-/// max timestamp).
-type BatchPlace = (usize, u64, i64);
+/// max timestamp, leader epoch).
+type BatchPlace = (usize, u64, i64, u32);
 
 /// Decodes a segment file: its header's base offset, where its batches
 /// are, and their records.
@@ -432,7 +474,12 @@ fn decode_segment(bytes: &[u8]) -> (u64, Vec<BatchPlace>, Vec<Vec<Rec>>) {
     let (mut places, mut batches) = (Vec::new(), Vec::new());
     while position < bytes.len() {
         let (header, records) = decode_batch(&bytes[position..]);
-        places.push((position, header.base_offset, header.max_timestamp));
+        places.push((
+            position,
+            header.base_offset,
+            header.max_timestamp,
+            header.leader_epoch,
+        ));
         batches.push(records);
         position += header.total_bytes() as usize;
     }
@@ -476,34 +523,39 @@ fn partition_directory() {
     assert_eq!(
         places,
         [
-            (24, 0, 1_700_000_003_600),
-            (423, 4, 1_700_000_001_000),
-            (485, 5, 1_700_000_005_000)
+            (24, 0, 1_700_000_003_600, 0),
+            (427, 4, 1_700_000_001_000, 0),
+            (493, 5, 1_700_000_005_000, 1)
         ]
     );
-    assert_eq!(vfs.read(&first).unwrap().len(), 553);
+    assert_eq!(vfs.read(&first).unwrap().len(), 565);
     let (base, places, second_batches) = decode_segment(&vfs.read(&second).unwrap());
     assert_eq!(base, 7);
     assert_eq!(
         places,
-        [(24, 7, 1_700_000_006_000), (84, 8, 1_700_000_007_000)]
+        [(24, 7, 1_700_000_006_000, 3), (88, 8, 1_700_000_007_000, 3)]
     );
-    assert_eq!(vfs.read(&second).unwrap().len(), 136);
+    assert_eq!(vfs.read(&second).unwrap().len(), 144);
     let segments = vec![first_batches, second_batches];
     assert_eq!(segments, partition_segments());
     assert_eq!(
         index::read_entries(&vfs, &first).expect("golden index decodes"),
         [
-            entry(4, 423, 1_700_000_003_600),
-            entry(5, 485, 1_700_000_005_000)
+            entry(4, 427, 1_700_000_003_600),
+            entry(5, 493, 1_700_000_005_000)
         ]
     );
     assert_eq!(
         index::read_entries(&vfs, &second).expect("golden index decodes"),
-        [entry(1, 84, 1_700_000_007_000)]
+        [entry(1, 88, 1_700_000_007_000)]
     );
     assert_eq!(recover::read_recovery_point(&vfs, dir), 9);
     assert!(recover::was_clean(&vfs, dir));
+    let epochs = Epochs::read(&vfs, dir)
+        .unwrap()
+        .expect("an epoch file")
+        .unwrap();
+    assert_eq!(epochs.entries(), golden_epochs());
     let read = OpenOptions {
         writable: false,
         lock: false,
@@ -511,6 +563,10 @@ fn partition_directory() {
     let log =
         Log::open(Arc::new(vfs.clone()), dir, log_config(), read).expect("golden partition opens");
     assert_eq!((log.start_offset(), log.next_offset()), (0, 9));
+    assert_eq!(
+        (log.leader_epoch(), log.epochs().entries()),
+        (3, &golden_epochs()[..])
+    );
     assert_eq!(
         log.offset_for_timestamp(1_700_000_004_000).unwrap(),
         Some(5)
@@ -535,6 +591,82 @@ fn partition_directory() {
         "partition/recovery-point",
         golden_point,
         &vfs.read(&dir.join(recover::RECOVERY_POINT_FILE)).unwrap(),
+    );
+    let mut epochs = Epochs::new();
+    for e in golden_epochs() {
+        epochs.assign(e.epoch, e.start_offset);
+    }
+    let (_, golden_epochs_file) = golden.iter().find(|(n, _)| n == "leader-epochs").unwrap();
+    assert_reencoded(
+        "partition/leader-epochs",
+        golden_epochs_file,
+        &epochs.encode(),
+    );
+}
+
+/// The entries of `partition/leader-epochs`.
+fn golden_epochs() -> [EpochEntry; 3] {
+    let e = |epoch, start_offset| EpochEntry {
+        epoch,
+        start_offset,
+    };
+    [e(0, 0), e(1, 5), e(3, 7)]
+}
+
+/// A partition written before leader epochs (magic 1 batches, no epoch
+/// file; frozen, never blessed) still opens and reads, and recovers: its
+/// batches read as epoch 0, a writer rebuilds its epoch file (epoch 0 from
+/// the start) and appends magic 2 batches after them, and a crash that
+/// lost the clean-shutdown mark recovers it the same.
+#[test]
+fn a_partition_of_magic_1_still_reads_recovers_and_takes_appends() {
+    let vfs = SimFs::new();
+    let dir = Path::new(PARTITION_DIR);
+    vfs.create_dir_all(dir).unwrap();
+    let v1 = golden_dir().join("v1/partition");
+    for entry in std::fs::read_dir(&v1).unwrap() {
+        let entry = entry.unwrap();
+        vfs.write(&dir.join(entry.file_name()), &read(&entry.path()));
+    }
+    let (_, places, first) =
+        decode_segment(&vfs.read(&dir.join(segment::log_file_name(0))).unwrap());
+    assert_eq!(places[1], (423, 4, 1_700_000_001_000, 0));
+    assert_eq!(first, partition_segments()[0]);
+    assert!(Epochs::read(&vfs, dir).unwrap().is_none());
+    // Recovery from scratch, as after a crash: no clean-shutdown mark.
+    vfs.remove(&dir.join(recover::CLEAN_SHUTDOWN_FILE)).unwrap();
+    let write = OpenOptions {
+        writable: true,
+        lock: false,
+    };
+    let mut log = Log::open(Arc::new(vfs.clone()), dir, log_config(), write).unwrap();
+    assert_eq!((log.start_offset(), log.next_offset()), (0, 9));
+    assert_eq!(log.epochs().entries(), [golden_epochs()[0]]);
+    assert_eq!(log.leader_epoch(), 0);
+    let rebuilt = Epochs::read(&vfs, dir).unwrap().expect("rebuilt").unwrap();
+    assert_eq!(rebuilt.entries(), [golden_epochs()[0]]);
+    log.set_leader_epoch(4).unwrap();
+    let info = log.append(&mut build(&rich_records(0)), NOW_MS).unwrap();
+    assert_eq!(info.base_offset, 9);
+    log.close().unwrap();
+    let (_, places, batches) =
+        decode_segment(&vfs.read(&dir.join(segment::log_file_name(7))).unwrap());
+    assert_eq!(
+        places.iter().map(|p| (p.1, p.3)).collect::<Vec<_>>(),
+        [(7, 0), (8, 0), (9, 4)]
+    );
+    assert_eq!(batches[..2], partition_segments()[1]);
+    assert_eq!(batches[2], rich_records(9));
+    let epochs = Epochs::read(&vfs, dir).unwrap().expect("epochs").unwrap();
+    assert_eq!(
+        epochs.entries(),
+        [
+            golden_epochs()[0],
+            EpochEntry {
+                epoch: 4,
+                start_offset: 9
+            }
+        ]
     );
 }
 

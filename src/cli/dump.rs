@@ -39,8 +39,8 @@ pub struct Args {
     /// Print keys, values and headers too (implies --records).
     #[arg(long = "print-data")]
     pub print_data: bool,
-    /// Check the indexes against the log and every CRC; print only problems
-    /// and the summary.
+    /// Check the indexes and the leader epoch file against the log, and
+    /// every CRC; print only problems and the summary.
     #[arg(long = "verify")]
     pub verify: bool,
     /// One JSON object per line.

@@ -10,6 +10,7 @@
 //!   00000000000000000000.timeindex  sparse time index
 //!   00000000000000051200.log ...    next segment, named by its base offset
 //!   recovery-point                  "klog-recovery-point 1\n<offset>\n": records below are durable
+//!   leader-epochs                   leader epoch -> first offset (crate::storage::epoch)
 //!   clean-shutdown                  present after a clean close; removed by the next writer
 //!   .lock                           the writer's lock (an OFD lock), holding its pid
 //!   quarantine/                     segments recovery set aside after a cut
@@ -61,6 +62,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, IoContext, Result};
 use crate::limits;
+use crate::storage::epoch::Epochs;
 use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{self, INDEX_ENTRY_BYTES_MAX};
 use crate::storage::lock::DirLock;
@@ -68,6 +70,7 @@ use crate::storage::record::{self, Batch, BatchHeader};
 use crate::storage::recover::{self, RecoverOptions, RecoveryReport};
 use crate::storage::segment::{PreparedSegment, Segment};
 
+mod epochs;
 mod flush;
 mod read;
 mod roll;
@@ -77,6 +80,9 @@ use flush::{OutsideSyncs, Undos};
 pub use read::{offset_for_timestamp_in, Lookup};
 use roll::{record_recovery_point, Sealed};
 pub use roll::{Publish, SegmentPrep};
+
+/// Capacity of the buffer for magic 1 batches a log keeps between appends.
+const UPGRADE_BUFFER_BYTES_KEPT: usize = 1 << 20;
 
 /// How a log rolls, retains, flushes and checks.
 #[derive(Debug, Clone)]
@@ -267,6 +273,12 @@ pub struct Log {
     /// A write failed and nothing was written since: appends go to the file
     /// at once, so that the next failure is the append's own error.
     write_failing: bool,
+    /// The leader epoch stamped into appended batches.
+    leader_epoch: u32,
+    /// The partition's leader epochs (its epoch file).
+    epochs: Epochs,
+    /// A producer's magic 1 batch upgraded to magic 2 (reused).
+    upgraded: Vec<u8>,
     _lock: Option<DirLock>,
 }
 
@@ -294,6 +306,8 @@ impl Log {
             recovery = roll::adopt_rolled(&*vfs, dir, recovery, recover)?;
         }
         let segments = open_segments(&*vfs, &recovery, options.writable)?;
+        let epochs = recovery.epochs.clone();
+        let leader_epoch = epochs.latest().map_or(0, |e| e.epoch);
         let mut log = Log {
             dir: dir.to_path_buf(),
             vfs,
@@ -317,6 +331,9 @@ impl Log {
             failed: None,
             outside: Arc::default(),
             write_failing: false,
+            leader_epoch,
+            epochs,
+            upgraded: Vec::new(),
             _lock: lock,
         };
         if options.writable {
@@ -340,6 +357,12 @@ impl Log {
         if self.segments.is_empty() {
             let segment = Segment::create(&*self.vfs, &self.dir, base, slots)?;
             self.segments.insert(base, segment);
+            // A new log starts in its leader epoch (0 for a single copy); a
+            // crash before this is written leaves an empty log without an
+            // epoch file, which recovery gives one the same.
+            self.epochs = Epochs::new();
+            self.epochs.assign(self.leader_epoch, base);
+            self.epochs.write(&*self.vfs, &self.dir)?;
         } else {
             let vfs = Arc::clone(&self.vfs);
             self.active_mut().activate(&*vfs, slots)?;
@@ -406,8 +429,10 @@ impl Log {
     }
 
     /// Appends a producer's batch: checks it whole (header, every record's
-    /// CRC, the record size limit), assigns its offsets by rewriting its
-    /// header, and writes it. Nothing is written when a check fails.
+    /// CRC, the record size limit), assigns its offsets and the log's leader
+    /// epoch by rewriting its header, and writes it. Nothing is written when
+    /// a check fails. A magic 1 batch is stored as magic 2 (its records
+    /// unchanged after a new header): every stored batch has an epoch.
     pub fn append(&mut self, batch: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
         assert!(self.writable, "append to a read-only log");
         self.check_failed()?;
@@ -429,11 +454,34 @@ impl Log {
                 "batch: trailing bytes",
             )));
         }
+        if header.magic != record::MAGIC_V1 {
+            return self.write_batch(batch, header, now_ms);
+        }
+        let mut upgraded = std::mem::take(&mut self.upgraded);
+        let result = record::upgrade(batch, &mut upgraded)
+            .map_err(Error::from)
+            .and_then(|header| self.write_batch(&mut upgraded, header, now_ms));
+        // Keep a small buffer for the next old producer's batch, not a big one.
+        if upgraded.capacity() <= UPGRADE_BUFFER_BYTES_KEPT {
+            self.upgraded = upgraded;
+        }
+        result
+    }
+
+    /// Writes a checked magic 2 batch: assigns its offsets and epoch.
+    fn write_batch(
+        &mut self,
+        batch: &mut [u8],
+        header: BatchHeader,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
         self.maybe_roll(batch.len() as u64, header.record_count, now_ms)?;
         let base_offset = self.next_offset();
-        record::set_base_offset(batch, base_offset);
+        self.record_epoch(base_offset)?;
+        record::stamp(batch, base_offset, self.leader_epoch);
         let header = BatchHeader {
             base_offset,
+            leader_epoch: self.leader_epoch,
             ..header
         };
         let interval_bytes = self.config.index_interval_bytes;

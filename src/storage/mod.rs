@@ -5,10 +5,12 @@
 //! CRC-checked [`record`] batches, with sparse memory-mapped offset and
 //! time [`index`]es. Whoever goes through stored batches walks them with
 //! [`batches`]. A [`store::Store`] is a data directory of such logs. Crash
-//! [`recover`]y cuts a log at its first damaged record. All file I/O goes
+//! [`recover`]y cuts a log at its first damaged record. Each log keeps
+//! its leader [`epoch`]s beside its segments. All file I/O goes
 //! through the [`fs::Vfs`] seam, so that tests can cut the power anywhere.
 
 pub mod batches;
+pub mod epoch;
 pub mod fs;
 pub mod index;
 pub mod lock;

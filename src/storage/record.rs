@@ -6,26 +6,38 @@
 //!
 //! # Batch
 //!
-//! A batch is a 40-byte header followed by `record_count` records. All
+//! A batch is a 44-byte header followed by `record_count` records. All
 //! integers are little-endian.
 //!
 //! | offset | size | field            | meaning                                                   |
 //! |-------:|-----:|------------------|-----------------------------------------------------------|
 //! |      0 |    8 | `base_offset`    | offset of the first record; assigned by the log on append  |
-//! |      8 |    4 | `batch_length`   | bytes after this field: `28 + ` the records' bytes         |
-//! |     12 |    1 | `magic`          | format version, `1`                                        |
+//! |      8 |    4 | `batch_length`   | bytes after this field: `32 + ` the records' bytes         |
+//! |     12 |    1 | `magic`          | format version, `2`                                        |
 //! |     13 |    1 | `attributes`     | reserved, `0` (compression and timestamp type will go here)|
 //! |     14 |    2 | reserved         | `0`                                                        |
 //! |     16 |    4 | `record_count`   | records in the batch, at least 1                          |
 //! |     20 |    8 | `base_timestamp` | ms since the Unix epoch; record timestamps are deltas to it|
 //! |     28 |    8 | `max_timestamp`  | largest record timestamp in the batch                      |
-//! |     36 |    4 | `header_crc`     | CRC32 (IEEE) of bytes 0..36                                |
-//! |     40 |    … | records          |                                                            |
+//! |     36 |    4 | `leader_epoch`   | epoch of the leader that appended it; stamped by the log   |
+//! |     40 |    4 | `header_crc`     | CRC32 (IEEE) of bytes 0..40                                |
+//! |     44 |    … | records          |                                                            |
 //!
 //! Offsets inside a batch are consecutive: record *i* has offset
 //! `base_offset + i`. So the log assigns offsets to a producer's batch by
-//! rewriting `base_offset` and `header_crc` only, 40 bytes, without touching
-//! or re-encoding a record ([`set_base_offset`]).
+//! rewriting `base_offset`, `leader_epoch` and `header_crc` only, in the
+//! header, without touching or re-encoding a record ([`stamp`]).
+//!
+//! ## Magic 1
+//!
+//! The first 36 bytes are the same; magic 1 has no `leader_epoch`: its
+//! `header_crc` (of bytes 0..36) is at 36, its records start at 40, and its
+//! `batch_length` is `28 + ` the records' bytes. Magic 1 batches are read
+//! as leader epoch 0: segments written before magic 2 keep reading and
+//! recovering as they were. A producer may still send magic 1; the log
+//! stores every batch it appends as magic 2, so it upgrades such a batch
+//! on append ([`upgrade`]: a new 44-byte header before the same record
+//! bytes). Every other magic is a decode error.
 //!
 //! # Record
 //!
@@ -40,8 +52,8 @@
 //! | body: value  | bytes                     | the rest of the record                                 |
 //!
 //! A 200-byte value without key or headers costs 8 bytes of record overhead
-//! (2 length, 4 CRC, 1 attributes, 1 timestamp delta), plus 40/50 bytes of
-//! batch header in a batch of 50: 8.8 bytes, under the paper's 9.
+//! (2 length, 4 CRC, 1 attributes, 1 timestamp delta), plus 44/50 bytes of
+//! batch header in a batch of 50: 8.88 bytes, under the paper's 9.
 //!
 //! # What is protected
 //!
@@ -59,22 +71,37 @@
 //!
 //! # Version history
 //!
-//! - magic 1: this layout.
+//! - magic 1: the 40-byte header, without `leader_epoch` (read, upgraded
+//!   on append, never written).
+//! - magic 2: `leader_epoch` added (for replication: KIP-101's
+//!   `partitionLeaderEpoch`), header 44 bytes.
 //!
-//! `tests/golden/batch.bin` pins this layout (`tests/golden.rs`); a diff
-//! there is a format change and needs a new magic.
+//! `tests/golden/batch.bin` pins this layout and `tests/golden/v1/batch.bin`
+//! magic 1 (`tests/golden.rs`); a diff there is a format change and needs
+//! a new magic.
 
 pub use crate::error::DecodeError;
 use std::fmt;
 
+mod build;
+
+#[cfg(test)]
+use build::zigzag;
+pub use build::BatchBuilder;
+
 use crate::limits::{BATCH_BYTES_MAX, BATCH_RECORDS_MAX, HEADERS_PER_RECORD_MAX};
 
-/// Size of the batch header.
+/// Size of the batch header (of the current magic, the largest: a reader
+/// that reads this many bytes at a batch's start has its whole header).
 pub const BATCH_HEADER_BYTES: usize = HEADER_CRC_OFFSET + 4;
+/// Size of a magic 1 batch header.
+pub const BATCH_HEADER_BYTES_V1: usize = HEADER_CRC_OFFSET_V1 + 4;
 /// Bytes of a batch before `batch_length` starts counting.
 pub const BATCH_LENGTH_PREFIX_BYTES: usize = BATCH_LENGTH_OFFSET + 4;
 /// The current batch format version.
-pub const MAGIC: u8 = 1;
+pub const MAGIC: u8 = 2;
+/// The first batch format version, without a leader epoch.
+pub const MAGIC_V1: u8 = 1;
 
 const BASE_OFFSET_OFFSET: usize = 0;
 const BATCH_LENGTH_OFFSET: usize = BASE_OFFSET_OFFSET + 8;
@@ -84,9 +111,15 @@ const RESERVED_OFFSET: usize = ATTRIBUTES_OFFSET + 1;
 const RECORD_COUNT_OFFSET: usize = RESERVED_OFFSET + 2;
 const BASE_TIMESTAMP_OFFSET: usize = RECORD_COUNT_OFFSET + 4;
 const MAX_TIMESTAMP_OFFSET: usize = BASE_TIMESTAMP_OFFSET + 8;
-const HEADER_CRC_OFFSET: usize = MAX_TIMESTAMP_OFFSET + 8;
+const HEADER_CRC_OFFSET_V1: usize = MAX_TIMESTAMP_OFFSET + 8;
+const LEADER_EPOCH_OFFSET: usize = MAX_TIMESTAMP_OFFSET + 8;
+const HEADER_CRC_OFFSET: usize = LEADER_EPOCH_OFFSET + 4;
 
-const _: () = assert!(BATCH_HEADER_BYTES == 40);
+const _: () = assert!(BATCH_HEADER_BYTES == 44);
+const _: () = assert!(BATCH_HEADER_BYTES_V1 == 40);
+// Every batch of either magic holds at least one record, so reading
+// BATCH_HEADER_BYTES at a batch's start never reads past its end.
+const _: () = assert!(BATCH_HEADER_BYTES <= BATCH_HEADER_BYTES_V1 + RECORD_BYTES_MIN);
 
 const ATTR_KEY: u8 = 0x01;
 const ATTR_HEADERS: u8 = 0x02;
@@ -120,11 +153,18 @@ pub struct BatchHeader {
     pub base_timestamp: i64,
     /// Largest record timestamp.
     pub max_timestamp: i64,
-    /// CRC32 of the header's first 36 bytes.
+    /// Epoch of the leader that appended the batch (0 for magic 1).
+    pub leader_epoch: u32,
+    /// CRC32 of the header's bytes before it.
     pub header_crc: u32,
 }
 
 impl BatchHeader {
+    /// Size of the header, by magic: where the records start.
+    pub fn header_bytes(&self) -> usize {
+        header_bytes_of(self.magic)
+    }
+
     /// Total size of the batch in bytes, header included.
     pub fn total_bytes(&self) -> u64 {
         BATCH_LENGTH_PREFIX_BYTES as u64 + u64::from(self.batch_length)
@@ -145,20 +185,31 @@ impl BatchHeader {
     /// Checks the header CRC, the magic, the record count and that the batch
     /// length is at most `batch_bytes_max`; it does not need the records.
     pub fn decode(buf: &[u8], batch_bytes_max: u32) -> Result<BatchHeader, DecodeError> {
-        if buf.len() < BATCH_HEADER_BYTES {
-            return Err(truncated("batch header", BATCH_HEADER_BYTES, buf.len()));
+        // The magic says how long the header is; an unknown one reads as the
+        // current header, so that its CRC judges the bytes first (a torn or
+        // damaged header is reported as such, not as a new format).
+        let magic = buf.get(MAGIC_OFFSET).copied().unwrap_or(MAGIC);
+        let header_bytes = header_bytes_of(magic);
+        if buf.len() < header_bytes {
+            return Err(truncated("batch header", header_bytes, buf.len()));
         }
+        let crc_at = header_bytes - 4;
         let header = BatchHeader {
             base_offset: u64_at(buf, BASE_OFFSET_OFFSET),
             batch_length: u32_at(buf, BATCH_LENGTH_OFFSET),
-            magic: buf[MAGIC_OFFSET],
+            magic,
             attributes: buf[ATTRIBUTES_OFFSET],
             record_count: u32_at(buf, RECORD_COUNT_OFFSET),
             base_timestamp: u64_at(buf, BASE_TIMESTAMP_OFFSET) as i64,
             max_timestamp: u64_at(buf, MAX_TIMESTAMP_OFFSET) as i64,
-            header_crc: u32_at(buf, HEADER_CRC_OFFSET),
+            leader_epoch: if magic == MAGIC_V1 {
+                0
+            } else {
+                u32_at(buf, LEADER_EPOCH_OFFSET)
+            },
+            header_crc: u32_at(buf, crc_at),
         };
-        let computed = crc32fast::hash(&buf[..HEADER_CRC_OFFSET]);
+        let computed = crc32fast::hash(&buf[..crc_at]);
         if computed != header.header_crc {
             return Err(DecodeError::CrcMismatch {
                 what: "batch header",
@@ -166,7 +217,7 @@ impl BatchHeader {
                 computed,
             });
         }
-        if header.magic != MAGIC {
+        if header.magic != MAGIC && header.magic != MAGIC_V1 {
             return Err(DecodeError::Malformed("batch: unknown magic"));
         }
         if header.attributes != 0 || u16_at(buf, RESERVED_OFFSET) != 0 {
@@ -176,7 +227,7 @@ impl BatchHeader {
         if header.record_count == 0 || header.record_count > BATCH_RECORDS_MAX {
             return Err(DecodeError::Malformed("batch: record count out of range"));
         }
-        let length_min = (BATCH_HEADER_BYTES - BATCH_LENGTH_PREFIX_BYTES) as u64 + records_min;
+        let length_min = (header_bytes - BATCH_LENGTH_PREFIX_BYTES) as u64 + records_min;
         if u64::from(header.batch_length) < length_min {
             return Err(DecodeError::Malformed(
                 "batch: length too small for its records",
@@ -191,6 +242,16 @@ impl BatchHeader {
             });
         }
         Ok(header)
+    }
+}
+
+/// Size of the header of a batch of this magic (an unknown magic: the
+/// current header's).
+fn header_bytes_of(magic: u8) -> usize {
+    if magic == MAGIC_V1 {
+        BATCH_HEADER_BYTES_V1
+    } else {
+        BATCH_HEADER_BYTES
     }
 }
 
@@ -282,7 +343,7 @@ impl<'a> Batch<'a> {
         }
         Ok(Batch {
             header,
-            records: &buf[BATCH_HEADER_BYTES..total],
+            records: &buf[header.header_bytes()..total],
         })
     }
 
@@ -334,7 +395,7 @@ pub struct Records<'a> {
 impl<'a> Records<'a> {
     /// Position, within the batch, of the next record to decode.
     pub fn position_in_batch(&self) -> usize {
-        BATCH_HEADER_BYTES + self.pos
+        self.header.header_bytes() + self.pos
     }
 
     fn step(&mut self) -> Result<Record<'a>, DecodeError> {
@@ -457,15 +518,65 @@ fn decode_body(
     })
 }
 
-/// Rewrites a batch's base offset (and its header CRC) in place: how the log
-/// assigns offsets to a producer's batch without touching its records.
+/// Rewrites a batch's base offset (and its header CRC) in place, of either
+/// magic, keeping its leader epoch.
 pub fn set_base_offset(batch: &mut [u8], base_offset: u64) {
     assert!(
-        batch.len() >= BATCH_HEADER_BYTES,
+        batch.len() >= header_bytes_of(batch[MAGIC_OFFSET]),
         "set_base_offset on a short batch"
     );
     batch[BASE_OFFSET_OFFSET..BASE_OFFSET_OFFSET + 8].copy_from_slice(&base_offset.to_le_bytes());
     seal_header(batch);
+}
+
+/// Rewrites a magic 2 batch's base offset and leader epoch (and its header
+/// CRC) in place: how the log assigns offsets to a producer's batch and
+/// records which leader appended it, without touching its records.
+///
+/// # Panics
+///
+/// On a batch that is not magic 2 (upgrade it first) or is shorter than
+/// its header: callers decode it first.
+pub fn stamp(batch: &mut [u8], base_offset: u64, leader_epoch: u32) {
+    assert!(
+        batch.len() >= BATCH_HEADER_BYTES && batch[MAGIC_OFFSET] == MAGIC,
+        "stamp on a batch that is not a whole magic {MAGIC} header"
+    );
+    batch[BASE_OFFSET_OFFSET..BASE_OFFSET_OFFSET + 8].copy_from_slice(&base_offset.to_le_bytes());
+    put_u32(batch, LEADER_EPOCH_OFFSET, leader_epoch);
+    seal_header(batch);
+}
+
+/// Writes into `out` (replacing its contents) the magic 2 form of a decoded
+/// magic 1 batch: a 44-byte header with leader epoch 0 and the same
+/// fields, then the same record bytes. Returns its decoded header, or an
+/// error when the larger batch would exceed [`BATCH_BYTES_MAX`].
+///
+/// # Panics
+///
+/// When `batch` is not a whole magic 1 batch (decode it first).
+pub fn upgrade(batch: &[u8], out: &mut Vec<u8>) -> Result<BatchHeader, DecodeError> {
+    assert!(
+        batch.len() > BATCH_HEADER_BYTES_V1 && batch[MAGIC_OFFSET] == MAGIC_V1,
+        "upgrade of a batch that is not magic {MAGIC_V1}"
+    );
+    let total = batch.len() + (BATCH_HEADER_BYTES - BATCH_HEADER_BYTES_V1);
+    if total as u64 > u64::from(BATCH_BYTES_MAX) {
+        return Err(DecodeError::TooLarge {
+            what: "batch upgraded to magic 2",
+            size_bytes: total as u64,
+            limit_bytes: u64::from(BATCH_BYTES_MAX),
+        });
+    }
+    out.clear();
+    out.extend_from_slice(&batch[..LEADER_EPOCH_OFFSET]);
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&batch[BATCH_HEADER_BYTES_V1..]);
+    let batch_length = (total - BATCH_LENGTH_PREFIX_BYTES) as u32;
+    put_u32(out, BATCH_LENGTH_OFFSET, batch_length);
+    out[MAGIC_OFFSET] = MAGIC;
+    seal_header(out);
+    BatchHeader::decode(out, BATCH_BYTES_MAX)
 }
 
 /// Rewrites a batch header's record count, length and maximum timestamp, as
@@ -477,7 +588,8 @@ pub fn set_batch_extent(
     max_timestamp: i64,
 ) {
     assert!(record_count > 0, "a batch keeps at least one record");
-    let batch_length = (BATCH_HEADER_BYTES - BATCH_LENGTH_PREFIX_BYTES) as u32 + records_bytes;
+    let header_bytes = header_bytes_of(batch[MAGIC_OFFSET]);
+    let batch_length = (header_bytes - BATCH_LENGTH_PREFIX_BYTES) as u32 + records_bytes;
     put_u32(batch, BATCH_LENGTH_OFFSET, batch_length);
     put_u32(batch, RECORD_COUNT_OFFSET, record_count);
     batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
@@ -485,165 +597,11 @@ pub fn set_batch_extent(
     seal_header(batch);
 }
 
+/// Writes the header CRC where the batch's magic puts it.
 fn seal_header(batch: &mut [u8]) {
-    let crc = crc32fast::hash(&batch[..HEADER_CRC_OFFSET]);
-    put_u32(batch, HEADER_CRC_OFFSET, crc);
-}
-
-/// Builds one batch in a reusable buffer, with no allocation per record.
-#[derive(Debug, Default, Clone)]
-pub struct BatchBuilder {
-    buf: Vec<u8>,
-    record_count: u32,
-    base_timestamp: i64,
-    max_timestamp: i64,
-}
-
-impl BatchBuilder {
-    /// An empty builder.
-    pub fn new() -> BatchBuilder {
-        BatchBuilder::default()
-    }
-
-    /// Records added since the last [`BatchBuilder::clear`].
-    pub fn len(&self) -> u32 {
-        self.record_count
-    }
-
-    /// True when no record has been added.
-    pub fn is_empty(&self) -> bool {
-        self.record_count == 0
-    }
-
-    /// Bytes the batch has now, header included.
-    pub fn size_bytes(&self) -> usize {
-        BATCH_HEADER_BYTES.max(self.buf.len())
-    }
-
-    /// Bytes one more record of these parts would add.
-    pub fn record_size(key: Option<&[u8]>, headers: &[(&[u8], &[u8])], value: &[u8]) -> usize {
-        let body = body_bytes(0, key, headers, value);
-        varint_len(body as u64 + 4) + 4 + body
-    }
-
-    /// Empties the builder, keeping its buffer.
-    pub fn clear(&mut self) {
-        self.buf.clear();
-        self.record_count = 0;
-    }
-
-    /// Whether a record with this timestamp can join the batch: its delta
-    /// to the batch's first timestamp must fit an `i64` (timestamps are
-    /// any `i64`, so two far apart cannot share a batch; the caller then
-    /// finishes this batch and starts another).
-    pub fn accepts_timestamp(&self, timestamp: i64) -> bool {
-        self.record_count == 0 || timestamp.checked_sub(self.base_timestamp).is_some()
-    }
-
-    /// Appends a record.
-    ///
-    /// # Panics
-    ///
-    /// When the batch would exceed [`BATCH_RECORDS_MAX`] records, a header
-    /// list exceeds [`HEADERS_PER_RECORD_MAX`], or the timestamp is not
-    /// [`BatchBuilder::accepts_timestamp`]: callers check those first.
-    pub fn push(
-        &mut self,
-        timestamp: i64,
-        key: Option<&[u8]>,
-        headers: &[(&[u8], &[u8])],
-        value: &[u8],
-    ) {
-        assert!(
-            self.record_count < BATCH_RECORDS_MAX,
-            "batch record count limit"
-        );
-        assert!(
-            headers.len() as u64 <= u64::from(HEADERS_PER_RECORD_MAX),
-            "header limit"
-        );
-        if self.record_count == 0 {
-            self.buf.clear();
-            self.buf.resize(BATCH_HEADER_BYTES, 0);
-            self.base_timestamp = timestamp;
-            self.max_timestamp = timestamp;
-        }
-        let delta = timestamp
-            .checked_sub(self.base_timestamp)
-            .expect("timestamp delta overflows: check accepts_timestamp first");
-        let delta = zigzag(delta);
-        let body = body_bytes(delta, key, headers, value);
-        put_varint(&mut self.buf, body as u64 + 4);
-        let crc_at = self.buf.len();
-        self.buf.extend_from_slice(&[0; 4]);
-        let mut attributes = 0;
-        if key.is_some() {
-            attributes |= ATTR_KEY;
-        }
-        if !headers.is_empty() {
-            attributes |= ATTR_HEADERS;
-        }
-        self.buf.push(attributes);
-        put_varint(&mut self.buf, delta);
-        if let Some(key) = key {
-            put_bytes_prefixed(&mut self.buf, key);
-        }
-        if !headers.is_empty() {
-            put_varint(&mut self.buf, headers.len() as u64);
-            for (name, value) in headers {
-                put_bytes_prefixed(&mut self.buf, name);
-                put_bytes_prefixed(&mut self.buf, value);
-            }
-        }
-        self.buf.extend_from_slice(value);
-        let crc = crc32fast::hash(&self.buf[crc_at + 4..]);
-        put_u32(&mut self.buf, crc_at, crc);
-        self.record_count += 1;
-        self.max_timestamp = self.max_timestamp.max(timestamp);
-    }
-
-    /// Writes the header and returns the finished batch (base offset 0).
-    ///
-    /// # Panics
-    ///
-    /// When the builder is empty.
-    pub fn finish(&mut self) -> &mut [u8] {
-        assert!(self.record_count > 0, "finish on an empty batch");
-        let batch_length = u32::try_from(self.buf.len() - BATCH_LENGTH_PREFIX_BYTES)
-            .expect("a batch of at most BATCH_RECORDS_MAX checked records fits u32");
-        let buf = &mut self.buf;
-        buf[BASE_OFFSET_OFFSET..BASE_OFFSET_OFFSET + 8].fill(0);
-        put_u32(buf, BATCH_LENGTH_OFFSET, batch_length);
-        buf[MAGIC_OFFSET] = MAGIC;
-        buf[ATTRIBUTES_OFFSET] = 0;
-        buf[RESERVED_OFFSET..RESERVED_OFFSET + 2].fill(0);
-        put_u32(buf, RECORD_COUNT_OFFSET, self.record_count);
-        buf[BASE_TIMESTAMP_OFFSET..BASE_TIMESTAMP_OFFSET + 8]
-            .copy_from_slice(&self.base_timestamp.to_le_bytes());
-        buf[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
-            .copy_from_slice(&self.max_timestamp.to_le_bytes());
-        seal_header(buf);
-        &mut self.buf
-    }
-}
-
-fn body_bytes(delta: u64, key: Option<&[u8]>, headers: &[(&[u8], &[u8])], value: &[u8]) -> usize {
-    let mut n = 1 + varint_len(delta) + value.len();
-    if let Some(key) = key {
-        n += varint_len(key.len() as u64) + key.len();
-    }
-    if !headers.is_empty() {
-        n += varint_len(headers.len() as u64);
-        for (name, value) in headers {
-            n += varint_len(name.len() as u64) + name.len();
-            n += varint_len(value.len() as u64) + value.len();
-        }
-    }
-    n
-}
-
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
+    let crc_at = header_bytes_of(batch[MAGIC_OFFSET]) - 4;
+    let crc = crc32fast::hash(&batch[..crc_at]);
+    put_u32(batch, crc_at, crc);
 }
 
 fn unzigzag(v: u64) -> i64 {
@@ -661,11 +619,6 @@ fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
         v >>= 7;
     }
     buf.push(v as u8);
-}
-
-fn put_bytes_prefixed(buf: &mut Vec<u8>, bytes: &[u8]) {
-    put_varint(buf, bytes.len() as u64);
-    buf.extend_from_slice(bytes);
 }
 
 fn put_u32(buf: &mut [u8], at: usize, v: u32) {
@@ -868,6 +821,84 @@ mod tests {
                 }
             }
             let _ = decode_record(&buf, 0, 0, MAX);
+        }
+    }
+
+    /// The magic 1 form of a magic 2 batch: the header without its epoch.
+    fn to_v1(batch: &[u8]) -> Vec<u8> {
+        let mut v1 = batch[..LEADER_EPOCH_OFFSET].to_vec();
+        v1.extend_from_slice(&[0; 4]);
+        v1.extend_from_slice(&batch[BATCH_HEADER_BYTES..]);
+        v1[MAGIC_OFFSET] = MAGIC_V1;
+        let length = u32_at(&v1, BATCH_LENGTH_OFFSET) - 4;
+        put_u32(&mut v1, BATCH_LENGTH_OFFSET, length);
+        seal_header(&mut v1);
+        v1
+    }
+
+    #[test]
+    fn magic_1_reads_as_epoch_0_and_upgrades_to_magic_2_with_the_same_records() {
+        let mut v2 = build(&[
+            (7, Some(b"k"), vec![(b"h", b"v")], b"one"),
+            (9, None, vec![], b"two"),
+        ]);
+        set_base_offset(&mut v2, 5);
+        let mut v1 = to_v1(&v2);
+        assert_eq!(v1.len() + 4, v2.len());
+        let old = Batch::decode(&v1, BATCH_BYTES_MAX).unwrap();
+        assert_eq!((old.header.magic, old.header.leader_epoch), (1, 0));
+        assert_eq!(old.header.header_bytes(), 40);
+        old.validate(MAX).unwrap();
+        let old_records: Vec<_> = old.records(MAX).map(Result::unwrap).collect();
+        let new = Batch::decode(&v2, BATCH_BYTES_MAX).unwrap();
+        let new_records: Vec<_> = new.records(MAX).map(Result::unwrap).collect();
+        assert_eq!(old_records, new_records);
+        // Offsets are assigned to magic 1 in place too (recovery, tests).
+        set_base_offset(&mut v1, 6);
+        assert_eq!(
+            BatchHeader::decode(&v1, BATCH_BYTES_MAX)
+                .unwrap()
+                .base_offset,
+            6
+        );
+        set_base_offset(&mut v1, 5);
+        let mut out = Vec::new();
+        let header = upgrade(&v1, &mut out).unwrap();
+        assert_eq!(out, v2, "an upgraded batch is the magic 2 batch");
+        assert_eq!(
+            (header.magic, header.leader_epoch, header.base_offset),
+            (2, 0, 5)
+        );
+        stamp(&mut out, 9, 0x0102_0304);
+        let stamped = Batch::decode(&out, BATCH_BYTES_MAX).unwrap();
+        assert_eq!(stamped.header.leader_epoch, 0x0102_0304);
+        assert_eq!(stamped.header.base_offset, 9);
+        assert_eq!(&out[36..40], &[4, 3, 2, 1]);
+        stamped.validate(MAX).unwrap();
+    }
+
+    #[test]
+    fn a_magic_other_than_1_or_2_is_a_decode_error() {
+        let v2 = build(&[(7, None, vec![], b"x")]);
+        for magic in [0u8, 3, 0xff] {
+            for base in [v2.clone(), to_v1(&v2)] {
+                let mut bad = base;
+                bad[MAGIC_OFFSET] = magic;
+                let err = Batch::decode(&bad, BATCH_BYTES_MAX).unwrap_err();
+                assert!(
+                    matches!(err, DecodeError::CrcMismatch { .. }),
+                    "{magic}: {err}"
+                );
+                if bad.len() >= BATCH_HEADER_BYTES {
+                    seal_header(&mut bad);
+                }
+                let err = Batch::decode(&bad, BATCH_BYTES_MAX).unwrap_err();
+                assert_eq!(
+                    err,
+                    DecodeError::Malformed("batch: unknown magic"),
+                    "{magic}"
+                );
+            }
         }
     }
 

@@ -70,11 +70,13 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, IoContext, Result};
+use crate::storage::epoch::Epochs;
 use crate::storage::fs::{self, Vfs};
 use crate::storage::index::{self, IndexEntry};
 use crate::storage::segment::parse_log_file_name;
 
 mod cut;
+mod epochs;
 mod scan;
 mod segment;
 
@@ -173,6 +175,14 @@ pub struct RecoveryReport {
     pub quarantined: Vec<PathBuf>,
     /// Leftover temporary files removed (or that would be).
     pub removed: Vec<PathBuf>,
+    /// The partition's leader epochs after recovery
+    /// ([`crate::storage::epoch`]).
+    #[serde(skip)]
+    pub epochs: Epochs,
+    /// What was wrong with the epoch file, which recovery rewrote (or
+    /// would): missing or damaged (rebuilt from the batches), or holding
+    /// epochs past the end of the log.
+    pub epoch_problem: Option<String>,
 }
 
 impl RecoveryReport {
@@ -256,6 +266,7 @@ pub fn recover_partition(
         report.removed.push(path.clone());
     }
     let reindex = partition.recover_segments(&segments, recovery_point, &mut report)?;
+    (report.epochs, report.epoch_problem) = epochs::recover_epochs(vfs, dir, &report)?;
     if options.dry_run {
         return Ok(report);
     }
@@ -268,6 +279,11 @@ pub fn recover_partition(
         }
     }
     partition.write_out(reindex, &report)?;
+    // After the segments are durable as kept: the file never names an
+    // epoch whose batches a crash could still take back.
+    if report.epoch_problem.is_some() {
+        report.epochs.write(vfs, dir)?;
+    }
     Ok(report)
 }
 

@@ -14,6 +14,7 @@ use serde_json::json;
 use crate::human::format_rfc3339;
 use crate::limits;
 use crate::storage::batches::FileBatches;
+use crate::storage::epoch::{EpochEntry, Epochs, EPOCH_FILE};
 use crate::storage::fs::{RealFs, VFile, Vfs};
 use crate::storage::record::{Batch, BatchHeader, Record};
 use crate::storage::recover::{self, RecoverOptions};
@@ -71,6 +72,9 @@ pub struct Dumper {
     out: BufWriter<Stdout>,
     problems: u64,
     summary: Vec<(String, Stats)>,
+    /// The leader epochs of the batches walked so far in this file or
+    /// partition (they never decrease along a log).
+    walked_epochs: Epochs,
 }
 
 impl Dumper {
@@ -81,6 +85,7 @@ impl Dumper {
             out: BufWriter::new(io::stdout()),
             problems: 0,
             summary: Vec::new(),
+            walked_epochs: Epochs::new(),
         }
     }
 
@@ -97,6 +102,7 @@ impl Dumper {
 
     /// Dumps one segment file on its own.
     pub fn segment_file(&mut self, path: &Path) -> anyhow::Result<()> {
+        self.walked_epochs = Epochs::new();
         let stats = self.segment(path, None, false)?;
         self.summary.push((path.display().to_string(), stats));
         Ok(())
@@ -192,6 +198,13 @@ impl Dumper {
         next: u64,
     ) -> io::Result<()> {
         let valid = batch.validate(limits::RECORD_BYTES_MAX_LIMIT);
+        let h = &batch.header;
+        if let Err(why) = self.walked_epochs.check_next(h.leader_epoch, h.base_offset) {
+            self.problem(format_args!(
+                "{}: position {position}: {why}",
+                path.display()
+            ));
+        }
         if batch.header.base_offset != next {
             self.problem(format_args!(
                 "{}: position {position}: batch base offset {} out of sequence, expected {next}",
@@ -227,18 +240,21 @@ impl Dumper {
         let h: &BatchHeader = &batch.header;
         if self.options.json {
             let line = json!({"type": "batch", "base_offset": h.base_offset, "last_offset": h.last_offset(),
-                "count": h.record_count, "position": position, "create_time": h.max_timestamp,
-                "size": h.total_bytes(), "crc": h.header_crc, "is_valid": valid});
+                "count": h.record_count, "partition_leader_epoch": h.leader_epoch,
+                "position": position, "create_time": h.max_timestamp,
+                "size": h.total_bytes(), "magic": h.magic, "crc": h.header_crc, "is_valid": valid});
             writeln!(self.out, "{line}")?;
         } else {
             writeln!(
                 self.out,
-                "baseOffset: {} lastOffset: {} count: {} position: {position} CreateTime: {} size: {} crc: {:#010x} isvalid: {valid}",
+                "baseOffset: {} lastOffset: {} count: {} partitionLeaderEpoch: {} position: {position} CreateTime: {} size: {} magic: {} crc: {:#010x} isvalid: {valid}",
                 h.base_offset,
                 h.last_offset(),
                 h.record_count,
+                h.leader_epoch,
                 h.max_timestamp,
                 h.total_bytes(),
+                h.magic,
                 h.header_crc
             )?;
         }
@@ -352,6 +368,7 @@ impl Dumper {
             }
         }
         let (segments, leftovers) = recover::list_partition(&RealFs, dir)?;
+        self.walked_epochs = Epochs::new();
         let mut total = Stats::default();
         let mut expected = None;
         let last = segments.len().saturating_sub(1);
@@ -371,6 +388,7 @@ impl Dumper {
                 ));
             }
             self.check_indexes(dir)?;
+            self.check_epochs(dir, &total)?;
         }
         self.summary.push((dir.display().to_string(), total));
         Ok(())
@@ -406,6 +424,70 @@ impl Dumper {
             if let Some(why) = &seg.index_problem {
                 self.problem(format_args!("{}: index: {why}", seg.path.display()));
             }
+        }
+        Ok(())
+    }
+
+    /// Checks the partition's epoch file against the epochs of its batches
+    /// (walked by [`Dumper::segment`]): each epoch starts in the file where
+    /// its first batch is (the log's first epoch may start before the log,
+    /// whose head retention deleted), and nothing else starts inside the log
+    /// or after its end.
+    fn check_epochs(&mut self, dir: &Path, total: &Stats) -> anyhow::Result<()> {
+        let path = dir.join(EPOCH_FILE);
+        let file = match Epochs::read(&RealFs, dir)? {
+            None if total.records == 0 => return Ok(()),
+            None => {
+                self.problem(format_args!(
+                    "{}: missing (the next writable open rebuilds it from the batches)",
+                    path.display()
+                ));
+                return Ok(());
+            }
+            Some(Err(why)) => {
+                self.problem(format_args!("{}: {why}", path.display()));
+                return Ok(());
+            }
+            Some(Ok(file)) => file,
+        };
+        let (start, end) = (
+            total.first_offset.unwrap_or(0),
+            total.next_offset.unwrap_or(0),
+        );
+        let walked = std::mem::take(&mut self.walked_epochs);
+        let mut wrong = Vec::new();
+        for (i, w) in walked.entries().iter().enumerate() {
+            let found = if i == 0 {
+                file.epoch_at(w.start_offset) == Some(w.epoch)
+            } else {
+                file.entries().contains(w)
+            };
+            if !found {
+                wrong.push(format!(
+                    "the batches have epoch {} from offset {}",
+                    w.epoch, w.start_offset
+                ));
+            }
+        }
+        let in_log = |f: &EpochEntry| f.start_offset > start && f.start_offset < end;
+        for f in file
+            .entries()
+            .iter()
+            .filter(|f| in_log(f) && !walked.entries().contains(f))
+        {
+            wrong.push(format!(
+                "no batch starts epoch {} at offset {}",
+                f.epoch, f.start_offset
+            ));
+        }
+        for f in file.entries().iter().filter(|f| f.start_offset > end) {
+            wrong.push(format!(
+                "epoch {} starts at {}, past the log's end {end}",
+                f.epoch, f.start_offset
+            ));
+        }
+        for why in wrong {
+            self.problem(format_args!("{}: {why}", path.display()));
         }
         Ok(())
     }

@@ -90,7 +90,7 @@ impl Cut {
             let records_bytes = u32::try_from(kept.bytes).expect("records of one batch fit u32");
             record::set_batch_extent(&mut h, kept.count, records_bytes, kept.max_timestamp);
             let header = BatchHeader::decode(&h, BATCH_BYTES_MAX).expect("patched header");
-            new_len = stop.position + BATCH_HEADER_BYTES as u64 + kept.bytes;
+            new_len = stop.position + header.header_bytes() as u64 + kept.bytes;
             patched = Some((h, header));
         }
         // The walk judged the bytes from the batch on; when records of it
@@ -142,9 +142,9 @@ impl Cut {
         // interrupted between the two, the next run finds the same torn
         // batch and does the same.
         seg.file.set_len(self.new_len).ctx("truncate", seg.path)?;
-        if let Some((h, _)) = &self.patched {
+        if let Some((h, header)) = &self.patched {
             seg.file
-                .write_all_at(h, self.position)
+                .write_all_at(&h[..header.header_bytes()], self.position)
                 .ctx("write", seg.path)?;
         }
         seg.file.sync_data().ctx("fsync", seg.path)

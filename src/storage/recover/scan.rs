@@ -330,7 +330,7 @@ fn whole_records(bytes: &[u8], expected: u64) -> KeptRecords {
     if header.base_offset != expected {
         return kept;
     }
-    let mut at = BATCH_HEADER_BYTES;
+    let mut at = header.header_bytes();
     while kept.count < header.record_count {
         let offset = expected + u64::from(kept.count);
         match record::decode_record(
