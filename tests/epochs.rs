@@ -199,7 +199,23 @@ fn workload() -> Vec<Step> {
     steps
 }
 
-fn run_workload(vfs: &Arc<dyn Vfs>, dir: &Path, steps: &[Step]) -> (usize, Option<klog::Error>) {
+/// The workload's configuration; `gathered`: the broker's, appends
+/// gathered in memory and readers seeing flushed records only.
+fn power_config(gathered: bool) -> LogConfig {
+    LogConfig {
+        visible_after_flush: gathered,
+        write_buffer_bytes: if gathered { 200 } else { 0 },
+        ..config()
+    }
+}
+
+fn run_workload(
+    vfs: &Arc<dyn Vfs>,
+    dir: &Path,
+    steps: &[Step],
+    gathered: bool,
+) -> (usize, Option<klog::Error>) {
+    let config = || power_config(gathered);
     let mut done = 0;
     let result = (|| -> klog::Result<()> {
         let mut log = Log::open(Arc::clone(vfs), dir, config(), WRITE)?;
@@ -272,11 +288,26 @@ fn check_epochs(sim: &SimFs, dir: &Path, log: &Log, context: &str) {
 
 #[test]
 fn power_loss_at_every_change_leaves_the_epoch_file_true_to_the_batches() {
+    power_loss_at_every_change(false);
+}
+
+#[test]
+fn power_loss_with_appends_gathered_in_memory_as_the_broker_does() {
+    power_loss_at_every_change(true);
+}
+
+fn power_loss_at_every_change(gathered: bool) {
+    let config = || power_config(gathered);
     let steps = workload();
     let dir = Path::new("/data/t-0");
     let reference = SimFs::new();
     reference.create_dir_all_durable(dir);
-    let (done, err) = run_workload(&(Arc::new(reference.clone()) as Arc<dyn Vfs>), dir, &steps);
+    let (done, err) = run_workload(
+        &(Arc::new(reference.clone()) as Arc<dyn Vfs>),
+        dir,
+        &steps,
+        gathered,
+    );
     assert!(err.is_none(), "{err:?}");
     assert_eq!(done, steps.len());
     let log = Log::open(
@@ -299,7 +330,7 @@ fn power_loss_at_every_change_leaves_the_epoch_file_true_to_the_batches() {
         sim.create_dir_all_durable(dir);
         let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
         sim.cut_power_after(cut);
-        let (step, err) = run_workload(&vfs, dir, &steps);
+        let (step, err) = run_workload(&vfs, dir, &steps, gathered);
         assert!(
             err.is_some(),
             "cut {cut}: the workload should have hit the power cut"
@@ -544,4 +575,37 @@ fn klog_dump_shows_each_batchs_epoch_and_verify_checks_the_epoch_file() {
         err.contains("batch at offset 2 has leader epoch 2, below epoch 6 (from offset 1)"),
         "{err}"
     );
+}
+
+/// `klog-recover` rebuilds a missing epoch file, says so, and exits 3 (it
+/// repaired something); `--dry-run` only says it; a second run is clean.
+#[test]
+fn klog_recover_rebuilds_a_missing_epoch_file_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t-0");
+    std::fs::create_dir_all(&dir).unwrap();
+    let expected = three_epochs(&(Arc::new(RealFs) as Arc<dyn Vfs>), &dir);
+    std::fs::remove_file(dir.join(EPOCH_FILE)).unwrap();
+    let run = |args: &[&str]| {
+        let out = bin("klog-recover").args(args).arg(&dir).output().unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        (out.status.code(), stdout)
+    };
+    let (code, out) = run(&["--dry-run"]);
+    assert!(
+        out.contains("leader-epochs is missing: rebuilt from the batches (dry run: not written)"),
+        "{out}"
+    );
+    assert_eq!(code, Some(4), "{out}");
+    assert!(!dir.join(EPOCH_FILE).exists(), "a dry run wrote");
+    let (code, out) = run(&[]);
+    assert_eq!(code, Some(3), "{out}");
+    assert!(
+        out.contains("leader-epochs is missing: rebuilt from the batches"),
+        "{out}"
+    );
+    assert_eq!(file_epochs(&RealFs, &dir).entries(), expected);
+    let (code, out) = run(&[]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(!out.contains("leader-epochs"), "{out}");
 }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::human;
+use crate::storage::epoch::EPOCH_FILE;
 use crate::storage::fs::RealFs;
 use crate::storage::lock::DirLock;
 use crate::storage::log::LogConfig;
@@ -54,7 +55,7 @@ pub fn run(options: &Options) -> anyhow::Result<bool> {
     for dir in partition_dirs(&options.paths)? {
         let report = recover_one(&dir, &recover_options)
             .with_context(|| format!("cannot recover {}", dir.display()))?;
-        changed |= report.changed();
+        changed |= report.changed() || report.epoch_problem.is_some();
         // A closed stdout (| head) ends the report, not the repair: the
         // exit code still says what was done.
         if printing {
@@ -245,6 +246,11 @@ fn print_report(
                 serde_json::json!({"path": q, "quarantined": true})
             )?;
         }
+        if let Some(problem) = &report.epoch_problem {
+            let path = dir.join(EPOCH_FILE);
+            let line = serde_json::json!({"path": path, "epoch_problem": problem});
+            writeln!(out, "{line}")?;
+        }
         return Ok(());
     }
     say.info(format_args!("{}", dir.display()));
@@ -271,6 +277,14 @@ fn print_report(
     };
     for r in &report.removed {
         writeln!(out, "{}: leftover file, {verb}", r.display())?;
+    }
+    if let Some(problem) = &report.epoch_problem {
+        let dry = if options.dry_run {
+            " (dry run: not written)"
+        } else {
+            ""
+        };
+        writeln!(out, "{}: {problem}{dry}", dir.display())?;
     }
     for rolled in rolled_not_named(dir) {
         writeln!(
