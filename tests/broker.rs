@@ -1232,3 +1232,64 @@ fn a_connection_waiting_for_its_fetch_is_not_idle() {
     let (code, message, _) = raw.call(&frame);
     assert_eq!(code, ErrorCode::None, "{message}");
 }
+
+/// Today's producers send magic 1 batches (no leader epoch): the broker
+/// takes them, stores them as magic 2 with its log's epoch (0 for a single
+/// copy), and consumers read the same records (`tests/golden/v1/batch.bin`:
+/// four records, the last with an empty value).
+#[test]
+fn a_magic_1_batch_from_an_old_producer_is_stored_as_magic_2_and_reads_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(dir.path(), &[]);
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v1/batch.bin");
+    let v1 = std::fs::read(golden).unwrap();
+    assert_eq!(v1[12], 1, "a magic 1 batch");
+    let mut raw = Raw::connect(&broker.addr);
+    let mut frame = Vec::new();
+    protocol::produce_request(&mut frame, 1, protocol::ACKS_LEADER, 1000, "old", 0, &v1);
+    let (code, msg, _) = raw.call(&frame);
+    assert_eq!(code, ErrorCode::None, "{msg}");
+    protocol::produce_request(
+        &mut frame,
+        2,
+        protocol::ACKS_LEADER,
+        1000,
+        "old",
+        0,
+        &batch(&[b"new"]),
+    );
+    assert_eq!(raw.call(&frame).0, ErrorCode::None);
+    let read = consume_from(&broker.addr, "old", &["-J"]);
+    let records: Vec<serde_json::Value> = read
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let offsets: Vec<u64> = records
+        .iter()
+        .map(|r| r["offset"].as_u64().unwrap())
+        .collect();
+    assert_eq!(offsets, [0, 1, 2, 3, 4], "{read}");
+    let payloads: Vec<&str> = [0, 1, 3, 4]
+        .iter()
+        .map(|&i| records[i]["payload"].as_str().unwrap())
+        .collect();
+    assert_eq!(payloads, ["hello, klog", "earlier", "", "new"], "{read}");
+    assert_eq!(records[0]["key"], "user-42", "{read}");
+    drop(raw);
+    let part = dir.path().join("old-0");
+    let out = bin("klog-dump").arg(&part).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let magics: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("baseOffset:"))
+        .map(|l| {
+            l.split(" magic: ")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(magics, ["2", "2"], "{text}");
+}
