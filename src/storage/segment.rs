@@ -260,35 +260,18 @@ impl Segment {
         // The new files exist after a power cut only once their directory
         // entries are durable.
         fs::sync_directory(vfs, dir)?;
-        Ok(Segment {
-            base_offset,
-            path,
-            file,
-            size: SEGMENT_HEADER_BYTES as u64,
-            next_offset: base_offset,
-            max_timestamp: i64::MIN,
-            first_append_ms: None,
-            last_append_ms: None,
-            entries: Vec::new(),
-            index: Some(index),
-            bytes_since_index: 0,
-            unwritten: Vec::new(),
-            written: Written::empty(base_offset),
-            broken: false,
-            undone: None,
-            temp: None,
-        })
+        Ok(Segment::empty(base_offset, path, file, index, None))
     }
 
-    /// Makes `prepared` the segment starting at `base_offset`, whose
-    /// header [`PreparedSegment::head`] wrote.
-    pub(crate) fn from_prepared(prepared: PreparedSegment, base_offset: u64) -> Segment {
-        let PreparedSegment {
-            seq,
-            path,
-            file,
-            index,
-        } = prepared;
+    /// An empty segment whose files (its header written) exist: named, or
+    /// a temporary one of sequence `temp`.
+    fn empty(
+        base_offset: u64,
+        path: PathBuf,
+        file: Arc<dyn VFile>,
+        index: SegmentIndex,
+        temp: Option<u64>,
+    ) -> Segment {
         Segment {
             base_offset,
             path,
@@ -305,8 +288,20 @@ impl Segment {
             written: Written::empty(base_offset),
             broken: false,
             undone: None,
-            temp: Some(seq),
+            temp,
         }
+    }
+
+    /// Makes `prepared` the segment starting at `base_offset`, whose
+    /// header [`PreparedSegment::head`] wrote.
+    pub(crate) fn from_prepared(prepared: PreparedSegment, base_offset: u64) -> Segment {
+        let PreparedSegment {
+            seq,
+            path,
+            file,
+            index,
+        } = prepared;
+        Segment::empty(base_offset, path, file, index, Some(seq))
     }
 
     /// Gives a segment under temporary names its own (`{base:020}.log`,
