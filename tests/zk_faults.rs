@@ -89,12 +89,8 @@ impl LossyProxy {
 }
 
 /// Waits up to 20 s for `done`, failing with `what`.
-fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < Duration::from_secs(20), "{what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn eventually(what: &str, done: impl FnMut() -> bool) {
+    common::eventually(what, Duration::from_secs(20), done);
 }
 
 /// Member a releases partition 0 (a rebalance); the delete reaches the
@@ -166,9 +162,7 @@ fn a_member_rides_out_a_quorum_loss_longer_than_its_session_timeout() {
     let registry = ensemble.address("/quorum-loss");
     let dir = tempfile::tempdir().unwrap();
     let broker = common::BrokerProc::start(dir.path(), &["--registry", &registry]);
-    let input = |from: u64, to: u64| -> String { (from..=to).map(|n| format!("{n}\n")).collect() };
-    let numbers =
-        |from: u64, to: u64| -> Vec<String> { (from..=to).map(|n| n.to_string()).collect() };
+    let (input, numbers) = (common::input, common::numbers);
     common::produce_to(&broker.addr, "t", &input(1, 100), &[]);
     let mut member = common::Proc::spawn(
         "klog-consume",

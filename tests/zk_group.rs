@@ -7,19 +7,9 @@ mod common;
 use std::time::Duration;
 
 use common::zk::{ZkEnsemble, ZkServer};
-use common::{lines, produce_to, BrokerProc, Proc};
+use common::{input, lines, numbers, produce_to, BrokerProc, Proc};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// The numbers `from..=to`, one per line, as strings.
-fn numbers(from: u64, to: u64) -> Vec<String> {
-    (from..=to).map(|n| n.to_string()).collect()
-}
-
-/// Records `from..=to` as producer input.
-fn input(from: u64, to: u64) -> String {
-    numbers(from, to).join("\n") + "\n"
-}
 
 /// A ZooKeeper that stops answering (SIGSTOP) puts the member's session in
 /// doubt: it hands out nothing until the session is confirmed again, then

@@ -9,16 +9,12 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::zk::ZkServer;
-use common::{produce_to, BrokerProc, Proc};
+use common::{input, produce_to, BrokerProc, Proc};
 
 const WAIT: Duration = Duration::from_secs(30);
 /// What "promptly" means here: the project's tools end within a second
 /// of a signal; this allows three.
 const PROMPT: Duration = Duration::from_secs(3);
-
-fn input(from: u64, to: u64) -> String {
-    (from..=to).map(|n| format!("{n}\n")).collect()
-}
 
 fn signal(pid: u32, sig: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).unwrap();

@@ -41,12 +41,8 @@ fn member(id: &str) -> MemberInfo {
 }
 
 /// Waits up to 15 s for `done`, failing with `what`.
-fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < Duration::from_secs(15), "{what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn eventually(what: &str, done: impl FnMut() -> bool) {
+    common::eventually(what, Duration::from_secs(15), done);
 }
 
 #[test]

@@ -44,7 +44,26 @@ pub fn consume(data: &Path, topic: &str, args: &[&str]) -> String {
 
 /// `1\n2\n...n\n`.
 pub fn lines(n: u64) -> String {
-    (1..=n).map(|i| format!("{i}\n")).collect()
+    input(1, n)
+}
+
+/// Records `from..=to` as producer input, one number per line.
+pub fn input(from: u64, to: u64) -> String {
+    (from..=to).map(|i| format!("{i}\n")).collect()
+}
+
+/// The numbers `from..=to` as the lines a consumer prints.
+pub fn numbers(from: u64, to: u64) -> Vec<String> {
+    (from..=to).map(|n| n.to_string()).collect()
+}
+
+/// Waits up to `bound` for `done`, looking every 50 ms; fails with `what`.
+pub fn eventually(what: &str, bound: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !done() {
+        assert!(started.elapsed() < bound, "{what} (waited {bound:?})");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// A process started by a test, killed when the test ends however it ends;
