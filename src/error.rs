@@ -593,6 +593,19 @@ error_codes! {
     /// The broker's disk is full: the records were not stored (none of
     /// them will appear); appends are accepted again once there is room.
     DiskFull = 17, "disk_full";
+    /// This broker holds the partition but does not lead it now; the
+    /// message names the leader when known.
+    NotLeader = 18, "not_leader";
+    /// The request's leader epoch is older than the partition's: the
+    /// sender follows a deposed leader.
+    FencedEpoch = 19, "fenced_epoch";
+    /// The request's leader epoch is newer than this broker knows yet:
+    /// retry.
+    UnknownEpoch = 20, "unknown_epoch";
+    /// acks=all refused: fewer in-sync replicas than the minimum.
+    NotEnoughReplicas = 21, "not_enough_replicas";
+    /// No in-sync replica is alive to lead: the partition is offline.
+    LeaderNotAvailable = 22, "leader_not_available";
 }
 
 impl fmt::Display for ErrorCode {

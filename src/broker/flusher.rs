@@ -250,6 +250,8 @@ pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
         Ok(()) => {
             p.flushed_offset
                 .fetch_max(flush.next_offset(), Ordering::AcqRel);
+            shared.advance_high_watermark(p);
+            // Followers fetch what is durable here, above the watermark.
             p.waiters.wake_all();
         }
         Err(e) => {

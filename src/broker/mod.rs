@@ -78,6 +78,7 @@
 //! - `flusher`: group commits, and what they make visible
 //! - `watch`: those who wait for a partition's records, woken by its flushes
 //! - `retention`: deletes the segments retention lets go
+//! - `replica`: replication's roles, elections, ISR and high watermark
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
@@ -97,6 +98,7 @@ mod connection;
 mod flusher;
 mod listener;
 mod memory;
+mod replica;
 mod retention;
 mod shared;
 #[cfg(test)]
@@ -136,6 +138,13 @@ pub struct BrokerConfig {
     pub idle_timeout_ms: u64,
     /// The registry to join, if any.
     pub registry: Option<PathBuf>,
+    /// Replicas of each partition of the topics this broker places (1: a
+    /// single copy; more need a registry).
+    pub replication_factor: u32,
+    /// acks=all is refused while a partition's ISR has fewer members.
+    pub min_insync_replicas: u32,
+    /// A follower not caught up for this long leaves the ISR.
+    pub replica_lag_time: std::time::Duration,
     /// Print no log lines (a benchmark's own broker).
     pub quiet: bool,
     /// The file system the data directory is on: the real one, or a
@@ -161,6 +170,9 @@ impl BrokerConfig {
             request_timeout_ms: limits::REQUEST_TIMEOUT_MS_DEFAULT,
             idle_timeout_ms: limits::IDLE_TIMEOUT_MS_DEFAULT,
             registry: None,
+            replication_factor: 1,
+            min_insync_replicas: 1,
+            replica_lag_time: std::time::Duration::from_secs(10),
             quiet: false,
             vfs: Arc::new(crate::storage::fs::RealFs),
         }
@@ -260,6 +272,12 @@ impl Broker {
                 .name("retention".into())
                 .spawn(move || retention::retention(&shared))?
         };
+        let replicas = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("replica-manager".into())
+                .spawn(move || replica::manager::manage(&shared))?
+        };
         let connections = listener::accept_loop(&shared, &self.listener)?;
         // Stop reading requests; writers answer what was read.
         for socket in lock(&shared.sockets).values() {
@@ -272,6 +290,7 @@ impl Broker {
         shared.dirty_changed.notify_all();
         let _ = flusher.join();
         let _ = retention.join();
+        let _ = replicas.join();
         // Partitions still marked unflushed are flushed by their close.
         lock(&shared.dirty).partitions.clear();
         shared.log(format_args!(

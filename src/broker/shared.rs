@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLock
 use std::time::Instant;
 
 use super::memory::RequestMemory;
+use super::replica::Replica;
 use super::watch::{Waiters, Watch};
 use super::BrokerConfig;
 use crate::coord::{BrokerInfo, Ephemeral, Registry};
@@ -32,8 +33,15 @@ pub(super) struct Partition {
     pub(super) topic: String,
     pub(super) partition: u32,
     pub(super) log: Mutex<Log>,
-    /// One past the last durable (and so visible) record.
+    /// One past the last durable record here.
     pub(super) flushed_offset: AtomicU64,
+    /// One past the last record consumers may see and acks=all answers
+    /// count as stored: the flushed offset for a single copy; for a
+    /// replicated partition, the lowest durable end of its in-sync
+    /// replicas ([`super::replica`]). Never moves backwards.
+    pub(super) high_watermark: AtomicU64,
+    /// Its replication, when the topic has more than one replica.
+    pub(super) replica: Option<Replica>,
     /// A failed fsync stopped the partition (see [`Log::fail`]).
     pub(super) failed: AtomicBool,
     /// Those waiting for its records to become visible or durable; a flush
@@ -44,12 +52,27 @@ pub(super) struct Partition {
 }
 
 impl Partition {
-    /// Serves `log` as partition `partition` of `topic`.
-    pub(super) fn new(topic: &str, partition: u32, log: Log) -> Partition {
+    /// Serves `log` as partition `partition` of `topic`, one of the
+    /// replicas of `replica` (or a single copy).
+    pub(super) fn replicated(
+        topic: &str,
+        partition: u32,
+        log: Log,
+        replica: Option<Replica>,
+    ) -> Partition {
+        // A replica learns its high watermark from its leader, or computes
+        // it as leader: until then it shows nothing it has not confirmed.
+        let high_watermark = if replica.is_some() {
+            0
+        } else {
+            log.flushed_offset()
+        };
         Partition {
             topic: topic.to_string(),
             partition,
             flushed_offset: AtomicU64::new(log.flushed_offset()),
+            high_watermark: AtomicU64::new(high_watermark),
+            replica,
             failed: AtomicBool::new(false),
             waiters: Arc::default(),
             flush_begun: Mutex::new(None),
@@ -61,6 +84,17 @@ impl Partition {
     pub(super) fn lock(&self) -> MutexGuard<'_, Log> {
         lock(&self.log)
     }
+}
+
+/// How a broker holds a partition of a topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Held {
+    /// Not here: placed on other brokers.
+    Elsewhere,
+    /// The one copy.
+    Single,
+    /// One of these replicas (more than one), this broker among them.
+    Replica(Vec<String>),
 }
 
 /// Wakes the flusher: partitions with unflushed appends, and whether an
@@ -270,21 +304,26 @@ impl Shared {
         }
     }
 
-    /// Which partitions of a topic of `count` this broker serves: all of
-    /// them without a registry; with one, those placed on it (placing the
-    /// topic over the live brokers first if nobody has).
-    pub(super) fn placed_here(&self, topic: &str, count: u32) -> Result<(u32, Vec<bool>)> {
+    /// Which partitions of a topic of `count` this broker holds, and the
+    /// replicas of each it holds: all of them, a single copy each, without
+    /// a registry; with one, those placed on it (placing the topic over
+    /// the live brokers first, with the broker's replication factor, if
+    /// nobody has).
+    pub(super) fn placed_here(&self, topic: &str, count: u32) -> Result<(u32, Vec<Held>)> {
         let Some(registry) = &self.registry else {
-            return Ok((count, vec![true; count as usize]));
+            return Ok((count, vec![Held::Single; count as usize]));
         };
         let live: Vec<String> = registry.brokers()?.into_iter().map(|b| b.id).collect();
-        let placement = registry.place_topic(topic, count, &live)?;
-        let mine = placement
-            .brokers
-            .iter()
-            .map(|b| *b == self.broker_id)
+        let rf = self.config.replication_factor;
+        let placement = registry.place_topic_replicated(topic, count, rf, &live)?;
+        let held = (0..placement.brokers.len() as u32)
+            .map(|p| match placement.replicas_of(p) {
+                Some(r) if !r.contains(&self.broker_id) => Held::Elsewhere,
+                Some(r) if r.len() > 1 => Held::Replica(r.to_vec()),
+                _ => Held::Single,
+            })
             .collect();
-        Ok((placement.brokers.len() as u32, mine))
+        Ok((placement.brokers.len() as u32, held))
     }
 
     /// Creates `topic` (or finds it); returns its partition count and
@@ -321,7 +360,7 @@ impl Shared {
         let count = self.store.create_topic(topic, count)?;
         let opened = self.open_topic(topic, &mine)?;
         let held: Vec<u32> = (0..count)
-            .filter(|p| mine.get(*p as usize) == Some(&true))
+            .filter(|p| mine.get(*p as usize).is_some_and(|h| *h != Held::Elsewhere))
             .collect();
         self.write_topics().insert(topic.to_string(), opened);
         if held.len() as u32 == count {
@@ -342,7 +381,7 @@ impl Shared {
     pub(super) fn open_topic(
         &self,
         topic: &str,
-        mine: &[bool],
+        mine: &[Held],
     ) -> Result<Vec<Option<Arc<Partition>>>> {
         let mut config = self.config.log.clone();
         config.visible_after_flush = true;
@@ -354,9 +393,9 @@ impl Shared {
             lock: self.config.vfs.supports_locks(),
         };
         let mut parts = Vec::with_capacity(mine.len());
-        for (p, &here) in mine.iter().enumerate() {
+        for (p, held) in mine.iter().enumerate() {
             let p = p as u32;
-            if !here {
+            if *held == Held::Elsewhere {
                 parts.push(None);
                 continue;
             }
@@ -381,7 +420,15 @@ impl Shared {
                     r.removed.len()
                 ));
             }
-            parts.push(Some(Arc::new(Partition::new(topic, p, log))));
+            let replica = match held {
+                Held::Replica(replicas) => {
+                    self.create_state(topic, p, replicas);
+                    Some(Replica::new(replicas.clone()))
+                }
+                _ => None,
+            };
+            let partition = Partition::replicated(topic, p, log, replica);
+            parts.push(Some(Arc::new(partition)));
         }
         Ok(parts)
     }

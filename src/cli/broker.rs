@@ -99,6 +99,21 @@ pub struct Args {
     /// created on first use).
     #[arg(long = "registry", value_name = "REGISTRY", env = "KLOG_REGISTRY", value_parser = super::registry_arg)]
     pub registry: Option<PathBuf>,
+    /// Replicas of each partition of the topics this broker creates (needs
+    /// --registry and as many live brokers): one leader and followers that
+    /// copy its log; a partition survives the loss of any minority of its
+    /// replicas with no acknowledged (acks=all) record lost.
+    #[arg(long = "replication-factor", value_name = "N", default_value_t = 1, value_parser = super::count_in::<u32>(1, 16))]
+    pub replication_factor: u32,
+    /// acks=all produces are refused (not_enough_replicas) while fewer
+    /// replicas than this are in sync. Default: 2, or 1 with
+    /// --replication-factor 1.
+    #[arg(long = "min-insync-replicas", value_name = "N", value_parser = super::count_in::<u32>(1, 16))]
+    pub min_insync_replicas: Option<u32>,
+    /// A follower that has not caught up with its leader for this long
+    /// leaves the in-sync replicas (it joins again once it catches up).
+    #[arg(long = "replica-lag-time", value_name = "DURATION", default_value = "10s", value_parser = super::timeout_arg)]
+    pub replica_lag_time_ms: u64,
     /// Only print errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
@@ -148,6 +163,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.request_timeout_ms = args.request_timeout_ms;
     config.idle_timeout_ms = args.idle_timeout_ms;
     config.registry = args.registry.clone();
+    if args.replication_factor > 1 && args.registry.is_none() {
+        return Err(super::Usage(format!(
+            "--replication-factor {} needs --registry: replicas live on several brokers",
+            args.replication_factor
+        ))
+        .into());
+    }
+    let min_isr = args
+        .min_insync_replicas
+        .unwrap_or(args.replication_factor.min(2));
+    if min_isr > args.replication_factor {
+        return Err(super::Usage(format!(
+            "--min-insync-replicas {min_isr} is more than --replication-factor {}: acks=all could never succeed",
+            args.replication_factor
+        ))
+        .into());
+    }
+    config.replication_factor = args.replication_factor;
+    config.min_insync_replicas = min_isr;
+    config.replica_lag_time = std::time::Duration::from_millis(args.replica_lag_time_ms);
     config.quiet = args.quiet;
     let broker = Broker::open(config)?;
     let addr = broker.handle()?.local_addr();

@@ -48,12 +48,14 @@ enum QueuedAnswer {
 
 /// Records an acks=all answer waits for: from `base_offset` to before
 /// `end_offset`, appended in undo `epoch` (see
-/// [`crate::storage::log::Log::fate`]).
+/// [`crate::storage::log::Log::fate`]) and in `leader_epoch`.
 #[derive(Debug, Clone, Copy)]
 struct Appended {
     base_offset: u64,
     end_offset: u64,
     epoch: u64,
+    /// The leader epoch they were appended in (`None`: a single copy).
+    leader_epoch: Option<u32>,
 }
 
 /// How the reader deals with a request.

@@ -126,9 +126,20 @@ fn produce(
             return refuse(shared, request, topic, peer, &mut state.answer, code, &msg)
         }
     };
-    let appended = p.lock().append(batch, crate::clock::now_ms());
+    let appended = {
+        let mut log = p.lock();
+        match p.may_append(request.acks, shared.config.min_insync_replicas) {
+            Ok(epoch) => log
+                .append(batch, crate::clock::now_ms())
+                .map(|info| (info, epoch)),
+            Err((code, msg)) => {
+                drop(log);
+                return refuse(shared, request, topic, peer, &mut state.answer, code, &msg);
+            }
+        }
+    };
     match appended {
-        Ok(info) => acknowledge(shared, request, &p, &info, state),
+        Ok((info, epoch)) => acknowledge(shared, request, &p, (&info, epoch), state),
         Err(e) => {
             let code = error_code(&e);
             if code == ErrorCode::StorageError {
@@ -186,7 +197,7 @@ fn acknowledge(
     shared: &Shared,
     request: &ProduceRequest,
     p: &Arc<Partition>,
-    info: &AppendInfo,
+    (info, leader_epoch): (&AppendInfo, Option<u32>),
     state: &mut ReaderState,
 ) -> Option<Answer> {
     // The reader's own answers (acks=1) need their records in the file
@@ -210,6 +221,7 @@ fn acknowledge(
                 base_offset: info.base_offset,
                 end_offset: info.last_offset + 1,
                 epoch: info.epoch,
+                leader_epoch,
             },
             deadline: client_deadline(shared, request.timeout_ms),
         })),
@@ -237,13 +249,16 @@ fn list_offsets(
         Ok(p) => p,
         Err((code, msg)) => return error_into(out, correlation_id, code, &msg),
     };
+    let end = match p.readable_end(&p.lock()) {
+        Ok(end) => end,
+        Err((code, msg)) => return error_into(out, correlation_id, code, &msg),
+    };
     let found = match at {
         protocol::EARLIEST => Ok(p.lock().start_offset() as i64),
-        protocol::LATEST => Ok(p.lock().visible_offset() as i64),
+        protocol::LATEST => Ok(end as i64),
         // The lock is held only to find each chunk: the file is read after.
-        ts if ts >= 0 => {
-            offset_for_timestamp_in(|| p.lock(), ts).map(|o| o.map_or(-1, |o| o as i64))
-        }
+        ts if ts >= 0 => offset_for_timestamp_in(|| p.lock(), ts)
+            .map(|o| o.filter(|&o| o < end).map_or(-1, |o| o as i64)),
         other => {
             let msg = format!("list_offsets at {other}");
             return error_into(out, correlation_id, ErrorCode::InvalidRequest, &msg);
@@ -288,7 +303,11 @@ fn topic_metadata(shared: &Shared, name: &str) -> TopicMetadata {
     let offsets = parts.iter().enumerate().map(|(i, p)| match p {
         Some(p) => {
             let log = p.lock();
-            (log.start_offset(), log.visible_offset())
+            match p.readable_end(&log) {
+                Ok(end) => (log.start_offset(), end),
+                // A replica that does not lead: clients go to its leader.
+                Err(_) => (protocol::ELSEWHERE, protocol::ELSEWHERE),
+            }
         }
         None if shared.is_offline(name, i as u32) => (protocol::OFFLINE, protocol::OFFLINE),
         // Served by another broker: the registry says which.

@@ -97,8 +97,32 @@ fn gather(shared: &Shared, asked: &[FetchPartition], budget: u64) -> (Vec<Part>,
             Ok(p) => {
                 let (start, end, located) = {
                     let log = p.lock();
-                    let located = log.locate(a.offset, budget_bytes);
-                    (log.start_offset(), log.visible_offset(), located)
+                    let end = p.readable_end(&log);
+                    let located = end
+                        .clone()
+                        .map(|end| (end, log.locate_below(a.offset, budget_bytes, end)));
+                    (log.start_offset(), end, located)
+                };
+                let (end, located) = match (end, located) {
+                    (Ok(_), Ok((end, located))) => (end, located),
+                    (Err((code, msg)), _) | (_, Err((code, msg))) => {
+                        errors = true;
+                        protocol::put_fetch_partition(
+                            &mut header,
+                            &a.topic,
+                            a.partition,
+                            code,
+                            &msg,
+                            0,
+                            0,
+                            0,
+                        );
+                        parts.push(Part {
+                            header,
+                            slice: None,
+                        });
+                        continue;
+                    }
                 };
                 // The batch headers are read with the lock let go: on a
                 // cold page cache they are slow, and appends need not wait.

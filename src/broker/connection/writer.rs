@@ -101,10 +101,11 @@ impl Writer<'_> {
                 deadline,
             } => {
                 // Earlier answers do not wait for this one's fsync.
-                if partition.flushed_offset.load(Ordering::Acquire) < appended.end_offset {
+                if partition.high_watermark.load(Ordering::Acquire) < appended.end_offset {
                     self.flush()?;
                 }
                 await_durable(
+                    self.shared,
                     &mut self.out,
                     correlation_id,
                     &partition,
@@ -139,6 +140,7 @@ impl Writer<'_> {
 /// Waits until `appended` is durable, or the partition fails, or the
 /// deadline passes, and appends the answer that says which to `out`.
 fn await_durable(
+    shared: &Shared,
     out: &mut Vec<u8>,
     correlation_id: u32,
     p: &Partition,
@@ -149,7 +151,9 @@ fn await_durable(
         base_offset,
         end_offset,
         epoch,
+        leader_epoch,
     } = *appended;
+    let min_isr = shared.config.min_insync_replicas;
     let name = || format!("{} [{}]", p.topic, p.partition);
     // Registered before the first look, so that a flush after it wakes
     // the wait below; made only when the answer is not ready at once.
@@ -167,7 +171,12 @@ fn await_durable(
             );
             return error_into(out, correlation_id, ErrorCode::StorageError, &msg);
         }
-        if p.flushed_offset.load(Ordering::Acquire) >= end_offset {
+        let complete = p.high_watermark.load(Ordering::Acquire) >= end_offset;
+        if let Some((code, msg)) = p.acks_all_refusal(leader_epoch, base_offset, min_isr, complete)
+        {
+            return error_into(out, correlation_id, code, &msg);
+        }
+        if complete {
             // The offsets are durable; were they still ours when they were
             // written? A failed write may have undone ours and given the
             // offsets to later appends.
@@ -216,6 +225,7 @@ mod tests {
             base_offset: info.base_offset,
             end_offset: info.last_offset + 1,
             epoch: info.epoch,
+            leader_epoch: None,
         }
     }
 
@@ -241,7 +251,7 @@ mod tests {
         flush_partition(&shared, &p);
         let soon = Instant::now() + std::time::Duration::from_millis(20);
         let mut out = Vec::new();
-        await_durable(&mut out, 9, &p, &appended(&info), soon);
+        await_durable(&shared, &mut out, 9, &p, &appended(&info), soon);
         let got = answers(&out);
         assert_eq!(got[0].1, ErrorCode::DiskFull, "{got:?}");
     }
@@ -254,11 +264,11 @@ mod tests {
         let info = append(&p);
         let soon = Instant::now() + std::time::Duration::from_millis(20);
         let mut out = Vec::new();
-        await_durable(&mut out, 1, &p, &appended(&info), soon);
+        await_durable(&shared, &mut out, 1, &p, &appended(&info), soon);
         flush_partition(&shared, &p);
-        await_durable(&mut out, 2, &p, &appended(&info), soon);
+        await_durable(&shared, &mut out, 2, &p, &appended(&info), soon);
         p.failed.store(true, Ordering::Release);
-        await_durable(&mut out, 3, &p, &appended(&info), soon);
+        await_durable(&shared, &mut out, 3, &p, &appended(&info), soon);
         let got = answers(&out);
         assert_eq!(got[0].1, ErrorCode::Timeout, "not durable by the deadline");
         assert_eq!(got[1].1, ErrorCode::None);

@@ -24,6 +24,9 @@ use crate::storage::segment::find_batch;
 pub struct Lookup {
     offset: u64,
     bytes_max: u64,
+    /// Records from this offset on are not read, though visible (a
+    /// replicated partition's high watermark, a batch boundary).
+    cap: Option<u64>,
     /// The segment holding the offset, and the one after it (the offset
     /// may be the end of the first): at most two.
     candidates: Vec<Candidate>,
@@ -54,7 +57,12 @@ impl Lookup {
                 limits::BATCH_BYTES_MAX,
             )?;
             if let Some((position, header)) = found {
-                let len = (c.limit - position).min(self.bytes_max.max(header.total_bytes()));
+                let limit = match self.cap {
+                    Some(cap) if header.base_offset >= cap => return Ok(None),
+                    Some(cap) => self.cap_position(c, position, cap)?,
+                    None => c.limit,
+                };
+                let len = (limit - position).min(self.bytes_max.max(header.total_bytes()));
                 return Ok(Some(FileSlice {
                     file: Arc::clone(&c.file),
                     path: c.path.clone(),
@@ -65,6 +73,24 @@ impl Lookup {
             }
         }
         Ok(None)
+    }
+}
+
+impl Lookup {
+    /// Where the records of segment `c` below `cap` end, scanning batch
+    /// headers from `position` (a batch before the cap): the end of the
+    /// batch holding `cap - 1`, or the segment's limit when the cap is
+    /// past it.
+    fn cap_position(&self, c: &Candidate, position: u64, cap: u64) -> Result<u64> {
+        let last = find_batch(
+            &*c.file,
+            &c.path,
+            position,
+            cap - 1,
+            c.limit,
+            limits::BATCH_BYTES_MAX,
+        )?;
+        Ok(last.map_or(c.limit, |(at, header)| at + header.total_bytes()))
     }
 }
 
@@ -84,11 +110,19 @@ impl Log {
     /// [`Lookup::find`] needs to find the bytes. `Ok(None)` when `offset`
     /// is the visible end; an error when it is outside the log.
     pub fn locate(&self, offset: u64, bytes_max: u64) -> Result<Option<Lookup>> {
+        self.locate_below(offset, bytes_max, u64::MAX)
+    }
+
+    /// [`Log::locate`] for a reader who may see only records below `cap`
+    /// (a batch boundary: a replicated partition's high watermark), though
+    /// more are visible: `Ok(None)` from the cap to the visible end, which
+    /// is a wait, not an error.
+    pub fn locate_below(&self, offset: u64, bytes_max: u64, cap: u64) -> Result<Option<Lookup>> {
         let (start, end) = (self.start_offset(), self.visible_offset());
         if offset < start || offset > end {
             return Err(Error::OffsetOutOfRange { offset, start, end });
         }
-        if offset == end {
+        if offset == end || offset >= cap {
             return Ok(None);
         }
         let (visible_base, visible_size) = self.visible;
@@ -116,6 +150,7 @@ impl Log {
         Ok(Some(Lookup {
             offset,
             bytes_max,
+            cap: (cap < end).then_some(cap),
             candidates,
         }))
     }

@@ -1,0 +1,447 @@
+//! The replica manager's decisions, without I/O: from a partition's state
+//! in the registry, the live brokers and this replica's role, what to do
+//! ([`decide`]); and, for a leader, how its in-sync replica set should
+//! change ([`isr_change`]) and where its high watermark is
+//! ([`high_watermark`]).
+
+use std::time::{Duration, Instant};
+
+use super::{Leading, Role};
+use crate::coord::PartitionState;
+
+/// What a replica knows when it decides.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Facts<'a> {
+    /// This broker's id.
+    pub(crate) me: &'a str,
+    /// The partition's state in the registry.
+    pub(crate) state: &'a PartitionState,
+    /// The brokers registered now (their sessions alive).
+    pub(crate) live: &'a [String],
+    /// This broker's own session with the registry is confirmed.
+    pub(crate) session_alive: bool,
+}
+
+/// What to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// The role is right as it is.
+    Stay,
+    /// Follow `leader` in `epoch`.
+    Follow {
+        /// The leader's broker id.
+        leader: String,
+        /// Its epoch.
+        epoch: u32,
+    },
+    /// Try to take the lead: replace the state (at the version decided on)
+    /// with this one, naming this broker in a higher epoch.
+    Elect(PartitionState),
+    /// Serve nothing, and say why.
+    Wait(String),
+}
+
+/// Decides a replica's role. A replica leads only in an epoch it won
+/// itself (a restarted broker that the state still names takes a new
+/// epoch); it follows a live leader; when the leader is gone (its
+/// registration with it), an in-sync replica proposes itself, one epoch
+/// up, without the dead ones in the ISR; a replica outside the ISR waits
+/// (no unclean election). While its own session is in doubt it serves
+/// nothing: others may be electing a new leader right now.
+pub(crate) fn decide(facts: &Facts<'_>, role: &Role) -> Decision {
+    let Facts {
+        me, state, live, ..
+    } = *facts;
+    if !facts.session_alive {
+        return Decision::Wait("this broker's registry session is in doubt".into());
+    }
+    let Ok(epoch) = u32::try_from(state.leader_epoch) else {
+        return Decision::Wait(format!(
+            "leader epoch {} is out of range",
+            state.leader_epoch
+        ));
+    };
+    let is_live = |id: &str| id == me || live.iter().any(|l| l == id);
+    let in_isr = state.isr.iter().any(|r| r == me);
+    match state.leader.as_deref() {
+        Some(leader) if leader == me => match role {
+            Role::Leader(l) if l.epoch == epoch => Decision::Stay,
+            // Named by the state, but not in an epoch of this run's own:
+            // a restart never resumes an old epoch.
+            _ => elect(facts, epoch, &is_live),
+        },
+        Some(leader) if is_live(leader) => match role {
+            Role::Follower {
+                leader: l,
+                epoch: e,
+            } if l == leader && *e == epoch => Decision::Stay,
+            _ => Decision::Follow {
+                leader: leader.to_string(),
+                epoch,
+            },
+        },
+        _ if in_isr => elect(facts, epoch, &is_live),
+        Some(leader) => Decision::Wait(format!(
+            "its leader {leader} is down and this replica is not in sync (ISR {:?})",
+            state.isr
+        )),
+        None => Decision::Wait(format!(
+            "offline: no in-sync replica is alive (ISR {:?})",
+            state.isr
+        )),
+    }
+}
+
+/// A state naming this broker leader one epoch up, with the ISR's members
+/// that are alive.
+fn elect(facts: &Facts<'_>, epoch: u32, is_live: &dyn Fn(&str) -> bool) -> Decision {
+    let Some(next) = epoch.checked_add(1) else {
+        return Decision::Wait("the leader epoch cannot grow past 2^32 - 1".into());
+    };
+    let mut isr: Vec<String> = facts
+        .state
+        .isr
+        .iter()
+        .filter(|r| is_live(r))
+        .cloned()
+        .collect();
+    if !isr.iter().any(|r| r == facts.me) {
+        isr.push(facts.me.to_string());
+    }
+    Decision::Elect(PartitionState {
+        leader: Some(facts.me.to_string()),
+        leader_epoch: u64::from(next),
+        isr,
+    })
+}
+
+/// A leader's view of one follower: where its fetches say it is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Progress {
+    /// The offset of its last fetch in this epoch: it holds everything
+    /// below durably.
+    pub(crate) offset: u64,
+    /// When that fetch came, and the leader's end (what followers may
+    /// fetch) then.
+    pub(crate) fetched_at: Instant,
+    pub(crate) end_at_fetch: u64,
+    /// The last time it had everything the leader had (Kafka's
+    /// lastCaughtUpTimeMs).
+    pub(crate) caught_up_at: Option<Instant>,
+}
+
+impl Progress {
+    /// The progress after a fetch at `offset` when the leader's end is
+    /// `end`: caught up if it has the end as of now, or the end as of its
+    /// previous fetch (a follower under load is never exactly at the end).
+    #[allow(dead_code)] // the leader's fetch handling, next
+    pub(crate) fn fetched(
+        previous: Option<&Progress>,
+        offset: u64,
+        end: u64,
+        now: Instant,
+    ) -> Self {
+        let caught_up_at = if offset >= end {
+            Some(now)
+        } else {
+            match previous {
+                Some(p) if offset >= p.end_at_fetch => Some(p.fetched_at),
+                Some(p) => p.caught_up_at,
+                None => None,
+            }
+        };
+        Progress {
+            offset,
+            fetched_at: now,
+            end_at_fetch: end,
+            caught_up_at,
+        }
+    }
+}
+
+/// The high watermark a leader's followers allow: the lowest offset held
+/// durably by every member of the ISR (the leader's own durable end
+/// among them). A member that has not fetched in this epoch holds it at
+/// `floor`, the watermark so far.
+pub(crate) fn high_watermark(leading: &Leading, me: &str, durable: u64, floor: u64) -> u64 {
+    leading
+        .isr
+        .iter()
+        .filter(|r| *r != me)
+        .map(|r| leading.progress.get(r).map_or(floor, |p| p.offset))
+        .fold(durable, u64::min)
+        .max(floor.min(durable))
+}
+
+/// How the leader's ISR should change, if it should: a member whose
+/// registration is gone, or that has not been caught up for `lag`, leaves;
+/// a live replica that fetched in this epoch at or past the high
+/// watermark and the epoch's first offset (so it truncated its divergent
+/// tail) joins. The leader itself always stays.
+pub(crate) fn isr_change(
+    leading: &Leading,
+    facts: (&str, &[String], &[String]),
+    (hw, lag, now): (u64, Duration, Instant),
+) -> Option<Vec<String>> {
+    let (me, replicas, live) = facts;
+    let is_live = |id: &str| id == me || live.iter().any(|l| l == id);
+    let lagging = |r: &str| {
+        let since = leading
+            .progress
+            .get(r)
+            .and_then(|p| p.caught_up_at)
+            .unwrap_or(leading.since);
+        now.saturating_duration_since(since) > lag
+    };
+    let mut isr: Vec<String> = leading
+        .isr
+        .iter()
+        .filter(|r| *r == me || (is_live(r) && !lagging(r)))
+        .cloned()
+        .collect();
+    for r in replicas {
+        let joins = !isr.contains(r)
+            && is_live(r)
+            && !lagging(r)
+            && leading
+                .progress
+                .get(r)
+                .is_some_and(|p| p.offset >= hw.max(leading.epoch_start));
+        if joins {
+            isr.push(r.clone());
+        }
+    }
+    let same = isr.len() == leading.isr.len() && isr.iter().all(|r| leading.isr.contains(r));
+    (!same).then_some(isr)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn state(leader: Option<&str>, epoch: u64, isr: &[&str]) -> PartitionState {
+        PartitionState {
+            leader: leader.map(str::to_string),
+            leader_epoch: epoch,
+            isr: isr.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn ids(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn decide_as(me: &str, state: &PartitionState, live: &[&str], role: &Role) -> Decision {
+        let live = ids(live);
+        let facts = Facts {
+            me,
+            state,
+            live: &live,
+            session_alive: true,
+        };
+        decide(&facts, role)
+    }
+
+    fn leading(epoch: u32, isr: &[&str], since: Instant) -> Leading {
+        Leading {
+            epoch,
+            version: 0,
+            isr: ids(isr),
+            epoch_start: 0,
+            since,
+            progress: BTreeMap::new(),
+        }
+    }
+
+    fn waiting() -> Role {
+        Role::Waiting("starting".into())
+    }
+
+    #[test]
+    fn a_replica_follows_a_live_leader_and_stays_while_nothing_changes() {
+        let s = state(Some("a"), 3, &["a", "b", "c"]);
+        let follow = decide_as("b", &s, &["a", "b", "c"], &waiting());
+        assert_eq!(
+            follow,
+            Decision::Follow {
+                leader: "a".into(),
+                epoch: 3
+            }
+        );
+        let following = Role::Follower {
+            leader: "a".into(),
+            epoch: 3,
+        };
+        assert_eq!(decide_as("b", &s, &["a", "b"], &following), Decision::Stay);
+        let next = state(Some("a"), 4, &["a", "b"]);
+        assert!(matches!(
+            decide_as("b", &next, &["a", "b"], &following),
+            Decision::Follow { epoch: 4, .. }
+        ));
+    }
+
+    #[test]
+    fn an_in_sync_replica_proposes_itself_one_epoch_up_without_the_dead() {
+        let s = state(Some("a"), 3, &["a", "b", "c"]);
+        let following = Role::Follower {
+            leader: "a".into(),
+            epoch: 3,
+        };
+        assert_eq!(
+            decide_as("b", &s, &["b", "c"], &following),
+            Decision::Elect(state(Some("b"), 4, &["b", "c"]))
+        );
+        // Offline (no leader): an ISR member that comes back takes it.
+        let offline = state(None, 5, &["c"]);
+        assert_eq!(
+            decide_as("c", &offline, &["a", "c"], &waiting()),
+            Decision::Elect(state(Some("c"), 6, &["c"]))
+        );
+    }
+
+    #[test]
+    fn no_unclean_election_a_replica_out_of_sync_waits() {
+        let s = state(Some("a"), 3, &["a", "b"]);
+        assert!(
+            matches!(
+                decide_as("c", &s, &["a", "c"], &waiting()),
+                Decision::Follow { .. }
+            ),
+            "a live leader is followed"
+        );
+        assert!(matches!(
+            decide_as("c", &s, &["c"], &waiting()),
+            Decision::Wait(_)
+        ));
+        let offline = state(None, 5, &["a"]);
+        let Decision::Wait(why) = decide_as("c", &offline, &["b", "c"], &waiting()) else {
+            panic!("an out-of-sync replica must not take an offline partition");
+        };
+        assert!(why.contains("offline"), "{why}");
+    }
+
+    #[test]
+    fn a_restarted_leader_never_resumes_its_old_epoch() {
+        let s = state(Some("a"), 3, &["a", "b"]);
+        assert_eq!(
+            decide_as("a", &s, &["a", "b"], &waiting()),
+            Decision::Elect(state(Some("a"), 4, &["a", "b"]))
+        );
+        let lead = Role::Leader(leading(3, &["a", "b"], Instant::now()));
+        assert_eq!(decide_as("a", &s, &["a", "b"], &lead), Decision::Stay);
+    }
+
+    #[test]
+    fn a_session_in_doubt_serves_nothing() {
+        let s = state(Some("a"), 3, &["a"]);
+        let live = ids(&["a"]);
+        let facts = Facts {
+            me: "a",
+            state: &s,
+            live: &live,
+            session_alive: false,
+        };
+        let lead = Role::Leader(leading(3, &["a"], Instant::now()));
+        assert!(matches!(decide(&facts, &lead), Decision::Wait(_)));
+    }
+
+    #[test]
+    fn the_high_watermark_is_the_lowest_durable_offset_of_the_isr() {
+        let now = Instant::now();
+        let mut l = leading(1, &["a", "b", "c"], now);
+        assert_eq!(
+            high_watermark(&l, "a", 100, 10),
+            10,
+            "b and c not heard yet"
+        );
+        l.progress
+            .insert("b".into(), Progress::fetched(None, 60, 100, now));
+        l.progress
+            .insert("c".into(), Progress::fetched(None, 80, 100, now));
+        assert_eq!(high_watermark(&l, "a", 100, 10), 60);
+        assert_eq!(
+            high_watermark(&l, "a", 50, 10),
+            50,
+            "the leader's own durable end"
+        );
+        l.isr = ids(&["a", "c"]);
+        assert_eq!(high_watermark(&l, "a", 100, 10), 80);
+        assert_eq!(
+            high_watermark(&l, "a", 100, 90),
+            90,
+            "never below the floor"
+        );
+    }
+
+    #[test]
+    fn a_follower_is_caught_up_when_it_has_the_end_as_of_now_or_its_last_fetch() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_millis(10);
+        let first = Progress::fetched(None, 50, 100, t0);
+        assert_eq!(first.caught_up_at, None);
+        let second = Progress::fetched(Some(&first), 100, 150, t1);
+        assert_eq!(
+            second.caught_up_at,
+            Some(t0),
+            "it had the end of its last fetch"
+        );
+        let third = Progress::fetched(Some(&second), 150, 150, t1);
+        assert_eq!(third.caught_up_at, Some(t1));
+    }
+
+    #[test]
+    fn the_isr_loses_the_dead_and_the_lagging_and_regains_who_catches_up() {
+        let t0 = Instant::now();
+        let lag = Duration::from_secs(10);
+        let replicas = ids(&["a", "b", "c"]);
+        let mut l = leading(2, &["a", "b", "c"], t0);
+        l.progress
+            .insert("b".into(), Progress::fetched(None, 100, 100, t0));
+        l.progress
+            .insert("c".into(), Progress::fetched(None, 100, 100, t0));
+        let live = ids(&["a", "b", "c"]);
+        let at = |secs| t0 + Duration::from_secs(secs);
+        assert_eq!(
+            isr_change(&l, ("a", &replicas, &live), (100, lag, at(1))),
+            None
+        );
+        let without_c = ids(&["a", "b"]);
+        assert_eq!(
+            isr_change(&l, ("a", &replicas, &without_c), (100, lag, at(1))),
+            Some(ids(&["a", "b"])),
+            "a member whose registration is gone leaves at once"
+        );
+        l.progress
+            .insert("b".into(), Progress::fetched(None, 100, 100, at(5)));
+        assert_eq!(
+            isr_change(&l, ("a", &replicas, &live), (100, lag, at(12))),
+            Some(ids(&["a", "b"])),
+            "c has not been caught up for more than the lag time"
+        );
+        l.isr = ids(&["a", "b"]);
+        l.progress
+            .insert("c".into(), Progress::fetched(None, 90, 120, at(13)));
+        assert_eq!(
+            isr_change(&l, ("a", &replicas, &live), (100, lag, at(13))),
+            None,
+            "below the high watermark"
+        );
+        let before = l.progress["c"];
+        l.progress.insert(
+            "c".into(),
+            Progress::fetched(Some(&before), 120, 130, at(14)),
+        );
+        assert_eq!(
+            isr_change(&l, ("a", &replicas, &live), (100, lag, at(14))),
+            Some(ids(&["a", "b", "c"]))
+        );
+        l.epoch_start = 125;
+        assert_eq!(
+            isr_change(&l, ("a", &replicas, &live), (100, lag, at(14))),
+            None,
+            "not yet past the epoch's first offset: it may not have truncated"
+        );
+    }
+}

@@ -1,0 +1,232 @@
+//! Replication: a partition of a topic placed with more than one replica
+//! has a leader and followers (Kafka's design, 0.8 on; leader epochs as
+//! KIP-101 and KIP-279 have them).
+//!
+//! # Roles
+//!
+//! The registry holds each replicated partition's state (leader, leader
+//! epoch, in-sync replicas), changed only by compare-and-set on its
+//! version. Every broker holding a replica runs the replica manager
+//! ([`manager`]): every [`POLL`] (and at once when the registry's watches
+//! fire) it reads the states of its partitions and the live brokers and
+//! [`decide`]s its role in each:
+//!
+//! - **Leader**, only in an epoch it won itself by compare-and-set. It
+//!   stamps its epoch into every batch it appends, answers producers and
+//!   consumers, and serves its durable records to followers.
+//! - **Follower** of the live leader the state names: it refuses producers
+//!   and consumers (`not_leader`, naming the leader), truncates its log to
+//!   where it stops agreeing with the leader's (by epoch, never by high
+//!   watermark), and then fetches the leader's batches and appends them byte
+//!   for byte, fsyncing before its next fetch.
+//! - **Waiting**: its registry session is in doubt (others may be electing
+//!   right now), or the leader is gone and this replica is not in sync.
+//!
+//! # Election
+//!
+//! When the leader's registration disappears (its directory lock released,
+//! its ZooKeeper session expired), each live member of the ISR proposes
+//! itself as leader one epoch up, with the dead removed from the ISR; the
+//! version check lets exactly one win. With no ISR member alive the
+//! partition is offline (no unclean election): the state keeps its last
+//! ISR, and the first of them to come back takes it. A broker the state
+//! still names after a restart takes a new epoch: it never resumes an old
+//! one.
+//!
+//! # In-sync replicas and the high watermark
+//!
+//! A follower's fetch offset means "durable here". The leader keeps each
+//! follower's [`Progress`]; the high watermark is the lowest offset durable
+//! on every ISR member, the leader's own fsynced end among them, and never
+//! moves backwards. Consumers read only below it, and an `acks=all`
+//! produce is answered once it passes the request's records, while this
+//! broker still leads in the epoch that appended them and the ISR has at
+//! least `--min-insync-replicas` members (else `not_enough_replicas`). A
+//! follower leaves the ISR when its registration is gone or it has not
+//! caught up for `--replica-lag-time`; it joins again once it fetched, in
+//! the leader's epoch, at or past the high watermark. Both by
+//! compare-and-set.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::protocol::ErrorCode;
+use crate::sync::lock;
+
+mod decide;
+pub(super) mod manager;
+
+pub(crate) use decide::{decide, high_watermark, isr_change, Decision, Facts, Progress};
+
+/// How often the replica manager looks at the registry, at most.
+pub(super) const POLL: Duration = Duration::from_millis(100);
+
+/// A replica's role in its partition.
+#[derive(Debug, Clone)]
+pub(crate) enum Role {
+    /// Serving nothing, for this reason.
+    Waiting(String),
+    /// Leading.
+    Leader(Leading),
+    /// Following `leader` in `epoch`.
+    Follower {
+        /// The leader's broker id.
+        leader: String,
+        /// Its epoch.
+        epoch: u32,
+    },
+}
+
+/// A leader's state.
+#[derive(Debug, Clone)]
+pub(crate) struct Leading {
+    /// Its epoch.
+    pub(crate) epoch: u32,
+    /// The registry state's version that holds this epoch and ISR.
+    pub(crate) version: u64,
+    /// The in-sync replicas, this broker among them.
+    pub(crate) isr: Vec<String>,
+    /// The log's next offset when it took the lead: its epoch's first.
+    pub(crate) epoch_start: u64,
+    /// When it took the lead.
+    pub(crate) since: Instant,
+    /// Each follower's fetches in this epoch.
+    pub(crate) progress: BTreeMap<String, Progress>,
+}
+
+/// A replicated partition's replication side.
+#[derive(Debug)]
+pub(crate) struct Replica {
+    /// Its replicas, by broker id, the preferred leader first.
+    pub(crate) replicas: Vec<String>,
+    role: Mutex<Role>,
+}
+
+impl Replica {
+    /// A replica among `replicas`, waiting for its first look at the
+    /// registry.
+    pub(crate) fn new(replicas: Vec<String>) -> Replica {
+        Replica {
+            replicas,
+            role: Mutex::new(Role::Waiting(
+                "it has not read its state in the registry yet".into(),
+            )),
+        }
+    }
+
+    /// Its role, locked. Taken after the partition's log lock, never
+    /// before it.
+    pub(crate) fn role(&self) -> MutexGuard<'_, Role> {
+        lock(&self.role)
+    }
+}
+
+impl crate::broker::shared::Partition {
+    /// Whether a producer may append now (asked under the log's lock, so
+    /// that no change of role passes between the answer and the append):
+    /// a single copy always; a replica only as leader, and with `acks=all`
+    /// only while the ISR has `min_isr` members. `Ok` carries the leader
+    /// epoch the append is made in (`None` for a single copy).
+    pub(in crate::broker) fn may_append(
+        &self,
+        acks: i8,
+        min_isr: u32,
+    ) -> std::result::Result<Option<u32>, (ErrorCode, String)> {
+        let Some(replica) = &self.replica else {
+            return Ok(None);
+        };
+        let role = replica.role();
+        let l = self.leading(&role)?;
+        if acks == crate::protocol::ACKS_ALL && (l.isr.len() as u64) < u64::from(min_isr) {
+            return Err((
+                ErrorCode::NotEnoughReplicas,
+                format!(
+                    "{} [{}]: not enough replicas: the in-sync replicas are {:?}, fewer than --min-insync-replicas {min_isr}",
+                    self.topic, self.partition, l.isr
+                ),
+            ));
+        }
+        Ok(Some(l.epoch))
+    }
+
+    /// Why an acks=all answer for records appended in leader epoch
+    /// `epoch` from `base_offset` cannot be a success, if it cannot: this
+    /// broker no longer leads in that epoch (the records may or may not
+    /// be kept), or, once they are below the high watermark, the ISR has
+    /// fewer than `min_isr` members (they may be lost with this broker).
+    pub(in crate::broker) fn acks_all_refusal(
+        &self,
+        epoch: Option<u32>,
+        base_offset: u64,
+        min_isr: u32,
+        complete: bool,
+    ) -> Option<(ErrorCode, String)> {
+        let replica = self.replica.as_ref()?;
+        let role = replica.role();
+        let name = format!("{} [{}]", self.topic, self.partition);
+        match &*role {
+            Role::Leader(l) if Some(l.epoch) == epoch => {
+                let short = (l.isr.len() as u64) < u64::from(min_isr);
+                (complete && short).then(|| {
+                    (
+                        ErrorCode::NotEnoughReplicas,
+                        format!(
+                            "{name}: records from offset {base_offset} were appended, but the in-sync replicas shrank to {:?}, fewer than --min-insync-replicas {min_isr}: they may be lost",
+                            l.isr
+                        ),
+                    )
+                })
+            }
+            _ => Some((
+                ErrorCode::NotLeader,
+                format!(
+                    "{name}: this broker stopped leading before records from offset {base_offset} were replicated: they may or may not be kept"
+                ),
+            )),
+        }
+    }
+
+    /// The leader's state, or the error a client gets from a replica that
+    /// does not lead.
+    pub(in crate::broker) fn leading<'r>(
+        &self,
+        role: &'r Role,
+    ) -> std::result::Result<&'r Leading, (ErrorCode, String)> {
+        let name = || format!("{} [{}]", self.topic, self.partition);
+        match role {
+            Role::Leader(l) => Ok(l),
+            Role::Follower { leader, epoch } => Err((
+                ErrorCode::NotLeader,
+                format!(
+                    "{}: led by broker {leader} (epoch {epoch}), not this one",
+                    name()
+                ),
+            )),
+            Role::Waiting(why) => Err((
+                ErrorCode::LeaderNotAvailable,
+                format!("{}: no leader here: {why}", name()),
+            )),
+        }
+    }
+}
+
+impl crate::broker::shared::Partition {
+    /// One past the last record a consumer may read here: the log's
+    /// visible end for a single copy; for a replica, the high watermark,
+    /// and only while it leads (a follower's records are read from its
+    /// leader).
+    pub(in crate::broker) fn readable_end(
+        &self,
+        log: &crate::storage::log::Log,
+    ) -> std::result::Result<u64, (ErrorCode, String)> {
+        let Some(replica) = &self.replica else {
+            return Ok(log.visible_offset());
+        };
+        self.leading(&replica.role())?;
+        let hw = self
+            .high_watermark
+            .load(std::sync::atomic::Ordering::Acquire);
+        Ok(hw.min(log.visible_offset()))
+    }
+}
