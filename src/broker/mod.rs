@@ -291,6 +291,7 @@ impl Broker {
         let _ = flusher.join();
         let _ = retention.join();
         let _ = replicas.join();
+        replica::follower::join_fetchers(&shared);
         // Partitions still marked unflushed are flushed by their close.
         lock(&shared.dirty).partitions.clear();
         shared.log(format_args!(

@@ -190,6 +190,8 @@ pub(super) struct Shared {
     pub(super) registered: Mutex<Option<(Ephemeral, BrokerInfo)>>,
     /// Partitions that could not be opened (damaged), and why.
     pub(super) offline: Mutex<BTreeMap<(String, u32), String>>,
+    /// The follower threads, by the leader they fetch from.
+    pub(super) fetchers: Mutex<HashMap<String, std::thread::JoinHandle<()>>>,
 }
 
 impl Shared {
@@ -216,6 +218,7 @@ impl Shared {
             sockets: Mutex::new(HashMap::new()),
             registered: Mutex::new(None),
             offline: Mutex::new(BTreeMap::new()),
+            fetchers: Mutex::new(HashMap::new()),
             config,
         }
     }

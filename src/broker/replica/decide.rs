@@ -134,7 +134,6 @@ impl Progress {
     /// The progress after a fetch at `offset` when the leader's end is
     /// `end`: caught up if it has the end as of now, or the end as of its
     /// previous fetch (a follower under load is never exactly at the end).
-    #[allow(dead_code)] // the leader's fetch handling, next
     pub(crate) fn fetched(
         previous: Option<&Progress>,
         offset: u64,

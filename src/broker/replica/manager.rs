@@ -54,7 +54,7 @@ impl Shared {
 }
 
 /// Runs the replica manager until the broker stops.
-pub(in crate::broker) fn manage(shared: &Shared) {
+pub(in crate::broker) fn manage(shared: &Arc<Shared>) {
     let Some(registry) = shared.registry.clone() else {
         return;
     };
@@ -65,6 +65,7 @@ pub(in crate::broker) fn manage(shared: &Shared) {
             Ok(()) => String::new(),
             Err(e) => e.to_string(),
         };
+        super::follower::start_fetchers(shared);
         if !error.is_empty() && error != last_error {
             shared.log(format_args!("replica manager: {error}"));
         }

@@ -55,6 +55,8 @@ use crate::protocol::ErrorCode;
 use crate::sync::lock;
 
 mod decide;
+pub(super) mod follower;
+mod leader;
 pub(super) mod manager;
 
 pub(crate) use decide::{decide, high_watermark, isr_change, Decision, Facts, Progress};
@@ -119,114 +121,5 @@ impl Replica {
     /// before it.
     pub(crate) fn role(&self) -> MutexGuard<'_, Role> {
         lock(&self.role)
-    }
-}
-
-impl crate::broker::shared::Partition {
-    /// Whether a producer may append now (asked under the log's lock, so
-    /// that no change of role passes between the answer and the append):
-    /// a single copy always; a replica only as leader, and with `acks=all`
-    /// only while the ISR has `min_isr` members. `Ok` carries the leader
-    /// epoch the append is made in (`None` for a single copy).
-    pub(in crate::broker) fn may_append(
-        &self,
-        acks: i8,
-        min_isr: u32,
-    ) -> std::result::Result<Option<u32>, (ErrorCode, String)> {
-        let Some(replica) = &self.replica else {
-            return Ok(None);
-        };
-        let role = replica.role();
-        let l = self.leading(&role)?;
-        if acks == crate::protocol::ACKS_ALL && (l.isr.len() as u64) < u64::from(min_isr) {
-            return Err((
-                ErrorCode::NotEnoughReplicas,
-                format!(
-                    "{} [{}]: not enough replicas: the in-sync replicas are {:?}, fewer than --min-insync-replicas {min_isr}",
-                    self.topic, self.partition, l.isr
-                ),
-            ));
-        }
-        Ok(Some(l.epoch))
-    }
-
-    /// Why an acks=all answer for records appended in leader epoch
-    /// `epoch` from `base_offset` cannot be a success, if it cannot: this
-    /// broker no longer leads in that epoch (the records may or may not
-    /// be kept), or, once they are below the high watermark, the ISR has
-    /// fewer than `min_isr` members (they may be lost with this broker).
-    pub(in crate::broker) fn acks_all_refusal(
-        &self,
-        epoch: Option<u32>,
-        base_offset: u64,
-        min_isr: u32,
-        complete: bool,
-    ) -> Option<(ErrorCode, String)> {
-        let replica = self.replica.as_ref()?;
-        let role = replica.role();
-        let name = format!("{} [{}]", self.topic, self.partition);
-        match &*role {
-            Role::Leader(l) if Some(l.epoch) == epoch => {
-                let short = (l.isr.len() as u64) < u64::from(min_isr);
-                (complete && short).then(|| {
-                    (
-                        ErrorCode::NotEnoughReplicas,
-                        format!(
-                            "{name}: records from offset {base_offset} were appended, but the in-sync replicas shrank to {:?}, fewer than --min-insync-replicas {min_isr}: they may be lost",
-                            l.isr
-                        ),
-                    )
-                })
-            }
-            _ => Some((
-                ErrorCode::NotLeader,
-                format!(
-                    "{name}: this broker stopped leading before records from offset {base_offset} were replicated: they may or may not be kept"
-                ),
-            )),
-        }
-    }
-
-    /// The leader's state, or the error a client gets from a replica that
-    /// does not lead.
-    pub(in crate::broker) fn leading<'r>(
-        &self,
-        role: &'r Role,
-    ) -> std::result::Result<&'r Leading, (ErrorCode, String)> {
-        let name = || format!("{} [{}]", self.topic, self.partition);
-        match role {
-            Role::Leader(l) => Ok(l),
-            Role::Follower { leader, epoch } => Err((
-                ErrorCode::NotLeader,
-                format!(
-                    "{}: led by broker {leader} (epoch {epoch}), not this one",
-                    name()
-                ),
-            )),
-            Role::Waiting(why) => Err((
-                ErrorCode::LeaderNotAvailable,
-                format!("{}: no leader here: {why}", name()),
-            )),
-        }
-    }
-}
-
-impl crate::broker::shared::Partition {
-    /// One past the last record a consumer may read here: the log's
-    /// visible end for a single copy; for a replica, the high watermark,
-    /// and only while it leads (a follower's records are read from its
-    /// leader).
-    pub(in crate::broker) fn readable_end(
-        &self,
-        log: &crate::storage::log::Log,
-    ) -> std::result::Result<u64, (ErrorCode, String)> {
-        let Some(replica) = &self.replica else {
-            return Ok(log.visible_offset());
-        };
-        self.leading(&replica.role())?;
-        let hw = self
-            .high_watermark
-            .load(std::sync::atomic::Ordering::Acquire);
-        Ok(hw.min(log.visible_offset()))
     }
 }

@@ -1,0 +1,288 @@
+//! The follower: one thread per leader this broker follows partitions of
+//! (Kafka's replica fetcher). It fetches their batches with the pull
+//! protocol itself (a fetch carrying this broker's id and the leader epoch
+//! it follows), appends them byte for byte at the leader's offsets, and
+//! fsyncs them before its next fetch, so that the offset a fetch asks for
+//! means "durable here". Before its first fetch in an epoch it truncates
+//! its log to where it stops agreeing with the leader's (KIP-101 and
+//! KIP-279: OffsetsForLeaderEpoch, asked again with an older epoch until
+//! both logs have the epoch), never to its high watermark.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Role;
+use crate::broker::shared::{Partition, Shared};
+use crate::client::connection::Connection;
+use crate::error::{Error, Result};
+use crate::protocol::{ErrorCode, FetchPartition, FetchWant};
+use crate::sync::lock;
+
+/// How long a fetch waits at the leader for records.
+const FETCH_WAIT: Duration = Duration::from_millis(500);
+/// A request to the leader that takes longer has failed.
+const LEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bytes of records a fetch asks for per partition, and in all.
+const PARTITION_BYTES: u32 = 8 << 20;
+const RESPONSE_BYTES: u32 = 32 << 20;
+/// The pause after a failure before the next attempt.
+const BACKOFF: Duration = Duration::from_millis(100);
+
+/// Starts a fetcher for each leader that partitions here follow and that
+/// has none running (one that ended, having nothing left to follow, is
+/// reaped).
+pub(in crate::broker) fn start_fetchers(shared: &Arc<Shared>) {
+    let mut leaders: Vec<String> = Vec::new();
+    for p in shared.all_partitions() {
+        if let Some(replica) = &p.replica {
+            if let Role::Follower { leader, .. } = &*replica.role() {
+                if !leaders.contains(leader) {
+                    leaders.push(leader.clone());
+                }
+            }
+        }
+    }
+    let mut fetchers = lock(&shared.fetchers);
+    fetchers.retain(|_, handle| !handle.is_finished());
+    for leader in leaders {
+        if fetchers.contains_key(&leader) {
+            continue;
+        }
+        let shared2 = Arc::clone(shared);
+        let name = format!("fetch-{leader}");
+        let who = leader.clone();
+        match std::thread::Builder::new()
+            .name(name)
+            .spawn(move || fetch_from(&shared2, &who))
+        {
+            Ok(handle) => {
+                fetchers.insert(leader, handle);
+            }
+            Err(e) => shared.log(format_args!("cannot start a fetcher for {leader}: {e}")),
+        }
+    }
+}
+
+/// Waits for every fetcher to end (at a shutdown).
+pub(in crate::broker) fn join_fetchers(shared: &Shared) {
+    let fetchers: Vec<_> = lock(&shared.fetchers).drain().map(|(_, h)| h).collect();
+    for handle in fetchers {
+        let _ = handle.join();
+    }
+}
+
+/// A partition this fetcher follows, and the epoch it truncated for.
+struct Followed {
+    partition: Arc<Partition>,
+    epoch: u32,
+    truncated_for: Option<u32>,
+}
+
+/// Follows `leader`'s partitions until none is left or the broker stops.
+fn fetch_from(shared: &Shared, leader: &str) {
+    let mut followed: HashMap<(String, u32), Followed> = HashMap::new();
+    let mut connection: Option<Connection> = None;
+    let mut last_error = String::new();
+    while !shared.stopping() {
+        if !refresh(shared, leader, &mut followed) {
+            return;
+        }
+        let result = connection_to(shared, leader, &mut connection)
+            .and_then(|c| fetch_once(shared, c, &mut followed));
+        match result {
+            Ok(()) => last_error.clear(),
+            Err(e) => {
+                connection = None;
+                let text = e.to_string();
+                if text != last_error {
+                    shared.log(format_args!("following {leader}: {text}"));
+                    last_error = text;
+                }
+                std::thread::sleep(BACKOFF);
+            }
+        }
+    }
+}
+
+/// The partitions that follow `leader` now (`false`: none).
+fn refresh(shared: &Shared, leader: &str, followed: &mut HashMap<(String, u32), Followed>) -> bool {
+    let mut now = HashMap::new();
+    for p in shared.all_partitions() {
+        let Some(replica) = &p.replica else { continue };
+        let epoch = match &*replica.role() {
+            Role::Follower { leader: l, epoch } if l == leader => *epoch,
+            _ => continue,
+        };
+        let key = (p.topic.clone(), p.partition);
+        let truncated_for = followed
+            .remove(&key)
+            .filter(|f| f.epoch == epoch)
+            .and_then(|f| f.truncated_for);
+        now.insert(
+            key,
+            Followed {
+                partition: Arc::clone(&p),
+                epoch,
+                truncated_for,
+            },
+        );
+    }
+    *followed = now;
+    !followed.is_empty()
+}
+
+/// The connection to `leader`, made when there is none.
+fn connection_to<'c>(
+    shared: &Shared,
+    leader: &str,
+    connection: &'c mut Option<Connection>,
+) -> Result<&'c mut Connection> {
+    if connection.is_none() {
+        let registry = shared.registry.as_ref().ok_or_else(|| Error::Config("no registry".into()))?;
+        let broker = registry
+            .brokers()?
+            .into_iter()
+            .find(|b| b.id == leader)
+            .ok_or_else(|| Error::Config(format!("broker {leader} is not registered")))?;
+        *connection = Some(Connection::connect_timeout(&broker.addr(), LEADER_TIMEOUT)?);
+    }
+    Ok(connection.as_mut().expect("made above"))
+}
+
+/// Truncates each partition not yet truncated in its epoch, then fetches
+/// once from the leader and appends and fsyncs what came.
+fn fetch_once(
+    shared: &Shared,
+    connection: &mut Connection,
+    followed: &mut HashMap<(String, u32), Followed>,
+) -> Result<()> {
+    for f in followed.values_mut() {
+        if f.truncated_for != Some(f.epoch) {
+            truncate(shared, connection, f)?;
+            f.truncated_for = Some(f.epoch);
+        }
+    }
+    let asked: Vec<FetchPartition> = followed
+        .values()
+        .map(|f| FetchPartition {
+            topic: f.partition.topic.clone(),
+            partition: f.partition.partition,
+            offset: f.partition.lock().next_offset(),
+            bytes_max: PARTITION_BYTES,
+            leader_epoch: Some(f.epoch),
+        })
+        .collect();
+    let want = FetchWant {
+        wait_ms_max: FETCH_WAIT.as_millis() as u32,
+        bytes_min: 1,
+        response_bytes_max: RESPONSE_BYTES,
+    };
+    let fetched = connection.replica_fetch(&shared.broker_id, want, &asked)?;
+    for part in fetched {
+        let key = (part.topic.clone(), part.partition);
+        let Some(f) = followed.get_mut(&key) else {
+            continue;
+        };
+        match part.error {
+            ErrorCode::None => append(shared, f, &part.records, part.end_offset)?,
+            ErrorCode::OffsetOutOfRange => out_of_range(shared, f, part.start_offset)?,
+            // The manager learns the new state; the fetcher follows it.
+            _ => std::thread::sleep(BACKOFF),
+        }
+    }
+    Ok(())
+}
+
+/// Appends a leader's whole batches unchanged and makes them durable; the
+/// high watermark the leader sent is kept (below this log's end).
+fn append(shared: &Shared, f: &Followed, records: &[u8], leader_hw: u64) -> Result<()> {
+    let p = &f.partition;
+    let whole = crate::storage::record::whole_batches_len(records);
+    let mut log = p.lock();
+    if !following(p, f.epoch) {
+        return Ok(());
+    }
+    if whole > 0 {
+        log.append_replicated(&records[..whole], crate::clock::now_ms())?;
+        log.flush()?;
+        p.flushed_offset
+            .fetch_max(log.flushed_offset(), Ordering::AcqRel);
+        shared.appends.fetch_add(1, Ordering::Relaxed);
+    }
+    let hw = leader_hw.min(log.next_offset());
+    p.high_watermark.fetch_max(hw, Ordering::AcqRel);
+    Ok(())
+}
+
+/// Whether `p` still follows in `epoch` (asked under its log's lock).
+fn following(p: &Partition, epoch: u32) -> bool {
+    p.replica.as_ref().is_some_and(|r| {
+        matches!(&*r.role(), Role::Follower { epoch: e, .. } if *e == epoch)
+    })
+}
+
+/// The fetch offset is outside the leader's log: below its start (its
+/// retention deleted what this replica needs), start again there; past
+/// its end, truncate again.
+fn out_of_range(shared: &Shared, f: &mut Followed, leader_start: u64) -> Result<()> {
+    let p = &f.partition;
+    let mut log = p.lock();
+    if !following(p, f.epoch) {
+        return Ok(());
+    }
+    if log.next_offset() < leader_start {
+        shared.log(format_args!(
+            "{}-{}: the leader's log starts at {leader_start}, past this replica's end {}: starting again there",
+            p.topic,
+            p.partition,
+            log.next_offset()
+        ));
+        log.reset_to(leader_start)?;
+        p.flushed_offset
+            .store(log.flushed_offset(), Ordering::Release);
+    } else {
+        f.truncated_for = None;
+    }
+    Ok(())
+}
+
+/// Truncates a partition's log to where it stops agreeing with the
+/// leader's: the end of the latest epoch both logs have, at the lower of
+/// the two ends (KIP-279).
+fn truncate(shared: &Shared, connection: &mut Connection, f: &Followed) -> Result<()> {
+    let p = &f.partition;
+    let (mut asked, end) = {
+        let log = p.lock();
+        let latest = log.epochs().latest().map_or(0, |e| e.epoch);
+        (latest, log.next_offset())
+    };
+    let target = loop {
+        let theirs =
+            connection.offsets_for_leader_epoch(&p.topic, p.partition, Some(f.epoch), asked)?;
+        let Some((epoch, their_end)) = theirs else {
+            // No epoch in common: nothing here can be trusted.
+            break p.lock().start_offset();
+        };
+        match p.lock().end_offset_for_epoch(epoch) {
+            Some((mine, my_end)) if mine == epoch => break their_end.min(my_end),
+            Some((mine, _)) if mine < asked => asked = mine,
+            _ => break p.lock().start_offset(),
+        }
+    };
+    if target >= end {
+        return Ok(());
+    }
+    let mut log = p.lock();
+    if !following(p, f.epoch) {
+        return Ok(());
+    }
+    let cut = log.truncate_to(target)?;
+    p.flushed_offset.store(log.flushed_offset(), Ordering::Release);
+    shared.log(format_args!(
+        "{}-{}: truncated from {end} to {cut}, where it stops agreeing with the leader's log (epoch {})",
+        p.topic, p.partition, f.epoch
+    ));
+    Ok(())
+}
