@@ -101,13 +101,14 @@ mod response;
 pub use frame::{finish_frame, put, Reader};
 pub use request::{
     append_produce_request, create_topic_request, decode_request, decode_request_header,
-    fetch_request, list_offsets_request, metadata_request, produce_request, start_request,
-    FetchPartition, FetchWant, Request, RequestError, RequestHeader,
+    fetch_request, list_offsets_request, metadata_request, offsets_for_leader_epoch_request,
+    produce_request, replica_fetch_request, start_request, FetchPartition, FetchWant, Request,
+    RequestError, RequestHeader,
 };
 pub use response::{
-    begin_response, decode_fetch_response, decode_metadata_response, decode_response_header,
-    put_fetch_partition, put_topic_metadata, start_response, FetchedPartition, ResponseHeader,
-    TopicMetadata,
+    begin_response, decode_epoch_end, decode_fetch_response, decode_metadata_response,
+    decode_response_header, put_epoch_end, put_fetch_partition, put_topic_metadata, start_response,
+    FetchPartitionHead, FetchedPartition, ResponseHeader, TopicMetadata,
 };
 
 /// Bytes of a frame's length prefix.
@@ -125,7 +126,8 @@ pub const MESSAGE_BYTES_MAX: usize = 1024;
 /// everything but the records.
 const FETCH_RESPONSE_HEADERS_BYTES_MAX: u64 = {
     let head = RESPONSE_HEADER_BYTES + 2 + MESSAGE_BYTES_MAX + 2;
-    let partition = 2 + limits::TOPIC_NAME_BYTES_MAX + 4 + 2 + 2 + MESSAGE_BYTES_MAX + 8 + 8 + 4;
+    let partition =
+        2 + limits::TOPIC_NAME_BYTES_MAX + 4 + 2 + 2 + MESSAGE_BYTES_MAX + 8 + 8 + 8 + 4;
     (head + FETCH_PARTITIONS_MAX * partition) as u64
 };
 
@@ -152,6 +154,18 @@ const _: () = assert!(
 );
 const _: () =
     assert!(limits::FETCH_RESPONSE_BYTES_DEFAULT as u64 <= limits::FETCH_RESPONSE_BYTES_MAX);
+
+/// The fetch version a consumer sends ([`fetch_request`]): no replica id,
+/// no leader epochs, read by every broker since the response budget.
+pub const FETCH_VERSION_CONSUMER: u16 = 2;
+
+/// The fetch version that carries a replica id and leader epochs
+/// ([`replica_fetch_request`]), and whose response carries each
+/// partition's leader epoch.
+pub const FETCH_VERSION_REPLICA: u16 = 3;
+
+/// An `epoch` field's value for none (not checked, or not known).
+pub const NO_EPOCH: i64 = -1;
 
 /// `acks` values.
 pub const ACKS_NONE: i8 = 0;
@@ -188,6 +202,8 @@ pub enum ApiKey {
     Metadata = 3,
     /// Create a topic.
     CreateTopic = 4,
+    /// Where a leader epoch ends (Kafka's OffsetsForLeaderEpoch).
+    OffsetsForLeaderEpoch = 5,
 }
 
 impl ApiKey {
@@ -197,7 +213,7 @@ impl ApiKey {
     /// The newest version of this request, the one this build sends.
     pub const fn version(self) -> u16 {
         match self {
-            ApiKey::Fetch => 2,
+            ApiKey::Fetch => FETCH_VERSION_REPLICA,
             _ => 1,
         }
     }
@@ -209,6 +225,7 @@ impl ApiKey {
             2 => ApiKey::ListOffsets,
             3 => ApiKey::Metadata,
             4 => ApiKey::CreateTopic,
+            5 => ApiKey::OffsetsForLeaderEpoch,
             _ => return None,
         })
     }
@@ -226,29 +243,56 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_replication_error_codes_have_their_numbers_and_later_ones_are_unknown() {
+        let names: Vec<_> = (16..=23).map(|c| ErrorCode::from_u16(c).name()).collect();
+        assert_eq!(
+            names,
+            [
+                "partition_elsewhere",
+                "disk_full",
+                "not_leader",
+                "fenced_epoch",
+                "unknown_epoch",
+                "not_enough_replicas",
+                "leader_not_available",
+                "unknown"
+            ]
+        );
+        for code in 0..=22u16 {
+            assert_eq!(ErrorCode::from_u16(code) as u16, code, "{code} round trips");
+        }
+    }
+
+    #[test]
     fn random_bytes_never_panic() {
         let mut rng = crate::random::XorShift::new(0x1234_5678_9ABC_DEF1);
         let mut next = || rng.next();
-        let mut valid = Vec::new();
         let want = FetchWant {
             wait_ms_max: 1,
             bytes_min: 1,
             response_bytes_max: 1,
         };
-        fetch_request(
-            &mut valid,
-            1,
-            want,
-            &[FetchPartition {
-                topic: "t".into(),
-                partition: 0,
-                offset: 0,
-                bytes_max: 1,
-            }],
-        );
+        let part = FetchPartition {
+            topic: "t".into(),
+            partition: 0,
+            offset: 0,
+            bytes_max: 1,
+            leader_epoch: None,
+        };
+        let mut valid = Vec::new();
+        fetch_request(&mut valid, 1, want, std::slice::from_ref(&part));
+        let mut replica = Vec::new();
+        let part = FetchPartition {
+            leader_epoch: Some(3),
+            ..part
+        };
+        replica_fetch_request(&mut replica, 1, "b1", want, &[part]);
+        let mut epoch_end = Vec::new();
+        offsets_for_leader_epoch_request(&mut epoch_end, 1, "t", 0, Some(2), 1);
+        let valid = [valid, replica, epoch_end];
         for round in 0..50_000 {
             let mut buf = if round % 2 == 0 {
-                valid[4..].to_vec()
+                valid[round / 2 % valid.len()][4..].to_vec()
             } else {
                 (0..next() % 64).map(|_| next() as u8).collect()
             };
@@ -262,7 +306,9 @@ mod tests {
             let mut r = Reader::new(&buf);
             if decode_response_header(&mut r).is_ok() {
                 let at = r.position();
-                let _ = decode_fetch_response(&mut r);
+                let _ = decode_fetch_response(&mut r, FETCH_VERSION_CONSUMER);
+                let _ = decode_fetch_response(&mut Reader::at(&buf, at), FETCH_VERSION_REPLICA);
+                let _ = decode_epoch_end(&mut Reader::at(&buf, at));
                 let mut r = Reader::at(&buf, at);
                 let _ = decode_metadata_response(&mut r);
             }

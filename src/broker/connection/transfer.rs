@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::os::fd::AsFd;
 use std::time::Instant;
 
-use super::flush_out;
+use super::{flush_out, FetchAsked};
 use crate::broker::shared::{error_code, Shared};
 use crate::limits;
 use crate::protocol::{self, put, ErrorCode, FetchPartition};
@@ -21,21 +21,23 @@ struct Part {
 }
 
 /// Answers a fetch: waits up to `deadline` for `bytes_min` visible bytes
-/// (or an error, or a stop), then writes the answer, its records (at most
-/// `response_bytes_max` of them, but one batch) with `sendfile`.
+/// (or an error, or a stop), then writes the answer, in the request's
+/// version, and its records (at most `response_bytes_max` of them, but
+/// one batch) with `sendfile`.
 pub(super) fn fetch(
     shared: &Shared,
     stream: &TcpStream,
     correlation_id: u32,
-    (bytes_min, response_bytes_max): (u32, u32),
     deadline: Instant,
-    asked: &[FetchPartition],
+    asked: &FetchAsked,
 ) -> io::Result<()> {
-    let budget = u64::from(response_bytes_max).min(limits::FETCH_RESPONSE_BYTES_MAX);
+    let budget = u64::from(asked.response_bytes_max).min(limits::FETCH_RESPONSE_BYTES_MAX);
+    let (version, bytes_min) = (asked.version, asked.bytes_min);
+    let asked = &asked.partitions[..];
     // Registered before the first look: a flush after it wakes the wait.
     let watch = shared.watch_fetch(asked);
     let parts = loop {
-        let (parts, bytes, errors) = gather(shared, asked, budget);
+        let (parts, bytes, errors) = gather(shared, version, asked, budget);
         let done = bytes >= u64::from(bytes_min)
             || errors
             || Instant::now() >= deadline
@@ -76,14 +78,20 @@ fn response_head(correlation_id: u32, count: u16, body_bytes: u64) -> io::Result
     Ok(head)
 }
 
-/// Finds each partition's byte range within the response's `budget`;
-/// returns the parts, their bytes, and whether any partition had an error.
+/// Finds each partition's byte range within the response's `budget`, and
+/// writes its header in `version`; returns the parts, their bytes, and
+/// whether any partition had an error.
 /// A partition may pass its own `bytes_max` by one whole batch, but only
 /// the first partition with records may pass what is left of the
 /// response's budget (by one whole batch), so that a fetch always
 /// progresses and a response never carries more than its budget and a
 /// batch.
-fn gather(shared: &Shared, asked: &[FetchPartition], budget: u64) -> (Vec<Part>, u64, bool) {
+fn gather(
+    shared: &Shared,
+    version: u16,
+    asked: &[FetchPartition],
+    budget: u64,
+) -> (Vec<Part>, u64, bool) {
     let mut parts = Vec::with_capacity(asked.len());
     let (mut bytes, mut errors) = (0u64, false);
     for a in asked {
@@ -92,11 +100,13 @@ fn gather(shared: &Shared, asked: &[FetchPartition], budget: u64) -> (Vec<Part>,
         let left = budget.saturating_sub(bytes);
         let budget_bytes = u64::from(a.bytes_max).min(left);
         let mut header = Vec::new();
+        let mut epoch = None;
         let (code, msg, start, end, slice) = match shared.partition(&a.topic, a.partition) {
             Err((code, msg)) => (code, msg, 0, 0, None),
             Ok(p) => {
                 let (start, end, located) = {
                     let log = p.lock();
+                    epoch = Some(log.leader_epoch());
                     let located = log.locate(a.offset, budget_bytes);
                     (log.start_offset(), log.visible_offset(), located)
                 };
@@ -120,16 +130,17 @@ fn gather(shared: &Shared, asked: &[FetchPartition], budget: u64) -> (Vec<Part>,
         errors |= code != ErrorCode::None;
         let len = slice.as_ref().map_or(0, |s| s.len);
         bytes += len;
-        protocol::put_fetch_partition(
-            &mut header,
-            &a.topic,
-            a.partition,
-            code,
-            &msg,
-            start,
-            end,
-            len as u32,
-        );
+        let head = protocol::FetchPartitionHead {
+            topic: &a.topic,
+            partition: a.partition,
+            error: code,
+            message: &msg,
+            start_offset: start,
+            end_offset: end,
+            leader_epoch: epoch,
+            records_len: len as u32,
+        };
+        protocol::put_fetch_partition(&mut header, version, &head);
         parts.push(Part { header, slice });
     }
     (parts, bytes, errors)
@@ -201,11 +212,12 @@ mod tests {
             partition: 0,
             offset,
             bytes_max,
+            leader_epoch: None,
         };
-        let (_, bytes, errors) = gather(&shared, &[ask(0, 1 << 20)], 1 << 30);
+        let (_, bytes, errors) = gather(&shared, 2, &[ask(0, 1 << 20)], 1 << 30);
         assert_eq!((bytes, errors), (0, false), "not visible before its flush");
         flush_partition(&shared, &p);
-        let (parts, bytes, errors) = gather(&shared, &[ask(0, 1 << 20), ask(0, 0)], 1 << 30);
+        let (parts, bytes, errors) = gather(&shared, 2, &[ask(0, 1 << 20), ask(0, 0)], 1 << 30);
         assert!(bytes > 0 && !errors);
         assert!(parts[0].slice.is_some());
         assert!(
@@ -216,7 +228,7 @@ mod tests {
             topic: "none".into(),
             ..ask(0, 1)
         };
-        let (parts, _, errors) = gather(&shared, &[unknown], 1 << 30);
+        let (parts, _, errors) = gather(&shared, 2, &[unknown], 1 << 30);
         assert!(errors);
         let mut r = Reader::new(&parts[0].header);
         let (_, _, code) = (
@@ -240,9 +252,10 @@ mod tests {
             partition: 0,
             offset: 0,
             bytes_max: 1 << 20,
+            leader_epoch: None,
         };
         let lens = |budget| {
-            let (parts, bytes, errors) = gather(&shared, &[ask("a"), ask("b")], budget);
+            let (parts, bytes, errors) = gather(&shared, 2, &[ask("a"), ask("b")], budget);
             assert!(!errors);
             let lens: Vec<u64> = parts
                 .iter()
@@ -265,7 +278,7 @@ mod tests {
             [batch, 0],
             "the first batch goes whatever the budget: the fetch progresses"
         );
-        let (parts, _, _) = gather(&shared, &[ask("a"), ask("b")], 0);
+        let (parts, _, _) = gather(&shared, 2, &[ask("a"), ask("b")], 0);
         assert!(
             parts.iter().all(|p| p.slice.is_none()),
             "no budget, no records"
