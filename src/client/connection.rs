@@ -404,7 +404,7 @@ impl Connection {
     }
 
     /// Kafka's OffsetsForLeaderEpoch: the largest leader epoch at or
-    /// below `epoch` in the broker's log of `topic` [`partition`], and the
+    /// below `epoch` in the broker's log of `topic` \[`partition`\], and the
     /// offset where it ends there (the latest epoch ends at the log's
     /// next offset); `None` when the log has no such epoch. `current` is
     /// the partition's leader epoch as the caller believes it (`None`: not

@@ -27,27 +27,31 @@
 //! cannot be trusted to be a frame.
 //!
 //! Types: `str` is `u16` length + UTF-8; `bytes` is `u32` length + bytes;
-//! `i8`/`i64` are two's complement.
+//! `i8`/`i64` are two's complement; `epoch` is an `i64` that is -1 (none:
+//! not checked, or not known) or a leader epoch from 0 to `2^32 - 1`, and
+//! any other value is `invalid_request`.
 //!
-//! # Requests (version 1; fetch version 2)
+//! # Requests (version 1; fetch version 3)
 //!
 //! | api_key | request        | body                                                                   |
 //! |--------:|----------------|------------------------------------------------------------------------|
 //! | 0 | produce      | `acks i8` (0, 1, -1 = all) · `timeout_ms u32` · `topic str` · `partition u32` · `records bytes` (one batch, `crate::storage::record`) |
-//! | 1 | fetch        | `wait_ms_max u32` · `bytes_min u32` · `response_bytes_max u32` (version 2) · `count u16` · count × (`topic str` · `partition u32` · `offset u64` · `bytes_max u32`) |
+//! | 1 | fetch        | `wait_ms_max u32` · `bytes_min u32` · `response_bytes_max u32` (from version 2) · `replica_id str` (version 3) · `count u16` · count × (`topic str` · `partition u32` · `offset u64` · `bytes_max u32` · `leader_epoch epoch` (version 3)) |
 //! | 2 | list_offsets | `topic str` · `partition u32` · `at i64` (-2 earliest, -1 latest, ≥ 0 the first record at or after this timestamp, ms) |
 //! | 3 | metadata     | `count u16` · count × `topic str` (0 topics: every topic)              |
 //! | 4 | create_topic | `topic str` · `partitions u32` (0: the broker's `--partitions`)        |
+//! | 5 | offsets_for_leader_epoch | `topic str` · `partition u32` · `current_leader_epoch epoch` · `leader_epoch u32` |
 //!
 //! # Responses (bodies after `error` and `message`)
 //!
 //! | request      | body                                                                       |
 //! |--------------|----------------------------------------------------------------------------|
 //! | produce      | `base_offset u64` (offset of the batch's first record). `acks` 0: no response at all |
-//! | fetch        | `count u16` · count × (`topic str` · `partition u32` · `error u16` · `message str` · `start_offset u64` · `end_offset u64` · `records bytes`) |
+//! | fetch        | `count u16` · count × (`topic str` · `partition u32` · `error u16` · `message str` · `start_offset u64` · `end_offset u64` · `leader_epoch epoch` (version 3) · `records bytes`) |
 //! | list_offsets | `offset i64` (-1: no record at or after the timestamp)                     |
 //! | metadata     | `count u16` · count × (`topic str` · `error u16` · `message str` · `partitions u32` · partitions × (`start_offset u64` · `end_offset u64`)) |
 //! | create_topic | `partitions u32` (also sent with `topic_exists`, giving the existing count) |
+//! | offsets_for_leader_epoch | `leader_epoch epoch` · `end_offset u64` (both -1, that is `2^64 - 1` for the offset, when the log has no epoch at or below the one asked) |
 //!
 //! In a cluster, a metadata partition that the answering broker does not
 //! serve reports both offsets as `2^64 - 1` ([`ELSEWHERE`]), and requests
@@ -75,11 +79,67 @@
 //! policy). A fetch with no visible record waits up to `wait_ms_max` for
 //! `bytes_min` to arrive.
 //!
+//! # Replication
+//!
+//! A follower is a consumer with a name: its fetch (version 3) says which
+//! broker it is (`replica_id`, a broker id of at most
+//! [`crate::limits::BROKER_ID_BYTES_MAX`] bytes; empty for a consumer) and,
+//! per partition, the leader epoch it believes current; the answer gives
+//! each partition's leader epoch as the answering broker knows it (-1 for
+//! a partition it cannot serve). Each fetch is answered in the version it
+//! was asked, so a version 1 or 2 fetch gets the bytes it always did.
+//! Consumers send version 2 ([`fetch_request`]); followers, and a consumer
+//! that checks epochs, version 3 ([`replica_fetch_request`]).
+//!
+//! offsets_for_leader_epoch is Kafka's OffsetsForLeaderEpoch (KIP-101,
+//! KIP-279): a replica whose log ends in epoch `leader_epoch` asks where
+//! that epoch ends on the leader, and truncates its log there before it
+//! fetches. The answer is the largest epoch in the leader's log at or below
+//! the one asked and the offset where it ends there (the start of the next
+//! epoch; the latest epoch ends at the log's next offset, past records not
+//! yet visible), or -1 when the log has no epoch at or below it or the one
+//! asked is newer than its latest. Its errors are those of list_offsets.
+//!
+//! A request's `current_leader_epoch` (and a fetch partition's
+//! `leader_epoch`) is the epoch the sender believes current, -1 when it
+//! does not care: a broker that leads a newer epoch answers `fenced_epoch`,
+//! one that knows only an older one `unknown_epoch`, and one that does not
+//! lead the partition `not_leader`. This build carries them to the broker's
+//! request handling unchecked; the broker's leader and follower roles check
+//! them.
+//!
 //! # Errors
 //!
 //! The codes of [`ErrorCode`]; `message` says what was wrong in words. A
 //! request with an unknown `api_key` or `api_version` is answered with
-//! `unsupported_request`, and the connection stays open.
+//! `unsupported_request`, and the connection stays open. A client reads a
+//! code it does not know as `unknown` (1), with the broker's message.
+//!
+//! | code | name | meaning |
+//! |---:|---|---|
+//! | 0 | none | success |
+//! | 1 | unknown | an error this build does not know |
+//! | 2 | offset_out_of_range | the offset is outside the partition's log |
+//! | 3 | corrupt_batch | a batch failed its checks (length, CRC, format) |
+//! | 4 | unknown_topic | no such topic |
+//! | 5 | unknown_partition | no such partition of the topic |
+//! | 6 | record_too_large | a record is larger than `--max-record-bytes` |
+//! | 7 | request_too_large | the request frame is larger than `--max-request-bytes` |
+//! | 8 | invalid_topic | the topic name breaks the naming rule |
+//! | 9 | unsupported_request | unknown api key or version |
+//! | 10 | invalid_request | the request's bytes do not decode |
+//! | 11 | timeout | acks=all: the records were not durable within the timeout |
+//! | 12 | topic_exists | the topic exists already |
+//! | 13 | storage_error | the broker could not read or write its files |
+//! | 14 | shutting_down | the broker is shutting down |
+//! | 15 | limit_reached | a bound of the broker was hit (connections, topics) |
+//! | 16 | partition_elsewhere | the partition is placed on another broker of the cluster |
+//! | 17 | disk_full | the broker's disk is full: the records were not stored |
+//! | 18 | not_leader | this broker holds the partition but does not lead it now; the message names the leader when known |
+//! | 19 | fenced_epoch | the request's leader epoch is older than the partition's: the sender follows a deposed leader |
+//! | 20 | unknown_epoch | the request's leader epoch is newer than this broker knows yet: retry |
+//! | 21 | not_enough_replicas | acks=all refused: fewer in-sync replicas than the minimum |
+//! | 22 | leader_not_available | no in-sync replica is alive to lead: the partition is offline |
 //!
 //! # Version history
 //!
@@ -90,6 +150,15 @@
 //!   a partition the broker holds but cannot serve. Older clients read the
 //!   first as an unknown error and the second as a partition to fetch,
 //!   which answers `storage_error`.
+//! - replication (issue 13): fetch version 3, with `replica_id` and each
+//!   partition's `leader_epoch` in the request and each partition's
+//!   `leader_epoch` in the response; request 5 offsets_for_leader_epoch
+//!   (version 1); error codes 18 `not_leader`, 19 `fenced_epoch`, 20
+//!   `unknown_epoch`, 21 `not_enough_replicas`, 22 `leader_not_available`.
+//!   The broker still reads fetch versions 1 and 2 and answers them in
+//!   their own bytes; consumers keep sending version 2, so a new consumer
+//!   reads from an older broker. Older clients read the new codes as
+//!   `unknown`.
 
 pub use crate::error::ErrorCode;
 use crate::limits;
@@ -258,8 +327,12 @@ mod tests {
                 "unknown"
             ]
         );
+        // The module docs' table has every code, by number and name.
+        let docs = include_str!("mod.rs");
         for code in 0..=22u16 {
             assert_eq!(ErrorCode::from_u16(code) as u16, code, "{code} round trips");
+            let row = format!("//! | {code} | {} |", ErrorCode::from_u16(code).name());
+            assert!(docs.contains(&row), "no row {row:?} in the error table");
         }
     }
 
