@@ -594,17 +594,19 @@ error_codes! {
     /// them will appear); appends are accepted again once there is room.
     DiskFull = 17, "disk_full";
     /// This broker holds the partition but does not lead it now; the
-    /// message names the leader when known.
+    /// message names the leader when the broker knows it.
     NotLeader = 18, "not_leader";
     /// The request's leader epoch is older than the partition's: the
-    /// sender follows a deposed leader.
+    /// sender follows a deposed leader and must learn the new one.
     FencedEpoch = 19, "fenced_epoch";
     /// The request's leader epoch is newer than this broker knows yet:
-    /// retry.
+    /// retry once it has caught up.
     UnknownEpoch = 20, "unknown_epoch";
-    /// acks=all refused: fewer in-sync replicas than the minimum.
+    /// acks=all refused: fewer replicas are in sync than the partition's
+    /// minimum (`--min-insync-replicas`).
     NotEnoughReplicas = 21, "not_enough_replicas";
-    /// No in-sync replica is alive to lead: the partition is offline.
+    /// No in-sync replica is alive to lead the partition: it is offline
+    /// until one comes back.
     LeaderNotAvailable = 22, "leader_not_available";
 }
 

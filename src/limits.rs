@@ -83,6 +83,10 @@ pub const PARTITIONS_MAX: u32 = 10_000;
 /// Longest topic name (Kafka's limit).
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 
+/// Longest broker id: broker ids follow the naming rule of topics (they
+/// name registry entries), so the same bound.
+pub const BROKER_ID_BYTES_MAX: usize = TOPIC_NAME_BYTES_MAX;
+
 /// Most headers on one record.
 pub const HEADERS_PER_RECORD_MAX: u32 = 1024;
 

@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{bin, consume_from, lines, produce_to, BrokerProc};
+use common::{bin, consume_from, lines, produce_to, BrokerProc, Raw};
 use klog::protocol::{self, ErrorCode, Reader};
 use klog::storage::record::BatchBuilder;
 use predicates::prelude::*;
@@ -147,51 +147,6 @@ fn kill_9_keeps_what_was_acknowledged(acks: &str, broker_args: &[&str]) {
     assert!(count >= acked, "{count} records back, {acked} acknowledged");
 }
 
-/// A raw connection for bytes a client library would never send.
-struct Raw {
-    stream: TcpStream,
-}
-
-impl Raw {
-    fn connect(addr: &str) -> Raw {
-        let stream = TcpStream::connect(addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        Raw { stream }
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        self.stream.write_all(bytes).unwrap();
-    }
-
-    /// The next response frame's body, or `None` when the broker closed
-    /// the connection.
-    fn response(&mut self) -> Option<Vec<u8>> {
-        let mut len = [0u8; 4];
-        if self.stream.read_exact(&mut len).is_err() {
-            return None;
-        }
-        let mut body = vec![0; u32::from_le_bytes(len) as usize];
-        self.stream.read_exact(&mut body).ok()?;
-        Some(body)
-    }
-
-    /// Sends a request and returns the response's error code and message.
-    fn call(&mut self, frame: &[u8]) -> (ErrorCode, String, Vec<u8>) {
-        self.send(frame);
-        let body = self.response().expect("a response");
-        let mut r = Reader::new(&body);
-        let h = protocol::decode_response_header(&mut r).unwrap();
-        let rest = body[r.position()..].to_vec();
-        (h.error, h.message, rest)
-    }
-
-    fn closed(&mut self) -> bool {
-        self.response().is_none()
-    }
-}
-
 /// A fetch of `t` [0] from `offset`, waiting up to `wait_ms_max` for a
 /// byte.
 fn fetch_frame(correlation_id: u32, offset: u64, wait_ms_max: u32) -> Vec<u8> {
@@ -201,6 +156,7 @@ fn fetch_frame(correlation_id: u32, offset: u64, wait_ms_max: u32) -> Vec<u8> {
         partition: 0,
         offset,
         bytes_max: 1 << 20,
+        leader_epoch: None,
     };
     let want = protocol::FetchWant {
         wait_ms_max,
@@ -249,7 +205,7 @@ fn bad_requests_get_clear_errors_and_change_nothing() {
     let (code, _, rest) = raw.call(&fetch(99));
     assert_eq!(code, ErrorCode::None);
     let mut r = Reader::new(&rest);
-    let parts = protocol::decode_fetch_response(&mut r).unwrap();
+    let parts = protocol::decode_fetch_response(&mut r, protocol::FETCH_VERSION_CONSUMER).unwrap();
     assert_eq!(
         parts[0].error,
         ErrorCode::OffsetOutOfRange,
@@ -264,7 +220,9 @@ fn bad_requests_get_clear_errors_and_change_nothing() {
         parts[0].message
     );
     let (_, _, rest) = raw.call(&fetch(3));
-    let parts = protocol::decode_fetch_response(&mut Reader::new(&rest)).unwrap();
+    let parts =
+        protocol::decode_fetch_response(&mut Reader::new(&rest), protocol::FETCH_VERSION_CONSUMER)
+            .unwrap();
     assert_eq!(
         (parts[0].error, parts[0].records.len()),
         (ErrorCode::None, 0)
@@ -778,7 +736,7 @@ fn a_fetch_at_the_end_waits_for_records_instead_of_answering_empty() {
         protocol::decode_response_header(&mut r).unwrap().error,
         ErrorCode::None
     );
-    let parts = protocol::decode_fetch_response(&mut r).unwrap();
+    let parts = protocol::decode_fetch_response(&mut r, protocol::FETCH_VERSION_CONSUMER).unwrap();
     assert!(
         !parts[0].records.is_empty(),
         "the long poll answered without the new record"

@@ -488,6 +488,7 @@ fn fetch_on(stream: &mut TcpStream, id: u32, offset: u64) -> Option<(ErrorCode, 
         partition: 0,
         offset,
         bytes_max: 1 << 20,
+        leader_epoch: None,
     };
     let mut frame = Vec::new();
     protocol::fetch_request(&mut frame, id, want, &[part]);
@@ -495,7 +496,7 @@ fn fetch_on(stream: &mut TcpStream, id: u32, offset: u64) -> Option<(ErrorCode, 
     let body = response(stream)?;
     let mut r = Reader::new(&body);
     protocol::decode_response_header(&mut r).unwrap();
-    let parts = protocol::decode_fetch_response(&mut r).unwrap();
+    let parts = protocol::decode_fetch_response(&mut r, protocol::FETCH_VERSION_CONSUMER).unwrap();
     Some((parts[0].error, parts[0].records.len()))
 }
 

@@ -280,12 +280,30 @@ impl Connection {
         &mut self,
         encode: impl FnOnce(&mut Vec<u8>, u32),
     ) -> Result<(protocol::ResponseHeader, usize)> {
+        self.call_within(encode, self.timeout, RESPONSE_BYTES_MAX)
+    }
+
+    /// [`Connection::call`] waiting up to `timeout` for an answer of at
+    /// most `answer_bytes_max` bytes.
+    fn call_within(
+        &mut self,
+        encode: impl FnOnce(&mut Vec<u8>, u32),
+        timeout: Duration,
+        answer_bytes_max: u32,
+    ) -> Result<(protocol::ResponseHeader, usize)> {
         self.next_id = self.next_id.wrapping_add(1);
         let id = self.next_id;
         encode(&mut self.frame, id);
-        let mut patience = until(&self.addr, self.timeout);
+        let mut patience = until(&self.addr, timeout);
         write_all_with(&self.stream, &self.frame, &self.addr, &mut patience)?;
-        read_frame(&self.stream, &mut self.response, &self.addr, &mut patience)?;
+        let (stream, response) = (&self.stream, &mut self.response);
+        read_frame_max(
+            stream,
+            response,
+            &self.addr,
+            answer_bytes_max,
+            &mut patience,
+        )?;
         let mut r = Reader::new(&self.response);
         let header =
             protocol::decode_response_header(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
@@ -358,6 +376,52 @@ impl Connection {
             .i64("offset")
             .map_err(|e| protocol_error(&self.addr, e))?;
         Ok(u64::try_from(offset).ok())
+    }
+
+    /// A follower's fetch (version 3) as broker `replica_id`, each
+    /// partition with the leader epoch the follower believes current:
+    /// per partition its error and message, start and end offsets, the
+    /// leader's epoch and its records, borrowed from this connection's
+    /// buffer (reused from fetch to fetch: nothing is allocated per
+    /// record). The answer may take `want.wait_ms_max` beyond the
+    /// request's timeout.
+    pub fn replica_fetch(
+        &mut self,
+        replica_id: &str,
+        want: protocol::FetchWant,
+        parts: &[protocol::FetchPartition],
+    ) -> Result<Vec<protocol::FetchedPartition<'_>>> {
+        let timeout = self.timeout + Duration::from_millis(u64::from(want.wait_ms_max));
+        let answer_bytes_max = protocol::fetch_response_frame_bytes(want.response_bytes_max);
+        let encode = |out: &mut Vec<u8>, id| {
+            protocol::replica_fetch_request(out, id, replica_id, want, parts)
+        };
+        let (header, at) = self.call_within(encode, timeout, answer_bytes_max)?;
+        Self::check(&header)?;
+        let mut r = Reader::new(&self.response[at..]);
+        protocol::decode_fetch_response(&mut r, protocol::FETCH_VERSION_REPLICA)
+            .map_err(|e| protocol_error(&self.addr, e))
+    }
+
+    /// Kafka's OffsetsForLeaderEpoch: the largest leader epoch at or
+    /// below `epoch` in the broker's log of `topic` \[`partition`\], and the
+    /// offset where it ends there (the latest epoch ends at the log's
+    /// next offset); `None` when the log has no such epoch. `current` is
+    /// the partition's leader epoch as the caller believes it (`None`: not
+    /// checked).
+    pub fn offsets_for_leader_epoch(
+        &mut self,
+        topic: &str,
+        partition: u32,
+        current: Option<u32>,
+        epoch: u32,
+    ) -> Result<Option<(u32, u64)>> {
+        let (header, at) = self.call(|out, id| {
+            protocol::offsets_for_leader_epoch_request(out, id, topic, partition, current, epoch)
+        })?;
+        Self::check(&header)?;
+        protocol::decode_epoch_end(&mut Reader::new(&self.response[at..]))
+            .map_err(|e| protocol_error(&self.addr, e))
     }
 
     /// Creates `topic` with `partitions` (0: the broker's default) unless

@@ -266,7 +266,8 @@ fn fetched_parts<'f>(addr: &str, frame: &'f [u8]) -> Result<Vec<protocol::Fetche
     let mut r = Reader::new(frame);
     let header = protocol::decode_response_header(&mut r).map_err(|e| protocol_error(addr, e))?;
     Connection::check(&header)?;
-    protocol::decode_fetch_response(&mut r).map_err(|e| protocol_error(addr, e))
+    protocol::decode_fetch_response(&mut r, protocol::FETCH_VERSION_CONSUMER)
+        .map_err(|e| protocol_error(addr, e))
 }
 
 /// A fetched batch or record of `topic` [`partition`] that does not decode.
@@ -319,6 +320,7 @@ impl Fetcher {
                     partition: p.partition,
                     offset: p.offset,
                     bytes_max: self.config.fetch_bytes_max,
+                    leader_epoch: None,
                 })
                 .collect();
             if asked.is_empty() {
@@ -432,8 +434,8 @@ impl Fetcher {
         if header.error != ErrorCode::None {
             return Ok(());
         }
-        let parts =
-            protocol::decode_fetch_response(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
+        let parts = protocol::decode_fetch_response(&mut r, protocol::FETCH_VERSION_CONSUMER)
+            .map_err(|e| protocol_error(&self.addr, e))?;
         for part in parts {
             let Some(state) = reading(&mut self.partitions, part.partition) else {
                 continue;

@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use super::{ProtocolError, Result, LENGTH_BYTES};
+use super::{ProtocolError, Result, LENGTH_BYTES, NO_EPOCH};
 
 /// Reads fields from a frame body, every length checked against what is left.
 #[derive(Debug)]
@@ -30,6 +30,11 @@ impl<'a> Reader<'a> {
     /// Bytes read so far.
     pub fn position(&self) -> usize {
         self.pos
+    }
+
+    /// Bytes not read yet.
+    pub(super) fn left(&self) -> usize {
+        self.buf.len() - self.pos
     }
 
     /// Bytes of the whole buffer, read or not.
@@ -74,6 +79,21 @@ impl<'a> Reader<'a> {
     /// An `i64`.
     pub fn i64(&mut self, what: &str) -> Result<i64> {
         Ok(self.u64(what)? as i64)
+    }
+
+    /// An `epoch`: an `i64` that is -1 (`None`: no epoch, or not checked)
+    /// or a leader epoch of `0..=u32::MAX`; any other value breaks the
+    /// protocol.
+    pub fn epoch(&mut self, what: &str) -> Result<Option<u32>> {
+        match self.i64(what)? {
+            NO_EPOCH => Ok(None),
+            e => u32::try_from(e).map(Some).map_err(|_| {
+                ProtocolError(format!(
+                    "{what} {e} is neither -1 nor a leader epoch (0 to {})",
+                    u32::MAX
+                ))
+            }),
+        }
     }
 
     /// An `i8`.
@@ -136,6 +156,10 @@ pub mod put {
     /// An `i64`.
     pub fn i64(out: &mut Vec<u8>, v: i64) {
         out.extend_from_slice(&v.to_le_bytes());
+    }
+    /// An `epoch`: -1 for `None`, else the epoch.
+    pub fn epoch(out: &mut Vec<u8>, epoch: Option<u32>) {
+        i64(out, epoch.map_or(super::NO_EPOCH, i64::from));
     }
     /// A `str` (cut to 65,535 bytes at a character boundary).
     pub fn str(out: &mut Vec<u8>, s: &str) {

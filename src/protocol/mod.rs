@@ -27,27 +27,31 @@
 //! cannot be trusted to be a frame.
 //!
 //! Types: `str` is `u16` length + UTF-8; `bytes` is `u32` length + bytes;
-//! `i8`/`i64` are two's complement.
+//! `i8`/`i64` are two's complement; `epoch` is an `i64` that is -1 (none:
+//! not checked, or not known) or a leader epoch from 0 to `2^32 - 1`, and
+//! any other value is `invalid_request`.
 //!
-//! # Requests (version 1; fetch version 2)
+//! # Requests (version 1; fetch version 3)
 //!
 //! | api_key | request        | body                                                                   |
 //! |--------:|----------------|------------------------------------------------------------------------|
 //! | 0 | produce      | `acks i8` (0, 1, -1 = all) · `timeout_ms u32` · `topic str` · `partition u32` · `records bytes` (one batch, `crate::storage::record`) |
-//! | 1 | fetch        | `wait_ms_max u32` · `bytes_min u32` · `response_bytes_max u32` (version 2) · `count u16` · count × (`topic str` · `partition u32` · `offset u64` · `bytes_max u32`) |
+//! | 1 | fetch        | `wait_ms_max u32` · `bytes_min u32` · `response_bytes_max u32` (from version 2) · `replica_id str` (version 3) · `count u16` · count × (`topic str` · `partition u32` · `offset u64` · `bytes_max u32` · `leader_epoch epoch` (version 3)) |
 //! | 2 | list_offsets | `topic str` · `partition u32` · `at i64` (-2 earliest, -1 latest, ≥ 0 the first record at or after this timestamp, ms) |
 //! | 3 | metadata     | `count u16` · count × `topic str` (0 topics: every topic)              |
 //! | 4 | create_topic | `topic str` · `partitions u32` (0: the broker's `--partitions`)        |
+//! | 5 | offsets_for_leader_epoch | `topic str` · `partition u32` · `current_leader_epoch epoch` · `leader_epoch u32` |
 //!
 //! # Responses (bodies after `error` and `message`)
 //!
 //! | request      | body                                                                       |
 //! |--------------|----------------------------------------------------------------------------|
 //! | produce      | `base_offset u64` (offset of the batch's first record). `acks` 0: no response at all |
-//! | fetch        | `count u16` · count × (`topic str` · `partition u32` · `error u16` · `message str` · `start_offset u64` · `end_offset u64` · `records bytes`) |
+//! | fetch        | `count u16` · count × (`topic str` · `partition u32` · `error u16` · `message str` · `start_offset u64` · `end_offset u64` · `leader_epoch epoch` (version 3) · `records bytes`) |
 //! | list_offsets | `offset i64` (-1: no record at or after the timestamp)                     |
 //! | metadata     | `count u16` · count × (`topic str` · `error u16` · `message str` · `partitions u32` · partitions × (`start_offset u64` · `end_offset u64`)) |
 //! | create_topic | `partitions u32` (also sent with `topic_exists`, giving the existing count) |
+//! | offsets_for_leader_epoch | `leader_epoch epoch` · `end_offset u64` (both -1, that is `2^64 - 1` for the offset, when the log has no epoch at or below the one asked) |
 //!
 //! In a cluster, a metadata partition that the answering broker does not
 //! serve reports both offsets as `2^64 - 1` ([`ELSEWHERE`]), and requests
@@ -75,11 +79,67 @@
 //! policy). A fetch with no visible record waits up to `wait_ms_max` for
 //! `bytes_min` to arrive.
 //!
+//! # Replication
+//!
+//! A follower is a consumer with a name: its fetch (version 3) says which
+//! broker it is (`replica_id`, a broker id of at most
+//! [`crate::limits::BROKER_ID_BYTES_MAX`] bytes; empty for a consumer) and,
+//! per partition, the leader epoch it believes current; the answer gives
+//! each partition's leader epoch as the answering broker knows it (-1 for
+//! a partition it cannot serve). Each fetch is answered in the version it
+//! was asked, so a version 1 or 2 fetch gets the bytes it always did.
+//! Consumers send version 2 ([`fetch_request`]); followers, and a consumer
+//! that checks epochs, version 3 ([`replica_fetch_request`]).
+//!
+//! offsets_for_leader_epoch is Kafka's OffsetsForLeaderEpoch (KIP-101,
+//! KIP-279): a replica whose log ends in epoch `leader_epoch` asks where
+//! that epoch ends on the leader, and truncates its log there before it
+//! fetches. The answer is the largest epoch in the leader's log at or below
+//! the one asked and the offset where it ends there (the start of the next
+//! epoch; the latest epoch ends at the log's next offset, past records not
+//! yet visible), or -1 when the log has no epoch at or below it or the one
+//! asked is newer than its latest. Its errors are those of list_offsets.
+//!
+//! A request's `current_leader_epoch` (and a fetch partition's
+//! `leader_epoch`) is the epoch the sender believes current, -1 when it
+//! does not care: a broker that leads a newer epoch answers `fenced_epoch`,
+//! one that knows only an older one `unknown_epoch`, and one that does not
+//! lead the partition `not_leader`. This build carries them to the broker's
+//! request handling unchecked; the broker's leader and follower roles check
+//! them.
+//!
 //! # Errors
 //!
 //! The codes of [`ErrorCode`]; `message` says what was wrong in words. A
 //! request with an unknown `api_key` or `api_version` is answered with
-//! `unsupported_request`, and the connection stays open.
+//! `unsupported_request`, and the connection stays open. A client reads a
+//! code it does not know as `unknown` (1), with the broker's message.
+//!
+//! | code | name | meaning |
+//! |---:|---|---|
+//! | 0 | none | success |
+//! | 1 | unknown | an error this build does not know |
+//! | 2 | offset_out_of_range | the offset is outside the partition's log |
+//! | 3 | corrupt_batch | a batch failed its checks (length, CRC, format) |
+//! | 4 | unknown_topic | no such topic |
+//! | 5 | unknown_partition | no such partition of the topic |
+//! | 6 | record_too_large | a record is larger than `--max-record-bytes` |
+//! | 7 | request_too_large | the request frame is larger than `--max-request-bytes` |
+//! | 8 | invalid_topic | the topic name breaks the naming rule |
+//! | 9 | unsupported_request | unknown api key or version |
+//! | 10 | invalid_request | the request's bytes do not decode |
+//! | 11 | timeout | acks=all: the records were not durable within the timeout |
+//! | 12 | topic_exists | the topic exists already |
+//! | 13 | storage_error | the broker could not read or write its files |
+//! | 14 | shutting_down | the broker is shutting down |
+//! | 15 | limit_reached | a bound of the broker was hit (connections, topics) |
+//! | 16 | partition_elsewhere | the partition is placed on another broker of the cluster |
+//! | 17 | disk_full | the broker's disk is full: the records were not stored |
+//! | 18 | not_leader | this broker holds the partition but does not lead it now; the message names the leader when known |
+//! | 19 | fenced_epoch | the request's leader epoch is older than the partition's: the sender follows a deposed leader |
+//! | 20 | unknown_epoch | the request's leader epoch is newer than this broker knows yet: retry |
+//! | 21 | not_enough_replicas | acks=all refused: fewer in-sync replicas than the minimum |
+//! | 22 | leader_not_available | no in-sync replica is alive to lead: the partition is offline |
 //!
 //! # Version history
 //!
@@ -90,6 +150,15 @@
 //!   a partition the broker holds but cannot serve. Older clients read the
 //!   first as an unknown error and the second as a partition to fetch,
 //!   which answers `storage_error`.
+//! - replication (issue 13): fetch version 3, with `replica_id` and each
+//!   partition's `leader_epoch` in the request and each partition's
+//!   `leader_epoch` in the response; request 5 offsets_for_leader_epoch
+//!   (version 1); error codes 18 `not_leader`, 19 `fenced_epoch`, 20
+//!   `unknown_epoch`, 21 `not_enough_replicas`, 22 `leader_not_available`.
+//!   The broker still reads fetch versions 1 and 2 and answers them in
+//!   their own bytes; consumers keep sending version 2, so a new consumer
+//!   reads from an older broker. Older clients read the new codes as
+//!   `unknown`.
 
 pub use crate::error::ErrorCode;
 use crate::limits;
@@ -101,13 +170,14 @@ mod response;
 pub use frame::{finish_frame, put, Reader};
 pub use request::{
     append_produce_request, create_topic_request, decode_request, decode_request_header,
-    fetch_request, list_offsets_request, metadata_request, produce_request, start_request,
-    FetchPartition, FetchWant, Request, RequestError, RequestHeader,
+    fetch_request, list_offsets_request, metadata_request, offsets_for_leader_epoch_request,
+    produce_request, replica_fetch_request, start_request, FetchPartition, FetchWant, Request,
+    RequestError, RequestHeader,
 };
 pub use response::{
-    begin_response, decode_fetch_response, decode_metadata_response, decode_response_header,
-    put_fetch_partition, put_topic_metadata, start_response, FetchedPartition, ResponseHeader,
-    TopicMetadata,
+    begin_response, decode_epoch_end, decode_fetch_response, decode_metadata_response,
+    decode_response_header, put_epoch_end, put_fetch_partition, put_topic_metadata, start_response,
+    FetchPartitionHead, FetchedPartition, ResponseHeader, TopicMetadata,
 };
 
 /// Bytes of a frame's length prefix.
@@ -125,7 +195,8 @@ pub const MESSAGE_BYTES_MAX: usize = 1024;
 /// everything but the records.
 const FETCH_RESPONSE_HEADERS_BYTES_MAX: u64 = {
     let head = RESPONSE_HEADER_BYTES + 2 + MESSAGE_BYTES_MAX + 2;
-    let partition = 2 + limits::TOPIC_NAME_BYTES_MAX + 4 + 2 + 2 + MESSAGE_BYTES_MAX + 8 + 8 + 4;
+    let partition =
+        2 + limits::TOPIC_NAME_BYTES_MAX + 4 + 2 + 2 + MESSAGE_BYTES_MAX + 8 + 8 + 8 + 4;
     (head + FETCH_PARTITIONS_MAX * partition) as u64
 };
 
@@ -152,6 +223,18 @@ const _: () = assert!(
 );
 const _: () =
     assert!(limits::FETCH_RESPONSE_BYTES_DEFAULT as u64 <= limits::FETCH_RESPONSE_BYTES_MAX);
+
+/// The fetch version a consumer sends ([`fetch_request`]): no replica id,
+/// no leader epochs, read by every broker since the response budget.
+pub const FETCH_VERSION_CONSUMER: u16 = 2;
+
+/// The fetch version that carries a replica id and leader epochs
+/// ([`replica_fetch_request`]), and whose response carries each
+/// partition's leader epoch.
+pub const FETCH_VERSION_REPLICA: u16 = 3;
+
+/// An `epoch` field's value for none (not checked, or not known).
+pub const NO_EPOCH: i64 = -1;
 
 /// `acks` values.
 pub const ACKS_NONE: i8 = 0;
@@ -188,6 +271,8 @@ pub enum ApiKey {
     Metadata = 3,
     /// Create a topic.
     CreateTopic = 4,
+    /// Where a leader epoch ends (Kafka's OffsetsForLeaderEpoch).
+    OffsetsForLeaderEpoch = 5,
 }
 
 impl ApiKey {
@@ -197,7 +282,7 @@ impl ApiKey {
     /// The newest version of this request, the one this build sends.
     pub const fn version(self) -> u16 {
         match self {
-            ApiKey::Fetch => 2,
+            ApiKey::Fetch => FETCH_VERSION_REPLICA,
             _ => 1,
         }
     }
@@ -209,6 +294,7 @@ impl ApiKey {
             2 => ApiKey::ListOffsets,
             3 => ApiKey::Metadata,
             4 => ApiKey::CreateTopic,
+            5 => ApiKey::OffsetsForLeaderEpoch,
             _ => return None,
         })
     }
@@ -226,29 +312,60 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_replication_error_codes_have_their_numbers_and_later_ones_are_unknown() {
+        let names: Vec<_> = (16..=23).map(|c| ErrorCode::from_u16(c).name()).collect();
+        assert_eq!(
+            names,
+            [
+                "partition_elsewhere",
+                "disk_full",
+                "not_leader",
+                "fenced_epoch",
+                "unknown_epoch",
+                "not_enough_replicas",
+                "leader_not_available",
+                "unknown"
+            ]
+        );
+        // The module docs' table has every code, by number and name.
+        let docs = include_str!("mod.rs");
+        for code in 0..=22u16 {
+            assert_eq!(ErrorCode::from_u16(code) as u16, code, "{code} round trips");
+            let row = format!("//! | {code} | {} |", ErrorCode::from_u16(code).name());
+            assert!(docs.contains(&row), "no row {row:?} in the error table");
+        }
+    }
+
+    #[test]
     fn random_bytes_never_panic() {
         let mut rng = crate::random::XorShift::new(0x1234_5678_9ABC_DEF1);
         let mut next = || rng.next();
-        let mut valid = Vec::new();
         let want = FetchWant {
             wait_ms_max: 1,
             bytes_min: 1,
             response_bytes_max: 1,
         };
-        fetch_request(
-            &mut valid,
-            1,
-            want,
-            &[FetchPartition {
-                topic: "t".into(),
-                partition: 0,
-                offset: 0,
-                bytes_max: 1,
-            }],
-        );
+        let part = FetchPartition {
+            topic: "t".into(),
+            partition: 0,
+            offset: 0,
+            bytes_max: 1,
+            leader_epoch: None,
+        };
+        let mut valid = Vec::new();
+        fetch_request(&mut valid, 1, want, std::slice::from_ref(&part));
+        let mut replica = Vec::new();
+        let part = FetchPartition {
+            leader_epoch: Some(3),
+            ..part
+        };
+        replica_fetch_request(&mut replica, 1, "b1", want, &[part]);
+        let mut epoch_end = Vec::new();
+        offsets_for_leader_epoch_request(&mut epoch_end, 1, "t", 0, Some(2), 1);
+        let valid = [valid, replica, epoch_end];
         for round in 0..50_000 {
             let mut buf = if round % 2 == 0 {
-                valid[4..].to_vec()
+                valid[round / 2 % valid.len()][4..].to_vec()
             } else {
                 (0..next() % 64).map(|_| next() as u8).collect()
             };
@@ -262,7 +379,9 @@ mod tests {
             let mut r = Reader::new(&buf);
             if decode_response_header(&mut r).is_ok() {
                 let at = r.position();
-                let _ = decode_fetch_response(&mut r);
+                let _ = decode_fetch_response(&mut r, FETCH_VERSION_CONSUMER);
+                let _ = decode_fetch_response(&mut Reader::at(&buf, at), FETCH_VERSION_REPLICA);
+                let _ = decode_epoch_end(&mut Reader::at(&buf, at));
                 let mut r = Reader::at(&buf, at);
                 let _ = decode_metadata_response(&mut r);
             }

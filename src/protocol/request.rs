@@ -7,7 +7,7 @@ use std::ops::Range;
 use super::frame::{finish_frame, put, Reader};
 use super::{
     ApiKey, ProtocolError, Result, ACKS_ALL, ACKS_LEADER, ACKS_NONE, FETCH_PARTITIONS_MAX,
-    REQUEST_HEADER_BYTES,
+    FETCH_VERSION_CONSUMER, REQUEST_HEADER_BYTES,
 };
 use crate::limits;
 
@@ -33,6 +33,10 @@ pub struct FetchPartition {
     pub offset: u64,
     /// Byte budget for this partition.
     pub bytes_max: u32,
+    /// The leader epoch the fetcher believes current (`None`: not
+    /// checked). Sent from fetch version 3 on
+    /// ([`replica_fetch_request`]); [`fetch_request`] sends none.
+    pub leader_epoch: Option<u32>,
 }
 
 /// A decoded request, borrowing from its frame where that saves an
@@ -61,6 +65,9 @@ pub enum Request<'a> {
         bytes_min: u32,
         /// Bytes of records in the whole response, at most (but one batch).
         response_bytes_max: u32,
+        /// The fetching broker's id; empty for a consumer (and before
+        /// version 3).
+        replica_id: &'a str,
         /// What to read.
         partitions: Vec<FetchPartition>,
     },
@@ -85,6 +92,19 @@ pub enum Request<'a> {
         /// Partitions.
         partitions: u32,
     },
+    /// Where a leader epoch ends on this broker (Kafka's
+    /// OffsetsForLeaderEpoch).
+    OffsetsForLeaderEpoch {
+        /// Topic.
+        topic: String,
+        /// Partition.
+        partition: u32,
+        /// The leader epoch the sender believes current (`None`: not
+        /// checked).
+        current_leader_epoch: Option<u32>,
+        /// The epoch asked about: the sender's log ends in it.
+        leader_epoch: u32,
+    },
 }
 
 /// Starts a request frame in `out` (cleared); [`finish_frame`] sets its length.
@@ -96,10 +116,20 @@ pub fn start_request(out: &mut Vec<u8>, api: ApiKey, correlation_id: u32) {
 /// Starts a request frame at the end of `out`, after the frames already
 /// there; returns where it starts, for [`finish_frame`] on `out[start..]`.
 fn begin_request(out: &mut Vec<u8>, api: ApiKey, correlation_id: u32) -> usize {
+    begin_request_version(out, api, api.version(), correlation_id)
+}
+
+/// [`begin_request`] of an older `version` of the request.
+fn begin_request_version(
+    out: &mut Vec<u8>,
+    api: ApiKey,
+    version: u16,
+    correlation_id: u32,
+) -> usize {
     let start = out.len();
     put::u32(out, 0);
     put::u16(out, api as u16);
-    put::u16(out, api.version());
+    put::u16(out, version);
     put::u32(out, correlation_id);
     start
 }
@@ -158,25 +188,69 @@ pub struct FetchWant {
     pub response_bytes_max: u32,
 }
 
-/// Encodes a fetch request.
+/// Encodes a consumer's fetch request, in version
+/// [`FETCH_VERSION_CONSUMER`] (2), which every broker since the response
+/// budget reads: it carries no replica id and no leader epochs, so each
+/// partition's `leader_epoch` must be `None` (a consumer that checks
+/// epochs sends [`replica_fetch_request`] with an empty replica id). Its
+/// response decodes with [`decode_fetch_response`](super::decode_fetch_response)
+/// of that version.
 pub fn fetch_request(
     out: &mut Vec<u8>,
     correlation_id: u32,
     want: FetchWant,
     parts: &[FetchPartition],
 ) {
+    debug_assert!(
+        parts.iter().all(|p| p.leader_epoch.is_none()),
+        "fetch version 2 carries no leader epoch: use replica_fetch_request"
+    );
+    out.clear();
+    begin_request_version(out, ApiKey::Fetch, FETCH_VERSION_CONSUMER, correlation_id);
+    put_fetch_body(out, None, want, parts);
+    finish_frame(out);
+}
+
+/// Encodes a fetch request of version 3: from the broker `replica_id`
+/// (a follower; empty for a consumer), with each partition's leader epoch.
+/// Its response decodes with [`decode_fetch_response`](super::decode_fetch_response)
+/// of version 3 and carries each partition's leader epoch.
+pub fn replica_fetch_request(
+    out: &mut Vec<u8>,
+    correlation_id: u32,
+    replica_id: &str,
+    want: FetchWant,
+    parts: &[FetchPartition],
+) {
     start_request(out, ApiKey::Fetch, correlation_id);
+    put_fetch_body(out, Some(replica_id), want, parts);
+    finish_frame(out);
+}
+
+/// A fetch's body: with a replica id and epochs (version 3) or without
+/// (version 2).
+fn put_fetch_body(
+    out: &mut Vec<u8>,
+    replica_id: Option<&str>,
+    want: FetchWant,
+    parts: &[FetchPartition],
+) {
     put::u32(out, want.wait_ms_max);
     put::u32(out, want.bytes_min);
     put::u32(out, want.response_bytes_max);
+    if let Some(id) = replica_id {
+        put::str(out, id);
+    }
     put::u16(out, parts.len() as u16);
     for p in parts {
         put::str(out, &p.topic);
         put::u32(out, p.partition);
         put::u64(out, p.offset);
         put::u32(out, p.bytes_max);
+        if replica_id.is_some() {
+            put::epoch(out, p.leader_epoch);
+        }
     }
-    finish_frame(out);
 }
 
 /// Encodes a list_offsets request.
@@ -212,18 +286,42 @@ pub fn create_topic_request(out: &mut Vec<u8>, correlation_id: u32, topic: &str,
     finish_frame(out);
 }
 
+/// Encodes an offsets_for_leader_epoch request: where `epoch` (or the
+/// largest epoch below it) ends on the broker, from a sender that believes
+/// `current` is the partition's leader epoch (`None`: not checked).
+pub fn offsets_for_leader_epoch_request(
+    out: &mut Vec<u8>,
+    correlation_id: u32,
+    topic: &str,
+    partition: u32,
+    current: Option<u32>,
+    epoch: u32,
+) {
+    start_request(out, ApiKey::OffsetsForLeaderEpoch, correlation_id);
+    put::str(out, topic);
+    put::u32(out, partition);
+    put::epoch(out, current);
+    put::u32(out, epoch);
+    finish_frame(out);
+}
+
+/// A name of at most `bytes_max` bytes, checked before it is copied out
+/// of the frame.
+fn bounded_str<'a>(r: &mut Reader<'a>, what: &str, bytes_max: usize) -> Result<&'a str> {
+    let s = r.str_ref(what)?;
+    if s.len() > bytes_max {
+        return Err(ProtocolError(format!(
+            "a {what} of {} bytes (at most {bytes_max})",
+            s.len()
+        )));
+    }
+    Ok(s)
+}
+
 /// A fetched topic's name: no longer than a topic's can be, as the answer
 /// repeats it.
 fn fetch_topic(r: &mut Reader<'_>) -> Result<String> {
-    let topic = r.str("topic")?;
-    if topic.len() > limits::TOPIC_NAME_BYTES_MAX {
-        return Err(ProtocolError(format!(
-            "a topic name of {} bytes (at most {})",
-            topic.len(),
-            limits::TOPIC_NAME_BYTES_MAX
-        )));
-    }
-    Ok(topic)
+    bounded_str(r, "topic name", limits::TOPIC_NAME_BYTES_MAX).map(str::to_owned)
 }
 
 /// Decodes a request header from a frame body (the bytes after the length).
@@ -283,33 +381,7 @@ fn decode_body<'a>(api: ApiKey, version: u16, r: &mut Reader<'a>) -> Result<Requ
             partition: r.u32("partition")?,
             records: r.bytes_range("records")?,
         },
-        ApiKey::Fetch => {
-            let wait_ms_max = r.u32("wait_ms_max")?;
-            let bytes_min = r.u32("bytes_min")?;
-            let response_bytes_max = match version {
-                1 => limits::FETCH_RESPONSE_BYTES_DEFAULT,
-                _ => r.u32("response_bytes_max")?,
-            };
-            let count = r.u16("count")? as usize;
-            if count > FETCH_PARTITIONS_MAX {
-                return Err(ProtocolError(format!("{count} partitions in one fetch")));
-            }
-            let mut partitions = Vec::with_capacity(count);
-            for _ in 0..count {
-                partitions.push(FetchPartition {
-                    topic: fetch_topic(r)?,
-                    partition: r.u32("partition")?,
-                    offset: r.u64("offset")?,
-                    bytes_max: r.u32("bytes_max")?,
-                });
-            }
-            Request::Fetch {
-                wait_ms_max,
-                bytes_min,
-                response_bytes_max,
-                partitions,
-            }
-        }
+        ApiKey::Fetch => decode_fetch(version, r)?,
         ApiKey::ListOffsets => Request::ListOffsets {
             topic: r.str("topic")?,
             partition: r.u32("partition")?,
@@ -327,6 +399,57 @@ fn decode_body<'a>(api: ApiKey, version: u16, r: &mut Reader<'a>) -> Result<Requ
             topic: r.str("topic")?,
             partitions: r.u32("partitions")?,
         },
+        ApiKey::OffsetsForLeaderEpoch => Request::OffsetsForLeaderEpoch {
+            topic: fetch_topic(r)?,
+            partition: r.u32("partition")?,
+            current_leader_epoch: r.epoch("current_leader_epoch")?,
+            leader_epoch: r.u32("leader_epoch")?,
+        },
+    })
+}
+
+/// Decodes a fetch body of `version` 1, 2 or 3.
+fn decode_fetch<'a>(version: u16, r: &mut Reader<'a>) -> Result<Request<'a>> {
+    let wait_ms_max = r.u32("wait_ms_max")?;
+    let bytes_min = r.u32("bytes_min")?;
+    let response_bytes_max = match version {
+        1 => limits::FETCH_RESPONSE_BYTES_DEFAULT,
+        _ => r.u32("response_bytes_max")?,
+    };
+    let replica_id = match version {
+        1 | 2 => "",
+        _ => bounded_str(r, "replica_id", limits::BROKER_ID_BYTES_MAX)?,
+    };
+    let count = r.u16("count")? as usize;
+    if count > FETCH_PARTITIONS_MAX {
+        return Err(ProtocolError(format!("{count} partitions in one fetch")));
+    }
+    // Each partition takes at least its fixed fields: a count the frame
+    // cannot hold allocates nothing.
+    let part_bytes_min = if version >= 3 {
+        2 + 4 + 8 + 4 + 8
+    } else {
+        2 + 4 + 8 + 4
+    };
+    let mut partitions = Vec::with_capacity(count.min(r.left() / part_bytes_min));
+    for _ in 0..count {
+        partitions.push(FetchPartition {
+            topic: fetch_topic(r)?,
+            partition: r.u32("partition")?,
+            offset: r.u64("offset")?,
+            bytes_max: r.u32("bytes_max")?,
+            leader_epoch: match version {
+                1 | 2 => None,
+                _ => r.epoch("leader_epoch")?,
+            },
+        });
+    }
+    Ok(Request::Fetch {
+        wait_ms_max,
+        bytes_min,
+        response_bytes_max,
+        replica_id,
+        partitions,
     })
 }
 
@@ -372,6 +495,7 @@ mod tests {
             partition: 1,
             offset: 258,
             bytes_max: 1 << 20,
+            leader_epoch: None,
         }];
         let want = FetchWant {
             wait_ms_max: 500,
@@ -391,6 +515,7 @@ mod tests {
                 wait_ms_max: 500,
                 bytes_min: 1,
                 response_bytes_max: 1 << 30,
+                replica_id: "",
                 partitions: parts.to_vec()
             }
         );
@@ -420,6 +545,7 @@ mod tests {
             partition: 1,
             offset: 258,
             bytes_max: 1 << 20,
+            leader_epoch: None,
         }];
         let want = FetchWant {
             wait_ms_max: 500,
@@ -439,6 +565,7 @@ mod tests {
                 wait_ms_max: 500,
                 bytes_min: 1,
                 response_bytes_max: limits::FETCH_RESPONSE_BYTES_DEFAULT,
+                replica_id: "",
                 partitions: parts.to_vec()
             }
         );
@@ -449,6 +576,169 @@ mod tests {
         fetch_request(&mut out, 8, want, &long);
         assert!(matches!(
             decode_request(&out[4..]),
+            Err(RequestError::Invalid(_))
+        ));
+    }
+
+    /// A follower's fetch of two partitions, one with an epoch.
+    fn replica_fetch_frame(replica_id: &str) -> (Vec<u8>, [FetchPartition; 2]) {
+        let parts = [
+            FetchPartition {
+                topic: "ab".into(),
+                partition: 1,
+                offset: 258,
+                bytes_max: 1 << 20,
+                leader_epoch: Some(7),
+            },
+            FetchPartition {
+                topic: "c".into(),
+                partition: 0,
+                offset: 0,
+                bytes_max: 9,
+                leader_epoch: None,
+            },
+        ];
+        let want = FetchWant {
+            wait_ms_max: 500,
+            bytes_min: 1,
+            response_bytes_max: 1 << 30,
+        };
+        let mut out = Vec::new();
+        replica_fetch_request(&mut out, 8, replica_id, want, &parts);
+        (out, parts)
+    }
+
+    // Golden frames of the replication requests, as the module docs give
+    // them.
+    #[test]
+    fn golden_replication_requests() {
+        let (out, parts) = replica_fetch_frame("b2");
+        assert_eq!(
+            hex(&out),
+            "51000000 0100 0300 08000000 \
+             f4010000 01000000 00000040 0200 6232 0200 \
+             0200 6162 01000000 0201000000000000 00001000 0700000000000000 \
+             0100 63 00000000 0000000000000000 09000000 ffffffffffffffff"
+                .replace(' ', "")
+        );
+        assert_eq!(
+            decode_request(&out[4..]).unwrap(),
+            (
+                RequestHeader {
+                    api_key: 1,
+                    api_version: 3,
+                    correlation_id: 8
+                },
+                Request::Fetch {
+                    wait_ms_max: 500,
+                    bytes_min: 1,
+                    response_bytes_max: 1 << 30,
+                    replica_id: "b2",
+                    partitions: parts.to_vec()
+                }
+            )
+        );
+        let mut out = Vec::new();
+        offsets_for_leader_epoch_request(&mut out, 12, "t", 3, Some(9), 4);
+        assert_eq!(
+            hex(&out),
+            "1b000000 0500 0100 0c000000 0100 74 03000000 0900000000000000 04000000"
+                .replace(' ', "")
+        );
+        assert_eq!(
+            decode_request(&out[4..]).unwrap().1,
+            Request::OffsetsForLeaderEpoch {
+                topic: "t".into(),
+                partition: 3,
+                current_leader_epoch: Some(9),
+                leader_epoch: 4
+            }
+        );
+        offsets_for_leader_epoch_request(&mut out, 12, "t", 3, None, u32::MAX);
+        assert_eq!(
+            decode_request(&out[4..]).unwrap().1,
+            Request::OffsetsForLeaderEpoch {
+                topic: "t".into(),
+                partition: 3,
+                current_leader_epoch: None,
+                leader_epoch: u32::MAX
+            },
+            "-1: not checked; the largest epoch there is"
+        );
+    }
+
+    #[test]
+    fn a_replication_request_cut_anywhere_is_invalid_and_whole_decodes() {
+        let mut epoch_end = Vec::new();
+        offsets_for_leader_epoch_request(&mut epoch_end, 1, "topic", 0, Some(1), 2);
+        for frame in [
+            replica_fetch_frame("b2").0,
+            replica_fetch_frame("").0,
+            epoch_end,
+        ] {
+            let body = &frame[4..];
+            for len in 0..body.len() {
+                assert!(
+                    matches!(decode_request(&body[..len]), Err(RequestError::Invalid(_))),
+                    "cut at {len} of {}",
+                    body.len()
+                );
+            }
+            assert!(decode_request(body).is_ok());
+            let mut longer = body.to_vec();
+            longer.push(0);
+            assert!(matches!(
+                decode_request(&longer),
+                Err(RequestError::Invalid(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn epochs_outside_minus_1_to_u32_max_and_long_replica_ids_are_invalid() {
+        let invalid = |frame: &[u8]| match decode_request(&frame[4..]) {
+            Err(RequestError::Invalid(e)) => e.0,
+            other => panic!("{other:?}"),
+        };
+        let (frame, _) = replica_fetch_frame("b2");
+        // The first partition's epoch ends where the second partition
+        // starts, 3 + 4 + 8 + 4 + 8 bytes before the frame ends.
+        let at = frame.len() - 27 - 8;
+        assert_eq!(frame[at..at + 8], 7i64.to_le_bytes());
+        for bad in [-2i64, i64::MIN, i64::from(u32::MAX) + 1, i64::MAX] {
+            let mut frame = frame.clone();
+            frame[at..at + 8].copy_from_slice(&bad.to_le_bytes());
+            let why = invalid(&frame);
+            assert!(why.contains(&format!("leader_epoch {bad}")), "{why}");
+        }
+        let mut top = frame.clone();
+        top[at..at + 8].copy_from_slice(&i64::from(u32::MAX).to_le_bytes());
+        assert!(decode_request(&top[4..]).is_ok(), "u32::MAX is an epoch");
+
+        let id = "b".repeat(limits::BROKER_ID_BYTES_MAX);
+        assert!(decode_request(&replica_fetch_frame(&id).0[4..]).is_ok());
+        let id = "b".repeat(limits::BROKER_ID_BYTES_MAX + 1);
+        let why = invalid(&replica_fetch_frame(&id).0);
+        assert!(why.contains("replica_id of 250 bytes"), "{why}");
+
+        let mut frame = Vec::new();
+        offsets_for_leader_epoch_request(&mut frame, 1, "t", 0, Some(1), 2);
+        let at = frame.len() - 12;
+        frame[at..at + 8].copy_from_slice(&(-3i64).to_le_bytes());
+        assert!(invalid(&frame).contains("current_leader_epoch -3"));
+        let long = "t".repeat(limits::TOPIC_NAME_BYTES_MAX + 1);
+        offsets_for_leader_epoch_request(&mut frame, 1, &long, 0, None, 2);
+        invalid(&frame);
+    }
+
+    #[test]
+    fn a_fetch_count_past_the_frame_is_invalid() {
+        let (mut frame, _) = replica_fetch_frame("");
+        // The count sits after the header, three u32s and the empty id.
+        let at = 4 + REQUEST_HEADER_BYTES + 12 + 2;
+        frame[at..at + 2].copy_from_slice(&(FETCH_PARTITIONS_MAX as u16).to_le_bytes());
+        assert!(matches!(
+            decode_request(&frame[4..]),
             Err(RequestError::Invalid(_))
         ));
     }
@@ -464,6 +754,12 @@ mod tests {
         ));
         create_topic_request(&mut out, 1, "x", 1);
         out[6] = 2;
+        assert!(matches!(
+            decode_request(&out[4..]),
+            Err(RequestError::Unsupported(_))
+        ));
+        let (mut out, _) = replica_fetch_frame("b2");
+        out[6] = 4;
         assert!(matches!(
             decode_request(&out[4..]),
             Err(RequestError::Unsupported(_))

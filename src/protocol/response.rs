@@ -3,7 +3,7 @@
 //! Their bodies are in the table of [`crate::protocol`].
 
 use super::frame::{put, Reader};
-use super::{ErrorCode, ProtocolError, Result};
+use super::{ErrorCode, ProtocolError, Result, FETCH_VERSION_REPLICA};
 
 /// Starts a response frame in `out` (cleared); [`finish_frame`](super::finish_frame) sets its length.
 pub fn start_response(out: &mut Vec<u8>, correlation_id: u32, error: ErrorCode, message: &str) {
@@ -67,53 +67,103 @@ pub struct FetchedPartition<'a> {
     pub start_offset: u64,
     /// One past the last visible offset.
     pub end_offset: u64,
+    /// The partition's current leader epoch as the broker knows it (a
+    /// version 3 response; `None` before, and when it has none).
+    pub leader_epoch: Option<u32>,
     /// Whole batches, as stored.
     pub records: &'a [u8],
 }
 
-/// Writes the header of one fetch-response partition; its `records_len`
-/// bytes of records follow (sent with `sendfile` by the broker).
-#[allow(clippy::too_many_arguments)]
-pub fn put_fetch_partition(
-    out: &mut Vec<u8>,
-    topic: &str,
-    partition: u32,
-    error: ErrorCode,
-    message: &str,
-    start_offset: u64,
-    end_offset: u64,
-    records_len: u32,
-) {
-    put::str(out, topic);
-    put::u32(out, partition);
-    put::u16(out, error as u16);
-    put::message(out, message);
-    put::u64(out, start_offset);
-    put::u64(out, end_offset);
-    put::u32(out, records_len);
+/// The header of one fetch-response partition, as the broker writes it:
+/// its `records_len` bytes of records follow (sent with `sendfile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchPartitionHead<'a> {
+    /// Topic.
+    pub topic: &'a str,
+    /// Partition.
+    pub partition: u32,
+    /// Error for this partition.
+    pub error: ErrorCode,
+    /// What was wrong.
+    pub message: &'a str,
+    /// First offset held.
+    pub start_offset: u64,
+    /// One past the last visible offset.
+    pub end_offset: u64,
+    /// The partition's current leader epoch (sent in version 3 only).
+    pub leader_epoch: Option<u32>,
+    /// Bytes of records that follow.
+    pub records_len: u32,
 }
 
-/// Decodes a fetch response body.
-pub fn decode_fetch_response<'a>(r: &mut Reader<'a>) -> Result<Vec<FetchedPartition<'a>>> {
+/// Writes the header of one partition of a fetch response of `version`
+/// (that of its request): the leader epoch goes in version 3 only, so an
+/// older client reads the bytes it always did.
+pub fn put_fetch_partition(out: &mut Vec<u8>, version: u16, head: &FetchPartitionHead<'_>) {
+    put::str(out, head.topic);
+    put::u32(out, head.partition);
+    put::u16(out, head.error as u16);
+    put::message(out, head.message);
+    put::u64(out, head.start_offset);
+    put::u64(out, head.end_offset);
+    if version >= FETCH_VERSION_REPLICA {
+        put::epoch(out, head.leader_epoch);
+    }
+    put::u32(out, head.records_len);
+}
+
+/// Decodes the body of a fetch response to a request of `version`.
+pub fn decode_fetch_response<'a>(
+    r: &mut Reader<'a>,
+    version: u16,
+) -> Result<Vec<FetchedPartition<'a>>> {
     let count = r.u16("count")? as usize;
-    let mut parts = Vec::with_capacity(count);
+    // A partition takes at least its fixed fields: a count the frame
+    // cannot hold allocates nothing.
+    let mut parts = Vec::with_capacity(count.min(r.left() / (2 + 4 + 2 + 2 + 8 + 8 + 4)));
     for _ in 0..count {
         let topic = r.str("topic")?;
         let partition = r.u32("partition")?;
         let error = ErrorCode::from_u16(r.u16("error")?);
         let message = r.str("message")?;
+        let start_offset = r.u64("start_offset")?;
+        let end_offset = r.u64("end_offset")?;
+        let leader_epoch = match version {
+            v if v >= FETCH_VERSION_REPLICA => r.epoch("leader_epoch")?,
+            _ => None,
+        };
         parts.push(FetchedPartition {
             topic,
             partition,
             error,
             message,
-            start_offset: r.u64("start_offset")?,
-            end_offset: r.u64("end_offset")?,
+            start_offset,
+            end_offset,
+            leader_epoch,
             records: r.bytes("records")?,
         });
     }
     r.finish("fetch response")?;
     Ok(parts)
+}
+
+/// Writes the body of an offsets_for_leader_epoch response: the largest
+/// epoch at or below the one asked and the offset where it ends here, or
+/// `None` (-1 and `2^64 - 1`, Kafka's undefined epoch and offset) when
+/// the log has no such epoch.
+pub fn put_epoch_end(out: &mut Vec<u8>, found: Option<(u32, u64)>) {
+    put::epoch(out, found.map(|(epoch, _)| epoch));
+    put::u64(out, found.map_or(u64::MAX, |(_, end)| end));
+}
+
+/// Decodes the body of an offsets_for_leader_epoch response: (epoch,
+/// end offset), or `None` when the log has no epoch at or below the one
+/// asked.
+pub fn decode_epoch_end(r: &mut Reader<'_>) -> Result<Option<(u32, u64)>> {
+    let epoch = r.epoch("leader_epoch")?;
+    let end_offset = r.u64("end_offset")?;
+    r.finish("offsets_for_leader_epoch response")?;
+    Ok(epoch.map(|e| (e, end_offset)))
 }
 
 /// One topic of a metadata response.
@@ -173,7 +223,7 @@ pub fn decode_metadata_response(r: &mut Reader<'_>) -> Result<Vec<TopicMetadata>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::finish_frame;
+    use crate::protocol::{finish_frame, RESPONSE_HEADER_BYTES};
 
     fn hex(b: &[u8]) -> String {
         b.iter().map(|x| format!("{x:02x}")).collect()
@@ -203,15 +253,153 @@ mod tests {
 
         start_response(&mut out, 1, ErrorCode::None, "");
         put::u16(&mut out, 1);
-        put_fetch_partition(&mut out, "t", 0, ErrorCode::None, "", 5, 9, 3);
+        let head = FetchPartitionHead {
+            topic: "t",
+            partition: 0,
+            error: ErrorCode::None,
+            message: "",
+            start_offset: 5,
+            end_offset: 9,
+            leader_epoch: Some(4),
+            records_len: 3,
+        };
+        put_fetch_partition(&mut out, 2, &head);
         out.extend_from_slice(b"abc");
         finish_frame(&mut out);
         let mut r = Reader::new(&out[4..]);
         decode_response_header(&mut r).unwrap();
-        let parts = decode_fetch_response(&mut r).unwrap();
+        let parts = decode_fetch_response(&mut r, 2).unwrap();
         assert_eq!(
             (parts[0].start_offset, parts[0].end_offset, parts[0].records),
             (5, 9, &b"abc"[..])
         );
+        assert_eq!(parts[0].leader_epoch, None, "version 2 carries no epoch");
+    }
+
+    /// A fetch answer of `version` with two partitions: one with records
+    /// and epoch 4, one failed without an epoch.
+    fn fetch_answer(version: u16) -> Vec<u8> {
+        let mut out = Vec::new();
+        start_response(&mut out, 1, ErrorCode::None, "");
+        put::u16(&mut out, 2);
+        let head = FetchPartitionHead {
+            topic: "t",
+            partition: 0,
+            error: ErrorCode::None,
+            message: "",
+            start_offset: 5,
+            end_offset: 9,
+            leader_epoch: Some(4),
+            records_len: 3,
+        };
+        put_fetch_partition(&mut out, version, &head);
+        out.extend_from_slice(b"abc");
+        let failed = FetchPartitionHead {
+            topic: "u",
+            error: ErrorCode::UnknownTopic,
+            message: "no",
+            start_offset: 0,
+            end_offset: 0,
+            leader_epoch: None,
+            records_len: 0,
+            ..head
+        };
+        put_fetch_partition(&mut out, version, &failed);
+        finish_frame(&mut out);
+        out
+    }
+
+    // A fetch answer's bytes in each version: versions 1 and 2 as they
+    // always were, version 3 with the epoch after end_offset.
+    #[test]
+    fn golden_fetch_responses_of_each_version() {
+        let v2 = "4d000000 01000000 0000 0000 0200 \
+                  0100 74 00000000 0000 0000 0500000000000000 0900000000000000 03000000 616263 \
+                  0100 75 00000000 0400 0200 6e6f 0000000000000000 0000000000000000 00000000";
+        assert_eq!(hex(&fetch_answer(1)), v2.replace(' ', ""));
+        assert_eq!(hex(&fetch_answer(2)), v2.replace(' ', ""));
+        let v3 = "5d000000 01000000 0000 0000 0200 \
+                  0100 74 00000000 0000 0000 0500000000000000 0900000000000000 \
+                  0400000000000000 03000000 616263 \
+                  0100 75 00000000 0400 0200 6e6f 0000000000000000 0000000000000000 \
+                  ffffffffffffffff 00000000";
+        let out = fetch_answer(3);
+        assert_eq!(hex(&out), v3.replace(' ', ""));
+        let mut r = Reader::new(&out[4..]);
+        decode_response_header(&mut r).unwrap();
+        let parts = decode_fetch_response(&mut r, 3).unwrap();
+        let got: Vec<_> = parts
+            .iter()
+            .map(|p| (p.topic.as_str(), p.error, p.leader_epoch, p.records))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("t", ErrorCode::None, Some(4), &b"abc"[..]),
+                ("u", ErrorCode::UnknownTopic, None, &b""[..])
+            ]
+        );
+        // Each version read as another does not decode.
+        for (version, read_as) in [(2, 3), (3, 2)] {
+            let out = fetch_answer(version);
+            let mut r = Reader::new(&out[4..]);
+            decode_response_header(&mut r).unwrap();
+            assert!(decode_fetch_response(&mut r, read_as).is_err());
+        }
+    }
+
+    #[test]
+    fn a_response_cut_anywhere_or_with_a_bad_epoch_is_an_error() {
+        for version in [2, 3] {
+            let out = fetch_answer(version);
+            let body = &out[4 + RESPONSE_HEADER_BYTES + 2..];
+            for len in 0..body.len() {
+                let mut r = Reader::new(&body[..len]);
+                assert!(
+                    decode_fetch_response(&mut r, version).is_err(),
+                    "cut at {len}"
+                );
+            }
+            assert!(decode_fetch_response(&mut Reader::new(body), version).is_ok());
+        }
+        let out = fetch_answer(3);
+        let at = 4 + RESPONSE_HEADER_BYTES + 2 + 2 + 2 + 1 + 4 + 2 + 2 + 8 + 8;
+        assert_eq!(out[at..at + 8], 4i64.to_le_bytes());
+        for bad in [-2i64, i64::from(u32::MAX) + 1] {
+            let mut out = out.clone();
+            out[at..at + 8].copy_from_slice(&bad.to_le_bytes());
+            let mut r = Reader::at(&out[4..], RESPONSE_HEADER_BYTES + 2);
+            let err = decode_fetch_response(&mut r, 3).unwrap_err();
+            assert!(err.0.contains(&format!("leader_epoch {bad}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn epoch_ends_round_trip_and_none_is_minus_1() {
+        for found in [
+            Some((0, 0)),
+            Some((7, 1 << 40)),
+            Some((u32::MAX, u64::MAX)),
+            None,
+        ] {
+            let mut out = Vec::new();
+            put_epoch_end(&mut out, found);
+            assert_eq!(out.len(), 16);
+            assert_eq!(decode_epoch_end(&mut Reader::new(&out)).unwrap(), found);
+            for len in 0..out.len() {
+                assert!(decode_epoch_end(&mut Reader::new(&out[..len])).is_err());
+            }
+            out.push(0);
+            assert!(
+                decode_epoch_end(&mut Reader::new(&out)).is_err(),
+                "trailing"
+            );
+        }
+        let mut none = Vec::new();
+        put_epoch_end(&mut none, None);
+        assert_eq!(hex(&none), "ffffffffffffffffffffffffffffffff");
+        let mut bad = (-2i64).to_le_bytes().to_vec();
+        bad.extend_from_slice(&0u64.to_le_bytes());
+        assert!(decode_epoch_end(&mut Reader::new(&bad)).is_err());
     }
 }

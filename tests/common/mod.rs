@@ -311,6 +311,54 @@ impl Drop for BrokerProc {
     }
 }
 
+/// A raw connection for bytes a client library would never send.
+pub struct Raw {
+    pub stream: std::net::TcpStream,
+}
+
+impl Raw {
+    /// Connects, reading answers for at most 20 s.
+    pub fn connect(addr: &str) -> Raw {
+        let stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        Raw { stream }
+    }
+
+    /// Sends bytes as they are.
+    pub fn send(&mut self, bytes: &[u8]) {
+        std::io::Write::write_all(&mut self.stream, bytes).unwrap();
+    }
+
+    /// The next response frame's body, or `None` when the broker closed
+    /// the connection.
+    pub fn response(&mut self) -> Option<Vec<u8>> {
+        let mut len = [0u8; 4];
+        if std::io::Read::read_exact(&mut self.stream, &mut len).is_err() {
+            return None;
+        }
+        let mut body = vec![0; u32::from_le_bytes(len) as usize];
+        std::io::Read::read_exact(&mut self.stream, &mut body).ok()?;
+        Some(body)
+    }
+
+    /// Sends a request and returns the response's error code and message.
+    pub fn call(&mut self, frame: &[u8]) -> (klog::protocol::ErrorCode, String, Vec<u8>) {
+        self.send(frame);
+        let body = self.response().expect("a response");
+        let mut r = klog::protocol::Reader::new(&body);
+        let h = klog::protocol::decode_response_header(&mut r).unwrap();
+        let rest = body[r.position()..].to_vec();
+        (h.error, h.message, rest)
+    }
+
+    /// Whether the broker closed the connection (no further answer).
+    pub fn closed(&mut self) -> bool {
+        self.response().is_none()
+    }
+}
+
 /// Produces `input` to `topic` on a broker with extra `args`.
 pub fn produce_to(addr: &str, topic: &str, input: &str, args: &[&str]) {
     bin("klog-produce")

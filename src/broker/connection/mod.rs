@@ -38,12 +38,27 @@ enum QueuedAnswer {
     /// A fetch, evaluated when its turn comes.
     Fetch {
         correlation_id: u32,
-        bytes_min: u32,
-        /// Bytes of records in the answer at most (but one batch).
-        response_bytes_max: u32,
         deadline: Instant,
-        partitions: Vec<FetchPartition>,
+        asked: FetchAsked,
     },
+}
+
+/// A fetch as its request said it, handed to [`transfer::fetch`]
+/// unchanged: the fetching replica and the leader epochs it believes
+/// current (version 3) reach the fetch's handling as decoded. Nothing
+/// checks them yet; a broker's leader and follower roles (issue 13) will.
+struct FetchAsked {
+    /// The request's version, which its answer is written in.
+    version: u16,
+    /// The fetching broker's id; empty for a consumer.
+    replica_id: String,
+    /// Bytes worth answering with before the deadline.
+    bytes_min: u32,
+    /// Bytes of records in the answer at most (but one batch).
+    response_bytes_max: u32,
+    /// What to read, each partition with the leader epoch the fetcher
+    /// believes current.
+    partitions: Vec<FetchPartition>,
 }
 
 /// Records an acks=all answer waits for: from `base_offset` to before

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{error_into, produced_into, Answer, Appended, QueuedAnswer, ReaderState};
+use super::{error_into, produced_into, Answer, Appended, FetchAsked, QueuedAnswer, ReaderState};
 use crate::broker::shared::{error_code, Partition, Shared};
 use crate::protocol::{self, put, ErrorCode, Request, RequestError, TopicMetadata};
 use crate::storage::log::{offset_for_timestamp_in, AppendInfo};
@@ -22,7 +22,8 @@ pub(super) fn handle(
     peer: SocketAddr,
     state: &mut ReaderState,
 ) -> Option<Answer> {
-    let correlation_id = protocol::decode_request_header(body).ok()?.correlation_id;
+    let header = protocol::decode_request_header(body).ok()?;
+    let correlation_id = header.correlation_id;
     let Some(request) = decode(shared, body, peer, correlation_id, &mut state.answer) else {
         return Some(Answer::Now);
     };
@@ -49,31 +50,50 @@ pub(super) fn handle(
             wait_ms_max,
             bytes_min,
             response_bytes_max,
+            replica_id,
             partitions,
         } => Some(Answer::Later(QueuedAnswer::Fetch {
             correlation_id,
-            bytes_min,
-            response_bytes_max,
             deadline: client_deadline(shared, wait_ms_max),
-            partitions,
+            asked: FetchAsked {
+                version: header.api_version,
+                replica_id: replica_id.to_string(),
+                bytes_min,
+                response_bytes_max,
+                partitions,
+            },
         })),
+        quick => {
+            answer_now(shared, &mut state.answer, correlation_id, quick);
+            Some(Answer::Now)
+        }
+    }
+}
+
+/// Answers a request that needs no wait (list_offsets, metadata,
+/// create_topic, offsets_for_leader_epoch) in `out`.
+fn answer_now(shared: &Shared, out: &mut Vec<u8>, correlation_id: u32, request: Request<'_>) {
+    match request {
         Request::ListOffsets {
             topic,
             partition,
             at,
-        } => {
-            let out = &mut state.answer;
-            list_offsets(shared, out, correlation_id, &topic, partition, at);
-            Some(Answer::Now)
-        }
-        Request::Metadata { topics } => {
-            metadata(shared, &mut state.answer, correlation_id, &topics);
-            Some(Answer::Now)
-        }
+        } => list_offsets(shared, out, correlation_id, &topic, partition, at),
+        Request::Metadata { topics } => metadata(shared, out, correlation_id, &topics),
         Request::CreateTopic { topic, partitions } => {
-            let out = &mut state.answer;
-            create_topic(shared, out, correlation_id, &topic, partitions);
-            Some(Answer::Now)
+            create_topic(shared, out, correlation_id, &topic, partitions)
+        }
+        Request::OffsetsForLeaderEpoch {
+            topic,
+            partition,
+            // Reaches here unchecked: a broker's roles (issue 13) will
+            // answer a stale one with fenced_epoch, a newer one with
+            // unknown_epoch.
+            current_leader_epoch: _,
+            leader_epoch,
+        } => offsets_for_leader_epoch(shared, out, correlation_id, &topic, partition, leader_epoch),
+        Request::Produce { .. } | Request::Fetch { .. } => {
+            unreachable!("the reader handles produce and fetch itself")
         }
     }
 }
@@ -272,6 +292,27 @@ fn list_offsets(
         }
         Err(e) => error_into(out, correlation_id, error_code(&e), &e.to_string()),
     }
+}
+
+/// Answers an offsets_for_leader_epoch request in `out`: where
+/// `leader_epoch` (or the largest epoch below it) ends in the partition's
+/// log, read under its lock.
+fn offsets_for_leader_epoch(
+    shared: &Shared,
+    out: &mut Vec<u8>,
+    correlation_id: u32,
+    topic: &str,
+    partition: u32,
+    leader_epoch: u32,
+) {
+    let p = match shared.partition(topic, partition) {
+        Ok(p) => p,
+        Err((code, msg)) => return error_into(out, correlation_id, code, &msg),
+    };
+    let found = p.lock().end_offset_for_epoch(leader_epoch);
+    let start = protocol::begin_response(out, correlation_id, ErrorCode::None, "");
+    protocol::put_epoch_end(out, found);
+    protocol::finish_frame(&mut out[start..]);
 }
 
 /// Answers a metadata request in `out`: the topics asked about, or all.
@@ -501,11 +542,12 @@ mod tests {
     fn a_fetch_is_left_to_the_writer() {
         let (_sim, shared) = shared();
         let mut state = ReaderState::default();
-        let asked = [FetchPartition {
+        let mut asked = [FetchPartition {
             topic: "t".into(),
             partition: 0,
             offset: 5,
             bytes_max: 100,
+            leader_epoch: None,
         }];
         let mut frame = Vec::new();
         // A wait shorter than the request timeout is kept as asked.
@@ -523,21 +565,82 @@ mod tests {
         let answer = send(&shared, &frame, &mut state);
         let Some(Answer::Later(QueuedAnswer::Fetch {
             correlation_id,
-            bytes_min,
-            response_bytes_max,
             deadline,
-            partitions,
+            asked: got,
         })) = answer
         else {
             panic!("a fetch waits its turn")
         };
         assert_eq!(
-            (correlation_id, bytes_min, response_bytes_max, partitions),
-            (9, 10, 1 << 30, asked.to_vec())
+            (correlation_id, got.version, got.replica_id.as_str()),
+            (9, 2, "")
+        );
+        assert_eq!(
+            (got.bytes_min, got.response_bytes_max, got.partitions),
+            (10, 1 << 30, asked.to_vec())
         );
         let asked_wait = Duration::from_millis(u64::from(wait_ms));
         assert!(deadline > Instant::now() + asked_wait - Duration::from_secs(2));
         assert!(deadline <= Instant::now() + asked_wait);
+        // A follower's fetch: its id and epochs reach the writer as sent.
+        asked[0].leader_epoch = Some(7);
+        let want = protocol::FetchWant {
+            wait_ms_max: 0,
+            bytes_min: 1,
+            response_bytes_max: 5,
+        };
+        protocol::replica_fetch_request(&mut frame, 10, "b2", want, &asked);
+        let Some(Answer::Later(QueuedAnswer::Fetch { asked: got, .. })) =
+            send(&shared, &frame, &mut state)
+        else {
+            panic!("a fetch waits its turn")
+        };
+        assert_eq!(
+            (got.version, got.replica_id.as_str(), got.partitions),
+            (3, "b2", asked.to_vec())
+        );
+    }
+
+    #[test]
+    fn offsets_for_leader_epoch_answers_from_the_log_and_refuses_what_it_lacks() {
+        let (_sim, shared) = shared();
+        let p = crate::broker::testing::partition(&shared, "t");
+        crate::broker::testing::append(&p);
+        p.lock().set_leader_epoch(3).unwrap();
+        crate::broker::testing::append(&p);
+        let mut state = ReaderState::default();
+        let mut frame = Vec::new();
+        for (id, (topic, partition, epoch)) in [("t", 0, 2), ("t", 0, 4), ("u", 0, 0), ("t", 1, 0)]
+            .into_iter()
+            .enumerate()
+        {
+            protocol::offsets_for_leader_epoch_request(
+                &mut frame, id as u32, topic, partition, None, epoch,
+            );
+            assert!(matches!(
+                send(&shared, &frame, &mut state),
+                Some(Answer::Now)
+            ));
+        }
+        let got: Vec<_> = answers(&state.answer)
+            .into_iter()
+            .map(|(_, code, body)| {
+                let end = (code == ErrorCode::None)
+                    .then(|| protocol::decode_epoch_end(&mut Reader::new(&body)).unwrap());
+                (code, end)
+            })
+            .collect();
+        let next = p.lock().next_offset();
+        assert_eq!(
+            got,
+            [
+                (ErrorCode::None, Some(Some((0, 1)))),
+                (ErrorCode::None, Some(None)),
+                (ErrorCode::UnknownTopic, None),
+                (ErrorCode::UnknownPartition, None),
+            ],
+            "epoch 2: epoch 0, ending where 3 starts; 4 is newer than the log ({next})"
+        );
     }
 
     #[test]

@@ -8,8 +8,8 @@ use std::net::TcpStream;
 use std::os::fd::AsFd;
 use std::time::Instant;
 
-use super::flush_out;
-use crate::broker::shared::{error_code, Shared};
+use super::{flush_out, FetchAsked};
+use crate::broker::shared::{error_code, Partition, Shared};
 use crate::limits;
 use crate::protocol::{self, put, ErrorCode, FetchPartition};
 use crate::storage::log::FileSlice;
@@ -21,21 +21,42 @@ struct Part {
 }
 
 /// Answers a fetch: waits up to `deadline` for `bytes_min` visible bytes
-/// (or an error, or a stop), then writes the answer, its records (at most
-/// `response_bytes_max` of them, but one batch) with `sendfile`.
+/// (or an error, or a stop), then writes the answer, in the request's
+/// version, and its records (at most `response_bytes_max` of them, but
+/// one batch) with `sendfile`.
 pub(super) fn fetch(
     shared: &Shared,
     stream: &TcpStream,
     correlation_id: u32,
-    (bytes_min, response_bytes_max): (u32, u32),
     deadline: Instant,
-    asked: &[FetchPartition],
+    asked: &FetchAsked,
 ) -> io::Result<()> {
-    let budget = u64::from(response_bytes_max).min(limits::FETCH_RESPONSE_BYTES_MAX);
+    let budget = u64::from(asked.response_bytes_max).min(limits::FETCH_RESPONSE_BYTES_MAX);
+    let (version, bytes_min) = (asked.version, asked.bytes_min);
+    let replica = !asked.replica_id.is_empty();
+    // A follower's fetch is checked against the leader's epoch and counts
+    // as its progress once, when it comes.
+    let refused: Vec<Refusal> = if replica {
+        asked
+            .partitions
+            .iter()
+            .map(|a| {
+                shared
+                    .partition(&a.topic, a.partition)
+                    .and_then(|p| {
+                        p.replica_fetched(shared, &asked.replica_id, a.leader_epoch, a.offset)
+                    })
+                    .err()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let asked = &asked.partitions[..];
     // Registered before the first look: a flush after it wakes the wait.
     let watch = shared.watch_fetch(asked);
     let parts = loop {
-        let (parts, bytes, errors) = gather(shared, asked, budget);
+        let (parts, bytes, errors) = gather(shared, (version, replica), (asked, &refused), budget);
         let done = bytes >= u64::from(bytes_min)
             || errors
             || Instant::now() >= deadline
@@ -76,57 +97,46 @@ fn response_head(correlation_id: u32, count: u16, body_bytes: u64) -> io::Result
     Ok(head)
 }
 
-/// Finds each partition's byte range within the response's `budget`;
-/// returns the parts, their bytes, and whether any partition had an error.
+/// Finds each partition's byte range within the response's `budget`, and
+/// writes its header in `version`; returns the parts, their bytes, and
+/// whether any partition had an error (those `refused` by the replica
+/// checks have theirs).
 /// A partition may pass its own `bytes_max` by one whole batch, but only
 /// the first partition with records may pass what is left of the
 /// response's budget (by one whole batch), so that a fetch always
 /// progresses and a response never carries more than its budget and a
 /// batch.
-fn gather(shared: &Shared, asked: &[FetchPartition], budget: u64) -> (Vec<Part>, u64, bool) {
+fn gather(
+    shared: &Shared,
+    (version, replica): (u16, bool),
+    (asked, refused): (&[FetchPartition], &[Refusal]),
+    budget: u64,
+) -> (Vec<Part>, u64, bool) {
     let mut parts = Vec::with_capacity(asked.len());
     let (mut bytes, mut errors) = (0u64, false);
-    for a in asked {
+    for (i, a) in asked.iter().enumerate() {
         // Past the response's budget, the other partitions wait for the
         // next fetch.
         let left = budget.saturating_sub(bytes);
         let budget_bytes = u64::from(a.bytes_max).min(left);
         let mut header = Vec::new();
-        let (code, msg, start, end, slice) = match shared.partition(&a.topic, a.partition) {
+        let mut epoch = None;
+        let found = match refused.get(i).cloned().flatten() {
+            Some(refusal) => Err(refusal),
+            None => shared
+                .partition(&a.topic, a.partition)
+                .and_then(|p| locate(&p, a, replica, budget_bytes)),
+        };
+        let (code, msg, start, end, slice) = match found {
             Err((code, msg)) => (code, msg, 0, 0, None),
-            Ok(p) => {
-                let (start, end, located) = {
-                    let log = p.lock();
-                    let end = p.readable_end(&log);
-                    let located = end
-                        .clone()
-                        .map(|end| (end, log.locate_below(a.offset, budget_bytes, end)));
-                    (log.start_offset(), end, located)
-                };
-                let (end, located) = match (end, located) {
-                    (Ok(_), Ok((end, located))) => (end, located),
-                    (Err((code, msg)), _) | (_, Err((code, msg))) => {
-                        errors = true;
-                        protocol::put_fetch_partition(
-                            &mut header,
-                            &a.topic,
-                            a.partition,
-                            code,
-                            &msg,
-                            0,
-                            0,
-                            0,
-                        );
-                        parts.push(Part {
-                            header,
-                            slice: None,
-                        });
-                        continue;
-                    }
-                };
+            Ok(located) => {
+                epoch = located.leader_epoch;
+                let (start, end) = (located.start, located.end);
                 // The batch headers are read with the lock let go: on a
                 // cold page cache they are slow, and appends need not wait.
-                let found = located.and_then(|l| l.map_or(Ok(None), |l| l.find()));
+                let found = located
+                    .lookup
+                    .and_then(|l| l.map_or(Ok(None), |l| l.find()));
                 match found {
                     Ok(_) if budget_bytes == 0 => {
                         (ErrorCode::None, String::new(), start, end, None)
@@ -144,19 +154,57 @@ fn gather(shared: &Shared, asked: &[FetchPartition], budget: u64) -> (Vec<Part>,
         errors |= code != ErrorCode::None;
         let len = slice.as_ref().map_or(0, |s| s.len);
         bytes += len;
-        protocol::put_fetch_partition(
-            &mut header,
-            &a.topic,
-            a.partition,
-            code,
-            &msg,
-            start,
-            end,
-            len as u32,
-        );
+        let head = protocol::FetchPartitionHead {
+            topic: &a.topic,
+            partition: a.partition,
+            error: code,
+            message: &msg,
+            start_offset: start,
+            end_offset: end,
+            leader_epoch: epoch,
+            records_len: len as u32,
+        };
+        protocol::put_fetch_partition(&mut header, version, &head);
         parts.push(Part { header, slice });
     }
     (parts, bytes, errors)
+}
+
+/// Why a replica check refused a partition of a fetch, if it did.
+type Refusal = Option<(ErrorCode, String)>;
+
+/// Where a partition's records for a fetch are, found under its lock.
+struct Located {
+    start: u64,
+    /// The end the answer reports: what consumers may read (the high
+    /// watermark of a replicated partition).
+    end: u64,
+    leader_epoch: Option<u32>,
+    lookup: crate::error::Result<Option<crate::storage::log::Lookup>>,
+}
+
+/// Finds where `a`'s records are in `p`: for a consumer, below what it
+/// may read (only from a leader); for a follower, everything durable here.
+fn locate(
+    p: &Partition,
+    a: &FetchPartition,
+    replica: bool,
+    budget_bytes: u64,
+) -> std::result::Result<Located, (ErrorCode, String)> {
+    let log = p.lock();
+    let (end, lookup) = if replica {
+        let hw = p.high_watermark.load(std::sync::atomic::Ordering::Acquire);
+        (hw, log.locate(a.offset, budget_bytes))
+    } else {
+        let end = p.readable_end(&log)?;
+        (end, log.locate_below(a.offset, budget_bytes, end))
+    };
+    Ok(Located {
+        start: log.start_offset(),
+        end,
+        leader_epoch: Some(log.leader_epoch()),
+        lookup,
+    })
 }
 
 /// Sends a segment's byte range with `sendfile`: from the page cache to the
@@ -225,11 +273,12 @@ mod tests {
             partition: 0,
             offset,
             bytes_max,
+            leader_epoch: None,
         };
-        let (_, bytes, errors) = gather(&shared, &[ask(0, 1 << 20)], 1 << 30);
+        let (_, bytes, errors) = gather(&shared, (2, false), (&[ask(0, 1 << 20)], &[]), 1 << 30);
         assert_eq!((bytes, errors), (0, false), "not visible before its flush");
         flush_partition(&shared, &p);
-        let (parts, bytes, errors) = gather(&shared, &[ask(0, 1 << 20), ask(0, 0)], 1 << 30);
+        let (parts, bytes, errors) = gather(&shared, (2, false), (&[ask(0, 1 << 20), ask(0, 0)], &[]), 1 << 30);
         assert!(bytes > 0 && !errors);
         assert!(parts[0].slice.is_some());
         assert!(
@@ -240,7 +289,7 @@ mod tests {
             topic: "none".into(),
             ..ask(0, 1)
         };
-        let (parts, _, errors) = gather(&shared, &[unknown], 1 << 30);
+        let (parts, _, errors) = gather(&shared, (2, false), (&[unknown], &[]), 1 << 30);
         assert!(errors);
         let mut r = Reader::new(&parts[0].header);
         let (_, _, code) = (
@@ -264,9 +313,10 @@ mod tests {
             partition: 0,
             offset: 0,
             bytes_max: 1 << 20,
+            leader_epoch: None,
         };
         let lens = |budget| {
-            let (parts, bytes, errors) = gather(&shared, &[ask("a"), ask("b")], budget);
+            let (parts, bytes, errors) = gather(&shared, (2, false), (&[ask("a"), ask("b")], &[]), budget);
             assert!(!errors);
             let lens: Vec<u64> = parts
                 .iter()
@@ -289,7 +339,7 @@ mod tests {
             [batch, 0],
             "the first batch goes whatever the budget: the fetch progresses"
         );
-        let (parts, _, _) = gather(&shared, &[ask("a"), ask("b")], 0);
+        let (parts, _, _) = gather(&shared, (2, false), (&[ask("a"), ask("b")], &[]), 0);
         assert!(
             parts.iter().all(|p| p.slice.is_none()),
             "no budget, no records"

@@ -116,20 +116,11 @@ impl Writer<'_> {
             }
             QueuedAnswer::Fetch {
                 correlation_id,
-                bytes_min,
-                response_bytes_max,
                 deadline,
-                partitions,
+                asked,
             } => {
                 self.flush()?;
-                fetch(
-                    self.shared,
-                    self.stream,
-                    correlation_id,
-                    (bytes_min, response_bytes_max),
-                    deadline,
-                    &partitions,
-                )?;
+                fetch(self.shared, self.stream, correlation_id, deadline, &asked)?;
                 self.queued_count.fetch_sub(1, Ordering::AcqRel);
             }
         }
