@@ -37,6 +37,22 @@
 //! ([`crate::storage::recover`]); one closed cleanly is trusted up to the last
 //! index entry of its active segment.
 //!
+//! # A follower's appends and truncation
+//!
+//! A follower appends the leader's batches unchanged, at the offsets the
+//! leader gave them ([`Log::append_replicated`]): its segments hold the
+//! same bytes as the leader's, and its epoch file the same epochs. Where
+//! its log stops agreeing with the leader's, it cuts it
+//! ([`Log::truncate_to`]), or empties it to start where the leader's
+//! starts ([`Log::reset_to`]). Both are durable when they return: the cut
+//! segment is fsynced and later ones removed with the directory fsynced
+//! before the epoch file loses their epochs, and the recovery point, the
+//! flushed and the visible offsets never stay above the cut; appends
+//! gathered past the cut are dropped unwritten, and a [`PendingFlush`]
+//! begun before is waited for and then void (`log::replica` says how).
+//! A directory a reset left without segments (a crash) opens empty at
+//! its recovery point.
+//!
 //! # Faults
 //!
 //! - **A failed write** (a full disk) undoes every append that had not
@@ -58,6 +74,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, IoContext, Result};
@@ -73,11 +90,13 @@ use crate::storage::segment::{PreparedSegment, Segment};
 mod epochs;
 mod flush;
 mod read;
+mod replica;
 mod roll;
 
 pub use flush::{Fate, PendingFlush};
 use flush::{OutsideSyncs, Undos};
 pub use read::{offset_for_timestamp_in, Lookup};
+pub use replica::ReplicaAppend;
 use roll::{record_recovery_point, Sealed};
 pub use roll::{Publish, SegmentPrep};
 
@@ -270,6 +289,9 @@ pub struct Log {
     failed: Option<String>,
     /// The fsyncs of [`PendingFlush`]es, outside the lock.
     outside: Arc<OutsideSyncs>,
+    /// Truncations so far: a [`PendingFlush`] or a [`Publish`] begun before
+    /// one speaks for records that may be gone, and shows nothing.
+    truncations: Arc<AtomicU64>,
     /// A write failed and nothing was written since: appends go to the file
     /// at once, so that the next failure is the append's own error.
     write_failing: bool,
@@ -298,8 +320,15 @@ impl Log {
             None
         };
         // Where the segments began before recovery could quarantine any: a
-        // log none of whose segments is kept starts again there.
+        // log none of whose segments is kept starts again there. A
+        // directory without segments starts at its recovery point (0 when
+        // it has none): a reset (`Log::reset_to`) cut by a crash between
+        // removing the old segments and creating the new one.
         let (listed, _) = recover::list_partition(&*vfs, dir)?;
+        let start = match listed.first() {
+            Some((base, _)) => *base,
+            None => recover::read_recovery_point(&*vfs, dir),
+        };
         let mut recovery = recover_on_open(&*vfs, dir, &config, options.writable)?;
         if options.writable {
             let recover = || recover_on_open(&*vfs, dir, &config, true);
@@ -330,6 +359,7 @@ impl Log {
             undos: Undos::default(),
             failed: None,
             outside: Arc::default(),
+            truncations: Arc::default(),
             write_failing: false,
             leader_epoch,
             epochs,
@@ -337,7 +367,7 @@ impl Log {
             _lock: lock,
         };
         if options.writable {
-            log.start_writing(listed.first().map_or(0, |s| s.0))?;
+            log.start_writing(start)?;
         } else if log.segments.is_empty() {
             return Err(recover::corrupt(dir, 0, "no readable segment"));
         }
@@ -402,6 +432,11 @@ impl Log {
             .values_mut()
             .next_back()
             .expect("a log has a segment")
+    }
+
+    /// The number of truncations so far.
+    fn truncations_now(&self) -> u64 {
+        self.truncations.load(Ordering::SeqCst)
     }
 
     /// The first offset held.
@@ -477,13 +512,26 @@ impl Log {
     ) -> Result<AppendInfo> {
         self.maybe_roll(batch.len() as u64, header.record_count, now_ms)?;
         let base_offset = self.next_offset();
-        self.record_epoch(base_offset)?;
+        self.record_epoch(self.leader_epoch, base_offset)?;
         record::stamp(batch, base_offset, self.leader_epoch);
         let header = BatchHeader {
             base_offset,
             leader_epoch: self.leader_epoch,
             ..header
         };
+        self.write_to_active(batch, &header, now_ms)?;
+        Ok(AppendInfo {
+            base_offset,
+            last_offset: header.last_offset(),
+            record_count: header.record_count,
+            epoch: self.undos.epoch(),
+        })
+    }
+
+    /// Appends a batch whose header is final (its base offset the next
+    /// offset) to the active segment: gathered or written, counted as
+    /// unflushed, flushed when the flush policy says so.
+    fn write_to_active(&mut self, batch: &[u8], header: &BatchHeader, now_ms: i64) -> Result<()> {
         let interval_bytes = self.config.index_interval_bytes;
         // Readers that see unflushed records need them in the file now;
         // after a failed write, so does the producer (its own error).
@@ -493,7 +541,7 @@ impl Log {
             0
         };
         self.active_mut()
-            .append(batch, &header, interval_bytes, now_ms, buffer_bytes)?;
+            .append(batch, header, interval_bytes, now_ms, buffer_bytes)?;
         self.unflushed_records += u64::from(header.record_count);
         self.oldest_unflushed_ms.get_or_insert(now_ms);
         if !self.config.hides_unflushed() {
@@ -506,12 +554,7 @@ impl Log {
         {
             self.flush()?;
         }
-        Ok(AppendInfo {
-            base_offset,
-            last_offset: header.last_offset(),
-            record_count: header.record_count,
-            epoch: self.undos.epoch(),
-        })
+        Ok(())
     }
 
     fn maybe_roll(&mut self, batch_bytes: u64, record_count: u32, now_ms: i64) -> Result<()> {

@@ -597,6 +597,22 @@ pub fn set_batch_extent(
     seal_header(batch);
 }
 
+/// The length of the longest prefix of `bytes` made of whole batches, by
+/// their length fields alone (no CRC or other check): where a fetch
+/// response cut short by its byte budget stops being whole batches.
+pub fn whole_batches_len(bytes: &[u8]) -> usize {
+    let mut end = 0;
+    while let Some(prefix) = bytes.get(end..end + BATCH_LENGTH_PREFIX_BYTES) {
+        let batch_length = u64::from(u32_at(prefix, BATCH_LENGTH_OFFSET));
+        let total = BATCH_LENGTH_PREFIX_BYTES as u64 + batch_length;
+        if total > (bytes.len() - end) as u64 {
+            break;
+        }
+        end += total as usize;
+    }
+    end
+}
+
 /// Writes the header CRC where the batch's magic puts it.
 fn seal_header(batch: &mut [u8]) {
     let crc_at = header_bytes_of(batch[MAGIC_OFFSET]) - 4;
@@ -736,6 +752,34 @@ mod tests {
         assert_eq!(records[2].value.len(), 300);
         let sum: u32 = records.iter().map(|r| r.encoded_bytes).sum();
         assert_eq!(sum as usize + BATCH_HEADER_BYTES, bytes.len());
+    }
+
+    #[test]
+    fn whole_batches_len_stops_before_a_batch_the_bytes_cut_short() {
+        let one = build(&[(1, None, vec![], b"a"), (2, None, vec![], b"bb")]);
+        let two = build(&[(3, Some(b"k"), vec![], b"ccc")]);
+        let mut bytes = one.clone();
+        bytes.extend_from_slice(&two);
+        assert_eq!(whole_batches_len(&bytes), bytes.len());
+        assert_eq!(whole_batches_len(&[]), 0);
+        // Cut anywhere in the second batch (its length field included):
+        // only the first is whole.
+        for cut in one.len()..bytes.len() {
+            assert_eq!(whole_batches_len(&bytes[..cut]), one.len(), "cut at {cut}");
+        }
+        for cut in 0..one.len() {
+            assert_eq!(whole_batches_len(&bytes[..cut]), 0, "cut at {cut}");
+        }
+        // By the length fields only: a damaged record still counts.
+        let mut damaged = bytes.clone();
+        *damaged.last_mut().unwrap() ^= 0xff;
+        assert_eq!(whole_batches_len(&damaged), bytes.len());
+        // A length that claims more than there is ends the prefix; so does
+        // one claiming the most a u32 can (no overflow).
+        let mut huge = one.clone();
+        huge.extend_from_slice(&[0; 8]);
+        huge.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(whole_batches_len(&huge), one.len());
     }
 
     #[test]

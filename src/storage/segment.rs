@@ -554,6 +554,110 @@ impl Segment {
         Ok(())
     }
 
+    /// Removes the records at or past `offset` (a cut inside a batch
+    /// removes that whole batch), which must be in this segment: gathered
+    /// appends past the cut are dropped unwritten; bytes in the file are
+    /// cut, and the cut fsynced, before this returns; the index entries
+    /// past it go (a mapped index is synced). Returns the new next offset.
+    pub(crate) fn truncate_to(&mut self, offset: u64) -> Result<u64> {
+        self.check_broken()?;
+        if offset >= self.next_offset {
+            return Ok(self.next_offset);
+        }
+        let (position, next_offset) = self.batch_start(offset)?;
+        let keep = self
+            .entries
+            .partition_point(|e| u64::from(e.position) < position);
+        let max_timestamp = self.max_timestamp_before(keep, position)?;
+        if position < self.written.size {
+            self.unwritten.clear();
+            self.file.set_len(position).ctx("truncate", &self.path)?;
+            // The cut is durable before anything depends on it: a power
+            // cut must not bring the removed records back.
+            self.file.sync_data().ctx("fsync", &self.path)?;
+        } else {
+            self.unwritten
+                .truncate((position - self.written.size) as usize);
+        }
+        self.entries.truncate(keep);
+        let in_file = position < self.written.size;
+        if let Some(index) = self.index.as_mut() {
+            index.truncate_to_position(u32::try_from(position).unwrap_or(u32::MAX));
+            // Entries of gathered appends never had to be durable.
+            if in_file {
+                index.flush()?;
+            }
+        }
+        self.size = position;
+        self.next_offset = next_offset;
+        self.max_timestamp = max_timestamp;
+        let last = self
+            .entries
+            .last()
+            .map_or(SEGMENT_HEADER_BYTES as u64, |e| u64::from(e.position));
+        self.bytes_since_index = position - last;
+        if self.is_empty() {
+            self.first_append_ms = None;
+            self.last_append_ms = None;
+        }
+        if self.unwritten.is_empty() {
+            self.mark_written();
+        }
+        Ok(next_offset)
+    }
+
+    /// The position and base offset of the batch holding `offset` (below
+    /// the next offset), found from the index by a scan of batch headers.
+    fn batch_start(&self, offset: u64) -> Result<(u64, u64)> {
+        let mut position = self.scan_start(offset);
+        while position < self.size {
+            let header = self.header_at(position)?;
+            if header.next_offset() > offset {
+                return Ok((position, header.base_offset));
+            }
+            position += header.total_bytes();
+        }
+        Ok((self.size, self.next_offset))
+    }
+
+    /// The largest timestamp of the batches before `position`, the first
+    /// `keep` index entries among them: the last entry's, and those of the
+    /// batches from it on.
+    fn max_timestamp_before(&self, keep: usize, position: u64) -> Result<i64> {
+        let (mut at, mut max) = match keep.checked_sub(1).map(|i| self.entries[i]) {
+            Some(e) => (u64::from(e.position), e.max_timestamp),
+            None => (SEGMENT_HEADER_BYTES as u64, i64::MIN),
+        };
+        while at < position {
+            let header = self.header_at(at)?;
+            max = max.max(header.max_timestamp);
+            at += header.total_bytes();
+        }
+        Ok(max)
+    }
+
+    /// The header of the batch at `position`: gathered in memory or in the
+    /// file.
+    fn header_at(&self, position: u64) -> Result<BatchHeader> {
+        let mut buf = [0u8; BATCH_HEADER_BYTES];
+        let bytes = if position >= self.written.size {
+            let from = (position - self.written.size) as usize;
+            let rest = &self.unwritten[from.min(self.unwritten.len())..];
+            &rest[..rest.len().min(BATCH_HEADER_BYTES)]
+        } else {
+            let n = (self.written.size - position).min(BATCH_HEADER_BYTES as u64) as usize;
+            self.file
+                .read_exact_at(&mut buf[..n], position)
+                .ctx("read", &self.path)?;
+            &buf[..n]
+        };
+        BatchHeader::decode(bytes, crate::limits::BATCH_BYTES_MAX).map_err(|e| Error::Corrupt {
+            path: self.path.clone(),
+            position,
+            reason: e.to_string(),
+        })
+    }
+
     fn check_broken(&self) -> Result<()> {
         if self.broken {
             return Err(crate::error::Error::Corrupt {

@@ -44,18 +44,14 @@ impl Log {
         self.epochs.end_offset_for_epoch(epoch, self.next_offset())
     }
 
-    /// Before a batch of the log's epoch is written at `base_offset`: when
-    /// that epoch is new to the file, records it there, durably, first.
-    pub(super) fn record_epoch(&mut self, base_offset: u64) -> Result<()> {
-        if self
-            .epochs
-            .latest()
-            .is_some_and(|e| e.epoch >= self.leader_epoch)
-        {
+    /// Before a batch of leader epoch `epoch` is written at `base_offset`:
+    /// when that epoch is new to the file, records it there, durably, first.
+    pub(super) fn record_epoch(&mut self, epoch: u32, base_offset: u64) -> Result<()> {
+        if self.epochs.latest().is_some_and(|e| e.epoch >= epoch) {
             return Ok(());
         }
         let mut epochs = self.epochs.clone();
-        epochs.assign(self.leader_epoch, base_offset);
+        epochs.assign(epoch, base_offset);
         epochs.write(&*self.vfs, &self.dir)?;
         self.epochs = epochs;
         Ok(())

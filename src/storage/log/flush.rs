@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::roll::{Publish, Sealed};
@@ -34,15 +34,16 @@ pub enum Fate {
 const UNDOS_REMEMBERED: usize = 1024;
 
 /// The undos a log remembers, for [`Log::fate`]. Each failed write that
-/// undoes appends starts a new epoch; an append carries the epoch it was
-/// made in.
+/// undoes appends, and each truncation, starts a new epoch; an append
+/// carries the epoch it was made in.
 #[derive(Debug, Default)]
 pub(super) struct Undos {
     /// Bumped by each undo.
     epoch: u64,
-    /// For recent undos: the epoch each started and the first offset it
-    /// undid.
-    recent: VecDeque<(u64, u64)>,
+    /// For recent undos: the epoch each started, the first offset it
+    /// undid, and whether it was a truncation (which removes records that
+    /// were in the file, not only gathered ones).
+    recent: VecDeque<(u64, u64, bool)>,
 }
 
 impl Undos {
@@ -51,10 +52,12 @@ impl Undos {
         self.epoch
     }
 
-    /// Notes an undo of the appends from offset `first_undone` on.
-    fn note(&mut self, first_undone: u64) {
+    /// Notes an undo of the appends from offset `first_undone` on: of
+    /// those gathered in memory (a failed write), or of all (`truncation`).
+    pub(super) fn note(&mut self, first_undone: u64, truncation: bool) {
         self.epoch += 1;
-        self.recent.push_back((self.epoch, first_undone));
+        self.recent
+            .push_back((self.epoch, first_undone, truncation));
         if self.recent.len() > UNDOS_REMEMBERED {
             self.recent.pop_front();
         }
@@ -67,13 +70,17 @@ impl Undos {
         if epoch == self.epoch {
             return None;
         }
-        // Only the first undo after the append can have undone it: if it
-        // did not, the records were in the file by then.
-        match self.recent.iter().find(|(e, _)| *e == epoch + 1) {
-            Some((_, from)) if last_offset >= *from => Some(Fate::Undone),
-            Some(_) => None,
-            None => Some(Fate::Unknown),
+        // Of the failed writes, only the first undo after the append can
+        // have undone it: if it did not, the records were in the file by
+        // then. A truncation removes records from the file too.
+        if !self.recent.iter().any(|(e, ..)| *e == epoch + 1) {
+            return Some(Fate::Unknown);
         }
+        self.recent
+            .iter()
+            .filter(|(e, _, truncation)| *e == epoch + 1 || (*e > epoch && *truncation))
+            .any(|(_, from, _)| last_offset >= *from)
+            .then_some(Fate::Undone)
     }
 }
 
@@ -105,7 +112,7 @@ impl OutsideSyncs {
     }
 
     /// Waits until none is pending; whether one failed.
-    fn settled_failed(&self) -> bool {
+    pub(super) fn settled_failed(&self) -> bool {
         let mut state = self.state();
         while state.0 > 0 {
             state = self.done.wait(state).unwrap_or_else(|p| p.into_inner());
@@ -119,9 +126,17 @@ impl OutsideSyncs {
 /// active segment's data, and the segments rolled since the last flush
 /// (their data and their indexes). The log counts it as pending from
 /// [`Log::begin_flush`] until it is synced or dropped.
+///
+/// A truncation of the log ([`Log::truncate_to`], [`Log::reset_to`]) waits
+/// for the syncs of the flushes begun before it, and voids them: their
+/// [`Log::complete_flush`] shows nothing, and their
+/// [`PendingFlush::next_offset`] is 0 (the truncation itself made what it
+/// kept durable).
 #[derive(Debug)]
 pub struct PendingFlush {
     outside: Arc<OutsideSyncs>,
+    /// The log's truncations so far, and when it began.
+    truncations: (Arc<AtomicU64>, u64),
     /// Whether `sync` ran (and told `outside`).
     finished: AtomicBool,
     file: Arc<dyn VFile>,
@@ -148,9 +163,18 @@ impl PendingFlush {
         synced
     }
 
-    /// One past the last record it covers.
+    /// One past the last record it covers; 0 once the log was truncated
+    /// after it began (it speaks for no record any more).
     pub fn next_offset(&self) -> u64 {
+        if self.is_void() {
+            return 0;
+        }
         self.next_offset
+    }
+
+    /// Whether the log was truncated after it began.
+    fn is_void(&self) -> bool {
+        self.truncations.0.load(Ordering::SeqCst) != self.truncations.1
     }
 }
 
@@ -170,7 +194,7 @@ impl Log {
         let Some(from) = self.active_mut().take_undone() else {
             return;
         };
-        self.undos.note(from);
+        self.undos.note(from, false);
         self.write_failing = true;
         // Only appends past the last write are undone, never flushed ones.
         self.unflushed_records = self.next_offset() - self.flushed_offset;
@@ -336,6 +360,7 @@ impl Log {
         let active = self.active();
         Ok(Some(PendingFlush {
             outside: Arc::clone(&self.outside),
+            truncations: (Arc::clone(&self.truncations), self.truncations_now()),
             finished: AtomicBool::new(false),
             file: Arc::clone(active.file()),
             path: active.path.clone(),
@@ -361,8 +386,13 @@ impl Log {
     /// ([`Publish::sync`], outside the lock) and completed
     /// ([`Log::complete_publish`]); otherwise it is shown now. A failed
     /// rename stops the log.
+    /// A flush begun before a truncation completes with `Ok(None)` and
+    /// changes nothing.
     pub fn complete_flush(&mut self, flush: &PendingFlush) -> Result<Option<Publish>> {
         self.check_failed()?;
+        if flush.is_void() {
+            return Ok(None);
+        }
         let synced: Vec<u64> = flush.sealed.iter().map(|s| s.base).collect();
         if let Err(e) = self.record_durable(&synced, flush.segment_base, flush.size) {
             return Err(self.fail(&e));
@@ -405,7 +435,7 @@ mod tests {
     fn appends_no_undo_took_back_are_where_they_were() {
         let mut undos = Undos::default();
         assert_eq!(undos.fate(0, 10), None, "no undo at all");
-        undos.note(20);
+        undos.note(20, false);
         assert_eq!(undos.epoch(), 1);
         assert_eq!(undos.fate(0, 19), None, "in the file before the undo");
         assert_eq!(undos.fate(1, 25), None, "appended after it");
@@ -414,22 +444,38 @@ mod tests {
     #[test]
     fn the_first_undo_after_an_append_says_whether_it_took_it_back() {
         let mut undos = Undos::default();
-        undos.note(20);
+        undos.note(20, false);
         assert_eq!(undos.fate(0, 20), Some(Fate::Undone));
         assert_eq!(undos.fate(0, 30), Some(Fate::Undone));
         // Later undos cannot reach it: undone appends are written at once
         // until a write succeeds, so it was in the file by then.
-        undos.note(5);
+        undos.note(5, false);
         assert_eq!(undos.fate(0, 19), None);
         assert_eq!(undos.fate(1, 5), Some(Fate::Undone));
         assert_eq!(undos.fate(1, 4), None);
     }
 
     #[test]
+    fn a_truncation_undoes_every_earlier_append_past_its_cut() {
+        let mut undos = Undos::default();
+        undos.note(50, false);
+        undos.note(30, false);
+        // Appended in epoch 0, in the file at the second undo: a failed
+        // write could not have taken it back, a truncation does.
+        assert_eq!(undos.fate(0, 40), None);
+        undos.note(35, true);
+        assert_eq!(undos.fate(0, 40), Some(Fate::Undone));
+        assert_eq!(undos.fate(1, 40), Some(Fate::Undone));
+        assert_eq!(undos.fate(2, 40), Some(Fate::Undone));
+        assert_eq!(undos.fate(2, 34), None, "below the cut");
+        assert_eq!(undos.fate(3, 40), None, "appended after it");
+    }
+
+    #[test]
     fn an_append_older_than_the_undos_remembered_has_an_unknown_fate() {
         let mut undos = Undos::default();
         for i in 0..=UNDOS_REMEMBERED as u64 {
-            undos.note(1000 + i);
+            undos.note(1000 + i, false);
         }
         assert_eq!(undos.fate(0, 0), Some(Fate::Unknown), "forgotten");
         assert_eq!(undos.fate(1, 0), None, "the oldest remembered");

@@ -31,6 +31,7 @@
 //! name) flushes at each roll instead, as it always did.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::Log;
@@ -101,13 +102,26 @@ pub struct Publish {
     renames: u64,
     /// What it shows once synced: the flush's segment, size, next offset.
     shows: (u64, u64, u64),
+    /// The log's truncations when it was made: after another, it shows
+    /// nothing and writes no recovery point (both may be past the cut).
+    truncations: u64,
+    /// The log's truncations so far.
+    log_truncations: Arc<AtomicU64>,
 }
 
 impl Publish {
     /// Syncs the directory, by writing the recovery point (or alone, when
     /// one as far on was written already). No lock needed.
     pub fn sync(&self) -> Result<()> {
-        record_recovery_point(&*self.vfs, &self.dir, &self.written, self.recovery_point)
+        // Checked under the lock a truncation counts itself under.
+        let mut last = lock(&self.written);
+        let truncated = self.log_truncations.load(Ordering::SeqCst) != self.truncations;
+        if self.recovery_point <= *last || truncated {
+            return fs::sync_directory(&*self.vfs, &self.dir);
+        }
+        recover::write_recovery_point(&*self.vfs, &self.dir, self.recovery_point)?;
+        *last = self.recovery_point;
+        Ok(())
     }
 }
 
@@ -278,15 +292,21 @@ impl Log {
             written: Arc::clone(&self.recovery_written),
             renames: self.renames,
             shows: (base, size, next_offset),
+            truncations: self.truncations_now(),
+            log_truncations: Arc::clone(&self.truncations),
         })
     }
 
-    /// Records a synced [`Publish`]: the flush it follows is shown.
+    /// Records a synced [`Publish`]: the flush it follows is shown (unless
+    /// the log was truncated since).
     pub fn complete_publish(&mut self, publish: &Publish) {
         if self.failed.is_some() {
             return;
         }
         self.published = self.published.max(publish.renames);
+        if publish.truncations != self.truncations_now() {
+            return;
+        }
         let (base, size, next_offset) = publish.shows;
         self.expose(base, size, next_offset);
     }

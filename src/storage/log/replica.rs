@@ -1,0 +1,471 @@
+//! A follower's side of replication, in the log: appending the leader's
+//! batches as they are, and cutting the log back where it stops agreeing
+//! with the leader's (KIP-101/279), or emptying it when the leader no
+//! longer has what comes next.
+//!
+//! # A follower's appends
+//!
+//! [`Log::append_replicated`] writes the leader's batches byte for byte at
+//! the offsets the leader gave them: no restamp, so that the follower's
+//! segments hold the same batches as the leader's (segment rolls may
+//! differ). Each batch is checked whole first, as a producer's is, and must
+//! start at the log's next offset and carry an epoch no lower than the
+//! latest in the epoch file; a new epoch is recorded there, durably, before
+//! its first batch is written, as a leader's own appends do.
+//!
+//! # Truncation, and why it is durable when it returns
+//!
+//! [`Log::truncate_to`] first drops, unwritten, the appends gathered in
+//! memory past the cut, then flushes the rest (so that every segment is
+//! durable and under its own name), then:
+//!
+//! 1. removes the segments after the one holding the cut, newest first
+//!    (the log file before its indexes), and fsyncs the directory: a crash
+//!    between two removals leaves whole segments, never a gap;
+//! 2. cuts that segment at the batch holding the cut and fsyncs it: no
+//!    power cut afterwards brings a removed record back; its index entries
+//!    past the cut go (the index is rewritten and synced);
+//! 3. rewrites the epoch file without the epochs starting at or after the
+//!    cut ([`crate::storage::epoch::Epochs::truncate_from`]), after the
+//!    records: the file never lacks the epoch of a batch on disk;
+//! 4. lowers the recovery point to the cut when it is past it.
+//!
+//! A failure after step 1 began stops the log ([`Log::fail`]): only a
+//! reopen (recovery) can tell where it ends.
+//!
+//! [`Log::reset_to`] removes every segment (oldest first: a crash leaves a
+//! log that starts later), fsyncs the directory, writes an empty epoch
+//! file, writes the recovery point at the new start, and only then creates
+//! the new, empty segment there. A crash before that leaves a directory
+//! without segments, which opening starts again at its recovery point.
+//!
+//! # Flushes begun before a truncation
+//!
+//! A truncation waits for the fsyncs of the [`super::PendingFlush`]es
+//! begun before it (they need no lock; [`Log::flush`] waits the same way),
+//! then voids them: completing one shows nothing, and its next offset
+//! reads 0; a [`super::Publish`] made before shows nothing either, and
+//! writes no recovery point. Appends the truncation removed get
+//! [`super::Fate::Undone`].
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{check_batch, Log};
+use crate::error::{Error, Result};
+use crate::limits;
+use crate::storage::epoch::Epochs;
+use crate::storage::fs::{self, Vfs};
+use crate::storage::index;
+use crate::storage::record::BatchHeader;
+use crate::storage::recover;
+use crate::storage::segment::Segment;
+use crate::sync::lock;
+
+/// What a follower's append wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaAppend {
+    /// Batches appended.
+    pub batches: u32,
+    /// Records in them.
+    pub records: u64,
+    /// The log's next offset after them.
+    pub next_offset: u64,
+}
+
+impl Log {
+    /// A follower's append: `batches` are zero or more whole batches exactly
+    /// as the leader stored them (magic 2, or magic 1 from segments written
+    /// before epochs: epoch 0). Each is checked whole (header, every
+    /// record's CRC, the record size limit, like [`check_batch`]); its base
+    /// offset must equal the log's next offset (else an error naming both
+    /// offsets: a gap or an overlap); its leader epoch must not be below the
+    /// latest in the epoch file (else an error). A batch whose epoch is new
+    /// is recorded in the epoch file, durably, before it is written, and
+    /// raises the log's leader epoch to it. Bytes are written unchanged, so
+    /// the follower's segment is byte-identical to the leader's for the same
+    /// batches. Batches before a bad one stay appended; the error says which
+    /// offset was refused. A trailing partial batch is an error.
+    ///
+    /// A damaged batch is [`Error::Corrupt`] (its `path` the partition
+    /// directory, its `position` the batch's in `batches`); a gap, an
+    /// overlap or a lower epoch is [`Error::Config`] (the caller's
+    /// mistake, as a lower [`Log::set_leader_epoch`] is). After a failed
+    /// write (a full disk) the appends gathered in memory are undone with
+    /// it: [`Log::next_offset`] says how far the log goes.
+    pub fn append_replicated(&mut self, batches: &[u8], now_ms: i64) -> Result<ReplicaAppend> {
+        assert!(self.writable, "append to a read-only log");
+        self.check_failed()?;
+        let mut done = ReplicaAppend {
+            batches: 0,
+            records: 0,
+            next_offset: self.next_offset(),
+        };
+        let mut position = 0;
+        let mut result = Ok(());
+        while position < batches.len() {
+            match self.append_one_replicated(batches, position, now_ms) {
+                Ok(header) => {
+                    done.batches += 1;
+                    done.records += u64::from(header.record_count);
+                    position += header.total_bytes() as usize;
+                }
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.note_undo();
+        if result.is_ok()
+            && self.write_failing
+            && self.active().written_offset() == self.next_offset()
+        {
+            self.write_failing = false;
+        }
+        done.next_offset = self.next_offset();
+        result.map(|()| done)
+    }
+
+    /// Checks and appends the batch at `position` of `batches`.
+    fn append_one_replicated(
+        &mut self,
+        batches: &[u8],
+        position: usize,
+        now_ms: i64,
+    ) -> Result<BatchHeader> {
+        let next = self.next_offset();
+        let rest = &batches[position..];
+        let header = BatchHeader::decode(rest, limits::BATCH_BYTES_MAX).map_err(|e| {
+            let why = if e.is_truncated() {
+                format!("a partial batch ({e})")
+            } else {
+                e.to_string()
+            };
+            self.refused(position, next, why)
+        })?;
+        let total = header.total_bytes() as usize;
+        let Some(bytes) = rest.get(..total) else {
+            let why = format!("a partial batch: {total} bytes long, {} given", rest.len());
+            return Err(self.refused(position, next, why));
+        };
+        check_batch(bytes, &self.config)
+            .map_err(|e| self.refused(position, next, e.to_string()))?;
+        if header.base_offset != next {
+            let what = if header.base_offset > next {
+                "a gap"
+            } else {
+                "an overlap"
+            };
+            return Err(Error::Config(format!(
+                "{}: replicated batch at offset {} refused: the log's next offset is {next} ({what})",
+                self.dir.display(),
+                header.base_offset
+            )));
+        }
+        if let Some(latest) = self
+            .epochs
+            .latest()
+            .filter(|e| e.epoch > header.leader_epoch)
+        {
+            return Err(Error::Config(format!(
+                "{}: replicated batch at offset {next} refused: its leader epoch {} is below \
+                 epoch {} (from offset {}) in the epoch file",
+                self.dir.display(),
+                header.leader_epoch,
+                latest.epoch,
+                latest.start_offset
+            )));
+        }
+        self.maybe_roll(total as u64, header.record_count, now_ms)?;
+        self.record_epoch(header.leader_epoch, next)?;
+        self.leader_epoch = self.leader_epoch.max(header.leader_epoch);
+        self.write_to_active(bytes, &header, now_ms)?;
+        Ok(header)
+    }
+
+    /// The error for a replicated batch at `position` of the bytes given,
+    /// at offset `next`, that does not decode.
+    fn refused(&self, position: usize, next: u64, why: String) -> Error {
+        Error::Corrupt {
+            path: self.dir.clone(),
+            position: position as u64,
+            reason: format!("replicated batch at offset {next} refused: {why}"),
+        }
+    }
+
+    /// Removes every record at or past `offset` (a cut inside a batch
+    /// removes that whole batch), so that [`Log::next_offset`] becomes
+    /// `offset` (or the base of the batch holding it); returns the new next
+    /// offset. At or past the end no record is removed (the epoch file
+    /// still loses an epoch starting at `offset` that has no batch, so that
+    /// the leader's older epoch can follow there). Below
+    /// [`Log::start_offset`] the log is emptied and starts again at
+    /// `offset`, as [`Log::reset_to`] does.
+    ///
+    /// Durable when it returns: no power cut afterwards brings a removed
+    /// record back (see the module's steps); the epoch file loses the
+    /// epochs from the cut on; the recovery point, the flushed and the
+    /// visible offsets are never above the cut. Appends gathered in memory
+    /// past the cut are dropped unwritten. A [`super::PendingFlush`] still
+    /// out is waited for (its fsync needs no lock), then void. The log's
+    /// leader epoch is unchanged (a higher one may be set next).
+    pub fn truncate_to(&mut self, offset: u64) -> Result<u64> {
+        assert!(self.writable, "truncate a read-only log");
+        self.settle_outside()?;
+        if offset < self.start_offset() {
+            self.reset_to(offset)?;
+            return Ok(offset);
+        }
+        if offset >= self.next_offset() {
+            self.truncate_epochs(offset)?;
+            return Ok(self.next_offset());
+        }
+        // Gathered appends past the cut never reach the file; the rest,
+        // and every rolled segment, are made durable under their names.
+        let active = self.active_mut();
+        let gathered_from = offset.max(active.written_offset());
+        active.truncate_to(gathered_from)?;
+        self.flush()?;
+        match self.cut(offset) {
+            Ok(next) => Ok(next),
+            Err(e) => Err(self.fail(&e)),
+        }
+    }
+
+    /// Empties the log and starts it again at `offset` (a follower far
+    /// behind a leader whose retention deleted what it needs); durable when
+    /// it returns; the epoch file keeps no entry (the next batch's epoch
+    /// starts it). A [`super::PendingFlush`] still out is waited for, then
+    /// void; the log's leader epoch is unchanged.
+    pub fn reset_to(&mut self, offset: u64) -> Result<()> {
+        assert!(self.writable, "reset a read-only log");
+        self.settle_outside()?;
+        let segment = match self.reset_files(offset) {
+            Ok(segment) => segment,
+            Err(e) => return Err(self.fail(&e)),
+        };
+        self.segments = BTreeMap::from([(offset, segment)]);
+        self.sealed.clear();
+        self.epochs = Epochs::new();
+        self.after_truncation(offset, 0);
+        Ok(())
+    }
+
+    /// Refuses when the log stopped; waits for the fsyncs of the
+    /// [`super::PendingFlush`]es out, and refuses when one failed.
+    fn settle_outside(&mut self) -> Result<()> {
+        self.check_failed()?;
+        if self.outside.settled_failed() {
+            self.check_failed()?;
+        }
+        Ok(())
+    }
+
+    /// Removes the segments after the one holding `offset` and cuts that
+    /// one there (every segment durable and named: after a flush); then the
+    /// epochs and the recovery point. Returns the new next offset.
+    fn cut(&mut self, offset: u64) -> Result<u64> {
+        debug_assert!(self.sealed.is_empty(), "a cut after a flush");
+        let base = *self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .expect("the cut is at or past the start")
+            .0;
+        let later = self.segments.split_off(&(base + 1));
+        let was_active = later.is_empty();
+        // Newest first: a crash between two removals leaves whole segments.
+        for (_, segment) in later.into_iter().rev() {
+            remove_segment(&*self.vfs, segment)?;
+        }
+        if !was_active {
+            fs::sync_directory(&*self.vfs, &self.dir)?;
+        }
+        let (vfs, slots) = (Arc::clone(&self.vfs), self.config.index_slots());
+        let segment = self.segments.get_mut(&base).expect("the cut segment");
+        let next = segment.truncate_to(offset)?;
+        if !was_active {
+            segment.activate(&*vfs, slots)?;
+            if let Some(index) = &segment.index {
+                index.flush()?;
+            }
+        }
+        self.truncate_epochs(next)?;
+        self.lower_recovery_point(next)?;
+        self.after_truncation(next, next);
+        Ok(next)
+    }
+
+    /// The files of a reset: the old segments removed (oldest first),
+    /// the directory synced, the epoch file emptied, the recovery point at
+    /// `offset`, then the new segment there, durably.
+    fn reset_files(&mut self, offset: u64) -> Result<Segment> {
+        for segment in self.segments.values() {
+            remove_files(&*self.vfs, &segment.path)?;
+        }
+        fs::sync_directory(&*self.vfs, &self.dir)?;
+        Epochs::new().write(&*self.vfs, &self.dir)?;
+        self.lower_recovery_point(offset)?;
+        let slots = self.config.index_slots();
+        Segment::create(&*self.vfs, &self.dir, offset, slots)
+    }
+
+    /// Removes the epochs starting at or after `offset` from the epoch
+    /// file, durably, when there are any.
+    fn truncate_epochs(&mut self, offset: u64) -> Result<()> {
+        let mut epochs = self.epochs.clone();
+        if epochs.truncate_from(offset) {
+            epochs.write(&*self.vfs, &self.dir)?;
+            self.epochs = epochs;
+        }
+        Ok(())
+    }
+
+    /// Counts a truncation to `offset` and brings the recovery point down
+    /// to it (written only when the file's is past it), under the lock a
+    /// [`super::Publish`] writes it under: one made before the truncation
+    /// then writes none.
+    fn lower_recovery_point(&mut self, offset: u64) -> Result<()> {
+        let mut written = lock(&self.recovery_written);
+        self.truncations.fetch_add(1, Ordering::SeqCst);
+        if recover::read_recovery_point(&*self.vfs, &self.dir) > offset {
+            recover::write_recovery_point(&*self.vfs, &self.dir, offset)?;
+        }
+        *written = (*written).min(offset);
+        Ok(())
+    }
+
+    /// The log's bookkeeping after a truncation that left it durable and
+    /// named whole, ending at `next`: the appends from `undone_from` on
+    /// are undone.
+    fn after_truncation(&mut self, next: u64, undone_from: u64) {
+        let active = self.active();
+        let end = (active.base_offset, active.size);
+        self.flushed_offset = next;
+        self.visible = end;
+        self.durable = end;
+        self.unflushed_records = 0;
+        self.oldest_unflushed_ms = None;
+        self.write_failing = false;
+        self.published = self.renames;
+        self.undos.note(undone_from, true);
+    }
+}
+
+/// Removes a segment's files: the log first (an index left behind by a
+/// crash is an orphan that recovery removes).
+fn remove_segment(vfs: &dyn Vfs, segment: Segment) -> Result<()> {
+    let path = segment.path.clone();
+    // Its index maps go before its files.
+    drop(segment);
+    remove_files(vfs, &path)
+}
+
+/// Removes the files of the segment whose log is `path`, the log first.
+fn remove_files(vfs: &dyn Vfs, path: &std::path::Path) -> Result<()> {
+    let (offsets, times) = index::index_paths(path);
+    for path in [path, &offsets, &times] {
+        match vfs.remove(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io("remove", path, e))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::fs::sim::SimFs;
+    use crate::storage::log::{LogConfig, OpenOptions};
+    use crate::storage::record::{self, BatchBuilder};
+    use std::path::Path;
+
+    fn batch(base: u64, epoch: u32) -> Vec<u8> {
+        let mut b = BatchBuilder::new();
+        b.push(1000 + base as i64, None, &[], b"v");
+        b.push(1001 + base as i64, None, &[], b"w");
+        let mut bytes = b.finish().to_vec();
+        record::stamp(&mut bytes, base, epoch);
+        bytes
+    }
+
+    fn log(sim: &SimFs) -> Log {
+        let dir = Path::new("/p");
+        sim.create_dir_all_durable(dir);
+        let config = LogConfig {
+            segment_bytes: 4096,
+            retention_ms: None,
+            visible_after_flush: true,
+            write_buffer_bytes: 1 << 16,
+            ..LogConfig::default()
+        };
+        let options = OpenOptions {
+            writable: true,
+            lock: false,
+        };
+        Log::open(Arc::new(sim.clone()), dir, config, options).unwrap()
+    }
+
+    /// Segments rolled and not yet durable (under temporary names) are
+    /// made durable and named before the cut, so the cut meets a clean
+    /// directory and leaves nothing to publish.
+    #[test]
+    fn a_cut_into_a_rolled_segment_not_yet_durable_leaves_all_durable_and_named() {
+        let sim = SimFs::new();
+        let mut log = log(&sim);
+        for base in (0..12).step_by(2) {
+            log.append_replicated(&batch(base, 1), 0).unwrap();
+            if base % 4 == 2 {
+                log.roll().unwrap();
+            }
+        }
+        assert!(!log.sealed.is_empty(), "rolled segments wait for a flush");
+        assert!(log.segments.values().any(|s| s.temp.is_some()));
+        assert_eq!(log.truncate_to(5).unwrap(), 4);
+        assert!(log.sealed.is_empty());
+        assert!(log.segments.values().all(|s| s.temp.is_none()));
+        assert_eq!(log.published, log.renames);
+        assert_eq!(log.durable, log.visible);
+        assert_eq!(log.visible, (4, log.active().size));
+        assert_eq!(log.unflushed(), (0, None));
+        let names = sim.files();
+        assert!(
+            names.keys().all(|p| !p.to_string_lossy().contains("next-")),
+            "{:?}",
+            names.keys()
+        );
+    }
+
+    #[test]
+    fn damaged_bytes_are_corrupt_and_a_batch_out_of_place_is_the_callers_mistake() {
+        let sim = SimFs::new();
+        let mut log = log(&sim);
+        log.append_replicated(&batch(0, 2), 0).unwrap();
+        let mut damaged = batch(4, 2);
+        damaged[40] ^= 1;
+        let mut bytes = batch(2, 2);
+        bytes.extend_from_slice(&damaged);
+        match log.append_replicated(&bytes, 0).unwrap_err() {
+            Error::Corrupt {
+                position, reason, ..
+            } => {
+                assert_eq!(position, batch(2, 2).len() as u64);
+                assert!(reason.contains("offset 4"), "{reason}");
+            }
+            e => panic!("{e}"),
+        }
+        assert_eq!(log.next_offset(), 4);
+        for (bytes, needle) in [(batch(5, 2), "a gap"), (batch(4, 1), "epoch 1 is below")] {
+            match log.append_replicated(&bytes, 0).unwrap_err() {
+                Error::Config(why) => assert!(why.contains(needle), "{why}"),
+                e => panic!("{e}"),
+            }
+        }
+        assert_eq!(log.next_offset(), 4);
+    }
+}
