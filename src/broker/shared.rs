@@ -190,6 +190,9 @@ pub(super) struct Shared {
     pub(super) registered: Mutex<Option<(Ephemeral, BrokerInfo)>>,
     /// Partitions that could not be opened (damaged), and why.
     pub(super) offline: Mutex<BTreeMap<(String, u32), String>>,
+    /// Asks the replica manager to look at the registry now (a topic with
+    /// replicas was opened).
+    pub(super) nudge: AtomicBool,
     /// The follower threads, by the leader they fetch from.
     pub(super) fetchers: Mutex<HashMap<String, std::thread::JoinHandle<()>>>,
 }
@@ -219,6 +222,7 @@ impl Shared {
             registered: Mutex::new(None),
             offline: Mutex::new(BTreeMap::new()),
             fetchers: Mutex::new(HashMap::new()),
+            nudge: AtomicBool::new(false),
             config,
         }
     }
@@ -426,6 +430,7 @@ impl Shared {
             let replica = match held {
                 Held::Replica(replicas) => {
                     self.create_state(topic, p, replicas);
+                    self.nudge.store(true, Ordering::Release);
                     Some(Replica::new(replicas.clone()))
                 }
                 _ => None,

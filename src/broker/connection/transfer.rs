@@ -278,7 +278,12 @@ mod tests {
         let (_, bytes, errors) = gather(&shared, (2, false), (&[ask(0, 1 << 20)], &[]), 1 << 30);
         assert_eq!((bytes, errors), (0, false), "not visible before its flush");
         flush_partition(&shared, &p);
-        let (parts, bytes, errors) = gather(&shared, (2, false), (&[ask(0, 1 << 20), ask(0, 0)], &[]), 1 << 30);
+        let (parts, bytes, errors) = gather(
+            &shared,
+            (2, false),
+            (&[ask(0, 1 << 20), ask(0, 0)], &[]),
+            1 << 30,
+        );
         assert!(bytes > 0 && !errors);
         assert!(parts[0].slice.is_some());
         assert!(
@@ -316,7 +321,8 @@ mod tests {
             leader_epoch: None,
         };
         let lens = |budget| {
-            let (parts, bytes, errors) = gather(&shared, (2, false), (&[ask("a"), ask("b")], &[]), budget);
+            let (parts, bytes, errors) =
+                gather(&shared, (2, false), (&[ask("a"), ask("b")], &[]), budget);
             assert!(!errors);
             let lens: Vec<u64> = parts
                 .iter()

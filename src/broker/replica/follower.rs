@@ -140,7 +140,10 @@ fn connection_to<'c>(
     connection: &'c mut Option<Connection>,
 ) -> Result<&'c mut Connection> {
     if connection.is_none() {
-        let registry = shared.registry.as_ref().ok_or_else(|| Error::Config("no registry".into()))?;
+        let registry = shared
+            .registry
+            .as_ref()
+            .ok_or_else(|| Error::Config("no registry".into()))?;
         let broker = registry
             .brokers()?
             .into_iter()
@@ -186,7 +189,7 @@ fn fetch_once(
             continue;
         };
         match part.error {
-            ErrorCode::None => append(shared, f, &part.records, part.end_offset)?,
+            ErrorCode::None => append(shared, f, part.records, part.end_offset)?,
             ErrorCode::OffsetOutOfRange => out_of_range(shared, f, part.start_offset)?,
             // The manager learns the new state; the fetcher follows it.
             _ => std::thread::sleep(BACKOFF),
@@ -218,9 +221,9 @@ fn append(shared: &Shared, f: &Followed, records: &[u8], leader_hw: u64) -> Resu
 
 /// Whether `p` still follows in `epoch` (asked under its log's lock).
 fn following(p: &Partition, epoch: u32) -> bool {
-    p.replica.as_ref().is_some_and(|r| {
-        matches!(&*r.role(), Role::Follower { epoch: e, .. } if *e == epoch)
-    })
+    p.replica
+        .as_ref()
+        .is_some_and(|r| matches!(&*r.role(), Role::Follower { epoch: e, .. } if *e == epoch))
 }
 
 /// The fetch offset is outside the leader's log: below its start (its
@@ -279,7 +282,8 @@ fn truncate(shared: &Shared, connection: &mut Connection, f: &Followed) -> Resul
         return Ok(());
     }
     let cut = log.truncate_to(target)?;
-    p.flushed_offset.store(log.flushed_offset(), Ordering::Release);
+    p.flushed_offset
+        .store(log.flushed_offset(), Ordering::Release);
     shared.log(format_args!(
         "{}-{}: truncated from {end} to {cut}, where it stops agreeing with the leader's log (epoch {})",
         p.topic, p.partition, f.epoch

@@ -112,9 +112,7 @@ impl Partition {
             return Ok(log.visible_offset());
         };
         self.leading(&replica.role())?;
-        let hw = self
-            .high_watermark
-            .load(Ordering::Acquire);
+        let hw = self.high_watermark.load(Ordering::Acquire);
         Ok(hw.min(log.visible_offset()))
     }
 }
@@ -137,13 +135,20 @@ impl Partition {
         let Some(r) = &self.replica else {
             return Err((
                 ErrorCode::InvalidRequest,
-                format!("{}: a single copy has no followers (broker {replica} asked)", name()),
+                format!(
+                    "{}: a single copy has no followers (broker {replica} asked)",
+                    name()
+                ),
             ));
         };
         if !r.replicas.iter().any(|id| id == replica) || replica == shared.broker_id {
             return Err((
                 ErrorCode::InvalidRequest,
-                format!("{}: broker {replica} is not a follower of it ({:?})", name(), r.replicas),
+                format!(
+                    "{}: broker {replica} is not a follower of it ({:?})",
+                    name(),
+                    r.replicas
+                ),
             ));
         }
         {
@@ -153,13 +158,19 @@ impl Partition {
                 Some(e) if e < leading_epoch => {
                     return Err((
                         ErrorCode::FencedEpoch,
-                        format!("{}: epoch {e} is over, this leader is in epoch {leading_epoch}", name()),
+                        format!(
+                            "{}: epoch {e} is over, this leader is in epoch {leading_epoch}",
+                            name()
+                        ),
                     ))
                 }
                 Some(e) if e > leading_epoch => {
                     return Err((
                         ErrorCode::UnknownEpoch,
-                        format!("{}: epoch {e} is not known here yet (epoch {leading_epoch})", name()),
+                        format!(
+                            "{}: epoch {e} is not known here yet (epoch {leading_epoch})",
+                            name()
+                        ),
                     ))
                 }
                 Some(_) => {}

@@ -71,7 +71,11 @@ pub(in crate::broker) fn manage(shared: &Arc<Shared>) {
         }
         last_error = error;
         let until = Instant::now() + POLL;
-        while Instant::now() < until && registry.changes() == seen && !shared.stopping() {
+        while Instant::now() < until
+            && registry.changes() == seen
+            && !shared.nudge.swap(false, Ordering::AcqRel)
+            && !shared.stopping()
+        {
             std::thread::sleep(POLL / 10);
         }
     }
@@ -80,6 +84,7 @@ pub(in crate::broker) fn manage(shared: &Arc<Shared>) {
 /// One look at the registry: every replicated partition's role made to
 /// match its state.
 fn round(shared: &Shared, registry: &dyn Registry) -> Result<()> {
+    open_placed_here(shared, registry)?;
     let partitions: Vec<Arc<Partition>> = shared
         .all_partitions()
         .into_iter()
@@ -107,6 +112,31 @@ fn round(shared: &Shared, registry: &dyn Registry) -> Result<()> {
         }
     }
     first_error.map_or(Ok(()), Err)
+}
+
+/// Opens the topics the registry places replicas of on this broker that
+/// it does not serve yet: a follower must copy its leader's records
+/// before any client asks it for them.
+fn open_placed_here(shared: &Shared, registry: &dyn Registry) -> Result<()> {
+    let known: Vec<String> = shared.read_topics().keys().cloned().collect();
+    for topic in registry.topics()? {
+        if known.contains(&topic) {
+            continue;
+        }
+        let Some(placement) = registry.placement(&topic)? else {
+            continue;
+        };
+        let count = placement.brokers.len() as u32;
+        let mine = (0..count).any(|p| {
+            placement
+                .replicas_of(p)
+                .is_some_and(|r| r.len() > 1 && r.contains(&shared.broker_id))
+        });
+        if mine {
+            shared.create_topic(&topic, count)?;
+        }
+    }
+    Ok(())
 }
 
 /// Makes one partition's role match its state; as leader, its ISR too.

@@ -51,7 +51,6 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::protocol::ErrorCode;
 use crate::sync::lock;
 
 mod decide;
