@@ -17,6 +17,9 @@ complete -c klog-broker -l max-in-flight -d 'Requests of one connection whose an
 complete -c klog-broker -l request-timeout -d 'A peer that starts a frame and does not finish it in this time is disconnected; the waits clients ask for (a fetch\'s wait for records, an acks=all timeout) end by this time too' -r
 complete -c klog-broker -l idle-timeout -d 'A connection idle this long between requests is closed, so that idle sockets cannot hold every slot of --max-connections' -r
 complete -c klog-broker -l registry -d 'Join this registry: register the broker and its topics there, for consumer groups (klog-consume -G) and clients with --registry to find. A directory (a cluster on one host) or a ZooKeeper ensemble, zk://HOST:PORT[,HOST:PORT...]/CHROOT (many hosts; the chroot is created on first use)' -r -F
+complete -c klog-broker -l replication-factor -d 'Replicas of each partition of the topics this broker creates (needs --registry and as many live brokers): one leader and followers that copy its log; a partition survives the loss of any minority of its replicas with no acknowledged (acks=all) record lost' -r
+complete -c klog-broker -l min-insync-replicas -d 'acks=all produces are refused (not_enough_replicas) while fewer replicas than this are in sync. Default: 2, or 1 with --replication-factor 1' -r
+complete -c klog-broker -l replica-lag-time -d 'A follower that has not caught up with its leader for this long leaves the in-sync replicas (it joins again once it catches up)' -r
 complete -c klog-broker -s q -l quiet -d 'Only print errors'
 complete -c klog-broker -s h -l help -d 'Print help'
 complete -c klog-broker -s V -l version -d 'Print version'

@@ -34,6 +34,9 @@ _klog-broker() {
 '--request-timeout=[A peer that starts a frame and does not finish it in this time is disconnected; the waits clients ask for (a fetch'\''s wait for records, an acks=all timeout) end by this time too]:DURATION:_default' \
 '--idle-timeout=[A connection idle this long between requests is closed, so that idle sockets cannot hold every slot of --max-connections]:DURATION:_default' \
 '--registry=[Join this registry\: register the broker and its topics there, for consumer groups (klog-consume -G) and clients with --registry to find. A directory (a cluster on one host) or a ZooKeeper ensemble, zk\://HOST\:PORT\[,HOST\:PORT...\]/CHROOT (many hosts; the chroot is created on first use)]:REGISTRY:_files' \
+'--replication-factor=[Replicas of each partition of the topics this broker creates (needs --registry and as many live brokers)\: one leader and followers that copy its log; a partition survives the loss of any minority of its replicas with no acknowledged (acks=all) record lost]:N:_default' \
+'--min-insync-replicas=[acks=all produces are refused (not_enough_replicas) while fewer replicas than this are in sync. Default\: 2, or 1 with --replication-factor 1]:N:_default' \
+'--replica-lag-time=[A follower that has not caught up with its leader for this long leaves the in-sync replicas (it joins again once it catches up)]:DURATION:_default' \
 '-q[Only print errors]' \
 '--quiet[Only print errors]' \
 '-h[Print help]' \
