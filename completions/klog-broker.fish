@@ -20,6 +20,7 @@ complete -c klog-broker -l registry -d 'Join this registry: register the broker 
 complete -c klog-broker -l replication-factor -d 'Replicas of each partition of the topics this broker creates (needs --registry and as many live brokers): one leader and followers that copy its log; a partition survives the loss of any minority of its replicas with no acknowledged (acks=all) record lost' -r
 complete -c klog-broker -l min-insync-replicas -d 'acks=all produces are refused (not_enough_replicas) while fewer replicas than this are in sync. Default: 2, or 1 with --replication-factor 1' -r
 complete -c klog-broker -l replica-lag-time -d 'A follower that has not caught up with its leader for this long leaves the in-sync replicas (it joins again once it catches up)' -r
+complete -c klog-broker -l session-timeout -d 'The broker\'s session with the registry: a broker silent this long (stopped, cut off) is taken for dead, its registration lapses and its partitions get new leaders; it registers again when it runs' -r
 complete -c klog-broker -s q -l quiet -d 'Only print errors'
 complete -c klog-broker -s h -l help -d 'Print help'
 complete -c klog-broker -s V -l version -d 'Print version'

@@ -37,6 +37,7 @@ _klog-broker() {
 '--replication-factor=[Replicas of each partition of the topics this broker creates (needs --registry and as many live brokers)\: one leader and followers that copy its log; a partition survives the loss of any minority of its replicas with no acknowledged (acks=all) record lost]:N:_default' \
 '--min-insync-replicas=[acks=all produces are refused (not_enough_replicas) while fewer replicas than this are in sync. Default\: 2, or 1 with --replication-factor 1]:N:_default' \
 '--replica-lag-time=[A follower that has not caught up with its leader for this long leaves the in-sync replicas (it joins again once it catches up)]:DURATION:_default' \
+'--session-timeout=[The broker'\''s session with the registry\: a broker silent this long (stopped, cut off) is taken for dead, its registration lapses and its partitions get new leaders; it registers again when it runs]:DURATION:_default' \
 '-q[Only print errors]' \
 '--quiet[Only print errors]' \
 '-h[Print help]' \

@@ -721,12 +721,16 @@ fn incarnation_file(dir: &Path, id: &str, ext: &str) -> std::path::PathBuf {
 fn registry_broker_entry() {
     let name = "registry/brokers/broker-1.json";
     let dir = tempfile::tempdir().unwrap();
-    let reg = DirRegistry::open(dir.path()).unwrap();
+    let reg = DirRegistry::open(dir.path())
+        .unwrap()
+        .with_broker_lease(SESSION);
     let entry = reg.register_broker(&broker()).unwrap();
     let brokers = dir.path().join("brokers");
     let golden = check_golden(name, &read(&incarnation_file(&brokers, "broker-1", "json")));
-    // A broker has no lease: its lock file is empty.
-    assert!(read(&incarnation_file(&brokers, "broker-1", "lock")).is_empty());
+    // A broker's lease (its session timeout), in the lock file, as a
+    // member's: a broker that stops renewing it is not listed as live.
+    let lease = read(&incarnation_file(&brokers, "broker-1", "lock"));
+    check_golden("registry/brokers/broker-1.lock", &lease);
     drop(entry);
 
     // The reader lists only entries whose lock is held: hold one, put the

@@ -118,8 +118,10 @@ fn a_version_3_fetch_answers_with_the_partitions_leader_epoch() {
     seed_epochs(dir.path());
     let broker = BrokerProc::start(dir.path(), &[]);
     let mut c = Connection::connect(&broker.addr).unwrap();
+    // A consumer's version 3 fetch (no replica id): a single copy has no
+    // followers, and refuses a replica's fetch.
     let parts = c
-        .replica_fetch("b2", WANT, &[ask("t", 0, Some(5)), ask("none", 0, None)])
+        .replica_fetch("", WANT, &[ask("t", 0, Some(5)), ask("none", 0, None)])
         .unwrap();
     let t = &parts[0];
     assert_eq!(
@@ -164,7 +166,7 @@ fn fetch_versions_1_and_2_are_answered_in_their_own_bytes() {
     let broker = BrokerProc::start(dir.path(), &[]);
     let mut raw = Raw::connect(&broker.addr);
     let mut frame = Vec::new();
-    protocol::replica_fetch_request(&mut frame, 1, "b2", WANT, &[ask("t", 2, Some(5))]);
+    protocol::replica_fetch_request(&mut frame, 1, "", WANT, &[ask("t", 2, Some(5))]);
     let v3 = fetch_answer(&mut raw, &frame);
     protocol::fetch_request(&mut frame, 2, WANT, &[ask("t", 2, None)]);
     assert_eq!(&frame[4..8], [1, 0, 2, 0], "a consumer sends version 2");

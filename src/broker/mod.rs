@@ -145,6 +145,9 @@ pub struct BrokerConfig {
     pub min_insync_replicas: u32,
     /// A follower not caught up for this long leaves the ISR.
     pub replica_lag_time: std::time::Duration,
+    /// The broker's session with the registry: silent (stopped) this long,
+    /// it is taken for dead and its partitions get new leaders.
+    pub session_timeout: std::time::Duration,
     /// Print no log lines (a benchmark's own broker).
     pub quiet: bool,
     /// The file system the data directory is on: the real one, or a
@@ -173,6 +176,7 @@ impl BrokerConfig {
             replication_factor: 1,
             min_insync_replicas: 1,
             replica_lag_time: std::time::Duration::from_secs(10),
+            session_timeout: crate::coord::SESSION_TIMEOUT,
             quiet: false,
             vfs: Arc::new(crate::storage::fs::RealFs),
         }
@@ -230,7 +234,7 @@ impl Broker {
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let registry = match &config.registry {
             Some(dir) => Some(
-                crate::coord::open(dir, crate::coord::SESSION_TIMEOUT)
+                crate::coord::open(dir, config.session_timeout)
                     .with_context(|| format!("cannot open the registry {}", dir.display()))?,
             ),
             None => None,
@@ -319,7 +323,7 @@ fn register(shared: &Shared, addr: SocketAddr) -> anyhow::Result<()> {
     let entry = registry
         .register_broker(&info)
         .with_context(|| format!("cannot register in {}", registry.location()))?;
-    *lock(&shared.registered) = Some((entry, info));
+    *lock(&shared.registered) = Some((Some(entry), info));
     Ok(())
 }
 

@@ -187,7 +187,9 @@ pub(super) struct Shared {
     /// Clones of open sockets, to stop their readers at shutdown.
     pub(super) sockets: Mutex<HashMap<u64, TcpStream>>,
     /// This broker's registry entry, rewritten when its topics change.
-    pub(super) registered: Mutex<Option<(Ephemeral, BrokerInfo)>>,
+    /// (`None` for the entry while its lapsed registration is not made
+    /// again.)
+    pub(super) registered: Mutex<Option<(Option<Ephemeral>, BrokerInfo)>>,
     /// Partitions that could not be opened (damaged), and why.
     pub(super) offline: Mutex<BTreeMap<(String, u32), String>>,
     /// Asks the replica manager to look at the registry now (a topic with
@@ -470,7 +472,7 @@ impl Shared {
     /// Rewrites this broker's registry entry with its topics.
     pub(super) fn update_registry(&self) {
         let mut registered = lock(&self.registered);
-        if let Some((entry, info)) = registered.as_mut() {
+        if let Some((Some(entry), info)) = registered.as_mut() {
             let topics = self.read_topics();
             info.topics = topics
                 .iter()

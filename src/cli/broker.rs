@@ -114,6 +114,11 @@ pub struct Args {
     /// leaves the in-sync replicas (it joins again once it catches up).
     #[arg(long = "replica-lag-time", value_name = "DURATION", default_value = "10s", value_parser = super::timeout_arg)]
     pub replica_lag_time_ms: u64,
+    /// The broker's session with the registry: a broker silent this long
+    /// (stopped, cut off) is taken for dead, its registration lapses and
+    /// its partitions get new leaders; it registers again when it runs.
+    #[arg(long = "session-timeout", value_name = "DURATION", default_value = "10s", value_parser = super::timeout_arg)]
+    pub session_timeout_ms: u64,
     /// Only print errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
@@ -183,6 +188,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.replication_factor = args.replication_factor;
     config.min_insync_replicas = min_isr;
     config.replica_lag_time = std::time::Duration::from_millis(args.replica_lag_time_ms);
+    config.session_timeout = std::time::Duration::from_millis(args.session_timeout_ms);
     config.quiet = args.quiet;
     let broker = Broker::open(config)?;
     let addr = broker.handle()?.local_addr();

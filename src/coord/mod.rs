@@ -53,7 +53,7 @@ pub fn open(registry: impl AsRef<Path>, session_timeout: Duration) -> Result<Arc
     let registry = registry.as_ref();
     Ok(match zk_address(registry) {
         Some(address) => Arc::new(ZkRegistry::open(address, session_timeout)?),
-        None => Arc::new(DirRegistry::open(registry)?),
+        None => Arc::new(DirRegistry::open(registry)?.with_broker_lease(session_timeout)),
     })
 }
 

@@ -11,6 +11,7 @@ use super::{decide, high_watermark, isr_change, Decision, Facts, Leading, Role, 
 use crate::broker::shared::{Partition, Shared};
 use crate::coord::{PartitionState, Registry, SessionState};
 use crate::error::Result;
+use crate::sync::lock;
 
 impl Shared {
     /// Creates a replicated partition's first state (the preferred leader
@@ -84,6 +85,7 @@ pub(in crate::broker) fn manage(shared: &Arc<Shared>) {
 /// One look at the registry: every replicated partition's role made to
 /// match its state.
 fn round(shared: &Shared, registry: &dyn Registry) -> Result<()> {
+    let registered = keep_registered(shared, registry);
     open_placed_here(shared, registry)?;
     let partitions: Vec<Arc<Partition>> = shared
         .all_partitions()
@@ -93,7 +95,7 @@ fn round(shared: &Shared, registry: &dyn Registry) -> Result<()> {
     if partitions.is_empty() {
         return Ok(());
     }
-    let session_alive = registry.session() == SessionState::Alive;
+    let session_alive = registered && registry.session() == SessionState::Alive;
     let live = match registry.brokers() {
         Ok(brokers) => brokers.into_iter().map(|b| b.id).collect::<Vec<_>>(),
         Err(e) => {
@@ -112,6 +114,32 @@ fn round(shared: &Shared, registry: &dyn Registry) -> Result<()> {
         }
     }
     first_error.map_or(Ok(()), Err)
+}
+
+/// Renews this broker's registration (its lease, on a directory); one
+/// that expired (the broker was stopped past its lease: others may have
+/// taken its partitions) is made again. `false`: it was not live until
+/// now, so this round serves nothing.
+fn keep_registered(shared: &Shared, registry: &dyn Registry) -> bool {
+    let mut registered = lock(&shared.registered);
+    let Some((entry, info)) = registered.as_mut() else {
+        return true;
+    };
+    if let Some(held) = entry {
+        let Err(e) = held.renew() else {
+            return true;
+        };
+        shared.log(format_args!(
+            "this broker's registration lapsed ({e}): registering again"
+        ));
+        // The old registration holds the id: let it go first.
+        *entry = None;
+    }
+    match registry.register_broker(info) {
+        Ok(held) => *entry = Some(held),
+        Err(e) => shared.log(format_args!("cannot register again: {e} (trying again)")),
+    }
+    false
 }
 
 /// Opens the topics the registry places replicas of on this broker that

@@ -5,7 +5,7 @@
 //! # Layout
 //!
 //! ```text
-//! <registry>/brokers/<broker-id>@<inc>.lock          --> (empty; lock held by the live broker)
+//! <registry>/brokers/<broker-id>@<inc>.lock          --> "klog-lease 1\n<session timeout ms>\n" (lock held by the live broker; mtime = lease; empty before replication: no lease)
 //! <registry>/brokers/<broker-id>@<inc>.json          --> {"id", "host", "port", "pid", "topics": {"t": [0, 2]}}
 //! <registry>/consumers/<group>/<member>@<inc>.lock   --> "klog-lease 1\n<session timeout ms>\n" (lock held by the live member; mtime = lease)
 //! <registry>/consumers/<group>/<member>@<inc>.json   --> {"member", "pid", "topics": ["t"]}
@@ -119,6 +119,9 @@ pub struct DirRegistry {
     /// Opened only to look (`klog-dump --registry`): nothing is created and
     /// stale entries are skipped, not removed.
     read_only: bool,
+    /// The lease of a broker's registration: a broker that has not renewed
+    /// it for this long is not listed as live (it may be stopped).
+    broker_lease: Duration,
 }
 
 /// Writes `path` atomically.
@@ -146,7 +149,16 @@ impl DirRegistry {
         Ok(DirRegistry {
             dir,
             read_only: false,
+            broker_lease: crate::coord::SESSION_TIMEOUT,
         })
+    }
+
+    /// The same, whose brokers' registrations last `lease` unrenewed.
+    pub fn with_broker_lease(self, lease: Duration) -> DirRegistry {
+        DirRegistry {
+            broker_lease: lease,
+            ..self
+        }
     }
 
     /// Refuses a change to a registry opened only to look at it.
@@ -166,6 +178,7 @@ impl DirRegistry {
         DirRegistry {
             dir: dir.into(),
             read_only: true,
+            broker_lease: crate::coord::SESSION_TIMEOUT,
         }
     }
 
@@ -227,13 +240,18 @@ impl Registry for DirRegistry {
             &info.id,
             &to_json(info)?,
             what,
-            None,
+            Some(self.broker_lease),
         )
     }
 
     fn brokers(&self) -> Result<Vec<BrokerInfo>> {
         let live = entry::live(&self.dir.join("brokers"), self.read_only);
-        Ok(live.into_iter().map(|(b, _)| b).collect())
+        // A broker silent past its lease (stopped) is not live: its
+        // partitions' followers elect another leader.
+        let live = live
+            .into_iter()
+            .filter(|(_, lease): &(BrokerInfo, Lease)| !lease.expired());
+        Ok(live.map(|(b, _)| b).collect())
     }
 
     fn join(&self, group: &str, info: &MemberInfo, session_timeout: Duration) -> Result<Ephemeral> {
