@@ -34,8 +34,8 @@ pub(crate) enum Decision {
         /// Its epoch.
         epoch: u32,
     },
-    /// Try to take the lead: replace the state (at the version decided on)
-    /// with this one, naming this broker in a higher epoch.
+    /// Replace the state (at the version decided on) with this one, one
+    /// epoch up: naming this broker leader, or nobody (offline).
     Elect(PartitionState),
     /// Serve nothing, and say why.
     Wait(String),
@@ -81,6 +81,17 @@ pub(crate) fn decide(facts: &Facts<'_>, role: &Role) -> Decision {
             },
         },
         _ if in_isr => elect(facts, epoch, &is_live),
+        // Nobody in sync is alive: the partition is offline, and its state
+        // says so (an epoch up, the ISR kept: the first of them back
+        // takes it).
+        Some(_) if !state.isr.iter().any(|r| is_live(r)) => match epoch.checked_add(1) {
+            Some(next) => Decision::Elect(PartitionState {
+                leader: None,
+                leader_epoch: u64::from(next),
+                isr: state.isr.clone(),
+            }),
+            None => Decision::Wait("the leader epoch cannot grow past 2^32 - 1".into()),
+        },
         Some(leader) => Decision::Wait(format!(
             "its leader {leader} is down and this replica is not in sync (ISR {:?})",
             state.isr
@@ -301,6 +312,20 @@ mod tests {
     }
 
     #[test]
+    fn a_replica_out_of_sync_marks_the_partition_offline_when_nobody_in_sync_is_alive() {
+        let s = state(Some("a"), 3, &["a", "b"]);
+        assert_eq!(
+            decide_as("c", &s, &["c"], &waiting()),
+            Decision::Elect(state(None, 4, &["a", "b"]))
+        );
+        let offline = state(None, 4, &["a", "b"]);
+        assert!(matches!(
+            decide_as("c", &offline, &["c"], &waiting()),
+            Decision::Wait(_)
+        ));
+    }
+
+    #[test]
     fn no_unclean_election_a_replica_out_of_sync_waits() {
         let s = state(Some("a"), 3, &["a", "b"]);
         assert!(
@@ -311,7 +336,7 @@ mod tests {
             "a live leader is followed"
         );
         assert!(matches!(
-            decide_as("c", &s, &["c"], &waiting()),
+            decide_as("c", &s, &["b", "c"], &waiting()),
             Decision::Wait(_)
         ));
         let offline = state(None, 5, &["a"]);

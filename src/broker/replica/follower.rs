@@ -207,8 +207,9 @@ fn append(shared: &Shared, f: &Followed, records: &[u8], leader_hw: u64) -> Resu
     if !following(p, f.epoch) {
         return Ok(());
     }
-    if whole > 0 {
-        log.append_replicated(&records[..whole], crate::clock::now_ms())?;
+    let from = already_held(&records[..whole], log.next_offset());
+    if whole > from {
+        log.append_replicated(&records[from..whole], crate::clock::now_ms())?;
         log.flush()?;
         p.flushed_offset
             .fetch_max(log.flushed_offset(), Ordering::AcqRel);
@@ -217,6 +218,22 @@ fn append(shared: &Shared, f: &Followed, records: &[u8], leader_hw: u64) -> Resu
     let hw = leader_hw.min(log.next_offset());
     p.high_watermark.fetch_max(hw, Ordering::AcqRel);
     Ok(())
+}
+
+/// Where the batches this log does not hold yet begin in `records` (a
+/// fetch answers from the batch holding its offset: one that ends at or
+/// before `next` is skipped; one that straddles it is left for the
+/// append to refuse, as logs that disagree).
+fn already_held(records: &[u8], next: u64) -> usize {
+    use crate::storage::record::{BatchHeader, BATCH_HEADER_BYTES};
+    let mut position = 0;
+    while let Some(head) = records.get(position..position + BATCH_HEADER_BYTES) {
+        match BatchHeader::decode(head, u32::MAX) {
+            Ok(h) if h.next_offset() <= next => position += h.total_bytes() as usize,
+            _ => break,
+        }
+    }
+    position.min(records.len())
 }
 
 /// Whether `p` still follows in `epoch` (asked under its log's lock).

@@ -3,6 +3,7 @@
 //! match ([`super::decide`]): it elects this broker when the state lets
 //! it, steps down when it must, and as leader changes the ISR.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -60,9 +61,11 @@ pub(in crate::broker) fn manage(shared: &Arc<Shared>) {
         return;
     };
     let mut last_error = String::new();
+    // Topics whose placement was read: a placement never changes.
+    let mut placed = BTreeSet::new();
     while !shared.stopping() {
         let seen = registry.changes();
-        let error = match round(shared, &*registry) {
+        let error = match round(shared, &*registry, &mut placed) {
             Ok(()) => String::new(),
             Err(e) => e.to_string(),
         };
@@ -84,9 +87,9 @@ pub(in crate::broker) fn manage(shared: &Arc<Shared>) {
 
 /// One look at the registry: every replicated partition's role made to
 /// match its state.
-fn round(shared: &Shared, registry: &dyn Registry) -> Result<()> {
+fn round(shared: &Shared, registry: &dyn Registry, placed: &mut BTreeSet<String>) -> Result<()> {
     let registered = keep_registered(shared, registry);
-    open_placed_here(shared, registry)?;
+    open_placed_here(shared, registry, placed)?;
     let partitions: Vec<Arc<Partition>> = shared
         .all_partitions()
         .into_iter()
@@ -145,10 +148,13 @@ fn keep_registered(shared: &Shared, registry: &dyn Registry) -> bool {
 /// Opens the topics the registry places replicas of on this broker that
 /// it does not serve yet: a follower must copy its leader's records
 /// before any client asks it for them.
-fn open_placed_here(shared: &Shared, registry: &dyn Registry) -> Result<()> {
-    let known: Vec<String> = shared.read_topics().keys().cloned().collect();
+fn open_placed_here(
+    shared: &Shared,
+    registry: &dyn Registry,
+    placed: &mut BTreeSet<String>,
+) -> Result<()> {
     for topic in registry.topics()? {
-        if known.contains(&topic) {
+        if placed.contains(&topic) || shared.read_topics().contains_key(&topic) {
             continue;
         }
         let Some(placement) = registry.placement(&topic)? else {
@@ -163,6 +169,7 @@ fn open_placed_here(shared: &Shared, registry: &dyn Registry) -> Result<()> {
         if mine {
             shared.create_topic(&topic, count)?;
         }
+        placed.insert(topic);
     }
     Ok(())
 }
@@ -204,7 +211,8 @@ fn manage_partition(
             if matches!(*replica.role(), Role::Leader(_)) {
                 set_role(shared, p, Role::Waiting("taking a new epoch".into()));
             }
-            if registry.set_partition_state(&p.topic, p.partition, &next, version)? {
+            let leads = next.leader.as_deref() == Some(shared.broker_id.as_str());
+            if registry.set_partition_state(&p.topic, p.partition, &next, version)? && leads {
                 become_leader(shared, p, next, version + 1)?;
             }
             Ok(())
