@@ -72,3 +72,29 @@ pub(super) fn answers(bytes: &[u8]) -> Vec<(u32, ErrorCode, Vec<u8>)> {
     }
     found
 }
+
+/// Partition 0 of a new topic `topic` held as one of `replicas` (this
+/// broker's id is `broker-test`), opened as the broker opens its logs,
+/// and in the role `role`.
+pub(super) fn replicated_partition(
+    shared: &Shared,
+    topic: &str,
+    replicas: &[&str],
+    role: super::replica::Role,
+) -> Arc<Partition> {
+    shared.store.create_topic(topic, 1).unwrap();
+    let mut config = shared.config.log.clone();
+    config.visible_after_flush = true;
+    let options = crate::storage::log::OpenOptions {
+        writable: true,
+        lock: false,
+    };
+    let log = shared.store.open_log(topic, 0, config, options).unwrap();
+    let replica = super::replica::Replica::new(replicas.iter().map(|r| r.to_string()).collect());
+    *replica.role() = role;
+    let p = Arc::new(Partition::replicated(topic, 0, log, Some(replica)));
+    shared
+        .write_topics()
+        .insert(topic.to_string(), vec![Some(Arc::clone(&p))]);
+    p
+}

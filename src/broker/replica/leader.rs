@@ -103,7 +103,7 @@ impl Partition {
     /// One past the last record a consumer may read here: the log's
     /// visible end for a single copy; for a replica, the high watermark,
     /// and only while it leads (a follower's records are read from its
-    /// leader).
+    /// leader) and once its watermark has reached its epoch's start.
     pub(in crate::broker) fn readable_end(
         &self,
         log: &crate::storage::log::Log,
@@ -111,8 +111,23 @@ impl Partition {
         let Some(replica) = &self.replica else {
             return Ok(log.visible_offset());
         };
-        self.leading(&replica.role())?;
+        let role = replica.role();
+        let l = self.leading(&role)?;
         let hw = self.high_watermark.load(Ordering::Acquire);
+        // A new leader's watermark starts from what it learned as a
+        // follower, which may lag its predecessor's: until it reaches the
+        // epoch's first offset (past anything the old leader showed), it
+        // shows nothing, so that no reader sees the end go backwards
+        // (Kafka's KIP-207).
+        if hw < l.epoch_start {
+            return Err((
+                ErrorCode::LeaderNotAvailable,
+                format!(
+                    "{} [{}]: the new leader (epoch {}) has not yet confirmed its high watermark (at {hw}, needs {}): retry",
+                    self.topic, self.partition, l.epoch, l.epoch_start
+                ),
+            ));
+        }
         Ok(hw.min(log.visible_offset()))
     }
 }
@@ -192,5 +207,144 @@ impl Partition {
         }
         shared.advance_high_watermark(self);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::broker::flusher::flush_partition;
+    use crate::broker::testing::{batch, replicated_partition, shared};
+    use crate::protocol::{ACKS_ALL, ACKS_LEADER};
+
+    const ME: &str = "broker-test";
+
+    fn leading(epoch: u32, isr: &[&str], epoch_start: u64) -> Role {
+        Role::Leader(Leading {
+            epoch,
+            version: 0,
+            isr: isr.iter().map(|s| s.to_string()).collect(),
+            epoch_start,
+            since: Instant::now(),
+            progress: BTreeMap::new(),
+        })
+    }
+
+    fn code<T>(r: std::result::Result<T, (ErrorCode, String)>) -> Option<ErrorCode> {
+        r.err().map(|(code, _)| code)
+    }
+
+    #[test]
+    fn only_a_leader_takes_appends_and_acks_all_needs_the_minimum_isr() {
+        let (_sim, shared) = shared();
+        let follower = Role::Follower {
+            leader: "b".into(),
+            epoch: 3,
+        };
+        let p = replicated_partition(&shared, "f", &[ME, "b"], follower);
+        assert_eq!(
+            code(p.may_append(ACKS_LEADER, 1)),
+            Some(ErrorCode::NotLeader)
+        );
+        let p = replicated_partition(&shared, "w", &[ME, "b"], Role::Waiting("x".into()));
+        assert_eq!(
+            code(p.may_append(ACKS_LEADER, 1)),
+            Some(ErrorCode::LeaderNotAvailable)
+        );
+        let p = replicated_partition(&shared, "l", &[ME, "b"], leading(4, &[ME], 0));
+        assert_eq!(
+            p.may_append(ACKS_LEADER, 2),
+            Ok(Some(4)),
+            "acks=1: the leader's log"
+        );
+        assert_eq!(
+            code(p.may_append(ACKS_ALL, 2)),
+            Some(ErrorCode::NotEnoughReplicas)
+        );
+        assert_eq!(p.may_append(ACKS_ALL, 1), Ok(Some(4)));
+    }
+
+    #[test]
+    fn an_acks_all_answer_is_refused_once_leadership_moved_or_the_isr_shrank_below_the_minimum() {
+        let (_sim, shared) = shared();
+        let p = replicated_partition(&shared, "t", &[ME, "b"], leading(4, &[ME, "b"], 0));
+        assert_eq!(
+            p.acks_all_refusal(Some(4), 0, 2, false),
+            None,
+            "still waiting"
+        );
+        assert_eq!(p.acks_all_refusal(Some(4), 0, 2, true), None, "replicated");
+        assert_eq!(
+            p.acks_all_refusal(Some(3), 0, 2, false).map(|r| r.0),
+            Some(ErrorCode::NotLeader),
+            "appended in an epoch this broker no longer leads"
+        );
+        *p.replica.as_ref().unwrap().role() = leading(4, &[ME], 0);
+        assert_eq!(
+            p.acks_all_refusal(Some(4), 0, 2, true).map(|r| r.0),
+            Some(ErrorCode::NotEnoughReplicas)
+        );
+    }
+
+    #[test]
+    fn a_followers_fetch_is_fenced_by_epoch_and_raises_the_high_watermark() {
+        let (_sim, shared) = shared();
+        let p = replicated_partition(&shared, "t", &[ME, "b", "c"], leading(4, &[ME, "b"], 0));
+        for _ in 0..3 {
+            p.lock().append(&mut batch(), 0).unwrap();
+        }
+        shared.mark_dirty(&p, true);
+        flush_partition(&shared, &p);
+        assert_eq!(p.flushed_offset.load(Ordering::Acquire), 3);
+        assert_eq!(
+            p.high_watermark.load(Ordering::Acquire),
+            0,
+            "b has not fetched"
+        );
+        let fetched = |who, epoch, offset| code(p.replica_fetched(&shared, who, epoch, offset));
+        assert_eq!(fetched("b", Some(3), 2), Some(ErrorCode::FencedEpoch));
+        assert_eq!(fetched("b", Some(5), 2), Some(ErrorCode::UnknownEpoch));
+        assert_eq!(fetched("z", Some(4), 2), Some(ErrorCode::InvalidRequest));
+        assert_eq!(fetched(ME, Some(4), 2), Some(ErrorCode::InvalidRequest));
+        assert_eq!(
+            p.high_watermark.load(Ordering::Acquire),
+            0,
+            "refused fetches count not"
+        );
+        assert_eq!(fetched("b", Some(4), 2), None);
+        assert_eq!(p.high_watermark.load(Ordering::Acquire), 2);
+        assert_eq!(fetched("c", Some(4), 3), None);
+        assert_eq!(
+            p.high_watermark.load(Ordering::Acquire),
+            2,
+            "c is not in the ISR: it does not hold the watermark up or down"
+        );
+        assert_eq!(fetched("b", Some(4), 1), None);
+        assert_eq!(
+            p.high_watermark.load(Ordering::Acquire),
+            2,
+            "never backwards"
+        );
+        assert_eq!(fetched("b", Some(4), 3), None);
+        assert_eq!(p.high_watermark.load(Ordering::Acquire), 3);
+    }
+
+    #[test]
+    fn a_new_leader_shows_nothing_until_its_watermark_reaches_its_epochs_start() {
+        let (_sim, shared) = shared();
+        let p = replicated_partition(&shared, "t", &[ME, "b"], leading(4, &[ME, "b"], 2));
+        for _ in 0..3 {
+            p.lock().append(&mut batch(), 0).unwrap();
+        }
+        flush_partition(&shared, &p);
+        p.high_watermark.store(1, Ordering::Release);
+        assert_eq!(
+            code(p.readable_end(&p.lock())),
+            Some(ErrorCode::LeaderNotAvailable)
+        );
+        p.replica_fetched(&shared, "b", Some(4), 2).unwrap();
+        assert_eq!(p.readable_end(&p.lock()), Ok(2));
     }
 }

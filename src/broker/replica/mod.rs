@@ -38,7 +38,11 @@
 //! A follower's fetch offset means "durable here". The leader keeps each
 //! follower's [`Progress`]; the high watermark is the lowest offset durable
 //! on every ISR member, the leader's own fsynced end among them, and never
-//! moves backwards. Consumers read only below it, and an `acks=all`
+//! moves backwards. A new leader's watermark starts from what it learned
+//! as a follower, which may lag its predecessor's; until it reaches the
+//! offset where the new epoch began (past anything an earlier leader
+//! showed) consumers get `leader_not_available` and retry (Kafka's
+//! KIP-207), so no reader sees the end go backwards. Consumers read only below it, and an `acks=all`
 //! produce is answered once it passes the request's records, while this
 //! broker still leads in the epoch that appended them and the ISR has at
 //! least `--min-insync-replicas` members (else `not_enough_replicas`). A
