@@ -89,14 +89,15 @@ pub(in crate::broker) fn manage(shared: &Arc<Shared>) {
 /// match its state.
 fn round(shared: &Shared, registry: &dyn Registry, placed: &mut BTreeSet<String>) -> Result<()> {
     let registered = keep_registered(shared, registry);
-    open_placed_here(shared, registry, placed)?;
+    // Cut off from the registry, the roles below still step down.
+    let opened = open_placed_here(shared, registry, placed);
     let partitions: Vec<Arc<Partition>> = shared
         .all_partitions()
         .into_iter()
         .filter(|p| p.replica.is_some())
         .collect();
     if partitions.is_empty() {
-        return Ok(());
+        return opened;
     }
     let session_alive = registered && registry.session() == SessionState::Alive;
     let live = match registry.brokers() {
@@ -110,7 +111,7 @@ fn round(shared: &Shared, registry: &dyn Registry, placed: &mut BTreeSet<String>
             return Err(e);
         }
     };
-    let mut first_error = None;
+    let mut first_error = opened.err();
     for p in &partitions {
         if let Err(e) = manage_partition(shared, registry, p, &live, session_alive) {
             first_error.get_or_insert(e);
@@ -185,6 +186,11 @@ fn manage_partition(
     let Some(replica) = &p.replica else {
         return Ok(());
     };
+    if !session_alive {
+        let why = "this broker's registration is lapsed or its registry session in doubt";
+        set_role(shared, p, Role::Waiting(why.into()));
+        return Ok(());
+    }
     let Some((state, version)) = registry.partition_state(&p.topic, p.partition)? else {
         shared.create_state(&p.topic, p.partition, &replica.replicas);
         return Ok(());
