@@ -124,6 +124,31 @@ pub struct Args {
     pub quiet: bool,
 }
 
+/// Checks and sets the replication flags.
+fn replication(args: &Args, config: &mut BrokerConfig) -> anyhow::Result<()> {
+    if args.replication_factor > 1 && args.registry.is_none() {
+        return Err(super::Usage(format!(
+            "--replication-factor {} needs --registry: replicas live on several brokers",
+            args.replication_factor
+        ))
+        .into());
+    }
+    let min_isr = args
+        .min_insync_replicas
+        .unwrap_or(args.replication_factor.min(2));
+    if min_isr > args.replication_factor {
+        return Err(super::Usage(format!(
+            "--min-insync-replicas {min_isr} is more than --replication-factor {}: acks=all could never succeed",
+            args.replication_factor
+        ))
+        .into());
+    }
+    config.replication_factor = args.replication_factor;
+    config.min_insync_replicas = min_isr;
+    config.replica_lag_time = std::time::Duration::from_millis(args.replica_lag_time_ms);
+    Ok(())
+}
+
 /// Runs `klog-broker`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::handle_signals(|| {})?;
@@ -168,26 +193,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.request_timeout_ms = args.request_timeout_ms;
     config.idle_timeout_ms = args.idle_timeout_ms;
     config.registry = args.registry.clone();
-    if args.replication_factor > 1 && args.registry.is_none() {
-        return Err(super::Usage(format!(
-            "--replication-factor {} needs --registry: replicas live on several brokers",
-            args.replication_factor
-        ))
-        .into());
-    }
-    let min_isr = args
-        .min_insync_replicas
-        .unwrap_or(args.replication_factor.min(2));
-    if min_isr > args.replication_factor {
-        return Err(super::Usage(format!(
-            "--min-insync-replicas {min_isr} is more than --replication-factor {}: acks=all could never succeed",
-            args.replication_factor
-        ))
-        .into());
-    }
-    config.replication_factor = args.replication_factor;
-    config.min_insync_replicas = min_isr;
-    config.replica_lag_time = std::time::Duration::from_millis(args.replica_lag_time_ms);
+    replication(&args, &mut config)?;
     config.session_timeout = std::time::Duration::from_millis(args.session_timeout_ms);
     config.quiet = args.quiet;
     let broker = Broker::open(config)?;

@@ -141,8 +141,8 @@ fn await_durable(
     let Appended {
         base_offset,
         end_offset,
-        epoch,
         leader_epoch,
+        ..
     } = *appended;
     let min_isr = shared.config.min_insync_replicas;
     let name = || format!("{} [{}]", p.topic, p.partition);
@@ -168,27 +168,7 @@ fn await_durable(
             return error_into(out, correlation_id, code, &msg);
         }
         if complete {
-            // The offsets are durable; were they still ours when they were
-            // written? A failed write may have undone ours and given the
-            // offsets to later appends.
-            let (code, msg) = match p.lock().fate(epoch, end_offset - 1) {
-                Fate::InFile => return produced_into(out, correlation_id, base_offset),
-                Fate::Undone => (
-                    ErrorCode::DiskFull,
-                    format!(
-                        "{}: records from offset {base_offset} were not stored: disk full",
-                        name()
-                    ),
-                ),
-                Fate::Gathered | Fate::Unknown => (
-                    ErrorCode::Timeout,
-                    format!(
-                        "{}: whether records from offset {base_offset} were stored is unknown",
-                        name()
-                    ),
-                ),
-            };
-            return error_into(out, correlation_id, code, &msg);
+            return stored_answer(out, correlation_id, p, appended);
         }
         if Instant::now() >= deadline {
             let msg = format!(
@@ -202,6 +182,32 @@ fn await_durable(
             None => watch = Some(Watch::new(vec![Arc::clone(&p.waiters)])),
         }
     }
+}
+
+/// The answer for records below the high watermark: were they still ours
+/// when they were written? A failed write may have undone ours and given
+/// the offsets to later appends.
+fn stored_answer(out: &mut Vec<u8>, correlation_id: u32, p: &Partition, appended: &Appended) {
+    let base_offset = appended.base_offset;
+    let name = || format!("{} [{}]", p.topic, p.partition);
+    let (code, msg) = match p.lock().fate(appended.epoch, appended.end_offset - 1) {
+        Fate::InFile => return produced_into(out, correlation_id, base_offset),
+        Fate::Undone => (
+            ErrorCode::DiskFull,
+            format!(
+                "{}: records from offset {base_offset} were not stored: disk full",
+                name()
+            ),
+        ),
+        Fate::Gathered | Fate::Unknown => (
+            ErrorCode::Timeout,
+            format!(
+                "{}: whether records from offset {base_offset} were stored is unknown",
+                name()
+            ),
+        ),
+    };
+    error_into(out, correlation_id, code, &msg)
 }
 
 #[cfg(test)]
