@@ -512,7 +512,9 @@ impl ClusterProducer {
         self.parked = rest;
         let again = mine.iter().filter(|o| o.sent_before).count();
         for orphan in mine {
-            self.producers[i].1.adopt(orphan.waiting)?;
+            self.producers[i]
+                .1
+                .adopt(orphan.waiting, orphan.sent_before)?;
         }
         self.unwatched = true;
         let moved = self.route[partition as usize].as_ref() != Some(&addr);

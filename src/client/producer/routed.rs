@@ -58,7 +58,9 @@ impl Producer {
 
     /// Routed: sends again a request another producer gave back (its
     /// records may be appended twice), keeping its deadline.
-    pub(crate) fn adopt(&mut self, waiting: Waiting) -> Result<()> {
+    /// `again`: it was sent before (else it was parked unsent, and is not
+    /// counted as sent again).
+    pub(crate) fn adopt(&mut self, waiting: Waiting, again: bool) -> Result<()> {
         self.wait_for_room()?;
         self.next_id = self.next_id.wrapping_add(1);
         let start = self.out.len();
@@ -73,7 +75,7 @@ impl Producer {
             waiting.partition,
             batch,
         );
-        self.resent += 1;
+        self.resent += u64::from(again);
         let (partition, records) = (waiting.partition, waiting.records);
         self.enqueued(start, partition, records, waiting.deadline, batch.len())
     }
