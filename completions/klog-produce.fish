@@ -7,7 +7,7 @@ complete -c klog-produce -s H -d 'Header added to every record (repeatable)' -r
 complete -c klog-produce -l batch -d 'Records per batch' -r
 complete -c klog-produce -l batch-bytes -d 'Bytes per batch' -r
 complete -c klog-produce -l linger -d 'The most a batch waits after its first record before it is written, whatever the input does' -r
-complete -c klog-produce -l acks -d 'Acknowledgements: 0 (none), 1 (appended), all (durable)' -r
+complete -c klog-produce -l acks -d 'Acknowledgements: 0 (none), 1 (appended), all (durable). With --registry, a batch refused because its partition\'s leader moved (or has too few in-sync replicas), or whose connection broke, is sent again to the leader within --message-timeout: with no idempotence, a record may then appear twice' -r
 complete -c klog-produce -l message-timeout -d 'Delivery deadline: a record the broker has not acknowledged this long after it was read counts as failed (connecting included; exit 1). SIGINT or SIGTERM gives what was sent half a second more, a second signal ends at once' -r
 complete -c klog-produce -l partitions -d 'Embedded mode: partitions of a topic this command creates (with a broker, the broker\'s --partitions applies)' -r
 complete -c klog-produce -s b -l broker -d 'The broker to send to' -r

@@ -27,7 +27,7 @@ _klog-produce() {
 '--batch=[Records per batch]:N:_default' \
 '--batch-bytes=[Bytes per batch]:SIZE:_default' \
 '--linger=[The most a batch waits after its first record before it is written, whatever the input does]:DURATION:_default' \
-'--acks=[Acknowledgements\: 0 (none), 1 (appended), all (durable)]:0|1|all:_default' \
+'--acks=[Acknowledgements\: 0 (none), 1 (appended), all (durable). With --registry, a batch refused because its partition'\''s leader moved (or has too few in-sync replicas), or whose connection broke, is sent again to the leader within --message-timeout\: with no idempotence, a record may then appear twice]:0|1|all:_default' \
 '--message-timeout=[Delivery deadline\: a record the broker has not acknowledged this long after it was read counts as failed (connecting included; exit 1). SIGINT or SIGTERM gives what was sent half a second more, a second signal ends at once]:DURATION:_default' \
 '--partitions=[Embedded mode\: partitions of a topic this command creates (with a broker, the broker'\''s --partitions applies)]:N:_default' \
 '-b+[The broker to send to]:HOST[:PORT]:_default' \

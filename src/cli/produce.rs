@@ -54,7 +54,11 @@ pub struct Args {
     /// written, whatever the input does.
     #[arg(long = "linger", value_name = "DURATION", default_value = "100ms", value_parser = super::duration_arg)]
     pub linger_ms: u64,
-    /// Acknowledgements: 0 (none), 1 (appended), all (durable).
+    /// Acknowledgements: 0 (none), 1 (appended), all (durable). With
+    /// --registry, a batch refused because its partition's leader moved
+    /// (or has too few in-sync replicas), or whose connection broke, is
+    /// sent again to the leader within --message-timeout: with no
+    /// idempotence, a record may then appear twice.
     #[arg(long = "acks", value_name = "0|1|all", default_value = "all", value_parser = super::acks_arg)]
     pub acks: i8,
     /// Delivery deadline: a record the broker has not acknowledged this

@@ -14,15 +14,67 @@ use crate::sync::lock;
 
 /// A produce request awaiting its response.
 #[derive(Debug)]
-pub(super) struct Waiting {
+pub(crate) struct Waiting {
     pub(super) id: u32,
-    pub(super) records: u64,
+    /// The partition it appends to.
+    pub(crate) partition: u32,
+    /// Its records.
+    pub(crate) records: u64,
     pub(super) sent: Instant,
     /// Its records' delivery deadline.
-    pub(super) deadline: Instant,
+    pub(crate) deadline: Instant,
     /// The request's frame, to send again on a new connection should this
     /// one break before the answer.
     pub(super) request: Vec<u8>,
+    /// Where its batch starts in `request` (the frame's last bytes), to
+    /// be sent again in a request of another producer.
+    pub(super) batch_at: usize,
+}
+
+/// A request a routed producer gives back unanswered (see
+/// [`crate::client::Producer::connect_routed`]): its broker answered that
+/// it does not lead the partition now (or has too few in-sync replicas),
+/// or the connection broke under it. Its records are neither delivered
+/// nor failed yet: they go to the partition's leader, within their
+/// deadline.
+#[derive(Debug)]
+pub(crate) struct Orphan {
+    /// The request.
+    pub(crate) waiting: Waiting,
+    /// Why it came back.
+    pub(crate) why: Error,
+    /// It was sent before (its records may be appended twice once sent
+    /// again); `false` for a batch parked before it was ever sent.
+    pub(crate) sent_before: bool,
+}
+
+impl Waiting {
+    /// A batch of `records` for `partition` that was never sent, to be
+    /// sent by a routed producer ([`crate::client::Producer::adopt`])
+    /// before `deadline`.
+    pub(crate) fn unsent(partition: u32, records: u64, deadline: Instant, batch: &[u8]) -> Waiting {
+        Waiting {
+            id: 0,
+            partition,
+            records,
+            sent: Instant::now(),
+            deadline,
+            request: batch.to_vec(),
+            batch_at: 0,
+        }
+    }
+}
+
+/// Whether a routed producer gives a request back for an answer with
+/// `code` rather than counting its records failed.
+fn gives_back(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::NotLeader
+            | ErrorCode::LeaderNotAvailable
+            | ErrorCode::PartitionElsewhere
+            | ErrorCode::NotEnoughReplicas
+    )
 }
 
 /// What the producer's response reader shares with it.
@@ -48,6 +100,11 @@ pub(super) struct Acks {
     pub(super) sender_waits: bool,
     /// The producer is closing: once nothing is waiting, the reader ends.
     pub(super) closing: bool,
+    /// Routed: requests whose answer says their partition is led
+    /// elsewhere, or that a broken connection left unanswered, go to
+    /// `orphans` (see [`Orphan`]).
+    pub(super) routed: bool,
+    pub(super) orphans: Vec<Orphan>,
 }
 
 #[derive(Debug, Default)]
@@ -162,22 +219,26 @@ pub(super) fn read_acks(stream: &TcpStream, addr: &str, state: &AckState, timeou
 /// Matches the answer `h` to the first request waiting; false when it
 /// answers none (the connection cannot go on).
 fn acknowledge(acks: &mut Acks, h: protocol::ResponseHeader, addr: &str) -> bool {
-    let Some(Waiting {
-        id,
-        records,
-        sent,
-        request,
-        ..
-    }) = acks.waiting.pop_front()
-    else {
+    let Some(waiting) = acks.waiting.pop_front() else {
         acks.error.get_or_insert(Error::Protocol {
             addr: addr.to_string(),
             reason: format!("an answer to no request ({})", h.correlation_id),
         });
         return false;
     };
-    acks.waiting_bytes -= request.len();
-    if h.correlation_id != id {
+    acks.waiting_bytes -= waiting.request.len();
+    let (id, records, sent) = (waiting.id, waiting.records, waiting.sent);
+    if h.correlation_id == id && acks.routed && gives_back(h.error) {
+        let why = Error::Broker {
+            code: h.error,
+            message: h.message,
+        };
+        acks.orphans.push(Orphan {
+            waiting,
+            why,
+            sent_before: true,
+        });
+    } else if h.correlation_id != id {
         acks.failed += records;
         acks.error.get_or_insert(Error::Protocol {
             addr: addr.to_string(),

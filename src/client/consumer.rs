@@ -1,10 +1,24 @@
 //! The consumer: fetches ahead on a thread of its own, checks every
 //! record's CRC, and hands records out from the wanted offset on.
+//!
+//! # Leaders that move
+//!
+//! A consumer started with a [`Locate`] (a cluster whose partitions have
+//! leaders) follows them: a fetcher whose broker answers for a partition
+//! that it does not lead it (`not_leader`, `leader_not_available`,
+//! `partition_elsewhere`), or whose connection breaks, gives the
+//! partition back; the consumer asks the locator for its leader (again and
+//! again, backing off, while there is none) and fetches it there from the
+//! next offset it has not handed out. Every record below that offset is
+//! skipped, so a leader change never hands an offset out twice and never
+//! goes back. A new leader whose log ends before that offset (it had not
+//! copied all of it) is waited for: the partition is given back and
+//! looked up again until it has caught up.
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::client::connection::{
     connect, protocol_error, read_frame_max, write_all_with, Connection, REQUEST_TIMEOUT,
@@ -57,13 +71,74 @@ impl Default for ConsumerConfig {
     }
 }
 
+/// Finds the broker that leads a partition now (in a cluster, from its
+/// registry: the client knows brokers, not the registry).
+pub trait Locate: std::fmt::Debug + Send + Sync {
+    /// The address of the broker that leads `partition` of `topic` now,
+    /// or why none does.
+    fn leader(&self, topic: &str, partition: u32) -> Result<String>;
+}
+
+/// What a fetcher hands its consumer.
+enum Fetched {
+    /// A fetch's answer (or why the fetcher stopped).
+    Answer(Result<Vec<u8>>),
+    /// A partition the fetcher gave back, with the code and message that
+    /// said why (`None`: its connection broke).
+    Lost(u32, ErrorCode, String),
+}
+
+/// Partitions added to a running fetcher; `gone` once it ended (a new one
+/// must be started).
+#[derive(Debug, Default)]
+struct Inbox {
+    added: Vec<ConsumerPartition>,
+    gone: bool,
+}
+
+/// The side of a consumer that follows leaders (see the module's docs).
+#[derive(Debug)]
+struct Located {
+    locator: Arc<dyn Locate>,
+    tx: SyncSender<Fetched>,
+    config: ConsumerConfig,
+    /// Each running fetcher's broker and inbox.
+    fetchers: Vec<(String, Arc<Mutex<Inbox>>)>,
+    /// Partitions without a broker now, the code that lost them, and
+    /// since when they are lost.
+    lost: Vec<(u32, ErrorCode, Instant)>,
+    /// Partitions that moved to another broker in this run.
+    moved: Vec<u32>,
+    /// The last notice said of each partition lost, so as not to repeat it.
+    said: Vec<(u32, String)>,
+    next_try: Instant,
+    backoff: Duration,
+}
+
+/// The first wait before looking a lost partition up again; it doubles
+/// up to [`RELOCATE_BACKOFF_MAX`] while the partition keeps coming back.
+const RELOCATE_BACKOFF: Duration = Duration::from_millis(50);
+const RELOCATE_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// Whether a fetcher that follows leaders gives a partition back for an
+/// answer with `code`.
+fn gives_back(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::NotLeader
+            | ErrorCode::LeaderNotAvailable
+            | ErrorCode::PartitionElsewhere
+            | ErrorCode::OffsetOutOfRange
+    )
+}
+
 /// Reads partitions of one topic from a broker, fetching ahead.
 #[derive(Debug)]
 pub struct Consumer {
     topic: String,
     addr: String,
     partitions: Vec<ConsumerPartition>,
-    responses: Receiver<Result<Vec<u8>>>,
+    responses: Receiver<Fetched>,
     record_bytes_max: u32,
     /// A response not yet handed out whole, and where to resume in it:
     /// the partition's index in the response and a batch's byte position.
@@ -72,6 +147,8 @@ pub struct Consumer {
     notices: Arc<Mutex<Vec<String>>>,
     /// Set when the consumer is dropped: its fetchers stop reconnecting.
     closed: Arc<AtomicBool>,
+    /// Following leaders, with a locator.
+    located: Option<Located>,
 }
 
 impl Drop for Consumer {
@@ -103,6 +180,27 @@ impl Consumer {
         topic: &str,
         config: ConsumerConfig,
     ) -> Result<Consumer> {
+        Consumer::start_with(parts, topic, config, None)
+    }
+
+    /// Starts fetching partitions of `topic` as [`Consumer::start_on`]
+    /// does, and follows their leaders through `locator` when they move
+    /// (see the module's docs).
+    pub fn start_located(
+        parts: &[(String, ConsumerPartition)],
+        topic: &str,
+        config: ConsumerConfig,
+        locator: Arc<dyn Locate>,
+    ) -> Result<Consumer> {
+        Consumer::start_with(parts, topic, config, Some(locator))
+    }
+
+    fn start_with(
+        parts: &[(String, ConsumerPartition)],
+        topic: &str,
+        config: ConsumerConfig,
+        locator: Option<Arc<dyn Locate>>,
+    ) -> Result<Consumer> {
         let mut brokers: Vec<(String, Vec<ConsumerPartition>)> = Vec::new();
         for (addr, part) in parts {
             match brokers.iter_mut().find(|(a, _)| a == addr) {
@@ -111,41 +209,66 @@ impl Consumer {
             }
         }
         let (tx, rx) = mpsc::sync_channel(config.prefetch.max(1));
-        let notices = Arc::new(Mutex::new(Vec::new()));
-        let closed = Arc::new(AtomicBool::new(false));
-        let mut all = Vec::new();
-        for (addr, partitions) in &brokers {
-            let fetcher = Fetcher {
-                stream: connect(addr)?,
-                addr: addr.clone(),
-                topic: topic.to_string(),
-                partitions: partitions.clone(),
-                config,
-                tx: tx.clone(),
-                notices: Arc::clone(&notices),
-                closed: Arc::clone(&closed),
-            };
-            std::thread::Builder::new()
-                .name("fetch".into())
-                .spawn(move || fetcher.run())
-                .map_err(|reason| Error::Spawn { reason })?;
-            all.extend_from_slice(partitions);
-        }
-        let addr = brokers
-            .iter()
-            .map(|(a, _)| a.as_str())
-            .collect::<Vec<_>>()
-            .join(",");
-        Ok(Consumer {
+        let mut consumer = Consumer {
             topic: topic.to_string(),
-            addr,
-            partitions: all,
+            addr: brokers
+                .iter()
+                .map(|(a, _)| a.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            partitions: parts.iter().map(|(_, p)| *p).collect(),
             responses: rx,
             record_bytes_max: config.record_bytes_max,
             current: None,
-            notices,
-            closed,
-        })
+            notices: Arc::new(Mutex::new(Vec::new())),
+            closed: Arc::new(AtomicBool::new(false)),
+            located: locator.map(|locator| Located {
+                locator,
+                tx: tx.clone(),
+                config,
+                fetchers: Vec::new(),
+                lost: Vec::new(),
+                moved: Vec::new(),
+                said: Vec::new(),
+                next_try: Instant::now(),
+                backoff: RELOCATE_BACKOFF,
+            }),
+        };
+        for (addr, partitions) in brokers {
+            let inbox = consumer.spawn_fetcher(&addr, partitions, config, tx.clone())?;
+            if let Some(l) = &mut consumer.located {
+                l.fetchers.push((addr, inbox));
+            }
+        }
+        Ok(consumer)
+    }
+
+    /// Starts a fetcher of `partitions` from the broker at `addr`.
+    fn spawn_fetcher(
+        &self,
+        addr: &str,
+        partitions: Vec<ConsumerPartition>,
+        config: ConsumerConfig,
+        tx: SyncSender<Fetched>,
+    ) -> Result<Arc<Mutex<Inbox>>> {
+        let inbox = Arc::new(Mutex::new(Inbox::default()));
+        let fetcher = Fetcher {
+            stream: connect(addr)?,
+            addr: addr.to_string(),
+            topic: self.topic.clone(),
+            partitions,
+            config,
+            tx,
+            notices: Arc::clone(&self.notices),
+            closed: Arc::clone(&self.closed),
+            inbox: Arc::clone(&inbox),
+            located: self.located.is_some(),
+        };
+        std::thread::Builder::new()
+            .name("fetch".into())
+            .spawn(move || fetcher.run())
+            .map_err(|reason| Error::Spawn { reason })?;
+        Ok(inbox)
     }
 
     /// What happened since the last call that a user should hear of (a
@@ -167,14 +290,25 @@ impl Consumer {
     }
 
     /// The response being handed out (with the part and position to resume
-    /// at), else the next one fetched within `timeout`.
+    /// at), else the next one fetched within `timeout`. A partition a
+    /// fetcher gave back is looked up (`None` then).
     #[allow(clippy::type_complexity)]
     fn next_response(&mut self, timeout: Duration) -> Result<Option<(Vec<u8>, usize, usize)>> {
         if let Some(current) = self.current.take() {
             return Ok(Some(current));
         }
+        let timeout = match &self.located {
+            Some(l) if !l.lost.is_empty() => {
+                timeout.min(l.next_try.saturating_duration_since(Instant::now()))
+            }
+            _ => timeout,
+        };
         match self.responses.recv_timeout(timeout) {
-            Ok(r) => Ok(Some((r?, 0, 0))),
+            Ok(Fetched::Answer(r)) => Ok(Some((r?, 0, 0))),
+            Ok(Fetched::Lost(partition, code, why)) => {
+                self.lose(partition, code, &why)?;
+                Ok(None)
+            }
             Err(RecvTimeoutError::Timeout) => Ok(None),
             // Its fetchers stopped for the signal, not for a fault.
             Err(RecvTimeoutError::Disconnected) if crate::stop::stopping() => Err(Error::Stopped {
@@ -187,6 +321,114 @@ impl Consumer {
         }
     }
 
+    /// Notes that a fetcher gave `partition` back (`code` and `why` say
+    /// why), to look its leader up after a backoff that grows while
+    /// partitions keep coming back. An offset out of range is an error
+    /// unless the partition moved in this run (its new leader has not
+    /// caught up yet).
+    fn lose(&mut self, partition: u32, code: ErrorCode, why: &str) -> Result<()> {
+        let Some(l) = &mut self.located else {
+            return Ok(());
+        };
+        let Some(state) = reading(&mut self.partitions, partition) else {
+            return Ok(());
+        };
+        if state.stop_at.is_some_and(|s| state.offset >= s) {
+            return Ok(());
+        }
+        if code == ErrorCode::OffsetOutOfRange && !l.moved.contains(&partition) {
+            return Err(Error::Broker {
+                code,
+                message: why.to_string(),
+            });
+        }
+        let now = Instant::now();
+        if l.lost.is_empty() && l.next_try + RELOCATE_BACKOFF_MAX * 5 < now {
+            // The last move is long past: this one is looked up at once.
+            l.backoff = RELOCATE_BACKOFF;
+        }
+        l.lost.push((partition, code, now));
+        l.next_try = now + l.backoff;
+        l.backoff = (l.backoff * 2).min(RELOCATE_BACKOFF_MAX);
+        let notice = format!(
+            "{} [{partition}]: {why}; looking for its leader, to resume at offset {}",
+            self.topic, state.offset
+        );
+        say_once(&mut l.said, &self.notices, partition, notice);
+        Ok(())
+    }
+
+    /// Looks the lost partitions up (once their backoff is over) and
+    /// fetches each from its leader, from the next offset not handed out.
+    /// A read to an end (`-e`) gives up on a partition still without a
+    /// leader after [`REQUEST_TIMEOUT`].
+    fn relocate(&mut self) -> Result<()> {
+        let Some(l) = &mut self.located else {
+            return Ok(());
+        };
+        if l.lost.is_empty() || Instant::now() < l.next_try {
+            return Ok(());
+        }
+        let lost = std::mem::take(&mut l.lost);
+        let bounded = self.partitions.iter().any(|p| p.stop_at.is_some());
+        let mut still = Vec::new();
+        for (partition, code, since) in lost {
+            let Some(part) = reading(&mut self.partitions, partition).copied() else {
+                continue;
+            };
+            let locator = Arc::clone(&self.located.as_ref().expect("located").locator);
+            let found = locator
+                .leader(&self.topic, partition)
+                .and_then(|addr| self.fetch_from(&addr, part).map(|()| addr));
+            let l = self.located.as_mut().expect("located");
+            match found {
+                Ok(addr) => {
+                    if !l.moved.contains(&partition) {
+                        l.moved.push(partition);
+                    }
+                    l.said.retain(|(p, _)| *p != partition);
+                    lock(&self.notices).push(format!(
+                        "{} [{partition}]: fetching from {addr}, its leader, from offset {}",
+                        self.topic, part.offset
+                    ));
+                }
+                Err(e) if bounded && since.elapsed() >= REQUEST_TIMEOUT => return Err(e),
+                Err(e) => {
+                    let notice =
+                        format!("{} [{partition}]: no leader to fetch from: {e}", self.topic);
+                    say_once(&mut l.said, &self.notices, partition, notice);
+                    still.push((partition, code, since));
+                }
+            }
+        }
+        let l = self.located.as_mut().expect("located");
+        if !still.is_empty() {
+            l.lost = still;
+            l.next_try = Instant::now() + l.backoff;
+            l.backoff = (l.backoff * 2).min(RELOCATE_BACKOFF_MAX);
+        }
+        Ok(())
+    }
+
+    /// Fetches `part` from the broker at `addr`: through its running
+    /// fetcher, else a new one.
+    fn fetch_from(&mut self, addr: &str, part: ConsumerPartition) -> Result<()> {
+        let l = self.located.as_mut().expect("located");
+        l.fetchers.retain(|(_, inbox)| !lock(inbox).gone);
+        if let Some((_, inbox)) = l.fetchers.iter().find(|(a, _)| a == addr) {
+            let mut inbox = lock(inbox);
+            if !inbox.gone {
+                inbox.added.push(part);
+                return Ok(());
+            }
+        }
+        let (config, tx) = (l.config, l.tx.clone());
+        let inbox = self.spawn_fetcher(addr, vec![part], config, tx)?;
+        let l = self.located.as_mut().expect("located");
+        l.fetchers.push((addr.to_string(), inbox));
+        Ok(())
+    }
+
     /// Hands out records of the fetched responses (waiting up to `timeout`
     /// for one) to `each`, at or after the wanted offsets, every CRC
     /// checked, until `each` returns false or the response is used up.
@@ -197,6 +439,7 @@ impl Consumer {
         timeout: Duration,
         mut each: impl FnMut(u32, &Record<'_>) -> Result<bool>,
     ) -> Result<u64> {
+        self.relocate()?;
         let Some((frame, first_part, first_at)) = self.next_response(timeout)? else {
             return Ok(0);
         };
@@ -205,6 +448,10 @@ impl Consumer {
         let mut stop = None;
         'parts: for (index, part) in parts.iter().enumerate().skip(first_part) {
             if part.error != ErrorCode::None {
+                if self.located.is_some() && gives_back(part.error) {
+                    // Its fetcher gave it back: looked up once that is read.
+                    continue;
+                }
                 return Err(Error::Broker {
                     code: part.error,
                     message: part.message.clone(),
@@ -261,6 +508,21 @@ fn reading(partitions: &mut [ConsumerPartition], partition: u32) -> Option<&mut 
     partitions.iter_mut().find(|p| p.partition == partition)
 }
 
+/// Says `notice` of `partition` unless it was the last thing said of it.
+fn say_once(
+    said: &mut Vec<(u32, String)>,
+    notices: &Mutex<Vec<String>>,
+    partition: u32,
+    notice: String,
+) {
+    match said.iter_mut().find(|(p, _)| *p == partition) {
+        Some((_, last)) if *last == notice => return,
+        Some((_, last)) => last.clone_from(&notice),
+        None => said.push((partition, notice.clone())),
+    }
+    lock(notices).push(notice);
+}
+
 /// The partitions of a fetch response, once its header says it succeeded.
 fn fetched_parts<'f>(addr: &str, frame: &'f [u8]) -> Result<Vec<protocol::FetchedPartition<'f>>> {
     let mut r = Reader::new(frame);
@@ -291,9 +553,14 @@ struct Fetcher {
     topic: String,
     partitions: Vec<ConsumerPartition>,
     config: ConsumerConfig,
-    tx: SyncSender<Result<Vec<u8>>>,
+    tx: SyncSender<Fetched>,
     notices: Arc<Mutex<Vec<String>>>,
     closed: Arc<AtomicBool>,
+    /// Partitions its consumer adds while it runs.
+    inbox: Arc<Mutex<Inbox>>,
+    /// Following leaders: partitions this broker does not lead, and all of
+    /// them when the connection breaks, are given back to the consumer.
+    located: bool,
 }
 
 impl Fetcher {
@@ -307,44 +574,90 @@ impl Fetcher {
         };
         let answer_bytes_max = protocol::fetch_response_frame_bytes(want.response_bytes_max);
         loop {
-            // Each fetch starts one partition later, so that the answer's
-            // budget, spent in order, favours none of them.
-            let first = id as usize % self.partitions.len().max(1);
-            let (later, earlier) = self.partitions.split_at(first);
-            let asked: Vec<FetchPartition> = earlier
-                .iter()
-                .chain(later)
-                .filter(|p| p.stop_at.is_none_or(|s| p.offset < s))
-                .map(|p| FetchPartition {
-                    topic: self.topic.clone(),
-                    partition: p.partition,
-                    offset: p.offset,
-                    bytes_max: self.config.fetch_bytes_max,
-                    leader_epoch: None,
-                })
-                .collect();
+            let asked = self.asked(id);
             if asked.is_empty() {
-                return;
+                let mut inbox = lock(&self.inbox);
+                if inbox.added.is_empty() {
+                    inbox.gone = true;
+                    return;
+                }
+                continue;
             }
             id = id.wrapping_add(1);
             protocol::fetch_request(&mut frame, id, want, &asked);
-            let result = self.fetch(&frame, answer_bytes_max).and_then(|body| {
-                self.advance(&body)?;
-                Ok(body)
-            });
-            // A broker gone (restarted, stopped answering) is waited for.
+            let result = self.fetch(&frame, answer_bytes_max);
+            let given_back = match &result {
+                Ok(body) => self.advance(body),
+                Err(_) => Ok(Vec::new()),
+            };
+            // A broker gone (restarted, stopped answering) is waited for,
+            // or, following leaders, its partitions are given back.
             if let Err(e @ (Error::Network { .. } | Error::TimedOut { .. })) = &result {
+                if self.located {
+                    return self.give_back_all(e);
+                }
                 if self.reconnect(e) {
                     continue;
                 }
                 // A read to an end (-e) gives up: say why.
                 if !crate::stop::stopping() && !self.closed.load(Ordering::Relaxed) {
-                    let _ = self.tx.send(result);
+                    let _ = self.tx.send(Fetched::Answer(result));
                 }
                 return;
             }
+            let (result, given_back) = match given_back {
+                Ok(lost) => (result, lost),
+                Err(e) => (Err(e), Vec::new()),
+            };
             let failed = result.is_err();
-            if self.tx.send(result).is_err() || failed {
+            if self.tx.send(Fetched::Answer(result)).is_err() || failed {
+                return;
+            }
+            for lost in given_back {
+                if self.tx.send(lost).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The partitions to fetch next (those its consumer added included),
+    /// each from its offset, less those that reached their end. Each fetch
+    /// starts one partition later, so that the answer's budget, spent in
+    /// order, favours none of them.
+    fn asked(&mut self, id: u32) -> Vec<FetchPartition> {
+        if self.located {
+            self.partitions.append(&mut lock(&self.inbox).added);
+        }
+        let first = id as usize % self.partitions.len().max(1);
+        let (later, earlier) = self.partitions.split_at(first);
+        earlier
+            .iter()
+            .chain(later)
+            .filter(|p| p.stop_at.is_none_or(|s| p.offset < s))
+            .map(|p| FetchPartition {
+                topic: self.topic.clone(),
+                partition: p.partition,
+                offset: p.offset,
+                bytes_max: self.config.fetch_bytes_max,
+                leader_epoch: None,
+            })
+            .collect()
+    }
+
+    /// The connection broke (`why`): every partition goes back to the
+    /// consumer, which looks up their leaders, and the fetcher ends.
+    fn give_back_all(mut self, why: &Error) {
+        let added = {
+            let mut inbox = lock(&self.inbox);
+            inbox.gone = true;
+            std::mem::take(&mut inbox.added)
+        };
+        self.partitions.extend(added);
+        let cause = std::error::Error::source(why).map_or(String::new(), |s| format!(": {s}"));
+        for p in &self.partitions {
+            let lost = Fetched::Lost(p.partition, ErrorCode::None, format!("cannot {why}{cause}"));
+            if self.closed.load(Ordering::Relaxed) || self.tx.send(lost).is_err() {
                 return;
             }
         }
@@ -427,16 +740,29 @@ impl Fetcher {
 
     /// Moves each partition's offset past the whole batches received,
     /// reading only batch headers (the consumer checks the records).
-    fn advance(&mut self, body: &[u8]) -> Result<()> {
+    /// Following leaders, the partitions the answer refuses for a reason
+    /// a leader elsewhere would not have are dropped and returned, to be
+    /// given back.
+    fn advance(&mut self, body: &[u8]) -> Result<Vec<Fetched>> {
         let mut r = Reader::new(body);
         let header =
             protocol::decode_response_header(&mut r).map_err(|e| protocol_error(&self.addr, e))?;
         if header.error != ErrorCode::None {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let parts = protocol::decode_fetch_response(&mut r, protocol::FETCH_VERSION_CONSUMER)
             .map_err(|e| protocol_error(&self.addr, e))?;
+        let mut given_back = Vec::new();
         for part in parts {
+            if self.located && gives_back(part.error) {
+                self.partitions.retain(|p| p.partition != part.partition);
+                let why = format!(
+                    "broker {} says {} ({})",
+                    self.addr, part.message, part.error
+                );
+                given_back.push(Fetched::Lost(part.partition, part.error, why));
+                continue;
+            }
             let Some(state) = reading(&mut self.partitions, part.partition) else {
                 continue;
             };
@@ -449,6 +775,6 @@ impl Fetcher {
                 state.offset = state.offset.max(batch.header.next_offset());
             }
         }
-        Ok(())
+        Ok(given_back)
     }
 }

@@ -24,7 +24,7 @@
 //! client knows brokers, not the registry: routing through the registry
 //! and the members of consumer groups are one floor up, in `crate::coord`.
 
-mod acks;
+pub(crate) mod acks;
 pub mod connection;
 pub mod consumer;
 pub mod offset;
@@ -32,5 +32,5 @@ pub mod partitioner;
 pub mod producer;
 
 pub use connection::{connect, Connection, Connections, PartitionOffsets};
-pub use consumer::{Consumer, ConsumerConfig, ConsumerPartition};
+pub use consumer::{Consumer, ConsumerConfig, ConsumerPartition, Locate};
 pub use producer::{BatchOptions, ParsedRecord, Producer, ProducerConfig, ProducerSummary};

@@ -21,6 +21,8 @@ use crate::protocol::{self, ErrorCode};
 use crate::storage::record::BatchBuilder;
 use crate::sync::lock;
 
+mod routed;
+
 /// A record parsed from input, borrowing from it where it can.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ParsedRecord {
@@ -288,6 +290,9 @@ pub struct Producer {
     reader: Option<std::thread::JoinHandle<()>>,
     /// Requests sent again on a new connection.
     resent: u64,
+    /// Routed, its connection broke: every request it held was given
+    /// back, and it sends nothing more.
+    dead: bool,
 }
 
 /// Held-back requests are written once they fill this much.
@@ -376,6 +381,7 @@ impl Producer {
             state,
             reader,
             resent: 0,
+            dead: false,
         })
     }
 
@@ -428,9 +434,12 @@ impl Producer {
         }
         let records = u64::from(self.batches.batch(p as u32).len());
         self.wait_for_room()?;
+        let opened = self.batches.opened(p as u32).unwrap_or_else(Instant::now);
         self.next_id = self.next_id.wrapping_add(1);
         let start = self.out.len();
         let c = &self.config;
+        let batch = self.batches.batch(p as u32).finish();
+        let batch_bytes = batch.len();
         protocol::append_produce_request(
             &mut self.out,
             self.next_id,
@@ -438,11 +447,25 @@ impl Producer {
             c.timeout_ms,
             &self.topic,
             p as u32,
-            self.batches.batch(p as u32).finish(),
+            batch,
         );
-        let sent = Instant::now();
-        let opened = self.batches.opened(p as u32).unwrap_or(sent);
         self.batches.clear(p as u32);
+        let deadline = opened + self.config.delivery_timeout;
+        self.enqueued(start, p as u32, records, deadline, batch_bytes)
+    }
+
+    /// Notes the request just encoded at `out[start..]` (its batch its
+    /// last `batch_bytes`) as waiting for its answer (none with acks 0),
+    /// and writes the requests held back when it is time.
+    fn enqueued(
+        &mut self,
+        start: usize,
+        partition: u32,
+        records: u64,
+        deadline: Instant,
+        batch_bytes: usize,
+    ) -> Result<()> {
+        let sent = Instant::now();
         let on_wire = {
             let mut acks = lock(&self.state.acks);
             let on_wire = acks.waiting.len() - self.unsent.0;
@@ -452,9 +475,11 @@ impl Producer {
                 acks.waiting_bytes += request.len();
                 acks.waiting.push_back(Waiting {
                     id: self.next_id,
+                    partition,
                     records,
                     sent,
-                    deadline: opened + self.config.delivery_timeout,
+                    deadline,
+                    batch_at: request.len() - batch_bytes,
                     request,
                 });
             }
@@ -497,7 +522,14 @@ impl Producer {
                 }
                 acks.sender_waits = false;
             }
-            if acks.broken && acks.resend {
+            if acks.broken && acks.routed && !self.dead {
+                // What waited is given back; what follows too (the write
+                // fails).
+                drop(acks);
+                self.orphan_all();
+                continue;
+            }
+            if acks.broken && acks.resend && !acks.routed {
                 drop(acks);
                 self.reconnect()?;
                 continue;
@@ -505,7 +537,7 @@ impl Producer {
             if let Some(e) = acks.error.take() {
                 return Err(e);
             }
-            if acks.broken {
+            if acks.broken && !acks.routed {
                 return Err(Error::Protocol {
                     addr: self.addr.clone(),
                     reason: "the connection closed".into(),
@@ -544,7 +576,18 @@ impl Producer {
             acks.broken = true;
             if self.config.acks == protocol::ACKS_NONE {
                 acks.failed += records;
+                if acks.routed {
+                    // Later batches go to the partitions' leaders anew.
+                    drop(acks);
+                    self.orphan_all();
+                    return Ok(());
+                }
                 return Err(e);
+            }
+            if acks.routed {
+                drop(acks);
+                self.orphan_all();
+                return Ok(());
             }
             if !(acks.resend || matches!(e, Error::Network { .. })) {
                 return Err(e);
@@ -632,7 +675,8 @@ impl Producer {
             // Broken under requests not answered: they go again.
             let resend = {
                 let mut acks = lock(&self.state.acks);
-                let again = acks.resend && !acks.waiting.is_empty() && result.is_ok();
+                let again =
+                    acks.resend && !acks.routed && !acks.waiting.is_empty() && result.is_ok();
                 acks.closing = !again;
                 again
             };

@@ -33,7 +33,7 @@ pub use registry::{
     BrokerInfo, Ephemeral, Held, Lease, MemberInfo, Owner, PartitionState, Placement, Registry,
     SessionState,
 };
-pub use route::{route, ClusterProducer};
+pub use route::{leaders, retriable, route, ClusterProducer, RegistryLocator};
 pub use spread::{assign, place};
 pub use zk::ZkRegistry;
 

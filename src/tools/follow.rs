@@ -91,7 +91,7 @@ struct Follow {
 /// Where records come from: local logs, or a broker.
 enum Source {
     Embedded(Vec<Follow>),
-    Remote(Consumer, Vec<(u32, u64)>),
+    Remote(Box<Consumer>, Vec<(u32, u64)>),
 }
 
 /// Prints records as `-f` or `-J` says, counting them against `-c`.
@@ -209,34 +209,43 @@ fn chosen_partitions(options: &Options, count: u32) -> anyhow::Result<Vec<u32>> 
     Ok(options.partitions.clone())
 }
 
-fn open_remote(options: &Options) -> anyhow::Result<Source> {
-    let mut conns = Connections::new();
-    // Each partition's broker: -b for all, or the registry's placement.
-    let routes: Vec<String> = match &options.registry {
-        Some(dir) => {
-            let registry = crate::coord::open(dir, crate::coord::SESSION_TIMEOUT)
-                .with_context(|| format!("cannot open the registry {}", dir.display()))?;
-            crate::coord::route(&*registry, &options.topic, false).with_context(|| {
+/// Each partition's broker: `-b` for all, or its leader in the registry
+/// (with the locator that finds it again when it moves).
+#[allow(clippy::type_complexity)]
+fn remote_routes(
+    options: &Options,
+    conns: &mut Connections,
+) -> anyhow::Result<(Vec<String>, Option<Arc<dyn crate::client::Locate>>)> {
+    let Some(dir) = &options.registry else {
+        let count = conns
+            .with(&options.broker, |c| c.partitions(&options.topic))
+            .with_context(|| {
                 format!(
-                    "cannot read topic {:?} through {}",
-                    options.topic,
-                    dir.display()
+                    "cannot read topic {:?} from {}",
+                    options.topic, options.broker
                 )
             })?
-        }
-        None => {
-            let count = conns
-                .with(&options.broker, |c| c.partitions(&options.topic))
-                .with_context(|| {
-                    format!(
-                        "cannot read topic {:?} from {}",
-                        options.topic, options.broker
-                    )
-                })?
-                .len();
-            vec![options.broker.clone(); count]
-        }
+            .len();
+        return Ok((vec![options.broker.clone(); count], None));
     };
+    let registry = crate::coord::open(dir, crate::coord::SESSION_TIMEOUT)
+        .with_context(|| format!("cannot open the registry {}", dir.display()))?;
+    let routes = crate::coord::route(&*registry, &options.topic, false).with_context(|| {
+        format!(
+            "cannot read topic {:?} through {}",
+            options.topic,
+            dir.display()
+        )
+    })?;
+    Ok((
+        routes,
+        Some(Arc::new(crate::coord::RegistryLocator::new(registry))),
+    ))
+}
+
+fn open_remote(options: &Options) -> anyhow::Result<Source> {
+    let mut conns = Connections::new();
+    let (routes, locator) = remote_routes(options, &mut conns)?;
     // Each broker's (start, end) offsets of the topic's partitions.
     let mut offsets: std::collections::HashMap<&str, crate::client::PartitionOffsets> =
         Default::default();
@@ -276,8 +285,12 @@ fn open_remote(options: &Options) -> anyhow::Result<Source> {
         parts.push((addr.to_string(), part));
         ends.push((p, end));
     }
-    let consumer = Consumer::start_on(&parts, &options.topic, options.fetch)?;
-    Ok(Source::Remote(consumer, ends))
+    let consumer = match locator {
+        // Each partition follows its leader when it moves.
+        Some(locator) => Consumer::start_located(&parts, &options.topic, options.fetch, locator)?,
+        None => Consumer::start_on(&parts, &options.topic, options.fetch)?,
+    };
+    Ok(Source::Remote(Box::new(consumer), ends))
 }
 
 fn follow_embedded(

@@ -32,12 +32,14 @@ use base64::Engine as _;
 
 use crate::client::partitioner::Partitioner;
 use crate::client::producer::Batches;
-use crate::client::{BatchOptions, ParsedRecord, Producer, ProducerConfig};
-use crate::coord::ClusterProducer;
+use crate::client::{BatchOptions, ParsedRecord};
 use crate::error::{Error, Result};
 use crate::storage::lock::DirLock;
 use crate::storage::log::{Log, LogConfig, OpenOptions};
 use crate::storage::store::Store;
+
+mod sink;
+use sink::{open_sink, Sink};
 
 use super::input::{ChannelReader, FileRecords, Records};
 use super::Say;
@@ -457,137 +459,6 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     send_input(options, say, sink)
 }
 
-/// Where records go: a local data directory or a broker.
-enum Sink {
-    Embedded(EmbeddedProducer),
-    Remote(Producer),
-    /// The brokers' producers, and when the first record since partial
-    /// batches were last sent came (the oldest batch is no older).
-    Cluster(ClusterProducer, Option<Instant>),
-}
-
-/// The sink `options` asks for: a data directory, a registry's brokers, or
-/// one broker.
-fn open_sink(options: &Options) -> anyhow::Result<Sink> {
-    let topic = &options.topic;
-    if let Some(dir) = &options.data_dir {
-        let producer = EmbeddedProducer::new(
-            Store::new(dir),
-            topic,
-            options.partitions,
-            options.log.clone(),
-            options.batch,
-        )
-        .with_context(|| format!("cannot produce to topic {topic:?} in {}", dir.display()))?;
-        return Ok(Sink::Embedded(producer));
-    }
-    let delivery_timeout = Duration::from_millis(options.message_timeout_ms);
-    let remote = ProducerConfig {
-        acks: options.acks,
-        // The broker waits for durability no longer than the record may.
-        timeout_ms: u32::try_from(options.message_timeout_ms.min(30_000)).unwrap_or(30_000),
-        batch: options.batch,
-        record_bytes_max: options.log.record_bytes_max,
-        delivery_timeout,
-        ..ProducerConfig::default()
-    };
-    if let Some(dir) = &options.registry {
-        let registry = crate::coord::open(dir, crate::coord::SESSION_TIMEOUT)
-            .with_context(|| format!("cannot open the registry {}", dir.display()))?;
-        let cluster = ClusterProducer::connect(&*registry, topic, remote).with_context(|| {
-            format!(
-                "cannot produce to topic {topic:?} through {}",
-                dir.display()
-            )
-        })?;
-        return Ok(Sink::Cluster(cluster, None));
-    }
-    let producer = Producer::connect(&options.broker, topic, remote)
-        .with_context(|| format!("cannot produce to topic {topic:?} on {}", options.broker))?;
-    Ok(Sink::Remote(producer))
-}
-
-impl Sink {
-    fn partitions(&self) -> u32 {
-        match self {
-            Sink::Embedded(p) => p.partitions(),
-            Sink::Remote(p) => p.partitions(),
-            Sink::Cluster(p, _) => p.partitions(),
-        }
-    }
-
-    fn send(
-        &mut self,
-        partition: u32,
-        record: &ParsedRecord,
-        headers: &[(&[u8], &[u8])],
-        now: i64,
-    ) -> crate::Result<()> {
-        match self {
-            Sink::Embedded(p) => p.send(partition, record, headers, now),
-            Sink::Remote(p) => p.send(partition, record, headers, now),
-            Sink::Cluster(p, first) => {
-                first.get_or_insert_with(Instant::now);
-                p.send(partition, record, headers, now)
-            }
-        }
-    }
-
-    fn flush_batches(&mut self, now: i64) -> crate::Result<()> {
-        match self {
-            Sink::Embedded(p) => p.flush_batches(now),
-            Sink::Remote(p) => p.flush_batches(),
-            Sink::Cluster(p, first) => {
-                *first = None;
-                p.flush_batches()
-            }
-        }
-    }
-
-    /// When the oldest batch not yet sent got its first record.
-    fn oldest_batch(&self) -> Option<Instant> {
-        match self {
-            Sink::Embedded(p) => p.oldest_batch(),
-            Sink::Remote(p) => p.oldest_batch(),
-            Sink::Cluster(_, first) => *first,
-        }
-    }
-
-    /// Sends what is left; returns the records delivered in all and how
-    /// it ended.
-    fn close(self) -> (u64, crate::Result<()>) {
-        match self {
-            Sink::Embedded(p) => {
-                let before = p.delivered;
-                match p.close() {
-                    Ok(n) => (n, Ok(())),
-                    Err(e) => (before, Err(e)),
-                }
-            }
-            Sink::Remote(p) => {
-                let (summary, result) = p.close();
-                say_resent(&summary);
-                (summary.delivered, result)
-            }
-            Sink::Cluster(p, _) => {
-                let (summary, result) = p.close();
-                say_resent(&summary);
-                (summary.delivered, result)
-            }
-        }
-    }
-}
-
-/// Says that batches went again after a connection broke: at least once.
-fn say_resent(summary: &crate::client::ProducerSummary) {
-    if summary.resent > 0 {
-        crate::diag::line(format_args!(
-            "% {} sent again after the connection broke: their records may appear twice",
-            crate::human::count(summary.resent, "request")
-        ));
-    }
-}
-
 /// What a run handed over, and where to.
 struct Run {
     /// The sink and its partitioner: opened with the first record (at
@@ -664,7 +535,7 @@ fn send_input(options: &Options, say: Say, sink: Option<Sink>) -> anyhow::Result
         outcome = run.sink_for(options, None).map(|_| ());
     }
     let (delivered, closed) = match run.sink {
-        Some((sink, _)) => sink.close(),
+        Some((sink, _)) => sink.close(say),
         None => (0, Ok(())),
     };
     let failed = run.handed.saturating_sub(delivered) + run.refused;
@@ -733,17 +604,25 @@ fn produce_all(options: &Options, records: &mut impl Records, run: &mut Run) -> 
         .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
         .collect();
     let linger = Duration::from_millis(options.linger_ms);
+    let say = Say {
+        quiet: options.quiet,
+    };
     let mut record = ParsedRecord::default();
     loop {
         let raw = match records.next_record() {
             Ok(Some(raw)) => raw,
             Ok(None) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                // The linger time passed: write partial batches.
+                // The linger time passed: write partial batches (or look
+                // at the batches a moved leader gave back).
+                let mut due = None;
                 if let Some((sink, _)) = &mut run.sink {
-                    sink.flush_batches(crate::clock::now_ms())?;
+                    let done = sink.on_due(linger);
+                    sink.tell(say);
+                    done?;
+                    due = sink.due(linger);
                 }
-                records.set_due(None);
+                records.set_due(due);
                 continue;
             }
             // A record too long, or an input that cannot be read: said,
@@ -775,8 +654,8 @@ fn produce_all(options: &Options, records: &mut impl Records, run: &mut Run) -> 
             }
             Err(e) => return Err(e).with_context(|| format!("{} not delivered", records.label())),
         }
-        let due = sink.oldest_batch().map(|opened| opened + linger);
-        records.set_due(due);
+        sink.tell(say);
+        records.set_due(sink.due(linger));
     }
 }
 

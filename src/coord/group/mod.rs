@@ -46,8 +46,9 @@ use std::time::{Duration, Instant};
 
 use crate::client::offset::{resolve_in, OffsetSpec};
 use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
-use crate::coord::SessionState;
+use crate::coord::route::{bounds, partition_count, retriable, routes};
 use crate::coord::{assign, Ephemeral, MemberInfo, Registry};
+use crate::coord::{RegistryLocator, SessionState};
 use crate::error::{Error, Result, ZkCause};
 use crate::random::XorShift;
 use crate::storage::record::Record;
@@ -405,29 +406,6 @@ fn member_id() -> String {
     format!("{host}-{}-{nanos:09}", std::process::id())
 }
 
-/// The broker of each partition: the registry's placement in a cluster,
-/// else the broker registered for the topic, else the fallback.
-fn routes(
-    registry: &dyn Registry,
-    config: &GroupConfig,
-    conns: &mut Connections,
-) -> Result<Vec<String>> {
-    if registry.placement(&config.topic)?.is_some() {
-        return crate::coord::route(registry, &config.topic, false);
-    }
-    let broker = registry
-        .brokers()?
-        .into_iter()
-        .find(|b| b.topics.contains_key(&config.topic))
-        .ok_or_else(|| Error::NotInRegistry {
-            topic: config.topic.clone(),
-            registry: registry.location(),
-        })?
-        .addr();
-    let count = conns.with(&broker, |c| c.partitions(&config.topic))?.len();
-    Ok(vec![broker; count])
-}
-
 /// With `-o stored`: an error naming the partitions of the topic for which
 /// the group has no committed offset, if any.
 fn insist_on_commits(registry: &dyn Registry, config: &GroupConfig, partitions: u32) -> Result<()> {
@@ -454,29 +432,8 @@ fn look(
     conns: &mut Connections,
 ) -> Result<(Vec<String>, u32)> {
     let members = share.subscribers()?;
-    let partition_count = routes(&*share.registry, config, conns)?.len() as u32;
+    let partition_count = partition_count(&*share.registry, &config.topic, conns)?;
     Ok((members, partition_count))
-}
-
-/// The (start, end) offsets of every partition, each from its broker.
-fn bounds(routes: &[String], topic: &str, conns: &mut Connections) -> Result<Vec<(u64, u64)>> {
-    let mut out = vec![(0, 0); routes.len()];
-    let mut asked: Vec<&String> = Vec::new();
-    for addr in routes {
-        if asked.contains(&addr) {
-            continue;
-        }
-        asked.push(addr);
-        let offsets = conns.with(addr, |c| c.partitions(topic))?;
-        for (p, route) in routes.iter().enumerate() {
-            if route == addr {
-                out[p] = offsets.get(p).copied().unwrap_or((0, 0));
-                // An offline partition has no end to wait for: say why.
-                conns.with(addr, |c| c.check_online(topic, p as u32, out[p].0))?;
-            }
-        }
-    }
-    Ok(out)
 }
 
 impl GroupMember {
@@ -485,7 +442,7 @@ impl GroupMember {
         let (group, topic) = (&config.group, &config.topic);
         let share = Share::join(registry, group, topic, member_id(), config.session_timeout)?;
         let mut conns = Connections::new();
-        let routes = routes(&*share.registry, &config, &mut conns)?;
+        let routes = routes(&*share.registry, &config.topic, &mut conns)?;
         if config.reset == OffsetSpec::Stored {
             insist_on_commits(&*share.registry, &config, routes.len() as u32)?;
         }
@@ -687,9 +644,10 @@ impl GroupMember {
             self.last_check = Instant::now();
             // Stopped before it settled, it owns nothing and fetches nothing.
             match self.start_fetching() {
-                Err(e) if transient(&e) && !crate::stop::stopping() => {
-                    // Its committed offsets could not be read: claimed
-                    // again once the registry answers.
+                Err(e) if (transient(&e) || retriable(&e)) && !crate::stop::stopping() => {
+                    // Its committed offsets could not be read, or a
+                    // partition's leader is moving: claimed again once the
+                    // registry answers, or the partition has a leader.
                     self.release();
                     attempt += 1;
                     std::thread::sleep(self.share.backoff.next(attempt));
@@ -703,7 +661,7 @@ impl GroupMember {
         if self.share.owned.is_empty() {
             return Ok(());
         }
-        self.routes = routes(&*self.share.registry, &self.config, &mut self.conns)?;
+        self.routes = routes(&*self.share.registry, &self.config.topic, &mut self.conns)?;
         let bounds = bounds(&self.routes, &self.config.topic, &mut self.conns)?;
         let mut parts = Vec::with_capacity(self.share.owned.len());
         let owned: Vec<u32> = self.share.owned.iter().map(|(p, _)| *p).collect();
@@ -722,11 +680,14 @@ impl GroupMember {
             };
             parts.push((addr, part));
         }
-        self.consumer = Some(Consumer::start_on(
-            &parts,
-            &self.config.topic,
-            self.config.fetch,
-        )?);
+        let (topic, fetch) = (&self.config.topic, self.config.fetch);
+        self.consumer = Some(if self.share.registry.placement(topic)?.is_some() {
+            // Each partition follows its leader when it moves.
+            let locator = Arc::new(RegistryLocator::new(Arc::clone(&self.share.registry)));
+            Consumer::start_located(&parts, topic, fetch, locator)?
+        } else {
+            Consumer::start_on(&parts, topic, fetch)?
+        });
         Ok(())
     }
 

@@ -1,0 +1,149 @@
+//! A producer routed by a cluster producer (one floor up, which knows
+//! each partition's leader): it gives back the requests its broker
+//! refuses for a reason a leader elsewhere would not have, and those a
+//! broken connection left unanswered, rather than failing them or
+//! connecting again.
+
+use std::time::Instant;
+
+use super::{Producer, ProducerConfig};
+use crate::client::acks::{Acks, Orphan, Waiting};
+use crate::error::{Error, Result};
+use crate::protocol;
+use crate::sync::lock;
+
+impl Producer {
+    /// Connects as [`Producer::connect`] does, for a producer that routes
+    /// each partition to its leader (one floor up): a request whose answer
+    /// says the broker does not lead its partition now (`not_leader`,
+    /// `leader_not_available`, `partition_elsewhere`) or has too few
+    /// in-sync replicas (`not_enough_replicas`) is not failed but given
+    /// back ([`Producer::take_orphans`]), and so is every request waiting
+    /// when the connection breaks: this producer never connects again.
+    pub(crate) fn connect_routed(
+        addr: &str,
+        topic: &str,
+        config: ProducerConfig,
+    ) -> Result<Producer> {
+        let producer = Producer::connect(addr, topic, config)?;
+        lock(&producer.state.acks).routed = true;
+        Ok(producer)
+    }
+
+    /// Routed: sends `batch` (of `records`, the first of them batched at
+    /// `opened`) to `partition`.
+    pub(crate) fn send_encoded(
+        &mut self,
+        partition: u32,
+        batch: &[u8],
+        records: u64,
+        opened: Instant,
+    ) -> Result<()> {
+        self.wait_for_room()?;
+        self.next_id = self.next_id.wrapping_add(1);
+        let start = self.out.len();
+        let c = &self.config;
+        protocol::append_produce_request(
+            &mut self.out,
+            self.next_id,
+            c.acks,
+            c.timeout_ms,
+            &self.topic,
+            partition,
+            batch,
+        );
+        let deadline = opened + self.config.delivery_timeout;
+        self.enqueued(start, partition, records, deadline, batch.len())
+    }
+
+    /// Routed: sends again a request another producer gave back (its
+    /// records may be appended twice), keeping its deadline.
+    /// `again`: it was sent before (else it was parked unsent, and is not
+    /// counted as sent again).
+    pub(crate) fn adopt(&mut self, waiting: Waiting, again: bool) -> Result<()> {
+        self.wait_for_room()?;
+        self.next_id = self.next_id.wrapping_add(1);
+        let start = self.out.len();
+        let c = &self.config;
+        let batch = &waiting.request[waiting.batch_at..];
+        protocol::append_produce_request(
+            &mut self.out,
+            self.next_id,
+            c.acks,
+            c.timeout_ms,
+            &self.topic,
+            waiting.partition,
+            batch,
+        );
+        self.resent += u64::from(again);
+        let (partition, records) = (waiting.partition, waiting.records);
+        self.enqueued(start, partition, records, waiting.deadline, batch.len())
+    }
+
+    /// Routed: the requests given back since the last call (all those
+    /// waiting, once the connection broke).
+    pub(crate) fn take_orphans(&mut self) -> Vec<Orphan> {
+        if lock(&self.state.acks).broken && !self.dead {
+            self.orphan_all();
+        }
+        std::mem::take(&mut lock(&self.state.acks).orphans)
+    }
+
+    /// Routed: whether its connection broke (it sends nothing more).
+    pub(crate) fn dead(&self) -> bool {
+        self.dead
+    }
+
+    /// Whether requests wait for their answers.
+    pub(crate) fn in_flight(&self) -> bool {
+        !lock(&self.state.acks).waiting.is_empty()
+    }
+
+    /// Routed: writes what is held back and waits until every request is
+    /// answered (or given back), or the connection broke.
+    pub(crate) fn drain(&mut self) -> Result<()> {
+        self.write_out()?;
+        let mut acks = lock(&self.state.acks);
+        while !acks.waiting.is_empty() && !acks.broken {
+            acks.sender_waits = true;
+            acks = self
+                .state
+                .changed
+                .wait_timeout(acks, crate::client::connection::TICK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        acks.sender_waits = false;
+        Ok(())
+    }
+
+    /// Routed, the connection broke: every request waiting is given back
+    /// (a request the broker had appended before the break is appended
+    /// twice once sent again: at least once), and nothing more is sent.
+    pub(super) fn orphan_all(&mut self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        self.dead = true;
+        self.out.clear();
+        self.unsent = (0, 0);
+        let mut acks = lock(&self.state.acks);
+        acks.waiting_bytes = 0;
+        let Acks {
+            waiting, orphans, ..
+        } = &mut *acks;
+        orphans.extend(waiting.drain(..).map(|waiting| Orphan {
+            waiting,
+            why: Error::Network {
+                op: "send to",
+                addr: self.addr.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "the connection broke before the answer",
+                ),
+            },
+            sent_before: true,
+        }));
+    }
+}

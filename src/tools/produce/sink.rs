@@ -1,0 +1,169 @@
+//! Where `klog-produce` sends records: a local data directory, one
+//! broker, or each partition's leader through a registry.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use super::{EmbeddedProducer, Options};
+use crate::client::{ParsedRecord, Producer, ProducerConfig};
+use crate::coord::ClusterProducer;
+use crate::storage::store::Store;
+use crate::tools::Say;
+
+/// Where records go: a local data directory or a broker.
+pub(super) enum Sink {
+    Embedded(EmbeddedProducer),
+    Remote(Producer),
+    /// Each partition's leader, through the registry.
+    Cluster(Box<ClusterProducer>),
+}
+
+/// The sink `options` asks for: a data directory, a registry's brokers, or
+/// one broker.
+pub(super) fn open_sink(options: &Options) -> anyhow::Result<Sink> {
+    let topic = &options.topic;
+    if let Some(dir) = &options.data_dir {
+        let producer = EmbeddedProducer::new(
+            Store::new(dir),
+            topic,
+            options.partitions,
+            options.log.clone(),
+            options.batch,
+        )
+        .with_context(|| format!("cannot produce to topic {topic:?} in {}", dir.display()))?;
+        return Ok(Sink::Embedded(producer));
+    }
+    let delivery_timeout = Duration::from_millis(options.message_timeout_ms);
+    let remote = ProducerConfig {
+        acks: options.acks,
+        // The broker waits for durability no longer than the record may.
+        timeout_ms: u32::try_from(options.message_timeout_ms.min(30_000)).unwrap_or(30_000),
+        batch: options.batch,
+        record_bytes_max: options.log.record_bytes_max,
+        delivery_timeout,
+        ..ProducerConfig::default()
+    };
+    if let Some(dir) = &options.registry {
+        let registry = crate::coord::open(dir, crate::coord::SESSION_TIMEOUT)
+            .with_context(|| format!("cannot open the registry {}", dir.display()))?;
+        let cluster = ClusterProducer::connect(registry, topic, remote).with_context(|| {
+            format!(
+                "cannot produce to topic {topic:?} through {}",
+                dir.display()
+            )
+        })?;
+        return Ok(Sink::Cluster(Box::new(cluster)));
+    }
+    let producer = Producer::connect(&options.broker, topic, remote)
+        .with_context(|| format!("cannot produce to topic {topic:?} on {}", options.broker))?;
+    Ok(Sink::Remote(producer))
+}
+
+impl Sink {
+    pub(super) fn partitions(&self) -> u32 {
+        match self {
+            Sink::Embedded(p) => p.partitions(),
+            Sink::Remote(p) => p.partitions(),
+            Sink::Cluster(p) => p.partitions(),
+        }
+    }
+
+    pub(super) fn send(
+        &mut self,
+        partition: u32,
+        record: &ParsedRecord,
+        headers: &[(&[u8], &[u8])],
+        now: i64,
+    ) -> crate::Result<()> {
+        match self {
+            Sink::Embedded(p) => p.send(partition, record, headers, now),
+            Sink::Remote(p) => p.send(partition, record, headers, now),
+            Sink::Cluster(p) => p.send(partition, record, headers, now),
+        }
+    }
+
+    pub(super) fn flush_batches(&mut self, now: i64) -> crate::Result<()> {
+        match self {
+            Sink::Embedded(p) => p.flush_batches(now),
+            Sink::Remote(p) => p.flush_batches(),
+            Sink::Cluster(p) => p.flush_batches(),
+        }
+    }
+
+    /// When something is due: the partial batches `linger` after the
+    /// oldest of them got its first record; through a registry, also a
+    /// look at batches given back (a partition's leader moved).
+    pub(super) fn due(&self, linger: Duration) -> Option<Instant> {
+        let batches = match self {
+            Sink::Embedded(p) => p.oldest_batch(),
+            Sink::Remote(p) => p.oldest_batch(),
+            Sink::Cluster(p) => p.oldest_batch(),
+        }
+        .map(|opened| opened + linger);
+        match self {
+            Sink::Cluster(p) => batches.into_iter().chain(p.next_tick()).min(),
+            _ => batches,
+        }
+    }
+
+    /// Does what is due (see [`Sink::due`]).
+    pub(super) fn on_due(&mut self, linger: Duration) -> crate::Result<()> {
+        match self {
+            Sink::Cluster(p) if p.oldest_batch().is_none_or(|o| o + linger > Instant::now()) => {
+                p.tick()
+            }
+            _ => self.flush_batches(crate::clock::now_ms()),
+        }
+    }
+
+    /// Says what a cluster producer has to say (a partition's leader
+    /// moved).
+    pub(super) fn tell(&mut self, say: Say) {
+        if let Sink::Cluster(p) = self {
+            for notice in p.take_notices() {
+                say.info(notice);
+            }
+        }
+    }
+
+    /// Sends what is left; returns the records delivered in all and how
+    /// it ended.
+    pub(super) fn close(mut self, say: Say) -> (u64, crate::Result<()>) {
+        let finished = match &mut self {
+            Sink::Cluster(p) => p.finish(),
+            _ => Ok(()),
+        };
+        self.tell(say);
+        match self {
+            Sink::Embedded(p) => {
+                let before = p.delivered;
+                match p.close() {
+                    Ok(n) => (n, Ok(())),
+                    Err(e) => (before, Err(e)),
+                }
+            }
+            Sink::Remote(p) => {
+                let (summary, result) = p.close();
+                say_resent(&summary);
+                (summary.delivered, result)
+            }
+            Sink::Cluster(p) => {
+                let (summary, result) = p.close();
+                say_resent(&summary);
+                (summary.delivered, finished.and(result))
+            }
+        }
+    }
+}
+
+/// Says that batches went again after a connection broke: at least once.
+fn say_resent(summary: &crate::client::ProducerSummary) {
+    if summary.resent > 0 {
+        crate::diag::line(format_args!(
+            "% {} sent again (a connection broke, or a partition's leader moved): their \
+             records may appear twice",
+            crate::human::count(summary.resent, "request")
+        ));
+    }
+}
