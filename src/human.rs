@@ -34,6 +34,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 pub fn count(n: u64, noun: &str) -> String {
     if n == 1 {
         format!("1 {noun}")
+    } else if noun.ends_with("ch") || noun.ends_with('s') || noun.ends_with('x') {
+        format!("{n} {noun}es")
     } else {
         format!("{n} {noun}s")
     }

@@ -178,7 +178,7 @@ fn produce_partition(
     topic: &str,
     partition: u32,
 ) -> std::result::Result<Arc<Partition>, (ErrorCode, String)> {
-    match shared.partition(topic, partition) {
+    let p = match shared.partition(topic, partition) {
         Err((ErrorCode::UnknownTopic, _)) => {
             if let Err(e) = shared.create_topic(topic, shared.config.partitions_default) {
                 return Err((error_code(&e), e.to_string()));
@@ -186,7 +186,11 @@ fn produce_partition(
             shared.partition(topic, partition)
         }
         found => found,
+    }?;
+    if p.replica.as_ref().is_some_and(|r| r.before_first_look()) {
+        crate::broker::replica::manager::settle(shared, &p);
     }
+    Ok(p)
 }
 
 /// Answers a produce request that failed; with acks=0 there is no answer,

@@ -186,6 +186,7 @@ fn manage_partition(
     let Some(replica) = &p.replica else {
         return Ok(());
     };
+    let _deciding = lock(&replica.deciding);
     if !session_alive {
         let why = "this broker's registration is lapsed or its registry session in doubt";
         set_role(shared, p, Role::Waiting(why.into()));
@@ -223,6 +224,26 @@ fn manage_partition(
             }
             Ok(())
         }
+    }
+}
+
+/// Takes a role in a partition just opened at once, rather than at the
+/// manager's next look: the produce that created its topic need not be
+/// refused first. A failure is left to the manager.
+pub(in crate::broker) fn settle(shared: &Shared, p: &Arc<Partition>) {
+    let Some(registry) = &shared.registry else {
+        return;
+    };
+    let Ok(brokers) = registry.brokers() else {
+        return;
+    };
+    let live: Vec<String> = brokers.into_iter().map(|b| b.id).collect();
+    let alive = registry.session() == SessionState::Alive;
+    if let Err(e) = manage_partition(shared, &**registry, p, &live, alive) {
+        shared.log(format_args!(
+            "{}-{}: {e} (trying again)",
+            p.topic, p.partition
+        ));
     }
 }
 

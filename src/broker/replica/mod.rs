@@ -67,6 +67,9 @@ pub(crate) use decide::{decide, high_watermark, isr_change, Decision, Facts, Pro
 /// How often the replica manager looks at the registry, at most.
 pub(super) const POLL: Duration = Duration::from_millis(100);
 
+/// Why a replica just opened serves nothing yet.
+const FIRST_LOOK: &str = "it has not read its state in the registry yet";
+
 /// A replica's role in its partition.
 #[derive(Debug, Clone)]
 pub(crate) enum Role {
@@ -106,6 +109,9 @@ pub(crate) struct Replica {
     /// Its replicas, by broker id, the preferred leader first.
     pub(crate) replicas: Vec<String>,
     role: Mutex<Role>,
+    /// Held while a thread decides its role (the manager, or a produce
+    /// settling a partition just opened): one decision at a time.
+    pub(crate) deciding: Mutex<()>,
 }
 
 impl Replica {
@@ -114,10 +120,15 @@ impl Replica {
     pub(crate) fn new(replicas: Vec<String>) -> Replica {
         Replica {
             replicas,
-            role: Mutex::new(Role::Waiting(
-                "it has not read its state in the registry yet".into(),
-            )),
+            role: Mutex::new(Role::Waiting(FIRST_LOOK.into())),
+            deciding: Mutex::new(()),
         }
+    }
+
+    /// Whether it has not looked at its state in the registry yet (just
+    /// opened).
+    pub(crate) fn before_first_look(&self) -> bool {
+        matches!(&*self.role(), Role::Waiting(why) if why == FIRST_LOOK)
     }
 
     /// Its role, locked. Taken after the partition's log lock, never
