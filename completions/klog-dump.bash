@@ -23,13 +23,17 @@ _klog__dump() {
 
     case "${cmd}" in
         klog__dump)
-            opts="-q -h -V --registry --records --print-data --verify --json --quiet --help --version"
+            opts="-q -h -V --registry --compare --high-watermark --records --print-data --verify --json --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --registry)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --high-watermark)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

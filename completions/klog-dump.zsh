@@ -15,7 +15,9 @@ _klog-dump() {
 
     local context curcontext="$curcontext" state line
     _arguments "${_arguments_options[@]}" : \
-'(--records --print-data --verify)--registry=[Show a registry instead\: brokers, groups, members, partition owners, committed offsets and lag. A directory or a ZooKeeper ensemble, zk\://HOST\:PORT\[,HOST\:PORT...\]/CHROOT; only read\: nothing is created or changed]:REGISTRY:_files' \
+'(--records --print-data --verify)--registry=[Show a registry instead\: brokers, each replicated partition'\''s replicas, leader, epoch, ISR and high watermark (asked of its leader), groups, members, partition owners, committed offsets and lag. A directory or a ZooKeeper ensemble, zk\://HOST\:PORT\[,HOST\:PORT...\]/CHROOT; only read\: nothing is created or changed]:REGISTRY:_files' \
+'--high-watermark=[With --compare\: the offset below which the replicas must be identical (klog-dump --registry shows each partition'\''s); default\: the lowest end of the replicas]:OFFSET:_default' \
+'(--registry --records --print-data --verify)--compare[Compare the replicas of one partition\: each PATH is its directory on another broker (d1/t-0 d2/t-0 d3/t-0). Prints each replica'\''s start, end, tail and leader epochs, and the first offset where they differ (a batch'\''s bytes, or a replica ending early); exit 3 when that is below the high watermark, or a replica is damaged. Above it a difference is an uncommitted tail\: a note]' \
 '--records[One line per record instead of per batch]' \
 '--print-data[Print keys, values and headers too (implies --records)]' \
 '--verify[Check the indexes and the leader epoch file against the log, and every CRC; print only problems and the summary]' \
@@ -26,7 +28,7 @@ _klog-dump() {
 '--help[Print help]' \
 '-V[Print version]' \
 '--version[Print version]' \
-'*::paths -- `.log`, `.index` or `.timeindex` files, partition directories or data directories:_files' \
+'*::paths -- `.log`, `.index` or `.timeindex` files, partition directories or data directories; with --compare, the partition directories of one partition'\''s replicas:_files' \
 && ret=0
 }
 

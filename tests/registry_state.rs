@@ -74,12 +74,30 @@ fn shows_each_state(backend: Backend) {
     };
     replicated(&*test.open());
     let tables = dump(test.spec(), false);
+    // No broker runs: no leader answers with a high watermark.
+    let unknown = "? (the leader b2 is not registered: not running)";
     assert_eq!(
-        rows(&tables, 6),
+        rows(&tables, 7),
         [
-            ["topic", "partition", "replicas", "leader", "epoch", "isr"],
-            ["t", "0", "b1,b2,b3", "b2", "1", "b2,b3"],
-            ["t", "2", "b3,b1,b2", "offline", "4", "b3"],
+            [
+                "topic",
+                "partition",
+                "replicas",
+                "leader",
+                "epoch",
+                "isr",
+                "high watermark"
+            ],
+            ["t", "0", "b1,b2,b3", "b2", "1", "b2,b3", unknown],
+            [
+                "t",
+                "2",
+                "b3,b1,b2",
+                "offline",
+                "4",
+                "b3",
+                "? (offline: no leader)"
+            ],
         ],
         "{tables}"
     );
@@ -88,7 +106,8 @@ fn shows_each_state(backend: Backend) {
         lines[0],
         serde_json::json!({"type": "partition", "topic": "t", "partition": 0,
             "replicas": ["b1", "b2", "b3"], "leader": "b2", "leader_epoch": 1,
-            "isr": ["b2", "b3"], "version": 1})
+            "isr": ["b2", "b3"], "version": 1, "high_watermark": null,
+            "high_watermark_error": "the leader b2 is not registered: not running"})
     );
     assert_eq!(lines[1]["partition"], 2);
     assert!(lines[1]["leader"].is_null(), "{}", lines[1]);
@@ -127,8 +146,13 @@ fn klog_dump_shows_an_unfinished_change_without_finishing_it_and_names_garbage()
     std::fs::write(test.dir().unwrap().join("states/t-2/junk"), "x").unwrap();
     let before = names(&partition);
     let tables = dump(test.spec(), false);
-    let rows = rows(&tables, 6);
-    assert_eq!(rows[1], ["t", "0", "b1,b2,b3", "b3", "2", "b3"], "{tables}");
+    let rows = rows(&tables, 7);
+    let unknown = "? (the leader b3 is not registered: not running)";
+    assert_eq!(
+        rows[1],
+        ["t", "0", "b1,b2,b3", "b3", "2", "b3", unknown],
+        "{tables}"
+    );
     assert!(
         rows[2][3].contains("states/t-2/junk") && rows[2][3].contains("not a partition state"),
         "{tables}"

@@ -109,8 +109,9 @@ pub struct Args {
     /// List the brokers, topics and partitions (leader, replicas, in-sync
     /// replicas, start and end offsets) and exit, like kcat -L: of the
     /// broker (-b), the cluster (--registry) or the data directory
-    /// (--data-dir); -t for one topic, -J for JSON. klog has no
-    /// replication yet: a partition's leader is its only replica.
+    /// (--data-dir); -t for one topic, -J for JSON. With --registry, each
+    /// partition's leader, replicas and in-sync replicas are those of its
+    /// replication state, and its end offset the leader's high watermark.
     #[arg(short = 'L', long = "list")]
     pub list: bool,
     /// Send each FILE as one record, as kcat does with file arguments

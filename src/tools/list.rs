@@ -9,16 +9,22 @@
 //!   partition the broker does not serve (a cluster placed it on another
 //!   broker) is `elsewhere`, one it holds but cannot serve `offline`. The
 //!   protocol names no broker ids: the leader is the broker's address.
+//!   A broker's metadata names no other broker, so each partition's
+//!   replicas and in-sync replicas show that broker alone: `--registry`
+//!   shows the real ones.
 //! - `--registry`: every registered broker; per topic (those the brokers
-//!   say they serve), each partition's broker from the topic's placement,
-//!   and its offsets from that broker's metadata. A broker that does not
-//!   answer makes its partitions `unreachable`, one gone from the registry
-//!   `down`.
+//!   say they serve, and those placed), each partition's replicas from the
+//!   topic's placement, and, for a partition with a replication state, its
+//!   leader and in-sync replicas from that state (a partition of one
+//!   replica has none: its broker leads it and is its ISR); its offsets
+//!   from the leader's metadata, whose end offset is the leader's high
+//!   watermark. A leader that does not answer makes its partitions
+//!   `unreachable`, one gone from the registry `down`; a replicated
+//!   partition with no leader (none elected yet, or no in-sync replica
+//!   alive) is `offline`, and a state that cannot be read `unreachable`
+//!   with the reason.
 //! - `--data-dir`: the data directory's topics, read directly (no lock, no
 //!   broker, no leader).
-//!
-//! klog has no replication yet: a partition's only replica and in-sync
-//! replica is its leader.
 //!
 //! JSON lines, each with a `type`: `broker` (`id`, `addr`), `topic`
 //! (`topic`, `partitions`), `partition` (`topic`, `partition`, `leader`,
@@ -103,7 +109,36 @@ struct Partition {
     topic: String,
     partition: u32,
     leader: Option<String>,
+    /// Its replicas and in-sync replicas, where known (a registry's
+    /// listing); else the leader alone is both.
+    replicas: Option<(Vec<String>, Vec<String>)>,
     state: State,
+}
+
+impl Partition {
+    /// Its replicas and in-sync replicas: the known ones, else its leader
+    /// alone (none without a leader).
+    fn replicas_and_isr(&self) -> (Vec<String>, Vec<String>) {
+        match &self.replicas {
+            Some(known) => known.clone(),
+            None => {
+                let alone: Vec<String> = self.leader.iter().cloned().collect();
+                (alone.clone(), alone)
+            }
+        }
+    }
+}
+
+/// Who holds a partition, as the registry says.
+#[derive(Debug)]
+struct Roles {
+    /// Its leader (for a partition of one replica, its broker), if any.
+    leader: Option<String>,
+    /// Its replicas and in-sync replicas, when the placement names them.
+    replicas: Option<(Vec<String>, Vec<String>)>,
+    /// Why it has no leader to ask, when it has none: a state with no
+    /// leader (`None`: offline), or one that cannot be read.
+    leaderless: Option<State>,
 }
 
 /// What was found.
@@ -200,6 +235,7 @@ fn from_broker(addr: &str, topic: Option<&str>) -> anyhow::Result<Listing> {
                 topic: t.topic.clone(),
                 partition: p as u32,
                 leader,
+                replicas: None,
                 state,
             });
         }
@@ -248,12 +284,14 @@ fn from_registry(dir: &Path, topic: Option<&str>) -> anyhow::Result<Listing> {
     let mut asked: HashMap<(String, String), Result<PartitionOffsets, String>> = HashMap::new();
     let mut conns = Connections::new();
     for (t, holders) in held {
-        let leaders = leaders(&*registry, &t, &holders)?;
-        listing.topics.insert(t.clone(), leaders.len() as u32);
-        for (p, leader) in leaders.into_iter().enumerate() {
-            let state = match leader.as_deref().and_then(|id| addrs.get(id)) {
-                None => State::Down,
-                Some(addr) => {
+        let roles = roles(&*registry, &t, &holders)?;
+        listing.topics.insert(t.clone(), roles.len() as u32);
+        for (p, roles) in roles.into_iter().enumerate() {
+            let leader_addr = roles.leader.as_deref().and_then(|id| addrs.get(id));
+            let state = match (roles.leaderless, leader_addr) {
+                (Some(why), _) => why,
+                (None, None) => State::Down,
+                (None, Some(addr)) => {
                     let offsets = asked.entry((addr.clone(), t.clone())).or_insert_with(|| {
                         conns
                             .with(addr, |c| c.partitions(&t))
@@ -268,7 +306,8 @@ fn from_registry(dir: &Path, topic: Option<&str>) -> anyhow::Result<Listing> {
             listing.partitions.push(Partition {
                 topic: t.clone(),
                 partition: p as u32,
-                leader,
+                leader: roles.leader,
+                replicas: roles.replicas,
                 state,
             });
         }
@@ -276,18 +315,57 @@ fn from_registry(dir: &Path, topic: Option<&str>) -> anyhow::Result<Listing> {
     Ok(listing)
 }
 
-/// The broker id of each partition of `topic`: the placement's, else the
-/// broker that says it holds the partition.
-fn leaders(
+/// Who holds each partition of `topic`: with a placement, each
+/// partition's replicas, and its leader and ISR from its replication
+/// state (its one broker leads a partition of one replica, which has no
+/// state); without one, the broker that says it holds the partition.
+fn roles(
     registry: &dyn Registry,
     topic: &str,
     holders: &BTreeMap<u32, String>,
-) -> anyhow::Result<Vec<Option<String>>> {
-    if let Some(placement) = registry.placement(topic)? {
-        return Ok(placement.brokers.into_iter().map(Some).collect());
+) -> anyhow::Result<Vec<Roles>> {
+    let Some(placement) = registry.placement(topic)? else {
+        let count = holders.keys().next_back().map_or(0, |p| p + 1);
+        return Ok((0..count)
+            .map(|p| Roles {
+                leader: holders.get(&p).cloned(),
+                replicas: None,
+                leaderless: None,
+            })
+            .collect());
+    };
+    let mut all = Vec::with_capacity(placement.brokers.len());
+    for (p, preferred) in placement.brokers.iter().enumerate() {
+        let replicas = placement
+            .replicas_of(p as u32)
+            .map_or_else(Vec::new, <[String]>::to_vec);
+        let roles = match registry.partition_state(topic, p as u32) {
+            Ok(Some((state, _))) => Roles {
+                leaderless: state.leader.is_none().then_some(State::Offline),
+                leader: state.leader,
+                replicas: Some((replicas, state.isr)),
+            },
+            // One replica: its broker leads it, with no state.
+            Ok(None) if replicas.len() <= 1 => Roles {
+                leader: Some(preferred.clone()),
+                replicas: None,
+                leaderless: None,
+            },
+            // Replicated, before its first election.
+            Ok(None) => Roles {
+                leader: None,
+                replicas: Some((replicas, Vec::new())),
+                leaderless: Some(State::Offline),
+            },
+            Err(e) => Roles {
+                leader: None,
+                replicas: Some((replicas, Vec::new())),
+                leaderless: Some(State::Unreachable(e.to_string())),
+            },
+        };
+        all.push(roles);
     }
-    let count = holders.keys().next_back().map_or(0, |p| p + 1);
-    Ok((0..count).map(|p| holders.get(&p).cloned()).collect())
+    Ok(all)
 }
 
 /// A data directory's topics, read directly.
@@ -318,6 +396,7 @@ fn from_data_dir(dir: &Path, topic: Option<&str>) -> anyhow::Result<Listing> {
                 topic: t.clone(),
                 partition: p,
                 leader: None,
+                replicas: None,
                 state,
             });
         }
@@ -346,13 +425,12 @@ fn print_json(out: &mut impl Write, listing: &Listing) -> anyhow::Result<()> {
             State::Online { start, end } => (Some(start), Some(end)),
             _ => (None, None),
         };
-        // No replication yet: the leader is the only replica.
-        let replicas: Vec<&String> = p.leader.iter().collect();
+        let (replicas, isr) = p.replicas_and_isr();
         writeln!(
             out,
             "{}",
             json!({"type": "partition", "topic": p.topic, "partition": p.partition,
-                "leader": p.leader, "replicas": replicas, "isr": replicas,
+                "leader": p.leader, "replicas": replicas, "isr": isr,
                 "start_offset": start, "end_offset": end, "state": p.state.name()})
         )?;
     }
@@ -382,12 +460,17 @@ fn print_tables(out: &mut impl Write, listing: &Listing) -> anyhow::Result<()> {
             State::Online { start, end } => (start.to_string(), end.to_string()),
             _ => ("-".into(), p.state.name().to_string()),
         };
+        let (replicas, isr) = p.replicas_and_isr();
+        let cell = |ids: Vec<String>| match ids.is_empty() {
+            true => "-".to_string(),
+            false => ids.join(","),
+        };
         t.add_row([
             p.topic.clone(),
             p.partition.to_string(),
-            leader.clone(),
-            leader.clone(),
             leader,
+            cell(replicas),
+            cell(isr),
             start,
             end,
         ]);

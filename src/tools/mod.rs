@@ -7,7 +7,7 @@
 //! | `klog-produce` | [`produce`] (its input: [`input`]) |
 //! | `klog-consume` | [`follow`] (formats, envelopes, the embedded reader: [`consume`]) |
 //! | both, with `-L` | [`list`] |
-//! | `klog-dump` | [`dump`], and [`registry_dump`] for `--registry` |
+//! | `klog-dump` | [`dump`], [`registry_dump`] for `--registry`, [`compare`] for `--compare` |
 //! | `klog-recover` | [`recover`] |
 //! | `klog-bench` | [`bench`](mod@bench) |
 //!
@@ -18,6 +18,7 @@
 //! lines on stderr that `-q` silences, and tables in one style.
 
 pub mod bench;
+pub mod compare;
 pub mod consume;
 pub mod dump;
 pub mod follow;

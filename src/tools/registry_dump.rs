@@ -1,10 +1,17 @@
 //! `klog-dump --registry`: what a registry directory holds, as tables or
 //! NDJSON: the brokers and the topics they serve, the replication state
-//! of each partition that has one (its replicas, leader, leader epoch and
-//! in-sync replicas; the table appears once a partition has a state), then
-//! per consumer group its members, the owner of each partition, and the
-//! committed offsets with their lag (end offset minus committed, from a
-//! broker that serves the topic).
+//! of each partition that has one (its replicas, leader, leader epoch,
+//! in-sync replicas and high watermark; the table appears once a partition
+//! has a state), then per consumer group its members, the owner of each
+//! partition, and the committed offsets with their lag (end offset minus
+//! committed, from the partition's leader, or the broker that serves it).
+//!
+//! The high watermark is the end offset of the leader's metadata answer
+//! for the partition (a leader answers with its high watermark: what
+//! consumers may read). Where there is none, the table says `?` and why
+//! (no leader, a leader not registered, one that does not answer or says
+//! it does not lead the partition), and the JSON line has
+//! `"high_watermark": null` and the reason in `high_watermark_error`.
 //!
 //! Partitions that a member owns but that have nothing committed yet are
 //! listed too, as committed `none`, so that a group that has just started
@@ -29,6 +36,7 @@ use serde_json::json;
 
 use crate::client::{Connections, PartitionOffsets};
 use crate::coord::{BrokerInfo, Lease, MemberInfo, Owner, PartitionState, Registry, ZkRegistry};
+use crate::protocol::{ELSEWHERE, OFFLINE};
 
 /// One row of the registry's offsets: a group's committed offset and lag.
 struct OffsetRow {
@@ -48,6 +56,8 @@ struct StateRow {
     replicas: Vec<String>,
     /// Its state and the state's version, or why it cannot be read.
     state: Result<(PartitionState, u64), String>,
+    /// Its high watermark, from its leader, or why it is not known.
+    high_watermark: Result<u64, String>,
 }
 
 /// What a registry holds, read once and then printed.
@@ -64,28 +74,89 @@ struct Snapshot {
     leases: bool,
 }
 
-/// End offsets, asked of the broker that holds each partition, once per
-/// broker and topic; `None` where no broker holds the partition or the
-/// broker does not answer.
+/// End offsets, asked of the broker that holds each partition (its
+/// leader, for a partition with a replication state), once per broker and
+/// topic.
 struct EndOffsets<'a> {
     brokers: &'a [BrokerInfo],
     conns: Connections,
-    asked: BTreeMap<(String, String), Option<PartitionOffsets>>,
+    /// Each (broker id, topic)'s metadata, or why there is none.
+    asked: BTreeMap<(String, String), Result<PartitionOffsets, String>>,
+    /// The leader of each partition whose state names one.
+    leaders: BTreeMap<(String, u32), String>,
 }
 
 impl EndOffsets<'_> {
-    fn end(&mut self, topic: &str, partition: u32) -> Option<u64> {
-        let broker = self.brokers.iter().find(|b| {
-            b.topics
-                .get(topic)
-                .is_some_and(|held| held.contains(&partition))
-        })?;
+    /// The (start, end) offsets `broker` reports for `partition` of
+    /// `topic`, or why there are none.
+    fn offsets(
+        &mut self,
+        broker: &BrokerInfo,
+        topic: &str,
+        partition: u32,
+    ) -> Result<(u64, u64), String> {
         let conns = &mut self.conns;
-        let offsets = self
+        let asked = self
             .asked
             .entry((broker.id.clone(), topic.to_string()))
-            .or_insert_with(|| conns.with(&broker.addr(), |c| c.partitions(topic)).ok());
-        offsets.as_ref()?.get(partition as usize).map(|o| o.1)
+            .or_insert_with(|| {
+                conns
+                    .with(&broker.addr(), |c| c.partitions(topic))
+                    .map_err(|e| format!("{} at {}: {e}", broker.id, broker.addr()))
+            });
+        match asked {
+            Ok(offsets) => offsets
+                .get(partition as usize)
+                .copied()
+                .ok_or_else(|| format!("{} has no partition {partition}", broker.id)),
+            Err(why) => Err(why.clone()),
+        }
+    }
+
+    /// The end offset of a partition for a group's lag: from its leader,
+    /// else from the broker that says it holds it; `None` where neither
+    /// answers with one.
+    fn end(&mut self, topic: &str, partition: u32) -> Option<u64> {
+        let brokers = self.brokers;
+        let broker = match self.leaders.get(&(topic.to_string(), partition)) {
+            Some(leader) => brokers.iter().find(|b| &b.id == leader),
+            None => brokers.iter().find(|b| {
+                b.topics
+                    .get(topic)
+                    .is_some_and(|held| held.contains(&partition))
+            }),
+        }?;
+        served_end(self.offsets(broker, topic, partition).ok()?).ok()
+    }
+
+    /// The high watermark of a partition whose leader is `leader` (`None`:
+    /// offline), from the leader's metadata, or why it is not known.
+    fn high_watermark(
+        &mut self,
+        topic: &str,
+        partition: u32,
+        leader: Option<&str>,
+    ) -> Result<u64, String> {
+        let Some(leader) = leader else {
+            return Err("offline: no leader".into());
+        };
+        let brokers = self.brokers;
+        let Some(broker) = brokers.iter().find(|b| b.id == leader) else {
+            return Err(format!(
+                "the leader {leader} is not registered: not running"
+            ));
+        };
+        served_end(self.offsets(broker, topic, partition)?).map_err(|why| format!("{leader} {why}"))
+    }
+}
+
+/// The end offset of a partition's (start, end) in a broker's metadata,
+/// or why that broker does not serve it.
+fn served_end((start, end): (u64, u64)) -> Result<u64, &'static str> {
+    match start {
+        ELSEWHERE => Err("does not serve it (it does not lead it now)"),
+        OFFLINE => Err("holds it offline (damaged: see klog-recover)"),
+        _ => Ok(end),
     }
 }
 
@@ -128,8 +199,20 @@ fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
         brokers: &brokers,
         conns: Connections::new(),
         asked: BTreeMap::new(),
+        leaders: BTreeMap::new(),
     };
-    let states = state_rows(registry)?;
+    let mut states = state_rows(registry)?;
+    for row in &mut states {
+        let Ok((state, _)) = &row.state else {
+            continue;
+        };
+        if let Some(leader) = &state.leader {
+            ends.leaders
+                .insert((row.topic.clone(), row.partition), leader.clone());
+        }
+        row.high_watermark =
+            ends.high_watermark(&row.topic, row.partition, state.leader.as_deref());
+    }
     let mut members = Vec::new();
     let mut rows = Vec::new();
     for group in registry.groups()? {
@@ -161,6 +244,7 @@ fn state_rows(registry: &dyn Registry) -> anyhow::Result<Vec<StateRow>> {
                     partition: 0,
                     replicas: Vec::new(),
                     state: Err(e.to_string()),
+                    high_watermark: Err("no state".into()),
                 });
                 continue;
             }
@@ -177,6 +261,7 @@ fn state_rows(registry: &dyn Registry) -> anyhow::Result<Vec<StateRow>> {
                 partition,
                 replicas: replicas.to_vec(),
                 state,
+                high_watermark: Err("not asked yet".into()),
             });
         }
     }
@@ -241,6 +326,8 @@ fn print_json(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
                 line["leader_epoch"] = json!(state.leader_epoch);
                 line["isr"] = json!(state.isr);
                 line["version"] = json!(version);
+                line["high_watermark"] = json!(r.high_watermark.as_ref().ok());
+                line["high_watermark_error"] = json!(r.high_watermark.as_ref().err());
             }
             Err(e) => line["error"] = json!(e),
         }
@@ -307,17 +394,30 @@ fn lease_cell(lease: Option<&Lease>) -> String {
 }
 
 /// The partitions' replication states: leader `offline` while none, and a
-/// state that cannot be read says why in place of its leader.
+/// state that cannot be read says why in place of its leader; a high
+/// watermark not known is `?` and why.
 fn states_table(rows: &[StateRow]) -> comfy_table::Table {
-    let mut t = super::table(&["topic", "partition", "replicas", "leader", "epoch", "isr"]);
+    let mut t = super::table(&[
+        "topic",
+        "partition",
+        "replicas",
+        "leader",
+        "epoch",
+        "isr",
+        "high watermark",
+    ]);
     for r in rows {
-        let (leader, epoch, isr) = match &r.state {
+        let (leader, epoch, isr, high_watermark) = match &r.state {
             Ok((state, _)) => (
                 state.leader.clone().unwrap_or_else(|| "offline".into()),
                 state.leader_epoch.to_string(),
                 state.isr.join(","),
+                match &r.high_watermark {
+                    Ok(hw) => hw.to_string(),
+                    Err(why) => format!("? ({why})"),
+                },
             ),
-            Err(e) => (e.clone(), "?".into(), "?".into()),
+            Err(e) => (e.clone(), "?".into(), "?".into(), "?".into()),
         };
         t.add_row([
             r.topic.clone(),
@@ -326,6 +426,7 @@ fn states_table(rows: &[StateRow]) -> comfy_table::Table {
             leader,
             epoch,
             isr,
+            high_watermark,
         ]);
     }
     t
@@ -484,11 +585,12 @@ mod tests {
     }
 
     fn with_states() -> Snapshot {
-        let row = |partition, state| StateRow {
+        let row = |partition, state, high_watermark| StateRow {
             topic: "t".into(),
             partition,
             replicas: vec!["b1".into(), "b2".into()],
             state,
+            high_watermark,
         };
         let online = PartitionState {
             leader: Some("b2".into()),
@@ -502,16 +604,16 @@ mod tests {
         };
         Snapshot {
             states: vec![
-                row(0, Ok((online, 3))),
-                row(1, Ok((offline, 4))),
-                row(2, Err("t-2/junk: corrupt".into())),
+                row(0, Ok((online, 3)), Ok(42)),
+                row(1, Ok((offline, 4)), Err("offline: no leader".into())),
+                row(2, Err("t-2/junk: corrupt".into()), Err("no state".into())),
             ],
             ..snapshot()
         }
     }
 
     #[test]
-    fn each_partition_with_a_state_shows_its_leader_epoch_and_isr() {
+    fn each_partition_with_a_state_shows_its_leader_epoch_isr_and_high_watermark() {
         let mut out = Vec::new();
         print_tables(&mut out, &with_states()).unwrap();
         let text = String::from_utf8(out).unwrap();
@@ -523,15 +625,31 @@ mod tests {
                     .filter(|c| !c.is_empty())
                     .collect::<Vec<_>>()
             })
-            .filter(|c| c.len() == 6)
+            .filter(|c| c.len() == 7)
             .collect();
         assert_eq!(
             rows,
             [
-                ["topic", "partition", "replicas", "leader", "epoch", "isr"],
-                ["t", "0", "b1,b2", "b2", "7", "b2,b1"],
-                ["t", "1", "b1,b2", "offline", "8", "b1"],
-                ["t", "2", "b1,b2", "t-2/junk: corrupt", "?", "?"],
+                [
+                    "topic",
+                    "partition",
+                    "replicas",
+                    "leader",
+                    "epoch",
+                    "isr",
+                    "high watermark"
+                ],
+                ["t", "0", "b1,b2", "b2", "7", "b2,b1", "42"],
+                [
+                    "t",
+                    "1",
+                    "b1,b2",
+                    "offline",
+                    "8",
+                    "b1",
+                    "? (offline: no leader)"
+                ],
+                ["t", "2", "b1,b2", "t-2/junk: corrupt", "?", "?", "?"],
             ],
             "{text}"
         );
@@ -546,9 +664,12 @@ mod tests {
         assert_eq!(
             lines[0],
             json!({"type": "partition", "topic": "t", "partition": 0, "replicas": ["b1", "b2"],
-                "leader": "b2", "leader_epoch": 7, "isr": ["b2", "b1"], "version": 3})
+                "leader": "b2", "leader_epoch": 7, "isr": ["b2", "b1"], "version": 3,
+                "high_watermark": 42, "high_watermark_error": null})
         );
         assert!(lines[1]["leader"].is_null(), "{}", lines[1]);
+        assert!(lines[1]["high_watermark"].is_null(), "{}", lines[1]);
+        assert_eq!(lines[1]["high_watermark_error"], "offline: no leader");
         assert_eq!(lines[2]["error"], "t-2/junk: corrupt");
         // No state anywhere: no table.
         let mut out = Vec::new();
@@ -578,5 +699,16 @@ mod tests {
         );
         assert_eq!(lease_cell(Some(&lease(12_100))), "12.1s/10s expired");
         assert!(text.contains("127.0.0.1:9092"), "{text}");
+    }
+
+    #[test]
+    fn a_broker_that_does_not_serve_a_partition_gives_no_end_offset() {
+        assert_eq!(served_end((3, 50)), Ok(50));
+        assert!(served_end((ELSEWHERE, ELSEWHERE))
+            .unwrap_err()
+            .contains("does not lead"));
+        assert!(served_end((OFFLINE, OFFLINE))
+            .unwrap_err()
+            .contains("offline"));
     }
 }
