@@ -120,8 +120,9 @@ klog-dump data/numbers-0/00000000000000000000.log   # one line per batch
 klog-dump --records --print-data data/numbers-0     # and each record
 klog-dump --verify data                             # every partition (exit 3 if damaged)
 klog-dump --json data/numbers-0/00000000000000000000.index
-klog-dump --registry reg                            # brokers, groups, offsets, lag
-klog-dump --registry zk://zk1:2181/klog             # the same, from ZooKeeper (read only)",
+klog-dump --registry reg                            # brokers, leaders, ISR, watermarks, groups, lag
+klog-dump --registry zk://zk1:2181/klog             # the same, from ZooKeeper (read only)
+klog-dump --compare d1/t-0 d2/t-0 d3/t-0            # replicas identical below the high watermark?",
     environment: &[("NO_COLOR", "no styling in tables")],
     exit_status: &[
         (0, "success, nothing wrong found"),
@@ -129,7 +130,7 @@ klog-dump --registry zk://zk1:2181/klog             # the same, from ZooKeeper (
         (2, "a usage error"),
         (
             3,
-            "a problem found: a CRC, length, offset, index or trailing-bytes problem",
+            "a problem found: a CRC, length, offset, index or trailing-bytes problem, or replicas that differ below the high watermark (--compare)",
         ),
     ],
 };
