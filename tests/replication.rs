@@ -514,3 +514,57 @@ fn the_report_lists_each_acknowledged_record_at_its_offset() {
         assert!(said.contains("--report"), "{said}");
     }
 }
+
+/// The zombie leader: frozen (SIGSTOP) past the session timeout while
+/// producing, replaced, then thawed (SIGCONT). Its followers are frozen
+/// just before it, so that it holds records they lack (appended, never
+/// acknowledged): on return it acknowledges none of them, truncates that
+/// divergent tail (its stderr says so) and ends byte-identical to the
+/// others.
+fn a_zombie_leader(backend: Backend) {
+    let Some(mut cluster) = Cluster::start(backend, 3, &broker_args("1")) else {
+        return;
+    };
+    let mut load = Load::start(&cluster, "60s");
+    load.feed_more(50);
+    cluster.wait_full_isr(TOPIC, 0, CATCH_UP);
+    let (consumer, mut read) = started_consumer(&cluster);
+    let (zombie, epoch) = leader_of(&cluster, 0);
+    let followers: Vec<usize> = (0..3).filter(|&s| s != zombie).collect();
+    followers.iter().for_each(|&s| cluster.freeze(s));
+    load.feed_more(30);
+    cluster.freeze(zombie);
+    followers.iter().for_each(|&s| cluster.thaw(s));
+    let now = cluster.wait_new_epoch(TOPIC, 0, epoch, Some(zombie), ELECTION);
+    eprintln!("froze {}, now {now:?}", cluster.id(zombie));
+    load.feed_more(30);
+    let acked_before_return = load.acked().len();
+    cluster.thaw(zombie);
+    let truncated = format!("{TOPIC}-0: truncated from");
+    cluster.wait(
+        "the old leader truncates its divergent tail",
+        CATCH_UP,
+        || cluster.log(zombie).iter().any(|l| l.contains(&truncated)),
+    );
+    cluster.wait_in_isr(TOPIC, 0, zombie, CATCH_UP);
+    load.feed_more(30);
+    consumed(&consumer, &mut read);
+    let said = cluster.log(zombie);
+    let acked = settle_and_check(&mut cluster, &mut load, Some((consumer, read)), 1);
+    assert!(
+        acked.len() > acked_before_return,
+        "records went on after its return"
+    );
+    let line = said.iter().find(|l| l.contains(&truncated)).unwrap();
+    eprintln!("the zombie said: {line}");
+}
+
+#[test]
+fn a_zombie_leader_in_a_directory() {
+    a_zombie_leader(Backend::Dir);
+}
+
+#[test]
+fn a_zombie_leader_on_zookeeper() {
+    a_zombie_leader(Backend::Zk);
+}
