@@ -371,6 +371,14 @@ fn settle_and_check(
     consumer: Option<(Proc, Vec<Acked>)>,
     partitions: u32,
 ) -> Vec<Acked> {
+    let (acked, said) = finish_load(load);
+    check_settled(cluster, &acked, &said, consumer, partitions);
+    acked
+}
+
+/// Ends the load, which must have delivered every record it was fed;
+/// returns the acknowledged records and the producer's stderr.
+fn finish_load(load: &mut Load) -> (Vec<Acked>, Vec<String>) {
     let (status, said) = load.finish();
     assert!(status.success(), "the producer failed: {status}: {said:?}");
     let acked = load.acked();
@@ -385,13 +393,27 @@ fn settle_and_check(
         fed,
         "the report lists every acknowledged record"
     );
-    check_report_unique(&acked);
+    (acked, said)
+}
+
+/// Waits for full ISRs and caught-up replicas, and for the consumer to
+/// deliver every acknowledged record; stops the brokers and checks the
+/// replicas and what the consumer read against `acked` (`said`: the
+/// producer's stderr).
+fn check_settled(
+    cluster: &mut Cluster,
+    acked: &[Acked],
+    said: &[String],
+    consumer: Option<(Proc, Vec<Acked>)>,
+    partitions: u32,
+) {
+    check_report_unique(acked);
     for p in 0..partitions {
         cluster.wait_full_isr(TOPIC, p, CATCH_UP);
         cluster.wait_same_end(TOPIC, p, CATCH_UP);
     }
     let read = consumer.map(|(c, read)| {
-        let read = wait_consumed(cluster, &c, read, &acked);
+        let read = wait_consumed(cluster, &c, read, acked);
         drop(c);
         read
     });
@@ -408,7 +430,7 @@ fn settle_and_check(
         .collect();
     let mut duplicates = 0;
     for (p, r) in &replicas {
-        duplicates += check_replicas(*p, r, &acked);
+        duplicates += check_replicas(*p, r, acked);
     }
     if duplicates > 0 {
         // Without idempotence a batch whose answer was lost is sent again
@@ -419,13 +441,12 @@ fn settle_and_check(
         );
     }
     if let Some(read) = read {
-        check_consumed(&read, &replicas, &acked);
+        check_consumed(&read, &replicas, acked);
     }
     eprintln!(
         "checked: {} acknowledged records, {duplicates} also stored at another offset (sent again)",
         acked.len()
     );
-    acked
 }
 
 /// The leader of partition 0 and its slot.
@@ -607,4 +628,215 @@ fn all_replicas_die_in_a_directory() {
 #[test]
 fn all_replicas_die_on_zookeeper() {
     all_replicas_die(Backend::Zk);
+}
+
+/// The slots other than `slot`.
+fn others(slot: usize) -> Vec<usize> {
+    (0..3).filter(|&s| s != slot).collect()
+}
+
+/// Waits until the ISR of partition 0 is exactly `slots`.
+fn wait_isr(cluster: &Cluster, slots: &[usize]) {
+    let mut wanted: Vec<String> = slots.iter().map(|&s| cluster.id(s).to_string()).collect();
+    wanted.sort();
+    cluster.wait(&format!("the ISR of t-0 is {wanted:?}"), ELECTION, || {
+        cluster.state(TOPIC, 0).is_some_and(|s| {
+            let mut isr = s.isr.clone();
+            isr.sort();
+            isr == wanted
+        })
+    });
+}
+
+/// Kill two followers: acks=all is refused (`not enough replicas`) once
+/// the ISR is the leader alone; then the leader dies too, and the two
+/// followers return: neither leads (no unclean election: the first one
+/// killed lacks records acknowledged after it died), until the leader
+/// returns, with everything it acknowledged.
+#[test]
+fn the_isr_shrinking_to_one_and_that_one_dying_is_refused_by_min_isr() {
+    let mut cluster = Cluster::start(Backend::Dir, 3, &broker_args("1")).expect("a directory");
+    let mut load = Load::start(&cluster, "3s");
+    load.feed_more(50);
+    cluster.wait_full_isr(TOPIC, 0, CATCH_UP);
+    let (leader, _) = leader_of(&cluster, 0);
+    let [first, second] = others(leader)[..] else {
+        unreachable!()
+    };
+    cluster.kill9(first);
+    wait_isr(&cluster, &[leader, second]);
+    let fed_at_shrink = load.fed();
+    load.feed_more(50);
+    cluster.kill9(second);
+    wait_isr(&cluster, &[leader]);
+    load.feed_more(50);
+    let (status, said) = load.finish();
+    assert!(
+        !status.success(),
+        "acks=all with one in-sync replica: {said:?}"
+    );
+    assert!(
+        said.iter().any(|l| l.contains("not enough replicas")),
+        "the producer is told why: {said:?}"
+    );
+    let acked = load.acked();
+    assert!(
+        acked
+            .iter()
+            .any(|a| a.2.parse::<u64>().unwrap() > fed_at_shrink),
+        "records were acknowledged with two in-sync replicas: {said:?}"
+    );
+    cluster.kill9(leader);
+    cluster.restart(first);
+    cluster.restart(second);
+    // Offline, not led by a replica that may lack acknowledged records.
+    let until = std::time::Instant::now() + Duration::from_secs(3);
+    while std::time::Instant::now() < until {
+        let state = cluster.state(TOPIC, 0);
+        assert!(
+            state.as_ref().is_none_or(|s| s.leader.is_none()),
+            "an out-of-sync replica leads: {state:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cluster.restart(leader);
+    let now = cluster.wait_leader(TOPIC, 0, ELECTION);
+    assert_eq!(now.leader.as_deref(), Some(cluster.id(leader)), "{now:?}");
+    cluster.wait_full_isr(TOPIC, 0, CATCH_UP);
+    let consumer = started_consumer(&cluster);
+    check_settled(&mut cluster, &acked, &said, Some(consumer), 1);
+}
+
+/// KIP-101's scenario: with the third replica dead, records are
+/// acknowledged by the leader and one follower; the follower restarts
+/// (knowing at best an old high watermark) and is back in the ISR, then
+/// the leader dies: the follower leads, with every acknowledged record.
+#[test]
+fn a_follower_never_truncates_to_a_stale_high_watermark() {
+    let mut cluster = Cluster::start(Backend::Dir, 3, &broker_args("1")).expect("a directory");
+    let mut load = Load::start(&cluster, "30s");
+    load.feed_more(50);
+    cluster.wait_full_isr(TOPIC, 0, CATCH_UP);
+    let (leader, epoch) = leader_of(&cluster, 0);
+    let [follower, third] = others(leader)[..] else {
+        unreachable!()
+    };
+    cluster.kill9(third);
+    wait_isr(&cluster, &[leader, follower]);
+    load.feed_more(100);
+    let (acked, said) = finish_load(&mut load);
+    // Every acknowledged record is on the follower (acks=all, ISR of
+    // two): after its restart it keeps them all, whatever high
+    // watermark it knows.
+    let acked_end = acked.iter().map(|a| a.1 + 1).max().unwrap();
+    cluster.kill9(follower);
+    cluster.restart(follower);
+    // It follows again (and truncates, if it does, before its first
+    // fetch), then it is in the ISR.
+    cluster.wait_said(follower, "t-0 follows", CATCH_UP);
+    cluster.wait_in_isr(TOPIC, 0, follower, CATCH_UP);
+    for line in cluster.log(follower) {
+        let Some(cut) = line
+            .split(" to ")
+            .nth(1)
+            .filter(|_| line.contains("truncated from"))
+        else {
+            continue;
+        };
+        let to: u64 = cut.split(',').next().unwrap().trim().parse().unwrap();
+        assert!(
+            to >= acked_end,
+            "the follower truncated below {acked_end}: {line}"
+        );
+    }
+    cluster.kill9(leader);
+    let now = cluster.wait_new_epoch(TOPIC, 0, epoch, None, ELECTION);
+    assert_eq!(now.leader.as_deref(), Some(cluster.id(follower)), "{now:?}");
+    let held = cluster.replica(follower, TOPIC, 0);
+    for (_, offset, value) in &acked {
+        let at = held
+            .records
+            .get(*offset as usize)
+            .map(|(_, v)| v.as_slice());
+        assert_eq!(
+            at,
+            Some(value.as_bytes()),
+            "the new leader lost offset {offset}"
+        );
+    }
+    cluster.restart(leader);
+    cluster.restart(third);
+    let consumer = started_consumer(&cluster);
+    check_settled(&mut cluster, &acked, &said, Some(consumer), 1);
+}
+
+/// KIP-279's scenario: two leader changes in quick succession, each
+/// leader killed while its followers lag (frozen just before), the first
+/// one back before the second dies: every replica ends byte-identical
+/// below the high watermark, and no acknowledged record is lost.
+#[test]
+fn logs_diverging_after_two_failovers_in_quick_succession() {
+    let mut cluster = Cluster::start(Backend::Dir, 3, &broker_args("1")).expect("a directory");
+    let mut load = Load::start(&cluster, "60s");
+    load.feed_more(50);
+    cluster.wait_full_isr(TOPIC, 0, CATCH_UP);
+    let (consumer, read) = started_consumer(&cluster);
+    for _ in 0..2 {
+        let (victim, epoch) = leader_of(&cluster, 0);
+        let lagging = others(victim);
+        lagging.iter().for_each(|&s| cluster.freeze(s));
+        load.feed_more(20);
+        cluster.kill9(victim);
+        lagging.iter().for_each(|&s| cluster.thaw(s));
+        let now = cluster.wait_new_epoch(TOPIC, 0, epoch, None, ELECTION);
+        eprintln!("killed {}, now {now:?}", cluster.id(victim));
+        cluster.restart(victim);
+        load.feed_more(10);
+    }
+    load.feed_more(30);
+    settle_and_check(&mut cluster, &mut load, Some((consumer, read)), 1);
+}
+
+/// The last ISR member losing an unflushed tail: with the third replica
+/// dead, the follower frozen, the leader appends records it cannot
+/// acknowledge and is killed; the follower, the last in-sync replica,
+/// leads without them. Only unacknowledged records vanish, and no offset
+/// is acknowledged for two different records.
+fn the_last_isr_member_losing_an_unflushed_tail(backend: Backend) {
+    let Some(mut cluster) = Cluster::start(backend, 3, &broker_args("1")) else {
+        return;
+    };
+    let mut load = Load::start(&cluster, "60s");
+    load.feed_more(50);
+    cluster.wait_full_isr(TOPIC, 0, CATCH_UP);
+    let (leader, epoch) = leader_of(&cluster, 0);
+    let [follower, third] = others(leader)[..] else {
+        unreachable!()
+    };
+    cluster.kill9(third);
+    wait_isr(&cluster, &[leader, follower]);
+    load.feed_more(30);
+    cluster.freeze(follower);
+    load.feed_more(30);
+    cluster.kill9(leader);
+    cluster.thaw(follower);
+    let now = cluster.wait_new_epoch(TOPIC, 0, epoch, None, ELECTION);
+    assert_eq!(now.leader.as_deref(), Some(cluster.id(follower)), "{now:?}");
+    cluster.restart(leader);
+    cluster.restart(third);
+    load.feed_more(30);
+    let acked = settle_and_check(&mut cluster, &mut load, None, 1);
+    let said = cluster.log(leader);
+    let cut = said.iter().find(|l| l.contains("t-0: truncated from"));
+    eprintln!("{} acknowledged; the old leader said: {cut:?}", acked.len());
+}
+
+#[test]
+fn the_last_isr_member_losing_an_unflushed_tail_in_a_directory() {
+    the_last_isr_member_losing_an_unflushed_tail(Backend::Dir);
+}
+
+#[test]
+fn the_last_isr_member_losing_an_unflushed_tail_on_zookeeper() {
+    the_last_isr_member_losing_an_unflushed_tail(Backend::Zk);
 }

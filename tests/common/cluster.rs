@@ -177,6 +177,23 @@ impl Cluster {
         lines
     }
 
+    /// The stderr lines of broker `slot`'s current run.
+    pub fn run_log(&self, slot: usize) -> Vec<String> {
+        self.slots[slot]
+            .broker
+            .as_ref()
+            .map_or_else(Vec::new, BrokerProc::log)
+    }
+
+    /// Waits until broker `slot`'s current run said a line containing
+    /// `text`.
+    pub fn wait_said(&self, slot: usize, text: &str, bound: Duration) {
+        let what = format!("broker {} says {text:?}", self.id(slot));
+        self.wait(&what, bound, || {
+            self.run_log(slot).iter().any(|l| l.contains(text))
+        });
+    }
+
     /// Waits until every running broker is registered and live.
     pub fn wait_registered(&self, bound: Duration) {
         let wanted: Vec<&str> = (0..self.len())
