@@ -23,7 +23,7 @@ _klog__produce() {
 
     case "${cmd}" in
         klog__produce)
-            opts="-t -p -K -k -D -H -J -b -X -L -l -q -h -V --topic --partition --key --json --batch --batch-bytes --linger --acks --message-timeout --partitions --broker --data-dir --registry --segment-bytes --max-record-bytes --list --file-per-record --quiet --help --version"
+            opts="-t -p -K -k -D -H -J -b -X -L -l -q -h -V --topic --partition --key --json --batch --batch-bytes --linger --acks --message-timeout --partitions --broker --data-dir --registry --segment-bytes --max-record-bytes --list --file-per-record --report --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -114,6 +114,10 @@ _klog__produce() {
                     return 0
                     ;;
                 -X)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --report)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -37,6 +37,7 @@ _klog-produce() {
 '--segment-bytes=[Embedded mode\: segment size at which a log rolls]:SIZE:_default' \
 '--max-record-bytes=[Largest record accepted]:SIZE:_default' \
 '*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), batch.num.messages (--batch), batch.size (--batch-bytes), linger.ms (--linger), acks (--acks), message.timeout.ms or delivery.timeout.ms (--message-timeout), message.max.bytes (--max-record-bytes); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \
+'--report=[Write each record a broker acknowledged to FILE as it is acknowledged, one JSON line each\: {"topic","partition","offset", "value"} (a value that is not UTF-8 in base64, with "value_encoding"\:"base64"), flushed with each answer. With --acks all, every record in FILE is stored on every in-sync replica at that offset. Needs a broker (-b or --registry) and --acks 1 or all]:FILE:_files' \
 '-J[Input records are the JSON envelopes that klog-consume -J prints]' \
 '--json[Input records are the JSON envelopes that klog-consume -J prints]' \
 '-L[List the brokers, topics and partitions (leader, replicas, in-sync replicas, start and end offsets) and exit, like kcat -L\: of the broker (-b), the cluster (--registry) or the data directory (--data-dir); -t for one topic, -J for JSON. With --registry, each partition'\''s leader, replicas and in-sync replicas are those of its replication state, and its end offset the leader'\''s high watermark]' \

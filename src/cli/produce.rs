@@ -119,6 +119,14 @@ pub struct Args {
     /// what kcat's own -l does).
     #[arg(short = 'l', long = "file-per-record")]
     pub file_per_record: bool,
+    /// Write each record a broker acknowledged to FILE as it is
+    /// acknowledged, one JSON line each: {"topic","partition","offset",
+    /// "value"} (a value that is not UTF-8 in base64, with
+    /// "value_encoding":"base64"), flushed with each answer. With --acks
+    /// all, every record in FILE is stored on every in-sync replica at that
+    /// offset. Needs a broker (-b or --registry) and --acks 1 or all.
+    #[arg(long = "report", value_name = "FILE")]
+    pub report: Option<PathBuf>,
     /// Only print errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
@@ -233,10 +241,31 @@ fn configure(args: &mut Args, matches: &clap::ArgMatches) -> Result<config::Appl
     Ok(applied)
 }
 
+/// `--report` lists what brokers acknowledged: with a broker, and acks.
+fn check_report(args: &Args) -> Result<(), super::Usage> {
+    if args.report.is_none() {
+        return Ok(());
+    }
+    if args.data_dir.is_some() {
+        return Err(super::Usage(
+            "--report lists what brokers acknowledged: it needs -b or --registry, not --data-dir"
+                .into(),
+        ));
+    }
+    if args.acks == crate::protocol::ACKS_NONE {
+        return Err(super::Usage(
+            "--report lists acknowledged records, and with --acks 0 none is: use --acks 1 or all"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Runs `klog-produce`; `matches` tell a flag from the environment.
 pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCode> {
     let applied = configure(&mut args, matches)?;
     super::choose_target(matches, &applied, &mut args.data_dir, &mut args.registry)?;
+    check_report(&args)?;
     super::handle_signals(|| {})?;
     if args.list {
         crate::tools::list::run(&crate::tools::list::Options {
@@ -278,6 +307,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         quiet: args.quiet,
         files: args.files,
         whole_files: args.file_per_record,
+        report: args.report,
     };
     produce::run(&options)?;
     Ok(ExitCode::SUCCESS)

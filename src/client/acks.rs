@@ -8,6 +8,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::client::connection::{protocol_error, read_frame, Patience};
+use crate::client::report::AckReport;
 use crate::error::Error;
 use crate::protocol::{self, ErrorCode, Reader};
 use crate::sync::lock;
@@ -49,6 +50,11 @@ pub(crate) struct Orphan {
 }
 
 impl Waiting {
+    /// Its batch, as sent.
+    pub(crate) fn batch(&self) -> &[u8] {
+        &self.request[self.batch_at..]
+    }
+
     /// A batch of `records` for `partition` that was never sent, to be
     /// sent by a routed producer ([`crate::client::Producer::adopt`])
     /// before `deadline`.
@@ -105,6 +111,9 @@ pub(super) struct Acks {
     /// `orphans` (see [`Orphan`]).
     pub(super) routed: bool,
     pub(super) orphans: Vec<Orphan>,
+    /// Where acknowledged records are written, if anywhere
+    /// ([`crate::client::ProducerConfig::report`]).
+    pub(super) report: Option<&'static AckReport>,
 }
 
 #[derive(Debug, Default)]
@@ -184,12 +193,12 @@ pub(super) fn read_acks(stream: &TcpStream, addr: &str, state: &AckState, timeou
     loop {
         let read = read_frame(&mut input, &mut buf, addr, &mut patience);
         let mut acks = lock(&state.acks);
+        let mut r = Reader::new(&buf);
         let header = read.and_then(|()| {
-            protocol::decode_response_header(&mut Reader::new(&buf))
-                .map_err(|e| protocol_error(addr, e))
+            protocol::decode_response_header(&mut r).map_err(|e| protocol_error(addr, e))
         });
         let going_on = match header {
-            Ok(h) => acknowledge(&mut acks, h, addr),
+            Ok(h) => acknowledge(&mut acks, h, &buf[r.position()..], addr),
             // The connection broke: the producer sends the waiting again on
             // a new one, within their deadline.
             Err(Error::Network { .. }) => {
@@ -216,9 +225,10 @@ pub(super) fn read_acks(stream: &TcpStream, addr: &str, state: &AckState, timeou
     }
 }
 
-/// Matches the answer `h` to the first request waiting; false when it
-/// answers none (the connection cannot go on).
-fn acknowledge(acks: &mut Acks, h: protocol::ResponseHeader, addr: &str) -> bool {
+/// Matches the answer `h` (the rest of its frame `body`) to the first
+/// request waiting; false when it answers none (the connection cannot go
+/// on).
+fn acknowledge(acks: &mut Acks, h: protocol::ResponseHeader, body: &[u8], addr: &str) -> bool {
     let Some(waiting) = acks.waiting.pop_front() else {
         acks.error.get_or_insert(Error::Protocol {
             addr: addr.to_string(),
@@ -248,6 +258,14 @@ fn acknowledge(acks: &mut Acks, h: protocol::ResponseHeader, addr: &str) -> bool
         acks.delivered += records;
         acks.latency
             .record_n(sent.elapsed().as_micros() as u64, records);
+        if let Some(report) = acks.report {
+            match Reader::new(body).u64("base_offset") {
+                Ok(base) => report.acknowledged(waiting.partition, base, waiting.batch()),
+                Err(e) => {
+                    acks.error.get_or_insert(protocol_error(addr, e));
+                }
+            }
+        }
     } else {
         acks.failed += records;
         acks.error.get_or_insert(Error::Broker {

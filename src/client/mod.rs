@@ -19,8 +19,9 @@
 //! batch boundary) are skipped.
 //!
 //! The rooms: [`connection`] (one request at a time, and the per-broker
-//! pool), [`producer`], [`consumer`], [`partitioner`] (Kafka's murmur2
-//! choice of partition) and [`offset`] (where a consumer starts). The
+//! pool), [`producer`], [`report`] (the acknowledged records, one JSON line
+//! each), [`consumer`], [`partitioner`] (Kafka's murmur2 choice of
+//! partition) and [`offset`] (where a consumer starts). The
 //! client knows brokers, not the registry: routing through the registry
 //! and the members of consumer groups are one floor up, in `crate::coord`.
 
@@ -30,7 +31,9 @@ pub mod consumer;
 pub mod offset;
 pub mod partitioner;
 pub mod producer;
+pub mod report;
 
 pub use connection::{connect, Connection, Connections, PartitionOffsets};
 pub use consumer::{Consumer, ConsumerConfig, ConsumerPartition, Locate};
 pub use producer::{BatchOptions, ParsedRecord, Producer, ProducerConfig, ProducerSummary};
+pub use report::AckReport;

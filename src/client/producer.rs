@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::acks::{read_acks, write_patience, AckState, Acks, Waiting};
 use crate::client::connection::{connect_with, until, write_all_with, Connection};
+use crate::client::report::AckReport;
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::protocol::{self, ErrorCode};
@@ -255,6 +256,10 @@ pub struct ProducerConfig {
     /// acknowledged this long after its batch got its first record counts
     /// as failed. Connecting and looking the topic up wait as long.
     pub delivery_timeout: Duration,
+    /// Where each acknowledged record is written as its answer arrives
+    /// (`klog-produce --report`); a `'static` reference so that the
+    /// configuration stays `Copy` (the caller leaks one per run).
+    pub report: Option<&'static AckReport>,
 }
 
 impl Default for ProducerConfig {
@@ -269,6 +274,7 @@ impl Default for ProducerConfig {
             in_flight_max: 256,
             record_bytes_max: limits::RECORD_BYTES_MAX_DEFAULT,
             delivery_timeout: Duration::from_secs(30),
+            report: None,
         }
     }
 }
@@ -368,6 +374,7 @@ impl Producer {
         };
         let stream = control.stream;
         let state = Arc::new(AckState::default());
+        lock(&state.acks).report = config.report;
         let reader = spawn_reader(&stream, addr, &state, &config)?;
         Ok(Producer {
             stream,

@@ -32,7 +32,7 @@ use base64::Engine as _;
 
 use crate::client::partitioner::Partitioner;
 use crate::client::producer::Batches;
-use crate::client::{BatchOptions, ParsedRecord};
+use crate::client::{AckReport, BatchOptions, ParsedRecord};
 use crate::error::{Error, Result};
 use crate::storage::lock::DirLock;
 use crate::storage::log::{Log, LogConfig, OpenOptions};
@@ -440,6 +440,9 @@ pub struct Options {
     /// Each file is one record (kcat's default for file arguments); else
     /// files are split at the delimiter as stdin is (kcat's `-l`).
     pub whole_files: bool,
+    /// Write each acknowledged record to this file, one JSON line each
+    /// (see [`crate::client::report`]).
+    pub report: Option<PathBuf>,
 }
 
 /// Sends the input to the topic (through a broker, a registry's brokers,
@@ -449,14 +452,28 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         quiet: options.quiet,
     };
     options.log.validate()?;
+    // Created before any input is read, so that a path that cannot be
+    // written is said at once. Leaked: the producers' configuration,
+    // which names it, is `Copy` (one per run of the tool).
+    let report: Option<&'static AckReport> = match &options.report {
+        Some(path) => Some(Box::leak(Box::new(
+            AckReport::create(path, &options.topic)
+                .with_context(|| format!("cannot write the report {}", path.display()))?,
+        ))),
+        None => None,
+    };
     // A data directory is opened at once (a lock held by another writer
     // is reported before any input is read); a broker when a record is
     // there to send.
     let sink = match options.data_dir {
-        Some(_) => Some(open_sink(options)?),
+        Some(_) => Some(open_sink(options, None)?),
         None => None,
     };
-    send_input(options, say, sink)
+    let sent = send_input(options, say, sink, report);
+    let reported = report.map_or(Ok(()), AckReport::finish);
+    sent?;
+    reported.context("the report of acknowledged records is incomplete")?;
+    Ok(())
 }
 
 /// What a run handed over, and where to.
@@ -468,16 +485,23 @@ struct Run {
     handed: u64,
     /// Records that could not be parsed or were too long, never handed.
     refused: u64,
+    /// Where acknowledged records are written.
+    report: Option<&'static AckReport>,
 }
 
 impl Run {
     /// A run into `sink`, or into the one `options` asks for, opened on
     /// first use.
-    fn new(options: &Options, sink: Option<Sink>) -> anyhow::Result<Run> {
+    fn new(
+        options: &Options,
+        sink: Option<Sink>,
+        report: Option<&'static AckReport>,
+    ) -> anyhow::Result<Run> {
         let mut run = Run {
             sink: None,
             handed: 0,
             refused: 0,
+            report,
         };
         if let Some(sink) = sink {
             run.sink = Some(with_partitioner(options, sink)?);
@@ -493,7 +517,7 @@ impl Run {
         key: Option<&[u8]>,
     ) -> anyhow::Result<(&mut Sink, u32)> {
         if self.sink.is_none() {
-            self.sink = Some(with_partitioner(options, open_sink(options)?)?);
+            self.sink = Some(with_partitioner(options, open_sink(options, self.report)?)?);
         }
         let (sink, partitioner) = self.sink.as_mut().expect("opened");
         Ok((sink, partitioner.partition(key)))
@@ -516,8 +540,13 @@ fn with_partitioner(options: &Options, sink: Sink) -> anyhow::Result<(Sink, Part
 /// Sends the input to `sink` (opened on the first record when `None`),
 /// closes it, and reports: every record read and not delivered counts as
 /// failed.
-fn send_input(options: &Options, say: Say, sink: Option<Sink>) -> anyhow::Result<()> {
-    let mut run = Run::new(options, sink)?;
+fn send_input(
+    options: &Options,
+    say: Say,
+    sink: Option<Sink>,
+    report: Option<&'static AckReport>,
+) -> anyhow::Result<()> {
+    let mut run = Run::new(options, sink, report)?;
     let record_bytes_max = options.log.record_bytes_max as usize;
     let mut outcome = if options.whole_files && !options.files.is_empty() {
         let files = options.files.clone();

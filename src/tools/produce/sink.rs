@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::{EmbeddedProducer, Options};
-use crate::client::{ParsedRecord, Producer, ProducerConfig};
+use crate::client::{AckReport, ParsedRecord, Producer, ProducerConfig};
 use crate::coord::ClusterProducer;
 use crate::storage::store::Store;
 use crate::tools::Say;
@@ -21,7 +21,11 @@ pub(super) enum Sink {
 
 /// The sink `options` asks for: a data directory, a registry's brokers, or
 /// one broker.
-pub(super) fn open_sink(options: &Options) -> anyhow::Result<Sink> {
+/// Acknowledged records are written to `report`, if any.
+pub(super) fn open_sink(
+    options: &Options,
+    report: Option<&'static AckReport>,
+) -> anyhow::Result<Sink> {
     let topic = &options.topic;
     if let Some(dir) = &options.data_dir {
         let producer = EmbeddedProducer::new(
@@ -42,6 +46,7 @@ pub(super) fn open_sink(options: &Options) -> anyhow::Result<Sink> {
         batch: options.batch,
         record_bytes_max: options.log.record_bytes_max,
         delivery_timeout,
+        report,
         ..ProducerConfig::default()
     };
     if let Some(dir) = &options.registry {

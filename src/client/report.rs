@@ -1,0 +1,183 @@
+//! A report of acknowledged records (`klog-produce --report FILE`): one
+//! JSON line per record a broker acknowledged, written as its answer
+//! arrives and flushed with that answer, so that a record in the file is
+//! one the producer was told is stored (at `acks=all`: on every in-sync
+//! replica), at that offset.
+//!
+//! ```text
+//! {"topic":"t","partition":0,"offset":41,"value":"42"}
+//! {"topic":"t","partition":0,"offset":42,"value":"/w==","value_encoding":"base64"}
+//! ```
+//!
+//! A value that is not UTF-8 is written in base64 with `value_encoding`
+//! (as `klog-consume -J` writes a payload). A batch acknowledged twice
+//! (sent again after a connection broke or its leader moved, with no
+//! idempotence) is written twice, at each of its offsets. With `acks=0`
+//! nothing is acknowledged, and nothing is written.
+//!
+//! The report is written by the producer's answer readers (one per
+//! broker), each answer under one lock: lines of one batch are never
+//! interleaved with another's. The first write error is kept and stops
+//! the report; [`AckReport::finish`] returns it.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use base64::Engine as _;
+
+use crate::error::{Error, Result};
+use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
+use crate::storage::record::Batch;
+use crate::sync::lock;
+
+/// Where acknowledged records are written (see the module doc).
+#[derive(Debug)]
+pub struct AckReport {
+    topic: String,
+    path: PathBuf,
+    out: Mutex<Out>,
+}
+
+/// The open report file, and the first error writing it.
+#[derive(Debug)]
+struct Out {
+    file: Option<BufWriter<File>>,
+    error: Option<std::io::Error>,
+}
+
+/// One line of the report.
+#[derive(serde::Serialize)]
+struct Line<'a> {
+    topic: &'a str,
+    partition: u32,
+    offset: u64,
+    value: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value_encoding: Option<&'static str>,
+}
+
+impl AckReport {
+    /// Creates (or truncates) the report file `path` for records of
+    /// `topic`.
+    pub fn create(path: &Path, topic: &str) -> Result<AckReport> {
+        let file = File::create(path).map_err(|source| Error::Io {
+            op: "create the report",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(AckReport {
+            topic: topic.to_string(),
+            path: path.to_path_buf(),
+            out: Mutex::new(Out {
+                file: Some(BufWriter::new(file)),
+                error: None,
+            }),
+        })
+    }
+
+    /// Writes the records of `batch` (as the producer sent it), which a
+    /// broker acknowledged at `base_offset` of `partition`, and flushes
+    /// them.
+    pub(crate) fn acknowledged(&self, partition: u32, base_offset: u64, batch: &[u8]) {
+        let mut out = lock(&self.out);
+        let Out { file, error } = &mut *out;
+        let Some(writer) = file.as_mut().filter(|_| error.is_none()) else {
+            return;
+        };
+        let written = write_batch(writer, &self.topic, partition, base_offset, batch)
+            .and_then(|()| writer.flush());
+        if let Err(e) = written {
+            *error = Some(e);
+        }
+    }
+
+    /// Flushes and closes the report; the first error writing it, if any.
+    pub fn finish(&self) -> Result<()> {
+        let mut out = lock(&self.out);
+        let flushed = match out.file.take() {
+            Some(mut writer) => writer.flush(),
+            None => Ok(()),
+        };
+        match out.error.take().map_or(flushed, Err) {
+            Ok(()) => Ok(()),
+            Err(source) => Err(Error::Io {
+                op: "write the report",
+                path: self.path.clone(),
+                source,
+            }),
+        }
+    }
+}
+
+/// Writes one line per record of `batch`, at `base_offset` on.
+fn write_batch(
+    writer: &mut impl Write,
+    topic: &str,
+    partition: u32,
+    base_offset: u64,
+    batch: &[u8],
+) -> std::io::Result<()> {
+    let invalid = |e: crate::storage::record::DecodeError| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
+    };
+    let decoded = Batch::decode(batch, BATCH_BYTES_MAX).map_err(invalid)?;
+    let first = decoded.header.base_offset;
+    for record in decoded.records(RECORD_BYTES_MAX_LIMIT) {
+        let record = record.map_err(invalid)?;
+        let encoded;
+        let (value, value_encoding) = match std::str::from_utf8(record.value) {
+            Ok(text) => (text, None),
+            Err(_) => {
+                encoded = base64::engine::general_purpose::STANDARD.encode(record.value);
+                (encoded.as_str(), Some("base64"))
+            }
+        };
+        let line = Line {
+            topic,
+            partition,
+            offset: base_offset + (record.offset - first),
+            value,
+            value_encoding,
+        };
+        serde_json::to_writer(&mut *writer, &line)?;
+        writer.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::record::BatchBuilder;
+
+    #[test]
+    fn each_record_is_a_line_at_its_acknowledged_offset_and_binary_is_base64() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("acks.jsonl");
+        let report = AckReport::create(&path, "t").unwrap();
+        let mut b = BatchBuilder::new();
+        b.push(1, None, &[], b"one");
+        b.push(2, Some(b"k"), &[], &[0xff, 0x00]);
+        report.acknowledged(3, 40, b.finish());
+        // Flushed with the answer, before the report is finished.
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text,
+            "{\"topic\":\"t\",\"partition\":3,\"offset\":40,\"value\":\"one\"}\n\
+             {\"topic\":\"t\",\"partition\":3,\"offset\":41,\"value\":\"/wA=\",\"value_encoding\":\"base64\"}\n"
+        );
+        report.finish().unwrap();
+    }
+
+    #[test]
+    fn a_batch_that_does_not_decode_is_an_error_at_the_end_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("acks.jsonl");
+        let report = AckReport::create(&path, "t").unwrap();
+        report.acknowledged(0, 0, b"not a batch");
+        let e = report.finish().unwrap_err().to_string();
+        assert!(e.contains("write the report"), "{e}");
+    }
+}
