@@ -135,7 +135,7 @@ fn measure_fanout(setup: &Setup, run: &ProduceRun, partitions: u32) -> anyhow::R
     };
     let target = Target::new(&setup)?;
     let topic = topic(&setup, "fanout");
-    let route = target.route(&setup, &topic)?;
+    let route = target.route(&setup, &topic, true)?;
     let progress = Progress::new(run.records, "fanout", setup.quiet);
     let report = contention::fanout(&route, &topic, partitions, run, &|n| progress.update(n))?;
     progress.finish();
@@ -150,7 +150,7 @@ fn measure_roll(setup: &Setup, run: &contention::RollRun) -> anyhow::Result<()> 
     };
     let target = Target::new(&setup)?;
     let topic = topic(&setup, "roll");
-    let route = target.route(&setup, &topic)?;
+    let route = target.route(&setup, &topic, true)?;
     let progress = Progress::new(run.measured.records, "roll", setup.quiet);
     let report = contention::roll(&route, &topic, run, &|n| progress.update(n))?;
     progress.finish();
@@ -171,7 +171,7 @@ fn measure_roll(setup: &Setup, run: &contention::RollRun) -> anyhow::Result<()> 
 fn measure_produce(setup: &Setup, run: &ProduceRun) -> anyhow::Result<()> {
     let target = Target::new(setup)?;
     let topic = topic(setup, "produce");
-    let route = target.route(setup, &topic)?;
+    let route = target.route(setup, &topic, true)?;
     let progress = Progress::new(run.records, "produce", setup.quiet);
     let report = workload::produce(&route, &topic, run, &|n| progress.update(n))?;
     progress.finish();
@@ -188,7 +188,7 @@ fn measure_consume(
 ) -> anyhow::Result<()> {
     let target = Target::new(setup)?;
     let topic = topic(setup, "consume");
-    let route = target.route(setup, &topic)?;
+    let route = target.route(setup, &topic, false)?;
     if target.is_own() || setup.topic.is_none() {
         if !setup.quiet {
             crate::diag::line(format_args!(
@@ -214,7 +214,7 @@ fn measure_latency(
 ) -> anyhow::Result<()> {
     let target = Target::new(setup)?;
     let topic = topic(setup, "latency");
-    let route = target.route(setup, &topic)?;
+    let route = target.route(setup, &topic, true)?;
     let report = workload::latency(&route, &topic, records, value_bytes, rate_per_sec)?;
     target.print(&report, &topic, "latency", "sent", setup.json)?;
     Ok(())
@@ -276,23 +276,33 @@ impl Target {
     }
 
     /// Where `topic`'s records go. A cluster's topic is created with
-    /// `setup.partitions` first, and each partition's leader waited for.
-    fn route(&self, setup: &Setup, topic: &str) -> crate::error::Result<Route> {
+    /// `setup.partitions` first, and each partition's leader waited for;
+    /// with `warm`, and then one acks=all record sent to each (see
+    /// [`route::warm_up`]), before a run that times acknowledgements.
+    fn route(&self, setup: &Setup, topic: &str, warm: bool) -> crate::error::Result<Route> {
         let Own::Cluster(cluster) = &self.own else {
             return Ok(Route::Broker(self.addr.clone()));
         };
         let route = cluster.leaders(topic, setup.partitions.max(1))?;
+        if warm {
+            route::warm_up(&route, topic)?;
+        }
         if !setup.quiet {
             let Route::Leaders(leaders) = &route else {
                 unreachable!("a cluster routes to leaders")
             };
             crate::diag::line(format_args!(
-                "% {topic}: {}, each with its leader and {}",
+                "% {topic}: {}, each with its leader and {}{}",
                 crate::human::count(leaders.len() as u64, "partition"),
                 crate::human::count(
                     u64::from(cluster.shape().replication_factor),
                     "in-sync replica"
-                )
+                ),
+                if warm {
+                    " (a warm-up record acknowledged with acks=all on each)"
+                } else {
+                    ""
+                }
             ));
         }
         Ok(route)

@@ -44,7 +44,7 @@ fn produce_experiments(
     // with long after (the table lists batch 1 first all the same).
     for (batch, paper_figure) in [(50u32, "400,000 records/s"), (1, "50,000 records/s")] {
         let topic = topic(setup, &format!("paper-b{batch}"));
-        let route = target.route(setup, &topic)?;
+        let route = target.route(setup, &topic, true)?;
         let run = ProduceRun {
             records,
             value_bytes: 200,
@@ -86,7 +86,7 @@ fn consume_experiment(
     topic: &str,
     results: &mut Results,
 ) -> anyhow::Result<()> {
-    let route = target.route(setup, topic)?;
+    let route = target.route(setup, topic, false)?;
     let progress = Progress::new(records, "consume", setup.quiet);
     // The paper's consumers fetched about 200 KB (1000 records) at a time.
     let report = workload::consume(&route, topic, records, 200 * 1024, 4, &|n| {

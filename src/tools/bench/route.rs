@@ -1,7 +1,8 @@
 //! Where a benchmark's records go: one broker for every partition, or each
 //! partition's leader in a cluster (read from the partitions' replication
-//! states by [`super::cluster`]), and a producer that sends each record
-//! to its partition's broker.
+//! states by [`super::cluster`]), a producer that sends each record to its
+//! partition's broker, and a warm-up that proves every partition
+//! acknowledges acks=all before a measurement starts.
 //!
 //! The cluster's own routed producer ([`crate::coord::ClusterProducer`])
 //! routes by the registry's placement, not by the leader of the moment;
@@ -63,6 +64,42 @@ impl Route {
             }
         }
     }
+}
+
+/// The value of a warm-up record.
+const WARM_UP: &[u8] = b"klog-bench warm-up";
+
+/// Sends one record to each partition of `topic` with acks=all and waits
+/// for every acknowledgement: a leader acknowledges it once each follower
+/// in its ISR fetched past it, so after this the followers are fetching
+/// in the leader's epoch (a follower starts fetching some time after the
+/// registry names its leader, and records sent meanwhile would wait for
+/// it inside the measurement).
+pub fn warm_up(route: &Route, topic: &str) -> Result<()> {
+    let config = ProducerConfig {
+        acks: crate::protocol::ACKS_ALL,
+        ..ProducerConfig::default()
+    };
+    let mut sender = Sender::connect(route, topic, config)?;
+    let record = ParsedRecord {
+        key: None,
+        value: WARM_UP.to_vec(),
+        headers: Vec::new(),
+        timestamp: None,
+    };
+    for p in 0..sender.partitions() {
+        sender.send(p, &record, crate::clock::now_ms())?;
+    }
+    sender.flush_batches()?;
+    let (summary, result) = sender.close();
+    result?;
+    if summary.failed > 0 {
+        return Err(Error::Config(format!(
+            "{} of the warm-up records to {topic:?} were not acknowledged",
+            summary.failed
+        )));
+    }
+    Ok(())
 }
 
 /// A producer per broker of a [`Route`], each record sent to its
