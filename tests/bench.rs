@@ -315,6 +315,37 @@ fn a_cluster_of_its_own_replicates_every_record_and_says_its_shape() {
     assert_eq!(v["records"], 2000, "{v}");
     assert!(v["latency_ms_p99"].as_f64().unwrap() > 0.0, "{v}");
     assert_replicated_3(&v);
+    // The paper's bytes per record are one replica's, acks=1 or not.
+    let out = bin("klog-bench")
+        .env("TMPDIR", tmp.path())
+        .args(["paper", "-n", "20000", "-q", "--json"])
+        .args(cluster)
+        .assert()
+        .success();
+    leftovers.assert_none();
+    let overhead: Vec<(u64, f64)> = String::from_utf8_lossy(&out.get_output().stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["type"] == "overhead")
+        .map(|v| {
+            (
+                v["batch"].as_u64().unwrap(),
+                v["bytes_per_record"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(overhead.len(), 2, "{overhead:?}");
+    for (batch, bytes) in overhead {
+        let (low, high) = if batch == 1 {
+            (40.0, 60.0)
+        } else {
+            (5.0, 15.0)
+        };
+        assert!(
+            (low..high).contains(&bytes),
+            "batch {batch}: {bytes} bytes of overhead per record"
+        );
+    }
     // Shapes that cannot work are usage errors, said before anything runs.
     for (args, why) in [
         (

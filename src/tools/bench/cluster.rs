@@ -236,14 +236,25 @@ impl OwnCluster {
         })
     }
 
-    /// Bytes of the segment files of `topic` on one replica: those of all
-    /// brokers divided by the replication factor (every in-sync replica
-    /// holds the same bytes).
+    /// Bytes of the segment files of `topic` on one replica: of each
+    /// partition, its most on any broker (a follower holds a prefix of its
+    /// leader's log, and with acks=1 may not hold all of it yet).
     pub fn log_bytes(&self, topic: &str) -> u64 {
-        let all: u64 = (0..self.processes.children.len())
-            .map(|i| super::workload::segment_bytes(&broker_dir(&self.processes.dir, i), topic))
-            .sum();
-        all / u64::from(self.shape.replication_factor.max(1))
+        let Ok(Some(placement)) = self.registry.placement(topic) else {
+            return 0;
+        };
+        (0..placement.brokers.len())
+            .map(|p| {
+                (0..self.processes.children.len())
+                    .map(|i| {
+                        let name = crate::storage::store::partition_dir_name(topic, p as u32);
+                        let dir = broker_dir(&self.processes.dir, i).join(name);
+                        super::workload::segment_bytes(&dir, topic)
+                    })
+                    .max()
+                    .unwrap_or(0)
+            })
+            .sum()
     }
 }
 
