@@ -79,7 +79,7 @@ _klog__bench() {
             return 0
             ;;
         klog__bench__subcmd__consume)
-            opts="-n -s -b -t -q -h --records --record-size --fetch-size --prefetch --broker --topic --partitions --json --quiet --help"
+            opts="-n -s -b -t -q -h --records --record-size --fetch-size --prefetch --broker --brokers --replication-factor --min-insync-replicas --topic --partitions --json --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -117,6 +117,18 @@ _klog__bench() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --brokers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replication-factor)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-insync-replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --topic)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -137,7 +149,7 @@ _klog__bench() {
             return 0
             ;;
         klog__bench__subcmd__fanout)
-            opts="-n -s -b -t -q -h --records --record-size --batch --in-flight --broker --topic --partitions --json --quiet --help"
+            opts="-n -s -b -t -q -h --records --record-size --batch --in-flight --broker --brokers --replication-factor --min-insync-replicas --topic --partitions --json --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -172,6 +184,18 @@ _klog__bench() {
                     return 0
                     ;;
                 -b)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --brokers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replication-factor)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-insync-replicas)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -307,7 +331,7 @@ _klog__bench() {
             return 0
             ;;
         klog__bench__subcmd__latency)
-            opts="-n -s -b -t -q -h --records --record-size --rate --broker --topic --partitions --json --quiet --help"
+            opts="-n -s -b -t -q -h --records --record-size --rate --broker --brokers --replication-factor --min-insync-replicas --topic --partitions --json --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -341,6 +365,18 @@ _klog__bench() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --brokers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replication-factor)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-insync-replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --topic)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -361,7 +397,7 @@ _klog__bench() {
             return 0
             ;;
         klog__bench__subcmd__paper)
-            opts="-n -b -t -q -h --records --broker --topic --partitions --json --quiet --help"
+            opts="-n -b -t -q -h --records --broker --brokers --replication-factor --min-insync-replicas --topic --partitions --json --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -380,6 +416,18 @@ _klog__bench() {
                     return 0
                     ;;
                 -b)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --brokers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replication-factor)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-insync-replicas)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -403,7 +451,7 @@ _klog__bench() {
             return 0
             ;;
         klog__bench__subcmd__produce)
-            opts="-n -s -b -t -q -h --records --record-size --batch --acks --in-flight --producers --broker --topic --partitions --json --quiet --help"
+            opts="-n -s -b -t -q -h --records --record-size --batch --acks --in-flight --producers --broker --brokers --replication-factor --min-insync-replicas --topic --partitions --json --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -449,6 +497,18 @@ _klog__bench() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --brokers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replication-factor)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-insync-replicas)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --topic)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -469,7 +529,7 @@ _klog__bench() {
             return 0
             ;;
         klog__bench__subcmd__roll)
-            opts="-n -s -b -t -q -h --records --record-size --acks --background-rate --segment-bytes --broker --topic --partitions --json --quiet --help"
+            opts="-n -s -b -t -q -h --records --record-size --acks --background-rate --segment-bytes --broker --brokers --replication-factor --min-insync-replicas --topic --partitions --json --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -508,6 +568,18 @@ _klog__bench() {
                     return 0
                     ;;
                 -b)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --brokers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replication-factor)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-insync-replicas)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -40,6 +40,9 @@ complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l acks -
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l in-flight -d 'Requests in flight per producer' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l producers -d 'Producers, each on its own connection and thread' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l brokers -d 'Start a cluster of N brokers of its own (klog-broker processes sharing a directory registry, all in a temporary directory) and measure through each partition\'s leader, once every partition has its leader and all its replicas in sync' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l replication-factor -d 'Replicas of each partition of the cluster\'s topics (needs --brokers; default 1)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l min-insync-replicas -d 'The cluster\'s brokers refuse acks=all while a partition has fewer in-sync replicas (default: 2, or the replication factor if lower)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l partitions -d 'Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
@@ -50,6 +53,9 @@ complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s s -l r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l fetch-size -d 'Bytes fetched per partition per request' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l prefetch -d 'Fetch responses read ahead of the consumer (prefetch)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l brokers -d 'Start a cluster of N brokers of its own (klog-broker processes sharing a directory registry, all in a temporary directory) and measure through each partition\'s leader, once every partition has its leader and all its replicas in sync' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l replication-factor -d 'Replicas of each partition of the cluster\'s topics (needs --brokers; default 1)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l min-insync-replicas -d 'The cluster\'s brokers refuse acks=all while a partition has fewer in-sync replicas (default: 2, or the replication factor if lower)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l partitions -d 'Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand consume" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
@@ -59,6 +65,9 @@ complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s n -l r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s s -l record-size -d 'Bytes per record value (at least 8: the send time)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -l rate -d 'Records per second' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -l brokers -d 'Start a cluster of N brokers of its own (klog-broker processes sharing a directory registry, all in a temporary directory) and measure through each partition\'s leader, once every partition has its leader and all its replicas in sync' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -l replication-factor -d 'Replicas of each partition of the cluster\'s topics (needs --brokers; default 1)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -l min-insync-replicas -d 'The cluster\'s brokers refuse acks=all while a partition has fewer in-sync replicas (default: 2, or the replication factor if lower)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -l partitions -d 'Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
@@ -69,6 +78,9 @@ complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -s s -l re
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -l batch -d 'Records per batch (one request each)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -l in-flight -d 'Requests in flight per producer' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -l brokers -d 'Start a cluster of N brokers of its own (klog-broker processes sharing a directory registry, all in a temporary directory) and measure through each partition\'s leader, once every partition has its leader and all its replicas in sync' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -l replication-factor -d 'Replicas of each partition of the cluster\'s topics (needs --brokers; default 1)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -l min-insync-replicas -d 'The cluster\'s brokers refuse acks=all while a partition has fewer in-sync replicas (default: 2, or the replication factor if lower)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -l partitions -d 'Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
@@ -80,6 +92,9 @@ complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l acks -d '
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l background-rate -d 'Bytes a second written to partition 1 (acks=1, 64 KiB requests)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l segment-bytes -d 'Segment size of the benchmark\'s own broker (with -b, the broker\'s own --segment-bytes decides)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l brokers -d 'Start a cluster of N brokers of its own (klog-broker processes sharing a directory registry, all in a temporary directory) and measure through each partition\'s leader, once every partition has its leader and all its replicas in sync' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l replication-factor -d 'Replicas of each partition of the cluster\'s topics (needs --brokers; default 1)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l min-insync-replicas -d 'The cluster\'s brokers refuse acks=all while a partition has fewer in-sync replicas (default: 2, or the replication factor if lower)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l partitions -d 'Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
@@ -87,6 +102,9 @@ complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -s q -l quie
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -s h -l help -d 'Print help'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s n -l records -d 'Records per experiment (the paper: 10 million)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -l brokers -d 'Start a cluster of N brokers of its own (klog-broker processes sharing a directory registry, all in a temporary directory) and measure through each partition\'s leader, once every partition has its leader and all its replicas in sync' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -l replication-factor -d 'Replicas of each partition of the cluster\'s topics (needs --brokers; default 1)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -l min-insync-replicas -d 'The cluster\'s brokers refuse acks=all while a partition has fewer in-sync replicas (default: 2, or the replication factor if lower)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s t -l topic -d 'Topic to use (default: a fresh one per run)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -l partitions -d 'Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'

@@ -40,6 +40,9 @@ _arguments "${_arguments_options[@]}" : \
 '--producers=[Producers, each on its own connection and thread]:N:_default' \
 '-b+[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
 '--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
+'--brokers=[Start a cluster of N brokers of its own (klog-broker processes sharing a directory registry, all in a temporary directory) and measure through each partition'\''s leader, once every partition has its leader and all its replicas in sync]:N:_default' \
+'--replication-factor=[Replicas of each partition of the cluster'\''s topics (needs --brokers; default 1)]:N:_default' \
+'--min-insync-replicas=[The cluster'\''s brokers refuse acks=all while a partition has fewer in-sync replicas (default\: 2, or the replication factor if lower)]:N:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
@@ -60,6 +63,9 @@ _arguments "${_arguments_options[@]}" : \
 '--prefetch=[Fetch responses read ahead of the consumer (prefetch)]:N:_default' \
 '-b+[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
 '--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
+'--brokers=[Start a cluster of N brokers of its own (klog-broker processes sharing a directory registry, all in a temporary directory) and measure through each partition'\''s leader, once every partition has its leader and all its replicas in sync]:N:_default' \
+'--replication-factor=[Replicas of each partition of the cluster'\''s topics (needs --brokers; default 1)]:N:_default' \
+'--min-insync-replicas=[The cluster'\''s brokers refuse acks=all while a partition has fewer in-sync replicas (default\: 2, or the replication factor if lower)]:N:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
@@ -79,6 +85,9 @@ _arguments "${_arguments_options[@]}" : \
 '--rate=[Records per second]:N:_default' \
 '-b+[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
 '--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
+'--brokers=[Start a cluster of N brokers of its own (klog-broker processes sharing a directory registry, all in a temporary directory) and measure through each partition'\''s leader, once every partition has its leader and all its replicas in sync]:N:_default' \
+'--replication-factor=[Replicas of each partition of the cluster'\''s topics (needs --brokers; default 1)]:N:_default' \
+'--min-insync-replicas=[The cluster'\''s brokers refuse acks=all while a partition has fewer in-sync replicas (default\: 2, or the replication factor if lower)]:N:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
@@ -99,6 +108,9 @@ _arguments "${_arguments_options[@]}" : \
 '--in-flight=[Requests in flight per producer]:N:_default' \
 '-b+[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
 '--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
+'--brokers=[Start a cluster of N brokers of its own (klog-broker processes sharing a directory registry, all in a temporary directory) and measure through each partition'\''s leader, once every partition has its leader and all its replicas in sync]:N:_default' \
+'--replication-factor=[Replicas of each partition of the cluster'\''s topics (needs --brokers; default 1)]:N:_default' \
+'--min-insync-replicas=[The cluster'\''s brokers refuse acks=all while a partition has fewer in-sync replicas (default\: 2, or the replication factor if lower)]:N:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
@@ -120,6 +132,9 @@ _arguments "${_arguments_options[@]}" : \
 '--segment-bytes=[Segment size of the benchmark'\''s own broker (with -b, the broker'\''s own --segment-bytes decides)]:SIZE:_default' \
 '-b+[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
 '--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
+'--brokers=[Start a cluster of N brokers of its own (klog-broker processes sharing a directory registry, all in a temporary directory) and measure through each partition'\''s leader, once every partition has its leader and all its replicas in sync]:N:_default' \
+'--replication-factor=[Replicas of each partition of the cluster'\''s topics (needs --brokers; default 1)]:N:_default' \
+'--min-insync-replicas=[The cluster'\''s brokers refuse acks=all while a partition has fewer in-sync replicas (default\: 2, or the replication factor if lower)]:N:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \
@@ -136,6 +151,9 @@ _arguments "${_arguments_options[@]}" : \
 '--records=[Records per experiment (the paper\: 10 million)]:RECORDS:_default' \
 '-b+[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
 '--broker=[The broker to measure (default\: start one in a temporary directory)]:HOST[:PORT]:_default' \
+'--brokers=[Start a cluster of N brokers of its own (klog-broker processes sharing a directory registry, all in a temporary directory) and measure through each partition'\''s leader, once every partition has its leader and all its replicas in sync]:N:_default' \
+'--replication-factor=[Replicas of each partition of the cluster'\''s topics (needs --brokers; default 1)]:N:_default' \
+'--min-insync-replicas=[The cluster'\''s brokers refuse acks=all while a partition has fewer in-sync replicas (default\: 2, or the replication factor if lower)]:N:_default' \
 '-t+[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--topic=[Topic to use (default\: a fresh one per run)]:TOPIC:_default' \
 '--partitions=[Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)]:N:_default' \

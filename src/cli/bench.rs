@@ -6,13 +6,15 @@ use std::process::ExitCode;
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
+use crate::tools::bench::cluster::Shape;
 use crate::tools::bench::contention::RollRun;
 use crate::tools::bench::workload::ProduceRun;
 use crate::tools::bench::{self, Measurement, Setup};
 
 /// Measures a broker: produce and consume throughput, end-to-end latency,
 /// and the experiments of the 2011 Kafka paper. Without -b it starts a
-/// broker of its own on a temporary data directory.
+/// broker of its own on a temporary data directory (with --brokers, a
+/// replicated cluster of its own).
 #[derive(Debug, Parser)]
 #[command(
     name = "klog-bench",
@@ -39,6 +41,20 @@ pub struct Common {
         value_parser = super::broker_arg
     )]
     pub broker: Option<String>,
+    /// Start a cluster of N brokers of its own (klog-broker processes
+    /// sharing a directory registry, all in a temporary directory) and
+    /// measure through each partition's leader, once every partition has
+    /// its leader and all its replicas in sync.
+    #[arg(long = "brokers", value_name = "N", value_parser = super::count_in::<u32>(1, BROKERS_MAX))]
+    pub brokers: Option<u32>,
+    /// Replicas of each partition of the cluster's topics (needs
+    /// --brokers; default 1).
+    #[arg(long = "replication-factor", value_name = "N", value_parser = super::count_in::<u32>(1, BROKERS_MAX))]
+    pub replication_factor: Option<u32>,
+    /// The cluster's brokers refuse acks=all while a partition has fewer
+    /// in-sync replicas (default: 2, or the replication factor if lower).
+    #[arg(long = "min-insync-replicas", value_name = "N", value_parser = super::count_in::<u32>(1, BROKERS_MAX))]
+    pub min_insync_replicas: Option<u32>,
     /// Topic to use (default: a fresh one per run).
     #[arg(short = 't', long = "topic", value_parser = super::topic_arg)]
     pub topic: Option<String>,
@@ -178,6 +194,9 @@ fn fetch_size_arg(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("a fetch size is from 1 byte to 4GiB - 1, not {s}"))
 }
 
+/// Brokers of a cluster of the benchmark's own, at most (and so replicas).
+const BROKERS_MAX: u64 = 16;
+
 /// Partitions of a fanout run without --partitions.
 const FANOUT_PARTITIONS: u32 = 64;
 
@@ -200,8 +219,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     let (common, measurement) = measurement(args.command)?;
+    let cluster = cluster_shape(&common)?;
     let setup = Setup {
-        broker: common.broker,
+        broker: broker(&common)?,
+        cluster,
         topic: common.topic,
         partitions: common.partitions.unwrap_or(1),
         segment_bytes,
@@ -210,6 +231,58 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     bench::run(&setup, &measurement)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The broker to measure: `-b`, or `KLOG_BROKER` unless `--brokers` asks
+/// for a cluster of its own (a flag beats the environment); `-b` and
+/// `--brokers` together are a usage error.
+fn broker(common: &Common) -> Result<Option<String>, super::Usage> {
+    let (Some(broker), Some(_)) = (&common.broker, common.brokers) else {
+        return Ok(common.broker.clone());
+    };
+    let from_env = std::env::var("KLOG_BROKER")
+        .ok()
+        .and_then(|v| super::broker_arg(&v).ok());
+    if from_env.as_ref() == Some(broker) {
+        return Ok(None);
+    }
+    Err(super::Usage(
+        "-b names a broker to measure and --brokers starts a cluster of its own: give one of them"
+            .into(),
+    ))
+}
+
+/// The cluster `--brokers`, `--replication-factor` and
+/// `--min-insync-replicas` ask for, if any; a shape that cannot work is a
+/// usage error.
+fn cluster_shape(common: &Common) -> Result<Option<Shape>, super::Usage> {
+    let replication_factor = common.replication_factor.unwrap_or(1);
+    let min_insync_replicas = common
+        .min_insync_replicas
+        .unwrap_or(replication_factor.min(2));
+    if min_insync_replicas > replication_factor {
+        return Err(super::Usage(format!(
+            "--min-insync-replicas {min_insync_replicas} is more than --replication-factor {replication_factor}: acks=all could never succeed"
+        )));
+    }
+    let Some(brokers) = common.brokers else {
+        if replication_factor > 1 {
+            return Err(super::Usage(format!(
+                "--replication-factor {replication_factor} needs --brokers N: replicas live on brokers of a cluster of its own"
+            )));
+        }
+        return Ok(None);
+    };
+    if replication_factor > brokers {
+        return Err(super::Usage(format!(
+            "--replication-factor {replication_factor} is more than --brokers {brokers}: each replica of a partition needs a broker of its own"
+        )));
+    }
+    Ok(Some(Shape {
+        brokers,
+        replication_factor,
+        min_insync_replicas,
+    }))
 }
 
 /// The measurement a subcommand asks for, and the options it takes.

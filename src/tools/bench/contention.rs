@@ -16,8 +16,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::route::{Route, Sender};
 use super::workload::{self, ProduceRun, Report};
-use crate::client::{BatchOptions, Connection, ParsedRecord, Producer, ProducerConfig};
+use crate::client::{BatchOptions, Connection, ParsedRecord, ProducerConfig};
 use crate::error::{Error, Result};
 
 /// The partition a roll run writes in the background, rolling segments
@@ -51,30 +52,30 @@ pub struct RollReport {
 /// `topic`, each pinned to its partition; `topic` is created with
 /// `partitions` partitions when it does not exist.
 pub fn fanout(
-    addr: &str,
+    route: &Route,
     topic: &str,
     partitions: u32,
     run: &ProduceRun,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Report> {
-    let count = Connection::connect(addr)?.create_topic(topic, partitions)?;
+    let count = Connection::connect(route.any())?.create_topic(topic, partitions)?;
     let run = ProduceRun {
         producers: count,
         pinned: true,
         ..run.clone()
     };
-    workload::produce(addr, topic, &run, progress)
+    workload::produce(route, topic, &run, progress)
 }
 
 /// Measures `run.measured` on partition 0 of `topic` while partition 1 is
 /// written at `run.background_bytes_per_sec`.
 pub fn roll(
-    addr: &str,
+    route: &Route,
     topic: &str,
     run: &RollRun,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<RollReport> {
-    let count = Connection::connect(addr)?.create_topic(topic, ROLLING_PARTITION + 1)?;
+    let count = Connection::connect(route.any())?.create_topic(topic, ROLLING_PARTITION + 1)?;
     if count <= ROLLING_PARTITION {
         return Err(Error::Config(format!(
             "topic {topic} has {count} partition(s); a roll run needs two: use a topic of its own"
@@ -90,7 +91,7 @@ pub fn roll(
     let (measured, background) = std::thread::scope(|s| {
         let background = s.spawn(|| {
             write_background(
-                addr,
+                route,
                 topic,
                 run.background_bytes_per_sec,
                 &stop,
@@ -99,7 +100,7 @@ pub fn roll(
         });
         // Let the background reach its pace before measuring.
         std::thread::sleep(Duration::from_millis(200));
-        let measured = workload::produce(addr, topic, &measured, progress);
+        let measured = workload::produce(route, topic, &measured, progress);
         stop.store(true, Ordering::Relaxed);
         let background = background.join().unwrap_or(Err(Error::Panicked {
             thread: "the background producer",
@@ -117,7 +118,7 @@ pub fn roll(
 /// Writes partition 1 of `topic` at `bytes_per_sec` (acks=1, 64 KiB
 /// requests) until `stop`, counting the bytes acknowledged in `written`.
 fn write_background(
-    addr: &str,
+    route: &Route,
     topic: &str,
     bytes_per_sec: u64,
     stop: &AtomicBool,
@@ -132,7 +133,7 @@ fn write_background(
         in_flight_max: 16,
         ..ProducerConfig::default()
     };
-    let mut producer = Producer::connect(addr, topic, config)?;
+    let mut producer = Sender::connect(route, topic, config)?;
     let record = ParsedRecord {
         key: None,
         value: vec![b'r'; BACKGROUND_RECORD_BYTES],
@@ -149,7 +150,7 @@ fn write_background(
             continue;
         }
         for _ in 0..BACKGROUND_BATCH_RECORDS {
-            producer.send(ROLLING_PARTITION, &record, &[], crate::clock::now_ms())?;
+            producer.send(ROLLING_PARTITION, &record, crate::clock::now_ms())?;
         }
         sent_bytes += BACKGROUND_RECORD_BYTES as u64 * u64::from(BACKGROUND_BATCH_RECORDS);
     }

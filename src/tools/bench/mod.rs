@@ -5,17 +5,27 @@
 //! The workloads themselves are in [`workload`]; those that show one
 //! partition holding up others (head-of-line blocking) in [`contention`];
 //! the 2011 paper's experiments, run one after another and set beside its
-//! figures, in [`paper`].
+//! figures, in [`paper`]. A run measures one broker (given, or one of its
+//! own in this process) or a replicated cluster of its own ([`cluster`]:
+//! `klog-broker` processes and a directory registry), whose partitions'
+//! leaders it sends to and reads from ([`route`]).
+//!
+//! A stop signal ends a run early with no result (exit 0), its broker or
+//! cluster stopped and its directory removed.
 
 use std::io::IsTerminal;
 use std::io::Write;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+pub mod cluster;
 pub mod contention;
 pub mod paper;
+pub mod route;
 pub mod workload;
 
+use cluster::{OwnCluster, Shape};
+use route::Route;
 use workload::{OwnBroker, ProduceRun, Report};
 
 /// Where a measurement runs and how it reports: the options every one
@@ -24,6 +34,8 @@ use workload::{OwnBroker, ProduceRun, Report};
 pub struct Setup {
     /// The broker to measure (default: start one in a temporary directory).
     pub broker: Option<String>,
+    /// A cluster of the benchmark's own to measure instead of one broker.
+    pub cluster: Option<Shape>,
     /// Topic to use (default: a fresh one per run).
     pub topic: Option<String>,
     /// Partitions of a topic the run creates (own broker only).
@@ -81,6 +93,19 @@ pub enum Measurement {
 
 /// Runs a measurement and prints its result.
 pub fn run(setup: &Setup, measurement: &Measurement) -> anyhow::Result<()> {
+    let result = measure(setup, measurement);
+    if crate::stop::stopping() {
+        // Whatever failed, failed for the signal; the broker or cluster
+        // of our own is stopped and removed by now.
+        if !setup.quiet {
+            crate::diag::line(format_args!("% stopped by a signal: no result"));
+        }
+        return Ok(());
+    }
+    result
+}
+
+fn measure(setup: &Setup, measurement: &Measurement) -> anyhow::Result<()> {
     match *measurement {
         Measurement::Produce(ref run) => measure_produce(setup, run),
         Measurement::Consume {
@@ -110,12 +135,11 @@ fn measure_fanout(setup: &Setup, run: &ProduceRun, partitions: u32) -> anyhow::R
     };
     let target = Target::new(&setup)?;
     let topic = topic(&setup, "fanout");
+    let route = target.route(&setup, &topic, true)?;
     let progress = Progress::new(run.records, "fanout", setup.quiet);
-    let report = contention::fanout(&target.addr, &topic, partitions, run, &|n| {
-        progress.update(n)
-    })?;
+    let report = contention::fanout(&route, &topic, partitions, run, &|n| progress.update(n))?;
     progress.finish();
-    print_report(&report, "fanout", "sent", setup.json)?;
+    target.print(&report, &topic, "fanout", "sent", setup.json)?;
     Ok(())
 }
 
@@ -126,30 +150,32 @@ fn measure_roll(setup: &Setup, run: &contention::RollRun) -> anyhow::Result<()> 
     };
     let target = Target::new(&setup)?;
     let topic = topic(&setup, "roll");
+    let route = target.route(&setup, &topic, true)?;
     let progress = Progress::new(run.measured.records, "roll", setup.quiet);
-    let report = contention::roll(&target.addr, &topic, run, &|n| progress.update(n))?;
+    let report = contention::roll(&route, &topic, run, &|n| progress.update(n))?;
     progress.finish();
     if !setup.quiet {
         let segment_bytes = setup
             .segment_bytes
-            .filter(|_| target.own.is_some())
+            .filter(|_| target.is_own())
             .map_or("the broker's --segment-bytes".to_string(), mib);
         crate::diag::line(format_args!(
             "% partition 1 took {} meanwhile (segments of {segment_bytes})",
             mib(report.background_bytes)
         ));
     }
-    print_report(&report.measured, "roll", "sent", setup.json)?;
+    target.print(&report.measured, &topic, "roll", "sent", setup.json)?;
     Ok(())
 }
 
 fn measure_produce(setup: &Setup, run: &ProduceRun) -> anyhow::Result<()> {
     let target = Target::new(setup)?;
     let topic = topic(setup, "produce");
+    let route = target.route(setup, &topic, true)?;
     let progress = Progress::new(run.records, "produce", setup.quiet);
-    let report = workload::produce(&target.addr, &topic, run, &|n| progress.update(n))?;
+    let report = workload::produce(&route, &topic, run, &|n| progress.update(n))?;
     progress.finish();
-    print_report(&report, "produce", "sent", setup.json)?;
+    target.print(&report, &topic, "produce", "sent", setup.json)?;
     Ok(())
 }
 
@@ -162,25 +188,21 @@ fn measure_consume(
 ) -> anyhow::Result<()> {
     let target = Target::new(setup)?;
     let topic = topic(setup, "consume");
-    if target.own.is_some() || setup.topic.is_none() {
+    let route = target.route(setup, &topic, false)?;
+    if target.is_own() || setup.topic.is_none() {
         if !setup.quiet {
             crate::diag::line(format_args!(
                 "% filling {topic} with {records} records of {value_bytes} bytes"
             ));
         }
-        workload::fill(&target.addr, &topic, records, value_bytes)?;
+        workload::fill(&route, &topic, records, value_bytes)?;
     }
     let progress = Progress::new(records, "consume", setup.quiet);
-    let report = workload::consume(
-        &target.addr,
-        &topic,
-        records,
-        fetch_bytes_max,
-        prefetch,
-        &|n| progress.update(n),
-    )?;
+    let report = workload::consume(&route, &topic, records, fetch_bytes_max, prefetch, &|n| {
+        progress.update(n)
+    })?;
     progress.finish();
-    print_report(&report, "consume", "consumed", setup.json)?;
+    target.print(&report, &topic, "consume", "consumed", setup.json)?;
     Ok(())
 }
 
@@ -192,32 +214,162 @@ fn measure_latency(
 ) -> anyhow::Result<()> {
     let target = Target::new(setup)?;
     let topic = topic(setup, "latency");
-    let report = workload::latency(&target.addr, &topic, records, value_bytes, rate_per_sec)?;
-    print_report(&report, "latency", "sent", setup.json)?;
+    let route = target.route(setup, &topic, true)?;
+    let report = workload::latency(&route, &topic, records, value_bytes, rate_per_sec)?;
+    target.print(&report, &topic, "latency", "sent", setup.json)?;
     Ok(())
 }
 
-/// A broker to measure: the one given, or one of our own.
+/// What to measure: the broker given, or a broker or cluster of our own.
 struct Target {
+    /// A broker's address (of a cluster: any broker).
     addr: String,
-    own: Option<OwnBroker>,
+    own: Own,
+}
+
+/// What a run started itself, stopped and removed when dropped.
+enum Own {
+    /// Nothing: the broker was given (`-b`).
+    Nothing,
+    /// A broker in this process.
+    Broker(OwnBroker),
+    /// A cluster of `klog-broker` processes.
+    Cluster(OwnCluster),
 }
 
 impl Target {
     fn new(setup: &Setup) -> anyhow::Result<Target> {
-        Ok(match &setup.broker {
-            Some(addr) => Target {
+        let partitions = setup.partitions.max(1);
+        Ok(match (&setup.broker, setup.cluster) {
+            (Some(addr), _) => Target {
                 addr: addr.clone(),
-                own: None,
+                own: Own::Nothing,
             },
-            None => {
-                let own = OwnBroker::start(setup.partitions.max(1), setup.segment_bytes)?;
+            (None, Some(shape)) => {
+                let cluster = OwnCluster::start(shape, partitions, setup.segment_bytes)?;
+                if !setup.quiet {
+                    crate::diag::line(format_args!(
+                        "% started {}, replication factor {}, min ISR {}",
+                        crate::human::count(u64::from(shape.brokers), "broker"),
+                        shape.replication_factor,
+                        shape.min_insync_replicas
+                    ));
+                }
+                Target {
+                    addr: cluster.addr().to_string(),
+                    own: Own::Cluster(cluster),
+                }
+            }
+            (None, None) => {
+                let own = OwnBroker::start(partitions, setup.segment_bytes)?;
                 Target {
                     addr: own.addr(),
-                    own: Some(own),
+                    own: Own::Broker(own),
                 }
             }
         })
+    }
+
+    /// Whether the broker or cluster is the run's own.
+    fn is_own(&self) -> bool {
+        !matches!(self.own, Own::Nothing)
+    }
+
+    /// Where `topic`'s records go. A cluster's topic is created with
+    /// `setup.partitions` first, and each partition's leader waited for;
+    /// with `warm`, and then one acks=all record sent to each (see
+    /// [`route::warm_up`]), before a run that times acknowledgements.
+    fn route(&self, setup: &Setup, topic: &str, warm: bool) -> crate::error::Result<Route> {
+        let Own::Cluster(cluster) = &self.own else {
+            return Ok(Route::Broker(self.addr.clone()));
+        };
+        let route = cluster.leaders(topic, setup.partitions.max(1))?;
+        if warm {
+            route::warm_up(&route, topic)?;
+        }
+        if !setup.quiet {
+            let Route::Leaders(leaders) = &route else {
+                unreachable!("a cluster routes to leaders")
+            };
+            crate::diag::line(format_args!(
+                "% {topic}: {}, each with its leader and {}{}",
+                crate::human::count(leaders.len() as u64, "partition"),
+                crate::human::count(
+                    u64::from(cluster.shape().replication_factor),
+                    "in-sync replica"
+                ),
+                if warm {
+                    " (a warm-up record acknowledged with acks=all on each)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        Ok(route)
+    }
+
+    /// The shape of a broker or cluster of our own, for the JSON: brokers
+    /// live, `topic`'s replication factor and its smallest ISR as the
+    /// registry says now, and the minimum ISR asked for.
+    fn shape(&self, topic: &str) -> crate::error::Result<Option<serde_json::Value>> {
+        Ok(match &self.own {
+            Own::Nothing => None,
+            Own::Broker(_) => Some(serde_json::json!({
+                "brokers": 1,
+                "replication_factor": 1,
+                "min_insync_replicas": 1,
+            })),
+            Own::Cluster(cluster) => {
+                let seen = cluster.observe(topic)?;
+                Some(serde_json::json!({
+                    "brokers": seen.brokers,
+                    "replication_factor": seen.replication_factor,
+                    "min_insync_replicas": cluster.shape().min_insync_replicas,
+                    "in_sync_replicas_min": seen.in_sync_replicas_min,
+                }))
+            }
+        })
+    }
+
+    /// `report` as one JSON object (with the shape of a broker or cluster
+    /// of our own).
+    fn json(&self, report: &Report, topic: &str, kind: &str) -> anyhow::Result<serde_json::Value> {
+        let mut json = report.json(kind);
+        if let (Some(serde_json::Value::Object(shape)), Some(fields)) =
+            (self.shape(topic)?, json.as_object_mut())
+        {
+            fields.extend(shape);
+        }
+        Ok(json)
+    }
+
+    /// Prints `report` of a run on `topic`: Kafka's line, or one JSON
+    /// object.
+    fn print(
+        &self,
+        report: &Report,
+        topic: &str,
+        kind: &str,
+        verb: &str,
+        json: bool,
+    ) -> anyhow::Result<()> {
+        let line = if json {
+            self.json(report, topic, kind)?.to_string()
+        } else {
+            report.kafka_line(verb)
+        };
+        writeln!(std::io::stdout().lock(), "{line}")?;
+        Ok(())
+    }
+
+    /// Bytes of `topic`'s segment files on one replica, when the run owns
+    /// them.
+    fn log_bytes(&self, topic: &str) -> Option<u64> {
+        match &self.own {
+            Own::Nothing => None,
+            Own::Broker(own) => Some(own.log_bytes(topic)),
+            Own::Cluster(cluster) => Some(cluster.log_bytes(topic)),
+        }
     }
 }
 
@@ -287,13 +439,4 @@ impl Progress {
 /// Bytes in MiB, for a human.
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
-}
-
-fn print_report(report: &Report, kind: &str, verb: &str, json: bool) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    if json {
-        writeln!(out, "{}", report.json(kind))
-    } else {
-        writeln!(out, "{}", report.kafka_line(verb))
-    }
 }

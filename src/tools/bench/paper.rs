@@ -3,7 +3,7 @@
 //! the bytes each record costs on disk beyond its value; each result is set
 //! beside the paper's figure in one table (or printed as JSON lines).
 
-use super::workload::{self, OwnBroker, ProduceRun};
+use super::workload::{self, ProduceRun};
 use super::{topic, Progress, Setup, Target};
 use std::io::Write;
 
@@ -26,9 +26,7 @@ pub fn run(setup: &Setup, records: u64) -> anyhow::Result<()> {
         .expect("batch 50 ran");
     consume_experiment(setup, &target, records, topic_b50, &mut results)?;
     // Only a broker of our own has its segment files where we can see them.
-    if let Some(own) = &target.own {
-        overhead_rows(own, &topics, records, &mut results);
-    }
+    overhead_rows(&target, &topics, records, &mut results);
     results.print(setup.json)?;
     Ok(())
 }
@@ -46,6 +44,7 @@ fn produce_experiments(
     // with long after (the table lists batch 1 first all the same).
     for (batch, paper_figure) in [(50u32, "400,000 records/s"), (1, "50,000 records/s")] {
         let topic = topic(setup, &format!("paper-b{batch}"));
+        let route = target.route(setup, &topic, true)?;
         let run = ProduceRun {
             records,
             value_bytes: 200,
@@ -59,7 +58,7 @@ fn produce_experiments(
         // previous one's gigabytes.
         nix::unistd::sync();
         let progress = Progress::new(records, &format!("produce batch {batch}"), setup.quiet);
-        let report = workload::produce(&target.addr, &topic, &run, &|n| progress.update(n))?;
+        let report = workload::produce(&route, &topic, &run, &|n| progress.update(n))?;
         progress.finish();
         results.rows.push((
             if batch == 1 {
@@ -72,7 +71,7 @@ fn produce_experiments(
         ));
         results
             .json
-            .push(report.json(&format!("produce_batch_{batch}")));
+            .push(target.json(&report, &topic, &format!("produce_batch_{batch}"))?);
         topics.push((batch, topic));
     }
     results.rows.swap(0, 1);
@@ -87,9 +86,10 @@ fn consume_experiment(
     topic: &str,
     results: &mut Results,
 ) -> anyhow::Result<()> {
+    let route = target.route(setup, topic, false)?;
     let progress = Progress::new(records, "consume", setup.quiet);
     // The paper's consumers fetched about 200 KB (1000 records) at a time.
-    let report = workload::consume(&target.addr, topic, records, 200 * 1024, 4, &|n| {
+    let report = workload::consume(&route, topic, records, 200 * 1024, 4, &|n| {
         progress.update(n)
     })?;
     progress.finish();
@@ -98,15 +98,19 @@ fn consume_experiment(
         "22,000 records/s".into(),
         format!("{:.0} records/s", report.records_per_sec()),
     ));
-    results.json.push(report.json("consume"));
+    results.json.push(target.json(&report, topic, "consume")?);
     Ok(())
 }
 
 /// The bytes each record cost on disk in each produce experiment: segment
-/// bytes beyond the 200-byte values (segment headers included).
-fn overhead_rows(own: &OwnBroker, topics: &[(u32, String)], records: u64, results: &mut Results) {
+/// bytes (of one replica) beyond the 200-byte values (segment headers
+/// included).
+fn overhead_rows(target: &Target, topics: &[(u32, String)], records: u64, results: &mut Results) {
     for (batch, topic) in topics.iter().rev() {
-        let per_record = own.log_bytes(topic) as f64 / records as f64 - 200.0;
+        let Some(bytes) = target.log_bytes(topic) else {
+            return;
+        };
+        let per_record = bytes as f64 / records as f64 - 200.0;
         let (what, paper) = if *batch == 50 {
             ("bytes of overhead per record, batch 50", "9")
         } else {

@@ -6,11 +6,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::route::{Route, Sender};
 use crate::broker::{Broker, BrokerConfig, BrokerHandle};
 use crate::client::{BatchOptions, ParsedRecord};
-use crate::client::{
-    Connection, Consumer, ConsumerConfig, ConsumerPartition, Producer, ProducerConfig,
-};
+use crate::client::{Connection, Consumer, ConsumerConfig, ConsumerPartition, ProducerConfig};
 use crate::error::{Error, Result};
 use crate::stats::Histogram;
 
@@ -141,31 +140,33 @@ impl OwnBroker {
 
     /// Bytes of the segment files of `topic`.
     pub fn log_bytes(&self, topic: &str) -> u64 {
-        fn walk(dir: &std::path::Path, topic: &str) -> u64 {
-            std::fs::read_dir(dir).map_or(0, |entries| {
-                entries
-                    .filter_map(|e| e.ok())
-                    .map(|e| {
-                        let path = e.path();
-                        if path.is_dir() {
-                            walk(&path, topic)
-                        } else if path.extension().is_some_and(|x| x == "log")
-                            && dir
-                                .file_name()
-                                .and_then(|n| n.to_str())
-                                .and_then(crate::storage::store::parse_partition_dir)
-                                .is_some_and(|(t, _)| t == topic)
-                        {
-                            e.metadata().map_or(0, |m| m.len())
-                        } else {
-                            0
-                        }
-                    })
-                    .sum()
-            })
-        }
-        walk(&self.dir, topic)
+        segment_bytes(&self.dir, topic)
     }
+}
+
+/// Bytes of the segment files of `topic` in the data directory `dir`.
+pub fn segment_bytes(dir: &std::path::Path, topic: &str) -> u64 {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .filter_map(|e| e.ok())
+            .map(|e| {
+                let path = e.path();
+                if path.is_dir() {
+                    segment_bytes(&path, topic)
+                } else if path.extension().is_some_and(|x| x == "log")
+                    && dir
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .and_then(crate::storage::store::parse_partition_dir)
+                        .is_some_and(|(t, _)| t == topic)
+                {
+                    e.metadata().map_or(0, |m| m.len())
+                } else {
+                    0
+                }
+            })
+            .sum()
+    })
 }
 
 impl Drop for OwnBroker {
@@ -199,9 +200,10 @@ pub struct ProduceRun {
 }
 
 /// Produces `run.records` records of `run.value_bytes` bytes to `topic`
-/// on `addr`, calling `progress` with the records sent so far now and then.
+/// through `route`, calling `progress` with the records sent so far now
+/// and then.
 pub fn produce(
-    addr: &str,
+    route: &Route,
     topic: &str,
     run: &ProduceRun,
     progress: &(dyn Fn(u64) + Sync),
@@ -215,7 +217,7 @@ pub fn produce(
                 let sent = &sent;
                 s.spawn(move || {
                     let share = run.records / producers + u64::from(i < run.records % producers);
-                    produce_share(addr, topic, run, share, i as u32, sent, progress)
+                    produce_share(route, topic, run, share, i as u32, sent, progress)
                 })
             })
             .collect();
@@ -240,7 +242,7 @@ pub fn produce(
 }
 
 fn produce_share(
-    addr: &str,
+    route: &Route,
     topic: &str,
     run: &ProduceRun,
     records: u64,
@@ -257,8 +259,8 @@ fn produce_share(
         in_flight_max: run.in_flight_max.max(1),
         ..ProducerConfig::default()
     };
-    let mut producer = Producer::connect(addr, topic, config)?;
-    let partitions = producer.partitions();
+    let mut producer = Sender::connect(route, topic, config)?;
+    let partitions = producer.partitions().max(1);
     let record = ParsedRecord {
         key: None,
         value: vec![b'x'; run.value_bytes],
@@ -268,13 +270,17 @@ fn produce_share(
     let mut partition = first_partition % partitions;
     let mut now = crate::clock::now_ms();
     for i in 0..records {
-        producer.send(partition, &record, &[], now)?;
+        producer.send(partition, &record, now)?;
         if !run.pinned && (i + 1) % u64::from(run.batch_records.max(1)) == 0 {
             partition = (partition + 1) % partitions;
         }
         if i % 4096 == 4095 {
             now = crate::clock::now_ms();
             progress(sent.fetch_add(4096, Ordering::Relaxed) + 4096);
+            // A producer that never blocks would not see a signal.
+            if crate::stop::stopping() {
+                break;
+            }
         }
     }
     let (summary, result) = producer.close();
@@ -285,7 +291,7 @@ fn produce_share(
 /// Produces `records` records of `value_bytes` bytes to `topic` quickly
 /// (batches of 1000; acks=all, so that all are visible when it returns):
 /// the data a consume run reads.
-pub fn fill(addr: &str, topic: &str, records: u64, value_bytes: usize) -> Result<()> {
+pub fn fill(route: &Route, topic: &str, records: u64, value_bytes: usize) -> Result<()> {
     let run = ProduceRun {
         records,
         value_bytes,
@@ -295,14 +301,14 @@ pub fn fill(addr: &str, topic: &str, records: u64, value_bytes: usize) -> Result
         producers: 1,
         pinned: false,
     };
-    produce(addr, topic, &run, &|_| {}).map(|_| ())
+    produce(route, topic, &run, &|_| {}).map(|_| ())
 }
 
 /// Consumes `records` records of `topic` from the beginning of every
-/// partition, fetching `fetch_bytes_max` per partition per request and up to
-/// `prefetch` responses ahead.
+/// partition, each from its broker in `route`, fetching `fetch_bytes_max`
+/// per partition per request and up to `prefetch` responses ahead.
 pub fn consume(
-    addr: &str,
+    route: &Route,
     topic: &str,
     records: u64,
     fetch_bytes_max: u32,
@@ -311,10 +317,9 @@ pub fn consume(
 ) -> Result<Report> {
     // Records just produced with acks=1 become visible as the broker
     // flushes them: give it a moment before calling the topic short.
-    let mut conn = Connection::connect(addr)?;
     let waited = Instant::now();
     let offsets = loop {
-        let offsets = conn.partitions(topic)?;
+        let offsets = route.offsets(topic)?;
         let available: u64 = offsets.iter().map(|(s, e)| e - s).sum();
         if available >= records {
             break offsets;
@@ -326,22 +331,14 @@ pub fn consume(
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let parts = offsets
-        .iter()
-        .enumerate()
-        .map(|(p, &(start, end))| ConsumerPartition {
-            partition: p as u32,
-            offset: start,
-            stop_at: Some(end),
-        })
-        .collect();
+    let parts = partitions_at(route, &offsets, |&(start, end)| (start, Some(end)));
     let config = ConsumerConfig {
         fetch_bytes_max,
         prefetch,
         ..ConsumerConfig::default()
     };
     let start = Instant::now();
-    let mut consumer = Consumer::start(addr, topic, parts, config)?;
+    let mut consumer = Consumer::start_on(&parts, topic, config)?;
     let mut report = Report::default();
     while report.records < records {
         consumer.poll(Duration::from_millis(500), |_, r| {
@@ -359,7 +356,7 @@ pub fn consume(
 /// (acks=1), each carrying its send time; a consumer following the topic
 /// measures when each arrives.
 pub fn latency(
-    addr: &str,
+    route: &Route,
     topic: &str,
     records: u64,
     value_bytes: usize,
@@ -367,31 +364,22 @@ pub fn latency(
 ) -> Result<Report> {
     let value_bytes = value_bytes.max(8);
     // Start the consumer at the current end, before producing.
-    let mut conn = Connection::connect(addr)?;
-    let offsets = match conn.partitions(topic) {
+    let offsets = match route.offsets(topic) {
         Err(Error::Broker {
             code: crate::protocol::ErrorCode::UnknownTopic,
             ..
         }) => {
-            conn.create_topic(topic, 0)?;
-            conn.partitions(topic)?
+            Connection::connect(route.any())?.create_topic(topic, 0)?;
+            route.offsets(topic)?
         }
         other => other?,
     };
-    let parts = offsets
-        .iter()
-        .enumerate()
-        .map(|(p, &(_, end))| ConsumerPartition {
-            partition: p as u32,
-            offset: end,
-            stop_at: None,
-        })
-        .collect();
+    let parts = partitions_at(route, &offsets, |&(_, end)| (end, None));
     let config = ConsumerConfig {
         wait_ms_max: 100,
         ..ConsumerConfig::default()
     };
-    let mut consumer = Consumer::start(addr, topic, parts, config)?;
+    let mut consumer = Consumer::start_on(&parts, topic, config)?;
     // Send times are µs since `epoch`, and so is the run's duration.
     let epoch = Instant::now();
     // Set by whichever side fails, so that the other stops too.
@@ -400,7 +388,7 @@ pub fn latency(
     std::thread::scope(|s| -> Result<()> {
         let producer = s.spawn(|| {
             let sent = send_paced(
-                addr,
+                route,
                 topic,
                 records,
                 value_bytes,
@@ -422,6 +410,28 @@ pub fn latency(
     })?;
     report.secs = epoch.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Each partition of `offsets` with its broker in `route`, to read from
+/// where `at` says (and until, if it says).
+fn partitions_at(
+    route: &Route,
+    offsets: &[(u64, u64)],
+    at: impl Fn(&(u64, u64)) -> (u64, Option<u64>),
+) -> Vec<(String, ConsumerPartition)> {
+    offsets
+        .iter()
+        .enumerate()
+        .map(|(p, range)| {
+            let (offset, stop_at) = at(range);
+            let part = ConsumerPartition {
+                partition: p as u32,
+                offset,
+                stop_at,
+            };
+            (route.addr(p as u32).to_string(), part)
+        })
+        .collect()
 }
 
 /// Receives `records` records sent by [`send_paced`] (until `stop`),
@@ -461,7 +471,7 @@ fn receive_stamped(
 /// Sends `records` records at `rate_per_sec` a second (until `stop`), each value
 /// starting with its send time in µs since `epoch`.
 fn send_paced(
-    addr: &str,
+    route: &Route,
     topic: &str,
     records: u64,
     value_bytes: usize,
@@ -478,8 +488,8 @@ fn send_paced(
         in_flight_max: 16,
         ..ProducerConfig::default()
     };
-    let mut producer = Producer::connect(addr, topic, config)?;
-    let partitions = producer.partitions();
+    let mut producer = Sender::connect(route, topic, config)?;
+    let partitions = producer.partitions().max(1);
     let mut record = ParsedRecord {
         key: None,
         value: vec![b'x'; value_bytes],
@@ -505,7 +515,6 @@ fn send_paced(
         producer.send(
             (i % u64::from(partitions)) as u32,
             &record,
-            &[],
             crate::clock::now_ms(),
         )?;
         // Linger at most a millisecond.
