@@ -199,9 +199,9 @@ fn consumer(cluster: &Cluster) -> Proc {
 }
 
 /// A [`consumer`] that printed its first record, and what it printed so
-/// far. One that fails while it starts (the leader it looked up died or
-/// has not opened the topic yet: klog-consume does not retry its first
-/// look) is started again, a few times.
+/// far. One that fails while it starts (klog-consume looks for leaders
+/// again for 30 s when it starts, which a test's cluster may outlast) is
+/// started again, a few times.
 fn started_consumer(cluster: &Cluster) -> (Proc, Vec<Acked>) {
     let mut failures = Vec::new();
     while failures.len() < 5 {
@@ -839,4 +839,55 @@ fn the_last_isr_member_losing_an_unflushed_tail_in_a_directory() {
 #[test]
 fn the_last_isr_member_losing_an_unflushed_tail_on_zookeeper() {
     the_last_isr_member_losing_an_unflushed_tail(Backend::Zk);
+}
+
+/// A consumer started while a partition has no leader (its leader killed,
+/// the followers frozen so that none is elected yet) waits for one instead
+/// of exiting, and reads everything once a follower takes the lead.
+#[test]
+fn a_consumer_started_while_a_partition_has_no_leader_waits_for_one() {
+    let Some(mut cluster) = Cluster::start(Backend::Dir, 3, &broker_args("1")) else {
+        return;
+    };
+    common::bin("klog-produce")
+        .args(["--registry", cluster.spec(), "-t", TOPIC, "--acks", "all"])
+        .write_stdin(common::input(1, 100))
+        .timeout(ELECTION)
+        .assert()
+        .success();
+    let (leader, _) = leader_of(&cluster, 0);
+    let followers: Vec<usize> = (0..3).filter(|s| *s != leader).collect();
+    for &f in &followers {
+        cluster.freeze(f);
+    }
+    cluster.kill9(leader);
+    let reader = Proc::spawn(
+        "klog-consume",
+        &[
+            "--registry",
+            cluster.spec(),
+            "-t",
+            TOPIC,
+            "-e",
+            "-f",
+            "%s\n",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    for &f in &followers {
+        cluster.thaw(f);
+    }
+    let read = reader.all_lines(CATCH_UP);
+    let stderr = reader.stderr_lines();
+    assert_eq!(
+        read,
+        common::numbers(1, 100),
+        "every record, once: {stderr:?}"
+    );
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.contains("looking for the leaders again")),
+        "it said it waited: {stderr:?}"
+    );
 }

@@ -157,7 +157,7 @@ fn follow(options: &Options) -> anyhow::Result<()> {
     }
     let mut source = match &options.data_dir {
         Some(dir) => Source::Embedded(open_embedded(options, dir)?),
-        None => open_remote(options)?,
+        None => open_remote_patiently(options, say)?,
     };
     let mut printer = new_printer(options);
     match &mut source {
@@ -241,6 +241,71 @@ fn remote_routes(
         routes,
         Some(Arc::new(crate::coord::RegistryLocator::new(registry))),
     ))
+}
+
+/// How long a consumer with a registry keeps looking for the leaders of
+/// its partitions when it starts (a leader just killed, a topic whose
+/// partitions have none yet).
+const LEADERS_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// [`open_remote`], tried again while it fails for a reason a moving
+/// leader explains (a broker that does not lead the partition, has no
+/// leader for it, does not know the topic yet, or does not answer), with
+/// a registry to look the leaders up in again, for [`LEADERS_PATIENCE`].
+fn open_remote_patiently(options: &Options, say: Say) -> anyhow::Result<Source> {
+    let deadline = std::time::Instant::now() + LEADERS_PATIENCE;
+    let mut said = false;
+    loop {
+        let e = match open_remote(options) {
+            Ok(source) => return Ok(source),
+            Err(e) => e,
+        };
+        let patient = options.registry.is_some()
+            && std::time::Instant::now() < deadline
+            && !crate::stop::stopping()
+            && leaders_may_explain(&e, || placed(options));
+        if !patient {
+            return Err(e);
+        }
+        if !said {
+            say.info(format_args!("{e:#}: looking for the leaders again"));
+            said = true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// Whether the topic is placed in the consumer's registry (a broker that
+/// does not know it yet has not opened it yet).
+fn placed(options: &Options) -> bool {
+    let Some(dir) = &options.registry else {
+        return false;
+    };
+    crate::coord::open_read_only(dir)
+        .and_then(|r| r.placement(&options.topic))
+        .is_ok_and(|p| p.is_some())
+}
+
+/// Whether a failure to start reading can be a leader moving (`placed`:
+/// whether the topic exists in the registry, asked only for a broker's
+/// `unknown_topic`).
+fn leaders_may_explain(e: &anyhow::Error, placed: impl Fn() -> bool) -> bool {
+    use crate::protocol::ErrorCode;
+    e.chain()
+        .any(|cause| match cause.downcast_ref::<crate::Error>() {
+            Some(crate::Error::Broker {
+                code: ErrorCode::UnknownTopic,
+                ..
+            }) => placed(),
+            Some(crate::Error::Broker { code, .. }) => matches!(
+                code,
+                ErrorCode::NotLeader
+                    | ErrorCode::LeaderNotAvailable
+                    | ErrorCode::PartitionElsewhere
+            ),
+            Some(crate::Error::Network { .. } | crate::Error::BrokerDown { .. }) => true,
+            _ => false,
+        })
 }
 
 fn open_remote(options: &Options) -> anyhow::Result<Source> {
