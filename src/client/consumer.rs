@@ -354,7 +354,7 @@ impl Consumer {
             "{} [{partition}]: {why}; looking for its leader, to resume at offset {}",
             self.topic, state.offset
         );
-        say_once(&mut l.said, &self.notices, partition, notice);
+        say_once(&mut l.said, &mut lock(&self.notices), partition, notice);
         Ok(())
     }
 
@@ -396,7 +396,7 @@ impl Consumer {
                 Err(e) => {
                     let notice =
                         format!("{} [{partition}]: no leader to fetch from: {e}", self.topic);
-                    say_once(&mut l.said, &self.notices, partition, notice);
+                    say_once(&mut l.said, &mut lock(&self.notices), partition, notice);
                     still.push((partition, code, since));
                 }
             }
@@ -508,10 +508,11 @@ fn reading(partitions: &mut [ConsumerPartition], partition: u32) -> Option<&mut 
     partitions.iter_mut().find(|p| p.partition == partition)
 }
 
-/// Says `notice` of `partition` unless it was the last thing said of it.
-fn say_once(
+/// Adds `notice` of `partition` to `notices` unless it was the last thing
+/// said of it (`said`: the last notice of each partition).
+pub(crate) fn say_once(
     said: &mut Vec<(u32, String)>,
-    notices: &Mutex<Vec<String>>,
+    notices: &mut Vec<String>,
     partition: u32,
     notice: String,
 ) {
@@ -520,7 +521,7 @@ fn say_once(
         Some((_, last)) => last.clone_from(&notice),
         None => said.push((partition, notice.clone())),
     }
-    lock(notices).push(notice);
+    notices.push(notice);
 }
 
 /// The partitions of a fetch response, once its header says it succeeded.

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::acks::{Orphan, Waiting};
 use crate::client::connection::Connection;
+use crate::client::consumer::say_once;
 use crate::client::producer::Batches;
 use crate::client::{Connections, Locate, ParsedRecord, Producer, ProducerConfig, ProducerSummary};
 use crate::coord::{BrokerInfo, Placement, Registry};
@@ -644,21 +645,6 @@ fn add(total: &mut ProducerSummary, summary: &ProducerSummary) {
     total.failed += summary.failed;
     total.resent += summary.resent;
     total.latency.merge(&summary.latency);
-}
-
-/// Says `notice` of `partition` unless it was the last thing said of it.
-fn say_once(
-    said: &mut Vec<(u32, String)>,
-    notices: &mut Vec<String>,
-    partition: u32,
-    notice: String,
-) {
-    match said.iter_mut().find(|(p, _)| *p == partition) {
-        Some((_, last)) if *last == notice => return,
-        Some((_, last)) => last.clone_from(&notice),
-        None => said.push((partition, notice.clone())),
-    }
-    notices.push(notice);
 }
 
 /// Why a batch parked before it was sent waits: its partition has no
