@@ -632,6 +632,8 @@ mod tests {
             [ME, "b"],
             "the leader's ISR is the registry's"
         );
+        // b fetches again, at the end.
+        p.replica_fetched(&shared, "b", Some(1), 10).unwrap();
         assert_eq!(
             p.high_watermark.load(Ordering::Acquire),
             10,
