@@ -362,3 +362,282 @@ fn lead(shared: &Shared, registry: &dyn Registry, p: &Partition, live: &[String]
     p.waiters.wake_all();
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! Review 13: the leader's ISR changes against the registry.
+
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::broker::flusher::flush_partition;
+    use crate::broker::testing::{append, replicated_partition};
+    use crate::broker::BrokerConfig;
+    use crate::coord::mem::MemRegistry;
+    use crate::coord::{BrokerInfo, Ephemeral, Lease, MemberInfo, Owner, Placement, Registry};
+    use crate::storage::fs::sim::SimFs;
+    use crate::storage::store::Store;
+
+    const ME: &str = "broker-test";
+
+    /// A registry in memory whose next change of a partition state runs
+    /// `during` first (what other threads do while the change is in
+    /// flight), and, when `ambiguous`, is applied and then reported as
+    /// failed (a ZooKeeper connection lost with the `setData` in flight, a
+    /// directory fsync failing after the version was taken).
+    #[derive(Debug, Default)]
+    struct Flaky {
+        inner: MemRegistry,
+        during: Mutex<Option<Hook>>,
+        ambiguous: Mutex<bool>,
+    }
+
+    struct Hook(Box<dyn FnOnce() + Send>);
+
+    impl std::fmt::Debug for Hook {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Hook")
+        }
+    }
+
+    impl Registry for Flaky {
+        fn location(&self) -> String {
+            self.inner.location()
+        }
+        fn register_broker(&self, info: &BrokerInfo) -> Result<Ephemeral> {
+            self.inner.register_broker(info)
+        }
+        fn brokers(&self) -> Result<Vec<BrokerInfo>> {
+            self.inner.brokers()
+        }
+        fn join(&self, group: &str, info: &MemberInfo, timeout: Duration) -> Result<Ephemeral> {
+            self.inner.join(group, info, timeout)
+        }
+        fn sessions(&self, group: &str) -> Result<Vec<(MemberInfo, Lease)>> {
+            self.inner.sessions(group)
+        }
+        fn groups(&self) -> Result<Vec<String>> {
+            self.inner.groups()
+        }
+        fn claim(
+            &self,
+            group: &str,
+            topic: &str,
+            partition: u32,
+            member: &str,
+            timeout: Duration,
+        ) -> Result<Option<Ephemeral>> {
+            self.inner.claim(group, topic, partition, member, timeout)
+        }
+        fn owner(&self, group: &str, topic: &str, partition: u32) -> Option<Owner> {
+            self.inner.owner(group, topic, partition)
+        }
+        fn committed(&self, group: &str, topic: &str, partition: u32) -> Result<Option<u64>> {
+            self.inner.committed(group, topic, partition)
+        }
+        fn store_offset(
+            &self,
+            group: &str,
+            topic: &str,
+            partition: u32,
+            offset: u64,
+            owner: &Ephemeral,
+        ) -> Result<()> {
+            self.inner
+                .store_offset(group, topic, partition, offset, owner)
+        }
+        fn reset_offset(
+            &self,
+            group: &str,
+            topic: &str,
+            partition: u32,
+            offset: u64,
+        ) -> Result<()> {
+            self.inner.reset_offset(group, topic, partition, offset)
+        }
+        fn offsets(&self, group: &str) -> Result<Vec<(String, u32, Result<u64>)>> {
+            self.inner.offsets(group)
+        }
+        fn placement(&self, topic: &str) -> Result<Option<Placement>> {
+            self.inner.placement(topic)
+        }
+        fn create_placement(&self, placement: &Placement) -> Result<bool> {
+            self.inner.create_placement(placement)
+        }
+        fn topics(&self) -> Result<Vec<String>> {
+            self.inner.topics()
+        }
+        fn partition_state(
+            &self,
+            topic: &str,
+            partition: u32,
+        ) -> Result<Option<(PartitionState, u64)>> {
+            self.inner.partition_state(topic, partition)
+        }
+        fn create_partition_state(
+            &self,
+            topic: &str,
+            partition: u32,
+            state: &PartitionState,
+        ) -> Result<bool> {
+            self.inner.create_partition_state(topic, partition, state)
+        }
+        fn set_partition_state(
+            &self,
+            topic: &str,
+            partition: u32,
+            state: &PartitionState,
+            expected_version: u64,
+        ) -> Result<bool> {
+            let during = lock(&self.during).take();
+            if let Some(Hook(during)) = during {
+                during();
+            }
+            let set = self
+                .inner
+                .set_partition_state(topic, partition, state, expected_version)?;
+            if std::mem::take(&mut *lock(&self.ambiguous)) {
+                return Err(crate::error::Error::Config(
+                    "connection lost with the request in flight".into(),
+                ));
+            }
+            Ok(set)
+        }
+    }
+
+    /// A broker's shared state over a simulated disk with `registry`, and
+    /// partition 0 of `t` (replicas me, b, c) led here in epoch 1 with
+    /// ISR `isr` (the registry's state, version 0), 10 records durable.
+    fn leading(isr: &[&str]) -> (Arc<SimFs>, Arc<Flaky>, Arc<Shared>, Arc<Partition>) {
+        let sim = Arc::new(SimFs::new());
+        let mut config = BrokerConfig::new("/data", "127.0.0.1:0");
+        config.vfs = sim.clone();
+        config.quiet = true;
+        config.log.index_bytes_max = 4096;
+        config.min_insync_replicas = 2;
+        config.vfs.create_dir_all(&config.data_dir).unwrap();
+        let store = Store::with_vfs(&config.data_dir, Arc::clone(&config.vfs));
+        let registry = Arc::new(Flaky::default());
+        let replicas: Vec<String> = [ME, "b", "c"].iter().map(|s| s.to_string()).collect();
+        registry
+            .create_placement(&Placement::new("t", vec![replicas]))
+            .unwrap();
+        let isr: Vec<String> = isr.iter().map(|s| s.to_string()).collect();
+        let state = PartitionState {
+            leader: Some(ME.into()),
+            leader_epoch: 1,
+            isr: isr.clone(),
+        };
+        assert!(registry.create_partition_state("t", 0, &state).unwrap());
+        let dyn_registry: Arc<dyn Registry> = registry.clone();
+        let shared = Arc::new(Shared::new(config, store, Some(dyn_registry), ME.into()));
+        let role = Role::Leader(Leading {
+            epoch: 1,
+            version: 0,
+            isr,
+            epoch_start: 0,
+            since: Instant::now(),
+            progress: BTreeMap::new(),
+        });
+        let p = replicated_partition(&shared, "t", &[ME, "b", "c"], role);
+        p.lock().set_leader_epoch(1).unwrap();
+        for _ in 0..10 {
+            append(&p);
+        }
+        shared.mark_dirty(&p, true);
+        flush_partition(&shared, &p);
+        assert_eq!(p.flushed_offset.load(Ordering::Acquire), 10);
+        (sim, registry, shared, p)
+    }
+
+    fn leader_isr(p: &Partition) -> Vec<String> {
+        match &*p.replica.as_ref().unwrap().role() {
+            Role::Leader(l) => l.isr.clone(),
+            other => panic!("not leading: {other:?}"),
+        }
+    }
+
+    fn progress_of(p: &Partition, who: &str) -> u64 {
+        match &*p.replica.as_ref().unwrap().role() {
+            Role::Leader(l) => l.progress.get(who).map_or(0, |g| g.offset),
+            other => panic!("not leading: {other:?}"),
+        }
+    }
+
+    fn live(ids: &[&str]) -> Vec<String> {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// A follower joins the ISR in the registry before the leader counts
+    /// it in its high watermark: while the compare-and-set is in flight,
+    /// the other follower fetches and the watermark passes what the
+    /// joining one holds. Once the change is made, the registry names
+    /// as in sync a replica that lacks records below the high watermark
+    /// (acks=all answered for them): if the leader dies then, that
+    /// replica can win the election, and acknowledged records are lost.
+    /// Kafka counts a joining replica in its watermark from the moment it
+    /// proposes it (the "maximal ISR" of KIP-497/AlterPartition).
+    #[test]
+    #[ignore = "bug: the ISR grows in the registry before the leader's watermark counts the new member"]
+    fn every_replica_the_registry_names_in_sync_holds_everything_below_the_high_watermark() {
+        let (_sim, registry, shared, p) = leading(&[ME, "b"]);
+        p.replica_fetched(&shared, "b", Some(1), 5).unwrap();
+        p.replica_fetched(&shared, "c", Some(1), 5).unwrap();
+        assert_eq!(p.high_watermark.load(Ordering::Acquire), 5);
+        {
+            let (shared, p) = (Arc::clone(&shared), Arc::clone(&p));
+            *lock(&registry.during) = Some(Hook(Box::new(move || {
+                // b's next fetch, while c's joining is in flight.
+                p.replica_fetched(&shared, "b", Some(1), 10).unwrap();
+            })));
+        }
+        manage_partition(&shared, &*registry, &p, &live(&["b", "c"]), true).unwrap();
+        let (state, _) = registry.partition_state("t", 0).unwrap().unwrap();
+        assert_eq!(state.isr, [ME, "b", "c"], "c joined");
+        let hw = p.high_watermark.load(Ordering::Acquire);
+        for r in state.isr.iter().filter(|r| *r != ME) {
+            let held = progress_of(&p, r);
+            assert!(
+                held >= hw,
+                "{r} is in sync in the registry but holds only {held}, below the high watermark {hw}"
+            );
+        }
+    }
+
+    /// A change of the ISR whose answer is lost (applied, reported as an
+    /// error: the registry says to read the state again) leaves the
+    /// leader with the old ISR and the old version; every later change
+    /// fails its compare-and-set and is dropped without a word. Here c
+    /// died: the registry dropped it, the leader never does, so its high
+    /// watermark waits for c forever (acks=all times out, consumers see
+    /// nothing new) until the broker restarts.
+    #[test]
+    #[ignore = "bug: an ISR change whose answer was lost leaves the leader's version stale: no ISR change ever again"]
+    fn an_isr_change_whose_answer_was_lost_is_not_the_last_one() {
+        let (_sim, registry, shared, p) = leading(&[ME, "b", "c"]);
+        p.replica_fetched(&shared, "b", Some(1), 10).unwrap();
+        p.replica_fetched(&shared, "c", Some(1), 4).unwrap();
+        *lock(&registry.ambiguous) = true;
+        let c_dead = live(&["b"]);
+        assert!(manage_partition(&shared, &*registry, &p, &c_dead, true).is_err());
+        let (state, _) = registry.partition_state("t", 0).unwrap().unwrap();
+        assert_eq!(state.isr, [ME, "b"], "applied, though reported as failed");
+        for _ in 0..5 {
+            manage_partition(&shared, &*registry, &p, &c_dead, true).unwrap();
+        }
+        assert_eq!(
+            leader_isr(&p),
+            [ME, "b"],
+            "the leader's ISR is the registry's"
+        );
+        // b fetches again, at the end.
+        p.replica_fetched(&shared, "b", Some(1), 10).unwrap();
+        assert_eq!(
+            p.high_watermark.load(Ordering::Acquire),
+            10,
+            "b holds all 10 and c is out: the watermark no longer waits for c"
+        );
+    }
+}
