@@ -648,16 +648,14 @@ mod tests {
     }
 
     /// Review 13: a broker that just won epoch 3 has appended nothing in
-    /// it yet, so its epoch file ends with epoch 1 (an epoch is recorded
-    /// with its first batch). A follower whose log ends in epoch 2 (it
-    /// copied batches of epoch 2 this leader never got) asks where epoch
-    /// 2 ends: the answer must be epoch 1, ending at this log's end (as
-    /// Kafka answers, the leader's cache holding its own epoch from the
-    /// moment it leads). It is "no epoch in common" today, and the
-    /// follower then empties its whole log, acknowledged records included
-    /// (see `tests/review13.rs`).
+    /// it yet. A follower whose log ends in epoch 2 (it copied batches of
+    /// epoch 2 this leader never got) asks where epoch 2 ends: the answer
+    /// must be epoch 1, ending at this log's end (as Kafka answers, the
+    /// leader's cache holding its own epoch from the moment it leads).
+    /// Before, the leader recorded its epoch only with its first batch,
+    /// answered "no epoch in common", and the follower emptied its whole
+    /// log, acknowledged records included (see `tests/review13.rs`).
     #[test]
-    #[ignore = "bug: a new leader with no batch in its epoch answers a follower's newer epoch with none: the follower empties its log"]
     fn a_new_leader_without_a_batch_in_its_epoch_answers_an_older_epoch_it_holds() {
         let (_sim, shared) = shared();
         let p = crate::broker::testing::partition(&shared, "t");
@@ -665,8 +663,8 @@ mod tests {
         crate::broker::testing::append(&p);
         crate::broker::testing::append(&p);
         // Elected in epoch 3 (epoch 2 was another broker's): nothing
-        // appended yet.
-        p.lock().set_leader_epoch(3).unwrap();
+        // appended yet, the epoch begun as the replica manager does.
+        p.lock().begin_epoch(3).unwrap();
         let next = p.lock().next_offset();
         assert_eq!(next, 2);
         let mut state = ReaderState::default();

@@ -285,25 +285,30 @@ fn truncate(shared: &Shared, connection: &mut Connection, f: &Followed) -> Resul
             // No epoch in common: nothing here can be trusted.
             break p.lock().start_offset();
         };
-        match p.lock().end_offset_for_epoch(epoch) {
+        // Bound first: a guard in the match's head would live through
+        // its arms, and the last one locks again.
+        let ours = p.lock().end_offset_for_epoch(epoch);
+        match ours {
             Some((mine, my_end)) if mine == epoch => break their_end.min(my_end),
             Some((mine, _)) if mine < asked => asked = mine,
             _ => break p.lock().start_offset(),
         }
     };
-    if target >= end {
-        return Ok(());
-    }
     let mut log = p.lock();
     if !following(p, f.epoch) {
         return Ok(());
     }
+    // At the end too: an epoch this replica began as leader and wrote no
+    // batch in leaves the epoch file (the leader's older epochs follow).
+    let target = target.min(log.next_offset());
     let cut = log.truncate_to(target)?;
     p.flushed_offset
         .store(log.flushed_offset(), Ordering::Release);
-    shared.log(format_args!(
-        "{}-{}: truncated from {end} to {cut}, where it stops agreeing with the leader's log (epoch {})",
-        p.topic, p.partition, f.epoch
-    ));
+    if cut < end {
+        shared.log(format_args!(
+            "{}-{}: truncated from {end} to {cut}, where it stops agreeing with the leader's log (epoch {})",
+            p.topic, p.partition, f.epoch
+        ));
+    }
     Ok(())
 }

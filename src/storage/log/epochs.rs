@@ -31,6 +31,18 @@ impl Log {
         Ok(())
     }
 
+    /// Starts leading in `epoch` (a replica that just won it): raises the
+    /// log's epoch and records it in the epoch file at the log's end,
+    /// durably, before any batch of it, so that a follower asking where
+    /// its own latest epoch ends gets this log's answer (the largest epoch
+    /// at or below it, ending where this one starts) even before the new
+    /// leader appended anything (Kafka's leader epoch cache).
+    pub fn begin_epoch(&mut self, epoch: u32) -> Result<()> {
+        self.set_leader_epoch(epoch)?;
+        let end = self.next_offset();
+        self.record_epoch(epoch, end)
+    }
+
     /// The partition's leader epochs, as in its epoch file.
     pub fn epochs(&self) -> &Epochs {
         &self.epochs
