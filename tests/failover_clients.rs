@@ -7,11 +7,8 @@
 //! twice and never going back. On a directory registry and on ZooKeeper
 //! (skipped with a printed line when ZooKeeper is not installed).
 //!
-//! Followers do not copy their leader's log yet, so the new leader's log
-//! starts empty, and, while followers that copy nothing stay in sync, a
-//! leader's high watermark does not move: the old leader shows the
-//! consumer nothing, and the new one shows it what the producer sends it
-//! once the other follower left its ISR (`--replica-lag-time`, 10 s).
+//! What replication keeps across the kill (every acknowledged record, at
+//! its offset, on every replica) is `tests/replication.rs`'s to check.
 
 mod common;
 

@@ -263,7 +263,11 @@ fn out_of_range(shared: &Shared, f: &mut Followed, leader_start: u64) -> Result<
         p.flushed_offset
             .store(log.flushed_offset(), Ordering::Release);
     } else {
+        // Past the leader's durable end: ask again where the logs part,
+        // after a pause (the leader may just not have flushed yet).
         f.truncated_for = None;
+        drop(log);
+        std::thread::sleep(BACKOFF);
     }
     Ok(())
 }

@@ -252,10 +252,15 @@ pub(in crate::broker) fn settle(shared: &Shared, p: &Arc<Partition>) {
 /// the change, and wakes its waiters: acks=all answers waiting in the old
 /// role end.
 fn set_role(shared: &Shared, p: &Partition, role: Role) {
+    let log = p.lock();
+    set_role_locked(shared, p, &log, role);
+}
+
+/// [`set_role`], its log's lock held by the caller (`_log`).
+fn set_role_locked(shared: &Shared, p: &Partition, _log: &crate::storage::log::Log, role: Role) {
     let Some(replica) = &p.replica else {
         return;
     };
-    let _log = p.lock();
     let mut current = replica.role();
     let same = match (&*current, &role) {
         (Role::Waiting(a), Role::Waiting(b)) => a == b,
@@ -298,20 +303,21 @@ fn become_leader(
     version: u64,
 ) -> Result<()> {
     let epoch = u32::try_from(state.leader_epoch).unwrap_or(u32::MAX);
-    let epoch_start = {
+    {
+        // One lock from the epoch's start to the role: no follower's
+        // append comes between, so the epoch starts where it says.
         let mut log = p.lock();
         log.begin_epoch(epoch)?;
-        log.next_offset()
-    };
-    let leading = Leading {
-        epoch,
-        version,
-        isr: state.isr,
-        epoch_start,
-        since: Instant::now(),
-        progress: Default::default(),
-    };
-    set_role(shared, p, Role::Leader(leading));
+        let leading = Leading {
+            epoch,
+            version,
+            isr: state.isr,
+            epoch_start: log.next_offset(),
+            since: Instant::now(),
+            progress: Default::default(),
+        };
+        set_role_locked(shared, p, &log, Role::Leader(leading));
+    }
     shared.advance_high_watermark(p);
     Ok(())
 }
