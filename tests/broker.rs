@@ -1207,10 +1207,13 @@ fn a_magic_1_batch_from_an_old_producer_is_stored_as_magic_2_and_reads_the_same(
     protocol::produce_request(&mut frame, 1, protocol::ACKS_LEADER, 1000, "old", 0, &v1);
     let (code, msg, _) = raw.call(&frame);
     assert_eq!(code, ErrorCode::None, "{msg}");
+    // acks=all: answered once durable, so that the read below (which sees
+    // durable records only) finds both batches; with acks=1 it could run
+    // before the group commit and read 4 of the 5.
     protocol::produce_request(
         &mut frame,
         2,
-        protocol::ACKS_LEADER,
+        protocol::ACKS_ALL,
         1000,
         "old",
         0,
