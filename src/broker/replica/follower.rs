@@ -316,3 +316,176 @@ fn truncate(shared: &Shared, connection: &mut Connection, f: &Followed) -> Resul
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! Review 13b: the follower's truncation against a leader on a socket.
+
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    use super::*;
+    use crate::broker::testing::{batch, replicated_partition, shared};
+    use crate::protocol::{self, Request};
+
+    /// A leader on 127.0.0.1 port 0 that answers one connection: an
+    /// error for every OffsetsForLeaderEpoch of topic `refused`; where
+    /// epoch `epoch` ends (`end`), running `during` before its first
+    /// answer of that kind; every fetch is refused with `not_leader`, and
+    /// its offsets are sent down `fetched`.
+    fn fake_leader(
+        refused: &'static str,
+        epoch: u32,
+        end: u64,
+        during: impl FnOnce() + Send + 'static,
+        fetched: std::sync::mpsc::Sender<u64>,
+    ) -> (String, std::thread::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let handle = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut during = Some(during);
+            loop {
+                let mut len = [0u8; 4];
+                if s.read_exact(&mut len).is_err() {
+                    return;
+                }
+                let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+                s.read_exact(&mut body).unwrap();
+                let (header, request) = protocol::decode_request(&body).unwrap();
+                let mut out = Vec::new();
+                match request {
+                    Request::OffsetsForLeaderEpoch { topic, .. } if topic == refused => {
+                        protocol::begin_response(
+                            &mut out,
+                            header.correlation_id,
+                            ErrorCode::UnknownTopic,
+                            "not here",
+                        );
+                    }
+                    Request::OffsetsForLeaderEpoch { .. } => {
+                        if let Some(f) = during.take() {
+                            f();
+                        }
+                        protocol::begin_response(
+                            &mut out,
+                            header.correlation_id,
+                            ErrorCode::None,
+                            "",
+                        );
+                        protocol::put_epoch_end(&mut out, Some((epoch, end)));
+                    }
+                    Request::Fetch { partitions, .. } => {
+                        for part in &partitions {
+                            let _ = fetched.send(part.offset);
+                        }
+                        protocol::begin_response(
+                            &mut out,
+                            header.correlation_id,
+                            ErrorCode::NotLeader,
+                            "fake leader",
+                        );
+                    }
+                    other => panic!("unexpected request {other:?}"),
+                }
+                protocol::finish_frame(&mut out);
+                if s.write_all(&out).is_err() {
+                    return;
+                }
+            }
+        });
+        (addr, handle)
+    }
+
+    /// A follower whose log holds a tail its leader does not have (offset
+    /// 2, epoch 1: the leader's epoch 1 ends at 2) must cut it before it
+    /// fetches: a fetch at 3 tells the leader "I hold 0..3 durably", and
+    /// the leader counts it for its high watermark and the ISR. If the
+    /// follower's role flickers to Waiting (a registry read failing once,
+    /// the leader's lease looking lapsed for one round) while its
+    /// OffsetsForLeaderEpoch is in flight, `truncate` returns Ok without
+    /// cutting, `fetch_once` marks the epoch truncated all the same, and
+    /// once the role is back to the same leader and epoch the follower
+    /// never truncates: it fetches at 3, past the divergence.
+    #[test]
+    #[ignore = "bug: a truncation skipped while the role flickered to Waiting is marked done"]
+    fn a_truncation_skipped_while_the_role_flickered_is_not_marked_done() {
+        let (_sim, shared) = shared();
+        let following = || Role::Follower {
+            leader: "L".into(),
+            epoch: 2,
+        };
+        let p = replicated_partition(&shared, "t", &["broker-test", "L"], following());
+        {
+            let mut log = p.lock();
+            log.set_leader_epoch(1).unwrap();
+            for _ in 0..3 {
+                log.append(&mut batch(), 0).unwrap();
+            }
+            log.flush().unwrap();
+        }
+        assert_eq!(p.lock().next_offset(), 3);
+        let p2 = Arc::clone(&p);
+        let flicker = move || {
+            *p2.replica.as_ref().unwrap().role() = Role::Waiting("registry read failed".into());
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (addr, server) = fake_leader("", 1, 2, flicker, tx);
+        let mut connection = Connection::connect_timeout(&addr, LEADER_TIMEOUT).unwrap();
+        let mut followed = HashMap::new();
+        assert!(refresh(&shared, "L", &mut followed));
+        // The flicker happens during this round's OffsetsForLeaderEpoch.
+        let _ = fetch_once(&shared, &mut connection, &mut followed);
+        // The manager's next round: the same leader, the same epoch.
+        *p.replica.as_ref().unwrap().role() = following();
+        assert!(refresh(&shared, "L", &mut followed));
+        let _ = fetch_once(&shared, &mut connection, &mut followed);
+        drop(connection);
+        server.join().unwrap();
+        let offsets: Vec<u64> = rx.try_iter().collect();
+        assert_eq!(
+            p.lock().next_offset(),
+            2,
+            "the follower kept offset 2, which its leader's log does not have, and fetched at {offsets:?}"
+        );
+        assert!(
+            offsets.iter().all(|&o| o <= 2),
+            "fetched past the divergence: {offsets:?}"
+        );
+    }
+
+    /// A fetcher follows every partition it has of one leader. When the
+    /// truncation of one of them fails (the leader answers an error for
+    /// it: a topic it has not opened, a log of its that failed; or this
+    /// replica's own log of it failed), `fetch_once` returns at the `?`
+    /// before any fetch: the other partitions of that leader are not
+    /// fetched either, for as long as the one fails. Their followers fall
+    /// out of the ISR (acks=all with --min-insync-replicas 2 stops).
+    #[test]
+    #[ignore = "bug: one partition whose truncation fails stops its leader's other partitions"]
+    fn a_partition_whose_truncation_fails_does_not_stop_the_others() {
+        let (_sim, shared) = shared();
+        let following = || Role::Follower {
+            leader: "L".into(),
+            epoch: 2,
+        };
+        let t = replicated_partition(&shared, "t", &["broker-test", "L"], following());
+        let _u = replicated_partition(&shared, "u", &["broker-test", "L"], following());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (addr, server) = fake_leader("u", 0, 0, || {}, tx);
+        let mut connection = Connection::connect_timeout(&addr, LEADER_TIMEOUT).unwrap();
+        let mut followed = HashMap::new();
+        for _ in 0..3 {
+            assert!(refresh(&shared, "L", &mut followed));
+            let _ = fetch_once(&shared, &mut connection, &mut followed);
+        }
+        drop(connection);
+        server.join().unwrap();
+        let offsets: Vec<u64> = rx.try_iter().collect();
+        assert_eq!(t.lock().next_offset(), 0);
+        assert!(
+            !offsets.is_empty(),
+            "three rounds, and partition t-0 (whose truncation succeeds) was never fetched"
+        );
+    }
+}
