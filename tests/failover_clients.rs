@@ -160,6 +160,8 @@ fn producer_and_consumer_follow_the_new_leader(backend: Backend) {
     feed(&mut producer, 401, 500);
     drop(producer.child.stdin.take());
     let status = producer.child.wait().unwrap();
+    // Its last line may still be on its way through the stderr reader.
+    producer.wait_stderr("Sent ", |_| true, Duration::from_secs(10));
     let said = producer.stderr_lines();
     assert!(status.success(), "{status}: {said:?}");
     assert!(
