@@ -22,7 +22,8 @@ work=
 pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    [ -n "$work" ] && rm -rf "$work"
+    # An if, not `&&`: the trap's last status is the script's.
+    if [ -n "$work" ]; then rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
