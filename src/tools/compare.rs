@@ -363,42 +363,28 @@ fn first_difference(a: &[u8], b: &[u8], at: u64, names: (&str, &str)) -> (u64, S
 /// How two batch headers with the same base offset differ, in words.
 fn header_difference(x: &BatchHeader, y: &BatchHeader) -> String {
     let mut fields = Vec::new();
-    let mut field = |name: &str, a: String, b: String| {
+    let pairs: [(&str, i128, i128); 7] = [
+        ("leader epoch", x.leader_epoch.into(), y.leader_epoch.into()),
+        ("record count", x.record_count.into(), y.record_count.into()),
+        ("batch length", x.batch_length.into(), y.batch_length.into()),
+        (
+            "base timestamp",
+            x.base_timestamp.into(),
+            y.base_timestamp.into(),
+        ),
+        (
+            "max timestamp",
+            x.max_timestamp.into(),
+            y.max_timestamp.into(),
+        ),
+        ("magic", x.magic.into(), y.magic.into()),
+        ("attributes", x.attributes.into(), y.attributes.into()),
+    ];
+    for (name, a, b) in pairs {
         if a != b {
             fields.push(format!("{name} {b} against {a}"));
         }
-    };
-    field(
-        "leader epoch",
-        x.leader_epoch.to_string(),
-        y.leader_epoch.to_string(),
-    );
-    field(
-        "record count",
-        x.record_count.to_string(),
-        y.record_count.to_string(),
-    );
-    field(
-        "batch length",
-        x.batch_length.to_string(),
-        y.batch_length.to_string(),
-    );
-    field(
-        "base timestamp",
-        x.base_timestamp.to_string(),
-        y.base_timestamp.to_string(),
-    );
-    field(
-        "max timestamp",
-        x.max_timestamp.to_string(),
-        y.max_timestamp.to_string(),
-    );
-    field("magic", x.magic.to_string(), y.magic.to_string());
-    field(
-        "attributes",
-        x.attributes.to_string(),
-        y.attributes.to_string(),
-    );
+    }
     if fields.is_empty() {
         fields.push("batch header bytes".into());
     }

@@ -654,7 +654,7 @@ mod tests {
     /// leader's cache holding its own epoch from the moment it leads).
     /// Before, the leader recorded its epoch only with its first batch,
     /// answered "no epoch in common", and the follower emptied its whole
-    /// log, acknowledged records included (see `tests/review13.rs`).
+    /// log, acknowledged records included (see `tests/epoch_truncation.rs`).
     #[test]
     fn a_new_leader_without_a_batch_in_its_epoch_answers_an_older_epoch_it_holds() {
         let (_sim, shared) = shared();

@@ -1,8 +1,8 @@
-//! Review 13: replication broken the way a Kafka maintainer would break
-//! it, through the binaries: three brokers on 127.0.0.1 (port 0) with a
-//! directory registry, temp dirs, every broker stopped on drop.
-//!
-//! Each test here showed a bug (failing) before its fix.
+//! A follower's truncation by leader epoch across leaders that have not
+//! written in their epoch yet (found by the review of issue 13), through
+//! the binaries: three brokers on 127.0.0.1 (port 0) with a directory
+//! registry, temp dirs, every broker stopped on drop. It failed before the
+//! fix (a new leader records its epoch when it takes the lead).
 
 mod common;
 
