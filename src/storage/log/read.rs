@@ -57,12 +57,13 @@ impl Lookup {
                 limits::BATCH_BYTES_MAX,
             )?;
             if let Some((position, header)) = found {
+                let budget = self.bytes_max.max(header.total_bytes());
                 let limit = match self.cap {
                     Some(cap) if header.base_offset >= cap => return Ok(None),
-                    Some(cap) => self.cap_position(c, position, cap)?,
+                    Some(cap) => self.cap_position(c, position, cap, budget)?,
                     None => c.limit,
                 };
-                let len = (limit - position).min(self.bytes_max.max(header.total_bytes()));
+                let len = (limit - position).min(budget);
                 return Ok(Some(FileSlice {
                     file: Arc::clone(&c.file),
                     path: c.path.clone(),
@@ -78,16 +79,18 @@ impl Lookup {
 
 impl Lookup {
     /// Where the records of segment `c` below `cap` end, scanning batch
-    /// headers from `position` (a batch before the cap): the end of the
-    /// batch holding `cap - 1`, or the segment's limit when the cap is
-    /// past it.
-    fn cap_position(&self, c: &Candidate, position: u64, cap: u64) -> Result<u64> {
+    /// headers from `position` (a batch before the cap) over no more than
+    /// the read's `budget`: the end of the batch holding `cap - 1` when it
+    /// ends within it, else the segment's limit (every byte the read may
+    /// take is then below the cap). The scan costs a header read per batch
+    /// the read returns, never a walk to a distant cap.
+    fn cap_position(&self, c: &Candidate, position: u64, cap: u64, budget: u64) -> Result<u64> {
         let last = find_batch(
             &*c.file,
             &c.path,
             position,
             cap - 1,
-            c.limit,
+            c.limit.min(position.saturating_add(budget)),
             limits::BATCH_BYTES_MAX,
         )?;
         Ok(last.map_or(c.limit, |(at, header)| at + header.total_bytes()))
@@ -201,5 +204,85 @@ pub fn offset_for_timestamp_in<L: std::ops::Deref<Target = Log>>(
             // Not one whole batch: damaged, said by the reads' checks.
             return Ok(None);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::storage::fs::sim::SimFs;
+    use crate::storage::log::{LogConfig, OpenOptions};
+    use crate::storage::record::BatchBuilder;
+
+    /// A log of 40 one-record batches over several segments.
+    fn log(sim: &SimFs) -> Log {
+        let dir = Path::new("/p");
+        sim.create_dir_all_durable(dir);
+        let config = LogConfig {
+            segment_bytes: 4096,
+            retention_ms: None,
+            ..LogConfig::default()
+        };
+        let options = OpenOptions {
+            writable: true,
+            lock: false,
+        };
+        let mut log = Log::open(Arc::new(sim.clone()), dir, config, options).unwrap();
+        for i in 0..40u8 {
+            let mut b = BatchBuilder::new();
+            b.push(0, None, &[], &[i; 200]);
+            log.append(&mut b.finish().to_vec(), 0).unwrap();
+        }
+        log.flush().unwrap();
+        assert!(log.segments().count() > 1);
+        log
+    }
+
+    /// The offsets of the batches in a read's bytes.
+    fn offsets(log: &Log, offset: u64, bytes_max: u64, cap: u64) -> Vec<u64> {
+        let Some(lookup) = log.locate_below(offset, bytes_max, cap).unwrap() else {
+            return Vec::new();
+        };
+        let Some(slice) = lookup.find().unwrap() else {
+            return Vec::new();
+        };
+        let mut bytes = Vec::new();
+        slice.read_into(&mut bytes).unwrap();
+        crate::storage::batches::Batches::new(&bytes, limits::BATCH_BYTES_MAX)
+            .map(|b| b.unwrap().1.header.base_offset)
+            .collect()
+    }
+
+    #[test]
+    fn a_read_below_a_cap_stops_at_the_cap_and_waits_from_it() {
+        let sim = SimFs::new();
+        let log = log(&sim);
+        assert_eq!(offsets(&log, 0, 1 << 20, 5), [0, 1, 2, 3, 4]);
+        assert_eq!(offsets(&log, 3, 1 << 20, 5), [3, 4]);
+        assert!(
+            offsets(&log, 5, 1 << 20, 5).is_empty(),
+            "at the cap: a wait"
+        );
+        assert!(
+            offsets(&log, 7, 1 << 20, 5).is_empty(),
+            "past it, below the end: a wait"
+        );
+        assert!(
+            log.locate_below(41, 1 << 20, 5).is_err(),
+            "past the end: out of range"
+        );
+        // A small budget still reads at least one whole batch, and a cap in
+        // a later segment leaves a read of this one whole.
+        assert_eq!(offsets(&log, 0, 1, 5), [0]);
+        let first_segment = offsets(&log, 0, 1 << 20, 40);
+        assert_eq!(offsets(&log, 0, 1 << 20, 39), first_segment);
+        assert!(!first_segment.contains(&39));
+        let last = *first_segment.last().unwrap();
+        assert_eq!(
+            offsets(&log, 0, 1 << 20, last),
+            first_segment[..first_segment.len() - 1]
+        );
     }
 }
