@@ -675,6 +675,7 @@ fn a_partition_of_magic_1_still_reads_recovers_and_takes_appends() {
 
 fn broker() -> BrokerInfo {
     BrokerInfo {
+        kafka: None,
         id: "broker-1".into(),
         host: "127.0.0.1".into(),
         port: 9092,
@@ -748,6 +749,7 @@ fn registry_broker_entry() {
     assert_eq!(
         decoded,
         [BrokerInfo {
+            kafka: None,
             id: "broker-1".into(),
             host: "127.0.0.1".into(),
             port: 9092,

@@ -24,6 +24,7 @@ fn open(server: &ZkServer, chroot: &str) -> ZkRegistry {
 
 fn broker(id: &str, port: u16) -> BrokerInfo {
     BrokerInfo {
+        kafka: None,
         id: id.into(),
         host: "127.0.0.1".into(),
         port,

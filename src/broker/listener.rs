@@ -1,24 +1,30 @@
-//! The listener: accepts connections, at most `--max-connections` at once,
-//! and serves each on a thread of its own ([`super::connection`]).
+//! The listener: accepts connections, at most `--max-connections` at once
+//! (native and Kafka together), and serves each on a thread of its own
+//! ([`super::connection`], [`super::kafka`]).
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::connection;
 use super::shared::Shared;
 use crate::sync::lock;
 
+/// The next connection's id.
+static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
+
 /// Accepts connections until the broker stops; returns the threads of those
 /// still being served, for the shutdown to wait on.
-pub(super) fn accept_loop(
+pub(super) fn accept_loop<F>(
     shared: &Arc<Shared>,
     listener: &TcpListener,
-) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    serve: F,
+) -> anyhow::Result<Vec<JoinHandle<()>>>
+where
+    F: Fn(&Arc<Shared>, TcpStream, SocketAddr) + Clone + Send + 'static,
+{
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
-    let mut next_id = 0u64;
     while !shared.stopping() {
         if !wait_for_peer(listener)? {
             continue;
@@ -40,8 +46,9 @@ pub(super) fn accept_loop(
             drop(stream);
             continue;
         }
-        next_id += 1;
-        if let Some(t) = spawn_connection(shared, stream, peer, next_id) {
+        // Unique over the process's listeners: it keys `shared.sockets`.
+        let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
+        if let Some(t) = spawn_connection(shared, stream, peer, id, serve.clone()) {
             threads.push(t);
         }
     }
@@ -64,12 +71,16 @@ fn wait_for_peer(listener: &TcpListener) -> anyhow::Result<bool> {
 
 /// Serves a connection on a thread of its own. Its socket is registered
 /// while it lives, so that a shutdown can stop its reader.
-fn spawn_connection(
+fn spawn_connection<F>(
     shared: &Arc<Shared>,
     stream: TcpStream,
     peer: SocketAddr,
     id: u64,
-) -> Option<JoinHandle<()>> {
+    serve: F,
+) -> Option<JoinHandle<()>>
+where
+    F: Fn(&Arc<Shared>, TcpStream, SocketAddr) + Send + 'static,
+{
     if let Ok(clone) = stream.try_clone() {
         lock(&shared.sockets).insert(id, clone);
     }
@@ -78,7 +89,7 @@ fn spawn_connection(
     let spawned = std::thread::Builder::new()
         .name(format!("conn-{id}"))
         .spawn(move || {
-            connection::serve(&conn_shared, stream, peer);
+            serve(&conn_shared, stream, peer);
             lock(&conn_shared.sockets).remove(&id);
             conn_shared.connections.fetch_sub(1, Ordering::Relaxed);
         });

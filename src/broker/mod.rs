@@ -96,6 +96,7 @@ use shared::Shared;
 
 mod connection;
 mod flusher;
+mod kafka;
 mod listener;
 mod memory;
 mod replica;
@@ -112,6 +113,11 @@ pub struct BrokerConfig {
     pub data_dir: PathBuf,
     /// Address to listen on (`127.0.0.1:0` picks a free port).
     pub listen: String,
+    /// Address of the Kafka listener, if any ([`kafka`]).
+    pub kafka_listen: Option<String>,
+    /// `host:port` Kafka clients are told to connect to (default: the
+    /// Kafka listener's own address).
+    pub kafka_advertised: Option<String>,
     /// Partitions of a topic created on first produce.
     pub partitions_default: u32,
     /// Each partition's log: segments, indexes, retention, record limit.
@@ -161,6 +167,8 @@ impl BrokerConfig {
         BrokerConfig {
             data_dir: data_dir.into(),
             listen: listen.into(),
+            kafka_listen: None,
+            kafka_advertised: None,
             partitions_default: 1,
             log: LogConfig::default(),
             flush_messages: None,
@@ -188,12 +196,18 @@ impl BrokerConfig {
 pub struct BrokerHandle {
     shared: Arc<Shared>,
     addr: SocketAddr,
+    kafka_addr: Option<SocketAddr>,
 }
 
 impl BrokerHandle {
     /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address its Kafka listener listens on, if it has one.
+    pub fn kafka_addr(&self) -> Option<SocketAddr> {
+        self.kafka_addr
     }
 
     /// Asks it to shut down cleanly.
@@ -209,6 +223,9 @@ impl BrokerHandle {
 pub struct Broker {
     shared: Arc<Shared>,
     listener: TcpListener,
+    /// The Kafka listener (`--kafka-listen`), if any, and the address it
+    /// advertises.
+    kafka_listener: Option<(TcpListener, (String, u16))>,
     /// The data directory's lock, held until the broker is dropped: one
     /// broker per data directory (none on a file system without locks).
     _data_lock: Option<DirLock>,
@@ -232,6 +249,16 @@ impl Broker {
         })?;
         let listener = TcpListener::bind(&config.listen)
             .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let kafka_listener = match &config.kafka_listen {
+            Some(addr) => {
+                let l = TcpListener::bind(addr)
+                    .with_context(|| format!("cannot listen for Kafka clients on {addr}"))?;
+                let advertised = kafka::advertised(&config, l.local_addr()?)?;
+                Some((l, advertised))
+            }
+            None => None,
+        };
+        let kafka_addr = kafka_listener.as_ref().map(|(_, a)| a.clone());
         let registry = match &config.registry {
             Some(dir) => Some(
                 crate::coord::open(dir, config.session_timeout)
@@ -242,12 +269,13 @@ impl Broker {
         let broker_id = stable_broker_id(&*config.vfs, &config.data_dir)?;
         let shared = Arc::new(Shared::new(config, store, registry, broker_id));
         // Register first: placing a topic counts the live brokers.
-        register(&shared, listener.local_addr()?)?;
+        register(&shared, listener.local_addr()?, kafka_addr)?;
         open_existing_topics(&shared)?;
         shared.update_registry();
         Ok(Broker {
             shared,
             listener,
+            kafka_listener,
             _data_lock: data_lock,
         })
     }
@@ -257,6 +285,10 @@ impl Broker {
         Ok(BrokerHandle {
             shared: Arc::clone(&self.shared),
             addr: self.listener.local_addr()?,
+            kafka_addr: match &self.kafka_listener {
+                Some((l, _)) => Some(l.local_addr()?),
+                None => None,
+            },
         })
     }
 
@@ -282,7 +314,14 @@ impl Broker {
                 .name("replica-manager".into())
                 .spawn(move || replica::manager::manage(&shared))?
         };
-        let connections = listener::accept_loop(&shared, &self.listener)?;
+        let kafka = match self.kafka_listener {
+            Some((l, advertised)) => Some(kafka::spawn_listener(&shared, l, advertised)?),
+            None => None,
+        };
+        let mut connections = listener::accept_loop(&shared, &self.listener, connection::serve)?;
+        if let Some(kafka) = kafka {
+            connections.extend(kafka.join().unwrap_or_default());
+        }
         // Stop reading requests; writers answer what was read.
         for socket in lock(&shared.sockets).values() {
             let _ = socket.shutdown(std::net::Shutdown::Read);
@@ -308,7 +347,11 @@ impl Broker {
 }
 
 /// Enters this broker in the registry, if there is one.
-fn register(shared: &Shared, addr: SocketAddr) -> anyhow::Result<()> {
+fn register(
+    shared: &Shared,
+    addr: SocketAddr,
+    kafka: Option<(String, u16)>,
+) -> anyhow::Result<()> {
     use anyhow::Context;
     let Some(registry) = &shared.registry else {
         return Ok(());
@@ -319,6 +362,7 @@ fn register(shared: &Shared, addr: SocketAddr) -> anyhow::Result<()> {
         port: addr.port(),
         pid: std::process::id(),
         topics: BTreeMap::new(),
+        kafka: kafka.map(|(host, port)| format!("{host}:{port}")),
     };
     let entry = registry
         .register_broker(&info)

@@ -32,6 +32,16 @@ pub struct Args {
     /// Address to listen on; port 0 picks a free port.
     #[arg(long = "listen", value_name = "HOST:PORT", default_value = "127.0.0.1:9092", value_parser = super::listen_arg)]
     pub listen: String,
+    /// Also listen for Kafka clients (kcat, librdkafka, kafka-python) on
+    /// this address: the Kafka wire protocol (produce, fetch, metadata,
+    /// list offsets, consumer groups) on the same logs and registry.
+    #[arg(long = "kafka-listen", value_name = "HOST:PORT", value_parser = super::listen_arg)]
+    pub kafka_listen: Option<String>,
+    /// The address Kafka clients are told to connect to (default: the
+    /// --kafka-listen address; required when that is a wildcard such as
+    /// 0.0.0.0).
+    #[arg(long = "kafka-advertised", value_name = "HOST:PORT", requires = "kafka_listen", value_parser = super::listen_arg)]
+    pub kafka_advertised: Option<String>,
     /// Partitions of a topic created on first produce.
     #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = super::count_in::<u32>(1, u64::from(limits::PARTITIONS_MAX)))]
     pub partitions: u32,
@@ -168,6 +178,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ..LogConfig::default()
     };
     let mut config = BrokerConfig::new(&args.data_dir, &args.listen);
+    config.kafka_listen = args.kafka_listen.clone();
+    config.kafka_advertised = args.kafka_advertised.clone();
     config.partitions_default = args.partitions;
     config.log = log;
     config.flush_messages = args.flush_messages;
@@ -197,9 +209,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.session_timeout = std::time::Duration::from_millis(args.session_timeout_ms);
     config.quiet = args.quiet;
     let broker = Broker::open(config)?;
-    let addr = broker.handle()?.local_addr();
+    let handle = broker.handle()?;
+    if let Some(kafka) = handle.kafka_addr() {
+        say.info(format_args!("Listening for Kafka clients on {kafka}"));
+    }
     // Scripts and tests wait for this line (not printed with -q).
-    say.info(format_args!("Listening on {addr}"));
+    say.info(format_args!("Listening on {}", handle.local_addr()));
     broker.run()?;
     say.info("Shut down cleanly");
     Ok(ExitCode::SUCCESS)

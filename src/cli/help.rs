@@ -64,7 +64,8 @@ klog-broker --data-dir data                         # listens on 127.0.0.1:9092
 klog-broker --data-dir data --partitions 4 --retention 2d
 klog-broker --data-dir data --listen 127.0.0.1:0    # port 0: a free port, printed
 klog-broker --data-dir d1 --registry reg            # join a registry (groups, clusters)
-klog-broker --registry zk://zk1:2181,zk2:2181/klog  # on ZooKeeper: a cluster across hosts",
+klog-broker --registry zk://zk1:2181,zk2:2181/klog  # on ZooKeeper: a cluster across hosts
+klog-broker --data-dir data --kafka-listen 127.0.0.1:9093   # kcat -b 127.0.0.1:9093 works too",
     environment: &[
         ("KLOG_BROKER_DATA_DIR", "the data directory, as --data-dir"),
         (

@@ -96,6 +96,10 @@ pub struct BrokerInfo {
     pub pid: u32,
     /// Topics it serves, each with the partitions it holds.
     pub topics: BTreeMap<String, Vec<u32>>,
+    /// Where Kafka clients reach it (`--kafka-advertised`, else the
+    /// Kafka listener's address), when it has a Kafka listener.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<String>,
 }
 
 impl BrokerInfo {

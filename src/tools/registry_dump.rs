@@ -509,6 +509,7 @@ mod tests {
 
     fn snapshot() -> Snapshot {
         let broker = BrokerInfo {
+            kafka: None,
             id: "b1".into(),
             host: "127.0.0.1".into(),
             port: 9092,

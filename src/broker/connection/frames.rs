@@ -14,7 +14,7 @@ use crate::protocol::{self, RequestHeader, LENGTH_BYTES, REQUEST_HEADER_BYTES};
 
 /// How reading a frame failed.
 #[derive(Debug)]
-pub(super) enum FrameError {
+pub(in crate::broker) enum FrameError {
     /// The peer closed between frames.
     Closed,
     /// Bytes that are not a frame; the connection cannot go on.
@@ -42,7 +42,7 @@ pub(super) enum FrameError {
 /// [`RequestMemory`]: announcing a large frame costs nothing, sending it
 /// costs what it sends, and when the bound is reached the connection
 /// waits (unread, its frame's deadline running).
-pub(super) struct FrameReader<'a> {
+pub(in crate::broker) struct FrameReader<'a> {
     stream: &'a TcpStream,
     buf: Vec<u8>,
     /// The broker-wide bound on request bytes, and its stop flag.
@@ -63,6 +63,36 @@ pub(super) struct FrameReader<'a> {
     timeout_set: Option<Option<Duration>>,
     /// The time a peer may send nothing between frames (`None`: for ever).
     idle: Option<Duration>,
+    /// Whose frames: klog's (little-endian lengths) or Kafka's.
+    framing: Framing,
+}
+
+/// The framing of a listener's protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::broker) enum Framing {
+    /// klog's: a little-endian length, at least a request header.
+    Klog,
+    /// Kafka's: a big-endian length, at least a request header's fixed
+    /// part (api key, version, correlation id, client id length: 10).
+    Kafka,
+}
+
+impl Framing {
+    /// The body length a prefix announces.
+    fn length(self, prefix: [u8; LENGTH_BYTES]) -> u32 {
+        match self {
+            Framing::Klog => u32::from_le_bytes(prefix),
+            Framing::Kafka => u32::from_be_bytes(prefix),
+        }
+    }
+
+    /// The shortest body that can hold a request header.
+    fn header_bytes(self) -> usize {
+        match self {
+            Framing::Klog => REQUEST_HEADER_BYTES,
+            Framing::Kafka => 10,
+        }
+    }
 }
 
 /// A connection's own buffer: frames up to this size (with their length)
@@ -70,7 +100,7 @@ pub(super) struct FrameReader<'a> {
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 impl<'a> FrameReader<'a> {
-    pub(super) fn new(
+    pub(in crate::broker) fn new(
         stream: &'a TcpStream,
         bytes_max: u32,
         timeout: Duration,
@@ -89,12 +119,19 @@ impl<'a> FrameReader<'a> {
             timeout,
             timeout_set: None,
             idle: None,
+            framing: Framing::Klog,
         }
+    }
+
+    /// Reads Kafka's frames instead of klog's.
+    pub(in crate::broker) fn kafka(mut self) -> Self {
+        self.framing = Framing::Kafka;
+        self
     }
 
     /// Closes the connection (with [`FrameError::Idle`]) when the peer sends
     /// nothing for `idle` between frames.
-    pub(super) fn idle_timeout(mut self, idle: Duration) -> Self {
+    pub(in crate::broker) fn idle_timeout(mut self, idle: Duration) -> Self {
         self.idle = Some(idle);
         self
     }
@@ -194,12 +231,12 @@ impl<'a> FrameReader<'a> {
     }
 
     /// Whether a whole frame is buffered (the next `next` makes no syscall).
-    pub(super) fn has_frame(&self) -> bool {
-        holds_frame(&self.buf[self.pos..self.filled])
+    pub(in crate::broker) fn has_frame(&self) -> bool {
+        holds_frame(&self.buf[self.pos..self.filled], self.framing)
     }
 
     /// The next frame's body, consumed.
-    pub(super) fn next(&mut self) -> Result<&mut [u8], FrameError> {
+    pub(in crate::broker) fn next(&mut self) -> Result<&mut [u8], FrameError> {
         if self.buf.len() > READ_CHUNK_BYTES {
             // A large request is done with: give its memory back. (Its
             // buffer held no byte past it but what fits the small one.)
@@ -214,9 +251,9 @@ impl<'a> FrameReader<'a> {
         let prefix: [u8; LENGTH_BYTES] = self.buf[self.pos..self.pos + LENGTH_BYTES]
             .try_into()
             .expect("4 bytes");
-        let n = match check_length(prefix, self.bytes_max) {
+        let n = match check_length(prefix, self.bytes_max, self.framing) {
             Ok(n) => n,
-            Err(FrameError::TooLarge(n, _)) => {
+            Err(FrameError::TooLarge(n, _)) if self.framing == Framing::Klog => {
                 // Its header, when it comes, names the request refused.
                 let header = self
                     .fill(LENGTH_BYTES + REQUEST_HEADER_BYTES, &mut deadline)
@@ -243,19 +280,23 @@ impl Drop for FrameReader<'_> {
 }
 
 /// Whether `buffered` starts with a whole frame.
-fn holds_frame(buffered: &[u8]) -> bool {
+fn holds_frame(buffered: &[u8], framing: Framing) -> bool {
     let Some(prefix) = buffered.get(..LENGTH_BYTES) else {
         return false;
     };
-    let len = u32::from_le_bytes(prefix.try_into().expect("4 bytes"));
+    let len = framing.length(prefix.try_into().expect("4 bytes"));
     buffered.len() - LENGTH_BYTES >= len as usize
 }
 
 /// What a frame's length prefix says before any of the frame is read: the
 /// length of its body, or why that body will not be read.
-fn check_length(prefix: [u8; LENGTH_BYTES], bytes_max: u32) -> Result<u32, FrameError> {
-    let n = u32::from_le_bytes(prefix);
-    if (n as usize) < REQUEST_HEADER_BYTES {
+fn check_length(
+    prefix: [u8; LENGTH_BYTES],
+    bytes_max: u32,
+    framing: Framing,
+) -> Result<u32, FrameError> {
+    let n = framing.length(prefix);
+    if (n as usize) < framing.header_bytes() {
         return Err(FrameError::Garbage(format!(
             "a frame of {n} bytes is shorter than a request header"
         )));
@@ -296,19 +337,19 @@ mod tests {
     fn a_length_is_judged_before_the_frame_is_read() {
         let len = |n: u32| n.to_le_bytes();
         assert!(
-            matches!(check_length(len(7), 100), Err(FrameError::Garbage(_))),
+            matches!(check_length(len(7), 100, Framing::Klog), Err(FrameError::Garbage(_))),
             "shorter than a header"
         );
-        assert!(matches!(check_length(len(8), 100), Ok(8)));
+        assert!(matches!(check_length(len(8), 100, Framing::Klog), Ok(8)));
         assert!(
-            matches!(check_length(len(100), 100), Ok(100)),
+            matches!(check_length(len(100), 100, Framing::Klog), Ok(100)),
             "the limit itself is allowed"
         );
         assert!(matches!(
-            check_length(len(101), 100),
+            check_length(len(101), 100, Framing::Klog),
             Err(FrameError::TooLarge(101, None))
         ));
-        let Err(FrameError::Garbage(why)) = check_length(*b"POST", 100) else {
+        let Err(FrameError::Garbage(why)) = check_length(*b"POST", 100, Framing::Klog) else {
             panic!("text is no frame")
         };
         assert!(why.contains("HTTP"), "{why}");
@@ -316,15 +357,15 @@ mod tests {
 
     #[test]
     fn a_frame_is_held_only_when_all_its_bytes_are() {
-        assert!(!holds_frame(&[]));
-        assert!(!holds_frame(&[2, 0, 0]), "part of the length");
-        assert!(!holds_frame(&[2, 0, 0, 0, 9]), "part of the body");
-        assert!(holds_frame(&[2, 0, 0, 0, 9, 9]));
+        assert!(!holds_frame(&[], Framing::Klog));
+        assert!(!holds_frame(&[2, 0, 0], Framing::Klog), "part of the length");
+        assert!(!holds_frame(&[2, 0, 0, 0, 9], Framing::Klog), "part of the body");
+        assert!(holds_frame(&[2, 0, 0, 0, 9, 9], Framing::Klog));
         assert!(
-            holds_frame(&[2, 0, 0, 0, 9, 9, 1]),
+            holds_frame(&[2, 0, 0, 0, 9, 9, 1], Framing::Klog),
             "and the start of the next"
         );
-        assert!(holds_frame(&[0, 0, 0, 0]), "an empty body");
+        assert!(holds_frame(&[0, 0, 0, 0], Framing::Klog), "an empty body");
     }
 
     #[test]

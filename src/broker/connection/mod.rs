@@ -18,11 +18,11 @@ use std::time::{Duration, Instant};
 use crate::broker::shared::{Partition, Shared};
 use crate::protocol::{self, put, ErrorCode, FetchPartition};
 
-mod frames;
+pub(in crate::broker) mod frames;
 mod reader;
-mod requests;
+pub(in crate::broker) mod requests;
 mod transfer;
-mod writer;
+pub(in crate::broker) mod writer;
 
 /// An answer waiting its turn in the connection's queue to the writer.
 enum QueuedAnswer {
@@ -65,12 +65,12 @@ struct FetchAsked {
 /// `end_offset`, appended in undo `epoch` (see
 /// [`crate::storage::log::Log::fate`]) and in `leader_epoch`.
 #[derive(Debug, Clone, Copy)]
-struct Appended {
-    base_offset: u64,
-    end_offset: u64,
-    epoch: u64,
+pub(in crate::broker) struct Appended {
+    pub(in crate::broker) base_offset: u64,
+    pub(in crate::broker) end_offset: u64,
+    pub(in crate::broker) epoch: u64,
     /// The leader epoch they were appended in (`None`: a single copy).
-    leader_epoch: Option<u32>,
+    pub(in crate::broker) leader_epoch: Option<u32>,
 }
 
 /// How the reader deals with a request.

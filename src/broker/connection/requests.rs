@@ -173,7 +173,7 @@ fn produce(
 
 /// The partition a produce request appends to; a topic that does not
 /// exist is created with the broker's `--partitions`.
-fn produce_partition(
+pub(in crate::broker) fn produce_partition(
     shared: &Shared,
     topic: &str,
     partition: u32,
@@ -269,14 +269,28 @@ fn list_offsets(
     partition: u32,
     at: i64,
 ) {
-    let p = match shared.partition(topic, partition) {
-        Ok(p) => p,
-        Err((code, msg)) => return error_into(out, correlation_id, code, &msg),
-    };
-    let end = match p.readable_end(&p.lock()) {
-        Ok(end) => end,
-        Err((code, msg)) => return error_into(out, correlation_id, code, &msg),
-    };
+    match offset_at(shared, topic, partition, at) {
+        Ok(offset) => {
+            let start = protocol::begin_response(out, correlation_id, ErrorCode::None, "");
+            put::i64(out, offset);
+            protocol::finish_frame(&mut out[start..]);
+        }
+        Err((code, msg)) => error_into(out, correlation_id, code, &msg),
+    }
+}
+
+/// The offset a list_offsets request asks for: the log's start
+/// ([`protocol::EARLIEST`]), its end as readers see it
+/// ([`protocol::LATEST`]), or the first record at or after a timestamp
+/// (-1 when none is).
+pub(in crate::broker) fn offset_at(
+    shared: &Shared,
+    topic: &str,
+    partition: u32,
+    at: i64,
+) -> std::result::Result<i64, (ErrorCode, String)> {
+    let p = shared.partition(topic, partition)?;
+    let end = p.readable_end(&p.lock())?;
     let found = match at {
         protocol::EARLIEST => Ok(p.lock().start_offset() as i64),
         protocol::LATEST => Ok(end as i64),
@@ -285,17 +299,10 @@ fn list_offsets(
             .map(|o| o.filter(|&o| o < end).map_or(-1, |o| o as i64)),
         other => {
             let msg = format!("list_offsets at {other}");
-            return error_into(out, correlation_id, ErrorCode::InvalidRequest, &msg);
+            return Err((ErrorCode::InvalidRequest, msg));
         }
     };
-    match found {
-        Ok(offset) => {
-            let start = protocol::begin_response(out, correlation_id, ErrorCode::None, "");
-            put::i64(out, offset);
-            protocol::finish_frame(&mut out[start..]);
-        }
-        Err(e) => error_into(out, correlation_id, error_code(&e), &e.to_string()),
-    }
+    found.map_err(|e| (error_code(&e), e.to_string()))
 }
 
 /// Answers an offsets_for_leader_epoch request in `out`: where

@@ -138,6 +138,20 @@ fn await_durable(
     appended: &Appended,
     deadline: Instant,
 ) {
+    match durable(shared, p, appended, deadline) {
+        Ok(base_offset) => produced_into(out, correlation_id, base_offset),
+        Err((code, msg)) => error_into(out, correlation_id, code, &msg),
+    }
+}
+
+/// Waits until `appended` is durable (the base offset), or the partition
+/// fails, or the deadline passes (why not).
+pub(in crate::broker) fn durable(
+    shared: &Shared,
+    p: &Partition,
+    appended: &Appended,
+    deadline: Instant,
+) -> Result<u64, (ErrorCode, String)> {
     let Appended {
         base_offset,
         end_offset,
@@ -160,22 +174,21 @@ fn await_durable(
                 "{}: records from offset {base_offset} are not durable: {why}",
                 name()
             );
-            return error_into(out, correlation_id, ErrorCode::StorageError, &msg);
+            return Err((ErrorCode::StorageError, msg));
         }
         let complete = p.high_watermark.load(Ordering::Acquire) >= end_offset;
-        if let Some((code, msg)) = p.acks_all_refusal(leader_epoch, base_offset, min_isr, complete)
-        {
-            return error_into(out, correlation_id, code, &msg);
+        if let Some(refusal) = p.acks_all_refusal(leader_epoch, base_offset, min_isr, complete) {
+            return Err(refusal);
         }
         if complete {
-            return stored_answer(out, correlation_id, p, appended);
+            return stored(p, appended);
         }
         if Instant::now() >= deadline {
             let msg = format!(
                 "{}: records from offset {base_offset} appended but not yet durable within the timeout",
                 name()
             );
-            return error_into(out, correlation_id, ErrorCode::Timeout, &msg);
+            return Err((ErrorCode::Timeout, msg));
         }
         match &watch {
             Some(watch) => Watch::wait(watch, deadline),
@@ -184,30 +197,29 @@ fn await_durable(
     }
 }
 
-/// The answer for records below the high watermark: were they still ours
-/// when they were written? A failed write may have undone ours and given
-/// the offsets to later appends.
-fn stored_answer(out: &mut Vec<u8>, correlation_id: u32, p: &Partition, appended: &Appended) {
+/// For records below the high watermark: were they still ours when they
+/// were written (their base offset)? A failed write may have undone ours
+/// and given the offsets to later appends.
+pub(in crate::broker) fn stored(p: &Partition, appended: &Appended) -> Result<u64, (ErrorCode, String)> {
     let base_offset = appended.base_offset;
     let name = || format!("{} [{}]", p.topic, p.partition);
-    let (code, msg) = match p.lock().fate(appended.epoch, appended.end_offset - 1) {
-        Fate::InFile => return produced_into(out, correlation_id, base_offset),
-        Fate::Undone => (
+    match p.lock().fate(appended.epoch, appended.end_offset - 1) {
+        Fate::InFile => Ok(base_offset),
+        Fate::Undone => Err((
             ErrorCode::DiskFull,
             format!(
                 "{}: records from offset {base_offset} were not stored: disk full",
                 name()
             ),
-        ),
-        Fate::Gathered | Fate::Unknown => (
+        )),
+        Fate::Gathered | Fate::Unknown => Err((
             ErrorCode::Timeout,
             format!(
                 "{}: whether records from offset {base_offset} were stored is unknown",
                 name()
             ),
-        ),
-    };
-    error_into(out, correlation_id, code, &msg)
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -617,6 +617,7 @@ mod tests {
 
     fn broker_info(id: &str, port: u16) -> BrokerInfo {
         BrokerInfo {
+            kafka: None,
             id: id.into(),
             host: "127.0.0.1".into(),
             port,

@@ -1,0 +1,143 @@
+//! One Kafka client's connection: frames in, each request handled and
+//! answered before the next is read (Kafka's own order), answers out.
+//! A request that does not decode closes the connection, as Kafka's
+//! broker does; an ApiVersions request of a version it does not know is
+//! answered in the v0 shape with error 35, so that the client retries
+//! with one it does.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{handlers, Kafka};
+use crate::broker::connection::frames::{FrameError, FrameReader};
+use crate::broker::shared::Shared;
+use crate::kafka::request::{decode_request, RequestError};
+use crate::kafka::{self, api_key};
+
+/// What a connection keeps between requests.
+#[derive(Debug, Default)]
+pub(super) struct ConnState {
+    /// The answer being written.
+    pub(super) out: Vec<u8>,
+    /// Records converted on their way in or out.
+    pub(super) scratch: Vec<u8>,
+    /// Klog segment bytes read for a fetch.
+    pub(super) read: Vec<u8>,
+}
+
+/// Serves one Kafka connection until the peer closes it, it breaks the
+/// protocol, or the broker stops.
+pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let timeout = Duration::from_millis(shared.config.request_timeout_ms.max(1));
+    let _ = stream.set_write_timeout(Some(timeout));
+    let idle = Duration::from_millis(shared.config.idle_timeout_ms.max(1));
+    let mut reader = FrameReader::new(
+        &stream,
+        shared.config.request_bytes_max,
+        timeout,
+        &shared.request_memory,
+        &shared.stop,
+    )
+    .kafka()
+    .idle_timeout(idle);
+    let mut state = ConnState::default();
+    loop {
+        let body = match reader.next() {
+            Ok(body) => body,
+            Err(e) => return end(shared, e, peer),
+        };
+        state.out.clear();
+        if let Err(why) = answer(shared, kafka, body, peer, &mut state) {
+            shared.log(format_args!("{peer}: closing the Kafka connection: {why}"));
+            return;
+        }
+        if !state.out.is_empty() {
+            if let Err(e) = (&stream).write_all(&state.out) {
+                if !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+                ) {
+                    shared.log(format_args!("{peer}: cannot send a Kafka response: {e}"));
+                }
+                return;
+            }
+        }
+        // A large answer's buffers go back; small ones are kept.
+        for buf in [&mut state.out, &mut state.scratch, &mut state.read] {
+            if buf.capacity() > 4 << 20 {
+                *buf = Vec::new();
+            }
+        }
+    }
+}
+
+/// Decodes a request and writes its answer (none for acks=0) in
+/// `state.out`; an error ends the connection.
+fn answer(
+    shared: &Arc<Shared>,
+    kafka: &Kafka,
+    body: &[u8],
+    peer: SocketAddr,
+    state: &mut ConnState,
+) -> Result<(), String> {
+    match decode_request(body) {
+        Ok((header, request)) => {
+            handlers::handle(shared, kafka, &header, request, peer, state);
+            Ok(())
+        }
+        Err(RequestError::Unsupported {
+            api_key: api_key::API_VERSIONS,
+            correlation_id,
+            ..
+        }) => {
+            crate::kafka::response::api_versions_unsupported(&mut state.out, correlation_id);
+            Ok(())
+        }
+        Err(RequestError::Unsupported {
+            api_key,
+            api_version,
+            ..
+        }) => Err(format!(
+            "{} version {api_version} is not supported (ask ApiVersions)",
+            kafka::api_name(api_key)
+        )),
+        Err(RequestError::Invalid { error, .. }) => Err(format!("invalid request: {error}")),
+    }
+}
+
+/// Ends the connection over a frame that could not be read, saying why.
+fn end(shared: &Shared, e: FrameError, peer: SocketAddr) {
+    let why = match e {
+        FrameError::Closed | FrameError::Stopped => return,
+        FrameError::Io(e) => {
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            ) {
+                return;
+            }
+            e.to_string()
+        }
+        FrameError::Garbage(why) => why,
+        FrameError::TooLarge(len, _) => format!(
+            "request of {len} bytes exceeds the broker's maximum of {} bytes (--max-request-bytes)",
+            shared.config.request_bytes_max
+        ),
+        FrameError::Idle => format!(
+            "idle for {} ms (--idle-timeout)",
+            shared.config.idle_timeout_ms
+        ),
+        FrameError::NoMemory => format!(
+            "the broker's request memory (--max-queued-request-bytes, {} bytes) stayed full for the request timeout",
+            shared.config.queued_request_bytes_max
+        ),
+        FrameError::Timeout => format!(
+            "a frame was not completed within the request timeout of {} ms",
+            shared.config.request_timeout_ms
+        ),
+    };
+    shared.log(format_args!("{peer}: closing the Kafka connection: {why}"));
+}

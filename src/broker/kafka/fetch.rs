@@ -1,0 +1,163 @@
+//! Fetch: a consumer's records, read as klog batches from the segment (as
+//! far as consumers may read: the high watermark) and sent as Kafka
+//! batches. The answer waits while fewer than `min_bytes` are ready, up
+//! to `max_wait_ms` (bounded by `--request-timeout`); it starts at the
+//! batch holding the offset asked for and always carries at least one
+//! whole batch of the first partition that has records, however small
+//! the byte budgets.
+
+use std::time::{Duration, Instant};
+
+use super::kafka_code;
+use crate::broker::shared::{error_code, Shared};
+use crate::kafka;
+use crate::limits;
+use crate::protocol::{ErrorCode, FetchPartition};
+
+/// A partition a fetch asks for.
+#[derive(Debug, Clone)]
+pub(super) struct Ask<'a> {
+    pub(super) topic: &'a str,
+    pub(super) partition: i32,
+    pub(super) fetch_offset: i64,
+    pub(super) partition_max_bytes: i32,
+}
+
+/// One partition's answer.
+#[derive(Debug, Default)]
+pub(super) struct Fetched {
+    /// Kafka's error code.
+    pub(super) error: i16,
+    /// The end consumers may read to (-1 on error).
+    pub(super) high_watermark: i64,
+    /// The partition's first offset (-1 on error).
+    pub(super) log_start_offset: i64,
+    /// Kafka record batches.
+    pub(super) records: Vec<u8>,
+}
+
+/// What a fetch asks besides its partitions.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    pub(super) max_wait_ms: i32,
+    pub(super) min_bytes: i32,
+    pub(super) max_bytes: i32,
+}
+
+/// Answers a fetch: waits up to its deadline for `min_bytes` (or an
+/// error, or a stop), then returns each partition's part.
+pub(super) fn fetch(
+    shared: &Shared,
+    asks: &[Ask<'_>],
+    limits: Limits,
+    scratch: &mut Vec<u8>,
+) -> Vec<Fetched> {
+    let wait = u64::try_from(limits.max_wait_ms)
+        .unwrap_or(0)
+        .min(shared.config.request_timeout_ms);
+    let deadline = Instant::now() + Duration::from_millis(wait);
+    let budget = u64::try_from(limits.max_bytes)
+        .unwrap_or(0)
+        .min(limits::FETCH_RESPONSE_BYTES_MAX);
+    let bytes_min = u64::try_from(limits.min_bytes).unwrap_or(0);
+    // Registered before the first look: a flush after it wakes the wait.
+    let watched: Vec<FetchPartition> = asks
+        .iter()
+        .filter_map(|a| {
+            Some(FetchPartition {
+                topic: a.topic.to_string(),
+                partition: u32::try_from(a.partition).ok()?,
+                offset: 0,
+                bytes_max: 0,
+                leader_epoch: None,
+            })
+        })
+        .collect();
+    let watch = shared.watch_fetch(&watched);
+    loop {
+        let parts = gather(shared, asks, budget, scratch);
+        let bytes: u64 = parts.iter().map(|p| p.records.len() as u64).sum();
+        let errors = parts.iter().any(|p| p.error != kafka::NONE);
+        if bytes >= bytes_min || errors || Instant::now() >= deadline || shared.stopping() {
+            return parts;
+        }
+        watch.wait(deadline);
+    }
+}
+
+/// Each partition's records within the response's `budget`: a partition
+/// may pass its own budget by one whole batch, and only the first
+/// partition with records may pass what is left of the response's.
+fn gather(shared: &Shared, asks: &[Ask<'_>], budget: u64, scratch: &mut Vec<u8>) -> Vec<Fetched> {
+    let mut parts = Vec::with_capacity(asks.len());
+    let mut bytes = 0u64;
+    for a in asks {
+        let left = budget.saturating_sub(bytes);
+        let own = u64::try_from(a.partition_max_bytes).unwrap_or(0);
+        let part = match read_partition(shared, a, own.min(left), scratch) {
+            // Past the response's budget, only an empty response takes it.
+            Ok(part) if bytes > 0 && part.records.len() as u64 > left => Fetched {
+                records: Vec::new(),
+                ..part
+            },
+            Ok(part) => part,
+            Err((error, _msg)) => Fetched {
+                error,
+                high_watermark: -1,
+                log_start_offset: -1,
+                records: Vec::new(),
+            },
+        };
+        bytes += part.records.len() as u64;
+        parts.push(part);
+    }
+    parts
+}
+
+/// A partition's records from `a.fetch_offset`, about `bytes_max` of them
+/// but at least one whole batch, converted to Kafka batches.
+fn read_partition(
+    shared: &Shared,
+    a: &Ask<'_>,
+    bytes_max: u64,
+    scratch: &mut Vec<u8>,
+) -> Result<Fetched, (i16, String)> {
+    let coded = |(code, msg): (ErrorCode, String)| (kafka_code(code), msg);
+    let partition = u32::try_from(a.partition).map_err(|_| {
+        let msg = format!("partition {} of {:?} does not exist", a.partition, a.topic);
+        (kafka::UNKNOWN_TOPIC_OR_PARTITION, msg)
+    })?;
+    let p = shared.partition(a.topic, partition).map_err(coded)?;
+    let (start, end, lookup) = {
+        let log = p.lock();
+        let end = p.readable_end(&log).map_err(coded)?;
+        let start = log.start_offset();
+        let in_range = u64::try_from(a.fetch_offset).is_ok_and(|o| o >= start && o <= end);
+        if !in_range {
+            let msg = format!(
+                "offset {} of {} [{partition}] is outside {start}..{end}",
+                a.fetch_offset, a.topic
+            );
+            return Err((kafka::OFFSET_OUT_OF_RANGE, msg));
+        }
+        let lookup = log.locate_below(a.fetch_offset as u64, bytes_max, end);
+        (start, end, lookup)
+    };
+    let mut part = Fetched {
+        error: kafka::NONE,
+        high_watermark: end as i64,
+        log_start_offset: start as i64,
+        records: Vec::new(),
+    };
+    let storage = |e: crate::error::Error| (kafka_code(error_code(&e)), e.to_string());
+    // The batch headers are read with the lock let go.
+    let slice = lookup
+        .and_then(|l| l.map_or(Ok(None), |l| l.find()))
+        .map_err(storage)?;
+    if let Some(slice) = slice {
+        slice.read_into(scratch).map_err(storage)?;
+        kafka::records::to_kafka(scratch, &mut part.records)
+            .map_err(|e| (e.code(), format!("{} [{partition}]: {e}", a.topic)))?;
+    }
+    Ok(part)
+}

@@ -1,0 +1,215 @@
+//! Metadata and ListOffsets: the brokers Kafka clients can reach, each
+//! topic's partitions with their leader, replicas and ISR (the registry's,
+//! with replication), and offsets by position or time.
+
+use super::{kafka_code, node_id, Kafka};
+use crate::broker::connection::requests::offset_at;
+use crate::broker::shared::{error_code, Shared};
+use crate::coord::{BrokerInfo, Placement, Registry};
+use crate::kafka;
+
+/// A broker as Metadata lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Node {
+    pub(super) node_id: i32,
+    pub(super) host: String,
+    pub(super) port: i32,
+}
+
+/// A partition as Metadata lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct PartitionMeta {
+    pub(super) error: i16,
+    pub(super) partition: i32,
+    /// The leader's node id, -1 when it has none now.
+    pub(super) leader: i32,
+    pub(super) replicas: Vec<i32>,
+    pub(super) isr: Vec<i32>,
+}
+
+/// A topic as Metadata lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct TopicMeta {
+    pub(super) error: i16,
+    pub(super) name: String,
+    pub(super) partitions: Vec<PartitionMeta>,
+}
+
+/// A Metadata answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Cluster {
+    pub(super) brokers: Vec<Node>,
+    pub(super) controller: i32,
+    pub(super) topics: Vec<TopicMeta>,
+}
+
+/// The cluster as Kafka clients see it: the topics `asked` (all with
+/// `None`), creating those missing when `create`.
+pub(super) fn metadata(
+    shared: &Shared,
+    kafka: &Kafka,
+    asked: Option<Vec<&str>>,
+    create: bool,
+) -> Cluster {
+    let registry = shared.registry.as_deref();
+    let live = registry.and_then(|r| r.brokers().ok()).unwrap_or_default();
+    let mut brokers: Vec<Node> = live.iter().filter_map(kafka_node).collect();
+    let me = Node {
+        node_id: kafka.node_id,
+        host: kafka.advertised.0.clone(),
+        port: i32::from(kafka.advertised.1),
+    };
+    if !brokers.iter().any(|b| b.node_id == me.node_id) {
+        brokers.push(me);
+    }
+    let names: Vec<String> = match asked {
+        Some(names) => names.into_iter().map(str::to_string).collect(),
+        None => all_topics(shared, registry),
+    };
+    let topics = names
+        .into_iter()
+        .map(|name| topic_meta(shared, registry, (&live, &brokers), name, create))
+        .collect();
+    Cluster {
+        brokers,
+        controller: kafka.node_id,
+        topics,
+    }
+}
+
+/// A registered broker with a Kafka listener, as a node.
+fn kafka_node(b: &BrokerInfo) -> Option<Node> {
+    let (host, port) = b.kafka.as_deref()?.rsplit_once(':')?;
+    Some(Node {
+        node_id: node_id(&b.id),
+        host: host.to_string(),
+        port: port.parse().ok()?,
+    })
+}
+
+/// Every topic: the registry's placed ones and this broker's own.
+fn all_topics(shared: &Shared, registry: Option<&dyn Registry>) -> Vec<String> {
+    let mut names: Vec<String> = shared.read_topics().keys().cloned().collect();
+    if let Some(placed) = registry.and_then(|r| r.topics().ok()) {
+        names.extend(placed);
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// One topic's metadata.
+fn topic_meta(
+    shared: &Shared,
+    registry: Option<&dyn Registry>,
+    (live, nodes): (&[BrokerInfo], &[Node]),
+    name: String,
+    create: bool,
+) -> TopicMeta {
+    let failed = |error: i16, name: String| TopicMeta {
+        error,
+        name,
+        partitions: Vec::new(),
+    };
+    if crate::storage::store::validate_topic(&name).is_err() {
+        return failed(kafka::INVALID_TOPIC_EXCEPTION, name);
+    }
+    let known = match registry {
+        Some(r) => r.placement(&name).ok().flatten().is_some(),
+        None => shared.read_topics().contains_key(&name),
+    };
+    if !known {
+        if !create {
+            return failed(kafka::UNKNOWN_TOPIC_OR_PARTITION, name);
+        }
+        if let Err(e) = shared.create_topic(&name, shared.config.partitions_default) {
+            shared.log(format_args!("cannot create topic {name} for a Kafka client: {e}"));
+            return failed(kafka_code(error_code(&e)), name);
+        }
+    }
+    let partitions = match registry {
+        Some(r) => match r.placement(&name) {
+            Ok(Some(placement)) => placed_partitions(r, &placement, live, nodes),
+            _ => return failed(kafka::LEADER_NOT_AVAILABLE, name),
+        },
+        None => own_partitions(shared, &name, nodes[0].node_id),
+    };
+    TopicMeta {
+        error: kafka::NONE,
+        name,
+        partitions,
+    }
+}
+
+/// A topic's partitions on a broker without a registry: all its own.
+fn own_partitions(shared: &Shared, name: &str, me: i32) -> Vec<PartitionMeta> {
+    let count = shared.read_topics().get(name).map_or(0, Vec::len);
+    (0..count as u32)
+        .map(|p| PartitionMeta {
+            error: if shared.is_offline(name, p) {
+                kafka::KAFKA_STORAGE_ERROR
+            } else {
+                kafka::NONE
+            },
+            partition: p as i32,
+            leader: me,
+            replicas: vec![me],
+            isr: vec![me],
+        })
+        .collect()
+}
+
+/// A placed topic's partitions: the leader, replicas and ISR the registry
+/// names; a leader that is not live with a Kafka listener is none.
+fn placed_partitions(
+    registry: &dyn Registry,
+    placement: &Placement,
+    live: &[BrokerInfo],
+    nodes: &[Node],
+) -> Vec<PartitionMeta> {
+    let reachable = |id: &str| {
+        let n = node_id(id);
+        (live.iter().any(|b| b.id == id) && nodes.iter().any(|b| b.node_id == n)).then_some(n)
+    };
+    let ids = |ids: &[String]| ids.iter().map(|id| node_id(id)).collect::<Vec<i32>>();
+    (0..placement.brokers.len() as u32)
+        .map(|p| {
+            let replicas: Vec<String> = match placement.replicas_of(p) {
+                Some(r) => r.to_vec(),
+                None => placement.brokers.get(p as usize).cloned().into_iter().collect(),
+            };
+            let (leader, isr) = match registry.partition_state(&placement.topic, p) {
+                Ok(Some((state, _))) => (state.leader, state.isr),
+                _ => (placement.brokers.get(p as usize).cloned(), replicas.clone()),
+            };
+            let leader = leader.as_deref().and_then(reachable);
+            PartitionMeta {
+                error: if leader.is_some() {
+                    kafka::NONE
+                } else {
+                    kafka::LEADER_NOT_AVAILABLE
+                },
+                partition: p as i32,
+                leader: leader.unwrap_or(-1),
+                replicas: ids(&replicas),
+                isr: ids(&isr),
+            }
+        })
+        .collect()
+}
+
+/// ListOffsets for one partition: (error, offset) where the timestamp
+/// -2 asks for the log's start, -1 its end, others the first record at or
+/// after that time (-1 when none is).
+pub(super) fn list_offset(shared: &Shared, topic: &str, partition: i32, at: i64) -> (i16, i64) {
+    let Ok(partition) = u32::try_from(partition) else {
+        return (kafka::UNKNOWN_TOPIC_OR_PARTITION, -1);
+    };
+    if at < -2 {
+        return (kafka::INVALID_REQUEST, -1);
+    }
+    match offset_at(shared, topic, partition, at) {
+        Ok(offset) => (kafka::NONE, offset),
+        Err((code, _)) => (kafka_code(code), -1),
+    }
+}

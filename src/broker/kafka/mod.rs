@@ -1,0 +1,186 @@
+//! The Kafka listener (`--kafka-listen`): Kafka's own clients (kcat,
+//! librdkafka, kafka-python, …) produce to and fetch from the same logs,
+//! and consume in the same groups, as klog's tools.
+//!
+//! # Threads
+//!
+//! ```text
+//! accept (kafka-accept) ──▶ per connection: one thread, requests in order
+//!                              │ produce: Kafka batches → klog batches, appended
+//!                              │          (acks=-1 waits for the flusher, acks=1 for the file)
+//!                              │ fetch:   klog batches read from the segment → Kafka batches
+//!                              ▼ groups:  the coordinator (registry: Algorithm 1, claims, offsets)
+//! ```
+//!
+//! A connection's requests are handled one at a time, in order, and each
+//! answered before the next is read, as Kafka's own broker does (it mutes
+//! a connection while a request is in flight): a produce waiting for its
+//! acks or a fetch waiting for records holds up that connection alone.
+//! Frames have big-endian lengths; the native listener's bounds hold:
+//! `--max-request-bytes`, `--max-connections` (both listeners together),
+//! the request memory budget, `--request-timeout` for a frame begun and
+//! for any wait a client asks for, `--idle-timeout` between requests.
+//!
+//! # Records
+//!
+//! klog's format stays on disk: a produced Kafka RecordBatch v2 becomes
+//! one klog batch with the same records ([`crate::kafka::records`]), so
+//! offsets line up; a fetch reads klog batches from the segment (each
+//! record's CRC checked) and sends them as Kafka batches. Kafka clients
+//! get no `sendfile`; klog's own clients keep it.
+//!
+//! # Brokers
+//!
+//! A Kafka node id is a number: a klog broker's is derived from its id
+//! ([`node_id`]), the same on every broker. Metadata lists the brokers of
+//! the registry that have a Kafka listener (their `--kafka-advertised`
+//! address), or this broker alone without a registry; a partition's
+//! leader, replicas and ISR are the registry's. Every broker is the
+//! coordinator of every group: the paper's rebalance needs no master.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use super::shared::Shared;
+use super::BrokerConfig;
+use crate::protocol::ErrorCode;
+
+mod connection;
+mod fetch;
+mod metadata;
+mod produce;
+
+/// What the Kafka connections of a broker share besides [`Shared`].
+#[derive(Debug)]
+struct Kafka {
+    /// The `host:port` this broker gives Kafka clients.
+    advertised: (String, u16),
+    /// This broker's Kafka node id.
+    node_id: i32,
+    /// Producer ids handed out by InitProducerId.
+    next_producer_id: std::sync::atomic::AtomicI64,
+    /// The client software (name, version) already named in the log.
+    clients_seen: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
+}
+
+/// The address Kafka clients are told to connect to: `--kafka-advertised`,
+/// else the listener's own, which must then be one a client can reach (not
+/// a wildcard).
+pub(super) fn advertised(config: &BrokerConfig, local: SocketAddr) -> anyhow::Result<(String, u16)> {
+    if let Some(addr) = &config.kafka_advertised {
+        let (host, port) = addr
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h.trim_start_matches('[').trim_end_matches(']'), p.parse().ok()?)))
+            .filter(|(h, p)| !h.is_empty() && *p != 0)
+            .ok_or_else(|| anyhow::anyhow!("--kafka-advertised {addr:?} is not HOST:PORT"))?;
+        return Ok((host.to_string(), port));
+    }
+    if local.ip().is_unspecified() {
+        anyhow::bail!(
+            "the Kafka listener is on the wildcard address {local}: say which address clients \
+             connect to with --kafka-advertised HOST:PORT"
+        );
+    }
+    Ok((local.ip().to_string(), local.port()))
+}
+
+/// A broker's Kafka node id, from its klog id: the same number on every
+/// broker and across restarts (a CRC-32 of the id, made non-negative).
+pub(super) fn node_id(broker_id: &str) -> i32 {
+    (crc32fast::hash(broker_id.as_bytes()) & 0x7fff_ffff) as i32
+}
+
+/// Starts accepting Kafka clients on `listener`, until the broker stops;
+/// the thread returns the connections' threads, for the shutdown to wait
+/// on.
+pub(super) fn spawn_listener(
+    shared: &Arc<Shared>,
+    listener: TcpListener,
+    advertised: (String, u16),
+) -> std::io::Result<JoinHandle<Vec<JoinHandle<()>>>> {
+    let kafka = Arc::new(Kafka {
+        advertised,
+        node_id: node_id(&shared.broker_id),
+        next_producer_id: std::sync::atomic::AtomicI64::new(first_producer_id()),
+        clients_seen: std::sync::Mutex::new(std::collections::BTreeSet::new()),
+    });
+    let shared = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name("kafka-accept".into())
+        .spawn(move || {
+            let serve = move |shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr| {
+                connection::serve(shared, &kafka, stream, peer);
+            };
+            match super::listener::accept_loop(&shared, &listener, serve) {
+                Ok(threads) => threads,
+                Err(e) => {
+                    shared.log(format_args!("the Kafka listener failed: {e}"));
+                    Vec::new()
+                }
+            }
+        })
+}
+
+/// The first producer id this broker hands out: the time in milliseconds,
+/// so that ids differ across restarts (Kafka clients only carry them).
+fn first_producer_id() -> i64 {
+    crate::clock::now_ms().max(1) << 8
+}
+
+/// The Kafka error code for a klog one.
+fn kafka_code(code: ErrorCode) -> i16 {
+    use crate::kafka as k;
+    match code {
+        ErrorCode::None => k::NONE,
+        ErrorCode::OffsetOutOfRange => k::OFFSET_OUT_OF_RANGE,
+        ErrorCode::CorruptBatch => k::CORRUPT_MESSAGE,
+        ErrorCode::UnknownTopic | ErrorCode::UnknownPartition => k::UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode::RecordTooLarge => k::MESSAGE_TOO_LARGE,
+        ErrorCode::RequestTooLarge => k::RECORD_LIST_TOO_LARGE,
+        ErrorCode::InvalidTopic => k::INVALID_TOPIC_EXCEPTION,
+        ErrorCode::InvalidRequest => k::INVALID_REQUEST,
+        ErrorCode::Timeout => k::REQUEST_TIMED_OUT,
+        ErrorCode::StorageError | ErrorCode::DiskFull => k::KAFKA_STORAGE_ERROR,
+        ErrorCode::PartitionElsewhere | ErrorCode::NotLeader => k::NOT_LEADER_OR_FOLLOWER,
+        ErrorCode::FencedEpoch => k::FENCED_LEADER_EPOCH,
+        ErrorCode::UnknownEpoch => k::UNKNOWN_LEADER_EPOCH,
+        ErrorCode::NotEnoughReplicas => k::NOT_ENOUGH_REPLICAS,
+        ErrorCode::LeaderNotAvailable | ErrorCode::ShuttingDown => k::LEADER_NOT_AVAILABLE,
+        _ => k::UNKNOWN_SERVER_ERROR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_id_is_a_stable_non_negative_number_of_the_broker_id() {
+        let a = node_id("broker-18c2f5d0a1b2c3d4");
+        assert_eq!(a, node_id("broker-18c2f5d0a1b2c3d4"));
+        assert!(a >= 0);
+        assert_ne!(a, node_id("broker-18c2f5d0a1b2c3d5"));
+    }
+
+    #[test]
+    fn a_wildcard_listener_needs_an_advertised_address() {
+        let mut config = BrokerConfig::new("/d", "127.0.0.1:0");
+        let wild: SocketAddr = "0.0.0.0:9093".parse().unwrap();
+        let err = advertised(&config, wild).unwrap_err().to_string();
+        assert!(err.contains("--kafka-advertised"), "{err}");
+        config.kafka_advertised = Some("kafka.example:19093".into());
+        assert_eq!(
+            advertised(&config, wild).unwrap(),
+            ("kafka.example".to_string(), 19093)
+        );
+        config.kafka_advertised = Some("nope".into());
+        assert!(advertised(&config, wild).is_err());
+        config.kafka_advertised = None;
+        let local: SocketAddr = "127.0.0.1:9093".parse().unwrap();
+        assert_eq!(
+            advertised(&config, local).unwrap(),
+            ("127.0.0.1".to_string(), 9093)
+        );
+    }
+}

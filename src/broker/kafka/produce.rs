@@ -1,0 +1,171 @@
+//! Produce: each partition's Kafka batches become klog batches, appended
+//! together under the partition's lock; the answer waits for every
+//! partition of the request, as its `acks` asks (1: in the file; -1:
+//! klog's `all`, durable on every in-sync replica; 0: no answer at all).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::kafka_code;
+use crate::broker::connection::requests::produce_partition;
+use crate::broker::connection::writer::{durable, stored};
+use crate::broker::connection::Appended;
+use crate::broker::shared::{error_code, Partition, Shared};
+use crate::kafka;
+use crate::protocol::{self, ErrorCode};
+
+/// One partition's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Produced {
+    /// Kafka's error code.
+    pub(super) error: i16,
+    /// The offset of the first record appended (-1 on error).
+    pub(super) base_offset: i64,
+    /// The partition's first offset (-1 on error).
+    pub(super) log_start_offset: i64,
+    /// Why, on error.
+    pub(super) message: Option<String>,
+}
+
+impl Produced {
+    fn failed(error: i16, message: String) -> Produced {
+        Produced {
+            error,
+            base_offset: -1,
+            log_start_offset: -1,
+            message: Some(message),
+        }
+    }
+
+    fn refused((code, msg): (ErrorCode, String)) -> Produced {
+        Produced::failed(kafka_code(code), msg)
+    }
+}
+
+/// A partition's produce once appended: its answer, or what it waits for.
+#[derive(Debug)]
+pub(super) enum Pending {
+    /// Answered already (refused).
+    Done(Produced),
+    /// Appended; the answer depends on `acks`.
+    Appended(Arc<Partition>, Appended),
+}
+
+/// Whether `acks` is one Kafka knows.
+pub(super) fn valid_acks(acks: i16) -> bool {
+    matches!(acks, 0 | 1 | -1)
+}
+
+/// Converts a partition's Kafka `records` into klog batches (in `scratch`)
+/// and appends them, in one go under the partition's lock.
+pub(super) fn append(
+    shared: &Arc<Shared>,
+    (topic, partition): (&str, i32),
+    records: Option<&[u8]>,
+    acks: i16,
+    scratch: &mut Vec<u8>,
+) -> Pending {
+    let Ok(partition) = u32::try_from(partition) else {
+        let msg = format!("partition {partition} of {topic:?} does not exist");
+        return Pending::Done(Produced::failed(kafka::UNKNOWN_TOPIC_OR_PARTITION, msg));
+    };
+    if let Err(e) = crate::storage::store::validate_topic(topic) {
+        return Pending::Done(Produced::failed(kafka::INVALID_TOPIC_EXCEPTION, e.to_string()));
+    }
+    scratch.clear();
+    let converted = kafka::records::to_klog(
+        records.unwrap_or_default(),
+        scratch,
+        shared.config.log.record_bytes_max,
+    );
+    match converted {
+        Err(e) => return Pending::Done(Produced::failed(e.code(), e.to_string())),
+        Ok(_) if scratch.is_empty() => {
+            let msg = format!("{topic} [{partition}]: a produce without records");
+            return Pending::Done(Produced::failed(kafka::CORRUPT_MESSAGE, msg));
+        }
+        Ok(_) => {}
+    }
+    let p = match produce_partition(shared, topic, partition) {
+        Ok(p) => p,
+        Err(refusal) => return Pending::Done(Produced::refused(refusal)),
+    };
+    match append_batches(shared, &p, acks as i8, scratch) {
+        Ok(appended) => {
+            shared.mark_dirty(&p, acks == -1);
+            Pending::Appended(p, appended)
+        }
+        Err(refusal) => Pending::Done(Produced::refused(refusal)),
+    }
+}
+
+/// Appends the klog batches in `batches` to `p`, one after the other under
+/// its lock: their offsets are contiguous.
+fn append_batches(
+    shared: &Shared,
+    p: &Partition,
+    acks: i8,
+    batches: &mut [u8],
+) -> Result<Appended, (ErrorCode, String)> {
+    let now = crate::clock::now_ms();
+    let mut log = p.lock();
+    let leader_epoch = p.may_append(acks, shared.config.min_insync_replicas)?;
+    let mut appended: Option<Appended> = None;
+    let mut rest = batches;
+    while !rest.is_empty() {
+        let len = klog_batch_len(rest);
+        let (batch, after) = rest.split_at_mut(len);
+        rest = after;
+        let info = log.append(batch, now).map_err(|e| {
+            let code = error_code(&e);
+            (code, format!("{} [{}]: {e}", p.topic, p.partition))
+        })?;
+        shared.appends.fetch_add(1, Ordering::Relaxed);
+        let a = appended.get_or_insert(Appended {
+            base_offset: info.base_offset,
+            end_offset: 0,
+            epoch: info.epoch,
+            leader_epoch,
+        });
+        a.end_offset = info.last_offset + 1;
+        a.epoch = info.epoch;
+    }
+    appended.ok_or_else(|| (ErrorCode::CorruptBatch, "no batch".into()))
+}
+
+/// The bytes of the klog batch at the front of `batches` (the converter
+/// wrote whole batches: its length field is right, and within `batches`).
+fn klog_batch_len(batches: &[u8]) -> usize {
+    let field: [u8; 4] = batches[8..12].try_into().expect("a whole batch header");
+    (12 + u32::from_le_bytes(field) as usize).min(batches.len())
+}
+
+/// The answer for a partition appended to: with acks=1 once its batches
+/// are in the file, with acks=-1 once durable on the in-sync replicas (or
+/// the deadline passed).
+pub(super) fn settle(shared: &Shared, pending: Pending, acks: i16, deadline: Instant) -> Produced {
+    let (p, appended) = match pending {
+        Pending::Done(answer) => return answer,
+        Pending::Appended(p, appended) => (p, appended),
+    };
+    let outcome = if acks == i16::from(protocol::ACKS_ALL) {
+        durable(shared, &p, &appended, deadline)
+    } else {
+        let written = p.lock().write_pending();
+        match (written, stored(&p, &appended)) {
+            (_, Ok(base)) => Ok(base),
+            (Err(e), Err(_)) => Err((error_code(&e), e.to_string())),
+            (Ok(()), Err(why)) => Err(why),
+        }
+    };
+    match outcome {
+        Ok(base_offset) => Produced {
+            error: kafka::NONE,
+            base_offset: base_offset as i64,
+            log_start_offset: p.lock().start_offset() as i64,
+            message: None,
+        },
+        Err(refusal) => Produced::refused(refusal),
+    }
+}
