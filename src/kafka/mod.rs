@@ -1,0 +1,169 @@
+//! The Kafka wire protocol, sans-I/O: enough of it for Kafka's own clients
+//! (kcat and librdkafka, kafka-python, kafkajs) to produce, fetch, list
+//! metadata and consume in groups on klog's logs.
+//!
+//! This module encodes into and decodes from byte slices; the broker's
+//! Kafka listener does the I/O. It is hand-written rather than taken from
+//! a crate so that no frame, however hostile, panics the broker or makes
+//! it allocate more than the frame's own size: every length and count is
+//! checked against the bytes left before anything is allocated
+//! ([`wire`]). The `kafka-protocol` crate checks it in a differential test
+//! (`tests/kafka_codec.rs`).
+//!
+//! # Frames
+//!
+//! Every message on a connection is a frame: an `int32` length (big-endian,
+//! like every Kafka integer), then that many bytes. A request's bytes are a
+//! request header, then the request's body; a response's are a response
+//! header, then the body.
+//!
+//! | frame | bytes |
+//! |---|---|
+//! | request | `length int32` · request header v1 or v2 · body |
+//! | response | `length int32` · response header v0 (`correlation_id int32`) · body |
+//!
+//! The headers and their versions are in [`header`], the primitive types
+//! in [`wire`]. A request header is v2 (v1 with `tagged_fields`) in a
+//! flexible version, v1 otherwise. A flexible version also writes its
+//! strings, bytes and arrays in the compact forms and ends every structure
+//! with `tagged_fields`. klog answers every request with the response
+//! header v0, since the one flexible version it implements, ApiVersions v3,
+//! is always answered with header v0, and its tag sections are always
+//! empty (librdkafka before 2.2 skips tagged fields wrongly).
+//!
+//! A client may send several requests before it reads their responses;
+//! they are answered in order, each with its request's `correlation_id`.
+//! A Produce with `acks` 0 gets no response at all.
+//!
+//! # APIs and versions
+//!
+//! | API | key | versions | flexible from |
+//! |---|---:|---|---:|
+//! | Produce | 0 | 3–7 | 9 |
+//! | Fetch | 1 | 4–11 | 12 |
+//! | ListOffsets | 2 | 1–2 | 6 |
+//! | Metadata | 3 | 0–4 | 9 |
+//! | OffsetCommit | 8 | 2–7 | 8 |
+//! | OffsetFetch | 9 | 1–5 | 6 |
+//! | FindCoordinator | 10 | 0–2 | 3 |
+//! | JoinGroup | 11 | 0–5 | 6 |
+//! | Heartbeat | 12 | 0–3 | 4 |
+//! | LeaveGroup | 13 | 0–1 | 4 |
+//! | SyncGroup | 14 | 0–3 | 4 |
+//! | ApiVersions | 18 | 0–3 | 3 |
+//! | InitProducerId | 22 | 0–1 | 2 |
+//!
+//! Only the versions the codec implements are advertised (the response
+//! module's `supported` is the one source of that table). A request of an
+//! unknown API or version still yields its header, so that the broker can
+//! answer an ApiVersions request of a newer version with
+//! [`UNSUPPORTED_VERSION`] in the v0 shape (the client then retries with a
+//! version from the table) and close the connection on any other.
+//!
+//! # Error codes
+//!
+//! Kafka's numbers, as constants: [`NONE`] (0) is success.
+
+pub mod header;
+pub mod wire;
+
+/// Kafka's API keys (`ApiKeys`) of the APIs klog implements or answers.
+pub mod api_key {
+    /// Produce.
+    pub const PRODUCE: i16 = 0;
+    /// Fetch.
+    pub const FETCH: i16 = 1;
+    /// ListOffsets.
+    pub const LIST_OFFSETS: i16 = 2;
+    /// Metadata.
+    pub const METADATA: i16 = 3;
+    /// OffsetCommit.
+    pub const OFFSET_COMMIT: i16 = 8;
+    /// OffsetFetch.
+    pub const OFFSET_FETCH: i16 = 9;
+    /// FindCoordinator.
+    pub const FIND_COORDINATOR: i16 = 10;
+    /// JoinGroup.
+    pub const JOIN_GROUP: i16 = 11;
+    /// Heartbeat.
+    pub const HEARTBEAT: i16 = 12;
+    /// LeaveGroup.
+    pub const LEAVE_GROUP: i16 = 13;
+    /// SyncGroup.
+    pub const SYNC_GROUP: i16 = 14;
+    /// ApiVersions.
+    pub const API_VERSIONS: i16 = 18;
+    /// InitProducerId.
+    pub const INIT_PRODUCER_ID: i16 = 22;
+}
+
+/// No error.
+pub const NONE: i16 = 0;
+/// The server experienced an unexpected error.
+pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+/// The requested offset is outside the partition's log.
+pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+/// A record or batch failed its CRC or other checks.
+pub const CORRUPT_MESSAGE: i16 = 2;
+/// No such topic or partition on this server.
+pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+/// The partition has no leader now (a leader election is under way).
+pub const LEADER_NOT_AVAILABLE: i16 = 5;
+/// This server is not the partition's leader.
+pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+/// The request timed out (acks=all: not durable in time).
+pub const REQUEST_TIMED_OUT: i16 = 7;
+/// A record or batch is larger than the server accepts.
+pub const MESSAGE_TOO_LARGE: i16 = 10;
+/// The committed offset's metadata is too long.
+pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+/// The coordinator is loading its state: retry.
+pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+/// The group coordinator is not available.
+pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+/// This server is not the group's coordinator.
+pub const NOT_COORDINATOR: i16 = 16;
+/// The topic name is not valid.
+pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+/// The produce request's records exceed the server's bound.
+pub const RECORD_LIST_TOO_LARGE: i16 = 18;
+/// Fewer in-sync replicas than required.
+pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+/// Appended, but fewer in-sync replicas than required.
+pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
+/// `acks` is not 0, 1 or -1.
+pub const INVALID_REQUIRED_ACKS: i16 = 21;
+/// The member's generation is not the group's.
+pub const ILLEGAL_GENERATION: i16 = 22;
+/// The member's protocols match none of the group's.
+pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+/// The group id is empty or otherwise invalid.
+pub const INVALID_GROUP_ID: i16 = 24;
+/// The member id is not known to the coordinator.
+pub const UNKNOWN_MEMBER_ID: i16 = 25;
+/// The session timeout is outside the coordinator's range.
+pub const INVALID_SESSION_TIMEOUT: i16 = 26;
+/// The group is rebalancing: rejoin.
+pub const REBALANCE_IN_PROGRESS: i16 = 27;
+/// The API version is not supported.
+pub const UNSUPPORTED_VERSION: i16 = 35;
+/// The request does not decode or breaks the protocol.
+pub const INVALID_REQUEST: i16 = 42;
+/// The record format is older than this server accepts (magic below 2).
+pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
+/// A policy of the server refused the request.
+pub const POLICY_VIOLATION: i16 = 44;
+/// Transactions are not supported: a transactional id is refused.
+pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+/// The server could not read or write its files.
+pub const KAFKA_STORAGE_ERROR: i16 = 56;
+/// The group does not exist.
+pub const GROUP_ID_NOT_FOUND: i16 = 69;
+/// The request's leader epoch is older than the partition's.
+pub const FENCED_LEADER_EPOCH: i16 = 74;
+/// The request's leader epoch is newer than this server knows.
+pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
+/// The batch is compressed with a codec this server does not support.
+pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+/// A record is invalid (transactional or control batches here).
+pub const INVALID_RECORD: i16 = 87;
