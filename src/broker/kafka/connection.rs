@@ -14,7 +14,7 @@ use super::{handlers, Kafka};
 use crate::broker::connection::frames::{FrameError, FrameReader};
 use crate::broker::shared::Shared;
 use crate::kafka::request::{decode_request, RequestError};
-use crate::kafka::{self, api_key};
+use crate::kafka::api_key;
 
 /// What a connection keeps between requests.
 #[derive(Debug, Default)]
@@ -101,8 +101,7 @@ fn answer(
             api_version,
             ..
         }) => Err(format!(
-            "{} version {api_version} is not supported (ask ApiVersions)",
-            kafka::api_name(api_key)
+            "API {api_key} version {api_version} is not supported (see ApiVersions)"
         )),
         Err(RequestError::Invalid { error, .. }) => Err(format!("invalid request: {error}")),
     }

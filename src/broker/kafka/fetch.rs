@@ -157,7 +157,7 @@ fn read_partition(
     if let Some(slice) = slice {
         slice.read_into(scratch).map_err(storage)?;
         kafka::records::to_kafka(scratch, &mut part.records)
-            .map_err(|e| (e.code(), format!("{} [{partition}]: {e}", a.topic)))?;
+            .map_err(|e| (e.error_code, format!("{} [{partition}]: {e}", a.topic)))?;
     }
     Ok(part)
 }

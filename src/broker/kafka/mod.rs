@@ -48,6 +48,7 @@ use crate::protocol::ErrorCode;
 
 mod connection;
 mod fetch;
+mod handlers;
 mod metadata;
 mod produce;
 

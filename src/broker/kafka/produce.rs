@@ -80,7 +80,7 @@ pub(super) fn append(
         shared.config.log.record_bytes_max,
     );
     match converted {
-        Err(e) => return Pending::Done(Produced::failed(e.code(), e.to_string())),
+        Err(e) => return Pending::Done(Produced::failed(e.error_code, e.to_string())),
         Ok(_) if scratch.is_empty() => {
             let msg = format!("{topic} [{partition}]: a produce without records");
             return Pending::Done(Produced::failed(kafka::CORRUPT_MESSAGE, msg));

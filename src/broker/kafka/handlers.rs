@@ -1,0 +1,305 @@
+//! Each Kafka request, decoded, handled and answered in the request's
+//! version: the wire types of [`crate::kafka`] on one side, the broker's
+//! logs and registry on the other.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::connection::ConnState;
+use super::fetch::{self, Ask, Limits};
+use super::metadata::{list_offset, metadata};
+use super::produce::{self, Pending, Produced};
+use super::Kafka;
+use crate::broker::shared::Shared;
+use crate::kafka::header::RequestHeader;
+use crate::kafka::request::{
+    ApiVersionsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
+    ProduceRequest, Request,
+};
+use crate::kafka::response::{self as resp, frame};
+use crate::kafka::{self};
+
+/// Handles a request and writes its answer (if it has one) in `state.out`.
+pub(super) fn handle(
+    shared: &Arc<Shared>,
+    kafka: &Kafka,
+    header: &RequestHeader<'_>,
+    request: Request<'_>,
+    peer: SocketAddr,
+    state: &mut ConnState,
+) {
+    let (id, version) = (header.correlation_id, header.api_version);
+    let out = &mut state.out;
+    match request {
+        Request::ApiVersions(r) => {
+            note_client(shared, kafka, peer, &r);
+            frame(out, id, |out| {
+                resp::ApiVersionsResponse::new(kafka::NONE).encode(version, out)
+            });
+        }
+        Request::Metadata(r) => answer_metadata(shared, kafka, &r, version, id, out),
+        Request::Produce(r) => produce_request(shared, &r, version, id, state),
+        Request::Fetch(r) => fetch_request(shared, &r, version, id, state),
+        Request::ListOffsets(r) => list_offsets(shared, &r, version, id, out),
+        Request::InitProducerId(r) => init_producer_id(kafka, &r, version, id, out),
+    }
+}
+
+/// Logs a client's software name and version, once per broker.
+fn note_client(shared: &Shared, kafka: &Kafka, peer: SocketAddr, r: &ApiVersionsRequest<'_>) {
+    if r.client_software_name.is_empty() {
+        return;
+    }
+    let key = (
+        r.client_software_name.to_string(),
+        r.client_software_version.to_string(),
+    );
+    let new = crate::sync::lock(&kafka.clients_seen).insert(key);
+    if new {
+        shared.log(format_args!(
+            "{peer}: Kafka client {} {}",
+            r.client_software_name, r.client_software_version
+        ));
+    }
+}
+
+fn answer_metadata(
+    shared: &Shared,
+    kafka: &Kafka,
+    r: &MetadataRequest<'_>,
+    version: i16,
+    id: i32,
+    out: &mut Vec<u8>,
+) {
+    // v0: an empty list means every topic; v1+: a null one does. Topics
+    // are created when asked for before v4, and with v4's flag.
+    let asked = match &r.topics {
+        Some(t) if version == 0 && t.is_empty() => None,
+        Some(t) => Some(t.iter().map(|t| t.name).collect()),
+        None => None,
+    };
+    let create = version < 4 || r.allow_auto_topic_creation;
+    let cluster = metadata(shared, kafka, asked, create);
+    let response = resp::MetadataResponse {
+        throttle_time_ms: 0,
+        brokers: cluster
+            .brokers
+            .iter()
+            .map(|b| resp::MetadataResponseBroker {
+                node_id: b.node_id,
+                host: &b.host,
+                port: b.port,
+                rack: None,
+            })
+            .collect(),
+        cluster_id: Some("klog"),
+        controller_id: cluster.controller,
+        topics: cluster
+            .topics
+            .iter()
+            .map(|t| resp::MetadataResponseTopic {
+                error_code: t.error,
+                name: &t.name,
+                is_internal: false,
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| resp::MetadataResponsePartition {
+                        error_code: p.error,
+                        partition_index: p.partition,
+                        leader_id: p.leader,
+                        replica_nodes: p.replicas.clone(),
+                        isr_nodes: p.isr.clone(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+    frame(out, id, |out| response.encode(version, out));
+}
+
+/// A produce: every partition appended first, then each answered as
+/// `acks` asks; acks=0 gets no answer at all.
+fn produce_request(
+    shared: &Arc<Shared>,
+    r: &ProduceRequest<'_>,
+    version: i16,
+    id: i32,
+    state: &mut ConnState,
+) {
+    let deadline = Instant::now()
+        + Duration::from_millis(
+            u64::try_from(r.timeout_ms)
+                .unwrap_or(0)
+                .min(shared.config.request_timeout_ms),
+        );
+    let valid = produce::valid_acks(r.acks) && r.transactional_id.is_none();
+    let mut pending: Vec<Vec<Pending>> = Vec::with_capacity(r.topic_data.len());
+    for t in &r.topic_data {
+        let parts = t.partition_data.iter().map(|p| {
+            if !valid {
+                let code = if r.transactional_id.is_some() {
+                    kafka::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                } else {
+                    kafka::INVALID_REQUIRED_ACKS
+                };
+                return Pending::Done(Produced {
+                    error: code,
+                    base_offset: -1,
+                    log_start_offset: -1,
+                    message: None,
+                });
+            }
+            produce::append(shared, (t.name, p.index), p.records, r.acks, &mut state.scratch)
+        });
+        pending.push(parts.collect());
+    }
+    if r.acks == 0 {
+        return;
+    }
+    let mut responses = Vec::with_capacity(pending.len());
+    for (t, parts) in r.topic_data.iter().zip(pending) {
+        let answered = t.partition_data.iter().zip(parts).map(|(p, pending)| {
+            let done = produce::settle(shared, pending, r.acks, deadline);
+            resp::PartitionProduceResponse {
+                index: p.index,
+                error_code: done.error,
+                base_offset: done.base_offset,
+                log_append_time_ms: -1,
+                log_start_offset: done.log_start_offset,
+            }
+        });
+        responses.push(resp::TopicProduceResponse {
+            name: t.name,
+            partition_responses: answered.collect(),
+        });
+    }
+    let response = resp::ProduceResponse {
+        responses,
+        throttle_time_ms: 0,
+    };
+    frame(&mut state.out, id, |out| response.encode(version, out));
+}
+
+/// A fetch, sessionless: every partition it names, none forgotten.
+fn fetch_request(
+    shared: &Shared,
+    r: &FetchRequest<'_>,
+    version: i16,
+    id: i32,
+    state: &mut ConnState,
+) {
+    let asks: Vec<Ask<'_>> = r
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| Ask {
+                topic: t.topic,
+                partition: p.partition,
+                fetch_offset: p.fetch_offset,
+                partition_max_bytes: p.partition_max_bytes,
+            })
+        })
+        .collect();
+    let limits = Limits {
+        max_wait_ms: r.max_wait_ms,
+        min_bytes: r.min_bytes,
+        max_bytes: r.max_bytes,
+    };
+    let fetched = fetch::fetch(shared, &asks, limits, &mut state.read);
+    let mut parts = fetched.iter();
+    let responses = r
+        .topics
+        .iter()
+        .map(|t| resp::FetchableTopicResponse {
+            topic: t.topic,
+            partitions: t
+                .partitions
+                .iter()
+                .zip(parts.by_ref())
+                .map(|(p, f)| resp::PartitionData {
+                    partition_index: p.partition,
+                    error_code: f.error,
+                    high_watermark: f.high_watermark,
+                    last_stable_offset: f.high_watermark,
+                    log_start_offset: f.log_start_offset,
+                    aborted_transactions: Some(Vec::new()),
+                    preferred_read_replica: -1,
+                    records: &f.records,
+                })
+                .collect(),
+        })
+        .collect();
+    let response = resp::FetchResponse {
+        throttle_time_ms: 0,
+        error_code: kafka::NONE,
+        session_id: 0,
+        responses,
+    };
+    frame(&mut state.out, id, |out| response.encode(version, out));
+}
+
+fn list_offsets(
+    shared: &Shared,
+    r: &ListOffsetsRequest<'_>,
+    version: i16,
+    id: i32,
+    out: &mut Vec<u8>,
+) {
+    let topics = r
+        .topics
+        .iter()
+        .map(|t| resp::ListOffsetsTopicResponse {
+            name: t.name,
+            partitions: t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let (error_code, offset) =
+                        list_offset(shared, t.name, p.partition_index, p.timestamp);
+                    resp::ListOffsetsPartitionResponse {
+                        partition_index: p.partition_index,
+                        error_code,
+                        timestamp: -1,
+                        offset,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    let response = resp::ListOffsetsResponse {
+        throttle_time_ms: 0,
+        topics,
+    };
+    frame(out, id, |out| response.encode(version, out));
+}
+
+/// InitProducerId: an id for an idempotent producer (klog keeps no
+/// producer state: the id is only carried); a transactional id is
+/// refused.
+fn init_producer_id(
+    kafka: &Kafka,
+    r: &InitProducerIdRequest<'_>,
+    version: i16,
+    id: i32,
+    out: &mut Vec<u8>,
+) {
+    let response = if r.transactional_id.is_some() {
+        resp::InitProducerIdResponse {
+            throttle_time_ms: 0,
+            error_code: kafka::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id: -1,
+            producer_epoch: -1,
+        }
+    } else {
+        resp::InitProducerIdResponse {
+            throttle_time_ms: 0,
+            error_code: kafka::NONE,
+            producer_id: kafka.next_producer_id.fetch_add(1, Ordering::Relaxed),
+            producer_epoch: 0,
+        }
+    };
+    frame(out, id, |out| response.encode(version, out));
+}
