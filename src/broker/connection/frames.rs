@@ -356,6 +356,22 @@ mod tests {
     }
 
     #[test]
+    fn kafka_frames_have_big_endian_lengths_and_a_shorter_header() {
+        let len = |n: u32| n.to_be_bytes();
+        let kafka = |n| check_length(len(n), 100, Framing::Kafka);
+        assert!(matches!(kafka(9), Err(FrameError::Garbage(_))));
+        assert!(matches!(kafka(10), Ok(10)));
+        assert!(matches!(kafka(101), Err(FrameError::TooLarge(101, None))));
+        // Read little-endian, 10 would be 167772160 bytes: refused.
+        assert!(matches!(
+            check_length(len(10), 100, Framing::Klog),
+            Err(FrameError::TooLarge(..))
+        ));
+        assert!(holds_frame(&[0, 0, 0, 2, 9, 9], Framing::Kafka));
+        assert!(!holds_frame(&[0, 0, 0, 2, 9], Framing::Kafka));
+    }
+
+    #[test]
     fn a_frame_is_held_only_when_all_its_bytes_are() {
         assert!(!holds_frame(&[], Framing::Klog));
         assert!(!holds_frame(&[2, 0, 0], Framing::Klog), "part of the length");
