@@ -64,6 +64,8 @@
 //!
 //! Kafka's numbers, as constants: [`NONE`] (0) is success.
 
+pub mod consumer;
+pub mod group;
 pub mod header;
 pub mod wire;
 
