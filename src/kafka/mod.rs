@@ -67,6 +67,8 @@
 pub mod consumer;
 pub mod group;
 pub mod header;
+pub mod request;
+pub mod response;
 pub mod wire;
 
 /// Kafka's API keys (`ApiKeys`) of the APIs klog implements or answers.
@@ -97,6 +99,28 @@ pub mod api_key {
     pub const API_VERSIONS: i16 = 18;
     /// InitProducerId.
     pub const INIT_PRODUCER_ID: i16 = 22;
+}
+
+/// The name of an API (Kafka's, as in its message schemas), for messages;
+/// "an unknown API" for a key not known to this codec.
+pub fn api_name(api_key: i16) -> &'static str {
+    use api_key::*;
+    match api_key {
+        PRODUCE => "Produce",
+        FETCH => "Fetch",
+        LIST_OFFSETS => "ListOffsets",
+        METADATA => "Metadata",
+        OFFSET_COMMIT => "OffsetCommit",
+        OFFSET_FETCH => "OffsetFetch",
+        FIND_COORDINATOR => "FindCoordinator",
+        JOIN_GROUP => "JoinGroup",
+        HEARTBEAT => "Heartbeat",
+        LEAVE_GROUP => "LeaveGroup",
+        SYNC_GROUP => "SyncGroup",
+        API_VERSIONS => "ApiVersions",
+        INIT_PRODUCER_ID => "InitProducerId",
+        _ => "an unknown API",
+    }
 }
 
 /// No error.
