@@ -18,10 +18,13 @@ use std::fmt::Debug;
 use kafka_protocol::messages as kp;
 use kafka_protocol::messages::{BrokerId, GroupId, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use klog::kafka::api_key::*;
 use klog::kafka::consumer::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartition,
 };
 use klog::kafka::group::*;
+use klog::kafka::request::{decode_request, Request, RequestError};
+use klog::kafka::response::supported;
 use klog::kafka::wire::{DecodeError, Decoder};
 use klog::random::XorShift;
 
@@ -857,6 +860,135 @@ fn a_negative_consumer_protocol_version_is_an_error() {
     assert!(error.0.contains("version"), "{error}");
     let error = ConsumerProtocolSubscription::decode(&bytes).unwrap_err();
     assert!(error.0.contains("version"), "{error}");
+}
+
+// ---- through decode_request: the table and the dispatch ------------------------
+
+/// A request frame (without its length): the crate's header v1, then `body`.
+fn frame(api_key: i16, version: i16, body: &[u8]) -> Vec<u8> {
+    let header = kp::RequestHeader::default()
+        .with_request_api_key(api_key)
+        .with_request_api_version(version)
+        .with_correlation_id(0x5eed_0000 + i32::from(version))
+        .with_client_id(Some(s("groups-differential")));
+    let mut out = crate_encode(&header, 1);
+    out.extend_from_slice(body);
+    out
+}
+
+/// The request `decode_request` makes of `frame`, its header checked.
+fn dispatched(frame: &[u8], api_key: i16, version: i16) -> Request<'_> {
+    let (header, request) =
+        decode_request(frame).unwrap_or_else(|e| panic!("api {api_key} v{version}: refused: {e}"));
+    assert_eq!(
+        (
+            header.api_key,
+            header.api_version,
+            header.correlation_id,
+            header.client_id
+        ),
+        (
+            api_key,
+            version,
+            0x5eed_0000 + i32::from(version),
+            Some("groups-differential")
+        )
+    );
+    request
+}
+
+#[test]
+fn the_table_advertises_exactly_the_group_versions_implemented() {
+    let table = [
+        (OFFSET_COMMIT, 2, 7),
+        (OFFSET_FETCH, 1, 5),
+        (FIND_COORDINATOR, 0, 2),
+        (JOIN_GROUP, 0, 5),
+        (HEARTBEAT, 0, 3),
+        (LEAVE_GROUP, 0, 1),
+        (SYNC_GROUP, 0, 3),
+    ];
+    for (api_key, min, max) in table {
+        assert_eq!(supported(api_key), Some((min, max)), "api {api_key}");
+        // Just outside the range: unsupported, the header still read.
+        for version in [min - 1, max + 1] {
+            let bytes = frame(api_key, version, b"");
+            assert!(
+                matches!(
+                    decode_request(&bytes),
+                    Err(RequestError::Unsupported { api_key: k, api_version: v, .. })
+                        if k == api_key && v == version
+                ),
+                "api {api_key} v{version}"
+            );
+        }
+    }
+}
+
+#[test]
+fn decode_request_dispatches_every_group_api_and_version() {
+    for full in [FULL, SPARSE] {
+        for v in 0..=2 {
+            let (body, want) = find_coordinator_request(v, full);
+            let bytes = frame(FIND_COORDINATOR, v, &body);
+            assert_eq!(
+                dispatched(&bytes, FIND_COORDINATOR, v),
+                Request::FindCoordinator(want)
+            );
+        }
+        for v in 0..=5 {
+            let (body, want) = join_group_request(v, full);
+            let bytes = frame(JOIN_GROUP, v, &body);
+            assert_eq!(dispatched(&bytes, JOIN_GROUP, v), Request::JoinGroup(want));
+        }
+        for v in 0..=3 {
+            let (body, want) = sync_group_request(v, full);
+            let bytes = frame(SYNC_GROUP, v, &body);
+            assert_eq!(dispatched(&bytes, SYNC_GROUP, v), Request::SyncGroup(want));
+            let (body, want) = heartbeat_request(v, full);
+            let bytes = frame(HEARTBEAT, v, &body);
+            assert_eq!(dispatched(&bytes, HEARTBEAT, v), Request::Heartbeat(want));
+        }
+        for v in 0..=1 {
+            let (body, want) = leave_group_request(v, full);
+            let bytes = frame(LEAVE_GROUP, v, &body);
+            assert_eq!(
+                dispatched(&bytes, LEAVE_GROUP, v),
+                Request::LeaveGroup(want)
+            );
+        }
+        for v in 2..=7 {
+            let (body, want) = offset_commit_request(v, full);
+            let bytes = frame(OFFSET_COMMIT, v, &body);
+            assert_eq!(
+                dispatched(&bytes, OFFSET_COMMIT, v),
+                Request::OffsetCommit(want)
+            );
+        }
+        for v in 1..=5 {
+            let (body, want) = offset_fetch_request(v, full);
+            let bytes = frame(OFFSET_FETCH, v, &body);
+            assert_eq!(
+                dispatched(&bytes, OFFSET_FETCH, v),
+                Request::OffsetFetch(want)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_group_request_with_a_trailing_byte_is_invalid_and_keeps_its_ids() {
+    let (mut body, _) = heartbeat_request(3, FULL);
+    body.push(0);
+    let bytes = frame(HEARTBEAT, 3, &body);
+    assert!(matches!(
+        decode_request(&bytes),
+        Err(RequestError::Invalid {
+            api_key: Some(HEARTBEAT),
+            correlation_id: Some(_),
+            ..
+        })
+    ));
 }
 
 // ---- hostile bytes -------------------------------------------------------------

@@ -16,6 +16,7 @@
 //! | Metadata | 0–4 | `topics [name string]` (null from v1: every topic; empty in v0: every topic) · `allow_auto_topic_creation boolean` (4+) |
 //! | ApiVersions | 0–3 | nothing; v3 (flexible): `client_software_name compact_string` · `client_software_version compact_string` · `tagged_fields` |
 //! | InitProducerId | 0–1 | `transactional_id string?` · `transaction_timeout_ms int32` |
+//! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–7, 1–5, 0–2, 0–5, 0–3, 0–1, 0–3 | in [`super::group`], one table per message |
 //!
 //! A request must use every byte of its frame. Every count is checked
 //! against the bytes left before its vector is allocated ([`super::wire`]),
@@ -23,6 +24,10 @@
 //! bytes.
 
 use super::api_key::*;
+use super::group::{
+    FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest,
+};
 use super::header::RequestHeader;
 use super::response::supported;
 use super::wire::{DecodeError, Decoder, Result};
@@ -38,6 +43,20 @@ pub enum Request<'a> {
     ListOffsets(ListOffsetsRequest<'a>),
     /// Metadata (3).
     Metadata(MetadataRequest<'a>),
+    /// OffsetCommit (8).
+    OffsetCommit(OffsetCommitRequest<'a>),
+    /// OffsetFetch (9).
+    OffsetFetch(OffsetFetchRequest<'a>),
+    /// FindCoordinator (10).
+    FindCoordinator(FindCoordinatorRequest<'a>),
+    /// JoinGroup (11).
+    JoinGroup(JoinGroupRequest<'a>),
+    /// Heartbeat (12).
+    Heartbeat(HeartbeatRequest<'a>),
+    /// LeaveGroup (13).
+    LeaveGroup(LeaveGroupRequest<'a>),
+    /// SyncGroup (14).
+    SyncGroup(SyncGroupRequest<'a>),
     /// ApiVersions (18).
     ApiVersions(ApiVersionsRequest<'a>),
     /// InitProducerId (22).
@@ -116,6 +135,15 @@ fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Re
         FETCH => FetchRequest::decode(d, version).map(Request::Fetch),
         LIST_OFFSETS => ListOffsetsRequest::decode(d, version).map(Request::ListOffsets),
         METADATA => MetadataRequest::decode(d, version).map(Request::Metadata),
+        OFFSET_COMMIT => OffsetCommitRequest::decode(d, version).map(Request::OffsetCommit),
+        OFFSET_FETCH => OffsetFetchRequest::decode(d, version).map(Request::OffsetFetch),
+        FIND_COORDINATOR => {
+            FindCoordinatorRequest::decode(d, version).map(Request::FindCoordinator)
+        }
+        JOIN_GROUP => JoinGroupRequest::decode(d, version).map(Request::JoinGroup),
+        HEARTBEAT => HeartbeatRequest::decode(d, version).map(Request::Heartbeat),
+        LEAVE_GROUP => LeaveGroupRequest::decode(d, version).map(Request::LeaveGroup),
+        SYNC_GROUP => SyncGroupRequest::decode(d, version).map(Request::SyncGroup),
         API_VERSIONS => ApiVersionsRequest::decode(d, version).map(Request::ApiVersions),
         INIT_PRODUCER_ID => InitProducerIdRequest::decode(d, version).map(Request::InitProducerId),
         _ => return None,

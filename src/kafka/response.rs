@@ -14,6 +14,7 @@
 //! | Metadata | 0–4 | `throttle_time_ms int32` (3+) · `brokers [node_id int32 · host string · port int32 · rack string? (1+)]` · `cluster_id string?` (2+) · `controller_id int32` (1+) · `topics [error_code int16 · name string · is_internal boolean (1+) · partitions [error_code int16 · partition_index int32 · leader_id int32 · replica_nodes [int32] · isr_nodes [int32]]]` |
 //! | ApiVersions | 0–3 | `error_code int16` · `api_keys [api_key int16 · min_version int16 · max_version int16]` · `throttle_time_ms int32` (1+); v3 is flexible: compact array, and empty `tagged_fields` after each key and at the end |
 //! | InitProducerId | 0–1 | `throttle_time_ms int32` · `error_code int16` · `producer_id int64` · `producer_epoch int16` |
+//! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–7, 1–5, 0–2, 0–5, 0–3, 0–1, 0–3 | in [`super::group`], one table per message |
 //!
 //! An ApiVersions request of a version this codec does not implement is
 //! answered in the v0 shape with [`UNSUPPORTED_VERSION`] and the whole
@@ -56,6 +57,13 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(FETCH, 4, 11),
     api(LIST_OFFSETS, 1, 2),
     api(METADATA, 0, 4),
+    api(OFFSET_COMMIT, 2, 7),
+    api(OFFSET_FETCH, 1, 5),
+    api(FIND_COORDINATOR, 0, 2),
+    api(JOIN_GROUP, 0, 5),
+    api(HEARTBEAT, 0, 3),
+    api(LEAVE_GROUP, 0, 1),
+    api(SYNC_GROUP, 0, 3),
     api(API_VERSIONS, 0, 3),
     api(INIT_PRODUCER_ID, 0, 1),
 ];
@@ -484,6 +492,8 @@ mod tests {
             );
         }
         assert_eq!(supported(API_VERSIONS), Some((0, 3)));
-        assert_eq!(supported(OFFSET_COMMIT), None);
+        assert_eq!(supported(OFFSET_COMMIT), Some((2, 7)));
+        // CreateTopics (19): not implemented, not advertised.
+        assert_eq!(supported(19), None);
     }
 }
