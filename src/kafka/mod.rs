@@ -23,7 +23,9 @@
 //! | response | `length int32` · response header v0 (`correlation_id int32`) · body |
 //!
 //! The headers and their versions are in [`header`], the primitive types
-//! in [`wire`]. A request header is v2 (v1 with `tagged_fields`) in a
+//! in [`wire`]. The group and offset APIs are in [`group`], and the
+//! consumer protocol their JoinGroup metadata and SyncGroup assignments
+//! carry in [`consumer`]. A request header is v2 (v1 with `tagged_fields`) in a
 //! flexible version, v1 otherwise. A flexible version also writes its
 //! strings, bytes and arrays in the compact forms and ends every structure
 //! with `tagged_fields`. klog answers every request with the response
