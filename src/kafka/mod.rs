@@ -23,7 +23,9 @@
 //! | response | `length int32` · response header v0 (`correlation_id int32`) · body |
 //!
 //! The headers and their versions are in [`header`], the primitive types
-//! in [`wire`]. A request header is v2 (v1 with `tagged_fields`) in a
+//! in [`wire`]. The group and offset APIs are in [`group`], and the
+//! consumer protocol their JoinGroup metadata and SyncGroup assignments
+//! carry in [`consumer`]. A request header is v2 (v1 with `tagged_fields`) in a
 //! flexible version, v1 otherwise. A flexible version also writes its
 //! strings, bytes and arrays in the compact forms and ends every structure
 //! with `tagged_fields`. klog answers every request with the response
@@ -64,7 +66,11 @@
 //!
 //! Kafka's numbers, as constants: [`NONE`] (0) is success.
 
+pub mod consumer;
+pub mod group;
 pub mod header;
+pub mod request;
+pub mod response;
 pub mod wire;
 
 /// Kafka's API keys (`ApiKeys`) of the APIs klog implements or answers.
@@ -95,6 +101,28 @@ pub mod api_key {
     pub const API_VERSIONS: i16 = 18;
     /// InitProducerId.
     pub const INIT_PRODUCER_ID: i16 = 22;
+}
+
+/// The name of an API (Kafka's, as in its message schemas), for messages;
+/// "an unknown API" for a key not known to this codec.
+pub fn api_name(api_key: i16) -> &'static str {
+    use api_key::*;
+    match api_key {
+        PRODUCE => "Produce",
+        FETCH => "Fetch",
+        LIST_OFFSETS => "ListOffsets",
+        METADATA => "Metadata",
+        OFFSET_COMMIT => "OffsetCommit",
+        OFFSET_FETCH => "OffsetFetch",
+        FIND_COORDINATOR => "FindCoordinator",
+        JOIN_GROUP => "JoinGroup",
+        HEARTBEAT => "Heartbeat",
+        LEAVE_GROUP => "LeaveGroup",
+        SYNC_GROUP => "SyncGroup",
+        API_VERSIONS => "ApiVersions",
+        INIT_PRODUCER_ID => "InitProducerId",
+        _ => "an unknown API",
+    }
 }
 
 /// No error.

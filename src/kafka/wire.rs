@@ -97,7 +97,7 @@ impl<'a> Decoder<'a> {
         &self.buf[start..]
     }
 
-    fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
+    fn fixed<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
         let bytes = self.raw(N, what)?;
         let mut a = [0u8; N];
         a.copy_from_slice(bytes);
@@ -106,7 +106,7 @@ impl<'a> Decoder<'a> {
 
     /// An `int8`.
     pub fn i8(&mut self, what: &str) -> Result<i8> {
-        Ok(i8::from_be_bytes(self.array(what)?))
+        Ok(i8::from_be_bytes(self.fixed(what)?))
     }
 
     /// A `boolean`: 0 is false, any other byte true.
@@ -116,22 +116,22 @@ impl<'a> Decoder<'a> {
 
     /// An `int16`.
     pub fn i16(&mut self, what: &str) -> Result<i16> {
-        Ok(i16::from_be_bytes(self.array(what)?))
+        Ok(i16::from_be_bytes(self.fixed(what)?))
     }
 
     /// An `int32`.
     pub fn i32(&mut self, what: &str) -> Result<i32> {
-        Ok(i32::from_be_bytes(self.array(what)?))
+        Ok(i32::from_be_bytes(self.fixed(what)?))
     }
 
     /// An `int64`.
     pub fn i64(&mut self, what: &str) -> Result<i64> {
-        Ok(i64::from_be_bytes(self.array(what)?))
+        Ok(i64::from_be_bytes(self.fixed(what)?))
     }
 
     /// A `uint32`.
     pub fn u32(&mut self, what: &str) -> Result<u32> {
-        Ok(u32::from_be_bytes(self.array(what)?))
+        Ok(u32::from_be_bytes(self.fixed(what)?))
     }
 
     /// An `unsigned_varint` of at most 5 bytes whose value fits a `u32`.
@@ -157,7 +157,7 @@ impl<'a> Decoder<'a> {
     fn uvarint_bits(&mut self, bytes_max: u32, what: &str) -> Result<u64> {
         let mut value = 0u64;
         for i in 0..bytes_max {
-            let [b] = self.array(what)?;
+            let [b] = self.fixed(what)?;
             let bits = u64::from(b & 0x7f);
             let shift = 7 * i;
             if shift == 63 && bits > 1 {
@@ -317,6 +317,38 @@ impl<'a> Decoder<'a> {
             None => Ok(None),
             Some(n) => self.fits(n, min_element_bytes, what).map(Some),
         }
+    }
+
+    /// An `array` (null refused) of elements decoded by `each`, its count
+    /// checked as [`Decoder::array_len`] before the vector is allocated.
+    pub fn array<T>(
+        &mut self,
+        min_element_bytes: usize,
+        what: &str,
+        mut each: impl FnMut(&mut Decoder<'a>) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let n = self.array_len(min_element_bytes, what)?;
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(each(self)?);
+        }
+        Ok(v)
+    }
+
+    /// A `compact_array` (null refused) of elements decoded by `each`,
+    /// checked as [`Decoder::array`].
+    pub fn compact_array<T>(
+        &mut self,
+        min_element_bytes: usize,
+        what: &str,
+        mut each: impl FnMut(&mut Decoder<'a>) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let n = self.compact_array_len(min_element_bytes, what)?;
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(each(self)?);
+        }
+        Ok(v)
     }
 
     /// Skips a `tagged_fields` section (no tag is known to this codec);
@@ -481,6 +513,26 @@ pub fn put_compact_nullable_bytes(out: &mut Vec<u8>, b: Option<&[u8]>) {
 /// Appends an `array`'s count (see [`put_bytes`] on the bound).
 pub fn put_array_len(out: &mut Vec<u8>, n: usize) {
     put_i32(out, len_i32(n));
+}
+
+/// Appends an `array` of `items`, each written by `each`.
+pub fn put_array<T>(out: &mut Vec<u8>, items: &[T], mut each: impl FnMut(&mut Vec<u8>, &T)) {
+    put_array_len(out, items.len());
+    for item in items {
+        each(out, item);
+    }
+}
+
+/// Appends a `compact_array` of `items`, each written by `each`.
+pub fn put_compact_array<T>(
+    out: &mut Vec<u8>,
+    items: &[T],
+    mut each: impl FnMut(&mut Vec<u8>, &T),
+) {
+    put_compact_array_len(out, items.len());
+    for item in items {
+        each(out, item);
+    }
 }
 
 /// Appends a null `array` (count -1).

@@ -1,0 +1,491 @@
+//! Requests: [`decode_request`] turns a frame's bytes (without its length)
+//! into its header and a [`Request`] borrowing from the frame.
+//!
+//! Each request is a struct named after Kafka's message schema
+//! (`clients/src/main/resources/common/message/*Request.json`), with the
+//! schema's field names in snake_case, in wire order; a field absent from
+//! the version read holds the schema's default. Only the versions of
+//! [`super::response::supported`] decode; the bodies, per version
+//! (`[..]` is an array of the structure inside, `?` nullable):
+//!
+//! | request | versions | body |
+//! |---|---|---|
+//! | Produce | 3–7 | `transactional_id string?` · `acks int16` · `timeout_ms int32` · `topic_data [name string · partition_data [index int32 · records bytes?]]` |
+//! | Fetch | 4–11 | `replica_id int32` · `max_wait_ms int32` · `min_bytes int32` · `max_bytes int32` · `isolation_level int8` · `session_id int32` (7+) · `session_epoch int32` (7+) · `topics [topic string · partitions [partition int32 · current_leader_epoch int32 (9+) · fetch_offset int64 · log_start_offset int64 (5+) · partition_max_bytes int32]]` · `forgotten_topics_data [topic string · partitions [int32]]` (7+) · `rack_id string` (11+) |
+//! | ListOffsets | 1–2 | `replica_id int32` · `isolation_level int8` (2+) · `topics [name string · partitions [partition_index int32 · timestamp int64]]` |
+//! | Metadata | 0–4 | `topics [name string]` (null from v1: every topic; empty in v0: every topic) · `allow_auto_topic_creation boolean` (4+) |
+//! | ApiVersions | 0–3 | nothing; v3 (flexible): `client_software_name compact_string` · `client_software_version compact_string` · `tagged_fields` |
+//! | InitProducerId | 0–1 | `transactional_id string?` · `transaction_timeout_ms int32` |
+//! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–7, 1–5, 0–2, 0–5, 0–3, 0–1, 0–3 | in [`super::group`], one table per message |
+//!
+//! A request must use every byte of its frame. Every count is checked
+//! against the bytes left before its vector is allocated ([`super::wire`]),
+//! so a request's vectors take at most a small multiple of its frame's
+//! bytes.
+
+use super::api_key::*;
+use super::group::{
+    FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest,
+};
+use super::header::RequestHeader;
+use super::response::supported;
+use super::wire::{DecodeError, Decoder, Result};
+
+/// A decoded request, one variant per API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request<'a> {
+    /// Produce (0).
+    Produce(ProduceRequest<'a>),
+    /// Fetch (1).
+    Fetch(FetchRequest<'a>),
+    /// ListOffsets (2).
+    ListOffsets(ListOffsetsRequest<'a>),
+    /// Metadata (3).
+    Metadata(MetadataRequest<'a>),
+    /// OffsetCommit (8).
+    OffsetCommit(OffsetCommitRequest<'a>),
+    /// OffsetFetch (9).
+    OffsetFetch(OffsetFetchRequest<'a>),
+    /// FindCoordinator (10).
+    FindCoordinator(FindCoordinatorRequest<'a>),
+    /// JoinGroup (11).
+    JoinGroup(JoinGroupRequest<'a>),
+    /// Heartbeat (12).
+    Heartbeat(HeartbeatRequest<'a>),
+    /// LeaveGroup (13).
+    LeaveGroup(LeaveGroupRequest<'a>),
+    /// SyncGroup (14).
+    SyncGroup(SyncGroupRequest<'a>),
+    /// ApiVersions (18).
+    ApiVersions(ApiVersionsRequest<'a>),
+    /// InitProducerId (22).
+    InitProducerId(InitProducerIdRequest<'a>),
+}
+
+/// Why a frame is not a request this codec answers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// The API or its version is not implemented; the header was read, so
+    /// that the broker can answer ApiVersions (in the v0 shape, error 35)
+    /// and close the connection on any other.
+    #[error("api key {api_key} version {api_version} is not supported")]
+    Unsupported {
+        /// The request's API key.
+        api_key: i16,
+        /// The request's API version.
+        api_version: i16,
+        /// The request's correlation id.
+        correlation_id: i32,
+        /// The request's client id.
+        client_id: Option<String>,
+    },
+    /// The frame does not decode: its header (then both ids are `None`)
+    /// or its body.
+    #[error("{error}")]
+    Invalid {
+        /// The API key, when the header could be read.
+        api_key: Option<i16>,
+        /// The correlation id, when the header could be read.
+        correlation_id: Option<i32>,
+        /// What did not decode.
+        error: DecodeError,
+    },
+}
+
+/// Decodes a request frame's bytes (without its 4-byte length): its header,
+/// then its body in the header's version.
+pub fn decode_request(body: &[u8]) -> Result<(RequestHeader<'_>, Request<'_>), RequestError> {
+    let mut d = Decoder::new(body);
+    let header = RequestHeader::decode(&mut d).map_err(|error| RequestError::Invalid {
+        api_key: None,
+        correlation_id: None,
+        error,
+    })?;
+    let unsupported = || RequestError::Unsupported {
+        api_key: header.api_key,
+        api_version: header.api_version,
+        correlation_id: header.correlation_id,
+        client_id: header.client_id.map(str::to_owned),
+    };
+    match supported(header.api_key) {
+        Some((min, max)) if (min..=max).contains(&header.api_version) => {}
+        _ => return Err(unsupported()),
+    }
+    let invalid = |error| RequestError::Invalid {
+        api_key: Some(header.api_key),
+        correlation_id: Some(header.correlation_id),
+        error,
+    };
+    header.decode_tags(&mut d).map_err(invalid)?;
+    let request = match decode_body(header.api_key, header.api_version, &mut d) {
+        Some(Ok(request)) => request,
+        Some(Err(error)) => return Err(invalid(error)),
+        None => return Err(unsupported()),
+    };
+    d.finish("request").map_err(invalid)?;
+    Ok((header, request))
+}
+
+/// The body of a request of `api_key` at `version` (a supported one);
+/// `None` for an API this codec has no decoder for.
+fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Result<Request<'a>>> {
+    Some(match api_key {
+        PRODUCE => ProduceRequest::decode(d, version).map(Request::Produce),
+        FETCH => FetchRequest::decode(d, version).map(Request::Fetch),
+        LIST_OFFSETS => ListOffsetsRequest::decode(d, version).map(Request::ListOffsets),
+        METADATA => MetadataRequest::decode(d, version).map(Request::Metadata),
+        OFFSET_COMMIT => OffsetCommitRequest::decode(d, version).map(Request::OffsetCommit),
+        OFFSET_FETCH => OffsetFetchRequest::decode(d, version).map(Request::OffsetFetch),
+        FIND_COORDINATOR => {
+            FindCoordinatorRequest::decode(d, version).map(Request::FindCoordinator)
+        }
+        JOIN_GROUP => JoinGroupRequest::decode(d, version).map(Request::JoinGroup),
+        HEARTBEAT => HeartbeatRequest::decode(d, version).map(Request::Heartbeat),
+        LEAVE_GROUP => LeaveGroupRequest::decode(d, version).map(Request::LeaveGroup),
+        SYNC_GROUP => SyncGroupRequest::decode(d, version).map(Request::SyncGroup),
+        API_VERSIONS => ApiVersionsRequest::decode(d, version).map(Request::ApiVersions),
+        INIT_PRODUCER_ID => InitProducerIdRequest::decode(d, version).map(Request::InitProducerId),
+        _ => return None,
+    })
+}
+
+/// Produce (`ProduceRequest.json`), versions 3–7.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProduceRequest<'a> {
+    /// The transactional id, or null when the producer is not transactional.
+    pub transactional_id: Option<&'a str>,
+    /// 0: no response; 1: the leader appended; -1: every in-sync replica.
+    pub acks: i16,
+    /// How long to wait for the acknowledgments, in milliseconds.
+    pub timeout_ms: i32,
+    /// Each topic to produce to.
+    pub topic_data: Vec<TopicProduceData<'a>>,
+}
+
+/// A topic of a [`ProduceRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicProduceData<'a> {
+    /// The topic name.
+    pub name: &'a str,
+    /// Each partition to produce to.
+    pub partition_data: Vec<PartitionProduceData<'a>>,
+}
+
+/// A partition of a [`TopicProduceData`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionProduceData<'a> {
+    /// The partition index.
+    pub index: i32,
+    /// The record batches (RecordBatch v2), as sent.
+    pub records: Option<&'a [u8]>,
+}
+
+impl<'a> ProduceRequest<'a> {
+    /// Decodes a Produce body of `version` (3–7).
+    pub fn decode(d: &mut Decoder<'a>, _version: i16) -> Result<ProduceRequest<'a>> {
+        Ok(ProduceRequest {
+            transactional_id: d.nullable_string("produce transactional_id")?,
+            acks: d.i16("produce acks")?,
+            timeout_ms: d.i32("produce timeout_ms")?,
+            topic_data: d.array(6, "produce topic_data", |d| {
+                Ok(TopicProduceData {
+                    name: d.string("produce topic name")?,
+                    partition_data: d.array(8, "produce partition_data", |d| {
+                        Ok(PartitionProduceData {
+                            index: d.i32("produce partition index")?,
+                            records: d.nullable_bytes("produce records")?,
+                        })
+                    })?,
+                })
+            })?,
+        })
+    }
+}
+
+/// Fetch (`FetchRequest.json`), versions 4–11.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchRequest<'a> {
+    /// The broker id of a follower, or -1 for a consumer.
+    pub replica_id: i32,
+    /// The longest wait for `min_bytes`, in milliseconds.
+    pub max_wait_ms: i32,
+    /// The fewest bytes worth answering (else wait).
+    pub min_bytes: i32,
+    /// The most bytes of records in the response.
+    pub max_bytes: i32,
+    /// 0: read uncommitted; 1: read committed.
+    pub isolation_level: i8,
+    /// The fetch session id (v7+; 0: none).
+    pub session_id: i32,
+    /// The fetch session epoch (v7+; -1 when absent).
+    pub session_epoch: i32,
+    /// The topics to fetch.
+    pub topics: Vec<FetchTopic<'a>>,
+    /// Partitions to drop from the fetch session (v7+).
+    pub forgotten_topics_data: Vec<ForgottenTopic<'a>>,
+    /// The consumer's rack (v11+; empty when absent).
+    pub rack_id: &'a str,
+}
+
+/// A topic of a [`FetchRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchTopic<'a> {
+    /// The topic name.
+    pub topic: &'a str,
+    /// The partitions to fetch.
+    pub partitions: Vec<FetchPartition>,
+}
+
+/// A partition of a [`FetchTopic`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchPartition {
+    /// The partition index.
+    pub partition: i32,
+    /// The leader epoch the consumer knows (v9+; -1 when absent).
+    pub current_leader_epoch: i32,
+    /// The offset to fetch from.
+    pub fetch_offset: i64,
+    /// A follower's log start offset (v5+; -1 when absent).
+    pub log_start_offset: i64,
+    /// The most bytes of records of this partition.
+    pub partition_max_bytes: i32,
+}
+
+/// A topic of [`FetchRequest::forgotten_topics_data`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForgottenTopic<'a> {
+    /// The topic name.
+    pub topic: &'a str,
+    /// The partitions to forget.
+    pub partitions: Vec<i32>,
+}
+
+impl<'a> FetchRequest<'a> {
+    /// Decodes a Fetch body of `version` (4–11).
+    pub fn decode(d: &mut Decoder<'a>, version: i16) -> Result<FetchRequest<'a>> {
+        let replica_id = d.i32("fetch replica_id")?;
+        let max_wait_ms = d.i32("fetch max_wait_ms")?;
+        let min_bytes = d.i32("fetch min_bytes")?;
+        let max_bytes = d.i32("fetch max_bytes")?;
+        let isolation_level = d.i8("fetch isolation_level")?;
+        let (session_id, session_epoch) = if version >= 7 {
+            (d.i32("fetch session_id")?, d.i32("fetch session_epoch")?)
+        } else {
+            (0, -1)
+        };
+        let topics = d.array(6, "fetch topics", |d| {
+            Ok(FetchTopic {
+                topic: d.string("fetch topic")?,
+                partitions: d.array(16, "fetch partitions", |d| {
+                    FetchPartition::decode(d, version)
+                })?,
+            })
+        })?;
+        let forgotten_topics_data = if version >= 7 {
+            d.array(6, "fetch forgotten_topics_data", |d| {
+                Ok(ForgottenTopic {
+                    topic: d.string("fetch forgotten topic")?,
+                    partitions: d.array(4, "fetch forgotten partitions", |d| {
+                        d.i32("fetch forgotten partition")
+                    })?,
+                })
+            })?
+        } else {
+            Vec::new()
+        };
+        let rack_id = if version >= 11 {
+            d.string("fetch rack_id")?
+        } else {
+            ""
+        };
+        Ok(FetchRequest {
+            replica_id,
+            max_wait_ms,
+            min_bytes,
+            max_bytes,
+            isolation_level,
+            session_id,
+            session_epoch,
+            topics,
+            forgotten_topics_data,
+            rack_id,
+        })
+    }
+}
+
+impl FetchPartition {
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<FetchPartition> {
+        let partition = d.i32("fetch partition")?;
+        let current_leader_epoch = if version >= 9 {
+            d.i32("fetch current_leader_epoch")?
+        } else {
+            -1
+        };
+        let fetch_offset = d.i64("fetch fetch_offset")?;
+        let log_start_offset = if version >= 5 {
+            d.i64("fetch log_start_offset")?
+        } else {
+            -1
+        };
+        Ok(FetchPartition {
+            partition,
+            current_leader_epoch,
+            fetch_offset,
+            log_start_offset,
+            partition_max_bytes: d.i32("fetch partition_max_bytes")?,
+        })
+    }
+}
+
+/// ListOffsets (`ListOffsetsRequest.json`), versions 1–2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListOffsetsRequest<'a> {
+    /// The broker id of a follower, or -1 for a consumer.
+    pub replica_id: i32,
+    /// 0: read uncommitted; 1: read committed (v2+; 0 when absent).
+    pub isolation_level: i8,
+    /// Each topic of the request.
+    pub topics: Vec<ListOffsetsTopic<'a>>,
+}
+
+/// A topic of a [`ListOffsetsRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListOffsetsTopic<'a> {
+    /// The topic name.
+    pub name: &'a str,
+    /// Each partition of the topic.
+    pub partitions: Vec<ListOffsetsPartition>,
+}
+
+/// A partition of a [`ListOffsetsTopic`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListOffsetsPartition {
+    /// The partition index.
+    pub partition_index: i32,
+    /// -2: the log start; -1: the log end; else a timestamp (ms).
+    pub timestamp: i64,
+}
+
+impl<'a> ListOffsetsRequest<'a> {
+    /// Decodes a ListOffsets body of `version` (1–2).
+    pub fn decode(d: &mut Decoder<'a>, version: i16) -> Result<ListOffsetsRequest<'a>> {
+        let replica_id = d.i32("list_offsets replica_id")?;
+        let isolation_level = if version >= 2 {
+            d.i8("list_offsets isolation_level")?
+        } else {
+            0
+        };
+        let topics = d.array(6, "list_offsets topics", |d| {
+            Ok(ListOffsetsTopic {
+                name: d.string("list_offsets topic name")?,
+                partitions: d.array(12, "list_offsets partitions", |d| {
+                    Ok(ListOffsetsPartition {
+                        partition_index: d.i32("list_offsets partition_index")?,
+                        timestamp: d.i64("list_offsets timestamp")?,
+                    })
+                })?,
+            })
+        })?;
+        Ok(ListOffsetsRequest {
+            replica_id,
+            isolation_level,
+            topics,
+        })
+    }
+}
+
+/// Metadata (`MetadataRequest.json`), versions 0–4.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataRequest<'a> {
+    /// The topics asked for; `None` (v1+) is every topic, and so is an
+    /// empty list in v0 (where the list cannot be null).
+    pub topics: Option<Vec<MetadataRequestTopic<'a>>>,
+    /// Whether a missing topic is created (v4+; true when absent).
+    pub allow_auto_topic_creation: bool,
+}
+
+/// A topic of a [`MetadataRequest`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetadataRequestTopic<'a> {
+    /// The topic name.
+    pub name: &'a str,
+}
+
+impl<'a> MetadataRequest<'a> {
+    /// Decodes a Metadata body of `version` (0–4).
+    pub fn decode(d: &mut Decoder<'a>, version: i16) -> Result<MetadataRequest<'a>> {
+        let count = if version >= 1 {
+            d.nullable_array_len(2, "metadata topics")?
+        } else {
+            Some(d.array_len(2, "metadata topics")?)
+        };
+        let topics = match count {
+            None => None,
+            Some(n) => {
+                let mut topics = Vec::with_capacity(n);
+                for _ in 0..n {
+                    topics.push(MetadataRequestTopic {
+                        name: d.string("metadata topic name")?,
+                    });
+                }
+                Some(topics)
+            }
+        };
+        let allow_auto_topic_creation = if version >= 4 {
+            d.bool("metadata allow_auto_topic_creation")?
+        } else {
+            true
+        };
+        Ok(MetadataRequest {
+            topics,
+            allow_auto_topic_creation,
+        })
+    }
+}
+
+/// ApiVersions (`ApiVersionsRequest.json`), versions 0–3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiVersionsRequest<'a> {
+    /// The client's software name (v3+; empty when absent).
+    pub client_software_name: &'a str,
+    /// The client's software version (v3+; empty when absent).
+    pub client_software_version: &'a str,
+}
+
+impl<'a> ApiVersionsRequest<'a> {
+    /// Decodes an ApiVersions body of `version` (0–3; v3 is flexible).
+    pub fn decode(d: &mut Decoder<'a>, version: i16) -> Result<ApiVersionsRequest<'a>> {
+        if version < 3 {
+            return Ok(ApiVersionsRequest {
+                client_software_name: "",
+                client_software_version: "",
+            });
+        }
+        let request = ApiVersionsRequest {
+            client_software_name: d.compact_string("api_versions client_software_name")?,
+            client_software_version: d.compact_string("api_versions client_software_version")?,
+        };
+        d.tagged_fields("api_versions tagged_fields")?;
+        Ok(request)
+    }
+}
+
+/// InitProducerId (`InitProducerIdRequest.json`), versions 0–1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InitProducerIdRequest<'a> {
+    /// The transactional id, or null for an idempotent producer.
+    pub transactional_id: Option<&'a str>,
+    /// The transaction timeout, in milliseconds.
+    pub transaction_timeout_ms: i32,
+}
+
+impl<'a> InitProducerIdRequest<'a> {
+    /// Decodes an InitProducerId body of `version` (0–1).
+    pub fn decode(d: &mut Decoder<'a>, _version: i16) -> Result<InitProducerIdRequest<'a>> {
+        Ok(InitProducerIdRequest {
+            transactional_id: d.nullable_string("init_producer_id transactional_id")?,
+            transaction_timeout_ms: d.i32("init_producer_id transaction_timeout_ms")?,
+        })
+    }
+}

@@ -1,0 +1,499 @@
+//! Responses: one struct per response, named after Kafka's message schema
+//! (`*Response.json`) with its field names in snake_case, each with
+//! `encode(version, out)` appending the body of that version; [`frame`]
+//! wraps a body in its length and the response header v0.
+//!
+//! The bodies, per version (`[..]` is an array of the structure inside,
+//! `?` nullable):
+//!
+//! | response | versions | body |
+//! |---|---|---|
+//! | Produce | 3–7 | `responses [name string · partition_responses [index int32 · error_code int16 · base_offset int64 · log_append_time_ms int64 · log_start_offset int64 (5+)]]` · `throttle_time_ms int32` |
+//! | Fetch | 4–11 | `throttle_time_ms int32` · `error_code int16` (7+) · `session_id int32` (7+) · `responses [topic string · partitions [partition_index int32 · error_code int16 · high_watermark int64 · last_stable_offset int64 · log_start_offset int64 (5+) · aborted_transactions [producer_id int64 · first_offset int64]? · preferred_read_replica int32 (11+) · records bytes]]` |
+//! | ListOffsets | 1–2 | `throttle_time_ms int32` (2+) · `topics [name string · partitions [partition_index int32 · error_code int16 · timestamp int64 · offset int64]]` |
+//! | Metadata | 0–4 | `throttle_time_ms int32` (3+) · `brokers [node_id int32 · host string · port int32 · rack string? (1+)]` · `cluster_id string?` (2+) · `controller_id int32` (1+) · `topics [error_code int16 · name string · is_internal boolean (1+) · partitions [error_code int16 · partition_index int32 · leader_id int32 · replica_nodes [int32] · isr_nodes [int32]]]` |
+//! | ApiVersions | 0–3 | `error_code int16` · `api_keys [api_key int16 · min_version int16 · max_version int16]` · `throttle_time_ms int32` (1+); v3 is flexible: compact array, and empty `tagged_fields` after each key and at the end |
+//! | InitProducerId | 0–1 | `throttle_time_ms int32` · `error_code int16` · `producer_id int64` · `producer_epoch int16` |
+//! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–7, 1–5, 0–2, 0–5, 0–3, 0–1, 0–3 | in [`super::group`], one table per message |
+//!
+//! An ApiVersions request of a version this codec does not implement is
+//! answered in the v0 shape with [`UNSUPPORTED_VERSION`] and the whole
+//! table ([`api_versions_unsupported`]), as Kafka's broker does, so that
+//! the client retries with a version it finds there.
+
+use super::api_key::*;
+use super::header::put_response_header;
+use super::wire::{
+    put_array, put_bool, put_bytes, put_compact_array, put_empty_tagged_fields, put_i16, put_i32,
+    put_i64, put_nullable_string, put_string,
+};
+use super::UNSUPPORTED_VERSION;
+
+/// A version range of one API, as the ApiVersions response lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiVersion {
+    /// The API key.
+    pub api_key: i16,
+    /// The oldest version implemented.
+    pub min_version: i16,
+    /// The newest version implemented.
+    pub max_version: i16,
+}
+
+const fn api(api_key: i16, min_version: i16, max_version: i16) -> ApiVersion {
+    ApiVersion {
+        api_key,
+        min_version,
+        max_version,
+    }
+}
+
+/// Every API and version range this codec decodes and encodes, in API key
+/// order: the one source of [`supported`], of the ApiVersions answer and
+/// of which requests [`super::request::decode_request`] accepts. A row is
+/// added with its request's decoder and its response's encoder.
+pub const SUPPORTED: &[ApiVersion] = &[
+    api(PRODUCE, 3, 7),
+    api(FETCH, 4, 11),
+    api(LIST_OFFSETS, 1, 2),
+    api(METADATA, 0, 4),
+    api(OFFSET_COMMIT, 2, 7),
+    api(OFFSET_FETCH, 1, 5),
+    api(FIND_COORDINATOR, 0, 2),
+    api(JOIN_GROUP, 0, 5),
+    api(HEARTBEAT, 0, 3),
+    api(LEAVE_GROUP, 0, 1),
+    api(SYNC_GROUP, 0, 3),
+    api(API_VERSIONS, 0, 3),
+    api(INIT_PRODUCER_ID, 0, 1),
+];
+
+/// The versions of `api_key` this codec implements, `(min, max)`; `None`
+/// for an API it does not.
+pub fn supported(api_key: i16) -> Option<(i16, i16)> {
+    SUPPORTED
+        .iter()
+        .find(|a| a.api_key == api_key)
+        .map(|a| (a.min_version, a.max_version))
+}
+
+/// Appends a response frame: its 4-byte length, the response header v0
+/// (`correlation_id`) and the body that `body` appends.
+///
+/// # Panics
+///
+/// When the body reaches 2 GiB, which no bounded response does.
+pub fn frame(out: &mut Vec<u8>, correlation_id: i32, body: impl FnOnce(&mut Vec<u8>)) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    put_response_header(out, correlation_id);
+    body(out);
+    let len = i32::try_from(out.len() - start - 4).expect("a response frame is below 2 GiB");
+    out[start..start + 4].copy_from_slice(&len.to_be_bytes());
+}
+
+/// Appends the whole answer to an ApiVersions request of a version not
+/// implemented: a frame with the v0 body, [`UNSUPPORTED_VERSION`] and the
+/// table of [`SUPPORTED`].
+pub fn api_versions_unsupported(out: &mut Vec<u8>, correlation_id: i32) {
+    frame(out, correlation_id, |out| {
+        ApiVersionsResponse::new(UNSUPPORTED_VERSION).encode(0, out);
+    });
+}
+
+/// ApiVersions (`ApiVersionsResponse.json`), versions 0–3.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiVersionsResponse {
+    /// The error code, or 0.
+    pub error_code: i16,
+    /// The APIs and versions the broker implements.
+    pub api_keys: Vec<ApiVersion>,
+    /// How long the client was throttled, in milliseconds (v1+).
+    pub throttle_time_ms: i32,
+}
+
+impl ApiVersionsResponse {
+    /// The answer with `error_code` and the table of [`SUPPORTED`].
+    pub fn new(error_code: i16) -> ApiVersionsResponse {
+        ApiVersionsResponse {
+            error_code,
+            api_keys: SUPPORTED.to_vec(),
+            throttle_time_ms: 0,
+        }
+    }
+
+    /// Appends the body of `version`; v3 is flexible, its tag sections
+    /// empty.
+    pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
+        let flexible = version >= 3;
+        put_i16(out, self.error_code);
+        let each = |out: &mut Vec<u8>, a: &ApiVersion| {
+            put_i16(out, a.api_key);
+            put_i16(out, a.min_version);
+            put_i16(out, a.max_version);
+            if flexible {
+                put_empty_tagged_fields(out);
+            }
+        };
+        if flexible {
+            put_compact_array(out, &self.api_keys, each);
+        } else {
+            put_array(out, &self.api_keys, each);
+        }
+        if version >= 1 {
+            put_i32(out, self.throttle_time_ms);
+        }
+        if flexible {
+            put_empty_tagged_fields(out);
+        }
+    }
+}
+
+/// Produce (`ProduceResponse.json`), versions 3–7.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProduceResponse<'a> {
+    /// Each topic of the request.
+    pub responses: Vec<TopicProduceResponse<'a>>,
+    /// How long the client was throttled, in milliseconds.
+    pub throttle_time_ms: i32,
+}
+
+/// A topic of a [`ProduceResponse`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicProduceResponse<'a> {
+    /// The topic name.
+    pub name: &'a str,
+    /// Each partition of the topic.
+    pub partition_responses: Vec<PartitionProduceResponse>,
+}
+
+/// A partition of a [`TopicProduceResponse`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionProduceResponse {
+    /// The partition index.
+    pub index: i32,
+    /// The error code, or 0.
+    pub error_code: i16,
+    /// The offset of the first record appended.
+    pub base_offset: i64,
+    /// The append time with LogAppendTime, else -1.
+    pub log_append_time_ms: i64,
+    /// The partition's log start offset (v5+).
+    pub log_start_offset: i64,
+}
+
+impl ProduceResponse<'_> {
+    /// Appends the body of `version` (3–7).
+    pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
+        put_array(out, &self.responses, |out, t| {
+            put_string(out, t.name);
+            put_array(out, &t.partition_responses, |out, p| {
+                put_i32(out, p.index);
+                put_i16(out, p.error_code);
+                put_i64(out, p.base_offset);
+                put_i64(out, p.log_append_time_ms);
+                if version >= 5 {
+                    put_i64(out, p.log_start_offset);
+                }
+            });
+        });
+        put_i32(out, self.throttle_time_ms);
+    }
+}
+
+/// Fetch (`FetchResponse.json`), versions 4–11.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchResponse<'a> {
+    /// How long the client was throttled, in milliseconds.
+    pub throttle_time_ms: i32,
+    /// The error of the whole fetch (v7+).
+    pub error_code: i16,
+    /// The fetch session id (v7+; 0: sessionless).
+    pub session_id: i32,
+    /// Each topic of the response.
+    pub responses: Vec<FetchableTopicResponse<'a>>,
+}
+
+/// A topic of a [`FetchResponse`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchableTopicResponse<'a> {
+    /// The topic name.
+    pub topic: &'a str,
+    /// Each partition of the topic.
+    pub partitions: Vec<PartitionData<'a>>,
+}
+
+/// A partition of a [`FetchableTopicResponse`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionData<'a> {
+    /// The partition index.
+    pub partition_index: i32,
+    /// The error code, or 0.
+    pub error_code: i16,
+    /// One past the last offset a consumer may read.
+    pub high_watermark: i64,
+    /// The last stable offset (the high watermark without transactions).
+    pub last_stable_offset: i64,
+    /// The log start offset (v5+).
+    pub log_start_offset: i64,
+    /// The aborted transactions in the records (null or empty here).
+    pub aborted_transactions: Option<Vec<AbortedTransaction>>,
+    /// The replica to read from instead (v11+; -1: this one).
+    pub preferred_read_replica: i32,
+    /// Record batches (RecordBatch v2).
+    pub records: &'a [u8],
+}
+
+/// An entry of [`PartitionData::aborted_transactions`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTransaction {
+    /// The producer of the aborted transaction.
+    pub producer_id: i64,
+    /// The first offset of the aborted transaction.
+    pub first_offset: i64,
+}
+
+impl FetchResponse<'_> {
+    /// Appends the body of `version` (4–11).
+    pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
+        put_i32(out, self.throttle_time_ms);
+        if version >= 7 {
+            put_i16(out, self.error_code);
+            put_i32(out, self.session_id);
+        }
+        put_array(out, &self.responses, |out, t| {
+            put_string(out, t.topic);
+            put_array(out, &t.partitions, |out, p| p.encode(version, out));
+        });
+    }
+}
+
+impl PartitionData<'_> {
+    fn encode(&self, version: i16, out: &mut Vec<u8>) {
+        put_i32(out, self.partition_index);
+        put_i16(out, self.error_code);
+        put_i64(out, self.high_watermark);
+        put_i64(out, self.last_stable_offset);
+        if version >= 5 {
+            put_i64(out, self.log_start_offset);
+        }
+        match &self.aborted_transactions {
+            None => super::wire::put_null_array(out),
+            Some(aborted) => put_array(out, aborted, |out, a| {
+                put_i64(out, a.producer_id);
+                put_i64(out, a.first_offset);
+            }),
+        }
+        if version >= 11 {
+            put_i32(out, self.preferred_read_replica);
+        }
+        put_bytes(out, self.records);
+    }
+}
+
+/// ListOffsets (`ListOffsetsResponse.json`), versions 1–2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListOffsetsResponse<'a> {
+    /// How long the client was throttled, in milliseconds (v2+).
+    pub throttle_time_ms: i32,
+    /// Each topic of the response.
+    pub topics: Vec<ListOffsetsTopicResponse<'a>>,
+}
+
+/// A topic of a [`ListOffsetsResponse`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListOffsetsTopicResponse<'a> {
+    /// The topic name.
+    pub name: &'a str,
+    /// Each partition of the topic.
+    pub partitions: Vec<ListOffsetsPartitionResponse>,
+}
+
+/// A partition of a [`ListOffsetsTopicResponse`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListOffsetsPartitionResponse {
+    /// The partition index.
+    pub partition_index: i32,
+    /// The error code, or 0.
+    pub error_code: i16,
+    /// The timestamp of the record at `offset`, or -1.
+    pub timestamp: i64,
+    /// The offset found, or -1.
+    pub offset: i64,
+}
+
+impl ListOffsetsResponse<'_> {
+    /// Appends the body of `version` (1–2).
+    pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
+        if version >= 2 {
+            put_i32(out, self.throttle_time_ms);
+        }
+        put_array(out, &self.topics, |out, t| {
+            put_string(out, t.name);
+            put_array(out, &t.partitions, |out, p| {
+                put_i32(out, p.partition_index);
+                put_i16(out, p.error_code);
+                put_i64(out, p.timestamp);
+                put_i64(out, p.offset);
+            });
+        });
+    }
+}
+
+/// Metadata (`MetadataResponse.json`), versions 0–4.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataResponse<'a> {
+    /// How long the client was throttled, in milliseconds (v3+).
+    pub throttle_time_ms: i32,
+    /// Each broker of the cluster.
+    pub brokers: Vec<MetadataResponseBroker<'a>>,
+    /// The cluster's id (v2+).
+    pub cluster_id: Option<&'a str>,
+    /// The controller's broker id (v1+; -1: none).
+    pub controller_id: i32,
+    /// Each topic of the response.
+    pub topics: Vec<MetadataResponseTopic<'a>>,
+}
+
+/// A broker of a [`MetadataResponse`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetadataResponseBroker<'a> {
+    /// The broker id.
+    pub node_id: i32,
+    /// The broker's host name.
+    pub host: &'a str,
+    /// The broker's port.
+    pub port: i32,
+    /// The broker's rack (v1+).
+    pub rack: Option<&'a str>,
+}
+
+/// A topic of a [`MetadataResponse`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataResponseTopic<'a> {
+    /// The error code, or 0.
+    pub error_code: i16,
+    /// The topic name.
+    pub name: &'a str,
+    /// Whether the topic is internal (v1+).
+    pub is_internal: bool,
+    /// Each partition of the topic.
+    pub partitions: Vec<MetadataResponsePartition>,
+}
+
+/// A partition of a [`MetadataResponseTopic`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataResponsePartition {
+    /// The error code, or 0.
+    pub error_code: i16,
+    /// The partition index.
+    pub partition_index: i32,
+    /// The leader's broker id, or -1.
+    pub leader_id: i32,
+    /// The brokers holding a replica.
+    pub replica_nodes: Vec<i32>,
+    /// The in-sync replicas.
+    pub isr_nodes: Vec<i32>,
+}
+
+impl MetadataResponse<'_> {
+    /// Appends the body of `version` (0–4).
+    pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
+        if version >= 3 {
+            put_i32(out, self.throttle_time_ms);
+        }
+        put_array(out, &self.brokers, |out, b| {
+            put_i32(out, b.node_id);
+            put_string(out, b.host);
+            put_i32(out, b.port);
+            if version >= 1 {
+                put_nullable_string(out, b.rack);
+            }
+        });
+        if version >= 2 {
+            put_nullable_string(out, self.cluster_id);
+        }
+        if version >= 1 {
+            put_i32(out, self.controller_id);
+        }
+        put_array(out, &self.topics, |out, t| {
+            put_i16(out, t.error_code);
+            put_string(out, t.name);
+            if version >= 1 {
+                put_bool(out, t.is_internal);
+            }
+            put_array(out, &t.partitions, |out, p| {
+                put_i16(out, p.error_code);
+                put_i32(out, p.partition_index);
+                put_i32(out, p.leader_id);
+                put_array(out, &p.replica_nodes, |out, n| put_i32(out, *n));
+                put_array(out, &p.isr_nodes, |out, n| put_i32(out, *n));
+            });
+        });
+    }
+}
+
+/// InitProducerId (`InitProducerIdResponse.json`), versions 0–1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InitProducerIdResponse {
+    /// How long the client was throttled, in milliseconds.
+    pub throttle_time_ms: i32,
+    /// The error code, or 0.
+    pub error_code: i16,
+    /// The producer id given, or -1.
+    pub producer_id: i64,
+    /// The producer's epoch, or -1.
+    pub producer_epoch: i16,
+}
+
+impl InitProducerIdResponse {
+    /// Appends the body of `version` (0–1).
+    pub fn encode(&self, _version: i16, out: &mut Vec<u8>) {
+        put_i32(out, self.throttle_time_ms);
+        put_i16(out, self.error_code);
+        put_i64(out, self.producer_id);
+        put_i16(out, self.producer_epoch);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::wire::Decoder;
+    use super::*;
+
+    #[test]
+    fn an_unsupported_api_versions_gets_the_v0_shape_with_error_35() {
+        let mut out = vec![0xaa];
+        api_versions_unsupported(&mut out, 77);
+        let mut d = Decoder::new(&out[1..]);
+        let len = d.i32("len").unwrap();
+        assert_eq!(len as usize, d.remaining());
+        assert_eq!(d.i32("correlation_id").unwrap(), 77);
+        assert_eq!(d.i16("error_code").unwrap(), UNSUPPORTED_VERSION);
+        let n = d.array_len(6, "api_keys").unwrap();
+        assert_eq!(n, SUPPORTED.len());
+        for a in SUPPORTED {
+            assert_eq!(d.i16("key").unwrap(), a.api_key);
+            assert_eq!(d.i16("min").unwrap(), a.min_version);
+            assert_eq!(d.i16("max").unwrap(), a.max_version);
+        }
+        d.finish("v0 has no throttle_time_ms").unwrap();
+    }
+
+    #[test]
+    fn the_table_is_in_key_order_and_each_range_is_sane() {
+        for w in SUPPORTED.windows(2) {
+            assert!(w[0].api_key < w[1].api_key, "{w:?}");
+        }
+        for a in SUPPORTED {
+            assert!(
+                0 <= a.min_version && a.min_version <= a.max_version,
+                "{a:?}"
+            );
+        }
+        assert_eq!(supported(API_VERSIONS), Some((0, 3)));
+        assert_eq!(supported(OFFSET_COMMIT), Some((2, 7)));
+        // CreateTopics (19): not implemented, not advertised.
+        assert_eq!(supported(19), None);
+    }
+}
