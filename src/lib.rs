@@ -12,6 +12,7 @@
 //! | 4 | [`coord`] | the registry of brokers, members, owners and offsets; Algorithm 1 and the group member; routing through the registry |
 //! | 3 | [`client`] | connection, producer, consumer, partitioner, where a consumer starts |
 //! | 2 | [`protocol`] | klog's pull protocol, sans-I/O: frames, requests, responses |
+//! | 2 | [`kafka`] | the Kafka wire protocol, sans-I/O: RecordBatch v2 to and from klog batches |
 //! | 1 | [`storage`] | records, segments, indexes, logs, recovery, the data directory, the `Vfs` seam |
 //! | 0 | the ground | [`error`], [`limits`], [`human`], [`clock`], [`stop`], [`stats`], [`sync`], [`random`] |
 //!
@@ -38,6 +39,7 @@ pub mod coord;
 pub mod diag;
 pub mod error;
 pub mod human;
+pub mod kafka;
 pub mod limits;
 pub mod protocol;
 pub mod random;

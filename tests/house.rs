@@ -17,6 +17,7 @@ fn floor(top: &str) -> Option<u32> {
         "error" | "limits" | "human" | "clock" | "stop" | "stats" | "sync" | "random" | "diag" => 0,
         "storage" => 1,
         "protocol" => 2,
+        "kafka" => 2,
         "client" => 3,
         "coord" => 4,
         "broker" => 5,
