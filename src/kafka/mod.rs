@@ -69,6 +69,7 @@
 pub mod consumer;
 pub mod group;
 pub mod header;
+pub mod records;
 pub mod request;
 pub mod response;
 pub mod wire;

@@ -1,0 +1,703 @@
+//! Kafka RecordBatch v2 to and from klog batches (`klog::kafka::records`),
+//! checked against the `kafka-protocol` crate's encoder and decoder both
+//! ways, through a real `Log`, and against hostile bytes.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+use klog::kafka::records::{to_kafka, to_klog, RecordsError, ToKlog};
+use klog::limits::{BATCH_BYTES_MAX, BATCH_RECORDS_MAX, RECORD_BYTES_MAX_LIMIT};
+use klog::storage::fs::sim::SimFs;
+use klog::storage::fs::Vfs;
+use klog::storage::log::{check_batch, Log, LogConfig, OpenOptions};
+use klog::storage::record::{self, Batch, BatchBuilder};
+
+/// A record as both sides can say it: (offset, timestamp, key, value,
+/// headers), with "null" already read as klog reads it.
+type Plain = (i64, i64, Option<Vec<u8>>, Vec<u8>, Vec<(String, Vec<u8>)>);
+
+/// A header: name and value (`None`: null).
+type Header<'a> = (&'a str, Option<&'a [u8]>);
+
+const RECORD_MAX: u32 = klog::limits::RECORD_BYTES_MAX_DEFAULT;
+
+/// A Kafka record as a producer without idempotence would send it, the
+/// sequence chosen so that the encoder keeps all in one batch with base
+/// sequence -1.
+fn kafka_record(
+    offset: i64,
+    timestamp: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[Header<'_>],
+) -> Record {
+    let mut map = IndexMap::new();
+    for (name, value) in headers {
+        map.insert(
+            StrBytes::from_string(name.to_string()),
+            value.map(|v| v.to_vec().into()),
+        );
+    }
+    Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset,
+        sequence: offset as i32 - 1,
+        timestamp,
+        key: key.map(|k| k.to_vec().into()),
+        value: value.map(|v| v.to_vec().into()),
+        headers: map,
+    }
+}
+
+fn encode(records: &[Record], compression: Compression) -> Vec<u8> {
+    let mut out = Vec::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression,
+    };
+    RecordBatchEncoder::encode(&mut out, records, &options).unwrap();
+    out
+}
+
+/// A record as klog will give it back: null value and header values empty.
+fn plain(record: &Record) -> Plain {
+    let headers = record
+        .headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.as_deref().unwrap_or_default().to_vec()))
+        .collect();
+    (
+        record.offset,
+        record.timestamp,
+        record.key.as_deref().map(<[u8]>::to_vec),
+        record.value.as_deref().unwrap_or_default().to_vec(),
+        headers,
+    )
+}
+
+/// The records of the klog batches in `bytes`, each batch checked as the
+/// log checks an append; offsets are `base_offset + i` (0 before the log
+/// assigns them).
+fn klog_records(bytes: &[u8]) -> (usize, Vec<Plain>) {
+    klog_records_checked(bytes, true)
+}
+
+/// As [`klog_records`], checking each batch as the log does or (stored
+/// bytes a test damaged) only as a reader does.
+fn klog_records_checked(bytes: &[u8], as_append: bool) -> (usize, Vec<Plain>) {
+    let mut records = Vec::new();
+    let mut at = 0;
+    let mut batches = 0;
+    while at < bytes.len() {
+        if as_append {
+            check_batch(&bytes[at..], &LogConfig::default()).unwrap();
+        }
+        let batch = Batch::decode(&bytes[at..], BATCH_BYTES_MAX).unwrap();
+        for r in batch.records(RECORD_BYTES_MAX_LIMIT) {
+            let r = r.unwrap();
+            let headers = r
+                .headers()
+                .map(|(n, v)| (String::from_utf8_lossy(n).into_owned(), v.to_vec()))
+                .collect();
+            let key = r.key.map(<[u8]>::to_vec);
+            records.push((r.offset as i64, r.timestamp, key, r.value.to_vec(), headers));
+        }
+        at += batch.total_bytes();
+        batches += 1;
+    }
+    (batches, records)
+}
+
+/// The records of the Kafka batches in `bytes`, decoded by the crate, and
+/// the batches' headers.
+fn kafka_records(bytes: &[u8]) -> (Vec<Record>, Vec<kafka_protocol::records::BatchDecodeInfo>) {
+    let sets = RecordBatchDecoder::decode_all(&mut &bytes[..]).unwrap();
+    let infos = RecordBatchDecoder::decode_batch_info(&mut &bytes[..]).unwrap();
+    assert_eq!(sets.len(), infos.len());
+    for set in &sets {
+        assert_eq!((set.version, set.compression), (2, Compression::None));
+    }
+    (sets.into_iter().flat_map(|s| s.records).collect(), infos)
+}
+
+/// Records of every shape: keys and none, empty keys and values, null
+/// values, headers with null and empty values, timestamps going backwards.
+fn mixed_records(first_offset: i64, count: i64) -> Vec<Record> {
+    (0..count)
+        .map(|i| {
+            let offset = first_offset + i;
+            let timestamp = 1_700_000_000_000 + (i * 7919) % 1000 - 500;
+            let value = format!("value-{offset}-{}", "x".repeat((i % 13) as usize));
+            let key = format!("key-{i}");
+            match i % 6 {
+                0 => kafka_record(offset, timestamp, None, Some(value.as_bytes()), &[]),
+                1 => kafka_record(offset, timestamp, Some(key.as_bytes()), Some(b""), &[]),
+                2 => kafka_record(offset, timestamp, Some(b""), None, &[("h", Some(b"v"))]),
+                3 => kafka_record(
+                    offset,
+                    timestamp,
+                    None,
+                    Some(value.as_bytes()),
+                    &[
+                        ("a", None),
+                        ("b", Some(b"")),
+                        ("trace-id", Some(&[0, 255, 7])),
+                    ],
+                ),
+                4 => kafka_record(
+                    offset,
+                    -timestamp,
+                    Some(&[0xff; 300]),
+                    Some(&[9; 3000]),
+                    &[],
+                ),
+                _ => kafka_record(offset, timestamp, Some(key.as_bytes()), None, &[]),
+            }
+        })
+        .collect()
+}
+
+fn shift(records: &[Plain], by: i64) -> Vec<Plain> {
+    records
+        .iter()
+        .cloned()
+        .map(|(o, t, k, v, h)| (o + by, t, k, v, h))
+        .collect()
+}
+
+#[test]
+fn kafka_batches_become_klog_batches_with_the_same_records() {
+    let cases: Vec<(&str, Vec<Vec<Record>>)> = vec![
+        (
+            "one record",
+            vec![vec![kafka_record(0, 5, None, Some(b"a"), &[])]],
+        ),
+        ("mixed", vec![mixed_records(0, 60)]),
+        ("many records", vec![mixed_records(0, 2000)]),
+        (
+            "several batches in one buffer",
+            vec![
+                mixed_records(0, 3),
+                mixed_records(0, 1),
+                mixed_records(0, 17),
+            ],
+        ),
+        (
+            "timestamps far apart",
+            vec![vec![
+                kafka_record(0, -1, None, Some(b"no timestamp"), &[]),
+                kafka_record(1, i64::MAX / 2, Some(b"k"), Some(b"late"), &[]),
+            ]],
+        ),
+    ];
+    for (name, batches) in cases {
+        let mut kafka = Vec::new();
+        let mut expected = Vec::new();
+        for records in &batches {
+            kafka.extend_from_slice(&encode(records, Compression::None));
+            expected.push(records.iter().map(plain).collect::<Vec<_>>());
+        }
+        let mut out = b"before".to_vec();
+        let done = to_klog(&kafka, &mut out, RECORD_MAX).unwrap();
+        let count: usize = batches.iter().map(Vec::len).sum();
+        assert_eq!(
+            done,
+            ToKlog {
+                batches: batches.len() as u32,
+                records: count as u64
+            },
+            "{name}"
+        );
+        assert_eq!(
+            &out[..6],
+            b"before",
+            "{name}: appended after what was there"
+        );
+        let mut at = 6;
+        for (i, records) in expected.iter().enumerate() {
+            let total = Batch::decode(&out[at..], BATCH_BYTES_MAX)
+                .unwrap()
+                .total_bytes();
+            let (n, got) = klog_records(&out[at..at + total]);
+            assert_eq!(n, 1, "{name}: one klog batch per Kafka batch");
+            assert_eq!(&got, records, "{name}: batch {i}");
+            at += total;
+        }
+        assert_eq!(at, out.len(), "{name}: nothing else appended");
+    }
+}
+
+/// klog batches of mixed records, offsets from `base` and stamped with
+/// `epoch`, several in one buffer, as a log would return them.
+fn klog_batches(base: u64, epoch: u32, sizes: &[u32]) -> (Vec<u8>, Vec<Plain>) {
+    let mut bytes = Vec::new();
+    let mut expected = Vec::new();
+    let mut offset = base;
+    for &size in sizes {
+        let mut builder = BatchBuilder::new();
+        for i in 0..size {
+            let ts = 1_600_000_000_000 - i64::from(i % 5) * 1000;
+            let value = format!("value {offset} {i}").repeat(1 + i as usize % 4);
+            let key = (i % 3 != 0).then(|| format!("k{i}").into_bytes());
+            let headers: Vec<(&[u8], &[u8])> = match i % 4 {
+                0 => vec![],
+                1 => vec![(b"a", b"1")],
+                2 => vec![(b"empty", b""), (b"", b"no name")],
+                _ => vec![(b"x", &[0u8, 1, 2][..])],
+            };
+            builder.push(ts, key.as_deref(), &headers, value.as_bytes());
+            let plain_headers = headers
+                .iter()
+                .map(|(n, v)| (String::from_utf8(n.to_vec()).unwrap(), v.to_vec()))
+                .collect();
+            let at = offset + u64::from(i);
+            expected.push((at as i64, ts, key, value.into_bytes(), plain_headers));
+        }
+        let batch = builder.finish();
+        record::stamp(batch, offset, epoch);
+        bytes.extend_from_slice(batch);
+        offset += u64::from(size);
+    }
+    (bytes, expected)
+}
+
+fn plain_kafka(records: &[Record]) -> Vec<Plain> {
+    records.iter().map(plain).collect()
+}
+
+#[test]
+fn klog_batches_become_kafka_batches_the_kafka_crate_decodes() {
+    let (klog, expected) = klog_batches(1_000, 7, &[1, 5, 300, 2]);
+    let mut out = b"before".to_vec();
+    let used = to_kafka(&klog, &mut out).unwrap();
+    assert_eq!(used, klog.len());
+    assert_eq!(&out[..6], b"before");
+    let (records, infos) = kafka_records(&out[6..]);
+    assert_eq!(plain_kafka(&records), expected);
+    for r in &records {
+        assert!(r.value.is_some(), "a value is never null on the way out");
+        assert!(r.headers.values().all(Option::is_some));
+        assert_eq!((r.producer_id, r.producer_epoch), (-1, -1));
+        assert_eq!(r.partition_leader_epoch, 7);
+        assert_eq!(r.timestamp_type, TimestampType::Creation);
+        assert!(!r.transactional && !r.control);
+    }
+    let bases: Vec<i64> = infos.iter().map(|i| i.min_offset).collect();
+    assert_eq!(bases, [1_000, 1_001, 1_006, 1_306]);
+    let counts: Vec<i32> = infos.iter().map(|i| i.record_count).collect();
+    assert_eq!(counts, [1, 5, 300, 2]);
+    assert!(infos.iter().all(|i| i.base_sequence == -1));
+    // The header fields the crate does not read: lastOffsetDelta and
+    // maxTimestamp.
+    let mut at = 6;
+    for (info, batch) in infos.iter().zip(batch_spans(&out[6..])) {
+        let header = &out[at..at + 61];
+        let last_delta = i32::from_be_bytes(header[23..27].try_into().unwrap());
+        assert_eq!(last_delta, info.record_count - 1);
+        let max_ts = i64::from_be_bytes(header[35..43].try_into().unwrap());
+        let first = (info.min_offset - 1_000) as usize;
+        let want = expected[first..first + info.record_count as usize]
+            .iter()
+            .map(|r| r.1)
+            .max();
+        assert_eq!(Some(max_ts), want);
+        at += batch;
+    }
+}
+
+/// Lengths of the Kafka batches in `bytes`, by their length fields.
+fn batch_spans(bytes: &[u8]) -> Vec<usize> {
+    let mut spans = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let length = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap());
+        spans.push(12 + length as usize);
+        at += 12 + length as usize;
+    }
+    spans
+}
+
+#[test]
+fn kafka_to_klog_to_kafka_gives_back_the_same_bytes() {
+    // Without nulls (which klog stores as empty) the round trip is byte
+    // for byte, once the log has assigned the offsets and the epoch the
+    // producer's batch is compared with.
+    let mut records: Vec<Record> = mixed_records(0, 200)
+        .into_iter()
+        .filter(|r| r.value.is_some() && r.headers.values().all(Option::is_some))
+        .enumerate()
+        .map(|(i, mut r)| {
+            r.offset = 500 + i as i64;
+            r.sequence = i as i32 - 1;
+            r.partition_leader_epoch = 3;
+            r
+        })
+        .collect();
+    let original = encode(&records, Compression::None);
+    let mut klog = Vec::new();
+    to_klog(&original, &mut klog, RECORD_MAX).unwrap();
+    record::stamp(&mut klog, 500, 3);
+    let mut back = Vec::new();
+    assert_eq!(to_kafka(&klog, &mut back).unwrap(), klog.len());
+    assert_eq!(back, original);
+
+    // With nulls: the same records, nulls read as empty.
+    records = mixed_records(40, 100);
+    let original = encode(&records, Compression::None);
+    let mut klog = Vec::new();
+    to_klog(&original, &mut klog, RECORD_MAX).unwrap();
+    record::stamp(&mut klog, 40, 0);
+    let mut back = Vec::new();
+    to_kafka(&klog, &mut back).unwrap();
+    assert_eq!(plain_kafka(&kafka_records(&back).0), plain_kafka(&records));
+}
+
+#[test]
+fn converted_batches_append_to_a_log_and_fetch_back_at_their_offsets() {
+    let sim = SimFs::new();
+    let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
+    let dir = Path::new("/p");
+    sim.create_dir_all_durable(dir);
+    let options = OpenOptions {
+        writable: true,
+        lock: false,
+    };
+    let mut log = Log::open(Arc::clone(&vfs), dir, LogConfig::default(), options).unwrap();
+    let mut expected = Vec::new();
+    let mut next = 0;
+    for count in [3, 1, 40] {
+        let records = mixed_records(0, count);
+        let mut batch = Vec::new();
+        to_klog(&encode(&records, Compression::None), &mut batch, RECORD_MAX).unwrap();
+        let info = log.append(&mut batch, 0).unwrap();
+        assert_eq!(info.base_offset, next, "one Kafka batch is one klog batch");
+        expected.extend(shift(&plain_kafka(&records), next as i64));
+        next += count as u64;
+    }
+    let slice = log.read(0, 1 << 20).unwrap().unwrap();
+    let mut fetched = Vec::new();
+    slice.read_into(&mut fetched).unwrap();
+    let mut kafka = Vec::new();
+    assert_eq!(to_kafka(&fetched, &mut kafka).unwrap(), fetched.len());
+    let (records, infos) = kafka_records(&kafka);
+    assert_eq!(
+        infos.iter().map(|i| i.min_offset).collect::<Vec<_>>(),
+        [0, 3, 4]
+    );
+    assert_eq!(plain_kafka(&records), expected);
+}
+
+#[test]
+fn to_kafka_leaves_a_batch_cut_short_and_never_serves_a_damaged_record() {
+    let (klog, _) = klog_batches(0, 1, &[2, 3]);
+    let first = Batch::decode(&klog, BATCH_BYTES_MAX).unwrap().total_bytes();
+    let mut whole_first = Vec::new();
+    to_kafka(&klog[..first], &mut whole_first).unwrap();
+    for cut in 0..klog.len() {
+        let mut out = Vec::new();
+        let used = to_kafka(&klog[..cut], &mut out).unwrap();
+        let want = if cut < first { 0 } else { first };
+        assert_eq!(used, want, "cut at {cut}");
+        assert_eq!(
+            out,
+            whole_first[..if used == 0 { 0 } else { whole_first.len() }]
+        );
+    }
+    // A flipped bit anywhere in either batch is an error, and nothing is
+    // served: the output is as it was.
+    for at in 0..klog.len() {
+        let mut damaged = klog.clone();
+        damaged[at] ^= 0x10;
+        let mut out = b"before".to_vec();
+        match to_kafka(&damaged, &mut out) {
+            Err(e) => {
+                assert_eq!(e.error_code, 2, "byte {at}: {e}");
+                assert_eq!(out, b"before");
+            }
+            // A flip in a length field can only make a batch look cut short.
+            Ok(used) => {
+                assert!(
+                    (8..12).contains(&at) || (first + 8..first + 12).contains(&at),
+                    "flip at {at} served"
+                );
+                assert!(used <= first, "flip at {at}");
+                assert_eq!(
+                    &out[6..],
+                    &whole_first[..if used == 0 { 0 } else { whole_first.len() }]
+                );
+            }
+        }
+    }
+}
+
+/// A valid one-batch Kafka buffer of `count` records, for damaging.
+fn valid(count: i64) -> Vec<u8> {
+    encode(&mixed_records(0, count), Compression::None)
+}
+
+/// Rewrites the CRC32C of the Kafka batch at the start of `bytes` (when
+/// its length field lets it be found), so that damage behind it is judged
+/// by the fields, not the CRC.
+fn reseal(bytes: &mut [u8]) {
+    if bytes.len() < 61 {
+        return;
+    }
+    let length = i32::from_be_bytes(bytes[8..12].try_into().unwrap());
+    let end = 12usize.saturating_add(length.max(0) as usize);
+    if end < 61 || end > bytes.len() {
+        return;
+    }
+    let crc = crc32c::crc32c(&bytes[21..end]);
+    bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
+fn error_of(kafka: &[u8], record_bytes_max: u32) -> RecordsError {
+    let mut out = b"before".to_vec();
+    let err = to_klog(kafka, &mut out, record_bytes_max).unwrap_err();
+    assert_eq!(out, b"before", "{err}: the output is left as it was");
+    err
+}
+
+/// `valid(count)` changed by `change` and resealed.
+fn changed(count: i64, change: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut bytes = valid(count);
+    change(&mut bytes);
+    reseal(&mut bytes);
+    bytes
+}
+
+#[test]
+fn refusals_carry_the_kafka_error_code() {
+    let put_i32 =
+        |at: usize, v: i32| move |b: &mut Vec<u8>| b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+    let attributes = |v: i16| move |b: &mut Vec<u8>| b[21..23].copy_from_slice(&v.to_be_bytes());
+    let mut transactional = mixed_records(0, 3);
+    let mut control = mixed_records(0, 3);
+    for r in &mut transactional {
+        r.transactional = true;
+        r.producer_id = 9;
+    }
+    for r in &mut control {
+        r.control = true;
+    }
+    let cases: Vec<(&str, Vec<u8>, i16)> = vec![
+        ("gzip", encode(&mixed_records(0, 5), Compression::Gzip), 76),
+        ("zstd", encode(&mixed_records(0, 5), Compression::Zstd), 76),
+        ("compression bits", changed(5, attributes(3)), 76),
+        (
+            "transactional",
+            encode(&transactional, Compression::None),
+            87,
+        ),
+        ("control", encode(&control, Compression::None), 87),
+        ("magic 0", changed(2, |b| b[16] = 0), 43),
+        ("magic 1", changed(2, |b| b[16] = 1), 43),
+        ("magic 3", changed(2, |b| b[16] = 3), 2),
+        (
+            "bad crc",
+            {
+                let mut b = valid(3);
+                let last = b.len() - 1;
+                b[last] ^= 1;
+                b
+            },
+            2,
+        ),
+        ("negative batch length", changed(2, put_i32(8, -1)), 2),
+        (
+            "batch length past the end",
+            changed(2, |b| b.pop().map(drop).unwrap()),
+            2,
+        ),
+        ("batch length too small", changed(2, put_i32(8, 20)), 2),
+        ("record count 0", changed(2, put_i32(57, 0)), 87),
+        ("record count -1", changed(2, put_i32(57, -1)), 87),
+        ("record count huge", changed(2, put_i32(57, i32::MAX)), 87),
+        (
+            "record count over the bytes",
+            changed(2, put_i32(57, 1000)),
+            87,
+        ),
+        ("record count one more", changed(2, put_i32(57, 3)), 87),
+        ("last offset delta", changed(2, put_i32(23, 5)), 87),
+        ("negative record length", changed(1, |b| b[61] = 0x01), 87),
+        (
+            "record length past the batch",
+            changed(1, |b| b[61] = 0x7e),
+            87,
+        ),
+        ("offset delta", changed(2, |b| b[64] = 4), 87),
+        ("key length -2", changed(1, |b| b[65] = 0x03), 87),
+        (
+            "bytes after the records",
+            changed(1, |b| {
+                b.push(0);
+                let length = i32::from_be_bytes(b[8..12].try_into().unwrap());
+                b[8..12].copy_from_slice(&(length + 1).to_be_bytes());
+            }),
+            87,
+        ),
+    ];
+    for (name, bytes, code) in cases {
+        let err = error_of(&bytes, RECORD_MAX);
+        assert_eq!(err.error_code, code, "{name}: {err}");
+        // After a valid batch too: all or nothing.
+        let mut two = valid(4);
+        two.extend_from_slice(&bytes);
+        assert_eq!(error_of(&two, RECORD_MAX).error_code, code, "{name} second");
+    }
+    // More records than klog's batch limit, in bytes that could hold them.
+    let count = BATCH_RECORDS_MAX as i32 + 1;
+    let huge = changed(1, |b| {
+        b[57..61].copy_from_slice(&count.to_be_bytes());
+        b.resize(61 + 7 * count as usize, 0);
+        let length = b.len() as i32 - 12;
+        b[8..12].copy_from_slice(&length.to_be_bytes());
+    });
+    assert_eq!(error_of(&huge, RECORD_MAX).error_code, 10);
+}
+
+#[test]
+fn the_record_size_limit_is_klogs_record_size() {
+    let value = [7u8; 500];
+    let kafka = encode(
+        &[kafka_record(0, 1, Some(b"k"), Some(&value), &[("h", None)])],
+        Compression::None,
+    );
+    let size = BatchBuilder::record_size(Some(b"k"), &[(&b"h"[..], &b""[..])], &value) as u32;
+    let mut out = Vec::new();
+    to_klog(&kafka, &mut out, size).unwrap();
+    check_batch(
+        &out,
+        &LogConfig {
+            record_bytes_max: size,
+            ..LogConfig::default()
+        },
+    )
+    .unwrap();
+    let err = error_of(&kafka, size - 1);
+    assert_eq!(err.error_code, 10, "{err}");
+}
+
+#[test]
+fn null_keys_stay_no_key_and_empty_keys_stay_empty() {
+    let kafka = encode(
+        &[
+            kafka_record(0, 1, None, Some(b"a"), &[]),
+            kafka_record(1, 1, Some(b""), Some(b"b"), &[]),
+        ],
+        Compression::None,
+    );
+    let mut out = Vec::new();
+    to_klog(&kafka, &mut out, RECORD_MAX).unwrap();
+    let batch = Batch::decode(&out, BATCH_BYTES_MAX).unwrap();
+    let keys: Vec<_> = batch.records(RECORD_MAX).map(|r| r.unwrap().key).collect();
+    assert_eq!(keys, [None, Some(&b""[..])]);
+}
+
+#[test]
+fn hostile_kafka_bytes_never_panic_and_what_converts_is_a_valid_klog_batch() {
+    let mut rng = klog::random::XorShift::new(0x6b61_666b_615f_7265);
+    let mut seeds = vec![valid(1), valid(7), valid(40)];
+    let mut two = valid(2);
+    two.extend_from_slice(&valid(3));
+    seeds.push(two);
+    let (mut ok, mut refused) = (0, 0);
+    for round in 0..30_000u32 {
+        let mut bytes = if round % 10 == 9 {
+            (0..rng.next() % 300).map(|_| rng.next() as u8).collect()
+        } else {
+            seeds[round as usize % seeds.len()].clone()
+        };
+        for _ in 0..=rng.next() % 4 {
+            if bytes.is_empty() {
+                break;
+            }
+            let at = (rng.next() % bytes.len() as u64) as usize;
+            match rng.next() % 4 {
+                0 => bytes.truncate(at),
+                1 => bytes[at] ^= 1 << (rng.next() % 8),
+                _ => bytes[at] = rng.next() as u8,
+            }
+        }
+        if round % 2 == 0 {
+            reseal(&mut bytes);
+        }
+        let mut out = b"before".to_vec();
+        match to_klog(&bytes, &mut out, RECORD_MAX) {
+            Ok(done) => {
+                ok += 1;
+                let (batches, records) = klog_records(&out[6..]);
+                assert_eq!(batches as u32, done.batches, "round {round}");
+                assert_eq!(records.len() as u64, done.records, "round {round}");
+            }
+            Err(e) => {
+                refused += 1;
+                assert!(
+                    [2, 10, 43, 76, 87].contains(&e.error_code),
+                    "round {round}: {e}"
+                );
+                assert_eq!(out, b"before", "round {round}");
+            }
+        }
+    }
+    // The loop reached both sides (resealed damage gets past the CRC).
+    assert!(
+        ok > 100 && refused > 10_000,
+        "{ok} converted, {refused} refused"
+    );
+}
+
+#[test]
+fn hostile_klog_bytes_never_panic_and_what_converts_decodes_in_the_kafka_crate() {
+    let mut rng = klog::random::XorShift::new(0x6b6c_6f67_5f74_6f6b);
+    let (seed, _) = klog_batches(10, 2, &[3, 1, 20]);
+    let (mut ok, mut refused) = (0, 0);
+    for round in 0..30_000u32 {
+        let mut bytes = seed.clone();
+        for _ in 0..=rng.next() % 3 {
+            let at = (rng.next() % bytes.len() as u64) as usize;
+            bytes[at] = rng.next() as u8;
+        }
+        if round % 3 == 0 {
+            bytes.truncate((rng.next() % bytes.len() as u64) as usize);
+        }
+        if round % 2 == 0 && bytes.len() >= 44 {
+            // A valid header CRC, so that the records are reached.
+            let crc = crc32fast::hash(&bytes[..40]);
+            bytes[40..44].copy_from_slice(&crc.to_le_bytes());
+        }
+        let mut out = b"before".to_vec();
+        match to_kafka(&bytes, &mut out) {
+            Ok(used) => {
+                ok += 1;
+                assert!(used <= bytes.len());
+                let (records, _) = kafka_records(&out[6..]);
+                let (batches, stored) = klog_records_checked(&bytes[..used], false);
+                assert!(batches <= 3);
+                assert_eq!(plain_kafka(&records), stored, "round {round}");
+            }
+            Err(e) => {
+                refused += 1;
+                assert_eq!(e.error_code, 2, "round {round}: {e}");
+                assert_eq!(out, b"before", "round {round}");
+            }
+        }
+    }
+    assert!(
+        ok > 1_000 && refused > 1_000,
+        "{ok} converted, {refused} refused"
+    );
+}
