@@ -96,6 +96,7 @@ use shared::Shared;
 
 mod connection;
 mod flusher;
+mod kafka;
 mod listener;
 mod memory;
 mod replica;

@@ -1,0 +1,3 @@
+//! The Kafka listener: Kafka clients' requests served over klog's logs and registry.
+
+pub(crate) mod group;
