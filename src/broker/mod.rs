@@ -347,11 +347,7 @@ impl Broker {
 }
 
 /// Enters this broker in the registry, if there is one.
-fn register(
-    shared: &Shared,
-    addr: SocketAddr,
-    kafka: Option<(String, u16)>,
-) -> anyhow::Result<()> {
+fn register(shared: &Shared, addr: SocketAddr, kafka: Option<(String, u16)>) -> anyhow::Result<()> {
     use anyhow::Context;
     let Some(registry) = &shared.registry else {
         return Ok(());

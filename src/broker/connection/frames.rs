@@ -337,7 +337,10 @@ mod tests {
     fn a_length_is_judged_before_the_frame_is_read() {
         let len = |n: u32| n.to_le_bytes();
         assert!(
-            matches!(check_length(len(7), 100, Framing::Klog), Err(FrameError::Garbage(_))),
+            matches!(
+                check_length(len(7), 100, Framing::Klog),
+                Err(FrameError::Garbage(_))
+            ),
             "shorter than a header"
         );
         assert!(matches!(check_length(len(8), 100, Framing::Klog), Ok(8)));
@@ -374,8 +377,14 @@ mod tests {
     #[test]
     fn a_frame_is_held_only_when_all_its_bytes_are() {
         assert!(!holds_frame(&[], Framing::Klog));
-        assert!(!holds_frame(&[2, 0, 0], Framing::Klog), "part of the length");
-        assert!(!holds_frame(&[2, 0, 0, 0, 9], Framing::Klog), "part of the body");
+        assert!(
+            !holds_frame(&[2, 0, 0], Framing::Klog),
+            "part of the length"
+        );
+        assert!(
+            !holds_frame(&[2, 0, 0, 0, 9], Framing::Klog),
+            "part of the body"
+        );
         assert!(holds_frame(&[2, 0, 0, 0, 9, 9], Framing::Klog));
         assert!(
             holds_frame(&[2, 0, 0, 0, 9, 9, 1], Framing::Klog),

@@ -200,7 +200,10 @@ pub(in crate::broker) fn durable(
 /// For records below the high watermark: were they still ours when they
 /// were written (their base offset)? A failed write may have undone ours
 /// and given the offsets to later appends.
-pub(in crate::broker) fn stored(p: &Partition, appended: &Appended) -> Result<u64, (ErrorCode, String)> {
+pub(in crate::broker) fn stored(
+    p: &Partition,
+    appended: &Appended,
+) -> Result<u64, (ErrorCode, String)> {
     let base_offset = appended.base_offset;
     let name = || format!("{} [{}]", p.topic, p.partition);
     match p.lock().fate(appended.epoch, appended.end_offset - 1) {

@@ -13,8 +13,8 @@ use std::time::Duration;
 use super::{handlers, Kafka};
 use crate::broker::connection::frames::{FrameError, FrameReader};
 use crate::broker::shared::Shared;
-use crate::kafka::request::{decode_request, RequestError};
 use crate::kafka::api_key;
+use crate::kafka::request::{decode_request, RequestError};
 
 /// What a connection keeps between requests.
 #[derive(Debug, Default)]

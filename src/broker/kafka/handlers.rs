@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::connection::ConnState;
 use super::fetch::{self, Ask, Limits};
+use super::groups::{handle as group, GroupRequest as G};
 use super::metadata::{list_offset, metadata};
 use super::produce::{self, Pending, Produced};
 use super::Kafka;
@@ -44,6 +45,13 @@ pub(super) fn handle(
         Request::Fetch(r) => fetch_request(shared, &r, version, id, state),
         Request::ListOffsets(r) => list_offsets(shared, &r, version, id, out),
         Request::InitProducerId(r) => init_producer_id(kafka, &r, version, id, out),
+        Request::FindCoordinator(r) => group(kafka, header, G::FindCoordinator(r), out),
+        Request::JoinGroup(r) => group(kafka, header, G::JoinGroup(r), out),
+        Request::SyncGroup(r) => group(kafka, header, G::SyncGroup(r), out),
+        Request::Heartbeat(r) => group(kafka, header, G::Heartbeat(r), out),
+        Request::LeaveGroup(r) => group(kafka, header, G::LeaveGroup(r), out),
+        Request::OffsetCommit(r) => group(kafka, header, G::OffsetCommit(r), out),
+        Request::OffsetFetch(r) => group(kafka, header, G::OffsetFetch(r), out),
     }
 }
 
@@ -152,7 +160,13 @@ fn produce_request(
                     message: None,
                 });
             }
-            produce::append(shared, (t.name, p.index), p.records, r.acks, &mut state.scratch)
+            produce::append(
+                shared,
+                (t.name, p.index),
+                p.records,
+                r.acks,
+                &mut state.scratch,
+            )
         });
         pending.push(parts.collect());
     }

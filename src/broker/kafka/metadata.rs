@@ -123,7 +123,9 @@ fn topic_meta(
             return failed(kafka::UNKNOWN_TOPIC_OR_PARTITION, name);
         }
         if let Err(e) = shared.create_topic(&name, shared.config.partitions_default) {
-            shared.log(format_args!("cannot create topic {name} for a Kafka client: {e}"));
+            shared.log(format_args!(
+                "cannot create topic {name} for a Kafka client: {e}"
+            ));
             return failed(kafka_code(error_code(&e)), name);
         }
     }
@@ -176,7 +178,12 @@ fn placed_partitions(
         .map(|p| {
             let replicas: Vec<String> = match placement.replicas_of(p) {
                 Some(r) => r.to_vec(),
-                None => placement.brokers.get(p as usize).cloned().into_iter().collect(),
+                None => placement
+                    .brokers
+                    .get(p as usize)
+                    .cloned()
+                    .into_iter()
+                    .collect(),
             };
             let (leader, isr) = match registry.partition_state(&placement.topic, p) {
                 Ok(Some((state, _))) => (state.leader, state.isr),

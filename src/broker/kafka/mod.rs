@@ -48,6 +48,8 @@ use crate::protocol::ErrorCode;
 
 mod connection;
 mod fetch;
+pub(crate) mod group;
+mod groups;
 mod handlers;
 mod metadata;
 mod produce;
@@ -63,16 +65,26 @@ struct Kafka {
     next_producer_id: std::sync::atomic::AtomicI64,
     /// The client software (name, version) already named in the log.
     clients_seen: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
+    /// The group coordinator.
+    coordinator: Arc<group::Coordinator>,
 }
 
 /// The address Kafka clients are told to connect to: `--kafka-advertised`,
 /// else the listener's own, which must then be one a client can reach (not
 /// a wildcard).
-pub(super) fn advertised(config: &BrokerConfig, local: SocketAddr) -> anyhow::Result<(String, u16)> {
+pub(super) fn advertised(
+    config: &BrokerConfig,
+    local: SocketAddr,
+) -> anyhow::Result<(String, u16)> {
     if let Some(addr) = &config.kafka_advertised {
         let (host, port) = addr
             .rsplit_once(':')
-            .and_then(|(h, p)| Some((h.trim_start_matches('[').trim_end_matches(']'), p.parse().ok()?)))
+            .and_then(|(h, p)| {
+                Some((
+                    h.trim_start_matches('[').trim_end_matches(']'),
+                    p.parse().ok()?,
+                ))
+            })
             .filter(|(h, p)| !h.is_empty() && *p != 0)
             .ok_or_else(|| anyhow::anyhow!("--kafka-advertised {addr:?} is not HOST:PORT"))?;
         return Ok((host.to_string(), port));
@@ -100,11 +112,13 @@ pub(super) fn spawn_listener(
     listener: TcpListener,
     advertised: (String, u16),
 ) -> std::io::Result<JoinHandle<Vec<JoinHandle<()>>>> {
+    let coordinator = start_coordinator(shared)?;
     let kafka = Arc::new(Kafka {
         advertised,
         node_id: node_id(&shared.broker_id),
         next_producer_id: std::sync::atomic::AtomicI64::new(first_producer_id()),
         clients_seen: std::sync::Mutex::new(std::collections::BTreeSet::new()),
+        coordinator: Arc::clone(&coordinator),
     });
     let shared = Arc::clone(shared);
     std::thread::Builder::new()
@@ -113,14 +127,40 @@ pub(super) fn spawn_listener(
             let serve = move |shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr| {
                 connection::serve(shared, &kafka, stream, peer);
             };
-            match super::listener::accept_loop(&shared, &listener, serve) {
+            let threads = match super::listener::accept_loop(&shared, &listener, serve) {
                 Ok(threads) => threads,
                 Err(e) => {
                     shared.log(format_args!("the Kafka listener failed: {e}"));
                     Vec::new()
                 }
-            }
+            };
+            // Members waiting in a join answer at once; their entries go.
+            coordinator.shutdown();
+            threads
         })
+}
+
+/// The group coordinator, over the broker's registry; a broker without
+/// one keeps Kafka groups in a registry directory of its own,
+/// `<data-dir>/kafka-groups` (offsets durable there; `klog-consume -G`
+/// shares groups with Kafka clients through a broker's `--registry`).
+fn start_coordinator(shared: &Arc<Shared>) -> std::io::Result<Arc<group::Coordinator>> {
+    let registry = match &shared.registry {
+        Some(r) => Arc::clone(r),
+        None => {
+            let dir = shared.config.data_dir.join("kafka-groups");
+            crate::coord::open(&dir, shared.config.session_timeout)
+                .map_err(|e| std::io::Error::other(format!("{}: {e}", dir.display())))?
+        }
+    };
+    let counts = Arc::clone(shared);
+    let stops = Arc::clone(shared);
+    group::Coordinator::start(
+        registry,
+        move |topic| counts.read_topics().get(topic).map(|p| p.len() as u32),
+        move || stops.stopping(),
+        group::CoordinatorConfig::default(),
+    )
 }
 
 /// The first producer id this broker hands out: the time in milliseconds,

@@ -71,7 +71,10 @@ pub(super) fn append(
         return Pending::Done(Produced::failed(kafka::UNKNOWN_TOPIC_OR_PARTITION, msg));
     };
     if let Err(e) = crate::storage::store::validate_topic(topic) {
-        return Pending::Done(Produced::failed(kafka::INVALID_TOPIC_EXCEPTION, e.to_string()));
+        return Pending::Done(Produced::failed(
+            kafka::INVALID_TOPIC_EXCEPTION,
+            e.to_string(),
+        ));
     }
     scratch.clear();
     let converted = kafka::records::to_klog(

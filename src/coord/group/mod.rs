@@ -198,11 +198,7 @@ impl Share {
 
     /// The live members subscribed to the topic, ordered by id.
     fn subscribers(&self) -> Result<Vec<String>> {
-        let members = self.registry.members(&self.group)?.into_iter();
-        Ok(members
-            .filter(|m| m.topics.contains(&self.topic))
-            .map(|m| m.member)
-            .collect())
+        subscribers(&*self.registry, &self.group, &self.topic)
     }
 
     /// Claims the range Algorithm 1 gives this member among `members` (the
@@ -335,8 +331,20 @@ impl Share {
     }
 }
 
+/// The live members of `group` subscribed to `topic`, ordered by id: the
+/// members among which Algorithm 1 spreads the topic's partitions. Every
+/// member of a group, whatever its client (a `klog-consume -G`, a Kafka
+/// client through a broker's group coordinator), sorts them so.
+pub fn subscribers(registry: &dyn Registry, group: &str, topic: &str) -> Result<Vec<String>> {
+    let members = registry.members(group)?.into_iter();
+    Ok(members
+        .filter(|m| m.topics.iter().any(|t| t == topic))
+        .map(|m| m.member)
+        .collect())
+}
+
 /// Whether `e` says that the session or a claim was lost.
-fn lost(e: &Error) -> bool {
+pub(crate) fn lost(e: &Error) -> bool {
     matches!(
         e,
         Error::Expired { .. }
@@ -352,7 +360,7 @@ fn lost(e: &Error) -> bool {
 /// Whether `e` says only that the registry did not answer in time (a
 /// ZooKeeper connection broke, or the ensemble is electing a leader): the
 /// step is tried again later, and nothing is given up.
-fn transient(e: &Error) -> bool {
+pub(crate) fn transient(e: &Error) -> bool {
     matches!(
         e,
         Error::ZooKeeper {

@@ -1,0 +1,544 @@
+//! The Kafka group coordinator (JoinGroup, SyncGroup, Heartbeat,
+//! LeaveGroup, OffsetCommit, OffsetFetch) over klog's registry, so that
+//! Kafka clients and `klog-consume -G` members share one group, its
+//! partitions and its committed offsets.
+//!
+//! # Every broker coordinates every group
+//!
+//! Algorithm 1 needs no master: every member computes its own share from
+//! the registry's sorted members and the topic's partition count, and
+//! claims it there. So FindCoordinator answers "this broker" for every
+//! group, and each broker's coordinator speaks for the Kafka members that
+//! connected to it. A Kafka member is entered in the registry group at its
+//! first join (`MemberInfo { member, pid: the broker's, topics }`, with its
+//! session timeout as the lease), so `klog-consume -G` members count it,
+//! and it counts them.
+//!
+//! # The protocol, eager, and the broker assigns
+//!
+//! - **Join**: a new member gets its id in the first answer
+//!   (`{client_id}-{random}`, made a registry name; no MEMBER_ID_REQUIRED
+//!   round trip). A join gives up the member's partitions (their claims are
+//!   dropped) and starts a rebalance if none is under way; the answer waits
+//!   until every Kafka member of the group on this broker has rejoined, or
+//!   the longest rebalance timeout passed (those that did not are dropped),
+//!   and then the generation moves on. Every member is told that the leader
+//!   is [`LEADER_ID`], not itself, and gets no member list: clients never
+//!   run an assignor.
+//! - **Sync**: the member's share of each subscribed topic, Algorithm 1
+//!   ([`crate::coord::assign`]) over the group's live registry members
+//!   subscribed to it, sorted by [`crate::coord::group::subscribers`] as a
+//!   `klog-consume -G` member sorts them, and the topic's partition count
+//!   (its registry placement, else the broker's own count). Each partition
+//!   is claimed in the registry before it is handed out; a claim still held
+//!   by a member that has not yet noticed the change is waited for (every
+//!   claim let go, a random backoff, a new look) until the rebalance
+//!   timeout, then the answer is REBALANCE_IN_PROGRESS and the member
+//!   rejoins. So no partition is given while another holds it.
+//! - **Heartbeat**: REBALANCE_IN_PROGRESS while a rebalance is under way.
+//!   One starts when a member joins or leaves here, when one falls silent
+//!   past its session timeout (dropped), and when the registry no longer
+//!   looks as it did when a member synced (a subscriber came or went on
+//!   any broker, a partition count changed).
+//! - **OffsetCommit**: through [`Registry::commit`] with the member's claim
+//!   of the partition, so fenced as klog members' commits are. A commit of
+//!   a client outside the group (generation -1, no member id) claims the
+//!   partition for the moment, and is refused while a member holds it.
+//! - **OffsetFetch**: [`Registry::committed`], the entries `klog-consume
+//!   -G` reads.
+//!
+//! A thread looks after the groups every `tick`: it renews the registry
+//! leases of the members that are not silent and of their claims, drops
+//! silent members, completes rebalances whose deadline passed, and starts a
+//! rebalance when the registry changed. Calls block at most a rebalance
+//! timeout, and end at once (COORDINATOR_NOT_AVAILABLE) when the broker
+//! stops.
+//!
+//! Wire types are the codec's: this module takes and answers plain values,
+//! and the listener converts.
+
+// Wired to the Kafka listener's connections by `broker::kafka`; until
+// then only the tests call it.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::coord::{MemberInfo, Registry};
+use crate::error::Error;
+use crate::random::XorShift;
+use crate::sync::lock;
+
+mod offsets;
+mod state;
+mod sync;
+mod tick;
+
+use state::{Group, Member};
+
+/// No error.
+pub(crate) const NONE: i16 = 0;
+/// The partition or topic is unknown.
+pub(crate) const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+/// The coordinator cannot answer now (the broker stops, the registry does
+/// not answer): the client looks for a coordinator again and retries.
+pub(crate) const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+/// The member's generation is not the group's.
+pub(crate) const ILLEGAL_GENERATION: i16 = 22;
+/// The member offered no eager protocol.
+pub(crate) const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+/// The group id is not a registry name (`[A-Za-z0-9._-]{1,249}`).
+pub(crate) const INVALID_GROUP_ID: i16 = 24;
+/// The member is not (any more) in the group.
+pub(crate) const UNKNOWN_MEMBER_ID: i16 = 25;
+/// The session timeout is outside the coordinator's bounds.
+pub(crate) const INVALID_SESSION_TIMEOUT: i16 = 26;
+/// The group rebalances: the member must join again.
+pub(crate) const REBALANCE_IN_PROGRESS: i16 = 27;
+/// The request's values are invalid (a negative offset).
+pub(crate) const INVALID_REQUEST: i16 = 42;
+/// The group holds as many members as it may.
+pub(crate) const GROUP_MAX_SIZE_REACHED: i16 = 81;
+/// Anything else (a registry entry that does not parse).
+pub(crate) const UNKNOWN_SERVER_ERROR: i16 = -1;
+
+/// The leader every member is told of: the coordinator itself, so that no
+/// client runs an assignor.
+pub(crate) const LEADER_ID: &str = "klog-coordinator";
+
+/// The assignment protocols a member may use, in order of preference:
+/// eager ones only, since a join gives up every partition.
+pub(crate) const EAGER_PROTOCOLS: [&str; 2] = ["range", "roundrobin"];
+
+/// The protocol to answer a join with, among the names the member offered
+/// (its preference order kept): the first eager one; `None` (answer
+/// INCONSISTENT_GROUP_PROTOCOL) when it offered only cooperative ones.
+pub(crate) fn eager_protocol<'a>(offered: &[&'a str]) -> Option<&'a str> {
+    offered
+        .iter()
+        .copied()
+        .find(|p| EAGER_PROTOCOLS.contains(p))
+}
+
+/// The coordinator's bounds and pace.
+#[derive(Debug, Clone)]
+pub(crate) struct CoordinatorConfig {
+    /// How often the groups are looked after (leases, silence, registry
+    /// changes).
+    pub(crate) tick: Duration,
+    /// The shortest session timeout a member may ask for.
+    pub(crate) session_timeout_min: Duration,
+    /// The longest session timeout a member may ask for.
+    pub(crate) session_timeout_max: Duration,
+    /// The longest a join or sync waits, whatever the member asks.
+    pub(crate) rebalance_timeout_max: Duration,
+    /// The most Kafka members of one group on this broker.
+    pub(crate) members_max: usize,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            tick: Duration::from_millis(200),
+            session_timeout_min: Duration::from_secs(1),
+            session_timeout_max: Duration::from_secs(30 * 60),
+            rebalance_timeout_max: Duration::from_secs(5 * 60),
+            members_max: 1000,
+        }
+    }
+}
+
+/// A JoinGroup request, decoded.
+#[derive(Debug, Clone)]
+pub(crate) struct Join {
+    pub(crate) group: String,
+    /// Empty on a member's first join.
+    pub(crate) member_id: String,
+    pub(crate) client_id: String,
+    pub(crate) session_timeout: Duration,
+    /// `None` in a v0 request: the session timeout stands for it.
+    pub(crate) rebalance_timeout: Option<Duration>,
+    /// The subscribed topics (from the embedded subscription).
+    pub(crate) topics: Vec<String>,
+}
+
+/// A JoinGroup answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Joined {
+    pub(crate) error: i16,
+    pub(crate) generation: i32,
+    pub(crate) member_id: String,
+    /// Always [`LEADER_ID`].
+    pub(crate) leader_id: String,
+    /// The members and their metadata for a leader: always empty, since no
+    /// member leads.
+    pub(crate) members: Vec<(String, Vec<u8>)>,
+}
+
+/// A SyncGroup request, decoded (a follower's: no assignments).
+#[derive(Debug, Clone)]
+pub(crate) struct Sync {
+    pub(crate) group: String,
+    pub(crate) member_id: String,
+    pub(crate) generation: i32,
+}
+
+/// A SyncGroup answer: the member's partitions of each subscribed topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Synced {
+    pub(crate) error: i16,
+    pub(crate) assignment: Vec<(String, Vec<i32>)>,
+}
+
+/// A topic's partition count as the broker knows it (its own store), for
+/// a topic the registry has no placement of.
+pub(crate) type PartitionCount = dyn Fn(&str) -> Option<u32> + Send + std::marker::Sync;
+
+/// The group coordinator of one broker, shared by its Kafka connections'
+/// threads (see the module's docs).
+pub(crate) struct Coordinator {
+    registry: Arc<dyn Registry>,
+    partition_count: Box<PartitionCount>,
+    stopping: Box<dyn Fn() -> bool + Send + std::marker::Sync>,
+    config: CoordinatorConfig,
+    groups: Mutex<BTreeMap<String, Group>>,
+    /// Signalled when a group's members or generation change.
+    changed: Condvar,
+    closed: AtomicBool,
+    random: Mutex<XorShift>,
+    ticker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Coordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coordinator")
+            .field("registry", &self.registry.location())
+            .field("config", &self.config)
+            .field("groups", &lock(&self.groups).len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Coordinator {
+    /// A coordinator over `registry`, with its thread that looks after the
+    /// groups; `partition_count` answers for topics the registry has not
+    /// placed, and `stopping` says when the broker stops.
+    pub(crate) fn start(
+        registry: Arc<dyn Registry>,
+        partition_count: impl Fn(&str) -> Option<u32> + Send + std::marker::Sync + 'static,
+        stopping: impl Fn() -> bool + Send + std::marker::Sync + 'static,
+        config: CoordinatorConfig,
+    ) -> std::io::Result<Arc<Coordinator>> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let coordinator = Arc::new(Coordinator {
+            registry,
+            partition_count: Box::new(partition_count),
+            stopping: Box::new(stopping),
+            config,
+            groups: Mutex::new(BTreeMap::new()),
+            changed: Condvar::new(),
+            closed: AtomicBool::new(false),
+            random: Mutex::new(XorShift::new(nanos ^ u64::from(std::process::id()) << 32)),
+            ticker: Mutex::new(None),
+        });
+        let weak = Arc::downgrade(&coordinator);
+        let ticker = std::thread::Builder::new()
+            .name("kafka-groups".into())
+            .spawn(move || tick::run(weak))?;
+        *lock(&coordinator.ticker) = Some(ticker);
+        Ok(coordinator)
+    }
+
+    /// Stops: waiting calls answer COORDINATOR_NOT_AVAILABLE, the thread
+    /// ends, and every member's registry entry and claim is let go.
+    pub(crate) fn shutdown(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+        self.changed.notify_all();
+        if let Some(ticker) = lock(&self.ticker).take() {
+            let _ = ticker.join();
+        }
+        lock(&self.groups).clear();
+    }
+
+    fn stopping(&self) -> bool {
+        self.closed.load(Ordering::Relaxed) || (self.stopping)() || crate::stop::stopping()
+    }
+
+    /// FindCoordinator: every broker coordinates every group (the registry
+    /// is shared, and Algorithm 1 needs no master).
+    pub(crate) fn find(&self, _group: &str) -> bool {
+        true
+    }
+
+    fn groups(&self) -> MutexGuard<'_, BTreeMap<String, Group>> {
+        lock(&self.groups)
+    }
+
+    /// A fresh member id for `client_id`: the client id made a registry
+    /// name (at most 64 characters, `kafka` when empty), a dash, and 16
+    /// random hex digits.
+    fn new_member_id(&self, client_id: &str) -> String {
+        let mut name: String = client_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(64)
+            .collect();
+        if name.is_empty() {
+            name.push_str("kafka");
+        }
+        format!("{name}-{:016x}", lock(&self.random).next())
+    }
+
+    /// JoinGroup (see the module's docs): blocks until the rebalance the
+    /// join starts or takes part in completes.
+    pub(crate) fn join(&self, join: Join) -> Joined {
+        let answer = |error: i16, member_id: &str| Joined {
+            error,
+            generation: -1,
+            member_id: member_id.to_string(),
+            leader_id: LEADER_ID.to_string(),
+            members: Vec::new(),
+        };
+        if crate::coord::registry::check_name("group", &join.group).is_err() {
+            return answer(INVALID_GROUP_ID, &join.member_id);
+        }
+        let timeouts = self.config.session_timeout_min..=self.config.session_timeout_max;
+        if !timeouts.contains(&join.session_timeout) {
+            return answer(INVALID_SESSION_TIMEOUT, &join.member_id);
+        }
+        let mut groups = self.groups();
+        let member_id = match self.enter(&mut groups, &join) {
+            Ok(id) => id,
+            Err(error) => return answer(error, &join.member_id),
+        };
+        self.changed.notify_all();
+        let (groups, result) = self.await_generation(groups, &join.group, &member_id);
+        drop(groups);
+        match result {
+            Ok(generation) => Joined {
+                generation,
+                ..answer(NONE, &member_id)
+            },
+            Err(error) => answer(error, &member_id),
+        }
+    }
+
+    /// Enters the joining member in its group (a new one in the registry
+    /// too), gives up its partitions, and starts a rebalance: its id.
+    fn enter(&self, groups: &mut BTreeMap<String, Group>, join: &Join) -> Result<String, i16> {
+        let now = Instant::now();
+        let group = groups.entry(join.group.clone()).or_default();
+        let mut topics: Vec<String> = join
+            .topics
+            .iter()
+            .filter(|t| crate::storage::store::validate_topic(t).is_ok())
+            .cloned()
+            .collect();
+        topics.sort();
+        topics.dedup();
+        let rebalance_timeout = join
+            .rebalance_timeout
+            .unwrap_or(join.session_timeout)
+            .min(self.config.rebalance_timeout_max);
+        let id = if join.member_id.is_empty() {
+            if group.members.len() >= self.config.members_max {
+                return Err(GROUP_MAX_SIZE_REACHED);
+            }
+            let (id, entry) = self.enter_registry(join, &topics)?;
+            let member = Member {
+                session_timeout: join.session_timeout,
+                rebalance_timeout,
+                topics: topics.clone(),
+                entry: Some(entry),
+                claims: Vec::new(),
+                assignment: None,
+                seen: BTreeMap::new(),
+                generation: None,
+                rejoined: true,
+                busy: 0,
+                last_seen: now,
+            };
+            group.members.insert(id.clone(), member);
+            id
+        } else {
+            let Some(member) = group.members.get_mut(&join.member_id) else {
+                return Err(UNKNOWN_MEMBER_ID);
+            };
+            if member.topics != topics {
+                let info = self.member_info(&join.member_id, &topics);
+                if let Some(entry) = &member.entry {
+                    entry.update(&info).map_err(|e| error_code(&e))?;
+                }
+            }
+            member.topics = topics;
+            member.session_timeout = join.session_timeout;
+            member.rebalance_timeout = rebalance_timeout;
+            join.member_id.clone()
+        };
+        group.start_rebalance(now);
+        let member = group.members.get_mut(&id).expect("entered above");
+        member.release();
+        member.rejoined = true;
+        member.generation = None;
+        member.busy += 1;
+        member.last_seen = now;
+        Ok(id)
+    }
+
+    fn member_info(&self, member: &str, topics: &[String]) -> MemberInfo {
+        MemberInfo {
+            member: member.to_string(),
+            pid: std::process::id(),
+            topics: topics.to_vec(),
+        }
+    }
+
+    /// A new member's id and its entry in the registry group (another id
+    /// is drawn if one is taken).
+    fn enter_registry(
+        &self,
+        join: &Join,
+        topics: &[String],
+    ) -> Result<(String, crate::coord::Ephemeral), i16> {
+        let mut tries = 0;
+        loop {
+            let id = self.new_member_id(&join.client_id);
+            let info = self.member_info(&id, topics);
+            match self.registry.join(&join.group, &info, join.session_timeout) {
+                Ok(entry) => return Ok((id, entry)),
+                Err(Error::InUse { .. }) if tries < 3 => tries += 1,
+                Err(e) => return Err(error_code(&e)),
+            }
+        }
+    }
+
+    /// Waits until `member`'s rebalance completes (completing it when it
+    /// may), with the groups' lock held again: its generation, or the
+    /// error to answer.
+    fn await_generation<'a>(
+        &'a self,
+        mut groups: MutexGuard<'a, BTreeMap<String, Group>>,
+        group_id: &str,
+        member_id: &str,
+    ) -> (MutexGuard<'a, BTreeMap<String, Group>>, Result<i32, i16>) {
+        loop {
+            let now = Instant::now();
+            let Some(group) = groups.get_mut(group_id) else {
+                return (groups, Err(UNKNOWN_MEMBER_ID));
+            };
+            let result = match group.members.get(member_id) {
+                None => Some(Err(UNKNOWN_MEMBER_ID)),
+                Some(_) if self.stopping() => Some(Err(COORDINATOR_NOT_AVAILABLE)),
+                Some(m) => m.generation.map(Ok),
+            };
+            if let Some(result) = result {
+                if let Some(member) = group.members.get_mut(member_id) {
+                    member.busy -= 1;
+                    member.last_seen = now;
+                }
+                return (groups, result);
+            }
+            if group.ready(now) {
+                group.complete();
+                self.changed.notify_all();
+                continue;
+            }
+            let left = group.rebalance.map_or(self.config.tick, |d| d - now);
+            let nap = left.min(self.config.tick).max(Duration::from_millis(1));
+            groups = self
+                .changed
+                .wait_timeout(groups, nap)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Heartbeat: 0 while the member is in the group's current generation
+    /// and no rebalance is under way; else what the member must do.
+    pub(crate) fn heartbeat(&self, group: &str, member_id: &str, generation: i32) -> i16 {
+        let mut groups = self.groups();
+        let Some(group) = groups.get_mut(group) else {
+            return UNKNOWN_MEMBER_ID;
+        };
+        let rebalancing = group.rebalance.is_some();
+        let current = group.generation;
+        let Some(member) = group.members.get_mut(member_id) else {
+            return UNKNOWN_MEMBER_ID;
+        };
+        member.last_seen = Instant::now();
+        if rebalancing {
+            REBALANCE_IN_PROGRESS
+        } else if generation != current || member.generation != Some(current) {
+            ILLEGAL_GENERATION
+        } else {
+            NONE
+        }
+    }
+
+    /// LeaveGroup: drops the member (its registry entry and claims); the
+    /// others rebalance without it.
+    pub(crate) fn leave(&self, group_id: &str, member_id: &str) -> i16 {
+        let mut groups = self.groups();
+        let Some(group) = groups.get_mut(group_id) else {
+            return UNKNOWN_MEMBER_ID;
+        };
+        if !group.remove(member_id, Instant::now()) {
+            return UNKNOWN_MEMBER_ID;
+        }
+        if group.members.is_empty() {
+            groups.remove(group_id);
+        }
+        self.changed.notify_all();
+        NONE
+    }
+}
+
+impl Drop for Coordinator {
+    fn drop(&mut self) {
+        // The thread holds only a weak reference: it ends at its next tick.
+        self.closed.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The Kafka error for a registry error: a member's claim or entry lost
+/// to a later one (ILLEGAL_GENERATION) or to silence (UNKNOWN_MEMBER_ID);
+/// a registry that does not answer now (COORDINATOR_NOT_AVAILABLE).
+fn error_code(e: &Error) -> i16 {
+    match e {
+        Error::Fenced { .. } => ILLEGAL_GENERATION,
+        Error::Expired { .. } | Error::SessionLost { .. } | Error::NotInGroup { .. } => {
+            UNKNOWN_MEMBER_ID
+        }
+        e if crate::coord::group::transient(e) || crate::coord::group::lost(e) => {
+            COORDINATOR_NOT_AVAILABLE
+        }
+        Error::Config(_) => UNKNOWN_TOPIC_OR_PARTITION,
+        _ => UNKNOWN_SERVER_ERROR,
+    }
+}
+
+/// What the registry answers for the topics of a group now: the live
+/// subscribers of `topic`, sorted by id, and its partition count (the
+/// placement's, else the broker's, else 0).
+fn view(coordinator: &Coordinator, group: &str, topic: &str) -> crate::Result<state::View> {
+    let members = crate::coord::group::subscribers(&*coordinator.registry, group, topic)?;
+    let count = match coordinator.registry.placement(topic)? {
+        Some(p) => p.brokers.len() as u32,
+        None => (coordinator.partition_count)(topic).unwrap_or(0),
+    };
+    Ok((members, count))
+}
+
+#[cfg(test)]
+mod tests;

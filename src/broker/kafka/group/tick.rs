@@ -1,0 +1,122 @@
+//! The coordinator's thread: every tick it drops members silent past
+//! their session timeout, completes rebalances whose deadline passed,
+//! renews the registry leases of the others and of their claims, and
+//! starts a rebalance when the registry no longer looks as it did when a
+//! member synced.
+
+use std::collections::BTreeMap;
+use std::sync::Weak;
+use std::time::Instant;
+
+use super::state::{Group, View};
+use super::{view, Coordinator};
+use crate::coord::group::{lost, transient};
+
+/// The thread's loop: it holds the coordinator only while it looks after
+/// the groups, and ends when the coordinator stops or is gone.
+pub(super) fn run(coordinator: Weak<Coordinator>) {
+    loop {
+        let Some(c) = coordinator.upgrade() else {
+            return;
+        };
+        if c.stopping() {
+            return;
+        }
+        c.tick(Instant::now());
+        let pause = c.config.tick;
+        drop(c);
+        std::thread::sleep(pause);
+    }
+}
+
+impl Coordinator {
+    /// Looks after every group once.
+    pub(super) fn tick(&self, now: Instant) {
+        let mut groups = self.groups();
+        let mut changed = false;
+        for (name, group) in groups.iter_mut() {
+            let silent: Vec<String> = group
+                .members
+                .iter()
+                .filter(|(_, m)| m.silent(now))
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in &silent {
+                changed |= group.remove(id, now);
+            }
+            if group.ready(now) {
+                group.complete();
+                changed = true;
+            }
+            changed |= self.renew(name, group, now);
+            changed |= self.look(name, group, now);
+        }
+        groups.retain(|_, g| !g.members.is_empty());
+        if changed {
+            self.changed.notify_all();
+        }
+    }
+
+    /// Renews the registry leases of the group's members and their claims:
+    /// a claim lost (taken over while the broker was stopped, say) makes
+    /// its member give everything up and the group rebalance; an entry lost
+    /// is entered again. Whether anything changed.
+    fn renew(&self, name: &str, group: &mut Group, now: Instant) -> bool {
+        let mut rebalance = false;
+        for (id, member) in group.members.iter_mut() {
+            let entry_lost = match &member.entry {
+                Some(entry) => entry.renew().is_err_and(|e| lost(&e)),
+                None => true,
+            };
+            if entry_lost {
+                member.entry = None;
+                member.release();
+                rebalance = true;
+                let info = self.member_info(id, &member.topics);
+                // Entered again at a later tick if this fails.
+                member.entry = self.registry.join(name, &info, member.session_timeout).ok();
+            }
+            // A claim in a commit is renewed by the commit.
+            let claim_lost = member.claims.iter().any(|c| {
+                c.owner
+                    .try_lock()
+                    .is_ok_and(|owner| owner.renew().is_err_and(|e| lost(&e)))
+            });
+            if claim_lost {
+                member.release();
+                rebalance = true;
+            }
+        }
+        if rebalance {
+            group.start_rebalance(now);
+        }
+        rebalance
+    }
+
+    /// Starts a rebalance when a synced member's topics no longer look as
+    /// they did at its sync (subscribers, partition count). Whether it did.
+    fn look(&self, name: &str, group: &mut Group, now: Instant) -> bool {
+        if group.rebalance.is_some() {
+            return false;
+        }
+        let mut views: BTreeMap<&str, Option<View>> = BTreeMap::new();
+        let mut moved = false;
+        for member in group.members.values() {
+            for (topic, seen) in &member.seen {
+                let now_seen = views.entry(topic).or_insert_with(|| {
+                    match view(self, name, topic) {
+                        Ok(v) => Some(v),
+                        // Looked at again at the next tick.
+                        Err(e) if transient(&e) => None,
+                        Err(_) => None,
+                    }
+                });
+                moved |= now_seen.as_ref().is_some_and(|v| v != seen);
+            }
+        }
+        if moved {
+            group.start_rebalance(now);
+        }
+        moved
+    }
+}

@@ -1,0 +1,295 @@
+//! The group APIs on the wire: FindCoordinator, JoinGroup, SyncGroup,
+//! Heartbeat, LeaveGroup, OffsetCommit and OffsetFetch, decoded by
+//! [`crate::kafka::group`] and answered by the [`Coordinator`].
+
+use std::time::Duration;
+
+use super::group::{eager_protocol, Coordinator, Join, Sync};
+use super::Kafka;
+use crate::kafka::consumer::{
+    ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartition,
+};
+use crate::kafka::group::*;
+use crate::kafka::header::RequestHeader;
+use crate::kafka::response::frame;
+use crate::kafka::{self};
+
+/// The group request, answered in `out`.
+#[derive(Debug)]
+pub(super) enum GroupRequest<'a> {
+    FindCoordinator(FindCoordinatorRequest<'a>),
+    JoinGroup(JoinGroupRequest<'a>),
+    SyncGroup(SyncGroupRequest<'a>),
+    Heartbeat(HeartbeatRequest<'a>),
+    LeaveGroup(LeaveGroupRequest<'a>),
+    OffsetCommit(OffsetCommitRequest<'a>),
+    OffsetFetch(OffsetFetchRequest<'a>),
+}
+
+/// Answers a group request in `out`, in the request's version.
+pub(super) fn handle(
+    kafka: &Kafka,
+    header: &RequestHeader<'_>,
+    request: GroupRequest<'_>,
+    out: &mut Vec<u8>,
+) {
+    let (id, version) = (header.correlation_id, header.api_version);
+    let c = &kafka.coordinator;
+    match request {
+        GroupRequest::FindCoordinator(r) => find_coordinator(kafka, &r, version, id, out),
+        GroupRequest::JoinGroup(r) => join_group(c, header, &r, out),
+        GroupRequest::SyncGroup(r) => sync_group(c, &r, version, id, out),
+        GroupRequest::Heartbeat(r) => {
+            let error_code = c.heartbeat(r.group_id, r.member_id, r.generation_id);
+            let response = HeartbeatResponse {
+                throttle_time_ms: 0,
+                error_code,
+            };
+            frame(out, id, |out| response.encode(version, out));
+        }
+        GroupRequest::LeaveGroup(r) => {
+            let error_code = c.leave(r.group_id, r.member_id);
+            let response = LeaveGroupResponse {
+                throttle_time_ms: 0,
+                error_code,
+            };
+            frame(out, id, |out| response.encode(version, out));
+        }
+        GroupRequest::OffsetCommit(r) => offset_commit(c, &r, version, id, out),
+        GroupRequest::OffsetFetch(r) => offset_fetch(c, &r, version, id, out),
+    }
+}
+
+/// FindCoordinator: this broker, for every group (transactions have
+/// none).
+fn find_coordinator(
+    kafka: &Kafka,
+    r: &FindCoordinatorRequest<'_>,
+    version: i16,
+    id: i32,
+    out: &mut Vec<u8>,
+) {
+    let group = r.key_type == 0;
+    let response = FindCoordinatorResponse {
+        throttle_time_ms: 0,
+        error_code: if group {
+            kafka::NONE
+        } else {
+            kafka::COORDINATOR_NOT_AVAILABLE
+        },
+        error_message: (!group).then_some("klog has no transactions"),
+        node_id: if group { kafka.node_id } else { -1 },
+        host: if group { &kafka.advertised.0 } else { "" },
+        port: if group {
+            i32::from(kafka.advertised.1)
+        } else {
+            -1
+        },
+    };
+    frame(out, id, |out| response.encode(version, out));
+}
+
+/// JoinGroup: the member's eager protocol and subscription, then the
+/// coordinator's answer (which may wait for the rebalance).
+fn join_group(
+    c: &Coordinator,
+    header: &RequestHeader<'_>,
+    r: &JoinGroupRequest<'_>,
+    out: &mut Vec<u8>,
+) {
+    let (id, version) = (header.correlation_id, header.api_version);
+    let refuse = |out: &mut Vec<u8>, error_code: i16| {
+        let response = JoinGroupResponse {
+            throttle_time_ms: 0,
+            error_code,
+            generation_id: -1,
+            protocol_name: "",
+            leader: "",
+            member_id: r.member_id,
+            members: Vec::new(),
+        };
+        frame(out, id, |out| response.encode(version, out));
+    };
+    let names: Vec<&str> = r.protocols.iter().map(|p| p.name).collect();
+    let chosen = (r.protocol_type == "consumer")
+        .then(|| eager_protocol(&names))
+        .flatten();
+    let Some(protocol) = chosen else {
+        return refuse(out, kafka::INCONSISTENT_GROUP_PROTOCOL);
+    };
+    let metadata = r.protocols.iter().find(|p| p.name == protocol);
+    let subscription = metadata.map(|p| ConsumerProtocolSubscription::decode(p.metadata));
+    let Some(Ok(subscription)) = subscription else {
+        return refuse(out, kafka::INCONSISTENT_GROUP_PROTOCOL);
+    };
+    let ms = |v: i32| Duration::from_millis(u64::try_from(v).unwrap_or(0));
+    let joined = c.join(Join {
+        group: r.group_id.to_string(),
+        member_id: r.member_id.to_string(),
+        client_id: header.client_id.unwrap_or_default().to_string(),
+        session_timeout: ms(r.session_timeout_ms),
+        rebalance_timeout: (version >= 1).then(|| ms(r.rebalance_timeout_ms)),
+        topics: subscription.topics.iter().map(|t| t.to_string()).collect(),
+    });
+    let response = JoinGroupResponse {
+        throttle_time_ms: 0,
+        error_code: joined.error,
+        generation_id: joined.generation,
+        protocol_name: protocol,
+        leader: &joined.leader_id,
+        member_id: &joined.member_id,
+        members: Vec::new(),
+    };
+    frame(out, id, |out| response.encode(version, out));
+}
+
+/// SyncGroup: the member's partitions, as the consumer protocol's
+/// assignment.
+fn sync_group(c: &Coordinator, r: &SyncGroupRequest<'_>, version: i16, id: i32, out: &mut Vec<u8>) {
+    let synced = c.sync(&Sync {
+        group: r.group_id.to_string(),
+        member_id: r.member_id.to_string(),
+        generation: r.generation_id,
+    });
+    let mut assignment = Vec::new();
+    if synced.error == kafka::NONE {
+        ConsumerProtocolAssignment {
+            version: 0,
+            assigned_partitions: synced
+                .assignment
+                .iter()
+                .map(|(topic, partitions)| TopicPartition {
+                    topic,
+                    partitions: partitions.clone(),
+                })
+                .collect(),
+            user_data: None,
+        }
+        .encode(&mut assignment);
+    }
+    let response = SyncGroupResponse {
+        throttle_time_ms: 0,
+        error_code: synced.error,
+        assignment: &assignment,
+    };
+    frame(out, id, |out| response.encode(version, out));
+}
+
+fn offset_commit(
+    c: &Coordinator,
+    r: &OffsetCommitRequest<'_>,
+    version: i16,
+    id: i32,
+    out: &mut Vec<u8>,
+) {
+    let offsets: Vec<(String, i32, i64)> = r
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.to_string(), p.partition_index, p.committed_offset))
+        })
+        .collect();
+    let mut errors = c
+        .commit(r.group_id, r.member_id, r.generation_id, &offsets)
+        .into_iter();
+    let topics = r
+        .topics
+        .iter()
+        .map(|t| OffsetCommitResponseTopic {
+            name: t.name,
+            partitions: t
+                .partitions
+                .iter()
+                .map(|p| OffsetCommitResponsePartition {
+                    partition_index: p.partition_index,
+                    error_code: errors.next().unwrap_or(kafka::UNKNOWN_SERVER_ERROR),
+                })
+                .collect(),
+        })
+        .collect();
+    let response = OffsetCommitResponse {
+        throttle_time_ms: 0,
+        topics,
+    };
+    frame(out, id, |out| response.encode(version, out));
+}
+
+fn offset_fetch(
+    c: &Coordinator,
+    r: &OffsetFetchRequest<'_>,
+    version: i16,
+    id: i32,
+    out: &mut Vec<u8>,
+) {
+    let partition = |partition_index, committed_offset, error_code| OffsetFetchResponsePartition {
+        partition_index,
+        committed_offset,
+        committed_leader_epoch: -1,
+        metadata: Some(""),
+        error_code,
+    };
+    let (topics, error_code) = match &r.topics {
+        Some(topics) => {
+            let asked: Vec<(String, i32)> = topics
+                .iter()
+                .flat_map(|t| t.partition_indexes.iter().map(|&p| (t.name.to_string(), p)))
+                .collect();
+            let mut found = c.fetch_offsets(r.group_id, &asked).into_iter();
+            let topics = topics
+                .iter()
+                .map(|t| OffsetFetchResponseTopic {
+                    name: t.name,
+                    partitions: t
+                        .partition_indexes
+                        .iter()
+                        .map(|&p| {
+                            let (offset, error) =
+                                found.next().unwrap_or((-1, kafka::UNKNOWN_SERVER_ERROR));
+                            partition(p, offset, error)
+                        })
+                        .collect(),
+                })
+                .collect();
+            (topics, kafka::NONE)
+        }
+        None => match c.fetch_all_offsets(r.group_id) {
+            Ok(all) => return offset_fetch_all(&all, version, id, out),
+            Err(error) => (Vec::new(), error),
+        },
+    };
+    let response = OffsetFetchResponse {
+        throttle_time_ms: 0,
+        topics,
+        error_code,
+    };
+    frame(out, id, |out| response.encode(version, out));
+}
+
+/// OffsetFetch of every topic the group committed.
+fn offset_fetch_all(all: &[(String, i32, i64)], version: i16, id: i32, out: &mut Vec<u8>) {
+    let mut topics: Vec<OffsetFetchResponseTopic<'_>> = Vec::new();
+    for (topic, p, offset) in all {
+        let part = OffsetFetchResponsePartition {
+            partition_index: *p,
+            committed_offset: *offset,
+            committed_leader_epoch: -1,
+            metadata: Some(""),
+            error_code: kafka::NONE,
+        };
+        match topics.last_mut() {
+            Some(t) if t.name == topic => t.partitions.push(part),
+            _ => topics.push(OffsetFetchResponseTopic {
+                name: topic,
+                partitions: vec![part],
+            }),
+        }
+    }
+    let response = OffsetFetchResponse {
+        throttle_time_ms: 0,
+        topics,
+        error_code: kafka::NONE,
+    };
+    frame(out, id, |out| response.encode(version, out));
+}
