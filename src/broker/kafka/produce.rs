@@ -54,7 +54,7 @@ pub(super) enum Pending {
 
 /// Whether `acks` is one Kafka knows.
 pub(super) fn valid_acks(acks: i16) -> bool {
-    matches!(acks, 0 | 1 | -1)
+    (-1..=1).contains(&acks)
 }
 
 /// Converts a partition's Kafka `records` into klog batches (in `scratch`)
