@@ -10,7 +10,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{handlers, Kafka};
+use super::handlers::{self, Unanswered};
+use super::Kafka;
 use crate::broker::connection::frames::{FrameError, FrameReader};
 use crate::broker::shared::Shared;
 use crate::kafka::api_key;
@@ -44,25 +45,45 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
     .kafka()
     .idle_timeout(idle);
     let mut state = ConnState::default();
+    let mut unanswered: Vec<Unanswered> = Vec::new();
     loop {
+        // Produces read together are appended together and answered in
+        // order once no request is left in the buffer: their appends
+        // share the flusher's next fsync. Any other request waits for
+        // the answers before it.
+        let held = unanswered.len() >= UNANSWERED_MAX;
+        if !unanswered.is_empty() && (held || !reader.has_frame()) {
+            if let Err(e) = answer_produces(shared, &stream, &mut unanswered, &mut state.out) {
+                return broken(shared, peer, &e);
+            }
+        }
         let body = match reader.next() {
             Ok(body) => body,
-            Err(e) => return end(shared, e, peer),
+            Err(e) => {
+                let _ = answer_produces(shared, &stream, &mut unanswered, &mut state.out);
+                return end(shared, e, peer);
+            }
         };
         state.out.clear();
-        if let Err(why) = answer(shared, kafka, body, peer, &mut state) {
-            shared.log(format_args!("{peer}: closing the Kafka connection: {why}"));
-            return;
+        match answer(shared, kafka, body, peer, &mut state) {
+            Err(why) => {
+                let _ = answer_produces(shared, &stream, &mut unanswered, &mut state.out);
+                shared.log(format_args!("{peer}: closing the Kafka connection: {why}"));
+                return;
+            }
+            Ok(Some(produce)) => {
+                unanswered.push(produce);
+                continue;
+            }
+            Ok(None) => {}
         }
         if !state.out.is_empty() {
-            if let Err(e) = (&stream).write_all(&state.out) {
-                if !matches!(
-                    e.kind(),
-                    std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
-                ) {
-                    shared.log(format_args!("{peer}: cannot send a Kafka response: {e}"));
-                }
-                return;
+            // Answers leave in order: the produces' before this one.
+            let mut before = Vec::new();
+            let sent = answer_produces(shared, &stream, &mut unanswered, &mut before)
+                .and_then(|()| (&stream).write_all(&state.out));
+            if let Err(e) = sent {
+                return broken(shared, peer, &e);
             }
         }
         // A large answer's buffers go back; small ones are kept.
@@ -74,27 +95,58 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
     }
 }
 
-/// Decodes a request and writes its answer (none for acks=0) in
-/// `state.out`; an error ends the connection.
+/// Produces appended together before their answers leave, at most.
+const UNANSWERED_MAX: usize = 64;
+
+/// Answers the produces appended and not yet answered, in order, with one
+/// write.
+fn answer_produces(
+    shared: &Shared,
+    stream: &TcpStream,
+    unanswered: &mut Vec<Unanswered>,
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    if unanswered.is_empty() {
+        return Ok(());
+    }
+    out.clear();
+    for u in unanswered.drain(..) {
+        handlers::answer_produce(shared, u, out);
+    }
+    let sent = (&*stream).write_all(out);
+    out.clear();
+    sent
+}
+
+/// The peer stopped reading: say so unless it simply went away.
+fn broken(shared: &Shared, peer: SocketAddr, e: &std::io::Error) {
+    if !matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+    ) {
+        shared.log(format_args!("{peer}: cannot send a Kafka response: {e}"));
+    }
+}
+
+/// Decodes a request and writes its answer in `state.out`, or returns a
+/// produce whose answer waits (none at all for acks=0); an error ends the
+/// connection.
 fn answer(
     shared: &Arc<Shared>,
     kafka: &Kafka,
     body: &[u8],
     peer: SocketAddr,
     state: &mut ConnState,
-) -> Result<(), String> {
+) -> Result<Option<Unanswered>, String> {
     match decode_request(body) {
-        Ok((header, request)) => {
-            handlers::handle(shared, kafka, &header, request, peer, state);
-            Ok(())
-        }
+        Ok((header, request)) => Ok(handlers::handle(shared, kafka, &header, request, peer, state)),
         Err(RequestError::Unsupported {
             api_key: api_key::API_VERSIONS,
             correlation_id,
             ..
         }) => {
             crate::kafka::response::api_versions_unsupported(&mut state.out, correlation_id);
-            Ok(())
+            Ok(None)
         }
         Err(RequestError::Unsupported {
             api_key,

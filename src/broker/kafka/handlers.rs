@@ -22,7 +22,8 @@ use crate::kafka::request::{
 use crate::kafka::response::{self as resp, frame};
 use crate::kafka::{self};
 
-/// Handles a request and writes its answer (if it has one) in `state.out`.
+/// Handles a request and writes its answer (if it has one) in
+/// `state.out`; a produce whose answer must wait is returned instead.
 pub(super) fn handle(
     shared: &Arc<Shared>,
     kafka: &Kafka,
@@ -30,7 +31,7 @@ pub(super) fn handle(
     request: Request<'_>,
     peer: SocketAddr,
     state: &mut ConnState,
-) {
+) -> Option<Unanswered> {
     let (id, version) = (header.correlation_id, header.api_version);
     let out = &mut state.out;
     match request {
@@ -41,7 +42,7 @@ pub(super) fn handle(
             });
         }
         Request::Metadata(r) => answer_metadata(shared, kafka, &r, version, id, out),
-        Request::Produce(r) => produce_request(shared, &r, version, id, state),
+        Request::Produce(r) => return produce_request(shared, &r, version, id, state),
         Request::Fetch(r) => fetch_request(shared, &r, version, id, state),
         Request::ListOffsets(r) => list_offsets(shared, &r, version, id, out),
         Request::InitProducerId(r) => init_producer_id(kafka, &r, version, id, out),
@@ -53,6 +54,7 @@ pub(super) fn handle(
         Request::OffsetCommit(r) => group(kafka, header, G::OffsetCommit(r), out),
         Request::OffsetFetch(r) => group(kafka, header, G::OffsetFetch(r), out),
     }
+    None
 }
 
 /// Logs a client's software name and version, once per broker.
@@ -128,57 +130,74 @@ fn answer_metadata(
     frame(out, id, |out| response.encode(version, out));
 }
 
-/// A produce: every partition appended first, then each answered as
-/// `acks` asks; acks=0 gets no answer at all.
+/// A produce whose partitions are appended and whose answer waits: for
+/// the file (acks=1) or the in-sync replicas (acks=-1).
+#[derive(Debug)]
+pub(super) struct Unanswered {
+    id: i32,
+    version: i16,
+    acks: i16,
+    deadline: Instant,
+    topics: Vec<(String, Vec<(i32, Pending)>)>,
+}
+
+/// A produce: every partition appended, its answer left to
+/// [`answer_produce`] (none for acks=0).
 fn produce_request(
     shared: &Arc<Shared>,
     r: &ProduceRequest<'_>,
     version: i16,
     id: i32,
     state: &mut ConnState,
-) {
-    let deadline = Instant::now()
-        + Duration::from_millis(
-            u64::try_from(r.timeout_ms)
-                .unwrap_or(0)
-                .min(shared.config.request_timeout_ms),
-        );
-    let valid = produce::valid_acks(r.acks) && r.transactional_id.is_none();
-    let mut pending: Vec<Vec<Pending>> = Vec::with_capacity(r.topic_data.len());
+) -> Option<Unanswered> {
+    let wait = u64::try_from(r.timeout_ms).unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_millis(wait.min(shared.config.request_timeout_ms));
+    let refusal = if r.transactional_id.is_some() {
+        Some(kafka::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    } else if !produce::valid_acks(r.acks) {
+        Some(kafka::INVALID_REQUIRED_ACKS)
+    } else {
+        None
+    };
+    let mut topics = Vec::with_capacity(r.topic_data.len());
     for t in &r.topic_data {
         let parts = t.partition_data.iter().map(|p| {
-            if !valid {
-                let code = if r.transactional_id.is_some() {
-                    kafka::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-                } else {
-                    kafka::INVALID_REQUIRED_ACKS
-                };
-                return Pending::Done(Produced {
-                    error: code,
+            let pending = match refusal {
+                Some(error) => Pending::Done(Produced {
+                    error,
                     base_offset: -1,
                     log_start_offset: -1,
                     message: None,
-                });
-            }
-            produce::append(
-                shared,
-                (t.name, p.index),
-                p.records,
-                r.acks,
-                &mut state.scratch,
-            )
+                }),
+                None => produce::append(
+                    shared,
+                    (t.name, p.index),
+                    p.records,
+                    r.acks,
+                    &mut state.scratch,
+                ),
+            };
+            (p.index, pending)
         });
-        pending.push(parts.collect());
+        topics.push((t.name.to_string(), parts.collect()));
     }
-    if r.acks == 0 {
-        return;
-    }
-    let mut responses = Vec::with_capacity(pending.len());
-    for (t, parts) in r.topic_data.iter().zip(pending) {
-        let answered = t.partition_data.iter().zip(parts).map(|(p, pending)| {
-            let done = produce::settle(shared, pending, r.acks, deadline);
+    (r.acks != 0).then_some(Unanswered {
+        id,
+        version,
+        acks: r.acks,
+        deadline,
+        topics,
+    })
+}
+
+/// Answers a produce in `out`, once each of its partitions is settled.
+pub(super) fn answer_produce(shared: &Shared, u: Unanswered, out: &mut Vec<u8>) {
+    let mut responses = Vec::with_capacity(u.topics.len());
+    for (name, parts) in &u.topics {
+        let answered = parts.iter().map(|(index, pending)| {
+            let done = produce::settle(shared, pending, u.acks, u.deadline);
             resp::PartitionProduceResponse {
-                index: p.index,
+                index: *index,
                 error_code: done.error,
                 base_offset: done.base_offset,
                 log_append_time_ms: -1,
@@ -186,7 +205,7 @@ fn produce_request(
             }
         });
         responses.push(resp::TopicProduceResponse {
-            name: t.name,
+            name,
             partition_responses: answered.collect(),
         });
     }
@@ -194,7 +213,7 @@ fn produce_request(
         responses,
         throttle_time_ms: 0,
     };
-    frame(&mut state.out, id, |out| response.encode(version, out));
+    frame(out, u.id, |out| response.encode(u.version, out));
 }
 
 /// A fetch, sessionless: every partition it names, none forgotten.

@@ -12,10 +12,14 @@
 //!                              ▼ groups:  the coordinator (registry: Algorithm 1, claims, offsets)
 //! ```
 //!
-//! A connection's requests are handled one at a time, in order, and each
-//! answered before the next is read, as Kafka's own broker does (it mutes
-//! a connection while a request is in flight): a produce waiting for its
-//! acks or a fetch waiting for records holds up that connection alone.
+//! A connection's requests are handled in order, and answered in order,
+//! as Kafka's own broker does: a fetch waiting for records, or a group
+//! join waiting for its rebalance, holds up that connection alone.
+//! Produces are the exception that keeps a pipelining producer fast: the
+//! produce requests read together (those already buffered, up to 64) are
+//! appended one after the other, then answered together, in order, so
+//! that their appends share the flusher's next fsync; any other request
+//! is handled only after the answers before it left.
 //! Frames have big-endian lengths; the native listener's bounds hold:
 //! `--max-request-bytes`, `--max-connections` (both listeners together),
 //! the request memory budget, `--request-timeout` for a frame begun and

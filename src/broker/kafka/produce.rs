@@ -147,16 +147,16 @@ fn klog_batch_len(batches: &[u8]) -> usize {
 /// The answer for a partition appended to: with acks=1 once its batches
 /// are in the file, with acks=-1 once durable on the in-sync replicas (or
 /// the deadline passed).
-pub(super) fn settle(shared: &Shared, pending: Pending, acks: i16, deadline: Instant) -> Produced {
+pub(super) fn settle(shared: &Shared, pending: &Pending, acks: i16, deadline: Instant) -> Produced {
     let (p, appended) = match pending {
-        Pending::Done(answer) => return answer,
+        Pending::Done(answer) => return answer.clone(),
         Pending::Appended(p, appended) => (p, appended),
     };
     let outcome = if acks == i16::from(protocol::ACKS_ALL) {
-        durable(shared, &p, &appended, deadline)
+        durable(shared, p, appended, deadline)
     } else {
         let written = p.lock().write_pending();
-        match (written, stored(&p, &appended)) {
+        match (written, stored(p, appended)) {
             (_, Ok(base)) => Ok(base),
             (Err(e), Err(_)) => Err((error_code(&e), e.to_string())),
             (Ok(()), Err(why)) => Err(why),
