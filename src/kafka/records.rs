@@ -613,6 +613,7 @@ impl<'a> Reader<'a> {
         self.pos == self.buf.len()
     }
 
+    #[inline]
     fn u8(&mut self, what: &str) -> Result<u8, RecordsError> {
         let byte = self
             .buf
@@ -624,7 +625,21 @@ impl<'a> Reader<'a> {
     }
 
     /// An unsigned LEB128 of at most `bytes_max` bytes.
+    #[inline]
     fn uvarint(&mut self, bytes_max: usize, what: &str) -> Result<u64, RecordsError> {
+        // Most varints of a record are one byte: lengths under 64, small
+        // deltas.
+        if let Some(&byte) = self.buf.get(self.pos) {
+            if byte < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(byte));
+            }
+        }
+        self.uvarint_long(bytes_max, what)
+    }
+
+    #[inline(never)]
+    fn uvarint_long(&mut self, bytes_max: usize, what: &str) -> Result<u64, RecordsError> {
         let mut value = 0u64;
         for i in 0..bytes_max {
             let byte = self.u8(what)?;
@@ -638,6 +653,7 @@ impl<'a> Reader<'a> {
         )))
     }
 
+    #[inline]
     fn varint(&mut self, what: &str) -> Result<i32, RecordsError> {
         let raw = self.uvarint(5, what)?;
         let raw = u32::try_from(raw)
@@ -645,6 +661,7 @@ impl<'a> Reader<'a> {
         Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
     }
 
+    #[inline]
     fn varlong(&mut self, what: &str) -> Result<i64, RecordsError> {
         // The 10th byte holds bit 63 only; more bits do not fit.
         let start = self.pos;
@@ -657,6 +674,7 @@ impl<'a> Reader<'a> {
         Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
     }
 
+    #[inline]
     fn take(&mut self, len: usize, what: &str) -> Result<&'a [u8], RecordsError> {
         if len > self.left() {
             return Err(RecordsError::invalid(format!(
@@ -670,6 +688,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A varint length (-1: null) and that many bytes.
+    #[inline]
     fn nullable_bytes(&mut self, what: &str) -> Result<Option<&'a [u8]>, RecordsError> {
         match self.varint(what)? {
             -1 => Ok(None),
