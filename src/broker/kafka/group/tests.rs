@@ -135,12 +135,22 @@ fn client(c: &Coordinator, board: &Board, stop: &std::sync::atomic::AtomicBool) 
     c.leave("g", &id);
 }
 
+/// Sets its flag when dropped, so that threads watching it end even when
+/// an assertion fails.
+struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Members that join at once (three clients, started together) end in one
 /// generation, are told that none leads, and share every partition once,
 /// each claimed in the registry for the member it is given to.
 #[test]
 fn members_joining_at_once_share_every_partition_once() {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::AtomicBool;
     for (registry, _dir) in registries() {
         let c = start(Arc::clone(&registry));
         let (board, stop) = (Board::default(), AtomicBool::new(false));
@@ -148,6 +158,8 @@ fn members_joining_at_once_share_every_partition_once() {
             for _ in 0..3 {
                 scope.spawn(|| client(&c, &board, &stop));
             }
+            // The clients stop when the test ends, failed or not.
+            let _stop = StopOnDrop(&stop);
             let started = Instant::now();
             let settled = loop {
                 let held = crate::sync::lock(&board).clone();
@@ -168,7 +180,6 @@ fn members_joining_at_once_share_every_partition_once() {
             }
             given.sort();
             assert_eq!(given, [0, 1, 2, 3], "every partition once: {settled:?}");
-            stop.store(true, Ordering::Relaxed);
         });
         assert!(registry.members("g").unwrap().is_empty());
     }
