@@ -7,6 +7,7 @@ use std::path::Path;
 use assert_cmd::Command;
 
 pub mod cluster;
+pub mod kafka;
 pub mod netns;
 pub mod registry;
 pub mod zk;

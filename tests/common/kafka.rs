@@ -1,0 +1,272 @@
+//! Real Kafka clients against a broker's Kafka listener (issue 14): Debian's
+//! `kcat`, and the Python clients (kafka-python, confluent-kafka) of the
+//! virtual environment `bash .ci/test` makes under `target/`.
+//!
+//! Where a client is missing, [`kcat`] and [`python`] print a `skipped:`
+//! line and return `None` (the test then passes without running), unless
+//! `KLOG_REQUIRE_KAFKA_CLIENTS=1` (as `.ci/test` sets it): then they panic,
+//! so CI never passes without running these tests.
+//!
+//! Every client runs with a deadline and is killed when it passes, or when
+//! the test ends however it ends ([`Kcat::spawn`] returns a [`Proc`]).
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use super::{BrokerProc, Proc};
+
+/// The environment variable that turns a missing client into a failure.
+pub const REQUIRE: &str = "KLOG_REQUIRE_KAFKA_CLIENTS";
+
+/// How long one client command may run before it is killed.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Says a client is missing: a `skipped:` line, or a panic when required.
+fn missing<T>(what: &str, hint: &str) -> Option<T> {
+    if std::env::var(REQUIRE).is_ok_and(|v| v == "1") {
+        panic!("{what} is missing and {REQUIRE}=1: {hint}");
+    }
+    eprintln!("skipped: {what} is missing ({hint})");
+    None
+}
+
+/// The kcat binary: `$KLOG_KCAT`, or `kcat` on the `PATH`.
+pub fn kcat_path() -> Option<PathBuf> {
+    let name = std::env::var("KLOG_KCAT").unwrap_or_else(|_| "kcat".to_string());
+    let found = if name.contains('/') {
+        Some(PathBuf::from(&name)).filter(|p| p.is_file())
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(&name))
+                .find(|p| p.is_file())
+        })
+    };
+    found.or_else(|| missing("kcat", "apt-get install kcat, or run bash .ci/test"))
+}
+
+/// The checkout's `target/` (where `.ci/test` makes the virtual
+/// environments, whatever `CARGO_TARGET_DIR` says).
+fn checkout_target() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target")
+}
+
+/// Whether `python` imports `modules` (with the versions `check` asserts).
+fn imports(python: &Path, check: &str) -> bool {
+    std::process::Command::new(python)
+        .args(["-c", check])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The Python of the virtual environment with kafka-python 3.0.12 and
+/// confluent-kafka 2.16.1: `$KLOG_KAFKA_VENV/bin/python`, or
+/// `target/kafka-venv/bin/python` of the checkout.
+pub fn python() -> Option<PathBuf> {
+    let venv = std::env::var_os("KLOG_KAFKA_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| checkout_target().join("kafka-venv"));
+    let python = venv.join("bin/python");
+    let check = "import kafka, confluent_kafka; \
+                 assert kafka.__version__ == '3.0.12'; \
+                 assert confluent_kafka.__version__ == '2.16.1'";
+    if imports(&python, check) {
+        return Some(python);
+    }
+    missing(
+        &format!(
+            "{} with kafka-python 3.0.12 and confluent-kafka 2.16.1",
+            python.display()
+        ),
+        "run bash .ci/test, which makes it",
+    )
+}
+
+/// The Python of the optional virtual environment with kafka-python 2.0.2
+/// (Debian's version): `target/kafka-python2-venv`. Never required: that
+/// version does not import on Python 3.12 and later.
+pub fn python2() -> Option<PathBuf> {
+    let python = checkout_target().join("kafka-python2-venv/bin/python");
+    if imports(&python, "import kafka; assert kafka.__version__ == '2.0.2'") {
+        return Some(python);
+    }
+    eprintln!(
+        "skipped: {} with kafka-python 2.0.2 is missing (bash .ci/test makes it where it can)",
+        python.display()
+    );
+    None
+}
+
+/// The path of a Python client script under `tests/kafka/`.
+pub fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/kafka")
+        .join(name)
+}
+
+/// Runs `command` with `stdin` for at most `timeout` (then kills it and
+/// fails, showing what it said).
+pub fn run_bounded(command: std::process::Command, stdin: &[u8], timeout: Duration) -> Output {
+    let what = format!("{command:?}");
+    let started = Instant::now();
+    let out = assert_cmd::Command::from_std(command)
+        .write_stdin(stdin.to_vec())
+        .timeout(timeout)
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    if out.status.code().is_none() && started.elapsed() >= timeout {
+        panic!(
+            "{what} did not end within {timeout:?} (killed); stderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out
+}
+
+/// Fails unless `out` is a success, showing `what` ran and its stderr.
+pub fn assert_ok(what: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}); stderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A broker with a Kafka listener, on port 0 of 127.0.0.1 for both
+/// protocols, in a temp data directory (and registry) removed at the end.
+pub struct KafkaBroker {
+    /// The broker (killed when this is dropped).
+    pub broker: BrokerProc,
+    /// The Kafka listener's address, `127.0.0.1:PORT`.
+    pub kafka: String,
+    /// The registry directory, when started with one.
+    pub registry: Option<String>,
+    // Dropped after the broker (fields drop in order).
+    dir: tempfile::TempDir,
+}
+
+impl KafkaBroker {
+    /// A broker with extra `args` and no registry.
+    pub fn start(args: &[&str]) -> KafkaBroker {
+        KafkaBroker::start_in(tempfile::tempdir().expect("temp dir"), None, args)
+    }
+
+    /// A broker joined to a registry directory of its own (for groups).
+    pub fn with_registry(args: &[&str]) -> KafkaBroker {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let registry = dir.path().join("registry").to_str().unwrap().to_string();
+        KafkaBroker::start_in(dir, Some(registry), args)
+    }
+
+    fn start_in(dir: tempfile::TempDir, registry: Option<String>, args: &[&str]) -> KafkaBroker {
+        let mut all = vec!["--kafka-listen", "127.0.0.1:0"];
+        if let Some(registry) = &registry {
+            all.extend_from_slice(&["--registry", registry]);
+        }
+        all.extend_from_slice(args);
+        let broker = BrokerProc::start(&dir.path().join("data"), &all);
+        // Printed before "% Listening on", which start() waited for.
+        let kafka = broker
+            .log()
+            .iter()
+            .find_map(|l| l.strip_prefix("% Listening for Kafka clients on "))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no Kafka listener line: {:?}", broker.log()));
+        KafkaBroker {
+            broker,
+            kafka,
+            registry,
+            dir,
+        }
+    }
+
+    /// The native listener's address (for klog's own tools).
+    pub fn addr(&self) -> &str {
+        &self.broker.addr
+    }
+
+    /// The broker's data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Fails unless the broker still runs, showing its log.
+    pub fn assert_running(&mut self) {
+        let status = self.broker.child.try_wait().expect("try_wait");
+        assert!(
+            status.is_none(),
+            "the broker exited ({status:?}): {:?}",
+            self.broker.log()
+        );
+    }
+
+    /// A kcat pointed at this broker's Kafka listener.
+    pub fn kcat(&self, kcat: &Path) -> Kcat {
+        Kcat {
+            path: kcat.to_path_buf(),
+            bootstrap: self.kafka.clone(),
+        }
+    }
+}
+
+/// kcat, bound to one broker (`-b`).
+#[derive(Debug, Clone)]
+pub struct Kcat {
+    path: PathBuf,
+    bootstrap: String,
+}
+
+impl Kcat {
+    /// The command `kcat -b BOOTSTRAP ARGS...`.
+    pub fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut command = std::process::Command::new(&self.path);
+        command.args(["-b", &self.bootstrap]).args(args);
+        command
+    }
+
+    /// Runs kcat with `args` and `stdin`, killed after [`CLIENT_TIMEOUT`].
+    pub fn run(&self, args: &[&str], stdin: &[u8]) -> Output {
+        run_bounded(self.command(args), stdin, CLIENT_TIMEOUT)
+    }
+
+    /// Runs kcat, fails unless it succeeds, and returns its stdout.
+    pub fn ok(&self, args: &[&str], stdin: &[u8]) -> Vec<u8> {
+        let out = self.run(args, stdin);
+        assert_ok(&format!("kcat {}", args.join(" ")), &out);
+        out.stdout
+    }
+
+    /// `kcat -P -t TOPIC EXTRA...` of `input`, with a delivery deadline
+    /// kcat reports itself (its default is 5 minutes).
+    pub fn produce(&self, topic: &str, input: &[u8], extra: &[&str]) {
+        let mut args = vec!["-P", "-t", topic, "-X", "message.timeout.ms=30000"];
+        args.extend_from_slice(extra);
+        self.ok(&args, input);
+    }
+
+    /// `kcat -C -t TOPIC -e EXTRA...`: stdout as a string.
+    pub fn consume(&self, topic: &str, extra: &[&str]) -> String {
+        let mut args = vec!["-C", "-t", topic, "-e"];
+        args.extend_from_slice(extra);
+        String::from_utf8(self.ok(&args, b"")).expect("UTF-8 output")
+    }
+
+    /// Starts a long-running kcat (killed when the test ends).
+    pub fn spawn(&self, args: &[&str]) -> Proc {
+        Proc::spawn_command(self.command(args), std::process::Stdio::null())
+    }
+}
+
+/// Runs `tests/kafka/SCRIPT` with `python` and `args`, killed after
+/// [`CLIENT_TIMEOUT`]; fails unless it succeeds; returns its stdout.
+pub fn run_script(python: &Path, name: &str, args: &[&str]) -> String {
+    let mut command = std::process::Command::new(python);
+    command.arg(script(name)).args(args);
+    let out = run_bounded(command, b"", CLIENT_TIMEOUT);
+    assert_ok(&format!("{name} {}", args.join(" ")), &out);
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
