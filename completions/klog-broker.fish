@@ -1,5 +1,7 @@
 complete -c klog-broker -l data-dir -d 'The data directory (created if missing)' -r -F
 complete -c klog-broker -l listen -d 'Address to listen on; port 0 picks a free port' -r
+complete -c klog-broker -l kafka-listen -d 'Also listen for Kafka clients (kcat, librdkafka, kafka-python) on this address: the Kafka wire protocol (produce, fetch, metadata, list offsets, consumer groups) on the same logs and registry' -r
+complete -c klog-broker -l kafka-advertised -d 'The address Kafka clients are told to connect to (default: the --kafka-listen address; required when that is a wildcard such as 0.0.0.0)' -r
 complete -c klog-broker -l partitions -d 'Partitions of a topic created on first produce' -r
 complete -c klog-broker -l segment-bytes -d 'Segment size at which a log rolls (at least 4KiB)' -r
 complete -c klog-broker -l segment-age -d 'A segment older than this rolls at the next append' -r

@@ -17,6 +17,8 @@ _klog-broker() {
     _arguments "${_arguments_options[@]}" : \
 '--data-dir=[The data directory (created if missing)]:DIR:_files' \
 '--listen=[Address to listen on; port 0 picks a free port]:HOST:PORT:_default' \
+'--kafka-listen=[Also listen for Kafka clients (kcat, librdkafka, kafka-python) on this address\: the Kafka wire protocol (produce, fetch, metadata, list offsets, consumer groups) on the same logs and registry]:HOST:PORT:_default' \
+'--kafka-advertised=[The address Kafka clients are told to connect to (default\: the --kafka-listen address; required when that is a wildcard such as 0.0.0.0)]:HOST:PORT:_default' \
 '--partitions=[Partitions of a topic created on first produce]:N:_default' \
 '--segment-bytes=[Segment size at which a log rolls (at least 4KiB)]:SIZE:_default' \
 '--segment-age=[A segment older than this rolls at the next append]:DURATION:_default' \

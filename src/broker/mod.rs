@@ -113,7 +113,7 @@ pub struct BrokerConfig {
     pub data_dir: PathBuf,
     /// Address to listen on (`127.0.0.1:0` picks a free port).
     pub listen: String,
-    /// Address of the Kafka listener, if any ([`kafka`]).
+    /// Address of the Kafka listener (`--kafka-listen`), if any.
     pub kafka_listen: Option<String>,
     /// `host:port` Kafka clients are told to connect to (default: the
     /// Kafka listener's own address).

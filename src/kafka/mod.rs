@@ -192,6 +192,8 @@ pub const GROUP_ID_NOT_FOUND: i16 = 69;
 pub const FENCED_LEADER_EPOCH: i16 = 74;
 /// The request's leader epoch is newer than this server knows.
 pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
+/// The group holds as many members as a coordinator takes.
+pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
 /// The batch is compressed with a codec this server does not support.
 pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
 /// A record is invalid (transactional or control batches here).

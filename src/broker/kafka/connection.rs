@@ -139,7 +139,9 @@ fn answer(
     state: &mut ConnState,
 ) -> Result<Option<Unanswered>, String> {
     match decode_request(body) {
-        Ok((header, request)) => Ok(handlers::handle(shared, kafka, &header, request, peer, state)),
+        Ok((header, request)) => Ok(handlers::handle(
+            shared, kafka, &header, request, peer, state,
+        )),
         Err(RequestError::Unsupported {
             api_key: api_key::API_VERSIONS,
             correlation_id,

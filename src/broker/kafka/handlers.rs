@@ -151,7 +151,8 @@ fn produce_request(
     state: &mut ConnState,
 ) -> Option<Unanswered> {
     let wait = u64::try_from(r.timeout_ms).unwrap_or(0);
-    let deadline = Instant::now() + Duration::from_millis(wait.min(shared.config.request_timeout_ms));
+    let deadline =
+        Instant::now() + Duration::from_millis(wait.min(shared.config.request_timeout_ms));
     let refusal = if r.transactional_id.is_some() {
         Some(kafka::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     } else if !produce::valid_acks(r.acks) {

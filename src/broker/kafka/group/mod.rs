@@ -57,10 +57,6 @@
 //! Wire types are the codec's: this module takes and answers plain values,
 //! and the listener converts.
 
-// Wired to the Kafka listener's connections by `broker::kafka`; until
-// then only the tests call it.
-#![cfg_attr(not(test), allow(dead_code))]
-
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -79,31 +75,12 @@ mod tick;
 
 use state::{Group, Member};
 
-/// No error.
-pub(crate) const NONE: i16 = 0;
-/// The partition or topic is unknown.
-pub(crate) const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-/// The coordinator cannot answer now (the broker stops, the registry does
-/// not answer): the client looks for a coordinator again and retries.
-pub(crate) const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-/// The member's generation is not the group's.
-pub(crate) const ILLEGAL_GENERATION: i16 = 22;
-/// The member offered no eager protocol.
-pub(crate) const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
-/// The group id is not a registry name (`[A-Za-z0-9._-]{1,249}`).
-pub(crate) const INVALID_GROUP_ID: i16 = 24;
-/// The member is not (any more) in the group.
-pub(crate) const UNKNOWN_MEMBER_ID: i16 = 25;
-/// The session timeout is outside the coordinator's bounds.
-pub(crate) const INVALID_SESSION_TIMEOUT: i16 = 26;
-/// The group rebalances: the member must join again.
-pub(crate) const REBALANCE_IN_PROGRESS: i16 = 27;
-/// The request's values are invalid (a negative offset).
-pub(crate) const INVALID_REQUEST: i16 = 42;
-/// The group holds as many members as it may.
-pub(crate) const GROUP_MAX_SIZE_REACHED: i16 = 81;
-/// Anything else (a registry entry that does not parse).
-pub(crate) const UNKNOWN_SERVER_ERROR: i16 = -1;
+// Kafka's error codes, as the codec names them.
+pub(crate) use crate::kafka::{
+    COORDINATOR_NOT_AVAILABLE, GROUP_MAX_SIZE_REACHED, ILLEGAL_GENERATION, INVALID_GROUP_ID,
+    INVALID_REQUEST, INVALID_SESSION_TIMEOUT, NONE, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID,
+    UNKNOWN_SERVER_ERROR, UNKNOWN_TOPIC_OR_PARTITION,
+};
 
 /// The leader every member is told of: the coordinator itself, so that no
 /// client runs an assignor.
@@ -267,12 +244,6 @@ impl Coordinator {
 
     fn stopping(&self) -> bool {
         self.closed.load(Ordering::Relaxed) || (self.stopping)() || crate::stop::stopping()
-    }
-
-    /// FindCoordinator: every broker coordinates every group (the registry
-    /// is shared, and Algorithm 1 needs no master).
-    pub(crate) fn find(&self, _group: &str) -> bool {
-        true
     }
 
     fn groups(&self) -> MutexGuard<'_, BTreeMap<String, Group>> {
