@@ -10,23 +10,12 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::handlers::{self, Unanswered};
+use super::handlers::{self, ConnState, Unanswered};
 use super::Kafka;
 use crate::broker::connection::frames::{FrameError, FrameReader};
 use crate::broker::shared::Shared;
 use crate::kafka::api_key;
 use crate::kafka::request::{decode_request, RequestError};
-
-/// What a connection keeps between requests.
-#[derive(Debug, Default)]
-pub(super) struct ConnState {
-    /// The answer being written.
-    pub(super) out: Vec<u8>,
-    /// Records converted on their way in or out.
-    pub(super) scratch: Vec<u8>,
-    /// Klog segment bytes read for a fetch.
-    pub(super) read: Vec<u8>,
-}
 
 /// Serves one Kafka connection until the peer closes it, it breaks the
 /// protocol, or the broker stops.

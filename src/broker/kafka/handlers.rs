@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::connection::ConnState;
 use super::fetch::{self, Ask, Limits};
 use super::groups::{handle as group, GroupRequest as G};
 use super::metadata::{list_offset, metadata};
@@ -21,6 +20,17 @@ use crate::kafka::request::{
 };
 use crate::kafka::response::{self as resp, frame};
 use crate::kafka::{self};
+
+/// What a connection keeps between requests.
+#[derive(Debug, Default)]
+pub(super) struct ConnState {
+    /// The answer being written.
+    pub(super) out: Vec<u8>,
+    /// Records converted on their way in or out.
+    pub(super) scratch: Vec<u8>,
+    /// Klog segment bytes read for a fetch.
+    pub(super) read: Vec<u8>,
+}
 
 /// Handles a request and writes its answer (if it has one) in
 /// `state.out`; a produce whose answer must wait is returned instead.
