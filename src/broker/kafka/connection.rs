@@ -54,6 +54,14 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
             }
         };
         state.out.clear();
+        // Any other request waits for the produces' answers, which leave
+        // before it is handled: a fetch's wait or a join's rebalance must
+        // not hold them up.
+        if !unanswered.is_empty() && api_key_of(body) != Some(api_key::PRODUCE) {
+            if let Err(e) = answer_produces(shared, &stream, &mut unanswered, &mut state.out) {
+                return broken(shared, peer, &e);
+            }
+        }
         match answer(shared, kafka, body, peer, &mut state) {
             Err(why) => {
                 let _ = answer_produces(shared, &stream, &mut unanswered, &mut state.out);
@@ -67,11 +75,7 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
             Ok(None) => {}
         }
         if !state.out.is_empty() {
-            // Answers leave in order: the produces' before this one.
-            let mut before = Vec::new();
-            let sent = answer_produces(shared, &stream, &mut unanswered, &mut before)
-                .and_then(|()| (&stream).write_all(&state.out));
-            if let Err(e) = sent {
+            if let Err(e) = (&stream).write_all(&state.out) {
                 return broken(shared, peer, &e);
             }
         }
@@ -82,6 +86,11 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
             }
         }
     }
+}
+
+/// The API key a request frame's body starts with.
+fn api_key_of(body: &[u8]) -> Option<i16> {
+    Some(i16::from_be_bytes(body.get(..2)?.try_into().ok()?))
 }
 
 /// Produces appended together before their answers leave, at most.
