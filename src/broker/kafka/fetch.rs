@@ -94,7 +94,10 @@ fn gather(shared: &Shared, asks: &[Ask<'_>], budget: u64, scratch: &mut Vec<u8>)
     for a in asks {
         let left = budget.saturating_sub(bytes);
         let own = u64::try_from(a.partition_max_bytes).unwrap_or(0);
-        let part = match read_partition(shared, a, own.min(left), scratch) {
+        // Past the first records, a batch larger than what is left is not
+        // even read: it could only be thrown away.
+        let fit = (bytes > 0).then_some(left);
+        let part = match read_partition(shared, a, (own.min(left), fit), scratch) {
             // Past the response's budget, only an empty response takes it.
             Ok(part) if bytes > 0 && part.records.len() as u64 > left => Fetched {
                 records: Vec::new(),
@@ -115,11 +118,12 @@ fn gather(shared: &Shared, asks: &[Ask<'_>], budget: u64, scratch: &mut Vec<u8>)
 }
 
 /// A partition's records from `a.fetch_offset`, about `bytes_max` of them
-/// but at least one whole batch, converted to Kafka batches.
+/// but at least one whole batch, converted to Kafka batches; none when
+/// that batch (as stored) is larger than `fit`.
 fn read_partition(
     shared: &Shared,
     a: &Ask<'_>,
-    bytes_max: u64,
+    (bytes_max, fit): (u64, Option<u64>),
     scratch: &mut Vec<u8>,
 ) -> Result<Fetched, (i16, String)> {
     let coded = |(code, msg): (ErrorCode, String)| (kafka_code(code), msg);
@@ -154,6 +158,7 @@ fn read_partition(
     let slice = lookup
         .and_then(|l| l.map_or(Ok(None), |l| l.find()))
         .map_err(storage)?;
+    let slice = slice.filter(|s| fit.is_none_or(|fit| s.len <= fit));
     if let Some(slice) = slice {
         slice.read_into(scratch).map_err(storage)?;
         kafka::records::to_kafka(scratch, &mut part.records)

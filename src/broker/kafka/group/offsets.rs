@@ -1,5 +1,7 @@
 //! OffsetCommit and OffsetFetch, on the registry's offset entries: the
-//! ones `klog-consume -G` commits and resumes from.
+//! ones `klog-consume -G` commits and resumes from. As with Kafka, a
+//! commit stores the offset it names, lower or higher (a consumer that
+//! seeks back, an offset reset), fenced by the member's claim.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -65,9 +67,10 @@ impl Coordinator {
                     return INVALID_REQUEST;
                 };
                 let owner = lock(&owner);
+                // Kafka stores what it is given, lower or higher.
                 match self
                     .registry
-                    .commit(group, topic, partition, offset, &owner)
+                    .store_offset(group, topic, partition, offset, &owner)
                 {
                     Ok(()) => NONE,
                     Err(e) => error_code(&e),
@@ -128,7 +131,7 @@ impl Coordinator {
         match claim {
             Ok(Some(owner)) => match self
                 .registry
-                .commit(group, topic, partition, offset, &owner)
+                .store_offset(group, topic, partition, offset, &owner)
             {
                 Ok(()) => NONE,
                 Err(e) => error_code(&e),

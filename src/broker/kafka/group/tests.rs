@@ -455,6 +455,26 @@ fn commits_are_fenced_and_offsets_shared_with_klog_members() {
     }
 }
 
+/// Kafka's OffsetCommit stores the offset it is given, lower or higher
+/// (a consumer that seeks back, `kafka-consumer-groups --reset-offsets`):
+/// a commit answered NONE must be what OffsetFetch returns next, from a
+/// member and from outside the group alike.
+#[test]
+fn a_lower_offset_committed_is_stored() {
+    for (registry, _dir) in registries() {
+        let c = start(Arc::clone(&registry));
+        let a = join(&c, "");
+        assert_eq!(partitions(&sync(&c, &a)), [0, 1, 2, 3]);
+        let at = |offset| [("t".to_string(), 0, offset)];
+        assert_eq!(c.commit("g", &a.member_id, a.generation, &at(50)), [NONE]);
+        assert_eq!(c.commit("g", &a.member_id, a.generation, &at(20)), [NONE]);
+        assert_eq!(c.fetch_offsets("g", &[("t".into(), 0)]), [(20, NONE)]);
+        assert_eq!(c.leave("g", &a.member_id), NONE);
+        assert_eq!(c.commit("g", "", -1, &at(5)), [NONE]);
+        assert_eq!(c.fetch_offsets("g", &[("t".into(), 0)]), [(5, NONE)]);
+    }
+}
+
 /// A member whose claim was taken over behind its back (its broker was
 /// stopped past the lease): its commit is fenced, and it is told to
 /// rebalance.

@@ -1,0 +1,122 @@
+//! Findings of a review of the Kafka listener (issue 14), each a request a
+//! hostile or careless Kafka client can send, through a raw `TcpStream`
+//! against a broker the test starts.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::bin;
+use common::kafka::{self, KafkaBroker};
+
+/// A Kafka request frame: big-endian length, request header v1 (api key,
+/// version, correlation id, client id "review"), then `body`.
+fn frame(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Vec<u8> {
+    let client_id = b"review";
+    let len = 2 + 2 + 4 + 2 + client_id.len() + body.len();
+    let mut out = Vec::with_capacity(4 + len);
+    out.extend_from_slice(&(len as i32).to_be_bytes());
+    out.extend_from_slice(&api_key.to_be_bytes());
+    out.extend_from_slice(&version.to_be_bytes());
+    out.extend_from_slice(&correlation_id.to_be_bytes());
+    out.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+    out.extend_from_slice(client_id);
+    out.extend_from_slice(body);
+    out
+}
+
+/// A Fetch v4 body: one topic, `partitions` entries of (partition,
+/// fetch offset, partition max bytes), no wait.
+fn fetch_v4(topic: &str, max_bytes: i32, partitions: &[(i32, i64, i32)]) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&(-1i32).to_be_bytes()); // replica id
+    body.extend_from_slice(&0i32.to_be_bytes()); // max wait
+    body.extend_from_slice(&1i32.to_be_bytes()); // min bytes
+    body.extend_from_slice(&max_bytes.to_be_bytes());
+    body.push(0); // isolation level
+    body.extend_from_slice(&1i32.to_be_bytes());
+    body.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+    body.extend_from_slice(topic.as_bytes());
+    body.extend_from_slice(&(partitions.len() as i32).to_be_bytes());
+    for &(partition, offset, max) in partitions {
+        body.extend_from_slice(&partition.to_be_bytes());
+        body.extend_from_slice(&offset.to_be_bytes());
+        body.extend_from_slice(&max.to_be_bytes());
+    }
+    body
+}
+
+/// Reads one response frame's body, failing past `bound`.
+fn response(stream: &mut TcpStream, bound: Duration) -> Vec<u8> {
+    stream.set_read_timeout(Some(bound)).unwrap();
+    let mut len = [0u8; 4];
+    stream
+        .read_exact(&mut len)
+        .expect("a response within the bound");
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut body).expect("a whole response");
+    body
+}
+
+/// The records bytes of each partition of a Fetch v4 response of one
+/// topic, in order.
+fn fetched_bytes(body: &[u8]) -> Vec<i32> {
+    let i32_at = |at: usize| i32::from_be_bytes(body[at..at + 4].try_into().unwrap());
+    let i16_at = |at: usize| i16::from_be_bytes(body[at..at + 2].try_into().unwrap());
+    // correlation id, throttle time, topic count, topic name.
+    let mut at = 4 + 4;
+    assert_eq!(i32_at(at), 1, "one topic");
+    at += 4;
+    at += 2 + i16_at(at) as usize;
+    let count = i32_at(at);
+    at += 4;
+    let mut out = Vec::new();
+    for _ in 0..count {
+        // partition, error, high watermark, last stable offset.
+        assert_eq!(i16_at(at + 4), 0, "no error");
+        at += 4 + 2 + 8 + 8;
+        let aborted = i32_at(at);
+        at += 4 + 16 * aborted.max(0) as usize;
+        let len = i32_at(at);
+        at += 4 + len.max(0) as usize;
+        out.push(len);
+    }
+    out
+}
+
+/// A fetch naming a partition many times after the response is full
+/// (max_bytes 1: the first entry takes one whole batch) is answered at
+/// once: a partition whose batch cannot go in the response is not read
+/// and converted only to be thrown away. (It was: 30000 entries over a
+/// 900 kB batch made the connection's thread read and convert 27 GB,
+/// about 90 s of CPU in a debug build, for a 480 kB request.)
+#[test]
+fn a_fetch_past_its_byte_budget_reads_no_more_batches() {
+    let broker = KafkaBroker::start(&[]);
+    let big = "x".repeat(900_000) + "\n";
+    bin("klog-produce")
+        .args(["-b", broker.addr(), "-t", "big", "-q"])
+        .write_stdin(big)
+        .timeout(kafka::CLIENT_TIMEOUT)
+        .assert()
+        .success();
+    let mut stream = TcpStream::connect(&broker.kafka).unwrap();
+    let entries = vec![(0, 0, 1 << 20); 30_000];
+    let started = Instant::now();
+    stream
+        .write_all(&frame(1, 4, 7, &fetch_v4("big", 1, &entries)))
+        .unwrap();
+    let body = response(&mut stream, Duration::from_secs(20));
+    let took = started.elapsed();
+    let sizes = fetched_bytes(&body);
+    assert_eq!(sizes.len(), entries.len());
+    assert!(
+        sizes[0] > 900_000,
+        "the first entry has the batch: {}",
+        sizes[0]
+    );
+    assert!(sizes[1..].iter().all(|&n| n == 0), "the others are empty");
+    assert!(took < Duration::from_secs(20), "answered in {took:?}");
+}
