@@ -30,7 +30,7 @@ _klog-broker() {
 '--flush-interval=[Flush a partition when its oldest unflushed record is this old]:DURATION:_default' \
 '--max-record-bytes=[Largest record accepted]:SIZE:_default' \
 '--max-request-bytes=[Largest request accepted (checked before allocating)]:SIZE:_default' \
-'--max-queued-request-bytes=[Request bytes held in memory at once over all connections (Kafka'\''s queued.max.request.bytes). A request larger than its connection'\''s 64KiB buffer takes its bytes from this bound as they arrive; while it is full the connection waits, unread, up to --request-timeout. At least --max-request-bytes]:SIZE:_default' \
+'--max-queued-request-bytes=[Request bytes held in memory at once over all connections (Kafka'\''s queued.max.request.bytes). A request larger than its connection'\''s 64KiB buffer takes its bytes from this bound as they arrive; while it is full the connection waits, unread, up to --request-timeout. A Kafka fetch'\''s records, read and converted, come from it too (at most half of it per answer). At least --max-request-bytes]:SIZE:_default' \
 '--max-connections=[Connections served at once; one over the cap is closed at once]:N:_default' \
 '--max-in-flight=[Requests of one connection whose answers wait (acks=all for an fsync, fetches for records); past it the broker stops reading that connection until they are answered. Answers that need no wait go out as requests are read]:N:_default' \
 '--request-timeout=[A peer that starts a frame and does not finish it in this time is disconnected; the waits clients ask for (a fetch'\''s wait for records, an acks=all timeout) end by this time too]:DURATION:_default' \

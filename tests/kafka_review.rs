@@ -120,3 +120,51 @@ fn a_fetch_past_its_byte_budget_reads_no_more_batches() {
     assert!(sizes[1..].iter().all(|&n| n == 0), "the others are empty");
     assert!(took < Duration::from_secs(20), "answered in {took:?}");
 }
+
+/// A fetch's records are held in memory (read from the segment, then
+/// converted): they come out of the broker's request memory
+/// (`--max-queued-request-bytes`), as large requests do. With 2 MiB of it,
+/// a fetch of 8 partitions of 600 kB each asking for 100 MB gets at most
+/// half of it (the other half holds the converted copy), and one batch
+/// more; the next fetch from where it stopped gets the rest.
+#[test]
+fn a_fetch_holds_no_more_than_the_request_memory() {
+    let broker = KafkaBroker::start(&[
+        "--partitions",
+        "8",
+        "--max-request-bytes",
+        "1MiB",
+        "--max-queued-request-bytes",
+        "2MiB",
+    ]);
+    let record = "y".repeat(60_000);
+    for p in 0..8 {
+        let lines = format!("{record}\n").repeat(10);
+        bin("klog-produce")
+            .args([
+                "-b",
+                broker.addr(),
+                "-t",
+                "wide",
+                "-q",
+                "-p",
+                &p.to_string(),
+            ])
+            .write_stdin(lines)
+            .timeout(kafka::CLIENT_TIMEOUT)
+            .assert()
+            .success();
+    }
+    let mut stream = TcpStream::connect(&broker.kafka).unwrap();
+    let entries: Vec<(i32, i64, i32)> = (0..8).map(|p| (p, 0, 10 << 20)).collect();
+    stream
+        .write_all(&frame(1, 4, 9, &fetch_v4("wide", 100 << 20, &entries)))
+        .unwrap();
+    let sizes = fetched_bytes(&response(&mut stream, Duration::from_secs(20)));
+    let total: i64 = sizes.iter().map(|&n| i64::from(n)).sum();
+    assert!(total > 0, "records come back: {sizes:?}");
+    assert!(
+        total <= (1 << 20) + 700_000,
+        "at most half the request memory and a batch: {total} bytes in {sizes:?}"
+    );
+}

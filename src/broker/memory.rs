@@ -106,6 +106,11 @@ impl RequestMemory {
         }
     }
 
+    /// The bound.
+    pub(super) fn total(&self) -> u64 {
+        self.total
+    }
+
     /// Gives back `bytes` taken before.
     pub(super) fn give(&self, bytes: u64) {
         if bytes == 0 {

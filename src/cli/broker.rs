@@ -81,7 +81,8 @@ pub struct Args {
     /// queued.max.request.bytes). A request larger than its connection's
     /// 64KiB buffer takes its bytes from this bound as they arrive; while
     /// it is full the connection waits, unread, up to --request-timeout.
-    /// At least --max-request-bytes.
+    /// A Kafka fetch's records, read and converted, come from it too (at
+    /// most half of it per answer). At least --max-request-bytes.
     #[arg(long = "max-queued-request-bytes", value_name = "SIZE", default_value = "512MiB", value_parser = super::size_arg)]
     pub queued_request_bytes_max: u64,
     /// Connections served at once; one over the cap is closed at once.

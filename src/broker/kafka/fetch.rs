@@ -9,9 +9,9 @@
 use std::time::{Duration, Instant};
 
 use super::kafka_code;
+use crate::broker::memory::{RequestMemory, Taken};
 use crate::broker::shared::{error_code, Shared};
 use crate::kafka;
-use crate::limits;
 use crate::protocol::{ErrorCode, FetchPartition};
 
 /// A partition a fetch asks for.
@@ -44,25 +44,70 @@ pub(super) struct Limits {
     pub(super) max_bytes: i32,
 }
 
+/// The most record bytes one Kafka fetch answers with (Kafka's broker
+/// caps its answers too, at `fetch.max.bytes`); a client asks again.
+const RESPONSE_BYTES_MAX: u64 = 16 * 1024 * 1024;
+
+/// Request memory a fetch holds while its records are in memory, given
+/// back when dropped (once the answer is encoded).
+#[derive(Debug)]
+pub(super) struct Held<'a> {
+    memory: &'a RequestMemory,
+    bytes: u64,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.memory.give(self.bytes);
+    }
+}
+
 /// Answers a fetch: waits up to its deadline for `min_bytes` (or an
-/// error, or a stop), then returns each partition's part.
-pub(super) fn fetch(
-    shared: &Shared,
+/// error, or a stop), then returns each partition's part, with the
+/// request memory its records hold. Each look takes twice its byte budget
+/// from the broker's request memory (the bytes read from the segment, and
+/// their conversion), so a fetch answers with at most half of that bound,
+/// and a wait holds none of it.
+pub(super) fn fetch<'s>(
+    shared: &'s Shared,
     asks: &[Ask<'_>],
     limits: Limits,
     scratch: &mut Vec<u8>,
-) -> Vec<Fetched> {
+) -> (Vec<Fetched>, Option<Held<'s>>) {
     let wait = u64::try_from(limits.max_wait_ms)
         .unwrap_or(0)
         .min(shared.config.request_timeout_ms);
     let deadline = Instant::now() + Duration::from_millis(wait);
-    let budget = u64::try_from(limits.max_bytes)
-        .unwrap_or(0)
-        .min(limits::FETCH_RESPONSE_BYTES_MAX);
+    let memory = &shared.request_memory;
+    let asked = u64::try_from(limits.max_bytes).unwrap_or(0);
+    let reserve = (2 * asked.min(RESPONSE_BYTES_MAX)).min(memory.total());
     let bytes_min = u64::try_from(limits.min_bytes).unwrap_or(0);
-    // Registered before the first look: a flush after it wakes the wait.
-    let watched: Vec<FetchPartition> = asks
-        .iter()
+    let watch = shared.watch_fetch(&watched(asks));
+    loop {
+        let until = Instant::now() + Duration::from_millis(shared.config.request_timeout_ms);
+        let held = match memory.take(reserve, &shared.stop, until) {
+            Taken::Yes => Held {
+                memory,
+                bytes: reserve,
+            },
+            // No memory for records within the request timeout: an
+            // answer without records, and the client asks again.
+            Taken::TimedOut | Taken::Stopped => return (gather(shared, asks, 0, scratch), None),
+        };
+        let parts = gather(shared, asks, reserve / 2, scratch);
+        let bytes: u64 = parts.iter().map(|p| p.records.len() as u64).sum();
+        let errors = parts.iter().any(|p| p.error != kafka::NONE);
+        if bytes >= bytes_min || errors || Instant::now() >= deadline || shared.stopping() {
+            return (parts, Some(held));
+        }
+        drop((parts, held));
+        watch.wait(deadline);
+    }
+}
+
+/// The partitions of a fetch, as a watch of their flushes takes them.
+fn watched(asks: &[Ask<'_>]) -> Vec<FetchPartition> {
+    asks.iter()
         .filter_map(|a| {
             Some(FetchPartition {
                 topic: a.topic.to_string(),
@@ -72,17 +117,7 @@ pub(super) fn fetch(
                 leader_epoch: None,
             })
         })
-        .collect();
-    let watch = shared.watch_fetch(&watched);
-    loop {
-        let parts = gather(shared, asks, budget, scratch);
-        let bytes: u64 = parts.iter().map(|p| p.records.len() as u64).sum();
-        let errors = parts.iter().any(|p| p.error != kafka::NONE);
-        if bytes >= bytes_min || errors || Instant::now() >= deadline || shared.stopping() {
-            return parts;
-        }
-        watch.wait(deadline);
-    }
+        .collect()
 }
 
 /// Each partition's records within the response's `budget`: a partition
@@ -96,7 +131,12 @@ fn gather(shared: &Shared, asks: &[Ask<'_>], budget: u64, scratch: &mut Vec<u8>)
         let own = u64::try_from(a.partition_max_bytes).unwrap_or(0);
         // Past the first records, a batch larger than what is left is not
         // even read: it could only be thrown away.
-        let fit = (bytes > 0).then_some(left);
+        // A broker that stops reads nothing more: its answer goes now.
+        let fit = if shared.stopping() {
+            Some(0)
+        } else {
+            (bytes > 0).then_some(left)
+        };
         let part = match read_partition(shared, a, (own.min(left), fit), scratch) {
             // Past the response's budget, only an empty response takes it.
             Ok(part) if bytes > 0 && part.records.len() as u64 > left => Fetched {

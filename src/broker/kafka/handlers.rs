@@ -252,7 +252,7 @@ fn fetch_request(
         min_bytes: r.min_bytes,
         max_bytes: r.max_bytes,
     };
-    let fetched = fetch::fetch(shared, &asks, limits, &mut state.read);
+    let (fetched, _held) = fetch::fetch(shared, &asks, limits, &mut state.read);
     let mut parts = fetched.iter();
     let responses = r
         .topics

@@ -27,6 +27,11 @@
 //!
 //! # Records
 //!
+//! A fetch's records are copied through memory (read from the segment,
+//! then converted): each look takes twice its byte budget (at most
+//! 16 MiB) from the broker's request memory, and gives it back once the
+//! answer is encoded, or before it waits for records.
+//!
 //! klog's format stays on disk: a produced Kafka RecordBatch v2 becomes
 //! one klog batch with the same records ([`crate::kafka::records`]), so
 //! offsets line up; a fetch reads klog batches from the segment (each
