@@ -168,3 +168,39 @@ fn a_fetch_holds_no_more_than_the_request_memory() {
         "at most half the request memory and a batch: {total} bytes in {sizes:?}"
     );
 }
+
+/// A fetch whose own frame is large (it names many partitions, so the
+/// frame's bytes came out of the request memory) and whose max_bytes
+/// asks for the whole request memory is answered at once: it does not
+/// wait for memory its own frame holds until the request timeout. (It
+/// did: with 1 MiB of request memory, a 128 kB fetch of one record was
+/// answered after the whole --request-timeout, 30 s by default, past
+/// the clients' own request timeouts.)
+#[test]
+fn a_large_fetch_frame_does_not_wait_for_its_own_memory() {
+    let broker = KafkaBroker::start(&[
+        "--max-request-bytes",
+        "1MiB",
+        "--max-queued-request-bytes",
+        "1MiB",
+        "--request-timeout",
+        "20s",
+    ]);
+    bin("klog-produce")
+        .args(["-b", broker.addr(), "-t", "own", "-q"])
+        .write_stdin("one record\n")
+        .timeout(kafka::CLIENT_TIMEOUT)
+        .assert()
+        .success();
+    let mut stream = TcpStream::connect(&broker.kafka).unwrap();
+    let entries = vec![(0, 0, 1 << 20); 8_000];
+    let request = frame(1, 4, 11, &fetch_v4("own", 100 << 20, &entries));
+    assert!(request.len() > 100_000, "a frame past the 64 KiB buffer");
+    let started = Instant::now();
+    stream.write_all(&request).unwrap();
+    let sizes = fetched_bytes(&response(&mut stream, Duration::from_secs(30)));
+    let took = started.elapsed();
+    assert_eq!(sizes.len(), entries.len());
+    assert!(sizes[0] > 0, "the record comes back");
+    assert!(took < Duration::from_secs(10), "answered in {took:?}");
+}

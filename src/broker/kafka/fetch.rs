@@ -42,6 +42,9 @@ pub(super) struct Limits {
     pub(super) max_wait_ms: i32,
     pub(super) min_bytes: i32,
     pub(super) max_bytes: i32,
+    /// Request memory the fetch's own frame may hold (its length): not
+    /// waited for, as it comes back only once the fetch is answered.
+    pub(super) frame_bytes: u64,
 }
 
 /// The most record bytes one Kafka fetch answers with (Kafka's broker
@@ -80,7 +83,8 @@ pub(super) fn fetch<'s>(
     let deadline = Instant::now() + Duration::from_millis(wait);
     let memory = &shared.request_memory;
     let asked = u64::try_from(limits.max_bytes).unwrap_or(0);
-    let reserve = (2 * asked.min(RESPONSE_BYTES_MAX)).min(memory.total());
+    let free = memory.total().saturating_sub(limits.frame_bytes);
+    let reserve = (2 * asked.min(RESPONSE_BYTES_MAX)).min(free);
     let bytes_min = u64::try_from(limits.min_bytes).unwrap_or(0);
     let watch = shared.watch_fetch(&watched(asks));
     loop {

@@ -30,6 +30,9 @@ pub(super) struct ConnState {
     pub(super) scratch: Vec<u8>,
     /// Klog segment bytes read for a fetch.
     pub(super) read: Vec<u8>,
+    /// The length of the request being handled (request memory its frame
+    /// may hold until it is answered).
+    pub(super) frame_bytes: u64,
 }
 
 /// Handles a request and writes its answer (if it has one) in
@@ -251,6 +254,7 @@ fn fetch_request(
         max_wait_ms: r.max_wait_ms,
         min_bytes: r.min_bytes,
         max_bytes: r.max_bytes,
+        frame_bytes: state.frame_bytes,
     };
     let (fetched, _held) = fetch::fetch(shared, &asks, limits, &mut state.read);
     let mut parts = fetched.iter();
