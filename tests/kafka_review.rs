@@ -204,3 +204,36 @@ fn a_large_fetch_frame_does_not_wait_for_its_own_memory() {
     assert!(sizes[0] > 0, "the record comes back");
     assert!(took < Duration::from_secs(10), "answered in {took:?}");
 }
+
+/// A produce with acks=0 gets no answer, so a failed one closes the
+/// connection, as Kafka's broker does: the client notices and reconnects
+/// (it was dropped without a word, and the client went on sending).
+#[test]
+fn a_failed_acks_0_produce_closes_the_connection() {
+    let broker = KafkaBroker::start(&[]);
+    let mut stream = TcpStream::connect(&broker.kafka).unwrap();
+    // Produce v3: no transactional id, acks 0, timeout, one topic whose
+    // name klog refuses, one partition with a few bytes of records.
+    let mut body = Vec::new();
+    body.extend_from_slice(&(-1i16).to_be_bytes());
+    body.extend_from_slice(&0i16.to_be_bytes());
+    body.extend_from_slice(&1000i32.to_be_bytes());
+    body.extend_from_slice(&1i32.to_be_bytes());
+    let topic = b"no such/topic";
+    body.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+    body.extend_from_slice(topic);
+    body.extend_from_slice(&1i32.to_be_bytes());
+    body.extend_from_slice(&0i32.to_be_bytes());
+    body.extend_from_slice(&4i32.to_be_bytes());
+    body.extend_from_slice(&[0, 0, 0, 0]);
+    stream.write_all(&frame(0, 3, 11, &body)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let read = stream.read(&mut byte);
+    assert!(
+        matches!(read, Ok(0)),
+        "the connection is closed, without an answer: {read:?}"
+    );
+}

@@ -17,22 +17,28 @@ use crate::broker::shared::Shared;
 use crate::kafka::api_key;
 use crate::kafka::request::{decode_request, RequestError};
 
-/// Serves one Kafka connection until the peer closes it, it breaks the
-/// protocol, or the broker stops.
-pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer: SocketAddr) {
+/// The connection's frames, read within the broker's bounds (its socket's
+/// write timeout set too).
+fn frames<'a>(shared: &'a Shared, stream: &'a TcpStream) -> FrameReader<'a> {
     let _ = stream.set_nodelay(true);
     let timeout = Duration::from_millis(shared.config.request_timeout_ms.max(1));
     let _ = stream.set_write_timeout(Some(timeout));
     let idle = Duration::from_millis(shared.config.idle_timeout_ms.max(1));
-    let mut reader = FrameReader::new(
-        &stream,
+    FrameReader::new(
+        stream,
         shared.config.request_bytes_max,
         timeout,
         &shared.request_memory,
         &shared.stop,
     )
     .kafka()
-    .idle_timeout(idle);
+    .idle_timeout(idle)
+}
+
+/// Serves one Kafka connection until the peer closes it, it breaks the
+/// protocol, or the broker stops.
+pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer: SocketAddr) {
+    let mut reader = frames(shared, &stream);
     let mut state = ConnState::default();
     let mut unanswered: Vec<Unanswered> = Vec::new();
     loop {
@@ -74,6 +80,11 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
                 continue;
             }
             Ok(None) => {}
+        }
+        if let Some(why) = state.failed_unanswered.take() {
+            let _ = answer_produces(shared, &stream, &mut unanswered, &mut state.out);
+            shared.log(format_args!("{peer}: closing the Kafka connection: {why}"));
+            return;
         }
         if !state.out.is_empty() {
             if let Err(e) = (&stream).write_all(&state.out) {

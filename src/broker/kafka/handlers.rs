@@ -33,6 +33,9 @@ pub(super) struct ConnState {
     /// The length of the request being handled (request memory its frame
     /// may hold until it is answered).
     pub(super) frame_bytes: u64,
+    /// Why an acks=0 produce failed: it has no answer to say so, so the
+    /// connection closes (as Kafka's broker does) and the client notices.
+    pub(super) failed_unanswered: Option<String>,
 }
 
 /// Handles a request and writes its answer (if it has one) in
@@ -195,12 +198,29 @@ fn produce_request(
         });
         topics.push((t.name.to_string(), parts.collect()));
     }
+    if r.acks == 0 {
+        state.failed_unanswered = first_failure(&topics);
+    }
     (r.acks != 0).then_some(Unanswered {
         id,
         version,
         acks: r.acks,
         deadline,
         topics,
+    })
+}
+
+/// The first partition of a produce refused at once, and why.
+fn first_failure(topics: &[(String, Vec<(i32, Pending)>)]) -> Option<String> {
+    topics.iter().find_map(|(name, parts)| {
+        parts.iter().find_map(|(index, pending)| match pending {
+            Pending::Done(p) if p.error != kafka::NONE => Some(format!(
+                "an acks=0 produce to {name} [{index}] failed (Kafka error {}): {}",
+                p.error,
+                p.message.as_deref().unwrap_or("refused")
+            )),
+            _ => None,
+        })
     })
 }
 
