@@ -223,13 +223,6 @@ fn offset_fetch(
     id: i32,
     out: &mut Vec<u8>,
 ) {
-    let partition = |partition_index, committed_offset, error_code| OffsetFetchResponsePartition {
-        partition_index,
-        committed_offset,
-        committed_leader_epoch: -1,
-        metadata: Some(""),
-        error_code,
-    };
     let (topics, error_code) = match &r.topics {
         Some(topics) => {
             let asked: Vec<(String, i32)> = topics
@@ -267,17 +260,27 @@ fn offset_fetch(
     frame(out, id, |out| response.encode(version, out));
 }
 
+/// One partition of an OffsetFetch answer: klog keeps no leader epoch and
+/// no metadata with a committed offset.
+fn partition(
+    partition_index: i32,
+    committed_offset: i64,
+    error_code: i16,
+) -> OffsetFetchResponsePartition<'static> {
+    OffsetFetchResponsePartition {
+        partition_index,
+        committed_offset,
+        committed_leader_epoch: -1,
+        metadata: Some(""),
+        error_code,
+    }
+}
+
 /// OffsetFetch of every topic the group committed.
 fn offset_fetch_all(all: &[(String, i32, i64)], version: i16, id: i32, out: &mut Vec<u8>) {
     let mut topics: Vec<OffsetFetchResponseTopic<'_>> = Vec::new();
     for (topic, p, offset) in all {
-        let part = OffsetFetchResponsePartition {
-            partition_index: *p,
-            committed_offset: *offset,
-            committed_leader_epoch: -1,
-            metadata: Some(""),
-            error_code: kafka::NONE,
-        };
+        let part = partition(*p, *offset, kafka::NONE);
         match topics.last_mut() {
             Some(t) if t.name == topic => t.partitions.push(part),
             _ => topics.push(OffsetFetchResponseTopic {
