@@ -191,8 +191,29 @@ fn live_incarnation(entry_dir: &Path, id: &str, own: &str) -> Option<PathBuf> {
             let (of, _) = stem.split_once('@')?;
             (of == id && stem != own).then(|| entry_dir.join(&name))
         })
-        .find(|path| is_locked(path))
+        .find(|path| held_for_good(path))
 }
+
+/// Whether the lock on `path` is held by its owner, not by a process
+/// removing it as stale: a remover holds the lock only while it deletes
+/// the file, so a lock still held, on a file still there, after
+/// [`REMOVAL_GRACE`] is an owner's.
+fn held_for_good(path: &Path) -> bool {
+    let started = std::time::Instant::now();
+    loop {
+        if !is_locked(path) || !path.exists() {
+            return false;
+        }
+        if started.elapsed() >= REMOVAL_GRACE {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// How long a stale entry's remover may hold its lock (a few syscalls;
+/// the rest is room for a loaded machine's scheduler).
+const REMOVAL_GRACE: Duration = Duration::from_millis(500);
 
 /// The entries of `entry_dir` whose lock is held, with their lease, in
 /// name order; a description that does not parse is skipped (it is being

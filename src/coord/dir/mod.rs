@@ -648,6 +648,38 @@ mod tests {
         drop(again);
     }
 
+    /// A dead incarnation's entry being removed by another process's
+    /// scan (which holds its lock while it removes it) does not hold the
+    /// id: the broker restarting then registers (it was refused "in use",
+    /// tests/replication.rs all_replicas_die_in_a_directory in CI).
+    #[test]
+    fn an_entry_being_removed_as_stale_does_not_refuse_its_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
+        let brokers = dir.path().join("brokers");
+        std::fs::create_dir_all(&brokers).unwrap();
+        let lock = brokers.join("b1@1-2-0.lock");
+        let json = brokers.join("b1@1-2-0.json");
+        std::fs::write(&lock, b"").unwrap();
+        std::fs::write(&json, serde_json::to_vec(&broker_info("b1", 1)).unwrap()).unwrap();
+        // The cleaner: it holds the stale lock a moment, then removes it.
+        let held = crate::storage::lock::try_lock_existing(&lock)
+            .unwrap()
+            .unwrap();
+        let cleaner = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            std::fs::remove_file(&json).unwrap();
+            std::fs::remove_file(&lock).unwrap();
+            drop(held);
+        });
+        let registered = reg.register_broker(&broker_info("b1", 2));
+        cleaner.join().unwrap();
+        let live = registered.expect("the id is free once the stale entry is gone");
+        let ports: Vec<u16> = reg.brokers().unwrap().iter().map(|b| b.port).collect();
+        assert_eq!(ports, [2]);
+        drop(live);
+    }
+
     /// Makes the lease in `path` look last renewed `ago` ago, as if its
     /// holder had been stopped that long.
     fn silence(path: &Path, ago: Duration) {
