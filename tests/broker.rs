@@ -793,6 +793,108 @@ fn retention_runs_in_the_background() {
     assert_eq!(last, "19999 20000\n");
 }
 
+/// A consumer that falls behind retention (the segments it had yet to
+/// read deleted) says so and goes on at the log's new start, as a Kafka
+/// consumer with `auto.offset.reset=earliest` does; it stopped with
+/// offset_out_of_range (and `retention_runs_in_the_background` failed
+/// when retention ran between finding the log start and reading it).
+#[test]
+fn a_consumer_behind_retention_resumes_at_the_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(
+        dir.path(),
+        &[
+            "--segment-bytes",
+            "8KiB",
+            "--retention-bytes",
+            "32KiB",
+            "--retention-check-interval",
+            "50ms",
+        ],
+    );
+    produce_to(&broker.addr, "t", "first\n", &[]);
+    // Its output is not read until retention has run: it stops writing
+    // once the pipe is full, and its fetches ahead stop soon after.
+    let mut consumer = std::process::Command::new(assert_cmd::cargo::cargo_bin("klog-consume"))
+        .args([
+            "-b",
+            &broker.addr,
+            "-t",
+            "t",
+            "-f",
+            "%o %s\\n",
+            "--fetch-bytes",
+            "4KiB",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = consumer.stdout.take().unwrap();
+    let stderr = consumer.stderr.take().unwrap();
+    let _killed = Killed(consumer);
+    let value = "v".repeat(1000);
+    let input: String = (0..2000).map(|_| format!("{value}\n")).collect();
+    produce_to(&broker.addr, "t", &input, &["--batch", "4"]);
+    broker.wait_for_log("Retention deleted", Duration::from_secs(20));
+    let start = std::fs::read_dir(dir.path().join("t-0"))
+        .unwrap()
+        .filter_map(|e| {
+            e.unwrap()
+                .file_name()
+                .into_string()
+                .ok()?
+                .strip_suffix(".log")?
+                .parse::<u64>()
+                .ok()
+        })
+        .min()
+        .unwrap();
+    assert!(
+        start > 200,
+        "retention deleted more than the consumer holds: {start}"
+    );
+    let mut offsets = Vec::new();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+        let Ok(line) = line else { break };
+        let offset: u64 = line.split(' ').next().unwrap().parse().unwrap();
+        offsets.push(offset);
+        if offset == 2000 {
+            break;
+        }
+    }
+    drop(_killed);
+    let mut said = String::new();
+    let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(stderr), &mut said);
+    assert_eq!(offsets.last(), Some(&2000), "it read to the end: {said}");
+    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
+    // Each gap (retention may run again while it catches up) is said.
+    let gaps: Vec<&[u64]> = offsets.windows(2).filter(|w| w[1] > w[0] + 1).collect();
+    assert!(
+        !gaps.is_empty(),
+        "records were deleted before they were read"
+    );
+    for gap in gaps {
+        let notice = format!(
+            "t [0]: offsets {} to {} were deleted before they were read; going on at offset {}",
+            gap[0] + 1,
+            gap[1] - 1,
+            gap[1]
+        );
+        assert!(said.contains(&notice), "{notice:?} in {said}");
+    }
+}
+
+/// A child process killed (and waited for) when the test ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn a_record_the_broker_refuses_is_reported_not_dropped() {
     let dir = tempfile::tempdir().unwrap();

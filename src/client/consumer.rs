@@ -448,6 +448,20 @@ impl Consumer {
         let mut stop = None;
         'parts: for (index, part) in parts.iter().enumerate().skip(first_part) {
             if part.error != ErrorCode::None {
+                if let Some(state) = deleted_before_read(&mut self.partitions, part) {
+                    let notice = format!(
+                        "{} [{}]: offsets {} to {} were deleted before they were read; \
+                         going on at offset {}",
+                        self.topic,
+                        part.partition,
+                        state.offset,
+                        part.start_offset - 1,
+                        part.start_offset
+                    );
+                    lock(&self.notices).push(notice);
+                    state.offset = part.start_offset;
+                    continue;
+                }
                 if self.located.is_some() && gives_back(part.error) {
                     // Its fetcher gave it back: looked up once that is read.
                     continue;
@@ -501,6 +515,19 @@ impl Consumer {
         }
         Ok(handed)
     }
+}
+
+/// The state of `part`'s partition, if the answer says the records at
+/// its next offset were deleted (retention): the offset is out of range,
+/// below the log's start.
+fn deleted_before_read<'p>(
+    partitions: &'p mut [ConsumerPartition],
+    part: &protocol::FetchedPartition<'_>,
+) -> Option<&'p mut ConsumerPartition> {
+    if part.error != ErrorCode::OffsetOutOfRange {
+        return None;
+    }
+    reading(partitions, part.partition).filter(|state| state.offset < part.start_offset)
 }
 
 /// The state of `partition` among those read, if it is one.
@@ -755,6 +782,11 @@ impl Fetcher {
             .map_err(|e| protocol_error(&self.addr, e))?;
         let mut given_back = Vec::new();
         for part in parts {
+            if let Some(state) = deleted_before_read(&mut self.partitions, &part) {
+                // Read on from the log's start; the consumer says so.
+                state.offset = part.start_offset;
+                continue;
+            }
             if self.located && gives_back(part.error) {
                 self.partitions.retain(|p| p.partition != part.partition);
                 let why = format!(
