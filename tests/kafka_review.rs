@@ -237,3 +237,101 @@ fn a_failed_acks_0_produce_closes_the_connection() {
         "the connection is closed, without an answer: {read:?}"
     );
 }
+
+/// A Kafka batch of `count` records (`"r<seq>"`) from idempotent producer
+/// `id` at `epoch`, numbered from sequence `first`.
+fn idempotent_batch(id: i64, epoch: i16, first: i32, count: i32) -> Vec<u8> {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let records: Vec<Record> = (0..count)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: id,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i64::from(i),
+            sequence: first + i,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(format!("r{}", first + i).into_bytes().into()),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut out = Vec::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut out, &records, &options).unwrap();
+    out
+}
+
+/// Sends a Produce v3 of `records` to `topic` [0] with acks=all and
+/// returns the answer's (error code, base offset).
+fn produce_v3(stream: &mut TcpStream, topic: &str, records: &[u8]) -> (i16, i64) {
+    let mut body = Vec::new();
+    body.extend_from_slice(&(-1i16).to_be_bytes());
+    body.extend_from_slice(&(-1i16).to_be_bytes());
+    body.extend_from_slice(&10_000i32.to_be_bytes());
+    body.extend_from_slice(&1i32.to_be_bytes());
+    body.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+    body.extend_from_slice(topic.as_bytes());
+    body.extend_from_slice(&1i32.to_be_bytes());
+    body.extend_from_slice(&0i32.to_be_bytes());
+    body.extend_from_slice(&(records.len() as i32).to_be_bytes());
+    body.extend_from_slice(records);
+    stream.write_all(&frame(0, 3, 21, &body)).unwrap();
+    let answer = response(stream, Duration::from_secs(30));
+    // Correlation id, one topic and its name, one partition: its index,
+    // error code, base offset.
+    let at = 4 + 4 + 2 + topic.len() + 4 + 4;
+    let error = i16::from_be_bytes(answer[at..at + 2].try_into().unwrap());
+    let base = i64::from_be_bytes(answer[at + 2..at + 10].try_into().unwrap());
+    (error, base)
+}
+
+/// An idempotent producer sends a batch again when its answer is lost; the
+/// partition stores it once and answers the retry with the first one's
+/// offsets (it was stored twice: InitProducerId handed out ids that no
+/// partition looked at). Producers are told apart by id, batches by
+/// sequence range; a batch without a producer is always appended; an
+/// older epoch than the producer's last is refused.
+#[test]
+fn an_idempotent_producers_retry_is_stored_once() {
+    let broker = KafkaBroker::start(&[]);
+    let mut stream = TcpStream::connect(&broker.kafka).unwrap();
+    let a = idempotent_batch(77, 0, 0, 3);
+    assert_eq!(produce_v3(&mut stream, "t", &a), (0, 0));
+    assert_eq!(produce_v3(&mut stream, "t", &a), (0, 0), "a retry");
+    let b = idempotent_batch(77, 0, 3, 2);
+    assert_eq!(produce_v3(&mut stream, "t", &b), (0, 3));
+    // The retry of the first comes late, on another connection.
+    let mut again = TcpStream::connect(&broker.kafka).unwrap();
+    assert_eq!(produce_v3(&mut again, "t", &a), (0, 0), "a late retry");
+    assert_eq!(produce_v3(&mut again, "t", &b), (0, 3));
+    // Another producer's batch with the same numbers is its own.
+    let other = idempotent_batch(78, 0, 0, 3);
+    assert_eq!(produce_v3(&mut stream, "t", &other), (0, 5));
+    // Without a producer id, nothing is taken for a retry.
+    let plain = idempotent_batch(-1, -1, -1, 1);
+    assert_eq!(produce_v3(&mut stream, "t", &plain), (0, 8));
+    assert_eq!(produce_v3(&mut stream, "t", &plain), (0, 9));
+    // A new epoch starts afresh; the old one is fenced.
+    let bumped = idempotent_batch(77, 1, 0, 3);
+    assert_eq!(produce_v3(&mut stream, "t", &bumped), (0, 10));
+    let (error, _) = produce_v3(&mut stream, "t", &idempotent_batch(77, 0, 5, 1));
+    assert_eq!(error, 47, "INVALID_PRODUCER_EPOCH");
+    let stored = bin("klog-consume")
+        .args(["-b", broker.addr(), "-t", "t", "-e", "-q", "-f", "%o %s\\n"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&stored.stdout),
+        "0 r0\n1 r1\n2 r2\n3 r3\n4 r4\n5 r0\n6 r1\n7 r2\n8 r-1\n9 r-1\n10 r0\n11 r1\n12 r2\n"
+    );
+}

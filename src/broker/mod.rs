@@ -99,6 +99,7 @@ mod flusher;
 mod kafka;
 mod listener;
 mod memory;
+mod producers;
 mod replica;
 mod retention;
 mod shared;

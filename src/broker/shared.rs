@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLock
 use std::time::Instant;
 
 use super::memory::RequestMemory;
+use super::producers::Producers;
 use super::replica::Replica;
 use super::watch::{Waiters, Watch};
 use super::BrokerConfig;
@@ -49,6 +50,9 @@ pub(super) struct Partition {
     pub(super) waiters: Arc<Waiters>,
     /// When the flusher last began to flush it (the group commit window).
     pub(super) flush_begun: Mutex<Option<Instant>>,
+    /// Its idempotent Kafka producers' last batches; locked only under
+    /// the log's lock.
+    pub(super) producers: Mutex<Producers<Appended>>,
 }
 
 impl Partition {
@@ -76,6 +80,7 @@ impl Partition {
             failed: AtomicBool::new(false),
             waiters: Arc::default(),
             flush_begun: Mutex::new(None),
+            producers: Mutex::default(),
             log: Mutex::new(log),
         }
     }
@@ -84,6 +89,18 @@ impl Partition {
     pub(super) fn lock(&self) -> MutexGuard<'_, Log> {
         lock(&self.log)
     }
+}
+
+/// Records an acks=all answer waits for: from `base_offset` to before
+/// `end_offset`, appended in undo `epoch` (see
+/// [`crate::storage::log::Log::fate`]) and in `leader_epoch`.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::broker) struct Appended {
+    pub(in crate::broker) base_offset: u64,
+    pub(in crate::broker) end_offset: u64,
+    pub(in crate::broker) epoch: u64,
+    /// The leader epoch they were appended in (`None`: a single copy).
+    pub(in crate::broker) leader_epoch: Option<u32>,
 }
 
 /// How a broker holds a partition of a topic.

@@ -182,6 +182,9 @@ pub const INVALID_REQUEST: i16 = 42;
 pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
 /// A policy of the server refused the request.
 pub const POLICY_VIOLATION: i16 = 44;
+/// The batch's producer epoch is older than the producer's last: another
+/// instance of the producer took over.
+pub const INVALID_PRODUCER_EPOCH: i16 = 47;
 /// Transactions are not supported: a transactional id is refused.
 pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 /// The server could not read or write its files.

@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::broker::shared::{Partition, Shared};
+use crate::broker::shared::{Appended, Partition, Shared};
 use crate::protocol::{self, put, ErrorCode, FetchPartition};
 
 pub(in crate::broker) mod frames;
@@ -59,18 +59,6 @@ struct FetchAsked {
     /// What to read, each partition with the leader epoch the fetcher
     /// believes current.
     partitions: Vec<FetchPartition>,
-}
-
-/// Records an acks=all answer waits for: from `base_offset` to before
-/// `end_offset`, appended in undo `epoch` (see
-/// [`crate::storage::log::Log::fate`]) and in `leader_epoch`.
-#[derive(Debug, Clone, Copy)]
-pub(in crate::broker) struct Appended {
-    pub(in crate::broker) base_offset: u64,
-    pub(in crate::broker) end_offset: u64,
-    pub(in crate::broker) epoch: u64,
-    /// The leader epoch they were appended in (`None`: a single copy).
-    pub(in crate::broker) leader_epoch: Option<u32>,
 }
 
 /// How the reader deals with a request.

@@ -344,9 +344,9 @@ fn list_offsets(
     frame(out, id, |out| response.encode(version, out));
 }
 
-/// InitProducerId: an id for an idempotent producer (klog keeps no
-/// producer state: the id is only carried); a transactional id is
-/// refused.
+/// InitProducerId: an id for an idempotent producer, by which partitions
+/// tell its retries (see [`crate::broker::producers`]); a transactional id
+/// is refused.
 fn init_producer_id(
     kafka: &Kafka,
     r: &InitProducerIdRequest<'_>,

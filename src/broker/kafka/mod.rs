@@ -172,10 +172,19 @@ fn start_coordinator(shared: &Arc<Shared>) -> std::io::Result<Arc<group::Coordin
     )
 }
 
-/// The first producer id this broker hands out: the time in milliseconds,
-/// so that ids differ across restarts (Kafka clients only carry them).
+/// The first producer id this broker hands out; the next ones follow it.
+/// A partition tells an idempotent producer's retries by its id (see
+/// [`crate::broker::producers`]), so two producers must never share one,
+/// on any broker of the cluster or across restarts: the ids start at a
+/// random point of 2^62 (std's randomly keyed hasher over the time and
+/// the process id), where two brokers' runs of ids meet with a chance of
+/// about (ids handed out) / 2^62.
 fn first_producer_id() -> i64 {
-    crate::clock::now_ms().max(1) << 8
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_i64(crate::clock::now_ms());
+    hasher.write_u32(std::process::id());
+    (hasher.finish() >> 2) as i64
 }
 
 /// The Kafka error code for a klog one.
@@ -211,6 +220,18 @@ mod tests {
         assert_eq!(a, node_id("broker-18c2f5d0a1b2c3d4"));
         assert!(a >= 0);
         assert_ne!(a, node_id("broker-18c2f5d0a1b2c3d5"));
+    }
+
+    /// Producer ids must differ between brokers and runs: a partition
+    /// would take one producer's first batch for a retry of another's.
+    #[test]
+    fn producer_ids_start_at_a_random_point() {
+        let starts: std::collections::HashSet<i64> =
+            (0..100).map(|_| first_producer_id()).collect();
+        assert_eq!(starts.len(), 100);
+        assert!(starts
+            .iter()
+            .all(|id| (0..i64::MAX - (1 << 40)).contains(id)));
     }
 
     #[test]

@@ -10,10 +10,12 @@ use std::time::Instant;
 use super::kafka_code;
 use crate::broker::connection::requests::produce_partition;
 use crate::broker::connection::writer::{durable, stored};
-use crate::broker::connection::Appended;
-use crate::broker::shared::{error_code, Partition, Shared};
+use crate::broker::producers::{Sequenced, Verdict};
+use crate::broker::shared::{error_code, Appended, Partition, Shared};
 use crate::kafka;
 use crate::protocol::{self, ErrorCode};
+use crate::storage::log::Fate;
+use crate::sync::lock;
 
 /// One partition's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,47 +96,89 @@ pub(super) fn append(
         Ok(p) => p,
         Err(refusal) => return Pending::Done(Produced::refused(refusal)),
     };
-    match append_batches(shared, &p, acks as i8, scratch) {
+    let producers = kafka::records::batch_producers(records.unwrap_or_default());
+    match append_batches(shared, &p, acks as i8, scratch, producers) {
         Ok(appended) => {
             shared.mark_dirty(&p, acks == -1);
             Pending::Appended(p, appended)
         }
-        Err(refusal) => Pending::Done(Produced::refused(refusal)),
+        Err(refused) => Pending::Done(refused),
     }
 }
 
 /// Appends the klog batches in `batches` to `p`, one after the other under
-/// its lock: their offsets are contiguous.
+/// its lock: their offsets are contiguous. `producers` are the Kafka
+/// batches' producer fields, one per batch: a retry of a batch appended
+/// before (see [`crate::broker::producers`]) is not appended again, and
+/// is answered with the offsets the first one got.
 fn append_batches(
     shared: &Shared,
     p: &Partition,
     acks: i8,
     batches: &mut [u8],
-) -> Result<Appended, (ErrorCode, String)> {
+    mut producers: impl Iterator<Item = kafka::records::BatchProducer>,
+) -> Result<Appended, Produced> {
     let now = crate::clock::now_ms();
     let mut log = p.lock();
-    let leader_epoch = p.may_append(acks, shared.config.min_insync_replicas)?;
+    let leader_epoch = p
+        .may_append(acks, shared.config.min_insync_replicas)
+        .map_err(Produced::refused)?;
+    let mut known = lock(&p.producers);
     let mut appended: Option<Appended> = None;
     let mut rest = batches;
     while !rest.is_empty() {
         let len = klog_batch_len(rest);
         let (batch, after) = rest.split_at_mut(len);
         rest = after;
-        let info = log.append(batch, now).map_err(|e| {
-            let code = error_code(&e);
-            (code, format!("{} [{}]: {e}", p.topic, p.partition))
-        })?;
-        shared.appends.fetch_add(1, Ordering::Relaxed);
-        let a = appended.get_or_insert(Appended {
-            base_offset: info.base_offset,
-            end_offset: 0,
-            epoch: info.epoch,
-            leader_epoch,
+        let sequenced = producers.next().map(|b| Sequenced {
+            producer_id: b.producer_id,
+            epoch: b.producer_epoch,
+            first: b.base_sequence,
+            count: b.record_count.max(1) as u32,
         });
-        a.end_offset = info.last_offset + 1;
-        a.epoch = info.epoch;
+        let still_there = |a: &Appended| {
+            matches!(
+                log.fate(a.epoch, a.end_offset - 1),
+                Fate::InFile | Fate::Gathered
+            )
+        };
+        let this = match sequenced.map(|s| known.check(&s, still_there)) {
+            Some(Verdict::Duplicate(first)) => first,
+            Some(Verdict::Fenced { current }) => {
+                let msg = format!(
+                    "{} [{}]: producer epoch {} is older than its epoch {current}",
+                    p.topic,
+                    p.partition,
+                    sequenced.map_or(0, |s| s.epoch)
+                );
+                return Err(Produced::failed(kafka::INVALID_PRODUCER_EPOCH, msg));
+            }
+            Some(Verdict::Append) | None => {
+                let info = log.append(batch, now).map_err(|e| {
+                    let why = (
+                        error_code(&e),
+                        format!("{} [{}]: {e}", p.topic, p.partition),
+                    );
+                    Produced::refused(why)
+                })?;
+                shared.appends.fetch_add(1, Ordering::Relaxed);
+                let this = Appended {
+                    base_offset: info.base_offset,
+                    end_offset: info.last_offset + 1,
+                    epoch: info.epoch,
+                    leader_epoch,
+                };
+                if let Some(s) = &sequenced {
+                    known.record(s, this);
+                }
+                this
+            }
+        };
+        let a = appended.get_or_insert(this);
+        a.end_offset = a.end_offset.max(this.end_offset);
+        a.epoch = a.epoch.max(this.epoch);
     }
-    appended.ok_or_else(|| (ErrorCode::CorruptBatch, "no batch".into()))
+    appended.ok_or_else(|| Produced::refused((ErrorCode::CorruptBatch, "no batch".into())))
 }
 
 /// The bytes of the klog batch at the front of `batches` (the converter

@@ -24,9 +24,9 @@
 //! |     23 |    4 | `lastOffsetDelta` i32  | must be `recordCount - 1` (87)       | `recordCount - 1`             |
 //! |     27 |    8 | `baseTimestamp` i64    | klog `base_timestamp`                | klog `base_timestamp`         |
 //! |     35 |    8 | `maxTimestamp` i64     | ignored: computed from the records   | computed from the records     |
-//! |     43 |    8 | `producerId` i64       | ignored                              | -1                            |
-//! |     51 |    2 | `producerEpoch` i16    | ignored                              | -1                            |
-//! |     53 |    4 | `baseSequence` i32     | ignored                              | -1                            |
+//! |     43 |    8 | `producerId` i64       | not stored; [`batch_producers`] reads it, to drop a retry | -1              |
+//! |     51 |    2 | `producerEpoch` i16    | not stored; likewise                 | -1                            |
+//! |     53 |    4 | `baseSequence` i32     | not stored; likewise                 | -1                            |
 //! |     57 |    4 | `recordCount` i32      | 1 ..= [`BATCH_RECORDS_MAX`], and fits the bytes | klog `record_count` |
 //! |     61 |    … | records                |                                      |                               |
 //!
@@ -81,6 +81,8 @@
 
 use std::fmt;
 
+use reader::Reader;
+
 use super::{
     CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE,
     UNSUPPORTED_FOR_MESSAGE_FORMAT,
@@ -89,6 +91,8 @@ use crate::limits::{
     BATCH_BYTES_MAX, BATCH_RECORDS_MAX, HEADERS_PER_RECORD_MAX, RECORD_BYTES_MAX_LIMIT,
 };
 use crate::storage::record::{self, Batch, Record, BATCH_HEADER_BYTES};
+
+mod reader;
 
 /// The magic of RecordBatch v2, the only Kafka format converted.
 pub const KAFKA_MAGIC: i8 = 2;
@@ -214,6 +218,45 @@ fn to_klog_batches(
         rest = &rest[total..];
     }
     Ok(done)
+}
+
+/// The producer fields of a Kafka batch: who sent it and how it numbered
+/// its records (an idempotent producer's retry carries the same ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchProducer {
+    /// `producerId` (-1: not an idempotent producer).
+    pub producer_id: i64,
+    /// `producerEpoch`.
+    pub producer_epoch: i16,
+    /// `baseSequence`: the sequence number of its first record.
+    pub base_sequence: i32,
+    /// `recordCount`.
+    pub record_count: i32,
+}
+
+/// The producer fields of each Kafka batch in `kafka`, in order; meant for
+/// bytes [`to_klog`] accepted. It stops at the first batch whose header
+/// does not fit what is left.
+pub fn batch_producers(kafka: &[u8]) -> impl Iterator<Item = BatchProducer> + '_ {
+    let mut rest = kafka;
+    std::iter::from_fn(move || {
+        if rest.len() < KAFKA_BATCH_HEADER_BYTES {
+            return None;
+        }
+        let length = usize::try_from(i32_at(rest, BATCH_LENGTH_OFFSET)).ok()?;
+        let total = KAFKA_LENGTH_PREFIX_BYTES.checked_add(length)?;
+        if total < KAFKA_BATCH_HEADER_BYTES || total > rest.len() {
+            return None;
+        }
+        let producer = BatchProducer {
+            producer_id: i64_at(rest, PRODUCER_ID_OFFSET),
+            producer_epoch: i16_at(rest, PRODUCER_EPOCH_OFFSET),
+            base_sequence: i32_at(rest, BASE_SEQUENCE_OFFSET),
+            record_count: i32_at(rest, RECORDS_COUNT_OFFSET),
+        };
+        rest = &rest[total..];
+        Some(producer)
+    })
 }
 
 /// A Kafka batch whose header, CRC32C and attributes were checked.
@@ -590,127 +633,6 @@ fn write_kafka_record(out: &mut Vec<u8>, record: &Record<'_>, index: u32, base_t
         put_kafka_prefixed(out, name);
         put_kafka_prefixed(out, value);
     }
-}
-
-/// A bounds-checked reader of Kafka's varints and byte strings; every
-/// error is [`INVALID_RECORD`] naming the field (it reads bytes the batch
-/// CRC32C already vouched for).
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Reader<'a> {
-        Reader { buf, pos: 0 }
-    }
-
-    fn left(&self) -> usize {
-        self.buf.len() - self.pos
-    }
-
-    fn is_empty(&self) -> bool {
-        self.pos == self.buf.len()
-    }
-
-    #[inline]
-    fn u8(&mut self, what: &str) -> Result<u8, RecordsError> {
-        let byte = self
-            .buf
-            .get(self.pos)
-            .copied()
-            .ok_or_else(|| cut_short(what))?;
-        self.pos += 1;
-        Ok(byte)
-    }
-
-    /// An unsigned LEB128 of at most `bytes_max` bytes.
-    #[inline]
-    fn uvarint(&mut self, bytes_max: usize, what: &str) -> Result<u64, RecordsError> {
-        // Most varints of a record are one byte: lengths under 64, small
-        // deltas.
-        if let Some(&byte) = self.buf.get(self.pos) {
-            if byte < 0x80 {
-                self.pos += 1;
-                return Ok(u64::from(byte));
-            }
-        }
-        self.uvarint_long(bytes_max, what)
-    }
-
-    #[inline(never)]
-    fn uvarint_long(&mut self, bytes_max: usize, what: &str) -> Result<u64, RecordsError> {
-        let mut value = 0u64;
-        for i in 0..bytes_max {
-            let byte = self.u8(what)?;
-            value |= u64::from(byte & 0x7f) << (7 * i);
-            if byte & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(RecordsError::invalid(format!(
-            "{what}: a varint longer than {bytes_max} bytes"
-        )))
-    }
-
-    #[inline]
-    fn varint(&mut self, what: &str) -> Result<i32, RecordsError> {
-        let raw = self.uvarint(5, what)?;
-        let raw = u32::try_from(raw)
-            .map_err(|_| RecordsError::invalid(format!("{what}: a varint over 32 bits")))?;
-        Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
-    }
-
-    #[inline]
-    fn varlong(&mut self, what: &str) -> Result<i64, RecordsError> {
-        // The 10th byte holds bit 63 only; more bits do not fit.
-        let start = self.pos;
-        let raw = self.uvarint(10, what)?;
-        if self.pos - start == 10 && self.buf[self.pos - 1] > 1 {
-            return Err(RecordsError::invalid(format!(
-                "{what}: a varlong over 64 bits"
-            )));
-        }
-        Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
-    }
-
-    #[inline]
-    fn take(&mut self, len: usize, what: &str) -> Result<&'a [u8], RecordsError> {
-        if len > self.left() {
-            return Err(RecordsError::invalid(format!(
-                "{what}: length {len} with {} bytes left",
-                self.left()
-            )));
-        }
-        let bytes = &self.buf[self.pos..self.pos + len];
-        self.pos += len;
-        Ok(bytes)
-    }
-
-    /// A varint length (-1: null) and that many bytes.
-    #[inline]
-    fn nullable_bytes(&mut self, what: &str) -> Result<Option<&'a [u8]>, RecordsError> {
-        match self.varint(what)? {
-            -1 => Ok(None),
-            len if len < -1 => Err(RecordsError::invalid(format!(
-                "{what}: negative length {len}"
-            ))),
-            len => self.take(len as usize, what).map(Some),
-        }
-    }
-
-    /// A header: its key (never null) and its value (null read as empty).
-    fn header(&mut self) -> Result<(&'a [u8], &'a [u8]), RecordsError> {
-        let name = self
-            .nullable_bytes("header key")?
-            .ok_or_else(|| RecordsError::invalid("a null header key"))?;
-        let value = self.nullable_bytes("header value")?.unwrap_or(&[]);
-        Ok((name, value))
-    }
-}
-
-fn cut_short(what: &str) -> RecordsError {
-    RecordsError::invalid(format!("{what}: the record ends first"))
 }
 
 fn zigzag64(v: i64) -> u64 {
