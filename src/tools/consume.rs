@@ -22,7 +22,7 @@ use crate::storage::fs::{VFile, Vfs};
 use crate::storage::log::{Log, LogConfig, OpenOptions};
 use crate::storage::record::{DecodeError, Record, BATCH_HEADER_BYTES};
 use crate::storage::recover;
-use crate::storage::segment::{log_file_name, SEGMENT_HEADER_BYTES};
+use crate::storage::segment::{log_file_name, parse_log_file_name, SEGMENT_HEADER_BYTES};
 
 /// Resolves a start position against an open log.
 pub fn resolve(log: &Log, spec: OffsetSpec, name: &str) -> Result<u64> {
@@ -273,6 +273,9 @@ pub struct PartitionReader {
     buf: Vec<u8>,
     record_bytes_max: u32,
     stalls: u32,
+    /// Offsets deleted before they were read (from, to before), not yet
+    /// told to the caller.
+    skipped: Option<(u64, u64)>,
 }
 
 /// Bytes read from a segment at a time.
@@ -301,6 +304,7 @@ impl PartitionReader {
             // policy for new appends: a record accepted once is read.
             record_bytes_max: crate::limits::RECORD_BYTES_MAX_LIMIT,
             stalls: 0,
+            skipped: None,
         })
     }
 
@@ -393,11 +397,25 @@ impl PartitionReader {
         Ok(())
     }
 
-    /// At the end of a segment: moves to the next one if the writer rolled.
+    /// The offsets retention deleted before this reader got to them (from,
+    /// to before) since the last call, if it skipped any.
+    pub fn take_skipped(&mut self) -> Option<(u64, u64)> {
+        self.skipped.take()
+    }
+
+    /// At the end of a segment: moves to the next one if the writer rolled,
+    /// or, if retention deleted this one and the next, to the first one
+    /// left after it.
     fn next_segment(&mut self) -> Result<()> {
         let next = self.dir.join(log_file_name(self.next_offset));
-        if next == self.path || !self.vfs.exists(&next) {
+        if next == self.path {
             return Ok(());
+        }
+        if !self.vfs.exists(&next) {
+            return match self.vfs.exists(&self.path) {
+                true => Ok(()),
+                false => self.skip_deleted(),
+            };
         }
         // Re-check the end of the current file: the writer appends before it
         // rolls, so once the next segment exists this file is final.
@@ -407,6 +425,28 @@ impl PartitionReader {
         self.file = self.vfs.open_read(&next).ctx("open segment", &next)?;
         self.path = next;
         self.position = SEGMENT_HEADER_BYTES as u64;
+        Ok(())
+    }
+
+    /// Moves to the first segment past the reader's offset, the ones
+    /// before it being gone (retention), and notes what it skipped.
+    fn skip_deleted(&mut self) -> Result<()> {
+        let names = self.vfs.list(&self.dir).ctx("list", &self.dir)?;
+        let first = names
+            .iter()
+            .filter_map(|name| parse_log_file_name(name))
+            .filter(|&base| base > self.next_offset)
+            .min();
+        let Some(base) = first else {
+            return Ok(());
+        };
+        let path = self.dir.join(log_file_name(base));
+        self.file = self.vfs.open_read(&path).ctx("open segment", &path)?;
+        self.path = path;
+        self.position = SEGMENT_HEADER_BYTES as u64;
+        let from = self.skipped.map_or(self.next_offset, |(from, _)| from);
+        self.skipped = Some((from, base));
+        self.next_offset = base;
         Ok(())
     }
 }
@@ -438,5 +478,75 @@ mod tests {
         let mut out = Vec::new();
         f.write(&mut out, "t", 3, &r).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "t/3@0 k=val (3) % h=v\n");
+    }
+}
+
+#[cfg(test)]
+mod retention_tests {
+    use super::*;
+    use crate::storage::fs::RealFs;
+    use crate::storage::log::{LogConfig, OpenOptions};
+    use crate::storage::record::BatchBuilder;
+
+    /// An embedded reader behind a broker's retention (the segments it had
+    /// yet to read deleted under it) goes on at the log's new start and
+    /// says what it skipped; it waited forever at the end of the deleted
+    /// segment for a next one that no longer existed.
+    #[test]
+    fn a_reader_behind_retention_goes_on_at_the_log_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
+        let config = LogConfig {
+            segment_bytes: 4096,
+            retention_ms: None,
+            ..LogConfig::default()
+        };
+        let write = OpenOptions {
+            writable: true,
+            lock: false,
+        };
+        let mut log = Log::open(Arc::clone(&vfs), dir.path(), config, write).unwrap();
+        for i in 0..600u64 {
+            let mut b = BatchBuilder::new();
+            b.push(0, None, &[], format!("value-{i:04}").as_bytes());
+            log.append(&mut b.finish().to_vec(), 0).unwrap();
+        }
+        log.flush().unwrap();
+        let bases: Vec<u64> = log.segments().map(|s| s.base_offset).collect();
+        assert!(bases.len() > 4, "{bases:?}");
+        let mut reader = PartitionReader::new(Arc::clone(&vfs), &log, 0).unwrap();
+        let mut seen = Vec::new();
+        reader
+            .poll(1, |r| {
+                seen.push(r.offset);
+                Ok(true)
+            })
+            .unwrap();
+        assert_eq!(seen, [0]);
+        // Retention deletes the first three segments (the one being read
+        // included: its open file still reads to its end).
+        for base in &bases[..3] {
+            for ext in ["log", "index", "timeindex"] {
+                let _ = std::fs::remove_file(dir.path().join(format!("{base:020}.{ext}")));
+            }
+        }
+        for _ in 0..1000 {
+            reader
+                .poll(FETCH_BYTES_DEFAULT, |r| {
+                    seen.push(r.offset);
+                    Ok(true)
+                })
+                .unwrap();
+            if seen.last() == Some(&599) {
+                break;
+            }
+        }
+        assert_eq!(seen.last(), Some(&599), "it read on to the end");
+        let first_kept = bases[3];
+        let jump = seen.windows(2).find(|w| w[1] != w[0] + 1).expect("a gap");
+        assert_eq!(jump[1], first_kept, "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[1] > w[0]));
+        assert_eq!(reader.take_skipped(), Some((jump[0] + 1, first_kept)));
+        assert_eq!(reader.take_skipped(), None);
     }
 }

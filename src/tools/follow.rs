@@ -384,6 +384,14 @@ fn follow_embedded(
             });
             let n = n.with_context(|| format!("cannot read {} [{partition}]", options.topic))?;
             progressed |= n > 0;
+            if let Some((from, to)) = f.reader.take_skipped() {
+                say.info(format_args!(
+                    "{} [{partition}]: offsets {from} to {} were deleted before they were read; \
+                     going on at offset {to}",
+                    options.topic,
+                    to - 1
+                ));
+            }
             if printer.printed >= printer.limit {
                 return Ok(());
             }
