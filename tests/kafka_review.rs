@@ -241,6 +241,11 @@ fn a_failed_acks_0_produce_closes_the_connection() {
 /// A Kafka batch of `count` records (`"r<seq>"`) from idempotent producer
 /// `id` at `epoch`, numbered from sequence `first`.
 fn idempotent_batch(id: i64, epoch: i16, first: i32, count: i32) -> Vec<u8> {
+    idempotent_batch_of(id, epoch, first, count, "r")
+}
+
+/// [`idempotent_batch`] with records `"<prefix><seq>"`.
+fn idempotent_batch_of(id: i64, epoch: i16, first: i32, count: i32, prefix: &str) -> Vec<u8> {
     use kafka_protocol::records::{
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
     };
@@ -257,7 +262,7 @@ fn idempotent_batch(id: i64, epoch: i16, first: i32, count: i32) -> Vec<u8> {
             sequence: first + i,
             timestamp: 1_700_000_000_000,
             key: None,
-            value: Some(format!("r{}", first + i).into_bytes().into()),
+            value: Some(format!("{prefix}{}", first + i).into_bytes().into()),
             headers: Default::default(),
         })
         .collect();
@@ -333,5 +338,34 @@ fn an_idempotent_producers_retry_is_stored_once() {
     assert_eq!(
         String::from_utf8_lossy(&stored.stdout),
         "0 r0\n1 r1\n2 r2\n3 r3\n4 r4\n5 r0\n6 r1\n7 r2\n8 r-1\n9 r-1\n10 r0\n11 r1\n12 r2\n"
+    );
+}
+
+/// A batch is a retry only if it is the batch sent before, byte for byte,
+/// not merely one with the same producer, epoch and sequence range: a
+/// producer numbers a batch again with the numbers of one that failed (the
+/// Java producer gives the next batches the sequences of a batch refused
+/// for good, and klog, which does not refuse sequence gaps, may have
+/// stored the batch after it). Such a batch, other records under numbers
+/// seen before, was answered with the earlier batch's offsets and dropped:
+/// records acknowledged and lost.
+#[test]
+fn a_batch_with_a_retrys_numbers_but_other_records_is_stored() {
+    let broker = KafkaBroker::start(&[]);
+    let mut stream = TcpStream::connect(&broker.kafka).unwrap();
+    let first = idempotent_batch(91, 0, 0, 2);
+    assert_eq!(produce_v3(&mut stream, "n", &first), (0, 0));
+    let other = idempotent_batch_of(91, 0, 0, 2, "other-");
+    assert_eq!(produce_v3(&mut stream, "n", &other), (0, 2), "not a retry");
+    assert_eq!(produce_v3(&mut stream, "n", &first), (0, 0), "a retry");
+    assert_eq!(produce_v3(&mut stream, "n", &other), (0, 2), "its retry");
+    let stored = bin("klog-consume")
+        .args(["-b", broker.addr(), "-t", "n", "-e", "-q", "-f", "%o %s\\n"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&stored.stdout),
+        "0 r0\n1 r1\n2 other-0\n3 other-1\n"
     );
 }

@@ -9,9 +9,14 @@
 //! batches in flight per partition, and sends a batch again, with the same
 //! numbers, when it has no answer. So, as Kafka's broker does, a partition
 //! keeps each producer's last [`BATCHES_REMEMBERED`] batches (their
-//! sequence range and where they were appended): a batch with the same
-//! producer, epoch and sequence range as one of them is a retry, answered
-//! with the offsets the first one got, and not appended again.
+//! sequence range, CRC32C and where they were appended): a batch with the
+//! same producer, epoch and sequence range as one of them is a retry,
+//! answered with the offsets the first one got, and not appended again,
+//! if it is also the same batch (its CRC32C, over its producer fields and
+//! records, is the same). Kafka trusts the numbers alone because it
+//! refuses sequence gaps; klog does not, and a producer that numbers a
+//! new batch with the numbers of one that failed (the Java producer does)
+//! must not have its records dropped as a retry.
 //!
 //! Kept in memory, as a partition's own state: a broker that restarts, or
 //! a replica that becomes leader, knows no producer, and (as Kafka does for
@@ -44,6 +49,20 @@ pub(super) struct Sequenced {
     pub(super) first: i32,
     /// Its records.
     pub(super) count: u32,
+    /// The Kafka batch's CRC32C.
+    pub(super) crc: u32,
+}
+
+impl From<crate::kafka::records::BatchProducer> for Sequenced {
+    fn from(b: crate::kafka::records::BatchProducer) -> Sequenced {
+        Sequenced {
+            producer_id: b.producer_id,
+            epoch: b.producer_epoch,
+            first: b.base_sequence,
+            count: b.record_count.max(1) as u32,
+            crc: b.crc,
+        }
+    }
 }
 
 impl Sequenced {
@@ -60,8 +79,16 @@ impl Sequenced {
 pub(super) struct Stored<A> {
     first: i32,
     last: i32,
+    crc: u32,
     /// Where it went (offsets, the log's epoch then), for the answer.
     pub(super) appended: A,
+}
+
+impl<A> Stored<A> {
+    /// Whether `batch` is the batch stored: the same numbers and bytes.
+    fn is(&self, batch: &Sequenced) -> bool {
+        self.first == batch.first && self.last == batch.last() && self.crc == batch.crc
+    }
 }
 
 /// What to do with a batch.
@@ -122,11 +149,11 @@ impl<A: Copy> Producers<A> {
         if batch.epoch > producer.epoch {
             return Verdict::Append;
         }
-        let last = batch.last();
         producer
             .batches
             .iter()
-            .find(|s| s.first == batch.first && s.last == last)
+            .rev()
+            .find(|s| s.is(batch))
             .filter(|s| still_there(&s.appended))
             .map_or(Verdict::Append, |s| Verdict::Duplicate(s.appended))
     }
@@ -150,12 +177,16 @@ impl<A: Copy> Producers<A> {
             producer.epoch = batch.epoch;
             producer.batches.clear();
         }
+        // An earlier append of the same batch is gone (a failed write
+        // undid it, a truncation cut it off): this one replaces it.
+        producer.batches.retain(|s| !s.is(batch));
         if producer.batches.len() == BATCHES_REMEMBERED {
             producer.batches.pop_front();
         }
         producer.batches.push_back(Stored {
             first: batch.first,
             last: batch.last(),
+            crc: batch.crc,
             appended,
         });
         producer.used = self.appends;
@@ -189,6 +220,7 @@ mod tests {
             epoch,
             first,
             count,
+            crc: 0xc0ffee,
         }
     }
 
@@ -237,6 +269,34 @@ mod tests {
         let mut p = Producers::<u64>::default();
         p.record(&batch(7, 0, 0, 3), 100);
         assert_eq!(p.check(&batch(7, 0, 0, 3), |_| false), Verdict::Append);
+    }
+
+    /// A batch a failed write undid is appended again when retried; its
+    /// next retry is a duplicate of that second append (the undone one,
+    /// remembered first, was found first: the batch was stored again).
+    #[test]
+    fn a_retry_of_a_batch_appended_again_after_an_undo_is_a_duplicate() {
+        let mut p = Producers::<u64>::default();
+        let a = batch(7, 0, 0, 3);
+        p.record(&a, 100);
+        let undone = |at: &u64| *at != 100;
+        assert_eq!(p.check(&a, undone), Verdict::Append);
+        p.record(&a, 200);
+        assert_eq!(p.check(&a, undone), Verdict::Duplicate(200));
+    }
+
+    /// Another batch under the numbers of one stored (other records, so
+    /// another CRC32C) is not a retry, and both are remembered.
+    #[test]
+    fn a_batch_with_a_stored_ones_numbers_but_other_bytes_is_appended() {
+        let mut p = Producers::<u64>::default();
+        let a = batch(7, 0, 0, 3);
+        let other = Sequenced { crc: 1, ..a };
+        p.record(&a, 100);
+        assert_eq!(p.check(&other, there), Verdict::Append);
+        p.record(&other, 103);
+        assert_eq!(p.check(&a, there), Verdict::Duplicate(100));
+        assert_eq!(p.check(&other, there), Verdict::Duplicate(103));
     }
 
     #[test]

@@ -130,12 +130,7 @@ fn append_batches(
         let len = klog_batch_len(rest);
         let (batch, after) = rest.split_at_mut(len);
         rest = after;
-        let sequenced = producers.next().map(|b| Sequenced {
-            producer_id: b.producer_id,
-            epoch: b.producer_epoch,
-            first: b.base_sequence,
-            count: b.record_count.max(1) as u32,
-        });
+        let sequenced = producers.next().map(Sequenced::from);
         let still_there = |a: &Appended| {
             matches!(
                 log.fate(a.epoch, a.end_offset - 1),
@@ -143,15 +138,16 @@ fn append_batches(
             )
         };
         let this = match sequenced.map(|s| known.check(&s, still_there)) {
-            Some(Verdict::Duplicate(first)) => first,
+            // Still in this leader's log: durable, for acks=all, once the
+            // in-sync replicas of its epoch now have it (the epoch it was
+            // appended in may be over, its records kept).
+            Some(Verdict::Duplicate(first)) => Appended {
+                leader_epoch,
+                ..first
+            },
             Some(Verdict::Fenced { current }) => {
-                let msg = format!(
-                    "{} [{}]: producer epoch {} is older than its epoch {current}",
-                    p.topic,
-                    p.partition,
-                    sequenced.map_or(0, |s| s.epoch)
-                );
-                return Err(Produced::failed(kafka::INVALID_PRODUCER_EPOCH, msg));
+                let epoch = sequenced.map_or(0, |s| s.epoch);
+                return Err(fenced(p, epoch, current));
             }
             Some(Verdict::Append) | None => {
                 let info = log.append(batch, now).map_err(|e| {
@@ -179,6 +175,15 @@ fn append_batches(
         a.epoch = a.epoch.max(this.epoch);
     }
     appended.ok_or_else(|| Produced::refused((ErrorCode::CorruptBatch, "no batch".into())))
+}
+
+/// The answer to a batch of a producer's `epoch` older than its `current`.
+fn fenced(p: &Partition, epoch: i16, current: i16) -> Produced {
+    let msg = format!(
+        "{} [{}]: producer epoch {epoch} is older than its epoch {current}",
+        p.topic, p.partition
+    );
+    Produced::failed(kafka::INVALID_PRODUCER_EPOCH, msg)
 }
 
 /// The bytes of the klog batch at the front of `batches` (the converter
@@ -214,5 +219,74 @@ pub(super) fn settle(shared: &Shared, pending: &Pending, acks: i16, deadline: In
             message: None,
         },
         Err(refusal) => Produced::refused(refusal),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::broker::flusher::flush_partition;
+    use crate::broker::replica::{Leading, Role};
+    use crate::broker::testing::{batch_of, replicated_partition, shared};
+
+    fn leading(epoch: u32, epoch_start: u64) -> Role {
+        Role::Leader(Leading {
+            epoch,
+            version: 0,
+            isr: vec!["broker-test".into()],
+            epoch_start,
+            since: Instant::now(),
+            progress: BTreeMap::new(),
+        })
+    }
+
+    /// A Kafka batch of one record `value` from producer `id`, epoch 0,
+    /// sequence `first` (the producer fields and the CRC32C written over
+    /// the converter's batch; offsets as in [`crate::kafka::records`]).
+    fn kafka_batch(id: i64, first: i32, value: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        kafka::records::to_kafka(&batch_of(value), &mut out).unwrap();
+        out[43..51].copy_from_slice(&id.to_be_bytes());
+        out[51..53].copy_from_slice(&0i16.to_be_bytes());
+        out[53..57].copy_from_slice(&first.to_be_bytes());
+        let crc = crc32c::crc32c(&out[21..]);
+        out[17..21].copy_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    fn produce(shared: &Arc<Shared>, p: &Arc<Partition>, records: &[u8]) -> Produced {
+        let pending = append(shared, ("t", 0), Some(records), -1, &mut Vec::new());
+        flush_partition(shared, p);
+        settle(
+            shared,
+            &pending,
+            -1,
+            Instant::now() + Duration::from_secs(5),
+        )
+    }
+
+    /// A retry reaching a leader that lost the partition and leads it again
+    /// (nothing of its log cut) is answered as its first append, once
+    /// replicated: it was refused NOT_LEADER for good (the answer spoke
+    /// for the leader epoch of the first append), so the producer failed
+    /// records that were stored.
+    #[test]
+    fn a_retry_after_leadership_came_back_is_answered_in_the_new_epoch() {
+        let (_sim, shared) = shared();
+        let p = replicated_partition(&shared, "t", &["broker-test"], leading(3, 0));
+        let a = kafka_batch(5, 0, b"a");
+        let first = produce(&shared, &p, &a);
+        assert_eq!((first.error, first.base_offset), (kafka::NONE, 0));
+        *p.replica.as_ref().unwrap().role() = leading(5, 1);
+        let retry = produce(&shared, &p, &a);
+        assert_eq!(
+            (retry.error, retry.base_offset),
+            (kafka::NONE, 0),
+            "{retry:?}"
+        );
+        assert_eq!(p.lock().next_offset(), 1, "stored once");
     }
 }

@@ -19,7 +19,7 @@
 //! |      8 |    4 | `batchLength` i32      | bytes after this field, checked      | computed                      |
 //! |     12 |    4 | `partitionLeaderEpoch` | ignored                              | klog `leader_epoch`           |
 //! |     16 |    1 | `magic` i8             | 2; 0 and 1 refused (43)              | 2                             |
-//! |     17 |    4 | `crc` u32              | CRC32C of bytes 21..end, checked (2) | computed                      |
+//! |     17 |    4 | `crc` u32              | CRC32C of bytes 21..end, checked (2); [`batch_producers`] reads it | computed                      |
 //! |     21 |    2 | `attributes` i16       | bits 0-2 compression (76 unless 0); bit 4 transactional, bit 5 control (87); bit 3 timestamp type ignored | 0: no compression, CreateTime |
 //! |     23 |    4 | `lastOffsetDelta` i32  | must be `recordCount - 1` (87)       | `recordCount - 1`             |
 //! |     27 |    8 | `baseTimestamp` i64    | klog `base_timestamp`                | klog `base_timestamp`         |
@@ -232,6 +232,9 @@ pub struct BatchProducer {
     pub base_sequence: i32,
     /// `recordCount`.
     pub record_count: i32,
+    /// The batch's CRC32C (over its attributes, producer fields and
+    /// records): a retry is the same batch, byte for byte.
+    pub crc: u32,
 }
 
 /// The producer fields of each Kafka batch in `kafka`, in order; meant for
@@ -253,6 +256,7 @@ pub fn batch_producers(kafka: &[u8]) -> impl Iterator<Item = BatchProducer> + '_
             producer_epoch: i16_at(rest, PRODUCER_EPOCH_OFFSET),
             base_sequence: i32_at(rest, BASE_SEQUENCE_OFFSET),
             record_count: i32_at(rest, RECORDS_COUNT_OFFSET),
+            crc: u32_at(rest, CRC_OFFSET),
         };
         rest = &rest[total..];
         Some(producer)
