@@ -161,8 +161,28 @@ fn sigint_ends_a_produce_waiting_on_a_stopped_broker() {
 fn a_second_sigint_ends_a_tool_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let broker = BrokerProc::start(dir.path(), &[]);
-    let _paused = Paused::stop(&broker.child);
     let (mut p, mut stdin) = producer(&broker.addr, &[]);
+    // Connected, with the partition's leader known: its first record is
+    // stored. The next one then waits for an acknowledgement the stopped
+    // broker never sends, and the first signal gives that wait its grace
+    // (a tool blocked on a connection or on metadata ends at its next
+    // tick instead, which a loaded machine can make come before the
+    // second signal).
+    stdin.write_all(b"x\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let stored = || {
+        let out = common::bin("klog-consume")
+            .args(["-b", &broker.addr, "-t", "t", "-e", "-q"])
+            .timeout(Duration::from_secs(20))
+            .output()
+            .unwrap();
+        out.stdout == b"x\n"
+    };
+    while !stored() {
+        assert!(Instant::now() < deadline, "the first record is not stored");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _paused = Paused::stop(&broker.child);
     stdin.write_all(b"y\n").unwrap();
     drop(stdin);
     std::thread::sleep(Duration::from_secs(1));
