@@ -1108,3 +1108,51 @@ fn millions_of_mutated_frames_never_panic_nor_allocate_past_their_size() {
         assert!(n * 100 > cases, "{outcomes:?}");
     }
 }
+
+/// A Produce v3 request frame (header v1) naming `entries` partitions of
+/// one topic, each with null records.
+fn produce_of_empty_partitions(entries: usize) -> Vec<u8> {
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&PRODUCE.to_be_bytes());
+    frame.extend_from_slice(&3i16.to_be_bytes());
+    frame.extend_from_slice(&7i32.to_be_bytes());
+    frame.extend_from_slice(&1i16.to_be_bytes());
+    frame.push(b'c');
+    frame.extend_from_slice(&(-1i16).to_be_bytes());
+    frame.extend_from_slice(&1i16.to_be_bytes());
+    frame.extend_from_slice(&1000i32.to_be_bytes());
+    frame.extend_from_slice(&1i32.to_be_bytes());
+    frame.extend_from_slice(&1i16.to_be_bytes());
+    frame.push(b't');
+    frame.extend_from_slice(&(entries as i32).to_be_bytes());
+    for index in 0..entries {
+        frame.extend_from_slice(&(index as i32).to_be_bytes());
+        frame.extend_from_slice(&(-1i32).to_be_bytes());
+    }
+    frame
+}
+
+/// The work and the answer a request makes grow with its entries, not its
+/// bytes: a request of more than `ELEMENTS_MAX` array elements in all is
+/// invalid (a 48 MB produce of 6 million empty partitions made a 132 MB
+/// answer and over a gigabyte of heap).
+#[test]
+fn a_request_of_more_than_elements_max_entries_is_invalid() {
+    use klog::kafka::wire::ELEMENTS_MAX;
+    let most = produce_of_empty_partitions(ELEMENTS_MAX - 1);
+    match decode_request(&most) {
+        Ok((_, Request::Produce(p))) => {
+            assert_eq!(p.topic_data[0].partition_data.len(), ELEMENTS_MAX - 1)
+        }
+        other => panic!("{other:?}"),
+    }
+    let over = produce_of_empty_partitions(ELEMENTS_MAX);
+    match decode_request(&over) {
+        Err(RequestError::Invalid {
+            api_key: Some(PRODUCE),
+            error,
+            ..
+        }) => assert!(error.to_string().contains("entries in all"), "{error}"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -369,3 +369,53 @@ fn a_batch_with_a_retrys_numbers_but_other_records_is_stored() {
         "0 r0\n1 r1\n2 other-0\n3 other-1\n"
     );
 }
+
+/// The peak resident memory of process `pid`, in kB.
+fn peak_rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
+/// A produce naming 6 million empty partitions (a 48 MB frame) is refused
+/// as a whole: its answer alone would be 132 MB, and handling it took
+/// the broker past a gigabyte of heap (1,169,248 kB peak).
+#[test]
+fn a_produce_of_millions_of_partitions_does_not_balloon_the_broker() {
+    let broker = KafkaBroker::start(&[]);
+    let entries = 6_000_000usize;
+    let mut body = Vec::with_capacity(19 + entries * 8);
+    body.extend_from_slice(&(-1i16).to_be_bytes());
+    body.extend_from_slice(&1i16.to_be_bytes());
+    body.extend_from_slice(&30_000i32.to_be_bytes());
+    body.extend_from_slice(&1i32.to_be_bytes());
+    body.extend_from_slice(&1i16.to_be_bytes());
+    body.push(b't');
+    body.extend_from_slice(&(entries as i32).to_be_bytes());
+    for index in 0..entries as i32 {
+        body.extend_from_slice(&index.to_be_bytes());
+        body.extend_from_slice(&(-1i32).to_be_bytes());
+    }
+    let mut stream = TcpStream::connect(&broker.kafka).unwrap();
+    // The broker may close before it has read the whole frame.
+    let _ = stream.write_all(&frame(0, 3, 31, &body));
+    drop(body);
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let read = stream.read_to_end(&mut answer);
+    assert!(
+        read.is_ok() && answer.len() < 1 << 20,
+        "refused with a short answer or a close: {read:?}, {} bytes",
+        answer.len()
+    );
+    let peak = peak_rss_kb(broker.broker.child.id());
+    assert!(
+        peak < 400_000,
+        "the broker's peak resident memory: {peak} kB"
+    );
+}

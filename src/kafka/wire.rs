@@ -32,6 +32,13 @@
 //! that allocates for a count therefore allocates at most in proportion to
 //! the frame's bytes. Tagged fields are skipped, each one checked the same
 //! way. No input panics a decoder.
+//!
+//! A decoder also admits at most [`ELEMENTS_MAX`] array elements in all (a
+//! frame's arrays together): the work a request asks for, and the answer
+//! it gets, grow with its entries, not with its bytes (a 48 MB produce of 6
+//! million empty partitions made a 132 MB answer and over a gigabyte of
+//! heap). No Kafka client sends near as many: one entry per partition it
+//! writes to, reads or commits on the broker it asks.
 
 use std::fmt;
 
@@ -49,7 +56,12 @@ pub type Result<T, E = DecodeError> = std::result::Result<T, E>;
 pub struct Decoder<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// Array elements admitted so far.
+    elements: usize,
 }
+
+/// The most array elements one decoder admits, over all its arrays.
+pub const ELEMENTS_MAX: usize = 100_000;
 
 impl fmt::Debug for Decoder<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -63,7 +75,11 @@ impl fmt::Debug for Decoder<'_> {
 impl<'a> Decoder<'a> {
     /// Reads `buf` from its start.
     pub fn new(buf: &'a [u8]) -> Decoder<'a> {
-        Decoder { buf, pos: 0 }
+        Decoder {
+            buf,
+            pos: 0,
+            elements: 0,
+        }
     }
 
     /// Bytes read so far.
@@ -265,13 +281,20 @@ impl<'a> Decoder<'a> {
     }
 
     /// Refuses a count of elements of at least `min_element_bytes` bytes
-    /// each (taken as 1 when smaller) that cannot fit in the bytes left.
-    fn fits(&self, count: usize, min_element_bytes: usize, what: &str) -> Result<usize> {
+    /// each (taken as 1 when smaller) that cannot fit in the bytes left, or
+    /// that takes the decoder past [`ELEMENTS_MAX`] elements in all.
+    fn fits(&mut self, count: usize, min_element_bytes: usize, what: &str) -> Result<usize> {
         let left = self.remaining();
         if count > left / min_element_bytes.max(1) {
             return Err(DecodeError(format!(
                 "{what}: count {count} of at least {} bytes each exceeds the {left} bytes left",
                 min_element_bytes.max(1)
+            )));
+        }
+        self.elements += count;
+        if self.elements > ELEMENTS_MAX {
+            return Err(DecodeError(format!(
+                "{what}: count {count} takes the request past {ELEMENTS_MAX} entries in all"
             )));
         }
         Ok(count)
