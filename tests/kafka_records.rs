@@ -1,7 +1,14 @@
 //! Kafka RecordBatch v2 to and from klog batches (`klog::kafka::records`),
 //! checked against the `kafka-protocol` crate's encoder and decoder both
-//! ways, through a real `Log`, and against hostile bytes.
+//! ways, through a real `Log`, and against hostile bytes; compressed
+//! batches too, each codec's, and decompression bombs.
 
+// The counting allocator below, to measure what a bomb costs.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -71,19 +78,35 @@ fn encode(records: &[Record], compression: Compression) -> Vec<u8> {
     out
 }
 
-/// A batch of `records` whose attributes name compression `codec` (1
-/// gzip, 4 zstd), its CRC32C made right again: what a compressing
-/// producer's batch looks like to a broker that reads only its header.
-/// (The crate's own compressors need C libraries the dev-dependency does
-/// not build.)
-fn compressed(records: &[Record], codec: i16) -> Vec<u8> {
-    let mut batch = encode(records, Compression::None);
-    let attributes = i16::from_be_bytes([batch[21], batch[22]]) | codec;
-    batch[21..23].copy_from_slice(&attributes.to_be_bytes());
-    let crc = crc32c::crc32c(&batch[21..]);
-    batch[17..21].copy_from_slice(&crc.to_be_bytes());
-    batch
+/// `batch` (a whole Kafka batch) with `section` for its records section
+/// and compression `codec` (attribute bits 0-2), its length and CRC32C
+/// made right again.
+fn with_records_section(batch: &[u8], codec: i16, section: &[u8]) -> Vec<u8> {
+    let mut out = batch[..61].to_vec();
+    let attributes = i16::from_be_bytes([out[21], out[22]]) & !7 | codec;
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    out.extend_from_slice(section);
+    let length = (out.len() - 12) as i32;
+    out[8..12].copy_from_slice(&length.to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out
 }
+
+/// A batch of `records` whose attributes name compression `codec` but
+/// whose records are not compressed: what no codec can read.
+fn falsely_compressed(records: &[Record], codec: i16) -> Vec<u8> {
+    let batch = encode(records, Compression::None);
+    with_records_section(&batch, codec, &batch[61..])
+}
+
+/// Kafka's four codecs: the crate's compression and the attribute bits.
+const CODECS: [(Compression, i16); 4] = [
+    (Compression::Gzip, 1),
+    (Compression::Snappy, 2),
+    (Compression::Lz4, 3),
+    (Compression::Zstd, 4),
+];
 
 /// A record as klog will give it back: null value and header values empty.
 fn plain(record: &Record) -> Plain {
@@ -507,9 +530,13 @@ fn refusals_carry_the_kafka_error_code() {
         r.control = true;
     }
     let cases: Vec<(&str, Vec<u8>, i16)> = vec![
-        ("gzip", compressed(&mixed_records(0, 5), 1), 76),
-        ("zstd", compressed(&mixed_records(0, 5), 4), 76),
-        ("compression bits", changed(5, attributes(3)), 76),
+        ("not gzip", falsely_compressed(&mixed_records(0, 5), 1), 2),
+        ("not snappy", falsely_compressed(&mixed_records(0, 5), 2), 2),
+        ("not lz4", falsely_compressed(&mixed_records(0, 5), 3), 2),
+        ("not zstd", falsely_compressed(&mixed_records(0, 5), 4), 2),
+        ("compression 5", changed(5, attributes(5)), 76),
+        ("compression 6", changed(5, attributes(6)), 76),
+        ("compression 7", changed(5, attributes(7)), 76),
         (
             "transactional",
             encode(&transactional, Compression::None),
@@ -628,6 +655,9 @@ fn hostile_kafka_bytes_never_panic_and_what_converts_is_a_valid_klog_batch() {
     let mut two = valid(2);
     two.extend_from_slice(&valid(3));
     seeds.push(two);
+    for (compression, _) in CODECS {
+        seeds.push(encode(&mixed_records(0, 7), compression));
+    }
     let (mut ok, mut refused) = (0, 0);
     for round in 0..30_000u32 {
         let mut bytes = if round % 10 == 9 {
@@ -714,4 +744,209 @@ fn hostile_klog_bytes_never_panic_and_what_converts_decodes_in_the_kafka_crate()
         ok > 1_000 && refused > 1_000,
         "{ok} converted, {refused} refused"
     );
+}
+
+/// The global allocator, counting the bytes each thread holds and the
+/// most it held (what one test's conversion costs, whatever runs beside).
+struct Counting;
+
+thread_local! {
+    static HELD: Cell<isize> = const { Cell::new(0) };
+    static PEAK: Cell<isize> = const { Cell::new(0) };
+}
+
+fn count(bytes: isize) {
+    let _ = HELD.try_with(|held| {
+        held.set(held.get() + bytes);
+        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(held.get())));
+    });
+}
+
+// SAFETY: every call is passed to `System` as it came; only counted.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc(layout);
+        if !p.is_null() {
+            count(layout.size() as isize);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc_zeroed(layout);
+        if !p.is_null() {
+            count(layout.size() as isize);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout);
+        count(-(layout.size() as isize));
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = System.realloc(ptr, layout, new_size);
+        if !p.is_null() {
+            count(new_size as isize - layout.size() as isize);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
+
+/// The most bytes this thread held above what it held before `f`, and
+/// what `f` returned.
+fn peak_of<T>(f: impl FnOnce() -> T) -> (isize, T) {
+    let before = HELD.with(Cell::get);
+    PEAK.with(|peak| peak.set(before));
+    let result = f();
+    (PEAK.with(Cell::get) - before, result)
+}
+
+#[test]
+fn compressed_batches_become_the_klog_batches_their_records_make_uncompressed() {
+    let sets = [
+        vec![kafka_record(0, 5, None, Some(b"a"), &[])],
+        mixed_records(0, 60),
+        mixed_records(0, 2000),
+    ];
+    for (compression, codec) in CODECS {
+        for records in &sets {
+            let kafka = encode(records, compression);
+            assert_eq!(i16::from_be_bytes([kafka[21], kafka[22]]) & 7, codec);
+            let mut plain_klog = Vec::new();
+            to_klog(
+                &encode(records, Compression::None),
+                &mut plain_klog,
+                RECORD_MAX,
+            )
+            .unwrap();
+            let mut out = b"before".to_vec();
+            let done = to_klog(&kafka, &mut out, RECORD_MAX).unwrap();
+            let name = format!("codec {codec}, {} records", records.len());
+            assert_eq!(done.records, records.len() as u64, "{name}");
+            assert_eq!(&out[6..], plain_klog, "{name}");
+            let (_, stored) = klog_records(&out[6..]);
+            let expected: Vec<Plain> = records.iter().map(plain).collect();
+            assert_eq!(stored, shift(&expected, -records[0].offset), "{name}");
+        }
+    }
+}
+
+#[test]
+fn batches_of_every_codec_and_raw_snappy_convert_back_to_back() {
+    let records = mixed_records(0, 40);
+    let plain_batch = encode(&records, Compression::None);
+    // librdkafka may send a raw snappy block, without the xerial framing.
+    let raw = snap::raw::Encoder::new()
+        .compress_vec(&plain_batch[61..])
+        .unwrap();
+    let mut kafka = with_records_section(&plain_batch, 2, &raw);
+    let mut count = 1;
+    for (compression, _) in CODECS {
+        kafka.extend_from_slice(&encode(&records, compression));
+        kafka.extend_from_slice(&plain_batch);
+        count += 2;
+    }
+    let mut one = Vec::new();
+    to_klog(&plain_batch, &mut one, RECORD_MAX).unwrap();
+    let mut out = Vec::new();
+    let done = to_klog(&kafka, &mut out, RECORD_MAX).unwrap();
+    assert_eq!(done.batches, count);
+    assert_eq!(out, one.repeat(count as usize));
+}
+
+/// A records section of `codec` that decompresses to `mib` MiB of zeros,
+/// made of small pieces (members, frames, blocks) back to back.
+fn bomb(codec: i16, mib: usize) -> Vec<u8> {
+    let zeros = vec![0u8; 1 << 20];
+    let piece = match codec {
+        1 => {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            gz.write_all(&zeros).unwrap();
+            gz.finish().unwrap()
+        }
+        2 => {
+            let block = snap::raw::Encoder::new().compress_vec(&zeros).unwrap();
+            let mut piece = (block.len() as i32).to_be_bytes().to_vec();
+            piece.extend_from_slice(&block);
+            piece
+        }
+        3 => {
+            let mut lz4 = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            lz4.write_all(&zeros).unwrap();
+            lz4.finish().unwrap()
+        }
+        _ => zstd::bulk::compress(&zeros, 19).unwrap(),
+    };
+    let mut section = match codec {
+        2 => b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01".to_vec(),
+        _ => Vec::new(),
+    };
+    for _ in 0..mib {
+        section.extend_from_slice(&piece);
+    }
+    section
+}
+
+#[test]
+fn a_decompression_bomb_is_refused_having_held_at_most_the_batch_limit() {
+    let batch = valid(1);
+    let limit = BATCH_BYTES_MAX as isize;
+    for (_, codec) in CODECS {
+        let kafka = with_records_section(&batch, codec, &bomb(codec, 256));
+        let (peak, err) = peak_of(|| to_klog(&kafka, &mut Vec::new(), RECORD_MAX).unwrap_err());
+        assert_eq!(err.error_code, 10, "codec {codec}: {err}");
+        assert!(
+            peak <= limit + limit / 8,
+            "codec {codec}: {peak} bytes held for a batch limit of {limit}"
+        );
+    }
+    // A raw snappy block says its length first: refused before reading.
+    let mut raw = Vec::new();
+    let mut length = u64::from(BATCH_BYTES_MAX) * 4;
+    while length >= 0x80 {
+        raw.push(length as u8 | 0x80);
+        length >>= 7;
+    }
+    raw.push(length as u8);
+    raw.extend_from_slice(&[0; 64]);
+    let kafka = with_records_section(&batch, 2, &raw);
+    let (peak, err) = peak_of(|| to_klog(&kafka, &mut Vec::new(), RECORD_MAX).unwrap_err());
+    assert_eq!(err.error_code, 10, "{err}");
+    assert!(peak < 1 << 20, "{peak} bytes held for a refused raw block");
+}
+
+#[test]
+fn compressed_records_cut_short_or_damaged_are_refused_without_a_panic() {
+    let mut rng = klog::random::XorShift::new(0x636f_6d70_7265_7373);
+    for (compression, codec) in CODECS {
+        let batch = encode(&mixed_records(0, 60), compression);
+        let section = &batch[61..];
+        for cut in [0, 1, 10, section.len() / 2, section.len() - 1] {
+            let kafka = with_records_section(&batch, codec, &section[..cut]);
+            let err = error_of(&kafka, RECORD_MAX);
+            assert!(
+                [2, 87].contains(&err.error_code),
+                "codec {codec}, cut at {cut}: {err}"
+            );
+        }
+        for round in 0..300 {
+            let mut damaged = section.to_vec();
+            let at = (rng.next() % damaged.len() as u64) as usize;
+            damaged[at] ^= 1 << (rng.next() % 8);
+            let kafka = with_records_section(&batch, codec, &damaged);
+            let mut out = b"before".to_vec();
+            match to_klog(&kafka, &mut out, RECORD_MAX) {
+                Ok(_) => drop(klog_records(&out[6..])),
+                Err(e) => {
+                    assert!([2, 10, 87].contains(&e.error_code), "codec {codec}: {e}");
+                    assert_eq!(out, b"before", "codec {codec}, round {round}");
+                }
+            }
+        }
+    }
 }

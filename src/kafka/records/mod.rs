@@ -83,15 +83,15 @@ use std::fmt;
 
 use reader::Reader;
 
-use super::{
-    CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE,
-    UNSUPPORTED_FOR_MESSAGE_FORMAT,
-};
+#[cfg(doc)]
+use super::UNSUPPORTED_COMPRESSION_TYPE;
+use super::{CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_FOR_MESSAGE_FORMAT};
 use crate::limits::{
     BATCH_BYTES_MAX, BATCH_RECORDS_MAX, HEADERS_PER_RECORD_MAX, RECORD_BYTES_MAX_LIMIT,
 };
 use crate::storage::record::{self, Batch, Record, BATCH_HEADER_BYTES};
 
+mod compression;
 mod reader;
 
 /// The magic of RecordBatch v2, the only Kafka format converted.
@@ -210,11 +210,21 @@ fn to_klog_batches(
 ) -> Result<ToKlog, RecordsError> {
     let mut done = ToKlog::default();
     let mut rest = kafka;
+    // The records of compressed batches, one buffer for all of them.
+    let mut decompressed = Vec::new();
     while !rest.is_empty() {
         let (batch, total) = KafkaBatch::decode(rest)?;
-        convert_batch(&batch, out, record_bytes_max)?;
+        let records = match batch.compression {
+            0 => batch.records,
+            codec => {
+                compression::decompress(codec, batch.records, &mut decompressed)?;
+                &decompressed
+            }
+        };
+        let record_count = checked_count(batch.header, records.len())?;
+        convert_batch(&batch, records, record_count, out, record_bytes_max)?;
         done.batches += 1;
-        done.records += u64::from(batch.record_count);
+        done.records += u64::from(record_count);
         rest = &rest[total..];
     }
     Ok(done)
@@ -265,8 +275,12 @@ pub fn batch_producers(kafka: &[u8]) -> impl Iterator<Item = BatchProducer> + '_
 
 /// A Kafka batch whose header, CRC32C and attributes were checked.
 struct KafkaBatch<'a> {
+    /// Its first [`KAFKA_BATCH_HEADER_BYTES`].
+    header: &'a [u8],
     base_timestamp: i64,
-    record_count: u32,
+    /// Attribute bits 0-2: 0 or a codec klog decompresses.
+    compression: i16,
+    /// The records section as sent (compressed or not).
     records: &'a [u8],
 }
 
@@ -313,13 +327,13 @@ impl<'a> KafkaBatch<'a> {
                 "record batch CRC32C mismatch: stored {stored:#010x}, computed {computed:#010x}"
             )));
         }
-        check_attributes(i16_at(bytes, ATTRIBUTES_OFFSET))?;
-        let records = &bytes[KAFKA_BATCH_HEADER_BYTES..];
-        let record_count = checked_count(bytes, records.len())?;
+        let attributes = i16_at(bytes, ATTRIBUTES_OFFSET);
+        check_attributes(attributes)?;
         let batch = KafkaBatch {
+            header: &bytes[..KAFKA_BATCH_HEADER_BYTES],
             base_timestamp: i64_at(bytes, BASE_TIMESTAMP_OFFSET),
-            record_count,
-            records,
+            compression: attributes & COMPRESSION_MASK,
+            records: &bytes[KAFKA_BATCH_HEADER_BYTES..],
         };
         Ok((batch, total))
     }
@@ -337,13 +351,7 @@ fn check_magic(magic: i8) -> Result<(), RecordsError> {
 }
 
 fn check_attributes(attributes: i16) -> Result<(), RecordsError> {
-    let compression = attributes & COMPRESSION_MASK;
-    if compression != 0 {
-        return Err(RecordsError::new(
-            UNSUPPORTED_COMPRESSION_TYPE,
-            format!("compressed batch (compression type {compression}): klog has no compression"),
-        ));
-    }
+    compression::check_codec(attributes & COMPRESSION_MASK)?;
     if attributes & TRANSACTIONAL != 0 {
         return Err(RecordsError::invalid(
             "transactional batch: klog has no transactions",
@@ -385,9 +393,12 @@ fn checked_count(header: &[u8], records_bytes: usize) -> Result<u32, RecordsErro
     Ok(count)
 }
 
-/// Appends the klog form of one checked Kafka batch.
+/// Appends the klog form of one checked Kafka batch whose (decompressed)
+/// records are `records`, `record_count` of them.
 fn convert_batch(
     batch: &KafkaBatch<'_>,
+    records: &[u8],
+    record_count: u32,
     out: &mut Vec<u8>,
     record_bytes_max: u32,
 ) -> Result<(), RecordsError> {
@@ -395,11 +406,11 @@ fn convert_batch(
     // A klog record is at most 2 bytes longer than its Kafka form (a CRC
     // of 4 against the offset delta and value length of at least 1 each,
     // the length prefix at most as long): one reservation per batch.
-    out.reserve(BATCH_HEADER_BYTES + batch.records.len() + 2 * batch.record_count as usize);
+    out.reserve(BATCH_HEADER_BYTES + records.len() + 2 * record_count as usize);
     out.resize(at + BATCH_HEADER_BYTES, 0);
-    let mut reader = Reader::new(batch.records);
+    let mut reader = Reader::new(records);
     let mut max_timestamp = i64::MIN;
-    for index in 0..batch.record_count {
+    for index in 0..record_count {
         let record = KafkaRecord::read(&mut reader, index)?;
         let timestamp = batch
             .base_timestamp
@@ -412,7 +423,7 @@ fn convert_batch(
         return Err(RecordsError::invalid(format!(
             "{} bytes after the last of {} records",
             reader.left(),
-            batch.record_count
+            record_count
         )));
     }
     let total = out.len() - at;
@@ -427,7 +438,7 @@ fn convert_batch(
     header[KLOG_BASE_TIMESTAMP_OFFSET..KLOG_BASE_TIMESTAMP_OFFSET + 8]
         .copy_from_slice(&batch.base_timestamp.to_le_bytes());
     let records_bytes = (total - BATCH_HEADER_BYTES) as u32;
-    record::set_batch_extent(header, batch.record_count, records_bytes, max_timestamp);
+    record::set_batch_extent(header, record_count, records_bytes, max_timestamp);
     Ok(())
 }
 

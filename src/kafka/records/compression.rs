@@ -1,0 +1,237 @@
+//! The records section of a compressed Kafka batch, decompressed into a
+//! buffer the caller reuses, capped at klog's batch limit.
+//!
+//! | bits 0-2 | codec  | format read                                                   |
+//! |---------:|--------|---------------------------------------------------------------|
+//! |        1 | gzip   | RFC 1952 members, one or more back to back                    |
+//! |        2 | snappy | xerial framing (`\x82SNAPPY\x00`, version, compat, then [i32 length, raw block]…) or one raw snappy block |
+//! |        3 | lz4    | LZ4 frames, one or more back to back (Kafka's format for magic 2) |
+//! |        4 | zstd   | zstd frames, windows up to 2^27 bytes                          |
+//!
+//! Decompression stops as soon as the output passes [`BATCH_BYTES_MAX`]
+//! (a bomb is refused with [`MESSAGE_TOO_LARGE`] having cost at most that
+//! much memory); data a codec cannot read is [`CORRUPT_MESSAGE`].
+
+use std::io::{self, Read};
+
+use super::RecordsError;
+use crate::kafka::{CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE};
+use crate::limits::BATCH_BYTES_MAX;
+
+const GZIP: i16 = 1;
+const SNAPPY: i16 = 2;
+const LZ4: i16 = 3;
+const ZSTD: i16 = 4;
+
+/// The xerial snappy stream's magic; a version and a compat i32 follow.
+const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
+const XERIAL_HEADER_BYTES: usize = XERIAL_MAGIC.len() + 8;
+
+/// zstd's window limit: the C library's default, 128 MiB, as Kafka's.
+const ZSTD_WINDOW_LOG_MAX: u32 = 27;
+
+/// Whether `codec` (attribute bits 0-2) is one klog decompresses.
+pub(super) fn check_codec(codec: i16) -> Result<(), RecordsError> {
+    match codec {
+        0 | GZIP | SNAPPY | LZ4 | ZSTD => Ok(()),
+        _ => Err(RecordsError::new(
+            UNSUPPORTED_COMPRESSION_TYPE,
+            format!("compression type {codec}: Kafka knows 1 to 4"),
+        )),
+    }
+}
+
+/// Decompresses `compressed` (codec 1 to 4, see [`check_codec`]) into
+/// `out`, replacing what it held, at most [`BATCH_BYTES_MAX`] bytes.
+pub(super) fn decompress(
+    codec: i16,
+    compressed: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), RecordsError> {
+    decompress_capped(codec, compressed, out, BATCH_BYTES_MAX as usize)
+}
+
+fn decompress_capped(
+    codec: i16,
+    compressed: &[u8],
+    out: &mut Vec<u8>,
+    cap: usize,
+) -> Result<(), RecordsError> {
+    out.clear();
+    let name = codec_name(codec);
+    let result = match codec {
+        GZIP => read_capped(flate2::read::MultiGzDecoder::new(compressed), out, cap),
+        SNAPPY if compressed.starts_with(XERIAL_MAGIC) => xerial(compressed, out, cap),
+        SNAPPY => snappy_block(compressed, out, cap),
+        LZ4 => lz4_frames(compressed, out, cap),
+        ZSTD => zstd_decoder(compressed).and_then(|decoder| read_capped(decoder, out, cap)),
+        _ => return check_codec(codec),
+    };
+    result.map_err(|e| match e {
+        Refused::TooLarge => {
+            out.clear();
+            RecordsError::new(
+                MESSAGE_TOO_LARGE,
+                format!("{name} records decompress to more than klog's batch limit {cap} bytes"),
+            )
+        }
+        Refused::Corrupt(why) => {
+            out.clear();
+            RecordsError::new(CORRUPT_MESSAGE, format!("{name} records: {why}"))
+        }
+    })
+}
+
+fn codec_name(codec: i16) -> &'static str {
+    match codec {
+        GZIP => "gzip",
+        SNAPPY => "snappy",
+        LZ4 => "lz4",
+        ZSTD => "zstd",
+        _ => "unknown",
+    }
+}
+
+/// Why a decompression stopped.
+enum Refused {
+    TooLarge,
+    Corrupt(String),
+}
+
+impl From<io::Error> for Refused {
+    fn from(e: io::Error) -> Refused {
+        Refused::Corrupt(e.to_string())
+    }
+}
+
+fn zstd_decoder(compressed: &[u8]) -> Result<impl Read + '_, Refused> {
+    let mut decoder = zstd::stream::read::Decoder::with_buffer(compressed)?;
+    decoder.window_log_max(ZSTD_WINDOW_LOG_MAX)?;
+    Ok(decoder)
+}
+
+/// Reads `reader` to its end, appending to `out`, growing it by doubling
+/// but never past `cap` bytes: a byte more than that is a bomb.
+fn read_capped(mut reader: impl Read, out: &mut Vec<u8>, cap: usize) -> Result<(), Refused> {
+    let mut len = out.len();
+    loop {
+        if len == out.len() {
+            if len >= cap {
+                // Full: one byte more is one too many.
+                let mut probe = [0; 1];
+                return match read_some(&mut reader, &mut probe)? {
+                    0 => Ok(()),
+                    _ => Err(Refused::TooLarge),
+                };
+            }
+            // Doubling, but exactly: never a capacity past the cap.
+            let size = len.saturating_add(len.max(64 * 1024)).min(cap);
+            out.reserve_exact(size - len);
+            out.resize(size, 0);
+        }
+        match read_some(&mut reader, &mut out[len..])? {
+            0 => break,
+            n => len += n,
+        }
+    }
+    out.truncate(len);
+    Ok(())
+}
+
+/// One `read`, retried when interrupted.
+fn read_some(reader: &mut impl Read, buf: &mut [u8]) -> Result<usize, Refused> {
+    loop {
+        match reader.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            result => return Ok(result?),
+        }
+    }
+}
+
+/// LZ4 frames back to back, each read to its end.
+fn lz4_frames(mut compressed: &[u8], out: &mut Vec<u8>, cap: usize) -> Result<(), Refused> {
+    while !compressed.is_empty() {
+        let left = compressed.len();
+        read_capped(
+            lz4_flex::frame::FrameDecoder::new(&mut compressed),
+            out,
+            cap,
+        )?;
+        if compressed.len() == left {
+            return Err(Refused::Corrupt("an LZ4 frame that reads nothing".into()));
+        }
+    }
+    Ok(())
+}
+
+/// Appends one raw snappy block, its declared length checked against the
+/// cap before anything is reserved.
+fn snappy_block(block: &[u8], out: &mut Vec<u8>, cap: usize) -> Result<(), Refused> {
+    let len = snap::raw::decompress_len(block).map_err(|e| Refused::Corrupt(e.to_string()))?;
+    let at = out.len();
+    if len > cap - at {
+        return Err(Refused::TooLarge);
+    }
+    out.resize(at + len, 0);
+    let written = snap::raw::Decoder::new()
+        .decompress(block, &mut out[at..])
+        .map_err(|e| Refused::Corrupt(e.to_string()))?;
+    out.truncate(at + written);
+    Ok(())
+}
+
+/// The xerial framing of snappy-java: a 16-byte header, then blocks each
+/// after its big-endian i32 length.
+fn xerial(stream: &[u8], out: &mut Vec<u8>, cap: usize) -> Result<(), Refused> {
+    let Some(mut rest) = stream.get(XERIAL_HEADER_BYTES..) else {
+        return Err(Refused::Corrupt("xerial header cut short".into()));
+    };
+    while !rest.is_empty() {
+        let Some((length, after)) = rest.split_first_chunk::<4>() else {
+            return Err(Refused::Corrupt("xerial block length cut short".into()));
+        };
+        let length = i32::from_be_bytes(*length);
+        let block = usize::try_from(length)
+            .ok()
+            .and_then(|length| after.get(..length))
+            .ok_or_else(|| {
+                Refused::Corrupt(format!(
+                    "xerial block of {length} bytes, {} follow",
+                    after.len()
+                ))
+            })?;
+        snappy_block(block, out, cap)?;
+        rest = &after[block.len()..];
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_of_exactly_the_cap_passes_and_one_byte_more_is_too_large() {
+        let mut out = Vec::new();
+        let data = vec![7u8; 200_000];
+        let zstd = zstd::bulk::compress(&data, 1).unwrap();
+        decompress_capped(ZSTD, &zstd, &mut out, data.len()).unwrap();
+        assert_eq!(out, data);
+        let err = decompress_capped(ZSTD, &zstd, &mut out, data.len() - 1).unwrap_err();
+        assert_eq!(err.error_code, MESSAGE_TOO_LARGE);
+        assert!(out.capacity() <= data.len(), "{}", out.capacity());
+        let snappy = snap::raw::Encoder::new().compress_vec(&data).unwrap();
+        decompress_capped(SNAPPY, &snappy, &mut out, data.len()).unwrap();
+        assert_eq!(out, data);
+        let err = decompress_capped(SNAPPY, &snappy, &mut out, data.len() - 1).unwrap_err();
+        assert_eq!(err.error_code, MESSAGE_TOO_LARGE);
+    }
+
+    #[test]
+    fn codecs_5_to_7_are_unsupported() {
+        for codec in 5..=7 {
+            let err = decompress(codec, b"x", &mut Vec::new()).unwrap_err();
+            assert_eq!(err.error_code, UNSUPPORTED_COMPRESSION_TYPE);
+        }
+    }
+}
