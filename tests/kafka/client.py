@@ -1,11 +1,12 @@
 """A Kafka client driven by tests/kafka_clients.rs and tests/kafka_groups.rs.
 
-    python client.py LIB produce  BOOTSTRAP TOPIC FROM TO
+    python client.py LIB produce  BOOTSTRAP TOPIC FROM TO [COMPRESSION]
     python client.py LIB consume  BOOTSTRAP TOPIC COUNT [GROUP]
 
 LIB is kafka-python or confluent-kafka. `produce` sends records FROM..=TO
 (key "kN", value "vN", headers h=x and n=N), each acknowledged, with the
-library's default producer settings. `consume` prints COUNT records as
+library's default producer settings (but COMPRESSION, one of gzip, snappy,
+lz4, zstd: the producer's compression type). `consume` prints COUNT records as
 "PARTITION OFFSET KEY VALUE HEADERS" lines (headers "name=value,..."):
 without GROUP it assigns every partition and reads from the beginning; with
 GROUP it subscribes as a member, stops after COUNT records, commits exactly
@@ -42,8 +43,10 @@ class KafkaPython:
         self.kafka = kafka
         self.bootstrap = bootstrap
 
-    def produce(self, topic, first, last):
-        producer = self.kafka.KafkaProducer(bootstrap_servers=self.bootstrap)
+    def produce(self, topic, first, last, compression=None):
+        producer = self.kafka.KafkaProducer(
+            bootstrap_servers=self.bootstrap, compression_type=compression
+        )
         futures = [
             producer.send(topic, key=k, value=v, headers=h) for k, v, h in records(first, last)
         ]
@@ -105,8 +108,11 @@ class Confluent:
         self.ck = confluent_kafka
         self.bootstrap = bootstrap
 
-    def produce(self, topic, first, last):
-        producer = self.ck.Producer({"bootstrap.servers": self.bootstrap})
+    def produce(self, topic, first, last, compression=None):
+        config = {"bootstrap.servers": self.bootstrap}
+        if compression is not None:
+            config["compression.type"] = compression
+        producer = self.ck.Producer(config)
         errors = []
 
         def delivered(err, _msg):
@@ -165,7 +171,7 @@ def main(argv):
     lib, command, bootstrap, topic = argv[1:5]
     client = {"kafka-python": KafkaPython, "confluent-kafka": Confluent}[lib](bootstrap)
     if command == "produce":
-        client.produce(topic, int(argv[5]), int(argv[6]))
+        client.produce(topic, int(argv[5]), int(argv[6]), argv[7] if len(argv) > 7 else None)
     elif command == "consume":
         client.consume(topic, int(argv[5]), argv[6] if len(argv) > 6 else None)
     else:
