@@ -4,7 +4,7 @@
 //! | bits 0-2 | codec  | format read                                                   |
 //! |---------:|--------|---------------------------------------------------------------|
 //! |        1 | gzip   | RFC 1952 members, one or more back to back                    |
-//! |        2 | snappy | xerial framing (`\x82SNAPPY\x00`, version, compat, then [i32 length, raw block]…) or one raw snappy block |
+//! |        2 | snappy | xerial framing (`\x82SNAPPY\x00`, version, compat, then `[i32 length, raw block]`…) or one raw snappy block |
 //! |        3 | lz4    | LZ4 frames, one or more back to back (Kafka's format for magic 2) |
 //! |        4 | zstd   | zstd frames, windows up to 2^27 bytes                          |
 //!

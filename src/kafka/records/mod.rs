@@ -20,7 +20,7 @@
 //! |     12 |    4 | `partitionLeaderEpoch` | ignored                              | klog `leader_epoch`           |
 //! |     16 |    1 | `magic` i8             | 2; 0 and 1 refused (43)              | 2                             |
 //! |     17 |    4 | `crc` u32              | CRC32C of bytes 21..end, checked (2); [`batch_producers`] reads it | computed                      |
-//! |     21 |    2 | `attributes` i16       | bits 0-2 compression (76 unless 0); bit 4 transactional, bit 5 control (87); bit 3 timestamp type ignored | 0: no compression, CreateTime |
+//! |     21 |    2 | `attributes` i16       | bits 0-2 compression: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd (the records section decompressed, see below), 5-7 refused (76); bit 4 transactional, bit 5 control (87); bit 3 timestamp type ignored | 0: no compression, CreateTime |
 //! |     23 |    4 | `lastOffsetDelta` i32  | must be `recordCount - 1` (87)       | `recordCount - 1`             |
 //! |     27 |    8 | `baseTimestamp` i64    | klog `base_timestamp`                | klog `base_timestamp`         |
 //! |     35 |    8 | `maxTimestamp` i64     | ignored: computed from the records   | computed from the records     |
@@ -28,7 +28,21 @@
 //! |     51 |    2 | `producerEpoch` i16    | not stored; likewise                 | -1                            |
 //! |     53 |    4 | `baseSequence` i32     | not stored; likewise                 | -1                            |
 //! |     57 |    4 | `recordCount` i32      | 1 ..= [`BATCH_RECORDS_MAX`], and fits the bytes | klog `record_count` |
-//! |     61 |    … | records                |                                      |                               |
+//! |     61 |    … | records                | as they are, or compressed whole     | uncompressed                  |
+//!
+//! # Compressed batches
+//!
+//! A compressed batch's header stays as it is (its CRC32C covers the
+//! compressed bytes); only the records section after byte 61 is compressed,
+//! as one stream: gzip (RFC 1952 members), snappy (snappy-java's xerial
+//! framing, `\x82SNAPPY\x00`, version, compat, then `[i32 length, raw block]`
+//! blocks, or one raw snappy block as librdkafka may send), lz4 (LZ4
+//! frames) or zstd (zstd frames). It is decompressed into one buffer reused
+//! for every compressed batch of the call, and its records are converted as
+//! an uncompressed batch's: klog stores them uncompressed, in its own
+//! format, and a fetch serves them uncompressed (a consumer accepts any
+//! codec, none included). `recordCount` is checked against the
+//! decompressed bytes.
 //!
 //! A Kafka record:
 //!
@@ -64,20 +78,27 @@
 //! too small length, an unknown magic or a CRC32C mismatch (on the way out:
 //! a stored batch or record whose klog CRC fails; a damaged record is never
 //! served); [`UNSUPPORTED_FOR_MESSAGE_FORMAT`] (43) for magic 0 or 1;
-//! [`UNSUPPORTED_COMPRESSION_TYPE`] (76) for a compressed batch;
+//! [`UNSUPPORTED_COMPRESSION_TYPE`] (76) for compression types 5 to 7;
 //! [`INVALID_RECORD`] (87) for transactional and control batches and for
 //! records whose fields do not add up (checked after the CRC32C, so these
 //! are the bytes the producer meant); [`MESSAGE_TOO_LARGE`] (10) for a
 //! record over `record_bytes_max` or a batch over klog's batch limits.
+//! A compressed records section the codec cannot read (cut short, damaged,
+//! not that codec) is [`CORRUPT_MESSAGE`] (2); one that decompresses to
+//! more than [`BATCH_BYTES_MAX`] is [`MESSAGE_TOO_LARGE`] (10), refused as
+//! soon as the output passes it.
 //!
 //! # Limits and cost
 //!
 //! Every length and count is checked against the bytes left before it is
 //! used, so hostile bytes cost at most a scan of the input, and no memory
-//! is reserved but in proportion to the input's own length. There is no
-//! allocation per record: records are written straight into the caller's
-//! buffer, which is reserved once per batch. On an error the caller's
-//! buffer is left as it was.
+//! is reserved but in proportion to the input's own length, except for a
+//! compressed batch: its decompression buffer grows with what comes out,
+//! at most [`BATCH_BYTES_MAX`] (a decompression bomb costs that much, once
+//! per call, then is refused; zstd's own window is at most 2^27 bytes).
+//! There is no allocation per record: records are written straight into
+//! the caller's buffer, which is reserved once per batch. On an error the
+//! caller's buffer is left as it was.
 
 use std::fmt;
 
