@@ -11,11 +11,22 @@
 //! Decompression stops as soon as the output passes [`BATCH_BYTES_MAX`]
 //! (a bomb is refused with [`MESSAGE_TOO_LARGE`] having cost at most that
 //! much memory); data a codec cannot read is [`CORRUPT_MESSAGE`].
+//!
+//! All the conversions of a process together hold at most
+//! [`DECOMPRESSED_BYTES_MAX`] of decompressed records, each byte counted
+//! twice (the records, and the klog batch made of them): a buffer grows
+//! only by what it can take from that budget, and a batch that finds it
+//! spent is answered [`REQUEST_TIMED_OUT`], which producers retry. So
+//! connections sending bombs at once cost at most that much, not a batch
+//! limit each.
 
 use std::io::{self, Read};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::RecordsError;
-use crate::kafka::{CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE};
+use crate::kafka::{
+    CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, REQUEST_TIMED_OUT, UNSUPPORTED_COMPRESSION_TYPE,
+};
 use crate::limits::BATCH_BYTES_MAX;
 
 const GZIP: i16 = 1;
@@ -29,6 +40,75 @@ const XERIAL_HEADER_BYTES: usize = XERIAL_MAGIC.len() + 8;
 
 /// zstd's window limit: the C library's default, 128 MiB, as Kafka's.
 const ZSTD_WINDOW_LOG_MAX: u32 = 27;
+
+/// The decompressed bytes (counted twice) all of a process's conversions
+/// hold at once: room for two batches at klog's batch limit.
+pub(super) const DECOMPRESSED_BYTES_MAX: usize = 4 * BATCH_BYTES_MAX as usize;
+
+/// A budget of bytes that buffers of decompressed records take from.
+#[derive(Debug)]
+pub(super) struct Budget {
+    held: AtomicUsize,
+    max: usize,
+}
+
+impl Budget {
+    pub(super) const fn new(max: usize) -> Budget {
+        Budget {
+            held: AtomicUsize::new(0),
+            max,
+        }
+    }
+}
+
+/// The process's budget.
+pub(super) static PROCESS: Budget = Budget::new(DECOMPRESSED_BYTES_MAX);
+
+/// A buffer of decompressed records, reused from batch to batch, whose
+/// room is taken from a [`Budget`] (twice over) and given back when it
+/// is dropped.
+#[derive(Debug)]
+pub(super) struct Decompressed<'b> {
+    pub(super) buf: Vec<u8>,
+    taken: usize,
+    budget: &'b Budget,
+}
+
+impl<'b> Decompressed<'b> {
+    pub(super) fn new(budget: &'b Budget) -> Decompressed<'b> {
+        Decompressed {
+            buf: Vec::new(),
+            taken: 0,
+            budget,
+        }
+    }
+
+    /// Grows the buffer to `len` bytes (zeroed past what it held), once
+    /// the budget has the room.
+    fn grow_to(&mut self, len: usize) -> Result<(), Refused> {
+        let want = len.saturating_mul(2);
+        if want > self.taken {
+            let more = want - self.taken;
+            let max = self.budget.max;
+            self.budget
+                .held
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                    held.checked_add(more).filter(|&total| total <= max)
+                })
+                .map_err(|held| Refused::Busy { held })?;
+            self.taken = want;
+        }
+        self.buf.reserve_exact(len.saturating_sub(self.buf.len()));
+        self.buf.resize(len, 0);
+        Ok(())
+    }
+}
+
+impl Drop for Decompressed<'_> {
+    fn drop(&mut self) {
+        self.budget.held.fetch_sub(self.taken, Ordering::AcqRel);
+    }
+}
 
 /// Whether `codec` (attribute bits 0-2) is one klog decompresses.
 pub(super) fn check_codec(codec: i16) -> Result<(), RecordsError> {
@@ -46,7 +126,7 @@ pub(super) fn check_codec(codec: i16) -> Result<(), RecordsError> {
 pub(super) fn decompress(
     codec: i16,
     compressed: &[u8],
-    out: &mut Vec<u8>,
+    out: &mut Decompressed<'_>,
 ) -> Result<(), RecordsError> {
     decompress_capped(codec, compressed, out, BATCH_BYTES_MAX as usize)
 }
@@ -54,10 +134,10 @@ pub(super) fn decompress(
 fn decompress_capped(
     codec: i16,
     compressed: &[u8],
-    out: &mut Vec<u8>,
+    out: &mut Decompressed<'_>,
     cap: usize,
 ) -> Result<(), RecordsError> {
-    out.clear();
+    out.buf.clear();
     let name = codec_name(codec);
     let result = match codec {
         GZIP => read_capped(flate2::read::MultiGzDecoder::new(compressed), out, cap),
@@ -69,15 +149,25 @@ fn decompress_capped(
     };
     result.map_err(|e| match e {
         Refused::TooLarge => {
-            out.clear();
+            out.buf.clear();
             RecordsError::new(
                 MESSAGE_TOO_LARGE,
                 format!("{name} records decompress to more than klog's batch limit {cap} bytes"),
             )
         }
         Refused::Corrupt(why) => {
-            out.clear();
+            out.buf.clear();
             RecordsError::new(CORRUPT_MESSAGE, format!("{name} records: {why}"))
+        }
+        Refused::Busy { held } => {
+            out.buf.clear();
+            RecordsError::new(
+                REQUEST_TIMED_OUT,
+                format!(
+                    "{name} records: the broker holds {held} bytes of decompressed records \
+                     for other batches now; try again"
+                ),
+            )
         }
     })
 }
@@ -96,6 +186,10 @@ fn codec_name(codec: i16) -> &'static str {
 enum Refused {
     TooLarge,
     Corrupt(String),
+    /// The budget is spent (`held` bytes taken).
+    Busy {
+        held: usize,
+    },
 }
 
 impl From<io::Error> for Refused {
@@ -112,10 +206,14 @@ fn zstd_decoder(compressed: &[u8]) -> Result<impl Read + '_, Refused> {
 
 /// Reads `reader` to its end, appending to `out`, growing it by doubling
 /// but never past `cap` bytes: a byte more than that is a bomb.
-fn read_capped(mut reader: impl Read, out: &mut Vec<u8>, cap: usize) -> Result<(), Refused> {
-    let mut len = out.len();
+fn read_capped(
+    mut reader: impl Read,
+    out: &mut Decompressed<'_>,
+    cap: usize,
+) -> Result<(), Refused> {
+    let mut len = out.buf.len();
     loop {
-        if len == out.len() {
+        if len == out.buf.len() {
             if len >= cap {
                 // Full: one byte more is one too many.
                 let mut probe = [0; 1];
@@ -126,15 +224,14 @@ fn read_capped(mut reader: impl Read, out: &mut Vec<u8>, cap: usize) -> Result<(
             }
             // Doubling, but exactly: never a capacity past the cap.
             let size = len.saturating_add(len.max(64 * 1024)).min(cap);
-            out.reserve_exact(size - len);
-            out.resize(size, 0);
+            out.grow_to(size)?;
         }
-        match read_some(&mut reader, &mut out[len..])? {
+        match read_some(&mut reader, &mut out.buf[len..])? {
             0 => break,
             n => len += n,
         }
     }
-    out.truncate(len);
+    out.buf.truncate(len);
     Ok(())
 }
 
@@ -149,7 +246,11 @@ fn read_some(reader: &mut impl Read, buf: &mut [u8]) -> Result<usize, Refused> {
 }
 
 /// LZ4 frames back to back, each read to its end.
-fn lz4_frames(mut compressed: &[u8], out: &mut Vec<u8>, cap: usize) -> Result<(), Refused> {
+fn lz4_frames(
+    mut compressed: &[u8],
+    out: &mut Decompressed<'_>,
+    cap: usize,
+) -> Result<(), Refused> {
     while !compressed.is_empty() {
         let left = compressed.len();
         read_capped(
@@ -166,23 +267,23 @@ fn lz4_frames(mut compressed: &[u8], out: &mut Vec<u8>, cap: usize) -> Result<()
 
 /// Appends one raw snappy block, its declared length checked against the
 /// cap before anything is reserved.
-fn snappy_block(block: &[u8], out: &mut Vec<u8>, cap: usize) -> Result<(), Refused> {
+fn snappy_block(block: &[u8], out: &mut Decompressed<'_>, cap: usize) -> Result<(), Refused> {
     let len = snap::raw::decompress_len(block).map_err(|e| Refused::Corrupt(e.to_string()))?;
-    let at = out.len();
+    let at = out.buf.len();
     if len > cap - at {
         return Err(Refused::TooLarge);
     }
-    out.resize(at + len, 0);
+    out.grow_to(at + len)?;
     let written = snap::raw::Decoder::new()
-        .decompress(block, &mut out[at..])
+        .decompress(block, &mut out.buf[at..])
         .map_err(|e| Refused::Corrupt(e.to_string()))?;
-    out.truncate(at + written);
+    out.buf.truncate(at + written);
     Ok(())
 }
 
 /// The xerial framing of snappy-java: a 16-byte header, then blocks each
 /// after its big-endian i32 length.
-fn xerial(stream: &[u8], out: &mut Vec<u8>, cap: usize) -> Result<(), Refused> {
+fn xerial(stream: &[u8], out: &mut Decompressed<'_>, cap: usize) -> Result<(), Refused> {
     let Some(mut rest) = stream.get(XERIAL_HEADER_BYTES..) else {
         return Err(Refused::Corrupt("xerial header cut short".into()));
     };
@@ -212,26 +313,59 @@ mod tests {
 
     #[test]
     fn a_stream_of_exactly_the_cap_passes_and_one_byte_more_is_too_large() {
-        let mut out = Vec::new();
+        let budget = Budget::new(usize::MAX);
+        let mut out = Decompressed::new(&budget);
         let data = vec![7u8; 200_000];
         let zstd = zstd::bulk::compress(&data, 1).unwrap();
         decompress_capped(ZSTD, &zstd, &mut out, data.len()).unwrap();
-        assert_eq!(out, data);
+        assert_eq!(out.buf, data);
         let err = decompress_capped(ZSTD, &zstd, &mut out, data.len() - 1).unwrap_err();
         assert_eq!(err.error_code, MESSAGE_TOO_LARGE);
-        assert!(out.capacity() <= data.len(), "{}", out.capacity());
+        assert!(out.buf.capacity() <= data.len(), "{}", out.buf.capacity());
         let snappy = snap::raw::Encoder::new().compress_vec(&data).unwrap();
         decompress_capped(SNAPPY, &snappy, &mut out, data.len()).unwrap();
-        assert_eq!(out, data);
+        assert_eq!(out.buf, data);
         let err = decompress_capped(SNAPPY, &snappy, &mut out, data.len() - 1).unwrap_err();
         assert_eq!(err.error_code, MESSAGE_TOO_LARGE);
     }
 
     #[test]
     fn codecs_5_to_7_are_unsupported() {
+        let budget = Budget::new(usize::MAX);
         for codec in 5..=7 {
-            let err = decompress(codec, b"x", &mut Vec::new()).unwrap_err();
+            let err = decompress(codec, b"x", &mut Decompressed::new(&budget)).unwrap_err();
             assert_eq!(err.error_code, UNSUPPORTED_COMPRESSION_TYPE);
         }
+    }
+
+    /// Buffers of decompressed records take their room from one budget:
+    /// while one holds it, another batch is answered REQUEST_TIMED_OUT (a
+    /// producer retries it), and the room comes back when the holder is
+    /// done. Concurrent bombs cost the budget, not a batch limit each.
+    #[test]
+    fn decompression_takes_its_room_from_one_budget() {
+        let data = vec![7u8; 200_000];
+        let zstd = zstd::bulk::compress(&data, 1).unwrap();
+        let gzip = {
+            use std::io::Write;
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(&data).unwrap();
+            e.finish().unwrap()
+        };
+        // Room for one 200 kB batch (its buffer grows to 256 KiB, counted
+        // twice), not for two.
+        let budget = Budget::new(600 * 1024);
+        let mut first = Decompressed::new(&budget);
+        decompress(ZSTD, &zstd, &mut first).unwrap();
+        assert_eq!(first.buf, data);
+        let mut second = Decompressed::new(&budget);
+        let err = decompress(GZIP, &gzip, &mut second).unwrap_err();
+        assert_eq!(err.error_code, REQUEST_TIMED_OUT, "{err}");
+        assert!(second.buf.is_empty());
+        drop(first);
+        decompress(GZIP, &gzip, &mut second).unwrap();
+        assert_eq!(second.buf, data);
+        drop(second);
+        assert_eq!(budget.held.load(Ordering::Acquire), 0, "all given back");
     }
 }

@@ -95,7 +95,10 @@
 //! is reserved but in proportion to the input's own length, except for a
 //! compressed batch: its decompression buffer grows with what comes out,
 //! at most [`BATCH_BYTES_MAX`] (a decompression bomb costs that much, once
-//! per call, then is refused; zstd's own window is at most 2^27 bytes).
+//! per call, then is refused; zstd's own window is at most 2^27 bytes),
+//! and takes its room from one budget for the whole process (see
+//! `compression.rs`: twice the bytes decompressed, 512 MiB in all; a batch
+//! that finds it spent is answered `REQUEST_TIMED_OUT`, and retried).
 //! There is no allocation per record: records are written straight into
 //! the caller's buffer, which is reserved once per batch. On an error the
 //! caller's buffer is left as it was.
@@ -232,14 +235,14 @@ fn to_klog_batches(
     let mut done = ToKlog::default();
     let mut rest = kafka;
     // The records of compressed batches, one buffer for all of them.
-    let mut decompressed = Vec::new();
+    let mut decompressed = compression::Decompressed::new(&compression::PROCESS);
     while !rest.is_empty() {
         let (batch, total) = KafkaBatch::decode(rest)?;
         let records = match batch.compression {
             0 => batch.records,
             codec => {
                 compression::decompress(codec, batch.records, &mut decompressed)?;
-                &decompressed
+                &decompressed.buf
             }
         };
         let record_count = checked_count(batch.header, records.len())?;
