@@ -13,13 +13,15 @@
 //! much memory); data a codec cannot read is [`CORRUPT_MESSAGE`].
 //!
 //! All the conversions of a process together hold at most
-//! [`DECOMPRESSED_BYTES_MAX`] of decompressed records, each byte counted
-//! twice (the records, and the klog batch made of them): a buffer grows
-//! only by what it can take from that budget, and a batch that finds it
-//! spent is answered [`REQUEST_TIMED_OUT`], which producers retry. So
-//! connections sending bombs at once cost at most that much, not a batch
-//! limit each.
+//! [`DECOMPRESSED_BYTES_MAX`] of decompressed records and of the klog
+//! batches made of them (held until the call ends): a buffer, or the
+//! caller's klog batches, grow only by what they can take from that
+//! budget. A batch that finds it spent is answered [`REQUEST_TIMED_OUT`],
+//! which producers retry; a call whose batches alone would take more than
+//! all of it is [`MESSAGE_TOO_LARGE`]. So connections sending bombs at
+//! once, or one partition of many small bombs, cost at most that much.
 
+use std::cell::Cell;
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -41,8 +43,9 @@ const XERIAL_HEADER_BYTES: usize = XERIAL_MAGIC.len() + 8;
 /// zstd's window limit: the C library's default, 128 MiB, as Kafka's.
 const ZSTD_WINDOW_LOG_MAX: u32 = 27;
 
-/// The decompressed bytes (counted twice) all of a process's conversions
-/// hold at once: room for two batches at klog's batch limit.
+/// The decompressed bytes and klog batches made of them all of a
+/// process's conversions hold at once: room for two batches at klog's
+/// batch limit, each with its klog batch.
 pub(super) const DECOMPRESSED_BYTES_MAX: usize = 4 * BATCH_BYTES_MAX as usize;
 
 /// A budget of bytes that buffers of decompressed records take from.
@@ -65,12 +68,16 @@ impl Budget {
 pub(super) static PROCESS: Budget = Budget::new(DECOMPRESSED_BYTES_MAX);
 
 /// A buffer of decompressed records, reused from batch to batch, whose
-/// room is taken from a [`Budget`] (twice over) and given back when it
-/// is dropped.
+/// room, and that of the klog batches made of it, is taken from a
+/// [`Budget`] and given back when it is dropped.
 #[derive(Debug)]
 pub(super) struct Decompressed<'b> {
     pub(super) buf: Vec<u8>,
-    taken: usize,
+    /// Bytes of `buf` taken from the budget.
+    buf_counted: usize,
+    /// Bytes taken from the budget in all (`buf`'s and the klog batches'),
+    /// a cell so that room for klog batches is taken while `buf` is read.
+    taken: Cell<usize>,
     budget: &'b Budget,
 }
 
@@ -78,7 +85,8 @@ impl<'b> Decompressed<'b> {
     pub(super) fn new(budget: &'b Budget) -> Decompressed<'b> {
         Decompressed {
             buf: Vec::new(),
-            taken: 0,
+            buf_counted: 0,
+            taken: Cell::new(0),
             budget,
         }
     }
@@ -86,27 +94,54 @@ impl<'b> Decompressed<'b> {
     /// Grows the buffer to `len` bytes (zeroed past what it held), once
     /// the budget has the room.
     fn grow_to(&mut self, len: usize) -> Result<(), Refused> {
-        let want = len.saturating_mul(2);
-        if want > self.taken {
-            let more = want - self.taken;
-            let max = self.budget.max;
-            self.budget
-                .held
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                    held.checked_add(more).filter(|&total| total <= max)
-                })
-                .map_err(|held| Refused::Busy { held })?;
-            self.taken = want;
+        if len > self.buf_counted {
+            self.take(len - self.buf_counted)?;
+            self.buf_counted = len;
         }
         self.buf.reserve_exact(len.saturating_sub(self.buf.len()));
         self.buf.resize(len, 0);
+        Ok(())
+    }
+
+    /// Takes `more` bytes from the budget, held until this is dropped.
+    fn take(&self, more: usize) -> Result<(), Refused> {
+        let max = self.budget.max;
+        self.budget
+            .held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(more).filter(|&total| total <= max)
+            })
+            .map_err(|held| match self.taken.get().checked_add(more) {
+                Some(mine) if mine <= max => Refused::Busy { held },
+                _ => Refused::OverBudget,
+            })?;
+        self.taken.set(self.taken.get() + more);
+        Ok(())
+    }
+
+    /// Makes room in `out` (klog batches made of decompressed records) for
+    /// `more` bytes, its growth taken from the budget first: the klog
+    /// batches of a call are held with its decompressed records until the
+    /// call ends, so a call of many compressed batches costs the budget,
+    /// not a batch limit each. `out` grows by doubling, as a `Vec` would.
+    pub(super) fn reserve_out(&self, out: &mut Vec<u8>, more: usize) -> Result<(), RecordsError> {
+        let need = out.len().saturating_add(more);
+        if need <= out.capacity() {
+            return Ok(());
+        }
+        let capacity = need.max(out.capacity().saturating_mul(2));
+        self.take(capacity - out.capacity())
+            .map_err(|e| refusal("compressed", BATCH_BYTES_MAX as usize, self.budget.max, e))?;
+        out.reserve_exact(capacity - out.len());
         Ok(())
     }
 }
 
 impl Drop for Decompressed<'_> {
     fn drop(&mut self) {
-        self.budget.held.fetch_sub(self.taken, Ordering::AcqRel);
+        self.budget
+            .held
+            .fetch_sub(self.taken.get(), Ordering::AcqRel);
     }
 }
 
@@ -147,29 +182,37 @@ fn decompress_capped(
         ZSTD => zstd_decoder(compressed).and_then(|decoder| read_capped(decoder, out, cap)),
         _ => return check_codec(codec),
     };
-    result.map_err(|e| match e {
-        Refused::TooLarge => {
-            out.buf.clear();
-            RecordsError::new(
-                MESSAGE_TOO_LARGE,
-                format!("{name} records decompress to more than klog's batch limit {cap} bytes"),
-            )
-        }
+    result.map_err(|e| {
+        out.buf.clear();
+        refusal(name, cap, out.budget.max, e)
+    })
+}
+
+/// The answer to a decompression refused.
+fn refusal(name: &str, cap: usize, budget: usize, e: Refused) -> RecordsError {
+    match e {
+        Refused::TooLarge => RecordsError::new(
+            MESSAGE_TOO_LARGE,
+            format!("{name} records decompress to more than klog's batch limit {cap} bytes"),
+        ),
+        Refused::OverBudget => RecordsError::new(
+            MESSAGE_TOO_LARGE,
+            format!(
+                "{name} records: a partition's compressed batches decompress to more than \
+                 the broker holds for them, {budget} bytes with their klog batches"
+            ),
+        ),
         Refused::Corrupt(why) => {
-            out.buf.clear();
             RecordsError::new(CORRUPT_MESSAGE, format!("{name} records: {why}"))
         }
-        Refused::Busy { held } => {
-            out.buf.clear();
-            RecordsError::new(
-                REQUEST_TIMED_OUT,
-                format!(
-                    "{name} records: the broker holds {held} bytes of decompressed records \
-                     for other batches now; try again"
-                ),
-            )
-        }
-    })
+        Refused::Busy { held } => RecordsError::new(
+            REQUEST_TIMED_OUT,
+            format!(
+                "{name} records: the broker holds {held} bytes of decompressed records \
+                 for other batches now; try again"
+            ),
+        ),
+    }
 }
 
 fn codec_name(codec: i16) -> &'static str {
@@ -185,6 +228,8 @@ fn codec_name(codec: i16) -> &'static str {
 /// Why a decompression stopped.
 enum Refused {
     TooLarge,
+    /// This call alone would take more than the whole budget.
+    OverBudget,
     Corrupt(String),
     /// The budget is spent (`held` bytes taken).
     Busy {
@@ -352,9 +397,9 @@ mod tests {
             e.write_all(&data).unwrap();
             e.finish().unwrap()
         };
-        // Room for one 200 kB batch (its buffer grows to 256 KiB, counted
-        // twice), not for two.
-        let budget = Budget::new(600 * 1024);
+        // Room for one 200 kB batch (its buffer grows to 256 KiB), not
+        // for two.
+        let budget = Budget::new(300 * 1024);
         let mut first = Decompressed::new(&budget);
         decompress(ZSTD, &zstd, &mut first).unwrap();
         assert_eq!(first.buf, data);
@@ -366,6 +411,71 @@ mod tests {
         decompress(GZIP, &gzip, &mut second).unwrap();
         assert_eq!(second.buf, data);
         drop(second);
+        assert_eq!(budget.held.load(Ordering::Acquire), 0, "all given back");
+    }
+}
+
+#[cfg(test)]
+mod call_tests {
+    use super::super::to_klog_budgeted;
+    use super::*;
+
+    /// A Kafka batch of `count` records of `value_bytes` each, its records
+    /// section gzipped.
+    fn gzip_batch(count: i32, value_bytes: usize) -> Vec<u8> {
+        let mut records = Vec::new();
+        for i in 0..count {
+            let mut body = vec![0, 0];
+            super::super::put_uvarint(&mut body, (i as u64) << 1);
+            body.push(1);
+            super::super::put_uvarint(&mut body, (value_bytes as u64) << 1);
+            body.extend(std::iter::repeat_n(b'v', value_bytes));
+            body.push(0);
+            super::super::put_uvarint(&mut records, (body.len() as u64) << 1);
+            records.extend_from_slice(&body);
+        }
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &records).unwrap();
+        let section = gz.finish().unwrap();
+        let mut batch = vec![0u8; 61];
+        let length = (61 - 12 + section.len()) as i32;
+        batch[8..12].copy_from_slice(&length.to_be_bytes());
+        batch[16] = 2;
+        batch[21..23].copy_from_slice(&GZIP.to_be_bytes());
+        batch[23..27].copy_from_slice(&(count - 1).to_be_bytes());
+        batch[43..61].copy_from_slice(&[0xff; 18]);
+        batch[57..61].copy_from_slice(&count.to_be_bytes());
+        batch.extend_from_slice(&section);
+        let crc = crc32c::crc32c(&batch[21..]);
+        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        batch
+    }
+
+    /// The klog batches a call makes of compressed records are held with
+    /// the records until the call ends: they take their room from the
+    /// budget too. Many small compressed batches in one partition (each
+    /// a bomb of valid records) cost the budget, not a batch limit each.
+    #[test]
+    fn the_klog_batches_of_compressed_records_take_their_room_from_the_budget() {
+        // 100 records of 1000 bytes: about 100 kB decompressed, 1 kB sent.
+        let one = gzip_batch(100, 1000);
+        assert!(one.len() < 4096, "{}", one.len());
+        let budget = Budget::new(512 * 1024);
+        let mut out = Vec::new();
+        let two = [one.clone(), one.clone()].concat();
+        let done = to_klog_budgeted(&two, &mut out, 1 << 20, &budget).unwrap();
+        assert_eq!((done.batches, done.records), (2, 200));
+        assert_eq!(budget.held.load(Ordering::Acquire), 0, "all given back");
+        let many = one.repeat(8);
+        let mut out = Vec::new();
+        let result = to_klog_budgeted(&many, &mut out, 1 << 20, &budget);
+        assert!(
+            out.capacity() <= 512 * 1024,
+            "{} bytes of klog batches for a budget of 512 KiB: {result:?}",
+            out.capacity()
+        );
+        let err = result.unwrap_err();
+        assert_eq!(err.error_code, MESSAGE_TOO_LARGE, "{err}");
         assert_eq!(budget.held.load(Ordering::Acquire), 0, "all given back");
     }
 }

@@ -97,8 +97,10 @@
 //! at most [`BATCH_BYTES_MAX`] (a decompression bomb costs that much, once
 //! per call, then is refused; zstd's own window is at most 2^27 bytes),
 //! and takes its room from one budget for the whole process (see
-//! `compression.rs`: twice the bytes decompressed, 512 MiB in all; a batch
-//! that finds it spent is answered `REQUEST_TIMED_OUT`, and retried).
+//! `compression.rs`: the bytes decompressed and the klog batches a call
+//! makes of them, 512 MiB in all; a batch that finds it spent is answered
+//! `REQUEST_TIMED_OUT`, and retried; a partition whose compressed batches
+//! alone would take more is `MESSAGE_TOO_LARGE`).
 //! There is no allocation per record: records are written straight into
 //! the caller's buffer, which is reserved once per batch. On an error the
 //! caller's buffer is left as it was.
@@ -232,10 +234,21 @@ fn to_klog_batches(
     out: &mut Vec<u8>,
     record_bytes_max: u32,
 ) -> Result<ToKlog, RecordsError> {
+    to_klog_budgeted(kafka, out, record_bytes_max, &compression::PROCESS)
+}
+
+/// [`to_klog_batches`], compressed records and the klog batches made of
+/// them taking their room from `budget`.
+fn to_klog_budgeted(
+    kafka: &[u8],
+    out: &mut Vec<u8>,
+    record_bytes_max: u32,
+    budget: &compression::Budget,
+) -> Result<ToKlog, RecordsError> {
     let mut done = ToKlog::default();
     let mut rest = kafka;
     // The records of compressed batches, one buffer for all of them.
-    let mut decompressed = compression::Decompressed::new(&compression::PROCESS);
+    let mut decompressed = compression::Decompressed::new(budget);
     while !rest.is_empty() {
         let (batch, total) = KafkaBatch::decode(rest)?;
         let records = match batch.compression {
@@ -246,12 +259,23 @@ fn to_klog_batches(
             }
         };
         let record_count = checked_count(batch.header, records.len())?;
+        if batch.compression != 0 {
+            decompressed.reserve_out(out, klog_bytes_max(records.len(), record_count))?;
+        }
         convert_batch(&batch, records, record_count, out, record_bytes_max)?;
         done.batches += 1;
         done.records += u64::from(record_count);
         rest = &rest[total..];
     }
     Ok(done)
+}
+
+/// The most bytes the klog batch of `record_count` Kafka records in
+/// `records_bytes` takes: a klog record is at most 2 bytes longer than its
+/// Kafka form (a CRC of 4 against the offset delta and value length of at
+/// least 1 each, the length prefix at most as long).
+fn klog_bytes_max(records_bytes: usize, record_count: u32) -> usize {
+    BATCH_HEADER_BYTES + records_bytes + 2 * record_count as usize
 }
 
 /// The producer fields of a Kafka batch: who sent it and how it numbered
@@ -427,10 +451,8 @@ fn convert_batch(
     record_bytes_max: u32,
 ) -> Result<(), RecordsError> {
     let at = out.len();
-    // A klog record is at most 2 bytes longer than its Kafka form (a CRC
-    // of 4 against the offset delta and value length of at least 1 each,
-    // the length prefix at most as long): one reservation per batch.
-    out.reserve(BATCH_HEADER_BYTES + records.len() + 2 * record_count as usize);
+    // One reservation per batch.
+    out.reserve(klog_bytes_max(records.len(), record_count));
     out.resize(at + BATCH_HEADER_BYTES, 0);
     let mut reader = Reader::new(records);
     let mut max_timestamp = i64::MIN;
