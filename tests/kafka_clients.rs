@@ -11,7 +11,7 @@ mod common;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use common::kafka::{self, KafkaBroker};
+use common::kafka::{self, frame, KafkaBroker};
 use common::{bin, consume_from, input, lines};
 
 /// Item 1: `kcat -P` then `kcat -C` with kcat's offsets (`beginning`,
@@ -313,22 +313,6 @@ fn kafka_python_2_produces_and_consumes() {
     if let Some(python) = kafka::python2() {
         python_client_produces_and_consumes(&python, "kafka-python");
     }
-}
-
-/// A Kafka request frame: big-endian length, request header v1
-/// (api key, version, correlation id, client id "hostile"), then `body`.
-fn frame(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let client_id = b"hostile";
-    let len = 2 + 2 + 4 + 2 + client_id.len() + body.len();
-    out.extend_from_slice(&(len as i32).to_be_bytes());
-    out.extend_from_slice(&api_key.to_be_bytes());
-    out.extend_from_slice(&version.to_be_bytes());
-    out.extend_from_slice(&correlation_id.to_be_bytes());
-    out.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
-    out.extend_from_slice(client_id);
-    out.extend_from_slice(body);
-    out
 }
 
 /// Sends `bytes` on a new connection and waits for the broker to answer

@@ -9,23 +9,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::bin;
-use common::kafka::{self, KafkaBroker};
-
-/// A Kafka request frame: big-endian length, request header v1 (api key,
-/// version, correlation id, client id "review"), then `body`.
-fn frame(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Vec<u8> {
-    let client_id = b"review";
-    let len = 2 + 2 + 4 + 2 + client_id.len() + body.len();
-    let mut out = Vec::with_capacity(4 + len);
-    out.extend_from_slice(&(len as i32).to_be_bytes());
-    out.extend_from_slice(&api_key.to_be_bytes());
-    out.extend_from_slice(&version.to_be_bytes());
-    out.extend_from_slice(&correlation_id.to_be_bytes());
-    out.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
-    out.extend_from_slice(client_id);
-    out.extend_from_slice(body);
-    out
-}
+use common::kafka::{self, frame, KafkaBroker};
 
 /// A Fetch v4 body: one topic, `partitions` entries of (partition,
 /// fetch offset, partition max bytes), no wait.

@@ -270,3 +270,19 @@ pub fn run_script(python: &Path, name: &str, args: &[&str]) -> String {
     assert_ok(&format!("{name} {}", args.join(" ")), &out);
     String::from_utf8(out.stdout).expect("UTF-8 output")
 }
+
+/// A Kafka request frame: big-endian length, request header v1 (api key,
+/// version, correlation id, client id "klog-test"), then `body`.
+pub fn frame(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Vec<u8> {
+    let client_id = b"klog-test";
+    let len = 2 + 2 + 4 + 2 + client_id.len() + body.len();
+    let mut out = Vec::with_capacity(4 + len);
+    out.extend_from_slice(&(len as i32).to_be_bytes());
+    out.extend_from_slice(&api_key.to_be_bytes());
+    out.extend_from_slice(&version.to_be_bytes());
+    out.extend_from_slice(&correlation_id.to_be_bytes());
+    out.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+    out.extend_from_slice(client_id);
+    out.extend_from_slice(body);
+    out
+}
