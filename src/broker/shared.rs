@@ -425,7 +425,14 @@ impl Shared {
                 parts.push(None);
                 continue;
             }
-            let log = match self.store.open_log(topic, p, config.clone(), options) {
+            let opened = match self.store.open_log(topic, p, config.clone(), options) {
+                // A replica heals from its peers; a single copy waits.
+                Err(e @ Error::Damaged { .. }) if matches!(held, Held::Replica(_)) => {
+                    self.heal(topic, p, &e, config.clone(), options)
+                }
+                other => other,
+            };
+            let log = match opened {
                 Ok(log) => log,
                 Err(e @ Error::Damaged { .. }) => {
                     // The others keep serving; this one waits for klog-recover.
@@ -450,7 +457,8 @@ impl Shared {
                 Held::Replica(replicas) => {
                     self.create_state(topic, p, replicas);
                     self.nudge.store(true, Ordering::Release);
-                    Some(Replica::new(replicas.clone()))
+                    let mark = self.refetch_mark(&self.store.partition_dir(topic, p));
+                    Some(Replica::new(replicas.clone(), mark))
                 }
                 _ => None,
             };

@@ -90,7 +90,8 @@ pub(super) fn replicated_partition(
         lock: false,
     };
     let log = shared.store.open_log(topic, 0, config, options).unwrap();
-    let replica = super::replica::Replica::new(replicas.iter().map(|r| r.to_string()).collect());
+    let replica =
+        super::replica::Replica::new(replicas.iter().map(|r| r.to_string()).collect(), None);
     *replica.role() = role;
     let p = Arc::new(Partition::replicated(topic, 0, log, Some(replica)));
     shared

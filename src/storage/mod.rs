@@ -17,5 +17,6 @@ pub mod lock;
 pub mod log;
 pub mod record;
 pub mod recover;
+pub mod refetch;
 pub mod segment;
 pub mod store;

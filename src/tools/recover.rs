@@ -14,6 +14,7 @@ use crate::storage::fs::RealFs;
 use crate::storage::lock::DirLock;
 use crate::storage::log::LogConfig;
 use crate::storage::recover::{self, RecoverOptions, RecoveryReport};
+use crate::storage::refetch;
 use crate::storage::store;
 
 use super::Say;
@@ -56,6 +57,9 @@ pub fn run(options: &Options) -> anyhow::Result<bool> {
         let report = recover_one(&dir, &recover_options)
             .with_context(|| format!("cannot recover {}", dir.display()))?;
         changed |= report.changed() || report.epoch_problem.is_some();
+        if !options.dry_run {
+            note_refetch(&dir, &report, say)?;
+        }
         // A closed stdout (| head) ends the report, not the repair: the
         // exit code still says what was done.
         if printing {
@@ -69,6 +73,28 @@ pub fn run(options: &Options) -> anyhow::Result<bool> {
         say.info("clean from each recovery point on; --full also checks the segments before it");
     }
     Ok(changed)
+}
+
+/// After damage was cut from the partition in `dir`: marks it (a replica
+/// refetches what was cut from its leader before it may lead or count as
+/// in sync again: [`crate::storage::refetch`]) and, for a replica, says so.
+fn note_refetch(dir: &Path, report: &RecoveryReport, say: Say) -> anyhow::Result<()> {
+    let Some(mark) = refetch::mark_if_damaged(&RealFs, dir, report)
+        .with_context(|| format!("cannot mark {} for a refetch", dir.display()))?
+    else {
+        return Ok(());
+    };
+    // Replicated partitions lead in epochs from 1 on; a single copy's
+    // batches carry epoch 0.
+    if report.epochs.latest().is_some_and(|e| e.epoch > 0) {
+        say.info(format_args!(
+            "{}: a replica: its broker refetches the records from offset {} from the partition's \
+             leader, and leads or counts as in sync again only once it holds them",
+            dir.display(),
+            mark.cut_at
+        ));
+    }
+    Ok(())
 }
 
 /// The segments of the partition in `dir` that were rolled and not yet

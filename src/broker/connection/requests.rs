@@ -86,12 +86,12 @@ fn answer_now(shared: &Shared, out: &mut Vec<u8>, correlation_id: u32, request: 
         Request::OffsetsForLeaderEpoch {
             topic,
             partition,
-            // Reaches here unchecked: a broker's roles (issue 13) will
-            // answer a stale one with fenced_epoch, a newer one with
-            // unknown_epoch.
-            current_leader_epoch: _,
+            current_leader_epoch,
             leader_epoch,
-        } => offsets_for_leader_epoch(shared, out, correlation_id, &topic, partition, leader_epoch),
+        } => {
+            let epochs = (current_leader_epoch, leader_epoch);
+            offsets_for_leader_epoch(shared, out, correlation_id, (&topic, partition), epochs)
+        }
         Request::Produce { .. } | Request::Fetch { .. } => {
             unreachable!("the reader handles produce and fetch itself")
         }
@@ -305,22 +305,24 @@ pub(in crate::broker) fn offset_at(
     found.map_err(|e| (error_code(&e), e.to_string()))
 }
 
-/// Answers an offsets_for_leader_epoch request in `out`: where
-/// `leader_epoch` (or the largest epoch below it) ends in the partition's
-/// log, read under its lock.
+/// Answers an offsets_for_leader_epoch request in `out`: where epoch
+/// `asked` (or the largest epoch below it) ends in the partition's log,
+/// for a follower in epoch `current` (refused unless this broker leads
+/// in it, for a replica: [`crate::broker::shared::Partition::epoch_end`]).
 fn offsets_for_leader_epoch(
     shared: &Shared,
     out: &mut Vec<u8>,
     correlation_id: u32,
-    topic: &str,
-    partition: u32,
-    leader_epoch: u32,
+    (topic, partition): (&str, u32),
+    (current, asked): (Option<u32>, u32),
 ) {
-    let p = match shared.partition(topic, partition) {
-        Ok(p) => p,
+    let found = shared
+        .partition(topic, partition)
+        .and_then(|p| p.epoch_end(current, asked));
+    let found = match found {
+        Ok(found) => found,
         Err((code, msg)) => return error_into(out, correlation_id, code, &msg),
     };
-    let found = p.lock().end_offset_for_epoch(leader_epoch);
     let start = protocol::begin_response(out, correlation_id, ErrorCode::None, "");
     protocol::put_epoch_end(out, found);
     protocol::finish_frame(&mut out[start..]);

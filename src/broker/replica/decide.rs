@@ -20,6 +20,10 @@ pub(crate) struct Facts<'a> {
     pub(crate) live: &'a [String],
     /// This broker's own session with the registry is confirmed.
     pub(crate) session_alive: bool,
+    /// `Some(offset)`: this replica's log was cut at `offset`, below what
+    /// it held (damage), and no leader has taken it back in sync since
+    /// ([`crate::storage::refetch`]).
+    pub(crate) cut: Option<u64>,
 }
 
 /// What to do.
@@ -37,6 +41,11 @@ pub(crate) enum Decision {
     /// Replace the state (at the version decided on) with this one, one
     /// epoch up: naming this broker leader, or nobody (offline).
     Elect(PartitionState),
+    /// Replace the state (at the version decided on) with this one, which
+    /// no longer names this replica in sync: the leader it names keeps
+    /// its epoch, or, with this replica leading or the leader gone,
+    /// nobody leads one epoch up and the live in-sync replicas elect one.
+    Leave(PartitionState),
     /// Serve nothing, and say why.
     Wait(String),
 }
@@ -63,6 +72,9 @@ pub(crate) fn decide(facts: &Facts<'_>, role: &Role) -> Decision {
     };
     let is_live = |id: &str| id == me || live.iter().any(|l| l == id);
     let in_isr = state.isr.iter().any(|r| r == me);
+    if let Some(cut) = facts.cut {
+        return decide_cut(facts, role, epoch, cut, &is_live);
+    }
     match state.leader.as_deref() {
         Some(leader) if leader == me => match role {
             Role::Leader(l) if l.epoch == epoch => Decision::Stay,
@@ -84,20 +96,85 @@ pub(crate) fn decide(facts: &Facts<'_>, role: &Role) -> Decision {
         // Nobody in sync is alive: the partition is offline, and its state
         // says so (an epoch up, the ISR kept: the first of them back
         // takes it).
-        Some(_) if !state.isr.iter().any(|r| is_live(r)) => match epoch.checked_add(1) {
-            Some(next) => Decision::Elect(PartitionState {
-                leader: None,
-                leader_epoch: u64::from(next),
-                isr: state.isr.clone(),
-            }),
-            None => Decision::Wait("the leader epoch cannot grow past 2^32 - 1".into()),
-        },
+        Some(_) if !state.isr.iter().any(|r| is_live(r)) => offline(state, epoch),
         Some(leader) => Decision::Wait(format!(
             "its leader {leader} is down and this replica is not in sync (ISR {:?})",
             state.isr
         )),
         None => Decision::Wait(format!(
             "offline: no in-sync replica is alive (ISR {:?})",
+            state.isr
+        )),
+    }
+}
+
+/// The state of a partition whose in-sync replicas are all gone: nobody
+/// leads, one epoch up, the ISR kept (the first of them back takes it).
+fn offline(state: &PartitionState, epoch: u32) -> Decision {
+    match epoch.checked_add(1) {
+        Some(next) => Decision::Elect(PartitionState {
+            leader: None,
+            leader_epoch: u64::from(next),
+            isr: state.isr.clone(),
+        }),
+        None => Decision::Wait("the leader epoch cannot grow past 2^32 - 1".into()),
+    }
+}
+
+/// [`decide`] for a replica whose log was cut at `cut`, below what it held
+/// (KIP-966's spirit: a replica that may lack acknowledged records never
+/// leads while a whole one may live). In the ISR, it leaves it: unless it
+/// is the only member, which keeps the partition offline (no unclean
+/// election). Out of it, it follows a live leader, who takes it back in
+/// sync once it holds everything below the high watermark; it never
+/// proposes itself.
+fn decide_cut(
+    facts: &Facts<'_>,
+    role: &Role,
+    epoch: u32,
+    cut: u64,
+    is_live: &dyn Fn(&str) -> bool,
+) -> Decision {
+    let Facts { me, state, .. } = *facts;
+    if state.isr.iter().any(|r| r == me) {
+        let isr: Vec<String> = state.isr.iter().filter(|r| *r != me).cloned().collect();
+        if isr.is_empty() {
+            return Decision::Wait(format!(
+                "offline: this replica, the only one in sync, lost records when its log was cut \
+                 at offset {cut}, and no replica holding them is in sync (no unclean election)"
+            ));
+        }
+        return match state.leader.as_deref() {
+            Some(leader) if leader != me && is_live(leader) => Decision::Leave(PartitionState {
+                leader: Some(leader.to_string()),
+                leader_epoch: state.leader_epoch,
+                isr,
+            }),
+            _ => match epoch.checked_add(1) {
+                Some(next) => Decision::Leave(PartitionState {
+                    leader: None,
+                    leader_epoch: u64::from(next),
+                    isr,
+                }),
+                None => Decision::Wait("the leader epoch cannot grow past 2^32 - 1".into()),
+            },
+        };
+    }
+    match state.leader.as_deref() {
+        Some(leader) if leader != me && is_live(leader) => match role {
+            Role::Follower {
+                leader: l,
+                epoch: e,
+            } if l == leader && *e == epoch => Decision::Stay,
+            _ => Decision::Follow {
+                leader: leader.to_string(),
+                epoch,
+            },
+        },
+        Some(_) if !state.isr.iter().any(|r| is_live(r)) => offline(state, epoch),
+        _ => Decision::Wait(format!(
+            "its log was cut at offset {cut}, below what it held: it waits for a replica in \
+             sync (ISR {:?}) to lead, and refetches from it",
             state.isr
         )),
     }
@@ -250,6 +327,7 @@ mod tests {
             state,
             live: &live,
             session_alive: true,
+            cut: None,
         };
         decide(&facts, role)
     }
@@ -366,6 +444,7 @@ mod tests {
             state: &s,
             live: &live,
             session_alive: false,
+            cut: None,
         };
         let lead = Role::Leader(leading(3, &["a"], Instant::now()));
         assert!(matches!(decide(&facts, &lead), Decision::Wait(_)));
@@ -467,5 +546,110 @@ mod tests {
             None,
             "not yet past the epoch's first offset: it may not have truncated"
         );
+    }
+
+    fn decide_cut(me: &str, state: &PartitionState, live: &[&str], role: &Role) -> Decision {
+        let live = ids(live);
+        let facts = Facts {
+            me,
+            state,
+            live: &live,
+            session_alive: true,
+            cut: Some(17000),
+        };
+        decide(&facts, role)
+    }
+
+    /// Issue 23, what was seen 1: a replica whose log was cut below what
+    /// it held is named leader (it led when all died); it must not take
+    /// a new epoch, but hand the partition over to the ISR's others.
+    #[test]
+    fn a_cut_replica_named_leader_leaves_the_isr_and_nobody_leads_until_a_whole_one_elects() {
+        let s = state(Some("a"), 1, &["a", "b", "c"]);
+        assert_eq!(
+            decide_cut("a", &s, &["a"], &waiting()),
+            Decision::Leave(state(None, 2, &["b", "c"]))
+        );
+        let lead = Role::Leader(leading(1, &["a", "b", "c"], Instant::now()));
+        assert_eq!(
+            decide_cut("a", &s, &["a", "b", "c"], &lead),
+            Decision::Leave(state(None, 2, &["b", "c"])),
+            "a leader whose log failed hands over too"
+        );
+        // The leader dead: the same.
+        assert_eq!(
+            decide_cut("b", &s, &["b", "c"], &waiting()),
+            Decision::Leave(state(None, 2, &["a", "c"]))
+        );
+    }
+
+    #[test]
+    fn a_cut_follower_of_a_live_leader_leaves_the_isr_in_the_leaders_epoch() {
+        let s = state(Some("a"), 4, &["a", "b", "c"]);
+        assert_eq!(
+            decide_cut("b", &s, &["a", "b", "c"], &waiting()),
+            Decision::Leave(state(Some("a"), 4, &["a", "c"]))
+        );
+    }
+
+    #[test]
+    fn a_cut_replica_alone_in_sync_keeps_the_partition_offline() {
+        let s = state(Some("a"), 3, &["a"]);
+        let Decision::Wait(why) = decide_cut("a", &s, &["a", "b"], &waiting()) else {
+            panic!("the only in-sync replica, cut, must not lead");
+        };
+        assert!(why.contains("offline") && why.contains("17000"), "{why}");
+        let offline = state(None, 3, &["a"]);
+        assert!(matches!(
+            decide_cut("a", &offline, &["a"], &waiting()),
+            Decision::Wait(_)
+        ));
+    }
+
+    #[test]
+    fn a_cut_replica_out_of_sync_follows_a_live_leader_and_never_elects_itself() {
+        let s = state(Some("a"), 5, &["a", "c"]);
+        assert_eq!(
+            decide_cut("b", &s, &["a", "b"], &waiting()),
+            Decision::Follow {
+                leader: "a".into(),
+                epoch: 5
+            }
+        );
+        let following = Role::Follower {
+            leader: "a".into(),
+            epoch: 5,
+        };
+        assert_eq!(decide_cut("b", &s, &["a", "b"], &following), Decision::Stay);
+        let stale = Role::Follower {
+            leader: "a".into(),
+            epoch: 4,
+        };
+        assert!(matches!(
+            decide_cut("b", &s, &["a", "b"], &stale),
+            Decision::Follow { epoch: 5, .. }
+        ));
+        // Leader gone, c alive and in sync: c elects, b waits.
+        let Decision::Wait(why) = decide_cut("b", &s, &["b", "c"], &waiting()) else {
+            panic!("a cut replica out of sync waits");
+        };
+        assert!(why.contains("17000"), "{why}");
+        let offline = state(None, 6, &["a", "c"]);
+        assert!(matches!(
+            decide_cut("b", &offline, &["b", "c"], &waiting()),
+            Decision::Wait(_)
+        ));
+        // Nobody in sync alive: it marks the partition offline, as any
+        // replica out of sync does.
+        assert_eq!(
+            decide_cut("b", &s, &["b"], &waiting()),
+            Decision::Elect(state(None, 6, &["a", "c"]))
+        );
+        // Named leader while out of sync (never by klog): it does not lead.
+        let named = state(Some("b"), 5, &["a"]);
+        assert!(matches!(
+            decide_cut("b", &named, &["a", "b"], &waiting()),
+            Decision::Wait(_)
+        ));
     }
 }

@@ -251,11 +251,18 @@ fn say(shared: &Shared, f: &mut Followed, e: &Error) -> bool {
 fn append(shared: &Shared, f: &Followed, records: &[u8], leader_hw: u64) -> Result<()> {
     let p = &f.partition;
     let whole = crate::storage::record::whole_batches_len(records);
+    let marked = p
+        .replica
+        .as_ref()
+        .is_some_and(|r| lock(&r.refetch).is_some());
     let mut log = p.lock();
     if !following(p, f.epoch) {
         return Ok(());
     }
     let from = already_held(&records[..whole], log.next_offset());
+    if marked {
+        refetch_straddled(&mut log, &records[from..whole])?;
+    }
     if whole > from {
         log.append_replicated(&records[from..whole], crate::clock::now_ms())?;
         log.flush()?;
@@ -284,6 +291,28 @@ fn already_held(records: &[u8], next: u64) -> usize {
     position.min(records.len())
 }
 
+/// A replica whose log was cut below what it held (not in sync: see
+/// [`crate::storage::refetch`]) may end inside one of the leader's
+/// batches: recovery keeps the whole records of a damaged batch under a
+/// header of its own. The leader's whole batch then straddles the log's
+/// end: cut the log back to where that batch begins, so that it is
+/// appended as the leader stored it. (Not for a replica in sync, which
+/// may have told the leader it holds those records.)
+fn refetch_straddled(log: &mut crate::storage::log::Log, records: &[u8]) -> Result<()> {
+    use crate::storage::record::{BatchHeader, BATCH_HEADER_BYTES};
+    let next = log.next_offset();
+    let Some(head) = records.get(..BATCH_HEADER_BYTES) else {
+        return Ok(());
+    };
+    match BatchHeader::decode(head, u32::MAX) {
+        Ok(h) if h.base_offset < next && next < h.next_offset() => {
+            log.truncate_to(h.base_offset)?;
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Whether `p` still follows in `epoch` (asked under its log's lock).
 fn following(p: &Partition, epoch: u32) -> bool {
     p.replica
@@ -310,6 +339,7 @@ fn out_of_range(shared: &Shared, f: &mut Followed, leader_start: u64) -> Result<
         log.reset_to(leader_start)?;
         p.flushed_offset
             .store(log.flushed_offset(), Ordering::Release);
+        p.high_watermark.fetch_min(leader_start, Ordering::AcqRel);
     } else {
         // Past the leader's durable end: ask again where the logs part,
         // after a pause (the leader may just not have flushed yet).
@@ -334,8 +364,14 @@ fn truncate(shared: &Shared, connection: &mut Connection, f: &Followed) -> Resul
         let theirs =
             connection.offsets_for_leader_epoch(&p.topic, p.partition, Some(f.epoch), asked)?;
         let Some((epoch, their_end)) = theirs else {
-            // No epoch in common: nothing here can be trusted.
-            break p.lock().start_offset();
+            // The leader (checked to lead this very epoch, whose epoch
+            // file starts it) knows no epoch at or below one this log
+            // has: an answer this log cannot agree on. Cutting to the
+            // log's start would wipe records acknowledged long ago while
+            // the ISR still counts this replica: keep the log, ask again.
+            return Err(Error::Config(format!(
+                "the leader knows no leader epoch at or below {asked}: keeping the log, asking again"
+            )));
         };
         // Bound first: a guard in the match's head would live through
         // its arms, and the last one locks again.
@@ -356,6 +392,10 @@ fn truncate(shared: &Shared, connection: &mut Connection, f: &Followed) -> Resul
     let cut = log.truncate_to(target)?;
     p.flushed_offset
         .store(log.flushed_offset(), Ordering::Release);
+    // The watermark learned from a leader never passes this log's end: a
+    // stale one would let this replica, once leader, answer acks=all for
+    // new records at those offsets before any follower holds them.
+    p.high_watermark.fetch_min(cut, Ordering::AcqRel);
     if cut < end {
         shared.log(format_args!(
             "{}-{}: truncated from {end} to {cut}, where it stops agreeing with the leader's log (epoch {})",
@@ -377,14 +417,13 @@ mod tests {
     use crate::protocol::{self, Request};
 
     /// A leader on 127.0.0.1 port 0 that answers one connection: an
-    /// error for every OffsetsForLeaderEpoch of topic `refused`; where
-    /// epoch `epoch` ends (`end`), running `during` before its first
-    /// answer of that kind; every fetch is refused with `not_leader`, and
+    /// error for every OffsetsForLeaderEpoch of topic `refused`; `answer`
+    /// (an epoch and where it ends) to every other, running `during`
+    /// before its first answer of that kind; every fetch is refused with `not_leader`, and
     /// its offsets are sent down `fetched`.
     fn fake_leader(
         refused: &'static str,
-        epoch: u32,
-        end: u64,
+        answer: Option<(u32, u64)>,
         during: impl FnOnce() + Send + 'static,
         fetched: std::sync::mpsc::Sender<u64>,
     ) -> (String, std::thread::JoinHandle<()>) {
@@ -421,7 +460,7 @@ mod tests {
                             ErrorCode::None,
                             "",
                         );
-                        protocol::put_epoch_end(&mut out, Some((epoch, end)));
+                        protocol::put_epoch_end(&mut out, answer);
                     }
                     Request::Fetch { partitions, .. } => {
                         for part in &partitions {
@@ -477,7 +516,7 @@ mod tests {
             *p2.replica.as_ref().unwrap().role() = Role::Waiting("registry read failed".into());
         };
         let (tx, rx) = std::sync::mpsc::channel();
-        let (addr, server) = fake_leader("", 1, 2, flicker, tx);
+        let (addr, server) = fake_leader("", Some((1, 2)), flicker, tx);
         let mut connection = Connection::connect_timeout(&addr, LEADER_TIMEOUT).unwrap();
         let mut followed = HashMap::new();
         assert!(refresh(&shared, "L", &mut followed));
@@ -518,7 +557,7 @@ mod tests {
         let t = replicated_partition(&shared, "t", &["broker-test", "L"], following());
         let _u = replicated_partition(&shared, "u", &["broker-test", "L"], following());
         let (tx, rx) = std::sync::mpsc::channel();
-        let (addr, server) = fake_leader("u", 0, 0, || {}, tx);
+        let (addr, server) = fake_leader("u", Some((0, 0)), || {}, tx);
         let mut connection = Connection::connect_timeout(&addr, LEADER_TIMEOUT).unwrap();
         let mut followed = HashMap::new();
         for _ in 0..3 {
@@ -532,6 +571,59 @@ mod tests {
         assert!(
             !offsets.is_empty(),
             "three rounds, and partition t-0 (whose truncation succeeds) was never fetched"
+        );
+    }
+
+    /// A follower of 3 records (epoch 1) that learned the watermark 3,
+    /// after one round with a leader answering where epoch 1 ends with
+    /// `answer`.
+    fn follow_once(answer: Option<(u32, u64)>) -> Arc<Partition> {
+        let (_sim, shared) = shared();
+        let following = Role::Follower {
+            leader: "L".into(),
+            epoch: 2,
+        };
+        let p = replicated_partition(&shared, "t", &["broker-test", "L"], following);
+        {
+            let mut log = p.lock();
+            log.set_leader_epoch(1).unwrap();
+            for _ in 0..3 {
+                log.append(&mut batch(), 0).unwrap();
+            }
+            log.flush().unwrap();
+        }
+        p.high_watermark.store(3, Ordering::Release);
+        let (tx, _rx) = std::sync::mpsc::channel();
+        let (addr, server) = fake_leader("", answer, || {}, tx);
+        let mut connection = Connection::connect_timeout(&addr, LEADER_TIMEOUT).unwrap();
+        let mut followed = HashMap::new();
+        assert!(refresh(&shared, "L", &mut followed));
+        let _ = fetch_once(&shared, &mut connection, &mut followed);
+        drop(connection);
+        server.join().unwrap();
+        p
+    }
+
+    /// Issue 23, what was seen 3: a leader that knows no epoch at or
+    /// below the one asked answered "none", and the follower cut its log
+    /// to its start: its whole log, while the ISR still counted it.
+    #[test]
+    fn a_follower_asking_an_epoch_its_leader_has_not_recorded_keeps_its_log() {
+        let p = follow_once(None);
+        assert_eq!(p.lock().next_offset(), 3, "the follower's log was cut");
+    }
+
+    /// Issue 23, what was seen 4: a cut below the watermark learned from
+    /// the leader left it there; as leader next, this replica would count
+    /// new records at those offsets as held by the ISR at once.
+    #[test]
+    fn a_truncation_lowers_the_high_watermark_to_the_cut() {
+        let p = follow_once(Some((1, 2)));
+        assert_eq!(p.lock().next_offset(), 2, "cut where the logs part");
+        assert_eq!(
+            p.high_watermark.load(Ordering::Acquire),
+            2,
+            "the watermark passes the log's end"
         );
     }
 }

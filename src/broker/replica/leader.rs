@@ -133,6 +133,64 @@ impl Partition {
 }
 
 impl Partition {
+    /// Whether a follower that follows this broker in leader epoch `epoch`
+    /// may be answered (its fetch, or where an epoch ends: Kafka's fenced
+    /// OffsetsForLeaderEpoch, KIP-320): only while this broker leads in
+    /// that very epoch. `fenced_epoch` for an older one (the follower
+    /// follows a deposed leader), `unknown_epoch` for a newer one (this
+    /// broker has not heard of it yet), `not_leader` or
+    /// `leader_not_available` when it does not lead.
+    pub(in crate::broker) fn check_epoch(
+        &self,
+        role: &Role,
+        epoch: Option<u32>,
+    ) -> std::result::Result<(), (ErrorCode, String)> {
+        let name = || format!("{} [{}]", self.topic, self.partition);
+        let leading_epoch = self.leading(role)?.epoch;
+        match epoch {
+            Some(e) if e < leading_epoch => Err((
+                ErrorCode::FencedEpoch,
+                format!(
+                    "{}: epoch {e} is over, this leader is in epoch {leading_epoch}",
+                    name()
+                ),
+            )),
+            Some(e) if e > leading_epoch => Err((
+                ErrorCode::UnknownEpoch,
+                format!(
+                    "{}: epoch {e} is not known here yet (epoch {leading_epoch})",
+                    name()
+                ),
+            )),
+            Some(_) => Ok(()),
+            None => Err((
+                ErrorCode::InvalidRequest,
+                format!(
+                    "{}: a follower's request must carry its leader epoch",
+                    name()
+                ),
+            )),
+        }
+    }
+
+    /// Where leader epoch `asked` (or the largest epoch below it) ends in
+    /// this partition's log, for a follower in epoch `current` (checked
+    /// by [`Partition::check_epoch`] for a replica; a single copy answers
+    /// anyone), read under the log's lock.
+    pub(in crate::broker) fn epoch_end(
+        &self,
+        current: Option<u32>,
+        asked: u32,
+    ) -> std::result::Result<Option<(u32, u64)>, (ErrorCode, String)> {
+        let log = self.lock();
+        if let Some(r) = &self.replica {
+            self.check_epoch(&r.role(), current)?;
+        }
+        Ok(log.end_offset_for_epoch(asked))
+    }
+}
+
+impl Partition {
     /// A follower's fetch at `offset` in leader epoch `epoch`: refused
     /// unless `replica` is one of the partition's replicas and this broker
     /// leads in that very epoch (`fenced_epoch` for an older one: the
@@ -168,34 +226,7 @@ impl Partition {
         }
         {
             let mut role = r.role();
-            let leading_epoch = self.leading(&role)?.epoch;
-            match epoch {
-                Some(e) if e < leading_epoch => {
-                    return Err((
-                        ErrorCode::FencedEpoch,
-                        format!(
-                            "{}: epoch {e} is over, this leader is in epoch {leading_epoch}",
-                            name()
-                        ),
-                    ))
-                }
-                Some(e) if e > leading_epoch => {
-                    return Err((
-                        ErrorCode::UnknownEpoch,
-                        format!(
-                            "{}: epoch {e} is not known here yet (epoch {leading_epoch})",
-                            name()
-                        ),
-                    ))
-                }
-                Some(_) => {}
-                None => {
-                    return Err((
-                        ErrorCode::InvalidRequest,
-                        format!("{}: a follower's fetch must carry its leader epoch", name()),
-                    ))
-                }
-            }
+            self.check_epoch(&role, epoch)?;
             let durable = self.flushed_offset.load(Ordering::Acquire);
             if let Role::Leader(l) = &mut *role {
                 if offset <= durable {

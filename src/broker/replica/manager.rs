@@ -12,6 +12,7 @@ use super::{decide, high_watermark, isr_change, Decision, Facts, Leading, Role, 
 use crate::broker::shared::{Partition, Shared};
 use crate::coord::{PartitionState, Registry, SessionState};
 use crate::error::Result;
+use crate::storage::refetch::{self, Refetch};
 use crate::sync::lock;
 
 impl Shared {
@@ -196,15 +197,34 @@ fn manage_partition(
         shared.create_state(&p.topic, p.partition, &replica.replicas);
         return Ok(());
     };
+    let cut = refetch_cut(shared, p, &state)?;
     let facts = Facts {
         me: &shared.broker_id,
         state: &state,
         live,
         session_alive,
+        cut,
     };
     let decision = decide(&facts, &replica.role());
     match decision {
-        Decision::Stay => lead(shared, registry, p, live),
+        Decision::Stay => {
+            adopt_shrunk_isr(shared, p, &state, version);
+            lead(shared, registry, p, live)
+        }
+        Decision::Leave(next) => {
+            if matches!(*replica.role(), Role::Leader(_)) {
+                set_role(shared, p, Role::Waiting("leaving the ISR".into()));
+            }
+            if registry.set_partition_state(&p.topic, p.partition, &next, version)? {
+                shared.log(format_args!(
+                    "{}-{}: left the ISR (now {:?}, leader {:?}): its log was cut below what it \
+                     held, and it refetches from a replica in sync",
+                    p.topic, p.partition, next.isr, next.leader
+                ));
+                refetch_cut(shared, p, &next)?;
+            }
+            Ok(())
+        }
         Decision::Follow { leader, epoch } => {
             set_role(shared, p, Role::Follower { leader, epoch });
             Ok(())
@@ -224,6 +244,66 @@ fn manage_partition(
             }
             Ok(())
         }
+    }
+}
+
+/// The cut of a replica whose log lost records it held (its refetch mark),
+/// given the partition's `state`: `None` once a leader has taken it back
+/// in sync (named in the ISR after it left it), when the mark goes. Notes,
+/// durably, when it has left the ISR.
+fn refetch_cut(shared: &Shared, p: &Partition, state: &PartitionState) -> Result<Option<u64>> {
+    let Some(replica) = &p.replica else {
+        return Ok(None);
+    };
+    let mut mark = lock(&replica.refetch);
+    let Some(m) = *mark else {
+        return Ok(None);
+    };
+    let in_isr = state.isr.contains(&shared.broker_id);
+    let dir = shared.store.partition_dir(&p.topic, p.partition);
+    let vfs = &*shared.config.vfs;
+    match (in_isr, m.left_isr) {
+        (true, true) => {
+            refetch::remove(vfs, &dir)?;
+            *mark = None;
+            shared.log(format_args!(
+                "{}-{} is whole again: back in sync, it holds what its cut at offset {} lost",
+                p.topic, p.partition, m.cut_at
+            ));
+            return Ok(None);
+        }
+        (false, false) => {
+            let left = Refetch {
+                left_isr: true,
+                ..m
+            };
+            refetch::write(vfs, &dir, &left)?;
+            *mark = Some(left);
+        }
+        _ => {}
+    }
+    Ok(Some(m.cut_at))
+}
+
+/// A leader takes a state of its own epoch that another replica changed
+/// (a replica whose log was cut leaving the ISR: [`Decision::Leave`]), so
+/// that it counts that replica no more and takes it back once caught up.
+fn adopt_shrunk_isr(shared: &Shared, p: &Partition, state: &PartitionState, version: u64) {
+    let Some(replica) = &p.replica else {
+        return;
+    };
+    let changed = match &*replica.role() {
+        Role::Leader(l) => {
+            l.version != version
+                && u64::from(l.epoch) == state.leader_epoch
+                && state.leader.as_deref() == Some(shared.broker_id.as_str())
+        }
+        _ => false,
+    };
+    if changed {
+        adopt(shared, p, state, version);
+        shared.advance_high_watermark(p);
+        p.waiters.wake_all();
     }
 }
 
@@ -694,6 +774,87 @@ mod tests {
             p.high_watermark.load(Ordering::Acquire),
             10,
             "b holds all 10 and c is out: the watermark no longer waits for c"
+        );
+    }
+
+    /// Issue 23: a replica whose log was cut below what it held leaves
+    /// the ISR at its first look (the live leader keeps its epoch), notes
+    /// that durably, never counts as whole while out, and drops its mark
+    /// once the leader names it in sync again.
+    #[test]
+    fn a_cut_replica_leaves_the_isr_and_is_whole_once_taken_back() {
+        let (sim, registry, shared, _) = leading(&[ME]);
+        let following = Role::Follower {
+            leader: "b".into(),
+            epoch: 2,
+        };
+        let p = replicated_partition(&shared, "u", &[ME, "b", "c"], following);
+        let dir = shared.store.partition_dir("u", 0);
+        let mark = Refetch {
+            cut_at: 7,
+            left_isr: false,
+        };
+        refetch::write(&*sim, &dir, &mark).unwrap();
+        *lock(&p.replica.as_ref().unwrap().refetch) = Some(mark);
+        registry
+            .create_placement(&Placement::new(
+                "u",
+                vec![[ME, "b", "c"].iter().map(|s| s.to_string()).collect()],
+            ))
+            .unwrap();
+        let named = |isr: &[&str]| PartitionState {
+            leader: Some("b".into()),
+            leader_epoch: 2,
+            isr: isr.iter().map(|s| s.to_string()).collect(),
+        };
+        assert!(registry
+            .create_partition_state("u", 0, &named(&["b", ME, "c"]))
+            .unwrap());
+        let everyone = live(&["b", "c"]);
+        manage_partition(&shared, &*registry, &p, &everyone, true).unwrap();
+        let (state, version) = registry.partition_state("u", 0).unwrap().unwrap();
+        assert_eq!(state, named(&["b", "c"]), "left, the leader kept its epoch");
+        manage_partition(&shared, &*registry, &p, &everyone, true).unwrap();
+        let left = refetch::read(&*sim, &dir).unwrap();
+        assert_eq!(left.map(|m| m.left_isr), Some(true), "noted durably");
+        assert!(matches!(
+            &*p.replica.as_ref().unwrap().role(),
+            Role::Follower { leader, epoch: 2 } if leader == "b"
+        ));
+        // Still out: the mark stays, whatever the rounds.
+        manage_partition(&shared, &*registry, &p, &everyone, true).unwrap();
+        assert!(refetch::read(&*sim, &dir).unwrap().is_some());
+        // The leader takes it back.
+        assert!(registry
+            .set_partition_state("u", 0, &named(&["b", "c", ME]), version)
+            .unwrap());
+        manage_partition(&shared, &*registry, &p, &everyone, true).unwrap();
+        assert_eq!(refetch::read(&*sim, &dir).unwrap(), None, "whole again");
+        assert!(lock(&p.replica.as_ref().unwrap().refetch).is_none());
+        let (state, _) = registry.partition_state("u", 0).unwrap().unwrap();
+        assert_eq!(state, named(&["b", "c", ME]), "and it stays in");
+    }
+
+    /// A leader takes the smaller ISR another replica left in its epoch,
+    /// and counts the one that left no more in its high watermark.
+    #[test]
+    fn a_leader_adopts_a_replica_leaving_its_isr() {
+        let (_sim, registry, shared, p) = leading(&[ME, "b", "c"]);
+        p.replica_fetched(&shared, "b", Some(1), 10).unwrap();
+        p.replica_fetched(&shared, "c", Some(1), 3).unwrap();
+        assert_eq!(p.high_watermark.load(Ordering::Acquire), 3);
+        let left = PartitionState {
+            leader: Some(ME.into()),
+            leader_epoch: 1,
+            isr: vec![ME.into(), "b".into()],
+        };
+        assert!(registry.set_partition_state("t", 0, &left, 0).unwrap());
+        manage_partition(&shared, &*registry, &p, &live(&["b", "c"]), true).unwrap();
+        assert_eq!(leader_isr(&p), [ME, "b"]);
+        assert_eq!(
+            p.high_watermark.load(Ordering::Acquire),
+            10,
+            "c, out of the ISR, no longer holds the watermark back"
         );
     }
 }

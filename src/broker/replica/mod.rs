@@ -33,6 +33,23 @@
 //! still names after a restart takes a new epoch: it never resumes an old
 //! one.
 //!
+//! # A replica that lost records
+//!
+//! A replica whose log was cut below what it held durably (damage found
+//! at open, which the broker cuts itself: [`heal`]; or `klog-recover`)
+//! is marked ([`crate::storage::refetch`]) and may lack acknowledged
+//! records. It never leads and never proposes itself: in the ISR, it
+//! leaves it by compare-and-set (a live leader keeps its epoch and
+//! adopts the smaller ISR; otherwise nobody leads one epoch up and the
+//! ISR's others elect one), unless it is the ISR's only member, which
+//! keeps the partition offline; out of it, it follows. Its follower
+//! cuts back to the start of a leader's batch its end falls inside
+//! (recovery keeps the whole records of a damaged batch), and the leader
+//! takes it back in sync as any follower, once it holds everything below
+//! the high watermark: then the mark goes. A torn tail is not marked: it
+//! holds only bytes never fsynced, and no record is acknowledged before
+//! it is durable on every in-sync replica.
+//!
 //! # In-sync replicas and the high watermark
 //!
 //! A follower's fetch offset means "durable here". The leader keeps each
@@ -55,10 +72,12 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::storage::refetch::Refetch;
 use crate::sync::lock;
 
 mod decide;
 pub(super) mod follower;
+mod heal;
 mod leader;
 pub(super) mod manager;
 
@@ -109,6 +128,10 @@ pub(crate) struct Replica {
     /// Its replicas, by broker id, the preferred leader first.
     pub(crate) replicas: Vec<String>,
     role: Mutex<Role>,
+    /// Its log was cut below what it held durably (damage): it may not
+    /// lead, nor stay in sync, until a leader takes it back in sync
+    /// ([`crate::storage::refetch`]).
+    pub(crate) refetch: Mutex<Option<Refetch>>,
     /// Held while a thread decides its role (the manager, or a produce
     /// settling a partition just opened): one decision at a time.
     pub(crate) deciding: Mutex<()>,
@@ -116,11 +139,12 @@ pub(crate) struct Replica {
 
 impl Replica {
     /// A replica among `replicas`, waiting for its first look at the
-    /// registry.
-    pub(crate) fn new(replicas: Vec<String>) -> Replica {
+    /// registry; `refetch` when its log was cut below what it held.
+    pub(crate) fn new(replicas: Vec<String>, refetch: Option<Refetch>) -> Replica {
         Replica {
             replicas,
             role: Mutex::new(Role::Waiting(FIRST_LOOK.into())),
+            refetch: Mutex::new(refetch),
             deciding: Mutex::new(()),
         }
     }

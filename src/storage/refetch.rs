@@ -1,0 +1,195 @@
+//! A replica's mark that its log lost records it once held durably, and
+//! must fetch them again from a whole replica before it counts as in sync
+//! (the idea of Kafka's KIP-966: a replica that may have lost part of its
+//! log is not eligible to lead while a whole one lives).
+//!
+//! Recovery cuts a damaged log at its first bad batch ([`super::recover`]).
+//! A torn tail is not marked: it holds only bytes that were never fsynced,
+//! and no record is acknowledged before it is durable on every in-sync
+//! replica, so cutting it loses nothing acknowledged. Damage is different:
+//! the batches cut (and the segments quarantined after them) may hold
+//! acknowledged records. A replicated partition so cut must not lead, nor
+//! let others count it as in sync, until it has refetched them; the broker
+//! (which heals a damaged replica at open) and `klog-recover` write this
+//! mark when they cut damage, and the broker's replica manager reads it:
+//! the replica leaves the in-sync set, follows a whole leader, and drops
+//! the mark once that leader has taken it back into the set (which it does
+//! only for a replica holding everything below its high watermark).
+//!
+//! # The file
+//!
+//! `refetch` in the partition directory, text, written whole (temporary
+//! file, fsync, rename, directory fsync):
+//!
+//! ```text
+//! klog-refetch 1     format and version
+//! cut 17000          the log's end offset after the cut
+//! left               (only once it has left the in-sync set since)
+//! ```
+//!
+//! A file that does not parse is read as a mark that has not left the
+//! in-sync set: the reading that can lose nothing. A single-copy partition
+//! ignores the mark (it has nobody to refetch from).
+
+use std::path::Path;
+
+use crate::error::{IoContext, Result};
+use crate::storage::fs::{self, Vfs};
+use crate::storage::recover::RecoveryReport;
+
+/// The mark's file name, in the partition directory.
+pub const REFETCH_FILE: &str = "refetch";
+const REFETCH_HEADER: &str = "klog-refetch 1";
+/// More than this is not a mark this version wrote.
+const REFETCH_FILE_BYTES_MAX: u64 = 4096;
+
+/// A replica's log was cut below what it held durably.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refetch {
+    /// The log's end offset after the cut.
+    pub cut_at: u64,
+    /// It has left the in-sync set since the cut: being named in sync
+    /// again means a leader took it back.
+    pub left_isr: bool,
+}
+
+impl Refetch {
+    /// The file's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut text = format!("{REFETCH_HEADER}\ncut {}\n", self.cut_at);
+        if self.left_isr {
+            text.push_str("left\n");
+        }
+        text.into_bytes()
+    }
+
+    /// Decodes the file's bytes; `None` when they are not a mark this
+    /// version wrote.
+    pub fn decode(bytes: &[u8]) -> Option<Refetch> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let mut lines = text.lines();
+        (lines.next()? == REFETCH_HEADER).then_some(())?;
+        let cut_at = lines.next()?.strip_prefix("cut ")?.parse().ok()?;
+        let left_isr = match lines.next() {
+            None => false,
+            Some("left") => true,
+            Some(_) => return None,
+        };
+        lines
+            .next()
+            .is_none()
+            .then_some(Refetch { cut_at, left_isr })
+    }
+}
+
+/// The mark of the partition in `dir`, if it has one (a file that does
+/// not parse is a mark cut at 0 that has not left the in-sync set).
+pub fn read(vfs: &dyn Vfs, dir: &Path) -> Result<Option<Refetch>> {
+    let path = dir.join(REFETCH_FILE);
+    if !vfs.exists(&path) {
+        return Ok(None);
+    }
+    let file = vfs.open(&path, false).ctx("open", &path)?;
+    let len = file
+        .len()
+        .ctx("stat", &path)?
+        .min(REFETCH_FILE_BYTES_MAX + 1);
+    let mut bytes = vec![0u8; len as usize];
+    file.read_exact_at(&mut bytes, 0).ctx("read", &path)?;
+    let unknown = Refetch {
+        cut_at: 0,
+        left_isr: false,
+    };
+    Ok(Some(Refetch::decode(&bytes).unwrap_or(unknown)))
+}
+
+/// Writes the mark of the partition in `dir`, durably.
+pub fn write(vfs: &dyn Vfs, dir: &Path, mark: &Refetch) -> Result<()> {
+    fs::write_atomic(vfs, dir, REFETCH_FILE, &mark.encode())
+}
+
+/// After a recovery of the partition in `dir` that `report` describes:
+/// when it cut damage (not only a torn tail), marks the partition, durably,
+/// and returns the mark. Its cut is where the log now ends.
+pub fn mark_if_damaged(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    report: &RecoveryReport,
+) -> Result<Option<Refetch>> {
+    if !report.damaged() {
+        return Ok(None);
+    }
+    let mark = Refetch {
+        cut_at: report.next_offset().unwrap_or(0),
+        left_isr: false,
+    };
+    write(vfs, dir, &mark)?;
+    Ok(Some(mark))
+}
+
+/// Removes the mark of the partition in `dir`, durably (no power cut
+/// brings it back, nor leaves it half written).
+pub fn remove(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
+    let path = dir.join(REFETCH_FILE);
+    if vfs.exists(&path) {
+        vfs.remove(&path).ctx("remove", &path)?;
+        fs::sync_directory(vfs, dir)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::fs::sim::SimFs;
+
+    #[test]
+    fn a_mark_reads_back_as_written_and_is_gone_once_removed() {
+        let sim = SimFs::new();
+        let dir = Path::new("/p");
+        sim.create_dir_all_durable(dir);
+        assert_eq!(read(&sim, dir).unwrap(), None);
+        for mark in [
+            Refetch {
+                cut_at: 17000,
+                left_isr: false,
+            },
+            Refetch {
+                cut_at: 17000,
+                left_isr: true,
+            },
+        ] {
+            write(&sim, dir, &mark).unwrap();
+            assert_eq!(read(&sim, dir).unwrap(), Some(mark));
+        }
+        remove(&sim, dir).unwrap();
+        assert_eq!(read(&sim, dir).unwrap(), None);
+    }
+
+    #[test]
+    fn a_mark_that_does_not_parse_has_not_left_the_isr() {
+        let sim = SimFs::new();
+        let dir = Path::new("/p");
+        sim.create_dir_all_durable(dir);
+        for bytes in [
+            &b""[..],
+            b"klog-refetch 1\ncut x\n",
+            b"klog-refetch 2\ncut 5\nleft\n",
+            b"klog-refetch 1\ncut 5\nleft\nmore\n",
+            b"klog-refetch 1\ncut 5\nright\n",
+        ] {
+            fs::write_atomic(&sim, dir, REFETCH_FILE, bytes).unwrap();
+            let mark = read(&sim, dir).unwrap().expect("a mark");
+            assert!(!mark.left_isr, "{:?}", String::from_utf8_lossy(bytes));
+        }
+    }
+
+    #[test]
+    fn the_file_is_the_documented_text() {
+        let mark = Refetch {
+            cut_at: 17000,
+            left_isr: true,
+        };
+        assert_eq!(mark.encode(), b"klog-refetch 1\ncut 17000\nleft\n");
+    }
+}
