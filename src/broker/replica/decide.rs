@@ -24,6 +24,9 @@ pub(crate) struct Facts<'a> {
     /// it held (damage), and no leader has taken it back in sync since
     /// ([`crate::storage::refetch`]).
     pub(crate) cut: Option<u64>,
+    /// Its log stopped (a failed fsync: [`crate::storage::log::Log::fail`]):
+    /// it can neither serve nor follow until a restart recovers it.
+    pub(crate) failed: bool,
 }
 
 /// What to do.
@@ -72,6 +75,10 @@ pub(crate) fn decide(facts: &Facts<'_>, role: &Role) -> Decision {
     };
     let is_live = |id: &str| id == me || live.iter().any(|l| l == id);
     let in_isr = state.isr.iter().any(|r| r == me);
+    if facts.failed {
+        let why = "offline: its log stopped after a failed fsync (a restart recovers it)";
+        return leave(facts, epoch, &is_live).unwrap_or_else(|| Decision::Wait(why.into()));
+    }
     if let Some(cut) = facts.cut {
         return decide_cut(facts, role, epoch, cut, &is_live);
     }
@@ -137,28 +144,12 @@ fn decide_cut(
 ) -> Decision {
     let Facts { me, state, .. } = *facts;
     if state.isr.iter().any(|r| r == me) {
-        let isr: Vec<String> = state.isr.iter().filter(|r| *r != me).cloned().collect();
-        if isr.is_empty() {
-            return Decision::Wait(format!(
+        return leave(facts, epoch, is_live).unwrap_or_else(|| {
+            Decision::Wait(format!(
                 "offline: this replica, the only one in sync, lost records when its log was cut \
                  at offset {cut}, and no replica holding them is in sync (no unclean election)"
-            ));
-        }
-        return match state.leader.as_deref() {
-            Some(leader) if leader != me && is_live(leader) => Decision::Leave(PartitionState {
-                leader: Some(leader.to_string()),
-                leader_epoch: state.leader_epoch,
-                isr,
-            }),
-            _ => match epoch.checked_add(1) {
-                Some(next) => Decision::Leave(PartitionState {
-                    leader: None,
-                    leader_epoch: u64::from(next),
-                    isr,
-                }),
-                None => Decision::Wait("the leader epoch cannot grow past 2^32 - 1".into()),
-            },
-        };
+            ))
+        });
     }
     match state.leader.as_deref() {
         Some(leader) if leader != me && is_live(leader) => match role {
@@ -178,6 +169,37 @@ fn decide_cut(
             state.isr
         )),
     }
+}
+
+/// How a replica that cannot be trusted to lead (its log cut or stopped)
+/// leaves the ISR, when it is in it with others: a live leader of
+/// another broker keeps its epoch; otherwise nobody leads one epoch up,
+/// and the others elect one. `None` when it is not in the ISR, or alone
+/// in it (the partition stays offline: no unclean election).
+fn leave(facts: &Facts<'_>, epoch: u32, is_live: &dyn Fn(&str) -> bool) -> Option<Decision> {
+    let Facts { me, state, .. } = *facts;
+    if !state.isr.iter().any(|r| r == me) {
+        return None;
+    }
+    let isr: Vec<String> = state.isr.iter().filter(|r| *r != me).cloned().collect();
+    if isr.is_empty() {
+        return None;
+    }
+    Some(match state.leader.as_deref() {
+        Some(leader) if leader != me && is_live(leader) => Decision::Leave(PartitionState {
+            leader: Some(leader.to_string()),
+            leader_epoch: state.leader_epoch,
+            isr,
+        }),
+        _ => match epoch.checked_add(1) {
+            Some(next) => Decision::Leave(PartitionState {
+                leader: None,
+                leader_epoch: u64::from(next),
+                isr,
+            }),
+            None => Decision::Wait("the leader epoch cannot grow past 2^32 - 1".into()),
+        },
+    })
 }
 
 /// A state naming this broker leader one epoch up, with the ISR's members
@@ -328,6 +350,7 @@ mod tests {
             live: &live,
             session_alive: true,
             cut: None,
+            failed: false,
         };
         decide(&facts, role)
     }
@@ -445,6 +468,7 @@ mod tests {
             live: &live,
             session_alive: false,
             cut: None,
+            failed: false,
         };
         let lead = Role::Leader(leading(3, &["a"], Instant::now()));
         assert!(matches!(decide(&facts, &lead), Decision::Wait(_)));
@@ -556,6 +580,7 @@ mod tests {
             live: &live,
             session_alive: true,
             cut: Some(17000),
+            failed: false,
         };
         decide(&facts, role)
     }
@@ -651,5 +676,40 @@ mod tests {
             decide_cut("b", &named, &["a", "b"], &waiting()),
             Decision::Wait(_)
         ));
+    }
+
+    /// Issue 23, what was seen 2: a leader whose log stopped (a failed
+    /// fsync) stayed leader while two in-sync replicas held every record.
+    #[test]
+    fn a_replica_whose_log_stopped_hands_over_and_serves_nothing() {
+        let s = state(Some("a"), 2, &["a", "b", "c"]);
+        let live = ids(&["a", "b", "c"]);
+        let lead = Role::Leader(leading(2, &["a", "b", "c"], Instant::now()));
+        let facts = |me, state| Facts {
+            me,
+            state,
+            live: &live,
+            session_alive: true,
+            cut: None,
+            failed: true,
+        };
+        assert_eq!(
+            decide(&facts("a", &s), &lead),
+            Decision::Leave(state(None, 3, &["b", "c"]))
+        );
+        assert_eq!(
+            decide(&facts("b", &s), &waiting()),
+            Decision::Leave(state(Some("a"), 2, &["a", "c"]))
+        );
+        let alone = state(Some("a"), 2, &["a"]);
+        assert!(matches!(
+            decide(&facts("a", &alone), &lead),
+            Decision::Wait(_)
+        ));
+        let out = state(Some("a"), 2, &["a", "c"]);
+        assert!(
+            matches!(decide(&facts("b", &out), &waiting()), Decision::Wait(_)),
+            "a stopped log cannot follow"
+        );
     }
 }

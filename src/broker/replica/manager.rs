@@ -204,6 +204,7 @@ fn manage_partition(
         live,
         session_alive,
         cut,
+        failed: p.failed.load(Ordering::Acquire),
     };
     let decision = decide(&facts, &replica.role());
     match decision {
@@ -216,9 +217,13 @@ fn manage_partition(
                 set_role(shared, p, Role::Waiting("leaving the ISR".into()));
             }
             if registry.set_partition_state(&p.topic, p.partition, &next, version)? {
+                let why = if facts.failed {
+                    "its log stopped after a failed fsync"
+                } else {
+                    "its log was cut below what it held, and it refetches from a replica in sync"
+                };
                 shared.log(format_args!(
-                    "{}-{}: left the ISR (now {:?}, leader {:?}): its log was cut below what it \
-                     held, and it refetches from a replica in sync",
+                    "{}-{}: left the ISR (now {:?}, leader {:?}): {why}",
                     p.topic, p.partition, next.isr, next.leader
                 ));
                 refetch_cut(shared, p, &next)?;
@@ -856,5 +861,32 @@ mod tests {
             10,
             "c, out of the ISR, no longer holds the watermark back"
         );
+    }
+
+    /// Issue 23, what was seen 2: a leader whose fsync failed (through
+    /// the file-system seam) hands its partition over at its next look:
+    /// nobody leads one epoch up, the other in-sync replicas elect.
+    #[test]
+    fn a_leader_whose_fsync_failed_hands_the_partition_over() {
+        let (sim, registry, shared, p) = leading(&[ME, "b", "c"]);
+        append(&p);
+        shared.mark_dirty(&p, true);
+        sim.fail_next_sync(|_| true);
+        flush_partition(&shared, &p);
+        assert!(p.failed.load(Ordering::Acquire), "the fsync failed");
+        manage_partition(&shared, &*registry, &p, &live(&["b", "c"]), true).unwrap();
+        let (state, _) = registry.partition_state("t", 0).unwrap().unwrap();
+        assert_eq!(
+            state,
+            PartitionState {
+                leader: None,
+                leader_epoch: 2,
+                isr: vec!["b".into(), "c".into()],
+            }
+        );
+        assert!(matches!(
+            &*p.replica.as_ref().unwrap().role(),
+            Role::Waiting(_)
+        ));
     }
 }
