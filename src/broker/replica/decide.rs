@@ -712,4 +712,37 @@ mod tests {
             "a stopped log cannot follow"
         );
     }
+
+    /// A leader whose role is of another epoch than the state naming it
+    /// (its own earlier run's, or a state changed under it) takes a new
+    /// one: it never serves an epoch it did not win in this role.
+    #[test]
+    fn a_leader_whose_role_epoch_differs_from_the_states_takes_a_new_epoch() {
+        let s = state(Some("a"), 4, &["a", "b"]);
+        let stale = Role::Leader(leading(3, &["a", "b"], Instant::now()));
+        assert_eq!(
+            decide_as("a", &s, &["a", "b"], &stale),
+            Decision::Elect(state(Some("a"), 5, &["a", "b"]))
+        );
+    }
+
+    /// A follower behind the end of its last fetch keeps the time it was
+    /// last caught up; one that never was stays never.
+    #[test]
+    fn a_follower_falling_behind_its_last_fetchs_end_keeps_its_last_catch_up() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_millis(10);
+        let t2 = t0 + Duration::from_millis(20);
+        let caught = Progress::fetched(None, 100, 100, t0);
+        assert_eq!(caught.caught_up_at, Some(t0));
+        let ahead = Progress::fetched(Some(&caught), 100, 150, t1);
+        assert_eq!(ahead.caught_up_at, Some(t0), "it had its last fetch's end");
+        let behind = Progress::fetched(Some(&ahead), 120, 200, t2);
+        assert_eq!(behind.caught_up_at, Some(t0), "behind 150, its last end");
+        assert_eq!(behind.end_at_fetch, 200);
+        assert_eq!(behind.fetched_at, t2);
+        let never = Progress::fetched(None, 10, 100, t0);
+        let still = Progress::fetched(Some(&never), 50, 150, t1);
+        assert_eq!(still.caught_up_at, None, "behind 100: never caught up");
+    }
 }
