@@ -118,7 +118,44 @@ fn round(shared: &Shared, registry: &dyn Registry, placed: &mut BTreeSet<String>
             first_error.get_or_insert(e);
         }
     }
+    if session_alive {
+        if let Err(e) = hand_over_offline(shared, registry, &live) {
+            first_error.get_or_insert(e);
+        }
+    }
     first_error.map_or(Ok(()), Err)
+}
+
+/// Replicas this broker holds but could not open (their logs damaged
+/// past what it can heal, or unreadable): each leaves the ISR, as a
+/// replica whose log stopped does, so that a leader it was hands the
+/// partition to the other in-sync replicas rather than staying named
+/// while it serves nothing.
+fn hand_over_offline(shared: &Shared, registry: &dyn Registry, live: &[String]) -> Result<()> {
+    let offline: Vec<(String, u32)> = lock(&shared.offline).keys().cloned().collect();
+    for (topic, partition) in offline {
+        let Some((state, version)) = registry.partition_state(&topic, partition)? else {
+            continue;
+        };
+        let facts = Facts {
+            me: &shared.broker_id,
+            state: &state,
+            live,
+            session_alive: true,
+            cut: None,
+            failed: true,
+        };
+        let Decision::Leave(next) = decide(&facts, &Role::Waiting("offline".into())) else {
+            continue;
+        };
+        if registry.set_partition_state(&topic, partition, &next, version)? {
+            shared.log(format_args!(
+                "{topic}-{partition}: left the ISR (now {:?}, leader {:?}): it is offline here",
+                next.isr, next.leader
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Renews this broker's registration (its lease, on a directory); one
@@ -888,5 +925,34 @@ mod tests {
             &*p.replica.as_ref().unwrap().role(),
             Role::Waiting(_)
         ));
+    }
+
+    /// Issue 23, what was seen 2: a replica this broker could not open
+    /// (kept offline) stayed leader in the registry, its followers looping
+    /// on errors, though they held every record.
+    #[test]
+    fn a_replica_kept_offline_here_hands_the_partition_over() {
+        let (_sim, registry, shared, _) = leading(&[ME]);
+        let replicas: Vec<String> = [ME, "b", "c"].iter().map(|s| s.to_string()).collect();
+        registry
+            .create_placement(&Placement::new("d", vec![replicas.clone()]))
+            .unwrap();
+        let named = PartitionState {
+            leader: Some(ME.into()),
+            leader_epoch: 3,
+            isr: replicas,
+        };
+        assert!(registry.create_partition_state("d", 0, &named).unwrap());
+        lock(&shared.offline).insert(("d".into(), 0), "damaged".into());
+        hand_over_offline(&shared, &*registry, &live(&["b", "c"])).unwrap();
+        let (state, _) = registry.partition_state("d", 0).unwrap().unwrap();
+        assert_eq!(
+            state,
+            PartitionState {
+                leader: None,
+                leader_epoch: 4,
+                isr: vec!["b".into(), "c".into()],
+            }
+        );
     }
 }
