@@ -21,6 +21,7 @@
 //! | `segment-header.bin`                         | 24-byte segment header            |
 //! | `index/wide.index`, `index/wide.timeindex`   | offset and time index entries     |
 //! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `leader-epochs`, `clean-shutdown` |
+//! | `refetch`                                    | a replica's refetch mark, after it left the ISR |
 //! | `registry/`                                  | broker, member (and its lease), owner claim (by generation), committed offset, placement (one replica each, as before replication, and replicated) and partition state entries; an entry `<id>.json` stands for `<id>@<incarnation>.json` |
 
 use std::path::{Path, PathBuf};
@@ -1026,4 +1027,17 @@ fn registry_partition_state() {
         let (decoded, _) = decoded.unwrap();
         assert_reencoded(&name, &golden, &store_state(p, version, &decoded));
     }
+}
+
+/// The refetch mark of a replica whose log was cut at 17000 and that has
+/// left the ISR since: written as the golden file says, and read back.
+#[test]
+fn the_refetch_mark_is_the_golden_file() {
+    use klog::storage::refetch::Refetch;
+    let mark = Refetch {
+        cut_at: 17000,
+        left_isr: true,
+    };
+    let golden = check_golden("refetch", &mark.encode());
+    assert_eq!(Refetch::decode(&golden), Some(mark));
 }
