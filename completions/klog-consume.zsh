@@ -38,7 +38,8 @@ _klog-consume() {
 '--data-dir=[Embedded mode\: read the logs in this data directory directly, with no broker (no lock is taken)]:DIR:_files' \
 '--fetch-bytes=[Bytes fetched per partition per request (a batch larger than this still comes whole)]:SIZE:_default' \
 '--fetch-response-bytes=[Bytes of records per fetch answer, over all its partitions (the broker cuts this to its own maximum)]:SIZE:_default' \
-'*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), group.id (-G), session.timeout.ms, auto.commit.interval.ms, fetch.max.bytes (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \
+'--request-timeout=[A fetch a broker leaves unanswered this long past its wait for records (the broker hangs, or is stopped) gives that connection up\: with --registry, its partitions'\'' leaders are looked up again and read from where they were; partitions of other brokers never wait for it]:DURATION:_default' \
+'*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), group.id (-G), session.timeout.ms, auto.commit.interval.ms, fetch.max.bytes (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes), request.timeout.ms (--request-timeout); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \
 '-e[Exit when every partition reaches the end offset it had at start]' \
 '--exit[Exit when every partition reaches the end offset it had at start]' \
 '-Z[Print NULL for a null (absent) key, as kcat'\''s -Z; an empty key or value stays empty (klog'\''s records have no null value). -J always writes a missing key as null]' \

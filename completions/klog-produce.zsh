@@ -29,6 +29,7 @@ _klog-produce() {
 '--linger=[The most a batch waits after its first record before it is written, whatever the input does]:DURATION:_default' \
 '--acks=[Acknowledgements\: 0 (none), 1 (appended), all (durable). With --registry, a batch refused because its partition'\''s leader moved (or has too few in-sync replicas), or whose connection broke, is sent again to the leader within --message-timeout\: with no idempotence, a record may then appear twice]:0|1|all:_default' \
 '--message-timeout=[Delivery deadline\: a record the broker has not acknowledged this long after it was read counts as failed (connecting included; exit 1). SIGINT or SIGTERM gives what was sent half a second more, a second signal ends at once]:DURATION:_default' \
+'--request-timeout=[A request a broker leaves unanswered this long (it hangs, or is stopped) gives that connection up\: its batches go again, to their partitions'\'' leaders looked up again, within --message-timeout (a record may then appear twice). The broker waits for acks=all no longer either. Batches of other brokers never wait for it]:DURATION:_default' \
 '--partitions=[Embedded mode\: partitions of a topic this command creates (with a broker, the broker'\''s --partitions applies)]:N:_default' \
 '-b+[The broker to send to]:HOST[:PORT]:_default' \
 '--broker=[The broker to send to]:HOST[:PORT]:_default' \
@@ -36,7 +37,7 @@ _klog-produce() {
 '--registry=[Find each partition'\''s broker in this registry (a cluster of brokers) instead of sending everything to -b\: a directory (one host) or a ZooKeeper ensemble, zk\://HOST\:PORT\[,HOST\:PORT...\]/CHROOT (many hosts)]:REGISTRY:_files' \
 '--segment-bytes=[Embedded mode\: segment size at which a log rolls]:SIZE:_default' \
 '--max-record-bytes=[Largest record accepted]:SIZE:_default' \
-'*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), batch.num.messages (--batch), batch.size (--batch-bytes), linger.ms (--linger), acks (--acks), message.timeout.ms or delivery.timeout.ms (--message-timeout), message.max.bytes (--max-record-bytes); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \
+'*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), batch.num.messages (--batch), batch.size (--batch-bytes), linger.ms (--linger), acks (--acks), message.timeout.ms or delivery.timeout.ms (--message-timeout), request.timeout.ms (--request-timeout), message.max.bytes (--max-record-bytes); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \
 '--report=[Write each record a broker acknowledged to FILE as it is acknowledged, one JSON line each\: {"topic","partition","offset", "value"} (a value that is not UTF-8 in base64, with "value_encoding"\:"base64"), flushed with each answer. With --acks all, every record in FILE is stored on every in-sync replica at that offset. Needs a broker (-b or --registry) and --acks 1 or all]:FILE:_files' \
 '-J[Input records are the JSON envelopes that klog-consume -J prints]' \
 '--json[Input records are the JSON envelopes that klog-consume -J prints]' \

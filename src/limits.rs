@@ -55,6 +55,18 @@ pub const IN_FLIGHT_MAX_DEFAULT: usize = 256;
 /// Default time a peer has to finish sending a frame it started.
 pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 
+/// Default delivery deadline of a client's record (Kafka's
+/// `delivery.timeout.ms`, librdkafka's `message.timeout.ms`).
+pub const DELIVERY_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+
+/// Default time a client waits for the answer to one request before it
+/// gives that connection up, looks the leader up again and sends again
+/// (Kafka's `request.timeout.ms`): well below the delivery deadline, so
+/// that a broker that hangs (stopped, stuck) costs a record one request
+/// timeout, not its whole delivery deadline.
+pub const CLIENT_REQUEST_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+const _: () = assert!(CLIENT_REQUEST_TIMEOUT_MS_DEFAULT * 4 <= DELIVERY_TIMEOUT_MS_DEFAULT);
+
 /// Default time a connection may stay idle between requests.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 10 * 60 * 1000;
 

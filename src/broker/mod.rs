@@ -78,6 +78,7 @@
 //! - `flusher`: group commits, and what they make visible
 //! - `watch`: those who wait for a partition's records, woken by its flushes
 //! - `retention`: deletes the segments retention lets go
+//! - `lease`: renews this broker's registration on a thread of its own
 //! - `replica`: replication's roles, elections, ISR and high watermark
 
 use std::collections::BTreeMap;
@@ -97,6 +98,7 @@ use shared::Shared;
 mod connection;
 mod flusher;
 mod kafka;
+mod lease;
 mod listener;
 mod memory;
 mod producers;
@@ -315,6 +317,12 @@ impl Broker {
                 .name("replica-manager".into())
                 .spawn(move || replica::manager::manage(&shared))?
         };
+        let lease = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("lease".into())
+                .spawn(move || lease::keep_lease(&shared))?
+        };
         let kafka = match self.kafka_listener {
             Some((l, advertised)) => Some(kafka::spawn_listener(&shared, l, advertised)?),
             None => None,
@@ -335,6 +343,7 @@ impl Broker {
         let _ = flusher.join();
         let _ = retention.join();
         let _ = replicas.join();
+        let _ = lease.join();
         replica::follower::join_fetchers(&shared);
         // Partitions still marked unflushed are flushed by their close.
         lock(&shared.dirty).partitions.clear();
@@ -364,6 +373,7 @@ fn register(shared: &Shared, addr: SocketAddr, kafka: Option<(String, u16)>) -> 
     let entry = registry
         .register_broker(&info)
         .with_context(|| format!("cannot register in {}", registry.location()))?;
+    *lock(&shared.lease) = entry.renewer();
     *lock(&shared.registered) = Some((Some(entry), info));
     Ok(())
 }

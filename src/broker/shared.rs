@@ -207,6 +207,10 @@ pub(super) struct Shared {
     /// (`None` for the entry while its lapsed registration is not made
     /// again.)
     pub(super) registered: Mutex<Option<(Option<Ephemeral>, BrokerInfo)>>,
+    /// What renews the lease of that entry, on the lease's own thread
+    /// ([`super::lease`]): held apart from `registered`, which waits for
+    /// registry writes.
+    pub(super) lease: Mutex<Option<crate::coord::Renewer>>,
     /// Partitions that could not be opened (damaged), and why.
     pub(super) offline: Mutex<BTreeMap<(String, u32), String>>,
     /// Asks the replica manager to look at the registry now (a topic with
@@ -239,6 +243,7 @@ impl Shared {
             fsyncs: AtomicU64::new(0),
             sockets: Mutex::new(HashMap::new()),
             registered: Mutex::new(None),
+            lease: Mutex::new(None),
             offline: Mutex::new(BTreeMap::new()),
             fetchers: Mutex::new(HashMap::new()),
             nudge: AtomicBool::new(false),

@@ -138,11 +138,19 @@ pub struct Args {
     /// broker cuts this to its own maximum).
     #[arg(long = "fetch-response-bytes", value_name = "SIZE", default_value = "50MiB", value_parser = fetch_size_arg)]
     pub fetch_response_bytes: u32,
+    /// A fetch a broker leaves unanswered this long past its wait for
+    /// records (the broker hangs, or is stopped) gives that connection
+    /// up: with --registry, its partitions' leaders are looked up again
+    /// and read from where they were; partitions of other brokers never
+    /// wait for it.
+    #[arg(long = "request-timeout", value_name = "DURATION", default_value = "5s", value_parser = super::timeout_arg)]
+    pub request_timeout_ms: u64,
     /// A client setting by its Kafka property name, in Kafka's units
     /// (repeatable): bootstrap.servers (-b), group.id (-G),
     /// session.timeout.ms, auto.commit.interval.ms, fetch.max.bytes
-    /// (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes);
-    /// client.id is accepted and ignored. Of a flag and a property for the
+    /// (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes),
+    /// request.timeout.ms (--request-timeout); client.id is accepted and
+    /// ignored. Of a flag and a property for the
     /// same setting, the later on the command line wins.
     #[arg(short = 'X', value_name = "NAME=VALUE", value_parser = config::property_arg)]
     pub config: Vec<Property>,
@@ -211,6 +219,17 @@ fn settings() -> Vec<Setting<Args>> {
             flag: "fetch_response_bytes",
             set: |a, v| {
                 a.fetch_response_bytes = config::bytes(v, limits::FETCH_RESPONSE_BYTES_MAX)? as u32;
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["request.timeout.ms"],
+            flag: "request_timeout_ms",
+            set: |a, v| {
+                a.request_timeout_ms = match config::ms(v)? {
+                    0 => return Err("a request timeout must be longer than 0".into()),
+                    ms => ms,
+                };
                 Ok(())
             },
         },
@@ -340,6 +359,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         fetch: ConsumerConfig {
             fetch_bytes_max: args.fetch_bytes,
             response_bytes_max: args.fetch_response_bytes,
+            request_timeout: std::time::Duration::from_millis(args.request_timeout_ms),
             ..ConsumerConfig::default()
         },
         group,

@@ -67,6 +67,13 @@ pub struct Args {
     /// second signal ends at once.
     #[arg(long = "message-timeout", value_name = "DURATION", default_value = "30s", value_parser = super::timeout_arg)]
     pub message_timeout_ms: u64,
+    /// A request a broker leaves unanswered this long (it hangs, or is
+    /// stopped) gives that connection up: its batches go again, to their
+    /// partitions' leaders looked up again, within --message-timeout
+    /// (a record may then appear twice). The broker waits for acks=all
+    /// no longer either. Batches of other brokers never wait for it.
+    #[arg(long = "request-timeout", value_name = "DURATION", default_value = "5s", value_parser = super::timeout_arg)]
+    pub request_timeout_ms: u64,
     /// Embedded mode: partitions of a topic this command creates (with a
     /// broker, the broker's --partitions applies).
     #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = super::count_in::<u32>(1, u64::from(limits::PARTITIONS_MAX)))]
@@ -101,7 +108,8 @@ pub struct Args {
     /// (repeatable): bootstrap.servers (-b), batch.num.messages (--batch),
     /// batch.size (--batch-bytes), linger.ms (--linger), acks (--acks),
     /// message.timeout.ms or delivery.timeout.ms (--message-timeout),
-    /// message.max.bytes (--max-record-bytes); client.id is accepted and
+    /// request.timeout.ms (--request-timeout), message.max.bytes
+    /// (--max-record-bytes); client.id is accepted and
     /// ignored. Of a flag and a property for the same setting, the later
     /// on the command line wins.
     #[arg(short = 'X', value_name = "NAME=VALUE", value_parser = config::property_arg)]
@@ -212,6 +220,17 @@ fn delivery_settings() -> Vec<Setting<Args>> {
             },
         },
         Setting {
+            names: &["request.timeout.ms"],
+            flag: "request_timeout_ms",
+            set: |a, v| {
+                a.request_timeout_ms = match config::ms(v)? {
+                    0 => return Err("a request timeout must be longer than 0".into()),
+                    ms => ms,
+                };
+                Ok(())
+            },
+        },
+        Setting {
             names: &["message.max.bytes"],
             flag: "record_bytes_max",
             set: |a, v| {
@@ -295,6 +314,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         linger_ms: args.linger_ms,
         acks: args.acks,
         message_timeout_ms: args.message_timeout_ms,
+        request_timeout_ms: args.request_timeout_ms,
         partitions: args.partitions,
         broker: args.broker,
         data_dir: args.data_dir,

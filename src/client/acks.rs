@@ -21,6 +21,7 @@ pub(crate) struct Waiting {
     pub(crate) partition: u32,
     /// Its records.
     pub(crate) records: u64,
+    /// When it was sent (last), for its request timeout.
     pub(super) sent: Instant,
     /// Its records' delivery deadline.
     pub(crate) deadline: Instant,
@@ -72,11 +73,14 @@ impl Waiting {
 }
 
 /// Whether a routed producer gives a request back for an answer with
-/// `code` rather than counting its records failed.
+/// `code` rather than counting its records failed: its leader moved, or
+/// could not make it durable in time (`timeout`: as Kafka's
+/// `REQUEST_TIMED_OUT`, it is sent again, within its deadline).
 fn gives_back(code: ErrorCode) -> bool {
     matches!(
         code,
-        ErrorCode::NotLeader
+        ErrorCode::Timeout
+            | ErrorCode::NotLeader
             | ErrorCode::LeaderNotAvailable
             | ErrorCode::PartitionElsewhere
             | ErrorCode::NotEnoughReplicas
@@ -90,8 +94,9 @@ pub(super) struct Acks {
     pub(super) waiting: VecDeque<Waiting>,
     /// Bytes of their frames.
     pub(super) waiting_bytes: usize,
-    /// The connection broke under the waiting requests (it did not time
-    /// out): they may go again on a new one.
+    /// The connection broke under the waiting requests, or their broker
+    /// was silent past the request timeout (their delivery deadline did
+    /// not pass): they may go again on a new one.
     pub(super) resend: bool,
     /// Time from sending a request to its acknowledgement, per record.
     pub(super) latency: crate::stats::Histogram,
@@ -150,14 +155,16 @@ pub(super) fn write_patience<'a>(
 
 /// How long the response reader waits for the next acknowledgement: while
 /// nothing is waiting, as long as the producer lives; else until the first
-/// delivery deadline of a request waiting, or a stop signal's grace is over.
+/// delivery deadline of a request waiting, the request timeout of the
+/// oldest (the broker answers in order: then the connection is given up,
+/// and its requests go again), or a stop signal's grace is over.
 pub(super) fn ack_patience<'a>(
     state: &'a AckState,
     addr: &'a str,
-    timeout: Duration,
+    (timeout, request_timeout): (Duration, Duration),
 ) -> impl Patience + 'a {
     move |_| {
-        let acks = lock(&state.acks);
+        let mut acks = lock(&state.acks);
         if acks.waiting.is_empty() {
             if acks.closing {
                 // Nothing more to hear; the error is not kept.
@@ -175,6 +182,19 @@ pub(super) fn ack_patience<'a>(
                 waited_ms: timeout.as_millis() as u64,
             });
         }
+        if acks
+            .waiting
+            .front()
+            .is_some_and(|w| w.sent + request_timeout <= now)
+        {
+            // Silence is a failure too: the requests go again.
+            acks.resend = true;
+            return Err(Error::TimedOut {
+                op: "wait for an answer from",
+                addr: addr.to_string(),
+                waited_ms: request_timeout.as_millis() as u64,
+            });
+        }
         if crate::stop::grace_over() {
             return Err(Error::Stopped {
                 addr: addr.to_string(),
@@ -185,11 +205,17 @@ pub(super) fn ack_patience<'a>(
 }
 
 /// The producer's response reader: matches acknowledgements to requests.
-pub(super) fn read_acks(stream: &TcpStream, addr: &str, state: &AckState, timeout: Duration) {
+/// `timeouts`: the delivery timeout and the request timeout.
+pub(super) fn read_acks(
+    stream: &TcpStream,
+    addr: &str,
+    state: &AckState,
+    timeouts: (Duration, Duration),
+) {
     let mut buf = Vec::new();
     // Acknowledgements are small: one read brings in many.
     let mut input = std::io::BufReader::with_capacity(64 * 1024, stream);
-    let mut patience = ack_patience(state, addr, timeout);
+    let mut patience = ack_patience(state, addr, timeouts);
     loop {
         let read = read_frame(&mut input, &mut buf, addr, &mut patience);
         let mut acks = lock(&state.acks);
@@ -207,8 +233,9 @@ pub(super) fn read_acks(stream: &TcpStream, addr: &str, state: &AckState, timeou
             }
             Err(e) => {
                 // The connection ended. After a clean close with nothing
-                // waiting that is the end; otherwise the waiting fail.
-                if !acks.waiting.is_empty() {
+                // waiting that is the end; after a request timeout the
+                // waiting go again; otherwise they fail.
+                if !acks.waiting.is_empty() && !acks.resend {
                     acks.error.get_or_insert(e);
                 }
                 false

@@ -71,6 +71,12 @@ pub fn connect(addr: &str) -> Result<TcpStream> {
     connect_with(addr, &mut until(addr, CONNECT_TIMEOUT))
 }
 
+/// Opens a TCP connection to a broker, giving up after `timeout` (at
+/// most [`CONNECT_TIMEOUT`]) or on a stop signal.
+pub fn connect_within(addr: &str, timeout: Duration) -> Result<TcpStream> {
+    connect_with(addr, &mut until(addr, timeout.min(CONNECT_TIMEOUT)))
+}
+
 /// Opens a TCP connection to a broker as long as `patience` lasts; the
 /// socket gets its read and write timeouts of [`TICK`].
 pub(super) fn connect_with(addr: &str, patience: &mut impl Patience) -> Result<TcpStream> {

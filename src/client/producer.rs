@@ -256,6 +256,12 @@ pub struct ProducerConfig {
     /// acknowledged this long after its batch got its first record counts
     /// as failed. Connecting and looking the topic up wait as long.
     pub delivery_timeout: Duration,
+    /// How long a request waits for its answer (Kafka's
+    /// `request.timeout.ms`): a broker silent that long under a request
+    /// loses the connection, whose requests go again (routed: to the
+    /// partition's leader, looked up again), within their delivery
+    /// deadline. Writing to a broker that takes nothing waits as long.
+    pub request_timeout: Duration,
     /// Where each acknowledged record is written as its answer arrives
     /// (`klog-produce --report`); a `'static` reference so that the
     /// configuration stays `Copy` (the caller leaks one per run).
@@ -273,7 +279,8 @@ impl Default for ProducerConfig {
             },
             in_flight_max: 256,
             record_bytes_max: limits::RECORD_BYTES_MAX_DEFAULT,
-            delivery_timeout: Duration::from_secs(30),
+            delivery_timeout: Duration::from_millis(limits::DELIVERY_TIMEOUT_MS_DEFAULT),
+            request_timeout: Duration::from_millis(limits::CLIENT_REQUEST_TIMEOUT_MS_DEFAULT),
             report: None,
         }
     }
@@ -351,10 +358,10 @@ fn spawn_reader(
     })?;
     let state = Arc::clone(state);
     let addr = addr.to_string();
-    let timeout = config.delivery_timeout;
+    let timeouts = (config.delivery_timeout, config.request_timeout);
     std::thread::Builder::new()
         .name("acks".into())
-        .spawn(move || read_acks(&stream, &addr, &state, timeout))
+        .spawn(move || read_acks(&stream, &addr, &state, timeouts))
         .map(Some)
         .map_err(|reason| Error::Spawn { reason })
 }
@@ -372,7 +379,26 @@ impl Producer {
             }) => control.create_topic(topic, 0)?,
             Err(e) => return Err(e),
         };
-        let stream = control.stream;
+        Producer::on(
+            control.stream,
+            addr,
+            topic,
+            partitions,
+            config,
+            control.next_id,
+        )
+    }
+
+    /// A producer on `stream`, connected to `addr`, for a topic of
+    /// `partitions` partitions; its next request's id follows `next_id`.
+    fn on(
+        stream: TcpStream,
+        addr: &str,
+        topic: &str,
+        partitions: u32,
+        config: ProducerConfig,
+        next_id: u32,
+    ) -> Result<Producer> {
         let state = Arc::new(AckState::default());
         lock(&state.acks).report = config.report;
         let reader = spawn_reader(&stream, addr, &state, &config)?;
@@ -384,7 +410,7 @@ impl Producer {
             config,
             out: Vec::new(),
             unsent: (0, 0),
-            next_id: control.next_id,
+            next_id,
             state,
             reader,
             resent: 0,
@@ -555,17 +581,21 @@ impl Producer {
     }
 
     /// Writes the requests held back, in one write that waits for the
-    /// broker to take them up to the delivery timeout. A connection that
-    /// breaks is made again and the requests not answered are written
-    /// again.
+    /// broker to take them up to the request timeout. A connection that
+    /// breaks or times out is made again and the requests not answered
+    /// are written again. Routed (with acks), it writes what the socket
+    /// takes now and waits for nothing ([`Producer::write_some`]).
     fn write_out(&mut self) -> Result<()> {
+        if self.config.acks != protocol::ACKS_NONE && lock(&self.state.acks).routed {
+            return self.write_some();
+        }
         loop {
             if self.out.is_empty() {
                 return Ok(());
             }
             let written = {
                 let mut patience =
-                    write_patience(&self.state, &self.addr, self.config.delivery_timeout);
+                    write_patience(&self.state, &self.addr, self.config.request_timeout);
                 write_all_with(&self.stream, &self.out, &self.addr, &mut patience)
             };
             self.out.clear();
@@ -596,7 +626,7 @@ impl Producer {
                 self.orphan_all();
                 return Ok(());
             }
-            if !(acks.resend || matches!(e, Error::Network { .. })) {
+            if !(acks.resend || matches!(e, Error::Network { .. } | Error::TimedOut { .. })) {
                 return Err(e);
             }
             acks.resend = true;
@@ -605,7 +635,8 @@ impl Producer {
         }
     }
 
-    /// The connection broke under requests waiting for their answers:
+    /// The connection broke (or its broker was silent past the request
+    /// timeout) under requests waiting for their answers:
     /// connects again (trying until the earliest of their deadlines), and
     /// holds them all back to be written again, in their order. Those past
     /// their deadline fail. A request the broker had appended before the
@@ -657,7 +688,10 @@ impl Producer {
         acks.resend = false;
         self.out.clear();
         self.unsent = (0, 0);
-        for w in live {
+        let now = Instant::now();
+        for mut w in live {
+            // Its request timeout starts again.
+            w.sent = now;
             self.out.extend_from_slice(&w.request);
             self.unsent.0 += 1;
             self.unsent.1 += w.records;

@@ -31,7 +31,7 @@ use crate::error::Result;
 pub use dir::DirRegistry;
 pub use registry::{
     BrokerInfo, Ephemeral, Held, Lease, MemberInfo, Owner, PartitionState, Placement, Registry,
-    SessionState,
+    Renewer, SessionState,
 };
 pub use route::{leaders, retriable, route, ClusterProducer, RegistryLocator};
 pub use spread::{assign, place};

@@ -77,6 +77,7 @@
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -240,6 +241,15 @@ pub trait Held: fmt::Debug + Send {
     /// claim's; 0 for other entries.
     fn generation(&self) -> u64;
 
+    /// What renews the entry's lease as [`Held::renew`] does, on its own
+    /// (it shares nothing with the entry's other uses, so that a thread
+    /// of its own can renew while the entry is being rewritten); `None`
+    /// when the backend keeps no lease (ZooKeeper's client sends its own
+    /// heartbeats).
+    fn renewer(&self) -> Option<Renewer> {
+        None
+    }
+
     /// Whether the entry still lives as far as this process knows without
     /// asking the registry: `false` once the session it was created in is
     /// gone, even if a new session replaced it. A backend without
@@ -250,6 +260,28 @@ pub trait Held: fmt::Debug + Send {
 
     /// The concrete handle, so that a backend can recognise its own.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// Renews one ephemeral entry's lease (see [`Held::renewer`]).
+#[derive(Clone)]
+pub struct Renewer(Arc<dyn Fn() -> Result<()> + Send + Sync>);
+
+impl Renewer {
+    /// A renewer that runs `renew`.
+    pub fn new(renew: impl Fn() -> Result<()> + Send + Sync + 'static) -> Renewer {
+        Renewer(Arc::new(renew))
+    }
+
+    /// Renews the lease (see [`Held::renew`]).
+    pub fn renew(&self) -> Result<()> {
+        (self.0)()
+    }
+}
+
+impl fmt::Debug for Renewer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Renewer")
+    }
 }
 
 /// A held ephemeral entry (a broker, a member, an owner), whatever the
@@ -276,6 +308,11 @@ impl Ephemeral {
     /// The generation of an owner's claim; 0 for other entries.
     pub fn generation(&self) -> u64 {
         self.0.generation()
+    }
+
+    /// What renews the entry's lease on its own (see [`Held::renewer`]).
+    pub fn renewer(&self) -> Option<Renewer> {
+        self.0.renewer()
     }
 
     /// The backend's handle.

@@ -270,6 +270,10 @@ pub struct ClusterProducer {
 const LOOKUP_BACKOFF: Duration = Duration::from_millis(50);
 const LOOKUP_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
+/// Bytes of batches parked (waiting for a leader, or for room at one) at
+/// most: past them, sending waits.
+const PARKED_BYTES_MAX: usize = 32 << 20;
+
 impl ClusterProducer {
     /// Finds the leader of every partition of `topic` in `registry`
     /// (creating the topic if nobody has) and connects to those it finds;
@@ -324,7 +328,18 @@ impl ClusterProducer {
     /// leader, or answers may give batches back.
     pub fn next_tick(&self) -> Option<Instant> {
         if !self.parked.is_empty() {
-            return Some(self.next_lookup);
+            // Room at a leader may come with any answer; a lookup is due
+            // only for partitions without a known leader (a lookup due
+            // for none would be due at once for ever, and starve the
+            // input).
+            let soon = Instant::now() + crate::client::connection::TICK;
+            let lookup =
+                (self.parked.iter()).any(|o| self.route[o.waiting.partition as usize].is_none());
+            return Some(if lookup {
+                self.next_lookup.min(soon)
+            } else {
+                soon
+            });
         }
         self.unwatched
             .then(|| Instant::now() + crate::client::connection::TICK)
@@ -393,23 +408,50 @@ impl ClusterProducer {
             Some(addr) if !waits => self.producers.iter_mut().find(|(a, _)| a == addr),
             _ => None,
         };
+        // A leader whose window is full (it is slow, or silent) is not
+        // waited for here: the batch waits for room, parked, and the
+        // other partitions go on.
+        let why = match &leader {
+            Some((addr, producer)) if !producer.has_room() => Some(no_room(addr)),
+            Some(_) => None,
+            None => Some(no_leader_yet(&self.topic, partition)),
+        };
         let batch = self.batches.batch(partition).finish();
-        match leader {
-            Some((_, producer)) => {
+        match (leader, why) {
+            (Some((_, producer)), None) => {
                 producer.send_encoded(partition, batch, records, opened)?;
                 self.unwatched = true;
             }
-            None => {
+            (_, why) => {
                 let deadline = opened + self.config.delivery_timeout;
                 self.parked.push_back(Orphan {
                     waiting: Waiting::unsent(partition, records, deadline, batch),
-                    why: no_leader_yet(&self.topic, partition),
+                    why: why.unwrap_or_else(|| no_leader_yet(&self.topic, partition)),
                     sent_before: false,
                 });
             }
         }
         self.batches.clear(partition);
+        self.hold_back()?;
         self.error.take().map_or(Ok(()), Err)
+    }
+
+    /// Waits while the parked batches hold more than [`PARKED_BYTES_MAX`]
+    /// (Kafka's `buffer.memory` blocking `send`): they find a leader or
+    /// room, or their deadline passes, or a stop signal's grace ends.
+    fn hold_back(&mut self) -> Result<()> {
+        let parked = |c: &ClusterProducer| -> usize {
+            c.parked.iter().map(|o| o.waiting.batch().len()).sum()
+        };
+        while !self.parked.is_empty()
+            && parked(self) > PARKED_BYTES_MAX
+            && !crate::stop::grace_over()
+        {
+            std::thread::sleep(Duration::from_millis(10));
+            self.collect();
+            self.retry()?;
+        }
+        Ok(())
     }
 
     /// Parks the batches each broker gave back (their partition's leader
@@ -450,13 +492,34 @@ impl ClusterProducer {
     /// there, in order.
     fn retry(&mut self) -> Result<()> {
         self.expire();
+        // Those waiting for room at a known leader need no lookup.
+        for p in self.parked_partitions() {
+            let Some(addr) = self.route[p as usize].clone() else {
+                continue;
+            };
+            let room = self
+                .producers
+                .iter()
+                .any(|(a, producer)| *a == addr && producer.has_room());
+            if room {
+                self.send_parked(p, addr)?;
+            }
+        }
         let now = Instant::now();
-        if self.parked.is_empty() || now < self.next_lookup {
+        let waiting: Vec<u32> = self
+            .parked_partitions()
+            .into_iter()
+            .filter(|&p| self.route[p as usize].is_none())
+            .collect();
+        if waiting.is_empty() {
+            if self.parked.is_empty() {
+                self.backoff = LOOKUP_BACKOFF;
+            }
             return Ok(());
         }
-        let mut waiting: Vec<u32> = self.parked.iter().map(|o| o.waiting.partition).collect();
-        waiting.sort_unstable();
-        waiting.dedup();
+        if now < self.next_lookup {
+            return Ok(());
+        }
         let found = match leaders(&*self.registry, &self.topic, false) {
             Ok(found) => found,
             Err(e) => {
@@ -507,15 +570,30 @@ impl ClusterProducer {
             }
             Err(e) => return Err(e),
         };
+        if !self.producers[i].1.has_room() {
+            // Nothing goes now: the parked batches are not even looked at.
+            return Ok(());
+        }
         let (mine, rest): (VecDeque<Orphan>, VecDeque<Orphan>) = std::mem::take(&mut self.parked)
             .into_iter()
             .partition(|o| o.waiting.partition == partition);
         self.parked = rest;
-        let again = mine.iter().filter(|o| o.sent_before).count();
-        for orphan in mine {
+        let mut again = 0;
+        let mut mine = mine.into_iter();
+        // As many as its window takes now; the rest wait for room, in
+        // order.
+        while self.producers[i].1.has_room() {
+            let Some(orphan) = mine.next() else { break };
+            again += usize::from(orphan.sent_before);
             self.producers[i]
                 .1
                 .adopt(orphan.waiting, orphan.sent_before)?;
+        }
+        for mut orphan in mine {
+            if !matches!(orphan.why, Error::TimedOut { .. }) {
+                orphan.why = no_room(&addr);
+            }
+            self.parked.push_back(orphan);
         }
         self.unwatched = true;
         let moved = self.route[partition as usize].as_ref() != Some(&addr);
@@ -538,13 +616,22 @@ impl ClusterProducer {
         Ok(())
     }
 
+    /// The partitions of the parked batches, each once.
+    fn parked_partitions(&self) -> Vec<u32> {
+        let mut waiting: Vec<u32> = self.parked.iter().map(|o| o.waiting.partition).collect();
+        waiting.sort_unstable();
+        waiting.dedup();
+        waiting
+    }
+
     /// The index of the routed producer of the broker at `addr`,
     /// connecting to it first if there is none.
     fn producer_for(&mut self, addr: &str) -> Result<usize> {
         if let Some(i) = self.producers.iter().position(|(a, _)| a == addr) {
             return Ok(i);
         }
-        let producer = Producer::connect_routed(addr, &self.topic, self.config)?;
+        let partitions = self.partitions();
+        let producer = Producer::connect_routed(addr, &self.topic, partitions, self.config)?;
         self.producers.push((addr.to_string(), producer));
         Ok(self.producers.len() - 1)
     }
@@ -645,6 +732,15 @@ fn add(total: &mut ProducerSummary, summary: &ProducerSummary) {
     total.failed += summary.failed;
     total.resent += summary.resent;
     total.latency.merge(&summary.latency);
+}
+
+/// Why a batch parked waits for its leader at `addr`: its window is full
+/// (the leader is slow, or silent).
+fn no_room(addr: &str) -> Error {
+    Error::Broker {
+        code: ErrorCode::Timeout,
+        message: format!("its leader {addr} has not answered the requests before it"),
+    }
 }
 
 /// Why a batch parked before it was sent waits: its partition has no

@@ -422,6 +422,10 @@ pub struct Options {
     /// A record not acknowledged this long after it was read counts as
     /// failed (connecting to the broker included).
     pub message_timeout_ms: u64,
+    /// A request a broker has not answered this long is sent again (to
+    /// the partition's leader, looked up again), within the message
+    /// timeout.
+    pub request_timeout_ms: u64,
     /// Embedded mode: partitions of a topic this run creates.
     pub partitions: u32,
     /// The broker to send to (without `data_dir` and `registry`).

@@ -158,9 +158,10 @@ fn hand_over_offline(shared: &Shared, registry: &dyn Registry, live: &[String]) 
     Ok(())
 }
 
-/// Renews this broker's registration (its lease, on a directory); one
-/// that expired (the broker was stopped past its lease: others may have
-/// taken its partitions) is made again. `false`: it was not live until
+/// Checks this broker's registration (its lease, on a directory, which
+/// the lease's own thread renews: [`crate::broker::lease`]); one that
+/// expired (the broker was stopped past its lease: others may have taken
+/// its partitions) is made again. `false`: it was not live until
 /// now, so this round serves nothing.
 fn keep_registered(shared: &Shared, registry: &dyn Registry) -> bool {
     let mut registered = lock(&shared.registered);
@@ -178,7 +179,10 @@ fn keep_registered(shared: &Shared, registry: &dyn Registry) -> bool {
         *entry = None;
     }
     match registry.register_broker(info) {
-        Ok(held) => *entry = Some(held),
+        Ok(held) => {
+            *lock(&shared.lease) = held.renewer();
+            *entry = Some(held);
+        }
         Err(e) => shared.log(format_args!("cannot register again: {e} (trying again)")),
     }
     false

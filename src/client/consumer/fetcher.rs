@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::{deleted_before_read, gives_back, reading, ConsumerConfig, ConsumerPartition};
 use crate::client::connection::{
-    connect, protocol_error, read_frame_max, write_all_with, REQUEST_TIMEOUT,
+    connect_within, protocol_error, read_frame_max, write_all_with, REQUEST_TIMEOUT,
 };
 use crate::error::{Error, Result};
 use crate::limits;
@@ -179,7 +179,7 @@ impl Fetcher {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            match connect(&self.addr) {
+            match connect_within(&self.addr, self.config.request_timeout) {
                 Ok(stream) => {
                     self.stream = stream;
                     let at: Vec<String> = self
@@ -206,7 +206,8 @@ impl Fetcher {
     /// (between two polls): the fetcher, a thread of its own, only keeps
     /// the deadline.
     fn fetch(&self, request: &[u8], answer_bytes_max: u32) -> Result<Vec<u8>> {
-        let wait = Duration::from_millis(u64::from(self.config.wait_ms_max)) + REQUEST_TIMEOUT;
+        let wait =
+            Duration::from_millis(u64::from(self.config.wait_ms_max)) + self.config.request_timeout;
         let deadline = std::time::Instant::now() + wait;
         let mut patience = |op| {
             if std::time::Instant::now() < deadline {

@@ -19,7 +19,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::client::connection::{connect, protocol_error, Connection, REQUEST_TIMEOUT};
+use crate::client::connection::{connect_within, protocol_error, Connection, REQUEST_TIMEOUT};
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::protocol::{self, ErrorCode, Reader};
@@ -58,6 +58,11 @@ pub struct ConsumerConfig {
     pub prefetch: usize,
     /// Largest record accepted.
     pub record_bytes_max: u32,
+    /// How long a fetch waits for its answer beyond `wait_ms_max` (and a
+    /// connection to be accepted): a broker silent that long (it hangs,
+    /// or is stopped) loses the connection; following leaders, its
+    /// partitions are looked up again (Kafka's `request.timeout.ms`).
+    pub request_timeout: Duration,
 }
 
 impl Default for ConsumerConfig {
@@ -68,6 +73,7 @@ impl Default for ConsumerConfig {
             wait_ms_max: 500,
             prefetch: 4,
             record_bytes_max: limits::RECORD_BYTES_MAX_LIMIT,
+            request_timeout: Duration::from_millis(limits::CLIENT_REQUEST_TIMEOUT_MS_DEFAULT),
         }
     }
 }
@@ -237,7 +243,7 @@ impl Consumer {
     ) -> Result<Arc<Mutex<Inbox>>> {
         let inbox = Arc::new(Mutex::new(Inbox::default()));
         let fetcher = Fetcher {
-            stream: connect(addr)?,
+            stream: connect_within(addr, config.request_timeout)?,
             addr: addr.to_string(),
             topic: self.topic.clone(),
             partitions,

@@ -8,24 +8,31 @@ use std::time::Instant;
 
 use super::{Producer, ProducerConfig};
 use crate::client::acks::{Acks, Orphan, Waiting};
+use crate::client::connection::{connect_with, until, CONNECT_TIMEOUT};
 use crate::error::{Error, Result};
 use crate::protocol;
 use crate::sync::lock;
 
 impl Producer {
-    /// Connects as [`Producer::connect`] does, for a producer that routes
-    /// each partition to its leader (one floor up): a request whose answer
+    /// Connects to `addr` for a producer that routes each partition of
+    /// `topic` (of `partitions`, as the caller knows them) to its leader
+    /// (one floor up), within the request timeout and asking nothing (a
+    /// broker that hangs holds nobody up here): a request whose answer
     /// says the broker does not lead its partition now (`not_leader`,
     /// `leader_not_available`, `partition_elsewhere`) or has too few
     /// in-sync replicas (`not_enough_replicas`) is not failed but given
     /// back ([`Producer::take_orphans`]), and so is every request waiting
-    /// when the connection breaks: this producer never connects again.
+    /// when the connection breaks or its broker is silent past the request
+    /// timeout: this producer never connects again.
     pub(crate) fn connect_routed(
         addr: &str,
         topic: &str,
+        partitions: u32,
         config: ProducerConfig,
     ) -> Result<Producer> {
-        let producer = Producer::connect(addr, topic, config)?;
+        let wait = config.request_timeout.min(CONNECT_TIMEOUT);
+        let stream = connect_with(addr, &mut until(addr, wait))?;
+        let producer = Producer::on(stream, addr, topic, partitions, config, 0)?;
         lock(&producer.state.acks).routed = true;
         Ok(producer)
     }
@@ -89,6 +96,17 @@ impl Producer {
         std::mem::take(&mut lock(&self.state.acks).orphans)
     }
 
+    /// Routed: whether its window has room for one more request now (by
+    /// count and by bytes), so that sending waits for nothing; a producer
+    /// whose connection broke has none.
+    pub(crate) fn has_room(&self) -> bool {
+        let acks = lock(&self.state.acks);
+        !self.dead
+            && !acks.broken
+            && acks.waiting.len() < self.config.in_flight_max.max(1)
+            && acks.waiting_bytes < super::IN_FLIGHT_BYTES_MAX
+    }
+
     /// Routed: whether its connection broke (it sends nothing more).
     pub(crate) fn dead(&self) -> bool {
         self.dead
@@ -105,6 +123,11 @@ impl Producer {
         self.write_out()?;
         let mut acks = lock(&self.state.acks);
         while !acks.waiting.is_empty() && !acks.broken {
+            if !self.out.is_empty() {
+                drop(acks);
+                self.write_out()?;
+                acks = lock(&self.state.acks);
+            }
             acks.sender_waits = true;
             acks = self
                 .state
@@ -114,6 +137,35 @@ impl Producer {
                 .0;
         }
         acks.sender_waits = false;
+        Ok(())
+    }
+
+    /// Routed (with acks): writes as much of what is held back as the
+    /// socket takes now, without waiting; the rest stays held back for
+    /// the next write. A broker that takes nothing (it hangs, or is
+    /// stopped) thus holds up no other broker's partitions: its oldest
+    /// request's timeout gives the connection up. A write that fails
+    /// breaks the connection: every request waiting is given back.
+    pub(super) fn write_some(&mut self) -> Result<()> {
+        use nix::sys::socket::{send, MsgFlags};
+        use std::os::fd::AsRawFd;
+        let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+        while !self.out.is_empty() && !self.dead {
+            match send(self.stream.as_raw_fd(), &self.out, flags) {
+                Ok(n) => {
+                    self.out.drain(..n);
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(nix::errno::Errno::EAGAIN) => break,
+                Err(_) => {
+                    lock(&self.state.acks).broken = true;
+                    self.orphan_all();
+                }
+            }
+        }
+        if self.out.is_empty() {
+            self.unsent = (0, 0);
+        }
         Ok(())
     }
 

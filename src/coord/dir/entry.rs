@@ -31,7 +31,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::de::DeserializeOwned;
 
-use crate::coord::registry::{Ephemeral, Held, Lease};
+use crate::coord::registry::{Ephemeral, Held, Lease, Renewer};
 use crate::error::{Error, IoContext, Result};
 use crate::storage::lock::{is_locked, try_lock, try_lock_existing, FileLock};
 
@@ -66,6 +66,17 @@ impl Held for Entry {
 
     fn generation(&self) -> u64 {
         0
+    }
+
+    fn renewer(&self) -> Option<Renewer> {
+        let timeout = self.timeout?;
+        // Its own handle of the lock file (the lock is the entry's: the
+        // handle only touches the lease's mtime).
+        let file = self.lock.file().try_clone().ok()?;
+        let (path, what) = (self.lock_path.clone(), self.what.clone());
+        Some(Renewer::new(move || {
+            renew_lease(&file, &path, timeout, &what)
+        }))
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -39,13 +39,16 @@ pub(super) fn open_sink(
         return Ok(Sink::Embedded(producer));
     }
     let delivery_timeout = Duration::from_millis(options.message_timeout_ms);
+    let request_timeout_ms = options.request_timeout_ms.min(options.message_timeout_ms);
     let remote = ProducerConfig {
         acks: options.acks,
-        // The broker waits for durability no longer than the record may.
-        timeout_ms: u32::try_from(options.message_timeout_ms.min(30_000)).unwrap_or(30_000),
+        // The broker waits for durability no longer than the request (as
+        // Kafka's producer sends its request.timeout.ms), nor the record.
+        timeout_ms: u32::try_from(request_timeout_ms).unwrap_or(u32::MAX),
         batch: options.batch,
         record_bytes_max: options.log.record_bytes_max,
         delivery_timeout,
+        request_timeout: Duration::from_millis(request_timeout_ms),
         report,
         ..ProducerConfig::default()
     };

@@ -1,0 +1,311 @@
+//! Silence is a failure too: a leader frozen with SIGSTOP answers nothing
+//! and closes nothing. Three `klog-broker`s on a directory registry with
+//! `--session-timeout 2s`, RF 3 and four partitions; a `klog-produce
+//! --acks all --report FILE` fed numbers without pause and a
+//! `klog-consume` of every partition run throughout; the leader of
+//! partition 0 is frozen. The clients' request timeout (`-X
+//! request.timeout.ms`, 10 s here, so that a wait for it stands out from
+//! the cluster's own pause) makes them look the leader up again:
+//!
+//! - acknowledgements of partition 0 resume within the session timeout
+//!   plus the request timeout (plus slack), not after the delivery
+//!   timeout;
+//! - the partitions the frozen broker does not lead never go without an
+//!   acknowledgement for longer than a few seconds (the time the leaders
+//!   take to drop the frozen follower from their ISR under acks=all), far
+//!   less than the request timeout: one stuck connection never holds the
+//!   producer's other partitions;
+//! - the consumer keeps printing, and reads partition 0 again within the
+//!   same bound.
+//!
+//! The bounds are functional and generous, not a benchmark.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+use common::registry::Backend;
+use common::Proc;
+
+const TOPIC: &str = "t";
+const PARTITIONS: u32 = 4;
+/// The brokers' session timeout: a frozen leader is replaced after it.
+const SESSION: Duration = Duration::from_secs(2);
+/// The clients' request timeout.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Slack on top of an election plus a request timeout: a loaded machine.
+const SLACK: Duration = Duration::from_secs(8);
+/// The longest a partition the frozen broker does not lead may go without
+/// an acknowledgement (or the consumer without a line): the leaders drop
+/// the frozen follower from their ISR within the session timeout; well
+/// below the request timeout.
+const PAUSE_MAX: Duration = Duration::from_secs(6);
+/// How long the leader stays frozen.
+const FROZEN: Duration = Duration::from_secs(24);
+
+/// When each partition's records were acknowledged (seen in the report)
+/// or printed by the consumer, as seen by the test.
+type Seen = Arc<Mutex<BTreeMap<u32, Vec<Instant>>>>;
+
+/// Follows the producer's report file as it grows, noting when each
+/// acknowledged record's line appeared, until `stop`.
+fn follow_report(
+    path: std::path::PathBuf,
+    stop: Arc<AtomicBool>,
+) -> (Seen, std::thread::JoinHandle<()>) {
+    let seen: Seen = Arc::default();
+    let thread = {
+        let seen = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut input = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+            let mut line = String::new();
+            while !stop.load(Ordering::Relaxed) {
+                line.clear();
+                match input.read_line(&mut line) {
+                    Ok(n) if n > 0 && line.ends_with('\n') => {
+                        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+                        let p = v["partition"].as_u64().unwrap() as u32;
+                        seen.lock()
+                            .unwrap()
+                            .entry(p)
+                            .or_default()
+                            .push(Instant::now());
+                    }
+                    Ok(0) => std::thread::sleep(Duration::from_millis(20)),
+                    // Half a line: read on from where it stopped.
+                    Ok(n) => {
+                        let back = i64::try_from(n).unwrap();
+                        std::io::Seek::seek(&mut input, std::io::SeekFrom::Current(-back)).unwrap();
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    Err(e) => panic!("reading the report: {e}"),
+                }
+            }
+        })
+    };
+    (seen, thread)
+}
+
+/// Feeds the producer numbers, 5 every 10 ms, until `stop`.
+fn feed(mut stdin: std::process::ChildStdin, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut n = 0;
+        while !stop.load(Ordering::Relaxed) {
+            if stdin
+                .write_all(common::input(n + 1, n + 5).as_bytes())
+                .is_err()
+            {
+                break;
+            }
+            n += 5;
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
+}
+
+/// The longest time in `from..until` without an instant of `times` (the
+/// wait from `from` to the first one included).
+fn longest_gap(times: &[Instant], from: Instant, until: Instant) -> Duration {
+    let mut last = from;
+    let mut gap = Duration::ZERO;
+    for &t in times.iter().filter(|&&t| t > from && t <= until) {
+        gap = gap.max(t - last);
+        last = t;
+    }
+    gap.max(until.saturating_duration_since(last))
+}
+
+/// The first instant of `times` after `from`.
+fn first_after(times: &[Instant], from: Instant) -> Option<Instant> {
+    times.iter().copied().find(|&t| t > from)
+}
+
+/// Thaws the frozen broker however the test ends (the cluster then kills
+/// every broker).
+struct Thaw<'a>(&'a Cluster, usize);
+
+impl Drop for Thaw<'_> {
+    fn drop(&mut self) {
+        self.0.thaw(self.1);
+    }
+}
+
+#[test]
+fn a_frozen_leader_costs_its_partitions_an_election_and_a_request_timeout_and_no_one_else_anything()
+{
+    let session = format!("{}s", SESSION.as_secs());
+    let partitions = PARTITIONS.to_string();
+    let args = [
+        "--replication-factor",
+        "3",
+        "--min-insync-replicas",
+        "2",
+        "--partitions",
+        &partitions,
+        "--session-timeout",
+        &session,
+        "--replica-lag-time",
+        "2s",
+    ];
+    let Some(cluster) = Cluster::start(Backend::Dir, 3, &args) else {
+        return;
+    };
+    let request_timeout = format!("request.timeout.ms={}", REQUEST_TIMEOUT.as_millis());
+    let report = tempfile::NamedTempFile::new().unwrap();
+    let produce_args = [
+        "--registry",
+        cluster.spec(),
+        "-t",
+        TOPIC,
+        "--acks",
+        "all",
+        "--linger",
+        "10ms",
+        "--message-timeout",
+        "60s",
+        "-X",
+        &request_timeout,
+        "--report",
+        report.path().to_str().unwrap(),
+    ];
+    let mut producer =
+        Proc::spawn_with_stdin("klog-produce", &produce_args, std::process::Stdio::piped());
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeder = feed(producer.child.stdin.take().unwrap(), Arc::clone(&stop));
+    let (acked, follower) = follow_report(report.path().to_path_buf(), Arc::clone(&stop));
+    // Stop feeding and following however the test ends.
+    struct Stop(Arc<AtomicBool>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let _stop = Stop(Arc::clone(&stop));
+
+    cluster.wait(
+        "every partition acknowledged",
+        Duration::from_secs(60),
+        || acked.lock().unwrap().len() == PARTITIONS as usize,
+    );
+    for p in 0..PARTITIONS {
+        cluster.wait_full_isr(TOPIC, p, Duration::from_secs(30));
+    }
+    let consumer = Proc::spawn(
+        "klog-consume",
+        &[
+            "--registry",
+            cluster.spec(),
+            "-t",
+            TOPIC,
+            "-o",
+            "end",
+            "-u",
+            "-f",
+            "%p %o\n",
+            "-X",
+            &request_timeout,
+        ],
+    );
+    let printed: Seen = Arc::default();
+    let take_printed = || {
+        while let Ok(line) = consumer.lines.try_recv() {
+            let p = line.split(' ').next().unwrap().parse().unwrap();
+            printed
+                .lock()
+                .unwrap()
+                .entry(p)
+                .or_default()
+                .push(Instant::now());
+        }
+    };
+    cluster.wait(
+        "the consumer prints every partition",
+        Duration::from_secs(30),
+        || {
+            take_printed();
+            printed.lock().unwrap().len() == PARTITIONS as usize
+        },
+    );
+
+    let leader = cluster.state(TOPIC, 0).unwrap().leader.unwrap();
+    let frozen = cluster.slot_of(&leader);
+    let others: Vec<u32> = (0..PARTITIONS)
+        .filter(|&p| cluster.state(TOPIC, p).unwrap().leader.as_deref() != Some(&leader))
+        .collect();
+    assert!(
+        !others.is_empty(),
+        "the frozen broker leads every partition"
+    );
+    let froze_at = Instant::now();
+    cluster.freeze(frozen);
+    let thaw = Thaw(&cluster, frozen);
+    eprintln!("froze {leader}, leader of partition 0; others: {others:?}");
+    while froze_at.elapsed() < FROZEN {
+        take_printed();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let until = Instant::now();
+    drop(thaw);
+
+    // Anything answered before the freeze is in the report within a
+    // second; later acknowledgements of partition 0 come from its new
+    // leader.
+    let after = froze_at + Duration::from_secs(1);
+    let bound = SESSION + REQUEST_TIMEOUT + SLACK;
+    let acked = acked.lock().unwrap().clone();
+    let printed = printed.lock().unwrap().clone();
+    let resumed = first_after(&acked[&0], after).map(|t| t - froze_at);
+    let read_again = printed
+        .get(&0)
+        .and_then(|times| first_after(times, after))
+        .map(|t| t - froze_at);
+    let pauses: Vec<(u32, Duration)> = others
+        .iter()
+        .map(|&p| (p, longest_gap(&acked[&p], froze_at, until)))
+        .collect();
+    let all_printed: Vec<Instant> = {
+        let mut all: Vec<Instant> = printed.values().flatten().copied().collect();
+        all.sort();
+        all
+    };
+    let consumer_pause = longest_gap(&all_printed, froze_at, until);
+    eprintln!(
+        "partition 0 acknowledged again after {resumed:?}, read again after {read_again:?}; \
+         longest pauses of the others: {pauses:?}, of the consumer: {consumer_pause:?}"
+    );
+    let fail = |why: String| -> ! {
+        eprintln!("producer: {:?}", producer.stderr_lines());
+        eprintln!("consumer: {:?}", consumer.stderr_lines());
+        cluster.fail(&why)
+    };
+    if resumed.is_none_or(|r| r > bound) {
+        fail(format!(
+            "partition 0 acknowledged again after {resumed:?}, not within {bound:?}"
+        ));
+    }
+    if read_again.is_none_or(|r| r > bound) {
+        fail(format!(
+            "partition 0 read again after {read_again:?}, not within {bound:?}"
+        ));
+    }
+    for (p, pause) in &pauses {
+        if *pause > PAUSE_MAX {
+            fail(format!(
+                "partition {p}, led elsewhere, went {pause:?} without an acknowledgement"
+            ));
+        }
+    }
+    if consumer_pause > PAUSE_MAX {
+        fail(format!(
+            "the consumer printed nothing for {consumer_pause:?}"
+        ));
+    }
+    stop.store(true, Ordering::Relaxed);
+    feeder.join().unwrap();
+    follower.join().unwrap();
+}
