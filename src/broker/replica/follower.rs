@@ -652,6 +652,51 @@ mod tests {
         assert_eq!(p.lock().next_offset(), 3, "the follower's log was cut");
     }
 
+    /// Review of issue 23: a fenced leader that knows no epoch at or below
+    /// the follower's answers "none" when its log starts past everything
+    /// of those epochs (a leader that was itself reset to a later start by
+    /// retention: its epoch file begins there). The follower now keeps
+    /// its log, says "asking again" and asks again, for ever: it never
+    /// fetches, so it never hears that the leader's log starts past its
+    /// end (offset_out_of_range, then a reset to the leader's start), and
+    /// never rejoins the ISR. Kafka truncates to the high watermark and
+    /// fetches; here the follower should at least fetch (a fetch below the
+    /// leader's start resets it; one at or past it needs the leader's
+    /// first epoch start to know where the logs part).
+    #[test]
+    #[ignore = "finding: a follower whose leader knows no epoch of its log asks again for ever and never fetches"]
+    fn a_follower_whose_leader_knows_no_epoch_of_its_log_still_fetches() {
+        let (_sim, shared) = shared();
+        let following = Role::Follower {
+            leader: "L".into(),
+            epoch: 4,
+        };
+        let p = replicated_partition(&shared, "t", &["broker-test", "L"], following);
+        {
+            let mut log = p.lock();
+            log.set_leader_epoch(1).unwrap();
+            for _ in 0..3 {
+                log.append(&mut batch(), 0).unwrap();
+            }
+            log.flush().unwrap();
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (addr, server) = fake_leader("", None, || {}, tx);
+        let mut connection = Connection::connect_timeout(&addr, LEADER_TIMEOUT).unwrap();
+        let mut followed = HashMap::new();
+        assert!(refresh(&shared, "L", &mut followed));
+        for _ in 0..3 {
+            let _ = fetch_once(&shared, &mut connection, &mut followed);
+        }
+        drop(connection);
+        server.join().unwrap();
+        assert!(
+            rx.try_recv().is_ok(),
+            "three rounds, and the follower never fetched: it cannot learn where the leader's \
+             log starts"
+        );
+    }
+
     /// Issue 23, what was seen 4: a cut below the watermark learned from
     /// the leader left it there; as leader next, this replica would count
     /// new records at those offsets as held by the ISR at once.
