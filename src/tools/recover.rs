@@ -75,15 +75,15 @@ pub fn run(options: &Options) -> anyhow::Result<bool> {
     Ok(changed)
 }
 
-/// After damage was cut from the partition in `dir`: marks it (a replica
-/// refetches what was cut from its leader before it may lead or count as
-/// in sync again: [`crate::storage::refetch`]) and, for a replica, says so.
+/// After damage was cut from the partition in `dir` (and marked, before
+/// the cut, by [`refetch::recover_marked`]: a replica refetches what was
+/// cut from its leader before it may lead or count as in sync again):
+/// for a replica, says so.
 fn note_refetch(dir: &Path, report: &RecoveryReport, say: Say) -> anyhow::Result<()> {
-    let Some(mark) = refetch::mark_if_damaged(&RealFs, dir, report)
-        .with_context(|| format!("cannot mark {} for a refetch", dir.display()))?
-    else {
+    if !report.damaged() {
         return Ok(());
-    };
+    }
+    let cut_at = report.next_offset().unwrap_or(0);
     // Replicated partitions lead in epochs from 1 on; a single copy's
     // batches carry epoch 0.
     if report.epochs.latest().is_some_and(|e| e.epoch > 0) {
@@ -91,7 +91,7 @@ fn note_refetch(dir: &Path, report: &RecoveryReport, say: Say) -> anyhow::Result
             "{}: a replica: its broker refetches the records from offset {} from the partition's \
              leader, and leads or counts as in sync again only once it holds them",
             dir.display(),
-            mark.cut_at
+            cut_at
         ));
     }
     Ok(())
@@ -251,7 +251,9 @@ fn recover_one(dir: &Path, options: &RecoverOptions) -> anyhow::Result<RecoveryR
     } else {
         recover::read_recovery_point(&RealFs, dir)
     };
-    Ok(recover::recover_partition(&RealFs, dir, point, options)?)
+    // A replica's mark is written before the cut it records (see
+    // refetch::recover_marked): the cut is durable at once.
+    Ok(refetch::recover_marked(&RealFs, dir, point, options)?.0)
 }
 
 fn print_report(

@@ -76,8 +76,16 @@ pub(crate) fn decide(facts: &Facts<'_>, role: &Role) -> Decision {
     let is_live = |id: &str| id == me || live.iter().any(|l| l == id);
     let in_isr = state.isr.iter().any(|r| r == me);
     if facts.failed {
+        // Its log holds every record it acknowledged (those were durable
+        // before): it hands over only to an in-sync replica alive now.
+        // Leaving for dead ones would keep the partition offline until one
+        // of them returns, while this one, restarted, could lead.
         let why = "offline: its log stopped after a failed fsync (a restart recovers it)";
-        return leave(facts, epoch, &is_live).unwrap_or_else(|| Decision::Wait(why.into()));
+        let taker = state.isr.iter().any(|r| r != me && is_live(r));
+        return match taker.then(|| leave(facts, epoch, &is_live)).flatten() {
+            Some(d) => d,
+            None => Decision::Wait(why.into()),
+        };
     }
     if let Some(cut) = facts.cut {
         return decide_cut(facts, role, epoch, cut, &is_live);
@@ -744,5 +752,38 @@ mod tests {
         let never = Progress::fetched(None, 10, 100, t0);
         let still = Progress::fetched(Some(&never), 50, 150, t1);
         assert_eq!(still.caught_up_at, None, "behind 100: never caught up");
+    }
+
+    /// Review of issue 23: a replica whose log stopped (a failed fsync)
+    /// left the ISR even when no other member was alive, handing the
+    /// partition to dead replicas: restarted, its log (which holds every
+    /// record it acknowledged) was out of sync, and the partition stayed
+    /// offline until a dead one returned, for ever if none does. With
+    /// nobody alive to take over it keeps its place, offline until a
+    /// restart recovers its log.
+    #[test]
+    fn a_replica_whose_log_stopped_keeps_its_place_when_no_other_in_sync_replica_lives() {
+        let lead = Role::Leader(leading(2, &["a", "b"], Instant::now()));
+        let few = ids(&["a"]);
+        let alone = |me, state| Facts {
+            me,
+            state,
+            live: &few,
+            session_alive: true,
+            cut: None,
+            failed: true,
+        };
+        let s2 = state(Some("a"), 2, &["a", "b"]);
+        assert!(
+            matches!(decide(&alone("a", &s2), &lead), Decision::Wait(_)),
+            "handed over to a dead replica: {:?}",
+            decide(&alone("a", &s2), &lead)
+        );
+        let gone = state(Some("b"), 2, &["a", "b"]);
+        assert!(
+            matches!(decide(&alone("a", &gone), &waiting()), Decision::Wait(_)),
+            "a follower left the ISR to a dead leader: {:?}",
+            decide(&alone("a", &gone), &waiting())
+        );
     }
 }

@@ -18,6 +18,7 @@ use crate::broker::shared::{Partition, Shared};
 use crate::client::connection::Connection;
 use crate::error::{Error, Result};
 use crate::protocol::{ErrorCode, FetchPartition, FetchWant};
+use crate::storage::refetch::{self, Refetch};
 use crate::sync::lock;
 
 /// How long a fetch waits at the leader for records.
@@ -260,25 +261,69 @@ fn append(shared: &Shared, f: &Followed, records: &[u8], leader_hw: u64) -> Resu
         return Ok(());
     }
     let from = already_held(&records[..whole], log.next_offset());
-    if marked {
-        refetch_straddled(&mut log, &records[from..whole])?;
+    let mut noted = None;
+    if let Some(base) = straddled(&records[from..whole], log.next_offset()) {
+        if !marked {
+            // A replica in sync may have told the leader it holds the
+            // records cut here: marked, durably, until the leader's batch
+            // holds them again (a crash in between leaves a replica that
+            // may not lead, and refetches).
+            let mark = Refetch {
+                cut_at: base,
+                left_isr: false,
+            };
+            refetch::write(&*shared.config.vfs, &partition_dir(shared, p), &mark)?;
+            noted = Some(mark);
+        }
+        let cut = log.truncate_to(base);
+        p.flushed_offset
+            .store(log.flushed_offset(), Ordering::Release);
+        p.high_watermark
+            .fetch_min(log.next_offset(), Ordering::AcqRel);
+        if let Err(e) = cut {
+            drop(log);
+            return Err(still_marked(p, noted, e));
+        }
     }
     if whole > from {
-        log.append_replicated(&records[from..whole], crate::clock::now_ms())?;
-        log.flush()?;
+        let appended = log
+            .append_replicated(&records[from..whole], crate::clock::now_ms())
+            .and_then(|_| log.flush());
+        if let Err(e) = appended {
+            drop(log);
+            return Err(still_marked(p, noted, e));
+        }
         p.flushed_offset
             .fetch_max(log.flushed_offset(), Ordering::AcqRel);
         shared.appends.fetch_add(1, Ordering::Relaxed);
+    }
+    if noted.is_some() {
+        refetch::remove(&*shared.config.vfs, &partition_dir(shared, p))?;
     }
     let hw = leader_hw.min(log.next_offset());
     p.high_watermark.fetch_max(hw, Ordering::AcqRel);
     Ok(())
 }
 
+/// The directory of `p`'s log.
+fn partition_dir(shared: &Shared, p: &Partition) -> std::path::PathBuf {
+    shared.store.partition_dir(&p.topic, p.partition)
+}
+
+/// `e`, after a cut back to a leader's batch that could not be refilled:
+/// the mark `noted` on disk is taken in memory too, so that the replica
+/// leaves the ISR now rather than at its next start.
+fn still_marked(p: &Partition, noted: Option<Refetch>, e: Error) -> Error {
+    if let (Some(mark), Some(r)) = (noted, &p.replica) {
+        lock(&r.refetch).get_or_insert(mark);
+    }
+    e
+}
+
 /// Where the batches this log does not hold yet begin in `records` (a
 /// fetch answers from the batch holding its offset: one that ends at or
-/// before `next` is skipped; one that straddles it is left for the
-/// append to refuse, as logs that disagree).
+/// before `next` is skipped; one that straddles it is cut back to: see
+/// [`straddled`]).
 fn already_held(records: &[u8], next: u64) -> usize {
     use crate::storage::record::{BatchHeader, BATCH_HEADER_BYTES};
     let mut position = 0;
@@ -291,25 +336,19 @@ fn already_held(records: &[u8], next: u64) -> usize {
     position.min(records.len())
 }
 
-/// A replica whose log was cut below what it held (not in sync: see
-/// [`crate::storage::refetch`]) may end inside one of the leader's
-/// batches: recovery keeps the whole records of a damaged batch under a
-/// header of its own. The leader's whole batch then straddles the log's
-/// end: cut the log back to where that batch begins, so that it is
-/// appended as the leader stored it. (Not for a replica in sync, which
-/// may have told the leader it holds those records.)
-fn refetch_straddled(log: &mut crate::storage::log::Log, records: &[u8]) -> Result<()> {
+/// Where the leader's first batch in `records` begins when this log's end
+/// `next` falls inside it. Recovery keeps the whole records of a damaged
+/// batch (a replica marked for a refetch: [`crate::storage::refetch`]) or
+/// of a torn one (a power cut while a follower wrote it) under a header
+/// of its own: the log must be cut back to where the leader's batch
+/// begins, so that it is appended as the leader stored it; otherwise every
+/// fetch answers the same batch, refused as an overlap, for ever.
+fn straddled(records: &[u8], next: u64) -> Option<u64> {
     use crate::storage::record::{BatchHeader, BATCH_HEADER_BYTES};
-    let next = log.next_offset();
-    let Some(head) = records.get(..BATCH_HEADER_BYTES) else {
-        return Ok(());
-    };
+    let head = records.get(..BATCH_HEADER_BYTES)?;
     match BatchHeader::decode(head, u32::MAX) {
-        Ok(h) if h.base_offset < next && next < h.next_offset() => {
-            log.truncate_to(h.base_offset)?;
-            Ok(())
-        }
-        _ => Ok(()),
+        Ok(h) if h.base_offset < next && next < h.next_offset() => Some(h.base_offset),
+        _ => None,
     }
 }
 
@@ -613,6 +652,51 @@ mod tests {
         assert_eq!(p.lock().next_offset(), 3, "the follower's log was cut");
     }
 
+    /// Review of issue 23: a fenced leader that knows no epoch at or below
+    /// the follower's answers "none" when its log starts past everything
+    /// of those epochs (a leader that was itself reset to a later start by
+    /// retention: its epoch file begins there). The follower now keeps
+    /// its log, says "asking again" and asks again, for ever: it never
+    /// fetches, so it never hears that the leader's log starts past its
+    /// end (offset_out_of_range, then a reset to the leader's start), and
+    /// never rejoins the ISR. Kafka truncates to the high watermark and
+    /// fetches; here the follower should at least fetch (a fetch below the
+    /// leader's start resets it; one at or past it needs the leader's
+    /// first epoch start to know where the logs part).
+    #[test]
+    #[ignore = "finding: a follower whose leader knows no epoch of its log asks again for ever and never fetches"]
+    fn a_follower_whose_leader_knows_no_epoch_of_its_log_still_fetches() {
+        let (_sim, shared) = shared();
+        let following = Role::Follower {
+            leader: "L".into(),
+            epoch: 4,
+        };
+        let p = replicated_partition(&shared, "t", &["broker-test", "L"], following);
+        {
+            let mut log = p.lock();
+            log.set_leader_epoch(1).unwrap();
+            for _ in 0..3 {
+                log.append(&mut batch(), 0).unwrap();
+            }
+            log.flush().unwrap();
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (addr, server) = fake_leader("", None, || {}, tx);
+        let mut connection = Connection::connect_timeout(&addr, LEADER_TIMEOUT).unwrap();
+        let mut followed = HashMap::new();
+        assert!(refresh(&shared, "L", &mut followed));
+        for _ in 0..3 {
+            let _ = fetch_once(&shared, &mut connection, &mut followed);
+        }
+        drop(connection);
+        server.join().unwrap();
+        assert!(
+            rx.try_recv().is_ok(),
+            "three rounds, and the follower never fetched: it cannot learn where the leader's \
+             log starts"
+        );
+    }
+
     /// Issue 23, what was seen 4: a cut below the watermark learned from
     /// the leader left it there; as leader next, this replica would count
     /// new records at those offsets as held by the ISR at once.
@@ -624,6 +708,114 @@ mod tests {
             p.high_watermark.load(Ordering::Acquire),
             2,
             "the watermark passes the log's end"
+        );
+    }
+
+    /// Review of issue 23: a follower whose power was cut while it wrote
+    /// one of the leader's batches of two records keeps, by recovery, the
+    /// first record whole under a header of its own (a torn tail: no
+    /// mark). Its log then ends inside the leader's batch, and every fetch
+    /// answers that batch from its start: the append refused it as an
+    /// overlap, the follower asked where the logs part (nowhere: the
+    /// leader's epoch ends past it) and fetched the same batch again, for
+    /// ever, never catching up nor rejoining the ISR. Only a replica
+    /// marked for a refetch cut back to the batch's start.
+    #[test]
+    fn a_follower_that_kept_part_of_a_leader_batch_catches_up() {
+        use crate::storage::record::{self, decode_record, set_batch_extent, BATCH_HEADER_BYTES};
+        let (sim, shared) = shared();
+        let following = Role::Follower {
+            leader: "L".into(),
+            epoch: 2,
+        };
+        let p = replicated_partition(&shared, "t", &["broker-test", "L"], following);
+        let mut first = crate::broker::testing::batch_of(b"x");
+        record::stamp(&mut first, 0, 1);
+        let mut two = {
+            let mut b = crate::storage::record::BatchBuilder::new();
+            b.push(0, None, &[], b"a");
+            b.push(0, None, &[], b"b");
+            b.finish().to_vec()
+        };
+        record::stamp(&mut two, 1, 1);
+        let (_, len) = decode_record(&two[BATCH_HEADER_BYTES..], 1, 0, u32::MAX).unwrap();
+        let mut torn = two[..BATCH_HEADER_BYTES + len].to_vec();
+        set_batch_extent(&mut torn, 1, len as u32, 0);
+        {
+            let mut log = p.lock();
+            log.append_replicated(&first, 0).unwrap();
+            log.append_replicated(&torn, 0).unwrap();
+            log.flush().unwrap();
+            assert_eq!(log.next_offset(), 2);
+        }
+        let f = Followed {
+            partition: Arc::clone(&p),
+            epoch: 2,
+            truncated_for: Some(2),
+            said: None,
+        };
+        // The leader answers a fetch at 2 from the batch holding it.
+        for _ in 0..3 {
+            let _ = append(&shared, &f, &two, 3);
+        }
+        assert_eq!(
+            p.lock().next_offset(),
+            3,
+            "the follower never gets past offset 2"
+        );
+        let dir = shared.store.partition_dir("t", 0);
+        assert_eq!(
+            refetch::read(&*sim, &dir).unwrap(),
+            None,
+            "whole again: no mark left behind"
+        );
+        assert!(lock(&p.replica.as_ref().unwrap().refetch).is_none());
+    }
+
+    /// The same cut back, when the disk fails before the leader's batch is
+    /// durable again: the log may now hold less than this replica told
+    /// the leader, so it is marked (on disk and at once), and leaves the
+    /// ISR rather than lead without those records.
+    #[test]
+    fn a_follower_cut_back_to_a_leader_batch_it_could_not_refill_is_marked() {
+        use crate::storage::record::{self, decode_record, set_batch_extent, BATCH_HEADER_BYTES};
+        let (sim, shared) = shared();
+        let following = Role::Follower {
+            leader: "L".into(),
+            epoch: 2,
+        };
+        let p = replicated_partition(&shared, "t", &["broker-test", "L"], following);
+        let mut two = {
+            let mut b = crate::storage::record::BatchBuilder::new();
+            b.push(0, None, &[], b"a");
+            b.push(0, None, &[], b"b");
+            b.finish().to_vec()
+        };
+        record::stamp(&mut two, 0, 1);
+        let (_, len) = decode_record(&two[BATCH_HEADER_BYTES..], 0, 0, u32::MAX).unwrap();
+        let mut torn = two[..BATCH_HEADER_BYTES + len].to_vec();
+        set_batch_extent(&mut torn, 1, len as u32, 0);
+        {
+            let mut log = p.lock();
+            log.append_replicated(&torn, 0).unwrap();
+            log.flush().unwrap();
+        }
+        let f = Followed {
+            partition: Arc::clone(&p),
+            epoch: 2,
+            truncated_for: Some(2),
+            said: None,
+        };
+        sim.fail_next_sync(|path| path.extension().is_some_and(|x| x == "log"));
+        assert!(append(&shared, &f, &two, 2).is_err());
+        let dir = shared.store.partition_dir("t", 0);
+        assert!(
+            refetch::read(&*sim, &dir).unwrap().is_some(),
+            "marked on disk"
+        );
+        assert!(
+            lock(&p.replica.as_ref().unwrap().refetch).is_some(),
+            "and now"
         );
     }
 }

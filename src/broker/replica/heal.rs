@@ -40,9 +40,10 @@ impl Shared {
             trust_last: false,
             index_interval_bytes: config.index_interval_bytes,
         };
+        // The mark before the cut (a cut is durable at once: a mark
+        // written after it could be lost, and the log would look whole).
         let point = recover::read_recovery_point(vfs, &dir);
-        let report = recover::recover_partition(vfs, &dir, point, &recover_options)?;
-        let mark = refetch::mark_if_damaged(vfs, &dir, &report)?;
+        let (report, mark) = refetch::recover_marked(vfs, &dir, point, &recover_options)?;
         let cut_at = mark.map_or_else(|| report.next_offset().unwrap_or(0), |m| m.cut_at);
         self.log(format_args!(
             "{topic}-{partition} was damaged ({damaged}): cut to offset {cut_at}, the cut bytes \
@@ -66,5 +67,107 @@ impl Shared {
                 left_isr: false,
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::Shared;
+    use crate::broker::testing::{batch_of, shared};
+    use crate::error::Error;
+    use crate::storage::log::OpenOptions;
+
+    /// A replica's log of t-0 holding 6 batches of epoch 1, closed
+    /// cleanly-enough, with one byte flipped inside the batch at offset 2
+    /// (whole batches after it: damage, not a torn tail). Returns the
+    /// partition directory.
+    fn damaged_replica(sim: &crate::storage::fs::sim::SimFs, shared: &Shared) -> PathBuf {
+        shared.store.create_topic("t", 1).unwrap();
+        let config = shared.config.log.clone();
+        let options = OpenOptions {
+            writable: true,
+            lock: false,
+        };
+        let mut log = shared.store.open_log("t", 0, config, options).unwrap();
+        log.set_leader_epoch(1).unwrap();
+        for i in 0..6u8 {
+            log.append(&mut batch_of(&[b'a' + i; 40]), 0).unwrap();
+        }
+        log.flush().unwrap();
+        drop(log);
+        let dir = shared.store.partition_dir("t", 0);
+        let seg = dir.join("00000000000000000000.log");
+        let mut bytes = sim.read(&seg).unwrap();
+        let at = bytes.windows(40).position(|w| w == [b'c'; 40]).unwrap();
+        bytes[at + 20] ^= 0x20;
+        sim.write(&seg, &bytes);
+        // All of it durable, as after a sync long ago.
+        for (path, bytes) in sim.files() {
+            sim.create_dir_all_durable(path.parent().unwrap());
+            sim.write(&path, &bytes);
+        }
+        dir
+    }
+
+    /// Opens t-0 as the broker does: damage found at open is healed.
+    fn open_as_broker(shared: &Shared) -> crate::storage::log::Log {
+        let options = OpenOptions {
+            writable: true,
+            lock: false,
+        };
+        let config = shared.config.log.clone();
+        match shared.store.open_log("t", 0, config.clone(), options) {
+            Err(e @ Error::Damaged { .. }) => shared.heal("t", 0, &e, config, options).unwrap(),
+            other => other.unwrap(),
+        }
+    }
+
+    /// Review of issue 23: heal cut the log (durably: `.corrupt` saved,
+    /// the segment truncated) before it wrote the refetch mark. A broker
+    /// stopped between the two (a failed write, kill -9, a power cut)
+    /// restarted with a log that opens clean and no mark: the cut replica
+    /// counted as whole, could lead, and its followers truncated the
+    /// records it lost. Here the power goes after every count of changes
+    /// heal makes, and the broker starts again.
+    #[test]
+    fn a_replica_cut_at_open_stays_marked_whenever_the_broker_stops() {
+        for n in 0.. {
+            let (sim, shared) = shared();
+            let dir = damaged_replica(&sim, &shared);
+            let options = OpenOptions {
+                writable: true,
+                lock: false,
+            };
+            let config = shared.config.log.clone();
+            let damaged = match shared.store.open_log("t", 0, config.clone(), options) {
+                Err(e @ Error::Damaged { .. }) => e,
+                other => panic!(
+                    "the flipped byte is damage: {:?}",
+                    other.map(|l| l.next_offset())
+                ),
+            };
+            sim.cut_power_after(n);
+            let healed = shared.heal("t", 0, &damaged, config, options);
+            let done = healed.is_ok();
+            drop(healed);
+            sim.crash(&mut |_| 0);
+            sim.restore_power();
+            let log = open_as_broker(&shared);
+            assert_eq!(
+                log.next_offset(),
+                2,
+                "cut before the damaged batch ({n} changes)"
+            );
+            assert!(
+                shared.refetch_mark(&dir).is_some(),
+                "power cut after {n} changes: the log was cut at 2 (offsets 2..6 lost) and \
+                 nothing says so"
+            );
+            if done {
+                break;
+            }
+        }
     }
 }

@@ -44,7 +44,9 @@
 //! ISR's others elect one), unless it is the ISR's only member, which
 //! keeps the partition offline; out of it, it follows. Its follower
 //! cuts back to the start of a leader's batch its end falls inside
-//! (recovery keeps the whole records of a damaged batch), and the leader
+//! (recovery keeps the whole records of a damaged batch, or of a torn
+//! one: any follower does this, marked for the while when it was not),
+//! and the leader
 //! takes it back in sync as any follower, once it holds everything below
 //! the high watermark: then the mark goes. A torn tail is not marked: it
 //! holds only bytes never fsynced, and no record is acknowledged before
