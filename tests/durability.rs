@@ -940,6 +940,54 @@ fn klog_consume_e_ends_before_a_torn_last_batch() {
     assert_eq!(String::from_utf8_lossy(&out.get_output().stdout), "a\nb\n");
 }
 
+/// Issue "Replicas that heal themselves", 6: a single-copy partition with
+/// a damaged batch in the middle stays offline for writers until
+/// `klog-recover`, but a reader (`klog-consume --data-dir`) reads every
+/// whole batch before the damage, then reports it: exit 1 at the damage,
+/// not before. The reader's open used to refuse the partition outright,
+/// though `klog-dump` read those batches.
+#[test]
+fn a_single_copy_reader_reads_every_batch_before_the_damage_then_reports_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    produce_lines(tmp.path(), "t", "a\nb\n");
+    produce_lines(tmp.path(), "t", "c\nd\n");
+    produce_lines(tmp.path(), "t", "e\nf\n");
+    // The second batch's first record (each record of one letter is 8
+    // bytes) gets a bit flipped: a bad CRC with a whole batch after it.
+    let seg = tmp.path().join("t-0").join("00000000000000000000.log");
+    let header = klog::storage::record::BATCH_HEADER_BYTES;
+    flip(&seg, 24 + header + 2 * 8 + header + 4);
+    let data = tmp.path().to_str().unwrap();
+    for args in [&["-e"][..], &[]] {
+        let out = bin("klog-consume")
+            .args(["--data-dir", data, "-t", "t", "-q"])
+            .args(args)
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "a\nb\n",
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("damaged") && stderr.contains("offset 2"),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains("klog-recover"), "{args:?}: {stderr}");
+    }
+    // A writer still refuses it: the partition is offline until
+    // klog-recover.
+    bin("klog-produce")
+        .args(["--data-dir", data, "-t", "t", "-q"])
+        .write_stdin("g\n")
+        .assert()
+        .code(1);
+}
+
 fn produce_lines(data: &Path, topic: &str, input: &str) {
     bin("klog-produce")
         .args(["--data-dir", data.to_str().unwrap(), "-t", topic, "-q"])
