@@ -97,6 +97,7 @@ pub use flush::{Fate, PendingFlush};
 use flush::{OutsideSyncs, Undos};
 pub use read::{offset_for_timestamp_in, Lookup};
 pub use replica::ReplicaAppend;
+pub(crate) use roll::adopt_rolled;
 use roll::{record_recovery_point, Sealed};
 pub use roll::{Publish, SegmentPrep};
 
