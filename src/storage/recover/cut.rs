@@ -473,6 +473,78 @@ mod tests {
         assert!(SEGMENT_HEADER_BYTES < at as usize);
     }
 
+    /// A segment of three batches (offsets 0-2, 3-4, 5-6) whose second has
+    /// its first record damaged; the position of that batch.
+    fn damaged_in_the_middle() -> (Vec<u8>, u64) {
+        let mut bytes = encode_header(0).to_vec();
+        bytes.extend_from_slice(&batch(0, 3));
+        let at = bytes.len();
+        let second = batch(3, 2);
+        let header = BatchHeader::decode(&second, BATCH_BYTES_MAX).unwrap();
+        bytes.extend_from_slice(&second);
+        bytes[at + header.header_bytes() + 4] ^= 0x55;
+        bytes.extend_from_slice(&batch(5, 2));
+        (bytes, at as u64)
+    }
+
+    /// Damage with whole batches after it: a writer's open refuses it and
+    /// changes nothing; klog-recover cuts it, saving the cut bytes first.
+    #[test]
+    fn klog_recover_cuts_damage_and_saves_it_where_a_writer_refuses() {
+        let (bytes, at) = damaged_in_the_middle();
+        let sim = sim_with(&bytes);
+        let writer = RecoverOptions {
+            dry_run: false,
+            ..options(true)
+        };
+        let refused = recover_partition(&sim, Path::new(DIR), 0, &writer);
+        assert!(refused.is_err(), "{refused:?}");
+        assert!(
+            sim.read(Path::new(SEGMENT)).unwrap() == bytes,
+            "a refusal writes"
+        );
+        let klog_recover = RecoverOptions {
+            dry_run: false,
+            ..options(false)
+        };
+        let report = recover_partition(&sim, Path::new(DIR), 0, &klog_recover).unwrap();
+        let seg = &report.segments[0];
+        let saved = PathBuf::from(format!("{SEGMENT}.corrupt"));
+        assert_eq!(seg.saved_to.as_ref(), Some(&saved));
+        assert_eq!((seg.bytes_valid, seg.next_offset), (at, 3));
+        assert!(sim.read(Path::new(SEGMENT)).unwrap() == bytes[..at as usize]);
+        assert!(sim.read(&saved).unwrap() == bytes[at as usize..]);
+    }
+
+    /// A writer's open cuts a torn last batch after its whole records and
+    /// rewrites its header to cover just them: no bytes saved (a short
+    /// write is no data).
+    #[test]
+    fn a_writer_keeps_the_whole_records_of_a_torn_last_batch() {
+        let torn = batch(3, 5);
+        let header = BatchHeader::decode(&torn, BATCH_BYTES_MAX).unwrap();
+        let two_records = batch(3, 2).len() - header.header_bytes();
+        let mut bytes = encode_header(0).to_vec();
+        bytes.extend_from_slice(&batch(0, 3));
+        let at = bytes.len();
+        let kept_end = at + header.header_bytes() + two_records;
+        bytes.extend_from_slice(&torn[..kept_end - at + 3]);
+        let sim = sim_with(&bytes);
+        let writer = RecoverOptions {
+            dry_run: false,
+            ..options(true)
+        };
+        let report = recover_partition(&sim, Path::new(DIR), 0, &writer).unwrap();
+        let seg = &report.segments[0];
+        assert_eq!(seg.saved_to, None);
+        assert_eq!((seg.next_offset, seg.bytes_valid), (5, kept_end as u64));
+        let after = sim.read(Path::new(SEGMENT)).unwrap();
+        assert_eq!(after.len(), kept_end);
+        let patched = BatchHeader::decode(&after[at..], BATCH_BYTES_MAX).unwrap();
+        assert_eq!(patched.record_count, 2);
+        assert_eq!(patched.total_bytes(), (kept_end - at) as u64);
+    }
+
     #[test]
     fn a_bad_record_that_runs_into_the_zero_pages_is_a_torn_write() {
         // Non-zero bytes up to 5000: the zeros start at the page boundary
