@@ -373,6 +373,9 @@ fn describe_rolled(rolled: &Rolled, dry_run: bool) -> String {
             segment_name(to)
         ),
         (None, false) => format!("{what} that does not continue the log ({why}): removed"),
+        (None, true) if rolled.header_base.is_none() => {
+            format!("{what} that does not continue the log ({why}): would be removed")
+        }
         (None, true) => format!(
             "{what} that does not continue the log ({why}): would be removed, unless a segment adopted before it ends where it begins"
         ),
