@@ -707,16 +707,17 @@ fn a_refused_open_removes_no_leftover_either() {
     assert!(gone.is_empty(), "refused, but removed {gone:?}");
 }
 
-/// `klog-dump --verify` and `klog-recover --full --dry-run` agree on every
-/// kind of directory these tests make: healthy (closed cleanly or not),
+/// Damage done to a partition directory `three_segments` made.
+type Damage = fn(&Path, &[std::path::PathBuf]);
+
+/// Every kind of partition directory these tests make, each as (name,
+/// damage, exit of `klog-dump --verify`): healthy (closed cleanly or not),
 /// a torn tail or a zero-filled one, damage in an older segment or in the
-/// active one, an index out of order, a leftover file. Each case is (name,
-/// damage, exit of `klog-dump --verify`); `klog-recover --dry-run` must
-/// exit 4 exactly where dump finds a problem (3), else 0.
-#[test]
-fn klog_dump_verify_and_klog_recover_agree_on_every_kind_of_directory() {
-    type Damage = fn(&Path, &[std::path::PathBuf]);
-    let cases: [(&str, Damage, i32); 8] = [
+/// active one, an index out of order, a leftover file, and a segment a
+/// writer rolled and did not name (`next-*`: made ahead of a roll, still
+/// without a header; continuing the log; or not continuing it).
+fn directory_shapes() -> Vec<(&'static str, Damage, i32)> {
+    vec![
         ("closed cleanly", |_, _| {}, 0),
         (
             "crashed, whole",
@@ -745,13 +746,55 @@ fn klog_dump_verify_and_klog_recover_agree_on_every_kind_of_directory() {
             |d, _| std::fs::write(d.join("recovery-point.tmp"), "x").unwrap(),
             3,
         ),
-    ];
-    for (name, damage, dump_exit) in cases {
+        (
+            "a rolled segment without a header",
+            |d, _| rolled(d, None),
+            3,
+        ),
+        (
+            "a rolled segment that continues the log",
+            |d, _| rolled(d, Some(0)),
+            3,
+        ),
+        (
+            "a rolled segment that does not continue the log",
+            |d, _| rolled(d, Some(5)),
+            3,
+        ),
+    ]
+}
+
+/// What a writer killed after making its next segment's files leaves:
+/// `next-1.log` (with no header, or one naming the log's end plus `past`)
+/// and its preallocated indexes.
+fn rolled(dir: &Path, past: Option<u64>) {
+    let vfs: Arc<dyn Vfs> = Arc::new(klog::storage::fs::RealFs);
+    let end = Log::open(vfs, dir, small(), READ).unwrap().next_offset();
+    let header = past.map(|p| klog::storage::segment::encode_header(end + p));
+    let bytes = header.map_or(Vec::new(), |h| h.to_vec());
+    std::fs::write(dir.join("next-1.log"), bytes).unwrap();
+    std::fs::write(dir.join("next-1.index"), vec![0; 4096]).unwrap();
+    std::fs::write(dir.join("next-1.timeindex"), vec![0; 4096]).unwrap();
+}
+
+/// A partition directory of three segments, damaged by `damage`.
+fn shaped(tmp: &tempfile::TempDir, damage: Damage) -> std::path::PathBuf {
+    let dir = tmp.path().join("t-0");
+    std::fs::create_dir_all(&dir).unwrap();
+    let paths = three_segments(&dir);
+    damage(&dir, &paths);
+    dir
+}
+
+/// `klog-dump --verify` and `klog-recover --full --dry-run` agree on every
+/// kind of directory these tests make ([`directory_shapes`]):
+/// `klog-recover --dry-run` must exit 4 exactly where dump finds a problem
+/// (3), else 0.
+#[test]
+fn klog_dump_verify_and_klog_recover_agree_on_every_kind_of_directory() {
+    for (name, damage, dump_exit) in directory_shapes() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("t-0");
-        std::fs::create_dir_all(&dir).unwrap();
-        let paths = three_segments(&dir);
-        damage(&dir, &paths);
+        let dir = shaped(&tmp, damage);
         let dump = bin("klog-dump")
             .args(["--verify", "-q"])
             .arg(&dir)
@@ -770,6 +813,66 @@ fn klog_dump_verify_and_klog_recover_agree_on_every_kind_of_directory() {
             "{name}: {}",
             String::from_utf8_lossy(&dump.stderr)
         );
+    }
+}
+
+/// Issue "Replicas that heal themselves", 6: the tools agree. On every
+/// kind of directory these tests make, `klog-recover --full` repairs
+/// (exit 3) exactly what `klog-dump --verify` calls a problem, and leaves
+/// what it calls clean (exit 0); after it, `klog-dump --verify` finds
+/// nothing. A segment rolled and not named is adopted or removed as the
+/// broker's writable open would: `klog-recover` used to leave it and exit
+/// 0 while `klog-dump --verify` went on calling the directory damaged.
+#[test]
+fn after_klog_recover_klog_dump_verify_finds_nothing_on_every_kind_of_directory() {
+    for (name, damage, dump_exit) in directory_shapes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = shaped(&tmp, damage);
+        let recover = bin("klog-recover")
+            .args(["--full", "-q"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let verify = bin("klog-dump")
+            .args(["--verify", "-q"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert_eq!(
+            (recover.status.code(), verify.status.code()),
+            (Some(dump_exit), Some(0)),
+            "{name}: klog-recover: {} klog-dump --verify: {}",
+            String::from_utf8_lossy(&recover.stderr),
+            String::from_utf8_lossy(&verify.stderr)
+        );
+    }
+}
+
+/// Without `--full`, `klog-recover` trusts the segments before the
+/// recovery point: where it exits 0 or 3, `klog-dump --verify` afterwards
+/// finds nothing, except damage before the recovery point (in a segment
+/// closed cleanly), which it leaves with exit 0, saying that only `--full`
+/// checks there.
+#[test]
+fn after_klog_recover_from_the_recovery_point_klog_dump_verify_agrees() {
+    for (name, damage, _) in directory_shapes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = shaped(&tmp, damage);
+        let recover = bin("klog-recover").arg(&dir).output().unwrap();
+        let verify = exit_code("klog-dump", &["--verify", "-q"], &dir);
+        let code = recover.status.code();
+        let told = String::from_utf8_lossy(&recover.stderr).contains("--full also checks");
+        let outcome = (code, verify);
+        if name == "older segment damaged" {
+            assert_eq!(outcome, (Some(0), 3), "{name}");
+            assert!(told, "{name}");
+        } else {
+            assert!(
+                outcome == (Some(0), 0) || outcome == (Some(3), 0),
+                "{name}: klog-recover exited {code:?}, then klog-dump --verify {verify}: {}",
+                String::from_utf8_lossy(&recover.stdout)
+            );
+        }
     }
 }
 
@@ -938,6 +1041,54 @@ fn klog_consume_e_ends_before_a_torn_last_batch() {
         .assert()
         .success();
     assert_eq!(String::from_utf8_lossy(&out.get_output().stdout), "a\nb\n");
+}
+
+/// Issue "Replicas that heal themselves", 6: a single-copy partition with
+/// a damaged batch in the middle stays offline for writers until
+/// `klog-recover`, but a reader (`klog-consume --data-dir`) reads every
+/// whole batch before the damage, then reports it: exit 1 at the damage,
+/// not before. The reader's open used to refuse the partition outright,
+/// though `klog-dump` read those batches.
+#[test]
+fn a_single_copy_reader_reads_every_batch_before_the_damage_then_reports_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    produce_lines(tmp.path(), "t", "a\nb\n");
+    produce_lines(tmp.path(), "t", "c\nd\n");
+    produce_lines(tmp.path(), "t", "e\nf\n");
+    // The second batch's first record (each record of one letter is 8
+    // bytes) gets a bit flipped: a bad CRC with a whole batch after it.
+    let seg = tmp.path().join("t-0").join("00000000000000000000.log");
+    let header = klog::storage::record::BATCH_HEADER_BYTES;
+    flip(&seg, 24 + header + 2 * 8 + header + 4);
+    let data = tmp.path().to_str().unwrap();
+    for args in [&["-e"][..], &[]] {
+        let out = bin("klog-consume")
+            .args(["--data-dir", data, "-t", "t", "-q"])
+            .args(args)
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "a\nb\n",
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("damaged") && stderr.contains("offset 2"),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains("klog-recover"), "{args:?}: {stderr}");
+    }
+    // A writer still refuses it: the partition is offline until
+    // klog-recover.
+    bin("klog-produce")
+        .args(["--data-dir", data, "-t", "t", "-q"])
+        .write_stdin("g\n")
+        .assert()
+        .code(1);
 }
 
 fn produce_lines(data: &Path, topic: &str, input: &str) {

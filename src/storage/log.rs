@@ -97,6 +97,7 @@ pub use flush::{Fate, PendingFlush};
 use flush::{OutsideSyncs, Undos};
 pub use read::{offset_for_timestamp_in, Lookup};
 pub use replica::ReplicaAppend;
+pub(crate) use roll::adopt_rolled;
 use roll::{record_recovery_point, Sealed};
 pub use roll::{Publish, SegmentPrep};
 
@@ -306,7 +307,10 @@ pub struct Log {
 
 impl Log {
     /// Opens the log in `dir` (which must exist), recovering it if it was
-    /// not closed cleanly and `options.writable` is set.
+    /// not closed cleanly and `options.writable` is set. A writable open
+    /// fails with [`Error::Damaged`] at damage other than a torn tail; a
+    /// read-only one ends the log before it, and says where in
+    /// [`RecoveryReport::damage`] ([`Log::recovery`]).
     pub fn open(
         vfs: Arc<dyn Vfs>,
         dir: &Path,
@@ -369,7 +373,11 @@ impl Log {
         if options.writable {
             log.start_writing(start)?;
         } else if log.segments.is_empty() {
-            return Err(recover::corrupt(dir, 0, "no readable segment"));
+            // A reader reads up to the first damage: here, nothing.
+            return Err(match &log.recovery.damage {
+                Some(damage) => damage.error(),
+                None => recover::corrupt(dir, 0, "no readable segment"),
+            });
         }
         // Recovery made everything it kept durable.
         log.flushed_offset = log.next_offset();

@@ -26,6 +26,12 @@
 //! page outside the WAL's reach, and stricter than Kafka's, which
 //! truncates at the first bad batch past its recovery point.
 //!
+//! A reader's open (`automatic` and `dry_run`: it changes nothing) does not
+//! refuse: its log ends before the first damage, at the start of the bad
+//! batch (whole batches only; segments after it are left out), and the
+//! report says where ([`RecoveryReport::damage`]), so that a reader reads
+//! every whole batch before the damage and then reports it.
+//!
 //! # What is trusted
 //!
 //! Segments wholly before the recovery point are trusted up to their last
@@ -100,7 +106,9 @@ pub struct RecoverOptions {
     pub dry_run: bool,
     /// Opening a log, not `klog-recover`: only a torn tail of the last
     /// segment may be cut. Any other damage fails with
-    /// [`Error::Damaged`] before anything is changed.
+    /// [`Error::Damaged`] before anything is changed (with `dry_run`, a
+    /// reader's open, the log ends before it instead:
+    /// [`RecoveryReport::damage`]).
     pub automatic: bool,
     /// Trust the last segment's index as those before the recovery point
     /// are trusted (it was closed cleanly, or the caller only reads):
@@ -183,6 +191,40 @@ pub struct RecoveryReport {
     /// would): missing or damaged (rebuilt from the batches), or holding
     /// epochs past the end of the log.
     pub epoch_problem: Option<String>,
+    /// Where a reader's open (automatic, dry run) stopped instead of
+    /// refusing: the first damage it may not call a torn tail. The log the
+    /// report describes ends before it.
+    #[serde(skip)]
+    pub damage: Option<Damage>,
+}
+
+/// Damage that opening a log may not cut ([`Error::Damaged`]'s fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// The partition directory.
+    pub dir: PathBuf,
+    /// The damaged segment file.
+    pub segment: PathBuf,
+    /// Byte position of the damage in it.
+    pub position: u64,
+    /// The first offset that would be lost by a cut there.
+    pub offset: u64,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl Damage {
+    /// The error a writer's open fails with, and a reader reports when it
+    /// reaches the damage.
+    pub fn error(&self) -> Error {
+        Error::Damaged {
+            dir: self.dir.clone(),
+            segment: self.segment.clone(),
+            position: self.position,
+            offset: self.offset,
+            reason: self.reason.clone(),
+        }
+    }
 }
 
 impl RecoveryReport {
@@ -300,7 +342,8 @@ type Reindex = Vec<(PathBuf, Vec<IndexEntry>)>;
 impl Partition<'_> {
     /// Recovers the segments in offset order, quarantining those after a
     /// cut or a gap, into `report`; returns the index files to rewrite.
-    /// Opening a log refuses (changing nothing) at damage it may not cut.
+    /// Opening a log refuses (changing nothing) at damage it may not cut;
+    /// a reader's open ends its log there ([`Partition::refuse`]).
     fn recover_segments(
         &self,
         segments: &[(u64, PathBuf)],
@@ -317,7 +360,7 @@ impl Partition<'_> {
                 if options.automatic && !cut {
                     let reason =
                         format!("the segment starts at offset {base}, the one before ends at {e}");
-                    return Err(self.damaged(path, 0, e, reason));
+                    self.refuse(report, path, 0, e, reason)?;
                 }
             }
             let gap = expected.is_some_and(|e| e != *base);
@@ -332,7 +375,7 @@ impl Partition<'_> {
             let seg = recover_segment(self.vfs, path, *base, trusted, last, options)?;
             if let Some(p) = seg.problem.as_ref().filter(|_| options.automatic) {
                 if !(last && p.torn_tail) {
-                    return Err(self.damaged(path, p.position, p.offset, p.reason.clone()));
+                    self.refuse(report, path, p.position, p.offset, p.reason.clone())?;
                 }
             }
             // An index still preallocated (a writer's active segment, or a
@@ -381,14 +424,30 @@ impl Partition<'_> {
         Ok(())
     }
 
-    fn damaged(&self, segment: &Path, position: u64, offset: u64, reason: String) -> Error {
-        Error::Damaged {
+    /// Opening a log for writing fails at damage it may not cut, having
+    /// changed nothing. A reader's open (a dry run) goes on as
+    /// `klog-recover --dry-run` would, so that its log ends before the
+    /// damage, and notes the first damage in `report`.
+    fn refuse(
+        &self,
+        report: &mut RecoveryReport,
+        segment: &Path,
+        position: u64,
+        offset: u64,
+        reason: String,
+    ) -> Result<()> {
+        let damage = Damage {
             dir: self.dir.to_path_buf(),
             segment: segment.to_path_buf(),
             position,
             offset,
             reason,
+        };
+        if !self.options.dry_run {
+            return Err(damage.error());
         }
+        report.damage.get_or_insert(damage);
+        Ok(())
     }
 
     /// Moves the segment `log` into `quarantine/` (its indexes are removed:

@@ -383,7 +383,7 @@ impl Dumper {
             }
             for rolled in super::recover::rolled_not_named(dir) {
                 self.problem(format_args!(
-                    "{}: a segment rolled and not yet named, not read here: the partition's next writable open (its broker's start) adopts it if it continues the log, else removes it",
+                    "{}: a segment rolled and not yet named, not read here: klog-recover, or the partition's next writable open (its broker's start), adopts it if it continues the log, else removes it",
                     rolled.display()
                 ));
             }

@@ -86,6 +86,26 @@ struct Follow {
     /// End offset at start, for -e.
     end_offset: u64,
     reported_end: bool,
+    /// Damage the partition's log ends before (at `end_offset`): a
+    /// single copy offline until `klog-recover`, whose whole batches before
+    /// it are read, and then it is reported.
+    damage: Option<crate::storage::recover::Damage>,
+}
+
+impl Follow {
+    /// Fails, once what was printed is flushed, when the reader reached
+    /// the damage its log ends before.
+    fn check_damage(&self, topic: &str, printer: &mut Printer<'_>) -> anyhow::Result<()> {
+        let Some(damage) = self.damage.as_ref() else {
+            return Ok(());
+        };
+        if self.reader.next_offset() < self.end_offset {
+            return Ok(());
+        }
+        printer.out.flush().context("cannot write to stdout")?;
+        Err(anyhow::Error::new(damage.error()))
+            .with_context(|| format!("cannot read {topic} [{}]", self.partition))
+    }
 }
 
 /// Where records come from: local logs, or a broker.
@@ -187,6 +207,7 @@ fn open_embedded(options: &Options, dir: &std::path::Path) -> anyhow::Result<Vec
             reader,
             end_offset: log.next_offset(),
             reported_end: false,
+            damage: log.recovery().damage.clone(),
         });
     }
     Ok(follows)
@@ -367,6 +388,7 @@ fn follow_embedded(
     while printer.printed < printer.limit && !crate::stop::stopping() {
         let mut progressed = false;
         for f in follows.iter_mut() {
+            f.check_damage(&options.topic, printer)?;
             let stop_at = if options.exit_at_end {
                 f.end_offset
             } else {
@@ -384,6 +406,7 @@ fn follow_embedded(
             });
             let n = n.with_context(|| format!("cannot read {} [{partition}]", options.topic))?;
             progressed |= n > 0;
+            f.check_damage(&options.topic, printer)?;
             if let Some((from, to)) = f.reader.take_skipped() {
                 say.info(format_args!(
                     "{} [{partition}]: offsets {from} to {} were deleted before they were read; \

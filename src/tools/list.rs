@@ -386,9 +386,14 @@ fn from_data_dir(dir: &Path, topic: Option<&str>) -> anyhow::Result<Listing> {
             let state =
                 match super::consume::open_read_only(Arc::clone(&vfs), &store.partition_dir(&t, p))
                 {
-                    Ok(log) => State::Online {
-                        start: log.start_offset(),
-                        end: log.next_offset(),
+                    // A damaged single copy is offline until klog-recover,
+                    // though a reader reads it up to the damage.
+                    Ok(log) => match &log.recovery().damage {
+                        Some(damage) => State::Unreachable(damage.error().to_string()),
+                        None => State::Online {
+                            start: log.start_offset(),
+                            end: log.next_offset(),
+                        },
                     },
                     Err(e) => State::Unreachable(e.to_string()),
                 };

@@ -2,6 +2,15 @@
 //! names, repairing (or, in a dry run, judging) each with
 //! [`crate::storage::recover`], and reporting what it did per segment, in
 //! lines or JSON.
+//!
+//! A segment a writer rolled and did not name yet (`next-<seq>.log`, see
+//! [`crate::storage::segment::temp_paths`]) is adopted or removed exactly
+//! as the broker's writable open would ([`crate::storage::log::adopt_rolled`]):
+//! adopted under its own name when its header names the offset where the
+//! recovered log ends (then recovered as its last segment), removed when it
+//! has no whole header or names another offset (none of its records was
+//! ever shown or called durable). So after `klog-recover` (exit 0 or 3),
+//! `klog-dump --verify`, which calls such a segment a problem, finds none.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,9 +22,9 @@ use crate::storage::epoch::EPOCH_FILE;
 use crate::storage::fs::RealFs;
 use crate::storage::lock::DirLock;
 use crate::storage::log::LogConfig;
-use crate::storage::recover::{self, RecoverOptions, RecoveryReport};
+use crate::storage::recover::{self, RecoverOptions, RecoveryReport, SegmentReport};
 use crate::storage::refetch;
-use crate::storage::store;
+use crate::storage::{segment, store};
 
 use super::Say;
 
@@ -54,16 +63,16 @@ pub fn run(options: &Options) -> anyhow::Result<bool> {
     let mut changed = false;
     let mut printing = true;
     for dir in partition_dirs(&options.paths)? {
-        let report = recover_one(&dir, &recover_options)
+        let outcome = recover_one(&dir, &recover_options)
             .with_context(|| format!("cannot recover {}", dir.display()))?;
-        changed |= report.changed() || report.epoch_problem.is_some();
+        changed |= outcome.changed();
         if !options.dry_run {
-            note_refetch(&dir, &report, say)?;
+            note_refetch(&dir, &outcome.report, say)?;
         }
         // A closed stdout (| head) ends the report, not the repair: the
         // exit code still says what was done.
         if printing {
-            match print_report(&dir, &report, options, say) {
+            match print_report(&dir, &outcome, options, say) {
                 Err(e) if is_broken_pipe(&e) => printing = false,
                 other => other?,
             }
@@ -99,8 +108,8 @@ fn note_refetch(dir: &Path, report: &RecoveryReport, say: Say) -> anyhow::Result
 
 /// The segments of the partition in `dir` that were rolled and not yet
 /// named (`next-<seq>.log`, see [`crate::storage::segment::temp_paths`]):
-/// neither recovery nor a reader reads them, and they are never removed
-/// here (they may hold records a writer appended).
+/// neither recovery nor a reader reads them; the broker's writable open,
+/// and `klog-recover`, adopt or remove them.
 pub fn rolled_not_named(dir: &Path) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
@@ -233,7 +242,120 @@ fn segment_name(path: &Path) -> String {
     format!("{partition}/{}", name(path.file_name()).unwrap_or_default())
 }
 
-fn recover_one(dir: &Path, options: &RecoverOptions) -> anyhow::Result<RecoveryReport> {
+/// What `klog-recover` did to (or, in a dry run, would do to) one
+/// partition.
+#[derive(Debug)]
+struct Outcome {
+    /// Recovery of the segments it found named.
+    report: RecoveryReport,
+    /// The segments rolled and not yet named, and what became of each.
+    rolled: Vec<Rolled>,
+    /// Recovery of the segments it adopted, as their partition's last.
+    adopted: Vec<SegmentReport>,
+    /// Whether that recovery changed anything.
+    adopted_changed: bool,
+}
+
+impl Outcome {
+    /// Whether anything was (or would be) changed.
+    fn changed(&self) -> bool {
+        self.report.changed()
+            || self.report.epoch_problem.is_some()
+            || !self.rolled.is_empty()
+            || self.adopted_changed
+    }
+}
+
+/// A segment rolled and not yet named, and what became of it.
+#[derive(Debug)]
+struct Rolled {
+    /// Its `next-<seq>.log` file.
+    path: PathBuf,
+    /// The base offset its header names, if it has a whole one.
+    header_base: Option<u64>,
+    /// The name it took (or would take), adopted; `None`: removed.
+    adopted_as: Option<PathBuf>,
+    /// Where the partition's log ends without it.
+    end: Option<u64>,
+}
+
+/// The base offset the header of the segment file `path` names, if whole.
+fn header_base(path: &Path) -> Option<u64> {
+    use std::io::Read;
+    let mut header = [0u8; segment::SEGMENT_HEADER_BYTES];
+    let mut file = std::fs::File::open(path).ok()?;
+    file.read_exact(&mut header).ok()?;
+    segment::decode_header(&header).ok()
+}
+
+/// Adopts or removes the segments rolled and not yet named as the
+/// broker's writable open would, after `report`; `recover` recovers the
+/// partition again. In a dry run, says what it would do: adopt the first
+/// that continues the log, remove the others (unless one continues a
+/// segment adopted before it, which only doing it shows).
+fn adopt_or_remove(
+    dir: &Path,
+    report: RecoveryReport,
+    dry_run: bool,
+    recover: impl Fn() -> crate::Result<RecoveryReport>,
+) -> anyhow::Result<Outcome> {
+    let found = rolled_not_named(dir);
+    let end = report.next_offset();
+    let mut outcome = Outcome {
+        rolled: Vec::new(),
+        adopted: Vec::new(),
+        adopted_changed: false,
+        report,
+    };
+    if found.is_empty() {
+        return Ok(outcome);
+    }
+    let bases: Vec<Option<u64>> = found.iter().map(|p| header_base(p)).collect();
+    let named = |base: u64| dir.join(segment::log_file_name(base));
+    if dry_run {
+        let first = bases.iter().position(|b| b.is_some() && *b == end);
+        for (i, (path, header_base)) in found.into_iter().zip(bases).enumerate() {
+            let adopted_as = (Some(i) == first).then(|| named(end.unwrap_or_default()));
+            outcome.rolled.push(Rolled {
+                path,
+                header_base,
+                adopted_as,
+                end,
+            });
+        }
+        return Ok(outcome);
+    }
+    let before: Vec<u64> = outcome
+        .report
+        .segments
+        .iter()
+        .map(|s| s.base_offset)
+        .collect();
+    let after = crate::storage::log::adopt_rolled(&RealFs, dir, outcome.report.clone(), recover)?;
+    let new: Vec<&SegmentReport> = after
+        .segments
+        .iter()
+        .filter(|s| !before.contains(&s.base_offset))
+        .collect();
+    for (path, header_base) in found.into_iter().zip(bases) {
+        let adopted_as = header_base
+            .filter(|b| new.iter().any(|s| s.base_offset == *b))
+            .map(named);
+        outcome.rolled.push(Rolled {
+            path,
+            header_base,
+            adopted_as,
+            end: after.next_offset(),
+        });
+    }
+    if !new.is_empty() {
+        outcome.adopted = new.into_iter().cloned().collect();
+        outcome.adopted_changed = after.changed() || after.epoch_problem.is_some();
+    }
+    Ok(outcome)
+}
+
+fn recover_one(dir: &Path, options: &RecoverOptions) -> anyhow::Result<Outcome> {
     // Holding the writer lock keeps a broker or producer from starting on
     // the partition while it is repaired, and refuses a partition in use.
     let _lock = if options.dry_run {
@@ -246,25 +368,66 @@ fn recover_one(dir: &Path, options: &RecoverOptions) -> anyhow::Result<RecoveryR
             anyhow::bail!("{} is locked by pid {pid}", dir.display());
         }
     }
+    let recover = || {
+        let point = if options.full {
+            0
+        } else {
+            recover::read_recovery_point(&RealFs, dir)
+        };
+        recover::recover_partition(&RealFs, dir, point, options)
+    };
+    // A replica's mark is written before the cut it records (see
+    // refetch::recover_marked): the cut is durable at once.
     let point = if options.full {
         0
     } else {
         recover::read_recovery_point(&RealFs, dir)
     };
-    // A replica's mark is written before the cut it records (see
-    // refetch::recover_marked): the cut is durable at once.
-    Ok(refetch::recover_marked(&RealFs, dir, point, options)?.0)
+    let report = refetch::recover_marked(&RealFs, dir, point, options)?.0;
+    adopt_or_remove(dir, report, options.dry_run, recover)
 }
 
-fn print_report(
-    dir: &Path,
-    report: &RecoveryReport,
-    options: &Options,
-    say: Say,
-) -> anyhow::Result<()> {
+/// Describes what became of a segment rolled and not yet named.
+fn describe_rolled(rolled: &Rolled, dry_run: bool) -> String {
+    let name = segment_name(&rolled.path);
+    let why = match (rolled.header_base, rolled.end) {
+        (None, _) => "it has no whole header".to_string(),
+        (Some(b), Some(end)) => format!("its header names offset {b}, the log ends at {end}"),
+        (Some(b), None) => format!("its header names offset {b}, the log has no segment"),
+    };
+    let what = format!("{name}: a segment rolled and not yet named");
+    match (&rolled.adopted_as, dry_run) {
+        (Some(to), false) => format!(
+            "{what} that continues the log: adopted as {}",
+            segment_name(to)
+        ),
+        (Some(to), true) => format!(
+            "{what} that continues the log: would be adopted as {}",
+            segment_name(to)
+        ),
+        (None, false) => format!("{what} that does not continue the log ({why}): removed"),
+        (None, true) if rolled.header_base.is_none() => {
+            format!("{what} that does not continue the log ({why}): would be removed")
+        }
+        (None, true) => format!(
+            "{what} that does not continue the log ({why}): would be removed, unless a segment adopted before it ends where it begins"
+        ),
+    }
+}
+
+fn print_report(dir: &Path, outcome: &Outcome, options: &Options, say: Say) -> anyhow::Result<()> {
+    let report = &outcome.report;
     let mut out = std::io::stdout().lock();
     if options.json {
         for seg in &report.segments {
+            writeln!(out, "{}", serde_json::to_string(seg)?)?;
+        }
+        for r in &outcome.rolled {
+            let line = serde_json::json!({"path": r.path, "rolled": true,
+                "header_base_offset": r.header_base, "adopted_as": r.adopted_as});
+            writeln!(out, "{line}")?;
+        }
+        for seg in &outcome.adopted {
             writeln!(out, "{}", serde_json::to_string(seg)?)?;
         }
         for q in &report.quarantined {
@@ -314,12 +477,11 @@ fn print_report(
         };
         writeln!(out, "{}: {problem}{dry}", dir.display())?;
     }
-    for rolled in rolled_not_named(dir) {
-        writeln!(
-            out,
-            "{}: a segment rolled and not yet named: left for the partition's next writable open (its broker's start), which adopts it if it continues the log",
-            segment_name(&rolled)
-        )?;
+    for rolled in &outcome.rolled {
+        writeln!(out, "{}", describe_rolled(rolled, options.dry_run))?;
+    }
+    for seg in &outcome.adopted {
+        writeln!(out, "{}", describe(seg, options.dry_run))?;
     }
     Ok(())
 }

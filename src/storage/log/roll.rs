@@ -326,8 +326,9 @@ impl Log {
 /// when it continues the log exactly (its header names the offset where
 /// the last segment recovery kept ends), and recovers it as the last
 /// segment; removes every other (see "Order on disk"). For a writable open,
-/// after `recovery`, which `recover` runs again after each adoption.
-pub(super) fn adopt_rolled(
+/// after `recovery`, which `recover` runs again after each adoption; and
+/// for `klog-recover`, which so ends in the files the broker's open would.
+pub(crate) fn adopt_rolled(
     vfs: &dyn Vfs,
     dir: &std::path::Path,
     mut recovery: RecoveryReport,

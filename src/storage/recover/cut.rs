@@ -291,6 +291,259 @@ fn same_bytes(seg: &SegmentFile<'_>, from: u64, other: &Path) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::fs::sim::SimFs;
+    use crate::storage::fs::Vfs;
+    use crate::storage::record::{set_base_offset, BatchBuilder};
+    use crate::storage::recover::{recover_partition, RecoverOptions};
+    use crate::storage::segment::{encode_header, SEGMENT_HEADER_BYTES};
+
+    const DIR: &str = "/d/t-0";
+    const SEGMENT: &str = "/d/t-0/00000000000000000000.log";
+
+    fn options(automatic: bool) -> RecoverOptions {
+        RecoverOptions {
+            full: true,
+            dry_run: true,
+            automatic,
+            trust_last: false,
+            index_interval_bytes: 4096,
+        }
+    }
+
+    /// A simulated file system holding the segment `bytes`.
+    fn sim_with(bytes: &[u8]) -> SimFs {
+        let sim = SimFs::new();
+        sim.create_dir_all_durable(Path::new(DIR));
+        sim.write(Path::new(SEGMENT), bytes);
+        sim
+    }
+
+    /// Runs `f` on the segment of `sim` opened as recovery opens it.
+    fn with_segment<T>(
+        sim: &SimFs,
+        options: &RecoverOptions,
+        f: impl FnOnce(&SegmentFile<'_>) -> T,
+    ) -> T {
+        let path = Path::new(SEGMENT);
+        let file = sim.open(path, false).unwrap();
+        let len = file.len().unwrap();
+        f(&SegmentFile {
+            vfs: sim,
+            file,
+            path,
+            len,
+            options,
+            last: true,
+        })
+    }
+
+    /// `len` bytes that differ from their neighbours, none zero.
+    fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i % 251) as u8 ^ seed | 1)
+            .collect::<Vec<u8>>()
+    }
+
+    #[test]
+    fn cut_bytes_past_one_chunk_are_saved_whole() {
+        let len = 2 * RANGE_CHUNK_BYTES as usize + 1000;
+        let bytes = pattern(len, 0);
+        let sim = sim_with(&bytes);
+        let saved = with_segment(&sim, &options(false), |seg| save_cut(seg, 100)).unwrap();
+        assert_eq!(saved, PathBuf::from(format!("{SEGMENT}.corrupt")));
+        assert!(sim.read(&saved).unwrap() == bytes[100..], "the saved bytes");
+    }
+
+    /// A rerun finds the bytes it saved before being killed and reuses
+    /// the file; a file of other bytes (of the same length or not, the
+    /// difference in the first chunk or a later one) is never written
+    /// over nor taken for them.
+    #[test]
+    fn a_rerun_reuses_an_earlier_save_only_of_the_same_bytes() {
+        let len = RANGE_CHUNK_BYTES as usize + 5000;
+        let bytes = pattern(len, 0);
+        let from = 200;
+        let cut = &bytes[from..];
+        let mut late = cut.to_vec();
+        late[RANGE_CHUNK_BYTES as usize + 10] ^= 0x40;
+        let mut early = cut.to_vec();
+        early[7] ^= 0x40;
+        let cases: [(&str, &[u8], bool); 5] = [
+            ("the same bytes", cut, true),
+            ("other bytes in the second chunk", &late, false),
+            ("other bytes in the first chunk", &early, false),
+            ("one byte short", &cut[..cut.len() - 1], false),
+            ("one byte more", &[cut, &[1]].concat(), false),
+        ];
+        for (what, earlier, reused) in cases {
+            let sim = sim_with(&bytes);
+            let first = PathBuf::from(format!("{SEGMENT}.corrupt"));
+            sim.write(&first, earlier);
+            let saved = with_segment(&sim, &options(false), |seg| save_cut(seg, from as u64));
+            let saved = saved.unwrap();
+            let expected = if reused {
+                first.clone()
+            } else {
+                PathBuf::from(format!("{SEGMENT}.corrupt.1"))
+            };
+            assert_eq!(saved, expected, "{what}");
+            assert!(sim.read(&saved).unwrap() == cut, "{what}: the saved bytes");
+            assert!(
+                sim.read(&first).unwrap() == earlier,
+                "{what}: the earlier save is kept"
+            );
+        }
+    }
+
+    /// A damaged batch header (which does not decode) at `position`,
+    /// `header_bytes_written` of it non-zero, then zeros to the end of a
+    /// file of three pages.
+    fn bad_header_then_zeros(position: usize, header_bytes_written: usize) -> SimFs {
+        let mut bytes = pattern(position + header_bytes_written, 0x20);
+        bytes.resize(3 * PAGE_BYTES as usize, 0);
+        sim_with(&bytes)
+    }
+
+    #[test]
+    fn a_damaged_header_is_a_torn_write_only_if_it_runs_into_the_zero_pages() {
+        let header = BATCH_HEADER_BYTES;
+        let page = PAGE_BYTES as usize;
+        // Written up to the page boundary, the rest of the header in the
+        // zero pages: a torn write.
+        let sim = bad_header_then_zeros(page - 20, 20);
+        let torn = with_segment(&sim, &options(false), |seg| {
+            torn_pages(seg, (page - 20) as u64, 0)
+        });
+        assert!(torn.unwrap(), "the header runs into the zero pages");
+        // Written whole, ending before the zero pages: damage.
+        let sim = bad_header_then_zeros(page - 2 * header, header);
+        let torn = with_segment(&sim, &options(false), |seg| {
+            torn_pages(seg, (page - 2 * header) as u64, 0)
+        });
+        assert!(!torn.unwrap(), "the header ends before the zero pages");
+    }
+
+    /// A batch of `count` records of 20 bytes each, the first at `base`.
+    fn batch(base: u64, count: u32) -> Vec<u8> {
+        let mut b = BatchBuilder::new();
+        for i in 0..count {
+            b.push(i64::from(i), None, &[], &[b'v'; 20]);
+        }
+        let bytes = b.finish();
+        set_base_offset(bytes, base);
+        bytes.to_vec()
+    }
+
+    /// Recovery reports where it cuts a batch torn inside its third
+    /// record: klog-recover keeps its first two records, a reader (which
+    /// reads whole batches) none of it; each says which offset is the
+    /// first not kept, its position, and how many bytes go.
+    #[test]
+    fn the_report_of_a_torn_batch_gives_the_offset_position_and_bytes_cut() {
+        let first = batch(0, 3);
+        let torn = batch(3, 5);
+        let header = BatchHeader::decode(&torn, BATCH_BYTES_MAX).unwrap();
+        let two = batch(3, 2);
+        let two_records = two.len() - header.header_bytes();
+        let mut bytes = encode_header(0).to_vec();
+        bytes.extend_from_slice(&first);
+        let at = bytes.len() as u64;
+        bytes.extend_from_slice(&torn[..header.header_bytes() + two_records + 3]);
+        let len = bytes.len() as u64;
+        let kept_end = at + (header.header_bytes() + two_records) as u64;
+        for (automatic, offset, position) in [(false, 5, kept_end), (true, 3, at)] {
+            let sim = sim_with(&bytes);
+            let report = recover_partition(&sim, Path::new(DIR), 0, &options(automatic)).unwrap();
+            let seg = &report.segments[0];
+            let problem = seg.problem.as_ref().expect("a problem");
+            let what = if automatic {
+                "a reader"
+            } else {
+                "klog-recover"
+            };
+            assert_eq!(
+                (problem.offset, problem.position, seg.truncated_bytes),
+                (offset, position, len - position),
+                "{what}: {problem:?}"
+            );
+            assert!(problem.torn_tail, "{what}");
+            assert_eq!(seg.next_offset, offset, "{what}");
+            assert_eq!(seg.bytes_valid, position, "{what}");
+        }
+        assert!(SEGMENT_HEADER_BYTES < at as usize);
+    }
+
+    /// A segment of three batches (offsets 0-2, 3-4, 5-6) whose second has
+    /// its first record damaged; the position of that batch.
+    fn damaged_in_the_middle() -> (Vec<u8>, u64) {
+        let mut bytes = encode_header(0).to_vec();
+        bytes.extend_from_slice(&batch(0, 3));
+        let at = bytes.len();
+        let second = batch(3, 2);
+        let header = BatchHeader::decode(&second, BATCH_BYTES_MAX).unwrap();
+        bytes.extend_from_slice(&second);
+        bytes[at + header.header_bytes() + 4] ^= 0x55;
+        bytes.extend_from_slice(&batch(5, 2));
+        (bytes, at as u64)
+    }
+
+    /// Damage with whole batches after it: a writer's open refuses it and
+    /// changes nothing; klog-recover cuts it, saving the cut bytes first.
+    #[test]
+    fn klog_recover_cuts_damage_and_saves_it_where_a_writer_refuses() {
+        let (bytes, at) = damaged_in_the_middle();
+        let sim = sim_with(&bytes);
+        let writer = RecoverOptions {
+            dry_run: false,
+            ..options(true)
+        };
+        let refused = recover_partition(&sim, Path::new(DIR), 0, &writer);
+        assert!(refused.is_err(), "{refused:?}");
+        assert!(
+            sim.read(Path::new(SEGMENT)).unwrap() == bytes,
+            "a refusal writes"
+        );
+        let klog_recover = RecoverOptions {
+            dry_run: false,
+            ..options(false)
+        };
+        let report = recover_partition(&sim, Path::new(DIR), 0, &klog_recover).unwrap();
+        let seg = &report.segments[0];
+        let saved = PathBuf::from(format!("{SEGMENT}.corrupt"));
+        assert_eq!(seg.saved_to.as_ref(), Some(&saved));
+        assert_eq!((seg.bytes_valid, seg.next_offset), (at, 3));
+        assert!(sim.read(Path::new(SEGMENT)).unwrap() == bytes[..at as usize]);
+        assert!(sim.read(&saved).unwrap() == bytes[at as usize..]);
+    }
+
+    /// A writer's open cuts a torn last batch after its whole records and
+    /// rewrites its header to cover just them: no bytes saved (a short
+    /// write is no data).
+    #[test]
+    fn a_writer_keeps_the_whole_records_of_a_torn_last_batch() {
+        let torn = batch(3, 5);
+        let header = BatchHeader::decode(&torn, BATCH_BYTES_MAX).unwrap();
+        let two_records = batch(3, 2).len() - header.header_bytes();
+        let mut bytes = encode_header(0).to_vec();
+        bytes.extend_from_slice(&batch(0, 3));
+        let at = bytes.len();
+        let kept_end = at + header.header_bytes() + two_records;
+        bytes.extend_from_slice(&torn[..kept_end - at + 3]);
+        let sim = sim_with(&bytes);
+        let writer = RecoverOptions {
+            dry_run: false,
+            ..options(true)
+        };
+        let report = recover_partition(&sim, Path::new(DIR), 0, &writer).unwrap();
+        let seg = &report.segments[0];
+        assert_eq!(seg.saved_to, None);
+        assert_eq!((seg.next_offset, seg.bytes_valid), (5, kept_end as u64));
+        let after = sim.read(Path::new(SEGMENT)).unwrap();
+        assert_eq!(after.len(), kept_end);
+        let patched = BatchHeader::decode(&after[at..], BATCH_BYTES_MAX).unwrap();
+        assert_eq!(patched.record_count, 2);
+        assert_eq!(patched.total_bytes(), (kept_end - at) as u64);
+    }
 
     #[test]
     fn a_bad_record_that_runs_into_the_zero_pages_is_a_torn_write() {
