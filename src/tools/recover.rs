@@ -5,7 +5,7 @@
 //!
 //! A segment a writer rolled and did not name yet (`next-<seq>.log`, see
 //! [`crate::storage::segment::temp_paths`]) is adopted or removed exactly
-//! as the broker's writable open would ([`crate::storage::log::adopt_rolled`]):
+//! as the broker's writable open would (`storage::log::adopt_rolled`):
 //! adopted under its own name when its header names the offset where the
 //! recovered log ends (then recovered as its last segment), removed when it
 //! has no whole header or names another offset (none of its records was
