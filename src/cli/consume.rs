@@ -345,8 +345,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
     });
     let reset_offsets = args.reset_offsets;
     // A partition named twice (`-p 0,0`) is read once.
-    let mut partitions = args.partitions;
-    let mut named = std::collections::HashSet::new();
+    let (mut partitions, mut named) = (args.partitions, std::collections::HashSet::new());
     partitions.retain(|p| named.insert(*p));
     let options = follow::Options {
         output,

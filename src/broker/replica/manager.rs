@@ -253,24 +253,7 @@ fn manage_partition(
             adopt_shrunk_isr(shared, p, &state, version);
             lead(shared, registry, p, live)
         }
-        Decision::Leave(next) => {
-            if matches!(*replica.role(), Role::Leader(_)) {
-                set_role(shared, p, Role::Waiting("leaving the ISR".into()));
-            }
-            if registry.set_partition_state(&p.topic, p.partition, &next, version)? {
-                let why = if facts.failed {
-                    "its log stopped after a failed fsync"
-                } else {
-                    "its log was cut below what it held, and it refetches from a replica in sync"
-                };
-                shared.log(format_args!(
-                    "{}-{}: left the ISR (now {:?}, leader {:?}): {why}",
-                    p.topic, p.partition, next.isr, next.leader
-                ));
-                refetch_cut(shared, p, &next)?;
-            }
-            Ok(())
-        }
+        Decision::Leave(next) => leave_isr(shared, registry, p, &next, (version, facts.failed)),
         Decision::Follow { leader, epoch } => {
             set_role(shared, p, Role::Follower { leader, epoch });
             Ok(())
@@ -291,6 +274,36 @@ fn manage_partition(
             Ok(())
         }
     }
+}
+
+/// Leaves the ISR by compare-and-set ([`Decision::Leave`]): `next` at
+/// `version`; `failed` when the log stopped (else it was cut).
+fn leave_isr(
+    shared: &Shared,
+    registry: &dyn Registry,
+    p: &Partition,
+    next: &PartitionState,
+    (version, failed): (u64, bool),
+) -> Result<()> {
+    let Some(replica) = &p.replica else {
+        return Ok(());
+    };
+    if matches!(*replica.role(), Role::Leader(_)) {
+        set_role(shared, p, Role::Waiting("leaving the ISR".into()));
+    }
+    if registry.set_partition_state(&p.topic, p.partition, next, version)? {
+        let why = if failed {
+            "its log stopped after a failed fsync"
+        } else {
+            "its log was cut below what it held, and it refetches from a replica in sync"
+        };
+        shared.log(format_args!(
+            "{}-{}: left the ISR (now {:?}, leader {:?}): {why}",
+            p.topic, p.partition, next.isr, next.leader
+        ));
+        refetch_cut(shared, p, next)?;
+    }
+    Ok(())
 }
 
 /// The cut of a replica whose log lost records it held (its refetch mark),
