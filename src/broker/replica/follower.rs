@@ -17,7 +17,7 @@ use super::Role;
 use crate::broker::shared::{Partition, Shared};
 use crate::client::connection::Connection;
 use crate::error::{Error, Result};
-use crate::protocol::{ErrorCode, FetchPartition, FetchWant};
+use crate::protocol::{self, ErrorCode, FetchPartition, FetchWant};
 use crate::storage::refetch::{self, Refetch};
 use crate::sync::lock;
 
@@ -404,13 +404,15 @@ fn truncate(shared: &Shared, connection: &mut Connection, f: &Followed) -> Resul
             connection.offsets_for_leader_epoch(&p.topic, p.partition, Some(f.epoch), asked)?;
         let Some((epoch, their_end)) = theirs else {
             // The leader (checked to lead this very epoch, whose epoch
-            // file starts it) knows no epoch at or below one this log
-            // has: an answer this log cannot agree on. Cutting to the
-            // log's start would wipe records acknowledged long ago while
-            // the ISR still counts this replica: keep the log, ask again.
-            return Err(Error::Config(format!(
-                "the leader knows no leader epoch at or below {asked}: keeping the log, asking again"
-            )));
+            // file starts it) knows no epoch at or below `asked`: every
+            // batch of its log is of a later epoch, so nothing of this
+            // log's (of `asked` or before) at or past the leader's start
+            // is what the leader holds there; below its start is outside
+            // its log (a fetch there is out of range, and resets this log
+            // to the leader's start). Cut to the leader's start, never to
+            // this log's own (KIP-279 cuts to the high watermark).
+            let start = connection.list_offsets(&p.topic, p.partition, protocol::EARLIEST)?;
+            break start.unwrap_or(0);
         };
         // Bound first: a guard in the match's head would live through
         // its arms, and the last one locks again.
@@ -454,6 +456,9 @@ mod tests {
     use super::*;
     use crate::broker::testing::{batch, replicated_partition, shared};
     use crate::protocol::{self, Request};
+
+    /// Where the fake leader's log starts (its answer to ListOffsets).
+    const LEADER_START: u64 = 5;
 
     /// A leader on 127.0.0.1 port 0 that answers one connection: an
     /// error for every OffsetsForLeaderEpoch of topic `refused`; `answer`
@@ -500,6 +505,15 @@ mod tests {
                             "",
                         );
                         protocol::put_epoch_end(&mut out, answer);
+                    }
+                    Request::ListOffsets { .. } => {
+                        protocol::begin_response(
+                            &mut out,
+                            header.correlation_id,
+                            ErrorCode::None,
+                            "",
+                        );
+                        crate::protocol::put::i64(&mut out, LEADER_START as i64);
                     }
                     Request::Fetch { partitions, .. } => {
                         for part in &partitions {
@@ -664,7 +678,6 @@ mod tests {
     /// leader's start resets it; one at or past it needs the leader's
     /// first epoch start to know where the logs part).
     #[test]
-    #[ignore = "finding: a follower whose leader knows no epoch of its log asks again for ever and never fetches"]
     fn a_follower_whose_leader_knows_no_epoch_of_its_log_still_fetches() {
         let (_sim, shared) = shared();
         let following = Role::Follower {
@@ -694,6 +707,11 @@ mod tests {
             rx.try_recv().is_ok(),
             "three rounds, and the follower never fetched: it cannot learn where the leader's \
              log starts"
+        );
+        assert_eq!(
+            p.lock().next_offset(),
+            3,
+            "the leader's log starts at {LEADER_START}, past this log's end: nothing is cut"
         );
     }
 

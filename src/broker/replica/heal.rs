@@ -21,6 +21,45 @@ use crate::storage::recover::{self, RecoverOptions};
 use crate::storage::refetch::{self, Refetch};
 
 impl Shared {
+    /// Opens the log of replica `topic`-`partition` as the broker does:
+    /// damage found at open is healed ([`Shared::heal`]); a log that opens
+    /// ending before its recovery point (the offset it had recorded as
+    /// durable: its newest segment files lost, or a truncation cut short
+    /// by a crash) is marked as cut there, since it may lack acknowledged
+    /// records.
+    pub(in crate::broker) fn open_replica(
+        &self,
+        topic: &str,
+        partition: u32,
+        config: LogConfig,
+        options: OpenOptions,
+    ) -> Result<Log> {
+        let vfs = &*self.config.vfs;
+        let dir = self.store.partition_dir(topic, partition);
+        let durable = recover::read_recovery_point(vfs, &dir);
+        let log = match self
+            .store
+            .open_log(topic, partition, config.clone(), options)
+        {
+            Err(e @ Error::Damaged { .. }) => self.heal(topic, partition, &e, config, options)?,
+            other => other?,
+        };
+        let end = log.next_offset();
+        if end < durable && refetch::read(vfs, &dir).ok().flatten().is_none() {
+            let mark = Refetch {
+                cut_at: end,
+                left_isr: false,
+            };
+            refetch::write(vfs, &dir, &mark)?;
+            self.log(format_args!(
+                "{topic}-{partition} ends at offset {end}, before offset {durable} it had recorded \
+                 as durable (files lost): this replica refetches the rest from its leader, and \
+                 leads again only once back in sync"
+            ));
+        }
+        Ok(log)
+    }
+
     /// Heals replica `topic`-`partition`, which opening found `damaged`:
     /// cuts it as `klog-recover` does, marks it, and opens it again.
     pub(in crate::broker) fn heal(
@@ -169,5 +208,57 @@ mod tests {
                 break;
             }
         }
+    }
+
+    /// Review of issue 23: a replica whose newest segment files were lost
+    /// (fsck, a bad sector in the directory) opened as a whole log ending
+    /// before its recovery point, unmarked: it could lead without those
+    /// records. Opened as the broker opens a replica, it is marked.
+    #[test]
+    fn a_replica_that_lost_its_newest_segments_is_marked() {
+        let (sim, shared) = shared();
+        shared.store.create_topic("t", 1).unwrap();
+        let options = OpenOptions {
+            writable: true,
+            lock: false,
+        };
+        let mut config = shared.config.log.clone();
+        config.segment_bytes = crate::limits::SEGMENT_BYTES_MIN;
+        let mut log = shared
+            .store
+            .open_log("t", 0, config.clone(), options)
+            .unwrap();
+        log.set_leader_epoch(1).unwrap();
+        while log.segments().count() < 4 {
+            log.append(&mut batch_of(&[b'v'; 1000]), 0).unwrap();
+            log.flush().unwrap();
+        }
+        let end = log.next_offset();
+        drop(log);
+        let dir = shared.store.partition_dir("t", 0);
+        let durable = crate::storage::recover::read_recovery_point(&*sim, &dir);
+        let mut logs: Vec<_> = sim
+            .files()
+            .into_keys()
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .collect();
+        logs.sort();
+        for seg in &logs[logs.len() - 2..] {
+            for ext in ["log", "index", "timeindex"] {
+                let path = seg.with_extension(ext);
+                if sim.read(&path).is_some() {
+                    crate::storage::fs::Vfs::remove(&*sim, &path).unwrap();
+                }
+            }
+        }
+        let log = shared.open_replica("t", 0, config, options).unwrap();
+        let mark = crate::storage::refetch::read(&*sim, &dir).unwrap();
+        assert!(log.next_offset() < durable, "the newest segments were lost");
+        assert_eq!(
+            mark.map(|m| m.cut_at),
+            Some(log.next_offset()),
+            "durable up to {end}, it opens ending at {}: unmarked",
+            log.next_offset()
+        );
     }
 }
