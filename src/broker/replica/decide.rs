@@ -155,7 +155,8 @@ fn decide_cut(
         return leave(facts, epoch, is_live).unwrap_or_else(|| {
             Decision::Wait(format!(
                 "offline: this replica, the only one in sync, lost records when its log was cut \
-                 at offset {cut}, and no replica holding them is in sync (no unclean election)"
+                 at offset {cut}, and no replica holding them is in sync (no unclean election: \
+                 to take the loss, remove the partition's `refetch` file and restart this broker)"
             ))
         });
     }
