@@ -15,7 +15,7 @@ _klog-dump() {
 
     local context curcontext="$curcontext" state line
     _arguments "${_arguments_options[@]}" : \
-'(--records --print-data --verify)--registry=[Show a registry instead\: brokers, each replicated partition'\''s replicas, leader, epoch, ISR and high watermark (asked of its leader), groups, members, partition owners, committed offsets and lag. A directory or a ZooKeeper ensemble, zk\://HOST\:PORT\[,HOST\:PORT...\]/CHROOT; only read\: nothing is created or changed]:REGISTRY:_files' \
+'(--records --print-data --verify)--registry=[Show a registry instead\: brokers, each replicated partition'\''s replicas, leader, epoch, ISR and high watermark (asked of its leader), groups, members, partition owners, committed offsets and lag. A directory or a ZooKeeper ensemble, zk\://HOST\:PORT\[,HOST\:PORT...\]/CHROOT; only read\: nothing is created or changed. Each broker gets 1s in all to answer (all asked at once)\: a silent one'\''s figures are ? and a % line on stderr names it]:REGISTRY:_files' \
 '--high-watermark=[With --compare\: the offset below which the replicas must be identical (klog-dump --registry shows each partition'\''s); default\: the lowest end of the replicas]:OFFSET:_default' \
 '(--registry --records --print-data --verify)--compare[Compare the replicas of one partition\: each PATH is its directory on another broker (d1/t-0 d2/t-0 d3/t-0). Prints each replica'\''s start, end, tail and leader epochs, and the first offset where they differ (a batch'\''s bytes, or a replica ending early); exit 3 when that is below the high watermark, or a replica is damaged. Above it a difference is an uncommitted tail\: a note]' \
 '--records[One line per record instead of per batch]' \

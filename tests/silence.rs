@@ -18,6 +18,12 @@
 //! - the consumer keeps printing, and reads partition 0 again within the
 //!   same bound.
 //!
+//! A frozen leader must not hold up `klog-dump --registry` either: on an
+//! RF 3 cluster whose session timeout (60 s) keeps the frozen broker
+//! registered, the dump ends within a few seconds, exit 0, with
+//! everything the registry and the live brokers said, and the frozen
+//! broker's figures marked as not answered.
+//!
 //! The bounds are functional and generous, not a benchmark.
 
 mod common;
@@ -308,4 +314,178 @@ fn a_frozen_leader_costs_its_partitions_an_election_and_a_request_timeout_and_no
     stop.store(true, Ordering::Relaxed);
     feeder.join().unwrap();
     follower.join().unwrap();
+}
+
+/// `klog-dump --registry REGISTRY` (with `--json`): how long it took, and
+/// its output.
+fn timed_dump(registry: &str, json: bool) -> (Duration, std::process::Output) {
+    let mut args = vec!["--registry", registry];
+    if json {
+        args.push("--json");
+    }
+    let started = Instant::now();
+    let out = common::bin("klog-dump")
+        .args(&args)
+        .env("NO_COLOR", "1")
+        .timeout(Duration::from_secs(10))
+        .output()
+        .unwrap();
+    (started.elapsed(), out)
+}
+
+/// The cells of the table rows of `tables` that have `cells` cells.
+fn table_rows(tables: &str, cells: usize) -> Vec<Vec<String>> {
+    tables
+        .lines()
+        .map(|line| {
+            line.split(['│', '┆'])
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect::<Vec<_>>()
+        })
+        .filter(|c| c.len() == cells)
+        .collect()
+}
+
+#[test]
+fn klog_dump_registry_answers_within_seconds_with_a_frozen_leader_and_marks_it() {
+    // The bound on each dump: far below the ~5 s a frozen broker used to
+    // cost it, far above the second it may wait for one.
+    const DUMP_MAX: Duration = Duration::from_secs(3);
+    let topics = ["t", "u"];
+    let args = [
+        "--replication-factor",
+        "3",
+        "--partitions",
+        "3",
+        "--session-timeout",
+        "60s",
+    ];
+    let Some(cluster) = Cluster::start(Backend::Dir, 3, &args) else {
+        return;
+    };
+    let input: String = (0..30).map(|i| format!("{i}\n")).collect();
+    for topic in topics {
+        common::eventually(
+            &format!("records delivered to {topic}"),
+            Duration::from_secs(60),
+            || {
+                common::bin("klog-produce")
+                    .args(["--registry", cluster.spec(), "-t", topic, "--acks", "all"])
+                    .args(["-q", "--message-timeout", "10s"])
+                    .write_stdin(input.clone())
+                    .timeout(Duration::from_secs(60))
+                    .output()
+                    .unwrap()
+                    .status
+                    .success()
+            },
+        );
+        for p in 0..3 {
+            cluster.wait_full_isr(topic, p, Duration::from_secs(30));
+        }
+    }
+    let leader = cluster.state("t", 0).unwrap().leader.unwrap();
+    let led: Vec<(String, u32)> = topics
+        .iter()
+        .flat_map(|t| (0..3).map(move |p| (t.to_string(), p)))
+        .filter(|(t, p)| cluster.state(t, *p).unwrap().leader.as_deref() == Some(&leader))
+        .collect();
+    let frozen = cluster.slot_of(&leader);
+    cluster.freeze(frozen);
+    let _thaw = Thaw(&cluster, frozen);
+    eprintln!("froze {leader}, leader of {led:?}");
+
+    let (took, out) = timed_dump(cluster.spec(), false);
+    let tables = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let fail = |why: String| -> ! {
+        cluster.fail(&format!("{why}\nstdout:\n{tables}\nstderr:\n{stderr}"))
+    };
+    if took > DUMP_MAX || !out.status.success() {
+        fail(format!(
+            "klog-dump --registry took {took:?} and ended {}",
+            out.status
+        ));
+    }
+    eprintln!("klog-dump --registry took {took:?}:\n{tables}{stderr}");
+    let brokers = table_rows(&tables, 4);
+    for slot in 0..cluster.len() {
+        if !brokers.iter().any(|r| r[0] == cluster.id(slot)) {
+            fail(format!("broker {} is not listed", cluster.id(slot)));
+        }
+    }
+    let partitions = table_rows(&tables, 7);
+    for topic in topics {
+        for p in 0..3 {
+            let Some(row) = partitions
+                .iter()
+                .find(|r| r[0] == topic && r[1] == p.to_string())
+            else {
+                fail(format!("no row for {topic}-{p}"));
+            };
+            let high_watermark = &row[6];
+            if led.contains(&(topic.to_string(), p)) {
+                let said = format!("? ({leader} did not answer within 1s)");
+                if *high_watermark != said {
+                    fail(format!(
+                        "{topic}-{p}'s high watermark is {high_watermark:?}, not {said:?}"
+                    ));
+                }
+            } else if high_watermark.parse::<u64>().is_err() {
+                fail(format!(
+                    "{topic}-{p}, led by a live broker, has no high watermark"
+                ));
+            }
+        }
+    }
+    let said = format!("% broker {leader} did not answer within 1s");
+    if stderr.lines().filter(|l| l.starts_with(&said)).count() != 1 {
+        fail(format!("stderr does not say {said:?} once"));
+    }
+
+    let (took, out) = timed_dump(cluster.spec(), true);
+    let json = String::from_utf8_lossy(&out.stdout).into_owned();
+    let fail = |why: String| -> ! {
+        cluster.fail(&format!(
+            "{why}\nstdout:\n{json}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    };
+    if took > DUMP_MAX || !out.status.success() {
+        fail(format!(
+            "klog-dump --registry --json took {took:?} and ended {}",
+            out.status
+        ));
+    }
+    eprintln!("klog-dump --registry --json took {took:?}:\n{json}");
+    let lines: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for line in lines.iter().filter(|l| l["type"] == "broker") {
+        let answered = &line["answered"];
+        let wanted = line["id"] != leader.as_str();
+        if *answered != wanted {
+            fail(format!("broker line {line}: answered should be {wanted}"));
+        }
+    }
+    for line in lines.iter().filter(|l| l["type"] == "partition") {
+        let at = (
+            line["topic"].as_str().unwrap().to_string(),
+            line["partition"].as_u64().unwrap() as u32,
+        );
+        if led.contains(&at) {
+            let why = format!("{leader} did not answer within 1s");
+            if !line["high_watermark"].is_null() || line["high_watermark_error"] != why.as_str() {
+                fail(format!(
+                    "partition line {line}: no high watermark, because {why:?}"
+                ));
+            }
+        } else if !line["high_watermark"].is_u64() {
+            fail(format!(
+                "partition line {line}, led by a live broker, has no high watermark"
+            ));
+        }
+    }
 }

@@ -36,7 +36,8 @@ pub struct Args {
     /// leader), groups, members, partition owners, committed offsets and
     /// lag. A directory or a ZooKeeper ensemble,
     /// zk://HOST:PORT[,HOST:PORT...]/CHROOT; only read: nothing is created
-    /// or changed.
+    /// or changed. Each broker gets 1s in all to answer (all asked at
+    /// once): a silent one's figures are ? and a % line on stderr names it.
     #[arg(long = "registry", value_name = "REGISTRY", value_parser = super::registry_arg, conflicts_with_all = ["paths", "records", "print_data", "verify"])]
     pub registry: Option<PathBuf>,
     /// Compare the replicas of one partition: each PATH is its directory on
@@ -73,7 +74,7 @@ pub struct Args {
 /// Runs `klog-dump`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.registry {
-        registry_dump::show(dir, args.json)
+        registry_dump::show(dir, args.json, args.quiet)
             .with_context(|| format!("cannot show the registry {}", dir.display()))?;
         return Ok(ExitCode::SUCCESS);
     }

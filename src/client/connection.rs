@@ -279,6 +279,12 @@ impl Connection {
         &self.addr
     }
 
+    /// How long each following request waits for its answer: e.g. what is
+    /// left of a deadline shared by several requests.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
     /// Sends a request built by `encode` (given the buffer and a
     /// correlation id) and returns the response header; the body is left
     /// in `self.response` from the returned position.

@@ -13,6 +13,15 @@
 //! it does not lead the partition), and the JSON line has
 //! `"high_watermark": null` and the reason in `high_watermark_error`.
 //!
+//! Each broker is asked once for all it is asked, every broker at once,
+//! each within [`ANSWER_TIMEOUT`] for the whole dump (connecting
+//! included): a broker that does not answer in time (stopped, overloaded,
+//! cut off) is asked nothing more, its figures are `?` (`did not answer
+//! within 1s`; `null` in JSON, where its broker line has `"answered":
+//! false`), and a `% broker ... did not answer` line on stderr says so.
+//! The dump still shows everything else: it ends within about a second
+//! whatever the brokers do.
+//!
 //! Partitions that a member owns but that have nothing committed yet are
 //! listed too, as committed `none`, so that a group that has just started
 //! shows its whole assignment.
@@ -30,12 +39,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::client::{Connections, PartitionOffsets};
+use crate::client::{Connection, PartitionOffsets};
 use crate::coord::{BrokerInfo, Lease, MemberInfo, Owner, PartitionState, Registry, ZkRegistry};
+use crate::error::Error;
 use crate::protocol::{ELSEWHERE, OFFLINE};
 
 /// One row of the registry's offsets: a group's committed offset and lag.
@@ -72,67 +82,100 @@ struct Snapshot {
     /// Whether the registry keeps leases (a directory does; on ZooKeeper
     /// an entry lives with its holder's session).
     leases: bool,
+    /// Whether each broker asked answered within [`ANSWER_TIMEOUT`], by
+    /// id (a broker not asked is not here).
+    answered: BTreeMap<String, bool>,
 }
+
+/// How long the dump waits for each broker, over the whole dump
+/// (connecting and every request): a broker silent for longer is asked
+/// nothing more and its figures are marked as not answered.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// End offsets, asked of the broker that holds each partition (its
 /// leader, for a partition with a replication state), once per broker and
-/// topic.
+/// topic, every broker at once (see [`EndOffsets::ask`]).
 struct EndOffsets<'a> {
     brokers: &'a [BrokerInfo],
-    conns: Connections,
     /// Each (broker id, topic)'s metadata, or why there is none.
     asked: BTreeMap<(String, String), Result<PartitionOffsets, String>>,
+    /// Whether each broker asked answered in time, by id.
+    answered: BTreeMap<String, bool>,
     /// The leader of each partition whose state names one.
     leaders: BTreeMap<(String, u32), String>,
 }
 
-impl EndOffsets<'_> {
-    /// The (start, end) offsets `broker` reports for `partition` of
-    /// `topic`, or why there are none.
-    fn offsets(
-        &mut self,
-        broker: &BrokerInfo,
-        topic: &str,
-        partition: u32,
-    ) -> Result<(u64, u64), String> {
-        let conns = &mut self.conns;
-        let asked = self
-            .asked
-            .entry((broker.id.clone(), topic.to_string()))
-            .or_insert_with(|| {
-                conns
-                    .with(&broker.addr(), |c| c.partitions(topic))
-                    .map_err(|e| format!("{} at {}: {e}", broker.id, broker.addr()))
-            });
-        match asked {
-            Ok(offsets) => offsets
-                .get(partition as usize)
-                .copied()
-                .ok_or_else(|| format!("{} has no partition {partition}", broker.id)),
-            Err(why) => Err(why.clone()),
-        }
-    }
-
-    /// The end offset of a partition for a group's lag: from its leader,
-    /// else from the broker that says it holds it; `None` where neither
-    /// answers with one.
-    fn end(&mut self, topic: &str, partition: u32) -> Option<u64> {
+impl<'a> EndOffsets<'a> {
+    /// The broker to ask about `partition` of `topic`: its leader if its
+    /// state names one (`None` if that one is not registered), else the
+    /// broker that says it holds it.
+    fn holder(&self, topic: &str, partition: u32) -> Option<&'a BrokerInfo> {
         let brokers = self.brokers;
-        let broker = match self.leaders.get(&(topic.to_string(), partition)) {
+        match self.leaders.get(&(topic.to_string(), partition)) {
             Some(leader) => brokers.iter().find(|b| &b.id == leader),
             None => brokers.iter().find(|b| {
                 b.topics
                     .get(topic)
                     .is_some_and(|held| held.contains(&partition))
             }),
-        }?;
+        }
+    }
+
+    /// Asks each broker in `wanted` (by id) for the offsets of its topics,
+    /// all brokers at once, each within [`ANSWER_TIMEOUT`].
+    fn ask(&mut self, wanted: &BTreeMap<String, BTreeSet<String>>) {
+        let brokers = self.brokers;
+        let answers: Vec<_> = std::thread::scope(|scope| {
+            let asking: Vec<_> = wanted
+                .iter()
+                .filter_map(|(id, topics)| {
+                    let broker = brokers.iter().find(|b| &b.id == id)?;
+                    Some(scope.spawn(move || (broker, ask_broker(broker, topics, ANSWER_TIMEOUT))))
+                })
+                .collect();
+            asking
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        });
+        for (broker, (answered, offsets)) in answers {
+            self.answered.insert(broker.id.clone(), answered);
+            for (topic, offsets) in offsets {
+                self.asked.insert((broker.id.clone(), topic), offsets);
+            }
+        }
+    }
+
+    /// The (start, end) offsets `broker` reported for `partition` of
+    /// `topic`, or why there are none.
+    fn offsets(
+        &self,
+        broker: &BrokerInfo,
+        topic: &str,
+        partition: u32,
+    ) -> Result<(u64, u64), String> {
+        match self.asked.get(&(broker.id.clone(), topic.to_string())) {
+            Some(Ok(offsets)) => offsets
+                .get(partition as usize)
+                .copied()
+                .ok_or_else(|| format!("{} has no partition {partition}", broker.id)),
+            Some(Err(why)) => Err(why.clone()),
+            None => Err(format!("{} was not asked", broker.id)),
+        }
+    }
+
+    /// The end offset of a partition for a group's lag: from its leader,
+    /// else from the broker that says it holds it; `None` where neither
+    /// answers with one.
+    fn end(&self, topic: &str, partition: u32) -> Option<u64> {
+        let broker = self.holder(topic, partition)?;
         served_end(self.offsets(broker, topic, partition).ok()?).ok()
     }
 
     /// The high watermark of a partition whose leader is `leader` (`None`:
     /// offline), from the leader's metadata, or why it is not known.
     fn high_watermark(
-        &mut self,
+        &self,
         topic: &str,
         partition: u32,
         leader: Option<&str>,
@@ -140,14 +183,65 @@ impl EndOffsets<'_> {
         let Some(leader) = leader else {
             return Err("offline: no leader".into());
         };
-        let brokers = self.brokers;
-        let Some(broker) = brokers.iter().find(|b| b.id == leader) else {
+        let Some(broker) = self.brokers.iter().find(|b| b.id == leader) else {
             return Err(format!(
                 "the leader {leader} is not registered: not running"
             ));
         };
         served_end(self.offsets(broker, topic, partition)?).map_err(|why| format!("{leader} {why}"))
     }
+}
+
+/// Each topic's offsets and whether `broker` answered in time.
+type Answers = (bool, Vec<(String, Result<PartitionOffsets, String>)>);
+
+/// Asks `broker` for the offsets of each of `topics`, one request each on
+/// one connection, all within `timeout` from now (connecting included).
+/// A broker that does not answer in time (or a stop signal) is asked
+/// nothing more: each topic left gets the same reason. Says whether the
+/// broker answered in time.
+fn ask_broker(broker: &BrokerInfo, topics: &BTreeSet<String>, timeout: Duration) -> Answers {
+    let deadline = Instant::now() + timeout;
+    let addr = broker.addr();
+    let mut conn: Option<Connection> = None;
+    let mut given_up: Option<String> = None;
+    let mut answered = true;
+    let mut answers = Vec::new();
+    for topic in topics {
+        if let Some(why) = &given_up {
+            answers.push((topic.clone(), Err(why.clone())));
+            continue;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let asked = match conn.as_mut() {
+            Some(c) => {
+                c.set_timeout(left);
+                c.partitions(topic)
+            }
+            None => Connection::connect_timeout(&addr, left)
+                .and_then(|c| conn.insert(c).partitions(topic)),
+        };
+        let asked = asked.map_err(|e| match e {
+            Error::TimedOut { .. } => {
+                answered = false;
+                let why = format!("{} did not answer within {timeout:?}", broker.id);
+                given_up = Some(why.clone());
+                why
+            }
+            e => {
+                let why = format!("{} at {addr}: {e}", broker.id);
+                if matches!(e, Error::Stopped { .. }) {
+                    given_up = Some(why.clone());
+                }
+                if matches!(e, Error::Network { .. } | Error::Protocol { .. }) {
+                    conn = None;
+                }
+                why
+            }
+        });
+        answers.push((topic.clone(), asked));
+    }
+    (answered, answers)
 }
 
 /// The end offset of a partition's (start, end) in a broker's metadata,
@@ -162,13 +256,25 @@ fn served_end((start, end): (u64, u64)) -> Result<u64, &'static str> {
 
 /// Prints the registry in `dir`: tables on stdout, or one JSON object per
 /// line with `json`.
-pub fn show(dir: &Path, json: bool) -> anyhow::Result<()> {
+pub fn show(dir: &Path, json: bool, quiet: bool) -> anyhow::Result<()> {
     if crate::coord::zk_address(dir).is_none() && !dir.join("brokers").is_dir() {
         anyhow::bail!("not a registry (no brokers/ inside)");
     }
     let registry = open_to_look(dir)?;
     let mut snapshot = read(&*registry)?;
     snapshot.leases = crate::coord::zk_address(dir).is_none();
+    if !quiet {
+        for (id, _) in snapshot.answered.iter().filter(|(_, answered)| !**answered) {
+            let addr = snapshot
+                .brokers
+                .iter()
+                .find(|b| &b.id == id)
+                .map_or_else(String::new, BrokerInfo::addr);
+            eprintln!(
+                "% broker {id} did not answer within {ANSWER_TIMEOUT:?} at {addr}: what it would tell is ? (is it stopped?)"
+            );
+        }
+    }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if json {
@@ -197,21 +303,18 @@ fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
     let brokers = registry.brokers()?;
     let mut ends = EndOffsets {
         brokers: &brokers,
-        conns: Connections::new(),
         asked: BTreeMap::new(),
+        answered: BTreeMap::new(),
         leaders: BTreeMap::new(),
     };
     let mut states = state_rows(registry)?;
-    for row in &mut states {
-        let Ok((state, _)) = &row.state else {
-            continue;
-        };
-        if let Some(leader) = &state.leader {
-            ends.leaders
-                .insert((row.topic.clone(), row.partition), leader.clone());
+    for row in &states {
+        if let Ok((state, _)) = &row.state {
+            if let Some(leader) = &state.leader {
+                ends.leaders
+                    .insert((row.topic.clone(), row.partition), leader.clone());
+            }
         }
-        row.high_watermark =
-            ends.high_watermark(&row.topic, row.partition, state.leader.as_deref());
     }
     let mut members = Vec::new();
     let mut rows = Vec::new();
@@ -219,9 +322,33 @@ fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
         for (m, lease) in registry.sessions(&group)? {
             members.push((group.clone(), m, lease));
         }
-        group_rows(registry, &group, &mut ends, &mut rows)?;
+        group_rows(registry, &group, &brokers, &mut rows)?;
+    }
+    // Everything read from the registry: now ask each broker, once.
+    let mut wanted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let partitions: Vec<(String, u32)> = (ends.leaders.keys().cloned())
+        .chain(rows.iter().map(|r| (r.topic.clone(), r.partition)))
+        .collect();
+    for (topic, partition) in &partitions {
+        if let Some(broker) = ends.holder(topic, *partition) {
+            wanted
+                .entry(broker.id.clone())
+                .or_default()
+                .insert(topic.clone());
+        }
+    }
+    ends.ask(&wanted);
+    for row in &mut states {
+        if let Ok((state, _)) = &row.state {
+            row.high_watermark =
+                ends.high_watermark(&row.topic, row.partition, state.leader.as_deref());
+        }
+    }
+    for row in &mut rows {
+        row.end = ends.end(&row.topic, row.partition);
     }
     Ok(Snapshot {
+        answered: ends.answered,
         brokers,
         states,
         members,
@@ -269,11 +396,12 @@ fn state_rows(registry: &dyn Registry) -> anyhow::Result<Vec<StateRow>> {
 }
 
 /// A group's rows: its committed offsets, then the partitions it owns with
-/// nothing committed yet.
+/// nothing committed yet (among those the `brokers` hold); their end
+/// offsets are asked later.
 fn group_rows(
     registry: &dyn Registry,
     group: &str,
-    ends: &mut EndOffsets<'_>,
+    brokers: &[BrokerInfo],
     rows: &mut Vec<OffsetRow>,
 ) -> anyhow::Result<()> {
     let mut seen = BTreeSet::new();
@@ -281,14 +409,14 @@ fn group_rows(
         seen.insert((topic.clone(), partition));
         rows.push(OffsetRow {
             owner: registry.owner(group, &topic, partition),
-            end: ends.end(&topic, partition),
+            end: None,
             group: group.to_string(),
             topic,
             partition,
             committed: committed.map_err(|e| e.to_string()),
         });
     }
-    for (topic, count) in ends.brokers.iter().flat_map(|b| b.topics.iter()) {
+    for (topic, count) in brokers.iter().flat_map(|b| b.topics.iter()) {
         for &p in count {
             if seen.contains(&(topic.clone(), p)) {
                 continue;
@@ -300,7 +428,7 @@ fn group_rows(
                     topic: topic.clone(),
                     partition: p,
                     committed: Err("none".into()),
-                    end: ends.end(topic, p),
+                    end: None,
                     owner: Some(owner),
                 });
             }
@@ -314,7 +442,8 @@ fn print_json(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
         writeln!(
             out,
             "{}",
-            json!({"type": "broker", "id": b.id, "host": b.host, "port": b.port, "pid": b.pid, "topics": b.topics})
+            json!({"type": "broker", "id": b.id, "host": b.host, "port": b.port, "pid": b.pid, "topics": b.topics,
+                "answered": snapshot.answered.get(&b.id)})
         )?;
     }
     for r in &snapshot.states {
@@ -539,6 +668,7 @@ mod tests {
             members: vec![("g".into(), member, lease(300))],
             rows: vec![row(0, Ok(5), Some(8)), row(1, Err("none".into()), None)],
             leases: true,
+            answered: BTreeMap::new(),
         }
     }
 
@@ -700,6 +830,39 @@ mod tests {
         );
         assert_eq!(lease_cell(Some(&lease(12_100))), "12.1s/10s expired");
         assert!(text.contains("127.0.0.1:9092"), "{text}");
+    }
+
+    #[test]
+    fn a_broker_silent_past_the_timeout_is_asked_nothing_more() {
+        // A listener that never accepts: the kernel completes the
+        // connection, nobody reads the request (a stopped broker).
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let broker = BrokerInfo {
+            kafka: None,
+            id: "b1".into(),
+            host: "127.0.0.1".into(),
+            port: silent.local_addr().unwrap().port(),
+            pid: 7,
+            topics: BTreeMap::new(),
+        };
+        let topics: BTreeSet<String> = ["t", "u", "v"].map(String::from).into();
+        let timeout = Duration::from_millis(300);
+        let started = Instant::now();
+        let (answered, offsets) = ask_broker(&broker, &topics, timeout);
+        let took = started.elapsed();
+        assert!(!answered);
+        assert!(
+            took < timeout * 2,
+            "one wait for the whole broker, not one per topic: {took:?}"
+        );
+        let said: Vec<(&str, Result<PartitionOffsets, String>)> = ["t", "u", "v"]
+            .map(|t| (t, Err("b1 did not answer within 300ms".to_string())))
+            .into();
+        let offsets: Vec<(&str, Result<PartitionOffsets, String>)> = offsets
+            .iter()
+            .map(|(t, o)| (t.as_str(), o.clone()))
+            .collect();
+        assert_eq!(offsets, said);
     }
 
     #[test]
