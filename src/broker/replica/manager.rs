@@ -91,13 +91,14 @@ pub(in crate::broker) fn manage(shared: &Arc<Shared>) {
 const IN_DOUBT: &str = "this broker's registration is lapsed or its registry session in doubt";
 
 /// Steps every replica that leads or follows down whenever this
-/// broker's registry session is in doubt, on a thread of its own, until the broker stops. The
-/// manager's round does so too, but only between its calls to the
-/// registry, and one of those may wait a long time: on ZooKeeper, a call
-/// made while the connection is down waits until the session expires on
-/// the client, past the moment the ensemble expires it and others may
-/// elect a new leader, while this one would go on acknowledging. The
-/// client knows its connection is down well within the session timeout.
+/// broker's registry session is in doubt, on a thread of its own, until
+/// the broker stops. The manager's round does so too, but only between
+/// its calls to the registry, and one of those may wait a long time: on
+/// ZooKeeper, a call made while the connection is down waits until the
+/// session expires on the client, past the moment the ensemble expires
+/// it and others may elect a new leader, while this one would go on
+/// acknowledging. The client knows its connection is down well within
+/// the session timeout.
 pub(in crate::broker) fn watch_session(shared: &Shared) {
     let Some(registry) = shared.registry.clone() else {
         return;
