@@ -317,6 +317,12 @@ impl Broker {
                 .name("replica-manager".into())
                 .spawn(move || replica::manager::manage(&shared))?
         };
+        let session = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("session-watch".into())
+                .spawn(move || replica::manager::watch_session(&shared))?
+        };
         let lease = {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
@@ -343,6 +349,7 @@ impl Broker {
         let _ = flusher.join();
         let _ = retention.join();
         let _ = replicas.join();
+        let _ = session.join();
         let _ = lease.join();
         replica::follower::join_fetchers(&shared);
         // Partitions still marked unflushed are flushed by their close.

@@ -86,6 +86,37 @@ pub(in crate::broker) fn manage(shared: &Arc<Shared>) {
     }
 }
 
+/// Why a replica serves nothing while this broker's registration or
+/// registry session is not known alive: others may be electing.
+const IN_DOUBT: &str = "this broker's registration is lapsed or its registry session in doubt";
+
+/// Steps every replica that leads or follows down whenever this
+/// broker's registry session is in doubt, on a thread of its own, until
+/// the broker stops. The manager's round does so too, but only between
+/// its calls to the registry, and one of those may wait a long time: on
+/// ZooKeeper, a call made while the connection is down waits until the
+/// session expires on the client, past the moment the ensemble expires
+/// it and others may elect a new leader, while this one would go on
+/// acknowledging. The client knows its connection is down well within
+/// the session timeout.
+pub(in crate::broker) fn watch_session(shared: &Shared) {
+    let Some(registry) = shared.registry.clone() else {
+        return;
+    };
+    while !shared.stopping() {
+        if registry.session() != SessionState::Alive {
+            for p in shared.all_partitions() {
+                let serving =
+                    (p.replica.as_ref()).is_some_and(|r| !matches!(*r.role(), Role::Waiting(_)));
+                if serving {
+                    set_role(shared, &p, Role::Waiting(IN_DOUBT.into()));
+                }
+            }
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
 /// One look at the registry: every replicated partition's role made to
 /// match its state.
 fn round(shared: &Shared, registry: &dyn Registry, placed: &mut BTreeSet<String>) -> Result<()> {
@@ -230,8 +261,7 @@ fn manage_partition(
     };
     let _deciding = lock(&replica.deciding);
     if !session_alive {
-        let why = "this broker's registration is lapsed or its registry session in doubt";
-        set_role(shared, p, Role::Waiting(why.into()));
+        set_role(shared, p, Role::Waiting(IN_DOUBT.into()));
         return Ok(());
     }
     let Some((state, version)) = registry.partition_state(&p.topic, p.partition)? else {
