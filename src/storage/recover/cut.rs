@@ -425,6 +425,15 @@ mod tests {
         assert!(!torn.unwrap(), "the header ends before the zero pages");
     }
 
+    /// Nothing but zeros from the batch on, which the walk calls a
+    /// zero-filled tail before this is asked: a torn write all the same.
+    #[test]
+    fn nothing_but_zeros_from_the_batch_on_is_a_torn_write() {
+        let sim = bad_header_then_zeros(100, 0);
+        let torn = with_segment(&sim, &options(false), |seg| torn_pages(seg, 100, 100));
+        assert!(torn.unwrap());
+    }
+
     /// A batch of `count` records of 20 bytes each, the first at `base`.
     fn batch(base: u64, count: u32) -> Vec<u8> {
         let mut b = BatchBuilder::new();
