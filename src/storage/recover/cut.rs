@@ -100,8 +100,10 @@ impl Cut {
         } else {
             fs::is_zero_range(&*seg.file, new_len, seg.len).ctx("read", seg.path)?
         };
-        let short =
-            !whole_batch && stop.is_truncated() && seg.len - new_len < u64::from(BATCH_BYTES_MAX);
+        // A walk that stops at a batch running past the end of the file
+        // read its header whole and within the format's limit: the bytes
+        // cut are fewer than a batch can hold, never a whole run of them.
+        let short = !whole_batch && stop.is_truncated();
         let lost_pages = !zeros && !short && torn_pages(seg, stop.position, new_len)?;
         Ok(Cut {
             position: stop.position,
@@ -295,7 +297,7 @@ mod tests {
     use crate::storage::fs::Vfs;
     use crate::storage::record::{set_base_offset, BatchBuilder};
     use crate::storage::recover::{recover_partition, RecoverOptions};
-    use crate::storage::segment::{encode_header, SEGMENT_HEADER_BYTES};
+    use crate::storage::segment::encode_header;
 
     const DIR: &str = "/d/t-0";
     const SEGMENT: &str = "/d/t-0/00000000000000000000.log";
@@ -423,6 +425,15 @@ mod tests {
         assert!(!torn.unwrap(), "the header ends before the zero pages");
     }
 
+    /// Nothing but zeros from the batch on, which the walk calls a
+    /// zero-filled tail before this is asked: a torn write all the same.
+    #[test]
+    fn nothing_but_zeros_from_the_batch_on_is_a_torn_write() {
+        let sim = bad_header_then_zeros(100, 0);
+        let torn = with_segment(&sim, &options(false), |seg| torn_pages(seg, 100, 100));
+        assert!(torn.unwrap());
+    }
+
     /// A batch of `count` records of 20 bytes each, the first at `base`.
     fn batch(base: u64, count: u32) -> Vec<u8> {
         let mut b = BatchBuilder::new();
@@ -432,6 +443,78 @@ mod tests {
         let bytes = b.finish();
         set_base_offset(bytes, base);
         bytes.to_vec()
+    }
+
+    /// A writer's open (not a dry run) of the segment `bytes`.
+    fn writer_open(bytes: &[u8]) -> (SimFs, Result<crate::storage::recover::RecoveryReport>) {
+        let sim = sim_with(bytes);
+        let writer = RecoverOptions {
+            dry_run: false,
+            ..options(true)
+        };
+        let report = recover_partition(&sim, Path::new(DIR), 0, &writer);
+        (sim, report)
+    }
+
+    /// The segment header and a batch of offsets 0-2; then `last`.
+    fn after_one_batch(last: &[u8]) -> (Vec<u8>, usize) {
+        let mut bytes = encode_header(0).to_vec();
+        bytes.extend_from_slice(&batch(0, 3));
+        let at = bytes.len();
+        bytes.extend_from_slice(last);
+        (bytes, at)
+    }
+
+    /// A last batch whole in length whose records after the second are
+    /// zeros: a zero-filled tail after the records kept (nothing saved).
+    #[test]
+    fn zeros_after_the_whole_records_of_the_last_batch_are_a_zero_filled_tail() {
+        let mut last = batch(3, 5);
+        let header = BatchHeader::decode(&last, BATCH_BYTES_MAX).unwrap();
+        let kept = batch(3, 2).len();
+        last[kept..].fill(0);
+        let (bytes, at) = after_one_batch(&last);
+        let (_sim, report) = writer_open(&bytes);
+        let seg = &report.unwrap().segments[0];
+        let problem = seg.problem.as_ref().unwrap();
+        assert_eq!(problem.reason, "zero-filled tail");
+        assert_eq!((seg.next_offset, seg.saved_to.as_ref()), (5, None));
+        assert_eq!(seg.bytes_valid, (at + kept) as u64);
+        assert!(header.total_bytes() as usize == last.len());
+    }
+
+    /// A last batch whole in length whose last pages are zeros, from
+    /// inside one of its records: a torn write, cut after the whole
+    /// records (and saved: the likely story, not the only one).
+    #[test]
+    fn a_last_batch_running_into_zero_pages_is_a_torn_write() {
+        let mut b = BatchBuilder::new();
+        for i in 0..20 {
+            b.push(i, None, &[], &[b'v'; 400]);
+        }
+        let last = b.finish();
+        set_base_offset(last, 3);
+        let (mut bytes, _) = after_one_batch(last);
+        let boundary = (bytes.len() - 1) / PAGE_BYTES as usize * PAGE_BYTES as usize;
+        bytes[boundary..].fill(0);
+        let (_sim, report) = writer_open(&bytes);
+        let seg = &report.unwrap().segments[0];
+        let problem = seg.problem.as_ref().unwrap();
+        assert!(problem.torn_tail && problem.reason.ends_with("a torn write)"));
+        assert!(seg.saved_to.is_some() && seg.next_offset > 3);
+    }
+
+    /// A last batch whose header is damaged (not cut short, no zero pages)
+    /// is damage: a writer's open refuses it.
+    #[test]
+    fn a_damaged_header_of_the_last_batch_is_damage() {
+        let mut last = batch(3, 2);
+        let header = BatchHeader::decode(&last, BATCH_BYTES_MAX).unwrap();
+        last[header.header_bytes() - 5] ^= 0x55;
+        let (bytes, _) = after_one_batch(&last);
+        let (sim, report) = writer_open(&bytes);
+        assert!(report.is_err(), "{report:?}");
+        assert!(sim.read(Path::new(SEGMENT)).unwrap() == bytes);
     }
 
     /// Recovery reports where it cuts a batch torn inside its third
@@ -470,7 +553,6 @@ mod tests {
             assert_eq!(seg.next_offset, offset, "{what}");
             assert_eq!(seg.bytes_valid, position, "{what}");
         }
-        assert!(SEGMENT_HEADER_BYTES < at as usize);
     }
 
     /// A segment of three batches (offsets 0-2, 3-4, 5-6) whose second has
