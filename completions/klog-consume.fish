@@ -20,7 +20,7 @@ complete -c klog-consume -s e -l exit -d 'Exit when every partition reaches the 
 complete -c klog-consume -s Z -d 'Print NULL for a null (absent) key, as kcat\'s -Z; an empty key or value stays empty (klog\'s records have no null value). -J always writes a missing key as null'
 complete -c klog-consume -s J -l json -d 'One JSON envelope per line: topic, partition, offset, ts, headers, key, payload (bytes that are not UTF-8 in base64, marked by key_encoding, payload_encoding or headers_encoding)'
 complete -c klog-consume -s u -l unbuffered -d 'Flush stdout after every record'
-complete -c klog-consume -s L -l list -d 'List the brokers, topics and partitions (leader, replicas, in-sync replicas, start and end offsets) and exit, like kcat -L: of the broker (-b), the cluster (--registry) or the data directory (--data-dir); -t for one topic, -J for JSON. With --registry, each partition\'s leader, replicas and in-sync replicas are those of its replication state, and its end offset the leader\'s high watermark'
+complete -c klog-consume -s L -l list -d 'List the brokers, topics and partitions (leader, replicas, in-sync replicas, start and end offsets) and exit, like kcat -L: of the broker (-b), the cluster (--registry) or the data directory (--data-dir); -t for one topic, -J for JSON. With --registry, each partition\'s leader, replicas and in-sync replicas are those of its replication state, and its end offset the leader\'s high watermark; each leader gets 1s in all to answer (all asked at once): a silent one\'s partitions are unreachable and a % line on stderr names it'
 complete -c klog-consume -s q -l quiet -d 'Only print errors'
 complete -c klog-consume -s h -l help -d 'Print help'
 complete -c klog-consume -s V -l version -d 'Print version'

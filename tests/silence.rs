@@ -22,7 +22,9 @@
 //! RF 3 cluster whose session timeout (60 s) keeps the frozen broker
 //! registered, the dump ends within a few seconds, exit 0, with
 //! everything the registry and the live brokers said, and the frozen
-//! broker's figures marked as not answered.
+//! broker's figures marked as not answered. Nor `klog-consume -L
+//! --registry` (with `-J`, and `klog-produce -L`): within a few seconds,
+//! exit 0, the frozen leader's partitions `unreachable`.
 //!
 //! The bounds are functional and generous, not a benchmark.
 
@@ -316,16 +318,11 @@ fn a_frozen_leader_costs_its_partitions_an_election_and_a_request_timeout_and_no
     follower.join().unwrap();
 }
 
-/// `klog-dump --registry REGISTRY` (with `--json`): how long it took, and
-/// its output.
-fn timed_dump(registry: &str, json: bool) -> (Duration, std::process::Output) {
-    let mut args = vec!["--registry", registry];
-    if json {
-        args.push("--json");
-    }
+/// `BIN ARGS...`: how long it took (killed after 10 s), and its output.
+fn timed(bin: &str, args: &[&str]) -> (Duration, std::process::Output) {
     let started = Instant::now();
-    let out = common::bin("klog-dump")
-        .args(&args)
+    let out = common::bin(bin)
+        .args(args)
         .env("NO_COLOR", "1")
         .timeout(Duration::from_secs(10))
         .output()
@@ -347,56 +344,98 @@ fn table_rows(tables: &str, cells: usize) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The bound on a look at a cluster with a frozen leader (a dump, a
+/// listing): far below the request timeout a frozen broker used to cost
+/// it, far above the second it may wait for one.
+const LOOK_MAX: Duration = Duration::from_secs(3);
+
+/// The topics of [`FrozenLeader`]'s cluster, 3 partitions each.
+const LOOKED_AT: [&str; 2] = ["t", "u"];
+
+/// An RF 3 cluster whose session timeout (60 s) keeps a frozen broker
+/// registered, with 30 records in each of [`LOOKED_AT`] and every ISR
+/// full, then the leader of t-0 frozen (thawed when this is dropped).
+struct FrozenLeader {
+    cluster: Cluster,
+    /// The frozen broker's id.
+    leader: String,
+    /// The partitions it leads, as (topic, partition).
+    led: Vec<(String, u32)>,
+    slot: usize,
+}
+
+impl FrozenLeader {
+    /// `None` where the test cannot run here.
+    fn start() -> Option<FrozenLeader> {
+        let args = [
+            "--replication-factor",
+            "3",
+            "--partitions",
+            "3",
+            "--session-timeout",
+            "60s",
+        ];
+        let cluster = Cluster::start(Backend::Dir, 3, &args)?;
+        let input: String = (0..30).map(|i| format!("{i}\n")).collect();
+        for topic in LOOKED_AT {
+            common::eventually(
+                &format!("records delivered to {topic}"),
+                Duration::from_secs(60),
+                || {
+                    common::bin("klog-produce")
+                        .args(["--registry", cluster.spec(), "-t", topic, "--acks", "all"])
+                        .args(["-q", "--message-timeout", "10s"])
+                        .write_stdin(input.clone())
+                        .timeout(Duration::from_secs(60))
+                        .output()
+                        .unwrap()
+                        .status
+                        .success()
+                },
+            );
+            for p in 0..3 {
+                cluster.wait_full_isr(topic, p, Duration::from_secs(30));
+            }
+        }
+        let leader = cluster.state("t", 0).unwrap().leader.unwrap();
+        let led: Vec<(String, u32)> = LOOKED_AT
+            .iter()
+            .flat_map(|t| (0..3).map(move |p| (t.to_string(), p)))
+            .filter(|(t, p)| cluster.state(t, *p).unwrap().leader.as_deref() == Some(&leader))
+            .collect();
+        let slot = cluster.slot_of(&leader);
+        cluster.freeze(slot);
+        eprintln!("froze {leader}, leader of {led:?}");
+        Some(FrozenLeader {
+            cluster,
+            leader,
+            led,
+            slot,
+        })
+    }
+}
+
+impl Drop for FrozenLeader {
+    fn drop(&mut self) {
+        self.cluster.thaw(self.slot);
+    }
+}
+
 #[test]
 fn klog_dump_registry_answers_within_seconds_with_a_frozen_leader_and_marks_it() {
-    // The bound on each dump: far below the ~5 s a frozen broker used to
-    // cost it, far above the second it may wait for one.
-    const DUMP_MAX: Duration = Duration::from_secs(3);
-    let topics = ["t", "u"];
-    let args = [
-        "--replication-factor",
-        "3",
-        "--partitions",
-        "3",
-        "--session-timeout",
-        "60s",
-    ];
-    let Some(cluster) = Cluster::start(Backend::Dir, 3, &args) else {
+    let Some(frozen) = FrozenLeader::start() else {
         return;
     };
-    let input: String = (0..30).map(|i| format!("{i}\n")).collect();
-    for topic in topics {
-        common::eventually(
-            &format!("records delivered to {topic}"),
-            Duration::from_secs(60),
-            || {
-                common::bin("klog-produce")
-                    .args(["--registry", cluster.spec(), "-t", topic, "--acks", "all"])
-                    .args(["-q", "--message-timeout", "10s"])
-                    .write_stdin(input.clone())
-                    .timeout(Duration::from_secs(60))
-                    .output()
-                    .unwrap()
-                    .status
-                    .success()
-            },
-        );
-        for p in 0..3 {
-            cluster.wait_full_isr(topic, p, Duration::from_secs(30));
-        }
-    }
-    let leader = cluster.state("t", 0).unwrap().leader.unwrap();
-    let led: Vec<(String, u32)> = topics
-        .iter()
-        .flat_map(|t| (0..3).map(move |p| (t.to_string(), p)))
-        .filter(|(t, p)| cluster.state(t, *p).unwrap().leader.as_deref() == Some(&leader))
-        .collect();
-    let frozen = cluster.slot_of(&leader);
-    cluster.freeze(frozen);
-    let _thaw = Thaw(&cluster, frozen);
-    eprintln!("froze {leader}, leader of {led:?}");
+    let FrozenLeader {
+        cluster,
+        leader,
+        led,
+        ..
+    } = &frozen;
+    let topics = LOOKED_AT;
+    const DUMP_MAX: Duration = LOOK_MAX;
 
-    let (took, out) = timed_dump(cluster.spec(), false);
+    let (took, out) = timed("klog-dump", &["--registry", cluster.spec()]);
     let tables = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let fail = |why: String| -> ! {
@@ -444,7 +483,7 @@ fn klog_dump_registry_answers_within_seconds_with_a_frozen_leader_and_marks_it()
         fail(format!("stderr does not say {said:?} once"));
     }
 
-    let (took, out) = timed_dump(cluster.spec(), true);
+    let (took, out) = timed("klog-dump", &["--registry", cluster.spec(), "--json"]);
     let json = String::from_utf8_lossy(&out.stdout).into_owned();
     let fail = |why: String| -> ! {
         cluster.fail(&format!(
@@ -487,5 +526,128 @@ fn klog_dump_registry_answers_within_seconds_with_a_frozen_leader_and_marks_it()
                 "partition line {line}, led by a live broker, has no high watermark"
             ));
         }
+    }
+}
+
+#[test]
+fn klog_consume_list_registry_answers_within_seconds_with_a_frozen_leader_and_marks_it() {
+    let Some(frozen) = FrozenLeader::start() else {
+        return;
+    };
+    let FrozenLeader {
+        cluster,
+        leader,
+        led,
+        ..
+    } = &frozen;
+    let why = format!("{leader} did not answer within 1s");
+
+    let (took, out) = timed("klog-consume", &["-L", "--registry", cluster.spec()]);
+    let tables = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let fail = |what: String| -> ! {
+        cluster.fail(&format!("{what}\nstdout:\n{tables}\nstderr:\n{stderr}"))
+    };
+    if took > LOOK_MAX || !out.status.success() {
+        fail(format!(
+            "klog-consume -L --registry took {took:?} and ended {}",
+            out.status
+        ));
+    }
+    eprintln!("klog-consume -L --registry took {took:?}:\n{tables}{stderr}");
+    let brokers = table_rows(&tables, 2);
+    for slot in 0..cluster.len() {
+        if !brokers.iter().any(|r| r[0] == cluster.id(slot)) {
+            fail(format!("broker {} is not listed", cluster.id(slot)));
+        }
+    }
+    // topic, partition, leader, replicas, isr, start, end
+    let partitions = table_rows(&tables, 7);
+    for topic in LOOKED_AT {
+        for p in 0..3 {
+            let Some(row) = partitions
+                .iter()
+                .find(|r| r[0] == topic && r[1] == p.to_string())
+            else {
+                fail(format!("no row for {topic}-{p}"));
+            };
+            let (start, end) = (&row[5], &row[6]);
+            if led.contains(&(topic.to_string(), p)) {
+                if (start.as_str(), end.as_str()) != ("-", "unreachable") || row[2] != *leader {
+                    fail(format!("{topic}-{p} is not marked unreachable: {row:?}"));
+                }
+            } else if start.parse::<u64>().is_err() || end.parse::<u64>().is_err() {
+                fail(format!(
+                    "{topic}-{p}, led by a live broker, has no offsets: {row:?}"
+                ));
+            }
+        }
+    }
+    let said = format!("% broker {leader} did not answer within 1s");
+    if stderr.lines().filter(|l| l.starts_with(&said)).count() != 1 {
+        fail(format!("stderr does not say {said:?} once"));
+    }
+
+    let (took, out) = timed("klog-consume", &["-L", "--registry", cluster.spec(), "-J"]);
+    let json = String::from_utf8_lossy(&out.stdout).into_owned();
+    let fail = |what: String| -> ! {
+        cluster.fail(&format!(
+            "{what}\nstdout:\n{json}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    };
+    if took > LOOK_MAX || !out.status.success() {
+        fail(format!(
+            "klog-consume -L --registry -J took {took:?} and ended {}",
+            out.status
+        ));
+    }
+    eprintln!("klog-consume -L --registry -J took {took:?}:\n{json}");
+    let lines: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for line in lines.iter().filter(|l| l["type"] == "broker") {
+        let wanted = line["id"] != leader.as_str();
+        if line["answered"] != wanted {
+            fail(format!("broker line {line}: answered should be {wanted}"));
+        }
+    }
+    let partitions: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["type"] == "partition").collect();
+    if partitions.len() != 6 {
+        fail(format!("{} partition lines, not 6", partitions.len()));
+    }
+    for line in partitions {
+        let at = (
+            line["topic"].as_str().unwrap().to_string(),
+            line["partition"].as_u64().unwrap() as u32,
+        );
+        if led.contains(&at) {
+            if line["state"] != "unreachable"
+                || !line["end_offset"].is_null()
+                || line["error"] != why.as_str()
+            {
+                fail(format!(
+                    "partition line {line}: unreachable, no offsets, because {why:?}"
+                ));
+            }
+        } else if line["state"] != "online"
+            || !line["end_offset"].is_u64()
+            || !line["error"].is_null()
+        {
+            fail(format!(
+                "partition line {line}, led by a live broker, is not online with offsets"
+            ));
+        }
+    }
+
+    // klog-produce -L is the same listing.
+    let (took, out) = timed("klog-produce", &["-L", "--registry", cluster.spec(), "-q"]);
+    if took > LOOK_MAX || !out.status.success() {
+        cluster.fail(&format!(
+            "klog-produce -L --registry took {took:?} and ended {}",
+            out.status
+        ));
     }
 }

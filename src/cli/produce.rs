@@ -119,7 +119,9 @@ pub struct Args {
     /// broker (-b), the cluster (--registry) or the data directory
     /// (--data-dir); -t for one topic, -J for JSON. With --registry, each
     /// partition's leader, replicas and in-sync replicas are those of its
-    /// replication state, and its end offset the leader's high watermark.
+    /// replication state, and its end offset the leader's high watermark;
+    /// each leader gets 1s in all to answer (all asked at once): a silent
+    /// one's partitions are unreachable and a % line on stderr names it.
     #[arg(short = 'L', long = "list")]
     pub list: bool,
     /// Send each FILE as one record, as kcat does with file arguments

@@ -18,21 +18,29 @@
 //!   leader and in-sync replicas from that state (a partition of one
 //!   replica has none: its broker leads it and is its ISR); its offsets
 //!   from the leader's metadata, whose end offset is the leader's high
-//!   watermark. A leader that does not answer makes its partitions
-//!   `unreachable`, one gone from the registry `down`; a replicated
+//!   watermark. The registry is read first, then each leader is asked
+//!   once for all its topics, every leader at once, each within
+//!   [`ANSWER_TIMEOUT`](super::ask::ANSWER_TIMEOUT) in all (see
+//!   [`super::ask`]): a leader that does not answer in time (stopped,
+//!   overloaded, cut off) is asked nothing more, its partitions are
+//!   `unreachable` (`B did not answer within 1s`), a `% broker B did not
+//!   answer within 1s ...` line on stderr names it, and the listing ends
+//!   within about a second whatever the brokers do. A leader that answers with an error makes its partitions
+//!   `unreachable` too, one gone from the registry `down`; a replicated
 //!   partition with no leader (none elected yet, or no in-sync replica
 //!   alive) is `offline`, and a state that cannot be read `unreachable`
 //!   with the reason.
 //! - `--data-dir`: the data directory's topics, read directly (no lock, no
 //!   broker, no leader).
 //!
-//! JSON lines, each with a `type`: `broker` (`id`, `addr`), `topic`
-//! (`topic`, `partitions`), `partition` (`topic`, `partition`, `leader`,
-//! `replicas`, `isr`, `start_offset`, `end_offset`, `state`: `online`,
-//! `elsewhere`, `offline`, `unreachable` or `down`; the offsets are null
-//! unless `online`).
+//! JSON lines, each with a `type`: `broker` (`id`, `addr`, `answered`:
+//! whether it answered, null if it was not asked), `topic` (`topic`,
+//! `partitions`), `partition` (`topic`, `partition`, `leader`, `replicas`,
+//! `isr`, `start_offset`, `end_offset`, `state`: `online`, `elsewhere`,
+//! `offline`, `unreachable` or `down`; the offsets are null unless
+//! `online`; `error`: why it is `unreachable`, else null).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,12 +48,13 @@ use std::sync::Arc;
 use anyhow::Context;
 use serde_json::json;
 
-use crate::client::{Connections, PartitionOffsets};
-use crate::coord::Registry;
+use crate::client::Connections;
+use crate::coord::{BrokerInfo, Registry};
 use crate::protocol::{ErrorCode, ELSEWHERE, OFFLINE};
 use crate::storage::fs::{RealFs, Vfs};
 use crate::storage::store::Store;
 
+use super::ask::{say_silent, Answers};
 use super::Say;
 
 /// What `-L` is asked to list.
@@ -70,6 +79,8 @@ pub struct Options {
 struct Broker {
     id: Option<String>,
     addr: String,
+    /// Whether it answered (`None`: it was not asked).
+    answered: Option<bool>,
 }
 
 /// A partition's offsets, or why there are none.
@@ -161,7 +172,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             format!("data directory {}", dir.display()),
         ),
         (None, Some(dir)) => (
-            from_registry(dir, options.topic.as_deref())?,
+            from_registry(dir, options.topic.as_deref(), say)?,
             format!("registry {}", dir.display()),
         ),
         (None, None) => (
@@ -211,6 +222,7 @@ fn from_broker(addr: &str, topic: Option<&str>) -> anyhow::Result<Listing> {
         brokers: vec![Broker {
             id: None,
             addr: addr.to_string(),
+            answered: Some(true),
         }],
         ..Listing::default()
     };
@@ -244,16 +256,76 @@ fn from_broker(addr: &str, topic: Option<&str>) -> anyhow::Result<Listing> {
 }
 
 /// A registry's cluster: its brokers, and each partition's from the
-/// placement, with the offsets its broker reports.
-fn from_registry(dir: &Path, topic: Option<&str>) -> anyhow::Result<Listing> {
+/// placement, with the offsets its leader reports (each leader asked
+/// within [`ANSWER_TIMEOUT`](super::ask::ANSWER_TIMEOUT); one that does
+/// not answer is said by `say`).
+fn from_registry(dir: &Path, topic: Option<&str>, say: Say) -> anyhow::Result<Listing> {
     if crate::coord::zk_address(dir).is_none() && !dir.join("brokers").is_dir() {
         anyhow::bail!("{} is not a registry (no brokers/ inside)", dir.display());
     }
     let registry = super::registry_dump::open_to_look(dir)?;
     let brokers = registry.brokers()?;
-    // Each topic's partitions, and which broker says it holds each.
+    // Everything read from the registry first, then the leaders asked.
+    let held = held(&*registry, &brokers, topic)?;
+    let mut placed = Vec::with_capacity(held.len());
+    for (t, holders) in held {
+        let roles = roles(&*registry, &t, &holders)?;
+        placed.push((t, roles));
+    }
+    let answers = ask_leaders(&brokers, &placed);
+    say_silent(
+        &answers.answered,
+        &brokers,
+        "its partitions are unreachable",
+        say,
+    );
+    let mut listing = Listing {
+        brokers: brokers
+            .iter()
+            .map(|b| Broker {
+                id: Some(b.id.clone()),
+                addr: b.addr(),
+                answered: answers.answered.get(&b.id).copied(),
+            })
+            .collect(),
+        ..Listing::default()
+    };
+    for (t, roles) in placed {
+        listing.topics.insert(t.clone(), roles.len() as u32);
+        for (p, roles) in roles.into_iter().enumerate() {
+            let asked = roles
+                .leader
+                .as_deref()
+                .and_then(|id| answers.offsets(id, &t));
+            let state = match (roles.leaderless, asked) {
+                (Some(why), _) => why,
+                // Its leader is not registered: not running.
+                (None, None) => State::Down,
+                (None, Some(Ok(o))) => o.get(p).copied().map_or(State::Elsewhere, State::of),
+                (None, Some(Err(why))) => State::Unreachable(why.clone()),
+            };
+            listing.partitions.push(Partition {
+                topic: t.clone(),
+                partition: p as u32,
+                leader: roles.leader,
+                replicas: roles.replicas,
+                state,
+            });
+        }
+    }
+    Ok(listing)
+}
+
+/// The topics to list (`topic` alone, if given: an error if the registry
+/// knows it not), each with its partitions and the broker that says it
+/// holds each.
+fn held(
+    registry: &dyn Registry,
+    brokers: &[BrokerInfo],
+    topic: Option<&str>,
+) -> anyhow::Result<BTreeMap<String, BTreeMap<u32, String>>> {
     let mut held: BTreeMap<String, BTreeMap<u32, String>> = BTreeMap::new();
-    for b in &brokers {
+    for b in brokers {
         for (t, partitions) in &b.topics {
             for &p in partitions {
                 held.entry(t.clone()).or_default().insert(p, b.id.clone());
@@ -270,49 +342,24 @@ fn from_registry(dir: &Path, topic: Option<&str>) -> anyhow::Result<Listing> {
         held.retain(|name, _| name == t);
         held.entry(t.to_string()).or_default();
     }
-    let mut listing = Listing {
-        brokers: brokers
+    Ok(held)
+}
+
+/// Asks each registered leader of `placed` (each topic's partitions' roles)
+/// for the offsets of the topics it leads, every leader at once, each
+/// within [`ANSWER_TIMEOUT`](super::ask::ANSWER_TIMEOUT).
+fn ask_leaders(brokers: &[BrokerInfo], placed: &[(String, Vec<Roles>)]) -> Answers {
+    let mut wanted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (t, roles) in placed {
+        for leader in roles
             .iter()
-            .map(|b| Broker {
-                id: Some(b.id.clone()),
-                addr: b.addr(),
-            })
-            .collect(),
-        ..Listing::default()
-    };
-    let addrs: HashMap<&str, String> = brokers.iter().map(|b| (b.id.as_str(), b.addr())).collect();
-    let mut asked: HashMap<(String, String), Result<PartitionOffsets, String>> = HashMap::new();
-    let mut conns = Connections::new();
-    for (t, holders) in held {
-        let roles = roles(&*registry, &t, &holders)?;
-        listing.topics.insert(t.clone(), roles.len() as u32);
-        for (p, roles) in roles.into_iter().enumerate() {
-            let leader_addr = roles.leader.as_deref().and_then(|id| addrs.get(id));
-            let state = match (roles.leaderless, leader_addr) {
-                (Some(why), _) => why,
-                (None, None) => State::Down,
-                (None, Some(addr)) => {
-                    let offsets = asked.entry((addr.clone(), t.clone())).or_insert_with(|| {
-                        conns
-                            .with(addr, |c| c.partitions(&t))
-                            .map_err(|e| format!("{addr}: {e}"))
-                    });
-                    match offsets {
-                        Ok(o) => o.get(p).copied().map_or(State::Elsewhere, State::of),
-                        Err(why) => State::Unreachable(why.clone()),
-                    }
-                }
-            };
-            listing.partitions.push(Partition {
-                topic: t.clone(),
-                partition: p as u32,
-                leader: roles.leader,
-                replicas: roles.replicas,
-                state,
-            });
+            .filter(|r| r.leaderless.is_none())
+            .filter_map(|r| r.leader.as_ref())
+        {
+            wanted.entry(leader.clone()).or_default().insert(t.clone());
         }
     }
-    Ok(listing)
+    Answers::ask(brokers, &wanted)
 }
 
 /// Who holds each partition of `topic`: with a placement, each
@@ -415,7 +462,7 @@ fn print_json(out: &mut impl Write, listing: &Listing) -> anyhow::Result<()> {
         writeln!(
             out,
             "{}",
-            json!({"type": "broker", "id": b.id, "addr": b.addr})
+            json!({"type": "broker", "id": b.id, "addr": b.addr, "answered": b.answered})
         )?;
     }
     for (topic, partitions) in &listing.topics {
@@ -430,13 +477,18 @@ fn print_json(out: &mut impl Write, listing: &Listing) -> anyhow::Result<()> {
             State::Online { start, end } => (Some(start), Some(end)),
             _ => (None, None),
         };
+        let error = match &p.state {
+            State::Unreachable(why) => Some(why),
+            _ => None,
+        };
         let (replicas, isr) = p.replicas_and_isr();
         writeln!(
             out,
             "{}",
             json!({"type": "partition", "topic": p.topic, "partition": p.partition,
                 "leader": p.leader, "replicas": replicas, "isr": isr,
-                "start_offset": start, "end_offset": end, "state": p.state.name()})
+                "start_offset": start, "end_offset": end, "state": p.state.name(),
+                "error": error})
         )?;
     }
     Ok(())

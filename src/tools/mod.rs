@@ -8,6 +8,7 @@
 //! | `klog-consume` | [`follow`] (formats, envelopes, the embedded reader: [`consume`]) |
 //! | both, with `-L` | [`list`] |
 //! | `klog-dump` | [`dump`], [`registry_dump`] for `--registry`, [`compare`] for `--compare` |
+//! | asking brokers (`-L --registry`, `klog-dump --registry`) | [`ask`] (every broker at once, each within 1s) |
 //! | `klog-recover` | [`recover`] |
 //! | `klog-bench` | [`bench`](mod@bench) |
 //!
@@ -17,6 +18,7 @@
 //! The small helpers below are the tools' shared manners of speaking: `% `
 //! lines on stderr that `-q` silences, and tables in one style.
 
+pub mod ask;
 pub mod bench;
 pub mod compare;
 pub mod consume;

@@ -14,11 +14,12 @@
 //! `"high_watermark": null` and the reason in `high_watermark_error`.
 //!
 //! Each broker is asked once for all it is asked, every broker at once,
-//! each within [`ANSWER_TIMEOUT`] for the whole dump (connecting
-//! included): a broker that does not answer in time (stopped, overloaded,
-//! cut off) is asked nothing more, its figures are `?` (`did not answer
-//! within 1s`; `null` in JSON, where its broker line has `"answered":
-//! false`), and a `% broker ... did not answer` line on stderr says so.
+//! each within [`ANSWER_TIMEOUT`](super::ask::ANSWER_TIMEOUT) for the
+//! whole dump (connecting included; see [`super::ask`]): a broker that
+//! does not answer in time (stopped, overloaded, cut off) is asked nothing
+//! more, its figures are `?` (`did not answer within 1s`; `null` in JSON,
+//! where its broker line has `"answered": false`), and a `% broker ...
+//! did not answer` line on stderr says so.
 //! The dump still shows everything else: it ends within about a second
 //! whatever the brokers do.
 //!
@@ -39,14 +40,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
-use crate::client::{Connection, PartitionOffsets};
 use crate::coord::{BrokerInfo, Lease, MemberInfo, Owner, PartitionState, Registry, ZkRegistry};
-use crate::error::Error;
 use crate::protocol::{ELSEWHERE, OFFLINE};
+
+use super::ask::{say_silent, Answers};
+use super::Say;
 
 /// One row of the registry's offsets: a group's committed offset and lag.
 struct OffsetRow {
@@ -82,25 +84,19 @@ struct Snapshot {
     /// Whether the registry keeps leases (a directory does; on ZooKeeper
     /// an entry lives with its holder's session).
     leases: bool,
-    /// Whether each broker asked answered within [`ANSWER_TIMEOUT`], by
-    /// id (a broker not asked is not here).
+    /// Whether each broker asked answered within
+    /// [`ANSWER_TIMEOUT`](super::ask::ANSWER_TIMEOUT), by id (a broker not
+    /// asked is not here).
     answered: BTreeMap<String, bool>,
 }
 
-/// How long the dump waits for each broker, over the whole dump
-/// (connecting and every request): a broker silent for longer is asked
-/// nothing more and its figures are marked as not answered.
-pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(1);
-
 /// End offsets, asked of the broker that holds each partition (its
 /// leader, for a partition with a replication state), once per broker and
-/// topic, every broker at once (see [`EndOffsets::ask`]).
+/// topic, every broker at once (see [`Answers::ask`]).
 struct EndOffsets<'a> {
     brokers: &'a [BrokerInfo],
-    /// Each (broker id, topic)'s metadata, or why there is none.
-    asked: BTreeMap<(String, String), Result<PartitionOffsets, String>>,
-    /// Whether each broker asked answered in time, by id.
-    answered: BTreeMap<String, bool>,
+    /// What the brokers asked said.
+    answers: Answers,
     /// The leader of each partition whose state names one.
     leaders: BTreeMap<(String, u32), String>,
 }
@@ -121,31 +117,6 @@ impl<'a> EndOffsets<'a> {
         }
     }
 
-    /// Asks each broker in `wanted` (by id) for the offsets of its topics,
-    /// all brokers at once, each within [`ANSWER_TIMEOUT`].
-    fn ask(&mut self, wanted: &BTreeMap<String, BTreeSet<String>>) {
-        let brokers = self.brokers;
-        let answers: Vec<_> = std::thread::scope(|scope| {
-            let asking: Vec<_> = wanted
-                .iter()
-                .filter_map(|(id, topics)| {
-                    let broker = brokers.iter().find(|b| &b.id == id)?;
-                    Some(scope.spawn(move || (broker, ask_broker(broker, topics, ANSWER_TIMEOUT))))
-                })
-                .collect();
-            asking
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .collect()
-        });
-        for (broker, (answered, offsets)) in answers {
-            self.answered.insert(broker.id.clone(), answered);
-            for (topic, offsets) in offsets {
-                self.asked.insert((broker.id.clone(), topic), offsets);
-            }
-        }
-    }
-
     /// The (start, end) offsets `broker` reported for `partition` of
     /// `topic`, or why there are none.
     fn offsets(
@@ -154,7 +125,7 @@ impl<'a> EndOffsets<'a> {
         topic: &str,
         partition: u32,
     ) -> Result<(u64, u64), String> {
-        match self.asked.get(&(broker.id.clone(), topic.to_string())) {
+        match self.answers.offsets(&broker.id, topic) {
             Some(Ok(offsets)) => offsets
                 .get(partition as usize)
                 .copied()
@@ -192,58 +163,6 @@ impl<'a> EndOffsets<'a> {
     }
 }
 
-/// Each topic's offsets and whether `broker` answered in time.
-type Answers = (bool, Vec<(String, Result<PartitionOffsets, String>)>);
-
-/// Asks `broker` for the offsets of each of `topics`, one request each on
-/// one connection, all within `timeout` from now (connecting included).
-/// A broker that does not answer in time (or a stop signal) is asked
-/// nothing more: each topic left gets the same reason. Says whether the
-/// broker answered in time.
-fn ask_broker(broker: &BrokerInfo, topics: &BTreeSet<String>, timeout: Duration) -> Answers {
-    let deadline = Instant::now() + timeout;
-    let addr = broker.addr();
-    let mut conn: Option<Connection> = None;
-    let mut given_up: Option<String> = None;
-    let mut answered = true;
-    let mut answers = Vec::new();
-    for topic in topics {
-        if let Some(why) = &given_up {
-            answers.push((topic.clone(), Err(why.clone())));
-            continue;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        let asked = match conn.as_mut() {
-            Some(c) => {
-                c.set_timeout(left);
-                c.partitions(topic)
-            }
-            None => Connection::connect_timeout(&addr, left)
-                .and_then(|c| conn.insert(c).partitions(topic)),
-        };
-        let asked = asked.map_err(|e| match e {
-            Error::TimedOut { .. } => {
-                answered = false;
-                let why = format!("{} did not answer within {timeout:?}", broker.id);
-                given_up = Some(why.clone());
-                why
-            }
-            e => {
-                let why = format!("{} at {addr}: {e}", broker.id);
-                if matches!(e, Error::Stopped { .. }) {
-                    given_up = Some(why.clone());
-                }
-                if matches!(e, Error::Network { .. } | Error::Protocol { .. }) {
-                    conn = None;
-                }
-                why
-            }
-        });
-        answers.push((topic.clone(), asked));
-    }
-    (answered, answers)
-}
-
 /// The end offset of a partition's (start, end) in a broker's metadata,
 /// or why that broker does not serve it.
 fn served_end((start, end): (u64, u64)) -> Result<u64, &'static str> {
@@ -263,18 +182,13 @@ pub fn show(dir: &Path, json: bool, quiet: bool) -> anyhow::Result<()> {
     let registry = open_to_look(dir)?;
     let mut snapshot = read(&*registry)?;
     snapshot.leases = crate::coord::zk_address(dir).is_none();
-    if !quiet {
-        for (id, _) in snapshot.answered.iter().filter(|(_, answered)| !**answered) {
-            let addr = snapshot
-                .brokers
-                .iter()
-                .find(|b| &b.id == id)
-                .map_or_else(String::new, BrokerInfo::addr);
-            eprintln!(
-                "% broker {id} did not answer within {ANSWER_TIMEOUT:?} at {addr}: what it would tell is ? (is it stopped?)"
-            );
-        }
-    }
+    let say = Say { quiet };
+    say_silent(
+        &snapshot.answered,
+        &snapshot.brokers,
+        "what it would tell is ?",
+        say,
+    );
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if json {
@@ -303,8 +217,7 @@ fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
     let brokers = registry.brokers()?;
     let mut ends = EndOffsets {
         brokers: &brokers,
-        asked: BTreeMap::new(),
-        answered: BTreeMap::new(),
+        answers: Answers::default(),
         leaders: BTreeMap::new(),
     };
     let mut states = state_rows(registry)?;
@@ -337,7 +250,7 @@ fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
                 .insert(topic.clone());
         }
     }
-    ends.ask(&wanted);
+    ends.answers = Answers::ask(&brokers, &wanted);
     for row in &mut states {
         if let Ok((state, _)) = &row.state {
             row.high_watermark =
@@ -348,7 +261,7 @@ fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
         row.end = ends.end(&row.topic, row.partition);
     }
     Ok(Snapshot {
-        answered: ends.answered,
+        answered: ends.answers.answered,
         brokers,
         states,
         members,
@@ -830,39 +743,6 @@ mod tests {
         );
         assert_eq!(lease_cell(Some(&lease(12_100))), "12.1s/10s expired");
         assert!(text.contains("127.0.0.1:9092"), "{text}");
-    }
-
-    #[test]
-    fn a_broker_silent_past_the_timeout_is_asked_nothing_more() {
-        // A listener that never accepts: the kernel completes the
-        // connection, nobody reads the request (a stopped broker).
-        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let broker = BrokerInfo {
-            kafka: None,
-            id: "b1".into(),
-            host: "127.0.0.1".into(),
-            port: silent.local_addr().unwrap().port(),
-            pid: 7,
-            topics: BTreeMap::new(),
-        };
-        let topics: BTreeSet<String> = ["t", "u", "v"].map(String::from).into();
-        let timeout = Duration::from_millis(300);
-        let started = Instant::now();
-        let (answered, offsets) = ask_broker(&broker, &topics, timeout);
-        let took = started.elapsed();
-        assert!(!answered);
-        assert!(
-            took < timeout * 2,
-            "one wait for the whole broker, not one per topic: {took:?}"
-        );
-        let said: Vec<(&str, Result<PartitionOffsets, String>)> = ["t", "u", "v"]
-            .map(|t| (t, Err("b1 did not answer within 300ms".to_string())))
-            .into();
-        let offsets: Vec<(&str, Result<PartitionOffsets, String>)> = offsets
-            .iter()
-            .map(|(t, o)| (t.as_str(), o.clone()))
-            .collect();
-        assert_eq!(offsets, said);
     }
 
     #[test]
