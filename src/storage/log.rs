@@ -364,11 +364,7 @@ impl Log {
         if options.writable {
             log.start_writing(start)?;
         } else if log.segments.is_empty() {
-            // A reader reads up to the first damage: here, nothing.
-            return Err(match &log.recovery.damage {
-                Some(damage) => damage.error(),
-                None => recover::corrupt(dir, 0, "no readable segment"),
-            });
+            return Err(nothing_readable(dir, &log.recovery));
         }
         // Recovery made everything it kept durable.
         log.flushed_offset = log.next_offset();
@@ -746,6 +742,15 @@ fn recover_on_open(
         index_interval_bytes: config.index_interval_bytes,
     };
     recover::recover_partition(vfs, dir, recovery_point, &options)
+}
+
+/// Why a reader finds no segment to read in `dir`: the damage its log
+/// ends before (a reader reads up to it: here, nothing), or none at all.
+fn nothing_readable(dir: &Path, recovery: &RecoveryReport) -> Error {
+    match &recovery.damage {
+        Some(damage) => damage.error(),
+        None => recover::corrupt(dir, 0, "no readable segment"),
+    }
 }
 
 /// Opens the segments recovery kept, each with the extent it found.

@@ -290,6 +290,16 @@ fn same_bytes(seg: &SegmentFile<'_>, from: u64, other: &Path) -> Result<bool> {
     Ok(true)
 }
 
+// Mutation testing (`cargo mutants -f src/storage/recover/cut.rs -C --lib
+// -- storage::`) kills every mutant of this file but three, which are
+// equivalent: they change how many bytes a loop takes at a time, not which
+// bytes it copies or compares.
+// - `copy_range` and `same_bytes`: `seg.len / at` for `seg.len - at` (the
+//   chunk's length). Every position is past the segment header (`at` is at
+//   least 24), so the quotient is at least 1 and never more than the bytes
+//   left: the same bytes, in smaller chunks.
+// - `same_bytes`: `seg.len + from` for `seg.len - from` (the buffers'
+//   length): longer buffers, of which only each chunk is compared.
 #[cfg(test)]
 mod tests {
     use super::*;
