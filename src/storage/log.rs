@@ -323,7 +323,7 @@ impl Log {
         } else {
             None
         };
-        let start = start_before_recovery(&*vfs, dir)?;
+        let start = recover::start_before_recovery(&*vfs, dir)?;
         let mut recovery = recover_on_open(&*vfs, dir, &config, options.writable)?;
         if options.writable {
             let recover = || recover_on_open(&*vfs, dir, &config, true);
@@ -785,19 +785,6 @@ pub fn check_batch(batch: &[u8], config: &LogConfig) -> Result<BatchHeader> {
     let decoded = Batch::decode(batch, limits::BATCH_BYTES_MAX)?;
     decoded.validate(config.record_bytes_max)?;
     Ok(decoded.header)
-}
-
-/// Where the segments of the log in `dir` began before recovery could
-/// quarantine any: a log none of whose segments is kept starts again
-/// there. A directory without segments starts at its recovery point (0
-/// when it has none): a reset (`Log::reset_to`) cut by a crash between
-/// removing the old segments and creating the new one.
-fn start_before_recovery(vfs: &dyn Vfs, dir: &Path) -> Result<u64> {
-    let (listed, _) = recover::list_partition(vfs, dir)?;
-    Ok(match listed.first() {
-        Some((base, _)) => *base,
-        None => recover::read_recovery_point(vfs, dir),
-    })
 }
 
 #[cfg(test)]

@@ -504,6 +504,19 @@ pub fn read_recovery_point(vfs: &dyn Vfs, dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// Where the segments of the log in `dir` began before recovery could
+/// quarantine any: a log none of whose segments is kept starts again
+/// there. A directory without segments starts at its recovery point (0
+/// when it has none): a reset ([`crate::storage::log::Log::reset_to`]) cut by a crash between
+/// removing the old segments and creating the new one.
+pub fn start_before_recovery(vfs: &dyn Vfs, dir: &Path) -> Result<u64> {
+    let (listed, _) = list_partition(vfs, dir)?;
+    Ok(match listed.first() {
+        Some((base, _)) => *base,
+        None => read_recovery_point(vfs, dir),
+    })
+}
+
 /// File name of a partition's recovery point.
 pub const RECOVERY_POINT_FILE: &str = "recovery-point";
 /// File name of a partition's clean-shutdown marker.
