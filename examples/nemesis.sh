@@ -21,10 +21,12 @@
 #              still go out, and the registry is a shared directory that
 #              no packet rule can cut off: SIGSTOP is the full partition.
 #   rot        (not dealt unless FAULTS names it) as flip, in the middle of
-#              a rolled segment: below the recovery point, which a start
-#              after kill -9 does not scan, so the replica stays in the ISR
-#              with the damage; a consumer reading it from that replica as
-#              leader stops at a CRC mismatch. A known gap, not healed yet.
+#              a rolled segment: below the recovery point, where a start
+#              after kill -9 checks only what follows the last index entry,
+#              so the replica rejoins the ISR with the damage, and a
+#              consumer reading it through that replica as leader stops
+#              at a CRC mismatch. A known gap, not healed yet (the ignored
+#              test a_replica_damaged_in_a_rolled_segment_heals_from_its_peers).
 #
 # A fault that destroys bytes (flip, cut) is dealt only when every ISR is
 # full, so one broker at most holds less than what was acknowledged (the
