@@ -50,6 +50,9 @@
 #
 # Needs jq. The files (brokers' logs, acks.jsonl, consumed, events) are in
 # a temporary directory, removed at the end unless KEEP=1 or a check fails.
+# The whole script is one block, read before it runs: a checkout or an edit
+# during a long soak does not change what runs.
+{
 set -euo pipefail
 script=$(realpath "$0")
 cd "$(dirname "$script")/.."
@@ -394,3 +397,5 @@ pids=()
 
 say "$leader_changes leader changes in ${elapsed}s (seed $seed); $(grep -vc '^leader' "$work/events") faults"
 "$check" "$work" t
+exit
+}
