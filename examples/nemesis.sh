@@ -4,10 +4,12 @@
 # partitions), a producer fed a counter with --acks all --report, and a
 # consumer printing `partition offset value` throughout, while a nemesis
 # picks faults at random, one at a time, until LEADER_CHANGES leader
-# changes (default 100) or DURATION seconds (default 3600):
+# changes (default 100) or DURATION seconds (default 3600).
+# Each fault's victim is the leader of a random partition (any broker when
+# it has none).
 #
-#   kill9      kill -9 a broker (the leader of a partition), start it again
-#   stop       SIGSTOP a leader past the session timeout (2s), then SIGCONT
+#   kill9      kill -9 a broker, start it again
+#   stop       SIGSTOP a broker past the session timeout (2s), then SIGCONT
 #   two        kill -9 two brokers at once, start both again
 #   flip       kill -9 a broker, flip a byte in the middle of a partition's
 #              active segment (damage: the broker cuts and refetches at
@@ -45,7 +47,7 @@
 #   bash examples/nemesis.sh                       # builds the release binaries
 #   LEADER_CHANGES=20 DURATION=600 bash examples/nemesis.sh
 #   KLOG_BIN=target/release bash examples/nemesis.sh   # binaries already built
-#   SEED=7 KEEP=1 bash examples/nemesis.sh         # replay a choice; keep the files
+#   SEED=7 KEEP=1 bash examples/nemesis.sh         # the same draws (not timings); keep the files
 #   FAULTS="kill9 rot" bash examples/nemesis.sh    # only these faults, equally likely
 #
 # Needs jq. The files (brokers' logs, acks.jsonl, consumed, events) are in
