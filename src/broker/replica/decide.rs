@@ -352,13 +352,24 @@ mod tests {
     }
 
     fn decide_as(me: &str, state: &PartitionState, live: &[&str], role: &Role) -> Decision {
+        decide_marked(me, state, live, role, None)
+    }
+
+    /// [`decide`] for `me`, its session alive, its log cut at `cut`.
+    fn decide_marked(
+        me: &str,
+        state: &PartitionState,
+        live: &[&str],
+        role: &Role,
+        cut: Option<u64>,
+    ) -> Decision {
         let live = ids(live);
         let facts = Facts {
             me,
             state,
             live: &live,
             session_alive: true,
-            cut: None,
+            cut,
             failed: false,
         };
         decide(&facts, role)
@@ -582,16 +593,7 @@ mod tests {
     }
 
     fn decide_cut(me: &str, state: &PartitionState, live: &[&str], role: &Role) -> Decision {
-        let live = ids(live);
-        let facts = Facts {
-            me,
-            state,
-            live: &live,
-            session_alive: true,
-            cut: Some(17000),
-            failed: false,
-        };
-        decide(&facts, role)
+        decide_marked(me, state, live, role, Some(17000))
     }
 
     /// Issue 23, what was seen 1: a replica whose log was cut below what
