@@ -19,10 +19,7 @@
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::cluster::{Cluster, Replica, StoredBatch};
@@ -62,9 +59,7 @@ type Acked = (u32, u64, String);
 struct Load {
     producer: Proc,
     report: tempfile::NamedTempFile,
-    stop: Arc<AtomicBool>,
-    fed: Arc<AtomicU64>,
-    feeder: Option<std::thread::JoinHandle<std::process::ChildStdin>>,
+    feeder: common::Feeder,
 }
 
 impl Load {
@@ -86,53 +81,28 @@ impl Load {
         ];
         let mut producer =
             Proc::spawn_with_stdin("klog-produce", &args, std::process::Stdio::piped());
-        let mut stdin = producer.child.stdin.take().expect("stdin");
-        let stop = Arc::new(AtomicBool::new(false));
-        let fed = Arc::new(AtomicU64::new(0));
-        let feeder = {
-            let (stop, fed) = (Arc::clone(&stop), Arc::clone(&fed));
-            std::thread::spawn(move || {
-                let mut n = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    let lines = common::input(n + 1, n + 5);
-                    if stdin.write_all(lines.as_bytes()).is_err() {
-                        break;
-                    }
-                    n += 5;
-                    fed.store(n, Ordering::Relaxed);
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                stdin
-            })
-        };
+        let feeder = common::Feeder::start(producer.child.stdin.take().expect("stdin"));
         Load {
             producer,
             report,
-            stop,
-            fed,
-            feeder: Some(feeder),
+            feeder,
         }
     }
 
     /// The numbers fed so far.
     fn fed(&self) -> u64 {
-        self.fed.load(Ordering::Relaxed)
+        self.feeder.fed()
     }
 
     /// Waits until `n` more numbers were fed.
     fn feed_more(&self, n: u64) {
-        let until = self.fed() + n;
-        common::eventually("the producer takes input", Duration::from_secs(30), || {
-            self.fed() >= until
-        });
+        self.feeder.feed_more(n, Duration::from_secs(30));
     }
 
     /// Stops feeding, closes the producer's input and waits for it to
     /// end; returns its exit status and stderr.
     fn finish(&mut self) -> (std::process::ExitStatus, Vec<String>) {
-        self.stop.store(true, Ordering::Relaxed);
-        let stdin = self.feeder.take().unwrap().join().unwrap();
-        drop(stdin);
+        self.feeder.finish();
         let deadline = std::time::Instant::now() + Duration::from_secs(120);
         let status = loop {
             if let Some(status) = self.producer.child.try_wait().unwrap() {
@@ -153,12 +123,6 @@ impl Load {
     /// The acknowledged records in the report, in the order written.
     fn acked(&self) -> Vec<Acked> {
         read_report(self.report.path())
-    }
-}
-
-impl Drop for Load {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }
 

@@ -31,7 +31,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -97,23 +97,6 @@ fn follow_report(
         })
     };
     (seen, thread)
-}
-
-/// Feeds the producer numbers, 5 every 10 ms, until `stop`.
-fn feed(mut stdin: std::process::ChildStdin, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut n = 0;
-        while !stop.load(Ordering::Relaxed) {
-            if stdin
-                .write_all(common::input(n + 1, n + 5).as_bytes())
-                .is_err()
-            {
-                break;
-            }
-            n += 5;
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    })
 }
 
 /// The longest time in `from..until` without an instant of `times` (the
@@ -184,7 +167,7 @@ fn a_frozen_leader_costs_its_partitions_an_election_and_a_request_timeout_and_no
     let mut producer =
         Proc::spawn_with_stdin("klog-produce", &produce_args, std::process::Stdio::piped());
     let stop = Arc::new(AtomicBool::new(false));
-    let feeder = feed(producer.child.stdin.take().unwrap(), Arc::clone(&stop));
+    let mut feeder = common::Feeder::start(producer.child.stdin.take().unwrap());
     let (acked, follower) = follow_report(report.path().to_path_buf(), Arc::clone(&stop));
     // Stop feeding and following however the test ends.
     struct Stop(Arc<AtomicBool>);
@@ -314,7 +297,7 @@ fn a_frozen_leader_costs_its_partitions_an_election_and_a_request_timeout_and_no
         ));
     }
     stop.store(true, Ordering::Relaxed);
-    feeder.join().unwrap();
+    feeder.finish();
     follower.join().unwrap();
 }
 

@@ -35,10 +35,9 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -673,9 +672,9 @@ impl Drop for StateWatch {
 struct Load {
     producer: Proc,
     report: Arc<tempfile::NamedTempFile>,
+    /// Stops the watcher.
     stop: Arc<AtomicBool>,
-    fed: Arc<AtomicU64>,
-    feeder: Option<JoinHandle<std::process::ChildStdin>>,
+    feeder: common::Feeder,
     seen: Arc<Mutex<Vec<(Instant, Acked)>>>,
     watcher: Option<JoinHandle<()>>,
 }
@@ -704,27 +703,8 @@ impl Load {
             report.path().to_str().unwrap(),
         ]);
         let mut producer = Proc::spawn_command(command, Stdio::piped());
-        let mut stdin = producer.child.stdin.take().expect("stdin");
+        let feeder = common::Feeder::start(producer.child.stdin.take().expect("stdin"));
         let stop = Arc::new(AtomicBool::new(false));
-        let fed = Arc::new(AtomicU64::new(0));
-        let feeder = {
-            let (stop, fed) = (Arc::clone(&stop), Arc::clone(&fed));
-            std::thread::spawn(move || {
-                let mut n = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    if stdin
-                        .write_all(common::input(n + 1, n + 5).as_bytes())
-                        .is_err()
-                    {
-                        break;
-                    }
-                    n += 5;
-                    fed.store(n, Ordering::Relaxed);
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                stdin
-            })
-        };
         let seen = Arc::new(Mutex::new(Vec::new()));
         let watcher = {
             let (stop, seen, report) = (Arc::clone(&stop), Arc::clone(&seen), Arc::clone(&report));
@@ -746,8 +726,7 @@ impl Load {
             producer,
             report,
             stop,
-            fed,
-            feeder: Some(feeder),
+            feeder,
             seen,
             watcher: Some(watcher),
         }
@@ -755,13 +734,12 @@ impl Load {
 
     /// The numbers fed so far.
     fn fed(&self) -> u64 {
-        self.fed.load(Ordering::Relaxed)
+        self.feeder.fed()
     }
 
     /// Waits until `n` more numbers were fed.
     fn feed_more(&self, n: u64) {
-        let until = self.fed() + n;
-        common::eventually("the producer takes input", WAIT, || self.fed() >= until);
+        self.feeder.feed_more(n, WAIT);
     }
 
     /// The acknowledged records so far.
@@ -804,7 +782,7 @@ impl Load {
     /// must deliver every record fed.
     fn finish(&mut self) -> Finished {
         self.stop.store(true, Ordering::Relaxed);
-        drop(self.feeder.take().unwrap().join().unwrap());
+        self.feeder.finish();
         let started = Instant::now();
         let status = loop {
             if let Some(status) = self.producer.child.try_wait().unwrap() {

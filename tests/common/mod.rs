@@ -471,3 +471,67 @@ pub fn fill(path: &Path) {
         }
     }
 }
+
+/// Feeds a child's standard input the numbers 1, 2, 3... (a line each, 5
+/// every 10 ms) from a thread of its own, counting what it fed, until
+/// [`Feeder::finish`] or it is dropped.
+pub struct Feeder {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    fed: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    thread: Option<std::thread::JoinHandle<std::process::ChildStdin>>,
+}
+
+impl Feeder {
+    /// Starts feeding `stdin`.
+    pub fn start(mut stdin: std::process::ChildStdin) -> Feeder {
+        use std::io::Write;
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let fed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let thread = {
+            let (stop, fed) = (std::sync::Arc::clone(&stop), std::sync::Arc::clone(&fed));
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    if stdin.write_all(input(n + 1, n + 5).as_bytes()).is_err() {
+                        break;
+                    }
+                    n += 5;
+                    fed.store(n, Ordering::Relaxed);
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                stdin
+            })
+        };
+        Feeder {
+            stop,
+            fed,
+            thread: Some(thread),
+        }
+    }
+
+    /// The numbers fed so far.
+    pub fn fed(&self) -> u64 {
+        self.fed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits (up to `bound`) until `n` more numbers were fed.
+    pub fn feed_more(&self, n: u64, bound: std::time::Duration) {
+        let until = self.fed() + n;
+        eventually("the producer takes input", bound, || self.fed() >= until);
+    }
+
+    /// Stops feeding and closes the input (the child sees its end).
+    pub fn finish(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            drop(thread.join().expect("the feeder"));
+        }
+    }
+}
+
+impl Drop for Feeder {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
