@@ -163,6 +163,14 @@ pub fn ms(value: &str) -> Result<u64, String> {
         .map_err(|_| format!("{value:?} is not a number of milliseconds"))
 }
 
+/// A number of milliseconds above 0, for `what` (the error names it).
+pub fn ms_above_zero(value: &str, what: &str) -> Result<u64, String> {
+    match ms(value)? {
+        0 => Err(format!("{what} must be longer than 0")),
+        ms => Ok(ms),
+    }
+}
+
 /// A value in bytes, from 1 to `max`.
 pub fn bytes(value: &str, max: u64) -> Result<u64, String> {
     match value.parse::<u64>() {

@@ -228,10 +228,7 @@ fn settings() -> Vec<Setting<Args>> {
             names: &["request.timeout.ms"],
             flag: "request_timeout_ms",
             set: |a, v| {
-                a.request_timeout_ms = match config::ms(v)? {
-                    0 => return Err("a request timeout must be longer than 0".into()),
-                    ms => ms,
-                };
+                a.request_timeout_ms = config::ms_above_zero(v, "a request timeout")?;
                 Ok(())
             },
         },

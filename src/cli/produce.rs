@@ -214,10 +214,7 @@ fn delivery_settings() -> Vec<Setting<Args>> {
             names: &["message.timeout.ms", "delivery.timeout.ms"],
             flag: "message_timeout_ms",
             set: |a, v| {
-                a.message_timeout_ms = match config::ms(v)? {
-                    0 => return Err("a message timeout must be longer than 0".into()),
-                    ms => ms,
-                };
+                a.message_timeout_ms = config::ms_above_zero(v, "a message timeout")?;
                 Ok(())
             },
         },
@@ -225,10 +222,7 @@ fn delivery_settings() -> Vec<Setting<Args>> {
             names: &["request.timeout.ms"],
             flag: "request_timeout_ms",
             set: |a, v| {
-                a.request_timeout_ms = match config::ms(v)? {
-                    0 => return Err("a request timeout must be longer than 0".into()),
-                    ms => ms,
-                };
+                a.request_timeout_ms = config::ms_above_zero(v, "a request timeout")?;
                 Ok(())
             },
         },
