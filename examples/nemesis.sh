@@ -22,13 +22,10 @@
 #              other process on the machine is touched. Its own fetches
 #              still go out, and the registry is a shared directory that
 #              no packet rule can cut off: SIGSTOP is the full partition.
-#   rot        (not dealt unless FAULTS names it) as flip, in the middle of
-#              a rolled segment: below the recovery point, where a start
-#              after kill -9 checks only what follows the last index entry,
-#              so the replica rejoins the ISR with the damage, and a
-#              consumer reading it through that replica as leader stops
-#              at a CRC mismatch. A known gap, not healed yet (the ignored
-#              test a_replica_damaged_in_a_rolled_segment_heals_from_its_peers).
+#   rot        as flip, in the middle of a rolled segment: below the
+#              recovery point, where a start after kill -9 does not look;
+#              the broker's scrub, which reads every log back soon after
+#              it opens, finds it, cuts the replica and refetches
 #
 # A fault that destroys bytes (flip, cut) is dealt only when every ISR is
 # full, so one broker at most holds less than what was acknowledged (the
@@ -81,7 +78,7 @@ check=${KLOG_CHECK:-$bin/examples/nemesis_check}
 if [ -n "${FAULTS:-}" ]; then
     read -r -a faults <<< "$FAULTS"
 else
-    faults=(kill9 kill9 stop stop two flip cut)
+    faults=(kill9 kill9 stop stop two flip rot cut)
     [ "$NEMESIS_NETNS" = 1 ] && faults+=(partition partition)
 fi
 for fault in "${faults[@]}"; do

@@ -9,6 +9,7 @@
 //!                              ▼                                      ▲
 //!                           flushers (group commit, up to 4 in parallel) ── wake ── the waiters
 //!                           retention (every --retention-check-interval)      of the flushed partition
+//!                           scrub (every --scrub-interval, paced by --scrub-rate)
 //! ```
 //!
 //! A connection's reader decodes requests in order and does the cheap work
@@ -78,6 +79,8 @@
 //! - `flusher`: group commits, and what they make visible
 //! - `watch`: those who wait for a partition's records, woken by its flushes
 //! - `retention`: deletes the segments retention lets go
+//! - `scrub`: reads every log back, CRCs checked, and heals the damage
+//!   it finds in replicas
 //! - `lease`: renews this broker's registration on a thread of its own
 //! - `replica`: replication's roles, elections, ISR and high watermark
 
@@ -104,6 +107,7 @@ mod memory;
 mod producers;
 mod replica;
 mod retention;
+mod scrub;
 mod shared;
 #[cfg(test)]
 mod testing;
@@ -131,6 +135,11 @@ pub struct BrokerConfig {
     pub flush_interval_ms: Option<u64>,
     /// How often retention runs.
     pub retention_check_interval_ms: u64,
+    /// How often each partition's log is read back whole, CRCs checked
+    /// (`None`: never); the first time soon after it opens.
+    pub scrub_interval: Option<std::time::Duration>,
+    /// Bytes a second a scrub reads, at most.
+    pub scrub_rate_bytes: u64,
     /// Largest request frame.
     pub request_bytes_max: u32,
     /// Request bytes held in memory at once, over all connections (at
@@ -177,6 +186,8 @@ impl BrokerConfig {
             flush_messages: None,
             flush_interval_ms: None,
             retention_check_interval_ms: 5 * 60 * 1000,
+            scrub_interval: Some(std::time::Duration::from_secs(24 * 3600)),
+            scrub_rate_bytes: 64 << 20,
             request_bytes_max: limits::REQUEST_BYTES_MAX_DEFAULT,
             queued_request_bytes_max: limits::QUEUED_REQUEST_BYTES_MAX_DEFAULT,
             connections_max: limits::CONNECTIONS_MAX_DEFAULT,
@@ -299,36 +310,22 @@ impl Broker {
     /// [`crate::stop::STOP`]), then shuts down cleanly.
     pub fn run(self) -> anyhow::Result<()> {
         let shared = Arc::clone(&self.shared);
-        let flusher = {
+        let background: [(&str, Background); 6] = [
+            ("flusher", |s| flusher::flusher(s)),
+            ("retention", |s| retention::retention(s)),
+            ("scrub", |s| scrub::scrub(s)),
+            ("replica-manager", replica::manager::manage),
+            ("session-watch", |s| replica::manager::watch_session(s)),
+            ("lease", |s| lease::keep_lease(s)),
+        ];
+        let mut threads = Vec::with_capacity(background.len());
+        for (name, body) in background {
             let shared = Arc::clone(&shared);
-            std::thread::Builder::new()
-                .name("flusher".into())
-                .spawn(move || flusher::flusher(&shared))?
-        };
-        let retention = {
-            let shared = Arc::clone(&shared);
-            std::thread::Builder::new()
-                .name("retention".into())
-                .spawn(move || retention::retention(&shared))?
-        };
-        let replicas = {
-            let shared = Arc::clone(&shared);
-            std::thread::Builder::new()
-                .name("replica-manager".into())
-                .spawn(move || replica::manager::manage(&shared))?
-        };
-        let session = {
-            let shared = Arc::clone(&shared);
-            std::thread::Builder::new()
-                .name("session-watch".into())
-                .spawn(move || replica::manager::watch_session(&shared))?
-        };
-        let lease = {
-            let shared = Arc::clone(&shared);
-            std::thread::Builder::new()
-                .name("lease".into())
-                .spawn(move || lease::keep_lease(&shared))?
-        };
+            let thread = std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || body(&shared))?;
+            threads.push(thread);
+        }
         let kafka = match self.kafka_listener {
             Some((l, advertised)) => Some(kafka::spawn_listener(&shared, l, advertised)?),
             None => None,
@@ -346,11 +343,9 @@ impl Broker {
         }
         shared.stop.store(true, Ordering::Relaxed);
         shared.dirty_changed.notify_all();
-        let _ = flusher.join();
-        let _ = retention.join();
-        let _ = replicas.join();
-        let _ = session.join();
-        let _ = lease.join();
+        for thread in threads {
+            let _ = thread.join();
+        }
         replica::follower::join_fetchers(&shared);
         // Partitions still marked unflushed are flushed by their close.
         lock(&shared.dirty).partitions.clear();
@@ -362,6 +357,9 @@ impl Broker {
         close_partitions(&shared)
     }
 }
+
+/// The body of one of the broker's background threads.
+type Background = fn(&Arc<Shared>);
 
 /// Enters this broker in the registry, if there is one.
 fn register(shared: &Shared, addr: SocketAddr, kafka: Option<(String, u16)>) -> anyhow::Result<()> {

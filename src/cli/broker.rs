@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 
@@ -63,6 +64,15 @@ pub struct Args {
     /// How often retention runs.
     #[arg(long = "retention-check-interval", value_name = "DURATION", default_value = "5m", value_parser = super::duration_arg)]
     pub retention_check_interval_ms: u64,
+    /// Read every partition's log back whole, each record's CRC checked,
+    /// this often (the first time soon after it opens; 0: never). Damage
+    /// found in a replica is cut and refetched from its peers; in a single
+    /// copy, it is reported.
+    #[arg(long = "scrub-interval", value_name = "DURATION", default_value = "1d", value_parser = super::duration_arg)]
+    pub scrub_interval_ms: u64,
+    /// Bytes a second the scrub reads, at most.
+    #[arg(long = "scrub-rate", value_name = "SIZE", default_value = "64MiB", value_parser = rate_arg)]
+    pub scrub_rate_bytes: u64,
     /// Flush a partition after this many records. Without this and
     /// --flush-interval the broker flushes continuously, committing every
     /// group of appends with one fsync. Consumers see only flushed records.
@@ -160,6 +170,14 @@ fn replication(args: &Args, config: &mut BrokerConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A clap value parser for `--scrub-rate`: a size above zero.
+fn rate_arg(s: &str) -> Result<u64, String> {
+    match super::size_arg(s)? {
+        0 => Err(format!("{s:?} reads nothing: the rate must be above 0")),
+        n => Ok(n),
+    }
+}
+
 /// Runs `klog-broker`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::handle_signals(|| {})?;
@@ -186,6 +204,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.flush_messages = args.flush_messages;
     config.flush_interval_ms = args.flush_interval_ms;
     config.retention_check_interval_ms = args.retention_check_interval_ms;
+    config.scrub_interval =
+        (args.scrub_interval_ms > 0).then(|| Duration::from_millis(args.scrub_interval_ms));
+    config.scrub_rate_bytes = args.scrub_rate_bytes;
     config.request_bytes_max = u32::try_from(args.request_bytes_max)
         .ok()
         .filter(|&n| n as usize >= crate::protocol::REQUEST_HEADER_BYTES)

@@ -430,7 +430,7 @@ impl Log {
     }
 
     /// The number of truncations so far.
-    fn truncations_now(&self) -> u64 {
+    pub(crate) fn truncations_now(&self) -> u64 {
         self.truncations.load(Ordering::SeqCst)
     }
 

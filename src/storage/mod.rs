@@ -5,7 +5,8 @@
 //! CRC-checked [`record`] batches, with sparse memory-mapped offset and
 //! time [`index`]es. Whoever goes through stored batches walks them with
 //! [`batches`]. A [`store::Store`] is a data directory of such logs. Crash
-//! [`recover`]y cuts a log at its first damaged record. Each log keeps
+//! [`recover`]y cuts a log at its first damaged record; a [`scrub`] finds
+//! the rot recovery does not look for. Each log keeps
 //! its leader [`epoch`]s beside its segments. All file I/O goes
 //! through the [`fs::Vfs`] seam, so that tests can cut the power anywhere.
 
@@ -18,5 +19,6 @@ pub mod log;
 pub mod record;
 pub mod recover;
 pub mod refetch;
+pub mod scrub;
 pub mod segment;
 pub mod store;

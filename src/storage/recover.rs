@@ -253,6 +253,36 @@ impl RecoveryReport {
     }
 }
 
+/// Saves the bytes of the segment at `path` (open as `file`, `len` bytes
+/// long) from `from` to `len` beside it, as `<segment>.corrupt` (or
+/// `.corrupt.1`, ...), durably, before a cut there: what `klog-recover`
+/// does with the bytes it cuts, for a cut made while the log is open (a
+/// scrub's, [`crate::storage::scrub`]). Returns the file's path.
+pub fn save_cut_bytes(
+    vfs: &dyn Vfs,
+    file: std::sync::Arc<dyn fs::VFile>,
+    path: &Path,
+    len: u64,
+    from: u64,
+) -> Result<PathBuf> {
+    let options = RecoverOptions {
+        full: false,
+        dry_run: false,
+        automatic: false,
+        trust_last: false,
+        index_interval_bytes: 0,
+    };
+    let seg = scan::SegmentFile {
+        vfs,
+        file,
+        path,
+        len,
+        options: &options,
+        last: false,
+    };
+    cut::save_cut(&seg, from)
+}
+
 /// A partition's segment files (base offset, path) and its leftovers.
 pub type Listing = (Vec<(u64, PathBuf)>, Vec<PathBuf>);
 

@@ -424,6 +424,12 @@ impl Segment {
         self.undone.take()
     }
 
+    /// Bytes in the file, header included (appends gathered in memory
+    /// excluded).
+    pub(crate) fn written_size(&self) -> u64 {
+        self.written.size
+    }
+
     /// One past the last record in the file (appends gathered in memory
     /// excluded).
     pub(crate) fn written_offset(&self) -> u64 {
@@ -565,6 +571,14 @@ impl Segment {
             return Ok(self.next_offset);
         }
         let (position, next_offset) = self.batch_start(offset)?;
+        self.truncate_at(position, next_offset)
+    }
+
+    /// [`Segment::truncate_to`] the batch at `position`, whose first offset
+    /// is `next_offset`, known to the caller: no batch header is read at
+    /// or past it (a cut before a damaged batch).
+    pub(crate) fn truncate_at(&mut self, position: u64, next_offset: u64) -> Result<u64> {
+        self.check_broken()?;
         let keep = self
             .entries
             .partition_point(|e| u64::from(e.position) < position);

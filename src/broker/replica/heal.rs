@@ -13,12 +13,31 @@
 //! high watermark, and the mark goes).
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
-use crate::broker::shared::Shared;
+use super::manager::set_role_locked;
+use super::Role;
+use crate::broker::shared::{Partition, Shared};
 use crate::error::{Error, Result};
 use crate::storage::log::{Log, LogConfig, OpenOptions};
-use crate::storage::recover::{self, RecoverOptions};
+use crate::storage::recover::{self, Damage, RecoverOptions};
 use crate::storage::refetch::{self, Refetch};
+use crate::storage::scrub::{self, Extent};
+use crate::sync::lock;
+
+/// What became of damage a scrub found in a served replica
+/// ([`Shared::heal_running`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::broker) enum Healing {
+    /// Cut before the damage, marked: it refetches from a replica in sync.
+    Cut,
+    /// No other replica in sync is alive to refetch from: nothing cut,
+    /// the damage stays (to be tried again).
+    NoPeer,
+    /// Not in the log as it is now (a truncation rewrote the bytes under
+    /// the scrub, or retention deleted the segment).
+    Gone,
+}
 
 impl Shared {
     /// Opens the log of replica `topic`-`partition` as the broker does:
@@ -93,6 +112,84 @@ impl Shared {
         Log::open(self.config.vfs.clone(), &dir, config, options)
     }
 
+    /// Heals a replica `p` while it serves, a scrub having found `damage`
+    /// in `extent` of its log: when another replica in sync is alive (it
+    /// holds every record below the high watermark), stops serving, saves
+    /// the bytes from the damaged batch to the segment's end as
+    /// `.corrupt`, marks the replica (before the cut, as at open), and
+    /// cuts its log before the damaged batch. The manager then takes it
+    /// out of the ISR (a leader hands over) and it refetches from the
+    /// leader. Alone in sync, it cuts nothing: the records past the
+    /// damage exist nowhere else.
+    pub(in crate::broker) fn heal_running(
+        &self,
+        p: &Partition,
+        extent: &Extent,
+        damage: &Damage,
+    ) -> Result<Healing> {
+        let Some(replica) = &p.replica else {
+            return Ok(Healing::NoPeer);
+        };
+        let _deciding = lock(&replica.deciding);
+        if !self.peer_in_sync(p)? {
+            return Ok(Healing::NoPeer);
+        }
+        let mut log = p.lock();
+        if !scrub::confirm(&log, extent, damage)? {
+            return Ok(Healing::Gone);
+        }
+        let (topic, partition, offset) = (&p.topic, p.partition, damage.offset);
+        let why = format!("its log is damaged at offset {offset}: refetching from there");
+        set_role_locked(self, p, &log, Role::Waiting(why));
+        let vfs = &*self.config.vfs;
+        let saved = extent.save_from(vfs, damage.position)?;
+        let mark = {
+            let mut held = lock(&replica.refetch);
+            let mark = Refetch {
+                cut_at: held.map_or(offset, |m| m.cut_at.min(offset)),
+                left_isr: held.is_some_and(|m| m.left_isr),
+            };
+            refetch::write(vfs, &damage.dir, &mark)?;
+            *held = Some(mark);
+            mark
+        };
+        let cut = log.truncate_before_damage(damage);
+        p.flushed_offset
+            .store(log.flushed_offset(), Ordering::Release);
+        p.high_watermark
+            .fetch_min(log.next_offset(), Ordering::AcqRel);
+        cut?;
+        self.log(format_args!(
+            "{topic}-{partition} is damaged at offset {offset} ({}, position {}: {}): cut \
+             there, the bytes from the damaged batch on saved as {}; this replica refetches \
+             the rest from its leader, and leads again only once back in sync (marked cut \
+             at {})",
+            damage.segment.display(),
+            damage.position,
+            damage.reason,
+            saved.display(),
+            mark.cut_at
+        ));
+        Ok(Healing::Cut)
+    }
+
+    /// Whether the registry names another replica of `p` in sync that is
+    /// alive.
+    fn peer_in_sync(&self, p: &Partition) -> Result<bool> {
+        let Some(registry) = &self.registry else {
+            return Ok(false);
+        };
+        let Some((state, _)) = registry.partition_state(&p.topic, p.partition)? else {
+            return Ok(false);
+        };
+        let live = registry.brokers()?;
+        let me = &self.broker_id;
+        Ok(state
+            .isr
+            .iter()
+            .any(|r| r != me && live.iter().any(|b| &b.id == r)))
+    }
+
     /// The refetch mark of a replica's log in `dir`; one that cannot be
     /// read counts as a mark (the reading that loses nothing).
     pub(in crate::broker) fn refetch_mark(&self, dir: &Path) -> Option<Refetch> {
@@ -111,12 +208,19 @@ impl Shared {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
     use std::path::PathBuf;
+    use std::sync::Arc;
+    use std::time::Instant;
 
-    use super::Shared;
-    use crate::broker::testing::{batch_of, shared};
-    use crate::error::Error;
-    use crate::storage::log::OpenOptions;
+    use super::*;
+    use crate::broker::replica::Leading;
+    use crate::broker::testing::{batch_of, replicated_partition, shared};
+    use crate::storage::fs::sim::SimFs;
+    use crate::storage::segment::SEGMENT_HEADER_BYTES;
+    use crate::storage::store::Store;
+
+    const ME: &str = "broker-test";
 
     /// A replica's log of t-0 holding 6 batches of epoch 1, closed
     /// cleanly-enough, with one byte flipped inside the batch at offset 2
@@ -260,5 +364,198 @@ mod tests {
             "durable up to {end}, it opens ending at {}: unmarked",
             log.next_offset()
         );
+    }
+
+    /// A broker's shared state over a simulated disk, with a registry in
+    /// memory where `live` are registered, and partition 0 of `t`
+    /// (replicas this broker, b, c) led here in epoch 1 with ISR `isr`,
+    /// holding 40 batches in rolled segments of 4 KiB, all durable.
+    fn serving(isr: &[&str], live: &[&str]) -> Serving {
+        use crate::coord::mem::MemRegistry;
+        use crate::coord::{BrokerInfo, PartitionState, Placement, Registry};
+        let sim = Arc::new(SimFs::new());
+        let mut config = crate::broker::BrokerConfig::new("/data", "127.0.0.1:0");
+        config.vfs = sim.clone();
+        config.quiet = true;
+        config.log.index_bytes_max = 4096;
+        config.log.segment_bytes = 4096;
+        config.vfs.create_dir_all(&config.data_dir).unwrap();
+        let store = Store::with_vfs(&config.data_dir, Arc::clone(&config.vfs));
+        let registry = Arc::new(MemRegistry::default());
+        let replicas: Vec<String> = [ME, "b", "c"].iter().map(|s| s.to_string()).collect();
+        registry
+            .create_placement(&Placement::new("t", vec![replicas]))
+            .unwrap();
+        let isr: Vec<String> = isr.iter().map(|s| s.to_string()).collect();
+        let state = PartitionState {
+            leader: Some(ME.into()),
+            leader_epoch: 1,
+            isr: isr.clone(),
+        };
+        assert!(registry.create_partition_state("t", 0, &state).unwrap());
+        let held = [ME].iter().chain(live).map(|id| {
+            let info = BrokerInfo {
+                id: id.to_string(),
+                host: "127.0.0.1".into(),
+                port: 1,
+                pid: 1,
+                topics: Default::default(),
+                kafka: None,
+            };
+            registry.register_broker(&info).unwrap()
+        });
+        let held = held.collect();
+        let dyn_registry: Arc<dyn Registry> = registry;
+        let shared = Arc::new(Shared::new(config, store, Some(dyn_registry), ME.into()));
+        let role = Role::Leader(Leading {
+            epoch: 1,
+            version: 0,
+            isr,
+            epoch_start: 0,
+            since: Instant::now(),
+            progress: BTreeMap::new(),
+        });
+        let p = replicated_partition(&shared, "t", &[ME, "b", "c"], role);
+        {
+            let mut log = p.lock();
+            log.set_leader_epoch(1).unwrap();
+            for i in 0..40u8 {
+                log.append(&mut batch_of(&[b'a' + i % 26; 200]), 0).unwrap();
+            }
+            log.flush().unwrap();
+            p.flushed_offset
+                .store(log.flushed_offset(), Ordering::Release);
+            p.high_watermark
+                .store(log.flushed_offset(), Ordering::Release);
+        }
+        // The directories durable too, as long after their creation.
+        let dir = shared.store.partition_dir("t", 0);
+        sim.create_dir_all_durable(&dir);
+        for d in [dir.parent().unwrap(), &dir] {
+            crate::storage::fs::sync_directory(&*sim, d).unwrap();
+        }
+        Serving {
+            sim,
+            shared,
+            p,
+            _held: held,
+        }
+    }
+
+    struct Serving {
+        sim: Arc<SimFs>,
+        shared: Arc<Shared>,
+        p: Arc<Partition>,
+        _held: Vec<crate::coord::Ephemeral>,
+    }
+
+    /// Flips a byte of the second batch of `p`'s first (rolled) segment, in
+    /// place; what a scrub then finds, and in which extent.
+    fn rot(sim: &SimFs, p: &Partition) -> (Extent, Damage) {
+        let extents = p.lock().extents();
+        assert!(extents.len() > 2, "rolled: {extents:?}");
+        let first = extents[0].clone();
+        let at = (SEGMENT_HEADER_BYTES + batch_of(&[0; 200]).len() + 120) as u64;
+        let byte = sim.read(&first.path).unwrap()[at as usize];
+        let file = crate::storage::fs::Vfs::open(sim, &first.path, false).unwrap();
+        file.write_all_at(&[byte ^ 0x10], at).unwrap();
+        // On the disk: rot survives a power cut.
+        file.sync_data().unwrap();
+        let damage = scrub::check(&first, &mut |_| true)
+            .unwrap()
+            .expect("damage");
+        assert_eq!(damage.offset, 1, "the second batch");
+        (first, damage)
+    }
+
+    /// Issue 23, "heal", for damage a scrub finds while the replica serves
+    /// (below the recovery point, where no open looks): with another
+    /// replica in sync alive, it stops serving, saves the bytes from the
+    /// damaged batch on as `.corrupt`, is marked cut there, and its log
+    /// ends before the damaged batch, the watermark with it.
+    #[test]
+    fn a_replica_damaged_while_it_serves_is_cut_before_the_damage_and_marked() {
+        let s = serving(&[ME, "b"], &["b"]);
+        let (extent, damage) = rot(&s.sim, &s.p);
+        let before = s.sim.read(&extent.path).unwrap();
+        let healed = s.shared.heal_running(&s.p, &extent, &damage).unwrap();
+        assert_eq!(healed, Healing::Cut);
+        let log = s.p.lock();
+        assert_eq!(log.next_offset(), 1, "cut before the damaged batch");
+        assert!(s.p.high_watermark.load(Ordering::Acquire) <= 1);
+        assert!(s.p.flushed_offset.load(Ordering::Acquire) <= 1);
+        let dir = s.shared.store.partition_dir("t", 0);
+        let mark = refetch::read(&*s.sim, &dir).unwrap();
+        assert_eq!(mark.map(|m| m.cut_at), Some(1));
+        assert_eq!(*lock(&s.p.replica.as_ref().unwrap().refetch), mark);
+        let saved = s.sim.read(&extent.path.with_extension("log.corrupt"));
+        assert_eq!(saved.as_deref(), Some(&before[damage.position as usize..]));
+        let role = s.p.replica.as_ref().unwrap().role().clone();
+        assert!(matches!(role, Role::Waiting(_)), "{role:?}");
+    }
+
+    /// Alone in sync (the other in-sync replica is not alive), a damaged
+    /// replica cuts nothing: the records past the damage exist nowhere
+    /// else that could lead. It keeps serving them, unmarked.
+    #[test]
+    fn a_damaged_replica_alone_in_sync_cuts_nothing() {
+        for (isr, live) in [(&[ME][..], &["b", "c"][..]), (&[ME, "b"][..], &["c"][..])] {
+            let s = serving(isr, live);
+            let (extent, damage) = rot(&s.sim, &s.p);
+            let healed = s.shared.heal_running(&s.p, &extent, &damage).unwrap();
+            assert_eq!(healed, Healing::NoPeer, "ISR {isr:?}, live {live:?}");
+            assert_eq!(s.p.lock().next_offset(), 40);
+            let dir = s.shared.store.partition_dir("t", 0);
+            assert_eq!(refetch::read(&*s.sim, &dir).unwrap(), None);
+            let role = s.p.replica.as_ref().unwrap().role().clone();
+            assert!(matches!(role, Role::Leader(_)), "{role:?}");
+        }
+    }
+
+    /// Damage a scrub saw that a truncation since overtook is not acted
+    /// on: the bytes under the walk may have been rewritten.
+    #[test]
+    fn damage_a_truncation_overtook_is_left_alone() {
+        let s = serving(&[ME, "b"], &["b"]);
+        let (extent, damage) = rot(&s.sim, &s.p);
+        s.p.lock().truncate_to(30).unwrap();
+        let healed = s.shared.heal_running(&s.p, &extent, &damage).unwrap();
+        assert_eq!(healed, Healing::Gone);
+        assert_eq!(s.p.lock().next_offset(), 30);
+    }
+
+    /// The power goes after every count of changes healing a serving
+    /// replica makes; the broker starts again. Whenever its log lost
+    /// records, it is marked cut at or below its end (it may not lead,
+    /// and refetches); otherwise its log still holds the damage, for the
+    /// next scrub to find.
+    #[test]
+    fn a_replica_cut_while_serving_is_marked_whenever_the_power_goes() {
+        for n in 0.. {
+            let s = serving(&[ME, "b"], &["b"]);
+            let (extent, damage) = rot(&s.sim, &s.p);
+            s.sim.cut_power_after(n);
+            let done = s.shared.heal_running(&s.p, &extent, &damage).is_ok();
+            s.sim.crash(&mut |_| 0);
+            s.sim.restore_power();
+            let log = open_as_broker(&s.shared);
+            let dir = s.shared.store.partition_dir("t", 0);
+            let mark = refetch::read(&*s.sim, &dir).unwrap();
+            let end = log.next_offset();
+            if end < 40 {
+                assert!(
+                    mark.is_some_and(|m| m.cut_at <= end),
+                    "ends at {end} after {n} changes, marked {mark:?}"
+                );
+            } else {
+                let extents = log.extents();
+                let found = scrub::check(&extents[0], &mut |_| true).unwrap();
+                assert_eq!(found.map(|d| d.offset), Some(1), "{n} changes");
+            }
+            if done {
+                assert_eq!(end, 1, "healed");
+                break;
+            }
+        }
     }
 }

@@ -426,7 +426,12 @@ fn set_role(shared: &Shared, p: &Partition, role: Role) {
 }
 
 /// [`set_role`], its log's lock held by the caller (`_log`).
-fn set_role_locked(shared: &Shared, p: &Partition, _log: &crate::storage::log::Log, role: Role) {
+pub(super) fn set_role_locked(
+    shared: &Shared,
+    p: &Partition,
+    _log: &crate::storage::log::Log,
+    role: Role,
+) {
     let Some(replica) = &p.replica else {
         return;
     };

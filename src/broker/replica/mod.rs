@@ -79,7 +79,7 @@ use crate::sync::lock;
 
 mod decide;
 pub(super) mod follower;
-mod heal;
+pub(super) mod heal;
 mod leader;
 pub(super) mod manager;
 

@@ -60,6 +60,7 @@ use crate::storage::fs::{self, Vfs};
 use crate::storage::index;
 use crate::storage::record::BatchHeader;
 use crate::storage::recover;
+use crate::storage::recover::Damage;
 use crate::storage::segment::Segment;
 use crate::sync::lock;
 
@@ -234,6 +235,34 @@ impl Log {
         }
     }
 
+    /// Removes every record from `damage` on (found by a scrub:
+    /// [`crate::storage::scrub`]), cutting its segment at the damaged
+    /// batch's position without reading its header; as
+    /// [`Log::truncate_to`] its offset otherwise (durable when it
+    /// returns). Gathered appends are written first. Returns the new next
+    /// offset.
+    pub fn truncate_before_damage(&mut self, damage: &Damage) -> Result<u64> {
+        assert!(self.writable, "truncate a read-only log");
+        self.settle_outside()?;
+        let held = self
+            .segments
+            .range(..=damage.offset)
+            .next_back()
+            .is_some_and(|(_, s)| s.path == damage.segment);
+        if !held {
+            return Err(Error::Corrupt {
+                path: damage.segment.clone(),
+                position: damage.position,
+                reason: format!("no segment of this log holds offset {}", damage.offset),
+            });
+        }
+        self.flush()?;
+        match self.cut_at(damage.offset, Some(damage.position)) {
+            Ok(next) => Ok(next),
+            Err(e) => Err(self.fail(&e)),
+        }
+    }
+
     /// Empties the log and starts it again at `offset` (a follower far
     /// behind a leader whose retention deleted what it needs); durable when
     /// it returns; the epoch file keeps no entry (the next batch's epoch
@@ -267,6 +296,12 @@ impl Log {
     /// one there (every segment durable and named: after a flush); then the
     /// epochs and the recovery point. Returns the new next offset.
     fn cut(&mut self, offset: u64) -> Result<u64> {
+        self.cut_at(offset, None)
+    }
+
+    /// [`Log::cut`], the batch holding `offset` starting at `position` of
+    /// its segment when the caller knows it.
+    fn cut_at(&mut self, offset: u64, position: Option<u64>) -> Result<u64> {
         debug_assert!(self.sealed.is_empty(), "a cut after a flush");
         let base = *self
             .segments
@@ -285,7 +320,10 @@ impl Log {
         }
         let (vfs, slots) = (Arc::clone(&self.vfs), self.config.index_slots());
         let segment = self.segments.get_mut(&base).expect("the cut segment");
-        let next = segment.truncate_to(offset)?;
+        let next = match position {
+            Some(position) => segment.truncate_at(position, offset)?,
+            None => segment.truncate_to(offset)?,
+        };
         if !was_active {
             segment.activate(&*vfs, slots)?;
             if let Some(index) = &segment.index {

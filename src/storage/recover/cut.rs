@@ -226,7 +226,7 @@ fn last_non_zero_byte(seg: &SegmentFile<'_>, from: u64) -> Result<Option<u64>> {
 /// durably, before the segment is cut. A run killed after saving and before
 /// cutting finds its earlier save holding the same bytes and reuses it, so
 /// that running again ends in the same files.
-fn save_cut(seg: &SegmentFile<'_>, from: u64) -> Result<PathBuf> {
+pub(super) fn save_cut(seg: &SegmentFile<'_>, from: u64) -> Result<PathBuf> {
     let vfs = seg.vfs;
     let dir = seg.path.parent().unwrap_or(Path::new("."));
     let base = PathBuf::from(format!("{}.corrupt", seg.path.display()));

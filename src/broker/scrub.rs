@@ -1,0 +1,198 @@
+//! The scrub (`--scrub-interval`, `--scrub-rate`): every partition's log
+//! is read back whole, each record's CRC checked
+//! ([`crate::storage::scrub`]), soon after it opens and then once an
+//! interval, at a paced rate, outside the log's lock.
+//!
+//! Damage found in a replica heals it from its peers
+//! ([`Shared::heal_running`]): cut before the damaged batch (the bytes
+//! saved as `.corrupt`), marked, out of the ISR, refetched. While no other
+//! replica in sync is alive it cuts nothing, says so, and tries again
+//! every second. Damage in a single copy is reported once: its records
+//! exist nowhere else, and cutting them is the operator's decision
+//! (`klog-recover --full`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::replica::heal::Healing;
+use super::shared::{Partition, Shared};
+use crate::storage::recover::Damage;
+use crate::storage::scrub::{self, Extent};
+
+/// How often the scrub looks for partitions due, and retries damage it
+/// could not heal yet.
+const TICK: Duration = Duration::from_secs(1);
+
+/// Damage found and not healed yet.
+type Pending = Vec<(Arc<Partition>, Extent, Damage)>;
+
+/// Scrubs every partition once an interval (`None`: never).
+pub(super) fn scrub(shared: &Shared) {
+    let Some(interval) = shared.config.scrub_interval else {
+        return;
+    };
+    let mut scrubbed: BTreeMap<(String, u32), Instant> = BTreeMap::new();
+    let mut said: BTreeSet<(PathBuf, u64)> = BTreeSet::new();
+    let mut pending: Pending = Vec::new();
+    while !shared.stopping() {
+        pending.retain(|(p, extent, damage)| {
+            !shared.stopping() && !settled(shared, p, extent, damage, &mut said)
+        });
+        for p in shared.all_partitions() {
+            let key = (p.topic.clone(), p.partition);
+            if scrubbed.get(&key).is_some_and(|at| at.elapsed() < interval) {
+                continue;
+            }
+            match scrub_partition(shared, &p) {
+                Walked::Whole => {}
+                Walked::Damaged(extent, damage) => {
+                    if !settled(shared, &p, &extent, &damage, &mut said) {
+                        pending.push((p, extent, damage));
+                    }
+                }
+                // Stopping, or a read error (said): tried again next tick.
+                Walked::Stopped => continue,
+            }
+            scrubbed.insert(key, Instant::now());
+            if shared.stopping() {
+                return;
+            }
+        }
+        sleep_unless_stopping(shared, TICK);
+    }
+}
+
+/// What a walk of a partition's segments found.
+enum Walked {
+    Whole,
+    /// The first damage, in that extent.
+    Damaged(Extent, Damage),
+    /// The broker is stopping, or a read failed (said).
+    Stopped,
+}
+
+/// Walks `p`'s segments, paced.
+fn scrub_partition(shared: &Shared, p: &Partition) -> Walked {
+    let extents = p.lock().extents();
+    let mut pace = Pace::new(shared.config.scrub_rate_bytes);
+    for extent in extents {
+        let found = scrub::check(&extent, &mut |n| pace.spend(n, shared));
+        if shared.stopping() {
+            return Walked::Stopped;
+        }
+        match found {
+            Ok(Some(damage)) => return Walked::Damaged(extent, damage),
+            Ok(None) => {}
+            Err(e) => {
+                shared.log(format_args!(
+                    "{}-{}: the scrub could not read {}: {e}",
+                    p.topic,
+                    p.partition,
+                    extent.path.display()
+                ));
+                return Walked::Stopped;
+            }
+        }
+    }
+    Walked::Whole
+}
+
+/// Acts on `damage`: heals a replica, reports a single copy (once).
+/// Whether nothing is left to do (healed, gone, or a single copy's).
+fn settled(
+    shared: &Shared,
+    p: &Partition,
+    extent: &Extent,
+    damage: &Damage,
+    said: &mut BTreeSet<(PathBuf, u64)>,
+) -> bool {
+    let first = said.insert((damage.segment.clone(), damage.position));
+    if p.replica.is_none() {
+        if first {
+            shared.log(format_args!(
+                "{}-{} is damaged at offset {} ({}, position {}: {}): this is its only copy, \
+                 and consumers stop there; `klog-dump --verify {}` shows it, and \
+                 `klog-recover --full {}` (the broker stopped) cuts the log there, saving the \
+                 cut bytes and moving later segments to quarantine/",
+                p.topic,
+                p.partition,
+                damage.offset,
+                damage.segment.display(),
+                damage.position,
+                damage.reason,
+                damage.dir.display(),
+                damage.dir.display()
+            ));
+        }
+        return true;
+    }
+    match shared.heal_running(p, extent, damage) {
+        Ok(Healing::Cut | Healing::Gone) => true,
+        Ok(Healing::NoPeer) => {
+            if first {
+                shared.log(format_args!(
+                    "{}-{} is damaged at offset {} ({}, position {}: {}): no other replica in \
+                     sync is alive to refetch from, so it cuts nothing yet and serves on \
+                     (trying again every second)",
+                    p.topic,
+                    p.partition,
+                    damage.offset,
+                    damage.segment.display(),
+                    damage.position,
+                    damage.reason
+                ));
+            }
+            false
+        }
+        Err(e) => {
+            if first {
+                shared.log(format_args!(
+                    "{}-{} is damaged at offset {}, and healing it failed: {e} (trying again)",
+                    p.topic, p.partition, damage.offset
+                ));
+            }
+            false
+        }
+    }
+}
+
+/// A walk's pace: at most `rate` bytes a second since it began.
+struct Pace {
+    rate: u64,
+    begun: Instant,
+    bytes: u64,
+}
+
+impl Pace {
+    fn new(rate: u64) -> Pace {
+        Pace {
+            rate: rate.max(1),
+            begun: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    /// Counts `n` bytes walked, sleeping while ahead of the rate; `false`
+    /// when the broker is stopping.
+    fn spend(&mut self, n: u64, shared: &Shared) -> bool {
+        self.bytes += n;
+        let due = Duration::from_secs_f64(self.bytes as f64 / self.rate as f64);
+        let ahead = due.saturating_sub(self.begun.elapsed());
+        sleep_unless_stopping(shared, ahead);
+        !shared.stopping()
+    }
+}
+
+/// Sleeps `d`, waking early when the broker stops.
+fn sleep_unless_stopping(shared: &Shared, d: Duration) {
+    let until = Instant::now() + d;
+    while !shared.stopping() {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
+}

@@ -1,0 +1,274 @@
+//! Scrubbing: reading back every batch a log holds, each record's CRC
+//! checked, to find the rot a disk leaves where no open looks.
+//!
+//! Opening a log checks only what follows its recovery point
+//! ([`crate::storage::recover`]): the batches below were whole when they
+//! were made durable, and re-reading a large log at every start would
+//! keep a broker from serving for minutes. A byte that flips later in a
+//! rolled segment (bit rot, a bad sector, a stray write) is found by
+//! nobody until a consumer or a follower trips over it. A scrub walks the
+//! log's segments outside its lock, at a paced rate, as `klog-dump
+//! --verify` would; what it finds is confirmed under the lock before
+//! anyone acts on it ([`confirm`]), since a follower's truncation may
+//! have rewritten the bytes under the walk.
+//!
+//! What to do with damage is the caller's: a broker heals a replica from
+//! its peers, and reports a single copy's (see `klog-broker`'s scrub).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::error::{IoContext, Result};
+use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
+use crate::storage::batches::FileBatches;
+use crate::storage::fs::{VFile, Vfs};
+use crate::storage::log::Log;
+use crate::storage::recover::{self, Damage};
+use crate::storage::segment::SEGMENT_HEADER_BYTES;
+
+/// One segment's bytes as they had reached its file when the scrub
+/// looked: the range a walk may judge.
+#[derive(Debug, Clone)]
+pub struct Extent {
+    /// The partition directory.
+    pub dir: PathBuf,
+    /// The segment's first offset.
+    pub base_offset: u64,
+    /// The segment file.
+    pub path: PathBuf,
+    file: Arc<dyn VFile>,
+    /// Where its bytes end (appends gathered in memory excluded).
+    pub end: u64,
+    /// The log's truncations then: another since makes any finding void.
+    truncations: u64,
+}
+
+impl Log {
+    /// Every segment's extent, oldest first: what a scrub walks.
+    pub fn extents(&self) -> Vec<Extent> {
+        let truncations = self.truncations_now();
+        self.segments()
+            .map(|s| Extent {
+                dir: self.dir().to_path_buf(),
+                base_offset: s.base_offset,
+                path: s.path.clone(),
+                file: Arc::clone(s.file()),
+                end: s.written_size(),
+                truncations,
+            })
+            .collect()
+    }
+}
+
+impl Extent {
+    /// Saves its bytes from `position` on beside the segment (as
+    /// `.corrupt`), before a cut there: see
+    /// [`crate::storage::recover::save_cut_bytes`].
+    pub fn save_from(&self, vfs: &dyn Vfs, position: u64) -> Result<PathBuf> {
+        let file = Arc::clone(&self.file);
+        recover::save_cut_bytes(vfs, file, &self.path, self.end, position)
+    }
+}
+
+/// Walks `extent`'s batches and their records; the first damage, if
+/// any. `pace` is told the bytes of each batch walked, and stops the walk
+/// when it answers `false` (the walk then finds nothing).
+pub fn check(extent: &Extent, pace: &mut dyn FnMut(u64) -> bool) -> Result<Option<Damage>> {
+    let start = SEGMENT_HEADER_BYTES as u64;
+    let mut walk = FileBatches::new(&*extent.file, start, extent.end, BATCH_BYTES_MAX);
+    let mut next = extent.base_offset;
+    loop {
+        let step = walk.next_batch().ctx("read", &extent.path)?;
+        let (position, reason) = match step {
+            None => return Ok(None),
+            Some(Err(stop)) => (stop.position, stop.error.to_string()),
+            Some(Ok((position, batch))) => {
+                let header = batch.header;
+                let checked = batch.validate(RECORD_BYTES_MAX_LIMIT);
+                match checked {
+                    Err(e) => (position, e.to_string()),
+                    Ok(()) if header.base_offset != next => (
+                        position,
+                        format!(
+                            "batch at offset {}, where offset {next} was expected",
+                            header.base_offset
+                        ),
+                    ),
+                    Ok(()) => {
+                        next = header.next_offset();
+                        if !pace(header.total_bytes()) {
+                            return Ok(None);
+                        }
+                        continue;
+                    }
+                }
+            }
+        };
+        return Ok(Some(Damage {
+            dir: extent.dir.clone(),
+            segment: extent.path.clone(),
+            position,
+            offset: next,
+            reason,
+        }));
+    }
+}
+
+/// Whether `damage`, found by a walk of `extent` outside the lock, is in
+/// `log` as it is now (the caller holds its lock): the log has not been
+/// truncated since, still holds the segment, and a walk of that segment
+/// again finds the same damage.
+pub fn confirm(log: &Log, extent: &Extent, damage: &Damage) -> Result<bool> {
+    if log.truncations_now() != extent.truncations {
+        return Ok(false);
+    }
+    let Some(now) = log
+        .extents()
+        .into_iter()
+        .find(|e| e.base_offset == extent.base_offset && e.path == extent.path)
+    else {
+        return Ok(false);
+    };
+    Ok(check(&now, &mut |_| true)?.as_ref() == Some(damage))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::storage::fs::sim::SimFs;
+    use crate::storage::log::{LogConfig, OpenOptions};
+    use crate::storage::record::BatchBuilder;
+
+    fn config() -> LogConfig {
+        LogConfig {
+            segment_bytes: 4096,
+            index_bytes_max: 4096,
+            ..LogConfig::default()
+        }
+    }
+
+    fn writable() -> OpenOptions {
+        OpenOptions {
+            writable: true,
+            lock: false,
+        }
+    }
+
+    /// A log in `/p` of 40 batches of one 200-byte record each, rolled
+    /// into several segments, all written.
+    fn log_of_batches(sim: &Arc<SimFs>) -> Log {
+        sim.create_dir_all_durable(Path::new("/p"));
+        let vfs: Arc<dyn Vfs> = sim.clone();
+        let mut log = Log::open(vfs, Path::new("/p"), config(), writable()).unwrap();
+        for i in 0..40u8 {
+            let mut b = BatchBuilder::new();
+            b.push(1_000 + i64::from(i), None, &[], &[b'a' + i % 26; 200]);
+            log.append(b.finish(), 0).unwrap();
+        }
+        log.flush().unwrap();
+        log
+    }
+
+    /// Flips a bit of the first record of `extent`'s second batch: its
+    /// position, and the offset the damage starts at.
+    fn rot(sim: &SimFs, extent: &Extent) -> (u64, u64) {
+        let bytes = sim.read(&extent.path).unwrap();
+        let mut walk =
+            crate::storage::batches::Batches::new(&bytes[SEGMENT_HEADER_BYTES..], BATCH_BYTES_MAX);
+        let (first, batch) = walk.next().unwrap().unwrap();
+        let second = first + batch.total_bytes() as u64 + SEGMENT_HEADER_BYTES as u64;
+        let at = second + 100;
+        overwrite(sim, &extent.path, at, &[bytes[at as usize] ^ 0x04]);
+        (second, batch.header.next_offset())
+    }
+
+    /// Writes `bytes` at `at` in the file itself, as rot does (not a new
+    /// file under the name).
+    fn overwrite(sim: &SimFs, path: &Path, at: u64, bytes: &[u8]) {
+        let file = sim.open(path, false).unwrap();
+        file.write_all_at(bytes, at).unwrap();
+    }
+
+    #[test]
+    fn a_whole_log_has_no_damage_and_every_byte_is_paced() {
+        let sim = Arc::new(SimFs::new());
+        let log = log_of_batches(&sim);
+        let extents = log.extents();
+        assert!(extents.len() > 2, "rolled: {extents:?}");
+        let mut paced = 0;
+        for e in &extents {
+            assert_eq!(
+                check(e, &mut |n| {
+                    paced += n;
+                    true
+                })
+                .unwrap(),
+                None
+            );
+        }
+        let held: u64 = extents
+            .iter()
+            .map(|e| e.end - SEGMENT_HEADER_BYTES as u64)
+            .sum();
+        assert_eq!(paced, held, "every batch walked");
+    }
+
+    /// Rot in a rolled segment, below anything an open checks: found at
+    /// the damaged batch, the offset before it kept.
+    #[test]
+    fn rot_in_a_rolled_segment_is_found_at_its_batch() {
+        let sim = Arc::new(SimFs::new());
+        let log = log_of_batches(&sim);
+        let extents = log.extents();
+        let victim = &extents[1];
+        let (position, offset) = rot(&sim, victim);
+        let found = check(victim, &mut |_| true).unwrap().expect("damage");
+        assert_eq!((found.position, found.offset), (position, offset));
+        assert_eq!(found.segment, victim.path);
+        assert!(found.reason.contains("crc mismatch"), "{}", found.reason);
+        assert!(confirm(&log, victim, &found).unwrap(), "still there");
+        for other in extents.iter().filter(|e| e.path != victim.path) {
+            assert_eq!(check(other, &mut |_| true).unwrap(), None);
+        }
+    }
+
+    /// A walk that raced a truncation saw bytes being rewritten: what it
+    /// found is void, whatever the file holds now.
+    #[test]
+    fn a_finding_of_a_walk_a_truncation_overtook_is_not_confirmed() {
+        let sim = Arc::new(SimFs::new());
+        let mut log = log_of_batches(&sim);
+        let extents = log.extents();
+        let victim = extents[1].clone();
+        let (_, offset) = rot(&sim, &victim);
+        let found = check(&victim, &mut |_| true).unwrap().expect("damage");
+        log.truncate_to(offset + 1).unwrap();
+        assert!(!confirm(&log, &victim, &found).unwrap());
+    }
+
+    /// Damage the walk saw that the file no longer holds (the bytes were
+    /// rewritten whole) is not confirmed.
+    #[test]
+    fn damage_gone_from_the_file_is_not_confirmed() {
+        let sim = Arc::new(SimFs::new());
+        let log = log_of_batches(&sim);
+        let victim = log.extents()[1].clone();
+        let whole = sim.read(&victim.path).unwrap();
+        rot(&sim, &victim);
+        let found = check(&victim, &mut |_| true).unwrap().expect("damage");
+        overwrite(&sim, &victim.path, 0, &whole);
+        assert!(!confirm(&log, &victim, &found).unwrap());
+    }
+
+    /// A pace that answers `false` stops the walk before the damage.
+    #[test]
+    fn a_stopped_pace_stops_the_walk() {
+        let sim = Arc::new(SimFs::new());
+        let log = log_of_batches(&sim);
+        let victim = log.extents()[1].clone();
+        rot(&sim, &victim);
+        assert_eq!(check(&victim, &mut |_| false).unwrap(), None);
+    }
+}
