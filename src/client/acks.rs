@@ -75,7 +75,11 @@ impl Waiting {
 /// Whether a routed producer gives a request back for an answer with
 /// `code` rather than counting its records failed: its leader moved, or
 /// could not make it durable in time (`timeout`: as Kafka's
-/// `REQUEST_TIMED_OUT`, it is sent again, within its deadline).
+/// `REQUEST_TIMED_OUT`, it is sent again, within its deadline), or its
+/// log stopped (`storage_error`, retriable as Kafka's
+/// `KAFKA_STORAGE_ERROR`: a replica whose fsync failed hands the
+/// partition over to the other in-sync replicas; a single copy stays
+/// stopped, and the records fail at their deadline with its reason).
 fn gives_back(code: ErrorCode) -> bool {
     matches!(
         code,
@@ -84,6 +88,7 @@ fn gives_back(code: ErrorCode) -> bool {
             | ErrorCode::LeaderNotAvailable
             | ErrorCode::PartitionElsewhere
             | ErrorCode::NotEnoughReplicas
+            | ErrorCode::StorageError
     )
 }
 

@@ -100,6 +100,10 @@ fn leader_of(
             Some(addr) => return Ok(addr),
             None => format!("its leader {leader} is not registered"),
         },
+        None if state.isr.iter().any(|r| addr_of(r).is_some()) => format!(
+            "its in-sync replicas are electing one (ISR {:?})",
+            state.isr
+        ),
         None => format!(
             "it is offline, no in-sync replica is alive to lead it (ISR {:?})",
             state.isr
@@ -252,6 +256,9 @@ pub struct ClusterProducer {
     /// When the registry may be read again for them, and the wait after.
     next_lookup: Instant,
     backoff: Duration,
+    /// When the wait last grew: trouble that ended long before starts
+    /// the wait over from [`LOOKUP_BACKOFF`].
+    backed_off: Option<Instant>,
     /// Batches went out since the last look at the answers.
     unwatched: bool,
     /// Records that failed here (their deadline passed while parked).
@@ -296,6 +303,7 @@ impl ClusterProducer {
             parked: VecDeque::new(),
             next_lookup: Instant::now(),
             backoff: LOOKUP_BACKOFF,
+            backed_off: None,
             unwatched: false,
             failed: 0,
             error: None,
@@ -458,6 +466,7 @@ impl ClusterProducer {
     /// is looked up again), and retires the producers of brokers whose
     /// connection broke, keeping what they delivered.
     fn collect(&mut self) {
+        let parked = self.parked.len();
         for (addr, producer) in &mut self.producers {
             for orphan in producer.take_orphans() {
                 let p = orphan.waiting.partition;
@@ -471,6 +480,10 @@ impl ClusterProducer {
                 say_once(&mut self.said, &mut self.notices, p, notice);
                 self.parked.push_back(orphan);
             }
+        }
+        // Given back: their leader is looked up again after a wait.
+        if self.parked.len() > parked {
+            self.back_off();
         }
         while let Some(i) = self.producers.iter().position(|(_, p)| p.dead()) {
             let (addr, producer) = self.producers.swap_remove(i);
@@ -512,9 +525,6 @@ impl ClusterProducer {
             .filter(|&p| self.route[p as usize].is_none())
             .collect();
         if waiting.is_empty() {
-            if self.parked.is_empty() {
-                self.backoff = LOOKUP_BACKOFF;
-            }
             return Ok(());
         }
         if now < self.next_lookup {
@@ -544,9 +554,7 @@ impl ClusterProducer {
             };
             self.send_parked(p, addr)?;
         }
-        if self.parked.is_empty() {
-            self.backoff = LOOKUP_BACKOFF;
-        } else {
+        if !self.parked.is_empty() {
             self.back_off();
         }
         Ok(())
@@ -657,9 +665,20 @@ impl ClusterProducer {
         }
     }
 
-    /// The next lookup waits longer.
+    /// The next lookup waits, longer each time while the trouble lasts
+    /// (a leader that keeps refusing is not asked again at once, as
+    /// Kafka's `retry.backoff.ms`); after a quiet spell of twice the
+    /// longest wait, from the shortest again.
     fn back_off(&mut self) {
-        self.next_lookup = Instant::now() + self.backoff;
+        let now = Instant::now();
+        let quiet = self
+            .backed_off
+            .is_none_or(|at| now.saturating_duration_since(at) > 2 * LOOKUP_BACKOFF_MAX);
+        if quiet {
+            self.backoff = LOOKUP_BACKOFF;
+        }
+        self.backed_off = Some(now);
+        self.next_lookup = now + self.backoff;
         self.backoff = (self.backoff * 2).min(LOOKUP_BACKOFF_MAX);
     }
 
