@@ -9,7 +9,7 @@ complete -c klog-broker -l index-interval-bytes -d 'Bytes of log between two ind
 complete -c klog-broker -l retention -d 'Delete segments whose newest record was appended longer ago than this' -r
 complete -c klog-broker -l retention-bytes -d 'Delete the oldest segments while a partition is larger than this' -r
 complete -c klog-broker -l retention-check-interval -d 'How often retention runs' -r
-complete -c klog-broker -l scrub-interval -d 'Read every partition\'s log back whole, each record\'s CRC checked, this often (the first time soon after it opens; 0: never). Damage found in a replica is cut and refetched from its peers; in a single copy, it is reported' -r
+complete -c klog-broker -l scrub-interval -d 'Read every partition\'s log back whole, each record\'s CRC checked, this often, and soon after it opens for the first time or after an unclean stop (0: never). Damage found in a replica is cut and refetched from its peers; in a single copy, it is reported' -r
 complete -c klog-broker -l scrub-rate -d 'Bytes a second the scrub reads, at most' -r
 complete -c klog-broker -l flush-messages -d 'Flush a partition after this many records. Without this and --flush-interval the broker flushes continuously, committing every group of appends with one fsync. Consumers see only flushed records' -r
 complete -c klog-broker -l flush-interval -d 'Flush a partition when its oldest unflushed record is this old' -r

@@ -22,6 +22,7 @@
 //! | `index/wide.index`, `index/wide.timeindex`   | offset and time index entries     |
 //! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `leader-epochs`, `clean-shutdown` |
 //! | `refetch`                                    | a replica's refetch mark, after it left the ISR |
+//! | `scrubbed`                                   | when a scrub last found a partition's log whole |
 //! | `registry/`                                  | broker, member (and its lease), owner claim (by generation), committed offset, placement (one replica each, as before replication, and replicated) and partition state entries; an entry `<id>.json` stands for `<id>@<incarnation>.json` |
 
 use std::path::{Path, PathBuf};
@@ -1040,4 +1041,14 @@ fn the_refetch_mark_is_the_golden_file() {
     };
     let golden = check_golden("refetch", &mark.encode());
     assert_eq!(Refetch::decode(&golden), Some(mark));
+}
+
+/// The note of a scrub that found a log whole, begun at 1764633600000 ms
+/// (2025-12-02): written as the golden file says, and read back.
+#[test]
+fn the_scrubbed_note_is_the_golden_file() {
+    use klog::storage::scrub;
+    let golden = check_golden("scrubbed", &scrub::encode_scrubbed(1_764_633_600_000));
+    let text = String::from_utf8(golden).unwrap();
+    assert_eq!(scrub::decode_scrubbed(&text), Some(1_764_633_600_000));
 }

@@ -1,7 +1,8 @@
 //! The scrub (`--scrub-interval`, `--scrub-rate`): every partition's log
 //! is read back whole, each record's CRC checked
-//! ([`crate::storage::scrub`]), soon after it opens and then once an
-//! interval, at a paced rate, outside the log's lock.
+//! ([`crate::storage::scrub`]), once an interval, at a paced rate,
+//! outside the log's lock: the first time soon after it opens, unless its
+//! `scrubbed` file says a scrub found it whole less than an interval ago.
 //!
 //! Damage found in a replica heals it from its peers
 //! ([`Shared::heal_running`]): cut before the damaged batch (the bytes
@@ -33,7 +34,8 @@ pub(super) fn scrub(shared: &Shared) {
     let Some(interval) = shared.config.scrub_interval else {
         return;
     };
-    let mut scrubbed: BTreeMap<(String, u32), Instant> = BTreeMap::new();
+    // When each partition was last scrubbed (`None`: never).
+    let mut scrubbed: BTreeMap<(String, u32), Option<Instant>> = BTreeMap::new();
     let mut said: BTreeSet<(PathBuf, u64)> = BTreeSet::new();
     let mut pending: Pending = Vec::new();
     while !shared.stopping() {
@@ -42,11 +44,15 @@ pub(super) fn scrub(shared: &Shared) {
         });
         for p in shared.all_partitions() {
             let key = (p.topic.clone(), p.partition);
-            if scrubbed.get(&key).is_some_and(|at| at.elapsed() < interval) {
+            let last = *scrubbed
+                .entry(key.clone())
+                .or_insert_with(|| noted(shared, &p));
+            if last.is_some_and(|at| at.elapsed() < interval) {
                 continue;
             }
+            let begun_ms = crate::clock::now_ms();
             match scrub_partition(shared, &p) {
-                Walked::Whole => {}
+                Walked::Whole => note(shared, &p, begun_ms),
                 Walked::Damaged(extent, damage) => {
                     if !settled(shared, &p, &extent, &damage, &mut said) {
                         pending.push((p, extent, damage));
@@ -55,12 +61,32 @@ pub(super) fn scrub(shared: &Shared) {
                 // Stopping, or a read error (said): tried again next tick.
                 Walked::Stopped => continue,
             }
-            scrubbed.insert(key, Instant::now());
+            scrubbed.insert(key, Some(Instant::now()));
             if shared.stopping() {
                 return;
             }
         }
         sleep_unless_stopping(shared, TICK);
+    }
+}
+
+/// When a scrub last found `p`'s log whole, by its `scrubbed` file (a
+/// restart does not read every log again before its time).
+fn noted(shared: &Shared, p: &Partition) -> Option<Instant> {
+    let dir = shared.store.partition_dir(&p.topic, p.partition);
+    let at_ms = scrub::read_scrubbed(&*shared.config.vfs, &dir)?;
+    let age = crate::clock::now_ms().saturating_sub(at_ms).max(0);
+    Instant::now().checked_sub(Duration::from_millis(age as u64))
+}
+
+/// Notes that a walk of `p` begun at `begun_ms` found it whole.
+fn note(shared: &Shared, p: &Partition, begun_ms: i64) {
+    let dir = shared.store.partition_dir(&p.topic, p.partition);
+    if let Err(e) = scrub::write_scrubbed(&*shared.config.vfs, &dir, begun_ms) {
+        shared.log(format_args!(
+            "{}-{}: cannot note the scrub: {e}",
+            p.topic, p.partition
+        ));
     }
 }
 

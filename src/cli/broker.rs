@@ -65,9 +65,9 @@ pub struct Args {
     #[arg(long = "retention-check-interval", value_name = "DURATION", default_value = "5m", value_parser = super::duration_arg)]
     pub retention_check_interval_ms: u64,
     /// Read every partition's log back whole, each record's CRC checked,
-    /// this often (the first time soon after it opens; 0: never). Damage
-    /// found in a replica is cut and refetched from its peers; in a single
-    /// copy, it is reported.
+    /// this often, and soon after it opens for the first time or after an
+    /// unclean stop (0: never). Damage found in a replica is cut and
+    /// refetched from its peers; in a single copy, it is reported.
     #[arg(long = "scrub-interval", value_name = "DURATION", default_value = "1d", value_parser = super::duration_arg)]
     pub scrub_interval_ms: u64,
     /// Bytes a second the scrub reads, at most.

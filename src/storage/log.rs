@@ -724,6 +724,14 @@ fn recover_on_open(
     writable: bool,
 ) -> Result<RecoveryReport> {
     let clean = recover::was_clean(vfs, dir);
+    if writable && !clean {
+        // After an unclean stop (kill -9, a power cut), what lies below the
+        // recovery point is scrubbed again soon ([`crate::storage::scrub`]).
+        let note = dir.join(crate::storage::scrub::SCRUBBED_FILE);
+        if vfs.exists(&note) {
+            vfs.remove(&note).ctx("remove", &note)?;
+        }
+    }
     let recovery_point = if clean || !writable {
         u64::MAX
     } else {

@@ -14,17 +14,63 @@
 //!
 //! What to do with damage is the caller's: a broker heals a replica from
 //! its peers, and reports a single copy's (see `klog-broker`'s scrub).
+//!
+//! # The file
+//!
+//! `scrubbed` in the partition directory says when a scrub last found the
+//! whole log whole, so that a restart does not read every log again
+//! before its time. Text, written whole (temporary file, fsync, rename,
+//! directory fsync); `tests/golden/scrubbed` pins it:
+//!
+//! ```text
+//! klog-scrubbed 1        format and version
+//! at 1764633600000       when the walk began, ms since the Unix epoch
+//! ```
+//!
+//! A file that is missing or does not parse means never: the partition is
+//! scrubbed at its next look. A writable open after an unclean stop
+//! (kill -9, a power cut: no `clean-shutdown` file) removes it, so that
+//! such a start is followed by a scrub.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{IoContext, Result};
 use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
 use crate::storage::batches::FileBatches;
-use crate::storage::fs::{VFile, Vfs};
+use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::log::Log;
 use crate::storage::recover::{self, Damage};
 use crate::storage::segment::SEGMENT_HEADER_BYTES;
+
+/// The file saying when a scrub last found the log whole.
+pub const SCRUBBED_FILE: &str = "scrubbed";
+const SCRUBBED_HEADER: &str = "klog-scrubbed 1";
+
+/// The bytes of the `scrubbed` file for a walk begun at `at_ms`.
+pub fn encode_scrubbed(at_ms: i64) -> Vec<u8> {
+    format!("{SCRUBBED_HEADER}\nat {at_ms}\n").into_bytes()
+}
+
+/// When the walk the `scrubbed` file's `text` notes began; `None` when it
+/// is not such a file.
+pub fn decode_scrubbed(text: &str) -> Option<i64> {
+    let mut lines = text.lines();
+    (lines.next()? == SCRUBBED_HEADER).then_some(())?;
+    let at = lines.next()?.strip_prefix("at ")?.parse().ok()?;
+    lines.next().is_none().then_some(at)
+}
+
+/// When a scrub last found the log in `dir` whole, if it ever did.
+pub fn read_scrubbed(vfs: &dyn Vfs, dir: &Path) -> Option<i64> {
+    decode_scrubbed(&fs::read_small(vfs, &dir.join(SCRUBBED_FILE))?)
+}
+
+/// Notes, durably, that a walk of the log in `dir` begun at `at_ms` found
+/// it whole.
+pub fn write_scrubbed(vfs: &dyn Vfs, dir: &Path, at_ms: i64) -> Result<()> {
+    fs::write_atomic(vfs, dir, SCRUBBED_FILE, &encode_scrubbed(at_ms))
+}
 
 /// One segment's bytes as they had reached its file when the scrub
 /// looked: the range a walk may judge.
@@ -260,6 +306,54 @@ mod tests {
         let found = check(&victim, &mut |_| true).unwrap().expect("damage");
         overwrite(&sim, &victim.path, 0, &whole);
         assert!(!confirm(&log, &victim, &found).unwrap());
+    }
+
+    #[test]
+    fn the_scrubbed_file_round_trips_and_anything_else_means_never() {
+        let sim = SimFs::new();
+        sim.create_dir_all_durable(Path::new("/p"));
+        assert_eq!(read_scrubbed(&sim, Path::new("/p")), None);
+        write_scrubbed(&sim, Path::new("/p"), 1_764_633_600_000).unwrap();
+        assert_eq!(
+            read_scrubbed(&sim, Path::new("/p")),
+            Some(1_764_633_600_000)
+        );
+        for bad in [
+            "",
+            "klog-scrubbed 1\n",
+            "klog-scrubbed 2\nat 5\n",
+            "klog-scrubbed 1\nat x\n",
+            "klog-scrubbed 1\nat 5\nmore\n",
+        ] {
+            assert_eq!(decode_scrubbed(bad), None, "{bad:?}");
+        }
+    }
+
+    /// A start after a clean close keeps the note; one after an unclean
+    /// stop forgets it, so that the log is scrubbed again soon.
+    #[test]
+    fn an_unclean_stop_forgets_the_scrub() {
+        let sim = Arc::new(SimFs::new());
+        let dir = Path::new("/p");
+        let log = log_of_batches(&sim);
+        write_scrubbed(&*sim, dir, 5).unwrap();
+        log.close().unwrap();
+        let vfs: Arc<dyn Vfs> = sim.clone();
+        let log = Log::open(Arc::clone(&vfs), dir, config(), writable()).unwrap();
+        assert_eq!(read_scrubbed(&*sim, dir), Some(5), "closed cleanly");
+        drop(log);
+        let reader = OpenOptions {
+            writable: false,
+            lock: false,
+        };
+        drop(Log::open(Arc::clone(&vfs), dir, config(), reader).unwrap());
+        assert_eq!(
+            read_scrubbed(&*sim, dir),
+            Some(5),
+            "a reader changes nothing"
+        );
+        drop(Log::open(vfs, dir, config(), writable()).unwrap());
+        assert_eq!(read_scrubbed(&*sim, dir), None, "not closed cleanly");
     }
 
     /// A pace that answers `false` stops the walk before the damage.
