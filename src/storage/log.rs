@@ -726,8 +726,8 @@ fn recover_on_open(
     let clean = recover::was_clean(vfs, dir);
     if writable && !clean {
         // After an unclean stop (kill -9, a power cut), what lies below the
-        // recovery point is scrubbed again soon ([`crate::storage::scrub`]).
-        let note = dir.join(crate::storage::scrub::SCRUBBED_FILE);
+        // recovery point is scrubbed again soon (`storage::scrub`).
+        let note = dir.join(recover::SCRUBBED_FILE);
         if vfs.exists(&note) {
             vfs.remove(&note).ctx("remove", &note)?;
         }

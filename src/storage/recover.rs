@@ -551,6 +551,10 @@ pub fn start_before_recovery(vfs: &dyn Vfs, dir: &Path) -> Result<u64> {
 pub const RECOVERY_POINT_FILE: &str = "recovery-point";
 /// File name of a partition's clean-shutdown marker.
 pub const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
+/// Name of the file a scrub notes its last whole pass in
+/// ([`crate::storage::scrub`]); a writable open after an unclean stop
+/// removes it.
+pub const SCRUBBED_FILE: &str = "scrubbed";
 const RECOVERY_POINT_HEADER: &str = "klog-recovery-point 1";
 
 /// Writes a partition's recovery point atomically: temporary file, fsync,

@@ -43,8 +43,7 @@ use crate::storage::log::Log;
 use crate::storage::recover::{self, Damage};
 use crate::storage::segment::SEGMENT_HEADER_BYTES;
 
-/// The file saying when a scrub last found the log whole.
-pub const SCRUBBED_FILE: &str = "scrubbed";
+pub use crate::storage::recover::SCRUBBED_FILE;
 const SCRUBBED_HEADER: &str = "klog-scrubbed 1";
 
 /// The bytes of the `scrubbed` file for a walk begun at `at_ms`.
