@@ -600,6 +600,25 @@ mod tests {
         assert_eq!(state.isr, ["b"], "the one that cut left the ISR first");
     }
 
+    /// Review of issue 23 (the scrub): damage a replica alone in sync
+    /// cannot heal stays pending, tried again every second; each walk of
+    /// the partition once its interval passed found it again and queued
+    /// it once more, so the list (and the registry reads of each retry)
+    /// grew by one an interval for as long as no peer came: with
+    /// `--scrub-interval 1s`, 3,600 entries and 7,200 registry reads a
+    /// second after an hour.
+    #[test]
+    fn damage_that_cannot_heal_yet_is_pending_once() {
+        let s = serving(&[ME], &["b", "c"]);
+        rot(&s.sim, &s.p);
+        let mut scrubber = crate::broker::scrub::Scrubber::default();
+        for _ in 0..3 {
+            assert!(scrubber.tick(&s.shared, std::time::Duration::ZERO));
+        }
+        assert_eq!(scrubber.pending.len(), 1);
+        assert_eq!(s.p.lock().next_offset(), 40, "alone in sync: nothing cut");
+    }
+
     /// Damage a scrub saw that a truncation since overtook is not acted
     /// on: the bytes under the walk may have been rewritten.
     #[test]
