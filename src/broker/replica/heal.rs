@@ -619,6 +619,48 @@ mod tests {
         assert_eq!(s.p.lock().next_offset(), 40, "alone in sync: nothing cut");
     }
 
+    /// Finding of the review of issue 23 (not fixed): a replica healed at
+    /// open (cut and marked) is named in the ISR, and is alive, from its
+    /// registration until its manager's first round takes it out; a
+    /// replica that lost its unflushed tail (marked: it ends before its
+    /// recovery point) likewise. After a host-wide power cut every broker
+    /// restarts with the old ISR; a leader whose scrub found rot (pending,
+    /// retried every second while its peers were down) sees the marked
+    /// peer alive in the ISR in that window, leaves the ISR to it and
+    /// cuts: the peer, marked, may not lead, and the records past both
+    /// cuts are on no replica (the partition offline until an operator
+    /// removes `refetch` and takes the loss). The mark is on the peer's
+    /// disk only: the registry cannot tell a whole peer from a marked one.
+    /// A fix needs the mark to be seen by others before the replica counts
+    /// as alive (leave the ISR before registering, or put the mark in the
+    /// registry), or a leader that trusts only a peer's fetches in its own
+    /// epoch (at or past the high watermark) over the registry's ISR.
+    #[test]
+    #[ignore = "finding: a leader heals by cutting while its only in-sync peer, just restarted and marked, has not left the ISR yet"]
+    fn a_replica_does_not_cut_while_its_only_peer_in_sync_is_marked() {
+        let registry = Arc::new(crate::coord::mem::MemRegistry::default());
+        let a = serving_as(ME, &registry, &[ME, "b"], &[ME]);
+        let b = serving_as("b", &registry, &[ME, "b"], &["b"]);
+        {
+            // b was healed at open: cut at 1, marked, not out of the ISR yet.
+            let mark = Refetch {
+                cut_at: 1,
+                left_isr: false,
+            };
+            let dir = b.shared.store.partition_dir("t", 0);
+            refetch::write(&*b.sim, &dir, &mark).unwrap();
+            *lock(&b.p.replica.as_ref().unwrap().refetch) = Some(mark);
+            b.p.lock().truncate_to(1).unwrap();
+        }
+        let (extent, damage) = rot(&a.sim, &a.p);
+        let healed = a.shared.heal_running(&a.p, &extent, &damage).unwrap();
+        assert_eq!(
+            (healed, a.p.lock().next_offset()),
+            (Healing::NoPeer, 40),
+            "its only peer in sync is cut at 1 and marked: records 1..40 on no replica"
+        );
+    }
+
     /// Damage a scrub saw that a truncation since overtook is not acted
     /// on: the bytes under the walk may have been rewritten.
     #[test]
