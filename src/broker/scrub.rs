@@ -34,39 +34,59 @@ pub(super) fn scrub(shared: &Shared) {
     let Some(interval) = shared.config.scrub_interval else {
         return;
     };
-    // When each partition was last scrubbed (`None`: never).
-    let mut scrubbed: BTreeMap<(String, u32), Option<Instant>> = BTreeMap::new();
-    let mut said: BTreeSet<(PathBuf, u64)> = BTreeSet::new();
-    let mut pending: Pending = Vec::new();
+    let mut scrubber = Scrubber::default();
     while !shared.stopping() {
-        pending.retain(|(p, extent, damage)| {
-            !shared.stopping() && !settled(shared, p, extent, damage, &mut said)
+        if !scrubber.tick(shared, interval) {
+            return;
+        }
+        sleep_unless_stopping(shared, TICK);
+    }
+}
+
+/// What the scrub remembers from one tick to the next.
+#[derive(Default)]
+pub(super) struct Scrubber {
+    /// When each partition was last walked whole (`None`: never).
+    scrubbed: BTreeMap<(String, u32), Option<Instant>>,
+    /// Damage already said (segment, position).
+    said: BTreeSet<(PathBuf, u64)>,
+    /// Damage found and not healed yet, tried again each tick.
+    pub(super) pending: Pending,
+}
+
+impl Scrubber {
+    /// Tries the pending damage again, and walks the partitions due
+    /// (those with damage pending are not: walking them again would only
+    /// find it again); `false` when the broker is stopping.
+    pub(super) fn tick(&mut self, shared: &Shared, interval: Duration) -> bool {
+        let said = &mut self.said;
+        self.pending.retain(|(p, extent, damage)| {
+            !shared.stopping() && !settled(shared, p, extent, damage, said)
         });
         for p in shared.all_partitions() {
             let key = (p.topic.clone(), p.partition);
-            let last = *scrubbed
-                .entry(key.clone())
-                .or_insert_with(|| noted(shared, &p));
-            if last.is_some_and(|at| at.elapsed() < interval) {
+            let last = *(self.scrubbed.entry(key.clone())).or_insert_with(|| noted(shared, &p));
+            let recent = last.is_some_and(|at| at.elapsed() < interval);
+            if recent || self.pending.iter().any(|(q, ..)| Arc::ptr_eq(q, &p)) {
                 continue;
             }
             let begun_ms = crate::clock::now_ms();
             match scrub_partition(shared, &p) {
                 Walked::Whole => note(shared, &p, begun_ms),
                 Walked::Damaged(extent, damage) => {
-                    if !settled(shared, &p, &extent, &damage, &mut said) {
-                        pending.push((p, extent, damage));
+                    if !settled(shared, &p, &extent, &damage, &mut self.said) {
+                        self.pending.push((p, extent, damage));
                     }
                 }
                 // Stopping, or a read error (said): tried again next tick.
                 Walked::Stopped => continue,
             }
-            scrubbed.insert(key, Some(Instant::now()));
+            self.scrubbed.insert(key, Some(Instant::now()));
             if shared.stopping() {
-                return;
+                return false;
             }
         }
-        sleep_unless_stopping(shared, TICK);
+        true
     }
 }
 

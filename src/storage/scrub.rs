@@ -120,8 +120,16 @@ impl Extent {
 /// when it answers `false` (the walk then finds nothing).
 pub fn check(extent: &Extent, pace: &mut dyn FnMut(u64) -> bool) -> Result<Option<Damage>> {
     let start = SEGMENT_HEADER_BYTES as u64;
-    let mut walk = FileBatches::new(&*extent.file, start, extent.end, BATCH_BYTES_MAX);
-    let mut next = extent.base_offset;
+    check_from(extent, (start, extent.base_offset), pace)
+}
+
+/// [`check`] from the batch at `position`, whose first offset is `next`.
+fn check_from(
+    extent: &Extent,
+    (position, mut next): (u64, u64),
+    pace: &mut dyn FnMut(u64) -> bool,
+) -> Result<Option<Damage>> {
+    let mut walk = FileBatches::new(&*extent.file, position, extent.end, BATCH_BYTES_MAX);
     loop {
         let step = walk.next_batch().ctx("read", &extent.path)?;
         let (position, reason) = match step {
@@ -161,8 +169,11 @@ pub fn check(extent: &Extent, pace: &mut dyn FnMut(u64) -> bool) -> Result<Optio
 
 /// Whether `damage`, found by a walk of `extent` outside the lock, is in
 /// `log` as it is now (the caller holds its lock): the log has not been
-/// truncated since, still holds the segment, and a walk of that segment
-/// again finds the same damage.
+/// truncated since, still holds the segment, and the damaged batch is
+/// still found damaged the same way. Only that batch is read again: the
+/// bytes before it are rewritten by nothing but a truncation, and a walk
+/// of the whole segment under the lock (up to a segment's size, unpaced)
+/// would stop the partition's producers and fetchers meanwhile.
 pub fn confirm(log: &Log, extent: &Extent, damage: &Damage) -> Result<bool> {
     if log.truncations_now() != extent.truncations {
         return Ok(false);
@@ -174,7 +185,8 @@ pub fn confirm(log: &Log, extent: &Extent, damage: &Damage) -> Result<bool> {
     else {
         return Ok(false);
     };
-    Ok(check(&now, &mut |_| true)?.as_ref() == Some(damage))
+    let found = check_from(&now, (damage.position, damage.offset), &mut |_| false)?;
+    Ok(found.as_ref() == Some(damage))
 }
 
 #[cfg(test)]
@@ -353,6 +365,130 @@ mod tests {
         );
         drop(Log::open(vfs, dir, config(), writable()).unwrap());
         assert_eq!(read_scrubbed(&*sim, dir), None, "not closed cleanly");
+    }
+
+    /// A simulated disk that counts the bytes read from it.
+    #[derive(Debug)]
+    struct Counting {
+        sim: Arc<SimFs>,
+        read: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    #[derive(Debug)]
+    struct CountingFile {
+        file: Arc<dyn VFile>,
+        read: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl Vfs for Counting {
+        fn open(&self, path: &Path, create: bool) -> std::io::Result<Arc<dyn VFile>> {
+            let file = self.sim.open(path, create)?;
+            let read = Arc::clone(&self.read);
+            Ok(Arc::new(CountingFile { file, read }))
+        }
+        fn open_read(&self, path: &Path) -> std::io::Result<Arc<dyn VFile>> {
+            let file = self.sim.open_read(path)?;
+            let read = Arc::clone(&self.read);
+            Ok(Arc::new(CountingFile { file, read }))
+        }
+        fn exists(&self, path: &Path) -> bool {
+            self.sim.exists(path)
+        }
+        fn remove(&self, path: &Path) -> std::io::Result<()> {
+            self.sim.remove(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+            self.sim.rename(from, to)
+        }
+        fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+            self.sim.sync_dir(dir)
+        }
+        fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+            self.sim.create_dir_all(dir)
+        }
+        fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+            self.sim.list(dir)
+        }
+    }
+
+    impl VFile for CountingFile {
+        fn read_at(&self, buf: &mut [u8], pos: u64) -> std::io::Result<usize> {
+            let n = self.file.read_at(buf, pos)?;
+            self.read
+                .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+            Ok(n)
+        }
+        fn write_all_at(&self, buf: &[u8], pos: u64) -> std::io::Result<()> {
+            self.file.write_all_at(buf, pos)
+        }
+        fn len(&self) -> std::io::Result<u64> {
+            self.file.len()
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.file.set_len(len)
+        }
+        fn allocate(&self, offset: u64, len: u64) -> std::io::Result<()> {
+            self.file.allocate(offset, len)
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.file.sync_data()
+        }
+        fn map_mut(&self, len: u64) -> std::io::Result<Box<dyn crate::storage::fs::MapMut>> {
+            self.file.map_mut(len)
+        }
+        fn as_file(&self) -> Option<&std::fs::File> {
+            None
+        }
+        fn modified_ms(&self) -> std::io::Result<i64> {
+            self.file.modified_ms()
+        }
+    }
+
+    /// Review of issue 23 (the scrub): confirming damage, which the
+    /// broker does under the partition's log lock, walked the whole
+    /// segment again from its start, unpaced: up to a segment's size
+    /// (1 GiB by default) read and CRC-checked while no producer or
+    /// fetcher of the partition could go on. It reads the damaged batch
+    /// again, not the segment: here the damage is in the last batch of an
+    /// 8 MiB segment.
+    #[test]
+    fn confirming_damage_reads_the_damaged_batch_not_the_segment() {
+        let sim = Arc::new(SimFs::new());
+        sim.create_dir_all_durable(Path::new("/p"));
+        let read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counting = Counting {
+            sim: Arc::clone(&sim),
+            read: Arc::clone(&read),
+        };
+        let config = LogConfig {
+            segment_bytes: 64 << 20,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open(Arc::new(counting), Path::new("/p"), config, writable()).unwrap();
+        for i in 0..512u32 {
+            let mut b = BatchBuilder::new();
+            b.push(
+                1_000 + i64::from(i),
+                None,
+                &[],
+                &[b'a' + (i % 26) as u8; 16 << 10],
+            );
+            log.append(b.finish(), 0).unwrap();
+        }
+        log.flush().unwrap();
+        let extent = log.extents().pop().unwrap();
+        assert!(extent.end > 8 << 20, "{}", extent.end);
+        overwrite(&sim, &extent.path, extent.end - 100, &[0xff]);
+        let found = check(&extent, &mut |_| true).unwrap().expect("damage");
+        assert_eq!(found.offset, 511);
+        let before = read.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(confirm(&log, &extent, &found).unwrap());
+        let under_lock = read.load(std::sync::atomic::Ordering::Relaxed) - before;
+        assert!(
+            under_lock <= 1 << 20,
+            "{under_lock} bytes read to confirm damage in one batch of {} bytes",
+            16 << 10
+        );
     }
 
     /// A pace that answers `false` stops the walk before the damage.
