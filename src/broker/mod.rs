@@ -282,9 +282,15 @@ impl Broker {
         };
         let broker_id = stable_broker_id(&*config.vfs, &config.data_dir)?;
         let shared = Arc::new(Shared::new(config, store, registry, broker_id));
-        // Register first: placing a topic counts the live brokers.
+        // The replicas of placed topics open before this broker registers:
+        // one found cut at open (healed, or its tail lost) leaves the ISR
+        // first, so that no peer ever sees it alive and in sync, and counts
+        // on it as whole (to cut its own damage: `scrub`). A topic not
+        // placed yet opens after: placing it counts the live brokers.
+        open_existing_topics(&shared, true)?;
+        replica::manager::leave_if_cut(&shared);
         register(&shared, listener.local_addr()?, kafka_addr)?;
-        open_existing_topics(&shared)?;
+        open_existing_topics(&shared, false)?;
         shared.update_registry();
         Ok(Broker {
             shared,
@@ -384,11 +390,20 @@ fn register(shared: &Shared, addr: SocketAddr, kafka: Option<(String, u16)>) -> 
 }
 
 /// Opens (and recovers) the partitions of the data directory's topics that
-/// this broker serves.
-fn open_existing_topics(shared: &Shared) -> anyhow::Result<()> {
+/// this broker serves and has not opened yet; with `placed`, only those of
+/// topics the registry has placed.
+fn open_existing_topics(shared: &Shared, placed: bool) -> anyhow::Result<()> {
     use anyhow::Context;
     let existing = shared.store.topics()?;
     for (topic, count) in existing {
+        if shared.read_topics().contains_key(&topic) {
+            continue;
+        }
+        if let (true, Some(registry)) = (placed, &shared.registry) {
+            if registry.placement(&topic)?.is_none() {
+                continue;
+            }
+        }
         let (_, mine) = shared.placed_here(&topic, count)?;
         let parts = shared
             .open_topic(&topic, &mine)

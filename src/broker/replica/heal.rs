@@ -619,24 +619,20 @@ mod tests {
         assert_eq!(s.p.lock().next_offset(), 40, "alone in sync: nothing cut");
     }
 
-    /// Finding of the review of issue 23 (not fixed): a replica healed at
-    /// open (cut and marked) is named in the ISR, and is alive, from its
-    /// registration until its manager's first round takes it out; a
-    /// replica that lost its unflushed tail (marked: it ends before its
-    /// recovery point) likewise. After a host-wide power cut every broker
-    /// restarts with the old ISR; a leader whose scrub found rot (pending,
-    /// retried every second while its peers were down) sees the marked
-    /// peer alive in the ISR in that window, leaves the ISR to it and
-    /// cuts: the peer, marked, may not lead, and the records past both
-    /// cuts are on no replica (the partition offline until an operator
-    /// removes `refetch` and takes the loss). The mark is on the peer's
-    /// disk only: the registry cannot tell a whole peer from a marked one.
-    /// A fix needs the mark to be seen by others before the replica counts
-    /// as alive (leave the ISR before registering, or put the mark in the
-    /// registry), or a leader that trusts only a peer's fetches in its own
-    /// epoch (at or past the high watermark) over the registry's ISR.
+    /// Finding of the review of issue 23: a replica healed at open (cut
+    /// and marked) was named in the ISR, and alive, from its registration
+    /// until its manager's first round took it out; a replica that lost
+    /// its unflushed tail (marked: it ends before its recovery point)
+    /// likewise. After a host-wide power cut every broker restarts with
+    /// the old ISR; a leader whose scrub found rot (pending, retried every
+    /// second while its peers were down) saw the marked peer alive in the
+    /// ISR in that window, left the ISR to it and cut: the peer, marked,
+    /// may not lead, and the records past both cuts were on no replica.
+    /// Now a marked replica leaves the ISR as its broker opens, before it
+    /// registers ([`super::super::manager::leave_if_cut`]; the order is
+    /// pinned by `tests/replica_sim.rs`): the leader then finds no whole
+    /// peer, and cuts nothing.
     #[test]
-    #[ignore = "finding: a leader heals by cutting while its only in-sync peer, just restarted and marked, has not left the ISR yet"]
     fn a_replica_does_not_cut_while_its_only_peer_in_sync_is_marked() {
         let registry = Arc::new(crate::coord::mem::MemRegistry::default());
         let a = serving_as(ME, &registry, &[ME, "b"], &[ME]);
@@ -652,6 +648,9 @@ mod tests {
             *lock(&b.p.replica.as_ref().unwrap().refetch) = Some(mark);
             b.p.lock().truncate_to(1).unwrap();
         }
+        super::super::manager::leave_if_cut(&b.shared);
+        let state = crate::coord::Registry::partition_state(&*registry, "t", 0);
+        assert_eq!(state.unwrap().unwrap().0.isr, [ME], "b left");
         let (extent, damage) = rot(&a.sim, &a.p);
         let healed = a.shared.heal_running(&a.p, &extent, &damage).unwrap();
         assert_eq!(

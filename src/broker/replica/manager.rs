@@ -86,6 +86,42 @@ pub(in crate::broker) fn manage(shared: &Arc<Shared>) {
     }
 }
 
+/// Before this broker registers: each replica whose log was cut (its
+/// refetch mark) and that is still named in sync leaves the ISR, as its
+/// first round would ([`Decision::Leave`]); alone in it, it stays, and
+/// may not lead. Registered first, it would count as alive and in sync
+/// until that round, and a peer healing its own damage could count on it
+/// as whole. A registry that cannot be read is said; the rounds go on.
+pub(in crate::broker) fn leave_if_cut(shared: &Shared) {
+    let Some(registry) = shared.registry.clone() else {
+        return;
+    };
+    let cut = |p: &Arc<Partition>| {
+        (p.replica.as_ref()).is_some_and(|r| lock(&r.refetch).is_some_and(|m| !m.left_isr))
+    };
+    let marked: Vec<Arc<Partition>> = shared.all_partitions().into_iter().filter(cut).collect();
+    if marked.is_empty() {
+        return;
+    }
+    let live = match registry.brokers() {
+        Ok(brokers) => brokers.into_iter().map(|b| b.id).collect::<Vec<_>>(),
+        Err(e) => {
+            shared.log(format_args!(
+                "cannot read the registry before registering: {e}"
+            ));
+            return;
+        }
+    };
+    for p in marked {
+        if let Err(e) = manage_partition(shared, &*registry, &p, &live, true) {
+            shared.log(format_args!(
+                "{}-{}: cannot leave the ISR before registering: {e}",
+                p.topic, p.partition
+            ));
+        }
+    }
+}
+
 /// Why a replica serves nothing while this broker's registration or
 /// registry session is not known alive: others may be electing.
 const IN_DOUBT: &str = "this broker's registration is lapsed or its registry session in doubt";

@@ -1,11 +1,8 @@
-//! Issue 23, "hand over", for a failed fsync through the file-system
-//! seam: three brokers in this process, each over a simulated disk of
-//! its own (`BrokerConfig::vfs`), sharing a registry directory, and real
-//! `klog-produce --registry --acks all` processes as the clients. The
-//! leader's next fsync fails: its partition stops there (a restart
-//! recovers it), so it must give up the lead to the other in-sync
-//! replicas at once, rather than stay named leader while it acknowledges
-//! nothing; the producer goes on through the new leader.
+//! Replicas over simulated disks: brokers in this process, each over a
+//! simulated file system of its own (`BrokerConfig::vfs`), sharing a
+//! registry directory, with real `klog-produce --registry --acks all`
+//! processes as the clients. The seam lets a test fail one broker's fsync,
+//! or reopen it with its disk as a crash left it.
 
 mod common;
 
@@ -28,7 +25,12 @@ struct Node {
 
 impl Node {
     fn start(registry: &Path) -> Node {
-        let sim = Arc::new(SimFs::new());
+        Node::start_on(registry, Arc::new(SimFs::new()))
+    }
+
+    /// The configuration of a broker over `sim` (RF 3, min ISR 2, short
+    /// session and lag times).
+    fn config(registry: &Path, sim: &Arc<SimFs>) -> BrokerConfig {
         let mut config = BrokerConfig::new("/data", "127.0.0.1:0");
         config.vfs = sim.clone();
         config.quiet = std::env::var_os("KLOG_TEST_VERBOSE").is_none();
@@ -38,7 +40,11 @@ impl Node {
         config.min_insync_replicas = 2;
         config.session_timeout = Duration::from_secs(2);
         config.replica_lag_time = Duration::from_secs(3);
-        let broker = Broker::open(config).expect("the broker opens");
+        config
+    }
+
+    fn start_on(registry: &Path, sim: Arc<SimFs>) -> Node {
+        let broker = Broker::open(Node::config(registry, &sim)).expect("the broker opens");
         let handle = broker.handle().unwrap();
         let id = String::new();
         let thread = Some(std::thread::spawn(move || broker.run()));
@@ -81,6 +87,11 @@ fn wait(what: &str, bound: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Issue 23, "hand over", for a failed fsync through the file-system
+/// seam: the leader's next fsync fails, and its partition stops there (a
+/// restart recovers it); it must give up the lead to the other in-sync
+/// replicas at once rather than stay named leader while it acknowledges
+/// nothing, and the producer goes on through the new leader.
 #[test]
 fn a_leader_whose_fsync_fails_hands_over_and_the_producer_goes_on() {
     let dir = tempfile::tempdir().unwrap();
@@ -146,4 +157,57 @@ fn a_leader_whose_fsync_fails_hands_over_and_the_producer_goes_on() {
         .collect();
     let missing: Vec<u64> = (0..400).filter(|i| !read.contains(i)).collect();
     assert!(missing.is_empty(), "acknowledged, not read: {missing:?}");
+}
+
+/// Review of issue 23: a replica cut at open (healed, or its tail lost:
+/// its refetch mark) stayed named in sync from its broker's registration
+/// until its manager's first round, alive, so that a peer healing its own
+/// damage in that window could count on it as whole and cut too: the
+/// records past both cuts on no replica. Now it leaves the ISR while its
+/// broker opens, before the broker registers. Here broker b holds t-0
+/// (replicas b and c, ISR [b, c], c down) marked cut, and another
+/// process holds b's registration: b's open fails at registering, and by
+/// then b has left the ISR (failed before: ISR [b, c] unchanged).
+#[test]
+fn a_replica_cut_at_open_leaves_the_isr_before_its_broker_registers() {
+    use klog::coord::{BrokerInfo, PartitionState, Placement};
+    use klog::storage::refetch::{self, Refetch};
+    let dir = tempfile::tempdir().unwrap();
+    let registry_dir = dir.path().join("registry");
+    std::fs::create_dir(&registry_dir).unwrap();
+    let registry = klog::coord::open(&registry_dir, Duration::from_secs(2)).unwrap();
+    let ids = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let placement = Placement::new("t", vec![ids(&["b", "c"])]);
+    assert!(registry.create_placement(&placement).unwrap());
+    let state = PartitionState {
+        leader: Some("c".into()),
+        leader_epoch: 1,
+        isr: ids(&["b", "c"]),
+    };
+    assert!(registry.create_partition_state("t", 0, &state).unwrap());
+    let sim = Arc::new(SimFs::new());
+    let config = Node::config(&registry_dir, &sim);
+    sim.create_dir_all_durable(&config.data_dir);
+    klog::storage::fs::write_atomic(&*sim, &config.data_dir, "broker-id", b"b\n").unwrap();
+    let store = klog::storage::store::Store::with_vfs(&config.data_dir, sim.clone());
+    store.create_topic("t", 1).unwrap();
+    let partition = store.partition_dir("t", 0);
+    let mark = Refetch {
+        cut_at: 0,
+        left_isr: false,
+    };
+    refetch::write(&*sim, &partition, &mark).unwrap();
+    let holder = BrokerInfo {
+        id: "b".into(),
+        host: "127.0.0.1".into(),
+        port: 1,
+        pid: std::process::id(),
+        topics: Default::default(),
+        kafka: None,
+    };
+    let _held = registry.register_broker(&holder).unwrap();
+    let opened = Broker::open(config);
+    assert!(opened.is_err(), "b's registration is held elsewhere");
+    let (now, _) = registry.partition_state("t", 0).unwrap().unwrap();
+    assert_eq!(now.isr, ["c"], "b left the ISR before registering: {now:?}");
 }
