@@ -524,10 +524,7 @@ impl ClusterProducer {
             .into_iter()
             .filter(|&p| self.route[p as usize].is_none())
             .collect();
-        if waiting.is_empty() {
-            return Ok(());
-        }
-        if now < self.next_lookup {
+        if waiting.is_empty() || now < self.next_lookup {
             return Ok(());
         }
         let found = match leaders(&*self.registry, &self.topic, false) {
@@ -665,12 +662,15 @@ impl ClusterProducer {
         }
     }
 
-    /// The next lookup waits, longer each time while the trouble lasts
-    /// (a leader that keeps refusing is not asked again at once, as
-    /// Kafka's `retry.backoff.ms`); after a quiet spell of twice the
-    /// longest wait, from the shortest again.
+    /// The next lookup waits, longer each time while the trouble lasts (as
+    /// Kafka's `retry.backoff.ms`), from the shortest again after a quiet
+    /// spell of twice the longest; a wait running is neither put off nor
+    /// grown (one refusal's batches come back over several looks).
     fn back_off(&mut self) {
         let now = Instant::now();
+        if self.next_lookup > now {
+            return;
+        }
         let quiet = self
             .backed_off
             .is_none_or(|at| now.saturating_duration_since(at) > 2 * LOOKUP_BACKOFF_MAX);
@@ -857,6 +857,41 @@ mod tests {
             err.to_string(),
             "partition 1 of \"t\" is placed on broker b2, which is not running"
         );
+    }
+
+    /// Review of d0e7608: the batches one refusal gives back come in over
+    /// several looks at the answers (each answer is read as it arrives,
+    /// up to `in_flight_max` = 256 requests on the wire), and each look
+    /// doubled the wait and put the lookup off again from then: five looks
+    /// of one leader move waited 800 ms after the last of them for the
+    /// first lookup, where Kafka waits `retry.backoff.ms` once per attempt.
+    /// The wait grows per lookup that found no leader taking the batches,
+    /// not per answer; a wait running is neither put off nor grown.
+    #[test]
+    fn the_batches_one_refusal_gives_back_share_one_wait() {
+        let reg = MemRegistry::default();
+        // Nothing listens on port 9: the producer connects to nobody.
+        let _b1 = reg.register_broker(&broker("b1", 9)).unwrap();
+        let placement = Placement::new("t", vec![vec!["b1".to_string()]]);
+        assert!(reg.create_placement(&placement).unwrap());
+        let config = ProducerConfig::default();
+        let mut c = ClusterProducer::connect(Arc::new(reg), "t", config).unwrap();
+        let first = Instant::now();
+        // One refusal's answers, seen by five looks.
+        for _ in 0..5 {
+            c.back_off();
+        }
+        let waits = c.next_lookup.saturating_duration_since(first);
+        assert!(
+            waits <= LOOKUP_BACKOFF + Duration::from_millis(20),
+            "the first lookup waits {waits:?}"
+        );
+        // The lookup ran and found nobody better: the next wait is longer.
+        c.next_lookup = Instant::now();
+        let looked = Instant::now();
+        c.back_off();
+        let waits = c.next_lookup.saturating_duration_since(looked);
+        assert!(waits >= 2 * LOOKUP_BACKOFF, "the second waits {waits:?}");
     }
 
     fn state(leader: Option<&str>, epoch: u64, isr: &[&str]) -> PartitionState {
