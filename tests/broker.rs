@@ -1012,6 +1012,48 @@ fn a_damaged_partition_stays_offline_while_the_others_serve() {
     );
 }
 
+/// Review of d0e7608 (storage_error retriable for a routed producer): a
+/// single copy kept offline by damage answers `storage_error` for ever; the
+/// routed producer sends again after a growing wait, not in a loop, and
+/// fails at its deadline with the broker's reason (run `klog-recover`),
+/// not a vaguer one.
+#[test]
+fn a_routed_producer_to_a_damaged_single_copy_fails_at_its_deadline_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerProc::start(dir.path(), &["--segment-bytes", "4KiB"]);
+    produce_to(&broker.addr, "hurt", &lines(2000), &[]);
+    assert!(broker.terminate().success(), "{:?}", broker.log());
+    let part = dir.path().join("hurt-0");
+    std::fs::remove_file(part.join("clean-shutdown")).unwrap();
+    std::fs::write(part.join("recovery-point"), "klog-recovery-point 1\n0\n").unwrap();
+    let first = part.join("00000000000000000000.log");
+    let mut bytes = std::fs::read(&first).unwrap();
+    bytes[200] ^= 0x40;
+    std::fs::write(&first, &bytes).unwrap();
+    let registry = tempfile::tempdir().unwrap();
+    let registry = registry.path().to_str().unwrap();
+    let broker = BrokerProc::start(dir.path(), &["--registry", registry]);
+    broker.wait_for_log("is offline", Duration::from_secs(10));
+    let started = Instant::now();
+    let out = bin("klog-produce")
+        .args(["--registry", registry, "-t", "hurt"])
+        .args(["-X", "message.timeout.ms=4000"])
+        .write_stdin("x\n")
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(took < Duration::from_secs(10), "{took:?}: {said}");
+    assert!(said.contains("klog-recover"), "the reason: {said}");
+    let again: u64 = said
+        .lines()
+        .find_map(|l| l.strip_prefix("% ")?.split_once(" requests sent again"))
+        .map_or(0, |(n, _)| n.parse().unwrap());
+    assert!(again <= 12, "{again} requests sent again in 4 s: {said}");
+}
+
 /// What became of one produce request.
 #[derive(Debug, Clone, PartialEq)]
 enum Outcome {
