@@ -72,8 +72,9 @@ impl Scrubber {
             }
             let begun_ms = crate::clock::now_ms();
             match scrub_partition(shared, &p) {
-                Walked::Whole => note(shared, &p, begun_ms),
+                Walked::Whole => note(shared, &p, Some(begun_ms)),
                 Walked::Damaged(extent, damage) => {
+                    note(shared, &p, None);
                     if !settled(shared, &p, &extent, &damage, &mut self.said) {
                         self.pending.push((p, extent, damage));
                     }
@@ -99,10 +100,17 @@ fn noted(shared: &Shared, p: &Partition) -> Option<Instant> {
     Instant::now().checked_sub(Duration::from_millis(age as u64))
 }
 
-/// Notes that a walk of `p` begun at `begun_ms` found it whole.
-fn note(shared: &Shared, p: &Partition, begun_ms: i64) {
+/// Notes that a walk of `p` begun at `Some(ms)` found it whole; `None`:
+/// found damage (the last whole pass is forgotten, and a restart walks it
+/// again soon, whatever its interval).
+fn note(shared: &Shared, p: &Partition, whole: Option<i64>) {
     let dir = shared.store.partition_dir(&p.topic, p.partition);
-    if let Err(e) = scrub::write_scrubbed(&*shared.config.vfs, &dir, begun_ms) {
+    let vfs = &*shared.config.vfs;
+    let noted = match whole {
+        Some(begun_ms) => scrub::write_scrubbed(vfs, &dir, begun_ms),
+        None => scrub::forget_scrubbed(vfs, &dir),
+    };
+    if let Err(e) = noted {
         shared.log(format_args!(
             "{}-{}: cannot note the scrub: {e}",
             p.topic, p.partition

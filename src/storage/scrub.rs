@@ -30,7 +30,8 @@
 //! A file that is missing or does not parse means never: the partition is
 //! scrubbed at its next look. A writable open after an unclean stop
 //! (kill -9, a power cut: no `clean-shutdown` file) removes it, so that
-//! such a start is followed by a scrub.
+//! such a start is followed by a scrub; so does a walk that finds damage
+//! (a restart walks it again soon, whatever the interval).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -69,6 +70,17 @@ pub fn read_scrubbed(vfs: &dyn Vfs, dir: &Path) -> Option<i64> {
 /// it whole.
 pub fn write_scrubbed(vfs: &dyn Vfs, dir: &Path, at_ms: i64) -> Result<()> {
     fs::write_atomic(vfs, dir, SCRUBBED_FILE, &encode_scrubbed(at_ms))
+}
+
+/// Forgets, durably, the last whole pass of the log in `dir`: a later walk
+/// found damage, and the log is walked again at the next look.
+pub fn forget_scrubbed(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
+    let path = dir.join(SCRUBBED_FILE);
+    if vfs.exists(&path) {
+        vfs.remove(&path).ctx("remove", &path)?;
+        fs::sync_directory(vfs, dir)?;
+    }
+    Ok(())
 }
 
 /// One segment's bytes as they had reached its file when the scrub

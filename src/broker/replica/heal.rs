@@ -619,6 +619,31 @@ mod tests {
         assert_eq!(s.p.lock().next_offset(), 40, "alone in sync: nothing cut");
     }
 
+    /// Review of 9b71a21 (the `scrubbed` note): a walk that found damage
+    /// left the note of the last whole pass in place, so a broker
+    /// restarted before that note's interval ran out (with a longer
+    /// `--scrub-interval`, or its clock stepped back) walked the damaged
+    /// log no more: damage a replica could not heal yet, pending in memory
+    /// only, was forgotten for up to a whole interval (a day by default)
+    /// while the replica served. A walk that finds damage removes the note.
+    #[test]
+    fn a_walk_that_finds_damage_forgets_the_last_whole_pass() {
+        use crate::broker::scrub::Scrubber;
+        use std::time::Duration;
+        let s = serving(&[ME], &["b", "c"]);
+        let dir = s.shared.store.partition_dir("t", 0);
+        let two_hours_ago = crate::clock::now_ms() - 2 * 3_600_000;
+        scrub::write_scrubbed(&*s.sim, &dir, two_hours_ago).unwrap();
+        rot(&s.sim, &s.p);
+        let mut scrubber = Scrubber::default();
+        assert!(scrubber.tick(&s.shared, Duration::from_secs(3600)));
+        assert_eq!(scrubber.pending.len(), 1, "found, alone in sync");
+        // Restarted, its pending damage forgotten, scrubbing once a day.
+        let mut restarted = Scrubber::default();
+        assert!(restarted.tick(&s.shared, Duration::from_secs(24 * 3600)));
+        assert_eq!(restarted.pending.len(), 1, "the damaged log walked again");
+    }
+
     /// Finding of the review of issue 23: a replica healed at open (cut
     /// and marked) was named in the ISR, and alive, from its registration
     /// until its manager's first round took it out; a replica that lost
