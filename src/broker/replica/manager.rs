@@ -91,7 +91,8 @@ pub(in crate::broker) fn manage(shared: &Arc<Shared>) {
 /// first round would ([`Decision::Leave`]); alone in it, it stays, and
 /// may not lead. Registered first, it would count as alive and in sync
 /// until that round, and a peer healing its own damage could count on it
-/// as whole. A registry that cannot be read is said; the rounds go on.
+/// as whole. Nothing is changed while this broker's id is registered
+/// already; a registry that cannot be read is said; the rounds go on.
 pub(in crate::broker) fn leave_if_cut(shared: &Shared) {
     let Some(registry) = shared.registry.clone() else {
         return;
@@ -112,6 +113,14 @@ pub(in crate::broker) fn leave_if_cut(shared: &Shared) {
             return;
         }
     };
+    if live.contains(&shared.broker_id) {
+        // Its id is held: by another process (a copy of this data
+        // directory), which this one must not act for, or by this
+        // broker's killed incarnation (on ZooKeeper, until its session
+        // expires), which shows the replica alive in sync anyway. The
+        // first round, once registered, leaves instead.
+        return;
+    }
     for p in marked {
         if let Err(e) = manage_partition(shared, &*registry, &p, &live, true) {
             shared.log(format_args!(
