@@ -957,6 +957,11 @@ fn a_damaged_replica_heals_from_its_peers(backend: Backend, recover: bool) {
             log.contains("refetch"),
             "the damaged broker says it refetches: {log}"
         );
+        // It heals by itself: it does not send the operator to klog-recover.
+        assert!(
+            !log.contains("run `klog-recover"),
+            "the damaged broker asks for no operator: {log}"
+        );
     }
 }
 

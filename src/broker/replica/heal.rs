@@ -104,8 +104,23 @@ impl Shared {
         let point = recover::read_recovery_point(vfs, &dir);
         let (report, mark) = refetch::recover_marked(vfs, &dir, point, &recover_options)?;
         let cut_at = mark.map_or_else(|| report.next_offset().unwrap_or(0), |m| m.cut_at);
+        // Where and what, without the advice a single copy's error gives
+        // (`run klog-recover`): this replica needs no operator.
+        let what = match damaged {
+            Error::Damaged {
+                segment,
+                position,
+                offset,
+                reason,
+                ..
+            } => format!(
+                "{} at byte {position} (offset {offset}): {reason}",
+                segment.display()
+            ),
+            other => other.to_string(),
+        };
         self.log(format_args!(
-            "{topic}-{partition} was damaged ({damaged}): cut to offset {cut_at}, the cut bytes \
+            "{topic}-{partition} was damaged ({what}): cut to offset {cut_at}, the cut bytes \
              saved beside the segment as .corrupt and {} later segment(s) quarantined; this \
              replica refetches the rest from its leader, and leads again only once back in sync",
             report.quarantined.len()
