@@ -122,11 +122,19 @@ pub(in crate::broker) fn leave_if_cut(shared: &Shared) {
         return;
     }
     for p in marked {
-        if let Err(e) = manage_partition(shared, &*registry, &p, &live, true) {
-            shared.log(format_args!(
-                "{}-{}: cannot leave the ISR before registering: {e}",
-                p.topic, p.partition
-            ));
+        // A change that lost a race with another is tried again (alone in
+        // the ISR, it never leaves: three looks).
+        for _ in 0..3 {
+            if let Err(e) = manage_partition(shared, &*registry, &p, &live, true) {
+                shared.log(format_args!(
+                    "{}-{}: cannot leave the ISR before registering: {e}",
+                    p.topic, p.partition
+                ));
+                break;
+            }
+            if !cut(&p) {
+                break;
+            }
         }
     }
 }
@@ -1051,5 +1059,29 @@ mod tests {
                 isr: vec!["b".into(), "c".into()],
             }
         );
+    }
+
+    /// A replica cut at open leaves the ISR before its broker registers
+    /// ([`leave_if_cut`]); a change of the state that lost a race (another
+    /// broker changed it first) is tried again rather than left to the
+    /// first round, when the broker is registered and counts as alive.
+    #[test]
+    fn a_cut_replica_leaving_before_registering_tries_again_after_a_lost_race() {
+        let (_sim, registry, shared, p) = leading(&[ME, "b", "c"]);
+        *lock(&p.replica.as_ref().unwrap().refetch) = Some(Refetch {
+            cut_at: 0,
+            left_isr: false,
+        });
+        {
+            let r = Arc::clone(&registry);
+            *lock(&registry.during) = Some(Hook(Box::new(move || {
+                // Another broker's change lands first: the version moves.
+                let same = r.inner.partition_state("t", 0).unwrap().unwrap().0;
+                assert!(r.inner.set_partition_state("t", 0, &same, 0).unwrap());
+            })));
+        }
+        leave_if_cut(&shared);
+        let (state, _) = registry.partition_state("t", 0).unwrap().unwrap();
+        assert_eq!(state.isr, ["b", "c"], "left after the lost race: {state:?}");
     }
 }
