@@ -165,7 +165,14 @@ impl Shared {
         let why = format!("its log is damaged at offset {offset}: refetching from there");
         set_role_locked(self, p, &log, Role::Waiting(why));
         let vfs = &*self.config.vfs;
-        let saved = extent.save_from(vfs, damage.position)?;
+        // Everything the cut removes from the damaged segment is saved:
+        // what was appended since the walk too, gathered appends written.
+        log.flush()?;
+        let now = (log.extents().into_iter()).find(|e| e.path == extent.path);
+        let saved = now
+            .as_ref()
+            .unwrap_or(extent)
+            .save_from(vfs, damage.position)?;
         let mark = {
             let mut held = lock(&replica.refetch);
             let mark = Refetch {
@@ -676,7 +683,8 @@ mod tests {
     fn a_replica_does_not_cut_while_its_only_peer_in_sync_is_marked() {
         let registry = Arc::new(crate::coord::mem::MemRegistry::default());
         let a = serving_as(ME, &registry, &[ME, "b"], &[ME]);
-        let b = serving_as("b", &registry, &[ME, "b"], &["b"]);
+        // b opens before it registers.
+        let b = serving_as("b", &registry, &[ME, "b"], &[]);
         {
             // b was healed at open: cut at 1, marked, not out of the ISR yet.
             let mark = Refetch {
@@ -691,6 +699,15 @@ mod tests {
         super::super::manager::leave_if_cut(&b.shared);
         let state = crate::coord::Registry::partition_state(&*registry, "t", 0);
         assert_eq!(state.unwrap().unwrap().0.isr, [ME], "b left");
+        let b_info = crate::coord::BrokerInfo {
+            id: "b".into(),
+            host: "127.0.0.1".into(),
+            port: 1,
+            pid: 1,
+            topics: Default::default(),
+            kafka: None,
+        };
+        let _b_live = crate::coord::Registry::register_broker(&*registry, &b_info).unwrap();
         let (extent, damage) = rot(&a.sim, &a.p);
         let healed = a.shared.heal_running(&a.p, &extent, &damage).unwrap();
         assert_eq!(
@@ -745,5 +762,34 @@ mod tests {
                 break;
             }
         }
+    }
+
+    /// Review of issue 23: a cut made while serving saved the damaged
+    /// segment's bytes only up to where the walk had seen it end; what the
+    /// active segment got since (appended after the walk, or gathered in
+    /// memory) was cut and saved nowhere. Now all of it is saved.
+    #[test]
+    fn a_cut_in_the_active_segment_saves_what_came_after_the_walk() {
+        let s = serving(&[ME, "b"], &["b"]);
+        let active = s.p.lock().extents().pop().unwrap();
+        let at = (SEGMENT_HEADER_BYTES + 120) as u64;
+        let byte = s.sim.read(&active.path).unwrap()[at as usize];
+        let file = crate::storage::fs::Vfs::open(&*s.sim, &active.path, false).unwrap();
+        file.write_all_at(&[byte ^ 0x10], at).unwrap();
+        let damage = scrub::check(&active, &mut |_| true)
+            .unwrap()
+            .expect("damage");
+        for i in 0..3u8 {
+            s.p.lock()
+                .append(&mut batch_of(&[b'z' - i; 100]), 0)
+                .unwrap();
+        }
+        s.p.lock().flush().unwrap();
+        let before = s.sim.read(&active.path).unwrap();
+        assert!(before.len() as u64 > active.end, "appended after the walk");
+        let healed = s.shared.heal_running(&s.p, &active, &damage).unwrap();
+        assert_eq!(healed, Healing::Cut);
+        let saved = s.sim.read(&active.path.with_extension("log.corrupt"));
+        assert_eq!(saved.as_deref(), Some(&before[damage.position as usize..]));
     }
 }
