@@ -335,6 +335,13 @@ pub(crate) fn isr_change(
 
 #[cfg(test)]
 mod tests {
+    // Mutation testing (`cargo mutants --in-place -f
+    // src/broker/replica/decide.rs -- --lib broker::replica`): of 86
+    // mutants, 78 caught and 8 unviable; none missed, so none is named
+    // equivalent here. The unviable ones do not compile:
+    // `Default::default()` for `Decision` and `Progress` (neither has a
+    // default), and deleting `decide`'s last two match arms (the match is
+    // then not exhaustive).
     use std::collections::BTreeMap;
 
     use super::*;
