@@ -943,15 +943,7 @@ fn a_damaged_partition_stays_offline_while_the_others_serve() {
     produce_to(&broker.addr, "hurt", &lines(2000), &[]);
     produce_to(&broker.addr, "fine", &lines(10), &[]);
     assert!(broker.terminate().success(), "{:?}", broker.log());
-    // As after a crash: no clean marker, an old recovery point, and a
-    // flipped byte in the first segment, with whole segments after it.
-    let part = dir.path().join("hurt-0");
-    std::fs::remove_file(part.join("clean-shutdown")).unwrap();
-    std::fs::write(part.join("recovery-point"), "klog-recovery-point 1\n0\n").unwrap();
-    let first = part.join("00000000000000000000.log");
-    let mut bytes = std::fs::read(&first).unwrap();
-    bytes[200] ^= 0x40;
-    std::fs::write(&first, &bytes).unwrap();
+    let part = damage_as_after_a_crash(dir.path(), "hurt-0");
     let before: Vec<_> = std::fs::read_dir(&part)
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -1023,13 +1015,7 @@ fn a_routed_producer_to_a_damaged_single_copy_fails_at_its_deadline_with_the_rea
     let mut broker = BrokerProc::start(dir.path(), &["--segment-bytes", "4KiB"]);
     produce_to(&broker.addr, "hurt", &lines(2000), &[]);
     assert!(broker.terminate().success(), "{:?}", broker.log());
-    let part = dir.path().join("hurt-0");
-    std::fs::remove_file(part.join("clean-shutdown")).unwrap();
-    std::fs::write(part.join("recovery-point"), "klog-recovery-point 1\n0\n").unwrap();
-    let first = part.join("00000000000000000000.log");
-    let mut bytes = std::fs::read(&first).unwrap();
-    bytes[200] ^= 0x40;
-    std::fs::write(&first, &bytes).unwrap();
+    damage_as_after_a_crash(dir.path(), "hurt-0");
     let registry = tempfile::tempdir().unwrap();
     let registry = registry.path().to_str().unwrap();
     let broker = BrokerProc::start(dir.path(), &["--registry", registry]);
@@ -1438,4 +1424,18 @@ fn the_scrub_reports_rot_in_a_single_copy_and_cuts_nothing() {
         .args(["--verify", partition.to_str().unwrap()])
         .assert()
         .code(3);
+}
+
+/// Damages partition directory `name` in `data` as a crash would leave
+/// it: no clean marker, an old recovery point, and a byte flipped in the
+/// first segment with whole segments after it. Returns the directory.
+fn damage_as_after_a_crash(data: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let part = data.join(name);
+    std::fs::remove_file(part.join("clean-shutdown")).unwrap();
+    std::fs::write(part.join("recovery-point"), "klog-recovery-point 1\n0\n").unwrap();
+    let first = part.join("00000000000000000000.log");
+    let mut bytes = std::fs::read(&first).unwrap();
+    bytes[200] ^= 0x40;
+    std::fs::write(&first, &bytes).unwrap();
+    part
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use klog::broker::{Broker, BrokerConfig, BrokerHandle};
+use klog::coord::PartitionState;
 use klog::storage::fs::sim::SimFs;
 
 use common::bin;
@@ -171,33 +172,8 @@ fn a_leader_whose_fsync_fails_hands_over_and_the_producer_goes_on() {
 /// before: ISR [b, c] unchanged).
 #[test]
 fn a_replica_cut_at_open_leaves_the_isr_before_its_broker_registers() {
-    use klog::coord::{PartitionState, Placement};
-    use klog::storage::refetch::{self, Refetch};
     let dir = tempfile::tempdir().unwrap();
-    let registry_dir = dir.path().join("registry");
-    std::fs::create_dir(&registry_dir).unwrap();
-    let registry = klog::coord::open(&registry_dir, Duration::from_secs(2)).unwrap();
-    let ids = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let placement = Placement::new("t", vec![ids(&["b", "c"])]);
-    assert!(registry.create_placement(&placement).unwrap());
-    let state = PartitionState {
-        leader: Some("c".into()),
-        leader_epoch: 1,
-        isr: ids(&["b", "c"]),
-    };
-    assert!(registry.create_partition_state("t", 0, &state).unwrap());
-    let sim = Arc::new(SimFs::new());
-    let config = Node::config(&registry_dir, &sim);
-    sim.create_dir_all_durable(&config.data_dir);
-    klog::storage::fs::write_atomic(&*sim, &config.data_dir, "broker-id", b"b\n").unwrap();
-    let store = klog::storage::store::Store::with_vfs(&config.data_dir, sim.clone());
-    store.create_topic("t", 1).unwrap();
-    let partition = store.partition_dir("t", 0);
-    let mark = Refetch {
-        cut_at: 0,
-        left_isr: false,
-    };
-    refetch::write(&*sim, &partition, &mark).unwrap();
+    let (config, registry, _) = marked_replica_of_b(dir.path(), "c");
     let opened = Broker::open(config).expect("b opens");
     let live = registry.brokers().unwrap();
     assert!(live.iter().any(|b| b.id == "b"), "registered: {live:?}");
@@ -220,21 +196,9 @@ fn a_replica_cut_at_open_leaves_the_isr_before_its_broker_registers() {
 /// its id is registered already.
 #[test]
 fn a_broker_that_cannot_register_changes_no_partition_state() {
-    use klog::coord::{BrokerInfo, PartitionState, Placement};
-    use klog::storage::refetch::{self, Refetch};
+    use klog::coord::BrokerInfo;
     let dir = tempfile::tempdir().unwrap();
-    let registry_dir = dir.path().join("registry");
-    std::fs::create_dir(&registry_dir).unwrap();
-    let registry = klog::coord::open(&registry_dir, Duration::from_secs(2)).unwrap();
-    let ids = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let placement = Placement::new("t", vec![ids(&["b", "c"])]);
-    assert!(registry.create_placement(&placement).unwrap());
-    let before = PartitionState {
-        leader: Some("b".into()),
-        leader_epoch: 1,
-        isr: ids(&["b", "c"]),
-    };
-    assert!(registry.create_partition_state("t", 0, &before).unwrap());
+    let (config, registry, before) = marked_replica_of_b(dir.path(), "b");
     let live = |id: &str, port| BrokerInfo {
         id: id.into(),
         host: "127.0.0.1".into(),
@@ -246,7 +210,38 @@ fn a_broker_that_cannot_register_changes_no_partition_state() {
     // The running b and c.
     let _b = registry.register_broker(&live("b", 1)).unwrap();
     let _c = registry.register_broker(&live("c", 2)).unwrap();
-    // A copy of b's data directory, its replica marked cut.
+    // A copy of b's data directory, its replica marked cut: config.
+    let opened = Broker::open(config);
+    assert!(opened.is_err(), "b's id is held by the running b");
+    let (now, _) = registry.partition_state("t", 0).unwrap().unwrap();
+    assert_eq!(
+        now, before,
+        "a broker that never registered changed the partition's state"
+    );
+}
+
+/// Broker b's data directory on a simulated disk, holding t-0 (replicas
+/// b and c) marked cut, and a registry directory in `dir` where t-0 is
+/// led by `leader` in epoch 1 with ISR [b, c]; b's configuration, and the
+/// registry.
+fn marked_replica_of_b(
+    dir: &Path,
+    leader: &str,
+) -> (BrokerConfig, Arc<dyn klog::coord::Registry>, PartitionState) {
+    use klog::coord::Placement;
+    use klog::storage::refetch::{self, Refetch};
+    let registry_dir = dir.join("registry");
+    std::fs::create_dir(&registry_dir).unwrap();
+    let registry = klog::coord::open(&registry_dir, Duration::from_secs(2)).unwrap();
+    let ids = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let placement = Placement::new("t", vec![ids(&["b", "c"])]);
+    assert!(registry.create_placement(&placement).unwrap());
+    let state = PartitionState {
+        leader: Some(leader.into()),
+        leader_epoch: 1,
+        isr: ids(&["b", "c"]),
+    };
+    assert!(registry.create_partition_state("t", 0, &state).unwrap());
     let sim = Arc::new(SimFs::new());
     let config = Node::config(&registry_dir, &sim);
     sim.create_dir_all_durable(&config.data_dir);
@@ -258,11 +253,5 @@ fn a_broker_that_cannot_register_changes_no_partition_state() {
         left_isr: false,
     };
     refetch::write(&*sim, &store.partition_dir("t", 0), &mark).unwrap();
-    let opened = Broker::open(config);
-    assert!(opened.is_err(), "b's id is held by the running b");
-    let (now, _) = registry.partition_state("t", 0).unwrap().unwrap();
-    assert_eq!(
-        now, before,
-        "a broker that never registered changed the partition's state"
-    );
+    (config, registry, state)
 }

@@ -997,16 +997,9 @@ fn a_damaged_replica_heals_from_its_peers_on_zookeeper() {
 /// holds: CrcMismatch` reading the follower's log back).
 #[test]
 fn a_replica_damaged_in_a_rolled_segment_heals_from_its_peers() {
-    let mut args = broker_args("1");
-    args.extend(["--segment-bytes", "16KiB"]);
-    let Some(mut cluster) = Cluster::start(Backend::Dir, 3, &args) else {
+    let Some((mut cluster, acked, said)) = rolled_and_in_sync(&[]) else {
         return;
     };
-    let mut load = Load::start(&cluster, "60s");
-    load.feed_more(2000);
-    let (acked, said) = finish_load(&mut load);
-    cluster.wait_full_isr(TOPIC, 0, CATCH_UP);
-    cluster.wait_same_end(TOPIC, 0, CATCH_UP);
     let (leader, _) = leader_of(&cluster, 0);
     let follower = others(leader)[0];
     let victim = batch_in_first_segment(&cluster, follower);
@@ -1047,16 +1040,9 @@ fn batch_in_first_segment(cluster: &Cluster, slot: usize) -> StoredBatch {
 /// copy it.
 #[test]
 fn a_leader_damaged_while_it_serves_hands_over_and_heals() {
-    let mut args = broker_args("1");
-    args.extend(["--segment-bytes", "16KiB", "--scrub-interval", "1s"]);
-    let Some(mut cluster) = Cluster::start(Backend::Dir, 3, &args) else {
+    let Some((mut cluster, acked, said)) = rolled_and_in_sync(&["--scrub-interval", "1s"]) else {
         return;
     };
-    let mut load = Load::start(&cluster, "60s");
-    load.feed_more(2000);
-    let (acked, said) = finish_load(&mut load);
-    cluster.wait_full_isr(TOPIC, 0, CATCH_UP);
-    cluster.wait_same_end(TOPIC, 0, CATCH_UP);
     let (leader, epoch) = leader_of(&cluster, 0);
     let victim = batch_in_first_segment(&cluster, leader);
     let damaged = damage_batch(&cluster, leader, &victim);
@@ -1065,4 +1051,21 @@ fn a_leader_damaged_while_it_serves_hands_over_and_heals() {
     let state = cluster.wait_new_epoch(TOPIC, 0, epoch, Some(leader), ELECTION);
     eprintln!("{state:?} took over");
     check_settled(&mut cluster, &acked, &said, None, 1);
+}
+
+/// Three brokers (RF 3, 16 KiB segments, extra `args`) on a directory
+/// registry, 2000 records acknowledged with acks=all, every replica of
+/// t-0 in sync and at the same end; the records acknowledged and what the
+/// producer said. `None` where the test is skipped.
+fn rolled_and_in_sync(args: &[&'static str]) -> Option<(Cluster, Vec<Acked>, Vec<String>)> {
+    let mut all = broker_args("1");
+    all.extend(["--segment-bytes", "16KiB"]);
+    all.extend(args);
+    let cluster = Cluster::start(Backend::Dir, 3, &all)?;
+    let mut load = Load::start(&cluster, "60s");
+    load.feed_more(2000);
+    let (acked, said) = finish_load(&mut load);
+    cluster.wait_full_isr(TOPIC, 0, CATCH_UP);
+    cluster.wait_same_end(TOPIC, 0, CATCH_UP);
+    Some((cluster, acked, said))
 }

@@ -30,6 +30,33 @@ pub(super) fn shared_with(change: impl FnOnce(&mut BrokerConfig)) -> (Arc<SimFs>
     (sim, Arc::new(shared))
 }
 
+/// A quiet broker's state as `me` over a fresh simulated disk, with
+/// `registry`, where topic t (one partition, replicas broker-test, b and
+/// c) is placed and its state made, when new: led by broker-test in
+/// epoch 1 with ISR `isr`. `change` changes the configuration first.
+pub(super) fn shared_in(
+    registry: Arc<dyn crate::coord::Registry>,
+    me: &str,
+    isr: &[&str],
+    change: impl FnOnce(&mut BrokerConfig),
+) -> (Arc<SimFs>, Arc<Shared>) {
+    use crate::coord::{PartitionState, Placement};
+    let (sim, quiet) = shared_with(change);
+    let config = quiet.config.clone();
+    let store = Store::with_vfs(&config.data_dir, Arc::clone(&config.vfs));
+    let ids = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let placement = Placement::new("t", vec![ids(&["broker-test", "b", "c"])]);
+    registry.create_placement(&placement).unwrap();
+    let state = PartitionState {
+        leader: Some("broker-test".into()),
+        leader_epoch: 1,
+        isr: ids(isr),
+    };
+    registry.create_partition_state("t", 0, &state).unwrap();
+    let shared = Shared::new(config, store, Some(registry), me.into());
+    (sim, Arc::new(shared))
+}
+
 /// Partition 0 of `topic`, created with one partition if it is new.
 pub(super) fn partition(shared: &Shared, topic: &str) -> Arc<Partition> {
     shared.create_topic(topic, 1).unwrap();

@@ -275,10 +275,9 @@ mod tests {
 
     use super::*;
     use crate::broker::replica::Leading;
-    use crate::broker::testing::{batch_of, replicated_partition, shared};
+    use crate::broker::testing::{batch_of, replicated_partition, shared, shared_in};
     use crate::storage::fs::sim::SimFs;
     use crate::storage::segment::SEGMENT_HEADER_BYTES;
-    use crate::storage::store::Store;
 
     const ME: &str = "broker-test";
 
@@ -446,26 +445,9 @@ mod tests {
         isr: &[&str],
         register: &[&str],
     ) -> Serving {
-        use crate::coord::{BrokerInfo, PartitionState, Placement, Registry};
-        let sim = Arc::new(SimFs::new());
-        let mut config = crate::broker::BrokerConfig::new("/data", "127.0.0.1:0");
-        config.vfs = sim.clone();
-        config.quiet = true;
-        config.log.index_bytes_max = 4096;
-        config.log.segment_bytes = 4096;
-        config.vfs.create_dir_all(&config.data_dir).unwrap();
-        let store = Store::with_vfs(&config.data_dir, Arc::clone(&config.vfs));
-        let replicas: Vec<String> = [ME, "b", "c"].iter().map(|s| s.to_string()).collect();
-        registry
-            .create_placement(&Placement::new("t", vec![replicas]))
-            .unwrap();
+        use crate::coord::{BrokerInfo, Registry};
+        let (sim, shared) = shared_in(registry.clone(), me, isr, |c| c.log.segment_bytes = 4096);
         let isr: Vec<String> = isr.iter().map(|s| s.to_string()).collect();
-        let state = PartitionState {
-            leader: Some(ME.into()),
-            leader_epoch: 1,
-            isr: isr.clone(),
-        };
-        registry.create_partition_state("t", 0, &state).unwrap();
         let held = register.iter().map(|id| {
             let info = BrokerInfo {
                 id: id.to_string(),
@@ -478,8 +460,6 @@ mod tests {
             registry.register_broker(&info).unwrap()
         });
         let held = held.collect();
-        let dyn_registry: Arc<dyn Registry> = registry.clone();
-        let shared = Arc::new(Shared::new(config, store, Some(dyn_registry), me.into()));
         let role = if me == ME {
             Role::Leader(Leading {
                 epoch: 1,

@@ -658,12 +658,10 @@ mod tests {
 
     use super::*;
     use crate::broker::flusher::flush_partition;
-    use crate::broker::testing::{append, replicated_partition};
-    use crate::broker::BrokerConfig;
+    use crate::broker::testing::{append, replicated_partition, shared_in};
     use crate::coord::mem::MemRegistry;
     use crate::coord::{BrokerInfo, Ephemeral, Lease, MemberInfo, Owner, Placement, Registry};
     use crate::storage::fs::sim::SimFs;
-    use crate::storage::store::Store;
 
     const ME: &str = "broker-test";
 
@@ -796,28 +794,9 @@ mod tests {
     /// partition 0 of `t` (replicas me, b, c) led here in epoch 1 with
     /// ISR `isr` (the registry's state, version 0), 10 records durable.
     fn leading(isr: &[&str]) -> (Arc<SimFs>, Arc<Flaky>, Arc<Shared>, Arc<Partition>) {
-        let sim = Arc::new(SimFs::new());
-        let mut config = BrokerConfig::new("/data", "127.0.0.1:0");
-        config.vfs = sim.clone();
-        config.quiet = true;
-        config.log.index_bytes_max = 4096;
-        config.min_insync_replicas = 2;
-        config.vfs.create_dir_all(&config.data_dir).unwrap();
-        let store = Store::with_vfs(&config.data_dir, Arc::clone(&config.vfs));
         let registry = Arc::new(Flaky::default());
-        let replicas: Vec<String> = [ME, "b", "c"].iter().map(|s| s.to_string()).collect();
-        registry
-            .create_placement(&Placement::new("t", vec![replicas]))
-            .unwrap();
+        let (sim, shared) = shared_in(registry.clone(), ME, isr, |c| c.min_insync_replicas = 2);
         let isr: Vec<String> = isr.iter().map(|s| s.to_string()).collect();
-        let state = PartitionState {
-            leader: Some(ME.into()),
-            leader_epoch: 1,
-            isr: isr.clone(),
-        };
-        assert!(registry.create_partition_state("t", 0, &state).unwrap());
-        let dyn_registry: Arc<dyn Registry> = registry.clone();
-        let shared = Arc::new(Shared::new(config, store, Some(dyn_registry), ME.into()));
         let role = Role::Leader(Leading {
             epoch: 1,
             version: 0,
