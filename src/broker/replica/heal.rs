@@ -26,6 +26,11 @@ use crate::storage::refetch::{self, Refetch};
 use crate::storage::scrub::{self, Extent};
 use crate::sync::lock;
 
+/// How recent a follower's fetch must be for its leader to count on it
+/// as whole before a cut (its fetches come at least every 500 ms: see
+/// `follower::FETCH_WAIT`).
+const FRESH: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What became of damage a scrub found in a served replica
 /// ([`Shared::heal_running`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,7 +223,7 @@ impl Shared {
         let live: Vec<String> = registry.brokers()?.into_iter().map(|b| b.id).collect();
         let me = &self.broker_id;
         let peer = (state.isr.iter()).any(|r| r != me && live.contains(r));
-        if !peer || registry.session() != SessionState::Alive {
+        if !peer || !self.peer_fetching(p, &live) || registry.session() != SessionState::Alive {
             return Ok(false);
         }
         if !state.isr.contains(me) {
@@ -250,6 +255,27 @@ impl Shared {
         Ok(left)
     }
 
+    /// For a leader, whether a live member of its ISR has fetched, in its
+    /// epoch and within [`FRESH`], at or past the high watermark: it holds
+    /// every acknowledged record by its own fetches, not by the registry
+    /// alone (on ZooKeeper a killed broker's registration outlives it by a
+    /// session, and its restarted incarnation may have been cut at open).
+    /// A follower counts on the leader the registry names.
+    fn peer_fetching(&self, p: &Partition, live: &[String]) -> bool {
+        let Some(replica) = &p.replica else {
+            return false;
+        };
+        let Role::Leader(l) = &*replica.role() else {
+            return true;
+        };
+        let hw = p.high_watermark.load(Ordering::Acquire);
+        let me = &self.broker_id;
+        let fresh = |r: &String| {
+            (l.progress.get(r)).is_some_and(|g| g.offset >= hw && g.fetched_at.elapsed() <= FRESH)
+        };
+        (l.isr.iter()).any(|r| r != me && live.contains(r) && fresh(r))
+    }
+
     /// The refetch mark of a replica's log in `dir`; one that cannot be
     /// read counts as a mark (the reading that loses nothing).
     pub(in crate::broker) fn refetch_mark(&self, dir: &Path) -> Option<Refetch> {
@@ -268,13 +294,12 @@ impl Shared {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
     use std::path::PathBuf;
     use std::sync::Arc;
     use std::time::Instant;
 
     use super::*;
-    use crate::broker::replica::Leading;
+    use crate::broker::replica::{Leading, Progress};
     use crate::broker::testing::{batch_of, replicated_partition, shared, shared_in};
     use crate::storage::fs::sim::SimFs;
     use crate::storage::segment::SEGMENT_HEADER_BYTES;
@@ -461,13 +486,17 @@ mod tests {
         });
         let held = held.collect();
         let role = if me == ME {
+            // Each peer in sync fetched just now, holding all 40.
+            let now = Instant::now();
+            let fetched = |r: &String| (r.clone(), Progress::fetched(None, 40, 40, now));
+            let progress = isr.iter().filter(|r| *r != ME).map(fetched).collect();
             Role::Leader(Leading {
                 epoch: 1,
                 version: 0,
                 isr,
                 epoch_start: 0,
-                since: Instant::now(),
-                progress: BTreeMap::new(),
+                since: now,
+                progress,
             })
         } else {
             Role::Follower {
@@ -771,5 +800,26 @@ mod tests {
         assert_eq!(healed, Healing::Cut);
         let saved = s.sim.read(&active.path.with_extension("log.corrupt"));
         assert_eq!(saved.as_deref(), Some(&before[damage.position as usize..]));
+    }
+
+    /// A leader counts on a peer as whole only by its fresh fetches: one
+    /// the registry names alive and in sync, whose last fetch is older
+    /// than [`FRESH`] (a killed broker's registration lingering on
+    /// ZooKeeper, its restart maybe cut at open), or behind the high
+    /// watermark, is no peer to cut for.
+    #[test]
+    fn a_leader_cuts_only_for_a_peer_whose_fetches_hold_the_watermark() {
+        for (offset, age) in [(40, FRESH * 2), (39, std::time::Duration::ZERO)] {
+            let s = serving(&[ME, "b"], &["b"]);
+            if let Role::Leader(l) = &mut *s.p.replica.as_ref().unwrap().role() {
+                let at = Instant::now().checked_sub(age).unwrap();
+                l.progress
+                    .insert("b".into(), Progress::fetched(None, offset, 40, at));
+            }
+            let (extent, damage) = rot(&s.sim, &s.p);
+            let healed = s.shared.heal_running(&s.p, &extent, &damage).unwrap();
+            assert_eq!(healed, Healing::NoPeer, "b at {offset}, {age:?} ago");
+            assert_eq!(s.p.lock().next_offset(), 40, "nothing cut");
+        }
     }
 }
