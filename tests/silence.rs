@@ -327,6 +327,83 @@ fn table_rows(tables: &str, cells: usize) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// One run of a tool that looks at the cluster: its output, checked to
+/// have ended well within [`LOOK_MAX`].
+struct Look {
+    stdout: String,
+    stderr: String,
+}
+
+impl Look {
+    /// Runs `BIN ARGS...` (the registry's spec appended), failing the test
+    /// when it took longer than [`LOOK_MAX`] or did not succeed.
+    fn run(cluster: &Cluster, bin: &str, args: &[&str]) -> Look {
+        let mut all = args.to_vec();
+        all.extend(["--registry", cluster.spec()]);
+        let (took, out) = timed(bin, &all);
+        let look = Look {
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        let what = format!("{bin} {}", all.join(" "));
+        if took > LOOK_MAX || !out.status.success() {
+            look.fail(
+                cluster,
+                format!("{what} took {took:?} and ended {}", out.status),
+            );
+        }
+        eprintln!("{what} took {took:?}:\n{}{}", look.stdout, look.stderr);
+        look
+    }
+
+    /// Fails the test with `why` and this look's output.
+    fn fail(&self, cluster: &Cluster, why: String) -> ! {
+        cluster.fail(&format!(
+            "{why}\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        ))
+    }
+
+    /// The table rows of `cells` cells, each broker of `cluster` among
+    /// those of `broker_cells`, and each partition of [`LOOKED_AT`] with
+    /// its row (topic and partition first).
+    fn rows(&self, cluster: &Cluster, broker_cells: usize, cells: usize) -> Vec<Vec<String>> {
+        let brokers = table_rows(&self.stdout, broker_cells);
+        for slot in 0..cluster.len() {
+            if !brokers.iter().any(|r| r[0] == cluster.id(slot)) {
+                self.fail(
+                    cluster,
+                    format!("broker {} is not listed", cluster.id(slot)),
+                );
+            }
+        }
+        let rows = table_rows(&self.stdout, cells);
+        for topic in LOOKED_AT {
+            for p in 0..3 {
+                if !rows.iter().any(|r| r[0] == topic && r[1] == p.to_string()) {
+                    self.fail(cluster, format!("no row for {topic}-{p}"));
+                }
+            }
+        }
+        rows
+    }
+
+    /// The JSON lines of stdout.
+    fn json(&self) -> Vec<serde_json::Value> {
+        (self.stdout.lines())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Fails unless stderr says once that `leader` did not answer.
+    fn says_once_unanswered(&self, cluster: &Cluster, leader: &str) {
+        let said = format!("% broker {leader} did not answer within 1s");
+        if self.stderr.lines().filter(|l| l.starts_with(&said)).count() != 1 {
+            self.fail(cluster, format!("stderr does not say {said:?} once"));
+        }
+    }
+}
+
 /// The bound on a look at a cluster with a frozen leader (a dump, a
 /// listing): far below the request timeout a frozen broker used to cost
 /// it, far above the second it may wait for one.
@@ -415,81 +492,40 @@ fn klog_dump_registry_answers_within_seconds_with_a_frozen_leader_and_marks_it()
         led,
         ..
     } = &frozen;
-    let topics = LOOKED_AT;
-    const DUMP_MAX: Duration = LOOK_MAX;
-
-    let (took, out) = timed("klog-dump", &["--registry", cluster.spec()]);
-    let tables = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let fail = |why: String| -> ! {
-        cluster.fail(&format!("{why}\nstdout:\n{tables}\nstderr:\n{stderr}"))
-    };
-    if took > DUMP_MAX || !out.status.success() {
-        fail(format!(
-            "klog-dump --registry took {took:?} and ended {}",
-            out.status
-        ));
-    }
-    eprintln!("klog-dump --registry took {took:?}:\n{tables}{stderr}");
-    let brokers = table_rows(&tables, 4);
-    for slot in 0..cluster.len() {
-        if !brokers.iter().any(|r| r[0] == cluster.id(slot)) {
-            fail(format!("broker {} is not listed", cluster.id(slot)));
+    let look = Look::run(cluster, "klog-dump", &[]);
+    for row in look.rows(cluster, 4, 7) {
+        let (topic, p, high_watermark) = (&row[0], &row[1], &row[6]);
+        if !LOOKED_AT.contains(&topic.as_str()) {
+            continue;
         }
-    }
-    let partitions = table_rows(&tables, 7);
-    for topic in topics {
-        for p in 0..3 {
-            let Some(row) = partitions
-                .iter()
-                .find(|r| r[0] == topic && r[1] == p.to_string())
-            else {
-                fail(format!("no row for {topic}-{p}"));
-            };
-            let high_watermark = &row[6];
-            if led.contains(&(topic.to_string(), p)) {
-                let said = format!("? ({leader} did not answer within 1s)");
-                if *high_watermark != said {
-                    fail(format!(
-                        "{topic}-{p}'s high watermark is {high_watermark:?}, not {said:?}"
-                    ));
-                }
-            } else if high_watermark.parse::<u64>().is_err() {
-                fail(format!(
-                    "{topic}-{p}, led by a live broker, has no high watermark"
-                ));
+        let at = (topic.clone(), p.parse::<u32>().unwrap());
+        if led.contains(&at) {
+            let said = format!("? ({leader} did not answer within 1s)");
+            if *high_watermark != said {
+                look.fail(
+                    cluster,
+                    format!("{topic}-{p}'s high watermark is {high_watermark:?}, not {said:?}"),
+                );
             }
+        } else if high_watermark.parse::<u64>().is_err() {
+            look.fail(
+                cluster,
+                format!("{topic}-{p}, led by a live broker, has no high watermark"),
+            );
         }
     }
-    let said = format!("% broker {leader} did not answer within 1s");
-    if stderr.lines().filter(|l| l.starts_with(&said)).count() != 1 {
-        fail(format!("stderr does not say {said:?} once"));
-    }
+    look.says_once_unanswered(cluster, leader);
 
-    let (took, out) = timed("klog-dump", &["--registry", cluster.spec(), "--json"]);
-    let json = String::from_utf8_lossy(&out.stdout).into_owned();
-    let fail = |why: String| -> ! {
-        cluster.fail(&format!(
-            "{why}\nstdout:\n{json}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    };
-    if took > DUMP_MAX || !out.status.success() {
-        fail(format!(
-            "klog-dump --registry --json took {took:?} and ended {}",
-            out.status
-        ));
-    }
-    eprintln!("klog-dump --registry --json took {took:?}:\n{json}");
-    let lines: Vec<serde_json::Value> = json
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let look = Look::run(cluster, "klog-dump", &["--json"]);
+    let lines = look.json();
     for line in lines.iter().filter(|l| l["type"] == "broker") {
         let answered = &line["answered"];
         let wanted = line["id"] != leader.as_str();
         if *answered != wanted {
-            fail(format!("broker line {line}: answered should be {wanted}"));
+            look.fail(
+                cluster,
+                format!("broker line {line}: answered should be {wanted}"),
+            );
         }
     }
     for line in lines.iter().filter(|l| l["type"] == "partition") {
@@ -500,14 +536,16 @@ fn klog_dump_registry_answers_within_seconds_with_a_frozen_leader_and_marks_it()
         if led.contains(&at) {
             let why = format!("{leader} did not answer within 1s");
             if !line["high_watermark"].is_null() || line["high_watermark_error"] != why.as_str() {
-                fail(format!(
-                    "partition line {line}: no high watermark, because {why:?}"
-                ));
+                look.fail(
+                    cluster,
+                    format!("partition line {line}: no high watermark, because {why:?}"),
+                );
             }
         } else if !line["high_watermark"].is_u64() {
-            fail(format!(
-                "partition line {line}, led by a live broker, has no high watermark"
-            ));
+            look.fail(
+                cluster,
+                format!("partition line {line}, led by a live broker, has no high watermark"),
+            );
         }
     }
 }
@@ -524,82 +562,48 @@ fn klog_consume_list_registry_answers_within_seconds_with_a_frozen_leader_and_ma
         ..
     } = &frozen;
     let why = format!("{leader} did not answer within 1s");
-
-    let (took, out) = timed("klog-consume", &["-L", "--registry", cluster.spec()]);
-    let tables = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let fail = |what: String| -> ! {
-        cluster.fail(&format!("{what}\nstdout:\n{tables}\nstderr:\n{stderr}"))
-    };
-    if took > LOOK_MAX || !out.status.success() {
-        fail(format!(
-            "klog-consume -L --registry took {took:?} and ended {}",
-            out.status
-        ));
-    }
-    eprintln!("klog-consume -L --registry took {took:?}:\n{tables}{stderr}");
-    let brokers = table_rows(&tables, 2);
-    for slot in 0..cluster.len() {
-        if !brokers.iter().any(|r| r[0] == cluster.id(slot)) {
-            fail(format!("broker {} is not listed", cluster.id(slot)));
-        }
-    }
+    let look = Look::run(cluster, "klog-consume", &["-L"]);
     // topic, partition, leader, replicas, isr, start, end
-    let partitions = table_rows(&tables, 7);
-    for topic in LOOKED_AT {
-        for p in 0..3 {
-            let Some(row) = partitions
-                .iter()
-                .find(|r| r[0] == topic && r[1] == p.to_string())
-            else {
-                fail(format!("no row for {topic}-{p}"));
-            };
-            let (start, end) = (&row[5], &row[6]);
-            if led.contains(&(topic.to_string(), p)) {
-                if (start.as_str(), end.as_str()) != ("-", "unreachable") || row[2] != *leader {
-                    fail(format!("{topic}-{p} is not marked unreachable: {row:?}"));
-                }
-            } else if start.parse::<u64>().is_err() || end.parse::<u64>().is_err() {
-                fail(format!(
-                    "{topic}-{p}, led by a live broker, has no offsets: {row:?}"
-                ));
+    for row in look.rows(cluster, 2, 7) {
+        let (topic, p, start, end) = (&row[0], &row[1], &row[5], &row[6]);
+        if !LOOKED_AT.contains(&topic.as_str()) {
+            continue;
+        }
+        let at = (topic.clone(), p.parse::<u32>().unwrap());
+        if led.contains(&at) {
+            if (start.as_str(), end.as_str()) != ("-", "unreachable") || row[2] != *leader {
+                look.fail(
+                    cluster,
+                    format!("{topic}-{p} is not marked unreachable: {row:?}"),
+                );
             }
+        } else if start.parse::<u64>().is_err() || end.parse::<u64>().is_err() {
+            look.fail(
+                cluster,
+                format!("{topic}-{p}, led by a live broker, has no offsets: {row:?}"),
+            );
         }
     }
-    let said = format!("% broker {leader} did not answer within 1s");
-    if stderr.lines().filter(|l| l.starts_with(&said)).count() != 1 {
-        fail(format!("stderr does not say {said:?} once"));
-    }
+    look.says_once_unanswered(cluster, leader);
 
-    let (took, out) = timed("klog-consume", &["-L", "--registry", cluster.spec(), "-J"]);
-    let json = String::from_utf8_lossy(&out.stdout).into_owned();
-    let fail = |what: String| -> ! {
-        cluster.fail(&format!(
-            "{what}\nstdout:\n{json}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    };
-    if took > LOOK_MAX || !out.status.success() {
-        fail(format!(
-            "klog-consume -L --registry -J took {took:?} and ended {}",
-            out.status
-        ));
-    }
-    eprintln!("klog-consume -L --registry -J took {took:?}:\n{json}");
-    let lines: Vec<serde_json::Value> = json
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let look = Look::run(cluster, "klog-consume", &["-L", "-J"]);
+    let lines = look.json();
     for line in lines.iter().filter(|l| l["type"] == "broker") {
         let wanted = line["id"] != leader.as_str();
         if line["answered"] != wanted {
-            fail(format!("broker line {line}: answered should be {wanted}"));
+            look.fail(
+                cluster,
+                format!("broker line {line}: answered should be {wanted}"),
+            );
         }
     }
     let partitions: Vec<&serde_json::Value> =
         lines.iter().filter(|l| l["type"] == "partition").collect();
     if partitions.len() != 6 {
-        fail(format!("{} partition lines, not 6", partitions.len()));
+        look.fail(
+            cluster,
+            format!("{} partition lines, not 6", partitions.len()),
+        );
     }
     for line in partitions {
         let at = (
@@ -611,26 +615,22 @@ fn klog_consume_list_registry_answers_within_seconds_with_a_frozen_leader_and_ma
                 || !line["end_offset"].is_null()
                 || line["error"] != why.as_str()
             {
-                fail(format!(
-                    "partition line {line}: unreachable, no offsets, because {why:?}"
-                ));
+                look.fail(
+                    cluster,
+                    format!("partition line {line}: unreachable, no offsets, because {why:?}"),
+                );
             }
         } else if line["state"] != "online"
             || !line["end_offset"].is_u64()
             || !line["error"].is_null()
         {
-            fail(format!(
-                "partition line {line}, led by a live broker, is not online with offsets"
-            ));
+            look.fail(
+                cluster,
+                format!("partition line {line}, led by a live broker, is not online with offsets"),
+            );
         }
     }
 
     // klog-produce -L is the same listing.
-    let (took, out) = timed("klog-produce", &["-L", "--registry", cluster.spec(), "-q"]);
-    if took > LOOK_MAX || !out.status.success() {
-        cluster.fail(&format!(
-            "klog-produce -L --registry took {took:?} and ended {}",
-            out.status
-        ));
-    }
+    Look::run(cluster, "klog-produce", &["-L", "-q"]);
 }
