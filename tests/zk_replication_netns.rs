@@ -78,10 +78,7 @@ fn a_leader_cut_off_from_zookeeper_stops_acknowledging_within_its_session_timeou
     let Some(mut scene) = Scene::start() else {
         return;
     };
-    let mut load = Load::start(&scene);
-    load.feed_more(50);
-    let before = leading_with_full_isr(&scene, &load);
-    let leader = scene.slot_of(before.leader.as_deref().unwrap());
+    let (mut load, before, leader) = led_under_load(&scene);
     load.feed_more(50);
 
     scene.net.cut_from(scene.brokers[leader].host, ZK);
@@ -154,10 +151,7 @@ fn a_follower_cut_off_from_its_leader_leaves_the_isr_within_the_lag_time() {
     let Some(mut scene) = Scene::start() else {
         return;
     };
-    let mut load = Load::start(&scene);
-    load.feed_more(50);
-    let before = leading_with_full_isr(&scene, &load);
-    let leader = scene.slot_of(before.leader.as_deref().unwrap());
+    let (mut load, before, leader) = led_under_load(&scene);
     let follower = (leader + 1) % 3;
     let follower_id = scene.brokers[follower].id.clone();
     load.feed_more(50);
@@ -213,10 +207,7 @@ fn a_client_cut_off_from_the_leader_fails_over_to_the_new_leader_and_delivers() 
     let Some(mut scene) = Scene::start() else {
         return;
     };
-    let mut load = Load::start(&scene);
-    load.feed_more(50);
-    let before = leading_with_full_isr(&scene, &load);
-    let leader = scene.slot_of(before.leader.as_deref().unwrap());
+    let (mut load, before, leader) = led_under_load(&scene);
     let consumer = Consumer::start(&scene);
     load.feed_more(50);
     consumer.wait_read(&load.acked(), WAIT);
@@ -469,6 +460,17 @@ impl Broker {
             .unwrap_or_else(|e| panic!("open {}: {e}", dir.display()));
         read_replica(&log)
     }
+}
+
+/// A producer feeding the scene 50 records, the partition's state once
+/// its leader acknowledged them with every broker in the ISR
+/// ([`leading_with_full_isr`]), and that leader's slot.
+fn led_under_load(scene: &Scene) -> (Load, State, usize) {
+    let load = Load::start(scene);
+    load.feed_more(50);
+    let before = leading_with_full_isr(scene, &load);
+    let leader = scene.slot_of(before.leader.as_deref().unwrap());
+    (load, before, leader)
 }
 
 /// The partition's state once its leader acknowledged records (the
