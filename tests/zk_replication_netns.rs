@@ -42,12 +42,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::cluster::{read_replica, Replica, State};
+use common::cluster::{Replica, State};
 use common::netns::{Host, Net};
 use common::zk::ZkServer;
 use common::{BrokerProc, Proc};
-use klog::storage::fs::RealFs;
-use klog::storage::log::{Log, LogConfig, OpenOptions};
 use klog::storage::record::Batch;
 
 const TOPIC: &str = "t";
@@ -448,17 +446,7 @@ impl Broker {
     /// Its log of `t-0`, read through the library (read-only, no lock: it
     /// may run).
     fn replica(&self) -> Replica {
-        let dir = self.dir.path().join(format!("{TOPIC}-0"));
-        if !dir.exists() {
-            return Replica::default();
-        }
-        let options = OpenOptions {
-            writable: false,
-            lock: false,
-        };
-        let log = Log::open(Arc::new(RealFs), &dir, LogConfig::default(), options)
-            .unwrap_or_else(|e| panic!("open {}: {e}", dir.display()));
-        read_replica(&log)
+        common::cluster::replica_in(&self.dir.path().join(format!("{TOPIC}-0")))
     }
 }
 

@@ -362,17 +362,7 @@ impl Cluster {
     /// The log of `topic`'s `partition` on broker `slot`, read through the
     /// library (read-only, no lock: the broker may run).
     pub fn replica(&self, slot: usize, topic: &str, partition: u32) -> Replica {
-        let dir = self.data_dir(slot).join(format!("{topic}-{partition}"));
-        if !dir.exists() {
-            return Replica::default();
-        }
-        let options = OpenOptions {
-            writable: false,
-            lock: false,
-        };
-        let log = Log::open(Arc::new(RealFs), &dir, LogConfig::default(), options)
-            .unwrap_or_else(|e| panic!("open {}: {e}", dir.display()));
-        read_replica(&log)
+        replica_in(&self.data_dir(slot).join(format!("{topic}-{partition}")))
     }
 
     /// Waits until every replica of `topic`'s `partition` ends at the same
@@ -401,6 +391,21 @@ impl Drop for Cluster {
             }
         }
     }
+}
+
+/// The log in partition directory `dir` (none: empty), read through the
+/// library (read-only, no lock: a broker may run on it).
+pub fn replica_in(dir: &Path) -> Replica {
+    if !dir.exists() {
+        return Replica::default();
+    }
+    let options = OpenOptions {
+        writable: false,
+        lock: false,
+    };
+    let log = Log::open(Arc::new(RealFs), dir, LogConfig::default(), options)
+        .unwrap_or_else(|e| panic!("open {}: {e}", dir.display()));
+    read_replica(&log)
 }
 
 /// Every batch of `log` from its start, and its records, each batch
