@@ -174,10 +174,12 @@ impl Shared {
         // what was appended since the walk too, gathered appends written.
         log.flush()?;
         let now = (log.extents().into_iter()).find(|e| e.path == extent.path);
-        let saved = now
-            .as_ref()
-            .unwrap_or(extent)
-            .save_from(vfs, damage.position)?;
+        // A copy that cannot be made (a full disk, EIO) must not keep the
+        // damage: the replica in sync it left the ISR to holds the records.
+        let saved = match (now.as_ref().unwrap_or(extent)).save_from(vfs, damage.position) {
+            Ok(path) => format!("saved as {}", path.display()),
+            Err(e) => format!("not saved ({e}): a replica in sync holds them"),
+        };
         let mark = {
             let mut held = lock(&replica.refetch);
             let mark = Refetch {
@@ -196,13 +198,12 @@ impl Shared {
         cut?;
         self.log(format_args!(
             "{topic}-{partition} is damaged at offset {offset} ({}, position {}: {}): cut \
-             there, the bytes from the damaged batch on saved as {}; this replica refetches \
+             there, the bytes from the damaged batch on {saved}; this replica refetches \
              the rest from its leader, and leads again only once back in sync (marked cut \
              at {})",
             damage.segment.display(),
             damage.position,
             damage.reason,
-            saved.display(),
             mark.cut_at
         ));
         Ok(Healing::Cut)
@@ -821,5 +822,26 @@ mod tests {
             assert_eq!(healed, Healing::NoPeer, "b at {offset}, {age:?} ago");
             assert_eq!(s.p.lock().next_offset(), 40, "nothing cut");
         }
+    }
+
+    /// A copy of the cut bytes that fails (EIO on its fsync here; a full
+    /// disk alike) does not keep the damage in the log: the replica has
+    /// left the ISR to a peer whose fetches hold the records, so it is
+    /// marked and cut all the same, and nothing is left half-saved.
+    #[test]
+    fn a_copy_that_fails_does_not_keep_the_damage() {
+        let s = serving(&[ME, "b"], &["b"]);
+        let (extent, damage) = rot(&s.sim, &s.p);
+        s.sim
+            .fail_next_sync(|path| path.to_string_lossy().contains(".corrupt"));
+        let healed = s.shared.heal_running(&s.p, &extent, &damage).unwrap();
+        assert_eq!(healed, Healing::Cut);
+        assert_eq!(s.p.lock().next_offset(), 1, "cut before the damaged batch");
+        let dir = s.shared.store.partition_dir("t", 0);
+        assert_eq!(
+            refetch::read(&*s.sim, &dir).unwrap().map(|m| m.cut_at),
+            Some(1)
+        );
+        assert_eq!(s.sim.read(&extent.path.with_extension("log.corrupt")), None);
     }
 }
