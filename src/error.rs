@@ -525,6 +525,31 @@ pub enum DecodeError {
     /// Bytes that no encoder writes.
     #[error("malformed {0}")]
     Malformed(&'static str),
+    /// A version or codec this build does not read (an old message
+    /// format, a compression type Kafka does not define).
+    #[error("unsupported {what} {value}")]
+    Unsupported {
+        /// "magic", "compression type".
+        what: &'static str,
+        /// Its value.
+        value: i64,
+    },
+    /// Compressed records their codec cannot read: cut short, damaged, or
+    /// not that codec.
+    #[error("{codec} records do not decompress: {why}")]
+    Compression {
+        /// The codec's name.
+        codec: &'static str,
+        /// The codec's reason.
+        why: String,
+    },
+    /// The process's room for decompressed records is held by other
+    /// batches now; the same batch can succeed later.
+    #[error("{held_bytes} bytes of decompressed records are held for other batches now; try again")]
+    Busy {
+        /// Bytes held.
+        held_bytes: u64,
+    },
 }
 
 impl DecodeError {

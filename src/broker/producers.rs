@@ -53,13 +53,13 @@ pub(super) struct Sequenced {
     pub(super) crc: u32,
 }
 
-impl From<crate::kafka::records::BatchProducer> for Sequenced {
-    fn from(b: crate::kafka::records::BatchProducer) -> Sequenced {
+impl From<&crate::storage::record::BatchHeader> for Sequenced {
+    fn from(b: &crate::storage::record::BatchHeader) -> Sequenced {
         Sequenced {
             producer_id: b.producer_id,
             epoch: b.producer_epoch,
             first: b.base_sequence,
-            count: b.record_count.max(1) as u32,
+            count: b.record_count.max(1),
             crc: b.crc,
         }
     }

@@ -29,7 +29,7 @@ use base64::Engine as _;
 
 use crate::error::{Error, Result};
 use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
-use crate::storage::record::Batch;
+use crate::storage::record::{Batch, Decompressed, Format};
 use crate::sync::lock;
 
 /// Where acknowledged records are written (see the module doc).
@@ -122,9 +122,13 @@ fn write_batch(
     let invalid = |e: crate::storage::record::DecodeError| {
         std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
     };
-    let decoded = Batch::decode(batch, BATCH_BYTES_MAX).map_err(invalid)?;
+    let decoded = Batch::decode(Format::Kafka, batch, BATCH_BYTES_MAX).map_err(invalid)?;
     let first = decoded.header.base_offset;
-    for record in decoded.records(RECORD_BYTES_MAX_LIMIT) {
+    let mut scratch = Decompressed::default();
+    let records = decoded
+        .records_in(&mut scratch, RECORD_BYTES_MAX_LIMIT)
+        .map_err(invalid)?;
+    for record in records {
         let record = record.map_err(invalid)?;
         let encoded;
         let (value, value_encoding) = match std::str::from_utf8(record.value) {

@@ -44,7 +44,7 @@
 use std::io;
 
 use crate::storage::fs::{self, VFile};
-use crate::storage::record::{Batch, DecodeError};
+use crate::storage::record::{Batch, DecodeError, Format};
 
 /// A walk stopped at a batch that is not whole and valid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,13 +78,14 @@ pub type Step<'a> = Result<(u64, Batch<'a>), BatchStop>;
 /// The judgement of both walks: the batch at the start of `rest` (the bytes
 /// from its position to the end of what is held), whole and with a valid
 /// header, or why not.
-fn judge(rest: &[u8], batch_bytes_max: u32) -> Result<Batch<'_>, DecodeError> {
-    Batch::decode(rest, batch_bytes_max)
+fn judge(format: Format, rest: &[u8], batch_bytes_max: u32) -> Result<Batch<'_>, DecodeError> {
+    Batch::decode(format, rest, batch_bytes_max)
 }
 
 /// Walks the batches of a byte slice.
 #[derive(Debug, Clone)]
 pub struct Batches<'a> {
+    format: Format,
     bytes: &'a [u8],
     /// Position of the next batch.
     position: usize,
@@ -93,15 +94,21 @@ pub struct Batches<'a> {
 }
 
 impl<'a> Batches<'a> {
-    /// Walks `bytes` from its start.
-    pub fn new(bytes: &'a [u8], batch_bytes_max: u32) -> Batches<'a> {
-        Batches::resume(bytes, 0, batch_bytes_max)
+    /// Walks `bytes`, batches of `format`, from its start.
+    pub fn new(format: Format, bytes: &'a [u8], batch_bytes_max: u32) -> Batches<'a> {
+        Batches::resume(format, bytes, 0, batch_bytes_max)
     }
 
     /// Walks `bytes` from `position`, where an earlier walk left off
     /// (positions stay those of `bytes`).
-    pub fn resume(bytes: &'a [u8], position: usize, batch_bytes_max: u32) -> Batches<'a> {
+    pub fn resume(
+        format: Format,
+        bytes: &'a [u8],
+        position: usize,
+        batch_bytes_max: u32,
+    ) -> Batches<'a> {
         Batches {
+            format,
             bytes,
             position,
             batch_bytes_max,
@@ -125,7 +132,7 @@ impl<'a> Iterator for Batches<'a> {
         }
         let rest = &self.bytes[self.position..];
         let position = self.position as u64;
-        match judge(rest, self.batch_bytes_max) {
+        match judge(self.format, rest, self.batch_bytes_max) {
             Ok(batch) => {
                 self.position += batch.total_bytes();
                 Some(Ok((position, batch)))
@@ -147,6 +154,7 @@ impl<'a> Iterator for Batches<'a> {
 #[derive(Debug)]
 pub struct FileBatches<'f> {
     file: &'f dyn VFile,
+    format: Format,
     buf: Vec<u8>,
     /// File position of `buf[0]`.
     buf_position: u64,
@@ -160,15 +168,18 @@ pub struct FileBatches<'f> {
 }
 
 impl<'f> FileBatches<'f> {
-    /// Walks `file` from `position` up to `end` (its length, or less).
+    /// Walks `file`, batches of `format`, from `position` up to `end` (its
+    /// length, or less).
     pub fn new(
         file: &'f dyn VFile,
+        format: Format,
         position: u64,
         end: u64,
         batch_bytes_max: u32,
     ) -> FileBatches<'f> {
         FileBatches {
             file,
+            format,
             buf: Vec::new(),
             buf_position: position,
             position,
@@ -200,7 +211,7 @@ impl<'f> FileBatches<'f> {
             return Ok(None);
         }
         let total = loop {
-            match judge(self.window(), self.batch_bytes_max) {
+            match judge(self.format, self.window(), self.batch_bytes_max) {
                 Ok(batch) => break batch.total_bytes(),
                 Err(DecodeError::Truncated {
                     needed_bytes: needed,
@@ -220,7 +231,7 @@ impl<'f> FileBatches<'f> {
         let position = self.position;
         self.position += total as u64;
         let at = (position - self.buf_position) as usize;
-        let batch = judge(&self.buf[at..at + total], self.batch_bytes_max)
+        let batch = judge(self.format, &self.buf[at..at + total], self.batch_bytes_max)
             .expect("judged whole just above");
         Ok(Some(Ok((position, batch))))
     }

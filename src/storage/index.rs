@@ -56,7 +56,8 @@ use std::sync::Arc;
 
 use crate::error::{DecodeError, IoContext, Result};
 use crate::storage::fs::{MapMut, VFile, Vfs};
-use crate::storage::record::{u32_at, u64_at, BatchHeader};
+use crate::storage::record::legacy::{u32_at, u64_at};
+use crate::storage::record::BatchHeader;
 
 /// Bytes of one `.index` entry.
 pub const OFFSET_ENTRY_BYTES: usize = 8;

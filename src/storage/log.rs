@@ -83,7 +83,7 @@ use crate::storage::epoch::Epochs;
 use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{self, INDEX_ENTRY_BYTES_MAX};
 use crate::storage::lock::DirLock;
-use crate::storage::record::{self, Batch, BatchHeader};
+use crate::storage::record::{self, Batch, BatchHeader, DecodeError, Format};
 use crate::storage::recover::{self, RecoverOptions, RecoveryReport};
 use crate::storage::segment::{PreparedSegment, Segment};
 
@@ -100,9 +100,6 @@ pub use replica::ReplicaAppend;
 pub(crate) use roll::adopt_rolled;
 use roll::{record_recovery_point, Sealed};
 pub use roll::{Publish, SegmentPrep};
-
-/// Capacity of the buffer for magic 1 batches a log keeps between appends.
-const UPGRADE_BUFFER_BYTES_KEPT: usize = 1 << 20;
 
 /// How a log rolls, retains, flushes and checks.
 #[derive(Debug, Clone)]
@@ -228,6 +225,9 @@ pub struct FileSlice {
     pub len: u64,
     /// Base offset of the first batch in the slice.
     pub first_batch_offset: u64,
+    /// The format of its batches: a legacy slice is converted to Kafka
+    /// batches before it is served ([`crate::storage::record::legacy::to_kafka`]).
+    pub format: Format,
 }
 
 impl FileSlice {
@@ -300,8 +300,6 @@ pub struct Log {
     leader_epoch: u32,
     /// The partition's leader epochs (its epoch file).
     epochs: Epochs,
-    /// A producer's magic 1 batch upgraded to magic 2 (reused).
-    upgraded: Vec<u8>,
     _lock: Option<DirLock>,
 }
 
@@ -358,7 +356,6 @@ impl Log {
             write_failing: false,
             leader_epoch,
             epochs,
-            upgraded: Vec::new(),
             _lock: lock,
         };
         if options.writable {
@@ -458,11 +455,12 @@ impl Log {
         self.segments.values().map(|s| s.size).sum()
     }
 
-    /// Appends a producer's batch: checks it whole (header, every record's
-    /// CRC, the record size limit), assigns its offsets and the log's leader
-    /// epoch by rewriting its header, and writes it. Nothing is written when
-    /// a check fails. A magic 1 batch is stored as magic 2 (its records
-    /// unchanged after a new header): every stored batch has an epoch.
+    /// Appends a producer's batch, a Kafka RecordBatch v2: checks it whole
+    /// ([`check_batch`]: its CRC32C, framing and limits, a compressed one
+    /// decompressed to check it and stored as sent), assigns its offsets
+    /// and the log's leader epoch by writing its `baseOffset` and
+    /// `partitionLeaderEpoch` ([`record::stamp`]: nothing the CRC covers),
+    /// and writes it. Nothing is written when a check fails.
     pub fn append(&mut self, batch: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
         assert!(self.writable, "append to a read-only log");
         self.check_failed()?;
@@ -480,25 +478,38 @@ impl Log {
     fn append_unchecked(&mut self, batch: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
         let header = check_batch(batch, &self.config)?;
         if batch.len() != header.total_bytes() as usize {
-            return Err(Error::InvalidBatch(record::DecodeError::Malformed(
+            return Err(Error::InvalidBatch(DecodeError::Malformed(
                 "batch: trailing bytes",
             )));
         }
-        if header.magic != record::MAGIC_V1 {
-            return self.write_batch(batch, header, now_ms);
-        }
-        let mut upgraded = std::mem::take(&mut self.upgraded);
-        let result = record::upgrade(batch, &mut upgraded)
-            .map_err(Error::from)
-            .and_then(|header| self.write_batch(&mut upgraded, header, now_ms));
-        // Keep a small buffer for the next old producer's batch, not a big one.
-        if upgraded.capacity() <= UPGRADE_BUFFER_BYTES_KEPT {
-            self.upgraded = upgraded;
+        self.write_batch(batch, header, now_ms)
+    }
+
+    /// [`Log::append`] of a batch the caller checked with [`check_batch`]
+    /// (or stricter) against this log's configuration, `header` its
+    /// decoded header: the Kafka listener checks all of a produce's batches
+    /// before it appends any, and need not check them twice.
+    pub fn append_checked(
+        &mut self,
+        batch: &mut [u8],
+        header: BatchHeader,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
+        assert!(self.writable, "append to a read-only log");
+        assert_eq!(batch.len() as u64, header.total_bytes(), "a checked batch");
+        self.check_failed()?;
+        let result = self.write_batch(batch, header, now_ms);
+        self.note_undo();
+        if result.is_ok()
+            && self.write_failing
+            && self.active().written_offset() == self.next_offset()
+        {
+            self.write_failing = false;
         }
         result
     }
 
-    /// Writes a checked magic 2 batch: assigns its offsets and epoch.
+    /// Writes a checked batch: assigns its offsets and epoch.
     fn write_batch(
         &mut self,
         batch: &mut [u8],
@@ -560,7 +571,15 @@ impl Log {
             }
             _ => false,
         };
-        if too_old || active.is_full(batch_bytes, self.config.segment_bytes, record_count) {
+        // A legacy segment is never appended to: the next batch starts a
+        // segment of the format the log writes (an empty one is that
+        // segment, once its header says so).
+        let legacy = active.format != Format::Kafka;
+        if legacy && active.is_empty() {
+            return self.active_mut().reformat();
+        }
+        if too_old || legacy || active.is_full(batch_bytes, self.config.segment_bytes, record_count)
+        {
             self.roll()?;
         }
         Ok(())
@@ -787,10 +806,31 @@ fn open_segments(
     Ok(segments)
 }
 
-/// Checks a producer's batch (header and every record) against the
-/// configured limits, returning its header.
+/// Checks a producer's batch against the configured limits, returning
+/// its header: a whole Kafka RecordBatch v2 ([`check_stored_batch`]) whose
+/// offsets are its records' indexes (`lastOffsetDelta` is
+/// `recordCount - 1`), and no control batch (the log writes those itself).
 pub fn check_batch(batch: &[u8], config: &LogConfig) -> Result<BatchHeader> {
-    let decoded = Batch::decode(batch, limits::BATCH_BYTES_MAX)?;
+    let header = check_stored_batch(batch, config)?;
+    if header.last_offset_delta != header.record_count - 1 {
+        return Err(Error::InvalidBatch(DecodeError::Malformed(
+            "batch: last offset delta differs from its record count",
+        )));
+    }
+    if header.is_control() {
+        return Err(Error::InvalidBatch(DecodeError::Malformed(
+            "batch: a control batch from a producer",
+        )));
+    }
+    Ok(header)
+}
+
+/// Checks a batch as the log stores it (a producer's, or a leader's that a
+/// follower copies): its header, CRC32C and every record against the
+/// configured limits (a compressed batch is decompressed, within the
+/// process's budget, to check it), returning its header.
+pub fn check_stored_batch(batch: &[u8], config: &LogConfig) -> Result<BatchHeader> {
+    let decoded = Batch::decode(Format::Kafka, batch, limits::BATCH_BYTES_MAX)?;
     decoded.validate(config.record_bytes_max)?;
     Ok(decoded.header)
 }

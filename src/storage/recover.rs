@@ -79,6 +79,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::storage::epoch::Epochs;
 use crate::storage::fs::{self, Vfs};
 use crate::storage::index::{self, IndexEntry};
+use crate::storage::record::Format;
 use crate::storage::segment::parse_log_file_name;
 
 mod cut;
@@ -139,6 +140,9 @@ pub struct SegmentReport {
     pub path: PathBuf,
     /// Its base offset.
     pub base_offset: u64,
+    /// The format of its batches.
+    #[serde(skip)]
+    pub format: Format,
     /// Whether its records were scanned (false: trusted before the
     /// recovery point, only its tail checked).
     pub scanned: bool,
@@ -277,6 +281,8 @@ pub fn save_cut_bytes(
         file,
         path,
         len,
+        // Saving copies bytes: their format does not matter.
+        format: Format::Kafka,
         options: &options,
         last: false,
     };

@@ -41,6 +41,7 @@ use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
 use crate::storage::batches::FileBatches;
 use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::log::Log;
+use crate::storage::record::Format;
 use crate::storage::recover::{self, Damage};
 use crate::storage::segment::SEGMENT_HEADER_BYTES;
 
@@ -94,6 +95,8 @@ pub struct Extent {
     /// The segment file.
     pub path: PathBuf,
     file: Arc<dyn VFile>,
+    /// The format of its batches.
+    format: Format,
     /// Where its bytes end (appends gathered in memory excluded).
     pub end: u64,
     /// The log's truncations then: another since makes any finding void.
@@ -110,6 +113,7 @@ impl Log {
                 base_offset: s.base_offset,
                 path: s.path.clone(),
                 file: Arc::clone(s.file()),
+                format: s.format,
                 end: s.written_size(),
                 truncations,
             })
@@ -141,7 +145,13 @@ fn check_from(
     (position, mut next): (u64, u64),
     pace: &mut dyn FnMut(u64) -> bool,
 ) -> Result<Option<Damage>> {
-    let mut walk = FileBatches::new(&*extent.file, position, extent.end, BATCH_BYTES_MAX);
+    let mut walk = FileBatches::new(
+        &*extent.file,
+        extent.format,
+        position,
+        extent.end,
+        BATCH_BYTES_MAX,
+    );
     loop {
         let step = walk.next_batch().ctx("read", &extent.path)?;
         let (position, reason) = match step {
@@ -149,7 +159,7 @@ fn check_from(
             Some(Err(stop)) => (stop.position, stop.error.to_string()),
             Some(Ok((position, batch))) => {
                 let header = batch.header;
-                let checked = batch.validate(RECORD_BYTES_MAX_LIMIT);
+                let checked = batch.check_stored(RECORD_BYTES_MAX_LIMIT);
                 match checked {
                     Err(e) => (position, e.to_string()),
                     Ok(()) if header.base_offset != next => (

@@ -8,7 +8,7 @@
 //! | offset | size | field         | meaning                                           |
 //! |-------:|-----:|---------------|---------------------------------------------------|
 //! |      0 |    4 | `magic`       | `KLOG`                                            |
-//! |      4 |    2 | `version`     | segment format version, `1`                       |
+//! |      4 |    2 | `version`     | `2`: batches in Kafka's RecordBatch v2; `1`: klog's legacy batches ([`Format`]) |
 //! |      6 |    2 | reserved      | `0`                                               |
 //! |      8 |    8 | `base_offset` | offset of the first record; also the file's name  |
 //! |     16 |    4 | reserved      | `0`                                               |
@@ -19,9 +19,16 @@
 //! its length is the end of the last byte written, so a crash leaves at
 //! worst a torn or zero-filled tail, which recovery cuts.
 //!
-//! `tests/golden/segment-header.bin` and the segments in
-//! `tests/golden/partition/` pin this layout; a diff there is a format
-//! change and needs a new `version`.
+//! The version says how to read the batches: a segment holds one format
+//! only. The log writes version 2; version 1 segments (klog before it
+//! stored Kafka's format) are read, recovered and verified, never appended
+//! to: a log whose last segment is version 1 rolls a new one for its next
+//! append.
+//!
+//! `tests/golden/kafka/segment-header.bin` and the segments in
+//! `tests/golden/kafka/partition/` pin version 2;
+//! `tests/golden/segment-header.bin` and `tests/golden/partition/` version
+//! 1. A diff there is a format change and needs a new `version`.
 //!
 //! Walking a segment's batches is [`crate::storage::batches::FileBatches`]:
 //! a few large reads per megabyte, never one read per record.
@@ -32,14 +39,17 @@ use std::sync::Arc;
 use crate::error::{Error, IoContext, Result};
 use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{IndexEntry, SegmentIndex};
-use crate::storage::record::{self, BatchHeader, BATCH_HEADER_BYTES};
+use crate::storage::record::{legacy, BatchHeader, Format};
 
 /// Bytes of the segment header.
 pub const SEGMENT_HEADER_BYTES: usize = 24;
 /// The segment file magic.
 pub const SEGMENT_MAGIC: &[u8; 4] = b"KLOG";
-/// The segment format version.
-pub const SEGMENT_VERSION: u16 = 1;
+/// The segment format version the log writes: batches in Kafka's
+/// RecordBatch v2.
+pub const SEGMENT_VERSION: u16 = 2;
+/// The segment format version of klog's legacy batches.
+pub const SEGMENT_VERSION_LEGACY: u16 = 1;
 
 /// The file name of the segment whose first offset is `base_offset`.
 pub fn log_file_name(base_offset: u64) -> String {
@@ -77,19 +87,24 @@ pub fn parse_temp_log_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// Encodes a segment header.
-pub fn encode_header(base_offset: u64) -> [u8; SEGMENT_HEADER_BYTES] {
+/// Encodes a segment header, for batches of `format`.
+pub fn encode_header(base_offset: u64, format: Format) -> [u8; SEGMENT_HEADER_BYTES] {
     let mut h = [0u8; SEGMENT_HEADER_BYTES];
     h[0..4].copy_from_slice(SEGMENT_MAGIC);
-    h[4..6].copy_from_slice(&SEGMENT_VERSION.to_le_bytes());
+    let version = match format {
+        Format::Kafka => SEGMENT_VERSION,
+        Format::Legacy => SEGMENT_VERSION_LEGACY,
+    };
+    h[4..6].copy_from_slice(&version.to_le_bytes());
     h[8..16].copy_from_slice(&base_offset.to_le_bytes());
     let crc = crc32fast::hash(&h[..20]);
     h[20..24].copy_from_slice(&crc.to_le_bytes());
     h
 }
 
-/// Decodes a segment header, returning the base offset it names.
-pub fn decode_header(h: &[u8]) -> std::result::Result<u64, String> {
+/// Decodes a segment header, returning the base offset it names and the
+/// format of its batches.
+pub fn decode_header(h: &[u8]) -> std::result::Result<(u64, Format), String> {
     if h.len() < SEGMENT_HEADER_BYTES {
         return Err(format!(
             "segment header truncated ({} of {SEGMENT_HEADER_BYTES} bytes)",
@@ -100,14 +115,15 @@ pub fn decode_header(h: &[u8]) -> std::result::Result<u64, String> {
         return Err("not a klog segment (bad magic)".into());
     }
     let crc = crc32fast::hash(&h[..20]);
-    if crc != record::u32_at(h, 20) {
+    if crc != legacy::u32_at(h, 20) {
         return Err("segment header crc mismatch".into());
     }
-    let version = record::u16_at(h, 4);
-    if version != SEGMENT_VERSION {
-        return Err(format!("unsupported segment version {version}"));
-    }
-    Ok(record::u64_at(h, 8))
+    let format = match legacy::u16_at(h, 4) {
+        SEGMENT_VERSION => Format::Kafka,
+        SEGMENT_VERSION_LEGACY => Format::Legacy,
+        version => return Err(format!("unsupported segment version {version}")),
+    };
+    Ok((legacy::u64_at(h, 8), format))
 }
 
 /// A segment: its log file, its place in the log and, while it is the
@@ -116,6 +132,8 @@ pub fn decode_header(h: &[u8]) -> std::result::Result<u64, String> {
 pub struct Segment {
     /// Offset of the first record (and the file's name).
     pub base_offset: u64,
+    /// The format of its batches (its header's version).
+    pub format: Format,
     /// Path of the `.log` file.
     pub path: PathBuf,
     pub(crate) file: Arc<dyn VFile>,
@@ -194,7 +212,10 @@ impl PreparedSegment {
     /// page cache: the segment's first flush syncs it). A failure (a full
     /// disk) leaves the files as they were, ready for another try.
     pub fn head(&self, base_offset: u64) -> Result<()> {
-        if let Err(e) = self.file.write_all_at(&encode_header(base_offset), 0) {
+        if let Err(e) = self
+            .file
+            .write_all_at(&encode_header(base_offset, Format::Kafka), 0)
+        {
             let _ = self.file.set_len(0);
             return Err(Error::io("write", &self.path, e));
         }
@@ -243,7 +264,8 @@ impl Written {
 }
 
 impl Segment {
-    /// Creates an empty segment file, durably (file and directory entry).
+    /// Creates an empty segment file, durably (file and directory entry),
+    /// for Kafka batches.
     pub fn create(
         vfs: &dyn Vfs,
         dir: &Path,
@@ -253,7 +275,7 @@ impl Segment {
         let path = dir.join(log_file_name(base_offset));
         let file = vfs.open(&path, true).ctx("create segment", &path)?;
         file.set_len(0).ctx("truncate", &path)?;
-        file.write_all_at(&encode_header(base_offset), 0)
+        file.write_all_at(&encode_header(base_offset, Format::Kafka), 0)
             .ctx("write", &path)?;
         file.sync_data().ctx("fsync", &path)?;
         let index = SegmentIndex::create(vfs, &path, Vec::new(), index_slots)?;
@@ -274,6 +296,7 @@ impl Segment {
     ) -> Segment {
         Segment {
             base_offset,
+            format: Format::Kafka,
             path,
             file,
             size: SEGMENT_HEADER_BYTES as u64,
@@ -345,13 +368,14 @@ impl Segment {
         let size = file.len().ctx("stat", path)?;
         let mut header = [0u8; SEGMENT_HEADER_BYTES];
         let n = file.read_at(&mut header, 0).ctx("read", path)?;
-        let base_offset = decode_header(&header[..n]).map_err(|reason| Error::Corrupt {
+        let (base_offset, format) = decode_header(&header[..n]).map_err(|reason| Error::Corrupt {
             path: path.to_path_buf(),
             position: 0,
             reason,
         })?;
         Ok(Segment {
             base_offset,
+            format,
             path: path.to_path_buf(),
             file,
             size,
@@ -368,6 +392,20 @@ impl Segment {
             undone: None,
             temp: None,
         })
+    }
+
+    /// Makes an empty segment of another format one of the format the log
+    /// writes: its header rewritten in place (24 bytes, one sector) and
+    /// fsynced.
+    pub(crate) fn reformat(&mut self) -> Result<()> {
+        assert!(self.is_empty() && self.size == SEGMENT_HEADER_BYTES as u64);
+        self.check_broken()?;
+        self.file
+            .write_all_at(&encode_header(self.base_offset, Format::Kafka), 0)
+            .ctx("write", &self.path)?;
+        self.file.sync_data().ctx("fsync", &self.path)?;
+        self.format = Format::Kafka;
+        Ok(())
     }
 
     /// Whether no record has been appended.
@@ -653,22 +691,25 @@ impl Segment {
     /// The header of the batch at `position`: gathered in memory or in the
     /// file.
     fn header_at(&self, position: u64) -> Result<BatchHeader> {
-        let mut buf = [0u8; BATCH_HEADER_BYTES];
+        let mut buf = [0u8; HEADER_BYTES_MAX];
+        let header_bytes = self.format.header_bytes();
         let bytes = if position >= self.written.size {
             let from = (position - self.written.size) as usize;
             let rest = &self.unwritten[from.min(self.unwritten.len())..];
-            &rest[..rest.len().min(BATCH_HEADER_BYTES)]
+            &rest[..rest.len().min(header_bytes)]
         } else {
-            let n = (self.written.size - position).min(BATCH_HEADER_BYTES as u64) as usize;
+            let n = (self.written.size - position).min(header_bytes as u64) as usize;
             self.file
                 .read_exact_at(&mut buf[..n], position)
                 .ctx("read", &self.path)?;
             &buf[..n]
         };
-        BatchHeader::decode(bytes, crate::limits::BATCH_BYTES_MAX).map_err(|e| Error::Corrupt {
-            path: self.path.clone(),
-            position,
-            reason: e.to_string(),
+        BatchHeader::decode(self.format, bytes, crate::limits::BATCH_BYTES_MAX).map_err(|e| {
+            Error::Corrupt {
+                path: self.path.clone(),
+                position,
+                reason: e.to_string(),
+            }
         })
     }
 
@@ -685,7 +726,7 @@ impl Segment {
 
     /// Where a scan for `offset` starts: the position of the last index
     /// entry at or before it (the first batch when there is none). Reads
-    /// nothing; [`find_batch`] reads from there.
+    /// nothing; [`BatchAt::find`] reads from there.
     pub fn scan_start(&self, offset: u64) -> u64 {
         let rel = offset.saturating_sub(self.base_offset);
         crate::storage::index::last_where(&self.entries, |e| u64::from(e.relative_offset) <= rel)
@@ -705,7 +746,12 @@ impl Segment {
         batch_bytes_max: u32,
     ) -> Result<Option<(u64, BatchHeader)>> {
         let start = self.scan_start(offset);
-        find_batch(&*self.file, &self.path, start, offset, end, batch_bytes_max)
+        let at = BatchAt {
+            file: &*self.file,
+            path: &self.path,
+            format: self.format,
+        };
+        at.find(start, offset, end, batch_bytes_max)
     }
 
     /// Stops being the active segment at a roll: its index, still
@@ -728,38 +774,67 @@ impl Segment {
     }
 }
 
-/// Scans the batch headers of a segment `file` from `start` (a batch's
-/// position) for the batch holding `offset` (or the first after it), within
-/// the first `end` bytes: its position and header, or `None` at the end.
-/// Needs no lock: the caller took `start` and `end` from the log.
-pub fn find_batch(
-    file: &dyn VFile,
-    path: &Path,
-    start: u64,
-    offset: u64,
-    end: u64,
-    batch_bytes_max: u32,
-) -> Result<Option<(u64, BatchHeader)>> {
-    let mut position = start;
-    let mut header_buf = [0u8; BATCH_HEADER_BYTES];
-    while position + BATCH_HEADER_BYTES as u64 <= end {
-        file.read_exact_at(&mut header_buf, position)
-            .ctx("read", path)?;
-        let header =
-            BatchHeader::decode(&header_buf, batch_bytes_max).map_err(|e| Error::Corrupt {
-                path: path.to_path_buf(),
-                position,
-                reason: e.to_string(),
-            })?;
-        if header.next_offset() > offset {
-            if position + header.total_bytes() > end {
-                return Ok(None);
-            }
-            return Ok(Some((position, header)));
-        }
-        position += header.total_bytes();
+/// The largest batch header of any format.
+const HEADER_BYTES_MAX: usize = crate::storage::record::BATCH_HEADER_BYTES;
+
+/// A segment's file, its path and the format of its batches: what a reader
+/// outside the log's lock needs to find a batch in it.
+#[derive(Clone, Copy)]
+pub struct BatchAt<'a> {
+    /// The segment's file.
+    pub file: &'a dyn VFile,
+    /// Its path, for errors.
+    pub path: &'a Path,
+    /// The format of its batches.
+    pub format: Format,
+}
+
+impl std::fmt::Debug for BatchAt<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchAt")
+            .field("path", &self.path)
+            .field("format", &self.format)
+            .finish()
     }
-    Ok(None)
+}
+
+impl BatchAt<'_> {
+    /// Scans the batch headers from `start` (a batch's position) for the
+    /// batch holding `offset` (or the first after it), within the first
+    /// `end` bytes: its position and header, or `None` at the end. Needs no
+    /// lock: the caller took `start` and `end` from the log.
+    pub fn find(
+        &self,
+        start: u64,
+        offset: u64,
+        end: u64,
+        batch_bytes_max: u32,
+    ) -> Result<Option<(u64, BatchHeader)>> {
+        let mut position = start;
+        let header_bytes = self.format.header_bytes();
+        let mut header_buf = [0u8; HEADER_BYTES_MAX];
+        let header_buf = &mut header_buf[..header_bytes];
+        while position + header_bytes as u64 <= end {
+            self.file
+                .read_exact_at(header_buf, position)
+                .ctx("read", self.path)?;
+            let header = BatchHeader::decode(self.format, header_buf, batch_bytes_max).map_err(
+                |e| Error::Corrupt {
+                    path: self.path.to_path_buf(),
+                    position,
+                    reason: e.to_string(),
+                },
+            )?;
+            if header.next_offset() > offset {
+                if position + header.total_bytes() > end {
+                    return Ok(None);
+                }
+                return Ok(Some((position, header)));
+            }
+            position += header.total_bytes();
+        }
+        Ok(None)
+    }
 }
 
 #[cfg(test)]
@@ -789,8 +864,10 @@ mod tests {
 
     #[test]
     fn header_checks() {
-        let h = encode_header(7);
-        assert_eq!(decode_header(&h), Ok(7));
+        let h = encode_header(7, Format::Kafka);
+        assert_eq!(decode_header(&h), Ok((7, Format::Kafka)));
+        let old = encode_header(7, Format::Legacy);
+        assert_eq!(decode_header(&old), Ok((7, Format::Legacy)));
         for i in 0..SEGMENT_HEADER_BYTES {
             let mut bad = h;
             bad[i] ^= 0x10;

@@ -34,7 +34,7 @@ use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
 use crate::storage::batches::Batches;
 use crate::storage::epoch::{EpochEntry, Epochs};
 use crate::storage::fs::{self, VFile, Vfs};
-use crate::storage::record::{Batch, BatchHeader, DecodeError};
+use crate::storage::record::{Batch, BatchHeader, Codec, DecodeError, Format};
 use crate::storage::{lock, recover, segment};
 
 /// How a replica's log ends.
@@ -252,7 +252,7 @@ fn in_step(walks: &mut [Walk<'_>], from: u64) -> Result<Option<Difference>> {
         }
         let first = walks[0].head();
         if !walks.iter().all(|w| w.head() == first) {
-            let heads: Vec<Option<&[u8]>> = walks.iter().map(Walk::head).collect();
+            let heads: Vec<Option<Stored<'_>>> = walks.iter().map(Walk::head).collect();
             return Ok(differ(walks, &heads, at));
         }
         let Some(next) = first.and_then(header).map(|h| h.next_offset()) else {
@@ -265,14 +265,18 @@ fn in_step(walks: &mut [Walk<'_>], from: u64) -> Result<Option<Difference>> {
     }
 }
 
+/// A stored batch's bytes and their format: two replicas hold the same
+/// batch when both are equal.
+type Stored<'a> = (Format, &'a [u8]);
+
 /// The batch header of whole, judged batch bytes.
-fn header(batch: &[u8]) -> Option<BatchHeader> {
-    BatchHeader::decode(batch, BATCH_BYTES_MAX).ok()
+fn header((format, batch): Stored<'_>) -> Option<BatchHeader> {
+    BatchHeader::decode(format, batch, BATCH_BYTES_MAX).ok()
 }
 
 /// Where the replicas' next batches (`heads`, at offset `at`) differ, if
 /// they do: the largest group of equal replicas against each other group.
-fn differ(walks: &[Walk<'_>], heads: &[Option<&[u8]>], at: u64) -> Option<Difference> {
+fn differ(walks: &[Walk<'_>], heads: &[Option<Stored<'_>>], at: u64) -> Option<Difference> {
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, head) in heads.iter().enumerate() {
         match groups.iter_mut().find(|g| heads[g[0]] == *head) {
@@ -317,13 +321,27 @@ fn differ(walks: &[Walk<'_>], heads: &[Option<&[u8]>], at: u64) -> Option<Differ
 /// their base offsets, their headers (at the base offset), or the first
 /// record whose bytes differ or that does not decode. `names` are the
 /// holders of `a` and `b`, for the message.
-fn first_difference(a: &[u8], b: &[u8], at: u64, names: (&str, &str)) -> (u64, String) {
+fn first_difference(
+    (fa, a): Stored<'_>,
+    (fb, b): Stored<'_>,
+    at: u64,
+    names: (&str, &str),
+) -> (u64, String) {
     let (Ok(x), Ok(y)) = (
-        Batch::decode(a, BATCH_BYTES_MAX),
-        Batch::decode(b, BATCH_BYTES_MAX),
+        Batch::decode(fa, a, BATCH_BYTES_MAX),
+        Batch::decode(fb, b, BATCH_BYTES_MAX),
     ) else {
         return (at, "other bytes".into());
     };
+    if fa != fb {
+        let how = format!(
+            "the batch at offset {} is stored in {} format against {}",
+            x.header.base_offset,
+            fb.name(),
+            fa.name()
+        );
+        return (x.header.base_offset.min(y.header.base_offset), how);
+    }
     let (hx, hy) = (x.header, y.header);
     if hx.base_offset != hy.base_offset {
         return (
@@ -333,6 +351,10 @@ fn first_difference(a: &[u8], b: &[u8], at: u64, names: (&str, &str)) -> (u64, S
                 hy.base_offset, hx.base_offset
             ),
         );
+    }
+    if hx.codec() != Codec::None || hy.codec() != Codec::None {
+        // Compressed records are compared as the bytes they are.
+        return (hx.base_offset, header_difference(&hx, &hy));
     }
     let mut rx = x.records(RECORD_BYTES_MAX_LIMIT);
     let mut ry = y.records(RECORD_BYTES_MAX_LIMIT);
@@ -415,6 +437,8 @@ struct Walk<'v> {
     segments: std::vec::IntoIter<(u64, PathBuf)>,
     /// The segment being read, its path and length.
     file: Option<(std::sync::Arc<dyn VFile>, PathBuf, u64)>,
+    /// The format of its batches.
+    format: Format,
     /// Bytes of that segment from `buf_position` on.
     buf: Vec<u8>,
     buf_position: u64,
@@ -437,6 +461,7 @@ impl<'v> Walk<'v> {
             dir: dir.to_path_buf(),
             segments: segments.into_iter(),
             file: None,
+            format: Format::Kafka,
             buf: Vec::new(),
             buf_position: 0,
             at: 0,
@@ -452,12 +477,12 @@ impl<'v> Walk<'v> {
     }
 
     /// The head batch's bytes, once [`Walk::fill`] found one.
-    fn head(&self) -> Option<&[u8]> {
+    fn head(&self) -> Option<Stored<'_>> {
         if self.ended.is_some() {
             return None;
         }
         let rest = &self.buf[self.at..];
-        header(rest).map(|h| &rest[..h.total_bytes() as usize])
+        header((self.format, rest)).map(|h| (self.format, &rest[..h.total_bytes() as usize]))
     }
 
     /// Passes the head batch.
@@ -526,7 +551,7 @@ impl<'v> Walk<'v> {
         let position = self.buf_position + self.at as u64;
         let held_end = self.buf_position + self.buf.len() as u64;
         let rest = &self.buf[self.at..];
-        match Batches::new(rest, BATCH_BYTES_MAX).next() {
+        match Batches::new(self.format, rest, BATCH_BYTES_MAX).next() {
             None if position >= len => Head::SegmentEnd,
             None => Head::Need(fs::RANGE_CHUNK_BYTES),
             Some(Ok((_, batch))) => match self.next_offset {
@@ -583,7 +608,10 @@ impl<'v> Walk<'v> {
         let mut head = [0u8; segment::SEGMENT_HEADER_BYTES];
         let n = file.read_at(&mut head, 0).ctx("read", &path)?;
         let base = match segment::decode_header(&head[..n]) {
-            Ok(base) => base,
+            Ok((base, format)) => {
+                self.format = format;
+                base
+            }
             Err(why) => {
                 let why = format!("{}: position 0: {why}", path.display());
                 self.ended = Some(Tail::Damaged(why));

@@ -20,9 +20,9 @@ use crate::limits;
 use crate::storage::batches::Batches;
 use crate::storage::fs::{VFile, Vfs};
 use crate::storage::log::{Log, LogConfig, OpenOptions};
-use crate::storage::record::{DecodeError, Record, BATCH_HEADER_BYTES};
+use crate::storage::record::{BatchHeader, DecodeError, Decompressed, Format as BatchFormat, Record};
 use crate::storage::recover;
-use crate::storage::segment::{log_file_name, parse_log_file_name, SEGMENT_HEADER_BYTES};
+use crate::storage::segment::{self, log_file_name, parse_log_file_name, SEGMENT_HEADER_BYTES};
 
 /// Resolves a start position against an open log.
 pub fn resolve(log: &Log, spec: OffsetSpec, name: &str) -> Result<u64> {
@@ -268,9 +268,13 @@ pub struct PartitionReader {
     dir: PathBuf,
     file: Arc<dyn VFile>,
     path: PathBuf,
+    /// The format of the current segment's batches.
+    format: BatchFormat,
     position: u64,
     next_offset: u64,
     buf: Vec<u8>,
+    /// The records of a compressed batch, decompressed.
+    scratch: Decompressed<'static>,
     record_bytes_max: u32,
     stalls: u32,
     /// Offsets deleted before they were read (from, to before), not yet
@@ -285,11 +289,12 @@ impl PartitionReader {
     /// A reader of the partition whose log is open in `log` (read-only),
     /// positioned at `offset`.
     pub fn new(vfs: Arc<dyn Vfs>, log: &Log, offset: u64) -> Result<PartitionReader> {
-        let (file, path, position) = match log.read(offset, 1)? {
-            Some(slice) => (slice.file, slice.path, slice.position),
+        let (file, path, format, position) = match log.read(offset, 1)? {
+            Some(slice) => (slice.file, slice.path, slice.format, slice.position),
             None => {
                 let active = log.segments().last().expect("a log has a segment");
-                (Arc::clone(active.file()), active.path.clone(), active.size)
+                let file = Arc::clone(active.file());
+                (file, active.path.clone(), active.format, active.size)
             }
         };
         Ok(PartitionReader {
@@ -297,9 +302,11 @@ impl PartitionReader {
             dir: log.dir().to_path_buf(),
             file,
             path,
+            format,
             position,
             next_offset: offset,
             buf: Vec::new(),
+            scratch: Decompressed::default(),
             // Stored records are judged by the format's limit, not by the
             // policy for new appends: a record accepted once is read.
             record_bytes_max: crate::limits::RECORD_BYTES_MAX_LIMIT,
@@ -326,17 +333,16 @@ impl PartitionReader {
             self.next_segment()?;
             return Ok(0);
         }
-        let want = ((len - self.position) as usize).min(bytes_max.max(BATCH_HEADER_BYTES));
+        let header_bytes = self.format.header_bytes();
+        let want = ((len - self.position) as usize).min(bytes_max.max(header_bytes));
         self.buf.resize(want, 0);
         let n = self
             .file
             .read_at(&mut self.buf, self.position)
             .ctx("read", &self.path)?;
         self.buf.truncate(n);
-        if n >= BATCH_HEADER_BYTES {
-            if let Ok(h) =
-                crate::storage::record::BatchHeader::decode(&self.buf, limits::BATCH_BYTES_MAX)
-            {
+        if n >= header_bytes {
+            if let Ok(h) = BatchHeader::decode(self.format, &self.buf, limits::BATCH_BYTES_MAX) {
                 let total = h.total_bytes() as usize;
                 if total > self.buf.len() && self.position + total as u64 <= len {
                     // A batch larger than the budget: read it whole.
@@ -347,7 +353,7 @@ impl PartitionReader {
                 }
             }
         }
-        let mut batches = Batches::new(&self.buf, limits::BATCH_BYTES_MAX);
+        let mut batches = Batches::new(self.format, &self.buf, limits::BATCH_BYTES_MAX);
         let mut handed = 0;
         for step in batches.by_ref() {
             let (at, batch) = match step {
@@ -357,10 +363,11 @@ impl PartitionReader {
                 Err(stop) if stop.is_truncated() => break,
                 Err(stop) => return self.stall(stop.position, stop.error).map(|_| handed),
             };
-            if let Err(e) = batch.validate(self.record_bytes_max) {
+            if let Err(e) = batch.validate_in(&mut self.scratch, self.record_bytes_max) {
                 return self.stall(at, e).map(|_| handed);
             }
-            for r in batch.records(self.record_bytes_max) {
+            let records = batch.records_in(&mut self.scratch, self.record_bytes_max);
+            for r in records.expect("validated") {
                 let r = r.expect("validated");
                 if r.offset < self.next_offset {
                     continue;
@@ -422,8 +429,19 @@ impl PartitionReader {
         if self.file.len().ctx("stat", &self.path)? > self.position {
             return Ok(());
         }
-        self.file = self.vfs.open_read(&next).ctx("open segment", &next)?;
-        self.path = next;
+        self.open_segment(next)
+    }
+
+    /// Makes `path` the segment read, from its first batch.
+    fn open_segment(&mut self, path: PathBuf) -> Result<()> {
+        let file = self.vfs.open_read(&path).ctx("open segment", &path)?;
+        let mut head = [0u8; SEGMENT_HEADER_BYTES];
+        let n = file.read_at(&mut head, 0).ctx("read", &path)?;
+        let (_, format) = segment::decode_header(&head[..n])
+            .map_err(|why| recover::corrupt(&path, 0, why))?;
+        self.file = file;
+        self.path = path;
+        self.format = format;
         self.position = SEGMENT_HEADER_BYTES as u64;
         Ok(())
     }
@@ -440,10 +458,7 @@ impl PartitionReader {
         let Some(base) = first else {
             return Ok(());
         };
-        let path = self.dir.join(log_file_name(base));
-        self.file = self.vfs.open_read(&path).ctx("open segment", &path)?;
-        self.path = path;
-        self.position = SEGMENT_HEADER_BYTES as u64;
+        self.open_segment(self.dir.join(log_file_name(base)))?;
         let from = self.skipped.map_or(self.next_offset, |(from, _)| from);
         self.skipped = Some((from, base));
         self.next_offset = base;

@@ -16,7 +16,7 @@ use crate::limits;
 use crate::storage::batches::FileBatches;
 use crate::storage::epoch::{EpochEntry, Epochs, EPOCH_FILE};
 use crate::storage::fs::{RealFs, VFile, Vfs};
-use crate::storage::record::{Batch, BatchHeader, Record};
+use crate::storage::record::{Batch, BatchHeader, Codec, Decompressed, Format, Record};
 use crate::storage::recover::{self, RecoverOptions};
 use crate::storage::segment;
 use crate::storage::{index, lock};
@@ -75,6 +75,8 @@ pub struct Dumper {
     /// The leader epochs of the batches walked so far in this file or
     /// partition (they never decrease along a log).
     walked_epochs: Epochs,
+    /// The records of a compressed batch, decompressed.
+    scratch: Decompressed<'static>,
 }
 
 impl Dumper {
@@ -86,6 +88,7 @@ impl Dumper {
             problems: 0,
             summary: Vec::new(),
             walked_epochs: Epochs::new(),
+            scratch: Decompressed::default(),
         }
     }
 
@@ -123,13 +126,13 @@ impl Dumper {
             bytes: len,
             ..Stats::default()
         };
-        let Some(base) = self.segment_header(&*file, path, expected)? else {
+        let Some((base, format)) = self.segment_header(&*file, path, expected)? else {
             return Ok(stats);
         };
         let mut next = base;
         stats.first_offset = Some(base);
         let start = segment::SEGMENT_HEADER_BYTES as u64;
-        let mut walk = FileBatches::new(&*file, start, len, limits::BATCH_BYTES_MAX);
+        let mut walk = FileBatches::new(&*file, format, start, len, limits::BATCH_BYTES_MAX);
         loop {
             match walk.next_batch()? {
                 None => break,
@@ -158,17 +161,18 @@ impl Dumper {
     }
 
     /// Reads a segment's header and prints where it starts; its base
-    /// offset, or `None` (a problem) when the header is not a segment's.
+    /// offset and format, or `None` (a problem) when the header is not a
+    /// segment's.
     fn segment_header(
         &mut self,
         file: &dyn VFile,
         path: &Path,
         expected: Option<u64>,
-    ) -> anyhow::Result<Option<u64>> {
+    ) -> anyhow::Result<Option<(u64, Format)>> {
         let mut header = [0u8; segment::SEGMENT_HEADER_BYTES];
         let n = file.read_at(&mut header, 0)?;
-        let base = match segment::decode_header(&header[..n]) {
-            Ok(base) => base,
+        let (base, format) = match segment::decode_header(&header[..n]) {
+            Ok(found) => found,
             Err(reason) => {
                 self.problem(format_args!("{}: position 0: {reason}", path.display()));
                 return Ok(None);
@@ -177,6 +181,9 @@ impl Dumper {
         if !self.options.json && !self.options.verify {
             writeln!(self.out, "Dumping {}", path.display())?;
             writeln!(self.out, "Log starting offset: {base}")?;
+            if format == Format::Legacy {
+                writeln!(self.out, "Batch format: klog (legacy, read only)")?;
+            }
         }
         if expected.is_some_and(|e| e != base) {
             self.problem(format_args!(
@@ -185,7 +192,7 @@ impl Dumper {
                 expected.unwrap_or(0)
             ));
         }
-        Ok(Some(base))
+        Ok(Some((base, format)))
     }
 
     /// Checks and prints the batch at `position`, where offset `next` was
@@ -197,7 +204,7 @@ impl Dumper {
         batch: &Batch<'_>,
         next: u64,
     ) -> io::Result<()> {
-        let valid = batch.validate(limits::RECORD_BYTES_MAX_LIMIT);
+        let valid = batch.validate_in(&mut self.scratch, limits::RECORD_BYTES_MAX_LIMIT);
         let h = &batch.header;
         if let Err(why) = self.walked_epochs.check_next(h.leader_epoch, h.base_offset) {
             self.problem(format_args!(
@@ -222,15 +229,29 @@ impl Dumper {
         self.print_batch(batch, position, valid.is_ok())
     }
 
-    fn first_bad_offset(&self, batch: &Batch<'_>) -> u64 {
+    fn first_bad_offset(&mut self, batch: &Batch<'_>) -> u64 {
         let mut offset = batch.header.base_offset;
-        for r in batch.records(limits::RECORD_BYTES_MAX_LIMIT) {
-            if r.is_err() {
-                break;
+        let Ok(records) = batch.records_in(&mut self.scratch, limits::RECORD_BYTES_MAX_LIMIT)
+        else {
+            return offset;
+        };
+        for r in records {
+            match r {
+                Ok(r) => offset = r.offset + 1,
+                Err(_) => break,
             }
-            offset += 1;
         }
         offset
+    }
+
+    /// Bytes of the batch's records uncompressed (what was decompressed
+    /// last, for a compressed batch just validated).
+    fn uncompressed_bytes(&self, batch: &Batch<'_>) -> usize {
+        let header = batch.header.header_bytes();
+        match batch.header.codec() {
+            Codec::None => batch.total_bytes(),
+            _ => header + self.scratch.len(),
+        }
     }
 
     fn print_batch(&mut self, batch: &Batch<'_>, position: u64, valid: bool) -> io::Result<()> {
@@ -238,81 +259,104 @@ impl Dumper {
             return Ok(());
         }
         let h: &BatchHeader = &batch.header;
+        let last_sequence = match h.base_sequence {
+            -1 => -1,
+            first => (i64::from(first) + i64::from(h.last_offset_delta)) % (i64::from(i32::MAX) + 1),
+        };
+        let uncompressed = self.uncompressed_bytes(batch);
         if self.options.json {
             let line = json!({"type": "batch", "base_offset": h.base_offset, "last_offset": h.last_offset(),
-                "count": h.record_count, "partition_leader_epoch": h.leader_epoch,
-                "position": position, "create_time": h.max_timestamp,
-                "size": h.total_bytes(), "magic": h.magic, "crc": h.header_crc, "is_valid": valid});
+                "count": h.record_count, "base_sequence": h.base_sequence, "last_sequence": last_sequence,
+                "producer_id": h.producer_id, "producer_epoch": h.producer_epoch,
+                "partition_leader_epoch": h.leader_epoch, "is_transactional": h.is_transactional(),
+                "is_control": h.is_control(), "position": position, "create_time": h.max_timestamp,
+                "size": h.total_bytes(), "uncompressed_size": uncompressed, "format": h.format.name(),
+                "magic": h.magic, "compress_codec": h.codec().name(), "crc": h.crc, "is_valid": valid});
             writeln!(self.out, "{line}")?;
         } else {
+            let legacy = if h.format == Format::Legacy { " format: klog" } else { "" };
             writeln!(
                 self.out,
-                "baseOffset: {} lastOffset: {} count: {} partitionLeaderEpoch: {} position: {position} CreateTime: {} size: {} magic: {} crc: {:#010x} isvalid: {valid}",
+                "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {last_sequence} producerId: {} producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} isControl: {} position: {position} CreateTime: {} size: {} uncompressedSize: {uncompressed} magic: {}{legacy} compresscodec: {} crc: {:#010x} isvalid: {valid}",
                 h.base_offset,
                 h.last_offset(),
                 h.record_count,
+                h.base_sequence,
+                h.producer_id,
+                h.producer_epoch,
                 h.leader_epoch,
+                h.is_transactional(),
+                h.is_control(),
                 h.max_timestamp,
                 h.total_bytes(),
                 h.magic,
-                h.header_crc
+                h.codec().name(),
+                h.crc
             )?;
         }
         if !self.options.records {
             return Ok(());
         }
-        for r in batch.records(limits::RECORD_BYTES_MAX_LIMIT).flatten() {
-            self.print_record(&r)?;
+        let Ok(records) = batch.records_in(&mut self.scratch, limits::RECORD_BYTES_MAX_LIMIT) else {
+            return Ok(());
+        };
+        for r in records.flatten() {
+            print_record(&mut self.out, self.options, &r)?;
         }
         Ok(())
     }
 
-    fn print_record(&mut self, r: &Record<'_>) -> io::Result<()> {
-        if self.options.json {
-            let mut line = json!({"type": "record", "offset": r.offset, "create_time": r.timestamp,
-                "key_size": r.key.map_or(-1, |k| k.len() as i64), "value_size": r.value.len(),
-                "header_count": r.header_count()});
-            if self.options.print_data {
-                line["key"] = json!(r.key.map(String::from_utf8_lossy));
-                line["payload"] = json!(String::from_utf8_lossy(r.value));
-                let headers: Vec<_> = r
-                    .headers()
-                    .flat_map(|(n, v)| [String::from_utf8_lossy(n), String::from_utf8_lossy(v)])
-                    .collect();
-                line["headers"] = json!(headers);
-            }
-            return writeln!(self.out, "{line}");
-        }
-        write!(
-            self.out,
-            "| offset: {} CreateTime: {} keySize: {} valueSize: {} headerCount: {}",
-            r.offset,
-            r.timestamp,
-            r.key.map_or(-1, |k| k.len() as i64),
-            r.value.len(),
-            r.header_count()
-        )?;
-        if self.options.print_data {
-            let headers: Vec<String> = r
+}
+
+/// Prints one record's line.
+fn print_record(out: &mut impl Write, options: Options, r: &Record<'_>) -> io::Result<()> {
+    if options.json {
+        let mut line = json!({"type": "record", "offset": r.offset, "create_time": r.timestamp,
+            "key_size": r.key.map_or(-1, |k| k.len() as i64), "value_size": r.value.len(),
+            "header_count": r.header_count()});
+        if options.print_data {
+            line["key"] = json!(r.key.map(String::from_utf8_lossy));
+            line["payload"] = json!(String::from_utf8_lossy(r.value));
+            let headers: Vec<_> = r
                 .headers()
-                .map(|(n, v)| {
-                    format!(
-                        "{}={}",
-                        String::from_utf8_lossy(n),
-                        String::from_utf8_lossy(v)
-                    )
-                })
+                .flat_map(|(n, v)| [String::from_utf8_lossy(n), String::from_utf8_lossy(v)])
                 .collect();
-            write!(
-                self.out,
-                " headers: [{}] key: {} payload: {}",
-                headers.join(","),
-                r.key.map_or("null".into(), String::from_utf8_lossy),
-                String::from_utf8_lossy(r.value)
-            )?;
+            line["headers"] = json!(headers);
         }
-        writeln!(self.out)
+        return writeln!(out, "{line}");
     }
+    write!(
+        out,
+        "| offset: {} CreateTime: {} keySize: {} valueSize: {} headerCount: {}",
+        r.offset,
+        r.timestamp,
+        r.key.map_or(-1, |k| k.len() as i64),
+        r.value.len(),
+        r.header_count()
+    )?;
+    if options.print_data {
+        let headers: Vec<String> = r
+            .headers()
+            .map(|(n, v)| {
+                format!(
+                    "{}={}",
+                    String::from_utf8_lossy(n),
+                    String::from_utf8_lossy(v)
+                )
+            })
+            .collect();
+        write!(
+            out,
+            " headers: [{}] key: {} payload: {}",
+            headers.join(","),
+            r.key.map_or("null".into(), String::from_utf8_lossy),
+            String::from_utf8_lossy(r.value)
+        )?;
+    }
+    writeln!(out)
+}
+
+impl Dumper {
 
     /// Dumps the entries of an index or time index file.
     pub fn index_file(&mut self, path: &Path) -> anyhow::Result<()> {

@@ -285,7 +285,7 @@ fn header_base(path: &Path) -> Option<u64> {
     let mut header = [0u8; segment::SEGMENT_HEADER_BYTES];
     let mut file = std::fs::File::open(path).ok()?;
     file.read_exact(&mut header).ok()?;
-    segment::decode_header(&header).ok()
+    segment::decode_header(&header).ok().map(|(base, _)| base)
 }
 
 /// Adopts or removes the segments rolled and not yet named as the

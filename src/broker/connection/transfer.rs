@@ -13,11 +13,46 @@ use crate::broker::shared::{error_code, Partition, Shared};
 use crate::limits;
 use crate::protocol::{self, put, ErrorCode, FetchPartition};
 use crate::storage::log::FileSlice;
+use crate::storage::record::{legacy, Format};
+use crate::storage::recover;
 
 /// One partition's part of a fetch response.
 struct Part {
     header: Vec<u8>,
-    slice: Option<FileSlice>,
+    records: Option<Records>,
+}
+
+/// A partition's records in a fetch response.
+enum Records {
+    /// A segment's bytes as stored, sent with `sendfile`.
+    File(FileSlice),
+    /// A legacy segment's batches converted to Kafka's format (whole
+    /// batches only; a reader fetches the rest again).
+    Converted(Vec<u8>),
+}
+
+impl Records {
+    fn len(&self) -> u64 {
+        match self {
+            Records::File(slice) => slice.len,
+            Records::Converted(bytes) => bytes.len() as u64,
+        }
+    }
+}
+
+/// The records of `slice` as a fetch sends them: as stored, or converted
+/// from a legacy segment ([`legacy::to_kafka`]), which costs a read and a
+/// copy of at most the slice (the fetch's byte budget, or one batch).
+fn records_of(slice: FileSlice) -> crate::error::Result<Records> {
+    if slice.format == Format::Kafka {
+        return Ok(Records::File(slice));
+    }
+    let mut stored = Vec::new();
+    slice.read_into(&mut stored)?;
+    let mut kafka = Vec::with_capacity(stored.len() + stored.len() / 8);
+    legacy::to_kafka(&stored, &mut kafka)
+        .map_err(|e| recover::corrupt(&slice.path, slice.position, e.to_string()))?;
+    Ok(Records::Converted(kafka))
 }
 
 /// Answers a fetch: waits up to `deadline` for `bytes_min` visible bytes
@@ -69,15 +104,19 @@ pub(super) fn fetch(
     drop(watch);
     let body_bytes = parts
         .iter()
-        .map(|p| p.header.len() as u64 + p.slice.as_ref().map_or(0, |s| s.len))
+        .map(|p| p.header.len() as u64 + p.records.as_ref().map_or(0, Records::len))
         .sum::<u64>();
     let mut head = response_head(correlation_id, parts.len() as u16, body_bytes)?;
     // Headers gather until records follow: one write before each sendfile.
     for part in &parts {
         head.extend_from_slice(&part.header);
-        if let Some(slice) = &part.slice {
-            flush_out(stream, &mut head)?;
-            send_slice(stream, slice)?;
+        match &part.records {
+            Some(Records::File(slice)) => {
+                flush_out(stream, &mut head)?;
+                send_slice(stream, slice)?;
+            }
+            Some(Records::Converted(bytes)) => head.extend_from_slice(bytes),
+            None => {}
         }
     }
     flush_out(stream, &mut head)
@@ -136,14 +175,15 @@ fn gather(
                 // cold page cache they are slow, and appends need not wait.
                 let found = located
                     .lookup
-                    .and_then(|l| l.map_or(Ok(None), |l| l.find()));
+                    .and_then(|l| l.map_or(Ok(None), |l| l.find()))
+                    .and_then(|slice| slice.map(records_of).transpose());
                 match found {
                     Ok(_) if budget_bytes == 0 => {
                         (ErrorCode::None, String::new(), start, end, None)
                     }
                     // A first batch over what is left of the budget goes
                     // only in a response that has no records yet.
-                    Ok(Some(slice)) if bytes > 0 && slice.len > left => {
+                    Ok(Some(slice)) if bytes > 0 && slice.len() > left => {
                         (ErrorCode::None, String::new(), start, end, None)
                     }
                     Ok(slice) => (ErrorCode::None, String::new(), start, end, slice),
@@ -152,7 +192,7 @@ fn gather(
             }
         };
         errors |= code != ErrorCode::None;
-        let len = slice.as_ref().map_or(0, |s| s.len);
+        let len = slice.as_ref().map_or(0, Records::len);
         bytes += len;
         let head = protocol::FetchPartitionHead {
             topic: &a.topic,
@@ -165,7 +205,10 @@ fn gather(
             records_len: len as u32,
         };
         protocol::put_fetch_partition(&mut header, version, &head);
-        parts.push(Part { header, slice });
+        parts.push(Part {
+            header,
+            records: slice,
+        });
     }
     (parts, bytes, errors)
 }

@@ -1,6 +1,6 @@
-//! Fetch: a consumer's records, read as klog batches from the segment (as
-//! far as consumers may read: the high watermark) and sent as Kafka
-//! batches. The answer waits while fewer than `min_bytes` are ready, up
+//! Fetch: a consumer's records, read from the segment as stored (Kafka
+//! batches, as far as consumers may read: the high watermark; a legacy
+//! segment's batches converted to Kafka's). The answer waits while fewer than `min_bytes` are ready, up
 //! to `max_wait_ms` (bounded by `--request-timeout`); it starts at the
 //! batch holding the offset asked for and always carries at least one
 //! whole batch of the first partition that has records, however small
@@ -13,6 +13,7 @@ use crate::broker::memory::{RequestMemory, Taken};
 use crate::broker::shared::{error_code, Shared};
 use crate::kafka;
 use crate::protocol::{ErrorCode, FetchPartition};
+use crate::storage::record::{legacy, Format};
 
 /// A partition a fetch asks for.
 #[derive(Debug, Clone)]
@@ -203,10 +204,19 @@ fn read_partition(
         .and_then(|l| l.map_or(Ok(None), |l| l.find()))
         .map_err(storage)?;
     let slice = slice.filter(|s| fit.is_none_or(|fit| s.len <= fit));
-    if let Some(slice) = slice {
-        slice.read_into(scratch).map_err(storage)?;
-        kafka::records::to_kafka(scratch, &mut part.records)
-            .map_err(|e| (e.error_code, format!("{} [{partition}]: {e}", a.topic)))?;
+    match slice {
+        Some(slice) if slice.format == Format::Kafka => {
+            slice.read_into(&mut part.records).map_err(storage)?;
+        }
+        Some(slice) => {
+            // A segment from before klog stored Kafka's format.
+            slice.read_into(scratch).map_err(storage)?;
+            legacy::to_kafka(scratch, &mut part.records).map_err(|e| {
+                let code = kafka::records::error_code(&e);
+                (code, format!("{} [{partition}]: stored batch: {e}", a.topic))
+            })?;
+        }
+        None => {}
     }
     Ok(part)
 }

@@ -1,5 +1,5 @@
-//! Produce: each partition's Kafka batches become klog batches, appended
-//! together under the partition's lock; the answer waits for every
+//! Produce: each partition's Kafka batches are checked, all of them, and
+//! then appended as sent, together under the partition's lock; the answer waits for every
 //! partition of the request, as its `acks` asks (1: in the file; -1:
 //! klog's `all`, durable on every in-sync replica; 0: no answer at all).
 
@@ -15,6 +15,7 @@ use crate::broker::shared::{error_code, Appended, Partition, Shared};
 use crate::kafka;
 use crate::protocol::{self, ErrorCode};
 use crate::storage::log::Fate;
+use crate::storage::record::BatchHeader;
 use crate::sync::lock;
 
 /// One partition's answer.
@@ -59,8 +60,9 @@ pub(super) fn valid_acks(acks: i16) -> bool {
     (-1..=1).contains(&acks)
 }
 
-/// Converts a partition's Kafka `records` into klog batches (in `scratch`)
-/// and appends them, in one go under the partition's lock.
+/// Checks a partition's Kafka `records`, copies them into `scratch` (the
+/// log stamps each batch's offset and epoch in place) and appends them, in
+/// one go under the partition's lock.
 pub(super) fn append(
     shared: &Arc<Shared>,
     (topic, partition): (&str, i32),
@@ -78,26 +80,25 @@ pub(super) fn append(
             e.to_string(),
         ));
     }
-    scratch.clear();
-    let converted = kafka::records::to_klog(
-        records.unwrap_or_default(),
-        scratch,
-        shared.config.log.record_bytes_max,
-    );
-    match converted {
+    let records = records.unwrap_or_default();
+    let mut headers = Vec::new();
+    let checked =
+        kafka::records::check_produce(records, shared.config.log.record_bytes_max, &mut headers);
+    match checked {
         Err(e) => return Pending::Done(Produced::failed(e.error_code, e.to_string())),
-        Ok(_) if scratch.is_empty() => {
+        Ok(()) if headers.is_empty() => {
             let msg = format!("{topic} [{partition}]: a produce without records");
             return Pending::Done(Produced::failed(kafka::CORRUPT_MESSAGE, msg));
         }
-        Ok(_) => {}
+        Ok(()) => {}
     }
     let p = match produce_partition(shared, topic, partition) {
         Ok(p) => p,
         Err(refusal) => return Pending::Done(Produced::refused(refusal)),
     };
-    let producers = kafka::records::batch_producers(records.unwrap_or_default());
-    match append_batches(shared, &p, acks as i8, scratch, producers) {
+    scratch.clear();
+    scratch.extend_from_slice(records);
+    match append_batches(shared, &p, acks as i8, scratch, &headers) {
         Ok(appended) => {
             shared.mark_dirty(&p, acks == -1);
             Pending::Appended(p, appended)
@@ -106,17 +107,17 @@ pub(super) fn append(
     }
 }
 
-/// Appends the klog batches in `batches` to `p`, one after the other under
-/// its lock: their offsets are contiguous. `producers` are the Kafka
-/// batches' producer fields, one per batch: a retry of a batch appended
-/// before (see [`crate::broker::producers`]) is not appended again, and
-/// is answered with the offsets the first one got.
+/// Appends the checked Kafka batches in `batches` to `p`, one after the
+/// other under its lock: their offsets are contiguous. `headers` are
+/// theirs, one per batch: a retry of a batch appended before (see
+/// [`crate::broker::producers`]) is not appended again, and is answered
+/// with the offsets the first one got.
 fn append_batches(
     shared: &Shared,
     p: &Partition,
     acks: i8,
     batches: &mut [u8],
-    mut producers: impl Iterator<Item = kafka::records::BatchProducer>,
+    headers: &[BatchHeader],
 ) -> Result<Appended, Produced> {
     let now = crate::clock::now_ms();
     let mut log = p.lock();
@@ -126,11 +127,10 @@ fn append_batches(
     let mut known = lock(&p.producers);
     let mut appended: Option<Appended> = None;
     let mut rest = batches;
-    while !rest.is_empty() {
-        let len = klog_batch_len(rest);
-        let (batch, after) = rest.split_at_mut(len);
+    for header in headers {
+        let (batch, after) = rest.split_at_mut(header.total_bytes() as usize);
         rest = after;
-        let sequenced = producers.next().map(Sequenced::from);
+        let sequenced = Some(Sequenced::from(header));
         let still_there = |a: &Appended| {
             matches!(
                 log.fate(a.epoch, a.end_offset - 1),
@@ -150,7 +150,7 @@ fn append_batches(
                 return Err(fenced(p, epoch, current));
             }
             Some(Verdict::Append) | None => {
-                let info = log.append(batch, now).map_err(|e| {
+                let info = log.append_checked(batch, *header, now).map_err(|e| {
                     let why = (
                         error_code(&e),
                         format!("{} [{}]: {e}", p.topic, p.partition),
@@ -184,13 +184,6 @@ fn fenced(p: &Partition, epoch: i16, current: i16) -> Produced {
         p.topic, p.partition
     );
     Produced::failed(kafka::INVALID_PRODUCER_EPOCH, msg)
-}
-
-/// The bytes of the klog batch at the front of `batches` (the converter
-/// wrote whole batches: its length field is right, and within `batches`).
-fn klog_batch_len(batches: &[u8]) -> usize {
-    let field: [u8; 4] = batches[8..12].try_into().expect("a whole batch header");
-    (12 + u32::from_le_bytes(field) as usize).min(batches.len())
 }
 
 /// The answer for a partition appended to: with acks=1 once its batches
@@ -245,10 +238,9 @@ mod tests {
 
     /// A Kafka batch of one record `value` from producer `id`, epoch 0,
     /// sequence `first` (the producer fields and the CRC32C written over
-    /// the converter's batch; offsets as in [`crate::kafka::records`]).
+    /// the builder's batch).
     fn kafka_batch(id: i64, first: i32, value: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        kafka::records::to_kafka(&batch_of(value), &mut out).unwrap();
+        let mut out = batch_of(value);
         out[43..51].copy_from_slice(&id.to_be_bytes());
         out[51..53].copy_from_slice(&0i16.to_be_bytes());
         out[53..57].copy_from_slice(&first.to_be_bytes());

@@ -18,6 +18,7 @@ use crate::broker::shared::{Partition, Shared};
 use crate::client::connection::Connection;
 use crate::error::{Error, Result};
 use crate::protocol::{self, ErrorCode, FetchPartition, FetchWant};
+use crate::storage::record::Format;
 use crate::storage::refetch::{self, Refetch};
 use crate::sync::lock;
 
@@ -251,7 +252,7 @@ fn say(shared: &Shared, f: &mut Followed, e: &Error) -> bool {
 /// high watermark the leader sent is kept (below this log's end).
 fn append(shared: &Shared, f: &Followed, records: &[u8], leader_hw: u64) -> Result<()> {
     let p = &f.partition;
-    let whole = crate::storage::record::whole_batches_len(records);
+    let whole = crate::storage::record::whole_batches_len(Format::Kafka, records);
     let marked = p
         .replica
         .as_ref()
@@ -325,10 +326,10 @@ fn still_marked(p: &Partition, noted: Option<Refetch>, e: Error) -> Error {
 /// before `next` is skipped; one that straddles it is cut back to: see
 /// [`straddled`]).
 fn already_held(records: &[u8], next: u64) -> usize {
-    use crate::storage::record::{BatchHeader, BATCH_HEADER_BYTES};
+    use crate::storage::record::{BatchHeader, Format, BATCH_HEADER_BYTES};
     let mut position = 0;
     while let Some(head) = records.get(position..position + BATCH_HEADER_BYTES) {
-        match BatchHeader::decode(head, u32::MAX) {
+        match BatchHeader::decode(Format::Kafka, head, u32::MAX) {
             Ok(h) if h.next_offset() <= next => position += h.total_bytes() as usize,
             _ => break,
         }
@@ -344,9 +345,9 @@ fn already_held(records: &[u8], next: u64) -> usize {
 /// begins, so that it is appended as the leader stored it; otherwise every
 /// fetch answers the same batch, refused as an overlap, for ever.
 fn straddled(records: &[u8], next: u64) -> Option<u64> {
-    use crate::storage::record::{BatchHeader, BATCH_HEADER_BYTES};
+    use crate::storage::record::{BatchHeader, Format, BATCH_HEADER_BYTES};
     let head = records.get(..BATCH_HEADER_BYTES)?;
-    match BatchHeader::decode(head, u32::MAX) {
+    match BatchHeader::decode(Format::Kafka, head, u32::MAX) {
         Ok(h) if h.base_offset < next && next < h.next_offset() => Some(h.base_offset),
         _ => None,
     }

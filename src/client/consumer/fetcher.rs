@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::limits;
 use crate::protocol::{self, ErrorCode, FetchPartition, FetchWant, Reader};
 use crate::storage::batches::Batches;
+use crate::storage::record::Format;
 use crate::sync::lock;
 
 /// What a fetcher hands its consumer.
@@ -266,7 +267,7 @@ impl Fetcher {
             };
             // Whatever is not a whole batch is fetched again, and judged,
             // by the consumer.
-            for step in Batches::new(part.records, limits::BATCH_BYTES_MAX) {
+            for step in Batches::new(Format::Kafka, part.records, limits::BATCH_BYTES_MAX) {
                 let Ok((_, batch)) = step else {
                     break;
                 };

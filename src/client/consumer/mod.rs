@@ -24,7 +24,8 @@ use crate::error::{Error, Result};
 use crate::limits;
 use crate::protocol::{self, ErrorCode, Reader};
 use crate::storage::batches::Batches;
-use crate::storage::record::Record;
+use crate::limits::BATCH_BYTES_MAX;
+use crate::storage::record::{Decompressed, Format, Record};
 use crate::sync::lock;
 
 mod fetcher;
@@ -130,6 +131,8 @@ pub struct Consumer {
     partitions: Vec<ConsumerPartition>,
     responses: Receiver<Fetched>,
     record_bytes_max: u32,
+    /// The records of a compressed batch, decompressed.
+    scratch: Decompressed<'static>,
     /// A response not yet handed out whole, and where to resume in it:
     /// the partition's index in the response and a batch's byte position.
     current: Option<(Vec<u8>, usize, usize)>,
@@ -209,6 +212,7 @@ impl Consumer {
             partitions: parts.iter().map(|(_, p)| *p).collect(),
             responses: rx,
             record_bytes_max: config.record_bytes_max,
+            scratch: Decompressed::default(),
             current: None,
             notices: Arc::new(Mutex::new(Vec::new())),
             closed: Arc::new(AtomicBool::new(false)),
@@ -452,7 +456,8 @@ impl Consumer {
                 continue;
             };
             let start = if index == first_part { first_at } else { 0 };
-            for step in Batches::resume(part.records, start, limits::BATCH_BYTES_MAX) {
+            let batches = Batches::resume(Format::Kafka, part.records, start, BATCH_BYTES_MAX);
+            for step in batches {
                 let (at, batch) = match step {
                     Ok(found) => found,
                     // The byte budget cut the last batch: fetched again next time.
@@ -467,10 +472,12 @@ impl Consumer {
                         ))
                     }
                 };
-                for record in batch.records(self.record_bytes_max) {
-                    let record = record.map_err(|e| {
-                        fetched(&self.addr, &self.topic, part.partition, "record", e)
-                    })?;
+                let failed = |e| fetched(&self.addr, &self.topic, part.partition, "record", e);
+                let records = batch
+                    .records_in(&mut self.scratch, self.record_bytes_max)
+                    .map_err(failed)?;
+                for record in records {
+                    let record = record.map_err(failed)?;
                     if record.offset < state.offset
                         || state.stop_at.is_some_and(|s| record.offset >= s)
                     {

@@ -15,8 +15,9 @@ use crate::error::{Error, Result};
 use crate::limits;
 use crate::storage::batches::Batches;
 use crate::storage::fs::VFile;
+use crate::storage::record::{DecodeError, Decompressed, Format};
 use crate::storage::recover;
-use crate::storage::segment::find_batch;
+use crate::storage::segment::BatchAt;
 
 /// Where a read from an offset finds its bytes: taken under the log's
 /// lock by [`Log::locate`], read by [`Lookup::find`] with the lock let go.
@@ -38,6 +39,7 @@ pub struct Lookup {
 struct Candidate {
     file: Arc<dyn VFile>,
     path: PathBuf,
+    format: Format,
     start: u64,
     limit: u64,
 }
@@ -48,14 +50,9 @@ impl Lookup {
     /// least one, within what readers may see. `None` when there is none.
     pub fn find(&self) -> Result<Option<FileSlice>> {
         for c in &self.candidates {
-            let found = find_batch(
-                &*c.file,
-                &c.path,
-                c.start,
-                self.offset,
-                c.limit,
-                limits::BATCH_BYTES_MAX,
-            )?;
+            let found = c
+                .at()
+                .find(c.start, self.offset, c.limit, limits::BATCH_BYTES_MAX)?;
             if let Some((position, header)) = found {
                 let budget = self.bytes_max.max(header.total_bytes());
                 let limit = match self.cap {
@@ -70,6 +67,7 @@ impl Lookup {
                     position,
                     len,
                     first_batch_offset: header.base_offset,
+                    format: c.format,
                 }));
             }
         }
@@ -85,15 +83,23 @@ impl Lookup {
     /// take is then below the cap). The scan costs a header read per batch
     /// the read returns, never a walk to a distant cap.
     fn cap_position(&self, c: &Candidate, position: u64, cap: u64, budget: u64) -> Result<u64> {
-        let last = find_batch(
-            &*c.file,
-            &c.path,
+        let last = c.at().find(
             position,
             cap - 1,
             c.limit.min(position.saturating_add(budget)),
             limits::BATCH_BYTES_MAX,
         )?;
         Ok(last.map_or(c.limit, |(at, header)| at + header.total_bytes()))
+    }
+}
+
+impl Candidate {
+    fn at(&self) -> BatchAt<'_> {
+        BatchAt {
+            file: &*self.file,
+            path: &self.path,
+            format: self.format,
+        }
     }
 }
 
@@ -142,6 +148,7 @@ impl Log {
             .map(|segment| Candidate {
                 file: Arc::clone(segment.file()),
                 path: segment.path.clone(),
+                format: segment.format,
                 start: segment.scan_start(offset),
                 limit: if segment.base_offset < visible_base {
                     segment.size
@@ -171,6 +178,7 @@ pub fn offset_for_timestamp_in<L: std::ops::Deref<Target = Log>>(
         return Ok(None);
     };
     let mut buf = Vec::new();
+    let mut scratch = Decompressed::default();
     loop {
         let lookup = match log().locate(offset, 1 << 20) {
             Ok(Some(lookup)) => lookup,
@@ -184,15 +192,22 @@ pub fn offset_for_timestamp_in<L: std::ops::Deref<Target = Log>>(
         slice.read_into(&mut buf)?;
         let from = offset;
         // A batch the read's byte budget cut is read again from its offset.
-        for step in Batches::new(&buf, limits::BATCH_BYTES_MAX) {
+        for step in Batches::new(slice.format, &buf, limits::BATCH_BYTES_MAX) {
             let Ok((at, batch)) = step else {
                 break;
             };
             if batch.header.max_timestamp >= timestamp_ms {
-                for r in batch.records(limits::RECORD_BYTES_MAX_LIMIT) {
-                    let r = r.map_err(|e| {
-                        recover::corrupt(&slice.path, slice.position + at, e.to_string())
-                    })?;
+                // Busy (the room for decompressed records is held now) is
+                // no damage.
+                let corrupt = |e: DecodeError| match e {
+                    DecodeError::Busy { .. } => Error::InvalidBatch(e),
+                    e => recover::corrupt(&slice.path, slice.position + at, e.to_string()),
+                };
+                let records = batch
+                    .records_in(&mut scratch, limits::RECORD_BYTES_MAX_LIMIT)
+                    .map_err(corrupt)?;
+                for r in records {
+                    let r = r.map_err(corrupt)?;
                     if r.offset >= from && r.timestamp >= timestamp_ms {
                         return Ok(Some(r.offset));
                     }

@@ -52,13 +52,13 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{check_batch, Log};
+use super::{check_stored_batch, Log};
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::storage::epoch::Epochs;
 use crate::storage::fs::{self, Vfs};
 use crate::storage::index;
-use crate::storage::record::BatchHeader;
+use crate::storage::record::{BatchHeader, Format};
 use crate::storage::recover;
 use crate::storage::recover::Damage;
 use crate::storage::segment::Segment;
@@ -76,10 +76,10 @@ pub struct ReplicaAppend {
 }
 
 impl Log {
-    /// A follower's append: `batches` are zero or more whole batches exactly
-    /// as the leader stored them (magic 2, or magic 1 from segments written
-    /// before epochs: epoch 0). Each is checked whole (header, every
-    /// record's CRC, the record size limit, like [`check_batch`]); its base
+    /// A follower's append: `batches` are zero or more whole Kafka batches
+    /// exactly as the leader stored them (a leader serves its legacy
+    /// segments converted). Each is checked whole (header, CRC32C, every
+    /// record, the record size limit, like [`check_stored_batch`]); its base
     /// offset must equal the log's next offset (else an error naming both
     /// offsets: a gap or an overlap); its leader epoch must not be below the
     /// latest in the epoch file (else an error). A batch whose epoch is new
@@ -138,7 +138,7 @@ impl Log {
     ) -> Result<BatchHeader> {
         let next = self.next_offset();
         let rest = &batches[position..];
-        let header = BatchHeader::decode(rest, limits::BATCH_BYTES_MAX).map_err(|e| {
+        let header = BatchHeader::decode(Format::Kafka, rest, limits::BATCH_BYTES_MAX).map_err(|e| {
             let why = if e.is_truncated() {
                 format!("a partial batch ({e})")
             } else {
@@ -151,7 +151,7 @@ impl Log {
             let why = format!("a partial batch: {total} bytes long, {} given", rest.len());
             return Err(self.refused(position, next, why));
         };
-        check_batch(bytes, &self.config)
+        check_stored_batch(bytes, &self.config)
             .map_err(|e| self.refused(position, next, e.to_string()))?;
         if header.base_offset != next {
             let what = if header.base_offset > next {

@@ -385,5 +385,5 @@ fn temp_base(vfs: &dyn Vfs, path: &std::path::Path) -> Option<u64> {
     let file = vfs.open_read(path).ok()?;
     let mut header = [0u8; segment::SEGMENT_HEADER_BYTES];
     file.read_exact_at(&mut header, 0).ok()?;
-    segment::decode_header(&header).ok()
+    segment::decode_header(&header).ok().map(|(base, _)| base)
 }

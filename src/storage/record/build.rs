@@ -1,27 +1,59 @@
 //! Building a batch from records ([`BatchBuilder`]): the producer's side of
-//! the format in [`crate::storage::record`].
+//! Kafka's RecordBatch v2 (the byte tables are in
+//! [`crate::storage::record`]).
 
-use super::{
-    put_u32, put_varint, seal_header, varint_len, ATTRIBUTES_OFFSET, ATTR_HEADERS, ATTR_KEY,
-    BASE_OFFSET_OFFSET, BASE_TIMESTAMP_OFFSET, BATCH_HEADER_BYTES, BATCH_LENGTH_OFFSET,
-    BATCH_LENGTH_PREFIX_BYTES, LEADER_EPOCH_OFFSET, MAGIC, MAGIC_OFFSET, MAX_TIMESTAMP_OFFSET,
-    RECORD_COUNT_OFFSET, RESERVED_OFFSET,
+use super::compression::{self, Codec};
+use super::cursor::{put_varint, varint_len, zigzag};
+use super::kafka::{
+    ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, BASE_TIMESTAMP_OFFSET, BATCH_LENGTH_OFFSET,
+    CRC_OFFSET, LAST_OFFSET_DELTA_OFFSET, MAGIC_OFFSET, MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET, RECORD_COUNT_OFFSET,
 };
+use super::{BATCH_HEADER_BYTES, BATCH_LENGTH_PREFIX_BYTES, MAGIC};
 use crate::limits::{BATCH_RECORDS_MAX, HEADERS_PER_RECORD_MAX};
 
-/// Builds one batch in a reusable buffer, with no allocation per record.
+/// Builds one batch in a reusable buffer, with no allocation per record;
+/// compressed as a whole when it is finished, if a codec is set.
 #[derive(Debug, Default, Clone)]
 pub struct BatchBuilder {
+    /// The header's room, then the records uncompressed.
     buf: Vec<u8>,
+    /// The finished compressed batch.
+    packed: Vec<u8>,
     record_count: u32,
     base_timestamp: i64,
     max_timestamp: i64,
+    codec: Codec,
+    level: Option<i32>,
 }
 
 impl BatchBuilder {
-    /// An empty builder.
+    /// An empty builder of uncompressed batches.
     pub fn new() -> BatchBuilder {
         BatchBuilder::default()
+    }
+
+    /// An empty builder whose batches are compressed with `codec` at
+    /// `level` (the codec's default when `None`).
+    ///
+    /// # Panics
+    ///
+    /// On a level outside [`Codec::levels`]: callers check it when they
+    /// parse it.
+    pub fn compressed(codec: Codec, level: Option<i32>) -> BatchBuilder {
+        if let (Some(level), Some(levels)) = (level, codec.levels()) {
+            assert!(levels.contains(&level), "{codec} level {level}");
+        }
+        BatchBuilder {
+            codec,
+            level,
+            ..BatchBuilder::default()
+        }
+    }
+
+    /// The codec its batches are compressed with.
+    pub fn codec(&self) -> Codec {
+        self.codec
     }
 
     /// Records added since the last [`BatchBuilder::clear`].
@@ -34,18 +66,20 @@ impl BatchBuilder {
         self.record_count == 0
     }
 
-    /// Bytes the batch has now, header included.
+    /// Bytes the batch has now uncompressed, header included.
     pub fn size_bytes(&self) -> usize {
         BATCH_HEADER_BYTES.max(self.buf.len())
     }
 
-    /// Bytes one more record of these parts would add.
+    /// Bytes one more record of these parts adds, at most (a timestamp
+    /// delta and offset delta of one byte each; more in a batch of over 64
+    /// records or spread over more than 64 ms).
     pub fn record_size(key: Option<&[u8]>, headers: &[(&[u8], &[u8])], value: &[u8]) -> usize {
-        let body = body_bytes(0, key, headers, value);
-        varint_len(body as u64 + 4) + 4 + body
+        let body = body_bytes(0, 0, key, headers, value);
+        varint_len(zigzag(body as i64)) + body
     }
 
-    /// Empties the builder, keeping its buffer.
+    /// Empties the builder, keeping its buffers.
     pub fn clear(&mut self) {
         self.buf.clear();
         self.record_count = 0;
@@ -91,83 +125,98 @@ impl BatchBuilder {
             .checked_sub(self.base_timestamp)
             .expect("timestamp delta overflows: check accepts_timestamp first");
         let delta = zigzag(delta);
-        let body = body_bytes(delta, key, headers, value);
-        put_varint(&mut self.buf, body as u64 + 4);
-        let crc_at = self.buf.len();
-        self.buf.extend_from_slice(&[0; 4]);
-        let mut attributes = 0;
-        if key.is_some() {
-            attributes |= ATTR_KEY;
+        let offset_delta = zigzag(i64::from(self.record_count));
+        let body = body_bytes(delta, offset_delta, key, headers, value);
+        let buf = &mut self.buf;
+        put_varint(buf, zigzag(body as i64));
+        buf.push(0);
+        put_varint(buf, delta);
+        put_varint(buf, offset_delta);
+        match key {
+            Some(key) => put_bytes(buf, key),
+            None => put_varint(buf, zigzag(-1)),
         }
-        if !headers.is_empty() {
-            attributes |= ATTR_HEADERS;
+        put_bytes(buf, value);
+        put_varint(buf, zigzag(headers.len() as i64));
+        for (name, value) in headers {
+            put_bytes(buf, name);
+            put_bytes(buf, value);
         }
-        self.buf.push(attributes);
-        put_varint(&mut self.buf, delta);
-        if let Some(key) = key {
-            put_bytes_prefixed(&mut self.buf, key);
-        }
-        if !headers.is_empty() {
-            put_varint(&mut self.buf, headers.len() as u64);
-            for (name, value) in headers {
-                put_bytes_prefixed(&mut self.buf, name);
-                put_bytes_prefixed(&mut self.buf, value);
-            }
-        }
-        self.buf.extend_from_slice(value);
-        let crc = crc32fast::hash(&self.buf[crc_at + 4..]);
-        put_u32(&mut self.buf, crc_at, crc);
         self.record_count += 1;
         self.max_timestamp = self.max_timestamp.max(timestamp);
     }
 
-    /// Writes the header and returns the finished batch (magic 2, base
-    /// offset 0, leader epoch 0: the log stamps both).
+    /// Writes the header (and compresses the records, with a codec) and
+    /// returns the finished batch: base offset 0, partition leader epoch
+    /// -1 (the log stamps both), no producer.
     ///
     /// # Panics
     ///
     /// When the builder is empty.
     pub fn finish(&mut self) -> &mut [u8] {
         assert!(self.record_count > 0, "finish on an empty batch");
-        let batch_length = u32::try_from(self.buf.len() - BATCH_LENGTH_PREFIX_BYTES)
-            .expect("a batch of at most BATCH_RECORDS_MAX checked records fits u32");
-        let buf = &mut self.buf;
-        buf[BASE_OFFSET_OFFSET..BASE_OFFSET_OFFSET + 8].fill(0);
-        put_u32(buf, BATCH_LENGTH_OFFSET, batch_length);
-        buf[MAGIC_OFFSET] = MAGIC;
-        buf[ATTRIBUTES_OFFSET] = 0;
-        buf[RESERVED_OFFSET..RESERVED_OFFSET + 2].fill(0);
-        put_u32(buf, RECORD_COUNT_OFFSET, self.record_count);
-        buf[BASE_TIMESTAMP_OFFSET..BASE_TIMESTAMP_OFFSET + 8]
-            .copy_from_slice(&self.base_timestamp.to_le_bytes());
-        buf[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
-            .copy_from_slice(&self.max_timestamp.to_le_bytes());
-        put_u32(buf, LEADER_EPOCH_OFFSET, 0);
-        seal_header(buf);
-        &mut self.buf
+        let batch = if self.codec == Codec::None {
+            &mut self.buf
+        } else {
+            self.packed.clear();
+            self.packed.extend_from_slice(&[0; BATCH_HEADER_BYTES]);
+            let records = &self.buf[BATCH_HEADER_BYTES..];
+            compression::compress(self.codec, self.level, records, &mut self.packed);
+            &mut self.packed
+        };
+        let batch_length = i32::try_from(batch.len() - BATCH_LENGTH_PREFIX_BYTES)
+            .expect("a batch of at most BATCH_RECORDS_MAX checked records fits i32");
+        let header = &mut batch[..BATCH_HEADER_BYTES];
+        header[..8].fill(0);
+        header[BATCH_LENGTH_OFFSET..BATCH_LENGTH_OFFSET + 4]
+            .copy_from_slice(&batch_length.to_be_bytes());
+        header[PARTITION_LEADER_EPOCH_OFFSET..PARTITION_LEADER_EPOCH_OFFSET + 4]
+            .copy_from_slice(&(-1i32).to_be_bytes());
+        header[MAGIC_OFFSET] = MAGIC;
+        header[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2]
+            .copy_from_slice(&(self.codec.bits() as i16).to_be_bytes());
+        let last_delta = (self.record_count - 1) as i32;
+        header[LAST_OFFSET_DELTA_OFFSET..LAST_OFFSET_DELTA_OFFSET + 4]
+            .copy_from_slice(&last_delta.to_be_bytes());
+        header[BASE_TIMESTAMP_OFFSET..BASE_TIMESTAMP_OFFSET + 8]
+            .copy_from_slice(&self.base_timestamp.to_be_bytes());
+        header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+            .copy_from_slice(&self.max_timestamp.to_be_bytes());
+        header[PRODUCER_ID_OFFSET..PRODUCER_ID_OFFSET + 8].copy_from_slice(&(-1i64).to_be_bytes());
+        header[PRODUCER_EPOCH_OFFSET..PRODUCER_EPOCH_OFFSET + 2]
+            .copy_from_slice(&(-1i16).to_be_bytes());
+        header[BASE_SEQUENCE_OFFSET..BASE_SEQUENCE_OFFSET + 4]
+            .copy_from_slice(&(-1i32).to_be_bytes());
+        header[RECORD_COUNT_OFFSET..RECORD_COUNT_OFFSET + 4]
+            .copy_from_slice(&(self.record_count as i32).to_be_bytes());
+        let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
+        batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        batch
     }
 }
 
-fn body_bytes(delta: u64, key: Option<&[u8]>, headers: &[(&[u8], &[u8])], value: &[u8]) -> usize {
-    let mut n = 1 + varint_len(delta) + value.len();
-    if let Some(key) = key {
-        n += varint_len(key.len() as u64) + key.len();
-    }
-    if !headers.is_empty() {
-        n += varint_len(headers.len() as u64);
-        for (name, value) in headers {
-            n += varint_len(name.len() as u64) + name.len();
-            n += varint_len(value.len() as u64) + value.len();
-        }
+fn body_bytes(
+    delta: u64,
+    offset_delta: u64,
+    key: Option<&[u8]>,
+    headers: &[(&[u8], &[u8])],
+    value: &[u8],
+) -> usize {
+    let mut n = 1 + varint_len(delta) + varint_len(offset_delta) + bytes_len(value);
+    n += key.map_or(1, bytes_len);
+    n += varint_len(zigzag(headers.len() as i64));
+    for (name, value) in headers {
+        n += bytes_len(name) + bytes_len(value);
     }
     n
 }
 
-pub(super) fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
+/// Bytes of a Kafka byte string: its zigzag length and itself.
+fn bytes_len(bytes: &[u8]) -> usize {
+    varint_len(zigzag(bytes.len() as i64)) + bytes.len()
 }
 
-fn put_bytes_prefixed(buf: &mut Vec<u8>, bytes: &[u8]) {
-    put_varint(buf, bytes.len() as u64);
+fn put_bytes(buf: &mut Vec<u8>, bytes: &[u8]) {
+    put_varint(buf, zigzag(bytes.len() as i64));
     buf.extend_from_slice(bytes);
 }

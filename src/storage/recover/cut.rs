@@ -10,7 +10,9 @@ use super::{problem, SegmentReport};
 use crate::error::{IoContext, Result};
 use crate::limits::BATCH_BYTES_MAX;
 use crate::storage::fs::{self, VFile, RANGE_CHUNK_BYTES};
-use crate::storage::record::{self, BatchHeader, DecodeError, BATCH_HEADER_BYTES};
+use crate::storage::record::{legacy, BatchHeader, DecodeError, Format};
+
+const LEGACY_HEADER_BYTES: usize = legacy::BATCH_HEADER_BYTES;
 
 /// The page size the torn-page rule assumes (the smallest Linux uses).
 const PAGE_BYTES: u64 = 4096;
@@ -64,7 +66,7 @@ struct Cut {
     new_len: u64,
     /// The batch's header rewritten to cover just the records kept, if any
     /// are.
-    patched: Option<([u8; BATCH_HEADER_BYTES], BatchHeader)>,
+    patched: Option<([u8; LEGACY_HEADER_BYTES], BatchHeader)>,
     /// The cut bytes are all zeros.
     zeros: bool,
     /// The file ends inside the batch: a short write.
@@ -84,12 +86,15 @@ impl Cut {
         } = stopped;
         let mut new_len = stop.position;
         let mut patched = None;
+        // Only a legacy batch keeps some of its records (each has a CRC).
         if kept.count > 0 {
-            let mut h = [0u8; BATCH_HEADER_BYTES];
+            assert_eq!(seg.format, Format::Legacy, "records kept of a Kafka batch");
+            let mut h = [0u8; LEGACY_HEADER_BYTES];
             seg.read_exact_at(&mut h, stop.position)?;
             let records_bytes = u32::try_from(kept.bytes).expect("records of one batch fit u32");
-            record::set_batch_extent(&mut h, kept.count, records_bytes, kept.max_timestamp);
-            let header = BatchHeader::decode(&h, BATCH_BYTES_MAX).expect("patched header");
+            legacy::set_batch_extent(&mut h, kept.count, records_bytes, kept.max_timestamp);
+            let header =
+                BatchHeader::decode(Format::Legacy, &h, BATCH_BYTES_MAX).expect("patched header");
             new_len = stop.position + header.header_bytes() as u64 + kept.bytes;
             patched = Some((h, header));
         }
@@ -167,15 +172,18 @@ fn torn_pages(seg: &SegmentFile<'_>, position: u64, bad_position: u64) -> Result
     let Some(last_non_zero) = last_non_zero_byte(seg, position)? else {
         return Ok(true);
     };
-    let mut h = [0u8; BATCH_HEADER_BYTES];
+    let header_bytes = seg.format.header_bytes();
+    let mut h = vec![0u8; header_bytes];
     let n = seg.read_at(&mut h, position)?;
-    let bad = match BatchHeader::decode(&h[..n], BATCH_BYTES_MAX) {
-        Ok(_) => {
+    let bad = match BatchHeader::decode(seg.format, &h[..n], BATCH_BYTES_MAX) {
+        Ok(_) if seg.format == Format::Legacy => {
             let mut prefix = [0u8; 5];
             let n = seg.read_at(&mut prefix, bad_position)?;
             bad_position..record_end(&prefix[..n], bad_position)
         }
-        Err(_) => position..position + BATCH_HEADER_BYTES as u64,
+        // One CRC32C covers a Kafka batch: any of it may be the bad part.
+        Ok(header) => position..position + header.total_bytes(),
+        Err(_) => position..position + header_bytes as u64,
     };
     Ok(runs_into_lost_pages(bad, last_non_zero, seg.len))
 }

@@ -57,14 +57,15 @@ fn rebuild(vfs: &dyn Vfs, report: &RecoveryReport) -> Result<Epochs> {
     let mut epochs = Epochs::new();
     let mut h = [0u8; BATCH_HEADER_BYTES];
     for segment in &report.segments {
+        let h = &mut h[..segment.format.header_bytes()];
         let file = vfs.open_read(&segment.path).ctx("open", &segment.path)?;
         let mut position = SEGMENT_HEADER_BYTES as u64;
         while position < segment.bytes_valid {
             let n = (segment.bytes_valid - position).min(h.len() as u64) as usize;
             file.read_exact_at(&mut h[..n], position)
                 .ctx("read", &segment.path)?;
-            let header =
-                BatchHeader::decode(&h[..n], BATCH_BYTES_MAX).map_err(|e| Error::Corrupt {
+            let header = BatchHeader::decode(segment.format, &h[..n], BATCH_BYTES_MAX).map_err(
+                |e| Error::Corrupt {
                     path: segment.path.clone(),
                     position,
                     reason: e.to_string(),

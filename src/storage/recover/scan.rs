@@ -14,7 +14,7 @@ use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
 use crate::storage::batches::{BatchStop, FileBatches};
 use crate::storage::fs::{VFile, Vfs};
 use crate::storage::index::IndexEntry;
-use crate::storage::record::{self, BatchHeader, DecodeError, Record, BATCH_HEADER_BYTES};
+use crate::storage::record::{legacy, BatchHeader, Codec, DecodeError, Format, Record};
 use crate::storage::segment::SEGMENT_HEADER_BYTES;
 
 /// A segment file under recovery, and how it may be judged.
@@ -24,6 +24,8 @@ pub(super) struct SegmentFile<'a> {
     pub(super) path: &'a Path,
     /// The file's length when recovery opened it.
     pub(super) len: u64,
+    /// The format of its batches (its header's).
+    pub(super) format: Format,
     pub(super) options: &'a RecoverOptions,
     /// Whether it is the partition's last segment, the only one a crash
     /// can leave with a torn tail.
@@ -248,7 +250,13 @@ impl SegmentFile<'_> {
     /// Walks the batches from where `scan` is, keeping each that is whole
     /// and valid, in sequence and indexable, up to the first that is not.
     pub(super) fn scan_batches(&self, scan: &mut Scan) -> Result<Option<Stopped>> {
-        let mut walk = FileBatches::new(&*self.file, scan.size, self.len, BATCH_BYTES_MAX);
+        let mut walk = FileBatches::new(
+            &*self.file,
+            self.format,
+            scan.size,
+            self.len,
+            BATCH_BYTES_MAX,
+        );
         loop {
             let (position, batch) = match walk.next_batch().ctx("read", self.path)? {
                 None => return Ok(None),
@@ -269,7 +277,15 @@ impl SegmentFile<'_> {
             }
             let mut kept = KeptRecords::NONE;
             let mut failure = None;
-            for r in batch.records(RECORD_BYTES_MAX_LIMIT) {
+            // A compressed batch is judged by its CRC32C, which covers the
+            // records as the producer sent them (and the log checked them
+            // before it stored them); an uncompressed one's records are
+            // framed here too, and a legacy batch's each have a CRC.
+            let records = (header.codec() == Codec::None)
+                .then(|| batch.records(RECORD_BYTES_MAX_LIMIT))
+                .into_iter()
+                .flatten();
+            for r in records {
                 match r {
                     Ok(r) => kept.add(&r),
                     Err(e) => {
@@ -278,12 +294,15 @@ impl SegmentFile<'_> {
                     }
                 }
             }
-            if failure.is_none() && kept.max_timestamp != header.max_timestamp {
+            let legacy = header.format == Format::Legacy;
+            if legacy && failure.is_none() && kept.max_timestamp != header.max_timestamp {
                 failure = Some(DecodeError::Malformed(
                     "batch: max timestamp differs from its records",
                 ));
             }
             if let Some(error) = failure {
+                // A Kafka batch is kept whole or not at all.
+                let kept = if legacy { kept } else { KeptRecords::NONE };
                 return Ok(Some(bad_batch(position, error, kept)));
             }
             if let Err(error) = scan.keep(position, &header, batch.total_bytes() as u64) {
@@ -292,10 +311,15 @@ impl SegmentFile<'_> {
         }
     }
 
-    /// For a batch whose header is valid but whose bytes run past the end
-    /// of the file, the whole valid records that are there.
+    /// For a legacy batch whose header is valid but whose bytes run past
+    /// the end of the file, the whole valid records that are there (each
+    /// has a CRC of its own; a Kafka batch has one CRC for all: none).
     fn torn_prefix(&self, stop: &BatchStop, expected: u64) -> Result<KeptRecords> {
-        if !stop.is_truncated() || self.len - stop.position < BATCH_HEADER_BYTES as u64 {
+        let header_bytes = legacy::BATCH_HEADER_BYTES as u64;
+        if self.format != Format::Legacy
+            || !stop.is_truncated()
+            || self.len - stop.position < header_bytes
+        {
             return Ok(KeptRecords::NONE);
         }
         let mut buf = vec![0u8; (self.len - stop.position) as usize];
@@ -324,7 +348,7 @@ fn bad_batch(position: u64, error: DecodeError, kept: KeptRecords) -> Stopped {
 /// out of sequence.
 fn whole_records(bytes: &[u8], expected: u64) -> KeptRecords {
     let mut kept = KeptRecords::NONE;
-    let Ok(header) = BatchHeader::decode(bytes, BATCH_BYTES_MAX) else {
+    let Ok(header) = BatchHeader::decode(Format::Legacy, bytes, BATCH_BYTES_MAX) else {
         return kept;
     };
     if header.base_offset != expected {
@@ -333,7 +357,7 @@ fn whole_records(bytes: &[u8], expected: u64) -> KeptRecords {
     let mut at = header.header_bytes();
     while kept.count < header.record_count {
         let offset = expected + u64::from(kept.count);
-        match record::decode_record(
+        match legacy::decode_record(
             &bytes[at..],
             offset,
             header.base_timestamp,

@@ -12,7 +12,7 @@ use crate::error::{IoContext, Result};
 use crate::limits::BATCH_BYTES_MAX;
 use crate::storage::fs::Vfs;
 use crate::storage::index::{self, IndexEntry};
-use crate::storage::record::{BatchHeader, BATCH_HEADER_BYTES};
+use crate::storage::record::{BatchHeader, Format};
 use crate::storage::segment::{self, SEGMENT_HEADER_BYTES};
 
 /// Recovers the segment `path`, whose name says it starts at `base`;
@@ -32,18 +32,25 @@ pub(super) fn recover_segment(
     }
     .ctx("open segment", path)?;
     let len = file.len().ctx("stat", path)?;
-    let seg = SegmentFile {
+    let mut seg = SegmentFile {
         vfs,
         file,
         path,
         len,
+        format: Format::Kafka,
         options,
         last,
     };
     let mut report = SegmentReport::new(path, base, !trusted);
-    if let Some(problem) = seg.header_problem(base)? {
-        report.problem = Some(problem);
-        return Ok(report);
+    match seg.header_problem(base)? {
+        Ok(format) => {
+            seg.format = format;
+            report.format = format;
+        }
+        Err(problem) => {
+            report.problem = Some(problem);
+            return Ok(report);
+        }
     }
     let (mut scan, start, stopped) = seg.scan(base, trusted)?;
     report.scanned = report.scanned || scan.from_start;
@@ -66,6 +73,7 @@ impl SegmentReport {
         SegmentReport {
             path: path.to_path_buf(),
             base_offset: base,
+            format: Format::Kafka,
             scanned,
             batches_valid: 0,
             records_valid: 0,
@@ -97,19 +105,19 @@ impl SegmentReport {
 }
 
 impl SegmentFile<'_> {
-    /// What is wrong with the segment's header, if anything. A header torn
-    /// by a crash while the segment was created (short, or zeros) is a torn
-    /// tail, and only ever in the last segment.
-    fn header_problem(&self, base: u64) -> Result<Option<Problem>> {
+    /// The format of the segment's batches, or what is wrong with its
+    /// header. A header torn by a crash while the segment was created
+    /// (short, or zeros) is a torn tail, and only ever in the last segment.
+    fn header_problem(&self, base: u64) -> Result<std::result::Result<Format, Problem>> {
         let mut header = [0u8; SEGMENT_HEADER_BYTES];
         let n = self.read_at(&mut header, 0)?;
         let reason = match segment::decode_header(&header[..n]) {
-            Ok(b) if b == base => return Ok(None),
-            Ok(b) => format!("header names base offset {b}"),
+            Ok((b, format)) if b == base => return Ok(Ok(format)),
+            Ok((b, _)) => format!("header names base offset {b}"),
             Err(reason) => reason,
         };
         let torn = self.last && (n < SEGMENT_HEADER_BYTES || header.iter().all(|&b| b == 0));
-        Ok(Some(problem(base, 0, reason, torn)))
+        Ok(Err(problem(base, 0, reason, torn)))
     }
 
     /// The index on disk if it keeps the invariants every index keeps, or
@@ -151,11 +159,11 @@ impl SegmentFile<'_> {
 
     /// The base timestamp of the segment's first batch, if it has one.
     fn first_timestamp(&self) -> Result<Option<i64>> {
-        let mut h = [0u8; BATCH_HEADER_BYTES];
+        let mut h = vec![0u8; self.format.header_bytes()];
         if self.read_at(&mut h, SEGMENT_HEADER_BYTES as u64)? < h.len() {
             return Ok(None);
         }
-        Ok(BatchHeader::decode(&h, BATCH_BYTES_MAX)
+        Ok(BatchHeader::decode(self.format, &h, BATCH_BYTES_MAX)
             .ok()
             .map(|h| h.base_timestamp))
     }

@@ -1,0 +1,547 @@
+//! The records section of a compressed batch: decompressed into a buffer
+//! the caller reuses, capped at klog's batch limit, and compressed by a
+//! producer ([`compress`]).
+//!
+//! | bits 0-2 | codec  | format read                                                   | format written |
+//! |---------:|--------|---------------------------------------------------------------|----------------|
+//! |        1 | gzip   | RFC 1952 members, one or more back to back                    | one member     |
+//! |        2 | snappy | xerial framing (`\x82SNAPPY\x00`, version, compat, then `[i32 length, raw block]`…) or one raw snappy block | xerial, 32 KiB blocks (what the Java client writes) |
+//! |        3 | lz4    | LZ4 frames, one or more back to back (Kafka's format for magic 2) | one frame |
+//! |        4 | zstd   | zstd frames, windows up to 2^27 bytes                          | one frame      |
+//!
+//! Decompression stops as soon as the output passes [`BATCH_BYTES_MAX`]
+//! (a bomb is refused with [`DecodeError::TooLarge`] having cost at most
+//! that much memory); data a codec cannot read is
+//! [`DecodeError::Compression`].
+//!
+//! All the decompressions of a process together hold at most
+//! [`DECOMPRESSED_BYTES_MAX`] bytes: a buffer grows only by what it can
+//! take from that budget, and gives it back when dropped. A batch that
+//! finds the budget spent is [`DecodeError::Busy`] (a broker answers it
+//! with a retriable error); one that alone would take more than all of it
+//! is [`DecodeError::TooLarge`]. So connections sending bombs at once
+//! cost at most that much.
+
+use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::error::DecodeError;
+use crate::limits::BATCH_BYTES_MAX;
+
+/// A batch's compression codec (attribute bits 0-2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Codec {
+    /// Records as they are.
+    #[default]
+    None,
+    /// gzip (deflate).
+    Gzip,
+    /// snappy.
+    Snappy,
+    /// LZ4 frames.
+    Lz4,
+    /// Zstandard.
+    Zstd,
+}
+
+impl Codec {
+    /// Every codec, in attribute order.
+    pub const ALL: [Codec; 5] = [Codec::None, Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd];
+
+    /// The codec of attribute bits 0-2, or [`DecodeError::Unsupported`]
+    /// for 5 to 7.
+    pub fn from_bits(bits: u16) -> Result<Codec, DecodeError> {
+        match bits & 0x07 {
+            0 => Ok(Codec::None),
+            1 => Ok(Codec::Gzip),
+            2 => Ok(Codec::Snappy),
+            3 => Ok(Codec::Lz4),
+            4 => Ok(Codec::Zstd),
+            other => Err(DecodeError::Unsupported {
+                what: "compression type",
+                value: i64::from(other),
+            }),
+        }
+    }
+
+    /// Its attribute bits.
+    pub fn bits(self) -> u16 {
+        self as u16
+    }
+
+    /// Its name, as Kafka's `compression.type` and kcat's `-z` spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::None => "none",
+            Codec::Gzip => "gzip",
+            Codec::Snappy => "snappy",
+            Codec::Lz4 => "lz4",
+            Codec::Zstd => "zstd",
+        }
+    }
+
+    /// The codec a name means (case-insensitive), if any.
+    pub fn parse(name: &str) -> Option<Codec> {
+        Codec::ALL
+            .into_iter()
+            .find(|c| c.name().eq_ignore_ascii_case(name))
+    }
+
+    /// The compression levels the codec takes, if it takes one: what
+    /// `compression.level` may be.
+    pub fn levels(self) -> Option<std::ops::RangeInclusive<i32>> {
+        match self {
+            Codec::Gzip => Some(1..=9),
+            Codec::Lz4 | Codec::Snappy | Codec::None => None,
+            Codec::Zstd => Some(1..=22),
+        }
+    }
+}
+
+impl std::fmt::Display for Codec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The xerial snappy stream's magic; a version and a compat i32 follow.
+const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
+const XERIAL_HEADER_BYTES: usize = XERIAL_MAGIC.len() + 8;
+/// Bytes of raw input per xerial block written.
+const XERIAL_BLOCK_BYTES: usize = 32 * 1024;
+
+/// zstd's window limit: the C library's default, 128 MiB, as Kafka's.
+const ZSTD_WINDOW_LOG_MAX: u32 = 27;
+
+/// The decompressed bytes all of a process's decompressions hold at once:
+/// room for four batches at klog's batch limit.
+pub const DECOMPRESSED_BYTES_MAX: usize = 4 * BATCH_BYTES_MAX as usize;
+
+/// A budget of bytes that buffers of decompressed records take from.
+#[derive(Debug)]
+pub struct Budget {
+    held: AtomicUsize,
+    max: usize,
+}
+
+impl Budget {
+    /// A budget of `max` bytes.
+    pub const fn new(max: usize) -> Budget {
+        Budget {
+            held: AtomicUsize::new(0),
+            max,
+        }
+    }
+
+    /// Bytes held now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
+    }
+}
+
+/// The process's budget.
+pub static PROCESS: Budget = Budget::new(DECOMPRESSED_BYTES_MAX);
+
+/// A buffer of decompressed records, reused from batch to batch, whose
+/// room is taken from a [`Budget`] and given back when it is dropped.
+#[derive(Debug)]
+pub struct Decompressed<'b> {
+    pub(super) buf: Vec<u8>,
+    /// Bytes taken from the budget.
+    taken: usize,
+    budget: &'b Budget,
+}
+
+impl Default for Decompressed<'static> {
+    fn default() -> Self {
+        Decompressed::new(&PROCESS)
+    }
+}
+
+impl<'b> Decompressed<'b> {
+    /// An empty buffer whose room comes from `budget`.
+    pub fn new(budget: &'b Budget) -> Decompressed<'b> {
+        Decompressed {
+            buf: Vec::new(),
+            taken: 0,
+            budget,
+        }
+    }
+
+    /// Bytes the last decompression gave.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether the last decompression gave nothing.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Grows the buffer to `len` bytes (zeroed past what it held), once
+    /// the budget has the room.
+    fn grow_to(&mut self, len: usize) -> Result<(), Refused> {
+        if len > self.taken {
+            self.take(len - self.taken)?;
+        }
+        self.buf.reserve_exact(len.saturating_sub(self.buf.len()));
+        self.buf.resize(len, 0);
+        Ok(())
+    }
+
+    /// Takes `more` bytes from the budget, held until this is dropped.
+    fn take(&mut self, more: usize) -> Result<(), Refused> {
+        let max = self.budget.max;
+        self.budget
+            .held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(more).filter(|&total| total <= max)
+            })
+            .map_err(|held| match self.taken.checked_add(more) {
+                Some(mine) if mine <= max => Refused::Busy { held },
+                _ => Refused::OverBudget,
+            })?;
+        self.taken += more;
+        Ok(())
+    }
+}
+
+impl Drop for Decompressed<'_> {
+    fn drop(&mut self) {
+        self.budget.held.fetch_sub(self.taken, Ordering::AcqRel);
+    }
+}
+
+/// Decompresses `compressed` into `out`, replacing what it held, at most
+/// [`BATCH_BYTES_MAX`] bytes, and returns them.
+pub fn decompress<'o>(
+    codec: Codec,
+    compressed: &[u8],
+    out: &'o mut Decompressed<'_>,
+) -> Result<&'o [u8], DecodeError> {
+    decompress_capped(codec, compressed, out, BATCH_BYTES_MAX as usize)?;
+    Ok(&out.buf)
+}
+
+fn decompress_capped(
+    codec: Codec,
+    compressed: &[u8],
+    out: &mut Decompressed<'_>,
+    cap: usize,
+) -> Result<(), DecodeError> {
+    out.buf.clear();
+    let result = match codec {
+        Codec::None if compressed.len() > cap => Err(Refused::TooLarge),
+        Codec::None => out
+            .grow_to(compressed.len())
+            .map(|()| out.buf.copy_from_slice(compressed)),
+        Codec::Gzip => read_capped(flate2::read::MultiGzDecoder::new(compressed), out, cap),
+        Codec::Snappy if compressed.starts_with(XERIAL_MAGIC) => xerial(compressed, out, cap),
+        Codec::Snappy => snappy_block(compressed, out, cap),
+        Codec::Lz4 => lz4_frames(compressed, out, cap),
+        Codec::Zstd => zstd_decoder(compressed).and_then(|decoder| read_capped(decoder, out, cap)),
+    };
+    result.map_err(|e| {
+        out.buf.clear();
+        refusal(codec.name(), cap, out.budget.max, e)
+    })
+}
+
+/// The error of a decompression refused.
+fn refusal(name: &'static str, cap: usize, budget: usize, e: Refused) -> DecodeError {
+    match e {
+        Refused::TooLarge => DecodeError::TooLarge {
+            what: "decompressed records",
+            size_bytes: cap as u64 + 1,
+            limit_bytes: cap as u64,
+        },
+        Refused::OverBudget => DecodeError::TooLarge {
+            what: "decompressed records held at once",
+            size_bytes: budget as u64 + 1,
+            limit_bytes: budget as u64,
+        },
+        Refused::Corrupt(why) => DecodeError::Compression { codec: name, why },
+        Refused::Busy { held } => DecodeError::Busy {
+            held_bytes: held as u64,
+        },
+    }
+}
+
+/// Why a decompression stopped.
+enum Refused {
+    TooLarge,
+    /// This buffer alone would take more than the whole budget.
+    OverBudget,
+    Corrupt(String),
+    /// The budget is spent (`held` bytes taken).
+    Busy {
+        held: usize,
+    },
+}
+
+impl From<io::Error> for Refused {
+    fn from(e: io::Error) -> Refused {
+        Refused::Corrupt(e.to_string())
+    }
+}
+
+/// Compresses `records` with `codec` at `level` (the codec's default when
+/// `None`), appending to `out`.
+///
+/// # Panics
+///
+/// On [`Codec::None`] (there is nothing to compress) and on a level
+/// outside [`Codec::levels`]: callers check it when they parse it.
+pub fn compress(codec: Codec, level: Option<i32>, records: &[u8], out: &mut Vec<u8>) {
+    if let (Some(level), Some(levels)) = (level, codec.levels()) {
+        assert!(levels.contains(&level), "{codec} level {level}");
+    }
+    match codec {
+        Codec::None => panic!("compress with no codec"),
+        Codec::Gzip => {
+            let level = level.map_or(flate2::Compression::default(), |l| {
+                flate2::Compression::new(l as u32)
+            });
+            let mut encoder = flate2::write::GzEncoder::new(out, level);
+            encoder.write_all(records).expect("writes to a Vec");
+            encoder.finish().expect("writes to a Vec");
+        }
+        Codec::Snappy => {
+            out.extend_from_slice(XERIAL_MAGIC);
+            out.extend_from_slice(&1i32.to_be_bytes());
+            out.extend_from_slice(&1i32.to_be_bytes());
+            let mut encoder = snap::raw::Encoder::new();
+            for block in records.chunks(XERIAL_BLOCK_BYTES) {
+                let at = out.len();
+                out.extend_from_slice(&[0; 4]);
+                out.resize(at + 4 + snap::raw::max_compress_len(block.len()), 0);
+                let n = encoder
+                    .compress(block, &mut out[at + 4..])
+                    .expect("a buffer of max_compress_len");
+                out.truncate(at + 4 + n);
+                out[at..at + 4].copy_from_slice(&(n as i32).to_be_bytes());
+            }
+        }
+        Codec::Lz4 => {
+            let mut encoder = lz4_flex::frame::FrameEncoder::new(out);
+            encoder.write_all(records).expect("writes to a Vec");
+            encoder.finish().expect("writes to a Vec");
+        }
+        Codec::Zstd => {
+            let level = level.unwrap_or(zstd::DEFAULT_COMPRESSION_LEVEL);
+            let mut encoder = zstd::stream::write::Encoder::new(out, level).expect("zstd context");
+            encoder
+                .set_pledged_src_size(Some(records.len() as u64))
+                .expect("zstd pledged size");
+            encoder.write_all(records).expect("writes to a Vec");
+            encoder.finish().expect("writes to a Vec");
+        }
+    }
+}
+
+fn zstd_decoder(compressed: &[u8]) -> Result<impl Read + '_, Refused> {
+    let mut decoder = zstd::stream::read::Decoder::with_buffer(compressed)?;
+    decoder.window_log_max(ZSTD_WINDOW_LOG_MAX)?;
+    Ok(decoder)
+}
+
+/// Reads `reader` to its end, appending to `out`, growing it by doubling
+/// but never past `cap` bytes: a byte more than that is a bomb.
+fn read_capped(
+    mut reader: impl Read,
+    out: &mut Decompressed<'_>,
+    cap: usize,
+) -> Result<(), Refused> {
+    let mut len = out.buf.len();
+    loop {
+        if len == out.buf.len() {
+            if len >= cap {
+                // Full: one byte more is one too many.
+                let mut probe = [0; 1];
+                return match read_some(&mut reader, &mut probe)? {
+                    0 => Ok(()),
+                    _ => Err(Refused::TooLarge),
+                };
+            }
+            // Doubling, but exactly: never a capacity past the cap.
+            let size = len.saturating_add(len.max(64 * 1024)).min(cap);
+            out.grow_to(size)?;
+        }
+        match read_some(&mut reader, &mut out.buf[len..])? {
+            0 => break,
+            n => len += n,
+        }
+    }
+    out.buf.truncate(len);
+    Ok(())
+}
+
+/// One `read`, retried when interrupted.
+fn read_some(reader: &mut impl Read, buf: &mut [u8]) -> Result<usize, Refused> {
+    loop {
+        match reader.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            result => return Ok(result?),
+        }
+    }
+}
+
+/// LZ4 frames back to back, each read to its end.
+fn lz4_frames(
+    mut compressed: &[u8],
+    out: &mut Decompressed<'_>,
+    cap: usize,
+) -> Result<(), Refused> {
+    while !compressed.is_empty() {
+        let left = compressed.len();
+        read_capped(
+            lz4_flex::frame::FrameDecoder::new(&mut compressed),
+            out,
+            cap,
+        )?;
+        if compressed.len() == left {
+            return Err(Refused::Corrupt("an LZ4 frame that reads nothing".into()));
+        }
+    }
+    Ok(())
+}
+
+/// Appends one raw snappy block, its declared length checked against the
+/// cap before anything is reserved.
+fn snappy_block(block: &[u8], out: &mut Decompressed<'_>, cap: usize) -> Result<(), Refused> {
+    let len = snap::raw::decompress_len(block).map_err(|e| Refused::Corrupt(e.to_string()))?;
+    let at = out.buf.len();
+    if len > cap - at {
+        return Err(Refused::TooLarge);
+    }
+    out.grow_to(at + len)?;
+    let written = snap::raw::Decoder::new()
+        .decompress(block, &mut out.buf[at..])
+        .map_err(|e| Refused::Corrupt(e.to_string()))?;
+    out.buf.truncate(at + written);
+    Ok(())
+}
+
+/// The xerial framing of snappy-java: a 16-byte header, then blocks each
+/// after its big-endian i32 length.
+fn xerial(stream: &[u8], out: &mut Decompressed<'_>, cap: usize) -> Result<(), Refused> {
+    let Some(mut rest) = stream.get(XERIAL_HEADER_BYTES..) else {
+        return Err(Refused::Corrupt("xerial header cut short".into()));
+    };
+    while !rest.is_empty() {
+        let Some((length, after)) = rest.split_first_chunk::<4>() else {
+            return Err(Refused::Corrupt("xerial block length cut short".into()));
+        };
+        let length = i32::from_be_bytes(*length);
+        let block = usize::try_from(length)
+            .ok()
+            .and_then(|length| after.get(..length))
+            .ok_or_else(|| {
+                Refused::Corrupt(format!(
+                    "xerial block of {length} bytes, {} follow",
+                    after.len()
+                ))
+            })?;
+        snappy_block(block, out, cap)?;
+        rest = &after[block.len()..];
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_of_exactly_the_cap_passes_and_one_byte_more_is_too_large() {
+        let budget = Budget::new(usize::MAX);
+        let mut out = Decompressed::new(&budget);
+        let data = vec![7u8; 200_000];
+        for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
+            let mut packed = Vec::new();
+            compress(codec, None, &data, &mut packed);
+            decompress_capped(codec, &packed, &mut out, data.len()).unwrap();
+            assert_eq!(out.buf, data, "{codec}");
+            let err = decompress_capped(codec, &packed, &mut out, data.len() - 1).unwrap_err();
+            assert!(matches!(err, DecodeError::TooLarge { .. }), "{codec}: {err}");
+            assert!(out.buf.capacity() <= data.len(), "{}", out.buf.capacity());
+        }
+        let snappy = snap::raw::Encoder::new().compress_vec(&data).unwrap();
+        decompress_capped(Codec::Snappy, &snappy, &mut out, data.len()).unwrap();
+        assert_eq!(out.buf, data);
+        let err = decompress_capped(Codec::Snappy, &snappy, &mut out, data.len() - 1).unwrap_err();
+        assert!(matches!(err, DecodeError::TooLarge { .. }), "{err}");
+    }
+
+    #[test]
+    fn codecs_5_to_7_are_unsupported_and_names_round_trip() {
+        for bits in 5..=7 {
+            let err = Codec::from_bits(bits).unwrap_err();
+            assert!(matches!(err, DecodeError::Unsupported { .. }), "{err}");
+        }
+        for codec in Codec::ALL {
+            assert_eq!(Codec::from_bits(codec.bits()).unwrap(), codec);
+            assert_eq!(Codec::parse(&codec.name().to_uppercase()), Some(codec));
+        }
+        assert_eq!(Codec::parse("brotli"), None);
+    }
+
+    #[test]
+    fn every_level_compresses_and_reads_back() {
+        let data = b"GET /index.html 200 Mozilla/5.0 ".repeat(100);
+        let mut out = Decompressed::new(&PROCESS);
+        for codec in [Codec::Gzip, Codec::Zstd] {
+            for level in codec.levels().unwrap() {
+                let mut packed = Vec::new();
+                compress(codec, Some(level), &data, &mut packed);
+                assert!(packed.len() < data.len() / 4, "{codec} {level}");
+                assert_eq!(decompress(codec, &packed, &mut out).unwrap(), &data[..]);
+            }
+        }
+    }
+
+    #[test]
+    fn damaged_streams_are_compression_errors() {
+        let data = vec![9u8; 10_000];
+        let mut out = Decompressed::new(&PROCESS);
+        for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
+            let mut packed = Vec::new();
+            compress(codec, None, &data, &mut packed);
+            let cut = &packed[..packed.len() / 2];
+            let err = decompress(codec, cut, &mut out).unwrap_err();
+            assert!(matches!(err, DecodeError::Compression { .. }), "{codec}: {err}");
+        }
+    }
+
+    /// Buffers of decompressed records take their room from one budget:
+    /// while one holds it, another batch is refused as busy (a producer
+    /// retries it), and the room comes back when the holder is done.
+    #[test]
+    fn decompression_takes_its_room_from_one_budget() {
+        let data = vec![7u8; 200_000];
+        let mut zstd = Vec::new();
+        compress(Codec::Zstd, None, &data, &mut zstd);
+        let mut gzip = Vec::new();
+        compress(Codec::Gzip, None, &data, &mut gzip);
+        // Room for one 200 kB batch (its buffer grows to 256 KiB), not
+        // for two.
+        let budget = Budget::new(300 * 1024);
+        let mut first = Decompressed::new(&budget);
+        decompress(Codec::Zstd, &zstd, &mut first).unwrap();
+        assert_eq!(first.buf, data);
+        let mut second = Decompressed::new(&budget);
+        let err = decompress(Codec::Gzip, &gzip, &mut second).unwrap_err();
+        assert!(matches!(err, DecodeError::Busy { .. }), "{err}");
+        assert!(second.buf.is_empty());
+        drop(first);
+        decompress(Codec::Gzip, &gzip, &mut second).unwrap();
+        assert_eq!(second.buf, data);
+        drop(second);
+        assert_eq!(budget.held(), 0, "all given back");
+        // One buffer that alone would pass the budget is too large.
+        let small = Budget::new(100 * 1024);
+        let mut alone = Decompressed::new(&small);
+        let err = decompress(Codec::Gzip, &gzip, &mut alone).unwrap_err();
+        assert!(matches!(err, DecodeError::TooLarge { .. }), "{err}");
+    }
+}

@@ -1,0 +1,292 @@
+//! Kafka RecordBatch v2 as klog stores it: built, stamped, decoded,
+//! compressed, and refused when damaged.
+
+use super::kafka::{
+    ATTRIBUTES_OFFSET, BATCH_LENGTH_OFFSET, CRC_OFFSET, LAST_OFFSET_DELTA_OFFSET, MAGIC_OFFSET,
+    RECORD_COUNT_OFFSET,
+};
+use super::*;
+
+const MAX: u32 = 1 << 20;
+
+type Rec<'a> = (i64, Option<&'a [u8]>, Vec<(&'a [u8], &'a [u8])>, &'a [u8]);
+
+fn build_with(codec: Codec, records: &[Rec<'_>]) -> Vec<u8> {
+    let mut b = BatchBuilder::compressed(codec, None);
+    for (ts, key, headers, value) in records {
+        b.push(*ts, *key, headers, value);
+    }
+    b.finish().to_vec()
+}
+
+fn build(records: &[Rec<'_>]) -> Vec<u8> {
+    build_with(Codec::None, records)
+}
+
+/// Recomputes a batch's CRC32C after a test changed it on purpose.
+fn seal(batch: &mut [u8]) {
+    let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
+    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+fn decode(bytes: &[u8]) -> Result<Batch<'_>, DecodeError> {
+    Batch::decode(Format::Kafka, bytes, BATCH_BYTES_MAX)
+}
+
+#[test]
+fn round_trip_keys_headers_and_negative_deltas_with_every_codec() {
+    let records: &[Rec<'_>] = &[
+        (1_000, None, vec![], b"a"),
+        (999, Some(b"k"), vec![(b"h", b"v"), (b"", b"")], b""),
+        (5_000_000, Some(b""), vec![], &[0u8; 300]),
+    ];
+    for codec in Codec::ALL {
+        let mut bytes = build_with(codec, records);
+        stamp(&mut bytes, 42, 7);
+        let batch = decode(&bytes).unwrap();
+        let h = batch.header;
+        assert_eq!((h.base_offset, h.leader_epoch, h.record_count), (42, 7, 3));
+        assert_eq!((h.max_timestamp, h.base_timestamp), (5_000_000, 1_000));
+        assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence), (-1, -1, -1));
+        assert_eq!((h.codec(), h.next_offset()), (codec, 45));
+        let mut scratch = Decompressed::default();
+        batch.validate_in(&mut scratch, MAX).unwrap();
+        let records: Vec<_> = batch
+            .records_in(&mut scratch, MAX)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(records[0].offset, 42);
+        assert_eq!(records[0].key, None);
+        assert_eq!(records[0].value, b"a");
+        assert_eq!(records[1].timestamp, 999);
+        assert_eq!(records[1].key, Some(&b"k"[..]));
+        let headers: Vec<_> = records[1].headers().collect();
+        assert_eq!(headers, vec![(&b"h"[..], &b"v"[..]), (&b""[..], &b""[..])]);
+        assert_eq!(records[2].offset, 44);
+        assert_eq!(records[2].key, Some(&b""[..]));
+        assert_eq!(records[2].value.len(), 300);
+        if codec == Codec::None {
+            let sum: u32 = records.iter().map(|r| r.encoded_bytes).sum();
+            assert_eq!(sum as usize + BATCH_HEADER_BYTES, bytes.len());
+        } else {
+            let mut plain = batch.records(MAX);
+            assert!(plain.next().unwrap().is_err(), "{codec} read as plain");
+            assert!(plain.next().is_none());
+        }
+    }
+}
+
+/// The log's stamp writes the two fields the CRC32C leaves out, and
+/// nothing else.
+#[test]
+fn a_stamp_changes_the_offset_and_epoch_only() {
+    let built = build(&[(7, Some(b"k"), vec![], b"v"), (8, None, vec![], b"w")]);
+    let mut stamped = built.clone();
+    stamp(&mut stamped, 0x0102_0304_0506_0708, 0x0a0b_0c0d);
+    assert_eq!(&stamped[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(&stamped[12..16], &[0xa, 0xb, 0xc, 0xd]);
+    assert_eq!(&stamped[8..12], &built[8..12]);
+    assert_eq!(&stamped[16..], &built[16..]);
+    decode(&stamped).unwrap().validate(MAX).unwrap();
+}
+
+#[test]
+fn whole_batches_len_stops_before_a_batch_the_bytes_cut_short() {
+    let one = build(&[(1, None, vec![], b"a"), (2, None, vec![], b"bb")]);
+    let two = build(&[(3, Some(b"k"), vec![], b"ccc")]);
+    let bytes = [one.clone(), two].concat();
+    assert_eq!(whole_batches_len(Format::Kafka, &bytes), bytes.len());
+    assert_eq!(whole_batches_len(Format::Kafka, &[]), 0);
+    for cut in one.len()..bytes.len() {
+        assert_eq!(whole_batches_len(Format::Kafka, &bytes[..cut]), one.len());
+    }
+    for cut in 0..one.len() {
+        assert_eq!(whole_batches_len(Format::Kafka, &bytes[..cut]), 0);
+    }
+    let mut huge = one.clone();
+    huge.extend_from_slice(&[0; 8]);
+    huge.extend_from_slice(&u32::MAX.to_be_bytes());
+    assert_eq!(whole_batches_len(Format::Kafka, &huge), one.len());
+}
+
+/// The paper's figure, for Kafka's format: 200-byte values in batches of
+/// 50 cost at most 11 bytes each.
+#[test]
+fn overhead_is_at_most_eleven_bytes_for_200_byte_values_in_batches_of_50() {
+    let value = [b'x'; 200];
+    let mut b = BatchBuilder::new();
+    for i in 0..50 {
+        b.push(1_700_000_000_000 + i / 10, None, &[], &value);
+    }
+    let len = b.finish().len();
+    let overhead = (len - 50 * 200) as f64 / 50.0;
+    assert!(overhead <= 11.0, "overhead {overhead} bytes per record");
+    assert_eq!(BatchBuilder::record_size(None, &[], &value), 209);
+}
+
+#[test]
+fn every_single_bit_flip_is_detected() {
+    for codec in [Codec::None, Codec::Zstd] {
+        let mut bytes = build_with(
+            codec,
+            &[
+                (7, Some(b"key"), vec![(b"n", b"v")], b"value"),
+                (8, None, vec![], b"x"),
+            ],
+        );
+        stamp(&mut bytes, 0, 0);
+        // Bytes 0..8 and 12..16 are the stamped fields, judged by the log.
+        for i in (8..12).chain(16..bytes.len()) {
+            for bit in 0..8 {
+                let mut damaged = bytes.clone();
+                damaged[i] ^= 1 << bit;
+                let ok = decode(&damaged)
+                    .map_err(|_| ())
+                    .and_then(|b| b.validate(MAX).map_err(|_| ()));
+                assert!(ok.is_err(), "{codec}: flip of bit {bit} in byte {i} unnoticed");
+            }
+        }
+    }
+}
+
+#[test]
+fn every_cut_is_truncated_not_corrupt() {
+    let bytes = build(&[(7, None, vec![], b"one"), (8, None, vec![], b"two")]);
+    for cut in 0..bytes.len() {
+        let err = decode(&bytes[..cut]).unwrap_err();
+        assert!(err.is_truncated(), "cut at {cut}: {err}");
+    }
+}
+
+#[test]
+fn limits_are_checked_before_use() {
+    let bytes = build(&[(7, None, vec![], &[1u8; 100])]);
+    let err = Batch::decode(Format::Kafka, &bytes, 64).unwrap_err();
+    assert!(matches!(err, DecodeError::TooLarge { what: "batch", .. }));
+    let batch = decode(&bytes).unwrap();
+    let err = batch.records(50).next().unwrap().unwrap_err();
+    assert!(matches!(err, DecodeError::TooLarge { what: "record", .. }));
+    // A record of exactly the limit passes.
+    let size = batch.records(MAX).next().unwrap().unwrap().encoded_bytes;
+    assert!(batch.records(size).next().unwrap().is_ok());
+    assert!(batch.records(size - 1).next().unwrap().is_err());
+}
+
+/// Header fields a producer could get wrong, each with a valid CRC32C:
+/// refused by the header decoder before any record is read.
+#[test]
+fn header_fields_that_do_not_add_up_are_refused() {
+    let good = build(&[(7, None, vec![], b"one"), (8, None, vec![], b"two")]);
+    let set = |at: usize, v: &[u8]| {
+        let mut b = good.clone();
+        b[at..at + v.len()].copy_from_slice(v);
+        seal(&mut b);
+        b
+    };
+    let cases = [
+        (set(MAGIC_OFFSET, &[1]), "unsupported magic 1"),
+        (set(MAGIC_OFFSET, &[0]), "unsupported magic 0"),
+        (set(MAGIC_OFFSET, &[3]), "malformed batch: unknown magic"),
+        (set(ATTRIBUTES_OFFSET, &[0, 5]), "unsupported compression type 5"),
+        (set(ATTRIBUTES_OFFSET, &[0, 7]), "unsupported compression type 7"),
+        (set(ATTRIBUTES_OFFSET, &[0, 0x80]), "malformed batch: unknown attributes"),
+        (set(ATTRIBUTES_OFFSET, &[1, 0]), "malformed batch: unknown attributes"),
+        (set(RECORD_COUNT_OFFSET, &0i32.to_be_bytes()), "record count"),
+        (set(RECORD_COUNT_OFFSET, &(-1i32).to_be_bytes()), "record count"),
+        (set(RECORD_COUNT_OFFSET, &3i32.to_be_bytes()), "last offset delta"),
+        (set(LAST_OFFSET_DELTA_OFFSET, &0i32.to_be_bytes()), "last offset delta"),
+        (set(LAST_OFFSET_DELTA_OFFSET, &(-1i32).to_be_bytes()), "last offset delta"),
+        (set(BATCH_LENGTH_OFFSET, &(-1i32).to_be_bytes()), "length too small"),
+        (set(BATCH_LENGTH_OFFSET, &48i32.to_be_bytes()), "length too small"),
+    ];
+    for (bytes, expected) in cases {
+        let err = decode(&bytes).unwrap_err().to_string();
+        assert!(err.contains(expected), "{err:?}, expected {expected:?}");
+    }
+    // One record claimed, two sent: the records do not add up.
+    let mut one = set(RECORD_COUNT_OFFSET, &1i32.to_be_bytes());
+    one[LAST_OFFSET_DELTA_OFFSET..LAST_OFFSET_DELTA_OFFSET + 4]
+        .copy_from_slice(&0i32.to_be_bytes());
+    seal(&mut one);
+    let err = decode(&one).unwrap().validate(MAX).unwrap_err();
+    assert!(err.to_string().contains("offset delta") || err.to_string().contains("count"));
+    // A larger last offset delta (a compacted batch) is read; a record
+    // offset past it is not.
+    let gap = set(LAST_OFFSET_DELTA_OFFSET, &5i32.to_be_bytes());
+    let batch = decode(&gap).unwrap();
+    assert_eq!(batch.header.next_offset(), 6);
+    batch.validate(MAX).unwrap();
+}
+
+/// Records whose offset deltas repeat, fall or pass the last one are
+/// refused.
+#[test]
+fn offset_deltas_must_increase_within_the_batch() {
+    let mut b = BatchBuilder::new();
+    b.push(1, None, &[], b"a");
+    b.push(1, None, &[], b"b");
+    let good = b.finish().to_vec();
+    // Record 2's offset delta is at: header, record 1 (its length byte and
+    // body), then record 2's length byte, attributes, timestamp delta.
+    let first = usize::from(good[BATCH_HEADER_BYTES] >> 1) + 1;
+    let at = BATCH_HEADER_BYTES + first + 3;
+    assert_eq!(good[at], 2, "record 2's offset delta, zigzag 1");
+    for delta in [0u8, 4] {
+        let mut bad = good.clone();
+        bad[at] = delta;
+        seal(&mut bad);
+        let err = decode(&bad).unwrap().validate(MAX).unwrap_err();
+        assert_eq!(err, DecodeError::Malformed("record: offset delta out of order"));
+    }
+}
+
+#[test]
+fn random_bytes_never_panic() {
+    let mut rng = crate::random::XorShift::new(0x9E37_79B9_7F4A_7C15);
+    let mut next = || rng.next();
+    let valid = [Codec::None, Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd].map(|c| {
+        build_with(c, &[(1, Some(b"k"), vec![(b"a", b"b")], b"v"); 3])
+    });
+    let mut scratch = Decompressed::default();
+    for round in 0..20_000 {
+        let mut buf = if round % 2 == 0 {
+            valid[(next() % 5) as usize].clone()
+        } else {
+            vec![0u8; (next() % 200) as usize]
+        };
+        for _ in 0..(next() % 8 + 1) {
+            if !buf.is_empty() {
+                let i = (next() as usize) % buf.len();
+                buf[i] = next() as u8;
+            }
+        }
+        if round % 3 == 0 && buf.len() >= BATCH_HEADER_BYTES {
+            // A valid CRC32C, so that record decoding is reached.
+            seal(&mut buf);
+        }
+        if let Ok(batch) = decode(&buf) {
+            if let Ok(records) = batch.records_in(&mut scratch, MAX) {
+                for r in records.flatten() {
+                    let _ = r.headers().count();
+                }
+            }
+        }
+    }
+}
+
+/// A compressed batch that decompresses past klog's batch limit is
+/// refused having held at most that much.
+#[test]
+fn a_decompression_bomb_is_refused() {
+    let value = vec![0u8; 1 << 20];
+    let mut b = BatchBuilder::compressed(Codec::Zstd, Some(1));
+    for _ in 0..(BATCH_BYTES_MAX as usize / value.len() + 1) {
+        b.push(1, None, &[], &value);
+    }
+    let bomb = b.finish().to_vec();
+    assert!(bomb.len() < 1 << 20, "{}", bomb.len());
+    let batch = decode(&bomb).unwrap();
+    let err = batch.validate(MAX).unwrap_err();
+    assert!(matches!(err, DecodeError::TooLarge { .. }), "{err}");
+}
