@@ -524,8 +524,9 @@ mod tests {
         let mut b = crate::storage::record::BatchBuilder::new();
         b.push(max_timestamp, None, &[], b"v");
         let batch = b.finish();
-        crate::storage::record::set_base_offset(batch, base_offset);
-        BatchHeader::decode(batch, crate::limits::BATCH_BYTES_MAX).unwrap()
+        crate::storage::record::stamp(batch, base_offset, 0);
+        let format = crate::storage::record::Format::Kafka;
+        BatchHeader::decode(format, batch, crate::limits::BATCH_BYTES_MAX).unwrap()
     }
 
     #[test]

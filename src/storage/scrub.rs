@@ -255,7 +255,7 @@ mod tests {
     fn rot(sim: &SimFs, extent: &Extent) -> (u64, u64) {
         let bytes = sim.read(&extent.path).unwrap();
         let mut walk =
-            crate::storage::batches::Batches::new(&bytes[SEGMENT_HEADER_BYTES..], BATCH_BYTES_MAX);
+            crate::storage::batches::Batches::new(Format::Kafka, &bytes[SEGMENT_HEADER_BYTES..], BATCH_BYTES_MAX);
         let (first, batch) = walk.next().unwrap().unwrap();
         let second = first + batch.total_bytes() as u64 + SEGMENT_HEADER_BYTES as u64;
         let at = second + 100;

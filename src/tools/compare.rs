@@ -791,7 +791,7 @@ mod tests {
         // One batch at a time: a segment rolls only between appends.
         let mut at = 0;
         while at < bytes.len() {
-            let len = BatchHeader::decode(&bytes[at..], BATCH_BYTES_MAX)
+            let len = BatchHeader::decode(Format::Kafka, &bytes[at..], BATCH_BYTES_MAX)
                 .unwrap()
                 .total_bytes() as usize;
             log.append_replicated(&bytes[at..at + len], 0).unwrap();

@@ -488,7 +488,7 @@ mod tests {
         let mut b = crate::storage::record::BatchBuilder::new();
         b.push(5, Some(b"k"), &[(b"h", b"v")], b"val");
         let bytes = b.finish().to_vec();
-        let batch = Batch::decode(&bytes, 1 << 20).unwrap();
+        let batch = Batch::decode(BatchFormat::Kafka, &bytes, 1 << 20).unwrap();
         let r = batch.records(1 << 20).next().unwrap().unwrap();
         let mut out = Vec::new();
         f.write(&mut out, "t", 3, &r).unwrap();

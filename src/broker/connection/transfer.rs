@@ -328,9 +328,9 @@ mod tests {
             1 << 30,
         );
         assert!(bytes > 0 && !errors);
-        assert!(parts[0].slice.is_some());
+        assert!(parts[0].records.is_some());
         assert!(
-            parts[1].slice.is_none(),
+            parts[1].records.is_none(),
             "a budget of nothing reads nothing"
         );
         let unknown = FetchPartition {
@@ -369,7 +369,7 @@ mod tests {
             assert!(!errors);
             let lens: Vec<u64> = parts
                 .iter()
-                .map(|p| p.slice.as_ref().map_or(0, |s| s.len))
+                .map(|p| p.records.as_ref().map_or(0, Records::len))
                 .collect();
             assert_eq!(bytes, lens.iter().sum::<u64>());
             lens
@@ -390,7 +390,7 @@ mod tests {
         );
         let (parts, _, _) = gather(&shared, (2, false), (&[ask("a"), ask("b")], &[]), 0);
         assert!(
-            parts.iter().all(|p| p.slice.is_none()),
+            parts.iter().all(|p| p.records.is_none()),
             "no budget, no records"
         );
     }

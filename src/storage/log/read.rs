@@ -265,7 +265,7 @@ mod tests {
         };
         let mut bytes = Vec::new();
         slice.read_into(&mut bytes).unwrap();
-        crate::storage::batches::Batches::new(&bytes, limits::BATCH_BYTES_MAX)
+        crate::storage::batches::Batches::new(slice.format, &bytes, limits::BATCH_BYTES_MAX)
             .map(|b| b.unwrap().1.header.base_offset)
             .collect()
     }

@@ -313,7 +313,9 @@ mod tests {
     use super::*;
     use crate::storage::fs::sim::SimFs;
     use crate::storage::fs::Vfs;
-    use crate::storage::record::{set_base_offset, BatchBuilder};
+    // Recovery of legacy segments, whose records each have a CRC: a torn
+    // batch keeps its whole records.
+    use crate::storage::record::legacy::{set_base_offset, BatchBuilder};
     use crate::storage::recover::{recover_partition, RecoverOptions};
     use crate::storage::segment::encode_header;
 
@@ -352,6 +354,7 @@ mod tests {
             file,
             path,
             len,
+            format: Format::Legacy,
             options,
             last: true,
         })
@@ -426,7 +429,7 @@ mod tests {
 
     #[test]
     fn a_damaged_header_is_a_torn_write_only_if_it_runs_into_the_zero_pages() {
-        let header = BATCH_HEADER_BYTES;
+        let header = LEGACY_HEADER_BYTES;
         let page = PAGE_BYTES as usize;
         // Written up to the page boundary, the rest of the header in the
         // zero pages: a torn write.
@@ -476,7 +479,7 @@ mod tests {
 
     /// The segment header and a batch of offsets 0-2; then `last`.
     fn after_one_batch(last: &[u8]) -> (Vec<u8>, usize) {
-        let mut bytes = encode_header(0).to_vec();
+        let mut bytes = encode_header(0, Format::Legacy).to_vec();
         bytes.extend_from_slice(&batch(0, 3));
         let at = bytes.len();
         bytes.extend_from_slice(last);
@@ -488,7 +491,7 @@ mod tests {
     #[test]
     fn zeros_after_the_whole_records_of_the_last_batch_are_a_zero_filled_tail() {
         let mut last = batch(3, 5);
-        let header = BatchHeader::decode(&last, BATCH_BYTES_MAX).unwrap();
+        let header = BatchHeader::decode(Format::Legacy, &last, BATCH_BYTES_MAX).unwrap();
         let kept = batch(3, 2).len();
         last[kept..].fill(0);
         let (bytes, at) = after_one_batch(&last);
@@ -527,7 +530,7 @@ mod tests {
     #[test]
     fn a_damaged_header_of_the_last_batch_is_damage() {
         let mut last = batch(3, 2);
-        let header = BatchHeader::decode(&last, BATCH_BYTES_MAX).unwrap();
+        let header = BatchHeader::decode(Format::Legacy, &last, BATCH_BYTES_MAX).unwrap();
         last[header.header_bytes() - 5] ^= 0x55;
         let (bytes, _) = after_one_batch(&last);
         let (sim, report) = writer_open(&bytes);
@@ -543,10 +546,10 @@ mod tests {
     fn the_report_of_a_torn_batch_gives_the_offset_position_and_bytes_cut() {
         let first = batch(0, 3);
         let torn = batch(3, 5);
-        let header = BatchHeader::decode(&torn, BATCH_BYTES_MAX).unwrap();
+        let header = BatchHeader::decode(Format::Legacy, &torn, BATCH_BYTES_MAX).unwrap();
         let two = batch(3, 2);
         let two_records = two.len() - header.header_bytes();
-        let mut bytes = encode_header(0).to_vec();
+        let mut bytes = encode_header(0, Format::Legacy).to_vec();
         bytes.extend_from_slice(&first);
         let at = bytes.len() as u64;
         bytes.extend_from_slice(&torn[..header.header_bytes() + two_records + 3]);
@@ -576,11 +579,11 @@ mod tests {
     /// A segment of three batches (offsets 0-2, 3-4, 5-6) whose second has
     /// its first record damaged; the position of that batch.
     fn damaged_in_the_middle() -> (Vec<u8>, u64) {
-        let mut bytes = encode_header(0).to_vec();
+        let mut bytes = encode_header(0, Format::Legacy).to_vec();
         bytes.extend_from_slice(&batch(0, 3));
         let at = bytes.len();
         let second = batch(3, 2);
-        let header = BatchHeader::decode(&second, BATCH_BYTES_MAX).unwrap();
+        let header = BatchHeader::decode(Format::Legacy, &second, BATCH_BYTES_MAX).unwrap();
         bytes.extend_from_slice(&second);
         bytes[at + header.header_bytes() + 4] ^= 0x55;
         bytes.extend_from_slice(&batch(5, 2));
@@ -622,9 +625,9 @@ mod tests {
     #[test]
     fn a_writer_keeps_the_whole_records_of_a_torn_last_batch() {
         let torn = batch(3, 5);
-        let header = BatchHeader::decode(&torn, BATCH_BYTES_MAX).unwrap();
+        let header = BatchHeader::decode(Format::Legacy, &torn, BATCH_BYTES_MAX).unwrap();
         let two_records = batch(3, 2).len() - header.header_bytes();
-        let mut bytes = encode_header(0).to_vec();
+        let mut bytes = encode_header(0, Format::Legacy).to_vec();
         bytes.extend_from_slice(&batch(0, 3));
         let at = bytes.len();
         let kept_end = at + header.header_bytes() + two_records;
@@ -640,7 +643,7 @@ mod tests {
         assert_eq!((seg.next_offset, seg.bytes_valid), (5, kept_end as u64));
         let after = sim.read(Path::new(SEGMENT)).unwrap();
         assert_eq!(after.len(), kept_end);
-        let patched = BatchHeader::decode(&after[at..], BATCH_BYTES_MAX).unwrap();
+        let patched = BatchHeader::decode(Format::Legacy, &after[at..], BATCH_BYTES_MAX).unwrap();
         assert_eq!(patched.record_count, 2);
         assert_eq!(patched.total_bytes(), (kept_end - at) as u64);
     }

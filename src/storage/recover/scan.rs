@@ -376,7 +376,11 @@ fn whole_records(bytes: &[u8], expected: u64) -> KeptRecords {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::record::{set_base_offset, BatchBuilder};
+
+    const LEGACY_HEADER_BYTES: usize = legacy::BATCH_HEADER_BYTES;
+    // Recovery of legacy segments, whose records each have a CRC: a torn
+    // batch keeps its whole records.
+    use crate::storage::record::legacy::{set_base_offset, BatchBuilder};
 
     /// A batch of `count` records of `value_bytes` each, the first at
     /// `base_offset`, timestamps `ts..ts + count`.
@@ -397,7 +401,7 @@ mod tests {
         (0..8)
             .map(|i| {
                 let bytes = batch(100 + 2 * i, 2, 5, 10 * i as i64);
-                let header = BatchHeader::decode(&bytes, BATCH_BYTES_MAX).unwrap();
+                let header = BatchHeader::decode(Format::Legacy, &bytes, BATCH_BYTES_MAX).unwrap();
                 let at = position;
                 position += header.total_bytes();
                 (at, header)
@@ -531,7 +535,7 @@ mod tests {
     fn a_batch_that_does_not_fit_an_index_entry_is_not_kept() {
         let mut scan = Scan::new(100, 100, Vec::new(), None);
         let far = batch(100 + (1 << 32), 1, 5, 0);
-        let header = BatchHeader::decode(&far, BATCH_BYTES_MAX).unwrap();
+        let header = BatchHeader::decode(Format::Legacy, &far, BATCH_BYTES_MAX).unwrap();
         assert!(scan.keep(24, &header, far.len() as u64).is_err());
         assert_eq!((scan.batches, scan.size, scan.next_offset), (0, 24, 100));
     }
@@ -539,10 +543,10 @@ mod tests {
     #[test]
     fn the_whole_records_of_a_cut_batch_are_counted_up_to_the_cut() {
         let bytes = batch(7, 3, 20, 50);
-        let header = BatchHeader::decode(&bytes, BATCH_BYTES_MAX).unwrap();
-        let record_bytes = (bytes.len() - BATCH_HEADER_BYTES) / 3;
-        for cut in BATCH_HEADER_BYTES..bytes.len() {
-            let whole = (cut - BATCH_HEADER_BYTES) / record_bytes;
+        let header = BatchHeader::decode(Format::Legacy, &bytes, BATCH_BYTES_MAX).unwrap();
+        let record_bytes = (bytes.len() - LEGACY_HEADER_BYTES) / 3;
+        for cut in LEGACY_HEADER_BYTES..bytes.len() {
+            let whole = (cut - LEGACY_HEADER_BYTES) / record_bytes;
             let kept = whole_records(&bytes[..cut], 7);
             assert_eq!(kept.count as usize, whole, "cut at {cut}");
             assert_eq!(kept.bytes as usize, whole * record_bytes, "cut at {cut}");
@@ -563,7 +567,7 @@ mod tests {
         bad[3] ^= 1;
         assert_eq!(whole_records(&bad, 7), KeptRecords::NONE, "a bad header");
         let mut bad = bytes.clone();
-        bad[BATCH_HEADER_BYTES + record_bytes + 6] ^= 1;
+        bad[LEGACY_HEADER_BYTES + record_bytes + 6] ^= 1;
         assert_eq!(whole_records(&bad, 7).count, 1, "up to a bad record");
     }
 }
