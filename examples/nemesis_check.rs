@@ -255,7 +255,7 @@ fn read_records(log: &Log, records: &mut Vec<(u64, Vec<u8>)>) -> anyhow::Result<
     while let Some(slice) = log.read(offset, 1 << 20)? {
         slice.read_into(&mut buf)?;
         let mut at = 0;
-        while let Ok(batch) = Batch::decode(&buf[at..], BATCH_BYTES_MAX) {
+        while let Ok(batch) = Batch::decode(slice.format, &buf[at..], BATCH_BYTES_MAX) {
             at += batch.total_bytes();
             if batch.header.base_offset < offset {
                 continue;

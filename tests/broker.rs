@@ -741,7 +741,7 @@ fn a_fetch_at_the_end_waits_for_records_instead_of_answering_empty() {
         !parts[0].records.is_empty(),
         "the long poll answered without the new record"
     );
-    let batch = klog::storage::record::Batch::decode(parts[0].records, 1 << 20).unwrap();
+    let batch = klog::storage::record::Batch::decode(klog::storage::record::Format::Kafka, parts[0].records, 1 << 20).unwrap();
     let record = batch.records(1 << 20).next().unwrap().unwrap();
     assert_eq!((record.offset, record.value), (1, &b"b"[..]));
 }
@@ -1321,12 +1321,13 @@ fn a_connection_waiting_for_its_fetch_is_not_idle() {
     assert_eq!(code, ErrorCode::None, "{message}");
 }
 
-/// Today's producers send magic 1 batches (no leader epoch): the broker
-/// takes them, stores them as magic 2 with its log's epoch (0 for a single
-/// copy), and consumers read the same records (`tests/golden/v1/batch.bin`:
-/// four records, the last with an empty value).
+/// Producers from before klog stored Kafka's format send a legacy batch in
+/// produce version 1 (here magic 1, `tests/golden/v1/batch.bin`: four
+/// records, the last with an empty value): the broker stores it as a Kafka
+/// RecordBatch v2 with its log's epoch (0 for a single copy), and
+/// consumers read the same records.
 #[test]
-fn a_magic_1_batch_from_an_old_producer_is_stored_as_magic_2_and_reads_the_same() {
+fn a_legacy_batch_from_an_old_producer_is_stored_as_a_kafka_batch_and_reads_the_same() {
     let dir = tempfile::tempdir().unwrap();
     let broker = BrokerProc::start(dir.path(), &[]);
     let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v1/batch.bin");
@@ -1335,6 +1336,8 @@ fn a_magic_1_batch_from_an_old_producer_is_stored_as_magic_2_and_reads_the_same(
     let mut raw = Raw::connect(&broker.addr);
     let mut frame = Vec::new();
     protocol::produce_request(&mut frame, 1, protocol::ACKS_LEADER, 1000, "old", 0, &v1);
+    // Produce version 1: after the frame's length and api key.
+    frame[6..8].copy_from_slice(&1u16.to_le_bytes());
     let (code, msg, _) = raw.call(&frame);
     assert_eq!(code, ErrorCode::None, "{msg}");
     // acks=all: answered once durable, so that the read below (which sees

@@ -407,7 +407,7 @@ fn timestamps_too_far_apart_for_one_batch_are_refused_not_wrapped() {
     );
     assert!(b.accepts_timestamp(-5) && b.accepts_timestamp(i64::MAX));
     let bytes = b.finish().to_vec();
-    let batch = Batch::decode(&bytes, u32::MAX).unwrap();
+    let batch = Batch::decode(klog::storage::record::Format::Kafka, &bytes, u32::MAX).unwrap();
     batch.validate(u32::MAX).unwrap();
     // Through the embedded producer: each record keeps its timestamp.
     let dir = tempfile::tempdir().unwrap();
@@ -770,7 +770,7 @@ fn directory_shapes() -> Vec<(&'static str, Damage, i32)> {
 fn rolled(dir: &Path, past: Option<u64>) {
     let vfs: Arc<dyn Vfs> = Arc::new(klog::storage::fs::RealFs);
     let end = Log::open(vfs, dir, small(), READ).unwrap().next_offset();
-    let header = past.map(|p| klog::storage::segment::encode_header(end + p));
+    let header = past.map(|p| klog::storage::segment::encode_header(end + p, klog::storage::record::Format::Kafka));
     let bytes = header.map_or(Vec::new(), |h| h.to_vec());
     std::fs::write(dir.join("next-1.log"), bytes).unwrap();
     std::fs::write(dir.join("next-1.index"), vec![0; 4096]).unwrap();

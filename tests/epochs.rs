@@ -55,7 +55,7 @@ fn batch_epochs(log: &Log) -> Vec<(u64, u8, u32)> {
     while let Some(slice) = log.read(offset, 1 << 16).unwrap() {
         slice.read_into(&mut buf).unwrap();
         let mut at = 0;
-        while let Ok(b) = Batch::decode(&buf[at..], BATCH_BYTES_MAX) {
+        while let Ok(b) = Batch::decode(slice.format, &buf[at..], BATCH_BYTES_MAX) {
             if b.header.base_offset >= offset {
                 out.push((b.header.base_offset, b.header.magic, b.header.leader_epoch));
                 offset = b.header.next_offset();
@@ -135,35 +135,6 @@ fn the_log_stamps_its_epoch_into_every_batch_and_records_each_rise() {
     let log = Log::open(Arc::clone(&vfs), dir, config(), WRITE).unwrap();
     assert_eq!(log.leader_epoch(), 5);
     assert_eq!(log.epochs().entries(), expected);
-}
-
-/// A producer of magic 1 (today's `klog-produce`) keeps working: its batch
-/// is stored as magic 2, stamped with the log's epoch, its records the same.
-#[test]
-fn a_magic_1_batch_is_appended_as_magic_2_with_the_logs_epoch() {
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v1/batch.bin");
-    let v1 = std::fs::read(golden).unwrap();
-    let original: Vec<Vec<u8>> = Batch::decode(&v1, BATCH_BYTES_MAX)
-        .unwrap()
-        .records(1 << 20)
-        .map(|r| r.unwrap().value.to_vec())
-        .collect();
-    let sim = SimFs::new();
-    let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
-    let dir = Path::new("/p");
-    sim.create_dir_all_durable(dir);
-    let mut log = Log::open(Arc::clone(&vfs), dir, config(), WRITE).unwrap();
-    log.append(&mut batch(&["first"]), 0).unwrap();
-    log.set_leader_epoch(3).unwrap();
-    let info = log.append(&mut v1.clone(), 0).unwrap();
-    assert_eq!((info.base_offset, info.record_count), (1, 4));
-    // The same again: the upgrade buffer is reused.
-    log.append(&mut v1.clone(), 0).unwrap();
-    assert_eq!(batch_epochs(&log), [(0, 2, 0), (1, 2, 3), (5, 2, 3)]);
-    let stored: Vec<Vec<u8>> = log_records(&log).into_iter().map(|r| r.1).collect();
-    assert_eq!(stored[1..5], original[..]);
-    assert_eq!(stored[5..], original[..]);
-    assert_eq!(log.epochs().entries(), [entry(0, 0), entry(3, 1)]);
 }
 
 /// One step of the power-cut workload.

@@ -16,9 +16,11 @@
 //!
 //! | golden file                                  | format                            |
 //! |----------------------------------------------|-----------------------------------|
-//! | `batch.bin`                                  | record batch and records          |
+//! | `batch.bin`                                  | a Kafka RecordBatch v2 and its records, as the log stores it |
+//! | `batch-{gzip,snappy,lz4,zstd}.bin`           | the same records compressed (frozen once written: read, never compared with a new encoding) |
+//! | `legacy/batch.bin`, `legacy/segment-header.bin`, `legacy/partition/` | klog's legacy magic 2 format (read only, never written): a batch, a version 1 segment header, a closed partition |
 //! | `v1/batch.bin`, `v1/partition/`              | magic 1 (read only, never written): a batch, and a closed partition written before leader epochs |
-//! | `segment-header.bin`                         | 24-byte segment header            |
+//! | `segment-header.bin`                         | 24-byte segment header, version 2 |
 //! | `index/wide.index`, `index/wide.timeindex`   | offset and time index entries     |
 //! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `leader-epochs`, `clean-shutdown` |
 //! | `refetch`                                    | a replica's refetch mark, after it left the ISR |
@@ -35,7 +37,7 @@ use klog::storage::fs::sim::SimFs;
 use klog::storage::fs::Vfs;
 use klog::storage::index::{self, IndexEntry, SegmentIndex};
 use klog::storage::log::{Log, LogConfig, OpenOptions};
-use klog::storage::record::{self, Batch, BatchBuilder, BatchHeader};
+use klog::storage::record::{self, legacy, Batch, BatchBuilder, BatchHeader, Codec, Decompressed, Format};
 use klog::storage::recover;
 use klog::storage::segment;
 
@@ -113,8 +115,7 @@ fn assert_reencoded(name: &str, golden: &[u8], reencoded: &[u8]) {
     }
 }
 
-// ---------------------------------------------------------------------------
-// Records.
+// ---------------------------------------------------------------------------// Records.
 
 /// A decoded record, owned, for comparisons with literals.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,6 +149,16 @@ fn rec(
     }
 }
 
+/// The same records with the sizes they have in another format.
+fn sized(records: Vec<Rec>, sizes: &[u32]) -> Vec<Rec> {
+    assert_eq!(records.len(), sizes.len());
+    records
+        .into_iter()
+        .zip(sizes)
+        .map(|(r, &encoded_bytes)| Rec { encoded_bytes, ..r })
+        .collect()
+}
+
 /// Every byte value once, in order: a binary value.
 fn all_bytes() -> Vec<u8> {
     (0..=255u8).collect()
@@ -156,7 +167,9 @@ fn all_bytes() -> Vec<u8> {
 /// The four records of `batch.bin` (and of the partition's first batch),
 /// offsets from `base`: a key and two headers; a negative timestamp delta
 /// (-750 ms); an empty key and a 256-byte binary value (a two-byte length
-/// varint); headers without a key and an empty value.
+/// varint); headers without a key and an empty value. The sizes are their
+/// Kafka encodings', counted by hand: length varint, attributes, zigzag
+/// timestamp and offset deltas, key, value, header count, headers.
 fn rich_records(base: u64) -> Vec<Rec> {
     vec![
         rec(
@@ -165,7 +178,7 @@ fn rich_records(base: u64) -> Vec<Rec> {
             Some(b"user-42"),
             &[(b"trace-id", b"abc123"), (b"content-type", b"text/plain")],
             b"hello, klog",
-            67,
+            66,
         ),
         rec(base + 1, 1_699_999_999_250, None, &[], b"earlier", 15),
         rec(
@@ -176,28 +189,61 @@ fn rich_records(base: u64) -> Vec<Rec> {
             &all_bytes(),
             266,
         ),
-        rec(base + 3, 1_700_000_000_001, None, &[(b"h", b"")], b"", 11),
+        rec(base + 3, 1_700_000_000_001, None, &[(b"h", b"")], b"", 10),
     ]
+}
+
+/// The sizes of [`rich_records`] in klog's legacy format (a CRC each, no
+/// offset delta, no null-key or empty-header bytes).
+const RICH_LEGACY_SIZES: [u32; 4] = [67, 15, 266, 11];
+
+fn push_all<B>(records: &[Rec], mut push: impl FnMut(&mut B, &Rec, &[(&[u8], &[u8])]), b: &mut B) {
+    for r in records {
+        let headers: Vec<(&[u8], &[u8])> =
+            r.headers.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+        push(b, r, &headers);
+    }
+}
+
+/// Encodes records through `BatchBuilder` (base offset 0), compressed
+/// with `codec`.
+fn build_with(codec: Codec, records: &[Rec]) -> Vec<u8> {
+    let mut builder = BatchBuilder::compressed(codec, None);
+    push_all(
+        records,
+        |b: &mut BatchBuilder, r, h| b.push(r.timestamp, r.key.as_deref(), h, &r.value),
+        &mut builder,
+    );
+    builder.finish().to_vec()
 }
 
 /// Encodes records through `BatchBuilder` (base offset 0).
 fn build(records: &[Rec]) -> Vec<u8> {
-    let mut builder = BatchBuilder::new();
-    for r in records {
-        let headers: Vec<(&[u8], &[u8])> =
-            r.headers.iter().map(|(n, v)| (&n[..], &v[..])).collect();
-        builder.push(r.timestamp, r.key.as_deref(), &headers, &r.value);
-    }
+    build_with(Codec::None, records)
+}
+
+/// Encodes records as a legacy batch (what klog wrote before).
+fn build_legacy(records: &[Rec]) -> Vec<u8> {
+    let mut builder = legacy::BatchBuilder::new();
+    push_all(
+        records,
+        |b: &mut legacy::BatchBuilder, r, h| b.push(r.timestamp, r.key.as_deref(), h, &r.value),
+        &mut builder,
+    );
     builder.finish().to_vec()
 }
 
-/// Decodes the batch at the start of `bytes`: its header and records, every
-/// record checked.
-fn decode_batch(bytes: &[u8]) -> (BatchHeader, Vec<Rec>) {
-    let batch = Batch::decode(bytes, BATCH_BYTES_MAX).expect("golden batch decodes");
-    batch.validate(1 << 20).expect("golden batch validates");
+/// Decodes the batch of `format` at the start of `bytes`: its header and
+/// records, every record checked.
+fn decode_batch(format: Format, bytes: &[u8]) -> (BatchHeader, Vec<Rec>) {
+    let batch = Batch::decode(format, bytes, BATCH_BYTES_MAX).expect("golden batch decodes");
+    let mut scratch = Decompressed::default();
+    batch
+        .validate_in(&mut scratch, 1 << 20)
+        .expect("golden batch validates");
     let records = batch
-        .records(1 << 20)
+        .records_in(&mut scratch, 1 << 20)
+        .expect("golden records")
         .map(|r| {
             let r = r.expect("golden record decodes");
             Rec {
@@ -211,6 +257,39 @@ fn decode_batch(bytes: &[u8]) -> (BatchHeader, Vec<Rec>) {
         })
         .collect();
     (batch.header, records)
+}
+
+/// The records the `kafka-protocol` crate, Kafka's own format in another
+/// implementation, decodes from `bytes` (it checks the CRC32C): offsets,
+/// timestamps, keys, values and headers.
+fn kafka_crate_records(bytes: &[u8]) -> Vec<Rec> {
+    use kafka_protocol::records::RecordBatchDecoder;
+    let sets = RecordBatchDecoder::decode_all(&mut &bytes[..]).expect("the kafka crate decodes it");
+    sets.into_iter()
+        .flat_map(|s| s.records)
+        .map(|r| Rec {
+            offset: r.offset as u64,
+            timestamp: r.timestamp,
+            key: r.key.as_ref().map(|k| k.to_vec()),
+            headers: r
+                .headers
+                .iter()
+                .map(|(n, v)| (n.as_bytes().to_vec(), v.as_ref().map_or(Vec::new(), |v| v.to_vec())))
+                .collect(),
+            value: r.value.as_ref().map_or(Vec::new(), |v| v.to_vec()),
+            encoded_bytes: 0,
+        })
+        .collect()
+}
+
+fn without_sizes(records: &[Rec]) -> Vec<Rec> {
+    records
+        .iter()
+        .map(|r| Rec {
+            encoded_bytes: 0,
+            ..r.clone()
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -227,60 +306,144 @@ fn record_batch() {
     record::stamp(&mut encoded, BATCH_BASE_OFFSET, BATCH_LEADER_EPOCH);
     let golden = check_golden("batch.bin", &encoded);
 
-    let (header, records) = decode_batch(&golden);
+    let (header, records) = decode_batch(Format::Kafka, &golden);
     assert_eq!(
         header,
         BatchHeader {
+            format: Format::Kafka,
             base_offset: 4_294_967_301,
-            batch_length: 391,
+            batch_length: 406,
             magic: 2,
             attributes: 0,
+            last_offset_delta: 3,
             record_count: 4,
             base_timestamp: 1_700_000_000_000,
             max_timestamp: 1_700_000_003_600,
             leader_epoch: 16_909_060,
-            // CRC32 (IEEE) of bytes 0..40, checked independently with zlib.
-            header_crc: 0xa866_0ff0,
+            // CRC32C of bytes 21.., checked independently (Python, the
+            // Castagnoli polynomial 0x82f63b78).
+            crc: GOLDEN_BATCH_CRC32C,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
         }
     );
     assert_eq!(records, rich_records(4_294_967_301));
-    assert_eq!(header.total_bytes(), 403);
-    assert_eq!(golden.len(), 403, "nothing after the batch");
+    assert_eq!(header.total_bytes(), 418);
+    assert_eq!(golden.len(), 418, "nothing after the batch");
+    assert_eq!(
+        kafka_crate_records(&golden),
+        without_sizes(&rich_records(4_294_967_301))
+    );
 
     let mut reencoded = build(&records);
     record::stamp(&mut reencoded, header.base_offset, header.leader_epoch);
     assert_reencoded("batch.bin", &golden, &reencoded);
 }
 
-/// A magic 1 batch, as written before leader epochs (frozen: never
-/// blessed), still decodes to the same records, as epoch 0, and upgrades
-/// to the magic 2 batch of epoch 0 byte for byte.
+/// The golden batch's CRC32C.
+const GOLDEN_BATCH_CRC32C: u32 = 0x1a28_29ae;
+
+/// A compressed batch of every codec (frozen once written: a codec
+/// library may compress the same records otherwise) decodes to the same
+/// records, through klog and through the `kafka-protocol` crate.
 #[test]
-fn record_batch_magic_1_still_reads() {
-    let golden = std::fs::read(golden_dir().join("v1/batch.bin")).unwrap();
-    let (header, records) = decode_batch(&golden);
+fn compressed_record_batches_read() {
+    for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
+        let name = format!("batch-{}.bin", codec.name());
+        let path = golden_dir().join(&name);
+        if blessing() || !path.exists() {
+            let mut encoded = build_with(codec, &rich_records(0));
+            record::stamp(&mut encoded, BATCH_BASE_OFFSET, BATCH_LEADER_EPOCH);
+            assert!(blessing(), "{name} is missing: KLOG_BLESS=1 writes it");
+            std::fs::write(&path, &encoded).unwrap();
+        }
+        let golden = std::fs::read(&path).unwrap();
+        let (header, records) = decode_batch(Format::Kafka, &golden);
+        assert_eq!(header.codec(), codec, "{name}");
+        assert_eq!(header.attributes, codec.bits(), "{name}");
+        assert_eq!(
+            (header.base_offset, header.leader_epoch, header.record_count),
+            (BATCH_BASE_OFFSET, BATCH_LEADER_EPOCH, 4),
+            "{name}"
+        );
+        assert_eq!(records, rich_records(BATCH_BASE_OFFSET), "{name}");
+        assert_eq!(
+            kafka_crate_records(&golden),
+            without_sizes(&rich_records(BATCH_BASE_OFFSET)),
+            "{name}"
+        );
+    }
+}
+
+/// A legacy batch (klog magic 2, as written before klog stored Kafka's
+/// format; frozen) still decodes to the same records, and the legacy
+/// encoder, kept for tests, still writes it.
+#[test]
+fn legacy_record_batch_still_reads() {
+    let golden = std::fs::read(golden_dir().join("legacy/batch.bin")).unwrap();
+    let (header, records) = decode_batch(Format::Legacy, &golden);
     assert_eq!(
         header,
         BatchHeader {
+            format: Format::Legacy,
+            base_offset: 4_294_967_301,
+            batch_length: 391,
+            magic: 2,
+            attributes: 0,
+            last_offset_delta: 3,
+            record_count: 4,
+            base_timestamp: 1_700_000_000_000,
+            max_timestamp: 1_700_000_003_600,
+            leader_epoch: 16_909_060,
+            // CRC32 (IEEE) of bytes 0..40, checked independently with zlib.
+            crc: 0xa866_0ff0,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+        }
+    );
+    let expected = sized(rich_records(4_294_967_301), &RICH_LEGACY_SIZES);
+    assert_eq!(records, expected);
+    assert_eq!(golden.len(), 403);
+    let mut reencoded = build_legacy(&records);
+    legacy::stamp(&mut reencoded, header.base_offset, header.leader_epoch);
+    assert_reencoded("legacy/batch.bin", &golden, &reencoded);
+    // Served to every client as a Kafka batch with the same records.
+    let mut kafka = Vec::new();
+    assert_eq!(legacy::to_kafka(&golden, &mut kafka).unwrap(), golden.len());
+    assert_eq!(decode_batch(Format::Kafka, &kafka).1, rich_records(4_294_967_301));
+}
+
+/// A magic 1 batch, as written before leader epochs (frozen: never
+/// blessed), still decodes to the same records, as epoch 0.
+#[test]
+fn record_batch_magic_1_still_reads() {
+    let golden = std::fs::read(golden_dir().join("v1/batch.bin")).unwrap();
+    let (header, records) = decode_batch(Format::Legacy, &golden);
+    assert_eq!(
+        header,
+        BatchHeader {
+            format: Format::Legacy,
             base_offset: 4_294_967_301,
             batch_length: 387,
             magic: 1,
             attributes: 0,
+            last_offset_delta: 3,
             record_count: 4,
             base_timestamp: 1_700_000_000_000,
             max_timestamp: 1_700_000_003_600,
             leader_epoch: 0,
             // CRC32 (IEEE) of bytes 0..36, checked independently with zlib.
-            header_crc: 0x468b_af8c,
+            crc: 0x468b_af8c,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
         }
     );
-    assert_eq!(records, rich_records(4_294_967_301));
+    let expected = sized(rich_records(4_294_967_301), &RICH_LEGACY_SIZES);
+    assert_eq!(records, expected);
     assert_eq!(golden.len(), 399);
-    let mut upgraded = Vec::new();
-    record::upgrade(&golden, &mut upgraded).unwrap();
-    let mut expected = build(&records);
-    record::stamp(&mut expected, header.base_offset, 0);
-    assert_reencoded("v1/batch.bin upgraded", &expected, &upgraded);
 }
 
 // ---------------------------------------------------------------------------
@@ -289,14 +452,27 @@ fn record_batch_magic_1_still_reads() {
 #[test]
 fn segment_header() {
     // 2^32 + 1024: every byte of the base offset field is pinned.
-    let golden = check_golden("segment-header.bin", &segment::encode_header(4_294_968_320));
+    let encoded = segment::encode_header(4_294_968_320, Format::Kafka);
+    let golden = check_golden("segment-header.bin", &encoded);
     assert_eq!(golden.len(), segment::SEGMENT_HEADER_BYTES);
-    let base_offset = segment::decode_header(&golden).expect("golden header decodes");
-    assert_eq!(base_offset, 4_294_968_320);
+    assert_eq!(&golden[4..6], &[2, 0], "version 2: Kafka batches");
+    let (base_offset, format) = segment::decode_header(&golden).expect("golden header decodes");
+    assert_eq!((base_offset, format), (4_294_968_320, Format::Kafka));
     assert_reencoded(
         "segment-header.bin",
         &golden,
-        &segment::encode_header(base_offset),
+        &segment::encode_header(base_offset, format),
+    );
+    // The legacy header (version 1, frozen) says its batches are legacy.
+    let legacy = std::fs::read(golden_dir().join("legacy/segment-header.bin")).unwrap();
+    assert_eq!(
+        segment::decode_header(&legacy),
+        Ok((4_294_968_320, Format::Legacy))
+    );
+    assert_reencoded(
+        "legacy/segment-header.bin",
+        &legacy,
+        &segment::encode_header(4_294_968_320, Format::Legacy),
     );
 }
 
@@ -395,7 +571,7 @@ fn partition_segments() -> Vec<Vec<Vec<Rec>>> {
                 Some(b"k2"),
                 &[],
                 b"second batch",
-                22,
+                21,
             )],
             vec![
                 rec(5, 1_700_000_005_000, None, &[], b"third-a", 14),
@@ -409,7 +585,7 @@ fn partition_segments() -> Vec<Vec<Vec<Rec>>> {
                 Some(b"k"),
                 &[(b"n", b"v")],
                 b"fourth",
-                20,
+                18,
             )],
             vec![rec(8, 1_700_000_007_000, None, &[], b"fifth", 12)],
         ],
@@ -471,11 +647,12 @@ type BatchPlace = (usize, u64, i64, u32);
 /// Decodes a segment file: its header's base offset, where its batches
 /// are, and their records.
 fn decode_segment(bytes: &[u8]) -> (u64, Vec<BatchPlace>, Vec<Vec<Rec>>) {
-    let base_offset = segment::decode_header(bytes).expect("golden segment header decodes");
+    let (base_offset, format) =
+        segment::decode_header(bytes).expect("golden segment header decodes");
     let mut position = segment::SEGMENT_HEADER_BYTES;
     let (mut places, mut batches) = (Vec::new(), Vec::new());
     while position < bytes.len() {
-        let (header, records) = decode_batch(&bytes[position..]);
+        let (header, records) = decode_batch(format, &bytes[position..]);
         places.push((
             position,
             header.base_offset,
@@ -526,30 +703,30 @@ fn partition_directory() {
         places,
         [
             (24, 0, 1_700_000_003_600, 0),
-            (427, 4, 1_700_000_001_000, 0),
-            (493, 5, 1_700_000_005_000, 1)
+            (442, 4, 1_700_000_001_000, 0),
+            (524, 5, 1_700_000_005_000, 1)
         ]
     );
-    assert_eq!(vfs.read(&first).unwrap().len(), 565);
+    assert_eq!(vfs.read(&first).unwrap().len(), 613);
     let (base, places, second_batches) = decode_segment(&vfs.read(&second).unwrap());
     assert_eq!(base, 7);
     assert_eq!(
         places,
-        [(24, 7, 1_700_000_006_000, 3), (88, 8, 1_700_000_007_000, 3)]
+        [(24, 7, 1_700_000_006_000, 3), (103, 8, 1_700_000_007_000, 3)]
     );
-    assert_eq!(vfs.read(&second).unwrap().len(), 144);
+    assert_eq!(vfs.read(&second).unwrap().len(), 176);
     let segments = vec![first_batches, second_batches];
     assert_eq!(segments, partition_segments());
     assert_eq!(
         index::read_entries(&vfs, &first).expect("golden index decodes"),
         [
-            entry(4, 427, 1_700_000_003_600),
-            entry(5, 493, 1_700_000_005_000)
+            entry(4, 442, 1_700_000_003_600),
+            entry(5, 524, 1_700_000_005_000)
         ]
     );
     assert_eq!(
         index::read_entries(&vfs, &second).expect("golden index decodes"),
-        [entry(1, 88, 1_700_000_007_000)]
+        [entry(1, 103, 1_700_000_007_000)]
     );
     assert_eq!(recover::read_recovery_point(&vfs, dir), 9);
     assert!(recover::was_clean(&vfs, dir));
@@ -615,25 +792,47 @@ fn golden_epochs() -> [EpochEntry; 3] {
     [e(0, 0), e(1, 5), e(3, 7)]
 }
 
+/// The sizes of [`partition_segments`]' records in klog's legacy format.
+const PARTITION_LEGACY_SIZES: [&[&[u32]]; 2] = [&[&RICH_LEGACY_SIZES, &[22], &[14, 14]], &[&[20], &[12]]];
+
+/// [`partition_segments`] with their legacy sizes.
+fn legacy_segments() -> Vec<Vec<Vec<Rec>>> {
+    partition_segments()
+        .into_iter()
+        .zip(PARTITION_LEGACY_SIZES)
+        .map(|(batches, sizes)| {
+            batches
+                .into_iter()
+                .zip(sizes)
+                .map(|(records, sizes)| sized(records, sizes))
+                .collect()
+        })
+        .collect()
+}
+
+/// Copies the frozen partition `golden/<from>` into `dir` of `vfs`.
+fn copy_golden_partition(vfs: &SimFs, from: &str, dir: &Path) {
+    vfs.create_dir_all_durable(dir);
+    for entry in std::fs::read_dir(golden_dir().join(from)).unwrap() {
+        let entry = entry.unwrap();
+        vfs.write(&dir.join(entry.file_name()), &read(&entry.path()));
+    }
+}
+
 /// A partition written before leader epochs (magic 1 batches, no epoch
 /// file; frozen, never blessed) still opens and reads, and recovers: its
 /// batches read as epoch 0, a writer rebuilds its epoch file (epoch 0 from
-/// the start) and appends magic 2 batches after them, and a crash that
-/// lost the clean-shutdown mark recovers it the same.
+/// the start) and appends Kafka batches in a new segment after them, and
+/// a crash that lost the clean-shutdown mark recovers it the same.
 #[test]
 fn a_partition_of_magic_1_still_reads_recovers_and_takes_appends() {
     let vfs = SimFs::new();
     let dir = Path::new(PARTITION_DIR);
-    vfs.create_dir_all(dir).unwrap();
-    let v1 = golden_dir().join("v1/partition");
-    for entry in std::fs::read_dir(&v1).unwrap() {
-        let entry = entry.unwrap();
-        vfs.write(&dir.join(entry.file_name()), &read(&entry.path()));
-    }
+    copy_golden_partition(&vfs, "v1/partition", dir);
     let (_, places, first) =
         decode_segment(&vfs.read(&dir.join(segment::log_file_name(0))).unwrap());
     assert_eq!(places[1], (423, 4, 1_700_000_001_000, 0));
-    assert_eq!(first, partition_segments()[0]);
+    assert_eq!(first, legacy_segments()[0]);
     assert!(Epochs::read(&vfs, dir).unwrap().is_none());
     // Recovery from scratch, as after a crash: no clean-shutdown mark.
     vfs.remove(&dir.join(recover::CLEAN_SHUTDOWN_FILE)).unwrap();
@@ -655,10 +854,15 @@ fn a_partition_of_magic_1_still_reads_recovers_and_takes_appends() {
         decode_segment(&vfs.read(&dir.join(segment::log_file_name(7))).unwrap());
     assert_eq!(
         places.iter().map(|p| (p.1, p.3)).collect::<Vec<_>>(),
-        [(7, 0), (8, 0), (9, 4)]
+        [(7, 0), (8, 0)],
+        "a legacy segment takes no append"
     );
-    assert_eq!(batches[..2], partition_segments()[1]);
-    assert_eq!(batches[2], rich_records(9));
+    assert_eq!(batches, legacy_segments()[1]);
+    let (base, places, batches) =
+        decode_segment(&vfs.read(&dir.join(segment::log_file_name(9))).unwrap());
+    assert_eq!(base, 9);
+    assert_eq!(places.iter().map(|p| (p.1, p.3)).collect::<Vec<_>>(), [(9, 4)]);
+    assert_eq!(batches, [rich_records(9)]);
     let epochs = Epochs::read(&vfs, dir).unwrap().expect("epochs").unwrap();
     assert_eq!(
         epochs.entries(),
@@ -670,6 +874,81 @@ fn a_partition_of_magic_1_still_reads_recovers_and_takes_appends() {
             }
         ]
     );
+}
+
+/// A partition in klog's legacy magic 2 format (with leader epochs;
+/// frozen) opens, reads, takes appends in a new Kafka segment, and a power
+/// cut anywhere in that (each change the appends make, the last one torn
+/// at every length) leaves a log that recovers to the legacy records and
+/// every durable appended one, then verifies clean.
+#[test]
+fn a_legacy_partition_takes_appends_and_survives_a_power_cut_among_them() {
+    let dir = Path::new(PARTITION_DIR);
+    let legacy = legacy_segments().concat().concat();
+    let appended: Vec<Vec<Rec>> = (0..3u64).map(|i| rich_records(9 + 4 * i)).collect();
+    let write = OpenOptions {
+        writable: true,
+        lock: false,
+    };
+    let mut cut_at = 0;
+    loop {
+        let vfs = SimFs::new();
+        copy_golden_partition(&vfs, "legacy/partition", dir);
+        let mut durable = 9;
+        vfs.cut_power_after(cut_at);
+        let done = (|| -> Result<(), klog::error::Error> {
+            let mut log = Log::open(Arc::new(vfs.clone()), dir, log_config(), write)?;
+            for records in &appended {
+                log.append(&mut build(records), NOW_MS)?;
+                log.flush()?;
+                durable = log.next_offset();
+            }
+            log.close()
+        })();
+        let keep = [0usize, 1, 7, usize::MAX][cut_at as usize % 4];
+        vfs.crash(&mut |n| n.min(keep));
+        vfs.restore_power();
+        let log = Log::open(Arc::new(vfs.clone()), dir, log_config(), write)
+            .unwrap_or_else(|e| panic!("cut after {cut_at} changes, kept {keep}: {e}"));
+        let read = read_partition(&log);
+        let n = read.len();
+        assert!(n >= durable as usize, "cut after {cut_at}: {n} records, {durable} durable");
+        assert_eq!(read[..9], legacy[..], "cut after {cut_at}");
+        assert_eq!(read[9..], appended.concat()[..n - 9], "cut after {cut_at}");
+        drop(log);
+        let options = recover::RecoverOptions {
+            full: true,
+            dry_run: true,
+            automatic: false,
+            trust_last: false,
+            index_interval_bytes: 1,
+        };
+        let report = recover::recover_partition(&vfs, dir, 0, &options).unwrap();
+        assert!(!report.changed(), "cut after {cut_at}: {report:?}");
+        if done.is_ok() {
+            break;
+        }
+        cut_at += 1;
+    }
+    assert!(cut_at > 5, "the appends made {cut_at} changes");
+}
+
+/// Every record of `log`, in order, decoded as [`decode_batch`] does.
+fn read_partition(log: &Log) -> Vec<Rec> {
+    let mut out = Vec::new();
+    let mut offset = log.start_offset();
+    let mut buf = Vec::new();
+    while let Some(slice) = log.read(offset, 1 << 20).unwrap() {
+        slice.read_into(&mut buf).unwrap();
+        let mut at = 0;
+        while at < buf.len() {
+            let (header, records) = decode_batch(slice.format, &buf[at..]);
+            at += header.total_bytes() as usize;
+            offset = header.next_offset();
+            out.extend(records);
+        }
+    }
+    out
 }
 
 // ---------------------------------------------------------------------------

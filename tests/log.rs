@@ -88,7 +88,7 @@ fn cutting_the_last_record_at_every_byte_keeps_the_whole_ones() {
     let full = sim.read(&path).unwrap();
     let second = &full[before.len()..];
     let mut record_ends = Vec::new();
-    let b = Batch::decode(second, 1 << 30).unwrap();
+    let b = Batch::decode(klog::storage::record::Format::Kafka, second, 1 << 30).unwrap();
     let mut end = klog::storage::record::BATCH_HEADER_BYTES;
     for r in b.records(1 << 20) {
         end += r.unwrap().encoded_bytes as usize;

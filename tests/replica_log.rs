@@ -134,7 +134,7 @@ fn replicate(leader: &Log, follower: &mut Log, fetch_bytes: u64) {
     let mut buf = Vec::new();
     while let Some(slice) = leader.read(follower.next_offset(), fetch_bytes).unwrap() {
         slice.read_into(&mut buf).unwrap();
-        let whole = record::whole_batches_len(&buf);
+        let whole = record::whole_batches_len(slice.format, &buf);
         assert!(whole > 0, "a read holds at least one whole batch");
         let done = follower.append_replicated(&buf[..whole], 0).unwrap();
         assert_eq!(done.next_offset, follower.next_offset());
@@ -303,28 +303,6 @@ fn a_follower_refuses_a_batch_that_does_not_follow_or_does_not_check_and_keeps_t
         log.epochs().entries(),
         [entry(0, 0), entry(3, 6), entry(5, 24)]
     );
-}
-
-/// A magic 1 batch (from segments written before epochs) is stored as it
-/// is, as epoch 0.
-#[test]
-fn a_magic_1_batch_is_replicated_unchanged_as_epoch_0() {
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v1/batch.bin");
-    let mut v1 = std::fs::read(golden).unwrap();
-    record::set_base_offset(&mut v1, 0);
-    let (_sim, vfs, dir) = sim_dir();
-    let mut log = Log::open(Arc::clone(&vfs), dir, config(), WRITE).unwrap();
-    let done = log.append_replicated(&v1, 0).unwrap();
-    assert_eq!((done.batches, done.records), (1, 4));
-    let mut next = leader_batch(4, 2, 1);
-    log.append_replicated(&next, 0).unwrap();
-    let mut stored = v1.clone();
-    stored.append(&mut next);
-    log.flush().unwrap();
-    assert_eq!(segment_batch_bytes(&*vfs, dir), stored);
-    let header = Batch::decode(&stored, BATCH_BYTES_MAX).unwrap().header;
-    assert_eq!((header.magic, header.leader_epoch), (record::MAGIC_V1, 0));
-    assert_eq!(log.epochs().entries(), [entry(0, 0), entry(1, 4)]);
 }
 
 /// A follower's log of records 0..60 (batches of 3, timestamps 1000 +
@@ -588,7 +566,7 @@ fn batch_epochs(log: &Log) -> Vec<(u64, u32)> {
     while let Some(slice) = log.read(offset, 1 << 16).unwrap() {
         slice.read_into(&mut buf).unwrap();
         let mut at = 0;
-        while let Ok(b) = Batch::decode(&buf[at..], BATCH_BYTES_MAX) {
+        while let Ok(b) = Batch::decode(slice.format, &buf[at..], BATCH_BYTES_MAX) {
             if b.header.base_offset >= offset {
                 out.push((b.header.base_offset, b.header.leader_epoch));
                 offset = b.header.next_offset();

@@ -31,12 +31,12 @@
 //! not checked, or not known) or a leader epoch from 0 to `2^32 - 1`, and
 //! any other value is `invalid_request`.
 //!
-//! # Requests (version 1; fetch version 3)
+//! # Requests (version 1; produce version 2; fetch versions 4 and 5)
 //!
 //! | api_key | request        | body                                                                   |
 //! |--------:|----------------|------------------------------------------------------------------------|
-//! | 0 | produce      | `acks i8` (0, 1, -1 = all) · `timeout_ms u32` · `topic str` · `partition u32` · `records bytes` (one batch, `crate::storage::record`) |
-//! | 1 | fetch        | `wait_ms_max u32` · `bytes_min u32` · `response_bytes_max u32` (from version 2) · `replica_id str` (version 3) · `count u16` · count × (`topic str` · `partition u32` · `offset u64` · `bytes_max u32` · `leader_epoch epoch` (version 3)) |
+//! | 0 | produce      | `acks i8` (0, 1, -1 = all) · `timeout_ms u32` · `topic str` · `partition u32` · `records bytes` (one batch: Kafka's RecordBatch v2, [`crate::storage::record`]; in version 1, a legacy klog batch, [`crate::storage::record::legacy`], which the broker converts) |
+//! | 1 | fetch        | `wait_ms_max u32` · `bytes_min u32` · `response_bytes_max u32` · `replica_id str` (version 5) · `count u16` · count × (`topic str` · `partition u32` · `offset u64` · `bytes_max u32` · `leader_epoch epoch` (version 5)) |
 //! | 2 | list_offsets | `topic str` · `partition u32` · `at i64` (-2 earliest, -1 latest, ≥ 0 the first record at or after this timestamp, ms) |
 //! | 3 | metadata     | `count u16` · count × `topic str` (0 topics: every topic)              |
 //! | 4 | create_topic | `topic str` · `partitions u32` (0: the broker's `--partitions`)        |
@@ -47,7 +47,7 @@
 //! | request      | body                                                                       |
 //! |--------------|----------------------------------------------------------------------------|
 //! | produce      | `base_offset u64` (offset of the batch's first record). `acks` 0: no response at all |
-//! | fetch        | `count u16` · count × (`topic str` · `partition u32` · `error u16` · `message str` · `start_offset u64` · `end_offset u64` · `leader_epoch epoch` (version 3) · `records bytes`) |
+//! | fetch        | `count u16` · count × (`topic str` · `partition u32` · `error u16` · `message str` · `start_offset u64` · `end_offset u64` · `leader_epoch epoch` (version 5) · `records bytes`: Kafka RecordBatch v2 batches) |
 //! | list_offsets | `offset i64` (-1: no record at or after the timestamp)                     |
 //! | metadata     | `count u16` · count × (`topic str` · `error u16` · `message str` · `partitions u32` · partitions × (`start_offset u64` · `end_offset u64`)) |
 //! | create_topic | `partitions u32` (also sent with `topic_exists`, giving the existing count) |
@@ -60,7 +60,8 @@
 //! it get `storage_error` saying why.
 //!
 //! A fetch partition's `records` are whole batches copied from a segment
-//! with `sendfile`, starting with the batch that holds `offset` (so the
+//! with `sendfile` (a segment written before klog stored Kafka's format is
+//! converted first, whole batches only), starting with the batch that holds `offset` (so the
 //! first records may precede it: the client skips them); the byte budget
 //! may cut the last batch short, and the client fetches it again from its
 //! offset. A response carries at most `response_bytes_max` bytes of records
@@ -81,15 +82,14 @@
 //!
 //! # Replication
 //!
-//! A follower is a consumer with a name: its fetch (version 3) says which
+//! A follower is a consumer with a name: its fetch (version 5) says which
 //! broker it is (`replica_id`, a broker id of at most
 //! [`crate::limits::BROKER_ID_BYTES_MAX`] bytes; empty for a consumer) and,
 //! per partition, the leader epoch it believes current; the answer gives
 //! each partition's leader epoch as the answering broker knows it (-1 for
 //! a partition it cannot serve). Each fetch is answered in the version it
-//! was asked, so a version 1 or 2 fetch gets the bytes it always did.
-//! Consumers send version 2 ([`fetch_request`]); followers, and a consumer
-//! that checks epochs, version 3 ([`replica_fetch_request`]).
+//! was asked. Consumers send version 4 ([`fetch_request`]); followers, and
+//! a consumer that checks epochs, version 5 ([`replica_fetch_request`]).
 //!
 //! offsets_for_leader_epoch is Kafka's OffsetsForLeaderEpoch (KIP-101,
 //! KIP-279): a replica whose log ends in epoch `leader_epoch` asks where
@@ -159,6 +159,13 @@
 //!   their own bytes; consumers keep sending version 2, so a new consumer
 //!   reads from an older broker. Older clients read the new codes as
 //!   `unknown`.
+//! - one batch format (issue 24): records are Kafka's RecordBatch v2 on
+//!   both wires. Produce version 2 carries one; version 1 (a legacy klog
+//!   batch) is still read and converted. Fetch versions 4 and 5 are
+//!   versions 2 and 3 whose records are Kafka batches; versions 1 to 3,
+//!   whose readers expect legacy batches, are answered
+//!   `unsupported_request` saying so: upgrade clients and brokers together
+//!   (a follower of an older build cannot fetch from a newer leader).
 
 pub use crate::error::ErrorCode;
 use crate::limits;
@@ -225,13 +232,21 @@ const _: () =
     assert!(limits::FETCH_RESPONSE_BYTES_DEFAULT as u64 <= limits::FETCH_RESPONSE_BYTES_MAX);
 
 /// The fetch version a consumer sends ([`fetch_request`]): no replica id,
-/// no leader epochs, read by every broker since the response budget.
-pub const FETCH_VERSION_CONSUMER: u16 = 2;
+/// no leader epochs; records in Kafka's RecordBatch v2.
+pub const FETCH_VERSION_CONSUMER: u16 = 4;
 
 /// The fetch version that carries a replica id and leader epochs
 /// ([`replica_fetch_request`]), and whose response carries each
-/// partition's leader epoch.
-pub const FETCH_VERSION_REPLICA: u16 = 3;
+/// partition's leader epoch; records in Kafka's RecordBatch v2.
+pub const FETCH_VERSION_REPLICA: u16 = 5;
+
+/// The oldest fetch version a broker answers: older ones read klog's
+/// legacy batches, which it no longer serves.
+pub const FETCH_VERSION_MIN: u16 = FETCH_VERSION_CONSUMER;
+
+/// The produce version whose batch is Kafka's RecordBatch v2 (version 1
+/// carries a legacy batch, which the broker converts).
+pub const PRODUCE_VERSION_KAFKA: u16 = 2;
 
 /// An `epoch` field's value for none (not checked, or not known).
 pub const NO_EPOCH: i64 = -1;
@@ -276,13 +291,22 @@ pub enum ApiKey {
 }
 
 impl ApiKey {
-    /// The oldest version of each request this build reads.
+    /// The oldest version of most requests this build reads.
     pub const VERSION: u16 = 1;
+
+    /// The oldest version of this request this build reads.
+    pub const fn min_version(self) -> u16 {
+        match self {
+            ApiKey::Fetch => FETCH_VERSION_MIN,
+            _ => ApiKey::VERSION,
+        }
+    }
 
     /// The newest version of this request, the one this build sends.
     pub const fn version(self) -> u16 {
         match self {
             ApiKey::Fetch => FETCH_VERSION_REPLICA,
+            ApiKey::Produce => PRODUCE_VERSION_KAFKA,
             _ => 1,
         }
     }

@@ -7,7 +7,7 @@ use std::ops::Range;
 use super::frame::{finish_frame, put, Reader};
 use super::{
     ApiKey, ProtocolError, Result, ACKS_ALL, ACKS_LEADER, ACKS_NONE, FETCH_PARTITIONS_MAX,
-    FETCH_VERSION_CONSUMER, REQUEST_HEADER_BYTES,
+    FETCH_VERSION_CONSUMER, FETCH_VERSION_MIN, FETCH_VERSION_REPLICA, REQUEST_HEADER_BYTES,
 };
 use crate::limits;
 
@@ -355,11 +355,16 @@ pub fn decode_request(
             header.api_key
         )));
     };
-    if !(ApiKey::VERSION..=api.version()).contains(&header.api_version) {
+    if !(api.min_version()..=api.version()).contains(&header.api_version) {
+        let old = api == ApiKey::Fetch && header.api_version < FETCH_VERSION_MIN;
+        let why = match old {
+            true => ": it reads klog's legacy batches, and this broker serves Kafka's RecordBatch v2 (upgrade the client)",
+            false => "",
+        };
         return Err(RequestError::Unsupported(format!(
-            "{api:?} version {} is not supported (this broker speaks versions {} to {})",
+            "{api:?} version {} is not supported (this broker speaks versions {} to {}){why}",
             header.api_version,
-            ApiKey::VERSION,
+            api.min_version(),
             api.version()
         )));
     }
@@ -408,17 +413,16 @@ fn decode_body<'a>(api: ApiKey, version: u16, r: &mut Reader<'a>) -> Result<Requ
     })
 }
 
-/// Decodes a fetch body of `version` 1, 2 or 3.
+/// Decodes a fetch body of `version` 4 (a consumer's) or 5 (with a
+/// replica id and leader epochs).
 fn decode_fetch<'a>(version: u16, r: &mut Reader<'a>) -> Result<Request<'a>> {
+    let replica = version >= FETCH_VERSION_REPLICA;
     let wait_ms_max = r.u32("wait_ms_max")?;
     let bytes_min = r.u32("bytes_min")?;
-    let response_bytes_max = match version {
-        1 => limits::FETCH_RESPONSE_BYTES_DEFAULT,
-        _ => r.u32("response_bytes_max")?,
-    };
-    let replica_id = match version {
-        1 | 2 => "",
-        _ => bounded_str(r, "replica_id", limits::BROKER_ID_BYTES_MAX)?,
+    let response_bytes_max = r.u32("response_bytes_max")?;
+    let replica_id = match replica {
+        false => "",
+        true => bounded_str(r, "replica_id", limits::BROKER_ID_BYTES_MAX)?,
     };
     let count = r.u16("count")? as usize;
     if count > FETCH_PARTITIONS_MAX {
@@ -426,7 +430,7 @@ fn decode_fetch<'a>(version: u16, r: &mut Reader<'a>) -> Result<Request<'a>> {
     }
     // Each partition takes at least its fixed fields: a count the frame
     // cannot hold allocates nothing.
-    let part_bytes_min = if version >= 3 {
+    let part_bytes_min = if replica {
         2 + 4 + 8 + 4 + 8
     } else {
         2 + 4 + 8 + 4
@@ -438,9 +442,9 @@ fn decode_fetch<'a>(version: u16, r: &mut Reader<'a>) -> Result<Request<'a>> {
             partition: r.u32("partition")?,
             offset: r.u64("offset")?,
             bytes_max: r.u32("bytes_max")?,
-            leader_epoch: match version {
-                1 | 2 => None,
-                _ => r.epoch("leader_epoch")?,
+            leader_epoch: match replica {
+                false => None,
+                true => r.epoch("leader_epoch")?,
             },
         });
     }

@@ -85,8 +85,10 @@
 //! - klog magic 2: `leader_epoch` added, header 44 bytes ([`legacy`]).
 //! - Kafka RecordBatch v2 (segment version 2): this page.
 //!
-//! `tests/golden/kafka-batch.bin` pins this layout; `tests/golden/batch.bin`
-//! and `tests/golden/v1/batch.bin` the legacy ones (`tests/golden.rs`).
+//! `tests/golden/batch.bin` pins this layout, checked against the
+//! `kafka-protocol` crate's decoder; `tests/golden/batch-{gzip,snappy,lz4,zstd}.bin`
+//! compressed batches; `tests/golden/legacy/batch.bin` and
+//! `tests/golden/v1/batch.bin` the legacy ones (`tests/golden.rs`).
 
 pub use crate::error::DecodeError;
 use std::fmt;

@@ -25,10 +25,9 @@
 //! to: a log whose last segment is version 1 rolls a new one for its next
 //! append.
 //!
-//! `tests/golden/kafka/segment-header.bin` and the segments in
-//! `tests/golden/kafka/partition/` pin version 2;
-//! `tests/golden/segment-header.bin` and `tests/golden/partition/` version
-//! 1. A diff there is a format change and needs a new `version`.
+//! `tests/golden/segment-header.bin` and the segments in
+//! `tests/golden/partition/` pin version 2; `tests/golden/legacy/` (and
+//! `tests/golden/v1/partition/`, before leader epochs) version 1. A diff there is a format change and needs a new `version`.
 //!
 //! Walking a segment's batches is [`crate::storage::batches::FileBatches`]:
 //! a few large reads per megabyte, never one read per record.

@@ -417,7 +417,7 @@ pub fn read_replica(log: &Log) -> Replica {
     while let Some(slice) = log.read(offset, 1 << 20).expect("read the log") {
         slice.read_into(&mut buf).expect("read the log");
         let mut at = 0;
-        while let Ok(b) = Batch::decode(&buf[at..], BATCH_BYTES_MAX) {
+        while let Ok(b) = Batch::decode(slice.format, &buf[at..], BATCH_BYTES_MAX) {
             let bytes = buf[at..at + b.total_bytes()].to_vec();
             at += b.total_bytes();
             if b.header.base_offset < offset {

@@ -12,6 +12,7 @@ use super::{error_into, produced_into, Answer, Appended, FetchAsked, QueuedAnswe
 use crate::broker::shared::{error_code, Partition, Shared};
 use crate::protocol::{self, put, ErrorCode, Request, RequestError, TopicMetadata};
 use crate::storage::log::{offset_for_timestamp_in, AppendInfo};
+use crate::storage::record::{legacy, DecodeError};
 
 /// Handles a request: the work that belongs in the reader (appends, and
 /// the quick answers). `None`: no answer at all (acks=0, or a frame whose
@@ -44,7 +45,21 @@ pub(super) fn handle(
                 timeout_ms,
                 partition,
             };
-            produce(shared, &request, &mut body[records], peer, state)
+            if header.api_version >= protocol::PRODUCE_VERSION_KAFKA {
+                return produce(shared, &request, &mut body[records], peer, state);
+            }
+            // An older producer's legacy batch, stored as Kafka's.
+            let mut converted = Vec::new();
+            match legacy::to_kafka(&body[records.clone()], &mut converted) {
+                Ok(done) if done == records.len() => {
+                    produce(shared, &request, &mut converted, peer, state)
+                }
+                Ok(_) => {
+                    let why = DecodeError::Malformed("batch: trailing bytes");
+                    refuse_batch(shared, &request, peer, state, why)
+                }
+                Err(why) => refuse_batch(shared, &request, peer, state, why),
+            }
         }
         Request::Fetch {
             wait_ms_max,
@@ -169,6 +184,20 @@ fn produce(
             refuse(shared, request, topic, peer, &mut state.answer, code, &msg)
         }
     }
+}
+
+/// Refuses a produce whose batch does not decode.
+fn refuse_batch(
+    shared: &Arc<Shared>,
+    request: &ProduceRequest,
+    peer: SocketAddr,
+    state: &mut ReaderState,
+    why: DecodeError,
+) -> Option<Answer> {
+    let (topic, partition) = (state.topic.clone(), request.partition);
+    let e = crate::error::Error::InvalidBatch(why);
+    let msg = format!("{topic} [{partition}]: {e}");
+    refuse(shared, request, &topic, peer, &mut state.answer, error_code(&e), &msg)
 }
 
 /// The partition a produce request appends to; a topic that does not

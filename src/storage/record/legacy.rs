@@ -75,7 +75,7 @@
 //! - magic 2: `leader_epoch` added (for replication: KIP-101's
 //!   `partitionLeaderEpoch`), header 44 bytes.
 //!
-//! `tests/golden/batch.bin` pins this layout and `tests/golden/v1/batch.bin`
+//! `tests/golden/legacy/batch.bin` pins this layout and `tests/golden/v1/batch.bin`
 //! magic 1 (`tests/golden.rs`); a diff there is a format change and needs
 //! a new magic.
 
