@@ -212,8 +212,8 @@ fn read_partition(
             // A segment from before klog stored Kafka's format.
             slice.read_into(scratch).map_err(storage)?;
             legacy::to_kafka(scratch, &mut part.records).map_err(|e| {
-                let code = kafka::records::error_code(&e);
-                (code, format!("{} [{partition}]: stored batch: {e}", a.topic))
+                let msg = format!("{} [{partition}]: stored batch: {e}", a.topic);
+                (kafka::CORRUPT_MESSAGE, msg)
             })?;
         }
         None => {}
