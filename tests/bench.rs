@@ -337,7 +337,7 @@ fn a_cluster_of_its_own_replicates_every_record_and_says_its_shape() {
     assert_eq!(overhead.len(), 2, "{overhead:?}");
     for (batch, bytes) in overhead {
         let (low, high) = if batch == 1 {
-            (40.0, 60.0)
+            (60.0, 80.0)
         } else {
             (5.0, 15.0)
         };

@@ -940,7 +940,8 @@ fn kept_connections_reconnect_once_to_a_restarted_broker() {
 fn a_damaged_partition_stays_offline_while_the_others_serve() {
     let dir = tempfile::tempdir().unwrap();
     let mut broker = BrokerProc::start(dir.path(), &["--segment-bytes", "4KiB"]);
-    produce_to(&broker.addr, "hurt", &lines(2000), &[]);
+    // Batches of 50: several in the first segment, one of which is damaged.
+    produce_to(&broker.addr, "hurt", &lines(2000), &["-X", "batch.num.messages=50"]);
     produce_to(&broker.addr, "fine", &lines(10), &[]);
     assert!(broker.terminate().success(), "{:?}", broker.log());
     let part = damage_as_after_a_crash(dir.path(), "hurt-0");
@@ -1013,7 +1014,8 @@ fn a_damaged_partition_stays_offline_while_the_others_serve() {
 fn a_routed_producer_to_a_damaged_single_copy_fails_at_its_deadline_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let mut broker = BrokerProc::start(dir.path(), &["--segment-bytes", "4KiB"]);
-    produce_to(&broker.addr, "hurt", &lines(2000), &[]);
+    // Batches of 50: several in the first segment, one of which is damaged.
+    produce_to(&broker.addr, "hurt", &lines(2000), &["-X", "batch.num.messages=50"]);
     assert!(broker.terminate().success(), "{:?}", broker.log());
     damage_as_after_a_crash(dir.path(), "hurt-0");
     let registry = tempfile::tempdir().unwrap();
@@ -1438,7 +1440,11 @@ fn damage_as_after_a_crash(data: &std::path::Path, name: &str) -> std::path::Pat
     std::fs::write(part.join("recovery-point"), "klog-recovery-point 1\n0\n").unwrap();
     let first = part.join("00000000000000000000.log");
     let mut bytes = std::fs::read(&first).unwrap();
-    bytes[200] ^= 0x40;
+    // Inside the segment's second batch (the batch is the unit of damage:
+    // recovery keeps the first).
+    let length = i32::from_be_bytes(bytes[24 + 8..24 + 12].try_into().unwrap());
+    let second = 24 + 12 + length as usize;
+    bytes[second + 100] ^= 0x40;
     std::fs::write(&first, &bytes).unwrap();
     part
 }

@@ -970,12 +970,13 @@ fn a_bad_record_before_zero_pages_of_a_durable_batch_is_damage_not_a_torn_write(
     }
 }
 
-/// A record's length prefix is not under any CRC: damaged inside a whole
-/// batch, it claims more bytes than its batch holds. That is damage, not a
-/// short write (the batch is all there), so opening refuses instead of
-/// cutting the durable batches after it and reusing their offsets.
+/// A batch's length field is not under its CRC32C: damaged to claim more
+/// bytes than the file holds, it makes the batch look cut short. That is
+/// damage, not a short write (the records it holds end before the bytes
+/// do: the rest are later batches), so opening refuses instead of cutting
+/// the durable batches after it and reusing their offsets.
 #[test]
-fn a_record_length_running_past_its_whole_batch_is_damage_not_a_short_write() {
+fn a_batch_length_running_past_the_file_is_damage_not_a_short_write() {
     let (sim, vfs, dir) = sim_partition();
     let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
     for _ in 0..5 {
@@ -986,13 +987,11 @@ fn a_record_length_running_past_its_whole_batch_is_damage_not_a_short_write() {
     sim.crash(&mut |n| n);
     let seg = dir.join("00000000000000000000.log");
     let mut bytes = sim.read(&seg).unwrap();
-    // The last record's length (4 + 1 + 1 + 100) in the first batch, after
-    // the segment header, the batch header and two records of 1 + 106.
-    let at = klog::storage::segment::SEGMENT_HEADER_BYTES
-        + klog::storage::record::BATCH_HEADER_BYTES
-        + 2 * 107;
-    assert_eq!(bytes[at], 106);
-    bytes[at] = 0x7f;
+    // The first batch's length, after the segment header, claims what is
+    // left of the file and more.
+    let at = klog::storage::segment::SEGMENT_HEADER_BYTES + 8;
+    let claimed = (bytes.len() - at) as u32;
+    bytes[at..at + 4].copy_from_slice(&claimed.to_be_bytes());
     sim.write(&seg, &bytes);
     let before = sim.read(&seg).unwrap();
     match Log::open(Arc::clone(&vfs), dir, small(), WRITE) {

@@ -475,7 +475,7 @@ mod tests {
         assert_eq!(
             hex(&out),
             "1d000000\
-             00000100\
+             00000200\
              07000000\
              ff\
              30750000\
@@ -509,7 +509,7 @@ mod tests {
         fetch_request(&mut out, 8, want, &parts);
         assert_eq!(
             hex(&out),
-            "2a000000010002000800000\
+            "2a000000010004000800000\
              0f40100000100000000000040010002006162010000000201000000000000\
              00001000"
         );
@@ -542,8 +542,10 @@ mod tests {
         ));
     }
 
+    /// Fetch versions 1 to 3 read klog's legacy batches: refused, saying
+    /// so, not answered with bytes their reader would take for damage.
     #[test]
-    fn a_version_1_fetch_gets_the_default_budget_and_long_topics_are_refused() {
+    fn fetches_older_than_version_4_are_refused_and_long_topics_too() {
         let parts = [FetchPartition {
             topic: "ab".into(),
             partition: 1,
@@ -558,21 +560,17 @@ mod tests {
         };
         let mut out = Vec::new();
         fetch_request(&mut out, 8, want, &parts);
-        // Version 1: the same without the budget.
-        let mut v1 = out.clone();
-        v1[6] = 1;
-        v1.drain(20..24);
-        finish_frame(&mut v1);
-        assert_eq!(
-            decode_request(&v1[4..]).unwrap().1,
-            Request::Fetch {
-                wait_ms_max: 500,
-                bytes_min: 1,
-                response_bytes_max: limits::FETCH_RESPONSE_BYTES_DEFAULT,
-                replica_id: "",
-                partitions: parts.to_vec()
+        assert_eq!(out[6], 4, "a consumer sends version 4");
+        for old in 1..=3 {
+            let mut v = out.clone();
+            v[6] = old;
+            match decode_request(&v[4..]) {
+                Err(RequestError::Unsupported(why)) => {
+                    assert!(why.contains("RecordBatch v2"), "{why}")
+                }
+                other => panic!("version {old}: {other:?}"),
             }
-        );
+        }
         let long = [FetchPartition {
             topic: "x".repeat(limits::TOPIC_NAME_BYTES_MAX + 1),
             ..parts[0].clone()
@@ -619,7 +617,7 @@ mod tests {
         let (out, parts) = replica_fetch_frame("b2");
         assert_eq!(
             hex(&out),
-            "51000000 0100 0300 08000000 \
+            "51000000 0100 0500 08000000 \
              f4010000 01000000 00000040 0200 6232 0200 \
              0200 6162 01000000 0201000000000000 00001000 0700000000000000 \
              0100 63 00000000 0000000000000000 09000000 ffffffffffffffff"
@@ -630,7 +628,7 @@ mod tests {
             (
                 RequestHeader {
                     api_key: 1,
-                    api_version: 3,
+                    api_version: 5,
                     correlation_id: 8
                 },
                 Request::Fetch {
@@ -763,7 +761,7 @@ mod tests {
             Err(RequestError::Unsupported(_))
         ));
         let (mut out, _) = replica_fetch_frame("b2");
-        out[6] = 4;
+        out[6] = 6;
         assert!(matches!(
             decode_request(&out[4..]),
             Err(RequestError::Unsupported(_))

@@ -309,25 +309,24 @@ mod tests {
         out
     }
 
-    // A fetch answer's bytes in each version: versions 1 and 2 as they
-    // always were, version 3 with the epoch after end_offset.
+    // A fetch answer's bytes in each version: version 4 as versions 1 and
+    // 2 always were, version 5 (as 3) with the epoch after end_offset.
     #[test]
     fn golden_fetch_responses_of_each_version() {
         let v2 = "4d000000 01000000 0000 0000 0200 \
                   0100 74 00000000 0000 0000 0500000000000000 0900000000000000 03000000 616263 \
                   0100 75 00000000 0400 0200 6e6f 0000000000000000 0000000000000000 00000000";
-        assert_eq!(hex(&fetch_answer(1)), v2.replace(' ', ""));
-        assert_eq!(hex(&fetch_answer(2)), v2.replace(' ', ""));
+        assert_eq!(hex(&fetch_answer(4)), v2.replace(' ', ""));
         let v3 = "5d000000 01000000 0000 0000 0200 \
                   0100 74 00000000 0000 0000 0500000000000000 0900000000000000 \
                   0400000000000000 03000000 616263 \
                   0100 75 00000000 0400 0200 6e6f 0000000000000000 0000000000000000 \
                   ffffffffffffffff 00000000";
-        let out = fetch_answer(3);
+        let out = fetch_answer(5);
         assert_eq!(hex(&out), v3.replace(' ', ""));
         let mut r = Reader::new(&out[4..]);
         decode_response_header(&mut r).unwrap();
-        let parts = decode_fetch_response(&mut r, 3).unwrap();
+        let parts = decode_fetch_response(&mut r, 5).unwrap();
         let got: Vec<_> = parts
             .iter()
             .map(|p| (p.topic.as_str(), p.error, p.leader_epoch, p.records))
@@ -340,7 +339,7 @@ mod tests {
             ]
         );
         // Each version read as another does not decode.
-        for (version, read_as) in [(2, 3), (3, 2)] {
+        for (version, read_as) in [(4, 5), (5, 4)] {
             let out = fetch_answer(version);
             let mut r = Reader::new(&out[4..]);
             decode_response_header(&mut r).unwrap();
@@ -350,7 +349,7 @@ mod tests {
 
     #[test]
     fn a_response_cut_anywhere_or_with_a_bad_epoch_is_an_error() {
-        for version in [2, 3] {
+        for version in [4, 5] {
             let out = fetch_answer(version);
             let body = &out[4 + RESPONSE_HEADER_BYTES + 2..];
             for len in 0..body.len() {
@@ -362,14 +361,14 @@ mod tests {
             }
             assert!(decode_fetch_response(&mut Reader::new(body), version).is_ok());
         }
-        let out = fetch_answer(3);
+        let out = fetch_answer(5);
         let at = 4 + RESPONSE_HEADER_BYTES + 2 + 2 + 2 + 1 + 4 + 2 + 2 + 8 + 8;
         assert_eq!(out[at..at + 8], 4i64.to_le_bytes());
         for bad in [-2i64, i64::from(u32::MAX) + 1] {
             let mut out = out.clone();
             out[at..at + 8].copy_from_slice(&bad.to_le_bytes());
             let mut r = Reader::at(&out[4..], RESPONSE_HEADER_BYTES + 2);
-            let err = decode_fetch_response(&mut r, 3).unwrap_err();
+            let err = decode_fetch_response(&mut r, 5).unwrap_err();
             assert!(err.0.contains(&format!("leader_epoch {bad}")), "{err}");
         }
     }

@@ -566,6 +566,30 @@ pub fn whole_batches_len(format: Format, bytes: &[u8]) -> usize {
     end
 }
 
+/// Whether `bytes`, the start of a batch of `format` whose length claims
+/// more bytes than there are (a file ends inside it), can be what a writer
+/// cut short left: its records (or its compressed stream) run to the end
+/// of the bytes and stop inside. A Kafka batch whose records end before
+/// the bytes do, or whose compressed stream ends or breaks before them,
+/// claims a length it does not have: its length field is damaged, and so
+/// the bytes after it are later batches, not a torn write. Legacy batches
+/// and what cannot be told (a header cut short, lz4 and snappy streams)
+/// answer true: recovery judges those as it always did.
+pub fn could_be_cut_short(format: Format, bytes: &[u8]) -> bool {
+    match (format, kafka::decode_header(bytes, BATCH_BYTES_MAX)) {
+        (Format::Legacy, _) => true,
+        (Format::Kafka, Err(e)) => e.is_truncated(),
+        (Format::Kafka, Ok(header)) if header.total_bytes() <= bytes.len() as u64 => false,
+        (Format::Kafka, Ok(header)) => {
+            let records = &bytes[BATCH_HEADER_BYTES..];
+            match header.codec() {
+                Codec::None => kafka::records_run_to_the_end(records, &header),
+                codec => compression::stream_runs_to_the_end(codec, records),
+            }
+        }
+    }
+}
+
 const _: () = assert!(BATCH_RECORDS_MAX as u64 <= i32::MAX as u64);
 const _: () = assert!(BATCH_BYTES_MAX as u64 <= i32::MAX as u64);
 

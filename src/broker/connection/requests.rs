@@ -615,7 +615,7 @@ mod tests {
         };
         assert_eq!(
             (correlation_id, got.version, got.replica_id.as_str()),
-            (9, 2, "")
+            (9, 4, "")
         );
         assert_eq!(
             (got.bytes_min, got.response_bytes_max, got.partitions),

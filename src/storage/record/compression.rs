@@ -285,6 +285,40 @@ impl From<io::Error> for Refused {
     }
 }
 
+/// Whether `stream`, a compressed records section cut short, reads as the
+/// start of a stream of `codec` that the cut interrupted: gzip and zstd
+/// say so (an unexpected end, against a stream that ends before the bytes
+/// do or bytes no encoder writes); lz4 frames and snappy cannot tell, and
+/// answer true. Reads at most [`BATCH_BYTES_MAX`] of output, into a small
+/// buffer.
+pub fn stream_runs_to_the_end(codec: Codec, stream: &[u8]) -> bool {
+    fn drains_to_eof(mut reader: impl Read) -> bool {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut total = 0usize;
+        loop {
+            match reader.read(&mut buf) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    total += n;
+                    if total > BATCH_BYTES_MAX as usize {
+                        return false;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return e.kind() == io::ErrorKind::UnexpectedEof,
+            }
+        }
+    }
+    match codec {
+        Codec::Gzip => drains_to_eof(flate2::read::MultiGzDecoder::new(stream)),
+        Codec::Zstd => match zstd_decoder(stream) {
+            Ok(decoder) => drains_to_eof(decoder),
+            Err(_) => false,
+        },
+        Codec::None | Codec::Lz4 | Codec::Snappy => true,
+    }
+}
+
 /// Compresses `records` with `codec` at `level` (the codec's default when
 /// `None`), appending to `out`.
 ///

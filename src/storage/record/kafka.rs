@@ -232,3 +232,35 @@ pub fn stamp(batch: &mut [u8], base_offset: u64, leader_epoch: u32) {
     batch[PARTITION_LEADER_EPOCH_OFFSET..PARTITION_LEADER_EPOCH_OFFSET + 4]
         .copy_from_slice(&leader_epoch.to_be_bytes());
 }
+
+/// Whether `records`, the records section of a batch cut short, is whole
+/// records that stop inside one, or between two before the last: what a
+/// writer cut short leaves. All of the batch's records whole, bytes that
+/// read as no record, or a record out of order: not.
+pub(super) fn records_run_to_the_end(mut records: &[u8], header: &BatchHeader) -> bool {
+    let mut delta_min = 0;
+    for _ in 0..header.record_count {
+        if records.is_empty() {
+            return true;
+        }
+        let mut cursor = Cursor::new(records);
+        let length = match cursor.zigzag_i32("record length") {
+            Ok(length) => length,
+            Err(e) => return e.is_truncated(),
+        };
+        if length < (RECORD_BYTES_MIN - 1) as i32 {
+            return false;
+        }
+        if cursor.pos + length as usize > records.len() {
+            return true;
+        }
+        match decode_record(records, header, delta_min, u32::MAX) {
+            Ok((_, used, delta)) => {
+                records = &records[used..];
+                delta_min = delta.saturating_add(1);
+            }
+            Err(_) => return false,
+        }
+    }
+    false
+}

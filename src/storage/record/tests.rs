@@ -290,3 +290,39 @@ fn a_decompression_bomb_is_refused() {
     let err = batch.validate(MAX).unwrap_err();
     assert!(matches!(err, DecodeError::TooLarge { .. }), "{err}");
 }
+
+/// A batch cut short by the end of a file is a torn write only if what is
+/// there of it reads as its start; a length field damaged to claim more
+/// than the file holds is not (the bytes after it are later batches).
+#[test]
+fn a_batch_cut_short_is_told_from_a_damaged_length() {
+    let records: Vec<Rec<'_>> = (0..20)
+        .map(|i| (i, Some(&b"key"[..]), vec![], &b"a value of some length"[..]))
+        .collect();
+    for codec in Codec::ALL {
+        let one = build_with(codec, &records);
+        let two = build_with(codec, &records[..3]);
+        // Every cut of a batch: what a writer cut short leaves.
+        for cut in BATCH_HEADER_BYTES..one.len() {
+            assert!(
+                could_be_cut_short(Format::Kafka, &one[..cut]),
+                "{codec}: cut at {cut}"
+            );
+        }
+        assert!(!could_be_cut_short(Format::Kafka, &one), "{codec}: whole");
+        // A length raised past the file's end, another batch behind it.
+        for more in [1u32, 7, 100, 5000] {
+            let mut bad = [one.clone(), two.clone()].concat();
+            let length = u32::from_be_bytes(bad[8..12].try_into().unwrap());
+            let claimed = length + (two.len() as u32) + more;
+            bad[8..12].copy_from_slice(&claimed.to_be_bytes());
+            let told = could_be_cut_short(Format::Kafka, &bad);
+            let can_tell = matches!(codec, Codec::None | Codec::Gzip | Codec::Zstd);
+            assert_eq!(told, !can_tell, "{codec}: length raised by {more}");
+        }
+    }
+    // A header cut short cannot be judged; a legacy batch is judged by
+    // recovery's own rules.
+    assert!(could_be_cut_short(Format::Kafka, &[0; 10]));
+    assert!(could_be_cut_short(Format::Legacy, &[1; 100]));
+}

@@ -14,7 +14,7 @@ use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
 use crate::storage::batches::{BatchStop, FileBatches};
 use crate::storage::fs::{VFile, Vfs};
 use crate::storage::index::IndexEntry;
-use crate::storage::record::{legacy, BatchHeader, Codec, DecodeError, Format, Record};
+use crate::storage::record::{self, legacy, BatchHeader, Codec, DecodeError, Format, Record};
 use crate::storage::segment::SEGMENT_HEADER_BYTES;
 
 /// A segment file under recovery, and how it may be judged.
@@ -263,10 +263,11 @@ impl SegmentFile<'_> {
                 Some(Ok(found)) => found,
                 Some(Err(stop)) => {
                     let kept = self.torn_prefix(&stop, scan.next_offset)?;
+                    let short = !stop.is_truncated() || self.could_be_cut_short(&stop)?;
                     return Ok(Some(Stopped {
                         stop,
                         kept,
-                        whole_batch: false,
+                        whole_batch: !short,
                     }));
                 }
             };
@@ -309,6 +310,18 @@ impl SegmentFile<'_> {
                 return Ok(Some(bad_batch(position, error, KeptRecords::NONE)));
             }
         }
+    }
+
+    /// Whether the batch a walk stopped at, cut short by the end of the
+    /// file, can be a writer's short write rather than a damaged length
+    /// ([`record::could_be_cut_short`]).
+    fn could_be_cut_short(&self, stop: &BatchStop) -> Result<bool> {
+        if self.format == Format::Legacy {
+            return Ok(true);
+        }
+        let mut buf = vec![0u8; (self.len - stop.position) as usize];
+        self.read_exact_at(&mut buf, stop.position)?;
+        Ok(record::could_be_cut_short(self.format, &buf))
     }
 
     /// For a legacy batch whose header is valid but whose bytes run past
