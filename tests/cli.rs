@@ -239,7 +239,7 @@ fn a_flipped_byte_is_found_cut_and_saved() {
         .code(3)
         .stdout(
             predicate::str::is_match(
-                r"(?m)^t-0/00000000000000000000\.log: 1000 records valid, truncated \d+ bytes at position \d+ \(record crc mismatch.* at offset 1000\), cut bytes saved to .*00000000000000000000\.log\.corrupt",
+                r"(?m)^t-0/00000000000000000000\.log: 1000 records valid, truncated \d+ bytes at position \d+ \(batch crc mismatch.* at offset 1000\), cut bytes saved to .*00000000000000000000\.log\.corrupt",
             )
             .unwrap(),
         );

@@ -524,7 +524,7 @@ fn bad_input_is_reported_counted_and_skipped() {
     produce("big", &["--max-record-bytes", "4KiB"], long).stderr(
         predicate::str::contains("% line 2: longer than 4096 bytes")
             .and(predicate::str::contains(
-                "% line 4: record of 5008 bytes exceeds the limit",
+                "% line 4: record of 5009 bytes exceeds the limit",
             ))
             .and(predicate::str::contains("Sent 3 records to big (2 failed)")),
     );
