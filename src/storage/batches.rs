@@ -42,9 +42,11 @@
 //! would.
 
 use std::io;
+use std::path::Path;
 
+use crate::error::{Error, IoContext, Result};
 use crate::storage::fs::{self, VFile};
-use crate::storage::record::{Batch, DecodeError, Format};
+use crate::storage::record::{Batch, BatchHeader, DecodeError, Format};
 
 /// A walk stopped at a batch that is not whole and valid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -252,6 +254,69 @@ impl<'f> FileBatches<'f> {
             return Ok(false);
         }
         fs::is_zero_range(self.file, self.held_end(), self.end)
+    }
+}
+
+/// The largest batch header of any format.
+const HEADER_BYTES_MAX: usize = crate::storage::record::BATCH_HEADER_BYTES;
+
+/// A segment's file, its path and the format of its batches: what a reader
+/// outside the log's lock needs to find a batch in it.
+#[derive(Clone, Copy)]
+pub struct BatchAt<'a> {
+    /// The segment's file.
+    pub file: &'a dyn VFile,
+    /// Its path, for errors.
+    pub path: &'a Path,
+    /// The format of its batches.
+    pub format: Format,
+}
+
+impl std::fmt::Debug for BatchAt<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchAt")
+            .field("path", &self.path)
+            .field("format", &self.format)
+            .finish()
+    }
+}
+
+impl BatchAt<'_> {
+    /// Scans the batch headers from `start` (a batch's position) for the
+    /// batch holding `offset` (or the first after it), within the first
+    /// `end` bytes: its position and header, or `None` at the end. Needs no
+    /// lock: the caller took `start` and `end` from the log.
+    pub fn find(
+        &self,
+        start: u64,
+        offset: u64,
+        end: u64,
+        batch_bytes_max: u32,
+    ) -> Result<Option<(u64, BatchHeader)>> {
+        let mut position = start;
+        let header_bytes = self.format.header_bytes();
+        let mut header_buf = [0u8; HEADER_BYTES_MAX];
+        let header_buf = &mut header_buf[..header_bytes];
+        while position + header_bytes as u64 <= end {
+            self.file
+                .read_exact_at(header_buf, position)
+                .ctx("read", self.path)?;
+            let header = BatchHeader::decode(self.format, header_buf, batch_bytes_max).map_err(
+                |e| Error::Corrupt {
+                    path: self.path.to_path_buf(),
+                    position,
+                    reason: e.to_string(),
+                },
+            )?;
+            if header.next_offset() > offset {
+                if position + header.total_bytes() > end {
+                    return Ok(None);
+                }
+                return Ok(Some((position, header)));
+            }
+            position += header.total_bytes();
+        }
+        Ok(None)
     }
 }
 

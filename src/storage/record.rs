@@ -98,7 +98,6 @@ pub mod compression;
 mod cursor;
 mod kafka;
 pub mod legacy;
-mod legacy_build;
 
 pub use build::BatchBuilder;
 pub use compression::{Codec, Decompressed};

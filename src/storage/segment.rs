@@ -690,7 +690,7 @@ impl Segment {
     /// The header of the batch at `position`: gathered in memory or in the
     /// file.
     fn header_at(&self, position: u64) -> Result<BatchHeader> {
-        let mut buf = [0u8; HEADER_BYTES_MAX];
+        let mut buf = [0u8; crate::storage::record::BATCH_HEADER_BYTES];
         let header_bytes = self.format.header_bytes();
         let bytes = if position >= self.written.size {
             let from = (position - self.written.size) as usize;
@@ -725,7 +725,7 @@ impl Segment {
 
     /// Where a scan for `offset` starts: the position of the last index
     /// entry at or before it (the first batch when there is none). Reads
-    /// nothing; [`BatchAt::find`] reads from there.
+    /// nothing; [`crate::storage::batches::BatchAt::find`] reads from there.
     pub fn scan_start(&self, offset: u64) -> u64 {
         let rel = offset.saturating_sub(self.base_offset);
         crate::storage::index::last_where(&self.entries, |e| u64::from(e.relative_offset) <= rel)
@@ -745,7 +745,7 @@ impl Segment {
         batch_bytes_max: u32,
     ) -> Result<Option<(u64, BatchHeader)>> {
         let start = self.scan_start(offset);
-        let at = BatchAt {
+        let at = crate::storage::batches::BatchAt {
             file: &*self.file,
             path: &self.path,
             format: self.format,
@@ -770,69 +770,6 @@ impl Segment {
             index.trim()?;
         }
         Ok(())
-    }
-}
-
-/// The largest batch header of any format.
-const HEADER_BYTES_MAX: usize = crate::storage::record::BATCH_HEADER_BYTES;
-
-/// A segment's file, its path and the format of its batches: what a reader
-/// outside the log's lock needs to find a batch in it.
-#[derive(Clone, Copy)]
-pub struct BatchAt<'a> {
-    /// The segment's file.
-    pub file: &'a dyn VFile,
-    /// Its path, for errors.
-    pub path: &'a Path,
-    /// The format of its batches.
-    pub format: Format,
-}
-
-impl std::fmt::Debug for BatchAt<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BatchAt")
-            .field("path", &self.path)
-            .field("format", &self.format)
-            .finish()
-    }
-}
-
-impl BatchAt<'_> {
-    /// Scans the batch headers from `start` (a batch's position) for the
-    /// batch holding `offset` (or the first after it), within the first
-    /// `end` bytes: its position and header, or `None` at the end. Needs no
-    /// lock: the caller took `start` and `end` from the log.
-    pub fn find(
-        &self,
-        start: u64,
-        offset: u64,
-        end: u64,
-        batch_bytes_max: u32,
-    ) -> Result<Option<(u64, BatchHeader)>> {
-        let mut position = start;
-        let header_bytes = self.format.header_bytes();
-        let mut header_buf = [0u8; HEADER_BYTES_MAX];
-        let header_buf = &mut header_buf[..header_bytes];
-        while position + header_bytes as u64 <= end {
-            self.file
-                .read_exact_at(header_buf, position)
-                .ctx("read", self.path)?;
-            let header = BatchHeader::decode(self.format, header_buf, batch_bytes_max).map_err(
-                |e| Error::Corrupt {
-                    path: self.path.to_path_buf(),
-                    position,
-                    reason: e.to_string(),
-                },
-            )?;
-            if header.next_offset() > offset {
-                if position + header.total_bytes() > end {
-                    return Ok(None);
-                }
-                return Ok(Some((position, header)));
-            }
-            position += header.total_bytes();
-        }
-        Ok(None)
     }
 }
 

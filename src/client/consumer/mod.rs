@@ -442,15 +442,8 @@ impl Consumer {
         let mut stop = None;
         'parts: for (index, part) in parts.iter().enumerate().skip(first_part) {
             if part.error != ErrorCode::None {
-                // Its fetcher gave it back (looked up once that is read),
-                // or went on at the log's start.
-                if self.skipped_deleted(part) || self.located.is_some() && gives_back(part.error) {
-                    continue;
-                }
-                return Err(Error::Broker {
-                    code: part.error,
-                    message: part.message.clone(),
-                });
+                self.failed_part(part)?;
+                continue;
             }
             let Some(state) = reading(&mut self.partitions, part.partition) else {
                 continue;
@@ -498,6 +491,19 @@ impl Consumer {
             self.current = Some((frame, index, at));
         }
         Ok(handed)
+    }
+
+    /// A partition of a response that failed: passed over when its fetcher
+    /// gave it back (looked up once that is read) or went on at the log's
+    /// start, else the broker's error.
+    fn failed_part(&mut self, part: &protocol::FetchedPartition<'_>) -> Result<()> {
+        if self.skipped_deleted(part) || self.located.is_some() && gives_back(part.error) {
+            return Ok(());
+        }
+        Err(Error::Broker {
+            code: part.error,
+            message: part.message.clone(),
+        })
     }
 
     /// Whether `part` says the records at its partition's next offset

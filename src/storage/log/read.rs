@@ -13,11 +13,10 @@ use std::sync::Arc;
 use super::{FileSlice, Log};
 use crate::error::{Error, Result};
 use crate::limits;
-use crate::storage::batches::Batches;
+use crate::storage::batches::{BatchAt, Batches};
 use crate::storage::fs::VFile;
 use crate::storage::record::{DecodeError, Decompressed, Format};
 use crate::storage::recover;
-use crate::storage::segment::BatchAt;
 
 /// Where a read from an offset finds its bytes: taken under the log's
 /// lock by [`Log::locate`], read by [`Lookup::find`] with the lock let go.

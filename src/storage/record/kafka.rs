@@ -57,6 +57,42 @@ pub(super) fn decode_header(buf: &[u8], batch_bytes_max: u32) -> Result<BatchHea
         });
     }
     let magic = buf[MAGIC_OFFSET];
+    let (attributes, batch_length, record_count, last_offset_delta) = check_framing(buf)?;
+    let header = BatchHeader {
+        format: Format::Kafka,
+        base_offset: i64_at(buf, BASE_OFFSET_OFFSET) as u64,
+        batch_length: batch_length as u32,
+        magic,
+        attributes,
+        last_offset_delta: last_offset_delta as u32,
+        record_count,
+        base_timestamp: i64_at(buf, BASE_TIMESTAMP_OFFSET),
+        max_timestamp: i64_at(buf, MAX_TIMESTAMP_OFFSET),
+        leader_epoch: i32_at(buf, PARTITION_LEADER_EPOCH_OFFSET) as u32,
+        crc: i32_at(buf, CRC_OFFSET) as u32,
+        producer_id: i64_at(buf, PRODUCER_ID_OFFSET),
+        producer_epoch: i16_at(buf, PRODUCER_EPOCH_OFFSET),
+        base_sequence: i32_at(buf, BASE_SEQUENCE_OFFSET),
+    };
+    let limit = batch_bytes_max.min(BATCH_BYTES_MAX);
+    if header.total_bytes() > u64::from(limit) {
+        return Err(DecodeError::TooLarge {
+            what: "batch",
+            size_bytes: header.total_bytes(),
+            limit_bytes: u64::from(limit),
+        });
+    }
+    if header.base_offset.checked_add(u64::from(header.last_offset_delta)).is_none_or(|last| last >= i64::MAX as u64) {
+        return Err(DecodeError::Malformed("batch: offsets overflow"));
+    }
+    Ok(header)
+}
+
+/// The framing fields of the header at the start of `buf` (which holds
+/// all of it), checked against each other: attributes, batch length,
+/// record count and last offset delta.
+fn check_framing(buf: &[u8]) -> Result<(u16, i32, u32, i32), DecodeError> {
+    let magic = buf[MAGIC_OFFSET];
     match magic {
         MAGIC => {}
         0 | 1 => {
@@ -108,34 +144,7 @@ pub(super) fn decode_header(buf: &[u8], batch_bytes_max: u32) -> Result<BatchHea
             "batch: last offset delta below its record count",
         ));
     }
-    let header = BatchHeader {
-        format: Format::Kafka,
-        base_offset: i64_at(buf, BASE_OFFSET_OFFSET) as u64,
-        batch_length: batch_length as u32,
-        magic,
-        attributes,
-        last_offset_delta: last_offset_delta as u32,
-        record_count,
-        base_timestamp: i64_at(buf, BASE_TIMESTAMP_OFFSET),
-        max_timestamp: i64_at(buf, MAX_TIMESTAMP_OFFSET),
-        leader_epoch: i32_at(buf, PARTITION_LEADER_EPOCH_OFFSET) as u32,
-        crc: i32_at(buf, CRC_OFFSET) as u32,
-        producer_id: i64_at(buf, PRODUCER_ID_OFFSET),
-        producer_epoch: i16_at(buf, PRODUCER_EPOCH_OFFSET),
-        base_sequence: i32_at(buf, BASE_SEQUENCE_OFFSET),
-    };
-    let limit = batch_bytes_max.min(BATCH_BYTES_MAX);
-    if header.total_bytes() > u64::from(limit) {
-        return Err(DecodeError::TooLarge {
-            what: "batch",
-            size_bytes: header.total_bytes(),
-            limit_bytes: u64::from(limit),
-        });
-    }
-    if header.base_offset.checked_add(u64::from(header.last_offset_delta)).is_none_or(|last| last >= i64::MAX as u64) {
-        return Err(DecodeError::Malformed("batch: offsets overflow"));
-    }
-    Ok(header)
+    Ok((attributes, batch_length, record_count, last_offset_delta))
 }
 
 /// Checks the CRC32C of a whole batch (`bytes` is exactly the batch).

@@ -83,7 +83,8 @@ use super::cursor::{unzigzag, Cursor};
 use super::{BatchHeader, DecodeError, Format, Record, BATCH_LENGTH_PREFIX_BYTES};
 use crate::limits::{BATCH_BYTES_MAX, BATCH_RECORDS_MAX, HEADERS_PER_RECORD_MAX};
 
-pub use super::legacy_build::BatchBuilder;
+mod build;
+pub use build::BatchBuilder;
 
 mod convert;
 pub use convert::to_kafka;

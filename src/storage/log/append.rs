@@ -1,0 +1,169 @@
+//! Appending: a producer's batch checked whole and stamped with its
+//! offsets and the log's epoch, and the active segment it goes to (rolled
+//! when full, old, or of a format the log no longer writes).
+
+use super::{AppendInfo, Log, LogConfig};
+use crate::error::{Error, Result};
+use crate::limits;
+use crate::storage::record::{self, Batch, BatchHeader, DecodeError, Format};
+
+impl Log {
+    /// Appends a producer's batch, a Kafka RecordBatch v2: checks it whole
+    /// ([`check_batch`]: its CRC32C, framing and limits, a compressed one
+    /// decompressed to check it and stored as sent), assigns its offsets
+    /// and the log's leader epoch by writing its `baseOffset` and
+    /// `partitionLeaderEpoch` ([`record::stamp`]: nothing the CRC covers),
+    /// and writes it. Nothing is written when a check fails.
+    pub fn append(&mut self, batch: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
+        assert!(self.writable, "append to a read-only log");
+        self.check_failed()?;
+        let result = self.append_unchecked(batch, now_ms);
+        self.note_undo();
+        if result.is_ok()
+            && self.write_failing
+            && self.active().written_offset() == self.next_offset()
+        {
+            self.write_failing = false;
+        }
+        result
+    }
+
+    fn append_unchecked(&mut self, batch: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
+        let header = check_batch(batch, &self.config)?;
+        if batch.len() != header.total_bytes() as usize {
+            return Err(Error::InvalidBatch(DecodeError::Malformed(
+                "batch: trailing bytes",
+            )));
+        }
+        self.write_batch(batch, header, now_ms)
+    }
+
+    /// [`Log::append`] of a batch the caller checked with [`check_batch`]
+    /// (or stricter) against this log's configuration, `header` its
+    /// decoded header: the Kafka listener checks all of a produce's batches
+    /// before it appends any, and need not check them twice.
+    pub fn append_checked(
+        &mut self,
+        batch: &mut [u8],
+        header: BatchHeader,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
+        assert!(self.writable, "append to a read-only log");
+        assert_eq!(batch.len() as u64, header.total_bytes(), "a checked batch");
+        self.check_failed()?;
+        let result = self.write_batch(batch, header, now_ms);
+        self.note_undo();
+        if result.is_ok()
+            && self.write_failing
+            && self.active().written_offset() == self.next_offset()
+        {
+            self.write_failing = false;
+        }
+        result
+    }
+
+    /// Writes a checked batch: assigns its offsets and epoch.
+    fn write_batch(
+        &mut self,
+        batch: &mut [u8],
+        header: BatchHeader,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
+        self.maybe_roll(batch.len() as u64, header.record_count, now_ms)?;
+        let base_offset = self.next_offset();
+        self.record_epoch(self.leader_epoch, base_offset)?;
+        record::stamp(batch, base_offset, self.leader_epoch);
+        let header = BatchHeader {
+            base_offset,
+            leader_epoch: self.leader_epoch,
+            ..header
+        };
+        self.write_to_active(batch, &header, now_ms)?;
+        Ok(AppendInfo {
+            base_offset,
+            last_offset: header.last_offset(),
+            record_count: header.record_count,
+            epoch: self.undos.epoch(),
+        })
+    }
+
+    /// Appends a batch whose header is final (its base offset the next
+    /// offset) to the active segment: gathered or written, counted as
+    /// unflushed, flushed when the flush policy says so.
+    pub(super) fn write_to_active(&mut self, batch: &[u8], header: &BatchHeader, now_ms: i64) -> Result<()> {
+        let interval_bytes = self.config.index_interval_bytes;
+        // Readers that see unflushed records need them in the file now;
+        // after a failed write, so does the producer (its own error).
+        let buffer_bytes = if self.config.hides_unflushed() && !self.write_failing {
+            self.config.write_buffer_bytes
+        } else {
+            0
+        };
+        self.active_mut()
+            .append(batch, header, interval_bytes, now_ms, buffer_bytes)?;
+        self.unflushed_records += u64::from(header.record_count);
+        self.oldest_unflushed_ms.get_or_insert(now_ms);
+        if !self.config.hides_unflushed() {
+            self.visible = (self.active().base_offset, self.active().size);
+        }
+        if self
+            .config
+            .flush_messages
+            .is_some_and(|n| self.unflushed_records >= n)
+        {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn maybe_roll(&mut self, batch_bytes: u64, record_count: u32, now_ms: i64) -> Result<()> {
+        let active = self.active();
+        let too_old = match (self.config.segment_age_ms, active.first_append_ms) {
+            (Some(age), Some(first)) => {
+                !active.is_empty() && now_ms.saturating_sub(first) >= age as i64
+            }
+            _ => false,
+        };
+        // A legacy segment is never appended to: the next batch starts a
+        // segment of the format the log writes (an empty one is that
+        // segment, once its header says so).
+        let legacy = active.format != Format::Kafka;
+        if legacy && active.is_empty() {
+            return self.active_mut().reformat();
+        }
+        if too_old || legacy || active.is_full(batch_bytes, self.config.segment_bytes, record_count)
+        {
+            self.roll()?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks a producer's batch against the configured limits, returning
+/// its header: a whole Kafka RecordBatch v2 ([`check_stored_batch`]) whose
+/// offsets are its records' indexes (`lastOffsetDelta` is
+/// `recordCount - 1`), and no control batch (the log writes those itself).
+pub fn check_batch(batch: &[u8], config: &LogConfig) -> Result<BatchHeader> {
+    let header = check_stored_batch(batch, config)?;
+    if header.last_offset_delta != header.record_count - 1 {
+        return Err(Error::InvalidBatch(DecodeError::Malformed(
+            "batch: last offset delta differs from its record count",
+        )));
+    }
+    if header.is_control() {
+        return Err(Error::InvalidBatch(DecodeError::Malformed(
+            "batch: a control batch from a producer",
+        )));
+    }
+    Ok(header)
+}
+
+/// Checks a batch as the log stores it (a producer's, or a leader's that a
+/// follower copies): its header, CRC32C and every record against the
+/// configured limits (a compressed batch is decompressed, within the
+/// process's budget, to check it), returning its header.
+pub fn check_stored_batch(batch: &[u8], config: &LogConfig) -> Result<BatchHeader> {
+    let decoded = Batch::decode(Format::Kafka, batch, limits::BATCH_BYTES_MAX)?;
+    decoded.validate(config.record_bytes_max)?;
+    Ok(decoded.header)
+}
