@@ -76,8 +76,11 @@ fn open(vfs: &Arc<dyn Vfs>, dir: &Path) -> Log {
     Log::open(Arc::clone(vfs), dir, config(), WRITE).unwrap()
 }
 
+/// A torn write of the last batch, cut at any byte: the batch is the unit
+/// of a Kafka batch's CRC32C, so recovery keeps the whole batches before
+/// it and none of its records.
 #[test]
-fn cutting_the_last_record_at_every_byte_keeps_the_whole_ones() {
+fn cutting_the_last_batch_at_every_byte_keeps_the_whole_batches_before_it() {
     let (sim, vfs, dir) = sim_partition();
     let mut log = open(&vfs, dir);
     log.append(&mut batch(0, 3), 0).unwrap();
@@ -87,22 +90,10 @@ fn cutting_the_last_record_at_every_byte_keeps_the_whole_ones() {
     let path = dir.join("00000000000000000000.log");
     let full = sim.read(&path).unwrap();
     let second = &full[before.len()..];
-    let mut record_ends = Vec::new();
-    let b = Batch::decode(klog::storage::record::Format::Kafka, second, 1 << 30).unwrap();
-    let mut end = klog::storage::record::BATCH_HEADER_BYTES;
-    for r in b.records(1 << 20) {
-        end += r.unwrap().encoded_bytes as usize;
-        record_ends.push(end);
-    }
     for cut in 0..second.len() {
         sim.write(&path, &full[..before.len() + cut]);
         let mut log = open(&vfs, dir);
-        let whole = record_ends.iter().filter(|&&e| e <= cut).count() as u64;
-        let expected_end = 3 + if cut < klog::storage::record::BATCH_HEADER_BYTES {
-            0
-        } else {
-            whole
-        };
+        let expected_end = 3;
         assert_eq!(log.next_offset(), expected_end, "cut at {cut}");
         let records = read_all(&log);
         assert_eq!(records.len() as u64, expected_end, "cut at {cut}");

@@ -348,7 +348,14 @@ fn compare_finds_the_replicas_identical_then_names_the_first_difference() {
     assert_eq!(found["first_difference"], cut, "{out}");
     assert_eq!(found["below_high_watermark"], false, "{out}");
 
-    // One byte of record 37's value changed on one replica.
+    // One byte of record 37's value changed on one replica: its batch's
+    // CRC32C no longer holds, and the replica ends at that batch.
+    let hurt = batches
+        .iter()
+        .map(|b| b["base_offset"].as_u64().unwrap())
+        .filter(|&base| base <= 37)
+        .max()
+        .unwrap();
     let bytes = std::fs::read(segment(&r2)).unwrap();
     let at = bytes
         .windows(9)
@@ -360,13 +367,15 @@ fn compare_finds_the_replicas_identical_then_names_the_first_difference() {
     let (code, out, err) = compare(&replicas, &[]);
     assert_eq!(code, 3, "{out}\n{err}");
     assert!(
-        err.contains("offset 37") && err.contains(r2.to_str().unwrap()),
+        err.contains(&format!("offset {hurt}"))
+            && err.contains("crc mismatch")
+            && err.contains(r2.to_str().unwrap()),
         "{err}"
     );
-    let (code, out, _) = compare(&replicas, &["--json"]);
+    let (code, out, _) = compare(&replicas, &["--json", "--high-watermark", "50"]);
     assert_eq!(code, 3);
     let found = &of_type(&out, "comparison")[0];
-    assert_eq!(found["first_difference"], 37, "{out}");
+    assert_eq!(found["first_difference"], hurt, "{out}");
     assert_eq!(found["below_high_watermark"], true, "{out}");
     assert_eq!(found["identical"], false, "{out}");
 }

@@ -159,28 +159,33 @@ fn fetch_answer(raw: &mut Raw, frame: &[u8]) -> Vec<u8> {
     body
 }
 
+/// A consumer's fetch (version 4) and a replica's (version 5) answer the
+/// same bytes but for the epoch; versions 1 to 3, whose readers expect
+/// klog's legacy batches, are refused saying why, and the connection goes
+/// on.
 #[test]
-fn fetch_versions_1_and_2_are_answered_in_their_own_bytes() {
+fn fetch_versions_4_and_5_answer_alike_and_older_ones_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     seed_epochs(dir.path());
     let broker = BrokerProc::start(dir.path(), &[]);
     let mut raw = Raw::connect(&broker.addr);
     let mut frame = Vec::new();
     protocol::replica_fetch_request(&mut frame, 1, "", WANT, &[ask("t", 2, Some(5))]);
-    let v3 = fetch_answer(&mut raw, &frame);
+    assert_eq!(&frame[4..8], [1, 0, 5, 0], "a replica sends version 5");
+    let v5 = fetch_answer(&mut raw, &frame);
     protocol::fetch_request(&mut frame, 2, WANT, &[ask("t", 2, None)]);
-    assert_eq!(&frame[4..8], [1, 0, 2, 0], "a consumer sends version 2");
-    let v2 = fetch_answer(&mut raw, &frame);
-    // Version 1: version 2 without the response budget.
-    let mut v1_frame = frame.clone();
-    v1_frame[6] = 1;
-    v1_frame.drain(20..24);
-    protocol::finish_frame(&mut v1_frame);
-    let v1 = fetch_answer(&mut raw, &v1_frame);
-    assert_eq!(v1, v2, "versions 1 and 2 answer alike");
+    assert_eq!(&frame[4..8], [1, 0, 4, 0], "a consumer sends version 4");
+    let v4 = fetch_answer(&mut raw, &frame);
+    for old in 1..=3u8 {
+        let mut old_frame = frame.clone();
+        old_frame[6] = old;
+        let (code, msg, _) = raw.call(&old_frame);
+        assert_eq!(code, ErrorCode::UnsupportedRequest, "version {old}: {msg}");
+        assert!(msg.contains("RecordBatch v2"), "{msg}");
+    }
 
-    // Version 2's partition, field by field as an old client reads it.
-    let mut r = Reader::new(&v2);
+    // Version 4's partition, field by field.
+    let mut r = Reader::new(&v4);
     assert_eq!(r.u16("count").unwrap(), 1);
     assert_eq!(r.str("topic").unwrap(), "t");
     assert_eq!(r.u32("partition").unwrap(), 0);
@@ -189,17 +194,17 @@ fn fetch_versions_1_and_2_are_answered_in_their_own_bytes() {
     assert_eq!(r.u64("start_offset").unwrap(), 0);
     assert_eq!(r.u64("end_offset").unwrap(), 6);
     let records = r.bytes("records").unwrap();
-    r.finish("version 2 answer").unwrap();
+    r.finish("version 4 answer").unwrap();
     assert_eq!(records_of(records).len(), 4);
 
-    // Version 3 is the same with the epoch after end_offset.
+    // Version 5 is the same with the epoch after end_offset.
     let at = 2 + (2 + 1) + 4 + 2 + 2 + 8 + 8;
-    let mut expected = v2[..at].to_vec();
+    let mut expected = v4[..at].to_vec();
     put::i64(&mut expected, 5);
-    expected.extend_from_slice(&v2[at..]);
-    assert_eq!(v3, expected);
-    let parts = protocol::decode_fetch_response(&mut Reader::new(&v2), 2).unwrap();
-    assert_eq!(parts[0].leader_epoch, None, "version 2 carries no epoch");
+    expected.extend_from_slice(&v4[at..]);
+    assert_eq!(v5, expected);
+    let parts = protocol::decode_fetch_response(&mut Reader::new(&v4), 4).unwrap();
+    assert_eq!(parts[0].leader_epoch, None, "version 4 carries no epoch");
 }
 
 #[test]
