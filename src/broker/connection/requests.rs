@@ -639,7 +639,7 @@ mod tests {
         };
         assert_eq!(
             (got.version, got.replica_id.as_str(), got.partitions),
-            (3, "b2", asked.to_vec())
+            (5, "b2", asked.to_vec())
         );
     }
 
