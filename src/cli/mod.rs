@@ -397,6 +397,13 @@ pub fn delimiter_arg(s: &str) -> Result<Delimiter, String> {
     human::parse_delimiter(s).map(Delimiter)
 }
 
+/// A clap value parser for `-z`: a codec's name, as kcat and Kafka spell
+/// it (case-insensitive).
+pub fn codec_arg(s: &str) -> Result<crate::storage::record::Codec, String> {
+    crate::storage::record::Codec::parse(s)
+        .ok_or_else(|| format!("{s:?} is not a codec: none, gzip, snappy, lz4 or zstd"))
+}
+
 /// A clap value parser for `--acks`: 0, 1 or all (-1).
 pub fn acks_arg(s: &str) -> Result<i8, String> {
     match s {

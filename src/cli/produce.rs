@@ -8,6 +8,7 @@ use clap::Parser;
 use crate::client::BatchOptions;
 use crate::limits;
 use crate::storage::log::LogConfig;
+use crate::storage::record::Codec;
 use crate::tools::produce::{self, ParseOptions};
 
 use super::config::{self, Property, Setting};
@@ -44,6 +45,15 @@ pub struct Args {
     /// Input records are the JSON envelopes that klog-consume -J prints.
     #[arg(short = 'J', long = "json")]
     pub json: bool,
+    /// Compress each batch with this codec, as kcat's -z: none, gzip,
+    /// snappy, lz4 or zstd. Batches are stored as sent, compressed, and
+    /// every consumer (klog's and Kafka's) reads them.
+    #[arg(short = 'z', long = "compression", value_name = "CODEC", default_value = "none", value_parser = super::codec_arg)]
+    pub compression: Codec,
+    /// The codec's compression level (gzip 1 to 9, zstd 1 to 22; lz4 and
+    /// snappy take none): -X compression.level.
+    #[arg(long = "compression-level", value_name = "N", allow_negative_numbers = true)]
+    pub compression_level: Option<i32>,
     /// Records per batch.
     #[arg(long = "batch", value_name = "N", default_value_t = 1000, value_parser = super::count_in::<u32>(1, u64::from(limits::BATCH_RECORDS_MAX)))]
     pub batch_records: u32,
@@ -107,6 +117,8 @@ pub struct Args {
     /// A client setting by its Kafka property name, in Kafka's units
     /// (repeatable): bootstrap.servers (-b), batch.num.messages (--batch),
     /// batch.size (--batch-bytes), linger.ms (--linger), acks (--acks),
+    /// compression.type or compression.codec (-z), compression.level
+    /// (--compression-level),
     /// message.timeout.ms or delivery.timeout.ms (--message-timeout),
     /// request.timeout.ms (--request-timeout), message.max.bytes
     /// (--max-record-bytes); client.id is accepted and
@@ -178,6 +190,25 @@ fn batch_settings() -> Vec<Setting<Args>> {
                     a.batch_records = n as u32;
                     Ok(())
                 }
+            },
+        },
+        Setting {
+            names: &["compression.type", "compression.codec"],
+            flag: "compression",
+            set: |a, v| {
+                a.compression = super::codec_arg(v)?;
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["compression.level"],
+            flag: "compression_level",
+            set: |a, v| {
+                let level = v
+                    .parse::<i32>()
+                    .map_err(|_| format!("{v:?} is not a compression level"))?;
+                a.compression_level = Some(level);
+                Ok(())
             },
         },
         Setting {
@@ -256,6 +287,31 @@ fn configure(args: &mut Args, matches: &clap::ArgMatches) -> Result<config::Appl
     Ok(applied)
 }
 
+/// A compression level is one the codec takes (librdkafka's -1 is its
+/// default).
+fn check_level(args: &mut Args) -> Result<(), super::Usage> {
+    let Some(level) = args.compression_level else {
+        return Ok(());
+    };
+    if level == -1 {
+        args.compression_level = None;
+        return Ok(());
+    }
+    match args.compression.levels() {
+        Some(levels) if levels.contains(&level) => Ok(()),
+        Some(levels) => Err(super::Usage(format!(
+            "compression level {level} for {}: it takes {} to {} (or -1, its default)",
+            args.compression,
+            levels.start(),
+            levels.end()
+        ))),
+        None => Err(super::Usage(format!(
+            "compression level {level}: {} takes no level (-z gzip or zstd do)",
+            args.compression
+        ))),
+    }
+}
+
 /// `--report` lists what brokers acknowledged: with a broker, and acks.
 fn check_report(args: &Args) -> Result<(), super::Usage> {
     if args.report.is_none() {
@@ -281,6 +337,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
     let applied = configure(&mut args, matches)?;
     super::choose_target(matches, &applied, &mut args.data_dir, &mut args.registry)?;
     check_report(&args)?;
+    check_level(&mut args)?;
     super::handle_signals(|| {})?;
     if args.list {
         crate::tools::list::run(&crate::tools::list::Options {
@@ -306,6 +363,8 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         batch: BatchOptions {
             records_max: args.batch_records,
             bytes_max: usize::try_from(args.batch_bytes).unwrap_or(usize::MAX),
+            codec: args.compression,
+            level: args.compression_level,
         },
         linger_ms: args.linger_ms,
         acks: args.acks,

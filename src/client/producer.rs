@@ -19,7 +19,7 @@ use crate::client::report::AckReport;
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::protocol::{self, ErrorCode};
-use crate::storage::record::BatchBuilder;
+use crate::storage::record::{BatchBuilder, Codec};
 use crate::sync::lock;
 
 mod routed;
@@ -42,8 +42,13 @@ pub struct ParsedRecord {
 pub struct BatchOptions {
     /// Records per batch at most.
     pub records_max: u32,
-    /// Bytes per batch at most (a single larger record still goes alone).
+    /// Bytes per batch at most, uncompressed (a single larger record still
+    /// goes alone).
     pub bytes_max: usize,
+    /// The codec each batch is compressed with.
+    pub codec: Codec,
+    /// Its compression level (`None`: the codec's default).
+    pub level: Option<i32>,
 }
 
 /// A record's headers: (name, value) pairs; borrowed when they are just
@@ -134,7 +139,10 @@ impl Batches {
     ) -> Batches {
         Batches {
             topic: topic.to_string(),
-            builders: vec![BatchBuilder::new(); partitions as usize],
+            builders: vec![
+                BatchBuilder::compressed(options.codec, options.level);
+                partitions as usize
+            ],
             opened: vec![None; partitions as usize],
             oldest: None,
             options,
@@ -276,6 +284,8 @@ impl Default for ProducerConfig {
             batch: BatchOptions {
                 records_max: 1000,
                 bytes_max: 1 << 20,
+                codec: Codec::None,
+                level: None,
             },
             in_flight_max: 256,
             record_bytes_max: limits::RECORD_BYTES_MAX_DEFAULT,

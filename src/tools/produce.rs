@@ -695,6 +695,7 @@ fn produce_all(options: &Options, records: &mut impl Records, run: &mut Run) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::record::Codec;
 
     #[test]
     fn splitter_handles_multibyte_delimiters_across_reads() {
@@ -779,6 +780,8 @@ mod tests {
         let batch = BatchOptions {
             records_max: 4,
             bytes_max: 1 << 16,
+            codec: Codec::None,
+            level: None,
         };
         let mut batches = crate::client::producer::Batches::new("t", 2, batch, 1 << 10);
         for round in 0..20_000 {

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use super::route::{Route, Sender};
 use super::workload::{self, ProduceRun, Report};
 use crate::client::{BatchOptions, Connection, ParsedRecord, ProducerConfig};
+use crate::storage::record::Codec;
 use crate::error::{Error, Result};
 
 /// The partition a roll run writes in the background, rolling segments
@@ -129,6 +130,8 @@ fn write_background(
         batch: BatchOptions {
             records_max: BACKGROUND_BATCH_RECORDS,
             bytes_max: usize::MAX,
+            codec: Codec::None,
+            level: None,
         },
         in_flight_max: 16,
         ..ProducerConfig::default()

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::route::{Route, Sender};
 use crate::broker::{Broker, BrokerConfig, BrokerHandle};
 use crate::client::{BatchOptions, ParsedRecord};
+use crate::storage::record::Codec;
 use crate::client::{Connection, Consumer, ConsumerConfig, ConsumerPartition, ProducerConfig};
 use crate::error::{Error, Result};
 use crate::stats::Histogram;
@@ -255,6 +256,8 @@ fn produce_share(
         batch: BatchOptions {
             records_max: run.batch_records.max(1),
             bytes_max: usize::MAX,
+            codec: Codec::None,
+            level: None,
         },
         in_flight_max: run.in_flight_max.max(1),
         ..ProducerConfig::default()
@@ -484,6 +487,8 @@ fn send_paced(
         batch: BatchOptions {
             records_max: 10_000,
             bytes_max: 1 << 20,
+            codec: Codec::None,
+            level: None,
         },
         in_flight_max: 16,
         ..ProducerConfig::default()
