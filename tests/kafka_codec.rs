@@ -594,6 +594,7 @@ fn fetch_response(records: &[u8]) -> kres::FetchResponse<'_> {
         aborted_transactions: aborted,
         preferred_read_replica: 2,
         records,
+        records_after: 0,
     };
     let aborted = Some(vec![kres::AbortedTransaction {
         producer_id: 77,
@@ -1154,5 +1155,39 @@ fn a_request_of_more_than_elements_max_entries_is_invalid() {
             ..
         }) => assert!(error.to_string().contains("entries in all"), "{error}"),
         other => panic!("{other:?}"),
+    }
+}
+
+/// A fetch answer whose records go from files after its other bytes (the
+/// broker's `sendfile`): the bytes sent, with the records inserted where
+/// `encode_with` says, are the answer encoded with the records inline.
+#[test]
+fn a_fetch_answer_with_records_sent_after_is_the_one_with_them_inline() {
+    let records = b"0123456789 some record batches";
+    for version in 4..=11 {
+        let inline = fetch_response(records);
+        let mut whole = Vec::new();
+        kres::frame(&mut whole, 7, |out| inline.encode(version, out));
+        let mut after = fetch_response(&[]);
+        for t in &mut after.responses {
+            for p in &mut t.partitions {
+                p.records_after = records.len() as u64;
+            }
+        }
+        let partitions: usize = after.responses.iter().map(|t| t.partitions.len()).sum();
+        let mut out = Vec::new();
+        let mut gaps = Vec::new();
+        let elsewhere = (partitions * records.len()) as u64;
+        kres::frame_sized(&mut out, 7, elsewhere, |o| after.encode_with(version, o, &mut gaps));
+        assert_eq!(gaps.len(), partitions, "v{version}");
+        let mut sent = Vec::new();
+        let mut written = 0;
+        for at in gaps {
+            sent.extend_from_slice(&out[written..at]);
+            sent.extend_from_slice(records);
+            written = at;
+        }
+        sent.extend_from_slice(&out[written..]);
+        assert_eq!(sent, whole, "v{version}");
     }
 }

@@ -108,6 +108,7 @@ mod producers;
 mod replica;
 mod retention;
 mod scrub;
+mod send;
 mod shared;
 #[cfg(test)]
 mod testing;

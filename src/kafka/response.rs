@@ -24,7 +24,7 @@
 use super::api_key::*;
 use super::header::put_response_header;
 use super::wire::{
-    put_array, put_bool, put_bytes, put_compact_array, put_empty_tagged_fields, put_i16, put_i32,
+    put_array, put_bool, put_compact_array, put_empty_tagged_fields, put_i16, put_i32,
     put_i64, put_nullable_string, put_string,
 };
 use super::UNSUPPORTED_VERSION;
@@ -84,11 +84,27 @@ pub fn supported(api_key: i16) -> Option<(i16, i16)> {
 ///
 /// When the body reaches 2 GiB, which no bounded response does.
 pub fn frame(out: &mut Vec<u8>, correlation_id: i32, body: impl FnOnce(&mut Vec<u8>)) {
+    frame_sized(out, correlation_id, 0, body);
+}
+
+/// [`frame`] of a body that `body` appends but for `elsewhere` bytes the
+/// caller sends between them (a fetch's records, from a file).
+///
+/// # Panics
+///
+/// When the body reaches 2 GiB, which no bounded response does.
+pub fn frame_sized(
+    out: &mut Vec<u8>,
+    correlation_id: i32,
+    elsewhere: u64,
+    body: impl FnOnce(&mut Vec<u8>),
+) {
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
     put_response_header(out, correlation_id);
     body(out);
-    let len = i32::try_from(out.len() - start - 4).expect("a response frame is below 2 GiB");
+    let len = (out.len() - start - 4) as u64 + elsewhere;
+    let len = i32::try_from(len).expect("a response frame is below 2 GiB");
     out[start..start + 4].copy_from_slice(&len.to_be_bytes());
 }
 
@@ -242,6 +258,10 @@ pub struct PartitionData<'a> {
     pub preferred_read_replica: i32,
     /// Record batches (RecordBatch v2).
     pub records: &'a [u8],
+    /// Bytes of record batches the caller sends right after this
+    /// partition's encoded bytes, from a file (counted in the records'
+    /// length, not written here: see [`FetchResponse::encode_with`]).
+    pub records_after: u64,
 }
 
 /// An entry of [`PartitionData::aborted_transactions`].
@@ -255,7 +275,20 @@ pub struct AbortedTransaction {
 
 impl FetchResponse<'_> {
     /// Appends the body of `version` (4–11).
+    ///
+    /// # Panics
+    ///
+    /// When a partition has `records_after`: use [`FetchResponse::encode_with`].
     pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
+        let mut gaps = Vec::new();
+        self.encode_with(version, out, &mut gaps);
+        assert!(gaps.is_empty(), "records after a partition: encode_with");
+    }
+
+    /// [`FetchResponse::encode`], noting in `gaps`, in partition order,
+    /// where in `out` each partition's `records_after` go: the body is
+    /// `out` with those bytes inserted there.
+    pub fn encode_with(&self, version: i16, out: &mut Vec<u8>, gaps: &mut Vec<usize>) {
         put_i32(out, self.throttle_time_ms);
         if version >= 7 {
             put_i16(out, self.error_code);
@@ -263,7 +296,12 @@ impl FetchResponse<'_> {
         }
         put_array(out, &self.responses, |out, t| {
             put_string(out, t.topic);
-            put_array(out, &t.partitions, |out, p| p.encode(version, out));
+            put_array(out, &t.partitions, |out, p| {
+                p.encode(version, out);
+                if p.records_after > 0 {
+                    gaps.push(out.len());
+                }
+            });
         });
     }
 }
@@ -287,7 +325,9 @@ impl PartitionData<'_> {
         if version >= 11 {
             put_i32(out, self.preferred_read_replica);
         }
-        put_bytes(out, self.records);
+        let len = self.records.len() as u64 + self.records_after;
+        put_i32(out, i32::try_from(len).expect("a fetch's records are below 2 GiB"));
+        out.extend_from_slice(self.records);
     }
 }
 

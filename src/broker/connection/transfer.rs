@@ -3,56 +3,20 @@
 //! them through user space, and a partition's lock is held only to find
 //! the byte range.
 
-use std::io::{self, Write};
+use std::io;
 use std::net::TcpStream;
-use std::os::fd::AsFd;
 use std::time::Instant;
 
 use super::{flush_out, FetchAsked};
 use crate::broker::shared::{error_code, Partition, Shared};
 use crate::limits;
 use crate::protocol::{self, put, ErrorCode, FetchPartition};
-use crate::storage::log::FileSlice;
-use crate::storage::record::{legacy, Format};
-use crate::storage::recover;
+use crate::broker::send::{records_of, send_slice, Records};
 
 /// One partition's part of a fetch response.
 struct Part {
     header: Vec<u8>,
     records: Option<Records>,
-}
-
-/// A partition's records in a fetch response.
-enum Records {
-    /// A segment's bytes as stored, sent with `sendfile`.
-    File(FileSlice),
-    /// A legacy segment's batches converted to Kafka's format (whole
-    /// batches only; a reader fetches the rest again).
-    Converted(Vec<u8>),
-}
-
-impl Records {
-    fn len(&self) -> u64 {
-        match self {
-            Records::File(slice) => slice.len,
-            Records::Converted(bytes) => bytes.len() as u64,
-        }
-    }
-}
-
-/// The records of `slice` as a fetch sends them: as stored, or converted
-/// from a legacy segment ([`legacy::to_kafka`]), which costs a read and a
-/// copy of at most the slice (the fetch's byte budget, or one batch).
-fn records_of(slice: FileSlice) -> crate::error::Result<Records> {
-    if slice.format == Format::Kafka {
-        return Ok(Records::File(slice));
-    }
-    let mut stored = Vec::new();
-    slice.read_into(&mut stored)?;
-    let mut kafka = Vec::with_capacity(stored.len() + stored.len() / 8);
-    legacy::to_kafka(&stored, &mut kafka)
-        .map_err(|e| recover::corrupt(&slice.path, slice.position, e.to_string()))?;
-    Ok(Records::Converted(kafka))
 }
 
 /// Answers a fetch: waits up to `deadline` for `bytes_min` visible bytes
@@ -116,7 +80,7 @@ pub(super) fn fetch(
                 send_slice(stream, slice)?;
             }
             Some(Records::Converted(bytes)) => head.extend_from_slice(bytes),
-            None => {}
+            Some(Records::Empty) | None => {}
         }
     }
     flush_out(stream, &mut head)
@@ -248,40 +212,6 @@ fn locate(
         leader_epoch: Some(log.leader_epoch()),
         lookup,
     })
-}
-
-/// Sends a segment's byte range with `sendfile`: from the page cache to the
-/// socket, never through user space.
-fn send_slice(stream: &TcpStream, slice: &FileSlice) -> io::Result<()> {
-    let Some(file) = slice.file.as_file() else {
-        let mut buf = Vec::new();
-        slice.read_into(&mut buf).map_err(io::Error::other)?;
-        return (&*stream).write_all(&buf);
-    };
-    let mut offset = slice.position as i64;
-    let end = (slice.position + slice.len) as i64;
-    while offset < end {
-        let left = (end - offset) as usize;
-        match nix::sys::sendfile::sendfile64(stream.as_fd(), file.as_fd(), Some(&mut offset), left)
-        {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("{} ended during sendfile", slice.path.display()),
-                ))
-            }
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => {}
-            Err(nix::errno::Errno::EAGAIN) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the peer stopped reading",
-                ))
-            }
-            Err(e) => return Err(io::Error::from(e)),
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

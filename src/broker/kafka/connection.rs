@@ -13,7 +13,9 @@ use std::time::Duration;
 use super::handlers::{self, ConnState, Unanswered};
 use super::Kafka;
 use crate::broker::connection::frames::{FrameError, FrameReader};
+use crate::broker::send::send_slice;
 use crate::broker::shared::Shared;
+use crate::storage::log::FileSlice;
 use crate::kafka::api_key;
 use crate::kafka::request::{decode_request, RequestError};
 
@@ -86,18 +88,33 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
             shared.log(format_args!("{peer}: closing the Kafka connection: {why}"));
             return;
         }
-        if !state.out.is_empty() {
-            if let Err(e) = (&stream).write_all(&state.out) {
-                return broken(shared, peer, &e);
-            }
+        if let Err(e) = write_answer(&stream, &state.out, &mut state.sends) {
+            return broken(shared, peer, &e);
         }
         // A large answer's buffers go back; small ones are kept.
-        for buf in [&mut state.out, &mut state.scratch, &mut state.read] {
+        for buf in [&mut state.out, &mut state.scratch] {
             if buf.capacity() > 4 << 20 {
                 *buf = Vec::new();
             }
         }
     }
+}
+
+/// Writes an answer: `out`, with each of `sends` (a segment's byte range,
+/// and where in `out` it goes) sent from its file with `sendfile` in
+/// between; `sends` is emptied either way.
+fn write_answer(
+    stream: &TcpStream,
+    out: &[u8],
+    sends: &mut Vec<(usize, FileSlice)>,
+) -> std::io::Result<()> {
+    let mut written = 0;
+    for (at, slice) in sends.drain(..) {
+        (&*stream).write_all(&out[written..at])?;
+        send_slice(stream, &slice)?;
+        written = at;
+    }
+    (&*stream).write_all(&out[written..])
 }
 
 /// The API key a request frame's body starts with.

@@ -1,6 +1,7 @@
-//! Fetch: a consumer's records, read from the segment as stored (Kafka
-//! batches, as far as consumers may read: the high watermark; a legacy
-//! segment's batches converted to Kafka's). The answer waits while fewer than `min_bytes` are ready, up
+//! Fetch: a consumer's records, the segment's byte range as stored (Kafka
+//! batches, as far as consumers may read: the high watermark), sent from
+//! the file with `sendfile` after the answer's other bytes; only a legacy
+//! segment's batches are read and converted to Kafka's. The answer waits while fewer than `min_bytes` are ready, up
 //! to `max_wait_ms` (bounded by `--request-timeout`); it starts at the
 //! batch holding the offset asked for and always carries at least one
 //! whole batch of the first partition that has records, however small
@@ -13,7 +14,7 @@ use crate::broker::memory::{RequestMemory, Taken};
 use crate::broker::shared::{error_code, Shared};
 use crate::kafka;
 use crate::protocol::{ErrorCode, FetchPartition};
-use crate::storage::record::{legacy, Format};
+use crate::broker::send::{records_of, Records};
 
 /// A partition a fetch asks for.
 #[derive(Debug, Clone)]
@@ -33,8 +34,8 @@ pub(super) struct Fetched {
     pub(super) high_watermark: i64,
     /// The partition's first offset (-1 on error).
     pub(super) log_start_offset: i64,
-    /// Kafka record batches.
-    pub(super) records: Vec<u8>,
+    /// Kafka record batches: a segment's byte range, or converted ones.
+    pub(super) records: Records,
 }
 
 /// What a fetch asks besides its partitions.
@@ -76,7 +77,6 @@ pub(super) fn fetch<'s>(
     shared: &'s Shared,
     asks: &[Ask<'_>],
     limits: Limits,
-    scratch: &mut Vec<u8>,
 ) -> (Vec<Fetched>, Option<Held<'s>>) {
     let wait = u64::try_from(limits.max_wait_ms)
         .unwrap_or(0)
@@ -97,10 +97,10 @@ pub(super) fn fetch<'s>(
             },
             // No memory for records within the request timeout: an
             // answer without records, and the client asks again.
-            Taken::TimedOut | Taken::Stopped => return (gather(shared, asks, 0, scratch), None),
+            Taken::TimedOut | Taken::Stopped => return (gather(shared, asks, 0), None),
         };
-        let parts = gather(shared, asks, reserve / 2, scratch);
-        let bytes: u64 = parts.iter().map(|p| p.records.len() as u64).sum();
+        let parts = gather(shared, asks, reserve / 2);
+        let bytes: u64 = parts.iter().map(|p| p.records.len()).sum();
         let errors = parts.iter().any(|p| p.error != kafka::NONE);
         if bytes >= bytes_min || errors || Instant::now() >= deadline || shared.stopping() {
             return (parts, Some(held));
@@ -128,7 +128,7 @@ fn watched(asks: &[Ask<'_>]) -> Vec<FetchPartition> {
 /// Each partition's records within the response's `budget`: a partition
 /// may pass its own budget by one whole batch, and only the first
 /// partition with records may pass what is left of the response's.
-fn gather(shared: &Shared, asks: &[Ask<'_>], budget: u64, scratch: &mut Vec<u8>) -> Vec<Fetched> {
+fn gather(shared: &Shared, asks: &[Ask<'_>], budget: u64) -> Vec<Fetched> {
     let mut parts = Vec::with_capacity(asks.len());
     let mut bytes = 0u64;
     for a in asks {
@@ -142,10 +142,10 @@ fn gather(shared: &Shared, asks: &[Ask<'_>], budget: u64, scratch: &mut Vec<u8>)
         } else {
             (bytes > 0).then_some(left)
         };
-        let part = match read_partition(shared, a, (own.min(left), fit), scratch) {
+        let part = match read_partition(shared, a, (own.min(left), fit)) {
             // Past the response's budget, only an empty response takes it.
-            Ok(part) if bytes > 0 && part.records.len() as u64 > left => Fetched {
-                records: Vec::new(),
+            Ok(part) if bytes > 0 && part.records.len() > left => Fetched {
+                records: Records::Empty,
                 ..part
             },
             Ok(part) => part,
@@ -153,10 +153,10 @@ fn gather(shared: &Shared, asks: &[Ask<'_>], budget: u64, scratch: &mut Vec<u8>)
                 error,
                 high_watermark: -1,
                 log_start_offset: -1,
-                records: Vec::new(),
+                records: Records::Empty,
             },
         };
-        bytes += part.records.len() as u64;
+        bytes += part.records.len();
         parts.push(part);
     }
     parts
@@ -169,7 +169,6 @@ fn read_partition(
     shared: &Shared,
     a: &Ask<'_>,
     (bytes_max, fit): (u64, Option<u64>),
-    scratch: &mut Vec<u8>,
 ) -> Result<Fetched, (i16, String)> {
     let coded = |(code, msg): (ErrorCode, String)| (kafka_code(code), msg);
     let partition = u32::try_from(a.partition).map_err(|_| {
@@ -192,31 +191,20 @@ fn read_partition(
         let lookup = log.locate_below(a.fetch_offset as u64, bytes_max, end);
         (start, end, lookup)
     };
-    let mut part = Fetched {
-        error: kafka::NONE,
-        high_watermark: end as i64,
-        log_start_offset: start as i64,
-        records: Vec::new(),
-    };
     let storage = |e: crate::error::Error| (kafka_code(error_code(&e)), e.to_string());
     // The batch headers are read with the lock let go.
     let slice = lookup
         .and_then(|l| l.map_or(Ok(None), |l| l.find()))
         .map_err(storage)?;
     let slice = slice.filter(|s| fit.is_none_or(|fit| s.len <= fit));
-    match slice {
-        Some(slice) if slice.format == Format::Kafka => {
-            slice.read_into(&mut part.records).map_err(storage)?;
-        }
-        Some(slice) => {
-            // A segment from before klog stored Kafka's format.
-            slice.read_into(scratch).map_err(storage)?;
-            legacy::to_kafka(scratch, &mut part.records).map_err(|e| {
-                let msg = format!("{} [{partition}]: stored batch: {e}", a.topic);
-                (kafka::CORRUPT_MESSAGE, msg)
-            })?;
-        }
-        None => {}
-    }
-    Ok(part)
+    let records = match slice {
+        Some(slice) => records_of(slice).map_err(storage)?,
+        None => Records::Empty,
+    };
+    Ok(Fetched {
+        error: kafka::NONE,
+        high_watermark: end as i64,
+        log_start_offset: start as i64,
+        records,
+    })
 }

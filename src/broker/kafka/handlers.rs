@@ -12,7 +12,9 @@ use super::groups::{handle as group, GroupRequest as G};
 use super::metadata::{list_offset, metadata};
 use super::produce::{self, Pending, Produced};
 use super::Kafka;
+use crate::broker::send::Records;
 use crate::broker::shared::Shared;
+use crate::storage::log::FileSlice;
 use crate::kafka::header::RequestHeader;
 use crate::kafka::request::{
     ApiVersionsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
@@ -28,8 +30,9 @@ pub(super) struct ConnState {
     pub(super) out: Vec<u8>,
     /// Records converted on their way in or out.
     pub(super) scratch: Vec<u8>,
-    /// Klog segment bytes read for a fetch.
-    pub(super) read: Vec<u8>,
+    /// A fetch answer's records that go from their segment files after
+    /// `out`'s bytes up to each position.
+    pub(super) sends: Vec<(usize, FileSlice)>,
     /// The length of the request being handled (request memory its frame
     /// may hold until it is answered).
     pub(super) frame_bytes: u64,
@@ -276,7 +279,33 @@ fn fetch_request(
         max_bytes: r.max_bytes,
         frame_bytes: state.frame_bytes,
     };
-    let (fetched, _held) = fetch::fetch(shared, &asks, limits, &mut state.read);
+    let (fetched, _held) = fetch::fetch(shared, &asks, limits);
+    let elsewhere = fetched
+        .iter()
+        .map(|f| match &f.records {
+            Records::File(slice) => slice.len,
+            Records::Converted(_) | Records::Empty => 0,
+        })
+        .sum();
+    let mut gaps = Vec::new();
+    encode_fetch(r, &fetched, |response| {
+        resp::frame_sized(&mut state.out, id, elsewhere, |out| {
+            response.encode_with(version, out, &mut gaps)
+        })
+    });
+    let files = fetched.into_iter().filter_map(|f| match f.records {
+        Records::File(slice) => Some(slice),
+        Records::Converted(_) | Records::Empty => None,
+    });
+    state.sends.extend(gaps.into_iter().zip(files));
+}
+
+/// The response to fetch `r` of the partitions `fetched`, handed to `f`.
+fn encode_fetch(
+    r: &FetchRequest<'_>,
+    fetched: &[fetch::Fetched],
+    f: impl FnOnce(&resp::FetchResponse<'_>),
+) {
     let mut parts = fetched.iter();
     let responses = r
         .topics
@@ -295,7 +324,14 @@ fn fetch_request(
                     log_start_offset: f.log_start_offset,
                     aborted_transactions: Some(Vec::new()),
                     preferred_read_replica: -1,
-                    records: &f.records,
+                    records: match &f.records {
+                        Records::Converted(bytes) => bytes,
+                        Records::File(_) | Records::Empty => &[],
+                    },
+                    records_after: match &f.records {
+                        Records::File(slice) => slice.len,
+                        Records::Converted(_) | Records::Empty => 0,
+                    },
                 })
                 .collect(),
         })
@@ -306,7 +342,7 @@ fn fetch_request(
         session_id: 0,
         responses,
     };
-    frame(&mut state.out, id, |out| response.encode(version, out));
+    f(&response);
 }
 
 fn list_offsets(
