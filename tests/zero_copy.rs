@@ -1,0 +1,236 @@
+//! Issue 24: a fetch of a segment written in Kafka's format never holds
+//! its records on the heap, on either listener: they go from the page
+//! cache to the socket with `sendfile`. A broker runs in this process, so
+//! that a counting allocator sees every byte its threads hold, while the
+//! test's own thread (the client, reading into one fixed buffer) is left
+//! out of the count.
+
+// The counting allocator below.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use klog::broker::{Broker, BrokerConfig};
+use klog::storage::fs::{RealFs, Vfs};
+use klog::storage::log::{Log, LogConfig, OpenOptions};
+use klog::storage::record::BatchBuilder;
+
+/// Bytes held by the threads that are counted, and the most they held.
+static HELD: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+thread_local! {
+    /// The client's thread: its buffers are not the broker's.
+    static LEFT_OUT: Cell<bool> = const { Cell::new(false) };
+}
+
+fn count(bytes: isize) {
+    if LEFT_OUT.try_with(Cell::get).unwrap_or(true) {
+        return;
+    }
+    let held = HELD.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    PEAK.fetch_max(held, Ordering::Relaxed);
+}
+
+struct Counting;
+
+// SAFETY: every call is passed to `System` as it came; only counted.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc(layout);
+        if !p.is_null() {
+            count(layout.size() as isize);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc_zeroed(layout);
+        if !p.is_null() {
+            count(layout.size() as isize);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout);
+        count(-(layout.size() as isize));
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = System.realloc(ptr, layout, new_size);
+        if !p.is_null() {
+            count(new_size as isize - layout.size() as isize);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
+
+/// One batch of about 100 MB: 100 records of 1 MiB.
+const RECORDS: usize = 100;
+const RECORD_BYTES: usize = 1 << 20;
+
+/// Writes partition `t-0` of `data`: one batch of [`RECORDS`] records.
+fn write_big_topic(data: &Path) -> u64 {
+    let dir = data.join("t-0");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = LogConfig {
+        record_bytes_max: 2 * RECORD_BYTES as u32,
+        ..LogConfig::default()
+    };
+    let options = OpenOptions {
+        writable: true,
+        lock: false,
+    };
+    let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
+    let mut log = Log::open(vfs, &dir, config, options).unwrap();
+    let mut builder = BatchBuilder::new();
+    let value = vec![b'v'; RECORD_BYTES];
+    for i in 0..RECORDS {
+        builder.push(1_700_000_000_000 + i as i64, None, &[], &value);
+    }
+    let batch = builder.finish();
+    let len = batch.len() as u64;
+    log.append(batch, 0).unwrap();
+    log.close().unwrap();
+    len
+}
+
+/// Reads exactly `n` bytes from `stream` through `buf`, throwing them
+/// away; returns `n`.
+fn drain(stream: &mut TcpStream, mut n: usize, buf: &mut [u8]) -> usize {
+    let mut total = 0;
+    while n > 0 {
+        let want = n.min(buf.len());
+        stream.read_exact(&mut buf[..want]).unwrap();
+        n -= want;
+        total += want;
+    }
+    total
+}
+
+/// A Kafka Fetch v4 of t-0 from offset 0, `max_bytes` 0 (at least one
+/// batch, whatever its size).
+fn kafka_fetch_v4() -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&1i16.to_be_bytes()); // Fetch
+    b.extend_from_slice(&4i16.to_be_bytes()); // version 4
+    b.extend_from_slice(&7i32.to_be_bytes()); // correlation id
+    b.extend_from_slice(&4i16.to_be_bytes());
+    b.extend_from_slice(b"test"); // client id
+    b.extend_from_slice(&(-1i32).to_be_bytes()); // replica id
+    b.extend_from_slice(&500i32.to_be_bytes()); // max wait ms
+    b.extend_from_slice(&1i32.to_be_bytes()); // min bytes
+    b.extend_from_slice(&0i32.to_be_bytes()); // max bytes
+    b.push(0); // isolation level
+    b.extend_from_slice(&1i32.to_be_bytes()); // topics
+    b.extend_from_slice(&1i16.to_be_bytes());
+    b.extend_from_slice(b"t");
+    b.extend_from_slice(&1i32.to_be_bytes()); // partitions
+    b.extend_from_slice(&0i32.to_be_bytes()); // partition
+    b.extend_from_slice(&0i64.to_be_bytes()); // fetch offset
+    b.extend_from_slice(&0i32.to_be_bytes()); // partition max bytes
+    let mut frame = (b.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&b);
+    frame
+}
+
+/// Sends a Kafka fetch and reads its answer through a fixed buffer: the
+/// records' length.
+fn kafka_fetch(addr: std::net::SocketAddr, buf: &mut [u8]) -> usize {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream.write_all(&kafka_fetch_v4()).unwrap();
+    let mut head = [0u8; 4];
+    stream.read_exact(&mut head).unwrap();
+    let frame = i32::from_be_bytes(head) as usize;
+    // correlation id, throttle, 1 topic "t", 1 partition: index, error,
+    // high watermark, last stable offset, no aborted transactions.
+    let fixed = 4 + 4 + 4 + 2 + 1 + 4 + 4 + 2 + 8 + 8 + 4;
+    let mut fields = vec![0u8; fixed];
+    stream.read_exact(&mut fields).unwrap();
+    let error = i16::from_be_bytes([fields[23], fields[24]]);
+    assert_eq!(error, 0, "the fetch's error code");
+    stream.read_exact(&mut head).unwrap();
+    let records = i32::from_be_bytes(head) as usize;
+    assert_eq!(frame, fixed + 4 + records, "the frame holds the records");
+    drain(&mut stream, records, buf)
+}
+
+/// A klog fetch of t-0 from offset 0 with a byte budget of 1: the
+/// records' length, read through a fixed buffer.
+fn klog_fetch(addr: std::net::SocketAddr, buf: &mut [u8]) -> usize {
+    use klog::protocol::{self, FetchPartition, FetchWant};
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut frame = Vec::new();
+    let want = FetchWant {
+        wait_ms_max: 500,
+        bytes_min: 1,
+        response_bytes_max: 1,
+    };
+    let part = FetchPartition {
+        topic: "t".into(),
+        partition: 0,
+        offset: 0,
+        bytes_max: 1,
+        leader_epoch: None,
+    };
+    protocol::fetch_request(&mut frame, 3, want, &[part]);
+    stream.write_all(&frame).unwrap();
+    let mut head = [0u8; 4];
+    stream.read_exact(&mut head).unwrap();
+    let frame_len = u32::from_le_bytes(head) as usize;
+    drain(&mut stream, frame_len, buf)
+}
+
+#[test]
+fn a_fetch_of_a_100_mb_batch_holds_none_of_it_on_the_heap_on_either_listener() {
+    LEFT_OUT.with(|l| l.set(true));
+    let data = tempfile::tempdir().unwrap();
+    let batch_bytes = write_big_topic(data.path());
+    assert!(batch_bytes > 100_000_000, "{batch_bytes}");
+    let mut config = BrokerConfig::new(data.path(), "127.0.0.1:0");
+    config.kafka_listen = Some("127.0.0.1:0".into());
+    config.quiet = true;
+    let broker = Broker::open(config).expect("the broker opens");
+    let handle = broker.handle().unwrap();
+    let thread = std::thread::spawn(move || broker.run());
+    let mut buf = vec![0u8; 256 * 1024];
+    // A first fetch of each kind warms the broker's buffers up.
+    let kafka = handle.kafka_addr().unwrap();
+    kafka_fetch(kafka, &mut buf);
+    klog_fetch(handle.local_addr(), &mut buf);
+    let klog_addr = handle.local_addr();
+    let fetches: [(&str, &mut dyn FnMut(&mut [u8]) -> usize); 2] = [
+        ("Kafka", &mut |buf| kafka_fetch(kafka, buf)),
+        ("klog", &mut |buf| klog_fetch(klog_addr, buf)),
+    ];
+    for (name, fetch) in fetches {
+        PEAK.store(HELD.load(Ordering::Relaxed), Ordering::Relaxed);
+        let before = HELD.load(Ordering::Relaxed);
+        let got = fetch(&mut buf);
+        let peak = PEAK.load(Ordering::Relaxed) - before;
+        assert!(got as u64 >= batch_bytes, "{name}: {got} bytes fetched");
+        assert!(
+            peak < 8 << 20,
+            "{name}: the broker held {peak} bytes more during a fetch of {got}"
+        );
+    }
+    handle.stop();
+    thread.join().unwrap().unwrap();
+}
