@@ -159,8 +159,25 @@ fn keys_headers_and_bytes_survive_both_ways() {
     );
 }
 
-/// `kcat -P -z CODEC` for each of Kafka's codecs: the broker decompresses
-/// the batches, klog-consume and `kcat -C` read the same lines. librdkafka
+/// The codecs of the batches stored in `topic`'s partition 0 of `data`
+/// (klog-dump's `compress_codec`), once `klog-dump --verify` found every
+/// batch whole (its CRC32C, its records, decompressed).
+fn stored_codecs(data: &std::path::Path, topic: &str) -> Vec<String> {
+    let part = data.join(format!("{topic}-0"));
+    let verify = bin("klog-dump").arg("--verify").arg(&part).output().unwrap();
+    assert!(verify.status.success(), "{topic}: {verify:?}");
+    let out = bin("klog-dump").arg("--json").arg(&part).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["type"] == "batch")
+        .map(|v| v["compress_codec"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `kcat -P -z CODEC` for each of Kafka's codecs: the broker stores the
+/// batches as sent, compressed; klog-consume and `kcat -C` read the same
+/// lines. librdkafka
 /// before 2.11 sends gzip, snappy and lz4 only to a broker whose Produce
 /// versions start at 0 (klog's start at 3) and says so in its `msg` debug
 /// log; zstd it gates on Produce 7 and Fetch 10, which klog has: that one
@@ -186,6 +203,12 @@ fn kcat_produces_compressed_batches_of_every_codec() {
             compressed || (gated && codec != "zstd"),
             "kcat -z {codec} sent no {codec} batch:\n{log}"
         );
+        let stored = stored_codecs(&broker.data_dir(), &topic);
+        let want = if compressed { codec } else { "none" };
+        assert!(
+            !stored.is_empty() && stored.iter().all(|c| c == want),
+            "kcat -z {codec}: batches stored {stored:?}"
+        );
         assert!(
             consume_from(broker.addr(), &topic, &[]) == lines(5000),
             "klog-consume reads what kcat -z {codec} produced"
@@ -197,32 +220,53 @@ fn kcat_produces_compressed_batches_of_every_codec() {
     }
 }
 
-/// confluent-kafka with `compression.type` of each codec.
+/// confluent-kafka and kafka-python with `compression.type` of each codec:
+/// the batches are stored compressed as sent, and klog-consume, `kcat -C`
+/// and the producing client read the same records back.
 #[test]
-fn confluent_kafka_produces_compressed_batches_of_every_codec() {
+fn python_clients_produce_compressed_batches_of_every_codec() {
     let Some(python) = kafka::python() else {
         return;
     };
+    let kcat = kafka::kcat_path();
     let broker = KafkaBroker::start(&[]);
-    for codec in ["gzip", "snappy", "lz4", "zstd"] {
-        let topic = format!("ck-{codec}");
-        let produce = [
-            "confluent-kafka",
-            "produce",
-            &broker.kafka,
-            &topic,
-            "1",
-            "300",
-            codec,
-        ];
-        kafka::run_script(&python, "client.py", &produce);
-        assert_eq!(
-            consume_from(broker.addr(), &topic, &["-f", "%o %k %s %h\\n"]),
-            (1..=300)
+    for lib in ["confluent-kafka", "kafka-python"] {
+        for codec in ["gzip", "snappy", "lz4", "zstd"] {
+            let topic = format!("{lib}-{codec}");
+            let produce = [lib, "produce", &broker.kafka, &topic, "1", "300", codec];
+            kafka::run_script(&python, "client.py", &produce);
+            // kafka-python sends a batch uncompressed when the codec does
+            // not make it smaller: stored as sent too.
+            let stored = stored_codecs(&broker.data_dir(), &topic);
+            assert!(
+                stored.iter().any(|c| c == codec)
+                    && stored.iter().all(|c| c == codec || c == "none"),
+                "{lib} {codec}: batches stored {stored:?}"
+            );
+            let expected: String = (1..=300)
                 .map(|i| format!("{} k{i} v{i} h=x,n={i}\n", i - 1))
-                .collect::<String>(),
-            "klog-consume reads what confluent-kafka produced with {codec}"
-        );
+                .collect();
+            assert_eq!(
+                consume_from(broker.addr(), &topic, &["-f", "%o %k %s %h\\n"]),
+                expected,
+                "klog-consume reads what {lib} produced with {codec}"
+            );
+            if let Some(kcat) = &kcat {
+                let k = broker.kcat(kcat);
+                assert_eq!(
+                    k.consume(&topic, &["-f", "%o %k %s %h\\n"]),
+                    expected,
+                    "kcat reads what {lib} produced with {codec}"
+                );
+            }
+            let consume = [lib, "consume", &broker.kafka, &topic, "300"];
+            let read = kafka::run_script(&python, "client.py", &consume);
+            assert_eq!(
+                read,
+                client_lines(1, 300, 0),
+                "{lib} reads back what it produced with {codec}"
+            );
+        }
     }
 }
 

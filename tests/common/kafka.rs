@@ -62,17 +62,19 @@ fn imports(python: &Path, check: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The Python of the virtual environment with kafka-python 3.0.12 and
-/// confluent-kafka 2.16.1: `$KLOG_KAFKA_VENV/bin/python`, or
+/// The Python of the virtual environment with kafka-python 3.0.12 (and
+/// the packages of its codecs) and confluent-kafka 2.16.1:
+/// `$KLOG_KAFKA_VENV/bin/python`, or
 /// `target/kafka-venv/bin/python` of the checkout.
 pub fn python() -> Option<PathBuf> {
     let venv = std::env::var_os("KLOG_KAFKA_VENV")
         .map(PathBuf::from)
         .unwrap_or_else(|| checkout_target().join("kafka-venv"));
     let python = venv.join("bin/python");
-    let check = "import kafka, confluent_kafka; \
+    let check = "import kafka, confluent_kafka, kafka.codec as c; \
                  assert kafka.__version__ == '3.0.12'; \
-                 assert confluent_kafka.__version__ == '2.16.1'";
+                 assert confluent_kafka.__version__ == '2.16.1'; \
+                 assert c.has_snappy() and c.has_lz4() and c.has_zstd()";
     if imports(&python, check) {
         return Some(python);
     }
