@@ -24,6 +24,9 @@ _klog-produce() {
 '(-J --json)--key=[Fixed key for every record]:KEY:_default' \
 '-D+[Record delimiter (escapes\: \\n \\t \\0 \\xNN)]:DELIM:_default' \
 '*-H+[Header added to every record (repeatable)]:NAME=VALUE:_default' \
+'-z+[Compress each batch with this codec, as kcat'\''s -z\: none, gzip, snappy, lz4 or zstd. Batches are stored as sent, compressed, and every consumer (klog'\''s and Kafka'\''s) reads them]:CODEC:_default' \
+'--compression=[Compress each batch with this codec, as kcat'\''s -z\: none, gzip, snappy, lz4 or zstd. Batches are stored as sent, compressed, and every consumer (klog'\''s and Kafka'\''s) reads them]:CODEC:_default' \
+'--compression-level=[The codec'\''s compression level (gzip 1 to 9, zstd 1 to 22; lz4 and snappy take none)\: -X compression.level]:N:_default' \
 '--batch=[Records per batch]:N:_default' \
 '--batch-bytes=[Bytes per batch]:SIZE:_default' \
 '--linger=[The most a batch waits after its first record before it is written, whatever the input does]:DURATION:_default' \
@@ -37,7 +40,7 @@ _klog-produce() {
 '--registry=[Find each partition'\''s broker in this registry (a cluster of brokers) instead of sending everything to -b\: a directory (one host) or a ZooKeeper ensemble, zk\://HOST\:PORT\[,HOST\:PORT...\]/CHROOT (many hosts)]:REGISTRY:_files' \
 '--segment-bytes=[Embedded mode\: segment size at which a log rolls]:SIZE:_default' \
 '--max-record-bytes=[Largest record accepted]:SIZE:_default' \
-'*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), batch.num.messages (--batch), batch.size (--batch-bytes), linger.ms (--linger), acks (--acks), message.timeout.ms or delivery.timeout.ms (--message-timeout), request.timeout.ms (--request-timeout), message.max.bytes (--max-record-bytes); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \
+'*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), batch.num.messages (--batch), batch.size (--batch-bytes), linger.ms (--linger), acks (--acks), compression.type or compression.codec (-z), compression.level (--compression-level), message.timeout.ms or delivery.timeout.ms (--message-timeout), request.timeout.ms (--request-timeout), message.max.bytes (--max-record-bytes); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \
 '--report=[Write each record a broker acknowledged to FILE as it is acknowledged, one JSON line each\: {"topic","partition","offset", "value"} (a value that is not UTF-8 in base64, with "value_encoding"\:"base64"), flushed with each answer. With --acks all, every record in FILE is stored on every in-sync replica at that offset. Needs a broker (-b or --registry) and --acks 1 or all]:FILE:_files' \
 '-J[Input records are the JSON envelopes that klog-consume -J prints]' \
 '--json[Input records are the JSON envelopes that klog-consume -J prints]' \
