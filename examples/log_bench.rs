@@ -162,7 +162,11 @@ fn read_all(log: &Log, record_bytes_max: u32) -> anyhow::Result<(u64, u64)> {
         bytes += buf.len() as u64;
         let mut at = 0;
         while at < buf.len() {
-            let Ok(batch) = Batch::decode(klog::storage::record::Format::Kafka, &buf[at..], klog::limits::BATCH_BYTES_MAX) else {
+            let Ok(batch) = Batch::decode(
+                klog::storage::record::Format::Kafka,
+                &buf[at..],
+                klog::limits::BATCH_BYTES_MAX,
+            ) else {
                 break;
             };
             batch.validate(record_bytes_max)?;

@@ -545,7 +545,9 @@ pub enum DecodeError {
     },
     /// The process's room for decompressed records is held by other
     /// batches now; the same batch can succeed later.
-    #[error("{held_bytes} bytes of decompressed records are held for other batches now; try again")]
+    #[error(
+        "{held_bytes} bytes of decompressed records are held for other batches now; try again"
+    )]
     Busy {
         /// Bytes held.
         held_bytes: u64,

@@ -741,7 +741,12 @@ fn a_fetch_at_the_end_waits_for_records_instead_of_answering_empty() {
         !parts[0].records.is_empty(),
         "the long poll answered without the new record"
     );
-    let batch = klog::storage::record::Batch::decode(klog::storage::record::Format::Kafka, parts[0].records, 1 << 20).unwrap();
+    let batch = klog::storage::record::Batch::decode(
+        klog::storage::record::Format::Kafka,
+        parts[0].records,
+        1 << 20,
+    )
+    .unwrap();
     let record = batch.records(1 << 20).next().unwrap().unwrap();
     assert_eq!((record.offset, record.value), (1, &b"b"[..]));
 }
@@ -941,7 +946,12 @@ fn a_damaged_partition_stays_offline_while_the_others_serve() {
     let dir = tempfile::tempdir().unwrap();
     let mut broker = BrokerProc::start(dir.path(), &["--segment-bytes", "4KiB"]);
     // Batches of 50: several in the first segment, one of which is damaged.
-    produce_to(&broker.addr, "hurt", &lines(2000), &["-X", "batch.num.messages=50"]);
+    produce_to(
+        &broker.addr,
+        "hurt",
+        &lines(2000),
+        &["-X", "batch.num.messages=50"],
+    );
     produce_to(&broker.addr, "fine", &lines(10), &[]);
     assert!(broker.terminate().success(), "{:?}", broker.log());
     let part = damage_as_after_a_crash(dir.path(), "hurt-0");
@@ -1015,7 +1025,12 @@ fn a_routed_producer_to_a_damaged_single_copy_fails_at_its_deadline_with_the_rea
     let dir = tempfile::tempdir().unwrap();
     let mut broker = BrokerProc::start(dir.path(), &["--segment-bytes", "4KiB"]);
     // Batches of 50: several in the first segment, one of which is damaged.
-    produce_to(&broker.addr, "hurt", &lines(2000), &["-X", "batch.num.messages=50"]);
+    produce_to(
+        &broker.addr,
+        "hurt",
+        &lines(2000),
+        &["-X", "batch.num.messages=50"],
+    );
     assert!(broker.terminate().success(), "{:?}", broker.log());
     damage_as_after_a_crash(dir.path(), "hurt-0");
     let registry = tempfile::tempdir().unwrap();

@@ -770,7 +770,9 @@ fn directory_shapes() -> Vec<(&'static str, Damage, i32)> {
 fn rolled(dir: &Path, past: Option<u64>) {
     let vfs: Arc<dyn Vfs> = Arc::new(klog::storage::fs::RealFs);
     let end = Log::open(vfs, dir, small(), READ).unwrap().next_offset();
-    let header = past.map(|p| klog::storage::segment::encode_header(end + p, klog::storage::record::Format::Kafka));
+    let header = past.map(|p| {
+        klog::storage::segment::encode_header(end + p, klog::storage::record::Format::Kafka)
+    });
     let bytes = header.map_or(Vec::new(), |h| h.to_vec());
     std::fs::write(dir.join("next-1.log"), bytes).unwrap();
     std::fs::write(dir.join("next-1.index"), vec![0; 4096]).unwrap();

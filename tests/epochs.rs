@@ -450,7 +450,8 @@ fn a_cut_log_loses_the_epochs_past_its_end() {
 /// given epoch file.
 fn write_raw_partition(dir: &Path, batches: &[(&[&str], u32)], epochs: &Epochs) {
     std::fs::create_dir_all(dir).unwrap();
-    let mut bytes = klog::storage::segment::encode_header(0, klog::storage::record::Format::Kafka).to_vec();
+    let mut bytes =
+        klog::storage::segment::encode_header(0, klog::storage::record::Format::Kafka).to_vec();
     let mut offset = 0;
     for (values, epoch) in batches {
         let mut b = batch(values);

@@ -37,7 +37,9 @@ use klog::storage::fs::sim::SimFs;
 use klog::storage::fs::Vfs;
 use klog::storage::index::{self, IndexEntry, SegmentIndex};
 use klog::storage::log::{Log, LogConfig, OpenOptions};
-use klog::storage::record::{self, legacy, Batch, BatchBuilder, BatchHeader, Codec, Decompressed, Format};
+use klog::storage::record::{
+    self, legacy, Batch, BatchBuilder, BatchHeader, Codec, Decompressed, Format,
+};
 use klog::storage::recover;
 use klog::storage::segment;
 
@@ -274,7 +276,12 @@ fn kafka_crate_records(bytes: &[u8]) -> Vec<Rec> {
             headers: r
                 .headers
                 .iter()
-                .map(|(n, v)| (n.as_bytes().to_vec(), v.as_ref().map_or(Vec::new(), |v| v.to_vec())))
+                .map(|(n, v)| {
+                    (
+                        n.as_bytes().to_vec(),
+                        v.as_ref().map_or(Vec::new(), |v| v.to_vec()),
+                    )
+                })
                 .collect(),
             value: r.value.as_ref().map_or(Vec::new(), |v| v.to_vec()),
             encoded_bytes: 0,
@@ -412,7 +419,10 @@ fn legacy_record_batch_still_reads() {
     // Served to every client as a Kafka batch with the same records.
     let mut kafka = Vec::new();
     assert_eq!(legacy::to_kafka(&golden, &mut kafka).unwrap(), golden.len());
-    assert_eq!(decode_batch(Format::Kafka, &kafka).1, rich_records(4_294_967_301));
+    assert_eq!(
+        decode_batch(Format::Kafka, &kafka).1,
+        rich_records(4_294_967_301)
+    );
 }
 
 /// A magic 1 batch, as written before leader epochs (frozen: never
@@ -712,7 +722,10 @@ fn partition_directory() {
     assert_eq!(base, 7);
     assert_eq!(
         places,
-        [(24, 7, 1_700_000_006_000, 3), (103, 8, 1_700_000_007_000, 3)]
+        [
+            (24, 7, 1_700_000_006_000, 3),
+            (103, 8, 1_700_000_007_000, 3)
+        ]
     );
     assert_eq!(vfs.read(&second).unwrap().len(), 176);
     let segments = vec![first_batches, second_batches];
@@ -793,7 +806,8 @@ fn golden_epochs() -> [EpochEntry; 3] {
 }
 
 /// The sizes of [`partition_segments`]' records in klog's legacy format.
-const PARTITION_LEGACY_SIZES: [&[&[u32]]; 2] = [&[&RICH_LEGACY_SIZES, &[22], &[14, 14]], &[&[20], &[12]]];
+const PARTITION_LEGACY_SIZES: [&[&[u32]]; 2] =
+    [&[&RICH_LEGACY_SIZES, &[22], &[14, 14]], &[&[20], &[12]]];
 
 /// [`partition_segments`] with their legacy sizes.
 fn legacy_segments() -> Vec<Vec<Vec<Rec>>> {
@@ -861,7 +875,10 @@ fn a_partition_of_magic_1_still_reads_recovers_and_takes_appends() {
     let (base, places, batches) =
         decode_segment(&vfs.read(&dir.join(segment::log_file_name(9))).unwrap());
     assert_eq!(base, 9);
-    assert_eq!(places.iter().map(|p| (p.1, p.3)).collect::<Vec<_>>(), [(9, 4)]);
+    assert_eq!(
+        places.iter().map(|p| (p.1, p.3)).collect::<Vec<_>>(),
+        [(9, 4)]
+    );
     assert_eq!(batches, [rich_records(9)]);
     let epochs = Epochs::read(&vfs, dir).unwrap().expect("epochs").unwrap();
     assert_eq!(
@@ -912,7 +929,10 @@ fn a_legacy_partition_takes_appends_and_survives_a_power_cut_among_them() {
             .unwrap_or_else(|e| panic!("cut after {cut_at} changes, kept {keep}: {e}"));
         let read = read_partition(&log);
         let n = read.len();
-        assert!(n >= durable as usize, "cut after {cut_at}: {n} records, {durable} durable");
+        assert!(
+            n >= durable as usize,
+            "cut after {cut_at}: {n} records, {durable} durable"
+        );
         assert_eq!(read[..9], legacy[..], "cut after {cut_at}");
         assert_eq!(read[9..], appended.concat()[..n - 9], "cut after {cut_at}");
         drop(log);

@@ -164,7 +164,11 @@ fn keys_headers_and_bytes_survive_both_ways() {
 /// batch whole (its CRC32C, its records, decompressed).
 fn stored_codecs(data: &std::path::Path, topic: &str) -> Vec<String> {
     let part = data.join(format!("{topic}-0"));
-    let verify = bin("klog-dump").arg("--verify").arg(&part).output().unwrap();
+    let verify = bin("klog-dump")
+        .arg("--verify")
+        .arg(&part)
+        .output()
+        .unwrap();
     assert!(verify.status.success(), "{topic}: {verify:?}");
     let out = bin("klog-dump").arg("--json").arg(&part).output().unwrap();
     String::from_utf8_lossy(&out.stdout)

@@ -1178,7 +1178,9 @@ fn a_fetch_answer_with_records_sent_after_is_the_one_with_them_inline() {
         let mut out = Vec::new();
         let mut gaps = Vec::new();
         let elsewhere = (partitions * records.len()) as u64;
-        kres::frame_sized(&mut out, 7, elsewhere, |o| after.encode_with(version, o, &mut gaps));
+        kres::frame_sized(&mut out, 7, elsewhere, |o| {
+            after.encode_with(version, o, &mut gaps)
+        });
         assert_eq!(gaps.len(), partitions, "v{version}");
         let mut sent = Vec::new();
         let mut written = 0;

@@ -145,7 +145,10 @@ fn klog_records_checked(format: Format, bytes: &[u8], as_append: bool) -> (usize
             check_batch(&bytes[at..], &LogConfig::default()).unwrap();
         }
         let batch = Batch::decode(format, &bytes[at..], BATCH_BYTES_MAX).unwrap();
-        for r in batch.records_in(&mut scratch, RECORD_BYTES_MAX_LIMIT).unwrap() {
+        for r in batch
+            .records_in(&mut scratch, RECORD_BYTES_MAX_LIMIT)
+            .unwrap()
+        {
             let r = r.unwrap();
             let headers = r
                 .headers()
@@ -221,7 +224,6 @@ fn mixed_records(first_offset: i64, count: i64) -> Vec<Record> {
         })
         .collect()
 }
-
 
 #[test]
 fn kafka_batches_are_stored_as_sent_and_read_back_the_same() {
@@ -314,7 +316,6 @@ fn klog_batches_of(legacy: bool, base: u64, epoch: u32, sizes: &[u32]) -> (Vec<u
     (bytes, expected)
 }
 
-
 fn plain_kafka(records: &[Record]) -> Vec<Plain> {
     records.iter().map(plain).collect()
 }
@@ -402,7 +403,11 @@ fn batches_append_to_a_log_and_fetch_back_as_sent_at_their_offsets() {
     let mut sent = Vec::new();
     let mut expected = Vec::new();
     let mut next = 0;
-    for (count, compression) in [(3, Compression::None), (1, Compression::Zstd), (40, Compression::Gzip)] {
+    for (count, compression) in [
+        (3, Compression::None),
+        (1, Compression::Zstd),
+        (40, Compression::Gzip),
+    ] {
         let records = mixed_records(0, count);
         let batch = encode(&records, compression);
         let headers = store(&batch, RECORD_MAX).unwrap();
@@ -425,7 +430,11 @@ fn batches_append_to_a_log_and_fetch_back_as_sent_at_their_offsets() {
     let mut at = 0;
     for (base, batch) in &sent {
         let stored = &fetched[at..at + batch.len()];
-        assert_eq!(&stored[..8], &(*base as i64).to_be_bytes(), "the offset stamped");
+        assert_eq!(
+            &stored[..8],
+            &(*base as i64).to_be_bytes(),
+            "the offset stamped"
+        );
         assert_eq!(&stored[8..12], &batch[8..12]);
         assert_eq!(&stored[12..16], &3i32.to_be_bytes(), "the epoch stamped");
         assert_eq!(&stored[16..], &batch[16..], "the rest as sent");
@@ -857,7 +866,10 @@ fn batches_of_every_codec_and_raw_snappy_are_taken_back_to_back() {
     let (batches, stored) = klog_records(&kafka);
     assert_eq!(batches, count);
     let one = plain_kafka(&records);
-    assert_eq!(stored, (0..count).flat_map(|_| one.clone()).collect::<Vec<_>>());
+    assert_eq!(
+        stored,
+        (0..count).flat_map(|_| one.clone()).collect::<Vec<_>>()
+    );
 }
 
 /// A records section of `codec` that decompresses to `mib` MiB of zeros,
@@ -943,7 +955,10 @@ fn compressed_records_cut_short_or_damaged_are_refused_without_a_panic() {
             match store(&kafka, RECORD_MAX) {
                 Ok(_) => drop(klog_records(&kafka)),
                 Err(e) => {
-                    assert!([2, 10, 87].contains(&e.error_code), "codec {codec}, round {round}: {e}");
+                    assert!(
+                        [2, 10, 87].contains(&e.error_code),
+                        "codec {codec}, round {round}: {e}"
+                    );
                 }
             }
         }

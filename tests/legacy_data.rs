@@ -49,7 +49,11 @@ fn a_legacy_partition_is_read_by_both_protocols_and_takes_appends_in_kafkas_form
         kafka::assert_ok("kcat -C of a legacy partition", &out);
         let read = String::from_utf8_lossy(&out.stdout);
         let offsets: Vec<&str> = read.lines().map(|l| l.split(' ').next().unwrap()).collect();
-        assert_eq!(offsets, ["0", "1", "2", "3", "4", "5", "6", "7", "8"], "{read}");
+        assert_eq!(
+            offsets,
+            ["0", "1", "2", "3", "4", "5", "6", "7", "8"],
+            "{read}"
+        );
         assert!(read.starts_with("0 11 user-42\n"), "{read}");
     }
     produce_to(&broker.addr, "golden", "new one\nnew two\n", &[]);

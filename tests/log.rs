@@ -11,7 +11,7 @@ use common::log_records as records;
 use klog::storage::fs::sim::SimFs;
 use klog::storage::fs::{RealFs, Vfs};
 use klog::storage::log::{Log, LogConfig, OpenOptions};
-use klog::storage::record::{Batch, BatchBuilder};
+use klog::storage::record::BatchBuilder;
 
 const WRITE: OpenOptions = OpenOptions {
     writable: true,

@@ -60,7 +60,12 @@ fn records_of(records: &[u8]) -> Vec<(u64, u32, String)> {
     let mut out = Vec::new();
     let mut at = 0;
     while at < records.len() {
-        let batch = Batch::decode(klog::storage::record::Format::Kafka, &records[at..], 1 << 20).unwrap();
+        let batch = Batch::decode(
+            klog::storage::record::Format::Kafka,
+            &records[at..],
+            1 << 20,
+        )
+        .unwrap();
         for r in batch.records(1 << 20) {
             let r = r.unwrap();
             let value = String::from_utf8(r.value.to_vec()).unwrap();

@@ -198,6 +198,9 @@ fn klog_fetch(addr: std::net::SocketAddr, buf: &mut [u8]) -> usize {
     drain(&mut stream, frame_len, buf)
 }
 
+/// A fetch through a buffer: the bytes it read.
+type Fetch<'a> = dyn FnMut(&mut [u8]) -> usize + 'a;
+
 #[test]
 fn a_fetch_of_a_100_mb_batch_holds_none_of_it_on_the_heap_on_either_listener() {
     LEFT_OUT.with(|l| l.set(true));
@@ -216,7 +219,7 @@ fn a_fetch_of_a_100_mb_batch_holds_none_of_it_on_the_heap_on_either_listener() {
     kafka_fetch(kafka, &mut buf);
     klog_fetch(handle.local_addr(), &mut buf);
     let klog_addr = handle.local_addr();
-    let fetches: [(&str, &mut dyn FnMut(&mut [u8]) -> usize); 2] = [
+    let fetches: [(&str, &mut Fetch<'_>); 2] = [
         ("Kafka", &mut |buf| kafka_fetch(kafka, buf)),
         ("klog", &mut |buf| klog_fetch(klog_addr, buf)),
     ];

@@ -480,8 +480,12 @@ fn epoch_at(replica: &Replica, offset: u64) -> u64 {
         .iter()
         .find(|b| b.base_offset <= offset && offset <= b.last_offset)
         .unwrap_or_else(|| panic!("no batch holds offset {offset}"));
-    let decoded =
-        Batch::decode(klog::storage::record::Format::Kafka, &batch.bytes, klog::limits::BATCH_BYTES_MAX).expect("a whole batch");
+    let decoded = Batch::decode(
+        klog::storage::record::Format::Kafka,
+        &batch.bytes,
+        klog::limits::BATCH_BYTES_MAX,
+    )
+    .expect("a whole batch");
     u64::from(decoded.header.leader_epoch)
 }
 

@@ -73,7 +73,8 @@ impl Scrubber {
             let begun_ms = crate::clock::now_ms();
             match scrub_partition(shared, &p) {
                 Walked::Whole => note(shared, &p, Some(begun_ms)),
-                Walked::Damaged(extent, damage) => {
+                Walked::Damaged(found) => {
+                    let (extent, damage) = *found;
                     note(shared, &p, None);
                     if !settled(shared, &p, &extent, &damage, &mut self.said) {
                         self.pending.push((p, extent, damage));
@@ -122,7 +123,7 @@ fn note(shared: &Shared, p: &Partition, whole: Option<i64>) {
 enum Walked {
     Whole,
     /// The first damage, in that extent.
-    Damaged(Extent, Damage),
+    Damaged(Box<(Extent, Damage)>),
     /// The broker is stopping, or a read failed (said).
     Stopped,
 }
@@ -137,7 +138,7 @@ fn scrub_partition(shared: &Shared, p: &Partition) -> Walked {
             return Walked::Stopped;
         }
         match found {
-            Ok(Some(damage)) => return Walked::Damaged(extent, damage),
+            Ok(Some(damage)) => return Walked::Damaged(Box::new((extent, damage))),
             Ok(None) => {}
             Err(e) => {
                 shared.log(format_args!(

@@ -83,4 +83,3 @@ pub(in crate::broker) fn send_slice(stream: &TcpStream, slice: &FileSlice) -> io
     }
     Ok(())
 }
-

@@ -52,7 +52,11 @@ pub struct Args {
     pub compression: Codec,
     /// The codec's compression level (gzip 1 to 9, zstd 1 to 22; lz4 and
     /// snappy take none): -X compression.level.
-    #[arg(long = "compression-level", value_name = "N", allow_negative_numbers = true)]
+    #[arg(
+        long = "compression-level",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
     pub compression_level: Option<i32>,
     /// Records per batch.
     #[arg(long = "batch", value_name = "N", default_value_t = 1000, value_parser = super::count_in::<u32>(1, u64::from(limits::BATCH_RECORDS_MAX)))]

@@ -24,8 +24,8 @@
 use super::api_key::*;
 use super::header::put_response_header;
 use super::wire::{
-    put_array, put_bool, put_compact_array, put_empty_tagged_fields, put_i16, put_i32,
-    put_i64, put_nullable_string, put_string,
+    put_array, put_bool, put_compact_array, put_empty_tagged_fields, put_i16, put_i32, put_i64,
+    put_nullable_string, put_string,
 };
 use super::UNSUPPORTED_VERSION;
 
@@ -326,7 +326,10 @@ impl PartitionData<'_> {
             put_i32(out, self.preferred_read_replica);
         }
         let len = self.records.len() as u64 + self.records_after;
-        put_i32(out, i32::try_from(len).expect("a fetch's records are below 2 GiB"));
+        put_i32(
+            out,
+            i32::try_from(len).expect("a fetch's records are below 2 GiB"),
+        );
         out.extend_from_slice(self.records);
     }
 }

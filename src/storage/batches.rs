@@ -301,13 +301,14 @@ impl BatchAt<'_> {
             self.file
                 .read_exact_at(header_buf, position)
                 .ctx("read", self.path)?;
-            let header = BatchHeader::decode(self.format, header_buf, batch_bytes_max).map_err(
-                |e| Error::Corrupt {
-                    path: self.path.to_path_buf(),
-                    position,
-                    reason: e.to_string(),
-                },
-            )?;
+            let header =
+                BatchHeader::decode(self.format, header_buf, batch_bytes_max).map_err(|e| {
+                    Error::Corrupt {
+                        path: self.path.to_path_buf(),
+                        position,
+                        reason: e.to_string(),
+                    }
+                })?;
             if header.next_offset() > offset {
                 if position + header.total_bytes() > end {
                     return Ok(None);
@@ -514,7 +515,12 @@ mod tests {
         // The stored CRC, the magic, a byte the CRC32C covers, a length
         // shorter than the batch (one claiming more than the range holds
         // is judged by recovery: see `recover::scan`).
-        for (what, at, flip) in [("crc", 18, 0x40), ("magic", 16, 0x40), ("records", 70, 0x40), ("length", 11, 0x01)] {
+        for (what, at, flip) in [
+            ("crc", 18, 0x40),
+            ("magic", 16, 0x40),
+            ("records", 70, 0x40),
+            ("length", 11, 0x01),
+        ] {
             let mut bad = bytes.clone();
             bad[starts[1] + at] ^= flip;
             bad.resize(bytes.len() + 8192, 0);
@@ -537,7 +543,9 @@ mod tests {
     fn a_batch_longer_than_the_limit_is_damage_not_a_torn_tail() {
         let (bytes, starts) = three_batches();
         let limit = (starts[2] - starts[1] - 1) as u32;
-        let stop = Batches::new(KAFKA, &bytes, limit).find_map(Result::err).unwrap();
+        let stop = Batches::new(KAFKA, &bytes, limit)
+            .find_map(Result::err)
+            .unwrap();
         assert_eq!(stop.position, starts[1] as u64);
         assert!(
             matches!(stop.error, DecodeError::TooLarge { .. }),

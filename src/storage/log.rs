@@ -678,7 +678,6 @@ fn open_segments(
     Ok(segments)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,9 +39,10 @@ use std::sync::Arc;
 use crate::error::{IoContext, Result};
 use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
 use crate::storage::batches::FileBatches;
+use crate::storage::epoch::Epochs;
 use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::log::Log;
-use crate::storage::record::Format;
+use crate::storage::record::{BatchHeader, Format};
 use crate::storage::recover::{self, Damage};
 use crate::storage::segment::SEGMENT_HEADER_BYTES;
 
@@ -101,6 +102,9 @@ pub struct Extent {
     pub end: u64,
     /// The log's truncations then: another since makes any finding void.
     truncations: u64,
+    /// The log's leader epochs then: each batch's must be the one its
+    /// base offset is in (a Kafka batch's epoch is not under its CRC32C).
+    epochs: Epochs,
 }
 
 impl Log {
@@ -116,12 +120,23 @@ impl Log {
                 format: s.format,
                 end: s.written_size(),
                 truncations,
+                epochs: self.epochs().clone(),
             })
             .collect()
     }
 }
 
 impl Extent {
+    /// Whether the batch's leader epoch is the one the log's epoch file
+    /// gives its base offset (a legacy magic 1 batch, before epochs, reads
+    /// as 0; a log without epochs takes any).
+    fn epoch_fits(&self, header: &BatchHeader) -> bool {
+        match self.epochs.epoch_at(header.base_offset) {
+            Some(epoch) => epoch == header.leader_epoch,
+            None => self.epochs.entries().is_empty() || header.leader_epoch == 0,
+        }
+    }
+
     /// Saves its bytes from `position` on beside the segment (as
     /// `.corrupt`), before a cut there: see
     /// [`crate::storage::recover::save_cut_bytes`].
@@ -167,6 +182,14 @@ fn check_from(
                         format!(
                             "batch at offset {}, where offset {next} was expected",
                             header.base_offset
+                        ),
+                    ),
+                    Ok(()) if !extent.epoch_fits(&header) => (
+                        position,
+                        format!(
+                            "batch of leader epoch {}, where the epoch file has {}",
+                            header.leader_epoch,
+                            extent.epochs.epoch_at(header.base_offset).unwrap_or(0)
                         ),
                     ),
                     Ok(()) => {
@@ -254,8 +277,11 @@ mod tests {
     /// position, and the offset the damage starts at.
     fn rot(sim: &SimFs, extent: &Extent) -> (u64, u64) {
         let bytes = sim.read(&extent.path).unwrap();
-        let mut walk =
-            crate::storage::batches::Batches::new(Format::Kafka, &bytes[SEGMENT_HEADER_BYTES..], BATCH_BYTES_MAX);
+        let mut walk = crate::storage::batches::Batches::new(
+            Format::Kafka,
+            &bytes[SEGMENT_HEADER_BYTES..],
+            BATCH_BYTES_MAX,
+        );
         let (first, batch) = walk.next().unwrap().unwrap();
         let second = first + batch.total_bytes() as u64 + SEGMENT_HEADER_BYTES as u64;
         let at = second + 100;
@@ -315,6 +341,32 @@ mod tests {
 
     /// A walk that raced a truncation saw bytes being rewritten: what it
     /// found is void, whatever the file holds now.
+    /// The two fields of a Kafka batch its CRC32C leaves out (the log
+    /// stamps them): a base offset or a leader epoch rotted is found too,
+    /// against the offsets before it and the epoch file.
+    #[test]
+    fn rot_in_a_stamped_field_is_found_at_its_batch() {
+        for (field, at) in [("offset", 7usize), ("epoch", 14)] {
+            let sim = Arc::new(SimFs::new());
+            let log = log_of_batches(&sim);
+            let victim = &log.extents()[1];
+            let bytes = sim.read(&victim.path).unwrap();
+            let first = crate::storage::record::Batch::decode(
+                Format::Kafka,
+                &bytes[SEGMENT_HEADER_BYTES..],
+                BATCH_BYTES_MAX,
+            )
+            .unwrap();
+            let second = SEGMENT_HEADER_BYTES + first.total_bytes();
+            let byte = second + at;
+            overwrite(&sim, &victim.path, byte as u64, &[bytes[byte] ^ 0x10]);
+            let found = check(victim, &mut |_| true).unwrap().expect(field);
+            assert_eq!(found.position, second as u64, "{field}: {found:?}");
+            assert_eq!(found.offset, first.header.next_offset(), "{field}");
+            assert!(found.reason.contains(field), "{field}: {}", found.reason);
+        }
+    }
+
     #[test]
     fn a_finding_of_a_walk_a_truncation_overtook_is_not_confirmed() {
         let sim = Arc::new(SimFs::new());

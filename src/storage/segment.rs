@@ -367,11 +367,12 @@ impl Segment {
         let size = file.len().ctx("stat", path)?;
         let mut header = [0u8; SEGMENT_HEADER_BYTES];
         let n = file.read_at(&mut header, 0).ctx("read", path)?;
-        let (base_offset, format) = decode_header(&header[..n]).map_err(|reason| Error::Corrupt {
-            path: path.to_path_buf(),
-            position: 0,
-            reason,
-        })?;
+        let (base_offset, format) =
+            decode_header(&header[..n]).map_err(|reason| Error::Corrupt {
+                path: path.to_path_buf(),
+                position: 0,
+                reason,
+            })?;
         Ok(Segment {
             base_offset,
             format,

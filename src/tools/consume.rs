@@ -20,7 +20,9 @@ use crate::limits;
 use crate::storage::batches::Batches;
 use crate::storage::fs::{VFile, Vfs};
 use crate::storage::log::{Log, LogConfig, OpenOptions};
-use crate::storage::record::{BatchHeader, DecodeError, Decompressed, Format as BatchFormat, Record};
+use crate::storage::record::{
+    BatchHeader, DecodeError, Decompressed, Format as BatchFormat, Record,
+};
 use crate::storage::recover;
 use crate::storage::segment::{self, log_file_name, parse_log_file_name, SEGMENT_HEADER_BYTES};
 
@@ -437,8 +439,8 @@ impl PartitionReader {
         let file = self.vfs.open_read(&path).ctx("open segment", &path)?;
         let mut head = [0u8; SEGMENT_HEADER_BYTES];
         let n = file.read_at(&mut head, 0).ctx("read", &path)?;
-        let (_, format) = segment::decode_header(&head[..n])
-            .map_err(|why| recover::corrupt(&path, 0, why))?;
+        let (_, format) =
+            segment::decode_header(&head[..n]).map_err(|why| recover::corrupt(&path, 0, why))?;
         self.file = file;
         self.path = path;
         self.format = format;

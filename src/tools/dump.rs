@@ -261,7 +261,9 @@ impl Dumper {
         let h: &BatchHeader = &batch.header;
         let last_sequence = match h.base_sequence {
             -1 => -1,
-            first => (i64::from(first) + i64::from(h.last_offset_delta)) % (i64::from(i32::MAX) + 1),
+            first => {
+                (i64::from(first) + i64::from(h.last_offset_delta)) % (i64::from(i32::MAX) + 1)
+            }
         };
         let uncompressed = self.uncompressed_bytes(batch);
         if self.options.json {
@@ -274,7 +276,11 @@ impl Dumper {
                 "magic": h.magic, "compress_codec": h.codec().name(), "crc": h.crc, "is_valid": valid});
             writeln!(self.out, "{line}")?;
         } else {
-            let legacy = if h.format == Format::Legacy { " format: klog" } else { "" };
+            let legacy = if h.format == Format::Legacy {
+                " format: klog"
+            } else {
+                ""
+            };
             writeln!(
                 self.out,
                 "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {last_sequence} producerId: {} producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} isControl: {} position: {position} CreateTime: {} size: {} uncompressedSize: {uncompressed} magic: {}{legacy} compresscodec: {} crc: {:#010x} isvalid: {valid}",
@@ -297,7 +303,8 @@ impl Dumper {
         if !self.options.records {
             return Ok(());
         }
-        let Ok(records) = batch.records_in(&mut self.scratch, limits::RECORD_BYTES_MAX_LIMIT) else {
+        let Ok(records) = batch.records_in(&mut self.scratch, limits::RECORD_BYTES_MAX_LIMIT)
+        else {
             return Ok(());
         };
         for r in records.flatten() {
@@ -305,7 +312,6 @@ impl Dumper {
         }
         Ok(())
     }
-
 }
 
 /// Prints one record's line.
@@ -357,7 +363,6 @@ fn print_record(out: &mut impl Write, options: Options, r: &Record<'_>) -> io::R
 }
 
 impl Dumper {
-
     /// Dumps the entries of an index or time index file.
     pub fn index_file(&mut self, path: &Path) -> anyhow::Result<()> {
         let log = path.with_extension("log");

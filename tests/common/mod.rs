@@ -404,7 +404,9 @@ pub fn log_records(log: &klog::storage::log::Log) -> Vec<(u64, Vec<u8>)> {
     while let Some(slice) = log.read(offset, 1 << 16).unwrap() {
         slice.read_into(&mut buf).unwrap();
         let mut at = 0;
-        while let Ok(b) = klog::storage::record::Batch::decode(slice.format, &buf[at..], BATCH_BYTES_MAX) {
+        while let Ok(b) =
+            klog::storage::record::Batch::decode(slice.format, &buf[at..], BATCH_BYTES_MAX)
+        {
             for r in b.records(RECORD_BYTES_MAX_LIMIT) {
                 let r = r.unwrap();
                 if r.offset >= offset {

@@ -197,7 +197,15 @@ fn refuse_batch(
     let (topic, partition) = (state.topic.clone(), request.partition);
     let e = crate::error::Error::InvalidBatch(why);
     let msg = format!("{topic} [{partition}]: {e}");
-    refuse(shared, request, &topic, peer, &mut state.answer, error_code(&e), &msg)
+    refuse(
+        shared,
+        request,
+        &topic,
+        peer,
+        &mut state.answer,
+        error_code(&e),
+        &msg,
+    )
 }
 
 /// The partition a produce request appends to; a topic that does not

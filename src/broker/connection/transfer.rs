@@ -8,10 +8,10 @@ use std::net::TcpStream;
 use std::time::Instant;
 
 use super::{flush_out, FetchAsked};
+use crate::broker::send::{records_of, send_slice, Records};
 use crate::broker::shared::{error_code, Partition, Shared};
 use crate::limits;
 use crate::protocol::{self, put, ErrorCode, FetchPartition};
-use crate::broker::send::{records_of, send_slice, Records};
 
 /// One partition's part of a fetch response.
 struct Part {

@@ -15,9 +15,9 @@ use super::Kafka;
 use crate::broker::connection::frames::{FrameError, FrameReader};
 use crate::broker::send::send_slice;
 use crate::broker::shared::Shared;
-use crate::storage::log::FileSlice;
 use crate::kafka::api_key;
 use crate::kafka::request::{decode_request, RequestError};
+use crate::storage::log::FileSlice;
 
 /// The connection's frames, read within the broker's bounds (its socket's
 /// write timeout set too).

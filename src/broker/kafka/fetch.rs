@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use super::kafka_code;
 use crate::broker::memory::{RequestMemory, Taken};
+use crate::broker::send::{records_of, Records};
 use crate::broker::shared::{error_code, Shared};
 use crate::kafka;
 use crate::protocol::{ErrorCode, FetchPartition};
-use crate::broker::send::{records_of, Records};
 
 /// A partition a fetch asks for.
 #[derive(Debug, Clone)]

@@ -14,7 +14,6 @@ use super::produce::{self, Pending, Produced};
 use super::Kafka;
 use crate::broker::send::Records;
 use crate::broker::shared::Shared;
-use crate::storage::log::FileSlice;
 use crate::kafka::header::RequestHeader;
 use crate::kafka::request::{
     ApiVersionsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
@@ -22,6 +21,7 @@ use crate::kafka::request::{
 };
 use crate::kafka::response::{self as resp, frame};
 use crate::kafka::{self};
+use crate::storage::log::FileSlice;
 
 /// What a connection keeps between requests.
 #[derive(Debug, Default)]

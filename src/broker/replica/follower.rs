@@ -287,6 +287,11 @@ fn append(shared: &Shared, f: &Followed, records: &[u8], leader_hw: u64) -> Resu
         }
     }
     if whole > from {
+        newer_epoch(&records[from..whole], f.epoch).map_err(|why| Error::Corrupt {
+            path: partition_dir(shared, p),
+            position: 0,
+            reason: why,
+        })?;
         let appended = log
             .append_replicated(&records[from..whole], crate::clock::now_ms())
             .and_then(|_| log.flush());
@@ -303,6 +308,29 @@ fn append(shared: &Shared, f: &Followed, records: &[u8], leader_hw: u64) -> Resu
     }
     let hw = leader_hw.min(log.next_offset());
     p.high_watermark.fetch_max(hw, Ordering::AcqRel);
+    Ok(())
+}
+
+/// Refuses batches of a leader epoch newer than the one followed: the
+/// leader stamped them with no epoch past its own, so such a field (which
+/// a Kafka batch's CRC32C leaves out) was damaged on the way or on its
+/// disk, and would raise this replica's epoch past its leader's.
+fn newer_epoch(batches: &[u8], epoch: u32) -> std::result::Result<(), String> {
+    use crate::storage::record::{BatchHeader, BATCH_HEADER_BYTES};
+    let mut at = 0;
+    while let Some(head) = batches.get(at..at + BATCH_HEADER_BYTES) {
+        let Ok(h) = BatchHeader::decode(Format::Kafka, head, u32::MAX) else {
+            return Ok(());
+        };
+        if h.leader_epoch > epoch {
+            return Err(format!(
+                "the leader's batch at offset {} says leader epoch {}, past the leader's {epoch}: \
+                 damaged, not appended",
+                h.base_offset, h.leader_epoch
+            ));
+        }
+        at += h.total_bytes() as usize;
+    }
     Ok(())
 }
 
@@ -455,6 +483,21 @@ mod tests {
     use std::net::TcpListener;
 
     use super::*;
+
+    /// A batch of an epoch past the followed leader's is refused whole:
+    /// the field is not under the batch's CRC32C.
+    #[test]
+    fn a_batch_of_an_epoch_past_the_leaders_is_not_appended() {
+        let mut one = crate::broker::testing::batch_of(b"a");
+        crate::storage::record::stamp(&mut one, 0, 5);
+        let mut two = crate::broker::testing::batch_of(b"b");
+        crate::storage::record::stamp(&mut two, 1, 6);
+        let both = [one.clone(), two].concat();
+        assert_eq!(newer_epoch(&one, 5), Ok(()));
+        assert_eq!(newer_epoch(&both, 6), Ok(()));
+        let err = newer_epoch(&both, 5).unwrap_err();
+        assert!(err.contains("offset 1") && err.contains("epoch 6"), "{err}");
+    }
     use crate::broker::testing::{batch, replicated_partition, shared};
     use crate::protocol::{self, Request};
 

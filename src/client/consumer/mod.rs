@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use crate::client::connection::{connect_within, protocol_error, Connection, REQUEST_TIMEOUT};
 use crate::error::{Error, Result};
 use crate::limits;
+use crate::limits::BATCH_BYTES_MAX;
 use crate::protocol::{self, ErrorCode, Reader};
 use crate::storage::batches::Batches;
-use crate::limits::BATCH_BYTES_MAX;
 use crate::storage::record::{Decompressed, Format, Record};
 use crate::sync::lock;
 

@@ -90,7 +90,12 @@ impl Log {
     /// Appends a batch whose header is final (its base offset the next
     /// offset) to the active segment: gathered or written, counted as
     /// unflushed, flushed when the flush policy says so.
-    pub(super) fn write_to_active(&mut self, batch: &[u8], header: &BatchHeader, now_ms: i64) -> Result<()> {
+    pub(super) fn write_to_active(
+        &mut self,
+        batch: &[u8],
+        header: &BatchHeader,
+        now_ms: i64,
+    ) -> Result<()> {
         let interval_bytes = self.config.index_interval_bytes;
         // Readers that see unflushed records need them in the file now;
         // after a failed write, so does the producer (its own error).
@@ -116,7 +121,12 @@ impl Log {
         Ok(())
     }
 
-    pub(super) fn maybe_roll(&mut self, batch_bytes: u64, record_count: u32, now_ms: i64) -> Result<()> {
+    pub(super) fn maybe_roll(
+        &mut self,
+        batch_bytes: u64,
+        record_count: u32,
+        now_ms: i64,
+    ) -> Result<()> {
         let active = self.active();
         let too_old = match (self.config.segment_age_ms, active.first_append_ms) {
             (Some(age), Some(first)) => {

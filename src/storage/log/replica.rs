@@ -138,14 +138,15 @@ impl Log {
     ) -> Result<BatchHeader> {
         let next = self.next_offset();
         let rest = &batches[position..];
-        let header = BatchHeader::decode(Format::Kafka, rest, limits::BATCH_BYTES_MAX).map_err(|e| {
-            let why = if e.is_truncated() {
-                format!("a partial batch ({e})")
-            } else {
-                e.to_string()
-            };
-            self.refused(position, next, why)
-        })?;
+        let header =
+            BatchHeader::decode(Format::Kafka, rest, limits::BATCH_BYTES_MAX).map_err(|e| {
+                let why = if e.is_truncated() {
+                    format!("a partial batch ({e})")
+                } else {
+                    e.to_string()
+                };
+                self.refused(position, next, why)
+            })?;
         let total = header.total_bytes() as usize;
         let Some(bytes) = rest.get(..total) else {
             let why = format!("a partial batch: {total} bytes long, {} given", rest.len());

@@ -46,7 +46,13 @@ pub enum Codec {
 
 impl Codec {
     /// Every codec, in attribute order.
-    pub const ALL: [Codec; 5] = [Codec::None, Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd];
+    pub const ALL: [Codec; 5] = [
+        Codec::None,
+        Codec::Gzip,
+        Codec::Snappy,
+        Codec::Lz4,
+        Codec::Zstd,
+    ];
 
     /// The codec of attribute bits 0-2, or [`DecodeError::Unsupported`]
     /// for 5 to 7.
@@ -497,7 +503,10 @@ mod tests {
             decompress_capped(codec, &packed, &mut out, data.len()).unwrap();
             assert_eq!(out.buf, data, "{codec}");
             let err = decompress_capped(codec, &packed, &mut out, data.len() - 1).unwrap_err();
-            assert!(matches!(err, DecodeError::TooLarge { .. }), "{codec}: {err}");
+            assert!(
+                matches!(err, DecodeError::TooLarge { .. }),
+                "{codec}: {err}"
+            );
             assert!(out.buf.capacity() <= data.len(), "{}", out.buf.capacity());
         }
         let snappy = snap::raw::Encoder::new().compress_vec(&data).unwrap();
@@ -543,7 +552,10 @@ mod tests {
             compress(codec, None, &data, &mut packed);
             let cut = &packed[..packed.len() / 2];
             let err = decompress(codec, cut, &mut out).unwrap_err();
-            assert!(matches!(err, DecodeError::Compression { .. }), "{codec}: {err}");
+            assert!(
+                matches!(err, DecodeError::Compression { .. }),
+                "{codec}: {err}"
+            );
         }
     }
 

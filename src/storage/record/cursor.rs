@@ -22,14 +22,11 @@ impl<'a> Cursor<'a> {
     }
 
     pub(super) fn u8(&mut self, what: &'static str) -> Result<u8, DecodeError> {
-        let b = *self
-            .buf
-            .get(self.pos)
-            .ok_or(DecodeError::Truncated {
-                what,
-                needed_bytes: 1,
-                available_bytes: 0,
-            })?;
+        let b = *self.buf.get(self.pos).ok_or(DecodeError::Truncated {
+            what,
+            needed_bytes: 1,
+            available_bytes: 0,
+        })?;
         self.pos += 1;
         Ok(b)
     }

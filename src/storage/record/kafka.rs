@@ -5,8 +5,8 @@
 use super::cursor::Cursor;
 use super::{
     BatchHeader, Codec, DecodeError, Format, Record, ATTR_CONTROL, ATTR_DELETE_HORIZON,
-    ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL, BATCH_HEADER_BYTES, BATCH_LENGTH_PREFIX_BYTES,
-    MAGIC, RECORD_BYTES_MIN,
+    ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL, BATCH_HEADER_BYTES, BATCH_LENGTH_PREFIX_BYTES, MAGIC,
+    RECORD_BYTES_MIN,
 };
 use crate::limits::{BATCH_BYTES_MAX, BATCH_RECORDS_MAX, HEADERS_PER_RECORD_MAX};
 
@@ -82,7 +82,11 @@ pub(super) fn decode_header(buf: &[u8], batch_bytes_max: u32) -> Result<BatchHea
             limit_bytes: u64::from(limit),
         });
     }
-    if header.base_offset.checked_add(u64::from(header.last_offset_delta)).is_none_or(|last| last >= i64::MAX as u64) {
+    if header
+        .base_offset
+        .checked_add(u64::from(header.last_offset_delta))
+        .is_none_or(|last| last >= i64::MAX as u64)
+    {
         return Err(DecodeError::Malformed("batch: offsets overflow"));
     }
     Ok(header)

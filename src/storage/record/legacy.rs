@@ -33,10 +33,9 @@
 //! `header_crc` (of bytes 0..36) is at 36, its records start at 40, and its
 //! `batch_length` is `28 + ` the records' bytes. Magic 1 batches are read
 //! as leader epoch 0: segments written before magic 2 keep reading and
-//! recovering as they were. A producer may still send magic 1; the log
-//! stores every batch it appends as magic 2, so it upgrades such a batch
-//! on append ([`upgrade`]: a new 44-byte header before the same record
-//! bytes). Every other magic is a decode error.
+//! recovering as they were. An old producer's legacy batch (klog's
+//! produce version 1), of either magic, is converted to a Kafka batch on
+//! its way in ([`to_kafka`]). Every other magic is a decode error.
 //!
 //! # Record
 //!

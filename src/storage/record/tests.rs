@@ -47,7 +47,10 @@ fn round_trip_keys_headers_and_negative_deltas_with_every_codec() {
         let h = batch.header;
         assert_eq!((h.base_offset, h.leader_epoch, h.record_count), (42, 7, 3));
         assert_eq!((h.max_timestamp, h.base_timestamp), (5_000_000, 1_000));
-        assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence), (-1, -1, -1));
+        assert_eq!(
+            (h.producer_id, h.producer_epoch, h.base_sequence),
+            (-1, -1, -1)
+        );
         assert_eq!((h.codec(), h.next_offset()), (codec, 45));
         let mut scratch = Decompressed::default();
         batch.validate_in(&mut scratch, MAX).unwrap();
@@ -144,7 +147,10 @@ fn every_single_bit_flip_is_detected() {
                 let ok = decode(&damaged)
                     .map_err(|_| ())
                     .and_then(|b| b.validate(MAX).map_err(|_| ()));
-                assert!(ok.is_err(), "{codec}: flip of bit {bit} in byte {i} unnoticed");
+                assert!(
+                    ok.is_err(),
+                    "{codec}: flip of bit {bit} in byte {i} unnoticed"
+                );
             }
         }
     }
@@ -177,7 +183,10 @@ fn limits_are_checked_before_use() {
 /// refused by the header decoder before any record is read.
 #[test]
 fn header_fields_that_do_not_add_up_are_refused() {
-    let good = build(&[(7, None, vec![], b"one, long"), (8, None, vec![], b"two, long")]);
+    let good = build(&[
+        (7, None, vec![], b"one, long"),
+        (8, None, vec![], b"two, long"),
+    ]);
     let set = |at: usize, v: &[u8]| {
         let mut b = good.clone();
         b[at..at + v.len()].copy_from_slice(v);
@@ -188,22 +197,71 @@ fn header_fields_that_do_not_add_up_are_refused() {
         (set(MAGIC_OFFSET, &[1]), "unsupported magic 1"),
         (set(MAGIC_OFFSET, &[0]), "unsupported magic 0"),
         (set(MAGIC_OFFSET, &[3]), "malformed batch: unknown magic"),
-        (set(ATTRIBUTES_OFFSET, &[0, 5]), "unsupported compression type 5"),
-        (set(ATTRIBUTES_OFFSET, &[0, 7]), "unsupported compression type 7"),
-        (set(ATTRIBUTES_OFFSET, &[0, 0x80]), "malformed batch: unknown attributes"),
-        (set(ATTRIBUTES_OFFSET, &[1, 0]), "malformed batch: unknown attributes"),
-        (set(RECORD_COUNT_OFFSET, &0i32.to_be_bytes()), "record count"),
-        (set(RECORD_COUNT_OFFSET, &(-1i32).to_be_bytes()), "record count"),
-        (set(RECORD_COUNT_OFFSET, &3i32.to_be_bytes()), "last offset delta"),
-        (set(LAST_OFFSET_DELTA_OFFSET, &0i32.to_be_bytes()), "last offset delta"),
-        (set(LAST_OFFSET_DELTA_OFFSET, &(-1i32).to_be_bytes()), "last offset delta"),
-        (set(BATCH_LENGTH_OFFSET, &(-1i32).to_be_bytes()), "length too small"),
-        (set(BATCH_LENGTH_OFFSET, &48i32.to_be_bytes()), "length too small"),
+        (
+            set(ATTRIBUTES_OFFSET, &[0, 5]),
+            "unsupported compression type 5",
+        ),
+        (
+            set(ATTRIBUTES_OFFSET, &[0, 7]),
+            "unsupported compression type 7",
+        ),
+        (
+            set(ATTRIBUTES_OFFSET, &[0, 0x80]),
+            "malformed batch: unknown attributes",
+        ),
+        (
+            set(ATTRIBUTES_OFFSET, &[1, 0]),
+            "malformed batch: unknown attributes",
+        ),
+        (
+            set(RECORD_COUNT_OFFSET, &0i32.to_be_bytes()),
+            "record count",
+        ),
+        (
+            set(RECORD_COUNT_OFFSET, &(-1i32).to_be_bytes()),
+            "record count",
+        ),
+        (
+            set(RECORD_COUNT_OFFSET, &3i32.to_be_bytes()),
+            "last offset delta",
+        ),
+        (
+            set(LAST_OFFSET_DELTA_OFFSET, &0i32.to_be_bytes()),
+            "last offset delta",
+        ),
+        (
+            set(LAST_OFFSET_DELTA_OFFSET, &(-1i32).to_be_bytes()),
+            "last offset delta",
+        ),
+        (
+            set(BATCH_LENGTH_OFFSET, &(-1i32).to_be_bytes()),
+            "length too small",
+        ),
+        (
+            set(BATCH_LENGTH_OFFSET, &48i32.to_be_bytes()),
+            "length too small",
+        ),
     ];
     for (bytes, expected) in cases {
         let err = decode(&bytes).unwrap_err().to_string();
         assert!(err.contains(expected), "{err:?}, expected {expected:?}");
     }
+}
+
+/// Counts and offset deltas that the header's checks let through, the
+/// records' catch; a compacted batch's larger last offset delta is read.
+#[test]
+fn records_that_do_not_add_up_are_refused_and_a_gap_at_the_end_is_read() {
+    let good = build(&[
+        (7, None, vec![], b"one, long"),
+        (8, None, vec![], b"two, long"),
+    ]);
+    let set = |at: usize, v: &[u8]| {
+        let mut b = good.clone();
+        b[at..at + v.len()].copy_from_slice(v);
+        seal(&mut b);
+        b
+    };
     // One record claimed, two sent: the records do not add up.
     let mut one = set(RECORD_COUNT_OFFSET, &1i32.to_be_bytes());
     one[LAST_OFFSET_DELTA_OFFSET..LAST_OFFSET_DELTA_OFFSET + 4]
@@ -237,7 +295,10 @@ fn offset_deltas_must_increase_within_the_batch() {
         bad[at] = delta;
         seal(&mut bad);
         let err = decode(&bad).unwrap().validate(MAX).unwrap_err();
-        assert_eq!(err, DecodeError::Malformed("record: offset delta out of order"));
+        assert_eq!(
+            err,
+            DecodeError::Malformed("record: offset delta out of order")
+        );
     }
 }
 

@@ -64,11 +64,13 @@ fn rebuild(vfs: &dyn Vfs, report: &RecoveryReport) -> Result<Epochs> {
             let n = (segment.bytes_valid - position).min(h.len() as u64) as usize;
             file.read_exact_at(&mut h[..n], position)
                 .ctx("read", &segment.path)?;
-            let header = BatchHeader::decode(segment.format, &h[..n], BATCH_BYTES_MAX).map_err(
-                |e| Error::Corrupt {
-                    path: segment.path.clone(),
-                    position,
-                    reason: e.to_string(),
+            let header =
+                BatchHeader::decode(segment.format, &h[..n], BATCH_BYTES_MAX).map_err(|e| {
+                    Error::Corrupt {
+                        path: segment.path.clone(),
+                        position,
+                        reason: e.to_string(),
+                    }
                 })?;
             epochs.assign(header.leader_epoch, header.base_offset);
             position += header.total_bytes();

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use super::route::{Route, Sender};
 use super::workload::{self, ProduceRun, Report};
 use crate::client::{BatchOptions, Connection, ParsedRecord, ProducerConfig};
-use crate::storage::record::Codec;
 use crate::error::{Error, Result};
+use crate::storage::record::Codec;
 
 /// The partition a roll run writes in the background, rolling segments
 /// (the measured producer is pinned to partition 0).

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use super::route::{Route, Sender};
 use crate::broker::{Broker, BrokerConfig, BrokerHandle};
 use crate::client::{BatchOptions, ParsedRecord};
-use crate::storage::record::Codec;
 use crate::client::{Connection, Consumer, ConsumerConfig, ConsumerPartition, ProducerConfig};
 use crate::error::{Error, Result};
 use crate::stats::Histogram;
+use crate::storage::record::Codec;
 
 /// What a run measured.
 #[derive(Debug, Clone, Default)]

@@ -3,12 +3,12 @@
 //! only to make old data for tests and examples.
 
 use super::super::cursor::{put_varint, varint_len, zigzag};
+use super::super::BATCH_LENGTH_PREFIX_BYTES;
 use super::{
     put_u32, seal_header, ATTRIBUTES_OFFSET, ATTR_HEADERS, ATTR_KEY, BASE_OFFSET_OFFSET,
     BASE_TIMESTAMP_OFFSET, BATCH_HEADER_BYTES, BATCH_LENGTH_OFFSET, LEADER_EPOCH_OFFSET, MAGIC,
     MAGIC_OFFSET, MAX_TIMESTAMP_OFFSET, RECORD_COUNT_OFFSET, RESERVED_OFFSET,
 };
-use super::super::BATCH_LENGTH_PREFIX_BYTES;
 use crate::limits::{BATCH_RECORDS_MAX, HEADERS_PER_RECORD_MAX};
 
 /// Builds one legacy batch in a reusable buffer, with no allocation per record.

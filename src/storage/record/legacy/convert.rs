@@ -1,7 +1,7 @@
 //! Legacy batches served as Kafka's RecordBatch v2: how a fetch, on either
 //! listener, serves a segment written before klog stored Kafka's format.
 
-use super::super::{Batch, BatchBuilder, DecodeError, Format, stamp, whole_batches_len};
+use super::super::{stamp, whole_batches_len, Batch, BatchBuilder, DecodeError, Format};
 use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
 
 /// Appends to `out` one Kafka RecordBatch v2 per whole legacy batch at the

@@ -202,8 +202,6 @@ fn a_magic_other_than_1_or_2_is_a_decode_error() {
     }
 }
 
-
-
 /// An old segment's batches are served to every client as Kafka batches
 /// with the same offsets, epoch and records.
 #[test]
@@ -239,11 +237,23 @@ fn legacy_batches_convert_to_kafka_batches_with_the_same_records() {
             new.validate(MAX).unwrap();
             for r in old.records(MAX) {
                 let r = r.unwrap();
-                olds.push((r.offset, r.timestamp, r.key, r.value, r.headers().collect::<Vec<_>>()));
+                olds.push((
+                    r.offset,
+                    r.timestamp,
+                    r.key,
+                    r.value,
+                    r.headers().collect::<Vec<_>>(),
+                ));
             }
             for r in new.records(MAX) {
                 let r = r.unwrap();
-                news.push((r.offset, r.timestamp, r.key, r.value, r.headers().collect::<Vec<_>>()));
+                news.push((
+                    r.offset,
+                    r.timestamp,
+                    r.key,
+                    r.value,
+                    r.headers().collect::<Vec<_>>(),
+                ));
             }
         }
         assert_eq!(at, kafka.len());
