@@ -1,0 +1,151 @@
+//! Review 24: Kafka RecordBatch v2 on disk, broken the way a Kafka
+//! maintainer would break it. Each test here failed on the change as
+//! reviewed.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use klog::storage::fs::sim::SimFs;
+use klog::storage::fs::Vfs;
+use klog::storage::log::{Log, LogConfig, OpenOptions};
+use klog::storage::record::{BatchBuilder, Codec};
+
+const WRITE: OpenOptions = OpenOptions {
+    writable: true,
+    lock: false,
+};
+
+fn sim_partition() -> (SimFs, Arc<dyn Vfs>, &'static Path) {
+    let sim = SimFs::new();
+    let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
+    let dir = Path::new("/data/t-0");
+    sim.create_dir_all_durable(dir);
+    (sim, vfs, dir)
+}
+
+fn small() -> LogConfig {
+    LogConfig {
+        segment_bytes: 64 * 1024,
+        index_interval_bytes: 256,
+        index_bytes_max: 4096,
+        retention_ms: None,
+        ..LogConfig::default()
+    }
+}
+
+fn batch(codec: Codec, n: usize) -> Vec<u8> {
+    let mut b = if codec == Codec::None {
+        BatchBuilder::new()
+    } else {
+        BatchBuilder::compressed(codec, None)
+    };
+    for i in 0..n {
+        b.push(7, None, &[], format!("GET /index-{i}.html 200 Mozilla/5.0").as_bytes());
+    }
+    b.finish().to_vec()
+}
+
+/// One bit flipped in the batchLength (not under the CRC32C) of a durable
+/// lz4 or snappy batch in the middle of the last segment: opening the log
+/// calls it a short write, cuts it and every durable batch after it, and
+/// saves nothing (a short write is not saved), so their offsets are
+/// reused by the next appends. The same flip in an uncompressed, gzip or
+/// zstd batch is refused as damage.
+#[test]
+fn a_flipped_length_bit_in_an_lz4_or_snappy_batch_does_not_silently_cut_durable_batches() {
+    let mut lost = Vec::new();
+    for codec in [Codec::None, Codec::Gzip, Codec::Zstd, Codec::Lz4, Codec::Snappy] {
+        let (sim, vfs, dir) = sim_partition();
+        let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+        let mut positions = Vec::new();
+        let mut at = klog::storage::segment::SEGMENT_HEADER_BYTES;
+        for _ in 0..5 {
+            let mut b = batch(codec, 10);
+            positions.push(at);
+            at += b.len();
+            log.append(&mut b, 0).unwrap();
+        }
+        log.flush().unwrap();
+        let acked = log.next_offset();
+        drop(log);
+        sim.crash(&mut |n| n);
+        let seg = dir.join("00000000000000000000.log");
+        let mut bytes = sim.read(&seg).unwrap();
+        // Bit 16 of the second batch's batchLength: 64 KiB more, past the
+        // file's end and within the batch limit.
+        bytes[positions[1] + 8 + 1] ^= 0x01;
+        sim.write(&seg, &bytes);
+        match Log::open(Arc::clone(&vfs), dir, small(), WRITE) {
+            Err(e) => assert!(e.to_string().contains("klog-recover"), "{codec}: {e}"),
+            Ok(log) => {
+                let saved: Vec<_> = sim
+                    .files()
+                    .into_keys()
+                    .filter(|p| p.to_string_lossy().contains("corrupt"))
+                    .collect();
+                lost.push(format!(
+                    "{codec}: opened at offset {} (acknowledged up to {acked}) after cutting \
+                     {:?}; saved: {saved:?}",
+                    log.next_offset(),
+                    log.recovery().segments.last().unwrap().problem,
+                ));
+            }
+        }
+    }
+    assert!(lost.is_empty(), "{lost:#?}");
+}
+
+/// partitionLeaderEpoch is not under the CRC32C (klog's own header CRC
+/// covered its epoch). One bit flipped in a durable batch's epoch passes
+/// recovery after a crash (a full scan) and the scrub, and the leader
+/// serves it: a follower copying the leader's batches byte for byte takes
+/// the damaged epoch, raises its own to it, and refuses every later batch
+/// (their epoch is "below" it), for ever. The leader thinks its log whole.
+#[test]
+fn a_flipped_partition_leader_epoch_bit_is_found_before_a_follower_copies_it() {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+    log.begin_epoch(3).unwrap();
+    let mut positions = Vec::new();
+    let mut at = klog::storage::segment::SEGMENT_HEADER_BYTES;
+    for _ in 0..5 {
+        let mut b = batch(Codec::Zstd, 10);
+        positions.push(at);
+        at += b.len();
+        log.append(&mut b, 0).unwrap();
+    }
+    log.flush().unwrap();
+    drop(log);
+    sim.crash(&mut |n| n);
+    let seg = dir.join("00000000000000000000.log");
+    let mut bytes = sim.read(&seg).unwrap();
+    // Bit 16 of the second batch's partitionLeaderEpoch: 3 becomes 65539.
+    bytes[positions[1] + 12 + 1] ^= 0x01;
+    sim.write(&seg, &bytes);
+
+    let leader = Log::open(Arc::clone(&vfs), dir, small(), WRITE)
+        .expect("the leader's open after a crash (a full scan) takes the damaged epoch");
+    let problem = leader.recovery().segments.last().unwrap().problem.clone();
+    let scrubbed = leader
+        .extents()
+        .iter()
+        .map(|e| klog::storage::scrub::check(e, &mut |_| true).unwrap())
+        .find_map(|d| d);
+    if problem.is_some() || scrubbed.is_some() {
+        return; // found: fine
+    }
+    // The leader vouches for its batches: a follower copies them.
+    let served = &sim.read(&seg).unwrap()[klog::storage::segment::SEGMENT_HEADER_BYTES..];
+    let fdir = Path::new("/data/f-0");
+    sim.create_dir_all_durable(fdir);
+    let mut follower = Log::open(Arc::clone(&vfs), fdir, small(), WRITE).unwrap();
+    let result = follower.append_replicated(served, 0);
+    assert!(
+        result.is_ok(),
+        "recovery and the scrub found nothing, yet the follower stops at offset {} with its \
+         epoch at {}: {:?}",
+        follower.next_offset(),
+        follower.leader_epoch(),
+        result.err().map(|e| e.to_string())
+    );
+}
