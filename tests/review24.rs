@@ -204,3 +204,42 @@ fn compare_of_a_legacy_leader_and_its_converted_follower_finds_no_problem() {
         c.difference
     );
 }
+
+/// Rewrites a Kafka batch's maxTimestamp and its CRC32C (as a producer
+/// would have sent it).
+fn with_max_timestamp(batch: &mut [u8], max_timestamp: i64) {
+    batch[35..43].copy_from_slice(&max_timestamp.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// The log trusts a producer's maxTimestamp: it is not checked against
+/// the records (only a legacy batch's was), and Kafka's broker rewrites it
+/// from the records. A producer whose maxTimestamp is below its records'
+/// (a buggy client, or a hostile one) makes ListOffsets by time skip
+/// those records: offsetsForTimes(105) answers past offset 5, whose
+/// timestamp is 105.
+#[test]
+fn a_producers_max_timestamp_below_its_records_does_not_hide_them_from_a_time_lookup() {
+    let (_sim, vfs, dir) = sim_partition();
+    let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+    let mut b = BatchBuilder::new();
+    for i in 0..10 {
+        b.push(100 + i, None, &[], b"x");
+    }
+    let mut lying = b.finish().to_vec();
+    with_max_timestamp(&mut lying, 100);
+    let appended = log.append(&mut lying, 0);
+    let mut later = BatchBuilder::new();
+    later.push(200, None, &[], b"y");
+    log.append(&mut later.finish().to_vec(), 0).unwrap();
+    log.flush().unwrap();
+    if appended.is_err() {
+        return; // refused: fine
+    }
+    assert_eq!(
+        log.offset_for_timestamp(105).unwrap(),
+        Some(5),
+        "the first record at or after 105 is offset 5"
+    );
+}
