@@ -1,0 +1,235 @@
+//! Review 24: "A Kafka fetch of an old segment may still convert at the
+//! edge (bounded)". It is not bounded: a fetch of a legacy segment reads
+//! the stored batch and converts it on the heap, outside the broker's
+//! request memory, at least one whole batch whatever `max_bytes` says.
+//! Eight Kafka consumers fetching a 64 MB legacy batch with `max_bytes` 0
+//! (the issue's own scene, on old data) hold it all at once, and so do
+//! eight klog consumers (whose fetch of these segments was sendfile before).
+
+// The counting allocator below.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::Duration;
+
+use klog::broker::{Broker, BrokerConfig};
+
+/// Bytes held by the threads that are counted, and the most they held.
+static HELD: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+thread_local! {
+    /// The client's thread: its buffers are not the broker's.
+    static LEFT_OUT: Cell<bool> = const { Cell::new(false) };
+}
+
+fn count(bytes: isize) {
+    if LEFT_OUT.try_with(Cell::get).unwrap_or(true) {
+        return;
+    }
+    let held = HELD.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    PEAK.fetch_max(held, Ordering::Relaxed);
+}
+
+struct Counting;
+
+// SAFETY: every call is passed to `System` as it came; only counted.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc(layout);
+        if !p.is_null() {
+            count(layout.size() as isize);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc_zeroed(layout);
+        if !p.is_null() {
+            count(layout.size() as isize);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout);
+        count(-(layout.size() as isize));
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = System.realloc(ptr, layout, new_size);
+        if !p.is_null() {
+            count(new_size as isize - layout.size() as isize);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
+
+/// Reads exactly `n` bytes from `stream` through `buf`, throwing them
+/// away; returns `n`.
+fn drain(stream: &mut TcpStream, mut n: usize, buf: &mut [u8]) -> usize {
+    let mut total = 0;
+    while n > 0 {
+        let want = n.min(buf.len());
+        stream.read_exact(&mut buf[..want]).unwrap();
+        n -= want;
+        total += want;
+    }
+    total
+}
+
+/// A Kafka Fetch v4 of t-0 from offset 0, `max_bytes` 0 (at least one
+/// batch, whatever its size).
+fn kafka_fetch_v4() -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&1i16.to_be_bytes()); // Fetch
+    b.extend_from_slice(&4i16.to_be_bytes()); // version 4
+    b.extend_from_slice(&7i32.to_be_bytes()); // correlation id
+    b.extend_from_slice(&4i16.to_be_bytes());
+    b.extend_from_slice(b"test"); // client id
+    b.extend_from_slice(&(-1i32).to_be_bytes()); // replica id
+    b.extend_from_slice(&500i32.to_be_bytes()); // max wait ms
+    b.extend_from_slice(&1i32.to_be_bytes()); // min bytes
+    b.extend_from_slice(&0i32.to_be_bytes()); // max bytes
+    b.push(0); // isolation level
+    b.extend_from_slice(&1i32.to_be_bytes()); // topics
+    b.extend_from_slice(&1i16.to_be_bytes());
+    b.extend_from_slice(b"t");
+    b.extend_from_slice(&1i32.to_be_bytes()); // partitions
+    b.extend_from_slice(&0i32.to_be_bytes()); // partition
+    b.extend_from_slice(&0i64.to_be_bytes()); // fetch offset
+    b.extend_from_slice(&0i32.to_be_bytes()); // partition max bytes
+    let mut frame = (b.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&b);
+    frame
+}
+
+/// Sends a Kafka fetch and reads its answer through a fixed buffer: the
+/// records' length.
+fn kafka_fetch(addr: std::net::SocketAddr, buf: &mut [u8]) -> usize {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream.write_all(&kafka_fetch_v4()).unwrap();
+    let mut head = [0u8; 4];
+    stream.read_exact(&mut head).unwrap();
+    let frame = i32::from_be_bytes(head) as usize;
+    // correlation id, throttle, 1 topic "t", 1 partition: index, error,
+    // high watermark, last stable offset, no aborted transactions.
+    let fixed = 4 + 4 + 4 + 2 + 1 + 4 + 4 + 2 + 8 + 8 + 4;
+    let mut fields = vec![0u8; fixed];
+    stream.read_exact(&mut fields).unwrap();
+    let error = i16::from_be_bytes([fields[23], fields[24]]);
+    assert_eq!(error, 0, "the fetch's error code");
+    stream.read_exact(&mut head).unwrap();
+    let records = i32::from_be_bytes(head) as usize;
+    assert_eq!(frame, fixed + 4 + records, "the frame holds the records");
+    drain(&mut stream, records, buf)
+}
+
+/// A klog fetch of t-0 from offset 0 with a byte budget of 1: the
+/// records' length, read through a fixed buffer.
+fn klog_fetch(addr: std::net::SocketAddr, buf: &mut [u8]) -> usize {
+    use klog::protocol::{self, FetchPartition, FetchWant};
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut frame = Vec::new();
+    let want = FetchWant {
+        wait_ms_max: 500,
+        bytes_min: 1,
+        response_bytes_max: 1,
+    };
+    let part = FetchPartition {
+        topic: "t".into(),
+        partition: 0,
+        offset: 0,
+        bytes_max: 1,
+        leader_epoch: None,
+    };
+    protocol::fetch_request(&mut frame, 3, want, &[part]);
+    stream.write_all(&frame).unwrap();
+    let mut head = [0u8; 4];
+    stream.read_exact(&mut head).unwrap();
+    let frame_len = u32::from_le_bytes(head) as usize;
+    drain(&mut stream, frame_len, buf)
+}
+
+
+/// Writes partition `t-0` of `data` as klog wrote it before this change:
+/// one legacy segment of one batch of 64 records of 1,000,000 bytes.
+fn write_legacy_topic(data: &Path) -> u64 {
+    use klog::storage::record::{legacy, Format};
+    let dir = data.join("t-0");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut b = legacy::BatchBuilder::new();
+    let value = vec![b'v'; 1_000_000];
+    for i in 0..64 {
+        b.push(1_700_000_000_000 + i, None, &[], &value);
+    }
+    let batch = b.finish();
+    legacy::stamp(batch, 0, 0);
+    let mut seg = klog::storage::segment::encode_header(0, Format::Legacy).to_vec();
+    seg.extend_from_slice(batch);
+    std::fs::write(dir.join("00000000000000000000.log"), &seg).unwrap();
+    batch.len() as u64
+}
+
+#[test]
+fn eight_kafka_fetches_of_a_legacy_batch_stay_within_the_request_memory() {
+    LEFT_OUT.with(|l| l.set(true));
+    let data = tempfile::tempdir().unwrap();
+    let batch_bytes = write_legacy_topic(data.path());
+    let mut config = BrokerConfig::new(data.path(), "127.0.0.1:0");
+    config.kafka_listen = Some("127.0.0.1:0".into());
+    config.quiet = true;
+    let bound = config.queued_request_bytes_max;
+    let broker = Broker::open(config).expect("the broker opens");
+    let handle = broker.handle().unwrap();
+    let thread = std::thread::spawn(move || broker.run());
+    let kafka = handle.kafka_addr().unwrap();
+    let mut buf = vec![0u8; 256 * 1024];
+    assert!(kafka_fetch(kafka, &mut buf) as u64 >= batch_bytes);
+    let klog_addr = handle.local_addr();
+    let mut over = Vec::new();
+    for (name, kafka_listener) in [("Kafka", true), ("klog", false)] {
+        PEAK.store(HELD.load(Ordering::Relaxed), Ordering::Relaxed);
+        let before = HELD.load(Ordering::Relaxed);
+        let clients: Vec<_> = (0..8)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    LEFT_OUT.with(|l| l.set(true));
+                    let mut buf = vec![0u8; 256 * 1024];
+                    if kafka_listener {
+                        kafka_fetch(kafka, &mut buf)
+                    } else {
+                        klog_fetch(klog_addr, &mut buf)
+                    }
+                })
+            })
+            .collect();
+        for c in clients {
+            assert!(c.join().unwrap() as u64 >= batch_bytes);
+        }
+        let peak = (PEAK.load(Ordering::Relaxed) - before) as u64;
+        if peak >= bound {
+            over.push(format!("{name}: the broker held {peak} bytes more during eight fetches"));
+        }
+    }
+    handle.stop();
+    thread.join().unwrap().unwrap();
+    assert!(
+        over.is_empty(),
+        "{over:#?} of a {batch_bytes}-byte legacy batch (its request memory is {bound})"
+    );
+}
