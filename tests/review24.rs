@@ -296,3 +296,40 @@ fn a_flipped_base_offset_bit_is_not_served_as_other_offsets() {
         &offsets[..3.min(offsets.len())]
     );
 }
+
+/// The pre-change regression test `a_bad_record_before_zero_pages_of_a_
+/// durable_batch_is_damage_not_a_torn_write` (tests/durability.rs at
+/// 3b165ae), as it was: a bit flipped in the first record (the batch's
+/// header area) of an fsynced last batch whose last value is zero-padded.
+/// The change rewrote the test to flip a different batch; as it was, it
+/// now fails: the open calls the durable batch a torn write, cuts it, and
+/// the next append reuses its offsets.
+#[test]
+fn a_bad_byte_far_before_the_zero_padding_of_a_durable_last_batch_is_damage() {
+    let (sim, vfs, dir) = sim_partition();
+    let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
+    log.append(&mut batch(Codec::None, 3), 0).unwrap();
+    let mut padded = b"tag".to_vec();
+    padded.extend([0u8; 8192]);
+    let mut b = BatchBuilder::new();
+    b.push(7, None, &[], b"payload-header");
+    b.push(7, None, &[], &padded);
+    let mut big = b.finish().to_vec();
+    log.append(&mut big, 0).unwrap();
+    log.flush().unwrap();
+    drop(log);
+    sim.crash(&mut |n| n);
+    let seg = dir.join("00000000000000000000.log");
+    let mut bytes = sim.read(&seg).unwrap();
+    let start = bytes.len() - big.len();
+    bytes[start + 50] ^= 0x01;
+    sim.write(&seg, &bytes);
+    match Log::open(Arc::clone(&vfs), dir, small(), WRITE) {
+        Err(e) => assert!(e.to_string().contains("klog-recover"), "{e}"),
+        Ok(log) => panic!(
+            "opened at offset {} after cutting {:?}",
+            log.next_offset(),
+            log.recovery().segments.last().unwrap().problem
+        ),
+    }
+}
