@@ -569,17 +569,21 @@ pub fn whole_batches_len(format: Format, bytes: &[u8]) -> usize {
 /// more bytes than there are (a file ends inside it), can be what a writer
 /// cut short left: its records (or its compressed stream) run to the end
 /// of the bytes and stop inside. A Kafka batch whose records end before
-/// the bytes do, or whose compressed stream ends or breaks before them,
-/// claims a length it does not have: its length field is damaged, and so
-/// the bytes after it are later batches, not a torn write. Legacy batches
-/// and what cannot be told (a header cut short, lz4 and snappy streams)
-/// answer true: recovery judges those as it always did.
+/// the bytes do, or whose compressed stream ends or breaks before them, or
+/// whose CRC32C is that of its bytes up to where another batch begins (or
+/// the bytes end), claims a length it does not have: its length field is
+/// damaged, and so the bytes after it are later batches, not a torn write.
+/// Legacy batches and a header cut short answer true: recovery judges those
+/// as it always did.
 pub fn could_be_cut_short(format: Format, bytes: &[u8]) -> bool {
     match (format, kafka::decode_header(bytes, BATCH_BYTES_MAX)) {
         (Format::Legacy, _) => true,
         (Format::Kafka, Err(e)) => e.is_truncated(),
         (Format::Kafka, Ok(header)) if header.total_bytes() <= bytes.len() as u64 => false,
         (Format::Kafka, Ok(header)) => {
+            if kafka::ends_before(bytes, &header) {
+                return false;
+            }
             let records = &bytes[BATCH_HEADER_BYTES..];
             match header.codec() {
                 Codec::None => kafka::records_run_to_the_end(records, &header),

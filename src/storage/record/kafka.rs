@@ -277,3 +277,34 @@ pub(super) fn records_run_to_the_end(mut records: &[u8], header: &BatchHeader) -
     }
     false
 }
+
+/// Whether the batch at the start of `bytes`, whose length claims more
+/// than `bytes` holds, really ends earlier: its stored CRC32C is that of
+/// its bytes from its attributes to an end where another batch's header
+/// begins, or where `bytes` end. A batch a writer cut short has no such
+/// end (its CRC32C covers bytes that are not there); one whose length
+/// field was damaged has. A CRC is computed at each candidate end, one
+/// byte further each time: a scan of the bytes, once.
+pub(super) fn ends_before(bytes: &[u8], header: &BatchHeader) -> bool {
+    let first = BATCH_HEADER_BYTES + 1;
+    if bytes.len() < first {
+        return false;
+    }
+    let mut crc = crc32c::crc32c(&bytes[ATTRIBUTES_OFFSET..first]);
+    for end in first..=bytes.len() {
+        let next = &bytes[end..];
+        if crc == header.crc && (next.is_empty() || looks_like_a_header(next)) {
+            return true;
+        }
+        if let Some(&byte) = next.first() {
+            crc = crc32c::crc32c_append(crc, &[byte]);
+        }
+    }
+    false
+}
+
+/// Whether `bytes` start like a batch of this format: a whole header that
+/// decodes (of any length it claims).
+fn looks_like_a_header(bytes: &[u8]) -> bool {
+    decode_header(bytes, BATCH_BYTES_MAX).is_ok()
+}
