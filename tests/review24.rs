@@ -40,7 +40,12 @@ fn batch(codec: Codec, n: usize) -> Vec<u8> {
         BatchBuilder::compressed(codec, None)
     };
     for i in 0..n {
-        b.push(7, None, &[], format!("GET /index-{i}.html 200 Mozilla/5.0").as_bytes());
+        b.push(
+            7,
+            None,
+            &[],
+            format!("GET /index-{i}.html 200 Mozilla/5.0").as_bytes(),
+        );
     }
     b.finish().to_vec()
 }
@@ -54,7 +59,13 @@ fn batch(codec: Codec, n: usize) -> Vec<u8> {
 #[test]
 fn a_flipped_length_bit_in_an_lz4_or_snappy_batch_does_not_silently_cut_durable_batches() {
     let mut lost = Vec::new();
-    for codec in [Codec::None, Codec::Gzip, Codec::Zstd, Codec::Lz4, Codec::Snappy] {
+    for codec in [
+        Codec::None,
+        Codec::Gzip,
+        Codec::Zstd,
+        Codec::Lz4,
+        Codec::Snappy,
+    ] {
         let (sim, vfs, dir) = sim_partition();
         let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
         let mut positions = Vec::new();
@@ -182,7 +193,10 @@ fn compare_of_a_legacy_leader_and_its_converted_follower_finds_no_problem() {
     // The follower fetches as a broker's replica fetcher does: what the
     // leader's read gives, converted when it is a legacy slice.
     while follower.next_offset() < leader.next_offset() {
-        let slice = leader.read(follower.next_offset(), 1 << 20).unwrap().unwrap();
+        let slice = leader
+            .read(follower.next_offset(), 1 << 20)
+            .unwrap()
+            .unwrap();
         let mut stored = Vec::new();
         slice.read_into(&mut stored).unwrap();
         let served = if slice.format == Format::Legacy {

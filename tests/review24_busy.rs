@@ -42,7 +42,9 @@ fn a_native_produce_of_a_compressed_batch_while_the_budget_is_held_is_not_corrup
     let mut frame = Vec::new();
     protocol::produce_request(&mut frame, 1, 1, 5000, "t", 0, &batch);
     let mut stream = TcpStream::connect(handle.local_addr()).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     stream.write_all(&frame).unwrap();
     let mut head = [0u8; 4];
     stream.read_exact(&mut head).unwrap();

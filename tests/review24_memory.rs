@@ -165,7 +165,6 @@ fn klog_fetch(addr: std::net::SocketAddr, buf: &mut [u8]) -> usize {
     drain(&mut stream, frame_len, buf)
 }
 
-
 /// Writes partition `t-0` of `data` as klog wrote it before this change:
 /// one legacy segment of one batch of 64 records of 1,000,000 bytes.
 fn write_legacy_topic(data: &Path) -> u64 {
@@ -223,7 +222,9 @@ fn eight_kafka_fetches_of_a_legacy_batch_stay_within_the_request_memory() {
         }
         let peak = (PEAK.load(Ordering::Relaxed) - before) as u64;
         if peak >= bound {
-            over.push(format!("{name}: the broker held {peak} bytes more during eight fetches"));
+            over.push(format!(
+                "{name}: the broker held {peak} bytes more during eight fetches"
+            ));
         }
     }
     handle.stop();

@@ -29,7 +29,12 @@ fn kcat_and_klog_consume_read_the_same_timestamps_of_a_batch_flagged_log_append_
 
     let mut b = BatchBuilder::new();
     for i in 0..3 {
-        b.push(1_700_000_000_000 + i * 1000, None, &[], format!("v{i}").as_bytes());
+        b.push(
+            1_700_000_000_000 + i * 1000,
+            None,
+            &[],
+            format!("v{i}").as_bytes(),
+        );
     }
     let mut batch = b.finish().to_vec();
     // attributes |= LogAppendTime, CRC32C again: what a client may send.
@@ -39,7 +44,9 @@ fn kcat_and_klog_consume_read_the_same_timestamps_of_a_batch_flagged_log_append_
     let mut frame = Vec::new();
     protocol::produce_request(&mut frame, 1, 1, 5000, "t", 0, &batch);
     let mut stream = TcpStream::connect(handle.local_addr()).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     stream.write_all(&frame).unwrap();
     let mut head = [0u8; 4];
     stream.read_exact(&mut head).unwrap();
@@ -58,7 +65,14 @@ fn kcat_and_klog_consume_read_the_same_timestamps_of_a_batch_flagged_log_append_
         .unwrap();
     let theirs = String::from_utf8_lossy(&out.stdout).to_string();
     let ours = std::process::Command::new(env!("CARGO_BIN_EXE_klog-consume"))
-        .args(["-b", &handle.local_addr().to_string(), "-t", "t", "-e", "-q"])
+        .args([
+            "-b",
+            &handle.local_addr().to_string(),
+            "-t",
+            "t",
+            "-e",
+            "-q",
+        ])
         .args(["-f", "%T %s\\n"])
         .output()
         .unwrap();
@@ -70,6 +84,10 @@ fn kcat_and_klog_consume_read_the_same_timestamps_of_a_batch_flagged_log_append_
 
 fn which_kcat() -> Result<std::path::PathBuf, ()> {
     std::env::var_os("PATH")
-        .and_then(|p| std::env::split_paths(&p).map(|d| d.join("kcat")).find(|p| p.is_file()))
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("kcat"))
+                .find(|p| p.is_file())
+        })
         .ok_or(())
 }

@@ -18,8 +18,8 @@ fn vm_hwm_kib() -> u64 {
 
 #[test]
 fn a_zstd_bomb_holds_no_more_than_the_batch_limit() {
-    use std::io::Write;
     use klog::storage::record::{BatchBuilder, Codec};
+    use std::io::Write;
     // A records section: one zstd frame with windowLog 27 and no content
     // size, of 120 MiB of zeros (a few kB sent).
     let mut section = Vec::new();
@@ -51,7 +51,10 @@ fn a_zstd_bomb_holds_no_more_than_the_batch_limit() {
     let mut headers = Vec::new();
     let result = klog::kafka::records::check_produce(&batch, 1 << 20, &mut headers);
     let peak = (vm_hwm_kib() - before) * 1024;
-    eprintln!("{} bytes sent, check: {result:?}, peak grew {peak}", batch.len());
+    eprintln!(
+        "{} bytes sent, check: {result:?}, peak grew {peak}",
+        batch.len()
+    );
     let limit = u64::from(klog::limits::BATCH_BYTES_MAX);
     assert!(
         peak < limit + limit / 4,

@@ -282,18 +282,21 @@ impl std::fmt::Debug for BatchAt<'_> {
 }
 
 impl BatchAt<'_> {
-    /// Scans the batch headers from `start` (a batch's position) for the
-    /// batch holding `offset` (or the first after it), within the first
-    /// `end` bytes: its position and header, or `None` at the end. Needs no
-    /// lock: the caller took `start` and `end` from the log.
+    /// Scans the batch headers from `start` (a batch's position, and the
+    /// offset it starts at) for the batch holding `offset` (or the first
+    /// after it), within the first `end` bytes: its position and header,
+    /// or `None` at the end. Each batch passed must start where the one
+    /// before it ended (a base offset is not under a Kafka batch's CRC32C:
+    /// one out of sequence is damage, never served). Needs no lock: the
+    /// caller took `start` and `end` from the log.
     pub fn find(
         &self,
-        start: u64,
+        (start, start_offset): (u64, u64),
         offset: u64,
         end: u64,
         batch_bytes_max: u32,
     ) -> Result<Option<(u64, BatchHeader)>> {
-        let mut position = start;
+        let (mut position, mut expected) = (start, start_offset);
         let header_bytes = self.format.header_bytes();
         let mut header_buf = [0u8; HEADER_BYTES_MAX];
         let header_buf = &mut header_buf[..header_bytes];
@@ -301,14 +304,19 @@ impl BatchAt<'_> {
             self.file
                 .read_exact_at(header_buf, position)
                 .ctx("read", self.path)?;
-            let header =
-                BatchHeader::decode(self.format, header_buf, batch_bytes_max).map_err(|e| {
-                    Error::Corrupt {
-                        path: self.path.to_path_buf(),
-                        position,
-                        reason: e.to_string(),
-                    }
-                })?;
+            let corrupt = |reason: String| Error::Corrupt {
+                path: self.path.to_path_buf(),
+                position,
+                reason,
+            };
+            let header = BatchHeader::decode(self.format, header_buf, batch_bytes_max)
+                .map_err(|e| corrupt(e.to_string()))?;
+            if header.base_offset != expected {
+                return Err(corrupt(format!(
+                    "a batch at offset {}, where offset {expected} was expected",
+                    header.base_offset
+                )));
+            }
             if header.next_offset() > offset {
                 if position + header.total_bytes() > end {
                     return Ok(None);
@@ -316,6 +324,7 @@ impl BatchAt<'_> {
                 return Ok(Some((position, header)));
             }
             position += header.total_bytes();
+            expected = header.next_offset();
         }
         Ok(None)
     }

@@ -661,7 +661,7 @@ impl Segment {
     /// The position and base offset of the batch holding `offset` (below
     /// the next offset), found from the index by a scan of batch headers.
     fn batch_start(&self, offset: u64) -> Result<(u64, u64)> {
-        let mut position = self.scan_start(offset);
+        let (mut position, _) = self.scan_start(offset);
         while position < self.size {
             let header = self.header_at(position)?;
             if header.next_offset() > offset {
@@ -725,13 +725,18 @@ impl Segment {
     }
 
     /// Where a scan for `offset` starts: the position of the last index
-    /// entry at or before it (the first batch when there is none). Reads
-    /// nothing; [`crate::storage::batches::BatchAt::find`] reads from there.
-    pub fn scan_start(&self, offset: u64) -> u64 {
+    /// entry at or before it (the first batch when there is none), and the
+    /// offset the batch there starts at. Reads nothing;
+    /// [`crate::storage::batches::BatchAt::find`] reads from there.
+    pub fn scan_start(&self, offset: u64) -> (u64, u64) {
         let rel = offset.saturating_sub(self.base_offset);
         crate::storage::index::last_where(&self.entries, |e| u64::from(e.relative_offset) <= rel)
-            .map_or(SEGMENT_HEADER_BYTES as u64, |i| {
-                u64::from(self.entries[i].position)
+            .map_or((SEGMENT_HEADER_BYTES as u64, self.base_offset), |i| {
+                let e = self.entries[i];
+                (
+                    u64::from(e.position),
+                    self.base_offset + u64::from(e.relative_offset),
+                )
             })
     }
 

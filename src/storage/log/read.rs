@@ -39,7 +39,8 @@ struct Candidate {
     file: Arc<dyn VFile>,
     path: PathBuf,
     format: Format,
-    start: u64,
+    /// Where the scan starts, and the offset of the batch there.
+    start: (u64, u64),
     limit: u64,
 }
 
@@ -56,7 +57,9 @@ impl Lookup {
                 let budget = self.bytes_max.max(header.total_bytes());
                 let limit = match self.cap {
                     Some(cap) if header.base_offset >= cap => return Ok(None),
-                    Some(cap) => self.cap_position(c, position, cap, budget)?,
+                    Some(cap) => {
+                        self.cap_position(c, (position, header.base_offset), cap, budget)?
+                    }
                     None => c.limit,
                 };
                 let len = (limit - position).min(budget);
@@ -81,9 +84,15 @@ impl Lookup {
     /// ends within it, else the segment's limit (every byte the read may
     /// take is then below the cap). The scan costs a header read per batch
     /// the read returns, never a walk to a distant cap.
-    fn cap_position(&self, c: &Candidate, position: u64, cap: u64, budget: u64) -> Result<u64> {
+    fn cap_position(
+        &self,
+        c: &Candidate,
+        (position, first): (u64, u64),
+        cap: u64,
+        budget: u64,
+    ) -> Result<u64> {
         let last = c.at().find(
-            position,
+            (position, first),
             cap - 1,
             c.limit.min(position.saturating_add(budget)),
             limits::BATCH_BYTES_MAX,
