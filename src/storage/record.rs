@@ -43,6 +43,10 @@
 //! records or anything else the producer wrote: timestamps, keys, headers,
 //! producer fields, compression and batch boundaries are kept byte for
 //! byte. Record *i* of a producer's batch has offset `baseOffset + i`.
+//! Only a batch whose `maxTimestamp` is not its records' largest, or that
+//! claims LogAppendTime (klog's topics keep CreateTime), gets both set
+//! right, and its CRC32C with them ([`set_create_time`]), as Kafka's broker
+//! does: the time index and retention go by `maxTimestamp`.
 //!
 //! # Record
 //!
@@ -102,7 +106,7 @@ pub mod legacy;
 pub use build::BatchBuilder;
 pub use compression::{Codec, Decompressed};
 pub use cursor::varint_len;
-pub use kafka::stamp;
+pub use kafka::{set_create_time, stamp};
 
 use crate::limits::{BATCH_BYTES_MAX, BATCH_RECORDS_MAX};
 use cursor::Cursor;
@@ -439,6 +443,16 @@ impl<'a> Batch<'a> {
         scratch: &mut Decompressed<'_>,
         record_bytes_max: u32,
     ) -> Result<(), DecodeError> {
+        self.max_timestamp_in(scratch, record_bytes_max).map(|_| ())
+    }
+
+    /// [`Batch::validate_in`], returning the largest timestamp of its
+    /// records (which a Kafka producer's `maxTimestamp` should be).
+    pub fn max_timestamp_in(
+        &self,
+        scratch: &mut Decompressed<'_>,
+        record_bytes_max: u32,
+    ) -> Result<i64, DecodeError> {
         let mut max_timestamp = i64::MIN;
         for record in self.records_in(scratch, record_bytes_max)? {
             max_timestamp = max_timestamp.max(record?.timestamp);
@@ -448,7 +462,7 @@ impl<'a> Batch<'a> {
                 "batch: max timestamp differs from its records",
             ));
         }
-        Ok(())
+        Ok(max_timestamp)
     }
 
     /// Checks a batch as stored, as recovery and the scrub judge it: a

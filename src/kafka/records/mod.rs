@@ -101,7 +101,9 @@ const TOO_MANY_RECORDS: &str = "batch: more records than klog's batch limit";
 /// Checks a produce partition's `records` (one or more Kafka batches back
 /// to back) as the log will store them ([`crate::storage::log::check_batch`]),
 /// and as a broker without transactions takes them (no transactional or
-/// control batch), appending each batch's header to `headers` in order. On
+/// control batch), appending each batch's header to `headers` in order,
+/// with its records' largest timestamp as its maximum (what the log
+/// writes there if the producer wrote another, as Kafka's broker does). On
 /// an error `headers` is left as it was. Empty records pass, holding no
 /// batch: whether an empty produce is acceptable is the caller's call.
 pub fn check_produce(
@@ -148,8 +150,11 @@ fn check_all(
                 ),
             ));
         }
-        batch.validate_in(&mut scratch, record_bytes_max)?;
-        headers.push(header);
+        let max_timestamp = batch.max_timestamp_in(&mut scratch, record_bytes_max)?;
+        headers.push(BatchHeader {
+            max_timestamp,
+            ..header
+        });
         rest = &rest[batch.total_bytes()..];
     }
     Ok(())

@@ -73,9 +73,12 @@ impl Log {
         let base_offset = self.next_offset();
         self.record_epoch(self.leader_epoch, base_offset)?;
         record::stamp(batch, base_offset, self.leader_epoch);
+        // The checks gave the records' largest timestamp.
+        record::set_create_time(batch, header.max_timestamp);
         let header = BatchHeader {
             base_offset,
             leader_epoch: self.leader_epoch,
+            attributes: header.attributes & !record::ATTR_LOG_APPEND_TIME,
             ..header
         };
         self.write_to_active(batch, &header, now_ms)?;
@@ -150,22 +153,31 @@ impl Log {
 }
 
 /// Checks a producer's batch against the configured limits, returning
-/// its header: a whole Kafka RecordBatch v2 ([`check_stored_batch`]) whose
-/// offsets are its records' indexes (`lastOffsetDelta` is
-/// `recordCount - 1`), and no control batch (the log writes those itself).
+/// its header with its records' largest timestamp as its maximum (what
+/// the log writes there if the producer wrote another): a whole Kafka
+/// RecordBatch v2 ([`check_stored_batch`]) whose offsets are its records'
+/// indexes (`lastOffsetDelta` is `recordCount - 1`), and neither a control
+/// batch (the log writes those itself) nor a transactional one (klog has
+/// no transactions yet).
 pub fn check_batch(batch: &[u8], config: &LogConfig) -> Result<BatchHeader> {
-    let header = check_stored_batch(batch, config)?;
+    let decoded = Batch::decode(Format::Kafka, batch, limits::BATCH_BYTES_MAX)?;
+    let mut scratch = record::Decompressed::default();
+    let max_timestamp = decoded.max_timestamp_in(&mut scratch, config.record_bytes_max)?;
+    let header = decoded.header;
+    let refuse = |why| Err(Error::InvalidBatch(DecodeError::Malformed(why)));
     if header.last_offset_delta != header.record_count - 1 {
-        return Err(Error::InvalidBatch(DecodeError::Malformed(
-            "batch: last offset delta differs from its record count",
-        )));
+        return refuse("batch: last offset delta differs from its record count");
     }
     if header.is_control() {
-        return Err(Error::InvalidBatch(DecodeError::Malformed(
-            "batch: a control batch from a producer",
-        )));
+        return refuse("batch: a control batch from a producer");
     }
-    Ok(header)
+    if header.is_transactional() {
+        return refuse("batch: transactional, and klog has no transactions");
+    }
+    Ok(BatchHeader {
+        max_timestamp,
+        ..header
+    })
 }
 
 /// Checks a batch as the log stores it (a producer's, or a leader's that a

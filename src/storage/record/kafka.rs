@@ -308,3 +308,28 @@ pub(super) fn ends_before(bytes: &[u8], header: &BatchHeader) -> bool {
 fn looks_like_a_header(bytes: &[u8]) -> bool {
     decode_header(bytes, BATCH_BYTES_MAX).is_ok()
 }
+
+/// Writes a Kafka batch's `maxTimestamp` and clears its LogAppendTime bit
+/// (CreateTime: each record's own timestamp), then its CRC32C, when either
+/// differs from what it says: how the log keeps a batch's time the
+/// largest of its records' (as Kafka's broker does). Returns whether it
+/// changed anything.
+///
+/// # Panics
+///
+/// On a batch shorter than its header: callers decode it first.
+pub fn set_create_time(batch: &mut [u8], max_timestamp: i64) -> bool {
+    assert!(batch.len() >= BATCH_HEADER_BYTES, "a whole header");
+    let attributes = i16_at(batch, ATTRIBUTES_OFFSET) as u16;
+    let stored = i64_at(batch, MAX_TIMESTAMP_OFFSET);
+    if stored == max_timestamp && attributes & ATTR_LOG_APPEND_TIME == 0 {
+        return false;
+    }
+    let create_time = (attributes & !ATTR_LOG_APPEND_TIME) as i16;
+    batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&create_time.to_be_bytes());
+    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+        .copy_from_slice(&max_timestamp.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
+    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    true
+}

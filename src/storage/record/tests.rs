@@ -3,7 +3,7 @@
 
 use super::kafka::{
     ATTRIBUTES_OFFSET, BATCH_LENGTH_OFFSET, CRC_OFFSET, LAST_OFFSET_DELTA_OFFSET, MAGIC_OFFSET,
-    RECORD_COUNT_OFFSET,
+    MAX_TIMESTAMP_OFFSET, RECORD_COUNT_OFFSET,
 };
 use super::*;
 
@@ -396,4 +396,25 @@ fn a_batch_cut_short_is_told_from_a_damaged_length() {
     // recovery's own rules.
     assert!(could_be_cut_short(Format::Kafka, &[0; 10]));
     assert!(could_be_cut_short(Format::Legacy, &[1; 100]));
+}
+
+/// A producer's `maxTimestamp` that is not its records' largest, or a
+/// LogAppendTime flag, is set right with the CRC32C; a right one is left.
+#[test]
+fn create_time_is_set_right_with_the_crc() {
+    let good = build(&[(7, None, vec![], b"a"), (9, None, vec![], b"b")]);
+    let mut same = good.clone();
+    assert!(!set_create_time(&mut same, 9));
+    assert_eq!(same, good);
+    let mut wrong = good.clone();
+    wrong[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&1i64.to_be_bytes());
+    wrong[ATTRIBUTES_OFFSET + 1] |= ATTR_LOG_APPEND_TIME as u8;
+    seal(&mut wrong);
+    let header = decode(&wrong).unwrap().header;
+    assert_eq!(
+        (header.max_timestamp, header.attributes),
+        (1, ATTR_LOG_APPEND_TIME)
+    );
+    assert!(set_create_time(&mut wrong, 9));
+    assert_eq!(wrong, good, "the batch as a right producer sends it");
 }
