@@ -34,7 +34,7 @@ use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
 use crate::storage::batches::Batches;
 use crate::storage::epoch::{EpochEntry, Epochs};
 use crate::storage::fs::{self, VFile, Vfs};
-use crate::storage::record::{Batch, BatchHeader, Codec, DecodeError, Format};
+use crate::storage::record::{legacy, Batch, BatchHeader, Codec, DecodeError, Format};
 use crate::storage::{lock, recover, segment};
 
 /// How a replica's log ends.
@@ -252,8 +252,17 @@ fn in_step(walks: &mut [Walk<'_>], from: u64) -> Result<Option<Difference>> {
         }
         let first = walks[0].head();
         if !walks.iter().all(|w| w.head() == first) {
-            let heads: Vec<Option<Stored<'_>>> = walks.iter().map(Walk::head).collect();
-            return Ok(differ(walks, &heads, at));
+            // A follower holds a legacy leader's batches as a fetch served
+            // them, converted: compare them as Kafka batches.
+            let kafka: Vec<Option<Vec<u8>>> =
+                walks.iter().map(|w| w.head().map(kafka_form)).collect();
+            if !kafka.iter().all(|h| h.is_some() && *h == kafka[0]) {
+                let heads: Vec<Option<Stored<'_>>> = kafka
+                    .iter()
+                    .map(|h| h.as_deref().map(|b| (Format::Kafka, b)))
+                    .collect();
+                return Ok(differ(walks, &heads, at));
+            }
         }
         let Some(next) = first.and_then(header).map(|h| h.next_offset()) else {
             return Ok(None);
@@ -268,6 +277,17 @@ fn in_step(walks: &mut [Walk<'_>], from: u64) -> Result<Option<Difference>> {
 /// A stored batch's bytes and their format: two replicas hold the same
 /// batch when both are equal.
 type Stored<'a> = (Format, &'a [u8]);
+
+/// A stored batch as a fetch serves it: a legacy one converted to a Kafka
+/// batch (which a follower of a legacy leader holds); one that does not
+/// convert (damaged) as it is.
+fn kafka_form((format, batch): Stored<'_>) -> Vec<u8> {
+    let mut kafka = Vec::new();
+    match format {
+        Format::Legacy if legacy::to_kafka(batch, &mut kafka).is_ok() => kafka,
+        _ => batch.to_vec(),
+    }
+}
 
 /// The batch header of whole, judged batch bytes.
 fn header((format, batch): Stored<'_>) -> Option<BatchHeader> {
