@@ -539,6 +539,9 @@ pub(super) fn error_code(e: &Error) -> ErrorCode {
         Error::UnknownPartition { .. } => ErrorCode::UnknownPartition,
         Error::InvalidBatch(DecodeError::TooLarge { what: "record", .. })
         | Error::TooLarge { what: "record", .. } => ErrorCode::RecordTooLarge,
+        // The room for decompressed records is held now: sent again (as
+        // Kafka's REQUEST_TIMED_OUT), it goes.
+        Error::InvalidBatch(DecodeError::Busy { .. }) => ErrorCode::Timeout,
         Error::InvalidBatch(_) => ErrorCode::CorruptBatch,
         Error::DiskFull { .. } => ErrorCode::DiskFull,
         Error::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
