@@ -153,8 +153,10 @@ pub static PROCESS: Budget = Budget::new(DECOMPRESSED_BYTES_MAX);
 #[derive(Debug)]
 pub struct Decompressed<'b> {
     pub(super) buf: Vec<u8>,
-    /// Bytes taken from the budget.
+    /// Bytes taken from the budget (the buffer's and the window's).
     taken: usize,
+    /// Of those, the room held for a decoder's window.
+    window: usize,
     budget: &'b Budget,
 }
 
@@ -170,6 +172,7 @@ impl<'b> Decompressed<'b> {
         Decompressed {
             buf: Vec::new(),
             taken: 0,
+            window: 0,
             budget,
         }
     }
@@ -187,11 +190,24 @@ impl<'b> Decompressed<'b> {
     /// Grows the buffer to `len` bytes (zeroed past what it held), once
     /// the budget has the room.
     fn grow_to(&mut self, len: usize) -> Result<(), Refused> {
-        if len > self.taken {
-            self.take(len - self.taken)?;
+        let for_buf = self.taken - self.window;
+        if len > for_buf {
+            self.take(len - for_buf)?;
         }
         self.buf.reserve_exact(len.saturating_sub(self.buf.len()));
         self.buf.resize(len, 0);
+        Ok(())
+    }
+
+    /// Holds room in the budget for a decoder's window of `window` bytes
+    /// (twice it: the window and the decoder's buffers), until this is
+    /// dropped; a larger window later takes the difference.
+    fn hold_window(&mut self, window: usize) -> Result<(), Refused> {
+        let want = 2 * window;
+        if want > self.window {
+            self.take(want - self.window)?;
+            self.window = want;
+        }
         Ok(())
     }
 
@@ -245,7 +261,10 @@ fn decompress_capped(
         Codec::Snappy if compressed.starts_with(XERIAL_MAGIC) => xerial(compressed, out, cap),
         Codec::Snappy => snappy_block(compressed, out, cap),
         Codec::Lz4 => lz4_frames(compressed, out, cap),
-        Codec::Zstd => zstd_decoder(compressed).and_then(|decoder| read_capped(decoder, out, cap)),
+        Codec::Zstd => out
+            .hold_window(zstd_window(compressed))
+            .and_then(|()| zstd_decoder(compressed))
+            .and_then(|decoder| read_capped(decoder, out, cap)),
     };
     result.map_err(|e| {
         out.buf.clear();
@@ -377,6 +396,45 @@ pub fn compress(codec: Codec, level: Option<i32>, records: &[u8], out: &mut Vec<
             encoder.finish().expect("writes to a Vec");
         }
     }
+}
+
+/// The window a zstd stream's first frame declares (its decoder holds
+/// about twice that while it reads: the window and its buffers), at most
+/// the largest klog's decoder takes; 0 when the frame does not say (it is
+/// then refused, or a skippable frame).
+fn zstd_window(stream: &[u8]) -> usize {
+    const MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+    if stream.get(..4) != Some(&MAGIC[..]) {
+        return 0;
+    }
+    let Some(&descriptor) = stream.get(4) else {
+        return 0;
+    };
+    let window = if descriptor & 0x20 == 0 {
+        // Window_Descriptor: exponent and mantissa.
+        let Some(&w) = stream.get(5) else {
+            return 0;
+        };
+        let log = 10 + u32::from(w >> 3);
+        if log > ZSTD_WINDOW_LOG_MAX {
+            return 0;
+        }
+        let base = 1usize << log;
+        base + base / 8 * usize::from(w & 7)
+    } else {
+        // A single segment: the window is the content size.
+        let did = [0, 1, 2, 4][usize::from(descriptor & 3)];
+        let fcs = [1, 2, 4, 8][usize::from(descriptor >> 6)];
+        let at = 5 + did;
+        let Some(field) = stream.get(at..at + fcs) else {
+            return 0;
+        };
+        let mut le = [0u8; 8];
+        le[..fcs].copy_from_slice(field);
+        let size = u64::from_le_bytes(le) + if fcs == 2 { 256 } else { 0 };
+        usize::try_from(size).unwrap_or(usize::MAX)
+    };
+    window.min(1 << ZSTD_WINDOW_LOG_MAX)
 }
 
 fn zstd_decoder(compressed: &[u8]) -> Result<impl Read + '_, Refused> {
@@ -559,6 +617,34 @@ mod tests {
         }
     }
 
+    /// A zstd frame's declared window is held in the budget while it is
+    /// read, whatever it decompresses to: a small batch declaring a large
+    /// window costs its decoder that much memory.
+    #[test]
+    fn a_zstd_window_takes_its_room_from_the_budget() {
+        let data = vec![3u8; 300_000];
+        let mut packed = Vec::new();
+        compress(Codec::Zstd, None, &data, &mut packed);
+        let window = zstd_window(&packed);
+        assert!(window >= data.len() && window <= 1 << 20, "{window}");
+        // Room for the data but not for the window too.
+        let budget = Budget::new(2 * window + data.len() / 2);
+        let mut out = Decompressed::new(&budget);
+        let err = decompress(Codec::Zstd, &packed, &mut out).unwrap_err();
+        assert!(matches!(err, DecodeError::TooLarge { .. }), "{err}");
+        let budget = Budget::new(2 * window + 2 * data.len());
+        let mut out = Decompressed::new(&budget);
+        decompress(Codec::Zstd, &packed, &mut out).unwrap();
+        assert!(budget.held() >= 2 * window + data.len());
+        drop(out);
+        assert_eq!(budget.held(), 0);
+        // A window descriptor of 2^27: 128 MiB, whatever follows.
+        let mut big = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, (27 - 10) << 3];
+        big.extend_from_slice(&[0; 8]);
+        assert_eq!(zstd_window(&big), 1 << 27);
+        assert_eq!(zstd_window(b"not zstd"), 0);
+    }
+
     /// Buffers of decompressed records take their room from one budget:
     /// while one holds it, another batch is refused as busy (a producer
     /// retries it), and the room comes back when the holder is done.
@@ -573,7 +659,7 @@ mod tests {
         // for two.
         let budget = Budget::new(300 * 1024);
         let mut first = Decompressed::new(&budget);
-        decompress(Codec::Zstd, &zstd, &mut first).unwrap();
+        decompress(Codec::Gzip, &gzip, &mut first).unwrap();
         assert_eq!(first.buf, data);
         let mut second = Decompressed::new(&budget);
         let err = decompress(Codec::Gzip, &gzip, &mut second).unwrap_err();
