@@ -213,3 +213,16 @@ mod tests {
         assert!(lock(&memory.state).queue.is_empty());
     }
 }
+
+/// Bytes taken from a [`RequestMemory`], given back when this is dropped.
+#[derive(Debug)]
+pub(super) struct Held<'a> {
+    pub(super) memory: &'a RequestMemory,
+    pub(super) bytes: u64,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.memory.give(self.bytes);
+    }
+}

@@ -8,46 +8,76 @@ use std::io::{self, Write};
 use std::net::TcpStream;
 use std::os::fd::AsFd;
 
+use std::time::{Duration, Instant};
+
+use crate::broker::memory::{Held, Taken};
+use crate::broker::shared::Shared;
 use crate::storage::log::FileSlice;
 use crate::storage::record::{legacy, Format};
 use crate::storage::recover;
 
 /// A partition's records in a fetch response.
 #[derive(Debug, Default)]
-pub(in crate::broker) enum Records {
+pub(in crate::broker) enum Records<'a> {
     /// None.
     #[default]
     Empty,
     /// A segment's bytes as stored, sent with `sendfile`.
     File(FileSlice),
     /// A legacy segment's batches converted to Kafka's format (whole
-    /// batches only; a reader fetches the rest again).
-    Converted(Vec<u8>),
+    /// batches only; a reader fetches the rest again), and the request
+    /// memory they hold.
+    Converted {
+        /// The Kafka batches.
+        bytes: Vec<u8>,
+        /// Given back once they are sent.
+        _held: Held<'a>,
+    },
 }
 
-impl Records {
+impl Records<'_> {
     pub(in crate::broker) fn len(&self) -> u64 {
         match self {
             Records::Empty => 0,
             Records::File(slice) => slice.len,
-            Records::Converted(bytes) => bytes.len() as u64,
+            Records::Converted { bytes, .. } => bytes.len() as u64,
         }
     }
 }
 
 /// The records of `slice` as a fetch sends them: as stored, or converted
 /// from a legacy segment ([`legacy::to_kafka`]), which costs a read and a
-/// copy of at most the slice (the fetch's byte budget, or one batch).
-pub(in crate::broker) fn records_of(slice: FileSlice) -> crate::error::Result<Records> {
+/// copy of the slice (the fetch's byte budget, or one batch): that much is
+/// taken from the broker's request memory first, within the request
+/// timeout, else the answer goes without records (the reader asks again).
+pub(in crate::broker) fn records_of(
+    shared: &Shared,
+    slice: FileSlice,
+) -> crate::error::Result<Records<'_>> {
     if slice.format == Format::Kafka {
         return Ok(Records::File(slice));
     }
+    // The stored bytes, the batch being built and the Kafka batches made
+    // of them (at most half as large again: a few bytes more per record).
+    let need = 4 * slice.len;
+    let memory = &shared.request_memory;
+    let deadline = Instant::now() + Duration::from_millis(shared.config.request_timeout_ms);
+    if memory.take(need, &shared.stop, deadline) != Taken::Yes {
+        return Ok(Records::Empty);
+    }
+    let held = Held {
+        memory,
+        bytes: need.min(memory.total()),
+    };
     let mut stored = Vec::new();
     slice.read_into(&mut stored)?;
-    let mut kafka = Vec::with_capacity(stored.len() + stored.len() / 8);
+    let mut kafka = Vec::with_capacity(stored.len() + stored.len() / 2);
     legacy::to_kafka(&stored, &mut kafka)
         .map_err(|e| recover::corrupt(&slice.path, slice.position, e.to_string()))?;
-    Ok(Records::Converted(kafka))
+    Ok(Records::Converted {
+        bytes: kafka,
+        _held: held,
+    })
 }
 
 /// Sends a segment's byte range with `sendfile`: from the page cache to the

@@ -14,9 +14,9 @@ use crate::limits;
 use crate::protocol::{self, put, ErrorCode, FetchPartition};
 
 /// One partition's part of a fetch response.
-struct Part {
+struct Part<'a> {
     header: Vec<u8>,
-    records: Option<Records>,
+    records: Option<Records<'a>>,
 }
 
 /// Answers a fetch: waits up to `deadline` for `bytes_min` visible bytes
@@ -79,7 +79,7 @@ pub(super) fn fetch(
                 flush_out(stream, &mut head)?;
                 send_slice(stream, slice)?;
             }
-            Some(Records::Converted(bytes)) => head.extend_from_slice(bytes),
+            Some(Records::Converted { bytes, .. }) => head.extend_from_slice(bytes),
             Some(Records::Empty) | None => {}
         }
     }
@@ -109,12 +109,12 @@ fn response_head(correlation_id: u32, count: u16, body_bytes: u64) -> io::Result
 /// response's budget (by one whole batch), so that a fetch always
 /// progresses and a response never carries more than its budget and a
 /// batch.
-fn gather(
-    shared: &Shared,
+fn gather<'s>(
+    shared: &'s Shared,
     (version, replica): (u16, bool),
     (asked, refused): (&[FetchPartition], &[Refusal]),
     budget: u64,
-) -> (Vec<Part>, u64, bool) {
+) -> (Vec<Part<'s>>, u64, bool) {
     let mut parts = Vec::with_capacity(asked.len());
     let (mut bytes, mut errors) = (0u64, false);
     for (i, a) in asked.iter().enumerate() {
@@ -140,7 +140,7 @@ fn gather(
                 let found = located
                     .lookup
                     .and_then(|l| l.map_or(Ok(None), |l| l.find()))
-                    .and_then(|slice| slice.map(records_of).transpose());
+                    .and_then(|slice| slice.map(|s| records_of(shared, s)).transpose());
                 match found {
                     Ok(_) if budget_bytes == 0 => {
                         (ErrorCode::None, String::new(), start, end, None)

@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use super::kafka_code;
-use crate::broker::memory::{RequestMemory, Taken};
+use crate::broker::memory::{Held, Taken};
 use crate::broker::send::{records_of, Records};
 use crate::broker::shared::{error_code, Shared};
 use crate::kafka;
@@ -27,7 +27,7 @@ pub(super) struct Ask<'a> {
 
 /// One partition's answer.
 #[derive(Debug, Default)]
-pub(super) struct Fetched {
+pub(super) struct Fetched<'s> {
     /// Kafka's error code.
     pub(super) error: i16,
     /// The end consumers may read to (-1 on error).
@@ -35,7 +35,7 @@ pub(super) struct Fetched {
     /// The partition's first offset (-1 on error).
     pub(super) log_start_offset: i64,
     /// Kafka record batches: a segment's byte range, or converted ones.
-    pub(super) records: Records,
+    pub(super) records: Records<'s>,
 }
 
 /// What a fetch asks besides its partitions.
@@ -53,20 +53,6 @@ pub(super) struct Limits {
 /// caps its answers too, at `fetch.max.bytes`); a client asks again.
 const RESPONSE_BYTES_MAX: u64 = 16 * 1024 * 1024;
 
-/// Request memory a fetch holds while its records are in memory, given
-/// back when dropped (once the answer is encoded).
-#[derive(Debug)]
-pub(super) struct Held<'a> {
-    memory: &'a RequestMemory,
-    bytes: u64,
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        self.memory.give(self.bytes);
-    }
-}
-
 /// Answers a fetch: waits up to its deadline for `min_bytes` (or an
 /// error, or a stop), then returns each partition's part, with the
 /// request memory its records hold. Each look takes twice its byte budget
@@ -77,7 +63,7 @@ pub(super) fn fetch<'s>(
     shared: &'s Shared,
     asks: &[Ask<'_>],
     limits: Limits,
-) -> (Vec<Fetched>, Option<Held<'s>>) {
+) -> (Vec<Fetched<'s>>, Option<Held<'s>>) {
     let wait = u64::try_from(limits.max_wait_ms)
         .unwrap_or(0)
         .min(shared.config.request_timeout_ms);
@@ -128,7 +114,7 @@ fn watched(asks: &[Ask<'_>]) -> Vec<FetchPartition> {
 /// Each partition's records within the response's `budget`: a partition
 /// may pass its own budget by one whole batch, and only the first
 /// partition with records may pass what is left of the response's.
-fn gather(shared: &Shared, asks: &[Ask<'_>], budget: u64) -> Vec<Fetched> {
+fn gather<'s>(shared: &'s Shared, asks: &[Ask<'_>], budget: u64) -> Vec<Fetched<'s>> {
     let mut parts = Vec::with_capacity(asks.len());
     let mut bytes = 0u64;
     for a in asks {
@@ -165,11 +151,11 @@ fn gather(shared: &Shared, asks: &[Ask<'_>], budget: u64) -> Vec<Fetched> {
 /// A partition's records from `a.fetch_offset`, about `bytes_max` of them
 /// but at least one whole batch, converted to Kafka batches; none when
 /// that batch (as stored) is larger than `fit`.
-fn read_partition(
-    shared: &Shared,
+fn read_partition<'s>(
+    shared: &'s Shared,
     a: &Ask<'_>,
     (bytes_max, fit): (u64, Option<u64>),
-) -> Result<Fetched, (i16, String)> {
+) -> Result<Fetched<'s>, (i16, String)> {
     let coded = |(code, msg): (ErrorCode, String)| (kafka_code(code), msg);
     let partition = u32::try_from(a.partition).map_err(|_| {
         let msg = format!("partition {} of {:?} does not exist", a.partition, a.topic);
@@ -198,7 +184,7 @@ fn read_partition(
         .map_err(storage)?;
     let slice = slice.filter(|s| fit.is_none_or(|fit| s.len <= fit));
     let records = match slice {
-        Some(slice) => records_of(slice).map_err(storage)?,
+        Some(slice) => records_of(shared, slice).map_err(storage)?,
         None => Records::Empty,
     };
     Ok(Fetched {

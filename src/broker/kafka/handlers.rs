@@ -284,7 +284,7 @@ fn fetch_request(
         .iter()
         .map(|f| match &f.records {
             Records::File(slice) => slice.len,
-            Records::Converted(_) | Records::Empty => 0,
+            Records::Converted { .. } | Records::Empty => 0,
         })
         .sum();
     let mut gaps = Vec::new();
@@ -295,7 +295,7 @@ fn fetch_request(
     });
     let files = fetched.into_iter().filter_map(|f| match f.records {
         Records::File(slice) => Some(slice),
-        Records::Converted(_) | Records::Empty => None,
+        Records::Converted { .. } | Records::Empty => None,
     });
     state.sends.extend(gaps.into_iter().zip(files));
 }
@@ -325,12 +325,12 @@ fn encode_fetch(
                     aborted_transactions: Some(Vec::new()),
                     preferred_read_replica: -1,
                     records: match &f.records {
-                        Records::Converted(bytes) => bytes,
+                        Records::Converted { bytes, .. } => bytes,
                         Records::File(_) | Records::Empty => &[],
                     },
                     records_after: match &f.records {
                         Records::File(slice) => slice.len,
-                        Records::Converted(_) | Records::Empty => 0,
+                        Records::Converted { .. } | Records::Empty => 0,
                     },
                 })
                 .collect(),
