@@ -1,5 +1,5 @@
-//! Review 24: "A Kafka fetch of an old segment may still convert at the
-//! edge (bounded)". It is not bounded: a fetch of a legacy segment reads
+//! Issue 24: "A Kafka fetch of an old segment may still convert at the
+//! edge (bounded)". As first reviewed it was not: a fetch of a legacy segment read
 //! the stored batch and converts it on the heap, outside the broker's
 //! request memory, at least one whole batch whatever `max_bytes` says.
 //! Eight Kafka consumers fetching a 64 MB legacy batch with `max_bytes` 0

@@ -1,4 +1,4 @@
-//! Review 24: a producer's batch is stored with whatever timestamp type
+//! Issue 24: a producer's batch was stored with whatever timestamp type
 //! its attributes say. Kafka's broker rewrites a CreateTime topic's batch
 //! to CreateTime (and its maxTimestamp from the records); klog stores a
 //! producer's LogAppendTime flag and maxTimestamp as sent, so a Kafka

@@ -1,4 +1,4 @@
-//! Review 24: zstd's own window was outside the decompression budget. One
+//! Issue 24: zstd's own window was outside the decompression budget. One
 //! zstd bomb with a 128 MiB window (what the decoder allows) costs the
 //! process its 128 MiB output buffer and as much again in the C library's
 //! window: both now come out of the budget, so that a check holds no more

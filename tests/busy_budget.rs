@@ -1,4 +1,4 @@
-//! Review 24: the process's room for decompressed records, held by other
+//! Issue 24: the process's room for decompressed records, held by other
 //! batches for now, is a retriable condition (Kafka's listener answers
 //! REQUEST_TIMED_OUT, and a producer retries). klog's own listener answers
 //! it as `corrupt_batch`, which klog-produce does not retry: a producer's
