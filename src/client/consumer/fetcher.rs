@@ -18,8 +18,7 @@ use crate::client::connection::{
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::protocol::{self, ErrorCode, FetchPartition, FetchWant, Reader};
-use crate::storage::batches::Batches;
-use crate::storage::record::Format;
+use crate::storage::record::{BatchHeader, Format};
 use crate::sync::lock;
 
 /// What a fetcher hands its consumer.
@@ -265,13 +264,20 @@ impl Fetcher {
             let Some(state) = reading(&mut self.partitions, part.partition) else {
                 continue;
             };
-            // Whatever is not a whole batch is fetched again, and judged,
-            // by the consumer.
-            for step in Batches::new(Format::Kafka, part.records, limits::BATCH_BYTES_MAX) {
-                let Ok((_, batch)) = step else {
+            // Where to fetch next, by the batches' headers; whatever is not
+            // a whole batch is fetched again, and every batch is judged
+            // (its CRC32C, its records) by the consumer.
+            let mut at = 0;
+            while let Some(rest) = part.records.get(at..) {
+                let Ok(header) = BatchHeader::decode(Format::Kafka, rest, limits::BATCH_BYTES_MAX)
+                else {
                     break;
                 };
-                state.offset = state.offset.max(batch.header.next_offset());
+                if header.total_bytes() > rest.len() as u64 {
+                    break;
+                }
+                state.offset = state.offset.max(header.next_offset());
+                at += header.total_bytes() as usize;
             }
         }
         Ok(given_back)

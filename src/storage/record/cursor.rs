@@ -36,11 +36,16 @@ impl<'a> Cursor<'a> {
     pub(super) fn varint_u64(&mut self, what: &'static str) -> Result<u64, DecodeError> {
         // Most varints of a record are one byte: lengths under 64, small
         // deltas.
-        if let Some(&b) = self.buf.get(self.pos) {
-            if b < 0x80 {
+        match self.buf.get(self.pos..self.pos + 2) {
+            Some(&[b, _]) if b < 0x80 => {
                 self.pos += 1;
                 return Ok(u64::from(b));
             }
+            Some(&[b0, b1]) if b1 < 0x80 => {
+                self.pos += 2;
+                return Ok(u64::from(b0 & 0x7f) | (u64::from(b1) << 7));
+            }
+            _ => {}
         }
         self.varint_u64_long(what)
     }
