@@ -12,7 +12,7 @@
 //! | 4 | [`coord`] | the registry of brokers, members, owners and offsets; Algorithm 1 and the group member; routing through the registry |
 //! | 3 | [`client`] | connection, producer, consumer, partitioner, where a consumer starts |
 //! | 2 | [`protocol`] | klog's pull protocol, sans-I/O: frames, requests, responses |
-//! | 2 | [`kafka`] | the Kafka wire protocol, sans-I/O: headers, requests, responses; RecordBatch v2 to and from klog batches |
+//! | 2 | [`kafka`] | the Kafka wire protocol, sans-I/O: headers, requests, responses; a produce's record batches checked |
 //! | 1 | [`storage`] | records, segments, indexes, logs, recovery, the data directory, the `Vfs` seam |
 //! | 0 | the ground | [`error`], [`limits`], [`human`], [`clock`], [`stop`], [`stats`], [`sync`], [`random`] |
 //!

@@ -6,9 +6,9 @@
 //!
 //! ```text
 //! accept (kafka-accept) ──▶ per connection: one thread, requests in order
-//!                              │ produce: Kafka batches → klog batches, appended
+//!                              │ produce: Kafka batches checked, appended as sent
 //!                              │          (acks=-1 waits for the flusher, acks=1 for the file)
-//!                              │ fetch:   klog batches read from the segment → Kafka batches
+//!                              │ fetch:   the segment's bytes, sent with sendfile
 //!                              ▼ groups:  the coordinator (registry: Algorithm 1, claims, offsets)
 //! ```
 //!
@@ -27,16 +27,17 @@
 //!
 //! # Records
 //!
-//! A fetch's records are copied through memory (read from the segment,
-//! then converted): each look takes twice its byte budget (at most
-//! 16 MiB) from the broker's request memory, and gives it back once the
-//! answer is encoded, or before it waits for records.
-//!
-//! klog's format stays on disk: a produced Kafka RecordBatch v2 becomes
-//! one klog batch with the same records ([`crate::kafka::records`]), so
-//! offsets line up; a fetch reads klog batches from the segment (each
-//! record's CRC checked) and sends them as Kafka batches. Kafka clients
-//! get no `sendfile`; klog's own clients keep it.
+//! The log stores Kafka's RecordBatch v2 as sent: a produce's batches are
+//! checked, all of a partition's before any is appended
+//! ([`crate::kafka::records`]), and appended as they are, the log writing
+//! only their offsets and epoch. A fetch's records are the segment's byte
+//! range, sent from the file with `sendfile` after the answer's other
+//! bytes ([`crate::broker::send`]): the heap holds none of them. Only a
+//! legacy segment (klog's format of before) is read and converted, its
+//! conversion taking what it holds from the request memory first. Each
+//! look still takes twice its byte budget (at most 16 MiB) from the
+//! request memory, and gives it back once the answer is encoded, or
+//! before it waits for records.
 //!
 //! # Brokers
 //!
