@@ -418,3 +418,27 @@ fn create_time_is_set_right_with_the_crc() {
     assert!(set_create_time(&mut wrong, 9));
     assert_eq!(wrong, good, "the batch as a right producer sends it");
 }
+
+/// Each attribute bit Kafka defines decodes, and is read: the timestamp
+/// type, the transactional and control flags, the delete horizon.
+#[test]
+fn every_known_attribute_bit_decodes() {
+    let good = build(&[(7, None, vec![], b"a")]);
+    for bit in [
+        ATTR_LOG_APPEND_TIME,
+        ATTR_TRANSACTIONAL,
+        ATTR_CONTROL,
+        ATTR_DELETE_HORIZON,
+    ] {
+        let mut b = good.clone();
+        b[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&(bit as i16).to_be_bytes());
+        seal(&mut b);
+        let header = decode(&b)
+            .unwrap_or_else(|e| panic!("bit {bit:#x}: {e}"))
+            .header;
+        assert_eq!(header.attributes, bit);
+        assert_eq!(header.is_transactional(), bit == ATTR_TRANSACTIONAL);
+        assert_eq!(header.is_control(), bit == ATTR_CONTROL);
+        assert_eq!(header.codec(), Codec::None);
+    }
+}
