@@ -442,3 +442,40 @@ fn every_known_attribute_bit_decodes() {
         assert_eq!(header.codec(), Codec::None);
     }
 }
+
+/// Records at the bounds of their framing: the smallest (no key, an empty
+/// value, no header: a length of 6), headers of the fewest bytes (as many
+/// as the bytes left can hold, two each), and the most headers a record
+/// may have.
+#[test]
+fn records_at_the_bounds_of_their_framing_decode() {
+    let empty: &[u8] = b"";
+    let three: Vec<(&[u8], &[u8])> = vec![(empty, empty); 3];
+    let most: Vec<(&[u8], &[u8])> =
+        vec![(empty, empty); crate::limits::HEADERS_PER_RECORD_MAX as usize];
+    let bytes = build(&[
+        (1, None, vec![], b""),
+        (1, None, three.clone(), b""),
+        (1, None, most.clone(), b""),
+    ]);
+    let batch = decode(&bytes).unwrap();
+    let records: Vec<_> = batch.records(MAX).map(Result::unwrap).collect();
+    assert_eq!(records[0].encoded_bytes, 7, "length 6 and its byte");
+    assert_eq!(records[1].headers().count(), 3);
+    assert_eq!(
+        records[2].header_count(),
+        crate::limits::HEADERS_PER_RECORD_MAX
+    );
+    // One header more than a record may have is refused.
+    let mut b = BatchBuilder::new();
+    b.push(1, None, &most, b"");
+    let mut over = b.finish().to_vec();
+    // The header count (zigzag 1024 = 2048: 0x80 0x10) after the record's
+    // length (2 bytes), attributes, deltas and null key and empty value.
+    let at = BATCH_HEADER_BYTES + 2 + 5;
+    assert_eq!(&over[at..at + 2], &[0x80, 0x10]);
+    over[at] = 0x82; // 1025
+    seal(&mut over);
+    let err = decode(&over).unwrap().validate(MAX).unwrap_err();
+    assert!(err.to_string().contains("header count"), "{err}");
+}
