@@ -1,9 +1,13 @@
 //! Issue 24: a fetch of a segment written in Kafka's format never holds
 //! its records on the heap, on either listener: they go from the page
-//! cache to the socket with `sendfile`. A broker runs in this process, so
-//! that a counting allocator sees every byte its threads hold, while the
-//! test's own thread (the client, reading into one fixed buffer) is left
-//! out of the count.
+//! cache to the socket with `sendfile`; a fetch of a legacy segment, read
+//! and converted, holds no more than the broker's request memory, however
+//! many fetch it at once ("A Kafka fetch of an old segment may still
+//! convert at the edge (bounded)": as first reviewed it was not, and eight
+//! fetches of a 64 MB legacy batch held 1.5 GB). A broker runs in this
+//! process, so that a counting allocator sees every byte its threads hold,
+//! while the clients' threads (each reading into one fixed buffer) are
+//! left out of the count.
 
 // The counting allocator below.
 #![allow(unsafe_code)]
@@ -236,4 +240,74 @@ fn a_fetch_of_a_100_mb_batch_holds_none_of_it_on_the_heap_on_either_listener() {
     }
     handle.stop();
     thread.join().unwrap().unwrap();
+}
+
+/// Writes partition `t-0` of `data` as klog wrote it before this change:
+/// one legacy segment of one batch of 64 records of 1,000,000 bytes.
+fn write_legacy_topic(data: &Path) -> u64 {
+    use klog::storage::record::{legacy, Format};
+    let dir = data.join("t-0");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut b = legacy::BatchBuilder::new();
+    let value = vec![b'v'; 1_000_000];
+    for i in 0..64 {
+        b.push(1_700_000_000_000 + i, None, &[], &value);
+    }
+    let batch = b.finish();
+    legacy::stamp(batch, 0, 0);
+    let mut seg = klog::storage::segment::encode_header(0, Format::Legacy).to_vec();
+    seg.extend_from_slice(batch);
+    std::fs::write(dir.join("00000000000000000000.log"), &seg).unwrap();
+    batch.len() as u64
+}
+
+#[test]
+fn eight_kafka_fetches_of_a_legacy_batch_stay_within_the_request_memory() {
+    LEFT_OUT.with(|l| l.set(true));
+    let data = tempfile::tempdir().unwrap();
+    let batch_bytes = write_legacy_topic(data.path());
+    let mut config = BrokerConfig::new(data.path(), "127.0.0.1:0");
+    config.kafka_listen = Some("127.0.0.1:0".into());
+    config.quiet = true;
+    let bound = config.queued_request_bytes_max;
+    let broker = Broker::open(config).expect("the broker opens");
+    let handle = broker.handle().unwrap();
+    let thread = std::thread::spawn(move || broker.run());
+    let kafka = handle.kafka_addr().unwrap();
+    let mut buf = vec![0u8; 256 * 1024];
+    assert!(kafka_fetch(kafka, &mut buf) as u64 >= batch_bytes);
+    let klog_addr = handle.local_addr();
+    let mut over = Vec::new();
+    for (name, kafka_listener) in [("Kafka", true), ("klog", false)] {
+        PEAK.store(HELD.load(Ordering::Relaxed), Ordering::Relaxed);
+        let before = HELD.load(Ordering::Relaxed);
+        let clients: Vec<_> = (0..8)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    LEFT_OUT.with(|l| l.set(true));
+                    let mut buf = vec![0u8; 256 * 1024];
+                    if kafka_listener {
+                        kafka_fetch(kafka, &mut buf)
+                    } else {
+                        klog_fetch(klog_addr, &mut buf)
+                    }
+                })
+            })
+            .collect();
+        for c in clients {
+            assert!(c.join().unwrap() as u64 >= batch_bytes);
+        }
+        let peak = (PEAK.load(Ordering::Relaxed) - before) as u64;
+        if peak >= bound {
+            over.push(format!(
+                "{name}: the broker held {peak} bytes more during eight fetches"
+            ));
+        }
+    }
+    handle.stop();
+    thread.join().unwrap().unwrap();
+    assert!(
+        over.is_empty(),
+        "{over:#?} of a {batch_bytes}-byte legacy batch (its request memory is {bound})"
+    );
 }
