@@ -66,3 +66,62 @@ fn a_zstd_bomb_holds_no_more_than_the_batch_limit() {
         batch.len()
     );
 }
+
+/// A zstd stream of `content` bytes of zeros in one frame of windowLog 27
+/// and no content size (the decoder's window is then the whole 128 MiB).
+fn big_window_frame(content: usize) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = Vec::new();
+    let mut enc = zstd::stream::write::Encoder::new(&mut out, 1).unwrap();
+    enc.window_log(27).unwrap();
+    enc.long_distance_matching(true).unwrap();
+    enc.include_contentsize(false).unwrap();
+    enc.write_all(&vec![0u8; content]).unwrap();
+    enc.finish().unwrap();
+    out
+}
+
+/// Review 24b: `zstd_window` reads only the first frame's header, but the
+/// decoder reads every frame of the stream (Kafka's ZstdInputStream does
+/// too). A tiny first frame (a 1-byte single segment), or a skippable
+/// frame, ahead of a frame whose window is 128 MiB makes the budget hold
+/// nothing for that window: the window the fix put under the budget is
+/// outside it again, for any producer that sends two frames.
+#[test]
+fn a_big_window_in_a_second_zstd_frame_is_held_in_the_budget_too() {
+    use klog::storage::record::compression::{decompress, Budget, Decompressed};
+    use klog::storage::record::Codec;
+    // Room for the output (4 MiB) but not for a 128 MiB window.
+    let budget = Budget::new(8 << 20);
+    let big = big_window_frame(1 << 20);
+
+    // Alone, the frame is refused: its window does not fit the budget.
+    let mut d = Decompressed::new(&budget);
+    let alone = decompress(Codec::Zstd, &big, &mut d).map(|b| b.len());
+    assert!(alone.is_err(), "one frame of window 2^27 fits an 8 MiB budget: {alone:?}");
+    drop(d);
+
+    // A 1-byte frame first (single segment: window 1 byte).
+    let mut tiny = zstd::bulk::compress(b"x", 1).unwrap();
+    tiny.extend_from_slice(&big);
+    let mut d = Decompressed::new(&budget);
+    let two = decompress(Codec::Zstd, &tiny, &mut d).map(|b| b.len());
+    assert!(
+        two.is_err(),
+        "a tiny frame ahead of a window-2^27 frame: {two:?}, the budget held {} bytes \
+         for a decoder whose window is 128 MiB",
+        budget.held()
+    );
+    drop(d);
+
+    // A skippable frame first (zstd_window sees no zstd magic: window 0).
+    let mut skip = vec![0x50, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 0, 0, 0, 0];
+    skip.extend_from_slice(&big);
+    let mut d = Decompressed::new(&budget);
+    let skipped = decompress(Codec::Zstd, &skip, &mut d).map(|b| b.len());
+    assert!(
+        skipped.is_err(),
+        "a skippable frame ahead of a window-2^27 frame: {skipped:?}, the budget held {} bytes",
+        budget.held()
+    );
+}
