@@ -82,7 +82,11 @@ fn crafted(run: usize) -> (Vec<u8>, std::ops::Range<usize>) {
     let f1 = v0 + 8;
     let r = f1 + 4;
     let f2 = r + run;
-    assert_eq!(f2 + 4 + 1, batch.len(), "the value ends the batch but for its header count");
+    assert_eq!(
+        f2 + 4 + 1,
+        batch.len(),
+        "the value ends the batch but for its header count"
+    );
     let x1 = force(&t, state(&batch, f1), s);
     batch[f1..f1 + 4].copy_from_slice(&x1);
     let last = batch[batch.len() - 1];
@@ -141,7 +145,11 @@ fn a_crash_tearing_a_crafted_producer_batch_leaves_the_partition_openable() {
     let cut = run.start + 4000;
     sim.crash(&mut |n| if n == len { cut } else { n });
     match Log::open(Arc::clone(&vfs), dir, config, open) {
-        Ok(log) => assert_eq!(log.next_offset(), 1, "the durable record kept, the torn one cut"),
+        Ok(log) => assert_eq!(
+            log.next_offset(),
+            1,
+            "the durable record kept, the torn one cut"
+        ),
         Err(e) => panic!("a torn write of an unflushed batch takes the partition offline: {e}"),
     }
 }

@@ -98,7 +98,10 @@ fn a_big_window_in_a_second_zstd_frame_is_held_in_the_budget_too() {
     // Alone, the frame is refused: its window does not fit the budget.
     let mut d = Decompressed::new(&budget);
     let alone = decompress(Codec::Zstd, &big, &mut d).map(|b| b.len());
-    assert!(alone.is_err(), "one frame of window 2^27 fits an 8 MiB budget: {alone:?}");
+    assert!(
+        alone.is_err(),
+        "one frame of window 2^27 fits an 8 MiB budget: {alone:?}"
+    );
     drop(d);
 
     // A 1-byte frame first (single segment: window 1 byte).

@@ -261,10 +261,14 @@ fn decompress_capped(
         Codec::Snappy if compressed.starts_with(XERIAL_MAGIC) => xerial(compressed, out, cap),
         Codec::Snappy => snappy_block(compressed, out, cap),
         Codec::Lz4 => lz4_frames(compressed, out, cap),
-        Codec::Zstd => out
-            .hold_window(zstd_window(compressed))
-            .and_then(|()| zstd_decoder(compressed))
-            .and_then(|decoder| read_capped(decoder, out, cap)),
+        Codec::Zstd => {
+            // The first frame's window bounds every frame's: a later frame
+            // asking for more is refused, so what is held covers them all.
+            let log = window_log(zstd_window(compressed));
+            out.hold_window(1 << log)
+                .and_then(|()| zstd_decoder(compressed, log))
+                .and_then(|decoder| read_capped(decoder, out, cap))
+        }
     };
     result.map_err(|e| {
         out.buf.clear();
@@ -336,7 +340,7 @@ pub fn stream_runs_to_the_end(codec: Codec, stream: &[u8]) -> bool {
     }
     match codec {
         Codec::Gzip => drains_to_eof(flate2::read::MultiGzDecoder::new(stream)),
-        Codec::Zstd => match zstd_decoder(stream) {
+        Codec::Zstd => match zstd_decoder(stream, window_log(zstd_window(stream))) {
             Ok(decoder) => drains_to_eof(decoder),
             Err(_) => false,
         },
@@ -437,9 +441,17 @@ fn zstd_window(stream: &[u8]) -> usize {
     window.min(1 << ZSTD_WINDOW_LOG_MAX)
 }
 
-fn zstd_decoder(compressed: &[u8]) -> Result<impl Read + '_, Refused> {
+/// The window log a decoder of frames of `window` bytes allows: the
+/// smallest that holds it, at least 2^10 (zstd's least), at most
+/// [`ZSTD_WINDOW_LOG_MAX`].
+fn window_log(window: usize) -> u32 {
+    let log = usize::BITS - window.saturating_sub(1).leading_zeros();
+    log.clamp(10, ZSTD_WINDOW_LOG_MAX)
+}
+
+fn zstd_decoder(compressed: &[u8], window_log_max: u32) -> Result<impl Read + '_, Refused> {
     let mut decoder = zstd::stream::read::Decoder::with_buffer(compressed)?;
-    decoder.window_log_max(ZSTD_WINDOW_LOG_MAX)?;
+    decoder.window_log_max(window_log_max)?;
     Ok(decoder)
 }
 
@@ -627,15 +639,18 @@ mod tests {
         compress(Codec::Zstd, None, &data, &mut packed);
         let window = zstd_window(&packed);
         assert!(window >= data.len() && window <= 1 << 20, "{window}");
+        // Held: twice the smallest power of two that holds the window.
+        let held = 2 << window_log(window);
+        assert_eq!(held, 1 << 20);
         // Room for the data but not for the window too.
-        let budget = Budget::new(2 * window + data.len() / 2);
+        let budget = Budget::new(held + data.len() / 2);
         let mut out = Decompressed::new(&budget);
         let err = decompress(Codec::Zstd, &packed, &mut out).unwrap_err();
         assert!(matches!(err, DecodeError::TooLarge { .. }), "{err}");
-        let budget = Budget::new(2 * window + 2 * data.len());
+        let budget = Budget::new(held + 2 * data.len());
         let mut out = Decompressed::new(&budget);
         decompress(Codec::Zstd, &packed, &mut out).unwrap();
-        assert!(budget.held() >= 2 * window + data.len());
+        assert!(budget.held() >= held + data.len());
         drop(out);
         assert_eq!(budget.held(), 0);
         // A window descriptor of 2^27: 128 MiB, whatever follows.
@@ -643,6 +658,15 @@ mod tests {
         big.extend_from_slice(&[0; 8]);
         assert_eq!(zstd_window(&big), 1 << 27);
         assert_eq!(zstd_window(b"not zstd"), 0);
+        assert_eq!(
+            (
+                window_log(0),
+                window_log(1 << 10),
+                window_log((1 << 10) + 1)
+            ),
+            (10, 10, 11)
+        );
+        assert_eq!(window_log(usize::MAX), ZSTD_WINDOW_LOG_MAX);
     }
 
     /// Buffers of decompressed records take their room from one budget:

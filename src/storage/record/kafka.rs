@@ -280,33 +280,33 @@ pub(super) fn records_run_to_the_end(mut records: &[u8], header: &BatchHeader) -
 
 /// Whether the batch at the start of `bytes`, whose length claims more
 /// than `bytes` holds, really ends earlier: its stored CRC32C is that of
-/// its bytes from its attributes to an end where another batch's header
-/// begins, or where `bytes` end. A batch a writer cut short has no such
-/// end (its CRC32C covers bytes that are not there); one whose length
-/// field was damaged has. A CRC is computed at each candidate end, one
-/// byte further each time: a scan of the bytes, once.
+/// its bytes from its attributes to an end where the next batch's header
+/// begins (one that decodes, at the offset this batch ends at). A batch a
+/// writer cut short has no such end (its CRC32C covers bytes that are not
+/// there); one whose length field was damaged has. A match at the bare end
+/// of `bytes` proves nothing: a producer can make its records hold runs on
+/// which the CRC32C stays put, and a torn write inside one would look
+/// whole. A CRC is computed at each candidate end, one byte further each
+/// time: a scan of the bytes, once.
 pub(super) fn ends_before(bytes: &[u8], header: &BatchHeader) -> bool {
     let first = BATCH_HEADER_BYTES + 1;
     if bytes.len() < first {
         return false;
     }
     let mut crc = crc32c::crc32c(&bytes[ATTRIBUTES_OFFSET..first]);
-    for end in first..=bytes.len() {
-        let next = &bytes[end..];
-        if crc == header.crc && (next.is_empty() || looks_like_a_header(next)) {
+    for end in first..bytes.len() {
+        if crc == header.crc && next_batch_at(&bytes[end..], header.next_offset()) {
             return true;
         }
-        if let Some(&byte) = next.first() {
-            crc = crc32c::crc32c_append(crc, &[byte]);
-        }
+        crc = crc32c::crc32c_append(crc, &bytes[end..end + 1]);
     }
     false
 }
 
-/// Whether `bytes` start like a batch of this format: a whole header that
-/// decodes (of any length it claims).
-fn looks_like_a_header(bytes: &[u8]) -> bool {
-    decode_header(bytes, BATCH_BYTES_MAX).is_ok()
+/// Whether `bytes` start with the header of the batch that follows one
+/// ending before `offset`: a whole header that decodes, starting there.
+fn next_batch_at(bytes: &[u8], offset: u64) -> bool {
+    decode_header(bytes, BATCH_BYTES_MAX).is_ok_and(|h| h.base_offset == offset)
 }
 
 /// Writes a Kafka batch's `maxTimestamp` and clears its LogAppendTime bit

@@ -362,7 +362,8 @@ fn a_batch_cut_short_is_told_from_a_damaged_length() {
         .collect();
     for codec in Codec::ALL {
         let one = build_with(codec, &records);
-        let two = build_with(codec, &records[..3]);
+        let mut two = build_with(codec, &records[..3]);
+        stamp(&mut two, 20, 0);
         // Every cut of a batch: what a writer cut short leaves.
         for cut in BATCH_HEADER_BYTES..one.len() {
             assert!(
@@ -384,10 +385,14 @@ fn a_batch_cut_short_is_told_from_a_damaged_length() {
                 "{codec}: length raised by {more}"
             );
             // Without the batch behind it (the file ends where the batch
-            // does): its CRC32C matches at the end.
+            // does), a CRC32C matching at the end proves nothing (a
+            // producer can make one match where a tear may fall): only the
+            // codecs that read their records tell.
             let alone = &bad[..one.len()];
-            assert!(
-                !could_be_cut_short(Format::Kafka, alone),
+            let can_tell = matches!(codec, Codec::None | Codec::Gzip | Codec::Zstd);
+            assert_eq!(
+                could_be_cut_short(Format::Kafka, alone),
+                !can_tell,
                 "{codec}: length raised by {more}, alone"
             );
         }
