@@ -73,7 +73,7 @@ fn crafted(run: usize) -> (Vec<u8>, std::ops::Range<usize>) {
     assert_eq!(update(&t, s, b), s, "a fixed point");
     let mut value = b"MARKMARK".to_vec();
     value.extend_from_slice(&[0; 4]);
-    value.extend(std::iter::repeat(b).take(run));
+    value.extend(std::iter::repeat_n(b, run));
     value.extend_from_slice(&[0; 4]);
     let mut builder = BatchBuilder::new();
     builder.push(7, None, &[], &value);
