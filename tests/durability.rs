@@ -1166,6 +1166,20 @@ fn exit_code(tool: &str, args: &[&str], path: impl AsRef<std::ffi::OsStr>) -> i3
 // epoch) or where a torn write looks like damage, and a producer's batch
 // time. Each test here failed on the change as first reviewed.
 
+/// Appends five batches of ten records compressed with `codec` to the
+/// log's first segment; where each starts in it.
+fn append_five(log: &mut Log, codec: Codec) -> Vec<usize> {
+    let mut positions = Vec::new();
+    let mut at = klog::storage::segment::SEGMENT_HEADER_BYTES;
+    for _ in 0..5 {
+        let mut b = codec_batch(codec, 10);
+        positions.push(at);
+        at += b.len();
+        log.append(&mut b, 0).unwrap();
+    }
+    positions
+}
+
 fn codec_batch(codec: Codec, n: usize) -> Vec<u8> {
     let mut b = if codec == Codec::None {
         BatchBuilder::new()
@@ -1201,14 +1215,7 @@ fn a_flipped_length_bit_in_an_lz4_or_snappy_batch_does_not_silently_cut_durable_
     ] {
         let (sim, vfs, dir) = sim_partition();
         let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
-        let mut positions = Vec::new();
-        let mut at = klog::storage::segment::SEGMENT_HEADER_BYTES;
-        for _ in 0..5 {
-            let mut b = codec_batch(codec, 10);
-            positions.push(at);
-            at += b.len();
-            log.append(&mut b, 0).unwrap();
-        }
+        let positions = append_five(&mut log, codec);
         log.flush().unwrap();
         let acked = log.next_offset();
         drop(log);
@@ -1250,14 +1257,7 @@ fn a_flipped_partition_leader_epoch_bit_is_found_before_a_follower_copies_it() {
     let (sim, vfs, dir) = sim_partition();
     let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
     log.begin_epoch(3).unwrap();
-    let mut positions = Vec::new();
-    let mut at = klog::storage::segment::SEGMENT_HEADER_BYTES;
-    for _ in 0..5 {
-        let mut b = codec_batch(Codec::Zstd, 10);
-        positions.push(at);
-        at += b.len();
-        log.append(&mut b, 0).unwrap();
-    }
+    let positions = append_five(&mut log, Codec::Zstd);
     log.flush().unwrap();
     drop(log);
     sim.crash(&mut |n| n);
@@ -1403,14 +1403,7 @@ fn a_flipped_base_offset_bit_is_not_served_as_other_offsets() {
     use klog::storage::record::{Decompressed, Format};
     let (sim, vfs, dir) = sim_partition();
     let mut log = Log::open(Arc::clone(&vfs), dir, small(), WRITE).unwrap();
-    let mut positions = Vec::new();
-    let mut at = klog::storage::segment::SEGMENT_HEADER_BYTES;
-    for _ in 0..5 {
-        let mut b = codec_batch(Codec::None, 10);
-        positions.push(at);
-        at += b.len();
-        log.append(&mut b, 0).unwrap();
-    }
+    let positions = append_five(&mut log, Codec::None);
     log.close().unwrap();
     let seg = dir.join("00000000000000000000.log");
     let mut bytes = sim.read(&seg).unwrap();
