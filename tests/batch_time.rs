@@ -6,18 +6,20 @@
 //! maxTimestamp) and klog-consume (which reads the record deltas) disagree
 //! about the same records.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
+mod common;
 
+use std::process::Command;
+
+use common::kafka::{assert_ok, kcat_path, run_bounded, CLIENT_TIMEOUT};
+use common::Raw;
 use klog::broker::{Broker, BrokerConfig};
-use klog::protocol::{self, ErrorCode, Reader};
+use klog::protocol::{self, ErrorCode};
 use klog::storage::record::BatchBuilder;
 
 #[test]
 fn kcat_and_klog_consume_read_the_same_timestamps_of_a_batch_flagged_log_append_time() {
-    let Ok(kcat) = which_kcat() else {
-        panic!("kcat is needed");
+    let Some(kcat) = kcat_path() else {
+        return;
     };
     let data = tempfile::tempdir().unwrap();
     let mut config = BrokerConfig::new(data.path(), "127.0.0.1:0");
@@ -43,51 +45,22 @@ fn kcat_and_klog_consume_read_the_same_timestamps_of_a_batch_flagged_log_append_
     batch[17..21].copy_from_slice(&crc.to_be_bytes());
     let mut frame = Vec::new();
     protocol::produce_request(&mut frame, 1, 1, 5000, "t", 0, &batch);
-    let mut stream = TcpStream::connect(handle.local_addr()).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    stream.write_all(&frame).unwrap();
-    let mut head = [0u8; 4];
-    stream.read_exact(&mut head).unwrap();
-    let mut body = vec![0u8; u32::from_le_bytes(head) as usize];
-    stream.read_exact(&mut body).unwrap();
-    let answer = protocol::decode_response_header(&mut Reader::new(&body)).unwrap();
-    if answer.error != ErrorCode::None {
-        handle.stop();
-        thread.join().unwrap().unwrap();
-        return; // refused: fine
-    }
+    let (error, message, _) = Raw::connect(&handle.local_addr().to_string()).call(&frame);
+    assert_eq!(error, ErrorCode::None, "{message}");
+    let mut theirs = Command::new(kcat);
     let kafka = handle.kafka_addr().unwrap().to_string();
-    let out = std::process::Command::new(kcat)
-        .args(["-b", &kafka, "-C", "-t", "t", "-e", "-q", "-f", "%T %s\\n"])
-        .output()
-        .unwrap();
-    let theirs = String::from_utf8_lossy(&out.stdout).to_string();
-    let ours = std::process::Command::new(env!("CARGO_BIN_EXE_klog-consume"))
-        .args([
-            "-b",
-            &handle.local_addr().to_string(),
-            "-t",
-            "t",
-            "-e",
-            "-q",
-        ])
-        .args(["-f", "%T %s\\n"])
-        .output()
-        .unwrap();
-    let ours = String::from_utf8_lossy(&ours.stdout).to_string();
+    theirs.args(["-b", &kafka, "-C", "-t", "t", "-e", "-q", "-f", "%T %s\\n"]);
+    let mut ours = Command::new(env!("CARGO_BIN_EXE_klog-consume"));
+    let addr = handle.local_addr().to_string();
+    ours.args(["-b", &addr, "-t", "t", "-e", "-q", "-f", "%T %s\\n"]);
+    let theirs = run_bounded(theirs, b"", CLIENT_TIMEOUT);
+    let ours = run_bounded(ours, b"", CLIENT_TIMEOUT);
     handle.stop();
     thread.join().unwrap().unwrap();
+    assert_ok("kcat -C", &theirs);
+    assert_ok("klog-consume", &ours);
+    let theirs = String::from_utf8_lossy(&theirs.stdout);
+    let ours = String::from_utf8_lossy(&ours.stdout);
+    assert_eq!(theirs.lines().count(), 3, "kcat read: {theirs}");
     assert_eq!(theirs, ours, "kcat against klog-consume");
-}
-
-fn which_kcat() -> Result<std::path::PathBuf, ()> {
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("kcat"))
-                .find(|p| p.is_file())
-        })
-        .ok_or(())
 }

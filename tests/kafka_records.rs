@@ -5,10 +5,10 @@
 //! each codec's, and decompression bombs; and the legacy batches of old
 //! segments converted for every client (`legacy::to_kafka`).
 
-// The counting allocator below, to measure what a bomb costs.
-#![allow(unsafe_code)]
+/// The counting allocator, to measure what a bomb costs.
+#[path = "common/counting.rs"]
+mod counting;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::io::Write;
 use std::path::Path;
@@ -20,6 +20,7 @@ use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
+use counting::Counting;
 use klog::kafka::records::{check_produce, RecordsError};
 use klog::limits::{BATCH_BYTES_MAX, BATCH_RECORDS_MAX, RECORD_BYTES_MAX_LIMIT};
 use klog::storage::fs::sim::SimFs;
@@ -761,11 +762,9 @@ fn hostile_legacy_bytes_never_panic_and_what_converts_decodes_in_the_kafka_crate
     );
 }
 
-/// The global allocator, counting the bytes each thread holds and the
-/// most it held (what one test's conversion costs, whatever runs beside).
-struct Counting;
-
 thread_local! {
+    /// The bytes each thread holds, and the most it held (what one test's
+    /// conversion costs, whatever runs beside).
     static HELD: Cell<isize> = const { Cell::new(0) };
     static PEAK: Cell<isize> = const { Cell::new(0) };
 }
@@ -777,40 +776,8 @@ fn count(bytes: isize) {
     });
 }
 
-// SAFETY: every call is passed to `System` as it came; only counted.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc(layout);
-        if !p.is_null() {
-            count(layout.size() as isize);
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc_zeroed(layout);
-        if !p.is_null() {
-            count(layout.size() as isize);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout);
-        count(-(layout.size() as isize));
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = System.realloc(ptr, layout, new_size);
-        if !p.is_null() {
-            count(new_size as isize - layout.size() as isize);
-        }
-        p
-    }
-}
-
 #[global_allocator]
-static COUNTING: Counting = Counting;
+static COUNTING: Counting = Counting(count);
 
 /// The most bytes this thread held above what it held before `f`, and
 /// what `f` returned.

@@ -9,18 +9,18 @@
 //! while the clients' threads (each reading into one fixed buffer) are
 //! left out of the count.
 
-// The counting allocator below.
-#![allow(unsafe_code)]
+#[path = "common/counting.rs"]
+mod counting;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicIsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use counting::Counting;
 use klog::broker::{Broker, BrokerConfig};
 use klog::storage::fs::{RealFs, Vfs};
 use klog::storage::log::{Log, LogConfig, OpenOptions};
@@ -35,6 +35,10 @@ thread_local! {
     static LEFT_OUT: Cell<bool> = const { Cell::new(false) };
 }
 
+/// The count is of the whole process, so its tests measure one at a time
+/// (two brokers at once would count each other's bytes).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 fn count(bytes: isize) {
     if LEFT_OUT.try_with(Cell::get).unwrap_or(true) {
         return;
@@ -43,42 +47,8 @@ fn count(bytes: isize) {
     PEAK.fetch_max(held, Ordering::Relaxed);
 }
 
-struct Counting;
-
-// SAFETY: every call is passed to `System` as it came; only counted.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc(layout);
-        if !p.is_null() {
-            count(layout.size() as isize);
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc_zeroed(layout);
-        if !p.is_null() {
-            count(layout.size() as isize);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout);
-        count(-(layout.size() as isize));
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = System.realloc(ptr, layout, new_size);
-        if !p.is_null() {
-            count(new_size as isize - layout.size() as isize);
-        }
-        p
-    }
-}
-
 #[global_allocator]
-static COUNTING: Counting = Counting;
+static COUNTING: Counting = Counting(count);
 
 /// One batch of about 100 MB: 100 records of 1 MiB.
 const RECORDS: usize = 100;
@@ -207,6 +177,7 @@ type Fetch<'a> = dyn FnMut(&mut [u8]) -> usize + 'a;
 
 #[test]
 fn a_fetch_of_a_100_mb_batch_holds_none_of_it_on_the_heap_on_either_listener() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     LEFT_OUT.with(|l| l.set(true));
     let data = tempfile::tempdir().unwrap();
     let batch_bytes = write_big_topic(data.path());
@@ -263,6 +234,7 @@ fn write_legacy_topic(data: &Path) -> u64 {
 
 #[test]
 fn eight_kafka_fetches_of_a_legacy_batch_stay_within_the_request_memory() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     LEFT_OUT.with(|l| l.set(true));
     let data = tempfile::tempdir().unwrap();
     let batch_bytes = write_legacy_topic(data.path());
