@@ -38,6 +38,7 @@ use super::{
 };
 use crate::error::DecodeError;
 use crate::limits::BATCH_BYTES_MAX;
+use crate::storage::log::check_producer_batch;
 use crate::storage::record::{Batch, BatchHeader, Decompressed, Format};
 
 /// A produce refused, with the Kafka error code to answer it with.
@@ -128,33 +129,11 @@ fn check_all(
     let mut rest = records;
     while !rest.is_empty() {
         let batch = Batch::decode(Format::Kafka, rest, BATCH_BYTES_MAX)?;
-        let header = batch.header;
-        if header.is_transactional() {
-            return Err(RecordsError::new(
-                INVALID_RECORD,
-                "transactional batch: klog has no transactions",
-            ));
-        }
-        if header.is_control() {
-            return Err(RecordsError::new(
-                INVALID_RECORD,
-                "control batch: only the broker writes those",
-            ));
-        }
-        if header.last_offset_delta != header.record_count - 1 {
-            return Err(RecordsError::new(
-                INVALID_RECORD,
-                format!(
-                    "last offset delta {} in a batch of {} records",
-                    header.last_offset_delta, header.record_count
-                ),
-            ));
-        }
-        let max_timestamp = batch.max_timestamp_in(&mut scratch, record_bytes_max)?;
-        headers.push(BatchHeader {
-            max_timestamp,
-            ..header
-        });
+        headers.push(check_producer_batch(
+            &batch,
+            &mut scratch,
+            record_bytes_max,
+        )?);
         rest = &rest[batch.total_bytes()..];
     }
     Ok(())

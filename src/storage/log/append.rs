@@ -17,25 +17,13 @@ impl Log {
     pub fn append(&mut self, batch: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
         assert!(self.writable, "append to a read-only log");
         self.check_failed()?;
-        let result = self.append_unchecked(batch, now_ms);
-        self.note_undo();
-        if result.is_ok()
-            && self.write_failing
-            && self.active().written_offset() == self.next_offset()
-        {
-            self.write_failing = false;
-        }
-        result
-    }
-
-    fn append_unchecked(&mut self, batch: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
         let header = check_batch(batch, &self.config)?;
-        if batch.len() != header.total_bytes() as usize {
+        if batch.len() as u64 != header.total_bytes() {
             return Err(Error::InvalidBatch(DecodeError::Malformed(
                 "batch: trailing bytes",
             )));
         }
-        self.write_batch(batch, header, now_ms)
+        self.append_checked(batch, header, now_ms)
     }
 
     /// [`Log::append`] of a batch the caller checked with [`check_batch`]
@@ -162,18 +150,38 @@ impl Log {
 pub fn check_batch(batch: &[u8], config: &LogConfig) -> Result<BatchHeader> {
     let decoded = Batch::decode(Format::Kafka, batch, limits::BATCH_BYTES_MAX)?;
     let mut scratch = record::Decompressed::default();
-    let max_timestamp = decoded.max_timestamp_in(&mut scratch, config.record_bytes_max)?;
-    let header = decoded.header;
-    let refuse = |why| Err(Error::InvalidBatch(DecodeError::Malformed(why)));
-    if header.last_offset_delta != header.record_count - 1 {
-        return refuse("batch: last offset delta differs from its record count");
-    }
+    Ok(check_producer_batch(
+        &decoded,
+        &mut scratch,
+        config.record_bytes_max,
+    )?)
+}
+
+/// The checks of [`check_batch`] past its framing, on a batch decoded
+/// already, decompressing into `scratch` (a producer's batch is refused
+/// for its flags and counts before its records are read).
+pub fn check_producer_batch(
+    batch: &Batch<'_>,
+    scratch: &mut record::Decompressed<'_>,
+    record_bytes_max: u32,
+) -> std::result::Result<BatchHeader, DecodeError> {
+    let header = batch.header;
     if header.is_control() {
-        return refuse("batch: a control batch from a producer");
+        return Err(DecodeError::Malformed(
+            "batch: a control batch from a producer (only the broker writes those)",
+        ));
     }
     if header.is_transactional() {
-        return refuse("batch: transactional, and klog has no transactions");
+        return Err(DecodeError::Malformed(
+            "batch: transactional, and klog has no transactions",
+        ));
     }
+    if header.last_offset_delta != header.record_count - 1 {
+        return Err(DecodeError::Malformed(
+            "batch: last offset delta differs from its record count",
+        ));
+    }
+    let max_timestamp = batch.max_timestamp_in(scratch, record_bytes_max)?;
     Ok(BatchHeader {
         max_timestamp,
         ..header

@@ -179,20 +179,28 @@ fn limits_are_checked_before_use() {
     assert!(batch.records(size - 1).next().unwrap().is_err());
 }
 
+/// A batch of two records, for the tests that change its header.
+fn two_records() -> Vec<u8> {
+    build(&[
+        (7, None, vec![], b"one, long"),
+        (8, None, vec![], b"two, long"),
+    ])
+}
+
+/// `good` with `v` written at `at`, its CRC32C made right again.
+fn set_sealed(good: &[u8], at: usize, v: &[u8]) -> Vec<u8> {
+    let mut b = good.to_vec();
+    b[at..at + v.len()].copy_from_slice(v);
+    seal(&mut b);
+    b
+}
+
 /// Header fields a producer could get wrong, each with a valid CRC32C:
 /// refused by the header decoder before any record is read.
 #[test]
 fn header_fields_that_do_not_add_up_are_refused() {
-    let good = build(&[
-        (7, None, vec![], b"one, long"),
-        (8, None, vec![], b"two, long"),
-    ]);
-    let set = |at: usize, v: &[u8]| {
-        let mut b = good.clone();
-        b[at..at + v.len()].copy_from_slice(v);
-        seal(&mut b);
-        b
-    };
+    let good = two_records();
+    let set = |at: usize, v: &[u8]| set_sealed(&good, at, v);
     let cases = [
         (set(MAGIC_OFFSET, &[1]), "unsupported magic 1"),
         (set(MAGIC_OFFSET, &[0]), "unsupported magic 0"),
@@ -252,16 +260,8 @@ fn header_fields_that_do_not_add_up_are_refused() {
 /// records' catch; a compacted batch's larger last offset delta is read.
 #[test]
 fn records_that_do_not_add_up_are_refused_and_a_gap_at_the_end_is_read() {
-    let good = build(&[
-        (7, None, vec![], b"one, long"),
-        (8, None, vec![], b"two, long"),
-    ]);
-    let set = |at: usize, v: &[u8]| {
-        let mut b = good.clone();
-        b[at..at + v.len()].copy_from_slice(v);
-        seal(&mut b);
-        b
-    };
+    let good = two_records();
+    let set = |at: usize, v: &[u8]| set_sealed(&good, at, v);
     // One record claimed, two sent: the records do not add up.
     let mut one = set(RECORD_COUNT_OFFSET, &1i32.to_be_bytes());
     one[LAST_OFFSET_DELTA_OFFSET..LAST_OFFSET_DELTA_OFFSET + 4]
