@@ -584,9 +584,10 @@ pub fn whole_batches_len(format: Format, bytes: &[u8]) -> usize {
 /// cut short left: its records (or its compressed stream) run to the end
 /// of the bytes and stop inside. A Kafka batch whose records end before
 /// the bytes do, or whose compressed stream ends or breaks before them, or
-/// whose CRC32C is that of its bytes up to where another batch begins (or
-/// the bytes end), claims a length it does not have: its length field is
-/// damaged, and so the bytes after it are later batches, not a torn write.
+/// whose CRC32C is that of its bytes up to where another batch begins, or
+/// whose compressed stream ends and decodes to all its records whole,
+/// claims a length it does not have: its length field is damaged, and so
+/// the bytes after it are later batches, not a torn write.
 /// Legacy batches and a header cut short answer true: recovery judges those
 /// as it always did.
 pub fn could_be_cut_short(format: Format, bytes: &[u8]) -> bool {
@@ -601,7 +602,18 @@ pub fn could_be_cut_short(format: Format, bytes: &[u8]) -> bool {
             let records = &bytes[BATCH_HEADER_BYTES..];
             match header.codec() {
                 Codec::None => kafka::records_run_to_the_end(records, &header),
-                codec => compression::stream_runs_to_the_end(codec, records),
+                codec if compression::stream_runs_to_the_end(codec, records) => true,
+                // The stream ends, or breaks: a cut where a block, frame or
+                // member ends leaves a stream that ends, short of records.
+                codec => {
+                    let mut plain = Decompressed::default();
+                    match compression::decompress(codec, records, &mut plain) {
+                        Ok(plain) => kafka::records_run_to_the_end(plain, &header),
+                        // Only snappy has no mark of its end: a cut inside
+                        // a block breaks it.
+                        Err(_) => codec == Codec::Snappy,
+                    }
+                }
             }
         }
     }
