@@ -71,9 +71,10 @@ impl BatchBuilder {
         BATCH_HEADER_BYTES.max(self.buf.len())
     }
 
-    /// Bytes one more record of these parts adds, at most (a timestamp
-    /// delta and offset delta of one byte each; more in a batch of over 64
-    /// records or spread over more than 64 ms).
+    /// Bytes one more record of these parts adds with a timestamp delta and
+    /// an offset delta of one byte each: at least that, and up to 18 bytes
+    /// more (their varints) in a batch of over 64 records or spread over
+    /// more than 64 ms.
     pub fn record_size(key: Option<&[u8]>, headers: &[(&[u8], &[u8])], value: &[u8]) -> usize {
         let body = body_bytes(0, 0, key, headers, value);
         varint_len(zigzag(body as i64)) + body

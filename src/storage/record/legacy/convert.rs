@@ -13,7 +13,8 @@ use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
 ///
 /// A converted batch has the same offsets, leader epoch, timestamps, keys,
 /// values and headers, no compression and no producer; it costs a few
-/// bytes more per record than its legacy form.
+/// bytes more per record than its legacy form (a legacy batch near the
+/// batch limit becomes two Kafka batches).
 pub fn to_kafka(legacy: &[u8], out: &mut Vec<u8>) -> Result<usize, DecodeError> {
     let start = out.len();
     let whole = whole_batches_len(Format::Legacy, legacy);
@@ -32,6 +33,10 @@ pub fn to_kafka(legacy: &[u8], out: &mut Vec<u8>) -> Result<usize, DecodeError> 
 }
 
 /// Converts the legacy batch at the start of `bytes`; returns its length.
+/// A legacy batch whose Kafka form would pass [`BATCH_BYTES_MAX`] (each
+/// record costs a few bytes more), or whose timestamps one Kafka batch
+/// cannot hold, becomes more than one, each with its first record's
+/// offset: every reader takes them, and the offsets are the same.
 fn convert_one(
     bytes: &[u8],
     builder: &mut BatchBuilder,
@@ -39,21 +44,32 @@ fn convert_one(
 ) -> Result<usize, DecodeError> {
     let batch = Batch::decode(Format::Legacy, bytes, BATCH_BYTES_MAX)?;
     batch.validate(RECORD_BYTES_MAX_LIMIT)?;
+    let epoch = batch.header.leader_epoch;
     builder.clear();
+    let mut base_offset = batch.header.base_offset;
     let mut headers: Vec<(&[u8], &[u8])> = Vec::new();
     for record in batch.records(RECORD_BYTES_MAX_LIMIT) {
         let record = record?;
         headers.clear();
         headers.extend(record.headers());
-        if !builder.accepts_timestamp(record.timestamp) {
-            return Err(DecodeError::Malformed(
-                "legacy batch: timestamps too far apart for one Kafka batch",
-            ));
+        // Its deltas' varints may take up to 18 bytes more than
+        // record_size counts.
+        let size = BatchBuilder::record_size(record.key, &headers, record.value) + 18;
+        let full = builder.size_bytes() + size > BATCH_BYTES_MAX as usize;
+        if !builder.is_empty() && (full || !builder.accepts_timestamp(record.timestamp)) {
+            finish(builder, base_offset, epoch, out);
+            base_offset = record.offset;
         }
         builder.push(record.timestamp, record.key, &headers, record.value);
     }
-    let kafka = builder.finish();
-    stamp(kafka, batch.header.base_offset, batch.header.leader_epoch);
-    out.extend_from_slice(kafka);
+    finish(builder, base_offset, epoch, out);
     Ok(batch.total_bytes())
+}
+
+/// Appends the builder's batch to `out`, stamped, and empties it.
+fn finish(builder: &mut BatchBuilder, base_offset: u64, epoch: u32, out: &mut Vec<u8>) {
+    let kafka = builder.finish();
+    stamp(kafka, base_offset, epoch);
+    out.extend_from_slice(kafka);
+    builder.clear();
 }

@@ -266,3 +266,53 @@ fn legacy_batches_convert_to_kafka_batches_with_the_same_records() {
     assert!(to_kafka(&damaged, &mut out).is_err());
     assert_eq!(out, [9]);
 }
+
+/// A legacy batch within the batch limit whose Kafka form is past it
+/// (1,048,576 records of 120 bytes: each costs 2 to 4 bytes more as Kafka
+/// records) converts to two Kafka batches that every reader takes, with
+/// the same records at the same offsets. As a review found it, it became
+/// one batch of 137,355,261 bytes: refused by every reader (a consumer, a
+/// follower), so old data that verified clean could not be read past it.
+#[test]
+fn a_legacy_batch_near_the_limit_converts_to_kafka_batches_within_it() {
+    let mut b = BatchBuilder::new();
+    let value = [b'v'; 120];
+    for i in 0..crate::limits::BATCH_RECORDS_MAX {
+        b.push(
+            1_700_000_000_000 + i64::from(i / 100_000),
+            None,
+            &[],
+            &value,
+        );
+    }
+    let mut legacy = b.finish().to_vec();
+    set_base_offset(&mut legacy, 1000);
+    assert!(
+        legacy.len() as u64 <= u64::from(BATCH_BYTES_MAX),
+        "{}",
+        legacy.len()
+    );
+    let mut out = Vec::new();
+    assert_eq!(to_kafka(&legacy, &mut out), Ok(legacy.len()));
+    let (mut at, mut next, mut batches) = (0, 1000, 0);
+    while at < out.len() {
+        let batch = Batch::decode(Format::Kafka, &out[at..], BATCH_BYTES_MAX).unwrap();
+        assert_eq!(batch.header.base_offset, next);
+        for r in batch.records(MAX) {
+            let r = r.unwrap();
+            let i = (next - 1000) as i64;
+            assert_eq!(
+                (r.offset, r.timestamp),
+                (next, 1_700_000_000_000 + i / 100_000)
+            );
+            assert_eq!(r.value, value);
+            next += 1;
+        }
+        at += batch.total_bytes();
+        batches += 1;
+    }
+    assert_eq!(
+        (next, batches),
+        (1000 + u64::from(crate::limits::BATCH_RECORDS_MAX), 2)
+    );
+}
