@@ -105,14 +105,17 @@ fn a_fetch_past_its_byte_budget_reads_no_more_batches() {
     assert!(took < Duration::from_secs(20), "answered in {took:?}");
 }
 
-/// A fetch's records are held in memory (read from the segment, then
-/// converted): they come out of the broker's request memory
-/// (`--max-queued-request-bytes`), as large requests do. With 2 MiB of it,
-/// a fetch of 8 partitions of 600 kB each asking for 100 MB gets at most
-/// half of it (the other half holds the converted copy), and one batch
-/// more; the next fetch from where it stopped gets the rest.
+/// A fetch's records were held in memory (read from the segment, then
+/// converted), taken from the broker's request memory
+/// (`--max-queued-request-bytes`): with 2 MiB of it, a fetch of 8
+/// partitions of 600 kB each got at most half of it. Since klog stores
+/// Kafka's batches, they go from the page cache with `sendfile` and hold
+/// none of it (tests/zero_copy.rs counts the heap): the whole 4.8 MB come
+/// back at once, within the fetch's own bounds. (A reserve of twice the
+/// fetch's budget, taken for a conversion that no longer happens, kept
+/// a consumer from ever reading a large legacy batch.)
 #[test]
-fn a_fetch_holds_no_more_than_the_request_memory() {
+fn a_fetch_of_more_than_the_request_memory_is_answered_whole() {
     let broker = KafkaBroker::start(&[
         "--partitions",
         "8",
@@ -146,10 +149,9 @@ fn a_fetch_holds_no_more_than_the_request_memory() {
         .unwrap();
     let sizes = fetched_bytes(&response(&mut stream, Duration::from_secs(20)));
     let total: i64 = sizes.iter().map(|&n| i64::from(n)).sum();
-    assert!(total > 0, "records come back: {sizes:?}");
     assert!(
-        total <= (1 << 20) + 700_000,
-        "at most half the request memory and a batch: {total} bytes in {sizes:?}"
+        total >= 8 * 600_000,
+        "every partition's records: {total} bytes in {sizes:?}"
     );
 }
 

@@ -214,14 +214,15 @@ fn a_fetch_of_a_100_mb_batch_holds_none_of_it_on_the_heap_on_either_listener() {
 }
 
 /// Writes partition `t-0` of `data` as klog wrote it before this change:
-/// one legacy segment of one batch of 64 records of 1,000,000 bytes.
-fn write_legacy_topic(data: &Path) -> u64 {
+/// one legacy segment of one batch of `records` records of 1,000,000
+/// bytes; returns the batch's length.
+fn write_legacy_topic(data: &Path, records: i64) -> usize {
     use klog::storage::record::{legacy, Format};
     let dir = data.join("t-0");
     std::fs::create_dir_all(&dir).unwrap();
     let mut b = legacy::BatchBuilder::new();
     let value = vec![b'v'; 1_000_000];
-    for i in 0..64 {
+    for i in 0..records {
         b.push(1_700_000_000_000 + i, None, &[], &value);
     }
     let batch = b.finish();
@@ -229,7 +230,7 @@ fn write_legacy_topic(data: &Path) -> u64 {
     let mut seg = klog::storage::segment::encode_header(0, Format::Legacy).to_vec();
     seg.extend_from_slice(batch);
     std::fs::write(dir.join("00000000000000000000.log"), &seg).unwrap();
-    batch.len() as u64
+    batch.len()
 }
 
 #[test]
@@ -237,7 +238,7 @@ fn eight_kafka_fetches_of_a_legacy_batch_stay_within_the_request_memory() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     LEFT_OUT.with(|l| l.set(true));
     let data = tempfile::tempdir().unwrap();
-    let batch_bytes = write_legacy_topic(data.path());
+    let batch_bytes = write_legacy_topic(data.path(), 64) as u64;
     let mut config = BrokerConfig::new(data.path(), "127.0.0.1:0");
     config.kafka_listen = Some("127.0.0.1:0".into());
     config.quiet = true;
@@ -281,5 +282,69 @@ fn eight_kafka_fetches_of_a_legacy_batch_stay_within_the_request_memory() {
     assert!(
         over.is_empty(),
         "{over:#?} of a {batch_bytes}-byte legacy batch (its request memory is {bound})"
+    );
+}
+
+/// A Kafka fetch took a reserve of twice its byte budget (32 MiB for any
+/// consumer asking 16 MiB or more, as every client does by default) from
+/// the request memory while the conversion of a legacy batch asked the
+/// same memory for four times the batch. When the two together passed the
+/// bound, the fetch waited for memory only it held: the whole request
+/// timeout, at the head of the memory queue, then answered without
+/// records; the consumer asked again, for ever (a review found it). Here
+/// the bound is 128 MiB (any bound of at least the 100 MB request limit is
+/// accepted) and the legacy batch 26 MB; with the default 512 MiB, any
+/// legacy batch over 120 MiB did the same.
+#[test]
+fn a_kafka_consumer_fetching_a_large_legacy_batch_reads_it() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    LEFT_OUT.with(|l| l.set(true));
+    let data = tempfile::tempdir().unwrap();
+    let batch_bytes = write_legacy_topic(data.path(), 26);
+    let mut config = BrokerConfig::new(data.path(), "127.0.0.1:0");
+    config.kafka_listen = Some("127.0.0.1:0".into());
+    config.quiet = true;
+    config.queued_request_bytes_max = 128 << 20;
+    config.request_timeout_ms = 3000;
+    config.log.record_bytes_max = 2 << 20;
+    let broker = Broker::open(config).expect("the broker opens");
+    let handle = broker.handle().unwrap();
+    let thread = std::thread::spawn(move || broker.run());
+    let kafka = handle.kafka_addr().unwrap();
+
+    // A consumer's Fetch v4 with fetch.max.bytes 50 MB (librdkafka's and
+    // the Java client's default) and max.partition.fetch.bytes 1 MiB.
+    let mut req = kafka_fetch_v4();
+    let max_bytes_at = 4 + 2 + 2 + 4 + 2 + 4 + 4 + 4 + 4;
+    req[max_bytes_at..max_bytes_at + 4].copy_from_slice(&52_428_800i32.to_be_bytes());
+    let partition_max_at = req.len() - 4;
+    req[partition_max_at..].copy_from_slice(&(1i32 << 20).to_be_bytes());
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let mut stream = TcpStream::connect(kafka).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let started = std::time::Instant::now();
+        stream.write_all(&req).unwrap();
+        let mut head = [0u8; 4];
+        stream.read_exact(&mut head).unwrap();
+        // Up to the partition's records: the correlation id, throttle,
+        // topic count, name, partition count, index, error, high
+        // watermark, last stable offset, log start offset, aborted count.
+        let fixed = 4 + 4 + 4 + 2 + 1 + 4 + 4 + 2 + 8 + 8 + 4;
+        let mut fields = vec![0u8; fixed];
+        stream.read_exact(&mut fields).unwrap();
+        stream.read_exact(&mut head).unwrap();
+        let records = i32::from_be_bytes(head) as usize;
+        let mut buf = vec![0u8; 256 * 1024];
+        drain(&mut stream, records, &mut buf);
+        got.push((records, started.elapsed()));
+    }
+    handle.stop();
+    thread.join().unwrap().unwrap();
+    assert!(
+        got.iter().all(|&(records, _)| records >= batch_bytes),
+        "a {batch_bytes}-byte legacy batch, fetched twice: (records bytes, time taken) {got:?}"
     );
 }

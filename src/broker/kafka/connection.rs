@@ -62,7 +62,6 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
             }
         };
         state.out.clear();
-        state.frame_bytes = body.len() as u64;
         // Any other request waits for the produces' answers, which leave
         // before it is handled: a fetch's wait or a join's rebalance must
         // not hold them up.

@@ -10,7 +10,6 @@
 use std::time::{Duration, Instant};
 
 use super::kafka_code;
-use crate::broker::memory::{Held, Taken};
 use crate::broker::send::{records_of, Records};
 use crate::broker::shared::{error_code, Shared};
 use crate::kafka;
@@ -44,9 +43,6 @@ pub(super) struct Limits {
     pub(super) max_wait_ms: i32,
     pub(super) min_bytes: i32,
     pub(super) max_bytes: i32,
-    /// Request memory the fetch's own frame may hold (its length): not
-    /// waited for, as it comes back only once the fetch is answered.
-    pub(super) frame_bytes: u64,
 }
 
 /// The most record bytes one Kafka fetch answers with (Kafka's broker
@@ -54,44 +50,28 @@ pub(super) struct Limits {
 const RESPONSE_BYTES_MAX: u64 = 16 * 1024 * 1024;
 
 /// Answers a fetch: waits up to its deadline for `min_bytes` (or an
-/// error, or a stop), then returns each partition's part, with the
-/// request memory its records hold. Each look takes twice its byte budget
-/// from the broker's request memory (the bytes read from the segment, and
-/// their conversion), so a fetch answers with at most half of that bound,
-/// and a wait holds none of it.
-pub(super) fn fetch<'s>(
-    shared: &'s Shared,
-    asks: &[Ask<'_>],
-    limits: Limits,
-) -> (Vec<Fetched<'s>>, Option<Held<'s>>) {
+/// error, or a stop), then returns each partition's part. Records go from
+/// the page cache with `sendfile` and hold no memory; only a legacy
+/// segment's, converted, hold request memory, which the conversion takes
+/// itself ([`records_of`]) and each part gives back once it is sent.
+pub(super) fn fetch<'s>(shared: &'s Shared, asks: &[Ask<'_>], limits: Limits) -> Vec<Fetched<'s>> {
     let wait = u64::try_from(limits.max_wait_ms)
         .unwrap_or(0)
         .min(shared.config.request_timeout_ms);
     let deadline = Instant::now() + Duration::from_millis(wait);
-    let memory = &shared.request_memory;
-    let asked = u64::try_from(limits.max_bytes).unwrap_or(0);
-    let free = memory.total().saturating_sub(limits.frame_bytes);
-    let reserve = (2 * asked.min(RESPONSE_BYTES_MAX)).min(free);
+    let budget = u64::try_from(limits.max_bytes)
+        .unwrap_or(0)
+        .min(RESPONSE_BYTES_MAX);
     let bytes_min = u64::try_from(limits.min_bytes).unwrap_or(0);
     let watch = shared.watch_fetch(&watched(asks));
     loop {
-        let until = Instant::now() + Duration::from_millis(shared.config.request_timeout_ms);
-        let held = match memory.take(reserve, &shared.stop, until) {
-            Taken::Yes => Held {
-                memory,
-                bytes: reserve,
-            },
-            // No memory for records within the request timeout: an
-            // answer without records, and the client asks again.
-            Taken::TimedOut | Taken::Stopped => return (gather(shared, asks, 0), None),
-        };
-        let parts = gather(shared, asks, reserve / 2);
+        let parts = gather(shared, asks, budget);
         let bytes: u64 = parts.iter().map(|p| p.records.len()).sum();
         let errors = parts.iter().any(|p| p.error != kafka::NONE);
         if bytes >= bytes_min || errors || Instant::now() >= deadline || shared.stopping() {
-            return (parts, Some(held));
+            return parts;
         }
-        drop((parts, held));
+        drop(parts);
         watch.wait(deadline);
     }
 }

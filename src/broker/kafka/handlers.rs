@@ -33,9 +33,6 @@ pub(super) struct ConnState {
     /// A fetch answer's records that go from their segment files after
     /// `out`'s bytes up to each position.
     pub(super) sends: Vec<(usize, FileSlice)>,
-    /// The length of the request being handled (request memory its frame
-    /// may hold until it is answered).
-    pub(super) frame_bytes: u64,
     /// Why an acks=0 produce failed: it has no answer to say so, so the
     /// connection closes (as Kafka's broker does) and the client notices.
     pub(super) failed_unanswered: Option<String>,
@@ -277,9 +274,8 @@ fn fetch_request(
         max_wait_ms: r.max_wait_ms,
         min_bytes: r.min_bytes,
         max_bytes: r.max_bytes,
-        frame_bytes: state.frame_bytes,
     };
-    let (fetched, _held) = fetch::fetch(shared, &asks, limits);
+    let fetched = fetch::fetch(shared, &asks, limits);
     let elsewhere = fetched
         .iter()
         .map(|f| match &f.records {

@@ -34,10 +34,9 @@
 //! range, sent from the file with `sendfile` after the answer's other
 //! bytes ([`crate::broker::send`]): the heap holds none of them. Only a
 //! legacy segment (klog's format of before) is read and converted, its
-//! conversion taking what it holds from the request memory first. Each
-//! look still takes twice its byte budget (at most 16 MiB) from the
-//! request memory, and gives it back once the answer is encoded, or
-//! before it waits for records.
+//! conversion taking what it holds (four times the bytes it reads) from
+//! the request memory first, and giving it back once the answer is sent;
+//! a fetch of Kafka-format segments holds none.
 //!
 //! # Brokers
 //!
