@@ -338,7 +338,13 @@ impl<'a> Iterator for Headers<'a> {
         self.buf = &self.buf[cursor.pos..];
         Some((name, value))
     }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
 }
+
+impl ExactSizeIterator for Headers<'_> {}
 
 /// A decoded batch: its header, its bytes, and its records on demand.
 #[derive(Debug, Clone)]

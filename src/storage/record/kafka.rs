@@ -289,12 +289,11 @@ pub(super) fn records_run_to_the_end(mut records: &[u8], header: &BatchHeader) -
 /// whole. A CRC is computed at each candidate end, one byte further each
 /// time: a scan of the bytes, once.
 pub(super) fn ends_before(bytes: &[u8], header: &BatchHeader) -> bool {
-    let first = BATCH_HEADER_BYTES + 1;
-    if bytes.len() < first {
+    let Some(attributes_on) = bytes.get(ATTRIBUTES_OFFSET..BATCH_HEADER_BYTES) else {
         return false;
-    }
-    let mut crc = crc32c::crc32c(&bytes[ATTRIBUTES_OFFSET..first]);
-    for end in first..bytes.len() {
+    };
+    let mut crc = crc32c::crc32c(attributes_on);
+    for end in BATCH_HEADER_BYTES..bytes.len() {
         if crc == header.crc && next_batch_at(&bytes[end..], header.next_offset()) {
             return true;
         }

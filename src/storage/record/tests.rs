@@ -543,3 +543,5 @@ fn records_at_the_bounds_of_their_framing_decode() {
     let err = decode(&over).unwrap().validate(MAX).unwrap_err();
     assert!(err.to_string().contains("header count"), "{err}");
 }
+
+mod bounds;
