@@ -17,14 +17,75 @@ use crate::limits::{BATCH_RECORDS_MAX, HEADERS_PER_RECORD_MAX};
 #[derive(Debug, Default, Clone)]
 pub struct BatchBuilder {
     /// The header's room, then the records uncompressed.
-    buf: Vec<u8>,
+    pending: Pending,
     /// The finished compressed batch.
     packed: Vec<u8>,
-    record_count: u32,
-    base_timestamp: i64,
-    max_timestamp: i64,
     codec: Codec,
     level: Option<i32>,
+}
+
+/// What a builder of either format keeps of the batch it builds: its
+/// buffer (the header's room, then the records), its record count, and
+/// its first and largest timestamps.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Pending {
+    pub(super) buf: Vec<u8>,
+    pub(super) record_count: u32,
+    pub(super) base_timestamp: i64,
+    pub(super) max_timestamp: i64,
+}
+
+impl Pending {
+    /// Bytes the batch has now, a header of `header_bytes` included.
+    pub(super) fn size_bytes(&self, header_bytes: usize) -> usize {
+        header_bytes.max(self.buf.len())
+    }
+
+    /// Empties it, keeping its buffer.
+    pub(super) fn clear(&mut self) {
+        self.buf.clear();
+        self.record_count = 0;
+    }
+
+    /// Whether a record with this timestamp can join the batch: its delta
+    /// to the batch's first timestamp must fit an `i64`.
+    pub(super) fn accepts_timestamp(&self, timestamp: i64) -> bool {
+        self.record_count == 0 || timestamp.checked_sub(self.base_timestamp).is_some()
+    }
+
+    /// Starts a record with this timestamp and `headers` headers: checks
+    /// the limits, makes the header's room of `header_bytes` before the
+    /// first, and returns the record's timestamp delta, zigzag encoded.
+    ///
+    /// # Panics
+    ///
+    /// As [`BatchBuilder::push`] says.
+    pub(super) fn begin(&mut self, timestamp: i64, headers: usize, header_bytes: usize) -> u64 {
+        assert!(
+            self.record_count < BATCH_RECORDS_MAX,
+            "batch record count limit"
+        );
+        assert!(
+            headers as u64 <= u64::from(HEADERS_PER_RECORD_MAX),
+            "header limit"
+        );
+        if self.record_count == 0 {
+            self.buf.clear();
+            self.buf.resize(header_bytes, 0);
+            self.base_timestamp = timestamp;
+            self.max_timestamp = timestamp;
+        }
+        let delta = timestamp
+            .checked_sub(self.base_timestamp)
+            .expect("timestamp delta overflows: check accepts_timestamp first");
+        zigzag(delta)
+    }
+
+    /// Ends the record [`Pending::begin`] started.
+    pub(super) fn end(&mut self, timestamp: i64) {
+        self.record_count += 1;
+        self.max_timestamp = self.max_timestamp.max(timestamp);
+    }
 }
 
 impl BatchBuilder {
@@ -58,17 +119,17 @@ impl BatchBuilder {
 
     /// Records added since the last [`BatchBuilder::clear`].
     pub fn len(&self) -> u32 {
-        self.record_count
+        self.pending.record_count
     }
 
     /// True when no record has been added.
     pub fn is_empty(&self) -> bool {
-        self.record_count == 0
+        self.pending.record_count == 0
     }
 
     /// Bytes the batch has now uncompressed, header included.
     pub fn size_bytes(&self) -> usize {
-        BATCH_HEADER_BYTES.max(self.buf.len())
+        self.pending.size_bytes(BATCH_HEADER_BYTES)
     }
 
     /// Bytes one more record of these parts adds with a timestamp delta and
@@ -82,8 +143,7 @@ impl BatchBuilder {
 
     /// Empties the builder, keeping its buffers.
     pub fn clear(&mut self) {
-        self.buf.clear();
-        self.record_count = 0;
+        self.pending.clear();
     }
 
     /// Whether a record with this timestamp can join the batch: its delta
@@ -91,7 +151,7 @@ impl BatchBuilder {
     /// any `i64`, so two far apart cannot share a batch; the caller then
     /// finishes this batch and starts another).
     pub fn accepts_timestamp(&self, timestamp: i64) -> bool {
-        self.record_count == 0 || timestamp.checked_sub(self.base_timestamp).is_some()
+        self.pending.accepts_timestamp(timestamp)
     }
 
     /// Appends a record.
@@ -108,27 +168,12 @@ impl BatchBuilder {
         headers: &[(&[u8], &[u8])],
         value: &[u8],
     ) {
-        assert!(
-            self.record_count < BATCH_RECORDS_MAX,
-            "batch record count limit"
-        );
-        assert!(
-            headers.len() as u64 <= u64::from(HEADERS_PER_RECORD_MAX),
-            "header limit"
-        );
-        if self.record_count == 0 {
-            self.buf.clear();
-            self.buf.resize(BATCH_HEADER_BYTES, 0);
-            self.base_timestamp = timestamp;
-            self.max_timestamp = timestamp;
-        }
-        let delta = timestamp
-            .checked_sub(self.base_timestamp)
-            .expect("timestamp delta overflows: check accepts_timestamp first");
-        let delta = zigzag(delta);
-        let offset_delta = zigzag(i64::from(self.record_count));
+        let delta = self
+            .pending
+            .begin(timestamp, headers.len(), BATCH_HEADER_BYTES);
+        let offset_delta = zigzag(i64::from(self.pending.record_count));
         let body = body_bytes(delta, offset_delta, key, headers, value);
-        let buf = &mut self.buf;
+        let buf = &mut self.pending.buf;
         put_varint(buf, zigzag(body as i64));
         buf.push(0);
         put_varint(buf, delta);
@@ -143,8 +188,7 @@ impl BatchBuilder {
             put_bytes(buf, name);
             put_bytes(buf, value);
         }
-        self.record_count += 1;
-        self.max_timestamp = self.max_timestamp.max(timestamp);
+        self.pending.end(timestamp);
     }
 
     /// Writes the header (and compresses the records, with a codec) and
@@ -155,13 +199,13 @@ impl BatchBuilder {
     ///
     /// When the builder is empty.
     pub fn finish(&mut self) -> &mut [u8] {
-        assert!(self.record_count > 0, "finish on an empty batch");
+        assert!(self.pending.record_count > 0, "finish on an empty batch");
         let batch = if self.codec == Codec::None {
-            &mut self.buf
+            &mut self.pending.buf
         } else {
             self.packed.clear();
             self.packed.extend_from_slice(&[0; BATCH_HEADER_BYTES]);
-            let records = &self.buf[BATCH_HEADER_BYTES..];
+            let records = &self.pending.buf[BATCH_HEADER_BYTES..];
             compression::compress(self.codec, self.level, records, &mut self.packed);
             &mut self.packed
         };
@@ -176,20 +220,20 @@ impl BatchBuilder {
         header[MAGIC_OFFSET] = MAGIC;
         header[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2]
             .copy_from_slice(&(self.codec.bits() as i16).to_be_bytes());
-        let last_delta = (self.record_count - 1) as i32;
+        let last_delta = (self.pending.record_count - 1) as i32;
         header[LAST_OFFSET_DELTA_OFFSET..LAST_OFFSET_DELTA_OFFSET + 4]
             .copy_from_slice(&last_delta.to_be_bytes());
         header[BASE_TIMESTAMP_OFFSET..BASE_TIMESTAMP_OFFSET + 8]
-            .copy_from_slice(&self.base_timestamp.to_be_bytes());
+            .copy_from_slice(&self.pending.base_timestamp.to_be_bytes());
         header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
-            .copy_from_slice(&self.max_timestamp.to_be_bytes());
+            .copy_from_slice(&self.pending.max_timestamp.to_be_bytes());
         header[PRODUCER_ID_OFFSET..PRODUCER_ID_OFFSET + 8].copy_from_slice(&(-1i64).to_be_bytes());
         header[PRODUCER_EPOCH_OFFSET..PRODUCER_EPOCH_OFFSET + 2]
             .copy_from_slice(&(-1i16).to_be_bytes());
         header[BASE_SEQUENCE_OFFSET..BASE_SEQUENCE_OFFSET + 4]
             .copy_from_slice(&(-1i32).to_be_bytes());
         header[RECORD_COUNT_OFFSET..RECORD_COUNT_OFFSET + 4]
-            .copy_from_slice(&(self.record_count as i32).to_be_bytes());
+            .copy_from_slice(&(self.pending.record_count as i32).to_be_bytes());
         let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
         batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
         batch

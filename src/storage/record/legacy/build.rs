@@ -2,22 +2,19 @@
 //! [`crate::storage::record::legacy`]: no longer written by klog, built
 //! only to make old data for tests and examples.
 
-use super::super::cursor::{put_varint, varint_len, zigzag};
+use super::super::build::Pending;
+use super::super::cursor::{put_varint, varint_len};
 use super::super::BATCH_LENGTH_PREFIX_BYTES;
 use super::{
     put_u32, seal_header, ATTRIBUTES_OFFSET, ATTR_HEADERS, ATTR_KEY, BASE_OFFSET_OFFSET,
     BASE_TIMESTAMP_OFFSET, BATCH_HEADER_BYTES, BATCH_LENGTH_OFFSET, LEADER_EPOCH_OFFSET, MAGIC,
     MAGIC_OFFSET, MAX_TIMESTAMP_OFFSET, RECORD_COUNT_OFFSET, RESERVED_OFFSET,
 };
-use crate::limits::{BATCH_RECORDS_MAX, HEADERS_PER_RECORD_MAX};
 
 /// Builds one legacy batch in a reusable buffer, with no allocation per record.
 #[derive(Debug, Default, Clone)]
 pub struct BatchBuilder {
-    buf: Vec<u8>,
-    record_count: u32,
-    base_timestamp: i64,
-    max_timestamp: i64,
+    pending: Pending,
 }
 
 impl BatchBuilder {
@@ -28,17 +25,17 @@ impl BatchBuilder {
 
     /// Records added since the last [`BatchBuilder::clear`].
     pub fn len(&self) -> u32 {
-        self.record_count
+        self.pending.record_count
     }
 
     /// True when no record has been added.
     pub fn is_empty(&self) -> bool {
-        self.record_count == 0
+        self.pending.record_count == 0
     }
 
     /// Bytes the batch has now, header included.
     pub fn size_bytes(&self) -> usize {
-        BATCH_HEADER_BYTES.max(self.buf.len())
+        self.pending.size_bytes(BATCH_HEADER_BYTES)
     }
 
     /// Bytes one more record of these parts would add.
@@ -49,8 +46,7 @@ impl BatchBuilder {
 
     /// Empties the builder, keeping its buffer.
     pub fn clear(&mut self) {
-        self.buf.clear();
-        self.record_count = 0;
+        self.pending.clear();
     }
 
     /// Whether a record with this timestamp can join the batch: its delta
@@ -58,15 +54,15 @@ impl BatchBuilder {
     /// any `i64`, so two far apart cannot share a batch; the caller then
     /// finishes this batch and starts another).
     pub fn accepts_timestamp(&self, timestamp: i64) -> bool {
-        self.record_count == 0 || timestamp.checked_sub(self.base_timestamp).is_some()
+        self.pending.accepts_timestamp(timestamp)
     }
 
     /// Appends a record.
     ///
     /// # Panics
     ///
-    /// When the batch would exceed [`BATCH_RECORDS_MAX`] records, a header
-    /// list exceeds [`HEADERS_PER_RECORD_MAX`], or the timestamp is not
+    /// When the batch would exceed [`BATCH_RECORDS_MAX`](crate::limits::BATCH_RECORDS_MAX) records, a header
+    /// list exceeds [`HEADERS_PER_RECORD_MAX`](crate::limits::HEADERS_PER_RECORD_MAX), or the timestamp is not
     /// [`BatchBuilder::accepts_timestamp`]: callers check those first.
     pub fn push(
         &mut self,
@@ -75,28 +71,14 @@ impl BatchBuilder {
         headers: &[(&[u8], &[u8])],
         value: &[u8],
     ) {
-        assert!(
-            self.record_count < BATCH_RECORDS_MAX,
-            "batch record count limit"
-        );
-        assert!(
-            headers.len() as u64 <= u64::from(HEADERS_PER_RECORD_MAX),
-            "header limit"
-        );
-        if self.record_count == 0 {
-            self.buf.clear();
-            self.buf.resize(BATCH_HEADER_BYTES, 0);
-            self.base_timestamp = timestamp;
-            self.max_timestamp = timestamp;
-        }
-        let delta = timestamp
-            .checked_sub(self.base_timestamp)
-            .expect("timestamp delta overflows: check accepts_timestamp first");
-        let delta = zigzag(delta);
+        let delta = self
+            .pending
+            .begin(timestamp, headers.len(), BATCH_HEADER_BYTES);
         let body = body_bytes(delta, key, headers, value);
-        put_varint(&mut self.buf, body as u64 + 4);
-        let crc_at = self.buf.len();
-        self.buf.extend_from_slice(&[0; 4]);
+        let buf = &mut self.pending.buf;
+        put_varint(buf, body as u64 + 4);
+        let crc_at = buf.len();
+        buf.extend_from_slice(&[0; 4]);
         let mut attributes = 0;
         if key.is_some() {
             attributes |= ATTR_KEY;
@@ -104,23 +86,22 @@ impl BatchBuilder {
         if !headers.is_empty() {
             attributes |= ATTR_HEADERS;
         }
-        self.buf.push(attributes);
-        put_varint(&mut self.buf, delta);
+        buf.push(attributes);
+        put_varint(buf, delta);
         if let Some(key) = key {
-            put_bytes_prefixed(&mut self.buf, key);
+            put_bytes_prefixed(buf, key);
         }
         if !headers.is_empty() {
-            put_varint(&mut self.buf, headers.len() as u64);
+            put_varint(buf, headers.len() as u64);
             for (name, value) in headers {
-                put_bytes_prefixed(&mut self.buf, name);
-                put_bytes_prefixed(&mut self.buf, value);
+                put_bytes_prefixed(buf, name);
+                put_bytes_prefixed(buf, value);
             }
         }
-        self.buf.extend_from_slice(value);
-        let crc = crc32fast::hash(&self.buf[crc_at + 4..]);
-        put_u32(&mut self.buf, crc_at, crc);
-        self.record_count += 1;
-        self.max_timestamp = self.max_timestamp.max(timestamp);
+        buf.extend_from_slice(value);
+        let crc = crc32fast::hash(&buf[crc_at + 4..]);
+        put_u32(buf, crc_at, crc);
+        self.pending.end(timestamp);
     }
 
     /// Writes the header and returns the finished batch (magic 2, base
@@ -130,23 +111,23 @@ impl BatchBuilder {
     ///
     /// When the builder is empty.
     pub fn finish(&mut self) -> &mut [u8] {
-        assert!(self.record_count > 0, "finish on an empty batch");
-        let batch_length = u32::try_from(self.buf.len() - BATCH_LENGTH_PREFIX_BYTES)
+        assert!(self.pending.record_count > 0, "finish on an empty batch");
+        let batch_length = u32::try_from(self.pending.buf.len() - BATCH_LENGTH_PREFIX_BYTES)
             .expect("a batch of at most BATCH_RECORDS_MAX checked records fits u32");
-        let buf = &mut self.buf;
+        let buf = &mut self.pending.buf;
         buf[BASE_OFFSET_OFFSET..BASE_OFFSET_OFFSET + 8].fill(0);
         put_u32(buf, BATCH_LENGTH_OFFSET, batch_length);
         buf[MAGIC_OFFSET] = MAGIC;
         buf[ATTRIBUTES_OFFSET] = 0;
         buf[RESERVED_OFFSET..RESERVED_OFFSET + 2].fill(0);
-        put_u32(buf, RECORD_COUNT_OFFSET, self.record_count);
+        put_u32(buf, RECORD_COUNT_OFFSET, self.pending.record_count);
         buf[BASE_TIMESTAMP_OFFSET..BASE_TIMESTAMP_OFFSET + 8]
-            .copy_from_slice(&self.base_timestamp.to_le_bytes());
+            .copy_from_slice(&self.pending.base_timestamp.to_le_bytes());
         buf[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
-            .copy_from_slice(&self.max_timestamp.to_le_bytes());
+            .copy_from_slice(&self.pending.max_timestamp.to_le_bytes());
         put_u32(buf, LEADER_EPOCH_OFFSET, 0);
         seal_header(buf);
-        &mut self.buf
+        &mut self.pending.buf
     }
 }
 
