@@ -585,44 +585,80 @@ pub fn whole_batches_len(format: Format, bytes: &[u8]) -> usize {
     end
 }
 
-/// Whether `bytes`, the start of a batch of `format` whose length claims
-/// more bytes than there are (a file ends inside it), can be what a writer
-/// cut short left: its records (or its compressed stream) run to the end
-/// of the bytes and stop inside. A Kafka batch whose records end before
-/// the bytes do, or whose compressed stream ends or breaks before them, or
-/// whose CRC32C is that of its bytes up to where another batch begins, or
-/// whose compressed stream ends and decodes to all its records whole,
-/// claims a length it does not have: its length field is damaged, and so
-/// the bytes after it are later batches, not a torn write.
-/// Legacy batches and a header cut short answer true: recovery judges those
-/// as it always did.
-pub fn could_be_cut_short(format: Format, bytes: &[u8]) -> bool {
-    match (format, kafka::decode_header(bytes, BATCH_BYTES_MAX)) {
-        (Format::Legacy, _) => true,
-        (Format::Kafka, Err(e)) => e.is_truncated(),
-        (Format::Kafka, Ok(header)) if header.total_bytes() <= bytes.len() as u64 => false,
-        (Format::Kafka, Ok(header)) => {
-            if kafka::ends_before(bytes, &header) {
-                return false;
-            }
-            let records = &bytes[BATCH_HEADER_BYTES..];
-            match header.codec() {
-                Codec::None => kafka::records_run_to_the_end(records, &header),
-                codec if compression::stream_runs_to_the_end(codec, records) => true,
-                // The stream ends, or breaks: a cut where a block, frame or
-                // member ends leaves a stream that ends, short of records.
-                codec => {
-                    let mut plain = Decompressed::default();
-                    match compression::decompress(codec, records, &mut plain) {
-                        Ok(plain) => kafka::records_run_to_the_end(plain, &header),
-                        // Only snappy has no mark of its end: a cut inside
-                        // a block breaks it.
-                        Err(_) => codec == Codec::Snappy,
-                    }
-                }
-            }
+/// What a batch whose length claims more bytes than a file holds (the
+/// file ends inside it) is: [`overrun`]'s answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overrun {
+    /// It can be what a writer cut short left: its records (or its
+    /// compressed stream) run to the end of the bytes and stop inside.
+    Torn,
+    /// Its records, or its stream, read as none where the bytes are.
+    Damaged,
+    /// It ends before the bytes do, its length field damaged: its CRC32C is
+    /// that of its bytes up to where the next batch's header begins, or all
+    /// its records end, whole, before the bytes (uncompressed), or its
+    /// compressed stream ends there, by its own framing, holding them all.
+    /// What follows it is not this batch's: a later batch, or another
+    /// batch's torn write.
+    EndsEarly,
+}
+
+/// What `bytes`, the start of a batch of `format` whose length claims more
+/// bytes than there are, is (see [`Overrun`]). Legacy batches and a header
+/// cut short are [`Overrun::Torn`]: recovery judges those as it always did.
+pub fn overrun(format: Format, bytes: &[u8]) -> Overrun {
+    let header = match (format, kafka::decode_header(bytes, BATCH_BYTES_MAX)) {
+        (Format::Legacy, _) => return Overrun::Torn,
+        (Format::Kafka, Err(e)) if e.is_truncated() => return Overrun::Torn,
+        (Format::Kafka, Err(_)) => return Overrun::Damaged,
+        (Format::Kafka, Ok(header)) if header.total_bytes() <= bytes.len() as u64 => {
+            return Overrun::Damaged
         }
+        (Format::Kafka, Ok(header)) => header,
+    };
+    if kafka::ends_before(bytes, &header) {
+        return Overrun::EndsEarly;
     }
+    let records = &bytes[BATCH_HEADER_BYTES..];
+    let mut walk = kafka::RecordsWalk::default();
+    let mut plain = Decompressed::default();
+    let torn = match header.codec() {
+        Codec::None => {
+            walk.walk(records, &header);
+            if walk.all_whole(&header) {
+                return Overrun::EndsEarly;
+            }
+            walk.waiting(&header)
+        }
+        codec
+            if compression::unit_ends_whole(codec, records, &mut plain, |plain| {
+                walk.walk(plain, &header)
+            }) =>
+        {
+            return Overrun::EndsEarly
+        }
+        codec if compression::stream_runs_to_the_end(codec, records) => true,
+        // The stream ends, or breaks: a cut where a block, frame or member
+        // ends leaves a stream that ends, short of records.
+        codec => match compression::decompress(codec, records, &mut plain) {
+            Ok(plain) => kafka::records_run_to_the_end(plain, &header),
+            // Only snappy has no mark of its end: a cut inside a block
+            // breaks it.
+            Err(_) => codec == Codec::Snappy,
+        },
+    };
+    if torn {
+        Overrun::Torn
+    } else {
+        Overrun::Damaged
+    }
+}
+
+/// Whether `bytes`, the start of a batch of `format` whose length claims
+/// more bytes than there are, can be what a writer cut short left:
+/// [`overrun`] says [`Overrun::Torn`].
+pub fn could_be_cut_short(format: Format, bytes: &[u8]) -> bool {
+    overrun(format, bytes) == Overrun::Torn
 }
 
 const _: () = assert!(BATCH_RECORDS_MAX as u64 <= i32::MAX as u64);

@@ -28,6 +28,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::error::DecodeError;
 use crate::limits::BATCH_BYTES_MAX;
 
+mod ends;
+pub use ends::{stream_runs_to_the_end, unit_ends_whole};
+
 /// A batch's compression codec (attribute bits 0-2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Codec {
@@ -314,100 +317,6 @@ impl From<io::Error> for Refused {
     }
 }
 
-/// Whether `stream`, a compressed records section cut short, reads as the
-/// start of a stream of `codec` that the cut interrupted: gzip and zstd
-/// say so (an unexpected end, against a stream that ends before the bytes
-/// do or bytes no encoder writes), and lz4 (a frame without its end mark);
-/// a snappy stream has no mark of its end, and answers false (decoding
-/// tells: [`crate::storage::record::could_be_cut_short`]). Reads at most
-/// [`BATCH_BYTES_MAX`] of output, into a small buffer.
-pub fn stream_runs_to_the_end(codec: Codec, stream: &[u8]) -> bool {
-    fn drains_to_eof(mut reader: impl Read) -> bool {
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut total = 0usize;
-        loop {
-            match reader.read(&mut buf) {
-                Ok(0) => return false,
-                Ok(n) => {
-                    total += n;
-                    if total > BATCH_BYTES_MAX as usize {
-                        return false;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return e.kind() == io::ErrorKind::UnexpectedEof,
-            }
-        }
-    }
-    match codec {
-        Codec::Gzip => drains_to_eof(flate2::read::MultiGzDecoder::new(stream)),
-        Codec::Zstd => match zstd_decoder(stream, window_log(zstd_window(stream))) {
-            Ok(decoder) => drains_to_eof(decoder),
-            Err(_) => false,
-        },
-        Codec::Lz4 => !lz4_frames_end(stream),
-        Codec::None | Codec::Snappy => false,
-    }
-}
-
-/// Whether `stream` is whole LZ4 frames (and skippable frames; one at
-/// least), the last ending, after its end mark and content checksum, where
-/// the bytes do; the frames' sizes are walked, nothing is decompressed.
-fn lz4_frames_end(mut stream: &[u8]) -> bool {
-    if stream.is_empty() {
-        return false;
-    }
-    const MAGIC: u32 = 0x184d_2204;
-    const SKIPPABLE: std::ops::RangeInclusive<u32> = 0x184d_2a50..=0x184d_2a5f;
-    let u32_at = |s: &[u8], at: usize| {
-        s.get(at..at + 4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
-    };
-    while !stream.is_empty() {
-        let Some(magic) = u32_at(stream, 0) else {
-            return false;
-        };
-        if SKIPPABLE.contains(&magic) {
-            let Some(len) = u32_at(stream, 4) else {
-                return false;
-            };
-            match stream.get(8 + len as usize..) {
-                Some(rest) => stream = rest,
-                None => return false,
-            }
-            continue;
-        }
-        let Some(&flags) = stream.get(4).filter(|_| magic == MAGIC) else {
-            return false;
-        };
-        let block_checksum = if flags & 0x10 != 0 { 4 } else { 0 };
-        let content_checksum = if flags & 0x04 != 0 { 4 } else { 0 };
-        // Magic, FLG, BD, the content size and dictionary id if flagged,
-        // the header checksum.
-        let mut at = 4
-            + 2
-            + if flags & 0x08 != 0 { 8 } else { 0 }
-            + if flags & 0x01 != 0 { 4 } else { 0 }
-            + 1;
-        loop {
-            let Some(block) = u32_at(stream, at) else {
-                return false;
-            };
-            at += 4;
-            if block == 0 {
-                at += content_checksum;
-                break;
-            }
-            at += (block & 0x7fff_ffff) as usize + block_checksum;
-        }
-        match stream.get(at..) {
-            Some(rest) => stream = rest,
-            None => return false,
-        }
-    }
-    true
-}
-
 /// Compresses `records` with `codec` at `level` (the codec's default when
 /// `None`), appending to `out`.
 ///
@@ -595,6 +504,17 @@ fn snappy_block(block: &[u8], out: &mut Decompressed<'_>, cap: usize) -> Result<
 /// The xerial framing of snappy-java: a 16-byte header, then blocks each
 /// after its big-endian i32 length.
 fn xerial(stream: &[u8], out: &mut Decompressed<'_>, cap: usize) -> Result<(), Refused> {
+    xerial_blocks(stream, out, cap, |_| false).map(drop)
+}
+
+/// Appends [`xerial`]'s blocks one at a time, asking `enough` of what
+/// `out` holds after each: `Ok(true)` as soon as it says yes.
+fn xerial_blocks(
+    stream: &[u8],
+    out: &mut Decompressed<'_>,
+    cap: usize,
+    mut enough: impl FnMut(&[u8]) -> bool,
+) -> Result<bool, Refused> {
     let Some(mut rest) = stream.get(XERIAL_HEADER_BYTES..) else {
         return Err(Refused::Corrupt("xerial header cut short".into()));
     };
@@ -613,9 +533,12 @@ fn xerial(stream: &[u8], out: &mut Decompressed<'_>, cap: usize) -> Result<(), R
                 ))
             })?;
         snappy_block(block, out, cap)?;
+        if enough(&out.buf) {
+            return Ok(true);
+        }
         rest = &after[block.len()..];
     }
-    Ok(())
+    Ok(false)
 }
 
 #[cfg(test)]
@@ -759,43 +682,5 @@ mod tests {
         let mut alone = Decompressed::new(&small);
         let err = decompress(Codec::Gzip, &gzip, &mut alone).unwrap_err();
         assert!(matches!(err, DecodeError::TooLarge { .. }), "{err}");
-    }
-
-    /// An LZ4 stream ends only after each frame's end mark (and content
-    /// checksum), whatever the frame's flags; skippable frames are walked
-    /// past; any stream cut short does not end.
-    #[test]
-    fn lz4_frames_end_only_where_their_last_frame_does() {
-        use lz4_flex::frame::{BlockSize, FrameEncoder, FrameInfo};
-        let data: Vec<u8> = (0..150_000u32)
-            .map(|i| (i % 251) as u8 ^ (i >> 9) as u8)
-            .collect();
-        let plain = FrameInfo::new().block_size(BlockSize::Max64KB);
-        let infos = [
-            plain.clone(),
-            plain.clone().block_checksums(true),
-            plain.clone().content_checksum(true),
-            plain.content_size(Some(data.len() as u64)),
-        ];
-        for info in infos {
-            let mut encoder = FrameEncoder::with_frame_info(info.clone(), Vec::new());
-            encoder.write_all(&data).unwrap();
-            let one = encoder.finish().unwrap();
-            assert!(lz4_frames_end(&one), "{info:?}");
-            for cut in 0..one.len() {
-                assert!(!lz4_frames_end(&one[..cut]), "{info:?}: cut at {cut}");
-            }
-            let mut more = one.clone();
-            more.extend_from_slice(&0x184d_2a53u32.to_le_bytes());
-            more.extend_from_slice(&3u32.to_le_bytes());
-            more.extend_from_slice(b"abc");
-            more.extend_from_slice(&one);
-            assert!(lz4_frames_end(&more), "{info:?}: frames");
-            assert!(
-                !lz4_frames_end(&more[..one.len() + 10]),
-                "{info:?}: skippable cut"
-            );
-        }
-        assert!(!lz4_frames_end(b"\x04\x22\x4d\x19rest"), "another magic");
     }
 }

@@ -250,32 +250,65 @@ pub fn stamp(batch: &mut [u8], base_offset: u64, leader_epoch: u32) {
 /// records that stop inside one, or between two before the last: what a
 /// writer cut short leaves. All of the batch's records whole, bytes that
 /// read as no record, or a record out of order: not.
-pub(super) fn records_run_to_the_end(mut records: &[u8], header: &BatchHeader) -> bool {
-    let mut delta_min = 0;
-    for _ in 0..header.record_count {
-        if records.is_empty() {
-            return true;
-        }
-        let mut cursor = Cursor::new(records);
-        let length = match cursor.zigzag_i32("record length") {
-            Ok(length) => length,
-            Err(e) => return e.is_truncated(),
-        };
-        if length < (RECORD_BYTES_MIN - 1) as i32 {
-            return false;
-        }
-        if cursor.pos + length as usize > records.len() {
-            return true;
-        }
-        match decode_record(records, header, delta_min, u32::MAX) {
-            Ok((_, used, delta)) => {
-                records = &records[used..];
-                delta_min = delta.saturating_add(1);
+pub(super) fn records_run_to_the_end(records: &[u8], header: &BatchHeader) -> bool {
+    let mut walk = RecordsWalk::default();
+    walk.walk(records, header);
+    walk.waiting(header)
+}
+
+/// A walk over a batch's records as their bytes grow (decompressed a
+/// frame or block at a time): it goes on from where it stopped.
+#[derive(Default)]
+pub(super) struct RecordsWalk {
+    /// Records whole so far, and where the next begins.
+    seen: u32,
+    at: usize,
+    delta_min: u32,
+    /// A record that reads as none: no more bytes can make these records.
+    broken: bool,
+}
+
+impl RecordsWalk {
+    /// Walks on over `records` (what it walked before, grown), and returns
+    /// whether they are exactly the batch's records, whole, with no byte
+    /// after the last.
+    pub(super) fn walk(&mut self, records: &[u8], header: &BatchHeader) -> bool {
+        while !self.broken && self.seen < header.record_count {
+            let rest = &records[self.at..];
+            let mut cursor = Cursor::new(rest);
+            let length = match cursor.zigzag_i32("record length") {
+                Ok(length) => length,
+                Err(e) => {
+                    self.broken = !e.is_truncated();
+                    break;
+                }
+            };
+            if length >= (RECORD_BYTES_MIN - 1) as i32 && cursor.pos + length as usize > rest.len()
+            {
+                break;
             }
-            Err(_) => return false,
+            match decode_record(rest, header, self.delta_min, u32::MAX) {
+                Ok((_, used, delta)) => {
+                    self.at += used;
+                    self.seen += 1;
+                    self.delta_min = delta.saturating_add(1);
+                }
+                Err(_) => self.broken = true,
+            }
         }
+        !self.broken && self.seen == header.record_count && self.at == records.len()
     }
-    false
+
+    /// Whether all the batch's records are whole, whatever follows them.
+    pub(super) fn all_whole(&self, header: &BatchHeader) -> bool {
+        !self.broken && self.seen == header.record_count
+    }
+
+    /// Whether the walk stopped for want of bytes: records whole so far,
+    /// fewer than the batch's.
+    pub(super) fn waiting(&self, header: &BatchHeader) -> bool {
+        !self.broken && self.seen < header.record_count
+    }
 }
 
 /// Whether the batch at the start of `bytes`, whose length claims more

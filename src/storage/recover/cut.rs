@@ -83,6 +83,7 @@ impl Cut {
             stop,
             kept,
             whole_batch,
+            ends_early,
         } = stopped;
         let mut new_len = stop.position;
         let mut patched = None;
@@ -109,7 +110,9 @@ impl Cut {
         // read its header whole and within the format's limit: the bytes
         // cut are fewer than a batch can hold, never a whole run of them.
         let short = !whole_batch && stop.is_truncated();
-        let lost_pages = !zeros && !short && torn_pages(seg, stop.position, new_len)?;
+        // A batch that ends before the zeros did not lose its pages to them.
+        let lost_pages =
+            !zeros && !short && !ends_early && torn_pages(seg, stop.position, new_len)?;
         Ok(Cut {
             position: stop.position,
             new_len,

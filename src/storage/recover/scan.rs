@@ -14,7 +14,9 @@ use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
 use crate::storage::batches::{BatchStop, FileBatches};
 use crate::storage::fs::{VFile, Vfs};
 use crate::storage::index::IndexEntry;
-use crate::storage::record::{self, legacy, BatchHeader, Codec, DecodeError, Format, Record};
+use crate::storage::record::{
+    self, legacy, BatchHeader, Codec, DecodeError, Format, Overrun, Record,
+};
 use crate::storage::segment::SEGMENT_HEADER_BYTES;
 
 /// A segment file under recovery, and how it may be judged.
@@ -244,6 +246,9 @@ pub(super) struct Stopped {
     /// (a record, its sequence), so it cannot be a short write, whatever
     /// the error says (a damaged record length reads as "truncated").
     pub(super) whole_batch: bool,
+    /// The batch ends, whole, before the bytes after it
+    /// ([`Overrun::EndsEarly`]): they are not its lost pages.
+    pub(super) ends_early: bool,
 }
 
 impl SegmentFile<'_> {
@@ -263,11 +268,15 @@ impl SegmentFile<'_> {
                 Some(Ok(found)) => found,
                 Some(Err(stop)) => {
                     let kept = self.torn_prefix(&stop, scan.next_offset)?;
-                    let short = !stop.is_truncated() || self.could_be_cut_short(&stop)?;
+                    let overrun = match stop.is_truncated() {
+                        true => self.overrun(&stop)?,
+                        false => Overrun::Torn,
+                    };
                     return Ok(Some(Stopped {
                         stop,
                         kept,
-                        whole_batch: !short,
+                        whole_batch: overrun != Overrun::Torn,
+                        ends_early: overrun == Overrun::EndsEarly,
                     }));
                 }
             };
@@ -314,14 +323,14 @@ impl SegmentFile<'_> {
 
     /// Whether the batch a walk stopped at, cut short by the end of the
     /// file, can be a writer's short write rather than a damaged length
-    /// ([`record::could_be_cut_short`]).
-    fn could_be_cut_short(&self, stop: &BatchStop) -> Result<bool> {
+    /// ([`record::overrun`]).
+    fn overrun(&self, stop: &BatchStop) -> Result<Overrun> {
         if self.format == Format::Legacy {
-            return Ok(true);
+            return Ok(Overrun::Torn);
         }
         let mut buf = vec![0u8; (self.len - stop.position) as usize];
         self.read_exact_at(&mut buf, stop.position)?;
-        Ok(record::could_be_cut_short(self.format, &buf))
+        Ok(record::overrun(self.format, &buf))
     }
 
     /// For a legacy batch whose header is valid but whose bytes run past
@@ -353,6 +362,7 @@ fn bad_batch(position: u64, error: DecodeError, kept: KeptRecords) -> Stopped {
         stop,
         kept,
         whole_batch: true,
+        ends_early: false,
     }
 }
 

@@ -1,0 +1,65 @@
+//! A damaged length (raised past the file's end) on a batch
+//! followed by bytes that are not a whole batch header (a next batch torn
+//! inside its header, or pages a power cut left zeros): the batch's
+//! records, or its whole compressed stream, end before those bytes, so its
+//! length is damaged, not short, for every codec and both snappy framings;
+//! and every cut of the batch alone is still a short write.
+
+use super::*;
+
+/// A batch of `records` whose records section is one raw snappy block,
+/// as librdkafka (kcat, confluent-kafka) writes them, not xerial.
+fn raw_snappy(records: &[Rec<'_>]) -> Vec<u8> {
+    let plain = build(records);
+    let block = snap::raw::Encoder::new()
+        .compress_vec(&plain[BATCH_HEADER_BYTES..])
+        .unwrap();
+    let mut batch = [&plain[..BATCH_HEADER_BYTES], &block].concat();
+    let length = (batch.len() - 12) as u32;
+    batch[BATCH_LENGTH_OFFSET..BATCH_LENGTH_OFFSET + 4].copy_from_slice(&length.to_be_bytes());
+    batch[ATTRIBUTES_OFFSET + 1] |= Codec::Snappy.bits() as u8;
+    seal(&mut batch);
+    decode(&batch).unwrap().validate(MAX).unwrap();
+    batch
+}
+
+fn judged(codec: Option<Codec>) -> Vec<String> {
+    let records: Vec<Rec<'_>> = (0..20)
+        .map(|i| (i, Some(&b"key"[..]), vec![], &b"a value of some length"[..]))
+        .collect();
+    let (one, mut two) = match codec {
+        Some(codec) => (build_with(codec, &records), build_with(codec, &records[..3])),
+        None => (raw_snappy(&records), raw_snappy(&records[..3])),
+    };
+    let codec = codec.map_or("raw snappy".to_string(), |c| c.to_string());
+    stamp(&mut two, 20, 0);
+    let mut wrong = Vec::new();
+    for (name, tail) in [
+        ("30 bytes of the next batch's header", two[..30].to_vec()),
+        ("4 bytes of the next batch", two[..4].to_vec()),
+        ("zeros (lost pages)", vec![0u8; 4096]),
+    ] {
+        let mut bad = [one.clone(), tail].concat();
+        let length = u32::from_be_bytes(bad[8..12].try_into().unwrap());
+        let claimed = length + 5000 + 4096;
+        bad[8..12].copy_from_slice(&claimed.to_be_bytes());
+        let judged = overrun(Format::Kafka, &bad);
+        if judged != Overrun::EndsEarly {
+            wrong.push(format!("{codec}: damaged length, then {name}: {judged:?}"));
+        }
+    }
+    // Every cut of it is what a writer cut short left.
+    for cut in BATCH_HEADER_BYTES..one.len() {
+        if overrun(Format::Kafka, &one[..cut]) != Overrun::Torn {
+            wrong.push(format!("{codec}: cut at {cut} not torn"));
+        }
+    }
+    wrong
+}
+
+#[test]
+fn a_damaged_length_before_a_torn_tail_is_damage_for_every_codec() {
+    let codecs = Codec::ALL.into_iter().map(Some).chain([None]);
+    let wrong: Vec<String> = codecs.flat_map(judged).collect();
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
