@@ -31,11 +31,16 @@ pub(in crate::broker) enum Records<'a> {
         /// The Kafka batches.
         bytes: Vec<u8>,
         /// Given back once they are sent.
-        _held: Held<'a>,
+        held: Held<'a>,
     },
 }
 
 impl Records<'_> {
+    /// Whether these records hold request memory.
+    pub(in crate::broker) fn holds_memory(&self) -> bool {
+        matches!(self, Records::Converted { .. })
+    }
+
     pub(in crate::broker) fn len(&self) -> u64 {
         match self {
             Records::Empty => 0,
@@ -48,11 +53,15 @@ impl Records<'_> {
 /// The records of `slice` as a fetch sends them: as stored, or converted
 /// from a legacy segment ([`legacy::to_kafka`]), which costs a read and a
 /// copy of the slice (the fetch's byte budget, or one batch): that much is
-/// taken from the broker's request memory first, within the request
-/// timeout, else the answer goes without records (the reader asks again).
+/// taken from the broker's request memory first, else the answer goes
+/// without records (the reader asks again). Only a fetch that holds no
+/// memory yet may `wait` for it (up to the request timeout): one that
+/// waited holding some could wait for what only it holds, and holds
+/// others up meanwhile.
 pub(in crate::broker) fn records_of(
     shared: &Shared,
     slice: FileSlice,
+    wait: bool,
 ) -> crate::error::Result<Records<'_>> {
     if slice.format == Format::Kafka {
         return Ok(Records::File(slice));
@@ -61,7 +70,8 @@ pub(in crate::broker) fn records_of(
     // of them (at most half as large again: a few bytes more per record).
     let need = 4 * slice.len;
     let memory = &shared.request_memory;
-    let deadline = Instant::now() + Duration::from_millis(shared.config.request_timeout_ms);
+    let timeout = Duration::from_millis(shared.config.request_timeout_ms);
+    let deadline = Instant::now() + if wait { timeout } else { Duration::ZERO };
     if memory.take(need, &shared.stop, deadline) != Taken::Yes {
         return Ok(Records::Empty);
     }
@@ -74,10 +84,7 @@ pub(in crate::broker) fn records_of(
     let mut kafka = Vec::with_capacity(stored.len() + stored.len() / 2);
     legacy::to_kafka(&stored, &mut kafka)
         .map_err(|e| recover::corrupt(&slice.path, slice.position, e.to_string()))?;
-    Ok(Records::Converted {
-        bytes: kafka,
-        _held: held,
-    })
+    Ok(Records::Converted { bytes: kafka, held })
 }
 
 /// Sends a segment's byte range with `sendfile`: from the page cache to the

@@ -19,6 +19,12 @@ struct Part<'a> {
     records: Option<Records<'a>>,
 }
 
+impl Part<'_> {
+    fn holds_memory(&self) -> bool {
+        self.records.as_ref().is_some_and(Records::holds_memory)
+    }
+}
+
 /// Answers a fetch: waits up to `deadline` for `bytes_min` visible bytes
 /// (or an error, or a stop), then writes the answer, in the request's
 /// version, and its records (at most `response_bytes_max` of them, but
@@ -137,14 +143,15 @@ fn gather<'s>(
                 let (start, end) = (located.start, located.end);
                 // The batch headers are read with the lock let go: on a
                 // cold page cache they are slow, and appends need not wait.
+                // A partition that takes no bytes converts nothing; only
+                // a fetch that holds no memory waits for some.
+                let wait = !parts.iter().any(Part::holds_memory);
                 let found = located
                     .lookup
                     .and_then(|l| l.map_or(Ok(None), |l| l.find()))
-                    .and_then(|slice| slice.map(|s| records_of(shared, s)).transpose());
+                    .map(|slice| slice.filter(|_| budget_bytes > 0))
+                    .and_then(|slice| slice.map(|s| records_of(shared, s, wait)).transpose());
                 match found {
-                    Ok(_) if budget_bytes == 0 => {
-                        (ErrorCode::None, String::new(), start, end, None)
-                    }
                     // A first batch over what is left of the budget goes
                     // only in a response that has no records yet.
                     Ok(Some(slice)) if bytes > 0 && slice.len() > left => {

@@ -87,7 +87,9 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
             shared.log(format_args!("{peer}: closing the Kafka connection: {why}"));
             return;
         }
-        if let Err(e) = write_answer(&stream, &state.out, &mut state.sends) {
+        let written = write_answer(&stream, &state.out, &mut state.sends);
+        state.held.clear();
+        if let Err(e) = written {
             return broken(shared, peer, &e);
         }
         // A large answer's buffers go back; small ones are kept.
@@ -157,12 +159,12 @@ fn broken(shared: &Shared, peer: SocketAddr, e: &std::io::Error) {
 /// Decodes a request and writes its answer in `state.out`, or returns a
 /// produce whose answer waits (none at all for acks=0); an error ends the
 /// connection.
-fn answer(
-    shared: &Arc<Shared>,
+fn answer<'s>(
+    shared: &'s Arc<Shared>,
     kafka: &Kafka,
     body: &[u8],
     peer: SocketAddr,
-    state: &mut ConnState,
+    state: &mut ConnState<'s>,
 ) -> Result<Option<Unanswered>, String> {
     match decode_request(body) {
         Ok((header, request)) => Ok(handlers::handle(

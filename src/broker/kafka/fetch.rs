@@ -53,7 +53,8 @@ const RESPONSE_BYTES_MAX: u64 = 16 * 1024 * 1024;
 /// error, or a stop), then returns each partition's part. Records go from
 /// the page cache with `sendfile` and hold no memory; only a legacy
 /// segment's, converted, hold request memory, which the conversion takes
-/// itself ([`records_of`]) and each part gives back once it is sent.
+/// itself ([`records_of`]: only the first may wait for it) and the
+/// connection gives back once the answer is written.
 pub(super) fn fetch<'s>(shared: &'s Shared, asks: &[Ask<'_>], limits: Limits) -> Vec<Fetched<'s>> {
     let wait = u64::try_from(limits.max_wait_ms)
         .unwrap_or(0)
@@ -108,7 +109,8 @@ fn gather<'s>(shared: &'s Shared, asks: &[Ask<'_>], budget: u64) -> Vec<Fetched<
         } else {
             (bytes > 0).then_some(left)
         };
-        let part = match read_partition(shared, a, (own.min(left), fit)) {
+        let wait = !parts.iter().any(|p: &Fetched<'_>| p.records.holds_memory());
+        let part = match read_partition(shared, a, (own.min(left), fit), wait) {
             // Past the response's budget, only an empty response takes it.
             Ok(part) if bytes > 0 && part.records.len() > left => Fetched {
                 records: Records::Empty,
@@ -130,11 +132,13 @@ fn gather<'s>(shared: &'s Shared, asks: &[Ask<'_>], budget: u64) -> Vec<Fetched<
 
 /// A partition's records from `a.fetch_offset`, about `bytes_max` of them
 /// but at least one whole batch, converted to Kafka batches; none when
-/// that batch (as stored) is larger than `fit`.
+/// that batch (as stored) is larger than `fit`, or when converting it
+/// takes request memory there is none of and it may not `wait`.
 fn read_partition<'s>(
     shared: &'s Shared,
     a: &Ask<'_>,
     (bytes_max, fit): (u64, Option<u64>),
+    wait: bool,
 ) -> Result<Fetched<'s>, (i16, String)> {
     let coded = |(code, msg): (ErrorCode, String)| (kafka_code(code), msg);
     let partition = u32::try_from(a.partition).map_err(|_| {
@@ -164,7 +168,7 @@ fn read_partition<'s>(
         .map_err(storage)?;
     let slice = slice.filter(|s| fit.is_none_or(|fit| s.len <= fit));
     let records = match slice {
-        Some(slice) => records_of(shared, slice).map_err(storage)?,
+        Some(slice) => records_of(shared, slice, wait).map_err(storage)?,
         None => Records::Empty,
     };
     Ok(Fetched {

@@ -12,6 +12,7 @@ use super::groups::{handle as group, GroupRequest as G};
 use super::metadata::{list_offset, metadata};
 use super::produce::{self, Pending, Produced};
 use super::Kafka;
+use crate::broker::memory::Held;
 use crate::broker::send::Records;
 use crate::broker::shared::Shared;
 use crate::kafka::header::RequestHeader;
@@ -23,9 +24,10 @@ use crate::kafka::response::{self as resp, frame};
 use crate::kafka::{self};
 use crate::storage::log::FileSlice;
 
-/// What a connection keeps between requests.
+/// What a connection keeps between requests, borrowing from the broker's
+/// [`Shared`] for `'s`.
 #[derive(Debug, Default)]
-pub(super) struct ConnState {
+pub(super) struct ConnState<'s> {
     /// The answer being written.
     pub(super) out: Vec<u8>,
     /// Records converted on their way in or out.
@@ -33,6 +35,11 @@ pub(super) struct ConnState {
     /// A fetch answer's records that go from their segment files after
     /// `out`'s bytes up to each position.
     pub(super) sends: Vec<(usize, FileSlice)>,
+    /// The request memory a fetch answer's converted records took: given
+    /// back once the answer is written (or the connection ends), not when
+    /// they are copied into `out`, so a reader that stops reading holds
+    /// them within the bound.
+    pub(super) held: Vec<Held<'s>>,
     /// Why an acks=0 produce failed: it has no answer to say so, so the
     /// connection closes (as Kafka's broker does) and the client notices.
     pub(super) failed_unanswered: Option<String>,
@@ -40,13 +47,13 @@ pub(super) struct ConnState {
 
 /// Handles a request and writes its answer (if it has one) in
 /// `state.out`; a produce whose answer must wait is returned instead.
-pub(super) fn handle(
-    shared: &Arc<Shared>,
+pub(super) fn handle<'s>(
+    shared: &'s Arc<Shared>,
     kafka: &Kafka,
     header: &RequestHeader<'_>,
     request: Request<'_>,
     peer: SocketAddr,
-    state: &mut ConnState,
+    state: &mut ConnState<'s>,
 ) -> Option<Unanswered> {
     let (id, version) = (header.correlation_id, header.api_version);
     let out = &mut state.out;
@@ -164,7 +171,7 @@ fn produce_request(
     r: &ProduceRequest<'_>,
     version: i16,
     id: i32,
-    state: &mut ConnState,
+    state: &mut ConnState<'_>,
 ) -> Option<Unanswered> {
     let wait = u64::try_from(r.timeout_ms).unwrap_or(0);
     let deadline =
@@ -251,12 +258,12 @@ pub(super) fn answer_produce(shared: &Shared, u: Unanswered, out: &mut Vec<u8>) 
 }
 
 /// A fetch, sessionless: every partition it names, none forgotten.
-fn fetch_request(
-    shared: &Shared,
+fn fetch_request<'s>(
+    shared: &'s Shared,
     r: &FetchRequest<'_>,
     version: i16,
     id: i32,
-    state: &mut ConnState,
+    state: &mut ConnState<'s>,
 ) {
     let asks: Vec<Ask<'_>> = r
         .topics
@@ -289,10 +296,14 @@ fn fetch_request(
             response.encode_with(version, out, &mut gaps)
         })
     });
-    let files = fetched.into_iter().filter_map(|f| match f.records {
-        Records::File(slice) => Some(slice),
-        Records::Converted { .. } | Records::Empty => None,
-    });
+    let mut files = Vec::new();
+    for f in fetched {
+        match f.records {
+            Records::File(slice) => files.push(slice),
+            Records::Converted { held, .. } => state.held.push(held),
+            Records::Empty => {}
+        }
+    }
     state.sends.extend(gaps.into_iter().zip(files));
 }
 

@@ -28,7 +28,10 @@ fn judged(codec: Option<Codec>) -> Vec<String> {
         .map(|i| (i, Some(&b"key"[..]), vec![], &b"a value of some length"[..]))
         .collect();
     let (one, mut two) = match codec {
-        Some(codec) => (build_with(codec, &records), build_with(codec, &records[..3])),
+        Some(codec) => (
+            build_with(codec, &records),
+            build_with(codec, &records[..3]),
+        ),
         None => (raw_snappy(&records), raw_snappy(&records[..3])),
     };
     let codec = codec.map_or("raw snappy".to_string(), |c| c.to_string());
