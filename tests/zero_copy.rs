@@ -501,3 +501,47 @@ fn a_fetch_of_two_legacy_partitions_does_not_wait_for_memory_it_holds() {
          {klog_both} bytes, then the second with {klog_second}"
     );
 }
+
+/// A Kafka fetch request frame larger than the connection's 64 KiB read
+/// buffer keeps its excess taken from the request memory while it is
+/// handled. A legacy batch whose conversion needed the whole bound (a
+/// 40 MB batch against 128 MiB) then waited the whole request timeout for
+/// memory only that same request held, and answered no records; the
+/// consumer asked again, the same way, for ever (a review). A fetch
+/// naming about 4,600 partitions (a consumer of a few thousand
+/// partitions, or of a few hundred topics with long names) is such a
+/// frame; here the partitions past the first do not exist, which only
+/// makes the frame large.
+#[test]
+fn a_large_kafka_fetch_request_reads_a_large_legacy_batch() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    LEFT_OUT.with(|l| l.set(true));
+    let data = tempfile::tempdir().unwrap();
+    let batch_bytes = write_legacy_topic(data.path(), 40);
+    let mut config = BrokerConfig::new(data.path(), "127.0.0.1:0");
+    config.queued_request_bytes_max = 128 << 20;
+    config.request_timeout_ms = 3000;
+    config.log.record_bytes_max = 2 << 20;
+    let (handle, thread, kafka) = start(config);
+    let fetch = |partitions: &[i32]| {
+        let mut stream = TcpStream::connect(kafka).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let req = kafka_fetch_v4_of(partitions, 52_428_800, 1 << 20);
+        let started = Instant::now();
+        stream.write_all(&req).unwrap();
+        let sizes = read_answer(&mut stream);
+        (req.len(), sizes[0], started.elapsed())
+    };
+    let small = fetch(&[0]);
+    let many: Vec<i32> = std::iter::once(0).chain(1_000..5_600).collect();
+    let large = fetch(&many);
+    handle.stop();
+    thread.join().unwrap().unwrap();
+    assert!(
+        small.1 >= batch_bytes && large.1 >= batch_bytes,
+        "a {batch_bytes}-byte legacy batch: (request bytes, records bytes, time) \
+         small request {small:?}, large request {large:?}"
+    );
+}

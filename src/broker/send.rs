@@ -55,9 +55,12 @@ impl Records<'_> {
 /// copy of the slice (the fetch's byte budget, or one batch): that much is
 /// taken from the broker's request memory first, else the answer goes
 /// without records (the reader asks again). Only a fetch that holds no
-/// memory yet may `wait` for it (up to the request timeout): one that
+/// conversion yet may `wait` for it (up to the request timeout): one that
 /// waited holding some could wait for what only it holds, and holds
-/// others up meanwhile.
+/// others up meanwhile. For the same reason a conversion takes at most
+/// the request memory less what the fetch's own frame may hold of it (its
+/// bytes past the read buffer: up to `--max-request-bytes`, or half the
+/// memory if that is less), however large its batch.
 pub(in crate::broker) fn records_of(
     shared: &Shared,
     slice: FileSlice,
@@ -68,8 +71,9 @@ pub(in crate::broker) fn records_of(
     }
     // The stored bytes, the batch being built and the Kafka batches made
     // of them (at most half as large again: a few bytes more per record).
-    let need = 4 * slice.len;
     let memory = &shared.request_memory;
+    let frame = u64::from(shared.config.request_bytes_max).min(memory.total() / 2);
+    let need = (4 * slice.len).min(memory.total() - frame);
     let timeout = Duration::from_millis(shared.config.request_timeout_ms);
     let deadline = Instant::now() + if wait { timeout } else { Duration::ZERO };
     if memory.take(need, &shared.stop, deadline) != Taken::Yes {
@@ -77,7 +81,7 @@ pub(in crate::broker) fn records_of(
     }
     let held = Held {
         memory,
-        bytes: need.min(memory.total()),
+        bytes: need,
     };
     let mut stored = Vec::new();
     slice.read_into(&mut stored)?;

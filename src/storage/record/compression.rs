@@ -155,7 +155,11 @@ pub static PROCESS: Budget = Budget::new(DECOMPRESSED_BYTES_MAX);
 /// room is taken from a [`Budget`] and given back when it is dropped.
 #[derive(Debug)]
 pub struct Decompressed<'b> {
-    pub(super) buf: Vec<u8>,
+    /// Zeroed room, of which the first `len` bytes are the records: the
+    /// room is zeroed once, when it grows, and reused, so that a stream
+    /// of many frames costs what it decodes, not that times its frames.
+    buf: Vec<u8>,
+    len: usize,
     /// Bytes taken from the budget (the buffer's and the window's).
     taken: usize,
     /// Of those, the room held for a decoder's window.
@@ -174,6 +178,7 @@ impl<'b> Decompressed<'b> {
     pub fn new(budget: &'b Budget) -> Decompressed<'b> {
         Decompressed {
             buf: Vec::new(),
+            len: 0,
             taken: 0,
             window: 0,
             budget,
@@ -182,22 +187,35 @@ impl<'b> Decompressed<'b> {
 
     /// Bytes the last decompression gave.
     pub fn len(&self) -> usize {
-        self.buf.len()
+        self.len
     }
 
     /// Whether the last decompression gave nothing.
     pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+        self.len == 0
     }
 
-    /// Grows the buffer to `len` bytes (zeroed past what it held), once
-    /// the budget has the room.
+    /// The bytes the last decompression gave.
+    pub(super) fn records(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// Forgets the records, keeping the room.
+    pub(super) fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Grows the room to `len` bytes at least (zeroing only what it adds),
+    /// once the budget has it.
     fn grow_to(&mut self, len: usize) -> Result<(), Refused> {
+        if len <= self.buf.len() {
+            return Ok(());
+        }
         let for_buf = self.taken - self.window;
         if len > for_buf {
             self.take(len - for_buf)?;
         }
-        self.buf.reserve_exact(len.saturating_sub(self.buf.len()));
+        self.buf.reserve_exact(len - self.buf.len());
         self.buf.resize(len, 0);
         Ok(())
     }
@@ -245,7 +263,7 @@ pub fn decompress<'o>(
     out: &'o mut Decompressed<'_>,
 ) -> Result<&'o [u8], DecodeError> {
     decompress_capped(codec, compressed, out, BATCH_BYTES_MAX as usize)?;
-    Ok(&out.buf)
+    Ok(out.records())
 }
 
 fn decompress_capped(
@@ -254,12 +272,13 @@ fn decompress_capped(
     out: &mut Decompressed<'_>,
     cap: usize,
 ) -> Result<(), DecodeError> {
-    out.buf.clear();
+    out.clear();
     let result = match codec {
         Codec::None if compressed.len() > cap => Err(Refused::TooLarge),
-        Codec::None => out
-            .grow_to(compressed.len())
-            .map(|()| out.buf.copy_from_slice(compressed)),
+        Codec::None => out.grow_to(compressed.len()).map(|()| {
+            out.buf[..compressed.len()].copy_from_slice(compressed);
+            out.len = compressed.len();
+        }),
         Codec::Gzip => read_capped(flate2::read::MultiGzDecoder::new(compressed), out, cap),
         Codec::Snappy if compressed.starts_with(XERIAL_MAGIC) => xerial(compressed, out, cap),
         Codec::Snappy => snappy_block(compressed, out, cap),
@@ -274,7 +293,7 @@ fn decompress_capped(
         }
     };
     result.map_err(|e| {
-        out.buf.clear();
+        out.clear();
         refusal(codec.name(), cap, out.budget.max, e)
     })
 }
@@ -424,18 +443,19 @@ fn zstd_decoder(compressed: &[u8], window_log_max: u32) -> Result<impl Read + '_
     Ok(decoder)
 }
 
-/// Reads `reader` to its end, appending to `out`, growing it by doubling
-/// but never past `cap` bytes: a byte more than that is a bomb.
+/// Reads `reader` to its end, appending to `out`, growing its room by
+/// doubling but never past `cap` bytes: a byte more than that is a bomb.
 fn read_capped(
     mut reader: impl Read,
     out: &mut Decompressed<'_>,
     cap: usize,
 ) -> Result<(), Refused> {
-    let mut len = out.buf.len();
+    let mut len = out.len;
     loop {
-        if len == out.buf.len() {
+        if len >= out.buf.len().min(cap) {
             if len >= cap {
                 // Full: one byte more is one too many.
+                out.len = len;
                 let mut probe = [0; 1];
                 return match read_some(&mut reader, &mut probe)? {
                     0 => Ok(()),
@@ -446,12 +466,13 @@ fn read_capped(
             let size = len.saturating_add(len.max(64 * 1024)).min(cap);
             out.grow_to(size)?;
         }
-        match read_some(&mut reader, &mut out.buf[len..])? {
+        let room = out.buf.len().min(cap);
+        match read_some(&mut reader, &mut out.buf[len..room])? {
             0 => break,
             n => len += n,
         }
     }
-    out.buf.truncate(len);
+    out.len = len;
     Ok(())
 }
 
@@ -489,7 +510,7 @@ fn lz4_frames(
 /// cap before anything is reserved.
 fn snappy_block(block: &[u8], out: &mut Decompressed<'_>, cap: usize) -> Result<(), Refused> {
     let len = snap::raw::decompress_len(block).map_err(|e| Refused::Corrupt(e.to_string()))?;
-    let at = out.buf.len();
+    let at = out.len;
     if len > cap - at {
         return Err(Refused::TooLarge);
     }
@@ -497,7 +518,7 @@ fn snappy_block(block: &[u8], out: &mut Decompressed<'_>, cap: usize) -> Result<
     let written = snap::raw::Decoder::new()
         .decompress(block, &mut out.buf[at..])
         .map_err(|e| Refused::Corrupt(e.to_string()))?;
-    out.buf.truncate(at + written);
+    out.len = at + written;
     Ok(())
 }
 
@@ -533,7 +554,7 @@ fn xerial_blocks(
                 ))
             })?;
         snappy_block(block, out, cap)?;
-        if enough(&out.buf) {
+        if enough(out.records()) {
             return Ok(true);
         }
         rest = &after[block.len()..];
@@ -554,7 +575,7 @@ mod tests {
             let mut packed = Vec::new();
             compress(codec, None, &data, &mut packed);
             decompress_capped(codec, &packed, &mut out, data.len()).unwrap();
-            assert_eq!(out.buf, data, "{codec}");
+            assert_eq!(out.records(), data, "{codec}");
             let err = decompress_capped(codec, &packed, &mut out, data.len() - 1).unwrap_err();
             assert!(
                 matches!(err, DecodeError::TooLarge { .. }),
@@ -564,7 +585,7 @@ mod tests {
         }
         let snappy = snap::raw::Encoder::new().compress_vec(&data).unwrap();
         decompress_capped(Codec::Snappy, &snappy, &mut out, data.len()).unwrap();
-        assert_eq!(out.buf, data);
+        assert_eq!(out.records(), data);
         let err = decompress_capped(Codec::Snappy, &snappy, &mut out, data.len() - 1).unwrap_err();
         assert!(matches!(err, DecodeError::TooLarge { .. }), "{err}");
     }
@@ -667,14 +688,14 @@ mod tests {
         let budget = Budget::new(300 * 1024);
         let mut first = Decompressed::new(&budget);
         decompress(Codec::Gzip, &gzip, &mut first).unwrap();
-        assert_eq!(first.buf, data);
+        assert_eq!(first.records(), data);
         let mut second = Decompressed::new(&budget);
         let err = decompress(Codec::Gzip, &gzip, &mut second).unwrap_err();
         assert!(matches!(err, DecodeError::Busy { .. }), "{err}");
-        assert!(second.buf.is_empty());
+        assert!(second.is_empty());
         drop(first);
         decompress(Codec::Gzip, &gzip, &mut second).unwrap();
-        assert_eq!(second.buf, data);
+        assert_eq!(second.records(), data);
         drop(second);
         assert_eq!(budget.held(), 0, "all given back");
         // One buffer that alone would pass the budget is too large.

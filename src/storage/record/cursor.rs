@@ -194,7 +194,11 @@ mod tests {
     fn lengths_past_the_end_and_below_minus_one_are_malformed() {
         // Kafka: length 3 (zigzag 6) with 2 bytes; length -2 (zigzag 3).
         assert!(Cursor::new(&[6, 1, 2]).nullable_bytes("k").is_err());
-        assert!(Cursor::new(&[3]).nullable_bytes("k").is_err());
+        // Below -1 is malformed, never "cut short": no more bytes mend it.
+        for below in [3u8, 5] {
+            let err = Cursor::new(&[below, 7, 8]).nullable_bytes("k").unwrap_err();
+            assert!(matches!(err, DecodeError::Malformed("k")), "{err:?}");
+        }
         assert_eq!(Cursor::new(&[1]).nullable_bytes("k").unwrap(), None);
         assert_eq!(
             Cursor::new(&[4, 7, 8]).nullable_bytes("k").unwrap(),

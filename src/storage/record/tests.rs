@@ -546,3 +546,4 @@ fn records_at_the_bounds_of_their_framing_decode() {
 
 mod bounds;
 mod damaged_length;
+mod framing;

@@ -113,7 +113,7 @@ pub fn unit_ends_whole(
     plain: &mut Decompressed<'_>,
     mut whole: impl FnMut(&[u8]) -> bool,
 ) -> bool {
-    plain.buf.clear();
+    plain.clear();
     let cap = BATCH_BYTES_MAX as usize;
     let mut rest = stream;
     match codec {
@@ -122,7 +122,7 @@ pub fn unit_ends_whole(
             xerial_blocks(stream, plain, cap, whole).unwrap_or(false)
         }
         Codec::Snappy => raw_snappy_len(stream).is_some_and(|len| {
-            snappy_block(&stream[..len], plain, cap).is_ok() && whole(&plain.buf)
+            snappy_block(&stream[..len], plain, cap).is_ok() && whole(plain.records())
         }),
         Codec::Gzip => {
             while !rest.is_empty() {
@@ -131,7 +131,7 @@ pub fn unit_ends_whole(
                     return false;
                 }
                 rest = member.into_inner();
-                if whole(&plain.buf) {
+                if whole(plain.records()) {
                     return true;
                 }
             }
@@ -147,7 +147,7 @@ pub fn unit_ends_whole(
                     return false;
                 }
                 rest = after;
-                if whole(&plain.buf) {
+                if whole(plain.records()) {
                     return true;
                 }
             }
@@ -167,7 +167,7 @@ pub fn unit_ends_whole(
                     return false;
                 }
                 rest = after;
-                if whole(&plain.buf) {
+                if whole(plain.records()) {
                     return true;
                 }
             }
