@@ -316,3 +316,90 @@ fn a_legacy_batch_near_the_limit_converts_to_kafka_batches_within_it() {
         (1000 + u64::from(crate::limits::BATCH_RECORDS_MAX), 2)
     );
 }
+
+/// Rewrites a magic-2 header's `field` (little-endian u32) and seals the
+/// header's CRC again.
+fn set_sealed(batch: &mut [u8], field: usize, value: u32) {
+    batch[field..field + 4].copy_from_slice(&value.to_le_bytes());
+    let crc_at = BATCH_HEADER_BYTES - 4;
+    let crc = crc32fast::hash(&batch[..crc_at]);
+    batch[crc_at..BATCH_HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// A header alone decodes (it needs no record), names no producer, and
+/// one byte less is cut short.
+#[test]
+fn a_header_alone_decodes_and_names_no_producer() {
+    let bytes = build(&[(7, None, vec![], b"v")]);
+    let header = decode_header(&bytes[..BATCH_HEADER_BYTES], BATCH_BYTES_MAX).unwrap();
+    let producer = (
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+    );
+    assert_eq!(producer, (-1, -1, -1));
+    let err = decode_header(&bytes[..BATCH_HEADER_BYTES - 1], BATCH_BYTES_MAX).unwrap_err();
+    assert!(err.is_truncated(), "{err}");
+}
+
+/// The record count is 1 to `BATCH_RECORDS_MAX`, the length at least what
+/// that many of the smallest records take (exactly that is enough), and
+/// the batch at most the limit asked (exactly it is enough).
+#[test]
+fn header_counts_lengths_and_limits_at_their_bounds() {
+    let bytes = build(&[(7, None, vec![], b"v")]);
+    for count in [0, BATCH_RECORDS_MAX + 1] {
+        let mut bad = bytes.clone();
+        set_sealed(&mut bad, RECORD_COUNT_OFFSET, count);
+        let err = decode_header(&bad, BATCH_BYTES_MAX).unwrap_err();
+        assert!(
+            matches!(err, DecodeError::Malformed(m) if m.contains("count")),
+            "{count}: {err}"
+        );
+    }
+    let header_length = (BATCH_HEADER_BYTES - BATCH_LENGTH_PREFIX_BYTES) as u32;
+    for count in [1, 5, BATCH_RECORDS_MAX] {
+        let least = header_length + count * RECORD_BYTES_MIN as u32;
+        let mut b = bytes.clone();
+        set_sealed(&mut b, RECORD_COUNT_OFFSET, count);
+        set_sealed(&mut b, BATCH_LENGTH_OFFSET, least);
+        assert!(
+            decode_header(&b, BATCH_BYTES_MAX).is_ok(),
+            "{count} at least"
+        );
+        set_sealed(&mut b, BATCH_LENGTH_OFFSET, least - 1);
+        let err = decode_header(&b, BATCH_BYTES_MAX).unwrap_err();
+        assert!(
+            matches!(err, DecodeError::Malformed(m) if m.contains("length")),
+            "{count}: {err}"
+        );
+    }
+    let total = bytes.len() as u32;
+    assert!(decode_header(&bytes, total).is_ok());
+    let err = decode_header(&bytes, total - 1).unwrap_err();
+    assert!(
+        matches!(err, DecodeError::TooLarge { what: "batch", .. }),
+        "{err}"
+    );
+}
+
+/// A record of exactly the record limit reads; one byte over is too
+/// large. A record of exactly the most headers reads.
+#[test]
+fn records_at_the_record_and_header_limits_read() {
+    let bytes = build(&[(7, Some(b"k"), vec![], &[1u8; 300])]);
+    let record_bytes = (bytes.len() - BATCH_HEADER_BYTES) as u32;
+    let batch = Batch::decode(Format::Legacy, &bytes, BATCH_BYTES_MAX).unwrap();
+    assert!(batch.records(record_bytes).all(|r| r.is_ok()));
+    let err = batch.records(record_bytes - 1).next().unwrap().unwrap_err();
+    assert!(
+        matches!(err, DecodeError::TooLarge { what: "record", .. }),
+        "{err}"
+    );
+    let most = crate::limits::HEADERS_PER_RECORD_MAX as usize;
+    let headers: Vec<(&[u8], &[u8])> = vec![(b"h", b"v"); most];
+    let bytes = build(&[(7, None, headers, b"v")]);
+    let batch = Batch::decode(Format::Legacy, &bytes, BATCH_BYTES_MAX).unwrap();
+    let record = batch.records(MAX).next().unwrap().unwrap();
+    assert_eq!(record.headers().count(), most);
+}
