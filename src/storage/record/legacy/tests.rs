@@ -403,3 +403,72 @@ fn records_at_the_record_and_header_limits_read() {
     let record = batch.records(MAX).next().unwrap().unwrap();
     assert_eq!(record.headers().count(), most);
 }
+
+/// The legacy builder says what it holds, as the Kafka one does: its
+/// records, its size (the finished batch's), what one more record adds
+/// (exactly), whether a timestamp fits its deltas; cleared, it holds
+/// nothing.
+#[test]
+fn a_legacy_builder_says_what_it_holds() {
+    let mut b = BatchBuilder::new();
+    assert!(b.is_empty());
+    assert_eq!((b.len(), b.size_bytes()), (0, BATCH_HEADER_BYTES));
+    assert!(b.accepts_timestamp(i64::MAX) && b.accepts_timestamp(i64::MIN));
+    let headers: [(&[u8], &[u8]); 1] = [(b"h", b"v")];
+    b.push(-1, Some(b"k"), &headers, b"one");
+    let before = b.size_bytes();
+    b.push(-1, None, &[], &[7u8; 300]);
+    assert_eq!(
+        b.size_bytes() - before,
+        BatchBuilder::record_size(None, &[], &[7u8; 300]),
+        "a record of the first timestamp adds what record_size says"
+    );
+    assert!(!b.is_empty());
+    assert_eq!(b.len(), 2);
+    assert!(b.accepts_timestamp(1_000));
+    assert!(!b.accepts_timestamp(i64::MAX), "MAX - -1 overflows");
+    let size = b.size_bytes();
+    assert_eq!(size, b.finish().len());
+    b.clear();
+    assert!(b.is_empty() && b.size_bytes() == BATCH_HEADER_BYTES);
+    b.push(3, None, &[], b"again");
+    let batch = Batch::decode(Format::Legacy, b.finish(), BATCH_BYTES_MAX).unwrap();
+    assert_eq!(batch.header.record_count, 1);
+}
+
+/// Recovery keeps the first records of a torn legacy batch by rewriting
+/// its header's count, length and greatest timestamp: the batch then reads
+/// as just those records.
+#[test]
+fn a_batch_extent_rewritten_reads_as_its_first_records() {
+    let records: [Rec<'_>; 3] = [
+        (5, None, vec![], b"a"),
+        (9, None, vec![], b"bb"),
+        (7, None, vec![], b"c"),
+    ];
+    let bytes = build(&records);
+    let records_bytes = (build(&records[..2]).len() - BATCH_HEADER_BYTES) as u32;
+    let mut kept = bytes[..BATCH_HEADER_BYTES + records_bytes as usize].to_vec();
+    set_batch_extent(&mut kept, 2, records_bytes, 9);
+    let batch = Batch::decode(Format::Legacy, &kept, BATCH_BYTES_MAX).unwrap();
+    assert_eq!(
+        (batch.header.record_count, batch.header.max_timestamp),
+        (2, 9)
+    );
+    assert_eq!(batch.total_bytes(), kept.len());
+    let values: Vec<_> = batch.records(MAX).map(|r| r.unwrap().value).collect();
+    assert_eq!(values, [&b"a"[..], b"bb"]);
+}
+
+/// An ordinary legacy batch, even of large records, converts to one Kafka
+/// batch: it splits only near the batch limit.
+#[test]
+fn a_legacy_batch_of_large_records_converts_to_one_kafka_batch() {
+    let value = vec![b'v'; 1 << 20];
+    let bytes = build(&[(5, None, vec![], &value), (6, None, vec![], &value)]);
+    let mut kafka = Vec::new();
+    to_kafka(&bytes, &mut kafka).unwrap();
+    let batch = Batch::decode(Format::Kafka, &kafka, BATCH_BYTES_MAX).unwrap();
+    assert_eq!(batch.total_bytes(), kafka.len(), "one batch");
+    assert_eq!(batch.header.record_count, 2);
+}
