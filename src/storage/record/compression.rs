@@ -571,14 +571,19 @@ mod tests {
         let budget = Budget::new(usize::MAX);
         let mut out = Decompressed::new(&budget);
         let data = vec![7u8; 200_000];
-        for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
+        for codec in Codec::ALL {
             let mut packed = Vec::new();
-            compress(codec, None, &data, &mut packed);
+            match codec {
+                Codec::None => packed.extend_from_slice(&data),
+                codec => compress(codec, None, &data, &mut packed),
+            }
             decompress_capped(codec, &packed, &mut out, data.len()).unwrap();
             assert_eq!(out.records(), data, "{codec}");
-            let err = decompress_capped(codec, &packed, &mut out, data.len() - 1).unwrap_err();
+            let cap = data.len() as u64 - 1;
+            let err = decompress_capped(codec, &packed, &mut out, cap as usize).unwrap_err();
             assert!(
-                matches!(err, DecodeError::TooLarge { .. }),
+                matches!(err, DecodeError::TooLarge { size_bytes, limit_bytes, .. }
+                    if limit_bytes == cap && size_bytes == cap + 1),
                 "{codec}: {err}"
             );
             assert!(out.buf.capacity() <= data.len(), "{}", out.buf.capacity());
@@ -588,6 +593,50 @@ mod tests {
         assert_eq!(out.records(), data);
         let err = decompress_capped(Codec::Snappy, &snappy, &mut out, data.len() - 1).unwrap_err();
         assert!(matches!(err, DecodeError::TooLarge { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_buffer_says_what_it_holds_and_a_codec_its_name() {
+        let mut out = Decompressed::default();
+        assert!(out.is_empty());
+        assert_eq!(out.len(), 0);
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let mut packed = Vec::new();
+        compress(Codec::Snappy, None, &data, &mut packed);
+        decompress(Codec::Snappy, &packed, &mut out).unwrap();
+        assert!(!out.is_empty() && out.len() == data.len());
+        // Xerial blocks of 32 KiB of input each, as the Java client writes.
+        let first = &packed[XERIAL_HEADER_BYTES + 4..];
+        assert_eq!(snap::raw::decompress_len(first).unwrap(), 32 * 1024);
+        for codec in Codec::ALL {
+            assert_eq!(codec.to_string(), codec.name());
+        }
+        // The process's budget holds four batches at the limit at once.
+        assert_eq!(PROCESS.max, 4 * BATCH_BYTES_MAX as usize);
+    }
+
+    /// A buffer that meets a larger zstd window holds the difference more:
+    /// twice the largest window it met, and its room (a small window, then
+    /// room for 3 MB, then a 2 MiB window over a few bytes).
+    #[test]
+    fn a_larger_window_takes_the_difference() {
+        let budget = Budget::new(usize::MAX);
+        let mut out = Decompressed::new(&budget);
+        let mut small = Vec::new();
+        compress(Codec::Zstd, None, b"a few bytes", &mut small);
+        let mut large = Vec::new();
+        compress(Codec::Gzip, None, &vec![9u8; 3_000_000], &mut large);
+        let streamed = zstd::stream::encode_all(&b"a few bytes"[..], 3).unwrap();
+        let windows = (zstd_window(&small), zstd_window(&streamed));
+        assert!(windows.1 >= 1 << 20 && windows.0 < 1 << 10, "{windows:?}");
+        for (codec, packed) in [
+            (Codec::Zstd, small),
+            (Codec::Gzip, large),
+            (Codec::Zstd, streamed),
+        ] {
+            decompress(codec, &packed, &mut out).unwrap();
+        }
+        assert_eq!(budget.held(), (2 << window_log(windows.1)) + out.buf.len());
     }
 
     #[test]
@@ -647,10 +696,15 @@ mod tests {
         let held = 2 << window_log(window);
         assert_eq!(held, 1 << 20);
         // Room for the data but not for the window too.
-        let budget = Budget::new(held + data.len() / 2);
+        let max = (held + data.len() / 2) as u64;
+        let budget = Budget::new(max as usize);
         let mut out = Decompressed::new(&budget);
         let err = decompress(Codec::Zstd, &packed, &mut out).unwrap_err();
-        assert!(matches!(err, DecodeError::TooLarge { .. }), "{err}");
+        assert!(
+            matches!(err, DecodeError::TooLarge { size_bytes, limit_bytes, .. }
+                if limit_bytes == max && size_bytes == max + 1),
+            "{err}"
+        );
         let budget = Budget::new(held + 2 * data.len());
         let mut out = Decompressed::new(&budget);
         decompress(Codec::Zstd, &packed, &mut out).unwrap();
@@ -661,6 +715,9 @@ mod tests {
         let mut big = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, (27 - 10) << 3];
         big.extend_from_slice(&[0; 8]);
         assert_eq!(zstd_window(&big), 1 << 27);
+        // 2^20 and five eighths of it more: exponent and mantissa.
+        big[5] = (20 - 10) << 3 | 5;
+        assert_eq!(zstd_window(&big), (1 << 20) + 5 * (1 << 17));
         assert_eq!(zstd_window(b"not zstd"), 0);
         assert_eq!(
             (

@@ -66,3 +66,30 @@ fn a_damaged_length_before_a_torn_tail_is_damage_for_every_codec() {
     let wrong: Vec<String> = codecs.flat_map(judged).collect();
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
+
+/// What is not an overrun at all is damage: a batch the bytes hold whole
+/// (its fault is elsewhere), a header that reads as none; a header cut
+/// short is a torn write; a gzip or zstd stream that starts as no stream
+/// of its codec is damage, not a stream cut short.
+#[test]
+fn overrun_judges_headers_and_streams_that_read_as_none() {
+    let records: Vec<Rec<'_>> = (0..5).map(|i| (i, None, vec![], &b"value"[..])).collect();
+    let whole = build(&records);
+    assert_eq!(overrun(Format::Kafka, &whole), Overrun::Damaged);
+    assert_eq!(
+        overrun(Format::Kafka, &whole[..BATCH_HEADER_BYTES - 1]),
+        Overrun::Torn
+    );
+    let mut magic = whole.clone();
+    magic[MAGIC_OFFSET] = 1;
+    assert_eq!(
+        overrun(Format::Kafka, &magic[..whole.len() - 1]),
+        Overrun::Damaged
+    );
+    for codec in [Codec::Gzip, Codec::Zstd] {
+        let mut garbage = build_with(codec, &records);
+        garbage[BATCH_HEADER_BYTES..].fill(0xff);
+        let cut = &garbage[..garbage.len() - 1];
+        assert_eq!(overrun(Format::Kafka, cut), Overrun::Damaged, "{codec}");
+    }
+}
