@@ -715,6 +715,13 @@ mod tests {
         let mut big = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, (27 - 10) << 3];
         big.extend_from_slice(&[0; 8]);
         assert_eq!(zstd_window(&big), 1 << 27);
+        // A single segment's window is its content size, after its
+        // dictionary id if any; a two-byte size counts from 256.
+        for len in [100usize, 1000, 300_000] {
+            let packed = zstd::bulk::compress(&vec![1u8; len], 3).unwrap();
+            assert_eq!(zstd_window(&packed), len, "{len}");
+        }
+        assert_eq!(zstd_window(&[0x28, 0xb5, 0x2f, 0xfd, 0x21, 7, 200]), 200);
         // 2^20 and five eighths of it more: exponent and mantissa.
         big[5] = (20 - 10) << 3 | 5;
         assert_eq!(zstd_window(&big), (1 << 20) + 5 * (1 << 17));
