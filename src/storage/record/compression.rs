@@ -615,6 +615,23 @@ mod tests {
         assert_eq!(PROCESS.max, 4 * BATCH_BYTES_MAX as usize);
     }
 
+    /// A read interrupted by a signal is read again.
+    #[test]
+    fn an_interrupted_read_is_read_again() {
+        struct Interrupted<'a>(bool, &'a [u8]);
+        impl Read for Interrupted<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                if std::mem::take(&mut self.0) {
+                    return Err(io::ErrorKind::Interrupted.into());
+                }
+                self.1.read(buf)
+            }
+        }
+        let mut out = Decompressed::default();
+        assert!(read_capped(Interrupted(true, b"records"), &mut out, 100).is_ok());
+        assert_eq!(out.records(), b"records");
+    }
+
     /// A buffer that meets a larger zstd window holds the difference more:
     /// twice the largest window it met, and its room (a small window, then
     /// room for 3 MB, then a 2 MiB window over a few bytes).

@@ -357,6 +357,19 @@ fn header_counts_lengths_and_limits_at_their_bounds() {
             "{count}: {err}"
         );
     }
+    // Attributes or the reserved bytes, either alone, are refused.
+    for at in [ATTRIBUTES_OFFSET, RESERVED_OFFSET] {
+        let mut bad = bytes.clone();
+        bad[at] = 1;
+        let crc_at = BATCH_HEADER_BYTES - 4;
+        let crc = crc32fast::hash(&bad[..crc_at]);
+        bad[crc_at..BATCH_HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
+        let err = decode_header(&bad, BATCH_BYTES_MAX).unwrap_err();
+        assert!(
+            matches!(err, DecodeError::Malformed(m) if m.contains("attributes")),
+            "{at}: {err}"
+        );
+    }
     let header_length = (BATCH_HEADER_BYTES - BATCH_LENGTH_PREFIX_BYTES) as u32;
     for count in [1, 5, BATCH_RECORDS_MAX] {
         let least = header_length + count * RECORD_BYTES_MIN as u32;
