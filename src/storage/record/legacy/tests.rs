@@ -436,6 +436,15 @@ fn a_legacy_builder_says_what_it_holds() {
         BatchBuilder::record_size(None, &[], &[7u8; 300]),
         "a record of the first timestamp adds what record_size says"
     );
+    // Across the length's varint growing a byte (at 128).
+    for len in 100..140 {
+        let mut one = BatchBuilder::new();
+        one.push(-1, None, &[], b"first");
+        let before = one.size_bytes();
+        one.push(-1, None, &[], &vec![7u8; len]);
+        let size = BatchBuilder::record_size(None, &[], &vec![7u8; len]);
+        assert_eq!(one.size_bytes() - before, size, "{len}");
+    }
     assert!(!b.is_empty());
     assert_eq!(b.len(), 2);
     assert!(b.accepts_timestamp(1_000));
