@@ -224,15 +224,10 @@ fn a_fetch_of_a_100_mb_batch_holds_none_of_it_on_the_heap_on_either_listener() {
     let data = tempfile::tempdir().unwrap();
     let batch_bytes = write_big_topic(data.path());
     assert!(batch_bytes > 100_000_000, "{batch_bytes}");
-    let mut config = BrokerConfig::new(data.path(), "127.0.0.1:0");
-    config.kafka_listen = Some("127.0.0.1:0".into());
-    config.quiet = true;
-    let broker = Broker::open(config).expect("the broker opens");
-    let handle = broker.handle().unwrap();
-    let thread = std::thread::spawn(move || broker.run());
+    let config = BrokerConfig::new(data.path(), "127.0.0.1:0");
+    let (handle, thread, kafka) = start(config);
     let mut buf = vec![0u8; 256 * 1024];
     // A first fetch of each kind warms the broker's buffers up.
-    let kafka = handle.kafka_addr().unwrap();
     kafka_fetch(kafka, &mut buf);
     klog_fetch(handle.local_addr(), &mut buf);
     let klog_addr = handle.local_addr();
@@ -286,14 +281,9 @@ fn eight_kafka_fetches_of_a_legacy_batch_stay_within_the_request_memory() {
     LEFT_OUT.with(|l| l.set(true));
     let data = tempfile::tempdir().unwrap();
     let batch_bytes = write_legacy_topic(data.path(), 64) as u64;
-    let mut config = BrokerConfig::new(data.path(), "127.0.0.1:0");
-    config.kafka_listen = Some("127.0.0.1:0".into());
-    config.quiet = true;
+    let config = BrokerConfig::new(data.path(), "127.0.0.1:0");
     let bound = config.queued_request_bytes_max;
-    let broker = Broker::open(config).expect("the broker opens");
-    let handle = broker.handle().unwrap();
-    let thread = std::thread::spawn(move || broker.run());
-    let kafka = handle.kafka_addr().unwrap();
+    let (handle, thread, kafka) = start(config);
     let mut buf = vec![0u8; 256 * 1024];
     assert!(kafka_fetch(kafka, &mut buf) as u64 >= batch_bytes);
     let klog_addr = handle.local_addr();
@@ -349,15 +339,10 @@ fn a_kafka_consumer_fetching_a_large_legacy_batch_reads_it() {
     let data = tempfile::tempdir().unwrap();
     let batch_bytes = write_legacy_topic(data.path(), 26);
     let mut config = BrokerConfig::new(data.path(), "127.0.0.1:0");
-    config.kafka_listen = Some("127.0.0.1:0".into());
-    config.quiet = true;
     config.queued_request_bytes_max = 128 << 20;
     config.request_timeout_ms = 3000;
     config.log.record_bytes_max = 2 << 20;
-    let broker = Broker::open(config).expect("the broker opens");
-    let handle = broker.handle().unwrap();
-    let thread = std::thread::spawn(move || broker.run());
-    let kafka = handle.kafka_addr().unwrap();
+    let (handle, thread, kafka) = start(config);
 
     // A consumer's Fetch v4 with fetch.max.bytes 50 MB (librdkafka's and
     // the Java client's default) and max.partition.fetch.bytes 1 MiB.
