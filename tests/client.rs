@@ -18,10 +18,19 @@ use nix::unistd::Pid;
 struct Paused(Pid);
 
 impl Paused {
+    /// Returns once every thread of `child` is stopped: SIGSTOP is sent
+    /// at once but taken by each thread at its next return from the
+    /// kernel, and a thread that had not yet taken it could still answer.
     fn stop(child: &Child) -> Paused {
         let pid = Pid::from_raw(child.id() as i32);
         kill(pid, Signal::SIGSTOP).unwrap();
-        Paused(pid)
+        let paused = Paused(pid);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !all_threads_stopped(child.id()) {
+            assert!(Instant::now() < deadline, "SIGSTOP not taken");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        paused
     }
 }
 
@@ -31,8 +40,37 @@ impl Drop for Paused {
     }
 }
 
+/// Whether every thread of process `pid` is stopped (state T in
+/// /proc/PID/task/TID/stat, after the command name in parentheses).
+fn all_threads_stopped(pid: u32) -> bool {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks.into_iter().all(|task| {
+        let stat = std::fs::read_to_string(task.unwrap().path().join("stat")).unwrap_or_default();
+        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+        state.starts_with('T') || state.starts_with('t')
+    })
+}
+
 fn signal(child: &Child, sig: Signal) {
     kill(Pid::from_raw(child.id() as i32), sig).unwrap();
+}
+
+/// Bytes received and not yet read on the IPv4 TCP connections whose
+/// local port is `port` (from /proc/net/tcp), whether or not their peer
+/// has closed its side since.
+fn unread_at(port: u16) -> u64 {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let mut unread = 0;
+    for line in table.lines().skip(1) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let local_port = fields[1].rsplit(':').next().unwrap();
+        // Not the listening socket (0A), whose queue is of connections.
+        if u16::from_str_radix(local_port, 16) == Ok(port) && fields[3] != "0A" {
+            let rx = fields[4].rsplit(':').next().unwrap();
+            unread += u64::from_str_radix(rx, 16).unwrap();
+        }
+    }
+    unread
 }
 
 /// Waits for `child` to exit, failing the test after `timeout`.
@@ -185,7 +223,18 @@ fn a_second_sigint_ends_a_tool_at_once() {
     let _paused = Paused::stop(&broker.child);
     stdin.write_all(b"y\n").unwrap();
     drop(stdin);
-    std::thread::sleep(Duration::from_secs(1));
+    // The second record is sent: its request waits, unread, at the
+    // stopped broker.
+    let port: u16 = broker.addr.rsplit(':').next().unwrap().parse().unwrap();
+    while unread_at(port) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the second record is not sent: {:?} {:?}",
+            p.child.try_wait(),
+            p.stderr_lines()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let signalled = Instant::now();
     signal(&p.child, Signal::SIGINT);
     std::thread::sleep(Duration::from_millis(20));
