@@ -27,9 +27,13 @@ pub(super) const RECORD_COUNT_OFFSET: usize = 57;
 const _: () = assert!(RECORD_COUNT_OFFSET + 4 == BATCH_HEADER_BYTES);
 const _: () = assert!(BATCH_LENGTH_OFFSET + 4 == BATCH_LENGTH_PREFIX_BYTES);
 
-/// The attribute bits Kafka defines.
-const ATTR_KNOWN: u16 =
-    0x07 | ATTR_LOG_APPEND_TIME | ATTR_TRANSACTIONAL | ATTR_CONTROL | ATTR_DELETE_HORIZON;
+/// The attribute bits Kafka defines: the codec's three, then timestamp
+/// type, transactional, control and delete horizon.
+const ATTR_KNOWN: u16 = 0x7f;
+const _: () = assert!(
+    ATTR_KNOWN
+        == 0x07 | ATTR_LOG_APPEND_TIME | ATTR_TRANSACTIONAL | ATTR_CONTROL | ATTR_DELETE_HORIZON
+);
 
 /// Smallest Kafka header: a one-byte key length and a one-byte value length.
 const HEADER_BYTES_MIN: usize = 2;

@@ -19,23 +19,6 @@ use crate::limits::BATCH_BYTES_MAX;
 /// tells: [`crate::storage::record::could_be_cut_short`]). Reads at most
 /// [`BATCH_BYTES_MAX`] of output, into a small buffer.
 pub fn stream_runs_to_the_end(codec: Codec, stream: &[u8]) -> bool {
-    fn drains_to_eof(mut reader: impl Read) -> bool {
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut total = 0usize;
-        loop {
-            match reader.read(&mut buf) {
-                Ok(0) => return false,
-                Ok(n) => {
-                    total += n;
-                    if total > BATCH_BYTES_MAX as usize {
-                        return false;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return e.kind() == io::ErrorKind::UnexpectedEof,
-            }
-        }
-    }
     match codec {
         Codec::Gzip => drains_to_eof(flate2::read::MultiGzDecoder::new(stream)),
         Codec::Zstd => match zstd_decoder(stream, window_log(zstd_window(stream))) {
@@ -44,6 +27,27 @@ pub fn stream_runs_to_the_end(codec: Codec, stream: &[u8]) -> bool {
         },
         Codec::Lz4 => !lz4_frames_end(stream),
         Codec::None | Codec::Snappy => false,
+    }
+}
+
+/// Whether `reader` (a decoder) ends in an unexpected end of its input,
+/// within [`BATCH_BYTES_MAX`] of output; a read a signal interrupted is
+/// read again.
+fn drains_to_eof(mut reader: impl Read) -> bool {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0usize;
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => return false,
+            Ok(n) => {
+                total += n;
+                if total > BATCH_BYTES_MAX as usize {
+                    return false;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return e.kind() == io::ErrorKind::UnexpectedEof,
+        }
     }
 }
 
@@ -201,8 +205,9 @@ fn raw_snappy_len(bytes: &[u8]) -> Option<usize> {
             0 if tag >> 2 < 60 => (1 + u64::from(tag >> 2) + 1, u64::from(tag >> 2) + 1),
             0 => {
                 let extra = usize::from(tag >> 2) - 59;
-                let little = bytes.get(at + 1..at + 1 + extra)?;
-                let len = little.iter().rev().fold(0, |v, &b| v << 8 | u64::from(b)) + 1;
+                let mut little = [0u8; 8];
+                little[..extra].copy_from_slice(bytes.get(at + 1..at + 1 + extra)?);
+                let len = u64::from_le_bytes(little) + 1;
                 (1 + extra as u64 + len, len)
             }
             1 => (2, u64::from((tag >> 2) & 7) + 4),
@@ -292,5 +297,134 @@ mod tests {
             }
         }
         assert_eq!(raw_snappy_len(&[0x80; 6]), None, "a varint past 32 bits");
+    }
+
+    /// A reader of `len` zeros that ends in `end` (after one read a signal
+    /// interrupted, when `interrupt`).
+    struct Zeros {
+        left: usize,
+        end: io::ErrorKind,
+        interrupt: bool,
+    }
+
+    impl Read for Zeros {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if std::mem::take(&mut self.interrupt) {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            let n = buf.len().min(self.left);
+            if n == 0 {
+                return Err(self.end.into());
+            }
+            buf[..n].fill(0);
+            self.left -= n;
+            Ok(n)
+        }
+    }
+
+    /// A decoder runs to the end of its input when it says so within the
+    /// batch limit of output, and not past it; an interrupted read is
+    /// read again; any other error, or an end, is no cut.
+    #[test]
+    fn a_stream_runs_to_the_end_within_the_batch_limit_only() {
+        let max = BATCH_BYTES_MAX as usize;
+        let zeros = |left, end, interrupt| Zeros {
+            left,
+            end,
+            interrupt,
+        };
+        let eof = io::ErrorKind::UnexpectedEof;
+        assert!(drains_to_eof(zeros(max, eof, false)), "at the limit");
+        assert!(!drains_to_eof(zeros(max + 1, eof, false)), "past it");
+        assert!(drains_to_eof(zeros(10, eof, true)), "interrupted");
+        assert!(!drains_to_eof(zeros(10, io::ErrorKind::InvalidData, false)));
+        assert!(!drains_to_eof(&[1u8, 2, 3][..]), "an end");
+    }
+
+    /// An LZ4 frame's header is as long as its flags say: a content size
+    /// (8 bytes) and a dictionary id (4), each or both, are walked past
+    /// (frames written by hand: the crate writes no dictionary id).
+    #[test]
+    fn an_lz4_header_is_as_long_as_its_flags_say() {
+        for (flags, extra) in [(0x08, 8), (0x01, 4), (0x09, 12)] {
+            let mut frame = 0x184d_2204u32.to_le_bytes().to_vec();
+            frame.extend_from_slice(&[0x60 | flags, 0x40]);
+            frame.extend(std::iter::repeat_n(0xee, extra));
+            frame.push(0x5a); // the header checksum, not checked here
+            frame.extend_from_slice(&(0x8000_0003u32).to_le_bytes());
+            frame.extend_from_slice(b"abc");
+            frame.extend_from_slice(&0u32.to_le_bytes());
+            assert_eq!(lz4_frame_len(&frame), Some(frame.len()), "{flags:#x}");
+            let mut more = frame.clone();
+            more.extend_from_slice(&frame);
+            assert_eq!(lz4_frame_len(&more), Some(frame.len()), "{flags:#x}");
+            assert!(lz4_frames_end(&more), "{flags:#x}");
+            for cut in 0..frame.len() {
+                assert_eq!(lz4_frame_len(&frame[..cut]), None, "{flags:#x} at {cut}");
+            }
+        }
+    }
+
+    /// A copy with a four-byte offset (tag 3: the crate never writes one)
+    /// is five bytes of the block.
+    #[test]
+    fn a_raw_snappy_copy_with_a_four_byte_offset_is_five_bytes() {
+        // Eight bytes: the literal "abcd", then a copy of 4 from 4 back.
+        let block = [
+            8,
+            (4 - 1) << 2,
+            b'a',
+            b'b',
+            b'c',
+            b'd',
+            (4 - 1) << 2 | 3,
+            4,
+            0,
+            0,
+            0,
+        ];
+        let plain = snap::raw::Decoder::new().decompress_vec(&block).unwrap();
+        assert_eq!(plain, b"abcdabcd");
+        assert_eq!(
+            raw_snappy_len(&[&block[..], b"next"].concat()),
+            Some(block.len())
+        );
+        assert_eq!(raw_snappy_len(&block[..block.len() - 1]), None);
+    }
+
+    /// A unit ends the stream whole only when what it holds is whole, and
+    /// only when it decodes: a raw snappy block whose records are not all
+    /// there, a zstd frame whose checksum is wrong, a zstd window the
+    /// budget has no room for, are no end.
+    #[test]
+    fn a_unit_ends_whole_only_when_it_decodes_and_holds_it_all() {
+        let data = vec![3u8; 300_000];
+        let budget = super::super::Budget::new(usize::MAX);
+        let mut plain = Decompressed::new(&budget);
+        let block = snap::raw::Encoder::new().compress_vec(&data).unwrap();
+        let mut asked = 0;
+        let all = |records: &[u8]| records == &data[..];
+        assert!(unit_ends_whole(Codec::Snappy, &block, &mut plain, all));
+        assert!(!unit_ends_whole(Codec::Snappy, &block, &mut plain, |_| {
+            asked += 1;
+            false
+        }));
+        assert_eq!(asked, 1);
+        let mut encoder = zstd::stream::Encoder::new(Vec::new(), 3).unwrap();
+        encoder.include_checksum(true).unwrap();
+        encoder.write_all(&data).unwrap();
+        let mut frame = encoder.finish().unwrap();
+        assert!(unit_ends_whole(Codec::Zstd, &frame, &mut plain, all));
+        *frame.last_mut().unwrap() ^= 1;
+        assert!(!unit_ends_whole(Codec::Zstd, &frame, &mut plain, |_| true));
+        *frame.last_mut().unwrap() ^= 1;
+        // Twice the window's power of two is held while a frame is read.
+        let held = 2 << window_log(zstd_window(&frame));
+        let budget = super::super::Budget::new(held / 2 + data.len());
+        let mut plain = Decompressed::new(&budget);
+        assert!(!unit_ends_whole(Codec::Zstd, &frame, &mut plain, |_| true));
+        let budget = super::super::Budget::new(held + 2 * data.len());
+        let mut plain = Decompressed::new(&budget);
+        assert!(unit_ends_whole(Codec::Zstd, &frame, &mut plain, all));
     }
 }

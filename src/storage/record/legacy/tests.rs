@@ -486,11 +486,38 @@ fn a_batch_extent_rewritten_reads_as_its_first_records() {
 /// batch: it splits only near the batch limit.
 #[test]
 fn a_legacy_batch_of_large_records_converts_to_one_kafka_batch() {
-    let value = vec![b'v'; 1 << 20];
+    let value = vec![b'v'; 8 << 20];
     let bytes = build(&[(5, None, vec![], &value), (6, None, vec![], &value)]);
     let mut kafka = Vec::new();
     to_kafka(&bytes, &mut kafka).unwrap();
     let batch = Batch::decode(Format::Kafka, &kafka, BATCH_BYTES_MAX).unwrap();
     assert_eq!(batch.total_bytes(), kafka.len(), "one batch");
+    assert_eq!(batch.header.record_count, 2);
+}
+
+/// A legacy batch whose Kafka form, counted as the conversion counts it
+/// (each record's size with 18 bytes of room for its deltas' varints),
+/// comes to the batch limit exactly converts to one Kafka batch: it
+/// splits only past the limit.
+#[test]
+fn a_legacy_batch_whose_kafka_form_is_the_limit_converts_to_one_batch() {
+    use super::super::BatchBuilder as KafkaBuilder;
+    let limit = BATCH_BYTES_MAX as usize;
+    let first = vec![b'a'; (64 << 20) - 60];
+    let mut kafka = KafkaBuilder::new();
+    kafka.push(5, None, &[], &first);
+    let room = limit - kafka.size_bytes() - 18;
+    let mut len = room;
+    while KafkaBuilder::record_size(None, &[], &vec![0; len]) > room {
+        len -= 1;
+    }
+    let second = vec![b'b'; len];
+    assert_eq!(KafkaBuilder::record_size(None, &[], &second), room);
+    let bytes = build(&[(5, None, vec![], &first), (6, None, vec![], &second)]);
+    assert!(bytes.len() <= limit, "{}", bytes.len());
+    let mut out = Vec::new();
+    assert_eq!(to_kafka(&bytes, &mut out), Ok(bytes.len()));
+    let batch = Batch::decode(Format::Kafka, &out, BATCH_BYTES_MAX).unwrap();
+    assert_eq!(batch.total_bytes(), out.len(), "one batch");
     assert_eq!(batch.header.record_count, 2);
 }
