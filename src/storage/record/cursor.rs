@@ -43,7 +43,7 @@ impl<'a> Cursor<'a> {
             }
             Some(&[b0, b1]) if b1 < 0x80 => {
                 self.pos += 2;
-                return Ok(u64::from(b0 & 0x7f) | (u64::from(b1) << 7));
+                return Ok(u64::from(b0 & 0x7f) + (u64::from(b1) << 7));
             }
             _ => {}
         }

@@ -118,7 +118,9 @@ const _: () = assert!(BATCH_HEADER_BYTES <= BATCH_HEADER_BYTES_V1 + RECORD_BYTES
 
 pub(super) const ATTR_KEY: u8 = 0x01;
 pub(super) const ATTR_HEADERS: u8 = 0x02;
-const ATTR_KNOWN: u8 = ATTR_KEY | ATTR_HEADERS;
+/// The attribute bits the format defines.
+const ATTR_KNOWN: u8 = 0x03;
+const _: () = assert!(ATTR_KNOWN == ATTR_KEY | ATTR_HEADERS);
 
 /// Smallest record: a one-byte length, the CRC, attributes, a one-byte delta.
 pub const RECORD_BYTES_MIN: usize = 1 + 4 + 1 + 1;

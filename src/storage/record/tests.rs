@@ -404,7 +404,8 @@ fn a_batch_cut_short_is_told_from_a_damaged_length() {
 /// A cut where a compressed stream's block, frame or member ends leaves a
 /// stream that ends (or, for lz4, a frame whose blocks end but has no end
 /// mark): the records it decodes to, fewer than the batch's, tell the
-/// cut from a damaged length. Streams of two frames (members) here, and
+/// cut from a damaged length. Streams of two frames (members) here, split
+/// inside a record and where one ends, and
 /// snappy's of several blocks, as producers may send them.
 #[test]
 fn a_cut_where_a_compressed_block_ends_is_a_cut() {
@@ -419,7 +420,18 @@ fn a_cut_where_a_compressed_block_ends_is_a_cut() {
     let plain = build(&records);
     let section = &plain[BATCH_HEADER_BYTES..];
     assert!(section.len() > 64 * 1024, "{}", section.len());
-    for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
+    // Where the records of the first half end: a unit ending there holds
+    // whole records only, fewer than the batch's.
+    let mut between = 0;
+    while between < section.len() / 2 {
+        let (zigzag, used) = varint(&section[between..]);
+        between += used + (zigzag >> 1) as usize;
+    }
+    let splits = [section.len() / 2 + 1, between];
+    let cases = [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd]
+        .into_iter()
+        .flat_map(|codec| splits.map(|split| (codec, split)));
+    for (codec, split) in cases {
         let mut stream = Vec::new();
         let mut ends = Vec::new();
         if codec == Codec::Snappy {
@@ -431,7 +443,7 @@ fn a_cut_where_a_compressed_block_ends_is_a_cut() {
                 ends.push(at);
             }
         } else {
-            for half in section.chunks(section.len() / 2 + 1) {
+            for half in [&section[..split], &section[split..]] {
                 compression::compress(codec, None, half, &mut stream);
                 ends.push(stream.len());
             }
@@ -448,7 +460,7 @@ fn a_cut_where_a_compressed_block_ends_is_a_cut() {
             let cut = &batch[..BATCH_HEADER_BYTES + end];
             assert!(
                 could_be_cut_short(Format::Kafka, cut),
-                "{codec}: cut at {end}"
+                "{codec} split at {split}: cut at {end}"
             );
         }
         // A length raised past the end of the whole batch: damage.
@@ -460,6 +472,18 @@ fn a_cut_where_a_compressed_block_ends_is_a_cut() {
             "{codec}: raised"
         );
     }
+}
+
+/// The unsigned varint at the start of `bytes`, and its length.
+fn varint(bytes: &[u8]) -> (u64, usize) {
+    let mut v = 0;
+    for (i, b) in bytes.iter().enumerate() {
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return (v, i + 1);
+        }
+    }
+    panic!("a varint cut short");
 }
 
 /// A producer's `maxTimestamp` that is not its records' largest, or a

@@ -6,6 +6,7 @@
 //! and every cut of the batch alone is still a short write.
 
 use super::*;
+use std::io::Write;
 
 /// A batch of `records` whose records section is one raw snappy block,
 /// as librdkafka (kcat, confluent-kafka) writes them, not xerial.
@@ -92,4 +93,76 @@ fn overrun_judges_headers_and_streams_that_read_as_none() {
         let cut = &garbage[..garbage.len() - 1];
         assert_eq!(overrun(Format::Kafka, cut), Overrun::Damaged, "{codec}");
     }
+}
+
+/// A batch of `records` whose records section, and `extra` bytes after
+/// it, is `pack`ed as its compressed stream, sealed.
+fn packed(
+    records: &[Rec<'_>],
+    codec: Codec,
+    extra: &[u8],
+    pack: impl Fn(&[u8]) -> Vec<u8>,
+) -> Vec<u8> {
+    let plain = build(records);
+    let stream = pack(&[&plain[BATCH_HEADER_BYTES..], extra].concat());
+    let mut batch = [&plain[..BATCH_HEADER_BYTES], &stream].concat();
+    let length = (batch.len() - BATCH_LENGTH_PREFIX_BYTES) as u32;
+    batch[BATCH_LENGTH_OFFSET..BATCH_LENGTH_OFFSET + 4].copy_from_slice(&length.to_be_bytes());
+    batch[ATTRIBUTES_OFFSET + 1] |= codec.bits() as u8;
+    seal(&mut batch);
+    batch
+}
+
+/// Raises the length of the batch at the start of `bytes` past their end.
+fn raise_length(bytes: &mut [u8]) {
+    let length = u32::from_be_bytes(bytes[8..12].try_into().unwrap());
+    bytes[8..12].copy_from_slice(&(length + 100_000).to_be_bytes());
+}
+
+/// A batch no decoder here reads (its zstd frame declares a 256 MiB
+/// window, past what klog decodes) with a damaged length is told by its
+/// CRC32C alone: it ends where the next batch's header, one that decodes
+/// and starts at the next offset, begins. Four bytes of it, or a header
+/// of another offset, prove nothing.
+#[test]
+fn a_batch_no_decoder_reads_is_told_by_its_crc_and_the_next_header() {
+    let records: Vec<Rec<'_>> = (0..10).map(|i| (i, None, vec![], &b"value"[..])).collect();
+    let wide = |section: &[u8]| {
+        let mut e = zstd::stream::Encoder::new(Vec::new(), 3).unwrap();
+        e.window_log(28).unwrap();
+        e.write_all(section).unwrap();
+        e.finish().unwrap()
+    };
+    let one = packed(&records, Codec::Zstd, &[], wide);
+    assert!(
+        decode(&one).unwrap().validate(MAX).is_err(),
+        "not decoded here"
+    );
+    let mut next = build(&records[..2]);
+    for (base_offset, tail, judged) in [
+        (10, 61, Overrun::EndsEarly),
+        (10, 4, Overrun::Damaged),
+        (11, 61, Overrun::Damaged),
+    ] {
+        stamp(&mut next, base_offset, 0);
+        let mut bad = [&one[..], &next[..tail]].concat();
+        raise_length(&mut bad);
+        let what = format!("next at {base_offset}, {tail} bytes of it");
+        assert_eq!(overrun(Format::Kafka, &bad), judged, "{what}");
+    }
+}
+
+/// A compressed stream that ends whole holding the batch's records and
+/// bytes after them is not what a writer cut short leaves: damage.
+#[test]
+fn a_stream_holding_more_than_the_records_is_damage() {
+    let records: Vec<Rec<'_>> = (0..10).map(|i| (i, None, vec![], &b"value"[..])).collect();
+    let gzip = |section: &[u8]| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(section).unwrap();
+        e.finish().unwrap()
+    };
+    let mut bad = packed(&records, Codec::Gzip, b"xyz", gzip);
+    raise_length(&mut bad);
+    assert_eq!(overrun(Format::Kafka, &bad), Overrun::Damaged);
 }
