@@ -547,6 +547,9 @@ impl Vfs for RenameFails {
     fn remove(&self, path: &Path) -> std::io::Result<()> {
         self.sim.remove(path)
     }
+    fn remove_dir(&self, dir: &Path) -> std::io::Result<()> {
+        self.sim.remove_dir(dir)
+    }
     fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
         let name = from.file_name().unwrap().to_string_lossy();
         if name.starts_with("next-") && self.armed.load(std::sync::atomic::Ordering::SeqCst) {

@@ -98,6 +98,8 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn exists(&self, path: &Path) -> bool;
     /// Removes a file.
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Removes an empty directory.
+    fn remove_dir(&self, dir: &Path) -> io::Result<()>;
     /// Renames a file, replacing `to` if it exists.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Makes the directory's entries (creations, renames, removals) durable.
@@ -203,6 +205,10 @@ impl Vfs for RealFs {
 
     fn remove(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
+    }
+
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::remove_dir(dir)
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {

@@ -471,6 +471,9 @@ mod tests {
         fn remove(&self, path: &Path) -> std::io::Result<()> {
             self.sim.remove(path)
         }
+        fn remove_dir(&self, dir: &Path) -> std::io::Result<()> {
+            self.sim.remove_dir(dir)
+        }
         fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
             self.sim.rename(from, to)
         }

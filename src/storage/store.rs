@@ -17,7 +17,9 @@
 //! entry is replaced. Readers take no lock.
 //!
 //! A topic exists when its partition directories do; its partition count is
-//! how many there are, numbered `0..n` without a gap. Topic names match
+//! how many there are, numbered `0..n` without a gap. A create makes them
+//! from the last to partition 0, so the topic appears whole or not at all
+//! (see [`Store::create_topic`]). Topic names match
 //! `[A-Za-z0-9._-]{1,249}` and are neither `.` nor `..`, so a name can never
 //! reach outside the data directory. A topic name may itself contain `-`:
 //! the partition is the number after the last `-`.
@@ -31,6 +33,7 @@ use crate::limits::{PARTITIONS_MAX, TOPIC_NAME_BYTES_MAX};
 use crate::storage::fs::{RealFs, Vfs};
 use crate::storage::lock::DirLock;
 use crate::storage::log::{Log, LogConfig, OpenOptions};
+use crate::storage::segment::SEGMENT_HEADER_BYTES;
 
 /// Checks a topic name against the naming rule.
 pub fn validate_topic(name: &str) -> Result<()> {
@@ -160,6 +163,14 @@ impl Store {
 
     /// Creates `topic` with `partitions` partitions unless it exists;
     /// returns its partition count.
+    ///
+    /// All or nothing: the partitions are made from the last to the first,
+    /// and a topic exists once its partition 0 does, so a failure (a full
+    /// disk) or a power cut at any point leaves the whole topic or none of
+    /// it. What a failed create made is removed; what a power cut left
+    /// (directories of a topic without its partition 0, holding no record)
+    /// is removed by the next create of that topic. Such a directory that
+    /// holds records is never touched: the create is refused, naming it.
     pub fn create_topic(&self, topic: &str, partitions: u32) -> Result<u32> {
         validate_topic(topic)?;
         if partitions == 0 || partitions > PARTITIONS_MAX {
@@ -173,18 +184,98 @@ impl Store {
         self.vfs
             .create_dir_all(&self.dir)
             .ctx("create", &self.dir)?;
-        for p in 0..partitions {
-            let dir = self.partition_dir(topic, p);
-            self.vfs.create_dir_all(&dir).ctx("create", &dir)?;
-            // Every partition starts with an empty segment, so that readers
-            // of a partition that has no record yet find an empty log.
-            let mut segment = crate::storage::segment::Segment::create(&*self.vfs, &dir, 0, 1)?;
-            segment.deactivate()?;
+        self.remove_leftovers(topic)?;
+        let mut made = Vec::new();
+        let created = (|| {
+            for p in (0..partitions).rev() {
+                let dir = self.partition_dir(topic, p);
+                self.vfs.create_dir_all(&dir).ctx("create", &dir)?;
+                made.push(dir.clone());
+                // Every partition starts with an empty segment, so that
+                // readers of a partition that has no record yet find an
+                // empty log.
+                let mut segment = crate::storage::segment::Segment::create(&*self.vfs, &dir, 0, 1)?;
+                segment.deactivate()?;
+            }
+            self.vfs
+                .sync_dir(&self.dir)
+                .ctx("fsync directory", &self.dir)
+        })();
+        if let Err(e) = created {
+            // Partition 0 first: the topic is gone before the rest goes.
+            for dir in made.iter().rev() {
+                if self.remove_empty_partition(dir).is_err() {
+                    break;
+                }
+            }
+            let _ = self.vfs.sync_dir(&self.dir);
+            return Err(e);
         }
-        self.vfs
-            .sync_dir(&self.dir)
-            .ctx("fsync directory", &self.dir)?;
         Ok(partitions)
+    }
+
+    /// Partition directories in the data directory, whether or not their
+    /// topic is whole: what a broker's files are counted by.
+    pub fn partition_dirs(&self) -> Result<usize> {
+        if !self.vfs.exists(&self.dir) {
+            return Ok(0);
+        }
+        let names = self.vfs.list(&self.dir).ctx("list", &self.dir)?;
+        Ok(names
+            .iter()
+            .filter(|n| parse_partition_dir(n).is_some())
+            .count())
+    }
+
+    /// Removes the directories of `topic` (which has no partition 0) that
+    /// an interrupted create left, or refuses if one holds more than an
+    /// empty log.
+    fn remove_leftovers(&self, topic: &str) -> Result<()> {
+        let names = self.vfs.list(&self.dir).ctx("list", &self.dir)?;
+        let dirs: Vec<PathBuf> = names
+            .iter()
+            .filter(|n| parse_partition_dir(n).is_some_and(|(t, _)| t == topic))
+            .map(|n| self.dir.join(n))
+            .collect();
+        for dir in &dirs {
+            if !self.holds_an_empty_log(dir)? {
+                return Err(Error::Config(format!(
+                    "topic {topic:?} cannot be created: {} holds records, but the topic has no partition 0 (moved or removed by hand?); move it away, or put partition 0 back",
+                    dir.display()
+                )));
+            }
+        }
+        for dir in &dirs {
+            self.remove_empty_partition(dir)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `dir` holds nothing but an empty log: segments of no
+    /// record (a header at most) and their indexes.
+    fn holds_an_empty_log(&self, dir: &Path) -> Result<bool> {
+        for name in self.vfs.list(dir).ctx("list", dir)? {
+            let path = dir.join(&name);
+            let empty = if name.ends_with(".log") {
+                let file = self.vfs.open_read(&path).ctx("open", &path)?;
+                file.len().ctx("stat", &path)? <= SEGMENT_HEADER_BYTES as u64
+            } else {
+                name.ends_with(".index") || name.ends_with(".timeindex")
+            };
+            if !empty {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Removes a partition directory holding an empty log.
+    fn remove_empty_partition(&self, dir: &Path) -> Result<()> {
+        for name in self.vfs.list(dir).ctx("list", dir)? {
+            let path = dir.join(name);
+            self.vfs.remove(&path).ctx("remove", &path)?;
+        }
+        self.vfs.remove_dir(dir).ctx("remove", dir)
     }
 
     /// The directory of a partition.
@@ -239,6 +330,90 @@ mod tests {
         ] {
             assert!(validate_topic(bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// A data directory on a simulated disk.
+    fn sim_store() -> (crate::storage::fs::sim::SimFs, Store) {
+        let sim = crate::storage::fs::sim::SimFs::new();
+        sim.create_dir_all_durable(Path::new("/data"));
+        let store = Store::with_vfs("/data", Arc::new(sim.clone()));
+        (sim, store)
+    }
+
+    /// A create that fails at any step (the disk gone at the n-th change:
+    /// what is left can be neither undone nor finished) leaves the whole
+    /// topic or none of it, never a topic of fewer partitions; the next
+    /// create makes it whole, over what the failed one left.
+    #[test]
+    fn a_create_that_fails_at_any_step_leaves_the_whole_topic_or_none() {
+        let mut failed = 0;
+        for n in 0.. {
+            let (sim, store) = sim_store();
+            sim.cut_power_after(n);
+            let created = store.create_topic("t", 4);
+            let topics = store.topics().unwrap();
+            assert!(
+                matches!(topics.get("t"), None | Some(4)),
+                "cut after {n}: {topics:?}"
+            );
+            sim.restore_power();
+            assert_eq!(store.create_topic("t", 4).unwrap(), 4, "cut after {n}");
+            assert_eq!(store.partition_dirs().unwrap(), 4, "cut after {n}");
+            for p in 0..4 {
+                let options = OpenOptions {
+                    writable: true,
+                    lock: false,
+                };
+                let config = LogConfig {
+                    index_bytes_max: 4096,
+                    write_buffer_bytes: 4096,
+                    ..LogConfig::default()
+                };
+                let log = store.open_log("t", p, config, options);
+                assert_eq!(log.unwrap().next_offset(), 0, "cut after {n}");
+            }
+            if created.is_ok() {
+                break;
+            }
+            failed += 1;
+        }
+        assert!(failed > 8, "{failed}");
+    }
+
+    /// A create that fails while it can still undo (a failed fsync of the
+    /// data directory) leaves nothing of the topic.
+    #[test]
+    fn a_failed_create_leaves_nothing() {
+        let (sim, store) = sim_store();
+        sim.fail_next_sync(|p| p == Path::new("/data"));
+        assert!(store.create_topic("t", 3).is_err());
+        assert_eq!(store.topics().unwrap().len(), 0);
+        assert_eq!(store.partition_dirs().unwrap(), 0);
+        assert_eq!(
+            store.vfs.list(Path::new("/data")).unwrap(),
+            Vec::<String>::new()
+        );
+    }
+
+    /// Directories of a topic without its partition 0 that hold records
+    /// are not an interrupted create's: a create of that topic is refused,
+    /// naming them, and leaves them as they are.
+    #[test]
+    fn a_create_over_partitions_holding_records_is_refused() {
+        let (sim, store) = sim_store();
+        store.create_topic("t", 2).unwrap();
+        let segment = Path::new("/data/t-1/00000000000000000000.log");
+        let mut bytes = sim.read(segment).unwrap();
+        bytes.extend_from_slice(&[7; 100]);
+        sim.write(segment, &bytes);
+        store
+            .remove_empty_partition(Path::new("/data/t-0"))
+            .unwrap();
+        assert_eq!(store.topics().unwrap().len(), 0);
+        let err = store.create_topic("t", 2).unwrap_err().to_string();
+        assert!(err.contains("/data/t-1 holds records"), "{err}");
+        assert_eq!(sim.read(segment).unwrap(), bytes);
+        assert!(!sim.files().keys().any(|p| p.starts_with("/data/t-0")));
     }
 
     #[test]

@@ -521,6 +521,20 @@ impl Vfs for SimFs {
         Ok(())
     }
 
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        self.power.spend()?;
+        let mut state = lock(&self.state);
+        if !state.dirs.contains(dir) {
+            return Err(not_found(dir));
+        }
+        let inside = |p: &PathBuf| p.parent() == Some(dir);
+        if state.live.keys().any(inside) || state.dirs.iter().any(inside) {
+            return Err(Errno::ENOTEMPTY.into());
+        }
+        state.dirs.remove(dir);
+        Ok(())
+    }
+
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.power.spend()?;
         let mut state = lock(&self.state);
@@ -551,6 +565,7 @@ impl Vfs for SimFs {
         for (path, inode) in live.iter().filter(|(p, _)| in_dir(p)) {
             durable.insert(path.clone(), inode.clone());
         }
+        durable_dirs.retain(|d| !in_dir(d) || dirs.contains(d));
         durable_dirs.extend(dirs.iter().filter(|d| in_dir(d)).cloned());
         Ok(())
     }
