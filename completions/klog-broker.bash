@@ -23,7 +23,7 @@ _klog__broker() {
 
     case "${cmd}" in
         klog__broker)
-            opts="-q -h -V --data-dir --listen --kafka-listen --kafka-advertised --partitions --segment-bytes --segment-age --index-interval-bytes --retention --retention-bytes --retention-check-interval --scrub-interval --scrub-rate --flush-messages --flush-interval --max-record-bytes --max-request-bytes --max-queued-request-bytes --max-connections --max-in-flight --request-timeout --idle-timeout --registry --replication-factor --min-insync-replicas --replica-lag-time --session-timeout --quiet --help --version"
+            opts="-q -h -V --data-dir --listen --kafka-listen --kafka-advertised --partitions --auto-create-topics --max-partitions --segment-bytes --segment-age --index-interval-bytes --retention --retention-bytes --retention-check-interval --scrub-interval --scrub-rate --flush-messages --flush-interval --max-record-bytes --max-request-bytes --max-queued-request-bytes --max-connections --max-in-flight --request-timeout --idle-timeout --registry --replication-factor --min-insync-replicas --replica-lag-time --session-timeout --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -46,6 +46,14 @@ _klog__broker() {
                     return 0
                     ;;
                 --partitions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --auto-create-topics)
+                    COMPREPLY=($(compgen -W "true false" -- "${cur}"))
+                    return 0
+                    ;;
+                --max-partitions)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -3,6 +3,9 @@ complete -c klog-broker -l listen -d 'Address to listen on; port 0 picks a free 
 complete -c klog-broker -l kafka-listen -d 'Also listen for Kafka clients (kcat, librdkafka, kafka-python) on this address: the Kafka wire protocol (produce, fetch, metadata, list offsets, consumer groups) on the same logs and registry' -r
 complete -c klog-broker -l kafka-advertised -d 'The address Kafka clients are told to connect to (default: the --kafka-listen address; required when that is a wildcard such as 0.0.0.0)' -r
 complete -c klog-broker -l partitions -d 'Partitions of a topic created on first produce' -r
+complete -c klog-broker -l auto-create-topics -d 'Create a topic when a client first produces to it or asks for its metadata (Kafka\'s auto.create.topics.enable). With false, such a client is told the topic does not exist; a create that names its partition count (an admin\'s) is still made' -r -f -a "true\t''
+false\t''"
+complete -c klog-broker -l max-partitions -d 'Partition directories the data directory may hold, over all topics, counted on disk (served, offline or placed elsewhere: each holds files the broker opens); a topic that would pass it is not created' -r
 complete -c klog-broker -l segment-bytes -d 'Segment size at which a log rolls (at least 4KiB)' -r
 complete -c klog-broker -l segment-age -d 'A segment older than this rolls at the next append' -r
 complete -c klog-broker -l index-interval-bytes -d 'Bytes of log between two index entries' -r

@@ -20,6 +20,8 @@ _klog-broker() {
 '--kafka-listen=[Also listen for Kafka clients (kcat, librdkafka, kafka-python) on this address\: the Kafka wire protocol (produce, fetch, metadata, list offsets, consumer groups) on the same logs and registry]:HOST:PORT:_default' \
 '--kafka-advertised=[The address Kafka clients are told to connect to (default\: the --kafka-listen address; required when that is a wildcard such as 0.0.0.0)]:HOST:PORT:_default' \
 '--partitions=[Partitions of a topic created on first produce]:N:_default' \
+'--auto-create-topics=[Create a topic when a client first produces to it or asks for its metadata (Kafka'\''s auto.create.topics.enable). With false, such a client is told the topic does not exist; a create that names its partition count (an admin'\''s) is still made]:BOOL:(true false)' \
+'--max-partitions=[Partition directories the data directory may hold, over all topics, counted on disk (served, offline or placed elsewhere\: each holds files the broker opens); a topic that would pass it is not created]:N:_default' \
 '--segment-bytes=[Segment size at which a log rolls (at least 4KiB)]:SIZE:_default' \
 '--segment-age=[A segment older than this rolls at the next append]:DURATION:_default' \
 '--index-interval-bytes=[Bytes of log between two index entries]:SIZE:_default' \

@@ -128,6 +128,13 @@ pub struct BrokerConfig {
     pub kafka_advertised: Option<String>,
     /// Partitions of a topic created on first produce.
     pub partitions_default: u32,
+    /// Whether a topic is created when a client first produces to it or
+    /// asks for its metadata (Kafka's `auto.create.topics.enable`); a
+    /// create that names its partition count is made either way.
+    pub auto_create_topics: bool,
+    /// Partition directories the data directory may hold, counted on disk
+    /// (a topic whose creation would pass it is refused).
+    pub partitions_max: usize,
     /// Each partition's log: segments, indexes, retention, record limit.
     pub log: LogConfig,
     /// Flush after this many records (`None`: continuously).
@@ -183,6 +190,8 @@ impl BrokerConfig {
             kafka_listen: None,
             kafka_advertised: None,
             partitions_default: 1,
+            auto_create_topics: true,
+            partitions_max: limits::BROKER_PARTITIONS_MAX,
             log: LogConfig::default(),
             flush_messages: None,
             flush_interval_ms: None,

@@ -365,10 +365,7 @@ impl Shared {
         if let Some(parts) = self.read_topics().get(topic) {
             return Ok((parts.len() as u32, true));
         }
-        let (topics, partitions_held) = {
-            let t = self.read_topics();
-            (t.len(), t.values().flatten().flatten().count())
-        };
+        let topics = self.read_topics().len();
         if topics >= limits::TOPICS_MAX {
             return Err(Error::TooMany {
                 what: "topics",
@@ -376,18 +373,16 @@ impl Shared {
                 limit: limits::TOPICS_MAX as u64,
             });
         }
-        if partitions_held + partitions as usize > limits::BROKER_PARTITIONS_MAX {
-            return Err(Error::TooMany {
-                what: "partitions on this broker",
-                count: (partitions_held + partitions as usize) as u64,
-                limit: limits::BROKER_PARTITIONS_MAX as u64,
-            });
-        }
         let count = match self.store.partition_count(topic) {
             Ok(n) => n,
             Err(_) => partitions,
         };
-        let (count, mine) = self.placed_here(topic, count)?;
+        self.room_for(count)?;
+        let (placed, mine) = self.placed_here(topic, count)?;
+        if placed != count {
+            self.room_for(placed)?;
+        }
+        let count = placed;
         let count = self.store.create_topic(topic, count)?;
         let opened = self.open_topic(topic, &mine)?;
         let held: Vec<u32> = (0..count)
@@ -407,6 +402,22 @@ impl Shared {
         }
         self.update_registry();
         Ok((count, false))
+    }
+
+    /// Whether the data directory has room for `partitions` more, counted
+    /// on disk: every partition directory, served or not (offline, placed
+    /// elsewhere), holds files the broker opens.
+    fn room_for(&self, partitions: u32) -> Result<()> {
+        let on_disk = self.store.partition_dirs()?;
+        let count = on_disk + partitions as usize;
+        if count > self.config.partitions_max {
+            return Err(Error::TooMany {
+                what: "partitions in the data directory (--max-partitions)",
+                count: count as u64,
+                limit: self.config.partitions_max as u64,
+            });
+        }
+        Ok(())
     }
 
     pub(super) fn open_topic(

@@ -46,6 +46,17 @@ pub struct Args {
     /// Partitions of a topic created on first produce.
     #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = super::count_in::<u32>(1, u64::from(limits::PARTITIONS_MAX)))]
     pub partitions: u32,
+    /// Create a topic when a client first produces to it or asks for its
+    /// metadata (Kafka's auto.create.topics.enable). With false, such a
+    /// client is told the topic does not exist; a create that names its
+    /// partition count (an admin's) is still made.
+    #[arg(long = "auto-create-topics", value_name = "BOOL", default_value = "true", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
+    pub auto_create_topics: bool,
+    /// Partition directories the data directory may hold, over all topics,
+    /// counted on disk (served, offline or placed elsewhere: each holds
+    /// files the broker opens); a topic that would pass it is not created.
+    #[arg(long = "max-partitions", value_name = "N", default_value_t = limits::BROKER_PARTITIONS_MAX as u64, value_parser = super::count_in::<u64>(1, 1_000_000))]
+    pub partitions_max: u64,
     /// Segment size at which a log rolls (at least 4KiB).
     #[arg(long = "segment-bytes", value_name = "SIZE", default_value = "1GiB", value_parser = super::segment_size_arg)]
     pub segment_bytes: u64,
@@ -170,6 +181,26 @@ fn replication(args: &Args, config: &mut BrokerConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Raises the soft limit of open files to the hard one: each partition
+/// holds files open, and a data directory the broker wrote must open again
+/// whatever the shell's default (often 1024) is.
+fn raise_open_file_limit(say: &crate::tools::Say) {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if soft < hard {
+        match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => say.info(format_args!(
+                "Raised the open-file limit from {soft} to {hard}"
+            )),
+            Err(e) => crate::diag::line(format_args!(
+                "% cannot raise the open-file limit from {soft} to {hard}: {e}"
+            )),
+        }
+    }
+}
+
 /// A clap value parser for `--scrub-rate`: a size above zero.
 fn rate_arg(s: &str) -> Result<u64, String> {
     match super::size_arg(s)? {
@@ -200,6 +231,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.kafka_listen = args.kafka_listen.clone();
     config.kafka_advertised = args.kafka_advertised.clone();
     config.partitions_default = args.partitions;
+    config.auto_create_topics = args.auto_create_topics;
+    config.partitions_max = args.partitions_max as usize;
     config.log = log;
     config.flush_messages = args.flush_messages;
     config.flush_interval_ms = args.flush_interval_ms;
@@ -230,6 +263,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     replication(&args, &mut config)?;
     config.session_timeout = std::time::Duration::from_millis(args.session_timeout_ms);
     config.quiet = args.quiet;
+    raise_open_file_limit(&say);
     let broker = Broker::open(config)?;
     let handle = broker.handle()?;
     if let Some(kafka) = handle.kafka_addr() {

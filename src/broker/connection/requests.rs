@@ -216,6 +216,9 @@ pub(in crate::broker) fn produce_partition(
     partition: u32,
 ) -> std::result::Result<Arc<Partition>, (ErrorCode, String)> {
     let p = match shared.partition(topic, partition) {
+        Err((ErrorCode::UnknownTopic, msg)) if !shared.config.auto_create_topics => {
+            return Err((ErrorCode::UnknownTopic, no_auto_create(&msg)))
+        }
         Err((ErrorCode::UnknownTopic, _)) => {
             if let Err(e) = shared.create_topic(topic, shared.config.partitions_default) {
                 return Err((error_code(&e), e.to_string()));
@@ -412,6 +415,11 @@ fn topic_metadata(shared: &Shared, name: &str) -> TopicMetadata {
     }
 }
 
+/// Why a topic that does not exist was not created.
+pub(in crate::broker) fn no_auto_create(unknown: &str) -> String {
+    format!("{unknown}, and this broker creates topics only when asked with a partition count (--auto-create-topics false)")
+}
+
 /// Answers a create_topic request in `out`: the topic's partition count,
 /// with `topic_exists` when it was there already.
 fn create_topic(
@@ -421,10 +429,15 @@ fn create_topic(
     topic: &str,
     partitions: u32,
 ) {
-    let partitions = if partitions == 0 {
-        shared.config.partitions_default
-    } else {
-        partitions
+    // A count of 0 asks for the broker's own: a client creating the topic
+    // it produces to, which is auto-creation.
+    let partitions = match partitions {
+        0 if !shared.config.auto_create_topics && !shared.read_topics().contains_key(topic) => {
+            let msg = no_auto_create(&format!("topic {topic:?} does not exist"));
+            return error_into(out, correlation_id, ErrorCode::UnknownTopic, &msg);
+        }
+        0 => shared.config.partitions_default,
+        n => n,
     };
     match shared.create_topic(topic, partitions) {
         Ok((count, existed)) => {
@@ -453,6 +466,23 @@ mod tests {
 
     fn peer() -> SocketAddr {
         "127.0.0.1:1".parse().unwrap()
+    }
+
+    /// A produce (either protocol's) to a topic that does not exist
+    /// creates it, unless auto-creation is off: then it is refused as
+    /// unknown, saying why, and nothing is made.
+    #[test]
+    fn a_produce_creates_a_topic_only_with_auto_creation() {
+        let (_sim, off) = crate::broker::testing::shared_with(|c| c.auto_create_topics = false);
+        let Err((code, msg)) = produce_partition(&off, "new", 0) else {
+            panic!("created");
+        };
+        assert_eq!(code, ErrorCode::UnknownTopic);
+        assert!(msg.contains("--auto-create-topics false"), "{msg}");
+        assert!(off.store.topics().unwrap().is_empty());
+        let (_sim, on) = shared();
+        assert!(produce_partition(&on, "new", 0).is_ok());
+        assert_eq!(on.store.topics().unwrap().get("new"), Some(&1));
     }
 
     /// Handles one request frame as the reader does.

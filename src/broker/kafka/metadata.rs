@@ -119,7 +119,7 @@ fn topic_meta(
         None => shared.read_topics().contains_key(&name),
     };
     if !known {
-        if !create {
+        if !create || !shared.config.auto_create_topics {
             return failed(kafka::UNKNOWN_TOPIC_OR_PARTITION, name);
         }
         if let Err(e) = shared.create_topic(&name, shared.config.partitions_default) {

@@ -1,0 +1,124 @@
+//! What one client can make a broker hold, bounded: topics created only
+//! when the broker is told to (`--auto-create-topics`), partitions counted
+//! on disk (`--max-partitions`), a topic created whole or not at all, and
+//! the open-file limit a data directory needs.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::Duration;
+
+use common::kafka::{frame, KafkaBroker};
+use common::{bin, produce_to, BrokerProc};
+use kafka_protocol::messages as km;
+use kafka_protocol::protocol::Decodable;
+use klog::client::Connection;
+
+/// The partition directories of `topic` in `data`.
+fn partition_dirs(data: &Path, topic: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.rsplit_once('-').is_some_and(|(t, _)| t == topic))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A Kafka Metadata v4 request for `topic`, auto-creation allowed, and
+/// the error code of its one topic in the answer.
+fn kafka_metadata_error(kafka: &str, topic: &str) -> i16 {
+    let mut body = 1i32.to_be_bytes().to_vec();
+    body.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+    body.extend_from_slice(topic.as_bytes());
+    body.push(1); // allow_auto_topic_creation
+    let mut stream = TcpStream::connect(kafka).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream.write_all(&frame(3, 4, 9, &body)).unwrap();
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).unwrap();
+    let mut answer = vec![0u8; i32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut answer).unwrap();
+    let mut rest = &answer[4..];
+    let response = km::MetadataResponse::decode(&mut rest, 4).unwrap();
+    assert_eq!(response.topics.len(), 1);
+    response.topics[0].error_code
+}
+
+/// With `--auto-create-topics false`, neither a produce (klog's or
+/// Kafka's) nor a metadata request creates a topic, and the client is told
+/// why; a create that names its partition count is made.
+#[test]
+fn without_auto_create_a_topic_is_made_only_when_asked_with_a_count() {
+    let broker = KafkaBroker::start(&["--auto-create-topics", "false"]);
+    let data = broker.data_dir();
+    let out = bin("klog-produce")
+        .args([
+            "-b",
+            &broker.broker.addr,
+            "-t",
+            "t",
+            "--message-timeout",
+            "5s",
+        ])
+        .write_stdin("a\n")
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--auto-create-topics false"), "{stderr}");
+    const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    assert_eq!(
+        kafka_metadata_error(&broker.kafka, "k"),
+        UNKNOWN_TOPIC_OR_PARTITION
+    );
+    assert_eq!(partition_dirs(&data, "t"), Vec::<String>::new());
+    assert_eq!(partition_dirs(&data, "k"), Vec::<String>::new());
+    let mut conn = Connection::connect(&broker.broker.addr).unwrap();
+    assert_eq!(conn.create_topic("t", 2).unwrap(), 2);
+    produce_to(&broker.broker.addr, "t", "a\nb\n", &[]);
+    assert_eq!(partition_dirs(&data, "t"), ["t-0", "t-1"]);
+    // The default creates as before.
+    let open = KafkaBroker::start(&[]);
+    assert_eq!(kafka_metadata_error(&open.kafka, "k"), 0);
+    assert_eq!(partition_dirs(&open.data_dir(), "k"), ["k-0"]);
+}
+
+/// `--max-partitions` counts partition directories on disk: one whose
+/// log is damaged (offline, served by nobody) counts as much as a served
+/// one, and a create that would pass the bound leaves nothing.
+#[test]
+fn max_partitions_counts_the_partitions_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let broker = BrokerProc::start(dir.path(), &[]);
+        let mut conn = Connection::connect(&broker.addr).unwrap();
+        assert_eq!(conn.create_topic("a", 2).unwrap(), 2);
+        produce_to(&broker.addr, "a", "x\n", &["-p", "1"]);
+        produce_to(&broker.addr, "a", "y\n", &["-p", "1"]);
+    }
+    // A byte of a-1's first batch damaged, before its second: the broker
+    // serves a-0 only, a-1 waits for klog-recover.
+    let segment = dir.path().join("a-1/00000000000000000000.log");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[24 + 61 + 3] ^= 0xff;
+    std::fs::write(&segment, &bytes).unwrap();
+    // (Killed: no clean shutdown, recovery reads it.)
+    let _ = std::fs::remove_file(dir.path().join("a-1/clean-shutdown"));
+    let broker = BrokerProc::start(dir.path(), &["--max-partitions", "3"]);
+    let lines = broker.stderr.lock().unwrap().clone();
+    assert!(
+        lines.iter().any(|l| l.contains("a-1 is offline")),
+        "{lines:?}"
+    );
+    let mut conn = Connection::connect(&broker.addr).unwrap();
+    let err = conn.create_topic("b", 2).unwrap_err().to_string();
+    assert!(err.contains("--max-partitions"), "{err}");
+    assert_eq!(partition_dirs(dir.path(), "b"), Vec::<String>::new());
+    assert_eq!(conn.create_topic("c", 1).unwrap(), 1);
+}
