@@ -229,8 +229,17 @@ pub(super) fn read_frame_max(
             reason: format!("a response frame of {n} bytes"),
         });
     }
-    buf.resize(n as usize, 0);
-    read_exact_with(input, buf, addr, patience)
+    // The room grows with the bytes that arrive (doubling, from 64 KiB):
+    // a peer that announces a large frame and sends little costs what it
+    // sends, not what it announces.
+    let n = n as usize;
+    buf.clear();
+    while buf.len() < n {
+        let start = buf.len();
+        buf.resize(start + (n - start).min(start.max(64 * 1024)), 0);
+        read_exact_with(&mut input, &mut buf[start..], addr, patience)?;
+    }
+    Ok(())
 }
 
 pub(super) fn protocol_error(addr: &str, e: protocol::ProtocolError) -> Error {
@@ -530,6 +539,22 @@ mod tests {
                 "{n}: nothing allocated for the claimed length"
             );
         }
+        // A frame announced at the limit, of which 100 bytes come: room
+        // for what came, not for what was announced.
+        let announced = frame(RESPONSE_BYTES_MAX, &[7; 100]);
+        let cut = read_frame(&announced[..], &mut buf, "b:1", &mut never).unwrap_err();
+        assert!(matches!(cut, Error::Network { .. }), "{cut}");
+        assert!(buf.capacity() <= 64 * 1024, "{}", buf.capacity());
+        // One that comes whole, in several steps of growth.
+        let big: Vec<u8> = (0..1_000_000u32).map(|i| i as u8).collect();
+        read_frame(
+            &frame(big.len() as u32, &big)[..],
+            &mut buf,
+            "b:1",
+            &mut never,
+        )
+        .unwrap();
+        assert_eq!(buf, big);
         let whole = frame(6, b"abcdef");
         read_frame(&whole[..], &mut buf, "b:1", &mut never).unwrap();
         assert_eq!(buf, b"abcdef");
