@@ -70,6 +70,10 @@ const _: () = assert!(CLIENT_REQUEST_TIMEOUT_MS_DEFAULT * 4 <= DELIVERY_TIMEOUT_
 /// Default time a connection may stay idle between requests.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 10 * 60 * 1000;
 
+/// Lines a broker writes a second about what peers do (connections closed,
+/// requests refused); the rest are counted, and the count written.
+pub const PEER_LOG_LINES_PER_SECOND: u32 = 20;
+
 /// Topics a broker holds at most.
 pub const TOPICS_MAX: usize = 10_000;
 

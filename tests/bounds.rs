@@ -122,3 +122,37 @@ fn max_partitions_counts_the_partitions_on_disk() {
     assert_eq!(partition_dirs(dir.path(), "b"), Vec::<String>::new());
     assert_eq!(conn.create_topic("c", 1).unwrap(), 1);
 }
+
+/// A flood of connections that send what is not klog's protocol costs
+/// the broker's log at most `PEER_LOG_LINES_PER_SECOND` lines a second:
+/// every line not written is counted, and the count written (here at the
+/// stop), so that the lines and the counts add up to the connections.
+#[test]
+fn a_flood_of_hostile_connections_is_counted_not_logged_line_by_line() {
+    use klog::limits::PEER_LOG_LINES_PER_SECOND;
+    const CONNECTIONS: u64 = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerProc::start(dir.path(), &[]);
+    let started = std::time::Instant::now();
+    for _ in 0..CONNECTIONS {
+        let mut s = TcpStream::connect(&broker.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        // Until the broker closes it, having said why.
+        let _ = s.read_to_end(&mut Vec::new());
+    }
+    let seconds = started.elapsed().as_secs() + 2;
+    assert!(broker.terminate().success());
+    let log = broker.log();
+    let written = log.iter().filter(|l| l.starts_with("% 127.0.0.1:")).count() as u64;
+    let dropped: u64 = log
+        .iter()
+        .filter(|l| l.contains("about peers not written"))
+        .map(|l| l[2..].split(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(written + dropped, CONNECTIONS, "{log:#?}");
+    assert!(
+        written <= u64::from(PEER_LOG_LINES_PER_SECOND) * seconds,
+        "{written} lines in {seconds} s"
+    );
+}

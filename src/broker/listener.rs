@@ -39,7 +39,7 @@ where
         };
         threads.retain(|t| !t.is_finished());
         if shared.connections.load(Ordering::Relaxed) >= shared.config.connections_max {
-            shared.log(format_args!(
+            shared.log_peer(format_args!(
                 "refused {peer}: {} connections is the maximum (--max-connections)",
                 shared.config.connections_max
             ));
@@ -96,7 +96,7 @@ where
     match spawned {
         Ok(t) => Some(t),
         Err(e) => {
-            shared.log(format_args!("cannot serve {peer}: {e}"));
+            shared.log_peer(format_args!("cannot serve {peer}: {e}"));
             lock(&shared.sockets).remove(&id);
             shared.connections.fetch_sub(1, Ordering::Relaxed);
             None

@@ -365,6 +365,7 @@ impl Broker {
         replica::follower::join_fetchers(&shared);
         // Partitions still marked unflushed are flushed by their close.
         lock(&shared.dirty).partitions.clear();
+        shared.say_dropped(shared.peer_lines.dropped());
         shared.log(format_args!(
             "Appended {} batches with {} group-commit fsyncs",
             shared.appends.load(Ordering::Relaxed),

@@ -218,6 +218,8 @@ pub(super) struct Shared {
     pub(super) nudge: AtomicBool,
     /// The follower threads, by the leader they fetch from.
     pub(super) fetchers: Mutex<HashMap<String, std::thread::JoinHandle<()>>>,
+    /// The bound on lines about what peers do ([`Shared::log_peer`]).
+    pub(super) peer_lines: crate::diag::Throttle,
 }
 
 impl Shared {
@@ -247,6 +249,7 @@ impl Shared {
             offline: Mutex::new(BTreeMap::new()),
             fetchers: Mutex::new(HashMap::new()),
             nudge: AtomicBool::new(false),
+            peer_lines: crate::diag::Throttle::new(limits::PEER_LOG_LINES_PER_SECOND),
             config,
         }
     }
@@ -266,6 +269,33 @@ impl Shared {
     pub(super) fn log(&self, msg: std::fmt::Arguments<'_>) {
         if !self.config.quiet {
             crate::diag::line(format_args!("% {msg}"));
+        }
+    }
+
+    /// Prints a line about what a peer did (a connection closed, a request
+    /// refused): at most [`limits::PEER_LOG_LINES_PER_SECOND`] a second,
+    /// the rest counted and the count said before the next one.
+    pub(super) fn log_peer(&self, msg: std::fmt::Arguments<'_>) {
+        if self.config.quiet {
+            return;
+        }
+        match self.peer_lines.admit(std::time::Instant::now()) {
+            None => {}
+            Some(dropped) => {
+                self.say_dropped(dropped);
+                crate::diag::line(format_args!("% {msg}"));
+            }
+        }
+    }
+
+    /// Says how many lines about peers were not written, if any.
+    pub(super) fn say_dropped(&self, dropped: u64) {
+        if dropped > 0 && !self.config.quiet {
+            crate::diag::line(format_args!(
+                "% {} about peers not written (at most {} a second are)",
+                crate::human::count(dropped, "more line"),
+                limits::PEER_LOG_LINES_PER_SECOND
+            ));
         }
     }
 

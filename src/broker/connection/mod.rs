@@ -119,7 +119,7 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
     let writer_stream = match stream.try_clone() {
         Ok(s) => s,
         Err(e) => {
-            shared.log(format_args!("{peer}: {e}"));
+            shared.log_peer(format_args!("{peer}: {e}"));
             return;
         }
     };
@@ -136,7 +136,7 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
     let writer = match writer {
         Ok(w) => w,
         Err(e) => {
-            shared.log(format_args!("{peer}: cannot start a writer: {e}"));
+            shared.log_peer(format_args!("{peer}: cannot start a writer: {e}"));
             return;
         }
     };
@@ -181,7 +181,7 @@ fn broken(shared: &Shared, stream: &TcpStream, peer: SocketAddr, e: io::Error) {
         e.kind(),
         io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
     ) {
-        shared.log(format_args!("{peer}: cannot send a response: {e}"));
+        shared.log_peer(format_args!("{peer}: cannot send a response: {e}"));
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }

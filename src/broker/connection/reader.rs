@@ -153,7 +153,7 @@ fn settle(shared: &Shared, unsettled: &mut Vec<Unsettled>, peer: SocketAddr) -> 
                     format!("records up to offset {last_offset} were undone by a failed write")
                 }
             };
-            shared.log(format_args!(
+            shared.log_peer(format_args!(
                 "{peer}: closing the connection: {}-{}: {why}",
                 p.topic, p.partition
             ));
@@ -173,33 +173,33 @@ fn end(
 ) {
     match e {
         FrameError::Closed | FrameError::Stopped => {}
-        FrameError::Garbage(why) => shared.log(format_args!("{peer}: closing the connection: {why}")),
+        FrameError::Garbage(why) => shared.log_peer(format_args!("{peer}: closing the connection: {why}")),
         FrameError::TooLarge(len, header) => {
             let max = shared.config.request_bytes_max;
             let msg =
                 format!("request of {len} bytes exceeds the broker's maximum of {max} bytes (--max-request-bytes)");
-            shared.log(format_args!("{peer}: closing the connection: {msg}"));
+            shared.log_peer(format_args!("{peer}: closing the connection: {msg}"));
             if let Some(h) = header {
                 let frame = error_frame(h.correlation_id, ErrorCode::RequestTooLarge, &msg);
                 let _ = tx.send(QueuedAnswer::Ready(frame));
             }
         }
-        FrameError::Idle => shared.log(format_args!(
+        FrameError::Idle => shared.log_peer(format_args!(
             "{peer}: closing the connection: idle for {} ms (--idle-timeout)",
             shared.config.idle_timeout_ms
         )),
-        FrameError::NoMemory => shared.log(format_args!(
+        FrameError::NoMemory => shared.log_peer(format_args!(
             "{peer}: closing the connection: the broker's request memory (--max-queued-request-bytes, {} bytes) stayed full for the request timeout of {} ms",
             shared.config.queued_request_bytes_max,
             timeout.as_millis()
         )),
-        FrameError::Timeout => shared.log(format_args!(
+        FrameError::Timeout => shared.log_peer(format_args!(
             "{peer}: closing the connection: a frame was not completed within the request timeout of {} ms",
             timeout.as_millis()
         )),
         FrameError::Io(e) => {
             if !matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe) {
-                shared.log(format_args!("{peer}: {e}"));
+                shared.log_peer(format_args!("{peer}: {e}"));
             }
         }
     }

@@ -125,12 +125,12 @@ fn decode<'a>(
     match protocol::decode_request(body) {
         Ok((_, request)) => Some(request),
         Err(RequestError::Unsupported(msg)) => {
-            shared.log(format_args!("{peer}: {msg}"));
+            shared.log_peer(format_args!("{peer}: {msg}"));
             error_into(out, correlation_id, ErrorCode::UnsupportedRequest, &msg);
             None
         }
         Err(RequestError::Invalid(e)) => {
-            shared.log(format_args!("{peer}: invalid request: {e}"));
+            shared.log_peer(format_args!("{peer}: invalid request: {e}"));
             error_into(out, correlation_id, ErrorCode::InvalidRequest, &e.0);
             None
         }
@@ -246,7 +246,7 @@ fn refuse(
 ) -> Option<Answer> {
     if request.acks == protocol::ACKS_NONE {
         let partition = request.partition;
-        shared.log(format_args!(
+        shared.log_peer(format_args!(
             "{peer}: produce to {topic} [{partition}] (acks=0) failed: {msg}"
         ));
         None

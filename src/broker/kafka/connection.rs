@@ -73,7 +73,7 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
         match answer(shared, kafka, body, peer, &mut state) {
             Err(why) => {
                 let _ = answer_produces(shared, &stream, &mut unanswered, &mut state.out);
-                shared.log(format_args!("{peer}: closing the Kafka connection: {why}"));
+                shared.log_peer(format_args!("{peer}: closing the Kafka connection: {why}"));
                 return;
             }
             Ok(Some(produce)) => {
@@ -84,7 +84,7 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
         }
         if let Some(why) = state.failed_unanswered.take() {
             let _ = answer_produces(shared, &stream, &mut unanswered, &mut state.out);
-            shared.log(format_args!("{peer}: closing the Kafka connection: {why}"));
+            shared.log_peer(format_args!("{peer}: closing the Kafka connection: {why}"));
             return;
         }
         let written = write_answer(&stream, &state.out, &mut state.sends);
@@ -152,7 +152,7 @@ fn broken(shared: &Shared, peer: SocketAddr, e: &std::io::Error) {
         e.kind(),
         std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
     ) {
-        shared.log(format_args!("{peer}: cannot send a Kafka response: {e}"));
+        shared.log_peer(format_args!("{peer}: cannot send a Kafka response: {e}"));
     }
 }
 
@@ -220,5 +220,5 @@ fn end(shared: &Shared, e: FrameError, peer: SocketAddr) {
             shared.config.request_timeout_ms
         ),
     };
-    shared.log(format_args!("{peer}: closing the Kafka connection: {why}"));
+    shared.log_peer(format_args!("{peer}: closing the Kafka connection: {why}"));
 }

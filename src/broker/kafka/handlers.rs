@@ -24,6 +24,9 @@ use crate::kafka::response::{self as resp, frame};
 use crate::kafka::{self};
 use crate::storage::log::FileSlice;
 
+/// Kafka client names and versions a broker remembers (and logs) at most.
+const CLIENTS_SEEN_MAX: usize = 1000;
+
 /// What a connection keeps between requests, borrowing from the broker's
 /// [`Shared`] for `'s`.
 #[derive(Debug, Default)]
@@ -89,9 +92,13 @@ fn note_client(shared: &Shared, kafka: &Kafka, peer: SocketAddr, r: &ApiVersions
         r.client_software_name.to_string(),
         r.client_software_version.to_string(),
     );
-    let new = crate::sync::lock(&kafka.clients_seen).insert(key);
+    // Each name and version is said once, of a bounded number: a client
+    // that makes up new ones costs neither memory nor log lines.
+    let mut seen = crate::sync::lock(&kafka.clients_seen);
+    let new = seen.len() < CLIENTS_SEEN_MAX && seen.insert(key);
+    drop(seen);
     if new {
-        shared.log(format_args!(
+        shared.log_peer(format_args!(
             "{peer}: Kafka client {} {}",
             r.client_software_name, r.client_software_version
         ));

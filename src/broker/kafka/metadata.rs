@@ -123,7 +123,7 @@ fn topic_meta(
             return failed(kafka::UNKNOWN_TOPIC_OR_PARTITION, name);
         }
         if let Err(e) = shared.create_topic(&name, shared.config.partitions_default) {
-            shared.log(format_args!(
+            shared.log_peer(format_args!(
                 "cannot create topic {name} for a Kafka client: {e}"
             ));
             return failed(kafka_code(error_code(&e)), name);
