@@ -78,6 +78,7 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
             }
             Ok(Some(produce)) => {
                 unanswered.push(produce);
+                shrink(&mut state);
                 continue;
             }
             Ok(None) => {}
@@ -92,11 +93,16 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
         if let Err(e) = written {
             return broken(shared, peer, &e);
         }
-        // A large answer's buffers go back; small ones are kept.
-        for buf in [&mut state.out, &mut state.scratch] {
-            if buf.capacity() > 4 << 20 {
-                *buf = Vec::new();
-            }
+        shrink(&mut state);
+    }
+}
+
+/// A large request's or answer's buffers go back after it, on every path;
+/// small ones are kept.
+fn shrink(state: &mut ConnState<'_>) {
+    for buf in [&mut state.out, &mut state.scratch] {
+        if buf.capacity() > 4 << 20 {
+            *buf = Vec::new();
         }
     }
 }
