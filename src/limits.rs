@@ -74,6 +74,13 @@ pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 10 * 60 * 1000;
 /// requests refused); the rest are counted, and the count written.
 pub const PEER_LOG_LINES_PER_SECOND: u32 = 20;
 
+/// Files this process may have open (its soft `RLIMIT_NOFILE`; unlimited
+/// when it cannot be read).
+pub fn open_files_max() -> u64 {
+    use nix::sys::resource::{getrlimit, Resource};
+    getrlimit(Resource::RLIMIT_NOFILE).map_or(u64::MAX, |(soft, _)| soft)
+}
+
 /// Topics a broker holds at most.
 pub const TOPICS_MAX: usize = 10_000;
 

@@ -213,3 +213,48 @@ fn idle_kafka_connections_hold_no_copy_of_a_large_produce() {
         CONNECTIONS - 1
     );
 }
+
+/// A topic of more partitions than the broker's open-file limit can hold
+/// open is refused before anything is made (and, were its opening to
+/// fail anyway, removed again): nothing of it is left, and the broker
+/// starts again on its data directory. As a review found it, the create
+/// failed half way with "Too many open files", left every directory, and
+/// the broker could not start again.
+#[test]
+fn a_topic_past_the_open_file_limit_leaves_nothing_and_the_broker_restarts() {
+    if std::process::Command::new("prlimit")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("skipped: no prlimit (util-linux)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let limited = |args: &[&str]| {
+        let mut command = std::process::Command::new("prlimit");
+        command
+            .arg("--nofile=600:600")
+            .arg(assert_cmd::cargo::cargo_bin("klog-broker"));
+        BrokerProc::start_command(command, dir.path(), args)
+    };
+    {
+        let broker = limited(&["--partitions", "200"]);
+        let out = bin("klog-produce")
+            .args(["-b", &broker.addr, "-t", "t", "--message-timeout", "5s"])
+            .write_stdin("a\n")
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(
+            partition_dirs(dir.path(), "t"),
+            Vec::<String>::new(),
+            "{stderr}"
+        );
+    }
+    let broker = limited(&["--partitions", "20"]);
+    produce_to(&broker.addr, "t", "a\n", &[]);
+    assert_eq!(partition_dirs(dir.path(), "t").len(), 20);
+}

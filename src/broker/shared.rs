@@ -180,6 +180,14 @@ pub(super) fn key(p: &Arc<Partition>) -> usize {
 /// offline).
 pub(super) type Topics = BTreeMap<String, Vec<Option<Arc<Partition>>>>;
 
+/// Files an open partition holds at least: its lock, and its active
+/// segment with its two indexes.
+const FILES_PER_PARTITION: u64 = 4;
+
+/// Files kept for what is not a partition or a connection: the listeners,
+/// the registry, the data directory's lock, a follower's connections.
+const FILES_SPARE: u64 = 256;
+
 /// What every thread shares.
 #[derive(Debug)]
 pub(super) struct Shared {
@@ -387,6 +395,15 @@ impl Shared {
         Ok((placement.brokers.len() as u32, held))
     }
 
+    /// Whether `topic` exists: open here, or placed in the registry.
+    pub(super) fn topic_exists(&self, topic: &str) -> bool {
+        self.read_topics().contains_key(topic)
+            || self
+                .registry
+                .as_ref()
+                .is_some_and(|r| r.placement(topic).ok().flatten().is_some())
+    }
+
     /// Creates `topic` (or finds it); returns its partition count and
     /// whether it existed.
     pub(super) fn create_topic(&self, topic: &str, partitions: u32) -> Result<(u32, bool)> {
@@ -403,18 +420,28 @@ impl Shared {
                 limit: limits::TOPICS_MAX as u64,
             });
         }
-        let count = match self.store.partition_count(topic) {
-            Ok(n) => n,
-            Err(_) => partitions,
-        };
-        self.room_for(count)?;
+        let on_disk = self.store.partition_count(topic).ok();
+        let count = on_disk.unwrap_or(partitions);
+        self.room_for(topic, count)?;
         let (placed, mine) = self.placed_here(topic, count)?;
         if placed != count {
-            self.room_for(placed)?;
+            self.room_for(topic, placed)?;
         }
-        let count = placed;
-        let count = self.store.create_topic(topic, count)?;
-        let opened = self.open_topic(topic, &mine)?;
+        let count = self.store.create_topic(topic, placed)?;
+        let opened = match self.open_topic(topic, &mine) {
+            Ok(opened) => opened,
+            Err(e) => {
+                // A topic made here that cannot be opened (no file left to
+                // open) goes again, whole: none of it stays to stop the
+                // broker's next start.
+                if on_disk.is_none() {
+                    if let Err(undo) = self.store.remove_unwritten_topic(topic) {
+                        self.log(format_args!("cannot remove topic {topic} again: {undo}"));
+                    }
+                }
+                return Err(e);
+            }
+        };
         let held: Vec<u32> = (0..count)
             .filter(|p| mine.get(*p as usize).is_some_and(|h| *h != Held::Elsewhere))
             .collect();
@@ -434,17 +461,31 @@ impl Shared {
         Ok((count, false))
     }
 
-    /// Whether the data directory has room for `partitions` more, counted
-    /// on disk: every partition directory, served or not (offline, placed
-    /// elsewhere), holds files the broker opens.
-    fn room_for(&self, partitions: u32) -> Result<()> {
-        let on_disk = self.store.partition_dirs()?;
-        let count = on_disk + partitions as usize;
+    /// Whether the data directory has room for `topic` with `partitions`,
+    /// counted on disk (every partition directory of the other topics,
+    /// served or not: offline, placed elsewhere), within `--max-partitions`
+    /// and within the files this process may open: a data directory the
+    /// broker wrote, it must be able to open again.
+    fn room_for(&self, topic: &str, partitions: u32) -> Result<()> {
+        let others = self.store.partition_dirs_besides(topic)?;
+        let count = others + partitions as usize;
         if count > self.config.partitions_max {
             return Err(Error::TooMany {
                 what: "partitions in the data directory (--max-partitions)",
                 count: count as u64,
                 limit: self.config.partitions_max as u64,
+            });
+        }
+        let files = limits::open_files_max();
+        // Partitions first: a connection refused for want of a file is
+        // one client's retry, a partition that cannot open is a broker
+        // that cannot start.
+        let fit = files.saturating_sub(FILES_SPARE) / FILES_PER_PARTITION;
+        if count as u64 > fit {
+            return Err(Error::TooMany {
+                what: "partitions for this process's open-file limit (ulimit -n)",
+                count: count as u64,
+                limit: fit,
             });
         }
         Ok(())

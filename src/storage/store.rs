@@ -188,6 +188,13 @@ impl Store {
         let mut made = Vec::new();
         let created = (|| {
             for p in (0..partitions).rev() {
+                if p == 0 && partitions > 1 {
+                    // The others' entries are durable before partition 0's
+                    // is made, whatever order the file system keeps.
+                    self.vfs
+                        .sync_dir(&self.dir)
+                        .ctx("fsync directory", &self.dir)?;
+                }
                 let dir = self.partition_dir(topic, p);
                 self.vfs.create_dir_all(&dir).ctx("create", &dir)?;
                 made.push(dir.clone());
@@ -217,14 +224,44 @@ impl Store {
     /// Partition directories in the data directory, whether or not their
     /// topic is whole: what a broker's files are counted by.
     pub fn partition_dirs(&self) -> Result<usize> {
+        self.partition_dirs_besides("")
+    }
+
+    /// [`Store::partition_dirs`] of every topic but `topic`.
+    pub fn partition_dirs_besides(&self, topic: &str) -> Result<usize> {
         if !self.vfs.exists(&self.dir) {
             return Ok(0);
         }
         let names = self.vfs.list(&self.dir).ctx("list", &self.dir)?;
         Ok(names
             .iter()
-            .filter(|n| parse_partition_dir(n).is_some())
+            .filter(|n| parse_partition_dir(n).is_some_and(|(t, _)| t != topic))
             .count())
+    }
+
+    /// Removes `topic`, just created and never written (no segment holds a
+    /// record): partition 0 first, so that it stops existing before the
+    /// rest goes. Refused, leaving it, if a segment holds records.
+    pub fn remove_unwritten_topic(&self, topic: &str) -> Result<()> {
+        let count = self.partition_count(topic)?;
+        let dirs: Vec<PathBuf> = (0..count).map(|p| self.partition_dir(topic, p)).collect();
+        for dir in &dirs {
+            for name in self.vfs.list(dir).ctx("list", dir)? {
+                let path = dir.join(&name);
+                if name.ends_with(".log") {
+                    let file = self.vfs.open_read(&path).ctx("open", &path)?;
+                    if file.len().ctx("stat", &path)? > SEGMENT_HEADER_BYTES as u64 {
+                        return Err(Error::Config(format!("{} holds records", path.display())));
+                    }
+                }
+            }
+        }
+        for dir in &dirs {
+            self.remove_empty_partition(dir)?;
+        }
+        self.vfs
+            .sync_dir(&self.dir)
+            .ctx("fsync directory", &self.dir)
     }
 
     /// Removes the directories of `topic` (which has no partition 0) that
@@ -378,6 +415,55 @@ mod tests {
             failed += 1;
         }
         assert!(failed > 8, "{failed}");
+    }
+
+    /// A power cut at any step of a create, the disk's unsynced entries
+    /// lost, leaves the whole topic or none of it; what it left is removed
+    /// by the next create, whatever count that one asks for.
+    #[test]
+    fn a_power_cut_at_any_step_of_a_create_leaves_the_whole_topic_or_none() {
+        for n in 0.. {
+            let (sim, store) = sim_store();
+            sim.cut_power_after(n);
+            let created = store.create_topic("t", 4).is_ok();
+            sim.crash(&mut |_| 0);
+            sim.restore_power();
+            let survived = store.topics().unwrap().get("t").copied();
+            assert!(
+                matches!(survived, None | Some(4)),
+                "cut after {n}: {survived:?}"
+            );
+            let want = survived.unwrap_or(3);
+            assert_eq!(store.create_topic("t", 3).unwrap(), want, "cut after {n}");
+            assert_eq!(
+                store.partition_dirs().unwrap(),
+                want as usize,
+                "cut after {n}"
+            );
+            if created {
+                assert_eq!(survived, Some(4), "a create that returned is durable");
+                break;
+            }
+        }
+    }
+
+    /// Directories of a topic without its partition 0, holding empty logs
+    /// (what an interrupted create leaves), are removed by the next create
+    /// of that topic: it has the count that create asks for.
+    #[test]
+    fn a_create_removes_what_an_interrupted_one_left() {
+        let (_sim, store) = sim_store();
+        store.create_topic("t", 8).unwrap();
+        store
+            .remove_empty_partition(Path::new("/data/t-0"))
+            .unwrap();
+        assert_eq!(store.partition_dirs().unwrap(), 7);
+        assert_eq!(store.create_topic("t", 4).unwrap(), 4);
+        assert_eq!(store.topics().unwrap().get("t"), Some(&4));
+        assert_eq!(store.partition_dirs().unwrap(), 4);
+        assert_eq!(store.partition_dirs_besides("t").unwrap(), 0);
+        store.remove_unwritten_topic("t").unwrap();
+        assert_eq!(store.partition_dirs().unwrap(), 0);
     }
 
     /// A create that fails while it can still undo (a failed fsync of the

@@ -432,7 +432,7 @@ fn create_topic(
     // A count of 0 asks for the broker's own: a client creating the topic
     // it produces to, which is auto-creation.
     let partitions = match partitions {
-        0 if !shared.config.auto_create_topics && !shared.read_topics().contains_key(topic) => {
+        0 if !shared.config.auto_create_topics && !shared.topic_exists(topic) => {
             let msg = no_auto_create(&format!("topic {topic:?} does not exist"));
             return error_into(out, correlation_id, ErrorCode::UnknownTopic, &msg);
         }
