@@ -87,6 +87,14 @@ fn without_auto_create_a_topic_is_made_only_when_asked_with_a_count() {
     let open = KafkaBroker::start(&[]);
     assert_eq!(kafka_metadata_error(&open.kafka, "k"), 0);
     assert_eq!(partition_dirs(&open.data_dir(), "k"), ["k-0"]);
+    // Past a bound, a Kafka client is told it is the broker's policy.
+    let bounded = KafkaBroker::start(&["--partitions", "3", "--max-partitions", "2"]);
+    const POLICY_VIOLATION: i16 = 44;
+    assert_eq!(kafka_metadata_error(&bounded.kafka, "k"), POLICY_VIOLATION);
+    assert_eq!(
+        partition_dirs(&bounded.data_dir(), "k"),
+        Vec::<String>::new()
+    );
 }
 
 /// `--max-partitions` counts partition directories on disk: one whose

@@ -206,6 +206,8 @@ fn kafka_code(code: ErrorCode) -> i16 {
         ErrorCode::UnknownEpoch => k::UNKNOWN_LEADER_EPOCH,
         ErrorCode::NotEnoughReplicas => k::NOT_ENOUGH_REPLICAS,
         ErrorCode::LeaderNotAvailable | ErrorCode::ShuttingDown => k::LEADER_NOT_AVAILABLE,
+        // A bound of the broker's (topics, partitions): its policy.
+        ErrorCode::LimitReached => k::POLICY_VIOLATION,
         _ => k::UNKNOWN_SERVER_ERROR,
     }
 }
