@@ -114,6 +114,11 @@ pub(crate) struct CoordinatorConfig {
     pub(crate) rebalance_timeout_max: Duration,
     /// The most Kafka members of one group on this broker.
     pub(crate) members_max: usize,
+    /// The most groups with Kafka members on this broker.
+    pub(crate) groups_max: usize,
+    /// The most Kafka members on this broker, over all groups (each holds
+    /// a registry entry, an open file of a directory registry).
+    pub(crate) members_total_max: usize,
 }
 
 impl Default for CoordinatorConfig {
@@ -124,6 +129,8 @@ impl Default for CoordinatorConfig {
             session_timeout_max: Duration::from_secs(30 * 60),
             rebalance_timeout_max: Duration::from_secs(5 * 60),
             members_max: 1000,
+            groups_max: 1000,
+            members_total_max: 5000,
         }
     }
 }
@@ -309,6 +316,9 @@ impl Coordinator {
     /// too), gives up its partitions, and starts a rebalance: its id.
     fn enter(&self, groups: &mut BTreeMap<String, Group>, join: &Join) -> Result<String, i16> {
         let now = Instant::now();
+        if join.member_id.is_empty() {
+            self.room_for_a_member(groups, &join.group)?;
+        }
         let group = groups.entry(join.group.clone()).or_default();
         let mut topics: Vec<String> = join
             .topics
@@ -365,6 +375,20 @@ impl Coordinator {
         member.busy += 1;
         member.last_seen = now;
         Ok(id)
+    }
+
+    /// Whether a new member of `group` fits the broker's bounds: groups,
+    /// and members over all groups (one group's are checked as it enters).
+    fn room_for_a_member(&self, groups: &BTreeMap<String, Group>, group: &str) -> Result<(), i16> {
+        let live = groups.values().filter(|g| !g.members.is_empty());
+        let (count, members) = live.fold((0, 0), |(n, m), g| (n + 1, m + g.members.len()));
+        let new_group = groups.get(group).is_none_or(|g| g.members.is_empty());
+        if members >= self.config.members_total_max
+            || (new_group && count >= self.config.groups_max)
+        {
+            return Err(GROUP_MAX_SIZE_REACHED);
+        }
+        Ok(())
     }
 
     fn member_info(&self, member: &str, topics: &[String]) -> MemberInfo {

@@ -553,3 +553,42 @@ fn bad_joins_get_their_errors() {
         eager_protocol(&["cooperative-sticky"]).ok_or(crate::kafka::INCONSISTENT_GROUP_PROTOCOL);
     assert_eq!(chosen, Err(crate::kafka::INCONSISTENT_GROUP_PROTOCOL));
 }
+
+/// New members past the broker's bounds are refused: a group past the
+/// number of groups, a member past the members of all groups; members of
+/// the groups there are still join.
+#[test]
+fn joins_past_the_brokers_groups_or_members_are_refused() {
+    let joined = |c: &Coordinator, group: &str| {
+        c.join(Join {
+            group: group.into(),
+            member_id: String::new(),
+            client_id: "x".into(),
+            session_timeout: LONG,
+            rebalance_timeout: Some(LONG),
+            topics: vec!["t".into()],
+        })
+        .error
+    };
+    for (groups_max, members_total_max) in [(2, 10), (10, 2)] {
+        let registry: Arc<dyn Registry> = Arc::new(MemRegistry::default());
+        let config = CoordinatorConfig {
+            tick: Duration::from_millis(20),
+            session_timeout_min: Duration::from_millis(10),
+            groups_max,
+            members_total_max,
+            ..CoordinatorConfig::default()
+        };
+        let count = |topic: &str| (topic == "t").then_some(PARTITIONS);
+        let c =
+            Running(Coordinator::start(Arc::clone(&registry), count, || false, config).unwrap());
+        assert_eq!(joined(&c, "g1"), NONE);
+        assert_eq!(joined(&c, "g2"), NONE);
+        assert_eq!(
+            joined(&c, "g3"),
+            GROUP_MAX_SIZE_REACHED,
+            "{groups_max} {members_total_max}"
+        );
+        assert!(registry.members("g3").unwrap().is_empty());
+    }
+}
