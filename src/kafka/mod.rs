@@ -195,6 +195,8 @@ pub const GROUP_ID_NOT_FOUND: i16 = 69;
 pub const FENCED_LEADER_EPOCH: i16 = 74;
 /// The request's leader epoch is newer than this server knows.
 pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
+/// A new member is given its id, to join again with (KIP-394).
+pub const MEMBER_ID_REQUIRED: i16 = 79;
 /// The group holds as many members as a coordinator takes.
 pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
 /// The batch is compressed with a codec this server does not support.

@@ -130,6 +130,7 @@ fn join_group(
         session_timeout: ms(r.session_timeout_ms),
         rebalance_timeout: (version >= 1).then(|| ms(r.rebalance_timeout_ms)),
         topics: subscription.topics.iter().map(|t| t.to_string()).collect(),
+        member_id_required: version >= 4,
     });
     let response = JoinGroupResponse {
         throttle_time_ms: 0,

@@ -16,9 +16,11 @@
 //!
 //! # The protocol, eager, and the broker assigns
 //!
-//! - **Join**: a new member gets its id in the first answer
-//!   (`{client_id}-{random}`, made a registry name; no MEMBER_ID_REQUIRED
-//!   round trip). A join gives up the member's partitions (their claims are
+//! - **Join**: a new member gets its id (`{client_id}-{random}`, made a
+//!   registry name) in the first answer; from JoinGroup v4 on, that answer
+//!   is MEMBER_ID_REQUIRED (KIP-394) and the member enters when it joins
+//!   again with the id, within its session timeout: a client that retries
+//!   a join whose answer it lost leaves no phantom member. A join gives up the member's partitions (their claims are
 //!   dropped) and starts a rebalance if none is under way; the answer waits
 //!   until every Kafka member of the group on this broker has rejoined, or
 //!   the longest rebalance timeout passed (those that did not are dropped),
@@ -78,8 +80,8 @@ use state::{Group, Member};
 // Kafka's error codes, as the codec names them.
 pub(crate) use crate::kafka::{
     COORDINATOR_NOT_AVAILABLE, GROUP_MAX_SIZE_REACHED, ILLEGAL_GENERATION, INVALID_GROUP_ID,
-    INVALID_REQUEST, INVALID_SESSION_TIMEOUT, NONE, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID,
-    UNKNOWN_SERVER_ERROR, UNKNOWN_TOPIC_OR_PARTITION,
+    INVALID_REQUEST, INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED, NONE, REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID, UNKNOWN_SERVER_ERROR, UNKNOWN_TOPIC_OR_PARTITION,
 };
 
 /// The leader every member is told of: the coordinator itself, so that no
@@ -147,6 +149,9 @@ pub(crate) struct Join {
     pub(crate) rebalance_timeout: Option<Duration>,
     /// The subscribed topics (from the embedded subscription).
     pub(crate) topics: Vec<String>,
+    /// A new member gets its id with MEMBER_ID_REQUIRED and enters when it
+    /// joins with it (JoinGroup v4 and later, KIP-394).
+    pub(crate) member_id_required: bool,
 }
 
 /// A JoinGroup answer.
@@ -296,6 +301,13 @@ impl Coordinator {
             return answer(INVALID_SESSION_TIMEOUT, &join.member_id);
         }
         let mut groups = self.groups();
+        if join.member_id.is_empty() && join.member_id_required {
+            let given = self.give_member_id(&mut groups, &join);
+            return match given {
+                Ok(id) => answer(MEMBER_ID_REQUIRED, &id),
+                Err(error) => answer(error, ""),
+            };
+        }
         let member_id = match self.enter(&mut groups, &join) {
             Ok(id) => id,
             Err(error) => return answer(error, &join.member_id),
@@ -332,11 +344,18 @@ impl Coordinator {
             .rebalance_timeout
             .unwrap_or(join.session_timeout)
             .min(self.config.rebalance_timeout_max);
-        let id = if join.member_id.is_empty() {
+        let given = group.pending.remove(&join.member_id).is_some();
+        let id = if join.member_id.is_empty() || given {
             if group.members.len() >= self.config.members_max {
                 return Err(GROUP_MAX_SIZE_REACHED);
             }
-            let (id, entry) = self.enter_registry(join, &topics)?;
+            let (id, entry) = if given {
+                let info = self.member_info(&join.member_id, &topics);
+                let entry = self.registry.join(&join.group, &info, join.session_timeout);
+                (join.member_id.clone(), entry.map_err(|e| error_code(&e))?)
+            } else {
+                self.enter_registry(join, &topics)?
+            };
             let member = Member {
                 session_timeout: join.session_timeout,
                 rebalance_timeout,
@@ -378,17 +397,35 @@ impl Coordinator {
     }
 
     /// Whether a new member of `group` fits the broker's bounds: groups,
-    /// and members over all groups (one group's are checked as it enters).
+    /// members of one group and over all groups, ids given and not yet
+    /// joined with counted as members.
     fn room_for_a_member(&self, groups: &BTreeMap<String, Group>, group: &str) -> Result<(), i16> {
-        let live = groups.values().filter(|g| !g.members.is_empty());
-        let (count, members) = live.fold((0, 0), |(n, m), g| (n + 1, m + g.members.len()));
-        let new_group = groups.get(group).is_none_or(|g| g.members.is_empty());
+        let live = groups.values().filter(|g| !g.is_empty());
+        let (count, members) = live.fold((0, 0), |(n, m), g| (n + 1, m + g.size()));
+        let this = groups.get(group);
+        let new_group = this.is_none_or(Group::is_empty);
         if members >= self.config.members_total_max
             || (new_group && count >= self.config.groups_max)
+            || this.is_some_and(|g| g.size() >= self.config.members_max)
         {
             return Err(GROUP_MAX_SIZE_REACHED);
         }
         Ok(())
+    }
+
+    /// Gives a new member of `join.group` its id, to join with within its
+    /// session timeout (KIP-394).
+    fn give_member_id(
+        &self,
+        groups: &mut BTreeMap<String, Group>,
+        join: &Join,
+    ) -> Result<String, i16> {
+        self.room_for_a_member(groups, &join.group)?;
+        let id = self.new_member_id(&join.client_id);
+        let deadline = Instant::now() + join.session_timeout;
+        let group = groups.entry(join.group.clone()).or_default();
+        group.pending.insert(id.clone(), deadline);
+        Ok(id)
     }
 
     fn member_info(&self, member: &str, topics: &[String]) -> MemberInfo {

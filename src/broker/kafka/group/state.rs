@@ -78,9 +78,22 @@ pub(super) struct Group {
     pub(super) members: BTreeMap<String, Member>,
     /// The deadline of the rebalance under way, if one is.
     pub(super) rebalance: Option<Instant>,
+    /// Ids given with MEMBER_ID_REQUIRED, not yet joined with, and when
+    /// each lapses.
+    pub(super) pending: BTreeMap<String, Instant>,
 }
 
 impl Group {
+    /// Members, and ids given to members to come.
+    pub(super) fn size(&self) -> usize {
+        self.members.len() + self.pending.len()
+    }
+
+    /// Whether it has neither members nor members to come.
+    pub(super) fn is_empty(&self) -> bool {
+        self.size() == 0
+    }
+
     /// Starts a rebalance unless one is under way: every member must
     /// rejoin before the longest rebalance timeout among them passes.
     pub(super) fn start_rebalance(&mut self, now: Instant) {

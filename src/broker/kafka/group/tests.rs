@@ -62,6 +62,7 @@ fn join_as(c: &Coordinator, member_id: &str, session: Duration, rebalance: Durat
         session_timeout: session,
         rebalance_timeout: Some(rebalance),
         topics: vec!["t".into()],
+        member_id_required: false,
     })
 }
 
@@ -529,6 +530,7 @@ fn bad_joins_get_their_errors() {
             session_timeout: LONG,
             rebalance_timeout: None,
             topics: vec!["t".into()],
+            member_id_required: false,
         };
         change(&mut j);
         c.join(j).error
@@ -567,6 +569,7 @@ fn joins_past_the_brokers_groups_or_members_are_refused() {
             session_timeout: LONG,
             rebalance_timeout: Some(LONG),
             topics: vec!["t".into()],
+            member_id_required: false,
         })
         .error
     };
@@ -591,4 +594,42 @@ fn joins_past_the_brokers_groups_or_members_are_refused() {
         );
         assert!(registry.members("g3").unwrap().is_empty());
     }
+}
+
+/// From JoinGroup v4 on, a new member is given its id with
+/// MEMBER_ID_REQUIRED and enters only when it joins with it (KIP-394): a
+/// client retrying a first join whose answer it lost leaves no phantom
+/// member. An id not given, or given and lapsed after its session
+/// timeout, is unknown; ids given count against the group's bound.
+#[test]
+fn a_new_member_joins_again_with_the_id_it_is_given() {
+    let registry: Arc<dyn Registry> = Arc::new(MemRegistry::default());
+    let c = start(Arc::clone(&registry));
+    let first = |session: Duration| {
+        c.join(Join {
+            group: "g".into(),
+            member_id: String::new(),
+            client_id: "rdkafka".into(),
+            session_timeout: session,
+            rebalance_timeout: Some(LONG),
+            topics: vec!["t".into()],
+            member_id_required: true,
+        })
+    };
+    let given = first(LONG);
+    assert_eq!(given.error, MEMBER_ID_REQUIRED);
+    assert!(given.member_id.starts_with("rdkafka-"), "{given:?}");
+    assert!(registry.members("g").unwrap().is_empty(), "not entered yet");
+    // Lost answers, retried: more ids, no more members.
+    let lost = [first(LONG), first(LONG)];
+    assert!(lost.iter().all(|j| j.error == MEMBER_ID_REQUIRED));
+    let joined = join(&c, &given.member_id);
+    assert_eq!((joined.error, &joined.member_id), (NONE, &given.member_id));
+    let members = registry.members("g").unwrap();
+    assert_eq!(members.len(), 1, "{members:?}");
+    assert_eq!(join(&c, "rdkafka-not-given").error, UNKNOWN_MEMBER_ID);
+    // An id not joined with within its session timeout lapses.
+    let brief = first(Duration::from_millis(30));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(join(&c, &brief.member_id).error, UNKNOWN_MEMBER_ID);
 }

@@ -51,7 +51,10 @@ impl Coordinator {
             changed |= self.renew(name, group, now);
             changed |= self.look(name, group, now);
         }
-        groups.retain(|_, g| !g.members.is_empty());
+        for group in groups.values_mut() {
+            group.pending.retain(|_, lapses| *lapses > now);
+        }
+        groups.retain(|_, g| !g.is_empty());
         if changed {
             self.changed.notify_all();
         }
