@@ -10,7 +10,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
-use common::kafka::{frame, KafkaBroker};
+use common::kafka::{self, frame, KafkaBroker};
 use common::{bin, produce_to, BrokerProc};
 use kafka_protocol::messages as km;
 use kafka_protocol::protocol::Decodable;
@@ -25,6 +25,20 @@ fn partition_dirs(data: &Path, topic: &str) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// `klog-produce` of one line to `topic`, which must fail (exit 1): its
+/// stderr.
+fn refused_produce(addr: &str, topic: &str) -> String {
+    let out = bin("klog-produce")
+        .args(["-b", addr, "-t", topic, "--message-timeout", "5s"])
+        .write_stdin("a\n")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    stderr
 }
 
 /// A Kafka Metadata v4 request for `topic`, auto-creation allowed, and
@@ -56,21 +70,7 @@ fn kafka_metadata_error(kafka: &str, topic: &str) -> i16 {
 fn without_auto_create_a_topic_is_made_only_when_asked_with_a_count() {
     let broker = KafkaBroker::start(&["--auto-create-topics", "false"]);
     let data = broker.data_dir();
-    let out = bin("klog-produce")
-        .args([
-            "-b",
-            &broker.broker.addr,
-            "-t",
-            "t",
-            "--message-timeout",
-            "5s",
-        ])
-        .write_stdin("a\n")
-        .timeout(Duration::from_secs(30))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = refused_produce(&broker.broker.addr, "t");
     assert!(stderr.contains("--auto-create-topics false"), "{stderr}");
     const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     assert_eq!(
@@ -165,22 +165,6 @@ fn a_flood_of_hostile_connections_is_counted_not_logged_line_by_line() {
     );
 }
 
-/// A Kafka Produce v3 request for partition 0 of `topic` holding `batch`,
-/// acks 1.
-fn kafka_produce_v3(topic: &str, batch: &[u8]) -> Vec<u8> {
-    let mut body = (-1i16).to_be_bytes().to_vec(); // no transactional id
-    body.extend_from_slice(&1i16.to_be_bytes());
-    body.extend_from_slice(&30_000i32.to_be_bytes());
-    body.extend_from_slice(&1i32.to_be_bytes());
-    body.extend_from_slice(&(topic.len() as i16).to_be_bytes());
-    body.extend_from_slice(topic.as_bytes());
-    body.extend_from_slice(&1i32.to_be_bytes());
-    body.extend_from_slice(&0i32.to_be_bytes());
-    body.extend_from_slice(&(batch.len() as i32).to_be_bytes());
-    body.extend_from_slice(batch);
-    frame(0, 3, 5, &body)
-}
-
 /// Connections that each produced one large batch and then stay idle
 /// hold no copy of it: the buffers of the produce path shrink back after
 /// the request as every other path's do (a review found 95 MB kept per
@@ -192,7 +176,7 @@ fn idle_kafka_connections_hold_no_copy_of_a_large_produce() {
     let mut builder = klog::storage::record::BatchBuilder::new();
     builder.push(1_700_000_000_000, None, &[], &vec![b'v'; 60 << 20]);
     let batch = builder.finish().to_vec();
-    let request = kafka_produce_v3("big", &batch);
+    let request = frame(0, 3, 5, &kafka::produce_v3_body("big", 1, 30_000, &batch));
     drop(builder);
     // Measured from the first produce on: what the partition itself keeps
     // (its write buffer) is not a connection's.
@@ -248,14 +232,7 @@ fn a_topic_past_the_open_file_limit_leaves_nothing_and_the_broker_restarts() {
     };
     {
         let broker = limited(&["--partitions", "200"]);
-        let out = bin("klog-produce")
-            .args(["-b", &broker.addr, "-t", "t", "--message-timeout", "5s"])
-            .write_stdin("a\n")
-            .timeout(Duration::from_secs(60))
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let stderr = refused_produce(&broker.addr, "t");
         assert_eq!(
             partition_dirs(dir.path(), "t"),
             Vec::<String>::new(),

@@ -264,17 +264,7 @@ fn idempotent_batch_of(id: i64, epoch: i16, first: i32, count: i32, prefix: &str
 /// Sends a Produce v3 of `records` to `topic` [0] with acks=all and
 /// returns the answer's (error code, base offset).
 fn produce_v3(stream: &mut TcpStream, topic: &str, records: &[u8]) -> (i16, i64) {
-    let mut body = Vec::new();
-    body.extend_from_slice(&(-1i16).to_be_bytes());
-    body.extend_from_slice(&(-1i16).to_be_bytes());
-    body.extend_from_slice(&10_000i32.to_be_bytes());
-    body.extend_from_slice(&1i32.to_be_bytes());
-    body.extend_from_slice(&(topic.len() as i16).to_be_bytes());
-    body.extend_from_slice(topic.as_bytes());
-    body.extend_from_slice(&1i32.to_be_bytes());
-    body.extend_from_slice(&0i32.to_be_bytes());
-    body.extend_from_slice(&(records.len() as i32).to_be_bytes());
-    body.extend_from_slice(records);
+    let body = kafka::produce_v3_body(topic, -1, 10_000, records);
     stream.write_all(&frame(0, 3, 21, &body)).unwrap();
     let answer = response(stream, Duration::from_secs(30));
     // Correlation id, one topic and its name, one partition: its index,

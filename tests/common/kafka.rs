@@ -273,6 +273,22 @@ pub fn run_script(python: &Path, name: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("UTF-8 output")
 }
 
+/// A Produce v3 request body: no transactional id, `acks`, `timeout_ms`,
+/// and `records` for partition 0 of `topic`.
+pub fn produce_v3_body(topic: &str, acks: i16, timeout_ms: i32, records: &[u8]) -> Vec<u8> {
+    let mut body = (-1i16).to_be_bytes().to_vec();
+    body.extend_from_slice(&acks.to_be_bytes());
+    body.extend_from_slice(&timeout_ms.to_be_bytes());
+    body.extend_from_slice(&1i32.to_be_bytes());
+    body.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+    body.extend_from_slice(topic.as_bytes());
+    body.extend_from_slice(&1i32.to_be_bytes());
+    body.extend_from_slice(&0i32.to_be_bytes());
+    body.extend_from_slice(&(records.len() as i32).to_be_bytes());
+    body.extend_from_slice(records);
+    body
+}
+
 /// A Kafka request frame: big-endian length, request header v1 (api key,
 /// version, correlation id, client id "klog-test"), then `body`.
 pub fn frame(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Vec<u8> {
