@@ -243,3 +243,26 @@ fn a_topic_past_the_open_file_limit_leaves_nothing_and_the_broker_restarts() {
     produce_to(&broker.addr, "t", "a\n", &[]);
     assert_eq!(partition_dirs(dir.path(), "t").len(), 20);
 }
+
+/// A listener reachable from beyond this host, with nothing to
+/// authenticate clients, is said loudly at start (with -q too); a
+/// loopback one is not.
+#[test]
+fn a_listener_beyond_this_host_is_said_to_have_no_authentication() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = BrokerProc::start(dir.path(), &["--listen", "0.0.0.0:0"]);
+    let log = open.log();
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("% WARNING: listening on 0.0.0.0:")
+                && l.contains("no authentication")),
+        "{log:?}"
+    );
+    drop(open);
+    let local = BrokerProc::start(dir.path(), &[]);
+    assert!(
+        !local.log().iter().any(|l| l.contains("WARNING")),
+        "{:?}",
+        local.log()
+    );
+}

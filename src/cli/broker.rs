@@ -181,6 +181,16 @@ fn replication(args: &Args, config: &mut BrokerConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Says loudly (even with -q) when a listener is reachable from beyond
+/// this host: nothing authenticates or authorises a client yet.
+fn warn_if_open(addrs: impl Iterator<Item = std::net::SocketAddr>) {
+    for addr in addrs.filter(|a| !a.ip().is_loopback()) {
+        crate::diag::line(format_args!(
+            "% WARNING: listening on {addr}, beyond this host, with no authentication: anyone who reaches it can read and write every topic"
+        ));
+    }
+}
+
 /// Raises the soft limit of open files to the hard one: each partition
 /// holds files open, and a data directory the broker wrote must open again
 /// whatever the shell's default (often 1024) is.
@@ -269,6 +279,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(kafka) = handle.kafka_addr() {
         say.info(format_args!("Listening for Kafka clients on {kafka}"));
     }
+    warn_if_open(std::iter::once(handle.local_addr()).chain(handle.kafka_addr()));
     // Scripts and tests wait for this line (not printed with -q).
     say.info(format_args!("Listening on {}", handle.local_addr()));
     broker.run()?;
