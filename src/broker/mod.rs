@@ -215,6 +215,17 @@ impl BrokerConfig {
     }
 }
 
+/// Gives back a buffer's room when it holds more than a connection keeps
+/// idle (64 KiB); an empty buffer is left as it is otherwise.
+pub(crate) fn shrink(buf: &mut Vec<u8>) {
+    if buf.capacity() > IDLE_BUFFER_BYTES_MAX {
+        *buf = Vec::new();
+    }
+}
+
+/// Room a connection's buffer keeps between requests, at most.
+const IDLE_BUFFER_BYTES_MAX: usize = 64 * 1024;
+
 /// A running broker's handle: its address, and a way to stop it.
 #[derive(Debug, Clone)]
 pub struct BrokerHandle {

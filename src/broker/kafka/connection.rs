@@ -100,11 +100,8 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
 /// A large request's or answer's buffers go back after it, on every path;
 /// small ones are kept.
 fn shrink(state: &mut ConnState<'_>) {
-    for buf in [&mut state.out, &mut state.scratch] {
-        if buf.capacity() > 4 << 20 {
-            *buf = Vec::new();
-        }
-    }
+    crate::broker::shrink(&mut state.out);
+    crate::broker::shrink(&mut state.scratch);
 }
 
 /// Writes an answer: `out`, with each of `sends` (a segment's byte range,
@@ -149,6 +146,7 @@ fn answer_produces(
     }
     let sent = (&*stream).write_all(out);
     out.clear();
+    crate::broker::shrink(out);
     sent
 }
 

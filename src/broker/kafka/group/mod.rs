@@ -525,10 +525,12 @@ impl Coordinator {
         let Some(group) = groups.get_mut(group_id) else {
             return UNKNOWN_MEMBER_ID;
         };
-        if !group.remove(member_id, Instant::now()) {
+        // A member given its id and not yet joined leaves its place.
+        let pending = group.pending.remove(member_id).is_some();
+        if !pending && !group.remove(member_id, Instant::now()) {
             return UNKNOWN_MEMBER_ID;
         }
-        if group.members.is_empty() {
+        if group.is_empty() {
             groups.remove(group_id);
         }
         self.changed.notify_all();
@@ -565,11 +567,18 @@ fn error_code(e: &Error) -> i16 {
 /// placement's, else the broker's, else 0).
 fn view(coordinator: &Coordinator, group: &str, topic: &str) -> crate::Result<state::View> {
     let members = crate::coord::group::subscribers(&*coordinator.registry, group, topic)?;
-    let count = match coordinator.registry.placement(topic)? {
-        Some(p) => p.brokers.len() as u32,
-        None => (coordinator.partition_count)(topic).unwrap_or(0),
-    };
-    Ok((members, count))
+    Ok((members, coordinator.partitions_of(topic)?))
+}
+
+impl Coordinator {
+    /// The partition count of `topic`: its placement's, else the broker's,
+    /// else 0 (no such topic).
+    fn partitions_of(&self, topic: &str) -> crate::Result<u32> {
+        Ok(match self.registry.placement(topic)? {
+            Some(p) => p.brokers.len() as u32,
+            None => (self.partition_count)(topic).unwrap_or(0),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -117,11 +117,17 @@ impl Coordinator {
     }
 
     /// A commit from outside the group: claims the partition, commits,
-    /// lets go.
+    /// lets go. Only for a partition that exists, as Kafka: a client must
+    /// not make registry entries for topics and partitions made up.
     fn commit_outside(&self, group: &str, topic: &str, partition: i32, offset: i64) -> i16 {
         let Some(partition) = partition_of(topic, partition) else {
             return UNKNOWN_TOPIC_OR_PARTITION;
         };
+        match self.partitions_of(topic) {
+            Ok(count) if partition < count => {}
+            Ok(_) => return UNKNOWN_TOPIC_OR_PARTITION,
+            Err(e) => return error_code(&e),
+        }
         let Ok(offset) = u64::try_from(offset) else {
             return INVALID_REQUEST;
         };

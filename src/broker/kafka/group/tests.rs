@@ -449,6 +449,15 @@ fn commits_are_fenced_and_offsets_shared_with_klog_members() {
         let outside = c.commit("g", "", -1, &[("t".to_string(), 2, 5)]);
         assert_eq!(outside, [NONE]);
         assert_eq!(c.fetch_offsets("g", &[("t".into(), 2)]), [(5, NONE)]);
+        // Outside a group, only partitions that exist: nothing is made in
+        // the registry for a topic or partition made up.
+        let made_up = [
+            ("t".to_string(), PARTITIONS as i32, 5),
+            ("nope".to_string(), 0, 5),
+        ];
+        let refused = c.commit("other", "", -1, &made_up);
+        assert_eq!(refused, [UNKNOWN_TOPIC_OR_PARTITION; 2]);
+        assert_eq!(c.fetch_all_offsets("other").unwrap(), []);
         assert_eq!(registry.committed("g", "t", 0).unwrap(), Some(12));
         let all = c.fetch_all_offsets("g").unwrap();
         let want = [("t", 0, 12), ("t", 1, 11), ("t", 2, 5)].map(|(t, p, o)| (t.into(), p, o));
@@ -628,6 +637,17 @@ fn a_new_member_joins_again_with_the_id_it_is_given() {
     let members = registry.members("g").unwrap();
     assert_eq!(members.len(), 1, "{members:?}");
     assert_eq!(join(&c, "rdkafka-not-given").error, UNKNOWN_MEMBER_ID);
+    // Ids given count against the group's bound, and one that leaves
+    // gives its place back.
+    assert_eq!(
+        c.room_for_a_member(&c.groups(), "g"),
+        Ok(()),
+        "1 member and 2 ids of 1000"
+    );
+    assert_eq!(c.groups().get("g").map(|g| g.size()), Some(3));
+    assert_eq!(c.leave("g", &lost[0].member_id), NONE);
+    assert_eq!(c.groups().get("g").map(|g| g.size()), Some(2));
+    assert_eq!(join(&c, &lost[0].member_id).error, UNKNOWN_MEMBER_ID);
     // An id not joined with within its session timeout lapses.
     let brief = first(Duration::from_millis(30));
     std::thread::sleep(Duration::from_millis(200));
