@@ -613,6 +613,13 @@ mod tests {
         }
         // The process's budget holds four batches at the limit at once.
         assert_eq!(PROCESS.max, 4 * BATCH_BYTES_MAX as usize);
+        // The room held is the room the budget counts, as it grows.
+        for len in [1000, 300_000, 2_000_000] {
+            let mut packed = Vec::new();
+            compress(Codec::Gzip, None, &vec![5u8; len], &mut packed);
+            decompress(Codec::Gzip, &packed, &mut out).unwrap();
+            assert!(out.buf.capacity() <= out.taken - out.window, "{len}");
+        }
     }
 
     /// A read interrupted by a signal is read again.
