@@ -178,7 +178,9 @@ fn produce(
         Err(e) => {
             let code = error_code(&e);
             if code == ErrorCode::StorageError {
-                shared.log(format_args!("append to {topic}-{partition} failed: {e}"));
+                shared.log_peer(format_args!(
+                    "{peer}: append to {topic}-{partition} failed: {e}"
+                ));
             }
             let msg = format!("{topic} [{partition}]: {e}");
             refuse(shared, request, topic, peer, &mut state.answer, code, &msg)
