@@ -648,6 +648,11 @@ fn a_new_member_joins_again_with_the_id_it_is_given() {
     assert_eq!(c.leave("g", &lost[0].member_id), NONE);
     assert_eq!(c.groups().get("g").map(|g| g.size()), Some(2));
     assert_eq!(join(&c, &lost[0].member_id).error, UNKNOWN_MEMBER_ID);
+    // The last member leaving keeps the ids given: the group is not
+    // dropped under a member on its way in.
+    let on_its_way = first(LONG);
+    assert_eq!(c.leave("g", &joined.member_id), NONE);
+    assert_eq!(join(&c, &on_its_way.member_id).error, NONE);
     // An id not joined with within its session timeout lapses.
     let brief = first(Duration::from_millis(30));
     std::thread::sleep(Duration::from_millis(200));
