@@ -287,12 +287,9 @@ impl Shared {
         if self.config.quiet {
             return;
         }
-        match self.peer_lines.admit(std::time::Instant::now()) {
-            None => {}
-            Some(dropped) => {
-                self.say_dropped(dropped);
-                crate::diag::line(format_args!("% {msg}"));
-            }
+        if let Some(dropped) = self.peer_lines.admit(std::time::Instant::now()) {
+            self.say_dropped(dropped);
+            crate::diag::line(format_args!("% {msg}"));
         }
     }
 

@@ -248,11 +248,8 @@ impl Store {
         for dir in &dirs {
             for name in self.vfs.list(dir).ctx("list", dir)? {
                 let path = dir.join(&name);
-                if name.ends_with(".log") {
-                    let file = self.vfs.open_read(&path).ctx("open", &path)?;
-                    if file.len().ctx("stat", &path)? > SEGMENT_HEADER_BYTES as u64 {
-                        return Err(Error::Config(format!("{} holds records", path.display())));
-                    }
+                if name.ends_with(".log") && self.holds_records(&path)? {
+                    return Err(Error::Config(format!("{} holds records", path.display())));
                 }
             }
         }
@@ -294,8 +291,7 @@ impl Store {
         for name in self.vfs.list(dir).ctx("list", dir)? {
             let path = dir.join(&name);
             let empty = if name.ends_with(".log") {
-                let file = self.vfs.open_read(&path).ctx("open", &path)?;
-                file.len().ctx("stat", &path)? <= SEGMENT_HEADER_BYTES as u64
+                !self.holds_records(&path)?
             } else {
                 name.ends_with(".index") || name.ends_with(".timeindex")
             };
@@ -304,6 +300,12 @@ impl Store {
             }
         }
         Ok(true)
+    }
+
+    /// Whether the segment at `path` holds more than its header.
+    fn holds_records(&self, path: &Path) -> Result<bool> {
+        let file = self.vfs.open_read(path).ctx("open", path)?;
+        Ok(file.len().ctx("stat", path)? > SEGMENT_HEADER_BYTES as u64)
     }
 
     /// Removes a partition directory holding an empty log.

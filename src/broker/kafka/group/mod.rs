@@ -19,14 +19,15 @@
 //! - **Join**: a new member gets its id (`{client_id}-{random}`, made a
 //!   registry name) in the first answer; from JoinGroup v4 on, that answer
 //!   is MEMBER_ID_REQUIRED (KIP-394) and the member enters when it joins
-//!   again with the id, within its session timeout: a client that retries
-//!   a join whose answer it lost leaves no phantom member. A join gives up the member's partitions (their claims are
-//!   dropped) and starts a rebalance if none is under way; the answer waits
-//!   until every Kafka member of the group on this broker has rejoined, or
-//!   the longest rebalance timeout passed (those that did not are dropped),
-//!   and then the generation moves on. Every member is told that the leader
-//!   is [`LEADER_ID`], not itself, and gets no member list: clients never
-//!   run an assignor.
+//!   again with the id, within its session timeout: a client that retries a
+//!   join whose answer it lost leaves no phantom member. A join gives up
+//!   the member's partitions (their claims are dropped) and starts a
+//!   rebalance if none is under way; the answer waits until every Kafka
+//!   member of the group on this broker has rejoined, or the longest
+//!   rebalance timeout passed (those that did not are dropped), and then
+//!   the generation moves on. Every member is told that the leader is
+//!   [`LEADER_ID`], not itself, and gets no member list: clients never run
+//!   an assignor.
 //! - **Sync**: the member's share of each subscribed topic, Algorithm 1
 //!   ([`crate::coord::assign`]) over the group's live registry members
 //!   subscribed to it, sorted by [`crate::coord::group::subscribers`] as a
@@ -349,13 +350,8 @@ impl Coordinator {
             if group.members.len() >= self.config.members_max {
                 return Err(GROUP_MAX_SIZE_REACHED);
             }
-            let (id, entry) = if given {
-                let info = self.member_info(&join.member_id, &topics);
-                let entry = self.registry.join(&join.group, &info, join.session_timeout);
-                (join.member_id.clone(), entry.map_err(|e| error_code(&e))?)
-            } else {
-                self.enter_registry(join, &topics)?
-            };
+            let given = given.then_some(join.member_id.as_str());
+            let (id, entry) = self.enter_registry(join, &topics, given)?;
             let member = Member {
                 session_timeout: join.session_timeout,
                 rebalance_timeout,
@@ -436,20 +432,21 @@ impl Coordinator {
         }
     }
 
-    /// A new member's id and its entry in the registry group (another id
-    /// is drawn if one is taken).
+    /// A new member's id (`given` with MEMBER_ID_REQUIRED, else drawn,
+    /// and drawn again if taken) and its entry in the registry group.
     fn enter_registry(
         &self,
         join: &Join,
         topics: &[String],
+        given: Option<&str>,
     ) -> Result<(String, crate::coord::Ephemeral), i16> {
         let mut tries = 0;
         loop {
-            let id = self.new_member_id(&join.client_id);
+            let id = given.map_or_else(|| self.new_member_id(&join.client_id), str::to_string);
             let info = self.member_info(&id, topics);
             match self.registry.join(&join.group, &info, join.session_timeout) {
                 Ok(entry) => return Ok((id, entry)),
-                Err(Error::InUse { .. }) if tries < 3 => tries += 1,
+                Err(Error::InUse { .. }) if given.is_none() && tries < 3 => tries += 1,
                 Err(e) => return Err(error_code(&e)),
             }
         }
