@@ -16,6 +16,51 @@ _klog__broker() {
             ",$1")
                 cmd="klog__broker"
                 ;;
+            klog__broker,help)
+                cmd="klog__broker__subcmd__help"
+                ;;
+            klog__broker,user)
+                cmd="klog__broker__subcmd__user"
+                ;;
+            klog__broker__subcmd__help,help)
+                cmd="klog__broker__subcmd__help__subcmd__help"
+                ;;
+            klog__broker__subcmd__help,user)
+                cmd="klog__broker__subcmd__help__subcmd__user"
+                ;;
+            klog__broker__subcmd__help__subcmd__user,add)
+                cmd="klog__broker__subcmd__help__subcmd__user__subcmd__add"
+                ;;
+            klog__broker__subcmd__help__subcmd__user,list)
+                cmd="klog__broker__subcmd__help__subcmd__user__subcmd__list"
+                ;;
+            klog__broker__subcmd__help__subcmd__user,remove)
+                cmd="klog__broker__subcmd__help__subcmd__user__subcmd__remove"
+                ;;
+            klog__broker__subcmd__user,add)
+                cmd="klog__broker__subcmd__user__subcmd__add"
+                ;;
+            klog__broker__subcmd__user,help)
+                cmd="klog__broker__subcmd__user__subcmd__help"
+                ;;
+            klog__broker__subcmd__user,list)
+                cmd="klog__broker__subcmd__user__subcmd__list"
+                ;;
+            klog__broker__subcmd__user,remove)
+                cmd="klog__broker__subcmd__user__subcmd__remove"
+                ;;
+            klog__broker__subcmd__user__subcmd__help,add)
+                cmd="klog__broker__subcmd__user__subcmd__help__subcmd__add"
+                ;;
+            klog__broker__subcmd__user__subcmd__help,help)
+                cmd="klog__broker__subcmd__user__subcmd__help__subcmd__help"
+                ;;
+            klog__broker__subcmd__user__subcmd__help,list)
+                cmd="klog__broker__subcmd__user__subcmd__help__subcmd__list"
+                ;;
+            klog__broker__subcmd__user__subcmd__help,remove)
+                cmd="klog__broker__subcmd__user__subcmd__help__subcmd__remove"
+                ;;
             *)
                 ;;
         esac
@@ -23,7 +68,7 @@ _klog__broker() {
 
     case "${cmd}" in
         klog__broker)
-            opts="-q -h -V --data-dir --listen --kafka-listen --kafka-advertised --partitions --auto-create-topics --max-partitions --segment-bytes --segment-age --index-interval-bytes --retention --retention-bytes --retention-check-interval --scrub-interval --scrub-rate --flush-messages --flush-interval --max-record-bytes --max-request-bytes --max-queued-request-bytes --max-connections --max-in-flight --request-timeout --idle-timeout --registry --replication-factor --min-insync-replicas --replica-lag-time --session-timeout --quiet --help --version"
+            opts="-q -h -V --data-dir --listen --kafka-listen --kafka-advertised --partitions --auto-create-topics --max-partitions --segment-bytes --segment-age --index-interval-bytes --retention --retention-bytes --retention-check-interval --scrub-interval --scrub-rate --flush-messages --flush-interval --max-record-bytes --max-request-bytes --max-queued-request-bytes --max-connections --max-in-flight --request-timeout --idle-timeout --registry --replication-factor --min-insync-replicas --replica-lag-time --session-timeout --quiet --tls-cert --tls-key --tls-client-ca --tls-ca --sasl-mechanisms --sasl-username --sasl-password-file --help --version user help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -145,6 +190,252 @@ _klog__broker() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-client-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sasl-mechanisms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sasl-username)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sasl-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__help)
+            opts="user help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__help__subcmd__user)
+            opts="add remove list"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__help__subcmd__user__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__help__subcmd__user__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__help__subcmd__user__subcmd__remove)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__user)
+            opts="-h --help add remove list help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__user__subcmd__add)
+            opts="-h --password-file --iterations --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --iterations)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__user__subcmd__help)
+            opts="add remove list help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__user__subcmd__help__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__user__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__user__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__user__subcmd__help__subcmd__remove)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__user__subcmd__list)
+            opts="-h --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__user__subcmd__remove)
+            opts="-h --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 *)
                     COMPREPLY=()
                     ;;

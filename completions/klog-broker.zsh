@@ -44,19 +44,252 @@ _klog-broker() {
 '--min-insync-replicas=[acks=all produces are refused (not_enough_replicas) while fewer replicas than this are in sync. Default\: 2, or 1 with --replication-factor 1]:N:_default' \
 '--replica-lag-time=[A follower that has not caught up with its leader for this long leaves the in-sync replicas (it joins again once it catches up)]:DURATION:_default' \
 '--session-timeout=[The broker'\''s session with the registry\: a broker silent this long (stopped, cut off) is taken for dead, its registration lapses and its partitions get new leaders; it registers again when it runs]:DURATION:_default' \
+'--tls-cert=[This broker'\''s certificate chain (PEM)\: both listeners speak TLS only (Kafka clients\: security.protocol=ssl or sasl_ssl), and so do its connections to other brokers]:FILE:_files' \
+'--tls-key=[The private key of --tls-cert (PEM)]:FILE:_files' \
+'--tls-client-ca=[Require client certificates signed by this CA (PEM)\: mutual TLS; a client'\''s principal is User\: and its certificate'\''s subject (User\:CN=alice,O=Example). The broker then shows its own certificate to the brokers it fetches from]:FILE:_files' \
+'--tls-ca=[The CA other brokers'\'' certificates are checked against when this one connects to them (default\: --tls-client-ca, else the system'\''s)]:FILE:_files' \
+'--sasl-mechanisms=[Require a SASL login on both listeners, by these mechanisms (comma-separated\: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); users are those of the registry (klog-broker user add). Needs --registry]:LIST:_default' \
+'--sasl-username=[With --sasl-mechanisms in a cluster\: the user this broker logs in as on the other brokers (with the first mechanism)]:NAME:_default' \
+'--sasl-password-file=[The password of --sasl-username, from the first line of FILE (never a flag\: flags are seen by every user of the host)]:FILE:_files' \
 '-q[Only print errors]' \
 '--quiet[Only print errors]' \
 '-h[Print help]' \
 '--help[Print help]' \
 '-V[Print version]' \
 '--version[Print version]' \
+":: :_klog-broker_commands" \
+"*::: :->klog-broker" \
 && ret=0
+    case $state in
+    (klog-broker)
+        words=($line[1] "${words[@]}")
+        (( CURRENT += 1 ))
+        curcontext="${curcontext%:*:*}:klog-broker-command-$line[1]:"
+        case $line[1] in
+            (user)
+_arguments "${_arguments_options[@]}" : \
+'-h[Print help]' \
+'--help[Print help]' \
+":: :_klog-broker__subcmd__user_commands" \
+"*::: :->user" \
+&& ret=0
+
+    case $state in
+    (user)
+        words=($line[1] "${words[@]}")
+        (( CURRENT += 1 ))
+        curcontext="${curcontext%:*:*}:klog-broker-user-command-$line[1]:"
+        case $line[1] in
+            (add)
+_arguments "${_arguments_options[@]}" : \
+'--password-file=[Read the password from the first line of FILE instead of standard input]:FILE:_files' \
+'--iterations=[PBKDF2 iterations]:N:_default' \
+'-h[Print help]' \
+'--help[Print help]' \
+':name -- The user'\''s name (letters, digits, . _ -):_default' \
+&& ret=0
+;;
+(remove)
+_arguments "${_arguments_options[@]}" : \
+'-h[Print help]' \
+'--help[Print help]' \
+':name -- The user'\''s name:_default' \
+&& ret=0
+;;
+(list)
+_arguments "${_arguments_options[@]}" : \
+'-h[Print help]' \
+'--help[Print help]' \
+&& ret=0
+;;
+(help)
+_arguments "${_arguments_options[@]}" : \
+":: :_klog-broker__subcmd__user__subcmd__help_commands" \
+"*::: :->help" \
+&& ret=0
+
+    case $state in
+    (help)
+        words=($line[1] "${words[@]}")
+        (( CURRENT += 1 ))
+        curcontext="${curcontext%:*:*}:klog-broker-user-help-command-$line[1]:"
+        case $line[1] in
+            (add)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(remove)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(list)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(help)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+        esac
+    ;;
+esac
+;;
+        esac
+    ;;
+esac
+;;
+(help)
+_arguments "${_arguments_options[@]}" : \
+":: :_klog-broker__subcmd__help_commands" \
+"*::: :->help" \
+&& ret=0
+
+    case $state in
+    (help)
+        words=($line[1] "${words[@]}")
+        (( CURRENT += 1 ))
+        curcontext="${curcontext%:*:*}:klog-broker-help-command-$line[1]:"
+        case $line[1] in
+            (user)
+_arguments "${_arguments_options[@]}" : \
+":: :_klog-broker__subcmd__help__subcmd__user_commands" \
+"*::: :->user" \
+&& ret=0
+
+    case $state in
+    (user)
+        words=($line[1] "${words[@]}")
+        (( CURRENT += 1 ))
+        curcontext="${curcontext%:*:*}:klog-broker-help-user-command-$line[1]:"
+        case $line[1] in
+            (add)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(remove)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(list)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+        esac
+    ;;
+esac
+;;
+(help)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+        esac
+    ;;
+esac
+;;
+        esac
+    ;;
+esac
 }
 
 (( $+functions[_klog-broker_commands] )) ||
 _klog-broker_commands() {
-    local commands; commands=()
+    local commands; commands=(
+'user:Add, remove or list SASL users (SCRAM credentials in --registry)' \
+'help:Print this message or the help of the given subcommand(s)' \
+    )
     _describe -t commands 'klog-broker commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__help_commands] )) ||
+_klog-broker__subcmd__help_commands() {
+    local commands; commands=(
+'user:Add, remove or list SASL users (SCRAM credentials in --registry)' \
+'help:Print this message or the help of the given subcommand(s)' \
+    )
+    _describe -t commands 'klog-broker help commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__help__subcmd__help_commands] )) ||
+_klog-broker__subcmd__help__subcmd__help_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker help help commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__help__subcmd__user_commands] )) ||
+_klog-broker__subcmd__help__subcmd__user_commands() {
+    local commands; commands=(
+'add:Add a user, or set a user'\''s password\: SCRAM-SHA-256 and -512 credentials, salted; the password is read from the first line of standard input, or of --password-file' \
+'remove:Remove a user' \
+'list:List the users and their mechanisms' \
+    )
+    _describe -t commands 'klog-broker help user commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__help__subcmd__user__subcmd__add_commands] )) ||
+_klog-broker__subcmd__help__subcmd__user__subcmd__add_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker help user add commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__help__subcmd__user__subcmd__list_commands] )) ||
+_klog-broker__subcmd__help__subcmd__user__subcmd__list_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker help user list commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__help__subcmd__user__subcmd__remove_commands] )) ||
+_klog-broker__subcmd__help__subcmd__user__subcmd__remove_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker help user remove commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__user_commands] )) ||
+_klog-broker__subcmd__user_commands() {
+    local commands; commands=(
+'add:Add a user, or set a user'\''s password\: SCRAM-SHA-256 and -512 credentials, salted; the password is read from the first line of standard input, or of --password-file' \
+'remove:Remove a user' \
+'list:List the users and their mechanisms' \
+'help:Print this message or the help of the given subcommand(s)' \
+    )
+    _describe -t commands 'klog-broker user commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__user__subcmd__add_commands] )) ||
+_klog-broker__subcmd__user__subcmd__add_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker user add commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__user__subcmd__help_commands] )) ||
+_klog-broker__subcmd__user__subcmd__help_commands() {
+    local commands; commands=(
+'add:Add a user, or set a user'\''s password\: SCRAM-SHA-256 and -512 credentials, salted; the password is read from the first line of standard input, or of --password-file' \
+'remove:Remove a user' \
+'list:List the users and their mechanisms' \
+'help:Print this message or the help of the given subcommand(s)' \
+    )
+    _describe -t commands 'klog-broker user help commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__user__subcmd__help__subcmd__add_commands] )) ||
+_klog-broker__subcmd__user__subcmd__help__subcmd__add_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker user help add commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__user__subcmd__help__subcmd__help_commands] )) ||
+_klog-broker__subcmd__user__subcmd__help__subcmd__help_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker user help help commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__user__subcmd__help__subcmd__list_commands] )) ||
+_klog-broker__subcmd__user__subcmd__help__subcmd__list_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker user help list commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__user__subcmd__help__subcmd__remove_commands] )) ||
+_klog-broker__subcmd__user__subcmd__help__subcmd__remove_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker user help remove commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__user__subcmd__list_commands] )) ||
+_klog-broker__subcmd__user__subcmd__list_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker user list commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__user__subcmd__remove_commands] )) ||
+_klog-broker__subcmd__user__subcmd__remove_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker user remove commands' commands "$@"
 }
 
 if [ "$funcstack[1]" = "_klog-broker" ]; then

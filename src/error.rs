@@ -635,6 +635,13 @@ error_codes! {
     /// No in-sync replica is alive to lead the partition: it is offline
     /// until one comes back.
     LeaderNotAvailable = 22, "leader_not_available";
+    /// SASL refused the client: an unknown user or a wrong password.
+    SaslAuthenticationFailed = 23, "sasl_authentication_failed";
+    /// The broker does not take that SASL mechanism (or none at all).
+    UnsupportedSaslMechanism = 24, "unsupported_sasl_mechanism";
+    /// A request other than SASL's before the client logged in, or SASL
+    /// out of order.
+    IllegalSaslState = 25, "illegal_sasl_state";
 }
 
 impl fmt::Display for ErrorCode {

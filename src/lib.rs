@@ -42,6 +42,7 @@ pub mod error;
 pub mod human;
 pub mod kafka;
 pub mod limits;
+pub mod net;
 pub mod protocol;
 pub mod random;
 pub mod stats;

@@ -18,6 +18,7 @@ fn floor(top: &str) -> Option<u32> {
         "storage" => 1,
         "protocol" => 2,
         "kafka" => 2,
+        "net" => 2,
         "client" => 3,
         "coord" => 4,
         "broker" => 5,

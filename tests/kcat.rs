@@ -231,8 +231,8 @@ fn dash_x_mistakes_are_usage_errors() {
             "session.timeout.ms=-1",
             "session.timeout.ms",
         ),
-        ("klog-produce", "security.protocol=SSL", "security.protocol"),
-        ("klog-consume", "sasl.mechanism=PLAIN", "sasl.mechanism"),
+        ("klog-produce", "security.protocol=TLS", "security.protocol"),
+        ("klog-consume", "sasl.mechanism=GSSAPI", "sasl.mechanism"),
         ("klog-produce", "linger.ms", "property=value"),
         (
             "klog-consume",

@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::shared::Shared;
+use crate::net::Stream;
 use crate::sync::lock;
 
 /// The next connection's id.
@@ -22,7 +23,7 @@ pub(super) fn accept_loop<F>(
     serve: F,
 ) -> anyhow::Result<Vec<JoinHandle<()>>>
 where
-    F: Fn(&Arc<Shared>, TcpStream, SocketAddr) + Clone + Send + 'static,
+    F: Fn(&Arc<Shared>, Stream, SocketAddr, Option<String>) + Clone + Send + 'static,
 {
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
     while !shared.stopping() {
@@ -79,7 +80,7 @@ fn spawn_connection<F>(
     serve: F,
 ) -> Option<JoinHandle<()>>
 where
-    F: Fn(&Arc<Shared>, TcpStream, SocketAddr) + Send + 'static,
+    F: Fn(&Arc<Shared>, Stream, SocketAddr, Option<String>) + Send + 'static,
 {
     if let Ok(clone) = stream.try_clone() {
         lock(&shared.sockets).insert(id, clone);
@@ -89,7 +90,10 @@ where
     let spawned = std::thread::Builder::new()
         .name(format!("conn-{id}"))
         .spawn(move || {
-            serve(&conn_shared, stream, peer);
+            if let Some((stream, principal, pump)) = secure(&conn_shared, stream, peer) {
+                serve(&conn_shared, stream, peer, principal);
+                drop(pump.map(|p| p.join()));
+            }
             lock(&conn_shared.sockets).remove(&id);
             conn_shared.connections.fetch_sub(1, Ordering::Relaxed);
         });
@@ -99,6 +103,28 @@ where
             shared.log_peer(format_args!("cannot serve {peer}: {e}"));
             lock(&shared.sockets).remove(&id);
             shared.connections.fetch_sub(1, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
+/// The connection as the broker serves it: over TLS when the broker has
+/// it (the handshake done here, on the connection's own thread), with the
+/// client certificate's principal and the TLS pump's thread; `None` when
+/// the handshake failed (said, throttled).
+fn secure(
+    shared: &Shared,
+    tcp: TcpStream,
+    peer: SocketAddr,
+) -> Option<(Stream, Option<String>, Option<JoinHandle<()>>)> {
+    let Some(tls) = &shared.config.security.tls else {
+        return Some((Stream::Tcp(tcp), None, None));
+    };
+    let stall = Duration::from_millis(shared.config.request_timeout_ms.max(1));
+    match tls.accept(tcp, stall) {
+        Ok(accepted) => Some((accepted.stream, accepted.principal, Some(accepted.pump))),
+        Err(e) => {
+            shared.log_peer(format_args!("{peer}: TLS handshake failed: {e}"));
             None
         }
     }

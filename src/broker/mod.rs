@@ -98,6 +98,7 @@ use crate::storage::store::Store;
 use crate::sync::lock;
 use shared::Shared;
 
+pub mod auth;
 mod connection;
 mod flusher;
 mod kafka;
@@ -176,6 +177,8 @@ pub struct BrokerConfig {
     pub session_timeout: std::time::Duration,
     /// Print no log lines (a benchmark's own broker).
     pub quiet: bool,
+    /// TLS and SASL on both listeners.
+    pub security: auth::Security,
     /// The file system the data directory is on: the real one, or a
     /// simulated one whose power a test can cut.
     pub vfs: Arc<dyn crate::storage::fs::Vfs>,
@@ -191,6 +194,7 @@ impl BrokerConfig {
             kafka_advertised: None,
             partitions_default: 1,
             auto_create_topics: true,
+            security: auth::Security::default(),
             partitions_max: limits::BROKER_PARTITIONS_MAX,
             log: LogConfig::default(),
             flush_messages: None,

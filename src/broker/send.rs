@@ -4,8 +4,8 @@
 //! and converted ([`legacy::to_kafka`]), at most a fetch's budget (or one
 //! batch) of it.
 
+use crate::net::Stream;
 use std::io::{self, Write};
-use std::net::TcpStream;
 use std::os::fd::AsFd;
 
 use std::time::{Duration, Instant};
@@ -93,7 +93,7 @@ pub(in crate::broker) fn records_of(
 
 /// Sends a segment's byte range with `sendfile`: from the page cache to the
 /// socket, never through user space.
-pub(in crate::broker) fn send_slice(stream: &TcpStream, slice: &FileSlice) -> io::Result<()> {
+pub(in crate::broker) fn send_slice(stream: &Stream, slice: &FileSlice) -> io::Result<()> {
     let Some(file) = slice.file.as_file() else {
         let mut buf = Vec::new();
         slice.read_into(&mut buf).map_err(io::Error::other)?;

@@ -5,7 +5,6 @@
 //! ([`super::watch`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
@@ -210,7 +209,7 @@ pub(super) struct Shared {
     pub(super) appends: AtomicU64,
     pub(super) fsyncs: AtomicU64,
     /// Clones of open sockets, to stop their readers at shutdown.
-    pub(super) sockets: Mutex<HashMap<u64, TcpStream>>,
+    pub(super) sockets: Mutex<HashMap<u64, std::net::TcpStream>>,
     /// This broker's registry entry, rewritten when its topics change.
     /// (`None` for the entry while its lapsed registration is not made
     /// again.)

@@ -154,6 +154,20 @@ pub struct Args {
     /// Only print errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
+    /// TLS and SASL.
+    #[command(flatten)]
+    pub security: super::security::SecurityArgs,
+    /// Manage the registry's users instead of serving.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// What `klog-broker` does instead of serving.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Add, remove or list SASL users (SCRAM credentials in --registry).
+    #[command(subcommand)]
+    User(super::security::UserCommand),
 }
 
 /// Checks and sets the replication flags.
@@ -182,8 +196,12 @@ fn replication(args: &Args, config: &mut BrokerConfig) -> anyhow::Result<()> {
 }
 
 /// Says loudly (even with -q) when a listener is reachable from beyond
-/// this host: nothing authenticates or authorises a client yet.
-fn warn_if_open(addrs: impl Iterator<Item = std::net::SocketAddr>) {
+/// this host and nothing authenticates a client (neither SASL nor client
+/// certificates).
+fn warn_if_open(addrs: impl Iterator<Item = std::net::SocketAddr>, authenticated: bool) {
+    if authenticated {
+        return;
+    }
     for addr in addrs.filter(|a| !a.ip().is_loopback()) {
         crate::diag::line(format_args!(
             "% WARNING: listening on {addr}, beyond this host, with no authentication: anyone who reaches it can read and write every topic"
@@ -219,8 +237,16 @@ fn rate_arg(s: &str) -> Result<u64, String> {
     }
 }
 
-/// Runs `klog-broker`.
+/// Runs `klog-broker`: serves, or runs its command.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match &args.command {
+        Some(Command::User(user)) => super::security::run_user(args.registry.as_deref(), user),
+        None => serve(args),
+    }
+}
+
+/// Serves the data directory until a stop signal.
+fn serve(args: Args) -> anyhow::Result<ExitCode> {
     super::handle_signals(|| {})?;
     let say = crate::tools::Say { quiet: args.quiet };
     let log = LogConfig {
@@ -273,13 +299,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     replication(&args, &mut config)?;
     config.session_timeout = std::time::Duration::from_millis(args.session_timeout_ms);
     config.quiet = args.quiet;
+    config.security = args.security.apply()?;
     raise_open_file_limit(&say);
     let broker = Broker::open(config)?;
     let handle = broker.handle()?;
     if let Some(kafka) = handle.kafka_addr() {
         say.info(format_args!("Listening for Kafka clients on {kafka}"));
     }
-    warn_if_open(std::iter::once(handle.local_addr()).chain(handle.kafka_addr()));
+    let authenticated =
+        args.security.sasl_mechanisms.is_some() || args.security.tls_client_ca.is_some();
+    let listeners = std::iter::once(handle.local_addr()).chain(handle.kafka_addr());
+    warn_if_open(listeners, authenticated);
     // Scripts and tests wait for this line (not printed with -q).
     say.info(format_args!("Listening on {}", handle.local_addr()));
     broker.run()?;

@@ -9,11 +9,10 @@
 //! `-X batch.num.messages=1 --batch 10` by ten).
 //!
 //! A property a tool does not know is a usage error listing those it
-//! does. One that has no meaning in klog is an error too, never silently
-//! dropped (`security.protocol=SSL`: klog has no TLS), except where its
-//! value asks for what klog does anyway (`security.protocol=plaintext`,
-//! `compression.codec=none`) and `client.id`, which klog has no use for:
-//! accepted and ignored, and said so.
+//! does, except `client.id`, which klog has no use for: accepted and
+//! ignored, and said so. Every tool that connects takes kcat's security
+//! properties (`security.protocol`, `ssl.*`, `sasl.*`:
+//! [`crate::net::security`]).
 
 use clap::parser::ValueSource;
 
@@ -67,6 +66,8 @@ pub struct Applied {
     pub set: Vec<&'static str>,
     /// Properties accepted and ignored, to be said (`% ...`).
     pub ignored: Vec<String>,
+    /// The security properties, in order.
+    pub security: crate::net::security::Properties,
 }
 
 impl Applied {
@@ -77,6 +78,15 @@ impl Applied {
                 crate::diag::line(format_args!("% {note}"));
             }
         }
+    }
+
+    /// Makes the security properties this process's way of connecting
+    /// (the files they name read now, so that a wrong one fails at once).
+    pub fn secure(&self) -> anyhow::Result<()> {
+        if self.security.any() {
+            crate::net::security::set_client(self.security.build()?);
+        }
+        Ok(())
     }
 
     /// Whether a property set the flag `id`.
@@ -101,6 +111,13 @@ pub fn apply<A: Clone>(
         .unwrap_or_default();
     for (k, property) in properties.iter().enumerate() {
         let (name, value) = (property.name.as_str(), property.value.as_str());
+        if crate::net::security::NAMES.contains(&name) {
+            applied
+                .security
+                .set(name, value)
+                .map_err(|why| Usage(format!("-X {name}={value}: {why}")))?;
+            continue;
+        }
         let Some(setting) = settings.iter().find(|s| s.names.contains(&name)) else {
             match meaningless(name, value) {
                 Ok(()) => applied.ignored.push(format!(
@@ -147,11 +164,11 @@ fn meaningless(name: &str, value: &str) -> Result<(), Option<String>> {
     let no = |why: &str| Err(Some(format!("-X {name}={value}: {why}")));
     match name {
         "client.id" => Ok(()),
-        "security.protocol" if lower == "plaintext" => Ok(()),
-        "security.protocol" => no("klog speaks plaintext only (no TLS or SASL)"),
         "compression.codec" | "compression.type" if lower == "none" => Ok(()),
         "compression.codec" | "compression.type" => no("klog has no compression yet"),
-        _ if name.starts_with("ssl.") || name.starts_with("sasl.") => no("klog has no TLS or SASL"),
+        _ if name.starts_with("ssl.") || name.starts_with("sasl.") => {
+            no("klog takes ssl.ca.location, ssl.certificate.location, ssl.key.location, sasl.mechanisms, sasl.username and sasl.password")
+        }
         _ => Err(None),
     }
 }

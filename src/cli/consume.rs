@@ -298,6 +298,9 @@ fn configure(args: &mut Args, matches: &clap::ArgMatches) -> Result<config::Appl
     let properties = std::mem::take(&mut args.config);
     let applied = config::apply(args, &properties, matches, &settings())?;
     applied.say(args.quiet);
+    applied
+        .secure()
+        .map_err(|e| super::Usage(format!("{e:#}")))?;
     Ok(applied)
 }
 

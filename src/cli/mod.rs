@@ -19,6 +19,7 @@ pub mod dump;
 pub mod help;
 pub mod produce;
 pub mod recover;
+pub mod security;
 
 /// Exit code: a runtime failure.
 pub const EXIT_FAILURE: u8 = 1;

@@ -2,8 +2,8 @@
 //! acknowledgements, the thread that reads them, and how long each wait
 //! may last.
 
+use crate::net::Stream;
 use std::collections::VecDeque;
-use std::net::TcpStream;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -212,7 +212,7 @@ pub(super) fn ack_patience<'a>(
 /// The producer's response reader: matches acknowledgements to requests.
 /// `timeouts`: the delivery timeout and the request timeout.
 pub(super) fn read_acks(
-    stream: &TcpStream,
+    stream: &Stream,
     addr: &str,
     state: &AckState,
     timeouts: (Duration, Duration),

@@ -10,6 +10,8 @@
 //! never waits longer than its deadline.
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+
+use crate::net::Stream;
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
@@ -67,19 +69,89 @@ fn is_tick(e: &io::Error) -> bool {
 
 /// Opens a TCP connection to a broker, giving up after [`CONNECT_TIMEOUT`]
 /// or on a stop signal.
-pub fn connect(addr: &str) -> Result<TcpStream> {
+pub fn connect(addr: &str) -> Result<Stream> {
     connect_with(addr, &mut until(addr, CONNECT_TIMEOUT))
 }
 
 /// Opens a TCP connection to a broker, giving up after `timeout` (at
 /// most [`CONNECT_TIMEOUT`]) or on a stop signal.
-pub fn connect_within(addr: &str, timeout: Duration) -> Result<TcpStream> {
+pub fn connect_within(addr: &str, timeout: Duration) -> Result<Stream> {
     connect_with(addr, &mut until(addr, timeout.min(CONNECT_TIMEOUT)))
 }
 
-/// Opens a TCP connection to a broker as long as `patience` lasts; the
-/// socket gets its read and write timeouts of [`TICK`].
-pub(super) fn connect_with(addr: &str, patience: &mut impl Patience) -> Result<TcpStream> {
+/// Opens a connection to a broker as long as `patience` lasts, the way
+/// this process's security says ([`crate::net::security`]): TCP, then TLS
+/// and SASL if asked. The socket gets its read and write timeouts of
+/// [`TICK`].
+pub(super) fn connect_with(addr: &str, patience: &mut impl Patience) -> Result<Stream> {
+    let tcp = connect_tcp(addr, patience)?;
+    let Some(security) = crate::net::security::client() else {
+        return Ok(Stream::Tcp(tcp));
+    };
+    let stream = match &security.tls {
+        Some(tls) => handshake(tls, tcp, addr, patience)?,
+        None => Stream::Tcp(tcp),
+    };
+    stream
+        .set_read_timeout(Some(TICK))
+        .and_then(|()| stream.set_write_timeout(Some(TICK)))
+        .map_err(|source| Error::Network {
+            op: "connect to",
+            addr: addr.to_string(),
+            source,
+        })?;
+    if let Some(login) = &security.sasl {
+        let mut answer = Vec::new();
+        let mut call = |frame: &[u8]| -> Result<Vec<u8>> {
+            write_all_with(&stream, frame, addr, patience)?;
+            let max = super::sasl::ANSWER_BYTES_MAX;
+            read_frame_max(&stream, &mut answer, addr, max, patience)?;
+            let mut r = Reader::new(&answer);
+            let header =
+                protocol::decode_response_header(&mut r).map_err(|e| protocol_error(addr, e))?;
+            Connection::check(&header)?;
+            Ok(answer[r.position()..].to_vec())
+        };
+        super::sasl::authenticate(addr, login, &mut call)?;
+    }
+    Ok(stream)
+}
+
+/// TLS over a new TCP connection to `addr`, within `patience`.
+fn handshake(
+    tls: &crate::net::tls::ClientTls,
+    tcp: TcpStream,
+    addr: &str,
+    patience: &mut impl Patience,
+) -> Result<Stream> {
+    let host = host_of(addr);
+    let mut gave_up = None;
+    let mut wait = || {
+        patience("finish the TLS handshake with").map_err(|e| {
+            gave_up = Some(e);
+            io::Error::new(io::ErrorKind::TimedOut, "gave up")
+        })
+    };
+    match tls.connect(tcp, host, &mut wait) {
+        Ok(stream) => Ok(stream),
+        Err(_) if gave_up.is_some() => Err(gave_up.expect("set")),
+        Err(source) => Err(Error::Network {
+            op: "open TLS to",
+            addr: addr.to_string(),
+            source,
+        }),
+    }
+}
+
+/// The host of `HOST:PORT` (an IPv6 address without its brackets): the
+/// name a broker's certificate must carry.
+pub(crate) fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// Opens a TCP connection to a broker as long as `patience` lasts.
+fn connect_tcp(addr: &str, patience: &mut impl Patience) -> Result<TcpStream> {
     let net = |source| Error::Network {
         op: "connect to",
         addr: addr.to_string(),
@@ -252,7 +324,7 @@ pub(super) fn protocol_error(addr: &str, e: protocol::ProtocolError) -> Error {
 /// A connection for one request at a time.
 #[derive(Debug)]
 pub struct Connection {
-    pub(super) stream: TcpStream,
+    pub(super) stream: Stream,
     addr: String,
     pub(super) next_id: u32,
     frame: Vec<u8>,

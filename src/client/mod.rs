@@ -32,6 +32,7 @@ pub mod offset;
 pub mod partitioner;
 pub mod producer;
 pub mod report;
+mod sasl;
 
 pub use connection::{connect, Connection, Connections, PartitionOffsets};
 pub use consumer::{Consumer, ConsumerConfig, ConsumerPartition, Locate};

@@ -9,7 +9,7 @@
 //! record, connecting included): a record not acknowledged by then counts
 //! as failed, and so does one still waiting [`crate::stop::GRACE`] after a
 //! stop signal.
-use std::net::TcpStream;
+use crate::net::Stream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -299,7 +299,7 @@ impl Default for ProducerConfig {
 /// Sends records to the partitions of one topic on a broker.
 #[derive(Debug)]
 pub struct Producer {
-    stream: TcpStream,
+    stream: Stream,
     addr: String,
     topic: String,
     config: ProducerConfig,
@@ -328,7 +328,7 @@ const IN_FLIGHT_BYTES_MAX: usize = 32 << 20;
 
 /// Connects to `addr`, trying again (backing off from 50 ms to 1 s) while
 /// it refuses, until `deadline` or a stop signal.
-fn connect_until(addr: &str, deadline: Instant) -> Result<TcpStream> {
+fn connect_until(addr: &str, deadline: Instant) -> Result<Stream> {
     let mut backoff = Duration::from_millis(50);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -353,7 +353,7 @@ fn connect_until(addr: &str, deadline: Instant) -> Result<TcpStream> {
 /// Starts the reader of `stream`'s acknowledgements (none with acks 0: the
 /// broker sends none).
 fn spawn_reader(
-    stream: &TcpStream,
+    stream: &Stream,
     addr: &str,
     state: &Arc<AckState>,
     config: &ProducerConfig,
@@ -402,7 +402,7 @@ impl Producer {
     /// A producer on `stream`, connected to `addr`, for a topic of
     /// `partitions` partitions; its next request's id follows `next_id`.
     fn on(
-        stream: TcpStream,
+        stream: Stream,
         addr: &str,
         topic: &str,
         partitions: u32,

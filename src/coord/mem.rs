@@ -47,6 +47,8 @@ struct State {
     states: BTreeMap<(String, u32), (PartitionState, u64)>,
     /// A placement that wins the next race (see `lose_next_placement`).
     rival: Option<Placement>,
+    /// Configuration entries by kind and name.
+    configs: BTreeMap<(String, String), Vec<u8>>,
 }
 
 /// A live entry.
@@ -373,6 +375,33 @@ impl Registry for MemRegistry {
             .placements
             .insert(placement.topic.clone(), placement.clone());
         Ok(true)
+    }
+
+    fn config(&self, kind: &str, name: &str) -> Result<Option<Vec<u8>>> {
+        let key = (kind.to_string(), name.to_string());
+        Ok(crate::sync::lock(&self.state).configs.get(&key).cloned())
+    }
+
+    fn set_config(&self, kind: &str, name: &str, bytes: &[u8]) -> Result<()> {
+        let key = (kind.to_string(), name.to_string());
+        crate::sync::lock(&self.state)
+            .configs
+            .insert(key, bytes.to_vec());
+        Ok(())
+    }
+
+    fn remove_config(&self, kind: &str, name: &str) -> Result<bool> {
+        let key = (kind.to_string(), name.to_string());
+        Ok(crate::sync::lock(&self.state)
+            .configs
+            .remove(&key)
+            .is_some())
+    }
+
+    fn configs(&self, kind: &str) -> Result<Vec<String>> {
+        let state = crate::sync::lock(&self.state);
+        let names = state.configs.keys().filter(|(k, _)| k == kind);
+        Ok(names.map(|(_, n)| n.clone()).collect())
     }
 
     fn topics(&self) -> Result<Vec<String>> {

@@ -419,6 +419,20 @@ pub trait Registry: fmt::Debug + Send + Sync {
         SessionState::Alive
     }
 
+    /// A configuration entry of `kind` (`users`: a user's SCRAM
+    /// credentials), as stored; `None` when there is none. Kafka keeps
+    /// them under `/config/KIND/NAME` in ZooKeeper, and so does klog.
+    fn config(&self, kind: &str, name: &str) -> Result<Option<Vec<u8>>>;
+
+    /// Writes a configuration entry, replacing any before it.
+    fn set_config(&self, kind: &str, name: &str, bytes: &[u8]) -> Result<()>;
+
+    /// Removes a configuration entry; whether there was one.
+    fn remove_config(&self, kind: &str, name: &str) -> Result<bool>;
+
+    /// The names of `kind`'s configuration entries, sorted.
+    fn configs(&self, kind: &str) -> Result<Vec<String>>;
+
     /// The topics that have a placement, in order.
     fn topics(&self) -> Result<Vec<String>>;
 

@@ -71,6 +71,7 @@ pub fn first_flexible_version(api_key: i16) -> Option<i16> {
         SYNC_GROUP => 4,
         API_VERSIONS => 3,
         INIT_PRODUCER_ID => 2,
+        SASL_AUTHENTICATE => 2,
         _ => return None,
     })
 }

@@ -98,10 +98,14 @@ pub mod api_key {
     pub const LEAVE_GROUP: i16 = 13;
     /// SyncGroup.
     pub const SYNC_GROUP: i16 = 14;
+    /// SaslHandshake.
+    pub const SASL_HANDSHAKE: i16 = 17;
     /// ApiVersions.
     pub const API_VERSIONS: i16 = 18;
     /// InitProducerId.
     pub const INIT_PRODUCER_ID: i16 = 22;
+    /// SaslAuthenticate.
+    pub const SASL_AUTHENTICATE: i16 = 36;
 }
 
 /// The name of an API (Kafka's, as in its message schemas), for messages;
@@ -120,8 +124,10 @@ pub fn api_name(api_key: i16) -> &'static str {
         HEARTBEAT => "Heartbeat",
         LEAVE_GROUP => "LeaveGroup",
         SYNC_GROUP => "SyncGroup",
+        SASL_HANDSHAKE => "SaslHandshake",
         API_VERSIONS => "ApiVersions",
         INIT_PRODUCER_ID => "InitProducerId",
+        SASL_AUTHENTICATE => "SaslAuthenticate",
         _ => "an unknown API",
     }
 }
@@ -182,6 +188,12 @@ pub const INVALID_REQUEST: i16 = 42;
 pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
 /// A policy of the server refused the request.
 pub const POLICY_VIOLATION: i16 = 44;
+/// The broker does not take the SASL mechanism asked for.
+pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+/// A request out of turn in the SASL exchange.
+pub const ILLEGAL_SASL_STATE: i16 = 34;
+/// SASL refused the client's credentials.
+pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
 /// The batch's producer epoch is older than the producer's last: another
 /// instance of the producer took over.
 pub const INVALID_PRODUCER_EPOCH: i16 = 47;

@@ -16,6 +16,8 @@
 //! | Metadata | 0–4 | `topics [name string]` (null from v1: every topic; empty in v0: every topic) · `allow_auto_topic_creation boolean` (4+) |
 //! | ApiVersions | 0–3 | nothing; v3 (flexible): `client_software_name compact_string` · `client_software_version compact_string` · `tagged_fields` |
 //! | InitProducerId | 0–1 | `transactional_id string?` · `transaction_timeout_ms int32` |
+//! | SaslHandshake | 0–1 | `mechanism string` (the broker refuses v0, whose SASL messages follow unframed; librdkafka asks that v0 be listed before it uses v1) |
+//! | SaslAuthenticate | 0–1 | `auth_bytes bytes` |
 //! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–7, 1–5, 0–2, 0–5, 0–3, 0–1, 0–3 | in [`super::group`], one table per message |
 //!
 //! A request must use every byte of its frame. Every count is checked
@@ -61,6 +63,10 @@ pub enum Request<'a> {
     ApiVersions(ApiVersionsRequest<'a>),
     /// InitProducerId (22).
     InitProducerId(InitProducerIdRequest<'a>),
+    /// SaslHandshake (17).
+    SaslHandshake(SaslHandshakeRequest<'a>),
+    /// SaslAuthenticate (36).
+    SaslAuthenticate(SaslAuthenticateRequest<'a>),
 }
 
 /// Why a frame is not a request this codec answers.
@@ -146,6 +152,10 @@ fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Re
         SYNC_GROUP => SyncGroupRequest::decode(d, version).map(Request::SyncGroup),
         API_VERSIONS => ApiVersionsRequest::decode(d, version).map(Request::ApiVersions),
         INIT_PRODUCER_ID => InitProducerIdRequest::decode(d, version).map(Request::InitProducerId),
+        SASL_HANDSHAKE => SaslHandshakeRequest::decode(d, version).map(Request::SaslHandshake),
+        SASL_AUTHENTICATE => {
+            SaslAuthenticateRequest::decode(d, version).map(Request::SaslAuthenticate)
+        }
         _ => return None,
     })
 }
@@ -486,6 +496,40 @@ impl<'a> InitProducerIdRequest<'a> {
         Ok(InitProducerIdRequest {
             transactional_id: d.nullable_string("init_producer_id transactional_id")?,
             transaction_timeout_ms: d.i32("init_producer_id transaction_timeout_ms")?,
+        })
+    }
+}
+
+/// SaslHandshake (`SaslHandshakeRequest.json`), versions 0–1 (the
+/// broker refuses version 0, whose SASL messages follow without Kafka's
+/// framing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SaslHandshakeRequest<'a> {
+    /// The mechanism the client will use.
+    pub mechanism: &'a str,
+}
+
+impl<'a> SaslHandshakeRequest<'a> {
+    /// Decodes a SaslHandshake body of `version` (0–1).
+    pub fn decode(d: &mut Decoder<'a>, _version: i16) -> Result<SaslHandshakeRequest<'a>> {
+        Ok(SaslHandshakeRequest {
+            mechanism: d.string("sasl_handshake mechanism")?,
+        })
+    }
+}
+
+/// SaslAuthenticate (`SaslAuthenticateRequest.json`), versions 0–1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SaslAuthenticateRequest<'a> {
+    /// The client's SASL message.
+    pub auth_bytes: &'a [u8],
+}
+
+impl<'a> SaslAuthenticateRequest<'a> {
+    /// Decodes a SaslAuthenticate body of `version` (0–1).
+    pub fn decode(d: &mut Decoder<'a>, _version: i16) -> Result<SaslAuthenticateRequest<'a>> {
+        Ok(SaslAuthenticateRequest {
+            auth_bytes: d.bytes("sasl_authenticate auth_bytes")?,
         })
     }
 }

@@ -24,8 +24,8 @@
 use super::api_key::*;
 use super::header::put_response_header;
 use super::wire::{
-    put_array, put_bool, put_compact_array, put_empty_tagged_fields, put_i16, put_i32, put_i64,
-    put_nullable_string, put_string,
+    put_array, put_bool, put_bytes, put_compact_array, put_empty_tagged_fields, put_i16, put_i32,
+    put_i64, put_nullable_string, put_string,
 };
 use super::UNSUPPORTED_VERSION;
 
@@ -64,8 +64,10 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(HEARTBEAT, 0, 3),
     api(LEAVE_GROUP, 0, 1),
     api(SYNC_GROUP, 0, 3),
+    api(SASL_HANDSHAKE, 0, 1),
     api(API_VERSIONS, 0, 3),
     api(INIT_PRODUCER_ID, 0, 1),
+    api(SASL_AUTHENTICATE, 0, 1),
 ];
 
 /// The versions of `api_key` this codec implements, `(min, max)`; `None`
@@ -496,6 +498,49 @@ impl InitProducerIdResponse {
         put_i16(out, self.error_code);
         put_i64(out, self.producer_id);
         put_i16(out, self.producer_epoch);
+    }
+}
+
+/// SaslHandshake (`SaslHandshakeResponse.json`), versions 0–1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaslHandshakeResponse {
+    /// The error code, or 0.
+    pub error_code: i16,
+    /// The mechanisms the broker takes.
+    pub mechanisms: Vec<&'static str>,
+}
+
+impl SaslHandshakeResponse {
+    /// Appends the body of `version` (0–1).
+    pub fn encode(&self, _version: i16, out: &mut Vec<u8>) {
+        put_i16(out, self.error_code);
+        put_array(out, &self.mechanisms, |out, m| put_string(out, m));
+    }
+}
+
+/// SaslAuthenticate (`SaslAuthenticateResponse.json`), versions 0–1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaslAuthenticateResponse {
+    /// The error code, or 0.
+    pub error_code: i16,
+    /// The error's words, if any.
+    pub error_message: Option<String>,
+    /// The broker's SASL message.
+    pub auth_bytes: Vec<u8>,
+    /// How long the session may last before it must log in again (v1+;
+    /// 0: for ever).
+    pub session_lifetime_ms: i64,
+}
+
+impl SaslAuthenticateResponse {
+    /// Appends the body of `version` (0–1).
+    pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
+        put_i16(out, self.error_code);
+        put_nullable_string(out, self.error_message.as_deref());
+        put_bytes(out, &self.auth_bytes);
+        if version >= 1 {
+            put_i64(out, self.session_lifetime_ms);
+        }
     }
 }
 

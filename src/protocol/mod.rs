@@ -41,6 +41,8 @@
 //! | 3 | metadata     | `count u16` · count × `topic str` (0 topics: every topic)              |
 //! | 4 | create_topic | `topic str` · `partitions u32` (0: the broker's `--partitions`)        |
 //! | 5 | offsets_for_leader_epoch | `topic str` · `partition u32` · `current_leader_epoch epoch` · `leader_epoch u32` |
+//! | 6 | sasl_handshake | `mechanism str` (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`) |
+//! | 7 | sasl_authenticate | `message bytes` (the client's next SASL message) |
 //!
 //! # Responses (bodies after `error` and `message`)
 //!
@@ -52,6 +54,8 @@
 //! | metadata     | `count u16` · count × (`topic str` · `error u16` · `message str` · `partitions u32` · partitions × (`start_offset u64` · `end_offset u64`)) |
 //! | create_topic | `partitions u32` (also sent with `topic_exists`, giving the existing count) |
 //! | offsets_for_leader_epoch | `leader_epoch epoch` · `end_offset u64` (both -1, that is `2^64 - 1` for the offset, when the log has no epoch at or below the one asked) |
+//! | sasl_handshake | `count u16` · count × `mechanism str` (those the broker takes; also sent with `unsupported_sasl_mechanism`) |
+//! | sasl_authenticate | `message bytes` (the broker's next SASL message; after the last, the client is authenticated) |
 //!
 //! In a cluster, a metadata partition that the answering broker does not
 //! serve reports both offsets as `2^64 - 1` ([`ELSEWHERE`]), and requests
@@ -79,6 +83,18 @@
 //! (the high watermark: records are visible once durable under the flush
 //! policy). A fetch with no visible record waits up to `wait_ms_max` for
 //! `bytes_min` to arrive.
+//!
+//! # Authentication
+//!
+//! A broker started with `--sasl-mechanisms` takes nothing but
+//! sasl_handshake and sasl_authenticate until a client has logged in:
+//! any other request is answered `illegal_sasl_state` and the connection
+//! closes. The client names its mechanism (sasl_handshake), then sends
+//! the mechanism's messages one per sasl_authenticate, each answered with
+//! the broker's, as Kafka's SaslHandshake v1 and SaslAuthenticate do
+//! ([`crate::net::sasl`]). A refusal is `sasl_authentication_failed`,
+//! after which the connection closes. Over TLS (`--tls-cert`), all of this
+//! is inside the TLS connection.
 //!
 //! # Replication
 //!
@@ -140,6 +156,9 @@
 //! | 20 | unknown_epoch | the request's leader epoch is newer than this broker knows yet: retry |
 //! | 21 | not_enough_replicas | acks=all refused: fewer in-sync replicas than the minimum |
 //! | 22 | leader_not_available | no in-sync replica is alive to lead: the partition is offline |
+//! | 23 | sasl_authentication_failed | SASL refused the client: an unknown user or a wrong password |
+//! | 24 | unsupported_sasl_mechanism | the broker does not take that SASL mechanism (or none at all) |
+//! | 25 | illegal_sasl_state | a request other than SASL's before the client logged in, or SASL out of order |
 //!
 //! # Version history
 //!
@@ -159,6 +178,8 @@
 //!   their own bytes; consumers keep sending version 2, so a new consumer
 //!   reads from an older broker. Older clients read the new codes as
 //!   `unknown`.
+//! - authentication (issue 26): requests 6 sasl_handshake and 7
+//!   sasl_authenticate (version 1); error codes 23 to 25.
 //! - one batch format (issue 24): records are Kafka's RecordBatch v2 on
 //!   both wires. Produce version 2 carries one; version 1 (a legacy klog
 //!   batch) is still read and converted. Fetch versions 4 and 5 are
@@ -178,8 +199,9 @@ pub use frame::{finish_frame, put, Reader};
 pub use request::{
     append_produce_request, create_topic_request, decode_request, decode_request_header,
     fetch_request, list_offsets_request, metadata_request, offsets_for_leader_epoch_request,
-    produce_request, replica_fetch_request, start_request, FetchPartition, FetchWant, Request,
-    RequestError, RequestHeader,
+    produce_request, replica_fetch_request, sasl_authenticate_request, sasl_handshake_request,
+    start_request, FetchPartition, FetchWant, Request, RequestError, RequestHeader,
+    SASL_MESSAGE_BYTES_MAX,
 };
 pub use response::{
     begin_response, decode_epoch_end, decode_fetch_response, decode_metadata_response,
@@ -288,6 +310,10 @@ pub enum ApiKey {
     CreateTopic = 4,
     /// Where a leader epoch ends (Kafka's OffsetsForLeaderEpoch).
     OffsetsForLeaderEpoch = 5,
+    /// Which SASL mechanism the client will use.
+    SaslHandshake = 6,
+    /// One SASL message.
+    SaslAuthenticate = 7,
 }
 
 impl ApiKey {
@@ -319,6 +345,8 @@ impl ApiKey {
             3 => ApiKey::Metadata,
             4 => ApiKey::CreateTopic,
             5 => ApiKey::OffsetsForLeaderEpoch,
+            6 => ApiKey::SaslHandshake,
+            7 => ApiKey::SaslAuthenticate,
             _ => return None,
         })
     }

@@ -105,6 +105,16 @@ pub enum Request<'a> {
         /// The epoch asked about: the sender's log ends in it.
         leader_epoch: u32,
     },
+    /// Which SASL mechanism the client will use.
+    SaslHandshake {
+        /// Its name.
+        mechanism: String,
+    },
+    /// The client's next SASL message.
+    SaslAuthenticate {
+        /// The message.
+        message: Vec<u8>,
+    },
 }
 
 /// Starts a request frame in `out` (cleared); [`finish_frame`] sets its length.
@@ -305,6 +315,24 @@ pub fn offsets_for_leader_epoch_request(
     finish_frame(out);
 }
 
+/// Encodes a sasl_handshake request.
+pub fn sasl_handshake_request(out: &mut Vec<u8>, correlation_id: u32, mechanism: &str) {
+    start_request(out, ApiKey::SaslHandshake, correlation_id);
+    put::str(out, mechanism);
+    finish_frame(out);
+}
+
+/// Encodes a sasl_authenticate request.
+pub fn sasl_authenticate_request(out: &mut Vec<u8>, correlation_id: u32, message: &[u8]) {
+    start_request(out, ApiKey::SaslAuthenticate, correlation_id);
+    put::bytes(out, message);
+    finish_frame(out);
+}
+
+/// The longest SASL message a broker reads (a SCRAM message is under 300
+/// bytes; Kafka's own bound on an unauthenticated request is 512 KiB).
+pub const SASL_MESSAGE_BYTES_MAX: usize = 64 * 1024;
+
 /// A name of at most `bytes_max` bytes, checked before it is copied out
 /// of the frame.
 fn bounded_str<'a>(r: &mut Reader<'a>, what: &str, bytes_max: usize) -> Result<&'a str> {
@@ -410,6 +438,21 @@ fn decode_body<'a>(api: ApiKey, version: u16, r: &mut Reader<'a>) -> Result<Requ
             current_leader_epoch: r.epoch("current_leader_epoch")?,
             leader_epoch: r.u32("leader_epoch")?,
         },
+        ApiKey::SaslHandshake => Request::SaslHandshake {
+            mechanism: bounded_str(r, "mechanism", 64)?.to_string(),
+        },
+        ApiKey::SaslAuthenticate => {
+            let message = r.bytes("message")?;
+            if message.len() > SASL_MESSAGE_BYTES_MAX {
+                return Err(ProtocolError(format!(
+                    "a SASL message of {} bytes (at most {SASL_MESSAGE_BYTES_MAX})",
+                    message.len()
+                )));
+            }
+            Request::SaslAuthenticate {
+                message: message.to_vec(),
+            }
+        }
     })
 }
 

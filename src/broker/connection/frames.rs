@@ -4,8 +4,8 @@
 //! by what arrived, each growth taken from the broker-wide bound on
 //! request bytes ([`RequestMemory`]).
 
+use crate::net::Stream;
 use std::io::{self, Read};
-use std::net::TcpStream;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
@@ -43,7 +43,7 @@ pub(in crate::broker) enum FrameError {
 /// costs what it sends, and when the bound is reached the connection
 /// waits (unread, its frame's deadline running).
 pub(in crate::broker) struct FrameReader<'a> {
-    stream: &'a TcpStream,
+    stream: &'a Stream,
     buf: Vec<u8>,
     /// The broker-wide bound on request bytes, and its stop flag.
     memory: &'a RequestMemory,
@@ -101,7 +101,7 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 impl<'a> FrameReader<'a> {
     pub(in crate::broker) fn new(
-        stream: &'a TcpStream,
+        stream: &'a Stream,
         bytes_max: u32,
         timeout: Duration,
         memory: &'a RequestMemory,
@@ -121,6 +121,12 @@ impl<'a> FrameReader<'a> {
             idle: None,
             framing: Framing::Klog,
         }
+    }
+
+    /// The largest frame body accepted from now on (a connection not yet
+    /// authenticated gets a small one).
+    pub(in crate::broker) fn set_bytes_max(&mut self, bytes_max: u32) {
+        self.bytes_max = bytes_max;
     }
 
     /// Reads Kafka's frames instead of klog's.
@@ -326,11 +332,12 @@ mod tests {
     static NO_STOP: AtomicBool = AtomicBool::new(false);
 
     /// Both ends of a loopback connection.
-    fn pair() -> (TcpStream, TcpStream) {
+    fn pair() -> (Stream, Stream) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let client =
+            Stream::Tcp(std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap());
         let (server, _) = listener.accept().unwrap();
-        (client, server)
+        (client, Stream::Tcp(server))
     }
 
     #[test]
@@ -530,7 +537,7 @@ mod tests {
         let memory = RequestMemory::new(1 << 20);
         let far = Instant::now() + Duration::from_secs(60);
         assert_eq!(memory.take(1 << 20, &NO_STOP, far), Taken::Yes);
-        let frame = |client: &mut TcpStream| {
+        let frame = |client: &mut Stream| {
             let mut bytes = (512u32 << 10).to_le_bytes().to_vec();
             bytes.resize(200 << 10, 1);
             client.write_all(&bytes).unwrap();

@@ -8,18 +8,21 @@
 //! ([`writer`]) through a bounded queue of [`QueuedAnswer`]s; a fetch's
 //! records go out from the segment file ([`transfer`]).
 
+use crate::net::Stream;
 use std::io::{self, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::broker::auth::Session;
 use crate::broker::shared::{Appended, Partition, Shared};
 use crate::protocol::{self, put, ErrorCode, FetchPartition};
 
 pub(in crate::broker) mod frames;
 mod reader;
+pub(in crate::broker) use reader::UNAUTHENTICATED_BYTES_MAX;
 pub(in crate::broker) mod requests;
 mod transfer;
 pub(in crate::broker) mod writer;
@@ -91,6 +94,10 @@ struct ReaderState {
     answer: Vec<u8>,
     /// The produce request's topic, copied out of the frame.
     topic: String,
+    /// Who the client is (see [`crate::broker::auth`]).
+    session: Option<Session>,
+    /// Why the connection must close once the answers held are sent.
+    closing: Option<String>,
 }
 
 impl ReaderState {
@@ -112,7 +119,12 @@ impl ReaderState {
 
 /// Serves one connection until the peer closes it, it breaks the protocol,
 /// or the broker stops.
-pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
+pub(super) fn serve(
+    shared: &Arc<Shared>,
+    stream: Stream,
+    peer: SocketAddr,
+    principal: Option<String>,
+) {
     let _ = stream.set_nodelay(true);
     let timeout = Duration::from_millis(shared.config.request_timeout_ms.max(1));
     let _ = stream.set_write_timeout(Some(timeout));
@@ -140,7 +152,15 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
             return;
         }
     };
-    reader::read_requests(shared, &stream, &tx, &queued_count, peer, timeout);
+    let session = Session::new(shared, principal);
+    reader::read_requests(
+        shared,
+        &stream,
+        &tx,
+        &queued_count,
+        (peer, session),
+        timeout,
+    );
     drop(tx);
     let _ = writer.join();
 }
@@ -168,7 +188,7 @@ fn produced_into(out: &mut Vec<u8>, correlation_id: u32, base_offset: u64) {
 /// Writes out the answers gathered in `out`, which is left empty (and
 /// small: a large answer's room goes back, so that an idle connection
 /// holds none of it).
-fn flush_out(stream: &TcpStream, out: &mut Vec<u8>) -> io::Result<()> {
+fn flush_out(stream: &Stream, out: &mut Vec<u8>) -> io::Result<()> {
     if out.is_empty() {
         return Ok(());
     }
@@ -179,7 +199,7 @@ fn flush_out(stream: &TcpStream, out: &mut Vec<u8>) -> io::Result<()> {
 }
 
 /// The peer stopped reading: say so, and stop the reader too.
-fn broken(shared: &Shared, stream: &TcpStream, peer: SocketAddr, e: io::Error) {
+fn broken(shared: &Shared, stream: &Stream, peer: SocketAddr, e: io::Error) {
     if !matches!(
         e.kind(),
         io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
@@ -201,7 +221,8 @@ mod tests {
     #[test]
     fn a_large_answer_written_leaves_no_room_behind() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let stream =
+            Stream::Tcp(std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap());
         let (mut peer, _) = listener.accept().unwrap();
         let reader = std::thread::spawn(move || {
             let mut got = Vec::new();

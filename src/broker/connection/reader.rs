@@ -4,7 +4,10 @@
 //! reading, and TCP pushes back on the client.
 
 use std::io;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
+
+use crate::broker::auth::Session;
+use crate::net::Stream;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
@@ -24,10 +27,10 @@ const HELD_ANSWERS_BYTES_MAX: usize = 64 * 1024;
 /// Reads and handles the connection's requests until it ends.
 pub(super) fn read_requests(
     shared: &Arc<Shared>,
-    stream: &TcpStream,
+    stream: &Stream,
     tx: &SyncSender<QueuedAnswer>,
     queued_count: &AtomicUsize,
-    peer: SocketAddr,
+    (peer, session): (SocketAddr, Session),
     timeout: Duration,
 ) {
     let idle = Duration::from_millis(shared.config.idle_timeout_ms.max(1));
@@ -41,8 +44,12 @@ pub(super) fn read_requests(
     .idle_timeout(idle);
     // Answers the reader writes itself gather in `state.answer`, and leave
     // together when no request is left in the buffer.
-    let mut state = ReaderState::default();
+    let mut state = ReaderState {
+        session: Some(session),
+        ..ReaderState::default()
+    };
     loop {
+        reader.set_bytes_max(bytes_max(shared, &state));
         // A read that may wait comes after our answers, not before.
         if !reader.has_frame() || state.answer.len() >= HELD_ANSWERS_BYTES_MAX {
             if let Err(unsent) = send_held(shared, stream, &mut state, peer) {
@@ -64,6 +71,11 @@ pub(super) fn read_requests(
         };
         let held = state.answer.len();
         let answer = handle(shared, body, peer, &mut state);
+        if let Some(why) = state.closing.take() {
+            let _ = send_held(shared, stream, &mut state, peer);
+            shared.log_peer(format_args!("{peer}: closing the connection: {why}"));
+            return;
+        }
         let writer_busy = queued_count.load(Ordering::Acquire) > 0;
         let Some(queued) = to_writer(answer, held, writer_busy, &mut state) else {
             continue;
@@ -78,6 +90,19 @@ pub(super) fn read_requests(
         }
     }
 }
+
+/// The largest request a connection may send now: before it has logged
+/// in, [`UNAUTHENTICATED_BYTES_MAX`] (Kafka's `sasl.server.max.receive.size`
+/// plays this part), after it the broker's `--max-request-bytes`.
+fn bytes_max(shared: &Shared, state: &ReaderState) -> u32 {
+    match state.session.as_ref().is_some_and(|s| !s.ready()) {
+        true => UNAUTHENTICATED_BYTES_MAX.min(shared.config.request_bytes_max),
+        false => shared.config.request_bytes_max,
+    }
+}
+
+/// The largest request a connection that has not logged in may send.
+pub(in crate::broker) const UNAUTHENTICATED_BYTES_MAX: u32 = 64 * 1024;
 
 /// Which answer, if any, the writer must send. An answer ready at once
 /// stays with the reader's while the writer is idle (nothing before it
@@ -107,7 +132,7 @@ enum Unsent {
 
 impl Unsent {
     /// Ends the connection.
-    fn end(self, shared: &Shared, stream: &TcpStream, peer: SocketAddr) {
+    fn end(self, shared: &Shared, stream: &Stream, peer: SocketAddr) {
         if let Unsent::Broken(e) = self {
             broken(shared, stream, peer, e);
         }
@@ -118,7 +143,7 @@ impl Unsent {
 /// in their files.
 fn send_held(
     shared: &Shared,
-    stream: &TcpStream,
+    stream: &Stream,
     state: &mut ReaderState,
     peer: SocketAddr,
 ) -> Result<(), Unsent> {

@@ -25,7 +25,7 @@ pub(super) fn handle(
 ) -> Option<Answer> {
     let header = protocol::decode_request_header(body).ok()?;
     let correlation_id = header.correlation_id;
-    let Some(request) = decode(shared, body, peer, correlation_id, &mut state.answer) else {
+    let Some(request) = decode(shared, body, peer, correlation_id, state) else {
         return Some(Answer::Now);
     };
     match request {
@@ -107,15 +107,119 @@ fn answer_now(shared: &Shared, out: &mut Vec<u8>, correlation_id: u32, request: 
             let epochs = (current_leader_epoch, leader_epoch);
             offsets_for_leader_epoch(shared, out, correlation_id, (&topic, partition), epochs)
         }
-        Request::Produce { .. } | Request::Fetch { .. } => {
-            unreachable!("the reader handles produce and fetch itself")
+        Request::Produce { .. }
+        | Request::Fetch { .. }
+        | Request::SaslHandshake { .. }
+        | Request::SaslAuthenticate { .. } => {
+            unreachable!("the reader handles produce, fetch and SASL itself")
         }
     }
 }
 
-/// Decodes a request. One that does not decode is answered at once, in
-/// `out`, and the connection goes on: its frame was whole.
+/// SASL's part of a request: its own requests answered, and any other
+/// refused (the connection then closes) until the client has logged in;
+/// `None` for the requests to handle.
+fn authenticate(
+    shared: &Shared,
+    peer: SocketAddr,
+    state: &mut ReaderState,
+    correlation_id: u32,
+    request: &Request<'_>,
+) -> Option<Answer> {
+    match request {
+        Request::SaslHandshake { mechanism } => {
+            sasl_handshake(shared, state, correlation_id, mechanism)
+        }
+        Request::SaslAuthenticate { message } => {
+            sasl_authenticate(shared, peer, state, correlation_id, message)
+        }
+        _ if state.session.as_ref().is_none_or(|s| s.ready()) => return None,
+        _ => {
+            let why = "this broker requires SASL authentication first (-X security.protocol=sasl_plaintext or sasl_ssl, -X sasl.mechanisms, -X sasl.username, -X sasl.password)";
+            error_into(
+                &mut state.answer,
+                correlation_id,
+                ErrorCode::IllegalSaslState,
+                why,
+            );
+            state.closing = Some("a request before SASL authentication".into());
+        }
+    }
+    Some(Answer::Now)
+}
+
+/// Answers a sasl_handshake: the mechanisms taken, with the error of one
+/// that is not (the connection then closes).
+fn sasl_handshake(shared: &Shared, state: &mut ReaderState, correlation_id: u32, mechanism: &str) {
+    let Some(session) = state.session.as_mut() else {
+        return;
+    };
+    let (taken, result) = session.handshake(shared, mechanism);
+    let (code, why) = result.err().unwrap_or((ErrorCode::None, String::new()));
+    let out = &mut state.answer;
+    let start = protocol::begin_response(out, correlation_id, code, &why);
+    put::u16(out, taken.len() as u16);
+    for name in taken {
+        put::str(out, name);
+    }
+    protocol::finish_frame(&mut out[start..]);
+    if code != ErrorCode::None {
+        state.closing = Some(why);
+    }
+}
+
+/// Answers a sasl_authenticate: the broker's next message, or the refusal
+/// (the connection then closes).
+fn sasl_authenticate(
+    shared: &Shared,
+    peer: SocketAddr,
+    state: &mut ReaderState,
+    correlation_id: u32,
+    message: &[u8],
+) {
+    let Some(session) = state.session.as_mut() else {
+        return;
+    };
+    let out = &mut state.answer;
+    match session.authenticate(shared, peer, message) {
+        Ok(answer) => {
+            let start = protocol::begin_response(out, correlation_id, ErrorCode::None, "");
+            put::bytes(out, &answer);
+            protocol::finish_frame(&mut out[start..]);
+        }
+        Err((code, why)) => {
+            error_into(out, correlation_id, code, &why);
+            state.closing = Some(why);
+        }
+    }
+}
+
+/// Decodes a request, and gives it to handle unless SASL's part answered
+/// it ([`authenticate`]). One that does not decode is answered at once, in
+/// the answers held, and the connection goes on (its frame was whole),
+/// unless the client has not logged in yet.
 fn decode<'a>(
+    shared: &Shared,
+    body: &'a [u8],
+    peer: SocketAddr,
+    correlation_id: u32,
+    state: &mut ReaderState,
+) -> Option<Request<'a>> {
+    let decoded = decode_or_answer(shared, body, peer, correlation_id, &mut state.answer);
+    let Some(request) = decoded else {
+        if state.session.as_ref().is_some_and(|s| !s.ready()) {
+            state.closing = Some("a request that does not decode before SASL".into());
+        }
+        return None;
+    };
+    match authenticate(shared, peer, state, correlation_id, &request) {
+        Some(_) => None,
+        None => Some(request),
+    }
+}
+
+/// Decodes a request; one that does not decode is answered in `out`.
+fn decode_or_answer<'a>(
     shared: &Shared,
     body: &'a [u8],
     peer: SocketAddr,

@@ -3,8 +3,8 @@
 //! them through user space, and a partition's lock is held only to find
 //! the byte range.
 
+use crate::net::Stream;
 use std::io;
-use std::net::TcpStream;
 use std::time::Instant;
 
 use super::{flush_out, FetchAsked};
@@ -31,7 +31,7 @@ impl Part<'_> {
 /// one batch) with `sendfile`.
 pub(super) fn fetch(
     shared: &Shared,
-    stream: &TcpStream,
+    stream: &Stream,
     correlation_id: u32,
     deadline: Instant,
     asked: &FetchAsked,

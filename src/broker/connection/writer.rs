@@ -3,8 +3,9 @@
 //! its records durable; a fetch is evaluated when its turn comes.
 //! Answers that are ready together leave in one write.
 
+use crate::net::Stream;
 use std::io;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use crate::storage::log::Fate;
 /// done and the queue empty, or the peer stops reading.
 pub(super) fn write_responses(
     shared: &Shared,
-    stream: TcpStream,
+    stream: Stream,
     rx: Receiver<QueuedAnswer>,
     peer: SocketAddr,
     queued_count: &AtomicUsize,
@@ -53,7 +54,7 @@ pub(super) fn write_responses(
 /// A connection's writer and the answers it has gathered.
 struct Writer<'a> {
     shared: &'a Shared,
-    stream: &'a TcpStream,
+    stream: &'a Stream,
     /// The reader's count of answers queued and not yet written.
     queued_count: &'a AtomicUsize,
     /// Answers gathered and not yet written, and how many.

@@ -5,13 +5,15 @@
 //! answered in the v0 shape with error 35, so that the client retries
 //! with one it does.
 
+use crate::net::Stream;
 use std::io::Write;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::handlers::{self, ConnState, Unanswered};
 use super::Kafka;
+use crate::broker::auth::Session;
 use crate::broker::connection::frames::{FrameError, FrameReader};
 use crate::broker::send::send_slice;
 use crate::broker::shared::Shared;
@@ -21,7 +23,7 @@ use crate::storage::log::FileSlice;
 
 /// The connection's frames, read within the broker's bounds (its socket's
 /// write timeout set too).
-fn frames<'a>(shared: &'a Shared, stream: &'a TcpStream) -> FrameReader<'a> {
+fn frames<'a>(shared: &'a Shared, stream: &'a Stream) -> FrameReader<'a> {
     let _ = stream.set_nodelay(true);
     let timeout = Duration::from_millis(shared.config.request_timeout_ms.max(1));
     let _ = stream.set_write_timeout(Some(timeout));
@@ -39,9 +41,18 @@ fn frames<'a>(shared: &'a Shared, stream: &'a TcpStream) -> FrameReader<'a> {
 
 /// Serves one Kafka connection until the peer closes it, it breaks the
 /// protocol, or the broker stops.
-pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer: SocketAddr) {
+pub(super) fn serve(
+    shared: &Arc<Shared>,
+    kafka: &Kafka,
+    stream: Stream,
+    peer: SocketAddr,
+    principal: Option<String>,
+) {
     let mut reader = frames(shared, &stream);
-    let mut state = ConnState::default();
+    let mut state = ConnState {
+        session: Some(Session::new(shared, principal)),
+        ..ConnState::default()
+    };
     let mut unanswered: Vec<Unanswered> = Vec::new();
     loop {
         // Produces read together are appended together and answered in
@@ -54,6 +65,7 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
                 return broken(shared, peer, &e);
             }
         }
+        reader.set_bytes_max(bytes_max(shared, &state));
         let body = match reader.next() {
             Ok(body) => body,
             Err(e) => {
@@ -93,7 +105,51 @@ pub(super) fn serve(shared: &Arc<Shared>, kafka: &Kafka, stream: TcpStream, peer
         if let Err(e) = written {
             return broken(shared, peer, &e);
         }
+        if closing(shared, peer, &mut state) {
+            return;
+        }
         shrink(&mut state);
+    }
+}
+
+/// Whether the connection closes after the answer just written (a
+/// refused SASL login), said.
+fn closing(shared: &Shared, peer: SocketAddr, state: &mut ConnState<'_>) -> bool {
+    let Some(why) = state.closing.take() else {
+        return false;
+    };
+    shared.log_peer(format_args!("{peer}: closing the Kafka connection: {why}"));
+    true
+}
+
+/// Why a request may not be served before the client has logged in (as
+/// Kafka's broker, the connection then closes): only ApiVersions and
+/// SASL's own requests are.
+fn unauthenticated(state: &ConnState<'_>, body: &[u8]) -> Option<String> {
+    if state.session.as_ref().is_none_or(|s| s.ready()) {
+        return None;
+    }
+    let key = api_key_of(body)?;
+    let allowed = [
+        api_key::API_VERSIONS,
+        api_key::SASL_HANDSHAKE,
+        api_key::SASL_AUTHENTICATE,
+    ];
+    (!allowed.contains(&key)).then(|| {
+        format!(
+            "a {} request before SASL authentication",
+            crate::kafka::api_name(key)
+        )
+    })
+}
+
+/// The largest request the connection may send now (see the klog
+/// listener's).
+fn bytes_max(shared: &Shared, state: &ConnState<'_>) -> u32 {
+    match state.session.as_ref().is_some_and(|s| !s.ready()) {
+        true => crate::broker::connection::UNAUTHENTICATED_BYTES_MAX
+            .min(shared.config.request_bytes_max),
+        false => shared.config.request_bytes_max,
     }
 }
 
@@ -108,7 +164,7 @@ fn shrink(state: &mut ConnState<'_>) {
 /// and where in `out` it goes) sent from its file with `sendfile` in
 /// between; `sends` is emptied either way.
 fn write_answer(
-    stream: &TcpStream,
+    stream: &Stream,
     out: &[u8],
     sends: &mut Vec<(usize, FileSlice)>,
 ) -> std::io::Result<()> {
@@ -133,7 +189,7 @@ const UNANSWERED_MAX: usize = 64;
 /// write.
 fn answer_produces(
     shared: &Shared,
-    stream: &TcpStream,
+    stream: &Stream,
     unanswered: &mut Vec<Unanswered>,
     out: &mut Vec<u8>,
 ) -> std::io::Result<()> {
@@ -170,6 +226,9 @@ fn answer<'s>(
     peer: SocketAddr,
     state: &mut ConnState<'s>,
 ) -> Result<Option<Unanswered>, String> {
+    if let Some(why) = unauthenticated(state, body) {
+        return Err(why);
+    }
     match decode_request(body) {
         Ok((header, request)) => Ok(handlers::handle(
             shared, kafka, &header, request, peer, state,

@@ -12,6 +12,7 @@ use super::groups::{handle as group, GroupRequest as G};
 use super::metadata::{list_offset, metadata};
 use super::produce::{self, Pending, Produced};
 use super::Kafka;
+use crate::broker::auth::Session;
 use crate::broker::memory::Held;
 use crate::broker::send::Records;
 use crate::broker::shared::Shared;
@@ -46,6 +47,10 @@ pub(super) struct ConnState<'s> {
     /// Why an acks=0 produce failed: it has no answer to say so, so the
     /// connection closes (as Kafka's broker does) and the client notices.
     pub(super) failed_unanswered: Option<String>,
+    /// Who the client is (see [`crate::broker::auth`]).
+    pub(super) session: Option<Session>,
+    /// Why the connection closes once the answer in `out` is written.
+    pub(super) closing: Option<String>,
 }
 
 /// Handles a request and writes its answer (if it has one) in
@@ -72,6 +77,10 @@ pub(super) fn handle<'s>(
         Request::Fetch(r) => fetch_request(shared, &r, version, id, state),
         Request::ListOffsets(r) => list_offsets(shared, &r, version, id, out),
         Request::InitProducerId(r) => init_producer_id(kafka, &r, version, id, out),
+        Request::SaslHandshake(r) => sasl_handshake(shared, r.mechanism, version, id, state),
+        Request::SaslAuthenticate(r) => {
+            sasl_authenticate(shared, peer, r.auth_bytes, version, id, state)
+        }
         Request::FindCoordinator(r) => group(kafka, header, G::FindCoordinator(r), out),
         Request::JoinGroup(r) => group(kafka, header, G::JoinGroup(r), out),
         Request::SyncGroup(r) => group(kafka, header, G::SyncGroup(r), out),
@@ -397,6 +406,80 @@ fn list_offsets(
 /// InitProducerId: an id for an idempotent producer, by which partitions
 /// tell its retries (see [`crate::broker::producers`]); a transactional id
 /// is refused.
+/// Answers a SaslHandshake; a mechanism not taken closes the connection
+/// after the answer.
+fn sasl_handshake(
+    shared: &Shared,
+    mechanism: &str,
+    version: i16,
+    id: i32,
+    state: &mut ConnState<'_>,
+) {
+    let Some(session) = state.session.as_mut() else {
+        return;
+    };
+    let (mechanisms, mut result) = session.handshake(shared, mechanism);
+    if version == 0 && result.is_ok() {
+        let why = "SaslHandshake v0 (SASL messages without Kafka's framing) is not supported: use v1 and SaslAuthenticate";
+        result = Err((crate::error::ErrorCode::IllegalSaslState, why.to_string()));
+    }
+    let error_code = match result {
+        Ok(()) => kafka::NONE,
+        Err((code, why)) => {
+            state.closing = Some(why);
+            kafka_sasl_code(code)
+        }
+    };
+    let response = resp::SaslHandshakeResponse {
+        error_code,
+        mechanisms,
+    };
+    frame(&mut state.out, id, |out| response.encode(version, out));
+}
+
+/// Answers a SaslAuthenticate; a refusal closes the connection after the
+/// answer.
+fn sasl_authenticate(
+    shared: &Shared,
+    peer: SocketAddr,
+    message: &[u8],
+    version: i16,
+    id: i32,
+    state: &mut ConnState<'_>,
+) {
+    let Some(session) = state.session.as_mut() else {
+        return;
+    };
+    let response = match session.authenticate(shared, peer, message) {
+        Ok(auth_bytes) => resp::SaslAuthenticateResponse {
+            error_code: kafka::NONE,
+            error_message: None,
+            auth_bytes,
+            session_lifetime_ms: 0,
+        },
+        Err((code, why)) => {
+            state.closing = Some(why.clone());
+            resp::SaslAuthenticateResponse {
+                error_code: kafka_sasl_code(code),
+                error_message: Some(why),
+                auth_bytes: Vec::new(),
+                session_lifetime_ms: 0,
+            }
+        }
+    };
+    frame(&mut state.out, id, |out| response.encode(version, out));
+}
+
+/// Kafka's code for a SASL refusal.
+fn kafka_sasl_code(code: crate::error::ErrorCode) -> i16 {
+    use crate::error::ErrorCode as E;
+    match code {
+        E::UnsupportedSaslMechanism => kafka::UNSUPPORTED_SASL_MECHANISM,
+        E::IllegalSaslState => kafka::ILLEGAL_SASL_STATE,
+        _ => kafka::SASL_AUTHENTICATION_FAILED,
+    }
+}
+
 fn init_producer_id(
     kafka: &Kafka,
     r: &InitProducerIdRequest<'_>,

@@ -47,7 +47,9 @@
 //! leader, replicas and ISR are the registry's. Every broker is the
 //! coordinator of every group: the paper's rebalance needs no master.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
+
+use crate::net::Stream;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -133,8 +135,11 @@ pub(super) fn spawn_listener(
     std::thread::Builder::new()
         .name("kafka-accept".into())
         .spawn(move || {
-            let serve = move |shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr| {
-                connection::serve(shared, &kafka, stream, peer);
+            let serve = move |shared: &Arc<Shared>,
+                              stream: Stream,
+                              peer: SocketAddr,
+                              principal: Option<String>| {
+                connection::serve(shared, &kafka, stream, peer, principal);
             };
             let threads = match super::listener::accept_loop(&shared, &listener, serve) {
                 Ok(threads) => threads,

@@ -752,6 +752,18 @@ mod tests {
         fn topics(&self) -> Result<Vec<String>> {
             self.inner.topics()
         }
+        fn config(&self, kind: &str, name: &str) -> Result<Option<Vec<u8>>> {
+            self.inner.config(kind, name)
+        }
+        fn set_config(&self, kind: &str, name: &str, bytes: &[u8]) -> Result<()> {
+            self.inner.set_config(kind, name, bytes)
+        }
+        fn remove_config(&self, kind: &str, name: &str) -> Result<bool> {
+            self.inner.remove_config(kind, name)
+        }
+        fn configs(&self, kind: &str) -> Result<Vec<String>> {
+            self.inner.configs(kind)
+        }
         fn partition_state(
             &self,
             topic: &str,

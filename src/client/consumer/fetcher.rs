@@ -5,7 +5,7 @@
 //! the partitions its broker does not lead, and all of them when the
 //! connection breaks.
 
-use std::net::TcpStream;
+use crate::net::Stream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
@@ -40,7 +40,7 @@ pub(super) struct Inbox {
 
 /// The consumer's fetch-ahead thread.
 pub(super) struct Fetcher {
-    pub(super) stream: TcpStream,
+    pub(super) stream: Stream,
     pub(super) addr: String,
     pub(super) topic: String,
     pub(super) partitions: Vec<ConsumerPartition>,

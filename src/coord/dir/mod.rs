@@ -425,6 +425,67 @@ impl Registry for DirRegistry {
         }
     }
 
+    fn config(&self, kind: &str, name: &str) -> Result<Option<Vec<u8>>> {
+        check_name("configuration entry", name)?;
+        let path = self
+            .dir
+            .join("config")
+            .join(kind)
+            .join(format!("{name}.json"));
+        match std::fs::read(&path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("read", &path, e)),
+        }
+    }
+
+    fn set_config(&self, kind: &str, name: &str, bytes: &[u8]) -> Result<()> {
+        self.writable()?;
+        check_name("configuration entry", name)?;
+        let dir = self.dir.join("config").join(kind);
+        std::fs::create_dir_all(&dir).ctx("create", &dir)?;
+        let path = dir.join(format!("{name}.json"));
+        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        {
+            let mut f = File::create(&tmp).ctx("create", &tmp)?;
+            f.write_all(bytes).ctx("write", &tmp)?;
+            f.sync_all().ctx("fsync", &tmp)?;
+        }
+        std::fs::rename(&tmp, &path).ctx("rename", &path)?;
+        RealFs.sync_dir(&dir).ctx("fsync directory", &dir)
+    }
+
+    fn remove_config(&self, kind: &str, name: &str) -> Result<bool> {
+        self.writable()?;
+        check_name("configuration entry", name)?;
+        let dir = self.dir.join("config").join(kind);
+        let path = dir.join(format!("{name}.json"));
+        match std::fs::remove_file(&path) {
+            Ok(()) => RealFs
+                .sync_dir(&dir)
+                .ctx("fsync directory", &dir)
+                .map(|()| true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io("remove", &path, e)),
+        }
+    }
+
+    fn configs(&self, kind: &str) -> Result<Vec<String>> {
+        let dir = self.dir.join("config").join(kind);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io("list", &dir, e)),
+        };
+        let names = entries.filter_map(|e| e.ok()?.file_name().into_string().ok());
+        let mut out: Vec<String> = names
+            .filter_map(|n| Some(n.strip_suffix(".json")?.to_string()))
+            .filter(|n| check_name("configuration entry", n).is_ok())
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
     fn topics(&self) -> Result<Vec<String>> {
         let dir = self.dir.join("topics");
         let entries = match std::fs::read_dir(&dir) {

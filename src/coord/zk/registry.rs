@@ -510,6 +510,49 @@ impl Registry for ZkRegistry {
         }
     }
 
+    fn config(&self, kind: &str, name: &str) -> Result<Option<Vec<u8>>> {
+        check_name("configuration entry", name)?;
+        Ok(self
+            .data(&format!("/config/{kind}/{name}"))?
+            .map(|(b, _)| b))
+    }
+
+    fn set_config(&self, kind: &str, name: &str, bytes: &[u8]) -> Result<()> {
+        self.writable()?;
+        check_name("configuration entry", name)?;
+        let path = format!("/config/{kind}/{name}");
+        self.parents(&path)?;
+        let session = self.live()?;
+        match session.create(&path, bytes, ZkMode::Persistent, self.deadline()) {
+            Ok(_) => Ok(()),
+            Err(Error::ZooKeeper {
+                cause: ZkCause::NodeExists,
+                ..
+            }) => session.set(&path, bytes, -1, self.deadline()).map(|_| ()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn remove_config(&self, kind: &str, name: &str) -> Result<bool> {
+        self.writable()?;
+        check_name("configuration entry", name)?;
+        match self
+            .live()?
+            .delete(&format!("/config/{kind}/{name}"), -1, self.deadline())
+        {
+            Ok(()) => Ok(true),
+            Err(e) if no_node(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn configs(&self, kind: &str) -> Result<Vec<String>> {
+        let mut names = self.children(&format!("/config/{kind}"), false)?;
+        names.retain(|n| check_name("configuration entry", n).is_ok());
+        names.sort();
+        Ok(names)
+    }
+
     fn topics(&self) -> Result<Vec<String>> {
         let mut topics = self.children("/brokers/topics", false)?;
         topics.retain(|t| check_name("topic", t).is_ok());

@@ -1,0 +1,217 @@
+//! `klog-broker`'s security flags (TLS, SASL) and its `user` command,
+//! which manages the SCRAM users of a registry as `kafka-configs
+//! --alter --add-config SCRAM-SHA-512=...` did against ZooKeeper.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::broker::auth::{Security, UserEntry, USERS};
+use crate::net::sasl::scram::{Hash, ITERATIONS_MAX, ITERATIONS_MIN};
+use crate::net::sasl::{Credential, Login, Mechanism};
+use crate::net::security::ClientSecurity;
+use crate::net::tls::{ClientTls, ServerTls};
+
+/// TLS and SASL for both listeners and for the broker's own connections
+/// to the other brokers.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SecurityArgs {
+    /// This broker's certificate chain (PEM): both listeners speak TLS
+    /// only (Kafka clients: security.protocol=ssl or sasl_ssl), and so do
+    /// its connections to other brokers.
+    #[arg(long = "tls-cert", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long = "tls-key", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA (PEM): mutual TLS;
+    /// a client's principal is User: and its certificate's subject
+    /// (User:CN=alice,O=Example). The broker then shows its own
+    /// certificate to the brokers it fetches from.
+    #[arg(long = "tls-client-ca", value_name = "FILE", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// The CA other brokers' certificates are checked against when this
+    /// one connects to them (default: --tls-client-ca, else the system's).
+    #[arg(long = "tls-ca", value_name = "FILE", requires = "tls_cert")]
+    pub tls_ca: Option<PathBuf>,
+    /// Require a SASL login on both listeners, by these mechanisms
+    /// (comma-separated: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); users are
+    /// those of the registry (klog-broker user add). Needs --registry.
+    #[arg(long = "sasl-mechanisms", value_name = "LIST", value_parser = mechanisms_arg, requires = "registry")]
+    pub sasl_mechanisms: Option<String>,
+    /// With --sasl-mechanisms in a cluster: the user this broker logs in
+    /// as on the other brokers (with the first mechanism).
+    #[arg(
+        long = "sasl-username",
+        value_name = "NAME",
+        requires = "sasl_password_file"
+    )]
+    pub sasl_username: Option<String>,
+    /// The password of --sasl-username, from the first line of FILE
+    /// (never a flag: flags are seen by every user of the host).
+    #[arg(
+        long = "sasl-password-file",
+        value_name = "FILE",
+        requires = "sasl_username"
+    )]
+    pub sasl_password_file: Option<PathBuf>,
+}
+
+/// A clap value parser for `--sasl-mechanisms`: a list of known ones.
+fn mechanisms_arg(s: &str) -> Result<String, String> {
+    Mechanism::parse_list(s).map(|_| s.to_string())
+}
+
+/// The first line of a file (a password), without its line end.
+fn first_line(path: &Path) -> anyhow::Result<String> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let line = text.lines().next().unwrap_or("");
+    if line.is_empty() {
+        anyhow::bail!("{}: the first line (the password) is empty", path.display());
+    }
+    Ok(line.to_string())
+}
+
+impl SecurityArgs {
+    /// The broker's security, with the files read; sets how the broker
+    /// connects to the other brokers (the same TLS, and its own login).
+    pub fn apply(&self) -> anyhow::Result<Security> {
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => {
+                Some(ServerTls::load(cert, key, self.tls_client_ca.as_deref())?)
+            }
+            _ => None,
+        };
+        let sasl = match &self.sasl_mechanisms {
+            Some(list) => Mechanism::parse_list(list).map_err(super::Usage)?,
+            None => Vec::new(),
+        };
+        let client_tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => {
+                let ca = self.tls_ca.as_deref().or(self.tls_client_ca.as_deref());
+                let identity = self
+                    .tls_client_ca
+                    .is_some()
+                    .then_some((cert.as_path(), key.as_path()));
+                Some(ClientTls::load(ca, identity)?)
+            }
+            _ => None,
+        };
+        let login = match (&self.sasl_username, &self.sasl_password_file, sasl.first()) {
+            (Some(user), Some(file), Some(m)) => {
+                let password = first_line(file)?;
+                Some(Login::new(m.name(), Some(user), Some(&password))?)
+            }
+            (Some(_), _, None) => {
+                return Err(super::Usage("--sasl-username needs --sasl-mechanisms".into()).into())
+            }
+            _ => None,
+        };
+        if client_tls.is_some() || login.is_some() {
+            crate::net::security::set_client(ClientSecurity {
+                tls: client_tls,
+                sasl: login,
+            });
+        }
+        Ok(Security { tls, sasl })
+    }
+}
+
+/// `klog-broker user`: the SCRAM users of a registry.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum UserCommand {
+    /// Add a user, or set a user's password: SCRAM-SHA-256 and -512
+    /// credentials, salted; the password is read from the first line of
+    /// standard input, or of --password-file.
+    Add {
+        /// The user's name (letters, digits, . _ -).
+        name: String,
+        /// Read the password from the first line of FILE instead of
+        /// standard input.
+        #[arg(long = "password-file", value_name = "FILE")]
+        password_file: Option<PathBuf>,
+        /// PBKDF2 iterations.
+        #[arg(long = "iterations", value_name = "N", default_value_t = ITERATIONS_MIN, value_parser = clap::value_parser!(u32).range(i64::from(ITERATIONS_MIN)..=i64::from(ITERATIONS_MAX)))]
+        iterations: u32,
+    },
+    /// Remove a user.
+    Remove {
+        /// The user's name.
+        name: String,
+    },
+    /// List the users and their mechanisms.
+    List,
+}
+
+/// Runs `klog-broker --registry R user ...`.
+pub fn run_user(registry: Option<&Path>, command: &UserCommand) -> anyhow::Result<ExitCode> {
+    let Some(path) = registry else {
+        return Err(
+            super::Usage("user needs --registry: users live in the registry".into()).into(),
+        );
+    };
+    let registry = crate::coord::open(path, Duration::from_secs(10))
+        .with_context(|| format!("cannot open the registry {}", path.display()))?;
+    match command {
+        UserCommand::Add {
+            name,
+            password_file,
+            iterations,
+        } => {
+            let password = match password_file {
+                Some(file) => first_line(file)?,
+                None => password_from_stdin()?,
+            };
+            let credentials = [Hash::Sha256, Hash::Sha512]
+                .into_iter()
+                .map(|h| Credential::new(h, &password, *iterations))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let entry = UserEntry { credentials };
+            registry.set_config(USERS, name, &serde_json::to_vec(&entry)?)?;
+            crate::diag::line(format_args!(
+                "% User {name} has SCRAM-SHA-256 and SCRAM-SHA-512 credentials ({iterations} iterations)"
+            ));
+        }
+        UserCommand::Remove { name } => {
+            if !registry.remove_config(USERS, name)? {
+                anyhow::bail!("no user {name:?} in {}", path.display());
+            }
+            crate::diag::line(format_args!("% Removed user {name}"));
+        }
+        UserCommand::List => {
+            for name in registry.configs(USERS)? {
+                let entry: Option<UserEntry> = registry
+                    .config(USERS, &name)?
+                    .and_then(|b| serde_json::from_slice(&b).ok());
+                let mechanisms: Vec<String> = entry
+                    .map(|e| {
+                        e.credentials
+                            .iter()
+                            .map(|c| c.hash.mechanism().to_string())
+                            .collect()
+                    })
+                    .unwrap_or_else(|| vec!["(unreadable)".into()]);
+                println!("{name}\t{}", mechanisms.join(","));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A password from the first line of standard input.
+fn password_from_stdin() -> anyhow::Result<String> {
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .context("cannot read the password from standard input")?;
+    let password = line.trim_end_matches(['\n', '\r']);
+    if password.is_empty() {
+        anyhow::bail!("no password on standard input (its first line is the password)");
+    }
+    Ok(password.to_string())
+}

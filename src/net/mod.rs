@@ -1,0 +1,135 @@
+//! What klog's connections run over: a TCP socket, or, for a TLS
+//! connection, one end of a socket pair whose other end a pump thread
+//! ([`tls`]) carries to and from the encrypted TCP socket. Everything
+//! above ([`Stream`]) reads, writes and `sendfile`s the same way either
+//! way, so that the broker's and the clients' code has one path.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+pub mod sasl;
+pub mod security;
+pub mod tls;
+
+/// A connection's byte stream.
+#[derive(Debug)]
+pub enum Stream {
+    /// Plain TCP.
+    Tcp(TcpStream),
+    /// The plaintext end of a TLS connection's pump.
+    Tls(UnixStream),
+}
+
+/// Runs `$body` with `$s` bound to whichever socket the stream is.
+macro_rules! either {
+    ($stream:expr, $s:ident => $body:expr) => {
+        match $stream {
+            Stream::Tcp($s) => $body,
+            Stream::Tls($s) => $body,
+        }
+    };
+}
+
+impl Stream {
+    /// A second handle on the same connection.
+    pub fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+            Stream::Tls(s) => Stream::Tls(s.try_clone()?),
+        })
+    }
+
+    /// Shuts down reading, writing or both.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        either!(self, s => s.shutdown(how))
+    }
+
+    /// How long a read blocks before it fails with a timeout.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        either!(self, s => s.set_read_timeout(timeout))
+    }
+
+    /// How long a write blocks before it fails with a timeout.
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        either!(self, s => s.set_write_timeout(timeout))
+    }
+
+    /// Whether reads and writes block.
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        either!(self, s => s.set_nonblocking(on))
+    }
+
+    /// TCP_NODELAY on a TCP socket (a TLS pump sets it on its own).
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_nodelay(on),
+            Stream::Tls(_) => Ok(()),
+        }
+    }
+
+    /// Whether the connection is encrypted.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Stream::Tls(_))
+    }
+}
+
+impl From<TcpStream> for Stream {
+    fn from(s: TcpStream) -> Stream {
+        Stream::Tcp(s)
+    }
+}
+
+impl Read for &Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        either!(*self, s => (&*s).read(buf))
+    }
+}
+
+impl Write for &Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        either!(*self, s => (&*s).write(buf))
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        either!(*self, s => (&*s).write_vectored(bufs))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self).write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        (&*self).write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl AsFd for Stream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        either!(self, s => s.as_fd())
+    }
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        either!(self, s => s.as_raw_fd())
+    }
+}

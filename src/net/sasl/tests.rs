@@ -1,0 +1,95 @@
+use super::scram::{Hash, ITERATIONS_MIN};
+use super::*;
+
+struct Table(Vec<(String, Credential)>);
+impl Users for Table {
+    fn credential(&self, user: &str, hash: Hash) -> Option<Credential> {
+        self.0
+            .iter()
+            .find(|(u, c)| u == user && c.hash == hash)
+            .map(|(_, c)| c.clone())
+    }
+}
+
+fn table() -> Table {
+    Table(vec![
+        (
+            "alice".into(),
+            Credential::new(Hash::Sha256, "a-pass", ITERATIONS_MIN).unwrap(),
+        ),
+        (
+            "alice".into(),
+            Credential::new(Hash::Sha512, "a-pass", ITERATIONS_MIN).unwrap(),
+        ),
+        (
+            "bob".into(),
+            Credential::new(Hash::Sha256, "b-pass", ITERATIONS_MIN).unwrap(),
+        ),
+    ])
+}
+
+/// Runs a whole exchange; the principal, or the server's refusal.
+fn run(mechanism: &str, user: &str, password: &str) -> Result<String, String> {
+    let users = table();
+    let login = Login::new(mechanism, Some(user), Some(password)).unwrap();
+    let mut client = login.exchange();
+    let mut server = ServerExchange::new(login.mechanism);
+    let mut from_server = Vec::new();
+    for _ in 0..4 {
+        let Some(message) = client.next(&from_server).map_err(|e| e.to_string())? else {
+            return Err("the client stopped early".into());
+        };
+        match server.step(&message, &users).map_err(|r| r.0)? {
+            Step::Challenge(c) => from_server = c,
+            Step::Done { principal, last } => {
+                if !last.is_empty() {
+                    assert_eq!(client.next(&last).map_err(|e| e.to_string())?, None);
+                }
+                return Ok(principal);
+            }
+        }
+    }
+    Err("no end".into())
+}
+
+#[test]
+fn every_mechanism_logs_in_with_the_right_password_only() {
+    for m in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] {
+        assert_eq!(run(m, "alice", "a-pass"), Ok("User:alice".into()), "{m}");
+        let wrong = run(m, "alice", "b-pass").unwrap_err();
+        assert!(wrong.contains("wrong password"), "{m}: {wrong}");
+        let unknown = run(m, "carol", "a-pass").unwrap_err();
+        assert!(unknown.contains("unknown user"), "{m}: {unknown}");
+    }
+    // bob has no SHA-512 credential: PLAIN takes his SHA-256 one.
+    assert_eq!(run("PLAIN", "bob", "b-pass"), Ok("User:bob".into()));
+    assert!(run("SCRAM-SHA-512", "bob", "b-pass").is_err());
+}
+
+#[test]
+fn plain_messages_must_have_three_parts_and_act_for_themselves() {
+    let users = table();
+    for bad in [
+        &b"alice\0a-pass"[..],
+        b"\0alice\0a-pass\0x",
+        b"bob\0alice\0a-pass",
+        b"\xff",
+    ] {
+        let mut server = ServerExchange::new(Mechanism::Plain);
+        assert!(server.step(bad, &users).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn mechanisms_parse_by_name_in_any_case() {
+    assert_eq!(
+        Mechanism::parse("scram-sha-512"),
+        Ok(Mechanism::ScramSha512)
+    );
+    assert!(Mechanism::parse("GSSAPI").is_err());
+    assert_eq!(
+        Mechanism::parse_list("PLAIN, SCRAM-SHA-256,PLAIN"),
+        Ok(vec![Mechanism::Plain, Mechanism::ScramSha256])
+    );
+    assert!(Mechanism::parse_list(" , ").is_err());
+}
