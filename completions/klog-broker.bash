@@ -16,17 +16,56 @@ _klog__broker() {
             ",$1")
                 cmd="klog__broker"
                 ;;
+            klog__broker,acl)
+                cmd="klog__broker__subcmd__acl"
+                ;;
             klog__broker,help)
                 cmd="klog__broker__subcmd__help"
                 ;;
             klog__broker,user)
                 cmd="klog__broker__subcmd__user"
                 ;;
+            klog__broker__subcmd__acl,add)
+                cmd="klog__broker__subcmd__acl__subcmd__add"
+                ;;
+            klog__broker__subcmd__acl,help)
+                cmd="klog__broker__subcmd__acl__subcmd__help"
+                ;;
+            klog__broker__subcmd__acl,list)
+                cmd="klog__broker__subcmd__acl__subcmd__list"
+                ;;
+            klog__broker__subcmd__acl,remove)
+                cmd="klog__broker__subcmd__acl__subcmd__remove"
+                ;;
+            klog__broker__subcmd__acl__subcmd__help,add)
+                cmd="klog__broker__subcmd__acl__subcmd__help__subcmd__add"
+                ;;
+            klog__broker__subcmd__acl__subcmd__help,help)
+                cmd="klog__broker__subcmd__acl__subcmd__help__subcmd__help"
+                ;;
+            klog__broker__subcmd__acl__subcmd__help,list)
+                cmd="klog__broker__subcmd__acl__subcmd__help__subcmd__list"
+                ;;
+            klog__broker__subcmd__acl__subcmd__help,remove)
+                cmd="klog__broker__subcmd__acl__subcmd__help__subcmd__remove"
+                ;;
+            klog__broker__subcmd__help,acl)
+                cmd="klog__broker__subcmd__help__subcmd__acl"
+                ;;
             klog__broker__subcmd__help,help)
                 cmd="klog__broker__subcmd__help__subcmd__help"
                 ;;
             klog__broker__subcmd__help,user)
                 cmd="klog__broker__subcmd__help__subcmd__user"
+                ;;
+            klog__broker__subcmd__help__subcmd__acl,add)
+                cmd="klog__broker__subcmd__help__subcmd__acl__subcmd__add"
+                ;;
+            klog__broker__subcmd__help__subcmd__acl,list)
+                cmd="klog__broker__subcmd__help__subcmd__acl__subcmd__list"
+                ;;
+            klog__broker__subcmd__help__subcmd__acl,remove)
+                cmd="klog__broker__subcmd__help__subcmd__acl__subcmd__remove"
                 ;;
             klog__broker__subcmd__help__subcmd__user,add)
                 cmd="klog__broker__subcmd__help__subcmd__user__subcmd__add"
@@ -68,7 +107,7 @@ _klog__broker() {
 
     case "${cmd}" in
         klog__broker)
-            opts="-q -h -V --data-dir --listen --kafka-listen --kafka-advertised --partitions --auto-create-topics --max-partitions --segment-bytes --segment-age --index-interval-bytes --retention --retention-bytes --retention-check-interval --scrub-interval --scrub-rate --flush-messages --flush-interval --max-record-bytes --max-request-bytes --max-queued-request-bytes --max-connections --max-in-flight --request-timeout --idle-timeout --registry --replication-factor --min-insync-replicas --replica-lag-time --session-timeout --quiet --tls-cert --tls-key --tls-client-ca --tls-ca --sasl-mechanisms --sasl-username --sasl-password-file --help --version user help"
+            opts="-q -h -V --data-dir --listen --kafka-listen --kafka-advertised --partitions --auto-create-topics --max-partitions --segment-bytes --segment-age --index-interval-bytes --retention --retention-bytes --retention-check-interval --scrub-interval --scrub-rate --flush-messages --flush-interval --max-record-bytes --max-request-bytes --max-queued-request-bytes --max-connections --max-in-flight --request-timeout --idle-timeout --registry --replication-factor --min-insync-replicas --replica-lag-time --session-timeout --quiet --tls-cert --tls-key --tls-client-ca --tls-ca --sasl-mechanisms --sasl-username --sasl-password-file --authorize --super-users --help --version user acl help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -218,6 +257,176 @@ _klog__broker() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --super-users)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__acl)
+            opts="-h --help add remove list help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__acl__subcmd__add)
+            opts="-h --allow --deny --operation --topic --group --cluster --prefixed --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --allow)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --deny)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --operation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --topic)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__acl__subcmd__help)
+            opts="add remove list help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__acl__subcmd__help__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__acl__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__acl__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__acl__subcmd__help__subcmd__remove)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__acl__subcmd__list)
+            opts="-h --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__acl__subcmd__remove)
+            opts="-h --allow --deny --operation --topic --group --cluster --prefixed --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --allow)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --deny)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --operation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --topic)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -226,8 +435,64 @@ _klog__broker() {
             return 0
             ;;
         klog__broker__subcmd__help)
-            opts="user help"
+            opts="user acl help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__help__subcmd__acl)
+            opts="add remove list"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__help__subcmd__acl__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__help__subcmd__acl__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__help__subcmd__acl__subcmd__remove)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

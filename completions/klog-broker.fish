@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_klog_broker_global_optspecs
-    string join \n data-dir= listen= kafka-listen= kafka-advertised= partitions= auto-create-topics= max-partitions= segment-bytes= segment-age= index-interval-bytes= retention= retention-bytes= retention-check-interval= scrub-interval= scrub-rate= flush-messages= flush-interval= max-record-bytes= max-request-bytes= max-queued-request-bytes= max-connections= max-in-flight= request-timeout= idle-timeout= registry= replication-factor= min-insync-replicas= replica-lag-time= session-timeout= q/quiet tls-cert= tls-key= tls-client-ca= tls-ca= sasl-mechanisms= sasl-username= sasl-password-file= h/help V/version
+    string join \n data-dir= listen= kafka-listen= kafka-advertised= partitions= auto-create-topics= max-partitions= segment-bytes= segment-age= index-interval-bytes= retention= retention-bytes= retention-check-interval= scrub-interval= scrub-rate= flush-messages= flush-interval= max-record-bytes= max-request-bytes= max-queued-request-bytes= max-connections= max-in-flight= request-timeout= idle-timeout= registry= replication-factor= min-insync-replicas= replica-lag-time= session-timeout= q/quiet tls-cert= tls-key= tls-client-ca= tls-ca= sasl-mechanisms= sasl-username= sasl-password-file= authorize super-users= h/help V/version
 end
 
 function __fish_klog_broker_needs_command
@@ -61,10 +61,13 @@ complete -c klog-broker -n "__fish_klog_broker_needs_command" -l tls-ca -d 'The 
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l sasl-mechanisms -d 'Require a SASL login on both listeners, by these mechanisms (comma-separated: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); users are those of the registry (klog-broker user add). Needs --registry' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l sasl-username -d 'With --sasl-mechanisms in a cluster: the user this broker logs in as on the other brokers (with the first mechanism)' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l sasl-password-file -d 'The password of --sasl-username, from the first line of FILE (never a flag: flags are seen by every user of the host)' -r -F
+complete -c klog-broker -n "__fish_klog_broker_needs_command" -l super-users -d 'With --authorize: principals allowed everything (comma-separated, User:NAME or User:CN=...)' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -s q -l quiet -d 'Only print errors'
+complete -c klog-broker -n "__fish_klog_broker_needs_command" -l authorize -d 'Deny every request the registry\'s ACLs do not allow (klog-broker acl add); ACL changes count on every broker within a second. Needs --registry'
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -s h -l help -d 'Print help'
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -s V -l version -d 'Print version'
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -f -a "user" -d 'Add, remove or list SASL users (SCRAM credentials in --registry)'
+complete -c klog-broker -n "__fish_klog_broker_needs_command" -f -a "acl" -d 'Add, remove or list ACLs (in --registry; they count with --authorize)'
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand user; and not __fish_seen_subcommand_from add remove list help" -s h -l help -d 'Print help'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand user; and not __fish_seen_subcommand_from add remove list help" -f -a "add" -d 'Add a user, or set a user\'s password: SCRAM-SHA-256 and -512 credentials, salted; the password is read from the first line of standard input, or of --password-file'
@@ -80,8 +83,38 @@ complete -c klog-broker -n "__fish_klog_broker_using_subcommand user; and __fish
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand user; and __fish_seen_subcommand_from help" -f -a "remove" -d 'Remove a user'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand user; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the users and their mechanisms'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand user; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and not __fish_seen_subcommand_from user help" -f -a "user" -d 'Add, remove or list SASL users (SCRAM credentials in --registry)'
-complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and not __fish_seen_subcommand_from user help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove list help" -s h -l help -d 'Print help'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove list help" -f -a "add" -d 'Add a rule'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove list help" -f -a "remove" -d 'Remove a rule'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove list help" -f -a "list" -d 'List every rule: resource, pattern, principal, operation, permission, tab-separated'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l allow -d 'Allow PRINCIPAL (User:NAME, User:CN=..., or User:* for everyone)' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l deny -d 'Deny PRINCIPAL, whatever allows it' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l operation -d 'read, write, create, describe, alter, cluster_action or all' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l topic -d 'A topic (* for every topic)' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l group -d 'A consumer group (* for every group)' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l cluster -d 'The cluster (creating topics; brokers\' cluster_action)'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l prefixed -d 'The name is a prefix: every topic or group whose name starts with it'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l allow -d 'Allow PRINCIPAL (User:NAME, User:CN=..., or User:* for everyone)' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l deny -d 'Deny PRINCIPAL, whatever allows it' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l operation -d 'read, write, create, describe, alter, cluster_action or all' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l topic -d 'A topic (* for every topic)' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l group -d 'A consumer group (* for every group)' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l cluster -d 'The cluster (creating topics; brokers\' cluster_action)'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l prefixed -d 'The name is a prefix: every topic or group whose name starts with it'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from help" -f -a "add" -d 'Add a rule'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from help" -f -a "remove" -d 'Remove a rule'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from help" -f -a "list" -d 'List every rule: resource, pattern, principal, operation, permission, tab-separated'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and not __fish_seen_subcommand_from user acl help" -f -a "user" -d 'Add, remove or list SASL users (SCRAM credentials in --registry)'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and not __fish_seen_subcommand_from user acl help" -f -a "acl" -d 'Add, remove or list ACLs (in --registry; they count with --authorize)'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and not __fish_seen_subcommand_from user acl help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and __fish_seen_subcommand_from user" -f -a "add" -d 'Add a user, or set a user\'s password: SCRAM-SHA-256 and -512 credentials, salted; the password is read from the first line of standard input, or of --password-file'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and __fish_seen_subcommand_from user" -f -a "remove" -d 'Remove a user'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and __fish_seen_subcommand_from user" -f -a "list" -d 'List the users and their mechanisms'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and __fish_seen_subcommand_from acl" -f -a "add" -d 'Add a rule'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and __fish_seen_subcommand_from acl" -f -a "remove" -d 'Remove a rule'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and __fish_seen_subcommand_from acl" -f -a "list" -d 'List every rule: resource, pattern, principal, operation, permission, tab-separated'

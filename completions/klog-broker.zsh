@@ -51,8 +51,10 @@ _klog-broker() {
 '--sasl-mechanisms=[Require a SASL login on both listeners, by these mechanisms (comma-separated\: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); users are those of the registry (klog-broker user add). Needs --registry]:LIST:_default' \
 '--sasl-username=[With --sasl-mechanisms in a cluster\: the user this broker logs in as on the other brokers (with the first mechanism)]:NAME:_default' \
 '--sasl-password-file=[The password of --sasl-username, from the first line of FILE (never a flag\: flags are seen by every user of the host)]:FILE:_files' \
+'*--super-users=[With --authorize\: principals allowed everything (comma-separated, User\:NAME or User\:CN=...)]:LIST:_default' \
 '-q[Only print errors]' \
 '--quiet[Only print errors]' \
+'--authorize[Deny every request the registry'\''s ACLs do not allow (klog-broker acl add); ACL changes count on every broker within a second. Needs --registry]' \
 '-h[Print help]' \
 '--help[Print help]' \
 '-V[Print version]' \
@@ -138,6 +140,88 @@ esac
     ;;
 esac
 ;;
+(acl)
+_arguments "${_arguments_options[@]}" : \
+'-h[Print help]' \
+'--help[Print help]' \
+":: :_klog-broker__subcmd__acl_commands" \
+"*::: :->acl" \
+&& ret=0
+
+    case $state in
+    (acl)
+        words=($line[1] "${words[@]}")
+        (( CURRENT += 1 ))
+        curcontext="${curcontext%:*:*}:klog-broker-acl-command-$line[1]:"
+        case $line[1] in
+            (add)
+_arguments "${_arguments_options[@]}" : \
+'--allow=[Allow PRINCIPAL (User\:NAME, User\:CN=..., or User\:* for everyone)]:PRINCIPAL:_default' \
+'--deny=[Deny PRINCIPAL, whatever allows it]:PRINCIPAL:_default' \
+'--operation=[read, write, create, describe, alter, cluster_action or all]:OP:_default' \
+'--topic=[A topic (* for every topic)]:NAME:_default' \
+'--group=[A consumer group (* for every group)]:NAME:_default' \
+'--cluster[The cluster (creating topics; brokers'\'' cluster_action)]' \
+'--prefixed[The name is a prefix\: every topic or group whose name starts with it]' \
+'-h[Print help]' \
+'--help[Print help]' \
+&& ret=0
+;;
+(remove)
+_arguments "${_arguments_options[@]}" : \
+'--allow=[Allow PRINCIPAL (User\:NAME, User\:CN=..., or User\:* for everyone)]:PRINCIPAL:_default' \
+'--deny=[Deny PRINCIPAL, whatever allows it]:PRINCIPAL:_default' \
+'--operation=[read, write, create, describe, alter, cluster_action or all]:OP:_default' \
+'--topic=[A topic (* for every topic)]:NAME:_default' \
+'--group=[A consumer group (* for every group)]:NAME:_default' \
+'--cluster[The cluster (creating topics; brokers'\'' cluster_action)]' \
+'--prefixed[The name is a prefix\: every topic or group whose name starts with it]' \
+'-h[Print help]' \
+'--help[Print help]' \
+&& ret=0
+;;
+(list)
+_arguments "${_arguments_options[@]}" : \
+'-h[Print help]' \
+'--help[Print help]' \
+&& ret=0
+;;
+(help)
+_arguments "${_arguments_options[@]}" : \
+":: :_klog-broker__subcmd__acl__subcmd__help_commands" \
+"*::: :->help" \
+&& ret=0
+
+    case $state in
+    (help)
+        words=($line[1] "${words[@]}")
+        (( CURRENT += 1 ))
+        curcontext="${curcontext%:*:*}:klog-broker-acl-help-command-$line[1]:"
+        case $line[1] in
+            (add)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(remove)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(list)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(help)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+        esac
+    ;;
+esac
+;;
+        esac
+    ;;
+esac
+;;
 (help)
 _arguments "${_arguments_options[@]}" : \
 ":: :_klog-broker__subcmd__help_commands" \
@@ -178,6 +262,34 @@ _arguments "${_arguments_options[@]}" : \
     ;;
 esac
 ;;
+(acl)
+_arguments "${_arguments_options[@]}" : \
+":: :_klog-broker__subcmd__help__subcmd__acl_commands" \
+"*::: :->acl" \
+&& ret=0
+
+    case $state in
+    (acl)
+        words=($line[1] "${words[@]}")
+        (( CURRENT += 1 ))
+        curcontext="${curcontext%:*:*}:klog-broker-help-acl-command-$line[1]:"
+        case $line[1] in
+            (add)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(remove)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(list)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+        esac
+    ;;
+esac
+;;
 (help)
 _arguments "${_arguments_options[@]}" : \
 && ret=0
@@ -195,17 +307,98 @@ esac
 _klog-broker_commands() {
     local commands; commands=(
 'user:Add, remove or list SASL users (SCRAM credentials in --registry)' \
+'acl:Add, remove or list ACLs (in --registry; they count with --authorize)' \
 'help:Print this message or the help of the given subcommand(s)' \
     )
     _describe -t commands 'klog-broker commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__acl_commands] )) ||
+_klog-broker__subcmd__acl_commands() {
+    local commands; commands=(
+'add:Add a rule' \
+'remove:Remove a rule' \
+'list:List every rule\: resource, pattern, principal, operation, permission, tab-separated' \
+'help:Print this message or the help of the given subcommand(s)' \
+    )
+    _describe -t commands 'klog-broker acl commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__acl__subcmd__add_commands] )) ||
+_klog-broker__subcmd__acl__subcmd__add_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker acl add commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__acl__subcmd__help_commands] )) ||
+_klog-broker__subcmd__acl__subcmd__help_commands() {
+    local commands; commands=(
+'add:Add a rule' \
+'remove:Remove a rule' \
+'list:List every rule\: resource, pattern, principal, operation, permission, tab-separated' \
+'help:Print this message or the help of the given subcommand(s)' \
+    )
+    _describe -t commands 'klog-broker acl help commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__acl__subcmd__help__subcmd__add_commands] )) ||
+_klog-broker__subcmd__acl__subcmd__help__subcmd__add_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker acl help add commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__acl__subcmd__help__subcmd__help_commands] )) ||
+_klog-broker__subcmd__acl__subcmd__help__subcmd__help_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker acl help help commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__acl__subcmd__help__subcmd__list_commands] )) ||
+_klog-broker__subcmd__acl__subcmd__help__subcmd__list_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker acl help list commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__acl__subcmd__help__subcmd__remove_commands] )) ||
+_klog-broker__subcmd__acl__subcmd__help__subcmd__remove_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker acl help remove commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__acl__subcmd__list_commands] )) ||
+_klog-broker__subcmd__acl__subcmd__list_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker acl list commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__acl__subcmd__remove_commands] )) ||
+_klog-broker__subcmd__acl__subcmd__remove_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker acl remove commands' commands "$@"
 }
 (( $+functions[_klog-broker__subcmd__help_commands] )) ||
 _klog-broker__subcmd__help_commands() {
     local commands; commands=(
 'user:Add, remove or list SASL users (SCRAM credentials in --registry)' \
+'acl:Add, remove or list ACLs (in --registry; they count with --authorize)' \
 'help:Print this message or the help of the given subcommand(s)' \
     )
     _describe -t commands 'klog-broker help commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__help__subcmd__acl_commands] )) ||
+_klog-broker__subcmd__help__subcmd__acl_commands() {
+    local commands; commands=(
+'add:Add a rule' \
+'remove:Remove a rule' \
+'list:List every rule\: resource, pattern, principal, operation, permission, tab-separated' \
+    )
+    _describe -t commands 'klog-broker help acl commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__help__subcmd__acl__subcmd__add_commands] )) ||
+_klog-broker__subcmd__help__subcmd__acl__subcmd__add_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker help acl add commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__help__subcmd__acl__subcmd__list_commands] )) ||
+_klog-broker__subcmd__help__subcmd__acl__subcmd__list_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker help acl list commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__help__subcmd__acl__subcmd__remove_commands] )) ||
+_klog-broker__subcmd__help__subcmd__acl__subcmd__remove_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker help acl remove commands' commands "$@"
 }
 (( $+functions[_klog-broker__subcmd__help__subcmd__help_commands] )) ||
 _klog-broker__subcmd__help__subcmd__help_commands() {

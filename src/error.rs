@@ -642,6 +642,9 @@ error_codes! {
     /// A request other than SASL's before the client logged in, or SASL
     /// out of order.
     IllegalSaslState = 25, "illegal_sasl_state";
+    /// The ACLs do not allow the client this request (a topic's, a
+    /// group's or the cluster's; the message names which).
+    AuthorizationFailed = 26, "authorization_failed";
 }
 
 impl fmt::Display for ErrorCode {

@@ -986,6 +986,7 @@ fn broker() -> BrokerInfo {
             ("logs".to_string(), vec![1]),
         ]
         .into(),
+        principal: None,
     }
 }
 
@@ -1060,6 +1061,7 @@ fn registry_broker_entry() {
                 ("logs".to_string(), vec![1])
             ]
             .into(),
+            principal: None,
         }]
     );
     entry.update(&decoded[0]).unwrap();

@@ -206,6 +206,7 @@ fn a_broker_that_cannot_register_changes_no_partition_state() {
         pid: std::process::id(),
         topics: Default::default(),
         kafka: None,
+        principal: None,
     };
     // The running b and c.
     let _b = registry.register_broker(&live("b", 1)).unwrap();

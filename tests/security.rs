@@ -394,3 +394,407 @@ fn kcat_logs_in_with_scram_and_plain_over_tls() {
     broker.assert_running();
     let _unused: Option<PathBuf> = None;
 }
+
+/// `klog-broker --registry R ARGS...`, which must succeed.
+fn admin(registry: &str, args: &[&str]) {
+    let mut all = strings(&["--registry", registry]);
+    all.extend(strings(args));
+    let out = run("klog-broker", &all, "");
+    assert!(
+        out.status.success(),
+        "klog-broker {args:?}: {}",
+        stderr(&out)
+    );
+}
+
+/// A broker with SASL and --authorize (admin a super user), users alice,
+/// bob and admin; alice may write and read topic t and read group g,
+/// bob may read topics prefixed logs-.
+fn authorizing_broker() -> KafkaBroker {
+    let flags = [
+        "--sasl-mechanisms",
+        "PLAIN,SCRAM-SHA-512",
+        "--authorize",
+        "--super-users",
+        "User:admin",
+    ];
+    let broker = KafkaBroker::with_registry(&flags);
+    let registry = broker.registry.clone().unwrap();
+    for (user, password) in [
+        ("alice", "a-secret"),
+        ("bob", "b-secret"),
+        ("admin", "x-secret"),
+    ] {
+        let out = run(
+            "klog-broker",
+            &strings(&["--registry", &registry, "user", "add", user]),
+            &format!("{password}\n"),
+        );
+        assert!(out.status.success(), "user add: {}", stderr(&out));
+    }
+    for op in ["write", "read"] {
+        admin(
+            &registry,
+            &[
+                "acl",
+                "add",
+                "--allow",
+                "User:alice",
+                "--operation",
+                op,
+                "--topic",
+                "t",
+            ],
+        );
+    }
+    admin(
+        &registry,
+        &[
+            "acl",
+            "add",
+            "--allow",
+            "User:alice",
+            "--operation",
+            "read",
+            "--group",
+            "g",
+        ],
+    );
+    admin(
+        &registry,
+        &[
+            "acl",
+            "add",
+            "--allow",
+            "User:bob",
+            "--operation",
+            "read",
+            "--topic",
+            "logs-",
+            "--prefixed",
+        ],
+    );
+    // ACLs count within a second (the broker reloads them twice a second).
+    std::thread::sleep(Duration::from_millis(1000));
+    broker
+}
+
+fn login(user: &str, password: &str) -> Vec<String> {
+    sasl_props("sasl_plaintext", "SCRAM-SHA-512", user, password)
+}
+
+#[test]
+fn acls_allow_and_deny_klog_tools() {
+    let mut broker = authorizing_broker();
+    let addr = broker.addr().to_string();
+    let (alice, bob, root) = (
+        login("alice", "a-secret"),
+        login("bob", "b-secret"),
+        login("admin", "x-secret"),
+    );
+    // Only a super user may create (alice has no create).
+    let with = |topic: &str, who: &[String]| {
+        [strings(&["-b", &addr, "-t", topic, "-q"]), who.to_vec()].concat()
+    };
+    refused(
+        "klog-produce",
+        &with("t", &alice),
+        &["authorization_failed"],
+    );
+    assert_eq!(round_trip(&addr, "t", 20, &root), common::numbers(1, 20));
+    // alice writes and reads t; bob does neither.
+    let out = run("klog-produce", &with("t", &alice), &common::input(21, 30));
+    assert!(
+        out.status.success(),
+        "{} {:?}",
+        stderr(&out),
+        broker.broker.log()
+    );
+    let mut consume = with("t", &alice);
+    consume.push("-e".into());
+    let out = run("klog-consume", &consume, "");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 30);
+    refused(
+        "klog-produce",
+        &with("t", &bob),
+        &["authorization_failed", "may not write"],
+    );
+    let mut bob_reads = with("t", &bob);
+    bob_reads.push("-e".into());
+    refused(
+        "klog-consume",
+        &bob_reads,
+        &["authorization_failed", "may not read"],
+    );
+    // bob's listing shows only what he may describe.
+    assert_eq!(
+        round_trip(&addr, "logs-web", 3, &root),
+        common::numbers(1, 3)
+    );
+    let mut list = strings(&["-b", &addr, "-L"]);
+    list.extend(bob.clone());
+    let out = run("klog-consume", &list, "");
+    let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        listing.contains("logs-web") && !listing.contains("\"t\"") && !listing.contains(" t "),
+        "{listing}"
+    );
+    broker.assert_running();
+}
+
+#[test]
+fn acls_allow_and_deny_kcat_and_groups() {
+    let Some(kcat) = kcat_path() else { return };
+    let mut broker = authorizing_broker();
+    let k = broker.kcat(&kcat);
+    let props = |user: &str, password: &str| sasl_props("sasl_plaintext", "PLAIN", user, password);
+    let (alice, bob, root) = (
+        props("alice", "a-secret"),
+        props("bob", "b-secret"),
+        props("admin", "x-secret"),
+    );
+    k.produce("t", b"one\ntwo\n", &refs(&root));
+    k.produce("t", b"three\n", &refs(&alice));
+    assert_eq!(k.consume("t", &refs(&alice)), "one\ntwo\nthree\n");
+    // bob may not write t: kcat reports the topic's authorization error.
+    let mut args = vec!["-P", "-t", "t", "-X", "message.timeout.ms=5000"];
+    args.extend(refs(&bob));
+    let out = k.run(&args, b"x\n");
+    let err = stderr(&out);
+    assert!(
+        !out.status.success() || err.contains("uthoriz"),
+        "bob wrote t: {err}"
+    );
+    assert!(err.contains("uthoriz"), "{err}");
+    // alice consumes in group g; bob may not join it.
+    let mut args = vec!["-G", "g", "t", "-e", "-X", "auto.offset.reset=earliest"];
+    args.extend(refs(&alice));
+    let group = k.spawn(&args);
+    let got = group.take_lines(3, Duration::from_secs(30));
+    assert_eq!(got, ["one", "two", "three"]);
+    drop(group);
+    let mut args = vec!["-G", "g", "t", "-e"];
+    args.extend(refs(&bob));
+    let out = k.run(&args, b"");
+    let err = stderr(&out);
+    assert!(err.contains("uthoriz"), "bob joined g: {err}");
+    broker.assert_running();
+}
+
+#[test]
+fn a_new_acl_counts_on_another_broker_within_a_second() {
+    let broker = authorizing_broker();
+    let registry = broker.registry.clone().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let other = common::BrokerProc::start(
+        dir.path(),
+        &[
+            "--registry",
+            &registry,
+            "--sasl-mechanisms",
+            "SCRAM-SHA-512",
+            "--authorize",
+            "--super-users",
+            "User:admin",
+        ],
+    );
+    // Producers go where the registry placed the topic's partitions,
+    // on either broker: each reads the ACLs on its own.
+    let bob = login("bob", "b-secret");
+    let root = login("admin", "x-secret");
+    let on_other = |who: &[String]| {
+        [
+            strings(&["--registry", &registry, "-t", "shared", "-q"]),
+            who.to_vec(),
+        ]
+        .concat()
+    };
+    let out = run("klog-produce", &on_other(&root), "1\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    refused("klog-produce", &on_other(&bob), &["authorization_failed"]);
+    admin(
+        &registry,
+        &[
+            "acl",
+            "add",
+            "--allow",
+            "User:bob",
+            "--operation",
+            "write",
+            "--topic",
+            "shared",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    let out = run("klog-produce", &on_other(&bob), "3\n");
+    assert!(
+        out.status.success(),
+        "the new ACL did not count within a second: {}",
+        stderr(&out)
+    );
+    // And removed, it stops counting.
+    admin(
+        &registry,
+        &[
+            "acl",
+            "remove",
+            "--allow",
+            "User:bob",
+            "--operation",
+            "write",
+            "--topic",
+            "shared",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    refused("klog-produce", &on_other(&bob), &["authorization_failed"]);
+    let out = run(
+        "klog-broker",
+        &strings(&["--registry", &registry, "acl", "list"]),
+        "",
+    );
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        listed.contains("topic\tt\tliteral\tUser:alice\twrite\tallow"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("topic\tlogs-\tprefixed\tUser:bob\tread\tallow"),
+        "{listed}"
+    );
+    drop(other);
+    drop(broker);
+}
+
+#[test]
+fn a_client_that_claims_to_be_a_broker_is_refused_a_follower_fetch() {
+    use klog::protocol::{self, ErrorCode, FetchPartition, FetchWant};
+    let broker = sasl_broker(None);
+    let mut raw = common::Raw::connect(broker.addr());
+    let mut frame = Vec::new();
+    protocol::sasl_handshake_request(&mut frame, 1, "PLAIN");
+    assert_eq!(raw.call(&frame).0, ErrorCode::None);
+    protocol::sasl_authenticate_request(&mut frame, 2, b"\0alice\0a-secret");
+    assert_eq!(raw.call(&frame).0, ErrorCode::None);
+    let want = FetchWant {
+        wait_ms_max: 0,
+        bytes_min: 0,
+        response_bytes_max: 1 << 20,
+    };
+    let part = FetchPartition {
+        topic: "t".into(),
+        partition: 0,
+        offset: 0,
+        bytes_max: 1 << 20,
+        leader_epoch: Some(0),
+    };
+    // A follower's fetch from a user that is no registered broker.
+    protocol::replica_fetch_request(&mut frame, 3, "broker-1", want, std::slice::from_ref(&part));
+    let (code, message, _) = raw.call(&frame);
+    assert_eq!(code, ErrorCode::AuthorizationFailed, "{message}");
+    assert!(message.contains("claims to be broker"), "{message}");
+    // A consumer's fetch on the same connection is served.
+    let consumer = FetchPartition {
+        leader_epoch: None,
+        ..part
+    };
+    protocol::fetch_request(&mut frame, 4, want, &[consumer]);
+    let (code, message, _) = raw.call(&frame);
+    assert_ne!(code, ErrorCode::AuthorizationFailed, "{message}");
+}
+
+fn refs(p: &[String]) -> Vec<&str> {
+    p.iter().map(String::as_str).collect()
+}
+
+/// Three brokers replicating over TLS, each logged in to the others with
+/// SCRAM as user `broker` (cluster_action by ACL); acks=all needs the
+/// followers, so every record acknowledged crossed that way.
+#[test]
+fn replicas_fetch_from_each_other_over_tls_with_their_own_login() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let registry = dir.path().join("registry").to_str().unwrap().to_string();
+    let password_file = dir.path().join("broker.password");
+    std::fs::write(&password_file, "b-pass\n").unwrap();
+    for (user, password) in [("broker", "b-pass"), ("admin", "x-secret")] {
+        let out = run(
+            "klog-broker",
+            &strings(&["--registry", &registry, "user", "add", user]),
+            &format!("{password}\n"),
+        );
+        assert!(out.status.success(), "user add: {}", stderr(&out));
+    }
+    admin(
+        &registry,
+        &[
+            "acl",
+            "add",
+            "--allow",
+            "User:broker",
+            "--operation",
+            "cluster_action",
+            "--cluster",
+        ],
+    );
+    let mut flags = strings(&[
+        "--registry",
+        &registry,
+        "--replication-factor",
+        "3",
+        "--min-insync-replicas",
+        "3",
+        "--sasl-mechanisms",
+        "SCRAM-SHA-512",
+        "--sasl-username",
+        "broker",
+        "--sasl-password-file",
+        password_file.to_str().unwrap(),
+        "--authorize",
+        "--super-users",
+        "User:admin",
+        "--tls-ca",
+        &pki.path("ca.pem"),
+    ]);
+    flags.extend(pki.broker_flags());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let data: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let brokers: Vec<common::BrokerProc> = data
+        .iter()
+        .map(|d| common::BrokerProc::start(d.path(), &flags))
+        .collect();
+    let mut props = sasl_props("sasl_ssl", "SCRAM-SHA-512", "admin", "x-secret");
+    props.extend([
+        "-X".to_string(),
+        format!("ssl.ca.location={}", pki.path("ca.pem")),
+    ]);
+    let mut produce = strings(&["--registry", &registry, "-t", "r", "-q"]);
+    produce.extend(props.clone());
+    let out = run("klog-produce", &produce, &common::lines(300));
+    assert!(
+        out.status.success(),
+        "acks=all over a replicated cluster: {} {:?}",
+        stderr(&out),
+        brokers.iter().map(|b| b.log()).collect::<Vec<_>>()
+    );
+    let mut consume = strings(&["--registry", &registry, "-t", "r", "-e", "-q"]);
+    consume.extend(props);
+    let out = run("klog-consume", &consume, "");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut got: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    got.sort();
+    assert_eq!(got, (1..=300).collect::<Vec<_>>());
+    for b in &brokers {
+        let refused: Vec<String> = b
+            .log()
+            .into_iter()
+            .filter(|l| l.contains("claims to be") || l.contains("lacks cluster_action"))
+            .collect();
+        assert!(refused.is_empty(), "{refused:?}");
+    }
+}

@@ -30,6 +30,7 @@ fn broker(id: &str, port: u16) -> BrokerInfo {
         port,
         pid: std::process::id(),
         topics: BTreeMap::new(),
+        principal: None,
     }
 }
 

@@ -8,10 +8,12 @@
 //! login, so a user added or removed on any host counts at the next login.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::shared::Shared;
+use crate::coord::acl::{self, Operation, ResourceType};
 use crate::coord::Registry;
 use crate::error::ErrorCode;
 use crate::net::sasl::scram::Hash;
@@ -29,6 +31,69 @@ pub struct Security {
     pub tls: Option<ServerTls>,
     /// The SASL mechanisms taken; empty: no SASL.
     pub sasl: Vec<Mechanism>,
+    /// Whether clients must prove who they are (SASL, or client
+    /// certificates).
+    pub authenticated: bool,
+    /// Deny what the registry's ACLs do not allow (`--authorize`).
+    pub authorize: bool,
+    /// Principals allowed everything (`--super-users`).
+    pub super_users: Vec<String>,
+    /// The principal this broker shows the others (registered with it).
+    pub principal: Option<String>,
+}
+
+/// How often a broker reloads the registry's ACLs.
+pub const ACL_RELOAD: Duration = Duration::from_millis(500);
+
+/// Reloads the registry's ACLs every [`ACL_RELOAD`] while the broker
+/// runs (with `--authorize`), so that a change made on any host counts
+/// on every broker within a second. A registry that cannot be read keeps
+/// the ACLs last loaded (said, throttled).
+pub(super) fn reload_acls(shared: &Shared) {
+    let Some(registry) = shared.registry.as_deref() else {
+        return;
+    };
+    if !shared.config.security.authorize {
+        return;
+    }
+    while !shared.stopping() {
+        match acl::load(registry) {
+            Ok(acls) => shared.authorizer.set(acls),
+            Err(e) => shared.log_peer(format_args!("cannot reload the ACLs: {e}")),
+        }
+        let deadline = std::time::Instant::now() + ACL_RELOAD;
+        while !shared.stopping() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Whether `principal` may do `operation` to the resource: always without
+/// `--authorize`; for a super user; else as the ACLs decide.
+pub(super) fn allows(
+    shared: &Shared,
+    principal: &str,
+    operation: Operation,
+    resource: (ResourceType, &str),
+) -> bool {
+    let security = &shared.config.security;
+    if !security.authorize || security.super_users.iter().any(|s| s == principal) {
+        return true;
+    }
+    acl::decide(&shared.authorizer.current(), principal, operation, resource)
+}
+
+/// Whether `principal` has an allow rule for `operation` on any resource
+/// (Kafka lets a producer with write on any topic ask for a producer id).
+pub(super) fn allows_any(shared: &Shared, principal: &str, operation: Operation) -> bool {
+    let security = &shared.config.security;
+    if !security.authorize || security.super_users.iter().any(|s| s == principal) {
+        return true;
+    }
+    shared.authorizer.current().iter().any(|a| {
+        let resource = (a.pattern.resource, a.pattern.name.as_str());
+        acl::decide(std::slice::from_ref(a), principal, operation, resource)
+    })
 }
 
 /// A user's entry in the registry: its SCRAM credentials, one per hash.
@@ -58,6 +123,8 @@ pub(super) struct Session {
     /// Whether it may send requests other than SASL's.
     ready: bool,
     exchange: Option<ServerExchange>,
+    /// The broker id this connection proved to be (a follower's fetches).
+    replica: Option<String>,
 }
 
 /// A refused SASL step: the code, the words for the client, and whether
@@ -71,6 +138,7 @@ impl Session {
             principal: tls_principal.unwrap_or_else(|| "User:ANONYMOUS".to_string()),
             ready: shared.config.security.sasl.is_empty(),
             exchange: None,
+            replica: None,
         }
     }
 
@@ -141,5 +209,49 @@ impl Session {
                 Err((ErrorCode::SaslAuthenticationFailed, words))
             }
         }
+    }
+}
+
+impl Session {
+    /// Whether `operation` on the resource is allowed to this connection.
+    pub(super) fn allows(
+        &self,
+        shared: &Shared,
+        operation: Operation,
+        resource: (ResourceType, &str),
+    ) -> bool {
+        allows(shared, &self.principal, operation, resource)
+    }
+
+    /// Whether this connection may fetch as the follower `broker_id`: it
+    /// needs cluster_action, and, where clients prove who they are, to be
+    /// the principal that broker registered with. The answer for a broker
+    /// id is looked up once per connection.
+    pub(super) fn may_replicate(&mut self, shared: &Shared, broker_id: &str) -> Result<(), String> {
+        let cluster = (ResourceType::Cluster, acl::CLUSTER);
+        if !self.allows(shared, Operation::ClusterAction, cluster) {
+            return Err(format!(
+                "{} may not fetch as a replica: it lacks cluster_action on the cluster",
+                self.principal
+            ));
+        }
+        if !shared.config.security.authenticated || self.replica.as_deref() == Some(broker_id) {
+            return Ok(());
+        }
+        let registered = shared
+            .registry
+            .as_deref()
+            .and_then(|r| r.brokers().ok())
+            .and_then(|brokers| brokers.into_iter().find(|b| b.id == broker_id))
+            .and_then(|b| b.principal);
+        if registered.as_deref() != Some(self.principal.as_str()) {
+            return Err(format!(
+                "{} claims to be broker {broker_id:?}, which registered as {}",
+                self.principal,
+                registered.as_deref().unwrap_or("nobody")
+            ));
+        }
+        self.replica = Some(broker_id.to_string());
+        Ok(())
     }
 }

@@ -71,6 +71,7 @@ mod tests {
             port: 9,
             pid: std::process::id(),
             topics: Default::default(),
+            principal: None,
         };
         let entry = registry.register_broker(&info).unwrap();
         *lock(&shared.lease) = entry.renewer();

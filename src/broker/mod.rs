@@ -341,13 +341,14 @@ impl Broker {
     /// [`crate::stop::STOP`]), then shuts down cleanly.
     pub fn run(self) -> anyhow::Result<()> {
         let shared = Arc::clone(&self.shared);
-        let background: [(&str, Background); 6] = [
+        let background: [(&str, Background); 7] = [
             ("flusher", |s| flusher::flusher(s)),
             ("retention", |s| retention::retention(s)),
             ("scrub", |s| scrub::scrub(s)),
             ("replica-manager", replica::manager::manage),
             ("session-watch", |s| replica::manager::watch_session(s)),
             ("lease", |s| lease::keep_lease(s)),
+            ("acls", |s| auth::reload_acls(s)),
         ];
         let mut threads = Vec::with_capacity(background.len());
         for (name, body) in background {
@@ -406,6 +407,7 @@ fn register(shared: &Shared, addr: SocketAddr, kafka: Option<(String, u16)>) -> 
         pid: std::process::id(),
         topics: BTreeMap::new(),
         kafka: kafka.map(|(host, port)| format!("{host}:{port}")),
+        principal: shared.config.security.principal.clone(),
     };
     let entry = registry
         .register_broker(&info)

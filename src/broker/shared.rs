@@ -227,6 +227,8 @@ pub(super) struct Shared {
     pub(super) fetchers: Mutex<HashMap<String, std::thread::JoinHandle<()>>>,
     /// The bound on lines about what peers do ([`Shared::log_peer`]).
     pub(super) peer_lines: crate::diag::Throttle,
+    /// The ACLs (with `--authorize`).
+    pub(super) authorizer: crate::coord::acl::Cache,
 }
 
 impl Shared {
@@ -257,6 +259,7 @@ impl Shared {
             fetchers: Mutex::new(HashMap::new()),
             nudge: AtomicBool::new(false),
             peer_lines: crate::diag::Throttle::new(limits::PEER_LOG_LINES_PER_SECOND),
+            authorizer: crate::coord::acl::Cache::default(),
             config,
         }
     }

@@ -168,6 +168,10 @@ pub enum Command {
     /// Add, remove or list SASL users (SCRAM credentials in --registry).
     #[command(subcommand)]
     User(super::security::UserCommand),
+    /// Add, remove or list ACLs (in --registry; they count with
+    /// --authorize).
+    #[command(subcommand)]
+    Acl(super::security::AclCommand),
 }
 
 /// Checks and sets the replication flags.
@@ -241,6 +245,7 @@ fn rate_arg(s: &str) -> Result<u64, String> {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match &args.command {
         Some(Command::User(user)) => super::security::run_user(args.registry.as_deref(), user),
+        Some(Command::Acl(acl)) => super::security::run_acl(args.registry.as_deref(), acl),
         None => serve(args),
     }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::broker::auth::{Security, UserEntry, USERS};
+use crate::coord::acl::{self, Operation, Pattern, PatternType, Permission, ResourceType, Rule};
 use crate::net::sasl::scram::{Hash, ITERATIONS_MAX, ITERATIONS_MIN};
 use crate::net::sasl::{Credential, Login, Mechanism};
 use crate::net::security::ClientSecurity;
@@ -58,6 +59,20 @@ pub struct SecurityArgs {
         requires = "sasl_username"
     )]
     pub sasl_password_file: Option<PathBuf>,
+    /// Deny every request the registry's ACLs do not allow (klog-broker
+    /// acl add); ACL changes count on every broker within a second.
+    /// Needs --registry.
+    #[arg(long = "authorize", requires = "registry")]
+    pub authorize: bool,
+    /// With --authorize: principals allowed everything
+    /// (comma-separated, User:NAME or User:CN=...).
+    #[arg(
+        long = "super-users",
+        value_name = "LIST",
+        value_delimiter = ',',
+        requires = "authorize"
+    )]
+    pub super_users: Vec<String>,
 }
 
 /// A clap value parser for `--sasl-mechanisms`: a list of known ones.
@@ -111,13 +126,25 @@ impl SecurityArgs {
             }
             _ => None,
         };
+        let principal = match (&login, &self.tls_cert, &self.tls_client_ca) {
+            (Some(login), _, _) => Some(format!("User:{}", login.username)),
+            (None, Some(cert), Some(_)) => Some(crate::net::tls::certificate_principal(cert)?),
+            _ => None,
+        };
         if client_tls.is_some() || login.is_some() {
             crate::net::security::set_client(ClientSecurity {
                 tls: client_tls,
                 sasl: login,
             });
         }
-        Ok(Security { tls, sasl })
+        Ok(Security {
+            tls,
+            authenticated: !sasl.is_empty() || self.tls_client_ca.is_some(),
+            sasl,
+            authorize: self.authorize,
+            super_users: self.super_users.clone(),
+            principal,
+        })
     }
 }
 
@@ -214,4 +241,153 @@ fn password_from_stdin() -> anyhow::Result<String> {
         anyhow::bail!("no password on standard input (its first line is the password)");
     }
     Ok(password.to_string())
+}
+
+/// The rule and resource of `klog-broker acl add|remove`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(group(clap::ArgGroup::new("who").required(true).args(["allow", "deny"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["topic", "group", "cluster"])))]
+pub struct AclArgs {
+    /// Allow PRINCIPAL (User:NAME, User:CN=..., or User:* for everyone).
+    #[arg(long = "allow", value_name = "PRINCIPAL", value_parser = principal_arg)]
+    pub allow: Option<String>,
+    /// Deny PRINCIPAL, whatever allows it.
+    #[arg(long = "deny", value_name = "PRINCIPAL", value_parser = principal_arg)]
+    pub deny: Option<String>,
+    /// read, write, create, describe, alter, cluster_action or all.
+    #[arg(long = "operation", value_name = "OP", value_parser = Operation::parse)]
+    pub operation: Operation,
+    /// A topic (* for every topic).
+    #[arg(long = "topic", value_name = "NAME")]
+    pub topic: Option<String>,
+    /// A consumer group (* for every group).
+    #[arg(long = "group", value_name = "NAME")]
+    pub group: Option<String>,
+    /// The cluster (creating topics; brokers' cluster_action).
+    #[arg(long = "cluster")]
+    pub cluster: bool,
+    /// The name is a prefix: every topic or group whose name starts with it.
+    #[arg(long = "prefixed")]
+    pub prefixed: bool,
+}
+
+/// A principal is `User:` and a name.
+fn principal_arg(s: &str) -> Result<String, String> {
+    match s.strip_prefix("User:") {
+        Some(name) if !name.is_empty() => Ok(s.to_string()),
+        _ => Err(format!(
+            "{s:?} is not a principal: User:NAME, User:CN=..., or User:*"
+        )),
+    }
+}
+
+impl AclArgs {
+    fn pattern(&self) -> Pattern {
+        let (resource, name) = match (&self.topic, &self.group) {
+            (Some(t), _) => (ResourceType::Topic, t.clone()),
+            (_, Some(g)) => (ResourceType::Group, g.clone()),
+            _ => (ResourceType::Cluster, acl::CLUSTER.to_string()),
+        };
+        let pattern = match self.prefixed {
+            true => PatternType::Prefixed,
+            false => PatternType::Literal,
+        };
+        Pattern {
+            resource,
+            name,
+            pattern,
+        }
+    }
+
+    fn rule(&self) -> Rule {
+        let (principal, permission) = match (&self.allow, &self.deny) {
+            (Some(p), _) => (p.clone(), Permission::Allow),
+            (_, Some(p)) => (p.clone(), Permission::Deny),
+            _ => unreachable!("clap requires --allow or --deny"),
+        };
+        Rule {
+            principal,
+            operation: self.operation,
+            permission,
+        }
+    }
+}
+
+/// `klog-broker acl`: the ACLs of a registry (they count with
+/// `--authorize`).
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum AclCommand {
+    /// Add a rule.
+    Add(AclArgs),
+    /// Remove a rule.
+    Remove(AclArgs),
+    /// List every rule: resource, pattern, principal, operation,
+    /// permission, tab-separated.
+    List,
+}
+
+/// Runs `klog-broker --registry R acl ...`.
+pub fn run_acl(registry: Option<&Path>, command: &AclCommand) -> anyhow::Result<ExitCode> {
+    let Some(path) = registry else {
+        return Err(super::Usage("acl needs --registry: ACLs live in the registry".into()).into());
+    };
+    let registry = crate::coord::open(path, Duration::from_secs(10))
+        .with_context(|| format!("cannot open the registry {}", path.display()))?;
+    match command {
+        AclCommand::Add(a) => {
+            acl::add(&*registry, &a.pattern(), a.rule())?;
+            crate::diag::line(format_args!(
+                "% Added {} {} to {}",
+                describe(&a.rule()),
+                a.operation,
+                a.pattern()
+            ));
+        }
+        AclCommand::Remove(a) => {
+            if !acl::remove(&*registry, &a.pattern(), &a.rule())? {
+                anyhow::bail!(
+                    "no such rule: {} {} on {}",
+                    describe(&a.rule()),
+                    a.operation,
+                    a.pattern()
+                );
+            }
+            crate::diag::line(format_args!(
+                "% Removed {} {} from {}",
+                describe(&a.rule()),
+                a.operation,
+                a.pattern()
+            ));
+        }
+        AclCommand::List => {
+            for entry in acl::load(&*registry)? {
+                let p = &entry.pattern;
+                for r in &entry.rules {
+                    println!(
+                        "{}\t{}\t{}\t{}\t{}\t{}",
+                        name_of(&p.resource),
+                        p.name,
+                        name_of(&p.pattern),
+                        r.principal,
+                        r.operation,
+                        name_of(&r.permission)
+                    );
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A rule's permission and principal, in words.
+fn describe(rule: &Rule) -> String {
+    format!("{} {}", name_of(&rule.permission), rule.principal)
+}
+
+/// An enum's name as the registry writes it.
+fn name_of<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }

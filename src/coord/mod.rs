@@ -13,6 +13,7 @@
 //! host, and [`zk::ZkRegistry`] its backend on a ZooKeeper ensemble, for
 //! many hosts. [`open`] opens either, by the form of its address.
 
+pub mod acl;
 pub mod dir;
 pub mod group;
 #[cfg(test)]

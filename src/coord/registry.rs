@@ -101,6 +101,10 @@ pub struct BrokerInfo {
     /// Kafka listener's address), when it has a Kafka listener.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kafka: Option<String>,
+    /// The principal it shows other brokers (`User:NAME`), where brokers
+    /// prove who they are: a follower's fetches must come from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
 }
 
 impl BrokerInfo {

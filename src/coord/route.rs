@@ -814,6 +814,7 @@ mod tests {
             port,
             pid: 1,
             topics: Default::default(),
+            principal: None,
         }
     }
 

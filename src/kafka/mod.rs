@@ -188,6 +188,12 @@ pub const INVALID_REQUEST: i16 = 42;
 pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
 /// A policy of the server refused the request.
 pub const POLICY_VIOLATION: i16 = 44;
+/// The ACLs do not allow the client this on the topic.
+pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+/// The ACLs do not allow the client this on the group.
+pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+/// The ACLs do not allow the client this on the cluster.
+pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 /// The broker does not take the SASL mechanism asked for.
 pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 /// A request out of turn in the SASL exchange.

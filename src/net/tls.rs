@@ -182,6 +182,13 @@ pub fn principal_of(cert: &CertificateDer<'_>) -> String {
     format!("User:{}", parts.join(","))
 }
 
+/// The principal of the first certificate of a PEM file (a broker's own,
+/// as the others see it).
+pub fn certificate_principal(path: &Path) -> anyhow::Result<String> {
+    let certs = certificates(path)?;
+    Ok(principal_of(&certs[0]))
+}
+
 impl ClientTls {
     /// A client's TLS: the CAs of `ca` (PEM; without it, the system's),
     /// and its own certificate and key for brokers that ask for one.

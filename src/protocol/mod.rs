@@ -159,6 +159,7 @@
 //! | 23 | sasl_authentication_failed | SASL refused the client: an unknown user or a wrong password |
 //! | 24 | unsupported_sasl_mechanism | the broker does not take that SASL mechanism (or none at all) |
 //! | 25 | illegal_sasl_state | a request other than SASL's before the client logged in, or SASL out of order |
+//! | 26 | authorization_failed | the broker's ACLs (`--authorize`) do not allow the client this request; the message names the resource |
 //!
 //! # Version history
 //!
@@ -179,7 +180,10 @@
 //!   reads from an older broker. Older clients read the new codes as
 //!   `unknown`.
 //! - authentication (issue 26): requests 6 sasl_handshake and 7
-//!   sasl_authenticate (version 1); error codes 23 to 25.
+//!   sasl_authenticate (version 1); error codes 23 to 26. With
+//!   `--authorize`, a metadata request for every topic lists only those
+//!   the client may describe, and a named one it may not is
+//!   `authorization_failed`.
 //! - one batch format (issue 24): records are Kafka's RecordBatch v2 on
 //!   both wires. Produce version 2 carries one; version 1 (a legacy klog
 //!   batch) is still read and converted. Fetch versions 4 and 5 are
@@ -365,7 +369,7 @@ mod tests {
 
     #[test]
     fn the_replication_error_codes_have_their_numbers_and_later_ones_are_unknown() {
-        let names: Vec<_> = (16..=26).map(|c| ErrorCode::from_u16(c).name()).collect();
+        let names: Vec<_> = (16..=27).map(|c| ErrorCode::from_u16(c).name()).collect();
         assert_eq!(
             names,
             [
@@ -379,12 +383,13 @@ mod tests {
                 "sasl_authentication_failed",
                 "unsupported_sasl_mechanism",
                 "illegal_sasl_state",
+                "authorization_failed",
                 "unknown"
             ]
         );
         // The module docs' table has every code, by number and name.
         let docs = include_str!("mod.rs");
-        for code in 0..=25u16 {
+        for code in 0..=26u16 {
             assert_eq!(ErrorCode::from_u16(code) as u16, code, "{code} round trips");
             let row = format!("//! | {code} | {} |", ErrorCode::from_u16(code).name());
             assert!(docs.contains(&row), "no row {row:?} in the error table");

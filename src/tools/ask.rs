@@ -159,6 +159,7 @@ mod tests {
             port: silent.local_addr().unwrap().port(),
             pid: 7,
             topics: BTreeMap::new(),
+            principal: None,
         };
         let topics: BTreeSet<String> = ["t", "u", "v"].map(String::from).into();
         let timeout = Duration::from_millis(300);

@@ -557,6 +557,7 @@ mod tests {
             port: 9092,
             pid: 7,
             topics: [("t".to_string(), vec![0, 1])].into_iter().collect(),
+            principal: None,
         };
         let member = MemberInfo {
             member: "m1".into(),

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{error_into, produced_into, Answer, Appended, FetchAsked, QueuedAnswer, ReaderState};
+use crate::broker::auth::Session;
 use crate::broker::shared::{error_code, Partition, Shared};
 use crate::protocol::{self, put, ErrorCode, Request, RequestError, TopicMetadata};
 use crate::storage::log::{offset_for_timestamp_in, AppendInfo};
@@ -79,7 +80,8 @@ pub(super) fn handle(
             },
         })),
         quick => {
-            answer_now(shared, &mut state.answer, correlation_id, quick);
+            let session = state.session.as_ref();
+            answer_now(shared, session, &mut state.answer, correlation_id, quick);
             Some(Answer::Now)
         }
     }
@@ -87,14 +89,20 @@ pub(super) fn handle(
 
 /// Answers a request that needs no wait (list_offsets, metadata,
 /// create_topic, offsets_for_leader_epoch) in `out`.
-fn answer_now(shared: &Shared, out: &mut Vec<u8>, correlation_id: u32, request: Request<'_>) {
+fn answer_now(
+    shared: &Shared,
+    session: Option<&Session>,
+    out: &mut Vec<u8>,
+    correlation_id: u32,
+    request: Request<'_>,
+) {
     match request {
         Request::ListOffsets {
             topic,
             partition,
             at,
         } => list_offsets(shared, out, correlation_id, &topic, partition, at),
-        Request::Metadata { topics } => metadata(shared, out, correlation_id, &topics),
+        Request::Metadata { topics } => metadata(shared, session, out, correlation_id, &topics),
         Request::CreateTopic { topic, partitions } => {
             create_topic(shared, out, correlation_id, &topic, partitions)
         }
@@ -133,7 +141,19 @@ fn authenticate(
         Request::SaslAuthenticate { message } => {
             sasl_authenticate(shared, peer, state, correlation_id, message)
         }
-        _ if state.session.as_ref().is_none_or(|s| s.ready()) => return None,
+        _ if state.session.as_ref().is_none_or(|s| s.ready()) => {
+            let denied = authorize(shared, state.session.as_mut()?, request)?;
+            error_into(
+                &mut state.answer,
+                correlation_id,
+                ErrorCode::AuthorizationFailed,
+                &denied,
+            );
+            if matches!(request, Request::Produce { acks: 0, .. }) {
+                // No answer is read: the connection closes, as Kafka's.
+                state.closing = Some(denied);
+            }
+        }
         _ => {
             let why = "this broker requires SASL authentication first (-X security.protocol=sasl_plaintext or sasl_ssl, -X sasl.mechanisms, -X sasl.username, -X sasl.password)";
             error_into(
@@ -146,6 +166,41 @@ fn authenticate(
         }
     }
     Some(Answer::Now)
+}
+
+/// Why the ACLs refuse a request (`None`: allowed). Metadata is
+/// filtered instead ([`metadata`]).
+fn authorize(shared: &Shared, session: &mut Session, request: &Request<'_>) -> Option<String> {
+    use crate::coord::acl::{Operation as Op, ResourceType as R, CLUSTER};
+    let topic = |op: Op, topic: &str| {
+        (!session.allows(shared, op, (R::Topic, topic)))
+            .then(|| format!("{} may not {op} topic {topic:?}", session.principal))
+    };
+    match request {
+        Request::Produce { topic: t, .. } => topic(Op::Write, t),
+        Request::Fetch {
+            replica_id: "",
+            partitions,
+            ..
+        } => partitions.iter().find_map(|p| topic(Op::Read, &p.topic)),
+        Request::Fetch { replica_id, .. } => session.may_replicate(shared, replica_id).err(),
+        Request::ListOffsets { topic: t, .. } => topic(Op::Describe, t),
+        // A follower asks it before it fetches: cluster_action will do.
+        Request::OffsetsForLeaderEpoch { .. }
+            if session.allows(shared, Op::ClusterAction, (R::Cluster, CLUSTER)) =>
+        {
+            None
+        }
+        Request::OffsetsForLeaderEpoch { topic: t, .. } => topic(Op::Describe, t),
+        Request::CreateTopic { topic: t, .. } => {
+            let cluster = session.allows(shared, Op::Create, (R::Cluster, CLUSTER));
+            (!cluster && !session.allows(shared, Op::Create, (R::Topic, t)))
+                .then(|| format!("{} may not create topic {t:?}", session.principal))
+        }
+        Request::Metadata { .. }
+        | Request::SaslHandshake { .. }
+        | Request::SaslAuthenticate { .. } => None,
+    }
 }
 
 /// Answers a sasl_handshake: the mechanisms taken, with the error of one
@@ -475,16 +530,36 @@ fn offsets_for_leader_epoch(
 }
 
 /// Answers a metadata request in `out`: the topics asked about, or all.
-fn metadata(shared: &Shared, out: &mut Vec<u8>, correlation_id: u32, asked: &[String]) {
+fn metadata(
+    shared: &Shared,
+    session: Option<&Session>,
+    out: &mut Vec<u8>,
+    correlation_id: u32,
+    asked: &[String],
+) {
+    use crate::coord::acl::{Operation, ResourceType};
+    let describes = |name: &str| {
+        session.is_none_or(|s| s.allows(shared, Operation::Describe, (ResourceType::Topic, name)))
+    };
     let names: Vec<String> = if asked.is_empty() {
-        shared.read_topics().keys().cloned().collect()
+        let all = shared.read_topics().keys().cloned().collect::<Vec<_>>();
+        all.into_iter().filter(|t| describes(t)).collect()
     } else {
         asked.to_vec()
     };
     let start = protocol::begin_response(out, correlation_id, ErrorCode::None, "");
     put::u16(out, names.len().min(u16::MAX as usize) as u16);
     for name in names.iter().take(u16::MAX as usize) {
-        protocol::put_topic_metadata(out, &topic_metadata(shared, name));
+        let topic = match describes(name) {
+            true => topic_metadata(shared, name),
+            false => TopicMetadata {
+                topic: name.clone(),
+                error: ErrorCode::AuthorizationFailed,
+                message: format!("may not describe topic {name:?}"),
+                partitions: Vec::new(),
+            },
+        };
+        protocol::put_topic_metadata(out, &topic);
     }
     protocol::finish_frame(&mut out[start..]);
 }
@@ -892,7 +967,13 @@ mod tests {
             &mut state,
         );
         let mut out = Vec::new();
-        metadata(&shared, &mut out, 2, &["t".to_string(), "none".to_string()]);
+        metadata(
+            &shared,
+            None,
+            &mut out,
+            2,
+            &["t".to_string(), "none".to_string()],
+        );
         list_offsets(&shared, &mut out, 3, "t", 0, protocol::LATEST);
         let got = answers(&out);
         let mut r = Reader::new(&got[0].2);

@@ -22,6 +22,8 @@ pub(super) struct Ask<'a> {
     pub(super) partition: i32,
     pub(super) fetch_offset: i64,
     pub(super) partition_max_bytes: i32,
+    /// The ACLs' refusal of this partition (Kafka's code), if they refuse.
+    pub(super) denied: Option<i16>,
 }
 
 /// One partition's answer.
@@ -140,6 +142,9 @@ fn read_partition<'s>(
     (bytes_max, fit): (u64, Option<u64>),
     wait: bool,
 ) -> Result<Fetched<'s>, (i16, String)> {
+    if let Some(code) = a.denied {
+        return Err((code, format!("not authorized to read {:?}", a.topic)));
+    }
     let coded = |(code, msg): (ErrorCode, String)| (kafka_code(code), msg);
     let partition = u32::try_from(a.partition).map_err(|_| {
         let msg = format!("partition {} of {:?} does not exist", a.partition, a.topic);

@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
+use super::access::Access;
 use super::group::{eager_protocol, Coordinator, Join, Sync};
 use super::Kafka;
+use crate::coord::acl::Operation;
 use crate::kafka::consumer::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartition,
 };
@@ -31,9 +33,13 @@ pub(super) fn handle(
     kafka: &Kafka,
     header: &RequestHeader<'_>,
     request: GroupRequest<'_>,
+    access: Access<'_>,
     out: &mut Vec<u8>,
 ) {
     let (id, version) = (header.correlation_id, header.api_version);
+    if let Some(denied) = group_denied(&request, access) {
+        return refuse(header, &request, denied, out);
+    }
     let c = &kafka.coordinator;
     match request {
         GroupRequest::FindCoordinator(r) => find_coordinator(kafka, &r, version, id, out),
@@ -55,8 +61,92 @@ pub(super) fn handle(
             };
             frame(out, id, |out| response.encode(version, out));
         }
-        GroupRequest::OffsetCommit(r) => offset_commit(c, &r, version, id, out),
-        GroupRequest::OffsetFetch(r) => offset_fetch(c, &r, version, id, out),
+        GroupRequest::OffsetCommit(r) => offset_commit(c, &r, access, (version, id), out),
+        GroupRequest::OffsetFetch(r) => offset_fetch(c, &r, access, (version, id), out),
+    }
+}
+
+/// GROUP_AUTHORIZATION_FAILED unless the request's group allows it.
+fn group_denied(request: &GroupRequest<'_>, access: Access<'_>) -> Option<i16> {
+    let (op, group) = match request {
+        GroupRequest::FindCoordinator(r) if r.key_type == 0 => (Operation::Describe, r.key),
+        GroupRequest::FindCoordinator(_) => return None,
+        GroupRequest::JoinGroup(r) => (Operation::Read, r.group_id),
+        GroupRequest::SyncGroup(r) => (Operation::Read, r.group_id),
+        GroupRequest::Heartbeat(r) => (Operation::Read, r.group_id),
+        GroupRequest::LeaveGroup(r) => (Operation::Read, r.group_id),
+        GroupRequest::OffsetCommit(r) => (Operation::Read, r.group_id),
+        GroupRequest::OffsetFetch(r) => (Operation::Describe, r.group_id),
+    };
+    access.group(op, group)
+}
+
+/// The answer of a group request refused with `error_code`.
+fn refuse(
+    header: &RequestHeader<'_>,
+    request: &GroupRequest<'_>,
+    error_code: i16,
+    out: &mut Vec<u8>,
+) {
+    let (id, version) = (header.correlation_id, header.api_version);
+    match request {
+        GroupRequest::FindCoordinator(_) => {
+            let response = FindCoordinatorResponse {
+                throttle_time_ms: 0,
+                error_code,
+                error_message: Some("not authorized for the group"),
+                node_id: -1,
+                host: "",
+                port: -1,
+            };
+            frame(out, id, |out| response.encode(version, out));
+        }
+        GroupRequest::JoinGroup(r) => {
+            let response = JoinGroupResponse {
+                throttle_time_ms: 0,
+                error_code,
+                generation_id: -1,
+                protocol_name: "",
+                leader: "",
+                member_id: r.member_id,
+                members: Vec::new(),
+            };
+            frame(out, id, |out| response.encode(version, out));
+        }
+        GroupRequest::SyncGroup(_) => {
+            let response = SyncGroupResponse {
+                throttle_time_ms: 0,
+                error_code,
+                assignment: &[],
+            };
+            frame(out, id, |out| response.encode(version, out));
+        }
+        GroupRequest::Heartbeat(_) => {
+            let response = HeartbeatResponse {
+                throttle_time_ms: 0,
+                error_code,
+            };
+            frame(out, id, |out| response.encode(version, out));
+        }
+        GroupRequest::LeaveGroup(_) => {
+            let response = LeaveGroupResponse {
+                throttle_time_ms: 0,
+                error_code,
+            };
+            frame(out, id, |out| response.encode(version, out));
+        }
+        GroupRequest::OffsetCommit(r) => {
+            commit_answer(r, &mut |_, _| error_code, (version, id), out)
+        }
+        GroupRequest::OffsetFetch(r) => {
+            let topics = fetch_topics(r, &mut |_, p| partition(p, -1, error_code));
+            let response = OffsetFetchResponse {
+                throttle_time_ms: 0,
+                topics,
+                error_code,
+            };
+            frame(out, id, |out| response.encode(version, out));
+        }
     }
 }
 
@@ -179,13 +269,16 @@ fn sync_group(c: &Coordinator, r: &SyncGroupRequest<'_>, version: i16, id: i32, 
 fn offset_commit(
     c: &Coordinator,
     r: &OffsetCommitRequest<'_>,
-    version: i16,
-    id: i32,
+    access: Access<'_>,
+    (version, id): (i16, i32),
     out: &mut Vec<u8>,
 ) {
+    // Partitions of topics the client may not read are not committed.
+    let denied = |topic: &str| access.topic(Operation::Read, topic);
     let offsets: Vec<(String, i32, i64)> = r
         .topics
         .iter()
+        .filter(|t| denied(t.name).is_none())
         .flat_map(|t| {
             t.partitions
                 .iter()
@@ -195,6 +288,20 @@ fn offset_commit(
     let mut errors = c
         .commit(r.group_id, r.member_id, r.generation_id, &offsets)
         .into_iter();
+    let mut error_of = |topic: &str, _partition: i32| match denied(topic) {
+        Some(code) => code,
+        None => errors.next().unwrap_or(kafka::UNKNOWN_SERVER_ERROR),
+    };
+    commit_answer(r, &mut error_of, (version, id), out);
+}
+
+/// An OffsetCommit answer, each partition's error from `error_of`.
+fn commit_answer(
+    r: &OffsetCommitRequest<'_>,
+    error_of: &mut dyn FnMut(&str, i32) -> i16,
+    (version, id): (i16, i32),
+    out: &mut Vec<u8>,
+) {
     let topics = r
         .topics
         .iter()
@@ -205,7 +312,7 @@ fn offset_commit(
                 .iter()
                 .map(|p| OffsetCommitResponsePartition {
                     partition_index: p.partition_index,
-                    error_code: errors.next().unwrap_or(kafka::UNKNOWN_SERVER_ERROR),
+                    error_code: error_of(t.name, p.partition_index),
                 })
                 .collect(),
         })
@@ -217,39 +324,58 @@ fn offset_commit(
     frame(out, id, |out| response.encode(version, out));
 }
 
+/// The topics of an OffsetFetch answer for the topics asked, each
+/// partition from `part_of`.
+fn fetch_topics<'r>(
+    r: &OffsetFetchRequest<'r>,
+    part_of: &mut dyn FnMut(&str, i32) -> OffsetFetchResponsePartition<'static>,
+) -> Vec<OffsetFetchResponseTopic<'r>> {
+    let Some(topics) = &r.topics else {
+        return Vec::new();
+    };
+    topics
+        .iter()
+        .map(|t| OffsetFetchResponseTopic {
+            name: t.name,
+            partitions: t
+                .partition_indexes
+                .iter()
+                .map(|&p| part_of(t.name, p))
+                .collect(),
+        })
+        .collect()
+}
+
 fn offset_fetch(
     c: &Coordinator,
     r: &OffsetFetchRequest<'_>,
-    version: i16,
-    id: i32,
+    access: Access<'_>,
+    (version, id): (i16, i32),
     out: &mut Vec<u8>,
 ) {
+    let denied = |topic: &str| access.topic(Operation::Describe, topic);
     let (topics, error_code) = match &r.topics {
         Some(topics) => {
             let asked: Vec<(String, i32)> = topics
                 .iter()
+                .filter(|t| denied(t.name).is_none())
                 .flat_map(|t| t.partition_indexes.iter().map(|&p| (t.name.to_string(), p)))
                 .collect();
             let mut found = c.fetch_offsets(r.group_id, &asked).into_iter();
-            let topics = topics
-                .iter()
-                .map(|t| OffsetFetchResponseTopic {
-                    name: t.name,
-                    partitions: t
-                        .partition_indexes
-                        .iter()
-                        .map(|&p| {
-                            let (offset, error) =
-                                found.next().unwrap_or((-1, kafka::UNKNOWN_SERVER_ERROR));
-                            partition(p, offset, error)
-                        })
-                        .collect(),
-                })
-                .collect();
+            let topics = fetch_topics(r, &mut |topic, p| match denied(topic) {
+                Some(code) => partition(p, -1, code),
+                None => {
+                    let (offset, error) = found.next().unwrap_or((-1, kafka::UNKNOWN_SERVER_ERROR));
+                    partition(p, offset, error)
+                }
+            });
             (topics, kafka::NONE)
         }
         None => match c.fetch_all_offsets(r.group_id) {
-            Ok(all) => return offset_fetch_all(&all, version, id, out),
+            Ok(mut all) => {
+                all.retain(|(topic, _, _)| denied(topic).is_none());
+                return offset_fetch_all(&all, version, id, out);
+            }
             Err(error) => (Vec::new(), error),
         },
     };

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::access::Access;
 use super::fetch::{self, Ask, Limits};
 use super::groups::{handle as group, GroupRequest as G};
 use super::metadata::{list_offset, metadata};
@@ -16,6 +17,7 @@ use crate::broker::auth::Session;
 use crate::broker::memory::Held;
 use crate::broker::send::Records;
 use crate::broker::shared::Shared;
+use crate::coord::acl::{Operation, ResourceType, CLUSTER};
 use crate::kafka::header::RequestHeader;
 use crate::kafka::request::{
     ApiVersionsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
@@ -64,6 +66,7 @@ pub(super) fn handle<'s>(
     state: &mut ConnState<'s>,
 ) -> Option<Unanswered> {
     let (id, version) = (header.correlation_id, header.api_version);
+    let access = Access::new(shared, state.session.as_ref());
     let out = &mut state.out;
     match request {
         Request::ApiVersions(r) => {
@@ -72,22 +75,22 @@ pub(super) fn handle<'s>(
                 resp::ApiVersionsResponse::new(kafka::NONE).encode(version, out)
             });
         }
-        Request::Metadata(r) => answer_metadata(shared, kafka, &r, version, id, out),
+        Request::Metadata(r) => answer_metadata(shared, kafka, &r, access, (version, id), out),
         Request::Produce(r) => return produce_request(shared, &r, version, id, state),
         Request::Fetch(r) => fetch_request(shared, &r, version, id, state),
-        Request::ListOffsets(r) => list_offsets(shared, &r, version, id, out),
-        Request::InitProducerId(r) => init_producer_id(kafka, &r, version, id, out),
+        Request::ListOffsets(r) => list_offsets(shared, &r, access, (version, id), out),
+        Request::InitProducerId(r) => init_producer_id(kafka, &r, access, (version, id), out),
         Request::SaslHandshake(r) => sasl_handshake(shared, r.mechanism, version, id, state),
         Request::SaslAuthenticate(r) => {
             sasl_authenticate(shared, peer, r.auth_bytes, version, id, state)
         }
-        Request::FindCoordinator(r) => group(kafka, header, G::FindCoordinator(r), out),
-        Request::JoinGroup(r) => group(kafka, header, G::JoinGroup(r), out),
-        Request::SyncGroup(r) => group(kafka, header, G::SyncGroup(r), out),
-        Request::Heartbeat(r) => group(kafka, header, G::Heartbeat(r), out),
-        Request::LeaveGroup(r) => group(kafka, header, G::LeaveGroup(r), out),
-        Request::OffsetCommit(r) => group(kafka, header, G::OffsetCommit(r), out),
-        Request::OffsetFetch(r) => group(kafka, header, G::OffsetFetch(r), out),
+        Request::FindCoordinator(r) => group(kafka, header, G::FindCoordinator(r), access, out),
+        Request::JoinGroup(r) => group(kafka, header, G::JoinGroup(r), access, out),
+        Request::SyncGroup(r) => group(kafka, header, G::SyncGroup(r), access, out),
+        Request::Heartbeat(r) => group(kafka, header, G::Heartbeat(r), access, out),
+        Request::LeaveGroup(r) => group(kafka, header, G::LeaveGroup(r), access, out),
+        Request::OffsetCommit(r) => group(kafka, header, G::OffsetCommit(r), access, out),
+        Request::OffsetFetch(r) => group(kafka, header, G::OffsetFetch(r), access, out),
     }
     None
 }
@@ -118,8 +121,8 @@ fn answer_metadata(
     shared: &Shared,
     kafka: &Kafka,
     r: &MetadataRequest<'_>,
-    version: i16,
-    id: i32,
+    access: Access<'_>,
+    (version, id): (i16, i32),
     out: &mut Vec<u8>,
 ) {
     // v0: an empty list means every topic; v1+: a null one does. Topics
@@ -130,7 +133,7 @@ fn answer_metadata(
         None => None,
     };
     let create = version < 4 || r.allow_auto_topic_creation;
-    let cluster = metadata(shared, kafka, asked, create);
+    let cluster = metadata(shared, kafka, asked, (create, access));
     let response = resp::MetadataResponse {
         throttle_time_ms: 0,
         brokers: cluster
@@ -201,6 +204,8 @@ fn produce_request(
     };
     let mut topics = Vec::with_capacity(r.topic_data.len());
     for t in &r.topic_data {
+        let access = Access::new(shared, state.session.as_ref());
+        let refusal = refusal.or_else(|| access.topic(Operation::Write, t.name));
         let parts = t.partition_data.iter().map(|p| {
             let pending = match refusal {
                 Some(error) => Pending::Done(Produced {
@@ -281,15 +286,24 @@ fn fetch_request<'s>(
     id: i32,
     state: &mut ConnState<'s>,
 ) {
+    let access = Access::new(shared, state.session.as_ref());
+    // A broker's fetch (replica_id 0 or more) needs cluster_action.
+    let replica = r.replica_id >= 0
+        && !access.allows(Operation::ClusterAction, ResourceType::Cluster, CLUSTER);
     let asks: Vec<Ask<'_>> = r
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions.iter().map(|p| Ask {
+            let denied = match replica {
+                true => Some(kafka::CLUSTER_AUTHORIZATION_FAILED),
+                false => access.topic(Operation::Read, t.topic),
+            };
+            t.partitions.iter().map(move |p| Ask {
                 topic: t.topic,
                 partition: p.partition,
                 fetch_offset: p.fetch_offset,
                 partition_max_bytes: p.partition_max_bytes,
+                denied,
             })
         })
         .collect();
@@ -371,8 +385,8 @@ fn encode_fetch(
 fn list_offsets(
     shared: &Shared,
     r: &ListOffsetsRequest<'_>,
-    version: i16,
-    id: i32,
+    access: Access<'_>,
+    (version, id): (i16, i32),
     out: &mut Vec<u8>,
 ) {
     let topics = r
@@ -384,8 +398,10 @@ fn list_offsets(
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error_code, offset) =
-                        list_offset(shared, t.name, p.partition_index, p.timestamp);
+                    let (error_code, offset) = match access.topic(Operation::Describe, t.name) {
+                        Some(denied) => (denied, -1),
+                        None => list_offset(shared, t.name, p.partition_index, p.timestamp),
+                    };
                     resp::ListOffsetsPartitionResponse {
                         partition_index: p.partition_index,
                         error_code,
@@ -483,11 +499,18 @@ fn kafka_sasl_code(code: crate::error::ErrorCode) -> i16 {
 fn init_producer_id(
     kafka: &Kafka,
     r: &InitProducerIdRequest<'_>,
-    version: i16,
-    id: i32,
+    access: Access<'_>,
+    (version, id): (i16, i32),
     out: &mut Vec<u8>,
 ) {
-    let response = if r.transactional_id.is_some() {
+    let response = if !access.writes_somewhere() {
+        resp::InitProducerIdResponse {
+            throttle_time_ms: 0,
+            error_code: kafka::CLUSTER_AUTHORIZATION_FAILED,
+            producer_id: -1,
+            producer_epoch: -1,
+        }
+    } else if r.transactional_id.is_some() {
         resp::InitProducerIdResponse {
             throttle_time_ms: 0,
             error_code: kafka::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

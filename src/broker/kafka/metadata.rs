@@ -2,9 +2,11 @@
 //! topic's partitions with their leader, replicas and ISR (the registry's,
 //! with replication), and offsets by position or time.
 
+use super::access::Access;
 use super::{kafka_code, node_id, Kafka};
 use crate::broker::connection::requests::offset_at;
 use crate::broker::shared::{error_code, Shared};
+use crate::coord::acl::{Operation, ResourceType, CLUSTER};
 use crate::coord::{BrokerInfo, Placement, Registry};
 use crate::kafka;
 
@@ -49,7 +51,7 @@ pub(super) fn metadata(
     shared: &Shared,
     kafka: &Kafka,
     asked: Option<Vec<&str>>,
-    create: bool,
+    (create, access): (bool, Access<'_>),
 ) -> Cluster {
     let registry = shared.registry.as_deref();
     let live = registry.and_then(|r| r.brokers().ok()).unwrap_or_default();
@@ -62,13 +64,29 @@ pub(super) fn metadata(
     if !brokers.iter().any(|b| b.node_id == me.node_id) {
         brokers.push(me);
     }
+    let describes = |name: &str| access.topic(Operation::Describe, name).is_none();
     let names: Vec<String> = match asked {
         Some(names) => names.into_iter().map(str::to_string).collect(),
-        None => all_topics(shared, registry),
+        None => all_topics(shared, registry)
+            .into_iter()
+            .filter(|t| describes(t))
+            .collect(),
     };
     let topics = names
         .into_iter()
-        .map(|name| topic_meta(shared, registry, (&live, &brokers), name, create))
+        .map(|name| {
+            if let Some(error) = access.topic(Operation::Describe, &name) {
+                let partitions = Vec::new();
+                return TopicMeta {
+                    error,
+                    name,
+                    partitions,
+                };
+            }
+            let creates = access.allows(Operation::Create, ResourceType::Cluster, CLUSTER)
+                || access.allows(Operation::Create, ResourceType::Topic, &name);
+            topic_meta(shared, registry, (&live, &brokers), name, create && creates)
+        })
         .collect();
     Cluster {
         brokers,

@@ -57,6 +57,7 @@ use super::shared::Shared;
 use super::BrokerConfig;
 use crate::protocol::ErrorCode;
 
+mod access;
 mod connection;
 mod fetch;
 pub(crate) mod group;

@@ -482,6 +482,7 @@ mod tests {
                 pid: 1,
                 topics: Default::default(),
                 kafka: None,
+                principal: None,
             };
             registry.register_broker(&info).unwrap()
         });
@@ -716,6 +717,7 @@ mod tests {
             pid: 1,
             topics: Default::default(),
             kafka: None,
+            principal: None,
         };
         let _b_live = crate::coord::Registry::register_broker(&*registry, &b_info).unwrap();
         let (extent, damage) = rot(&a.sim, &a.p);

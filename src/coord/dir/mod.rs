@@ -684,6 +684,7 @@ mod tests {
             port,
             pid: 1,
             topics: Default::default(),
+            principal: None,
         }
     }
 

@@ -1,0 +1,64 @@
+//! The ACLs on Kafka's wire (with `--authorize`): what each request needs,
+//! and the answer of a request refused, with Kafka's codes
+//! (TOPIC_AUTHORIZATION_FAILED per topic, GROUP_AUTHORIZATION_FAILED,
+//! CLUSTER_AUTHORIZATION_FAILED).
+//!
+//! | request | needs |
+//! |---|---|
+//! | Produce | write on each topic |
+//! | Fetch | read on each topic (cluster_action for a replica's) |
+//! | ListOffsets, Metadata | describe on each topic (Metadata of every topic lists those described); auto-creation: create on the cluster or the topic |
+//! | FindCoordinator, OffsetFetch | describe on the group (and on each topic) |
+//! | JoinGroup, SyncGroup, Heartbeat, LeaveGroup | read on the group |
+//! | OffsetCommit | read on the group and on each topic |
+//! | InitProducerId | write on some topic |
+
+use crate::broker::auth::Session;
+use crate::broker::shared::Shared;
+use crate::coord::acl::{Operation, ResourceType};
+use crate::kafka;
+
+/// What a connection may do: its session, or everything (no session).
+#[derive(Clone, Copy)]
+pub(super) struct Access<'a> {
+    shared: &'a Shared,
+    session: Option<&'a Session>,
+}
+
+impl<'a> Access<'a> {
+    pub(super) fn new(shared: &'a Shared, session: Option<&'a Session>) -> Access<'a> {
+        Access { shared, session }
+    }
+
+    /// Whether `operation` on the resource is allowed.
+    pub(super) fn allows(&self, operation: Operation, resource: ResourceType, name: &str) -> bool {
+        self.session
+            .is_none_or(|s| s.allows(self.shared, operation, (resource, name)))
+    }
+
+    /// TOPIC_AUTHORIZATION_FAILED unless `operation` on the topic is allowed.
+    pub(super) fn topic(&self, operation: Operation, topic: &str) -> Option<i16> {
+        (!self.allows(operation, ResourceType::Topic, topic))
+            .then_some(kafka::TOPIC_AUTHORIZATION_FAILED)
+    }
+
+    /// GROUP_AUTHORIZATION_FAILED unless `operation` on the group is allowed.
+    pub(super) fn group(&self, operation: Operation, group: &str) -> Option<i16> {
+        (!self.allows(operation, ResourceType::Group, group))
+            .then_some(kafka::GROUP_AUTHORIZATION_FAILED)
+    }
+
+    /// Whether the connection may write to some topic (an idempotent
+    /// producer's InitProducerId).
+    pub(super) fn writes_somewhere(&self) -> bool {
+        self.session.is_none_or(|s| {
+            crate::broker::auth::allows_any(self.shared, &s.principal, Operation::Write)
+        })
+    }
+}
+
+impl std::fmt::Debug for Access<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Access").finish_non_exhaustive()
+    }
+}

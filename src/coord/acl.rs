@@ -1,0 +1,430 @@
+//! Access control lists, as Kafka's `kafka-acls` kept them in ZooKeeper:
+//! who (a principal, `User:NAME` or `User:*`) may or may not do what (an
+//! [`Operation`]) to which resource (a topic, a group or the cluster, by
+//! literal name, `*`, or a prefix).
+//!
+//! They live in the registry as configuration entries of kind `acls`
+//! ([`ACLS`]), one per resource pattern, each a JSON list of its rules:
+//!
+//! ```text
+//! acls/topic.literal.orders   [{"principal":"User:alice","operation":"write","permission":"allow"}, ...]
+//! acls/group.prefixed.etl-    [...]
+//! acls/cluster.literal.kafka-cluster
+//! acls/topic.any              (the literal name *: every topic)
+//! ```
+//!
+//! A request is allowed when no deny rule matches it and an allow rule
+//! does ([`decide`]). Read, write and alter imply describe, as in Kafka.
+
+use std::fmt;
+use std::sync::{Arc, RwLock};
+
+use serde::{Deserialize, Serialize};
+
+use super::Registry;
+use crate::error::{Error, Result};
+
+/// The registry's kind of configuration entry that holds ACLs.
+pub const ACLS: &str = "acls";
+
+/// The cluster resource's one name (Kafka's).
+pub const CLUSTER: &str = "kafka-cluster";
+
+/// What a rule is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResourceType {
+    /// A topic.
+    Topic,
+    /// A consumer group.
+    Group,
+    /// The cluster (creating topics, brokers' own requests).
+    Cluster,
+}
+
+/// How a rule's name matches a resource's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PatternType {
+    /// The same name, or any name for `*`.
+    Literal,
+    /// Any name that starts with it.
+    Prefixed,
+}
+
+/// An operation on a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    /// Every operation.
+    All,
+    /// Fetch from a topic; join, sync, commit in a group.
+    Read,
+    /// Produce to a topic.
+    Write,
+    /// Create topics.
+    Create,
+    /// See a topic's or group's metadata and offsets.
+    Describe,
+    /// Change a resource (users, ACLs on the cluster).
+    Alter,
+    /// A broker's own requests to another (follower fetches).
+    ClusterAction,
+}
+
+/// Allow or deny.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Permission {
+    /// Allows what matches.
+    Allow,
+    /// Denies what matches, whatever allows it.
+    Deny,
+}
+
+/// A resource pattern: a type, a name and how the name matches.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Pattern {
+    /// The type.
+    pub resource: ResourceType,
+    /// The name (`*`: every one, when literal).
+    pub name: String,
+    /// How it matches.
+    pub pattern: PatternType,
+}
+
+/// One rule of a pattern.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Rule {
+    /// `User:NAME`, or `User:*` for everyone.
+    pub principal: String,
+    /// The operation.
+    pub operation: Operation,
+    /// Allow or deny.
+    pub permission: Permission,
+}
+
+/// A pattern with its rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acl {
+    /// The resource pattern.
+    pub pattern: Pattern,
+    /// Its rules.
+    pub rules: Vec<Rule>,
+}
+
+impl Operation {
+    /// An operation by its name (`read`, `cluster_action`...), any case.
+    pub fn parse(s: &str) -> std::result::Result<Operation, String> {
+        let ops = [
+            ("all", Operation::All),
+            ("read", Operation::Read),
+            ("write", Operation::Write),
+            ("create", Operation::Create),
+            ("describe", Operation::Describe),
+            ("alter", Operation::Alter),
+            ("cluster_action", Operation::ClusterAction),
+            ("clusteraction", Operation::ClusterAction),
+        ];
+        let lower = s.to_ascii_lowercase().replace('-', "_");
+        ops.iter()
+            .find(|(n, _)| *n == lower)
+            .map(|(_, o)| *o)
+            .ok_or_else(|| {
+                format!("{s:?} is not an operation: all, read, write, create, describe, alter or cluster_action")
+            })
+    }
+
+    /// Whether a rule for `self` covers a request for `asked`.
+    fn covers(self, asked: Operation) -> bool {
+        self == Operation::All
+            || self == asked
+            || (asked == Operation::Describe
+                && matches!(self, Operation::Read | Operation::Write | Operation::Alter))
+    }
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = serde_json::to_value(self).ok();
+        f.write_str(name.as_ref().and_then(|v| v.as_str()).unwrap_or("?"))
+    }
+}
+
+impl Pattern {
+    /// The registry entry's name: `TYPE.PATTERN.NAME`.
+    pub fn key(&self) -> String {
+        let kind = match self.resource {
+            ResourceType::Topic => "topic",
+            ResourceType::Group => "group",
+            ResourceType::Cluster => "cluster",
+        };
+        let how = match self.pattern {
+            PatternType::Literal => "literal",
+            PatternType::Prefixed => "prefixed",
+        };
+        // `*` is not a name's letter: every name's key is `TYPE.any`.
+        if self.name == "*" && self.pattern == PatternType::Literal {
+            return format!("{kind}.any");
+        }
+        format!("{kind}.{how}.{}", self.name)
+    }
+
+    /// Whether it matches the resource `(resource, name)`.
+    pub fn matches(&self, resource: ResourceType, name: &str) -> bool {
+        self.resource == resource
+            && match self.pattern {
+                PatternType::Literal => self.name == "*" || self.name == name,
+                PatternType::Prefixed => name.starts_with(&self.name),
+            }
+    }
+}
+
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.resource {
+            ResourceType::Topic => "topic",
+            ResourceType::Group => "group",
+            ResourceType::Cluster => "cluster",
+        };
+        let prefixed = if self.pattern == PatternType::Prefixed {
+            " (prefixed)"
+        } else {
+            ""
+        };
+        write!(f, "{kind} {}{prefixed}", self.name)
+    }
+}
+
+/// Whether `principal` may do `operation` to `(resource, name)` under
+/// `acls`: no matching deny, and a matching allow.
+pub fn decide(
+    acls: &[Acl],
+    principal: &str,
+    operation: Operation,
+    (resource, name): (ResourceType, &str),
+) -> bool {
+    let mut allowed = false;
+    for acl in acls.iter().filter(|a| a.pattern.matches(resource, name)) {
+        for rule in &acl.rules {
+            let who = rule.principal == principal || rule.principal == "User:*";
+            if !who || !rule.operation.covers(operation) {
+                continue;
+            }
+            match rule.permission {
+                Permission::Deny => return false,
+                Permission::Allow => allowed = true,
+            }
+        }
+    }
+    allowed
+}
+
+/// ACLs as last loaded, shared by a broker's threads.
+#[derive(Debug, Default)]
+pub struct Cache {
+    acls: RwLock<Arc<Vec<Acl>>>,
+}
+
+impl Cache {
+    /// Replaces the ACLs.
+    pub fn set(&self, acls: Vec<Acl>) {
+        *self.acls.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(acls);
+    }
+
+    /// The ACLs now.
+    pub fn current(&self) -> Arc<Vec<Acl>> {
+        Arc::clone(&self.acls.read().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// Every ACL of a registry (an entry that does not parse is skipped: a
+/// rule nobody can read allows nothing).
+pub fn load(registry: &dyn Registry) -> Result<Vec<Acl>> {
+    let mut out = Vec::new();
+    for key in registry.configs(ACLS)? {
+        let Some(bytes) = registry.config(ACLS, &key)? else {
+            continue;
+        };
+        let Ok(stored) = serde_json::from_slice::<Stored>(&bytes) else {
+            continue;
+        };
+        out.push(Acl {
+            pattern: stored.pattern,
+            rules: stored.rules,
+        });
+    }
+    Ok(out)
+}
+
+/// A pattern's entry as stored.
+#[derive(Debug, Serialize, Deserialize)]
+struct Stored {
+    pattern: Pattern,
+    rules: Vec<Rule>,
+}
+
+/// Adds a rule to a pattern's entry (a rule already there is kept once).
+pub fn add(registry: &dyn Registry, pattern: &Pattern, rule: Rule) -> Result<()> {
+    check(pattern)?;
+    let mut rules = rules_of(registry, pattern)?;
+    if !rules.contains(&rule) {
+        rules.push(rule);
+    }
+    store(registry, pattern, rules)
+}
+
+/// Removes a rule from a pattern's entry; whether it was there.
+pub fn remove(registry: &dyn Registry, pattern: &Pattern, rule: &Rule) -> Result<bool> {
+    check(pattern)?;
+    let mut rules = rules_of(registry, pattern)?;
+    let before = rules.len();
+    rules.retain(|r| r != rule);
+    if rules.len() == before {
+        return Ok(false);
+    }
+    if rules.is_empty() {
+        registry.remove_config(ACLS, &pattern.key())?;
+        return Ok(true);
+    }
+    store(registry, pattern, rules).map(|()| true)
+}
+
+fn rules_of(registry: &dyn Registry, pattern: &Pattern) -> Result<Vec<Rule>> {
+    let Some(bytes) = registry.config(ACLS, &pattern.key())? else {
+        return Ok(Vec::new());
+    };
+    let stored: Stored = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::Config(format!("the ACLs of {pattern} do not parse: {e}")))?;
+    Ok(stored.rules)
+}
+
+fn store(registry: &dyn Registry, pattern: &Pattern, rules: Vec<Rule>) -> Result<()> {
+    let stored = Stored {
+        pattern: pattern.clone(),
+        rules,
+    };
+    let bytes = serde_json::to_vec(&stored).map_err(|e| Error::Config(e.to_string()))?;
+    registry.set_config(ACLS, &pattern.key(), &bytes)
+}
+
+/// A pattern's name must be a resource's name (or `*`); the cluster's is
+/// Kafka's one name.
+fn check(pattern: &Pattern) -> Result<()> {
+    if pattern.resource == ResourceType::Cluster && pattern.name != CLUSTER {
+        return Err(Error::Config(format!(
+            "the cluster resource is named {CLUSTER}, not {:?}",
+            pattern.name
+        )));
+    }
+    if pattern.name == "*" && pattern.pattern == PatternType::Literal {
+        return Ok(());
+    }
+    super::registry::check_name("resource", &pattern.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acl(
+        resource: ResourceType,
+        name: &str,
+        pattern: PatternType,
+        rules: &[(&str, Operation, Permission)],
+    ) -> Acl {
+        Acl {
+            pattern: Pattern {
+                resource,
+                name: name.into(),
+                pattern,
+            },
+            rules: rules
+                .iter()
+                .map(|(p, o, a)| Rule {
+                    principal: p.to_string(),
+                    operation: *o,
+                    permission: *a,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn deny_beats_allow_and_nothing_is_allowed_unless_a_rule_says_so() {
+        use Operation::*;
+        use Permission::*;
+        use ResourceType::*;
+        let acls = vec![
+            acl(
+                Topic,
+                "orders",
+                PatternType::Literal,
+                &[("User:alice", Write, Allow)],
+            ),
+            acl(
+                Topic,
+                "logs-",
+                PatternType::Prefixed,
+                &[("User:*", Read, Allow), ("User:mallory", All, Deny)],
+            ),
+            acl(
+                Group,
+                "*",
+                PatternType::Literal,
+                &[("User:bob", Read, Allow)],
+            ),
+        ];
+        assert!(decide(&acls, "User:alice", Write, (Topic, "orders")));
+        assert!(
+            decide(&acls, "User:alice", Describe, (Topic, "orders")),
+            "write implies describe"
+        );
+        assert!(!decide(&acls, "User:alice", Read, (Topic, "orders")));
+        assert!(!decide(&acls, "User:bob", Write, (Topic, "orders")));
+        assert!(decide(&acls, "User:bob", Read, (Topic, "logs-web")));
+        assert!(
+            !decide(&acls, "User:bob", Read, (Topic, "logs")),
+            "a prefix is a prefix"
+        );
+        assert!(
+            !decide(&acls, "User:mallory", Read, (Topic, "logs-web")),
+            "deny beats allow"
+        );
+        assert!(decide(&acls, "User:bob", Read, (Group, "any")));
+        assert!(
+            !decide(&acls, "User:bob", Read, (Topic, "any")),
+            "a group's rule is not a topic's"
+        );
+        assert!(!decide(&acls, "User:alice", Create, (Cluster, CLUSTER)));
+    }
+
+    #[test]
+    fn rules_are_added_once_removed_and_loaded() {
+        let registry = crate::coord::mem::MemRegistry::default();
+        let pattern = Pattern {
+            resource: ResourceType::Topic,
+            name: "t".into(),
+            pattern: PatternType::Literal,
+        };
+        let rule = Rule {
+            principal: "User:alice".into(),
+            operation: Operation::Read,
+            permission: Permission::Allow,
+        };
+        add(&registry, &pattern, rule.clone()).unwrap();
+        add(&registry, &pattern, rule.clone()).unwrap();
+        let acls = load(&registry).unwrap();
+        assert_eq!(acls.len(), 1);
+        assert_eq!(acls[0].rules, vec![rule.clone()]);
+        assert!(remove(&registry, &pattern, &rule).unwrap());
+        assert!(!remove(&registry, &pattern, &rule).unwrap());
+        assert!(load(&registry).unwrap().is_empty());
+        let cluster = Pattern {
+            resource: ResourceType::Cluster,
+            name: "mine".into(),
+            pattern: PatternType::Literal,
+        };
+        assert!(add(&registry, &cluster, rule).is_err());
+    }
+}
