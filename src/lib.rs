@@ -39,6 +39,8 @@ pub mod clock;
 pub mod coord;
 pub mod diag;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod human;
 pub mod kafka;
 pub mod limits;

@@ -24,6 +24,7 @@ fn floor(top: &str) -> Option<u32> {
         "broker" => 5,
         "tools" => 6,
         "cli" => 7,
+        "fuzz" => 8,
         _ => return None,
     })
 }

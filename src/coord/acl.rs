@@ -246,15 +246,20 @@ pub fn load(registry: &dyn Registry) -> Result<Vec<Acl>> {
         let Some(bytes) = registry.config(ACLS, &key)? else {
             continue;
         };
-        let Ok(stored) = serde_json::from_slice::<Stored>(&bytes) else {
-            continue;
-        };
-        out.push(Acl {
-            pattern: stored.pattern,
-            rules: stored.rules,
-        });
+        if let Ok(acl) = parse(&bytes) {
+            out.push(acl);
+        }
     }
     Ok(out)
+}
+
+/// An ACL entry as stored: its pattern and its rules.
+pub fn parse(bytes: &[u8]) -> std::result::Result<Acl, serde_json::Error> {
+    let stored: Stored = serde_json::from_slice(bytes)?;
+    Ok(Acl {
+        pattern: stored.pattern,
+        rules: stored.rules,
+    })
 }
 
 /// A pattern's entry as stored.
