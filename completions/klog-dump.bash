@@ -23,7 +23,7 @@ _klog__dump() {
 
     case "${cmd}" in
         klog__dump)
-            opts="-q -h -V --registry --compare --high-watermark --records --print-data --verify --json --quiet --help --version"
+            opts="-q -X -h -V --registry --compare --high-watermark --records --print-data --verify --json --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -34,6 +34,10 @@ _klog__dump() {
                     return 0
                     ;;
                 --high-watermark)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -X)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

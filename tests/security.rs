@@ -779,6 +779,23 @@ fn replicas_fetch_from_each_other_over_tls_with_their_own_login() {
         stderr(&out),
         brokers.iter().map(|b| b.log()).collect::<Vec<_>>()
     );
+    // klog-dump asks each partition's leader for its high watermark, the
+    // same way; without the properties, it cannot.
+    let mut dump = strings(&["--registry", &registry]);
+    dump.extend(props.clone());
+    let out = run("klog-dump", &dump, "");
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && shown.contains("300"),
+        "{shown} {}",
+        stderr(&out)
+    );
+    let out = run("klog-dump", &strings(&["--registry", &registry]), "");
+    let err = stderr(&out);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("300"),
+        "{err}"
+    );
     let mut consume = strings(&["--registry", &registry, "-t", "r", "-e", "-q"]);
     consume.extend(props);
     let out = run("klog-consume", &consume, "");

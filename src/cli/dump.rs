@@ -69,10 +69,28 @@ pub struct Args {
     /// Only print errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
+    /// With --registry: how to reach the brokers, by kcat's security
+    /// properties (security.protocol, ssl.ca.location,
+    /// ssl.certificate.location, ssl.key.location, sasl.mechanisms,
+    /// sasl.username, sasl.password).
+    #[arg(short = 'X', value_name = "NAME=VALUE", value_parser = super::config::property_arg, requires = "registry")]
+    pub config: Vec<super::config::Property>,
 }
 
 /// Runs `klog-dump`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut security = crate::net::security::Properties::default();
+    for p in &args.config {
+        security
+            .set(&p.name, &p.value)
+            .map_err(|why| super::Usage(format!("-X {}={}: {why}", p.name, p.value)))?;
+    }
+    if security.any() {
+        let built = security
+            .build()
+            .map_err(|e| super::Usage(format!("{e:#}")))?;
+        crate::net::security::set_client(built);
+    }
     if let Some(dir) = &args.registry {
         registry_dump::show(dir, args.json, args.quiet)
             .with_context(|| format!("cannot show the registry {}", dir.display()))?;

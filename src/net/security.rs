@@ -100,7 +100,12 @@ impl Properties {
             }
             "sasl.username" => self.username = Some(v),
             "sasl.password" => self.password = Some(v),
-            _ => return Err(format!("{name} is not a security property")),
+            _ => {
+                return Err(format!(
+                    "{name} is not a security property: {}",
+                    NAMES.join(", ")
+                ))
+            }
         }
         Ok(())
     }
