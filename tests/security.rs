@@ -815,3 +815,28 @@ fn replicas_fetch_from_each_other_over_tls_with_their_own_login() {
         assert!(refused.is_empty(), "{refused:?}");
     }
 }
+
+/// A client that never finishes its TLS handshake holds the broker
+/// neither past the handshake's bound nor at a stop: SIGTERM ends the
+/// broker in well under the 10 s a handshake may take.
+#[test]
+fn a_silent_tls_client_does_not_hold_up_a_stop() {
+    let pki = Pki::new();
+    let flags = pki.broker_flags();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = common::BrokerProc::start(dir.path(), &flags);
+    let silent: Vec<std::net::TcpStream> = (0..4)
+        .map(|_| std::net::TcpStream::connect(&broker.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let status = broker.terminate();
+    assert!(status.success(), "{status:?}: {:?}", broker.log());
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the stop took {:?}",
+        started.elapsed()
+    );
+    drop(silent);
+}
