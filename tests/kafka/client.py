@@ -12,10 +12,37 @@ without GROUP it assigns every partition and reads from the beginning; with
 GROUP it subscribes as a member, stops after COUNT records, commits exactly
 what it printed (the next offset of each partition) and leaves. Fewer than
 COUNT records within the deadline, or any error, exits 1.
+
+KLOG_SECURITY, when set, is a JSON object of librdkafka's security
+properties (security.protocol, ssl.ca.location, ssl.certificate.location,
+ssl.key.location, sasl.mechanisms, sasl.username, sasl.password): given to
+confluent-kafka as they are, and to kafka-python by its own names.
 """
 
+import json
+import os
 import sys
 import time
+
+
+def security():
+    return json.loads(os.environ.get("KLOG_SECURITY", "{}"))
+
+
+def kafka_python_security():
+    names = {
+        "security.protocol": "security_protocol",
+        "ssl.ca.location": "ssl_cafile",
+        "ssl.certificate.location": "ssl_certfile",
+        "ssl.key.location": "ssl_keyfile",
+        "sasl.mechanisms": "sasl_mechanism",
+        "sasl.username": "sasl_plain_username",
+        "sasl.password": "sasl_plain_password",
+    }
+    out = {names[k]: v for k, v in security().items()}
+    if "security_protocol" in out:
+        out["security_protocol"] = out["security_protocol"].upper()
+    return out
 
 DEADLINE_S = 40
 
@@ -45,7 +72,9 @@ class KafkaPython:
 
     def produce(self, topic, first, last, compression=None):
         producer = self.kafka.KafkaProducer(
-            bootstrap_servers=self.bootstrap, compression_type=compression
+            bootstrap_servers=self.bootstrap,
+            compression_type=compression,
+            **kafka_python_security(),
         )
         futures = [
             producer.send(topic, key=k, value=v, headers=h) for k, v, h in records(first, last)
@@ -64,6 +93,7 @@ class KafkaPython:
             group_id=group,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
+            **kafka_python_security(),
         )
         if group is None:
             deadline = time.monotonic() + DEADLINE_S
@@ -109,7 +139,7 @@ class Confluent:
         self.bootstrap = bootstrap
 
     def produce(self, topic, first, last, compression=None):
-        config = {"bootstrap.servers": self.bootstrap}
+        config = {"bootstrap.servers": self.bootstrap, **security()}
         if compression is not None:
             config["compression.type"] = compression
         producer = self.ck.Producer(config)
@@ -135,6 +165,7 @@ class Confluent:
                 "group.id": group or "assign-only-no-commit",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
+                **security(),
             }
         )
         if group is None:
