@@ -61,7 +61,7 @@ complete -c klog-broker -n "__fish_klog_broker_needs_command" -l tls-ca -d 'The 
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l sasl-mechanisms -d 'Require a SASL login on both listeners, by these mechanisms (comma-separated: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); users are those of the registry (klog-broker user add). Needs --registry' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l sasl-username -d 'With --sasl-mechanisms in a cluster: the user this broker logs in as on the other brokers (with the first mechanism)' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l sasl-password-file -d 'The password of --sasl-username, from the first line of FILE (never a flag: flags are seen by every user of the host)' -r -F
-complete -c klog-broker -n "__fish_klog_broker_needs_command" -l super-users -d 'With --authorize: principals allowed everything (comma-separated, User:NAME or User:CN=...)' -r
+complete -c klog-broker -n "__fish_klog_broker_needs_command" -l super-users -d 'With --authorize: principals allowed everything, separated by ; as Kafka\'s super.users (User:admin;User:CN=ops,O=Example: a certificate\'s principal holds commas)' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -s q -l quiet -d 'Only print errors'
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l authorize -d 'Deny every request the registry\'s ACLs do not allow (klog-broker acl add); ACL changes count on every broker within a second. Needs --registry'
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -s h -l help -d 'Print help'

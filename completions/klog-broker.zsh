@@ -51,7 +51,7 @@ _klog-broker() {
 '--sasl-mechanisms=[Require a SASL login on both listeners, by these mechanisms (comma-separated\: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); users are those of the registry (klog-broker user add). Needs --registry]:LIST:_default' \
 '--sasl-username=[With --sasl-mechanisms in a cluster\: the user this broker logs in as on the other brokers (with the first mechanism)]:NAME:_default' \
 '--sasl-password-file=[The password of --sasl-username, from the first line of FILE (never a flag\: flags are seen by every user of the host)]:FILE:_files' \
-'*--super-users=[With --authorize\: principals allowed everything (comma-separated, User\:NAME or User\:CN=...)]:LIST:_default' \
+'*--super-users=[With --authorize\: principals allowed everything, separated by ; as Kafka'\''s super.users (User\:admin;User\:CN=ops,O=Example\: a certificate'\''s principal holds commas)]:LIST:_default' \
 '-q[Only print errors]' \
 '--quiet[Only print errors]' \
 '--authorize[Deny every request the registry'\''s ACLs do not allow (klog-broker acl add); ACL changes count on every broker within a second. Needs --registry]' \

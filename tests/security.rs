@@ -50,6 +50,18 @@ impl Pki {
                 write(&format!("{prefix}{name}.pem"), cert.pem());
                 write(&format!("{prefix}{name}.key"), key.serialize_pem());
             }
+            // One attribute whose value reads like alice's whole subject
+            // (O=Example,CN=alice): a principal must not be forged so.
+            let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+            // Without rcgen's default subject (a common name of its own).
+            params.distinguished_name = rcgen::DistinguishedName::new();
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, "Example,CN=alice");
+            let key = KeyPair::generate().unwrap();
+            let cert = params.signed_by(&key, &issuer).unwrap();
+            write(&format!("{prefix}forger.pem"), cert.pem());
+            write(&format!("{prefix}forger.key"), key.serialize_pem());
         }
         Pki { dir }
     }
@@ -229,7 +241,7 @@ fn kcat_speaks_tls_and_mutual_tls_refuses_strangers() {
         refused(
             "klog-produce",
             &tools,
-            &["TLS", "certificate", "closed", "reset"],
+            &["TLS", "certificate", "closed", "reset", "Broken pipe"],
         );
     }
     broker.assert_running();
@@ -407,9 +419,9 @@ fn admin(registry: &str, args: &[&str]) {
     );
 }
 
-/// A broker with SASL and --authorize (admin a super user), users alice,
-/// bob and admin; alice may write and read topic t and read group g,
-/// bob may read topics prefixed logs-.
+/// A broker with SASL and --authorize (admin a super user); alice may
+/// write and read topic t and read group g, bob may read topics prefixed
+/// logs-, and carol, dave and erin as said below.
 fn authorizing_broker() -> KafkaBroker {
     let flags = [
         "--sasl-mechanisms",
@@ -431,6 +443,51 @@ fn authorizing_broker() -> KafkaBroker {
             &format!("{password}\n"),
         );
         assert!(out.status.success(), "user add: {}", stderr(&out));
+    }
+    for (user, password) in [
+        ("carol", "c-secret"),
+        ("dave", "d-secret"),
+        ("erin", "e-secret"),
+    ] {
+        let out = run(
+            "klog-broker",
+            &strings(&["--registry", &registry, "user", "add", user]),
+            &format!("{password}\n"),
+        );
+        assert!(out.status.success(), "user add: {}", stderr(&out));
+    }
+    // carol may only describe t; dave may do all but write; erin may
+    // write topics app-* but create none.
+    let rules: [&[&str]; 4] = [
+        &[
+            "--allow",
+            "User:carol",
+            "--operation",
+            "describe",
+            "--topic",
+            "t",
+        ],
+        &["--allow", "User:dave", "--operation", "all", "--topic", "t"],
+        &[
+            "--deny",
+            "User:dave",
+            "--operation",
+            "write",
+            "--topic",
+            "t",
+        ],
+        &[
+            "--allow",
+            "User:erin",
+            "--operation",
+            "write",
+            "--topic",
+            "app-",
+            "--prefixed",
+        ],
+    ];
+    for rule in rules {
+        admin(&registry, &[&["acl", "add"][..], rule].concat());
     }
     for op in ["write", "read"] {
         admin(
@@ -916,4 +973,160 @@ fn python_clients_speak_sasl_ssl_and_mutual_tls() {
         &["confluent-kafka", "consume", &broker.kafka, "m", "5"],
     );
     assert_eq!(got.lines().count(), 5, "{got}");
+}
+
+/// What the review found no test for: each ACL check on its own, a deny
+/// of one operation, and a produce that would create a topic.
+#[test]
+fn each_acl_check_holds_on_its_own() {
+    let mut broker = authorizing_broker();
+    let addr = broker.addr().to_string();
+    let root = login("admin", "x-secret");
+    assert_eq!(round_trip(&addr, "t", 5, &root), common::numbers(1, 5));
+    assert_eq!(
+        round_trip(&addr, "logs-web", 2, &root),
+        common::numbers(1, 2)
+    );
+    let with = |topic: &str, who: &[String], extra: &[&str]| {
+        [
+            strings(&["-b", &addr, "-t", topic, "-q"]),
+            who.to_vec(),
+            strings(extra),
+        ]
+        .concat()
+    };
+    // carol may describe t, so her requests pass metadata: write and read
+    // are each refused by their own check.
+    let carol = login("carol", "c-secret");
+    refused("klog-produce", &with("t", &carol, &[]), &["may not write"]);
+    refused(
+        "klog-consume",
+        &with("t", &carol, &["-e"]),
+        &["may not read"],
+    );
+    // dave may do all but write.
+    let dave = login("dave", "d-secret");
+    refused("klog-produce", &with("t", &dave, &[]), &["may not write"]);
+    let out = run("klog-consume", &with("t", &dave, &["-e"]), "");
+    assert!(
+        out.status.success(),
+        "a deny of write denied a read: {}",
+        stderr(&out)
+    );
+    // erin may write app-* but create nothing: her produce creates no topic.
+    let erin = login("erin", "e-secret");
+    refused(
+        "klog-produce",
+        &with("app-x", &erin, &[]),
+        &["may not create"],
+    );
+    let registry = broker.registry.clone().unwrap();
+    let placed = Path::new(&registry).join("topics/app-x.json");
+    assert!(!placed.exists() && !broker.data_dir().join("app-x-0").exists());
+    broker.assert_running();
+}
+
+#[test]
+fn each_kafka_acl_check_holds_on_its_own() {
+    let Some(kcat) = kcat_path() else { return };
+    let mut broker = authorizing_broker();
+    let k = broker.kcat(&kcat);
+    let props = |user: &str, password: &str| sasl_props("sasl_plaintext", "PLAIN", user, password);
+    let root = props("admin", "x-secret");
+    k.produce("t", b"one\n", &refs(&root));
+    k.produce("logs-web", b"w\n", &refs(&root));
+    let fails = |who: &[String], args: &[&str], stdin: &[u8]| {
+        let mut all = args.to_vec();
+        all.extend(refs(who));
+        let out = k.run(&all, stdin);
+        let err = stderr(&out);
+        assert!(
+            err.contains("uthoriz") || !out.status.success(),
+            "{args:?}: {err}"
+        );
+        err
+    };
+    // No credentials at all: nothing is served.
+    let out = k.run(&["-L", "-m", "5"], b"");
+    assert!(!out.status.success(), "kcat without a login listed topics");
+    // carol passes metadata (describe) and is refused at produce and fetch.
+    let carol = props("carol", "c-secret");
+    let err = fails(
+        &carol,
+        &["-P", "-t", "t", "-X", "message.timeout.ms=5000"],
+        b"x\n",
+    );
+    assert!(err.contains("uthoriz"), "{err}");
+    let err = fails(&carol, &["-C", "-t", "t", "-e"], b"");
+    assert!(err.contains("uthoriz"), "{err}");
+    // bob lists only what he may describe, and may not join group g2
+    // though he may read its topic.
+    let bob = props("bob", "b-secret");
+    let mut args = vec!["-L"];
+    args.extend(refs(&bob));
+    let listing = String::from_utf8(k.ok(&args, b"")).unwrap();
+    assert!(
+        listing.contains("logs-web") && !listing.contains("\"t\""),
+        "{listing}"
+    );
+    let err = fails(&bob, &["-G", "g2", "logs-web", "-e"], b"");
+    assert!(err.contains("roup authoriz"), "{err}");
+    // erin's produce to a missing topic creates nothing.
+    let erin = props("erin", "e-secret");
+    fails(
+        &erin,
+        &["-P", "-t", "app-y", "-X", "message.timeout.ms=3000"],
+        b"x\n",
+    );
+    assert!(!broker.data_dir().join("app-y-0").exists());
+    broker.assert_running();
+}
+
+/// Mutual TLS with --authorize: a certificate's principal is its subject,
+/// escaped (a forger whose one attribute reads like alice's whole subject
+/// is not alice), and a super user's principal may hold commas
+/// (`--super-users` is separated by `;`, as Kafka's super.users).
+#[test]
+fn certificate_principals_cannot_be_forged_and_may_be_super_users() {
+    let pki = Pki::new();
+    let mut flags = pki.broker_flags();
+    flags.extend(strings(&[
+        "--tls-client-ca",
+        &pki.path("ca.pem"),
+        "--authorize",
+        "--super-users",
+        "User:O=Example,CN=broker;User:admin",
+    ]));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let broker = KafkaBroker::with_registry(&flags);
+    let registry = broker.registry.clone().unwrap();
+    for op in ["write", "read"] {
+        admin(
+            &registry,
+            &[
+                "acl",
+                "add",
+                "--allow",
+                "User:O=Example,CN=alice",
+                "--operation",
+                op,
+                "--topic",
+                "secret",
+            ],
+        );
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    let as_who = |who: &str| kcat_props(&pki, "ssl", Some(who));
+    // The broker's own certificate is a super user: it creates the topic.
+    assert_eq!(
+        round_trip(broker.addr(), "secret", 3, &as_who("broker")),
+        common::numbers(1, 3)
+    );
+    assert_eq!(
+        round_trip(broker.addr(), "secret", 0, &as_who("alice")).len(),
+        3
+    );
+    let mut forged = strings(&["-b", broker.addr(), "-t", "secret", "-e", "-q"]);
+    forged.extend(as_who("forger"));
+    refused("klog-consume", &forged, &["authorization_failed"]);
 }

@@ -64,12 +64,13 @@ pub struct SecurityArgs {
     /// Needs --registry.
     #[arg(long = "authorize", requires = "registry")]
     pub authorize: bool,
-    /// With --authorize: principals allowed everything
-    /// (comma-separated, User:NAME or User:CN=...).
+    /// With --authorize: principals allowed everything, separated by ;
+    /// as Kafka's super.users (User:admin;User:CN=ops,O=Example: a
+    /// certificate's principal holds commas).
     #[arg(
         long = "super-users",
         value_name = "LIST",
-        value_delimiter = ',',
+        value_delimiter = ';',
         requires = "authorize"
     )]
     pub super_users: Vec<String>,

@@ -14,7 +14,8 @@
 //! ```
 //!
 //! A request is allowed when no deny rule matches it and an allow rule
-//! does ([`decide`]). Read, write and alter imply describe, as in Kafka.
+//! does ([`decide`]). Allowing read, write or alter allows describe too;
+//! a deny denies only what it names (or all), as in Kafka.
 
 use std::fmt;
 use std::sync::{Arc, RwLock};
@@ -208,12 +209,20 @@ pub fn decide(
     for acl in acls.iter().filter(|a| a.pattern.matches(resource, name)) {
         for rule in &acl.rules {
             let who = rule.principal == principal || rule.principal == "User:*";
-            if !who || !rule.operation.covers(operation) {
+            if !who {
                 continue;
             }
             match rule.permission {
-                Permission::Deny => return false,
-                Permission::Allow => allowed = true,
+                // A deny is of what it names: denying read denies no
+                // describe (as in Kafka).
+                Permission::Deny
+                    if matches!(rule.operation, Operation::All) || rule.operation == operation =>
+                {
+                    return false
+                }
+                Permission::Deny => {}
+                Permission::Allow if rule.operation.covers(operation) => allowed = true,
+                Permission::Allow => {}
             }
         }
     }
@@ -402,6 +411,16 @@ mod tests {
             "a group's rule is not a topic's"
         );
         assert!(!decide(&acls, "User:alice", Create, (Cluster, CLUSTER)));
+        // A deny of read leaves the describe a write implies.
+        let acls = vec![acl(
+            Topic,
+            "o",
+            PatternType::Literal,
+            &[("User:a", Write, Allow), ("User:a", Read, Deny)],
+        )];
+        assert!(decide(&acls, "User:a", Describe, (Topic, "o")));
+        assert!(decide(&acls, "User:a", Write, (Topic, "o")));
+        assert!(!decide(&acls, "User:a", Read, (Topic, "o")));
     }
 
     #[test]

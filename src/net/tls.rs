@@ -161,25 +161,58 @@ pub struct Accepted {
 }
 
 /// The principal a client certificate names: `User:` and its subject as
-/// RFC 2253 writes it (`User:CN=alice,O=Example`), as Kafka's default
+/// RFC 2253 writes it (`User:CN=alice,O=Example`; attributes of one RDN
+/// joined by `+`, special characters escaped), as Kafka's default
 /// principal builder does.
 pub fn principal_of(cert: &CertificateDer<'_>) -> String {
     let Ok((_, parsed)) = x509_parser::parse_x509_certificate(cert.as_ref()) else {
         return "User:ANONYMOUS".to_string();
     };
     let registry = x509_parser::objects::oid_registry();
-    let mut parts = Vec::new();
+    let mut rdns = Vec::new();
     for rdn in parsed.subject().iter_rdn() {
-        for attr in rdn.iter() {
-            let name = x509_parser::objects::oid2abbrev(attr.attr_type(), registry)
-                .map(str::to_string)
-                .unwrap_or_else(|_| attr.attr_type().to_id_string());
-            let value = attr.as_str().unwrap_or("?");
-            parts.push(format!("{name}={value}"));
-        }
+        let attrs: Vec<String> = rdn
+            .iter()
+            .map(|attr| {
+                let name = x509_parser::objects::oid2abbrev(attr.attr_type(), registry)
+                    .map(str::to_string)
+                    .unwrap_or_else(|_| attr.attr_type().to_id_string());
+                // A value that is no string is written as # and its bytes
+                // in hex, as RFC 2253 does.
+                let value = match attr.as_str() {
+                    Ok(text) => escape_dn_value(text),
+                    Err(_) => {
+                        let bytes = attr.attr_value().data;
+                        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                        format!("#{hex}")
+                    }
+                };
+                format!("{name}={value}")
+            })
+            .collect();
+        rdns.push(attrs.join("+"));
     }
-    parts.reverse();
-    format!("User:{}", parts.join(","))
+    rdns.reverse();
+    format!("User:{}", rdns.join(","))
+}
+
+/// An attribute value escaped as RFC 2253 says: `,+"\<>;` behind a
+/// backslash, and a leading `#` or space and a trailing space too, so that
+/// no value can pass for several attributes (`CN=broker,O=Example` as one
+/// common name is `CN=broker\,O=Example`).
+fn escape_dn_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let last = value.chars().count().saturating_sub(1);
+    for (i, c) in value.chars().enumerate() {
+        let special = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
+            || (i == 0 && matches!(c, '#' | ' '))
+            || (i == last && c == ' ');
+        if special {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The principal of the first certificate of a PEM file (a broker's own,
@@ -549,5 +582,47 @@ fn wait(
             Ok(true)
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{escape_dn_value, principal_of, CertificateDer};
+
+    fn cert(attrs: &[(rcgen::DnType, &str)]) -> CertificateDer<'static> {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        // rcgen's default subject (a common name) would come first.
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        for (kind, value) in attrs {
+            params.distinguished_name.push(kind.clone(), *value);
+        }
+        let key = rcgen::KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().der().clone()
+    }
+
+    /// A subject's attributes in reverse order, escaped: one attribute
+    /// whose value reads like two is not those two.
+    #[test]
+    fn a_certificate_principal_is_its_escaped_subject() {
+        use rcgen::DnType::{CommonName, OrganizationName};
+        let alice = principal_of(&cert(&[
+            (CommonName, "alice"),
+            (OrganizationName, "Example"),
+        ]));
+        let forger = principal_of(&cert(&[(OrganizationName, "Example,CN=alice")]));
+        assert_eq!(alice, "User:O=Example,CN=alice");
+        assert_eq!(forger, "User:O=Example\\,CN=alice");
+    }
+
+    #[test]
+    fn distinguished_name_values_are_escaped_so_none_passes_for_another() {
+        assert_eq!(escape_dn_value("alice"), "alice");
+        assert_eq!(escape_dn_value("broker,O=Example"), "broker\\,O=Example");
+        assert_eq!(
+            escape_dn_value("a+b;c\\d\"<e>"),
+            "a\\+b\\;c\\\\d\\\"\\<e\\>"
+        );
+        assert_eq!(escape_dn_value("#x "), "\\#x\\ ");
+        assert_eq!(escape_dn_value(" "), "\\ ");
     }
 }

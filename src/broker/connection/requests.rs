@@ -177,7 +177,13 @@ fn authorize(shared: &Shared, session: &mut Session, request: &Request<'_>) -> O
             .then(|| format!("{} may not {op} topic {topic:?}", session.principal))
     };
     match request {
-        Request::Produce { topic: t, .. } => topic(Op::Write, t),
+        // A produce creates a missing topic: only with create.
+        Request::Produce { topic: t, .. } => topic(Op::Write, t).or_else(|| {
+            let creates = session.allows(shared, Op::Create, (R::Cluster, CLUSTER))
+                || session.allows(shared, Op::Create, (R::Topic, t));
+            (!creates && !shared.topic_exists(t))
+                .then(|| format!("{} may not create topic {t:?}", session.principal))
+        }),
         Request::Fetch {
             replica_id: "",
             partitions,

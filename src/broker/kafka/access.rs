@@ -15,7 +15,7 @@
 
 use crate::broker::auth::Session;
 use crate::broker::shared::Shared;
-use crate::coord::acl::{Operation, ResourceType};
+use crate::coord::acl::{Operation, ResourceType, CLUSTER};
 use crate::kafka;
 
 /// What a connection may do: its session, or everything (no session).
@@ -46,6 +46,14 @@ impl<'a> Access<'a> {
     pub(super) fn group(&self, operation: Operation, group: &str) -> Option<i16> {
         (!self.allows(operation, ResourceType::Group, group))
             .then_some(kafka::GROUP_AUTHORIZATION_FAILED)
+    }
+
+    /// UNKNOWN_TOPIC_OR_PARTITION for a produce to a missing topic the
+    /// client may not create (a produce would create it).
+    pub(super) fn missing(&self, topic: &str) -> Option<i16> {
+        let creates = self.allows(Operation::Create, ResourceType::Cluster, CLUSTER)
+            || self.allows(Operation::Create, ResourceType::Topic, topic);
+        (!creates && !self.shared.topic_exists(topic)).then_some(kafka::UNKNOWN_TOPIC_OR_PARTITION)
     }
 
     /// Whether the connection may write to some topic (an idempotent

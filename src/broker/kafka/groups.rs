@@ -94,7 +94,7 @@ fn refuse(
             let response = FindCoordinatorResponse {
                 throttle_time_ms: 0,
                 error_code,
-                error_message: Some("not authorized for the group"),
+                error_message: Some("Group authorization failed."),
                 node_id: -1,
                 host: "",
                 port: -1,

@@ -205,7 +205,9 @@ fn produce_request(
     let mut topics = Vec::with_capacity(r.topic_data.len());
     for t in &r.topic_data {
         let access = Access::new(shared, state.session.as_ref());
-        let refusal = refusal.or_else(|| access.topic(Operation::Write, t.name));
+        let refusal = refusal
+            .or_else(|| access.topic(Operation::Write, t.name))
+            .or_else(|| access.missing(t.name));
         let parts = t.partition_data.iter().map(|p| {
             let pending = match refusal {
                 Some(error) => Pending::Done(Produced {

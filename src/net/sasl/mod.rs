@@ -253,10 +253,15 @@ fn plain_check(message: &[u8], users: &dyn Users) -> Result<Step, Refused> {
     if !authzid.is_empty() && authzid != user {
         return Err(Refused(format!("{user} may not act for {authzid}")));
     }
-    let credential = [scram::Hash::Sha512, scram::Hash::Sha256]
+    let found = [scram::Hash::Sha512, scram::Hash::Sha256]
         .into_iter()
-        .find_map(|h| users.credential(user, h))
-        .ok_or_else(|| Refused(format!("unknown user {user:?}")))?;
+        .find_map(|h| users.credential(user, h));
+    let Some(credential) = found else {
+        // As long as a known user's check: the answer's time does not
+        // say which names exist.
+        let _ = scram::decoy(scram::Hash::Sha512, user).matches(password);
+        return Err(Refused(format!("unknown user {user:?}")));
+    };
     if !credential.matches(password) {
         return Err(Refused(format!("wrong password for {user:?}")));
     }

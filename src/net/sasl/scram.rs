@@ -128,6 +128,24 @@ fn random(n: usize) -> Vec<u8> {
     out
 }
 
+/// A made-up credential for a user who has none, the same for that name
+/// as long as the process lives: an unknown user gets a challenge like a
+/// known one's (RFC 5802's advice), and is refused only at the proof, so
+/// the exchange does not say which names exist.
+pub(super) fn decoy(hash: Hash, user: &str) -> Credential {
+    static SECRET: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let secret = SECRET.get_or_init(|| random(32));
+    let salt = hash.mac(secret, user.as_bytes());
+    let key = B64.encode(hash.mac(secret, b"no key"));
+    Credential {
+        hash,
+        salt: B64.encode(&salt[..SALT_BYTES.min(salt.len())]),
+        iterations: ITERATIONS_MIN,
+        stored_key: key.clone(),
+        server_key: key,
+    }
+}
+
 /// Whether two byte strings are equal, in time that does not depend on
 /// where they differ.
 fn same(a: &[u8], b: &[u8]) -> bool {
@@ -274,8 +292,13 @@ impl Client {
         let iterations: u32 = attribute(&fields, 'i')
             .ok_or_else(|| anyhow!("no iteration count"))?
             .parse()?;
-        if !(1..=ITERATIONS_MAX * 4).contains(&iterations) {
-            bail!("the broker asks for {iterations} SCRAM iterations");
+        // Fewer iterations would hand whoever answers for the broker a
+        // proof it can try passwords against cheaply (Kafka's client
+        // refuses them too); more only make the login slow.
+        if !(ITERATIONS_MIN..=ITERATIONS_MAX * 4).contains(&iterations) {
+            bail!(
+                "the broker asks for {iterations} SCRAM iterations (at least {ITERATIONS_MIN} are taken)"
+            );
         }
         let h = self.hash;
         let salted = h.salted(&self.password, &salt, iterations);
@@ -301,6 +324,8 @@ impl Client {
 pub struct Server {
     user: String,
     credential: Credential,
+    /// The user has no credential: the decoy's proof is refused.
+    unknown: bool,
     nonce: String,
     auth_start: String,
 }
@@ -349,9 +374,9 @@ impl Server {
         if client_nonce.is_empty() || client_nonce.contains(',') {
             return Err(bad("an empty nonce"));
         }
-        let credential = users
-            .credential(&user, hash)
-            .ok_or_else(|| Refused(format!("unknown user {user:?} (for {})", hash.mechanism())))?;
+        let found = users.credential(&user, hash);
+        let unknown = found.is_none();
+        let credential = found.unwrap_or_else(|| decoy(hash, &user));
         let nonce = format!("{client_nonce}{server_nonce}");
         let server_first = format!(
             "r={nonce},s={},i={}",
@@ -360,6 +385,7 @@ impl Server {
         let server = Server {
             user,
             credential,
+            unknown,
             nonce,
             auth_start: format!("{bare},{server_first}"),
         };
@@ -389,6 +415,13 @@ impl Server {
             return Err(bad("a proof of the wrong length"));
         }
         let client_key: Vec<u8> = proof.iter().zip(&signature).map(|(a, b)| a ^ b).collect();
+        if self.unknown {
+            let mechanism = h.mechanism();
+            return Err(Refused(format!(
+                "unknown user {:?} (for {mechanism})",
+                self.user
+            )));
+        }
         if !same(&h.h(&client_key), &stored_key) {
             return Err(Refused(format!("wrong password for {:?}", self.user)));
         }
@@ -475,6 +508,19 @@ mod tests {
             let (server, _) = Server::first(hash, &first, &users).unwrap();
             assert!(server.last(&last).unwrap_err().0.contains("nonce"));
         }
+    }
+
+    #[test]
+    fn a_client_refuses_a_server_that_asks_for_too_few_iterations() {
+        let mut client = Client::with_nonce(Hash::Sha256, "user", "pencil", "abc".into());
+        client.next(b"").unwrap();
+        assert!(client.next(b"r=abcdef,s=c2FsdA==,i=1").is_err());
+        let mut client = Client::with_nonce(Hash::Sha256, "user", "pencil", "abc".into());
+        client.next(b"").unwrap();
+        assert!(client
+            .next(b"r=abcdef,s=c2FsdA==,i=4096")
+            .unwrap()
+            .is_some());
     }
 
     #[test]

@@ -93,3 +93,31 @@ fn mechanisms_parse_by_name_in_any_case() {
     );
     assert!(Mechanism::parse_list(" , ").is_err());
 }
+
+#[test]
+fn an_unknown_user_is_challenged_like_a_known_one_and_refused_at_the_proof() {
+    let users = table();
+    for m in [Mechanism::ScramSha256, Mechanism::ScramSha512] {
+        let mut known = ServerExchange::new(m);
+        let mut unknown = ServerExchange::new(m);
+        let a = known.step(b"n,,n=alice,r=abc", &users).unwrap();
+        let b = unknown.step(b"n,,n=carol,r=abc", &users).unwrap();
+        assert!(matches!((&a, &b), (Step::Challenge(_), Step::Challenge(_))));
+        // The same unknown name gets the same salt each time.
+        let again = ServerExchange::new(m)
+            .step(b"n,,n=carol,r=abc", &users)
+            .unwrap();
+        let salt = |s: &Step| match s {
+            Step::Challenge(c) => String::from_utf8_lossy(c)
+                .split(',')
+                .nth(1)
+                .unwrap()
+                .to_string(),
+            _ => unreachable!(),
+        };
+        assert_eq!(salt(&b), salt(&again));
+    }
+    assert!(run("SCRAM-SHA-512", "carol", "x")
+        .unwrap_err()
+        .contains("unknown user"));
+}
