@@ -1130,3 +1130,80 @@ fn certificate_principals_cannot_be_forged_and_may_be_super_users() {
     forged.extend(as_who("forger"));
     refused("klog-consume", &forged, &["authorization_failed"]);
 }
+
+/// A raw klog connection logged in with PLAIN.
+fn raw_login(addr: &str, user: &str, password: &str) -> common::Raw {
+    use klog::protocol::{self, ErrorCode};
+    let mut raw = common::Raw::connect(addr);
+    let mut frame = Vec::new();
+    protocol::sasl_handshake_request(&mut frame, 1, "PLAIN");
+    assert_eq!(raw.call(&frame).0, ErrorCode::None);
+    let message = format!("\0{user}\0{password}");
+    protocol::sasl_authenticate_request(&mut frame, 2, message.as_bytes());
+    assert_eq!(raw.call(&frame).0, ErrorCode::None);
+    raw
+}
+
+/// A produce request itself (not klog-produce, which asks create_topic
+/// first) to a missing topic creates it only with create: erin may write
+/// app-* but creates nothing, whatever her batch holds.
+#[test]
+fn a_produce_with_write_alone_creates_no_topic() {
+    use klog::protocol::{self, ErrorCode};
+    let broker = authorizing_broker();
+    let mut raw = raw_login(broker.addr(), "erin", "e-secret");
+    let mut frame = Vec::new();
+    let mut b = klog::storage::record::BatchBuilder::new();
+    b.push(1_700_000_000_000, None, &[], b"x");
+    let batch = b.finish().to_vec();
+    for (topic, records) in [("app-good", &batch[..]), ("app-garbage", &b"garbage"[..])] {
+        protocol::produce_request(&mut frame, 3, 1, 1000, topic, 0, records);
+        let (code, message, _) = raw.call(&frame);
+        assert_eq!(code, ErrorCode::AuthorizationFailed, "{topic}: {message}");
+        assert!(message.contains("may not create"), "{message}");
+    }
+    // And Kafka's produce (SaslHandshake, SaslAuthenticate, Produce v3).
+    let mut kafka = std::net::TcpStream::connect(&broker.kafka).unwrap();
+    kafka
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut answer = |request: &[u8]| {
+        use std::io::{Read, Write};
+        kafka.write_all(request).unwrap();
+        let mut len = [0u8; 4];
+        kafka.read_exact(&mut len).unwrap();
+        let mut body = vec![0; u32::from_be_bytes(len) as usize];
+        kafka.read_exact(&mut body).unwrap();
+        body
+    };
+    let plain = b"\0erin\0e-secret";
+    answer(&common::kafka::frame(
+        17,
+        1,
+        1,
+        &[&[0, 5][..], b"PLAIN"].concat(),
+    ));
+    let auth = [&(plain.len() as i32).to_be_bytes()[..], plain].concat();
+    let authenticated = answer(&common::kafka::frame(36, 0, 2, &auth));
+    assert_eq!(
+        &authenticated[4..6],
+        &[0, 0],
+        "SaslAuthenticate: {authenticated:?}"
+    );
+    let body = common::kafka::produce_v3_body("app-kafka", 1, 1000, &batch);
+    let produced = answer(&common::kafka::frame(0, 3, 3, &body));
+    // correlation id, topics 1, "app-kafka", partitions 1, index 0, error.
+    let at = 4 + 4 + 2 + "app-kafka".len() + 4 + 4;
+    let error = i16::from_be_bytes([produced[at], produced[at + 1]]);
+    assert_eq!(
+        error, 3,
+        "UNKNOWN_TOPIC_OR_PARTITION, not a created topic: {produced:?}"
+    );
+    let registry = broker.registry.clone().unwrap();
+    for topic in ["app-good", "app-garbage", "app-kafka"] {
+        assert!(!Path::new(&registry)
+            .join(format!("topics/{topic}.json"))
+            .exists());
+        assert!(!broker.data_dir().join(format!("{topic}-0")).exists());
+    }
+}
