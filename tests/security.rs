@@ -432,29 +432,16 @@ fn authorizing_broker() -> KafkaBroker {
     ];
     let broker = KafkaBroker::with_registry(&flags);
     let registry = broker.registry.clone().unwrap();
-    for (user, password) in [
+    let users = [
         ("alice", "a-secret"),
         ("bob", "b-secret"),
         ("admin", "x-secret"),
-    ] {
-        let out = run(
-            "klog-broker",
-            &strings(&["--registry", &registry, "user", "add", user]),
-            &format!("{password}\n"),
-        );
-        assert!(out.status.success(), "user add: {}", stderr(&out));
-    }
-    for (user, password) in [
         ("carol", "c-secret"),
         ("dave", "d-secret"),
         ("erin", "e-secret"),
-    ] {
-        let out = run(
-            "klog-broker",
-            &strings(&["--registry", &registry, "user", "add", user]),
-            &format!("{password}\n"),
-        );
-        assert!(out.status.success(), "user add: {}", stderr(&out));
+    ];
+    for (user, password) in users {
+        add_user(&registry, user, password);
     }
     // carol may only describe t; dave may do all but write; erin may
     // write topics app-* but create none.
@@ -777,12 +764,7 @@ fn replicas_fetch_from_each_other_over_tls_with_their_own_login() {
     let password_file = dir.path().join("broker.password");
     std::fs::write(&password_file, "b-pass\n").unwrap();
     for (user, password) in [("broker", "b-pass"), ("admin", "x-secret")] {
-        let out = run(
-            "klog-broker",
-            &strings(&["--registry", &registry, "user", "add", user]),
-            &format!("{password}\n"),
-        );
-        assert!(out.status.success(), "user add: {}", stderr(&out));
+        add_user(&registry, user, password);
     }
     admin(
         &registry,
@@ -1206,4 +1188,14 @@ fn a_produce_with_write_alone_creates_no_topic() {
             .exists());
         assert!(!broker.data_dir().join(format!("{topic}-0")).exists());
     }
+}
+
+/// `klog-broker --registry R user add USER`, the password on stdin.
+fn add_user(registry: &str, user: &str, password: &str) {
+    let out = run(
+        "klog-broker",
+        &strings(&["--registry", registry, "user", "add", user]),
+        &format!("{password}\n"),
+    );
+    assert!(out.status.success(), "user add: {}", stderr(&out));
 }
