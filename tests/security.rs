@@ -1199,3 +1199,26 @@ fn add_user(registry: &str, user: &str, password: &str) {
     );
     assert!(out.status.success(), "user add: {}", stderr(&out));
 }
+
+/// Before a login, a request over 64 KiB is refused, and the answer says
+/// which bound it broke (not `--max-request-bytes`, which it is under).
+#[test]
+fn a_large_request_before_login_is_refused_naming_its_bound() {
+    let broker = sasl_broker(None);
+    let mut raw = common::Raw::connect(broker.addr());
+    let mut frame = (100_000u32).to_le_bytes().to_vec();
+    frame.extend_from_slice(&3u16.to_le_bytes());
+    frame.extend_from_slice(&1u16.to_le_bytes());
+    frame.extend_from_slice(&9u32.to_le_bytes());
+    raw.send(&frame);
+    let body = raw.response().expect("an answer");
+    let mut r = klog::protocol::Reader::new(&body);
+    let h = klog::protocol::decode_response_header(&mut r).unwrap();
+    assert_eq!(h.error, klog::protocol::ErrorCode::RequestTooLarge);
+    assert!(
+        h.message.contains("before SASL authentication"),
+        "{}",
+        h.message
+    );
+    assert!(raw.closed());
+}

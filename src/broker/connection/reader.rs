@@ -101,6 +101,20 @@ fn bytes_max(shared: &Shared, state: &ReaderState) -> u32 {
     }
 }
 
+/// Why a request of `len` bytes was refused: the broker's bound, or,
+/// below it, the bound on a client that has not logged in yet.
+pub(in crate::broker) fn too_large(shared: &Shared, len: impl Into<u64>) -> String {
+    let (len, max) = (len.into(), shared.config.request_bytes_max);
+    match len <= u64::from(max) {
+        true => format!(
+            "request of {len} bytes before SASL authentication: at most {UNAUTHENTICATED_BYTES_MAX} bytes until the client has logged in"
+        ),
+        false => format!(
+            "request of {len} bytes exceeds the broker's maximum of {max} bytes (--max-request-bytes)"
+        ),
+    }
+}
+
 /// The largest request a connection that has not logged in may send.
 pub(in crate::broker) const UNAUTHENTICATED_BYTES_MAX: u32 = 64 * 1024;
 
@@ -200,9 +214,7 @@ fn end(
         FrameError::Closed | FrameError::Stopped => {}
         FrameError::Garbage(why) => shared.log_peer(format_args!("{peer}: closing the connection: {why}")),
         FrameError::TooLarge(len, header) => {
-            let max = shared.config.request_bytes_max;
-            let msg =
-                format!("request of {len} bytes exceeds the broker's maximum of {max} bytes (--max-request-bytes)");
+            let msg = too_large(shared, len);
             shared.log_peer(format_args!("{peer}: closing the connection: {msg}"));
             if let Some(h) = header {
                 let frame = error_frame(h.correlation_id, ErrorCode::RequestTooLarge, &msg);

@@ -266,10 +266,7 @@ fn end(shared: &Shared, e: FrameError, peer: SocketAddr) {
             e.to_string()
         }
         FrameError::Garbage(why) => why,
-        FrameError::TooLarge(len, _) => format!(
-            "request of {len} bytes exceeds the broker's maximum of {} bytes (--max-request-bytes)",
-            shared.config.request_bytes_max
-        ),
+        FrameError::TooLarge(len, _) => crate::broker::connection::too_large(shared, len),
         FrameError::Idle => format!(
             "idle for {} ms (--idle-timeout)",
             shared.config.idle_timeout_ms
