@@ -593,11 +593,10 @@ fn acls_allow_and_deny_kcat_and_groups() {
     let Some(kcat) = kcat_path() else { return };
     let mut broker = authorizing_broker();
     let k = broker.kcat(&kcat);
-    let props = |user: &str, password: &str| sasl_props("sasl_plaintext", "PLAIN", user, password);
     let (alice, bob, root) = (
-        props("alice", "a-secret"),
-        props("bob", "b-secret"),
-        props("admin", "x-secret"),
+        kcat_login("alice", "a-secret"),
+        kcat_login("bob", "b-secret"),
+        kcat_login("admin", "x-secret"),
     );
     k.produce("t", b"one\ntwo\n", &refs(&root));
     k.produce("t", b"three\n", &refs(&alice));
@@ -1013,8 +1012,7 @@ fn each_kafka_acl_check_holds_on_its_own() {
     let Some(kcat) = kcat_path() else { return };
     let mut broker = authorizing_broker();
     let k = broker.kcat(&kcat);
-    let props = |user: &str, password: &str| sasl_props("sasl_plaintext", "PLAIN", user, password);
-    let root = props("admin", "x-secret");
+    let root = kcat_login("admin", "x-secret");
     k.produce("t", b"one\n", &refs(&root));
     k.produce("logs-web", b"w\n", &refs(&root));
     let fails = |who: &[String], args: &[&str], stdin: &[u8]| {
@@ -1032,7 +1030,7 @@ fn each_kafka_acl_check_holds_on_its_own() {
     let out = k.run(&["-L", "-m", "5"], b"");
     assert!(!out.status.success(), "kcat without a login listed topics");
     // carol passes metadata (describe) and is refused at produce and fetch.
-    let carol = props("carol", "c-secret");
+    let carol = kcat_login("carol", "c-secret");
     let err = fails(
         &carol,
         &["-P", "-t", "t", "-X", "message.timeout.ms=5000"],
@@ -1043,7 +1041,7 @@ fn each_kafka_acl_check_holds_on_its_own() {
     assert!(err.contains("uthoriz"), "{err}");
     // bob lists only what he may describe, and may not join group g2
     // though he may read its topic.
-    let bob = props("bob", "b-secret");
+    let bob = kcat_login("bob", "b-secret");
     let mut args = vec!["-L"];
     args.extend(refs(&bob));
     let listing = String::from_utf8(k.ok(&args, b"")).unwrap();
@@ -1054,7 +1052,7 @@ fn each_kafka_acl_check_holds_on_its_own() {
     let err = fails(&bob, &["-G", "g2", "logs-web", "-e"], b"");
     assert!(err.contains("roup authoriz"), "{err}");
     // erin's produce to a missing topic creates nothing.
-    let erin = props("erin", "e-secret");
+    let erin = kcat_login("erin", "e-secret");
     fails(
         &erin,
         &["-P", "-t", "app-y", "-X", "message.timeout.ms=3000"],
@@ -1221,4 +1219,9 @@ fn a_large_request_before_login_is_refused_naming_its_bound() {
         h.message
     );
     assert!(raw.closed());
+}
+
+/// kcat's properties to log in as `user` with PLAIN, without TLS.
+fn kcat_login(user: &str, password: &str) -> Vec<String> {
+    sasl_props("sasl_plaintext", "PLAIN", user, password)
 }

@@ -11,7 +11,7 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 
-use crate::net::Stream;
+use crate::net::{is_tick, Stream};
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
@@ -57,14 +57,6 @@ pub(super) fn until(addr: &str, timeout: Duration) -> impl Patience + '_ {
         }
         Ok(())
     }
-}
-
-/// Whether an I/O error is a socket timeout (a [`TICK`] without progress).
-fn is_tick(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-    )
 }
 
 /// Opens a TCP connection to a broker, giving up after [`CONNECT_TIMEOUT`]

@@ -76,6 +76,15 @@ impl Stream {
     }
 }
 
+/// Whether an I/O error is a socket timeout or an interruption: a tick
+/// of a blocked call without progress, not a failure.
+pub(crate) fn is_tick(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
 impl From<TcpStream> for Stream {
     fn from(s: TcpStream) -> Stream {
         Stream::Tcp(s)

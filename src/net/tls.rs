@@ -33,7 +33,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::ServerConnection;
 use rustls::{ClientConfig, ClientConnection, Connection, RootCertStore, ServerConfig};
 
-use super::Stream;
+use super::{is_tick, Stream};
 
 /// How long a TLS handshake may take before the connection is closed.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -272,14 +272,6 @@ impl ClientTls {
 fn system_roots() -> anyhow::Result<RootCertStore> {
     const BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
     roots(Path::new(BUNDLE)).with_context(|| "no ssl.ca.location given, and no system CA bundle")
-}
-
-/// Whether an I/O error is a timeout or an interruption.
-fn is_tick(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-    )
 }
 
 /// Runs the handshake to its end, by `deadline`. A failure sends its alert

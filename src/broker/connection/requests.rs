@@ -124,16 +124,17 @@ fn answer_now(
     }
 }
 
-/// SASL's part of a request: its own requests answered, and any other
-/// refused (the connection then closes) until the client has logged in;
-/// `None` for the requests to handle.
-fn authenticate(
+/// SASL's and the ACLs' part of a request: SASL's own requests answered,
+/// any other refused until the client has logged in (the connection then
+/// closes), and one the ACLs refuse answered with why. Whether it was
+/// answered here (false: the request is for [`handle`]).
+fn admit(
     shared: &Shared,
     peer: SocketAddr,
     state: &mut ReaderState,
     correlation_id: u32,
     request: &Request<'_>,
-) -> Option<Answer> {
+) -> bool {
     match request {
         Request::SaslHandshake { mechanism } => {
             sasl_handshake(shared, state, correlation_id, mechanism)
@@ -142,7 +143,12 @@ fn authenticate(
             sasl_authenticate(shared, peer, state, correlation_id, message)
         }
         _ if state.session.as_ref().is_none_or(|s| s.ready()) => {
-            let denied = authorize(shared, state.session.as_mut()?, request)?;
+            let Some(session) = state.session.as_mut() else {
+                return false;
+            };
+            let Some(denied) = authorize(shared, session, request) else {
+                return false;
+            };
             error_into(
                 &mut state.answer,
                 correlation_id,
@@ -165,7 +171,7 @@ fn authenticate(
             state.closing = Some("a request before SASL authentication".into());
         }
     }
-    Some(Answer::Now)
+    true
 }
 
 /// Why the ACLs refuse a request (`None`: allowed). Metadata is
@@ -256,7 +262,7 @@ fn sasl_authenticate(
 }
 
 /// Decodes a request, and gives it to handle unless SASL's part answered
-/// it ([`authenticate`]). One that does not decode is answered at once, in
+/// it ([`admit`]). One that does not decode is answered at once, in
 /// the answers held, and the connection goes on (its frame was whole),
 /// unless the client has not logged in yet.
 fn decode<'a>(
@@ -273,10 +279,7 @@ fn decode<'a>(
         }
         return None;
     };
-    match authenticate(shared, peer, state, correlation_id, &request) {
-        Some(_) => None,
-        None => Some(request),
-    }
+    (!admit(shared, peer, state, correlation_id, &request)).then_some(request)
 }
 
 /// Decodes a request; one that does not decode is answered in `out`.
