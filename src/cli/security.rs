@@ -177,13 +177,7 @@ pub enum UserCommand {
 
 /// Runs `klog-broker --registry R user ...`.
 pub fn run_user(registry: Option<&Path>, command: &UserCommand) -> anyhow::Result<ExitCode> {
-    let Some(path) = registry else {
-        return Err(
-            super::Usage("user needs --registry: users live in the registry".into()).into(),
-        );
-    };
-    let registry = crate::coord::open(path, Duration::from_secs(10))
-        .with_context(|| format!("cannot open the registry {}", path.display()))?;
+    let (path, registry) = open_registry(registry, "user", "users")?;
     match command {
         UserCommand::Add {
             name,
@@ -228,6 +222,22 @@ pub fn run_user(registry: Option<&Path>, command: &UserCommand) -> anyhow::Resul
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The registry a command (`user`, `acl`) manages `what` in; a usage
+/// error without `--registry`.
+fn open_registry<'a>(
+    registry: Option<&'a Path>,
+    command: &str,
+    what: &str,
+) -> anyhow::Result<(&'a Path, std::sync::Arc<dyn crate::coord::Registry>)> {
+    let Some(path) = registry else {
+        let why = format!("{command} needs --registry: {what} live in the registry");
+        return Err(super::Usage(why).into());
+    };
+    let opened = crate::coord::open(path, Duration::from_secs(10))
+        .with_context(|| format!("cannot open the registry {}", path.display()))?;
+    Ok((path, opened))
 }
 
 /// A password from the first line of standard input.
@@ -329,11 +339,7 @@ pub enum AclCommand {
 
 /// Runs `klog-broker --registry R acl ...`.
 pub fn run_acl(registry: Option<&Path>, command: &AclCommand) -> anyhow::Result<ExitCode> {
-    let Some(path) = registry else {
-        return Err(super::Usage("acl needs --registry: ACLs live in the registry".into()).into());
-    };
-    let registry = crate::coord::open(path, Duration::from_secs(10))
-        .with_context(|| format!("cannot open the registry {}", path.display()))?;
+    let (_, registry) = open_registry(registry, "acl", "ACLs")?;
     match command {
         AclCommand::Add(a) => {
             acl::add(&*registry, &a.pattern(), a.rule())?;
