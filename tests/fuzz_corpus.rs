@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::kafka::{frame, produce_v3_body};
+use klog::kafka::admin;
+use klog::kafka::message::Message;
 use klog::protocol::{self, FetchPartition, FetchWant};
 use klog::storage::record::BatchBuilder;
 
@@ -116,7 +118,65 @@ fn kafka_seeds() -> Vec<Vec<u8>> {
             9,
             &[vec![0xff, 0xff], 60_000i32.to_be_bytes().to_vec()].concat(),
         )),
+        admin_seed(30, 2, &create_acls()),
+        admin_seed(31, 1, &delete_acls()),
+        admin_seed(51, 0, &alter_users()),
     ]
+}
+
+/// An admin request's frame body, klog's own encoding in `version` (with
+/// the request header's tags in a flexible one).
+fn admin_seed<'a, M: Message<'a>>(api_key: i16, version: i16, message: &M) -> Vec<u8> {
+    let mut b = Vec::new();
+    if M::version(version).flexible {
+        b.push(0);
+    }
+    message.encode(version, &mut b);
+    body(&frame(api_key, version, 10, &b))
+}
+
+fn create_acls() -> admin::CreateAclsRequest<'static> {
+    admin::CreateAclsRequest {
+        creations: vec![admin::AclCreation {
+            resource_type: admin::code::TOPIC,
+            resource_name: "t",
+            resource_pattern_type: admin::code::PREFIXED,
+            principal: "User:a",
+            host: "*",
+            operation: admin::code::READ,
+            permission_type: admin::code::ALLOW,
+        }],
+    }
+}
+
+fn delete_acls() -> admin::DeleteAclsRequest<'static> {
+    admin::DeleteAclsRequest {
+        filters: vec![admin::AclFilter {
+            resource_type: admin::code::ANY,
+            resource_name: None,
+            pattern_type: admin::code::MATCH,
+            principal: Some("User:a"),
+            host: None,
+            operation: admin::code::ANY,
+            permission_type: admin::code::ANY,
+        }],
+    }
+}
+
+fn alter_users() -> admin::AlterUserScramCredentialsRequest<'static> {
+    admin::AlterUserScramCredentialsRequest {
+        deletions: vec![admin::ScramCredentialDeletion {
+            name: "old",
+            mechanism: 1,
+        }],
+        upsertions: vec![admin::ScramCredentialUpsertion {
+            name: "new",
+            mechanism: 2,
+            iterations: 4096,
+            salt: b"salt",
+            salted_password: &[7; 64],
+        }],
+    }
 }
 
 fn sasl_seeds() -> Vec<Vec<u8>> {

@@ -983,6 +983,47 @@ fn seed_frames() -> Vec<Vec<u8>> {
         let r = km::InitProducerIdRequest::default().with_transaction_timeout_ms(1);
         seeds.push(request_frame(INIT_PRODUCER_ID, v, &r));
     }
+    seeds.extend(admin_seeds());
+    seeds
+}
+
+/// The admin APIs' requests (declared through `klog::kafka::message`), in
+/// the versions the crate writes.
+fn admin_seeds() -> Vec<Vec<u8>> {
+    let mut seeds = Vec::new();
+    let creation = km::create_acls_request::AclCreation::default()
+        .with_resource_type(2)
+        .with_resource_name(s("t"))
+        .with_principal(s("User:a"))
+        .with_host(s("*"))
+        .with_operation(3)
+        .with_permission_type(3);
+    let filter = km::delete_acls_request::DeleteAclsFilter::default()
+        .with_resource_type_filter(1)
+        .with_pattern_type_filter(1)
+        .with_operation(1)
+        .with_permission_type(1);
+    for v in 1..=3 {
+        let r = km::CreateAclsRequest::default().with_creations(vec![creation.clone(); 2]);
+        seeds.push(request_frame(CREATE_ACLS, v, &r));
+        let r = km::DeleteAclsRequest::default().with_filters(vec![filter.clone(); 2]);
+        seeds.push(request_frame(DELETE_ACLS, v, &r));
+        let r = km::DescribeAclsRequest::default()
+            .with_resource_type_filter(1)
+            .with_resource_name_filter(Some(s("t")));
+        seeds.push(request_frame(DESCRIBE_ACLS, v, &r));
+    }
+    let user = km::describe_user_scram_credentials_request::UserName::default().with_name(s("u"));
+    let r = km::DescribeUserScramCredentialsRequest::default().with_users(Some(vec![user; 2]));
+    seeds.push(request_frame(DESCRIBE_USER_SCRAM_CREDENTIALS, 0, &r));
+    let upsertion = km::alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+        .with_name(s("u"))
+        .with_mechanism(1)
+        .with_iterations(4096)
+        .with_salt(s("salt").into_bytes())
+        .with_salted_password(s("0123456789abcdef0123456789abcdef").into_bytes());
+    let r = km::AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsertion; 2]);
+    seeds.push(request_frame(ALTER_USER_SCRAM_CREDENTIALS, 0, &r));
     seeds
 }
 

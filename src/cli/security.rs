@@ -284,12 +284,7 @@ pub struct AclArgs {
 
 /// A principal is `User:` and a name.
 fn principal_arg(s: &str) -> Result<String, String> {
-    match s.strip_prefix("User:") {
-        Some(name) if !name.is_empty() => Ok(s.to_string()),
-        _ => Err(format!(
-            "{s:?} is not a principal: User:NAME, User:CN=..., or User:*"
-        )),
-    }
+    crate::coord::acl::check_principal(s).map(|()| s.to_string())
 }
 
 impl AclArgs {

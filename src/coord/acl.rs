@@ -322,6 +322,16 @@ fn store(registry: &dyn Registry, pattern: &Pattern, rules: Vec<Rule>) -> Result
     registry.set_config(ACLS, &pattern.key(), &bytes)
 }
 
+/// A principal as rules name it: `User:NAME`, `User:CN=...` or `User:*`.
+pub fn check_principal(s: &str) -> std::result::Result<(), String> {
+    match s.strip_prefix("User:") {
+        Some(name) if !name.is_empty() => Ok(()),
+        _ => Err(format!(
+            "{s:?} is not a principal: User:NAME, User:CN=..., or User:*"
+        )),
+    }
+}
+
 /// A pattern's name must be a resource's name (or `*`); the cluster's is
 /// Kafka's one name.
 fn check(pattern: &Pattern) -> Result<()> {

@@ -10,10 +10,10 @@
 //! `client_id` stays a (non-compact) `nullable_string` in v2, so the four
 //! fields sit at the same place in every header version this codec meets:
 //! a request of a version it does not know still yields them, and the
-//! broker can answer it. klog answers every request with the response
-//! header v0: the only flexible version it implements is ApiVersions v3,
-//! whose response header is v0 by Kafka's rule (a client must read it
-//! before it knows which versions the broker speaks).
+//! broker can answer it. ApiVersions is answered with the response header
+//! v0 in every version, by Kafka's rule (a client must read it before it
+//! knows which versions the broker speaks); the admin APIs' flexible
+//! versions with v1 ([`super::response::frame_message`]).
 
 use super::api_key::*;
 use super::wire::{put_i32, Decoder, Result};
@@ -72,6 +72,8 @@ pub fn first_flexible_version(api_key: i16) -> Option<i16> {
         API_VERSIONS => 3,
         INIT_PRODUCER_ID => 2,
         SASL_AUTHENTICATE => 2,
+        DESCRIBE_ACLS | CREATE_ACLS | DELETE_ACLS => 2,
+        DESCRIBE_USER_SCRAM_CREDENTIALS | ALTER_USER_SCRAM_CREDENTIALS => 0,
         _ => return None,
     })
 }

@@ -28,10 +28,10 @@
 //! carry in [`consumer`]. A request header is v2 (v1 with `tagged_fields`) in a
 //! flexible version, v1 otherwise. A flexible version also writes its
 //! strings, bytes and arrays in the compact forms and ends every structure
-//! with `tagged_fields`. klog answers every request with the response
-//! header v0, since the one flexible version it implements, ApiVersions v3,
-//! is always answered with header v0, and its tag sections are always
-//! empty (librdkafka before 2.2 skips tagged fields wrongly).
+//! with `tagged_fields`. klog answers ApiVersions (even v3) with the
+//! response header v0, by Kafka's rule, and the admin APIs' flexible
+//! versions with v1; the tag sections it writes are always empty
+//! (librdkafka before 2.2 skips tagged fields wrongly).
 //!
 //! A client may send several requests before it reads their responses;
 //! they are answered in order, each with its request's `correlation_id`.
@@ -54,6 +54,13 @@
 //! | SyncGroup | 14 | 0–3 | 4 |
 //! | ApiVersions | 18 | 0–3 | 3 |
 //! | InitProducerId | 22 | 0–1 | 2 |
+//! | SaslHandshake | 17 | 1 | — |
+//! | SaslAuthenticate | 36 | 0–1 | 2 |
+//! | DescribeAcls, CreateAcls, DeleteAcls | 29–31 | 0–3 | 2 |
+//! | DescribeUserScramCredentials, AlterUserScramCredentials | 50–51 | 0 | 0 |
+//!
+//! The admin APIs ([`admin`]) are declared once each ([`message`]) and
+//! answered with the response header v1 in their flexible versions.
 //!
 //! Only the versions the codec implements are advertised (the response
 //! module's `supported` is the one source of that table). A request of an
@@ -66,9 +73,11 @@
 //!
 //! Kafka's numbers, as constants: [`NONE`] (0) is success.
 
+pub mod admin;
 pub mod consumer;
 pub mod group;
 pub mod header;
+pub mod message;
 pub mod records;
 pub mod request;
 pub mod response;
@@ -104,8 +113,18 @@ pub mod api_key {
     pub const API_VERSIONS: i16 = 18;
     /// InitProducerId.
     pub const INIT_PRODUCER_ID: i16 = 22;
+    /// DescribeAcls.
+    pub const DESCRIBE_ACLS: i16 = 29;
+    /// CreateAcls.
+    pub const CREATE_ACLS: i16 = 30;
+    /// DeleteAcls.
+    pub const DELETE_ACLS: i16 = 31;
     /// SaslAuthenticate.
     pub const SASL_AUTHENTICATE: i16 = 36;
+    /// DescribeUserScramCredentials.
+    pub const DESCRIBE_USER_SCRAM_CREDENTIALS: i16 = 50;
+    /// AlterUserScramCredentials.
+    pub const ALTER_USER_SCRAM_CREDENTIALS: i16 = 51;
 }
 
 /// The name of an API (Kafka's, as in its message schemas), for messages;
@@ -128,6 +147,11 @@ pub fn api_name(api_key: i16) -> &'static str {
         API_VERSIONS => "ApiVersions",
         INIT_PRODUCER_ID => "InitProducerId",
         SASL_AUTHENTICATE => "SaslAuthenticate",
+        DESCRIBE_ACLS => "DescribeAcls",
+        CREATE_ACLS => "CreateAcls",
+        DELETE_ACLS => "DeleteAcls",
+        DESCRIBE_USER_SCRAM_CREDENTIALS => "DescribeUserScramCredentials",
+        ALTER_USER_SCRAM_CREDENTIALS => "AlterUserScramCredentials",
         _ => "an unknown API",
     }
 }
@@ -198,6 +222,12 @@ pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 /// A request out of turn in the SASL exchange.
 pub const ILLEGAL_SASL_STATE: i16 = 34;
+/// No authorizer: the broker runs without `--authorize`.
+pub const SECURITY_DISABLED: i16 = 54;
+/// The named resource (a user) does not exist.
+pub const RESOURCE_NOT_FOUND: i16 = 91;
+/// A SCRAM user name is empty or repeated in a request.
+pub const UNACCEPTABLE_CREDENTIAL: i16 = 93;
 /// SASL refused the client's credentials.
 pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
 /// The batch's producer epoch is older than the producer's last: another

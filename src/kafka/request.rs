@@ -19,18 +19,22 @@
 //! | SaslHandshake | 0–1 | `mechanism string` (the broker refuses v0, whose SASL messages follow unframed; librdkafka asks that v0 be listed before it uses v1) |
 //! | SaslAuthenticate | 0–1 | `auth_bytes bytes` |
 //! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–7, 1–5, 0–2, 0–5, 0–3, 0–1, 0–3 | in [`super::group`], one table per message |
+//! | DescribeAcls, CreateAcls, DeleteAcls, DescribeUserScramCredentials, AlterUserScramCredentials | 0–3, 0–3, 0–3, 0, 0 | in [`super::admin`], each declared once from its schema |
 //!
-//! A request must use every byte of its frame. Every count is checked
+//! A request must use every byte of its frame (but AlterUserScramCredentials
+//! may end with a second `tagged_fields`, as librdkafka writes it). Every count is checked
 //! against the bytes left before its vector is allocated ([`super::wire`]),
 //! so a request's vectors take at most a small multiple of its frame's
 //! bytes.
 
+use super::admin;
 use super::api_key::*;
 use super::group::{
     FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
     OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest,
 };
 use super::header::RequestHeader;
+use super::message::Message;
 use super::response::supported;
 use super::wire::{DecodeError, Decoder, Result};
 
@@ -67,6 +71,16 @@ pub enum Request<'a> {
     SaslHandshake(SaslHandshakeRequest<'a>),
     /// SaslAuthenticate (36).
     SaslAuthenticate(SaslAuthenticateRequest<'a>),
+    /// DescribeAcls (29).
+    DescribeAcls(admin::AclFilter<'a>),
+    /// CreateAcls (30).
+    CreateAcls(admin::CreateAclsRequest<'a>),
+    /// DeleteAcls (31).
+    DeleteAcls(admin::DeleteAclsRequest<'a>),
+    /// DescribeUserScramCredentials (50).
+    DescribeUserScramCredentials(admin::DescribeUserScramCredentialsRequest<'a>),
+    /// AlterUserScramCredentials (51).
+    AlterUserScramCredentials(admin::AlterUserScramCredentialsRequest<'a>),
 }
 
 /// Why a frame is not a request this codec answers.
@@ -129,6 +143,12 @@ pub fn decode_request(body: &[u8]) -> Result<(RequestHeader<'_>, Request<'_>), R
         Some(Err(error)) => return Err(invalid(error)),
         None => return Err(unsupported()),
     };
+    if header.api_key == ALTER_USER_SCRAM_CREDENTIALS && d.remaining() > 0 {
+        // librdkafka (2.16) ends this request with a second, empty
+        // `tagged_fields`, which Kafka's broker never reads.
+        d.tagged_fields("AlterUserScramCredentials trailing tagged_fields")
+            .map_err(invalid)?;
+    }
     d.finish("request").map_err(invalid)?;
     Ok((header, request))
 }
@@ -155,6 +175,15 @@ fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Re
         SASL_HANDSHAKE => SaslHandshakeRequest::decode(d, version).map(Request::SaslHandshake),
         SASL_AUTHENTICATE => {
             SaslAuthenticateRequest::decode(d, version).map(Request::SaslAuthenticate)
+        }
+        DESCRIBE_ACLS => Message::decode(d, version).map(Request::DescribeAcls),
+        CREATE_ACLS => Message::decode(d, version).map(Request::CreateAcls),
+        DELETE_ACLS => Message::decode(d, version).map(Request::DeleteAcls),
+        DESCRIBE_USER_SCRAM_CREDENTIALS => {
+            Message::decode(d, version).map(Request::DescribeUserScramCredentials)
+        }
+        ALTER_USER_SCRAM_CREDENTIALS => {
+            Message::decode(d, version).map(Request::AlterUserScramCredentials)
         }
         _ => return None,
     })

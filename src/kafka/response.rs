@@ -23,6 +23,7 @@
 
 use super::api_key::*;
 use super::header::put_response_header;
+use super::message::Message;
 use super::wire::{
     put_array, put_bool, put_bytes, put_compact_array, put_empty_tagged_fields, put_i16, put_i32,
     put_i64, put_nullable_string, put_string,
@@ -67,7 +68,12 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(SASL_HANDSHAKE, 0, 1),
     api(API_VERSIONS, 0, 3),
     api(INIT_PRODUCER_ID, 0, 1),
+    api(DESCRIBE_ACLS, 0, 3),
+    api(CREATE_ACLS, 0, 3),
+    api(DELETE_ACLS, 0, 3),
     api(SASL_AUTHENTICATE, 0, 1),
+    api(DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0),
+    api(ALTER_USER_SCRAM_CREDENTIALS, 0, 0),
 ];
 
 /// The versions of `api_key` this codec implements, `(min, max)`; `None`
@@ -108,6 +114,24 @@ pub fn frame_sized(
     let len = (out.len() - start - 4) as u64 + elsewhere;
     let len = i32::try_from(len).expect("a response frame is below 2 GiB");
     out[start..start + 4].copy_from_slice(&len.to_be_bytes());
+}
+
+/// Appends a frame that answers with a declared message in `version`: the
+/// response header v1 (with its empty `tagged_fields`) in a flexible
+/// version, v0 otherwise.
+pub fn frame_message<'a, M: Message<'a>>(
+    out: &mut Vec<u8>,
+    correlation_id: i32,
+    version: i16,
+    message: &M,
+) {
+    let v = M::version(version);
+    frame(out, correlation_id, |out| {
+        if v.flexible {
+            put_empty_tagged_fields(out);
+        }
+        message.put(out, v);
+    });
 }
 
 /// Appends the whole answer to an ApiVersions request of a version not

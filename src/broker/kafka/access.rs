@@ -12,6 +12,8 @@
 //! | JoinGroup, SyncGroup, Heartbeat, LeaveGroup | read on the group |
 //! | OffsetCommit | read on the group and on each topic |
 //! | InitProducerId | write on some topic |
+//! | DescribeAcls, DescribeUserScramCredentials | describe on the cluster |
+//! | CreateAcls, DeleteAcls, AlterUserScramCredentials | alter on the cluster |
 
 use crate::broker::auth::Session;
 use crate::broker::shared::Shared;
@@ -54,6 +56,22 @@ impl<'a> Access<'a> {
         let creates = self.allows(Operation::Create, ResourceType::Cluster, CLUSTER)
             || self.allows(Operation::Create, ResourceType::Topic, topic);
         (!creates && !self.shared.topic_exists(topic)).then_some(kafka::UNKNOWN_TOPIC_OR_PARTITION)
+    }
+
+    /// Who the client is: its session's principal, `User:ANONYMOUS` without.
+    pub(super) fn principal(&self) -> &'a str {
+        self.session
+            .map_or("User:ANONYMOUS", |s| s.principal.as_str())
+    }
+
+    /// Whether the broker checks ACLs (`--authorize`).
+    pub(super) fn authorizes(&self) -> bool {
+        self.shared.config.security.authorize
+    }
+
+    /// The broker's registry, if it has one.
+    pub(super) fn registry(&self) -> Option<&'a dyn crate::coord::Registry> {
+        self.shared.registry.as_deref()
     }
 
     /// Whether the connection may write to some topic (an idempotent

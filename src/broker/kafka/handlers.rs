@@ -13,6 +13,7 @@ use super::groups::{handle as group, GroupRequest as G};
 use super::metadata::{list_offset, metadata};
 use super::produce::{self, Pending, Produced};
 use super::Kafka;
+use super::{acls, scram};
 use crate::broker::auth::Session;
 use crate::broker::memory::Held;
 use crate::broker::send::Records;
@@ -23,7 +24,7 @@ use crate::kafka::request::{
     ApiVersionsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
     ProduceRequest, Request,
 };
-use crate::kafka::response::{self as resp, frame};
+use crate::kafka::response::{self as resp, frame, frame_message};
 use crate::kafka::{self};
 use crate::storage::log::FileSlice;
 
@@ -91,8 +92,73 @@ pub(super) fn handle<'s>(
         Request::LeaveGroup(r) => group(kafka, header, G::LeaveGroup(r), access, out),
         Request::OffsetCommit(r) => group(kafka, header, G::OffsetCommit(r), access, out),
         Request::OffsetFetch(r) => group(kafka, header, G::OffsetFetch(r), access, out),
+        Request::DescribeAcls(r) => frame_message(out, id, version, &acls::describe(&access, &r)),
+        Request::DescribeUserScramCredentials(r) => {
+            frame_message(out, id, version, &scram::describe(&access, &r))
+        }
+        Request::CreateAcls(_) | Request::DeleteAcls(_) | Request::AlterUserScramCredentials(_) => {
+            admin_change(shared, kafka, (request, header), access, (peer, out))
+        }
     }
     None
+}
+
+/// A request that changes the registry's ACLs or users: one at a time on
+/// this broker (each reads, changes and writes an entry), and said in the
+/// log with who asked and what became of it.
+fn admin_change(
+    shared: &Shared,
+    kafka: &Kafka,
+    (request, header): (Request<'_>, &RequestHeader<'_>),
+    access: Access<'_>,
+    (peer, out): (SocketAddr, &mut Vec<u8>),
+) {
+    let (id, version) = (header.correlation_id, header.api_version);
+    let _one = crate::sync::lock(&kafka.admin);
+    let (done, refused) = match request {
+        Request::CreateAcls(r) => {
+            let response = acls::create(&access, &r);
+            frame_message(out, id, version, &response);
+            count(response.results.iter().map(|r| r.error_code))
+        }
+        Request::DeleteAcls(r) => {
+            let response = acls::delete(&access, &r);
+            frame_message(out, id, version, &response);
+            let codes = response.filter_results.iter().flat_map(|f| {
+                std::iter::once(f.error_code).chain(f.matching_acls.iter().map(|m| m.error_code))
+            });
+            count(codes)
+        }
+        Request::AlterUserScramCredentials(r) => {
+            let response = scram::alter(&access, &r);
+            frame_message(out, id, version, &response);
+            count(response.results.iter().map(|r| r.error_code))
+        }
+        _ => return,
+    };
+    // As Kafka's authorizer does, this broker's cache takes the change
+    // before the answer goes (the others reload within a second).
+    if let (true, Some(registry)) = (done > 0, shared.registry.as_deref()) {
+        if let Ok(acls) = crate::coord::acl::load(registry) {
+            shared.authorizer.set(acls);
+        }
+    }
+    shared.log_peer(format_args!(
+        "{peer}: {} {}: {done} done, {refused} refused",
+        access.principal(),
+        kafka::api_name(header.api_key)
+    ));
+}
+
+/// How many of `codes` are success and how many errors.
+fn count(codes: impl Iterator<Item = i16>) -> (usize, usize) {
+    codes.fold((0, 0), |(ok, no), c| {
+        if c == kafka::NONE {
+            (ok + 1, no)
+        } else {
+            (ok, no + 1)
+        }
+    })
 }
 
 /// Logs a client's software name and version, once per broker.

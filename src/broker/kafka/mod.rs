@@ -58,6 +58,7 @@ use super::BrokerConfig;
 use crate::protocol::ErrorCode;
 
 mod access;
+mod acls;
 mod connection;
 mod fetch;
 pub(crate) mod group;
@@ -65,6 +66,7 @@ mod groups;
 mod handlers;
 mod metadata;
 mod produce;
+mod scram;
 
 /// What the Kafka connections of a broker share besides [`Shared`].
 #[derive(Debug)]
@@ -79,6 +81,8 @@ struct Kafka {
     clients_seen: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
     /// The group coordinator.
     coordinator: Arc<group::Coordinator>,
+    /// Held while an admin request changes the registry's ACLs or users.
+    admin: std::sync::Mutex<()>,
 }
 
 /// The address Kafka clients are told to connect to: `--kafka-advertised`,
@@ -131,6 +135,7 @@ pub(super) fn spawn_listener(
         next_producer_id: std::sync::atomic::AtomicI64::new(first_producer_id()),
         clients_seen: std::sync::Mutex::new(std::collections::BTreeSet::new()),
         coordinator: Arc::clone(&coordinator),
+        admin: std::sync::Mutex::new(()),
     });
     let shared = Arc::clone(shared);
     std::thread::Builder::new()

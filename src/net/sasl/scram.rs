@@ -166,14 +166,46 @@ impl Credential {
         ))
     }
 
+    /// A credential from a SaltedPassword a client computed (Kafka's
+    /// AlterUserScramCredentials): the password itself never reaches the
+    /// broker. The iterations must be in the range [`Credential::new`]
+    /// takes, the salt from 1 to 1024 bytes, the salted password the
+    /// hash's length.
+    pub fn from_salted(
+        hash: Hash,
+        salt: &[u8],
+        iterations: u32,
+        salted: &[u8],
+    ) -> anyhow::Result<Credential> {
+        if !(ITERATIONS_MIN..=ITERATIONS_MAX).contains(&iterations) {
+            bail!("iterations must be from {ITERATIONS_MIN} to {ITERATIONS_MAX}, not {iterations}");
+        }
+        if salt.is_empty() || salt.len() > 1024 {
+            bail!("a salt must be from 1 to 1024 bytes, not {}", salt.len());
+        }
+        if salted.len() != hash.len() {
+            bail!(
+                "a salted password of {} is {} bytes, not {}",
+                hash.mechanism(),
+                hash.len(),
+                salted.len()
+            );
+        }
+        Ok(Credential::of_salted(hash, salt, iterations, salted))
+    }
+
     fn with_salt(hash: Hash, password: &str, salt: &[u8], iterations: u32) -> Credential {
         let salted = hash.salted(password, salt, iterations);
+        Credential::of_salted(hash, salt, iterations, &salted)
+    }
+
+    fn of_salted(hash: Hash, salt: &[u8], iterations: u32, salted: &[u8]) -> Credential {
         Credential {
             hash,
             salt: B64.encode(salt),
             iterations,
-            stored_key: B64.encode(hash.h(&hash.mac(&salted, b"Client Key"))),
-            server_key: B64.encode(hash.mac(&salted, b"Server Key")),
+            stored_key: B64.encode(hash.h(&hash.mac(salted, b"Client Key"))),
+            server_key: B64.encode(hash.mac(salted, b"Server Key")),
         }
     }
 

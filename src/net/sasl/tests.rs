@@ -121,3 +121,28 @@ fn an_unknown_user_is_challenged_like_a_known_one_and_refused_at_the_proof() {
         .unwrap_err()
         .contains("unknown user"));
 }
+
+/// A credential from a SaltedPassword the client computed (Kafka's
+/// AlterUserScramCredentials) is the one the password makes; what does
+/// not fit is refused.
+#[test]
+fn a_credential_from_a_salted_password_is_the_passwords() {
+    use super::scram::{Credential, Hash};
+    let salt = b"0123456789abcdef";
+    for (hash, algorithm, len) in [
+        (Hash::Sha256, ring::pbkdf2::PBKDF2_HMAC_SHA256, 32),
+        (Hash::Sha512, ring::pbkdf2::PBKDF2_HMAC_SHA512, 64),
+    ] {
+        let mut salted = vec![0; len];
+        let rounds = std::num::NonZeroU32::new(4096).unwrap();
+        ring::pbkdf2::derive(algorithm, rounds, salt, b"pencil", &mut salted);
+        let c = Credential::from_salted(hash, salt, 4096, &salted).unwrap();
+        assert!(c.matches("pencil"));
+        assert!(!c.matches("pencil2"));
+        assert!(Credential::from_salted(hash, salt, 4095, &salted).is_err());
+        assert!(Credential::from_salted(hash, salt, 16385, &salted).is_err());
+        assert!(Credential::from_salted(hash, b"", 4096, &salted).is_err());
+        assert!(Credential::from_salted(hash, &[1; 1025], 4096, &salted).is_err());
+        assert!(Credential::from_salted(hash, salt, 4096, &salted[1..]).is_err());
+    }
+}

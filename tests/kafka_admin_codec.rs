@@ -1,0 +1,471 @@
+//! The declared admin messages (`klog::kafka::admin`, through
+//! `klog::kafka::message`) against the `kafka-protocol` crate, in every
+//! version klog lists: the crate's requests (every field set, tagged fields
+//! the crate adds in flexible versions) decode in klog to the same fields,
+//! and klog's responses, whole frames with their response header, decode
+//! in the crate to the same fields with no byte left over.
+
+use kafka_protocol::messages as km;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use klog::kafka::admin as ka;
+use klog::kafka::api_key::*;
+use klog::kafka::request::{decode_request, Request};
+use klog::kafka::response::{frame_message, supported};
+
+fn s(x: &str) -> StrBytes {
+    StrBytes::from_string(x.to_owned())
+}
+
+/// The versions klog lists that the crate knows too: Kafka 4 (and the
+/// crate) dropped the ACL APIs' v0, which is v1 without the pattern types
+/// (checked by hand below).
+fn versions(key: i16) -> std::ops::RangeInclusive<i16> {
+    let (min, max) = supported(key).expect("in the table");
+    let min = if matches!(key, DESCRIBE_ACLS | CREATE_ACLS | DELETE_ACLS) {
+        min.max(1)
+    } else {
+        min
+    };
+    min..=max
+}
+
+/// A request frame's bytes (without the length), as the crate writes it;
+/// flexible versions carry an unknown tagged field, which klog skips.
+fn request_frame<R: Encodable + HeaderVersion>(key: i16, version: i16, request: &R) -> Vec<u8> {
+    let mut header = km::RequestHeader::default()
+        .with_request_api_key(key)
+        .with_request_api_version(version)
+        .with_correlation_id(77)
+        .with_client_id(Some(s("admin-client")));
+    if R::header_version(version) >= 2 {
+        header = header.with_unknown_tagged_field(5, s("tag").into_bytes());
+    }
+    let mut out = Vec::new();
+    header.encode(&mut out, R::header_version(version)).unwrap();
+    request.encode(&mut out, version).unwrap();
+    out
+}
+
+fn decoded(frame: &[u8], key: i16, version: i16) -> Request<'_> {
+    let (header, request) = decode_request(frame)
+        .unwrap_or_else(|e| panic!("api {key} v{version}: klog refuses the crate's frame: {e}"));
+    assert_eq!((header.api_key, header.api_version), (key, version));
+    assert_eq!(header.correlation_id, 77);
+    request
+}
+
+/// The crate's decoding of a whole response frame klog wrote: its length,
+/// its header in the version the crate expects, then a body that uses
+/// every byte.
+fn theirs<D: Decodable + HeaderVersion>(frame: &[u8], version: i16) -> D {
+    let len = i32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
+    assert_eq!(len, frame.len() - 4);
+    let mut rest = &frame[4..];
+    let header = km::ResponseHeader::decode(&mut rest, D::header_version(version)).unwrap();
+    assert_eq!(header.correlation_id, 77);
+    let decoded = D::decode(&mut rest, version).unwrap();
+    assert!(
+        rest.is_empty(),
+        "v{version}: {} bytes left over",
+        rest.len()
+    );
+    decoded
+}
+
+fn answer<'a, M: klog::kafka::message::Message<'a>>(version: i16, message: &M) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame_message(&mut out, 77, version, message);
+    out
+}
+
+fn tagged<T>(version: i16, flexible: i16, value: T, tag: impl Fn(T) -> T) -> T {
+    if version >= flexible {
+        tag(value)
+    } else {
+        value
+    }
+}
+
+#[test]
+fn acl_requests_decode_as_the_crate_encodes_them() {
+    for v in versions(DESCRIBE_ACLS) {
+        let pattern = if v >= 1 { 4 } else { 3 };
+        let r = km::DescribeAclsRequest::default()
+            .with_resource_type_filter(2)
+            .with_resource_name_filter(Some(s("orders")))
+            .with_pattern_type_filter(pattern)
+            .with_principal_filter(None)
+            .with_host_filter(Some(s("*")))
+            .with_operation(4)
+            .with_permission_type(3);
+        let r = tagged(v, 2, r, |r| {
+            r.with_unknown_tagged_field(9, s("x").into_bytes())
+        });
+        let frame = request_frame(DESCRIBE_ACLS, v, &r);
+        let Request::DescribeAcls(ours) = decoded(&frame, DESCRIBE_ACLS, v) else {
+            panic!("v{v}: not DescribeAcls");
+        };
+        let want = ka::AclFilter {
+            resource_type: 2,
+            resource_name: Some("orders"),
+            pattern_type: pattern,
+            principal: None,
+            host: Some("*"),
+            operation: 4,
+            permission_type: 3,
+        };
+        assert_eq!(ours, want, "v{v}");
+    }
+    for v in versions(CREATE_ACLS) {
+        let creation = |name: &str, pattern: i8| {
+            km::create_acls_request::AclCreation::default()
+                .with_resource_type(3)
+                .with_resource_name(s(name))
+                .with_resource_pattern_type(pattern)
+                .with_principal(s("User:alice"))
+                .with_host(s("*"))
+                .with_operation(3)
+                .with_permission_type(2)
+        };
+        let prefixed = if v >= 1 { 4 } else { 3 };
+        let r = km::CreateAclsRequest::default()
+            .with_creations(vec![creation("etl-", prefixed), creation("g", 3)]);
+        let frame = request_frame(CREATE_ACLS, v, &r);
+        let Request::CreateAcls(ours) = decoded(&frame, CREATE_ACLS, v) else {
+            panic!("v{v}: not CreateAcls");
+        };
+        let got: Vec<_> = ours
+            .creations
+            .iter()
+            .map(|c| {
+                (
+                    c.resource_type,
+                    c.resource_name,
+                    c.resource_pattern_type,
+                    c.principal,
+                    c.host,
+                    c.operation,
+                    c.permission_type,
+                )
+            })
+            .collect();
+        let want = vec![
+            (3, "etl-", prefixed, "User:alice", "*", 3, 2),
+            (3, "g", 3, "User:alice", "*", 3, 2),
+        ];
+        assert_eq!(got, want, "v{v}");
+    }
+    for v in versions(DELETE_ACLS) {
+        let filter = |operation: i8| {
+            km::delete_acls_request::DeleteAclsFilter::default()
+                .with_resource_type_filter(1)
+                .with_resource_name_filter(None)
+                .with_pattern_type_filter(if v >= 1 { 1 } else { 3 })
+                .with_principal_filter(Some(s("User:bob")))
+                .with_host_filter(None)
+                .with_operation(operation)
+                .with_permission_type(1)
+        };
+        let r = km::DeleteAclsRequest::default().with_filters(vec![filter(1), filter(8)]);
+        let frame = request_frame(DELETE_ACLS, v, &r);
+        let Request::DeleteAcls(ours) = decoded(&frame, DELETE_ACLS, v) else {
+            panic!("v{v}: not DeleteAcls");
+        };
+        assert_eq!(ours.filters.len(), 2);
+        assert_eq!(ours.filters[1].operation, 8);
+        assert_eq!(ours.filters[0].principal, Some("User:bob"));
+        assert_eq!(ours.filters[0].resource_name, None);
+        assert_eq!(ours.filters[0].pattern_type, if v >= 1 { 1 } else { 3 });
+    }
+}
+
+/// v0 of the ACL APIs, as librdkafka still sends it: v1 without the
+/// pattern type, which is LITERAL.
+#[test]
+fn acl_v0_has_no_pattern_type_and_means_literal() {
+    assert_eq!(supported(DESCRIBE_ACLS), Some((0, 3)));
+    let r = km::DescribeAclsRequest::default()
+        .with_resource_type_filter(2)
+        .with_resource_name_filter(Some(s("t")))
+        .with_pattern_type_filter(3)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_operation(3)
+        .with_permission_type(3);
+    let mut frame = request_frame(DESCRIBE_ACLS, 1, &r);
+    // The header's version, then the pattern type after the name.
+    frame[2..4].copy_from_slice(&0i16.to_be_bytes());
+    let body = 2 + 2 + 4 + 2 + "admin-client".len();
+    let pattern_at = body + 1 + 2 + 1;
+    assert_eq!(frame[pattern_at], 3);
+    frame.remove(pattern_at);
+    let (_, Request::DescribeAcls(ours)) = decode_request(&frame).unwrap() else {
+        panic!("not DescribeAcls");
+    };
+    assert_eq!(ours.resource_name, Some("t"));
+    assert_eq!(ours.pattern_type, ka::code::LITERAL);
+    assert_eq!((ours.principal, ours.operation), (None, 3));
+    // And a v0 answer has no pattern type either: 4 + 4 + 2 + 2 + 4 + 1 +
+    // 2 + 1 + 4 bytes for one resource with no ACL.
+    let ours = ka::DescribeAclsResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        error_message: None,
+        resources: vec![ka::DescribeAclsResource {
+            resource_type: 2,
+            resource_name: "t".into(),
+            pattern_type: ka::code::PREFIXED,
+            acls: vec![],
+        }],
+    };
+    assert_eq!(answer(0, &ours).len(), 4 + 4 + 4 + 2 + 2 + 4 + 1 + 3 + 4);
+    assert_eq!(
+        answer(1, &ours).len(),
+        4 + 4 + 4 + 2 + 2 + 4 + 1 + 3 + 1 + 4
+    );
+}
+
+#[test]
+fn scram_requests_decode_as_the_crate_encodes_them() {
+    for users in [None, Some(vec!["alice", "bob"])] {
+        let r =
+            km::DescribeUserScramCredentialsRequest::default().with_users(users.clone().map(|u| {
+                u.iter()
+                    .map(|n| {
+                        km::describe_user_scram_credentials_request::UserName::default()
+                            .with_name(s(n))
+                    })
+                    .collect()
+            }));
+        let frame = request_frame(DESCRIBE_USER_SCRAM_CREDENTIALS, 0, &r);
+        let Request::DescribeUserScramCredentials(ours) =
+            decoded(&frame, DESCRIBE_USER_SCRAM_CREDENTIALS, 0)
+        else {
+            panic!("not DescribeUserScramCredentials");
+        };
+        let got = ours
+            .users
+            .map(|u| u.iter().map(|n| n.name).collect::<Vec<_>>());
+        assert_eq!(got, users);
+    }
+    let r = km::AlterUserScramCredentialsRequest::default()
+        .with_deletions(vec![
+            km::alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+                .with_name(s("old"))
+                .with_mechanism(1),
+        ])
+        .with_upsertions(vec![
+            km::alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+                .with_name(s("new"))
+                .with_mechanism(2)
+                .with_iterations(8192)
+                .with_salt(s("salt").into_bytes())
+                .with_salted_password(s("salted-password").into_bytes()),
+        ]);
+    let frame = request_frame(ALTER_USER_SCRAM_CREDENTIALS, 0, &r);
+    let Request::AlterUserScramCredentials(ours) = decoded(&frame, ALTER_USER_SCRAM_CREDENTIALS, 0)
+    else {
+        panic!("not AlterUserScramCredentials");
+    };
+    assert_eq!(
+        ours.deletions,
+        vec![ka::ScramCredentialDeletion {
+            name: "old",
+            mechanism: 1
+        }]
+    );
+    assert_eq!(
+        ours.upsertions,
+        vec![ka::ScramCredentialUpsertion {
+            name: "new",
+            mechanism: 2,
+            iterations: 8192,
+            salt: b"salt",
+            salted_password: b"salted-password",
+        }]
+    );
+}
+
+#[test]
+fn acl_responses_decode_in_the_crate() {
+    for v in versions(DESCRIBE_ACLS) {
+        let ours = ka::DescribeAclsResponse {
+            throttle_time_ms: 3,
+            error_code: 0,
+            error_message: Some("fine".into()),
+            resources: vec![ka::DescribeAclsResource {
+                resource_type: 2,
+                resource_name: "orders".into(),
+                pattern_type: ka::code::LITERAL,
+                acls: vec![ka::AclDescription {
+                    principal: "User:alice".into(),
+                    host: "*".into(),
+                    operation: 4,
+                    permission_type: 3,
+                }],
+            }],
+        };
+        let t: km::DescribeAclsResponse = theirs(&answer(v, &ours), v);
+        assert_eq!((t.throttle_time_ms, t.error_code), (3, 0));
+        assert_eq!(t.error_message.as_deref(), Some("fine"));
+        let r = &t.resources[0];
+        assert_eq!((r.resource_type, &*r.resource_name), (2, "orders"));
+        assert_eq!(r.pattern_type, 3);
+        let a = &r.acls[0];
+        assert_eq!((&*a.principal, &*a.host), ("User:alice", "*"));
+        assert_eq!((a.operation, a.permission_type), (4, 3));
+    }
+    for v in versions(CREATE_ACLS) {
+        let ours = ka::CreateAclsResponse {
+            throttle_time_ms: 0,
+            results: vec![
+                ka::AclCreationResult {
+                    error_code: 0,
+                    error_message: None,
+                },
+                ka::AclCreationResult {
+                    error_code: 42,
+                    error_message: Some("no".into()),
+                },
+            ],
+        };
+        let t: km::CreateAclsResponse = theirs(&answer(v, &ours), v);
+        let got: Vec<_> = t
+            .results
+            .iter()
+            .map(|r| (r.error_code, r.error_message.as_deref().map(str::to_owned)))
+            .collect();
+        assert_eq!(got, vec![(0, None), (42, Some("no".to_string()))], "v{v}");
+    }
+    for v in versions(DELETE_ACLS) {
+        let ours = ka::DeleteAclsResponse {
+            throttle_time_ms: 0,
+            filter_results: vec![ka::DeleteAclsFilterResult {
+                error_code: 0,
+                error_message: None,
+                matching_acls: vec![ka::DeleteAclsMatchingAcl {
+                    error_code: 0,
+                    error_message: None,
+                    resource_type: 3,
+                    resource_name: "g".into(),
+                    pattern_type: ka::code::LITERAL,
+                    principal: "User:bob".into(),
+                    host: "*".into(),
+                    operation: 3,
+                    permission_type: 3,
+                }],
+            }],
+        };
+        let t: km::DeleteAclsResponse = theirs(&answer(v, &ours), v);
+        let m = &t.filter_results[0].matching_acls[0];
+        assert_eq!((m.resource_type, &*m.resource_name), (3, "g"));
+        assert_eq!(
+            (&*m.principal, m.operation, m.permission_type),
+            ("User:bob", 3, 3)
+        );
+        assert_eq!(m.pattern_type, 3);
+    }
+}
+
+#[test]
+fn scram_responses_decode_in_the_crate() {
+    let ours = ka::DescribeUserScramCredentialsResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        error_message: None,
+        results: vec![ka::DescribeUserScramCredentialsResult {
+            user: "alice".into(),
+            error_code: 0,
+            error_message: None,
+            credential_infos: vec![
+                ka::CredentialInfo {
+                    mechanism: 1,
+                    iterations: 4096,
+                },
+                ka::CredentialInfo {
+                    mechanism: 2,
+                    iterations: 8192,
+                },
+            ],
+        }],
+    };
+    let t: km::DescribeUserScramCredentialsResponse = theirs(&answer(0, &ours), 0);
+    let r = &t.results[0];
+    assert_eq!(&*r.user, "alice");
+    let infos: Vec<_> = r
+        .credential_infos
+        .iter()
+        .map(|c| (c.mechanism, c.iterations))
+        .collect();
+    assert_eq!(infos, vec![(1, 4096), (2, 8192)]);
+    let ours = ka::AlterUserScramCredentialsResponse {
+        throttle_time_ms: 0,
+        results: vec![ka::AlterUserScramCredentialsResult {
+            user: "bob".into(),
+            error_code: 91,
+            error_message: Some("no user".into()),
+        }],
+    };
+    let t: km::AlterUserScramCredentialsResponse = theirs(&answer(0, &ours), 0);
+    assert_eq!(&*t.results[0].user, "bob");
+    assert_eq!(t.results[0].error_code, 91);
+    assert_eq!(t.results[0].error_message.as_deref(), Some("no user"));
+}
+
+/// Every truncation of a valid admin frame is refused, none panics, and a
+/// count past the bytes left is refused before anything is allocated.
+#[test]
+fn truncated_and_inflated_admin_frames_are_refused() {
+    let r = km::CreateAclsRequest::default().with_creations(vec![
+        km::create_acls_request::AclCreation::default()
+            .with_resource_type(2)
+            .with_resource_name(s("t"))
+            .with_principal(s("User:a"))
+            .with_host(s("*"))
+            .with_operation(3)
+            .with_permission_type(3),
+    ]);
+    for v in versions(CREATE_ACLS) {
+        let frame = request_frame(CREATE_ACLS, v, &r);
+        for cut in 0..frame.len() {
+            assert!(decode_request(&frame[..cut]).is_err(), "v{v} cut at {cut}");
+        }
+    }
+    // v1: the creations' count, right after the 4-byte header fields and
+    // the client id, claims a billion entries.
+    let frame = request_frame(CREATE_ACLS, 1, &r);
+    let at = 2 + 2 + 4 + 2 + "admin-client".len();
+    let mut inflated = frame.clone();
+    inflated[at..at + 4].copy_from_slice(&1_000_000_000i32.to_be_bytes());
+    let e = decode_request(&inflated).unwrap_err().to_string();
+    assert!(e.contains("creations"), "{e}");
+}
+
+/// AlterUserScramCredentials as librdkafka 2.16 (confluent-kafka 2.16.1)
+/// sends it: with one more empty `tagged_fields` at its end than the schema
+/// has. klog takes it, as Kafka's broker does; any other trailing byte is
+/// still refused.
+#[test]
+fn librdkafkas_alter_user_scram_credentials_with_its_extra_tags_decodes() {
+    let captured = "0033000000000006000772646b61666b61000102066361726f6c01000020004111\
+        92a7ecb361901d8f4f27abb99a088fb30232fde140637a219e4bd9499514791d06a8a5\
+        9b775f0e712c387a4d1471a29988537b188c8b526ec3a1fd6d9d4966210514add94c25\
+        3ea200f2769df0606b75c90086985bab3231982c2d1d589a790a000000";
+    let frame: Vec<u8> = (0..captured.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&captured[i..i + 2], 16).unwrap())
+        .collect();
+    let (_, Request::AlterUserScramCredentials(ours)) = decode_request(&frame).unwrap() else {
+        panic!("not AlterUserScramCredentials");
+    };
+    assert!(ours.deletions.is_empty());
+    let u = &ours.upsertions[0];
+    assert_eq!((u.name, u.mechanism, u.iterations), ("carol", 1, 8192));
+    assert_eq!((u.salt.len(), u.salted_password.len()), (64, 32));
+    let mut longer = frame.clone();
+    longer.push(0);
+    assert!(decode_request(&longer).is_err());
+    let mut other = frame.clone();
+    *other.last_mut().unwrap() = 7;
+    assert!(decode_request(&other).is_err());
+}
