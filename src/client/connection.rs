@@ -301,9 +301,29 @@ pub(super) fn read_frame_max(
     while buf.len() < n {
         let start = buf.len();
         buf.resize(start + (n - start).min(start.max(64 * 1024)), 0);
-        read_exact_with(&mut input, &mut buf[start..], addr, patience)?;
+        read_exact_with(&mut input, &mut buf[start..], addr, patience)
+            .map_err(|e| tls_answer(e, len, addr))?;
     }
     Ok(())
+}
+
+/// A frame cut short whose first bytes are a TLS record's header (an
+/// alert or a handshake, version 3.x): a TLS broker answering a plaintext
+/// client. Said so, with what to give; any other error as it is.
+fn tls_answer(e: Error, first: [u8; 4], addr: &str) -> Error {
+    let cut = matches!(&e, Error::Network { source, .. } if source.kind() == io::ErrorKind::UnexpectedEof);
+    if cut && matches!(first, [0x15 | 0x16, 0x03, 0x00..=0x04, _]) {
+        return Error::Network {
+            op: "read from",
+            addr: addr.to_string(),
+            source: io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the broker answered in TLS: give -X security.protocol=ssl (or sasl_ssl) \
+                 and -X ssl.ca.location=CA.pem",
+            ),
+        };
+    }
+    e
 }
 
 pub(super) fn protocol_error(addr: &str, e: protocol::ProtocolError) -> Error {

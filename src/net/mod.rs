@@ -8,6 +8,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 pub mod sasl;
@@ -19,8 +20,9 @@ pub mod tls;
 pub enum Stream {
     /// Plain TCP.
     Tcp(TcpStream),
-    /// The plaintext end of a TLS connection's pump.
-    Tls(UnixStream),
+    /// The plaintext end of a TLS connection's pump, and the TLS error
+    /// that ended the pump, if one did.
+    Tls(UnixStream, Arc<OnceLock<String>>),
 }
 
 /// Runs `$body` with `$s` bound to whichever socket the stream is.
@@ -28,7 +30,7 @@ macro_rules! either {
     ($stream:expr, $s:ident => $body:expr) => {
         match $stream {
             Stream::Tcp($s) => $body,
-            Stream::Tls($s) => $body,
+            Stream::Tls($s, _) => $body,
         }
     };
 }
@@ -38,7 +40,7 @@ impl Stream {
     pub fn try_clone(&self) -> io::Result<Stream> {
         Ok(match self {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
-            Stream::Tls(s) => Stream::Tls(s.try_clone()?),
+            Stream::Tls(s, failure) => Stream::Tls(s.try_clone()?, Arc::clone(failure)),
         })
     }
 
@@ -66,13 +68,13 @@ impl Stream {
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_nodelay(on),
-            Stream::Tls(_) => Ok(()),
+            Stream::Tls(..) => Ok(()),
         }
     }
 
     /// Whether the connection is encrypted.
     pub fn is_tls(&self) -> bool {
-        matches!(self, Stream::Tls(_))
+        matches!(self, Stream::Tls(..))
     }
 }
 
@@ -91,19 +93,49 @@ impl From<TcpStream> for Stream {
     }
 }
 
+/// What a TLS stream's read or write gave, but the pump's TLS error in
+/// place of the end of the stream or a broken pipe it caused: the reason
+/// the connection ended ("TLS: received fatal alert: CertificateRequired").
+fn or_failure<T>(done: io::Result<T>, ended: bool, failure: &OnceLock<String>) -> io::Result<T> {
+    let ended = match &done {
+        Ok(_) => ended,
+        Err(e) => !is_tick(e),
+    };
+    match failure.get() {
+        Some(why) if ended => Err(io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            why.clone(),
+        )),
+        _ => done,
+    }
+}
+
 impl Read for &Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        either!(*self, s => (&*s).read(buf))
+        match *self {
+            Stream::Tcp(s) => (&*s).read(buf),
+            Stream::Tls(s, failure) => {
+                let done = (&*s).read(buf);
+                let eof = !buf.is_empty() && matches!(done, Ok(0));
+                or_failure(done, eof, failure)
+            }
+        }
     }
 }
 
 impl Write for &Stream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        either!(*self, s => (&*s).write(buf))
+        match *self {
+            Stream::Tcp(s) => (&*s).write(buf),
+            Stream::Tls(s, failure) => or_failure((&*s).write(buf), false, failure),
+        }
     }
 
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        either!(*self, s => (&*s).write_vectored(bufs))
+        match *self {
+            Stream::Tcp(s) => (&*s).write_vectored(bufs),
+            Stream::Tls(s, failure) => or_failure((&*s).write_vectored(bufs), false, failure),
+        }
     }
 
     fn flush(&mut self) -> io::Result<()> {

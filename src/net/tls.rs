@@ -23,7 +23,7 @@ use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
@@ -323,16 +323,38 @@ fn tls_error(e: io::Error) -> io::Error {
 /// plaintext side and the pump's thread.
 fn spawn_pump(tls: Tls, stall: Duration) -> io::Result<(Stream, std::thread::JoinHandle<()>)> {
     let (ours, theirs) = UnixStream::pair()?;
+    let failure = Arc::new(OnceLock::new());
+    let failed = Arc::clone(&failure);
     let pump = std::thread::Builder::new()
         .name("tls-pump".into())
         .spawn(move || {
             let Tls { mut conn, sock } = tls;
-            let _ = Pump::new(&mut conn, &sock, &theirs, stall).and_then(|mut p| p.run());
+            let ran = Pump::new(&mut conn, &sock, &theirs, stall).and_then(|mut p| p.run());
+            // A TLS error (an alert, a bad record) is said to the
+            // plaintext side before it sees the end.
+            if let Err(e) = ran {
+                if e.get_ref().is_some_and(|inner| inner.is::<TlsFailure>()) {
+                    let _ = failed.set(e.to_string());
+                }
+            }
             let _ = sock.shutdown(Shutdown::Both);
             let _ = theirs.shutdown(Shutdown::Both);
         })?;
-    Ok((Stream::Tls(ours), pump))
+    Ok((Stream::Tls(ours, failure), pump))
 }
+
+/// What rustls refused after the handshake (an alert received, a record
+/// that does not decrypt), in its words.
+#[derive(Debug)]
+struct TlsFailure(String);
+
+impl std::fmt::Display for TlsFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TlsFailure {}
 
 /// One TLS connection's pump: the rustls state between the network
 /// (`tcp`) and the plaintext side (`plain`).
@@ -446,7 +468,7 @@ impl<'a> Pump<'a> {
             let _ = self.send_tls();
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("TLS: {e}"),
+                TlsFailure(format!("TLS: {e}")),
             ));
         }
         self.decrypted()?;
