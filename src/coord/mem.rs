@@ -42,6 +42,8 @@ struct State {
     offsets: BTreeMap<(String, String, u32), u64>,
     /// Offsets stored, lower ones included.
     stores: u64,
+    /// Leases renewed (entries and claims).
+    renewals: u64,
     placements: BTreeMap<String, Placement>,
     /// Each partition's state and its version.
     states: BTreeMap<(String, u32), (PartitionState, u64)>,
@@ -123,7 +125,9 @@ impl Held for Hold {
     }
 
     fn renew(&self) -> Result<()> {
-        self.check(&crate::sync::lock(&self.state))
+        let mut state = crate::sync::lock(&self.state);
+        state.renewals += 1;
+        self.check(&state)
     }
 
     fn generation(&self) -> u64 {
@@ -153,6 +157,11 @@ fn owner_key(group: &str, topic: &str, partition: u32) -> String {
 }
 
 impl MemRegistry {
+    /// Leases renewed so far, of entries and claims.
+    pub(crate) fn renewals(&self) -> u64 {
+        crate::sync::lock(&self.state).renewals
+    }
+
     /// Offsets stored so far (a commit that would lower one stores none).
     pub(crate) fn stores(&self) -> u64 {
         crate::sync::lock(&self.state).stores

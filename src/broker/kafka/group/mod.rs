@@ -364,6 +364,8 @@ impl Coordinator {
                 rejoined: true,
                 busy: 0,
                 last_seen: now,
+                renewed: now,
+                recheck: false,
             };
             group.members.insert(id.clone(), member);
             id

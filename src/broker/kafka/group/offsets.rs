@@ -54,7 +54,7 @@ impl Coordinator {
             Err(error) => return vec![error; offsets.len()],
         };
         // The registry's writes (an fsync each) run outside the lock.
-        offsets
+        let codes: Vec<i16> = offsets
             .iter()
             .zip(owners)
             .map(|((topic, partition, offset), owner)| {
@@ -76,7 +76,18 @@ impl Coordinator {
                     Err(e) => error_code(&e),
                 }
             })
-            .collect()
+            .collect();
+        if codes.contains(&ILLEGAL_GENERATION) {
+            // A claim taken over: the tick checks them all at once.
+            let mut groups = self.groups();
+            if let Some(m) = groups
+                .get_mut(group)
+                .and_then(|g| g.members.get_mut(member_id))
+            {
+                m.recheck = true;
+            }
+        }
+        codes
     }
 
     /// The member's claim of each partition of `offsets`, or the error to

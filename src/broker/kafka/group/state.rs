@@ -50,6 +50,11 @@ pub(super) struct Member {
     pub(super) busy: u32,
     /// When it last called.
     pub(super) last_seen: Instant,
+    /// When its lease and its claims' were last renewed.
+    pub(super) renewed: Instant,
+    /// A commit found a claim of its fenced: the next tick renews (and so
+    /// checks) them, whenever they were last renewed.
+    pub(super) recheck: bool,
 }
 
 impl Member {

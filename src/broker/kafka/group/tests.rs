@@ -658,3 +658,39 @@ fn a_new_member_joins_again_with_the_id_it_is_given() {
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(join(&c, &brief.member_id).error, UNKNOWN_MEMBER_ID);
 }
+
+/// The tick renews a member's lease and its claims a few times a session
+/// timeout (a third of it, as a ZooKeeper client pings), not at every tick:
+/// 2,000 members cost no registry round trip each per tick.
+#[test]
+fn leases_are_renewed_a_few_times_a_session_not_every_tick() {
+    let registry = Arc::new(MemRegistry::default());
+    let c = start(registry.clone());
+    let a = join(&c, "");
+    let synced = sync(&c, &a);
+    assert_eq!(partitions(&synced).len(), PARTITIONS as usize);
+    let before = registry.renewals();
+    // 25 ticks of 20 ms within a third of the 30 s session.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(registry.renewals(), before, "renewed at a tick");
+    // A short session is renewed in time: its member, heartbeating, keeps
+    // its entry through many thirds of it.
+    let registry = Arc::new(MemRegistry::default());
+    let c = start(registry.clone());
+    let session = Duration::from_millis(150);
+    let b = join_as(&c, "", session, LONG);
+    sync(&c, &b);
+    let until = Instant::now() + Duration::from_millis(900);
+    while Instant::now() < until {
+        let beat = c.heartbeat("g", &b.member_id, b.generation);
+        assert_eq!(beat, crate::kafka::NONE);
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let renewed = registry.renewals();
+    // Each renewal is the entry's and its 4 claims': every 50 ms (a third
+    // of 150) at 20 ms ticks, 15 to 18 times; at every tick, 45.
+    assert!(
+        (3 * 5..=20 * 5).contains(&renewed),
+        "{renewed} renewals in 900 ms"
+    );
+}

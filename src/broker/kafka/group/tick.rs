@@ -60,13 +60,23 @@ impl Coordinator {
         }
     }
 
-    /// Renews the registry leases of the group's members and their claims:
-    /// a claim lost (taken over while the broker was stopped, say) makes
-    /// its member give everything up and the group rebalance; an entry lost
-    /// is entered again. Whether anything changed.
+    /// Renews the registry leases of the group's members and their claims,
+    /// each when a third of its session timeout has passed since the last
+    /// (as a ZooKeeper client pings), or at once after a commit of its was
+    /// fenced: a few registry calls a session for each member, not one
+    /// every tick. A claim lost (taken over while the
+    /// broker was stopped, say) makes its member give everything up and
+    /// the group rebalance; an entry lost is entered again. Whether
+    /// anything changed.
     fn renew(&self, name: &str, group: &mut Group, now: Instant) -> bool {
         let mut rebalance = false;
         for (id, member) in group.members.iter_mut() {
+            let due = now.saturating_duration_since(member.renewed) >= member.session_timeout / 3;
+            if !due && !member.recheck {
+                continue;
+            }
+            member.renewed = now;
+            member.recheck = false;
             let entry_lost = match &member.entry {
                 Some(entry) => entry.renew().is_err_and(|e| lost(&e)),
                 None => true,
