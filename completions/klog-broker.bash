@@ -28,6 +28,9 @@ _klog__broker() {
             klog__broker__subcmd__acl,add)
                 cmd="klog__broker__subcmd__acl__subcmd__add"
                 ;;
+            klog__broker__subcmd__acl,clear)
+                cmd="klog__broker__subcmd__acl__subcmd__clear"
+                ;;
             klog__broker__subcmd__acl,help)
                 cmd="klog__broker__subcmd__acl__subcmd__help"
                 ;;
@@ -39,6 +42,9 @@ _klog__broker() {
                 ;;
             klog__broker__subcmd__acl__subcmd__help,add)
                 cmd="klog__broker__subcmd__acl__subcmd__help__subcmd__add"
+                ;;
+            klog__broker__subcmd__acl__subcmd__help,clear)
+                cmd="klog__broker__subcmd__acl__subcmd__help__subcmd__clear"
                 ;;
             klog__broker__subcmd__acl__subcmd__help,help)
                 cmd="klog__broker__subcmd__acl__subcmd__help__subcmd__help"
@@ -60,6 +66,9 @@ _klog__broker() {
                 ;;
             klog__broker__subcmd__help__subcmd__acl,add)
                 cmd="klog__broker__subcmd__help__subcmd__acl__subcmd__add"
+                ;;
+            klog__broker__subcmd__help__subcmd__acl,clear)
+                cmd="klog__broker__subcmd__help__subcmd__acl__subcmd__clear"
                 ;;
             klog__broker__subcmd__help__subcmd__acl,list)
                 cmd="klog__broker__subcmd__help__subcmd__acl__subcmd__list"
@@ -269,7 +278,7 @@ _klog__broker() {
             return 0
             ;;
         klog__broker__subcmd__acl)
-            opts="-h --help add remove list help"
+            opts="-h --help add remove clear list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -316,8 +325,30 @@ _klog__broker() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        klog__broker__subcmd__acl__subcmd__clear)
+            opts="-h --topic --group --cluster --prefixed --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --topic)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         klog__broker__subcmd__acl__subcmd__help)
-            opts="add remove list help"
+            opts="add remove clear list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -331,6 +362,20 @@ _klog__broker() {
             return 0
             ;;
         klog__broker__subcmd__acl__subcmd__help__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__acl__subcmd__help__subcmd__clear)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -449,7 +494,7 @@ _klog__broker() {
             return 0
             ;;
         klog__broker__subcmd__help__subcmd__acl)
-            opts="add remove list"
+            opts="add remove clear list"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -463,6 +508,20 @@ _klog__broker() {
             return 0
             ;;
         klog__broker__subcmd__help__subcmd__acl__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__broker__subcmd__help__subcmd__acl__subcmd__clear)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

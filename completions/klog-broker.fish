@@ -83,11 +83,12 @@ complete -c klog-broker -n "__fish_klog_broker_using_subcommand user; and __fish
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand user; and __fish_seen_subcommand_from help" -f -a "remove" -d 'Remove a user'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand user; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the users and their mechanisms'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand user; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove list help" -s h -l help -d 'Print help'
-complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove list help" -f -a "add" -d 'Add a rule'
-complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove list help" -f -a "remove" -d 'Remove a rule'
-complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove list help" -f -a "list" -d 'List every rule: resource, pattern, principal, operation, permission, tab-separated'
-complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove clear list help" -s h -l help -d 'Print help'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove clear list help" -f -a "add" -d 'Add a rule'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove clear list help" -f -a "remove" -d 'Remove a rule'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove clear list help" -f -a "clear" -d 'Remove every rule of a resource, even an entry that does not parse'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove clear list help" -f -a "list" -d 'List every rule: resource, pattern, principal, operation, permission, tab-separated'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove clear list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l allow -d 'Allow PRINCIPAL (User:NAME, User:CN=..., or User:* for everyone)' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l deny -d 'Deny PRINCIPAL, whatever allows it' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l operation -d 'read, write, create, describe, alter, cluster_action or all' -r
@@ -104,9 +105,15 @@ complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l cluster -d 'The cluster (creating topics; brokers\' cluster_action)'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l prefixed -d 'The name is a prefix: every topic or group whose name starts with it'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from clear" -l topic -d 'A topic (* for every topic)' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from clear" -l group -d 'A consumer group (* for every group)' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from clear" -l cluster -d 'The cluster (creating topics; brokers\' cluster_action)'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from clear" -l prefixed -d 'The name is a prefix: every topic or group whose name starts with it'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from clear" -s h -l help -d 'Print help'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from help" -f -a "add" -d 'Add a rule'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from help" -f -a "remove" -d 'Remove a rule'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from help" -f -a "clear" -d 'Remove every rule of a resource, even an entry that does not parse'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from help" -f -a "list" -d 'List every rule: resource, pattern, principal, operation, permission, tab-separated'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and not __fish_seen_subcommand_from user acl help" -f -a "user" -d 'Add, remove or list SASL users (SCRAM credentials in --registry)'
@@ -117,4 +124,5 @@ complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and __fish
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and __fish_seen_subcommand_from user" -f -a "list" -d 'List the users and their mechanisms'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and __fish_seen_subcommand_from acl" -f -a "add" -d 'Add a rule'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and __fish_seen_subcommand_from acl" -f -a "remove" -d 'Remove a rule'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and __fish_seen_subcommand_from acl" -f -a "clear" -d 'Remove every rule of a resource, even an entry that does not parse'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand help; and __fish_seen_subcommand_from acl" -f -a "list" -d 'List every rule: resource, pattern, principal, operation, permission, tab-separated'

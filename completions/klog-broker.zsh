@@ -180,6 +180,16 @@ _arguments "${_arguments_options[@]}" : \
 '--help[Print help]' \
 && ret=0
 ;;
+(clear)
+_arguments "${_arguments_options[@]}" : \
+'--topic=[A topic (* for every topic)]:NAME:_default' \
+'--group=[A consumer group (* for every group)]:NAME:_default' \
+'--cluster[The cluster (creating topics; brokers'\'' cluster_action)]' \
+'--prefixed[The name is a prefix\: every topic or group whose name starts with it]' \
+'-h[Print help]' \
+'--help[Print help]' \
+&& ret=0
+;;
 (list)
 _arguments "${_arguments_options[@]}" : \
 '-h[Print help]' \
@@ -203,6 +213,10 @@ _arguments "${_arguments_options[@]}" : \
 && ret=0
 ;;
 (remove)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(clear)
 _arguments "${_arguments_options[@]}" : \
 && ret=0
 ;;
@@ -282,6 +296,10 @@ _arguments "${_arguments_options[@]}" : \
 _arguments "${_arguments_options[@]}" : \
 && ret=0
 ;;
+(clear)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
 (list)
 _arguments "${_arguments_options[@]}" : \
 && ret=0
@@ -317,6 +335,7 @@ _klog-broker__subcmd__acl_commands() {
     local commands; commands=(
 'add:Add a rule' \
 'remove:Remove a rule' \
+'clear:Remove every rule of a resource, even an entry that does not parse' \
 'list:List every rule\: resource, pattern, principal, operation, permission, tab-separated' \
 'help:Print this message or the help of the given subcommand(s)' \
     )
@@ -327,11 +346,17 @@ _klog-broker__subcmd__acl__subcmd__add_commands() {
     local commands; commands=()
     _describe -t commands 'klog-broker acl add commands' commands "$@"
 }
+(( $+functions[_klog-broker__subcmd__acl__subcmd__clear_commands] )) ||
+_klog-broker__subcmd__acl__subcmd__clear_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker acl clear commands' commands "$@"
+}
 (( $+functions[_klog-broker__subcmd__acl__subcmd__help_commands] )) ||
 _klog-broker__subcmd__acl__subcmd__help_commands() {
     local commands; commands=(
 'add:Add a rule' \
 'remove:Remove a rule' \
+'clear:Remove every rule of a resource, even an entry that does not parse' \
 'list:List every rule\: resource, pattern, principal, operation, permission, tab-separated' \
 'help:Print this message or the help of the given subcommand(s)' \
     )
@@ -341,6 +366,11 @@ _klog-broker__subcmd__acl__subcmd__help_commands() {
 _klog-broker__subcmd__acl__subcmd__help__subcmd__add_commands() {
     local commands; commands=()
     _describe -t commands 'klog-broker acl help add commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__acl__subcmd__help__subcmd__clear_commands] )) ||
+_klog-broker__subcmd__acl__subcmd__help__subcmd__clear_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker acl help clear commands' commands "$@"
 }
 (( $+functions[_klog-broker__subcmd__acl__subcmd__help__subcmd__help_commands] )) ||
 _klog-broker__subcmd__acl__subcmd__help__subcmd__help_commands() {
@@ -381,6 +411,7 @@ _klog-broker__subcmd__help__subcmd__acl_commands() {
     local commands; commands=(
 'add:Add a rule' \
 'remove:Remove a rule' \
+'clear:Remove every rule of a resource, even an entry that does not parse' \
 'list:List every rule\: resource, pattern, principal, operation, permission, tab-separated' \
     )
     _describe -t commands 'klog-broker help acl commands' commands "$@"
@@ -389,6 +420,11 @@ _klog-broker__subcmd__help__subcmd__acl_commands() {
 _klog-broker__subcmd__help__subcmd__acl__subcmd__add_commands() {
     local commands; commands=()
     _describe -t commands 'klog-broker help acl add commands' commands "$@"
+}
+(( $+functions[_klog-broker__subcmd__help__subcmd__acl__subcmd__clear_commands] )) ||
+_klog-broker__subcmd__help__subcmd__acl__subcmd__clear_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-broker help acl clear commands' commands "$@"
 }
 (( $+functions[_klog-broker__subcmd__help__subcmd__acl__subcmd__list_commands] )) ||
 _klog-broker__subcmd__help__subcmd__acl__subcmd__list_commands() {

@@ -132,6 +132,10 @@ fn an_admin_client_adds_a_user_who_logs_in_at_once() {
     assert!(out.contains("error RESOURCE_NOT_FOUND"), "{out}");
     let listed = klog_broker(&registry, &["user", "list"], "");
     assert!(listed.contains("carol\tSCRAM-SHA-256\n"), "{listed}");
+    // Every user, as librdkafka asks (an empty list).
+    let out = admin(&python, &root, &broker, &["describe-users"]);
+    assert!(out.contains("carol SCRAM_SHA_256 8192"), "{out}");
+    assert!(out.contains("admin SCRAM_SHA_512 4096"), "{out}");
     // Logged in, but allowed nothing yet.
     assert_refused(
         &python,
@@ -295,6 +299,9 @@ fn acls_made_by_an_admin_client_are_klogs_and_only_an_admin_makes_them() {
         &["upsert-user", "dave", "SCRAM-SHA-256", "4096", "more"],
     );
     assert_eq!(out.trim(), "error CLUSTER_AUTHORIZATION_FAILED");
+    // A refused describe answers each user named with the refusal.
+    let out = admin(&python, &dave, &broker, &["describe-users", "dave"]);
+    assert_eq!(out.trim(), "error CLUSTER_AUTHORIZATION_FAILED");
     // A prefixed delete by match takes the topic ACLs whose patterns match.
     let out = admin(
         &python,
@@ -333,6 +340,21 @@ fn without_an_authorizer_acls_cannot_be_changed_through_kafka() {
         ],
     );
     assert_eq!(out.trim(), "error SECURITY_DISABLED");
-    let listed = klog_broker(broker.registry.as_deref().unwrap(), &["acl", "list"], "");
+    let registry = broker.registry.clone().unwrap();
+    let listed = klog_broker(&registry, &["acl", "list"], "");
     assert!(listed.trim().is_empty(), "{listed}");
+    // Nor users: a broker that checks nothing must not reset the logins
+    // the others check (this registry's admin), nor list them.
+    klog_broker(&registry, &["user", "add", "admin"], "x-secret\n");
+    let out = admin(
+        &python,
+        "{}",
+        &broker,
+        &["upsert-user", "admin", "SCRAM-SHA-512", "4096", "pwned"],
+    );
+    assert_eq!(out.trim(), "error SECURITY_DISABLED");
+    let out = admin(&python, "{}", &broker, &["describe-users", "admin"]);
+    assert_eq!(out.trim(), "error SECURITY_DISABLED");
+    let listed = klog_broker(&registry, &["user", "list"], "");
+    assert_eq!(listed, "admin\tSCRAM-SHA-256,SCRAM-SHA-512\n");
 }

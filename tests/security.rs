@@ -1321,3 +1321,59 @@ fn a_large_request_before_login_is_refused_naming_its_bound() {
 fn kcat_login(user: &str, password: &str) -> Vec<String> {
     sasl_props("sasl_plaintext", "PLAIN", user, password)
 }
+
+/// A damaged ACL entry is named by `acl list` (exit 1) with its repair,
+/// and `acl clear` is that repair.
+#[test]
+fn a_damaged_acl_entry_is_named_and_cleared() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = dir.path().join("reg").to_str().unwrap().to_string();
+    admin(
+        &registry,
+        &[
+            "acl",
+            "add",
+            "--deny",
+            "User:mallory",
+            "--operation",
+            "read",
+            "--topic",
+            "secret",
+        ],
+    );
+    admin(
+        &registry,
+        &[
+            "acl",
+            "add",
+            "--allow",
+            "User:alice",
+            "--operation",
+            "read",
+            "--topic",
+            "open",
+        ],
+    );
+    let file = dir.path().join("reg/config/acls/topic.literal.secret.json");
+    std::fs::write(&file, b"{\"pattern\":").unwrap();
+    let out = run(
+        "klog-broker",
+        &strings(&["--registry", &registry, "acl", "list"]),
+        "",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("klog-broker acl clear --topic 'secret'"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("User:alice"));
+    admin(&registry, &["acl", "clear", "--topic", "secret"]);
+    let out = run(
+        "klog-broker",
+        &strings(&["--registry", &registry, "acl", "list"]),
+        "",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!file.exists());
+}

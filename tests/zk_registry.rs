@@ -492,3 +492,39 @@ fn replicas_are_placed_round_robin_once_and_an_old_placement_reads_as_one_replic
     assert_eq!(old.replicas_of(2), None);
     assert_eq!(old.replication_factor(), 1);
 }
+
+/// Two registries (two brokers' sessions) changing one configuration entry
+/// at once lose no change: each is a compare-and-set on the znode's
+/// version, tried again on what the other wrote (ACL rules, users).
+#[test]
+fn configuration_changes_at_once_from_two_sessions_are_all_kept() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let (one, two) = (open(&server, "/config-test"), open(&server, "/config-test"));
+    std::thread::scope(|scope| {
+        for (who, registry) in [("a", &one), ("b", &two)] {
+            scope.spawn(move || {
+                for i in 0..40 {
+                    registry
+                        .update_config("acls", "shared", &mut |stored| {
+                            let mut lines = stored.map(<[u8]>::to_vec).unwrap_or_default();
+                            lines.extend_from_slice(format!("{who}{i}\n").as_bytes());
+                            Ok(Some(lines))
+                        })
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let stored = one.config("acls", "shared").unwrap().unwrap();
+    let lines: std::collections::BTreeSet<&[u8]> = stored
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(lines.len(), 80);
+    // Removing through it, as a last rule's removal does.
+    two.update_config("acls", "shared", &mut |_| Ok(None))
+        .unwrap();
+    assert_eq!(one.config("acls", "shared").unwrap(), None);
+}

@@ -205,6 +205,8 @@ pub fn run_user(registry: Option<&Path>, command: &UserCommand) -> anyhow::Resul
             crate::diag::line(format_args!("% Removed user {name}"));
         }
         UserCommand::List => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
             for name in registry.configs(USERS)? {
                 let entry: Option<UserEntry> = registry
                     .config(USERS, &name)?
@@ -217,7 +219,10 @@ pub fn run_user(registry: Option<&Path>, command: &UserCommand) -> anyhow::Resul
                             .collect()
                     })
                     .unwrap_or_else(|| vec!["(unreadable)".into()]);
-                println!("{name}\t{}", mechanisms.join(","));
+                // A reader that went away (`| head`) ends the listing.
+                if writeln!(out, "{name}\t{}", mechanisms.join(",")).is_err() {
+                    break;
+                }
             }
         }
     }
@@ -257,7 +262,6 @@ fn password_from_stdin() -> anyhow::Result<String> {
 /// The rule and resource of `klog-broker acl add|remove`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(group(clap::ArgGroup::new("who").required(true).args(["allow", "deny"])))]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["topic", "group", "cluster"])))]
 pub struct AclArgs {
     /// Allow PRINCIPAL (User:NAME, User:CN=..., or User:* for everyone).
     #[arg(long = "allow", value_name = "PRINCIPAL", value_parser = principal_arg)]
@@ -268,6 +272,15 @@ pub struct AclArgs {
     /// read, write, create, describe, alter, cluster_action or all.
     #[arg(long = "operation", value_name = "OP", value_parser = Operation::parse)]
     pub operation: Operation,
+    /// The resource.
+    #[command(flatten)]
+    pub resource: ResourceArgs,
+}
+
+/// The resource of a rule: a topic, a group or the cluster.
+#[derive(Debug, Clone, clap::Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["topic", "group", "cluster"])))]
+pub struct ResourceArgs {
     /// A topic (* for every topic).
     #[arg(long = "topic", value_name = "NAME")]
     pub topic: Option<String>,
@@ -287,7 +300,7 @@ fn principal_arg(s: &str) -> Result<String, String> {
     crate::coord::acl::check_principal(s).map(|()| s.to_string())
 }
 
-impl AclArgs {
+impl ResourceArgs {
     fn pattern(&self) -> Pattern {
         let (resource, name) = match (&self.topic, &self.group) {
             (Some(t), _) => (ResourceType::Topic, t.clone()),
@@ -303,6 +316,12 @@ impl AclArgs {
             name,
             pattern,
         }
+    }
+}
+
+impl AclArgs {
+    fn pattern(&self) -> Pattern {
+        self.resource.pattern()
     }
 
     fn rule(&self) -> Rule {
@@ -327,6 +346,8 @@ pub enum AclCommand {
     Add(AclArgs),
     /// Remove a rule.
     Remove(AclArgs),
+    /// Remove every rule of a resource, even an entry that does not parse.
+    Clear(ResourceArgs),
     /// List every rule: resource, pattern, principal, operation,
     /// permission, tab-separated.
     List,
@@ -361,24 +382,55 @@ pub fn run_acl(registry: Option<&Path>, command: &AclCommand) -> anyhow::Result<
                 a.pattern()
             ));
         }
-        AclCommand::List => {
-            for entry in acl::load(&*registry)? {
-                let p = &entry.pattern;
-                for r in &entry.rules {
-                    println!(
-                        "{}\t{}\t{}\t{}\t{}\t{}",
-                        name_of(&p.resource),
-                        p.name,
-                        name_of(&p.pattern),
-                        r.principal,
-                        r.operation,
-                        name_of(&r.permission)
-                    );
-                }
+        AclCommand::Clear(r) => {
+            if !acl::remove_all(&*registry, &r.pattern())? {
+                anyhow::bail!("no rules on {}", r.pattern());
+            }
+            crate::diag::line(format_args!("% Removed every rule of {}", r.pattern()));
+        }
+        AclCommand::List => return list_acls(&*registry),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `acl list`: every rule, one a line; an entry that does not parse is
+/// said (with its repair) and makes the exit status 1.
+fn list_acls(registry: &dyn crate::coord::Registry) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let mut damaged = false;
+    for entry in acl::load_each(registry)? {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(why) => {
+                crate::diag::line(format_args!("error: {why}"));
+                damaged = true;
+                continue;
+            }
+        };
+        let p = &entry.pattern;
+        for r in &entry.rules {
+            let line = writeln!(
+                out,
+                "{}\t{}\t{}\t{}\t{}\t{}",
+                name_of(&p.resource),
+                p.name,
+                name_of(&p.pattern),
+                r.principal,
+                r.operation,
+                name_of(&r.permission)
+            );
+            // A reader that went away (`| head`) ends the listing.
+            if line.is_err() {
+                return Ok(ExitCode::SUCCESS);
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if damaged {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// A rule's permission and principal, in words.

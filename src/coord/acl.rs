@@ -247,19 +247,48 @@ impl Cache {
     }
 }
 
-/// Every ACL of a registry (an entry that does not parse is skipped: a
-/// rule nobody can read allows nothing).
+/// Every ACL of a registry. An entry that does not parse is an error that
+/// names it and its repair: a rule nobody can read may have been a deny,
+/// so a broker keeps the ACLs it had (none at its start: it denies all but
+/// to super users) rather than go on without it.
 pub fn load(registry: &dyn Registry) -> Result<Vec<Acl>> {
+    load_each(registry)?
+        .into_iter()
+        .map(|entry| entry.map_err(Error::Config))
+        .collect()
+}
+
+/// Every ACL entry of a registry, each parsed or why not (with the command
+/// that removes it).
+pub fn load_each(registry: &dyn Registry) -> Result<Vec<std::result::Result<Acl, String>>> {
     let mut out = Vec::new();
     for key in registry.configs(ACLS)? {
         let Some(bytes) = registry.config(ACLS, &key)? else {
             continue;
         };
-        if let Ok(acl) = parse(&bytes) {
-            out.push(acl);
-        }
+        out.push(parse(&bytes).map_err(|e| {
+            format!(
+                "the ACL entry {ACLS}/{key} does not parse ({e}): `klog-broker acl clear {}` removes it",
+                clear_args(&key)
+            )
+        }));
     }
     Ok(out)
+}
+
+/// `klog-broker acl clear`'s arguments for the entry `key`.
+fn clear_args(key: &str) -> String {
+    let (kind, rest) = key.split_once('.').unwrap_or((key, ""));
+    let flag = match kind {
+        "cluster" => return "--cluster".to_string(),
+        "group" => "--group",
+        _ => "--topic",
+    };
+    match rest.split_once('.') {
+        Some(("prefixed", name)) => format!("{flag} '{name}' --prefixed"),
+        Some((_, name)) => format!("{flag} '{name}'"),
+        None => format!("{flag} '*'"),
+    }
 }
 
 /// An ACL entry as stored: its pattern and its rules.
@@ -278,48 +307,70 @@ struct Stored {
     rules: Vec<Rule>,
 }
 
-/// Adds a rule to a pattern's entry (a rule already there is kept once).
+/// Adds a rule to a pattern's entry (a rule already there is kept once),
+/// with no other change of the entry in between, from any host.
 pub fn add(registry: &dyn Registry, pattern: &Pattern, rule: Rule) -> Result<()> {
     check(pattern)?;
-    let mut rules = rules_of(registry, pattern)?;
-    if !rules.contains(&rule) {
-        rules.push(rule);
-    }
-    store(registry, pattern, rules)
+    update(registry, pattern, &mut |rules| {
+        if !rules.contains(&rule) {
+            rules.push(rule.clone());
+        }
+    })
+    .map(drop)
 }
 
-/// Removes a rule from a pattern's entry; whether it was there.
+/// Removes a rule from a pattern's entry (the entry goes with its last
+/// rule); whether it was there.
 pub fn remove(registry: &dyn Registry, pattern: &Pattern, rule: &Rule) -> Result<bool> {
     check(pattern)?;
-    let mut rules = rules_of(registry, pattern)?;
-    let before = rules.len();
-    rules.retain(|r| r != rule);
-    if rules.len() == before {
-        return Ok(false);
-    }
-    if rules.is_empty() {
-        registry.remove_config(ACLS, &pattern.key())?;
-        return Ok(true);
-    }
-    store(registry, pattern, rules).map(|()| true)
+    let mut removed = false;
+    update(registry, pattern, &mut |rules| {
+        let before = rules.len();
+        rules.retain(|r| r != rule);
+        removed = rules.len() != before;
+    })?;
+    Ok(removed)
 }
 
-fn rules_of(registry: &dyn Registry, pattern: &Pattern) -> Result<Vec<Rule>> {
-    let Some(bytes) = registry.config(ACLS, &pattern.key())? else {
-        return Ok(Vec::new());
-    };
-    let stored: Stored = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::Config(format!("the ACLs of {pattern} do not parse: {e}")))?;
-    Ok(stored.rules)
+/// Changes a pattern's rules in one [`Registry::update_config`]; an entry
+/// left with no rule is removed.
+fn update(
+    registry: &dyn Registry,
+    pattern: &Pattern,
+    change: &mut dyn FnMut(&mut Vec<Rule>),
+) -> Result<()> {
+    registry.update_config(ACLS, &pattern.key(), &mut |stored| {
+        let mut rules = match stored {
+            None => Vec::new(),
+            Some(bytes) => {
+                let stored: Stored = serde_json::from_slice(bytes).map_err(|e| {
+                    Error::Config(format!(
+                        "the ACLs of {pattern} do not parse ({e}): `klog-broker acl clear` \
+                         of that resource removes the damaged entry"
+                    ))
+                })?;
+                stored.rules
+            }
+        };
+        change(&mut rules);
+        if rules.is_empty() {
+            return Ok(None);
+        }
+        let stored = Stored {
+            pattern: pattern.clone(),
+            rules,
+        };
+        serde_json::to_vec(&stored)
+            .map(Some)
+            .map_err(|e| Error::Config(e.to_string()))
+    })
 }
 
-fn store(registry: &dyn Registry, pattern: &Pattern, rules: Vec<Rule>) -> Result<()> {
-    let stored = Stored {
-        pattern: pattern.clone(),
-        rules,
-    };
-    let bytes = serde_json::to_vec(&stored).map_err(|e| Error::Config(e.to_string()))?;
-    registry.set_config(ACLS, &pattern.key(), &bytes)
+/// Removes a pattern's entry whatever it holds, damaged or not; whether
+/// there was one.
+pub fn remove_all(registry: &dyn Registry, pattern: &Pattern) -> Result<bool> {
+    check(pattern)?;
+    registry.remove_config(ACLS, &pattern.key())
 }
 
 /// A principal as rules name it: `User:NAME`, `User:CN=...` or `User:*`.
@@ -460,5 +511,68 @@ mod tests {
             pattern: PatternType::Literal,
         };
         assert!(add(&registry, &cluster, rule).is_err());
+    }
+
+    fn rule_of(principal: &str) -> Rule {
+        Rule {
+            principal: principal.into(),
+            operation: Operation::Read,
+            permission: Permission::Allow,
+        }
+    }
+
+    /// Two brokers adding rules to one pattern at once (two handles on one
+    /// directory registry, each with its own lock file description) lose
+    /// none: each change reads, changes and writes under the kind's lock.
+    #[test]
+    fn rules_added_at_once_through_two_handles_are_all_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let pattern = Pattern {
+            resource: ResourceType::Topic,
+            name: "shared".into(),
+            pattern: PatternType::Literal,
+        };
+        std::thread::scope(|scope| {
+            for who in ["a", "b"] {
+                let registry = crate::coord::dir::DirRegistry::open(dir.path()).unwrap();
+                let pattern = &pattern;
+                scope.spawn(move || {
+                    for i in 0..60 {
+                        add(&registry, pattern, rule_of(&format!("User:{who}{i}"))).unwrap();
+                    }
+                });
+            }
+        });
+        let registry = crate::coord::dir::DirRegistry::open(dir.path()).unwrap();
+        let acls = load(&registry).unwrap();
+        assert_eq!(acls.len(), 1);
+        assert_eq!(acls[0].rules.len(), 120);
+    }
+
+    /// An entry that does not parse fails the load (a broker keeps the ACLs
+    /// it had: the lost rule may have been a deny), names its repair, and
+    /// `clear` (remove_all) is that repair.
+    #[test]
+    fn a_damaged_entry_fails_the_load_and_names_its_repair() {
+        let registry = crate::coord::mem::MemRegistry::default();
+        let secret = Pattern {
+            resource: ResourceType::Topic,
+            name: "secret".into(),
+            pattern: PatternType::Prefixed,
+        };
+        add(&registry, &secret, rule_of("User:a")).unwrap();
+        registry
+            .set_config(ACLS, &secret.key(), b"{\"pattern\":")
+            .unwrap();
+        let e = load(&registry).unwrap_err().to_string();
+        assert!(
+            e.contains("klog-broker acl clear --topic 'secret' --prefixed"),
+            "{e}"
+        );
+        assert!(add(&registry, &secret, rule_of("User:b")).is_err());
+        assert!(remove_all(&registry, &secret).unwrap());
+        assert!(load(&registry).unwrap().is_empty());
+        assert_eq!(clear_args("cluster.literal.kafka-cluster"), "--cluster");
+        assert_eq!(clear_args("group.any"), "--group '*'");
     }
 }

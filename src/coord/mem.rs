@@ -399,6 +399,21 @@ impl Registry for MemRegistry {
         Ok(())
     }
 
+    fn update_config(
+        &self,
+        kind: &str,
+        name: &str,
+        change: crate::coord::registry::ConfigChange<'_>,
+    ) -> Result<()> {
+        let key = (kind.to_string(), name.to_string());
+        let mut state = crate::sync::lock(&self.state);
+        match change(state.configs.get(&key).map(Vec::as_slice))? {
+            Some(bytes) => state.configs.insert(key, bytes),
+            None => state.configs.remove(&key),
+        };
+        Ok(())
+    }
+
     fn remove_config(&self, kind: &str, name: &str) -> Result<bool> {
         let key = (kind.to_string(), name.to_string());
         Ok(crate::sync::lock(&self.state)

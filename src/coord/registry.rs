@@ -431,6 +431,14 @@ pub trait Registry: fmt::Debug + Send + Sync {
     /// Writes a configuration entry, replacing any before it.
     fn set_config(&self, kind: &str, name: &str, bytes: &[u8]) -> Result<()>;
 
+    /// Changes a configuration entry with no other change through this
+    /// method in between, on any host: `change` is given the entry as
+    /// stored (`None`: none) and says what to store (`None`: remove it).
+    /// On ZooKeeper it may run again, on what another change left, when
+    /// that change got in first (a compare-and-set on the znode's
+    /// version); on a directory, a lock file per kind orders the changes.
+    fn update_config(&self, kind: &str, name: &str, change: ConfigChange<'_>) -> Result<()>;
+
     /// Removes a configuration entry; whether there was one.
     fn remove_config(&self, kind: &str, name: &str) -> Result<bool>;
 
@@ -724,6 +732,10 @@ pub(crate) fn placed_partition(
 /// Checks a name used in the registry (a topic, a group, a member, a
 /// broker id): a name given by the configuration, so a bad one is
 /// [`Error::Config`].
+/// What [`Registry::update_config`] does to an entry: given it as stored,
+/// what to store instead (`None`: remove it).
+pub type ConfigChange<'a> = &'a mut dyn FnMut(Option<&[u8]>) -> Result<Option<Vec<u8>>>;
+
 pub(crate) fn check_name(kind: &'static str, name: &str) -> Result<()> {
     crate::storage::store::validate_topic(name)
         .map_err(|_| Error::Config(format!("invalid {kind} name {name:?}")))

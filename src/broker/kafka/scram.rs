@@ -2,7 +2,10 @@
 //! AlterUserScramCredentials) on the registry's users, the ones
 //! `klog-broker user` manages and every broker checks logins against.
 //!
-//! Describing needs describe on the cluster, altering alter on it. A
+//! As the ACL APIs, they answer SECURITY_DISABLED on a broker without
+//! `--authorize`: one that checks nothing must not show or change the
+//! logins the others check. Describing needs describe on the cluster,
+//! altering alter on it. A
 //! client alters with a SaltedPassword it computed itself: the broker
 //! stores the StoredKey and ServerKey derived from it, never the password.
 //! Kafka's rules: a user's changes in one request apply together or not at
@@ -15,12 +18,12 @@ use std::collections::BTreeMap;
 
 use super::access::Access;
 use crate::broker::auth::{UserEntry, USERS};
-use crate::coord::acl::{Operation, ResourceType, CLUSTER};
+use crate::coord::acl::Operation;
 use crate::coord::Registry;
 use crate::kafka::admin::{self as msg, code};
 use crate::kafka::{
-    CLUSTER_AUTHORIZATION_FAILED, NONE, RESOURCE_NOT_FOUND, UNACCEPTABLE_CREDENTIAL,
-    UNKNOWN_SERVER_ERROR, UNSUPPORTED_SASL_MECHANISM,
+    NONE, RESOURCE_NOT_FOUND, SECURITY_DISABLED, UNACCEPTABLE_CREDENTIAL, UNKNOWN_SERVER_ERROR,
+    UNSUPPORTED_SASL_MECHANISM,
 };
 use crate::net::sasl::scram::Hash;
 use crate::net::sasl::Credential;
@@ -30,18 +33,17 @@ const DUPLICATE_RESOURCE: i16 = 92;
 
 type Refusal = (i16, String);
 
-/// The registry to use, or why not: `operation` on the cluster must be
-/// allowed, and there must be a registry.
+/// The registry to use, or why not: as for the ACL APIs, a broker without
+/// `--authorize` (which checks nothing) changes and shows no user
+/// (SECURITY_DISABLED), nor one without a registry; and `operation` on the
+/// cluster must be allowed.
 fn registry<'a>(access: &Access<'a>, operation: Operation) -> Result<&'a dyn Registry, Refusal> {
-    if !access.allows(operation, ResourceType::Cluster, CLUSTER) {
-        return Err((
-            CLUSTER_AUTHORIZATION_FAILED,
-            format!("{operation} on the cluster is not allowed"),
-        ));
+    if let Some(refused) = super::acls::refusal(access, operation) {
+        return Err(refused);
     }
     access.registry().ok_or_else(|| {
         (
-            UNKNOWN_SERVER_ERROR,
+            SECURITY_DISABLED,
             "this broker runs without --registry, where users live".to_string(),
         )
     })
@@ -69,9 +71,15 @@ fn hash_of(mechanism: i8) -> Result<Hash, Refusal> {
 fn entry(registry: &dyn Registry, name: &str) -> Result<Option<UserEntry>, Refusal> {
     let unreadable = |m: String| (UNKNOWN_SERVER_ERROR, m);
     match registry.config(USERS, name) {
-        Ok(Some(bytes)) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| unreadable(format!("user {name:?} does not parse: {e}"))),
+        Ok(Some(bytes)) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            (
+                UNACCEPTABLE_CREDENTIAL,
+                format!(
+                    "user {name:?}'s entry does not parse ({e}): `klog-broker user add {name}` \
+                     or an upsertion of every mechanism replaces it"
+                ),
+            )
+        }),
         Ok(None) => Ok(None),
         Err(crate::error::Error::Config(m)) => Err((UNACCEPTABLE_CREDENTIAL, m)),
         Err(e) => Err(unreadable(e.to_string())),
@@ -89,9 +97,16 @@ pub(super) fn describe(
         error_message: None,
         results: Vec::new(),
     };
+    // Null or empty: every user (Kafka's rule; librdkafka sends empty).
+    let asked: Option<Vec<String>> = match &request.users {
+        Some(users) if !users.is_empty() => {
+            Some(users.iter().map(|u| u.name.to_string()).collect())
+        }
+        _ => None,
+    };
     let names = registry(access, Operation::Describe).and_then(|registry| {
-        let names = match &request.users {
-            Some(users) => users.iter().map(|u| u.name.to_string()).collect(),
+        let names = match &asked {
+            Some(names) => names.clone(),
             None => registry
                 .configs(USERS)
                 .map_err(|e| (UNKNOWN_SERVER_ERROR, e.to_string()))?,
@@ -101,8 +116,18 @@ pub(super) fn describe(
     let (registry, names) = match names {
         Ok(found) => found,
         Err((code, message)) => {
-            response.error_code = code;
-            response.error_message = Some(message);
+            // Each user named gets the error; the whole answer only when
+            // none was named (librdkafka 2.16 aborts on a top-level error
+            // beside per-user results, which Kafka sends both of).
+            for name in asked.iter().flatten() {
+                response
+                    .results
+                    .push(described(name, Err((code, message.clone()))));
+            }
+            if asked.is_none() {
+                response.error_code = code;
+                response.error_message = Some(message);
+            }
             return response;
         }
     };
@@ -235,36 +260,55 @@ pub(super) fn alter(
     }
 }
 
-/// Applies one user's changes: the entry rewritten, or removed when no
-/// credential is left.
+/// Applies one user's changes in one [`Registry::update_config`] (no
+/// other change of the user in between, from any broker): the entry
+/// rewritten, or removed when no credential is left.
 fn apply(registry: &dyn Registry, name: &str, changes: Changes) -> Result<(), Refusal> {
     if let Some(refusal) = changes.refused {
         return Err(refusal);
     }
-    let mut credentials = entry(registry, name)?
-        .map(|e| e.credentials)
-        .unwrap_or_default();
-    for hash in &changes.deletions {
-        if !credentials.iter().any(|c| c.hash == *hash) {
-            return Err((
-                RESOURCE_NOT_FOUND,
-                format!("user {name:?} has no {} credential", hash.mechanism()),
-            ));
+    let mut refused: Option<Refusal> = None;
+    let stored = registry.update_config(USERS, name, &mut |stored| {
+        refused = None;
+        let entry = match stored.map(serde_json::from_slice::<UserEntry>) {
+            None => None,
+            Some(Ok(entry)) => Some(entry),
+            // A damaged entry is replaced by upsertions of every mechanism.
+            Some(Err(_)) if changes.deletions.is_empty() => None,
+            Some(Err(e)) => {
+                refused = Some((
+                    UNACCEPTABLE_CREDENTIAL,
+                    format!("user {name:?}'s entry does not parse ({e})"),
+                ));
+                return Ok(stored.map(<[u8]>::to_vec));
+            }
+        };
+        let mut credentials = entry.map(|e| e.credentials).unwrap_or_default();
+        for hash in &changes.deletions {
+            if !credentials.iter().any(|c| c.hash == *hash) {
+                refused = Some((
+                    RESOURCE_NOT_FOUND,
+                    format!("user {name:?} has no {} credential", hash.mechanism()),
+                ));
+                return Ok(stored.map(<[u8]>::to_vec));
+            }
+            credentials.retain(|c| c.hash != *hash);
         }
-        credentials.retain(|c| c.hash != *hash);
-    }
-    for credential in changes.upsertions {
-        credentials.retain(|c| c.hash != credential.hash);
-        credentials.push(credential);
-    }
-    let stored = if credentials.is_empty() {
-        registry.remove_config(USERS, name).map(|_| ())
-    } else {
+        for credential in &changes.upsertions {
+            credentials.retain(|c| c.hash != credential.hash);
+            credentials.push(credential.clone());
+        }
+        if credentials.is_empty() {
+            return Ok(None);
+        }
         let entry = UserEntry { credentials };
-        let bytes =
-            serde_json::to_vec(&entry).map_err(|e| (UNKNOWN_SERVER_ERROR, e.to_string()))?;
-        registry.set_config(USERS, name, &bytes)
-    };
+        serde_json::to_vec(&entry)
+            .map(Some)
+            .map_err(|e| crate::error::Error::Config(e.to_string()))
+    });
+    if let Some(refusal) = refused {
+        return Err(refusal);
+    }
     stored.map_err(|e| match e {
         crate::error::Error::Config(m) => (UNACCEPTABLE_CREDENTIAL, m),
         other => (UNKNOWN_SERVER_ERROR, other.to_string()),

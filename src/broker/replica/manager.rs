@@ -758,6 +758,14 @@ mod tests {
         fn set_config(&self, kind: &str, name: &str, bytes: &[u8]) -> Result<()> {
             self.inner.set_config(kind, name, bytes)
         }
+        fn update_config(
+            &self,
+            kind: &str,
+            name: &str,
+            change: crate::coord::registry::ConfigChange<'_>,
+        ) -> Result<()> {
+            self.inner.update_config(kind, name, change)
+        }
         fn remove_config(&self, kind: &str, name: &str) -> Result<bool> {
             self.inner.remove_config(kind, name)
         }

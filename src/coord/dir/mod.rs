@@ -99,6 +99,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// How long a configuration change waits for another's lock.
+const CONFIG_LOCK_WAIT: Duration = Duration::from_secs(10);
+
 use crate::coord::registry::{
     check_name, encode_state, placed_partition, to_json, BrokerInfo, Ephemeral, Lease, MemberInfo,
     Owner, PartitionState, Placement, Registry,
@@ -445,7 +448,11 @@ impl Registry for DirRegistry {
         let dir = self.dir.join("config").join(kind);
         std::fs::create_dir_all(&dir).ctx("create", &dir)?;
         let path = dir.join(format!("{name}.json"));
-        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        // Short and unique: a name near the length bound fits, and two
+        // writers of one process never share a file.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!(".{}.{write}.tmp", std::process::id()));
         {
             let mut f = File::create(&tmp).ctx("create", &tmp)?;
             f.write_all(bytes).ctx("write", &tmp)?;
@@ -453,6 +460,40 @@ impl Registry for DirRegistry {
         }
         std::fs::rename(&tmp, &path).ctx("rename", &path)?;
         RealFs.sync_dir(&dir).ctx("fsync directory", &dir)
+    }
+
+    fn update_config(
+        &self,
+        kind: &str,
+        name: &str,
+        change: crate::coord::registry::ConfigChange<'_>,
+    ) -> Result<()> {
+        self.writable()?;
+        check_name("configuration entry", name)?;
+        let dir = self.dir.join("config").join(kind);
+        std::fs::create_dir_all(&dir).ctx("create", &dir)?;
+        // One change of a kind at a time, across processes: the lock is
+        // released when its file closes, however the holder ends.
+        let lock_path = dir.join(".lock");
+        let deadline = std::time::Instant::now() + CONFIG_LOCK_WAIT;
+        let _held = loop {
+            if let Some(held) = crate::storage::lock::try_lock(&lock_path)? {
+                break held;
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(Error::Config(format!(
+                    "{} is held by another change for over {} s",
+                    lock_path.display(),
+                    CONFIG_LOCK_WAIT.as_secs()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let stored = self.config(kind, name)?;
+        match change(stored.as_deref())? {
+            Some(bytes) => self.set_config(kind, name, &bytes),
+            None => self.remove_config(kind, name).map(drop),
+        }
     }
 
     fn remove_config(&self, kind: &str, name: &str) -> Result<bool> {

@@ -70,6 +70,9 @@ use crate::coord::registry::{
 use crate::coord::zk::{ZkMode, ZkOp, ZkSession};
 use crate::error::{Error, Result, ZkCause};
 
+/// How many times a configuration change is tried against other writers.
+const CONFIG_TRIES: usize = 100;
+
 /// The member named in the owner znode an offset reset creates.
 const RESET_MEMBER: &str = "offset-reset";
 
@@ -531,6 +534,47 @@ impl Registry for ZkRegistry {
             }) => session.set(&path, bytes, -1, self.deadline()).map(|_| ()),
             Err(e) => Err(e),
         }
+    }
+
+    fn update_config(
+        &self,
+        kind: &str,
+        name: &str,
+        change: crate::coord::registry::ConfigChange<'_>,
+    ) -> Result<()> {
+        self.writable()?;
+        check_name("configuration entry", name)?;
+        let path = format!("/config/{kind}/{name}");
+        self.parents(&path)?;
+        // Each try reads the entry and its version, and writes only if
+        // the version is still the one read; another writer in between
+        // makes it read and change again.
+        for _ in 0..CONFIG_TRIES {
+            let read = self.data(&path)?;
+            let next = change(read.as_ref().map(|(b, _)| b.as_slice()))?;
+            let session = self.live()?;
+            let done = match (read, next) {
+                (None, None) => return Ok(()),
+                (None, Some(bytes)) => session
+                    .create(&path, &bytes, ZkMode::Persistent, self.deadline())
+                    .map(drop),
+                (Some((_, stat)), Some(bytes)) => session
+                    .set(&path, &bytes, stat.version, self.deadline())
+                    .map(drop),
+                (Some((_, stat)), None) => session.delete(&path, stat.version, self.deadline()),
+            };
+            match done {
+                Ok(()) => return Ok(()),
+                Err(Error::ZooKeeper {
+                    cause: ZkCause::NodeExists | ZkCause::NoNode | ZkCause::BadVersion,
+                    ..
+                }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Config(format!(
+            "{path} changed under {CONFIG_TRIES} changes in a row: try again"
+        )))
     }
 
     fn remove_config(&self, kind: &str, name: &str) -> Result<bool> {
