@@ -61,6 +61,14 @@ pub(super) fn reload_acls(shared: &Shared) {
             Ok(acls) => shared.authorizer.set(acls),
             Err(e) => shared.log_peer(format_args!("cannot reload the ACLs: {e}")),
         }
+        // A damaged entry denies all on its resource: said, with its repair.
+        for why in acl::load_each(registry)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::err)
+        {
+            shared.log_peer(format_args!("{why}"));
+        }
         let deadline = std::time::Instant::now() + ACL_RELOAD;
         while !shared.stopping() && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));

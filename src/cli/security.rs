@@ -193,13 +193,20 @@ pub fn run_user(registry: Option<&Path>, command: &UserCommand) -> anyhow::Resul
                 .map(|h| Credential::new(h, &password, *iterations))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let entry = UserEntry { credentials };
-            registry.set_config(USERS, name, &serde_json::to_vec(&entry)?)?;
+            let bytes = serde_json::to_vec(&entry)?;
+            // Through update_config, ordered with the brokers' changes.
+            registry.update_config(USERS, name, &mut |_| Ok(Some(bytes.clone())))?;
             crate::diag::line(format_args!(
                 "% User {name} has SCRAM-SHA-256 and SCRAM-SHA-512 credentials ({iterations} iterations)"
             ));
         }
         UserCommand::Remove { name } => {
-            if !registry.remove_config(USERS, name)? {
+            let mut existed = false;
+            registry.update_config(USERS, name, &mut |stored| {
+                existed = stored.is_some();
+                Ok(None)
+            })?;
+            if !existed {
                 anyhow::bail!("no user {name:?} in {}", path.display());
             }
             crate::diag::line(format_args!("% Removed user {name}"));

@@ -287,6 +287,9 @@ pub(super) fn read_frame_max(
     let mut len = [0u8; 4];
     read_exact_with(&mut input, &mut len, addr, patience)?;
     let n = u32::from_le_bytes(len);
+    if n > bytes_max && looks_like_tls(len) {
+        return Err(tls_hint(addr));
+    }
     if n > bytes_max || (n as usize) < protocol::RESPONSE_HEADER_BYTES {
         return Err(Error::Protocol {
             addr: addr.to_string(),
@@ -311,19 +314,30 @@ pub(super) fn read_frame_max(
 /// alert or a handshake, version 3.x): a TLS broker answering a plaintext
 /// client. Said so, with what to give; any other error as it is.
 fn tls_answer(e: Error, first: [u8; 4], addr: &str) -> Error {
-    let cut = matches!(&e, Error::Network { source, .. } if source.kind() == io::ErrorKind::UnexpectedEof);
-    if cut && matches!(first, [0x15 | 0x16, 0x03, 0x00..=0x04, _]) {
-        return Error::Network {
-            op: "read from",
-            addr: addr.to_string(),
-            source: io::Error::new(
-                io::ErrorKind::InvalidData,
-                "the broker answered in TLS: give -X security.protocol=ssl (or sasl_ssl) \
-                 and -X ssl.ca.location=CA.pem",
-            ),
-        };
+    let cut = matches!(&e, Error::Network { source, .. }
+        if matches!(source.kind(), io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset));
+    if cut && looks_like_tls(first) {
+        return tls_hint(addr);
     }
     e
+}
+
+/// Whether a frame's first bytes are a TLS record's header (an alert or a
+/// handshake, version 3.x).
+fn looks_like_tls(first: [u8; 4]) -> bool {
+    matches!(first, [0x15 | 0x16, 0x03, 0x00..=0x04, _])
+}
+
+fn tls_hint(addr: &str) -> Error {
+    Error::Network {
+        op: "read from",
+        addr: addr.to_string(),
+        source: io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the broker answered in TLS: give -X security.protocol=ssl (or sasl_ssl) \
+             and -X ssl.ca.location=CA.pem",
+        ),
+    }
 }
 
 pub(super) fn protocol_error(addr: &str, e: protocol::ProtocolError) -> Error {

@@ -247,31 +247,76 @@ impl Cache {
     }
 }
 
-/// Every ACL of a registry. An entry that does not parse is an error that
-/// names it and its repair: a rule nobody can read may have been a deny,
-/// so a broker keeps the ACLs it had (none at its start: it denies all but
-/// to super users) rather than go on without it.
+/// Every ACL of a registry. An entry that does not parse may have held a
+/// deny, so it counts as a deny of everything to everyone (super users
+/// aside) on its resource, which its name says: the registry fails closed
+/// there, and only there, until `klog-broker acl clear` removes it. An
+/// entry whose name says no resource is an error (a broker keeps the ACLs
+/// it had). [`load_each`] says what is damaged.
 pub fn load(registry: &dyn Registry) -> Result<Vec<Acl>> {
-    load_each(registry)?
-        .into_iter()
-        .map(|entry| entry.map_err(Error::Config))
-        .collect()
+    let mut out = Vec::new();
+    for (key, entry) in entries(registry)? {
+        match entry {
+            Ok(acl) => out.push(acl),
+            Err(why) => {
+                let pattern = pattern_of_key(&key).ok_or(Error::Config(why))?;
+                out.push(Acl {
+                    pattern,
+                    rules: vec![Rule {
+                        principal: "User:*".into(),
+                        operation: Operation::All,
+                        permission: Permission::Deny,
+                    }],
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The resource pattern an entry's name stands for (see [`Pattern::key`]).
+fn pattern_of_key(key: &str) -> Option<Pattern> {
+    let (kind, rest) = key.split_once('.')?;
+    let resource = match kind {
+        "topic" => ResourceType::Topic,
+        "group" => ResourceType::Group,
+        "cluster" => ResourceType::Cluster,
+        _ => return None,
+    };
+    let (pattern, name) = match rest.split_once('.') {
+        Some(("literal", name)) => (PatternType::Literal, name),
+        Some(("prefixed", name)) => (PatternType::Prefixed, name),
+        None if rest == "any" => (PatternType::Literal, "*"),
+        _ => return None,
+    };
+    Some(Pattern {
+        resource,
+        name: name.to_string(),
+        pattern,
+    })
 }
 
 /// Every ACL entry of a registry, each parsed or why not (with the command
 /// that removes it).
 pub fn load_each(registry: &dyn Registry) -> Result<Vec<std::result::Result<Acl, String>>> {
+    Ok(entries(registry)?.into_iter().map(|(_, e)| e).collect())
+}
+
+/// Every ACL entry with its name, parsed or why not.
+fn entries(registry: &dyn Registry) -> Result<Vec<(String, std::result::Result<Acl, String>)>> {
     let mut out = Vec::new();
     for key in registry.configs(ACLS)? {
         let Some(bytes) = registry.config(ACLS, &key)? else {
             continue;
         };
-        out.push(parse(&bytes).map_err(|e| {
+        let parsed = parse(&bytes).map_err(|e| {
             format!(
-                "the ACL entry {ACLS}/{key} does not parse ({e}): `klog-broker acl clear {}` removes it",
+                "the ACL entry {ACLS}/{key} does not parse ({e}), and counts as a deny of all to \
+                 everyone on its resource: `klog-broker acl clear {}` removes it",
                 clear_args(&key)
             )
-        }));
+        });
+        out.push((key, parsed));
     }
     Ok(out)
 }
@@ -370,7 +415,12 @@ fn update(
 /// there was one.
 pub fn remove_all(registry: &dyn Registry, pattern: &Pattern) -> Result<bool> {
     check(pattern)?;
-    registry.remove_config(ACLS, &pattern.key())
+    let mut existed = false;
+    registry.update_config(ACLS, &pattern.key(), &mut |stored| {
+        existed = stored.is_some();
+        Ok(None)
+    })?;
+    Ok(existed)
 }
 
 /// A principal as rules name it: `User:NAME`, `User:CN=...` or `User:*`.
@@ -549,9 +599,9 @@ mod tests {
         assert_eq!(acls[0].rules.len(), 120);
     }
 
-    /// An entry that does not parse fails the load (a broker keeps the ACLs
-    /// it had: the lost rule may have been a deny), names its repair, and
-    /// `clear` (remove_all) is that repair.
+    /// An entry that does not parse denies all on its resource (the lost
+    /// rule may have been a deny), names its repair, and `clear`
+    /// (remove_all) is that repair.
     #[test]
     fn a_damaged_entry_fails_the_load_and_names_its_repair() {
         let registry = crate::coord::mem::MemRegistry::default();
@@ -564,14 +614,39 @@ mod tests {
         registry
             .set_config(ACLS, &secret.key(), b"{\"pattern\":")
             .unwrap();
-        let e = load(&registry).unwrap_err().to_string();
+        let e = load_each(&registry).unwrap().remove(0).unwrap_err();
         assert!(
             e.contains("klog-broker acl clear --topic 'secret' --prefixed"),
             "{e}"
         );
+        // It fails closed on its resource, and there only.
+        let acls = load(&registry).unwrap();
+        assert!(!decide(
+            &acls,
+            "User:a",
+            Operation::Read,
+            (ResourceType::Topic, "secret-x")
+        ));
+        let open = Pattern {
+            resource: ResourceType::Topic,
+            name: "open".into(),
+            pattern: PatternType::Literal,
+        };
+        add(&registry, &open, rule_of("User:a")).unwrap();
+        let acls = load(&registry).unwrap();
+        assert!(decide(
+            &acls,
+            "User:a",
+            Operation::Read,
+            (ResourceType::Topic, "open")
+        ));
+        assert_eq!(pattern_of_key("group.any").unwrap().name, "*");
+        assert!(pattern_of_key("stray").is_none());
         assert!(add(&registry, &secret, rule_of("User:b")).is_err());
         assert!(remove_all(&registry, &secret).unwrap());
-        assert!(load(&registry).unwrap().is_empty());
+        let acls = load(&registry).unwrap();
+        assert!(acls.iter().all(|a| a.pattern != secret), "{acls:?}");
+        assert!(load_each(&registry).unwrap().iter().all(Result::is_ok));
         assert_eq!(clear_args("cluster.literal.kafka-cluster"), "--cluster");
         assert_eq!(clear_args("group.any"), "--group '*'");
     }

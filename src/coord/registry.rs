@@ -729,13 +729,14 @@ pub(crate) fn placed_partition(
     Ok(placement)
 }
 
+/// What [`Registry::update_config`] does to an entry: given it as stored,
+/// what to store instead (`None`: remove it). It runs while the entry is
+/// held (a lock, or a version read), so it must not call the registry.
+pub type ConfigChange<'a> = &'a mut dyn FnMut(Option<&[u8]>) -> Result<Option<Vec<u8>>>;
+
 /// Checks a name used in the registry (a topic, a group, a member, a
 /// broker id): a name given by the configuration, so a bad one is
 /// [`Error::Config`].
-/// What [`Registry::update_config`] does to an entry: given it as stored,
-/// what to store instead (`None`: remove it).
-pub type ConfigChange<'a> = &'a mut dyn FnMut(Option<&[u8]>) -> Result<Option<Vec<u8>>>;
-
 pub(crate) fn check_name(kind: &'static str, name: &str) -> Result<()> {
     crate::storage::store::validate_topic(name)
         .map_err(|_| Error::Config(format!("invalid {kind} name {name:?}")))

@@ -71,14 +71,20 @@ impl Coordinator {
     fn renew(&self, name: &str, group: &mut Group, now: Instant) -> bool {
         let mut rebalance = false;
         for (id, member) in group.members.iter_mut() {
+            // Due a third of a session after the last renewal that
+            // worked: one that failed, or an entry not yet entered again,
+            // is tried at the next tick.
             let due = now.saturating_duration_since(member.renewed) >= member.session_timeout / 3;
-            if !due && !member.recheck {
+            if !due && !member.recheck && member.entry.is_some() {
                 continue;
             }
-            member.renewed = now;
             member.recheck = false;
-            let entry_lost = match &member.entry {
-                Some(entry) => entry.renew().is_err_and(|e| lost(&e)),
+            let renewed = member.entry.as_ref().map(|entry| entry.renew());
+            if matches!(renewed, Some(Ok(()))) {
+                member.renewed = now;
+            }
+            let entry_lost = match &renewed {
+                Some(result) => result.as_ref().is_err_and(lost),
                 None => true,
             };
             if entry_lost {
