@@ -57,17 +57,16 @@ pub(super) fn reload_acls(shared: &Shared) {
         return;
     }
     while !shared.stopping() {
-        match acl::load(registry) {
-            Ok(acls) => shared.authorizer.set(acls),
+        match acl::load_reporting(registry) {
+            Ok((acls, damaged)) => {
+                shared.authorizer.set(acls);
+                // A damaged entry denies all on its resource: said, with
+                // its repair (throttled).
+                for why in damaged {
+                    shared.log_peer(format_args!("{why}"));
+                }
+            }
             Err(e) => shared.log_peer(format_args!("cannot reload the ACLs: {e}")),
-        }
-        // A damaged entry denies all on its resource: said, with its repair.
-        for why in acl::load_each(registry)
-            .into_iter()
-            .flatten()
-            .filter_map(Result::err)
-        {
-            shared.log_peer(format_args!("{why}"));
         }
         let deadline = std::time::Instant::now() + ACL_RELOAD;
         while !shared.stopping() && std::time::Instant::now() < deadline {

@@ -254,12 +254,18 @@ impl Cache {
 /// entry whose name says no resource is an error (a broker keeps the ACLs
 /// it had). [`load_each`] says what is damaged.
 pub fn load(registry: &dyn Registry) -> Result<Vec<Acl>> {
-    let mut out = Vec::new();
+    load_reporting(registry).map(|(acls, _)| acls)
+}
+
+/// [`load`], and what is damaged (each entry that does not parse, with
+/// its repair), from one read of the entries.
+pub fn load_reporting(registry: &dyn Registry) -> Result<(Vec<Acl>, Vec<String>)> {
+    let (mut out, mut damaged) = (Vec::new(), Vec::new());
     for (key, entry) in entries(registry)? {
         match entry {
             Ok(acl) => out.push(acl),
             Err(why) => {
-                let pattern = pattern_of_key(&key).ok_or(Error::Config(why))?;
+                let pattern = pattern_of_key(&key).ok_or_else(|| Error::Config(why.clone()))?;
                 out.push(Acl {
                     pattern,
                     rules: vec![Rule {
@@ -268,10 +274,11 @@ pub fn load(registry: &dyn Registry) -> Result<Vec<Acl>> {
                         permission: Permission::Deny,
                     }],
                 });
+                damaged.push(why);
             }
         }
     }
-    Ok(out)
+    Ok((out, damaged))
 }
 
 /// The resource pattern an entry's name stands for (see [`Pattern::key`]).

@@ -226,7 +226,9 @@ pub const ILLEGAL_SASL_STATE: i16 = 34;
 pub const SECURITY_DISABLED: i16 = 54;
 /// The named resource (a user) does not exist.
 pub const RESOURCE_NOT_FOUND: i16 = 91;
-/// A SCRAM user name is empty or repeated in a request.
+/// A user (or one of its credentials) is named twice in one request.
+pub const DUPLICATE_RESOURCE: i16 = 92;
+/// A SCRAM user name is empty or a credential unacceptable.
 pub const UNACCEPTABLE_CREDENTIAL: i16 = 93;
 /// SASL refused the client's credentials.
 pub const SASL_AUTHENTICATION_FAILED: i16 = 58;

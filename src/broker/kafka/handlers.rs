@@ -115,6 +115,7 @@ fn admin_change(
 ) {
     let (id, version) = (header.correlation_id, header.api_version);
     let _one = crate::sync::lock(&kafka.admin);
+    let acls_changed = matches!(request, Request::CreateAcls(_) | Request::DeleteAcls(_));
     let (done, refused) = match request {
         Request::CreateAcls(r) => {
             let response = acls::create(&access, &r);
@@ -138,7 +139,7 @@ fn admin_change(
     };
     // As Kafka's authorizer does, this broker's cache takes the change
     // before the answer goes (the others reload within a second).
-    if let (true, Some(registry)) = (done > 0, shared.registry.as_deref()) {
+    if let (true, Some(registry)) = (acls_changed && done > 0, shared.registry.as_deref()) {
         if let Ok(acls) = crate::coord::acl::load(registry) {
             shared.authorizer.set(acls);
         }

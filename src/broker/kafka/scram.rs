@@ -22,14 +22,11 @@ use crate::coord::acl::Operation;
 use crate::coord::Registry;
 use crate::kafka::admin::{self as msg, code};
 use crate::kafka::{
-    NONE, RESOURCE_NOT_FOUND, SECURITY_DISABLED, UNACCEPTABLE_CREDENTIAL, UNKNOWN_SERVER_ERROR,
-    UNSUPPORTED_SASL_MECHANISM,
+    DUPLICATE_RESOURCE, NONE, RESOURCE_NOT_FOUND, SECURITY_DISABLED, UNACCEPTABLE_CREDENTIAL,
+    UNKNOWN_SERVER_ERROR, UNSUPPORTED_SASL_MECHANISM,
 };
 use crate::net::sasl::scram::Hash;
 use crate::net::sasl::Credential;
-
-/// A credential already named for the same user and mechanism.
-const DUPLICATE_RESOURCE: i16 = 92;
 
 type Refusal = (i16, String);
 
