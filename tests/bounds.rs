@@ -11,10 +11,22 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::kafka::{self, frame, KafkaBroker};
-use common::{bin, produce_to, BrokerProc};
+use common::{bin, consume_from, produce_to, BrokerProc};
 use kafka_protocol::messages as km;
 use kafka_protocol::protocol::Decodable;
 use klog::client::Connection;
+
+/// Whether `prlimit` (util-linux) is here; says so when it is not.
+fn has_prlimit() -> bool {
+    let here = std::process::Command::new("prlimit")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !here {
+        println!("skipped: no prlimit (util-linux)");
+    }
+    here
+}
 
 /// The partition directories of `topic` in `data`.
 fn partition_dirs(data: &Path, topic: &str) -> Vec<String> {
@@ -227,12 +239,7 @@ fn idle_kafka_connections_hold_no_copy_of_a_large_produce() {
 /// the broker could not start again.
 #[test]
 fn a_topic_past_the_open_file_limit_leaves_nothing_and_the_broker_restarts() {
-    if std::process::Command::new("prlimit")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        println!("skipped: no prlimit (util-linux)");
+    if !has_prlimit() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -255,6 +262,91 @@ fn a_topic_past_the_open_file_limit_leaves_nothing_and_the_broker_restarts() {
     let broker = limited(&["--partitions", "20"]);
     produce_to(&broker.addr, "t", "a\n", &[]);
     assert_eq!(partition_dirs(dir.path(), "t").len(), 20);
+}
+
+/// A broker holds open the files of its active segments only: the sealed
+/// ones are opened when read, and as many stay open as its open-file
+/// limit leaves room for. Under a limit of 1,000 files, a partition of
+/// 1,500 segments takes every record, serves them all, and opens again
+/// after a `kill -9` and after a clean stop. As it was, every segment kept
+/// its file open: the rolls failed with "Too many open files" once the
+/// limit was reached, and a data directory past it could not be opened.
+#[test]
+fn a_partition_of_more_segments_than_open_files_writes_reads_and_reopens() {
+    if !has_prlimit() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let limited = || {
+        let mut command = std::process::Command::new("prlimit");
+        command
+            .arg("--nofile=1000:1000")
+            .arg(assert_cmd::cargo::cargo_bin("klog-broker"));
+        let args = ["--partitions", "1", "--segment-bytes", "4KiB"];
+        BrokerProc::start_command(command, dir.path(), &args)
+    };
+    // Lines of 100 bytes, 20 to a batch: two batches (about 4 KiB) to a
+    // segment.
+    let lines: String = (0..60_000).map(|i| format!("{i:099}\n")).collect();
+    let segments = |data: &Path| {
+        std::fs::read_dir(data.join("t-0"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension() == Some("log".as_ref()))
+            .count()
+    };
+    let mut broker = limited();
+    produce_to(
+        &broker.addr,
+        "t",
+        &lines,
+        &["--batch", "20", "--acks", "all"],
+    );
+    assert!(segments(dir.path()) > 1_500, "{}", segments(dir.path()));
+    assert_eq!(consume_from(&broker.addr, "t", &[]), lines);
+    broker.kill9();
+    let mut broker = limited();
+    assert_eq!(consume_from(&broker.addr, "t", &[]), lines);
+    assert!(broker.terminate().success());
+    let broker = limited();
+    assert_eq!(consume_from(&broker.addr, "t", &[]), lines);
+}
+
+/// Connections take only the open files the partitions leave: a flood
+/// of idle connections past that is refused, said once, and the partition
+/// still rolls (three new files each time) and makes its records durable.
+/// As it was, the flood took every descriptor, and the next roll failed
+/// with "Too many open files" and stopped the partition until a restart.
+#[test]
+fn a_flood_of_connections_leaves_the_partitions_their_open_files() {
+    if !has_prlimit() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = std::process::Command::new("prlimit");
+    command
+        .arg("--nofile=800:800")
+        .arg(assert_cmd::cargo::cargo_bin("klog-broker"));
+    let args = ["--partitions", "1", "--segment-bytes", "4KiB"];
+    let broker = BrokerProc::start_command(command, dir.path(), &args);
+    produce_to(&broker.addr, "t", "first\n", &[]);
+    let mut producer = common::Raw::connect(&broker.addr);
+    // A broker out of descriptors accepts nothing more: its backlog fills.
+    let addr = broker.addr.parse().unwrap();
+    let flood: Vec<TcpStream> = (0..500)
+        .map_while(|_| TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok())
+        .collect();
+    let said = broker.wait_for_log("refused", Duration::from_secs(30));
+    assert!(said.contains("open-file limit"), "{said}");
+    let mut frame = Vec::new();
+    for i in 0..100u32 {
+        let mut batch = klog::storage::record::BatchBuilder::new();
+        batch.push(0, None, &[], format!("{i:0500}").as_bytes());
+        klog::protocol::produce_request(&mut frame, i, -1, 10_000, "t", 0, batch.finish());
+        let (error, message, _) = producer.call(&frame);
+        assert_eq!(error, klog::protocol::ErrorCode::None, "{i}: {message}");
+    }
+    drop(flood);
+    assert_eq!(consume_from(&broker.addr, "t", &[]).lines().count(), 101);
 }
 
 /// A listener reachable from beyond this host, with nothing to

@@ -33,17 +33,14 @@ where
         let (stream, peer) = match listener.accept() {
             Ok(s) => s,
             Err(e) => {
-                shared.log(format_args!("accept failed: {e}"));
+                shared.log_peer(format_args!("accept failed: {e}"));
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
             }
         };
         threads.retain(|t| !t.is_finished());
-        if shared.connections.load(Ordering::Relaxed) >= shared.config.connections_max {
-            shared.log_peer(format_args!(
-                "refused {peer}: {} connections is the maximum (--max-connections)",
-                shared.config.connections_max
-            ));
+        if let Some(full) = full(shared) {
+            shared.log_peer(format_args!("refused {peer}: {full}"));
             drop(stream);
             continue;
         }
@@ -54,6 +51,26 @@ where
         }
     }
     Ok(threads)
+}
+
+/// Why no further connection is served now, if none is: `--max-connections`
+/// are, or all the open-file limit leaves room for.
+fn full(shared: &Shared) -> Option<String> {
+    let serving = shared.connections.load(Ordering::Relaxed);
+    let max = shared.config.connections_max;
+    if serving >= max {
+        return Some(format!(
+            "{max} connections is the maximum (--max-connections)"
+        ));
+    }
+    let room = shared.connections_room();
+    (serving >= room).then(|| {
+        format!(
+            "{room} connections is all the open-file limit leaves room for beside the partitions \
+             (ulimit -n: {}; raise it for more)",
+            crate::limits::open_files_max()
+        )
+    })
 }
 
 /// Waits a little for a peer to connect (false: none yet), so that the

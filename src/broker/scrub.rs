@@ -140,6 +140,8 @@ fn scrub_partition(shared: &Shared, p: &Partition) -> Walked {
         match found {
             Ok(Some(damage)) => return Walked::Damaged(Box::new((extent, damage))),
             Ok(None) => {}
+            // Retention or a truncation removed the segment meanwhile.
+            Err(_) if !p.lock().segments().any(|s| s.path == extent.path) => {}
             Err(e) => {
                 shared.log(format_args!(
                     "{}-{}: the scrub could not read {}: {e}",

@@ -179,13 +179,20 @@ pub(super) fn key(p: &Arc<Partition>) -> usize {
 /// offline).
 pub(super) type Topics = BTreeMap<String, Vec<Option<Arc<Partition>>>>;
 
-/// Files an open partition holds at least: its lock, and its active
-/// segment with its two indexes.
-const FILES_PER_PARTITION: u64 = 4;
+/// Files an open partition holds at most: its lock, its active segment
+/// with its two indexes, and the next segment made ahead of a roll with
+/// its two. Sealed segments' files are opened when read, and kept open
+/// within a bound of their own ([`crate::storage::files::capacity`]).
+const FILES_PER_PARTITION: u64 = 7;
 
 /// Files kept for what is not a partition or a connection: the listeners,
 /// the registry, the data directory's lock, a follower's connections.
 const FILES_SPARE: u64 = 256;
+
+/// Files a connection holds at most: its socket, the clone a shutdown
+/// stops it through, its writer's clone, and under TLS the pair of sockets
+/// between it and its TLS pump.
+const FILES_PER_CONNECTION: u64 = 5;
 
 /// What every thread shares.
 #[derive(Debug)]
@@ -479,7 +486,8 @@ impl Shared {
         // Partitions first: a connection refused for want of a file is
         // one client's retry, a partition that cannot open is a broker
         // that cannot start.
-        let fit = files.saturating_sub(FILES_SPARE) / FILES_PER_PARTITION;
+        let cached = crate::storage::files::capacity() as u64;
+        let fit = files.saturating_sub(FILES_SPARE + cached) / FILES_PER_PARTITION;
         if count as u64 > fit {
             return Err(Error::TooMany {
                 what: "partitions for this process's open-file limit (ulimit -n)",
@@ -488,6 +496,18 @@ impl Shared {
             });
         }
         Ok(())
+    }
+
+    /// The connections the process's open-file limit leaves room for,
+    /// beside the files of the partitions served, of the sealed segments
+    /// cached and of what is neither: a connection refused is one client's
+    /// retry; a roll that cannot create its files stops a partition.
+    pub(super) fn connections_room(&self) -> usize {
+        let partitions = self.read_topics().values().flatten().flatten().count() as u64;
+        let cached = crate::storage::files::capacity() as u64;
+        let reserved = FILES_SPARE + cached + partitions * FILES_PER_PARTITION;
+        let room = limits::open_files_max().saturating_sub(reserved) / FILES_PER_CONNECTION;
+        usize::try_from(room).unwrap_or(usize::MAX)
     }
 
     pub(super) fn open_topic(

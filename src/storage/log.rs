@@ -329,7 +329,7 @@ impl Log {
             let recover = || recover_on_open(&*vfs, dir, &config, true);
             recovery = roll::adopt_rolled(&*vfs, dir, recovery, recover)?;
         }
-        let segments = open_segments(&*vfs, &recovery, options.writable)?;
+        let segments = open_segments(&vfs, &recovery, options.writable)?;
         let epochs = recovery.epochs.clone();
         let leader_epoch = epochs.latest().map_or(0, |e| e.epoch);
         let mut log = Log {
@@ -379,7 +379,7 @@ impl Log {
         recover::clear_clean(&*self.vfs, &self.dir)?;
         let slots = self.config.index_slots();
         if self.segments.is_empty() {
-            let segment = Segment::create(&*self.vfs, &self.dir, base, slots)?;
+            let segment = Segment::create(&self.vfs, &self.dir, base, slots)?;
             self.segments.insert(base, segment);
             // A new log starts in its leader epoch (0 for a single copy); a
             // crash before this is written leaves an empty log without an
@@ -654,7 +654,7 @@ fn nothing_readable(dir: &Path, recovery: &RecoveryReport) -> Error {
 
 /// Opens the segments recovery kept, each with the extent it found.
 fn open_segments(
-    vfs: &dyn Vfs,
+    vfs: &Arc<dyn Vfs>,
     recovery: &RecoveryReport,
     writable: bool,
 ) -> Result<BTreeMap<u64, Segment>> {
@@ -670,7 +670,7 @@ fn open_segments(
         if report.records_valid > 0 {
             // The last write to a segment is the append of its newest
             // record; its first append is at least that old.
-            segment.last_append_ms = segment.file().modified_ms().ok();
+            segment.last_append_ms = segment.file().ok().and_then(|f| f.modified_ms().ok());
             segment.first_append_ms = segment.last_append_ms;
         }
         segments.insert(segment.base_offset, segment);

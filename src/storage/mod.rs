@@ -6,12 +6,14 @@
 //! time [`index`]es. Whoever goes through stored batches walks them with
 //! [`batches`]. A [`store::Store`] is a data directory of such logs. Crash
 //! [`recover`]y cuts a log at its first damaged record; a [`scrub`] finds
-//! the rot recovery does not look for. Each log keeps
+//! the rot recovery does not look for. Sealed segments' [`files`] are opened
+//! when read, a bounded number kept open. Each log keeps
 //! its leader [`epoch`]s beside its segments. All file I/O goes
 //! through the [`fs::Vfs`] seam, so that tests can cut the power anywhere.
 
 pub mod batches;
 pub mod epoch;
+pub mod files;
 pub mod fs;
 pub mod index;
 pub mod lock;

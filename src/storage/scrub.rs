@@ -34,13 +34,13 @@
 //! (a restart walks it again soon, whatever the interval).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use crate::error::{IoContext, Result};
 use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
 use crate::storage::batches::FileBatches;
 use crate::storage::epoch::Epochs;
-use crate::storage::fs::{self, VFile, Vfs};
+use crate::storage::files::SegmentFile;
+use crate::storage::fs::{self, Vfs};
 use crate::storage::log::Log;
 use crate::storage::record::{BatchHeader, Format};
 use crate::storage::recover::{self, Damage};
@@ -95,7 +95,9 @@ pub struct Extent {
     pub base_offset: u64,
     /// The segment file.
     pub path: PathBuf,
-    file: Arc<dyn VFile>,
+    /// Its file, held while the walk reads it (opened again if it is
+    /// not cached: see [`crate::storage::files`]).
+    file: SegmentFile,
     /// The format of its batches.
     format: Format,
     /// Where its bytes end (appends gathered in memory excluded).
@@ -116,7 +118,7 @@ impl Log {
                 dir: self.dir().to_path_buf(),
                 base_offset: s.base_offset,
                 path: s.path.clone(),
-                file: Arc::clone(s.file()),
+                file: s.file_handle(),
                 format: s.format,
                 end: s.written_size(),
                 truncations,
@@ -141,7 +143,7 @@ impl Extent {
     /// `.corrupt`), before a cut there: see
     /// [`crate::storage::recover::save_cut_bytes`].
     pub fn save_from(&self, vfs: &dyn Vfs, position: u64) -> Result<PathBuf> {
-        let file = Arc::clone(&self.file);
+        let file = self.file.open().ctx("open segment", &self.path)?;
         recover::save_cut_bytes(vfs, file, &self.path, self.end, position)
     }
 }
@@ -160,13 +162,8 @@ fn check_from(
     (position, mut next): (u64, u64),
     pace: &mut dyn FnMut(u64) -> bool,
 ) -> Result<Option<Damage>> {
-    let mut walk = FileBatches::new(
-        &*extent.file,
-        extent.format,
-        position,
-        extent.end,
-        BATCH_BYTES_MAX,
-    );
+    let file = extent.file.open().ctx("open segment", &extent.path)?;
+    let mut walk = FileBatches::new(&*file, extent.format, position, extent.end, BATCH_BYTES_MAX);
     loop {
         let step = walk.next_batch().ctx("read", &extent.path)?;
         let (position, reason) = match step {
@@ -237,9 +234,11 @@ pub fn confirm(log: &Log, extent: &Extent, damage: &Damage) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
+    use std::sync::Arc;
 
     use super::*;
     use crate::storage::fs::sim::SimFs;
+    use crate::storage::fs::VFile;
     use crate::storage::log::{LogConfig, OpenOptions};
     use crate::storage::record::BatchBuilder;
 

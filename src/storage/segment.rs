@@ -36,9 +36,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
+use crate::storage::files::{self, held_or_cached, open_file, SegmentFile};
 use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{IndexEntry, SegmentIndex};
 use crate::storage::record::{legacy, BatchHeader, Format};
+
+mod prepared;
+pub use prepared::{parse_temp_log_name, temp_paths, PreparedSegment};
 
 /// Bytes of the segment header.
 pub const SEGMENT_HEADER_BYTES: usize = 24;
@@ -59,28 +63,6 @@ pub fn log_file_name(base_offset: u64) -> String {
 pub fn parse_log_file_name(name: &str) -> Option<u64> {
     let digits = name.strip_suffix(".log")?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
-/// Paths (`.log`, `.index`, `.timeindex`) of the segment files made ahead
-/// of a roll, or by it, under temporary names: `next-<seq>.log` and so on,
-/// which are no segment's name. A segment keeps them until its bytes and
-/// those of every segment before it are durable (`Segment::publish`).
-/// Opening the log adopts such a segment when it continues the log (a
-/// killed writer left it; the page cache kept what came before it) and
-/// removes it otherwise (a power cut tore what came before it: none of its
-/// records was ever shown or called durable), so that a segment never
-/// follows a torn one (a gap that opening a log refuses).
-pub fn temp_paths(dir: &Path, seq: u64) -> [PathBuf; 3] {
-    ["log", "index", "timeindex"].map(|ext| dir.join(format!("next-{seq}.{ext}")))
-}
-
-/// The number of the temporary segment file name `name` (`next-<seq>.log`).
-pub fn parse_temp_log_name(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix("next-")?.strip_suffix(".log")?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     digits.parse().ok()
@@ -135,7 +117,15 @@ pub struct Segment {
     pub format: Format,
     /// Path of the `.log` file.
     pub path: PathBuf,
-    pub(crate) file: Arc<dyn VFile>,
+    /// Its file while it is the active segment (appended to); `None` once
+    /// it is sealed, or opened sealed: then its file is opened when read,
+    /// and kept among the process's cached [`files`].
+    held: Option<Arc<dyn VFile>>,
+    /// Its key in that cache (shared with walks of it).
+    key: Arc<files::Key>,
+    vfs: Arc<dyn Vfs>,
+    /// Its file is opened for writing when opened again.
+    writable: bool,
     /// Bytes in the file, header included.
     pub size: u64,
     /// One past the offset of the last record.
@@ -168,74 +158,6 @@ pub struct Segment {
     pub(crate) temp: Option<u64>,
 }
 
-/// The files of the next segment, made ahead of a roll, outside the log's
-/// lock: created under temporary names, the index preallocated and
-/// mapped. A roll only writes its header and appends to it.
-#[derive(Debug)]
-pub struct PreparedSegment {
-    seq: u64,
-    path: PathBuf,
-    file: Arc<dyn VFile>,
-    index: SegmentIndex,
-}
-
-impl PreparedSegment {
-    /// Creates the files (`temp_paths(dir, seq)`), empty, with an index of
-    /// `index_slots` slots. Nothing is synced: the segment's data is, at
-    /// its first flush, before it takes its own name.
-    pub fn create(
-        vfs: &dyn Vfs,
-        dir: &Path,
-        seq: u64,
-        index_slots: usize,
-    ) -> Result<PreparedSegment> {
-        let [path, ..] = temp_paths(dir, seq);
-        let made = (|| {
-            let file = vfs.open(&path, true).ctx("create segment", &path)?;
-            file.set_len(0).ctx("truncate", &path)?;
-            let index = SegmentIndex::create(vfs, &path, Vec::new(), index_slots)?;
-            Ok(PreparedSegment {
-                seq,
-                path: path.clone(),
-                file,
-                index,
-            })
-        })();
-        if made.is_err() {
-            remove_files(vfs, &temp_paths(dir, seq));
-        }
-        made
-    }
-
-    /// Writes the header of the segment starting at `base_offset` (to the
-    /// page cache: the segment's first flush syncs it). A failure (a full
-    /// disk) leaves the files as they were, ready for another try.
-    pub fn head(&self, base_offset: u64) -> Result<()> {
-        if let Err(e) = self
-            .file
-            .write_all_at(&encode_header(base_offset, Format::Kafka), 0)
-        {
-            let _ = self.file.set_len(0);
-            return Err(Error::io("write", &self.path, e));
-        }
-        Ok(())
-    }
-
-    /// Removes its files (best effort: recovery removes what is left).
-    pub fn discard(self, vfs: &dyn Vfs) {
-        let dir = self.path.parent().unwrap_or(Path::new(""));
-        let paths = temp_paths(dir, self.seq);
-        drop(self);
-        remove_files(vfs, &paths);
-    }
-}
-
-fn remove_files(vfs: &dyn Vfs, paths: &[PathBuf]) {
-    for path in paths {
-        let _ = vfs.remove(path);
-    }
-}
-
 /// A segment's extent as of its last successful write.
 #[derive(Debug, Clone, Copy)]
 struct Written {
@@ -266,7 +188,7 @@ impl Segment {
     /// Creates an empty segment file, durably (file and directory entry),
     /// for Kafka batches.
     pub fn create(
-        vfs: &dyn Vfs,
+        vfs: &Arc<dyn Vfs>,
         dir: &Path,
         base_offset: u64,
         index_slots: usize,
@@ -277,16 +199,17 @@ impl Segment {
         file.write_all_at(&encode_header(base_offset, Format::Kafka), 0)
             .ctx("write", &path)?;
         file.sync_data().ctx("fsync", &path)?;
-        let index = SegmentIndex::create(vfs, &path, Vec::new(), index_slots)?;
+        let index = SegmentIndex::create(&**vfs, &path, Vec::new(), index_slots)?;
         // The new files exist after a power cut only once their directory
         // entries are durable.
-        fs::sync_directory(vfs, dir)?;
-        Ok(Segment::empty(base_offset, path, file, index, None))
+        fs::sync_directory(&**vfs, dir)?;
+        Ok(Segment::empty(vfs, base_offset, path, file, index, None))
     }
 
     /// An empty segment whose files (its header written) exist: named, or
     /// a temporary one of sequence `temp`.
     fn empty(
+        vfs: &Arc<dyn Vfs>,
         base_offset: u64,
         path: PathBuf,
         file: Arc<dyn VFile>,
@@ -297,7 +220,10 @@ impl Segment {
             base_offset,
             format: Format::Kafka,
             path,
-            file,
+            held: Some(file),
+            key: files::Key::new(),
+            vfs: Arc::clone(vfs),
+            writable: true,
             size: SEGMENT_HEADER_BYTES as u64,
             next_offset: base_offset,
             max_timestamp: i64::MIN,
@@ -316,14 +242,18 @@ impl Segment {
 
     /// Makes `prepared` the segment starting at `base_offset`, whose
     /// header [`PreparedSegment::head`] wrote.
-    pub(crate) fn from_prepared(prepared: PreparedSegment, base_offset: u64) -> Segment {
+    pub(crate) fn from_prepared(
+        vfs: &Arc<dyn Vfs>,
+        prepared: PreparedSegment,
+        base_offset: u64,
+    ) -> Segment {
         let PreparedSegment {
             seq,
             path,
             file,
             index,
         } = prepared;
-        Segment::empty(base_offset, path, file, index, Some(seq))
+        Segment::empty(vfs, base_offset, path, file, index, Some(seq))
     }
 
     /// Gives a segment under temporary names its own (`{base:020}.log`,
@@ -354,16 +284,13 @@ impl Segment {
         Ok(())
     }
 
-    /// Opens an existing segment file for reading, checking its header.
-    /// Its extent (`size`, `next_offset`, ...) is set by the caller, from
+    /// Opens an existing segment file, checking its header, as a sealed
+    /// segment: its file is among the process's cached [`files`] (a log
+    /// makes its last segment the active one, `Segment::activate`). Its
+    /// extent (`size`, `next_offset`, ...) is set by the caller, from
     /// recovery or from its index.
-    pub fn open(vfs: &dyn Vfs, path: &Path, writable: bool) -> Result<Segment> {
-        let file = if writable {
-            vfs.open(path, false)
-        } else {
-            vfs.open_read(path)
-        }
-        .ctx("open segment", path)?;
+    pub fn open(vfs: &Arc<dyn Vfs>, path: &Path, writable: bool) -> Result<Segment> {
+        let file = open_file(&**vfs, path, writable).ctx("open segment", path)?;
         let size = file.len().ctx("stat", path)?;
         let mut header = [0u8; SEGMENT_HEADER_BYTES];
         let n = file.read_at(&mut header, 0).ctx("read", path)?;
@@ -373,11 +300,16 @@ impl Segment {
                 position: 0,
                 reason,
             })?;
+        let key = files::Key::new();
+        key.keep(file);
         Ok(Segment {
             base_offset,
             format,
             path: path.to_path_buf(),
-            file,
+            held: None,
+            key,
+            vfs: Arc::clone(vfs),
+            writable,
             size,
             next_offset: base_offset,
             max_timestamp: i64::MIN,
@@ -400,10 +332,10 @@ impl Segment {
     pub(crate) fn reformat(&mut self) -> Result<()> {
         assert!(self.is_empty() && self.size == SEGMENT_HEADER_BYTES as u64);
         self.check_broken()?;
-        self.file
-            .write_all_at(&encode_header(self.base_offset, Format::Kafka), 0)
+        let file = self.file()?;
+        file.write_all_at(&encode_header(self.base_offset, Format::Kafka), 0)
             .ctx("write", &self.path)?;
-        self.file.sync_data().ctx("fsync", &self.path)?;
+        file.sync_data().ctx("fsync", &self.path)?;
         self.format = Format::Kafka;
         Ok(())
     }
@@ -413,9 +345,27 @@ impl Segment {
         self.next_offset == self.base_offset
     }
 
-    /// The file, for reads and `sendfile`.
-    pub fn file(&self) -> &Arc<dyn VFile> {
-        &self.file
+    /// The file, for reads and `sendfile`: held while the segment is
+    /// active, opened again when a sealed one's is not cached.
+    pub fn file(&self) -> Result<Arc<dyn VFile>> {
+        self.file_io().ctx("open segment", &self.path)
+    }
+
+    fn file_io(&self) -> std::io::Result<Arc<dyn VFile>> {
+        let held = self.held.as_ref();
+        held_or_cached(held, &self.key, &*self.vfs, &self.path, self.writable)
+    }
+
+    /// A handle on its file for a walk outside the log's lock: it opens
+    /// the file when it is not cached, as this segment would.
+    pub(crate) fn file_handle(&self) -> SegmentFile {
+        SegmentFile {
+            held: self.held.clone(),
+            key: Arc::clone(&self.key),
+            vfs: Arc::clone(&self.vfs),
+            path: self.path.clone(),
+            writable: self.writable,
+        }
     }
 
     /// The index entries.
@@ -481,7 +431,7 @@ impl Segment {
     /// there. Returns the error to report.
     fn roll_back(&mut self, error: std::io::Error) -> Error {
         let w = self.written;
-        if let Err(e) = self.file.set_len(w.size) {
+        if let Err(e) = self.file_io().and_then(|file| file.set_len(w.size)) {
             // The file may hold bytes nobody will be told about; only a
             // reopen (recovery) can tell where it ends.
             self.broken = true;
@@ -508,8 +458,11 @@ impl Segment {
     /// Makes this the active segment: maps a writable index holding the
     /// current entries.
     pub(crate) fn activate(&mut self, vfs: &dyn Vfs, index_slots: usize) -> Result<()> {
+        let file = self.file()?;
         let index = SegmentIndex::create(vfs, &self.path, self.entries.clone(), index_slots)?;
         self.index = Some(index);
+        self.key.forget();
+        self.held = Some(file);
         Ok(())
     }
 
@@ -557,7 +510,7 @@ impl Segment {
             index.append(entry)?;
         }
         if buffer_bytes == 0 {
-            if let Err(e) = self.file.write_all_at(batch, position) {
+            if let Err(e) = self.file_io().and_then(|f| f.write_all_at(batch, position)) {
                 return Err(self.roll_back(e));
             }
         } else {
@@ -590,7 +543,10 @@ impl Segment {
             return Ok(());
         }
         let position = self.size - self.unwritten.len() as u64;
-        if let Err(e) = self.file.write_all_at(&self.unwritten, position) {
+        let written = self
+            .file_io()
+            .and_then(|f| f.write_all_at(&self.unwritten, position));
+        if let Err(e) = written {
             return Err(self.roll_back(e));
         }
         self.unwritten.clear();
@@ -623,10 +579,11 @@ impl Segment {
         let max_timestamp = self.max_timestamp_before(keep, position)?;
         if position < self.written.size {
             self.unwritten.clear();
-            self.file.set_len(position).ctx("truncate", &self.path)?;
+            let file = self.file()?;
+            file.set_len(position).ctx("truncate", &self.path)?;
             // The cut is durable before anything depends on it: a power
             // cut must not bring the removed records back.
-            self.file.sync_data().ctx("fsync", &self.path)?;
+            file.sync_data().ctx("fsync", &self.path)?;
         } else {
             self.unwritten
                 .truncate((position - self.written.size) as usize);
@@ -699,7 +656,7 @@ impl Segment {
             &rest[..rest.len().min(header_bytes)]
         } else {
             let n = (self.written.size - position).min(header_bytes as u64) as usize;
-            self.file
+            self.file()?
                 .read_exact_at(&mut buf[..n], position)
                 .ctx("read", &self.path)?;
             &buf[..n]
@@ -751,8 +708,9 @@ impl Segment {
         batch_bytes_max: u32,
     ) -> Result<Option<(u64, BatchHeader)>> {
         let start = self.scan_start(offset);
+        let file = self.file()?;
         let at = crate::storage::batches::BatchAt {
-            file: &*self.file,
+            file: &*file,
             path: &self.path,
             format: self.format,
         };
@@ -763,8 +721,12 @@ impl Segment {
     /// preallocated and mapped, is handed over to be trimmed and synced
     /// (outside the log's lock).
     /// Its appends gathered in memory must have been written first.
+    /// Its file is cached from then on, not held.
     pub(crate) fn seal(&mut self) -> Option<SegmentIndex> {
         debug_assert!(self.unwritten.is_empty(), "sealed with appends unwritten");
+        if let Some(file) = self.held.take() {
+            self.key.keep(file);
+        }
         self.index.take()
     }
 

@@ -295,7 +295,7 @@ impl PartitionReader {
             Some(slice) => (slice.file, slice.path, slice.format, slice.position),
             None => {
                 let active = log.segments().last().expect("a log has a segment");
-                let file = Arc::clone(active.file());
+                let file = active.file()?;
                 (file, active.path.clone(), active.format, active.size)
             }
         };

@@ -266,7 +266,10 @@ impl Log {
             }
             let (base, size) = self.durable;
             if let Some(segment) = self.segments.get(&base) {
-                if let Err(e) = segment.file().set_len(size) {
+                let cut = segment
+                    .file()
+                    .and_then(|f| f.set_len(size).ctx("truncate", &segment.path));
+                if let Err(e) = cut {
                     reason = format!("{reason}; cutting back to {size} bytes failed too: {e}");
                 }
             }
@@ -296,7 +299,8 @@ impl Log {
             .sealed
             .iter()
             .try_for_each(Sealed::sync)
-            .and_then(|()| active.file().sync_data().ctx("fsync", &active.path));
+            .and_then(|()| active.file())
+            .and_then(|file| file.sync_data().ctx("fsync", &active.path));
         if let Err(e) = synced {
             return Err(self.fail(&e));
         }
@@ -356,13 +360,14 @@ impl Log {
         if !self.flush_needed() {
             return Ok(None);
         }
-        self.outside.state().0 += 1;
         let active = self.active();
+        let file = active.file()?;
+        self.outside.state().0 += 1;
         Ok(Some(PendingFlush {
             outside: Arc::clone(&self.outside),
             truncations: (Arc::clone(&self.truncations), self.truncations_now()),
             finished: AtomicBool::new(false),
-            file: Arc::clone(active.file()),
+            file,
             path: active.path.clone(),
             segment_base: active.base_offset,
             next_offset: active.next_offset,

@@ -153,18 +153,20 @@ impl Log {
             // Segments past the visible one hold nothing readers may see.
             .take_while(|segment| segment.base_offset <= visible_base)
             .take(2)
-            .map(|segment| Candidate {
-                file: Arc::clone(segment.file()),
-                path: segment.path.clone(),
-                format: segment.format,
-                start: segment.scan_start(offset),
-                limit: if segment.base_offset < visible_base {
-                    segment.size
-                } else {
-                    visible_size
-                },
+            .map(|segment| -> Result<Candidate> {
+                Ok(Candidate {
+                    file: segment.file()?,
+                    path: segment.path.clone(),
+                    format: segment.format,
+                    start: segment.scan_start(offset),
+                    limit: if segment.base_offset < visible_base {
+                        segment.size
+                    } else {
+                        visible_size
+                    },
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         Ok(Some(Lookup {
             offset,
             bytes_max,

@@ -161,12 +161,16 @@ impl Log {
         self.note_undo();
         written?;
         let base = self.next_offset();
+        // Held by the flush that syncs it, whatever the cache of sealed
+        // segments' files closes: an fsync through a descriptor opened
+        // after a failed writeback would not report it.
+        let file = self.active().file()?;
         let segment = self.next_segment(base)?;
         let index = self.active_mut().seal();
         let old = self.active();
         self.sealed.push_back(Sealed {
             base: old.base_offset,
-            file: Arc::clone(old.file()),
+            file,
             path: old.path.clone(),
             index: Arc::new(Mutex::new(index)),
         });
@@ -194,7 +198,7 @@ impl Log {
             self.prepared = Some(prepared);
             return Err(e);
         }
-        Ok(Segment::from_prepared(prepared, base))
+        Ok(Segment::from_prepared(&self.vfs, prepared, base))
     }
 
     fn take_temp_seq(&mut self) -> u64 {

@@ -302,6 +302,12 @@ impl Coordinator {
             return answer(INVALID_SESSION_TIMEOUT, &join.member_id);
         }
         let mut groups = self.groups();
+        // A stopping coordinator has let its members go: a client told of
+        // an unknown member would start over with a new id, where it
+        // should look for the group's next coordinator.
+        if self.stopping() {
+            return answer(COORDINATOR_NOT_AVAILABLE, &join.member_id);
+        }
         if join.member_id.is_empty() && join.member_id_required {
             let given = self.give_member_id(&mut groups, &join);
             return match given {
