@@ -19,8 +19,8 @@ _klog-consume() {
 '--topic=[Topic to read]:TOPIC:_default' \
 '*-p+[Partitions to read (default\: all)]:N[,N..]:_default' \
 '*--partition=[Partitions to read (default\: all)]:N[,N..]:_default' \
-'-o+[Where to start\: beginning, end, N, -N (N before the end), @TIMESTAMP (ms since the epoch, or RFC 3339), stored (with -G\: the group'\''s committed offsets, required). With -G, where a partition the group never committed starts]:SPEC:_default' \
-'--offset=[Where to start\: beginning, end, N, -N (N before the end), @TIMESTAMP (ms since the epoch, or RFC 3339), stored (with -G\: the group'\''s committed offsets, required). With -G, where a partition the group never committed starts]:SPEC:_default' \
+'-o+[Where to start in each partition\: beginning, end, N, -N (N before its end), @TIMESTAMP (ms since the epoch, or RFC 3339), stored (with -G\: the group'\''s committed offsets, required). With -G, where a partition the group never committed starts]:SPEC:_default' \
+'--offset=[Where to start in each partition\: beginning, end, N, -N (N before its end), @TIMESTAMP (ms since the epoch, or RFC 3339), stored (with -G\: the group'\''s committed offsets, required). With -G, where a partition the group never committed starts]:SPEC:_default' \
 '-c+[Stop after N records]:N:_default' \
 '--count=[Stop after N records]:N:_default' \
 '(-J --json)-f+[Output format\: %s value, %k key, %S value length, %K key length (-1 without a key), %R value length as 4 bytes big-endian (kcat'\''s binary framing), %t topic, %p partition, %o offset, %T timestamp (ms), %F timestamp (RFC 3339), %h headers; escapes \\n \\t \\0 \\xNN. Default\: %s\\n, or as -K and -D say]:FORMAT:_default' \
@@ -39,7 +39,7 @@ _klog-consume() {
 '--fetch-bytes=[Bytes fetched per partition per request (a batch larger than this still comes whole)]:SIZE:_default' \
 '--fetch-response-bytes=[Bytes of records per fetch answer, over all its partitions (the broker cuts this to its own maximum)]:SIZE:_default' \
 '--request-timeout=[A fetch a broker leaves unanswered this long past its wait for records (the broker hangs, or is stopped) gives that connection up\: with --registry, its partitions'\'' leaders are looked up again and read from where they were; partitions of other brokers never wait for it]:DURATION:_default' \
-'*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), group.id (-G), session.timeout.ms, auto.commit.interval.ms, fetch.max.bytes (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes), request.timeout.ms (--request-timeout); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \
+'*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), group.id (-G), session.timeout.ms, auto.commit.interval.ms, enable.auto.commit (false\: --no-commit), auto.offset.reset (earliest or latest\: -o beginning or end), fetch.max.bytes (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes), request.timeout.ms (--request-timeout); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \
 '-e[Exit when every partition reaches the end offset it had at start]' \
 '--exit[Exit when every partition reaches the end offset it had at start]' \
 '-Z[Print NULL for a null (absent) key, as kcat'\''s -Z; an empty key or value stays empty (klog'\''s records have no null value). -J always writes a missing key as null]' \
@@ -47,10 +47,13 @@ _klog-consume() {
 '--json[One JSON envelope per line\: topic, partition, offset, ts, headers, key, payload (bytes that are not UTF-8 in base64, marked by key_encoding, payload_encoding or headers_encoding)]' \
 '-u[Flush stdout after every record]' \
 '--unbuffered[Flush stdout after every record]' \
+'--no-commit[With -G\: commit nothing (-X enable.auto.commit=false)\: the group'\''s committed offsets stay as they were, and whoever owns a partition next starts where they say]' \
 '-L[List the brokers, topics and partitions (leader, replicas, in-sync replicas, start and end offsets) and exit, like kcat -L\: of the broker (-b), the cluster (--registry) or the data directory (--data-dir); -t for one topic, -J for JSON. With --registry, each partition'\''s leader, replicas and in-sync replicas are those of its replication state, and its end offset the leader'\''s high watermark; each leader gets 1s in all to answer (all asked at once)\: a silent one'\''s partitions are unreachable and a % line on stderr names it]' \
 '--list[List the brokers, topics and partitions (leader, replicas, in-sync replicas, start and end offsets) and exit, like kcat -L\: of the broker (-b), the cluster (--registry) or the data directory (--data-dir); -t for one topic, -J for JSON. With --registry, each partition'\''s leader, replicas and in-sync replicas are those of its replication state, and its end offset the leader'\''s high watermark; each leader gets 1s in all to answer (all asked at once)\: a silent one'\''s partitions are unreachable and a % line on stderr names it]' \
 '-q[Only print errors]' \
 '--quiet[Only print errors]' \
+'-C[kcat'\''s consumer mode\: accepted, as this tool consumes]' \
+'-P[kcat'\''s producer mode\: refused, with the tool that produces]' \
 '-h[Print help]' \
 '--help[Print help]' \
 '-V[Print version]' \

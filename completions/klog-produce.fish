@@ -24,5 +24,7 @@ complete -c klog-produce -s J -l json -d 'Input records are the JSON envelopes t
 complete -c klog-produce -s L -l list -d 'List the brokers, topics and partitions (leader, replicas, in-sync replicas, start and end offsets) and exit, like kcat -L: of the broker (-b), the cluster (--registry) or the data directory (--data-dir); -t for one topic, -J for JSON. With --registry, each partition\'s leader, replicas and in-sync replicas are those of its replication state, and its end offset the leader\'s high watermark; each leader gets 1s in all to answer (all asked at once): a silent one\'s partitions are unreachable and a % line on stderr names it'
 complete -c klog-produce -s l -l file-per-record -d 'Send each FILE as one record, as kcat does with file arguments (without -l, FILEs are split at the delimiter like stdin, which is what kcat\'s own -l does)'
 complete -c klog-produce -s q -l quiet -d 'Only print errors'
+complete -c klog-produce -s P -d 'kcat\'s producer mode: accepted, as this tool produces'
+complete -c klog-produce -s C -d 'kcat\'s consumer mode: refused, with the tool that consumes'
 complete -c klog-produce -s h -l help -d 'Print help'
 complete -c klog-produce -s V -l version -d 'Print version'

@@ -50,6 +50,8 @@ _klog-produce() {
 '--file-per-record[Send each FILE as one record, as kcat does with file arguments (without -l, FILEs are split at the delimiter like stdin, which is what kcat'\''s own -l does)]' \
 '-q[Only print errors]' \
 '--quiet[Only print errors]' \
+'-P[kcat'\''s producer mode\: accepted, as this tool produces]' \
+'-C[kcat'\''s consumer mode\: refused, with the tool that consumes]' \
 '-h[Print help]' \
 '--help[Print help]' \
 '-V[Print version]' \

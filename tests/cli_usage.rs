@@ -781,3 +781,46 @@ fn a_malformed_zookeeper_address_is_a_usage_error() {
         "nothing was created"
     );
 }
+
+/// kcat's mode flags: `-P` to klog-produce and `-C` to klog-consume are
+/// accepted (a kcat line pastes unchanged); the other mode is a usage
+/// error naming the tool that does it.
+#[test]
+fn kcat_mode_flags_are_accepted_by_the_tool_of_that_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    bin("klog-produce")
+        .args(["-P", "--data-dir", data, "-t", "t", "-q"])
+        .write_stdin("a\n")
+        .assert()
+        .success();
+    bin("klog-consume")
+        .args(["-C", "--data-dir", data, "-t", "t", "-e", "-q"])
+        .assert()
+        .success()
+        .stdout("a\n");
+    bin("klog-produce")
+        .args(["-C", "--data-dir", data, "-t", "t"])
+        .write_stdin("b\n")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("run klog-consume"));
+    bin("klog-consume")
+        .args(["-P", "--data-dir", data, "-t", "t", "-e"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("run klog-produce"));
+    bin("klog-consume")
+        .args([
+            "--data-dir",
+            data,
+            "-t",
+            "t",
+            "-e",
+            "-X",
+            "auto.offset.reset=error",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("earliest or latest"));
+}

@@ -783,6 +783,40 @@ fn a_group_commits_only_what_reached_stdout(backend: Backend) {
     );
 }
 
+/// kcat's properties steer a member as librdkafka's do: `-X
+/// auto.offset.reset=latest` starts a partition the group never committed
+/// at its end, and `-X enable.auto.commit=false` leaves the group's
+/// offsets as they were, so the next member reads the same records again.
+#[test]
+fn kcat_properties_choose_where_a_group_starts_and_whether_it_commits() {
+    let registry = TestRegistry::start(Backend::Dir).expect("a directory registry");
+    let dir = tempfile::tempdir().unwrap();
+    let broker = registered_broker(&registry, dir.path(), 1);
+    let reg = registry.spec();
+    produce_to(&broker.addr, "t", &lines(10), &[]);
+    let latest = read_as_group(reg, "g", &["-X", "auto.offset.reset=LATEST"]);
+    assert_eq!(latest, Vec::<u64>::new());
+    let committed = |group| registry.open_read_only().committed(group, "t", 0).unwrap();
+    assert_eq!(committed("g"), Some(10));
+    let all: Vec<u64> = (1..=10).collect();
+    let peek = [
+        "-X",
+        "enable.auto.commit=false",
+        "-X",
+        "auto.offset.reset=earliest",
+    ];
+    assert_eq!(read_as_group(reg, "h", &peek), all);
+    assert_eq!(committed("h"), None, "nothing committed");
+    assert_eq!(read_as_group(reg, "h", &["--no-commit"]), all);
+    assert_eq!(committed("h"), None);
+    assert_eq!(
+        read_as_group(reg, "h", &["-X", "enable.auto.commit=true"]),
+        all
+    );
+    assert_eq!(committed("h"), Some(10));
+    assert_eq!(read_as_group(reg, "h", &[]), Vec::<u64>::new());
+}
+
 /// Issue 11: a committed offset past the end of the log (the topic was
 /// recreated, recovery cut it) is reset by the `-o` policy, and says so.
 fn a_committed_offset_past_the_log_end_is_reset_by_the_o_policy(backend: Backend) {

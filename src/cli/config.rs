@@ -165,11 +165,21 @@ fn meaningless(name: &str, value: &str) -> Result<(), Option<String>> {
     match name {
         "client.id" => Ok(()),
         "compression.codec" | "compression.type" if lower == "none" => Ok(()),
-        "compression.codec" | "compression.type" => no("klog has no compression yet"),
+        "compression.codec" | "compression.type" => no("only klog-produce compresses (-z)"),
         _ if name.starts_with("ssl.") || name.starts_with("sasl.") => {
             no("klog takes ssl.ca.location, ssl.certificate.location, ssl.key.location, sasl.mechanisms, sasl.username and sasl.password")
         }
         _ => Err(None),
+    }
+}
+
+/// A boolean, as librdkafka reads one: true or false (also 1 and 0),
+/// in any case.
+pub fn boolean(value: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(format!("{value:?} is neither true nor false")),
     }
 }
 

@@ -35,7 +35,8 @@ pub struct Args {
         value_delimiter = ','
     )]
     pub partitions: Vec<u32>,
-    /// Where to start: beginning, end, N, -N (N before the end), @TIMESTAMP
+    /// Where to start in each partition: beginning, end, N, -N (N before
+    /// its end), @TIMESTAMP
     /// (ms since the epoch, or RFC 3339), stored (with -G: the group's
     /// committed offsets, required). With -G, where a partition the group
     /// never committed starts.
@@ -98,6 +99,11 @@ pub struct Args {
     /// With -G: commit offsets this often (and at rebalances and exit).
     #[arg(long = "commit-interval", value_name = "DURATION", default_value = "5s", value_parser = super::duration_arg)]
     pub commit_interval_ms: u64,
+    /// With -G: commit nothing (-X enable.auto.commit=false): the group's
+    /// committed offsets stay as they were, and whoever owns a partition
+    /// next starts where they say.
+    #[arg(long = "no-commit", requires = "group")]
+    pub no_commit: bool,
     /// With -G: a member silent for longer (stopped, stuck) loses its
     /// partitions to the others, and its late commits are refused; when
     /// it wakes it rejoins. Members renew their session and look at the
@@ -147,7 +153,9 @@ pub struct Args {
     pub request_timeout_ms: u64,
     /// A client setting by its Kafka property name, in Kafka's units
     /// (repeatable): bootstrap.servers (-b), group.id (-G),
-    /// session.timeout.ms, auto.commit.interval.ms, fetch.max.bytes
+    /// session.timeout.ms, auto.commit.interval.ms, enable.auto.commit
+    /// (false: --no-commit), auto.offset.reset (earliest or latest: -o
+    /// beginning or end), fetch.max.bytes
     /// (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes),
     /// request.timeout.ms (--request-timeout); client.id is accepted and
     /// ignored. Of a flag and a property for the
@@ -167,6 +175,12 @@ pub struct Args {
     /// Only print errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
+    /// kcat's consumer mode: accepted, as this tool consumes.
+    #[arg(short = 'C')]
+    pub consumer_mode: bool,
+    /// kcat's producer mode: refused, with the tool that produces.
+    #[arg(short = 'P', hide = true)]
+    pub producer_mode: bool,
 }
 
 /// A fetch size: from 1 byte to the largest fetch answer.
@@ -183,36 +197,12 @@ fn fetch_size_arg(s: &str) -> Result<u32, String> {
 
 /// The `-X` properties klog-consume takes.
 fn settings() -> Vec<Setting<Args>> {
-    vec![
+    let mut settings: Vec<Setting<Args>> = vec![
         Setting {
             names: &["bootstrap.servers", "metadata.broker.list"],
             flag: "broker",
             set: |a, v| {
                 a.broker = super::servers_arg(v)?;
-                Ok(())
-            },
-        },
-        Setting {
-            names: &["group.id"],
-            flag: "group",
-            set: |a, v| {
-                a.group = Some(super::group_arg(v)?);
-                Ok(())
-            },
-        },
-        Setting {
-            names: &["session.timeout.ms"],
-            flag: "session_timeout_ms",
-            set: |a, v| {
-                a.session_timeout_ms = config::ms(v)?;
-                Ok(())
-            },
-        },
-        Setting {
-            names: &["auto.commit.interval.ms"],
-            flag: "commit_interval_ms",
-            set: |a, v| {
-                a.commit_interval_ms = config::ms(v)?;
                 Ok(())
             },
         },
@@ -237,6 +227,62 @@ fn settings() -> Vec<Setting<Args>> {
             flag: "fetch_bytes",
             set: |a, v| {
                 a.fetch_bytes = config::bytes(v, limits::FETCH_RESPONSE_BYTES_MAX)? as u32;
+                Ok(())
+            },
+        },
+    ];
+    settings.extend(group_settings());
+    settings
+}
+
+/// The `-X` properties of a group member (-G).
+fn group_settings() -> Vec<Setting<Args>> {
+    vec![
+        Setting {
+            names: &["group.id"],
+            flag: "group",
+            set: |a, v| {
+                a.group = Some(super::group_arg(v)?);
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["session.timeout.ms"],
+            flag: "session_timeout_ms",
+            set: |a, v| {
+                a.session_timeout_ms = config::ms(v)?;
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["enable.auto.commit"],
+            flag: "no_commit",
+            set: |a, v| {
+                a.no_commit = !config::boolean(v)?;
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["auto.offset.reset"],
+            flag: "offset",
+            set: |a, v| {
+                a.offset = match v.to_ascii_lowercase().as_str() {
+                    "earliest" | "smallest" | "beginning" => OffsetSpec::Beginning,
+                    "latest" | "largest" | "end" => OffsetSpec::End,
+                    _ => {
+                        return Err(format!(
+                            "klog starts at earliest or latest (-o beginning or end), not {v:?}"
+                        ))
+                    }
+                };
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["auto.commit.interval.ms"],
+            flag: "commit_interval_ms",
+            set: |a, v| {
+                a.commit_interval_ms = config::ms(v)?;
                 Ok(())
             },
         },
@@ -304,13 +350,14 @@ fn configure(args: &mut Args, matches: &clap::ArgMatches) -> Result<config::Appl
     Ok(applied)
 }
 
-/// Runs `klog-consume`; `matches` tell a flag from the environment.
-pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCode> {
-    let applied = configure(&mut args, matches)?;
-    if args.list {
-        return list(args, matches, &applied);
-    }
-    check_group(&args, &applied)?;
+/// Where the records are read from: a group reads through the registry,
+/// whatever else is exported; otherwise -b, --registry or --data-dir.
+fn choose_source(
+    args: &mut Args,
+    matches: &clap::ArgMatches,
+    applied: &config::Applied,
+) -> Result<(), super::Usage> {
+    check_group(args, applied)?;
     if args.group.is_some() {
         // A group reads through the registry, whatever else is exported.
         let flag = |id| {
@@ -321,19 +368,33 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
             return Err(super::Usage(
                 "-G reads through the registry (--registry): it does not go with -b or --data-dir"
                     .into(),
-            )
-            .into());
+            ));
         }
         args.data_dir = None;
     } else {
-        super::choose_target(matches, &applied, &mut args.data_dir, &mut args.registry)?;
+        super::choose_target(matches, applied, &mut args.data_dir, &mut args.registry)?;
     }
     if args.offset == OffsetSpec::Stored && args.group.is_none() {
         return Err(super::Usage(
             "-o stored needs a group (-G GROUP --registry REGISTRY): it starts at the group's committed offsets".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `klog-consume`; `matches` tell a flag from the environment.
+pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCode> {
+    if args.producer_mode {
+        return Err(super::Usage(
+            "klog-consume consumes (kcat -C); to produce (kcat -P), run klog-produce".into(),
         )
         .into());
     }
+    let applied = configure(&mut args, matches)?;
+    if args.list {
+        return list(args, matches, &applied);
+    }
+    choose_source(&mut args, matches, &applied)?;
     super::handle_signals(|| {})?;
     let output = output(&args);
     let group = args.group.map(|group| GroupOptions {
@@ -343,6 +404,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
             .clone()
             .expect("clap requires --registry with -G"),
         commit_interval_ms: args.commit_interval_ms,
+        commit: !args.no_commit,
         session_timeout_ms: args.session_timeout_ms,
     });
     let reset_offsets = args.reset_offsets;

@@ -103,7 +103,7 @@ pub const CONSUME: Extras = Extras {
     name: "klog-consume",
     examples: "\
 klog-consume -t numbers -e                          # everything, then exit
-klog-consume -t numbers -o -10 -e                   # the last 10
+klog-consume -t numbers -o -10 -e                   # the last 10 of each partition
 klog-consume -t numbers -o @2026-11-29T12:00:00Z -c 5
 klog-consume -t t -f '%t [%p] @%o %k=%s\\n'          # kcat's format tokens
 klog-consume -t t -G readers --registry reg         # as a member of a group

@@ -160,6 +160,12 @@ pub struct Args {
     /// record; an empty one is then skipped); "-" is stdin.
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
+    /// kcat's producer mode: accepted, as this tool produces.
+    #[arg(short = 'P')]
+    pub producer_mode: bool,
+    /// kcat's consumer mode: refused, with the tool that consumes.
+    #[arg(short = 'C', hide = true)]
+    pub consumer_mode: bool,
 }
 
 /// The `-X` properties klog-produce takes.
@@ -341,6 +347,12 @@ fn check_report(args: &Args) -> Result<(), super::Usage> {
 
 /// Runs `klog-produce`; `matches` tell a flag from the environment.
 pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCode> {
+    if args.consumer_mode {
+        return Err(super::Usage(
+            "klog-produce produces (kcat -P); to consume (kcat -C), run klog-consume".into(),
+        )
+        .into());
+    }
     let applied = configure(&mut args, matches)?;
     super::choose_target(matches, &applied, &mut args.data_dir, &mut args.registry)?;
     check_report(&args)?;

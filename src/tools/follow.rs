@@ -75,6 +75,8 @@ pub struct GroupOptions {
     pub registry: PathBuf,
     /// How often offsets are committed (and at rebalances and exit).
     pub commit_interval_ms: u64,
+    /// Whether offsets are committed at all.
+    pub commit: bool,
     /// The longest a change in the group goes unnoticed.
     pub session_timeout_ms: u64,
 }
@@ -483,6 +485,7 @@ fn group_config(options: &Options, group_options: &GroupOptions) -> GroupConfig 
         topic: options.topic.clone(),
         reset: options.offset,
         commit_interval: Duration::from_millis(group_options.commit_interval_ms),
+        commit: group_options.commit,
         session_timeout: Duration::from_millis(group_options.session_timeout_ms),
         // Also how often the member renews its session: ten times per
         // timeout.

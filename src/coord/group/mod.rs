@@ -76,6 +76,8 @@ pub struct GroupConfig {
     pub reset: OffsetSpec,
     /// Commit at least this often.
     pub commit_interval: Duration,
+    /// Commit at all (`false`: the group's offsets are left as they are).
+    pub commit: bool,
     /// A member silent for longer loses its partitions.
     pub session_timeout: Duration,
     /// How often to look at the registry for changes.
@@ -511,10 +513,15 @@ impl GroupMember {
     /// says whether the group has consumed every partition to the end it
     /// had when this member joined (else the member waits for the others,
     /// or takes over the partitions of one that dies).
+    /// A member that commits nothing cannot see how far the others got:
+    /// it is done with its own partitions.
     pub fn done(&mut self) -> Result<bool> {
         self.commit()?;
         if self.lost || self.suspended() {
             return Ok(false);
+        }
+        if !self.config.commit {
+            return Ok(true);
         }
         match self.share.reached(&self.ends) {
             Err(e) if transient(&e) => Ok(false),
@@ -609,13 +616,16 @@ impl GroupMember {
 
     /// Whether a commit is due.
     pub fn commit_due(&self) -> bool {
-        self.last_commit.elapsed() >= self.config.commit_interval
+        self.config.commit && self.last_commit.elapsed() >= self.config.commit_interval
     }
 
     /// Commits the next offset of every owned partition. The caller has
     /// handed every record before them to the application. A member whose
     /// session was lost commits nothing.
     pub fn commit(&mut self) -> Result<()> {
+        if !self.config.commit {
+            return Ok(());
+        }
         if self.suspended() {
             // Committed once the session is confirmed; never if it is lost.
             return Ok(());
