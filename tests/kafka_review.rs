@@ -395,3 +395,51 @@ fn a_produce_of_millions_of_partitions_does_not_balloon_the_broker() {
         "the broker's peak resident memory: {peak} kB"
     );
 }
+
+/// Issue 27: ListOffsets by time answers the offset of the first record at
+/// or after that time with that record's own timestamp (aiokafka's
+/// `offsets_for_times` showed -1; Java's `offsetsForTimes` throws on a
+/// negative one); the start and the end are answered with timestamp -1,
+/// and a time past every record with offset -1 and timestamp -1.
+#[test]
+fn list_offsets_by_time_answers_the_records_timestamp() {
+    use kafka_protocol::messages as km;
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    let b = KafkaBroker::start(&[]);
+    common::produce_to(b.addr(), "t", "a\nb\nc\n", &[]);
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    common::produce_to(b.addr(), "t", "d\ne\n", &[]);
+    let mut stream = TcpStream::connect(&b.kafka).unwrap();
+    let mut ask = |timestamp: i64| {
+        let partition = km::list_offsets_request::ListOffsetsPartition::default()
+            .with_partition_index(0)
+            .with_timestamp(timestamp);
+        let topic = km::list_offsets_request::ListOffsetsTopic::default()
+            .with_name(km::TopicName(StrBytes::from_static_str("t")))
+            .with_partitions(vec![partition]);
+        let request = km::ListOffsetsRequest::default()
+            .with_replica_id(km::BrokerId(-1))
+            .with_topics(vec![topic]);
+        let mut body = Vec::new();
+        request.encode(&mut body, 1).unwrap();
+        stream.write_all(&frame(2, 1, 7, &body)).unwrap();
+        let answer = response(&mut stream, Duration::from_secs(20));
+        let mut rest = &answer[4..];
+        let r = km::ListOffsetsResponse::decode(&mut rest, 1).unwrap();
+        let p = &r.topics[0].partitions[0];
+        assert_eq!(p.error_code, 0, "{timestamp}");
+        (p.offset, p.timestamp)
+    };
+    assert_eq!(ask(-2), (0, -1), "the start");
+    assert_eq!(ask(-1), (5, -1), "the end");
+    let (offset, timestamp) = ask(0);
+    assert_eq!(offset, 0);
+    assert!(timestamp > 0 && timestamp <= before, "{timestamp}");
+    let (offset, timestamp) = ask(before);
+    assert_eq!(offset, 3, "the first record produced after {before}");
+    assert!(timestamp >= before, "{timestamp} < {before}");
+    assert_eq!(ask(before + 3_600_000), (-1, -1), "past every record");
+}

@@ -469,7 +469,8 @@ impl Log {
     /// The offset of the first record whose timestamp is at or after
     /// `timestamp_ms`, or `None` when there is none.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<u64>> {
-        read::offset_for_timestamp_in(|| self, timestamp_ms)
+        let found = read::offset_for_timestamp_in(|| self, timestamp_ms)?;
+        Ok(found.map(|(offset, _)| offset))
     }
 
     /// Where a search for the first record at or after `timestamp_ms`

@@ -499,14 +499,28 @@ pub(in crate::broker) fn offset_at(
     partition: u32,
     at: i64,
 ) -> std::result::Result<i64, (ErrorCode, String)> {
+    record_at(shared, topic, partition, at).map(|(offset, _)| offset)
+}
+
+/// [`offset_at`], with the timestamp of the record found by a timestamp
+/// (-1 for the start and the end, and when none is found), as Kafka's
+/// ListOffsets answers.
+pub(in crate::broker) fn record_at(
+    shared: &Shared,
+    topic: &str,
+    partition: u32,
+    at: i64,
+) -> std::result::Result<(i64, i64), (ErrorCode, String)> {
     let p = shared.partition(topic, partition)?;
     let end = p.readable_end(&p.lock())?;
     let found = match at {
-        protocol::EARLIEST => Ok(p.lock().start_offset() as i64),
-        protocol::LATEST => Ok(end as i64),
+        protocol::EARLIEST => Ok((p.lock().start_offset() as i64, -1)),
+        protocol::LATEST => Ok((end as i64, -1)),
         // The lock is held only to find each chunk: the file is read after.
-        ts if ts >= 0 => offset_for_timestamp_in(|| p.lock(), ts)
-            .map(|o| o.filter(|&o| o < end).map_or(-1, |o| o as i64)),
+        ts if ts >= 0 => offset_for_timestamp_in(|| p.lock(), ts).map(|o| {
+            o.filter(|&(o, _)| o < end)
+                .map_or((-1, -1), |(o, t)| (o as i64, t))
+        }),
         other => {
             let msg = format!("list_offsets at {other}");
             return Err((ErrorCode::InvalidRequest, msg));

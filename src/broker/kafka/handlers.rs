@@ -467,14 +467,15 @@ fn list_offsets(
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error_code, offset) = match access.topic(Operation::Describe, t.name) {
-                        Some(denied) => (denied, -1),
-                        None => list_offset(shared, t.name, p.partition_index, p.timestamp),
-                    };
+                    let (error_code, offset, timestamp) =
+                        match access.topic(Operation::Describe, t.name) {
+                            Some(denied) => (denied, -1, -1),
+                            None => list_offset(shared, t.name, p.partition_index, p.timestamp),
+                        };
                     resp::ListOffsetsPartitionResponse {
                         partition_index: p.partition_index,
                         error_code,
-                        timestamp: -1,
+                        timestamp,
                         offset,
                     }
                 })

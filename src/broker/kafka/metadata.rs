@@ -4,7 +4,7 @@
 
 use super::access::Access;
 use super::{kafka_code, node_id, Kafka};
-use crate::broker::connection::requests::offset_at;
+use crate::broker::connection::requests::record_at;
 use crate::broker::shared::{error_code, Shared};
 use crate::coord::acl::{Operation, ResourceType, CLUSTER};
 use crate::coord::{BrokerInfo, Placement, Registry};
@@ -223,18 +223,24 @@ fn placed_partitions(
         .collect()
 }
 
-/// ListOffsets for one partition: (error, offset) where the timestamp
-/// -2 asks for the log's start, -1 its end, others the first record at or
-/// after that time (-1 when none is).
-pub(super) fn list_offset(shared: &Shared, topic: &str, partition: i32, at: i64) -> (i16, i64) {
+/// ListOffsets for one partition: (error, offset, timestamp) where the
+/// timestamp -2 asks for the log's start, -1 its end (both answered with
+/// timestamp -1), others the first record at or after that time, with its
+/// own timestamp (-1 and -1 when none is).
+pub(super) fn list_offset(
+    shared: &Shared,
+    topic: &str,
+    partition: i32,
+    at: i64,
+) -> (i16, i64, i64) {
     let Ok(partition) = u32::try_from(partition) else {
-        return (kafka::UNKNOWN_TOPIC_OR_PARTITION, -1);
+        return (kafka::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
     };
     if at < -2 {
-        return (kafka::INVALID_REQUEST, -1);
+        return (kafka::INVALID_REQUEST, -1, -1);
     }
-    match offset_at(shared, topic, partition, at) {
-        Ok(offset) => (kafka::NONE, offset),
-        Err((code, _)) => (kafka_code(code), -1),
+    match record_at(shared, topic, partition, at) {
+        Ok((offset, timestamp)) => (kafka::NONE, offset, timestamp),
+        Err((code, _)) => (kafka_code(code), -1, -1),
     }
 }

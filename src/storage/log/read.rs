@@ -183,7 +183,7 @@ impl Log {
 pub fn offset_for_timestamp_in<L: std::ops::Deref<Target = Log>>(
     log: impl Fn() -> L,
     timestamp_ms: i64,
-) -> Result<Option<u64>> {
+) -> Result<Option<(u64, i64)>> {
     let Some(mut offset) = log().timestamp_scan_start(timestamp_ms) else {
         return Ok(None);
     };
@@ -219,7 +219,7 @@ pub fn offset_for_timestamp_in<L: std::ops::Deref<Target = Log>>(
                 for r in records {
                     let r = r.map_err(corrupt)?;
                     if r.offset >= from && r.timestamp >= timestamp_ms {
-                        return Ok(Some(r.offset));
+                        return Ok(Some((r.offset, r.timestamp)));
                     }
                 }
             }
