@@ -64,6 +64,15 @@ fn man_page(cmd: &clap::Command) -> Vec<u8> {
     for (code, what) in extras.exit_status {
         roff.push_str(&format!(".TP\n{code}\n{}\n", roff_text(what)));
     }
+    roff.push_str(".SH \"SEE ALSO\"\n");
+    let others: Vec<String> = klog::cli::help::ALL
+        .iter()
+        .filter(|e| e.name != cmd.get_name())
+        .map(|e| format!("\\fB{}\\fR(1)", roff_text(e.name)))
+        .chain(["\\fBkcat\\fR(1), README.md".to_string()])
+        .collect();
+    roff.push_str(&others.join(", "));
+    roff.push('\n');
     out.extend_from_slice(roff.as_bytes());
     man.render_version_section(&mut out).unwrap();
     out

@@ -142,7 +142,10 @@ pub const RECOVER: Extras = Extras {
     examples: "\
 klog-recover data/numbers-0                         # from the recovery point
 klog-recover --full --dry-run data                  # check everything, change nothing",
-    environment: &[],
+    environment: &[(
+        "KLOG_DATA_DIR",
+        "not read (the other tools take it): what klog-recover repairs is always named on its command line",
+    )],
     exit_status: &[
         (0, "clean"),
         (
