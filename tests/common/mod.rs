@@ -94,6 +94,7 @@ impl Proc {
     /// `netns::Host::command`) with this stdin, as [`Proc::spawn`] does.
     pub fn spawn_command(mut command: std::process::Command, stdin: std::process::Stdio) -> Proc {
         use std::io::BufRead;
+        default_signals(&mut command);
         let mut child = command
             .stdin(stdin)
             .stdout(std::process::Stdio::piped())
@@ -224,6 +225,7 @@ impl BrokerProc {
         } else {
             &["--listen", "127.0.0.1:0"]
         };
+        default_signals(&mut command);
         let mut child = command
             .args(["--data-dir", data.to_str().unwrap()])
             .args(listen)
@@ -310,6 +312,27 @@ impl Drop for BrokerProc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Gives `command`'s process the default action of SIGINT, whatever this
+/// one has: a test suite started in the background by a shell ignores
+/// SIGINT, and so would every tool it starts (an ignored signal is
+/// inherited, and discarded even where a tool waits for it).
+#[allow(unsafe_code)]
+pub fn default_signals(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal(2) is async-signal-safe; nothing else runs between
+    // fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGINT,
+                nix::sys::signal::SigHandler::SigDfl,
+            )
+            .map(drop)
+            .map_err(std::io::Error::from)
+        });
     }
 }
 
