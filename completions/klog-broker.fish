@@ -25,9 +25,9 @@ function __fish_klog_broker_using_subcommand
 end
 
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l data-dir -d 'The data directory (created if missing)' -r -F
-complete -c klog-broker -n "__fish_klog_broker_needs_command" -l listen -d 'Address to listen on; port 0 picks a free port' -r
-complete -c klog-broker -n "__fish_klog_broker_needs_command" -l kafka-listen -d 'Also listen for Kafka clients (kcat, librdkafka, kafka-python) on this address: the Kafka wire protocol (produce, fetch, metadata, list offsets, consumer groups) on the same logs and registry' -r
-complete -c klog-broker -n "__fish_klog_broker_needs_command" -l kafka-advertised -d 'The address Kafka clients are told to connect to (default: the --kafka-listen address; required when that is a wildcard such as 0.0.0.0)' -r
+complete -c klog-broker -n "__fish_klog_broker_needs_command" -l listen -d 'Address to listen on; port 0 picks a free port. It serves klog\'s protocol and Kafka\'s (each connection\'s first request says which): kcat -b 127.0.0.1 reaches a broker started with the defaults' -r
+complete -c klog-broker -n "__fish_klog_broker_needs_command" -l kafka-listen -d 'Also listen on this address (both protocols too), and tell Kafka clients to connect here: the Kafka wire protocol (produce, fetch, metadata, list offsets, consumer groups, admin) on the same logs and registry' -r
+complete -c klog-broker -n "__fish_klog_broker_needs_command" -l kafka-advertised -d 'The address Kafka clients are told to connect to (default: the --kafka-listen address, else the --listen one; needed when that is a wildcard such as 0.0.0.0)' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l partitions -d 'Partitions of a topic created on first produce' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l auto-create-topics -d 'Create a topic when a client first produces to it or asks for its metadata (Kafka\'s auto.create.topics.enable). With false, such a client is told the topic does not exist; a create that names its partition count (an admin\'s) is still made' -r -f -a "true\t''
 false\t''"

@@ -371,3 +371,31 @@ fn a_listener_beyond_this_host_is_said_to_have_no_authentication() {
         local.log()
     );
 }
+
+/// A connection whose first request header never comes whole (3 bytes,
+/// then silence) is closed at the request timeout, said; neither
+/// protocol's server ever sees it, and others are served meanwhile.
+#[test]
+fn a_peer_that_never_sends_a_whole_header_is_closed_at_the_request_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(dir.path(), &["--request-timeout", "1s"]);
+    let mut silent = TcpStream::connect(&broker.addr).unwrap();
+    silent.write_all(&[0, 0, 0]).unwrap();
+    produce_to(&broker.addr, "t", "a\n", &[]);
+    assert_eq!(consume_from(&broker.addr, "t", &[]), "a\n");
+    silent
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    // Closed with its 3 bytes unread: a reset, or an end.
+    let read = silent.read(&mut byte);
+    assert!(
+        matches!(&read, Ok(0))
+            || read
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{read:?}"
+    );
+    let said = broker.wait_for_log("(3 bytes of its header came)", Duration::from_secs(20));
+    assert!(said.contains("127.0.0.1:"), "{said}");
+}

@@ -824,3 +824,30 @@ fn kcat_mode_flags_are_accepted_by_the_tool_of_that_mode() {
         .code(2)
         .stderr(predicate::str::contains("earliest or latest"));
 }
+
+/// A klog tool pointed at a Kafka broker's port (one that closes the
+/// connection at klog's request, as Kafka does with a length it cannot
+/// take) is told what it reached, not only that the connection closed.
+#[test]
+fn a_klog_tool_at_a_kafka_port_is_told_so() {
+    let kafka = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = kafka.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in kafka.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut size = [0u8; 4];
+            let _ = std::io::Read::read_exact(&mut conn, &mut size);
+            // Kafka reads the size big-endian: klog's is little-endian,
+            // far past socket.request.max.bytes.
+            assert!(u32::from_be_bytes(size) > 100 * 1024 * 1024);
+        }
+    });
+    bin("klog-consume")
+        .args(["-b", &addr, "-t", "t", "-e", "--request-timeout", "2s"])
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "is a Kafka broker, not a klog one, use kcat",
+        ));
+}

@@ -58,6 +58,35 @@ fn kcat_produces_and_consumes_with_kafkas_offsets() {
 
 /// Item 2: `kcat -L -J` lists the broker at its Kafka address and each
 /// topic with its partitions, led by that broker, in sync.
+/// One port, both protocols: kcat reaches the `--listen` port of a broker
+/// started without `--kafka-listen` (whose metadata names that port), as
+/// klog's tools do; and klog's tools reach a `--kafka-listen` port.
+#[test]
+fn kcat_and_klog_tools_share_either_port() {
+    let Some(kcat) = kafka::kcat_path() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let broker = common::BrokerProc::start(dir.path(), &[]);
+    let k = kafka::Kcat::at(&kcat, &broker.addr);
+    k.produce("t", lines(100).as_bytes(), &[]);
+    assert_eq!(k.consume("t", &[]), lines(100));
+    let listed = String::from_utf8(k.ok(&["-L", "-J"], b"")).unwrap();
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(
+        listed["brokers"][0]["name"],
+        broker.addr.as_str(),
+        "{listed}"
+    );
+    common::produce_to(&broker.addr, "t", &input(101, 110), &[]);
+    assert_eq!(consume_from(&broker.addr, "t", &[]), lines(110));
+    assert_eq!(k.consume("t", &["-o", "-10"]), input(101, 110));
+    let both = KafkaBroker::start(&[]);
+    common::produce_to(&both.kafka, "u", &lines(10), &[]);
+    assert_eq!(consume_from(&both.kafka, "u", &[]), lines(10));
+    assert_eq!(both.kcat(&kcat).consume("u", &[]), lines(10));
+}
+
 #[test]
 fn kcat_lists_the_broker_and_partitions_as_json() {
     let Some(kcat) = kafka::kcat_path() else {

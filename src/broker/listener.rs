@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::shared::Shared;
+use super::sniff::Protocol;
 use crate::net::Stream;
 use crate::sync::lock;
 
@@ -51,6 +52,54 @@ where
         }
     }
     Ok(threads)
+}
+
+/// Accepts connections on `listener` on a thread of its own (the Kafka
+/// listener), until the broker stops; the thread returns the connections'
+/// threads, for the shutdown to wait on.
+pub(super) fn spawn_accept<F>(
+    shared: &Arc<Shared>,
+    listener: TcpListener,
+    serve: F,
+) -> std::io::Result<JoinHandle<Vec<JoinHandle<()>>>>
+where
+    F: Fn(&Arc<Shared>, Stream, SocketAddr, Option<String>) + Clone + Send + 'static,
+{
+    let shared = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name("kafka-accept".into())
+        .spawn(move || match accept_loop(&shared, &listener, serve) {
+            Ok(threads) => threads,
+            Err(e) => {
+                shared.log(format_args!("the Kafka listener failed: {e}"));
+                Vec::new()
+            }
+        })
+}
+
+/// Serves a connection in the protocol its first request speaks
+/// ([`super::sniff`]): klog's or Kafka's, `home` (the listener's own)
+/// unless plainly the other. A peer that sends nothing
+/// within the idle timeout is closed, as is one that sends part of a
+/// request header and then nothing for the request timeout.
+pub(super) fn serve_either(
+    shared: &Arc<Shared>,
+    (kafka, home): (&super::kafka::KafkaSide, Protocol),
+    stream: Stream,
+    peer: SocketAddr,
+    principal: Option<String>,
+) {
+    use super::sniff::{first_bytes, protocol_of};
+    let idle = Duration::from_millis(shared.config.idle_timeout_ms.max(1));
+    let request = Duration::from_millis(shared.config.request_timeout_ms.max(1));
+    match first_bytes(&stream, idle, request) {
+        Ok(Some(first)) => match protocol_of(&first, home) {
+            Protocol::Klog => super::connection::serve(shared, stream, peer, principal),
+            Protocol::Kafka => kafka.serve(shared, stream, peer, principal),
+        },
+        Ok(None) => {}
+        Err(e) => shared.log_peer(format_args!("{peer}: {e}")),
+    }
 }
 
 /// Why no further connection is served now, if none is: `--max-connections`

@@ -111,6 +111,8 @@ mod retention;
 mod scrub;
 mod send;
 mod shared;
+mod sniff;
+use sniff::Protocol;
 #[cfg(test)]
 mod testing;
 mod watch;
@@ -262,9 +264,10 @@ impl BrokerHandle {
 pub struct Broker {
     shared: Arc<Shared>,
     listener: TcpListener,
-    /// The Kafka listener (`--kafka-listen`), if any, and the address it
-    /// advertises.
-    kafka_listener: Option<(TcpListener, (String, u16))>,
+    /// The Kafka listener (`--kafka-listen`), if any.
+    kafka_listener: Option<TcpListener>,
+    /// What Kafka clients of either listener share.
+    kafka: Arc<kafka::KafkaSide>,
     /// The data directory's lock, held until the broker is dropped: one
     /// broker per data directory (none on a file system without locks).
     _data_lock: Option<DirLock>,
@@ -289,15 +292,18 @@ impl Broker {
         let listener = TcpListener::bind(&config.listen)
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let kafka_listener = match &config.kafka_listen {
-            Some(addr) => {
-                let l = TcpListener::bind(addr)
-                    .with_context(|| format!("cannot listen for Kafka clients on {addr}"))?;
-                let advertised = kafka::advertised(&config, l.local_addr()?)?;
-                Some((l, advertised))
-            }
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .with_context(|| format!("cannot listen for Kafka clients on {addr}"))?,
+            ),
             None => None,
         };
-        let kafka_addr = kafka_listener.as_ref().map(|(_, a)| a.clone());
+        // Kafka clients reach either listener (`sniff`); they are told the
+        // Kafka listener's address, else this one's.
+        let kafka_addr = match &kafka_listener {
+            Some(l) => kafka::advertised(&config, l.local_addr()?, true)?,
+            None => kafka::advertised(&config, listener.local_addr()?, false)?,
+        };
         let registry = match &config.registry {
             Some(dir) => Some(
                 crate::coord::open(dir, config.session_timeout)
@@ -314,12 +320,13 @@ impl Broker {
         // placed yet opens after: placing it counts the live brokers.
         open_existing_topics(&shared, true)?;
         replica::manager::leave_if_cut(&shared);
-        register(&shared, listener.local_addr()?, kafka_addr)?;
+        register(&shared, listener.local_addr()?, kafka_addr.clone())?;
         open_existing_topics(&shared, false)?;
         shared.update_registry();
         Ok(Broker {
             shared,
             listener,
+            kafka: Arc::new(kafka::KafkaSide::new(kafka_addr.clone())),
             kafka_listener,
             _data_lock: data_lock,
         })
@@ -331,7 +338,7 @@ impl Broker {
             shared: Arc::clone(&self.shared),
             addr: self.listener.local_addr()?,
             kafka_addr: match &self.kafka_listener {
-                Some((l, _)) => Some(l.local_addr()?),
+                Some(l) => Some(l.local_addr()?),
                 None => None,
             },
         })
@@ -358,14 +365,23 @@ impl Broker {
                 .spawn(move || body(&shared))?;
             threads.push(thread);
         }
+        let serve = |home| {
+            let side = Arc::clone(&self.kafka);
+            move |shared: &Arc<Shared>, stream, peer, principal| {
+                listener::serve_either(shared, (&side, home), stream, peer, principal);
+            }
+        };
         let kafka = match self.kafka_listener {
-            Some((l, advertised)) => Some(kafka::spawn_listener(&shared, l, advertised)?),
+            Some(l) => Some(listener::spawn_accept(&shared, l, serve(Protocol::Kafka))?),
             None => None,
         };
-        let mut connections = listener::accept_loop(&shared, &self.listener, connection::serve)?;
+        let mut connections =
+            listener::accept_loop(&shared, &self.listener, serve(Protocol::Klog))?;
         if let Some(kafka) = kafka {
             connections.extend(kafka.join().unwrap_or_default());
         }
+        // Members waiting in a Kafka join answer at once; their entries go.
+        self.kafka.shutdown();
         // Stop reading requests; writers answer what was read.
         for socket in lock(&shared.sockets).values() {
             let _ = socket.shutdown(std::net::Shutdown::Read);

@@ -30,18 +30,21 @@ pub struct Args {
         env = "KLOG_BROKER_DATA_DIR"
     )]
     pub data_dir: PathBuf,
-    /// Address to listen on; port 0 picks a free port.
+    /// Address to listen on; port 0 picks a free port. It serves klog's
+    /// protocol and Kafka's (each connection's first request says which):
+    /// kcat -b 127.0.0.1 reaches a broker started with the defaults.
     #[arg(long = "listen", value_name = "HOST:PORT", default_value = "127.0.0.1:9092", value_parser = super::listen_arg)]
     pub listen: String,
-    /// Also listen for Kafka clients (kcat, librdkafka, kafka-python) on
-    /// this address: the Kafka wire protocol (produce, fetch, metadata,
-    /// list offsets, consumer groups) on the same logs and registry.
+    /// Also listen on this address (both protocols too), and tell Kafka
+    /// clients to connect here: the Kafka wire protocol (produce, fetch,
+    /// metadata, list offsets, consumer groups, admin) on the same logs
+    /// and registry.
     #[arg(long = "kafka-listen", value_name = "HOST:PORT", value_parser = super::listen_arg)]
     pub kafka_listen: Option<String>,
     /// The address Kafka clients are told to connect to (default: the
-    /// --kafka-listen address; required when that is a wildcard such as
-    /// 0.0.0.0).
-    #[arg(long = "kafka-advertised", value_name = "HOST:PORT", requires = "kafka_listen", value_parser = super::listen_arg)]
+    /// --kafka-listen address, else the --listen one; needed when that is
+    /// a wildcard such as 0.0.0.0).
+    #[arg(long = "kafka-advertised", value_name = "HOST:PORT", value_parser = super::listen_arg)]
     pub kafka_advertised: Option<String>,
     /// Partitions of a topic created on first produce.
     #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = super::count_in::<u32>(1, u64::from(limits::PARTITIONS_MAX)))]

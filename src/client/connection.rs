@@ -310,6 +310,32 @@ pub(super) fn read_frame_max(
     Ok(())
 }
 
+/// A connection closed before its first answer: what a Kafka broker does
+/// with klog's request (it reads klog's little-endian length as a huge
+/// big-endian one). Said so, with what to use; any other error as it is.
+fn unanswered(e: Error) -> Error {
+    match e {
+        Error::Network { op, addr, source }
+            if matches!(
+                source.kind(),
+                io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+            ) =>
+        {
+            let why = format!(
+                "the broker closed the connection before answering: if {addr} is a Kafka \
+                 broker, not a klog one, use kcat there (klog's tools speak only to klog \
+                 brokers, whose ports take Kafka clients too)"
+            );
+            Error::Network {
+                op,
+                addr,
+                source: io::Error::new(source.kind(), why),
+            }
+        }
+        e => e,
+    }
+}
+
 /// A frame cut short whose first bytes are a TLS record's header (an
 /// alert or a handshake, version 3.x): a TLS broker answering a plaintext
 /// client. Said so, with what to give; any other error as it is.
@@ -357,6 +383,8 @@ pub struct Connection {
     response: Vec<u8>,
     /// How long a request waits for its answer.
     timeout: Duration,
+    /// The broker answered a request on this connection.
+    answered: bool,
 }
 
 impl Connection {
@@ -378,6 +406,7 @@ impl Connection {
             frame: Vec::new(),
             response: Vec::new(),
             timeout,
+            answered: false,
         })
     }
 
@@ -422,7 +451,9 @@ impl Connection {
             &self.addr,
             answer_bytes_max,
             &mut patience,
-        )?;
+        )
+        .map_err(|e| if self.answered { e } else { unanswered(e) })?;
+        self.answered = true;
         let mut r = Reader::new(&self.response);
         let header =
             protocol::decode_response_header(&mut r).map_err(|e| protocol_error(&self.addr, e))?;

@@ -223,6 +223,14 @@ pub struct Kcat {
 }
 
 impl Kcat {
+    /// A kcat pointed at `bootstrap`.
+    pub fn at(kcat: &Path, bootstrap: &str) -> Kcat {
+        Kcat {
+            path: kcat.to_path_buf(),
+            bootstrap: bootstrap.to_string(),
+        }
+    }
+
     /// The command `kcat -b BOOTSTRAP ARGS...`.
     pub fn command(&self, args: &[&str]) -> std::process::Command {
         let mut command = std::process::Command::new(&self.path);

@@ -47,11 +47,11 @@
 //! leader, replicas and ISR are the registry's. Every broker is the
 //! coordinator of every group: the paper's rebalance needs no master.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 
 use crate::net::Stream;
+use crate::sync::lock;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use super::shared::Shared;
 use super::BrokerConfig;
@@ -87,11 +87,12 @@ struct Kafka {
 
 /// The address Kafka clients are told to connect to: `--kafka-advertised`,
 /// else the listener's own, which must then be one a client can reach (not
-/// a wildcard).
+/// a wildcard): `None` for a wildcard unless `required` (then an error).
 pub(super) fn advertised(
     config: &BrokerConfig,
     local: SocketAddr,
-) -> anyhow::Result<(String, u16)> {
+    required: bool,
+) -> anyhow::Result<Option<(String, u16)>> {
     if let Some(addr) = &config.kafka_advertised {
         let (host, port) = addr
             .rsplit_once(':')
@@ -103,7 +104,10 @@ pub(super) fn advertised(
             })
             .filter(|(h, p)| !h.is_empty() && *p != 0)
             .ok_or_else(|| anyhow::anyhow!("--kafka-advertised {addr:?} is not HOST:PORT"))?;
-        return Ok((host.to_string(), port));
+        return Ok(Some((host.to_string(), port)));
+    }
+    if local.ip().is_unspecified() && !required {
+        return Ok(None);
     }
     if local.ip().is_unspecified() {
         anyhow::bail!(
@@ -111,7 +115,7 @@ pub(super) fn advertised(
              connect to with --kafka-advertised HOST:PORT"
         );
     }
-    Ok((local.ip().to_string(), local.port()))
+    Ok(Some((local.ip().to_string(), local.port())))
 }
 
 /// A broker's Kafka node id, from its klog id: the same number on every
@@ -120,44 +124,83 @@ pub(super) fn node_id(broker_id: &str) -> i32 {
     (crc32fast::hash(broker_id.as_bytes()) & 0x7fff_ffff) as i32
 }
 
-/// Starts accepting Kafka clients on `listener`, until the broker stops;
-/// the thread returns the connections' threads, for the shutdown to wait
-/// on.
-pub(super) fn spawn_listener(
-    shared: &Arc<Shared>,
-    listener: TcpListener,
-    advertised: (String, u16),
-) -> std::io::Result<JoinHandle<Vec<JoinHandle<()>>>> {
-    let coordinator = start_coordinator(shared)?;
-    let kafka = Arc::new(Kafka {
-        advertised,
-        node_id: node_id(&shared.broker_id),
-        next_producer_id: std::sync::atomic::AtomicI64::new(first_producer_id()),
-        clients_seen: std::sync::Mutex::new(std::collections::BTreeSet::new()),
-        coordinator: Arc::clone(&coordinator),
-        admin: std::sync::Mutex::new(()),
-    });
-    let shared = Arc::clone(shared);
-    std::thread::Builder::new()
-        .name("kafka-accept".into())
-        .spawn(move || {
-            let serve = move |shared: &Arc<Shared>,
-                              stream: Stream,
-                              peer: SocketAddr,
-                              principal: Option<String>| {
-                connection::serve(shared, &kafka, stream, peer, principal);
-            };
-            let threads = match super::listener::accept_loop(&shared, &listener, serve) {
-                Ok(threads) => threads,
-                Err(e) => {
-                    shared.log(format_args!("the Kafka listener failed: {e}"));
-                    Vec::new()
-                }
-            };
-            // Members waiting in a join answer at once; their entries go.
-            coordinator.shutdown();
-            threads
-        })
+/// The Kafka side of a broker: what its Kafka connections share, made at
+/// the first one (a broker no Kafka client reaches starts no group
+/// coordinator), and ended once, at the broker's stop.
+#[derive(Debug)]
+pub(super) struct KafkaSide {
+    /// The `host:port` given to Kafka clients: `None` where it is not
+    /// known (a wildcard listener without `--kafka-advertised`), and then
+    /// Kafka clients are refused with the reason.
+    advertised: Option<(String, u16)>,
+    state: std::sync::Mutex<SideState>,
+}
+
+#[derive(Debug)]
+enum SideState {
+    Idle,
+    Running(Arc<Kafka>),
+    Stopped,
+}
+
+impl KafkaSide {
+    /// A Kafka side that gives clients `advertised`.
+    pub(super) fn new(advertised: Option<(String, u16)>) -> KafkaSide {
+        KafkaSide {
+            advertised,
+            state: std::sync::Mutex::new(SideState::Idle),
+        }
+    }
+
+    /// Serves a Kafka client's connection until it ends.
+    pub(super) fn serve(
+        &self,
+        shared: &Arc<Shared>,
+        stream: Stream,
+        peer: SocketAddr,
+        principal: Option<String>,
+    ) {
+        match self.kafka(shared) {
+            Ok(kafka) => connection::serve(shared, &kafka, stream, peer, principal),
+            Err(why) => shared.log_peer(format_args!("{peer}: a Kafka client refused: {why}")),
+        }
+    }
+
+    fn kafka(&self, shared: &Arc<Shared>) -> Result<Arc<Kafka>, String> {
+        let mut state = lock(&self.state);
+        match &*state {
+            SideState::Running(kafka) => return Ok(kafka.clone()),
+            SideState::Stopped => return Err("the broker is stopping".into()),
+            SideState::Idle => {}
+        }
+        let Some(advertised) = self.advertised.clone() else {
+            return Err(
+                "this listener is on a wildcard address: say which address Kafka \
+                        clients connect to with --kafka-advertised HOST:PORT"
+                    .into(),
+            );
+        };
+        let coordinator = start_coordinator(shared).map_err(|e| e.to_string())?;
+        let kafka = Arc::new(Kafka {
+            advertised,
+            node_id: node_id(&shared.broker_id),
+            next_producer_id: std::sync::atomic::AtomicI64::new(first_producer_id()),
+            clients_seen: std::sync::Mutex::new(std::collections::BTreeSet::new()),
+            coordinator,
+            admin: std::sync::Mutex::new(()),
+        });
+        *state = SideState::Running(Arc::clone(&kafka));
+        Ok(kafka)
+    }
+
+    /// Ends the Kafka side at the broker's stop: members waiting in a join
+    /// answer at once, and their registry entries go.
+    pub(super) fn shutdown(&self) {
+        let state = std::mem::replace(&mut *lock(&self.state), SideState::Stopped);
+        if let SideState::Running(kafka) = state {
+            kafka.coordinator.shutdown();
+        }
+    }
 }
 
 /// The group coordinator, over the broker's registry; a broker without
@@ -251,20 +294,20 @@ mod tests {
     fn a_wildcard_listener_needs_an_advertised_address() {
         let mut config = BrokerConfig::new("/d", "127.0.0.1:0");
         let wild: SocketAddr = "0.0.0.0:9093".parse().unwrap();
-        let err = advertised(&config, wild).unwrap_err().to_string();
+        let err = advertised(&config, wild, true).unwrap_err().to_string();
         assert!(err.contains("--kafka-advertised"), "{err}");
+        assert_eq!(advertised(&config, wild, false).unwrap(), None);
         config.kafka_advertised = Some("kafka.example:19093".into());
-        assert_eq!(
-            advertised(&config, wild).unwrap(),
-            ("kafka.example".to_string(), 19093)
-        );
+        let named = Some(("kafka.example".to_string(), 19093));
+        assert_eq!(advertised(&config, wild, true).unwrap(), named);
+        assert_eq!(advertised(&config, wild, false).unwrap(), named);
         config.kafka_advertised = Some("nope".into());
-        assert!(advertised(&config, wild).is_err());
+        assert!(advertised(&config, wild, false).is_err());
         config.kafka_advertised = None;
         let local: SocketAddr = "127.0.0.1:9093".parse().unwrap();
         assert_eq!(
-            advertised(&config, local).unwrap(),
-            ("127.0.0.1".to_string(), 9093)
+            advertised(&config, local, false).unwrap(),
+            Some(("127.0.0.1".to_string(), 9093))
         );
     }
 }
