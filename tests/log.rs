@@ -1096,3 +1096,35 @@ fn a_writer_killed_between_a_roll_and_its_flush_loses_no_record() {
     broker_flush(&mut log).unwrap();
     assert_eq!(log.flushed_offset(), next + 1);
 }
+
+/// No descriptor left when a flush opens the recovery point's temporary
+/// file or the directory to fsync (EMFILE: a flood of clients, or too many
+/// files open for reads) is no failed fsync: the flush fails, the log does
+/// not stop, and the next flush makes everything durable and visible. As
+/// it was, the log stopped until a restart.
+#[test]
+fn a_flush_without_a_descriptor_left_fails_and_the_next_one_goes() {
+    for opened in ["recovery-point", "/p"] {
+        let (sim, vfs, dir) = sim_partition();
+        let config = LogConfig {
+            visible_after_flush: true,
+            ..config()
+        };
+        let mut log = Log::open(Arc::clone(&vfs), dir, config, WRITE).unwrap();
+        for i in 0..40 {
+            log.append(&mut batch(i * 5, 5), 0).unwrap();
+        }
+        assert!(log.segments().count() > 1, "rolled: a publish is due");
+        let target = opened.to_string();
+        sim.fail_next_open(move |p| p.to_string_lossy().contains(&target));
+        let failed = log.flush().unwrap_err();
+        assert!(
+            klog::storage::files::out_of_descriptors(&failed),
+            "{failed}"
+        );
+        assert!(!log.failed(), "{opened}: the log goes on");
+        log.flush().unwrap();
+        assert_eq!(read_all(&log).len(), 200, "{opened}");
+        log.close().unwrap();
+    }
+}

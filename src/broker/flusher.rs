@@ -190,6 +190,25 @@ fn put_back(dirty: &mut Dirty, p: Arc<Partition>, not_before: Instant) {
     }
 }
 
+/// Marks `p` to be flushed again in a little while (not at once, even for
+/// an acks=all request: what failed may take that long to come back).
+fn try_again_soon(shared: &Shared, p: &Arc<Partition>) {
+    let mut dirty = lock(&shared.dirty);
+    let entry = dirty
+        .partitions
+        .entry(key(p))
+        .or_insert_with(|| super::shared::DirtyEntry {
+            partition: Arc::clone(p),
+            urgent: false,
+            not_before: None,
+            marked: Instant::now(),
+        });
+    entry.urgent = false;
+    entry.not_before = Some(Instant::now() + Duration::from_millis(100));
+    drop(dirty);
+    shared.dirty_changed.notify_one();
+}
+
 /// Whether a partition's unflushed records are due under the flush policy.
 fn flush_due(config: &BrokerConfig, log: &Log, now_ms: i64) -> bool {
     let (records, oldest) = log.unflushed();
@@ -254,6 +273,15 @@ pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
             // Followers fetch what is durable here, above the watermark.
             p.waiters.wake_all();
         }
+        // No descriptor left to open the recovery point's temporary file or
+        // the directory with: no fsync failed, so the flush goes again.
+        Err(e) if crate::storage::files::out_of_descriptors(&e) => {
+            shared.log_peer(format_args!(
+                "{}-{}: cannot make its records durable now, trying again: {e}",
+                p.topic, p.partition
+            ));
+            try_again_soon(shared, p);
+        }
         Err(e) => {
             // Never retried: a later fsync could succeed for pages the
             // kernel already dropped. The partition stops; acks=all waiters
@@ -296,6 +324,30 @@ mod tests {
         let again = take(&shared).expect("the mark made meanwhile is kept");
         flush_taken(&shared, &again);
         assert!(take(&shared).is_none() && lock(&shared.dirty).partitions.is_empty());
+    }
+
+    /// No descriptor left to open the recovery point's temporary file
+    /// (EMFILE) when a flush makes a rolled segment's name durable: no
+    /// fsync failed, so the partition goes on, and its flush is tried again
+    /// a little later, which shows the records.
+    #[test]
+    fn a_publish_without_a_descriptor_left_is_tried_again_not_a_stop() {
+        let (sim, shared) = shared();
+        let p = partition(&shared, "t");
+        append(&p);
+        p.lock().roll().unwrap();
+        append(&p);
+        sim.fail_next_open(|path| path.to_string_lossy().contains("recovery-point"));
+        shared.mark_dirty(&p, true);
+        let taken = take(&shared).expect("due at once");
+        flush_taken(&shared, &taken);
+        assert!(!p.failed.load(Ordering::Acquire) && !p.lock().failed());
+        assert_eq!(p.flushed_offset.load(Ordering::Acquire), 0, "not shown yet");
+        assert!(take(&shared).is_none(), "not at once");
+        std::thread::sleep(Duration::from_millis(150));
+        let again = take(&shared).expect("tried again");
+        flush_taken(&shared, &again);
+        assert_eq!(p.flushed_offset.load(Ordering::Acquire), 2);
     }
 
     #[test]

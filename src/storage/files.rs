@@ -112,7 +112,7 @@ impl FileCache {
             return Ok(Arc::clone(file));
         }
         let file = match open() {
-            Err(e) if out_of_descriptors(&e) => {
+            Err(e) if no_descriptor(&e) => {
                 self.shed();
                 open()?
             }
@@ -162,8 +162,21 @@ impl std::fmt::Debug for FileCache {
     }
 }
 
-/// Whether `e` says the process (or the system) has no descriptor left.
-fn out_of_descriptors(e: &io::Error) -> bool {
+/// Whether `e`, or an error it was caused by, says the process (or the
+/// system) had no descriptor left: an open that failed, before any write
+/// or fsync, so that trying again later is safe.
+pub fn out_of_descriptors(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut at = Some(e);
+    while let Some(e) = at {
+        if e.downcast_ref::<io::Error>().is_some_and(no_descriptor) {
+            return true;
+        }
+        at = e.source();
+    }
+    false
+}
+
+fn no_descriptor(e: &io::Error) -> bool {
     let code = e.raw_os_error();
     code == Some(nix::libc::EMFILE) || code == Some(nix::libc::ENFILE)
 }

@@ -314,8 +314,13 @@ impl Log {
         let published = self
             .record_durable(&sealed, base, size)
             .and_then(|()| self.publish_now());
-        if let Err(e) = published {
-            return Err(self.fail(&e));
+        match published {
+            // An open that found no descriptor (the recovery point's
+            // temporary file, the directory): no fsync failed; the next
+            // flush goes again.
+            Err(e) if crate::storage::files::out_of_descriptors(&e) => return Err(e),
+            Err(e) => return Err(self.fail(&e)),
+            Ok(()) => {}
         }
         self.expose(base, size, next);
         Ok(())
