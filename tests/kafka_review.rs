@@ -443,3 +443,29 @@ fn list_offsets_by_time_answers_the_records_timestamp() {
     assert!(timestamp >= before, "{timestamp} < {before}");
     assert_eq!(ask(before + 3_600_000), (-1, -1), "past every record");
 }
+
+/// Issue 26's review: a fetch that names one partition again and again
+/// (at offsets in as many sealed segments) is answered once for it, the
+/// repeats empty, as Kafka's broker keeps one ask per partition: each
+/// answer held its segment's file open until written, and 1,050 asks held
+/// the broker's last descriptors, which stopped another topic's partition.
+#[test]
+fn a_fetch_naming_a_partition_again_is_answered_once_for_it() {
+    let broker = KafkaBroker::start(&["--segment-bytes", "4KiB"]);
+    let lines: String = (0..40).map(|i| format!("{i:01000}\n")).collect();
+    bin("klog-produce")
+        .args(["-b", broker.addr(), "-t", "w", "-q", "--batch", "1"])
+        .write_stdin(lines)
+        .timeout(kafka::CLIENT_TIMEOUT)
+        .assert()
+        .success();
+    let mut stream = TcpStream::connect(&broker.kafka).unwrap();
+    let entries: Vec<(i32, i64, i32)> = (0..3).flat_map(|_| (0..40).map(|o| (0, o, 1))).collect();
+    stream
+        .write_all(&frame(1, 4, 7, &fetch_v4("w", 1 << 20, &entries)))
+        .unwrap();
+    let sizes = fetched_bytes(&response(&mut stream, Duration::from_secs(20)));
+    assert_eq!(sizes.len(), entries.len());
+    assert!(sizes[0] > 1000, "the first ask has a batch: {}", sizes[0]);
+    assert!(sizes[1..].iter().all(|&n| n == 0), "{sizes:?}");
+}

@@ -123,12 +123,18 @@ fn gather<'s>(
 ) -> (Vec<Part<'s>>, u64, bool) {
     let mut parts = Vec::with_capacity(asked.len());
     let (mut bytes, mut errors) = (0u64, false);
+    // A partition named again gets no records (see the Kafka fetch's
+    // gather): each records answer holds its segment's file open.
+    let mut seen: std::collections::HashMap<(&str, u32), Extent> = Default::default();
     for (i, a) in asked.iter().enumerate() {
+        if let Some(&extent) = seen.get(&(a.topic.as_str(), a.partition)) {
+            push_part(&mut parts, version, a, (ErrorCode::None, ""), extent, None);
+            continue;
+        }
         // Past the response's budget, the other partitions wait for the
         // next fetch.
         let left = budget.saturating_sub(bytes);
         let budget_bytes = u64::from(a.bytes_max).min(left);
-        let mut header = Vec::new();
         let mut epoch = None;
         let found = match refused.get(i).cloned().flatten() {
             Some(refusal) => Err(refusal),
@@ -163,25 +169,48 @@ fn gather<'s>(
             }
         };
         errors |= code != ErrorCode::None;
-        let len = slice.as_ref().map_or(0, Records::len);
-        bytes += len;
-        let head = protocol::FetchPartitionHead {
-            topic: &a.topic,
-            partition: a.partition,
-            error: code,
-            message: &msg,
-            start_offset: start,
-            end_offset: end,
-            leader_epoch: epoch,
-            records_len: len as u32,
-        };
-        protocol::put_fetch_partition(&mut header, version, &head);
-        parts.push(Part {
-            header,
-            records: slice,
-        });
+        bytes += slice.as_ref().map_or(0, Records::len);
+        if code == ErrorCode::None {
+            seen.insert((a.topic.as_str(), a.partition), (start, end, epoch));
+        }
+        push_part(
+            &mut parts,
+            version,
+            a,
+            (code, &msg),
+            (start, end, epoch),
+            slice,
+        );
     }
     (parts, bytes, errors)
+}
+
+/// A partition's start, end and leader epoch in a fetch's answer.
+type Extent = (u64, u64, Option<u32>);
+
+/// Adds a partition's part to a fetch's answer: its head, then its
+/// records.
+fn push_part<'s>(
+    parts: &mut Vec<Part<'s>>,
+    version: u16,
+    a: &FetchPartition,
+    (error, message): (ErrorCode, &str),
+    (start_offset, end_offset, leader_epoch): Extent,
+    records: Option<Records<'s>>,
+) {
+    let mut header = Vec::new();
+    let head = protocol::FetchPartitionHead {
+        topic: &a.topic,
+        partition: a.partition,
+        error,
+        message,
+        start_offset,
+        end_offset,
+        leader_epoch,
+        records_len: records.as_ref().map_or(0, Records::len) as u32,
+    };
+    protocol::put_fetch_partition(&mut header, version, &head);
+    parts.push(Part { header, records });
 }
 
 /// Why a replica check refused a partition of a fetch, if it did.
@@ -241,6 +270,28 @@ mod tests {
             response_head(6, 2, 1 << 32).is_err(),
             "a frame's length is a u32"
         );
+    }
+
+    #[test]
+    fn a_partition_named_again_in_a_fetch_gets_no_records() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        append(&p);
+        append(&p);
+        flush_partition(&shared, &p);
+        let ask = |offset| FetchPartition {
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            bytes_max: 1 << 20,
+            leader_epoch: None,
+        };
+        let asked = [ask(0), ask(1), ask(0)];
+        let (parts, bytes, errors) = gather(&shared, (2, false), (&asked, &[]), 1 << 30);
+        assert!(bytes > 0 && !errors);
+        assert!(parts[0].records.is_some());
+        assert!(parts[1..].iter().all(|p| p.records.is_none()));
+        assert_eq!(parts[1].header, parts[2].header, "heads of no records");
     }
 
     #[test]

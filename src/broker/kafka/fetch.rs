@@ -97,10 +97,29 @@ fn watched(asks: &[Ask<'_>]) -> Vec<FetchPartition> {
 /// Each partition's records within the response's `budget`: a partition
 /// may pass its own budget by one whole batch, and only the first
 /// partition with records may pass what is left of the response's.
+///
+/// A partition asked for again in the same fetch is answered with no
+/// records (Kafka's broker keeps one ask per partition): each records
+/// answer holds its segment's file open until it is written, and one
+/// fetch repeating a partition at the offsets of many sealed segments
+/// would hold a descriptor per ask.
 fn gather<'s>(shared: &'s Shared, asks: &[Ask<'_>], budget: u64) -> Vec<Fetched<'s>> {
-    let mut parts = Vec::with_capacity(asks.len());
+    let mut parts: Vec<Fetched<'s>> = Vec::with_capacity(asks.len());
+    let mut seen: std::collections::HashMap<(&str, i32), usize> = Default::default();
     let mut bytes = 0u64;
     for a in asks {
+        if let Some(&first) = seen.get(&(a.topic, a.partition)) {
+            let earlier = &parts[first];
+            let again = Fetched {
+                error: earlier.error,
+                high_watermark: earlier.high_watermark,
+                log_start_offset: earlier.log_start_offset,
+                records: Records::Empty,
+            };
+            parts.push(again);
+            continue;
+        }
+        seen.insert((a.topic, a.partition), parts.len());
         let left = budget.saturating_sub(bytes);
         let own = u64::try_from(a.partition_max_bytes).unwrap_or(0);
         // Past the first records, a batch larger than what is left is not
