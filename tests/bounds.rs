@@ -399,3 +399,82 @@ fn a_peer_that_never_sends_a_whole_header_is_closed_at_the_request_timeout() {
     let said = broker.wait_for_log("(3 bytes of its header came)", Duration::from_secs(20));
     assert!(said.contains("127.0.0.1:"), "{said}");
 }
+
+/// Kafka group members take only the descriptors the open-file limit
+/// keeps for them (each holds a registry entry and a claim, open files of
+/// a directory registry): past that, a join is refused, and the broker
+/// still rolls its partitions and answers. As a review found it, 622
+/// members held 698 of 700 descriptors, and the broker could not make its
+/// next segment.
+#[test]
+fn kafka_group_members_leave_the_partitions_their_open_files() {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::{GroupId, JoinGroupRequest, JoinGroupResponse};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+    if !has_prlimit() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let registry = dir.path().join("registry");
+    let mut command = std::process::Command::new("prlimit");
+    command
+        .arg("--nofile=700:700")
+        .arg(assert_cmd::cargo::cargo_bin("klog-broker"));
+    let args = [
+        "--registry",
+        registry.to_str().unwrap(),
+        "--segment-bytes",
+        "4KiB",
+    ];
+    let broker = BrokerProc::start_command(command, &dir.path().join("data"), &args);
+    produce_to(&broker.addr, "t", "first\n", &[]);
+    let mut stream = TcpStream::connect(&broker.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut join = |group: &str, member: &str| -> (i16, String) {
+        let protocol = JoinGroupRequestProtocol::default()
+            .with_name(StrBytes::from_static_str("range"))
+            .with_metadata(b"\0\0\0\0\0\x01\0\x01t\0\0\0\0".to_vec().into());
+        let request = JoinGroupRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.into())))
+            .with_session_timeout_ms(600_000)
+            .with_rebalance_timeout_ms(1_000)
+            .with_member_id(StrBytes::from_string(member.into()))
+            .with_protocol_type(StrBytes::from_static_str("consumer"))
+            .with_protocols(vec![protocol]);
+        let mut body = Vec::new();
+        request.encode(&mut body, 4).unwrap();
+        stream.write_all(&frame(11, 4, 1, &body)).unwrap();
+        let mut len = [0u8; 4];
+        stream.read_exact(&mut len).unwrap();
+        let mut answer = vec![0u8; i32::from_be_bytes(len) as usize];
+        stream.read_exact(&mut answer).unwrap();
+        let mut rest = &answer[4..];
+        let r = <JoinGroupResponse as kafka_protocol::protocol::Decodable>::decode(&mut rest, 4)
+            .unwrap();
+        (r.error_code, r.member_id.to_string())
+    };
+    let (mut joined, mut refused) = (0, 0);
+    for g in 0..400 {
+        let group = format!("g{g}");
+        let (code, id) = join(&group, "");
+        let code = if code == 79 {
+            join(&group, &id).0
+        } else {
+            code
+        };
+        match code {
+            0 => joined += 1,
+            _ => refused += 1,
+        }
+    }
+    assert!(
+        joined >= 16 && refused > 0,
+        "{joined} joined, {refused} refused"
+    );
+    // The broker still makes segments (three files each) and answers.
+    let lines: String = (0..2000).map(|i| format!("{i:0100}\n")).collect();
+    produce_to(&broker.addr, "t", &lines, &["--batch", "20"]);
+    assert_eq!(consume_from(&broker.addr, "t", &[]).lines().count(), 2001);
+}

@@ -189,6 +189,19 @@ const FILES_PER_PARTITION: u64 = 7;
 /// the registry, the data directory's lock, a follower's connections.
 const FILES_SPARE: u64 = 256;
 
+/// The most Kafka group members a broker holds: each holds a registry
+/// entry and the claims of its partitions, open files of a directory
+/// registry (two kept for each). A sixteenth of the open-file limit, from
+/// 16 to 5,000.
+pub(super) fn kafka_members_max() -> usize {
+    (limits::open_files_max() / 16).clamp(16, 5000) as usize
+}
+
+/// Files kept for sealed segments' cached files and Kafka group members.
+fn files_beside_partitions() -> u64 {
+    (crate::storage::files::capacity() + 2 * kafka_members_max()) as u64
+}
+
 /// Files a connection holds at most: its socket, the clone a shutdown
 /// stops it through, its writer's clone, and under TLS the pair of sockets
 /// between it and its TLS pump.
@@ -486,8 +499,8 @@ impl Shared {
         // Partitions first: a connection refused for want of a file is
         // one client's retry, a partition that cannot open is a broker
         // that cannot start.
-        let cached = crate::storage::files::capacity() as u64;
-        let fit = files.saturating_sub(FILES_SPARE + cached) / FILES_PER_PARTITION;
+        let others = FILES_SPARE + files_beside_partitions();
+        let fit = files.saturating_sub(others) / FILES_PER_PARTITION;
         if count as u64 > fit {
             return Err(Error::TooMany {
                 what: "partitions for this process's open-file limit (ulimit -n)",
@@ -504,8 +517,7 @@ impl Shared {
     /// retry; a roll that cannot create its files stops a partition.
     pub(super) fn connections_room(&self) -> usize {
         let partitions = self.read_topics().values().flatten().flatten().count() as u64;
-        let cached = crate::storage::files::capacity() as u64;
-        let reserved = FILES_SPARE + cached + partitions * FILES_PER_PARTITION;
+        let reserved = FILES_SPARE + files_beside_partitions() + partitions * FILES_PER_PARTITION;
         let room = limits::open_files_max().saturating_sub(reserved) / FILES_PER_CONNECTION;
         usize::try_from(room).unwrap_or(usize::MAX)
     }

@@ -222,7 +222,10 @@ fn start_coordinator(shared: &Arc<Shared>) -> std::io::Result<Arc<group::Coordin
         registry,
         move |topic| counts.read_topics().get(topic).map(|p| p.len() as u32),
         move || stops.stopping(),
-        group::CoordinatorConfig::default(),
+        group::CoordinatorConfig {
+            members_total_max: super::shared::kafka_members_max(),
+            ..group::CoordinatorConfig::default()
+        },
     )
 }
 
