@@ -8,7 +8,7 @@
 //! broker may keep, and a data directory it wrote past that bound one it
 //! could not open again. So a sealed segment's file is looked up here by
 //! the segment's key, and opened again by its path when it is not held;
-//! the cache keeps at most [`capacity`] of them, a quarter of the
+//! the cache keeps at most [`capacity`] of them, an eighth of the
 //! process's open-file limit (at least 16, at most 10,000). A reader keeps
 //! the file it was given open for as long as it holds it (a `sendfile` in
 //! progress), whatever the cache closes meanwhile.
@@ -32,7 +32,7 @@ use lru::LruCache;
 use crate::storage::fs::{VFile, Vfs};
 use crate::sync::lock;
 
-/// Sealed segment files a process keeps open at most: a quarter of its
+/// Sealed segment files a process keeps open at most: an eighth of its
 /// open-file limit as it is at the first open, from 16 to 10,000.
 pub fn capacity() -> usize {
     CACHE.capacity()
@@ -40,7 +40,7 @@ pub fn capacity() -> usize {
 
 /// The cache of this process.
 static CACHE: LazyLock<FileCache> = LazyLock::new(|| {
-    let files = crate::limits::open_files_max() / 4;
+    let files = crate::limits::open_files_max() / 8;
     FileCache::new(files.clamp(16, 10_000) as usize)
 });
 
