@@ -1354,8 +1354,10 @@ fn a_damaged_acl_entry_is_named_and_cleared() {
             "open",
         ],
     );
+    // Torn: the deny rule is still there to read, not to parse.
     let file = dir.path().join("reg/config/acls/topic.literal.secret.json");
-    std::fs::write(&file, b"{\"pattern\":").unwrap();
+    let whole = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &whole[..whole.len() - 3]).unwrap();
     let out = run(
         "klog-broker",
         &strings(&["--registry", &registry, "acl", "list"]),
@@ -1367,8 +1369,21 @@ fn a_damaged_acl_entry_is_named_and_cleared() {
         err.contains("klog-broker acl clear --topic 'secret'"),
         "{err}"
     );
+    assert!(err.contains("deny rules too"), "{err}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("User:alice"));
-    admin(&registry, &["acl", "clear", "--topic", "secret"]);
+    // Doing what it says: the clear shows the rules the entry held, the
+    // deny among them, for the operator to add back.
+    let cleared = run(
+        "klog-broker",
+        &strings(&["--registry", &registry, "acl", "clear", "--topic", "secret"]),
+        "",
+    );
+    assert!(cleared.status.success(), "{}", stderr(&cleared));
+    let said = stderr(&cleared);
+    assert!(
+        said.contains("User:mallory") && said.contains("acl add"),
+        "{said}"
+    );
     let out = run(
         "klog-broker",
         &strings(&["--registry", &registry, "acl", "list"]),

@@ -390,10 +390,17 @@ pub fn run_acl(registry: Option<&Path>, command: &AclCommand) -> anyhow::Result<
             ));
         }
         AclCommand::Clear(r) => {
-            if !acl::remove_all(&*registry, &r.pattern())? {
+            let Some(held) = acl::remove_all(&*registry, &r.pattern())? else {
                 anyhow::bail!("no rules on {}", r.pattern());
-            }
-            crate::diag::line(format_args!("% Removed every rule of {}", r.pattern()));
+            };
+            // Its rules, deny ones too, as they were (damaged or not): what
+            // to add back is the operator's to see.
+            crate::diag::line(format_args!(
+                "% Removed every rule of {} (deny rules too); the entry held:\n{}\n% Add back \
+                 what the resource needs with klog-broker acl add",
+                r.pattern(),
+                String::from_utf8_lossy(&held).trim_end()
+            ));
         }
         AclCommand::List => return list_acls(&*registry),
     }

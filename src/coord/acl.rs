@@ -319,7 +319,9 @@ fn entries(registry: &dyn Registry) -> Result<Vec<(String, std::result::Result<A
         let parsed = parse(&bytes).map_err(|e| {
             format!(
                 "the ACL entry {ACLS}/{key} does not parse ({e}), and counts as a deny of all to \
-                 everyone on its resource: `klog-broker acl clear {}` removes it",
+                 everyone on its resource: `klog-broker acl clear {}` removes it, and every rule \
+                 it held, deny rules too (it prints them as they were): add back those the \
+                 resource needs with `klog-broker acl add`",
                 clear_args(&key)
             )
         });
@@ -418,16 +420,16 @@ fn update(
     })
 }
 
-/// Removes a pattern's entry whatever it holds, damaged or not; whether
-/// there was one.
-pub fn remove_all(registry: &dyn Registry, pattern: &Pattern) -> Result<bool> {
+/// Removes a pattern's entry whatever it holds, damaged or not; what it
+/// held, if there was one.
+pub fn remove_all(registry: &dyn Registry, pattern: &Pattern) -> Result<Option<Vec<u8>>> {
     check(pattern)?;
-    let mut existed = false;
+    let mut removed = None;
     registry.update_config(ACLS, &pattern.key(), &mut |stored| {
-        existed = stored.is_some();
+        removed = stored.map(<[u8]>::to_vec);
         Ok(None)
     })?;
-    Ok(existed)
+    Ok(removed)
 }
 
 /// A principal as rules name it: `User:NAME`, `User:CN=...` or `User:*`.
@@ -650,7 +652,7 @@ mod tests {
         assert_eq!(pattern_of_key("group.any").unwrap().name, "*");
         assert!(pattern_of_key("stray").is_none());
         assert!(add(&registry, &secret, rule_of("User:b")).is_err());
-        assert!(remove_all(&registry, &secret).unwrap());
+        assert!(remove_all(&registry, &secret).unwrap().is_some());
         let acls = load(&registry).unwrap();
         assert!(acls.iter().all(|a| a.pattern != secret), "{acls:?}");
         assert!(load_each(&registry).unwrap().iter().all(Result::is_ok));
