@@ -292,6 +292,10 @@ mod tests {
         assert_eq!(refused.unwrap_err().raw_os_error(), Some(nix::libc::ENFILE));
     }
 
+    /// Held by the tests that clear the process's cache or count what it
+    /// holds, so that one never runs while the other does.
+    static PROCESS_CACHE: Mutex<()> = Mutex::new(());
+
     /// The descriptors this process holds on files in `dir`, and on
     /// those among them that are deleted.
     fn open_in(dir: &Path) -> (usize, usize) {
@@ -313,6 +317,7 @@ mod tests {
     /// segments retention removes are closed with them, cached or not.
     #[test]
     fn sealed_segments_are_read_after_their_files_are_closed_and_closed_when_removed() {
+        let _alone = PROCESS_CACHE.lock();
         use crate::storage::fs::RealFs;
         use crate::storage::log::{Log, LogConfig, OpenOptions};
         use crate::storage::record::BatchBuilder;
@@ -359,6 +364,7 @@ mod tests {
 
     #[test]
     fn a_key_dropped_closes_its_file() {
+        let _alone = PROCESS_CACHE.lock();
         let sim = SimFs::new();
         let key = Key::new();
         let file = key.file(|| Ok(sim_file(&sim, "/k"))).unwrap();
