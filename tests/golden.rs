@@ -995,6 +995,7 @@ fn member() -> MemberInfo {
         member: "member-a".into(),
         pid: 4343,
         topics: vec!["clicks".into(), "logs".into()],
+        coordinator: None,
     }
 }
 
@@ -1097,6 +1098,7 @@ fn registry_member_entry() {
             member: "member-a".into(),
             pid: 4343,
             topics: vec!["clicks".into(), "logs".into()],
+            coordinator: None,
         }]
     );
     entry.update(&decoded[0]).unwrap();

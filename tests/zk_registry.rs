@@ -39,6 +39,7 @@ fn member(id: &str) -> MemberInfo {
         member: id.into(),
         pid: std::process::id(),
         topics: vec!["t".into()],
+        coordinator: None,
     }
 }
 

@@ -123,6 +123,11 @@ pub struct MemberInfo {
     pub pid: u32,
     /// Topics it subscribes to.
     pub topics: Vec<String>,
+    /// A Kafka member of a group whose leader (a client's assignor)
+    /// assigns the partitions: the id of the broker that coordinates the
+    /// group. Such a group is Kafka clients' alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coordinator: Option<String>,
 }
 
 /// Where a topic's partitions are: the replicas of each, in order.

@@ -563,6 +563,7 @@ mod tests {
             member: "m1".into(),
             pid: 8,
             topics: vec!["t".into()],
+            coordinator: None,
         };
         let row = |partition, committed, end| OffsetRow {
             group: "g".into(),

@@ -102,6 +102,45 @@ pub fn python2() -> Option<PathBuf> {
     None
 }
 
+/// Node.js with kafkajs 2.2.4: `node` on the `PATH`, and the
+/// `node_modules` directory `bash .ci/test` installs kafkajs into,
+/// `target/kafkajs/node_modules` of the checkout.
+pub fn kafkajs() -> Option<(PathBuf, PathBuf)> {
+    let modules = checkout_target().join("kafkajs/node_modules");
+    let node = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("node"))
+            .find(|p| p.is_file())
+    });
+    let version = std::fs::read_to_string(modules.join("kafkajs/package.json")).ok();
+    let pinned = version.is_some_and(|v| v.contains("\"version\": \"2.2.4\""));
+    match node {
+        Some(node) if pinned => Some((node, modules)),
+        _ => missing(
+            &format!("node with kafkajs 2.2.4 in {}", modules.display()),
+            "run bash .ci/test, which installs it",
+        ),
+    }
+}
+
+/// Runs `tests/kafka/SCRIPT` with node and kafkajs and `args`, killed
+/// after `timeout`; fails unless it succeeds; returns its stdout.
+pub fn run_node(
+    kafkajs: &(PathBuf, PathBuf),
+    name: &str,
+    args: &[&str],
+    timeout: Duration,
+) -> String {
+    let mut command = std::process::Command::new(&kafkajs.0);
+    command
+        .env("NODE_PATH", &kafkajs.1)
+        .arg(script(name))
+        .args(args);
+    let out = run_bounded(command, b"", timeout);
+    assert_ok(&format!("{name} {}", args.join(" ")), &out);
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
 /// The path of a Python client script under `tests/kafka/`.
 pub fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -150,8 +150,8 @@ fn refuse(
     }
 }
 
-/// FindCoordinator: this broker, for every group (transactions have
-/// none).
+/// FindCoordinator: this broker, for every group but one whose leader
+/// assigns and another broker coordinates (transactions have none).
 fn find_coordinator(
     kafka: &Kafka,
     r: &FindCoordinatorRequest<'_>,
@@ -160,6 +160,19 @@ fn find_coordinator(
     out: &mut Vec<u8>,
 ) {
     let group = r.key_type == 0;
+    let elsewhere = group
+        .then(|| kafka.coordinator.coordinator_of(r.key))
+        .flatten()
+        .and_then(|b| super::metadata::kafka_node(&b));
+    let (node_id, host, port) = match &elsewhere {
+        Some(node) => (node.node_id, node.host.as_str(), node.port),
+        None if group => (
+            kafka.node_id,
+            kafka.advertised.0.as_str(),
+            i32::from(kafka.advertised.1),
+        ),
+        None => (-1, "", -1),
+    };
     let response = FindCoordinatorResponse {
         throttle_time_ms: 0,
         error_code: if group {
@@ -168,18 +181,14 @@ fn find_coordinator(
             kafka::COORDINATOR_NOT_AVAILABLE
         },
         error_message: (!group).then_some("klog has no transactions"),
-        node_id: if group { kafka.node_id } else { -1 },
-        host: if group { &kafka.advertised.0 } else { "" },
-        port: if group {
-            i32::from(kafka.advertised.1)
-        } else {
-            -1
-        },
+        node_id,
+        host,
+        port,
     };
     frame(out, id, |out| response.encode(version, out));
 }
 
-/// JoinGroup: the member's eager protocol and subscription, then the
+/// JoinGroup: the member's protocols and subscription, then the
 /// coordinator's answer (which may wait for the rebalance).
 fn join_group(
     c: &Coordinator,
@@ -200,20 +209,57 @@ fn join_group(
         };
         frame(out, id, |out| response.encode(version, out));
     };
+    let Some(join) = join_of(header, r) else {
+        return refuse(out, kafka::INCONSISTENT_GROUP_PROTOCOL);
+    };
+    let joined = c.join(join);
+    let members = joined
+        .members
+        .iter()
+        .map(|(member_id, metadata)| JoinGroupResponseMember {
+            member_id,
+            group_instance_id: None,
+            metadata,
+        })
+        .collect();
+    let response = JoinGroupResponse {
+        throttle_time_ms: 0,
+        error_code: joined.error,
+        generation_id: joined.generation,
+        protocol_name: &joined.protocol,
+        leader: &joined.leader_id,
+        member_id: &joined.member_id,
+        members,
+    };
+    frame(out, id, |out| response.encode(version, out));
+}
+
+/// The JoinGroup request as the coordinator takes it: the protocols (the
+/// broker's where it runs one the member offers) and the subscription's
+/// topics and owned partitions; `None` for a request that is not a
+/// consumer's (INCONSISTENT_GROUP_PROTOCOL).
+fn join_of(header: &RequestHeader<'_>, r: &JoinGroupRequest<'_>) -> Option<Join> {
+    if r.protocol_type != "consumer" {
+        return None;
+    }
     let names: Vec<&str> = r.protocols.iter().map(|p| p.name).collect();
-    let chosen = (r.protocol_type == "consumer")
-        .then(|| eager_protocol(&names))
-        .flatten();
-    let Some(protocol) = chosen else {
-        return refuse(out, kafka::INCONSISTENT_GROUP_PROTOCOL);
-    };
-    let metadata = r.protocols.iter().find(|p| p.name == protocol);
-    let subscription = metadata.map(|p| ConsumerProtocolSubscription::decode(p.metadata));
-    let Some(Ok(subscription)) = subscription else {
-        return refuse(out, kafka::INCONSISTENT_GROUP_PROTOCOL);
-    };
+    // The broker assigns where it runs an assignor the member offers; the
+    // group's leader assigns otherwise (its first protocol's subscription
+    // says the topics).
+    let broker_assigns = eager_protocol(&names);
+    let offered = r
+        .protocols
+        .iter()
+        .filter(|p| broker_assigns.is_none_or(|b| b == p.name));
+    let first = offered.clone().next()?;
+    let subscription = ConsumerProtocolSubscription::decode(first.metadata).ok()?;
+    let owned = subscription.owned_partitions.iter().flat_map(|tp| {
+        let partitions = tp.partitions.iter().filter_map(|&p| u32::try_from(p).ok());
+        partitions.map(|p| (tp.topic.to_string(), p))
+    });
     let ms = |v: i32| Duration::from_millis(u64::try_from(v).unwrap_or(0));
-    let joined = c.join(Join {
+    let version = header.api_version;
+    Some(Join {
         group: r.group_id.to_string(),
         member_id: r.member_id.to_string(),
         client_id: header.client_id.unwrap_or_default().to_string(),
@@ -221,17 +267,12 @@ fn join_group(
         rebalance_timeout: (version >= 1).then(|| ms(r.rebalance_timeout_ms)),
         topics: subscription.topics.iter().map(|t| t.to_string()).collect(),
         member_id_required: version >= 4,
-    });
-    let response = JoinGroupResponse {
-        throttle_time_ms: 0,
-        error_code: joined.error,
-        generation_id: joined.generation,
-        protocol_name: protocol,
-        leader: &joined.leader_id,
-        member_id: &joined.member_id,
-        members: Vec::new(),
-    };
-    frame(out, id, |out| response.encode(version, out));
+        protocols: offered
+            .map(|p| (p.name.to_string(), p.metadata.to_vec()))
+            .collect(),
+        leader_assigns: broker_assigns.is_none(),
+        owned: owned.collect(),
+    })
 }
 
 /// SyncGroup: the member's partitions, as the consumer protocol's
@@ -241,9 +282,16 @@ fn sync_group(c: &Coordinator, r: &SyncGroupRequest<'_>, version: i16, id: i32, 
         group: r.group_id.to_string(),
         member_id: r.member_id.to_string(),
         generation: r.generation_id,
+        assignments: r
+            .assignments
+            .iter()
+            .map(|a| (a.member_id.to_string(), a.assignment.to_vec()))
+            .collect(),
     });
     let mut assignment = Vec::new();
-    if synced.error == kafka::NONE {
+    if let Some(raw) = synced.raw {
+        assignment = raw;
+    } else if synced.error == kafka::NONE {
         ConsumerProtocolAssignment {
             version: 0,
             assigned_partitions: synced

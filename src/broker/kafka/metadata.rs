@@ -96,7 +96,7 @@ pub(super) fn metadata(
 }
 
 /// A registered broker with a Kafka listener, as a node.
-fn kafka_node(b: &BrokerInfo) -> Option<Node> {
+pub(super) fn kafka_node(b: &BrokerInfo) -> Option<Node> {
     let (host, port) = b.kafka.as_deref()?.rsplit_once(':')?;
     Some(Node {
         node_id: node_id(&b.id),

@@ -45,7 +45,9 @@
 //! the registry that have a Kafka listener (their `--kafka-advertised`
 //! address), or this broker alone without a registry; a partition's
 //! leader, replicas and ISR are the registry's. Every broker is the
-//! coordinator of every group: the paper's rebalance needs no master.
+//! coordinator of every group the broker assigns: the paper's rebalance
+//! needs no master; a group whose leader assigns (a client's own
+//! assignor) has one coordinator ([`group`]'s `classic`).
 
 use std::net::SocketAddr;
 
@@ -218,12 +220,15 @@ fn start_coordinator(shared: &Arc<Shared>) -> std::io::Result<Arc<group::Coordin
     };
     let counts = Arc::clone(shared);
     let stops = Arc::clone(shared);
+    let logs = Arc::clone(shared);
     group::Coordinator::start(
         registry,
         move |topic| counts.read_topics().get(topic).map(|p| p.len() as u32),
         move || stops.stopping(),
+        move |line| logs.log_peer(line),
         group::CoordinatorConfig {
             members_total_max: super::shared::kafka_members_max(),
+            broker_id: shared.broker_id.clone(),
             ..group::CoordinatorConfig::default()
         },
     )

@@ -601,6 +601,7 @@ mod tests {
             member: "m".into(),
             pid: 1,
             topics: vec!["t".into()],
+            coordinator: None,
         };
         assert!(reg.join("g", &info, T).is_err());
         assert!(reg.claim("g", "t", 0, "m", T).is_err());
@@ -634,6 +635,7 @@ mod tests {
                     member: format!("m{i}"),
                     pid: 1,
                     topics: vec!["t".into()],
+                    coordinator: None,
                 };
                 let entry = reg.join("g", &info, T).unwrap();
                 let names: Vec<_> = reg
@@ -678,6 +680,7 @@ mod tests {
             member: m.into(),
             pid: 1,
             topics: vec!["t".into()],
+            coordinator: None,
         };
         let b = reg.join("g", &info("b"), T).unwrap();
         let a = reg.join("g", &info("a"), T).unwrap();
@@ -929,6 +932,7 @@ mod tests {
             member: m.into(),
             pid: 1,
             topics: vec!["t".into()],
+            coordinator: None,
         };
         let a = reg
             .join("g", &info("a"), Duration::from_millis(500))

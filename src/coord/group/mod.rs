@@ -145,6 +145,7 @@ impl Share {
             member: member.clone(),
             pid: std::process::id(),
             topics: vec![topic.to_string()],
+            coordinator: None,
         };
         let entry = registry.join(group, &info, session_timeout)?;
         Ok(Share {
@@ -187,6 +188,7 @@ impl Share {
             member: self.member.clone(),
             pid: std::process::id(),
             topics: vec![self.topic.clone()],
+            coordinator: None,
         };
         // The old entry goes first: the same id cannot live twice.
         self.entry = None;
@@ -198,9 +200,26 @@ impl Share {
         Ok(())
     }
 
-    /// The live members subscribed to the topic, ordered by id.
+    /// The live members subscribed to the topic, ordered by id; an error
+    /// when Kafka clients whose leader assigns partitions hold the group
+    /// (Algorithm 1 cannot share it with their assignor).
     fn subscribers(&self) -> Result<Vec<String>> {
-        subscribers(&*self.registry, &self.group, &self.topic)
+        let members = self.registry.members(&self.group)?;
+        if let Some(kafka) = members.iter().find(|m| m.coordinator.is_some()) {
+            return Err(Error::Config(format!(
+                "group {:?} is used by Kafka clients whose own assignor shares out its \
+                 partitions (member {}, coordinated by broker {}): klog members cannot \
+                 share it; consume with another group",
+                self.group,
+                kafka.member,
+                kafka.coordinator.as_deref().unwrap_or_default()
+            )));
+        }
+        Ok(members
+            .into_iter()
+            .filter(|m| m.topics.contains(&self.topic))
+            .map(|m| m.member)
+            .collect())
     }
 
     /// Claims the range Algorithm 1 gives this member among `members` (the
@@ -817,6 +836,7 @@ mod tests {
             member: "b".into(),
             pid: 1,
             topics: vec!["u".into()],
+            coordinator: None,
         };
         let _other = reg.join("g", &other, T).unwrap();
         let mut b = share(&reg, "bb");

@@ -3,18 +3,24 @@
 //! Kafka clients and `klog-consume -G` members share one group, its
 //! partitions and its committed offsets.
 //!
-//! # Every broker coordinates every group
+//! # Every broker coordinates every group the broker assigns
 //!
 //! Algorithm 1 needs no master: every member computes its own share from
 //! the registry's sorted members and the topic's partition count, and
 //! claims it there. So FindCoordinator answers "this broker" for every
-//! group, and each broker's coordinator speaks for the Kafka members that
+//! such group, and each broker's coordinator speaks for the Kafka members that
 //! connected to it. A Kafka member is entered in the registry group at its
 //! first join (`MemberInfo { member, pid: the broker's, topics }`, with its
 //! session timeout as the lease), so `klog-consume -G` members count it,
 //! and it counts them.
 //!
 //! # The protocol, eager, and the broker assigns
+//!
+//! So it is for a member that offers `range` or `roundrobin` (the
+//! protocol answered is the first of those it offered). A member that
+//! offers only other assignors is in a group whose leader assigns, with
+//! Kafka's classic protocol and one coordinator (the `classic` module);
+//! the two kinds never share a group.
 //!
 //! - **Join**: a new member gets its id (`{client_id}-{random}`, made a
 //!   registry name) in the first answer; from JoinGroup v4 on, that answer
@@ -71,31 +77,33 @@ use crate::error::Error;
 use crate::random::XorShift;
 use crate::sync::lock;
 
+mod classic;
 mod offsets;
 mod state;
 mod sync;
 mod tick;
 
-use state::{Group, Member};
+use state::{Classic, Group, Member};
 
 // Kafka's error codes, as the codec names them.
 pub(crate) use crate::kafka::{
-    COORDINATOR_NOT_AVAILABLE, GROUP_MAX_SIZE_REACHED, ILLEGAL_GENERATION, INVALID_GROUP_ID,
-    INVALID_REQUEST, INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED, NONE, REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID, UNKNOWN_SERVER_ERROR, UNKNOWN_TOPIC_OR_PARTITION,
+    COORDINATOR_NOT_AVAILABLE, GROUP_MAX_SIZE_REACHED, ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL, INVALID_GROUP_ID, INVALID_REQUEST, INVALID_SESSION_TIMEOUT,
+    MEMBER_ID_REQUIRED, NONE, NOT_COORDINATOR, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID,
+    UNKNOWN_SERVER_ERROR, UNKNOWN_TOPIC_OR_PARTITION,
 };
 
-/// The leader every member is told of: the coordinator itself, so that no
-/// client runs an assignor.
+/// The leader every member of a group the broker assigns is told of: the
+/// coordinator itself, so that no client runs an assignor.
 pub(crate) const LEADER_ID: &str = "klog-coordinator";
 
-/// The assignment protocols a member may use, in order of preference:
-/// eager ones only, since a join gives up every partition.
+/// The assignors the broker runs for a member that offers one (Algorithm
+/// 1 stands for both): eager ones, since a join gives up every partition.
 pub(crate) const EAGER_PROTOCOLS: [&str; 2] = ["range", "roundrobin"];
 
-/// The protocol to answer a join with, among the names the member offered
-/// (its preference order kept): the first eager one; `None` (answer
-/// INCONSISTENT_GROUP_PROTOCOL) when it offered only cooperative ones.
+/// The protocol the broker assigns with, among the names the member
+/// offered (its preference order kept): the first it runs; `None` when it
+/// runs none of them, and the group's leader assigns.
 pub(crate) fn eager_protocol<'a>(offered: &[&'a str]) -> Option<&'a str> {
     offered
         .iter()
@@ -122,6 +130,10 @@ pub(crate) struct CoordinatorConfig {
     /// The most Kafka members on this broker, over all groups (each holds
     /// a registry entry, an open file of a directory registry).
     pub(crate) members_total_max: usize,
+    /// This broker's id: the registry entries of members of a group whose
+    /// leader assigns name it, so that every broker sends such a group's
+    /// members here.
+    pub(crate) broker_id: String,
 }
 
 impl Default for CoordinatorConfig {
@@ -134,6 +146,7 @@ impl Default for CoordinatorConfig {
             members_max: 1000,
             groups_max: 1000,
             members_total_max: 5000,
+            broker_id: String::new(),
         }
     }
 }
@@ -153,6 +166,15 @@ pub(crate) struct Join {
     /// A new member gets its id with MEMBER_ID_REQUIRED and enters when it
     /// joins with it (JoinGroup v4 and later, KIP-394).
     pub(crate) member_id_required: bool,
+    /// The protocols it offers (name, metadata), in its order of
+    /// preference; where the broker assigns, only the one it chose.
+    pub(crate) protocols: Vec<(String, Vec<u8>)>,
+    /// Whether the group's leader assigns: the member offered no
+    /// protocol the broker runs ([`eager_protocol`]).
+    pub(crate) leader_assigns: bool,
+    /// The partitions it still owns as it joins (a cooperative member's,
+    /// KIP-429): their claims are kept.
+    pub(crate) owned: Vec<(String, u32)>,
 }
 
 /// A JoinGroup answer.
@@ -161,26 +183,32 @@ pub(crate) struct Joined {
     pub(crate) error: i16,
     pub(crate) generation: i32,
     pub(crate) member_id: String,
-    /// Always [`LEADER_ID`].
+    /// The group's protocol.
+    pub(crate) protocol: String,
+    /// [`LEADER_ID`] where the broker assigns, else the leader's id.
     pub(crate) leader_id: String,
-    /// The members and their metadata for a leader: always empty, since no
-    /// member leads.
+    /// The members and their metadata, for the leader of a group whose
+    /// leader assigns; else empty.
     pub(crate) members: Vec<(String, Vec<u8>)>,
 }
 
-/// A SyncGroup request, decoded (a follower's: no assignments).
+/// A SyncGroup request, decoded.
 #[derive(Debug, Clone)]
 pub(crate) struct Sync {
     pub(crate) group: String,
     pub(crate) member_id: String,
     pub(crate) generation: i32,
+    /// The leader's assignment of each member (empty from the others).
+    pub(crate) assignments: Vec<(String, Vec<u8>)>,
 }
 
-/// A SyncGroup answer: the member's partitions of each subscribed topic.
+/// A SyncGroup answer: the member's partitions of each subscribed topic,
+/// and where the group's leader assigns, the bytes it sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Synced {
     pub(crate) error: i16,
     pub(crate) assignment: Vec<(String, Vec<i32>)>,
+    pub(crate) raw: Option<Vec<u8>>,
 }
 
 /// A topic's partition count as the broker knows it (its own store), for
@@ -191,6 +219,7 @@ pub(crate) type PartitionCount = dyn Fn(&str) -> Option<u32> + Send + std::marke
 /// threads (see the module's docs).
 pub(crate) struct Coordinator {
     registry: Arc<dyn Registry>,
+    log: Box<dyn Fn(std::fmt::Arguments<'_>) + Send + std::marker::Sync>,
     partition_count: Box<PartitionCount>,
     stopping: Box<dyn Fn() -> bool + Send + std::marker::Sync>,
     config: CoordinatorConfig,
@@ -215,11 +244,13 @@ impl std::fmt::Debug for Coordinator {
 impl Coordinator {
     /// A coordinator over `registry`, with its thread that looks after the
     /// groups; `partition_count` answers for topics the registry has not
-    /// placed, and `stopping` says when the broker stops.
+    /// placed, `stopping` says when the broker stops, and `log` writes a
+    /// line to the broker's log.
     pub(crate) fn start(
         registry: Arc<dyn Registry>,
         partition_count: impl Fn(&str) -> Option<u32> + Send + std::marker::Sync + 'static,
         stopping: impl Fn() -> bool + Send + std::marker::Sync + 'static,
+        log: impl Fn(std::fmt::Arguments<'_>) + Send + std::marker::Sync + 'static,
         config: CoordinatorConfig,
     ) -> std::io::Result<Arc<Coordinator>> {
         let nanos = std::time::SystemTime::now()
@@ -227,6 +258,7 @@ impl Coordinator {
             .map_or(0, |d| d.as_nanos() as u64);
         let coordinator = Arc::new(Coordinator {
             registry,
+            log: Box::new(log),
             partition_count: Box::new(partition_count),
             stopping: Box::new(stopping),
             config,
@@ -291,7 +323,8 @@ impl Coordinator {
             error,
             generation: -1,
             member_id: member_id.to_string(),
-            leader_id: LEADER_ID.to_string(),
+            protocol: String::new(),
+            leader_id: String::new(),
             members: Vec::new(),
         };
         if crate::coord::registry::check_name("group", &join.group).is_err() {
@@ -321,13 +354,19 @@ impl Coordinator {
         };
         self.changed.notify_all();
         let (groups, result) = self.await_generation(groups, &join.group, &member_id);
-        drop(groups);
-        match result {
-            Ok(generation) => Joined {
-                generation,
-                ..answer(NONE, &member_id)
-            },
-            Err(error) => answer(error, &member_id),
+        match (result, groups.get(&join.group)) {
+            (Ok(generation), Some(group)) => {
+                let (protocol, leader_id, members) = group.join_answer(&member_id, &join);
+                Joined {
+                    generation,
+                    protocol,
+                    leader_id,
+                    members,
+                    ..answer(NONE, &member_id)
+                }
+            }
+            (Ok(_), None) => answer(UNKNOWN_MEMBER_ID, &member_id),
+            (Err(error), _) => answer(error, &member_id),
         }
     }
 
@@ -338,7 +377,17 @@ impl Coordinator {
         if join.member_id.is_empty() {
             self.room_for_a_member(groups, &join.group)?;
         }
+        self.check_mode(groups, join)?;
         let group = groups.entry(join.group.clone()).or_default();
+        if group.members.is_empty() {
+            group.classic = join.leader_assigns.then(Classic::default);
+        }
+        let classic = group.classic.is_some();
+        let protocols = if classic {
+            join.protocols.clone()
+        } else {
+            Vec::new()
+        };
         let mut topics: Vec<String> = join
             .topics
             .iter()
@@ -357,22 +406,10 @@ impl Coordinator {
                 return Err(GROUP_MAX_SIZE_REACHED);
             }
             let given = given.then_some(join.member_id.as_str());
-            let (id, entry) = self.enter_registry(join, &topics, given)?;
-            let member = Member {
-                session_timeout: join.session_timeout,
-                rebalance_timeout,
-                topics: topics.clone(),
-                entry: Some(entry),
-                claims: Vec::new(),
-                assignment: None,
-                seen: BTreeMap::new(),
-                generation: None,
-                rejoined: true,
-                busy: 0,
-                last_seen: now,
-                renewed: now,
-                recheck: false,
-            };
+            let (id, entry) = self.enter_registry(join, &topics, given, classic)?;
+            let mut member = Member::new(Some(entry), join.session_timeout, rebalance_timeout, now);
+            member.topics = topics;
+            member.protocols = protocols;
             group.members.insert(id.clone(), member);
             id
         } else {
@@ -380,19 +417,20 @@ impl Coordinator {
                 return Err(UNKNOWN_MEMBER_ID);
             };
             if member.topics != topics {
-                let info = self.member_info(&join.member_id, &topics);
+                let info = self.member_info(&join.member_id, &topics, classic);
                 if let Some(entry) = &member.entry {
                     entry.update(&info).map_err(|e| error_code(&e))?;
                 }
             }
             member.topics = topics;
+            member.protocols = protocols;
             member.session_timeout = join.session_timeout;
             member.rebalance_timeout = rebalance_timeout;
             join.member_id.clone()
         };
         group.start_rebalance(now);
         let member = group.members.get_mut(&id).expect("entered above");
-        member.release();
+        member.release_except(if classic { &join.owned } else { &[] });
         member.rejoined = true;
         member.generation = None;
         member.busy += 1;
@@ -432,11 +470,14 @@ impl Coordinator {
         Ok(id)
     }
 
-    fn member_info(&self, member: &str, topics: &[String]) -> MemberInfo {
+    /// A member's registry entry; `classic` where the group's leader
+    /// assigns (the entry names this broker then).
+    fn member_info(&self, member: &str, topics: &[String], classic: bool) -> MemberInfo {
         MemberInfo {
             member: member.to_string(),
             pid: std::process::id(),
             topics: topics.to_vec(),
+            coordinator: classic.then(|| self.config.broker_id.clone()),
         }
     }
 
@@ -447,11 +488,12 @@ impl Coordinator {
         join: &Join,
         topics: &[String],
         given: Option<&str>,
+        classic: bool,
     ) -> Result<(String, crate::coord::Ephemeral), i16> {
         let mut tries = 0;
         loop {
             let id = given.map_or_else(|| self.new_member_id(&join.client_id), str::to_string);
-            let info = self.member_info(&id, topics);
+            let info = self.member_info(&id, topics, classic);
             match self.registry.join(&join.group, &info, join.session_timeout) {
                 Ok(entry) => return Ok((id, entry)),
                 Err(Error::InUse { .. }) if given.is_none() && tries < 3 => tries += 1,

@@ -1,7 +1,8 @@
 //! What the coordinator knows of a group's Kafka members on this broker:
 //! their generation, who has rejoined during a rebalance, the registry
-//! entries and claims it holds for each. Only the coordinator's lock
-//! reaches it.
+//! entries and claims it holds for each, and where a client's assignor
+//! assigns, the classic protocol's leader and assignments. Only the
+//! coordinator's lock reaches it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -55,13 +56,57 @@ pub(super) struct Member {
     /// A commit found a claim of its fenced: the next tick renews (and so
     /// checks) them, whenever they were last renewed.
     pub(super) recheck: bool,
+    /// In a group whose leader assigns: the protocols it offered at its
+    /// last join (name, metadata), in its order of preference.
+    pub(super) protocols: Vec<(String, Vec<u8>)>,
+    /// In a group whose leader assigns: its assignment's bytes, as the
+    /// leader sent them, once synced.
+    pub(super) raw: Option<Vec<u8>>,
 }
 
 impl Member {
+    /// A new member with its registry `entry`, joining at `now`.
+    pub(super) fn new(
+        entry: Option<Ephemeral>,
+        session_timeout: Duration,
+        rebalance_timeout: Duration,
+        now: Instant,
+    ) -> Member {
+        Member {
+            session_timeout,
+            rebalance_timeout,
+            topics: Vec::new(),
+            entry,
+            claims: Vec::new(),
+            assignment: None,
+            seen: BTreeMap::new(),
+            generation: None,
+            rejoined: true,
+            busy: 0,
+            last_seen: now,
+            renewed: now,
+            recheck: false,
+            protocols: Vec::new(),
+            raw: None,
+        }
+    }
+
     /// Gives up what it holds, as an eager member does when it rejoins.
     pub(super) fn release(&mut self) {
-        self.claims.clear();
+        self.release_except(&[]);
+    }
+
+    /// Gives up what it holds but the claims of `owned`, the partitions a
+    /// cooperative member still owns as it rejoins (KIP-429): it goes on
+    /// consuming and committing them through the rebalance.
+    pub(super) fn release_except(&mut self, owned: &[(String, u32)]) {
+        self.claims.retain(|c| {
+            owned
+                .iter()
+                .any(|(t, p)| *t == c.topic && *p == c.partition)
+        });
         self.assignment = None;
+        self.raw = None;
         self.seen.clear();
     }
 
@@ -86,6 +131,45 @@ pub(super) struct Group {
     /// Ids given with MEMBER_ID_REQUIRED, not yet joined with, and when
     /// each lapses.
     pub(super) pending: BTreeMap<String, Instant>,
+    /// The classic protocol's state, where the group's leader (a Kafka
+    /// client's assignor) assigns; `None` where the broker does.
+    pub(super) classic: Option<Classic>,
+}
+
+/// A group whose leader assigns: what the classic protocol keeps.
+#[derive(Debug, Default)]
+pub(super) struct Classic {
+    /// The protocol chosen when the last rebalance completed.
+    pub(super) protocol: String,
+    /// The leader's member id, chosen then.
+    pub(super) leader: String,
+    /// The leader's assignments in the current generation, by member;
+    /// `None` until the leader syncs.
+    pub(super) assignments: Option<BTreeMap<String, Vec<u8>>>,
+}
+
+impl Classic {
+    /// Kafka's choice of a protocol: every member votes for the first it
+    /// offered that every member offers, and the most votes win (ties to
+    /// the first name). `None` when no protocol is common to all.
+    pub(super) fn vote(members: &BTreeMap<String, Member>) -> Option<String> {
+        let common = |name: &str| {
+            members
+                .values()
+                .all(|m| m.protocols.iter().any(|(n, _)| n == name))
+        };
+        let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
+        for member in members.values() {
+            if let Some((name, _)) = member.protocols.iter().find(|(n, _)| common(n)) {
+                *votes.entry(name).or_default() += 1;
+            }
+        }
+        let most = votes.values().copied().max()?;
+        votes
+            .into_iter()
+            .find(|(_, n)| *n == most)
+            .map(|(name, _)| name.to_string())
+    }
 }
 
 impl Group {
@@ -133,6 +217,14 @@ impl Group {
             member.generation = Some(self.generation);
         }
         self.rebalance = None;
+        let members = &self.members;
+        if let Some(classic) = &mut self.classic {
+            classic.protocol = Classic::vote(members).unwrap_or_default();
+            if !members.contains_key(&classic.leader) {
+                classic.leader = members.keys().next().cloned().unwrap_or_default();
+            }
+            classic.assignments = None;
+        }
     }
 
     /// Drops `member` (its entry and claims), and makes the others

@@ -23,18 +23,20 @@ const NAP_STEP: Duration = Duration::from_millis(20);
 
 /// A member's share, claimed.
 #[derive(Debug, Default)]
-struct Settled {
-    claims: Vec<Claim>,
-    assignment: Vec<(String, Vec<i32>)>,
-    seen: BTreeMap<String, View>,
+pub(super) struct Settled {
+    pub(super) claims: Vec<Claim>,
+    pub(super) assignment: Vec<(String, Vec<i32>)>,
+    pub(super) seen: BTreeMap<String, View>,
 }
 
 /// What a sync works with, copied out of the lock.
 #[derive(Debug)]
-struct Ask {
-    topics: Vec<String>,
-    session_timeout: Duration,
-    deadline: Instant,
+pub(super) struct Ask {
+    pub(super) topics: Vec<String>,
+    pub(super) session_timeout: Duration,
+    pub(super) deadline: Instant,
+    /// Whether the group's leader assigns.
+    pub(super) classic: bool,
 }
 
 impl Coordinator {
@@ -46,7 +48,10 @@ impl Coordinator {
             Ok(ask) => ask,
             Err(answer) => return answer,
         };
-        let settled = self.settle(sync, &ask);
+        if ask.classic {
+            return self.sync_classic(sync, &ask);
+        }
+        let settled = self.settle(sync, &ask, &mut || self.try_claim(sync, &ask));
         let mut groups = self.groups();
         let group = groups.get_mut(&sync.group);
         let current = group.as_ref().is_some_and(|g| g.rebalance.is_none())
@@ -66,6 +71,7 @@ impl Coordinator {
                 Synced {
                     error: NONE,
                     assignment: settled.assignment,
+                    raw: None,
                 }
             }
             Ok(_) => failed(REBALANCE_IN_PROGRESS),
@@ -97,6 +103,7 @@ impl Coordinator {
             return Err(Synced {
                 error: NONE,
                 assignment: assignment.clone(),
+                raw: member.raw.clone(),
             });
         }
         member.busy += 1;
@@ -104,13 +111,20 @@ impl Coordinator {
             topics: member.topics.clone(),
             session_timeout: member.session_timeout,
             deadline: now + member.rebalance_timeout,
+            classic: group.classic.is_some(),
         })
     }
 
-    /// Claims the member's share, backing off and looking again after each
-    /// conflict, until it holds it, the group moves on (REBALANCE_IN_PROGRESS),
-    /// the deadline passes (the same) or the broker stops.
-    fn settle(&self, sync: &Sync, ask: &Ask) -> Result<Settled, i16> {
+    /// Claims the member's share (one round of claims: `try_claim`),
+    /// backing off and looking again after each conflict, until it holds
+    /// it, the group moves on (REBALANCE_IN_PROGRESS), the deadline passes
+    /// (the same) or the broker stops.
+    pub(super) fn settle(
+        &self,
+        sync: &Sync,
+        ask: &Ask,
+        try_claim: &mut dyn FnMut() -> crate::Result<Option<Settled>>,
+    ) -> Result<Settled, i16> {
         let mut attempt = 0u32;
         loop {
             if self.stopping() {
@@ -119,7 +133,7 @@ impl Coordinator {
             if !self.still_current(sync) {
                 return Err(REBALANCE_IN_PROGRESS);
             }
-            match self.try_claim(sync, ask) {
+            match try_claim() {
                 Ok(Some(settled)) => return Ok(settled),
                 Ok(None) => {}
                 Err(e) if crate::coord::group::transient(&e) => {}
@@ -143,7 +157,7 @@ impl Coordinator {
 
     /// Whether the group is still in the sync's generation, with no
     /// rebalance under way.
-    fn still_current(&self, sync: &Sync) -> bool {
+    pub(super) fn still_current(&self, sync: &Sync) -> bool {
         self.groups()
             .get(&sync.group)
             .is_some_and(|g| g.rebalance.is_none() && g.generation == sync.generation)
@@ -161,22 +175,11 @@ impl Coordinator {
             };
             let share = assign(count, members.len(), index);
             for partition in share.clone() {
-                let claim = self.registry.claim(
-                    &sync.group,
-                    topic,
-                    partition,
-                    &sync.member_id,
-                    ask.session_timeout,
-                )?;
-                let Some(owner) = claim else {
+                let Some(claim) = self.claim(sync, ask, topic, partition)? else {
                     // Let go of everything: no one waits on us.
                     return Ok(None);
                 };
-                settled.claims.push(Claim {
-                    topic: topic.clone(),
-                    partition,
-                    owner: Arc::new(Mutex::new(owner)),
-                });
+                settled.claims.push(claim);
             }
             if !share.is_empty() {
                 let partitions = share.map(|p| p as i32).collect();
@@ -185,6 +188,29 @@ impl Coordinator {
             settled.seen.insert(topic.clone(), (members, count));
         }
         Ok(Some(settled))
+    }
+
+    /// Claims `topic [partition]` in the registry for the syncing member:
+    /// `None` while another member holds it.
+    pub(super) fn claim(
+        &self,
+        sync: &Sync,
+        ask: &Ask,
+        topic: &str,
+        partition: u32,
+    ) -> crate::Result<Option<Claim>> {
+        let owner = self.registry.claim(
+            &sync.group,
+            topic,
+            partition,
+            &sync.member_id,
+            ask.session_timeout,
+        )?;
+        Ok(owner.map(|owner| Claim {
+            topic: topic.to_string(),
+            partition,
+            owner: Arc::new(Mutex::new(owner)),
+        }))
     }
 
     /// The random wait after conflict number `attempt` (from 1): a base
@@ -196,9 +222,10 @@ impl Coordinator {
 }
 
 /// A sync's answer with `error` and no partitions.
-fn failed(error: i16) -> Synced {
+pub(super) fn failed(error: i16) -> Synced {
     Synced {
         error,
         assignment: Vec::new(),
+        raw: None,
     }
 }

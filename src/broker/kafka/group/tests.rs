@@ -40,7 +40,7 @@ fn start(registry: Arc<dyn Registry>) -> Running {
         ..CoordinatorConfig::default()
     };
     let count = |topic: &str| (topic == "t").then_some(PARTITIONS);
-    Running(Coordinator::start(registry, count, || false, config).unwrap())
+    Running(Coordinator::start(registry, count, || false, |_| {}, config).unwrap())
 }
 
 /// The two registries every scenario runs on (the directory's temporary
@@ -63,6 +63,9 @@ fn join_as(c: &Coordinator, member_id: &str, session: Duration, rebalance: Durat
         rebalance_timeout: Some(rebalance),
         topics: vec!["t".into()],
         member_id_required: false,
+        protocols: vec![("range".into(), Vec::new())],
+        leader_assigns: false,
+        owned: Vec::new(),
     })
 }
 
@@ -75,6 +78,7 @@ fn sync(c: &Coordinator, joined: &Joined) -> Synced {
         group: "g".into(),
         member_id: joined.member_id.clone(),
         generation: joined.generation,
+        assignments: Vec::new(),
     })
 }
 
@@ -272,6 +276,7 @@ impl KlogMember {
             member: name.into(),
             pid: std::process::id(),
             topics: vec!["t".into()],
+            coordinator: None,
         };
         KlogMember {
             registry: Arc::clone(registry),
@@ -540,6 +545,9 @@ fn bad_joins_get_their_errors() {
             rebalance_timeout: None,
             topics: vec!["t".into()],
             member_id_required: false,
+            protocols: vec![("range".into(), Vec::new())],
+            leader_assigns: false,
+            owned: Vec::new(),
         };
         change(&mut j);
         c.join(j).error
@@ -579,6 +587,9 @@ fn joins_past_the_brokers_groups_or_members_are_refused() {
             rebalance_timeout: Some(LONG),
             topics: vec!["t".into()],
             member_id_required: false,
+            protocols: vec![("range".into(), Vec::new())],
+            leader_assigns: false,
+            owned: Vec::new(),
         })
         .error
     };
@@ -592,8 +603,9 @@ fn joins_past_the_brokers_groups_or_members_are_refused() {
             ..CoordinatorConfig::default()
         };
         let count = |topic: &str| (topic == "t").then_some(PARTITIONS);
-        let c =
-            Running(Coordinator::start(Arc::clone(&registry), count, || false, config).unwrap());
+        let c = Running(
+            Coordinator::start(Arc::clone(&registry), count, || false, |_| {}, config).unwrap(),
+        );
         assert_eq!(joined(&c, "g1"), NONE);
         assert_eq!(joined(&c, "g2"), NONE);
         assert_eq!(
@@ -623,6 +635,9 @@ fn a_new_member_joins_again_with_the_id_it_is_given() {
             rebalance_timeout: Some(LONG),
             topics: vec!["t".into()],
             member_id_required: true,
+            protocols: vec![("range".into(), Vec::new())],
+            leader_assigns: false,
+            owned: Vec::new(),
         })
     };
     let given = first(LONG);

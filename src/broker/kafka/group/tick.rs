@@ -70,6 +70,7 @@ impl Coordinator {
     /// anything changed.
     fn renew(&self, name: &str, group: &mut Group, now: Instant) -> bool {
         let mut rebalance = false;
+        let classic = group.classic.is_some();
         for (id, member) in group.members.iter_mut() {
             // Due a third of a session after the last renewal that
             // worked: one that failed, or an entry not yet entered again,
@@ -91,7 +92,7 @@ impl Coordinator {
                 member.entry = None;
                 member.release();
                 rebalance = true;
-                let info = self.member_info(id, &member.topics);
+                let info = self.member_info(id, &member.topics, classic);
                 // Entered again at a later tick if this fails.
                 member.entry = self.registry.join(name, &info, member.session_timeout).ok();
             }
