@@ -91,7 +91,7 @@ complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __f
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and not __fish_seen_subcommand_from add remove clear list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l allow -d 'Allow PRINCIPAL (User:NAME, User:CN=..., or User:* for everyone)' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l deny -d 'Deny PRINCIPAL, whatever allows it' -r
-complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l operation -d 'read, write, create, describe, alter, cluster_action or all' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l operation -d 'read, write, create, describe, alter, delete, cluster_action or all' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l topic -d 'A topic (* for every topic)' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l group -d 'A consumer group (* for every group)' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l cluster -d 'The cluster (creating topics; brokers\' cluster_action)'
@@ -99,7 +99,7 @@ complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l allow -d 'Allow PRINCIPAL (User:NAME, User:CN=..., or User:* for everyone)' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l deny -d 'Deny PRINCIPAL, whatever allows it' -r
-complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l operation -d 'read, write, create, describe, alter, cluster_action or all' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l operation -d 'read, write, create, describe, alter, delete, cluster_action or all' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l topic -d 'A topic (* for every topic)' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l group -d 'A consumer group (* for every group)' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l cluster -d 'The cluster (creating topics; brokers\' cluster_action)'

@@ -158,7 +158,7 @@ _arguments "${_arguments_options[@]}" : \
 _arguments "${_arguments_options[@]}" : \
 '--allow=[Allow PRINCIPAL (User\:NAME, User\:CN=..., or User\:* for everyone)]:PRINCIPAL:_default' \
 '--deny=[Deny PRINCIPAL, whatever allows it]:PRINCIPAL:_default' \
-'--operation=[read, write, create, describe, alter, cluster_action or all]:OP:_default' \
+'--operation=[read, write, create, describe, alter, delete, cluster_action or all]:OP:_default' \
 '--topic=[A topic (* for every topic)]:NAME:_default' \
 '--group=[A consumer group (* for every group)]:NAME:_default' \
 '--cluster[The cluster (creating topics; brokers'\'' cluster_action)]' \
@@ -171,7 +171,7 @@ _arguments "${_arguments_options[@]}" : \
 _arguments "${_arguments_options[@]}" : \
 '--allow=[Allow PRINCIPAL (User\:NAME, User\:CN=..., or User\:* for everyone)]:PRINCIPAL:_default' \
 '--deny=[Deny PRINCIPAL, whatever allows it]:PRINCIPAL:_default' \
-'--operation=[read, write, create, describe, alter, cluster_action or all]:OP:_default' \
+'--operation=[read, write, create, describe, alter, delete, cluster_action or all]:OP:_default' \
 '--topic=[A topic (* for every topic)]:NAME:_default' \
 '--group=[A consumer group (* for every group)]:NAME:_default' \
 '--cluster[The cluster (creating topics; brokers'\'' cluster_action)]' \

@@ -469,3 +469,158 @@ fn librdkafkas_alter_user_scram_credentials_with_its_extra_tags_decodes() {
     *other.last_mut().unwrap() = 7;
     assert!(decode_request(&other).is_err());
 }
+
+use klog::kafka::admin_groups as kg;
+
+fn group(name: &str) -> km::GroupId {
+    km::GroupId(s(name))
+}
+
+#[test]
+fn group_admin_requests_decode_as_the_crate_encodes_them() {
+    for v in versions(LIST_GROUPS) {
+        let r = km::ListGroupsRequest::default()
+            .with_states_filter(if v >= 4 { vec![s("Stable")] } else { vec![] })
+            .with_types_filter(if v >= 5 { vec![s("classic")] } else { vec![] });
+        let r = tagged(v, 3, r, |r| {
+            r.with_unknown_tagged_field(9, s("x").into_bytes())
+        });
+        let frame = request_frame(LIST_GROUPS, v, &r);
+        let Request::ListGroups(ours) = decoded(&frame, LIST_GROUPS, v) else {
+            panic!("v{v}: not ListGroups");
+        };
+        assert_eq!(
+            ours.states_filter,
+            if v >= 4 { vec!["Stable"] } else { vec![] }
+        );
+        assert_eq!(
+            ours.types_filter,
+            if v >= 5 { vec!["classic"] } else { vec![] }
+        );
+    }
+    for v in versions(DESCRIBE_GROUPS) {
+        let r = km::DescribeGroupsRequest::default()
+            .with_groups(vec![group("g1"), group("g2")])
+            .with_include_authorized_operations(v >= 3);
+        let frame = request_frame(DESCRIBE_GROUPS, v, &r);
+        let Request::DescribeGroups(ours) = decoded(&frame, DESCRIBE_GROUPS, v) else {
+            panic!("v{v}: not DescribeGroups");
+        };
+        assert_eq!(ours.groups, ["g1", "g2"]);
+        assert_eq!(ours.include_authorized_operations, v >= 3);
+    }
+    for v in versions(DELETE_GROUPS) {
+        let r = km::DeleteGroupsRequest::default().with_groups_names(vec![group("g1")]);
+        let frame = request_frame(DELETE_GROUPS, v, &r);
+        let Request::DeleteGroups(ours) = decoded(&frame, DELETE_GROUPS, v) else {
+            panic!("v{v}: not DeleteGroups");
+        };
+        assert_eq!(ours.groups_names, ["g1"]);
+    }
+    let partition =
+        km::offset_delete_request::OffsetDeleteRequestPartition::default().with_partition_index(3);
+    let topic = km::offset_delete_request::OffsetDeleteRequestTopic::default()
+        .with_name(km::TopicName(s("t1")))
+        .with_partitions(vec![partition]);
+    let r = km::OffsetDeleteRequest::default()
+        .with_group_id(group("g1"))
+        .with_topics(vec![topic]);
+    let frame = request_frame(OFFSET_DELETE, 0, &r);
+    let Request::OffsetDelete(ours) = decoded(&frame, OFFSET_DELETE, 0) else {
+        panic!("not OffsetDelete");
+    };
+    assert_eq!(ours.group_id, "g1");
+    assert_eq!(ours.topics[0].name, "t1");
+    assert_eq!(ours.topics[0].partitions[0].partition_index, 3);
+}
+
+#[test]
+fn group_admin_responses_decode_in_the_crate() {
+    for v in versions(LIST_GROUPS) {
+        let ours = kg::ListGroupsResponse {
+            throttle_time_ms: 0,
+            error_code: 0,
+            groups: vec![kg::ListedGroup {
+                group_id: "g1".into(),
+                protocol_type: "consumer".into(),
+                group_state: "Stable".into(),
+                group_type: "classic".into(),
+            }],
+        };
+        let t: km::ListGroupsResponse = theirs(&answer(v, &ours), v);
+        let g = &t.groups[0];
+        assert_eq!((&*g.group_id.0, &*g.protocol_type), ("g1", "consumer"));
+        if v >= 4 {
+            assert_eq!(&*g.group_state, "Stable");
+        }
+        if v >= 5 {
+            assert_eq!(&*g.group_type, "classic");
+        }
+    }
+    for v in versions(DESCRIBE_GROUPS) {
+        let ours = kg::DescribeGroupsResponse {
+            throttle_time_ms: 0,
+            groups: vec![kg::DescribedGroup {
+                error_code: 0,
+                group_id: "g1".into(),
+                group_state: "Stable".into(),
+                protocol_type: "consumer".into(),
+                protocol_data: "range".into(),
+                members: vec![kg::DescribedGroupMember {
+                    member_id: "m-1".into(),
+                    group_instance_id: None,
+                    client_id: "rdkafka".into(),
+                    client_host: "/127.0.0.1".into(),
+                    member_metadata: b"meta",
+                    member_assignment: b"assigned",
+                }],
+                authorized_operations: i32::MIN,
+            }],
+        };
+        let t: km::DescribeGroupsResponse = theirs(&answer(v, &ours), v);
+        let g = &t.groups[0];
+        assert_eq!((&*g.group_id.0, &*g.group_state), ("g1", "Stable"));
+        assert_eq!(
+            (&*g.protocol_type, &*g.protocol_data),
+            ("consumer", "range")
+        );
+        let m = &g.members[0];
+        assert_eq!((&*m.member_id, &*m.client_id), ("m-1", "rdkafka"));
+        assert_eq!(&*m.client_host, "/127.0.0.1");
+        assert_eq!(
+            (&m.member_metadata[..], &m.member_assignment[..]),
+            (&b"meta"[..], &b"assigned"[..])
+        );
+    }
+    for v in versions(DELETE_GROUPS) {
+        let ours = kg::DeleteGroupsResponse {
+            throttle_time_ms: 0,
+            results: vec![kg::DeletableGroupResult {
+                group_id: "g1".into(),
+                error_code: 68,
+            }],
+        };
+        let t: km::DeleteGroupsResponse = theirs(&answer(v, &ours), v);
+        assert_eq!(
+            (&*t.results[0].group_id.0, t.results[0].error_code),
+            ("g1", 68)
+        );
+    }
+    let ours = kg::OffsetDeleteResponse {
+        error_code: 0,
+        throttle_time_ms: 0,
+        topics: vec![kg::OffsetDeleteResponseTopic {
+            name: "t1".into(),
+            partitions: vec![kg::OffsetDeleteResponsePartition {
+                partition_index: 3,
+                error_code: 86,
+            }],
+        }],
+    };
+    let t: km::OffsetDeleteResponse = theirs(&answer(0, &ours), 0);
+    let p = &t.topics[0].partitions[0];
+    assert_eq!(
+        (&*t.topics[0].name.0, p.partition_index, p.error_code),
+        ("t1", 3, 86)
+    );
+}

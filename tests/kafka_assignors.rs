@@ -12,21 +12,11 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use common::bin;
 use common::kafka::{self, KafkaBroker};
-use common::{bin, lines};
 
 /// How long a client script may run.
 const CLIENT: Duration = Duration::from_secs(150);
-
-/// Produces `1..=n` to `topic` through the native listener.
-fn produce(broker: &KafkaBroker, topic: &str, n: u64) {
-    bin("klog-produce")
-        .args(["-b", broker.addr(), "-t", topic, "-q"])
-        .write_stdin(lines(n))
-        .timeout(kafka::CLIENT_TIMEOUT)
-        .assert()
-        .success();
-}
 
 /// The registry's committed offset of each partition of `topic`.
 fn committed(broker: &KafkaBroker, group: &str, topic: &str, partitions: u32) -> Vec<Option<u64>> {
@@ -70,7 +60,7 @@ fn kafkajs_consumers_with_their_defaults_share_a_group() {
         return;
     };
     let broker = KafkaBroker::with_registry(&["--partitions", "4"]);
-    produce(&broker, "t1", 1000);
+    broker.produce_lines("t1", 1000);
     let args = [broker.kafka.as_str(), "t1", "g1", "1000", "2"];
     let out = kafka::run_node(&kafkajs, "kafkajs_group.js", &args, CLIENT);
     let summary = summary(&out);
@@ -108,7 +98,7 @@ fn cooperative_sticky_members_hand_partitions_over() {
         return;
     };
     let broker = KafkaBroker::with_registry(&["--partitions", "4"]);
-    produce(&broker, "t1", 3000);
+    broker.produce_lines("t1", 3000);
     let args = [broker.kafka.as_str(), "t1", "g1", "3000"];
     let summary = summary(&kafka::run_script(&python, "cooperative.py", &args));
     let history = summary["history"].as_array().unwrap();
@@ -140,7 +130,7 @@ fn a_group_whose_leader_assigns_is_kafka_clients_alone() {
         return;
     };
     let broker = KafkaBroker::with_registry(&["--partitions", "2"]);
-    produce(&broker, "t1", 100);
+    broker.produce_lines("t1", 100);
     let k = broker.kcat(&kcat);
     let strategy = "partition.assignment.strategy=cooperative-sticky";
     let _member = k.spawn(&["-G", "g1", "-X", strategy, "t1"]);

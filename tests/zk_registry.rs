@@ -197,6 +197,25 @@ fn an_offset_is_reset_only_while_no_member_owns_the_partition() {
 }
 
 #[test]
+fn an_offset_is_deleted_only_while_no_member_owns_the_partition() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let reg = open(&server, "/delete-test");
+    let a = reg.claim("g", "t", 1, "a", SESSION).unwrap().unwrap();
+    reg.commit("g", "t", 1, 50, &a).unwrap();
+    let refused = reg.delete_offset("g", "t", 1).unwrap_err();
+    assert!(matches!(refused, Error::GroupActive { .. }), "{refused:?}");
+    assert_eq!(reg.committed("g", "t", 1).unwrap(), Some(50));
+    drop(a);
+    assert!(reg.delete_offset("g", "t", 1).unwrap(), "it had one");
+    assert_eq!(reg.committed("g", "t", 1).unwrap(), None);
+    assert_eq!(reg.owner("g", "t", 1), None, "no owner left behind");
+    assert!(!reg.delete_offset("g", "t", 1).unwrap(), "none left");
+    assert!(!reg.delete_offset("g", "t", 2).unwrap(), "never had one");
+}
+
+#[test]
 fn the_first_placement_wins_and_listings_move_the_change_count() {
     let Some(server) = ZkServer::start() else {
         return;

@@ -276,7 +276,7 @@ pub struct AclArgs {
     /// Deny PRINCIPAL, whatever allows it.
     #[arg(long = "deny", value_name = "PRINCIPAL", value_parser = principal_arg)]
     pub deny: Option<String>,
-    /// read, write, create, describe, alter, cluster_action or all.
+    /// read, write, create, describe, alter, delete, cluster_action or all.
     #[arg(long = "operation", value_name = "OP", value_parser = Operation::parse)]
     pub operation: Operation,
     /// The resource.

@@ -69,6 +69,8 @@ pub enum Operation {
     Describe,
     /// Change a resource (users, ACLs on the cluster).
     Alter,
+    /// Delete a group (its committed offsets) or a topic.
+    Delete,
     /// A broker's own requests to another (follower fetches).
     ClusterAction,
 }
@@ -124,6 +126,7 @@ impl Operation {
             ("create", Operation::Create),
             ("describe", Operation::Describe),
             ("alter", Operation::Alter),
+            ("delete", Operation::Delete),
             ("cluster_action", Operation::ClusterAction),
             ("clusteraction", Operation::ClusterAction),
         ];
@@ -132,7 +135,7 @@ impl Operation {
             .find(|(n, _)| *n == lower)
             .map(|(_, o)| *o)
             .ok_or_else(|| {
-                format!("{s:?} is not an operation: all, read, write, create, describe, alter or cluster_action")
+                format!("{s:?} is not an operation: all, read, write, create, describe, alter, delete or cluster_action")
             })
     }
 
@@ -141,7 +144,10 @@ impl Operation {
         self == Operation::All
             || self == asked
             || (asked == Operation::Describe
-                && matches!(self, Operation::Read | Operation::Write | Operation::Alter))
+                && matches!(
+                    self,
+                    Operation::Read | Operation::Write | Operation::Alter | Operation::Delete
+                ))
     }
 }
 

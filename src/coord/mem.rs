@@ -356,6 +356,18 @@ impl Registry for MemRegistry {
         Ok(())
     }
 
+    fn delete_offset(&self, group: &str, topic: &str, partition: u32) -> Result<bool> {
+        let mut state = crate::sync::lock(&self.state);
+        if let Some(live) = state.live.get(&owner_key(group, topic, partition)) {
+            return Err(Error::GroupActive {
+                group: group.into(),
+                members: String::from_utf8_lossy(&live.json).into_owned(),
+            });
+        }
+        let key = (group.to_string(), topic.to_string(), partition);
+        Ok(state.offsets.remove(&key).is_some())
+    }
+
     fn offsets(&self, group: &str) -> Result<Vec<(String, u32, Result<u64>)>> {
         let state = crate::sync::lock(&self.state);
         let of_group = state.offsets.iter().filter(|((g, _, _), _)| g == group);

@@ -412,6 +412,11 @@ pub trait Registry: fmt::Debug + Send + Sync {
     /// directory backend takes a claim of its own for the write).
     fn reset_offset(&self, group: &str, topic: &str, partition: u32, offset: u64) -> Result<()>;
 
+    /// Deletes `group`'s committed offset of `topic [partition]`, fenced
+    /// as [`Registry::reset_offset`] is: only while no member owns the
+    /// partition ([`Error::GroupActive`] otherwise). Whether it had one.
+    fn delete_offset(&self, group: &str, topic: &str, partition: u32) -> Result<bool>;
+
     /// Every committed offset of `group`: (topic, partition, offset), in
     /// order; an offset that cannot be read is its error.
     fn offsets(&self, group: &str) -> Result<Vec<(String, u32, Result<u64>)>>;

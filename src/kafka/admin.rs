@@ -41,6 +41,8 @@ pub mod code {
     pub const WRITE: i8 = 4;
     /// AclOperation CREATE.
     pub const CREATE: i8 = 5;
+    /// AclOperation DELETE.
+    pub const DELETE: i8 = 6;
     /// AclOperation ALTER.
     pub const ALTER: i8 = 7;
     /// AclOperation DESCRIBE.

@@ -74,6 +74,9 @@ pub fn first_flexible_version(api_key: i16) -> Option<i16> {
         SASL_AUTHENTICATE => 2,
         DESCRIBE_ACLS | CREATE_ACLS | DELETE_ACLS => 2,
         DESCRIBE_USER_SCRAM_CREDENTIALS | ALTER_USER_SCRAM_CREDENTIALS => 0,
+        DESCRIBE_GROUPS => 5,
+        LIST_GROUPS => 3,
+        DELETE_GROUPS => 2,
         _ => return None,
     })
 }

@@ -23,8 +23,8 @@
 //!
 //! The Rust type says the wire type ([`Field`]): `i8`–`i64` and `bool`;
 //! `&str` or `String` a `string`, `Option` of either a `nullable_string`;
-//! `&[u8]` `bytes`; `Vec<T>` an `array` of a declared struct, `Option<Vec<T>>`
-//! a nullable one. Decoding keeps every bound of [`super::wire`]: an
+//! `&[u8]` `bytes`; `Vec<T>` an `array` of a declared struct, a string or
+//! an `int32`, `Option<Vec<T>>` a nullable one. Decoding keeps every bound of [`super::wire`]: an
 //! array's count is checked against the bytes left, at the fewest bytes
 //! its element takes in any version, before anything is allocated.
 
@@ -146,8 +146,13 @@ impl<'a> Field<'a> for &'a [u8] {
     }
 }
 
-/// A declared struct: an array's element.
+/// A declared struct: an array's element. Strings and `int32`s are
+/// elements too (`[]string`, `[]int32`).
 pub trait Struct<'a>: Field<'a> {}
+
+impl<'a> Struct<'a> for &'a str {}
+impl<'a> Struct<'a> for String {}
+impl<'a> Struct<'a> for i32 {}
 
 impl<'a, T: Struct<'a>> Field<'a> for Vec<T> {
     const MIN_BYTES: usize = 1;

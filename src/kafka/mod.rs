@@ -52,15 +52,20 @@
 //! | Heartbeat | 12 | 0–3 | 4 |
 //! | LeaveGroup | 13 | 0–1 | 4 |
 //! | SyncGroup | 14 | 0–3 | 4 |
+//! | DescribeGroups | 15 | 0–5 | 5 |
+//! | ListGroups | 16 | 0–5 | 3 |
 //! | ApiVersions | 18 | 0–3 | 3 |
 //! | InitProducerId | 22 | 0–1 | 2 |
 //! | SaslHandshake | 17 | 1 | — |
 //! | SaslAuthenticate | 36 | 0–1 | 2 |
 //! | DescribeAcls, CreateAcls, DeleteAcls | 29–31 | 0–3 | 2 |
+//! | DeleteGroups | 42 | 0–2 | 2 |
+//! | OffsetDelete | 47 | 0 | — |
 //! | DescribeUserScramCredentials, AlterUserScramCredentials | 50–51 | 0 | 0 |
 //!
-//! The admin APIs ([`admin`]) are declared once each ([`message`]) and
-//! answered with the response header v1 in their flexible versions.
+//! The admin APIs ([`admin`], [`admin_groups`]) are declared once each
+//! ([`message`]) and answered with the response header v1 in their
+//! flexible versions.
 //!
 //! Only the versions the codec implements are advertised (the response
 //! module's `supported` is the one source of that table). A request of an
@@ -74,6 +79,7 @@
 //! Kafka's numbers, as constants: [`NONE`] (0) is success.
 
 pub mod admin;
+pub mod admin_groups;
 pub mod consumer;
 pub mod group;
 pub mod header;
@@ -107,6 +113,10 @@ pub mod api_key {
     pub const LEAVE_GROUP: i16 = 13;
     /// SyncGroup.
     pub const SYNC_GROUP: i16 = 14;
+    /// DescribeGroups.
+    pub const DESCRIBE_GROUPS: i16 = 15;
+    /// ListGroups.
+    pub const LIST_GROUPS: i16 = 16;
     /// SaslHandshake.
     pub const SASL_HANDSHAKE: i16 = 17;
     /// ApiVersions.
@@ -121,6 +131,10 @@ pub mod api_key {
     pub const DELETE_ACLS: i16 = 31;
     /// SaslAuthenticate.
     pub const SASL_AUTHENTICATE: i16 = 36;
+    /// DeleteGroups.
+    pub const DELETE_GROUPS: i16 = 42;
+    /// OffsetDelete.
+    pub const OFFSET_DELETE: i16 = 47;
     /// DescribeUserScramCredentials.
     pub const DESCRIBE_USER_SCRAM_CREDENTIALS: i16 = 50;
     /// AlterUserScramCredentials.
@@ -143,6 +157,10 @@ pub fn api_name(api_key: i16) -> &'static str {
         HEARTBEAT => "Heartbeat",
         LEAVE_GROUP => "LeaveGroup",
         SYNC_GROUP => "SyncGroup",
+        DESCRIBE_GROUPS => "DescribeGroups",
+        LIST_GROUPS => "ListGroups",
+        DELETE_GROUPS => "DeleteGroups",
+        OFFSET_DELETE => "OffsetDelete",
         SASL_HANDSHAKE => "SaslHandshake",
         API_VERSIONS => "ApiVersions",
         INIT_PRODUCER_ID => "InitProducerId",
@@ -241,6 +259,10 @@ pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 pub const KAFKA_STORAGE_ERROR: i16 = 56;
 /// The group does not exist.
 pub const GROUP_ID_NOT_FOUND: i16 = 69;
+/// The group has members: it cannot be deleted.
+pub const NON_EMPTY_GROUP: i16 = 68;
+/// A member of the group reads the topic: its offsets cannot be deleted.
+pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
 /// The request's leader epoch is older than the partition's.
 pub const FENCED_LEADER_EPOCH: i16 = 74;
 /// The request's leader epoch is newer than this server knows.

@@ -20,6 +20,7 @@
 //! | SaslAuthenticate | 0–1 | `auth_bytes bytes` |
 //! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–7, 1–5, 0–2, 0–5, 0–3, 0–1, 0–3 | in [`super::group`], one table per message |
 //! | DescribeAcls, CreateAcls, DeleteAcls, DescribeUserScramCredentials, AlterUserScramCredentials | 0–3, 0–3, 0–3, 0, 0 | in [`super::admin`], each declared once from its schema |
+//! | DescribeGroups, ListGroups, DeleteGroups, OffsetDelete | 0–5, 0–5, 0–2, 0 | in [`super::admin_groups`], each declared once from its schema |
 //!
 //! A request must use every byte of its frame (but AlterUserScramCredentials
 //! may end with a second `tagged_fields`, as librdkafka writes it). Every count is checked
@@ -28,6 +29,7 @@
 //! bytes.
 
 use super::admin;
+use super::admin_groups;
 use super::api_key::*;
 use super::group::{
     FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
@@ -71,6 +73,14 @@ pub enum Request<'a> {
     SaslHandshake(SaslHandshakeRequest<'a>),
     /// SaslAuthenticate (36).
     SaslAuthenticate(SaslAuthenticateRequest<'a>),
+    /// DescribeGroups (15).
+    DescribeGroups(admin_groups::DescribeGroupsRequest<'a>),
+    /// ListGroups (16).
+    ListGroups(admin_groups::ListGroupsRequest<'a>),
+    /// DeleteGroups (42).
+    DeleteGroups(admin_groups::DeleteGroupsRequest<'a>),
+    /// OffsetDelete (47).
+    OffsetDelete(admin_groups::OffsetDeleteRequest<'a>),
     /// DescribeAcls (29).
     DescribeAcls(admin::AclFilter<'a>),
     /// CreateAcls (30).
@@ -176,6 +186,10 @@ fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Re
         SASL_AUTHENTICATE => {
             SaslAuthenticateRequest::decode(d, version).map(Request::SaslAuthenticate)
         }
+        DESCRIBE_GROUPS => Message::decode(d, version).map(Request::DescribeGroups),
+        LIST_GROUPS => Message::decode(d, version).map(Request::ListGroups),
+        DELETE_GROUPS => Message::decode(d, version).map(Request::DeleteGroups),
+        OFFSET_DELETE => Message::decode(d, version).map(Request::OffsetDelete),
         DESCRIBE_ACLS => Message::decode(d, version).map(Request::DescribeAcls),
         CREATE_ACLS => Message::decode(d, version).map(Request::CreateAcls),
         DELETE_ACLS => Message::decode(d, version).map(Request::DeleteAcls),

@@ -65,6 +65,8 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(HEARTBEAT, 0, 3),
     api(LEAVE_GROUP, 0, 1),
     api(SYNC_GROUP, 0, 3),
+    api(DESCRIBE_GROUPS, 0, 5),
+    api(LIST_GROUPS, 0, 5),
     api(SASL_HANDSHAKE, 0, 1),
     api(API_VERSIONS, 0, 3),
     api(INIT_PRODUCER_ID, 0, 1),
@@ -72,6 +74,8 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(CREATE_ACLS, 0, 3),
     api(DELETE_ACLS, 0, 3),
     api(SASL_AUTHENTICATE, 0, 1),
+    api(DELETE_GROUPS, 0, 2),
+    api(OFFSET_DELETE, 0, 0),
     api(DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0),
     api(ALTER_USER_SCRAM_CREDENTIALS, 0, 0),
 ];

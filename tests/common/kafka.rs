@@ -230,6 +230,17 @@ impl KafkaBroker {
         &self.broker.addr
     }
 
+    /// Produces `1..=n` to `topic` with `klog-produce` (fails unless it
+    /// succeeds).
+    pub fn produce_lines(&self, topic: &str, n: u64) {
+        super::bin("klog-produce")
+            .args(["-b", self.addr(), "-t", topic, "-q"])
+            .write_stdin(super::lines(n))
+            .timeout(CLIENT_TIMEOUT)
+            .assert()
+            .success();
+    }
+
     /// The broker's data directory.
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")

@@ -14,6 +14,7 @@
 //! | InitProducerId | write on some topic |
 //! | DescribeAcls, DescribeUserScramCredentials | describe on the cluster |
 //! | CreateAcls, DeleteAcls, AlterUserScramCredentials | alter on the cluster |
+//! | ListGroups, DescribeGroups, DeleteGroups, OffsetDelete | see [`super::group_admin`] |
 
 use crate::broker::auth::Session;
 use crate::broker::shared::Shared;

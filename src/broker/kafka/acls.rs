@@ -309,12 +309,13 @@ const RESOURCES: [(ResourceType, i8); 3] = [
     (ResourceType::Cluster, code::CLUSTER),
 ];
 
-const OPERATIONS: [(Operation, i8); 7] = [
+const OPERATIONS: [(Operation, i8); 8] = [
     (Operation::All, code::ALL),
     (Operation::Read, code::READ),
     (Operation::Write, code::WRITE),
     (Operation::Create, code::CREATE),
     (Operation::Alter, code::ALTER),
+    (Operation::Delete, code::DELETE),
     (Operation::Describe, code::DESCRIBE),
     (Operation::ClusterAction, code::CLUSTER_ACTION),
 ];
@@ -524,7 +525,7 @@ mod tests {
         for (r, c) in RESOURCES {
             assert_eq!((resource_of(c), resource_code(r)), (Some(r), c));
         }
-        assert_eq!(operation_of(6), None, "delete is not klog's");
+        assert_eq!(operation_of(1), None, "ANY names no operation");
         assert_eq!(permission_of(code::DENY), Some(Permission::Deny));
         assert_eq!(permission_code(Permission::Allow), code::ALLOW);
     }

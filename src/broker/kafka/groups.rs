@@ -8,9 +8,7 @@ use super::access::Access;
 use super::group::{eager_protocol, Coordinator, Join, Sync};
 use super::Kafka;
 use crate::coord::acl::Operation;
-use crate::kafka::consumer::{
-    ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartition,
-};
+use crate::kafka::consumer::ConsumerProtocolSubscription;
 use crate::kafka::group::*;
 use crate::kafka::header::RequestHeader;
 use crate::kafka::response::frame;
@@ -288,24 +286,11 @@ fn sync_group(c: &Coordinator, r: &SyncGroupRequest<'_>, version: i16, id: i32, 
             .map(|a| (a.member_id.to_string(), a.assignment.to_vec()))
             .collect(),
     });
-    let mut assignment = Vec::new();
-    if let Some(raw) = synced.raw {
-        assignment = raw;
-    } else if synced.error == kafka::NONE {
-        ConsumerProtocolAssignment {
-            version: 0,
-            assigned_partitions: synced
-                .assignment
-                .iter()
-                .map(|(topic, partitions)| TopicPartition {
-                    topic,
-                    partitions: partitions.clone(),
-                })
-                .collect(),
-            user_data: None,
-        }
-        .encode(&mut assignment);
-    }
+    let assignment = match synced.raw {
+        Some(raw) => raw,
+        None if synced.error == kafka::NONE => super::group::assignment(&synced.assignment),
+        None => Vec::new(),
+    };
     let response = SyncGroupResponse {
         throttle_time_ms: 0,
         error_code: synced.error,

@@ -13,7 +13,7 @@ use super::groups::{handle as group, GroupRequest as G};
 use super::metadata::{list_offset, metadata};
 use super::produce::{self, Pending, Produced};
 use super::Kafka;
-use super::{acls, scram};
+use super::{acls, group_admin, scram};
 use crate::broker::auth::Session;
 use crate::broker::memory::Held;
 use crate::broker::send::Records;
@@ -92,6 +92,21 @@ pub(super) fn handle<'s>(
         Request::LeaveGroup(r) => group(kafka, header, G::LeaveGroup(r), access, out),
         Request::OffsetCommit(r) => group(kafka, header, G::OffsetCommit(r), access, out),
         Request::OffsetFetch(r) => group(kafka, header, G::OffsetFetch(r), access, out),
+        Request::ListGroups(r) => {
+            frame_message(out, id, version, &group_admin::list(kafka, &access, &r))
+        }
+        Request::DescribeGroups(r) => {
+            let mut views = Vec::new();
+            let answer = group_admin::describe(kafka, &access, &r, &mut views);
+            frame_message(out, id, version, &answer);
+        }
+        Request::DeleteGroups(r) => {
+            frame_message(out, id, version, &group_admin::delete(kafka, &access, &r))
+        }
+        Request::OffsetDelete(r) => {
+            let answer = group_admin::delete_offsets(kafka, &access, &r);
+            frame_message(out, id, version, &answer);
+        }
         Request::DescribeAcls(r) => frame_message(out, id, version, &acls::describe(&access, &r)),
         Request::DescribeUserScramCredentials(r) => {
             frame_message(out, id, version, &scram::describe(&access, &r))

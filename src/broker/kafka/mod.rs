@@ -64,6 +64,7 @@ mod acls;
 mod connection;
 mod fetch;
 pub(crate) mod group;
+mod group_admin;
 mod groups;
 mod handlers;
 mod metadata;

@@ -740,6 +740,9 @@ mod tests {
         ) -> Result<()> {
             self.inner.reset_offset(group, topic, partition, offset)
         }
+        fn delete_offset(&self, group: &str, topic: &str, partition: u32) -> Result<bool> {
+            self.inner.delete_offset(group, topic, partition)
+        }
         fn offsets(&self, group: &str) -> Result<Vec<(String, u32, Result<u64>)>> {
             self.inner.offsets(group)
         }

@@ -209,6 +209,46 @@ impl DirRegistry {
         Err(claim.taken_over(offset::top(offsets).ok().flatten()))
     }
 
+    /// Takes `topic [partition]`'s claim in `group` for a reset or a
+    /// deletion of its offset, as a member would (a claim and the change
+    /// never interleave, and a member stopped before it can no longer
+    /// write), and moves the offset to it: the claim and the offsets'
+    /// directory. [`Error::GroupActive`] while a member owns it.
+    fn claim_for_reset(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+    ) -> Result<(owner::Claim, PathBuf)> {
+        self.writable()?;
+        check_name("group", group)?;
+        check_name("topic", topic)?;
+        let dir = self.owner_dir(group, topic, partition);
+
+        let busy = |o: Option<Owner>| Error::GroupActive {
+            group: group.to_string(),
+            members: match o {
+                Some(o) => format!("member {} owns {topic} [{partition}]", o.member),
+                None => format!("a member claimed {topic} [{partition}] meanwhile"),
+            },
+        };
+        if let Some(o) = owner::current(&dir) {
+            return Err(busy(Some(o)));
+        }
+        // The reset takes the partition's claim for its write, as a member
+        // would: a claim and the reset never interleave, and a member
+        // stopped before the reset can no longer write.
+        let what = format!("the offset reset of {topic} [{partition}] in group {group}");
+        let Some(claim) = owner::claim(&dir, what, RESET_MEMBER, RESET_LEASE, false)? else {
+            return Err(busy(owner::current(&dir)));
+        };
+        let offsets = self.offset_path(group, topic, partition);
+        if !offset::adopt(&offsets, claim.generation())? {
+            return Err(busy(owner::current(&dir)));
+        }
+        Ok((claim, offsets))
+    }
+
     /// The offsets directory of a partition.
     fn offset_path(&self, group: &str, topic: &str, partition: u32) -> PathBuf {
         self.dir
@@ -341,32 +381,15 @@ impl Registry for DirRegistry {
     }
 
     fn reset_offset(&self, group: &str, topic: &str, partition: u32, offset: u64) -> Result<()> {
-        self.writable()?;
-        check_name("group", group)?;
-        check_name("topic", topic)?;
-        let dir = self.owner_dir(group, topic, partition);
-        let busy = |o: Option<Owner>| Error::GroupActive {
-            group: group.to_string(),
-            members: match o {
-                Some(o) => format!("member {} owns {topic} [{partition}]", o.member),
-                None => format!("a member claimed {topic} [{partition}] meanwhile"),
-            },
-        };
-        if let Some(o) = owner::current(&dir) {
-            return Err(busy(Some(o)));
-        }
-        // The reset takes the partition's claim for its write, as a member
-        // would: a claim and the reset never interleave, and a member
-        // stopped before the reset can no longer write.
-        let what = format!("the offset reset of {topic} [{partition}] in group {group}");
-        let Some(claim) = owner::claim(&dir, what, RESET_MEMBER, RESET_LEASE, false)? else {
-            return Err(busy(owner::current(&dir)));
-        };
-        let offsets = self.offset_path(group, topic, partition);
-        if !offset::adopt(&offsets, claim.generation())? {
-            return Err(busy(owner::current(&dir)));
-        }
+        let (claim, offsets) = self.claim_for_reset(group, topic, partition)?;
         self.write_offset(&claim, &offsets, offset)
+    }
+
+    fn delete_offset(&self, group: &str, topic: &str, partition: u32) -> Result<bool> {
+        let (claim, offsets) = self.claim_for_reset(group, topic, partition)?;
+        let removed = offset::remove(&offsets, claim.generation())?;
+        drop(claim);
+        Ok(removed)
     }
 
     fn offsets(&self, group: &str) -> Result<Vec<(String, u32, Result<u64>)>> {
@@ -986,6 +1009,25 @@ mod tests {
         assert!(DirRegistry::open_read_only(dir.path())
             .reset_offset("g", "t", 0, 1)
             .is_err());
+    }
+
+    /// A deletion is fenced as a reset is (the same claim): refused while
+    /// a member owns the partition.
+    #[test]
+    fn an_offset_is_deleted_only_while_no_live_member_owns_the_partition() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
+        let a = reg.claim("g", "t", 0, "a", T).unwrap().unwrap();
+        reg.commit("g", "t", 0, 10, &a).unwrap();
+        let err = reg.delete_offset("g", "t", 0).unwrap_err();
+        assert!(matches!(err, Error::GroupActive { .. }), "{err}");
+        assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(10));
+        drop(a);
+        assert!(reg.delete_offset("g", "t", 0).unwrap(), "it had one");
+        assert_eq!(reg.committed("g", "t", 0).unwrap(), None);
+        assert_eq!(reg.owner("g", "t", 0), None, "no owner left behind");
+        assert!(!reg.delete_offset("g", "t", 0).unwrap(), "none left");
+        assert!(!reg.delete_offset("g", "t", 1).unwrap(), "never had one");
     }
 
     #[test]

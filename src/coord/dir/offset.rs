@@ -207,6 +207,20 @@ pub(super) fn adopt(dir: &Path, generation: u64) -> Result<bool> {
     Err(moved_too_often(dir))
 }
 
+/// Removes the committed offset in `dir` of the claim of `generation`,
+/// which has adopted it: whether there was one.
+pub(super) fn remove(dir: &Path, generation: u64) -> Result<bool> {
+    let generation_dir = dir.join(generation.to_string());
+    let file = generation_dir.join(OFFSET_FILE);
+    match std::fs::remove_file(&file) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io("remove", &file, e)),
+    }
+    sync_dirs(&[&generation_dir])?;
+    Ok(true)
+}
+
 fn sync_dirs(dirs: &[&Path]) -> Result<()> {
     for d in dirs {
         RealFs.sync_dir(d).ctx("fsync directory", d)?;

@@ -223,6 +223,17 @@ impl ZkRegistry {
 
     /// The offset write of a `multi`: a set, or a create when `exists` is
     /// false.
+    /// The error of a reset or deletion of an offset refused while a
+    /// member owns its partition.
+    fn active(&self, group: &str, topic: &str, partition: u32) -> Error {
+        Error::GroupActive {
+            group: group.into(),
+            members: self
+                .owner(group, topic, partition)
+                .map_or_else(|| "a member".into(), |o| format!("member {}", o.member)),
+        }
+    }
+
     fn offset_op(path: &str, offset: u64, exists: bool) -> ZkOp {
         let data = encode_offset(offset);
         if exists {
@@ -456,13 +467,49 @@ impl Registry for ZkRegistry {
                 path: failed,
                 cause: ZkCause::NodeExists,
                 ..
-            }) if failed == owner => Err(Error::GroupActive {
-                group: group.into(),
-                members: self
-                    .owner(group, topic, partition)
-                    .map_or_else(|| "a member".into(), |o| format!("member {}", o.member)),
-            }),
+            }) if failed == owner => Err(self.active(group, topic, partition)),
             other => other,
+        }
+    }
+
+    fn delete_offset(&self, group: &str, topic: &str, partition: u32) -> Result<bool> {
+        self.writable()?;
+        check_name("group", group)?;
+        check_name("topic", topic)?;
+        let owner = owner_path(group, topic, partition);
+        self.parents(&owner)?;
+        let session = self.live()?;
+        let path = offset_path(group, topic, partition);
+        // The owner znode for the moment of the deletion, as a reset takes
+        // it: refused while a member owns the partition.
+        let ops = [
+            ZkOp::Create {
+                path: owner.clone(),
+                data: RESET_MEMBER.as_bytes().to_vec(),
+                mode: ZkMode::Ephemeral,
+            },
+            ZkOp::Delete {
+                path: path.clone(),
+                version: None,
+            },
+            ZkOp::Delete {
+                path: owner.clone(),
+                version: None,
+            },
+        ];
+        match session.multi(&ops, self.deadline()) {
+            Ok(()) => Ok(true),
+            Err(Error::ZooKeeper {
+                path: failed,
+                cause: ZkCause::NoNode,
+                ..
+            }) if failed == path => Ok(false),
+            Err(Error::ZooKeeper {
+                path: failed,
+                cause: ZkCause::NodeExists,
+                ..
+            }) if failed == owner => Err(self.active(group, topic, partition)),
+            Err(e) => Err(e),
         }
     }
 

@@ -78,11 +78,13 @@ use crate::random::XorShift;
 use crate::sync::lock;
 
 mod classic;
+mod describe;
 mod offsets;
 mod state;
 mod sync;
 mod tick;
 
+pub(crate) use describe::{assignment, GroupView};
 use state::{Classic, Group, Member};
 
 // Kafka's error codes, as the codec names them.
@@ -410,6 +412,7 @@ impl Coordinator {
             let mut member = Member::new(Some(entry), join.session_timeout, rebalance_timeout, now);
             member.topics = topics;
             member.protocols = protocols;
+            member.client_id.clone_from(&join.client_id);
             group.members.insert(id.clone(), member);
             id
         } else {

@@ -62,6 +62,8 @@ pub(super) struct Member {
     /// In a group whose leader assigns: its assignment's bytes, as the
     /// leader sent them, once synced.
     pub(super) raw: Option<Vec<u8>>,
+    /// Its client id, at its last join.
+    pub(super) client_id: String,
 }
 
 impl Member {
@@ -88,6 +90,7 @@ impl Member {
             recheck: false,
             protocols: Vec::new(),
             raw: None,
+            client_id: String::new(),
         }
     }
 
