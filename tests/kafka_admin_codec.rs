@@ -18,13 +18,15 @@ fn s(x: &str) -> StrBytes {
 
 /// The versions klog lists that the crate knows too: Kafka 4 (and the
 /// crate) dropped the ACL APIs' v0, which is v1 without the pattern types
-/// (checked by hand below).
+/// (checked by hand below), DescribeConfigs' v0 and CreateTopics' v0–1
+/// (the same fields but `validate_only`, `is_default`, `throttle_time_ms`,
+/// `error_message`: the declarations' version ranges).
 fn versions(key: i16) -> std::ops::RangeInclusive<i16> {
     let (min, max) = supported(key).expect("in the table");
-    let min = if matches!(key, DESCRIBE_ACLS | CREATE_ACLS | DELETE_ACLS) {
-        min.max(1)
-    } else {
-        min
+    let min = match key {
+        DESCRIBE_ACLS | CREATE_ACLS | DELETE_ACLS | DESCRIBE_CONFIGS => min.max(1),
+        CREATE_TOPICS => min.max(2),
+        _ => min,
     };
     min..=max
 }
@@ -623,4 +625,165 @@ fn group_admin_responses_decode_in_the_crate() {
         (&*t.topics[0].name.0, p.partition_index, p.error_code),
         ("t1", 3, 86)
     );
+}
+
+use klog::kafka::admin_topics as kt;
+
+#[test]
+fn topic_admin_requests_decode_as_the_crate_encodes_them() {
+    use km::create_topics_request as ct;
+    for v in versions(CREATE_TOPICS) {
+        let assignment = ct::CreatableReplicaAssignment::default()
+            .with_partition_index(0)
+            .with_broker_ids(vec![km::BrokerId(1), km::BrokerId(2)]);
+        let config = ct::CreatableTopicConfig::default()
+            .with_name(s("retention.ms"))
+            .with_value(Some(s("1000")));
+        let topic = ct::CreatableTopic::default()
+            .with_name(km::TopicName(s("t1")))
+            .with_num_partitions(3)
+            .with_replication_factor(2)
+            .with_assignments(vec![assignment])
+            .with_configs(vec![config]);
+        let r = km::CreateTopicsRequest::default()
+            .with_topics(vec![topic])
+            .with_timeout_ms(500)
+            .with_validate_only(v >= 1);
+        let frame = request_frame(CREATE_TOPICS, v, &r);
+        let Request::CreateTopics(ours) = decoded(&frame, CREATE_TOPICS, v) else {
+            panic!("v{v}: not CreateTopics");
+        };
+        let t = &ours.topics[0];
+        assert_eq!(
+            (t.name, t.num_partitions, t.replication_factor),
+            ("t1", 3, 2)
+        );
+        assert_eq!(t.assignments[0].broker_ids, [1, 2]);
+        assert_eq!(
+            (t.configs[0].name, t.configs[0].value),
+            ("retention.ms", Some("1000"))
+        );
+        assert_eq!((ours.timeout_ms, ours.validate_only), (500, v >= 1));
+    }
+    for v in versions(DESCRIBE_CONFIGS) {
+        let resource = km::describe_configs_request::DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("t1"))
+            .with_configuration_keys(Some(vec![s("retention.ms")]));
+        let r = km::DescribeConfigsRequest::default()
+            .with_resources(vec![resource])
+            .with_include_synonyms(v >= 1)
+            .with_include_documentation(v >= 3);
+        let frame = request_frame(DESCRIBE_CONFIGS, v, &r);
+        let Request::DescribeConfigs(ours) = decoded(&frame, DESCRIBE_CONFIGS, v) else {
+            panic!("v{v}: not DescribeConfigs");
+        };
+        let res = &ours.resources[0];
+        assert_eq!((res.resource_type, res.resource_name), (2, "t1"));
+        assert_eq!(res.configuration_keys, Some(vec!["retention.ms"]));
+        assert_eq!(
+            (ours.include_synonyms, ours.include_documentation),
+            (v >= 1, v >= 3)
+        );
+    }
+    for v in versions(DESCRIBE_CLUSTER) {
+        let r = km::DescribeClusterRequest::default()
+            .with_include_cluster_authorized_operations(true)
+            .with_endpoint_type(if v >= 1 { 2 } else { 1 });
+        let frame = request_frame(DESCRIBE_CLUSTER, v, &r);
+        let Request::DescribeCluster(ours) = decoded(&frame, DESCRIBE_CLUSTER, v) else {
+            panic!("v{v}: not DescribeCluster");
+        };
+        assert!(ours.include_cluster_authorized_operations);
+        assert_eq!(ours.endpoint_type, if v >= 1 { 2 } else { 1 });
+    }
+}
+
+#[test]
+fn topic_admin_responses_decode_in_the_crate() {
+    for v in versions(CREATE_TOPICS) {
+        let ours = kt::CreateTopicsResponse {
+            throttle_time_ms: 0,
+            topics: vec![kt::CreatableTopicResult {
+                name: "t1".into(),
+                error_code: 0,
+                error_message: None,
+                num_partitions: 3,
+                replication_factor: 2,
+                configs: Some(vec![kt::CreatableTopicConfigs {
+                    name: "retention.ms".into(),
+                    value: Some("1000".into()),
+                    read_only: true,
+                    config_source: kt::config::STATIC_BROKER_CONFIG,
+                    is_sensitive: false,
+                }]),
+            }],
+        };
+        let t: km::CreateTopicsResponse = theirs(&answer(v, &ours), v);
+        let topic = &t.topics[0];
+        assert_eq!((&*topic.name.0, topic.error_code), ("t1", 0));
+        if v >= 5 {
+            assert_eq!((topic.num_partitions, topic.replication_factor), (3, 2));
+            let c = &topic.configs.as_ref().unwrap()[0];
+            assert_eq!(
+                (&*c.name, c.value.as_deref()),
+                ("retention.ms", Some("1000"))
+            );
+            assert_eq!((c.read_only, c.config_source), (true, 4));
+        }
+    }
+    for v in versions(DESCRIBE_CONFIGS) {
+        let ours = kt::DescribeConfigsResponse {
+            throttle_time_ms: 0,
+            results: vec![kt::DescribeConfigsResult {
+                error_code: 0,
+                error_message: None,
+                resource_type: 2,
+                resource_name: "t1".into(),
+                configs: vec![kt::DescribeConfigsResourceResult {
+                    name: "segment.bytes".into(),
+                    value: Some("1024".into()),
+                    read_only: true,
+                    is_default: false,
+                    config_source: kt::config::STATIC_BROKER_CONFIG,
+                    is_sensitive: false,
+                    synonyms: Vec::new(),
+                    config_type: kt::config::INT,
+                    documentation: None,
+                }],
+            }],
+        };
+        let t: km::DescribeConfigsResponse = theirs(&answer(v, &ours), v);
+        let r = &t.results[0];
+        assert_eq!((r.resource_type, &*r.resource_name), (2, "t1"));
+        let c = &r.configs[0];
+        assert_eq!(
+            (&*c.name, c.value.as_deref()),
+            ("segment.bytes", Some("1024"))
+        );
+        if v >= 3 {
+            assert_eq!(c.config_type, 3);
+        }
+    }
+    for v in versions(DESCRIBE_CLUSTER) {
+        let ours = kt::DescribeClusterResponse {
+            throttle_time_ms: 0,
+            error_code: 0,
+            error_message: None,
+            endpoint_type: 1,
+            cluster_id: "klog".into(),
+            controller_id: 7,
+            brokers: vec![kt::DescribeClusterBroker {
+                broker_id: 7,
+                host: "127.0.0.1".into(),
+                port: 9092,
+                rack: None,
+            }],
+            cluster_authorized_operations: i32::MIN,
+        };
+        let t: km::DescribeClusterResponse = theirs(&answer(v, &ours), v);
+        assert_eq!((&*t.cluster_id, t.controller_id.0), ("klog", 7));
+        let b = &t.brokers[0];
+        assert_eq!((b.broker_id.0, &*b.host, b.port), (7, "127.0.0.1", 9092));
+    }
 }

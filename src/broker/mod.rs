@@ -448,7 +448,7 @@ fn open_existing_topics(shared: &Shared, placed: bool) -> anyhow::Result<()> {
                 continue;
             }
         }
-        let (_, mine) = shared.placed_here(&topic, count)?;
+        let (_, mine) = shared.placed_here(&topic, count, shared.config.replication_factor)?;
         let parts = shared
             .open_topic(&topic, &mine)
             .with_context(|| format!("cannot open topic {topic}"))?;

@@ -397,12 +397,11 @@ impl Shared {
     /// a registry; with one, those placed on it (placing the topic over
     /// the live brokers first, with the broker's replication factor, if
     /// nobody has).
-    pub(super) fn placed_here(&self, topic: &str, count: u32) -> Result<(u32, Vec<Held>)> {
+    pub(super) fn placed_here(&self, topic: &str, count: u32, rf: u32) -> Result<(u32, Vec<Held>)> {
         let Some(registry) = &self.registry else {
             return Ok((count, vec![Held::Single; count as usize]));
         };
         let live: Vec<String> = registry.brokers()?.into_iter().map(|b| b.id).collect();
-        let rf = self.config.replication_factor;
         let placement = registry.place_topic_replicated(topic, count, rf, &live)?;
         let held = (0..placement.brokers.len() as u32)
             .map(|p| match placement.replicas_of(p) {
@@ -426,6 +425,17 @@ impl Shared {
     /// Creates `topic` (or finds it); returns its partition count and
     /// whether it existed.
     pub(super) fn create_topic(&self, topic: &str, partitions: u32) -> Result<(u32, bool)> {
+        self.create_topic_replicated(topic, partitions, self.config.replication_factor)
+    }
+
+    /// [`Shared::create_topic`] with `replication_factor` replicas of each
+    /// partition (with a registry; one copy without).
+    pub(super) fn create_topic_replicated(
+        &self,
+        topic: &str,
+        partitions: u32,
+        replication_factor: u32,
+    ) -> Result<(u32, bool)> {
         crate::storage::store::validate_topic(topic)?;
         let _creating = lock(&self.creating);
         if let Some(parts) = self.read_topics().get(topic) {
@@ -442,7 +452,7 @@ impl Shared {
         let on_disk = self.store.partition_count(topic).ok();
         let count = on_disk.unwrap_or(partitions);
         self.room_for(topic, count)?;
-        let (placed, mine) = self.placed_here(topic, count)?;
+        let (placed, mine) = self.placed_here(topic, count, replication_factor)?;
         if placed != count {
             self.room_for(topic, placed)?;
         }

@@ -77,6 +77,9 @@ pub fn first_flexible_version(api_key: i16) -> Option<i16> {
         DESCRIBE_GROUPS => 5,
         LIST_GROUPS => 3,
         DELETE_GROUPS => 2,
+        CREATE_TOPICS => 5,
+        DESCRIBE_CONFIGS => 4,
+        DESCRIBE_CLUSTER => 0,
         _ => return None,
     })
 }

@@ -55,17 +55,23 @@
 //! | DescribeGroups | 15 | 0–5 | 5 |
 //! | ListGroups | 16 | 0–5 | 3 |
 //! | ApiVersions | 18 | 0–3 | 3 |
+//! | CreateTopics | 19 | 0–6 | 5 |
 //! | InitProducerId | 22 | 0–1 | 2 |
 //! | SaslHandshake | 17 | 1 | — |
 //! | SaslAuthenticate | 36 | 0–1 | 2 |
 //! | DescribeAcls, CreateAcls, DeleteAcls | 29–31 | 0–3 | 2 |
+//! | DescribeConfigs | 32 | 0–4 | 4 |
 //! | DeleteGroups | 42 | 0–2 | 2 |
 //! | OffsetDelete | 47 | 0 | — |
 //! | DescribeUserScramCredentials, AlterUserScramCredentials | 50–51 | 0 | 0 |
+//! | DescribeCluster | 60 | 0–1 | 0 |
 //!
-//! The admin APIs ([`admin`], [`admin_groups`]) are declared once each
+//! The admin APIs ([`admin`], [`admin_groups`], [`admin_topics`]) are declared once each
 //! ([`message`]) and answered with the response header v1 in their
 //! flexible versions.
+//!
+//! CreateTopics stops at v6: v7 answers each topic's id (a UUID), and klog
+//! has no topic ids yet.
 //!
 //! Only the versions the codec implements are advertised (the response
 //! module's `supported` is the one source of that table). A request of an
@@ -80,6 +86,7 @@
 
 pub mod admin;
 pub mod admin_groups;
+pub mod admin_topics;
 pub mod consumer;
 pub mod group;
 pub mod header;
@@ -121,6 +128,8 @@ pub mod api_key {
     pub const SASL_HANDSHAKE: i16 = 17;
     /// ApiVersions.
     pub const API_VERSIONS: i16 = 18;
+    /// CreateTopics.
+    pub const CREATE_TOPICS: i16 = 19;
     /// InitProducerId.
     pub const INIT_PRODUCER_ID: i16 = 22;
     /// DescribeAcls.
@@ -131,6 +140,8 @@ pub mod api_key {
     pub const DELETE_ACLS: i16 = 31;
     /// SaslAuthenticate.
     pub const SASL_AUTHENTICATE: i16 = 36;
+    /// DescribeConfigs.
+    pub const DESCRIBE_CONFIGS: i16 = 32;
     /// DeleteGroups.
     pub const DELETE_GROUPS: i16 = 42;
     /// OffsetDelete.
@@ -139,6 +150,8 @@ pub mod api_key {
     pub const DESCRIBE_USER_SCRAM_CREDENTIALS: i16 = 50;
     /// AlterUserScramCredentials.
     pub const ALTER_USER_SCRAM_CREDENTIALS: i16 = 51;
+    /// DescribeCluster.
+    pub const DESCRIBE_CLUSTER: i16 = 60;
 }
 
 /// The name of an API (Kafka's, as in its message schemas), for messages;
@@ -163,6 +176,9 @@ pub fn api_name(api_key: i16) -> &'static str {
         OFFSET_DELETE => "OffsetDelete",
         SASL_HANDSHAKE => "SaslHandshake",
         API_VERSIONS => "ApiVersions",
+        CREATE_TOPICS => "CreateTopics",
+        DESCRIBE_CONFIGS => "DescribeConfigs",
+        DESCRIBE_CLUSTER => "DescribeCluster",
         INIT_PRODUCER_ID => "InitProducerId",
         SASL_AUTHENTICATE => "SaslAuthenticate",
         DESCRIBE_ACLS => "DescribeAcls",
@@ -259,6 +275,16 @@ pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 pub const KAFKA_STORAGE_ERROR: i16 = 56;
 /// The group does not exist.
 pub const GROUP_ID_NOT_FOUND: i16 = 69;
+/// The topic exists already.
+pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+/// The partition count is not valid.
+pub const INVALID_PARTITIONS: i16 = 37;
+/// The replication factor is not valid (more than the live brokers).
+pub const INVALID_REPLICATION_FACTOR: i16 = 38;
+/// The replica assignment is not valid.
+pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+/// The configuration is not valid.
+pub const INVALID_CONFIG: i16 = 40;
 /// The group has members: it cannot be deleted.
 pub const NON_EMPTY_GROUP: i16 = 68;
 /// A member of the group reads the topic: its offsets cannot be deleted.

@@ -21,6 +21,7 @@
 //! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–7, 1–5, 0–2, 0–5, 0–3, 0–1, 0–3 | in [`super::group`], one table per message |
 //! | DescribeAcls, CreateAcls, DeleteAcls, DescribeUserScramCredentials, AlterUserScramCredentials | 0–3, 0–3, 0–3, 0, 0 | in [`super::admin`], each declared once from its schema |
 //! | DescribeGroups, ListGroups, DeleteGroups, OffsetDelete | 0–5, 0–5, 0–2, 0 | in [`super::admin_groups`], each declared once from its schema |
+//! | CreateTopics, DescribeConfigs, DescribeCluster | 0–6, 0–4, 0–1 | in [`super::admin_topics`], each declared once from its schema |
 //!
 //! A request must use every byte of its frame (but AlterUserScramCredentials
 //! may end with a second `tagged_fields`, as librdkafka writes it). Every count is checked
@@ -30,6 +31,7 @@
 
 use super::admin;
 use super::admin_groups;
+use super::admin_topics;
 use super::api_key::*;
 use super::group::{
     FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
@@ -73,6 +75,12 @@ pub enum Request<'a> {
     SaslHandshake(SaslHandshakeRequest<'a>),
     /// SaslAuthenticate (36).
     SaslAuthenticate(SaslAuthenticateRequest<'a>),
+    /// CreateTopics (19).
+    CreateTopics(admin_topics::CreateTopicsRequest<'a>),
+    /// DescribeConfigs (32).
+    DescribeConfigs(admin_topics::DescribeConfigsRequest<'a>),
+    /// DescribeCluster (60).
+    DescribeCluster(admin_topics::DescribeClusterRequest),
     /// DescribeGroups (15).
     DescribeGroups(admin_groups::DescribeGroupsRequest<'a>),
     /// ListGroups (16).
@@ -186,6 +194,9 @@ fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Re
         SASL_AUTHENTICATE => {
             SaslAuthenticateRequest::decode(d, version).map(Request::SaslAuthenticate)
         }
+        CREATE_TOPICS => Message::decode(d, version).map(Request::CreateTopics),
+        DESCRIBE_CONFIGS => Message::decode(d, version).map(Request::DescribeConfigs),
+        DESCRIBE_CLUSTER => Message::decode(d, version).map(Request::DescribeCluster),
         DESCRIBE_GROUPS => Message::decode(d, version).map(Request::DescribeGroups),
         LIST_GROUPS => Message::decode(d, version).map(Request::ListGroups),
         DELETE_GROUPS => Message::decode(d, version).map(Request::DeleteGroups),

@@ -69,15 +69,18 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(LIST_GROUPS, 0, 5),
     api(SASL_HANDSHAKE, 0, 1),
     api(API_VERSIONS, 0, 3),
+    api(CREATE_TOPICS, 0, 6),
     api(INIT_PRODUCER_ID, 0, 1),
     api(DESCRIBE_ACLS, 0, 3),
     api(CREATE_ACLS, 0, 3),
     api(DELETE_ACLS, 0, 3),
+    api(DESCRIBE_CONFIGS, 0, 4),
     api(SASL_AUTHENTICATE, 0, 1),
     api(DELETE_GROUPS, 0, 2),
     api(OFFSET_DELETE, 0, 0),
     api(DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0),
     api(ALTER_USER_SCRAM_CREDENTIALS, 0, 0),
+    api(DESCRIBE_CLUSTER, 0, 1),
 ];
 
 /// The versions of `api_key` this codec implements, `(min, max)`; `None`

@@ -4,11 +4,15 @@
 //   node kafkajs_admin.js BROKER list
 //   node kafkajs_admin.js BROKER describe GROUP
 //   node kafkajs_admin.js BROKER delete GROUP
+//   node kafkajs_admin.js BROKER create TOPIC PARTITIONS REPLICAS [validate]
+//   node kafkajs_admin.js BROKER configs TOPIC
+//   node kafkajs_admin.js BROKER cluster
 //
-// Prints what admin_groups.py prints: each group's id, sorted; "STATE
-// MEMBERS" then "CLIENT_ID TOPIC:P,P..." per member; "ok" or "error NAME".
+// Prints what admin_groups.py and admin_topics.py print: each group's id,
+// sorted; "STATE MEMBERS" then "CLIENT_ID TOPIC:P,P..." per member; "ok"
+// or "error NAME"; "NAME=VALUE" per config, sorted; "HOST:PORT" per broker.
 'use strict';
-const { Kafka, logLevel, AssignerProtocol } = require('kafkajs');
+const { Kafka, logLevel, AssignerProtocol, ConfigResourceTypes } = require('kafkajs');
 
 function assigned(assignment) {
   return Object.keys(assignment)
@@ -40,6 +44,32 @@ async function run(admin, command, args) {
       const failed = (e.groups || []).find((g) => g.error);
       return [`error ${failed ? failed.error.type : e.type || e.message}`];
     }
+  }
+  if (command === 'create') {
+    try {
+      const created = await admin.createTopics({
+        validateOnly: args[3] === 'validate',
+        // kafkajs looks for a validated topic's leaders too, and fails.
+        waitForLeaders: args[3] !== 'validate',
+        topics: [{ topic: args[0], numPartitions: Number(args[1]), replicationFactor: Number(args[2]) }],
+      });
+      // kafkajs answers false, not an error, for a topic that exists.
+      return [created || args[3] === 'validate' ? 'ok' : 'error TOPIC_ALREADY_EXISTS'];
+    } catch (e) {
+      const failed = (e.errors || []).find((x) => x.type);
+      return [`error ${failed ? failed.type : e.type || e.message}`];
+    }
+  }
+  if (command === 'configs') {
+    const { resources } = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: [{ type: ConfigResourceTypes.TOPIC, name: args[0] }],
+    });
+    return resources[0].configEntries.map((c) => `${c.configName}=${c.configValue}`).sort();
+  }
+  if (command === 'cluster') {
+    const { brokers } = await admin.describeCluster();
+    return brokers.map((b) => `${b.host}:${b.port}`).sort();
   }
   throw new Error(`no command ${command}`);
 }

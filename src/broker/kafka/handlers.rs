@@ -13,7 +13,7 @@ use super::groups::{handle as group, GroupRequest as G};
 use super::metadata::{list_offset, metadata};
 use super::produce::{self, Pending, Produced};
 use super::Kafka;
-use super::{acls, group_admin, scram};
+use super::{acls, group_admin, scram, topics_admin};
 use crate::broker::auth::Session;
 use crate::broker::memory::Held;
 use crate::broker::send::Records;
@@ -92,6 +92,47 @@ pub(super) fn handle<'s>(
         Request::LeaveGroup(r) => group(kafka, header, G::LeaveGroup(r), access, out),
         Request::OffsetCommit(r) => group(kafka, header, G::OffsetCommit(r), access, out),
         Request::OffsetFetch(r) => group(kafka, header, G::OffsetFetch(r), access, out),
+        Request::CreateTopics(_)
+        | Request::DescribeConfigs(_)
+        | Request::DescribeCluster(_)
+        | Request::ListGroups(_)
+        | Request::DescribeGroups(_)
+        | Request::DeleteGroups(_)
+        | Request::OffsetDelete(_) => admin(shared, kafka, request, &access, (version, id), out),
+        Request::DescribeAcls(r) => frame_message(out, id, version, &acls::describe(&access, &r)),
+        Request::DescribeUserScramCredentials(r) => {
+            frame_message(out, id, version, &scram::describe(&access, &r))
+        }
+        Request::CreateAcls(_) | Request::DeleteAcls(_) | Request::AlterUserScramCredentials(_) => {
+            admin_change(shared, kafka, (request, header), access, (peer, out))
+        }
+    }
+    None
+}
+
+/// Answers an admin request about topics, groups or the cluster.
+fn admin(
+    shared: &Shared,
+    kafka: &Kafka,
+    request: Request<'_>,
+    access: &Access<'_>,
+    (version, id): (i16, i32),
+    out: &mut Vec<u8>,
+) {
+    let access = *access;
+    match request {
+        Request::CreateTopics(r) => {
+            let answer = topics_admin::create(shared, &access, &r);
+            frame_message(out, id, version, &answer);
+        }
+        Request::DescribeConfigs(r) => {
+            let answer = topics_admin::describe_configs(shared, kafka, &access, &r, version);
+            frame_message(out, id, version, &answer);
+        }
+        Request::DescribeCluster(_) => {
+            let answer = topics_admin::describe_cluster(shared, kafka, &access);
+            frame_message(out, id, version, &answer);
+        }
         Request::ListGroups(r) => {
             frame_message(out, id, version, &group_admin::list(kafka, &access, &r))
         }
@@ -107,15 +148,8 @@ pub(super) fn handle<'s>(
             let answer = group_admin::delete_offsets(kafka, &access, &r);
             frame_message(out, id, version, &answer);
         }
-        Request::DescribeAcls(r) => frame_message(out, id, version, &acls::describe(&access, &r)),
-        Request::DescribeUserScramCredentials(r) => {
-            frame_message(out, id, version, &scram::describe(&access, &r))
-        }
-        Request::CreateAcls(_) | Request::DeleteAcls(_) | Request::AlterUserScramCredentials(_) => {
-            admin_change(shared, kafka, (request, header), access, (peer, out))
-        }
+        _ => unreachable!("handle() passes admin requests only"),
     }
-    None
 }
 
 /// A request that changes the registry's ACLs or users: one at a time on

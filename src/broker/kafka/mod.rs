@@ -70,6 +70,7 @@ mod handlers;
 mod metadata;
 mod produce;
 mod scram;
+mod topics_admin;
 
 /// What the Kafka connections of a broker share besides [`Shared`].
 #[derive(Debug)]

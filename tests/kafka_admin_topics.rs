@@ -1,0 +1,118 @@
+//! The topic and cluster admin APIs (issue 27) through every admin client
+//! in CI: confluent-kafka, kafka-python, aiokafka and kafkajs create topics
+//! (validate-only too), are refused a topic that exists or more replicas
+//! than brokers, describe a topic's configs (the broker's) and the
+//! cluster; in a cluster, a topic created with replicas is placed with
+//! them.
+
+mod common;
+
+use std::time::Duration;
+
+use common::cluster::Cluster;
+use common::kafka::{self, KafkaBroker};
+use common::registry::Backend;
+
+/// An admin client: `admin_topics.py LIB` or `kafkajs_admin.js`.
+fn run(client: &str, bootstrap: &str, args: &[&str]) -> Vec<String> {
+    let out = if client == "kafkajs" {
+        let node = kafka::kafkajs().unwrap();
+        let mut all = vec![bootstrap];
+        all.extend_from_slice(args);
+        kafka::run_node(&node, "kafkajs_admin.js", &all, kafka::CLIENT_TIMEOUT)
+    } else {
+        let mut all = vec![client, bootstrap];
+        all.extend_from_slice(args);
+        kafka::run_script(&kafka::python().unwrap(), "admin_topics.py", &all)
+    };
+    out.lines().map(str::to_string).collect()
+}
+
+const CLIENTS: [&str; 4] = ["confluent-kafka", "kafka-python", "aiokafka", "kafkajs"];
+
+#[test]
+fn every_admin_client_creates_topics_and_describes_configs_and_the_cluster() {
+    if kafka::python().is_none() || kafka::kafkajs().is_none() {
+        return;
+    }
+    let args = ["--partitions", "2", "--auto-create-topics", "false"];
+    let broker = KafkaBroker::with_registry(&[&args[..], &["--retention", "2d"]].concat());
+    let registry = klog::coord::open_read_only(broker.registry.as_deref().unwrap()).unwrap();
+    let partitions = |topic: &str| registry.placement(topic).unwrap().map(|p| p.brokers.len());
+    let at = broker.kafka.as_str();
+    for client in CLIENTS {
+        let topic = format!("t-{client}");
+        let checked = run(client, at, &["create", &topic, "3", "1", "validate"]);
+        assert_eq!(checked, ["ok"], "{client} validates");
+        assert_eq!(
+            partitions(&topic),
+            None,
+            "{client}: validate-only creates nothing"
+        );
+        assert_eq!(
+            run(client, at, &["create", &topic, "3", "1"]),
+            ["ok"],
+            "{client}"
+        );
+        assert_eq!(partitions(&topic), Some(3), "{client}: 3 partitions");
+        let again = run(client, at, &["create", &topic, "3", "1"]);
+        assert_eq!(again, ["error TOPIC_ALREADY_EXISTS"], "{client}");
+        let replicated = run(client, at, &["create", &format!("r-{client}"), "1", "2"]);
+        assert_eq!(
+            replicated,
+            ["error INVALID_REPLICATION_FACTOR"],
+            "{client}: one broker"
+        );
+        let configs = run(client, at, &["configs", &topic]);
+        for want in ["retention.ms=172800000", "cleanup.policy=delete"] {
+            assert!(
+                configs.iter().any(|c| c == want),
+                "{client}: {want} in {configs:?}"
+            );
+        }
+        assert_eq!(run(client, at, &["cluster"]), [at], "{client}");
+    }
+    // Produced to and read back as any topic.
+    let k = broker.kcat(&kafka::kcat_path().unwrap());
+    k.produce("t-kafkajs", b"one\ntwo\n", &["-p", "2"]);
+    assert_eq!(k.consume("t-kafkajs", &["-p", "2"]), "one\ntwo\n");
+}
+
+/// In a cluster of two, a topic created with two replicas has both on
+/// every partition, each broker serves its share, and every broker lists
+/// both in DescribeCluster.
+#[test]
+fn a_topic_created_with_replicas_is_placed_on_as_many_brokers() {
+    let Some(python) = kafka::python() else {
+        return;
+    };
+    let cluster = Cluster::start(Backend::Dir, 2, &["--kafka-listen", "127.0.0.1:0"]).unwrap();
+    let kafka_of = |slot: usize| {
+        let log = cluster.log(slot);
+        let line = log
+            .iter()
+            .find_map(|l| l.strip_prefix("% Listening for Kafka clients on "));
+        line.map(str::to_string).unwrap()
+    };
+    let (first, second) = (kafka_of(0), kafka_of(1));
+    let created = kafka::run_script(
+        &python,
+        "admin_topics.py",
+        &["confluent-kafka", &first, "create", "rt", "4", "2"],
+    );
+    assert_eq!(created.trim(), "ok");
+    let registry = klog::coord::open_read_only(cluster.spec()).unwrap();
+    let placement = registry.placement("rt").unwrap().unwrap();
+    assert_eq!(placement.brokers.len(), 4);
+    for p in 0..4 {
+        let replicas = placement.replicas_of(p).unwrap();
+        assert_eq!(replicas.len(), 2, "partition {p}: {replicas:?}");
+    }
+    let mut both = vec![first.clone(), second.clone()];
+    both.sort();
+    common::eventually("both brokers list both", Duration::from_secs(20), || {
+        [&first, &second]
+            .iter()
+            .all(|at| run("kafka-python", at, &["cluster"]) == both)
+    });
+}
