@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::kafka::{self, KafkaBroker};
 use common::Proc;
 
-/// An admin client: `admin_groups.py LIB` or `kafkajs_admin.js`.
+/// An admin client: `admin_clients.py LIB` or `kafkajs_admin.js`.
 enum Client {
     Python(std::path::PathBuf, &'static str),
     Node((std::path::PathBuf, std::path::PathBuf)),
@@ -32,7 +32,7 @@ impl Client {
             Client::Python(python, lib) => {
                 let mut all = vec![*lib, broker.kafka.as_str()];
                 all.extend_from_slice(args);
-                kafka::run_script(python, "admin_groups.py", &all)
+                kafka::run_script(python, "admin_clients.py", &all)
             }
             Client::Node(node) => {
                 let mut all = vec![broker.kafka.as_str()];

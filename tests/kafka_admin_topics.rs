@@ -13,7 +13,7 @@ use common::cluster::Cluster;
 use common::kafka::{self, KafkaBroker};
 use common::registry::Backend;
 
-/// An admin client: `admin_topics.py LIB` or `kafkajs_admin.js`.
+/// An admin client: `admin_clients.py LIB` or `kafkajs_admin.js`.
 fn run(client: &str, bootstrap: &str, args: &[&str]) -> Vec<String> {
     let out = if client == "kafkajs" {
         let node = kafka::kafkajs().unwrap();
@@ -23,7 +23,7 @@ fn run(client: &str, bootstrap: &str, args: &[&str]) -> Vec<String> {
     } else {
         let mut all = vec![client, bootstrap];
         all.extend_from_slice(args);
-        kafka::run_script(&kafka::python().unwrap(), "admin_topics.py", &all)
+        kafka::run_script(&kafka::python().unwrap(), "admin_clients.py", &all)
     };
     out.lines().map(str::to_string).collect()
 }
@@ -97,7 +97,7 @@ fn a_topic_created_with_replicas_is_placed_on_as_many_brokers() {
     let (first, second) = (kafka_of(0), kafka_of(1));
     let created = kafka::run_script(
         &python,
-        "admin_topics.py",
+        "admin_clients.py",
         &["confluent-kafka", &first, "create", "rt", "4", "2"],
     );
     assert_eq!(created.trim(), "ok");

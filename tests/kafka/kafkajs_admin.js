@@ -8,7 +8,7 @@
 //   node kafkajs_admin.js BROKER configs TOPIC
 //   node kafkajs_admin.js BROKER cluster
 //
-// Prints what admin_groups.py and admin_topics.py print: each group's id,
+// Prints what admin_clients.py prints: each group's id,
 // sorted; "STATE MEMBERS" then "CLIENT_ID TOPIC:P,P..." per member; "ok"
 // or "error NAME"; "NAME=VALUE" per config, sorted; "HOST:PORT" per broker.
 'use strict';

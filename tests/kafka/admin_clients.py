@@ -1,0 +1,225 @@
+"""Kafka admin clients managing groups and topics, driven by
+tests/kafka_admin_groups.rs and tests/kafka_admin_topics.rs.
+
+    python admin_clients.py LIB BOOTSTRAP list
+    python admin_clients.py LIB BOOTSTRAP describe GROUP
+    python admin_clients.py LIB BOOTSTRAP delete GROUP
+    python admin_clients.py LIB BOOTSTRAP delete-offsets GROUP TOPIC PARTITION
+    python admin_clients.py LIB BOOTSTRAP create TOPIC PARTITIONS REPLICAS [validate]
+    python admin_clients.py LIB BOOTSTRAP configs TOPIC
+    python admin_clients.py LIB BOOTSTRAP cluster
+
+LIB is confluent-kafka, kafka-python or aiokafka (no delete or
+delete-offsets; confluent-kafka has no delete-offsets). `list` prints each
+group's id, sorted; `describe` a line "STATE MEMBERS", then "CLIENT_ID
+TOPIC:P,P..." per member (its assignment as the client decodes it,
+sorted); `delete`, `delete-offsets` and `create` "ok" or "error NAME" (the
+Kafka error's name); `configs` each of the topic's configs as
+"NAME=VALUE", sorted; `cluster` each broker as "HOST:PORT".
+"""
+
+import asyncio
+import sys
+
+
+def fail(message):
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def assigned(pairs):
+    """TOPIC:P,P... of (topic, partition) pairs, sorted."""
+    topics = {}
+    for topic, p in pairs:
+        topics.setdefault(topic, []).append(p)
+    return " ".join(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in sorted(topics.items()))
+
+
+def confluent(bootstrap, command, args):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if command == "list":
+        result = admin.list_consumer_groups().result(30)
+        if result.errors:
+            fail(result.errors)
+        return sorted(g.group_id for g in result.valid)
+    if command == "describe":
+        group = admin.describe_consumer_groups([args[0]])[args[0]].result(30)
+        state = group.state.name.title().replace("_", "")
+        lines = [f"{STATES.get(state, state)} {len(group.members)}"]
+        for m in group.members:
+            tps = [(tp.topic, tp.partition) for tp in m.assignment.topic_partitions]
+            lines.append(f"{m.client_id} {assigned(tps)}")
+        return lines
+    if command == "delete":
+        try:
+            admin.delete_consumer_groups([args[0]])[args[0]].result(30)
+            return ["ok"]
+        except KafkaException as e:
+            return [f"error {e.args[0].name()}"]
+    fail(f"confluent-kafka: no {command}")
+
+
+# confluent-kafka's names of the states Kafka's brokers send.
+STATES = {"Preparingrebalance": "PreparingRebalance", "Empty": "Empty", "Stable": "Stable",
+          "Dead": "Dead"}
+
+
+def kafka_name(class_name):
+    """Kafka's name of a kafka-python error class: NonEmptyGroupError is
+    NON_EMPTY_GROUP."""
+    name = class_name.removesuffix("Error")
+    return "".join("_" + c if c.isupper() and i else c for i, c in enumerate(name)).upper()
+
+
+def kafka_python(bootstrap, command, args):
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    if command == "list":
+        return sorted(g["group_id"] for g in admin.list_groups())
+    if command == "describe":
+        group = admin.describe_groups([args[0]])[args[0]]
+        members = group["members"]
+        lines = [f"{group['group_state']} {len(members)}"]
+        for m in members:
+            assignment = m["member_assignment"] or {}
+            tps = [(t["topic"], p) for t in assignment.get("assigned_partitions", [])
+                   for p in t["partitions"]]
+            lines.append(f"{m['client_id']} {assigned(tps)}")
+        return lines
+    if command == "delete":
+        result = admin.delete_groups([args[0]])[args[0]]
+        return ["ok" if result == "OK" else f"error {kafka_name(result)}"]
+    if command == "delete-offsets":
+        group, topic, partition = args[0], args[1], int(args[2])
+        try:
+            result = admin.delete_group_offsets(group, [TopicPartition(topic, partition)])
+        except Exception as e:
+            return [f"error {kafka_name(type(e).__name__)}"]
+        error = result[TopicPartition(topic, partition)]
+        return ["ok" if error.errno == 0 else f"error {kafka_name(error.__name__)}"]
+    fail(f"kafka-python: no {command}")
+
+
+def aiokafka(bootstrap, command, args):
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    async def run():
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            if command == "list":
+                return sorted(g[0] for g in await admin.list_consumer_groups())
+            if command == "describe":
+                (response,) = await admin.describe_consumer_groups([args[0]])
+                (group,) = response.groups
+                # (error_code, group_id, state, protocol_type, protocol, members, ...)
+                members = group[5]
+                return [f"{group[2]} {len(members)}"] + [f"{m[1]}" for m in members]
+            fail(f"aiokafka: no {command}")
+        finally:
+            await admin.close()
+
+    return asyncio.run(run())
+
+
+def confluent_topics(bootstrap, command, args):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if command == "create":
+        topic = NewTopic(args[0], int(args[1]), int(args[2]))
+        future = admin.create_topics([topic], validate_only=args[3:] == ["validate"])[args[0]]
+        try:
+            future.result(30)
+            return ["ok"]
+        except KafkaException as e:
+            return [f"error {e.args[0].name()}"]
+    if command == "configs":
+        resource = ConfigResource(ResourceType.TOPIC, args[0])
+        configs = admin.describe_configs([resource])[resource].result(30)
+        return sorted(f"{k}={v.value}" for k, v in configs.items())
+    if command == "cluster":
+        return sorted(f"{n.host}:{n.port}" for n in admin.describe_cluster().result(30).nodes)
+    fail(f"no {command}")
+
+
+def kafka_python_topics(bootstrap, command, args):
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+    from kafka.errors import KafkaError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    if command == "create":
+        topic = NewTopic(args[0], int(args[1]), int(args[2]))
+        try:
+            admin.create_topics([topic], validate_only=args[3:] == ["validate"])
+            return ["ok"]
+        except KafkaError as e:
+            return [f"error {kafka_name(type(e).__name__)}"]
+    if command == "configs":
+        resource = ConfigResource(ConfigResourceType.TOPIC, args[0])
+        found = admin.describe_configs([resource], config_filter="all")
+        configs = found["topic"][args[0]]
+        return sorted(f"{k}={v['value']}" for k, v in configs.items())
+    if command == "cluster":
+        return sorted(f"{b['host']}:{b['port']}" for b in admin.describe_cluster()["brokers"])
+    fail(f"no {command}")
+
+
+def aiokafka_topics(bootstrap, command, args):
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+    from aiokafka.errors import for_code
+
+    async def run():
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            if command == "create":
+                topic = NewTopic(args[0], int(args[1]), int(args[2]))
+                response = await admin.create_topics(
+                    [topic], validate_only=args[3:] == ["validate"])
+                # (name, error_code, error_message, ...)
+                (result,) = response.topic_errors
+                if result[1] == 0:
+                    return ["ok"]
+                return [f"error {kafka_name(for_code(result[1]).__name__)}"]
+            if command == "configs":
+                resource = ConfigResource(ConfigResourceType.TOPIC, args[0])
+                (response,) = await admin.describe_configs([resource])
+                (result,) = response.resources
+                # (error_code, error_message, type, name, configs)
+                return sorted(f"{c[0]}={c[1]}" for c in result[4])
+            if command == "cluster":
+                cluster = await admin.describe_cluster()
+                return sorted(f"{b['host']}:{b['port']}" for b in cluster["brokers"])
+            fail(f"no {command}")
+        finally:
+            await admin.close()
+
+    return asyncio.run(run())
+
+
+
+TOPIC_COMMANDS = ("create", "configs", "cluster")
+
+
+def main(argv):
+    if len(argv) < 4:
+        fail(__doc__)
+    lib, bootstrap, command, args = argv[1], argv[2], argv[3], argv[4:]
+    groups = {"confluent-kafka": confluent, "kafka-python": kafka_python, "aiokafka": aiokafka}
+    topics = {"confluent-kafka": confluent_topics, "kafka-python": kafka_python_topics,
+              "aiokafka": aiokafka_topics}
+    run = (topics if command in TOPIC_COMMANDS else groups)[lib]
+    for line in run(bootstrap, command, args):
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
