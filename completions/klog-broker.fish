@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_klog_broker_global_optspecs
-    string join \n data-dir= listen= kafka-listen= kafka-advertised= partitions= auto-create-topics= max-partitions= segment-bytes= segment-age= index-interval-bytes= retention= retention-bytes= retention-check-interval= scrub-interval= scrub-rate= flush-messages= flush-interval= max-record-bytes= max-request-bytes= max-queued-request-bytes= max-connections= max-in-flight= request-timeout= idle-timeout= registry= replication-factor= min-insync-replicas= replica-lag-time= session-timeout= q/quiet tls-cert= tls-key= tls-client-ca= tls-ca= sasl-mechanisms= sasl-username= sasl-password-file= authorize super-users= h/help V/version
+    string join \n data-dir= listen= kafka-listen= kafka-advertised= metrics-listen= partitions= auto-create-topics= max-partitions= segment-bytes= segment-age= index-interval-bytes= retention= retention-bytes= retention-check-interval= scrub-interval= scrub-rate= flush-messages= flush-interval= max-record-bytes= max-request-bytes= max-queued-request-bytes= max-connections= max-in-flight= request-timeout= idle-timeout= registry= replication-factor= min-insync-replicas= replica-lag-time= session-timeout= q/quiet tls-cert= tls-key= tls-client-ca= tls-ca= sasl-mechanisms= sasl-username= sasl-password-file= authorize super-users= h/help V/version
 end
 
 function __fish_klog_broker_needs_command
@@ -28,6 +28,7 @@ complete -c klog-broker -n "__fish_klog_broker_needs_command" -l data-dir -d 'Th
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l listen -d 'Address to listen on; port 0 picks a free port. It serves klog\'s protocol and Kafka\'s (each connection\'s first request says which): kcat -b 127.0.0.1 reaches a broker started with the defaults' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l kafka-listen -d 'Also listen on this address (both protocols too), and tell Kafka clients to connect here: the Kafka wire protocol (produce, fetch, metadata, list offsets, consumer groups, admin) on the same logs and registry' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l kafka-advertised -d 'The address Kafka clients are told to connect to (default: the --kafka-listen address, else the --listen one; needed when that is a wildcard such as 0.0.0.0)' -r
+complete -c klog-broker -n "__fish_klog_broker_needs_command" -l metrics-listen -d 'Serve metrics for Prometheus at http://HOST:PORT/metrics: requests and their latency per API, each partition\'s offsets and in-sync replicas, groups\' lag, connections, flush times' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l partitions -d 'Partitions of a topic created on first produce' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l auto-create-topics -d 'Create a topic when a client first produces to it or asks for its metadata (Kafka\'s auto.create.topics.enable). With false, such a client is told the topic does not exist; a create that names its partition count (an admin\'s) is still made' -r -f -a "true\t''
 false\t''"

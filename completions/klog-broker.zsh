@@ -19,6 +19,7 @@ _klog-broker() {
 '--listen=[Address to listen on; port 0 picks a free port. It serves klog'\''s protocol and Kafka'\''s (each connection'\''s first request says which)\: kcat -b 127.0.0.1 reaches a broker started with the defaults]:HOST:PORT:_default' \
 '--kafka-listen=[Also listen on this address (both protocols too), and tell Kafka clients to connect here\: the Kafka wire protocol (produce, fetch, metadata, list offsets, consumer groups, admin) on the same logs and registry]:HOST:PORT:_default' \
 '--kafka-advertised=[The address Kafka clients are told to connect to (default\: the --kafka-listen address, else the --listen one; needed when that is a wildcard such as 0.0.0.0)]:HOST:PORT:_default' \
+'--metrics-listen=[Serve metrics for Prometheus at http\://HOST\:PORT/metrics\: requests and their latency per API, each partition'\''s offsets and in-sync replicas, groups'\'' lag, connections, flush times]:HOST:PORT:_default' \
 '--partitions=[Partitions of a topic created on first produce]:N:_default' \
 '--auto-create-topics=[Create a topic when a client first produces to it or asks for its metadata (Kafka'\''s auto.create.topics.enable). With false, such a client is told the topic does not exist; a create that names its partition count (an admin'\''s) is still made]:BOOL:(true false)' \
 '--max-partitions=[Partition directories the data directory may hold, over all topics, counted on disk (served, offline or placed elsewhere\: each holds files the broker opens); a topic that would pass it is not created]:N:_default' \

@@ -238,7 +238,14 @@ fn acls_made_by_an_admin_client_are_klogs_and_only_an_admin_makes_them() {
     assert_eq!(out.trim(), "error INVALID_REQUEST");
     let out = create(
         &root,
-        &["topic", "d", "literal", "User:dave", "alter_configs", "allow"],
+        &[
+            "topic",
+            "d",
+            "literal",
+            "User:dave",
+            "alter_configs",
+            "allow",
+        ],
     );
     assert_eq!(out.trim(), "error INVALID_REQUEST");
     let out = create(

@@ -254,7 +254,9 @@ pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
             return;
         }
     };
+    let began = std::time::Instant::now();
     let synced = flush.sync().and_then(|()| {
+        shared.metrics.flushed(began.elapsed());
         shared.fsyncs.fetch_add(1, Ordering::Relaxed);
         p.lock().complete_flush(&flush)
     });

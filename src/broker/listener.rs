@@ -124,7 +124,7 @@ fn full(shared: &Shared) -> Option<String> {
 
 /// Waits a little for a peer to connect (false: none yet), so that the
 /// loop notices a stop without a connection to wake it.
-fn wait_for_peer(listener: &TcpListener) -> anyhow::Result<bool> {
+pub(super) fn wait_for_peer(listener: &TcpListener) -> anyhow::Result<bool> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     use std::os::fd::AsFd;
     let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];

@@ -105,9 +105,11 @@ mod kafka;
 mod lease;
 mod listener;
 mod memory;
+pub(crate) mod metrics;
 mod producers;
 mod replica;
 mod retention;
+mod scrape;
 mod scrub;
 mod send;
 mod shared;
@@ -126,6 +128,8 @@ pub struct BrokerConfig {
     pub listen: String,
     /// Address of the Kafka listener (`--kafka-listen`), if any.
     pub kafka_listen: Option<String>,
+    /// Where to serve metrics for Prometheus (`GET /metrics`), if anywhere.
+    pub metrics_listen: Option<String>,
     /// `host:port` Kafka clients are told to connect to (default: the
     /// Kafka listener's own address).
     pub kafka_advertised: Option<String>,
@@ -193,6 +197,7 @@ impl BrokerConfig {
             data_dir: data_dir.into(),
             listen: listen.into(),
             kafka_listen: None,
+            metrics_listen: None,
             kafka_advertised: None,
             partitions_default: 1,
             auto_create_topics: true,
@@ -238,6 +243,7 @@ pub struct BrokerHandle {
     shared: Arc<Shared>,
     addr: SocketAddr,
     kafka_addr: Option<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
 }
 
 impl BrokerHandle {
@@ -249,6 +255,11 @@ impl BrokerHandle {
     /// The address its Kafka listener listens on, if it has one.
     pub fn kafka_addr(&self) -> Option<SocketAddr> {
         self.kafka_addr
+    }
+
+    /// The address it serves metrics on, if it does.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// Asks it to shut down cleanly.
@@ -266,6 +277,8 @@ pub struct Broker {
     listener: TcpListener,
     /// The Kafka listener (`--kafka-listen`), if any.
     kafka_listener: Option<TcpListener>,
+    /// The metrics listener (`--metrics-listen`), if any.
+    metrics_listener: Option<TcpListener>,
     /// What Kafka clients of either listener share.
     kafka: Arc<kafka::KafkaSide>,
     /// The data directory's lock, held until the broker is dropped: one
@@ -295,6 +308,13 @@ impl Broker {
             Some(addr) => Some(
                 TcpListener::bind(addr)
                     .with_context(|| format!("cannot listen for Kafka clients on {addr}"))?,
+            ),
+            None => None,
+        };
+        let metrics_listener = match &config.metrics_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .with_context(|| format!("cannot serve metrics on {addr}"))?,
             ),
             None => None,
         };
@@ -328,6 +348,7 @@ impl Broker {
             listener,
             kafka: Arc::new(kafka::KafkaSide::new(kafka_addr.clone())),
             kafka_listener,
+            metrics_listener,
             _data_lock: data_lock,
         })
     }
@@ -338,6 +359,10 @@ impl Broker {
             shared: Arc::clone(&self.shared),
             addr: self.listener.local_addr()?,
             kafka_addr: match &self.kafka_listener {
+                Some(l) => Some(l.local_addr()?),
+                None => None,
+            },
+            metrics_addr: match &self.metrics_listener {
                 Some(l) => Some(l.local_addr()?),
                 None => None,
             },
@@ -357,7 +382,14 @@ impl Broker {
             ("lease", |s| lease::keep_lease(s)),
             ("acls", |s| auth::reload_acls(s)),
         ];
-        let mut threads = Vec::with_capacity(background.len());
+        let mut threads = Vec::with_capacity(background.len() + 1);
+        if let Some(listener) = self.metrics_listener {
+            let shared = Arc::clone(&shared);
+            let thread = std::thread::Builder::new()
+                .name("metrics".into())
+                .spawn(move || scrape::serve(&shared, &listener))?;
+            threads.push(thread);
+        }
         for (name, body) in background {
             let shared = Arc::clone(&shared);
             let thread = std::thread::Builder::new()

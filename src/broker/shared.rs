@@ -249,6 +249,8 @@ pub(super) struct Shared {
     pub(super) peer_lines: crate::diag::Throttle,
     /// The ACLs (with `--authorize`).
     pub(super) authorizer: crate::coord::acl::Cache,
+    /// What `--metrics-listen` serves.
+    pub(super) metrics: super::metrics::Metrics,
 }
 
 impl Shared {
@@ -280,6 +282,7 @@ impl Shared {
             nudge: AtomicBool::new(false),
             peer_lines: crate::diag::Throttle::new(limits::PEER_LOG_LINES_PER_SECOND),
             authorizer: crate::coord::acl::Cache::default(),
+            metrics: super::metrics::Metrics::default(),
             config,
         }
     }

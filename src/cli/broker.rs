@@ -46,6 +46,11 @@ pub struct Args {
     /// a wildcard such as 0.0.0.0).
     #[arg(long = "kafka-advertised", value_name = "HOST:PORT", value_parser = super::listen_arg)]
     pub kafka_advertised: Option<String>,
+    /// Serve metrics for Prometheus at http://HOST:PORT/metrics:
+    /// requests and their latency per API, each partition's offsets and
+    /// in-sync replicas, groups' lag, connections, flush times.
+    #[arg(long = "metrics-listen", value_name = "HOST:PORT", value_parser = super::listen_arg)]
+    pub metrics_listen: Option<String>,
     /// Partitions of a topic created on first produce.
     #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = super::count_in::<u32>(1, u64::from(limits::PARTITIONS_MAX)))]
     pub partitions: u32,
@@ -274,6 +279,7 @@ fn serve(args: Args) -> anyhow::Result<ExitCode> {
     let mut config = BrokerConfig::new(&args.data_dir, &args.listen);
     config.kafka_listen = args.kafka_listen.clone();
     config.kafka_advertised = args.kafka_advertised.clone();
+    config.metrics_listen = args.metrics_listen.clone();
     config.partitions_default = args.partitions;
     config.auto_create_topics = args.auto_create_topics;
     config.partitions_max = args.partitions_max as usize;
@@ -310,9 +316,20 @@ fn serve(args: Args) -> anyhow::Result<ExitCode> {
     config.security = args.security.apply()?;
     raise_open_file_limit(&say);
     let broker = Broker::open(config)?;
-    let handle = broker.handle()?;
+    announce(&say, &broker.handle()?, &args);
+    broker.run()?;
+    say.info("Shut down cleanly");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Says where the broker listens, and warns of a listener beyond this host
+/// that authenticates nobody.
+fn announce(say: &crate::tools::Say, handle: &crate::broker::BrokerHandle, args: &Args) {
     if let Some(kafka) = handle.kafka_addr() {
         say.info(format_args!("Listening for Kafka clients on {kafka}"));
+    }
+    if let Some(metrics) = handle.metrics_addr() {
+        say.info(format_args!("Serving metrics on http://{metrics}/metrics"));
     }
     let authenticated =
         args.security.sasl_mechanisms.is_some() || args.security.tls_client_ca.is_some();
@@ -320,7 +337,4 @@ fn serve(args: Args) -> anyhow::Result<ExitCode> {
     warn_if_open(listeners, authenticated);
     // Scripts and tests wait for this line (not printed with -q).
     say.info(format_args!("Listening on {}", handle.local_addr()));
-    broker.run()?;
-    say.info("Shut down cleanly");
-    Ok(ExitCode::SUCCESS)
 }

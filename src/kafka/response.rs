@@ -612,7 +612,7 @@ mod tests {
         }
         assert_eq!(supported(API_VERSIONS), Some((0, 3)));
         assert_eq!(supported(OFFSET_COMMIT), Some((2, 7)));
-        // CreateTopics (19): not implemented, not advertised.
-        assert_eq!(supported(19), None);
+        // DeleteTopics (20): not implemented, not advertised.
+        assert_eq!(supported(20), None);
     }
 }

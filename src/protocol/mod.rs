@@ -341,6 +341,22 @@ impl ApiKey {
         }
     }
 
+    /// Its name, for logs and metrics ("an unknown API" for another
+    /// number).
+    pub fn name_of(v: u16) -> &'static str {
+        match ApiKey::from_u16(v) {
+            Some(ApiKey::Produce) => "Produce",
+            Some(ApiKey::Fetch) => "Fetch",
+            Some(ApiKey::ListOffsets) => "ListOffsets",
+            Some(ApiKey::Metadata) => "Metadata",
+            Some(ApiKey::CreateTopic) => "CreateTopic",
+            Some(ApiKey::OffsetsForLeaderEpoch) => "OffsetsForLeaderEpoch",
+            Some(ApiKey::SaslHandshake) => "SaslHandshake",
+            Some(ApiKey::SaslAuthenticate) => "SaslAuthenticate",
+            None => "an unknown API",
+        }
+    }
+
     fn from_u16(v: u16) -> Option<ApiKey> {
         Some(match v {
             0 => ApiKey::Produce,

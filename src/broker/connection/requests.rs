@@ -25,6 +25,8 @@ pub(super) fn handle(
     state: &mut ReaderState,
 ) -> Option<Answer> {
     let header = protocol::decode_request_header(body).ok()?;
+    let api = protocol::ApiKey::name_of(header.api_key);
+    let _timer = shared.metrics.request("klog", api);
     let correlation_id = header.correlation_id;
     let Some(request) = decode(shared, body, peer, correlation_id, state) else {
         return Some(Answer::Now);

@@ -230,9 +230,13 @@ fn answer<'s>(
         return Err(why);
     }
     match decode_request(body) {
-        Ok((header, request)) => Ok(handlers::handle(
-            shared, kafka, &header, request, peer, state,
-        )),
+        Ok((header, request)) => {
+            let api = crate::kafka::api_name(header.api_key);
+            let _timer = shared.metrics.request("kafka", api);
+            Ok(handlers::handle(
+                shared, kafka, &header, request, peer, state,
+            ))
+        }
         Err(RequestError::Unsupported {
             api_key: api_key::API_VERSIONS,
             correlation_id,
