@@ -1,10 +1,10 @@
-//! README's "A secure cluster across hosts", step by step, on three
+//! GUIDE.md's "A secure cluster across hosts", step by step, on three
 //! broker hosts, a ZooKeeper host and a client host (network namespaces,
 //! tests/common/netns.rs): certificates made with the openssl commands
-//! README gives, users and ACLs added with `klog-broker user|acl add`,
-//! brokers started with README's flags, replicating to each other over TLS
+//! GUIDE.md gives, users and ACLs added with `klog-broker user|acl add`,
+//! brokers started with its flags, replicating to each other over TLS
 //! with their own SCRAM login. Every record a client acknowledged with
-//! acks=all is read back by a client logged in as README says; a client
+//! acks=all is read back by a client logged in as it says; a client
 //! without the password, or without TLS, gets nothing.
 
 mod common;
