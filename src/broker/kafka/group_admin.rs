@@ -9,8 +9,35 @@
 //! | DeleteGroups | delete on each group |
 //! | OffsetDelete | delete on the group, read on each topic |
 
+use std::collections::HashMap;
+
 use super::access::Access;
 use super::Kafka;
+
+/// The most distinct groups one DescribeGroups or DeleteGroups names;
+/// past them, each other name is answered INVALID_REQUEST.
+const GROUPS_PER_REQUEST_MAX: usize = 1000;
+
+/// Each distinct name of `names` answered once by `each` (the first
+/// [`GROUPS_PER_REQUEST_MAX`] of them; INVALID_REQUEST past them).
+fn once_each<'n, T>(
+    names: &[&'n str],
+    mut each: impl FnMut(&str) -> Result<T, i16>,
+) -> HashMap<&'n str, Result<T, i16>> {
+    let mut answers = HashMap::new();
+    for name in names {
+        if answers.contains_key(name) {
+            continue;
+        }
+        let answer = if answers.len() < GROUPS_PER_REQUEST_MAX {
+            each(name)
+        } else {
+            Err(kafka::INVALID_REQUEST)
+        };
+        answers.insert(*name, answer);
+    }
+    answers
+}
 use crate::coord::acl::{Operation, ResourceType, CLUSTER};
 use crate::kafka::admin_groups::*;
 use crate::kafka::{self};
@@ -63,14 +90,18 @@ pub(super) fn describe<'v>(
     r: &DescribeGroupsRequest<'_>,
     views: &'v mut Vec<(String, Result<super::group::GroupView, i16>)>,
 ) -> DescribeGroupsResponse<'v> {
+    let mut distinct = once_each(&r.groups, |g| match access.group(Operation::Describe, g) {
+        Some(denied) => Err(denied),
+        None => kafka.coordinator.describe(g),
+    });
+    // Each name answered in order; a name repeated is described once, its
+    // repeats answered INVALID_REQUEST (one request must not make an
+    // answer of a group's members many times over).
     *views = r
         .groups
         .iter()
         .map(|g| {
-            let view = match access.group(Operation::Describe, g) {
-                Some(denied) => Err(denied),
-                None => kafka.coordinator.describe(g),
-            };
+            let view = distinct.remove(g).unwrap_or(Err(kafka::INVALID_REQUEST));
             (g.to_string(), view)
         })
         .collect();
@@ -120,14 +151,20 @@ pub(super) fn delete(
     access: &Access<'_>,
     r: &DeleteGroupsRequest<'_>,
 ) -> DeleteGroupsResponse {
+    let codes = once_each(&r.groups_names, |g| {
+        Err(access
+            .group(Operation::Delete, g)
+            .unwrap_or_else(|| kafka.coordinator.delete_group(g)))
+    });
     let results = r
         .groups_names
         .iter()
         .map(|g| DeletableGroupResult {
             group_id: g.to_string(),
-            error_code: access
-                .group(Operation::Delete, g)
-                .unwrap_or_else(|| kafka.coordinator.delete_group(g)),
+            error_code: codes.get(g).map_or(kafka::INVALID_REQUEST, |c| match c {
+                Ok(()) => kafka::NONE,
+                Err(code) => *code,
+            }),
         })
         .collect();
     DeleteGroupsResponse {

@@ -152,12 +152,15 @@ pub(super) fn create(
     access: &Access<'_>,
     r: &CreateTopicsRequest<'_>,
 ) -> CreateTopicsResponse {
+    let mut named: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for t in &r.topics {
+        *named.entry(t.name).or_default() += 1;
+    }
     let topics = r
         .topics
         .iter()
         .map(|t| {
-            let named = r.topics.iter().filter(|o| o.name == t.name).count();
-            let outcome = if named > 1 {
+            let outcome = if named.get(t.name).is_some_and(|n| *n > 1) {
                 Err((
                     kafka::INVALID_REQUEST,
                     format!("topic {:?} is named more than once", t.name),
@@ -390,5 +393,52 @@ pub(super) fn describe_cluster(
             })
             .collect(),
         cluster_authorized_operations: i32::MIN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::testing::shared;
+
+    fn topic(name: &str) -> CreatableTopic<'_> {
+        CreatableTopic {
+            name,
+            num_partitions: 2,
+            replication_factor: -1,
+            assignments: Vec::new(),
+            configs: Vec::new(),
+        }
+    }
+
+    /// A topic named twice in one request is refused, both times, and
+    /// the others are created; a check that takes a set, not a scan of
+    /// the request for each topic (found by review: 80,000 names took
+    /// two minutes).
+    #[test]
+    fn a_topic_named_twice_is_refused_and_the_others_are_created() {
+        let (_sim, shared) = shared();
+        let access = Access::new(&shared, None);
+        let request = CreateTopicsRequest {
+            topics: vec![topic("a"), topic("b"), topic("a")],
+            timeout_ms: 1000,
+            validate_only: false,
+        };
+        let answer = create(&shared, &access, &request);
+        let codes: Vec<i16> = answer.topics.iter().map(|t| t.error_code).collect();
+        let twice = kafka::INVALID_REQUEST;
+        assert_eq!(codes, [twice, kafka::NONE, twice]);
+        assert!(shared.topic_exists("b") && !shared.topic_exists("a"));
+        let many: Vec<String> = (0..50_000).map(|i| format!("bad!{i}")).collect();
+        let request = CreateTopicsRequest {
+            topics: many.iter().map(|n| topic(n)).collect(),
+            timeout_ms: 1000,
+            validate_only: true,
+        };
+        let answer = create(&shared, &access, &request);
+        assert!(answer
+            .topics
+            .iter()
+            .all(|t| t.error_code == kafka::INVALID_TOPIC_EXCEPTION));
     }
 }

@@ -221,8 +221,6 @@ impl ZkRegistry {
         })
     }
 
-    /// The offset write of a `multi`: a set, or a create when `exists` is
-    /// false.
     /// The error of a reset or deletion of an offset refused while a
     /// member owns its partition.
     fn active(&self, group: &str, topic: &str, partition: u32) -> Error {
@@ -234,6 +232,8 @@ impl ZkRegistry {
         }
     }
 
+    /// The offset write of a `multi`: a set, or a create when `exists` is
+    /// false.
     fn offset_op(path: &str, offset: u64, exists: bool) -> ZkOp {
         let data = encode_offset(offset);
         if exists {

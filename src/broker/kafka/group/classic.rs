@@ -24,8 +24,16 @@
 //! `coordinator`): `klog-consume -G` refuses to join it, FindCoordinator on
 //! any broker answers that broker, and a join elsewhere is answered
 //! NOT_COORDINATOR. Two brokers that took the same group at once settle
-//! on the one whose id sorts first (the other's members are sent there at
-//! their next join). A member that offers only the broker's assignors
+//! on the one whose id sorts first: the other looks at the registry every
+//! second, makes its members rejoin, and sends them there.
+//!
+//! A member's protocol metadata (and the assignment the leader gives it)
+//! may take at most 1 MiB, and the broker keeps at most 64 MiB of them
+//! over all such groups: a join past either is refused (INVALID_REQUEST,
+//! GROUP_MAX_SIZE_REACHED) with a line in the log. The registry is read
+//! before the coordinator's lock is taken, never under it.
+//!
+//! A member that offers only the broker's assignors
 //! cannot join it, nor can such a member of a group the broker assigns:
 //! INCONSISTENT_GROUP_PROTOCOL, and a line in the broker's log says why.
 
@@ -35,12 +43,30 @@ use std::time::{Duration, Instant};
 use super::state::Group;
 use super::sync::{failed, Ask, Settled};
 use super::{
-    error_code, Coordinator, Join, Sync, Synced, COORDINATOR_NOT_AVAILABLE,
-    INCONSISTENT_GROUP_PROTOCOL, LEADER_ID, NONE, NOT_COORDINATOR, REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
+    error_code, Coordinator, Join, Sync, Synced, CLASSIC_BYTES_MAX, COORDINATOR_NOT_AVAILABLE,
+    GROUP_MAX_SIZE_REACHED, INCONSISTENT_GROUP_PROTOCOL, LEADER_ID, MEMBER_METADATA_BYTES_MAX,
+    NONE, NOT_COORDINATOR, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID,
 };
 use crate::coord::registry::check_name;
-use crate::coord::BrokerInfo;
+use crate::coord::{BrokerInfo, MemberInfo};
+
+/// How often a group whose leader assigns looks for another broker that
+/// coordinates it too.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// What the registry says of a joining member's group, read before the
+/// coordinator's lock is taken: its members, and the live brokers when
+/// another broker's members are among them.
+#[derive(Debug)]
+pub(super) struct RegistryView {
+    members: Vec<MemberInfo>,
+    live: Vec<String>,
+}
+
+/// The bytes of a join's protocols (names and metadata).
+pub(super) fn metadata_bytes(join: &Join) -> usize {
+    join.protocols.iter().map(|(n, m)| n.len() + m.len()).sum()
+}
 use crate::kafka::consumer::ConsumerProtocolAssignment;
 
 impl Group {
@@ -95,6 +121,7 @@ impl Coordinator {
         &self,
         groups: &mut BTreeMap<String, Group>,
         join: &Join,
+        seen: RegistryView,
     ) -> Result<(), i16> {
         let local = groups.get(&join.group);
         let others = local.map_or(0, |g| {
@@ -103,7 +130,7 @@ impl Coordinator {
         if let Some(group) = local.filter(|_| others > 0) {
             self.check_local(group, join)?;
         }
-        let checked = self.check_registry(local, join);
+        let checked = self.check_registry(local, join, &seen);
         if checked == Err(NOT_COORDINATOR) {
             if let Some(group) = groups.get_mut(&join.group) {
                 group.remove(&join.member_id, Instant::now());
@@ -160,11 +187,13 @@ impl Coordinator {
 
     /// The join against the group's registry members that are not this
     /// broker's: klog members, and Kafka members coordinated elsewhere.
-    fn check_registry(&self, local: Option<&Group>, join: &Join) -> Result<(), i16> {
-        let members = self
-            .registry
-            .members(&join.group)
-            .map_err(|e| error_code(&e))?;
+    fn check_registry(
+        &self,
+        local: Option<&Group>,
+        join: &Join,
+        seen: &RegistryView,
+    ) -> Result<(), i16> {
+        let members = &seen.members;
         let ours = |id: &str| local.is_some_and(|g| g.members.contains_key(id));
         let settled_here = local.is_some_and(|g| g.members.keys().any(|id| *id != join.member_id));
         let me = &self.config.broker_id;
@@ -177,7 +206,7 @@ impl Coordinator {
                     // Another broker coordinates the group: the one whose
                     // id sorts first keeps it.
                     let defer = !settled_here || b < me;
-                    if defer && self.live_broker(b).is_some() {
+                    if defer && seen.live.contains(b) {
                         return Err(NOT_COORDINATOR);
                     }
                 }
@@ -201,6 +230,92 @@ impl Coordinator {
             }
         }
         Ok(())
+    }
+
+    /// What the registry says of `join`'s group (see [`RegistryView`]).
+    pub(super) fn registry_view(&self, join: &Join) -> Result<RegistryView, i16> {
+        let members = self
+            .registry
+            .members(&join.group)
+            .map_err(|e| error_code(&e))?;
+        let me = &self.config.broker_id;
+        let foreign = members
+            .iter()
+            .any(|m| m.coordinator.as_ref().is_some_and(|b| b != me));
+        let live = if foreign {
+            let brokers = self.registry.brokers().map_err(|e| error_code(&e))?;
+            brokers.into_iter().map(|b| b.id).collect()
+        } else {
+            Vec::new()
+        };
+        Ok(RegistryView { members, live })
+    }
+
+    /// Whether a joining member of a group whose leader assigns fits the
+    /// bytes the broker keeps for such members ([`CLASSIC_BYTES_MAX`]).
+    pub(super) fn room_for_metadata(
+        &self,
+        groups: &BTreeMap<String, Group>,
+        join: &Join,
+    ) -> Result<(), i16> {
+        if !join.leader_assigns {
+            return Ok(());
+        }
+        let kept: usize = groups
+            .values()
+            .map(|g| {
+                let members = g.members.values().map(|m| m.kept_bytes()).sum::<usize>();
+                members + g.classic.as_ref().map_or(0, |c| c.bytes())
+            })
+            .sum();
+        let old = groups
+            .get(&join.group)
+            .and_then(|g| g.members.get(&join.member_id))
+            .map_or(0, |m| m.kept_bytes());
+        if kept - old.min(kept) + metadata_bytes(join) <= CLASSIC_BYTES_MAX {
+            return Ok(());
+        }
+        (self.log)(format_args!(
+            "group {}: refused {}: the members of groups whose leaders assign keep {kept} bytes \
+             of metadata here, and {CLASSIC_BYTES_MAX} is all the broker keeps",
+            join.group,
+            who(join)
+        ));
+        Err(GROUP_MAX_SIZE_REACHED)
+    }
+
+    /// Looks, at most every [`RECHECK`], whether another live broker
+    /// coordinates a group whose leader assigns and sorts before this one
+    /// (two took it at once): then the group rebalances, and each member
+    /// that rejoins here is sent there (NOT_COORDINATOR).
+    pub(super) fn settle_coordinators(&self, now: Instant) {
+        let due: Vec<String> = {
+            let mut groups = self.groups();
+            let classic = groups.iter_mut().filter_map(|(name, g)| {
+                let c = g.classic.as_mut()?;
+                let due = c
+                    .checked
+                    .is_none_or(|t| now.saturating_duration_since(t) >= RECHECK);
+                due.then(|| {
+                    c.checked = Some(now);
+                    name.clone()
+                })
+            });
+            classic.collect()
+        };
+        let me = &self.config.broker_id;
+        for name in due {
+            let first = self.coordinator_of(&name).map(|b| b.id);
+            if first.is_none_or(|b| b >= *me) {
+                continue;
+            }
+            if let Some(group) = self.groups().get_mut(&name) {
+                if group.rebalance.is_none() && !group.members.is_empty() {
+                    group.start_rebalance(now);
+                    self.changed.notify_all();
+                }
+            }
+        }
     }
 
     /// The registry's live broker `id`, if it is one.
@@ -288,8 +403,24 @@ impl Coordinator {
             if let Some(classic) = group.classic.as_mut().filter(|_| current) {
                 if classic.leader == sync.member_id && classic.assignments.is_none() {
                     let given = sync.assignments.iter();
-                    let known = given.filter(|(id, _)| members.contains_key(id));
-                    classic.assignments = Some(known.cloned().collect());
+                    let known = given.filter(|(id, a)| {
+                        members.contains_key(id) && a.len() <= MEMBER_METADATA_BYTES_MAX
+                    });
+                    let kept: BTreeMap<String, Vec<u8>> = known.cloned().collect();
+                    let bytes: usize = kept.iter().map(|(id, a)| id.len() + a.len()).sum();
+                    if kept.len() < sync.assignments.len() || bytes > CLASSIC_BYTES_MAX / 4 {
+                        (self.log)(format_args!(
+                            "group {}: the leader's assignments ({bytes} bytes) name members \
+                             not in the group or pass the bytes the broker keeps: the members \
+                             left out get none",
+                            sync.group
+                        ));
+                    }
+                    classic.assignments = Some(if bytes > CLASSIC_BYTES_MAX / 4 {
+                        BTreeMap::new()
+                    } else {
+                        kept
+                    });
                     self.changed.notify_all();
                 }
             }

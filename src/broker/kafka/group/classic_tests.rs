@@ -224,3 +224,143 @@ fn a_group_whose_leader_assigns_is_coordinated_by_one_broker() {
     assert_eq!(other.error, NONE);
     assert!(one.0.coordinator_of("k").is_none());
 }
+
+/// Two brokers that took one group at once (b's member joined before b
+/// was listed as live; a's, before b's entry showed): b, whose id sorts
+/// after a's, makes its members rejoin and sends them to a, so that the
+/// group settles on one coordinator (found by review: it rebalanced
+/// forever, a's members unable to claim what b's member held).
+#[test]
+fn two_brokers_that_took_one_group_settle_on_the_first() {
+    let registry: Arc<dyn Registry> = Arc::new(MemRegistry::default());
+    let _a = registry.register_broker(&broker("a", 1)).unwrap();
+    let (a, b) = (start(&registry, "a"), start(&registry, "b"));
+    let c1 = join(&b.0, "", &["sticky"]);
+    assert_eq!(c1.error, NONE);
+    let synced = b.0.sync(&Sync {
+        group: "g".into(),
+        member_id: c1.member_id.clone(),
+        generation: c1.generation,
+        assignments: vec![(c1.member_id.clone(), assignment(&[0, 1, 2, 3]))],
+    });
+    assert_eq!(synced.error, NONE);
+    let c2 = join(&a.0, "", &["sticky"]);
+    assert_eq!(c2.error, NONE, "b was not live yet: a took the group too");
+    let _b = registry.register_broker(&broker("b", 2)).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while b.0.heartbeat("g", &c1.member_id, c1.generation) == NONE {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "b never let its member go"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rejoined = join(&b.0, &c1.member_id, &["sticky"]);
+    assert_eq!(rejoined.error, NOT_COORDINATOR, "sent to a");
+    assert_eq!(b.0.coordinator_of("g").map(|x| x.id).as_deref(), Some("a"));
+    let owner = registry.owner("g", "t", 0).map(|o| o.member);
+    assert_ne!(
+        owner.as_deref(),
+        Some(c1.member_id.as_str()),
+        "its claims went with it"
+    );
+}
+
+/// A cooperative member that rejoins keeps the claims of the partitions
+/// it says it owns (KIP-429), and only those.
+#[test]
+fn a_cooperative_member_keeps_what_it_still_owns_as_it_rejoins() {
+    let registry: Arc<dyn Registry> = Arc::new(MemRegistry::default());
+    let c = start(&registry, "b1");
+    let joined = join(&c.0, "", &["cooperative-sticky"]);
+    let synced = c.0.sync(&Sync {
+        group: "g".into(),
+        member_id: joined.member_id.clone(),
+        generation: joined.generation,
+        assignments: vec![(joined.member_id.clone(), assignment(&[0, 1, 2]))],
+    });
+    assert_eq!(synced.error, NONE);
+    let rejoined = c.0.join(Join {
+        member_id: joined.member_id.clone(),
+        owned: vec![("t".into(), 0), ("t".into(), 2)],
+        ..request("g", &["cooperative-sticky"])
+    });
+    assert_eq!(rejoined.error, NONE);
+    let owner = |p| registry.owner("g", "t", p).map(|o| o.member);
+    assert_eq!(owner(0).as_deref(), Some(joined.member_id.as_str()), "kept");
+    assert_eq!(owner(2).as_deref(), Some(joined.member_id.as_str()), "kept");
+    assert_eq!(owner(1), None, "given up: not owned any more");
+}
+
+/// A member's protocol metadata is bounded, and so are the bytes the
+/// broker keeps for all such members (found by review: 6 joins of 60 MiB
+/// each grew the broker by 360 MiB, kept after their connections closed).
+#[test]
+fn the_metadata_kept_for_members_is_bounded() {
+    let registry: Arc<dyn Registry> = Arc::new(MemRegistry::default());
+    let c = start(&registry, "b1");
+    let with = |group: &str, bytes: usize| {
+        c.0.join(Join {
+            protocols: vec![("sticky".into(), vec![7; bytes])],
+            ..request(group, &["sticky"])
+        })
+    };
+    let huge = with("g", MEMBER_METADATA_BYTES_MAX + 1);
+    assert_eq!(huge.error, INVALID_REQUEST);
+    let each = MEMBER_METADATA_BYTES_MAX - 100;
+    let fit = CLASSIC_BYTES_MAX / MEMBER_METADATA_BYTES_MAX;
+    for i in 0..fit {
+        assert_eq!(with(&format!("g{i}"), each).error, NONE, "member {i}");
+    }
+    let past = with("one-more", each);
+    assert_eq!(past.error, GROUP_MAX_SIZE_REACHED);
+    assert!(c
+        .1
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("is all the broker keeps")));
+}
+
+/// OffsetDelete of partitions that do not exist, or that have no offset,
+/// writes nothing in the registry (found by review: one request of 5000
+/// made-up partitions made 20,000 registry entries).
+#[test]
+fn offset_delete_of_partitions_made_up_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry: Arc<dyn Registry> =
+        Arc::new(crate::coord::dir::DirRegistry::open(dir.path()).unwrap());
+    let c = start(&registry, "b1");
+    let claim = registry.claim("g", "t", 1, "m", LONG).unwrap().unwrap();
+    registry.store_offset("g", "t", 1, 5, &claim).unwrap();
+    drop(claim);
+    let count = || walk(dir.path());
+    let before = count();
+    let asked: Vec<(String, i32)> = (0..500)
+        .map(|p| ("made-up".to_string(), i32::MAX - p))
+        .chain([("t".to_string(), 9), ("t".to_string(), 2)])
+        .collect();
+    let (error, codes) = c.0.delete_offsets("g", &asked);
+    assert_eq!(error, NONE);
+    assert!(
+        codes[..501]
+            .iter()
+            .all(|c| *c == UNKNOWN_TOPIC_OR_PARTITION),
+        "{codes:?}"
+    );
+    assert_eq!(codes[501], NONE, "an existing partition with no offset");
+    assert_eq!(count(), before, "no registry entry made");
+    let (_, deleted) = c.0.delete_offsets("g", &[("t".to_string(), 1)]);
+    assert_eq!(deleted, [NONE]);
+    assert_eq!(registry.committed("g", "t", 1).unwrap(), None);
+}
+
+/// Files and directories under `dir`.
+fn walk(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .map(|e| 1 + walk(&e.path()))
+            .sum()
+    })
+}

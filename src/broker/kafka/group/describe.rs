@@ -250,17 +250,29 @@ impl Coordinator {
             (Ok(true), Ok(members)) => members,
             (Err(e), _) | (_, Err(e)) => return whole(error_code(&e)),
         };
+        // Partition counts, looked up once a topic.
+        let mut counts: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
         let codes = asked
             .iter()
             .map(|(topic, partition)| {
                 if members.iter().any(|m| m.topics.contains(topic)) {
                     return GROUP_SUBSCRIBED_TO_TOPIC;
                 }
-                let Some(p) = u32::try_from(*partition).ok() else {
-                    return UNKNOWN_TOPIC_OR_PARTITION;
-                };
                 if check_name("topic", topic).is_err() {
                     return UNKNOWN_TOPIC_OR_PARTITION;
+                }
+                let count = *counts
+                    .entry(topic)
+                    .or_insert_with(|| self.partitions_of(topic).unwrap_or(0));
+                // Only a partition that exists, as a commit from outside
+                // the group: no registry entries for partitions made up.
+                let Some(p) = u32::try_from(*partition).ok().filter(|p| *p < count) else {
+                    return UNKNOWN_TOPIC_OR_PARTITION;
+                };
+                match self.registry.committed(group, topic, p) {
+                    Ok(None) => return NONE,
+                    Ok(Some(_)) => {}
+                    Err(e) => return error_code(&e),
                 }
                 match self.registry.delete_offset(group, topic, p) {
                     Ok(_) => NONE,

@@ -99,6 +99,14 @@ pub(crate) use crate::kafka::{
 /// coordinator itself, so that no client runs an assignor.
 pub(crate) const LEADER_ID: &str = "klog-coordinator";
 
+/// The most bytes of protocol metadata (or of an assignment) one member
+/// of a group whose leader assigns may have the broker keep.
+pub(crate) const MEMBER_METADATA_BYTES_MAX: usize = 1024 * 1024;
+
+/// The most bytes of protocol metadata and assignments the broker keeps
+/// for all the members of groups whose leaders assign.
+pub(crate) const CLASSIC_BYTES_MAX: usize = 64 * 1024 * 1024;
+
 /// The assignors the broker runs for a member that offers one (Algorithm
 /// 1 stands for both): eager ones, since a join gives up every partition.
 pub(crate) const EAGER_PROTOCOLS: [&str; 2] = ["range", "roundrobin"];
@@ -336,6 +344,15 @@ impl Coordinator {
         if !timeouts.contains(&join.session_timeout) {
             return answer(INVALID_SESSION_TIMEOUT, &join.member_id);
         }
+        let (size, seen) = (classic::metadata_bytes(&join), self.registry_view(&join));
+        if join.leader_assigns && size > MEMBER_METADATA_BYTES_MAX {
+            (self.log)(format_args!(
+                "group {}: refused a join of client {:?}: its protocols' metadata takes {size} \
+                 bytes, more than the {MEMBER_METADATA_BYTES_MAX} a member may",
+                join.group, join.client_id
+            ));
+            return answer(INVALID_REQUEST, &join.member_id);
+        }
         let mut groups = self.groups();
         // A stopping coordinator has let its members go: a client told of
         // an unknown member would start over with a new id, where it
@@ -350,7 +367,7 @@ impl Coordinator {
                 Err(error) => answer(error, ""),
             };
         }
-        let member_id = match self.enter(&mut groups, &join) {
+        let member_id = match self.enter(&mut groups, &join, seen) {
             Ok(id) => id,
             Err(error) => return answer(error, &join.member_id),
         };
@@ -374,12 +391,18 @@ impl Coordinator {
 
     /// Enters the joining member in its group (a new one in the registry
     /// too), gives up its partitions, and starts a rebalance: its id.
-    fn enter(&self, groups: &mut BTreeMap<String, Group>, join: &Join) -> Result<String, i16> {
+    fn enter(
+        &self,
+        groups: &mut BTreeMap<String, Group>,
+        join: &Join,
+        seen: Result<classic::RegistryView, i16>,
+    ) -> Result<String, i16> {
         let now = Instant::now();
         if join.member_id.is_empty() {
             self.room_for_a_member(groups, &join.group)?;
         }
-        self.check_mode(groups, join)?;
+        self.check_mode(groups, join, seen?)?;
+        self.room_for_metadata(groups, join)?;
         let group = groups.entry(join.group.clone()).or_default();
         if group.members.is_empty() {
             group.classic = join.leader_assigns.then(Classic::default);
@@ -390,14 +413,7 @@ impl Coordinator {
         } else {
             Vec::new()
         };
-        let mut topics: Vec<String> = join
-            .topics
-            .iter()
-            .filter(|t| crate::storage::store::validate_topic(t).is_ok())
-            .cloned()
-            .collect();
-        topics.sort();
-        topics.dedup();
+        let topics = topics_of(join);
         let rebalance_timeout = join
             .rebalance_timeout
             .unwrap_or(join.session_timeout)
@@ -593,6 +609,19 @@ impl Drop for Coordinator {
         // The thread holds only a weak reference: it ends at its next tick.
         self.closed.store(true, Ordering::Relaxed);
     }
+}
+
+/// A join's subscribed topics that are topic names, sorted, distinct.
+fn topics_of(join: &Join) -> Vec<String> {
+    let mut topics: Vec<String> = join
+        .topics
+        .iter()
+        .filter(|t| crate::storage::store::validate_topic(t).is_ok())
+        .cloned()
+        .collect();
+    topics.sort();
+    topics.dedup();
+    topics
 }
 
 /// The Kafka error for a registry error: a member's claim or entry lost

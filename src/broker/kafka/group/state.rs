@@ -149,6 +149,25 @@ pub(super) struct Classic {
     /// The leader's assignments in the current generation, by member;
     /// `None` until the leader syncs.
     pub(super) assignments: Option<BTreeMap<String, Vec<u8>>>,
+    /// When the registry was last looked at for another broker that
+    /// coordinates the group too.
+    pub(super) checked: Option<Instant>,
+}
+
+impl Classic {
+    /// The bytes it keeps: the leader's assignments.
+    pub(super) fn bytes(&self) -> usize {
+        let assignments = self.assignments.iter().flatten();
+        assignments.map(|(id, a)| id.len() + a.len()).sum()
+    }
+}
+
+impl Member {
+    /// The bytes of protocol metadata and assignment it keeps.
+    pub(super) fn kept_bytes(&self) -> usize {
+        let protocols = self.protocols.iter().map(|(n, m)| n.len() + m.len());
+        protocols.sum::<usize>() + self.raw.as_ref().map_or(0, Vec::len)
+    }
 }
 
 impl Classic {

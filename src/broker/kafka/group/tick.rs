@@ -23,6 +23,7 @@ pub(super) fn run(coordinator: Weak<Coordinator>) {
             return;
         }
         c.tick(Instant::now());
+        c.settle_coordinators(Instant::now());
         let pause = c.config.tick;
         drop(c);
         std::thread::sleep(pause);
