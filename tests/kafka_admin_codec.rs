@@ -18,14 +18,15 @@ fn s(x: &str) -> StrBytes {
 
 /// The versions klog lists that the crate knows too: Kafka 4 (and the
 /// crate) dropped the ACL APIs' v0, which is v1 without the pattern types
-/// (checked by hand below), DescribeConfigs' v0 and CreateTopics' v0–1
+/// (checked by hand below), DescribeConfigs' v0, CreateTopics' v0–1 and
+/// OffsetForLeaderEpoch's v0–1
 /// (the same fields but `validate_only`, `is_default`, `throttle_time_ms`,
 /// `error_message`: the declarations' version ranges).
 fn versions(key: i16) -> std::ops::RangeInclusive<i16> {
     let (min, max) = supported(key).expect("in the table");
     let min = match key {
         DESCRIBE_ACLS | CREATE_ACLS | DELETE_ACLS | DESCRIBE_CONFIGS => min.max(1),
-        CREATE_TOPICS => min.max(2),
+        CREATE_TOPICS | OFFSET_FOR_LEADER_EPOCH => min.max(2),
         _ => min,
     };
     min..=max
@@ -785,5 +786,51 @@ fn topic_admin_responses_decode_in_the_crate() {
         assert_eq!((&*t.cluster_id, t.controller_id.0), ("klog", 7));
         let b = &t.brokers[0];
         assert_eq!((b.broker_id.0, &*b.host, b.port), (7, "127.0.0.1", 9092));
+    }
+}
+
+#[test]
+fn offset_for_leader_epoch_decodes_and_answers_as_the_crate_has_it() {
+    use klog::kafka::epochs as ke;
+    use km::offset_for_leader_epoch_request as ol;
+    for v in versions(OFFSET_FOR_LEADER_EPOCH) {
+        let partition = ol::OffsetForLeaderPartition::default()
+            .with_partition(2)
+            .with_current_leader_epoch(if v >= 2 { 7 } else { -1 })
+            .with_leader_epoch(5);
+        let topic = ol::OffsetForLeaderTopic::default()
+            .with_topic(km::TopicName(s("t1")))
+            .with_partitions(vec![partition]);
+        let r = km::OffsetForLeaderEpochRequest::default()
+            .with_replica_id(km::BrokerId(if v >= 3 { -1 } else { -2 }))
+            .with_topics(vec![topic]);
+        let frame = request_frame(OFFSET_FOR_LEADER_EPOCH, v, &r);
+        let Request::OffsetForLeaderEpoch(ours) = decoded(&frame, OFFSET_FOR_LEADER_EPOCH, v)
+        else {
+            panic!("v{v}: not OffsetForLeaderEpoch");
+        };
+        assert_eq!(ours.replica_id, if v >= 3 { -1 } else { -2 });
+        let p = &ours.topics[0].partitions[0];
+        assert_eq!(ours.topics[0].topic, "t1");
+        assert_eq!((p.partition, p.leader_epoch), (2, 5));
+        assert_eq!(p.current_leader_epoch, if v >= 2 { 7 } else { -1 });
+        let answer_ours = ke::OffsetForLeaderEpochResponse {
+            throttle_time_ms: 0,
+            topics: vec![ke::OffsetForLeaderTopicResult {
+                topic: "t1".into(),
+                partitions: vec![ke::EpochEndOffset {
+                    error_code: 0,
+                    partition: 2,
+                    leader_epoch: 4,
+                    end_offset: 1234,
+                }],
+            }],
+        };
+        let t: km::OffsetForLeaderEpochResponse = theirs(&answer(v, &answer_ours), v);
+        let e = &t.topics[0].partitions[0];
+        assert_eq!((e.partition, e.end_offset), (2, 1234));
+        if v >= 1 {
+            assert_eq!(e.leader_epoch, 4);
+        }
     }
 }

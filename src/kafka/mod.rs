@@ -57,6 +57,7 @@
 //! | ApiVersions | 18 | 0–3 | 3 |
 //! | CreateTopics | 19 | 0–6 | 5 |
 //! | InitProducerId | 22 | 0–1 | 2 |
+//! | OffsetForLeaderEpoch | 23 | 0–4 | 4 |
 //! | SaslHandshake | 17 | 1 | — |
 //! | SaslAuthenticate | 36 | 0–1 | 2 |
 //! | DescribeAcls, CreateAcls, DeleteAcls | 29–31 | 0–3 | 2 |
@@ -88,6 +89,7 @@ pub mod admin;
 pub mod admin_groups;
 pub mod admin_topics;
 pub mod consumer;
+pub mod epochs;
 pub mod group;
 pub mod header;
 pub mod message;
@@ -132,6 +134,8 @@ pub mod api_key {
     pub const CREATE_TOPICS: i16 = 19;
     /// InitProducerId.
     pub const INIT_PRODUCER_ID: i16 = 22;
+    /// OffsetForLeaderEpoch.
+    pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
     /// DescribeAcls.
     pub const DESCRIBE_ACLS: i16 = 29;
     /// CreateAcls.
@@ -180,6 +184,7 @@ pub fn api_name(api_key: i16) -> &'static str {
         DESCRIBE_CONFIGS => "DescribeConfigs",
         DESCRIBE_CLUSTER => "DescribeCluster",
         INIT_PRODUCER_ID => "InitProducerId",
+        OFFSET_FOR_LEADER_EPOCH => "OffsetForLeaderEpoch",
         SASL_AUTHENTICATE => "SaslAuthenticate",
         DESCRIBE_ACLS => "DescribeAcls",
         CREATE_ACLS => "CreateAcls",

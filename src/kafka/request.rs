@@ -21,6 +21,7 @@
 //! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–7, 1–5, 0–2, 0–5, 0–3, 0–1, 0–3 | in [`super::group`], one table per message |
 //! | DescribeAcls, CreateAcls, DeleteAcls, DescribeUserScramCredentials, AlterUserScramCredentials | 0–3, 0–3, 0–3, 0, 0 | in [`super::admin`], each declared once from its schema |
 //! | DescribeGroups, ListGroups, DeleteGroups, OffsetDelete | 0–5, 0–5, 0–2, 0 | in [`super::admin_groups`], each declared once from its schema |
+//! | OffsetForLeaderEpoch | 0–4 | in [`super::epochs`], declared once from its schema |
 //! | CreateTopics, DescribeConfigs, DescribeCluster | 0–6, 0–4, 0–1 | in [`super::admin_topics`], each declared once from its schema |
 //!
 //! A request must use every byte of its frame (but AlterUserScramCredentials
@@ -33,6 +34,7 @@ use super::admin;
 use super::admin_groups;
 use super::admin_topics;
 use super::api_key::*;
+use super::epochs;
 use super::group::{
     FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
     OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest,
@@ -75,6 +77,8 @@ pub enum Request<'a> {
     SaslHandshake(SaslHandshakeRequest<'a>),
     /// SaslAuthenticate (36).
     SaslAuthenticate(SaslAuthenticateRequest<'a>),
+    /// OffsetForLeaderEpoch (23).
+    OffsetForLeaderEpoch(epochs::OffsetForLeaderEpochRequest<'a>),
     /// CreateTopics (19).
     CreateTopics(admin_topics::CreateTopicsRequest<'a>),
     /// DescribeConfigs (32).
@@ -195,6 +199,7 @@ fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Re
             SaslAuthenticateRequest::decode(d, version).map(Request::SaslAuthenticate)
         }
         CREATE_TOPICS => Message::decode(d, version).map(Request::CreateTopics),
+        OFFSET_FOR_LEADER_EPOCH => Message::decode(d, version).map(Request::OffsetForLeaderEpoch),
         DESCRIBE_CONFIGS => Message::decode(d, version).map(Request::DescribeConfigs),
         DESCRIBE_CLUSTER => Message::decode(d, version).map(Request::DescribeCluster),
         DESCRIBE_GROUPS => Message::decode(d, version).map(Request::DescribeGroups),

@@ -71,6 +71,7 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(API_VERSIONS, 0, 3),
     api(CREATE_TOPICS, 0, 6),
     api(INIT_PRODUCER_ID, 0, 1),
+    api(OFFSET_FOR_LEADER_EPOCH, 0, 4),
     api(DESCRIBE_ACLS, 0, 3),
     api(CREATE_ACLS, 0, 3),
     api(DELETE_ACLS, 0, 3),

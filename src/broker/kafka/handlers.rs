@@ -13,7 +13,7 @@ use super::groups::{handle as group, GroupRequest as G};
 use super::metadata::{list_offset, metadata};
 use super::produce::{self, Pending, Produced};
 use super::Kafka;
-use super::{acls, group_admin, scram, topics_admin};
+use super::{acls, epochs, group_admin, scram, topics_admin};
 use crate::broker::auth::Session;
 use crate::broker::memory::Held;
 use crate::broker::send::Records;
@@ -92,6 +92,9 @@ pub(super) fn handle<'s>(
         Request::LeaveGroup(r) => group(kafka, header, G::LeaveGroup(r), access, out),
         Request::OffsetCommit(r) => group(kafka, header, G::OffsetCommit(r), access, out),
         Request::OffsetFetch(r) => group(kafka, header, G::OffsetFetch(r), access, out),
+        Request::OffsetForLeaderEpoch(r) => {
+            frame_message(out, id, version, &epochs::answer(shared, &access, &r))
+        }
         Request::CreateTopics(_)
         | Request::DescribeConfigs(_)
         | Request::DescribeCluster(_)

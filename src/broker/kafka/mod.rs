@@ -62,6 +62,7 @@ use crate::protocol::ErrorCode;
 mod access;
 mod acls;
 mod connection;
+mod epochs;
 mod fetch;
 pub(crate) mod group;
 mod group_admin;

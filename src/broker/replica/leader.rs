@@ -173,6 +173,23 @@ impl Partition {
         }
     }
 
+    /// [`Partition::epoch_end`] for a client (a Kafka consumer): one that
+    /// names no epoch of its own (`None`) is answered by the leader alone.
+    pub(in crate::broker) fn client_epoch_end(
+        &self,
+        current: Option<u32>,
+        asked: u32,
+    ) -> std::result::Result<Option<(u32, u64)>, (ErrorCode, String)> {
+        match (&self.replica, current) {
+            (Some(r), None) => {
+                let log = self.lock();
+                self.leading(&r.role())?;
+                Ok(log.end_offset_for_epoch(asked))
+            }
+            _ => self.epoch_end(current, asked),
+        }
+    }
+
     /// Where leader epoch `asked` (or the largest epoch below it) ends in
     /// this partition's log, for a follower in epoch `current` (checked
     /// by [`Partition::check_epoch`] for a replica; a single copy answers
