@@ -12,8 +12,10 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::bin;
+use common::cluster::Cluster;
 use common::kafka::{self, KafkaBroker};
+use common::registry::Backend;
+use common::{bin, lines};
 
 /// How long a client script may run.
 const CLIENT: Duration = Duration::from_secs(150);
@@ -162,4 +164,51 @@ fn a_group_whose_leader_assigns_is_kafka_clients_alone() {
     broker
         .broker
         .wait_for_log("group g1: refused", Duration::from_secs(30));
+}
+
+/// kafkajs consumers that start on two brokers of a cluster end in one
+/// group, coordinated by one broker (FindCoordinator names it, the other
+/// answers NOT_COORDINATOR, and a group two brokers took at once settles
+/// on one): each partition owned once, every record read.
+#[test]
+fn kafkajs_consumers_on_two_brokers_form_one_group() {
+    let Some(kafkajs) = kafka::kafkajs() else {
+        return;
+    };
+    let args = ["--kafka-listen", "127.0.0.1:0", "--partitions", "4"];
+    let cluster = Cluster::start(Backend::Dir, 2, &args).unwrap();
+    let kafka_of = |slot: usize| {
+        let log = cluster.log(slot);
+        let line = log
+            .iter()
+            .find_map(|l| l.strip_prefix("% Listening for Kafka clients on "));
+        line.map(str::to_string).unwrap()
+    };
+    let both = format!("{},{}", kafka_of(0), kafka_of(1));
+    let registry = klog::coord::open_read_only(cluster.spec()).unwrap();
+    let placed = || registry.placement("t1").unwrap().is_some();
+    // The topic, placed over both brokers: produced through each's share.
+    let k = kafka::Kcat::at(&kafka::kcat_path().unwrap(), &kafka_of(0));
+    k.produce("t1", lines(400).as_bytes(), &[]);
+    assert!(placed());
+    let args = [both.as_str(), "t1", "g1", "400", "2"];
+    let out = kafka::run_node(&kafkajs, "kafkajs_group.js", &args, CLIENT);
+    let summary = summary(&out);
+    let mut owned = BTreeMap::new();
+    for m in summary["members"].as_array().unwrap() {
+        for p in m["assignment"].as_array().unwrap() {
+            *owned.entry(p.as_u64().unwrap()).or_insert(0) += 1;
+        }
+    }
+    let once: BTreeMap<u64, i32> = (0..4).map(|p| (p, 1)).collect();
+    assert_eq!(owned, once, "{summary}");
+    let records = summary["records"].as_array().unwrap();
+    assert_eq!(values(records), (1..=400).collect(), "every record read");
+    let coordinators: BTreeSet<String> = registry
+        .members("g1")
+        .unwrap()
+        .into_iter()
+        .filter_map(|m| m.coordinator)
+        .collect();
+    assert!(coordinators.len() <= 1, "one coordinator: {coordinators:?}");
 }

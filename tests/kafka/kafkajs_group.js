@@ -1,7 +1,7 @@
 // kafkajs consumers in one group, with kafkajs's defaults (its own
 // assignor, RoundRobinAssigner, whose leader assigns): tests/kafka_groups.rs.
 //
-//   node kafkajs_group.js BROKER TOPIC GROUP COUNT MEMBERS
+//   node kafkajs_group.js BROKER[,BROKER...] TOPIC GROUP COUNT MEMBERS
 //
 // Starts MEMBERS consumers of GROUP subscribed to TOPIC from the beginning,
 // each committing as kafkajs does by default, and waits until they have
@@ -15,16 +15,19 @@ const { Kafka, logLevel } = require('kafkajs');
 async function main() {
   const [broker, topic, group, countText, membersText] = process.argv.slice(2);
   const count = Number(countText);
-  const kafka = new Kafka({
-    clientId: 'klog-kafkajs',
-    brokers: [broker],
-    logLevel: logLevel.ERROR,
-    retry: { retries: 20 },
-  });
+  // BROKER may list several, comma-separated: member i bootstraps from
+  // the i-th (round robin).
+  const brokers = broker.split(',');
   const seen = new Map();
   const records = [];
   const members = [];
   for (let i = 0; i < Number(membersText); i++) {
+    const kafka = new Kafka({
+      clientId: 'klog-kafkajs',
+      brokers: [brokers[i % brokers.length]],
+      logLevel: logLevel.ERROR,
+      retry: { retries: 20 },
+    });
     const consumer = kafka.consumer({ groupId: group });
     const member = { consumer, assignment: null, protocol: null, joins: 0 };
     consumer.on(consumer.events.GROUP_JOIN, (e) => {
