@@ -221,6 +221,23 @@ impl ZkRegistry {
         })
     }
 
+    /// The owner znode's path of `topic [partition]` in `group`, its
+    /// parents made, and the live session, for a reset or a deletion of
+    /// its offset.
+    fn reset_owner(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+    ) -> Result<(String, Arc<ZkSession>)> {
+        self.writable()?;
+        check_name("group", group)?;
+        check_name("topic", topic)?;
+        let owner = owner_path(group, topic, partition);
+        self.parents(&owner)?;
+        Ok((owner, self.live()?))
+    }
+
     /// The error of a reset or deletion of an offset refused while a
     /// member owns its partition.
     fn active(&self, group: &str, topic: &str, partition: u32) -> Error {
@@ -296,6 +313,22 @@ fn same_id(bytes: &[u8], ours: &[u8]) -> bool {
 
 fn owner_path(group: &str, topic: &str, partition: u32) -> String {
     format!("/consumers/{group}/owners/{topic}/{partition}")
+}
+
+/// The ops that take the partition's owner znode for the moment of a reset
+/// or a deletion of its offset (failing with NodeExists while a member
+/// owns it), and give it back, in the same `multi`.
+fn reset_claim(owner: &str) -> (ZkOp, ZkOp) {
+    let claim = ZkOp::Create {
+        path: owner.to_string(),
+        data: RESET_MEMBER.as_bytes().to_vec(),
+        mode: ZkMode::Ephemeral,
+    };
+    let release = ZkOp::Delete {
+        path: owner.to_string(),
+        version: None,
+    };
+    (claim, release)
 }
 
 fn offset_path(group: &str, topic: &str, partition: u32) -> String {
@@ -446,21 +479,9 @@ impl Registry for ZkRegistry {
     }
 
     fn reset_offset(&self, group: &str, topic: &str, partition: u32, offset: u64) -> Result<()> {
-        self.writable()?;
-        check_name("group", group)?;
-        check_name("topic", topic)?;
-        let owner = owner_path(group, topic, partition);
-        self.parents(&owner)?;
-        let session = self.live()?;
-        let claim = [ZkOp::Create {
-            path: owner.clone(),
-            data: RESET_MEMBER.as_bytes().to_vec(),
-            mode: ZkMode::Ephemeral,
-        }];
-        let release = [ZkOp::Delete {
-            path: owner.clone(),
-            version: None,
-        }];
+        let (owner, session) = self.reset_owner(group, topic, partition)?;
+        let (claim, release) = reset_claim(&owner);
+        let (claim, release) = ([claim], [release]);
         let path = offset_path(group, topic, partition);
         match self.write_offset(&session, &path, offset, &claim, &release) {
             Err(Error::ZooKeeper {
@@ -473,30 +494,16 @@ impl Registry for ZkRegistry {
     }
 
     fn delete_offset(&self, group: &str, topic: &str, partition: u32) -> Result<bool> {
-        self.writable()?;
-        check_name("group", group)?;
-        check_name("topic", topic)?;
-        let owner = owner_path(group, topic, partition);
-        self.parents(&owner)?;
-        let session = self.live()?;
+        let (owner, session) = self.reset_owner(group, topic, partition)?;
         let path = offset_path(group, topic, partition);
         // The owner znode for the moment of the deletion, as a reset takes
         // it: refused while a member owns the partition.
-        let ops = [
-            ZkOp::Create {
-                path: owner.clone(),
-                data: RESET_MEMBER.as_bytes().to_vec(),
-                mode: ZkMode::Ephemeral,
-            },
-            ZkOp::Delete {
-                path: path.clone(),
-                version: None,
-            },
-            ZkOp::Delete {
-                path: owner.clone(),
-                version: None,
-            },
-        ];
+        let (claim, release) = reset_claim(&owner);
+        let delete = ZkOp::Delete {
+            path: path.clone(),
+            version: None,
+        };
+        let ops = [claim, delete, release];
         match session.multi(&ops, self.deadline()) {
             Ok(()) => Ok(true),
             Err(Error::ZooKeeper {
