@@ -250,12 +250,11 @@ fn counts(shared: &Shared, t: &CreatableTopic<'_>) -> Result<(u32, u32), (i16, S
     let c = &shared.config;
     let partitions = match t.num_partitions {
         -1 => c.partitions_default,
-        n if n >= 1 => n as u32,
+        n if (1..=crate::limits::PARTITIONS_MAX as i32).contains(&n) => n as u32,
         n => {
-            return Err((
-                kafka::INVALID_PARTITIONS,
-                format!("{n} partitions: at least 1"),
-            ))
+            let max = crate::limits::PARTITIONS_MAX;
+            let why = format!("{n} partitions: between 1 and {max}");
+            return Err((kafka::INVALID_PARTITIONS, why));
         }
     };
     let rf = match t.replication_factor {
@@ -440,5 +439,15 @@ mod tests {
             .topics
             .iter()
             .all(|t| t.error_code == kafka::INVALID_TOPIC_EXCEPTION));
+        // A validate-only create is judged as a create would be.
+        let mut huge = topic("huge");
+        huge.num_partitions = i32::MAX;
+        let request = CreateTopicsRequest {
+            topics: vec![huge],
+            timeout_ms: 1000,
+            validate_only: true,
+        };
+        let answer = create(&shared, &access, &request);
+        assert_eq!(answer.topics[0].error_code, kafka::INVALID_PARTITIONS);
     }
 }
