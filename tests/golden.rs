@@ -25,7 +25,7 @@
 //! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `leader-epochs`, `clean-shutdown` |
 //! | `refetch`                                    | a replica's refetch mark, after it left the ISR |
 //! | `scrubbed`                                   | when a scrub last found a partition's log whole |
-//! | `registry/`                                  | broker, member (and its lease), owner claim (by generation), committed offset, placement (one replica each, as before replication, and replicated) and partition state entries; an entry `<id>.json` stands for `<id>@<incarnation>.json` |
+//! | `registry/`                                  | broker, member (and its lease), owner claim (by generation), committed offsets journal (and the offset file before journals), placement (one replica each, as before replication, and replicated) and partition state entries; an entry `<id>.json` stands for `<id>@<incarnation>.json` |
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -1145,8 +1145,9 @@ fn registry_owner_entry() {
 
 #[test]
 fn registry_committed_offset() {
-    // In the directory of the claim generation that wrote it.
-    let name = "registry/offsets/g1/clicks-2/1/offset";
+    // The journal of the claim generation that wrote it: its adopt
+    // record, then the commit.
+    let name = "registry/offsets/g1/clicks-2/1/offsets.log";
     let commit = |offset: u64| {
         let dir = tempfile::tempdir().unwrap();
         let reg = DirRegistry::open(dir.path()).unwrap();
@@ -1155,7 +1156,7 @@ fn registry_committed_offset() {
             .unwrap()
             .expect("unowned");
         reg.commit("g1", "clicks", 2, offset, &owner).unwrap();
-        read(&dir.path().join("offsets/g1/clicks-2/1/offset"))
+        read(&dir.path().join("offsets/g1/clicks-2/1/offsets.log"))
     };
     // Past 32 bits.
     let golden = check_golden(name, &commit(4_294_967_301));
@@ -1163,11 +1164,38 @@ fn registry_committed_offset() {
     let dir = tempfile::tempdir().unwrap();
     let reg = DirRegistry::open(dir.path()).unwrap();
     std::fs::create_dir_all(dir.path().join("offsets/g1/clicks-2/1")).unwrap();
-    std::fs::write(dir.path().join("offsets/g1/clicks-2/1/offset"), &golden).unwrap();
+    std::fs::write(
+        dir.path().join("offsets/g1/clicks-2/1/offsets.log"),
+        &golden,
+    )
+    .unwrap();
     let decoded = reg.committed("g1", "clicks", 2).unwrap();
     assert_eq!(decoded, Some(4_294_967_301));
 
     assert_reencoded(name, &golden, &commit(decoded.unwrap()));
+}
+
+#[test]
+fn registry_committed_offset_before_journals() {
+    // The offset file of the layout before journals: still read, and
+    // carried into a journal by the next claim.
+    let golden = read(&golden_dir().join("registry/offsets/g1/clicks-2/1/offset"));
+    let dir = tempfile::tempdir().unwrap();
+    let reg = DirRegistry::open(dir.path()).unwrap();
+    std::fs::create_dir_all(dir.path().join("offsets/g1/clicks-2/1")).unwrap();
+    std::fs::write(dir.path().join("offsets/g1/clicks-2/1/offset"), &golden).unwrap();
+    assert_eq!(
+        reg.committed("g1", "clicks", 2).unwrap(),
+        Some(4_294_967_301)
+    );
+    let owner = reg.claim("g1", "clicks", 2, "member-a", SESSION).unwrap();
+    assert!(owner.is_some());
+    assert_eq!(
+        reg.committed("g1", "clicks", 2).unwrap(),
+        Some(4_294_967_301)
+    );
+    let carried = dir.path().join("offsets/g1/clicks-2/1");
+    assert!(!carried.join("offset").exists() && carried.join("offsets.log").exists());
 }
 
 #[test]

@@ -387,7 +387,7 @@ fn dump_does_not_panic(reg: &str) {
     );
 }
 
-/// The file of a partition's committed offset in the registry, whose
+/// The journal of a partition's committed offsets in the registry, whose
 /// offsets directory is `dir`: in the directory of the highest claim
 /// generation (`0` when there is none yet, created).
 fn offset_file(dir: &std::path::Path) -> std::path::PathBuf {
@@ -401,7 +401,7 @@ fn offset_file(dir: &std::path::Path) -> std::path::PathBuf {
         .unwrap_or(0);
     let generation = dir.join(top.to_string());
     std::fs::create_dir_all(&generation).unwrap();
-    generation.join("offset")
+    generation.join("offsets.log")
 }
 
 /// Damaged registry files, the directory backend's own failure (see
@@ -433,6 +433,28 @@ fn damaged_registry_files_are_errors_or_ignored_never_a_panic() {
         std::fs::write(offset_file(&files.join("offsets/g/t-0")), bad).unwrap();
         refused_naming(reg, "t", "offsets/g/t-0", "not a committed offset");
     }
+    // The operator does what the hint says, and the group reads again.
+    let hint = "set it again (klog-consume -t TOPIC -G GROUP --registry REGISTRY --reset-offsets";
+    bin("klog-consume")
+        .args(["-t", "t", "-G", "g", "--registry", reg, "-e"])
+        .timeout(WAIT)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(hint));
+    bin("klog-consume")
+        .args(["-t", "t", "-G", "g", "--registry", reg])
+        .args(["--reset-offsets", "beginning"])
+        .timeout(WAIT)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("the reset replaces it"));
+    let out = bin("klog-consume")
+        .args(["-t", "t", "-G", "g", "--registry", reg, "-e", "-q"])
+        .timeout(WAIT)
+        .assert()
+        .success();
+    assert_eq!(out.get_output().stdout.len(), lines(10).len());
+    std::fs::write(offset_file(&files.join("offsets/g/t-0")), b"garbage").unwrap();
     dump_does_not_panic(reg);
     // A placement that does not parse: an error naming the file.
     std::fs::create_dir_all(files.join("topics")).unwrap();

@@ -115,6 +115,9 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
             Some(crate::Error::NotInRegistry { .. }) => {
                 return Some("check the topic name; producing to it (klog-produce --registry REGISTRY) creates it, and without -e the group waits for it")
             }
+            Some(crate::Error::Corrupt { path, .. }) if is_registry_offset(path) => {
+                return Some("a damaged committed offset in the registry: with the group's members stopped, set it again (klog-consume -t TOPIC -G GROUP --registry REGISTRY --reset-offsets OFFSET|beginning|end)")
+            }
             Some(crate::Error::Corrupt { .. }) => return Some("klog-recover repairs a damaged log"),
             Some(crate::Error::ZooKeeper {
                 op: "connect to", ..
@@ -131,6 +134,15 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
         }
     }
     None
+}
+
+/// Whether `path` is a committed offset's file in a directory registry
+/// (`offsets/<group>/<topic>-<p>/<generation>/offsets.log`, or `offset`
+/// in the layout before journals).
+fn is_registry_offset(path: &std::path::Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str());
+    matches!(name, Some("offsets.log" | "offset"))
+        && path.ancestors().nth(4).and_then(|p| p.file_name()) == Some("offsets".as_ref())
 }
 
 /// Blocks SIGINT and SIGTERM in every thread and handles them on a

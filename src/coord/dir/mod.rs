@@ -10,7 +10,7 @@
 //! <registry>/consumers/<group>/<member>@<inc>.lock   --> "klog-lease 1\n<session timeout ms>\n" (lock held by the live member; mtime = lease)
 //! <registry>/consumers/<group>/<member>@<inc>.json   --> {"member", "pid", "topics": ["t"]}
 //! <registry>/owners/<group>/<topic>-<p>/<generation> --> {"member", "generation", "session_timeout_ms"} (lock held by the owner; mtime = lease)
-//! <registry>/offsets/<group>/<topic>-<p>/<generation>/offset --> "klog-offset 1\n<offset>\n"
+//! <registry>/offsets/<group>/<topic>-<p>/<generation>/offsets.log --> "klog-offsets v1\n", then 24-byte records (see `journal`)
 //! <registry>/topics/<topic>.json                     --> {"topic": "t", "brokers": ["<broker-id>", ...], "replicas": [["<broker-id>", ...], ...]}
 //! <registry>/states/<topic>-<p>/<version>            --> {"leader": "<broker-id>", "leader_epoch": 3, "isr": ["<broker-id>", ...]}
 //! <registry>/states/<topic>-<p>/<version>.<writer>   --> the state of <version>, taken by <writer>'s change (transient)
@@ -88,15 +88,18 @@
 //! names it, never a silent restart from elsewhere.
 
 mod entry;
+mod journal;
 mod offset;
 mod owner;
 #[cfg(test)]
 pub(crate) mod stall;
 mod state;
+mod sync;
 
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a configuration change waits for another's lock.
@@ -125,6 +128,8 @@ pub struct DirRegistry {
     /// The lease of a broker's registration: a broker that has not renewed
     /// it for this long is not listed as live (it may be stopped).
     broker_lease: Duration,
+    /// Fsyncs the offsets journals commits appended to.
+    syncer: Arc<sync::Syncer>,
 }
 
 /// Writes `path` atomically.
@@ -153,6 +158,7 @@ impl DirRegistry {
             dir,
             read_only: false,
             broker_lease: crate::coord::SESSION_TIMEOUT,
+            syncer: Arc::default(),
         })
     }
 
@@ -182,6 +188,7 @@ impl DirRegistry {
             dir: dir.into(),
             read_only: true,
             broker_lease: crate::coord::SESSION_TIMEOUT,
+            syncer: Arc::default(),
         }
     }
 
@@ -201,9 +208,8 @@ impl DirRegistry {
     /// Stores `offset` for the partition whose offsets directory is
     /// `offsets`, fenced by `claim`.
     fn write_offset(&self, claim: &owner::Claim, offsets: &Path, offset: u64) -> Result<()> {
-        if offset::write(offsets, claim.generation(), offset, || {
-            claim.check_and_renew()
-        })? {
+        let fence = || claim.check_and_renew();
+        if offset::write(offsets, claim.generation(), offset, fence, &self.syncer)? {
             return Ok(());
         }
         Err(claim.taken_over(offset::top(offsets).ok().flatten()))
@@ -243,7 +249,7 @@ impl DirRegistry {
             return Err(busy(owner::current(&dir)));
         };
         let offsets = self.offset_path(group, topic, partition);
-        if !offset::adopt(&offsets, claim.generation())? {
+        if !offset::adopt(&offsets, claim.generation(), true)? {
             return Err(busy(owner::current(&dir)));
         }
         Ok((claim, offsets))
@@ -351,6 +357,7 @@ impl Registry for DirRegistry {
         if !offset::adopt(
             &self.offset_path(group, topic, partition),
             claim.generation(),
+            false,
         )? {
             return Ok(None);
         }
@@ -382,7 +389,10 @@ impl Registry for DirRegistry {
 
     fn reset_offset(&self, group: &str, topic: &str, partition: u32, offset: u64) -> Result<()> {
         let (claim, offsets) = self.claim_for_reset(group, topic, partition)?;
-        self.write_offset(&claim, &offsets, offset)
+        self.write_offset(&claim, &offsets, offset)?;
+        // An operator's reset is durable when it returns.
+        self.syncer.sync_all();
+        Ok(())
     }
 
     fn delete_offset(&self, group: &str, topic: &str, partition: u32) -> Result<bool> {
@@ -930,6 +940,26 @@ mod tests {
     }
 
     #[test]
+    fn a_commit_is_fsynced_soon_after_and_a_reset_before_it_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = DirRegistry::open(dir.path()).unwrap();
+        let a = reg.claim("g", "t", 0, "a", T).unwrap().unwrap();
+        let journal = dir.path().join("offsets/g/t-0/1/offsets.log");
+        reg.commit("g", "t", 0, 5, &a).unwrap();
+        assert!(reg.syncer.is_dirty(&journal));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while reg.syncer.is_dirty(&journal) {
+            assert!(std::time::Instant::now() < deadline, "never fsynced");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(a);
+        reg.reset_offset("g", "t", 0, 2).unwrap();
+        let journal = dir.path().join("offsets/g/t-0/2/offsets.log");
+        assert!(!reg.syncer.is_dirty(&journal), "a reset is durable at once");
+        assert_eq!(reg.committed("g", "t", 0).unwrap(), Some(2));
+    }
+
+    #[test]
     fn an_owner_whose_lease_ran_out_cannot_commit_even_unclaimed() {
         let dir = tempfile::tempdir().unwrap();
         let reg = DirRegistry::open(dir.path()).unwrap();
@@ -941,10 +971,11 @@ mod tests {
         let err = reg.commit("g", "t", 0, 5, &a).unwrap_err();
         assert!(matches!(err, Error::Expired { .. }), "{err}");
         assert_eq!(reg.committed("g", "t", 0).unwrap(), None);
-        let leftovers = std::fs::read_dir(dir.path().join("offsets/g/t-0/1"))
+        let left: Vec<_> = std::fs::read_dir(dir.path().join("offsets/g/t-0/1"))
             .unwrap()
-            .count();
-        assert_eq!(leftovers, 0, "no temporary offset file stays");
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["offsets.log"], "no temporary file stays");
     }
 
     #[test]

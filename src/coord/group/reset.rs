@@ -58,7 +58,14 @@ pub fn reset_offsets(
         let offset = resolve_in(start, end, spec, &name, |ts| {
             conns.with(addr, |c| c.list_offsets(topic, p, ts))
         })?;
-        let before = registry.committed(group, topic, p)?;
+        let before = match registry.committed(group, topic, p) {
+            // Damaged: what the reset is for.
+            Err(e @ Error::Corrupt { .. }) => {
+                crate::diag::line(format_args!("% {e}: the reset replaces it"));
+                None
+            }
+            before => before?,
+        };
         resets.push(OffsetReset {
             partition: p,
             before,
