@@ -3,7 +3,8 @@
 //! (validate-only too), are refused a topic that exists or more replicas
 //! than brokers, describe a topic's configs (the broker's) and the
 //! cluster; in a cluster, a topic created with replicas is placed with
-//! them.
+//! them, and Metadata gives each partition's leader epoch, which a
+//! failover moves.
 
 mod common;
 
@@ -114,5 +115,93 @@ fn a_topic_created_with_replicas_is_placed_on_as_many_brokers() {
         [&first, &second]
             .iter()
             .all(|at| run("kafka-python", at, &["cluster"]) == both)
+    });
+}
+
+/// Metadata v12 (the request built and the answer read by the
+/// `kafka-protocol` crate) on `bootstrap`: each partition of `topic` as
+/// (partition, leader node id, leader epoch).
+fn leader_epochs(bootstrap: &str, topic: &str) -> Vec<(i32, i32, i32)> {
+    use kafka_protocol::messages as km;
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    use std::io::{Read, Write};
+    let name = km::TopicName(StrBytes::from_string(topic.to_string()));
+    let request = km::MetadataRequest::default().with_topics(Some(vec![
+        km::metadata_request::MetadataRequestTopic::default().with_name(Some(name)),
+    ]));
+    let header = km::RequestHeader::default()
+        .with_request_api_key(3)
+        .with_request_api_version(12)
+        .with_correlation_id(5)
+        .with_client_id(Some(StrBytes::from_static_str("epochs")));
+    let mut body = Vec::new();
+    header.encode(&mut body, 2).unwrap();
+    request.encode(&mut body, 12).unwrap();
+    let mut stream = std::net::TcpStream::connect(bootstrap).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream
+        .write_all(&(body.len() as i32).to_be_bytes())
+        .unwrap();
+    stream.write_all(&body).unwrap();
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).unwrap();
+    let mut answer = vec![0u8; i32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut answer).unwrap();
+    let mut rest = &answer[..];
+    km::ResponseHeader::decode(&mut rest, 1).unwrap();
+    let response = km::MetadataResponse::decode(&mut rest, 12).unwrap();
+    assert!(rest.is_empty(), "{} bytes left over", rest.len());
+    let topic = &response.topics[0];
+    assert_eq!(topic.error_code, 0, "{response:?}");
+    topic
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.leader_id.0, p.leader_epoch))
+        .collect()
+}
+
+/// Metadata (v7+) gives each partition its leader epoch, the registry's,
+/// and a failover moves it, so that a Kafka consumer checks its position
+/// with OffsetForLeaderEpoch when the leader changes (KIP-320).
+#[test]
+fn metadata_gives_each_partition_its_leader_epoch_and_a_failover_moves_it() {
+    let Some(python) = kafka::python() else {
+        return;
+    };
+    let args = [
+        "--kafka-listen",
+        "127.0.0.1:0",
+        "--min-insync-replicas",
+        "1",
+    ];
+    let mut cluster = Cluster::start(Backend::Dir, 2, &args).unwrap();
+    let kafka_of = |slot: usize| {
+        let log = cluster.log(slot);
+        let line = log
+            .iter()
+            .find_map(|l| l.strip_prefix("% Listening for Kafka clients on "));
+        line.map(str::to_string).unwrap()
+    };
+    let (first, second) = (kafka_of(0), kafka_of(1));
+    let created = kafka::run_script(
+        &python,
+        "admin_clients.py",
+        &["confluent-kafka", &first, "create", "ep", "1", "2"],
+    );
+    assert_eq!(created.trim(), "ok");
+    let state = cluster.wait_leader("ep", 0, Duration::from_secs(30));
+    cluster.wait_full_isr("ep", 0, Duration::from_secs(30));
+    let leader = cluster.slot_of(state.leader.as_deref().unwrap());
+    let survivor = if leader == 0 { &second } else { &first };
+    let (_, node, epoch) = leader_epochs(survivor, "ep")[0];
+    assert_eq!(i64::from(epoch), state.epoch as i64);
+    assert!(node >= 0);
+    cluster.kill9(leader);
+    let moved = cluster.wait_new_epoch("ep", 0, state.epoch, None, Duration::from_secs(60));
+    common::eventually("the new epoch in Metadata", Duration::from_secs(20), || {
+        let (_, node, epoch) = leader_epochs(survivor, "ep")[0];
+        node >= 0 && i64::from(epoch) == moved.epoch as i64
     });
 }

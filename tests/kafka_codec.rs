@@ -17,6 +17,7 @@ use std::cell::Cell;
 use kafka_protocol::messages as km;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use klog::kafka::api_key::*;
+use klog::kafka::message::Message;
 use klog::kafka::request::{decode_request, Request, RequestError};
 use klog::kafka::response::{self as kres, SUPPORTED};
 use klog::random::XorShift;
@@ -302,8 +303,14 @@ fn metadata_request(version: i16, topics: Option<&[&str]>) -> km::MetadataReques
     let topics = topics.map(|names| {
         names
             .iter()
-            .map(|n| {
-                km::metadata_request::MetadataRequestTopic::default().with_name(Some(topic(n)))
+            .enumerate()
+            .map(|(i, n)| {
+                let t = km::metadata_request::MetadataRequestTopic::default();
+                // From v10 a topic may be asked for by id alone.
+                match (version >= 10, i) {
+                    (true, 1) => t.with_topic_id(uuid(0x5a)),
+                    _ => t.with_name(Some(topic(n))),
+                }
             })
             .collect()
     });
@@ -311,7 +318,17 @@ fn metadata_request(version: i16, topics: Option<&[&str]>) -> km::MetadataReques
     if version >= 4 {
         r = r.with_allow_auto_topic_creation(false);
     }
+    if (8..=10).contains(&version) {
+        r = r.with_include_cluster_authorized_operations(true);
+    }
+    if version >= 8 {
+        r = r.with_include_topic_authorized_operations(true);
+    }
     r
+}
+
+fn uuid(byte: u8) -> uuid::Uuid {
+    uuid::Uuid::from_bytes([byte; 16])
 }
 
 #[test]
@@ -330,16 +347,25 @@ fn metadata_requests_decode_as_the_crate_encodes_them() {
             let o = ours
                 .topics
                 .as_ref()
-                .map(|t| t.iter().map(|t| t.name).collect::<Vec<_>>());
+                .map(|t| t.iter().map(|t| (t.topic_id, t.name)).collect::<Vec<_>>());
             let t = theirs.topics.as_ref().map(|t| {
                 t.iter()
-                    .map(|t| &*t.name.as_ref().unwrap().0)
+                    .map(|t| (*t.topic_id.as_bytes(), t.name.as_ref().map(|n| &*n.0)))
                     .collect::<Vec<_>>()
             });
             assert_eq!(o, t, "v{version}");
             assert_eq!(
-                ours.allow_auto_topic_creation,
-                theirs.allow_auto_topic_creation
+                (
+                    ours.allow_auto_topic_creation,
+                    ours.include_cluster_authorized_operations,
+                    ours.include_topic_authorized_operations
+                ),
+                (
+                    theirs.allow_auto_topic_creation,
+                    theirs.include_cluster_authorized_operations,
+                    theirs.include_topic_authorized_operations
+                ),
+                "v{version}"
             );
         }
     }
@@ -405,7 +431,7 @@ fn unsupported_versions_and_apis_still_yield_the_header() {
         (PRODUCE, 8),
         (FETCH, 3),
         (FETCH, 12),
-        (METADATA, 5),
+        (METADATA, 13),
     ] {
         let mut frame = Vec::new();
         let header = km::RequestHeader::default()
@@ -741,9 +767,16 @@ fn metadata_response(version: i16) -> kres::MetadataResponse<'static> {
         error_code: if leader_id < 0 { 5 } else { 0 },
         partition_index,
         leader_id,
+        leader_epoch: if version >= 7 {
+            40 + partition_index
+        } else {
+            -1
+        },
         replica_nodes: vec![1, 2, 3],
         isr_nodes: vec![leader_id.max(1), 3],
+        offline_replicas: if version >= 5 { vec![2] } else { vec![] },
     };
+    let operations = |bits| if version >= 8 { bits } else { i32::MIN };
     kres::MetadataResponse {
         throttle_time_ms: if version >= 3 { 8 } else { 0 },
         brokers: vec![
@@ -765,17 +798,26 @@ fn metadata_response(version: i16) -> kres::MetadataResponse<'static> {
         topics: vec![
             kres::MetadataResponseTopic {
                 error_code: 0,
-                name: "alpha",
+                name: Some("alpha"),
+                topic_id: if version >= 10 { [7; 16] } else { [0; 16] },
                 is_internal: version >= 1,
                 partitions: vec![partition(0, 1), partition(1, -1)],
+                topic_authorized_operations: operations(0b1_0111_1000),
             },
             kres::MetadataResponseTopic {
                 error_code: 3,
-                name: "missing",
+                name: (version < 12).then_some("missing"),
+                topic_id: [0; 16],
                 is_internal: false,
                 partitions: vec![],
+                topic_authorized_operations: i32::MIN,
             },
         ],
+        cluster_authorized_operations: if (8..=10).contains(&version) {
+            0b1010
+        } else {
+            i32::MIN
+        },
     }
 }
 
@@ -789,6 +831,10 @@ fn metadata_responses_decode_in_the_crate() {
         assert_eq!(t.throttle_time_ms, ours.throttle_time_ms);
         assert_eq!(t.controller_id.0, ours.controller_id);
         assert_eq!(t.cluster_id.as_deref(), ours.cluster_id);
+        assert_eq!(
+            t.cluster_authorized_operations,
+            ours.cluster_authorized_operations
+        );
         let tb: Vec<_> = t
             .brokers
             .iter()
@@ -803,8 +849,21 @@ fn metadata_responses_decode_in_the_crate() {
         assert_eq!(t.topics.len(), ours.topics.len());
         for (o, t) in ours.topics.iter().zip(&t.topics) {
             assert_eq!(
-                (o.error_code, Some(o.name), o.is_internal),
-                (t.error_code, t.name.as_ref().map(|n| &*n.0), t.is_internal)
+                (
+                    o.error_code,
+                    o.name,
+                    o.topic_id,
+                    o.is_internal,
+                    o.topic_authorized_operations
+                ),
+                (
+                    t.error_code,
+                    t.name.as_ref().map(|n| &*n.0),
+                    *t.topic_id.as_bytes(),
+                    t.is_internal,
+                    t.topic_authorized_operations
+                ),
+                "v{version}"
             );
             let tp: Vec<_> = t
                 .partitions
@@ -812,12 +871,15 @@ fn metadata_responses_decode_in_the_crate() {
                 .map(|p| {
                     let replicas: Vec<i32> = p.replica_nodes.iter().map(|b| b.0).collect();
                     let isr: Vec<i32> = p.isr_nodes.iter().map(|b| b.0).collect();
+                    let offline: Vec<i32> = p.offline_replicas.iter().map(|b| b.0).collect();
                     (
                         p.error_code,
                         p.partition_index,
                         p.leader_id.0,
+                        p.leader_epoch,
                         replicas,
                         isr,
+                        offline,
                     )
                 })
                 .collect();
@@ -826,7 +888,9 @@ fn metadata_responses_decode_in_the_crate() {
                 .iter()
                 .map(|p| {
                     let (replicas, isr) = (p.replica_nodes.clone(), p.isr_nodes.clone());
-                    (p.error_code, p.partition_index, p.leader_id, replicas, isr)
+                    let offline = p.offline_replicas.clone();
+                    let (index, leader, epoch) = (p.partition_index, p.leader_id, p.leader_epoch);
+                    (p.error_code, index, leader, epoch, replicas, isr, offline)
                 })
                 .collect();
             assert_eq!(op, tp, "v{version}");

@@ -22,6 +22,7 @@
 //! ends with `tagged_fields`, skipped when read and written empty.
 //!
 //! The Rust type says the wire type ([`Field`]): `i8`–`i64` and `bool`;
+//! `[u8; 16]` a `uuid`;
 //! `&str` or `String` a `string`, `Option` of either a `nullable_string`;
 //! `&[u8]` `bytes`; `Vec<T>` an `array` of a declared struct, a string or
 //! an `int32`, `Option<Vec<T>>` a nullable one. Decoding keeps every bound of [`super::wire`]: an
@@ -70,6 +71,19 @@ integer! {
     i32, i32, put_i32;
     i64, i64, put_i64;
     bool, bool, put_bool;
+}
+
+/// A `uuid`: 16 bytes.
+impl<'a> Field<'a> for [u8; 16] {
+    const MIN_BYTES: usize = 16;
+    fn get(d: &mut Decoder<'a>, _: Version, what: &str) -> Result<[u8; 16]> {
+        let mut id = [0u8; 16];
+        id.copy_from_slice(d.raw(16, what)?);
+        Ok(id)
+    }
+    fn put(&self, out: &mut Vec<u8>, _: Version) {
+        out.extend_from_slice(self);
+    }
 }
 
 impl<'a> Field<'a> for &'a str {

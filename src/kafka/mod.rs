@@ -44,7 +44,7 @@
 //! | Produce | 0 | 3–7 | 9 |
 //! | Fetch | 1 | 4–11 | 12 |
 //! | ListOffsets | 2 | 1–2 | 6 |
-//! | Metadata | 3 | 0–4 | 9 |
+//! | Metadata | 3 | 0–12 | 9 |
 //! | OffsetCommit | 8 | 2–7 | 8 |
 //! | OffsetFetch | 9 | 1–5 | 6 |
 //! | FindCoordinator | 10 | 0–2 | 3 |
@@ -67,12 +67,14 @@
 //! | DescribeUserScramCredentials, AlterUserScramCredentials | 50–51 | 0 | 0 |
 //! | DescribeCluster | 60 | 0–1 | 0 |
 //!
-//! The admin APIs ([`admin`], [`admin_groups`], [`admin_topics`]) are declared once each
+//! The admin APIs ([`admin`], [`admin_groups`], [`admin_topics`]), OffsetForLeaderEpoch
+//! ([`epochs`]) and Metadata ([`metadata`]) are declared once each
 //! ([`message`]) and answered with the response header v1 in their
 //! flexible versions.
 //!
 //! CreateTopics stops at v6: v7 answers each topic's id (a UUID), and klog
-//! has no topic ids yet.
+//! has no topic ids yet (Metadata answers the zero id from v10, as Kafka
+//! does for a topic it cannot name by id).
 //!
 //! Only the versions the codec implements are advertised (the response
 //! module's `supported` is the one source of that table). A request of an
@@ -93,6 +95,7 @@ pub mod epochs;
 pub mod group;
 pub mod header;
 pub mod message;
+pub mod metadata;
 pub mod records;
 pub mod request;
 pub mod response;
@@ -306,3 +309,5 @@ pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
 pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
 /// A record is invalid (transactional or control batches here).
 pub const INVALID_RECORD: i16 = 87;
+/// No topic has the id asked for (klog's topics have none).
+pub const UNKNOWN_TOPIC_ID: i16 = 100;

@@ -13,7 +13,6 @@
 //! | Produce | 3–7 | `transactional_id string?` · `acks int16` · `timeout_ms int32` · `topic_data [name string · partition_data [index int32 · records bytes?]]` |
 //! | Fetch | 4–11 | `replica_id int32` · `max_wait_ms int32` · `min_bytes int32` · `max_bytes int32` · `isolation_level int8` · `session_id int32` (7+) · `session_epoch int32` (7+) · `topics [topic string · partitions [partition int32 · current_leader_epoch int32 (9+) · fetch_offset int64 · log_start_offset int64 (5+) · partition_max_bytes int32]]` · `forgotten_topics_data [topic string · partitions [int32]]` (7+) · `rack_id string` (11+) |
 //! | ListOffsets | 1–2 | `replica_id int32` · `isolation_level int8` (2+) · `topics [name string · partitions [partition_index int32 · timestamp int64]]` |
-//! | Metadata | 0–4 | `topics [name string]` (null from v1: every topic; empty in v0: every topic) · `allow_auto_topic_creation boolean` (4+) |
 //! | ApiVersions | 0–3 | nothing; v3 (flexible): `client_software_name compact_string` · `client_software_version compact_string` · `tagged_fields` |
 //! | InitProducerId | 0–1 | `transactional_id string?` · `transaction_timeout_ms int32` |
 //! | SaslHandshake | 0–1 | `mechanism string` (the broker refuses v0, whose SASL messages follow unframed; librdkafka asks that v0 be listed before it uses v1) |
@@ -22,6 +21,7 @@
 //! | DescribeAcls, CreateAcls, DeleteAcls, DescribeUserScramCredentials, AlterUserScramCredentials | 0–3, 0–3, 0–3, 0, 0 | in [`super::admin`], each declared once from its schema |
 //! | DescribeGroups, ListGroups, DeleteGroups, OffsetDelete | 0–5, 0–5, 0–2, 0 | in [`super::admin_groups`], each declared once from its schema |
 //! | OffsetForLeaderEpoch | 0–4 | in [`super::epochs`], declared once from its schema |
+//! | Metadata | 0–12 | in [`super::metadata`], declared once from its schema |
 //! | CreateTopics, DescribeConfigs, DescribeCluster | 0–6, 0–4, 0–1 | in [`super::admin_topics`], each declared once from its schema |
 //!
 //! A request must use every byte of its frame (but AlterUserScramCredentials
@@ -41,6 +41,7 @@ use super::group::{
 };
 use super::header::RequestHeader;
 use super::message::Message;
+pub use super::metadata::{MetadataRequest, MetadataRequestTopic};
 use super::response::supported;
 use super::wire::{DecodeError, Decoder, Result};
 
@@ -182,7 +183,7 @@ fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Re
         PRODUCE => ProduceRequest::decode(d, version).map(Request::Produce),
         FETCH => FetchRequest::decode(d, version).map(Request::Fetch),
         LIST_OFFSETS => ListOffsetsRequest::decode(d, version).map(Request::ListOffsets),
-        METADATA => MetadataRequest::decode(d, version).map(Request::Metadata),
+        METADATA => <MetadataRequest as Message>::decode(d, version).map(Request::Metadata),
         OFFSET_COMMIT => OffsetCommitRequest::decode(d, version).map(Request::OffsetCommit),
         OFFSET_FETCH => OffsetFetchRequest::decode(d, version).map(Request::OffsetFetch),
         FIND_COORDINATOR => {
@@ -460,55 +461,6 @@ impl<'a> ListOffsetsRequest<'a> {
             replica_id,
             isolation_level,
             topics,
-        })
-    }
-}
-
-/// Metadata (`MetadataRequest.json`), versions 0–4.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetadataRequest<'a> {
-    /// The topics asked for; `None` (v1+) is every topic, and so is an
-    /// empty list in v0 (where the list cannot be null).
-    pub topics: Option<Vec<MetadataRequestTopic<'a>>>,
-    /// Whether a missing topic is created (v4+; true when absent).
-    pub allow_auto_topic_creation: bool,
-}
-
-/// A topic of a [`MetadataRequest`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MetadataRequestTopic<'a> {
-    /// The topic name.
-    pub name: &'a str,
-}
-
-impl<'a> MetadataRequest<'a> {
-    /// Decodes a Metadata body of `version` (0–4).
-    pub fn decode(d: &mut Decoder<'a>, version: i16) -> Result<MetadataRequest<'a>> {
-        let count = if version >= 1 {
-            d.nullable_array_len(2, "metadata topics")?
-        } else {
-            Some(d.array_len(2, "metadata topics")?)
-        };
-        let topics = match count {
-            None => None,
-            Some(n) => {
-                let mut topics = Vec::with_capacity(n);
-                for _ in 0..n {
-                    topics.push(MetadataRequestTopic {
-                        name: d.string("metadata topic name")?,
-                    });
-                }
-                Some(topics)
-            }
-        };
-        let allow_auto_topic_creation = if version >= 4 {
-            d.bool("metadata allow_auto_topic_creation")?
-        } else {
-            true
-        };
-        Ok(MetadataRequest {
-            topics,
-            allow_auto_topic_creation,
         })
     }
 }

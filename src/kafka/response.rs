@@ -11,7 +11,6 @@
 //! | Produce | 3–7 | `responses [name string · partition_responses [index int32 · error_code int16 · base_offset int64 · log_append_time_ms int64 · log_start_offset int64 (5+)]]` · `throttle_time_ms int32` |
 //! | Fetch | 4–11 | `throttle_time_ms int32` · `error_code int16` (7+) · `session_id int32` (7+) · `responses [topic string · partitions [partition_index int32 · error_code int16 · high_watermark int64 · last_stable_offset int64 · log_start_offset int64 (5+) · aborted_transactions [producer_id int64 · first_offset int64]? · preferred_read_replica int32 (11+) · records bytes]]` |
 //! | ListOffsets | 1–2 | `throttle_time_ms int32` (2+) · `topics [name string · partitions [partition_index int32 · error_code int16 · timestamp int64 · offset int64]]` |
-//! | Metadata | 0–4 | `throttle_time_ms int32` (3+) · `brokers [node_id int32 · host string · port int32 · rack string? (1+)]` · `cluster_id string?` (2+) · `controller_id int32` (1+) · `topics [error_code int16 · name string · is_internal boolean (1+) · partitions [error_code int16 · partition_index int32 · leader_id int32 · replica_nodes [int32] · isr_nodes [int32]]]` |
 //! | ApiVersions | 0–3 | `error_code int16` · `api_keys [api_key int16 · min_version int16 · max_version int16]` · `throttle_time_ms int32` (1+); v3 is flexible: compact array, and empty `tagged_fields` after each key and at the end |
 //! | InitProducerId | 0–1 | `throttle_time_ms int32` · `error_code int16` · `producer_id int64` · `producer_epoch int16` |
 //! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–7, 1–5, 0–2, 0–5, 0–3, 0–1, 0–3 | in [`super::group`], one table per message |
@@ -24,9 +23,12 @@
 use super::api_key::*;
 use super::header::put_response_header;
 use super::message::Message;
+pub use super::metadata::{
+    MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
 use super::wire::{
-    put_array, put_bool, put_bytes, put_compact_array, put_empty_tagged_fields, put_i16, put_i32,
-    put_i64, put_nullable_string, put_string,
+    put_array, put_bytes, put_compact_array, put_empty_tagged_fields, put_i16, put_i32, put_i64,
+    put_nullable_string, put_string,
 };
 use super::UNSUPPORTED_VERSION;
 
@@ -57,7 +59,7 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(PRODUCE, 3, 7),
     api(FETCH, 4, 11),
     api(LIST_OFFSETS, 1, 2),
-    api(METADATA, 0, 4),
+    api(METADATA, 0, 12),
     api(OFFSET_COMMIT, 2, 7),
     api(OFFSET_FETCH, 1, 5),
     api(FIND_COORDINATOR, 0, 2),
@@ -412,99 +414,6 @@ impl ListOffsetsResponse<'_> {
                 put_i16(out, p.error_code);
                 put_i64(out, p.timestamp);
                 put_i64(out, p.offset);
-            });
-        });
-    }
-}
-
-/// Metadata (`MetadataResponse.json`), versions 0–4.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetadataResponse<'a> {
-    /// How long the client was throttled, in milliseconds (v3+).
-    pub throttle_time_ms: i32,
-    /// Each broker of the cluster.
-    pub brokers: Vec<MetadataResponseBroker<'a>>,
-    /// The cluster's id (v2+).
-    pub cluster_id: Option<&'a str>,
-    /// The controller's broker id (v1+; -1: none).
-    pub controller_id: i32,
-    /// Each topic of the response.
-    pub topics: Vec<MetadataResponseTopic<'a>>,
-}
-
-/// A broker of a [`MetadataResponse`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MetadataResponseBroker<'a> {
-    /// The broker id.
-    pub node_id: i32,
-    /// The broker's host name.
-    pub host: &'a str,
-    /// The broker's port.
-    pub port: i32,
-    /// The broker's rack (v1+).
-    pub rack: Option<&'a str>,
-}
-
-/// A topic of a [`MetadataResponse`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetadataResponseTopic<'a> {
-    /// The error code, or 0.
-    pub error_code: i16,
-    /// The topic name.
-    pub name: &'a str,
-    /// Whether the topic is internal (v1+).
-    pub is_internal: bool,
-    /// Each partition of the topic.
-    pub partitions: Vec<MetadataResponsePartition>,
-}
-
-/// A partition of a [`MetadataResponseTopic`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetadataResponsePartition {
-    /// The error code, or 0.
-    pub error_code: i16,
-    /// The partition index.
-    pub partition_index: i32,
-    /// The leader's broker id, or -1.
-    pub leader_id: i32,
-    /// The brokers holding a replica.
-    pub replica_nodes: Vec<i32>,
-    /// The in-sync replicas.
-    pub isr_nodes: Vec<i32>,
-}
-
-impl MetadataResponse<'_> {
-    /// Appends the body of `version` (0–4).
-    pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
-        if version >= 3 {
-            put_i32(out, self.throttle_time_ms);
-        }
-        put_array(out, &self.brokers, |out, b| {
-            put_i32(out, b.node_id);
-            put_string(out, b.host);
-            put_i32(out, b.port);
-            if version >= 1 {
-                put_nullable_string(out, b.rack);
-            }
-        });
-        if version >= 2 {
-            put_nullable_string(out, self.cluster_id);
-        }
-        if version >= 1 {
-            put_i32(out, self.controller_id);
-        }
-        put_array(out, &self.topics, |out, t| {
-            put_i16(out, t.error_code);
-            put_string(out, t.name);
-            if version >= 1 {
-                put_bool(out, t.is_internal);
-            }
-            put_array(out, &t.partitions, |out, p| {
-                put_i16(out, p.error_code);
-                put_i32(out, p.partition_index);
-                put_i32(out, p.leader_id);
-                put_array(out, &p.replica_nodes, |out, n| put_i32(out, *n));
-                put_array(out, &p.isr_nodes, |out, n| put_i32(out, *n));
             });
         });
     }

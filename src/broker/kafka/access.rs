@@ -41,6 +41,38 @@ impl<'a> Access<'a> {
             .is_none_or(|s| s.allows(self.shared, operation, (resource, name)))
     }
 
+    /// The operations the client may do on the resource, as Kafka's
+    /// `authorized_operations` say them: a bit per ACL operation code, of
+    /// those klog's ACLs know that apply to the resource's type.
+    pub(super) fn operations(&self, resource: ResourceType, name: &str) -> i32 {
+        use crate::kafka::admin::code;
+        let applying: &[(Operation, i8)] = match resource {
+            ResourceType::Topic => &[
+                (Operation::Read, code::READ),
+                (Operation::Write, code::WRITE),
+                (Operation::Create, code::CREATE),
+                (Operation::Delete, code::DELETE),
+                (Operation::Alter, code::ALTER),
+                (Operation::Describe, code::DESCRIBE),
+            ],
+            ResourceType::Group => &[
+                (Operation::Read, code::READ),
+                (Operation::Delete, code::DELETE),
+                (Operation::Describe, code::DESCRIBE),
+            ],
+            ResourceType::Cluster => &[
+                (Operation::Create, code::CREATE),
+                (Operation::Alter, code::ALTER),
+                (Operation::Describe, code::DESCRIBE),
+                (Operation::ClusterAction, code::CLUSTER_ACTION),
+            ],
+        };
+        applying
+            .iter()
+            .filter(|(op, _)| self.allows(*op, resource, name))
+            .fold(0, |bits, (_, c)| bits | 1 << c)
+    }
+
     /// TOPIC_AUTHORIZATION_FAILED unless `operation` on the topic is allowed.
     pub(super) fn topic(&self, operation: Operation, topic: &str) -> Option<i16> {
         (!self.allows(operation, ResourceType::Topic, topic))

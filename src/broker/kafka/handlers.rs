@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::access::Access;
 use super::fetch::{self, Ask, Limits};
 use super::groups::{handle as group, GroupRequest as G};
-use super::metadata::{list_offset, metadata};
+use super::metadata::{list_offset, metadata, PartitionMeta};
 use super::produce::{self, Pending, Produced};
 use super::Kafka;
 use super::{acls, epochs, group_admin, scram, topics_admin};
@@ -20,6 +20,7 @@ use crate::broker::send::Records;
 use crate::broker::shared::Shared;
 use crate::coord::acl::{Operation, ResourceType, CLUSTER};
 use crate::kafka::header::RequestHeader;
+use crate::kafka::metadata::OPERATIONS_NOT_ASKED;
 use crate::kafka::request::{
     ApiVersionsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
     ProduceRequest, Request,
@@ -245,14 +246,40 @@ fn answer_metadata(
     out: &mut Vec<u8>,
 ) {
     // v0: an empty list means every topic; v1+: a null one does. Topics
-    // are created when asked for before v4, and with v4's flag.
+    // are created when asked for before v4, and with v4's flag. A topic
+    // asked for by id alone (v10+) is unknown: klog has no topic ids.
+    let (by_name, by_id): (Vec<_>, Vec<_>) = match &r.topics {
+        Some(t) => t.iter().partition(|t| t.name.is_some()),
+        None => (Vec::new(), Vec::new()),
+    };
     let asked = match &r.topics {
-        Some(t) if version == 0 && t.is_empty() => None,
-        Some(t) => Some(t.iter().map(|t| t.name).collect()),
+        Some(t) if t.is_empty() && version == 0 => None,
+        Some(_) => Some(by_name.iter().filter_map(|t| t.name).collect()),
         None => None,
     };
-    let create = version < 4 || r.allow_auto_topic_creation;
+    let create = r.allow_auto_topic_creation;
     let cluster = metadata(shared, kafka, asked, (create, access));
+    let operations = |asked: bool, resource, name: &str| match asked {
+        true => access.operations(resource, name),
+        false => OPERATIONS_NOT_ASKED,
+    };
+    let mut topics: Vec<resp::MetadataResponseTopic<'_>> = cluster
+        .topics
+        .iter()
+        .map(|t| resp::MetadataResponseTopic {
+            error_code: t.error,
+            name: Some(&t.name),
+            topic_id: [0; 16],
+            is_internal: false,
+            partitions: t.partitions.iter().map(partition_answer).collect(),
+            topic_authorized_operations: operations(
+                r.include_topic_authorized_operations && t.error == kafka::NONE,
+                ResourceType::Topic,
+                &t.name,
+            ),
+        })
+        .collect();
+    topics.extend(by_id.iter().map(|t| unknown_id(t.topic_id)));
     let response = resp::MetadataResponse {
         throttle_time_ms: 0,
         brokers: cluster
@@ -267,28 +294,38 @@ fn answer_metadata(
             .collect(),
         cluster_id: Some("klog"),
         controller_id: cluster.controller,
-        topics: cluster
-            .topics
-            .iter()
-            .map(|t| resp::MetadataResponseTopic {
-                error_code: t.error,
-                name: &t.name,
-                is_internal: false,
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| resp::MetadataResponsePartition {
-                        error_code: p.error,
-                        partition_index: p.partition,
-                        leader_id: p.leader,
-                        replica_nodes: p.replicas.clone(),
-                        isr_nodes: p.isr.clone(),
-                    })
-                    .collect(),
-            })
-            .collect(),
+        topics,
+        cluster_authorized_operations: operations(
+            r.include_cluster_authorized_operations,
+            ResourceType::Cluster,
+            CLUSTER,
+        ),
     };
-    frame(out, id, |out| response.encode(version, out));
+    frame_message(out, id, version, &response);
+}
+
+/// A topic asked for by an id: klog's topics have none.
+fn unknown_id(topic_id: [u8; 16]) -> resp::MetadataResponseTopic<'static> {
+    resp::MetadataResponseTopic {
+        error_code: kafka::UNKNOWN_TOPIC_ID,
+        name: None,
+        topic_id,
+        is_internal: false,
+        partitions: Vec::new(),
+        topic_authorized_operations: OPERATIONS_NOT_ASKED,
+    }
+}
+
+fn partition_answer(p: &PartitionMeta) -> resp::MetadataResponsePartition {
+    resp::MetadataResponsePartition {
+        error_code: p.error,
+        partition_index: p.partition,
+        leader_id: p.leader,
+        leader_epoch: p.epoch,
+        replica_nodes: p.replicas.clone(),
+        isr_nodes: p.isr.clone(),
+        offline_replicas: Vec::new(),
+    }
 }
 
 /// A produce whose partitions are appended and whose answer waits: for

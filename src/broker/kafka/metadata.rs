@@ -25,6 +25,8 @@ pub(super) struct PartitionMeta {
     pub(super) partition: i32,
     /// The leader's node id, -1 when it has none now.
     pub(super) leader: i32,
+    /// The leader's epoch, -1 when unknown (no registry).
+    pub(super) epoch: i32,
     pub(super) replicas: Vec<i32>,
     pub(super) isr: Vec<i32>,
 }
@@ -173,6 +175,7 @@ fn own_partitions(shared: &Shared, name: &str, me: i32) -> Vec<PartitionMeta> {
             },
             partition: p as i32,
             leader: me,
+            epoch: -1,
             replicas: vec![me],
             isr: vec![me],
         })
@@ -203,9 +206,17 @@ fn placed_partitions(
                     .into_iter()
                     .collect(),
             };
-            let (leader, isr) = match registry.partition_state(&placement.topic, p) {
-                Ok(Some((state, _))) => (state.leader, state.isr),
-                _ => (placement.brokers.get(p as usize).cloned(), replicas.clone()),
+            let (leader, isr, epoch) = match registry.partition_state(&placement.topic, p) {
+                Ok(Some((state, _))) => (
+                    state.leader,
+                    state.isr,
+                    i32::try_from(state.leader_epoch).unwrap_or(-1),
+                ),
+                _ => (
+                    placement.brokers.get(p as usize).cloned(),
+                    replicas.clone(),
+                    -1,
+                ),
             };
             let leader = leader.as_deref().and_then(reachable);
             PartitionMeta {
@@ -216,6 +227,7 @@ fn placed_partitions(
                 },
                 partition: p as i32,
                 leader: leader.unwrap_or(-1),
+                epoch,
                 replicas: ids(&replicas),
                 isr: ids(&isr),
             }
