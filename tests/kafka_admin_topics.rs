@@ -205,3 +205,43 @@ fn metadata_gives_each_partition_its_leader_epoch_and_a_failover_moves_it() {
         node >= 0 && i64::from(epoch) == moved.epoch as i64
     });
 }
+
+/// ListOffsets as confluent-kafka's admin client asks it (v7+): the
+/// largest timestamp (KIP-734) is the first record that has it, with that
+/// timestamp, not the last record; a time gives the first record at or
+/// after it with its own timestamp; each answer has the offset's leader
+/// epoch.
+#[test]
+fn list_offsets_finds_the_largest_timestamp_and_gives_leader_epochs() {
+    let Some(python) = kafka::python() else {
+        return;
+    };
+    let broker = KafkaBroker::with_registry(&[]);
+    let bootstrap = broker.kafka.as_str();
+    let admin = |args: &[&str]| {
+        let mut all = vec!["confluent-kafka", bootstrap];
+        all.extend_from_slice(args);
+        kafka::run_script(&python, "admin_clients.py", &all)
+    };
+    let times = "1700000001000,1700000005000,1700000003000,1700000005000,1700000002000";
+    assert_eq!(admin(&["produce-at", "ts", times]).trim(), "ok");
+    // A single copy's log is in leader epoch 0.
+    let got = admin(&[
+        "list-offsets",
+        "ts",
+        "max",
+        "earliest",
+        "latest",
+        "1700000002500",
+    ]);
+    let want = [
+        "max 1 1700000005000 0",
+        "earliest 0 -1 0",
+        "latest 5 -1 0",
+        "1700000002500 1 1700000005000 0",
+    ];
+    // Past every record: none, and no epoch.
+    let past = admin(&["list-offsets", "ts", "1700000009000"]);
+    assert_eq!(past.trim(), "1700000009000 -1 -1 None");
+    assert_eq!(got.lines().collect::<Vec<_>>(), want);
+}

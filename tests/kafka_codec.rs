@@ -241,9 +241,14 @@ fn fetch_requests_decode_as_the_crate_encodes_them() {
 
 fn list_offsets_request(version: i16) -> km::ListOffsetsRequest {
     let partition = |p: i32, at: i64| {
-        km::list_offsets_request::ListOffsetsPartition::default()
+        let p = km::list_offsets_request::ListOffsetsPartition::default()
             .with_partition_index(p)
-            .with_timestamp(at)
+            .with_timestamp(at);
+        if version >= 4 {
+            p.with_current_leader_epoch(9)
+        } else {
+            p
+        }
     };
     let mut r = km::ListOffsetsRequest::default()
         .with_replica_id(km::BrokerId(-1))
@@ -253,10 +258,13 @@ fn list_offsets_request(version: i16) -> km::ListOffsetsRequest {
                 .with_partitions(vec![partition(0, -2), partition(1, -1)]),
             km::list_offsets_request::ListOffsetsTopic::default()
                 .with_name(topic("beta"))
-                .with_partitions(vec![partition(6, 1_700_000_000_123)]),
+                .with_partitions(vec![partition(6, 1_700_000_000_123), partition(7, -3)]),
         ]);
     if version >= 2 {
         r = r.with_isolation_level(1);
+    }
+    if version >= 10 {
+        r = r.with_timeout_ms(3000);
     }
     r
 }
@@ -271,6 +279,7 @@ fn list_offsets_requests_decode_as_the_crate_encodes_them() {
         };
         assert_eq!(ours.replica_id, theirs.replica_id.0);
         assert_eq!(ours.isolation_level, theirs.isolation_level);
+        assert_eq!(ours.timeout_ms, theirs.timeout_ms);
         let t: Vec<_> = theirs
             .topics
             .iter()
@@ -278,7 +287,7 @@ fn list_offsets_requests_decode_as_the_crate_encodes_them() {
                 let p: Vec<_> = t
                     .partitions
                     .iter()
-                    .map(|p| (p.partition_index, p.timestamp))
+                    .map(|p| (p.partition_index, p.current_leader_epoch, p.timestamp))
                     .collect();
                 (&*t.name.0, p)
             })
@@ -290,7 +299,7 @@ fn list_offsets_requests_decode_as_the_crate_encodes_them() {
                 let p: Vec<_> = t
                     .partitions
                     .iter()
-                    .map(|p| (p.partition_index, p.timestamp))
+                    .map(|p| (p.partition_index, p.current_leader_epoch, p.timestamp))
                     .collect();
                 (t.name, p)
             })
@@ -716,6 +725,7 @@ fn list_offsets_responses_decode_in_the_crate() {
             error_code,
             timestamp: 1_700_000_000_456,
             offset,
+            leader_epoch: if version >= 4 { 6 } else { -1 },
         };
         let ours = kres::ListOffsetsResponse {
             throttle_time_ms: if version >= 2 { 4 } else { 0 },
@@ -741,7 +751,10 @@ fn list_offsets_responses_decode_in_the_crate() {
                 let p: Vec<_> = t
                     .partitions
                     .iter()
-                    .map(|p| (p.partition_index, p.error_code, p.timestamp, p.offset))
+                    .map(|p| {
+                        let at = (p.timestamp, p.offset, p.leader_epoch);
+                        (p.partition_index, p.error_code, at)
+                    })
                     .collect();
                 (t.name.0.to_string(), p)
             })
@@ -753,7 +766,10 @@ fn list_offsets_responses_decode_in_the_crate() {
                 let p: Vec<_> = t
                     .partitions
                     .iter()
-                    .map(|p| (p.partition_index, p.error_code, p.timestamp, p.offset))
+                    .map(|p| {
+                        let at = (p.timestamp, p.offset, p.leader_epoch);
+                        (p.partition_index, p.error_code, at)
+                    })
                     .collect();
                 (t.name.to_owned(), p)
             })

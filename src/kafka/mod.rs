@@ -43,7 +43,7 @@
 //! |---|---:|---|---:|
 //! | Produce | 0 | 3–7 | 9 |
 //! | Fetch | 1 | 4–11 | 12 |
-//! | ListOffsets | 2 | 1–2 | 6 |
+//! | ListOffsets | 2 | 1–10 | 6 |
 //! | Metadata | 3 | 0–12 | 9 |
 //! | OffsetCommit | 8 | 2–7 | 8 |
 //! | OffsetFetch | 9 | 1–5 | 6 |
@@ -68,7 +68,7 @@
 //! | DescribeCluster | 60 | 0–1 | 0 |
 //!
 //! The admin APIs ([`admin`], [`admin_groups`], [`admin_topics`]), OffsetForLeaderEpoch
-//! ([`epochs`]) and Metadata ([`metadata`]) are declared once each
+//! ([`epochs`]), Metadata ([`metadata`]) and ListOffsets ([`list_offsets`]) are declared once each
 //! ([`message`]) and answered with the response header v1 in their
 //! flexible versions.
 //!
@@ -94,6 +94,7 @@ pub mod consumer;
 pub mod epochs;
 pub mod group;
 pub mod header;
+pub mod list_offsets;
 pub mod message;
 pub mod metadata;
 pub mod records;

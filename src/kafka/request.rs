@@ -12,7 +12,6 @@
 //! |---|---|---|
 //! | Produce | 3–7 | `transactional_id string?` · `acks int16` · `timeout_ms int32` · `topic_data [name string · partition_data [index int32 · records bytes?]]` |
 //! | Fetch | 4–11 | `replica_id int32` · `max_wait_ms int32` · `min_bytes int32` · `max_bytes int32` · `isolation_level int8` · `session_id int32` (7+) · `session_epoch int32` (7+) · `topics [topic string · partitions [partition int32 · current_leader_epoch int32 (9+) · fetch_offset int64 · log_start_offset int64 (5+) · partition_max_bytes int32]]` · `forgotten_topics_data [topic string · partitions [int32]]` (7+) · `rack_id string` (11+) |
-//! | ListOffsets | 1–2 | `replica_id int32` · `isolation_level int8` (2+) · `topics [name string · partitions [partition_index int32 · timestamp int64]]` |
 //! | ApiVersions | 0–3 | nothing; v3 (flexible): `client_software_name compact_string` · `client_software_version compact_string` · `tagged_fields` |
 //! | InitProducerId | 0–1 | `transactional_id string?` · `transaction_timeout_ms int32` |
 //! | SaslHandshake | 0–1 | `mechanism string` (the broker refuses v0, whose SASL messages follow unframed; librdkafka asks that v0 be listed before it uses v1) |
@@ -21,7 +20,7 @@
 //! | DescribeAcls, CreateAcls, DeleteAcls, DescribeUserScramCredentials, AlterUserScramCredentials | 0–3, 0–3, 0–3, 0, 0 | in [`super::admin`], each declared once from its schema |
 //! | DescribeGroups, ListGroups, DeleteGroups, OffsetDelete | 0–5, 0–5, 0–2, 0 | in [`super::admin_groups`], each declared once from its schema |
 //! | OffsetForLeaderEpoch | 0–4 | in [`super::epochs`], declared once from its schema |
-//! | Metadata | 0–12 | in [`super::metadata`], declared once from its schema |
+//! | Metadata, ListOffsets | 0–12, 1–10 | in [`super::metadata`] and [`super::list_offsets`], each declared once from its schema |
 //! | CreateTopics, DescribeConfigs, DescribeCluster | 0–6, 0–4, 0–1 | in [`super::admin_topics`], each declared once from its schema |
 //!
 //! A request must use every byte of its frame (but AlterUserScramCredentials
@@ -40,6 +39,7 @@ use super::group::{
     OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest,
 };
 use super::header::RequestHeader;
+pub use super::list_offsets::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
 use super::message::Message;
 pub use super::metadata::{MetadataRequest, MetadataRequestTopic};
 use super::response::supported;
@@ -182,7 +182,9 @@ fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Re
     Some(match api_key {
         PRODUCE => ProduceRequest::decode(d, version).map(Request::Produce),
         FETCH => FetchRequest::decode(d, version).map(Request::Fetch),
-        LIST_OFFSETS => ListOffsetsRequest::decode(d, version).map(Request::ListOffsets),
+        LIST_OFFSETS => {
+            <ListOffsetsRequest as Message>::decode(d, version).map(Request::ListOffsets)
+        }
         METADATA => <MetadataRequest as Message>::decode(d, version).map(Request::Metadata),
         OFFSET_COMMIT => OffsetCommitRequest::decode(d, version).map(Request::OffsetCommit),
         OFFSET_FETCH => OffsetFetchRequest::decode(d, version).map(Request::OffsetFetch),
@@ -404,63 +406,6 @@ impl FetchPartition {
             fetch_offset,
             log_start_offset,
             partition_max_bytes: d.i32("fetch partition_max_bytes")?,
-        })
-    }
-}
-
-/// ListOffsets (`ListOffsetsRequest.json`), versions 1–2.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListOffsetsRequest<'a> {
-    /// The broker id of a follower, or -1 for a consumer.
-    pub replica_id: i32,
-    /// 0: read uncommitted; 1: read committed (v2+; 0 when absent).
-    pub isolation_level: i8,
-    /// Each topic of the request.
-    pub topics: Vec<ListOffsetsTopic<'a>>,
-}
-
-/// A topic of a [`ListOffsetsRequest`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListOffsetsTopic<'a> {
-    /// The topic name.
-    pub name: &'a str,
-    /// Each partition of the topic.
-    pub partitions: Vec<ListOffsetsPartition>,
-}
-
-/// A partition of a [`ListOffsetsTopic`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ListOffsetsPartition {
-    /// The partition index.
-    pub partition_index: i32,
-    /// -2: the log start; -1: the log end; else a timestamp (ms).
-    pub timestamp: i64,
-}
-
-impl<'a> ListOffsetsRequest<'a> {
-    /// Decodes a ListOffsets body of `version` (1–2).
-    pub fn decode(d: &mut Decoder<'a>, version: i16) -> Result<ListOffsetsRequest<'a>> {
-        let replica_id = d.i32("list_offsets replica_id")?;
-        let isolation_level = if version >= 2 {
-            d.i8("list_offsets isolation_level")?
-        } else {
-            0
-        };
-        let topics = d.array(6, "list_offsets topics", |d| {
-            Ok(ListOffsetsTopic {
-                name: d.string("list_offsets topic name")?,
-                partitions: d.array(12, "list_offsets partitions", |d| {
-                    Ok(ListOffsetsPartition {
-                        partition_index: d.i32("list_offsets partition_index")?,
-                        timestamp: d.i64("list_offsets timestamp")?,
-                    })
-                })?,
-            })
-        })?;
-        Ok(ListOffsetsRequest {
-            replica_id,
-            isolation_level,
-            topics,
         })
     }
 }

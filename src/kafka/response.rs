@@ -10,7 +10,6 @@
 //! |---|---|---|
 //! | Produce | 3–7 | `responses [name string · partition_responses [index int32 · error_code int16 · base_offset int64 · log_append_time_ms int64 · log_start_offset int64 (5+)]]` · `throttle_time_ms int32` |
 //! | Fetch | 4–11 | `throttle_time_ms int32` · `error_code int16` (7+) · `session_id int32` (7+) · `responses [topic string · partitions [partition_index int32 · error_code int16 · high_watermark int64 · last_stable_offset int64 · log_start_offset int64 (5+) · aborted_transactions [producer_id int64 · first_offset int64]? · preferred_read_replica int32 (11+) · records bytes]]` |
-//! | ListOffsets | 1–2 | `throttle_time_ms int32` (2+) · `topics [name string · partitions [partition_index int32 · error_code int16 · timestamp int64 · offset int64]]` |
 //! | ApiVersions | 0–3 | `error_code int16` · `api_keys [api_key int16 · min_version int16 · max_version int16]` · `throttle_time_ms int32` (1+); v3 is flexible: compact array, and empty `tagged_fields` after each key and at the end |
 //! | InitProducerId | 0–1 | `throttle_time_ms int32` · `error_code int16` · `producer_id int64` · `producer_epoch int16` |
 //! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–7, 1–5, 0–2, 0–5, 0–3, 0–1, 0–3 | in [`super::group`], one table per message |
@@ -22,6 +21,9 @@
 
 use super::api_key::*;
 use super::header::put_response_header;
+pub use super::list_offsets::{
+    ListOffsetsPartitionResponse, ListOffsetsResponse, ListOffsetsTopicResponse,
+};
 use super::message::Message;
 pub use super::metadata::{
     MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -58,7 +60,7 @@ const fn api(api_key: i16, min_version: i16, max_version: i16) -> ApiVersion {
 pub const SUPPORTED: &[ApiVersion] = &[
     api(PRODUCE, 3, 7),
     api(FETCH, 4, 11),
-    api(LIST_OFFSETS, 1, 2),
+    api(LIST_OFFSETS, 1, 10),
     api(METADATA, 0, 12),
     api(OFFSET_COMMIT, 2, 7),
     api(OFFSET_FETCH, 1, 5),
@@ -367,55 +369,6 @@ impl PartitionData<'_> {
             i32::try_from(len).expect("a fetch's records are below 2 GiB"),
         );
         out.extend_from_slice(self.records);
-    }
-}
-
-/// ListOffsets (`ListOffsetsResponse.json`), versions 1–2.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListOffsetsResponse<'a> {
-    /// How long the client was throttled, in milliseconds (v2+).
-    pub throttle_time_ms: i32,
-    /// Each topic of the response.
-    pub topics: Vec<ListOffsetsTopicResponse<'a>>,
-}
-
-/// A topic of a [`ListOffsetsResponse`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListOffsetsTopicResponse<'a> {
-    /// The topic name.
-    pub name: &'a str,
-    /// Each partition of the topic.
-    pub partitions: Vec<ListOffsetsPartitionResponse>,
-}
-
-/// A partition of a [`ListOffsetsTopicResponse`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ListOffsetsPartitionResponse {
-    /// The partition index.
-    pub partition_index: i32,
-    /// The error code, or 0.
-    pub error_code: i16,
-    /// The timestamp of the record at `offset`, or -1.
-    pub timestamp: i64,
-    /// The offset found, or -1.
-    pub offset: i64,
-}
-
-impl ListOffsetsResponse<'_> {
-    /// Appends the body of `version` (1–2).
-    pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
-        if version >= 2 {
-            put_i32(out, self.throttle_time_ms);
-        }
-        put_array(out, &self.topics, |out, t| {
-            put_string(out, t.name);
-            put_array(out, &t.partitions, |out, p| {
-                put_i32(out, p.partition_index);
-                put_i16(out, p.error_code);
-                put_i64(out, p.timestamp);
-                put_i64(out, p.offset);
-            });
-        });
     }
 }
 

@@ -488,6 +488,12 @@ impl Log {
         Some(start)
     }
 
+    /// The largest record timestamp in the log, `None` while it is empty.
+    pub fn max_timestamp(&self) -> Option<i64> {
+        let max = self.segments.values().map(|s| s.max_timestamp).max()?;
+        (max != i64::MIN).then_some(max)
+    }
+
     /// Deletes whole segments from the front whose newest record was
     /// appended longer ago than the retention time (the append time, not
     /// the producer's timestamp, so replaying old records keeps them), or

@@ -8,6 +8,8 @@ tests/kafka_admin_groups.rs and tests/kafka_admin_topics.rs.
     python admin_clients.py LIB BOOTSTRAP create TOPIC PARTITIONS REPLICAS [validate]
     python admin_clients.py LIB BOOTSTRAP configs TOPIC
     python admin_clients.py LIB BOOTSTRAP cluster
+    python admin_clients.py confluent-kafka BOOTSTRAP produce-at TOPIC TS,TS,...
+    python admin_clients.py confluent-kafka BOOTSTRAP list-offsets TOPIC SPEC...
 
 LIB is confluent-kafka, kafka-python or aiokafka (no delete or
 delete-offsets; confluent-kafka has no delete-offsets). `list` prints each
@@ -15,7 +17,10 @@ group's id, sorted; `describe` a line "STATE MEMBERS", then "CLIENT_ID
 TOPIC:P,P..." per member (its assignment as the client decodes it,
 sorted); `delete`, `delete-offsets` and `create` "ok" or "error NAME" (the
 Kafka error's name); `configs` each of the topic's configs as
-"NAME=VALUE", sorted; `cluster` each broker as "HOST:PORT".
+"NAME=VALUE", sorted; `cluster` each broker as "HOST:PORT";
+`produce-at` writes a record per timestamp to partition 0 and prints
+"ok"; `list-offsets` asks partition 0 for each SPEC (earliest, latest, max
+or a time in ms) and prints "SPEC OFFSET TIMESTAMP LEADER_EPOCH".
 """
 
 import asyncio
@@ -146,6 +151,27 @@ def confluent_topics(bootstrap, command, args):
         return sorted(f"{k}={v.value}" for k, v in configs.items())
     if command == "cluster":
         return sorted(f"{n.host}:{n.port}" for n in admin.describe_cluster().result(30).nodes)
+    if command == "produce-at":
+        # One record per timestamp, in order, to partition 0.
+        from confluent_kafka import Producer
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for ts in args[1].split(","):
+            producer.produce(args[0], value=ts.encode(), partition=0, timestamp=int(ts))
+        left = producer.flush(30)
+        return ["ok" if left == 0 else f"error {left} unsent"]
+    if command == "list-offsets":
+        # Partition 0 of the topic: earliest, latest, max or a time.
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+        specs = {"earliest": OffsetSpec.earliest(), "latest": OffsetSpec.latest(),
+                 "max": OffsetSpec.max_timestamp()}
+        lines = []
+        for spec in args[1:]:
+            tp = TopicPartition(args[0], 0)
+            asked = specs.get(spec) or OffsetSpec.for_timestamp(int(spec))
+            info = admin.list_offsets({tp: asked})[tp].result(30)
+            lines.append(f"{spec} {info.offset} {info.timestamp} {info.leader_epoch}")
+        return lines
     fail(f"no {command}")
 
 
@@ -206,7 +232,7 @@ def aiokafka_topics(bootstrap, command, args):
 
 
 
-TOPIC_COMMANDS = ("create", "configs", "cluster")
+TOPIC_COMMANDS = ("create", "configs", "cluster", "produce-at", "list-offsets")
 
 
 def main(argv):

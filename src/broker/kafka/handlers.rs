@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::access::Access;
 use super::fetch::{self, Ask, Limits};
 use super::groups::{handle as group, GroupRequest as G};
-use super::metadata::{list_offset, metadata, PartitionMeta};
+use super::metadata::{list_offset, metadata, Listed, PartitionMeta};
 use super::produce::{self, Pending, Produced};
 use super::Kafka;
 use super::{acls, epochs, group_admin, scram, topics_admin};
@@ -556,16 +556,21 @@ fn list_offsets(
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error_code, offset, timestamp) =
-                        match access.topic(Operation::Describe, t.name) {
-                            Some(denied) => (denied, -1, -1),
-                            None => list_offset(shared, t.name, p.partition_index, p.timestamp),
-                        };
+                    let found = match access.topic(Operation::Describe, t.name) {
+                        Some(denied) => Listed::none(denied),
+                        None => list_offset(
+                            shared,
+                            t.name,
+                            (p.partition_index, p.current_leader_epoch),
+                            p.timestamp,
+                        ),
+                    };
                     resp::ListOffsetsPartitionResponse {
                         partition_index: p.partition_index,
-                        error_code,
-                        timestamp,
-                        offset,
+                        error_code: found.error,
+                        timestamp: found.timestamp,
+                        offset: found.offset,
+                        leader_epoch: found.epoch,
                     }
                 })
                 .collect(),
@@ -575,7 +580,7 @@ fn list_offsets(
         throttle_time_ms: 0,
         topics,
     };
-    frame(out, id, |out| response.encode(version, out));
+    frame_message(out, id, version, &response);
 }
 
 /// InitProducerId: an id for an idempotent producer, by which partitions

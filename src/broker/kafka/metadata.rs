@@ -235,24 +235,78 @@ fn placed_partitions(
         .collect()
 }
 
-/// ListOffsets for one partition: (error, offset, timestamp) where the
-/// timestamp -2 asks for the log's start, -1 its end (both answered with
-/// timestamp -1), others the first record at or after that time, with its
-/// own timestamp (-1 and -1 when none is).
+/// A partition's ListOffsets answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Listed {
+    pub(super) error: i16,
+    pub(super) offset: i64,
+    /// The found record's own timestamp (-1 for the start and the end).
+    pub(super) timestamp: i64,
+    /// The leader epoch of the offset, -1 when unknown.
+    pub(super) epoch: i32,
+}
+
+impl Listed {
+    pub(super) fn none(error: i16) -> Listed {
+        Listed {
+            error,
+            offset: -1,
+            timestamp: -1,
+            epoch: -1,
+        }
+    }
+}
+
+/// ListOffsets for one partition (see [`crate::kafka::list_offsets`] for
+/// what `at` asks): the offset, the found record's timestamp and the
+/// offset's leader epoch. A client's leader epoch (`current`, -1 for
+/// none) is checked as a fetch's is: an older one is fenced, a newer one
+/// unknown here yet.
 pub(super) fn list_offset(
     shared: &Shared,
     topic: &str,
-    partition: i32,
+    (partition, current): (i32, i32),
     at: i64,
-) -> (i16, i64, i64) {
+) -> Listed {
+    use crate::kafka::list_offsets as lo;
     let Ok(partition) = u32::try_from(partition) else {
-        return (kafka::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
+        return Listed::none(kafka::UNKNOWN_TOPIC_OR_PARTITION);
     };
-    if at < -2 {
-        return (kafka::INVALID_REQUEST, -1, -1);
+    let part = match shared.partition(topic, partition) {
+        Ok(part) => part,
+        Err((code, _)) => return Listed::none(kafka_code(code)),
+    };
+    if let Err((code, _)) = part.check_client_epoch(u32::try_from(current).ok()) {
+        return Listed::none(kafka_code(code));
     }
+    let at = match at {
+        lo::EARLIEST_LOCAL => lo::EARLIEST,
+        // No tiered storage, and no record without a timestamp has the
+        // largest one.
+        lo::LATEST_TIERED => return Listed::none(kafka::NONE),
+        lo::MAX_TIMESTAMP => match part.lock().max_timestamp() {
+            Some(ts) if ts >= 0 => ts,
+            _ => return Listed::none(kafka::NONE),
+        },
+        at if at < lo::EARLIEST => return Listed::none(kafka::INVALID_REQUEST),
+        at => at,
+    };
     match record_at(shared, topic, partition, at) {
-        Ok((offset, timestamp)) => (kafka::NONE, offset, timestamp),
-        Err((code, _)) => (kafka_code(code), -1, -1),
+        Ok((offset, timestamp)) => {
+            let epochs = |log: &crate::storage::log::Log| match at {
+                lo::LATEST => log.epochs().epoch_at(u64::MAX),
+                _ => u64::try_from(offset)
+                    .ok()
+                    .and_then(|o| log.epochs().epoch_at(o)),
+            };
+            let epoch = epochs(&part.lock());
+            Listed {
+                error: kafka::NONE,
+                offset,
+                timestamp,
+                epoch: epoch.and_then(|e| i32::try_from(e).ok()).unwrap_or(-1),
+            }
+        }
+        Err((code, _)) => Listed::none(kafka_code(code)),
     }
 }

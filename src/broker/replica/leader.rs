@@ -173,6 +173,20 @@ impl Partition {
         }
     }
 
+    /// Checks the leader epoch a client (a Kafka consumer) names in its
+    /// request: a replica's must be the epoch it leads in (see
+    /// [`Partition::check_epoch`]); none (`None`), or a partition without
+    /// replicas, passes.
+    pub(in crate::broker) fn check_client_epoch(
+        &self,
+        current: Option<u32>,
+    ) -> std::result::Result<(), (ErrorCode, String)> {
+        match (&self.replica, current) {
+            (Some(r), Some(_)) => self.check_epoch(&r.role(), current),
+            _ => Ok(()),
+        }
+    }
+
     /// [`Partition::epoch_end`] for a client (a Kafka consumer): one that
     /// names no epoch of its own (`None`) is answered by the leader alone.
     pub(in crate::broker) fn client_epoch_end(
@@ -312,6 +326,31 @@ mod tests {
             Some(ErrorCode::NotEnoughReplicas)
         );
         assert_eq!(p.may_append(ACKS_ALL, 1), Ok(Some(4)));
+    }
+
+    #[test]
+    fn a_clients_leader_epoch_must_be_the_one_led_in_unless_it_names_none() {
+        let (_sim, shared) = shared();
+        let p = replicated_partition(&shared, "c", &[ME, "b"], leading(4, &[ME], 0));
+        assert_eq!(p.check_client_epoch(None), Ok(()));
+        assert_eq!(p.check_client_epoch(Some(4)), Ok(()));
+        assert_eq!(
+            code(p.check_client_epoch(Some(3))),
+            Some(ErrorCode::FencedEpoch)
+        );
+        assert_eq!(
+            code(p.check_client_epoch(Some(5))),
+            Some(ErrorCode::UnknownEpoch)
+        );
+        let follower = Role::Follower {
+            leader: "b".into(),
+            epoch: 4,
+        };
+        let f = replicated_partition(&shared, "d", &[ME, "b"], follower);
+        assert_eq!(
+            code(f.check_client_epoch(Some(4))),
+            Some(ErrorCode::NotLeader)
+        );
     }
 
     #[test]
