@@ -357,8 +357,9 @@ fn explicit_flags_beat_the_environment() {
     );
 }
 
-/// A group reads through the registry: -b or --data-dir beside -G is a
-/// usage error, and an exported data directory does not get in its way.
+/// A group reads through its registry, named by --registry or by the
+/// broker of -b: both, or --data-dir, beside -G is a usage error, and an
+/// exported data directory does not get in its way.
 #[test]
 fn a_group_goes_with_the_registry_only() {
     let dir = tempfile::tempdir().unwrap();
@@ -370,7 +371,9 @@ fn a_group_goes_with_the_registry_only() {
             .args(other)
             .assert()
             .code(2)
-            .stderr(predicate::str::contains("-G reads through the registry"));
+            .stderr(predicate::str::contains(
+                "-G reads through the group's registry",
+            ));
     }
     // Exported, the data directory is not a conflict: the group's registry
     // (holding no broker yet) is what is used.

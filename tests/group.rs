@@ -1012,3 +1012,44 @@ fn a_group_on_a_topic_not_in_the_registry_says_so_or_waits_for_it(backend: Backe
     let got = waiting.take_lines(1, WAIT);
     assert_eq!(got, ["arrived"]);
 }
+
+/// `-G` with `-b` and no `--registry` (kcat's `-b BROKER -G GROUP`): the
+/// group lives in the broker's registry, the same one `--registry` names,
+/// so that both kinds of member share it; a broker without a registry,
+/// and one whose registry directory is on another host, are refused with
+/// what to do.
+#[test]
+fn a_group_given_only_a_broker_lives_in_the_brokers_registry() {
+    let registry = TestRegistry::start(Backend::Dir).expect("a directory registry");
+    let dir = tempfile::tempdir().unwrap();
+    let broker = registered_broker(&registry, dir.path(), 2);
+    produce_to(&broker.addr, "t", &lines(10), &[]);
+    let out = bin("klog-consume")
+        .args(["-b", &broker.addr, "-t", "t", "-G", "g", "-e", "-q"])
+        .timeout(WAIT)
+        .assert()
+        .success();
+    assert_eq!(out.get_output().stdout.len(), lines(10).len());
+    // Committed in the broker's registry: a member naming it reads nothing
+    // more.
+    assert!(read_as_group(registry.spec(), "g", &[]).is_empty());
+    let reg = klog::coord::open_read_only(registry.spec()).unwrap();
+    let committed: u64 = (0..2)
+        .map(|p| reg.committed("g", "t", p).unwrap().unwrap_or(0))
+        .sum();
+    assert_eq!(committed, 10);
+    // Both: a usage error.
+    bin("klog-consume")
+        .args(["-b", &broker.addr, "--registry", registry.spec()])
+        .args(["-t", "t", "-G", "g", "-e"])
+        .assert()
+        .code(2);
+    // A broker without a registry.
+    let alone = BrokerProc::start(&dir.path().join("alone"), &[]);
+    bin("klog-consume")
+        .args(["-b", &alone.addr, "-t", "t", "-G", "g", "-e"])
+        .timeout(WAIT)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("keeps no registry"));
+}

@@ -89,7 +89,9 @@ pub struct Args {
     pub unbuffered: bool,
     /// Consume as a member of this consumer group: the group's members
     /// share the topic's partitions, and resume at its committed offsets.
-    #[arg(short = 'G', long = "group", value_name = "GROUP", requires = "registry", conflicts_with = "partitions", value_parser = super::group_arg)]
+    /// The group lives in --registry, or else in the registry of the
+    /// broker given by -b (a directory it names must be on this host).
+    #[arg(short = 'G', long = "group", value_name = "GROUP", conflicts_with = "partitions", value_parser = super::group_arg)]
     pub group: Option<String>,
     /// The registry of consumer groups and brokers: a directory (one host)
     /// or a ZooKeeper ensemble, zk://HOST:PORT[,HOST:PORT...]/CHROOT (many
@@ -307,11 +309,6 @@ fn check_group(args: &Args, applied: &config::Applied) -> Result<(), super::Usag
     if !applied.sets("group") {
         return Ok(());
     }
-    if args.registry.is_none() {
-        return Err(super::Usage(
-            "-X group.id (like -G) needs the registry of the group: --registry REGISTRY (a directory or zk://HOST:PORT[,...]/CHROOT)".into(),
-        ));
-    }
     if !args.partitions.is_empty() {
         return Err(super::Usage(
             "-X group.id (like -G) takes no -p: the group assigns the partitions".into(),
@@ -364,9 +361,10 @@ fn choose_source(
             matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
                 || applied.sets(id)
         };
-        if flag("broker") || flag("data_dir") {
+        if flag("data_dir") || (flag("broker") && args.registry.is_some()) {
             return Err(super::Usage(
-                "-G reads through the registry (--registry): it does not go with -b or --data-dir"
+                "-G reads through the group's registry: give --registry, or -b and the broker's \
+                 registry is used; not both, and not --data-dir"
                     .into(),
             ));
         }
@@ -380,6 +378,30 @@ fn choose_source(
         ));
     }
     Ok(())
+}
+
+/// The registry that coordinates the groups of the broker at `broker`,
+/// for `-G` without `--registry`.
+fn registry_of(broker: &str) -> anyhow::Result<PathBuf> {
+    use anyhow::Context;
+    let asked = crate::client::Connection::connect(broker).and_then(|mut c| c.registry());
+    let location = asked
+        .with_context(|| format!("cannot ask the broker at {broker} for its registry (-G)"))?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "the broker at {broker} keeps no registry, and a group (-G) lives in one: start \
+                 the broker with --registry, or name the group's registry with --registry"
+            )
+        })?;
+    let path = PathBuf::from(&location);
+    if !location.starts_with("zk://") && !path.is_dir() {
+        anyhow::bail!(
+            "the broker at {broker} keeps its groups in the directory {location} on its host, \
+             which is not on this one: run klog-consume there, or give the brokers a ZooKeeper \
+             registry (--registry zk://HOST:PORT/CHROOT)"
+        );
+    }
+    Ok(path)
 }
 
 /// Runs `klog-consume`; `matches` tell a flag from the environment.
@@ -397,12 +419,15 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
     choose_source(&mut args, matches, &applied)?;
     super::handle_signals(|| {})?;
     let output = output(&args);
+    if args.group.is_some() && args.registry.is_none() {
+        args.registry = Some(registry_of(&args.broker)?);
+    }
     let group = args.group.map(|group| GroupOptions {
         group,
         registry: args
             .registry
             .clone()
-            .expect("clap requires --registry with -G"),
+            .expect("-G has a registry: its own or the broker's"),
         commit_interval_ms: args.commit_interval_ms,
         commit: !args.no_commit,
         session_timeout_ms: args.session_timeout_ms,

@@ -574,6 +574,19 @@ impl Connection {
             .map_err(|e| protocol_error(&self.addr, e))
     }
 
+    /// The registry that coordinates the broker's groups (see
+    /// [`crate::protocol`]'s registry request): `None` when it has none.
+    pub fn registry(&mut self) -> Result<Option<String>> {
+        let (header, at) = self.call(protocol::registry_request)?;
+        Self::check(&header)?;
+        let mut r = Reader::new(&self.response[at..]);
+        let location = r
+            .str("registry")
+            .and_then(|l| r.finish("registry response").map(|()| l))
+            .map_err(|e| protocol_error(&self.addr, e))?;
+        Ok(Some(location).filter(|l| !l.is_empty()))
+    }
+
     /// Creates `topic` with `partitions` (0: the broker's default) unless
     /// it exists; returns its partition count.
     pub fn create_topic(&mut self, topic: &str, partitions: u32) -> Result<u32> {

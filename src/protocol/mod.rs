@@ -43,6 +43,7 @@
 //! | 5 | offsets_for_leader_epoch | `topic str` · `partition u32` · `current_leader_epoch epoch` · `leader_epoch u32` |
 //! | 6 | sasl_handshake | `mechanism str` (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`) |
 //! | 7 | sasl_authenticate | `message bytes` (the client's next SASL message) |
+//! | 8 | registry     | nothing: which registry coordinates the broker's groups |
 //!
 //! # Responses (bodies after `error` and `message`)
 //!
@@ -56,6 +57,7 @@
 //! | offsets_for_leader_epoch | `leader_epoch epoch` · `end_offset u64` (both -1, that is `2^64 - 1` for the offset, when the log has no epoch at or below the one asked) |
 //! | sasl_handshake | `count u16` · count × `mechanism str` (those the broker takes; also sent with `unsupported_sasl_mechanism`) |
 //! | sasl_authenticate | `message bytes` (the broker's next SASL message; after the last, the client is authenticated) |
+//! | registry     | `registry str` (the broker's `--registry`: a directory's absolute path, on the broker's host, or a `zk://` address; empty when it has none). Refused `authorization_failed` to a client that may not describe the cluster |
 //!
 //! In a cluster, a metadata partition that the answering broker does not
 //! serve reports both offsets as `2^64 - 1` ([`ELSEWHERE`]), and requests
@@ -203,9 +205,9 @@ pub use frame::{finish_frame, put, Reader};
 pub use request::{
     append_produce_request, create_topic_request, decode_request, decode_request_header,
     fetch_request, list_offsets_request, metadata_request, offsets_for_leader_epoch_request,
-    produce_request, replica_fetch_request, sasl_authenticate_request, sasl_handshake_request,
-    start_request, FetchPartition, FetchWant, Request, RequestError, RequestHeader,
-    SASL_MESSAGE_BYTES_MAX,
+    produce_request, registry_request, replica_fetch_request, sasl_authenticate_request,
+    sasl_handshake_request, start_request, FetchPartition, FetchWant, Request, RequestError,
+    RequestHeader, SASL_MESSAGE_BYTES_MAX,
 };
 pub use response::{
     begin_response, decode_epoch_end, decode_fetch_response, decode_metadata_response,
@@ -318,6 +320,8 @@ pub enum ApiKey {
     SaslHandshake = 6,
     /// One SASL message.
     SaslAuthenticate = 7,
+    /// Which registry coordinates the broker's groups.
+    Registry = 8,
 }
 
 impl ApiKey {
@@ -353,6 +357,7 @@ impl ApiKey {
             Some(ApiKey::OffsetsForLeaderEpoch) => "OffsetsForLeaderEpoch",
             Some(ApiKey::SaslHandshake) => "SaslHandshake",
             Some(ApiKey::SaslAuthenticate) => "SaslAuthenticate",
+            Some(ApiKey::Registry) => "Registry",
             None => "an unknown API",
         }
     }
@@ -367,6 +372,7 @@ impl ApiKey {
             5 => ApiKey::OffsetsForLeaderEpoch,
             6 => ApiKey::SaslHandshake,
             7 => ApiKey::SaslAuthenticate,
+            8 => ApiKey::Registry,
             _ => return None,
         })
     }

@@ -115,6 +115,8 @@ pub enum Request<'a> {
         /// The message.
         message: Vec<u8>,
     },
+    /// Which registry coordinates the broker's groups.
+    Registry,
 }
 
 /// Starts a request frame in `out` (cleared); [`finish_frame`] sets its length.
@@ -329,6 +331,12 @@ pub fn sasl_authenticate_request(out: &mut Vec<u8>, correlation_id: u32, message
     finish_frame(out);
 }
 
+/// Encodes a registry request.
+pub fn registry_request(out: &mut Vec<u8>, correlation_id: u32) {
+    start_request(out, ApiKey::Registry, correlation_id);
+    finish_frame(out);
+}
+
 /// The longest SASL message a broker reads (a SCRAM message is under 300
 /// bytes; Kafka's own bound on an unauthenticated request is 512 KiB).
 pub const SASL_MESSAGE_BYTES_MAX: usize = 64 * 1024;
@@ -441,6 +449,7 @@ fn decode_body<'a>(api: ApiKey, version: u16, r: &mut Reader<'a>) -> Result<Requ
         ApiKey::SaslHandshake => Request::SaslHandshake {
             mechanism: bounded_str(r, "mechanism", 64)?.to_string(),
         },
+        ApiKey::Registry => Request::Registry,
         ApiKey::SaslAuthenticate => {
             let message = r.bytes("message")?;
             if message.len() > SASL_MESSAGE_BYTES_MAX {

@@ -117,6 +117,7 @@ fn answer_now(
             let epochs = (current_leader_epoch, leader_epoch);
             offsets_for_leader_epoch(shared, out, correlation_id, (&topic, partition), epochs)
         }
+        Request::Registry => registry(shared, out, correlation_id),
         Request::Produce { .. }
         | Request::Fetch { .. }
         | Request::SaslHandshake { .. }
@@ -211,6 +212,8 @@ fn authorize(shared: &Shared, session: &mut Session, request: &Request<'_>) -> O
             (!cluster && !session.allows(shared, Op::Create, (R::Topic, t)))
                 .then(|| format!("{} may not create topic {t:?}", session.principal))
         }
+        Request::Registry => (!session.allows(shared, Op::Describe, (R::Cluster, CLUSTER)))
+            .then(|| format!("{} may not describe the cluster", session.principal)),
         Request::Metadata { .. }
         | Request::SaslHandshake { .. }
         | Request::SaslAuthenticate { .. } => None,
@@ -555,6 +558,21 @@ fn offsets_for_leader_epoch(
 }
 
 /// Answers a metadata request in `out`: the topics asked about, or all.
+/// Answers a registry request: the broker's registry, as a client on its
+/// host can open it (a directory's absolute path), empty for none.
+fn registry(shared: &Shared, out: &mut Vec<u8>, correlation_id: u32) {
+    let location = shared.registry.as_ref().map(|r| r.location());
+    let location = match location {
+        Some(l) if !l.starts_with("zk://") => std::fs::canonicalize(&l)
+            .map(|p| p.display().to_string())
+            .unwrap_or(l),
+        l => l.unwrap_or_default(),
+    };
+    let start = protocol::begin_response(out, correlation_id, ErrorCode::None, "");
+    put::str(out, &location);
+    protocol::finish_frame(&mut out[start..]);
+}
+
 fn metadata(
     shared: &Shared,
     session: Option<&Session>,
