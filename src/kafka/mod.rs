@@ -39,33 +39,43 @@
 //!
 //! # APIs and versions
 //!
-//! | API | key | versions | flexible from |
-//! |---|---:|---|---:|
-//! | Produce | 0 | 3–7 | 9 |
-//! | Fetch | 1 | 4–11 | 12 |
-//! | ListOffsets | 2 | 1–10 | 6 |
-//! | Metadata | 3 | 0–12 | 9 |
-//! | OffsetCommit | 8 | 2–7 | 8 |
-//! | OffsetFetch | 9 | 1–5 | 6 |
-//! | FindCoordinator | 10 | 0–2 | 3 |
-//! | JoinGroup | 11 | 0–5 | 6 |
-//! | Heartbeat | 12 | 0–3 | 4 |
-//! | LeaveGroup | 13 | 0–1 | 4 |
-//! | SyncGroup | 14 | 0–3 | 4 |
-//! | DescribeGroups | 15 | 0–5 | 5 |
-//! | ListGroups | 16 | 0–5 | 3 |
-//! | ApiVersions | 18 | 0–3 | 3 |
-//! | CreateTopics | 19 | 0–6 | 5 |
-//! | InitProducerId | 22 | 0–1 | 2 |
-//! | OffsetForLeaderEpoch | 23 | 0–4 | 4 |
-//! | SaslHandshake | 17 | 1 | — |
-//! | SaslAuthenticate | 36 | 0–1 | 2 |
-//! | DescribeAcls, CreateAcls, DeleteAcls | 29–31 | 0–3 | 2 |
-//! | DescribeConfigs | 32 | 0–4 | 4 |
-//! | DeleteGroups | 42 | 0–2 | 2 |
-//! | OffsetDelete | 47 | 0 | — |
-//! | DescribeUserScramCredentials, AlterUserScramCredentials | 50–51 | 0 | 0 |
-//! | DescribeCluster | 60 | 0–1 | 0 |
+//! | API | key | klog | Kafka | flexible from | why not Kafka's newest |
+//! |---|---:|---|---|---:|---|
+//! | Produce | 0 | 3–7 | 0–11 | 9 | v8 adds per-record errors, v9 the flexible form, v10–11 the new leader's address on `NOT_LEADER` (KIP-951): not yet |
+//! | Fetch | 1 | 4–11 | 0–17 | 12 | v12 (flexible, diverging epochs) not yet; v13+ name topics by id, and klog has no topic ids |
+//! | ListOffsets | 2 | 1–10 | 0–10 | 6 | — |
+//! | Metadata | 3 | 0–12 | 0–12 | 9 | — (topic ids are the zero id) |
+//! | OffsetCommit | 8 | 2–7 | 0–9 | 8 | v8 (flexible) not yet; v9 carries the new consumer protocol's member epochs (KIP-848), which klog does not speak |
+//! | OffsetFetch | 9 | 1–5 | 0–9 | 6 | v6 (flexible) not yet; v7 asks for stable offsets (transactions, issue 25); v8 several groups at once; v9 member epochs (KIP-848) |
+//! | FindCoordinator | 10 | 0–2 | 0–6 | 3 | v3 (flexible) not yet; v4 several keys at once; v5–6 transaction and share coordinators |
+//! | JoinGroup | 11 | 0–5 | 0–9 | 6 | v6 (flexible), v7 protocol types, v8 reasons and v9 (KIP-814) not yet |
+//! | Heartbeat | 12 | 0–3 | 0–4 | 4 | v4 (flexible) not yet |
+//! | LeaveGroup | 13 | 0–1 | 0–5 | 4 | v3 leaves several (static) members at once: no static membership yet |
+//! | SyncGroup | 14 | 0–3 | 0–5 | 4 | v4 (flexible) and v5 protocol names not yet |
+//! | DescribeGroups | 15 | 0–5 | 0–5 | 5 | — |
+//! | ListGroups | 16 | 0–5 | 0–5 | 3 | — |
+//! | SaslHandshake | 17 | 1 | 0–1 | — | v0 sends SASL unframed: refused |
+//! | ApiVersions | 18 | 0–4 | 0–4 | 3 | — |
+//! | CreateTopics | 19 | 0–6 | 0–7 | 5 | v7 answers each topic's id: klog has no topic ids |
+//! | InitProducerId | 22 | 0–1 | 0–5 | 2 | v2+ (epoch bumps, transactions): issue 25 |
+//! | OffsetForLeaderEpoch | 23 | 0–4 | 0–4 | 4 | — |
+//! | DescribeAcls, CreateAcls, DeleteAcls | 29–31 | 0–3 | 0–3 | 2 | — |
+//! | DescribeConfigs | 32 | 0–4 | 0–4 | 4 | — |
+//! | SaslAuthenticate | 36 | 0–1 | 0–2 | 2 | v2 (flexible) not yet |
+//! | DeleteGroups | 42 | 0–2 | 0–2 | 2 | — |
+//! | OffsetDelete | 47 | 0 | 0 | — | — |
+//! | DescribeUserScramCredentials, AlterUserScramCredentials | 50–51 | 0 | 0 | 0 | — |
+//! | DescribeCluster | 60 | 0–1 | 0–1 | 0 | — |
+//!
+//! Not answered (ApiVersions does not list them, so clients refuse before
+//! they ask; README's "What klog does not do"): DeleteTopics,
+//! DeleteRecords, CreatePartitions, AlterConfigs, IncrementalAlterConfigs
+//! (per-topic configs), the transactional APIs (issue 25) and the new
+//! consumer and share group protocols (KIP-848, KIP-932). "Kafka" is the
+//! `validVersions` of Kafka's message schemas (its 4.0 development
+//! branch); the oldest versions there that klog lacks (Produce v0–2,
+//! Fetch v0–3, ListOffsets v0, OffsetCommit v0–1, OffsetFetch v0) are
+//! those Kafka 4 removed (KIP-896).
 //!
 //! The admin APIs ([`admin`], [`admin_groups`], [`admin_topics`]), OffsetForLeaderEpoch
 //! ([`epochs`]), Metadata ([`metadata`]) and ListOffsets ([`list_offsets`]) are declared once each

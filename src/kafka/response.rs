@@ -72,7 +72,7 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(DESCRIBE_GROUPS, 0, 5),
     api(LIST_GROUPS, 0, 5),
     api(SASL_HANDSHAKE, 0, 1),
-    api(API_VERSIONS, 0, 3),
+    api(API_VERSIONS, 0, 4),
     api(CREATE_TOPICS, 0, 6),
     api(INIT_PRODUCER_ID, 0, 1),
     api(OFFSET_FOR_LEADER_EPOCH, 0, 4),
@@ -473,7 +473,7 @@ mod tests {
                 "{a:?}"
             );
         }
-        assert_eq!(supported(API_VERSIONS), Some((0, 3)));
+        assert_eq!(supported(API_VERSIONS), Some((0, 4)));
         assert_eq!(supported(OFFSET_COMMIT), Some((2, 7)));
         // DeleteTopics (20): not implemented, not advertised.
         assert_eq!(supported(20), None);
