@@ -365,3 +365,34 @@ fn without_an_authorizer_acls_cannot_be_changed_through_kafka() {
     let listed = klog_broker(&registry, &["user", "list"], "");
     assert_eq!(listed, "admin\tSCRAM-SHA-256,SCRAM-SHA-512\n");
 }
+
+/// Metadata's authorized operations (v8+, asked by confluent-kafka's
+/// `describe_topics(include_authorized_operations=True)`) are what the
+/// ACLs let the client do to the topic: a super user everything a topic
+/// takes, another user what it was allowed.
+#[test]
+fn a_topics_authorized_operations_are_what_the_acls_allow() {
+    let Some((python, broker, root)) = setup() else {
+        return;
+    };
+    let registry = broker.registry.clone().unwrap();
+    klog_broker(&registry, &["user", "add", "erin"], "e-secret\n");
+    let erin = login("SCRAM-SHA-512", "erin", "e-secret");
+    for operation in ["describe", "read"] {
+        let allow = ["acl", "add", "--allow", "User:erin", "--topic", "ops"];
+        klog_broker(
+            &registry,
+            &[&allow[..], &["--operation", operation]].concat(),
+            "",
+        );
+    }
+    assert!(client(
+        &python,
+        &root,
+        &broker,
+        &["produce", "ops", "1", "1"]
+    ));
+    let ops = |who: &str| admin(&python, who, &broker, &["topic-operations", "ops"]);
+    assert_eq!(ops(&root).trim(), "ALTER CREATE DELETE DESCRIBE READ WRITE");
+    assert_eq!(ops(&erin).trim(), "DESCRIBE READ");
+}

@@ -7,13 +7,16 @@ tests/kafka_admin.rs.
     python admin.py BOOTSTRAP create-acl TYPE NAME PATTERN PRINCIPAL OPERATION PERMISSION [HOST]
     python admin.py BOOTSTRAP describe-acls
     python admin.py BOOTSTRAP delete-acls TYPE NAME PATTERN PRINCIPAL
+    python admin.py BOOTSTRAP topic-operations TOPIC
 
 MECHANISM is SCRAM-SHA-256 or SCRAM-SHA-512; TYPE topic, group or cluster;
 PATTERN literal, prefixed (or, for delete-acls, any or match); OPERATION and
 PERMISSION by their Kafka names (write, allow...). Each prints one line
 per result: "ok", "error NAME" with the Kafka error's name, or what was
 described or deleted as "TYPE NAME PATTERN PRINCIPAL HOST OPERATION
-PERMISSION" (ACLs) or "NAME MECHANISM ITERATIONS" (users). A client
+PERMISSION" (ACLs) or "NAME MECHANISM ITERATIONS" (users);
+topic-operations prints the operations the client may do on TOPIC
+(Metadata's authorized operations), sorted, one line. A client
 that cannot reach the broker within the deadline exits 1.
 
 KLOG_SECURITY, when set, is a JSON object of librdkafka's security
@@ -149,6 +152,13 @@ def main(argv):
         for future in client.delete_acls([match]).values():
             for binding in sorted(outcome(future) or [], key=binding_line):
                 print(binding_line(binding))
+    elif command == "topic-operations":
+        from confluent_kafka import TopicCollection
+        futures = client.describe_topics(
+            TopicCollection([args[0]]), request_timeout=DEADLINE_S,
+            include_authorized_operations=True)
+        described = outcome(futures[args[0]])
+        print(" ".join(sorted(op.name for op in described.authorized_operations or [])))
     else:
         print(f"unknown command {command}", file=sys.stderr)
         sys.exit(2)
