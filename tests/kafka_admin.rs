@@ -394,5 +394,8 @@ fn a_topics_authorized_operations_are_what_the_acls_allow() {
     ));
     let ops = |who: &str| admin(&python, who, &broker, &["topic-operations", "ops"]);
     assert_eq!(ops(&root).trim(), "ALTER CREATE DELETE DESCRIBE READ WRITE");
-    assert_eq!(ops(&erin).trim(), "DESCRIBE READ");
+    // The broker loads the new ACLs within a moment.
+    common::eventually("erin's ACLs", Duration::from_secs(30), || {
+        ops(&erin).trim() == "DESCRIBE READ"
+    });
 }

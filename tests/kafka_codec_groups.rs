@@ -23,6 +23,7 @@ use klog::kafka::consumer::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartition,
 };
 use klog::kafka::group::*;
+use klog::kafka::message::Message;
 use klog::kafka::request::{decode_request, Request, RequestError};
 use klog::kafka::response::supported;
 use klog::kafka::wire::{DecodeError, Decoder};
@@ -137,21 +138,32 @@ fn at<T>(version: i16, from: i16, value: T, default: T) -> T {
     }
 }
 
-// ---- FindCoordinator (10) v0–2 ---------------------------------------------
+// ---- FindCoordinator (10) v0–4 ---------------------------------------------
 
 fn find_coordinator_request(v: i16, full: bool) -> (Vec<u8>, FindCoordinatorRequest<'static>) {
     let key = if full { "grüppe-1" } else { "" };
     let key_type = at(v, 1, if full { 1 } else { 0 }, 0);
-    let theirs = kp::FindCoordinatorRequest::default()
-        .with_key(s(key))
-        .with_key_type(key_type);
-    let ours = FindCoordinatorRequest { key, key_type };
+    let keys: Vec<&'static str> = match (v >= 4, full) {
+        (true, true) => vec!["grüppe-1", "g2"],
+        _ => Vec::new(),
+    };
+    let mut theirs = kp::FindCoordinatorRequest::default().with_key_type(key_type);
+    if v >= 4 {
+        theirs = theirs.with_coordinator_keys(keys.iter().map(|k| s(k)).collect());
+    } else {
+        theirs = theirs.with_key(s(key));
+    }
+    let ours = FindCoordinatorRequest {
+        key: if v >= 4 { "" } else { key },
+        key_type,
+        coordinator_keys: keys,
+    };
     (crate_encode(&theirs, v), ours)
 }
 
 #[test]
 fn find_coordinator_requests_decode_as_the_crate_encodes_them() {
-    for v in 0..=2 {
+    for v in 0..=4 {
         for full in [FULL, SPARSE] {
             let (body, want) = find_coordinator_request(v, full);
             let got = klog_decode(&body, |d| FindCoordinatorRequest::decode(d, v));
@@ -162,8 +174,16 @@ fn find_coordinator_requests_decode_as_the_crate_encodes_them() {
 
 #[test]
 fn find_coordinator_responses_decode_in_the_crate_as_klog_encodes_them() {
-    for v in 0..=2 {
+    for v in 0..=4 {
         for (message, error) in [(Some("not yet"), 15), (None, 0)] {
+            let coordinator = Coordinator {
+                key: "grüppe-1",
+                node_id: 3,
+                host: "broker-ü.local",
+                port: 19092,
+                error_code: error,
+                error_message: message,
+            };
             let ours = FindCoordinatorResponse {
                 throttle_time_ms: 17,
                 error_code: error,
@@ -171,19 +191,33 @@ fn find_coordinator_responses_decode_in_the_crate_as_klog_encodes_them() {
                 node_id: 3,
                 host: "broker-ü.local",
                 port: 19092,
+                coordinators: vec![coordinator],
             };
             let mut body = Vec::new();
             ours.encode(v, &mut body);
             let got: kp::FindCoordinatorResponse = crate_decode(&body, v);
             let absent = kp::FindCoordinatorResponse::default();
-            let want = kp::FindCoordinatorResponse::default()
-                .with_throttle_time_ms(at(v, 1, 17, 0))
-                .with_error_code(error)
-                // Absent at v0: the crate's default there.
-                .with_error_message(at(v, 1, sv(message), absent.error_message.clone()))
-                .with_node_id(BrokerId(3))
-                .with_host(s("broker-ü.local"))
-                .with_port(19092);
+            let want = if v >= 4 {
+                let c = kp::find_coordinator_response::Coordinator::default()
+                    .with_key(s("grüppe-1"))
+                    .with_node_id(BrokerId(3))
+                    .with_host(s("broker-ü.local"))
+                    .with_port(19092)
+                    .with_error_code(error)
+                    .with_error_message(sv(message));
+                kp::FindCoordinatorResponse::default()
+                    .with_throttle_time_ms(17)
+                    .with_coordinators(vec![c])
+            } else {
+                kp::FindCoordinatorResponse::default()
+                    .with_throttle_time_ms(at(v, 1, 17, 0))
+                    .with_error_code(error)
+                    // Absent at v0: the crate's default there.
+                    .with_error_message(at(v, 1, sv(message), absent.error_message.clone()))
+                    .with_node_id(BrokerId(3))
+                    .with_host(s("broker-ü.local"))
+                    .with_port(19092)
+            };
             assert_eq!(got, want, "v{v}");
         }
     }
@@ -399,7 +433,7 @@ fn leave_group_request(v: i16, full: bool) -> (Vec<u8>, LeaveGroupRequest<'stati
 #[test]
 fn heartbeat_and_leave_group_requests_decode_as_the_crate_encodes_them() {
     for full in [FULL, SPARSE] {
-        for v in 0..=3 {
+        for v in 0..=4 {
             let (body, want) = heartbeat_request(v, full);
             let got = klog_decode(&body, |d| HeartbeatRequest::decode(d, v));
             assert_eq!(got, want, "heartbeat v{v}");
@@ -414,7 +448,7 @@ fn heartbeat_and_leave_group_requests_decode_as_the_crate_encodes_them() {
 
 #[test]
 fn heartbeat_and_leave_group_responses_decode_in_the_crate_as_klog_encodes_them() {
-    for v in 0..=3 {
+    for v in 0..=4 {
         let mut body = Vec::new();
         let ours = HeartbeatResponse {
             throttle_time_ms: 5,
@@ -871,7 +905,9 @@ fn frame(api_key: i16, version: i16, body: &[u8]) -> Vec<u8> {
         .with_request_api_version(version)
         .with_correlation_id(0x5eed_0000 + i32::from(version))
         .with_client_id(Some(s("groups-differential")));
-    let mut out = crate_encode(&header, 1);
+    // A flexible version's header is v2 (v1 and tagged fields).
+    let flexible = klog::kafka::header::is_flexible(api_key, version);
+    let mut out = crate_encode(&header, if flexible { 2 } else { 1 });
     out.extend_from_slice(body);
     out
 }
@@ -902,9 +938,9 @@ fn the_table_advertises_exactly_the_group_versions_implemented() {
     let table = [
         (OFFSET_COMMIT, 2, 7),
         (OFFSET_FETCH, 1, 5),
-        (FIND_COORDINATOR, 0, 2),
+        (FIND_COORDINATOR, 0, 4),
         (JOIN_GROUP, 0, 5),
-        (HEARTBEAT, 0, 3),
+        (HEARTBEAT, 0, 4),
         (LEAVE_GROUP, 0, 1),
         (SYNC_GROUP, 0, 3),
     ];
@@ -928,7 +964,7 @@ fn the_table_advertises_exactly_the_group_versions_implemented() {
 #[test]
 fn decode_request_dispatches_every_group_api_and_version() {
     for full in [FULL, SPARSE] {
-        for v in 0..=2 {
+        for v in 0..=4 {
             let (body, want) = find_coordinator_request(v, full);
             let bytes = frame(FIND_COORDINATOR, v, &body);
             assert_eq!(
@@ -945,6 +981,8 @@ fn decode_request_dispatches_every_group_api_and_version() {
             let (body, want) = sync_group_request(v, full);
             let bytes = frame(SYNC_GROUP, v, &body);
             assert_eq!(dispatched(&bytes, SYNC_GROUP, v), Request::SyncGroup(want));
+        }
+        for v in 0..=4 {
             let (body, want) = heartbeat_request(v, full);
             let bytes = frame(HEARTBEAT, v, &body);
             assert_eq!(dispatched(&bytes, HEARTBEAT, v), Request::Heartbeat(want));
@@ -1027,7 +1065,7 @@ fn corpus() -> Vec<Case> {
         };
     add(
         "find_coordinator",
-        0..=2,
+        0..=4,
         |v| find_coordinator_request(v, FULL).0,
         |b, v| whole(b, |d| FindCoordinatorRequest::decode(d, v)),
     );
@@ -1045,7 +1083,7 @@ fn corpus() -> Vec<Case> {
     );
     add(
         "heartbeat",
-        0..=3,
+        0..=4,
         |v| heartbeat_request(v, FULL).0,
         |b, v| whole(b, |d| HeartbeatRequest::decode(d, v)),
     );

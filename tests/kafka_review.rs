@@ -469,3 +469,57 @@ fn a_fetch_naming_a_partition_again_is_answered_once_for_it() {
     assert!(sizes[0] > 1000, "the first ask has a batch: {}", sizes[0]);
     assert!(sizes[1..].iter().all(|&n| n == 0), "{sizes:?}");
 }
+
+/// FindCoordinator v4 (several keys at once, flexible: header v2, as the
+/// crate writes it) is answered with each key's coordinator: this broker
+/// for each group, and for a transactional id none (klog has no
+/// transactions).
+#[test]
+fn find_coordinator_v4_answers_each_key() {
+    use kafka_protocol::messages as km;
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    let b = KafkaBroker::start(&[]);
+    let mut stream = TcpStream::connect(&b.kafka).unwrap();
+    let mut ask = |key_type: i8| {
+        let request = km::FindCoordinatorRequest::default()
+            .with_key_type(key_type)
+            .with_coordinator_keys(vec![
+                StrBytes::from_static_str("ga"),
+                StrBytes::from_static_str("gb"),
+            ]);
+        let header = km::RequestHeader::default()
+            .with_request_api_key(10)
+            .with_request_api_version(4)
+            .with_correlation_id(9)
+            .with_client_id(Some(StrBytes::from_static_str("v4")));
+        let mut body = Vec::new();
+        header.encode(&mut body, 2).unwrap();
+        request.encode(&mut body, 4).unwrap();
+        stream
+            .write_all(&(body.len() as i32).to_be_bytes())
+            .unwrap();
+        stream.write_all(&body).unwrap();
+        let answer = response(&mut stream, Duration::from_secs(20));
+        let mut rest = &answer[..];
+        km::ResponseHeader::decode(&mut rest, 1).unwrap();
+        let r = km::FindCoordinatorResponse::decode(&mut rest, 4).unwrap();
+        assert!(rest.is_empty());
+        r.coordinators
+            .iter()
+            .map(|c| (c.key.to_string(), c.error_code, c.port))
+            .collect::<Vec<_>>()
+    };
+    let port: i32 = b.kafka.rsplit_once(':').unwrap().1.parse().unwrap();
+    let groups = ask(0);
+    assert_eq!(
+        groups,
+        [("ga".to_string(), 0, port), ("gb".to_string(), 0, port)]
+    );
+    let transactions = ask(1);
+    assert!(
+        transactions
+            .iter()
+            .all(|(_, error, port)| *error == 15 && *port == -1),
+        "{transactions:?}"
+    );
+}

@@ -158,7 +158,9 @@ def main(argv):
             TopicCollection([args[0]]), request_timeout=DEADLINE_S,
             include_authorized_operations=True)
         described = outcome(futures[args[0]])
-        print(" ".join(sorted(op.name for op in described.authorized_operations or [])))
+        if described is not None:
+            ops = described.authorized_operations or []
+            print(" ".join(sorted(op.name for op in ops)))
     else:
         print(f"unknown command {command}", file=sys.stderr)
         sys.exit(2)

@@ -11,7 +11,7 @@ use crate::coord::acl::Operation;
 use crate::kafka::consumer::ConsumerProtocolSubscription;
 use crate::kafka::group::*;
 use crate::kafka::header::RequestHeader;
-use crate::kafka::response::frame;
+use crate::kafka::response::{frame, frame_message};
 use crate::kafka::{self};
 
 /// The group request, answered in `out`.
@@ -40,7 +40,7 @@ pub(super) fn handle(
     }
     let c = &kafka.coordinator;
     match request {
-        GroupRequest::FindCoordinator(r) => find_coordinator(kafka, &r, version, id, out),
+        GroupRequest::FindCoordinator(r) => find_coordinator(kafka, &r, access, (version, id), out),
         GroupRequest::JoinGroup(r) => join_group(c, header, &r, out),
         GroupRequest::SyncGroup(r) => sync_group(c, &r, version, id, out),
         GroupRequest::Heartbeat(r) => {
@@ -49,7 +49,7 @@ pub(super) fn handle(
                 throttle_time_ms: 0,
                 error_code,
             };
-            frame(out, id, |out| response.encode(version, out));
+            frame_message(out, id, version, &response);
         }
         GroupRequest::LeaveGroup(r) => {
             let error_code = c.leave(r.group_id, r.member_id);
@@ -67,7 +67,10 @@ pub(super) fn handle(
 /// GROUP_AUTHORIZATION_FAILED unless the request's group allows it.
 fn group_denied(request: &GroupRequest<'_>, access: Access<'_>) -> Option<i16> {
     let (op, group) = match request {
-        GroupRequest::FindCoordinator(r) if r.key_type == 0 => (Operation::Describe, r.key),
+        // v4 asks for several keys: each is checked on its own.
+        GroupRequest::FindCoordinator(r) if r.key_type == 0 && r.coordinator_keys.is_empty() => {
+            (Operation::Describe, r.key)
+        }
         GroupRequest::FindCoordinator(_) => return None,
         GroupRequest::JoinGroup(r) => (Operation::Read, r.group_id),
         GroupRequest::SyncGroup(r) => (Operation::Read, r.group_id),
@@ -96,8 +99,9 @@ fn refuse(
                 node_id: -1,
                 host: "",
                 port: -1,
+                coordinators: Vec::new(),
             };
-            frame(out, id, |out| response.encode(version, out));
+            frame_message(out, id, version, &response);
         }
         GroupRequest::JoinGroup(r) => {
             let response = JoinGroupResponse {
@@ -124,7 +128,7 @@ fn refuse(
                 throttle_time_ms: 0,
                 error_code,
             };
-            frame(out, id, |out| response.encode(version, out));
+            frame_message(out, id, version, &response);
         }
         GroupRequest::LeaveGroup(_) => {
             let response = LeaveGroupResponse {
@@ -149,41 +153,75 @@ fn refuse(
 }
 
 /// FindCoordinator: this broker, for every group but one whose leader
-/// assigns and another broker coordinates (transactions have none).
+/// assigns and another broker coordinates (transactions have none); in
+/// v4, each key asked, each checked against the ACLs on its own.
 fn find_coordinator(
     kafka: &Kafka,
     r: &FindCoordinatorRequest<'_>,
-    version: i16,
-    id: i32,
+    access: Access<'_>,
+    (version, id): (i16, i32),
     out: &mut Vec<u8>,
 ) {
     let group = r.key_type == 0;
-    let elsewhere = group
-        .then(|| kafka.coordinator.coordinator_of(r.key))
-        .flatten()
-        .and_then(|b| super::metadata::kafka_node(&b));
-    let (node_id, host, port) = match &elsewhere {
-        Some(node) => (node.node_id, node.host.as_str(), node.port),
-        None if group => (
-            kafka.node_id,
-            kafka.advertised.0.as_str(),
-            i32::from(kafka.advertised.1),
-        ),
-        None => (-1, "", -1),
+    let me = super::metadata::Node {
+        node_id: kafka.node_id,
+        host: kafka.advertised.0.clone(),
+        port: i32::from(kafka.advertised.1),
     };
-    let response = FindCoordinatorResponse {
+    let answer = |key: &str| {
+        if let Some(denied) = group
+            .then(|| access.group(Operation::Describe, key))
+            .flatten()
+        {
+            return (denied, Some("Group authorization failed."), None);
+        }
+        if !group {
+            return (
+                kafka::COORDINATOR_NOT_AVAILABLE,
+                Some("klog has no transactions"),
+                None,
+            );
+        }
+        let node = match kafka.coordinator.coordinator_of(key) {
+            Some(b) => super::metadata::kafka_node(&b),
+            None => None,
+        };
+        (kafka::NONE, None, Some(node.unwrap_or_else(|| me.clone())))
+    };
+    let mut response = FindCoordinatorResponse {
         throttle_time_ms: 0,
-        error_code: if group {
-            kafka::NONE
-        } else {
-            kafka::COORDINATOR_NOT_AVAILABLE
-        },
-        error_message: (!group).then_some("klog has no transactions"),
-        node_id,
-        host,
-        port,
+        error_code: kafka::NONE,
+        error_message: None,
+        node_id: -1,
+        host: "",
+        port: -1,
+        coordinators: Vec::new(),
     };
-    frame(out, id, |out| response.encode(version, out));
+    let nodes: Vec<_> = r.coordinator_keys.iter().map(|k| answer(k)).collect();
+    let single = (version < 4).then(|| answer(r.key));
+    if let Some((error_code, error_message, node)) = &single {
+        response.error_code = *error_code;
+        response.error_message = *error_message;
+        if let Some(n) = node {
+            (response.node_id, response.host, response.port) = (n.node_id, &n.host, n.port);
+        }
+    }
+    response.coordinators = r
+        .coordinator_keys
+        .iter()
+        .zip(&nodes)
+        .map(
+            |(key, (error_code, error_message, node))| kafka::group::Coordinator {
+                key,
+                node_id: node.as_ref().map_or(-1, |n| n.node_id),
+                host: node.as_ref().map_or("", |n| &n.host),
+                port: node.as_ref().map_or(-1, |n| n.port),
+                error_code: *error_code,
+                error_message: *error_message,
+            },
+        )
+        .collect();
+    frame_message(out, id, version, &response);
 }
 
 /// JoinGroup: the member's protocols and subscription, then the

@@ -1,127 +1,95 @@
-//! FindCoordinator (10) v0–2, Heartbeat (12) v0–3 and LeaveGroup (13)
-//! v0–1: the small messages around a group's membership.
+//! FindCoordinator (10) v0–4 and Heartbeat (12) v0–4, declared once from
+//! their schemas (`message!`), and LeaveGroup (13) v0–1: the small
+//! messages around a group's membership. FindCoordinator v4 asks for
+//! several keys at once and is answered with one coordinator each (its
+//! single key's fields are gone); v3 and Heartbeat v4 are flexible.
 
-use crate::kafka::wire::{put_i16, put_i32, put_nullable_string, put_string, DecodeError, Decoder};
+use crate::kafka::api_key::{FIND_COORDINATOR, HEARTBEAT};
+use crate::kafka::message::{message, messages};
+use crate::kafka::wire::{put_i16, put_i32, DecodeError, Decoder};
 
-/// FindCoordinator request: which broker coordinates the group (or
-/// transactional id) `key`.
-///
-/// | version | body |
-/// |---|---|
-/// | 0 | `key string` |
-/// | 1–2 | `key string` · `key_type int8` |
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FindCoordinatorRequest<'a> {
-    /// The coordinator key: a group id, or a transactional id.
-    pub key: &'a str,
-    /// 0 = group, 1 = transaction (v1+; 0 at v0).
-    pub key_type: i8,
-}
-
-impl<'a> FindCoordinatorRequest<'a> {
-    /// Decodes the body of `version` (0–2).
-    pub fn decode(d: &mut Decoder<'a>, version: i16) -> Result<Self, DecodeError> {
-        let key = d.string("key")?;
-        let key_type = if version >= 1 { d.i8("key_type")? } else { 0 };
-        Ok(FindCoordinatorRequest { key, key_type })
+message! {
+    /// FindCoordinator request: which broker coordinates the group (or
+    /// transactional id) `key` (v0–3), or each of `coordinator_keys` (v4+).
+    pub struct FindCoordinatorRequest<'a> {
+        /// The coordinator key: a group id, or a transactional id (v0–3).
+        key: &'a str [0, 3],
+        /// 0 = group, 1 = transaction (v1+; 0 at v0).
+        key_type: i8 [1],
+        /// The keys (v4+).
+        coordinator_keys: Vec<&'a str> [4],
     }
 }
 
-/// FindCoordinator response: the coordinator's node id, host and port.
-///
-/// | version | body |
-/// |---|---|
-/// | 0 | `error_code int16` · `node_id int32` · `host string` · `port int32` |
-/// | 1–2 | `throttle_time_ms int32` · `error_code int16` · `error_message nullable string` · `node_id int32` · `host string` · `port int32` |
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FindCoordinatorResponse<'a> {
-    /// Throttle time (v1+).
-    pub throttle_time_ms: i32,
-    /// The error code, or 0.
-    pub error_code: i16,
-    /// The error message, or null (v1+).
-    pub error_message: Option<&'a str>,
-    /// The coordinator's node id.
-    pub node_id: i32,
-    /// The coordinator's host name.
-    pub host: &'a str,
-    /// The coordinator's port.
-    pub port: i32,
-}
-
-impl FindCoordinatorResponse<'_> {
-    /// Appends the body of `version` (0–2) to `out`.
-    pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
-        if version >= 1 {
-            put_i32(out, self.throttle_time_ms);
-        }
-        put_i16(out, self.error_code);
-        if version >= 1 {
-            put_nullable_string(out, self.error_message);
-        }
-        put_i32(out, self.node_id);
-        put_string(out, self.host);
-        put_i32(out, self.port);
+message! {
+    /// One key's coordinator (FindCoordinator v4+).
+    pub struct Coordinator<'a> {
+        /// The key asked for.
+        key: &'a str [0],
+        /// The coordinator's node id, -1 for none.
+        node_id: i32 [0],
+        /// Its host.
+        host: &'a str [0],
+        /// Its port, -1 for none.
+        port: i32 [0],
+        /// The error code, or 0.
+        error_code: i16 [0],
+        /// The error message, or null.
+        error_message: Option<&'a str> [0],
     }
 }
 
-/// Heartbeat request: a member says it is alive in `generation_id`.
-///
-/// | version | body |
-/// |---|---|
-/// | 0–2 | `group_id string` · `generation_id int32` · `member_id string` |
-/// | 3 | the same · `group_instance_id nullable string` |
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeartbeatRequest<'a> {
-    /// The group id.
-    pub group_id: &'a str,
-    /// The generation the member believes it is in.
-    pub generation_id: i32,
-    /// The member id the coordinator gave.
-    pub member_id: &'a str,
-    /// The static member id (v3+; null before).
-    pub group_instance_id: Option<&'a str>,
-}
-
-impl<'a> HeartbeatRequest<'a> {
-    /// Decodes the body of `version` (0–3).
-    pub fn decode(d: &mut Decoder<'a>, version: i16) -> Result<Self, DecodeError> {
-        let group_id = d.string("group_id")?;
-        let generation_id = d.i32("generation_id")?;
-        let member_id = d.string("member_id")?;
-        let group_instance_id = if version >= 3 {
-            d.nullable_string("group_instance_id")?
-        } else {
-            None
-        };
-        Ok(HeartbeatRequest {
-            group_id,
-            generation_id,
-            member_id,
-            group_instance_id,
-        })
+message! {
+    /// FindCoordinator response: the coordinator's node id, host and port
+    /// (v0–3), or each key's (v4+).
+    pub struct FindCoordinatorResponse<'a> {
+        /// Throttle time (v1+).
+        throttle_time_ms: i32 [1],
+        /// The error code, or 0 (v0–3).
+        error_code: i16 [0, 3],
+        /// The error message, or null (v1–3).
+        error_message: Option<&'a str> [1, 3],
+        /// The coordinator's node id (v0–3).
+        node_id: i32 [0, 3],
+        /// The coordinator's host name (v0–3).
+        host: &'a str [0, 3],
+        /// The coordinator's port (v0–3).
+        port: i32 [0, 3],
+        /// Each key's coordinator (v4+).
+        coordinators: Vec<Coordinator<'a>> [4],
     }
 }
 
-/// Heartbeat response (also the shape of LeaveGroup v0–1's):
-/// `throttle_time_ms int32` (v1+) · `error_code int16`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HeartbeatResponse {
-    /// Throttle time (v1+).
-    pub throttle_time_ms: i32,
-    /// The error code, or 0: 27 (rebalance in progress) asks the member
-    /// to join again.
-    pub error_code: i16,
+message! {
+    /// Heartbeat request: a member says it is alive in `generation_id`.
+    pub struct HeartbeatRequest<'a> {
+        /// The group id.
+        group_id: &'a str [0],
+        /// The generation the member believes it is in.
+        generation_id: i32 [0],
+        /// The member id the coordinator gave.
+        member_id: &'a str [0],
+        /// The static member id (v3+; null before).
+        group_instance_id: Option<&'a str> [3],
+    }
 }
 
-impl HeartbeatResponse {
-    /// Appends the body of `version` (0–3) to `out`.
-    pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
-        if version >= 1 {
-            put_i32(out, self.throttle_time_ms);
-        }
-        put_i16(out, self.error_code);
+message! {
+    /// Heartbeat response.
+    pub struct HeartbeatResponse {
+        /// Throttle time (v1+).
+        throttle_time_ms: i32 [1],
+        /// The error code, or 0: 27 (rebalance in progress) asks the
+        /// member to join again.
+        error_code: i16 [0],
     }
+}
+
+messages! {
+    FindCoordinatorRequest<'a> = FIND_COORDINATOR, 3;
+    FindCoordinatorResponse<'a> = FIND_COORDINATOR, 3;
+    HeartbeatRequest<'a> = HEARTBEAT, 4;
+    HeartbeatResponse = HEARTBEAT, 4;
 }
 
 /// LeaveGroup request: `group_id string` · `member_id string` (v0–1).

@@ -1,13 +1,14 @@
 //! The group and offset APIs: requests decoded from a frame body and
 //! responses encoded into one, at the versions klog's Kafka listener
-//! serves (none of them flexible: classic strings, bytes and arrays with
-//! `int16`/`int32` lengths, no tagged fields).
+//! serves (FindCoordinator and Heartbeat declared once, flexible from v3
+//! and v4; the others hand-written and not flexible: classic strings,
+//! bytes and arrays with `int16`/`int32` lengths, no tagged fields).
 //!
 //! | API (key) | versions | request | response |
 //! |---|---|---|---|
-//! | FindCoordinator (10) | 0–2 | [`FindCoordinatorRequest`] | [`FindCoordinatorResponse`] |
+//! | FindCoordinator (10) | 0–4 | [`FindCoordinatorRequest`] | [`FindCoordinatorResponse`] |
 //! | JoinGroup (11) | 0–5 | [`JoinGroupRequest`] | [`JoinGroupResponse`] |
-//! | Heartbeat (12) | 0–3 | [`HeartbeatRequest`] | [`HeartbeatResponse`] |
+//! | Heartbeat (12) | 0–4 | [`HeartbeatRequest`] | [`HeartbeatResponse`] |
 //! | LeaveGroup (13) | 0–1 | [`LeaveGroupRequest`] | [`LeaveGroupResponse`] |
 //! | SyncGroup (14) | 0–3 | [`SyncGroupRequest`] | [`SyncGroupResponse`] |
 //! | OffsetCommit (8) | 2–7 | [`OffsetCommitRequest`] | [`OffsetCommitResponse`] |
@@ -32,8 +33,8 @@ mod join;
 mod offsets;
 
 pub use coordinator::{
-    FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
-    LeaveGroupRequest, LeaveGroupResponse,
+    Coordinator, FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest,
+    HeartbeatResponse, LeaveGroupRequest, LeaveGroupResponse,
 };
 pub use join::{
     JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse, JoinGroupResponseMember,
