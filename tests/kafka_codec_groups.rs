@@ -223,7 +223,7 @@ fn find_coordinator_responses_decode_in_the_crate_as_klog_encodes_them() {
     }
 }
 
-// ---- JoinGroup (11) v0–5 ---------------------------------------------------
+// ---- JoinGroup (11) v0–9 ---------------------------------------------------
 
 fn join_group_request(v: i16, full: bool) -> (Vec<u8>, JoinGroupRequest<'static>) {
     let instance = at(v, 5, full.then_some("instance-7"), None);
@@ -239,6 +239,7 @@ fn join_group_request(v: i16, full: bool) -> (Vec<u8>, JoinGroupRequest<'static>
         .with_member_id(s(if full { "member-1-abc" } else { "" }))
         .with_group_instance_id(sv(instance))
         .with_protocol_type(s("consumer"))
+        .with_reason(at(v, 8, full.then(|| s("rebalance: new topic")), None))
         .with_protocols(
             protocols
                 .iter()
@@ -260,13 +261,14 @@ fn join_group_request(v: i16, full: bool) -> (Vec<u8>, JoinGroupRequest<'static>
             .iter()
             .map(|&(name, metadata)| JoinGroupRequestProtocol { name, metadata })
             .collect(),
+        reason: at(v, 8, full.then_some("rebalance: new topic"), None),
     };
     (crate_encode(&theirs, v), ours)
 }
 
 #[test]
 fn join_group_requests_decode_as_the_crate_encodes_them() {
-    for v in 0..=5 {
+    for v in 0..=9 {
         for full in [FULL, SPARSE] {
             let (body, want) = join_group_request(v, full);
             let got = klog_decode(&body, |d| JoinGroupRequest::decode(d, v));
@@ -277,7 +279,7 @@ fn join_group_requests_decode_as_the_crate_encodes_them() {
 
 #[test]
 fn join_group_responses_decode_in_the_crate_as_klog_encodes_them() {
-    for v in 0..=5 {
+    for v in 0..=9 {
         for full in [FULL, SPARSE] {
             let members: &[(&str, Option<&'static str>, &'static [u8])] = if full {
                 &[("m-1", Some("i-1"), b"\x00\x03abc"), ("m-2", None, b"")]
@@ -288,8 +290,14 @@ fn join_group_responses_decode_in_the_crate_as_klog_encodes_them() {
                 throttle_time_ms: 9,
                 error_code: if full { 0 } else { 27 },
                 generation_id: if full { 12 } else { -1 },
-                protocol_name: if full { "range" } else { "" },
+                protocol_type: at(v, 7, full.then_some("consumer"), None),
+                protocol_name: match (full, v >= 7) {
+                    (true, _) => Some("range"),
+                    (false, true) => None,
+                    (false, false) => Some(""),
+                },
                 leader: "m-1",
+                skip_assignment: false,
                 member_id: "m-2",
                 members: members
                     .iter()
@@ -309,7 +317,8 @@ fn join_group_responses_decode_in_the_crate_as_klog_encodes_them() {
                 .with_throttle_time_ms(at(v, 2, 9, 0))
                 .with_error_code(ours.error_code)
                 .with_generation_id(ours.generation_id)
-                .with_protocol_name(Some(s(if full { "range" } else { "" })))
+                .with_protocol_type(ours.protocol_type.map(s))
+                .with_protocol_name(ours.protocol_name.map(s))
                 .with_leader(s("m-1"))
                 .with_member_id(s("m-2"))
                 .with_members(
@@ -328,7 +337,7 @@ fn join_group_responses_decode_in_the_crate_as_klog_encodes_them() {
     }
 }
 
-// ---- SyncGroup (14) v0–3 ---------------------------------------------------
+// ---- SyncGroup (14) v0–5 ---------------------------------------------------
 
 fn sync_group_request(v: i16, full: bool) -> (Vec<u8>, SyncGroupRequest<'static>) {
     let instance = at(v, 3, full.then_some("instance-2"), None);
@@ -342,6 +351,8 @@ fn sync_group_request(v: i16, full: bool) -> (Vec<u8>, SyncGroupRequest<'static>
         .with_generation_id(if full { 4 } else { -1 })
         .with_member_id(s("m-1"))
         .with_group_instance_id(sv(instance))
+        .with_protocol_type(at(v, 5, full.then(|| s("consumer")), None))
+        .with_protocol_name(at(v, 5, full.then(|| s("range")), None))
         .with_assignments(
             assignments
                 .iter()
@@ -357,6 +368,8 @@ fn sync_group_request(v: i16, full: bool) -> (Vec<u8>, SyncGroupRequest<'static>
         generation_id: if full { 4 } else { -1 },
         member_id: "m-1",
         group_instance_id: instance,
+        protocol_type: at(v, 5, full.then_some("consumer"), None),
+        protocol_name: at(v, 5, full.then_some("range"), None),
         assignments: assignments
             .iter()
             .map(|&(member_id, assignment)| SyncGroupRequestAssignment {
@@ -370,7 +383,7 @@ fn sync_group_request(v: i16, full: bool) -> (Vec<u8>, SyncGroupRequest<'static>
 
 #[test]
 fn sync_group_requests_decode_as_the_crate_encodes_them() {
-    for v in 0..=3 {
+    for v in 0..=5 {
         for full in [FULL, SPARSE] {
             let (body, want) = sync_group_request(v, full);
             let got = klog_decode(&body, |d| SyncGroupRequest::decode(d, v));
@@ -381,11 +394,13 @@ fn sync_group_requests_decode_as_the_crate_encodes_them() {
 
 #[test]
 fn sync_group_responses_decode_in_the_crate_as_klog_encodes_them() {
-    for v in 0..=3 {
+    for v in 0..=5 {
         for assignment in [&b"\x00\x01\x00\x00\x00\x00"[..], b""] {
             let ours = SyncGroupResponse {
                 throttle_time_ms: 33,
                 error_code: 22,
+                protocol_type: at(v, 5, Some("consumer"), None),
+                protocol_name: at(v, 5, Some("range"), None),
                 assignment,
             };
             let mut body = Vec::new();
@@ -394,6 +409,8 @@ fn sync_group_responses_decode_in_the_crate_as_klog_encodes_them() {
             let want = kp::SyncGroupResponse::default()
                 .with_throttle_time_ms(at(v, 1, 33, 0))
                 .with_error_code(22)
+                .with_protocol_type(ours.protocol_type.map(s))
+                .with_protocol_name(ours.protocol_name.map(s))
                 .with_assignment(assignment.to_vec().into());
             assert_eq!(got, want, "v{v}");
         }
@@ -939,10 +956,10 @@ fn the_table_advertises_exactly_the_group_versions_implemented() {
         (OFFSET_COMMIT, 2, 7),
         (OFFSET_FETCH, 1, 5),
         (FIND_COORDINATOR, 0, 4),
-        (JOIN_GROUP, 0, 5),
+        (JOIN_GROUP, 0, 9),
         (HEARTBEAT, 0, 4),
         (LEAVE_GROUP, 0, 1),
-        (SYNC_GROUP, 0, 3),
+        (SYNC_GROUP, 0, 5),
     ];
     for (api_key, min, max) in table {
         assert_eq!(supported(api_key), Some((min, max)), "api {api_key}");
@@ -972,12 +989,12 @@ fn decode_request_dispatches_every_group_api_and_version() {
                 Request::FindCoordinator(want)
             );
         }
-        for v in 0..=5 {
+        for v in 0..=9 {
             let (body, want) = join_group_request(v, full);
             let bytes = frame(JOIN_GROUP, v, &body);
             assert_eq!(dispatched(&bytes, JOIN_GROUP, v), Request::JoinGroup(want));
         }
-        for v in 0..=3 {
+        for v in 0..=5 {
             let (body, want) = sync_group_request(v, full);
             let bytes = frame(SYNC_GROUP, v, &body);
             assert_eq!(dispatched(&bytes, SYNC_GROUP, v), Request::SyncGroup(want));
@@ -1071,13 +1088,13 @@ fn corpus() -> Vec<Case> {
     );
     add(
         "join_group",
-        0..=5,
+        0..=9,
         |v| join_group_request(v, FULL).0,
         |b, v| whole(b, |d| JoinGroupRequest::decode(d, v)),
     );
     add(
         "sync_group",
-        0..=3,
+        0..=5,
         |v| sync_group_request(v, FULL).0,
         |b, v| whole(b, |d| SyncGroupRequest::decode(d, v)),
     );

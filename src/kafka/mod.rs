@@ -48,10 +48,10 @@
 //! | OffsetCommit | 8 | 2–7 | 0–9 | 8 | v8 (flexible) not yet; v9 carries the new consumer protocol's member epochs (KIP-848), which klog does not speak |
 //! | OffsetFetch | 9 | 1–5 | 0–9 | 6 | v6 (flexible) not yet; v7 asks for stable offsets (transactions, issue 25); v8 several groups at once; v9 member epochs (KIP-848) |
 //! | FindCoordinator | 10 | 0–4 | 0–6 | 3 | v5–6 answer transaction versions and share coordinators: klog has neither |
-//! | JoinGroup | 11 | 0–5 | 0–9 | 6 | v6 (flexible), v7 protocol types, v8 reasons and v9 (KIP-814) not yet |
+//! | JoinGroup | 11 | 0–9 | 0–9 | 6 | — (v9's `skip_assignment` is always false: no static members) |
 //! | Heartbeat | 12 | 0–4 | 0–4 | 4 | — |
 //! | LeaveGroup | 13 | 0–1 | 0–5 | 4 | v3 leaves several (static) members at once: no static membership yet |
-//! | SyncGroup | 14 | 0–3 | 0–5 | 4 | v4 (flexible) and v5 protocol names not yet |
+//! | SyncGroup | 14 | 0–5 | 0–5 | 4 | — |
 //! | DescribeGroups | 15 | 0–5 | 0–5 | 5 | — |
 //! | ListGroups | 16 | 0–5 | 0–5 | 3 | — |
 //! | SaslHandshake | 17 | 1 | 0–1 | — | v0 sends SASL unframed: refused |

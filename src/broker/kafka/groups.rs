@@ -104,24 +104,18 @@ fn refuse(
             frame_message(out, id, version, &response);
         }
         GroupRequest::JoinGroup(r) => {
-            let response = JoinGroupResponse {
-                throttle_time_ms: 0,
-                error_code,
-                generation_id: -1,
-                protocol_name: "",
-                leader: "",
-                member_id: r.member_id,
-                members: Vec::new(),
-            };
-            frame(out, id, |out| response.encode(version, out));
+            let response = join_refused(version, r.member_id, error_code);
+            frame_message(out, id, version, &response);
         }
-        GroupRequest::SyncGroup(_) => {
+        GroupRequest::SyncGroup(r) => {
             let response = SyncGroupResponse {
                 throttle_time_ms: 0,
                 error_code,
+                protocol_type: r.protocol_type,
+                protocol_name: r.protocol_name,
                 assignment: &[],
             };
-            frame(out, id, |out| response.encode(version, out));
+            frame_message(out, id, version, &response);
         }
         GroupRequest::Heartbeat(_) => {
             let response = HeartbeatResponse {
@@ -234,16 +228,8 @@ fn join_group(
 ) {
     let (id, version) = (header.correlation_id, header.api_version);
     let refuse = |out: &mut Vec<u8>, error_code: i16| {
-        let response = JoinGroupResponse {
-            throttle_time_ms: 0,
-            error_code,
-            generation_id: -1,
-            protocol_name: "",
-            leader: "",
-            member_id: r.member_id,
-            members: Vec::new(),
-        };
-        frame(out, id, |out| response.encode(version, out));
+        let response = join_refused(version, r.member_id, error_code);
+        frame_message(out, id, version, &response);
     };
     let Some(join) = join_of(header, r) else {
         return refuse(out, kafka::INCONSISTENT_GROUP_PROTOCOL);
@@ -258,16 +244,44 @@ fn join_group(
             metadata,
         })
         .collect();
+    let ok = joined.error == kafka::NONE;
     let response = JoinGroupResponse {
         throttle_time_ms: 0,
         error_code: joined.error,
         generation_id: joined.generation,
-        protocol_name: &joined.protocol,
+        protocol_type: ok.then_some(r.protocol_type),
+        protocol_name: match ok {
+            true => Some(&joined.protocol),
+            false => no_protocol(version),
+        },
         leader: &joined.leader_id,
+        skip_assignment: false,
         member_id: &joined.member_id,
         members,
     };
-    frame(out, id, |out| response.encode(version, out));
+    frame_message(out, id, version, &response);
+}
+
+/// A JoinGroup answer's protocol name with an error: null from v7, empty
+/// before (where it cannot be null).
+fn no_protocol(version: i16) -> Option<&'static str> {
+    (version < 7).then_some("")
+}
+
+/// The JoinGroup answer of `version` that refuses `member_id` with
+/// `error_code`.
+fn join_refused(version: i16, member_id: &str, error_code: i16) -> JoinGroupResponse<'_> {
+    JoinGroupResponse {
+        throttle_time_ms: 0,
+        error_code,
+        generation_id: -1,
+        protocol_type: None,
+        protocol_name: no_protocol(version),
+        leader: "",
+        skip_assignment: false,
+        member_id,
+        members: Vec::new(),
+    }
 }
 
 /// The JoinGroup request as the coordinator takes it: the protocols (the
@@ -329,12 +343,16 @@ fn sync_group(c: &Coordinator, r: &SyncGroupRequest<'_>, version: i16, id: i32, 
         None if synced.error == kafka::NONE => super::group::assignment(&synced.assignment),
         None => Vec::new(),
     };
+    // v5 names the group's protocol both ways: the member's, as it
+    // joined with them.
     let response = SyncGroupResponse {
         throttle_time_ms: 0,
         error_code: synced.error,
+        protocol_type: r.protocol_type,
+        protocol_name: r.protocol_name,
         assignment: &assignment,
     };
-    frame(out, id, |out| response.encode(version, out));
+    frame_message(out, id, version, &response);
 }
 
 fn offset_commit(
