@@ -417,7 +417,7 @@ fn sync_group_responses_decode_in_the_crate_as_klog_encodes_them() {
     }
 }
 
-// ---- Heartbeat (12) v0–3 and LeaveGroup (13) v0–1 --------------------------
+// ---- Heartbeat (12) v0–4 and LeaveGroup (13) v0–5 --------------------------
 
 fn heartbeat_request(v: i16, full: bool) -> (Vec<u8>, HeartbeatRequest<'static>) {
     let instance = at(v, 3, full.then_some("instance-3"), None);
@@ -437,13 +437,27 @@ fn heartbeat_request(v: i16, full: bool) -> (Vec<u8>, HeartbeatRequest<'static>)
 
 fn leave_group_request(v: i16, full: bool) -> (Vec<u8>, LeaveGroupRequest<'static>) {
     let member = if full { "member-leaving" } else { "" };
-    let theirs = kp::LeaveGroupRequest::default()
-        .with_group_id(GroupId(s("g-leave")))
-        .with_member_id(s(member));
-    let ours = LeaveGroupRequest {
+    let mut theirs = kp::LeaveGroupRequest::default().with_group_id(GroupId(s("g-leave")));
+    let mut ours = LeaveGroupRequest {
         group_id: "g-leave",
-        member_id: member,
+        member_id: "",
+        members: Vec::new(),
     };
+    if v >= 3 {
+        let reason = at(v, 5, full.then_some("shutting down"), None);
+        theirs = theirs.with_members(vec![kp::leave_group_request::MemberIdentity::default()
+            .with_member_id(s(member))
+            .with_group_instance_id(full.then(|| s("instance-3")))
+            .with_reason(reason.map(s))]);
+        ours.members = vec![MemberIdentity {
+            member_id: member,
+            group_instance_id: full.then_some("instance-3"),
+            reason,
+        }];
+    } else {
+        theirs = theirs.with_member_id(s(member));
+        ours.member_id = member;
+    }
     (crate_encode(&theirs, v), ours)
 }
 
@@ -455,7 +469,7 @@ fn heartbeat_and_leave_group_requests_decode_as_the_crate_encodes_them() {
             let got = klog_decode(&body, |d| HeartbeatRequest::decode(d, v));
             assert_eq!(got, want, "heartbeat v{v}");
         }
-        for v in 0..=1 {
+        for v in 0..=5 {
             let (body, want) = leave_group_request(v, full);
             let got = klog_decode(&body, |d| LeaveGroupRequest::decode(d, v));
             assert_eq!(got, want, "leave v{v}");
@@ -478,17 +492,28 @@ fn heartbeat_and_leave_group_responses_decode_in_the_crate_as_klog_encodes_them(
             .with_error_code(27);
         assert_eq!(got, want, "heartbeat v{v}");
     }
-    for v in 0..=1 {
+    for v in 0..=5 {
         let mut body = Vec::new();
         let ours = LeaveGroupResponse {
             throttle_time_ms: 6,
             error_code: 25,
+            members: vec![MemberResponse {
+                member_id: "m-9",
+                group_instance_id: None,
+                error_code: 25,
+            }],
         };
         ours.encode(v, &mut body);
         let got: kp::LeaveGroupResponse = crate_decode(&body, v);
-        let want = kp::LeaveGroupResponse::default()
+        let mut want = kp::LeaveGroupResponse::default()
             .with_throttle_time_ms(at(v, 1, 6, 0))
             .with_error_code(25);
+        if v >= 3 {
+            want = want.with_members(vec![kp::leave_group_response::MemberResponse::default()
+                .with_member_id(s("m-9"))
+                .with_group_instance_id(None)
+                .with_error_code(25)]);
+        }
         assert_eq!(got, want, "leave v{v}");
     }
 }
@@ -958,7 +983,7 @@ fn the_table_advertises_exactly_the_group_versions_implemented() {
         (FIND_COORDINATOR, 0, 4),
         (JOIN_GROUP, 0, 9),
         (HEARTBEAT, 0, 4),
-        (LEAVE_GROUP, 0, 1),
+        (LEAVE_GROUP, 0, 5),
         (SYNC_GROUP, 0, 5),
     ];
     for (api_key, min, max) in table {
@@ -1004,7 +1029,7 @@ fn decode_request_dispatches_every_group_api_and_version() {
             let bytes = frame(HEARTBEAT, v, &body);
             assert_eq!(dispatched(&bytes, HEARTBEAT, v), Request::Heartbeat(want));
         }
-        for v in 0..=1 {
+        for v in 0..=5 {
             let (body, want) = leave_group_request(v, full);
             let bytes = frame(LEAVE_GROUP, v, &body);
             assert_eq!(
@@ -1106,7 +1131,7 @@ fn corpus() -> Vec<Case> {
     );
     add(
         "leave_group",
-        0..=1,
+        0..=5,
         |v| leave_group_request(v, FULL).0,
         |b, v| whole(b, |d| LeaveGroupRequest::decode(d, v)),
     );

@@ -523,3 +523,46 @@ fn find_coordinator_v4_answers_each_key() {
         "{transactions:?}"
     );
 }
+
+/// LeaveGroup v3+ lets several members go at once, each answered on its
+/// own (members the group does not know: UNKNOWN_MEMBER_ID each, the
+/// request itself without error); v4+ is flexible.
+#[test]
+fn leave_group_v5_answers_each_member() {
+    use kafka_protocol::messages as km;
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    let b = KafkaBroker::start(&[]);
+    let mut stream = TcpStream::connect(&b.kafka).unwrap();
+    let member = |id: &'static str| {
+        km::leave_group_request::MemberIdentity::default()
+            .with_member_id(StrBytes::from_static_str(id))
+            .with_group_instance_id(None)
+    };
+    let request = km::LeaveGroupRequest::default()
+        .with_group_id(km::GroupId(StrBytes::from_static_str("lg")))
+        .with_members(vec![member("m-1"), member("m-2")]);
+    let header = km::RequestHeader::default()
+        .with_request_api_key(13)
+        .with_request_api_version(5)
+        .with_correlation_id(3)
+        .with_client_id(Some(StrBytes::from_static_str("v5")));
+    let mut body = Vec::new();
+    header.encode(&mut body, 2).unwrap();
+    request.encode(&mut body, 5).unwrap();
+    stream
+        .write_all(&(body.len() as i32).to_be_bytes())
+        .unwrap();
+    stream.write_all(&body).unwrap();
+    let answer = response(&mut stream, Duration::from_secs(20));
+    let mut rest = &answer[..];
+    km::ResponseHeader::decode(&mut rest, 1).unwrap();
+    let r = km::LeaveGroupResponse::decode(&mut rest, 5).unwrap();
+    assert!(rest.is_empty());
+    assert_eq!(r.error_code, 0);
+    let members: Vec<_> = r
+        .members
+        .iter()
+        .map(|m| (m.member_id.to_string(), m.error_code))
+        .collect();
+    assert_eq!(members, [("m-1".into(), 25), ("m-2".to_string(), 25)]);
+}

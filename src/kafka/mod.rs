@@ -50,7 +50,7 @@
 //! | FindCoordinator | 10 | 0–4 | 0–6 | 3 | v5–6 answer transaction versions and share coordinators: klog has neither |
 //! | JoinGroup | 11 | 0–9 | 0–9 | 6 | — (v9's `skip_assignment` is always false: no static members) |
 //! | Heartbeat | 12 | 0–4 | 0–4 | 4 | — |
-//! | LeaveGroup | 13 | 0–1 | 0–5 | 4 | v3 leaves several (static) members at once: no static membership yet |
+//! | LeaveGroup | 13 | 0–5 | 0–5 | 4 | — (a static member, named by its instance id alone, is unknown: no static membership yet) |
 //! | SyncGroup | 14 | 0–5 | 0–5 | 4 | — |
 //! | DescribeGroups | 15 | 0–5 | 0–5 | 5 | — |
 //! | ListGroups | 16 | 0–5 | 0–5 | 3 | — |

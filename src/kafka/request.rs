@@ -16,7 +16,7 @@
 //! | InitProducerId | 0–1 | `transactional_id string?` · `transaction_timeout_ms int32` |
 //! | SaslHandshake | 0–1 | `mechanism string` (the broker refuses v0, whose SASL messages follow unframed; librdkafka asks that v0 be listed before it uses v1) |
 //! | SaslAuthenticate | 0–1 | `auth_bytes bytes` |
-//! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–7, 1–5, 0–4, 0–9, 0–4, 0–1, 0–5 | in [`super::group`] (FindCoordinator, Heartbeat, JoinGroup and SyncGroup declared once from their schemas) |
+//! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–7, 1–5, 0–4, 0–9, 0–4, 0–5, 0–5 | in [`super::group`] (all but OffsetCommit and OffsetFetch declared once from their schemas) |
 //! | DescribeAcls, CreateAcls, DeleteAcls, DescribeUserScramCredentials, AlterUserScramCredentials | 0–3, 0–3, 0–3, 0, 0 | in [`super::admin`], each declared once from its schema |
 //! | DescribeGroups, ListGroups, DeleteGroups, OffsetDelete | 0–5, 0–5, 0–2, 0 | in [`super::admin_groups`], each declared once from its schema |
 //! | OffsetForLeaderEpoch | 0–4 | in [`super::epochs`], declared once from its schema |
@@ -193,7 +193,7 @@ fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Re
         }
         JOIN_GROUP => <JoinGroupRequest as Message>::decode(d, version).map(Request::JoinGroup),
         HEARTBEAT => <HeartbeatRequest as Message>::decode(d, version).map(Request::Heartbeat),
-        LEAVE_GROUP => LeaveGroupRequest::decode(d, version).map(Request::LeaveGroup),
+        LEAVE_GROUP => <LeaveGroupRequest as Message>::decode(d, version).map(Request::LeaveGroup),
         SYNC_GROUP => <SyncGroupRequest as Message>::decode(d, version).map(Request::SyncGroup),
         API_VERSIONS => ApiVersionsRequest::decode(d, version).map(Request::ApiVersions),
         INIT_PRODUCER_ID => InitProducerIdRequest::decode(d, version).map(Request::InitProducerId),

@@ -67,7 +67,7 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(FIND_COORDINATOR, 0, 4),
     api(JOIN_GROUP, 0, 9),
     api(HEARTBEAT, 0, 4),
-    api(LEAVE_GROUP, 0, 1),
+    api(LEAVE_GROUP, 0, 5),
     api(SYNC_GROUP, 0, 5),
     api(DESCRIBE_GROUPS, 0, 5),
     api(LIST_GROUPS, 0, 5),

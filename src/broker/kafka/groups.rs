@@ -52,12 +52,27 @@ pub(super) fn handle(
             frame_message(out, id, version, &response);
         }
         GroupRequest::LeaveGroup(r) => {
-            let error_code = c.leave(r.group_id, r.member_id);
+            // v3+: several members, each answered on its own (a static
+            // member named by its instance id alone is not known here).
+            let members: Vec<MemberResponse<'_>> = r
+                .members
+                .iter()
+                .map(|m| MemberResponse {
+                    member_id: m.member_id,
+                    group_instance_id: m.group_instance_id,
+                    error_code: c.leave(r.group_id, m.member_id),
+                })
+                .collect();
+            let error_code = match version {
+                0..=2 => c.leave(r.group_id, r.member_id),
+                _ => kafka::NONE,
+            };
             let response = LeaveGroupResponse {
                 throttle_time_ms: 0,
                 error_code,
+                members,
             };
-            frame(out, id, |out| response.encode(version, out));
+            frame_message(out, id, version, &response);
         }
         GroupRequest::OffsetCommit(r) => offset_commit(c, &r, access, (version, id), out),
         GroupRequest::OffsetFetch(r) => offset_fetch(c, &r, access, (version, id), out),
@@ -128,8 +143,9 @@ fn refuse(
             let response = LeaveGroupResponse {
                 throttle_time_ms: 0,
                 error_code,
+                members: Vec::new(),
             };
-            frame(out, id, |out| response.encode(version, out));
+            frame_message(out, id, version, &response);
         }
         GroupRequest::OffsetCommit(r) => {
             commit_answer(r, &mut |_, _| error_code, (version, id), out)

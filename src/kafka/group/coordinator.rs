@@ -1,12 +1,13 @@
-//! FindCoordinator (10) v0–4 and Heartbeat (12) v0–4, declared once from
-//! their schemas (`message!`), and LeaveGroup (13) v0–1: the small
+//! FindCoordinator (10) v0–4, Heartbeat (12) v0–4 and LeaveGroup (13)
+//! v0–5, declared once from their schemas (`message!`): the small
 //! messages around a group's membership. FindCoordinator v4 asks for
 //! several keys at once and is answered with one coordinator each (its
-//! single key's fields are gone); v3 and Heartbeat v4 are flexible.
+//! single key's fields are gone); LeaveGroup v3 lets several members go
+//! at once, each answered on its own. FindCoordinator v3, Heartbeat v4
+//! and LeaveGroup v4 are flexible.
 
-use crate::kafka::api_key::{FIND_COORDINATOR, HEARTBEAT};
+use crate::kafka::api_key::{FIND_COORDINATOR, HEARTBEAT, LEAVE_GROUP};
 use crate::kafka::message::{message, messages};
-use crate::kafka::wire::{put_i16, put_i32, DecodeError, Decoder};
 
 message! {
     /// FindCoordinator request: which broker coordinates the group (or
@@ -85,49 +86,59 @@ message! {
     }
 }
 
+message! {
+    /// A member leaving (LeaveGroup v3+).
+    pub struct MemberIdentity<'a> {
+        /// Its member id.
+        member_id: &'a str [0],
+        /// Its static id, or null.
+        group_instance_id: Option<&'a str> [0],
+        /// Why it leaves (v5+), for the broker's log.
+        reason: Option<&'a str> [5],
+    }
+}
+
+message! {
+    /// LeaveGroup request: a member (v0–2), or several (v3+), leave.
+    pub struct LeaveGroupRequest<'a> {
+        /// The group to leave.
+        group_id: &'a str [0],
+        /// The member leaving it (v0–2).
+        member_id: &'a str [0, 2],
+        /// The members leaving it (v3+).
+        members: Vec<MemberIdentity<'a>> [3],
+    }
+}
+
+message! {
+    /// One member's answer (LeaveGroup v3+).
+    pub struct MemberResponse<'a> {
+        /// Its member id.
+        member_id: &'a str [0],
+        /// Its static id, or null.
+        group_instance_id: Option<&'a str> [0],
+        /// The error code, or 0.
+        error_code: i16 [0],
+    }
+}
+
+message! {
+    /// LeaveGroup response.
+    pub struct LeaveGroupResponse<'a> {
+        /// Throttle time (v1+).
+        throttle_time_ms: i32 [1],
+        /// The error code, or 0 (v3+: each member's in `members`).
+        error_code: i16 [0],
+        /// Each member's answer (v3+).
+        members: Vec<MemberResponse<'a>> [3],
+    }
+}
+
 messages! {
+    LeaveGroupRequest<'a> = LEAVE_GROUP, 4;
+    LeaveGroupResponse<'a> = LEAVE_GROUP, 4;
     FindCoordinatorRequest<'a> = FIND_COORDINATOR, 3;
     FindCoordinatorResponse<'a> = FIND_COORDINATOR, 3;
     HeartbeatRequest<'a> = HEARTBEAT, 4;
     HeartbeatResponse = HEARTBEAT, 4;
-}
-
-/// LeaveGroup request: `group_id string` · `member_id string` (v0–1).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaveGroupRequest<'a> {
-    /// The group to leave.
-    pub group_id: &'a str,
-    /// The member leaving it.
-    pub member_id: &'a str,
-}
-
-impl<'a> LeaveGroupRequest<'a> {
-    /// Decodes the body of `version` (0–1).
-    pub fn decode(d: &mut Decoder<'a>, _version: i16) -> Result<Self, DecodeError> {
-        let group_id = d.string("group_id")?;
-        let member_id = d.string("member_id")?;
-        Ok(LeaveGroupRequest {
-            group_id,
-            member_id,
-        })
-    }
-}
-
-/// LeaveGroup response: `throttle_time_ms int32` (v1+) · `error_code int16`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaveGroupResponse {
-    /// Throttle time (v1+).
-    pub throttle_time_ms: i32,
-    /// The error code, or 0.
-    pub error_code: i16,
-}
-
-impl LeaveGroupResponse {
-    /// Appends the body of `version` (0–1) to `out`.
-    pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
-        if version >= 1 {
-            put_i32(out, self.throttle_time_ms);
-        }
-        put_i16(out, self.error_code);
-    }
 }

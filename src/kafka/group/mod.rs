@@ -1,16 +1,17 @@
 //! The group and offset APIs: requests decoded from a frame body and
 //! responses encoded into one, at the versions klog's Kafka listener
-//! serves (FindCoordinator, Heartbeat, JoinGroup and SyncGroup declared
-//! once, flexible from v3, v4, v6 and v4; LeaveGroup, OffsetCommit and
-//! OffsetFetch hand-written and not flexible: classic strings, bytes and
-//! arrays with `int16`/`int32` lengths, no tagged fields).
+//! serves (FindCoordinator, Heartbeat, LeaveGroup, JoinGroup and
+//! SyncGroup declared once, flexible from v3, v4, v4, v6 and v4;
+//! OffsetCommit and OffsetFetch hand-written and not flexible: classic
+//! strings, bytes and arrays with `int16`/`int32` lengths, no tagged
+//! fields).
 //!
 //! | API (key) | versions | request | response |
 //! |---|---|---|---|
 //! | FindCoordinator (10) | 0–4 | [`FindCoordinatorRequest`] | [`FindCoordinatorResponse`] |
 //! | JoinGroup (11) | 0–9 | [`JoinGroupRequest`] | [`JoinGroupResponse`] |
 //! | Heartbeat (12) | 0–4 | [`HeartbeatRequest`] | [`HeartbeatResponse`] |
-//! | LeaveGroup (13) | 0–1 | [`LeaveGroupRequest`] | [`LeaveGroupResponse`] |
+//! | LeaveGroup (13) | 0–5 | [`LeaveGroupRequest`] | [`LeaveGroupResponse`] |
 //! | SyncGroup (14) | 0–5 | [`SyncGroupRequest`] | [`SyncGroupResponse`] |
 //! | OffsetCommit (8) | 2–7 | [`OffsetCommitRequest`] | [`OffsetCommitResponse`] |
 //! | OffsetFetch (9) | 1–5 | [`OffsetFetchRequest`] | [`OffsetFetchResponse`] |
@@ -35,7 +36,7 @@ mod offsets;
 
 pub use coordinator::{
     Coordinator, FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest,
-    HeartbeatResponse, LeaveGroupRequest, LeaveGroupResponse,
+    HeartbeatResponse, LeaveGroupRequest, LeaveGroupResponse, MemberIdentity, MemberResponse,
 };
 pub use join::{
     JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse, JoinGroupResponseMember,
