@@ -518,7 +518,7 @@ fn heartbeat_and_leave_group_responses_decode_in_the_crate_as_klog_encodes_them(
     }
 }
 
-// ---- OffsetCommit (8) v2–7 -------------------------------------------------
+// ---- OffsetCommit (8) v2–8 -------------------------------------------------
 
 type CommitRow = (i32, i64, i32, Option<&'static str>);
 
@@ -589,7 +589,7 @@ fn offset_commit_request(v: i16, full: bool) -> (Vec<u8>, OffsetCommitRequest<'s
 
 #[test]
 fn offset_commit_requests_decode_as_the_crate_encodes_them() {
-    for v in 2..=7 {
+    for v in 2..=8 {
         for full in [FULL, SPARSE] {
             let (body, want) = offset_commit_request(v, full);
             let got = klog_decode(&body, |d| OffsetCommitRequest::decode(d, v));
@@ -600,7 +600,7 @@ fn offset_commit_requests_decode_as_the_crate_encodes_them() {
 
 #[test]
 fn offset_commit_responses_decode_in_the_crate_as_klog_encodes_them() {
-    for v in 2..=7 {
+    for v in 2..=8 {
         let ours = OffsetCommitResponse {
             throttle_time_ms: 44,
             topics: vec![
@@ -644,7 +644,7 @@ fn offset_commit_responses_decode_in_the_crate_as_klog_encodes_them() {
     }
 }
 
-// ---- OffsetFetch (9) v1–5 --------------------------------------------------
+// ---- OffsetFetch (9) v1–7 --------------------------------------------------
 
 fn offset_fetch_request(v: i16, full: bool) -> (Vec<u8>, OffsetFetchRequest<'static>) {
     // Null topics (all partitions) exist from v2; v1's sparse case is an
@@ -656,6 +656,7 @@ fn offset_fetch_request(v: i16, full: bool) -> (Vec<u8>, OffsetFetchRequest<'sta
     };
     let theirs = kp::OffsetFetchRequest::default()
         .with_group_id(GroupId(s("g-fetch")))
+        .with_require_stable(v >= 7 && full)
         .with_topics(topics.map(|topics| {
             topics
                 .iter()
@@ -677,13 +678,14 @@ fn offset_fetch_request(v: i16, full: bool) -> (Vec<u8>, OffsetFetchRequest<'sta
                 })
                 .collect()
         }),
+        require_stable: v >= 7 && full,
     };
     (crate_encode(&theirs, v), ours)
 }
 
 #[test]
 fn offset_fetch_requests_decode_as_the_crate_encodes_them() {
-    for v in 1..=5 {
+    for v in 1..=7 {
         for full in [FULL, SPARSE] {
             let (body, want) = offset_fetch_request(v, full);
             let got = klog_decode(&body, |d| OffsetFetchRequest::decode(d, v));
@@ -705,7 +707,7 @@ fn a_null_topic_list_is_refused_at_offset_fetch_v1_only() {
 
 #[test]
 fn offset_fetch_responses_decode_in_the_crate_as_klog_encodes_them() {
-    for v in 1..=5 {
+    for v in 1..=7 {
         let ours = OffsetFetchResponse {
             throttle_time_ms: 55,
             topics: vec![
@@ -978,8 +980,8 @@ fn dispatched(frame: &[u8], api_key: i16, version: i16) -> Request<'_> {
 #[test]
 fn the_table_advertises_exactly_the_group_versions_implemented() {
     let table = [
-        (OFFSET_COMMIT, 2, 7),
-        (OFFSET_FETCH, 1, 5),
+        (OFFSET_COMMIT, 2, 8),
+        (OFFSET_FETCH, 1, 7),
         (FIND_COORDINATOR, 0, 4),
         (JOIN_GROUP, 0, 9),
         (HEARTBEAT, 0, 4),
@@ -1037,7 +1039,7 @@ fn decode_request_dispatches_every_group_api_and_version() {
                 Request::LeaveGroup(want)
             );
         }
-        for v in 2..=7 {
+        for v in 2..=8 {
             let (body, want) = offset_commit_request(v, full);
             let bytes = frame(OFFSET_COMMIT, v, &body);
             assert_eq!(
@@ -1045,7 +1047,7 @@ fn decode_request_dispatches_every_group_api_and_version() {
                 Request::OffsetCommit(want)
             );
         }
-        for v in 1..=5 {
+        for v in 1..=7 {
             let (body, want) = offset_fetch_request(v, full);
             let bytes = frame(OFFSET_FETCH, v, &body);
             assert_eq!(
@@ -1137,13 +1139,13 @@ fn corpus() -> Vec<Case> {
     );
     add(
         "offset_commit",
-        2..=7,
+        2..=8,
         |v| offset_commit_request(v, FULL).0,
         |b, v| whole(b, |d| OffsetCommitRequest::decode(d, v)),
     );
     add(
         "offset_fetch",
-        1..=5,
+        1..=7,
         |v| offset_fetch_request(v, FULL).0,
         |b, v| whole(b, |d| OffsetFetchRequest::decode(d, v)),
     );

@@ -15,7 +15,8 @@
 //!
 //! A field's `[MIN]` (or `[MIN, MAX]`) are the versions it is on the wire
 //! in; in another version it decodes to its `= DEFAULT` (else the type's
-//! default) and is not written. `messages!` makes a
+//! default) and is not written. An `Option` field marked `nullable N` is
+//! refused null before version `N` (as the schema's `nullableVersions`). `messages!` makes a
 //! struct an API's request or response ([`Message`]) with its key and first
 //! flexible version (the schema's `flexibleVersions`): from that version
 //! strings, bytes and arrays take their compact forms and every structure
@@ -261,7 +262,7 @@ macro_rules! message {
         pub struct $name:ident $(<$lt:lifetime>)? {
             $(
                 $(#[$fmeta:meta])*
-                $field:ident : $ty:ty [$min:tt $(, $max:tt)?] $(= $default:expr)?
+                $field:ident : $ty:ty [$min:tt $(, $max:tt)?] $(nullable $nmin:tt)? $(= $default:expr)?
             ),* $(,)?
         }
     ) => {
@@ -283,9 +284,16 @@ macro_rules! message {
             ) -> $crate::kafka::wire::Result<Self> {
                 $(
                     let $field: $ty = if $crate::kafka::message::message!(@has v [$min $(, $max)?]) {
-                        $crate::kafka::message::Field::get(
-                            d, v, concat!(stringify!($name), " ", stringify!($field)),
+                        let what = concat!(stringify!($name), " ", stringify!($field));
+                        let value = $crate::kafka::message::Field::get(d, v, what)?;
+                        $(
+                            if v.version < $nmin && $crate::kafka::message::Null::is_null(&value) {
+                                return Err($crate::kafka::wire::DecodeError(format!(
+                                    "{what}: null, which only v{} and later may be", $nmin
+                                )));
+                            }
                         )?
+                        value
                     } else {
                         $crate::kafka::message::message!(@default $($default)?)
                     };
@@ -318,6 +326,19 @@ macro_rules! message {
     // some version lacks does not.
     (@min [0] $ty:ty) => { <$ty as $crate::kafka::message::Field<'a>>::MIN_BYTES };
     (@min [$min:tt $(, $max:tt)?] $ty:ty) => { 0 };
+}
+
+/// Whether a decoded field is null: a field that only later versions may
+/// make null (`nullable N` in `message!`) is refused before them.
+pub trait Null {
+    /// Whether it is null.
+    fn is_null(&self) -> bool;
+}
+
+impl<T> Null for Option<T> {
+    fn is_null(&self) -> bool {
+        self.is_none()
+    }
 }
 
 /// The fewest bytes of a struct whose fields take `n`: at least one (the

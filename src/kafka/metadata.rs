@@ -18,7 +18,7 @@
 //! (DescribeCluster has them); v12 lets a topic's name be null.
 //!
 //! In v0 an empty topic list asks for every topic; from v1 a null one
-//! does (a null list in v0 is read as every topic too).
+//! does (null is refused in v0, and a null topic name before v10).
 
 use super::api_key::*;
 use super::message::{message, messages};
@@ -36,7 +36,7 @@ message! {
         /// Its id (v10+; zero when asked for by name).
         topic_id: Uuid [10],
         /// Its name (null from v10: asked for by id).
-        name: Option<&'a str> [0],
+        name: Option<&'a str> [0] nullable 10,
     }
 }
 
@@ -45,7 +45,7 @@ message! {
     pub struct MetadataRequest<'a> {
         /// The topics asked for; null (v1+) asks for every topic, and so
         /// does an empty list in v0.
-        topics: Option<Vec<MetadataRequestTopic<'a>>> [0],
+        topics: Option<Vec<MetadataRequestTopic<'a>>> [0] nullable 1,
         /// Whether a missing topic is created (v4+; before, it is).
         allow_auto_topic_creation: bool [4] = true,
         /// Whether the cluster's authorized operations are asked for (v8–10).

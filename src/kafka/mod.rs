@@ -45,8 +45,8 @@
 //! | Fetch | 1 | 4–11 | 0–17 | 12 | v12 (flexible, diverging epochs) not yet; v13+ name topics by id, and klog has no topic ids |
 //! | ListOffsets | 2 | 1–10 | 0–10 | 6 | — |
 //! | Metadata | 3 | 0–12 | 0–12 | 9 | — (topic ids are the zero id) |
-//! | OffsetCommit | 8 | 2–7 | 0–9 | 8 | v8 (flexible) not yet; v9 carries the new consumer protocol's member epochs (KIP-848), which klog does not speak |
-//! | OffsetFetch | 9 | 1–5 | 0–9 | 6 | v6 (flexible) not yet; v7 asks for stable offsets (transactions, issue 25); v8 several groups at once; v9 member epochs (KIP-848) |
+//! | OffsetCommit | 8 | 2–8 | 0–9 | 8 | v9 carries the new consumer protocol's member epochs (KIP-848), which klog does not speak |
+//! | OffsetFetch | 9 | 1–7 | 0–9 | 6 | v8 asks for several groups at once: not yet; v9 member epochs (KIP-848) |
 //! | FindCoordinator | 10 | 0–4 | 0–6 | 3 | v5–6 answer transaction versions and share coordinators: klog has neither |
 //! | JoinGroup | 11 | 0–9 | 0–9 | 6 | — (v9's `skip_assignment` is always false: no static members) |
 //! | Heartbeat | 12 | 0–4 | 0–4 | 4 | — |

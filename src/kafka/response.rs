@@ -62,8 +62,8 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(FETCH, 4, 11),
     api(LIST_OFFSETS, 1, 10),
     api(METADATA, 0, 12),
-    api(OFFSET_COMMIT, 2, 7),
-    api(OFFSET_FETCH, 1, 5),
+    api(OFFSET_COMMIT, 2, 8),
+    api(OFFSET_FETCH, 1, 7),
     api(FIND_COORDINATOR, 0, 4),
     api(JOIN_GROUP, 0, 9),
     api(HEARTBEAT, 0, 4),
@@ -474,7 +474,7 @@ mod tests {
             );
         }
         assert_eq!(supported(API_VERSIONS), Some((0, 4)));
-        assert_eq!(supported(OFFSET_COMMIT), Some((2, 7)));
+        assert_eq!(supported(OFFSET_COMMIT), Some((2, 8)));
         // DeleteTopics (20): not implemented, not advertised.
         assert_eq!(supported(20), None);
     }

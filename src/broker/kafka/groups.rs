@@ -11,7 +11,7 @@ use crate::coord::acl::Operation;
 use crate::kafka::consumer::ConsumerProtocolSubscription;
 use crate::kafka::group::*;
 use crate::kafka::header::RequestHeader;
-use crate::kafka::response::{frame, frame_message};
+use crate::kafka::response::frame_message;
 use crate::kafka::{self};
 
 /// The group request, answered in `out`.
@@ -157,7 +157,7 @@ fn refuse(
                 topics,
                 error_code,
             };
-            frame(out, id, |out| response.encode(version, out));
+            frame_message(out, id, version, &response);
         }
     }
 }
@@ -426,7 +426,7 @@ fn commit_answer(
         throttle_time_ms: 0,
         topics,
     };
-    frame(out, id, |out| response.encode(version, out));
+    frame_message(out, id, version, &response);
 }
 
 /// The topics of an OffsetFetch answer for the topics asked, each
@@ -489,7 +489,7 @@ fn offset_fetch(
         topics,
         error_code,
     };
-    frame(out, id, |out| response.encode(version, out));
+    frame_message(out, id, version, &response);
 }
 
 /// One partition of an OffsetFetch answer: klog keeps no leader epoch and
@@ -526,5 +526,5 @@ fn offset_fetch_all(all: &[(String, i32, i64)], version: i16, id: i32, out: &mut
         topics,
         error_code: kafka::NONE,
     };
-    frame(out, id, |out| response.encode(version, out));
+    frame_message(out, id, version, &response);
 }

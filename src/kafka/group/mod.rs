@@ -1,10 +1,6 @@
 //! The group and offset APIs: requests decoded from a frame body and
 //! responses encoded into one, at the versions klog's Kafka listener
-//! serves (FindCoordinator, Heartbeat, LeaveGroup, JoinGroup and
-//! SyncGroup declared once, flexible from v3, v4, v4, v6 and v4;
-//! OffsetCommit and OffsetFetch hand-written and not flexible: classic
-//! strings, bytes and arrays with `int16`/`int32` lengths, no tagged
-//! fields).
+//! serves, each declared once from its schema ([`crate::kafka::message`]).
 //!
 //! | API (key) | versions | request | response |
 //! |---|---|---|---|
@@ -13,8 +9,8 @@
 //! | Heartbeat (12) | 0–4 | [`HeartbeatRequest`] | [`HeartbeatResponse`] |
 //! | LeaveGroup (13) | 0–5 | [`LeaveGroupRequest`] | [`LeaveGroupResponse`] |
 //! | SyncGroup (14) | 0–5 | [`SyncGroupRequest`] | [`SyncGroupResponse`] |
-//! | OffsetCommit (8) | 2–7 | [`OffsetCommitRequest`] | [`OffsetCommitResponse`] |
-//! | OffsetFetch (9) | 1–5 | [`OffsetFetchRequest`] | [`OffsetFetchResponse`] |
+//! | OffsetCommit (8) | 2–8 | [`OffsetCommitRequest`] | [`OffsetCommitResponse`] |
+//! | OffsetFetch (9) | 1–7 | [`OffsetFetchRequest`] | [`OffsetFetchResponse`] |
 //!
 //! Each struct's fields are the fields of Kafka's message schema
 //! (`clients/src/main/resources/common/message/*.json`) present at some
@@ -62,19 +58,6 @@ pub(in crate::kafka) fn array<'a, T>(
 ) -> Result<Vec<T>, DecodeError> {
     let count = d.array_len(element_bytes_min, what)?;
     elements(d, count, element)
-}
-
-/// As [`array`], where a count of -1 is null.
-pub(in crate::kafka) fn nullable_array<'a, T>(
-    d: &mut Decoder<'a>,
-    element_bytes_min: usize,
-    what: &str,
-    element: impl FnMut(&mut Decoder<'a>) -> Result<T, DecodeError>,
-) -> Result<Option<Vec<T>>, DecodeError> {
-    match d.nullable_array_len(element_bytes_min, what)? {
-        Some(count) => elements(d, count, element).map(Some),
-        None => Ok(None),
-    }
 }
 
 fn elements<'a, T>(
