@@ -12,14 +12,22 @@
 //!               2 adopt: the first record of the claim of `generation`,
 //!                 carrying the offset over (u64::MAX: none)
 //!               3 removed: the group has no offset for the partition
+//!               4 seal: the claim of `generation` takes the journal over
+//!                 (offset u64::MAX)
 //!   generation  the claim generation that wrote it
 //! ```
 //!
 //! The committed offset is what the records say, in file order, keeping
 //! only those of the highest generation seen so far: a record of a lower
-//! generation after a higher one's is a late write of a claim already
-//! taken over (a member stopped between its fence and its write, holding
-//! the file open while the directory moved), and is never seen.
+//! generation after a higher one's (a seal's) is a late write of a claim
+//! already taken over (a member stopped between its fence and its write,
+//! holding the file open while the directory moved), and is never seen.
+//! A writer reads back what comes before its record and counts its write
+//! only when no later generation's record does, so a write is
+//! acknowledged exactly when it is seen. The first record (always written
+//! by a rewrite, fsynced before the journal took its name) must check: a
+//! journal whose first record does not is damaged, an error that names
+//! it, never "nothing committed".
 //!
 //! A record that does not check (a write torn by a power cut, or the
 //! zeros of blocks never written back) is skipped, and the records after
@@ -64,6 +72,9 @@ pub(super) enum Kind {
     Adopt = 2,
     /// No offset any more.
     Removed = 3,
+    /// A claim of `generation` is taking the journal over: records of
+    /// lower generations after it are late writes, and say nothing.
+    Seal = 4,
 }
 
 /// One record of a journal.
@@ -80,7 +91,7 @@ impl Record {
         b[4..8].copy_from_slice(&(self.kind as u32).to_be_bytes());
         b[8..16].copy_from_slice(&self.generation.to_be_bytes());
         let offset = match (self.kind, self.offset) {
-            (Kind::Removed, _) | (_, None) => NONE,
+            (Kind::Removed | Kind::Seal, _) | (_, None) => NONE,
             (_, Some(o)) => o,
         };
         b[16..24].copy_from_slice(&offset.to_be_bytes());
@@ -100,10 +111,11 @@ impl Record {
             1 => Kind::Commit,
             2 => Kind::Adopt,
             3 => Kind::Removed,
+            4 => Kind::Seal,
             _ => return None,
         };
         let offset = match (kind, word(16)) {
-            (Kind::Removed, _) | (_, NONE) => None,
+            (Kind::Removed | Kind::Seal, _) | (Kind::Adopt, NONE) => None,
             (_, o) => Some(o),
         };
         Some(Record {
@@ -131,7 +143,9 @@ impl State {
     fn apply(&mut self, r: Record) {
         if r.generation >= self.generation {
             self.generation = r.generation;
-            self.offset = r.offset;
+            if r.kind != Kind::Seal {
+                self.offset = r.offset;
+            }
         }
     }
 }
@@ -146,6 +160,16 @@ pub(super) fn fold(path: &Path, bytes: &[u8]) -> Result<State> {
                 "not a committed offsets journal (no {:?} header)",
                 String::from_utf8_lossy(HEADER)
             ),
+        });
+    }
+    // The first record was fsynced before the journal took its name (a
+    // rewrite): no power cut tears it, and without it nothing says what
+    // the journal holds.
+    if Record::decode(&bytes[HEADER.len()..]).is_none() {
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            position: HEADER.len() as u64,
+            reason: "a committed offsets journal whose first record does not check".into(),
         });
     }
     let mut state = State::default();
@@ -187,26 +211,85 @@ pub(super) fn read(path: &Path) -> Result<Option<State>> {
     fold(path, &bytes).map(Some)
 }
 
-/// Appends `record` to the journal at `path` and says how long it is now:
-/// `None` when there is no journal there, or it went (its directory was
-/// moved by a later claim) before the record was known to be in it: the
-/// record is then not acknowledged, though a claim that took the journal
-/// over at that moment may have read it (a commit that lands at a
-/// takeover may count or not, as one that times out).
-pub(super) fn append(path: &Path, record: &Record) -> Result<Option<u64>> {
-    let mut file = match OpenOptions::new().append(true).open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io("open", path, e)),
+/// What became of an append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Appended {
+    /// The record is in the journal at its name, and counts: the journal
+    /// is this long now.
+    Counts(u64),
+    /// A record of a later generation (a claim's seal) came first: the
+    /// record says nothing.
+    Fenced,
+    /// No journal at that name any more (its directory was moved by a
+    /// later claim), or none yet: the record does not count, though a
+    /// claim moving it at that moment may have read it.
+    Gone,
+}
+
+/// How many times an append goes again when the journal it wrote to was
+/// replaced meanwhile by its own claim's rewrite (a bound, never reached).
+const REPLACED_RETRIES_MAX: u32 = 16;
+
+/// Appends `record` to the journal at `path`, and says whether it counts:
+/// only when, once written, no record of a later generation comes before
+/// it (a claim seals the journal before it moves it, and reads it after)
+/// and the journal is still the one at `path` (not moved, not replaced by
+/// a rewrite that did not read it: then the record is written again).
+pub(super) fn append(path: &Path, record: &Record) -> Result<Appended> {
+    use std::io::Seek;
+    use std::os::unix::fs::MetadataExt;
+    for _ in 0..REPLACED_RETRIES_MAX {
+        let mut file = match OpenOptions::new().read(true).append(true).open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Appended::Gone),
+            Err(e) => return Err(Error::io("open", path, e)),
+        };
+        file.write_all(&record.encode()).ctx("append to", path)?;
+        let end = file.stream_position().ctx("look at", path)?;
+        if sealed_before(&file, path, end.saturating_sub(RECORD_LEN as u64), record)? {
+            return Ok(Appended::Fenced);
+        }
+        let ours = file.metadata().ctx("look at", path)?;
+        match std::fs::metadata(path) {
+            Ok(now) if (now.dev(), now.ino()) == (ours.dev(), ours.ino()) => {
+                return Ok(Appended::Counts(end));
+            }
+            // Replaced by a rewrite of this claim's: write it again there.
+            Ok(_) => continue,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Appended::Gone),
+            Err(e) => return Err(Error::io("look at", path, e)),
+        }
+    }
+    Err(Error::Vanished {
+        what: format!("{} (rewritten again and again)", path.display()),
+    })
+}
+
+/// Whether a record of a later generation than `record`'s comes before
+/// byte `upto` of the journal `file`.
+fn sealed_before(file: &File, path: &Path, upto: u64, record: &Record) -> Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let len = upto.min(READ_MAX) as usize;
+    let mut bytes = vec![0u8; len];
+    file.read_exact_at(&mut bytes, 0).ctx("read", path)?;
+    let state = fold(path, &bytes)?;
+    Ok(state.generation > record.generation)
+}
+
+/// Seals the journal at `path` for the claim of `generation`, before it
+/// moves the journal's directory: a write of an earlier claim that lands
+/// after the seal says nothing, and its writer learns it was fenced (a
+/// journal not there needs none).
+pub(super) fn seal(path: &Path, generation: u64) -> Result<()> {
+    let seal = Record {
+        kind: Kind::Seal,
+        generation,
+        offset: None,
     };
-    file.write_all(&record.encode()).ctx("append to", path)?;
-    drop(file);
-    // Still at its name once written: no claim has taken it over, and
-    // any that does later reads this record.
-    match std::fs::metadata(path) {
-        Ok(meta) => Ok(Some(meta.len())),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io("look at", path, e)),
+    match OpenOptions::new().append(true).open(path) {
+        Ok(mut f) => f.write_all(&seal.encode()).ctx("append to", path),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("open", path, e)),
     }
 }
 
@@ -245,6 +328,24 @@ pub(super) fn rewrite(path: &Path, record: &Record) -> Result<bool> {
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(true),
         synced => synced.ctx("fsync directory", dir).map(|()| true),
     }
+}
+
+/// Rewrites the journal at `path` durably as what it says now (its
+/// highest generation's offset), after an fsync of it failed: nothing when
+/// it is gone (moved by a claim that rewrote it).
+pub(super) fn rewrite_as_read(path: &Path) -> Result<()> {
+    let Some(state) = read(path)? else {
+        return Ok(());
+    };
+    let record = Record {
+        kind: match state.offset {
+            Some(_) => Kind::Commit,
+            None => Kind::Removed,
+        },
+        generation: state.generation,
+        offset: state.offset,
+    };
+    rewrite(path, &record).map(|_| ())
 }
 
 /// Makes the records appended to the journal at `path` durable (a journal
@@ -288,6 +389,7 @@ mod tests {
             rec(Kind::Adopt, 1, None),
             rec(Kind::Adopt, 2, Some(0)),
             rec(Kind::Removed, 3, None),
+            rec(Kind::Seal, 4, None),
         ] {
             let b = r.encode();
             assert_eq!(Record::decode(&b), Some(r));
@@ -328,7 +430,18 @@ mod tests {
             rec(Kind::Removed, 2, None),
         ]));
         assert_eq!(s.offset, None);
-        assert_eq!(state(HEADER), State::default());
+        // A seal moves the generation on and keeps the offset.
+        let s = state(&journal(&[
+            rec(Kind::Commit, 1, Some(9)),
+            rec(Kind::Seal, 2, None),
+            rec(Kind::Commit, 1, Some(500)),
+        ]));
+        assert_eq!((s.generation, s.offset), (2, Some(9)));
+        // Without a first record that checks, nothing says what it holds.
+        assert!(fold(Path::new("j"), HEADER).is_err());
+        let mut damaged = journal(&[rec(Kind::Adopt, 1, Some(4))]);
+        damaged[HEADER.len() + 20] ^= 1;
+        assert!(fold(Path::new("j"), &damaged).is_err());
     }
 
     #[test]
@@ -367,10 +480,16 @@ mod tests {
         let dir = tmp.path().join("1");
         std::fs::create_dir(&dir).unwrap();
         let path = dir.join(JOURNAL);
-        assert_eq!(append(&path, &rec(Kind::Commit, 1, Some(3))).unwrap(), None);
+        assert_eq!(
+            append(&path, &rec(Kind::Commit, 1, Some(3))).unwrap(),
+            Appended::Gone
+        );
         assert!(rewrite(&path, &rec(Kind::Adopt, 1, None)).unwrap());
         let len = append(&path, &rec(Kind::Commit, 1, Some(3))).unwrap();
-        assert_eq!(len, Some((HEADER.len() + 2 * RECORD_LEN) as u64));
+        assert_eq!(
+            len,
+            Appended::Counts((HEADER.len() + 2 * RECORD_LEN) as u64)
+        );
         assert_eq!(read(&path).unwrap().unwrap().offset, Some(3));
         assert!(rewrite(&path, &rec(Kind::Adopt, 1, Some(3))).unwrap());
         assert_eq!(
@@ -380,7 +499,10 @@ mod tests {
         sync(&path).unwrap();
         // Moved: neither an append nor a rewrite lands, nor leaves a file.
         std::fs::rename(&dir, tmp.path().join("2")).unwrap();
-        assert_eq!(append(&path, &rec(Kind::Commit, 1, Some(4))).unwrap(), None);
+        assert_eq!(
+            append(&path, &rec(Kind::Commit, 1, Some(4))).unwrap(),
+            Appended::Gone
+        );
         assert!(!rewrite(&path, &rec(Kind::Commit, 1, Some(4))).unwrap());
         sync(&path).unwrap();
         assert!(!dir.exists());

@@ -89,6 +89,8 @@
 
 mod entry;
 mod journal;
+#[cfg(test)]
+mod journal_tests;
 mod offset;
 mod owner;
 #[cfg(test)]
@@ -391,8 +393,10 @@ impl Registry for DirRegistry {
         let (claim, offsets) = self.claim_for_reset(group, topic, partition)?;
         self.write_offset(&claim, &offsets, offset)?;
         // An operator's reset is durable when it returns.
-        self.syncer.sync_all();
-        Ok(())
+        let journal = offsets
+            .join(claim.generation().to_string())
+            .join(journal::JOURNAL);
+        self.syncer.sync_one(&journal)
     }
 
     fn delete_offset(&self, group: &str, topic: &str, partition: u32) -> Result<bool> {

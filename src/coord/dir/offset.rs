@@ -7,19 +7,20 @@
 //! ```
 //!
 //! A claim of generation `n`, once its owner file is linked, *moves* the
-//! partition's offsets to itself: renames the directory of the highest
-//! generation to `<n>` (creating `<n>/` when there is none) and fsyncs
-//! its parent, then starts `<n>/offsets.log` afresh with an adopt record
-//! that carries the offset over (a rewrite: fsynced, renamed into place,
-//! `<n>/` fsynced). A commit by the claim of generation `g` checks its
-//! fence (the claim is still the current one and its lease has not run
-//! out, renewing it), appends a record to `<g>/offsets.log`, and looks
-//! that the journal is still at that name: only then is the commit
-//! acknowledged, and every later claim reads it. A write of an earlier
-//! claim after the move either finds no directory (and fails) or lands
-//! in the moved journal after the adopt record, where a record of a lower
-//! generation says nothing (or in a journal already replaced, where
-//! nobody reads it). So a member stopped anywhere in a commit (SIGSTOP,
+//! partition's offsets to itself: appends a seal of generation `n` to the
+//! highest generation's journal, renames that directory to `<n>`
+//! (creating `<n>/` when there is none) and fsyncs its parent, then
+//! starts `<n>/offsets.log` afresh with an adopt record that carries the
+//! offset over (a rewrite: fsynced, renamed into place, `<n>/` fsynced).
+//! A commit by the claim of generation `g` checks its fence (the claim is
+//! still the current one and its lease has not run out, renewing it),
+//! appends a record to `<g>/offsets.log`, reads back that no seal came
+//! before it, and looks that the journal is still at that name: only then
+//! is the commit acknowledged, and every later claim reads it. A write of
+//! an earlier claim after the seal either finds no directory (and fails),
+//! or lands after the seal, where a record of a lower generation says
+//! nothing and its writer is told it was fenced, or lands in a journal
+//! already replaced, where nobody reads it. So a member stopped anywhere in a commit (SIGSTOP,
 //! stuck I/O), between its fence and its write included, can never make
 //! an offset seen once its partition was taken over, however high it is;
 //! and nothing is locked across a step that can stall, so a stuck member
@@ -48,10 +49,10 @@
 use std::fs::File;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::entry::read_small;
-use super::journal::{self, Kind, Record, COMPACT_AT, JOURNAL};
+use super::journal::{self, Appended, Kind, Record, COMPACT_AT, JOURNAL};
 use super::owner::generations;
 use super::sync::Syncer;
 use crate::error::{Error, IoContext, Result};
@@ -159,42 +160,46 @@ pub(super) fn write(
         generation,
         offset: Some(offset),
     };
+    if offset > i64::MAX as u64 {
+        return Err(Error::Config(format!(
+            "offset {offset} is past the largest a log holds ({})",
+            i64::MAX
+        )));
+    }
     fence()?;
     #[cfg(test)]
     super::stall::at_fence(&generation_dir);
-    // The same claim's commits, from threads of this process, one at a
-    // time: a rewrite never drops another's record.
-    let _one = stripe(&path);
     if syncer.take_failed(&path) {
         return rewrite_or_fail(&path, &record, syncer);
     }
     match journal::append(&path, &record)? {
-        Some(len) if len > COMPACT_AT => {
-            let Some(state) = journal::read(&path)? else {
-                return Ok(true);
-            };
-            let kept = Record {
-                kind: Kind::Commit,
-                generation,
-                offset: state.offset,
-            };
-            if state.generation != generation || kept.offset.is_none() {
-                syncer.mark(&path);
-                return Ok(true);
+        Appended::Counts(len) if len > COMPACT_AT => {
+            // Rewritten durably, or moved (and read by the claim that
+            // did). A commit of this claim's from another thread that
+            // lands in the old journal meanwhile is written again.
+            let state = journal::read(&path)?;
+            match state {
+                Some(state) if state.generation == generation && state.offset.is_some() => {
+                    let kept = Record {
+                        offset: state.offset,
+                        ..record
+                    };
+                    rewrite_or_fail(&path, &kept, syncer).map(|_| true)
+                }
+                _ => Ok(true),
             }
-            // Rewritten durably, or moved (and read by the claim that did).
-            rewrite_or_fail(&path, &kept, syncer).map(|_| true)
         }
-        Some(_) => {
+        Appended::Counts(_) => {
             syncer.mark(&path);
             Ok(true)
         }
+        Appended::Fenced => Ok(false),
         // No journal in a directory of the layout before journals: its
         // first commit makes one.
-        None if generation_dir.join(OFFSET_FILE).exists() => {
+        Appended::Gone if generation_dir.join(OFFSET_FILE).exists() => {
             rewrite_or_fail(&path, &record, syncer)
         }
-        None => Ok(false),
+        Appended::Gone => Ok(false),
     }
 }
 
@@ -202,16 +207,6 @@ pub(super) fn write(
 /// for the next commit to try again.
 fn rewrite_or_fail(path: &Path, record: &Record, syncer: &Syncer) -> Result<bool> {
     journal::rewrite(path, record).inspect_err(|_| syncer.fail(path))
-}
-
-/// One of a few locks, chosen by `path`: the commits of one journal from
-/// threads of this process take the same one.
-fn stripe(path: &Path) -> std::sync::MutexGuard<'static, ()> {
-    static STRIPES: [Mutex<()>; 16] = [const { Mutex::new(()) }; 16];
-    let mut h = std::hash::DefaultHasher::new();
-    std::hash::Hash::hash(path, &mut h);
-    let i = (std::hash::Hasher::finish(&h) % 16) as usize;
-    STRIPES[i].lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Moves the partition's committed offset in `dir` to the claim of
@@ -243,6 +238,10 @@ pub(super) fn adopt(dir: &Path, generation: u64, replace_damaged: bool) -> Resul
             return Ok(false);
         }
         if top < generation {
+            // Sealed first: a write of an earlier claim that lands after
+            // the seal, through a journal it holds open, says nothing, and
+            // its writer learns it was fenced.
+            journal::seal(&dir.join(top.to_string()).join(JOURNAL), generation)?;
             match std::fs::rename(dir.join(top.to_string()), &target) {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => continue,

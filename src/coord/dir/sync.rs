@@ -7,8 +7,10 @@
 //! [`INTERVAL`]: a power cut loses at most the commits of that last
 //! moment, and the group reads those records again (at least once, as
 //! with Kafka, which never fsyncs its offsets). A journal whose fsync
-//! failed is rewritten whole, fsynced, by its next commit: after a failed
-//! fsync the kernel may have dropped the pages it could not write.
+//! failed is rewritten whole, fsynced, by its next commit, or when the
+//! registry goes: after a failed fsync the kernel may have dropped the
+//! pages it could not write. An operator's reset fsyncs its journal before
+//! it returns, and a failure is its error.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -78,6 +80,16 @@ impl Syncer {
         self.pending().dirty.contains(journal)
     }
 
+    /// Fsyncs `journal` now (an operator's reset is durable when it
+    /// returns), whether or not it was marked.
+    pub(super) fn sync_one(&self, journal: &Path) -> crate::error::Result<()> {
+        self.pending().dirty.remove(journal);
+        journal::sync(journal).map_err(|e| {
+            self.fail(journal);
+            crate::error::Error::io("fsync", journal, e)
+        })
+    }
+
     /// Fsyncs every journal marked since the last time.
     pub(super) fn sync_all(&self) {
         let dirty = std::mem::take(&mut self.pending().dirty);
@@ -97,6 +109,17 @@ impl Syncer {
 impl Drop for Syncer {
     fn drop(&mut self) {
         self.sync_all();
+        // Nothing of this registry appends any more: a journal whose fsync
+        // failed is rewritten whole, durably, as what it says now.
+        let failed = std::mem::take(&mut self.pending().failed);
+        for path in failed {
+            if let Err(e) = journal::rewrite_as_read(&path) {
+                crate::diag::line(format_args!(
+                    "% klog: the committed offsets {} may not be durable: {e}",
+                    path.display()
+                ));
+            }
+        }
     }
 }
 
