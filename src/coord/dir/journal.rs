@@ -23,8 +23,11 @@
 //! already taken over (a member stopped between its fence and its write,
 //! holding the file open while the directory moved), and is never seen.
 //! A writer reads back what comes before its record and counts its write
-//! only when no later generation's record does, so a write is
-//! acknowledged exactly when it is seen. The first record (always written
+//! only when no later generation's record does; a claim seals (durably)
+//! the very file it then reads; so a write is acknowledged exactly when
+//! the next claim adopts it. A claim's own writes and rewrites of its
+//! journal run one at a time in its process ([`hold`]), so that a rewrite
+//! never replaces a record it did not read. The first record (always written
 //! by a rewrite, fsynced before the journal took its name) must check: a
 //! journal whose first record does not is damaged, an error that names
 //! it, never "nothing committed".
@@ -39,9 +42,11 @@
 //! record: a temporary file, fsynced, renamed over it, its directory
 //! fsynced.
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::entry::incarnation;
 use crate::error::{Error, IoContext, Result};
@@ -214,55 +219,56 @@ pub(super) fn read(path: &Path) -> Result<Option<State>> {
 /// What became of an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Appended {
-    /// The record is in the journal at its name, and counts: the journal
-    /// is this long now.
+    /// The record counts (no later generation's seal comes before it in
+    /// the journal it went to): the journal is this long now.
     Counts(u64),
     /// A record of a later generation (a claim's seal) came first: the
     /// record says nothing.
     Fenced,
-    /// No journal at that name any more (its directory was moved by a
-    /// later claim), or none yet: the record does not count, though a
-    /// claim moving it at that moment may have read it.
+    /// No journal at that name (its directory was moved by a later claim,
+    /// or there is none yet): nothing was written.
     Gone,
 }
 
-/// How many times an append goes again when the journal it wrote to was
-/// replaced meanwhile by its own claim's rewrite (a bound, never reached).
-const REPLACED_RETRIES_MAX: u32 = 16;
+/// The lock of the journal at `path` in this process: a claim's commits
+/// (and its rewrites of the journal) run one at a time, so that a rewrite
+/// never replaces a record it did not read; other journals are never
+/// held up. A claim's writers are all in the process that holds it.
+pub(super) fn hold(path: &Path) -> Arc<Mutex<()>> {
+    static LOCKS: Mutex<BTreeMap<PathBuf, Weak<Mutex<()>>>> = Mutex::new(BTreeMap::new());
+    let mut locks = LOCKS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(held) = locks.get(path).and_then(Weak::upgrade) {
+        return held;
+    }
+    if locks.len() >= 1024 {
+        locks.retain(|_, held| held.strong_count() > 0);
+    }
+    let held = Arc::new(Mutex::new(()));
+    locks.insert(path.to_path_buf(), Arc::downgrade(&held));
+    held
+}
 
-/// Appends `record` to the journal at `path`, and says whether it counts:
-/// only when, once written, no record of a later generation comes before
-/// it (a claim seals the journal before it moves it, and reads it after)
-/// and the journal is still the one at `path` (not moved, not replaced by
-/// a rewrite that did not read it: then the record is written again).
+/// Appends `record` to the journal at `path` (under its [`hold`]), and
+/// says whether it counts: only when, once written, no record of a later
+/// generation comes before it. A claim seals the journal it reads before
+/// it reads it, so a record that counts is one the next claim adopts,
+/// wherever the journal has moved meanwhile, and one that does not is
+/// one it ignores.
 pub(super) fn append(path: &Path, record: &Record) -> Result<Appended> {
     use std::io::Seek;
-    use std::os::unix::fs::MetadataExt;
-    for _ in 0..REPLACED_RETRIES_MAX {
-        let mut file = match OpenOptions::new().read(true).append(true).open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Appended::Gone),
-            Err(e) => return Err(Error::io("open", path, e)),
-        };
-        file.write_all(&record.encode()).ctx("append to", path)?;
-        let end = file.stream_position().ctx("look at", path)?;
-        if sealed_before(&file, path, end.saturating_sub(RECORD_LEN as u64), record)? {
-            return Ok(Appended::Fenced);
-        }
-        let ours = file.metadata().ctx("look at", path)?;
-        match std::fs::metadata(path) {
-            Ok(now) if (now.dev(), now.ino()) == (ours.dev(), ours.ino()) => {
-                return Ok(Appended::Counts(end));
-            }
-            // Replaced by a rewrite of this claim's: write it again there.
-            Ok(_) => continue,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Appended::Gone),
-            Err(e) => return Err(Error::io("look at", path, e)),
-        }
+    let mut file = match OpenOptions::new().read(true).append(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Appended::Gone),
+        Err(e) => return Err(Error::io("open", path, e)),
+    };
+    file.write_all(&record.encode()).ctx("append to", path)?;
+    #[cfg(test)]
+    super::stall::at_fence(&path.with_extension("written"));
+    let end = file.stream_position().ctx("look at", path)?;
+    if sealed_before(&file, path, end.saturating_sub(RECORD_LEN as u64), record)? {
+        return Ok(Appended::Fenced);
     }
-    Err(Error::Vanished {
-        what: format!("{} (rewritten again and again)", path.display()),
-    })
+    Ok(Appended::Counts(end))
 }
 
 /// Whether a record of a later generation than `record`'s comes before
@@ -276,21 +282,46 @@ fn sealed_before(file: &File, path: &Path, upto: u64, record: &Record) -> Result
     Ok(state.generation > record.generation)
 }
 
-/// Seals the journal at `path` for the claim of `generation`, before it
-/// moves the journal's directory: a write of an earlier claim that lands
-/// after the seal says nothing, and its writer learns it was fenced (a
-/// journal not there needs none).
-pub(super) fn seal(path: &Path, generation: u64) -> Result<()> {
+/// The file a journal is: its device and inode.
+pub(super) type Identity = (u64, u64);
+
+/// Seals the journal at `path` for the claim of `generation`, durably,
+/// before the claim moves the journal's directory and reads it: a write
+/// of an earlier claim that lands after the seal says nothing, and its
+/// writer learns it was fenced. Which file was sealed (`None`: no journal
+/// there, none needed).
+pub(super) fn seal(path: &Path, generation: u64) -> Result<Option<Identity>> {
+    use std::os::unix::fs::MetadataExt;
     let seal = Record {
         kind: Kind::Seal,
         generation,
         offset: None,
     };
-    match OpenOptions::new().append(true).open(path) {
-        Ok(mut f) => f.write_all(&seal.encode()).ctx("append to", path),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io("open", path, e)),
+    let mut file = match OpenOptions::new().append(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("open", path, e)),
+    };
+    file.write_all(&seal.encode()).ctx("append to", path)?;
+    file.sync_data().ctx("fsync", path)?;
+    let meta = file.metadata().ctx("look at", path)?;
+    Ok(Some((meta.dev(), meta.ino())))
+}
+
+/// After the claim of `generation` moved the journal it sealed (`sealed`)
+/// to `path`: seals the journal there too when it is another file (the
+/// owner's rewrite replaced the sealed one just before the move).
+pub(super) fn reseal(path: &Path, sealed: Option<Identity>, generation: u64) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let now = match std::fs::metadata(path) {
+        Ok(meta) => Some((meta.dev(), meta.ino())),
+        Err(e) if e.kind() == ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io("look at", path, e)),
+    };
+    if now.is_some() && now != sealed {
+        seal(path, generation)?;
     }
+    Ok(())
 }
 
 /// Replaces the journal at `path` with its header and `record`, durably:
@@ -334,6 +365,8 @@ pub(super) fn rewrite(path: &Path, record: &Record) -> Result<bool> {
 /// highest generation's offset), after an fsync of it failed: nothing when
 /// it is gone (moved by a claim that rewrote it).
 pub(super) fn rewrite_as_read(path: &Path) -> Result<()> {
+    let held = hold(path);
+    let _one = held.lock().unwrap_or_else(|e| e.into_inner());
     let Some(state) = read(path)? else {
         return Ok(());
     };

@@ -329,3 +329,66 @@ fn a_late_write_never_lands_after_the_adopt_record() {
     );
     assert_eq!(state.offset, Some(10));
 }
+
+/// A commit stopped after its write and before it reads back (a stuck
+/// disk), while a later claim seals, moves and adopts the journal: the
+/// commit's record came before the seal, so the claim adopts it, and the
+/// commit is answered that it counts. What is acknowledged is what is
+/// adopted (the first fix answered it "fenced" once the journal had
+/// moved, though the claim had adopted it).
+#[test]
+fn a_commit_stopped_after_its_write_is_answered_as_the_next_claim_adopts_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t-0");
+    assert!(offset::adopt(&dir, 1, false).unwrap());
+    assert!(commit(&dir, 1, 10).unwrap());
+    let stalled = stall::next_commit(&dir.join("1").join("offsets.written"));
+    let answered = std::thread::scope(|s| {
+        let d = &dir;
+        let late = s.spawn(move || commit(d, 1, 11));
+        stalled.wait_reached();
+        assert!(offset::adopt(&dir, 2, false).unwrap());
+        stalled.release();
+        late.join().unwrap()
+    });
+    assert!(answered.unwrap(), "adopted, so acknowledged");
+    assert_eq!(offset::read(&dir).unwrap(), Some(11));
+}
+
+/// A claim's commits to one journal run one at a time in its process (a
+/// rewrite never replaces a record it did not read): a commit stopped
+/// after its write holds up the next commit of that journal, and no other.
+#[test]
+fn a_stopped_commit_holds_up_its_own_journal_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("t-0"), tmp.path().join("t-1"));
+    assert!(offset::adopt(&a, 1, false).unwrap());
+    assert!(offset::adopt(&b, 1, false).unwrap());
+    let stalled = stall::next_commit(&a.join("1").join("offsets.written"));
+    std::thread::scope(|s| {
+        let (a, b) = (&a, &b);
+        let first = s.spawn(move || commit(a, 1, 5));
+        stalled.wait_reached();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let tx2 = tx.clone();
+        s.spawn(move || tx.send(("other", commit(b, 1, 7).unwrap())));
+        s.spawn(move || tx2.send(("same", commit(a, 1, 6).unwrap())));
+        let done = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(
+            done,
+            ("other", true),
+            "another journal's commit is not held up"
+        );
+        assert!(
+            rx.recv_timeout(Duration::from_millis(300)).is_err(),
+            "the same journal's next commit waits"
+        );
+        stalled.release();
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+            ("same", true)
+        );
+        assert!(first.join().unwrap().unwrap());
+    });
+    assert_eq!(offset::read(&a).unwrap(), Some(6));
+}

@@ -169,14 +169,15 @@ pub(super) fn write(
     fence()?;
     #[cfg(test)]
     super::stall::at_fence(&generation_dir);
+    let held = journal::hold(&path);
+    let _one = held.lock().unwrap_or_else(|e| e.into_inner());
     if syncer.take_failed(&path) {
-        return rewrite_or_fail(&path, &record, syncer);
+        return rewrite_as_read_then(&path, &record, syncer);
     }
     match journal::append(&path, &record)? {
         Appended::Counts(len) if len > COMPACT_AT => {
             // Rewritten durably, or moved (and read by the claim that
-            // did). A commit of this claim's from another thread that
-            // lands in the old journal meanwhile is written again.
+            // did, after its seal).
             let state = journal::read(&path)?;
             match state {
                 Some(state) if state.generation == generation && state.offset.is_some() => {
@@ -201,6 +202,29 @@ pub(super) fn write(
         }
         Appended::Gone => Ok(false),
     }
+}
+
+/// After an fsync of the journal at `path` failed: appends `record` (a
+/// seal before it fences it as any append is) and rewrites the journal
+/// durably as what it says then, which keeps a claim's seal's effect.
+fn rewrite_as_read_then(path: &Path, record: &Record, syncer: &Syncer) -> Result<bool> {
+    let counts = match journal::append(path, record)? {
+        Appended::Counts(_) => true,
+        Appended::Fenced | Appended::Gone => false,
+    };
+    let Some(state) = journal::read(path)? else {
+        return Ok(false);
+    };
+    let kept = Record {
+        kind: if state.offset.is_some() {
+            Kind::Commit
+        } else {
+            Kind::Removed
+        },
+        generation: state.generation,
+        offset: state.offset,
+    };
+    Ok(rewrite_or_fail(path, &kept, syncer)? && counts)
 }
 
 /// Rewrites the journal at `path` as `record`, durably, noting a failure
@@ -241,12 +265,13 @@ pub(super) fn adopt(dir: &Path, generation: u64, replace_damaged: bool) -> Resul
             // Sealed first: a write of an earlier claim that lands after
             // the seal, through a journal it holds open, says nothing, and
             // its writer learns it was fenced.
-            journal::seal(&dir.join(top.to_string()).join(JOURNAL), generation)?;
+            let sealed = journal::seal(&dir.join(top.to_string()).join(JOURNAL), generation)?;
             match std::fs::rename(dir.join(top.to_string()), &target) {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => continue,
                 Err(e) => return Err(Error::io("rename", dir.join(top.to_string()), e)),
             }
+            journal::reseal(&target.join(JOURNAL), sealed, generation)?;
         }
         // The directory's contents (an offset renamed into it just before
         // the move) and its new name.
