@@ -31,6 +31,15 @@ fn run(client: &str, bootstrap: &str, args: &[&str]) -> Vec<String> {
 
 const CLIENTS: [&str; 4] = ["confluent-kafka", "kafka-python", "aiokafka", "kafkajs"];
 
+/// The Kafka listener of the cluster's broker `slot`, as its log says it.
+fn kafka_of(cluster: &Cluster, slot: usize) -> String {
+    let log = cluster.log(slot);
+    let line = log
+        .iter()
+        .find_map(|l| l.strip_prefix("% Listening for Kafka clients on "));
+    line.map(str::to_string).unwrap()
+}
+
 #[test]
 fn every_admin_client_creates_topics_and_describes_configs_and_the_cluster() {
     if kafka::python().is_none() || kafka::kafkajs().is_none() {
@@ -88,14 +97,7 @@ fn a_topic_created_with_replicas_is_placed_on_as_many_brokers() {
         return;
     };
     let cluster = Cluster::start(Backend::Dir, 2, &["--kafka-listen", "127.0.0.1:0"]).unwrap();
-    let kafka_of = |slot: usize| {
-        let log = cluster.log(slot);
-        let line = log
-            .iter()
-            .find_map(|l| l.strip_prefix("% Listening for Kafka clients on "));
-        line.map(str::to_string).unwrap()
-    };
-    let (first, second) = (kafka_of(0), kafka_of(1));
+    let (first, second) = (kafka_of(&cluster, 0), kafka_of(&cluster, 1));
     let created = kafka::run_script(
         &python,
         "admin_clients.py",
@@ -177,14 +179,7 @@ fn metadata_gives_each_partition_its_leader_epoch_and_a_failover_moves_it() {
         "1",
     ];
     let mut cluster = Cluster::start(Backend::Dir, 2, &args).unwrap();
-    let kafka_of = |slot: usize| {
-        let log = cluster.log(slot);
-        let line = log
-            .iter()
-            .find_map(|l| l.strip_prefix("% Listening for Kafka clients on "));
-        line.map(str::to_string).unwrap()
-    };
-    let (first, second) = (kafka_of(0), kafka_of(1));
+    let (first, second) = (kafka_of(&cluster, 0), kafka_of(&cluster, 1));
     let created = kafka::run_script(
         &python,
         "admin_clients.py",

@@ -32,6 +32,36 @@ fn fetch_v4(topic: &str, max_bytes: i32, partitions: &[(i32, i64, i32)]) -> Vec<
     body
 }
 
+/// Sends `request` as API `key` in the flexible `version` (request header
+/// v2, written by the `kafka-protocol` crate) and reads its answer (after
+/// the response header v1), which must use every byte.
+fn call_flexible<R, A>(stream: &mut TcpStream, (key, version): (i16, i16), request: &R) -> A
+where
+    R: kafka_protocol::protocol::Encodable,
+    A: kafka_protocol::protocol::Decodable,
+{
+    use kafka_protocol::messages as km;
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    let header = km::RequestHeader::default()
+        .with_request_api_key(key)
+        .with_request_api_version(version)
+        .with_correlation_id(9)
+        .with_client_id(Some(StrBytes::from_static_str("flexible")));
+    let mut body = Vec::new();
+    header.encode(&mut body, 2).unwrap();
+    request.encode(&mut body, version).unwrap();
+    stream
+        .write_all(&(body.len() as i32).to_be_bytes())
+        .unwrap();
+    stream.write_all(&body).unwrap();
+    let answer = response(stream, Duration::from_secs(20));
+    let mut rest = &answer[..];
+    km::ResponseHeader::decode(&mut rest, 1).unwrap();
+    let decoded = A::decode(&mut rest, version).unwrap();
+    assert!(rest.is_empty(), "{} bytes left over", rest.len());
+    decoded
+}
+
 /// Reads one response frame's body, failing past `bound`.
 fn response(stream: &mut TcpStream, bound: Duration) -> Vec<u8> {
     stream.set_read_timeout(Some(bound)).unwrap();
@@ -477,7 +507,7 @@ fn a_fetch_naming_a_partition_again_is_answered_once_for_it() {
 #[test]
 fn find_coordinator_v4_answers_each_key() {
     use kafka_protocol::messages as km;
-    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    use kafka_protocol::protocol::StrBytes;
     let b = KafkaBroker::start(&[]);
     let mut stream = TcpStream::connect(&b.kafka).unwrap();
     let mut ask = |key_type: i8| {
@@ -487,23 +517,7 @@ fn find_coordinator_v4_answers_each_key() {
                 StrBytes::from_static_str("ga"),
                 StrBytes::from_static_str("gb"),
             ]);
-        let header = km::RequestHeader::default()
-            .with_request_api_key(10)
-            .with_request_api_version(4)
-            .with_correlation_id(9)
-            .with_client_id(Some(StrBytes::from_static_str("v4")));
-        let mut body = Vec::new();
-        header.encode(&mut body, 2).unwrap();
-        request.encode(&mut body, 4).unwrap();
-        stream
-            .write_all(&(body.len() as i32).to_be_bytes())
-            .unwrap();
-        stream.write_all(&body).unwrap();
-        let answer = response(&mut stream, Duration::from_secs(20));
-        let mut rest = &answer[..];
-        km::ResponseHeader::decode(&mut rest, 1).unwrap();
-        let r = km::FindCoordinatorResponse::decode(&mut rest, 4).unwrap();
-        assert!(rest.is_empty());
+        let r: km::FindCoordinatorResponse = call_flexible(&mut stream, (10, 4), &request);
         r.coordinators
             .iter()
             .map(|c| (c.key.to_string(), c.error_code, c.port))
@@ -530,7 +544,7 @@ fn find_coordinator_v4_answers_each_key() {
 #[test]
 fn leave_group_v5_answers_each_member() {
     use kafka_protocol::messages as km;
-    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    use kafka_protocol::protocol::StrBytes;
     let b = KafkaBroker::start(&[]);
     let mut stream = TcpStream::connect(&b.kafka).unwrap();
     let member = |id: &'static str| {
@@ -541,23 +555,7 @@ fn leave_group_v5_answers_each_member() {
     let request = km::LeaveGroupRequest::default()
         .with_group_id(km::GroupId(StrBytes::from_static_str("lg")))
         .with_members(vec![member("m-1"), member("m-2")]);
-    let header = km::RequestHeader::default()
-        .with_request_api_key(13)
-        .with_request_api_version(5)
-        .with_correlation_id(3)
-        .with_client_id(Some(StrBytes::from_static_str("v5")));
-    let mut body = Vec::new();
-    header.encode(&mut body, 2).unwrap();
-    request.encode(&mut body, 5).unwrap();
-    stream
-        .write_all(&(body.len() as i32).to_be_bytes())
-        .unwrap();
-    stream.write_all(&body).unwrap();
-    let answer = response(&mut stream, Duration::from_secs(20));
-    let mut rest = &answer[..];
-    km::ResponseHeader::decode(&mut rest, 1).unwrap();
-    let r = km::LeaveGroupResponse::decode(&mut rest, 5).unwrap();
-    assert!(rest.is_empty());
+    let r: km::LeaveGroupResponse = call_flexible(&mut stream, (13, 5), &request);
     assert_eq!(r.error_code, 0);
     let members: Vec<_> = r
         .members
