@@ -529,6 +529,18 @@ fn find_coordinator_v4_answers_each_key() {
         groups,
         [("ga".to_string(), 0, port), ("gb".to_string(), 0, port)]
     );
+    // Past 1,000 distinct keys, each other key is refused, and none costs
+    // a look at the registry.
+    let many: Vec<StrBytes> = (0..1_001)
+        .map(|i| StrBytes::from_string(format!("g{i}")))
+        .collect();
+    let request = km::FindCoordinatorRequest::default().with_coordinator_keys(many);
+    let mut other = TcpStream::connect(&b.kafka).unwrap();
+    let r: km::FindCoordinatorResponse = call_flexible(&mut other, (10, 4), &request);
+    let errors: Vec<i16> = r.coordinators.iter().map(|c| c.error_code).collect();
+    assert_eq!(errors.len(), 1_001);
+    assert!(errors[..1_000].iter().all(|&e| e == 0));
+    assert_eq!(errors[1_000], 42, "INVALID_REQUEST past the bound");
     let transactions = ask(1);
     assert!(
         transactions

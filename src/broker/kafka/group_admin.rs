@@ -14,13 +14,14 @@ use std::collections::HashMap;
 use super::access::Access;
 use super::Kafka;
 
-/// The most distinct groups one DescribeGroups or DeleteGroups names;
+/// The most distinct groups one DescribeGroups, DeleteGroups or
+/// FindCoordinator (v4) names;
 /// past them, each other name is answered INVALID_REQUEST.
 const GROUPS_PER_REQUEST_MAX: usize = 1000;
 
 /// Each distinct name of `names` answered once by `each` (the first
 /// [`GROUPS_PER_REQUEST_MAX`] of them; INVALID_REQUEST past them).
-fn once_each<'n, T>(
+pub(super) fn once_each<'n, T>(
     names: &[&'n str],
     mut each: impl FnMut(&str) -> Result<T, i16>,
 ) -> HashMap<&'n str, Result<T, i16>> {

@@ -207,7 +207,17 @@ fn find_coordinator(
         port: -1,
         coordinators: Vec::new(),
     };
-    let nodes: Vec<_> = r.coordinator_keys.iter().map(|k| answer(k)).collect();
+    // Each key looks at the registry: each distinct one once, and at most
+    // as many as a DescribeGroups names (INVALID_REQUEST past them).
+    let answers = super::group_admin::once_each(&r.coordinator_keys, |k| Ok(answer(k)));
+    let nodes: Vec<_> = r
+        .coordinator_keys
+        .iter()
+        .map(|k| match &answers[k] {
+            Ok(found) => found.clone(),
+            Err(code) => (*code, Some("too many keys in one request"), None),
+        })
+        .collect();
     let single = (version < 4).then(|| answer(r.key));
     if let Some((error_code, error_message, node)) = &single {
         response.error_code = *error_code;
