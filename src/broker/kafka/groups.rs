@@ -172,32 +172,7 @@ fn find_coordinator(
     (version, id): (i16, i32),
     out: &mut Vec<u8>,
 ) {
-    let group = r.key_type == 0;
-    let me = super::metadata::Node {
-        node_id: kafka.node_id,
-        host: kafka.advertised.0.clone(),
-        port: i32::from(kafka.advertised.1),
-    };
-    let answer = |key: &str| {
-        if let Some(denied) = group
-            .then(|| access.group(Operation::Describe, key))
-            .flatten()
-        {
-            return (denied, Some("Group authorization failed."), None);
-        }
-        if !group {
-            return (
-                kafka::COORDINATOR_NOT_AVAILABLE,
-                Some("klog has no transactions"),
-                None,
-            );
-        }
-        let node = match kafka.coordinator.coordinator_of(key) {
-            Some(b) => super::metadata::kafka_node(&b),
-            None => None,
-        };
-        (kafka::NONE, None, Some(node.unwrap_or_else(|| me.clone())))
-    };
+    let answer = |key: &str| key_coordinator(kafka, access, r.key_type, key);
     let mut response = FindCoordinatorResponse {
         throttle_time_ms: 0,
         error_code: kafka::NONE,
@@ -242,6 +217,32 @@ fn find_coordinator(
         )
         .collect();
     frame_message(out, id, version, &response);
+}
+
+/// One key's FindCoordinator answer: (error, message, coordinator).
+fn key_coordinator(
+    kafka: &Kafka,
+    access: Access<'_>,
+    key_type: i8,
+    key: &str,
+) -> (i16, Option<&'static str>, Option<super::metadata::Node>) {
+    if key_type != 0 {
+        let why = Some("klog has no transactions");
+        return (kafka::COORDINATOR_NOT_AVAILABLE, why, None);
+    }
+    if let Some(denied) = access.group(Operation::Describe, key) {
+        return (denied, Some("Group authorization failed."), None);
+    }
+    let node = match kafka.coordinator.coordinator_of(key) {
+        Some(b) => super::metadata::kafka_node(&b),
+        None => None,
+    };
+    let me = || super::metadata::Node {
+        node_id: kafka.node_id,
+        host: kafka.advertised.0.clone(),
+        port: i32::from(kafka.advertised.1),
+    };
+    (kafka::NONE, None, Some(node.unwrap_or_else(me)))
 }
 
 /// JoinGroup: the member's protocols and subscription, then the
