@@ -25,7 +25,7 @@
 //! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `leader-epochs`, `clean-shutdown` |
 //! | `refetch`                                    | a replica's refetch mark, after it left the ISR |
 //! | `scrubbed`                                   | when a scrub last found a partition's log whole |
-//! | `registry/`                                  | broker, member (and its lease), owner claim (by generation), committed offsets journal (and the offset file before journals), placement (one replica each, as before replication, and replicated) and partition state entries; an entry `<id>.json` stands for `<id>@<incarnation>.json` |
+//! | `registry/`                                  | broker, member (and its lease), owner claim (by generation), committed offsets journal (and the offset file before journals), placement (one replica each, as before replication, and replicated), partition state and topic configs entries; an entry `<id>.json` stands for `<id>@<incarnation>.json` |
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -1382,4 +1382,29 @@ fn the_scrubbed_note_is_the_golden_file() {
     let golden = check_golden("scrubbed", &scrub::encode_scrubbed(1_764_633_600_000));
     let text = String::from_utf8(golden).unwrap();
     assert_eq!(scrub::decode_scrubbed(&text), Some(1_764_633_600_000));
+}
+
+#[test]
+fn registry_topic_configs() {
+    use klog::coord::topic_config::{self, TopicConfig};
+    let name = "registry/config/topics/clicks.json";
+    let dir = tempfile::tempdir().unwrap();
+    let reg = DirRegistry::open(dir.path()).unwrap();
+    let stored = topic_config::change(&reg, "clicks", &mut |c| {
+        c.set("retention.ms", "3600000")?;
+        c.set("segment.bytes", "1048576")
+    });
+    stored.unwrap().unwrap();
+    let golden = check_golden(name, &read(&dir.path().join("config/topics/clicks.json")));
+
+    let other = tempfile::tempdir().unwrap();
+    let reg = DirRegistry::open(other.path()).unwrap();
+    std::fs::create_dir_all(other.path().join("config/topics")).unwrap();
+    std::fs::write(other.path().join("config/topics/clicks.json"), &golden).unwrap();
+    let decoded = topic_config::read(&reg, "clicks").unwrap();
+    let mut want = TopicConfig::new();
+    want.set("retention.ms", "3600000").unwrap();
+    want.set("segment.bytes", "1048576").unwrap();
+    assert_eq!(decoded, want);
+    assert_reencoded(name, &golden, &decoded.to_bytes());
 }

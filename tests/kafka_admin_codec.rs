@@ -834,3 +834,144 @@ fn offset_for_leader_epoch_decodes_and_answers_as_the_crate_has_it() {
         }
     }
 }
+
+#[test]
+fn config_changes_decode_as_the_crate_encodes_them() {
+    use km::alter_configs_request as ac;
+    use km::incremental_alter_configs_request as iac;
+    for v in versions(ALTER_CONFIGS) {
+        let configs = vec![
+            ac::AlterableConfig::default()
+                .with_name(s("retention.ms"))
+                .with_value(Some(s("1000"))),
+            ac::AlterableConfig::default()
+                .with_name(s("segment.ms"))
+                .with_value(None),
+        ];
+        let resource = ac::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("t1"))
+            .with_configs(configs);
+        let r = km::AlterConfigsRequest::default()
+            .with_resources(vec![resource])
+            .with_validate_only(true);
+        let frame = request_frame(ALTER_CONFIGS, v, &r);
+        let Request::AlterConfigs(ours) = decoded(&frame, ALTER_CONFIGS, v) else {
+            panic!("v{v}: not AlterConfigs");
+        };
+        let res = &ours.resources[0];
+        assert_eq!((res.resource_type, res.resource_name), (2, "t1"));
+        let named: Vec<_> = res.configs.iter().map(|c| (c.name, c.value)).collect();
+        assert_eq!(
+            named,
+            [("retention.ms", Some("1000")), ("segment.ms", None)]
+        );
+        assert!(ours.validate_only);
+    }
+    for v in versions(INCREMENTAL_ALTER_CONFIGS) {
+        let configs = vec![
+            iac::AlterableConfig::default()
+                .with_name(s("retention.ms"))
+                .with_config_operation(0)
+                .with_value(Some(s("1000"))),
+            iac::AlterableConfig::default()
+                .with_name(s("segment.ms"))
+                .with_config_operation(1)
+                .with_value(None),
+        ];
+        let resource = iac::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("t1"))
+            .with_configs(configs);
+        let r = km::IncrementalAlterConfigsRequest::default().with_resources(vec![resource]);
+        let frame = request_frame(INCREMENTAL_ALTER_CONFIGS, v, &r);
+        let Request::IncrementalAlterConfigs(ours) = decoded(&frame, INCREMENTAL_ALTER_CONFIGS, v)
+        else {
+            panic!("v{v}: not IncrementalAlterConfigs");
+        };
+        let res = &ours.resources[0];
+        assert_eq!((res.resource_type, res.resource_name), (2, "t1"));
+        let changes: Vec<_> = (res.configs.iter())
+            .map(|c| (c.name, c.config_operation, c.value))
+            .collect();
+        assert_eq!(
+            changes,
+            [("retention.ms", 0, Some("1000")), ("segment.ms", 1, None)]
+        );
+        assert!(!ours.validate_only);
+    }
+}
+
+#[test]
+fn config_change_answers_decode_in_the_crate() {
+    let results = || {
+        vec![
+            kt::AlterConfigsResourceResponse {
+                error_code: 0,
+                error_message: None,
+                resource_type: 2,
+                resource_name: "t1".into(),
+            },
+            kt::AlterConfigsResourceResponse {
+                error_code: 40,
+                error_message: Some("segment.bytes 1 is outside".into()),
+                resource_type: 2,
+                resource_name: "t2".into(),
+            },
+        ]
+    };
+    let check = |got: Vec<(i16, Option<String>, i8, String)>| {
+        assert_eq!(got[0], (0, None, 2, "t1".into()));
+        assert_eq!(
+            got[1],
+            (
+                40,
+                Some("segment.bytes 1 is outside".into()),
+                2,
+                "t2".into()
+            )
+        );
+    };
+    for v in versions(ALTER_CONFIGS) {
+        let ours = kt::AlterConfigsResponse {
+            throttle_time_ms: 0,
+            responses: results(),
+        };
+        let t: km::AlterConfigsResponse = theirs(&answer(v, &ours), v);
+        check(
+            t.responses
+                .iter()
+                .map(|r| {
+                    let message = r.error_message.as_deref().map(str::to_string);
+                    (
+                        r.error_code,
+                        message,
+                        r.resource_type,
+                        r.resource_name.to_string(),
+                    )
+                })
+                .collect(),
+        );
+    }
+    for v in versions(INCREMENTAL_ALTER_CONFIGS) {
+        let ours = kt::IncrementalAlterConfigsResponse {
+            throttle_time_ms: 0,
+            responses: results(),
+        };
+        let t: km::IncrementalAlterConfigsResponse = theirs(&answer(v, &ours), v);
+        check(
+            t.responses
+                .iter()
+                .map(|r| {
+                    let message = r.error_message.as_deref().map(str::to_string);
+                    (
+                        r.error_code,
+                        message,
+                        r.resource_type,
+                        r.resource_name.to_string(),
+                    )
+                })
+                .collect(),
+        );
+    }
+}

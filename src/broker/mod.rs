@@ -114,6 +114,7 @@ mod scrub;
 mod send;
 mod shared;
 mod sniff;
+mod topic_configs;
 use sniff::Protocol;
 #[cfg(test)]
 mod testing;
@@ -373,7 +374,7 @@ impl Broker {
     /// [`crate::stop::STOP`]), then shuts down cleanly.
     pub fn run(self) -> anyhow::Result<()> {
         let shared = Arc::clone(&self.shared);
-        let background: [(&str, Background); 7] = [
+        let background: [(&str, Background); 8] = [
             ("flusher", |s| flusher::flusher(s)),
             ("retention", |s| retention::retention(s)),
             ("scrub", |s| scrub::scrub(s)),
@@ -381,6 +382,7 @@ impl Broker {
             ("session-watch", |s| replica::manager::watch_session(s)),
             ("lease", |s| lease::keep_lease(s)),
             ("acls", |s| auth::reload_acls(s)),
+            ("topic-configs", |s| topic_configs::reload(s)),
         ];
         let mut threads = Vec::with_capacity(background.len() + 1);
         if let Some(listener) = self.metrics_listener {

@@ -5,7 +5,7 @@
 //! ([`super::watch`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
@@ -52,6 +52,12 @@ pub(super) struct Partition {
     /// Its idempotent Kafka producers' last batches; locked only under
     /// the log's lock.
     pub(super) producers: Mutex<Producers<Appended>>,
+    /// The in-sync replicas an acks=all produce needs: the broker's, or
+    /// the topic's `min.insync.replicas` ([`super::topic_configs`]).
+    pub(super) min_insync: AtomicU32,
+    /// The largest record a produce may carry: the log's
+    /// `record_bytes_max`, read without its lock.
+    pub(super) record_bytes_max: AtomicU32,
 }
 
 impl Partition {
@@ -80,6 +86,8 @@ impl Partition {
             waiters: Arc::default(),
             flush_begun: Mutex::new(None),
             producers: Mutex::default(),
+            min_insync: AtomicU32::new(1),
+            record_bytes_max: AtomicU32::new(log.config().record_bytes_max),
             log: Mutex::new(log),
         }
     }
@@ -251,6 +259,8 @@ pub(super) struct Shared {
     pub(super) authorizer: crate::coord::acl::Cache,
     /// What `--metrics-listen` serves.
     pub(super) metrics: super::metrics::Metrics,
+    /// Each open topic's configs as last read from the registry.
+    pub(super) topic_configs: crate::coord::topic_config::Cache,
 }
 
 impl Shared {
@@ -283,6 +293,7 @@ impl Shared {
             peer_lines: crate::diag::Throttle::new(limits::PEER_LOG_LINES_PER_SECOND),
             authorizer: crate::coord::acl::Cache::default(),
             metrics: super::metrics::Metrics::default(),
+            topic_configs: Default::default(),
             config,
         }
     }
@@ -535,16 +546,34 @@ impl Shared {
         usize::try_from(room).unwrap_or(usize::MAX)
     }
 
+    /// The log config and minimum in-sync replicas `topic`'s partitions
+    /// open with here: the broker's, with the topic's configs from the
+    /// registry (the broker's alone while it cannot be read: the reloads
+    /// apply them once it can, [`super::topic_configs`]).
+    fn log_config(&self, topic: &str) -> (crate::storage::log::LogConfig, u32) {
+        if let Some(registry) = self.registry.as_deref() {
+            match crate::coord::topic_config::read(registry, topic) {
+                Ok(overrides) => _ = self.topic_configs.set(topic, overrides),
+                Err(e) => self.log(format_args!(
+                    "topic {topic} opens with the broker's configs: {e}"
+                )),
+            }
+        }
+        let (mut config, min_insync) = (self.topic_configs.get(topic))
+            .apply(&self.config.log, self.config.min_insync_replicas);
+        config.visible_after_flush = true;
+        config.write_buffer_bytes = WRITE_BUFFER_BYTES;
+        config.flush_messages = None;
+        config.flush_interval_ms = None;
+        (config, min_insync)
+    }
+
     pub(super) fn open_topic(
         &self,
         topic: &str,
         mine: &[Held],
     ) -> Result<Vec<Option<Arc<Partition>>>> {
-        let mut config = self.config.log.clone();
-        config.visible_after_flush = true;
-        config.write_buffer_bytes = WRITE_BUFFER_BYTES;
-        config.flush_messages = None;
-        config.flush_interval_ms = None;
+        let (config, min_insync) = self.log_config(topic);
         let options = OpenOptions {
             writable: true,
             lock: self.config.vfs.supports_locks(),
@@ -592,6 +621,7 @@ impl Shared {
                 _ => None,
             };
             let partition = Partition::replicated(topic, p, log, replica);
+            partition.min_insync.store(min_insync, Ordering::Relaxed);
             parts.push(Some(Arc::new(partition)));
         }
         Ok(parts)

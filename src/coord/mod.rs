@@ -21,6 +21,7 @@ pub(crate) mod mem;
 pub mod registry;
 pub mod route;
 pub mod spread;
+pub mod topic_config;
 pub mod zk;
 
 use std::path::Path;

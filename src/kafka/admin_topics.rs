@@ -6,6 +6,8 @@
 //! |---|---:|---|---:|
 //! | CreateTopics | 19 | 0–6 | 5 |
 //! | DescribeConfigs | 32 | 0–4 | 4 |
+//! | AlterConfigs | 33 | 0–2 | 2 |
+//! | IncrementalAlterConfigs | 44 | 0–1 | 1 |
 //! | DescribeCluster | 60 | 0–1 | 0 |
 //!
 //! A config's source and type, as Kafka's `ConfigSource` and `ConfigType`
@@ -16,6 +18,8 @@ use super::message::{message, messages};
 
 /// The numbers of a config's source, type and resource on the wire.
 pub mod config {
+    /// ConfigSource DYNAMIC_TOPIC_CONFIG: the topic's own (the registry).
+    pub const DYNAMIC_TOPIC_CONFIG: i8 = 1;
     /// ConfigSource STATIC_BROKER_CONFIG: the broker's command line.
     pub const STATIC_BROKER_CONFIG: i8 = 4;
     /// ConfigSource DEFAULT_CONFIG.
@@ -26,12 +30,22 @@ pub mod config {
     pub const INT: i8 = 3;
     /// ConfigType LONG.
     pub const LONG: i8 = 5;
+    /// ConfigType LIST.
+    pub const LIST: i8 = 7;
     /// ConfigType BOOLEAN.
     pub const BOOLEAN: i8 = 1;
     /// ConfigResource TOPIC.
     pub const TOPIC: i8 = 2;
     /// ConfigResource BROKER.
     pub const BROKER: i8 = 4;
+    /// AlterConfigOp SET (IncrementalAlterConfigs).
+    pub const SET: i8 = 0;
+    /// AlterConfigOp DELETE: back to the broker's value.
+    pub const DELETE: i8 = 1;
+    /// AlterConfigOp APPEND, to a list.
+    pub const APPEND: i8 = 2;
+    /// AlterConfigOp SUBTRACT, from a list.
+    pub const SUBTRACT: i8 = 3;
 }
 
 message! {
@@ -258,7 +272,103 @@ message! {
     }
 }
 
+message! {
+    /// A resource whose configs AlterConfigs replaces, all at once.
+    pub struct AlterConfigsResource<'a> {
+        /// Its type ([`config::TOPIC`], [`config::BROKER`]).
+        resource_type: i8 [0],
+        /// Its name.
+        resource_name: &'a str [0],
+        /// Its configs from now on (name and value: the shape of
+        /// CreateTopics' configs); any other goes back to the broker's.
+        configs: Vec<CreatableTopicConfig<'a>> [0],
+    }
+}
+
+message! {
+    /// AlterConfigs' request (`AlterConfigsRequest.json`).
+    pub struct AlterConfigsRequest<'a> {
+        /// The resources.
+        resources: Vec<AlterConfigsResource<'a>> [0],
+        /// Check only, change nothing.
+        validate_only: bool [0],
+    }
+}
+
+message! {
+    /// One resource's change (AlterConfigs and IncrementalAlterConfigs).
+    pub struct AlterConfigsResourceResponse {
+        /// The error code, or 0.
+        error_code: i16 [0],
+        /// The error message, or null.
+        error_message: Option<String> [0],
+        /// The resource's type.
+        resource_type: i8 [0],
+        /// The resource's name.
+        resource_name: String [0],
+    }
+}
+
+message! {
+    /// AlterConfigs' response.
+    pub struct AlterConfigsResponse {
+        /// Throttling, always 0.
+        throttle_time_ms: i32 [0],
+        /// Each resource asked for, in order.
+        responses: Vec<AlterConfigsResourceResponse> [0],
+    }
+}
+
+message! {
+    /// One change of IncrementalAlterConfigs.
+    pub struct AlterableConfig<'a> {
+        /// The config's name.
+        name: &'a str [0],
+        /// What to do ([`config::SET`], [`config::DELETE`],
+        /// [`config::APPEND`], [`config::SUBTRACT`]).
+        config_operation: i8 [0],
+        /// The value, or null.
+        value: Option<&'a str> [0],
+    }
+}
+
+message! {
+    /// A resource whose configs IncrementalAlterConfigs changes.
+    pub struct IncrementalAlterConfigsResource<'a> {
+        /// Its type.
+        resource_type: i8 [0],
+        /// Its name.
+        resource_name: &'a str [0],
+        /// The changes, in order.
+        configs: Vec<AlterableConfig<'a>> [0],
+    }
+}
+
+message! {
+    /// IncrementalAlterConfigs' request (`IncrementalAlterConfigsRequest.json`).
+    pub struct IncrementalAlterConfigsRequest<'a> {
+        /// The resources.
+        resources: Vec<IncrementalAlterConfigsResource<'a>> [0],
+        /// Check only, change nothing.
+        validate_only: bool [0],
+    }
+}
+
+message! {
+    /// IncrementalAlterConfigs' response.
+    pub struct IncrementalAlterConfigsResponse {
+        /// Throttling, always 0.
+        throttle_time_ms: i32 [0],
+        /// Each resource asked for, in order.
+        responses: Vec<AlterConfigsResourceResponse> [0],
+    }
+}
+
 messages! {
+    AlterConfigsRequest<'a> = ALTER_CONFIGS, 2;
+    AlterConfigsResponse = ALTER_CONFIGS, 2;
+    IncrementalAlterConfigsRequest<'a> = INCREMENTAL_ALTER_CONFIGS, 1;
+    IncrementalAlterConfigsResponse = INCREMENTAL_ALTER_CONFIGS, 1;
     CreateTopicsRequest<'a> = CREATE_TOPICS, 5;
     CreateTopicsResponse = CREATE_TOPICS, 5;
     DescribeConfigsRequest<'a> = DESCRIBE_CONFIGS, 4;

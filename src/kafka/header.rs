@@ -80,6 +80,8 @@ pub fn first_flexible_version(api_key: i16) -> Option<i16> {
         CREATE_TOPICS => 5,
         OFFSET_FOR_LEADER_EPOCH => 4,
         DESCRIBE_CONFIGS => 4,
+        ALTER_CONFIGS => 2,
+        INCREMENTAL_ALTER_CONFIGS => 1,
         DESCRIBE_CLUSTER => 0,
         _ => return None,
     })

@@ -61,16 +61,17 @@
 //! | OffsetForLeaderEpoch | 23 | 0–4 | 0–4 | 4 | — |
 //! | DescribeAcls, CreateAcls, DeleteAcls | 29–31 | 0–3 | 0–3 | 2 | — |
 //! | DescribeConfigs | 32 | 0–4 | 0–4 | 4 | — |
+//! | AlterConfigs | 33 | 0–2 | 0–2 | 2 | — (topic configs; a broker's are its command line) |
 //! | SaslAuthenticate | 36 | 0–1 | 0–2 | 2 | v2 (flexible) not yet |
 //! | DeleteGroups | 42 | 0–2 | 0–2 | 2 | — |
+//! | IncrementalAlterConfigs | 44 | 0–1 | 0–1 | 1 | — (as AlterConfigs) |
 //! | OffsetDelete | 47 | 0 | 0 | — | — |
 //! | DescribeUserScramCredentials, AlterUserScramCredentials | 50–51 | 0 | 0 | 0 | — |
 //! | DescribeCluster | 60 | 0–1 | 0–1 | 0 | — |
 //!
 //! Not answered (ApiVersions does not list them, so clients refuse before
 //! they ask; README's "What klog does not do"): DeleteTopics,
-//! DeleteRecords, CreatePartitions, AlterConfigs, IncrementalAlterConfigs
-//! (per-topic configs), the transactional APIs (issue 25) and the new
+//! DeleteRecords, CreatePartitions, the transactional APIs (issue 25) and the new
 //! consumer and share group protocols (KIP-848, KIP-932). "Kafka" is the
 //! `validVersions` of Kafka's message schemas (its 4.0 development
 //! branch); the oldest versions there that klog lacks (Produce v0–2,
@@ -160,8 +161,12 @@ pub mod api_key {
     pub const SASL_AUTHENTICATE: i16 = 36;
     /// DescribeConfigs.
     pub const DESCRIBE_CONFIGS: i16 = 32;
+    /// AlterConfigs.
+    pub const ALTER_CONFIGS: i16 = 33;
     /// DeleteGroups.
     pub const DELETE_GROUPS: i16 = 42;
+    /// IncrementalAlterConfigs.
+    pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
     /// OffsetDelete.
     pub const OFFSET_DELETE: i16 = 47;
     /// DescribeUserScramCredentials.
@@ -196,6 +201,8 @@ pub fn api_name(api_key: i16) -> &'static str {
         API_VERSIONS => "ApiVersions",
         CREATE_TOPICS => "CreateTopics",
         DESCRIBE_CONFIGS => "DescribeConfigs",
+        ALTER_CONFIGS => "AlterConfigs",
+        INCREMENTAL_ALTER_CONFIGS => "IncrementalAlterConfigs",
         DESCRIBE_CLUSTER => "DescribeCluster",
         INIT_PRODUCER_ID => "InitProducerId",
         OFFSET_FOR_LEADER_EPOCH => "OffsetForLeaderEpoch",

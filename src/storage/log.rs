@@ -409,6 +409,22 @@ impl Log {
         &self.config
     }
 
+    /// Takes a topic's policy from `config` (its segment size and age,
+    /// retention by age and size, and largest record: what a topic's
+    /// configs set), keeping everything else this log was opened with. It
+    /// counts from the next append, roll or retention check.
+    pub fn set_policy(&mut self, config: &LogConfig) -> Result<()> {
+        let mut next = self.config.clone();
+        next.segment_bytes = config.segment_bytes;
+        next.segment_age_ms = config.segment_age_ms;
+        next.retention_ms = config.retention_ms;
+        next.retention_bytes = config.retention_bytes;
+        next.record_bytes_max = config.record_bytes_max;
+        next.validate()?;
+        self.config = next;
+        Ok(())
+    }
+
     /// The segments, oldest first.
     pub fn segments(&self) -> impl Iterator<Item = &Segment> {
         self.segments.values()

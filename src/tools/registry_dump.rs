@@ -2,7 +2,9 @@
 //! NDJSON: the brokers and the topics they serve, the replication state
 //! of each partition that has one (its replicas, leader, leader epoch,
 //! in-sync replicas and high watermark; the table appears once a partition
-//! has a state), then per consumer group its members, the owner of each
+//! has a state), each topic's own configs (those it sets over the
+//! brokers', [`crate::coord::topic_config`]; the table appears once a
+//! topic has some), then per consumer group its members, the owner of each
 //! partition, and the committed offsets with their lag (end offset minus
 //! committed, from the partition's leader, or the broker that serves it).
 //!
@@ -77,6 +79,8 @@ struct Snapshot {
     brokers: Vec<BrokerInfo>,
     /// The partitions that have a replication state.
     states: Vec<StateRow>,
+    /// Each topic's own configs (or why they cannot be read), by topic.
+    configs: Vec<(String, Result<BTreeMap<String, String>, String>)>,
     /// Each group's members whose process lives, as (group, member,
     /// lease).
     members: Vec<(String, MemberInfo, Lease)>,
@@ -260,10 +264,18 @@ fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
     for row in &mut rows {
         row.end = ends.end(&row.topic, row.partition);
     }
+    let configs = (registry.configs(crate::coord::topic_config::KIND)?.into_iter())
+        .map(|topic| {
+            let read = crate::coord::topic_config::read(registry, &topic);
+            let read = read.map(|c| c.overrides().clone()).map_err(|e| e.to_string());
+            (topic, read)
+        })
+        .collect();
     Ok(Snapshot {
         answered: ends.answers.answered,
         brokers,
         states,
+        configs,
         members,
         rows,
         leases: true,
@@ -375,6 +387,13 @@ fn print_json(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
         }
         writeln!(out, "{line}")?;
     }
+    for (topic, configs) in &snapshot.configs {
+        let line = match configs {
+            Ok(configs) => json!({"type": "topic_configs", "topic": topic, "configs": configs}),
+            Err(e) => json!({"type": "topic_configs", "topic": topic, "error": e}),
+        };
+        writeln!(out, "{line}")?;
+    }
     for (group, m, lease) in &snapshot.members {
         let mut line = json!({"type": "member", "group": group, "member": m.member, "pid": m.pid, "topics": m.topics});
         add_lease(&mut line, snapshot.leases.then_some(lease));
@@ -484,6 +503,17 @@ fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()>
     if !snapshot.states.is_empty() {
         writeln!(out, "{}", states_table(&snapshot.states))?;
     }
+    if !snapshot.configs.is_empty() {
+        let mut t = super::table(&["topic", "configs (its own)"]);
+        for (topic, configs) in &snapshot.configs {
+            let shown = match configs {
+                Ok(c) => c.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
+                Err(e) => vec![e.clone()],
+            };
+            t.add_row([topic.clone(), shown.join(", ")]);
+        }
+        writeln!(out, "{t}")?;
+    }
     let mut t = super::table(&["group", "member", "pid", "topics", "lease"]);
     for (group, m, lease) in &snapshot.members {
         t.add_row([
@@ -580,6 +610,7 @@ mod tests {
         Snapshot {
             brokers: vec![broker],
             states: Vec::new(),
+            configs: Vec::new(),
             members: vec![("g".into(), member, lease(300))],
             rows: vec![row(0, Ok(5), Some(8)), row(1, Err("none".into()), None)],
             leases: true,

@@ -5,8 +5,11 @@ tests/kafka_admin_groups.rs and tests/kafka_admin_topics.rs.
     python admin_clients.py LIB BOOTSTRAP describe GROUP
     python admin_clients.py LIB BOOTSTRAP delete GROUP
     python admin_clients.py LIB BOOTSTRAP delete-offsets GROUP TOPIC PARTITION
-    python admin_clients.py LIB BOOTSTRAP create TOPIC PARTITIONS REPLICAS [validate]
+    python admin_clients.py LIB BOOTSTRAP create TOPIC PARTITIONS REPLICAS [validate] [NAME=VALUE...]
     python admin_clients.py LIB BOOTSTRAP configs TOPIC
+    python admin_clients.py LIB BOOTSTRAP alter TOPIC [NAME=VALUE...]
+    python admin_clients.py LIB BOOTSTRAP set TOPIC NAME=VALUE|-NAME...
+    python admin_clients.py confluent-kafka BOOTSTRAP produce TOPIC PARTITION BYTES
     python admin_clients.py LIB BOOTSTRAP cluster
     python admin_clients.py confluent-kafka BOOTSTRAP produce-at TOPIC TS,TS,...
     python admin_clients.py confluent-kafka BOOTSTRAP list-offsets TOPIC SPEC...
@@ -16,8 +19,13 @@ delete-offsets; confluent-kafka has no delete-offsets). `list` prints each
 group's id, sorted; `describe` a line "STATE MEMBERS", then "CLIENT_ID
 TOPIC:P,P..." per member (its assignment as the client decodes it,
 sorted); `delete`, `delete-offsets` and `create` "ok" or "error NAME" (the
-Kafka error's name); `configs` each of the topic's configs as
-"NAME=VALUE", sorted; `cluster` each broker as "HOST:PORT";
+Kafka error's name), `create` with the configs given; `alter` replaces the
+topic's configs (AlterConfigs) and `set` sets or (-NAME) deletes each
+(IncrementalAlterConfigs; not aiokafka), each printing "ok" or "error
+NAME"; `configs` each of the topic's configs as "NAME=VALUE", sorted,
+followed by " dynamic" for the topic's own (not aiokafka);
+`produce` writes one record of BYTES bytes with acks=all and no retries
+and prints "ok" or "error NAME"; `cluster` each broker as "HOST:PORT";
 `produce-at` writes a record per timestamp to partition 0 and prints
 "ok"; `list-offsets` asks partition 0 for each SPEC (earliest, latest, max
 or a time in ms) and prints "SPEC OFFSET TIMESTAMP LEADER_EPOCH".
@@ -132,23 +140,62 @@ def aiokafka(bootstrap, command, args):
     return asyncio.run(run())
 
 
+def pairs(args):
+    """The NAME=VALUE arguments, as a dict."""
+    return dict(a.split("=", 1) for a in args if "=" in a)
+
+
 def confluent_topics(bootstrap, command, args):
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
+                                       ConfigResource, ConfigSource, NewTopic, ResourceType)
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    if command == "create":
-        topic = NewTopic(args[0], int(args[1]), int(args[2]))
-        future = admin.create_topics([topic], validate_only=args[3:] == ["validate"])[args[0]]
+
+    def outcome(future):
         try:
             future.result(30)
             return ["ok"]
         except KafkaException as e:
             return [f"error {e.args[0].name()}"]
+
+    if command == "create":
+        topic = NewTopic(args[0], int(args[1]), int(args[2]), config=pairs(args[3:]))
+        return outcome(admin.create_topics([topic], validate_only="validate" in args[3:])[args[0]])
     if command == "configs":
         resource = ConfigResource(ResourceType.TOPIC, args[0])
         configs = admin.describe_configs([resource])[resource].result(30)
-        return sorted(f"{k}={v.value}" for k, v in configs.items())
+        dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        return sorted(f"{k}={v.value}" + (" dynamic" if v.source == dynamic else "")
+                      for k, v in configs.items())
+    if command == "alter":
+        resource = ConfigResource(ResourceType.TOPIC, args[0], set_config=pairs(args[1:]))
+        return outcome(admin.alter_configs([resource])[resource])
+    if command == "set":
+        entries = [ConfigEntry(a[1:], None, incremental_operation=AlterConfigOpType.DELETE)
+                   if a.startswith("-") else
+                   ConfigEntry(*a.split("=", 1), incremental_operation=AlterConfigOpType.SET)
+                   for a in args[1:]]
+        resource = ConfigResource(ResourceType.TOPIC, args[0], incremental_configs=entries)
+        return outcome(admin.incremental_alter_configs([resource])[resource])
+    if command == "produce":
+        from confluent_kafka import Producer
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0})
+        errors = []
+        producer.produce(args[0], value=b"x" * int(args[2]), partition=int(args[1]),
+                         on_delivery=lambda err, _msg: errors.append(err))
+        producer.flush(30)
+        if errors == [None]:
+            return ["ok"]
+        if not errors:
+            return ["error unsent"]
+        try:
+            return [f"error {errors[0].name()}"]
+        except SystemError:
+            # Some errors' name() fails (confluent-kafka 2.16): their constant's.
+            from confluent_kafka import KafkaError
+            names = {v: k for k, v in vars(KafkaError).items() if isinstance(v, int)}
+            return [f"error {names.get(errors[0].code(), errors[0].code())}"]
     if command == "cluster":
         return sorted(f"{n.host}:{n.port}" for n in admin.describe_cluster().result(30).nodes)
     if command == "produce-at":
@@ -181,9 +228,9 @@ def kafka_python_topics(bootstrap, command, args):
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     if command == "create":
-        topic = NewTopic(args[0], int(args[1]), int(args[2]))
+        topic = NewTopic(args[0], int(args[1]), int(args[2]), topic_configs=pairs(args[3:]))
         try:
-            admin.create_topics([topic], validate_only=args[3:] == ["validate"])
+            admin.create_topics([topic], validate_only="validate" in args[3:])
             return ["ok"]
         except KafkaError as e:
             return [f"error {kafka_name(type(e).__name__)}"]
@@ -191,7 +238,24 @@ def kafka_python_topics(bootstrap, command, args):
         resource = ConfigResource(ConfigResourceType.TOPIC, args[0])
         found = admin.describe_configs([resource], config_filter="all")
         configs = found["topic"][args[0]]
-        return sorted(f"{k}={v['value']}" for k, v in configs.items())
+        return sorted(f"{k}={v['value']}"
+                      + (" dynamic" if v["config_source"] == "DYNAMIC_TOPIC_CONFIG" else "")
+                      for k, v in configs.items())
+    if command in ("alter", "set"):
+        changes = {a[1:]: ("DELETE", None) for a in args[1:] if a.startswith("-")}
+        changes.update(pairs(args[1:]))
+        resource = ConfigResource(ConfigResourceType.TOPIC, args[0], configs=changes)
+        try:
+            result = admin.alter_configs([resource], incremental=command == "set")
+        except KafkaError as e:
+            return [f"error {kafka_name(type(e).__name__)}"]
+        # 'OK', or "[Error 40] InvalidConfigurationError: why".
+        said = result["topic"][args[0]]
+        if said == "OK":
+            return ["ok"]
+        import re
+        name = re.search(r"\] (\w+)", said).group(1)
+        return [f"error {kafka_name(name)}"]
     if command == "cluster":
         return sorted(f"{b['host']}:{b['port']}" for b in admin.describe_cluster()["brokers"])
     fail(f"no {command}")
@@ -207,14 +271,23 @@ def aiokafka_topics(bootstrap, command, args):
         await admin.start()
         try:
             if command == "create":
-                topic = NewTopic(args[0], int(args[1]), int(args[2]))
+                topic = NewTopic(args[0], int(args[1]), int(args[2]),
+                                 topic_configs=pairs(args[3:]))
                 response = await admin.create_topics(
-                    [topic], validate_only=args[3:] == ["validate"])
+                    [topic], validate_only="validate" in args[3:])
                 # (name, error_code, error_message, ...)
                 (result,) = response.topic_errors
                 if result[1] == 0:
                     return ["ok"]
                 return [f"error {kafka_name(for_code(result[1]).__name__)}"]
+            if command == "alter":
+                resource = ConfigResource(ConfigResourceType.TOPIC, args[0], pairs(args[1:]))
+                (response,) = await admin.alter_configs([resource])
+                # (error_code, error_message, type, name)
+                (result,) = response.resources
+                if result[0] == 0:
+                    return ["ok"]
+                return [f"error {kafka_name(for_code(result[0]).__name__)}"]
             if command == "configs":
                 resource = ConfigResource(ConfigResourceType.TOPIC, args[0])
                 (response,) = await admin.describe_configs([resource])
@@ -232,7 +305,8 @@ def aiokafka_topics(bootstrap, command, args):
 
 
 
-TOPIC_COMMANDS = ("create", "configs", "cluster", "produce-at", "list-offsets")
+TOPIC_COMMANDS = ("create", "configs", "alter", "set", "produce", "cluster", "produce-at",
+                  "list-offsets")
 
 
 def main(argv):

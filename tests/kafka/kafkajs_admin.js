@@ -4,8 +4,9 @@
 //   node kafkajs_admin.js BROKER list
 //   node kafkajs_admin.js BROKER describe GROUP
 //   node kafkajs_admin.js BROKER delete GROUP
-//   node kafkajs_admin.js BROKER create TOPIC PARTITIONS REPLICAS [validate]
+//   node kafkajs_admin.js BROKER create TOPIC PARTITIONS REPLICAS [validate] [NAME=VALUE...]
 //   node kafkajs_admin.js BROKER configs TOPIC
+//   node kafkajs_admin.js BROKER alter TOPIC [NAME=VALUE...]
 //   node kafkajs_admin.js BROKER cluster
 //
 // Prints what admin_clients.py prints: each group's id,
@@ -19,6 +20,14 @@ function assigned(assignment) {
     .sort()
     .map((t) => `${t}:${[...assignment[t]].sort((a, b) => a - b).join(',')}`)
     .join(' ');
+}
+
+// The NAME=VALUE arguments, as kafkajs's config entries.
+function entries(args) {
+  return args.filter((a) => a.includes('=')).map((a) => {
+    const at = a.indexOf('=');
+    return { name: a.slice(0, at), value: a.slice(at + 1) };
+  });
 }
 
 async function run(admin, command, args) {
@@ -51,7 +60,12 @@ async function run(admin, command, args) {
         validateOnly: args[3] === 'validate',
         // kafkajs looks for a validated topic's leaders too, and fails.
         waitForLeaders: args[3] !== 'validate',
-        topics: [{ topic: args[0], numPartitions: Number(args[1]), replicationFactor: Number(args[2]) }],
+        topics: [{
+          topic: args[0],
+          numPartitions: Number(args[1]),
+          replicationFactor: Number(args[2]),
+          configEntries: entries(args.slice(3)),
+        }],
       });
       // kafkajs answers false, not an error, for a topic that exists.
       return [created || args[3] === 'validate' ? 'ok' : 'error TOPIC_ALREADY_EXISTS'];
@@ -66,6 +80,18 @@ async function run(admin, command, args) {
       resources: [{ type: ConfigResourceTypes.TOPIC, name: args[0] }],
     });
     return resources[0].configEntries.map((c) => `${c.configName}=${c.configValue}`).sort();
+  }
+  if (command === 'alter') {
+    try {
+      const { resources } = await admin.alterConfigs({
+        resources: [{ type: ConfigResourceTypes.TOPIC, name: args[0], configEntries: entries(args.slice(1)) }],
+      });
+      const failed = resources.find((r) => r.errorCode !== 0);
+      return [failed ? `error ${failed.errorCode}` : 'ok'];
+    } catch (e) {
+      const failed = (e.errors || []).find((x) => x.type);
+      return [`error ${failed ? failed.type : e.type || e.message}`];
+    }
   }
   if (command === 'cluster') {
     const { brokers } = await admin.describeCluster();

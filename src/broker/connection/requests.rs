@@ -336,7 +336,7 @@ fn produce(
     };
     let appended = {
         let mut log = p.lock();
-        match p.may_append(request.acks, shared.config.min_insync_replicas) {
+        match p.may_append(request.acks, p.min_insync.load(Ordering::Relaxed)) {
             Ok(epoch) => log
                 .append(batch, crate::clock::now_ms())
                 .map(|info| (info, epoch)),

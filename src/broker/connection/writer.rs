@@ -106,7 +106,6 @@ impl Writer<'_> {
                     self.flush()?;
                 }
                 await_durable(
-                    self.shared,
                     &mut self.out,
                     correlation_id,
                     &partition,
@@ -132,14 +131,13 @@ impl Writer<'_> {
 /// Waits until `appended` is durable, or the partition fails, or the
 /// deadline passes, and appends the answer that says which to `out`.
 fn await_durable(
-    shared: &Shared,
     out: &mut Vec<u8>,
     correlation_id: u32,
     p: &Partition,
     appended: &Appended,
     deadline: Instant,
 ) {
-    match durable(shared, p, appended, deadline) {
+    match durable(p, appended, deadline) {
         Ok(base_offset) => produced_into(out, correlation_id, base_offset),
         Err((code, msg)) => error_into(out, correlation_id, code, &msg),
     }
@@ -148,7 +146,6 @@ fn await_durable(
 /// Waits until `appended` is durable (the base offset), or the partition
 /// fails, or the deadline passes (why not).
 pub(in crate::broker) fn durable(
-    shared: &Shared,
     p: &Partition,
     appended: &Appended,
     deadline: Instant,
@@ -159,7 +156,7 @@ pub(in crate::broker) fn durable(
         leader_epoch,
         ..
     } = *appended;
-    let min_isr = shared.config.min_insync_replicas;
+    let min_isr = p.min_insync.load(Ordering::Relaxed);
     let name = || format!("{} [{}]", p.topic, p.partition);
     // Registered before the first look, so that a flush after it wakes
     // the wait below; made only when the answer is not ready at once.
@@ -264,7 +261,7 @@ mod tests {
         flush_partition(&shared, &p);
         let soon = Instant::now() + std::time::Duration::from_millis(20);
         let mut out = Vec::new();
-        await_durable(&shared, &mut out, 9, &p, &appended(&info), soon);
+        await_durable(&mut out, 9, &p, &appended(&info), soon);
         let got = answers(&out);
         assert_eq!(got[0].1, ErrorCode::DiskFull, "{got:?}");
     }
@@ -277,11 +274,11 @@ mod tests {
         let info = append(&p);
         let soon = Instant::now() + std::time::Duration::from_millis(20);
         let mut out = Vec::new();
-        await_durable(&shared, &mut out, 1, &p, &appended(&info), soon);
+        await_durable(&mut out, 1, &p, &appended(&info), soon);
         flush_partition(&shared, &p);
-        await_durable(&shared, &mut out, 2, &p, &appended(&info), soon);
+        await_durable(&mut out, 2, &p, &appended(&info), soon);
         p.failed.store(true, Ordering::Release);
-        await_durable(&shared, &mut out, 3, &p, &appended(&info), soon);
+        await_durable(&mut out, 3, &p, &appended(&info), soon);
         let got = answers(&out);
         assert_eq!(got[0].1, ErrorCode::Timeout, "not durable by the deadline");
         assert_eq!(got[1].1, ErrorCode::None);

@@ -15,7 +15,8 @@
 //! | DescribeAcls, DescribeUserScramCredentials | describe on the cluster |
 //! | CreateAcls, DeleteAcls, AlterUserScramCredentials | alter on the cluster |
 //! | ListGroups, DescribeGroups, DeleteGroups, OffsetDelete | see [`super::group_admin`] |
-//! | CreateTopics, DescribeConfigs, DescribeCluster | see [`super::topics_admin`] |
+//! | CreateTopics, DescribeCluster | see [`super::topics_admin`] |
+//! | DescribeConfigs, AlterConfigs, IncrementalAlterConfigs | see [`super::configs_admin`] |
 //! | OffsetForLeaderEpoch | describe on each topic |
 
 use crate::broker::auth::Session;

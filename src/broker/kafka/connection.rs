@@ -61,7 +61,7 @@ pub(super) fn serve(
         // the answers before it.
         let held = unanswered.len() >= UNANSWERED_MAX;
         if !unanswered.is_empty() && (held || !reader.has_frame()) {
-            if let Err(e) = answer_produces(shared, &stream, &mut unanswered, &mut state.out) {
+            if let Err(e) = answer_produces(&stream, &mut unanswered, &mut state.out) {
                 return broken(shared, peer, &e);
             }
         }
@@ -69,7 +69,7 @@ pub(super) fn serve(
         let body = match reader.next() {
             Ok(body) => body,
             Err(e) => {
-                let _ = answer_produces(shared, &stream, &mut unanswered, &mut state.out);
+                let _ = answer_produces(&stream, &mut unanswered, &mut state.out);
                 return end(shared, e, peer);
             }
         };
@@ -78,13 +78,13 @@ pub(super) fn serve(
         // before it is handled: a fetch's wait or a join's rebalance must
         // not hold them up.
         if !unanswered.is_empty() && api_key_of(body) != Some(api_key::PRODUCE) {
-            if let Err(e) = answer_produces(shared, &stream, &mut unanswered, &mut state.out) {
+            if let Err(e) = answer_produces(&stream, &mut unanswered, &mut state.out) {
                 return broken(shared, peer, &e);
             }
         }
         match answer(shared, kafka, body, peer, &mut state) {
             Err(why) => {
-                let _ = answer_produces(shared, &stream, &mut unanswered, &mut state.out);
+                let _ = answer_produces(&stream, &mut unanswered, &mut state.out);
                 shared.log_peer(format_args!("{peer}: closing the Kafka connection: {why}"));
                 return;
             }
@@ -96,7 +96,7 @@ pub(super) fn serve(
             Ok(None) => {}
         }
         if let Some(why) = state.failed_unanswered.take() {
-            let _ = answer_produces(shared, &stream, &mut unanswered, &mut state.out);
+            let _ = answer_produces(&stream, &mut unanswered, &mut state.out);
             shared.log_peer(format_args!("{peer}: closing the Kafka connection: {why}"));
             return;
         }
@@ -188,7 +188,6 @@ const UNANSWERED_MAX: usize = 64;
 /// Answers the produces appended and not yet answered, in order, with one
 /// write.
 fn answer_produces(
-    shared: &Shared,
     stream: &Stream,
     unanswered: &mut Vec<Unanswered>,
     out: &mut Vec<u8>,
@@ -198,7 +197,7 @@ fn answer_produces(
     }
     out.clear();
     for u in unanswered.drain(..) {
-        handlers::answer_produce(shared, u, out);
+        handlers::answer_produce(u, out);
     }
     let sent = (&*stream).write_all(out);
     out.clear();

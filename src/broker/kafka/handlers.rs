@@ -13,7 +13,7 @@ use super::groups::{handle as group, GroupRequest as G};
 use super::metadata::{list_offset, metadata, Listed, PartitionMeta};
 use super::produce::{self, Pending, Produced};
 use super::Kafka;
-use super::{acls, epochs, group_admin, scram, topics_admin};
+use super::{acls, configs_admin, epochs, group_admin, scram, topics_admin};
 use crate::broker::auth::Session;
 use crate::broker::memory::Held;
 use crate::broker::send::Records;
@@ -107,7 +107,11 @@ pub(super) fn handle<'s>(
         Request::DescribeUserScramCredentials(r) => {
             frame_message(out, id, version, &scram::describe(&access, &r))
         }
-        Request::CreateAcls(_) | Request::DeleteAcls(_) | Request::AlterUserScramCredentials(_) => {
+        Request::CreateAcls(_)
+        | Request::DeleteAcls(_)
+        | Request::AlterUserScramCredentials(_)
+        | Request::AlterConfigs(_)
+        | Request::IncrementalAlterConfigs(_) => {
             admin_change(shared, kafka, (request, header), access, (peer, out))
         }
     }
@@ -130,7 +134,7 @@ fn admin(
             frame_message(out, id, version, &answer);
         }
         Request::DescribeConfigs(r) => {
-            let answer = topics_admin::describe_configs(shared, kafka, &access, &r, version);
+            let answer = configs_admin::describe(shared, kafka, &access, &r, version);
             frame_message(out, id, version, &answer);
         }
         Request::DescribeCluster(_) => {
@@ -156,7 +160,7 @@ fn admin(
     }
 }
 
-/// A request that changes the registry's ACLs or users: one at a time on
+/// A request that changes the registry's ACLs, users or topic configs: one at a time on
 /// this broker (each reads, changes and writes an entry), and said in the
 /// log with who asked and what became of it.
 fn admin_change(
@@ -187,6 +191,16 @@ fn admin_change(
             let response = scram::alter(&access, &r);
             frame_message(out, id, version, &response);
             count(response.results.iter().map(|r| r.error_code))
+        }
+        Request::AlterConfigs(r) => {
+            let response = configs_admin::alter(shared, &access, &r);
+            frame_message(out, id, version, &response);
+            count(response.responses.iter().map(|r| r.error_code))
+        }
+        Request::IncrementalAlterConfigs(r) => {
+            let response = configs_admin::alter_incrementally(shared, &access, &r);
+            frame_message(out, id, version, &response);
+            count(response.responses.iter().map(|r| r.error_code))
         }
         _ => return,
     };
@@ -411,11 +425,11 @@ fn first_failure(topics: &[(String, Vec<(i32, Pending)>)]) -> Option<String> {
 }
 
 /// Answers a produce in `out`, once each of its partitions is settled.
-pub(super) fn answer_produce(shared: &Shared, u: Unanswered, out: &mut Vec<u8>) {
+pub(super) fn answer_produce(u: Unanswered, out: &mut Vec<u8>) {
     let mut responses = Vec::with_capacity(u.topics.len());
     for (name, parts) in &u.topics {
         let answered = parts.iter().map(|(index, pending)| {
-            let done = produce::settle(shared, pending, u.acks, u.deadline);
+            let done = produce::settle(pending, u.acks, u.deadline);
             resp::PartitionProduceResponse {
                 index: *index,
                 error_code: done.error,

@@ -61,6 +61,7 @@ use crate::protocol::ErrorCode;
 
 mod access;
 mod acls;
+mod configs_admin;
 mod connection;
 mod epochs;
 mod fetch;

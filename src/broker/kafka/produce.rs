@@ -80,10 +80,15 @@ pub(super) fn append(
             e.to_string(),
         ));
     }
+    let p = match produce_partition(shared, topic, partition) {
+        Ok(p) => p,
+        Err(refusal) => return Pending::Done(Produced::refused(refusal)),
+    };
     let records = records.unwrap_or_default();
     let mut headers = Vec::new();
-    let checked =
-        kafka::records::check_produce(records, shared.config.log.record_bytes_max, &mut headers);
+    // The topic's max.message.bytes, or the broker's.
+    let record_bytes_max = p.record_bytes_max.load(Ordering::Relaxed);
+    let checked = kafka::records::check_produce(records, record_bytes_max, &mut headers);
     match checked {
         Err(e) => return Pending::Done(Produced::failed(e.error_code, e.to_string())),
         Ok(()) if headers.is_empty() => {
@@ -92,10 +97,6 @@ pub(super) fn append(
         }
         Ok(()) => {}
     }
-    let p = match produce_partition(shared, topic, partition) {
-        Ok(p) => p,
-        Err(refusal) => return Pending::Done(Produced::refused(refusal)),
-    };
     scratch.clear();
     scratch.extend_from_slice(records);
     match append_batches(shared, &p, acks as i8, scratch, &headers) {
@@ -122,7 +123,7 @@ fn append_batches(
     let now = crate::clock::now_ms();
     let mut log = p.lock();
     let leader_epoch = p
-        .may_append(acks, shared.config.min_insync_replicas)
+        .may_append(acks, p.min_insync.load(Ordering::Relaxed))
         .map_err(Produced::refused)?;
     let mut known = lock(&p.producers);
     let mut appended: Option<Appended> = None;
@@ -189,13 +190,13 @@ fn fenced(p: &Partition, epoch: i16, current: i16) -> Produced {
 /// The answer for a partition appended to: with acks=1 once its batches
 /// are in the file, with acks=-1 once durable on the in-sync replicas (or
 /// the deadline passed).
-pub(super) fn settle(shared: &Shared, pending: &Pending, acks: i16, deadline: Instant) -> Produced {
+pub(super) fn settle(pending: &Pending, acks: i16, deadline: Instant) -> Produced {
     let (p, appended) = match pending {
         Pending::Done(answer) => return answer.clone(),
         Pending::Appended(p, appended) => (p, appended),
     };
     let outcome = if acks == i16::from(protocol::ACKS_ALL) {
-        durable(shared, p, appended, deadline)
+        durable(p, appended, deadline)
     } else {
         let written = p.lock().write_pending();
         match (written, stored(p, appended)) {
@@ -252,12 +253,7 @@ mod tests {
     fn produce(shared: &Arc<Shared>, p: &Arc<Partition>, records: &[u8]) -> Produced {
         let pending = append(shared, ("t", 0), Some(records), -1, &mut Vec::new());
         flush_partition(shared, p);
-        settle(
-            shared,
-            &pending,
-            -1,
-            Instant::now() + Duration::from_secs(5),
-        )
+        settle(&pending, -1, Instant::now() + Duration::from_secs(5))
     }
 
     /// A retry reaching a leader that lost the partition and leads it again

@@ -1,150 +1,27 @@
-//! The topic and cluster admin APIs on the wire: CreateTopics,
-//! DescribeConfigs and DescribeCluster ([`crate::kafka::admin_topics`]).
+//! The topic and cluster admin APIs on the wire: CreateTopics and
+//! DescribeCluster ([`crate::kafka::admin_topics`]); the configs APIs are
+//! in [`super::configs_admin`].
 //!
 //! | request | needs |
 //! |---|---|
 //! | CreateTopics | create on the cluster or on the topic |
-//! | DescribeConfigs | describe on the topic; on the cluster for a broker |
 //! | DescribeCluster | nothing (as Metadata) |
 //!
-//! A topic's configs are the broker's (its command line): klog has no
-//! per-topic configs yet, so CreateTopics refuses a topic with configs
-//! (INVALID_CONFIG, saying what the broker applies) and DescribeConfigs
-//! answers every config read-only, from `STATIC_BROKER_CONFIG`.
+//! A topic created with configs has them stored in the registry
+//! ([`crate::coord::topic_config`]) before it is placed, so that every
+//! broker opens its partitions with them; a config klog does not set per
+//! topic, or a value out of range, refuses the topic (INVALID_CONFIG,
+//! saying why).
 
 use super::access::Access;
+use super::configs_admin::topic_configs;
 use super::metadata::metadata;
 use super::Kafka;
 use crate::broker::shared::{error_code, Shared};
 use crate::coord::acl::{Operation, ResourceType, CLUSTER};
+use crate::coord::topic_config::{self, TopicConfig};
 use crate::kafka::admin_topics::*;
 use crate::kafka::{self};
-
-/// A config as klog has it: name, value, type ([`config`]).
-type Config = (&'static str, String, i8);
-
-/// The configs every topic has: the broker's.
-fn topic_configs(shared: &Shared) -> Vec<Config> {
-    let c = &shared.config;
-    let log = &c.log;
-    let long = |v: Option<u64>| v.map_or(i64::MAX, |v| v.min(i64::MAX as u64) as i64);
-    vec![
-        ("cleanup.policy", "delete".into(), config::STRING),
-        ("compression.type", "producer".into(), config::STRING),
-        (
-            "retention.ms",
-            log.retention_ms.map_or(-1, |v| long(Some(v))).to_string(),
-            config::LONG,
-        ),
-        (
-            "retention.bytes",
-            log.retention_bytes
-                .map_or(-1, |v| long(Some(v)))
-                .to_string(),
-            config::LONG,
-        ),
-        ("segment.bytes", log.segment_bytes.to_string(), config::INT),
-        (
-            "segment.ms",
-            long(log.segment_age_ms).to_string(),
-            config::LONG,
-        ),
-        (
-            "segment.index.bytes",
-            log.index_bytes_max.to_string(),
-            config::INT,
-        ),
-        (
-            "index.interval.bytes",
-            log.index_interval_bytes.to_string(),
-            config::INT,
-        ),
-        (
-            "max.message.bytes",
-            log.record_bytes_max.to_string(),
-            config::INT,
-        ),
-        (
-            "min.insync.replicas",
-            c.min_insync_replicas.to_string(),
-            config::INT,
-        ),
-        (
-            "flush.messages",
-            long(c.flush_messages).to_string(),
-            config::LONG,
-        ),
-        (
-            "flush.ms",
-            long(c.flush_interval_ms).to_string(),
-            config::LONG,
-        ),
-        (
-            "message.timestamp.type",
-            "CreateTime".into(),
-            config::STRING,
-        ),
-    ]
-}
-
-/// The configs of this broker.
-fn broker_configs(shared: &Shared, kafka: &Kafka) -> Vec<Config> {
-    let c = &shared.config;
-    let (host, port) = &kafka.advertised;
-    let mut configs = vec![
-        ("broker.id", kafka.node_id.to_string(), config::INT),
-        (
-            "advertised.listeners",
-            format!("PLAINTEXT://{host}:{port}"),
-            config::STRING,
-        ),
-        (
-            "num.partitions",
-            c.partitions_default.to_string(),
-            config::INT,
-        ),
-        (
-            "default.replication.factor",
-            c.replication_factor.to_string(),
-            config::INT,
-        ),
-        (
-            "auto.create.topics.enable",
-            c.auto_create_topics.to_string(),
-            config::BOOLEAN,
-        ),
-        ("log.dirs", c.data_dir.display().to_string(), config::STRING),
-    ];
-    // A topic config's broker-wide name.
-    for (name, value, kind) in topic_configs(shared) {
-        let broker_name = match name {
-            "retention.ms" => "log.retention.ms",
-            "retention.bytes" => "log.retention.bytes",
-            "segment.bytes" => "log.segment.bytes",
-            "segment.ms" => "log.roll.ms",
-            "max.message.bytes" => "message.max.bytes",
-            "min.insync.replicas" => "min.insync.replicas",
-            "cleanup.policy" => "log.cleanup.policy",
-            _ => continue,
-        };
-        configs.push((broker_name, value, kind));
-    }
-    configs
-}
-
-/// The configs of a created topic, as CreateTopics v5+ answers them.
-fn created_configs(shared: &Shared) -> Vec<CreatableTopicConfigs> {
-    topic_configs(shared)
-        .into_iter()
-        .map(|(name, value, _)| CreatableTopicConfigs {
-            name: name.into(),
-            value: Some(value),
-            read_only: true,
-            config_source: config::STATIC_BROKER_CONFIG,
-            is_sensitive: false,
-        })
-        .collect()
-}
 
 /// CreateTopics: each topic's result, in order.
 pub(super) fn create(
@@ -169,13 +46,13 @@ pub(super) fn create(
                 create_one(shared, access, t, r.validate_only)
             };
             match outcome {
-                Ok((partitions, rf)) => CreatableTopicResult {
+                Ok((partitions, rf, overrides)) => CreatableTopicResult {
                     name: t.name.into(),
                     error_code: kafka::NONE,
                     error_message: None,
                     num_partitions: partitions as i32,
                     replication_factor: rf as i16,
-                    configs: Some(created_configs(shared)),
+                    configs: Some(created_configs(shared, &overrides)),
                 },
                 Err((error_code, message)) => CreatableTopicResult {
                     name: t.name.into(),
@@ -194,14 +71,55 @@ pub(super) fn create(
     }
 }
 
+/// The configs of a created topic, as CreateTopics v5+ answers them.
+fn created_configs(shared: &Shared, overrides: &TopicConfig) -> Vec<CreatableTopicConfigs> {
+    topic_configs(shared, overrides)
+        .into_iter()
+        .map(|shown| CreatableTopicConfigs {
+            name: shown.name.into(),
+            value: Some(shown.value),
+            read_only: shown.read_only,
+            config_source: shown.source,
+            is_sensitive: false,
+        })
+        .collect()
+}
+
+/// A topic's configs asked for, checked.
+fn asked_configs(shared: &Shared, t: &CreatableTopic<'_>) -> Result<TopicConfig, (i16, String)> {
+    let mut overrides = TopicConfig::new();
+    let mut names = std::collections::HashSet::new();
+    for c in &t.configs {
+        if !names.insert(c.name) {
+            let why = format!("config {} is given twice", c.name);
+            return Err((kafka::INVALID_REQUEST, why));
+        }
+        // A null value asks for the broker's.
+        let checked = match c.value {
+            Some(value) => overrides.set(c.name, value),
+            None => overrides.remove(c.name),
+        };
+        checked.map_err(|why| (kafka::INVALID_CONFIG, why))?;
+    }
+    let (log, _) = overrides.apply(&shared.config.log, shared.config.min_insync_replicas);
+    log.validate()
+        .map_err(|e| (kafka::INVALID_CONFIG, e.to_string()))?;
+    if !overrides.is_empty() && shared.registry.is_none() {
+        let why = "a topic's configs live in the registry, and this broker has none \
+                   (start it with --registry): every topic has the broker's";
+        return Err((kafka::INVALID_CONFIG, why.into()));
+    }
+    Ok(overrides)
+}
+
 /// Checks and (unless `validate_only`) creates one topic: its partition
-/// count and replication factor, or the error and why.
+/// count, replication factor and configs, or the error and why.
 fn create_one(
     shared: &Shared,
     access: &Access<'_>,
     t: &CreatableTopic<'_>,
     validate_only: bool,
-) -> Result<(u32, u32), (i16, String)> {
+) -> Result<(u32, u32, TopicConfig), (i16, String)> {
     let name = t.name;
     let creates = access.allows(Operation::Create, ResourceType::Cluster, CLUSTER)
         || access.allows(Operation::Create, ResourceType::Topic, name);
@@ -217,14 +135,7 @@ fn create_one(
         let why = "klog places replicas itself: manual replica assignments are not supported";
         return Err((kafka::INVALID_REPLICA_ASSIGNMENT, why.into()));
     }
-    if let Some(config) = t.configs.first() {
-        let why = format!(
-            "klog has no per-topic configs yet ({} given): every topic has the broker's, \
-             which DescribeConfigs shows",
-            config.name
-        );
-        return Err((kafka::INVALID_CONFIG, why));
-    }
+    let overrides = asked_configs(shared, t)?;
     if shared.topic_exists(name) {
         return Err((
             kafka::TOPIC_ALREADY_EXISTS,
@@ -232,15 +143,28 @@ fn create_one(
         ));
     }
     if validate_only {
-        return Ok((partitions, rf));
+        return Ok((partitions, rf, overrides));
+    }
+    let refused = |e: crate::error::Error| (super::kafka_code(error_code(&e)), e.to_string());
+    if let Some(registry) = shared.registry.as_deref() {
+        // Stored before the topic is placed, as Kafka did in ZooKeeper, so
+        // that every broker opens it with them (one left by a topic not
+        // created after all is replaced by the next creation's).
+        let stored = topic_config::change(registry, name, &mut |c| {
+            *c = overrides.clone();
+            Ok(())
+        });
+        stored
+            .map_err(refused)?
+            .map_err(|why| (kafka::INVALID_CONFIG, why))?;
     }
     match shared.create_topic_replicated(name, partitions, rf) {
         Ok((_, true)) => Err((
             kafka::TOPIC_ALREADY_EXISTS,
             format!("topic {name:?} exists"),
         )),
-        Ok((count, false)) => Ok((count, rf)),
-        Err(e) => Err((super::kafka_code(error_code(&e)), e.to_string())),
+        Ok((count, false)) => Ok((count, rf, overrides)),
+        Err(e) => Err(refused(e)),
     }
 }
 
@@ -277,94 +201,6 @@ fn counts(shared: &Shared, t: &CreatableTopic<'_>) -> Result<(u32, u32), (i16, S
         return Err((kafka::INVALID_REPLICATION_FACTOR, why));
     }
     Ok((partitions, rf))
-}
-
-/// DescribeConfigs: each resource's configs, in order.
-pub(super) fn describe_configs(
-    shared: &Shared,
-    kafka: &Kafka,
-    access: &Access<'_>,
-    r: &DescribeConfigsRequest<'_>,
-    version: i16,
-) -> DescribeConfigsResponse {
-    let results = r
-        .resources
-        .iter()
-        .map(|res| {
-            let configs = resource_configs(shared, kafka, access, res);
-            let (error_code, error_message, configs) = match configs {
-                Ok(configs) => (kafka::NONE, None, configs),
-                Err((code, why)) => (code, Some(why), Vec::new()),
-            };
-            let wanted = |name: &str| {
-                res.configuration_keys
-                    .as_ref()
-                    .is_none_or(|keys| keys.contains(&name))
-            };
-            DescribeConfigsResult {
-                error_code,
-                error_message,
-                resource_type: res.resource_type,
-                resource_name: res.resource_name.into(),
-                configs: configs
-                    .into_iter()
-                    .filter(|(name, _, _)| wanted(name))
-                    .map(|(name, value, kind)| DescribeConfigsResourceResult {
-                        name: name.into(),
-                        value: Some(value),
-                        read_only: true,
-                        is_default: false,
-                        config_source: config::STATIC_BROKER_CONFIG,
-                        is_sensitive: false,
-                        synonyms: Vec::new(),
-                        config_type: if version >= 3 { kind } else { 0 },
-                        documentation: None,
-                    })
-                    .collect(),
-            }
-        })
-        .collect();
-    DescribeConfigsResponse {
-        throttle_time_ms: 0,
-        results,
-    }
-}
-
-/// The configs of one resource, or the error and why.
-fn resource_configs(
-    shared: &Shared,
-    kafka: &Kafka,
-    access: &Access<'_>,
-    res: &DescribeConfigsResource<'_>,
-) -> Result<Vec<Config>, (i16, String)> {
-    let name = res.resource_name;
-    match res.resource_type {
-        config::TOPIC => {
-            if let Some(denied) = access.topic(Operation::Describe, name) {
-                return Err((denied, format!("not allowed to describe topic {name:?}")));
-            }
-            if !shared.topic_exists(name) {
-                let why = format!("topic {name:?} does not exist");
-                return Err((kafka::UNKNOWN_TOPIC_OR_PARTITION, why));
-            }
-            Ok(topic_configs(shared))
-        }
-        config::BROKER => {
-            if !access.allows(Operation::Describe, ResourceType::Cluster, CLUSTER) {
-                let why = "not allowed to describe the cluster".to_string();
-                return Err((kafka::CLUSTER_AUTHORIZATION_FAILED, why));
-            }
-            if !name.is_empty() && name != kafka.node_id.to_string() {
-                let why = format!("this is broker {}, not {name}: ask that one", kafka.node_id);
-                return Err((kafka::INVALID_REQUEST, why));
-            }
-            Ok(broker_configs(shared, kafka))
-        }
-        other => {
-            let why = format!("klog describes the configs of topics (2) and brokers (4), not of resource type {other}");
-            Err((kafka::INVALID_REQUEST, why))
-        }
-    }
 }
 
 /// DescribeCluster: the brokers Metadata lists.

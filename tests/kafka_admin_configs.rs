@@ -1,0 +1,266 @@
+//! Per-topic configs (issue 27) through every admin client in CI:
+//! confluent-kafka, kafka-python, aiokafka and kafkajs create topics with
+//! configs, change them (AlterConfigs; IncrementalAlterConfigs where the
+//! client has it) and read them back (DescribeConfigs); bad names and
+//! values are refused. In a cluster, a change made through one broker
+//! counts on every broker that holds the topic, without a restart:
+//! `max.message.bytes`, `min.insync.replicas`, and retention by size with
+//! `segment.bytes`; `klog-dump --registry` shows them.
+
+mod common;
+
+use std::time::Duration;
+
+use common::cluster::Cluster;
+use common::kafka::{self, KafkaBroker};
+use common::registry::Backend;
+
+/// An admin client: `admin_clients.py LIB` or `kafkajs_admin.js`.
+fn run(client: &str, bootstrap: &str, args: &[&str]) -> Vec<String> {
+    let out = if client == "kafkajs" {
+        let node = kafka::kafkajs().unwrap();
+        let mut all = vec![bootstrap];
+        all.extend_from_slice(args);
+        kafka::run_node(&node, "kafkajs_admin.js", &all, kafka::CLIENT_TIMEOUT)
+    } else {
+        let mut all = vec![client, bootstrap];
+        all.extend_from_slice(args);
+        kafka::run_script(&kafka::python().unwrap(), "admin_clients.py", &all)
+    };
+    out.lines().map(str::to_string).collect()
+}
+
+/// The value `configs` gives `name`, and whether it is the topic's own
+/// (the clients that say so).
+fn value_of(configs: &[String], name: &str) -> Option<(String, bool)> {
+    let line = configs
+        .iter()
+        .find_map(|c| c.strip_prefix(&format!("{name}=")))?;
+    let (value, dynamic) = match line.strip_suffix(" dynamic") {
+        Some(v) => (v, true),
+        None => (line, false),
+    };
+    Some((value.to_string(), dynamic))
+}
+
+/// Whether `client` says which configs are the topic's own.
+fn says_source(client: &str) -> bool {
+    matches!(client, "confluent-kafka" | "kafka-python")
+}
+
+#[test]
+fn every_admin_client_creates_alters_and_describes_a_topics_configs() {
+    if kafka::python().is_none() || kafka::kafkajs().is_none() {
+        return;
+    }
+    let args = ["--auto-create-topics", "false", "--retention", "2d"];
+    let broker = KafkaBroker::with_registry(&args);
+    let at = broker.kafka.as_str();
+    let broker_retention = "172800000";
+    for client in ["confluent-kafka", "kafka-python", "aiokafka", "kafkajs"] {
+        let topic = format!("c-{client}");
+        let create = ["create", &topic, "1", "1", "retention.ms=3600000"];
+        assert_eq!(run(client, at, &create), ["ok"], "{client}");
+        let configs = run(client, at, &["configs", &topic]);
+        let retention = value_of(&configs, "retention.ms").unwrap();
+        assert_eq!(retention.0, "3600000", "{client}: {configs:?}");
+        assert_eq!(retention.1, says_source(client), "{client}: {configs:?}");
+        let bytes = value_of(&configs, "retention.bytes").unwrap();
+        assert_eq!(bytes, ("-1".into(), false), "{client}: the broker's");
+
+        // AlterConfigs: the topic's configs become those named (kafka-python
+        // adds the others it finds changed, as it does against Kafka).
+        let alter = ["alter", &topic, "retention.bytes=1048576"];
+        assert_eq!(run(client, at, &alter), ["ok"], "{client}");
+        let configs = run(client, at, &["configs", &topic]);
+        let bytes = value_of(&configs, "retention.bytes").unwrap();
+        assert_eq!(bytes.0, "1048576", "{client}: {configs:?}");
+        let retention = value_of(&configs, "retention.ms").unwrap().0;
+        let kept = if client == "kafka-python" {
+            "3600000"
+        } else {
+            broker_retention
+        };
+        assert_eq!(retention, kept, "{client}: {configs:?}");
+
+        // Refused, and nothing changed.
+        for bad in [
+            "retention.ms=-5",
+            "segment.bytes=10",
+            "no.such.config=1",
+            "flush.ms=10",
+        ] {
+            if client == "kafka-python"
+                && !bad.starts_with("retention")
+                && !bad.starts_with("segment")
+            {
+                // kafka-python refuses a name that is not changeable itself.
+                continue;
+            }
+            let refused = run(client, at, &["alter", &topic, bad]);
+            let said = refused.join(" ");
+            assert!(
+                said.starts_with("error INVALID_CONFIG") || said == "error 40",
+                "{client} {bad}: {refused:?}"
+            );
+        }
+        let configs = run(client, at, &["configs", &topic]);
+        assert_eq!(
+            value_of(&configs, "retention.bytes").unwrap().0,
+            "1048576",
+            "{client}"
+        );
+        let bad_create = [
+            "create",
+            &format!("{topic}-bad"),
+            "1",
+            "1",
+            "cleanup.policy=compact",
+        ];
+        let refused = run(client, at, &bad_create).join(" ");
+        assert!(
+            refused.starts_with("error INVALID_CONFIG"),
+            "{client}: {refused}"
+        );
+    }
+    // IncrementalAlterConfigs: one config set, another deleted, the rest kept.
+    for client in ["confluent-kafka", "kafka-python"] {
+        let topic = format!("c-{client}");
+        let set = ["set", &topic, "segment.ms=60000", "-retention.bytes"];
+        assert_eq!(run(client, at, &set), ["ok"], "{client}");
+        let configs = run(client, at, &["configs", &topic]);
+        assert_eq!(
+            value_of(&configs, "segment.ms").unwrap(),
+            ("60000".into(), true)
+        );
+        assert_eq!(
+            value_of(&configs, "retention.bytes").unwrap(),
+            ("-1".into(), false)
+        );
+        let refused = run(client, at, &["set", &topic, "min.insync.replicas=0"]);
+        assert!(
+            refused[0].starts_with("error INVALID_CONFIG"),
+            "{client}: {refused:?}"
+        );
+    }
+}
+
+#[test]
+fn without_a_registry_a_topic_keeps_the_brokers_configs() {
+    let Some(_) = kafka::python() else {
+        return;
+    };
+    let broker = KafkaBroker::start(&[]);
+    let at = broker.kafka.as_str();
+    let client = "confluent-kafka";
+    let refused = run(client, at, &["create", "t", "1", "1", "retention.ms=1000"]);
+    assert_eq!(refused, ["error INVALID_CONFIG"]);
+    assert_eq!(run(client, at, &["create", "t", "1", "1"]), ["ok"]);
+    assert_eq!(
+        run(client, at, &["alter", "t", "retention.ms=1000"]),
+        ["error INVALID_CONFIG"]
+    );
+}
+
+/// Produces a record of `bytes` to `topic`'s `partition` through
+/// `bootstrap` until the answer is `want` (a change takes up to a second
+/// to reach every broker).
+fn answers(bootstrap: &str, (topic, partition): (&str, u32), bytes: usize, want: &str) {
+    let (p, n) = (partition.to_string(), bytes.to_string());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let last = run("confluent-kafka", bootstrap, &["produce", topic, &p, &n]);
+        if last == [want] {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{topic}-{partition}: a record of {bytes} bytes is answered {last:?}, not {want}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_change_through_one_broker_counts_on_every_broker_without_a_restart() {
+    let Some(_) = kafka::python() else {
+        return;
+    };
+    let args = [
+        "--kafka-listen",
+        "127.0.0.1:0",
+        "--min-insync-replicas",
+        "1",
+        "--retention-check-interval",
+        "200ms",
+    ];
+    let cluster = Cluster::start(Backend::Dir, 2, &args).unwrap();
+    let at = |slot| {
+        let log = cluster.log(slot);
+        let line = log
+            .iter()
+            .find_map(|l| l.strip_prefix("% Listening for Kafka clients on "));
+        line.map(str::to_string).unwrap()
+    };
+    let (first, second) = (at(0), at(1));
+    let c = "confluent-kafka";
+    assert_eq!(run(c, &first, &["create", "live", "2", "2"]), ["ok"]);
+    for p in 0..2 {
+        cluster.wait_full_isr("live", p, Duration::from_secs(30));
+        answers(&second, ("live", p), 2000, "ok");
+    }
+    // Each partition's leader takes the change made through the first.
+    let smaller = ["set", "live", "max.message.bytes=1000"];
+    assert_eq!(run(c, &first, &smaller), ["ok"]);
+    for p in 0..2 {
+        answers(&second, ("live", p), 2000, "error MSG_SIZE_TOO_LARGE");
+        answers(&second, ("live", p), 500, "ok");
+    }
+    let more = ["set", "live", "min.insync.replicas=3"];
+    assert_eq!(run(c, &second, &more), ["ok"]);
+    for p in 0..2 {
+        answers(&first, ("live", p), 500, "error NOT_ENOUGH_REPLICAS");
+    }
+    // klog-dump --registry shows the topic's own configs.
+    let dump = common::bin("klog-dump")
+        .args(["--registry", cluster.spec(), "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&dump.stdout);
+    let line = text.lines().find(|l| l.contains(r#""type":"topic_configs""#));
+    let line: serde_json::Value = serde_json::from_str(line.unwrap()).unwrap();
+    assert_eq!(line["topic"], "live");
+    let want = serde_json::json!({"max.message.bytes": "1000", "min.insync.replicas": "3"});
+    assert_eq!(line["configs"], want, "{text}");
+    let back = ["set", "live", "-min.insync.replicas", "-max.message.bytes"];
+    assert_eq!(run(c, &first, &back), ["ok"]);
+    for p in 0..2 {
+        answers(&first, ("live", p), 2000, "ok");
+    }
+    // Small segments, kept to one: the log's start moves on both replicas.
+    let small = ["set", "live", "segment.bytes=4096", "retention.bytes=4096"];
+    assert_eq!(run(c, &first, &small), ["ok"]);
+    let earliest = |bootstrap: &str| {
+        let line = run(c, bootstrap, &["list-offsets", "live", "earliest"]);
+        line[0].split(' ').nth(1).unwrap().parse::<i64>().unwrap()
+    };
+    common::eventually("the log start moves", Duration::from_secs(30), || {
+        answers(&first, ("live", 0), 1000, "ok");
+        earliest(&first) > 0
+    });
+    // Every replica deleted its old segments (each broker's own files).
+    common::eventually(
+        "each replica keeps a few segments",
+        Duration::from_secs(30),
+        || {
+            (0..2).all(|slot| {
+                let dir = cluster.data_dir(slot).join("live-0");
+                let logs = std::fs::read_dir(&dir).map_or(usize::MAX, |entries| {
+                    let names = entries.filter_map(|e| e.ok()?.file_name().into_string().ok());
+                    names.filter(|n| n.ends_with(".log")).count()
+                });
+                logs <= 3
+            })
+        },
+    );
+}
