@@ -256,6 +256,16 @@ pub enum Error {
         topic: String,
     },
 
+    /// A topic is being deleted: its name cannot be created again until
+    /// every broker that held it deleted its copy.
+    #[error("topic {topic:?} is being deleted: broker(s) {brokers} have not deleted their copy yet (each does when it runs)")]
+    TopicDeleting {
+        /// The topic.
+        topic: String,
+        /// The brokers still to delete their copy.
+        brokers: String,
+    },
+
     /// A partition is placed on a broker that is not running now.
     #[error(
         "partition {partition} of {topic:?} is placed on broker {broker}, which is not running"

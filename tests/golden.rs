@@ -25,7 +25,7 @@
 //! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `leader-epochs`, `clean-shutdown` |
 //! | `refetch`                                    | a replica's refetch mark, after it left the ISR |
 //! | `scrubbed`                                   | when a scrub last found a partition's log whole |
-//! | `registry/`                                  | broker, member (and its lease), owner claim (by generation), committed offsets journal (and the offset file before journals), placement (one replica each, as before replication, and replicated), partition state and topic configs entries; an entry `<id>.json` stands for `<id>@<incarnation>.json` |
+//! | `registry/`                                  | broker, member (and its lease), owner claim (by generation), committed offsets journal (and the offset file before journals), placement (one replica each, as before replication, and replicated), partition state, topic configs and topic deletion entries; an entry `<id>.json` stands for `<id>@<incarnation>.json` |
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -1407,4 +1407,29 @@ fn registry_topic_configs() {
     want.set("segment.bytes", "1048576").unwrap();
     assert_eq!(decoded, want);
     assert_reencoded(name, &golden, &decoded.to_bytes());
+}
+
+#[test]
+fn registry_topic_deletion_marker() {
+    use klog::coord::topic_delete;
+    let name = "registry/config/deleting/clicks.json";
+    let dir = tempfile::tempdir().unwrap();
+    let reg = DirRegistry::open(dir.path()).unwrap();
+    let replicas = vec![
+        vec!["broker-1".to_string(), "broker-2".to_string()],
+        vec!["broker-2".to_string(), "broker-1".to_string()],
+    ];
+    assert!(reg.create_placement(&Placement::new("clicks", replicas)).unwrap());
+    let marked = topic_delete::mark(&reg, "clicks").unwrap().unwrap();
+    let golden = check_golden(name, &read(&dir.path().join("config/deleting/clicks.json")));
+
+    let other = tempfile::tempdir().unwrap();
+    let reg = DirRegistry::open(other.path()).unwrap();
+    std::fs::create_dir_all(other.path().join("config/deleting")).unwrap();
+    std::fs::write(other.path().join("config/deleting/clicks.json"), &golden).unwrap();
+    let decoded = topic_delete::get(&reg, "clicks").unwrap().unwrap();
+    assert_eq!(decoded, marked);
+    assert_eq!(decoded.partitions, 2);
+    let brokers: Vec<&str> = decoded.brokers.iter().map(String::as_str).collect();
+    assert_eq!(brokers, ["broker-1", "broker-2"]);
 }

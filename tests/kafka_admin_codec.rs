@@ -18,7 +18,8 @@ fn s(x: &str) -> StrBytes {
 
 /// The versions klog lists that the crate knows too: Kafka 4 (and the
 /// crate) dropped the ACL APIs' v0, which is v1 without the pattern types
-/// (checked by hand below), DescribeConfigs' v0, CreateTopics' v0–1 and
+/// (checked by hand below), DescribeConfigs' v0, DeleteTopics' v0 (v1
+/// without `throttle_time_ms`), CreateTopics' v0–1 and
 /// OffsetForLeaderEpoch's v0–1
 /// (the same fields but `validate_only`, `is_default`, `throttle_time_ms`,
 /// `error_message`: the declarations' version ranges).
@@ -27,6 +28,7 @@ fn versions(key: i16) -> std::ops::RangeInclusive<i16> {
     let min = match key {
         DESCRIBE_ACLS | CREATE_ACLS | DELETE_ACLS | DESCRIBE_CONFIGS => min.max(1),
         CREATE_TOPICS | OFFSET_FOR_LEADER_EPOCH => min.max(2),
+        DELETE_TOPICS => min.max(1),
         _ => min,
     };
     min..=max
@@ -973,5 +975,62 @@ fn config_change_answers_decode_in_the_crate() {
                 })
                 .collect(),
         );
+    }
+}
+
+#[test]
+fn delete_topics_decodes_and_answers_as_the_crate_has_it() {
+    use km::delete_topics_request as dt;
+    use km::delete_topics_response as dr;
+    for v in versions(DELETE_TOPICS) {
+        let mut r = km::DeleteTopicsRequest::default().with_timeout_ms(1500);
+        if v >= 6 {
+            r = r.with_topics(vec![
+                dt::DeleteTopicState::default().with_name(Some(km::TopicName(s("t1")))),
+                dt::DeleteTopicState::default()
+                    .with_name(None)
+                    .with_topic_id(uuid::Uuid::from_bytes([7; 16])),
+            ]);
+        } else {
+            r = r.with_topic_names(vec![km::TopicName(s("t1")), km::TopicName(s("t2"))]);
+        }
+        let frame = request_frame(DELETE_TOPICS, v, &r);
+        let Request::DeleteTopics(ours) = decoded(&frame, DELETE_TOPICS, v) else {
+            panic!("v{v}: not DeleteTopics");
+        };
+        assert_eq!(ours.timeout_ms, 1500);
+        if v >= 6 {
+            let named: Vec<_> = ours.topics.iter().map(|t| (t.name, t.topic_id)).collect();
+            assert_eq!(named, [(Some("t1"), [0; 16]), (None, [7; 16])]);
+        } else {
+            assert_eq!(ours.topic_names, ["t1", "t2"]);
+        }
+        let ours = kt::DeleteTopicsResponse {
+            throttle_time_ms: 0,
+            responses: vec![
+                kt::DeletableTopicResult {
+                    name: Some("t1".into()),
+                    topic_id: [0; 16],
+                    error_code: 0,
+                    error_message: None,
+                },
+                kt::DeletableTopicResult {
+                    name: Some("t2".into()),
+                    topic_id: [0; 16],
+                    error_code: 7,
+                    error_message: Some("still deleting".into()),
+                },
+            ],
+        };
+        let t: km::DeleteTopicsResponse = theirs(&answer(v, &ours), v);
+        let got: Vec<(Option<String>, i16, Option<String>)> = (t.responses.iter())
+            .map(|r: &dr::DeletableTopicResult| {
+                let name = r.name.as_ref().map(|n| n.0.to_string());
+                (name, r.error_code, r.error_message.as_deref().map(str::to_string))
+            })
+            .collect();
+        let message = if v >= 5 { Some("still deleting".to_string()) } else { None };
+        assert_eq!(got[0], (Some("t1".into()), 0, None));
+        assert_eq!(got[1], (Some("t2".into()), 7, message));
     }
 }

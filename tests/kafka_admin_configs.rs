@@ -227,7 +227,9 @@ fn a_change_through_one_broker_counts_on_every_broker_without_a_restart() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&dump.stdout);
-    let line = text.lines().find(|l| l.contains(r#""type":"topic_configs""#));
+    let line = text
+        .lines()
+        .find(|l| l.contains(r#""type":"topic_configs""#));
     let line: serde_json::Value = serde_json::from_str(line.unwrap()).unwrap();
     assert_eq!(line["topic"], "live");
     let want = serde_json::json!({"max.message.bytes": "1000", "min.insync.replicas": "3"});

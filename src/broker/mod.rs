@@ -115,6 +115,7 @@ mod send;
 mod shared;
 mod sniff;
 mod topic_configs;
+mod topic_delete;
 use sniff::Protocol;
 #[cfg(test)]
 mod testing;
@@ -339,6 +340,7 @@ impl Broker {
         // first, so that no peer ever sees it alive and in sync, and counts
         // on it as whole (to cut its own damage: `scrub`). A topic not
         // placed yet opens after: placing it counts the live brokers.
+        topic_delete::at_start(&shared)?;
         open_existing_topics(&shared, true)?;
         replica::manager::leave_if_cut(&shared);
         register(&shared, listener.local_addr()?, kafka_addr.clone())?;
@@ -479,6 +481,12 @@ fn open_existing_topics(shared: &Shared, placed: bool) -> anyhow::Result<()> {
         }
         if let (true, Some(registry)) = (placed, &shared.registry) {
             if registry.placement(&topic)?.is_none() {
+                continue;
+            }
+        }
+        if let Some(registry) = &shared.registry {
+            // Being deleted: the reloads delete this copy.
+            if crate::coord::topic_delete::get(&**registry, &topic)?.is_some() {
                 continue;
             }
         }

@@ -455,6 +455,13 @@ impl Shared {
         if let Some(parts) = self.read_topics().get(topic) {
             return Ok((parts.len() as u32, true));
         }
+        if let Some(registry) = self.registry.as_deref() {
+            if let Some(d) = crate::coord::topic_delete::get(registry, topic)? {
+                let brokers = d.brokers.into_iter().collect::<Vec<_>>().join(", ");
+                let topic = topic.to_string();
+                return Err(Error::TopicDeleting { topic, brokers });
+            }
+        }
         let topics = self.read_topics().len();
         if topics >= limits::TOPICS_MAX {
             return Err(Error::TooMany {
@@ -701,6 +708,8 @@ pub(super) fn error_code(e: &Error) -> ErrorCode {
         Error::InvalidBatch(_) => ErrorCode::CorruptBatch,
         Error::DiskFull { .. } => ErrorCode::DiskFull,
         Error::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+        // Retried: the name is free once every copy is deleted.
+        Error::TopicDeleting { .. } => ErrorCode::LeaderNotAvailable,
         Error::TooLarge { .. } | Error::TooMany { .. } => ErrorCode::LimitReached,
         // The registry's failures to place a topic were configuration
         // errors once, and answer as they did.

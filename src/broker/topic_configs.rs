@@ -62,13 +62,21 @@ pub(super) fn refresh(shared: &Shared, topic: &str) -> crate::error::Result<bool
 }
 
 /// Reads every open topic's configs every [`RELOAD`] until the broker
-/// stops (with a registry).
+/// stops (with a registry), and deletes the topics marked for deletion
+/// here ([`super::topic_delete`]).
 pub(super) fn reload(shared: &Shared) {
     if shared.registry.is_none() {
         return;
     }
     let mut said: HashMap<String, String> = HashMap::new();
+    let mut deleting_said = String::new();
     while !shared.stopping() {
+        let deleted = super::topic_delete::round(shared).map_err(|e| e.to_string());
+        let why = deleted.err().unwrap_or_default();
+        if !why.is_empty() && why != deleting_said {
+            shared.log(format_args!("cannot delete a topic: {why}"));
+        }
+        deleting_said = why;
         let topics: Vec<String> = shared.read_topics().keys().cloned().collect();
         for topic in topics {
             match refresh(shared, &topic) {

@@ -448,6 +448,15 @@ impl Registry for MemRegistry {
             .collect())
     }
 
+    fn remove_topic(&self, topic: &str) -> Result<()> {
+        let mut state = crate::sync::lock(&self.state);
+        state.placements.remove(topic);
+        state.states.retain(|(t, _), _| t != topic);
+        drop(state);
+        self.remove_config(crate::coord::topic_config::KIND, topic)?;
+        Ok(())
+    }
+
     fn partition_state(
         &self,
         topic: &str,

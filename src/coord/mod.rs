@@ -22,6 +22,7 @@ pub mod registry;
 pub mod route;
 pub mod spread;
 pub mod topic_config;
+pub mod topic_delete;
 pub mod zk;
 
 use std::path::Path;

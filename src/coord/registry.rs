@@ -458,6 +458,12 @@ pub trait Registry: fmt::Debug + Send + Sync {
     /// The topics that have a placement, in order.
     fn topics(&self) -> Result<Vec<String>>;
 
+    /// Removes a topic: its placement first (from then on it is not
+    /// placed, and no partition state can be made for it), then its
+    /// partitions' states and its configs. Removing what is not there is
+    /// no error, so a removal cut short is finished by the next.
+    fn remove_topic(&self, topic: &str) -> Result<()>;
+
     /// A partition's state and its version, if it has one. A state that
     /// does not parse is an error that names it.
     fn partition_state(&self, topic: &str, partition: u32)

@@ -254,6 +254,12 @@ impl Cache {
         map.get(topic).cloned().unwrap_or_default()
     }
 
+    /// Forgets `topic` (deleted).
+    pub fn forget(&self, topic: &str) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.remove(topic);
+    }
+
     /// Keeps `config` as `topic`'s: whether it differs from what was kept.
     pub fn set(&self, topic: &str, config: TopicConfig) -> bool {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());

@@ -5,6 +5,7 @@
 //! | API | key | versions | flexible from |
 //! |---|---:|---|---:|
 //! | CreateTopics | 19 | 0–6 | 5 |
+//! | DeleteTopics | 20 | 0–6 | 4 |
 //! | DescribeConfigs | 32 | 0–4 | 4 |
 //! | AlterConfigs | 33 | 0–2 | 2 |
 //! | IncrementalAlterConfigs | 44 | 0–1 | 1 |
@@ -364,7 +365,55 @@ message! {
     }
 }
 
+message! {
+    /// A topic to delete (v6+): by name, or by id (klog has no topic ids).
+    pub struct DeleteTopicState<'a> {
+        /// The topic's name, or null to name it by id.
+        name: Option<&'a str> [6] nullable 6,
+        /// The topic's id.
+        topic_id: super::metadata::Uuid [6],
+    }
+}
+
+message! {
+    /// DeleteTopics' request (`DeleteTopicsRequest.json`).
+    pub struct DeleteTopicsRequest<'a> {
+        /// The topics to delete (v6+).
+        topics: Vec<DeleteTopicState<'a>> [6],
+        /// The names of the topics to delete (v0–5).
+        topic_names: Vec<&'a str> [0, 5],
+        /// How long to wait for the deletions to complete, in milliseconds.
+        timeout_ms: i32 [0],
+    }
+}
+
+message! {
+    /// One topic's deletion.
+    pub struct DeletableTopicResult {
+        /// The topic's name (null for one named by an unknown id, v6+).
+        name: Option<String> [0] nullable 6,
+        /// The topic's id (v6+): the zero id.
+        topic_id: super::metadata::Uuid [6],
+        /// The error code, or 0.
+        error_code: i16 [0],
+        /// The error message (v5+), or null.
+        error_message: Option<String> [5],
+    }
+}
+
+message! {
+    /// DeleteTopics' response.
+    pub struct DeleteTopicsResponse {
+        /// Throttling (v1+), always 0.
+        throttle_time_ms: i32 [1],
+        /// Each topic asked for, in order.
+        responses: Vec<DeletableTopicResult> [0],
+    }
+}
+
 messages! {
+    DeleteTopicsRequest<'a> = DELETE_TOPICS, 4;
+    DeleteTopicsResponse = DELETE_TOPICS, 4;
     AlterConfigsRequest<'a> = ALTER_CONFIGS, 2;
     AlterConfigsResponse = ALTER_CONFIGS, 2;
     IncrementalAlterConfigsRequest<'a> = INCREMENTAL_ALTER_CONFIGS, 1;

@@ -78,6 +78,7 @@ pub fn first_flexible_version(api_key: i16) -> Option<i16> {
         LIST_GROUPS => 3,
         DELETE_GROUPS => 2,
         CREATE_TOPICS => 5,
+        DELETE_TOPICS => 4,
         OFFSET_FOR_LEADER_EPOCH => 4,
         DESCRIBE_CONFIGS => 4,
         ALTER_CONFIGS => 2,

@@ -57,6 +57,7 @@
 //! | SaslHandshake | 17 | 1 | 0–1 | — | v0 sends SASL unframed: refused |
 //! | ApiVersions | 18 | 0–4 | 0–4 | 3 | — |
 //! | CreateTopics | 19 | 0–6 | 0–7 | 5 | v7 answers each topic's id: klog has no topic ids |
+//! | DeleteTopics | 20 | 0–6 | 0–6 | 4 | — (a topic named by id is unknown: klog has no topic ids) |
 //! | InitProducerId | 22 | 0–1 | 0–5 | 2 | v2+ (epoch bumps, transactions): issue 25 |
 //! | OffsetForLeaderEpoch | 23 | 0–4 | 0–4 | 4 | — |
 //! | DescribeAcls, CreateAcls, DeleteAcls | 29–31 | 0–3 | 0–3 | 2 | — |
@@ -70,8 +71,8 @@
 //! | DescribeCluster | 60 | 0–1 | 0–1 | 0 | — |
 //!
 //! Not answered (ApiVersions does not list them, so clients refuse before
-//! they ask; README's "What klog does not do"): DeleteTopics,
-//! DeleteRecords, CreatePartitions, the transactional APIs (issue 25) and the new
+//! they ask; README's "What klog does not do"): DeleteRecords,
+//! CreatePartitions, the transactional APIs (issue 25) and the new
 //! consumer and share group protocols (KIP-848, KIP-932). "Kafka" is the
 //! `validVersions` of Kafka's message schemas (its 4.0 development
 //! branch); the oldest versions there that klog lacks (Produce v0–2,
@@ -147,6 +148,8 @@ pub mod api_key {
     pub const API_VERSIONS: i16 = 18;
     /// CreateTopics.
     pub const CREATE_TOPICS: i16 = 19;
+    /// DeleteTopics.
+    pub const DELETE_TOPICS: i16 = 20;
     /// InitProducerId.
     pub const INIT_PRODUCER_ID: i16 = 22;
     /// OffsetForLeaderEpoch.
@@ -200,6 +203,7 @@ pub fn api_name(api_key: i16) -> &'static str {
         SASL_HANDSHAKE => "SaslHandshake",
         API_VERSIONS => "ApiVersions",
         CREATE_TOPICS => "CreateTopics",
+        DELETE_TOPICS => "DeleteTopics",
         DESCRIBE_CONFIGS => "DescribeConfigs",
         ALTER_CONFIGS => "AlterConfigs",
         INCREMENTAL_ALTER_CONFIGS => "IncrementalAlterConfigs",

@@ -21,7 +21,7 @@
 //! | DescribeGroups, ListGroups, DeleteGroups, OffsetDelete | 0–5, 0–5, 0–2, 0 | in [`super::admin_groups`], each declared once from its schema |
 //! | OffsetForLeaderEpoch | 0–4 | in [`super::epochs`], declared once from its schema |
 //! | Metadata, ListOffsets | 0–12, 1–10 | in [`super::metadata`] and [`super::list_offsets`], each declared once from its schema |
-//! | CreateTopics, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, DescribeCluster | 0–6, 0–4, 0–2, 0–1, 0–1 | in [`super::admin_topics`], each declared once from its schema |
+//! | CreateTopics, DeleteTopics, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, DescribeCluster | 0–6, 0–6, 0–4, 0–2, 0–1, 0–1 | in [`super::admin_topics`], each declared once from its schema |
 //!
 //! A request must use every byte of its frame (but AlterUserScramCredentials
 //! may end with a second `tagged_fields`, as librdkafka writes it). Every count is checked
@@ -82,6 +82,8 @@ pub enum Request<'a> {
     OffsetForLeaderEpoch(epochs::OffsetForLeaderEpochRequest<'a>),
     /// CreateTopics (19).
     CreateTopics(admin_topics::CreateTopicsRequest<'a>),
+    /// DeleteTopics (20).
+    DeleteTopics(admin_topics::DeleteTopicsRequest<'a>),
     /// DescribeConfigs (32).
     DescribeConfigs(admin_topics::DescribeConfigsRequest<'a>),
     /// AlterConfigs (33).
@@ -210,6 +212,7 @@ fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Re
             SaslAuthenticateRequest::decode(d, version).map(Request::SaslAuthenticate)
         }
         CREATE_TOPICS => Message::decode(d, version).map(Request::CreateTopics),
+        DELETE_TOPICS => Message::decode(d, version).map(Request::DeleteTopics),
         OFFSET_FOR_LEADER_EPOCH => Message::decode(d, version).map(Request::OffsetForLeaderEpoch),
         DESCRIBE_CONFIGS => Message::decode(d, version).map(Request::DescribeConfigs),
         ALTER_CONFIGS => Message::decode(d, version).map(Request::AlterConfigs),

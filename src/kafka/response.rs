@@ -74,6 +74,7 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(SASL_HANDSHAKE, 0, 1),
     api(API_VERSIONS, 0, 4),
     api(CREATE_TOPICS, 0, 6),
+    api(DELETE_TOPICS, 0, 6),
     api(INIT_PRODUCER_ID, 0, 1),
     api(OFFSET_FOR_LEADER_EPOCH, 0, 4),
     api(DESCRIBE_ACLS, 0, 3),

@@ -7,6 +7,7 @@
 //!   .lock                  the writer's lock, holding its pid (see crate::storage::lock)
 //!   broker-id              the broker's id in a registry, stable across restarts
 //!   <topic>-<partition>/   one directory per partition, partition from 0 (see crate::storage::log)
+//!   <topic>.del            an empty file: the topic is being deleted (see Store::delete_topic)
 //! ```
 //!
 //! Every writer takes the data directory's lock before anything else: a
@@ -22,7 +23,9 @@
 //! (see [`Store::create_topic`]). Topic names match
 //! `[A-Za-z0-9._-]{1,249}` and are neither `.` nor `..`, so a name can never
 //! reach outside the data directory. A topic name may itself contain `-`:
-//! the partition is the number after the last `-`.
+//! the partition is the number after the last `-`. A topic with a
+//! deletion marker does not exist, whatever of it is left on disk; the
+//! marker goes once the last of its directories has.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -82,6 +85,28 @@ pub fn parse_partition_dir(name: &str) -> Option<(String, u32)> {
     Some((topic.to_string(), partition.parse().ok()?))
 }
 
+/// The suffix of a topic's deletion marker in the data directory (short:
+/// the longest topic's marker name fits in 255 bytes).
+const DELETING: &str = ".del";
+
+/// The topic a data directory entry marks as being deleted, if it is a
+/// deletion marker.
+fn deleting_topic(name: &str) -> Option<&str> {
+    let topic = name.strip_suffix(DELETING)?;
+    validate_topic(topic).ok().map(|()| topic)
+}
+
+/// Removes `path`, a file or a directory with all it holds.
+fn remove_tree(vfs: &dyn Vfs, path: &Path) -> Result<()> {
+    if vfs.remove(path).is_ok() {
+        return Ok(());
+    }
+    for name in vfs.list(path).ctx("list", path)? {
+        remove_tree(vfs, &path.join(name))?;
+    }
+    vfs.remove_dir(path).ctx("remove", path)
+}
+
 /// A data directory.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -122,15 +147,20 @@ impl Store {
         &self.dir
     }
 
-    /// Every topic and its partition count.
+    /// Every topic and its partition count (a topic being deleted is
+    /// none: [`Store::delete_topic`]).
     pub fn topics(&self) -> Result<BTreeMap<String, u32>> {
         let mut partitions: BTreeMap<String, Vec<u32>> = BTreeMap::new();
         if !self.vfs.exists(&self.dir) {
             return Ok(BTreeMap::new());
         }
-        for name in self.vfs.list(&self.dir).ctx("list", &self.dir)? {
-            if let Some((topic, p)) = parse_partition_dir(&name) {
-                partitions.entry(topic).or_default().push(p);
+        let names = self.vfs.list(&self.dir).ctx("list", &self.dir)?;
+        let deleting: Vec<&str> = names.iter().filter_map(|n| deleting_topic(n)).collect();
+        for name in &names {
+            if let Some((topic, p)) = parse_partition_dir(name) {
+                if !deleting.contains(&topic.as_str()) {
+                    partitions.entry(topic).or_default().push(p);
+                }
             }
         }
         Ok(partitions
@@ -184,6 +214,13 @@ impl Store {
         self.vfs
             .create_dir_all(&self.dir)
             .ctx("create", &self.dir)?;
+        if self
+            .vfs
+            .exists(&self.dir.join(format!("{topic}{DELETING}")))
+        {
+            // A deletion a crash interrupted: nothing of it comes back.
+            self.finish_deletion(topic)?;
+        }
         self.remove_leftovers(topic)?;
         let mut made = Vec::new();
         let created = (|| {
@@ -219,6 +256,65 @@ impl Store {
             return Err(e);
         }
         Ok(partitions)
+    }
+
+    /// Deletes `topic`'s partitions, crash-safe: a marker file
+    /// (`<topic>.del`) is made durable first, and from then on the
+    /// topic is gone ([`Store::topics`] skips it) until its directories
+    /// are removed and the marker with them. A power cut or an error
+    /// midway leaves the marker, and [`Store::finish_deletions`] (at a
+    /// broker's start) or the next creation of the topic finishes the job,
+    /// so that no partition of the old topic is ever read again.
+    pub fn delete_topic(&self, topic: &str) -> Result<()> {
+        validate_topic(topic)?;
+        let marker = self.dir.join(format!("{topic}{DELETING}"));
+        self.vfs.open(&marker, true).ctx("create", &marker)?;
+        self.vfs
+            .sync_dir(&self.dir)
+            .ctx("fsync directory", &self.dir)?;
+        self.finish_deletion(topic)
+    }
+
+    /// The directories of `topic`'s partitions on disk, whether or not
+    /// the topic is whole.
+    pub fn partition_dirs_of(&self, topic: &str) -> Result<usize> {
+        let names = self.vfs.list(&self.dir).ctx("list", &self.dir)?;
+        let of = |n: &String| parse_partition_dir(n).is_some_and(|(t, _)| t == topic);
+        Ok(names.iter().filter(|n| of(n)).count())
+    }
+
+    /// Finishes the deletions a crash or an error interrupted: the topics
+    /// whose deletion it finished.
+    pub fn finish_deletions(&self) -> Result<Vec<String>> {
+        if !self.vfs.exists(&self.dir) {
+            return Ok(Vec::new());
+        }
+        let names = self.vfs.list(&self.dir).ctx("list", &self.dir)?;
+        let topics: Vec<String> = (names.iter())
+            .filter_map(|n| deleting_topic(n).map(str::to_string))
+            .collect();
+        for topic in &topics {
+            self.finish_deletion(topic)?;
+        }
+        Ok(topics)
+    }
+
+    /// Removes the directories of `topic`, then its deletion marker.
+    fn finish_deletion(&self, topic: &str) -> Result<()> {
+        let names = self.vfs.list(&self.dir).ctx("list", &self.dir)?;
+        for name in names {
+            if parse_partition_dir(&name).is_some_and(|(t, _)| t == topic) {
+                remove_tree(&*self.vfs, &self.dir.join(name))?;
+            }
+        }
+        self.vfs
+            .sync_dir(&self.dir)
+            .ctx("fsync directory", &self.dir)?;
+        let marker = self.dir.join(format!("{topic}{DELETING}"));
+        self.vfs.remove(&marker).ctx("remove", &marker)?;
+        self.vfs
+            .sync_dir(&self.dir)
+            .ctx("fsync directory", &self.dir)
     }
 
     /// Partition directories in the data directory, whether or not their
@@ -447,6 +543,86 @@ mod tests {
                 break;
             }
         }
+    }
+
+    /// A power cut at any step of a deletion leaves the whole topic, with
+    /// its records, or none of it: once the deletion could have returned,
+    /// nothing of it comes back, at the next start
+    /// ([`Store::finish_deletions`]) or at a new creation of the name.
+    #[test]
+    fn a_power_cut_at_any_step_of_a_deletion_leaves_the_whole_topic_or_none() {
+        let options = OpenOptions {
+            writable: true,
+            lock: false,
+        };
+        let config = || LogConfig {
+            index_bytes_max: 4096,
+            ..LogConfig::default()
+        };
+        let mut cut = 0;
+        for n in 0.. {
+            let (sim, store) = sim_store();
+            store.create_topic("t", 3).unwrap();
+            store.create_topic("other", 1).unwrap();
+            for p in 0..3 {
+                let mut log = store.open_log("t", p, config(), options).unwrap();
+                let mut b = crate::storage::record::BatchBuilder::new();
+                b.push(0, None, &[], b"x");
+                log.append(&mut b.finish().to_vec(), 0).unwrap();
+                log.close().unwrap();
+            }
+            sim.cut_power_after(n);
+            let deleted = store.delete_topic("t").is_ok();
+            sim.crash(&mut |_| 0);
+            sim.restore_power();
+            let seen = store.topics().unwrap();
+            let whole = seen.get("t") == Some(&3);
+            assert!(whole || !seen.contains_key("t"), "cut after {n}: {seen:?}");
+            assert_eq!(seen.get("other"), Some(&1), "cut after {n}");
+            store.finish_deletions().unwrap();
+            let after = store.topics().unwrap();
+            if whole {
+                assert!(
+                    !deleted,
+                    "cut after {n}: a deletion that returned came back"
+                );
+                for p in 0..3 {
+                    let log = store.open_log("t", p, config(), options).unwrap();
+                    assert_eq!(log.next_offset(), 1, "cut after {n}: its records");
+                }
+            } else {
+                assert!(!after.contains_key("t"), "cut after {n}");
+                assert_eq!(
+                    store.partition_dirs_besides("other").unwrap(),
+                    0,
+                    "cut after {n}"
+                );
+                // A new topic of the name starts empty.
+                assert_eq!(store.create_topic("t", 2).unwrap(), 2, "cut after {n}");
+                let log = store.open_log("t", 0, config(), options).unwrap();
+                assert_eq!(log.next_offset(), 0, "cut after {n}");
+            }
+            if deleted {
+                break;
+            }
+            cut += 1;
+        }
+        assert!(cut > 3, "{cut}");
+    }
+
+    /// A deletion interrupted by an error is finished by the next
+    /// creation of the name: the new topic holds nothing of the old one.
+    #[test]
+    fn a_creation_finishes_an_interrupted_deletion() {
+        let (sim, store) = sim_store();
+        store.create_topic("t", 4).unwrap();
+        sim.cut_power_after(3);
+        assert!(store.delete_topic("t").is_err());
+        sim.restore_power();
+        assert!(!store.topics().unwrap().contains_key("t"));
+        assert_eq!(store.create_topic("t", 1).unwrap(), 1);
+        assert_eq!(store.partition_dirs().unwrap(), 1);
+        assert!(!sim.files().keys().any(|p| p.ends_with("t.del")));
     }
 
     /// Directories of a topic without its partition 0, holding empty logs

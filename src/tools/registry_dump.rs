@@ -75,12 +75,15 @@ struct StateRow {
 }
 
 /// What a registry holds, read once and then printed.
+/// A topic's own configs, by name, or why they cannot be read.
+type OwnConfigs = Result<BTreeMap<String, String>, String>;
+
 struct Snapshot {
     brokers: Vec<BrokerInfo>,
     /// The partitions that have a replication state.
     states: Vec<StateRow>,
     /// Each topic's own configs (or why they cannot be read), by topic.
-    configs: Vec<(String, Result<BTreeMap<String, String>, String>)>,
+    configs: Vec<(String, OwnConfigs)>,
     /// Each group's members whose process lives, as (group, member,
     /// lease).
     members: Vec<(String, MemberInfo, Lease)>,
@@ -264,13 +267,17 @@ fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
     for row in &mut rows {
         row.end = ends.end(&row.topic, row.partition);
     }
-    let configs = (registry.configs(crate::coord::topic_config::KIND)?.into_iter())
-        .map(|topic| {
-            let read = crate::coord::topic_config::read(registry, &topic);
-            let read = read.map(|c| c.overrides().clone()).map_err(|e| e.to_string());
-            (topic, read)
-        })
-        .collect();
+    let configs = (registry
+        .configs(crate::coord::topic_config::KIND)?
+        .into_iter())
+    .map(|topic| {
+        let read = crate::coord::topic_config::read(registry, &topic);
+        let read = read
+            .map(|c| c.overrides().clone())
+            .map_err(|e| e.to_string());
+        (topic, read)
+    })
+    .collect();
     Ok(Snapshot {
         answered: ends.answers.answered,
         brokers,
@@ -493,6 +500,22 @@ fn states_table(rows: &[StateRow]) -> comfy_table::Table {
     t
 }
 
+/// The topics' own configs, a row per topic.
+fn configs_table(configs: &[(String, OwnConfigs)]) -> comfy_table::Table {
+    let mut t = super::table(&["topic", "configs (its own)"]);
+    for (topic, configs) in configs {
+        let shown = match configs {
+            Ok(c) => c
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>(),
+            Err(e) => vec![e.clone()],
+        };
+        t.add_row([topic.clone(), shown.join(", ")]);
+    }
+    t
+}
+
 fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
     let mut t = super::table(&["broker", "address", "pid", "topics [partitions held]"]);
     for b in &snapshot.brokers {
@@ -504,15 +527,7 @@ fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()>
         writeln!(out, "{}", states_table(&snapshot.states))?;
     }
     if !snapshot.configs.is_empty() {
-        let mut t = super::table(&["topic", "configs (its own)"]);
-        for (topic, configs) in &snapshot.configs {
-            let shown = match configs {
-                Ok(c) => c.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
-                Err(e) => vec![e.clone()],
-            };
-            t.add_row([topic.clone(), shown.join(", ")]);
-        }
-        writeln!(out, "{t}")?;
+        writeln!(out, "{}", configs_table(&snapshot.configs))?;
     }
     let mut t = super::table(&["group", "member", "pid", "topics", "lease"]);
     for (group, m, lease) in &snapshot.members {

@@ -9,6 +9,7 @@ tests/kafka_admin_groups.rs and tests/kafka_admin_topics.rs.
     python admin_clients.py LIB BOOTSTRAP configs TOPIC
     python admin_clients.py LIB BOOTSTRAP alter TOPIC [NAME=VALUE...]
     python admin_clients.py LIB BOOTSTRAP set TOPIC NAME=VALUE|-NAME...
+    python admin_clients.py LIB BOOTSTRAP delete-topic TOPIC [TIMEOUT_MS]
     python admin_clients.py confluent-kafka BOOTSTRAP produce TOPIC PARTITION BYTES
     python admin_clients.py LIB BOOTSTRAP cluster
     python admin_clients.py confluent-kafka BOOTSTRAP produce-at TOPIC TS,TS,...
@@ -24,6 +25,7 @@ topic's configs (AlterConfigs) and `set` sets or (-NAME) deletes each
 (IncrementalAlterConfigs; not aiokafka), each printing "ok" or "error
 NAME"; `configs` each of the topic's configs as "NAME=VALUE", sorted,
 followed by " dynamic" for the topic's own (not aiokafka);
+`delete-topic` prints "ok" or "error NAME";
 `produce` writes one record of BYTES bytes with acks=all and no retries
 and prints "ok" or "error NAME"; `cluster` each broker as "HOST:PORT";
 `produce-at` writes a record per timestamp to partition 0 and prints
@@ -171,6 +173,9 @@ def confluent_topics(bootstrap, command, args):
     if command == "alter":
         resource = ConfigResource(ResourceType.TOPIC, args[0], set_config=pairs(args[1:]))
         return outcome(admin.alter_configs([resource])[resource])
+    if command == "delete-topic":
+        timeout = int(args[1]) / 1000 if args[1:] else 30
+        return outcome(admin.delete_topics([args[0]], operation_timeout=timeout)[args[0]])
     if command == "set":
         entries = [ConfigEntry(a[1:], None, incremental_operation=AlterConfigOpType.DELETE)
                    if a.startswith("-") else
@@ -241,6 +246,13 @@ def kafka_python_topics(bootstrap, command, args):
         return sorted(f"{k}={v['value']}"
                       + (" dynamic" if v["config_source"] == "DYNAMIC_TOPIC_CONFIG" else "")
                       for k, v in configs.items())
+    if command == "delete-topic":
+        timeout = int(args[1]) if args[1:] else 30000
+        try:
+            admin.delete_topics([args[0]], timeout_ms=timeout)
+            return ["ok"]
+        except KafkaError as e:
+            return [f"error {kafka_name(type(e).__name__)}"]
     if command in ("alter", "set"):
         changes = {a[1:]: ("DELETE", None) for a in args[1:] if a.startswith("-")}
         changes.update(pairs(args[1:]))
@@ -280,6 +292,14 @@ def aiokafka_topics(bootstrap, command, args):
                 if result[1] == 0:
                     return ["ok"]
                 return [f"error {kafka_name(for_code(result[1]).__name__)}"]
+            if command == "delete-topic":
+                timeout = int(args[1]) if args[1:] else 30000
+                response = await admin.delete_topics([args[0]], timeout_ms=timeout)
+                # (name, error_code, ...)
+                (result,) = response.topic_error_codes
+                if result[1] == 0:
+                    return ["ok"]
+                return [f"error {kafka_name(for_code(result[1]).__name__)}"]
             if command == "alter":
                 resource = ConfigResource(ConfigResourceType.TOPIC, args[0], pairs(args[1:]))
                 (response,) = await admin.alter_configs([resource])
@@ -306,7 +326,7 @@ def aiokafka_topics(bootstrap, command, args):
 
 
 TOPIC_COMMANDS = ("create", "configs", "alter", "set", "produce", "cluster", "produce-at",
-                  "list-offsets")
+                  "list-offsets", "delete-topic")
 
 
 def main(argv):

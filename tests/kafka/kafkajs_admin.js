@@ -7,6 +7,7 @@
 //   node kafkajs_admin.js BROKER create TOPIC PARTITIONS REPLICAS [validate] [NAME=VALUE...]
 //   node kafkajs_admin.js BROKER configs TOPIC
 //   node kafkajs_admin.js BROKER alter TOPIC [NAME=VALUE...]
+//   node kafkajs_admin.js BROKER delete-topic TOPIC [TIMEOUT_MS]
 //   node kafkajs_admin.js BROKER cluster
 //
 // Prints what admin_clients.py prints: each group's id,
@@ -80,6 +81,16 @@ async function run(admin, command, args) {
       resources: [{ type: ConfigResourceTypes.TOPIC, name: args[0] }],
     });
     return resources[0].configEntries.map((c) => `${c.configName}=${c.configValue}`).sort();
+  }
+  if (command === 'delete-topic') {
+    try {
+      await admin.deleteTopics({ topics: [args[0]], timeout: Number(args[1] || 30000) });
+      return ['ok'];
+    } catch (e) {
+      // kafkajs wraps the broker's error after its retries.
+      const failed = (e.errors || []).find((x) => x.type);
+      return [`error ${failed ? failed.type : e.type || (e.cause && e.cause.type) || e.message}`];
+    }
   }
   if (command === 'alter') {
     try {

@@ -16,6 +16,7 @@
 //! | CreateAcls, DeleteAcls, AlterUserScramCredentials | alter on the cluster |
 //! | ListGroups, DescribeGroups, DeleteGroups, OffsetDelete | see [`super::group_admin`] |
 //! | CreateTopics, DescribeCluster | see [`super::topics_admin`] |
+//! | DeleteTopics | delete on each topic ([`super::topics_delete`]) |
 //! | DescribeConfigs, AlterConfigs, IncrementalAlterConfigs | see [`super::configs_admin`] |
 //! | OffsetForLeaderEpoch | describe on each topic |
 

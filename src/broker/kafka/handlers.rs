@@ -13,7 +13,7 @@ use super::groups::{handle as group, GroupRequest as G};
 use super::metadata::{list_offset, metadata, Listed, PartitionMeta};
 use super::produce::{self, Pending, Produced};
 use super::Kafka;
-use super::{acls, configs_admin, epochs, group_admin, scram, topics_admin};
+use super::{acls, configs_admin, epochs, group_admin, scram, topics_admin, topics_delete};
 use crate::broker::auth::Session;
 use crate::broker::memory::Held;
 use crate::broker::send::Records;
@@ -106,6 +106,15 @@ pub(super) fn handle<'s>(
         Request::DescribeAcls(r) => frame_message(out, id, version, &acls::describe(&access, &r)),
         Request::DescribeUserScramCredentials(r) => {
             frame_message(out, id, version, &scram::describe(&access, &r))
+        }
+        Request::DeleteTopics(r) => {
+            let response = topics_delete::delete(shared, &access, &r, version);
+            frame_message(out, id, version, &response);
+            let (done, refused) = count(response.responses.iter().map(|r| r.error_code));
+            shared.log_peer(format_args!(
+                "{peer}: {} DeleteTopics: {done} done, {refused} refused",
+                access.principal()
+            ));
         }
         Request::CreateAcls(_)
         | Request::DeleteAcls(_)

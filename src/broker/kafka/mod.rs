@@ -73,6 +73,7 @@ mod metadata;
 mod produce;
 mod scram;
 mod topics_admin;
+mod topics_delete;
 
 /// What the Kafka connections of a broker share besides [`Shared`].
 #[derive(Debug)]

@@ -130,22 +130,21 @@ fn create_one(
     if let Err(e) = crate::storage::store::validate_topic(name) {
         return Err((kafka::INVALID_TOPIC_EXCEPTION, e.to_string()));
     }
+    exists(shared, name)?;
     let (partitions, rf) = counts(shared, t)?;
     if !t.assignments.is_empty() {
         let why = "klog places replicas itself: manual replica assignments are not supported";
         return Err((kafka::INVALID_REPLICA_ASSIGNMENT, why.into()));
     }
     let overrides = asked_configs(shared, t)?;
-    if shared.topic_exists(name) {
-        return Err((
-            kafka::TOPIC_ALREADY_EXISTS,
-            format!("topic {name:?} exists"),
-        ));
-    }
     if validate_only {
         return Ok((partitions, rf, overrides));
     }
-    let refused = |e: crate::error::Error| (super::kafka_code(error_code(&e)), e.to_string());
+    let refused = |e: crate::error::Error| match e {
+        // As Kafka answers a topic marked for deletion.
+        crate::error::Error::TopicDeleting { .. } => (kafka::TOPIC_ALREADY_EXISTS, e.to_string()),
+        e => (super::kafka_code(error_code(&e)), e.to_string()),
+    };
     if let Some(registry) = shared.registry.as_deref() {
         // Stored before the topic is placed, as Kafka did in ZooKeeper, so
         // that every broker opens it with them (one left by a topic not
@@ -165,6 +164,32 @@ fn create_one(
         )),
         Ok((count, false)) => Ok((count, rf, overrides)),
         Err(e) => Err(refused(e)),
+    }
+}
+
+/// TOPIC_ALREADY_EXISTS for a topic that exists, or is being deleted (as
+/// Kafka answers a topic marked for deletion).
+fn exists(shared: &Shared, name: &str) -> Result<(), (i16, String)> {
+    if shared.topic_exists(name) {
+        return Err((
+            kafka::TOPIC_ALREADY_EXISTS,
+            format!("topic {name:?} exists"),
+        ));
+    }
+    let Some(registry) = shared.registry.as_deref() else {
+        return Ok(());
+    };
+    match crate::coord::topic_delete::get(registry, name) {
+        Ok(None) => Ok(()),
+        Ok(Some(d)) => {
+            let brokers = d.brokers.into_iter().collect::<Vec<_>>().join(", ");
+            let e = crate::error::Error::TopicDeleting {
+                topic: name.into(),
+                brokers,
+            };
+            Err((kafka::TOPIC_ALREADY_EXISTS, e.to_string()))
+        }
+        Err(e) => Err((super::kafka_code(error_code(&e)), e.to_string())),
     }
 }
 

@@ -755,6 +755,9 @@ mod tests {
         fn topics(&self) -> Result<Vec<String>> {
             self.inner.topics()
         }
+        fn remove_topic(&self, topic: &str) -> Result<()> {
+            self.inner.remove_topic(topic)
+        }
         fn config(&self, kind: &str, name: &str) -> Result<Option<Vec<u8>>> {
             self.inner.config(kind, name)
         }

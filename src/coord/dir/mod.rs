@@ -277,6 +277,11 @@ impl DirRegistry {
     }
 }
 
+/// Makes a registry directory's entries durable.
+fn sync_dir(dir: &Path) -> Result<()> {
+    RealFs.sync_dir(dir).ctx("fsync directory", dir)
+}
+
 impl Registry for DirRegistry {
     fn location(&self) -> String {
         self.dir.display().to_string()
@@ -578,6 +583,33 @@ impl Registry for DirRegistry {
             .collect();
         topics.sort();
         Ok(topics)
+    }
+
+    fn remove_topic(&self, topic: &str) -> Result<()> {
+        self.writable()?;
+        check_name("topic", topic)?;
+        let path = self.placement_path(topic);
+        match std::fs::remove_file(&path) {
+            Ok(()) => sync_dir(&self.dir.join("topics"))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove", &path, e)),
+        }
+        let states = self.dir.join("states");
+        let entries = match std::fs::read_dir(&states) {
+            Ok(entries) => entries.filter_map(|e| e.ok()).collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(Error::io("list", &states, e)),
+        };
+        for entry in entries {
+            let name = entry.file_name().into_string().unwrap_or_default();
+            if parse_partition_dir(&name).is_some_and(|(t, _)| t == topic) {
+                let dir = entry.path();
+                std::fs::remove_dir_all(&dir).ctx("remove", &dir)?;
+                sync_dir(&states)?;
+            }
+        }
+        self.remove_config(crate::coord::topic_config::KIND, topic)?;
+        Ok(())
     }
 
     fn partition_state(

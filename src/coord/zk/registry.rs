@@ -176,6 +176,18 @@ impl ZkRegistry {
         }
     }
 
+    /// Removes `path` and every znode below it; what is not there is no
+    /// error.
+    fn remove_tree(&self, path: &str) -> Result<()> {
+        for child in self.children(path, false)? {
+            self.remove_tree(&format!("{path}/{child}"))?;
+        }
+        match self.live()?.delete(path, -1, self.deadline()) {
+            Err(e) if no_node(&e) => Ok(()),
+            other => other,
+        }
+    }
+
     /// The data of `path`; `None` when it does not exist.
     fn data(&self, path: &str) -> Result<Option<(Vec<u8>, crate::coord::zk::ZkStat)>> {
         match self.live()?.get(path, self.deadline()) {
@@ -655,6 +667,27 @@ impl Registry for ZkRegistry {
         let mut topics = self.children("/brokers/topics", false)?;
         topics.retain(|t| check_name("topic", t).is_ok());
         Ok(topics)
+    }
+
+    fn remove_topic(&self, topic: &str) -> Result<()> {
+        self.writable()?;
+        check_name("topic", topic)?;
+        // ZooKeeper removes a znode without children only: the states go
+        // first, the placement last (a state made meanwhile is removed by
+        // the next try).
+        let root = format!("/brokers/topics/{topic}");
+        let mut tries = 0;
+        loop {
+            match self.remove_tree(&root) {
+                Err(Error::ZooKeeper {
+                    cause: ZkCause::NotEmpty,
+                    ..
+                }) if tries < CONFIG_TRIES => tries += 1,
+                other => break other?,
+            }
+        }
+        self.remove_config(crate::coord::topic_config::KIND, topic)?;
+        Ok(())
     }
 
     fn partition_state(
