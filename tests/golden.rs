@@ -1419,7 +1419,9 @@ fn registry_topic_deletion_marker() {
         vec!["broker-1".to_string(), "broker-2".to_string()],
         vec!["broker-2".to_string(), "broker-1".to_string()],
     ];
-    assert!(reg.create_placement(&Placement::new("clicks", replicas)).unwrap());
+    assert!(reg
+        .create_placement(&Placement::new("clicks", replicas))
+        .unwrap());
     let marked = topic_delete::mark(&reg, "clicks").unwrap().unwrap();
     let golden = check_golden(name, &read(&dir.path().join("config/deleting/clicks.json")));
 

@@ -1026,10 +1026,18 @@ fn delete_topics_decodes_and_answers_as_the_crate_has_it() {
         let got: Vec<(Option<String>, i16, Option<String>)> = (t.responses.iter())
             .map(|r: &dr::DeletableTopicResult| {
                 let name = r.name.as_ref().map(|n| n.0.to_string());
-                (name, r.error_code, r.error_message.as_deref().map(str::to_string))
+                (
+                    name,
+                    r.error_code,
+                    r.error_message.as_deref().map(str::to_string),
+                )
             })
             .collect();
-        let message = if v >= 5 { Some("still deleting".to_string()) } else { None };
+        let message = if v >= 5 {
+            Some("still deleting".to_string())
+        } else {
+            None
+        };
         assert_eq!(got[0], (Some("t1".into()), 0, None));
         assert_eq!(got[1], (Some("t2".into()), 7, message));
     }

@@ -266,3 +266,36 @@ fn a_change_through_one_broker_counts_on_every_broker_without_a_restart() {
         },
     );
 }
+
+/// A CreateTopics refused after its configs were stored leaves none for
+/// the next topic of the name; a damaged entry is repaired by setting the
+/// configs again, as its error says.
+#[test]
+fn a_refused_create_leaves_no_configs_and_a_damaged_entry_is_set_again() {
+    if kafka::python().is_none() {
+        return;
+    }
+    let broker = KafkaBroker::with_registry(&["--max-partitions", "2"]);
+    let at = broker.kafka.as_str();
+    let c = "confluent-kafka";
+    let refused = run(
+        c,
+        at,
+        &["create", "ghost", "3", "1", "max.message.bytes=100"],
+    );
+    assert_eq!(refused, ["error POLICY_VIOLATION"]);
+    let registry = klog::coord::open_read_only(broker.registry.as_deref().unwrap()).unwrap();
+    assert_eq!(registry.config("topics", "ghost").unwrap(), None);
+    assert_eq!(run(c, at, &["create", "ghost", "1", "1"]), ["ok"]);
+    assert_eq!(run(c, at, &["produce", "ghost", "0", "500"]), ["ok"]);
+
+    let entry =
+        std::path::Path::new(broker.registry.as_deref().unwrap()).join("config/topics/ghost.json");
+    std::fs::write(&entry, b"{damaged").unwrap();
+    let said = run(c, at, &["configs", "ghost"]);
+    assert_eq!(said, ["error INVALID_REQUEST"], "DescribeConfigs says it");
+    assert_eq!(run(c, at, &["alter", "ghost", "retention.ms=5000"]), ["ok"]);
+    let configs = run(c, at, &["configs", "ghost"]);
+    let retention = value_of(&configs, "retention.ms").unwrap();
+    assert_eq!(retention, ("5000".into(), true));
+}

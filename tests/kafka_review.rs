@@ -576,3 +576,47 @@ fn leave_group_v5_answers_each_member() {
         .collect();
     assert_eq!(members, [("m-1".into(), 25), ("m-2".to_string(), 25)]);
 }
+
+/// DescribeConfigs, AlterConfigs and IncrementalAlterConfigs answer at
+/// most 1,000 resources of one request (each costs a registry read or
+/// write; a describe, a dozen configs): those past it are refused, and a
+/// request of 100,000 copies of one topic does not make a response of
+/// tens of megabytes.
+#[test]
+fn config_requests_answer_at_most_1000_resources() {
+    use kafka_protocol::messages as km;
+    use kafka_protocol::protocol::StrBytes;
+    let b = KafkaBroker::start(&[]);
+    kafka::run_script(
+        &match kafka::python() {
+            Some(p) => p,
+            None => return,
+        },
+        "admin_clients.py",
+        &["confluent-kafka", &b.kafka, "create", "t", "1", "1"],
+    );
+    let resource = km::describe_configs_request::DescribeConfigsResource::default()
+        .with_resource_type(2)
+        .with_resource_name(StrBytes::from_static_str("t"))
+        .with_configuration_keys(None);
+    let request = km::DescribeConfigsRequest::default().with_resources(vec![resource; 1_001]);
+    let mut stream = TcpStream::connect(&b.kafka).unwrap();
+    let r: km::DescribeConfigsResponse = call_flexible(&mut stream, (32, 4), &request);
+    let errors: Vec<i16> = r.results.iter().map(|r| r.error_code).collect();
+    assert_eq!(errors.len(), 1_001);
+    assert!(
+        errors[..1_000].iter().all(|&e| e == 0),
+        "{:?}",
+        &errors[..3]
+    );
+    assert_eq!(errors[1_000], 42, "INVALID_REQUEST past the bound");
+    assert!(r.results[1_000].configs.is_empty());
+    let alter = km::incremental_alter_configs_request::AlterConfigsResource::default()
+        .with_resource_type(2)
+        .with_resource_name(StrBytes::from_static_str("none"));
+    let request = km::IncrementalAlterConfigsRequest::default().with_resources(vec![alter; 1_001]);
+    let r: km::IncrementalAlterConfigsResponse = call_flexible(&mut stream, (44, 1), &request);
+    let errors: Vec<i16> = r.responses.iter().map(|r| r.error_code).collect();
+    // Named more than once: each refused as Kafka does.
+    assert!(errors.iter().all(|&e| e == 42), "{:?}", &errors[..3]);
+}

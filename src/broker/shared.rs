@@ -555,19 +555,25 @@ impl Shared {
 
     /// The log config and minimum in-sync replicas `topic`'s partitions
     /// open with here: the broker's, with the topic's configs from the
-    /// registry (the broker's alone while it cannot be read: the reloads
-    /// apply them once it can, [`super::topic_configs`]).
+    /// registry ([`super::topic_configs`]). While they cannot be read (and
+    /// were not before), the topic keeps every segment: its retention may
+    /// be longer than the broker's.
     fn log_config(&self, topic: &str) -> (crate::storage::log::LogConfig, u32) {
         if let Some(registry) = self.registry.as_deref() {
             match crate::coord::topic_config::read(registry, topic) {
                 Ok(overrides) => _ = self.topic_configs.set(topic, overrides),
-                Err(e) => self.log(format_args!(
-                    "topic {topic} opens with the broker's configs: {e}"
-                )),
+                Err(e) => self.log(format_args!("topic {topic} keeps every segment: {e}")),
             }
         }
-        let (mut config, min_insync) = (self.topic_configs.get(topic))
+        let known = self.topic_configs.get(topic);
+        let unread = known.is_none() && self.registry.is_some();
+        let (mut config, min_insync) = known
+            .unwrap_or_default()
             .apply(&self.config.log, self.config.min_insync_replicas);
+        if unread {
+            config.retention_ms = None;
+            config.retention_bytes = None;
+        }
         config.visible_after_flush = true;
         config.write_buffer_bytes = WRITE_BUFFER_BYTES;
         config.flush_messages = None;

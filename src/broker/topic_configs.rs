@@ -29,9 +29,9 @@ pub(super) fn refresh(shared: &Shared, topic: &str) -> crate::error::Result<bool
         return Ok(false);
     };
     let config = topic_config::read(registry, topic)?;
-    if !shared.topic_configs.set(topic, config.clone()) {
-        return Ok(false);
-    }
+    let changed = shared.topic_configs.set(topic, config.clone());
+    // Applied every time, changed or not: a partition opened while the
+    // change was read (not yet served) takes it at the next reload.
     let c = &shared.config;
     let (log, min_insync) = config.apply(&c.log, c.min_insync_replicas);
     let parts = shared.read_topics().get(topic).cloned().unwrap_or_default();
@@ -39,15 +39,18 @@ pub(super) fn refresh(shared: &Shared, topic: &str) -> crate::error::Result<bool
         let mut l = p.lock();
         if let Err(e) = l.set_policy(&log) {
             // Checked when stored: a broker whose own flags clash with them.
-            shared.log(format_args!(
-                "{}-{}: keeps its configs: {e}",
-                p.topic, p.partition
-            ));
+            if changed {
+                let (t, n) = (&p.topic, p.partition);
+                shared.log(format_args!("{t}-{n}: keeps its configs: {e}"));
+            }
             continue;
         }
         p.record_bytes_max
             .store(l.config().record_bytes_max, Ordering::Relaxed);
         p.min_insync.store(min_insync, Ordering::Relaxed);
+    }
+    if !changed {
+        return Ok(false);
     }
     let shown: Vec<String> = (config.overrides().iter())
         .map(|(name, value)| format!("{name}={value}"))
@@ -96,5 +99,72 @@ pub(super) fn reload(shared: &Shared) {
         while !shared.stopping() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::shared::Held;
+    use crate::coord::mem::MemRegistry;
+    use std::sync::Arc;
+
+    /// A change that lands while a topic opens (after the open read the
+    /// registry, before its partitions are served) reaches them at the
+    /// next reload.
+    #[test]
+    fn a_change_made_while_a_topic_opens_reaches_its_partitions() {
+        let registry: Arc<dyn crate::coord::Registry> = Arc::new(MemRegistry::default());
+        let (_sim, shared) = crate::broker::testing::shared_in(
+            Arc::clone(&registry),
+            "broker-test",
+            &["broker-test"],
+            |_| {},
+        );
+        let set = |v: &str| {
+            topic_config::change(&*registry, "u", &mut |c| c.set("max.message.bytes", v))
+                .unwrap()
+                .unwrap()
+        };
+        set("1000");
+        shared.store.create_topic("u", 1).unwrap();
+        let parts = shared.open_topic("u", &[Held::Single]).unwrap();
+        set("5000");
+        assert!(refresh(&shared, "u").unwrap(), "the reload saw the change");
+        shared.write_topics().insert("u".into(), parts);
+        assert!(!refresh(&shared, "u").unwrap(), "no change since");
+        let p = shared.read_topics()["u"][0].clone().unwrap();
+        assert_eq!(p.record_bytes_max.load(Ordering::Relaxed), 5000);
+        assert_eq!(p.lock().config().record_bytes_max, 5000);
+    }
+
+    /// A topic whose configs cannot be read when it opens keeps every
+    /// segment until they can be: they may keep records longer than the
+    /// broker does.
+    #[test]
+    fn a_topic_whose_configs_cannot_be_read_keeps_every_segment() {
+        let registry: Arc<dyn crate::coord::Registry> = Arc::new(MemRegistry::default());
+        let (_sim, shared) = crate::broker::testing::shared_in(
+            Arc::clone(&registry),
+            "broker-test",
+            &["broker-test"],
+            |_| {},
+        );
+        registry
+            .set_config(topic_config::KIND, "k", b"{damaged")
+            .unwrap();
+        shared.store.create_topic("k", 1).unwrap();
+        let parts = shared.open_topic("k", &[Held::Single]).unwrap();
+        let p = parts[0].clone().unwrap();
+        assert_eq!(p.lock().config().retention_ms, None);
+        assert_eq!(p.lock().config().retention_bytes, None);
+        shared.write_topics().insert("k".into(), parts);
+        assert!(refresh(&shared, "k").is_err());
+        assert_eq!(p.lock().config().retention_ms, None, "still unread");
+        topic_config::change(&*registry, "k", &mut |c| c.set("retention.ms", "60000"))
+            .unwrap()
+            .unwrap();
+        assert!(refresh(&shared, "k").unwrap());
+        assert_eq!(p.lock().config().retention_ms, Some(60000));
     }
 }

@@ -51,6 +51,8 @@ struct State {
     rival: Option<Placement>,
     /// Configuration entries by kind and name.
     configs: BTreeMap<(String, String), Vec<u8>>,
+    /// Configuration entries written or removed through `update_config`.
+    config_writes: u64,
 }
 
 /// A live entry.
@@ -160,6 +162,11 @@ impl MemRegistry {
     /// Leases renewed so far, of entries and claims.
     pub(crate) fn renewals(&self) -> u64 {
         crate::sync::lock(&self.state).renewals
+    }
+
+    /// Configuration entries changed so far through `update_config`.
+    pub(crate) fn config_writes(&self) -> u64 {
+        crate::sync::lock(&self.state).config_writes
     }
 
     /// Offsets stored so far (a commit that would lower one stores none).
@@ -423,6 +430,7 @@ impl Registry for MemRegistry {
             Some(bytes) => state.configs.insert(key, bytes),
             None => state.configs.remove(&key),
         };
+        state.config_writes += 1;
         Ok(())
     }
 

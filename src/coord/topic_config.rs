@@ -22,9 +22,12 @@
 //! {"version":1,"config":{"retention.ms":"3600000","segment.bytes":"1048576"}}
 //! ```
 //!
-//! A topic without overrides has no entry. An entry that does not parse,
-//! or names a config klog does not set per topic, is an error that names
-//! it; a broker keeps the configs it applied last.
+//! A topic without overrides has no entry. An entry that does not parse
+//! is an error that names it: a broker keeps the configs it applied last,
+//! and one that opens the topic meanwhile keeps every segment (no
+//! retention) until it reads them; a change replaces the entry, which
+//! repairs it. A name klog does not know (a newer klog's) is kept and
+//! ignored.
 //!
 //! # The configs a topic sets
 //!
@@ -135,7 +138,12 @@ impl TopicConfig {
         }
         let mut checked = TopicConfig::new();
         for (name, value) in &parsed.config {
-            checked.set(name, value)?;
+            if is_settable(name) {
+                checked.set(name, value)?;
+            } else {
+                // A config a newer klog sets: kept, and ignored here.
+                checked.config.insert(name.clone(), value.clone());
+            }
         }
         Ok(checked)
     }
@@ -248,10 +256,10 @@ fn check(name: &str, value: &str) -> std::result::Result<String, String> {
 pub struct Cache(Mutex<HashMap<String, TopicConfig>>);
 
 impl Cache {
-    /// `topic`'s overrides as last read (none before the first read).
-    pub fn get(&self, topic: &str) -> TopicConfig {
+    /// `topic`'s overrides as last read, if they were.
+    pub fn get(&self, topic: &str) -> Option<TopicConfig> {
         let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(topic).cloned().unwrap_or_default()
+        map.get(topic).cloned()
     }
 
     /// Forgets `topic` (deleted).
@@ -279,20 +287,34 @@ pub fn read(registry: &dyn Registry, topic: &str) -> Result<TopicConfig> {
 /// Changes a topic's overrides in `registry` with `change` (compare and
 /// set: a change made meanwhile elsewhere is read, not lost), and
 /// answers them as stored. A change that is refused changes nothing.
+///
+/// An entry that does not parse (a damaged disk) counts as none: a change
+/// replaces it, which is its repair. A change refused, or one that changes
+/// nothing, writes nothing.
 pub fn change(
     registry: &dyn Registry,
     topic: &str,
     change: &mut dyn FnMut(&mut TopicConfig) -> std::result::Result<(), String>,
 ) -> Result<std::result::Result<TopicConfig, String>> {
-    let mut outcome = Ok(TopicConfig::new());
-    registry.update_config(KIND, topic, &mut |stored| {
-        let mut config = match stored {
-            None => TopicConfig::new(),
-            Some(bytes) => {
-                TopicConfig::parse(bytes).map_err(|why| damaged(registry, topic, &why))?
-            }
+    let edit =
+        |stored: Option<&[u8]>,
+         change: &mut dyn FnMut(&mut TopicConfig) -> std::result::Result<(), String>| {
+            let before = stored.and_then(|b| TopicConfig::parse(b).ok());
+            let mut config = before.clone().unwrap_or_default();
+            let outcome = change(&mut config).map(|()| config);
+            // A damaged entry is rewritten even by a change that keeps nothing.
+            let same = stored.is_none() || before.is_some();
+            let unchanged = matches!(&outcome, Ok(c) if same && before.as_ref().unwrap_or(&TopicConfig::new()) == c);
+            (outcome, unchanged)
         };
-        outcome = change(&mut config).map(|()| config.clone());
+    // A first look, to write nothing for a refused or empty change.
+    let (first, unchanged) = edit(registry.config(KIND, topic)?.as_deref(), change);
+    if first.is_err() || unchanged {
+        return Ok(first);
+    }
+    let mut outcome = first;
+    registry.update_config(KIND, topic, &mut |stored| {
+        outcome = edit(stored, change).0;
         Ok(match &outcome {
             Err(_) => stored.map(<[u8]>::to_vec),
             Ok(c) if c.is_empty() => None,
@@ -305,8 +327,10 @@ pub fn change(
 /// The error of an entry that does not parse, and its repair.
 fn damaged(registry: &dyn Registry, topic: &str, why: &str) -> Error {
     Error::Config(format!(
-        "the configs of topic {topic:?} in registry {} do not parse ({why}): set them again \
-         (kafka-configs --alter, or any admin client's alter_configs), which replaces the entry",
+        "the configs of topic {topic:?} in registry {} do not parse ({why}); until they are set \
+         again, its brokers keep what they applied, and one that opens it keeps every segment: \
+         set them again (kafka-configs.sh --alter, or any admin client's alter_configs or \
+         incremental_alter_configs), which replaces the entry",
         registry.location()
     ))
 }
@@ -385,7 +409,6 @@ mod tests {
         for bad in [
             &br#"{"version":2,"config":{}}"#[..],
             br#"{"version":1,"config":{"segment.bytes":"1"}}"#,
-            br#"{"version":1,"config":{"flush.ms":"1"}}"#,
             b"{",
         ] {
             assert!(
@@ -418,5 +441,38 @@ mod tests {
         registry.set_config(KIND, "t", b"{").unwrap();
         let e = read(&registry, "t").unwrap_err().to_string();
         assert!(e.contains("do not parse") && e.contains("alter"), "{e}");
+        // The advice works: a change replaces the damaged entry.
+        let repaired = change(&registry, "t", &mut |c| c.set("retention.ms", "1000"));
+        repaired.unwrap().unwrap();
+        assert_eq!(
+            read(&registry, "t").unwrap().get("retention.ms"),
+            Some("1000")
+        );
+        // A name a newer klog sets is kept, and ignored.
+        let newer = br#"{"version":1,"config":{"retention.ms":"5","newer.config":"x"}}"#;
+        registry.set_config(KIND, "t", newer).unwrap();
+        let c = read(&registry, "t").unwrap();
+        assert_eq!(c.get("newer.config"), Some("x"));
+        assert_eq!(c.apply(&LogConfig::default(), 1).0.retention_ms, Some(5));
+    }
+
+    #[test]
+    fn a_refused_or_empty_change_writes_nothing() {
+        let registry = crate::coord::mem::MemRegistry::default();
+        change(&registry, "t", &mut |c| c.set("retention.ms", "5"))
+            .unwrap()
+            .unwrap();
+        let writes = || registry.config_writes();
+        let before = writes();
+        let refused = change(&registry, "t", &mut |c| c.set("segment.bytes", "1")).unwrap();
+        assert!(refused.is_err());
+        change(&registry, "t", &mut |c| c.set("retention.ms", "5"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(writes(), before, "nothing written");
+        change(&registry, "t", &mut |c| c.set("retention.ms", "6"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(writes(), before + 1);
     }
 }

@@ -478,7 +478,7 @@ mod tests {
         }
         assert_eq!(supported(API_VERSIONS), Some((0, 4)));
         assert_eq!(supported(OFFSET_COMMIT), Some((2, 8)));
-        // DeleteTopics (20): not implemented, not advertised.
-        assert_eq!(supported(20), None);
+        // DeleteRecords (21): not implemented, not advertised.
+        assert_eq!(supported(21), None);
     }
 }

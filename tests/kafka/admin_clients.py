@@ -166,7 +166,10 @@ def confluent_topics(bootstrap, command, args):
         return outcome(admin.create_topics([topic], validate_only="validate" in args[3:])[args[0]])
     if command == "configs":
         resource = ConfigResource(ResourceType.TOPIC, args[0])
-        configs = admin.describe_configs([resource])[resource].result(30)
+        try:
+            configs = admin.describe_configs([resource])[resource].result(30)
+        except KafkaException as e:
+            return [f"error {e.args[0].name()}"]
         dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
         return sorted(f"{k}={v.value}" + (" dynamic" if v.source == dynamic else "")
                       for k, v in configs.items())

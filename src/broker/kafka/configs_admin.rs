@@ -17,6 +17,10 @@
 //! other goes back to the broker's value); IncrementalAlterConfigs sets,
 //! deletes, appends to or subtracts from one config at a time. A
 //! broker's own configs are its command line: changing them is refused.
+//!
+//! A request names at most [`RESOURCES_MAX`] resources (each costs a
+//! registry read or write, and a DescribeConfigs answer a dozen configs);
+//! the others are answered `INVALID_REQUEST`.
 
 use super::access::Access;
 use super::Kafka;
@@ -25,6 +29,15 @@ use crate::coord::acl::{Operation, ResourceType, CLUSTER};
 use crate::coord::topic_config::{self, TopicConfig, Type};
 use crate::kafka::admin_topics::*;
 use crate::kafka::{self};
+
+/// Resources one request may name.
+pub(super) const RESOURCES_MAX: usize = 1000;
+
+/// Why a resource past [`RESOURCES_MAX`] is refused.
+fn too_many() -> (i16, String) {
+    let why = format!("a request names at most {RESOURCES_MAX} resources");
+    (kafka::INVALID_REQUEST, why)
+}
 
 /// A config as DescribeConfigs shows it.
 pub(super) struct Shown {
@@ -151,8 +164,12 @@ pub(super) fn describe(
     let results = r
         .resources
         .iter()
-        .map(|res| {
-            let configs = resource_configs(shared, kafka, access, res);
+        .enumerate()
+        .map(|(i, res)| {
+            let configs = match i < RESOURCES_MAX {
+                true => resource_configs(shared, kafka, access, res),
+                false => Err(too_many()),
+            };
             let (error_code, error_message, configs) = match configs {
                 Ok(configs) => (kafka::NONE, None, configs),
                 Err((code, why)) => (code, Some(why), Vec::new()),
@@ -246,10 +263,13 @@ fn alter_one(
     shared: &Shared,
     access: &Access<'_>,
     (kind, name): (i8, &str),
-    validate_only: bool,
+    (validate_only, index): (bool, usize),
     edit: Edit<'_>,
 ) -> AlterConfigsResourceResponse {
-    let outcome = alter_topic(shared, access, (kind, name), validate_only, edit);
+    let outcome = match index < RESOURCES_MAX {
+        true => alter_topic(shared, access, (kind, name), validate_only, edit),
+        false => Err(too_many()),
+    };
     let (error_code, error_message) = match outcome {
         Ok(()) => (kafka::NONE, None),
         Err((code, why)) => (code, Some(why)),
@@ -358,7 +378,8 @@ pub(super) fn alter(
     let responses = r
         .resources
         .iter()
-        .map(|res| {
+        .enumerate()
+        .map(|(i, res)| {
             let key = (res.resource_type, res.resource_name);
             if twice_named.contains(&key) {
                 return twice(key.0, key.1);
@@ -374,7 +395,7 @@ pub(super) fn alter(
                 *config = next;
                 Ok(())
             };
-            alter_one(shared, access, key, r.validate_only, &mut edit)
+            alter_one(shared, access, key, (r.validate_only, i), &mut edit)
         })
         .collect();
     AlterConfigsResponse {
@@ -398,7 +419,8 @@ pub(super) fn alter_incrementally(
     let responses = r
         .resources
         .iter()
-        .map(|res| {
+        .enumerate()
+        .map(|(i, res)| {
             let key = (res.resource_type, res.resource_name);
             if twice_named.contains(&key) {
                 return twice(key.0, key.1);
@@ -413,7 +435,7 @@ pub(super) fn alter_incrementally(
                 }
                 Ok(())
             };
-            alter_one(shared, access, key, r.validate_only, &mut edit)
+            alter_one(shared, access, key, (r.validate_only, i), &mut edit)
         })
         .collect();
     IncrementalAlterConfigsResponse {

@@ -163,7 +163,18 @@ fn create_one(
             format!("topic {name:?} exists"),
         )),
         Ok((count, false)) => Ok((count, rf, overrides)),
-        Err(e) => Err(refused(e)),
+        Err(e) => {
+            // Not created: its configs must not wait for the next topic of
+            // the name (an auto-created one would take them).
+            if let Some(registry) = shared.registry.as_deref() {
+                if let Err(undo) = registry.remove_config(topic_config::KIND, name) {
+                    shared.log(format_args!(
+                        "cannot remove the configs of topic {name}: {undo}"
+                    ));
+                }
+            }
+            Err(refused(e))
+        }
     }
 }
 

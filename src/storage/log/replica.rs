@@ -52,7 +52,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{check_stored_batch, Log};
+use super::{check_stored_batch, Log, LogConfig};
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::storage::epoch::Epochs;
@@ -79,7 +79,8 @@ impl Log {
     /// A follower's append: `batches` are zero or more whole Kafka batches
     /// exactly as the leader stored them (a leader serves its legacy
     /// segments converted). Each is checked whole (header, CRC32C, every
-    /// record, the record size limit, like [`check_stored_batch`]); its base
+    /// record, the format's record size limit, like [`check_stored_batch`]:
+    /// not the topic's, which a leader applied when it took the record); its base
     /// offset must equal the log's next offset (else an error naming both
     /// offsets: a gap or an overlap); its leader epoch must not be below the
     /// latest in the epoch file (else an error). A batch whose epoch is new
@@ -152,7 +153,14 @@ impl Log {
             let why = format!("a partial batch: {total} bytes long, {} given", rest.len());
             return Err(self.refused(position, next, why));
         };
-        check_stored_batch(bytes, &self.config)
+        // The format's limit, not this topic's: a record its leader took
+        // is copied whatever `max.message.bytes` says here now (lowered
+        // since, or not yet raised on this broker).
+        let limits = LogConfig {
+            record_bytes_max: limits::RECORD_BYTES_MAX_LIMIT,
+            ..LogConfig::default()
+        };
+        check_stored_batch(bytes, &limits)
             .map_err(|e| self.refused(position, next, e.to_string()))?;
         if header.base_offset != next {
             let what = if header.base_offset > next {
@@ -506,5 +514,22 @@ mod tests {
             }
         }
         assert_eq!(log.next_offset(), 4);
+    }
+
+    /// A follower copies a record its leader took under a larger
+    /// `max.message.bytes` than its own is now.
+    #[test]
+    fn a_follower_copies_a_record_larger_than_its_topics_limit() {
+        let sim = SimFs::new();
+        let mut log = log(&sim);
+        let mut b = BatchBuilder::new();
+        b.push(1000, None, &[], &vec![b'x'; 2000]);
+        let mut bytes = b.finish().to_vec();
+        record::stamp(&mut bytes, 0, 1);
+        let mut lowered = log.config().clone();
+        lowered.record_bytes_max = 1000;
+        log.set_policy(&lowered).unwrap();
+        log.append_replicated(&bytes, 0).unwrap();
+        assert_eq!(log.next_offset(), 1);
     }
 }
