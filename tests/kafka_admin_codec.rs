@@ -1042,3 +1042,31 @@ fn delete_topics_decodes_and_answers_as_the_crate_has_it() {
         assert_eq!(got[1], (Some("t2".into()), 7, message));
     }
 }
+
+#[test]
+fn sasl_authenticate_decodes_and_answers_as_the_crate_has_it() {
+    use klog::kafka::sasl::SaslAuthenticateResponse;
+    for v in versions(SASL_AUTHENTICATE) {
+        let r = km::SaslAuthenticateRequest::default()
+            .with_auth_bytes(s("\0alice\0secret").into_bytes());
+        let frame = request_frame(SASL_AUTHENTICATE, v, &r);
+        let Request::SaslAuthenticate(ours) = decoded(&frame, SASL_AUTHENTICATE, v) else {
+            panic!("v{v}: not SaslAuthenticate");
+        };
+        assert_eq!(ours.auth_bytes, b"\0alice\0secret");
+        let ours = SaslAuthenticateResponse {
+            error_code: 58,
+            error_message: Some("wrong password".into()),
+            auth_bytes: b"server-final",
+            session_lifetime_ms: 3_600_000,
+        };
+        let t: km::SaslAuthenticateResponse = theirs(&answer(v, &ours), v);
+        assert_eq!(
+            (t.error_code, t.error_message.as_deref()),
+            (58, Some("wrong password"))
+        );
+        assert_eq!(&t.auth_bytes[..], b"server-final");
+        let lifetime = if v >= 1 { 3_600_000 } else { 0 };
+        assert_eq!(t.session_lifetime_ms, lifetime);
+    }
+}

@@ -63,7 +63,7 @@
 //! | DescribeAcls, CreateAcls, DeleteAcls | 29–31 | 0–3 | 0–3 | 2 | — |
 //! | DescribeConfigs | 32 | 0–4 | 0–4 | 4 | — |
 //! | AlterConfigs | 33 | 0–2 | 0–2 | 2 | — (topic configs; a broker's are its command line) |
-//! | SaslAuthenticate | 36 | 0–1 | 0–2 | 2 | v2 (flexible) not yet |
+//! | SaslAuthenticate | 36 | 0–2 | 0–2 | 2 | — |
 //! | DeleteGroups | 42 | 0–2 | 0–2 | 2 | — |
 //! | IncrementalAlterConfigs | 44 | 0–1 | 0–1 | 1 | — (as AlterConfigs) |
 //! | OffsetDelete | 47 | 0 | 0 | — | — |
@@ -112,6 +112,7 @@ pub mod metadata;
 pub mod records;
 pub mod request;
 pub mod response;
+pub mod sasl;
 pub mod wire;
 
 /// Kafka's API keys (`ApiKeys`) of the APIs klog implements or answers.

@@ -77,7 +77,7 @@ pub enum Request<'a> {
     /// SaslHandshake (17).
     SaslHandshake(SaslHandshakeRequest<'a>),
     /// SaslAuthenticate (36).
-    SaslAuthenticate(SaslAuthenticateRequest<'a>),
+    SaslAuthenticate(super::sasl::SaslAuthenticateRequest<'a>),
     /// OffsetForLeaderEpoch (23).
     OffsetForLeaderEpoch(epochs::OffsetForLeaderEpochRequest<'a>),
     /// CreateTopics (19).
@@ -208,9 +208,7 @@ fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Re
         API_VERSIONS => ApiVersionsRequest::decode(d, version).map(Request::ApiVersions),
         INIT_PRODUCER_ID => InitProducerIdRequest::decode(d, version).map(Request::InitProducerId),
         SASL_HANDSHAKE => SaslHandshakeRequest::decode(d, version).map(Request::SaslHandshake),
-        SASL_AUTHENTICATE => {
-            SaslAuthenticateRequest::decode(d, version).map(Request::SaslAuthenticate)
-        }
+        SASL_AUTHENTICATE => Message::decode(d, version).map(Request::SaslAuthenticate),
         CREATE_TOPICS => Message::decode(d, version).map(Request::CreateTopics),
         DELETE_TOPICS => Message::decode(d, version).map(Request::DeleteTopics),
         OFFSET_FOR_LEADER_EPOCH => Message::decode(d, version).map(Request::OffsetForLeaderEpoch),
@@ -485,22 +483,6 @@ impl<'a> SaslHandshakeRequest<'a> {
     pub fn decode(d: &mut Decoder<'a>, _version: i16) -> Result<SaslHandshakeRequest<'a>> {
         Ok(SaslHandshakeRequest {
             mechanism: d.string("sasl_handshake mechanism")?,
-        })
-    }
-}
-
-/// SaslAuthenticate (`SaslAuthenticateRequest.json`), versions 0–1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SaslAuthenticateRequest<'a> {
-    /// The client's SASL message.
-    pub auth_bytes: &'a [u8],
-}
-
-impl<'a> SaslAuthenticateRequest<'a> {
-    /// Decodes a SaslAuthenticate body of `version` (0–1).
-    pub fn decode(d: &mut Decoder<'a>, _version: i16) -> Result<SaslAuthenticateRequest<'a>> {
-        Ok(SaslAuthenticateRequest {
-            auth_bytes: d.bytes("sasl_authenticate auth_bytes")?,
         })
     }
 }

@@ -29,8 +29,7 @@ pub use super::metadata::{
     MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use super::wire::{
-    put_array, put_bytes, put_compact_array, put_empty_tagged_fields, put_i16, put_i32, put_i64,
-    put_nullable_string, put_string,
+    put_array, put_compact_array, put_empty_tagged_fields, put_i16, put_i32, put_i64, put_string,
 };
 use super::UNSUPPORTED_VERSION;
 
@@ -82,7 +81,7 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(DELETE_ACLS, 0, 3),
     api(DESCRIBE_CONFIGS, 0, 4),
     api(ALTER_CONFIGS, 0, 2),
-    api(SASL_AUTHENTICATE, 0, 1),
+    api(SASL_AUTHENTICATE, 0, 2),
     api(DELETE_GROUPS, 0, 2),
     api(INCREMENTAL_ALTER_CONFIGS, 0, 1),
     api(OFFSET_DELETE, 0, 0),
@@ -412,32 +411,6 @@ impl SaslHandshakeResponse {
     pub fn encode(&self, _version: i16, out: &mut Vec<u8>) {
         put_i16(out, self.error_code);
         put_array(out, &self.mechanisms, |out, m| put_string(out, m));
-    }
-}
-
-/// SaslAuthenticate (`SaslAuthenticateResponse.json`), versions 0–1.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SaslAuthenticateResponse {
-    /// The error code, or 0.
-    pub error_code: i16,
-    /// The error's words, if any.
-    pub error_message: Option<String>,
-    /// The broker's SASL message.
-    pub auth_bytes: Vec<u8>,
-    /// How long the session may last before it must log in again (v1+;
-    /// 0: for ever).
-    pub session_lifetime_ms: i64,
-}
-
-impl SaslAuthenticateResponse {
-    /// Appends the body of `version` (0–1).
-    pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
-        put_i16(out, self.error_code);
-        put_nullable_string(out, self.error_message.as_deref());
-        put_bytes(out, &self.auth_bytes);
-        if version >= 1 {
-            put_i64(out, self.session_lifetime_ms);
-        }
     }
 }
 

@@ -653,24 +653,21 @@ fn sasl_authenticate(
     let Some(session) = state.session.as_mut() else {
         return;
     };
-    let response = match session.authenticate(shared, peer, message) {
-        Ok(auth_bytes) => resp::SaslAuthenticateResponse {
-            error_code: kafka::NONE,
-            error_message: None,
-            auth_bytes,
-            session_lifetime_ms: 0,
-        },
+    let (error_code, error_message, auth_bytes) = match session.authenticate(shared, peer, message)
+    {
+        Ok(auth_bytes) => (kafka::NONE, None, auth_bytes),
         Err((code, why)) => {
             state.closing = Some(why.clone());
-            resp::SaslAuthenticateResponse {
-                error_code: kafka_sasl_code(code),
-                error_message: Some(why),
-                auth_bytes: Vec::new(),
-                session_lifetime_ms: 0,
-            }
+            (kafka_sasl_code(code), Some(why), Vec::new())
         }
     };
-    frame(&mut state.out, id, |out| response.encode(version, out));
+    let response = crate::kafka::sasl::SaslAuthenticateResponse {
+        error_code,
+        error_message,
+        auth_bytes: &auth_bytes,
+        session_lifetime_ms: 0,
+    };
+    frame_message(&mut state.out, id, version, &response);
 }
 
 /// Kafka's code for a SASL refusal.
