@@ -25,7 +25,8 @@
 //! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `leader-epochs`, `clean-shutdown` |
 //! | `refetch`                                    | a replica's refetch mark, after it left the ISR |
 //! | `scrubbed`                                   | when a scrub last found a partition's log whole |
-//! | `registry/`                                  | broker, member (and its lease), owner claim (by generation), committed offsets journal (and the offset file before journals), placement (one replica each, as before replication, and replicated), partition state, topic configs and topic deletion entries; an entry `<id>.json` stands for `<id>@<incarnation>.json` |
+//! | `log-start`                                  | a partition's start once DeleteRecords moved it |
+//! | `registry/`                                  | broker, member (and its lease), owner claim (by generation), committed offsets journal (and the offset file before journals), placement (one replica each, as before replication, and replicated), partition state, topic configs, topic deletion and log start entries; an entry `<id>.json` stands for `<id>@<incarnation>.json` |
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -1434,4 +1435,37 @@ fn registry_topic_deletion_marker() {
     assert_eq!(decoded.partitions, 2);
     let brokers: Vec<&str> = decoded.brokers.iter().map(String::as_str).collect();
     assert_eq!(brokers, ["broker-1", "broker-2"]);
+}
+
+#[test]
+fn log_start_file() {
+    use klog::storage::log::start;
+    let name = "log-start";
+    let golden = check_golden(name, &start::encode(1200));
+    assert_eq!(
+        start::decode(std::str::from_utf8(&golden).unwrap()),
+        Some(1200)
+    );
+    assert_reencoded(name, &golden, &start::encode(1200));
+}
+
+#[test]
+fn registry_log_starts() {
+    use klog::coord::log_start;
+    let name = "registry/config/log-starts/clicks.json";
+    let dir = tempfile::tempdir().unwrap();
+    let reg = DirRegistry::open(dir.path()).unwrap();
+    log_start::raise(&reg, "clicks", 0, 1200).unwrap();
+    log_start::raise(&reg, "clicks", 3, 17).unwrap();
+    let golden = check_golden(
+        name,
+        &read(&dir.path().join("config/log-starts/clicks.json")),
+    );
+    let other = tempfile::tempdir().unwrap();
+    let reg = DirRegistry::open(other.path()).unwrap();
+    std::fs::create_dir_all(other.path().join("config/log-starts")).unwrap();
+    std::fs::write(other.path().join("config/log-starts/clicks.json"), &golden).unwrap();
+    assert_eq!(log_start::get(&reg, "clicks", 0).unwrap(), 1200);
+    assert_eq!(log_start::get(&reg, "clicks", 3).unwrap(), 17);
+    assert_eq!(log_start::get(&reg, "clicks", 1).unwrap(), 0);
 }

@@ -1070,3 +1070,60 @@ fn sasl_authenticate_decodes_and_answers_as_the_crate_has_it() {
         assert_eq!(t.session_lifetime_ms, lifetime);
     }
 }
+
+#[test]
+fn delete_records_decodes_and_answers_as_the_crate_has_it() {
+    use klog::kafka::delete_records as kd;
+    use km::delete_records_request as dq;
+    for v in versions(DELETE_RECORDS) {
+        let r = km::DeleteRecordsRequest::default()
+            .with_topics(vec![dq::DeleteRecordsTopic::default()
+                .with_name(km::TopicName(s("t1")))
+                .with_partitions(vec![
+                    dq::DeleteRecordsPartition::default()
+                        .with_partition_index(0)
+                        .with_offset(17),
+                    dq::DeleteRecordsPartition::default()
+                        .with_partition_index(3)
+                        .with_offset(-1),
+                ])])
+            .with_timeout_ms(900);
+        let frame = request_frame(DELETE_RECORDS, v, &r);
+        let Request::DeleteRecords(ours) = decoded(&frame, DELETE_RECORDS, v) else {
+            panic!("v{v}: not DeleteRecords");
+        };
+        let t = &ours.topics[0];
+        assert_eq!((t.name, ours.timeout_ms), ("t1", 900));
+        let asked: Vec<_> = t
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.offset))
+            .collect();
+        assert_eq!(asked, [(0, 17), (3, -1)]);
+        let ours = kd::DeleteRecordsResponse {
+            throttle_time_ms: 0,
+            topics: vec![kd::DeleteRecordsTopicResult {
+                name: "t1".into(),
+                partitions: vec![
+                    kd::DeleteRecordsPartitionResult {
+                        partition_index: 0,
+                        low_watermark: 17,
+                        error_code: 0,
+                    },
+                    kd::DeleteRecordsPartitionResult {
+                        partition_index: 3,
+                        low_watermark: -1,
+                        error_code: 6,
+                    },
+                ],
+            }],
+        };
+        let t: km::DeleteRecordsResponse = theirs(&answer(v, &ours), v);
+        let topic = &t.topics[0];
+        assert_eq!(&*topic.name.0, "t1");
+        let got: Vec<_> = (topic.partitions.iter())
+            .map(|p| (p.partition_index, p.low_watermark, p.error_code))
+            .collect();
+        assert_eq!(got, [(0, 17, 0), (3, -1, 6)]);
+    }
+}

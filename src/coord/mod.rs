@@ -16,6 +16,7 @@
 pub mod acl;
 pub mod dir;
 pub mod group;
+pub mod log_start;
 #[cfg(test)]
 pub(crate) mod mem;
 pub mod registry;

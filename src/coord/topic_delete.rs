@@ -109,6 +109,7 @@ pub fn mark(registry: &dyn Registry, topic: &str) -> Result<Option<Deletion>> {
     })?;
     if marked.is_some() {
         registry.remove_topic(topic)?;
+        registry.remove_config(crate::coord::log_start::KIND, topic)?;
     }
     Ok(marked)
 }
@@ -138,6 +139,7 @@ pub fn done(registry: &dyn Registry, topic: &str, broker: &str) -> Result<bool> 
     let last = deletion.brokers.iter().all(|b| b == broker);
     if last {
         registry.remove_topic(topic)?;
+        registry.remove_config(crate::coord::log_start::KIND, topic)?;
         for group in registry.groups()? {
             for (t, partition, _) in registry.offsets(&group)? {
                 if t != topic {

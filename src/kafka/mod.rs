@@ -58,6 +58,7 @@
 //! | ApiVersions | 18 | 0–4 | 0–4 | 3 | — |
 //! | CreateTopics | 19 | 0–6 | 0–7 | 5 | v7 answers each topic's id: klog has no topic ids |
 //! | DeleteTopics | 20 | 0–6 | 0–6 | 4 | — (a topic named by id is unknown: klog has no topic ids) |
+//! | DeleteRecords | 21 | 0–2 | 0–2 | 2 | — |
 //! | InitProducerId | 22 | 0–1 | 0–5 | 2 | v2+ (epoch bumps, transactions): issue 25 |
 //! | OffsetForLeaderEpoch | 23 | 0–4 | 0–4 | 4 | — |
 //! | DescribeAcls, CreateAcls, DeleteAcls | 29–31 | 0–3 | 0–3 | 2 | — |
@@ -71,8 +72,8 @@
 //! | DescribeCluster | 60 | 0–1 | 0–1 | 0 | — |
 //!
 //! Not answered (ApiVersions does not list them, so clients refuse before
-//! they ask; README's "What klog does not do"): DeleteRecords,
-//! CreatePartitions, the transactional APIs (issue 25) and the new
+//! they ask; README's "What klog does not do"): CreatePartitions, the
+//! transactional APIs (issue 25) and the new
 //! consumer and share group protocols (KIP-848, KIP-932). "Kafka" is the
 //! `validVersions` of Kafka's message schemas (its 4.0 development
 //! branch); the oldest versions there that klog lacks (Produce v0–2,
@@ -103,6 +104,7 @@ pub mod admin;
 pub mod admin_groups;
 pub mod admin_topics;
 pub mod consumer;
+pub mod delete_records;
 pub mod epochs;
 pub mod group;
 pub mod header;
@@ -151,6 +153,8 @@ pub mod api_key {
     pub const CREATE_TOPICS: i16 = 19;
     /// DeleteTopics.
     pub const DELETE_TOPICS: i16 = 20;
+    /// DeleteRecords.
+    pub const DELETE_RECORDS: i16 = 21;
     /// InitProducerId.
     pub const INIT_PRODUCER_ID: i16 = 22;
     /// OffsetForLeaderEpoch.
@@ -205,6 +209,7 @@ pub fn api_name(api_key: i16) -> &'static str {
         API_VERSIONS => "ApiVersions",
         CREATE_TOPICS => "CreateTopics",
         DELETE_TOPICS => "DeleteTopics",
+        DELETE_RECORDS => "DeleteRecords",
         DESCRIBE_CONFIGS => "DescribeConfigs",
         ALTER_CONFIGS => "AlterConfigs",
         INCREMENTAL_ALTER_CONFIGS => "IncrementalAlterConfigs",

@@ -84,6 +84,8 @@ pub enum Request<'a> {
     CreateTopics(admin_topics::CreateTopicsRequest<'a>),
     /// DeleteTopics (20).
     DeleteTopics(admin_topics::DeleteTopicsRequest<'a>),
+    /// DeleteRecords (21).
+    DeleteRecords(super::delete_records::DeleteRecordsRequest<'a>),
     /// DescribeConfigs (32).
     DescribeConfigs(admin_topics::DescribeConfigsRequest<'a>),
     /// AlterConfigs (33).
@@ -211,6 +213,7 @@ fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Re
         SASL_AUTHENTICATE => Message::decode(d, version).map(Request::SaslAuthenticate),
         CREATE_TOPICS => Message::decode(d, version).map(Request::CreateTopics),
         DELETE_TOPICS => Message::decode(d, version).map(Request::DeleteTopics),
+        DELETE_RECORDS => Message::decode(d, version).map(Request::DeleteRecords),
         OFFSET_FOR_LEADER_EPOCH => Message::decode(d, version).map(Request::OffsetForLeaderEpoch),
         DESCRIBE_CONFIGS => Message::decode(d, version).map(Request::DescribeConfigs),
         ALTER_CONFIGS => Message::decode(d, version).map(Request::AlterConfigs),

@@ -74,6 +74,7 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(API_VERSIONS, 0, 4),
     api(CREATE_TOPICS, 0, 6),
     api(DELETE_TOPICS, 0, 6),
+    api(DELETE_RECORDS, 0, 2),
     api(INIT_PRODUCER_ID, 0, 1),
     api(OFFSET_FOR_LEADER_EPOCH, 0, 4),
     api(DESCRIBE_ACLS, 0, 3),
@@ -451,7 +452,7 @@ mod tests {
         }
         assert_eq!(supported(API_VERSIONS), Some((0, 4)));
         assert_eq!(supported(OFFSET_COMMIT), Some((2, 8)));
-        // DeleteRecords (21): not implemented, not advertised.
-        assert_eq!(supported(21), None);
+        // CreatePartitions (37): not implemented, not advertised.
+        assert_eq!(supported(37), None);
     }
 }

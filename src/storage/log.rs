@@ -93,6 +93,7 @@ mod flush;
 mod read;
 mod replica;
 mod roll;
+pub mod start;
 
 pub use append::{check_batch, check_producer_batch, check_stored_batch};
 pub use flush::{Fate, PendingFlush};
@@ -302,6 +303,8 @@ pub struct Log {
     leader_epoch: u32,
     /// The partition's leader epochs (its epoch file).
     epochs: Epochs,
+    /// The start DeleteRecords set ([`start`]), 0 if none.
+    floor: u64,
     _lock: Option<DirLock>,
 }
 
@@ -332,6 +335,7 @@ impl Log {
         let segments = open_segments(&vfs, &recovery, options.writable)?;
         let epochs = recovery.epochs.clone();
         let leader_epoch = epochs.latest().map_or(0, |e| e.epoch);
+        let floor = start::read(&*vfs, dir);
         let mut log = Log {
             dir: dir.to_path_buf(),
             vfs,
@@ -358,6 +362,7 @@ impl Log {
             write_failing: false,
             leader_epoch,
             epochs,
+            floor,
             _lock: lock,
         };
         if options.writable {
@@ -451,11 +456,10 @@ impl Log {
 
     /// The first offset held.
     pub fn start_offset(&self) -> u64 {
-        self.segments
-            .values()
-            .next()
-            .expect("a log has a segment")
-            .base_offset
+        let first = self.segments.values().next().expect("a log has a segment");
+        // DeleteRecords' start, never past the log's end (a log cut below
+        // it starts at its end).
+        first.base_offset.max(self.floor.min(self.next_offset()))
     }
 
     /// The offset the next record will get.
@@ -548,10 +552,13 @@ impl Log {
                 .config
                 .retention_bytes
                 .is_some_and(|max| total - oldest.size >= max);
-            if !expired && !oversize {
+            let base = oldest.base_offset;
+            // Wholly below the start DeleteRecords set.
+            let deleted =
+                (self.segments.range(base + 1..).next()).is_some_and(|(b, _)| *b <= self.floor);
+            if !expired && !oversize && !deleted {
                 break;
             }
-            let base = oldest.base_offset;
             if self.sealed.front().is_some_and(|s| s.base == base) {
                 // Not durable yet: the next flush needs it.
                 break;

@@ -10,6 +10,7 @@ tests/kafka_admin_groups.rs and tests/kafka_admin_topics.rs.
     python admin_clients.py LIB BOOTSTRAP alter TOPIC [NAME=VALUE...]
     python admin_clients.py LIB BOOTSTRAP set TOPIC NAME=VALUE|-NAME...
     python admin_clients.py LIB BOOTSTRAP delete-topic TOPIC [TIMEOUT_MS]
+    python admin_clients.py LIB BOOTSTRAP delete-records TOPIC PARTITION OFFSET
     python admin_clients.py confluent-kafka BOOTSTRAP produce TOPIC PARTITION BYTES
     python admin_clients.py LIB BOOTSTRAP cluster
     python admin_clients.py confluent-kafka BOOTSTRAP produce-at TOPIC TS,TS,...
@@ -25,7 +26,8 @@ topic's configs (AlterConfigs) and `set` sets or (-NAME) deletes each
 (IncrementalAlterConfigs; not aiokafka), each printing "ok" or "error
 NAME"; `configs` each of the topic's configs as "NAME=VALUE", sorted,
 followed by " dynamic" for the topic's own (not aiokafka);
-`delete-topic` prints "ok" or "error NAME";
+`delete-topic` prints "ok" or "error NAME"; `delete-records` "ok START"
+(the partition's new start) or "error NAME";
 `produce` writes one record of BYTES bytes with acks=all and no retries
 and prints "ok" or "error NAME"; `cluster` each broker as "HOST:PORT";
 `produce-at` writes a record per timestamp to partition 0 and prints
@@ -176,6 +178,14 @@ def confluent_topics(bootstrap, command, args):
     if command == "alter":
         resource = ConfigResource(ResourceType.TOPIC, args[0], set_config=pairs(args[1:]))
         return outcome(admin.alter_configs([resource])[resource])
+    if command == "delete-records":
+        from confluent_kafka import TopicPartition
+        tp = TopicPartition(args[0], int(args[1]), int(args[2]))
+        try:
+            deleted = admin.delete_records([tp])[tp].result(30)
+            return [f"ok {deleted.low_watermark}"]
+        except KafkaException as e:
+            return [f"error {e.args[0].name()}"]
     if command == "delete-topic":
         timeout = int(args[1]) / 1000 if args[1:] else 30
         return outcome(admin.delete_topics([args[0]], operation_timeout=timeout)[args[0]])
@@ -249,6 +259,14 @@ def kafka_python_topics(bootstrap, command, args):
         return sorted(f"{k}={v['value']}"
                       + (" dynamic" if v["config_source"] == "DYNAMIC_TOPIC_CONFIG" else "")
                       for k, v in configs.items())
+    if command == "delete-records":
+        from kafka import TopicPartition
+        tp = TopicPartition(args[0], int(args[1]))
+        try:
+            result = admin.delete_records({tp: int(args[2])})
+        except KafkaError as e:
+            return [f"error {kafka_name(type(e).__name__)}"]
+        return [f"ok {result[tp]['low_watermark']}"]
     if command == "delete-topic":
         timeout = int(args[1]) if args[1:] else 30000
         try:
@@ -295,6 +313,16 @@ def aiokafka_topics(bootstrap, command, args):
                 if result[1] == 0:
                     return ["ok"]
                 return [f"error {kafka_name(for_code(result[1]).__name__)}"]
+            if command == "delete-records":
+                from aiokafka.admin import RecordsToDelete
+                from aiokafka.errors import KafkaError
+                from aiokafka.structs import TopicPartition
+                tp = TopicPartition(args[0], int(args[1]))
+                try:
+                    starts = await admin.delete_records({tp: RecordsToDelete(int(args[2]))})
+                except KafkaError as e:
+                    return [f"error {kafka_name(type(e).__name__)}"]
+                return [f"ok {starts[tp]}"]
             if command == "delete-topic":
                 timeout = int(args[1]) if args[1:] else 30000
                 response = await admin.delete_topics([args[0]], timeout_ms=timeout)
@@ -329,7 +357,7 @@ def aiokafka_topics(bootstrap, command, args):
 
 
 TOPIC_COMMANDS = ("create", "configs", "alter", "set", "produce", "cluster", "produce-at",
-                  "list-offsets", "delete-topic")
+                  "list-offsets", "delete-topic", "delete-records")
 
 
 def main(argv):

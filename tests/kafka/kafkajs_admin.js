@@ -8,6 +8,7 @@
 //   node kafkajs_admin.js BROKER configs TOPIC
 //   node kafkajs_admin.js BROKER alter TOPIC [NAME=VALUE...]
 //   node kafkajs_admin.js BROKER delete-topic TOPIC [TIMEOUT_MS]
+//   node kafkajs_admin.js BROKER delete-records TOPIC PARTITION OFFSET
 //   node kafkajs_admin.js BROKER cluster
 //
 // Prints what admin_clients.py prints: each group's id,
@@ -81,6 +82,26 @@ async function run(admin, command, args) {
       resources: [{ type: ConfigResourceTypes.TOPIC, name: args[0] }],
     });
     return resources[0].configEntries.map((c) => `${c.configName}=${c.configValue}`).sort();
+  }
+  if (command === 'delete-records') {
+    try {
+      // Loads the topic's metadata, which deleteTopicRecords needs.
+      await admin.fetchTopicOffsets(args[0]);
+      await admin.deleteTopicRecords({
+        topic: args[0],
+        partitions: [{ partition: Number(args[1]), offset: args[2] }],
+      });
+      // kafkajs answers nothing: the start, as it lists it.
+      const offsets = await admin.fetchTopicOffsets(args[0]);
+      const p = offsets.find((o) => o.partition === Number(args[1]));
+      return [`ok ${p.low}`];
+    } catch (e) {
+      // Each partition's error, in kafkajs's DeleteTopicRecords error
+      // (wrapped by its retrier).
+      const inner = e.partitions ? e : e.cause || e;
+      const failed = (inner.partitions || []).map((p) => p.error).find((x) => x && x.type);
+      return [`error ${failed ? failed.type : e.type || (e.cause && e.cause.type) || e.message}`];
+    }
   }
   if (command === 'delete-topic') {
     try {

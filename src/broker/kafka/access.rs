@@ -17,6 +17,7 @@
 //! | ListGroups, DescribeGroups, DeleteGroups, OffsetDelete | see [`super::group_admin`] |
 //! | CreateTopics, DescribeCluster | see [`super::topics_admin`] |
 //! | DeleteTopics | delete on each topic ([`super::topics_delete`]) |
+//! | DeleteRecords | delete on each topic ([`super::records_delete`]) |
 //! | DescribeConfigs, AlterConfigs, IncrementalAlterConfigs | see [`super::configs_admin`] |
 //! | OffsetForLeaderEpoch | describe on each topic |
 

@@ -13,7 +13,9 @@ use super::groups::{handle as group, GroupRequest as G};
 use super::metadata::{list_offset, metadata, Listed, PartitionMeta};
 use super::produce::{self, Pending, Produced};
 use super::Kafka;
-use super::{acls, configs_admin, epochs, group_admin, scram, topics_admin, topics_delete};
+use super::{
+    acls, configs_admin, epochs, group_admin, records_delete, scram, topics_admin, topics_delete,
+};
 use crate::broker::auth::Session;
 use crate::broker::memory::Held;
 use crate::broker::send::Records;
@@ -107,14 +109,8 @@ pub(super) fn handle<'s>(
         Request::DescribeUserScramCredentials(r) => {
             frame_message(out, id, version, &scram::describe(&access, &r))
         }
-        Request::DeleteTopics(r) => {
-            let response = topics_delete::delete(shared, &access, &r, version);
-            frame_message(out, id, version, &response);
-            let (done, refused) = count(response.responses.iter().map(|r| r.error_code));
-            shared.log_peer(format_args!(
-                "{peer}: {} DeleteTopics: {done} done, {refused} refused",
-                access.principal()
-            ));
+        Request::DeleteRecords(_) | Request::DeleteTopics(_) => {
+            deletion(shared, request, &access, (peer, version, id), out)
         }
         Request::CreateAcls(_)
         | Request::DeleteAcls(_)
@@ -167,6 +163,39 @@ fn admin(
         }
         _ => unreachable!("handle() passes admin requests only"),
     }
+}
+
+/// Answers a request that deletes records or topics, said in the log with
+/// who asked and what became of it.
+fn deletion(
+    shared: &Shared,
+    request: Request<'_>,
+    access: &Access<'_>,
+    (peer, version, id): (SocketAddr, i16, i32),
+    out: &mut Vec<u8>,
+) {
+    let api = match &request {
+        Request::DeleteRecords(_) => "DeleteRecords",
+        _ => "DeleteTopics",
+    };
+    let (done, refused) = match request {
+        Request::DeleteRecords(r) => {
+            let response = records_delete::delete(shared, access, &r);
+            frame_message(out, id, version, &response);
+            let partitions = response.topics.iter().flat_map(|t| &t.partitions);
+            count(partitions.map(|p| p.error_code))
+        }
+        Request::DeleteTopics(r) => {
+            let response = topics_delete::delete(shared, access, &r, version);
+            frame_message(out, id, version, &response);
+            count(response.responses.iter().map(|r| r.error_code))
+        }
+        _ => return,
+    };
+    shared.log_peer(format_args!(
+        "{peer}: {} {api}: {done} done, {refused} refused",
+        access.principal()
+    ));
 }
 
 /// A request that changes the registry's ACLs, users or topic configs: one at a time on

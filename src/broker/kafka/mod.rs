@@ -71,6 +71,7 @@ mod groups;
 mod handlers;
 mod metadata;
 mod produce;
+mod records_delete;
 mod scram;
 mod topics_admin;
 mod topics_delete;

@@ -530,10 +530,20 @@ fn become_leader(
     version: u64,
 ) -> Result<()> {
     let epoch = u32::try_from(state.leader_epoch).unwrap_or(u32::MAX);
+    // Records deleted through an earlier leader (DeleteRecords) stay
+    // deleted: their start is taken before anything is served.
+    let start = match shared.registry.as_deref() {
+        Some(registry) => crate::coord::log_start::get(registry, &p.topic, p.partition)?,
+        None => 0,
+    };
     {
         // One lock from the epoch's start to the role: no follower's
         // append comes between, so the epoch starts where it says.
         let mut log = p.lock();
+        if start > log.start_offset() {
+            let end = log.visible_offset();
+            log.delete_records_before(start.min(end))?;
+        }
         log.begin_epoch(epoch)?;
         let leading = Leading {
             epoch,

@@ -1,0 +1,155 @@
+//! DeleteRecords (issue 27) through every admin client in CI: the
+//! records before an offset are gone for every reader (Kafka's consumers
+//! and klog's), the partition's start moves, offsets stay, and a start
+//! past the high watermark is refused. In a cluster, the start outlives
+//! its leader: after a failover the new leader serves from it.
+
+mod common;
+
+use std::time::Duration;
+
+use common::cluster::Cluster;
+use common::kafka::{self, KafkaBroker};
+use common::registry::Backend;
+
+/// An admin client: `admin_clients.py LIB` or `kafkajs_admin.js`.
+fn run(client: &str, bootstrap: &str, args: &[&str]) -> Vec<String> {
+    let out = if client == "kafkajs" {
+        let node = kafka::kafkajs().unwrap();
+        let mut all = vec![bootstrap];
+        all.extend_from_slice(args);
+        kafka::run_node(&node, "kafkajs_admin.js", &all, kafka::CLIENT_TIMEOUT)
+    } else {
+        let mut all = vec![client, bootstrap];
+        all.extend_from_slice(args);
+        kafka::run_script(&kafka::python().unwrap(), "admin_clients.py", &all)
+    };
+    out.lines().map(str::to_string).collect()
+}
+
+/// Partition 0's earliest and latest offsets, as confluent-kafka lists them.
+fn offsets(bootstrap: &str, topic: &str) -> (i64, i64) {
+    let lines = run(
+        "confluent-kafka",
+        bootstrap,
+        &["list-offsets", topic, "earliest", "latest"],
+    );
+    let at = |i: usize| lines[i].split(' ').nth(1).unwrap().parse::<i64>().unwrap();
+    (at(0), at(1))
+}
+
+fn produce(bootstrap: &str, topic: &str, n: usize) {
+    for _ in 0..n {
+        assert_eq!(
+            run("confluent-kafka", bootstrap, &["produce", topic, "0", "10"]),
+            ["ok"]
+        );
+    }
+}
+
+#[test]
+fn every_admin_client_deletes_records_and_readers_start_after_them() {
+    if kafka::python().is_none() || kafka::kafkajs().is_none() {
+        return;
+    }
+    let broker = KafkaBroker::with_registry(&["--auto-create-topics", "false"]);
+    let at = broker.kafka.as_str();
+    for (i, client) in ["confluent-kafka", "kafka-python", "aiokafka", "kafkajs"]
+        .iter()
+        .enumerate()
+    {
+        let topic = format!("r-{client}");
+        assert_eq!(run(client, at, &["create", &topic, "1", "1"]), ["ok"]);
+        produce(at, &topic, 10);
+        let before = (6 + i).to_string();
+        assert_eq!(
+            run(client, at, &["delete-records", &topic, "0", &before]),
+            [format!("ok {before}")],
+            "{client}"
+        );
+        assert_eq!(offsets(at, &topic), (6 + i as i64, 10), "{client}");
+        // Lower: nothing changes; past the high watermark: refused.
+        let lower = run(client, at, &["delete-records", &topic, "0", "2"]);
+        assert_eq!(lower, [format!("ok {before}")], "{client}");
+        let past = run(client, at, &["delete-records", &topic, "0", "11"]);
+        assert!(
+            past[0].starts_with("error OFFSET_OUT_OF_RANGE"),
+            "{client}: {past:?}"
+        );
+        // klog's consumer from the beginning starts at the new start.
+        let out = common::bin("klog-consume")
+            .args([
+                "-b",
+                broker.addr(),
+                "-t",
+                &topic,
+                "-o",
+                "beginning",
+                "-e",
+                "-f",
+                "%o\\n",
+            ])
+            .output()
+            .unwrap();
+        let first = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .map(str::to_string);
+        assert_eq!(first, Some(before.clone()), "{client}");
+    }
+    // -1: everything below the high watermark.
+    let topic = "r-confluent-kafka";
+    assert_eq!(
+        run("confluent-kafka", at, &["delete-records", topic, "0", "-1"]),
+        ["ok 10"]
+    );
+    assert_eq!(offsets(at, topic), (10, 10));
+    let unknown = run("confluent-kafka", at, &["delete-records", "none", "0", "1"]);
+    // librdkafka finds no such partition in its metadata first.
+    assert!(
+        ["error _NOENT", "error UNKNOWN_TOPIC_OR_PART"].contains(&unknown[0].as_str()),
+        "{unknown:?}"
+    );
+}
+
+#[test]
+fn deleted_records_stay_deleted_after_a_failover() {
+    if kafka::python().is_none() {
+        return;
+    }
+    let args = [
+        "--kafka-listen",
+        "127.0.0.1:0",
+        "--min-insync-replicas",
+        "1",
+    ];
+    let mut cluster = Cluster::start(Backend::Dir, 2, &args).unwrap();
+    let at = |cluster: &Cluster, slot: usize| {
+        let log = cluster.run_log(slot);
+        let line = log
+            .iter()
+            .find_map(|l| l.strip_prefix("% Listening for Kafka clients on "));
+        line.map(str::to_string).unwrap()
+    };
+    let first = at(&cluster, 0);
+    let c = "confluent-kafka";
+    assert_eq!(run(c, &first, &["create", "dr", "1", "2"]), ["ok"]);
+    cluster.wait_full_isr("dr", 0, Duration::from_secs(30));
+    produce(&first, "dr", 8);
+    cluster.wait_same_end("dr", 0, Duration::from_secs(30));
+    assert_eq!(
+        run(c, &first, &["delete-records", "dr", "0", "5"]),
+        ["ok 5"]
+    );
+    let leader = cluster.wait_leader("dr", 0, Duration::from_secs(30));
+    let leader_slot = cluster.slot_of(leader.leader.as_deref().unwrap());
+    let other = 1 - leader_slot;
+    cluster.kill9(leader_slot);
+    cluster.wait_new_epoch("dr", 0, leader.epoch, None, Duration::from_secs(30));
+    let survivor = at(&cluster, other);
+    common::eventually(
+        "the new leader serves from the start",
+        Duration::from_secs(30),
+        || offsets(&survivor, "dr") == (5, 8),
+    );
+}
