@@ -13,21 +13,10 @@ use std::time::Duration;
 
 use common::cluster::Cluster;
 use common::kafka::{self, KafkaBroker};
-use common::registry::Backend;
 
-/// An admin client: `admin_clients.py LIB` or `kafkajs_admin.js`.
+/// An admin client's lines ([`kafka::admin`]).
 fn run(client: &str, bootstrap: &str, args: &[&str]) -> Vec<String> {
-    let out = if client == "kafkajs" {
-        let node = kafka::kafkajs().unwrap();
-        let mut all = vec![bootstrap];
-        all.extend_from_slice(args);
-        kafka::run_node(&node, "kafkajs_admin.js", &all, kafka::CLIENT_TIMEOUT)
-    } else {
-        let mut all = vec![client, bootstrap];
-        all.extend_from_slice(args);
-        kafka::run_script(&kafka::python().unwrap(), "admin_clients.py", &all)
-    };
-    out.lines().map(str::to_string).collect()
+    kafka::admin(client, bootstrap, args)
 }
 
 /// The value `configs` gives `name`, and whether it is the topic's own
@@ -186,22 +175,8 @@ fn a_change_through_one_broker_counts_on_every_broker_without_a_restart() {
     let Some(_) = kafka::python() else {
         return;
     };
-    let args = [
-        "--kafka-listen",
-        "127.0.0.1:0",
-        "--min-insync-replicas",
-        "1",
-        "--retention-check-interval",
-        "200ms",
-    ];
-    let cluster = Cluster::start(Backend::Dir, 2, &args).unwrap();
-    let at = |slot| {
-        let log = cluster.log(slot);
-        let line = log
-            .iter()
-            .find_map(|l| l.strip_prefix("% Listening for Kafka clients on "));
-        line.map(str::to_string).unwrap()
-    };
+    let cluster = Cluster::with_kafka(2, &["--retention-check-interval", "200ms"]).unwrap();
+    let at = |slot| cluster.kafka_addr(slot);
     let (first, second) = (at(0), at(1));
     let c = "confluent-kafka";
     assert_eq!(run(c, &first, &["create", "live", "2", "2"]), ["ok"]);

@@ -13,21 +13,10 @@ use std::time::Duration;
 
 use common::cluster::Cluster;
 use common::kafka::{self, KafkaBroker};
-use common::registry::Backend;
 
-/// An admin client: `admin_clients.py LIB` or `kafkajs_admin.js`.
+/// An admin client's lines ([`kafka::admin`]).
 fn run(client: &str, bootstrap: &str, args: &[&str]) -> Vec<String> {
-    let out = if client == "kafkajs" {
-        let node = kafka::kafkajs().unwrap();
-        let mut all = vec![bootstrap];
-        all.extend_from_slice(args);
-        kafka::run_node(&node, "kafkajs_admin.js", &all, kafka::CLIENT_TIMEOUT)
-    } else {
-        let mut all = vec![client, bootstrap];
-        all.extend_from_slice(args);
-        kafka::run_script(&kafka::python().unwrap(), "admin_clients.py", &all)
-    };
-    out.lines().map(str::to_string).collect()
+    kafka::admin(client, bootstrap, args)
 }
 
 /// The directories of `topic`'s partitions in a data directory.
@@ -43,15 +32,9 @@ fn partition_dirs(data: &Path, topic: &str) -> usize {
     names.filter(of).count()
 }
 
-/// Partition 0's earliest and latest offsets, as confluent-kafka lists them.
+/// Partition 0's earliest and latest offsets ([`kafka::earliest_latest`]).
 fn offsets(bootstrap: &str, topic: &str) -> (i64, i64) {
-    let lines = run(
-        "confluent-kafka",
-        bootstrap,
-        &["list-offsets", topic, "earliest", "latest"],
-    );
-    let at = |i: usize| lines[i].split(' ').nth(1).unwrap().parse::<i64>().unwrap();
-    (at(0), at(1))
+    kafka::earliest_latest(bootstrap, topic)
 }
 
 #[test]
@@ -136,20 +119,8 @@ fn a_broker_down_at_a_deletion_deletes_its_copy_when_it_runs_and_the_name_waits_
     if kafka::python().is_none() {
         return;
     }
-    let args = [
-        "--kafka-listen",
-        "127.0.0.1:0",
-        "--min-insync-replicas",
-        "1",
-    ];
-    let mut cluster = Cluster::start(Backend::Dir, 2, &args).unwrap();
-    let at = |cluster: &Cluster, slot: usize| {
-        let log = cluster.run_log(slot);
-        let line = log
-            .iter()
-            .find_map(|l| l.strip_prefix("% Listening for Kafka clients on "));
-        line.map(str::to_string).unwrap()
-    };
+    let mut cluster = Cluster::with_kafka(2, &[]).unwrap();
+    let at = |cluster: &Cluster, slot: usize| cluster.kafka_addr(slot);
     let first = at(&cluster, 0);
     let c = "confluent-kafka";
     assert_eq!(run(c, &first, &["create", "gone", "1", "2"]), ["ok"]);

@@ -14,31 +14,12 @@ use common::cluster::Cluster;
 use common::kafka::{self, KafkaBroker};
 use common::registry::Backend;
 
-/// An admin client: `admin_clients.py LIB` or `kafkajs_admin.js`.
+/// An admin client's lines ([`kafka::admin`]).
 fn run(client: &str, bootstrap: &str, args: &[&str]) -> Vec<String> {
-    let out = if client == "kafkajs" {
-        let node = kafka::kafkajs().unwrap();
-        let mut all = vec![bootstrap];
-        all.extend_from_slice(args);
-        kafka::run_node(&node, "kafkajs_admin.js", &all, kafka::CLIENT_TIMEOUT)
-    } else {
-        let mut all = vec![client, bootstrap];
-        all.extend_from_slice(args);
-        kafka::run_script(&kafka::python().unwrap(), "admin_clients.py", &all)
-    };
-    out.lines().map(str::to_string).collect()
+    kafka::admin(client, bootstrap, args)
 }
 
 const CLIENTS: [&str; 4] = ["confluent-kafka", "kafka-python", "aiokafka", "kafkajs"];
-
-/// The Kafka listener of the cluster's broker `slot`, as its log says it.
-fn kafka_of(cluster: &Cluster, slot: usize) -> String {
-    let log = cluster.log(slot);
-    let line = log
-        .iter()
-        .find_map(|l| l.strip_prefix("% Listening for Kafka clients on "));
-    line.map(str::to_string).unwrap()
-}
 
 #[test]
 fn every_admin_client_creates_topics_and_describes_configs_and_the_cluster() {
@@ -97,7 +78,7 @@ fn a_topic_created_with_replicas_is_placed_on_as_many_brokers() {
         return;
     };
     let cluster = Cluster::start(Backend::Dir, 2, &["--kafka-listen", "127.0.0.1:0"]).unwrap();
-    let (first, second) = (kafka_of(&cluster, 0), kafka_of(&cluster, 1));
+    let (first, second) = (cluster.kafka_addr(0), cluster.kafka_addr(1));
     let created = kafka::run_script(
         &python,
         "admin_clients.py",
@@ -172,14 +153,8 @@ fn metadata_gives_each_partition_its_leader_epoch_and_a_failover_moves_it() {
     let Some(python) = kafka::python() else {
         return;
     };
-    let args = [
-        "--kafka-listen",
-        "127.0.0.1:0",
-        "--min-insync-replicas",
-        "1",
-    ];
-    let mut cluster = Cluster::start(Backend::Dir, 2, &args).unwrap();
-    let (first, second) = (kafka_of(&cluster, 0), kafka_of(&cluster, 1));
+    let mut cluster = Cluster::with_kafka(2, &[]).unwrap();
+    let (first, second) = (cluster.kafka_addr(0), cluster.kafka_addr(1));
     let created = kafka::run_script(
         &python,
         "admin_clients.py",

@@ -109,18 +109,28 @@ mod tests {
     use crate::coord::mem::MemRegistry;
     use std::sync::Arc;
 
-    /// A change that lands while a topic opens (after the open read the
-    /// registry, before its partitions are served) reaches them at the
-    /// next reload.
-    #[test]
-    fn a_change_made_while_a_topic_opens_reaches_its_partitions() {
+    /// A broker on a simulated disk, and its registry.
+    fn broker() -> (
+        Arc<crate::storage::fs::sim::SimFs>,
+        Arc<Shared>,
+        Arc<dyn crate::coord::Registry>,
+    ) {
         let registry: Arc<dyn crate::coord::Registry> = Arc::new(MemRegistry::default());
-        let (_sim, shared) = crate::broker::testing::shared_in(
+        let (sim, shared) = crate::broker::testing::shared_in(
             Arc::clone(&registry),
             "broker-test",
             &["broker-test"],
             |_| {},
         );
+        (sim, shared, registry)
+    }
+
+    /// A change that lands while a topic opens (after the open read the
+    /// registry, before its partitions are served) reaches them at the
+    /// next reload.
+    #[test]
+    fn a_change_made_while_a_topic_opens_reaches_its_partitions() {
+        let (_sim, shared, registry) = broker();
         let set = |v: &str| {
             topic_config::change(&*registry, "u", &mut |c| c.set("max.message.bytes", v))
                 .unwrap()
@@ -143,13 +153,7 @@ mod tests {
     /// broker does.
     #[test]
     fn a_topic_whose_configs_cannot_be_read_keeps_every_segment() {
-        let registry: Arc<dyn crate::coord::Registry> = Arc::new(MemRegistry::default());
-        let (_sim, shared) = crate::broker::testing::shared_in(
-            Arc::clone(&registry),
-            "broker-test",
-            &["broker-test"],
-            |_| {},
-        );
+        let (_sim, shared, registry) = broker();
         registry
             .set_config(topic_config::KIND, "k", b"{damaged")
             .unwrap();

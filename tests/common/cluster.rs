@@ -139,6 +139,29 @@ impl Cluster {
         self.registry.spec()
     }
 
+    /// `n` brokers on a registry directory, each with a Kafka listener and
+    /// `--min-insync-replicas 1`, and `extra` arguments.
+    pub fn with_kafka(n: usize, extra: &[&str]) -> Option<Cluster> {
+        let mut args = vec![
+            "--kafka-listen",
+            "127.0.0.1:0",
+            "--min-insync-replicas",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        Cluster::start(Backend::Dir, n, &args)
+    }
+
+    /// The Kafka listener of broker `slot`'s current run, as its log says
+    /// it (started with `--kafka-listen`).
+    pub fn kafka_addr(&self, slot: usize) -> String {
+        let log = self.run_log(slot);
+        let line = log
+            .iter()
+            .find_map(|l| l.strip_prefix("% Listening for Kafka clients on "));
+        line.map(str::to_string).expect("a Kafka listener")
+    }
+
     /// How many brokers it has (running or not).
     pub fn len(&self) -> usize {
         self.slots.len()

@@ -331,6 +331,34 @@ pub fn run_script(python: &Path, name: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("UTF-8 output")
 }
 
+/// An admin client's lines: `admin_clients.py CLIENT` for the Python
+/// clients, `kafkajs_admin.js` for `kafkajs`.
+pub fn admin(client: &str, bootstrap: &str, args: &[&str]) -> Vec<String> {
+    let out = if client == "kafkajs" {
+        let node = kafkajs().unwrap();
+        let mut all = vec![bootstrap];
+        all.extend_from_slice(args);
+        run_node(&node, "kafkajs_admin.js", &all, CLIENT_TIMEOUT)
+    } else {
+        let mut all = vec![client, bootstrap];
+        all.extend_from_slice(args);
+        run_script(&python().unwrap(), "admin_clients.py", &all)
+    };
+    out.lines().map(str::to_string).collect()
+}
+
+/// Partition 0's earliest and latest offsets of `topic`, as
+/// confluent-kafka lists them.
+pub fn earliest_latest(bootstrap: &str, topic: &str) -> (i64, i64) {
+    let lines = admin(
+        "confluent-kafka",
+        bootstrap,
+        &["list-offsets", topic, "earliest", "latest"],
+    );
+    let at = |i: usize| lines[i].split(' ').nth(1).unwrap().parse::<i64>().unwrap();
+    (at(0), at(1))
+}
+
 /// A Produce v3 request body: no transactional id, `acks`, `timeout_ms`,
 /// and `records` for partition 0 of `topic`.
 pub fn produce_v3_body(topic: &str, acks: i16, timeout_ms: i32, records: &[u8]) -> Vec<u8> {

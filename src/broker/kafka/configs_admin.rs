@@ -364,43 +364,50 @@ fn twice(kind: i8, name: &str) -> AlterConfigsResourceResponse {
     }
 }
 
+/// Each resource's answer, in order: `edit` changes the overrides of the
+/// resource at an index (a resource named twice is refused).
+fn alter_each(
+    shared: &Shared,
+    access: &Access<'_>,
+    (keys, validate_only): (Vec<(i8, &str)>, bool),
+    edit: &dyn Fn(usize, &mut TopicConfig) -> Result<(), String>,
+) -> Vec<AlterConfigsResourceResponse> {
+    let twice_named = named_twice(keys.iter().copied());
+    keys.iter()
+        .enumerate()
+        .map(|(i, &key)| {
+            if twice_named.contains(&key) {
+                return twice(key.0, key.1);
+            }
+            let mut one = |config: &mut TopicConfig| edit(i, config);
+            alter_one(shared, access, key, (validate_only, i), &mut one)
+        })
+        .collect()
+}
+
 /// AlterConfigs: each resource's overrides replaced by those it names.
 pub(super) fn alter(
     shared: &Shared,
     access: &Access<'_>,
     r: &AlterConfigsRequest<'_>,
 ) -> AlterConfigsResponse {
-    let keys = r
-        .resources
-        .iter()
-        .map(|res| (res.resource_type, res.resource_name));
-    let twice_named = named_twice(keys);
-    let responses = r
-        .resources
-        .iter()
-        .enumerate()
-        .map(|(i, res)| {
-            let key = (res.resource_type, res.resource_name);
-            if twice_named.contains(&key) {
-                return twice(key.0, key.1);
-            }
-            let mut edit = |config: &mut TopicConfig| {
-                let mut next = TopicConfig::new();
-                for c in &res.configs {
-                    match c.value {
-                        Some(value) => next.set(c.name, value)?,
-                        None => next.remove(c.name)?,
-                    }
-                }
-                *config = next;
-                Ok(())
-            };
-            alter_one(shared, access, key, (r.validate_only, i), &mut edit)
-        })
+    let keys = (r.resources.iter())
+        .map(|res| (res.resource_type, res.resource_name))
         .collect();
+    let edit = |i: usize, config: &mut TopicConfig| {
+        let mut next = TopicConfig::new();
+        for c in &r.resources[i].configs {
+            match c.value {
+                Some(value) => next.set(c.name, value)?,
+                None => next.remove(c.name)?,
+            }
+        }
+        *config = next;
+        Ok(())
+    };
     AlterConfigsResponse {
         throttle_time_ms: 0,
-        responses,
+        responses: alter_each(shared, access, (keys, r.validate_only), &edit),
     }
 }
 
@@ -411,36 +418,22 @@ pub(super) fn alter_incrementally(
     access: &Access<'_>,
     r: &IncrementalAlterConfigsRequest<'_>,
 ) -> IncrementalAlterConfigsResponse {
-    let keys = r
-        .resources
-        .iter()
-        .map(|res| (res.resource_type, res.resource_name));
-    let twice_named = named_twice(keys);
-    let responses = r
-        .resources
-        .iter()
-        .enumerate()
-        .map(|(i, res)| {
-            let key = (res.resource_type, res.resource_name);
-            if twice_named.contains(&key) {
-                return twice(key.0, key.1);
-            }
-            let mut edit = |config: &mut TopicConfig| {
-                let mut names = std::collections::HashSet::new();
-                for c in &res.configs {
-                    if !names.insert(c.name) {
-                        return Err(format!("config {} is changed twice", c.name));
-                    }
-                    apply_op(config, c)?;
-                }
-                Ok(())
-            };
-            alter_one(shared, access, key, (r.validate_only, i), &mut edit)
-        })
+    let keys = (r.resources.iter())
+        .map(|res| (res.resource_type, res.resource_name))
         .collect();
+    let edit = |i: usize, config: &mut TopicConfig| {
+        let mut names = std::collections::HashSet::new();
+        for c in &r.resources[i].configs {
+            if !names.insert(c.name) {
+                return Err(format!("config {} is changed twice", c.name));
+            }
+            apply_op(config, c)?;
+        }
+        Ok(())
+    };
     IncrementalAlterConfigsResponse {
         throttle_time_ms: 0,
-        responses,
+        responses: alter_each(shared, access, (keys, r.validate_only), &edit),
     }
 }
 
