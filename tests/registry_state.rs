@@ -172,3 +172,69 @@ fn klog_dump_shows_an_unfinished_change_without_finishing_it_and_names_garbage()
     assert!(reg.set_partition_state("t", 0, &next, 2).unwrap());
     assert_eq!(names(&partition), ["3"]);
 }
+
+/// A topic deleted through the registry (`topic_delete::mark`, then each
+/// broker's `done`) loses its placement, every partition's state, its
+/// configs, its moved log starts and its groups' offsets, and nothing of
+/// another topic whose name extends it; its name is free once the last
+/// broker is done. Both backends.
+fn deletes_a_topic_and_nothing_else(backend: Backend) {
+    use klog::coord::{log_start, topic_config, topic_delete};
+    let Some(test) = TestRegistry::start(backend) else {
+        return;
+    };
+    let reg = test.open();
+    replicated(&*reg);
+    let ids: Vec<String> = ["b1", "b2"].map(String::from).to_vec();
+    reg.place_topic_replicated("t-1", 2, 2, &ids).unwrap();
+    let state = PartitionState {
+        leader: Some("b1".into()),
+        leader_epoch: 0,
+        isr: ids.clone(),
+    };
+    assert!(reg.create_partition_state("t-1", 0, &state).unwrap());
+    for topic in ["t", "t-1"] {
+        let set = topic_config::change(&*reg, topic, &mut |c| c.set("retention.ms", "5"));
+        set.unwrap().unwrap();
+        log_start::raise(&*reg, topic, 0, 3).unwrap();
+        reg.reset_offset("g", topic, 0, 7).unwrap();
+    }
+    let marked = topic_delete::mark(&*reg, "t").unwrap().unwrap();
+    assert_eq!(
+        marked.brokers.iter().collect::<Vec<_>>(),
+        ["b1", "b2", "b3"]
+    );
+    assert!(reg.placement("t").unwrap().is_none());
+    for p in 0..3 {
+        assert!(reg.partition_state("t", p).unwrap().is_none(), "t-{p}");
+    }
+    assert_eq!(reg.config(topic_config::KIND, "t").unwrap(), None);
+    assert_eq!(log_start::get(&*reg, "t", 0).unwrap(), 0);
+    for b in ["b1", "b3"] {
+        assert!(!topic_delete::done(&*reg, "t", b).unwrap());
+    }
+    assert_eq!(
+        reg.committed("g", "t", 0).unwrap(),
+        Some(7),
+        "until the last"
+    );
+    assert!(topic_delete::done(&*reg, "t", "b2").unwrap());
+    assert_eq!(reg.committed("g", "t", 0).unwrap(), None);
+    assert!(topic_delete::pending(&*reg).unwrap().is_empty());
+    // The other topic is whole.
+    assert_eq!(reg.placement("t-1").unwrap().unwrap().brokers.len(), 2);
+    assert_eq!(reg.partition_state("t-1", 0).unwrap().unwrap().0, state);
+    assert!(reg.config(topic_config::KIND, "t-1").unwrap().is_some());
+    assert_eq!(log_start::get(&*reg, "t-1", 0).unwrap(), 3);
+    assert_eq!(reg.committed("g", "t-1", 0).unwrap(), Some(7));
+}
+
+#[test]
+fn a_topic_deleted_in_a_directory_registry_leaves_nothing_and_takes_nothing_else() {
+    deletes_a_topic_and_nothing_else(Backend::Dir);
+}
+
+#[test]
+fn a_topic_deleted_on_zookeeper_leaves_nothing_and_takes_nothing_else() {
+    deletes_a_topic_and_nothing_else(Backend::Zk);
+}
