@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use common::cluster::Cluster;
 use common::kafka::{self, KafkaBroker};
+use common::registry::Backend;
 
 /// An admin client's lines ([`kafka::admin`]).
 fn run(client: &str, bootstrap: &str, args: &[&str]) -> Vec<String> {
@@ -141,6 +142,19 @@ fn a_broker_down_at_a_deletion_deletes_its_copy_when_it_runs_and_the_name_waits_
     );
     let refused = run(c, &first, &["create", "gone", "1", "2"]);
     assert_eq!(refused, ["error TOPIC_ALREADY_EXISTS"], "the name waits");
+    // A producer that would create it is refused meanwhile (the Kafka
+    // listener speaks klog's protocol too).
+    let produced = common::bin("klog-produce")
+        .args(["-b", &first, "-t", "gone", "--message-timeout", "3s"])
+        .write_stdin("late\n")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&produced.stderr);
+    assert!(
+        !produced.status.success() && said.contains("being deleted"),
+        "{said}"
+    );
     // Started again, the second deletes its copy before it serves it.
     cluster.restart(1);
     common::eventually("the deletion completes", Duration::from_secs(30), || {
@@ -157,5 +171,43 @@ fn a_broker_down_at_a_deletion_deletes_its_copy_when_it_runs_and_the_name_waits_
             (0, 0),
             "nothing of the old records"
         );
+    }
+}
+
+/// A topic deleted and created again with replicas is followed again by
+/// every broker of its new placement: both hold its log, both are in its
+/// ISR, and acks=all with two in-sync replicas goes through.
+#[test]
+fn a_topic_created_again_is_followed_again() {
+    if kafka::python().is_none() {
+        return;
+    }
+    let args = [
+        "--kafka-listen",
+        "127.0.0.1:0",
+        "--min-insync-replicas",
+        "2",
+        "--replication-factor",
+        "2",
+    ];
+    let cluster = Cluster::start(Backend::Dir, 2, &args).unwrap();
+    let first = cluster.kafka_addr(0);
+    let c = "confluent-kafka";
+    for name in ["a1", "b2"] {
+        assert_eq!(run(c, &first, &["create", name, "1", "2"]), ["ok"]);
+        cluster.wait_full_isr(name, 0, Duration::from_secs(30));
+        assert_eq!(run(c, &first, &["produce", name, "0", "10"]), ["ok"]);
+        assert_eq!(run(c, &first, &["delete-topic", name]), ["ok"]);
+        assert_eq!(run(c, &first, &["create", name, "1", "2"]), ["ok"]);
+        cluster.wait_full_isr(name, 0, Duration::from_secs(30));
+        common::eventually("both brokers hold its log", Duration::from_secs(30), || {
+            (0..2).all(|slot| partition_dirs(cluster.data_dir(slot), name) == 1)
+        });
+        assert_eq!(
+            run(c, &first, &["produce", name, "0", "10"]),
+            ["ok"],
+            "{name}"
+        );
+        assert_eq!(offsets(&first, name), (0, 1), "{name}: only the new record");
     }
 }

@@ -261,6 +261,8 @@ pub(super) struct Shared {
     pub(super) metrics: super::metrics::Metrics,
     /// Each open topic's configs as last read from the registry.
     pub(super) topic_configs: crate::coord::topic_config::Cache,
+    /// Topics deleted here so far: a name seen before may be placed anew.
+    pub(super) deletions: AtomicU64,
 }
 
 impl Shared {
@@ -294,6 +296,7 @@ impl Shared {
             authorizer: crate::coord::acl::Cache::default(),
             metrics: super::metrics::Metrics::default(),
             topic_configs: Default::default(),
+            deletions: AtomicU64::new(0),
             config,
         }
     }

@@ -34,6 +34,8 @@ pub(super) fn delete_here(shared: &Shared, topic: &str) -> Result<()> {
         p.waiters.wake_all();
     }
     lock(&shared.offline).retain(|(t, _), _| t != topic);
+    // The replica manager looks at the name afresh: it may be placed anew.
+    shared.deletions.fetch_add(1, Ordering::AcqRel);
     shared.topic_configs.forget(topic);
     if on_disk {
         shared.store.delete_topic(topic)?;
@@ -68,7 +70,9 @@ pub(super) fn round(shared: &Shared) -> Result<()> {
     for topic in topic_delete::pending(registry)? {
         let outcome = (|| {
             let names_me = match topic_delete::get(registry, &topic) {
-                Ok(Some(d)) => d.brokers.contains(&shared.broker_id),
+                // An empty one (its last broker taken off by hand): any
+                // broker finishes it.
+                Ok(Some(d)) => d.brokers.is_empty() || d.brokers.contains(&shared.broker_id),
                 Ok(None) => return Ok(()),
                 // Damaged: every broker deletes its copy; the marker waits
                 // for the topic to be deleted again (its error says so).

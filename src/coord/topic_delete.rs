@@ -57,9 +57,10 @@ impl Deletion {
                 d.version
             ))),
             Err(e) => Err(Error::Config(format!(
-                "the deletion marker of topic {topic:?} does not parse ({e}): delete the topic \
-                 again (kafka-topics.sh --delete, or any admin client's delete_topics), which \
-                 rewrites it naming every registered broker"
+                "the deletion marker of topic {topic:?} does not parse ({e}): while it stays, \
+                 every broker deletes its copy of {topic:?} and the name cannot be created; once \
+                 every broker that held the topic has run, remove config/deleting/{topic}.json \
+                 from the registry (/config/deleting/{topic} on ZooKeeper)"
             ))),
         }
     }
@@ -69,30 +70,29 @@ impl Deletion {
     }
 }
 
-/// Marks `topic` for deletion by every broker its placement names (added
-/// to a deletion already marked), then removes it from the registry: the
-/// deletion, or `None` for a topic neither placed nor being deleted.
+/// Marks `topic` for deletion by every broker that may hold a copy (the
+/// replicas its placement names, and every registered broker: a broker
+/// asked for a topic makes its directories), added to a deletion already
+/// marked, then removes it from the registry: the deletion, or `None` for
+/// a topic neither placed nor being deleted.
 ///
-/// A marker that does not parse (a damaged disk) is replaced by one that
-/// names every registered broker: a broker holds no copy it does not
-/// know about, so each one looks.
+/// A marker that does not parse (a damaged disk) is left as it is, and
+/// the answer is its error: it may have named a broker that is down, so
+/// it stays a deletion nobody finishes (every broker deletes its copy
+/// while it stays, and the name cannot be created) until an operator
+/// removes it once every broker that held the topic has run.
 pub fn mark(registry: &dyn Registry, topic: &str) -> Result<Option<Deletion>> {
     let placement = registry.placement(topic)?;
     let registered: Vec<String> = registry.brokers()?.into_iter().map(|b| b.id).collect();
     let mut marked = None;
     registry.update_config(KIND, topic, &mut |stored| {
-        let fresh = || Deletion {
-            version: VERSION,
-            partitions: 0,
-            brokers: BTreeSet::new(),
-        };
         let mut deletion = match (stored, &placement) {
-            (Some(bytes), _) => Deletion::parse(topic, bytes).unwrap_or_else(|_| {
-                let mut all = fresh();
-                all.brokers.extend(registered.iter().cloned());
-                all
-            }),
-            (None, Some(_)) => fresh(),
+            (Some(bytes), _) => Deletion::parse(topic, bytes)?,
+            (None, Some(_)) => Deletion {
+                version: VERSION,
+                partitions: 0,
+                brokers: BTreeSet::new(),
+            },
             (None, None) => {
                 marked = None;
                 return Ok(None);
@@ -103,6 +103,7 @@ pub fn mark(registry: &dyn Registry, topic: &str) -> Result<Option<Deletion>> {
             deletion
                 .brokers
                 .extend(p.replicas.iter().flatten().cloned());
+            deletion.brokers.extend(registered.iter().cloned());
         }
         marked = Some(deletion.clone());
         Ok(Some(deletion.to_bytes()))
@@ -145,12 +146,10 @@ pub fn done(registry: &dyn Registry, topic: &str, broker: &str) -> Result<bool> 
                 if t != topic {
                     continue;
                 }
-                // A partition a member still owns keeps its offset (its
-                // member reads nothing more of it).
-                match registry.delete_offset(&group, topic, partition) {
-                    Ok(_) | Err(Error::GroupActive { .. }) => {}
-                    Err(e) => return Err(e),
-                }
+                // A partition a member still owns keeps the deletion
+                // going: its offset must not skip records of a new topic
+                // of the name (the error names the group's members).
+                registry.delete_offset(&group, topic, partition)?;
             }
         }
     }
@@ -221,16 +220,28 @@ mod tests {
     }
 
     #[test]
-    fn a_damaged_marker_is_an_error_and_marking_again_names_every_broker() {
+    fn a_damaged_marker_stays_and_says_how_to_end_it() {
         let registry = MemRegistry::default();
+        placed(&registry);
         registry.set_config(KIND, "t", b"{").unwrap();
         let e = get(&registry, "t").unwrap_err().to_string();
         assert!(
-            e.contains("does not parse") && e.contains("delete the topic"),
+            e.contains("does not parse") && e.contains("remove config/deleting/t.json"),
             "{e}"
         );
-        let info = |id: &str| crate::coord::BrokerInfo {
-            id: id.into(),
+        // Marked again: refused, the marker kept as it is.
+        assert!(mark(&registry, "t").is_err());
+        assert_eq!(registry.config(KIND, "t").unwrap().unwrap(), b"{");
+        assert!(done(&registry, "t", "b1").is_err());
+        assert_eq!(registry.config(KIND, "t").unwrap().unwrap(), b"{");
+    }
+
+    #[test]
+    fn every_registered_broker_is_named_and_an_owned_offset_keeps_it_going() {
+        let registry = MemRegistry::default();
+        placed(&registry);
+        let info = crate::coord::BrokerInfo {
+            id: "b3".into(),
             host: "h".into(),
             port: 1,
             pid: 1,
@@ -238,9 +249,33 @@ mod tests {
             kafka: None,
             principal: None,
         };
-        let _b3 = registry.register_broker(&info("b3")).unwrap();
+        let _b3 = registry.register_broker(&info).unwrap();
+        let member = crate::coord::MemberInfo {
+            member: "m".into(),
+            pid: 1,
+            topics: vec!["t".into()],
+            coordinator: None,
+        };
+        let _m = registry
+            .join("g", &member, std::time::Duration::from_secs(10))
+            .unwrap();
+        registry.reset_offset("g", "t", 0, 4).unwrap();
+        let claim = registry
+            .claim("g", "t", 0, "m", std::time::Duration::from_secs(10))
+            .unwrap();
         let marked = mark(&registry, "t").unwrap().unwrap();
-        assert_eq!(marked.brokers.iter().collect::<Vec<_>>(), ["b3"]);
+        assert_eq!(
+            marked.brokers.iter().collect::<Vec<_>>(),
+            ["b1", "b2", "b3"]
+        );
+        for b in ["b1", "b2"] {
+            assert!(!done(&registry, "t", b).unwrap());
+        }
+        let e = done(&registry, "t", "b3").unwrap_err();
+        assert!(matches!(e, Error::GroupActive { .. }), "{e}");
+        assert_eq!(pending(&registry).unwrap(), ["t"], "the name waits");
+        drop(claim);
         assert!(done(&registry, "t", "b3").unwrap());
+        assert_eq!(registry.committed("g", "t", 0).unwrap(), None);
     }
 }

@@ -56,15 +56,27 @@ impl Shared {
     }
 }
 
+/// How often the replica manager reads every placement again.
+const PLACEMENTS_AGAIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Runs the replica manager until the broker stops.
 pub(in crate::broker) fn manage(shared: &Arc<Shared>) {
     let Some(registry) = shared.registry.clone() else {
         return;
     };
     let mut last_error = String::new();
-    // Topics whose placement was read: a placement never changes.
+    // Topics whose placement was read: a placement never changes, but a
+    // topic deleted here may be created again.
     let mut placed = BTreeSet::new();
+    let (mut deletions, mut looked) = (0, Instant::now());
     while !shared.stopping() {
+        // Looked at afresh after a deletion here, and every few seconds (a
+        // name deleted while it was held elsewhere).
+        let deleted = shared.deletions.load(Ordering::Acquire);
+        if deleted != deletions || looked.elapsed() > PLACEMENTS_AGAIN {
+            placed.clear();
+            (deletions, looked) = (deleted, Instant::now());
+        }
         let seen = registry.changes();
         let error = match round(shared, &*registry, &mut placed) {
             Ok(()) => String::new(),
