@@ -8,6 +8,9 @@ mod common;
 
 use std::time::Duration;
 
+use kafka_protocol::messages as km;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
 use common::cluster::Cluster;
 use common::kafka::{self, KafkaBroker};
 
@@ -122,5 +125,89 @@ fn deleted_records_stay_deleted_after_a_failover() {
         "the new leader serves from the start",
         Duration::from_secs(30),
         || offsets(&survivor, "dr") == (5, 8),
+    );
+}
+
+/// DeleteRecords v2 (built and read by the `kafka-protocol` crate) to
+/// `bootstrap`: each (partition, offset) of `topic` asked, answered as
+/// (partition, low watermark, error code).
+fn delete_records_v2(bootstrap: &str, topic: &str, asked: &[(i32, i64)]) -> Vec<(i32, i64, i16)> {
+    use km::delete_records_request as dq;
+    use std::io::{Read, Write};
+    let partitions = (asked.iter())
+        .map(|&(p, o)| {
+            dq::DeleteRecordsPartition::default()
+                .with_partition_index(p)
+                .with_offset(o)
+        })
+        .collect();
+    let request = km::DeleteRecordsRequest::default()
+        .with_topics(vec![dq::DeleteRecordsTopic::default()
+            .with_name(km::TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(partitions)])
+        .with_timeout_ms(5000);
+    let header = km::RequestHeader::default()
+        .with_request_api_key(21)
+        .with_request_api_version(2)
+        .with_correlation_id(3)
+        .with_client_id(Some(StrBytes::from_static_str("raw")));
+    let mut body = Vec::new();
+    header.encode(&mut body, 2).unwrap();
+    request.encode(&mut body, 2).unwrap();
+    let mut stream = std::net::TcpStream::connect(bootstrap).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream
+        .write_all(&(body.len() as i32).to_be_bytes())
+        .unwrap();
+    stream.write_all(&body).unwrap();
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).unwrap();
+    let mut answer = vec![0u8; i32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut answer).unwrap();
+    let mut rest = &answer[..];
+    km::ResponseHeader::decode(&mut rest, 1).unwrap();
+    let response = km::DeleteRecordsResponse::decode(&mut rest, 2).unwrap();
+    (response.topics[0].partitions.iter())
+        .map(|p| (p.partition_index, p.low_watermark, p.error_code))
+        .collect()
+}
+
+/// Refused, each with Kafka's code: a follower's (NOT_LEADER_OR_FOLLOWER),
+/// a partition that does not exist, a negative offset other than -1, one
+/// past the high watermark, and the partitions past 1,000 in one request.
+#[test]
+fn delete_records_refuses_what_it_cannot_do() {
+    let cluster = Cluster::with_kafka(2, &[]).unwrap();
+    let first = cluster.kafka_addr(0);
+    if kafka::python().is_none() {
+        return;
+    }
+    assert_eq!(
+        run("confluent-kafka", &first, &["create", "nr", "1", "2"]),
+        ["ok"]
+    );
+    cluster.wait_full_isr("nr", 0, Duration::from_secs(30));
+    produce(&first, "nr", 3);
+    cluster.wait_same_end("nr", 0, Duration::from_secs(30));
+    let leader = cluster.wait_leader("nr", 0, Duration::from_secs(30));
+    let leads = cluster.slot_of(leader.leader.as_deref().unwrap());
+    let (at_leader, at_follower) = (cluster.kafka_addr(leads), cluster.kafka_addr(1 - leads));
+    assert_eq!(
+        delete_records_v2(&at_follower, "nr", &[(0, 1)]),
+        [(0, -1, 6)]
+    );
+    let refused = delete_records_v2(&at_leader, "nr", &[(7, 1), (-1, 1), (0, -5), (0, 4)]);
+    assert_eq!(refused, [(7, -1, 3), (-1, -1, 3), (0, -1, 1), (0, -1, 1)]);
+    assert_eq!(delete_records_v2(&at_leader, "nr", &[(0, 1)]), [(0, 1, 0)]);
+    let many: Vec<(i32, i64)> = (0..1_001).map(|_| (0, 1)).collect();
+    let answered = delete_records_v2(&at_leader, "nr", &many);
+    assert_eq!(answered.len(), 1_001);
+    assert!(answered[..1_000].iter().all(|a| *a == (0, 1, 0)));
+    assert_eq!(
+        answered[1_000],
+        (0, -1, 42),
+        "INVALID_REQUEST past the bound"
     );
 }

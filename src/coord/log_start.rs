@@ -48,21 +48,26 @@ fn parse(topic: &str, bytes: &[u8]) -> Result<Starts> {
         ))),
         Err(e) => Err(Error::Config(format!(
             "the log starts of topic {topic:?} do not parse ({e}): a leader elected meanwhile \
-             serves from its own start; delete the records again (kafka-delete-records.sh, or \
-             any admin client's delete_records), which rewrites them"
+             serves from its own log's start (deleted records may show again), and no records \
+             of the topic can be deleted until config/log-starts/{topic}.json \
+             (/config/log-starts/{topic} on ZooKeeper) is removed or repaired"
         ))),
     }
 }
 
 /// Raises `partition`'s start to `offset` (never lowers it): the start
-/// stored. A damaged entry is replaced.
+/// stored. An entry that does not parse is an error, left as it is: it
+/// holds the other partitions' starts.
 pub fn raise(registry: &dyn Registry, topic: &str, partition: u32, offset: u64) -> Result<u64> {
     let mut stored = offset;
     registry.update_config(KIND, topic, &mut |bytes| {
-        let mut starts = bytes.and_then(|b| parse(topic, b).ok()).unwrap_or(Starts {
-            version: VERSION,
-            starts: BTreeMap::new(),
-        });
+        let mut starts = match bytes {
+            Some(b) => parse(topic, b)?,
+            None => Starts {
+                version: VERSION,
+                starts: BTreeMap::new(),
+            },
+        };
         let start = starts.starts.entry(partition).or_insert(0);
         *start = (*start).max(offset);
         stored = *start;
@@ -91,7 +96,7 @@ mod tests {
     use crate::coord::mem::MemRegistry;
 
     #[test]
-    fn a_start_only_grows_and_a_damaged_entry_is_rewritten() {
+    fn a_start_only_grows_and_a_damaged_entry_is_kept() {
         let registry = MemRegistry::default();
         assert_eq!(get(&registry, "t", 0).unwrap(), 0);
         assert_eq!(raise(&registry, "t", 0, 12).unwrap(), 12);
@@ -108,8 +113,9 @@ mod tests {
         assert_eq!(bytes, br#"{"version":1,"starts":{"0":12,"3":7}}"#);
         registry.set_config(KIND, "t", b"{").unwrap();
         let e = get(&registry, "t", 0).unwrap_err().to_string();
-        assert!(e.contains("delete the records again"), "{e}");
-        assert_eq!(raise(&registry, "t", 0, 9).unwrap(), 9);
-        assert_eq!(get(&registry, "t", 0).unwrap(), 9);
+        assert!(e.contains("removed or repaired"), "{e}");
+        // Not rewritten: it holds the other partitions' starts.
+        assert!(raise(&registry, "t", 0, 9).is_err());
+        assert_eq!(registry.config(KIND, "t").unwrap().unwrap(), b"{");
     }
 }

@@ -374,6 +374,8 @@ impl Log {
         log.flushed_offset = log.next_offset();
         log.visible = (log.active().base_offset, log.active().size);
         log.durable = log.visible;
+        // Cut below its start (klog-recover): the start comes down.
+        log.lower_start_to_end()?;
         Ok(log)
     }
 

@@ -90,9 +90,14 @@ fn delete_one(
         o if o >= 0 && (o as u64) <= hw => o as u64,
         _ => return Err(kafka::OFFSET_OUT_OF_RANGE),
     };
+    let mut offset = offset;
     if let (Some(epoch), Some(registry)) = (epoch, shared.registry.as_deref()) {
         let refused = |e: crate::error::Error| code(error_code(&e));
-        crate::coord::log_start::raise(registry, topic, partition, offset).map_err(refused)?;
+        // Leading before too: a topic deleted meanwhile gets no start.
+        still_leading(registry, &p, &shared.broker_id, epoch)?;
+        let stored = crate::coord::log_start::raise(registry, topic, partition, offset);
+        // The start a next leader takes, if higher than asked.
+        offset = stored.map_err(refused)?.min(hw);
         still_leading(registry, &p, &shared.broker_id, epoch)?;
     }
     let start = p

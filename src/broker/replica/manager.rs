@@ -545,7 +545,15 @@ fn become_leader(
     // Records deleted through an earlier leader (DeleteRecords) stay
     // deleted: their start is taken before anything is served.
     let start = match shared.registry.as_deref() {
-        Some(registry) => crate::coord::log_start::get(registry, &p.topic, p.partition)?,
+        // Unreadable: it leads from its own start rather than not at all.
+        Some(registry) => match crate::coord::log_start::get(registry, &p.topic, p.partition) {
+            Ok(start) => start,
+            Err(e) => {
+                let (t, n) = (&p.topic, p.partition);
+                shared.log(format_args!("{t}-{n} leads from its own log's start: {e}"));
+                0
+            }
+        },
         None => 0,
     };
     {

@@ -187,6 +187,8 @@ pub fn offset_for_timestamp_in<L: std::ops::Deref<Target = Log>>(
     let Some(mut offset) = log().timestamp_scan_start(timestamp_ms) else {
         return Ok(None);
     };
+    // Never below the start DeleteRecords moved (its records are gone).
+    offset = offset.max(log().start_offset());
     let mut buf = Vec::new();
     let mut scratch = Decompressed::default();
     loop {

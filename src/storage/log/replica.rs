@@ -224,7 +224,7 @@ impl Log {
     pub fn truncate_to(&mut self, offset: u64) -> Result<u64> {
         assert!(self.writable, "truncate a read-only log");
         self.settle_outside()?;
-        if offset < self.start_offset() {
+        if offset < self.segments_start() {
             self.reset_to(offset)?;
             return Ok(offset);
         }
@@ -239,7 +239,10 @@ impl Log {
         active.truncate_to(gathered_from)?;
         self.flush()?;
         match self.cut(offset) {
-            Ok(next) => Ok(next),
+            Ok(next) => {
+                self.lower_start_to_end()?;
+                Ok(next)
+            }
             Err(e) => Err(self.fail(&e)),
         }
     }
@@ -267,7 +270,10 @@ impl Log {
         }
         self.flush()?;
         match self.cut_at(damage.offset, Some(damage.position)) {
-            Ok(next) => Ok(next),
+            Ok(next) => {
+                self.lower_start_to_end()?;
+                Ok(next)
+            }
             Err(e) => Err(self.fail(&e)),
         }
     }
@@ -288,7 +294,7 @@ impl Log {
         self.sealed.clear();
         self.epochs = Epochs::new();
         self.after_truncation(offset, 0);
-        Ok(())
+        self.lower_start_to_end()
     }
 
     /// Refuses when the log stopped; waits for the fsyncs of the

@@ -74,6 +74,29 @@ impl Log {
     }
 }
 
+impl Log {
+    /// Where the log's first segment starts, whatever DeleteRecords said.
+    pub(super) fn segments_start(&self) -> u64 {
+        self.segments.values().next().map_or(0, |s| s.base_offset)
+    }
+
+    /// After the log was cut below its start (a truncation, a recovery):
+    /// the start comes down to the cut, durably, so that records appended
+    /// after it are never hidden or deleted as if DeleteRecords had
+    /// deleted them (Kafka's log start follows a full truncation too).
+    pub(super) fn lower_start_to_end(&mut self) -> Result<()> {
+        let end = self.next_offset();
+        if self.floor <= end {
+            return Ok(());
+        }
+        if self.writable {
+            fs::write_atomic(&*self.vfs, &self.dir, LOG_START_FILE, &encode(end))?;
+        }
+        self.floor = end;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,5 +199,49 @@ mod tests {
         ] {
             assert_eq!(decode(bad), None, "{bad:?}");
         }
+    }
+
+    /// Cut below its start (a deposed leader's truncation, a recovery),
+    /// the log starts at the cut: records appended after it are shown and
+    /// kept, after a reopen too.
+    #[test]
+    fn a_cut_below_the_start_brings_the_start_down() {
+        let sim = SimFs::new();
+        let mut log = filled(&sim);
+        assert_eq!(log.delete_records_before(50).unwrap(), 50);
+        assert_eq!(log.truncate_to(20).unwrap(), 20);
+        assert_eq!(log.start_offset(), 20);
+        for i in 0..20u8 {
+            let mut b = BatchBuilder::new();
+            b.push(0, None, &[], &[i; 200]);
+            log.append(&mut b.finish().to_vec(), 0).unwrap();
+        }
+        log.flush().unwrap();
+        assert!(log.read(20, 1 << 20).unwrap().is_some());
+        let gone = log.take_expired(0).delete().unwrap();
+        assert!(gone.iter().all(|base| *base < 20), "{gone:?}");
+        drop(log);
+        let log = open(&sim);
+        assert_eq!(log.start_offset(), 20);
+        assert_eq!(log.next_offset(), 40);
+    }
+
+    /// A lookup by time finds the first record at or after it among those
+    /// past the start.
+    #[test]
+    fn a_lookup_by_time_starts_at_the_start() {
+        let sim = SimFs::new();
+        sim.create_dir_all_durable(Path::new("/p/t-0"));
+        let mut log = open(&sim);
+        for i in 0..60u8 {
+            let mut b = BatchBuilder::new();
+            b.push(1000 + i64::from(i), None, &[], &[i; 200]);
+            log.append(&mut b.finish().to_vec(), 0).unwrap();
+        }
+        log.flush().unwrap();
+        assert_eq!(log.offset_for_timestamp(1000).unwrap(), Some(0));
+        log.delete_records_before(25).unwrap();
+        assert_eq!(log.offset_for_timestamp(1000).unwrap(), Some(25));
+        assert_eq!(log.offset_for_timestamp(1030).unwrap(), Some(30));
     }
 }
