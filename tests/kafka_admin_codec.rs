@@ -1127,3 +1127,34 @@ fn delete_records_decodes_and_answers_as_the_crate_has_it() {
         assert_eq!(got, [(0, 17, 0), (3, -1, 6)]);
     }
 }
+
+/// Metadata v12 for every topic as librdkafka 2.16 (confluent-kafka's
+/// `list_topics`) sends it: 3 bytes after the body, which Kafka's broker
+/// never reads. klog takes it; a request naming topics with bytes after
+/// it is still refused.
+#[test]
+fn librdkafkas_metadata_for_every_topic_with_its_extra_bytes_decodes() {
+    let captured = "0003000c00000003000772646b61666b610000000000010000";
+    let frame: Vec<u8> = (0..captured.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&captured[i..i + 2], 16).unwrap())
+        .collect();
+    let (header, Request::Metadata(ours)) = decode_request(&frame).unwrap() else {
+        panic!("not Metadata");
+    };
+    assert_eq!((header.api_version, header.correlation_id), (12, 3));
+    assert!(ours.topics.is_none());
+    let mut longer = frame.clone();
+    longer.extend_from_slice(&[0; 8]);
+    assert!(
+        decode_request(&longer).is_err(),
+        "more than librdkafka's few bytes"
+    );
+    let named = km::MetadataRequest::default().with_topics(Some(vec![
+        km::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(km::TopicName(s("t")))),
+    ]));
+    let mut frame = request_frame(METADATA, 12, &named);
+    frame.push(0);
+    assert!(decode_request(&frame).is_err());
+}

@@ -10,6 +10,7 @@ tests/kafka_admin_groups.rs and tests/kafka_admin_topics.rs.
     python admin_clients.py LIB BOOTSTRAP alter TOPIC [NAME=VALUE...]
     python admin_clients.py LIB BOOTSTRAP set TOPIC NAME=VALUE|-NAME...
     python admin_clients.py LIB BOOTSTRAP delete-topic TOPIC [TIMEOUT_MS]
+    python admin_clients.py confluent-kafka BOOTSTRAP topics
     python admin_clients.py LIB BOOTSTRAP delete-records TOPIC PARTITION OFFSET
     python admin_clients.py confluent-kafka BOOTSTRAP produce TOPIC PARTITION BYTES
     python admin_clients.py LIB BOOTSTRAP cluster
@@ -26,7 +27,8 @@ topic's configs (AlterConfigs) and `set` sets or (-NAME) deletes each
 (IncrementalAlterConfigs; not aiokafka), each printing "ok" or "error
 NAME"; `configs` each of the topic's configs as "NAME=VALUE", sorted,
 followed by " dynamic" for the topic's own (not aiokafka);
-`delete-topic` prints "ok" or "error NAME"; `delete-records` "ok START"
+`delete-topic` prints "ok" or "error NAME"; `topics` each topic's name,
+sorted (Metadata for every topic); `delete-records` "ok START"
 (the partition's new start) or "error NAME";
 `produce` writes one record of BYTES bytes with acks=all and no retries
 and prints "ok" or "error NAME"; `cluster` each broker as "HOST:PORT";
@@ -178,6 +180,8 @@ def confluent_topics(bootstrap, command, args):
     if command == "alter":
         resource = ConfigResource(ResourceType.TOPIC, args[0], set_config=pairs(args[1:]))
         return outcome(admin.alter_configs([resource])[resource])
+    if command == "topics":
+        return sorted(admin.list_topics(timeout=30).topics)
     if command == "delete-records":
         from confluent_kafka import TopicPartition
         tp = TopicPartition(args[0], int(args[1]), int(args[2]))
@@ -357,7 +361,7 @@ def aiokafka_topics(bootstrap, command, args):
 
 
 TOPIC_COMMANDS = ("create", "configs", "alter", "set", "produce", "cluster", "produce-at",
-                  "list-offsets", "delete-topic", "delete-records")
+                  "list-offsets", "delete-topic", "delete-records", "topics")
 
 
 def main(argv):
