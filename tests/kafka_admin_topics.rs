@@ -106,36 +106,13 @@ fn a_topic_created_with_replicas_is_placed_on_as_many_brokers() {
 /// (partition, leader node id, leader epoch).
 fn leader_epochs(bootstrap: &str, topic: &str) -> Vec<(i32, i32, i32)> {
     use kafka_protocol::messages as km;
-    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-    use std::io::{Read, Write};
+    use kafka_protocol::protocol::StrBytes;
     let name = km::TopicName(StrBytes::from_string(topic.to_string()));
     let request = km::MetadataRequest::default().with_topics(Some(vec![
         km::metadata_request::MetadataRequestTopic::default().with_name(Some(name)),
     ]));
-    let header = km::RequestHeader::default()
-        .with_request_api_key(3)
-        .with_request_api_version(12)
-        .with_correlation_id(5)
-        .with_client_id(Some(StrBytes::from_static_str("epochs")));
-    let mut body = Vec::new();
-    header.encode(&mut body, 2).unwrap();
-    request.encode(&mut body, 12).unwrap();
     let mut stream = std::net::TcpStream::connect(bootstrap).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    stream
-        .write_all(&(body.len() as i32).to_be_bytes())
-        .unwrap();
-    stream.write_all(&body).unwrap();
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).unwrap();
-    let mut answer = vec![0u8; i32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut answer).unwrap();
-    let mut rest = &answer[..];
-    km::ResponseHeader::decode(&mut rest, 1).unwrap();
-    let response = km::MetadataResponse::decode(&mut rest, 12).unwrap();
-    assert!(rest.is_empty(), "{} bytes left over", rest.len());
+    let response: km::MetadataResponse = kafka::call_flexible(&mut stream, (3, 12), &request);
     let topic = &response.topics[0];
     assert_eq!(topic.error_code, 0, "{response:?}");
     topic

@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use kafka_protocol::messages as km;
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 
 use common::cluster::Cluster;
 use common::kafka::{self, KafkaBroker};
@@ -133,7 +133,6 @@ fn deleted_records_stay_deleted_after_a_failover() {
 /// (partition, low watermark, error code).
 fn delete_records_v2(bootstrap: &str, topic: &str, asked: &[(i32, i64)]) -> Vec<(i32, i64, i16)> {
     use km::delete_records_request as dq;
-    use std::io::{Read, Write};
     let partitions = (asked.iter())
         .map(|&(p, o)| {
             dq::DeleteRecordsPartition::default()
@@ -146,29 +145,8 @@ fn delete_records_v2(bootstrap: &str, topic: &str, asked: &[(i32, i64)]) -> Vec<
             .with_name(km::TopicName(StrBytes::from_string(topic.to_string())))
             .with_partitions(partitions)])
         .with_timeout_ms(5000);
-    let header = km::RequestHeader::default()
-        .with_request_api_key(21)
-        .with_request_api_version(2)
-        .with_correlation_id(3)
-        .with_client_id(Some(StrBytes::from_static_str("raw")));
-    let mut body = Vec::new();
-    header.encode(&mut body, 2).unwrap();
-    request.encode(&mut body, 2).unwrap();
     let mut stream = std::net::TcpStream::connect(bootstrap).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    stream
-        .write_all(&(body.len() as i32).to_be_bytes())
-        .unwrap();
-    stream.write_all(&body).unwrap();
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).unwrap();
-    let mut answer = vec![0u8; i32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut answer).unwrap();
-    let mut rest = &answer[..];
-    km::ResponseHeader::decode(&mut rest, 1).unwrap();
-    let response = km::DeleteRecordsResponse::decode(&mut rest, 2).unwrap();
+    let response: km::DeleteRecordsResponse = kafka::call_flexible(&mut stream, (21, 2), &request);
     (response.topics[0].partitions.iter())
         .map(|p| (p.partition_index, p.low_watermark, p.error_code))
         .collect()

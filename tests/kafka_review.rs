@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::bin;
-use common::kafka::{self, frame, KafkaBroker};
+use common::kafka::{self, call_flexible, frame, KafkaBroker};
 
 /// A Fetch v4 body: one topic, `partitions` entries of (partition,
 /// fetch offset, partition max bytes), no wait.
@@ -30,36 +30,6 @@ fn fetch_v4(topic: &str, max_bytes: i32, partitions: &[(i32, i64, i32)]) -> Vec<
         body.extend_from_slice(&max.to_be_bytes());
     }
     body
-}
-
-/// Sends `request` as API `key` in the flexible `version` (request header
-/// v2, written by the `kafka-protocol` crate) and reads its answer (after
-/// the response header v1), which must use every byte.
-fn call_flexible<R, A>(stream: &mut TcpStream, (key, version): (i16, i16), request: &R) -> A
-where
-    R: kafka_protocol::protocol::Encodable,
-    A: kafka_protocol::protocol::Decodable,
-{
-    use kafka_protocol::messages as km;
-    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-    let header = km::RequestHeader::default()
-        .with_request_api_key(key)
-        .with_request_api_version(version)
-        .with_correlation_id(9)
-        .with_client_id(Some(StrBytes::from_static_str("flexible")));
-    let mut body = Vec::new();
-    header.encode(&mut body, 2).unwrap();
-    request.encode(&mut body, version).unwrap();
-    stream
-        .write_all(&(body.len() as i32).to_be_bytes())
-        .unwrap();
-    stream.write_all(&body).unwrap();
-    let answer = response(stream, Duration::from_secs(20));
-    let mut rest = &answer[..];
-    km::ResponseHeader::decode(&mut rest, 1).unwrap();
-    let decoded = A::decode(&mut rest, version).unwrap();
-    assert!(rest.is_empty(), "{} bytes left over", rest.len());
-    decoded
 }
 
 /// Reads one response frame's body, failing past `bound`.

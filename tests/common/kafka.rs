@@ -347,6 +347,49 @@ pub fn admin(client: &str, bootstrap: &str, args: &[&str]) -> Vec<String> {
     out.lines().map(str::to_string).collect()
 }
 
+/// Sends `request` as API `key` in the flexible `version` (request header
+/// v2, written by the `kafka-protocol` crate) on `stream` and reads its
+/// answer (after the response header v1), which must use every byte.
+pub fn call_flexible<R, A>(
+    stream: &mut std::net::TcpStream,
+    (key, version): (i16, i16),
+    request: &R,
+) -> A
+where
+    R: kafka_protocol::protocol::Encodable,
+    A: kafka_protocol::protocol::Decodable,
+{
+    use kafka_protocol::messages as km;
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    use std::io::{Read, Write};
+    let header = km::RequestHeader::default()
+        .with_request_api_key(key)
+        .with_request_api_version(version)
+        .with_correlation_id(9)
+        .with_client_id(Some(StrBytes::from_static_str("flexible")));
+    let mut body = Vec::new();
+    header.encode(&mut body, 2).unwrap();
+    request.encode(&mut body, version).unwrap();
+    stream
+        .write_all(&(body.len() as i32).to_be_bytes())
+        .unwrap();
+    stream.write_all(&body).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut len = [0u8; 4];
+    stream
+        .read_exact(&mut len)
+        .expect("a response within the bound");
+    let mut answer = vec![0u8; i32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut answer).expect("a whole response");
+    let mut rest = &answer[..];
+    km::ResponseHeader::decode(&mut rest, 1).unwrap();
+    let decoded = A::decode(&mut rest, version).unwrap();
+    assert!(rest.is_empty(), "{} bytes left over", rest.len());
+    decoded
+}
+
 /// Partition 0's earliest and latest offsets of `topic`, as
 /// confluent-kafka lists them.
 pub fn earliest_latest(bootstrap: &str, topic: &str) -> (i64, i64) {
