@@ -263,6 +263,10 @@ pub(super) struct Shared {
     pub(super) topic_configs: crate::coord::topic_config::Cache,
     /// Topics deleted here so far: a name seen before may be placed anew.
     pub(super) deletions: AtomicU64,
+    /// Held by the one round of deletions running ([`super::topic_delete`]):
+    /// a DeleteTopics answer and the reloads never work on one deletion
+    /// at once.
+    pub(super) deleting: Mutex<()>,
 }
 
 impl Shared {
@@ -297,6 +301,7 @@ impl Shared {
             metrics: super::metrics::Metrics::default(),
             topic_configs: Default::default(),
             deletions: AtomicU64::new(0),
+            deleting: Mutex::new(()),
             config,
         }
     }

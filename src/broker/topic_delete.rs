@@ -66,6 +66,7 @@ pub(super) fn round(shared: &Shared) -> Result<()> {
     let Some(registry) = shared.registry.as_deref() else {
         return Ok(());
     };
+    let _one = lock(&shared.deleting);
     let mut first_error = None;
     for topic in topic_delete::pending(registry)? {
         let outcome = (|| {

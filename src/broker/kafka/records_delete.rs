@@ -100,12 +100,14 @@ fn delete_one(
         offset = stored.map_err(refused)?.min(hw);
         still_leading(registry, &p, &shared.broker_id, epoch)?;
     }
-    let start = p
-        .lock()
-        .delete_records_before(offset)
-        .map_err(|e| code(error_code(&e)))?;
-    // Whole segments below it go now, not at the next retention check.
-    let expired = p.lock().take_expired(crate::clock::now_ms());
+    let (start, expired) = {
+        let mut log = p.lock();
+        let start = log.delete_records_before(offset);
+        // Whole segments below it go now, not at the next retention
+        // check; their files after the lock is let go.
+        let start = start.map_err(|e| code(error_code(&e)))?;
+        (start, log.take_expired(crate::clock::now_ms()))
+    };
     if let Err(e) = expired.delete() {
         shared.log(format_args!(
             "{topic}-{partition}: deleting old segments failed: {e}"

@@ -112,6 +112,8 @@ fn delete_one(shared: &Shared, access: &Access<'_>, name: &str) -> Result<bool, 
     }
     let refused = |e: crate::error::Error| (super::kafka_code(error_code(&e)), e.to_string());
     let Some(registry) = shared.registry.as_deref() else {
+        // One deletion at a time: a second of the same topic finds none.
+        let _one = crate::sync::lock(&shared.deleting);
         if !shared.topic_exists(name) {
             return Err(unknown());
         }

@@ -30,7 +30,7 @@ impl Partition {
             return Err((
                 ErrorCode::NotEnoughReplicas,
                 format!(
-                    "{} [{}]: not enough replicas: the in-sync replicas are {:?}, fewer than --min-insync-replicas {min_isr}",
+                    "{} [{}]: not enough replicas: the in-sync replicas are {:?}, fewer than min.insync.replicas {min_isr} (the topic's, or --min-insync-replicas)",
                     self.topic, self.partition, l.isr
                 ),
             ));
@@ -60,7 +60,7 @@ impl Partition {
                     (
                         ErrorCode::NotEnoughReplicas,
                         format!(
-                            "{name}: records from offset {base_offset} were appended, but the in-sync replicas shrank to {:?}, fewer than --min-insync-replicas {min_isr}: they may be lost",
+                            "{name}: records from offset {base_offset} were appended, but the in-sync replicas shrank to {:?}, fewer than min.insync.replicas {min_isr}: they may be lost",
                             l.isr
                         ),
                     )
