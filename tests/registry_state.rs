@@ -238,3 +238,61 @@ fn a_topic_deleted_in_a_directory_registry_leaves_nothing_and_takes_nothing_else
 fn a_topic_deleted_on_zookeeper_leaves_nothing_and_takes_nothing_else() {
     deletes_a_topic_and_nothing_else(Backend::Zk);
 }
+
+/// A placement is replaced only while it is the one the change read
+/// (CreatePartitions' compare-and-set), never after the topic was
+/// removed, and keeps its old partitions' replicas. Both backends.
+fn replaces_a_placement_by_compare_and_set(backend: Backend) {
+    use klog::coord::partitions_add::{self, Refused};
+    let Some(test) = TestRegistry::start(backend) else {
+        return;
+    };
+    let reg = test.open();
+    let ids: Vec<String> = ["b1", "b2", "b3"].map(String::from).to_vec();
+    let _live: Vec<_> = (ids.iter())
+        .map(|id| {
+            let info = klog::coord::BrokerInfo {
+                id: id.clone(),
+                host: "127.0.0.1".into(),
+                port: 1,
+                pid: std::process::id(),
+                topics: Default::default(),
+                kafka: None,
+                principal: None,
+            };
+            reg.register_broker(&info).unwrap()
+        })
+        .collect();
+    let old = reg.place_topic_replicated("t", 2, 2, &ids).unwrap();
+    let grown = partitions_add::add(&*reg, "t", 4, None, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(reg.placement("t").unwrap().unwrap(), grown);
+    assert_eq!(grown.brokers.len(), 4);
+    for p in 0..2 {
+        assert_eq!(grown.replicas_of(p), old.replicas_of(p), "partition {p}");
+    }
+    assert_eq!(grown.replicas_of(2).unwrap(), ["b3", "b1"]);
+    // A change read before the growth writes nothing.
+    let stale = partitions_add::grown(&old, 3, None, &ids).unwrap();
+    assert!(!reg.replace_placement(&old, &stale).unwrap());
+    assert_eq!(reg.placement("t").unwrap().unwrap(), grown);
+    let fewer = partitions_add::add(&*reg, "t", 3, None, false).unwrap();
+    assert!(matches!(fewer, Err(Refused::Count(_))), "{fewer:?}");
+    // Removed, it stays removed.
+    reg.remove_topic("t").unwrap();
+    let more = partitions_add::grown(&grown, 5, None, &ids).unwrap();
+    assert!(!reg.replace_placement(&grown, &more).unwrap());
+    assert!(reg.placement("t").unwrap().is_none());
+    assert!(reg.topics().unwrap().is_empty(), "{:?}", reg.topics());
+}
+
+#[test]
+fn a_placement_in_a_directory_registry_grows_by_compare_and_set() {
+    replaces_a_placement_by_compare_and_set(Backend::Dir);
+}
+
+#[test]
+fn a_placement_on_zookeeper_grows_by_compare_and_set() {
+    replaces_a_placement_by_compare_and_set(Backend::Zk);
+}

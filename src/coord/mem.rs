@@ -405,6 +405,17 @@ impl Registry for MemRegistry {
         Ok(true)
     }
 
+    fn replace_placement(&self, old: &Placement, new: &Placement) -> Result<bool> {
+        let mut state = crate::sync::lock(&self.state);
+        match state.placements.get_mut(&old.topic) {
+            Some(stored) if stored == old && new.topic == old.topic => {
+                *stored = new.clone();
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     fn config(&self, kind: &str, name: &str) -> Result<Option<Vec<u8>>> {
         let key = (kind.to_string(), name.to_string());
         Ok(crate::sync::lock(&self.state).configs.get(&key).cloned())

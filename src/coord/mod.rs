@@ -19,6 +19,7 @@ pub mod group;
 pub mod log_start;
 #[cfg(test)]
 pub(crate) mod mem;
+pub mod partitions_add;
 pub mod registry;
 pub mod route;
 pub mod spread;

@@ -428,6 +428,13 @@ pub trait Registry: fmt::Debug + Send + Sync {
     /// another placement got there first (and stays).
     fn create_placement(&self, placement: &Placement) -> Result<bool>;
 
+    /// Replaces the topic's placement with `new` (more partitions:
+    /// CreatePartitions) if the one stored is still `old`, durably:
+    /// `false` when it is not (changed, or the topic removed), and then
+    /// nothing was written. An error from the backend says nothing of
+    /// whether it was applied: read the placement again.
+    fn replace_placement(&self, old: &Placement, new: &Placement) -> Result<bool>;
+
     /// This process's session with the registry.
     fn session(&self) -> SessionState {
         SessionState::Alive

@@ -782,6 +782,9 @@ mod tests {
         fn create_placement(&self, placement: &Placement) -> Result<bool> {
             self.inner.create_placement(placement)
         }
+        fn replace_placement(&self, old: &Placement, new: &Placement) -> Result<bool> {
+            self.inner.replace_placement(old, new)
+        }
         fn topics(&self) -> Result<Vec<String>> {
             self.inner.topics()
         }

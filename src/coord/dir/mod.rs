@@ -12,6 +12,7 @@
 //! <registry>/owners/<group>/<topic>-<p>/<generation> --> {"member", "generation", "session_timeout_ms"} (lock held by the owner; mtime = lease)
 //! <registry>/offsets/<group>/<topic>-<p>/<generation>/offsets.log --> "klog-offsets v1\n", then 24-byte records (see `journal`)
 //! <registry>/topics/<topic>.json                     --> {"topic": "t", "brokers": ["<broker-id>", ...], "replicas": [["<broker-id>", ...], ...]}
+//! <registry>/topics/.lock                            --> empty (locked while a placement is replaced or removed)
 //! <registry>/states/<topic>-<p>/<version>            --> {"leader": "<broker-id>", "leader_epoch": 3, "isr": ["<broker-id>", ...]}
 //! <registry>/states/<topic>-<p>/<version>.<writer>   --> the state of <version>, taken by <writer>'s change (transient)
 //! <registry>/states/<topic>-<p>/.<writer>.new        --> the state <writer> proposes (transient; locked by its writer)
@@ -37,6 +38,10 @@
 //! restarts (kept in `<data-dir>/broker-id`), so a restarted broker serves
 //! its partitions again. A broker serves only the partitions placed on
 //! it; clients read the placement to find each partition's broker.
+//! CreatePartitions replaces a placement with one of more partitions (the
+//! old ones' replicas unchanged), by compare-and-set: under the lock of
+//! `topics/.lock`, only if the file still holds what the change read, by
+//! renaming a fsynced temporary file over it.
 //!
 //! Names are topic names and ids of `[A-Za-z0-9._-]`, so no entry can name
 //! a path outside the registry (and `@` never occurs in an id).
@@ -278,6 +283,26 @@ impl DirRegistry {
 }
 
 /// Makes a registry directory's entries durable.
+/// Takes the lock file at `path` (waiting up to [`CONFIG_LOCK_WAIT`]):
+/// one change at a time across processes, released when its file
+/// closes, however the holder ends.
+fn hold(path: &Path) -> Result<crate::storage::lock::FileLock> {
+    let deadline = std::time::Instant::now() + CONFIG_LOCK_WAIT;
+    loop {
+        if let Some(held) = crate::storage::lock::try_lock(path)? {
+            return Ok(held);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(Error::Config(format!(
+                "{} is held by another change for over {} s",
+                path.display(),
+                CONFIG_LOCK_WAIT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn sync_dir(dir: &Path) -> Result<()> {
     RealFs.sync_dir(dir).ctx("fsync directory", dir)
 }
@@ -470,6 +495,31 @@ impl Registry for DirRegistry {
         }
     }
 
+    fn replace_placement(&self, old: &Placement, new: &Placement) -> Result<bool> {
+        self.writable()?;
+        let topic = &old.topic;
+        if new.topic != *topic {
+            return Ok(false);
+        }
+        let path = self.placement_path(topic);
+        let topics_dir = path.parent().expect("topics dir");
+        // Changes and removals of placements, one at a time.
+        let _held = hold(&topics_dir.join(".lock"))?;
+        if self.placement(topic)?.as_ref() != Some(old) {
+            return Ok(false);
+        }
+        let tmp = topics_dir.join(format!(".{topic}.{}.tmp", std::process::id()));
+        let bytes = to_json(new)?;
+        {
+            let mut f = File::create(&tmp).ctx("create", &tmp)?;
+            f.write_all(&bytes).ctx("write", &tmp)?;
+            f.sync_all().ctx("fsync", &tmp)?;
+        }
+        std::fs::rename(&tmp, &path).ctx("rename", &path)?;
+        sync_dir(topics_dir)?;
+        Ok(true)
+    }
+
     fn config(&self, kind: &str, name: &str) -> Result<Option<Vec<u8>>> {
         check_name("configuration entry", name)?;
         let path = self
@@ -514,23 +564,8 @@ impl Registry for DirRegistry {
         check_name("configuration entry", name)?;
         let dir = self.dir.join("config").join(kind);
         std::fs::create_dir_all(&dir).ctx("create", &dir)?;
-        // One change of a kind at a time, across processes: the lock is
-        // released when its file closes, however the holder ends.
-        let lock_path = dir.join(".lock");
-        let deadline = std::time::Instant::now() + CONFIG_LOCK_WAIT;
-        let _held = loop {
-            if let Some(held) = crate::storage::lock::try_lock(&lock_path)? {
-                break held;
-            }
-            if std::time::Instant::now() >= deadline {
-                return Err(Error::Config(format!(
-                    "{} is held by another change for over {} s",
-                    lock_path.display(),
-                    CONFIG_LOCK_WAIT.as_secs()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
+        // One change of a kind at a time, across processes.
+        let _held = hold(&dir.join(".lock"))?;
         let stored = self.config(kind, name)?;
         match change(stored.as_deref())? {
             Some(bytes) => self.set_config(kind, name, &bytes),
@@ -589,10 +624,15 @@ impl Registry for DirRegistry {
         self.writable()?;
         check_name("topic", topic)?;
         let path = self.placement_path(topic);
-        match std::fs::remove_file(&path) {
-            Ok(()) => sync_dir(&self.dir.join("topics"))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("remove", &path, e)),
+        let topics_dir = self.dir.join("topics");
+        if std::fs::metadata(&path).is_ok() {
+            // Not while a change of it is being written.
+            let _held = hold(&topics_dir.join(".lock"))?;
+            match std::fs::remove_file(&path) {
+                Ok(()) => sync_dir(&topics_dir)?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove", &path, e)),
+            }
         }
         let states = self.dir.join("states");
         let entries = match std::fs::read_dir(&states) {

@@ -579,6 +579,28 @@ impl Registry for ZkRegistry {
         }
     }
 
+    fn replace_placement(&self, old: &Placement, new: &Placement) -> Result<bool> {
+        self.writable()?;
+        check_name("topic", &old.topic)?;
+        let path = format!("/brokers/topics/{}", old.topic);
+        let Some((bytes, stat)) = self.data(&path)? else {
+            return Ok(false);
+        };
+        let stored = parse_placement(self.named(&path), &old.topic, &bytes)?;
+        if stored != *old || new.topic != old.topic {
+            return Ok(false);
+        }
+        let session = self.live()?;
+        match session.set(&path, &to_json(new)?, stat.version, self.deadline()) {
+            Ok(_) => Ok(true),
+            Err(Error::ZooKeeper {
+                cause: ZkCause::NoNode | ZkCause::BadVersion,
+                ..
+            }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     fn config(&self, kind: &str, name: &str) -> Result<Option<Vec<u8>>> {
         check_name("configuration entry", name)?;
         Ok(self
