@@ -221,13 +221,45 @@ impl Store {
             // A deletion a crash interrupted: nothing of it comes back.
             self.finish_deletion(topic)?;
         }
-        self.remove_leftovers(topic)?;
+        self.remove_leftovers(topic, 0)?;
+        self.make_partitions(topic, 0, partitions)?;
+        Ok(partitions)
+    }
+
+    /// Grows `topic` to `count` partitions (CreatePartitions); returns its
+    /// count now (as it was, if it had as many).
+    ///
+    /// All or nothing, as [`Store::create_topic`]: the new partitions are
+    /// made from the last to the first, the first new one once the others'
+    /// entries are durable, so the count moves once, whole (a gap ends a
+    /// topic). What a cut-short growth left past the count (directories
+    /// holding no record) is removed first; one holding records refuses.
+    pub fn add_partitions(&self, topic: &str, count: u32) -> Result<u32> {
+        let have = self.partition_count(topic)?;
+        if count <= have {
+            return Ok(have);
+        }
+        if count > PARTITIONS_MAX {
+            return Err(Error::Config(format!(
+                "a topic has from 1 to {PARTITIONS_MAX} partitions, not {count}"
+            )));
+        }
+        self.remove_leftovers(topic, have)?;
+        self.make_partitions(topic, have, count)?;
+        Ok(count)
+    }
+
+    /// Makes partitions `from..to` of `topic`, each with an empty segment,
+    /// the last first and `from` last of all, after the others' entries
+    /// are durable; on an error, removes what it made, `from` first.
+    fn make_partitions(&self, topic: &str, from: u32, to: u32) -> Result<()> {
         let mut made = Vec::new();
         let created = (|| {
-            for p in (0..partitions).rev() {
-                if p == 0 && partitions > 1 {
-                    // The others' entries are durable before partition 0's
-                    // is made, whatever order the file system keeps.
+            for p in (from..to).rev() {
+                if p == from && to - from > 1 {
+                    // The others' entries are durable before the first
+                    // new one's is made, whatever order the file system
+                    // keeps.
                     self.vfs
                         .sync_dir(&self.dir)
                         .ctx("fsync directory", &self.dir)?;
@@ -246,7 +278,7 @@ impl Store {
                 .ctx("fsync directory", &self.dir)
         })();
         if let Err(e) = created {
-            // Partition 0 first: the topic is gone before the rest goes.
+            // The first new one first: the rest are past a gap then.
             for dir in made.iter().rev() {
                 if self.remove_empty_partition(dir).is_err() {
                     break;
@@ -255,7 +287,7 @@ impl Store {
             let _ = self.vfs.sync_dir(&self.dir);
             return Err(e);
         }
-        Ok(partitions)
+        Ok(())
     }
 
     /// Deletes `topic`'s partitions, crash-safe: a marker file
@@ -357,20 +389,20 @@ impl Store {
             .ctx("fsync directory", &self.dir)
     }
 
-    /// Removes the directories of `topic` (which has no partition 0) that
-    /// an interrupted create left, or refuses if one holds more than an
-    /// empty log.
-    fn remove_leftovers(&self, topic: &str) -> Result<()> {
+    /// Removes the directories of `topic` from partition `from` on (past
+    /// its count) that an interrupted create or growth left, or refuses if
+    /// one holds more than an empty log.
+    fn remove_leftovers(&self, topic: &str, from: u32) -> Result<()> {
         let names = self.vfs.list(&self.dir).ctx("list", &self.dir)?;
         let dirs: Vec<PathBuf> = names
             .iter()
-            .filter(|n| parse_partition_dir(n).is_some_and(|(t, _)| t == topic))
+            .filter(|n| parse_partition_dir(n).is_some_and(|(t, p)| t == topic && p >= from))
             .map(|n| self.dir.join(n))
             .collect();
         for dir in &dirs {
             if !self.holds_an_empty_log(dir)? {
                 return Err(Error::Config(format!(
-                    "topic {topic:?} cannot be created: {} holds records, but the topic has no partition 0 (moved or removed by hand?); move it away, or put partition 0 back",
+                    "topic {topic:?} cannot have partition {from} made: {} holds records, but the topic stops before it (a partition moved or removed by hand?); move it away, or put the missing partition back",
                     dir.display()
                 )));
             }
@@ -608,6 +640,65 @@ mod tests {
             cut += 1;
         }
         assert!(cut > 3, "{cut}");
+    }
+
+    /// A power cut at any step of a growth leaves the topic with its old
+    /// count or its new one, its records kept; a growth that returned is
+    /// durable; what a cut one left is removed by the next growth,
+    /// whatever count that one asks for.
+    #[test]
+    fn a_power_cut_at_any_step_of_a_growth_leaves_the_old_count_or_the_new() {
+        let options = OpenOptions {
+            writable: true,
+            lock: false,
+        };
+        let config = || LogConfig {
+            index_bytes_max: 4096,
+            ..LogConfig::default()
+        };
+        let mut cut = 0;
+        for n in 0.. {
+            let (sim, store) = sim_store();
+            store.create_topic("t", 2).unwrap();
+            let mut log = store.open_log("t", 1, config(), options).unwrap();
+            let mut b = crate::storage::record::BatchBuilder::new();
+            b.push(0, None, &[], b"x");
+            log.append(&mut b.finish().to_vec(), 0).unwrap();
+            log.close().unwrap();
+            sim.cut_power_after(n);
+            let grown = store.add_partitions("t", 5).is_ok();
+            sim.crash(&mut |_| 0);
+            sim.restore_power();
+            let survived = store.topics().unwrap()["t"];
+            assert!(matches!(survived, 2 | 5), "cut after {n}: {survived}");
+            assert!(
+                !grown || survived == 5,
+                "cut after {n}: a growth that returned"
+            );
+            let want = survived.max(4);
+            assert_eq!(store.add_partitions("t", 4).unwrap(), want, "cut after {n}");
+            assert_eq!(
+                store.partition_dirs().unwrap(),
+                want as usize,
+                "cut after {n}"
+            );
+            let log = store.open_log("t", 1, config(), options).unwrap();
+            assert_eq!(log.next_offset(), 1, "cut after {n}: its records");
+            for p in 2..want {
+                let log = store.open_log("t", p, config(), options).unwrap();
+                assert_eq!(log.next_offset(), 0, "cut after {n}: t-{p}");
+            }
+            if grown {
+                break;
+            }
+            cut += 1;
+        }
+        assert!(cut > 5, "{cut}");
+        let (_sim, store) = sim_store();
+        assert!(matches!(
+            store.add_partitions("none", 2),
+            Err(Error::UnknownTopic { .. })
+        ));
     }
 
     /// A deletion interrupted by an error is finished by the next
