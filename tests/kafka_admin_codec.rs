@@ -1158,3 +1158,71 @@ fn librdkafkas_metadata_for_every_topic_with_its_extra_bytes_decodes() {
     frame.push(0);
     assert!(decode_request(&frame).is_err());
 }
+
+#[test]
+fn create_partitions_decodes_and_answers_as_the_crate_has_it() {
+    use klog::kafka::create_partitions as kc;
+    use km::create_partitions_request as cq;
+    for v in versions(CREATE_PARTITIONS) {
+        let r = km::CreatePartitionsRequest::default()
+            .with_topics(vec![
+                cq::CreatePartitionsTopic::default()
+                    .with_name(km::TopicName(s("t1")))
+                    .with_count(4)
+                    .with_assignments(None),
+                cq::CreatePartitionsTopic::default()
+                    .with_name(km::TopicName(s("t2")))
+                    .with_count(2)
+                    .with_assignments(Some(vec![cq::CreatePartitionsAssignment::default()
+                        .with_broker_ids(vec![km::BrokerId(7), km::BrokerId(9)])])),
+            ])
+            .with_timeout_ms(900)
+            .with_validate_only(true);
+        let frame = request_frame(CREATE_PARTITIONS, v, &r);
+        let Request::CreatePartitions(ours) = decoded(&frame, CREATE_PARTITIONS, v) else {
+            panic!("v{v}: not CreatePartitions");
+        };
+        assert_eq!((ours.timeout_ms, ours.validate_only), (900, true));
+        let (t1, t2) = (&ours.topics[0], &ours.topics[1]);
+        assert_eq!(
+            (t1.name, t1.count, t1.assignments.is_none()),
+            ("t1", 4, true)
+        );
+        let lists: Vec<Vec<i32>> = (t2.assignments.iter().flatten())
+            .map(|a| a.broker_ids.clone())
+            .collect();
+        assert_eq!((t2.name, t2.count, lists), ("t2", 2, vec![vec![7, 9]]));
+        let ours = kc::CreatePartitionsResponse {
+            throttle_time_ms: 0,
+            results: vec![
+                kc::CreatePartitionsTopicResult {
+                    name: "t1".into(),
+                    error_code: 0,
+                    error_message: None,
+                },
+                kc::CreatePartitionsTopicResult {
+                    name: "t2".into(),
+                    error_code: 37,
+                    error_message: Some("already has 2".into()),
+                },
+            ],
+        };
+        let t: km::CreatePartitionsResponse = theirs(&answer(v, &ours), v);
+        let got: Vec<_> = (t.results.iter())
+            .map(|r| {
+                (
+                    r.name.0.to_string(),
+                    r.error_code,
+                    r.error_message.as_ref().map(|m| m.to_string()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("t1".to_string(), 0, None),
+                ("t2".to_string(), 37, Some("already has 2".to_string()))
+            ]
+        );
+    }
+}

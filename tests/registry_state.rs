@@ -264,9 +264,10 @@ fn replaces_a_placement_by_compare_and_set(backend: Backend) {
         })
         .collect();
     let old = reg.place_topic_replicated("t", 2, 2, &ids).unwrap();
-    let grown = partitions_add::add(&*reg, "t", 4, None, false)
+    let (grown, from) = partitions_add::add(&*reg, "t", 4, None, false)
         .unwrap()
         .unwrap();
+    assert_eq!(from, 2);
     assert_eq!(reg.placement("t").unwrap().unwrap(), grown);
     assert_eq!(grown.brokers.len(), 4);
     for p in 0..2 {

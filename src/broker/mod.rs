@@ -116,6 +116,7 @@ mod shared;
 mod sniff;
 mod topic_configs;
 mod topic_delete;
+mod topic_grow;
 use sniff::Protocol;
 #[cfg(test)]
 mod testing;
@@ -495,6 +496,10 @@ fn open_existing_topics(shared: &Shared, placed: bool) -> anyhow::Result<()> {
             }
         }
         let (_, mine) = shared.placed_here(&topic, count, shared.config.replication_factor)?;
+        if mine.len() as u32 > count {
+            // Grown (CreatePartitions) while this broker was down.
+            shared.store.add_partitions(&topic, mine.len() as u32)?;
+        }
         let parts = shared
             .open_topic(&topic, &mine)
             .with_context(|| format!("cannot open topic {topic}"))?;

@@ -121,6 +121,19 @@ pub(super) enum Held {
     Replica(Vec<String>),
 }
 
+impl Held {
+    /// How broker `me` holds each partition of `placement`.
+    pub(super) fn all(placement: &crate::coord::Placement, me: &str) -> Vec<Held> {
+        (0..placement.brokers.len() as u32)
+            .map(|p| match placement.replicas_of(p) {
+                Some(r) if !r.iter().any(|b| b == me) => Held::Elsewhere,
+                Some(r) if r.len() > 1 => Held::Replica(r.to_vec()),
+                _ => Held::Single,
+            })
+            .collect()
+    }
+}
+
 /// Wakes the flusher: partitions with unflushed appends, and whether an
 /// `acks=all` request waits on each. Its lock is never held while a
 /// partition's is taken: a partition busy with slow file work must not
@@ -404,6 +417,8 @@ impl Shared {
                     format!("partition {partition} of topic {topic:?} is served by broker {holder}, not this one"),
                 ))
             }
+            // Grown elsewhere (CreatePartitions) since this broker read it.
+            None if self.grow_as_placed(topic).unwrap_or(false) => self.partition(topic, partition),
             None => Err((
                 ErrorCode::UnknownPartition,
                 format!(
@@ -425,13 +440,7 @@ impl Shared {
         };
         let live: Vec<String> = registry.brokers()?.into_iter().map(|b| b.id).collect();
         let placement = registry.place_topic_replicated(topic, count, rf, &live)?;
-        let held = (0..placement.brokers.len() as u32)
-            .map(|p| match placement.replicas_of(p) {
-                Some(r) if !r.contains(&self.broker_id) => Held::Elsewhere,
-                Some(r) if r.len() > 1 => Held::Replica(r.to_vec()),
-                _ => Held::Single,
-            })
-            .collect();
+        let held = Held::all(&placement, &self.broker_id);
         Ok((placement.brokers.len() as u32, held))
     }
 
@@ -485,7 +494,10 @@ impl Shared {
         if placed != count {
             self.room_for(topic, placed)?;
         }
-        let count = self.store.create_topic(topic, placed)?;
+        // On disk already, it may have fewer (grown while this broker
+        // was down).
+        self.store.create_topic(topic, placed)?;
+        let count = self.store.add_partitions(topic, placed)?;
         let opened = match self.open_topic(topic, &mine) {
             Ok(opened) => opened,
             Err(e) => {
@@ -524,7 +536,7 @@ impl Shared {
     /// served or not: offline, placed elsewhere), within `--max-partitions`
     /// and within the files this process may open: a data directory the
     /// broker wrote, it must be able to open again.
-    fn room_for(&self, topic: &str, partitions: u32) -> Result<()> {
+    pub(super) fn room_for(&self, topic: &str, partitions: u32) -> Result<()> {
         let others = self.store.partition_dirs_besides(topic)?;
         let count = others + partitions as usize;
         if count > self.config.partitions_max {

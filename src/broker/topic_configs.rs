@@ -65,13 +65,15 @@ pub(super) fn refresh(shared: &Shared, topic: &str) -> crate::error::Result<bool
 }
 
 /// Reads every open topic's configs every [`RELOAD`] until the broker
-/// stops (with a registry), and deletes the topics marked for deletion
-/// here ([`super::topic_delete`]).
+/// stops (with a registry), grows the topics whose placement has more
+/// partitions ([`super::topic_grow`]), and deletes the topics marked for
+/// deletion here ([`super::topic_delete`]).
 pub(super) fn reload(shared: &Shared) {
     if shared.registry.is_none() {
         return;
     }
     let mut said: HashMap<String, String> = HashMap::new();
+    let mut grow_said: HashMap<String, String> = HashMap::new();
     let mut deleting_said = String::new();
     while !shared.stopping() {
         let deleted = super::topic_delete::round(shared).map_err(|e| e.to_string());
@@ -82,6 +84,16 @@ pub(super) fn reload(shared: &Shared) {
         deleting_said = why;
         let topics: Vec<String> = shared.read_topics().keys().cloned().collect();
         for topic in topics {
+            match shared.grow_as_placed(&topic) {
+                Ok(_) => _ = grow_said.remove(&topic),
+                Err(e) => {
+                    let why = e.to_string();
+                    if grow_said.get(&topic) != Some(&why) {
+                        shared.log(format_args!("topic {topic}: cannot add partitions: {why}"));
+                        grow_said.insert(topic.clone(), why);
+                    }
+                }
+            }
             match refresh(shared, &topic) {
                 Ok(_) => {
                     said.remove(&topic);

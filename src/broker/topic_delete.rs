@@ -19,6 +19,8 @@ use crate::sync::lock;
 /// stopped, its files removed (crash-safe), the broker's registry entry
 /// rewritten.
 pub(super) fn delete_here(shared: &Shared, topic: &str) -> Result<()> {
+    // Not while the topic is being created or grown here.
+    let _creating = lock(&shared.creating);
     let parts = shared.write_topics().remove(topic);
     let on_disk = shared.store.dir().exists() && shared.store.partition_dirs_of(topic)? > 0;
     if parts.is_none() && !on_disk {

@@ -119,15 +119,15 @@ fn check_assignment(
 
 /// Grows `topic` to `count` partitions in the registry (unless
 /// `validate_only`), as [`grown`] places them: the placement that holds
-/// now, or why not. A topic without a placement is
-/// [`Error::UnknownTopic`].
+/// now and the count it grew from, or why not. A topic without a
+/// placement is [`Error::UnknownTopic`].
 pub fn add(
     registry: &dyn Registry,
     topic: &str,
     count: u32,
     assignment: Option<&[Vec<String>]>,
     validate_only: bool,
-) -> Result<std::result::Result<Placement, Refused>> {
+) -> Result<std::result::Result<(Placement, u32), Refused>> {
     let live: Vec<String> = registry.brokers()?.into_iter().map(|b| b.id).collect();
     for _ in 0..TRIES {
         let Some(old) = registry.placement(topic)? else {
@@ -141,7 +141,7 @@ pub fn add(
             Err(refused) => return Ok(Err(refused)),
         };
         if validate_only || registry.replace_placement(&old, &new)? {
-            return Ok(Ok(new));
+            return Ok(Ok((new, old.brokers.len() as u32)));
         }
     }
     Err(Error::Config(format!(
@@ -227,8 +227,8 @@ mod tests {
         let reg = registry(&["b1", "b2"]);
         reg.place_topic("t", 2, &ids(&["b1", "b2"])).unwrap();
         let old = reg.placement("t").unwrap().unwrap();
-        let first = add(&reg, "t", 4, None, false).unwrap().unwrap();
-        assert_eq!(reg.placement("t").unwrap().unwrap(), first);
+        let (first, from) = add(&reg, "t", 4, None, false).unwrap().unwrap();
+        assert_eq!((reg.placement("t").unwrap().unwrap(), from), (first, 2));
         let stale = grown(&old, 3, None, &ids(&["b1", "b2"])).unwrap();
         assert!(
             !reg.replace_placement(&old, &stale).unwrap(),
@@ -239,7 +239,7 @@ mod tests {
             add(&reg, "t", 3, None, false).unwrap(),
             Err(Refused::Count(_))
         ));
-        let checked = add(&reg, "t", 6, None, true).unwrap().unwrap();
+        let (checked, _) = add(&reg, "t", 6, None, true).unwrap().unwrap();
         assert_eq!(checked.brokers.len(), 6);
         assert_eq!(
             reg.placement("t").unwrap().unwrap().brokers.len(),

@@ -80,6 +80,7 @@ pub fn first_flexible_version(api_key: i16) -> Option<i16> {
         CREATE_TOPICS => 5,
         DELETE_TOPICS => 4,
         DELETE_RECORDS => 2,
+        CREATE_PARTITIONS => 2,
         OFFSET_FOR_LEADER_EPOCH => 4,
         DESCRIBE_CONFIGS => 4,
         ALTER_CONFIGS => 2,

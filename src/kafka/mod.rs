@@ -65,6 +65,7 @@
 //! | DescribeConfigs | 32 | 0–4 | 0–4 | 4 | — |
 //! | AlterConfigs | 33 | 0–2 | 0–2 | 2 | — (topic configs; a broker's are its command line) |
 //! | SaslAuthenticate | 36 | 0–2 | 0–2 | 2 | — |
+//! | CreatePartitions | 37 | 0–3 | 0–3 | 2 | — |
 //! | DeleteGroups | 42 | 0–2 | 0–2 | 2 | — |
 //! | IncrementalAlterConfigs | 44 | 0–1 | 0–1 | 1 | — (as AlterConfigs) |
 //! | OffsetDelete | 47 | 0 | 0 | — | — |
@@ -72,7 +73,7 @@
 //! | DescribeCluster | 60 | 0–1 | 0–1 | 0 | — |
 //!
 //! Not answered (ApiVersions does not list them, so clients refuse before
-//! they ask; README's "What klog does not do"): CreatePartitions, the
+//! they ask; README's "What klog does not do"): the
 //! transactional APIs (issue 25) and the new
 //! consumer and share group protocols (KIP-848, KIP-932). "Kafka" is the
 //! `validVersions` of Kafka's message schemas (its 4.0 development
@@ -80,7 +81,8 @@
 //! Fetch v0–3, ListOffsets v0, OffsetCommit v0–1, OffsetFetch v0) are
 //! those Kafka 4 removed (KIP-896).
 //!
-//! The admin APIs ([`admin`], [`admin_groups`], [`admin_topics`]), OffsetForLeaderEpoch
+//! The admin APIs ([`admin`], [`admin_groups`], [`admin_topics`],
+//! [`create_partitions`], [`delete_records`]), OffsetForLeaderEpoch
 //! ([`epochs`]), Metadata ([`metadata`]) and ListOffsets ([`list_offsets`]) are declared once each
 //! ([`message`]) and answered with the response header v1 in their
 //! flexible versions.
@@ -104,6 +106,7 @@ pub mod admin;
 pub mod admin_groups;
 pub mod admin_topics;
 pub mod consumer;
+pub mod create_partitions;
 pub mod delete_records;
 pub mod epochs;
 pub mod group;
@@ -167,6 +170,8 @@ pub mod api_key {
     pub const DELETE_ACLS: i16 = 31;
     /// SaslAuthenticate.
     pub const SASL_AUTHENTICATE: i16 = 36;
+    /// CreatePartitions.
+    pub const CREATE_PARTITIONS: i16 = 37;
     /// DescribeConfigs.
     pub const DESCRIBE_CONFIGS: i16 = 32;
     /// AlterConfigs.
@@ -210,6 +215,7 @@ pub fn api_name(api_key: i16) -> &'static str {
         CREATE_TOPICS => "CreateTopics",
         DELETE_TOPICS => "DeleteTopics",
         DELETE_RECORDS => "DeleteRecords",
+        CREATE_PARTITIONS => "CreatePartitions",
         DESCRIBE_CONFIGS => "DescribeConfigs",
         ALTER_CONFIGS => "AlterConfigs",
         INCREMENTAL_ALTER_CONFIGS => "IncrementalAlterConfigs",

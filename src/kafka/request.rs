@@ -86,6 +86,8 @@ pub enum Request<'a> {
     DeleteTopics(admin_topics::DeleteTopicsRequest<'a>),
     /// DeleteRecords (21).
     DeleteRecords(super::delete_records::DeleteRecordsRequest<'a>),
+    /// CreatePartitions (37).
+    CreatePartitions(super::create_partitions::CreatePartitionsRequest<'a>),
     /// DescribeConfigs (32).
     DescribeConfigs(admin_topics::DescribeConfigsRequest<'a>),
     /// AlterConfigs (33).
@@ -222,6 +224,7 @@ fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Re
         CREATE_TOPICS => Message::decode(d, version).map(Request::CreateTopics),
         DELETE_TOPICS => Message::decode(d, version).map(Request::DeleteTopics),
         DELETE_RECORDS => Message::decode(d, version).map(Request::DeleteRecords),
+        CREATE_PARTITIONS => Message::decode(d, version).map(Request::CreatePartitions),
         OFFSET_FOR_LEADER_EPOCH => Message::decode(d, version).map(Request::OffsetForLeaderEpoch),
         DESCRIBE_CONFIGS => Message::decode(d, version).map(Request::DescribeConfigs),
         ALTER_CONFIGS => Message::decode(d, version).map(Request::AlterConfigs),

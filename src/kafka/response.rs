@@ -83,6 +83,7 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(DESCRIBE_CONFIGS, 0, 4),
     api(ALTER_CONFIGS, 0, 2),
     api(SASL_AUTHENTICATE, 0, 2),
+    api(CREATE_PARTITIONS, 0, 3),
     api(DELETE_GROUPS, 0, 2),
     api(INCREMENTAL_ALTER_CONFIGS, 0, 1),
     api(OFFSET_DELETE, 0, 0),
@@ -452,7 +453,7 @@ mod tests {
         }
         assert_eq!(supported(API_VERSIONS), Some((0, 4)));
         assert_eq!(supported(OFFSET_COMMIT), Some((2, 8)));
-        // CreatePartitions (37): not implemented, not advertised.
-        assert_eq!(supported(37), None);
+        // AddPartitionsToTxn (24): not implemented, not advertised.
+        assert_eq!(supported(24), None);
     }
 }

@@ -12,6 +12,8 @@ tests/kafka_admin_groups.rs and tests/kafka_admin_topics.rs.
     python admin_clients.py LIB BOOTSTRAP delete-topic TOPIC [TIMEOUT_MS]
     python admin_clients.py confluent-kafka BOOTSTRAP topics
     python admin_clients.py LIB BOOTSTRAP delete-records TOPIC PARTITION OFFSET
+    python admin_clients.py LIB BOOTSTRAP add-partitions TOPIC COUNT [validate]
+    python admin_clients.py confluent-kafka BOOTSTRAP partitions TOPIC
     python admin_clients.py confluent-kafka BOOTSTRAP produce TOPIC PARTITION BYTES
     python admin_clients.py LIB BOOTSTRAP cluster
     python admin_clients.py confluent-kafka BOOTSTRAP produce-at TOPIC TS,TS,...
@@ -30,6 +32,9 @@ followed by " dynamic" for the topic's own (not aiokafka);
 `delete-topic` prints "ok" or "error NAME"; `topics` each topic's name,
 sorted (Metadata for every topic); `delete-records` "ok START"
 (the partition's new start) or "error NAME";
+`add-partitions` (CreatePartitions) prints "ok" or "error NAME";
+`partitions` each partition of the topic as "P LEADER" (its leader's
+node id, -1 for none) from Metadata;
 `produce` writes one record of BYTES bytes with acks=all and no retries
 and prints "ok" or "error NAME"; `cluster` each broker as "HOST:PORT";
 `produce-at` writes a record per timestamp to partition 0 and prints
@@ -220,6 +225,15 @@ def confluent_topics(bootstrap, command, args):
             return [f"error {names.get(errors[0].code(), errors[0].code())}"]
     if command == "cluster":
         return sorted(f"{n.host}:{n.port}" for n in admin.describe_cluster().result(30).nodes)
+    if command == "add-partitions":
+        from confluent_kafka.admin import NewPartitions
+        asked = NewPartitions(args[0], int(args[1]))
+        return outcome(admin.create_partitions([asked], validate_only="validate" in args[2:])[args[0]])
+    if command == "partitions":
+        topic = admin.list_topics(args[0], timeout=30).topics[args[0]]
+        if topic.error is not None:
+            return [f"error {topic.error.name()}"]
+        return [f"{p} {topic.partitions[p].leader}" for p in sorted(topic.partitions)]
     if command == "produce-at":
         # One record per timestamp, in order, to partition 0.
         from confluent_kafka import Producer
@@ -295,6 +309,13 @@ def kafka_python_topics(bootstrap, command, args):
         return [f"error {kafka_name(name)}"]
     if command == "cluster":
         return sorted(f"{b['host']}:{b['port']}" for b in admin.describe_cluster()["brokers"])
+    if command == "add-partitions":
+        try:
+            admin.create_partitions({args[0]: int(args[1])},
+                                    validate_only="validate" in args[2:])
+            return ["ok"]
+        except KafkaError as e:
+            return [f"error {kafka_name(type(e).__name__)}"]
     fail(f"no {command}")
 
 
@@ -349,6 +370,15 @@ def aiokafka_topics(bootstrap, command, args):
                 (result,) = response.resources
                 # (error_code, error_message, type, name, configs)
                 return sorted(f"{c[0]}={c[1]}" for c in result[4])
+            if command == "add-partitions":
+                from aiokafka.admin import NewPartitions
+                from aiokafka.errors import KafkaError
+                try:
+                    await admin.create_partitions({args[0]: NewPartitions(int(args[1]))},
+                                                  validate_only="validate" in args[2:])
+                    return ["ok"]
+                except KafkaError as e:
+                    return [f"error {kafka_name(type(e).__name__)}"]
             if command == "cluster":
                 cluster = await admin.describe_cluster()
                 return sorted(f"{b['host']}:{b['port']}" for b in cluster["brokers"])
@@ -361,7 +391,8 @@ def aiokafka_topics(bootstrap, command, args):
 
 
 TOPIC_COMMANDS = ("create", "configs", "alter", "set", "produce", "cluster", "produce-at",
-                  "list-offsets", "delete-topic", "delete-records", "topics")
+                  "list-offsets", "delete-topic", "delete-records", "topics", "add-partitions",
+                  "partitions")
 
 
 def main(argv):

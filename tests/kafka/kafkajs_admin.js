@@ -9,6 +9,7 @@
 //   node kafkajs_admin.js BROKER alter TOPIC [NAME=VALUE...]
 //   node kafkajs_admin.js BROKER delete-topic TOPIC [TIMEOUT_MS]
 //   node kafkajs_admin.js BROKER delete-records TOPIC PARTITION OFFSET
+//   node kafkajs_admin.js BROKER add-partitions TOPIC COUNT [validate]
 //   node kafkajs_admin.js BROKER cluster
 //
 // Prints what admin_clients.py prints: each group's id,
@@ -123,6 +124,18 @@ async function run(admin, command, args) {
     } catch (e) {
       const failed = (e.errors || []).find((x) => x.type);
       return [`error ${failed ? failed.type : e.type || e.message}`];
+    }
+  }
+  if (command === 'add-partitions') {
+    try {
+      await admin.createPartitions({
+        topicPartitions: [{ topic: args[0], count: Number(args[1]) }],
+        validateOnly: args.includes('validate'),
+      });
+      return ['ok'];
+    } catch (e) {
+      const failed = (e.errors || []).find((x) => x.type);
+      return [`error ${failed ? failed.type : e.type || (e.cause && e.cause.type) || e.message}`];
     }
   }
   if (command === 'cluster') {

@@ -18,6 +18,7 @@
 //! | CreateTopics, DescribeCluster | see [`super::topics_admin`] |
 //! | DeleteTopics | delete on each topic ([`super::topics_delete`]) |
 //! | DeleteRecords | delete on each topic ([`super::records_delete`]) |
+//! | CreatePartitions | alter on each topic ([`super::partitions_create`]) |
 //! | DescribeConfigs, AlterConfigs, IncrementalAlterConfigs | see [`super::configs_admin`] |
 //! | OffsetForLeaderEpoch | describe on each topic |
 

@@ -14,7 +14,8 @@ use super::metadata::{list_offset, metadata, Listed, PartitionMeta};
 use super::produce::{self, Pending, Produced};
 use super::Kafka;
 use super::{
-    acls, configs_admin, epochs, group_admin, records_delete, scram, topics_admin, topics_delete,
+    acls, configs_admin, epochs, group_admin, partitions_create, records_delete, scram,
+    topics_admin, topics_delete,
 };
 use crate::broker::auth::Session;
 use crate::broker::memory::Held;
@@ -109,8 +110,8 @@ pub(super) fn handle<'s>(
         Request::DescribeUserScramCredentials(r) => {
             frame_message(out, id, version, &scram::describe(&access, &r))
         }
-        Request::DeleteRecords(_) | Request::DeleteTopics(_) => {
-            deletion(shared, request, &access, (peer, version, id), out)
+        Request::DeleteRecords(_) | Request::DeleteTopics(_) | Request::CreatePartitions(_) => {
+            topic_change(shared, request, &access, (peer, version, id), out)
         }
         Request::CreateAcls(_)
         | Request::DeleteAcls(_)
@@ -165,9 +166,9 @@ fn admin(
     }
 }
 
-/// Answers a request that deletes records or topics, said in the log with
-/// who asked and what became of it.
-fn deletion(
+/// Answers a request that deletes records or topics or adds partitions,
+/// said in the log with who asked and what became of it.
+fn topic_change(
     shared: &Shared,
     request: Request<'_>,
     access: &Access<'_>,
@@ -176,6 +177,7 @@ fn deletion(
 ) {
     let api = match &request {
         Request::DeleteRecords(_) => "DeleteRecords",
+        Request::CreatePartitions(_) => "CreatePartitions",
         _ => "DeleteTopics",
     };
     let (done, refused) = match request {
@@ -189,6 +191,11 @@ fn deletion(
             let response = topics_delete::delete(shared, access, &r, version);
             frame_message(out, id, version, &response);
             count(response.responses.iter().map(|r| r.error_code))
+        }
+        Request::CreatePartitions(r) => {
+            let response = partitions_create::create(shared, access, &r);
+            frame_message(out, id, version, &response);
+            count(response.results.iter().map(|r| r.error_code))
         }
         _ => return,
     };

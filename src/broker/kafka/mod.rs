@@ -70,6 +70,7 @@ mod group_admin;
 mod groups;
 mod handlers;
 mod metadata;
+mod partitions_create;
 mod produce;
 mod records_delete;
 mod scram;

@@ -1,0 +1,180 @@
+//! CreatePartitions (issue 27) through every admin client in CI
+//! (confluent-kafka, kafka-python, aiokafka, kafkajs): a topic grows,
+//! its new partitions take records at once, and it never shrinks. In a
+//! cluster, every broker holding the topic grows its copy, and a broker
+//! that was down when the topic grew grows its copy when it starts and
+//! follows the new partitions' leaders.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::cluster::Cluster;
+use common::kafka::{self, KafkaBroker};
+
+/// An admin client's lines ([`kafka::admin`]).
+fn run(client: &str, bootstrap: &str, args: &[&str]) -> Vec<String> {
+    kafka::admin(client, bootstrap, args)
+}
+
+/// The directories of `topic`'s partitions in a data directory.
+fn partition_dirs(data: &Path, topic: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir(data) else {
+        return 0;
+    };
+    let names = entries.filter_map(|e| e.ok()?.file_name().into_string().ok());
+    let of = |n: &String| {
+        n.rsplit_once('-')
+            .is_some_and(|(t, p)| t == topic && p.parse::<u32>().is_ok())
+    };
+    names.filter(of).count()
+}
+
+/// The partitions Metadata shows of `topic`, each with a leader (none
+/// without one).
+fn led_partitions(bootstrap: &str, topic: &str) -> usize {
+    let lines = run("confluent-kafka", bootstrap, &["partitions", topic]);
+    lines.iter().filter(|l| !l.ends_with(" -1")).count()
+}
+
+#[test]
+fn every_admin_client_adds_partitions_that_take_records_at_once() {
+    if kafka::python().is_none() || kafka::kafkajs().is_none() {
+        return;
+    }
+    let broker = KafkaBroker::with_registry(&["--auto-create-topics", "false"]);
+    let at = broker.kafka.as_str();
+    let c = "confluent-kafka";
+    for client in ["confluent-kafka", "kafka-python", "aiokafka", "kafkajs"] {
+        let topic = format!("g-{client}");
+        assert_eq!(run(c, at, &["create", &topic, "2", "1"]), ["ok"]);
+        assert_eq!(run(c, at, &["produce", &topic, "1", "10"]), ["ok"]);
+        let checked = run(client, at, &["add-partitions", &topic, "4", "validate"]);
+        assert_eq!(checked, ["ok"], "{client}");
+        assert_eq!(led_partitions(at, &topic), 2, "{client}: validate only");
+        assert_eq!(partition_dirs(&broker.data_dir(), &topic), 2, "{client}");
+        let grown = run(client, at, &["add-partitions", &topic, "4"]);
+        assert_eq!(grown, ["ok"], "{client}");
+        assert_eq!(led_partitions(at, &topic), 4, "{client}");
+        assert_eq!(partition_dirs(&broker.data_dir(), &topic), 4, "{client}");
+        for p in ["2", "3"] {
+            let produced = run(c, at, &["produce", &topic, p, "10"]);
+            assert_eq!(produced, ["ok"], "{client}: partition {p}");
+        }
+        for fewer_or_same in ["3", "4"] {
+            let refused = run(client, at, &["add-partitions", &topic, fewer_or_same]);
+            assert_eq!(refused, ["error INVALID_PARTITIONS"], "{client}");
+        }
+        let none = run(client, at, &["add-partitions", "no-such-topic", "3"]);
+        assert!(
+            none[0].starts_with("error UNKNOWN_TOPIC"),
+            "{client}: {none:?}"
+        );
+        assert_eq!(led_partitions(at, &topic), 4, "{client}: unchanged");
+    }
+    // The old partition's record stayed where it was.
+    let (start, end) = kafka::earliest_latest(at, "g-kafkajs");
+    assert_eq!((start, end), (0, 0), "partition 0 holds nothing");
+}
+
+#[test]
+fn without_a_registry_the_brokers_copy_grows() {
+    if kafka::python().is_none() {
+        return;
+    }
+    let broker = KafkaBroker::start(&[]);
+    let at = broker.kafka.as_str();
+    let c = "confluent-kafka";
+    assert_eq!(run(c, at, &["create", "solo", "1", "1"]), ["ok"]);
+    assert_eq!(run(c, at, &["add-partitions", "solo", "3"]), ["ok"]);
+    assert_eq!(partition_dirs(&broker.data_dir(), "solo"), 3);
+    assert_eq!(led_partitions(at, "solo"), 3);
+    assert_eq!(run(c, at, &["produce", "solo", "2", "10"]), ["ok"]);
+    let refused = run(c, at, &["add-partitions", "solo", "2"]);
+    assert_eq!(refused, ["error INVALID_PARTITIONS"]);
+}
+
+/// Three brokers, replicas on each: the topic grows on every broker that
+/// runs, and on one that stopped answering as it grew (and died) once it
+/// starts again, which then follows each new partition until it is in
+/// sync.
+#[test]
+fn a_broker_down_when_a_topic_grows_grows_its_copy_when_it_starts() {
+    if kafka::python().is_none() {
+        return;
+    }
+    let mut cluster = Cluster::with_kafka(3, &[]).unwrap();
+    let first = cluster.kafka_addr(0);
+    let c = "confluent-kafka";
+    assert_eq!(run(c, &first, &["create", "wide", "1", "3"]), ["ok"]);
+    cluster.wait_full_isr("wide", 0, Duration::from_secs(30));
+    assert_eq!(run(c, &first, &["produce", "wide", "0", "10"]), ["ok"]);
+    // Every broker holds it (and so grows only by reading the placement).
+    cluster.wait_same_end("wide", 0, Duration::from_secs(30));
+    common::eventually("every broker holds it", Duration::from_secs(30), || {
+        (0..3).all(|slot| cluster.replica(slot, "wide", 0).end() == 1)
+    });
+    // Stopped, not yet known to be gone: the new partitions are placed on
+    // it too. Then it dies.
+    cluster.freeze(2);
+    assert_eq!(run(c, &first, &["add-partitions", "wide", "4"]), ["ok"]);
+    cluster.kill9(2);
+    common::eventually("the running brokers grow", Duration::from_secs(30), || {
+        (0..2).all(|slot| partition_dirs(cluster.data_dir(slot), "wide") == 4)
+    });
+    assert_eq!(partition_dirs(cluster.data_dir(2), "wide"), 1, "down");
+    common::eventually("each partition is led", Duration::from_secs(60), || {
+        led_partitions(&first, "wide") == 4
+    });
+    for p in ["0", "1", "2", "3"] {
+        assert_eq!(run(c, &first, &["produce", "wide", p, "10"]), ["ok"], "{p}");
+    }
+    cluster.restart(2);
+    for p in 0..4 {
+        cluster.wait_full_isr("wide", p, Duration::from_secs(60));
+        let replicas = cluster.wait_same_end("wide", p, Duration::from_secs(30));
+        let want = if p == 0 { 2 } else { 1 };
+        assert_eq!(
+            replicas[2].end(),
+            want,
+            "partition {p}: its records, copied"
+        );
+    }
+    assert_eq!(partition_dirs(cluster.data_dir(2), "wide"), 4);
+}
+
+/// One copy of each partition, spread over two brokers: the broker that
+/// did not answer grows its copy by reading the placement (nothing asks
+/// it for the new partitions first), and then serves those placed on it.
+#[test]
+fn every_broker_reads_the_placement_and_grows_its_copy() {
+    if kafka::python().is_none() {
+        return;
+    }
+    let cluster = Cluster::with_kafka(2, &[]).unwrap();
+    let first = cluster.kafka_addr(0);
+    let c = "confluent-kafka";
+    assert_eq!(run(c, &first, &["create", "spread", "2", "1"]), ["ok"]);
+    // A produce to each partition opens it on its broker.
+    for p in ["0", "1"] {
+        assert_eq!(
+            run(c, &first, &["produce", "spread", p, "10"]),
+            ["ok"],
+            "{p}"
+        );
+    }
+    assert!((0..2).all(|slot| partition_dirs(cluster.data_dir(slot), "spread") == 2));
+    assert_eq!(run(c, &first, &["add-partitions", "spread", "4"]), ["ok"]);
+    common::eventually("both brokers grow", Duration::from_secs(30), || {
+        (0..2).all(|slot| partition_dirs(cluster.data_dir(slot), "spread") == 4)
+    });
+    assert_eq!(led_partitions(&first, "spread"), 4);
+    for p in ["0", "1", "2", "3"] {
+        assert_eq!(
+            run(c, &first, &["produce", "spread", p, "10"]),
+            ["ok"],
+            "{p}"
+        );
+    }
+}
