@@ -1411,6 +1411,32 @@ fn registry_topic_configs() {
 }
 
 #[test]
+fn registry_broker_configs() {
+    use klog::coord::broker_config;
+    use klog::coord::topic_config::TopicConfig;
+    let name = "registry/config/brokers/default.json";
+    let dir = tempfile::tempdir().unwrap();
+    let reg = DirRegistry::open(dir.path()).unwrap();
+    let stored = broker_config::change(&reg, broker_config::DEFAULT, &mut |c| {
+        c.set("retention.ms", "3600000")?;
+        c.set("max.message.bytes", "2000")
+    });
+    stored.unwrap().unwrap();
+    let golden = check_golden(name, &read(&dir.path().join("config/brokers/default.json")));
+
+    let other = tempfile::tempdir().unwrap();
+    let reg = DirRegistry::open(other.path()).unwrap();
+    std::fs::create_dir_all(other.path().join("config/brokers")).unwrap();
+    std::fs::write(other.path().join("config/brokers/default.json"), &golden).unwrap();
+    let decoded = broker_config::read(&reg, broker_config::DEFAULT).unwrap();
+    let mut want = TopicConfig::new();
+    want.set("retention.ms", "3600000").unwrap();
+    want.set("max.message.bytes", "2000").unwrap();
+    assert_eq!(decoded, want);
+    assert_reencoded(name, &golden, &broker_config::encode(&decoded));
+}
+
+#[test]
 fn registry_topic_deletion_marker() {
     use klog::coord::topic_delete;
     let name = "registry/config/deleting/clicks.json";

@@ -274,3 +274,138 @@ fn a_refused_create_leaves_no_configs_and_a_damaged_entry_is_set_again() {
     let retention = value_of(&configs, "retention.ms").unwrap();
     assert_eq!(retention, ("5000".into(), true));
 }
+
+/// What `sources` says of `name` ("VALUE SOURCE"), through `bootstrap`.
+fn source_of(bootstrap: &str, resource: (&str, &str), name: &str) -> String {
+    let lines = run(
+        "confluent-kafka",
+        bootstrap,
+        &["sources", resource.0, resource.1],
+    );
+    let prefix = format!("{name}=");
+    let line = lines.iter().find_map(|l| l.strip_prefix(&prefix));
+    line.unwrap_or_else(|| panic!("no {name} in {lines:?}"))
+        .to_string()
+}
+
+/// Sets (or with no value deletes) `name` in the cluster's default broker
+/// configs through `bootstrap`, as `kafka-configs.sh --entity-type brokers
+/// --entity-default` does (IncrementalAlterConfigs v1 of the broker
+/// resource named ""; the Python clients and kafkajs name a broker by its
+/// id only): the answer's error code.
+fn set_default(bootstrap: &str, name: &str, value: Option<&str>) -> i16 {
+    set_broker(bootstrap, "", name, value)
+}
+
+/// [`set_default`] of broker resource `broker`.
+fn set_broker(bootstrap: &str, broker: &str, name: &str, value: Option<&str>) -> i16 {
+    use kafka_protocol::messages as km;
+    use kafka_protocol::protocol::StrBytes;
+    use km::incremental_alter_configs_request as q;
+    let str = |s: &str| StrBytes::from_string(s.to_string());
+    let change = q::AlterableConfig::default()
+        .with_name(str(name))
+        .with_config_operation(if value.is_some() { 0 } else { 1 })
+        .with_value(value.map(str));
+    let r = km::IncrementalAlterConfigsRequest::default().with_resources(vec![
+        q::AlterConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(str(broker))
+            .with_configs(vec![change]),
+    ]);
+    let mut stream = std::net::TcpStream::connect(bootstrap).unwrap();
+    let answer: km::IncrementalAlterConfigsResponse =
+        kafka::call_flexible(&mut stream, (44, 1), &r);
+    answer.responses[0].error_code
+}
+
+/// Dynamic broker configs (`kafka-configs.sh --entity-type brokers`): the
+/// cluster's default and one broker's own, set through any broker by
+/// each Python client, count on every broker for every topic without
+/// configs of its own, without a restart; a broker's own wins over the
+/// default, a topic's own over both; the sources say which; a config
+/// that is the command line's is refused.
+#[test]
+fn broker_configs_set_at_runtime_count_on_every_broker() {
+    if kafka::python().is_none() {
+        return;
+    }
+    let cluster = Cluster::with_kafka(2, &[]).unwrap();
+    let (first, second) = (cluster.kafka_addr(0), cluster.kafka_addr(1));
+    let c = "confluent-kafka";
+    assert_eq!(run(c, &first, &["create", "dyn", "2", "1"]), ["ok"]);
+    let second_node = source_of(&second, ("broker", ""), "broker.id");
+    let second_node = second_node.split(' ').next().unwrap().to_string();
+    // The partition the second broker leads.
+    let leaders = run(c, &first, &["partitions", "dyn"]);
+    let on_second = (leaders.iter())
+        .find_map(|l| l.strip_suffix(&format!(" {second_node}")))
+        .map(|p| p.parse::<u32>().unwrap())
+        .unwrap_or_else(|| panic!("{leaders:?}"));
+    let on_first = 1 - on_second;
+    for p in 0..2 {
+        answers(&first, ("dyn", p), 3000, "ok");
+    }
+    // The cluster's default, through the first broker.
+    assert_eq!(set_default(&first, "message.max.bytes", Some("2000")), 0);
+    for p in 0..2 {
+        answers(&second, ("dyn", p), 3000, "error MSG_SIZE_TOO_LARGE");
+    }
+    let shown = source_of(&second, ("topic", "dyn"), "max.message.bytes");
+    assert_eq!(shown, "2000 DYNAMIC_DEFAULT_BROKER_CONFIG");
+    let shown = source_of(&second, ("broker", ""), "message.max.bytes");
+    assert_eq!(shown, "2000 DYNAMIC_DEFAULT_BROKER_CONFIG");
+    // The second broker's own, through the first (librdkafka).
+    let own = ["broker-set", &second_node, "message.max.bytes=5000"];
+    assert_eq!(run(c, &first, &own), ["ok"]);
+    answers(&first, ("dyn", on_second), 3000, "ok");
+    answers(&first, ("dyn", on_first), 3000, "error MSG_SIZE_TOO_LARGE");
+    let shown = source_of(&second, ("broker", ""), "message.max.bytes");
+    assert_eq!(shown, "5000 DYNAMIC_BROKER_CONFIG");
+    // A topic's own wins.
+    let topic = ["set", "dyn", "max.message.bytes=100000"];
+    assert_eq!(run(c, &first, &topic), ["ok"]);
+    answers(&first, ("dyn", on_first), 3000, "ok");
+    assert_eq!(
+        source_of(&first, ("topic", "dyn"), "max.message.bytes"),
+        "100000 DYNAMIC_TOPIC_CONFIG"
+    );
+    // Refused: the command line's configs, values out of range, brokers
+    // that are not there.
+    for (client, args, want) in [
+        (
+            c,
+            [&second_node, "log.dirs=/elsewhere"],
+            "error INVALID_CONFIG",
+        ),
+        (
+            c,
+            [&second_node, "log.segment.bytes=10"],
+            "error INVALID_CONFIG",
+        ),
+    ] {
+        let args = [&["broker-set"][..], &args].concat();
+        assert_eq!(run(client, &first, &args), [want], "{client} {args:?}");
+    }
+    assert_eq!(
+        set_broker(&first, "12345", "log.retention.ms", Some("1")),
+        42,
+        "no such broker"
+    );
+    // kafka-python and aiokafka (AlterConfigs: the entry becomes what it
+    // names) set the second broker's own retention.
+    let set = ["broker-set", &second_node, "log.retention.ms=3600000"];
+    assert_eq!(run("kafka-python", &first, &set), ["ok"]);
+    let shown = source_of(&second, ("topic", "dyn"), "retention.ms");
+    assert_eq!(shown, "3600000 DYNAMIC_BROKER_CONFIG");
+    let aio = ["broker-set", &second_node, "log.retention.ms=7200000"];
+    assert_eq!(run("aiokafka", &first, &aio), ["ok"]);
+    let shown = source_of(&second, ("topic", "dyn"), "retention.ms");
+    assert_eq!(shown, "7200000 DYNAMIC_BROKER_CONFIG");
+    let shown = source_of(&second, ("broker", ""), "message.max.bytes");
+    assert_eq!(shown, "2000 DYNAMIC_DEFAULT_BROKER_CONFIG", "replaced");
+    // Back to the command line's.
+    assert_eq!(set_default(&first, "message.max.bytes", None), 0);
+    let shown = source_of(&first, ("broker", ""), "message.max.bytes");
+    assert!(shown.ends_with(" STATIC_BROKER_CONFIG"), "{shown}");
+}

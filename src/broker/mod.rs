@@ -342,6 +342,12 @@ impl Broker {
         // on it as whole (to cut its own damage: `scrub`). A topic not
         // placed yet opens after: placing it counts the live brokers.
         topic_delete::at_start(&shared)?;
+        // Before any topic opens: its retention may be set at runtime.
+        if let Err(e) = topic_configs::refresh_broker(&shared) {
+            shared.log(format_args!(
+                "keeping every segment until the broker configs read: {e}"
+            ));
+        }
         open_existing_topics(&shared, true)?;
         replica::manager::leave_if_cut(&shared);
         register(&shared, listener.local_addr()?, kafka_addr.clone())?;

@@ -274,6 +274,8 @@ pub(super) struct Shared {
     pub(super) metrics: super::metrics::Metrics,
     /// Each open topic's configs as last read from the registry.
     pub(super) topic_configs: crate::coord::topic_config::Cache,
+    /// The dynamic broker configs as last read (`None`: not yet).
+    pub(super) broker_configs: Mutex<Option<crate::coord::broker_config::Layers>>,
     /// Topics deleted here so far: a name seen before may be placed anew.
     pub(super) deletions: AtomicU64,
     /// Held by the one round of deletions running ([`super::topic_delete`]):
@@ -313,6 +315,7 @@ impl Shared {
             authorizer: crate::coord::acl::Cache::default(),
             metrics: super::metrics::Metrics::default(),
             topic_configs: Default::default(),
+            broker_configs: Mutex::new(None),
             deletions: AtomicU64::new(0),
             deleting: Mutex::new(()),
             config,
@@ -577,7 +580,8 @@ impl Shared {
     /// open with here: the broker's, with the topic's configs from the
     /// registry ([`super::topic_configs`]). While they cannot be read (and
     /// were not before), the topic keeps every segment: its retention may
-    /// be longer than the broker's.
+    /// be longer than the broker's; as while the dynamic broker configs
+    /// cannot be read.
     fn log_config(&self, topic: &str) -> (crate::storage::log::LogConfig, u32) {
         if let Some(registry) = self.registry.as_deref() {
             match crate::coord::topic_config::read(registry, topic) {
@@ -587,9 +591,8 @@ impl Shared {
         }
         let known = self.topic_configs.get(topic);
         let unread = known.is_none() && self.registry.is_some();
-        let (mut config, min_insync) = known
-            .unwrap_or_default()
-            .apply(&self.config.log, self.config.min_insync_replicas);
+        let (base, base_min) = self.base_config();
+        let (mut config, min_insync) = known.unwrap_or_default().apply(&base, base_min);
         if unread {
             config.retention_ms = None;
             config.retention_bytes = None;

@@ -16,7 +16,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::shared::Shared;
+use crate::coord::broker_config::{self, Layers};
 use crate::coord::topic_config;
+use crate::storage::log::LogConfig;
+use crate::sync::lock;
 
 /// How often a broker reads its topics' configs again.
 pub(super) const RELOAD: Duration = Duration::from_secs(1);
@@ -32,8 +35,8 @@ pub(super) fn refresh(shared: &Shared, topic: &str) -> crate::error::Result<bool
     let changed = shared.topic_configs.set(topic, config.clone());
     // Applied every time, changed or not: a partition opened while the
     // change was read (not yet served) takes it at the next reload.
-    let c = &shared.config;
-    let (log, min_insync) = config.apply(&c.log, c.min_insync_replicas);
+    let (base, base_min) = shared.base_config();
+    let (log, min_insync) = config.apply(&base, base_min);
     let parts = shared.read_topics().get(topic).cloned().unwrap_or_default();
     for p in parts.into_iter().flatten() {
         let mut l = p.lock();
@@ -64,6 +67,60 @@ pub(super) fn refresh(shared: &Shared, topic: &str) -> crate::error::Result<bool
     Ok(true)
 }
 
+impl Shared {
+    /// The configs of a topic without its own here: the command line's,
+    /// with the dynamic broker configs over them
+    /// ([`crate::coord::broker_config`]). While those were never read
+    /// (with a registry), no segment is old or large enough to go: a
+    /// retention set at runtime may be longer than the command line's.
+    pub(super) fn base_config(&self) -> (LogConfig, u32) {
+        let c = &self.config;
+        match &*lock(&self.broker_configs) {
+            Some(layers) => layers.apply(&c.log, c.min_insync_replicas),
+            None if self.registry.is_some() => {
+                let mut log = c.log.clone();
+                (log.retention_ms, log.retention_bytes) = (None, None);
+                (log, c.min_insync_replicas)
+            }
+            None => (c.log.clone(), c.min_insync_replicas),
+        }
+    }
+}
+
+/// Reads the dynamic broker configs from the registry (the cluster's
+/// default and this broker's own) and keeps them: whether they changed
+/// (said in the log), or the error that kept the old ones.
+pub(super) fn refresh_broker(shared: &Shared) -> crate::error::Result<bool> {
+    let Some(registry) = shared.registry.as_deref() else {
+        return Ok(false);
+    };
+    let node = super::kafka::node_id(&shared.broker_id).to_string();
+    let layers = Layers::read(registry, &node)?;
+    let before = lock(&shared.broker_configs).replace(layers.clone());
+    if before.as_ref() == Some(&layers) {
+        return Ok(false);
+    }
+    if before.is_none() && layers == Layers::default() {
+        // None at the first read: nothing to say.
+        return Ok(true);
+    }
+    let shown = |c: &crate::coord::topic_config::TopicConfig| {
+        let set: Vec<String> = (c.overrides().iter())
+            .map(|(n, v)| format!("{}={v}", broker_config::broker_name(n).unwrap_or(n)))
+            .collect();
+        match set.is_empty() {
+            true => "none".to_string(),
+            false => set.join(", "),
+        }
+    };
+    shared.log(format_args!(
+        "dynamic broker configs: cluster default {}; this broker's own {}",
+        shown(&layers.default),
+        shown(&layers.own)
+    ));
+    Ok(true)
+}
+
 /// Reads every open topic's configs every [`RELOAD`] until the broker
 /// stops (with a registry), grows the topics whose placement has more
 /// partitions ([`super::topic_grow`]), and deletes the topics marked for
@@ -75,6 +132,7 @@ pub(super) fn reload(shared: &Shared) {
     let mut said: HashMap<String, String> = HashMap::new();
     let mut grow_said: HashMap<String, String> = HashMap::new();
     let mut deleting_said = String::new();
+    let mut broker_said = String::new();
     while !shared.stopping() {
         let deleted = super::topic_delete::round(shared).map_err(|e| e.to_string());
         let why = deleted.err().unwrap_or_default();
@@ -82,6 +140,12 @@ pub(super) fn reload(shared: &Shared) {
             shared.log(format_args!("cannot delete a topic: {why}"));
         }
         deleting_said = why;
+        let why = refresh_broker(shared).err().map(|e| e.to_string());
+        let why = why.unwrap_or_default();
+        if !why.is_empty() && why != broker_said {
+            shared.log(format_args!("keeping the broker configs: {why}"));
+        }
+        broker_said = why;
         let topics: Vec<String> = shared.read_topics().keys().cloned().collect();
         for topic in topics {
             match shared.grow_as_placed(&topic) {
@@ -182,5 +246,45 @@ mod tests {
             .unwrap();
         assert!(refresh(&shared, "k").unwrap());
         assert_eq!(p.lock().config().retention_ms, Some(60000));
+    }
+
+    /// The dynamic broker configs count once read (before, no segment
+    /// goes for retention): this broker's own over the cluster's default,
+    /// a topic's own over both.
+    #[test]
+    fn broker_configs_count_once_read_under_a_topics_own() {
+        let (_sim, shared, registry) = broker();
+        let set = |entry: &str, name: &str, value: &str| {
+            broker_config::change(&*registry, entry, &mut |c| c.set(name, value))
+                .unwrap()
+                .unwrap()
+        };
+        set(broker_config::DEFAULT, "retention.ms", "60000");
+        set(broker_config::DEFAULT, "max.message.bytes", "3000");
+        assert_eq!(shared.base_config().0.retention_ms, None, "unread");
+        assert!(refresh_broker(&shared).unwrap());
+        assert!(!refresh_broker(&shared).unwrap(), "no change since");
+        assert_eq!(shared.base_config().0.retention_ms, Some(60000));
+        let node = crate::broker::kafka::node_id(&shared.broker_id).to_string();
+        set(&node, "max.message.bytes", "2000");
+        set("99", "max.message.bytes", "1000");
+        shared.store.create_topic("u", 1).unwrap();
+        let parts = shared.open_topic("u", &[Held::Single]).unwrap();
+        shared.write_topics().insert("u".into(), parts);
+        let p = shared.read_topics()["u"][0].clone().unwrap();
+        assert_eq!(p.lock().config().record_bytes_max, 3000, "as read before");
+        assert!(refresh_broker(&shared).unwrap());
+        refresh(&shared, "u").unwrap();
+        assert_eq!(p.record_bytes_max.load(Ordering::Relaxed), 2000, "its own");
+        assert_eq!(p.lock().config().retention_ms, Some(60000), "the default");
+        topic_config::change(&*registry, "u", &mut |c| c.set("max.message.bytes", "5000"))
+            .unwrap()
+            .unwrap();
+        refresh(&shared, "u").unwrap();
+        assert_eq!(
+            p.record_bytes_max.load(Ordering::Relaxed),
+            5000,
+            "the topic's"
+        );
     }
 }

@@ -14,6 +14,7 @@
 //! many hosts. [`open`] opens either, by the form of its address.
 
 pub mod acl;
+pub mod broker_config;
 pub mod dir;
 pub mod group;
 pub mod log_start;

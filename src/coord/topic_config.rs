@@ -296,10 +296,35 @@ pub fn change(
     topic: &str,
     change: &mut dyn FnMut(&mut TopicConfig) -> std::result::Result<(), String>,
 ) -> Result<std::result::Result<TopicConfig, String>> {
+    let entry = Entry {
+        kind: KIND,
+        name: topic,
+        parse: &TopicConfig::parse,
+        encode: &TopicConfig::to_bytes,
+    };
+    change_entry(registry, &entry, change)
+}
+
+/// A registry entry of overrides: its kind and name, and how its bytes
+/// read and are written (a broker's entry names its configs otherwise:
+/// [`crate::coord::broker_config`]).
+pub(crate) struct Entry<'e> {
+    pub(crate) kind: &'e str,
+    pub(crate) name: &'e str,
+    pub(crate) parse: &'e dyn Fn(&[u8]) -> std::result::Result<TopicConfig, String>,
+    pub(crate) encode: &'e dyn Fn(&TopicConfig) -> Vec<u8>,
+}
+
+/// [`change`] of any entry of overrides.
+pub(crate) fn change_entry(
+    registry: &dyn Registry,
+    entry: &Entry<'_>,
+    change: &mut dyn FnMut(&mut TopicConfig) -> std::result::Result<(), String>,
+) -> Result<std::result::Result<TopicConfig, String>> {
     let edit =
         |stored: Option<&[u8]>,
          change: &mut dyn FnMut(&mut TopicConfig) -> std::result::Result<(), String>| {
-            let before = stored.and_then(|b| TopicConfig::parse(b).ok());
+            let before = stored.and_then(|b| (entry.parse)(b).ok());
             let mut config = before.clone().unwrap_or_default();
             let outcome = change(&mut config).map(|()| config);
             // A damaged entry is rewritten even by a change that keeps nothing.
@@ -308,17 +333,18 @@ pub fn change(
             (outcome, unchanged)
         };
     // A first look, to write nothing for a refused or empty change.
-    let (first, unchanged) = edit(registry.config(KIND, topic)?.as_deref(), change);
+    let (kind, name) = (entry.kind, entry.name);
+    let (first, unchanged) = edit(registry.config(kind, name)?.as_deref(), change);
     if first.is_err() || unchanged {
         return Ok(first);
     }
     let mut outcome = first;
-    registry.update_config(KIND, topic, &mut |stored| {
+    registry.update_config(kind, name, &mut |stored| {
         outcome = edit(stored, change).0;
         Ok(match &outcome {
             Err(_) => stored.map(<[u8]>::to_vec),
             Ok(c) if c.is_empty() => None,
-            Ok(c) => Some(c.to_bytes()),
+            Ok(c) => Some((entry.encode)(c)),
         })
     })?;
     Ok(outcome)

@@ -21,6 +21,11 @@ use super::message::{message, messages};
 pub mod config {
     /// ConfigSource DYNAMIC_TOPIC_CONFIG: the topic's own (the registry).
     pub const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+    /// ConfigSource DYNAMIC_BROKER_CONFIG: a broker's own, set at runtime.
+    pub const DYNAMIC_BROKER_CONFIG: i8 = 2;
+    /// ConfigSource DYNAMIC_DEFAULT_BROKER_CONFIG: every broker's, set at
+    /// runtime.
+    pub const DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
     /// ConfigSource STATIC_BROKER_CONFIG: the broker's command line.
     pub const STATIC_BROKER_CONFIG: i8 = 4;
     /// ConfigSource DEFAULT_CONFIG.

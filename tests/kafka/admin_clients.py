@@ -14,6 +14,8 @@ tests/kafka_admin_groups.rs and tests/kafka_admin_topics.rs.
     python admin_clients.py LIB BOOTSTRAP delete-records TOPIC PARTITION OFFSET
     python admin_clients.py LIB BOOTSTRAP add-partitions TOPIC COUNT [validate]
     python admin_clients.py confluent-kafka BOOTSTRAP partitions TOPIC
+    python admin_clients.py LIB BOOTSTRAP broker-set NODE NAME=VALUE|-NAME...
+    python admin_clients.py confluent-kafka BOOTSTRAP sources broker|topic NAME
     python admin_clients.py confluent-kafka BOOTSTRAP produce TOPIC PARTITION BYTES
     python admin_clients.py LIB BOOTSTRAP cluster
     python admin_clients.py confluent-kafka BOOTSTRAP produce-at TOPIC TS,TS,...
@@ -32,6 +34,12 @@ followed by " dynamic" for the topic's own (not aiokafka);
 `delete-topic` prints "ok" or "error NAME"; `topics` each topic's name,
 sorted (Metadata for every topic); `delete-records` "ok START"
 (the partition's new start) or "error NAME";
+`broker-set` changes the configs of broker NODE ("" for every broker's
+default; not confluent-kafka, whose librdkafka names a broker by its
+id) with IncrementalAlterConfigs (kafka-python, confluent-kafka)
+or AlterConfigs (aiokafka: its names replace the entry's) and prints
+"ok" or "error NAME"; `sources` prints each config of a broker (NODE,
+"" for the one answering) or a topic as "NAME=VALUE SOURCE", sorted;
 `add-partitions` (CreatePartitions) prints "ok" or "error NAME";
 `partitions` each partition of the topic as "P LEADER" (its leader's
 node id, -1 for none) from Metadata;
@@ -225,6 +233,26 @@ def confluent_topics(bootstrap, command, args):
             return [f"error {names.get(errors[0].code(), errors[0].code())}"]
     if command == "cluster":
         return sorted(f"{n.host}:{n.port}" for n in admin.describe_cluster().result(30).nodes)
+    if command == "broker-set":
+        entries = [ConfigEntry(a[1:], None, incremental_operation=AlterConfigOpType.DELETE)
+                   if a.startswith("-") else
+                   ConfigEntry(*a.split("=", 1), incremental_operation=AlterConfigOpType.SET)
+                   for a in args[1:]]
+        resource = ConfigResource(ResourceType.BROKER, args[0], incremental_configs=entries)
+        return outcome(admin.incremental_alter_configs([resource])[resource])
+    if command == "sources":
+        kind = ResourceType.BROKER if args[0] == "broker" else ResourceType.TOPIC
+        name = args[1]
+        if kind == ResourceType.BROKER and not name:
+            # The broker answering: librdkafka names a broker by its id.
+            nodes = admin.describe_cluster().result(30).nodes
+            name = next(str(n.id) for n in nodes if f"{n.host}:{n.port}" == bootstrap)
+        resource = ConfigResource(kind, name)
+        try:
+            configs = admin.describe_configs([resource])[resource].result(30)
+        except KafkaException as e:
+            return [f"error {e.args[0].name()}"]
+        return sorted(f"{k}={v.value} {ConfigSource(v.source).name}" for k, v in configs.items())
     if command == "add-partitions":
         from confluent_kafka.admin import NewPartitions
         asked = NewPartitions(args[0], int(args[1]))
@@ -292,16 +320,17 @@ def kafka_python_topics(bootstrap, command, args):
             return ["ok"]
         except KafkaError as e:
             return [f"error {kafka_name(type(e).__name__)}"]
-    if command in ("alter", "set"):
+    if command in ("alter", "set", "broker-set"):
         changes = {a[1:]: ("DELETE", None) for a in args[1:] if a.startswith("-")}
         changes.update(pairs(args[1:]))
-        resource = ConfigResource(ConfigResourceType.TOPIC, args[0], configs=changes)
+        kind = ConfigResourceType.BROKER if command == "broker-set" else ConfigResourceType.TOPIC
+        resource = ConfigResource(kind, args[0], configs=changes)
         try:
-            result = admin.alter_configs([resource], incremental=command == "set")
+            result = admin.alter_configs([resource], incremental=command != "alter")
         except KafkaError as e:
             return [f"error {kafka_name(type(e).__name__)}"]
         # 'OK', or "[Error 40] InvalidConfigurationError: why".
-        said = result["topic"][args[0]]
+        said = result["broker" if command == "broker-set" else "topic"][args[0]]
         if said == "OK":
             return ["ok"]
         import re
@@ -356,14 +385,19 @@ def aiokafka_topics(bootstrap, command, args):
                 if result[1] == 0:
                     return ["ok"]
                 return [f"error {kafka_name(for_code(result[1]).__name__)}"]
-            if command == "alter":
-                resource = ConfigResource(ConfigResourceType.TOPIC, args[0], pairs(args[1:]))
-                (response,) = await admin.alter_configs([resource])
-                # (error_code, error_message, type, name)
-                (result,) = response.resources
-                if result[0] == 0:
+            if command in ("alter", "broker-set"):
+                kind = (ConfigResourceType.BROKER if command == "broker-set"
+                        else ConfigResourceType.TOPIC)
+                resource = ConfigResource(kind, args[0], pairs(args[1:]))
+                # One response per broker asked (a broker's resource goes to
+                # that broker), each of (error_code, error_message, type, name).
+                responses = await admin.alter_configs([resource])
+                codes = [r[0] for response in responses for r in response.resources]
+                failed = [c for c in codes if c != 0]
+                if codes and not failed:
                     return ["ok"]
-                return [f"error {kafka_name(for_code(result[0]).__name__)}"]
+                return [f"error {kafka_name(for_code(failed[0]).__name__)}" if failed
+                        else "error no answer"]
             if command == "configs":
                 resource = ConfigResource(ConfigResourceType.TOPIC, args[0])
                 (response,) = await admin.describe_configs([resource])
@@ -392,7 +426,7 @@ def aiokafka_topics(bootstrap, command, args):
 
 TOPIC_COMMANDS = ("create", "configs", "alter", "set", "produce", "cluster", "produce-at",
                   "list-offsets", "delete-topic", "delete-records", "topics", "add-partitions",
-                  "partitions")
+                  "partitions", "broker-set", "sources")
 
 
 def main(argv):

@@ -4,7 +4,7 @@
 //! | request | needs |
 //! |---|---|
 //! | DescribeConfigs | describe on the topic; on the cluster for a broker |
-//! | AlterConfigs, IncrementalAlterConfigs | alter on the topic (Kafka's `AlterConfigs` operation) |
+//! | AlterConfigs, IncrementalAlterConfigs | alter on the topic (Kafka's `AlterConfigs` operation); on the cluster for a broker |
 //!
 //! A topic's configs are the broker's command line with the topic's own
 //! overrides, which live in the registry
@@ -16,15 +16,18 @@
 //! replaces a topic's overrides with those it names (Kafka's rule: any
 //! other goes back to the broker's value); IncrementalAlterConfigs sets,
 //! deletes, appends to or subtracts from one config at a time. A
-//! broker's own configs are its command line: changing them is refused.
+//! broker's topic-level defaults are set at runtime too, for the cluster
+//! or one broker ([`super::configs_broker`]); its other configs are its
+//! command line.
 //!
 //! A request names at most [`RESOURCES_MAX`] resources (each costs a
 //! registry read or write, and a DescribeConfigs answer a dozen configs);
 //! the others are answered `INVALID_REQUEST`.
 
 use super::access::Access;
+use super::configs_common::{refused, topic_configs, Edit, Shown};
 use super::Kafka;
-use crate::broker::shared::{error_code, Shared};
+use crate::broker::shared::Shared;
 use crate::coord::acl::{Operation, ResourceType, CLUSTER};
 use crate::coord::topic_config::{self, TopicConfig, Type};
 use crate::kafka::admin_topics::*;
@@ -37,120 +40,6 @@ pub(super) const RESOURCES_MAX: usize = 1000;
 fn too_many() -> (i16, String) {
     let why = format!("a request names at most {RESOURCES_MAX} resources");
     (kafka::INVALID_REQUEST, why)
-}
-
-/// A config as DescribeConfigs shows it.
-pub(super) struct Shown {
-    pub(super) name: &'static str,
-    pub(super) value: String,
-    kind: i8,
-    pub(super) source: i8,
-    pub(super) read_only: bool,
-}
-
-/// The configs of a topic with `overrides` on this broker.
-pub(super) fn topic_configs(shared: &Shared, overrides: &TopicConfig) -> Vec<Shown> {
-    let c = &shared.config;
-    let (log, min_insync) = overrides.apply(&c.log, c.min_insync_replicas);
-    let long = |v: Option<u64>| v.map_or(-1, |v| v.min(i64::MAX as u64) as i64);
-    let forever = |v: Option<u64>| v.map_or(i64::MAX, |v| v.min(i64::MAX as u64) as i64);
-    let listed = [
-        ("cleanup.policy", "delete".into()),
-        ("compression.type", "producer".into()),
-        ("retention.ms", long(log.retention_ms).to_string()),
-        ("retention.bytes", long(log.retention_bytes).to_string()),
-        ("segment.bytes", log.segment_bytes.to_string()),
-        ("segment.ms", forever(log.segment_age_ms).to_string()),
-        ("segment.index.bytes", log.index_bytes_max.to_string()),
-        ("index.interval.bytes", log.index_interval_bytes.to_string()),
-        ("max.message.bytes", log.record_bytes_max.to_string()),
-        ("min.insync.replicas", min_insync.to_string()),
-        ("flush.messages", forever(c.flush_messages).to_string()),
-        ("flush.ms", forever(c.flush_interval_ms).to_string()),
-        ("message.timestamp.type", "CreateTime".into()),
-    ];
-    listed
-        .into_iter()
-        .map(|(name, value)| {
-            let kind = topic_config::SETTABLE.iter().find(|(n, _)| *n == name);
-            let kind = match kind.map(|(_, k)| *k) {
-                Some(Type::Int) => config::INT,
-                Some(Type::Long) => config::LONG,
-                Some(Type::List) => config::LIST,
-                None if name.starts_with("flush") => config::LONG,
-                None if name.contains("bytes") => config::INT,
-                None => config::STRING,
-            };
-            let source = match overrides.get(name) {
-                Some(_) => config::DYNAMIC_TOPIC_CONFIG,
-                None => config::STATIC_BROKER_CONFIG,
-            };
-            let read_only = !topic_config::is_settable(name);
-            Shown {
-                name,
-                value,
-                kind,
-                source,
-                read_only,
-            }
-        })
-        .collect()
-}
-
-/// The configs of this broker.
-fn broker_configs(shared: &Shared, kafka: &Kafka) -> Vec<Shown> {
-    let c = &shared.config;
-    let (host, port) = &kafka.advertised;
-    let own = [
-        ("broker.id", kafka.node_id.to_string(), config::INT),
-        (
-            "advertised.listeners",
-            format!("PLAINTEXT://{host}:{port}"),
-            config::STRING,
-        ),
-        (
-            "num.partitions",
-            c.partitions_default.to_string(),
-            config::INT,
-        ),
-        (
-            "default.replication.factor",
-            c.replication_factor.to_string(),
-            config::INT,
-        ),
-        (
-            "auto.create.topics.enable",
-            c.auto_create_topics.to_string(),
-            config::BOOLEAN,
-        ),
-        ("log.dirs", c.data_dir.display().to_string(), config::STRING),
-    ];
-    let mut configs: Vec<Shown> = own
-        .into_iter()
-        .map(|(name, value, kind)| Shown {
-            name,
-            value,
-            kind,
-            source: config::STATIC_BROKER_CONFIG,
-            read_only: true,
-        })
-        .collect();
-    // A topic config's broker-wide name.
-    for mut shown in topic_configs(shared, &TopicConfig::new()) {
-        shown.name = match shown.name {
-            "retention.ms" => "log.retention.ms",
-            "retention.bytes" => "log.retention.bytes",
-            "segment.bytes" => "log.segment.bytes",
-            "segment.ms" => "log.roll.ms",
-            "max.message.bytes" => "message.max.bytes",
-            "min.insync.replicas" => "min.insync.replicas",
-            "cleanup.policy" => "log.cleanup.policy",
-            _ => continue,
-        };
-        shown.read_only = true;
-        configs.push(shown);
-    }
-    configs
 }
 
 /// DescribeConfigs: each resource's configs, in order.
@@ -240,7 +129,7 @@ fn resource_configs(
                 let why = format!("this is broker {}, not {name}: ask that one", kafka.node_id);
                 return Err((kafka::INVALID_REQUEST, why));
             }
-            Ok(broker_configs(shared, kafka))
+            Ok(super::configs_broker::shown(shared, kafka))
         }
         other => {
             let why = format!("klog describes the configs of topics (2) and brokers (4), not of resource type {other}");
@@ -248,14 +137,6 @@ fn resource_configs(
         }
     }
 }
-
-/// A registry error as a resource's error code and message.
-fn refused(e: crate::error::Error) -> (i16, String) {
-    (super::kafka_code(error_code(&e)), e.to_string())
-}
-
-/// An edit of a topic's overrides, or why it is refused.
-type Edit<'e> = &'e mut dyn FnMut(&mut TopicConfig) -> Result<(), String>;
 
 /// Checks and (unless `validate_only`) makes one resource's change: the
 /// resource's answer.
@@ -292,17 +173,11 @@ fn alter_topic(
     match kind {
         config::TOPIC => {}
         config::BROKER => {
-            if !access.allows(Operation::Alter, ResourceType::Cluster, CLUSTER) {
-                let why = "not allowed to alter the cluster".to_string();
-                return Err((kafka::CLUSTER_AUTHORIZATION_FAILED, why));
-            }
-            let why = "a broker's configs are its command line (klog-broker --help); \
-                       klog changes topics' configs only";
-            return Err((kafka::INVALID_REQUEST, why.into()));
+            return super::configs_broker::alter(shared, access, name, validate_only, edit);
         }
         other => {
             let why =
-                format!("klog changes the configs of topics (2), not of resource type {other}");
+                format!("klog changes the configs of topics (2) and brokers (4), not of resource type {other}");
             return Err((kafka::INVALID_REQUEST, why));
         }
     }
@@ -318,11 +193,11 @@ fn alter_topic(
                    (start it with --registry): every topic has the broker's";
         return Err((kafka::INVALID_CONFIG, why.into()));
     };
-    let c = &shared.config;
+    let (base, base_min) = shared.base_config();
     let mut checked = |config: &mut TopicConfig| {
         edit(config)?;
         // Checked with this broker's own configs under them.
-        let (log, _) = config.apply(&c.log, c.min_insync_replicas);
+        let (log, _) = config.apply(&base, base_min);
         log.validate().map_err(|e| e.to_string())
     };
     let outcome = if validate_only {
@@ -396,10 +271,12 @@ pub(super) fn alter(
         .collect();
     let edit = |i: usize, config: &mut TopicConfig| {
         let mut next = TopicConfig::new();
+        let kind = r.resources[i].resource_type;
         for c in &r.resources[i].configs {
+            let name = config_name(kind, c.name)?;
             match c.value {
-                Some(value) => next.set(c.name, value)?,
-                None => next.remove(c.name)?,
+                Some(value) => next.set(name, value)?,
+                None => next.remove(name)?,
             }
         }
         *config = next;
@@ -423,11 +300,12 @@ pub(super) fn alter_incrementally(
         .collect();
     let edit = |i: usize, config: &mut TopicConfig| {
         let mut names = std::collections::HashSet::new();
+        let kind = r.resources[i].resource_type;
         for c in &r.resources[i].configs {
             if !names.insert(c.name) {
                 return Err(format!("config {} is changed twice", c.name));
             }
-            apply_op(config, c)?;
+            apply_op(config, config_name(kind, c.name)?, c)?;
         }
         Ok(())
     };
@@ -437,21 +315,41 @@ pub(super) fn alter_incrementally(
     }
 }
 
-/// One change of IncrementalAlterConfigs.
-fn apply_op(config: &mut TopicConfig, c: &AlterableConfig<'_>) -> Result<(), String> {
+/// The topic config a request's config `name` of a resource of `kind`
+/// changes: the name itself for a topic, the topic config a broker's is
+/// the default of ([`crate::coord::broker_config`]) for a broker.
+fn config_name(kind: i8, name: &str) -> Result<&str, String> {
+    if kind != config::BROKER {
+        return Ok(name);
+    }
+    crate::coord::broker_config::topic_name(name).ok_or_else(|| {
+        let settable: Vec<&str> = (crate::coord::broker_config::NAMES.iter())
+            .map(|(b, _)| *b)
+            .collect();
+        format!(
+            "{name} is not set at runtime: a broker's other configs are its command line \
+             (klog-broker --help); these are: {}",
+            settable.join(", ")
+        )
+    })
+}
+
+/// One change of IncrementalAlterConfigs
+/// (`name`: the topic config it changes).
+fn apply_op(config: &mut TopicConfig, name: &str, c: &AlterableConfig<'_>) -> Result<(), String> {
     let value = || c.value.ok_or_else(|| format!("{} with no value", c.name));
     match c.config_operation {
-        config::SET => config.set(c.name, value()?),
-        config::DELETE => config.remove(c.name),
+        config::SET => config.set(name, value()?),
+        config::DELETE => config.remove(name),
         op @ (config::APPEND | config::SUBTRACT) => {
-            let is_list = topic_config::SETTABLE.contains(&(c.name, Type::List));
+            let is_list = topic_config::SETTABLE.contains(&(name, Type::List));
             if !is_list {
                 return Err(format!(
                     "{} is not a list: APPEND and SUBTRACT change lists",
                     c.name
                 ));
             }
-            let now = config.get(c.name).unwrap_or("delete").to_string();
+            let now = config.get(name).unwrap_or("delete").to_string();
             let mut items: Vec<&str> = now.split(',').map(str::trim).collect();
             for item in value()?.split(',').map(str::trim) {
                 items.retain(|i| *i != item);
@@ -459,7 +357,7 @@ fn apply_op(config: &mut TopicConfig, c: &AlterableConfig<'_>) -> Result<(), Str
                     items.push(item);
                 }
             }
-            config.set(c.name, &items.join(","))
+            config.set(name, &items.join(","))
         }
         other => Err(format!(
             "config operation {other}: klog knows SET (0), DELETE (1), APPEND (2) and SUBTRACT (3)"

@@ -62,6 +62,8 @@ use crate::protocol::ErrorCode;
 mod access;
 mod acls;
 mod configs_admin;
+mod configs_broker;
+mod configs_common;
 mod connection;
 mod epochs;
 mod fetch;

@@ -14,7 +14,7 @@
 //! saying why).
 
 use super::access::Access;
-use super::configs_admin::topic_configs;
+use super::configs_common::topic_configs;
 use super::metadata::metadata;
 use super::Kafka;
 use crate::broker::shared::{error_code, Shared};
@@ -101,7 +101,8 @@ fn asked_configs(shared: &Shared, t: &CreatableTopic<'_>) -> Result<TopicConfig,
         };
         checked.map_err(|why| (kafka::INVALID_CONFIG, why))?;
     }
-    let (log, _) = overrides.apply(&shared.config.log, shared.config.min_insync_replicas);
+    let (base, base_min) = shared.base_config();
+    let (log, _) = overrides.apply(&base, base_min);
     log.validate()
         .map_err(|e| (kafka::INVALID_CONFIG, e.to_string()))?;
     if !overrides.is_empty() && shared.registry.is_none() {
