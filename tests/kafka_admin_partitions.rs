@@ -49,7 +49,7 @@ fn every_admin_client_adds_partitions_that_take_records_at_once() {
     for client in ["confluent-kafka", "kafka-python", "aiokafka", "kafkajs"] {
         let topic = format!("g-{client}");
         assert_eq!(run(c, at, &["create", &topic, "2", "1"]), ["ok"]);
-        assert_eq!(run(c, at, &["produce", &topic, "1", "10"]), ["ok"]);
+        assert_eq!(run(c, at, &["produce", &topic, "0", "10"]), ["ok"]);
         let checked = run(client, at, &["add-partitions", &topic, "4", "validate"]);
         assert_eq!(checked, ["ok"], "{client}");
         assert_eq!(led_partitions(at, &topic), 2, "{client}: validate only");
@@ -74,10 +74,66 @@ fn every_admin_client_adds_partitions_that_take_records_at_once() {
         assert_eq!(led_partitions(at, &topic), 4, "{client}: unchanged");
     }
     // The old partition's record stayed where it was.
-    let (start, end) = kafka::earliest_latest(at, "g-kafkajs");
-    assert_eq!((start, end), (0, 0), "partition 0 holds nothing");
+    for client in ["confluent-kafka", "kafka-python", "aiokafka", "kafkajs"] {
+        let (start, end) = kafka::earliest_latest(at, &format!("g-{client}"));
+        assert_eq!(
+            (start, end),
+            (0, 1),
+            "{client}: partition 0 holds its record"
+        );
+    }
 }
 
+/// Grows `topic` to `count` with the new partitions' replicas `lists`
+/// (node ids), as Kafka's admin tool sends it (CreatePartitions v2): the
+/// answer's error code.
+fn grow_assigned(bootstrap: &str, topic: &str, count: i32, lists: &[Vec<i32>]) -> i16 {
+    use kafka_protocol::messages as km;
+    use kafka_protocol::protocol::StrBytes;
+    use km::create_partitions_request as q;
+    let assignments = (lists.iter())
+        .map(|ids| {
+            let ids = ids.iter().map(|id| km::BrokerId(*id)).collect();
+            q::CreatePartitionsAssignment::default().with_broker_ids(ids)
+        })
+        .collect();
+    let r = km::CreatePartitionsRequest::default()
+        .with_topics(vec![q::CreatePartitionsTopic::default()
+            .with_name(km::TopicName(StrBytes::from_string(topic.to_string())))
+            .with_count(count)
+            .with_assignments(Some(assignments))])
+        .with_timeout_ms(10_000);
+    let mut stream = std::net::TcpStream::connect(bootstrap).unwrap();
+    let answer: km::CreatePartitionsResponse = kafka::call_flexible(&mut stream, (37, 2), &r);
+    answer.results[0].error_code
+}
+
+/// A growth past the broker's limits (`--max-partitions`) is refused
+/// before anything is written, checked only or not: the topic keeps its
+/// partitions in the registry and on disk, and the broker starts again.
+#[test]
+fn a_growth_past_the_brokers_limits_writes_nothing() {
+    if kafka::python().is_none() {
+        return;
+    }
+    let broker = KafkaBroker::with_registry(&["--max-partitions", "5"]);
+    let at = broker.kafka.as_str();
+    let c = "confluent-kafka";
+    assert_eq!(run(c, at, &["create", "big", "2", "1"]), ["ok"]);
+    for validate in [&["validate"][..], &[]] {
+        let args = [&["add-partitions", "big", "20"][..], validate].concat();
+        let refused = run(c, at, &args);
+        assert_eq!(refused, ["error POLICY_VIOLATION"], "{validate:?}");
+    }
+    assert_eq!(led_partitions(at, "big"), 2);
+    let registry = klog::coord::open_read_only(broker.registry.as_deref().unwrap()).unwrap();
+    assert_eq!(registry.placement("big").unwrap().unwrap().brokers.len(), 2);
+    assert_eq!(partition_dirs(&broker.data_dir(), "big"), 2);
+    assert_eq!(run(c, at, &["add-partitions", "big", "5"]), ["ok"]);
+}
+
+/// Without a registry, the replicas asked for must be this broker, one
+/// list for each new partition.
 #[test]
 fn without_a_registry_the_brokers_copy_grows() {
     if kafka::python().is_none() {
@@ -93,6 +149,29 @@ fn without_a_registry_the_brokers_copy_grows() {
     assert_eq!(run(c, at, &["produce", "solo", "2", "10"]), ["ok"]);
     let refused = run(c, at, &["add-partitions", "solo", "2"]);
     assert_eq!(refused, ["error INVALID_PARTITIONS"]);
+    // Replicas asked for: this broker, one list a new partition.
+    let me = run(c, at, &["sources", "broker", ""]);
+    let me: i32 = (me.iter())
+        .find_map(|l| {
+            l.strip_prefix("broker.id=")?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap();
+    assert_eq!(
+        grow_assigned(at, "solo", 5, &[vec![me]]),
+        39,
+        "one list for two"
+    );
+    assert_eq!(
+        grow_assigned(at, "solo", 4, &[vec![me + 1]]),
+        39,
+        "another broker"
+    );
+    assert_eq!(grow_assigned(at, "solo", 5, &[vec![me], vec![me]]), 0);
+    assert_eq!(led_partitions(at, "solo"), 5);
 }
 
 /// Three brokers, replicas on each: the topic grows on every broker that
@@ -165,10 +244,15 @@ fn every_broker_reads_the_placement_and_grows_its_copy() {
         );
     }
     assert!((0..2).all(|slot| partition_dirs(cluster.data_dir(slot), "spread") == 2));
+    // The answer waits for each new partition's broker to serve it.
     assert_eq!(run(c, &first, &["add-partitions", "spread", "4"]), ["ok"]);
-    common::eventually("both brokers grow", Duration::from_secs(30), || {
-        (0..2).all(|slot| partition_dirs(cluster.data_dir(slot), "spread") == 4)
-    });
+    for slot in 0..2 {
+        assert_eq!(
+            partition_dirs(cluster.data_dir(slot), "spread"),
+            4,
+            "{slot}"
+        );
+    }
     assert_eq!(led_partitions(&first, "spread"), 4);
     for p in ["0", "1", "2", "3"] {
         assert_eq!(
@@ -177,4 +261,31 @@ fn every_broker_reads_the_placement_and_grows_its_copy() {
             "{p}"
         );
     }
+}
+
+/// A klog consumer group member reading a topic that grows takes the new
+/// partitions at its next look (they may be on a broker that never
+/// opened the topic) and reads their records, without exiting.
+#[test]
+fn a_klog_group_member_reads_the_new_partitions() {
+    if kafka::python().is_none() {
+        return;
+    }
+    let cluster = Cluster::with_kafka(2, &[]).unwrap();
+    let first = cluster.kafka_addr(0);
+    let c = "confluent-kafka";
+    assert_eq!(run(c, &first, &["create", "h", "1", "1"]), ["ok"]);
+    let args = ["-t", "h", "-G", "grow", "--registry", cluster.spec(), "-u"];
+    let member = common::Proc::spawn("klog-consume", &args);
+    assert_eq!(run(c, &first, &["produce", "h", "0", "4"]), ["ok"]);
+    assert_eq!(member.take_lines(1, Duration::from_secs(30)), ["xxxx"]);
+    assert_eq!(run(c, &first, &["add-partitions", "h", "3"]), ["ok"]);
+    // It takes them before anything else asks for them.
+    let long = Duration::from_secs(60);
+    member.wait_stderr("owns", |l| l.contains("h [2]"), long);
+    for p in ["1", "2"] {
+        assert_eq!(run(c, &first, &["produce", "h", p, "4"]), ["ok"], "{p}");
+    }
+    let read = member.take_lines(2, Duration::from_secs(60));
+    assert_eq!(read, ["xxxx", "xxxx"], "{:?}", member.stderr_lines());
 }

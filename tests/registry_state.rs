@@ -297,3 +297,46 @@ fn a_placement_in_a_directory_registry_grows_by_compare_and_set() {
 fn a_placement_on_zookeeper_grows_by_compare_and_set() {
     replaces_a_placement_by_compare_and_set(Backend::Zk);
 }
+
+/// Of growths racing from one placement, in threads of their own, exactly
+/// one is written (a directory registry's lock orders them; ZooKeeper's
+/// versions do).
+fn one_of_racing_growths_wins(backend: Backend) {
+    use klog::coord::partitions_add;
+    let Some(test) = TestRegistry::start(backend) else {
+        return;
+    };
+    let ids: Vec<String> = vec!["b1".into()];
+    for round in 0..10 {
+        let topic = format!("r{round}");
+        let old = test.open().place_topic(&topic, 1, &ids).unwrap();
+        let writers: Vec<_> = (0..4u32)
+            .map(|i| {
+                let (reg, old, ids) = (test.open(), old.clone(), ids.clone());
+                std::thread::spawn(move || {
+                    let new = partitions_add::grown(&old, 2 + i, None, &ids).unwrap();
+                    reg.replace_placement(&old, &new).unwrap().then_some(new)
+                })
+            })
+            .collect();
+        let won: Vec<_> = writers
+            .into_iter()
+            .filter_map(|w| w.join().unwrap())
+            .collect();
+        assert_eq!(won.len(), 1, "round {round}: {won:?}");
+        assert_eq!(
+            test.open().placement(&topic).unwrap().as_ref(),
+            Some(&won[0])
+        );
+    }
+}
+
+#[test]
+fn of_growths_racing_in_a_directory_registry_one_wins() {
+    one_of_racing_growths_wins(Backend::Dir);
+}
+
+#[test]
+fn of_growths_racing_on_zookeeper_one_wins() {
+    one_of_racing_growths_wins(Backend::Zk);
+}

@@ -274,6 +274,9 @@ pub(super) struct Shared {
     pub(super) metrics: super::metrics::Metrics,
     /// Each open topic's configs as last read from the registry.
     pub(super) topic_configs: crate::coord::topic_config::Cache,
+    /// When a request for a partition past a topic's count last made this
+    /// broker read its placement ([`super::topic_grow`]).
+    pub(super) grow_looks: Mutex<HashMap<String, Instant>>,
     /// The dynamic broker configs as last read (`None`: not yet).
     pub(super) broker_configs: Mutex<Option<crate::coord::broker_config::Layers>>,
     /// Topics deleted here so far: a name seen before may be placed anew.
@@ -316,6 +319,7 @@ impl Shared {
             metrics: super::metrics::Metrics::default(),
             topic_configs: Default::default(),
             broker_configs: Mutex::new(None),
+            grow_looks: Mutex::new(HashMap::new()),
             deletions: AtomicU64::new(0),
             deleting: Mutex::new(()),
             config,
@@ -421,7 +425,7 @@ impl Shared {
                 ))
             }
             // Grown elsewhere (CreatePartitions) since this broker read it.
-            None if self.grow_as_placed(topic).unwrap_or(false) => self.partition(topic, partition),
+            None if self.grow_when_asked(topic) => self.partition(topic, partition),
             None => Err((
                 ErrorCode::UnknownPartition,
                 format!(

@@ -9,9 +9,16 @@
 //! ([`crate::storage::store::Store::add_partitions`]), and opens those
 //! placed here; the old partitions serve on meanwhile, unchanged.
 
+use std::time::{Duration, Instant};
+
 use super::shared::{Held, Shared};
 use crate::error::Result;
 use crate::sync::lock;
+
+/// How often a request for a partition past a topic's count makes the
+/// broker read the topic's placement again, at most: a client asking for
+/// partition 9999 again and again costs no registry read each time.
+const LOOK_AGAIN: Duration = Duration::from_secs(1);
 
 impl Shared {
     /// Grows `topic`, open here, to `mine.len()` partitions, held as
@@ -63,5 +70,26 @@ impl Shared {
             }
             _ => Ok(false),
         }
+    }
+
+    /// Grows `topic` (open here) as placed, asked for a partition past its
+    /// count: at most once every [`LOOK_AGAIN`] per topic (the reloads
+    /// grow it meanwhile). Whether it grew; an error is the reloads' to
+    /// say.
+    pub(super) fn grow_when_asked(&self, topic: &str) -> bool {
+        let now = Instant::now();
+        {
+            let mut looks = lock(&self.grow_looks);
+            if looks
+                .get(topic)
+                .is_some_and(|t| now.duration_since(*t) < LOOK_AGAIN)
+            {
+                return false;
+            }
+            // Only topics looked at within the interval stay.
+            looks.retain(|_, t| now.duration_since(*t) < LOOK_AGAIN);
+            looks.insert(topic.to_string(), now);
+        }
+        self.grow_as_placed(topic).unwrap_or(false)
     }
 }

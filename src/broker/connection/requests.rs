@@ -609,7 +609,14 @@ fn metadata(
 
 /// One topic of a metadata answer.
 fn topic_metadata(shared: &Shared, name: &str) -> TopicMetadata {
-    let parts = shared.read_topics().get(name).cloned();
+    let mut parts = shared.read_topics().get(name).cloned();
+    if parts.is_none() && shared.registry.is_some() {
+        // Placed by another broker, never asked for here: opened, as a
+        // produce or fetch would, so that a group member that turns to
+        // this broker for a partition placed on it finds it.
+        let _ = shared.partition(name, 0);
+        parts = shared.read_topics().get(name).cloned();
+    }
     let Some(parts) = parts else {
         return TopicMetadata {
             topic: name.to_string(),

@@ -76,9 +76,7 @@ pub(super) fn create(
             }
         })
         .collect();
-    if let Some(registry) = shared.registry.as_deref() {
-        wait_served(registry, &grown, deadline);
-    }
+    wait_served(shared, &grown, deadline);
     CreatePartitionsResponse {
         throttle_time_ms: 0,
         results,
@@ -103,6 +101,12 @@ fn grow_one(
         .ok_or_else(|| (kafka::INVALID_PARTITIONS, format!("{} partitions", t.count)))?;
     let asked: Option<Vec<&[i32]>> =
         (t.assignments.as_ref()).map(|a| a.iter().map(|r| r.broker_ids.as_slice()).collect());
+    // Within this broker's limits (--max-partitions, open files) before
+    // anything is written: a placement it could not open would stop it at
+    // its next start.
+    shared
+        .room_for(t.name, count)
+        .map_err(|e| refusal(t.name, &e))?;
     let Some(registry) = shared.registry.as_deref() else {
         return grow_alone(shared, t.name, count, asked, validate_only).map(|()| None);
     };
@@ -179,12 +183,14 @@ fn grow_alone(
     validate_only: bool,
 ) -> Result<(), Refusal> {
     let me = node_id(&shared.broker_id);
-    if let Some(lists) = asked {
+    if let Some(lists) = &asked {
         if lists.iter().any(|ids| *ids != [me]) {
             let why = format!("this broker has no registry: each new partition's one replica is node {me}, itself");
             return Err((kafka::INVALID_REPLICA_ASSIGNMENT, why));
         }
     }
+    let assignment: Option<Vec<Vec<String>>> =
+        (asked.as_ref()).map(|lists| vec![vec![shared.broker_id.clone()]; lists.len()]);
     let have = match shared.read_topics().get(topic) {
         Some(parts) => parts.len() as u32,
         None => {
@@ -193,7 +199,8 @@ fn grow_alone(
         }
     };
     let old = Placement::new(topic, vec![vec![shared.broker_id.clone()]; have as usize]);
-    partitions_add::grown(&old, count, None, std::slice::from_ref(&shared.broker_id)).map_err(
+    let me = std::slice::from_ref(&shared.broker_id);
+    partitions_add::grown(&old, count, assignment.as_deref(), me).map_err(
         |refused| match refused {
             Refused::Count(why) => (kafka::INVALID_PARTITIONS, why),
             Refused::Assignment(why) | Refused::ReplicationFactor(why) => {
@@ -213,8 +220,11 @@ fn grow_alone(
 /// Waits until `deadline` for each new partition of `grown` (a topic's
 /// placement, and its first new partition) to be served by its preferred
 /// leader (named in that broker's registration), unless that broker is
-/// down.
-fn wait_served(registry: &dyn Registry, grown: &[(Placement, usize)], deadline: Instant) {
+/// down or does not hold the topic open, or this one stops.
+fn wait_served(shared: &Shared, grown: &[(Placement, usize)], deadline: Instant) {
+    let Some(registry) = shared.registry.as_deref() else {
+        return;
+    };
     let served = || -> bool {
         let Ok(brokers) = registry.brokers() else {
             return false;
@@ -222,15 +232,15 @@ fn wait_served(registry: &dyn Registry, grown: &[(Placement, usize)], deadline: 
         grown.iter().all(|(placement, from)| {
             (*from..placement.brokers.len()).all(|p| {
                 let leader = &placement.brokers[p];
-                match brokers.iter().find(|b| &b.id == leader) {
-                    Some(b) => (b.topics.get(&placement.topic))
-                        .is_some_and(|held| held.contains(&(p as u32))),
-                    None => true,
-                }
+                // A broker that does not hold the topic open opens it
+                // whole when asked for it.
+                let listed = brokers.iter().find(|b| &b.id == leader);
+                let held = listed.and_then(|b| b.topics.get(&placement.topic));
+                held.is_none_or(|held| held.contains(&(p as u32)))
             })
         })
     };
-    while !grown.is_empty() && Instant::now() < deadline && !served() {
+    while !grown.is_empty() && Instant::now() < deadline && !shared.stopping() && !served() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
