@@ -355,6 +355,19 @@ fn broker_configs_set_at_runtime_count_on_every_broker() {
     assert_eq!(shown, "2000 DYNAMIC_DEFAULT_BROKER_CONFIG");
     let shown = source_of(&second, ("broker", ""), "message.max.bytes");
     assert_eq!(shown, "2000 DYNAMIC_DEFAULT_BROKER_CONFIG");
+    // klog-dump --registry shows the entry, as brokers name the configs.
+    let dump = common::bin("klog-dump")
+        .args(["--registry", cluster.spec(), "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&dump.stdout);
+    let line = (text.lines()).find(|l| l.contains(r#""type":"broker_configs""#));
+    let line: serde_json::Value = serde_json::from_str(line.unwrap()).unwrap();
+    assert_eq!(line["broker"], "default", "{text}");
+    assert_eq!(
+        line["configs"],
+        serde_json::json!({"message.max.bytes": "2000"})
+    );
     // The second broker's own, through the first (librdkafka).
     let own = ["broker-set", &second_node, "message.max.bytes=5000"];
     assert_eq!(run(c, &first, &own), ["ok"]);

@@ -63,7 +63,7 @@
 //! | OffsetForLeaderEpoch | 23 | 0–4 | 0–4 | 4 | — |
 //! | DescribeAcls, CreateAcls, DeleteAcls | 29–31 | 0–3 | 0–3 | 2 | — |
 //! | DescribeConfigs | 32 | 0–4 | 0–4 | 4 | — |
-//! | AlterConfigs | 33 | 0–2 | 0–2 | 2 | — (topic configs; a broker's are its command line) |
+//! | AlterConfigs | 33 | 0–2 | 0–2 | 2 | — (topic configs, and a broker's topic-level defaults; its other configs are its command line) |
 //! | SaslAuthenticate | 36 | 0–2 | 0–2 | 2 | — |
 //! | CreatePartitions | 37 | 0–3 | 0–3 | 2 | — |
 //! | DeleteGroups | 42 | 0–2 | 0–2 | 2 | — |

@@ -4,7 +4,9 @@
 //! in-sync replicas and high watermark; the table appears once a partition
 //! has a state), each topic's own configs (those it sets over the
 //! brokers', [`crate::coord::topic_config`]; the table appears once a
-//! topic has some), then per consumer group its members, the owner of each
+//! topic has some), the broker configs set at runtime
+//! ([`crate::coord::broker_config`]: `default` for every broker, or a node
+//! id), then per consumer group its members, the owner of each
 //! partition, and the committed offsets with their lag (end offset minus
 //! committed, from the partition's leader, or the broker that serves it).
 //!
@@ -46,6 +48,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::coord::broker_config;
 use crate::coord::{BrokerInfo, Lease, MemberInfo, Owner, PartitionState, Registry, ZkRegistry};
 use crate::protocol::{ELSEWHERE, OFFLINE};
 
@@ -83,7 +86,10 @@ struct Snapshot {
     /// The partitions that have a replication state.
     states: Vec<StateRow>,
     /// Each topic's own configs (or why they cannot be read), by topic.
-    configs: Vec<(String, OwnConfigs)>,
+    configs: Configs,
+    /// The broker configs set at runtime, by entry (`default`, or a
+    /// broker's node id), named as brokers name them.
+    broker_configs: Configs,
     /// Each group's members whose process lives, as (group, member,
     /// lease).
     members: Vec<(String, MemberInfo, Lease)>,
@@ -267,22 +273,13 @@ fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
     for row in &mut rows {
         row.end = ends.end(&row.topic, row.partition);
     }
-    let configs = (registry
-        .configs(crate::coord::topic_config::KIND)?
-        .into_iter())
-    .map(|topic| {
-        let read = crate::coord::topic_config::read(registry, &topic);
-        let read = read
-            .map(|c| c.overrides().clone())
-            .map_err(|e| e.to_string());
-        (topic, read)
-    })
-    .collect();
+    let (configs, broker_configs) = own_configs(registry)?;
     Ok(Snapshot {
         answered: ends.answers.answered,
         brokers,
         states,
         configs,
+        broker_configs,
         members,
         rows,
         leases: true,
@@ -401,6 +398,13 @@ fn print_json(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
         };
         writeln!(out, "{line}")?;
     }
+    for (entry, configs) in &snapshot.broker_configs {
+        let line = match configs {
+            Ok(configs) => json!({"type": "broker_configs", "broker": entry, "configs": configs}),
+            Err(e) => json!({"type": "broker_configs", "broker": entry, "error": e}),
+        };
+        writeln!(out, "{line}")?;
+    }
     for (group, m, lease) in &snapshot.members {
         let mut line = json!({"type": "member", "group": group, "member": m.member, "pid": m.pid, "topics": m.topics});
         add_lease(&mut line, snapshot.leases.then_some(lease));
@@ -500,9 +504,46 @@ fn states_table(rows: &[StateRow]) -> comfy_table::Table {
     t
 }
 
-/// The topics' own configs, a row per topic.
-fn configs_table(configs: &[(String, OwnConfigs)]) -> comfy_table::Table {
-    let mut t = super::table(&["topic", "configs (its own)"]);
+/// The registry's topic configs and broker configs set at runtime, each
+/// entry read (or why it cannot be), by name.
+type Configs = Vec<(String, OwnConfigs)>;
+
+/// Every topic's own configs and the broker configs set at runtime.
+fn own_configs(registry: &dyn Registry) -> anyhow::Result<(Configs, Configs)> {
+    let configs: Configs = (registry
+        .configs(crate::coord::topic_config::KIND)?
+        .into_iter())
+    .map(|topic| {
+        let read = crate::coord::topic_config::read(registry, &topic);
+        let read = read
+            .map(|c| c.overrides().clone())
+            .map_err(|e| e.to_string());
+        (topic, read)
+    })
+    .collect();
+    let broker_configs: Configs = (registry.configs(broker_config::KIND)?.into_iter())
+        .map(|entry| {
+            let read = broker_config::read(registry, &entry).map(|c| {
+                let named = c.overrides().iter();
+                named
+                    .map(|(n, v)| {
+                        (
+                            broker_config::broker_name(n).unwrap_or(n).to_string(),
+                            v.clone(),
+                        )
+                    })
+                    .collect()
+            });
+            (entry, read.map_err(|e| e.to_string()))
+        })
+        .collect();
+    Ok((configs, broker_configs))
+}
+
+/// Configs of the registry's own, a row per topic (or broker entry):
+/// `header` names the two columns.
+fn configs_table(header: &[&str; 2], configs: &[(String, OwnConfigs)]) -> comfy_table::Table {
+    let mut t = super::table(header);
     for (topic, configs) in configs {
         let shown = match configs {
             Ok(c) => c
@@ -516,6 +557,19 @@ fn configs_table(configs: &[(String, OwnConfigs)]) -> comfy_table::Table {
     t
 }
 
+/// The tables of topic and broker configs, each once it has a row.
+fn print_configs(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
+    if !snapshot.configs.is_empty() {
+        let header = ["topic", "configs (its own)"];
+        writeln!(out, "{}", configs_table(&header, &snapshot.configs))?;
+    }
+    if !snapshot.broker_configs.is_empty() {
+        let header = ["brokers", "configs set at runtime"];
+        writeln!(out, "{}", configs_table(&header, &snapshot.broker_configs))?;
+    }
+    Ok(())
+}
+
 fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()> {
     let mut t = super::table(&["broker", "address", "pid", "topics [partitions held]"]);
     for b in &snapshot.brokers {
@@ -526,9 +580,7 @@ fn print_tables(out: &mut impl Write, snapshot: &Snapshot) -> anyhow::Result<()>
     if !snapshot.states.is_empty() {
         writeln!(out, "{}", states_table(&snapshot.states))?;
     }
-    if !snapshot.configs.is_empty() {
-        writeln!(out, "{}", configs_table(&snapshot.configs))?;
-    }
+    print_configs(out, snapshot)?;
     let mut t = super::table(&["group", "member", "pid", "topics", "lease"]);
     for (group, m, lease) in &snapshot.members {
         t.add_row([
@@ -626,6 +678,7 @@ mod tests {
             brokers: vec![broker],
             states: Vec::new(),
             configs: Vec::new(),
+            broker_configs: Vec::new(),
             members: vec![("g".into(), member, lease(300))],
             rows: vec![row(0, Ok(5), Some(8)), row(1, Err("none".into()), None)],
             leases: true,
