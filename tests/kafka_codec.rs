@@ -439,7 +439,7 @@ fn unsupported_versions_and_apis_still_yield_the_header() {
     }
     for (key, version) in [
         (PRODUCE, 2),
-        (PRODUCE, 8),
+        (PRODUCE, 12),
         (FETCH, 3),
         (FETCH, 12),
         (METADATA, 13),
@@ -552,6 +552,7 @@ fn produce_response() -> kres::ProduceResponse<'static> {
         base_offset,
         log_append_time_ms: -1,
         log_start_offset: 11,
+        error_message: (error_code != 0).then(|| format!("refused {index}")),
     };
     kres::ProduceResponse {
         responses: vec![
@@ -590,6 +591,8 @@ fn produce_responses_decode_in_the_crate() {
                             p.base_offset,
                             p.log_append_time_ms,
                             p.log_start_offset,
+                            p.error_message.as_ref().map(|m| m.to_string()),
+                            p.record_errors.len(),
                         )
                     })
                     .collect();
@@ -605,12 +608,15 @@ fn produce_responses_decode_in_the_crate() {
                     .iter()
                     .map(|p| {
                         let start = if version >= 5 { p.log_start_offset } else { -1 };
+                        let message = p.error_message.clone().filter(|_| version >= 8);
                         (
                             p.index,
                             p.error_code,
                             p.base_offset,
                             p.log_append_time_ms,
                             start,
+                            message,
+                            0,
                         )
                     })
                     .collect();

@@ -41,7 +41,7 @@
 //!
 //! | API | key | klog | Kafka | flexible from | why not Kafka's newest |
 //! |---|---:|---|---|---:|---|
-//! | Produce | 0 | 3–7 | 0–11 | 9 | v8 adds per-record errors, v9 the flexible form, v10–11 the new leader's address on `NOT_LEADER` (KIP-951): not yet |
+//! | Produce | 0 | 3–11 | 0–11 | 9 | — (v8's per-record errors are always empty: a batch is taken or refused whole, and the partition's `error_message` says why; v10–11's hint of the new leader on `NOT_LEADER`, KIP-951, is not given: the client asks Metadata) |
 //! | Fetch | 1 | 4–11 | 0–17 | 12 | v12 (flexible, diverging epochs) not yet; v13+ name topics by id, and klog has no topic ids |
 //! | ListOffsets | 2 | 1–10 | 0–10 | 6 | — |
 //! | Metadata | 3 | 0–12 | 0–12 | 9 | — (topic ids are the zero id) |

@@ -249,7 +249,7 @@ fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Re
     })
 }
 
-/// Produce (`ProduceRequest.json`), versions 3–7.
+/// Produce (`ProduceRequest.json`), versions 3–11.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProduceRequest<'a> {
     /// The transactional id, or null when the producer is not transactional.
@@ -281,24 +281,49 @@ pub struct PartitionProduceData<'a> {
 }
 
 impl<'a> ProduceRequest<'a> {
-    /// Decodes a Produce body of `version` (3–7).
-    pub fn decode(d: &mut Decoder<'a>, _version: i16) -> Result<ProduceRequest<'a>> {
-        Ok(ProduceRequest {
-            transactional_id: d.nullable_string("produce transactional_id")?,
+    /// Decodes a Produce body of `version` (3–11; 9+ is flexible: compact
+    /// forms and tagged fields, none of which klog knows).
+    pub fn decode(d: &mut Decoder<'a>, version: i16) -> Result<ProduceRequest<'a>> {
+        if version < 9 {
+            return Ok(ProduceRequest {
+                transactional_id: d.nullable_string("produce transactional_id")?,
+                acks: d.i16("produce acks")?,
+                timeout_ms: d.i32("produce timeout_ms")?,
+                topic_data: d.array(6, "produce topic_data", |d| {
+                    Ok(TopicProduceData {
+                        name: d.string("produce topic name")?,
+                        partition_data: d.array(8, "produce partition_data", |d| {
+                            Ok(PartitionProduceData {
+                                index: d.i32("produce partition index")?,
+                                records: d.nullable_bytes("produce records")?,
+                            })
+                        })?,
+                    })
+                })?,
+            });
+        }
+        let request = ProduceRequest {
+            transactional_id: d.compact_nullable_string("produce transactional_id")?,
             acks: d.i16("produce acks")?,
             timeout_ms: d.i32("produce timeout_ms")?,
-            topic_data: d.array(6, "produce topic_data", |d| {
-                Ok(TopicProduceData {
-                    name: d.string("produce topic name")?,
-                    partition_data: d.array(8, "produce partition_data", |d| {
-                        Ok(PartitionProduceData {
+            topic_data: d.compact_array(3, "produce topic_data", |d| {
+                let topic = TopicProduceData {
+                    name: d.compact_string("produce topic name")?,
+                    partition_data: d.compact_array(6, "produce partition_data", |d| {
+                        let partition = PartitionProduceData {
                             index: d.i32("produce partition index")?,
-                            records: d.nullable_bytes("produce records")?,
-                        })
+                            records: d.compact_nullable_bytes("produce records")?,
+                        };
+                        d.tagged_fields("produce partition tagged_fields")?;
+                        Ok(partition)
                     })?,
-                })
+                };
+                d.tagged_fields("produce topic tagged_fields")?;
+                Ok(topic)
             })?,
-        })
+        };
+        d.tagged_fields("produce tagged_fields")?;
+        Ok(request)
     }
 }
 

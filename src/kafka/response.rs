@@ -8,7 +8,7 @@
 //!
 //! | response | versions | body |
 //! |---|---|---|
-//! | Produce | 3–7 | `responses [name string · partition_responses [index int32 · error_code int16 · base_offset int64 · log_append_time_ms int64 · log_start_offset int64 (5+)]]` · `throttle_time_ms int32` |
+//! | Produce | 3–11 | `responses [name string · partition_responses [index int32 · error_code int16 · base_offset int64 · log_append_time_ms int64 · log_start_offset int64 (5+) · record_errors [] (8+) · error_message nullable string (8+)]]` · `throttle_time_ms int32`; 9+ flexible (compact forms, empty tagged fields) |
 //! | Fetch | 4–11 | `throttle_time_ms int32` · `error_code int16` (7+) · `session_id int32` (7+) · `responses [topic string · partitions [partition_index int32 · error_code int16 · high_watermark int64 · last_stable_offset int64 · log_start_offset int64 (5+) · aborted_transactions [producer_id int64 · first_offset int64]? · preferred_read_replica int32 (11+) · records bytes]]` |
 //! | ApiVersions | 0–3 | `error_code int16` · `api_keys [api_key int16 · min_version int16 · max_version int16]` · `throttle_time_ms int32` (1+); v3 is flexible: compact array, and empty `tagged_fields` after each key and at the end |
 //! | InitProducerId | 0–1 | `throttle_time_ms int32` · `error_code int16` · `producer_id int64` · `producer_epoch int16` |
@@ -29,7 +29,9 @@ pub use super::metadata::{
     MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use super::wire::{
-    put_array, put_compact_array, put_empty_tagged_fields, put_i16, put_i32, put_i64, put_string,
+    put_array, put_array_len, put_compact_array, put_compact_array_len,
+    put_compact_nullable_string, put_compact_string, put_empty_tagged_fields, put_i16, put_i32,
+    put_i64, put_nullable_string, put_string,
 };
 use super::UNSUPPORTED_VERSION;
 
@@ -57,7 +59,7 @@ const fn api(api_key: i16, min_version: i16, max_version: i16) -> ApiVersion {
 /// of which requests [`super::request::decode_request`] accepts. A row is
 /// added with its request's decoder and its response's encoder.
 pub const SUPPORTED: &[ApiVersion] = &[
-    api(PRODUCE, 3, 7),
+    api(PRODUCE, 3, 11),
     api(FETCH, 4, 11),
     api(LIST_OFFSETS, 1, 10),
     api(METADATA, 0, 12),
@@ -207,7 +209,7 @@ impl ApiVersionsResponse {
     }
 }
 
-/// Produce (`ProduceResponse.json`), versions 3–7.
+/// Produce (`ProduceResponse.json`), versions 3–11.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProduceResponse<'a> {
     /// Each topic of the request.
@@ -226,7 +228,7 @@ pub struct TopicProduceResponse<'a> {
 }
 
 /// A partition of a [`TopicProduceResponse`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionProduceResponse {
     /// The partition index.
     pub index: i32,
@@ -238,24 +240,56 @@ pub struct PartitionProduceResponse {
     pub log_append_time_ms: i64,
     /// The partition's log start offset (v5+).
     pub log_start_offset: i64,
+    /// Why the error (v8+), or null.
+    pub error_message: Option<String>,
 }
 
 impl ProduceResponse<'_> {
-    /// Appends the body of `version` (3–7).
+    /// Appends the body of `version` (3–11; 9+ is flexible, with empty
+    /// tagged fields: no leader hint on NOT_LEADER, KIP-951). From v8 a
+    /// partition says why it failed; `record_errors` is always empty (a
+    /// batch is taken or refused whole).
     pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
-        put_array(out, &self.responses, |out, t| {
-            put_string(out, t.name);
-            put_array(out, &t.partition_responses, |out, p| {
-                put_i32(out, p.index);
-                put_i16(out, p.error_code);
-                put_i64(out, p.base_offset);
-                put_i64(out, p.log_append_time_ms);
-                if version >= 5 {
-                    put_i64(out, p.log_start_offset);
+        let flexible = version >= 9;
+        let partition = |out: &mut Vec<u8>, p: &PartitionProduceResponse| {
+            put_i32(out, p.index);
+            put_i16(out, p.error_code);
+            put_i64(out, p.base_offset);
+            put_i64(out, p.log_append_time_ms);
+            if version >= 5 {
+                put_i64(out, p.log_start_offset);
+            }
+            match (version >= 8, flexible) {
+                (false, _) => {}
+                (true, false) => {
+                    put_array_len(out, 0);
+                    put_nullable_string(out, p.error_message.as_deref());
                 }
-            });
-        });
+                (true, true) => {
+                    put_compact_array_len(out, 0);
+                    put_compact_nullable_string(out, p.error_message.as_deref());
+                    put_empty_tagged_fields(out);
+                }
+            }
+        };
+        let topic = |out: &mut Vec<u8>, t: &TopicProduceResponse<'_>| {
+            if flexible {
+                put_compact_string(out, t.name);
+                put_compact_array(out, &t.partition_responses, partition);
+                put_empty_tagged_fields(out);
+            } else {
+                put_string(out, t.name);
+                put_array(out, &t.partition_responses, partition);
+            }
+        };
+        match flexible {
+            true => put_compact_array(out, &self.responses, topic),
+            false => put_array(out, &self.responses, topic),
+        }
         put_i32(out, self.throttle_time_ms);
+        if flexible {
+            put_empty_tagged_fields(out);
+        }
     }
 }
 

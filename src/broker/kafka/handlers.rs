@@ -481,6 +481,7 @@ pub(super) fn answer_produce(u: Unanswered, out: &mut Vec<u8>) {
                 base_offset: done.base_offset,
                 log_append_time_ms: -1,
                 log_start_offset: done.log_start_offset,
+                error_message: done.message,
             }
         });
         responses.push(resp::TopicProduceResponse {
@@ -492,7 +493,13 @@ pub(super) fn answer_produce(u: Unanswered, out: &mut Vec<u8>) {
         responses,
         throttle_time_ms: 0,
     };
-    frame(out, u.id, |out| response.encode(u.version, out));
+    frame(out, u.id, |out| {
+        // The response header v1 of a flexible version: its empty tags.
+        if crate::kafka::header::is_flexible(kafka::api_key::PRODUCE, u.version) {
+            crate::kafka::wire::put_empty_tagged_fields(out);
+        }
+        response.encode(u.version, out)
+    });
 }
 
 /// A fetch, sessionless: every partition it names, none forgotten.
