@@ -294,11 +294,16 @@ fn source_of(bootstrap: &str, resource: (&str, &str), name: &str) -> String {
 /// resource named ""; the Python clients and kafkajs name a broker by its
 /// id only): the answer's error code.
 fn set_default(bootstrap: &str, name: &str, value: Option<&str>) -> i16 {
-    set_broker(bootstrap, "", name, value)
+    set_broker(bootstrap, ("", false), name, value)
 }
 
-/// [`set_default`] of broker resource `broker`.
-fn set_broker(bootstrap: &str, broker: &str, name: &str, value: Option<&str>) -> i16 {
+/// [`set_default`] of broker resource `broker`, or only checked.
+fn set_broker(
+    bootstrap: &str,
+    (broker, validate_only): (&str, bool),
+    name: &str,
+    value: Option<&str>,
+) -> i16 {
     use kafka_protocol::messages as km;
     use kafka_protocol::protocol::StrBytes;
     use km::incremental_alter_configs_request as q;
@@ -307,16 +312,40 @@ fn set_broker(bootstrap: &str, broker: &str, name: &str, value: Option<&str>) ->
         .with_name(str(name))
         .with_config_operation(if value.is_some() { 0 } else { 1 })
         .with_value(value.map(str));
-    let r = km::IncrementalAlterConfigsRequest::default().with_resources(vec![
-        q::AlterConfigsResource::default()
+    let r = km::IncrementalAlterConfigsRequest::default()
+        .with_resources(vec![q::AlterConfigsResource::default()
             .with_resource_type(4)
             .with_resource_name(str(broker))
-            .with_configs(vec![change]),
-    ]);
+            .with_configs(vec![change])])
+        .with_validate_only(validate_only);
     let mut stream = std::net::TcpStream::connect(bootstrap).unwrap();
     let answer: km::IncrementalAlterConfigsResponse =
         kafka::call_flexible(&mut stream, (44, 1), &r);
     answer.responses[0].error_code
+}
+
+/// The cluster's default broker configs as DescribeConfigs of the broker
+/// resource "" answers them (`kafka-configs.sh --entity-default
+/// --describe`): (name, value, source).
+fn describe_default(bootstrap: &str) -> Vec<(String, String, i8)> {
+    use kafka_protocol::messages as km;
+    use kafka_protocol::protocol::StrBytes;
+    let r = km::DescribeConfigsRequest::default().with_resources(vec![
+        km::describe_configs_request::DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(StrBytes::from_static_str(""))
+            .with_configuration_keys(None),
+    ]);
+    let mut stream = std::net::TcpStream::connect(bootstrap).unwrap();
+    let answer: km::DescribeConfigsResponse = kafka::call_flexible(&mut stream, (32, 4), &r);
+    let result = &answer.results[0];
+    assert_eq!(result.error_code, 0, "{:?}", result.error_message);
+    (result.configs.iter())
+        .map(|c| {
+            let value = c.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
+            (c.name.to_string(), value, c.config_source)
+        })
+        .collect()
 }
 
 /// Dynamic broker configs (`kafka-configs.sh --entity-type brokers`): the
@@ -400,11 +429,32 @@ fn broker_configs_set_at_runtime_count_on_every_broker() {
         let args = [&["broker-set"][..], &args].concat();
         assert_eq!(run(client, &first, &args), [want], "{client} {args:?}");
     }
-    assert_eq!(
-        set_broker(&first, "12345", "log.retention.ms", Some("1")),
-        42,
-        "no such broker"
-    );
+    let no_such = set_broker(&first, ("12345", false), "log.retention.ms", Some("1"));
+    assert_eq!(no_such, 42, "no such broker");
+    let padded = format!("0{second_node}");
+    let padded = set_broker(&first, (&padded, false), "log.roll.ms", Some("9"));
+    assert_eq!(padded, 42, "a node id as it is written");
+    // Checked only: nothing stored.
+    let checked = set_broker(&first, ("", true), "log.retention.ms", Some("5"));
+    assert_eq!(checked, 0);
+    let entry = std::path::Path::new(cluster.spec()).join("config/brokers/default.json");
+    let stored = std::fs::read_to_string(&entry).unwrap();
+    assert!(!stored.contains("log.retention.ms"), "{stored}");
+    // min.insync.replicas by default: acks=all to a topic of two replicas
+    // is refused by its leader, whichever broker it is.
+    assert_eq!(run(c, &first, &["create", "two", "2", "2"]), ["ok"]);
+    for p in 0..2 {
+        cluster.wait_full_isr("two", p, Duration::from_secs(30));
+        answers(&first, ("two", p), 10, "ok");
+    }
+    assert_eq!(set_default(&first, "min.insync.replicas", Some("3")), 0);
+    for p in 0..2 {
+        answers(&first, ("two", p), 10, "error NOT_ENOUGH_REPLICAS");
+    }
+    assert_eq!(set_default(&first, "min.insync.replicas", None), 0);
+    for p in 0..2 {
+        answers(&first, ("two", p), 10, "ok");
+    }
     // kafka-python and aiokafka (AlterConfigs: the entry becomes what it
     // names) set the second broker's own retention.
     let set = ["broker-set", &second_node, "log.retention.ms=3600000"];
@@ -417,6 +467,24 @@ fn broker_configs_set_at_runtime_count_on_every_broker() {
     assert_eq!(shown, "7200000 DYNAMIC_BROKER_CONFIG");
     let shown = source_of(&second, ("broker", ""), "message.max.bytes");
     assert_eq!(shown, "2000 DYNAMIC_DEFAULT_BROKER_CONFIG", "replaced");
+    // The cluster's default, as Kafka's tool describes it.
+    let default = describe_default(&first);
+    assert_eq!(
+        default,
+        [("message.max.bytes".to_string(), "2000".to_string(), 3)]
+    );
+    // A damaged entry refuses an edit (it would drop the retention it
+    // held), and AlterConfigs, as its error says, replaces it.
+    let own =
+        std::path::Path::new(cluster.spec()).join(format!("config/brokers/{second_node}.json"));
+    std::fs::write(&own, "{\"version\":1,").unwrap();
+    let edit = ["broker-set", &second_node, "message.max.bytes=6000"];
+    assert_eq!(run(c, &first, &edit), ["error INVALID_CONFIG"]);
+    assert_eq!(std::fs::read_to_string(&own).unwrap(), "{\"version\":1,");
+    let whole = ["broker-set", &second_node, "log.retention.ms=7200000"];
+    assert_eq!(run("aiokafka", &first, &whole), ["ok"]);
+    let shown = source_of(&second, ("topic", "dyn"), "retention.ms");
+    assert_eq!(shown, "7200000 DYNAMIC_BROKER_CONFIG");
     // Back to the command line's.
     assert_eq!(set_default(&first, "message.max.bytes", None), 0);
     let shown = source_of(&first, ("broker", ""), "message.max.bytes");

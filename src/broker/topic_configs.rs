@@ -35,6 +35,25 @@ pub(super) fn refresh(shared: &Shared, topic: &str) -> crate::error::Result<bool
     let changed = shared.topic_configs.set(topic, config.clone());
     // Applied every time, changed or not: a partition opened while the
     // change was read (not yet served) takes it at the next reload.
+    apply(shared, topic, &config, changed);
+    if !changed {
+        return Ok(false);
+    }
+    let shown: Vec<String> = (config.overrides().iter())
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    let shown = if shown.is_empty() {
+        "the broker's".to_string()
+    } else {
+        shown.join(", ")
+    };
+    shared.log(format_args!("topic {topic} now has configs {shown}"));
+    Ok(true)
+}
+
+/// Applies `topic`'s overrides `config` (over the broker's, as they are
+/// now) to its partitions here; `changed`: says a clash in the log.
+fn apply(shared: &Shared, topic: &str, config: &topic_config::TopicConfig, changed: bool) {
     let (base, base_min) = shared.base_config();
     let (log, min_insync) = config.apply(&base, base_min);
     let parts = shared.read_topics().get(topic).cloned().unwrap_or_default();
@@ -52,19 +71,18 @@ pub(super) fn refresh(shared: &Shared, topic: &str) -> crate::error::Result<bool
             .store(l.config().record_bytes_max, Ordering::Relaxed);
         p.min_insync.store(min_insync, Ordering::Relaxed);
     }
-    if !changed {
-        return Ok(false);
+}
+
+/// Applies every open topic's configs as last read (a change of the
+/// broker's under them), reading nothing: a topic whose were never read
+/// takes them at the next reload.
+pub(super) fn reapply(shared: &Shared) {
+    let topics: Vec<String> = shared.read_topics().keys().cloned().collect();
+    for topic in topics {
+        if let Some(config) = shared.topic_configs.get(&topic) {
+            apply(shared, &topic, &config, false);
+        }
     }
-    let shown: Vec<String> = (config.overrides().iter())
-        .map(|(name, value)| format!("{name}={value}"))
-        .collect();
-    let shown = if shown.is_empty() {
-        "the broker's".to_string()
-    } else {
-        shown.join(", ")
-    };
-    shared.log(format_args!("topic {topic} now has configs {shown}"));
-    Ok(true)
 }
 
 impl Shared {
@@ -241,7 +259,7 @@ mod tests {
         shared.write_topics().insert("k".into(), parts);
         assert!(refresh(&shared, "k").is_err());
         assert_eq!(p.lock().config().retention_ms, None, "still unread");
-        topic_config::change(&*registry, "k", &mut |c| c.set("retention.ms", "60000"))
+        topic_config::replace(&*registry, "k", &mut |c| c.set("retention.ms", "60000"))
             .unwrap()
             .unwrap();
         assert!(refresh(&shared, "k").unwrap());
@@ -276,6 +294,11 @@ mod tests {
         assert!(refresh_broker(&shared).unwrap());
         refresh(&shared, "u").unwrap();
         assert_eq!(p.record_bytes_max.load(Ordering::Relaxed), 2000, "its own");
+        assert_eq!(p.min_insync.load(Ordering::Relaxed), 1);
+        set(broker_config::DEFAULT, "min.insync.replicas", "3");
+        assert!(refresh_broker(&shared).unwrap());
+        reapply(&shared);
+        assert_eq!(p.min_insync.load(Ordering::Relaxed), 3, "the default's");
         assert_eq!(p.lock().config().retention_ms, Some(60000), "the default");
         topic_config::change(&*registry, "u", &mut |c| c.set("max.message.bytes", "5000"))
             .unwrap()

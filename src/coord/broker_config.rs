@@ -27,8 +27,10 @@
 //!
 //! An entry that does not parse is an error that names it: brokers keep
 //! what they applied last, and a broker that starts meanwhile keeps every
-//! segment (no retention) until it reads it; a change replaces it. A name
-//! klog does not know is kept and ignored.
+//! segment (no retention) until it reads it; an edit of it is refused,
+//! and a replacement ([`replace`], AlterConfigs) repairs it. A name klog
+//! does not know is kept and ignored; a topic config's name (not also a
+//! broker config's) makes the entry one that does not parse.
 //!
 //! # The configs set at runtime
 //!
@@ -136,6 +138,15 @@ struct Stored {
 /// Parses an entry into overrides named as topic configs, each checked.
 pub fn parse(bytes: &[u8]) -> std::result::Result<TopicConfig, String> {
     let stored: Stored = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let topic_only = |n: &&String| topic_name(n).is_none() && super::topic_config::is_settable(n);
+    if let Some(name) = stored.config.keys().find(topic_only) {
+        // Only a broker config's name counts here; a topic config's would
+        // be taken for one (and clash with it).
+        let broker = broker_name(name).unwrap_or("no broker config");
+        return Err(format!(
+            "it names topic config {name}, not a broker config ({broker})"
+        ));
+    }
     let renamed = Stored {
         version: stored.version,
         config: (stored.config.into_iter())
@@ -165,8 +176,10 @@ pub fn read(registry: &dyn Registry, name: &str) -> Result<TopicConfig> {
             Error::Config(format!(
                 "the broker configs {name:?} in registry {} do not parse ({why}); until they are \
                  set again, brokers keep what they applied, and one that starts keeps every \
-                 segment: set them again (kafka-configs.sh --entity-type brokers --alter), which \
-                 replaces the entry",
+                 segment: set all of them again with AlterConfigs of the broker resource \
+                 (kafka-configs.sh --entity-type brokers --alter without incremental changes), \
+                 which replaces the entry; any config it does not name is the command line's \
+                 again",
                 registry.location()
             ))
         }),
@@ -174,19 +187,35 @@ pub fn read(registry: &dyn Registry, name: &str) -> Result<TopicConfig> {
 }
 
 /// Changes entry `name` by compare-and-set, as
-/// [`super::topic_config::change`] changes a topic's.
+/// [`super::topic_config::change`] changes a topic's (an entry that does
+/// not parse is refused: [`replace`] it).
 pub fn change(
     registry: &dyn Registry,
     name: &str,
     change: &mut dyn FnMut(&mut TopicConfig) -> std::result::Result<(), String>,
 ) -> Result<std::result::Result<TopicConfig, String>> {
-    let entry = Entry {
+    change_entry(registry, &broker_entry(name, false), change)
+}
+
+/// [`change`] that replaces the whole entry (AlterConfigs), as
+/// [`super::topic_config::replace`] does a topic's.
+pub fn replace(
+    registry: &dyn Registry,
+    name: &str,
+    change: &mut dyn FnMut(&mut TopicConfig) -> std::result::Result<(), String>,
+) -> Result<std::result::Result<TopicConfig, String>> {
+    change_entry(registry, &broker_entry(name, true), change)
+}
+
+/// A broker entry of overrides.
+fn broker_entry(name: &str, repairs: bool) -> Entry<'_> {
+    Entry {
         kind: KIND,
         name,
         parse: &parse,
         encode: &encode,
-    };
-    change_entry(registry, &entry, change)
+        repairs,
+    }
 }
 
 #[cfg(test)]
@@ -221,5 +250,38 @@ mod tests {
         let parsed = parse(newer).unwrap();
         assert_eq!(parsed.get("max.message.bytes"), Some("1000"));
         assert_eq!(encode(&parsed), newer.to_vec());
+    }
+
+    /// An entry that does not parse refuses an edit (which would drop
+    /// what it held, a retention among them) and writes nothing; a
+    /// replacement repairs it. A topic config's name in it is refused.
+    #[test]
+    fn a_damaged_entry_refuses_an_edit_and_a_replacement_repairs_it() {
+        let registry = MemRegistry::default();
+        registry.set_config(KIND, DEFAULT, b"{").unwrap();
+        let edit = change(&registry, DEFAULT, &mut |c| c.set("max.message.bytes", "9"));
+        let why = edit.unwrap().unwrap_err();
+        assert!(
+            why.contains("do not parse") && why.contains("AlterConfigs"),
+            "{why}"
+        );
+        assert_eq!(registry.config(KIND, DEFAULT).unwrap().unwrap(), b"{");
+        let mut whole = |c: &mut TopicConfig| {
+            *c = TopicConfig::new();
+            c.set("retention.ms", "-1")
+        };
+        let repaired = replace(&registry, DEFAULT, &mut whole).unwrap().unwrap();
+        assert_eq!(read(&registry, DEFAULT).unwrap(), repaired);
+        let clash = br#"{"version":1,"config":{"log.retention.ms":"-1","retention.ms":"1"}}"#;
+        let shared_name = br#"{"version":1,"config":{"min.insync.replicas":"2"}}"#;
+        assert_eq!(
+            parse(shared_name).unwrap().get("min.insync.replicas"),
+            Some("2")
+        );
+        let why = parse(clash).unwrap_err();
+        assert!(
+            why.contains("retention.ms") && why.contains("log.retention.ms"),
+            "{why}"
+        );
     }
 }

@@ -25,7 +25,8 @@
 //! A topic without overrides has no entry. An entry that does not parse
 //! is an error that names it: a broker keeps the configs it applied last,
 //! and one that opens the topic meanwhile keeps every segment (no
-//! retention) until it reads them; a change replaces the entry, which
+//! retention) until it reads them; an edit of it is refused (it would
+//! drop what it held), and a replacement (AlterConfigs, [`replace`])
 //! repairs it. A name klog does not know (a newer klog's) is kept and
 //! ignored.
 //!
@@ -288,21 +289,38 @@ pub fn read(registry: &dyn Registry, topic: &str) -> Result<TopicConfig> {
 /// set: a change made meanwhile elsewhere is read, not lost), and
 /// answers them as stored. A change that is refused changes nothing.
 ///
-/// An entry that does not parse (a damaged disk) counts as none: a change
-/// replaces it, which is its repair. A change refused, or one that changes
-/// nothing, writes nothing.
+/// An entry that does not parse (a damaged disk) refuses the change: an
+/// edit of some configs would drop the others it held, and a retention
+/// dropped is records deleted. [`replace`] replaces it, which is its
+/// repair. A change refused, or one that changes nothing, writes nothing.
 pub fn change(
     registry: &dyn Registry,
     topic: &str,
     change: &mut dyn FnMut(&mut TopicConfig) -> std::result::Result<(), String>,
 ) -> Result<std::result::Result<TopicConfig, String>> {
-    let entry = Entry {
+    change_entry(registry, &topic_entry(topic, false), change)
+}
+
+/// [`change`] that replaces the whole entry (AlterConfigs, CreateTopics):
+/// `change` is given the overrides stored, or none where the entry does
+/// not parse, which it replaces.
+pub fn replace(
+    registry: &dyn Registry,
+    topic: &str,
+    change: &mut dyn FnMut(&mut TopicConfig) -> std::result::Result<(), String>,
+) -> Result<std::result::Result<TopicConfig, String>> {
+    change_entry(registry, &topic_entry(topic, true), change)
+}
+
+/// A topic's entry of overrides.
+fn topic_entry(topic: &str, repairs: bool) -> Entry<'_> {
+    Entry {
         kind: KIND,
         name: topic,
         parse: &TopicConfig::parse,
         encode: &TopicConfig::to_bytes,
-    };
-    change_entry(registry, &entry, change)
+        repairs,
+    }
 }
 
 /// A registry entry of overrides: its kind and name, and how its bytes
@@ -313,6 +331,9 @@ pub(crate) struct Entry<'e> {
     pub(crate) name: &'e str,
     pub(crate) parse: &'e dyn Fn(&[u8]) -> std::result::Result<TopicConfig, String>,
     pub(crate) encode: &'e dyn Fn(&TopicConfig) -> Vec<u8>,
+    /// Whether a change may replace an entry that does not parse (else it
+    /// is refused, naming the entry).
+    pub(crate) repairs: bool,
 }
 
 /// [`change`] of any entry of overrides.
@@ -324,7 +345,12 @@ pub(crate) fn change_entry(
     let edit =
         |stored: Option<&[u8]>,
          change: &mut dyn FnMut(&mut TopicConfig) -> std::result::Result<(), String>| {
-            let before = stored.and_then(|b| (entry.parse)(b).ok());
+            let parsed = stored.map(|b| (entry.parse)(b));
+            if let (Some(Err(why)), false) = (&parsed, entry.repairs) {
+                let refused = Err(damaged_entry(entry, why));
+                return (refused, true);
+            }
+            let before = parsed.and_then(|p| p.ok());
             let mut config = before.clone().unwrap_or_default();
             let outcome = change(&mut config).map(|()| config);
             // A damaged entry is rewritten even by a change that keeps nothing.
@@ -350,13 +376,26 @@ pub(crate) fn change_entry(
     Ok(outcome)
 }
 
+/// Why a change of the configs of `entry`, which do not parse (`why`),
+/// is refused.
+fn damaged_entry(entry: &Entry<'_>, why: &str) -> String {
+    format!(
+        "the stored {} configs of {:?} do not parse ({why}): a change of some would drop the \
+         others, so set all of them again with AlterConfigs (alter_configs, kafkajs's \
+         alterConfigs, kafka-configs.sh --alter without incremental changes), which replaces \
+         the entry",
+        entry.kind, entry.name
+    )
+}
+
 /// The error of an entry that does not parse, and its repair.
 fn damaged(registry: &dyn Registry, topic: &str, why: &str) -> Error {
     Error::Config(format!(
         "the configs of topic {topic:?} in registry {} do not parse ({why}); until they are set \
          again, its brokers keep what they applied, and one that opens it keeps every segment: \
-         set them again (kafka-configs.sh --alter, or any admin client's alter_configs or \
-         incremental_alter_configs), which replaces the entry",
+         set all of them again with AlterConfigs (alter_configs, kafkajs's alterConfigs, \
+         kafka-configs.sh --alter without incremental changes), which replaces the entry; any \
+         config it does not name is the broker's again",
         registry.location()
     ))
 }
@@ -467,8 +506,12 @@ mod tests {
         registry.set_config(KIND, "t", b"{").unwrap();
         let e = read(&registry, "t").unwrap_err().to_string();
         assert!(e.contains("do not parse") && e.contains("alter"), "{e}");
-        // The advice works: a change replaces the damaged entry.
-        let repaired = change(&registry, "t", &mut |c| c.set("retention.ms", "1000"));
+        // An edit is refused (it would drop what the entry held) and
+        // writes nothing; the advice works: AlterConfigs replaces it.
+        let edit = change(&registry, "t", &mut |c| c.set("retention.ms", "1000"));
+        assert!(edit.unwrap().unwrap_err().contains("AlterConfigs"));
+        assert_eq!(registry.config(KIND, "t").unwrap().unwrap(), b"{");
+        let repaired = replace(&registry, "t", &mut |c| c.set("retention.ms", "1000"));
         repaired.unwrap().unwrap();
         assert_eq!(
             read(&registry, "t").unwrap().get("retention.ms"),

@@ -25,7 +25,7 @@
 //! the others are answered `INVALID_REQUEST`.
 
 use super::access::Access;
-use super::configs_common::{refused, topic_configs, Edit, Shown};
+use super::configs_common::{refused, topic_configs, Edit, Mode, Shown};
 use super::Kafka;
 use crate::broker::shared::Shared;
 use crate::coord::acl::{Operation, ResourceType, CLUSTER};
@@ -118,6 +118,8 @@ fn resource_configs(
                 Some(registry) => topic_config::read(registry, name).map_err(refused)?,
                 None => TopicConfig::new(),
             };
+            // The broker's under them, as stored now.
+            crate::broker::topic_configs::refresh_broker(shared).map_err(refused)?;
             Ok(topic_configs(shared, &overrides))
         }
         config::BROKER => {
@@ -125,7 +127,12 @@ fn resource_configs(
                 let why = "not allowed to describe the cluster".to_string();
                 return Err((kafka::CLUSTER_AUTHORIZATION_FAILED, why));
             }
-            if !name.is_empty() && name != kafka.node_id.to_string() {
+            // As stored now: one that does not parse says so.
+            crate::broker::topic_configs::refresh_broker(shared).map_err(refused)?;
+            if name.is_empty() {
+                return Ok(super::configs_broker::shown_default(shared));
+            }
+            if name != kafka.node_id.to_string() {
                 let why = format!("this is broker {}, not {name}: ask that one", kafka.node_id);
                 return Err((kafka::INVALID_REQUEST, why));
             }
@@ -144,11 +151,11 @@ fn alter_one(
     shared: &Shared,
     access: &Access<'_>,
     (kind, name): (i8, &str),
-    (validate_only, index): (bool, usize),
+    (mode, index): (Mode, usize),
     edit: Edit<'_>,
 ) -> AlterConfigsResourceResponse {
     let outcome = match index < RESOURCES_MAX {
-        true => alter_topic(shared, access, (kind, name), validate_only, edit),
+        true => alter_topic(shared, access, (kind, name), mode, edit),
         false => Err(too_many()),
     };
     let (error_code, error_message) = match outcome {
@@ -167,13 +174,13 @@ fn alter_topic(
     shared: &Shared,
     access: &Access<'_>,
     (kind, name): (i8, &str),
-    validate_only: bool,
+    mode: Mode,
     edit: Edit<'_>,
 ) -> Result<(), (i16, String)> {
     match kind {
         config::TOPIC => {}
         config::BROKER => {
-            return super::configs_broker::alter(shared, access, name, validate_only, edit);
+            return super::configs_broker::alter(shared, access, name, mode, edit);
         }
         other => {
             let why =
@@ -200,15 +207,20 @@ fn alter_topic(
         let (log, _) = config.apply(&base, base_min);
         log.validate().map_err(|e| e.to_string())
     };
-    let outcome = if validate_only {
-        let mut config = topic_config::read(registry, name).map_err(refused)?;
+    let outcome = if mode.validate_only {
+        let mut config = mode.start(topic_config::read(registry, name))?;
         checked(&mut config)
     } else {
-        let changed = topic_config::change(registry, name, &mut checked).map_err(refused)?;
-        changed.map(|_| ())
+        let store = match mode.replaces {
+            true => topic_config::replace,
+            false => topic_config::change,
+        };
+        store(registry, name, &mut checked)
+            .map_err(refused)?
+            .map(|_| ())
     };
     outcome.map_err(|why| (kafka::INVALID_CONFIG, why))?;
-    if !validate_only {
+    if !mode.validate_only {
         // Taken here before the answer; the other brokers reload it.
         if let Err(e) = crate::broker::topic_configs::refresh(shared, name) {
             shared.log(format_args!("topic {name}: {e}"));
@@ -244,7 +256,7 @@ fn twice(kind: i8, name: &str) -> AlterConfigsResourceResponse {
 fn alter_each(
     shared: &Shared,
     access: &Access<'_>,
-    (keys, validate_only): (Vec<(i8, &str)>, bool),
+    (keys, mode): (Vec<(i8, &str)>, Mode),
     edit: &dyn Fn(usize, &mut TopicConfig) -> Result<(), String>,
 ) -> Vec<AlterConfigsResourceResponse> {
     let twice_named = named_twice(keys.iter().copied());
@@ -255,7 +267,7 @@ fn alter_each(
                 return twice(key.0, key.1);
             }
             let mut one = |config: &mut TopicConfig| edit(i, config);
-            alter_one(shared, access, key, (validate_only, i), &mut one)
+            alter_one(shared, access, key, (mode, i), &mut one)
         })
         .collect()
 }
@@ -284,7 +296,15 @@ pub(super) fn alter(
     };
     AlterConfigsResponse {
         throttle_time_ms: 0,
-        responses: alter_each(shared, access, (keys, r.validate_only), &edit),
+        responses: alter_each(shared, access, (keys, mode(r.validate_only, true)), &edit),
+    }
+}
+
+/// How a change is made ([`Mode`]).
+fn mode(validate_only: bool, replaces: bool) -> Mode {
+    Mode {
+        validate_only,
+        replaces,
     }
 }
 
@@ -311,7 +331,7 @@ pub(super) fn alter_incrementally(
     };
     IncrementalAlterConfigsResponse {
         throttle_time_ms: 0,
-        responses: alter_each(shared, access, (keys, r.validate_only), &edit),
+        responses: alter_each(shared, access, (keys, mode(r.validate_only, false)), &edit),
     }
 }
 

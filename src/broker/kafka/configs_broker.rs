@@ -10,7 +10,7 @@
 //! a second.
 
 use super::access::Access;
-use super::configs_common::{refused, topic_configs, Edit, Shown};
+use super::configs_common::{refused, topic_configs, Edit, Mode, Shown};
 use super::Kafka;
 use crate::broker::shared::Shared;
 use crate::coord::acl::{Operation, ResourceType, CLUSTER};
@@ -69,6 +69,33 @@ pub(super) fn shown(shared: &Shared, kafka: &Kafka) -> Vec<Shown> {
     configs
 }
 
+/// The cluster's default (the broker resource named "", as Kafka's
+/// `--entity-default --describe` shows it): each config it sets, as last
+/// read.
+pub(super) fn shown_default(shared: &Shared) -> Vec<Shown> {
+    let layers = crate::sync::lock(&shared.broker_configs).clone();
+    let default = layers.map(|l| l.default).unwrap_or_default();
+    let set = default.overrides().iter();
+    set.filter_map(|(topic_name, value)| {
+        let name = broker_config::broker_name(topic_name)?;
+        let kind = crate::coord::topic_config::SETTABLE
+            .iter()
+            .find(|(n, _)| n == topic_name);
+        Some(Shown {
+            name,
+            value: value.clone(),
+            kind: match kind.map(|(_, k)| *k) {
+                Some(crate::coord::topic_config::Type::Long) => config::LONG,
+                Some(crate::coord::topic_config::Type::List) => config::LIST,
+                _ => config::INT,
+            },
+            source: config::DYNAMIC_DEFAULT_BROKER_CONFIG,
+            read_only: false,
+        })
+    })
+    .collect()
+}
+
 /// Checks and (unless `validate_only`) changes the dynamic configs of
 /// broker `name` ("" for the cluster's default): Ok, or the error and
 /// why.
@@ -76,7 +103,7 @@ pub(super) fn alter(
     shared: &Shared,
     access: &Access<'_>,
     name: &str,
-    validate_only: bool,
+    mode: Mode,
     edit: Edit<'_>,
 ) -> Result<(), (i16, String)> {
     if !access.allows(Operation::Alter, ResourceType::Cluster, CLUSTER) {
@@ -95,23 +122,23 @@ pub(super) fn alter(
         let (log, _) = config.apply(&c.log, c.min_insync_replicas);
         log.validate().map_err(|e| e.to_string())
     };
-    let outcome = if validate_only {
-        let mut config = broker_config::read(registry, &entry).map_err(refused)?;
+    let outcome = if mode.validate_only {
+        let mut config = mode.start(broker_config::read(registry, &entry))?;
         checked(&mut config)
     } else {
-        let changed = broker_config::change(registry, &entry, &mut checked).map_err(refused)?;
-        changed.map(|_| ())
+        let store = match mode.replaces {
+            true => broker_config::replace,
+            false => broker_config::change,
+        };
+        store(registry, &entry, &mut checked)
+            .map_err(refused)?
+            .map(|_| ())
     };
     outcome.map_err(|why| (kafka::INVALID_CONFIG, why))?;
-    if !validate_only {
+    if !mode.validate_only {
         // Taken here before the answer; the other brokers reload them.
         match super::super::topic_configs::refresh_broker(shared) {
-            Ok(_) => {
-                let topics: Vec<String> = shared.read_topics().keys().cloned().collect();
-                for topic in topics {
-                    let _ = super::super::topic_configs::refresh(shared, &topic);
-                }
-            }
+            Ok(_) => super::super::topic_configs::reapply(shared),
             Err(e) => shared.log(format_args!("keeping the broker configs: {e}")),
         }
     }
@@ -124,10 +151,12 @@ fn entry_of(shared: &Shared, name: &str) -> Result<String, (i16, String)> {
     if name.is_empty() {
         return Ok(broker_config::DEFAULT.to_string());
     }
-    let node: i32 = name.parse().map_err(|_| {
-        let why = format!("broker {name:?}: a broker is named by its node id, or \"\" for all");
-        (kafka::INVALID_REQUEST, why)
-    })?;
+    let node: i32 = (name.parse().ok())
+        .filter(|n: &i32| n.to_string() == name)
+        .ok_or_else(|| {
+            let why = format!("broker {name:?}: a broker is named by its node id, or \"\" for all");
+            (kafka::INVALID_REQUEST, why)
+        })?;
     let registry = shared.registry.as_deref().expect("checked");
     let brokers = registry.brokers().map_err(refused)?;
     if !brokers.iter().any(|b| super::node_id(&b.id) == node) {

@@ -76,3 +76,29 @@ pub(super) fn refused(e: crate::error::Error) -> (i16, String) {
 
 /// An edit of a topic's overrides, or why it is refused.
 pub(super) type Edit<'e> = &'e mut dyn FnMut(&mut TopicConfig) -> Result<(), String>;
+
+/// How a change is made: checked only or stored, and whether it replaces
+/// the whole entry (AlterConfigs; an entry that does not parse is
+/// replaced) or edits it (IncrementalAlterConfigs; such an entry refuses
+/// it).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Mode {
+    pub(super) validate_only: bool,
+    pub(super) replaces: bool,
+}
+
+impl Mode {
+    /// The overrides a change checked only starts from: those `read`
+    /// found, or none where they do not parse and the change replaces
+    /// them.
+    pub(super) fn start(
+        &self,
+        read: crate::error::Result<TopicConfig>,
+    ) -> Result<TopicConfig, (i16, String)> {
+        match read {
+            Ok(config) => Ok(config),
+            Err(crate::error::Error::Config(_)) if self.replaces => Ok(TopicConfig::new()),
+            Err(e) => Err(refused(e)),
+        }
+    }
+}

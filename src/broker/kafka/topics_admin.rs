@@ -150,7 +150,7 @@ fn create_one(
         // Stored before the topic is placed, as Kafka did in ZooKeeper, so
         // that every broker opens it with them (one left by a topic not
         // created after all is replaced by the next creation's).
-        let stored = topic_config::change(registry, name, &mut |c| {
+        let stored = topic_config::replace(registry, name, &mut |c| {
             *c = overrides.clone();
             Ok(())
         });
