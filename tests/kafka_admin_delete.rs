@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use common::cluster::Cluster;
@@ -18,19 +17,6 @@ use common::registry::Backend;
 /// An admin client's lines ([`kafka::admin`]).
 fn run(client: &str, bootstrap: &str, args: &[&str]) -> Vec<String> {
     kafka::admin(client, bootstrap, args)
-}
-
-/// The directories of `topic`'s partitions in a data directory.
-fn partition_dirs(data: &Path, topic: &str) -> usize {
-    let Ok(entries) = std::fs::read_dir(data) else {
-        return 0;
-    };
-    let names = entries.filter_map(|e| e.ok()?.file_name().into_string().ok());
-    let of = |n: &String| {
-        n.rsplit_once('-')
-            .is_some_and(|(t, p)| t == topic && p.parse::<u32>().is_ok())
-    };
-    names.filter(of).count()
 }
 
 /// Partition 0's earliest and latest offsets ([`kafka::earliest_latest`]).
@@ -61,7 +47,7 @@ fn every_admin_client_deletes_a_topic_and_its_name_makes_a_new_one() {
             "{client}"
         );
         assert_eq!(
-            partition_dirs(&broker.data_dir(), &topic),
+            common::partition_dirs(&broker.data_dir(), &topic),
             0,
             "{client}: files gone"
         );
@@ -112,7 +98,7 @@ fn without_a_registry_the_brokers_copy_is_deleted() {
     assert_eq!(run(c, at, &["create", "solo", "3", "1"]), ["ok"]);
     assert_eq!(run(c, at, &["produce", "solo", "2", "10"]), ["ok"]);
     assert_eq!(run(c, at, &["delete-topic", "solo"]), ["ok"]);
-    assert_eq!(partition_dirs(&broker.data_dir(), "solo"), 0);
+    assert_eq!(common::partition_dirs(&broker.data_dir(), "solo"), 0);
     assert!(!broker.data_dir().join("solo.del").exists());
     assert_eq!(run(c, at, &["create", "solo", "1", "1"]), ["ok"]);
     assert_eq!(offsets(at, "solo"), (0, 0));
@@ -137,9 +123,9 @@ fn a_broker_down_at_a_deletion_deletes_its_copy_when_it_runs_and_the_name_waits_
     // Out of the registry, and off the first broker; the second is down.
     let answer = run(c, &first, &["delete-topic", "gone", "1500"]);
     assert_eq!(answer, ["error REQUEST_TIMED_OUT"]);
-    assert_eq!(partition_dirs(cluster.data_dir(0), "gone"), 0);
+    assert_eq!(common::partition_dirs(cluster.data_dir(0), "gone"), 0);
     assert_eq!(
-        partition_dirs(cluster.data_dir(1), "gone"),
+        common::partition_dirs(cluster.data_dir(1), "gone"),
         1,
         "down: its copy stays"
     );
@@ -164,7 +150,7 @@ fn a_broker_down_at_a_deletion_deletes_its_copy_when_it_runs_and_the_name_waits_
         let registry = klog::coord::open_read_only(cluster.spec()).unwrap();
         registry.configs("deleting").unwrap().is_empty()
     });
-    assert_eq!(partition_dirs(cluster.data_dir(1), "gone"), 0);
+    assert_eq!(common::partition_dirs(cluster.data_dir(1), "gone"), 0);
     assert_eq!(run(c, &first, &["create", "gone", "1", "2"]), ["ok"]);
     cluster.wait_full_isr("gone", 0, Duration::from_secs(30));
     let second = at(&cluster, 1);
@@ -204,7 +190,7 @@ fn a_topic_created_again_is_followed_again() {
         assert_eq!(run(c, &first, &["create", name, "1", "2"]), ["ok"]);
         cluster.wait_full_isr(name, 0, Duration::from_secs(30));
         common::eventually("both brokers hold its log", Duration::from_secs(30), || {
-            (0..2).all(|slot| partition_dirs(cluster.data_dir(slot), name) == 1)
+            (0..2).all(|slot| common::partition_dirs(cluster.data_dir(slot), name) == 1)
         });
         assert_eq!(
             run(c, &first, &["produce", name, "0", "10"]),

@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use common::cluster::Cluster;
@@ -16,19 +15,6 @@ use common::kafka::{self, KafkaBroker};
 /// An admin client's lines ([`kafka::admin`]).
 fn run(client: &str, bootstrap: &str, args: &[&str]) -> Vec<String> {
     kafka::admin(client, bootstrap, args)
-}
-
-/// The directories of `topic`'s partitions in a data directory.
-fn partition_dirs(data: &Path, topic: &str) -> usize {
-    let Ok(entries) = std::fs::read_dir(data) else {
-        return 0;
-    };
-    let names = entries.filter_map(|e| e.ok()?.file_name().into_string().ok());
-    let of = |n: &String| {
-        n.rsplit_once('-')
-            .is_some_and(|(t, p)| t == topic && p.parse::<u32>().is_ok())
-    };
-    names.filter(of).count()
 }
 
 /// The partitions Metadata shows of `topic`, each with a leader (none
@@ -53,11 +39,19 @@ fn every_admin_client_adds_partitions_that_take_records_at_once() {
         let checked = run(client, at, &["add-partitions", &topic, "4", "validate"]);
         assert_eq!(checked, ["ok"], "{client}");
         assert_eq!(led_partitions(at, &topic), 2, "{client}: validate only");
-        assert_eq!(partition_dirs(&broker.data_dir(), &topic), 2, "{client}");
+        assert_eq!(
+            common::partition_dirs(&broker.data_dir(), &topic),
+            2,
+            "{client}"
+        );
         let grown = run(client, at, &["add-partitions", &topic, "4"]);
         assert_eq!(grown, ["ok"], "{client}");
         assert_eq!(led_partitions(at, &topic), 4, "{client}");
-        assert_eq!(partition_dirs(&broker.data_dir(), &topic), 4, "{client}");
+        assert_eq!(
+            common::partition_dirs(&broker.data_dir(), &topic),
+            4,
+            "{client}"
+        );
         for p in ["2", "3"] {
             let produced = run(c, at, &["produce", &topic, p, "10"]);
             assert_eq!(produced, ["ok"], "{client}: partition {p}");
@@ -128,7 +122,7 @@ fn a_growth_past_the_brokers_limits_writes_nothing() {
     assert_eq!(led_partitions(at, "big"), 2);
     let registry = klog::coord::open_read_only(broker.registry.as_deref().unwrap()).unwrap();
     assert_eq!(registry.placement("big").unwrap().unwrap().brokers.len(), 2);
-    assert_eq!(partition_dirs(&broker.data_dir(), "big"), 2);
+    assert_eq!(common::partition_dirs(&broker.data_dir(), "big"), 2);
     assert_eq!(run(c, at, &["add-partitions", "big", "5"]), ["ok"]);
 }
 
@@ -144,7 +138,7 @@ fn without_a_registry_the_brokers_copy_grows() {
     let c = "confluent-kafka";
     assert_eq!(run(c, at, &["create", "solo", "1", "1"]), ["ok"]);
     assert_eq!(run(c, at, &["add-partitions", "solo", "3"]), ["ok"]);
-    assert_eq!(partition_dirs(&broker.data_dir(), "solo"), 3);
+    assert_eq!(common::partition_dirs(&broker.data_dir(), "solo"), 3);
     assert_eq!(led_partitions(at, "solo"), 3);
     assert_eq!(run(c, at, &["produce", "solo", "2", "10"]), ["ok"]);
     let refused = run(c, at, &["add-partitions", "solo", "2"]);
@@ -200,9 +194,13 @@ fn a_broker_down_when_a_topic_grows_grows_its_copy_when_it_starts() {
     assert_eq!(run(c, &first, &["add-partitions", "wide", "4"]), ["ok"]);
     cluster.kill9(2);
     common::eventually("the running brokers grow", Duration::from_secs(30), || {
-        (0..2).all(|slot| partition_dirs(cluster.data_dir(slot), "wide") == 4)
+        (0..2).all(|slot| common::partition_dirs(cluster.data_dir(slot), "wide") == 4)
     });
-    assert_eq!(partition_dirs(cluster.data_dir(2), "wide"), 1, "down");
+    assert_eq!(
+        common::partition_dirs(cluster.data_dir(2), "wide"),
+        1,
+        "down"
+    );
     common::eventually("each partition is led", Duration::from_secs(60), || {
         led_partitions(&first, "wide") == 4
     });
@@ -220,7 +218,7 @@ fn a_broker_down_when_a_topic_grows_grows_its_copy_when_it_starts() {
             "partition {p}: its records, copied"
         );
     }
-    assert_eq!(partition_dirs(cluster.data_dir(2), "wide"), 4);
+    assert_eq!(common::partition_dirs(cluster.data_dir(2), "wide"), 4);
 }
 
 /// One copy of each partition, spread over two brokers: the broker that
@@ -243,12 +241,12 @@ fn every_broker_reads_the_placement_and_grows_its_copy() {
             "{p}"
         );
     }
-    assert!((0..2).all(|slot| partition_dirs(cluster.data_dir(slot), "spread") == 2));
+    assert!((0..2).all(|slot| common::partition_dirs(cluster.data_dir(slot), "spread") == 2));
     // The answer waits for each new partition's broker to serve it.
     assert_eq!(run(c, &first, &["add-partitions", "spread", "4"]), ["ok"]);
     for slot in 0..2 {
         assert_eq!(
-            partition_dirs(cluster.data_dir(slot), "spread"),
+            common::partition_dirs(cluster.data_dir(slot), "spread"),
             4,
             "{slot}"
         );

@@ -158,6 +158,19 @@ fn owner_key(group: &str, topic: &str, partition: u32) -> String {
     format!("owners/{group}/{topic}-{partition}")
 }
 
+/// A broker's registry entry with id `id` and nothing else of note.
+pub(crate) fn broker_info(id: &str) -> crate::coord::BrokerInfo {
+    crate::coord::BrokerInfo {
+        id: id.to_string(),
+        host: "h".into(),
+        port: 1,
+        pid: 1,
+        topics: Default::default(),
+        kafka: None,
+        principal: None,
+    }
+}
+
 impl MemRegistry {
     /// Leases renewed so far, of entries and claims.
     pub(crate) fn renewals(&self) -> u64 {

@@ -153,7 +153,6 @@ pub fn add(
 mod tests {
     use super::*;
     use crate::coord::mem::MemRegistry;
-    use crate::coord::BrokerInfo;
 
     fn ids(names: &[&str]) -> Vec<String> {
         names.iter().map(|n| n.to_string()).collect()
@@ -163,15 +162,7 @@ mod tests {
     fn registry(brokers: &[&str]) -> MemRegistry {
         let reg = MemRegistry::default();
         for id in brokers {
-            let info = BrokerInfo {
-                id: id.to_string(),
-                host: "h".into(),
-                port: 1,
-                pid: 1,
-                topics: Default::default(),
-                kafka: None,
-                principal: None,
-            };
+            let info = crate::coord::mem::broker_info(id);
             std::mem::forget(reg.register_broker(&info).unwrap());
         }
         reg

@@ -240,15 +240,7 @@ mod tests {
     fn every_registered_broker_is_named_and_an_owned_offset_keeps_it_going() {
         let registry = MemRegistry::default();
         placed(&registry);
-        let info = crate::coord::BrokerInfo {
-            id: "b3".into(),
-            host: "h".into(),
-            port: 1,
-            pid: 1,
-            topics: Default::default(),
-            kafka: None,
-            principal: None,
-        };
+        let info = crate::coord::mem::broker_info("b3");
         let _b3 = registry.register_broker(&info).unwrap();
         let member = crate::coord::MemberInfo {
             member: "m".into(),

@@ -500,6 +500,29 @@ mod tests {
     }
 
     /// A data directory on a simulated disk.
+    /// Partition `p` of `topic`, opened for a test (no lock, small
+    /// indexes).
+    fn test_log(store: &Store, topic: &str, p: u32) -> Log {
+        let options = OpenOptions {
+            writable: true,
+            lock: false,
+        };
+        let config = LogConfig {
+            index_bytes_max: 4096,
+            ..LogConfig::default()
+        };
+        store.open_log(topic, p, config, options).unwrap()
+    }
+
+    /// Appends one record to partition `p` of `topic`, and closes it.
+    fn append_one(store: &Store, topic: &str, p: u32) {
+        let mut log = test_log(store, topic, p);
+        let mut b = crate::storage::record::BatchBuilder::new();
+        b.push(0, None, &[], b"x");
+        log.append(&mut b.finish().to_vec(), 0).unwrap();
+        log.close().unwrap();
+    }
+
     fn sim_store() -> (crate::storage::fs::sim::SimFs, Store) {
         let sim = crate::storage::fs::sim::SimFs::new();
         sim.create_dir_all_durable(Path::new("/data"));
@@ -583,25 +606,13 @@ mod tests {
     /// ([`Store::finish_deletions`]) or at a new creation of the name.
     #[test]
     fn a_power_cut_at_any_step_of_a_deletion_leaves_the_whole_topic_or_none() {
-        let options = OpenOptions {
-            writable: true,
-            lock: false,
-        };
-        let config = || LogConfig {
-            index_bytes_max: 4096,
-            ..LogConfig::default()
-        };
         let mut cut = 0;
         for n in 0.. {
             let (sim, store) = sim_store();
             store.create_topic("t", 3).unwrap();
             store.create_topic("other", 1).unwrap();
             for p in 0..3 {
-                let mut log = store.open_log("t", p, config(), options).unwrap();
-                let mut b = crate::storage::record::BatchBuilder::new();
-                b.push(0, None, &[], b"x");
-                log.append(&mut b.finish().to_vec(), 0).unwrap();
-                log.close().unwrap();
+                append_one(&store, "t", p);
             }
             sim.cut_power_after(n);
             let deleted = store.delete_topic("t").is_ok();
@@ -619,8 +630,8 @@ mod tests {
                     "cut after {n}: a deletion that returned came back"
                 );
                 for p in 0..3 {
-                    let log = store.open_log("t", p, config(), options).unwrap();
-                    assert_eq!(log.next_offset(), 1, "cut after {n}: its records");
+                    let next = test_log(&store, "t", p).next_offset();
+                    assert_eq!(next, 1, "cut after {n}: its records");
                 }
             } else {
                 assert!(!after.contains_key("t"), "cut after {n}");
@@ -631,8 +642,8 @@ mod tests {
                 );
                 // A new topic of the name starts empty.
                 assert_eq!(store.create_topic("t", 2).unwrap(), 2, "cut after {n}");
-                let log = store.open_log("t", 0, config(), options).unwrap();
-                assert_eq!(log.next_offset(), 0, "cut after {n}");
+                let next = test_log(&store, "t", 0).next_offset();
+                assert_eq!(next, 0, "cut after {n}");
             }
             if deleted {
                 break;
@@ -648,23 +659,11 @@ mod tests {
     /// whatever count that one asks for.
     #[test]
     fn a_power_cut_at_any_step_of_a_growth_leaves_the_old_count_or_the_new() {
-        let options = OpenOptions {
-            writable: true,
-            lock: false,
-        };
-        let config = || LogConfig {
-            index_bytes_max: 4096,
-            ..LogConfig::default()
-        };
         let mut cut = 0;
         for n in 0.. {
             let (sim, store) = sim_store();
             store.create_topic("t", 2).unwrap();
-            let mut log = store.open_log("t", 1, config(), options).unwrap();
-            let mut b = crate::storage::record::BatchBuilder::new();
-            b.push(0, None, &[], b"x");
-            log.append(&mut b.finish().to_vec(), 0).unwrap();
-            log.close().unwrap();
+            append_one(&store, "t", 1);
             sim.cut_power_after(n);
             let grown = store.add_partitions("t", 5).is_ok();
             sim.crash(&mut |_| 0);
@@ -682,11 +681,11 @@ mod tests {
                 want as usize,
                 "cut after {n}"
             );
-            let log = store.open_log("t", 1, config(), options).unwrap();
-            assert_eq!(log.next_offset(), 1, "cut after {n}: its records");
+            let next = test_log(&store, "t", 1).next_offset();
+            assert_eq!(next, 1, "cut after {n}: its records");
             for p in 2..want {
-                let log = store.open_log("t", p, config(), options).unwrap();
-                assert_eq!(log.next_offset(), 0, "cut after {n}: t-{p}");
+                let next = test_log(&store, "t", p).next_offset();
+                assert_eq!(next, 0, "cut after {n}: t-{p}");
             }
             if grown {
                 break;

@@ -59,6 +59,19 @@ pub fn numbers(from: u64, to: u64) -> Vec<String> {
     (from..=to).map(|n| n.to_string()).collect()
 }
 
+/// The directories of `topic`'s partitions in a data directory.
+pub fn partition_dirs(data: &std::path::Path, topic: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir(data) else {
+        return 0;
+    };
+    let names = entries.filter_map(|e| e.ok()?.file_name().into_string().ok());
+    let of = |n: &String| {
+        n.rsplit_once('-')
+            .is_some_and(|(t, p)| t == topic && p.parse::<u32>().is_ok())
+    };
+    names.filter(of).count()
+}
+
 /// Waits up to `bound` for `done`, looking every 50 ms; fails with `what`.
 pub fn eventually(what: &str, bound: std::time::Duration, mut done: impl FnMut() -> bool) {
     let started = std::time::Instant::now();
