@@ -284,7 +284,7 @@ impl<'a> ProduceRequest<'a> {
     /// Decodes a Produce body of `version` (3–11; 9+ is flexible: compact
     /// forms and tagged fields, none of which klog knows).
     pub fn decode(d: &mut Decoder<'a>, version: i16) -> Result<ProduceRequest<'a>> {
-        if version < 9 {
+        if !super::header::is_flexible(PRODUCE, version) {
             return Ok(ProduceRequest {
                 transactional_id: d.nullable_string("produce transactional_id")?,
                 acks: d.i16("produce acks")?,

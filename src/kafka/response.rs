@@ -250,7 +250,7 @@ impl ProduceResponse<'_> {
     /// partition says why it failed; `record_errors` is always empty (a
     /// batch is taken or refused whole).
     pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
-        let flexible = version >= 9;
+        let flexible = super::header::is_flexible(PRODUCE, version);
         let partition = |out: &mut Vec<u8>, p: &PartitionProduceResponse| {
             put_i32(out, p.index);
             put_i16(out, p.error_code);
