@@ -246,7 +246,7 @@ fn the_alert_of_a_refused_handshake_survives_a_client_that_keeps_sending() {
     let mut broker = KafkaBroker::start(&flags);
     let ca = PathBuf::from(pki.path("ca.pem"));
     let tls = klog::net::tls::ClientTls::load(Some(&ca), None).unwrap();
-    for _ in 0..3 {
+    for _ in 0..10 {
         let tcp = std::net::TcpStream::connect(broker.addr()).unwrap();
         let stream = tls.connect(tcp, "localhost", &mut || Ok(())).unwrap();
         let mut writer = stream.try_clone().unwrap();

@@ -329,7 +329,8 @@ fn spawn_pump(tls: Tls, stall: Duration) -> io::Result<(Stream, std::thread::Joi
         .name("tls-pump".into())
         .spawn(move || {
             let Tls { mut conn, sock } = tls;
-            let ran = Pump::new(&mut conn, &sock, &theirs, stall).and_then(|mut p| p.run());
+            let ran = Pump::new(&mut conn, &sock, &theirs, stall)
+                .and_then(|mut p| p.run().map_err(|e| p.last_words().unwrap_or(e)));
             // A TLS error (an alert, a bad record) is said to the
             // plaintext side before it sees the end.
             if let Err(e) = ran {
@@ -435,6 +436,31 @@ impl<'a> Pump<'a> {
                 last_progress = Instant::now();
             }
         }
+    }
+
+    /// What the peer said before the connection failed: a peer that
+    /// refuses (a handshake it will not finish, a bad record) sends its
+    /// alert and closes, and a write of ours that meets the close fails
+    /// (a reset, a broken pipe) while the alert still waits unread. Reads
+    /// what is left (at most 64 reads); the alert's error if one was
+    /// there.
+    fn last_words(&mut self) -> Option<io::Error> {
+        for _ in 0..64 {
+            match self.conn.read_tls(&mut self.tcp) {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            }
+            if let Err(e) = self.conn.process_new_packets() {
+                return Some(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    TlsFailure(format!("TLS: {e}")),
+                ));
+            }
+            // What came before the alert is not delivered: the
+            // connection has failed.
+            let _ = io::copy(&mut self.conn.reader(), &mut io::sink());
+        }
+        None
     }
 
     /// Writes encrypted bytes to the network; whether any left.
