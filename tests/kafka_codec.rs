@@ -127,6 +127,9 @@ fn fetch_request(version: i16) -> km::FetchRequest {
         if version >= 9 {
             fp = fp.with_current_leader_epoch(40 + p);
         }
+        if version >= 12 {
+            fp = fp.with_last_fetched_epoch(30 + p);
+        }
         if version >= 5 {
             fp = fp.with_log_start_offset(12 + i64::from(p));
         }
@@ -202,7 +205,7 @@ fn fetch_requests_decode_as_the_crate_encodes_them() {
                     let epoch = p.current_leader_epoch;
                     (
                         p.partition,
-                        epoch,
+                        (epoch, p.last_fetched_epoch),
                         p.fetch_offset,
                         p.log_start_offset,
                         p.partition_max_bytes,
@@ -216,7 +219,7 @@ fn fetch_requests_decode_as_the_crate_encodes_them() {
                     let epoch = p.current_leader_epoch;
                     (
                         p.partition,
-                        epoch,
+                        (epoch, p.last_fetched_epoch),
                         p.fetch_offset,
                         p.log_start_offset,
                         p.partition_max_bytes,
@@ -441,7 +444,7 @@ fn unsupported_versions_and_apis_still_yield_the_header() {
         (PRODUCE, 2),
         (PRODUCE, 12),
         (FETCH, 3),
-        (FETCH, 12),
+        (FETCH, 13),
         (METADATA, 13),
     ] {
         let mut frame = Vec::new();
@@ -636,6 +639,7 @@ fn fetch_response(records: &[u8]) -> kres::FetchResponse<'_> {
         log_start_offset: 100,
         aborted_transactions: aborted,
         preferred_read_replica: 2,
+        diverging_epoch: (partition_index == 1).then_some((6, 4_321)),
         records,
         records_after: 0,
     };
@@ -700,6 +704,12 @@ fn fetch_responses_decode_in_the_crate() {
                     -1
                 };
                 assert_eq!(t.preferred_read_replica.0, replica, "v{version}");
+                let diverging = (t.diverging_epoch.epoch, t.diverging_epoch.end_offset);
+                let expected = match o.diverging_epoch {
+                    Some(d) if version >= 12 => d,
+                    _ => (-1, -1),
+                };
+                assert_eq!(diverging, expected, "v{version}");
                 let ta = t.aborted_transactions.as_ref().map(|a| {
                     a.iter()
                         .map(|a| (a.producer_id.0, a.first_offset))
@@ -1293,7 +1303,7 @@ fn a_request_of_more_than_elements_max_entries_is_invalid() {
 #[test]
 fn a_fetch_answer_with_records_sent_after_is_the_one_with_them_inline() {
     let records = b"0123456789 some record batches";
-    for version in 4..=11 {
+    for version in versions(FETCH) {
         let inline = fetch_response(records);
         let mut whole = Vec::new();
         kres::frame(&mut whole, 7, |out| inline.encode(version, out));

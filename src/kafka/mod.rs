@@ -42,7 +42,7 @@
 //! | API | key | klog | Kafka | flexible from | why not Kafka's newest |
 //! |---|---:|---|---|---:|---|
 //! | Produce | 0 | 3–11 | 0–11 | 9 | — (v8's per-record errors are always empty: a batch is taken or refused whole, and the partition's `error_message` says why; v10–11's hint of the new leader on `NOT_LEADER`, KIP-951, is not given: the client asks Metadata) |
-//! | Fetch | 1 | 4–11 | 0–17 | 12 | v12 (flexible, diverging epochs) not yet; v13+ name topics by id, and klog has no topic ids |
+//! | Fetch | 1 | 4–12 | 0–17 | 12 | v13+ name topics by id, and klog has no topic ids (v12's `diverging_epoch` is answered; its hint of the current leader on `NOT_LEADER`, tag 1, is not: the client asks Metadata) |
 //! | ListOffsets | 2 | 1–10 | 0–10 | 6 | — |
 //! | Metadata | 3 | 0–12 | 0–12 | 9 | — (topic ids are the zero id) |
 //! | OffsetCommit | 8 | 2–8 | 0–9 | 8 | v9 carries the new consumer protocol's member epochs (KIP-848), which klog does not speak |

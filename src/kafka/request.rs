@@ -11,7 +11,7 @@
 //! | request | versions | body |
 //! |---|---|---|
 //! | Produce | 3–7 | `transactional_id string?` · `acks int16` · `timeout_ms int32` · `topic_data [name string · partition_data [index int32 · records bytes?]]` |
-//! | Fetch | 4–11 | `replica_id int32` · `max_wait_ms int32` · `min_bytes int32` · `max_bytes int32` · `isolation_level int8` · `session_id int32` (7+) · `session_epoch int32` (7+) · `topics [topic string · partitions [partition int32 · current_leader_epoch int32 (9+) · fetch_offset int64 · log_start_offset int64 (5+) · partition_max_bytes int32]]` · `forgotten_topics_data [topic string · partitions [int32]]` (7+) · `rack_id string` (11+) |
+//! | Fetch | 4–12 | `replica_id int32` · `max_wait_ms int32` · `min_bytes int32` · `max_bytes int32` · `isolation_level int8` · `session_id int32` (7+) · `session_epoch int32` (7+) · `topics [topic string · partitions [partition int32 · current_leader_epoch int32 (9+) · fetch_offset int64 · last_fetched_epoch int32 (12+) · log_start_offset int64 (5+) · partition_max_bytes int32]]` · `forgotten_topics_data [topic string · partitions [int32]]` (7+) · `rack_id string` (11+); 12 flexible (compact forms, tagged fields skipped) |
 //! | ApiVersions | 0–3 | nothing; v3 (flexible): `client_software_name compact_string` · `client_software_version compact_string` · `tagged_fields` |
 //! | InitProducerId | 0–1 | `transactional_id string?` · `transaction_timeout_ms int32` |
 //! | SaslHandshake | 0–1 | `mechanism string` (the broker refuses v0, whose SASL messages follow unframed; librdkafka asks that v0 be listed before it uses v1) |
@@ -327,7 +327,7 @@ impl<'a> ProduceRequest<'a> {
     }
 }
 
-/// Fetch (`FetchRequest.json`), versions 4–11.
+/// Fetch (`FetchRequest.json`), versions 4–12.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchRequest<'a> {
     /// The broker id of a follower, or -1 for a consumer.
@@ -370,6 +370,9 @@ pub struct FetchPartition {
     pub current_leader_epoch: i32,
     /// The offset to fetch from.
     pub fetch_offset: i64,
+    /// The epoch of the last record the client fetched (v12+; -1 when
+    /// absent): the broker says where the log diverged from it.
+    pub last_fetched_epoch: i32,
     /// A follower's log start offset (v5+; -1 when absent).
     pub log_start_offset: i64,
     /// The most bytes of records of this partition.
@@ -386,8 +389,10 @@ pub struct ForgottenTopic<'a> {
 }
 
 impl<'a> FetchRequest<'a> {
-    /// Decodes a Fetch body of `version` (4–11).
+    /// Decodes a Fetch body of `version` (4–12; 12 is flexible: compact
+    /// forms and tagged fields, none of which klog knows).
     pub fn decode(d: &mut Decoder<'a>, version: i16) -> Result<FetchRequest<'a>> {
+        let v = Form::of(version);
         let replica_id = d.i32("fetch replica_id")?;
         let max_wait_ms = d.i32("fetch max_wait_ms")?;
         let min_bytes = d.i32("fetch min_bytes")?;
@@ -398,31 +403,36 @@ impl<'a> FetchRequest<'a> {
         } else {
             (0, -1)
         };
-        let topics = d.array(6, "fetch topics", |d| {
-            Ok(FetchTopic {
-                topic: d.string("fetch topic")?,
-                partitions: d.array(16, "fetch partitions", |d| {
+        let topics = v.array(d, 3, "fetch topics", |d| {
+            let topic = FetchTopic {
+                topic: v.string(d, "fetch topic")?,
+                partitions: v.array(d, 16, "fetch partitions", |d| {
                     FetchPartition::decode(d, version)
                 })?,
-            })
+            };
+            v.tags(d, "fetch topic tagged_fields")?;
+            Ok(topic)
         })?;
         let forgotten_topics_data = if version >= 7 {
-            d.array(6, "fetch forgotten_topics_data", |d| {
-                Ok(ForgottenTopic {
-                    topic: d.string("fetch forgotten topic")?,
-                    partitions: d.array(4, "fetch forgotten partitions", |d| {
+            v.array(d, 3, "fetch forgotten_topics_data", |d| {
+                let forgotten = ForgottenTopic {
+                    topic: v.string(d, "fetch forgotten topic")?,
+                    partitions: v.array(d, 4, "fetch forgotten partitions", |d| {
                         d.i32("fetch forgotten partition")
                     })?,
-                })
+                };
+                v.tags(d, "fetch forgotten tagged_fields")?;
+                Ok(forgotten)
             })?
         } else {
             Vec::new()
         };
         let rack_id = if version >= 11 {
-            d.string("fetch rack_id")?
+            v.string(d, "fetch rack_id")?
         } else {
             ""
         };
+        v.tags(d, "fetch tagged_fields")?;
         Ok(FetchRequest {
             replica_id,
             max_wait_ms,
@@ -438,6 +448,48 @@ impl<'a> FetchRequest<'a> {
     }
 }
 
+/// How a Fetch version writes strings and arrays: v12 (flexible) in the
+/// compact forms, with tagged fields after each structure.
+#[derive(Clone, Copy)]
+struct Form {
+    flexible: bool,
+}
+
+impl Form {
+    fn of(version: i16) -> Form {
+        Form {
+            flexible: super::header::is_flexible(FETCH, version),
+        }
+    }
+
+    fn string<'a>(self, d: &mut Decoder<'a>, what: &str) -> Result<&'a str> {
+        match self.flexible {
+            true => d.compact_string(what),
+            false => d.string(what),
+        }
+    }
+
+    fn array<'a, T>(
+        self,
+        d: &mut Decoder<'a>,
+        min_element_bytes: usize,
+        what: &str,
+        each: impl FnMut(&mut Decoder<'a>) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        match self.flexible {
+            true => d.compact_array(min_element_bytes, what, each),
+            false => d.array(min_element_bytes, what, each),
+        }
+    }
+
+    fn tags(self, d: &mut Decoder<'_>, what: &str) -> Result<()> {
+        if self.flexible {
+            d.tagged_fields(what)?;
+        }
+        Ok(())
+    }
+}
+
 impl FetchPartition {
     fn decode(d: &mut Decoder<'_>, version: i16) -> Result<FetchPartition> {
         let partition = d.i32("fetch partition")?;
@@ -447,18 +499,26 @@ impl FetchPartition {
             -1
         };
         let fetch_offset = d.i64("fetch fetch_offset")?;
+        let last_fetched_epoch = if version >= 12 {
+            d.i32("fetch last_fetched_epoch")?
+        } else {
+            -1
+        };
         let log_start_offset = if version >= 5 {
             d.i64("fetch log_start_offset")?
         } else {
             -1
         };
-        Ok(FetchPartition {
+        let partition = FetchPartition {
             partition,
             current_leader_epoch,
             fetch_offset,
+            last_fetched_epoch,
             log_start_offset,
             partition_max_bytes: d.i32("fetch partition_max_bytes")?,
-        })
+        };
+        Form::of(version).tags(d, "fetch partition tagged_fields")?;
+        Ok(partition)
     }
 }
 

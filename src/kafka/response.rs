@@ -9,7 +9,7 @@
 //! | response | versions | body |
 //! |---|---|---|
 //! | Produce | 3–11 | `responses [name string · partition_responses [index int32 · error_code int16 · base_offset int64 · log_append_time_ms int64 · log_start_offset int64 (5+) · record_errors [] (8+) · error_message nullable string (8+)]]` · `throttle_time_ms int32`; 9+ flexible (compact forms, empty tagged fields) |
-//! | Fetch | 4–11 | `throttle_time_ms int32` · `error_code int16` (7+) · `session_id int32` (7+) · `responses [topic string · partitions [partition_index int32 · error_code int16 · high_watermark int64 · last_stable_offset int64 · log_start_offset int64 (5+) · aborted_transactions [producer_id int64 · first_offset int64]? · preferred_read_replica int32 (11+) · records bytes]]` |
+//! | Fetch | 4–12 | `throttle_time_ms int32` · `error_code int16` (7+) · `session_id int32` (7+) · `responses [topic string · partitions [partition_index int32 · error_code int16 · high_watermark int64 · last_stable_offset int64 · log_start_offset int64 (5+) · aborted_transactions [producer_id int64 · first_offset int64]? · preferred_read_replica int32 (11+) · records bytes]]`; 12 flexible (compact forms; a partition's tagged fields hold `diverging_epoch`, tag 0, when the log diverged from the client's `last_fetched_epoch`) |
 //! | ApiVersions | 0–3 | `error_code int16` · `api_keys [api_key int16 · min_version int16 · max_version int16]` · `throttle_time_ms int32` (1+); v3 is flexible: compact array, and empty `tagged_fields` after each key and at the end |
 //! | InitProducerId | 0–1 | `throttle_time_ms int32` · `error_code int16` · `producer_id int64` · `producer_epoch int16` |
 //! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–7, 1–5, 0–2, 0–5, 0–3, 0–1, 0–3 | in [`super::group`], one table per message |
@@ -31,7 +31,7 @@ pub use super::metadata::{
 use super::wire::{
     put_array, put_array_len, put_compact_array, put_compact_array_len,
     put_compact_nullable_string, put_compact_string, put_empty_tagged_fields, put_i16, put_i32,
-    put_i64, put_nullable_string, put_string,
+    put_i64, put_nullable_string, put_string, put_uvarint,
 };
 use super::UNSUPPORTED_VERSION;
 
@@ -60,7 +60,7 @@ const fn api(api_key: i16, min_version: i16, max_version: i16) -> ApiVersion {
 /// added with its request's decoder and its response's encoder.
 pub const SUPPORTED: &[ApiVersion] = &[
     api(PRODUCE, 3, 11),
-    api(FETCH, 4, 11),
+    api(FETCH, 4, 12),
     api(LIST_OFFSETS, 1, 10),
     api(METADATA, 0, 12),
     api(OFFSET_COMMIT, 2, 8),
@@ -293,7 +293,7 @@ impl ProduceResponse<'_> {
     }
 }
 
-/// Fetch (`FetchResponse.json`), versions 4–11.
+/// Fetch (`FetchResponse.json`), versions 4–12.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchResponse<'a> {
     /// How long the client was throttled, in milliseconds.
@@ -332,6 +332,10 @@ pub struct PartitionData<'a> {
     pub aborted_transactions: Option<Vec<AbortedTransaction>>,
     /// The replica to read from instead (v11+; -1: this one).
     pub preferred_read_replica: i32,
+    /// Where the log diverged from the client's last fetched epoch
+    /// (v12+): the largest epoch at or below it and that epoch's end;
+    /// the client truncates there.
+    pub diverging_epoch: Option<(i32, i64)>,
     /// Record batches (RecordBatch v2).
     pub records: &'a [u8],
     /// Bytes of record batches the caller sends right after this
@@ -350,7 +354,9 @@ pub struct AbortedTransaction {
 }
 
 impl FetchResponse<'_> {
-    /// Appends the body of `version` (4–11).
+    /// Appends the body of `version` (4–12; 12 is flexible: compact
+    /// forms, and tagged fields that are empty but for a partition's
+    /// `diverging_epoch`).
     ///
     /// # Panics
     ///
@@ -365,25 +371,41 @@ impl FetchResponse<'_> {
     /// where in `out` each partition's `records_after` go: the body is
     /// `out` with those bytes inserted there.
     pub fn encode_with(&self, version: i16, out: &mut Vec<u8>, gaps: &mut Vec<usize>) {
+        let flexible = super::header::is_flexible(FETCH, version);
         put_i32(out, self.throttle_time_ms);
         if version >= 7 {
             put_i16(out, self.error_code);
             put_i32(out, self.session_id);
         }
-        put_array(out, &self.responses, |out, t| {
-            put_string(out, t.topic);
-            put_array(out, &t.partitions, |out, p| {
-                p.encode(version, out);
-                if p.records_after > 0 {
-                    gaps.push(out.len());
-                }
+        let mut partition = |out: &mut Vec<u8>, p: &PartitionData<'_>| {
+            p.encode(version, flexible, out);
+            if p.records_after > 0 {
+                gaps.push(out.len());
+            }
+            if flexible {
+                p.put_tags(out);
+            }
+        };
+        if flexible {
+            put_compact_array_len(out, self.responses.len());
+            for t in &self.responses {
+                put_compact_string(out, t.topic);
+                put_compact_array(out, &t.partitions, &mut partition);
+                put_empty_tagged_fields(out);
+            }
+            put_empty_tagged_fields(out);
+        } else {
+            put_array(out, &self.responses, |out, t| {
+                put_string(out, t.topic);
+                put_array(out, &t.partitions, &mut partition);
             });
-        });
+        }
     }
 }
 
 impl PartitionData<'_> {
-    fn encode(&self, version: i16, out: &mut Vec<u8>) {
+    /// The partition up to its records' bytes (and `records_after`).
+    fn encode(&self, version: i16, flexible: bool, out: &mut Vec<u8>) {
         put_i32(out, self.partition_index);
         put_i16(out, self.error_code);
         put_i64(out, self.high_watermark);
@@ -391,22 +413,48 @@ impl PartitionData<'_> {
         if version >= 5 {
             put_i64(out, self.log_start_offset);
         }
-        match &self.aborted_transactions {
-            None => super::wire::put_null_array(out),
-            Some(aborted) => put_array(out, aborted, |out, a| {
-                put_i64(out, a.producer_id);
-                put_i64(out, a.first_offset);
-            }),
+        let aborted = |out: &mut Vec<u8>, a: &AbortedTransaction| {
+            put_i64(out, a.producer_id);
+            put_i64(out, a.first_offset);
+            if flexible {
+                put_empty_tagged_fields(out);
+            }
+        };
+        match (&self.aborted_transactions, flexible) {
+            (None, false) => super::wire::put_null_array(out),
+            (None, true) => put_uvarint(out, 0),
+            (Some(list), false) => put_array(out, list, aborted),
+            (Some(list), true) => put_compact_array(out, list, aborted),
         }
         if version >= 11 {
             put_i32(out, self.preferred_read_replica);
         }
         let len = self.records.len() as u64 + self.records_after;
-        put_i32(
-            out,
-            i32::try_from(len).expect("a fetch's records are below 2 GiB"),
-        );
+        if flexible {
+            let len = u32::try_from(len + 1).expect("a fetch's records are below 4 GiB");
+            put_uvarint(out, len);
+        } else {
+            put_i32(
+                out,
+                i32::try_from(len).expect("a fetch's records are below 2 GiB"),
+            );
+        }
         out.extend_from_slice(self.records);
+    }
+
+    /// A flexible version's tagged fields: `diverging_epoch` (tag 0, an
+    /// `EpochEndOffset`: `epoch int32` · `end_offset int64` · its own
+    /// empty tags) when there is one.
+    fn put_tags(&self, out: &mut Vec<u8>) {
+        let Some((epoch, end_offset)) = self.diverging_epoch else {
+            return put_empty_tagged_fields(out);
+        };
+        put_uvarint(out, 1);
+        put_uvarint(out, 0);
+        put_uvarint(out, 4 + 8 + 1);
+        put_i32(out, epoch);
+        put_i64(out, end_offset);
+        put_empty_tagged_fields(out);
     }
 }
 

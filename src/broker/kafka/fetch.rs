@@ -6,6 +6,13 @@
 //! batch holding the offset asked for and always carries at least one
 //! whole batch of the first partition that has records, however small
 //! the byte budgets.
+//!
+//! A client that names its leader epoch (v9+) is refused
+//! FENCED_LEADER_EPOCH when it is older than the leader's and
+//! UNKNOWN_LEADER_EPOCH when newer (KIP-320); one that names the epoch
+//! of its last fetched record (v12) gets, instead of records, where the
+//! log diverged from it when it did (the epoch's end is below its offset,
+//! or the epoch is not the log's).
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +29,12 @@ pub(super) struct Ask<'a> {
     pub(super) partition: i32,
     pub(super) fetch_offset: i64,
     pub(super) partition_max_bytes: i32,
+    /// The leader epoch the client knows (-1: none): an older one is
+    /// fenced, a newer one unknown (KIP-320).
+    pub(super) current_leader_epoch: i32,
+    /// The epoch of the last record the client fetched (-1: none; Fetch
+    /// v12): where the log diverged from it is answered instead of records.
+    pub(super) last_fetched_epoch: i32,
     /// The ACLs' refusal of this partition (Kafka's code), if they refuse.
     pub(super) denied: Option<i16>,
 }
@@ -37,6 +50,10 @@ pub(super) struct Fetched<'s> {
     pub(super) log_start_offset: i64,
     /// Kafka record batches: a segment's byte range, or converted ones.
     pub(super) records: Records<'s>,
+    /// Where the log diverged from the client's last fetched epoch: the
+    /// largest epoch at or below it and its end (-1, -1: an epoch newer
+    /// than the log's, or a log without epochs).
+    pub(super) diverging_epoch: Option<(i32, i64)>,
 }
 
 /// What a fetch asks besides its partitions.
@@ -115,6 +132,7 @@ fn gather<'s>(shared: &'s Shared, asks: &[Ask<'_>], budget: u64) -> Vec<Fetched<
                 high_watermark: earlier.high_watermark,
                 log_start_offset: earlier.log_start_offset,
                 records: Records::Empty,
+                diverging_epoch: earlier.diverging_epoch,
             };
             parts.push(again);
             continue;
@@ -143,6 +161,7 @@ fn gather<'s>(shared: &'s Shared, asks: &[Ask<'_>], budget: u64) -> Vec<Fetched<
                 high_watermark: -1,
                 log_start_offset: -1,
                 records: Records::Empty,
+                diverging_epoch: None,
             },
         };
         bytes += part.records.len();
@@ -174,6 +193,17 @@ fn read_partition<'s>(
         let log = p.lock();
         let end = p.readable_end(&log).map_err(coded)?;
         let start = log.start_offset();
+        p.check_client_epoch(u32::try_from(a.current_leader_epoch).ok())
+            .map_err(coded)?;
+        if let Some(diverged) = diverged(&log, a) {
+            return Ok(Fetched {
+                error: kafka::NONE,
+                high_watermark: end as i64,
+                log_start_offset: start as i64,
+                records: Records::Empty,
+                diverging_epoch: Some(diverged),
+            });
+        }
         let in_range = u64::try_from(a.fetch_offset).is_ok_and(|o| o >= start && o <= end);
         if !in_range {
             let msg = format!(
@@ -200,5 +230,126 @@ fn read_partition<'s>(
         high_watermark: end as i64,
         log_start_offset: start as i64,
         records,
+        diverging_epoch: None,
     })
+}
+
+/// Where the log diverged from a client whose last fetched record was of
+/// epoch `a.last_fetched_epoch`, as Kafka's leader answers it: the
+/// largest epoch here at or below that one, and its end, when that epoch
+/// is older or ends before the offset asked for (the client's records
+/// from there on are not this log's); -1, -1 for an epoch the log cannot
+/// place (newer than its latest). `None`: the client is on the log.
+fn diverged(log: &crate::storage::log::Log, a: &Ask<'_>) -> Option<(i32, i64)> {
+    let last = u32::try_from(a.last_fetched_epoch).ok()?;
+    match log.end_offset_for_epoch(last) {
+        Some((epoch, end)) if epoch == last && end as i64 >= a.fetch_offset => None,
+        Some((epoch, end)) => Some((epoch as i32, end as i64)),
+        None => Some((-1, -1)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::testing::{append, partition, shared};
+
+    fn ask(fetch_offset: i64, current_leader_epoch: i32, last_fetched_epoch: i32) -> Ask<'static> {
+        Ask {
+            topic: "t",
+            partition: 0,
+            fetch_offset,
+            partition_max_bytes: 1 << 20,
+            current_leader_epoch,
+            last_fetched_epoch,
+            denied: None,
+        }
+    }
+
+    fn limits() -> Limits {
+        Limits {
+            max_wait_ms: 0,
+            min_bytes: 0,
+            max_bytes: 1 << 20,
+        }
+    }
+
+    /// Fetch v12: a client whose last fetched epoch the log does not hold
+    /// up to its offset is told where the log diverged (the largest epoch
+    /// at or below it, and its end), with no records; one on the log gets
+    /// records.
+    #[test]
+    fn a_client_off_the_log_is_told_where_it_diverged() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        append(&p);
+        append(&p);
+        p.lock().set_leader_epoch(3).unwrap();
+        append(&p);
+        crate::broker::flusher::flush_partition(&shared, &p);
+        let next = p.lock().next_offset() as i64;
+        let asks = [
+            // Epoch 0 ends at 2: a client at 2 in it is on the log...
+            ask(2, -1, 0),
+            // ... one at 3 in it holds a record the log does not.
+            ask(3, -1, 0),
+            // An epoch the log never had: the largest below it.
+            ask(3, -1, 2),
+            // The latest epoch, at the end.
+            ask(next, -1, 3),
+            // An epoch newer than the log's: undefined, as Kafka answers.
+            ask(next, -1, 5),
+            // No epoch named: no check.
+            ask(1, -1, -1),
+        ];
+        // One fetch each: a fetch answers a partition once.
+        let got: Vec<_> = asks
+            .iter()
+            .map(|a| {
+                let f = &fetch(&shared, std::slice::from_ref(a), limits())[0];
+                (f.error, f.diverging_epoch, f.records.len() > 0)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (kafka::NONE, None, true),
+                (kafka::NONE, Some((0, 2)), false),
+                (kafka::NONE, Some((0, 2)), false),
+                (kafka::NONE, None, false),
+                (kafka::NONE, Some((-1, -1)), false),
+                (kafka::NONE, None, true),
+            ]
+        );
+    }
+
+    /// A consumer that names a leader epoch (v9+) other than the
+    /// leader's is refused: an older one fenced, a newer one unknown.
+    #[test]
+    fn a_consumer_in_another_leader_epoch_is_refused() {
+        use crate::broker::replica::{Leading, Role};
+        let (_sim, shared) = shared();
+        let leading = Role::Leader(Leading {
+            epoch: 4,
+            version: 0,
+            isr: vec!["broker-test".to_string()],
+            epoch_start: 0,
+            since: Instant::now(),
+            progress: Default::default(),
+        });
+        crate::broker::testing::replicated_partition(&shared, "t", &["broker-test"], leading);
+        let got: Vec<i16> = [3, 4, 5, -1]
+            .iter()
+            .map(|&epoch| fetch(&shared, &[ask(0, epoch, -1)], limits())[0].error)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                kafka::FENCED_LEADER_EPOCH,
+                kafka::NONE,
+                kafka::UNKNOWN_LEADER_EPOCH,
+                kafka::NONE
+            ]
+        );
+    }
 }

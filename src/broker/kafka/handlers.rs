@@ -527,6 +527,8 @@ fn fetch_request<'s>(
                 partition: p.partition,
                 fetch_offset: p.fetch_offset,
                 partition_max_bytes: p.partition_max_bytes,
+                current_leader_epoch: p.current_leader_epoch,
+                last_fetched_epoch: p.last_fetched_epoch,
                 denied,
             })
         })
@@ -547,6 +549,10 @@ fn fetch_request<'s>(
     let mut gaps = Vec::new();
     encode_fetch(r, &fetched, |response| {
         resp::frame_sized(&mut state.out, id, elsewhere, |out| {
+            // The response header v1 of a flexible version: its empty tags.
+            if crate::kafka::header::is_flexible(kafka::api_key::FETCH, version) {
+                crate::kafka::wire::put_empty_tagged_fields(out);
+            }
             response.encode_with(version, out, &mut gaps)
         })
     });
@@ -585,6 +591,7 @@ fn encode_fetch(
                     log_start_offset: f.log_start_offset,
                     aborted_transactions: Some(Vec::new()),
                     preferred_read_replica: -1,
+                    diverging_epoch: f.diverging_epoch,
                     records: match &f.records {
                         Records::Converted { bytes, .. } => bytes,
                         Records::File(_) | Records::Empty => &[],
