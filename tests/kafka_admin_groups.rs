@@ -144,3 +144,81 @@ fn every_admin_client_lists_describes_and_deletes_groups() {
     let missing = python.run(&broker, &["delete-offsets", "nope", "t1", "0"]);
     assert_eq!(missing, ["error GROUP_ID_NOT_FOUND"]);
 }
+
+/// OffsetFetch v8 (built and read by the `kafka-protocol` crate) asks for
+/// several groups at once, as Java's admin client batches them: each is
+/// answered on its own (the partitions asked, or every one committed; a
+/// group that committed nothing, nothing), and past 1,000 groups each is
+/// refused INVALID_REQUEST.
+#[test]
+fn offset_fetch_v8_answers_each_group_of_one_request() {
+    let Some(kcat) = kafka::kcat_path() else {
+        return;
+    };
+    use kafka_protocol::messages as km;
+    use kafka_protocol::protocol::StrBytes;
+    use km::offset_fetch_request as q;
+    let broker = KafkaBroker::with_registry(&["--partitions", "2"]);
+    broker.produce_lines("t1", 10);
+    read_and_commit(&broker, &kcat, "g1", "t1");
+    let str = |s: &str| StrBytes::from_string(s.to_string());
+    let group = |id: &str, topics: Option<&[i32]>| {
+        q::OffsetFetchRequestGroup::default()
+            .with_group_id(km::GroupId(str(id)))
+            .with_topics(topics.map(|partitions| {
+                vec![q::OffsetFetchRequestTopics::default()
+                    .with_name(km::TopicName(str("t1")))
+                    .with_partition_indexes(partitions.to_vec())]
+            }))
+    };
+    let fetch = |groups: Vec<q::OffsetFetchRequestGroup>| {
+        let r = km::OffsetFetchRequest::default().with_groups(groups);
+        let mut stream = std::net::TcpStream::connect(&broker.kafka).unwrap();
+        let answer: km::OffsetFetchResponse = kafka::call_flexible(&mut stream, (9, 8), &r);
+        answer
+            .groups
+            .into_iter()
+            .map(|g| {
+                let offsets: Vec<(i32, i64, i16)> = (g.topics.iter())
+                    .flat_map(|t| t.partitions.iter())
+                    .map(|p| (p.partition_index, p.committed_offset, p.error_code))
+                    .collect();
+                (g.group_id.0.to_string(), offsets, g.error_code)
+            })
+            .collect::<Vec<_>>()
+    };
+    let (first, second) = {
+        let lines = broker
+            .kcat(&kcat)
+            .ok(&["-C", "-t", "t1", "-e", "-f", "%p\n"], b"");
+        let text = String::from_utf8(lines).unwrap();
+        let count = |p: &str| text.lines().filter(|l| *l == p).count() as i64;
+        (count("0"), count("1"))
+    };
+    let answered = fetch(vec![
+        group("g1", Some(&[0, 1, 7])),
+        group("g1", None),
+        group("none", None),
+        group("none", Some(&[0])),
+    ]);
+    assert_eq!(
+        answered,
+        [
+            (
+                "g1".to_string(),
+                // A partition with no commit (none such, as Kafka answers
+                // it too): -1.
+                vec![(0, first, 0), (1, second, 0), (7, -1, 0)],
+                0
+            ),
+            ("g1".to_string(), vec![(0, first, 0), (1, second, 0)], 0),
+            ("none".to_string(), vec![], 0),
+            ("none".to_string(), vec![(0, -1, 0)], 0),
+        ]
+    );
+    let many: Vec<_> = (0..1_001).map(|_| group("none", None)).collect();
+    let answered = fetch(many);
+    assert_eq!(answered.len(), 1_001);
+    assert!(answered[..1_000].iter().all(|g| g.2 == 0));
+    assert_eq!(answered[1_000].2, 42, "INVALID_REQUEST past 1,000 groups");
+}

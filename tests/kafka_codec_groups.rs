@@ -644,7 +644,7 @@ fn offset_commit_responses_decode_in_the_crate_as_klog_encodes_them() {
     }
 }
 
-// ---- OffsetFetch (9) v1–7 --------------------------------------------------
+// ---- OffsetFetch (9) v1–8 --------------------------------------------------
 
 fn offset_fetch_request(v: i16, full: bool) -> (Vec<u8>, OffsetFetchRequest<'static>) {
     // Null topics (all partitions) exist from v2; v1's sparse case is an
@@ -654,10 +654,8 @@ fn offset_fetch_request(v: i16, full: bool) -> (Vec<u8>, OffsetFetchRequest<'sta
         (false, 1) => Some(&[]),
         (false, _) => None,
     };
-    let theirs = kp::OffsetFetchRequest::default()
-        .with_group_id(GroupId(s("g-fetch")))
-        .with_require_stable(v >= 7 && full)
-        .with_topics(topics.map(|topics| {
+    let theirs_topics = |topics: Option<&[(&'static str, &[i32])]>| {
+        topics.map(|topics| {
             topics
                 .iter()
                 .map(|&(name, partitions)| {
@@ -666,26 +664,69 @@ fn offset_fetch_request(v: i16, full: bool) -> (Vec<u8>, OffsetFetchRequest<'sta
                         .with_partition_indexes(partitions.to_vec())
                 })
                 .collect()
-        }));
-    let ours = OffsetFetchRequest {
-        group_id: "g-fetch",
-        topics: topics.map(|topics| {
+        })
+    };
+    let ours_topics = |topics: Option<&[(&'static str, &[i32])]>| {
+        topics.map(|topics| {
             topics
                 .iter()
                 .map(|&(name, partitions)| OffsetFetchRequestTopic {
                     name,
                     partition_indexes: partitions.to_vec(),
                 })
-                .collect()
-        }),
+                .collect::<Vec<_>>()
+        })
+    };
+    let mut theirs = kp::OffsetFetchRequest::default().with_require_stable(v >= 7 && full);
+    let mut ours = OffsetFetchRequest {
+        group_id: "",
+        topics: None,
+        groups: Vec::new(),
         require_stable: v >= 7 && full,
     };
+    if v < 8 {
+        theirs = theirs
+            .with_group_id(GroupId(s("g-fetch")))
+            .with_topics(theirs_topics(topics));
+        ours.group_id = "g-fetch";
+        ours.topics = ours_topics(topics);
+    } else {
+        // Several groups: the topics asked, and every topic (null).
+        use kp::offset_fetch_request::OffsetFetchRequestGroup as G;
+        theirs = theirs.with_groups(vec![
+            G::default()
+                .with_group_id(GroupId(s("g-fetch")))
+                .with_topics(topics.map(|topics| {
+                    topics
+                        .iter()
+                        .map(|&(name, partitions)| {
+                            kp::offset_fetch_request::OffsetFetchRequestTopics::default()
+                                .with_name(TopicName(s(name)))
+                                .with_partition_indexes(partitions.to_vec())
+                        })
+                        .collect()
+                })),
+            G::default()
+                .with_group_id(GroupId(s("g-all")))
+                .with_topics(None),
+        ]);
+        ours.groups = vec![
+            OffsetFetchRequestGroup {
+                group_id: "g-fetch",
+                topics: ours_topics(topics),
+            },
+            OffsetFetchRequestGroup {
+                group_id: "g-all",
+                topics: None,
+            },
+        ];
+    }
     (crate_encode(&theirs, v), ours)
 }
 
 #[test]
 fn offset_fetch_requests_decode_as_the_crate_encodes_them() {
-    for v in 1..=7 {
+    for v in 1..=8 {
         for full in [FULL, SPARSE] {
             let (body, want) = offset_fetch_request(v, full);
             let got = klog_decode(&body, |d| OffsetFetchRequest::decode(d, v));
@@ -705,68 +746,137 @@ fn a_null_topic_list_is_refused_at_offset_fetch_v1_only() {
     assert_eq!(OffsetFetchRequest::decode(&mut d, 2).unwrap().topics, None);
 }
 
+fn offset_fetch_topics() -> Vec<OffsetFetchResponseTopic<'static>> {
+    vec![
+        OffsetFetchResponseTopic {
+            name: "t1",
+            partitions: vec![
+                OffsetFetchResponsePartition {
+                    partition_index: 1,
+                    committed_offset: 4_000_000_000_001,
+                    committed_leader_epoch: 9,
+                    metadata: Some("m-ü"),
+                    error_code: 0,
+                },
+                OffsetFetchResponsePartition {
+                    partition_index: 2,
+                    committed_offset: -1,
+                    committed_leader_epoch: -1,
+                    metadata: None,
+                    error_code: 3,
+                },
+            ],
+        },
+        OffsetFetchResponseTopic {
+            name: "t2",
+            partitions: vec![],
+        },
+    ]
+}
+
+/// The crate's form of [`offset_fetch_topics`] in version `v`.
+fn offset_fetch_topics_theirs(v: i16) -> Vec<kp::offset_fetch_response::OffsetFetchResponseTopic> {
+    use kp::offset_fetch_response::{
+        OffsetFetchResponsePartition as P, OffsetFetchResponseTopic as T,
+    };
+    vec![
+        T::default()
+            .with_name(TopicName(s("t1")))
+            .with_partitions(vec![
+                P::default()
+                    .with_partition_index(1)
+                    .with_committed_offset(4_000_000_000_001)
+                    .with_committed_leader_epoch(at(v, 5, 9, -1))
+                    .with_metadata(Some(s("m-ü")))
+                    .with_error_code(0),
+                P::default()
+                    .with_partition_index(2)
+                    .with_committed_offset(-1)
+                    .with_committed_leader_epoch(-1)
+                    .with_metadata(None)
+                    .with_error_code(3),
+            ]),
+        T::default().with_name(TopicName(s("t2"))),
+    ]
+}
+
 #[test]
 fn offset_fetch_responses_decode_in_the_crate_as_klog_encodes_them() {
     for v in 1..=7 {
         let ours = OffsetFetchResponse {
             throttle_time_ms: 55,
-            topics: vec![
-                OffsetFetchResponseTopic {
-                    name: "t1",
-                    partitions: vec![
-                        OffsetFetchResponsePartition {
-                            partition_index: 1,
-                            committed_offset: 4_000_000_000_001,
-                            committed_leader_epoch: 9,
-                            metadata: Some("m-ü"),
-                            error_code: 0,
-                        },
-                        OffsetFetchResponsePartition {
-                            partition_index: 2,
-                            committed_offset: -1,
-                            committed_leader_epoch: -1,
-                            metadata: None,
-                            error_code: 3,
-                        },
-                    ],
-                },
-                OffsetFetchResponseTopic {
-                    name: "t2",
-                    partitions: vec![],
-                },
-            ],
+            topics: offset_fetch_topics(),
             error_code: 16,
+            groups: Vec::new(),
         };
         let mut body = Vec::new();
         ours.encode(v, &mut body);
         let got: kp::OffsetFetchResponse = crate_decode(&body, v);
-        use kp::offset_fetch_response::{
-            OffsetFetchResponsePartition as P, OffsetFetchResponseTopic as T,
-        };
         let want = kp::OffsetFetchResponse::default()
             .with_throttle_time_ms(at(v, 3, 55, 0))
             .with_error_code(at(v, 2, 16, 0))
-            .with_topics(vec![
-                T::default()
-                    .with_name(TopicName(s("t1")))
-                    .with_partitions(vec![
-                        P::default()
-                            .with_partition_index(1)
-                            .with_committed_offset(4_000_000_000_001)
-                            .with_committed_leader_epoch(at(v, 5, 9, -1))
-                            .with_metadata(Some(s("m-ü")))
-                            .with_error_code(0),
-                        P::default()
-                            .with_partition_index(2)
-                            .with_committed_offset(-1)
-                            .with_committed_leader_epoch(-1)
-                            .with_metadata(None)
-                            .with_error_code(3),
-                    ]),
-                T::default().with_name(TopicName(s("t2"))),
-            ]);
+            .with_topics(offset_fetch_topics_theirs(v));
         assert_eq!(got, want, "v{v}");
     }
+}
+
+/// v8 answers each group: its topics and its own error.
+#[test]
+fn offset_fetch_v8_responses_answer_each_group_in_the_crate() {
+    let ours = OffsetFetchResponse {
+        throttle_time_ms: 55,
+        topics: Vec::new(),
+        error_code: 0,
+        groups: vec![
+            OffsetFetchResponseGroup {
+                group_id: "g-fetch",
+                topics: offset_fetch_topics(),
+                error_code: 0,
+            },
+            OffsetFetchResponseGroup {
+                group_id: "g-refused",
+                topics: Vec::new(),
+                error_code: 30,
+            },
+        ],
+    };
+    let mut body = Vec::new();
+    ours.encode(8, &mut body);
+    let got: kp::OffsetFetchResponse = crate_decode(&body, 8);
+    use kp::offset_fetch_response::OffsetFetchResponseGroup as G;
+    let want = kp::OffsetFetchResponse::default()
+        .with_throttle_time_ms(55)
+        .with_groups(vec![
+            G::default()
+                .with_group_id(GroupId(s("g-fetch")))
+                .with_topics(
+                    offset_fetch_topics_theirs(8)
+                        .into_iter()
+                        .map(|t| {
+                            use kp::offset_fetch_response::{
+                                OffsetFetchResponsePartitions as P, OffsetFetchResponseTopics as T,
+                            };
+                            T::default().with_name(t.name).with_partitions(
+                                t.partitions
+                                    .into_iter()
+                                    .map(|p| {
+                                        P::default()
+                                            .with_partition_index(p.partition_index)
+                                            .with_committed_offset(p.committed_offset)
+                                            .with_committed_leader_epoch(p.committed_leader_epoch)
+                                            .with_metadata(p.metadata)
+                                            .with_error_code(p.error_code)
+                                    })
+                                    .collect(),
+                            )
+                        })
+                        .collect(),
+                ),
+            G::default()
+                .with_group_id(GroupId(s("g-refused")))
+                .with_error_code(30),
+        ]);
+    assert_eq!(got, want);
 }
 
 // ---- the consumer protocol, both ways ----------------------------------------
@@ -981,7 +1091,7 @@ fn dispatched(frame: &[u8], api_key: i16, version: i16) -> Request<'_> {
 fn the_table_advertises_exactly_the_group_versions_implemented() {
     let table = [
         (OFFSET_COMMIT, 2, 8),
-        (OFFSET_FETCH, 1, 7),
+        (OFFSET_FETCH, 1, 8),
         (FIND_COORDINATOR, 0, 4),
         (JOIN_GROUP, 0, 9),
         (HEARTBEAT, 0, 4),
@@ -1047,7 +1157,7 @@ fn decode_request_dispatches_every_group_api_and_version() {
                 Request::OffsetCommit(want)
             );
         }
-        for v in 1..=7 {
+        for v in 1..=8 {
             let (body, want) = offset_fetch_request(v, full);
             let bytes = frame(OFFSET_FETCH, v, &body);
             assert_eq!(
@@ -1145,7 +1255,7 @@ fn corpus() -> Vec<Case> {
     );
     add(
         "offset_fetch",
-        1..=7,
+        1..=8,
         |v| offset_fetch_request(v, FULL).0,
         |b, v| whole(b, |d| OffsetFetchRequest::decode(d, v)),
     );

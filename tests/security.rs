@@ -1207,6 +1207,72 @@ fn certificate_principals_cannot_be_forged_and_may_be_super_users() {
     refused("klog-consume", &forged, &["authorization_failed"]);
 }
 
+/// OffsetFetch v8 (several groups a request, as librdkafka 2.x and Java
+/// send it) checks each group on its own: alice may describe group g and
+/// is answered its offsets, while g2 in the same request is refused
+/// GROUP_AUTHORIZATION_FAILED with nothing of its own.
+#[test]
+fn offset_fetch_v8_checks_each_group() {
+    use kafka_protocol::messages as km;
+    use kafka_protocol::protocol::StrBytes;
+    use std::io::{Read, Write};
+    let Some(kcat) = kcat_path() else { return };
+    let broker = authorizing_broker();
+    let k = broker.kcat(&kcat);
+    let root = kcat_login("admin", "x-secret");
+    k.produce("t", b"one\ntwo\n", &refs(&root));
+    for group in ["g", "g2"] {
+        let mut args = vec!["-G", group, "-X", "auto.offset.reset=earliest", "t", "-e"];
+        args.extend(refs(&root));
+        k.ok(&args, b"");
+    }
+    let mut kafka = std::net::TcpStream::connect(&broker.kafka).unwrap();
+    kafka
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut answer = |request: &[u8]| {
+        kafka.write_all(request).unwrap();
+        let mut len = [0u8; 4];
+        kafka.read_exact(&mut len).unwrap();
+        let mut body = vec![0; u32::from_be_bytes(len) as usize];
+        kafka.read_exact(&mut body).unwrap();
+        body
+    };
+    let handshake = [&[0, 5][..], b"PLAIN"].concat();
+    answer(&common::kafka::frame(17, 1, 1, &handshake));
+    let plain = b"\0alice\0a-secret";
+    let auth = [&(plain.len() as i32).to_be_bytes()[..], plain].concat();
+    let authenticated = answer(&common::kafka::frame(36, 0, 2, &auth));
+    assert_eq!(&authenticated[4..6], &[0, 0], "alice logs in");
+    let group = |id: &str| {
+        km::offset_fetch_request::OffsetFetchRequestGroup::default()
+            .with_group_id(km::GroupId(StrBytes::from_string(id.to_string())))
+            .with_topics(None)
+    };
+    let r = km::OffsetFetchRequest::default().with_groups(vec![group("g"), group("g2")]);
+    let got: km::OffsetFetchResponse = common::kafka::call_flexible(&mut kafka, (9, 8), &r);
+    let groups: Vec<(String, Vec<_>, i16)> = got
+        .groups
+        .iter()
+        .map(|g| {
+            let offsets = (g.topics.iter())
+                .flat_map(|t| {
+                    (t.partitions.iter())
+                        .map(|p| (t.name.0.to_string(), p.partition_index, p.committed_offset))
+                })
+                .collect();
+            (g.group_id.0.to_string(), offsets, g.error_code)
+        })
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            ("g".to_string(), vec![("t".to_string(), 0, 2)], 0),
+            ("g2".to_string(), vec![], 30),
+        ]
+    );
+}
+
 /// A raw klog connection logged in with PLAIN.
 fn raw_login(addr: &str, user: &str, password: &str) -> common::Raw {
     use klog::protocol::{self, ErrorCode};

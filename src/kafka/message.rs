@@ -28,7 +28,9 @@
 //! `&[u8]` `bytes`; `Vec<T>` an `array` of a declared struct, a string or
 //! an `int32`, `Option<Vec<T>>` a nullable one. Decoding keeps every bound of [`super::wire`]: an
 //! array's count is checked against the bytes left, at the fewest bytes
-//! its element takes in any version, before anything is allocated.
+//! its element takes in the version decoded (a struct: its fields of that
+//! version, and its tags' count when flexible), before anything is
+//! allocated.
 
 use super::wire::{self, Decoder, Result};
 
@@ -44,8 +46,8 @@ pub struct Version {
 
 /// A wire type: how a Rust type is read and written in a version.
 pub trait Field<'a>: Sized {
-    /// The fewest bytes it takes on the wire, in any version.
-    const MIN_BYTES: usize;
+    /// The fewest bytes it takes on the wire in version `v`.
+    fn min_bytes(v: Version) -> usize;
     /// Reads one; `what` names it in errors.
     fn get(d: &mut Decoder<'a>, v: Version, what: &str) -> Result<Self>;
     /// Appends it.
@@ -55,7 +57,9 @@ pub trait Field<'a>: Sized {
 macro_rules! integer {
     ($($t:ty, $get:ident, $put:ident;)*) => {$(
         impl<'a> Field<'a> for $t {
-            const MIN_BYTES: usize = std::mem::size_of::<$t>();
+            fn min_bytes(_: Version) -> usize {
+                std::mem::size_of::<$t>()
+            }
             fn get(d: &mut Decoder<'a>, _: Version, what: &str) -> Result<$t> {
                 d.$get(what)
             }
@@ -76,7 +80,9 @@ integer! {
 
 /// A `uuid`: 16 bytes.
 impl<'a> Field<'a> for [u8; 16] {
-    const MIN_BYTES: usize = 16;
+    fn min_bytes(_: Version) -> usize {
+        16
+    }
     fn get(d: &mut Decoder<'a>, _: Version, what: &str) -> Result<[u8; 16]> {
         let mut id = [0u8; 16];
         id.copy_from_slice(d.raw(16, what)?);
@@ -88,7 +94,13 @@ impl<'a> Field<'a> for [u8; 16] {
 }
 
 impl<'a> Field<'a> for &'a str {
-    const MIN_BYTES: usize = 1;
+    fn min_bytes(v: Version) -> usize {
+        if v.flexible {
+            1
+        } else {
+            2
+        }
+    }
     fn get(d: &mut Decoder<'a>, v: Version, what: &str) -> Result<&'a str> {
         if v.flexible {
             d.compact_string(what)
@@ -106,7 +118,13 @@ impl<'a> Field<'a> for &'a str {
 }
 
 impl<'a> Field<'a> for Option<&'a str> {
-    const MIN_BYTES: usize = 1;
+    fn min_bytes(v: Version) -> usize {
+        if v.flexible {
+            1
+        } else {
+            2
+        }
+    }
     fn get(d: &mut Decoder<'a>, v: Version, what: &str) -> Result<Option<&'a str>> {
         if v.flexible {
             d.compact_nullable_string(what)
@@ -124,7 +142,13 @@ impl<'a> Field<'a> for Option<&'a str> {
 }
 
 impl<'a> Field<'a> for String {
-    const MIN_BYTES: usize = 1;
+    fn min_bytes(v: Version) -> usize {
+        if v.flexible {
+            1
+        } else {
+            2
+        }
+    }
     fn get(d: &mut Decoder<'a>, v: Version, what: &str) -> Result<String> {
         <&str>::get(d, v, what).map(str::to_owned)
     }
@@ -134,7 +158,13 @@ impl<'a> Field<'a> for String {
 }
 
 impl<'a> Field<'a> for Option<String> {
-    const MIN_BYTES: usize = 1;
+    fn min_bytes(v: Version) -> usize {
+        if v.flexible {
+            1
+        } else {
+            2
+        }
+    }
     fn get(d: &mut Decoder<'a>, v: Version, what: &str) -> Result<Option<String>> {
         <Option<&str>>::get(d, v, what).map(|s| s.map(str::to_owned))
     }
@@ -144,7 +174,9 @@ impl<'a> Field<'a> for Option<String> {
 }
 
 impl<'a> Field<'a> for &'a [u8] {
-    const MIN_BYTES: usize = 1;
+    fn min_bytes(v: Version) -> usize {
+        length_bytes(v)
+    }
     fn get(d: &mut Decoder<'a>, v: Version, what: &str) -> Result<&'a [u8]> {
         if v.flexible {
             d.compact_bytes(what)
@@ -161,6 +193,16 @@ impl<'a> Field<'a> for &'a [u8] {
     }
 }
 
+/// The fewest bytes of a bytes length or an array count in version `v`:
+/// a compact form's one-byte varint, else an `int32`.
+fn length_bytes(v: Version) -> usize {
+    if v.flexible {
+        1
+    } else {
+        4
+    }
+}
+
 /// A declared struct: an array's element. Strings and `int32`s are
 /// elements too (`[]string`, `[]int32`).
 pub trait Struct<'a>: Field<'a> {}
@@ -170,12 +212,14 @@ impl<'a> Struct<'a> for String {}
 impl<'a> Struct<'a> for i32 {}
 
 impl<'a, T: Struct<'a>> Field<'a> for Vec<T> {
-    const MIN_BYTES: usize = 1;
+    fn min_bytes(v: Version) -> usize {
+        length_bytes(v)
+    }
     fn get(d: &mut Decoder<'a>, v: Version, what: &str) -> Result<Vec<T>> {
         let n = if v.flexible {
-            d.compact_array_len(T::MIN_BYTES, what)?
+            d.compact_array_len(T::min_bytes(v), what)?
         } else {
-            d.array_len(T::MIN_BYTES, what)?
+            d.array_len(T::min_bytes(v), what)?
         };
         elements(d, n, v, what)
     }
@@ -188,12 +232,14 @@ impl<'a, T: Struct<'a>> Field<'a> for Vec<T> {
 }
 
 impl<'a, T: Struct<'a>> Field<'a> for Option<Vec<T>> {
-    const MIN_BYTES: usize = 1;
+    fn min_bytes(v: Version) -> usize {
+        length_bytes(v)
+    }
     fn get(d: &mut Decoder<'a>, v: Version, what: &str) -> Result<Option<Vec<T>>> {
         let n = if v.flexible {
-            d.compact_nullable_array_len(T::MIN_BYTES, what)?
+            d.compact_nullable_array_len(T::min_bytes(v), what)?
         } else {
-            d.nullable_array_len(T::MIN_BYTES, what)?
+            d.nullable_array_len(T::min_bytes(v), what)?
         };
         n.map(|n| elements(d, n, v, what)).transpose()
     }
@@ -273,9 +319,15 @@ macro_rules! message {
         }
 
         impl<'a> $crate::kafka::message::Field<'a> for $name $(<$lt>)? {
-            const MIN_BYTES: usize = $crate::kafka::message::at_least_one(
-                0 $( + $crate::kafka::message::message!(@min [$min $(, $max)?] $ty) )*
-            );
+            fn min_bytes(v: $crate::kafka::message::Version) -> usize {
+                let mut n = usize::from(v.flexible);
+                $(
+                    if $crate::kafka::message::message!(@has v [$min $(, $max)?]) {
+                        n += <$ty as $crate::kafka::message::Field<'a>>::min_bytes(v);
+                    }
+                )*
+                $crate::kafka::message::at_least_one(n)
+            }
 
             fn get(
                 d: &mut $crate::kafka::wire::Decoder<'a>,
@@ -322,10 +374,6 @@ macro_rules! message {
     (@has $v:ident [$min:tt, $max:tt]) => { ($min..=$max).contains(&$v.version) };
     (@default) => { Default::default() };
     (@default $default:expr) => { $default };
-    // A field in every version counts toward the fewest bytes; one that
-    // some version lacks does not.
-    (@min [0] $ty:ty) => { <$ty as $crate::kafka::message::Field<'a>>::MIN_BYTES };
-    (@min [$min:tt $(, $max:tt)?] $ty:ty) => { 0 };
 }
 
 /// Whether a decoded field is null: a field that only later versions may
@@ -341,9 +389,9 @@ impl<T> Null for Option<T> {
     }
 }
 
-/// The fewest bytes of a struct whose fields take `n`: at least one (the
-/// tags' count, or a field), so that a count of empty elements is bounded
-/// by the bytes left.
+/// The fewest bytes of a struct whose fields (and, flexible, its tags'
+/// count) take `n`: at least one, so that a count of empty elements is
+/// bounded by the bytes left.
 pub const fn at_least_one(n: usize) -> usize {
     if n == 0 {
         1

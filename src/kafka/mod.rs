@@ -46,7 +46,7 @@
 //! | ListOffsets | 2 | 1–10 | 0–10 | 6 | — |
 //! | Metadata | 3 | 0–12 | 0–12 | 9 | — (topic ids are the zero id) |
 //! | OffsetCommit | 8 | 2–8 | 0–9 | 8 | v9 carries the new consumer protocol's member epochs (KIP-848), which klog does not speak |
-//! | OffsetFetch | 9 | 1–7 | 0–9 | 6 | v8 asks for several groups at once: not yet; v9 member epochs (KIP-848) |
+//! | OffsetFetch | 9 | 1–8 | 0–9 | 6 | v9 carries the new consumer protocol's member epochs (KIP-848) (v8's groups are answered each on its own, the first 1,000 of a request) |
 //! | FindCoordinator | 10 | 0–4 | 0–6 | 3 | v5–6 answer transaction versions and share coordinators: klog has neither |
 //! | JoinGroup | 11 | 0–9 | 0–9 | 6 | — (v9's `skip_assignment` is always false: no static members) |
 //! | Heartbeat | 12 | 0–4 | 0–4 | 4 | — |

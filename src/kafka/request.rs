@@ -16,7 +16,7 @@
 //! | InitProducerId | 0–1 | `transactional_id string?` · `transaction_timeout_ms int32` |
 //! | SaslHandshake | 0–1 | `mechanism string` (the broker refuses v0, whose SASL messages follow unframed; librdkafka asks that v0 be listed before it uses v1) |
 //! | SaslAuthenticate | 0–1 | `auth_bytes bytes` |
-//! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–8, 1–7, 0–4, 0–9, 0–4, 0–5, 0–5 | in [`super::group`], each declared once from its schema |
+//! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–8, 1–8, 0–4, 0–9, 0–4, 0–5, 0–5 | in [`super::group`], each declared once from its schema |
 //! | DescribeAcls, CreateAcls, DeleteAcls, DescribeUserScramCredentials, AlterUserScramCredentials | 0–3, 0–3, 0–3, 0, 0 | in [`super::admin`], each declared once from its schema |
 //! | DescribeGroups, ListGroups, DeleteGroups, OffsetDelete | 0–5, 0–5, 0–2, 0 | in [`super::admin_groups`], each declared once from its schema |
 //! | OffsetForLeaderEpoch | 0–4 | in [`super::epochs`], declared once from its schema |

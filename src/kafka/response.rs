@@ -12,7 +12,7 @@
 //! | Fetch | 4–12 | `throttle_time_ms int32` · `error_code int16` (7+) · `session_id int32` (7+) · `responses [topic string · partitions [partition_index int32 · error_code int16 · high_watermark int64 · last_stable_offset int64 · log_start_offset int64 (5+) · aborted_transactions [producer_id int64 · first_offset int64]? · preferred_read_replica int32 (11+) · records bytes]]`; 12 flexible (compact forms; a partition's tagged fields hold `diverging_epoch`, tag 0, when the log diverged from the client's `last_fetched_epoch`) |
 //! | ApiVersions | 0–3 | `error_code int16` · `api_keys [api_key int16 · min_version int16 · max_version int16]` · `throttle_time_ms int32` (1+); v3 is flexible: compact array, and empty `tagged_fields` after each key and at the end |
 //! | InitProducerId | 0–1 | `throttle_time_ms int32` · `error_code int16` · `producer_id int64` · `producer_epoch int16` |
-//! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–7, 1–5, 0–2, 0–5, 0–3, 0–1, 0–3 | in [`super::group`], one table per message |
+//! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–8, 1–8, 0–4, 0–9, 0–4, 0–5, 0–5 | in [`super::group`], each declared once from its schema |
 //!
 //! An ApiVersions request of a version this codec does not implement is
 //! answered in the v0 shape with [`UNSUPPORTED_VERSION`] and the whole
@@ -64,7 +64,7 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(LIST_OFFSETS, 1, 10),
     api(METADATA, 0, 12),
     api(OFFSET_COMMIT, 2, 8),
-    api(OFFSET_FETCH, 1, 7),
+    api(OFFSET_FETCH, 1, 8),
     api(FIND_COORDINATOR, 0, 4),
     api(JOIN_GROUP, 0, 9),
     api(HEARTBEAT, 0, 4),

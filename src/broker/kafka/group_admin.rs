@@ -17,7 +17,7 @@ use super::Kafka;
 /// The most distinct groups one DescribeGroups, DeleteGroups or
 /// FindCoordinator (v4) names;
 /// past them, each other name is answered INVALID_REQUEST.
-const GROUPS_PER_REQUEST_MAX: usize = 1000;
+pub(super) const GROUPS_PER_REQUEST_MAX: usize = 1000;
 
 /// Each distinct name of `names` answered once by `each` (the first
 /// [`GROUPS_PER_REQUEST_MAX`] of them; INVALID_REQUEST past them).

@@ -35,7 +35,7 @@ pub(super) fn handle(
     out: &mut Vec<u8>,
 ) {
     let (id, version) = (header.correlation_id, header.api_version);
-    if let Some(denied) = group_denied(&request, access) {
+    if let Some(denied) = group_denied(&request, version, access) {
         return refuse(header, &request, denied, out);
     }
     let c = &kafka.coordinator;
@@ -80,7 +80,7 @@ pub(super) fn handle(
 }
 
 /// GROUP_AUTHORIZATION_FAILED unless the request's group allows it.
-fn group_denied(request: &GroupRequest<'_>, access: Access<'_>) -> Option<i16> {
+fn group_denied(request: &GroupRequest<'_>, version: i16, access: Access<'_>) -> Option<i16> {
     let (op, group) = match request {
         // v4 asks for several keys: each is checked on its own.
         GroupRequest::FindCoordinator(r) if r.key_type == 0 && r.coordinator_keys.is_empty() => {
@@ -92,6 +92,8 @@ fn group_denied(request: &GroupRequest<'_>, access: Access<'_>) -> Option<i16> {
         GroupRequest::Heartbeat(r) => (Operation::Read, r.group_id),
         GroupRequest::LeaveGroup(r) => (Operation::Read, r.group_id),
         GroupRequest::OffsetCommit(r) => (Operation::Read, r.group_id),
+        // v8 asks for several groups: each is checked on its own.
+        GroupRequest::OffsetFetch(_) if version >= 8 => return None,
         GroupRequest::OffsetFetch(r) => (Operation::Describe, r.group_id),
     };
     access.group(op, group)
@@ -156,6 +158,7 @@ fn refuse(
                 throttle_time_ms: 0,
                 topics,
                 error_code,
+                groups: Vec::new(),
             };
             frame_message(out, id, version, &response);
         }
@@ -462,6 +465,10 @@ fn fetch_topics<'r>(
         .collect()
 }
 
+/// OffsetFetch: the committed offsets of the group asked (v1–7) or of
+/// each group asked (v8; each checked against the ACLs on its own, the
+/// first [`super::group_admin::GROUPS_PER_REQUEST_MAX`] of them, the rest
+/// INVALID_REQUEST).
 fn offset_fetch(
     c: &Coordinator,
     r: &OffsetFetchRequest<'_>,
@@ -469,38 +476,116 @@ fn offset_fetch(
     (version, id): (i16, i32),
     out: &mut Vec<u8>,
 ) {
-    let denied = |topic: &str| access.topic(Operation::Describe, topic);
-    let (topics, error_code) = match &r.topics {
-        Some(topics) => {
-            let asked: Vec<(String, i32)> = topics
-                .iter()
-                .filter(|t| denied(t.name).is_none())
-                .flat_map(|t| t.partition_indexes.iter().map(|&p| (t.name.to_string(), p)))
-                .collect();
-            let mut found = c.fetch_offsets(r.group_id, &asked).into_iter();
-            let topics = fetch_topics(r, &mut |topic, p| match denied(topic) {
-                Some(code) => partition(p, -1, code),
-                None => {
-                    let (offset, error) = found.next().unwrap_or((-1, kafka::UNKNOWN_SERVER_ERROR));
-                    partition(p, offset, error)
-                }
-            });
-            (topics, kafka::NONE)
-        }
-        None => match c.fetch_all_offsets(r.group_id) {
-            Ok(mut all) => {
-                all.retain(|(topic, _, _)| denied(topic).is_none());
-                return offset_fetch_all(&all, version, id, out);
+    if version < 8 {
+        let found = group_offsets(c, access, r.group_id, r.topics.as_deref());
+        let response = OffsetFetchResponse {
+            throttle_time_ms: 0,
+            topics: found.topics(),
+            error_code: found.error_code,
+            groups: Vec::new(),
+        };
+        return frame_message(out, id, version, &response);
+    }
+    let found: Vec<GroupOffsets> = (r.groups.iter().enumerate())
+        .map(|(i, g)| {
+            let refused = match i < super::group_admin::GROUPS_PER_REQUEST_MAX {
+                true => access.group(Operation::Describe, g.group_id),
+                false => Some(kafka::INVALID_REQUEST),
+            };
+            match refused {
+                Some(error_code) => GroupOffsets {
+                    topics: Vec::new(),
+                    error_code,
+                },
+                None => group_offsets(c, access, g.group_id, g.topics.as_deref()),
             }
-            Err(error) => (Vec::new(), error),
-        },
-    };
+        })
+        .collect();
+    let groups = (r.groups.iter().zip(&found))
+        .map(|(g, found)| OffsetFetchResponseGroup {
+            group_id: g.group_id,
+            topics: found.topics(),
+            error_code: found.error_code,
+        })
+        .collect();
     let response = OffsetFetchResponse {
         throttle_time_ms: 0,
-        topics,
-        error_code,
+        topics: Vec::new(),
+        error_code: kafka::NONE,
+        groups,
     };
     frame_message(out, id, version, &response);
+}
+
+/// One group's committed offsets, as OffsetFetch answers them.
+struct GroupOffsets {
+    /// Each topic and its partitions' answers.
+    topics: Vec<(String, Vec<OffsetFetchResponsePartition<'static>>)>,
+    /// The group's error, or 0.
+    error_code: i16,
+}
+
+impl GroupOffsets {
+    fn topics(&self) -> Vec<OffsetFetchResponseTopic<'_>> {
+        (self.topics.iter())
+            .map(|(name, partitions)| OffsetFetchResponseTopic {
+                name,
+                partitions: partitions.clone(),
+            })
+            .collect()
+    }
+}
+
+/// The committed offsets of `group` in the partitions of `topics` (those
+/// the ACLs let the client describe; the others refused each), or in
+/// every topic it committed when `topics` is null.
+fn group_offsets(
+    c: &Coordinator,
+    access: Access<'_>,
+    group: &str,
+    topics: Option<&[OffsetFetchRequestTopic<'_>]>,
+) -> GroupOffsets {
+    let denied = |topic: &str| access.topic(Operation::Describe, topic);
+    let Some(topics) = topics else {
+        return match c.fetch_all_offsets(group) {
+            Ok(mut all) => {
+                all.retain(|(topic, _, _)| denied(topic).is_none());
+                GroupOffsets {
+                    topics: by_topic(all),
+                    error_code: kafka::NONE,
+                }
+            }
+            Err(error_code) => GroupOffsets {
+                topics: Vec::new(),
+                error_code,
+            },
+        };
+    };
+    let asked: Vec<(String, i32)> = (topics.iter())
+        .filter(|t| denied(t.name).is_none())
+        .flat_map(|t| t.partition_indexes.iter().map(|&p| (t.name.to_string(), p)))
+        .collect();
+    let mut found = c.fetch_offsets(group, &asked).into_iter();
+    let topics = (topics.iter())
+        .map(|t| {
+            let refused = denied(t.name);
+            let partitions = (t.partition_indexes.iter())
+                .map(|&p| match refused {
+                    Some(code) => partition(p, -1, code),
+                    None => {
+                        let (offset, error) =
+                            found.next().unwrap_or((-1, kafka::UNKNOWN_SERVER_ERROR));
+                        partition(p, offset, error)
+                    }
+                })
+                .collect();
+            (t.name.to_string(), partitions)
+        })
+        .collect();
+    GroupOffsets {
+        topics,
+        error_code: kafka::NONE,
+    }
 }
 
 /// One partition of an OffsetFetch answer: klog keeps no leader epoch and
@@ -519,23 +604,18 @@ fn partition(
     }
 }
 
-/// OffsetFetch of every topic the group committed.
-fn offset_fetch_all(all: &[(String, i32, i64)], version: i16, id: i32, out: &mut Vec<u8>) {
-    let mut topics: Vec<OffsetFetchResponseTopic<'_>> = Vec::new();
+/// A group's committed `(topic, partition, offset)`s, as the registry
+/// lists them (a topic's together), as an answer's topics.
+fn by_topic(
+    all: Vec<(String, i32, i64)>,
+) -> Vec<(String, Vec<OffsetFetchResponsePartition<'static>>)> {
+    let mut topics: Vec<(String, Vec<OffsetFetchResponsePartition<'static>>)> = Vec::new();
     for (topic, p, offset) in all {
-        let part = partition(*p, *offset, kafka::NONE);
+        let part = partition(p, offset, kafka::NONE);
         match topics.last_mut() {
-            Some(t) if t.name == topic => t.partitions.push(part),
-            _ => topics.push(OffsetFetchResponseTopic {
-                name: topic,
-                partitions: vec![part],
-            }),
+            Some((name, partitions)) if *name == topic => partitions.push(part),
+            _ => topics.push((topic, vec![part])),
         }
     }
-    let response = OffsetFetchResponse {
-        throttle_time_ms: 0,
-        topics,
-        error_code: kafka::NONE,
-    };
-    frame_message(out, id, version, &response);
+    topics
 }

@@ -10,7 +10,7 @@
 //! | LeaveGroup (13) | 0–5 | [`LeaveGroupRequest`] | [`LeaveGroupResponse`] |
 //! | SyncGroup (14) | 0–5 | [`SyncGroupRequest`] | [`SyncGroupResponse`] |
 //! | OffsetCommit (8) | 2–8 | [`OffsetCommitRequest`] | [`OffsetCommitResponse`] |
-//! | OffsetFetch (9) | 1–7 | [`OffsetFetchRequest`] | [`OffsetFetchResponse`] |
+//! | OffsetFetch (9) | 1–8 | [`OffsetFetchRequest`] | [`OffsetFetchResponse`] |
 //!
 //! Each struct's fields are the fields of Kafka's message schema
 //! (`clients/src/main/resources/common/message/*.json`) present at some
@@ -41,8 +41,8 @@ pub use join::{
 pub use offsets::{
     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
     OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic,
-    OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse, OffsetFetchResponsePartition,
-    OffsetFetchResponseTopic,
+    OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchResponse,
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponseTopic,
 };
 
 use crate::kafka::wire::{DecodeError, Decoder};

@@ -1,4 +1,4 @@
-//! OffsetCommit (8) v2–8 and OffsetFetch (9) v1–7, declared once from
+//! OffsetCommit (8) v2–8 and OffsetFetch (9) v1–8, declared once from
 //! their schemas (`message!`): a group's committed positions, by topic
 //! and partition.
 //!
@@ -7,9 +7,9 @@
 //! instance ids, v8 the flexible form; OffsetFetch v2 a null topic list
 //! (every topic) and a top-level error, v3 throttling, v5 the committed
 //! leader epoch, v6 the flexible form, v7 `require_stable` (klog has no
-//! transactions: every committed offset is stable). Not served: OffsetCommit
-//! v9 and OffsetFetch v9 (the new consumer protocol's member epochs,
-//! KIP-848), OffsetFetch v8 (several groups in one request).
+//! transactions: every committed offset is stable), v8 several groups in
+//! one request. Not served: OffsetCommit v9 and OffsetFetch v9 (the new
+//! consumer protocol's member epochs, KIP-848).
 //!
 //! Kafka's schema renamed `generation_id` `generation_id_or_member_epoch`
 //! in v9 (KIP-848); at these versions it is the generation.
@@ -101,13 +101,28 @@ message! {
 }
 
 message! {
-    /// OffsetFetch request: a group's committed offsets.
-    pub struct OffsetFetchRequest<'a> {
+    /// One group asked about (v8+; its fields are on every version it
+    /// is, so they count toward its fewest bytes).
+    pub struct OffsetFetchRequestGroup<'a> {
         /// The group id.
+        group_id: &'a str [0],
+        /// The topics asked about; null asks for every topic the group
+        /// committed.
+        topics: Option<Vec<OffsetFetchRequestTopic<'a>>> [0] nullable 0,
+    }
+}
+
+message! {
+    /// OffsetFetch request: a group's committed offsets (v8+: several
+    /// groups').
+    pub struct OffsetFetchRequest<'a> {
+        /// The group id (v1–7).
         group_id: &'a str [0, 7],
-        /// The topics asked about; null (v2+) asks for every topic the
-        /// group committed.
+        /// The topics asked about (v1–7); null (v2+) asks for every topic
+        /// the group committed.
         topics: Option<Vec<OffsetFetchRequestTopic<'a>>> [0, 7] nullable 2,
+        /// The groups asked about (v8+).
+        groups: Vec<OffsetFetchRequestGroup<'a>> [8],
         /// Wait for pending transactional commits (v7+).
         require_stable: bool [7],
     }
@@ -140,14 +155,28 @@ message! {
 }
 
 message! {
+    /// One group's answer (v8+).
+    pub struct OffsetFetchResponseGroup<'a> {
+        /// The group id.
+        group_id: &'a str [0],
+        /// The topics.
+        topics: Vec<OffsetFetchResponseTopic<'a>> [0],
+        /// The group's error, or 0.
+        error_code: i16 [0],
+    }
+}
+
+message! {
     /// OffsetFetch response.
     pub struct OffsetFetchResponse<'a> {
         /// Throttle time (v3+).
         throttle_time_ms: i32 [3],
-        /// The topics.
+        /// The topics (v1–7).
         topics: Vec<OffsetFetchResponseTopic<'a>> [0, 7],
-        /// The group's error (v2+), or 0.
+        /// The group's error (v2–7), or 0.
         error_code: i16 [2, 7],
+        /// Each group's answer (v8+).
+        groups: Vec<OffsetFetchResponseGroup<'a>> [8],
     }
 }
 
