@@ -13,15 +13,25 @@ use crate::protocol::ErrorCode;
 impl Partition {
     /// Whether a producer may append now (asked under the log's lock, so
     /// that no change of role passes between the answer and the append):
-    /// a single copy always; a replica only as leader, and with `acks=all`
-    /// only while the ISR has `min_isr` members. `Ok` carries the leader
-    /// epoch the append is made in (`None` for a single copy).
+    /// a replica only as leader; with `acks=all` only while the ISR has
+    /// `min_isr` members (a single copy's ISR is itself, as a topic of
+    /// replication factor 1 is on Kafka). `Ok` carries the leader epoch
+    /// the append is made in (`None` for a single copy).
     pub(in crate::broker) fn may_append(
         &self,
         acks: i8,
         min_isr: u32,
     ) -> std::result::Result<Option<u32>, (ErrorCode, String)> {
         let Some(replica) = &self.replica else {
+            if acks == crate::protocol::ACKS_ALL && min_isr > 1 {
+                return Err((
+                    ErrorCode::NotEnoughReplicas,
+                    format!(
+                        "{} [{}]: not enough replicas: a single copy, fewer than min.insync.replicas {min_isr} (the topic's, or --min-insync-replicas)",
+                        self.topic, self.partition
+                    ),
+                ));
+            }
             return Ok(None);
         };
         let role = replica.role();
@@ -351,6 +361,21 @@ mod tests {
             code(f.check_client_epoch(Some(4))),
             Some(ErrorCode::NotLeader)
         );
+    }
+
+    /// A single copy is an ISR of one: acks=all is refused under a
+    /// min.insync.replicas above 1, as on a Kafka topic of replication
+    /// factor 1; acks=1 is taken.
+    #[test]
+    fn a_single_copy_refuses_acks_all_under_a_larger_min_insync() {
+        let (_sim, shared) = shared();
+        let p = crate::broker::testing::partition(&shared, "one");
+        assert_eq!(p.may_append(ACKS_ALL, 1), Ok(None));
+        assert_eq!(
+            code(p.may_append(ACKS_ALL, 2)),
+            Some(ErrorCode::NotEnoughReplicas)
+        );
+        assert_eq!(p.may_append(ACKS_LEADER, 2), Ok(None));
     }
 
     #[test]
