@@ -1215,7 +1215,6 @@ fn certificate_principals_cannot_be_forged_and_may_be_super_users() {
 fn offset_fetch_v8_checks_each_group() {
     use kafka_protocol::messages as km;
     use kafka_protocol::protocol::StrBytes;
-    use std::io::{Read, Write};
     let Some(kcat) = kcat_path() else { return };
     let broker = authorizing_broker();
     let k = broker.kcat(&kcat);
@@ -1226,24 +1225,7 @@ fn offset_fetch_v8_checks_each_group() {
         args.extend(refs(&root));
         k.ok(&args, b"");
     }
-    let mut kafka = std::net::TcpStream::connect(&broker.kafka).unwrap();
-    kafka
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    let mut answer = |request: &[u8]| {
-        kafka.write_all(request).unwrap();
-        let mut len = [0u8; 4];
-        kafka.read_exact(&mut len).unwrap();
-        let mut body = vec![0; u32::from_be_bytes(len) as usize];
-        kafka.read_exact(&mut body).unwrap();
-        body
-    };
-    let handshake = [&[0, 5][..], b"PLAIN"].concat();
-    answer(&common::kafka::frame(17, 1, 1, &handshake));
-    let plain = b"\0alice\0a-secret";
-    let auth = [&(plain.len() as i32).to_be_bytes()[..], plain].concat();
-    let authenticated = answer(&common::kafka::frame(36, 0, 2, &auth));
-    assert_eq!(&authenticated[4..6], &[0, 0], "alice logs in");
+    let mut kafka = kafka_login(&broker.kafka, "alice", "a-secret");
     let group = |id: &str| {
         km::offset_fetch_request::OffsetFetchRequestGroup::default()
             .with_group_id(km::GroupId(StrBytes::from_string(id.to_string())))
@@ -1270,6 +1252,85 @@ fn offset_fetch_v8_checks_each_group() {
             ("g".to_string(), vec![("t".to_string(), 0, 2)], 0),
             ("g2".to_string(), vec![], 30),
         ]
+    );
+}
+
+/// A connection to the Kafka listener `addr`, logged in as `user` with
+/// PLAIN (SaslHandshake v1, SaslAuthenticate v0).
+fn kafka_login(addr: &str, user: &str, password: &str) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    let mut kafka = std::net::TcpStream::connect(addr).unwrap();
+    kafka
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut answer = |request: &[u8]| {
+        kafka.write_all(request).unwrap();
+        let mut len = [0u8; 4];
+        kafka.read_exact(&mut len).unwrap();
+        let mut body = vec![0; u32::from_be_bytes(len) as usize];
+        kafka.read_exact(&mut body).unwrap();
+        body
+    };
+    let handshake = [&[0, 5][..], b"PLAIN"].concat();
+    answer(&common::kafka::frame(17, 1, 1, &handshake));
+    let plain = format!("\0{user}\0{password}");
+    let auth = [&(plain.len() as i32).to_be_bytes()[..], plain.as_bytes()].concat();
+    let authenticated = answer(&common::kafka::frame(36, 0, 2, &auth));
+    assert_eq!(&authenticated[4..6], &[0, 0], "{user} logs in");
+    kafka
+}
+
+/// A broker's configs are the cluster's: describing or changing them
+/// (the cluster default, "", or one broker) needs describe or alter on
+/// the cluster; alice, who may read and write a topic, is refused
+/// CLUSTER_AUTHORIZATION_FAILED and changes nothing; the super user may.
+#[test]
+fn broker_configs_need_the_cluster_acls() {
+    use kafka_protocol::messages as km;
+    use kafka_protocol::protocol::StrBytes;
+    use km::incremental_alter_configs_request as q;
+    let broker = authorizing_broker();
+    let str = |s: &str| StrBytes::from_string(s.to_string());
+    let alter = |user: &str, password: &str| {
+        let change = q::AlterableConfig::default()
+            .with_name(str("log.retention.ms"))
+            .with_config_operation(0)
+            .with_value(Some(str("60000")));
+        let r = km::IncrementalAlterConfigsRequest::default().with_resources(vec![
+            q::AlterConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(str(""))
+                .with_configs(vec![change]),
+        ]);
+        let mut kafka = kafka_login(&broker.kafka, user, password);
+        let answer: km::IncrementalAlterConfigsResponse =
+            common::kafka::call_flexible(&mut kafka, (44, 1), &r);
+        answer.responses[0].error_code
+    };
+    let describe = |user: &str, password: &str| {
+        use km::describe_configs_request as d;
+        let r = km::DescribeConfigsRequest::default().with_resources(vec![
+            d::DescribeConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(str(""))
+                .with_configuration_keys(Some(vec![str("log.retention.ms")])),
+        ]);
+        let mut kafka = kafka_login(&broker.kafka, user, password);
+        let answer: km::DescribeConfigsResponse =
+            common::kafka::call_flexible(&mut kafka, (32, 4), &r);
+        let found = &answer.results[0];
+        let value = found.configs.first().and_then(|c| c.value.as_ref());
+        (found.error_code, value.map(|v| v.to_string()))
+    };
+    assert_eq!(alter("alice", "a-secret"), 31);
+    assert_eq!(describe("alice", "a-secret").0, 31);
+    let before = describe("admin", "x-secret");
+    assert_eq!(before.0, 0);
+    assert_ne!(before.1.as_deref(), Some("60000"), "alice changed nothing");
+    assert_eq!(alter("admin", "x-secret"), 0);
+    assert_eq!(
+        describe("admin", "x-secret"),
+        (0, Some("60000".to_string()))
     );
 }
 
