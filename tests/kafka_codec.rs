@@ -1332,3 +1332,35 @@ fn a_fetch_answer_with_records_sent_after_is_the_one_with_them_inline() {
         assert_eq!(sent, whole, "v{version}");
     }
 }
+
+/// A Fetch's counts are bounded at the fewest bytes of their elements in
+/// the version decoded: before v12 a topic takes 6 (a name's int16 and a
+/// count's int32), so 10 topics do not fit in 30 bytes; a partition of
+/// v11 takes 28.
+#[test]
+fn a_fetch_count_is_bounded_at_its_versions_fewest_bytes() {
+    use klog::kafka::request::FetchRequest;
+    use klog::kafka::wire::Decoder;
+    let head = |topics: i32| {
+        let mut body = Vec::new();
+        for v in [-1i32, 500, 1, 1 << 20] {
+            body.extend_from_slice(&v.to_be_bytes());
+        }
+        body.push(0);
+        body.extend_from_slice(&0i32.to_be_bytes());
+        body.extend_from_slice(&(-1i32).to_be_bytes());
+        body.extend_from_slice(&topics.to_be_bytes());
+        body
+    };
+    let mut body = head(10);
+    body.extend_from_slice(&[0u8; 30]);
+    let err = FetchRequest::decode(&mut Decoder::new(&body), 11).unwrap_err();
+    assert!(err.0.contains("count 10 of at least 6 bytes"), "{err}");
+    // One topic "t" claiming 2 partitions with room for one of v11.
+    let mut body = head(1);
+    body.extend_from_slice(&[0, 1, b't']);
+    body.extend_from_slice(&2i32.to_be_bytes());
+    body.extend_from_slice(&[0u8; 28 + 27]);
+    let err = FetchRequest::decode(&mut Decoder::new(&body), 11).unwrap_err();
+    assert!(err.0.contains("count 2 of at least 28 bytes"), "{err}");
+}

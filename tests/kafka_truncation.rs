@@ -80,3 +80,42 @@ fn a_librdkafka_consumer_detects_a_truncation_after_a_failover() {
         format!("offset 8 {new_epoch}\noffset 9 {new_epoch}\n")
     );
 }
+
+/// Fetch v12 through a broker (the crate builds the request and reads the
+/// answer, its records sent from the file): a consumer on the log gets
+/// records; one whose last fetched epoch the log cannot place is told
+/// OFFSET_OUT_OF_RANGE (and resets), not the tag's default, which
+/// clients ignore and ask again.
+#[test]
+fn a_v12_fetch_answers_records_or_out_of_range() {
+    use kafka_protocol::messages as km;
+    use kafka_protocol::protocol::StrBytes;
+    use km::fetch_request as q;
+    let broker = kafka::KafkaBroker::start(&[]);
+    broker.produce_lines("b", 3);
+    let fetch = |offset: i64, last_fetched_epoch: i32| {
+        let r = km::FetchRequest::default()
+            .with_replica_id(km::BrokerId(-1))
+            .with_max_wait_ms(100)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![q::FetchTopic::default()
+                .with_topic(km::TopicName(StrBytes::from_static_str("b")))
+                .with_partitions(vec![q::FetchPartition::default()
+                    .with_partition(0)
+                    .with_current_leader_epoch(-1)
+                    .with_fetch_offset(offset)
+                    .with_last_fetched_epoch(last_fetched_epoch)
+                    .with_log_start_offset(-1)
+                    .with_partition_max_bytes(1 << 20)])]);
+        let mut stream = std::net::TcpStream::connect(&broker.kafka).unwrap();
+        let got: km::FetchResponse = kafka::call_flexible(&mut stream, (1, 12), &r);
+        let p = &got.responses[0].partitions[0];
+        let records = p.records.as_ref().map_or(0, |r| r.len());
+        let diverging = (p.diverging_epoch.epoch, p.diverging_epoch.end_offset);
+        (p.error_code, p.high_watermark, diverging, records > 0)
+    };
+    assert_eq!(fetch(0, -1), (0, 3, (-1, -1), true));
+    assert_eq!(fetch(1, 0), (0, 3, (-1, -1), true), "epoch 0 holds 0..3");
+    assert_eq!(fetch(3, 9), (1, -1, (-1, -1), false), "OFFSET_OUT_OF_RANGE");
+}

@@ -403,18 +403,22 @@ impl<'a> FetchRequest<'a> {
         } else {
             (0, -1)
         };
-        let topics = v.array(d, 3, "fetch topics", |d| {
+        // A topic is at least a name and a count (and flexible, its tags).
+        let topics = v.array(d, v.pick(3, 6), "fetch topics", |d| {
             let topic = FetchTopic {
                 topic: v.string(d, "fetch topic")?,
-                partitions: v.array(d, 16, "fetch partitions", |d| {
-                    FetchPartition::decode(d, version)
-                })?,
+                partitions: v.array(
+                    d,
+                    FetchPartition::min_bytes(version),
+                    "fetch partitions",
+                    |d| FetchPartition::decode(d, version),
+                )?,
             };
             v.tags(d, "fetch topic tagged_fields")?;
             Ok(topic)
         })?;
         let forgotten_topics_data = if version >= 7 {
-            v.array(d, 3, "fetch forgotten_topics_data", |d| {
+            v.array(d, v.pick(3, 6), "fetch forgotten_topics_data", |d| {
                 let forgotten = ForgottenTopic {
                     topic: v.string(d, "fetch forgotten topic")?,
                     partitions: v.array(d, 4, "fetch forgotten partitions", |d| {
@@ -462,6 +466,14 @@ impl Form {
         }
     }
 
+    /// `flexible` in a flexible version, else `fixed`.
+    fn pick(self, flexible: usize, fixed: usize) -> usize {
+        match self.flexible {
+            true => flexible,
+            false => fixed,
+        }
+    }
+
     fn string<'a>(self, d: &mut Decoder<'a>, what: &str) -> Result<&'a str> {
         match self.flexible {
             true => d.compact_string(what),
@@ -491,6 +503,18 @@ impl Form {
 }
 
 impl FetchPartition {
+    /// The bytes of a partition in `version`: its fixed-size fields (and,
+    /// flexible, its tags' count).
+    fn min_bytes(version: i16) -> usize {
+        let mut n = 4 + 8 + 4;
+        for (from, bytes) in [(5, 8), (9, 4), (12, 4 + 1)] {
+            if version >= from {
+                n += bytes;
+            }
+        }
+        n
+    }
+
     fn decode(d: &mut Decoder<'_>, version: i16) -> Result<FetchPartition> {
         let partition = d.i32("fetch partition")?;
         let current_leader_epoch = if version >= 9 {

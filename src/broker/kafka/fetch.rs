@@ -87,7 +87,9 @@ pub(super) fn fetch<'s>(shared: &'s Shared, asks: &[Ask<'_>], limits: Limits) ->
     loop {
         let parts = gather(shared, asks, budget);
         let bytes: u64 = parts.iter().map(|p| p.records.len()).sum();
-        let errors = parts.iter().any(|p| p.error != kafka::NONE);
+        // An error, or a log that diverged from the client, is answered
+        // at once.
+        let errors = (parts.iter()).any(|p| p.error != kafka::NONE || p.diverging_epoch.is_some());
         if bytes >= bytes_min || errors || Instant::now() >= deadline || shared.stopping() {
             return parts;
         }
@@ -195,7 +197,7 @@ fn read_partition<'s>(
         let start = log.start_offset();
         p.check_client_epoch(u32::try_from(a.current_leader_epoch).ok())
             .map_err(coded)?;
-        if let Some(diverged) = diverged(&log, a) {
+        if let Some(diverged) = diverged(&log, a, start)? {
             return Ok(Fetched {
                 error: kafka::NONE,
                 high_watermark: end as i64,
@@ -235,18 +237,32 @@ fn read_partition<'s>(
 }
 
 /// Where the log diverged from a client whose last fetched record was of
-/// epoch `a.last_fetched_epoch`, as Kafka's leader answers it: the
-/// largest epoch here at or below that one, and its end, when that epoch
-/// is older or ends before the offset asked for (the client's records
-/// from there on are not this log's); -1, -1 for an epoch the log cannot
-/// place (newer than its latest). `None`: the client is on the log.
-fn diverged(log: &crate::storage::log::Log, a: &Ask<'_>) -> Option<(i32, i64)> {
-    let last = u32::try_from(a.last_fetched_epoch).ok()?;
-    match log.end_offset_for_epoch(last) {
-        Some((epoch, end)) if epoch == last && end as i64 >= a.fetch_offset => None,
-        Some((epoch, end)) => Some((epoch as i32, end as i64)),
-        None => Some((-1, -1)),
+/// epoch `a.last_fetched_epoch`, as Kafka's leader answers it
+/// (`Partition.readRecords`): the largest epoch here at or below that
+/// one, and its end, when that epoch is older or ends before the offset
+/// asked for (the client's records from there on are not this log's).
+/// OFFSET_OUT_OF_RANGE when the log cannot place that epoch (newer than
+/// its latest, or no epochs) or the offset is below the log's start, so
+/// that the client resets instead of asking again. `None`: the client is
+/// on the log.
+fn diverged(
+    log: &crate::storage::log::Log,
+    a: &Ask<'_>,
+    start: u64,
+) -> Result<Option<(i32, i64)>, (i16, String)> {
+    let Ok(last) = u32::try_from(a.last_fetched_epoch) else {
+        return Ok(None);
+    };
+    let out_of_range = |why: String| Err((kafka::OFFSET_OUT_OF_RANGE, why));
+    let Some((epoch, end)) = log.end_offset_for_epoch(last) else {
+        return out_of_range(format!("the end of leader epoch {last} is not known here"));
+    };
+    if a.fetch_offset < start as i64 {
+        let offset = a.fetch_offset;
+        return out_of_range(format!("offset {offset} is below the log's start {start}"));
     }
+    let off_the_log = epoch < last || (end as i64) < a.fetch_offset;
+    Ok(off_the_log.then_some((epoch as i32, end as i64)))
 }
 
 #[cfg(test)]
@@ -297,7 +313,8 @@ mod tests {
             ask(3, -1, 2),
             // The latest epoch, at the end.
             ask(next, -1, 3),
-            // An epoch newer than the log's: undefined, as Kafka answers.
+            // An epoch newer than the log's: out of range, as Kafka
+            // answers one it cannot place.
             ask(next, -1, 5),
             // No epoch named: no check.
             ask(1, -1, -1),
@@ -317,7 +334,7 @@ mod tests {
                 (kafka::NONE, Some((0, 2)), false),
                 (kafka::NONE, Some((0, 2)), false),
                 (kafka::NONE, None, false),
-                (kafka::NONE, Some((-1, -1)), false),
+                (kafka::OFFSET_OUT_OF_RANGE, None, false),
                 (kafka::NONE, None, true),
             ]
         );
@@ -351,5 +368,58 @@ mod tests {
                 kafka::NONE
             ]
         );
+    }
+
+    /// Kafka answers OFFSET_OUT_OF_RANGE when the last fetched epoch's end
+    /// is not known (newer than the log's), and when the offset is below
+    /// the log's start whatever the epochs: the default (-1, -1) tag is
+    /// ignored by Java and kafka-python, which would ask again forever.
+    #[test]
+    fn an_unplaceable_epoch_or_an_offset_below_the_start_is_out_of_range() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        append(&p);
+        append(&p);
+        p.lock().set_leader_epoch(3).unwrap();
+        for _ in 0..3 {
+            append(&p);
+        }
+        crate::broker::flusher::flush_partition(&shared, &p);
+        let next = p.lock().next_offset() as i64;
+        p.lock().delete_records_before(4).unwrap();
+        let once = |a: Ask<'static>| {
+            let f = &fetch(&shared, &[a], limits())[0];
+            (f.error, f.diverging_epoch)
+        };
+        assert_eq!(once(ask(next, -1, 5)), (kafka::OFFSET_OUT_OF_RANGE, None));
+        assert_eq!(
+            once(ask(next + 100, -1, 5)),
+            (kafka::OFFSET_OUT_OF_RANGE, None)
+        );
+        assert_eq!(once(ask(3, -1, 0)), (kafka::OFFSET_OUT_OF_RANGE, None));
+        assert_eq!(once(ask(next, -1, 3)), (kafka::NONE, None));
+    }
+
+    /// A diverged log is answered at once, as Kafka's broker does, not
+    /// after the fetch's wait for `min_bytes`.
+    #[test]
+    fn a_diverging_epoch_is_answered_at_once() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        append(&p);
+        append(&p);
+        p.lock().set_leader_epoch(3).unwrap();
+        append(&p);
+        crate::broker::flusher::flush_partition(&shared, &p);
+        let waiting = Limits {
+            max_wait_ms: 30_000,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+        };
+        let started = Instant::now();
+        let got = &fetch(&shared, &[ask(3, -1, 0)], waiting)[0];
+        assert_eq!(got.diverging_epoch, Some((0, 2)));
+        // Far below the 30 s wait: a wait would end only at its deadline.
+        assert!(started.elapsed() < Duration::from_secs(20));
     }
 }
