@@ -287,3 +287,86 @@ fn a_klog_group_member_reads_the_new_partitions() {
     let read = member.take_lines(2, Duration::from_secs(60));
     assert_eq!(read, ["xxxx", "xxxx"], "{:?}", member.stderr_lines());
 }
+
+/// A running klog-produce finds the partitions added while it runs (at
+/// its next `--metadata-refresh`) and sends over all of them; what it
+/// sent before is delivered first, and nothing is lost.
+#[test]
+fn a_running_klog_produce_sends_to_the_partitions_added() {
+    klog_produce_follows_a_growth(false);
+}
+
+/// The same through a registry: the partition count is the placement's.
+#[test]
+fn a_running_klog_produce_sends_to_the_partitions_added_through_a_registry() {
+    klog_produce_follows_a_growth(true);
+}
+
+fn klog_produce_follows_a_growth(through_registry: bool) {
+    use std::io::Write;
+    let Some(kcat) = kafka::kcat_path() else {
+        return;
+    };
+    if kafka::python().is_none() {
+        return;
+    }
+    let broker = match through_registry {
+        true => KafkaBroker::with_registry(&[]),
+        false => KafkaBroker::start(&[]),
+    };
+    let at = broker.kafka.as_str();
+    let created = run("confluent-kafka", at, &["create", "live", "1", "1"]);
+    assert_eq!(created, ["ok"]);
+    let mut args = vec!["-t", "live", "--metadata-refresh", "100ms"];
+    match &broker.registry {
+        Some(registry) => args.extend(["--registry", registry.as_str()]),
+        None => args.extend(["-b", broker.addr()]),
+    }
+    let mut producer =
+        common::Proc::spawn_with_stdin("klog-produce", &args, std::process::Stdio::piped());
+    let mut feed = |from: u64, to: u64| {
+        let stdin = producer.child.stdin.as_mut().expect("stdin");
+        for n in from..=to {
+            stdin.write_all(format!("{n}\n").as_bytes()).unwrap();
+            if n % 20 == 0 {
+                stdin.flush().unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        stdin.flush().unwrap();
+    };
+    feed(1, 100);
+    assert_eq!(
+        run("confluent-kafka", at, &["add-partitions", "live", "3"]),
+        ["ok"]
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    feed(101, 400);
+    drop(producer.child.stdin.take());
+    let status = producer.child.wait().unwrap();
+    producer.wait_stderr("Sent ", |_| true, Duration::from_secs(10));
+    let said = producer.stderr_lines();
+    assert!(status.success(), "{status}: {said:?}");
+    assert!(
+        said.iter()
+            .any(|l| l.contains("live has grown to 3 partitions")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|l| l.contains("Sent 400 records to live (0 failed)")),
+        "{said:?}"
+    );
+    let k = broker.kcat(&kcat);
+    let read = k.consume("live", &["-o", "beginning", "-f", "%p %s\\n"]);
+    let mut values: Vec<u64> = Vec::new();
+    let mut partitions = std::collections::BTreeSet::new();
+    for line in read.lines() {
+        let (p, v) = line.split_once(' ').unwrap();
+        partitions.insert(p.to_string());
+        values.push(v.parse().unwrap());
+    }
+    values.sort_unstable();
+    assert_eq!(values, (1..=400).collect::<Vec<u64>>(), "each once");
+    assert_eq!(partitions.len(), 3, "every partition took records");
+}

@@ -88,6 +88,12 @@ pub struct Args {
     /// no longer either. Batches of other brokers never wait for it.
     #[arg(long = "request-timeout", value_name = "DURATION", default_value = "5s", value_parser = super::timeout_arg)]
     pub request_timeout_ms: u64,
+    /// How often the topic's partition count is asked again (of the
+    /// broker, or the registry): once the topic grew (CreatePartitions),
+    /// what was sent is delivered and the records that follow go over
+    /// every partition (a key's partition may then change, as in Kafka).
+    #[arg(long = "metadata-refresh", value_name = "DURATION", default_value = "5m", value_parser = super::timeout_arg)]
+    pub metadata_refresh_ms: u64,
     /// Embedded mode: partitions of a topic this command creates (with a
     /// broker, the broker's --partitions applies).
     #[arg(long = "partitions", value_name = "N", default_value_t = 1, value_parser = super::count_in::<u32>(1, u64::from(limits::PARTITIONS_MAX)))]
@@ -125,7 +131,8 @@ pub struct Args {
     /// (--compression-level),
     /// message.timeout.ms or delivery.timeout.ms (--message-timeout),
     /// request.timeout.ms (--request-timeout), message.max.bytes
-    /// (--max-record-bytes); client.id is accepted and
+    /// (--max-record-bytes), topic.metadata.refresh.interval.ms or
+    /// metadata.max.age.ms (--metadata-refresh); client.id is accepted and
     /// ignored. Of a flag and a property for the same setting, the later
     /// on the command line wins.
     #[arg(short = 'X', value_name = "NAME=VALUE", value_parser = config::property_arg)]
@@ -260,6 +267,14 @@ fn delivery_settings() -> Vec<Setting<Args>> {
             },
         },
         Setting {
+            names: &["topic.metadata.refresh.interval.ms", "metadata.max.age.ms"],
+            flag: "metadata_refresh_ms",
+            set: |a, v| {
+                a.metadata_refresh_ms = config::ms_above_zero(v, "a metadata refresh")?;
+                Ok(())
+            },
+        },
+        Setting {
             names: &["request.timeout.ms"],
             flag: "request_timeout_ms",
             set: |a, v| {
@@ -389,6 +404,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         acks: args.acks,
         message_timeout_ms: args.message_timeout_ms,
         request_timeout_ms: args.request_timeout_ms,
+        metadata_refresh_ms: args.metadata_refresh_ms,
         partitions: args.partitions,
         broker: args.broker,
         data_dir: args.data_dir,

@@ -243,8 +243,8 @@ impl Locate for RegistryLocator {
 /// after a later one of the same partition.
 #[derive(Debug)]
 pub struct ClusterProducer {
-    registry: Arc<dyn Registry>,
-    topic: String,
+    pub(crate) registry: Arc<dyn Registry>,
+    pub(crate) topic: String,
     config: ProducerConfig,
     batches: Batches,
     /// A routed producer per broker in use, by address.

@@ -426,6 +426,9 @@ pub struct Options {
     /// the partition's leader, looked up again), within the message
     /// timeout.
     pub request_timeout_ms: u64,
+    /// How often the topic's partition count is asked again (not in
+    /// embedded mode), in ms.
+    pub metadata_refresh_ms: u64,
     /// Embedded mode: partitions of a topic this run creates.
     pub partitions: u32,
     /// The broker to send to (without `data_dir` and `registry`).
@@ -491,6 +494,11 @@ struct Run {
     refused: u64,
     /// Where acknowledged records are written.
     report: Option<&'static AckReport>,
+    /// Records delivered by sinks closed when the topic grew.
+    delivered: u64,
+    /// When the partition count is asked again (wall clock, ms; 0: once
+    /// a sink is open).
+    next_look_ms: i64,
 }
 
 impl Run {
@@ -506,6 +514,8 @@ impl Run {
             handed: 0,
             refused: 0,
             report,
+            delivered: 0,
+            next_look_ms: 0,
         };
         if let Some(sink) = sink {
             run.sink = Some(with_partitioner(options, sink)?);
@@ -571,6 +581,7 @@ fn send_input(
         Some((sink, _)) => sink.close(say),
         None => (0, Ok(())),
     };
+    let delivered = run.delivered + delivered;
     let failed = run.handed.saturating_sub(delivered) + run.refused;
     // With acks 0 the broker says nothing: a record sent is not known to
     // have arrived.
@@ -675,6 +686,9 @@ fn produce_all(options: &Options, records: &mut impl Records, run: &mut Run) -> 
             continue;
         }
         let now = records.read_at_ms();
+        if now >= run.next_look_ms {
+            run.look_for_growth(options, say, now)?;
+        }
         run.handed += 1;
         let (sink, partition) = run.sink_for(options, record.key.as_deref())?;
         match sink.send(partition, &record, &headers, now) {

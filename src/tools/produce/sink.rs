@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::{EmbeddedProducer, Options};
-use crate::client::{AckReport, ParsedRecord, Producer, ProducerConfig};
+use crate::client::{AckReport, Connection, ParsedRecord, Producer, ProducerConfig};
 use crate::coord::ClusterProducer;
 use crate::storage::store::Store;
 use crate::tools::Say;
@@ -135,6 +135,24 @@ impl Sink {
         }
     }
 
+    /// The topic's partition count as the broker or the registry has it
+    /// now; `None` in embedded mode, or when it cannot be asked (the next
+    /// look asks again).
+    pub(super) fn count_now(&self, options: &Options) -> Option<u32> {
+        match self {
+            Sink::Embedded(_) => None,
+            Sink::Remote(_) => {
+                let timeout = Duration::from_millis(options.request_timeout_ms);
+                let mut c = Connection::connect_timeout(&options.broker, timeout).ok()?;
+                Some(c.partitions(&options.topic).ok()?.len() as u32)
+            }
+            Sink::Cluster(p) => {
+                let placement = p.registry.placement(&p.topic).ok()??;
+                u32::try_from(placement.brokers.len()).ok()
+            }
+        }
+    }
+
     /// Sends what is left; returns the records delivered in all and how
     /// it ended.
     pub(super) fn close(mut self, say: Say) -> (u64, crate::Result<()>) {
@@ -173,5 +191,42 @@ fn say_resent(summary: &crate::client::ProducerSummary) {
              records may appear twice",
             crate::human::count(summary.resent, "request")
         ));
+    }
+}
+
+impl super::Run {
+    /// Asks for the topic's partition count (every `--metadata-refresh`,
+    /// at a record read at `now`): a topic that grew gets a new sink over
+    /// every partition once the old one delivered what it held, so that
+    /// no record overtakes one sent before it to the same partition.
+    pub(super) fn look_for_growth(
+        &mut self,
+        options: &Options,
+        say: Say,
+        now: i64,
+    ) -> anyhow::Result<()> {
+        let Some((sink, _)) = &self.sink else {
+            return Ok(());
+        };
+        let refresh = i64::try_from(options.metadata_refresh_ms).unwrap_or(i64::MAX);
+        let first = self.next_look_ms == 0;
+        self.next_look_ms = now.saturating_add(refresh);
+        if first {
+            return Ok(());
+        }
+        let Some(count) = sink.count_now(options).filter(|&c| c > sink.partitions()) else {
+            return Ok(());
+        };
+        let (old, _) = self.sink.take().expect("looked at");
+        let (delivered, closed) = old.close(say);
+        self.delivered += delivered;
+        closed.context("cannot deliver the batches sent before the topic grew")?;
+        say.info(format_args!(
+            "% {} has grown to {count} partitions: sending over all of them",
+            options.topic
+        ));
+        let sink = open_sink(options, self.report)?;
+        self.sink = Some(super::with_partitioner(options, sink)?);
+        Ok(())
     }
 }
