@@ -370,3 +370,70 @@ fn klog_produce_follows_a_growth(through_registry: bool) {
     assert_eq!(values, (1..=400).collect::<Vec<u64>>(), "each once");
     assert_eq!(partitions.len(), 3, "every partition took records");
 }
+
+/// What the old sink held (a long linger) reaches partition 0 before the
+/// records sent after the growth: partition 0 reads in the order sent.
+#[test]
+fn the_records_held_before_a_growth_come_first() {
+    let Some(kcat) = kafka::kcat_path() else {
+        return;
+    };
+    if kafka::python().is_none() {
+        return;
+    }
+    let broker = KafkaBroker::start(&[]);
+    let at = broker.kafka.as_str();
+    assert_eq!(
+        run("confluent-kafka", at, &["create", "held", "1", "1"]),
+        ["ok"]
+    );
+    let args = [
+        "-t",
+        "held",
+        "-b",
+        broker.addr(),
+        "--metadata-refresh",
+        "100ms",
+        "--linger",
+        "20s",
+        "--message-timeout",
+        "60s",
+    ];
+    let mut producer =
+        common::Proc::spawn_with_stdin("klog-produce", &args, std::process::Stdio::piped());
+    let mut feed = |from: u64, to: u64| {
+        use std::io::Write;
+        let stdin = producer.child.stdin.as_mut().expect("stdin");
+        for n in from..=to {
+            stdin.write_all(format!("{n}\n").as_bytes()).unwrap();
+        }
+        stdin.flush().unwrap();
+    };
+    feed(1, 1);
+    std::thread::sleep(Duration::from_millis(200));
+    feed(2, 100);
+    assert_eq!(
+        run("confluent-kafka", at, &["add-partitions", "held", "3"]),
+        ["ok"]
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    feed(101, 400);
+    drop(producer.child.stdin.take());
+    let status = producer.child.wait().unwrap();
+    producer.wait_stderr("Sent ", |_| true, Duration::from_secs(10));
+    let said = producer.stderr_lines();
+    assert!(status.success(), "{status}: {said:?}");
+    assert!(
+        said.iter().any(|l| l.contains("held has grown to 3")),
+        "{said:?}"
+    );
+    let read = broker
+        .kcat(&kcat)
+        .consume("held", &["-o", "beginning", "-p", "0", "-f", "%s\\n"]);
+    let p0: Vec<u64> = read.lines().map(|l| l.parse().unwrap()).collect();
+    assert!(p0.len() > 100, "{p0:?}");
+    assert!(
+        p0.windows(2).all(|w| w[0] < w[1]),
+        "partition 0 out of order: {p0:?}"
+    );
+}

@@ -91,7 +91,8 @@ pub struct Args {
     /// How often the topic's partition count is asked again (of the
     /// broker, or the registry): once the topic grew (CreatePartitions),
     /// what was sent is delivered and the records that follow go over
-    /// every partition (a key's partition may then change, as in Kafka).
+    /// every partition (a key's partition may then change, as in Kafka;
+    /// not with --acks 0 nor -p).
     #[arg(long = "metadata-refresh", value_name = "DURATION", default_value = "5m", value_parser = super::timeout_arg)]
     pub metadata_refresh_ms: u64,
     /// Embedded mode: partitions of a topic this command creates (with a

@@ -496,9 +496,11 @@ struct Run {
     report: Option<&'static AckReport>,
     /// Records delivered by sinks closed when the topic grew.
     delivered: u64,
-    /// When the partition count is asked again (wall clock, ms; 0: once
-    /// a sink is open).
-    next_look_ms: i64,
+    /// What asks for the topic's partition count, once a sink is open
+    /// (none in embedded mode).
+    looker: Option<sink::Looker>,
+    /// Whether the looker was started.
+    looking: bool,
 }
 
 impl Run {
@@ -515,7 +517,8 @@ impl Run {
             refused: 0,
             report,
             delivered: 0,
-            next_look_ms: 0,
+            looker: None,
+            looking: false,
         };
         if let Some(sink) = sink {
             run.sink = Some(with_partitioner(options, sink)?);
@@ -686,10 +689,8 @@ fn produce_all(options: &Options, records: &mut impl Records, run: &mut Run) -> 
             continue;
         }
         let now = records.read_at_ms();
-        if now >= run.next_look_ms {
-            run.look_for_growth(options, say, now)?;
-        }
         run.handed += 1;
+        run.look_for_growth(options, say)?;
         let (sink, partition) = run.sink_for(options, record.key.as_deref())?;
         match sink.send(partition, &record, &headers, now) {
             Ok(()) => {}

@@ -1,6 +1,8 @@
 //! Where `klog-produce` sends records: a local data directory, one
 //! broker, or each partition's leader through a registry.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -135,24 +137,6 @@ impl Sink {
         }
     }
 
-    /// The topic's partition count as the broker or the registry has it
-    /// now; `None` in embedded mode, or when it cannot be asked (the next
-    /// look asks again).
-    pub(super) fn count_now(&self, options: &Options) -> Option<u32> {
-        match self {
-            Sink::Embedded(_) => None,
-            Sink::Remote(_) => {
-                let timeout = Duration::from_millis(options.request_timeout_ms);
-                let mut c = Connection::connect_timeout(&options.broker, timeout).ok()?;
-                Some(c.partitions(&options.topic).ok()?.len() as u32)
-            }
-            Sink::Cluster(p) => {
-                let placement = p.registry.placement(&p.topic).ok()??;
-                u32::try_from(placement.brokers.len()).ok()
-            }
-        }
-    }
-
     /// Sends what is left; returns the records delivered in all and how
     /// it ended.
     pub(super) fn close(mut self, say: Say) -> (u64, crate::Result<()>) {
@@ -195,28 +179,30 @@ fn say_resent(summary: &crate::client::ProducerSummary) {
 }
 
 impl super::Run {
-    /// Asks for the topic's partition count (every `--metadata-refresh`,
-    /// at a record read at `now`): a topic that grew gets a new sink over
-    /// every partition once the old one delivered what it held, so that
-    /// no record overtakes one sent before it to the same partition.
-    pub(super) fn look_for_growth(
-        &mut self,
-        options: &Options,
-        say: Say,
-        now: i64,
-    ) -> anyhow::Result<()> {
+    /// Follows a topic that grows: once the looker saw more partitions
+    /// than the sink sends to, the old sink delivers what it held (so
+    /// that no record overtakes one sent before it to the same
+    /// partition) and a new one sends over every partition. Not with
+    /// `--acks 0` (nothing would say that the broker took what the old
+    /// connection sent) nor `-p` (one partition either way). Per record:
+    /// an atomic load and a compare.
+    pub(super) fn look_for_growth(&mut self, options: &Options, say: Say) -> anyhow::Result<()> {
         let Some((sink, _)) = &self.sink else {
             return Ok(());
         };
-        let refresh = i64::try_from(options.metadata_refresh_ms).unwrap_or(i64::MAX);
-        let first = self.next_look_ms == 0;
-        self.next_look_ms = now.saturating_add(refresh);
-        if first {
-            return Ok(());
-        }
-        let Some(count) = sink.count_now(options).filter(|&c| c > sink.partitions()) else {
+        let Some(looker) = &self.looker else {
+            if !self.looking {
+                self.looking = true;
+                let follows =
+                    options.acks != crate::protocol::ACKS_NONE && options.partition.is_none();
+                self.looker = follows.then(|| Looker::start(sink, options)).flatten();
+            }
             return Ok(());
         };
+        let count = looker.count();
+        if count <= sink.partitions() {
+            return Ok(());
+        }
         let (old, _) = self.sink.take().expect("looked at");
         let (delivered, closed) = old.close(say);
         self.delivered += delivered;
@@ -228,5 +214,73 @@ impl super::Run {
         let sink = open_sink(options, self.report)?;
         self.sink = Some(super::with_partitioner(options, sink)?);
         Ok(())
+    }
+}
+
+/// Where a looker asks for the partition count.
+enum Source {
+    /// A broker, by address, and how long it may take to answer.
+    Broker(String, Duration),
+    /// The registry's placement.
+    Registry(Arc<dyn crate::coord::Registry>),
+}
+
+impl Source {
+    fn count(&self, topic: &str) -> Option<u32> {
+        match self {
+            Source::Broker(addr, timeout) => {
+                let mut c = Connection::connect_timeout(addr, *timeout).ok()?;
+                u32::try_from(c.partitions(topic).ok()?.len()).ok()
+            }
+            Source::Registry(registry) => {
+                let placement = registry.placement(topic).ok()??;
+                u32::try_from(placement.brokers.len()).ok()
+            }
+        }
+    }
+}
+
+/// Asks for the topic's partition count every `--metadata-refresh` on a
+/// thread of its own, so that a broker or a registry slow to answer holds
+/// up no record; the sending side reads the last count it got.
+pub(super) struct Looker {
+    count: Arc<AtomicU32>,
+    /// Dropped with the looker: its thread then ends.
+    _stop: mpsc::Sender<()>,
+}
+
+impl Looker {
+    /// A looker of `sink`'s broker or registry (none in embedded mode, or
+    /// when no thread can be started: the count then stays).
+    fn start(sink: &Sink, options: &Options) -> Option<Looker> {
+        let timeout = options.request_timeout_ms.min(options.message_timeout_ms);
+        let source = match sink {
+            Sink::Embedded(_) => return None,
+            Sink::Remote(_) => {
+                Source::Broker(options.broker.clone(), Duration::from_millis(timeout))
+            }
+            Sink::Cluster(p) => Source::Registry(Arc::clone(&p.registry)),
+        };
+        let refresh = Duration::from_millis(options.metadata_refresh_ms);
+        let topic = options.topic.clone();
+        let count = Arc::new(AtomicU32::new(0));
+        let seen = Arc::clone(&count);
+        let (stop, stopped) = mpsc::channel::<()>();
+        std::thread::Builder::new()
+            .name("metadata".into())
+            .spawn(move || {
+                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(refresh) {
+                    if let Some(n) = source.count(&topic) {
+                        seen.store(n, Ordering::Relaxed);
+                    }
+                }
+            })
+            .ok()?;
+        Some(Looker { count, _stop: stop })
+    }
+
+    /// The last count seen, 0 before any.
+    fn count(&self) -> u32 {
+        self.count.load(Ordering::Relaxed)
     }
 }
