@@ -208,7 +208,7 @@ impl super::Run {
         self.delivered += delivered;
         closed.context("cannot deliver the batches sent before the topic grew")?;
         say.info(format_args!(
-            "% {} has grown to {count} partitions: sending over all of them",
+            "{} has grown to {count} partitions: sending over all of them",
             options.topic
         ));
         let sink = open_sink(options, self.report)?;
