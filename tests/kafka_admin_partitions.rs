@@ -303,7 +303,6 @@ fn a_running_klog_produce_sends_to_the_partitions_added_through_a_registry() {
 }
 
 fn klog_produce_follows_a_growth(through_registry: bool) {
-    use std::io::Write;
     let Some(kcat) = kafka::kcat_path() else {
         return;
     };
@@ -324,29 +323,14 @@ fn klog_produce_follows_a_growth(through_registry: bool) {
     }
     let mut producer =
         common::Proc::spawn_with_stdin("klog-produce", &args, std::process::Stdio::piped());
-    let mut feed = |from: u64, to: u64| {
-        let stdin = producer.child.stdin.as_mut().expect("stdin");
-        for n in from..=to {
-            stdin.write_all(format!("{n}\n").as_bytes()).unwrap();
-            if n % 20 == 0 {
-                stdin.flush().unwrap();
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-        stdin.flush().unwrap();
-    };
-    feed(1, 100);
+    feed(&mut producer, 1, 100, 20);
     assert_eq!(
         run("confluent-kafka", at, &["add-partitions", "live", "3"]),
         ["ok"]
     );
     std::thread::sleep(Duration::from_millis(300));
-    feed(101, 400);
-    drop(producer.child.stdin.take());
-    let status = producer.child.wait().unwrap();
-    producer.wait_stderr("Sent ", |_| true, Duration::from_secs(10));
-    let said = producer.stderr_lines();
-    assert!(status.success(), "{status}: {said:?}");
+    feed(&mut producer, 101, 400, 20);
+    let said = finished(producer);
     assert!(
         said.iter()
             .any(|l| l == "% live has grown to 3 partitions: sending over all of them"),
@@ -401,28 +385,16 @@ fn the_records_held_before_a_growth_come_first() {
     ];
     let mut producer =
         common::Proc::spawn_with_stdin("klog-produce", &args, std::process::Stdio::piped());
-    let mut feed = |from: u64, to: u64| {
-        use std::io::Write;
-        let stdin = producer.child.stdin.as_mut().expect("stdin");
-        for n in from..=to {
-            stdin.write_all(format!("{n}\n").as_bytes()).unwrap();
-        }
-        stdin.flush().unwrap();
-    };
-    feed(1, 1);
+    feed(&mut producer, 1, 1, 0);
     std::thread::sleep(Duration::from_millis(200));
-    feed(2, 100);
+    feed(&mut producer, 2, 100, 0);
     assert_eq!(
         run("confluent-kafka", at, &["add-partitions", "held", "3"]),
         ["ok"]
     );
     std::thread::sleep(Duration::from_millis(300));
-    feed(101, 400);
-    drop(producer.child.stdin.take());
-    let status = producer.child.wait().unwrap();
-    producer.wait_stderr("Sent ", |_| true, Duration::from_secs(10));
-    let said = producer.stderr_lines();
-    assert!(status.success(), "{status}: {said:?}");
+    feed(&mut producer, 101, 400, 0);
+    let said = finished(producer);
     assert!(
         said.iter().any(|l| l.contains("held has grown to 3")),
         "{said:?}"
@@ -436,4 +408,30 @@ fn the_records_held_before_a_growth_come_first() {
         p0.windows(2).all(|w| w[0] < w[1]),
         "partition 0 out of order: {p0:?}"
     );
+}
+
+/// Writes the numbers `from..=to` to `producer`'s stdin, a line each,
+/// pausing 10 ms every `every` lines (0: never).
+fn feed(producer: &mut common::Proc, from: u64, to: u64, every: u64) {
+    use std::io::Write;
+    let stdin = producer.child.stdin.as_mut().expect("stdin");
+    for n in from..=to {
+        stdin.write_all(format!("{n}\n").as_bytes()).unwrap();
+        if every > 0 && n % every == 0 {
+            stdin.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    stdin.flush().unwrap();
+}
+
+/// Closes `producer`'s stdin and gives what it said, once it exited
+/// successfully.
+fn finished(mut producer: common::Proc) -> Vec<String> {
+    drop(producer.child.stdin.take());
+    let status = producer.child.wait().unwrap();
+    producer.wait_stderr("Sent ", |_| true, Duration::from_secs(10));
+    let said = producer.stderr_lines();
+    assert!(status.success(), "{status}: {said:?}");
+    said
 }

@@ -1255,22 +1255,26 @@ fn offset_fetch_v8_checks_each_group() {
     );
 }
 
+/// Writes the Kafka frame `request` on `kafka` and reads its answer's
+/// frame (after the length).
+fn kafka_answer(kafka: &mut std::net::TcpStream, request: &[u8]) -> Vec<u8> {
+    use std::io::{Read, Write};
+    kafka.write_all(request).unwrap();
+    let mut len = [0u8; 4];
+    kafka.read_exact(&mut len).unwrap();
+    let mut body = vec![0; u32::from_be_bytes(len) as usize];
+    kafka.read_exact(&mut body).unwrap();
+    body
+}
+
 /// A connection to the Kafka listener `addr`, logged in as `user` with
 /// PLAIN (SaslHandshake v1, SaslAuthenticate v0).
 fn kafka_login(addr: &str, user: &str, password: &str) -> std::net::TcpStream {
-    use std::io::{Read, Write};
     let mut kafka = std::net::TcpStream::connect(addr).unwrap();
     kafka
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
-    let mut answer = |request: &[u8]| {
-        kafka.write_all(request).unwrap();
-        let mut len = [0u8; 4];
-        kafka.read_exact(&mut len).unwrap();
-        let mut body = vec![0; u32::from_be_bytes(len) as usize];
-        kafka.read_exact(&mut body).unwrap();
-        body
-    };
+    let mut answer = |request: &[u8]| kafka_answer(&mut kafka, request);
     let handshake = [&[0, 5][..], b"PLAIN"].concat();
     answer(&common::kafka::frame(17, 1, 1, &handshake));
     let plain = format!("\0{user}\0{password}");
@@ -1366,33 +1370,8 @@ fn a_produce_with_write_alone_creates_no_topic() {
         assert!(message.contains("may not create"), "{message}");
     }
     // And Kafka's produce (SaslHandshake, SaslAuthenticate, Produce v3).
-    let mut kafka = std::net::TcpStream::connect(&broker.kafka).unwrap();
-    kafka
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    let mut answer = |request: &[u8]| {
-        use std::io::{Read, Write};
-        kafka.write_all(request).unwrap();
-        let mut len = [0u8; 4];
-        kafka.read_exact(&mut len).unwrap();
-        let mut body = vec![0; u32::from_be_bytes(len) as usize];
-        kafka.read_exact(&mut body).unwrap();
-        body
-    };
-    let plain = b"\0erin\0e-secret";
-    answer(&common::kafka::frame(
-        17,
-        1,
-        1,
-        &[&[0, 5][..], b"PLAIN"].concat(),
-    ));
-    let auth = [&(plain.len() as i32).to_be_bytes()[..], plain].concat();
-    let authenticated = answer(&common::kafka::frame(36, 0, 2, &auth));
-    assert_eq!(
-        &authenticated[4..6],
-        &[0, 0],
-        "SaslAuthenticate: {authenticated:?}"
-    );
+    let mut kafka = kafka_login(&broker.kafka, "erin", "e-secret");
+    let mut answer = |request: &[u8]| kafka_answer(&mut kafka, request);
     let body = common::kafka::produce_v3_body("app-kafka", 1, 1000, &batch);
     let produced = answer(&common::kafka::frame(0, 3, 3, &body));
     // correlation id, topics 1, "app-kafka", partitions 1, index 0, error.

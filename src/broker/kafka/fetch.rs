@@ -282,6 +282,27 @@ mod tests {
         }
     }
 
+    /// Topic t's partition 0: two records of epoch 0, then `later` of
+    /// epoch 3, flushed.
+    fn two_epochs(
+        later: usize,
+    ) -> (
+        std::sync::Arc<crate::storage::fs::sim::SimFs>,
+        std::sync::Arc<Shared>,
+        std::sync::Arc<crate::broker::shared::Partition>,
+    ) {
+        let (sim, shared) = shared();
+        let p = partition(&shared, "t");
+        append(&p);
+        append(&p);
+        p.lock().set_leader_epoch(3).unwrap();
+        for _ in 0..later {
+            append(&p);
+        }
+        crate::broker::flusher::flush_partition(&shared, &p);
+        (sim, shared, p)
+    }
+
     fn limits() -> Limits {
         Limits {
             max_wait_ms: 0,
@@ -296,13 +317,7 @@ mod tests {
     /// records.
     #[test]
     fn a_client_off_the_log_is_told_where_it_diverged() {
-        let (_sim, shared) = shared();
-        let p = partition(&shared, "t");
-        append(&p);
-        append(&p);
-        p.lock().set_leader_epoch(3).unwrap();
-        append(&p);
-        crate::broker::flusher::flush_partition(&shared, &p);
+        let (_sim, shared, p) = two_epochs(1);
         let next = p.lock().next_offset() as i64;
         let asks = [
             // Epoch 0 ends at 2: a client at 2 in it is on the log...
@@ -376,15 +391,7 @@ mod tests {
     /// ignored by Java and kafka-python, which would ask again forever.
     #[test]
     fn an_unplaceable_epoch_or_an_offset_below_the_start_is_out_of_range() {
-        let (_sim, shared) = shared();
-        let p = partition(&shared, "t");
-        append(&p);
-        append(&p);
-        p.lock().set_leader_epoch(3).unwrap();
-        for _ in 0..3 {
-            append(&p);
-        }
-        crate::broker::flusher::flush_partition(&shared, &p);
+        let (_sim, shared, p) = two_epochs(3);
         let next = p.lock().next_offset() as i64;
         p.lock().delete_records_before(4).unwrap();
         let once = |a: Ask<'static>| {
@@ -404,13 +411,7 @@ mod tests {
     /// after the fetch's wait for `min_bytes`.
     #[test]
     fn a_diverging_epoch_is_answered_at_once() {
-        let (_sim, shared) = shared();
-        let p = partition(&shared, "t");
-        append(&p);
-        append(&p);
-        p.lock().set_leader_epoch(3).unwrap();
-        append(&p);
-        crate::broker::flusher::flush_partition(&shared, &p);
+        let (_sim, shared, _p) = two_epochs(1);
         let waiting = Limits {
             max_wait_ms: 30_000,
             min_bytes: 1,
