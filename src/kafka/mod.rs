@@ -83,7 +83,7 @@
 //!
 //! The admin APIs ([`admin`], [`admin_groups`], [`admin_topics`],
 //! [`create_partitions`], [`delete_records`]), OffsetForLeaderEpoch
-//! ([`epochs`]), Metadata ([`metadata`]) and ListOffsets ([`list_offsets`]) are declared once each
+//! ([`epochs`]), Metadata ([`metadata`]), ListOffsets ([`list_offsets`]) and Fetch's request are declared once each
 //! ([`message`]) and answered with the response header v1 in their
 //! flexible versions.
 //!

@@ -40,7 +40,7 @@ use super::group::{
 };
 use super::header::RequestHeader;
 pub use super::list_offsets::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
-use super::message::Message;
+use super::message::{message, messages, Message};
 pub use super::metadata::{MetadataRequest, MetadataRequestTopic};
 use super::response::supported;
 use super::wire::{DecodeError, Decoder, Result};
@@ -199,7 +199,7 @@ pub fn decode_request(body: &[u8]) -> Result<(RequestHeader<'_>, Request<'_>), R
 fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Result<Request<'a>>> {
     Some(match api_key {
         PRODUCE => ProduceRequest::decode(d, version).map(Request::Produce),
-        FETCH => FetchRequest::decode(d, version).map(Request::Fetch),
+        FETCH => <FetchRequest as Message>::decode(d, version).map(Request::Fetch),
         LIST_OFFSETS => {
             <ListOffsetsRequest as Message>::decode(d, version).map(Request::ListOffsets)
         }
@@ -327,223 +327,74 @@ impl<'a> ProduceRequest<'a> {
     }
 }
 
-/// Fetch (`FetchRequest.json`), versions 4–12.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchRequest<'a> {
-    /// The broker id of a follower, or -1 for a consumer.
-    pub replica_id: i32,
-    /// The longest wait for `min_bytes`, in milliseconds.
-    pub max_wait_ms: i32,
-    /// The fewest bytes worth answering (else wait).
-    pub min_bytes: i32,
-    /// The most bytes of records in the response.
-    pub max_bytes: i32,
-    /// 0: read uncommitted; 1: read committed.
-    pub isolation_level: i8,
-    /// The fetch session id (v7+; 0: none).
-    pub session_id: i32,
-    /// The fetch session epoch (v7+; -1 when absent).
-    pub session_epoch: i32,
-    /// The topics to fetch.
-    pub topics: Vec<FetchTopic<'a>>,
-    /// Partitions to drop from the fetch session (v7+).
-    pub forgotten_topics_data: Vec<ForgottenTopic<'a>>,
-    /// The consumer's rack (v11+; empty when absent).
-    pub rack_id: &'a str,
-}
-
-/// A topic of a [`FetchRequest`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchTopic<'a> {
-    /// The topic name.
-    pub topic: &'a str,
-    /// The partitions to fetch.
-    pub partitions: Vec<FetchPartition>,
-}
-
-/// A partition of a [`FetchTopic`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FetchPartition {
-    /// The partition index.
-    pub partition: i32,
-    /// The leader epoch the consumer knows (v9+; -1 when absent).
-    pub current_leader_epoch: i32,
-    /// The offset to fetch from.
-    pub fetch_offset: i64,
-    /// The epoch of the last record the client fetched (v12+; -1 when
-    /// absent): the broker says where the log diverged from it.
-    pub last_fetched_epoch: i32,
-    /// A follower's log start offset (v5+; -1 when absent).
-    pub log_start_offset: i64,
-    /// The most bytes of records of this partition.
-    pub partition_max_bytes: i32,
-}
-
-/// A topic of [`FetchRequest::forgotten_topics_data`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ForgottenTopic<'a> {
-    /// The topic name.
-    pub topic: &'a str,
-    /// The partitions to forget.
-    pub partitions: Vec<i32>,
-}
-
-impl<'a> FetchRequest<'a> {
-    /// Decodes a Fetch body of `version` (4–12; 12 is flexible: compact
-    /// forms and tagged fields, none of which klog knows).
-    pub fn decode(d: &mut Decoder<'a>, version: i16) -> Result<FetchRequest<'a>> {
-        let v = Form::of(version);
-        let replica_id = d.i32("fetch replica_id")?;
-        let max_wait_ms = d.i32("fetch max_wait_ms")?;
-        let min_bytes = d.i32("fetch min_bytes")?;
-        let max_bytes = d.i32("fetch max_bytes")?;
-        let isolation_level = d.i8("fetch isolation_level")?;
-        let (session_id, session_epoch) = if version >= 7 {
-            (d.i32("fetch session_id")?, d.i32("fetch session_epoch")?)
-        } else {
-            (0, -1)
-        };
-        // A topic is at least a name and a count (and flexible, its tags).
-        let topics = v.array(d, v.pick(3, 6), "fetch topics", |d| {
-            let topic = FetchTopic {
-                topic: v.string(d, "fetch topic")?,
-                partitions: v.array(
-                    d,
-                    FetchPartition::min_bytes(version),
-                    "fetch partitions",
-                    |d| FetchPartition::decode(d, version),
-                )?,
-            };
-            v.tags(d, "fetch topic tagged_fields")?;
-            Ok(topic)
-        })?;
-        let forgotten_topics_data = if version >= 7 {
-            v.array(d, v.pick(3, 6), "fetch forgotten_topics_data", |d| {
-                let forgotten = ForgottenTopic {
-                    topic: v.string(d, "fetch forgotten topic")?,
-                    partitions: v.array(d, 4, "fetch forgotten partitions", |d| {
-                        d.i32("fetch forgotten partition")
-                    })?,
-                };
-                v.tags(d, "fetch forgotten tagged_fields")?;
-                Ok(forgotten)
-            })?
-        } else {
-            Vec::new()
-        };
-        let rack_id = if version >= 11 {
-            v.string(d, "fetch rack_id")?
-        } else {
-            ""
-        };
-        v.tags(d, "fetch tagged_fields")?;
-        Ok(FetchRequest {
-            replica_id,
-            max_wait_ms,
-            min_bytes,
-            max_bytes,
-            isolation_level,
-            session_id,
-            session_epoch,
-            topics,
-            forgotten_topics_data,
-            rack_id,
-        })
+message! {
+    /// A partition of a [`FetchTopic`].
+    pub struct FetchPartition {
+        /// The partition index.
+        partition: i32 [0],
+        /// The leader epoch the consumer knows (v9+; -1 when absent).
+        current_leader_epoch: i32 [9] = -1,
+        /// The offset to fetch from.
+        fetch_offset: i64 [0],
+        /// The epoch of the last record the client fetched (v12+; -1 when
+        /// absent): the broker says where the log diverged from it.
+        last_fetched_epoch: i32 [12] = -1,
+        /// A follower's log start offset (v5+; -1 when absent).
+        log_start_offset: i64 [5] = -1,
+        /// The most bytes of records of this partition.
+        partition_max_bytes: i32 [0],
     }
 }
 
-/// How a Fetch version writes strings and arrays: v12 (flexible) in the
-/// compact forms, with tagged fields after each structure.
-#[derive(Clone, Copy)]
-struct Form {
-    flexible: bool,
-}
-
-impl Form {
-    fn of(version: i16) -> Form {
-        Form {
-            flexible: super::header::is_flexible(FETCH, version),
-        }
-    }
-
-    /// `flexible` in a flexible version, else `fixed`.
-    fn pick(self, flexible: usize, fixed: usize) -> usize {
-        match self.flexible {
-            true => flexible,
-            false => fixed,
-        }
-    }
-
-    fn string<'a>(self, d: &mut Decoder<'a>, what: &str) -> Result<&'a str> {
-        match self.flexible {
-            true => d.compact_string(what),
-            false => d.string(what),
-        }
-    }
-
-    fn array<'a, T>(
-        self,
-        d: &mut Decoder<'a>,
-        min_element_bytes: usize,
-        what: &str,
-        each: impl FnMut(&mut Decoder<'a>) -> Result<T>,
-    ) -> Result<Vec<T>> {
-        match self.flexible {
-            true => d.compact_array(min_element_bytes, what, each),
-            false => d.array(min_element_bytes, what, each),
-        }
-    }
-
-    fn tags(self, d: &mut Decoder<'_>, what: &str) -> Result<()> {
-        if self.flexible {
-            d.tagged_fields(what)?;
-        }
-        Ok(())
+message! {
+    /// A topic of a [`FetchRequest`].
+    pub struct FetchTopic<'a> {
+        /// The topic name.
+        topic: &'a str [0],
+        /// The partitions to fetch.
+        partitions: Vec<FetchPartition> [0],
     }
 }
 
-impl FetchPartition {
-    /// The bytes of a partition in `version`: its fixed-size fields (and,
-    /// flexible, its tags' count).
-    fn min_bytes(version: i16) -> usize {
-        let mut n = 4 + 8 + 4;
-        for (from, bytes) in [(5, 8), (9, 4), (12, 4 + 1)] {
-            if version >= from {
-                n += bytes;
-            }
-        }
-        n
+message! {
+    /// A topic of [`FetchRequest::forgotten_topics_data`] (v7+).
+    pub struct ForgottenTopic<'a> {
+        /// The topic name.
+        topic: &'a str [0],
+        /// The partitions to forget.
+        partitions: Vec<i32> [0],
     }
+}
 
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<FetchPartition> {
-        let partition = d.i32("fetch partition")?;
-        let current_leader_epoch = if version >= 9 {
-            d.i32("fetch current_leader_epoch")?
-        } else {
-            -1
-        };
-        let fetch_offset = d.i64("fetch fetch_offset")?;
-        let last_fetched_epoch = if version >= 12 {
-            d.i32("fetch last_fetched_epoch")?
-        } else {
-            -1
-        };
-        let log_start_offset = if version >= 5 {
-            d.i64("fetch log_start_offset")?
-        } else {
-            -1
-        };
-        let partition = FetchPartition {
-            partition,
-            current_leader_epoch,
-            fetch_offset,
-            last_fetched_epoch,
-            log_start_offset,
-            partition_max_bytes: d.i32("fetch partition_max_bytes")?,
-        };
-        Form::of(version).tags(d, "fetch partition tagged_fields")?;
-        Ok(partition)
+message! {
+    /// Fetch (`FetchRequest.json`), versions 4–12 (12 is flexible: its
+    /// tagged fields, the cluster id among them, are skipped).
+    pub struct FetchRequest<'a> {
+        /// The broker id of a follower, or -1 for a consumer.
+        replica_id: i32 [0],
+        /// The longest wait for `min_bytes`, in milliseconds.
+        max_wait_ms: i32 [0],
+        /// The fewest bytes worth answering (else wait).
+        min_bytes: i32 [0],
+        /// The most bytes of records in the response.
+        max_bytes: i32 [0],
+        /// 0: read uncommitted; 1: read committed.
+        isolation_level: i8 [0],
+        /// The fetch session id (v7+; 0: none).
+        session_id: i32 [7],
+        /// The fetch session epoch (v7+; -1 when absent).
+        session_epoch: i32 [7] = -1,
+        /// The topics to fetch.
+        topics: Vec<FetchTopic<'a>> [0],
+        /// Partitions to drop from the fetch session (v7+).
+        forgotten_topics_data: Vec<ForgottenTopic<'a>> [7],
+        /// The consumer's rack (v11+; empty when absent).
+        rack_id: &'a str [11],
     }
+}
+
+messages! {
+    FetchRequest<'a> = FETCH, 12;
 }
 
 /// ApiVersions (`ApiVersionsRequest.json`), versions 0–3.
