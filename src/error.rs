@@ -187,6 +187,18 @@ pub enum Error {
     #[error("{0}")]
     Config(String),
 
+    /// An idempotent producer's batch refused by its partition's producer
+    /// state ([`crate::storage::producers`]): out of order, from a fenced
+    /// epoch, or from a producer the partition does not know.
+    #[error("{reason}")]
+    ProducerRefused {
+        /// [`ErrorCode::OutOfOrderSequence`],
+        /// [`ErrorCode::ProducerFenced`] or [`ErrorCode::UnknownProducer`].
+        code: ErrorCode,
+        /// Which producer, and what was expected.
+        reason: String,
+    },
+
     /// A thread could not be started (the system is out of threads or
     /// memory).
     #[error("cannot start a thread: {reason}")]
@@ -655,6 +667,17 @@ error_codes! {
     /// The ACLs do not allow the client this request (a topic's, a
     /// group's or the cluster's; the message names which).
     AuthorizationFailed = 26, "authorization_failed";
+    /// An idempotent producer's batch does not follow its last one (a
+    /// gap, or numbers already used for other records): send the batches
+    /// again in order, from the first not acknowledged.
+    OutOfOrderSequence = 27, "out_of_order_sequence";
+    /// An idempotent producer's batch from an epoch older than its last:
+    /// another instance of the producer took over.
+    ProducerFenced = 28, "producer_fenced";
+    /// An idempotent producer the partition does not know (its state
+    /// expired, or what it stored was lost) numbering past 0: get a new
+    /// producer id, or a new epoch, and number from 0.
+    UnknownProducer = 29, "unknown_producer";
 }
 
 impl fmt::Display for ErrorCode {

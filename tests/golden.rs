@@ -38,6 +38,7 @@ use klog::storage::fs::sim::SimFs;
 use klog::storage::fs::Vfs;
 use klog::storage::index::{self, IndexEntry, SegmentIndex};
 use klog::storage::log::{Log, LogConfig, OpenOptions};
+use klog::storage::producers::ProducerState;
 use klog::storage::record::{
     self, legacy, Batch, BatchBuilder, BatchHeader, Codec, Decompressed, Format,
 };
@@ -608,13 +609,15 @@ fn partition_segments() -> Vec<Vec<Vec<Rec>>> {
 const PARTITION_EPOCHS: [&[u32]; 2] = [&[0, 0, 1], &[3, 3]];
 
 /// The files of the partition directory, by name, as in its golden folder.
-const PARTITION_FILES: [&str; 9] = [
+const PARTITION_FILES: [&str; 11] = [
     "00000000000000000000.index",
     "00000000000000000000.log",
     "00000000000000000000.timeindex",
     "00000000000000000007.index",
     "00000000000000000007.log",
+    "00000000000000000007.snapshot",
     "00000000000000000007.timeindex",
+    "00000000000000000009.snapshot",
     "clean-shutdown",
     "leader-epochs",
     "recovery-point",
@@ -744,6 +747,13 @@ fn partition_directory() {
     );
     assert_eq!(recover::read_recovery_point(&vfs, dir), 9);
     assert!(recover::was_clean(&vfs, dir));
+    // No producer ids: the snapshots of the roll and the close are empty.
+    for offset in [7u64, 9] {
+        let name = format!("{offset:020}.snapshot");
+        let bytes = vfs.read(&dir.join(name)).unwrap();
+        let decoded = ProducerState::decode_snapshot(&bytes);
+        assert_eq!(decoded, Ok((offset, ProducerState::default())));
+    }
     let epochs = Epochs::read(&vfs, dir)
         .unwrap()
         .expect("an epoch file")
@@ -1463,6 +1473,37 @@ fn registry_topic_deletion_marker() {
     assert_eq!(brokers, ["broker-1", "broker-2"]);
 }
 
+/// A producer state snapshot (`storage::producers`): producer 42 at
+/// epoch 3 with six batches (five kept), producer 7 with a batch whose
+/// sequences wrap.
+#[test]
+fn producer_snapshot() {
+    let header = |id: i64, epoch: i16, first: i32, count: u32, base_offset: u64| BatchHeader {
+        format: Format::Kafka,
+        base_offset,
+        batch_length: 0,
+        magic: 2,
+        attributes: 0,
+        last_offset_delta: count - 1,
+        record_count: count,
+        base_timestamp: 1_700_000_000_000,
+        max_timestamp: 1_700_000_000_000 + base_offset as i64,
+        leader_epoch: 0,
+        crc: 0xc0ff_ee00 + base_offset as u32,
+        producer_id: id,
+        producer_epoch: epoch,
+        base_sequence: first,
+    };
+    let mut state = ProducerState::default();
+    for i in 0..6 {
+        state.apply(&header(42, 3, i * 2, 2, 10 + i as u64 * 2));
+    }
+    state.apply(&header(7, 0, i32::MAX, 2, 30));
+    let name = "producer-snapshot.bin";
+    let golden = check_golden(name, &state.encode_snapshot(32));
+    assert_eq!(ProducerState::decode_snapshot(&golden), Ok((32, state)));
+}
+
 #[test]
 fn log_start_file() {
     use klog::storage::log::start;
@@ -1494,4 +1535,26 @@ fn registry_log_starts() {
     assert_eq!(log_start::get(&reg, "clicks", 0).unwrap(), 1200);
     assert_eq!(log_start::get(&reg, "clicks", 3).unwrap(), 17);
     assert_eq!(log_start::get(&reg, "clicks", 1).unwrap(), 0);
+}
+
+/// The registry's producer id block after three reservations; a registry
+/// holding it gives the fourth block next.
+#[test]
+fn registry_producer_ids() {
+    use klog::coord::producer_ids::{reserve, BLOCK};
+    let name = "registry/config/producer-ids/block.json";
+    let dir = tempfile::tempdir().unwrap();
+    let reg = DirRegistry::open(dir.path()).unwrap();
+    for _ in 0..3 {
+        reserve(&reg).unwrap();
+    }
+    let golden = check_golden(
+        name,
+        &read(&dir.path().join("config/producer-ids/block.json")),
+    );
+    let other = tempfile::tempdir().unwrap();
+    let reg = DirRegistry::open(other.path()).unwrap();
+    std::fs::create_dir_all(other.path().join("config/producer-ids")).unwrap();
+    std::fs::write(other.path().join("config/producer-ids/block.json"), &golden).unwrap();
+    assert_eq!(reserve(&reg).unwrap(), 3 * BLOCK..4 * BLOCK);
 }

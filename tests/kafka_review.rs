@@ -9,7 +9,9 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::bin;
-use common::kafka::{self, call_flexible, frame, KafkaBroker};
+use common::kafka::{
+    self, call_flexible, frame, idempotent_batch, idempotent_batch_of, produce_v3, KafkaBroker,
+};
 
 /// A Fetch v4 body: one topic, `partitions` entries of (partition,
 /// fetch offset, partition max bytes), no wait.
@@ -224,57 +226,6 @@ fn a_failed_acks_0_produce_closes_the_connection() {
     );
 }
 
-/// A Kafka batch of `count` records (`"r<seq>"`) from idempotent producer
-/// `id` at `epoch`, numbered from sequence `first`.
-fn idempotent_batch(id: i64, epoch: i16, first: i32, count: i32) -> Vec<u8> {
-    idempotent_batch_of(id, epoch, first, count, "r")
-}
-
-/// [`idempotent_batch`] with records `"<prefix><seq>"`.
-fn idempotent_batch_of(id: i64, epoch: i16, first: i32, count: i32, prefix: &str) -> Vec<u8> {
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
-    let records: Vec<Record> = (0..count)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: id,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i64::from(i),
-            sequence: first + i,
-            timestamp: 1_700_000_000_000,
-            key: None,
-            value: Some(format!("{prefix}{}", first + i).into_bytes().into()),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut out = Vec::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut out, &records, &options).unwrap();
-    out
-}
-
-/// Sends a Produce v3 of `records` to `topic` [0] with acks=all and
-/// returns the answer's (error code, base offset).
-fn produce_v3(stream: &mut TcpStream, topic: &str, records: &[u8]) -> (i16, i64) {
-    let body = kafka::produce_v3_body(topic, -1, 10_000, records);
-    stream.write_all(&frame(0, 3, 21, &body)).unwrap();
-    let answer = response(stream, Duration::from_secs(30));
-    // Correlation id, one topic and its name, one partition: its index,
-    // error code, base offset.
-    let at = 4 + 4 + 2 + topic.len() + 4 + 4;
-    let error = i16::from_be_bytes(answer[at..at + 2].try_into().unwrap());
-    let base = i64::from_be_bytes(answer[at + 2..at + 10].try_into().unwrap());
-    (error, base)
-}
-
 /// An idempotent producer sends a batch again when its answer is lost; the
 /// partition stores it once and answers the retry with the first one's
 /// offsets (it was stored twice: InitProducerId handed out ids that no
@@ -318,23 +269,27 @@ fn an_idempotent_producers_retry_is_stored_once() {
 }
 
 /// A batch is a retry only if it is the batch sent before, byte for byte,
-/// not merely one with the same producer, epoch and sequence range: a
-/// producer numbers a batch again with the numbers of one that failed (the
-/// Java producer gives the next batches the sequences of a batch refused
-/// for good, and klog, which does not refuse sequence gaps, may have
-/// stored the batch after it). Such a batch, other records under numbers
-/// seen before, was answered with the earlier batch's offsets and dropped:
-/// records acknowledged and lost.
+/// not merely one with the same producer, epoch and sequence range: such a
+/// batch, other records under numbers seen before, was answered with the
+/// earlier batch's offsets and dropped (records acknowledged and lost).
+/// It is refused now, OUT_OF_ORDER_SEQUENCE_NUMBER (the numbers do not
+/// follow the producer's last), and nothing of it is stored; the retry of
+/// the first is still a retry.
 #[test]
-fn a_batch_with_a_retrys_numbers_but_other_records_is_stored() {
+fn a_batch_with_a_retrys_numbers_but_other_records_is_refused_not_dropped() {
     let broker = KafkaBroker::start(&[]);
     let mut stream = TcpStream::connect(&broker.kafka).unwrap();
     let first = idempotent_batch(91, 0, 0, 2);
     assert_eq!(produce_v3(&mut stream, "n", &first), (0, 0));
     let other = idempotent_batch_of(91, 0, 0, 2, "other-");
-    assert_eq!(produce_v3(&mut stream, "n", &other), (0, 2), "not a retry");
+    assert_eq!(
+        produce_v3(&mut stream, "n", &other),
+        (45, -1),
+        "not a retry"
+    );
     assert_eq!(produce_v3(&mut stream, "n", &first), (0, 0), "a retry");
-    assert_eq!(produce_v3(&mut stream, "n", &other), (0, 2), "its retry");
+    let next = idempotent_batch_of(91, 0, 2, 2, "other-");
+    assert_eq!(produce_v3(&mut stream, "n", &next), (0, 2));
     let stored = bin("klog-consume")
         .args(["-b", broker.addr(), "-t", "n", "-e", "-q", "-f", "%o %s\\n"])
         .timeout(Duration::from_secs(60))
@@ -342,7 +297,7 @@ fn a_batch_with_a_retrys_numbers_but_other_records_is_stored() {
         .unwrap();
     assert_eq!(
         String::from_utf8_lossy(&stored.stdout),
-        "0 r0\n1 r1\n2 other-0\n3 other-1\n"
+        "0 r0\n1 r1\n2 other-2\n3 other-3\n"
     );
 }
 

@@ -1007,7 +1007,9 @@ fn a_full_disk_at_a_roll_fails_the_append_and_the_log_goes_on() {
         log.append(&mut batch(&log), 0).unwrap();
     }
     let (count, next) = (log.segments().count(), log.next_offset());
-    sim.set_capacity(Some(sim.allocated()));
+    // Room for the producer snapshot the roll writes first, and no more.
+    let snapshot = klog::storage::fs::sim::SIM_BLOCK_BYTES;
+    sim.set_capacity(Some(sim.allocated() + snapshot));
     let err = log.append(&mut batch(&log), 0).unwrap_err();
     let klog::Error::DiskFull { path, .. } = &err else {
         panic!("{err}");

@@ -548,3 +548,28 @@ fn configuration_changes_at_once_from_two_sessions_are_all_kept() {
         .unwrap();
     assert_eq!(one.config("acls", "shared").unwrap(), None);
 }
+
+/// Producer id blocks reserved by two registries (two brokers' sessions)
+/// racing on one ZooKeeper never overlap: the compare-and-set on the
+/// block's znode orders them.
+#[test]
+fn producer_id_blocks_from_racing_brokers_never_overlap() {
+    use klog::coord::producer_ids::{reserve, BLOCK};
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let racers: Vec<_> = (0..3)
+        .map(|_| {
+            let registry = open(&server, "/pids");
+            std::thread::spawn(move || {
+                (0..5)
+                    .map(|_| reserve(&registry).unwrap().start)
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut starts: Vec<i64> = racers.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    starts.sort_unstable();
+    let expected: Vec<i64> = (0..15).map(|i| i * BLOCK).collect();
+    assert_eq!(starts, expected);
+}

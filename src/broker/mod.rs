@@ -106,7 +106,7 @@ mod lease;
 mod listener;
 mod memory;
 pub(crate) mod metrics;
-mod producers;
+mod producer_ids;
 mod replica;
 mod retention;
 mod scrape;

@@ -10,7 +10,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLock
 use std::time::Instant;
 
 use super::memory::RequestMemory;
-use super::producers::Producers;
 use super::replica::Replica;
 use super::watch::{Waiters, Watch};
 use super::BrokerConfig;
@@ -49,9 +48,6 @@ pub(super) struct Partition {
     pub(super) waiters: Arc<Waiters>,
     /// When the flusher last began to flush it (the group commit window).
     pub(super) flush_begun: Mutex<Option<Instant>>,
-    /// Its idempotent Kafka producers' last batches; locked only under
-    /// the log's lock.
-    pub(super) producers: Mutex<Producers<Appended>>,
     /// The in-sync replicas an acks=all produce needs: the broker's, or
     /// the topic's `min.insync.replicas` ([`super::topic_configs`]).
     pub(super) min_insync: AtomicU32,
@@ -85,7 +81,6 @@ impl Partition {
             failed: AtomicBool::new(false),
             waiters: Arc::default(),
             flush_begun: Mutex::new(None),
-            producers: Mutex::default(),
             min_insync: AtomicU32::new(1),
             record_bytes_max: AtomicU32::new(log.config().record_bytes_max),
             log: Mutex::new(log),
@@ -285,6 +280,8 @@ pub(super) struct Shared {
     /// a DeleteTopics answer and the reloads never work on one deletion
     /// at once.
     pub(super) deleting: Mutex<()>,
+    /// The producer ids it hands out.
+    pub(super) producer_ids: super::producer_ids::ProducerIds,
 }
 
 impl Shared {
@@ -297,7 +294,6 @@ impl Shared {
     ) -> Shared {
         Shared {
             broker_id,
-            registry,
             store,
             topics: RwLock::new(BTreeMap::new()),
             creating: Mutex::new(()),
@@ -322,6 +318,8 @@ impl Shared {
             grow_looks: Mutex::new(HashMap::new()),
             deletions: AtomicU64::new(0),
             deleting: Mutex::new(()),
+            producer_ids: super::producer_ids::ProducerIds::new(registry.clone()),
+            registry,
             config,
         }
     }
@@ -741,6 +739,7 @@ pub(super) fn error_code(e: &Error) -> ErrorCode {
         Error::InvalidBatch(_) => ErrorCode::CorruptBatch,
         Error::DiskFull { .. } => ErrorCode::DiskFull,
         Error::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+        Error::ProducerRefused { code, .. } => *code,
         // Retried: the name is free once every copy is deleted.
         Error::TopicDeleting { .. } => ErrorCode::LeaderNotAvailable,
         Error::TooLarge { .. } | Error::TooMany { .. } => ErrorCode::LimitReached,

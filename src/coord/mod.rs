@@ -21,6 +21,7 @@ pub mod log_start;
 #[cfg(test)]
 pub(crate) mod mem;
 pub mod partitions_add;
+pub mod producer_ids;
 pub mod registry;
 pub mod route;
 pub mod spread;

@@ -11,6 +11,7 @@
 //!   00000000000000051200.log ...    next segment, named by its base offset
 //!   recovery-point                  "klog-recovery-point 1\n<offset>\n": records below are durable
 //!   leader-epochs                   leader epoch -> first offset (crate::storage::epoch)
+//!   00000000000000051200.snapshot   producer state below that offset (crate::storage::producers)
 //!   clean-shutdown                  present after a clean close; removed by the next writer
 //!   .lock                           the writer's lock (an OFD lock), holding its pid
 //!   quarantine/                     segments recovery set aside after a cut
@@ -83,6 +84,7 @@ use crate::storage::epoch::Epochs;
 use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{self, INDEX_ENTRY_BYTES_MAX};
 use crate::storage::lock::DirLock;
+use crate::storage::producers::ProducerState;
 use crate::storage::record::Format;
 use crate::storage::recover::{self, RecoverOptions, RecoveryReport};
 use crate::storage::segment::{PreparedSegment, Segment};
@@ -90,6 +92,7 @@ use crate::storage::segment::{PreparedSegment, Segment};
 mod append;
 mod epochs;
 mod flush;
+pub mod producers;
 mod read;
 mod replica;
 mod roll;
@@ -305,6 +308,10 @@ pub struct Log {
     epochs: Epochs,
     /// The start DeleteRecords set ([`start`]), 0 if none.
     floor: u64,
+    /// Its idempotent producers ([`producers`]), of a writable log.
+    producers: ProducerState,
+    /// An undo or a truncation took back batches `producers` counts.
+    producers_stale: bool,
     _lock: Option<DirLock>,
 }
 
@@ -363,6 +370,8 @@ impl Log {
             leader_epoch,
             epochs,
             floor,
+            producers: ProducerState::default(),
+            producers_stale: false,
             _lock: lock,
         };
         if options.writable {
@@ -376,6 +385,9 @@ impl Log {
         log.durable = log.visible;
         // Cut below its start (klog-recover): the start comes down.
         log.lower_start_to_end()?;
+        if options.writable {
+            log.load_producers()?;
+        }
         Ok(log)
     }
 
@@ -594,6 +606,7 @@ impl Log {
         if let Some(prepared) = self.prepared.take() {
             prepared.discard(&*self.vfs);
         }
+        self.snapshot_producers()?;
         let next = self.next_offset();
         record_recovery_point(&*self.vfs, &self.dir, &self.recovery_written, next)?;
         fs::write_atomic(&*self.vfs, &self.dir, recover::CLEAN_SHUTDOWN_FILE, b"")

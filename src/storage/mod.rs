@@ -8,7 +8,7 @@
 //! [`recover`]y cuts a log at its first damaged record; a [`scrub`] finds
 //! the rot recovery does not look for. Sealed segments' [`files`] are opened
 //! when read, a bounded number kept open. Each log keeps
-//! its leader [`epoch`]s beside its segments. All file I/O goes
+//! its leader [`epoch`]s and its idempotent [`producers`] beside its segments. All file I/O goes
 //! through the [`fs::Vfs`] seam, so that tests can cut the power anywhere.
 
 pub mod batches;
@@ -18,6 +18,7 @@ pub mod fs;
 pub mod index;
 pub mod lock;
 pub mod log;
+pub mod producers;
 pub mod record;
 pub mod recover;
 pub mod refetch;

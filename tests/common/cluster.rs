@@ -162,6 +162,12 @@ impl Cluster {
         line.map(str::to_string).expect("a Kafka listener")
     }
 
+    /// The klog listener of broker `slot`'s current run.
+    pub fn addr(&self, slot: usize) -> String {
+        let broker = self.slots[slot].broker.as_ref();
+        broker.expect("a running broker").addr.clone()
+    }
+
     /// How many brokers it has (running or not).
     pub fn len(&self) -> usize {
         self.slots.len()

@@ -433,3 +433,63 @@ pub fn frame(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Ve
     out.extend_from_slice(body);
     out
 }
+
+/// A Kafka batch of `count` records (`"r<seq>"`) from idempotent producer
+/// `id` at `epoch`, numbered from sequence `first`.
+pub fn idempotent_batch(id: i64, epoch: i16, first: i32, count: i32) -> Vec<u8> {
+    idempotent_batch_of(id, epoch, first, count, "r")
+}
+
+/// [`idempotent_batch`] with records `"<prefix><seq>"`.
+pub fn idempotent_batch_of(id: i64, epoch: i16, first: i32, count: i32, prefix: &str) -> Vec<u8> {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let records: Vec<Record> = (0..count)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: id,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i64::from(i),
+            sequence: first + i,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(format!("{prefix}{}", first + i).into_bytes().into()),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut out = Vec::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut out, &records, &options).unwrap();
+    out
+}
+
+/// Sends a Produce v3 of `records` to `topic` [0] with acks=all and
+/// returns the answer's (error code, base offset).
+pub fn produce_v3(stream: &mut std::net::TcpStream, topic: &str, records: &[u8]) -> (i16, i64) {
+    use std::io::{Read, Write};
+    let body = produce_v3_body(topic, -1, 10_000, records);
+    stream.write_all(&frame(0, 3, 21, &body)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut len = [0u8; 4];
+    stream
+        .read_exact(&mut len)
+        .expect("an answer within the bound");
+    let mut answer = vec![0u8; i32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut answer).expect("a whole answer");
+    // Correlation id, one topic and its name, one partition: its index,
+    // error code, base offset.
+    let at = 4 + 4 + 2 + topic.len() + 4 + 4;
+    let error = i16::from_be_bytes(answer[at..at + 2].try_into().unwrap());
+    let base = i64::from_be_bytes(answer[at + 2..at + 10].try_into().unwrap());
+    (error, base)
+}

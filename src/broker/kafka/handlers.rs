@@ -3,7 +3,6 @@
 //! logs and registry on the other.
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -84,7 +83,7 @@ pub(super) fn handle<'s>(
         Request::Produce(r) => return produce_request(shared, &r, version, id, state),
         Request::Fetch(r) => fetch_request(shared, &r, version, id, state),
         Request::ListOffsets(r) => list_offsets(shared, &r, access, (version, id), out),
-        Request::InitProducerId(r) => init_producer_id(kafka, &r, access, (version, id), out),
+        Request::InitProducerId(r) => init_producer_id(shared, &r, access, (version, id), out),
         Request::SaslHandshake(r) => sasl_handshake(shared, r.mechanism, version, id, state),
         Request::SaslAuthenticate(r) => {
             sasl_authenticate(shared, peer, r.auth_bytes, version, id, state)
@@ -656,9 +655,6 @@ fn list_offsets(
     frame_message(out, id, version, &response);
 }
 
-/// InitProducerId: an id for an idempotent producer, by which partitions
-/// tell its retries (see [`crate::broker::producers`]); a transactional id
-/// is refused.
 /// Answers a SaslHandshake; a mechanism not taken closes the connection
 /// after the answer.
 fn sasl_handshake(
@@ -730,8 +726,13 @@ fn kafka_sasl_code(code: crate::error::ErrorCode) -> i16 {
     }
 }
 
+/// InitProducerId: an id for an idempotent producer, by which partitions
+/// tell its retries (see [`crate::storage::producers`]); a transactional id
+/// is refused. The id comes from the broker's block
+/// ([`crate::coord::producer_ids`]); a registry that cannot give a new
+/// block answers COORDINATOR_NOT_AVAILABLE, which clients retry.
 fn init_producer_id(
-    kafka: &Kafka,
+    shared: &Shared,
     r: &InitProducerIdRequest<'_>,
     access: Access<'_>,
     (version, id): (i16, i32),
@@ -752,11 +753,18 @@ fn init_producer_id(
             producer_epoch: -1,
         }
     } else {
+        let (error_code, producer_id, producer_epoch) = match shared.producer_ids.next() {
+            Ok(id) => (kafka::NONE, id, 0),
+            Err(e) => {
+                shared.log_peer(format_args!("no producer id to hand out: {e}"));
+                (kafka::COORDINATOR_NOT_AVAILABLE, -1, -1)
+            }
+        };
         resp::InitProducerIdResponse {
             throttle_time_ms: 0,
-            error_code: kafka::NONE,
-            producer_id: kafka.next_producer_id.fetch_add(1, Ordering::Relaxed),
-            producer_epoch: 0,
+            error_code,
+            producer_id,
+            producer_epoch,
         }
     };
     frame(out, id, |out| response.encode(version, out));

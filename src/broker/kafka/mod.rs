@@ -86,8 +86,6 @@ struct Kafka {
     advertised: (String, u16),
     /// This broker's Kafka node id.
     node_id: i32,
-    /// Producer ids handed out by InitProducerId.
-    next_producer_id: std::sync::atomic::AtomicI64,
     /// The client software (name, version) already named in the log.
     clients_seen: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
     /// The group coordinator.
@@ -195,7 +193,6 @@ impl KafkaSide {
         let kafka = Arc::new(Kafka {
             advertised,
             node_id: node_id(&shared.broker_id),
-            next_producer_id: std::sync::atomic::AtomicI64::new(first_producer_id()),
             clients_seen: std::sync::Mutex::new(std::collections::BTreeSet::new()),
             coordinator,
             admin: std::sync::Mutex::new(()),
@@ -243,21 +240,6 @@ fn start_coordinator(shared: &Arc<Shared>) -> std::io::Result<Arc<group::Coordin
     )
 }
 
-/// The first producer id this broker hands out; the next ones follow it.
-/// A partition tells an idempotent producer's retries by its id (see
-/// [`crate::broker::producers`]), so two producers must never share one,
-/// on any broker of the cluster or across restarts: the ids start at a
-/// random point of 2^62 (std's randomly keyed hasher over the time and
-/// the process id), where two brokers' runs of ids meet with a chance of
-/// about (ids handed out) / 2^62.
-fn first_producer_id() -> i64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_i64(crate::clock::now_ms());
-    hasher.write_u32(std::process::id());
-    (hasher.finish() >> 2) as i64
-}
-
 /// The Kafka error code for a klog one.
 fn kafka_code(code: ErrorCode) -> i16 {
     use crate::kafka as k;
@@ -279,6 +261,9 @@ fn kafka_code(code: ErrorCode) -> i16 {
         ErrorCode::LeaderNotAvailable | ErrorCode::ShuttingDown => k::LEADER_NOT_AVAILABLE,
         // A bound of the broker's (topics, partitions): its policy.
         ErrorCode::LimitReached => k::POLICY_VIOLATION,
+        ErrorCode::OutOfOrderSequence => k::OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode::ProducerFenced => k::INVALID_PRODUCER_EPOCH,
+        ErrorCode::UnknownProducer => k::UNKNOWN_PRODUCER_ID,
         _ => k::UNKNOWN_SERVER_ERROR,
     }
 }
@@ -293,18 +278,6 @@ mod tests {
         assert_eq!(a, node_id("broker-18c2f5d0a1b2c3d4"));
         assert!(a >= 0);
         assert_ne!(a, node_id("broker-18c2f5d0a1b2c3d5"));
-    }
-
-    /// Producer ids must differ between brokers and runs: a partition
-    /// would take one producer's first batch for a retry of another's.
-    #[test]
-    fn producer_ids_start_at_a_random_point() {
-        let starts: std::collections::HashSet<i64> =
-            (0..100).map(|_| first_producer_id()).collect();
-        assert_eq!(starts.len(), 100);
-        assert!(starts
-            .iter()
-            .all(|id| (0..i64::MAX - (1 << 40)).contains(id)));
     }
 
     #[test]

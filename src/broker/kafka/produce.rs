@@ -10,13 +10,10 @@ use std::time::Instant;
 use super::kafka_code;
 use crate::broker::connection::requests::produce_partition;
 use crate::broker::connection::writer::{durable, stored};
-use crate::broker::producers::{Sequenced, Verdict};
 use crate::broker::shared::{error_code, Appended, Partition, Shared};
 use crate::kafka;
 use crate::protocol::{self, ErrorCode};
-use crate::storage::log::Fate;
 use crate::storage::record::BatchHeader;
-use crate::sync::lock;
 
 /// One partition's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,9 +107,9 @@ pub(super) fn append(
 
 /// Appends the checked Kafka batches in `batches` to `p`, one after the
 /// other under its lock: their offsets are contiguous. `headers` are
-/// theirs, one per batch: a retry of a batch appended before (see
-/// [`crate::broker::producers`]) is not appended again, and is answered
-/// with the offsets the first one got.
+/// theirs, one per batch: a retry of a batch the log holds is not appended
+/// again, and is answered with the offsets the first one got; a batch
+/// out of order refuses the rest (see [`crate::storage::producers`]).
 fn append_batches(
     shared: &Shared,
     p: &Partition,
@@ -125,66 +122,35 @@ fn append_batches(
     let leader_epoch = p
         .may_append(acks, p.min_insync.load(Ordering::Relaxed))
         .map_err(Produced::refused)?;
-    let mut known = lock(&p.producers);
     let mut appended: Option<Appended> = None;
     let mut rest = batches;
     for header in headers {
         let (batch, after) = rest.split_at_mut(header.total_bytes() as usize);
         rest = after;
-        let sequenced = Some(Sequenced::from(header));
-        let still_there = |a: &Appended| {
-            matches!(
-                log.fate(a.epoch, a.end_offset - 1),
-                Fate::InFile | Fate::Gathered
-            )
-        };
-        let this = match sequenced.map(|s| known.check(&s, still_there)) {
-            // Still in this leader's log: durable, for acks=all, once the
-            // in-sync replicas of its epoch now have it (the epoch it was
-            // appended in may be over, its records kept).
-            Some(Verdict::Duplicate(first)) => Appended {
-                leader_epoch,
-                ..first
-            },
-            Some(Verdict::Fenced { current }) => {
-                let epoch = sequenced.map_or(0, |s| s.epoch);
-                return Err(fenced(p, epoch, current));
-            }
-            Some(Verdict::Append) | None => {
-                let info = log.append_checked(batch, *header, now).map_err(|e| {
-                    let why = (
-                        error_code(&e),
-                        format!("{} [{}]: {e}", p.topic, p.partition),
-                    );
-                    Produced::refused(why)
-                })?;
-                shared.appends.fetch_add(1, Ordering::Relaxed);
-                let this = Appended {
-                    base_offset: info.base_offset,
-                    end_offset: info.last_offset + 1,
-                    epoch: info.epoch,
-                    leader_epoch,
-                };
-                if let Some(s) = &sequenced {
-                    known.record(s, this);
-                }
-                this
-            }
+        let produced = log.append_produced(batch, *header, now).map_err(|e| {
+            let why = (
+                error_code(&e),
+                format!("{} [{}]: {e}", p.topic, p.partition),
+            );
+            Produced::refused(why)
+        })?;
+        if !produced.duplicate {
+            shared.appends.fetch_add(1, Ordering::Relaxed);
+        }
+        // A duplicate still in this leader's log: durable, for acks=all,
+        // once the in-sync replicas of its epoch now have it (the epoch it
+        // was appended in may be over, its records kept).
+        let this = Appended {
+            base_offset: produced.info.base_offset,
+            end_offset: produced.info.last_offset + 1,
+            epoch: produced.info.epoch,
+            leader_epoch,
         };
         let a = appended.get_or_insert(this);
         a.end_offset = a.end_offset.max(this.end_offset);
         a.epoch = a.epoch.max(this.epoch);
     }
     appended.ok_or_else(|| Produced::refused((ErrorCode::CorruptBatch, "no batch".into())))
-}
-
-/// The answer to a batch of a producer's `epoch` older than its `current`.
-fn fenced(p: &Partition, epoch: i16, current: i16) -> Produced {
-    let msg = format!(
-        "{} [{}]: producer epoch {epoch} is older than its epoch {current}",
-        p.topic, p.partition
-    );
-    Produced::failed(kafka::INVALID_PRODUCER_EPOCH, msg)
 }
 
 /// The answer for a partition appended to: with acks=1 once its batches
@@ -238,15 +204,10 @@ mod tests {
     }
 
     /// A Kafka batch of one record `value` from producer `id`, epoch 0,
-    /// sequence `first` (the producer fields and the CRC32C written over
-    /// the builder's batch).
+    /// sequence `first`.
     fn kafka_batch(id: i64, first: i32, value: &[u8]) -> Vec<u8> {
         let mut out = batch_of(value);
-        out[43..51].copy_from_slice(&id.to_be_bytes());
-        out[51..53].copy_from_slice(&0i16.to_be_bytes());
-        out[53..57].copy_from_slice(&first.to_be_bytes());
-        let crc = crc32c::crc32c(&out[21..]);
-        out[17..21].copy_from_slice(&crc.to_be_bytes());
+        crate::storage::record::set_producer(&mut out, id, 0, first);
         out
     }
 

@@ -39,6 +39,7 @@ impl Log {
         assert!(self.writable, "append to a read-only log");
         assert_eq!(batch.len() as u64, header.total_bytes(), "a checked batch");
         self.check_failed()?;
+        self.fresh_producers()?;
         let result = self.write_batch(batch, header, now_ms);
         self.note_undo();
         if result.is_ok()
@@ -70,6 +71,7 @@ impl Log {
             ..header
         };
         self.write_to_active(batch, &header, now_ms)?;
+        self.apply_producer(&header);
         Ok(AppendInfo {
             base_offset,
             last_offset: header.last_offset(),
@@ -174,6 +176,11 @@ pub fn check_producer_batch(
     if header.is_transactional() {
         return Err(DecodeError::Malformed(
             "batch: transactional, and klog has no transactions",
+        ));
+    }
+    if header.producer_id >= 0 && (header.producer_epoch < 0 || header.base_sequence < 0) {
+        return Err(DecodeError::Malformed(
+            "batch: a producer id without an epoch and a sequence",
         ));
     }
     if header.last_offset_delta != header.record_count - 1 {

@@ -195,6 +195,7 @@ impl Log {
             return;
         };
         self.undos.note(from, false);
+        self.producers_stale = true;
         self.write_failing = true;
         // Only appends past the last write are undone, never flushed ones.
         self.unflushed_records = self.next_offset() - self.flushed_offset;

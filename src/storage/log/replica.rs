@@ -188,10 +188,12 @@ impl Log {
                 latest.start_offset
             )));
         }
+        self.fresh_producers()?;
         self.maybe_roll(total as u64, header.record_count, now_ms)?;
         self.record_epoch(header.leader_epoch, next)?;
         self.leader_epoch = self.leader_epoch.max(header.leader_epoch);
         self.write_to_active(bytes, &header, now_ms)?;
+        self.apply_producer(&header);
         Ok(header)
     }
 
@@ -345,6 +347,7 @@ impl Log {
                 index.flush()?;
             }
         }
+        self.remove_snapshots_from(next + 1)?;
         self.truncate_epochs(next)?;
         self.lower_recovery_point(next)?;
         self.after_truncation(next, next);
@@ -358,6 +361,7 @@ impl Log {
         for segment in self.segments.values() {
             remove_files(&*self.vfs, &segment.path)?;
         }
+        self.remove_snapshots_from(0)?;
         fs::sync_directory(&*self.vfs, &self.dir)?;
         Epochs::new().write(&*self.vfs, &self.dir)?;
         self.lower_recovery_point(offset)?;
@@ -404,6 +408,7 @@ impl Log {
         self.write_failing = false;
         self.published = self.renames;
         self.undos.note(undone_from, true);
+        self.producers_stale = true;
     }
 }
 

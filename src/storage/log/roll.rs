@@ -161,6 +161,7 @@ impl Log {
         self.note_undo();
         written?;
         let base = self.next_offset();
+        self.snapshot_producers()?;
         // Held by the flush that syncs it, whatever the cache of sealed
         // segments' files closes: an fsync through a descriptor opened
         // after a failed writeback would not report it.

@@ -250,6 +250,26 @@ pub fn stamp(batch: &mut [u8], base_offset: u64, leader_epoch: u32) {
         .copy_from_slice(&leader_epoch.to_be_bytes());
 }
 
+/// Writes a Kafka batch's producer id, producer epoch and base sequence in
+/// place, and its CRC32C again (it covers them): how an idempotent
+/// producer numbers a batch it built ([`crate::storage::producers`]).
+///
+/// # Panics
+///
+/// As [`stamp`].
+pub fn set_producer(batch: &mut [u8], producer_id: i64, epoch: i16, base_sequence: i32) {
+    assert!(
+        batch.len() >= BATCH_HEADER_BYTES && batch[MAGIC_OFFSET] == MAGIC,
+        "set_producer on a batch that is not a whole RecordBatch v2 header"
+    );
+    batch[PRODUCER_ID_OFFSET..PRODUCER_ID_OFFSET + 8].copy_from_slice(&producer_id.to_be_bytes());
+    batch[PRODUCER_EPOCH_OFFSET..PRODUCER_EPOCH_OFFSET + 2].copy_from_slice(&epoch.to_be_bytes());
+    batch[BASE_SEQUENCE_OFFSET..BASE_SEQUENCE_OFFSET + 4]
+        .copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
+    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// Whether `records`, the records section of a batch cut short, is whole
 /// records that stop inside one, or between two before the last: what a
 /// writer cut short leaves. All of the batch's records whole, bytes that

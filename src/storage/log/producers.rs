@@ -1,0 +1,289 @@
+//! The log's producer state ([`crate::storage::producers`]): kept as
+//! batches are appended (a leader's and a follower's alike), rebuilt at a
+//! writable open from the newest snapshot and the log after it, and again
+//! after an undo or a truncation took records back; snapshotted at a roll
+//! and at a clean close.
+//!
+//! A snapshot is only ever used at or below the log's end: one past it (a
+//! power cut lost the records it counted, a truncation removed them) is
+//! deleted, at open and by the truncation itself, durably, before
+//! anything is appended past its offset again. Each segment keeps the
+//! snapshot at its base (as Kafka's do), so that a rebuild after a
+//! truncation reads at most the segment it cut, and a torn newest one
+//! falls back to the one before; those of segments retention deleted go at
+//! the next roll, but the newest of them. Without a usable snapshot (a log
+//! written before klog kept them) the state is rebuilt from the log's
+//! first segment, once.
+
+use std::path::Path;
+
+use super::{AppendInfo, Log};
+use crate::error::{Error, ErrorCode, IoContext, Result};
+use crate::limits;
+use crate::storage::batches::FileBatches;
+use crate::storage::fs::{self, Vfs};
+use crate::storage::producers::{ProducerState, Verdict, SNAPSHOT_BYTES_MAX};
+use crate::storage::record::{BatchHeader, Format};
+
+/// The snapshot file of the state at `offset`.
+pub fn snapshot_file_name(offset: u64) -> String {
+    format!("{offset:020}.snapshot")
+}
+
+/// The offset a snapshot's file name says.
+pub fn parse_snapshot_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".snapshot")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The offsets of the snapshots in `dir`, ascending.
+fn snapshots(vfs: &dyn Vfs, dir: &Path) -> Result<Vec<u64>> {
+    let mut offsets: Vec<u64> = vfs
+        .list(dir)
+        .ctx("list", dir)?
+        .iter()
+        .filter_map(|n| parse_snapshot_file_name(n))
+        .collect();
+    offsets.sort_unstable();
+    Ok(offsets)
+}
+
+/// The state in the snapshot at `offset` of `dir`, if it reads whole.
+fn read_snapshot(vfs: &dyn Vfs, dir: &Path, offset: u64) -> Option<ProducerState> {
+    let file = vfs.open_read(&dir.join(snapshot_file_name(offset))).ok()?;
+    let len = file.len().ok()?;
+    if len > SNAPSHOT_BYTES_MAX as u64 {
+        return None;
+    }
+    let mut bytes = vec![0; len as usize];
+    file.read_exact_at(&mut bytes, 0).ok()?;
+    match ProducerState::decode_snapshot(&bytes) {
+        Ok((at, state)) if at == offset => Some(state),
+        _ => None,
+    }
+}
+
+/// What became of a producer's batch ([`Log::append_produced`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Produced {
+    /// Where its records are: where it was appended, or, for a retry,
+    /// where the first copy was (its `epoch` the log's undo epoch now).
+    pub info: AppendInfo,
+    /// A retry of a batch the log holds: nothing was appended.
+    pub duplicate: bool,
+}
+
+impl Log {
+    /// [`Log::append_checked`] under Kafka's rules for idempotent producers
+    /// ([`ProducerState::check`]): a retry of a batch the log holds is
+    /// answered with the first copy's offsets, and appends nothing; a
+    /// batch out of order, from a fenced epoch or an unknown producer is
+    /// [`Error::ProducerRefused`].
+    pub fn append_produced(
+        &mut self,
+        batch: &mut [u8],
+        header: BatchHeader,
+        now_ms: i64,
+    ) -> Result<Produced> {
+        let duplicate = |base_offset, last_offset, epoch| Produced {
+            info: AppendInfo {
+                base_offset,
+                last_offset,
+                record_count: header.record_count,
+                epoch,
+            },
+            duplicate: true,
+        };
+        match self.check_producer(&header)? {
+            Verdict::Append => self
+                .append_checked(batch, header, now_ms)
+                .map(|info| Produced {
+                    info,
+                    duplicate: false,
+                }),
+            Verdict::Duplicate {
+                base_offset,
+                last_offset,
+            } => Ok(duplicate(base_offset, last_offset, self.undo_epoch())),
+            refused => Err(self.refusal(&header, refused)),
+        }
+    }
+
+    /// The error for `header` refused as `verdict` (the caller says which
+    /// partition).
+    fn refusal(&self, header: &BatchHeader, verdict: Verdict) -> Error {
+        let (id, epoch, first) = (
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+        );
+        let (code, why) = match verdict {
+            Verdict::Fenced { current } => (
+                ErrorCode::ProducerFenced,
+                format!("epoch {epoch} is older than the producer's epoch {current}"),
+            ),
+            Verdict::OutOfOrder { expected } => (
+                ErrorCode::OutOfOrderSequence,
+                format!("sequence {first} (epoch {epoch}) where {expected} was expected"),
+            ),
+            _ => (
+                ErrorCode::UnknownProducer,
+                format!("sequence {first}, and the partition does not know the producer"),
+            ),
+        };
+        Error::ProducerRefused {
+            code,
+            reason: format!("producer {id}: {why}"),
+        }
+    }
+
+    /// The log's producer state, rebuilt first when an undo or a
+    /// truncation left it behind the log.
+    pub fn producer_state(&mut self) -> Result<&ProducerState> {
+        self.fresh_producers()?;
+        Ok(&self.producers)
+    }
+
+    /// What a leader does with a producer's batch `header` now
+    /// ([`ProducerState::check`]).
+    pub fn check_producer(&mut self, header: &BatchHeader) -> Result<Verdict> {
+        Ok(self.producer_state()?.check(header))
+    }
+
+    /// The count of undos so far: what [`Log::fate`] takes as the epoch of
+    /// records known to be in the log now (a duplicate's first copy).
+    pub fn undo_epoch(&self) -> u64 {
+        self.undos.epoch()
+    }
+
+    /// Forgets producers silent longer than `idle_ms` at `now_ms`; how many.
+    pub fn expire_producers(&mut self, now_ms: i64, idle_ms: i64) -> Result<usize> {
+        self.fresh_producers()?;
+        Ok(self.producers.expire(now_ms, idle_ms))
+    }
+
+    /// Takes a batch just written into the state.
+    pub(super) fn apply_producer(&mut self, header: &BatchHeader) {
+        debug_assert!(!self.producers_stale, "applied to a stale state");
+        self.producers.apply(header);
+    }
+
+    /// Rebuilds the state when it is stale.
+    pub(super) fn fresh_producers(&mut self) -> Result<()> {
+        if self.producers_stale {
+            if self.active().written_offset() < self.next_offset() {
+                let written = self.active_mut().write_pending();
+                self.note_undo();
+                written?;
+            }
+            self.load_producers()?;
+        }
+        Ok(())
+    }
+
+    /// Builds the state from the newest usable snapshot and the log after
+    /// it, deleting the snapshots past the log's end.
+    pub(super) fn load_producers(&mut self) -> Result<()> {
+        let next = self.next_offset();
+        self.remove_snapshots_from(next + 1)?;
+        let mut state = None;
+        for offset in snapshots(&*self.vfs, &self.dir)?.into_iter().rev() {
+            if let Some(read) = read_snapshot(&*self.vfs, &self.dir, offset) {
+                state = Some((offset, read));
+                break;
+            }
+        }
+        let (from, mut state) = state.unwrap_or_default();
+        self.scan_producers(from, next, &mut state)?;
+        self.producers = state;
+        self.producers_stale = false;
+        Ok(())
+    }
+
+    /// Applies the batches from `from` to `to` (as written in the files)
+    /// to `state`; a walk that stops (damage a scrub will find) ends it.
+    fn scan_producers(&self, from: u64, to: u64, state: &mut ProducerState) -> Result<()> {
+        let first = self.segments.range(..=from).next_back().map(|(b, _)| *b);
+        for segment in self.segments.range(first.unwrap_or(0)..).map(|(_, s)| s) {
+            if segment.format != Format::Kafka || segment.next_offset <= from {
+                continue;
+            }
+            let file = segment.file()?;
+            let (position, _) = segment.scan_start(from);
+            let end = segment.written_size();
+            let mut walk = FileBatches::new(
+                &*file,
+                Format::Kafka,
+                position,
+                end,
+                limits::BATCH_BYTES_MAX,
+            );
+            while let Some(step) = walk.next_batch().ctx("read", &segment.path)? {
+                let Ok((_, batch)) = step else { break };
+                let h = batch.header;
+                if h.base_offset >= to {
+                    break;
+                }
+                if h.base_offset >= from {
+                    state.apply(&h);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the snapshot of the state at the next offset (a roll's base,
+    /// before the roll; a close's end), and deletes those below the log's
+    /// first segment but the newest of them. A snapshot written before a
+    /// roll that then fails stays: it is true of the records below it.
+    pub(super) fn snapshot_producers(&mut self) -> Result<()> {
+        self.fresh_producers()?;
+        let offset = self.next_offset();
+        let bytes = self.producers.encode_snapshot(offset);
+        self.write_snapshot(offset, &bytes)?;
+        let first = self.segments.keys().next().copied().unwrap_or(0);
+        let all = snapshots(&*self.vfs, &self.dir)?;
+        let below = all.iter().filter(|o| **o < first).count();
+        for offset in &all[..below.saturating_sub(1)] {
+            let path = self.dir.join(snapshot_file_name(*offset));
+            self.vfs.remove(&path).ctx("remove", &path)?;
+        }
+        Ok(())
+    }
+
+    /// A temporary file, fsynced, renamed to the snapshot's name (a lost
+    /// rename leaves the older snapshots, and the temporary file recovery
+    /// removes).
+    fn write_snapshot(&self, offset: u64, bytes: &[u8]) -> Result<()> {
+        let path = self.dir.join(snapshot_file_name(offset));
+        let tmp = self.dir.join(format!("{}.tmp", snapshot_file_name(offset)));
+        let file = self.vfs.open(&tmp, true).ctx("create", &tmp)?;
+        file.set_len(0).ctx("truncate", &tmp)?;
+        file.write_all_at(bytes, 0).ctx("write", &tmp)?;
+        file.sync_data().ctx("fsync", &tmp)?;
+        self.vfs.rename(&tmp, &path).ctx("rename", &tmp)
+    }
+
+    /// Deletes the snapshots at `first` and past it, durably (the
+    /// directory fsynced when there were any).
+    pub(super) fn remove_snapshots_from(&self, first: u64) -> Result<()> {
+        let past: Vec<u64> = snapshots(&*self.vfs, &self.dir)?
+            .into_iter()
+            .filter(|o| *o >= first)
+            .collect();
+        for o in &past {
+            let path = self.dir.join(snapshot_file_name(*o));
+            self.vfs.remove(&path).ctx("remove", &path)?;
+        }
+        if !past.is_empty() {
+            fs::sync_directory(&*self.vfs, &self.dir)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,431 @@
+//! Producer state: what a partition knows of its idempotent producers, so
+//! that a batch a producer sends again (its answer was lost: a timeout, a
+//! broken connection, a leader that died) is stored once, and a batch that
+//! would leave a hole in a producer's numbering is refused.
+//!
+//! An idempotent producer (librdkafka's `enable.idempotence`, kafka-python
+//! 3's default, `klog-produce --acks all`) gets a producer id and numbers
+//! the records it sends to each partition: a batch carries the producer
+//! id, its epoch and the sequence number of its first record
+//! ([`crate::storage::record`]). It keeps at most five batches in flight
+//! per partition and sends a batch again, with the same numbers, when it
+//! has no answer.
+//!
+//! The state is a function of the log: [`ProducerState::apply`] takes each
+//! stored batch's header, in offset order, on the leader as it appends, on
+//! a follower as it copies, and at open over the log's tail. Per producer
+//! it keeps the epoch, the time of its last batch and its last
+//! [`BATCHES_REMEMBERED`] batches (sequence range, offsets, CRC32C).
+//! Whoever replays the same batches gets the same state: a replica that
+//! becomes leader, a broker that restarts, knows what the old leader knew
+//! of every batch it still holds.
+//!
+//! # Kafka's rules ([`ProducerState::check`], a leader's, before it appends)
+//!
+//! | the batch | verdict |
+//! | --- | --- |
+//! | no producer id (-1) | append |
+//! | an unknown producer, sequence 0 | append (a new producer) |
+//! | an unknown producer, another sequence | [`Verdict::UnknownProducer`] (Kafka's `UNKNOWN_PRODUCER_ID`: its state expired, or what came before was lost) |
+//! | an epoch older than the producer's | [`Verdict::Fenced`] (`INVALID_PRODUCER_EPOCH`) |
+//! | a newer epoch, sequence 0 | append (the producer bumped its epoch) |
+//! | a newer epoch, another sequence | [`Verdict::OutOfOrder`] |
+//! | the same sequence range and CRC32C as one of the last five | [`Verdict::Duplicate`], answered with the first copy's offsets |
+//! | the sequence after the producer's last | append |
+//! | anything else | [`Verdict::OutOfOrder`] (`OUT_OF_ORDER_SEQUENCE_NUMBER`) |
+//!
+//! Kafka calls a batch a duplicate on its numbers alone; klog also wants
+//! its bytes: a batch numbered as a stored one but holding other records
+//! is not that batch, and is refused (out of order) rather than dropped.
+//! Sequences wrap from `i32::MAX` to 0, as Kafka's do.
+//!
+//! State is bounded: at most [`PRODUCERS_MAX`] producers per partition (a
+//! new one beyond that forgets the one whose last batch is oldest in the
+//! log) and [`ProducerState::expire`] forgets those silent longer than the
+//! expiry (Kafka's `producer.id.expiration.ms`).
+//!
+//! # Snapshot files
+//!
+//! `<offset>.snapshot` (the offset zero-padded to 20 digits, as a
+//! segment's name) holds the state of the batches below that offset, so
+//! that an open reads only the log after it. Written at a roll and at a
+//! clean close ([`crate::storage::log`]), atomically (a temporary file,
+//! fsynced, renamed). Big-endian, as Kafka's:
+//!
+//! | field | type | |
+//! | --- | --- | --- |
+//! | crc | u32 | CRC32C of every byte after it |
+//! | version | i16 | 1 |
+//! | offset | u64 | the state is that of the batches below it (the name's) |
+//! | producers | u32 | at most [`PRODUCERS_MAX`]; then, ascending by id, each: |
+//! | · producer_id | i64 | ≥ 0 |
+//! | · epoch | i16 | ≥ 0 |
+//! | · last_timestamp | i64 | its last batch's largest timestamp |
+//! | · batches | u8 | 1 to [`BATCHES_REMEMBERED`]; then, oldest first, each: |
+//! | · · first_sequence | i32 | |
+//! | · · last_sequence | i32 | |
+//! | · · base_offset | u64 | below the snapshot's offset |
+//! | · · last_offset_delta | u32 | |
+//! | · · crc | u32 | the batch's CRC32C |
+//!
+//! A snapshot that does not decode whole (torn by a power cut, damaged) is
+//! ignored: the state is rebuilt from an older one, or from the log's
+//! first batch.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::storage::record::BatchHeader;
+
+/// Batches remembered per producer: the most a Kafka producer keeps in
+/// flight to one partition.
+pub const BATCHES_REMEMBERED: usize = 5;
+
+/// Producers remembered per partition.
+pub const PRODUCERS_MAX: usize = 1024;
+
+/// The snapshot format's version.
+const SNAPSHOT_VERSION: i16 = 1;
+
+/// Bytes of a snapshot before its producers.
+const SNAPSHOT_HEADER_BYTES: usize = 4 + 2 + 8 + 4;
+const PRODUCER_BYTES: usize = 8 + 2 + 8 + 1;
+const BATCH_BYTES: usize = 4 + 4 + 8 + 4 + 4;
+
+/// The largest snapshot: every producer with every batch.
+pub const SNAPSHOT_BYTES_MAX: usize =
+    SNAPSHOT_HEADER_BYTES + PRODUCERS_MAX * (PRODUCER_BYTES + BATCHES_REMEMBERED * BATCH_BYTES);
+
+/// One stored batch of a producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SequencedBatch {
+    /// The sequence number of its first record.
+    pub first_sequence: i32,
+    /// The sequence number of its last record.
+    pub last_sequence: i32,
+    /// Its first offset.
+    pub base_offset: u64,
+    /// Its last offset.
+    pub last_offset: u64,
+    /// Its CRC32C.
+    pub crc: u32,
+}
+
+/// What a partition knows of one producer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Producer {
+    /// Its epoch (its last batch's).
+    pub epoch: i16,
+    /// Its last batch's largest timestamp.
+    pub last_timestamp: i64,
+    /// Its last batches in this epoch, oldest first (at least one).
+    pub batches: VecDeque<SequencedBatch>,
+}
+
+impl Producer {
+    /// Its last batch.
+    fn last(&self) -> &SequencedBatch {
+        self.batches.back().expect("a producer has a batch")
+    }
+}
+
+/// What to do with a producer's batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Append it.
+    Append,
+    /// A retry of a batch stored at these offsets: answer as for it.
+    Duplicate {
+        /// Its first offset.
+        base_offset: u64,
+        /// Its last offset.
+        last_offset: u64,
+    },
+    /// An epoch older than the producer's.
+    Fenced {
+        /// The producer's epoch.
+        current: i16,
+    },
+    /// A sequence that does not follow the producer's last.
+    OutOfOrder {
+        /// The sequence expected (0 for a new epoch).
+        expected: i32,
+    },
+    /// A producer this partition does not know, numbering from past 0.
+    UnknownProducer,
+}
+
+/// The sequence after `last` (wrapping).
+fn after(last: i32) -> i32 {
+    if last == i32::MAX {
+        0
+    } else {
+        last + 1
+    }
+}
+
+/// The sequence of the last record of a batch of `count` records
+/// starting at `first` (wrapping).
+fn last_sequence(first: i32, count: u32) -> i32 {
+    let last = i64::from(first) + i64::from(count.max(1)) - 1;
+    (last % (i64::from(i32::MAX) + 1)) as i32
+}
+
+/// The idempotent producers of one partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProducerState {
+    by_id: HashMap<i64, Producer>,
+}
+
+impl ProducerState {
+    /// Producers known.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Whether no producer is known.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// What is known of producer `id`.
+    pub fn get(&self, id: i64) -> Option<&Producer> {
+        self.by_id.get(&id)
+    }
+
+    /// The producers known, ascending by id.
+    pub fn producers(&self) -> Vec<(i64, &Producer)> {
+        let mut all: Vec<_> = self.by_id.iter().map(|(id, p)| (*id, p)).collect();
+        all.sort_unstable_by_key(|(id, _)| *id);
+        all
+    }
+
+    /// What a leader does with a producer's batch `h` (see the module's
+    /// table).
+    pub fn check(&self, h: &BatchHeader) -> Verdict {
+        if h.producer_id < 0 {
+            return Verdict::Append;
+        }
+        let Some(producer) = self.by_id.get(&h.producer_id) else {
+            return if h.base_sequence == 0 {
+                Verdict::Append
+            } else {
+                Verdict::UnknownProducer
+            };
+        };
+        if h.producer_epoch < producer.epoch {
+            return Verdict::Fenced {
+                current: producer.epoch,
+            };
+        }
+        if h.producer_epoch > producer.epoch {
+            return if h.base_sequence == 0 {
+                Verdict::Append
+            } else {
+                Verdict::OutOfOrder { expected: 0 }
+            };
+        }
+        let last = last_sequence(h.base_sequence, h.record_count);
+        let stored = producer
+            .batches
+            .iter()
+            .find(|b| b.first_sequence == h.base_sequence && b.last_sequence == last);
+        match stored {
+            Some(b) if b.crc == h.crc => Verdict::Duplicate {
+                base_offset: b.base_offset,
+                last_offset: b.last_offset,
+            },
+            _ if h.base_sequence == after(producer.last().last_sequence) => Verdict::Append,
+            _ => Verdict::OutOfOrder {
+                expected: after(producer.last().last_sequence),
+            },
+        }
+    }
+
+    /// Takes the stored batch `h` (its offsets final) into the state.
+    pub fn apply(&mut self, h: &BatchHeader) {
+        if h.producer_id < 0 {
+            return;
+        }
+        let batch = SequencedBatch {
+            first_sequence: h.base_sequence,
+            last_sequence: last_sequence(h.base_sequence, h.record_count),
+            base_offset: h.base_offset,
+            last_offset: h.last_offset(),
+            crc: h.crc,
+        };
+        if !self.by_id.contains_key(&h.producer_id) && self.by_id.len() >= PRODUCERS_MAX {
+            self.forget_the_most_silent();
+        }
+        let producer = self.by_id.entry(h.producer_id).or_insert(Producer {
+            epoch: h.producer_epoch,
+            last_timestamp: h.max_timestamp,
+            batches: VecDeque::with_capacity(BATCHES_REMEMBERED),
+        });
+        if producer.epoch != h.producer_epoch {
+            producer.epoch = h.producer_epoch;
+            producer.batches.clear();
+        }
+        if producer.batches.len() == BATCHES_REMEMBERED {
+            producer.batches.pop_front();
+        }
+        producer.batches.push_back(batch);
+        producer.last_timestamp = h.max_timestamp;
+    }
+
+    /// Forgets the producer whose last batch is oldest in the log.
+    fn forget_the_most_silent(&mut self) {
+        let silent = self
+            .by_id
+            .iter()
+            .min_by_key(|(_, p)| p.last().last_offset)
+            .map(|(id, _)| *id);
+        if let Some(id) = silent {
+            self.by_id.remove(&id);
+        }
+    }
+
+    /// Forgets the producers whose last batch is older than `now_ms -
+    /// idle_ms`; returns how many.
+    pub fn expire(&mut self, now_ms: i64, idle_ms: i64) -> usize {
+        let before = self.by_id.len();
+        let horizon = now_ms.saturating_sub(idle_ms);
+        self.by_id.retain(|_, p| p.last_timestamp >= horizon);
+        before - self.by_id.len()
+    }
+
+    /// The snapshot of this state as of `offset` (see the module's table).
+    pub fn encode_snapshot(&self, offset: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(SNAPSHOT_HEADER_BYTES + self.by_id.len() * 64);
+        out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
+        out.extend_from_slice(&offset.to_be_bytes());
+        out.extend_from_slice(&(self.by_id.len() as u32).to_be_bytes());
+        for (id, p) in self.producers() {
+            out.extend_from_slice(&id.to_be_bytes());
+            out.extend_from_slice(&p.epoch.to_be_bytes());
+            out.extend_from_slice(&p.last_timestamp.to_be_bytes());
+            out.push(p.batches.len() as u8);
+            for b in &p.batches {
+                out.extend_from_slice(&b.first_sequence.to_be_bytes());
+                out.extend_from_slice(&b.last_sequence.to_be_bytes());
+                out.extend_from_slice(&b.base_offset.to_be_bytes());
+                let delta = (b.last_offset - b.base_offset) as u32;
+                out.extend_from_slice(&delta.to_be_bytes());
+                out.extend_from_slice(&b.crc.to_be_bytes());
+            }
+        }
+        let crc = crc32c::crc32c(&out[4..]);
+        out[..4].copy_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    /// Decodes a snapshot: its offset and state, or why it is not one.
+    pub fn decode_snapshot(bytes: &[u8]) -> Result<(u64, ProducerState), String> {
+        if bytes.len() < SNAPSHOT_HEADER_BYTES || bytes.len() > SNAPSHOT_BYTES_MAX {
+            return Err(format!("a snapshot of {} bytes", bytes.len()));
+        }
+        let mut r = Reader { bytes, at: 0 };
+        let crc = r.u32()?;
+        if crc != crc32c::crc32c(&bytes[4..]) {
+            return Err("its CRC32C does not match".into());
+        }
+        let version = r.i16()?;
+        if version != SNAPSHOT_VERSION {
+            return Err(format!("version {version}"));
+        }
+        let offset = r.u64()?;
+        let count = r.u32()? as usize;
+        if count > PRODUCERS_MAX {
+            return Err(format!("{count} producers"));
+        }
+        let mut state = ProducerState::default();
+        for _ in 0..count {
+            let (id, producer) = decode_producer(&mut r, offset)?;
+            if state.by_id.insert(id, producer).is_some() {
+                return Err(format!("producer {id} twice"));
+            }
+        }
+        if r.at != bytes.len() {
+            return Err("bytes after its last producer".into());
+        }
+        Ok((offset, state))
+    }
+}
+
+fn decode_producer(r: &mut Reader<'_>, offset: u64) -> Result<(i64, Producer), String> {
+    let id = r.i64()?;
+    let epoch = r.i16()?;
+    let last_timestamp = r.i64()?;
+    let n = r.u8()? as usize;
+    if id < 0 || epoch < 0 || n == 0 || n > BATCHES_REMEMBERED {
+        return Err(format!("producer {id}: epoch {epoch}, {n} batches"));
+    }
+    let mut batches = VecDeque::with_capacity(n);
+    for _ in 0..n {
+        let first_sequence = r.i32()?;
+        let last_sequence = r.i32()?;
+        let base_offset = r.u64()?;
+        let last_offset = base_offset.saturating_add(u64::from(r.u32()?));
+        let crc = r.u32()?;
+        if first_sequence < 0 || last_sequence < 0 || last_offset >= offset {
+            return Err(format!("producer {id}: a batch at offset {base_offset}"));
+        }
+        batches.push_back(SequencedBatch {
+            first_sequence,
+            last_sequence,
+            base_offset,
+            last_offset,
+            crc,
+        });
+    }
+    let producer = Producer {
+        epoch,
+        last_timestamp,
+        batches,
+    };
+    Ok((id, producer))
+}
+
+/// Big-endian fields from a byte slice, each refused past its end.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let field = self
+            .bytes
+            .get(self.at..self.at + N)
+            .ok_or("it ends inside a field")?;
+        self.at += N;
+        Ok(field.try_into().expect("N bytes"))
+    }
+
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take::<1>()?[0])
+    }
+
+    fn i16(&mut self) -> Result<i16, String> {
+        Ok(i16::from_be_bytes(self.take()?))
+    }
+
+    fn i32(&mut self) -> Result<i32, String> {
+        Ok(i32::from_be_bytes(self.take()?))
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_be_bytes(self.take()?))
+    }
+
+    fn i64(&mut self) -> Result<i64, String> {
+        Ok(i64::from_be_bytes(self.take()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_be_bytes(self.take()?))
+    }
+}
+
+#[cfg(test)]
+mod tests;

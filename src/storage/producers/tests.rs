@@ -1,0 +1,222 @@
+use super::*;
+use crate::storage::record::Format;
+
+/// The header of a stored batch of `count` records at `base_offset`
+/// from producer `id`, `epoch`, numbered from `first`.
+fn batch(id: i64, epoch: i16, first: i32, count: u32, base_offset: u64) -> BatchHeader {
+    BatchHeader {
+        format: Format::Kafka,
+        base_offset,
+        batch_length: 0,
+        magic: 2,
+        attributes: 0,
+        last_offset_delta: count - 1,
+        record_count: count,
+        base_timestamp: 1_000,
+        max_timestamp: 1_000 + base_offset as i64,
+        leader_epoch: 0,
+        crc: 0xc0ffee,
+        producer_id: id,
+        producer_epoch: epoch,
+        base_sequence: first,
+    }
+}
+
+fn dup(base_offset: u64, last_offset: u64) -> Verdict {
+    Verdict::Duplicate {
+        base_offset,
+        last_offset,
+    }
+}
+
+#[test]
+fn a_retry_is_a_duplicate_of_the_first_copy_and_the_next_sequence_appends() {
+    let mut s = ProducerState::default();
+    let a = batch(7, 0, 0, 3, 100);
+    assert_eq!(s.check(&a), Verdict::Append);
+    s.apply(&a);
+    assert_eq!(s.check(&batch(7, 0, 0, 3, 999)), dup(100, 102));
+    let b = batch(7, 0, 3, 2, 103);
+    assert_eq!(s.check(&b), Verdict::Append);
+    s.apply(&b);
+    assert_eq!(s.check(&a), dup(100, 102));
+    assert_eq!(s.check(&b), dup(103, 104));
+    // Without a producer id nothing is remembered or matched.
+    let none = batch(-1, -1, -1, 3, 105);
+    s.apply(&none);
+    assert_eq!(s.check(&none), Verdict::Append);
+    assert_eq!(s.len(), 1);
+}
+
+#[test]
+fn a_gap_or_a_range_not_stored_is_out_of_order() {
+    let mut s = ProducerState::default();
+    s.apply(&batch(7, 0, 0, 3, 100));
+    assert_eq!(
+        s.check(&batch(7, 0, 4, 1, 0)),
+        Verdict::OutOfOrder { expected: 3 }
+    );
+    assert_eq!(
+        s.check(&batch(7, 0, 0, 2, 0)),
+        Verdict::OutOfOrder { expected: 3 }
+    );
+    // The same numbers, other records: not the batch stored.
+    let other = BatchHeader {
+        crc: 1,
+        ..batch(7, 0, 0, 3, 0)
+    };
+    assert_eq!(s.check(&other), Verdict::OutOfOrder { expected: 3 });
+}
+
+#[test]
+fn an_unknown_producer_starts_at_zero() {
+    let s = ProducerState::default();
+    assert_eq!(s.check(&batch(7, 0, 0, 1, 0)), Verdict::Append);
+    assert_eq!(s.check(&batch(7, 0, 5, 1, 0)), Verdict::UnknownProducer);
+}
+
+#[test]
+fn only_the_last_five_batches_are_remembered() {
+    let mut s = ProducerState::default();
+    for i in 0..6 {
+        s.apply(&batch(7, 0, i * 10, 10, i as u64 * 10));
+    }
+    assert_eq!(
+        s.check(&batch(7, 0, 0, 10, 0)),
+        Verdict::OutOfOrder { expected: 60 }
+    );
+    for i in 1..6u64 {
+        assert_eq!(
+            s.check(&batch(7, 0, i as i32 * 10, 10, 0)),
+            dup(i * 10, i * 10 + 9)
+        );
+    }
+}
+
+#[test]
+fn epochs_fence_older_ones_and_a_new_one_starts_at_zero() {
+    let mut s = ProducerState::default();
+    s.apply(&batch(7, 1, 0, 3, 100));
+    assert_eq!(
+        s.check(&batch(7, 0, 3, 1, 0)),
+        Verdict::Fenced { current: 1 }
+    );
+    assert_eq!(
+        s.check(&batch(7, 2, 3, 1, 0)),
+        Verdict::OutOfOrder { expected: 0 }
+    );
+    assert_eq!(s.check(&batch(7, 2, 0, 3, 0)), Verdict::Append);
+    s.apply(&batch(7, 2, 0, 3, 200));
+    assert_eq!(s.check(&batch(7, 2, 0, 3, 0)), dup(200, 202));
+    assert_eq!(s.get(7).unwrap().batches.len(), 1);
+}
+
+#[test]
+fn sequences_wrap_past_i32_max() {
+    let mut s = ProducerState::default();
+    let wrapping = batch(7, 0, i32::MAX - 1, 4, 100);
+    s.apply(&wrapping);
+    assert_eq!(s.get(7).unwrap().batches[0].last_sequence, 1);
+    assert_eq!(s.check(&wrapping), dup(100, 103));
+    assert_eq!(s.check(&batch(7, 0, 2, 1, 0)), Verdict::Append);
+    let mut t = ProducerState::default();
+    t.apply(&batch(8, 0, i32::MAX, 1, 0));
+    assert_eq!(t.check(&batch(8, 0, 0, 1, 0)), Verdict::Append);
+}
+
+#[test]
+fn the_producers_are_bounded_and_the_one_oldest_in_the_log_goes() {
+    let mut s = ProducerState::default();
+    for id in 0..PRODUCERS_MAX as i64 {
+        s.apply(&batch(id, 0, 0, 1, id as u64));
+    }
+    // Producer 0 appends again: producer 1 is now the most silent.
+    s.apply(&batch(0, 0, 1, 1, 5000));
+    s.apply(&batch(99_999, 0, 0, 1, 6000));
+    assert_eq!(s.len(), PRODUCERS_MAX);
+    assert!(s.get(1).is_none());
+    assert!(s.get(0).is_some() && s.get(2).is_some() && s.get(99_999).is_some());
+}
+
+#[test]
+fn producers_silent_past_the_expiry_are_forgotten() {
+    let mut s = ProducerState::default();
+    s.apply(&batch(1, 0, 0, 1, 0)); // last timestamp 1000
+    s.apply(&batch(2, 0, 0, 1, 500)); // 1500
+    assert_eq!(s.expire(2_000, 600), 1);
+    assert!(s.get(1).is_none() && s.get(2).is_some());
+    assert_eq!(s.expire(2_000, 600), 0);
+}
+
+fn sample() -> ProducerState {
+    let mut s = ProducerState::default();
+    for i in 0..7 {
+        s.apply(&batch(42, 3, i * 2, 2, 10 + i as u64 * 2));
+    }
+    s.apply(&batch(7, 0, i32::MAX, 2, 30));
+    s
+}
+
+#[test]
+fn a_snapshot_reads_back_as_the_state_it_was_written_from() {
+    let s = sample();
+    let bytes = s.encode_snapshot(32);
+    assert_eq!(ProducerState::decode_snapshot(&bytes), Ok((32, s)));
+    let empty = ProducerState::default().encode_snapshot(0);
+    assert_eq!(empty.len(), SNAPSHOT_HEADER_BYTES);
+    assert_eq!(
+        ProducerState::decode_snapshot(&empty),
+        Ok((0, ProducerState::default()))
+    );
+}
+
+/// Every byte flipped, every length cut: refused, never a panic, never a
+/// state the snapshot did not hold.
+#[test]
+fn a_damaged_or_torn_snapshot_is_refused() {
+    let bytes = sample().encode_snapshot(32);
+    for at in 0..bytes.len() {
+        let mut bad = bytes.clone();
+        bad[at] ^= 0x10;
+        assert!(ProducerState::decode_snapshot(&bad).is_err(), "byte {at}");
+        assert!(
+            ProducerState::decode_snapshot(&bytes[..at]).is_err(),
+            "{at} bytes"
+        );
+    }
+    let mut long = bytes.clone();
+    long.push(0);
+    assert!(ProducerState::decode_snapshot(&long).is_err());
+    assert!(ProducerState::decode_snapshot(&vec![0; SNAPSHOT_BYTES_MAX + 1]).is_err());
+}
+
+/// A snapshot whose CRC32C matches but whose fields lie (a batch at or
+/// past its offset, a count past the limit) is refused too.
+#[test]
+fn a_snapshot_with_a_valid_crc_and_impossible_fields_is_refused() {
+    let reseal = |mut b: Vec<u8>| {
+        let crc = crc32c::crc32c(&b[4..]);
+        b[..4].copy_from_slice(&crc.to_be_bytes());
+        b
+    };
+    // Offset 31: the batch at 30..31 is not below it.
+    let mut b = sample().encode_snapshot(32);
+    b[6..14].copy_from_slice(&31u64.to_be_bytes());
+    assert!(ProducerState::decode_snapshot(&reseal(b)).is_err());
+    let mut b = sample().encode_snapshot(32);
+    b[14..18].copy_from_slice(&(PRODUCERS_MAX as u32 + 1).to_be_bytes());
+    assert!(ProducerState::decode_snapshot(&reseal(b)).is_err());
+}
+
+#[test]
+fn the_largest_state_fits_the_largest_snapshot() {
+    let mut s = ProducerState::default();
+    for id in 0..PRODUCERS_MAX as i64 {
+        for i in 0..BATCHES_REMEMBERED as i32 {
+            s.apply(&batch(id, 0, i, 1, id as u64 * 10 + i as u64));
+        }
+    }
+    let bytes = s.encode_snapshot(1 << 20);
+    assert_eq!(bytes.len(), SNAPSHOT_BYTES_MAX);
+    assert_eq!(ProducerState::decode_snapshot(&bytes).unwrap().1, s);
+}

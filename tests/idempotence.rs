@@ -1,0 +1,161 @@
+//! Idempotent producers across restarts and failovers (issue 25): a
+//! partition's producer state is rebuilt from its log (snapshots and the
+//! batches after them), on a broker that restarts and on a follower that
+//! becomes leader, so that a retry of a batch the log holds is answered
+//! with the first copy's offsets and stored once; a batch that does not
+//! follow its producer's last is refused, as Kafka refuses it. Raw Kafka
+//! Produce v3 frames, so that the test says exactly what is sent again.
+
+mod common;
+
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::cluster::Cluster;
+use common::kafka::{idempotent_batch, idempotent_batch_of, produce_v3};
+use common::BrokerProc;
+
+const BOUND: Duration = Duration::from_secs(30);
+
+/// Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER and UNKNOWN_PRODUCER_ID.
+const OUT_OF_ORDER: i16 = 45;
+const UNKNOWN_PRODUCER: i16 = 59;
+
+/// A broker with a Kafka listener on `data`, and that listener's address.
+fn broker(data: &std::path::Path) -> (BrokerProc, String) {
+    let broker = BrokerProc::start(data, &["--kafka-listen", "127.0.0.1:0"]);
+    let kafka = broker
+        .log()
+        .iter()
+        .find_map(|l| l.strip_prefix("% Listening for Kafka clients on "))
+        .map(str::to_string)
+        .expect("a Kafka listener");
+    (broker, kafka)
+}
+
+/// What partition 0 of `topic` holds, as `offset value` lines.
+fn stored(addr: &str, topic: &str) -> String {
+    common::consume_from(addr, topic, &["-f", "%o %s\\n"])
+}
+
+/// Batches of producer 501 that a broker took before it was killed (and,
+/// later, stopped cleanly: the state then comes from the snapshot the
+/// close wrote) are answered as before when sent again; a gap is refused;
+/// a producer the partition does not know must start at 0.
+#[test]
+fn a_retry_after_a_broker_restart_is_stored_once_and_gaps_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut first, kafka) = broker(dir.path());
+    let mut s = TcpStream::connect(&kafka).unwrap();
+    let a = idempotent_batch(501, 0, 0, 3);
+    let b = idempotent_batch(501, 0, 3, 2);
+    assert_eq!(produce_v3(&mut s, "i", &a), (0, 0));
+    assert_eq!(produce_v3(&mut s, "i", &b), (0, 3));
+    first.kill9();
+
+    let (mut second, kafka) = broker(dir.path());
+    let mut s = TcpStream::connect(&kafka).unwrap();
+    assert_eq!(produce_v3(&mut s, "i", &b), (0, 3), "b's retry");
+    assert_eq!(produce_v3(&mut s, "i", &a), (0, 0), "a's retry");
+    let gap = idempotent_batch(501, 0, 9, 1);
+    assert_eq!(produce_v3(&mut s, "i", &gap), (OUT_OF_ORDER, -1));
+    let stranger = idempotent_batch(502, 0, 4, 1);
+    assert_eq!(produce_v3(&mut s, "i", &stranger), (UNKNOWN_PRODUCER, -1));
+    let c = idempotent_batch(501, 0, 5, 1);
+    assert_eq!(produce_v3(&mut s, "i", &c), (0, 5));
+    assert!(second.terminate().success());
+
+    let (third, kafka) = broker(dir.path());
+    let mut s = TcpStream::connect(&kafka).unwrap();
+    assert_eq!(produce_v3(&mut s, "i", &c), (0, 5), "c's retry");
+    assert_eq!(produce_v3(&mut s, "i", &a), (0, 0), "a's retry");
+    let d = idempotent_batch(501, 0, 6, 1);
+    assert_eq!(produce_v3(&mut s, "i", &d), (0, 6));
+    assert_eq!(
+        stored(&third.addr, "i"),
+        "0 r0\n1 r1\n2 r2\n3 r3\n4 r4\n5 r5\n6 r6\n"
+    );
+}
+
+/// Three replicas; producer 601's batches acknowledged by the leader
+/// (acks=all: every in-sync replica has them) are answered as before by
+/// the replica that leads after the leader is killed: the follower built
+/// the same producer state as it copied them.
+#[test]
+fn a_retry_after_a_failover_is_answered_by_the_new_leader_with_the_first_offsets() {
+    let mut cluster = Cluster::with_kafka(3, &["--replication-factor", "3"]).unwrap();
+    // The topic is made by the first produce (to any broker); then the
+    // leader takes the batches.
+    let mut s = TcpStream::connect(cluster.kafka_addr(0)).unwrap();
+    let _ = produce_v3(&mut s, "f", &idempotent_batch_of(-1, -1, -1, 1, "plain-"));
+    cluster.wait_full_isr("f", 0, BOUND);
+    let old = cluster.wait_leader("f", 0, BOUND);
+    let leads = cluster.slot_of(old.leader.as_deref().unwrap());
+    let mut s = TcpStream::connect(cluster.kafka_addr(leads)).unwrap();
+    let base = produce_v3(&mut s, "f", &idempotent_batch_of(-1, -1, -1, 1, "plain-")).1;
+    let a = idempotent_batch(601, 0, 0, 3);
+    let b = idempotent_batch(601, 0, 3, 2);
+    assert_eq!(produce_v3(&mut s, "f", &a), (0, base + 1));
+    assert_eq!(produce_v3(&mut s, "f", &b), (0, base + 4));
+    cluster.kill9(leads);
+    let new = cluster.wait_new_epoch("f", 0, old.epoch, None, BOUND);
+    let leads = cluster.slot_of(new.leader.as_deref().unwrap());
+    let mut s = TcpStream::connect(cluster.kafka_addr(leads)).unwrap();
+    common::eventually("the new leader answers b's retry", BOUND, || {
+        produce_v3(&mut s, "f", &b) == (0, base + 4)
+    });
+    assert_eq!(produce_v3(&mut s, "f", &a), (0, base + 1), "a's retry");
+    let gap = idempotent_batch(601, 0, 7, 1);
+    assert_eq!(produce_v3(&mut s, "f", &gap), (OUT_OF_ORDER, -1));
+    let c = idempotent_batch(601, 0, 5, 1);
+    assert_eq!(produce_v3(&mut s, "f", &c), (0, base + 6));
+    let read = stored(&cluster.addr(leads), "f");
+    let ours: Vec<&str> = read.lines().filter(|l| l.contains(" r")).collect();
+    let expected: Vec<String> = (0..6).map(|i| format!("{} r{i}", base + 1 + i)).collect();
+    assert_eq!(ours, expected, "{read}");
+}
+
+/// InitProducerId v0 on `stream`: (error code, producer id, epoch).
+fn init_producer_id(stream: &mut TcpStream) -> (i16, i64, i16) {
+    use std::io::{Read, Write};
+    let mut body = (-1i16).to_be_bytes().to_vec(); // no transactional id
+    body.extend_from_slice(&60_000i32.to_be_bytes());
+    stream
+        .write_all(&common::kafka::frame(22, 0, 5, &body))
+        .unwrap();
+    stream.set_read_timeout(Some(BOUND)).unwrap();
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).unwrap();
+    let mut answer = vec![0u8; i32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut answer).unwrap();
+    // Correlation id, throttle time, then the fields.
+    let error = i16::from_be_bytes(answer[8..10].try_into().unwrap());
+    let id = i64::from_be_bytes(answer[10..18].try_into().unwrap());
+    let epoch = i16::from_be_bytes(answer[18..20].try_into().unwrap());
+    (error, id, epoch)
+}
+
+/// Two brokers of one registry hand out producer ids from blocks they
+/// reserve there: never the same id, also after a restart.
+#[test]
+fn brokers_of_one_registry_never_hand_out_the_same_producer_id() {
+    use klog::coord::producer_ids::BLOCK;
+    let mut cluster = Cluster::with_kafka(2, &[]).unwrap();
+    let mut ids = std::collections::BTreeSet::new();
+    for round in 0..2 {
+        for slot in 0..2 {
+            let mut s = TcpStream::connect(cluster.kafka_addr(slot)).unwrap();
+            for _ in 0..3 {
+                let (error, id, epoch) = init_producer_id(&mut s);
+                assert_eq!((error, epoch), (0, 0));
+                assert!(ids.insert(id), "round {round}: id {id} twice");
+            }
+        }
+        if round == 0 {
+            cluster.kill9(0);
+            cluster.restart(0);
+        }
+    }
+    // Blocks of the registry: the first three blocks, nothing random.
+    assert!(ids.iter().all(|id| (0..3 * BLOCK).contains(id)), "{ids:?}");
+}
