@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_klog_broker_global_optspecs
-    string join \n data-dir= listen= kafka-listen= kafka-advertised= metrics-listen= partitions= auto-create-topics= max-partitions= segment-bytes= segment-age= index-interval-bytes= retention= retention-bytes= retention-check-interval= scrub-interval= scrub-rate= flush-messages= flush-interval= max-record-bytes= max-request-bytes= max-queued-request-bytes= max-connections= max-in-flight= request-timeout= idle-timeout= registry= replication-factor= min-insync-replicas= replica-lag-time= session-timeout= q/quiet tls-cert= tls-key= tls-client-ca= tls-ca= sasl-mechanisms= sasl-username= sasl-password-file= authorize super-users= h/help V/version
+    string join \n data-dir= listen= kafka-listen= kafka-advertised= metrics-listen= partitions= auto-create-topics= max-partitions= segment-bytes= segment-age= index-interval-bytes= retention= retention-bytes= retention-check-interval= producer-id-expiration= scrub-interval= scrub-rate= flush-messages= flush-interval= max-record-bytes= max-request-bytes= max-queued-request-bytes= max-connections= max-in-flight= request-timeout= idle-timeout= registry= replication-factor= min-insync-replicas= replica-lag-time= session-timeout= q/quiet tls-cert= tls-key= tls-client-ca= tls-ca= sasl-mechanisms= sasl-username= sasl-password-file= authorize super-users= h/help V/version
 end
 
 function __fish_klog_broker_needs_command
@@ -39,6 +39,7 @@ complete -c klog-broker -n "__fish_klog_broker_needs_command" -l index-interval-
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l retention -d 'Delete segments whose newest record was appended longer ago than this' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l retention-bytes -d 'Delete the oldest segments while a partition is larger than this' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l retention-check-interval -d 'How often retention runs' -r
+complete -c klog-broker -n "__fish_klog_broker_needs_command" -l producer-id-expiration -d 'Forget an idempotent producer a partition has had no batch from for this long (by its batches\' timestamps; Kafka\'s producer.id.expiration.ms), at the retention checks. Its next batch must then start a new sequence (UNKNOWN_PRODUCER_ID otherwise)' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l scrub-interval -d 'Read every partition\'s log back whole, each record\'s CRC checked, this often, and soon after it opens for the first time or after an unclean stop (0: never). Damage found in a replica is cut and refetched from its peers; in a single copy, it is reported' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l scrub-rate -d 'Bytes a second the scrub reads, at most' -r
 complete -c klog-broker -n "__fish_klog_broker_needs_command" -l flush-messages -d 'Flush a partition after this many records. Without this and --flush-interval the broker flushes continuously, committing every group of appends with one fsync. Consumers see only flushed records' -r

@@ -198,3 +198,59 @@ fn prometheus_scrapes_the_broker() {
         || query(ends) == Some(120.0),
     );
 }
+
+/// A partition forgets an idempotent producer silent past
+/// `--producer-id-expiration` (by its batches' timestamps, here 2023's):
+/// its next batch, numbered on, is UNKNOWN_PRODUCER_ID, and one that
+/// starts again at 0 is taken. The gauge counts the producers a partition
+/// knows, the counter those forgotten.
+#[test]
+fn an_expired_producer_is_forgotten_and_counted() {
+    use common::kafka::{idempotent_batch, produce_v3};
+    let dir = tempfile::tempdir().unwrap();
+    let extra = [
+        "--kafka-listen",
+        "127.0.0.1:0",
+        "--producer-id-expiration",
+        "1h",
+        "--retention-check-interval",
+        "100ms",
+    ];
+    let (broker, at) = broker(dir.path(), &extra);
+    let kafka = broker
+        .log()
+        .iter()
+        .find_map(|l| l.strip_prefix("% Listening for Kafka clients on "))
+        .map(str::to_string)
+        .unwrap();
+    let mut s = TcpStream::connect(&kafka).unwrap();
+    assert_eq!(
+        produce_v3(&mut s, "x", &idempotent_batch(701, 0, 0, 3)),
+        (0, 0)
+    );
+    let known = |body: &str| sum(body, "klog_partition_producers", &["topic=\"x\""]);
+    let expired = |body: &str| sum(body, "klog_producers_expired_total", &[]);
+    let mut body = get(&at, "/metrics");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while expired(&body) < 1.0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        body = get(&at, "/metrics");
+    }
+    assert_eq!((known(&body), expired(&body)), (0.0, 1.0), "{body}");
+    let on = idempotent_batch(701, 0, 3, 1);
+    assert_eq!(
+        produce_v3(&mut s, "x", &on),
+        (59, -1),
+        "UNKNOWN_PRODUCER_ID"
+    );
+    // A producer of now stays.
+    let mut b = klog::storage::record::BatchBuilder::new();
+    b.push(klog::clock::now_ms(), None, &[], b"now");
+    let mut now = b.finish().to_vec();
+    klog::storage::record::set_producer(&mut now, 702, 0, 0);
+    assert_eq!(produce_v3(&mut s, "x", &now), (0, 3));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(known(&get(&at, "/metrics")), 1.0);
+    let again = idempotent_batch(701, 0, 0, 1);
+    assert_eq!(produce_v3(&mut s, "x", &again), (0, 4));
+}

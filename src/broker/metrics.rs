@@ -13,10 +13,12 @@
 //! | `klog_partition_replicas` | gauge | `topic`, `partition` |
 //! | `klog_partition_in_sync_replicas` | gauge | `topic`, `partition` (where this broker leads) |
 //! | `klog_partition_under_replicated` | gauge | `topic`, `partition` (1: fewer in sync than replicas) |
+//! | `klog_partition_producers` | gauge | `topic`, `partition` (idempotent producers it knows) |
 //! | `klog_group_lag` | gauge | `group`, `topic`, `partition` (high watermark − committed offset, partitions led here) |
 //! | `klog_connections` | gauge | |
 //! | `klog_appended_batches_total` | counter | |
 //! | `klog_fsyncs_total` | counter | |
+//! | `klog_producers_expired_total` | counter | |
 //! | `klog_flush_duration_seconds` | histogram | |
 //!
 //! Partition and group values are read at each scrape; the counters and

@@ -153,6 +153,9 @@ pub struct BrokerConfig {
     pub flush_interval_ms: Option<u64>,
     /// How often retention runs.
     pub retention_check_interval_ms: u64,
+    /// How long a partition keeps an idempotent producer it has had no
+    /// batch from ([`crate::storage::producers`]).
+    pub producer_id_expiration_ms: u64,
     /// How often each partition's log is read back whole, CRCs checked
     /// (`None`: never); the first time soon after it opens.
     pub scrub_interval: Option<std::time::Duration>,
@@ -210,6 +213,7 @@ impl BrokerConfig {
             flush_messages: None,
             flush_interval_ms: None,
             retention_check_interval_ms: 5 * 60 * 1000,
+            producer_id_expiration_ms: 86_400_000,
             scrub_interval: Some(std::time::Duration::from_secs(24 * 3600)),
             scrub_rate_bytes: 64 << 20,
             request_bytes_max: limits::REQUEST_BYTES_MAX_DEFAULT,

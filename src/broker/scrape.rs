@@ -60,6 +60,11 @@ pub(super) fn render(shared: &Shared) -> String {
         "Group-commit fsyncs",
         shared.fsyncs.load(Ordering::Relaxed),
     );
+    counter(
+        "klog_producers_expired_total",
+        "Idempotent producers forgotten after --producer-id-expiration",
+        shared.producers_expired.load(Ordering::Relaxed),
+    );
     let connections =
         IntGauge::new("klog_connections", "Open client connections").expect("valid metric");
     connections.set(lock(&shared.sockets).len() as i64);
@@ -110,6 +115,12 @@ fn partitions(shared: &Shared, registry: &Registry) {
         "1 when fewer are in sync",
         &tp,
     );
+    let producers = gauges(
+        registry,
+        "klog_partition_producers",
+        "Idempotent producers the partition knows",
+        &tp,
+    );
     let lag = gauges(
         registry,
         "klog_group_lag",
@@ -121,7 +132,7 @@ fn partitions(shared: &Shared, registry: &Registry) {
         .as_ref()
         .and_then(|r| r.groups().ok())
         .unwrap_or_default();
-    let families = [&start, &end, &hw, &replicas, &isr, &under];
+    let families = [&start, &end, &hw, &replicas, &isr, &under, &producers];
     for p in shared.all_partitions() {
         if let Some(high) = partition_gauges(&p, families) {
             group_lag(shared, &groups, (&p.topic, p.partition, high), &lag);
@@ -130,16 +141,17 @@ fn partitions(shared: &Shared, registry: &Registry) {
 }
 
 /// One partition's gauges in `[start, end, high watermark, replicas, in
-/// sync, under-replicated]`: its high watermark where this broker leads
-/// it (or holds its only copy), for the groups' lag.
-fn partition_gauges(p: &super::shared::Partition, families: [&IntGaugeVec; 6]) -> Option<u64> {
-    let [start, end, hw, replicas, isr, under] = families;
+/// sync, under-replicated, producers]`: its high watermark where this
+/// broker leads it (or holds its only copy), for the groups' lag.
+fn partition_gauges(p: &super::shared::Partition, families: [&IntGaugeVec; 7]) -> Option<u64> {
+    let [start, end, hw, replicas, isr, under, producers] = families;
     let index = p.partition.to_string();
     let labels = [p.topic.as_str(), index.as_str()];
-    let (first, next) = {
+    let (first, next, known) = {
         let log = p.lock();
-        (log.start_offset(), log.next_offset())
+        (log.start_offset(), log.next_offset(), log.producers_known())
     };
+    producers.with_label_values(&labels).set(known as i64);
     let high = p.high_watermark.load(Ordering::Acquire);
     start.with_label_values(&labels).set(first as i64);
     end.with_label_values(&labels).set(next as i64);

@@ -282,6 +282,8 @@ pub(super) struct Shared {
     pub(super) deleting: Mutex<()>,
     /// The producer ids it hands out.
     pub(super) producer_ids: super::producer_ids::ProducerIds,
+    /// Idempotent producers the partitions forgot as expired.
+    pub(super) producers_expired: AtomicU64,
 }
 
 impl Shared {
@@ -319,6 +321,7 @@ impl Shared {
             deletions: AtomicU64::new(0),
             deleting: Mutex::new(()),
             producer_ids: super::producer_ids::ProducerIds::new(registry.clone()),
+            producers_expired: AtomicU64::new(0),
             registry,
             config,
         }

@@ -83,6 +83,12 @@ pub struct Args {
     /// How often retention runs.
     #[arg(long = "retention-check-interval", value_name = "DURATION", default_value = "5m", value_parser = super::duration_arg)]
     pub retention_check_interval_ms: u64,
+    /// Forget an idempotent producer a partition has had no batch from for
+    /// this long (by its batches' timestamps; Kafka's
+    /// producer.id.expiration.ms), at the retention checks. Its next batch
+    /// must then start a new sequence (UNKNOWN_PRODUCER_ID otherwise).
+    #[arg(long = "producer-id-expiration", value_name = "DURATION", default_value = "1d", value_parser = super::duration_arg)]
+    pub producer_id_expiration_ms: u64,
     /// Read every partition's log back whole, each record's CRC checked,
     /// this often, and soon after it opens for the first time or after an
     /// unclean stop (0: never). Damage found in a replica is cut and
@@ -287,6 +293,7 @@ fn serve(args: Args) -> anyhow::Result<ExitCode> {
     config.flush_messages = args.flush_messages;
     config.flush_interval_ms = args.flush_interval_ms;
     config.retention_check_interval_ms = args.retention_check_interval_ms;
+    config.producer_id_expiration_ms = args.producer_id_expiration_ms;
     config.scrub_interval =
         (args.scrub_interval_ms > 0).then(|| Duration::from_millis(args.scrub_interval_ms));
     config.scrub_rate_bytes = args.scrub_rate_bytes;

@@ -159,6 +159,11 @@ impl Log {
         self.undos.epoch()
     }
 
+    /// The producers known (as of the last rebuild, when stale).
+    pub fn producers_known(&self) -> usize {
+        self.producers.len()
+    }
+
     /// Forgets producers silent longer than `idle_ms` at `now_ms`; how many.
     pub fn expire_producers(&mut self, now_ms: i64, idle_ms: i64) -> Result<usize> {
         self.fresh_producers()?;
