@@ -159,3 +159,72 @@ fn brokers_of_one_registry_never_hand_out_the_same_producer_id() {
     // Blocks of the registry: the first three blocks, nothing random.
     assert!(ids.iter().all(|id| (0..3 * BLOCK).contains(id)), "{ids:?}");
 }
+
+/// librdkafka's idempotent producer (confluent-kafka) writing 3,000
+/// values with acks=all through two failovers, each made so that the
+/// producer must send again batches the new leader already has: one
+/// follower is frozen (SIGSTOP, still in sync: acks=all answers wait for
+/// it), the leader takes and replicates batches to the other follower
+/// for half a second without answering, and is killed; the other
+/// follower leads. Every value is stored exactly once, in order: the new
+/// leader built the producer state as it copied the batches, and answers
+/// their retries with the first copies' offsets. (Without that, the
+/// retries are stored twice: the test fails.)
+#[test]
+fn librdkafkas_idempotent_producer_stores_each_record_once_across_failovers() {
+    let Some(python) = common::kafka::python() else {
+        return;
+    };
+    let args = ["--replication-factor", "3", "--partitions", "1"];
+    let mut cluster = Cluster::with_kafka(3, &args).unwrap();
+    let bootstrap: Vec<String> = (0..3).map(|s| cluster.kafka_addr(s)).collect();
+    let mut s = TcpStream::connect(&bootstrap[0]).unwrap();
+    let _ = produce_v3(&mut s, "x", &idempotent_batch_of(-1, -1, -1, 1, "plain-"));
+    cluster.wait_full_isr("x", 0, BOUND);
+    let count = 3_000u64;
+    let mut command = std::process::Command::new(&python);
+    command.arg(common::kafka::script("idempotent.py")).args([
+        &bootstrap.join(","),
+        "x",
+        &count.to_string(),
+        "true",
+    ]);
+    let mut producer = common::Proc::spawn_command(command, std::process::Stdio::null());
+    for at in [800, 1900] {
+        let sent = |l: &str| {
+            l.strip_prefix("progress ")
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|n| n >= at)
+        };
+        producer.wait_stderr("progress", sent, Duration::from_secs(60));
+        let old = cluster.wait_leader("x", 0, BOUND);
+        let leads = cluster.slot_of(old.leader.as_deref().unwrap());
+        let frozen = (leads + 1) % 3;
+        cluster.freeze(frozen);
+        std::thread::sleep(Duration::from_millis(500));
+        cluster.kill9(leads);
+        cluster.wait_new_epoch("x", 0, old.epoch, Some(frozen), BOUND);
+        cluster.thaw(frozen);
+        cluster.restart(leads);
+        cluster.wait_full_isr("x", 0, BOUND);
+    }
+    let acked = producer.all_lines(Duration::from_secs(180));
+    let status = producer.child.try_wait();
+    assert_eq!(
+        acked.len() as u64,
+        count,
+        "every value acknowledged: {:?} {status:?}",
+        producer.stderr_lines()
+    );
+    let new = cluster.wait_leader("x", 0, BOUND);
+    let leads = cluster.slot_of(new.leader.as_deref().unwrap());
+    let read = stored(&cluster.addr(leads), "x");
+    let values: Vec<&str> = read
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(_, v)| v))
+        .filter(|v| !v.starts_with("plain-"))
+        .collect();
+    let expected: Vec<String> = (0..count).map(|i| i.to_string()).collect();
+    assert_eq!(values.len(), expected.len(), "stored once each");
+    assert_eq!(values, expected, "in order");
+}
