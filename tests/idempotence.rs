@@ -136,7 +136,8 @@ fn init_producer_id(stream: &mut TcpStream) -> (i16, i64, i16) {
 }
 
 /// Two brokers of one registry hand out producer ids from blocks they
-/// reserve there: never the same id, also after a restart.
+/// reserve there, to Kafka's InitProducerId and to klog's
+/// init_producer_id: never the same id, also after a restart.
 #[test]
 fn brokers_of_one_registry_never_hand_out_the_same_producer_id() {
     use klog::coord::producer_ids::BLOCK;
@@ -155,6 +156,13 @@ fn brokers_of_one_registry_never_hand_out_the_same_producer_id() {
             cluster.kill9(0);
             cluster.restart(0);
         }
+    }
+    // klog's own protocol hands them out from the same blocks.
+    for slot in 0..2 {
+        let mut conn = klog::client::connection::Connection::connect(&cluster.addr(slot)).unwrap();
+        let (id, epoch) = conn.init_producer_id().unwrap();
+        assert_eq!(epoch, 0);
+        assert!(ids.insert(id), "id {id} twice");
     }
     // Blocks of the registry: the first three blocks, nothing random.
     assert!(ids.iter().all(|id| (0..3 * BLOCK).contains(id)), "{ids:?}");

@@ -1498,3 +1498,31 @@ fn a_damaged_acl_entry_is_named_and_cleared() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!file.exists());
 }
+
+/// A producer id (klog's init_producer_id, Kafka's InitProducerId) goes
+/// only to a principal that may write to some topic: carol, who may only
+/// describe t, is refused on both listeners; alice gets one.
+#[test]
+fn a_producer_id_goes_only_to_a_writer() {
+    use klog::protocol::{self, ErrorCode};
+    let broker = authorizing_broker();
+    let mut frame = Vec::new();
+    protocol::init_producer_id_request(&mut frame, 7);
+    let mut carol = raw_login(broker.addr(), "carol", "c-secret");
+    let (code, message, _) = carol.call(&frame);
+    assert_eq!(code, ErrorCode::AuthorizationFailed, "{message}");
+    let mut alice = raw_login(broker.addr(), "alice", "a-secret");
+    let (code, message, body) = alice.call(&frame);
+    assert_eq!(code, ErrorCode::None, "{message}");
+    assert_eq!(body.len(), 8 + 2, "producer_id i64, producer_epoch u16");
+    // Kafka's InitProducerId v0: no transactional id, a timeout.
+    let mut body = (-1i16).to_be_bytes().to_vec();
+    body.extend_from_slice(&60_000i32.to_be_bytes());
+    let request = common::kafka::frame(22, 0, 8, &body);
+    for (user, password, error) in [("carol", "c-secret", 31i16), ("alice", "a-secret", 0)] {
+        let mut kafka = kafka_login(&broker.kafka, user, password);
+        let answer = kafka_answer(&mut kafka, &request);
+        // Correlation id, throttle time, error code.
+        assert_eq!(i16::from_be_bytes([answer[8], answer[9]]), error, "{user}");
+    }
+}

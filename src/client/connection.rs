@@ -587,6 +587,20 @@ impl Connection {
         Ok(Some(location).filter(|l| !l.is_empty()))
     }
 
+    /// A producer id and epoch for an idempotent producer (see
+    /// [`crate::protocol`]'s init_producer_id request).
+    pub fn init_producer_id(&mut self) -> Result<(i64, i16)> {
+        let (header, at) = self.call(protocol::init_producer_id_request)?;
+        Self::check(&header)?;
+        let mut r = Reader::new(&self.response[at..]);
+        let fields = r.i64("producer_id").and_then(|id| {
+            let epoch = r.u16("producer_epoch")?;
+            r.finish("init_producer_id response")?;
+            Ok((id, epoch as i16))
+        });
+        fields.map_err(|e| protocol_error(&self.addr, e))
+    }
+
     /// Creates `topic` with `partitions` (0: the broker's default) unless
     /// it exists; returns its partition count.
     pub fn create_topic(&mut self, topic: &str, partitions: u32) -> Result<u32> {

@@ -44,6 +44,7 @@
 //! | 6 | sasl_handshake | `mechanism str` (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`) |
 //! | 7 | sasl_authenticate | `message bytes` (the client's next SASL message) |
 //! | 8 | registry     | nothing: which registry coordinates the broker's groups |
+//! | 9 | init_producer_id | nothing: a producer id for an idempotent producer |
 //!
 //! # Responses (bodies after `error` and `message`)
 //!
@@ -57,6 +58,7 @@
 //! | offsets_for_leader_epoch | `leader_epoch epoch` · `end_offset u64` (both -1, that is `2^64 - 1` for the offset, when the log has no epoch at or below the one asked) |
 //! | sasl_handshake | `count u16` · count × `mechanism str` (those the broker takes; also sent with `unsupported_sasl_mechanism`) |
 //! | sasl_authenticate | `message bytes` (the broker's next SASL message; after the last, the client is authenticated) |
+//! | init_producer_id | `producer_id i64` · `producer_epoch u16` (0): an id no other producer of the cluster gets ([`crate::coord::producer_ids`]), for the producer fields of the batches it sends ([`crate::storage::producers`]). Refused `authorization_failed` to a client that may write to no topic |
 //! | registry     | `registry str` (the broker's `--registry`: a directory's absolute path, on the broker's host, or a `zk://` address; empty when it has none). Refused `authorization_failed` to a client that may not describe the cluster |
 //!
 //! In a cluster, a metadata partition that the answering broker does not
@@ -207,10 +209,10 @@ mod response;
 pub use frame::{finish_frame, put, Reader};
 pub use request::{
     append_produce_request, create_topic_request, decode_request, decode_request_header,
-    fetch_request, list_offsets_request, metadata_request, offsets_for_leader_epoch_request,
-    produce_request, registry_request, replica_fetch_request, sasl_authenticate_request,
-    sasl_handshake_request, start_request, FetchPartition, FetchWant, Request, RequestError,
-    RequestHeader, SASL_MESSAGE_BYTES_MAX,
+    fetch_request, init_producer_id_request, list_offsets_request, metadata_request,
+    offsets_for_leader_epoch_request, produce_request, registry_request, replica_fetch_request,
+    sasl_authenticate_request, sasl_handshake_request, start_request, FetchPartition, FetchWant,
+    Request, RequestError, RequestHeader, SASL_MESSAGE_BYTES_MAX,
 };
 pub use response::{
     begin_response, decode_epoch_end, decode_fetch_response, decode_metadata_response,
@@ -325,6 +327,8 @@ pub enum ApiKey {
     SaslAuthenticate = 7,
     /// Which registry coordinates the broker's groups.
     Registry = 8,
+    /// A producer id for an idempotent producer.
+    InitProducerId = 9,
 }
 
 impl ApiKey {
@@ -361,6 +365,7 @@ impl ApiKey {
             Some(ApiKey::SaslHandshake) => "SaslHandshake",
             Some(ApiKey::SaslAuthenticate) => "SaslAuthenticate",
             Some(ApiKey::Registry) => "Registry",
+            Some(ApiKey::InitProducerId) => "InitProducerId",
             None => "an unknown API",
         }
     }
@@ -376,6 +381,7 @@ impl ApiKey {
             6 => ApiKey::SaslHandshake,
             7 => ApiKey::SaslAuthenticate,
             8 => ApiKey::Registry,
+            9 => ApiKey::InitProducerId,
             _ => return None,
         })
     }

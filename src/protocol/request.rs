@@ -117,6 +117,8 @@ pub enum Request<'a> {
     },
     /// Which registry coordinates the broker's groups.
     Registry,
+    /// A producer id for an idempotent producer.
+    InitProducerId,
 }
 
 /// Starts a request frame in `out` (cleared); [`finish_frame`] sets its length.
@@ -337,6 +339,12 @@ pub fn registry_request(out: &mut Vec<u8>, correlation_id: u32) {
     finish_frame(out);
 }
 
+/// Encodes an init_producer_id request.
+pub fn init_producer_id_request(out: &mut Vec<u8>, correlation_id: u32) {
+    start_request(out, ApiKey::InitProducerId, correlation_id);
+    finish_frame(out);
+}
+
 /// The longest SASL message a broker reads (a SCRAM message is under 300
 /// bytes; Kafka's own bound on an unauthenticated request is 512 KiB).
 pub const SASL_MESSAGE_BYTES_MAX: usize = 64 * 1024;
@@ -450,6 +458,7 @@ fn decode_body<'a>(api: ApiKey, version: u16, r: &mut Reader<'a>) -> Result<Requ
             mechanism: bounded_str(r, "mechanism", 64)?.to_string(),
         },
         ApiKey::Registry => Request::Registry,
+        ApiKey::InitProducerId => Request::InitProducerId,
         ApiKey::SaslAuthenticate => {
             let message = r.bytes("message")?;
             if message.len() > SASL_MESSAGE_BYTES_MAX {

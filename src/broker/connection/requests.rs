@@ -118,6 +118,7 @@ fn answer_now(
             offsets_for_leader_epoch(shared, out, correlation_id, (&topic, partition), epochs)
         }
         Request::Registry => registry(shared, out, correlation_id),
+        Request::InitProducerId => init_producer_id(shared, out, correlation_id),
         Request::Produce { .. }
         | Request::Fetch { .. }
         | Request::SaslHandshake { .. }
@@ -214,6 +215,10 @@ fn authorize(shared: &Shared, session: &mut Session, request: &Request<'_>) -> O
         }
         Request::Registry => (!session.allows(shared, Op::Describe, (R::Cluster, CLUSTER)))
             .then(|| format!("{} may not describe the cluster", session.principal)),
+        Request::InitProducerId => {
+            (!crate::broker::auth::allows_any(shared, &session.principal, Op::Write))
+                .then(|| format!("{} may write to no topic", session.principal))
+        }
         Request::Metadata { .. }
         | Request::SaslHandshake { .. }
         | Request::SaslAuthenticate { .. } => None,
@@ -571,6 +576,25 @@ fn registry(shared: &Shared, out: &mut Vec<u8>, correlation_id: u32) {
     let start = protocol::begin_response(out, correlation_id, ErrorCode::None, "");
     put::str(out, &location);
     protocol::finish_frame(&mut out[start..]);
+}
+
+/// Answers an init_producer_id: the next id of the broker's block
+/// ([`crate::broker::producer_ids`]), or why there is none (the registry
+/// could not give a block: `leader_not_available`, which clients retry).
+fn init_producer_id(shared: &Shared, out: &mut Vec<u8>, correlation_id: u32) {
+    match shared.producer_ids.next() {
+        Ok(id) => {
+            let start = protocol::begin_response(out, correlation_id, ErrorCode::None, "");
+            put::i64(out, id);
+            put::u16(out, 0);
+            protocol::finish_frame(&mut out[start..]);
+        }
+        Err(e) => {
+            let msg = format!("no producer id to hand out: {e}");
+            shared.log_peer(format_args!("{msg}"));
+            error_into(out, correlation_id, ErrorCode::LeaderNotAvailable, &msg);
+        }
+    }
 }
 
 fn metadata(
