@@ -188,12 +188,12 @@ pub enum Error {
     Config(String),
 
     /// An idempotent producer's batch refused by its partition's producer
-    /// state ([`crate::storage::producers`]): out of order, from a fenced
-    /// epoch, or from a producer the partition does not know.
+    /// state ([`crate::storage::producers`]): out of order, or from a
+    /// fenced epoch.
     #[error("{reason}")]
     ProducerRefused {
-        /// [`ErrorCode::OutOfOrderSequence`],
-        /// [`ErrorCode::ProducerFenced`] or [`ErrorCode::UnknownProducer`].
+        /// [`ErrorCode::OutOfOrderSequence`] or
+        /// [`ErrorCode::ProducerFenced`].
         code: ErrorCode,
         /// Which producer, and what was expected.
         reason: String,
@@ -674,10 +674,6 @@ error_codes! {
     /// An idempotent producer's batch from an epoch older than its last:
     /// another instance of the producer took over.
     ProducerFenced = 28, "producer_fenced";
-    /// An idempotent producer the partition does not know (its state
-    /// expired, or what it stored was lost) numbering past 0: get a new
-    /// producer id, or a new epoch, and number from 0.
-    UnknownProducer = 29, "unknown_producer";
 }
 
 impl fmt::Display for ErrorCode {

@@ -17,9 +17,8 @@ use common::BrokerProc;
 
 const BOUND: Duration = Duration::from_secs(30);
 
-/// Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER and UNKNOWN_PRODUCER_ID.
+/// Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER.
 const OUT_OF_ORDER: i16 = 45;
-const UNKNOWN_PRODUCER: i16 = 59;
 
 /// A broker with a Kafka listener on `data`, and that listener's address.
 fn broker(data: &std::path::Path) -> (BrokerProc, String) {
@@ -41,7 +40,8 @@ fn stored(addr: &str, topic: &str) -> String {
 /// Batches of producer 501 that a broker took before it was killed (and,
 /// later, stopped cleanly: the state then comes from the snapshot the
 /// close wrote) are answered as before when sent again; a gap is refused;
-/// a producer the partition does not know must start at 0.
+/// a producer the partition does not know starts wherever its numbers are
+/// (as on Kafka since 2.5).
 #[test]
 fn a_retry_after_a_broker_restart_is_stored_once_and_gaps_are_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -59,21 +59,22 @@ fn a_retry_after_a_broker_restart_is_stored_once_and_gaps_are_refused() {
     assert_eq!(produce_v3(&mut s, "i", &a), (0, 0), "a's retry");
     let gap = idempotent_batch(501, 0, 9, 1);
     assert_eq!(produce_v3(&mut s, "i", &gap), (OUT_OF_ORDER, -1));
-    let stranger = idempotent_batch(502, 0, 4, 1);
-    assert_eq!(produce_v3(&mut s, "i", &stranger), (UNKNOWN_PRODUCER, -1));
+    let stranger = idempotent_batch_of(502, 0, 4, 1, "s");
+    assert_eq!(produce_v3(&mut s, "i", &stranger), (0, 5));
     let c = idempotent_batch(501, 0, 5, 1);
-    assert_eq!(produce_v3(&mut s, "i", &c), (0, 5));
+    assert_eq!(produce_v3(&mut s, "i", &c), (0, 6));
     assert!(second.terminate().success());
 
     let (third, kafka) = broker(dir.path());
     let mut s = TcpStream::connect(&kafka).unwrap();
-    assert_eq!(produce_v3(&mut s, "i", &c), (0, 5), "c's retry");
+    assert_eq!(produce_v3(&mut s, "i", &c), (0, 6), "c's retry");
     assert_eq!(produce_v3(&mut s, "i", &a), (0, 0), "a's retry");
+    assert_eq!(produce_v3(&mut s, "i", &stranger), (0, 5), "its retry");
     let d = idempotent_batch(501, 0, 6, 1);
-    assert_eq!(produce_v3(&mut s, "i", &d), (0, 6));
+    assert_eq!(produce_v3(&mut s, "i", &d), (0, 7));
     assert_eq!(
         stored(&third.addr, "i"),
-        "0 r0\n1 r1\n2 r2\n3 r3\n4 r4\n5 r5\n6 r6\n"
+        "0 r0\n1 r1\n2 r2\n3 r3\n4 r4\n5 s4\n6 r5\n7 r6\n"
     );
 }
 

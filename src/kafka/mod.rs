@@ -313,8 +313,6 @@ pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
 pub const INVALID_PRODUCER_EPOCH: i16 = 47;
 /// A batch whose sequence does not follow its producer's last.
 pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-/// A producer the partition does not know, numbering past 0.
-pub const UNKNOWN_PRODUCER_ID: i16 = 59;
 /// Transactions are not supported: a transactional id is refused.
 pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 /// The server could not read or write its files.

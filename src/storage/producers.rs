@@ -25,8 +25,7 @@
 //! | the batch | verdict |
 //! | --- | --- |
 //! | no producer id (-1) | append |
-//! | an unknown producer, sequence 0 | append (a new producer) |
-//! | an unknown producer, another sequence | [`Verdict::UnknownProducer`] (Kafka's `UNKNOWN_PRODUCER_ID`: its state expired, or what came before was lost) |
+//! | a producer the partition does not know | append, whatever its sequence (as Kafka since 2.5: its state expired, or its batches are before the log's start) |
 //! | an epoch older than the producer's | [`Verdict::Fenced`] (`INVALID_PRODUCER_EPOCH`) |
 //! | a newer epoch, sequence 0 | append (the producer bumped its epoch) |
 //! | a newer epoch, another sequence | [`Verdict::OutOfOrder`] |
@@ -80,8 +79,10 @@ use crate::storage::record::BatchHeader;
 /// flight to one partition.
 pub const BATCHES_REMEMBERED: usize = 5;
 
-/// Producers remembered per partition.
-pub const PRODUCERS_MAX: usize = 1024;
+/// Producers remembered per partition (Kafka has no such bound, only the
+/// expiry): enough for as many producers writing to one partition at once
+/// as a cluster meets, small enough that a snapshot stays under 1.4 MB.
+pub const PRODUCERS_MAX: usize = 10_000;
 
 /// The snapshot format's version.
 const SNAPSHOT_VERSION: i16 = 1;
@@ -150,8 +151,6 @@ pub enum Verdict {
         /// The sequence expected (0 for a new epoch).
         expected: i32,
     },
-    /// A producer this partition does not know, numbering from past 0.
-    UnknownProducer,
 }
 
 /// The sequence after `last` (wrapping).
@@ -206,11 +205,7 @@ impl ProducerState {
             return Verdict::Append;
         }
         let Some(producer) = self.by_id.get(&h.producer_id) else {
-            return if h.base_sequence == 0 {
-                Verdict::Append
-            } else {
-                Verdict::UnknownProducer
-            };
+            return Verdict::Append;
         };
         if h.producer_epoch < producer.epoch {
             return Verdict::Fenced {
@@ -241,9 +236,11 @@ impl ProducerState {
         }
     }
 
-    /// Takes the stored batch `h` (its offsets final) into the state.
+    /// Takes the stored batch `h` (its offsets final) into the state. A
+    /// batch with a producer id but no epoch or sequence (a leader refuses
+    /// those; an old log may hold one) is not a producer's.
     pub fn apply(&mut self, h: &BatchHeader) {
-        if h.producer_id < 0 {
+        if h.producer_id < 0 || h.producer_epoch < 0 || h.base_sequence < 0 {
             return;
         }
         let batch = SequencedBatch {

@@ -263,7 +263,6 @@ fn kafka_code(code: ErrorCode) -> i16 {
         ErrorCode::LimitReached => k::POLICY_VIOLATION,
         ErrorCode::OutOfOrderSequence => k::OUT_OF_ORDER_SEQUENCE_NUMBER,
         ErrorCode::ProducerFenced => k::INVALID_PRODUCER_EPOCH,
-        ErrorCode::UnknownProducer => k::UNKNOWN_PRODUCER_ID,
         _ => k::UNKNOWN_SERVER_ERROR,
     }
 }

@@ -62,16 +62,12 @@ impl Log {
         let base_offset = self.next_offset();
         self.record_epoch(self.leader_epoch, base_offset)?;
         record::stamp(batch, base_offset, self.leader_epoch);
-        // The checks gave the records' largest timestamp.
-        record::set_create_time(batch, header.max_timestamp);
         let header = BatchHeader {
             base_offset,
             leader_epoch: self.leader_epoch,
-            attributes: header.attributes & !record::ATTR_LOG_APPEND_TIME,
-            ..header
+            ..as_stored(batch, header)
         };
         self.write_to_active(batch, &header, now_ms)?;
-        self.apply_producer(&header);
         Ok(AppendInfo {
             base_offset,
             last_offset: header.last_offset(),
@@ -99,6 +95,8 @@ impl Log {
         };
         self.active_mut()
             .append(batch, header, interval_bytes, now_ms, buffer_bytes)?;
+        // In the log now, whatever becomes of the flush below.
+        self.apply_producer(header);
         self.unflushed_records += u64::from(header.record_count);
         self.oldest_unflushed_ms.get_or_insert(now_ms);
         if !self.config.hides_unflushed() {
@@ -139,6 +137,18 @@ impl Log {
             self.roll()?;
         }
         Ok(())
+    }
+}
+
+/// Writes the batch's create time as the checks found it (the records'
+/// largest timestamp; `header` says it), as the log stores it, and
+/// returns its header as stored (its CRC32C the new one if that changed).
+pub(super) fn as_stored(batch: &mut [u8], header: BatchHeader) -> BatchHeader {
+    let crc = record::set_create_time_crc(batch, header.max_timestamp).unwrap_or(header.crc);
+    BatchHeader {
+        crc,
+        attributes: header.attributes & !record::ATTR_LOG_APPEND_TIME,
+        ..header
     }
 }
 

@@ -97,6 +97,8 @@ impl Log {
             },
             duplicate: true,
         };
+        // Its CRC32C as stored: a retry is told by the stored one.
+        let header = super::append::as_stored(batch, header);
         match self.check_producer(&header)? {
             Verdict::Append => self
                 .append_checked(batch, header, now_ms)
@@ -125,14 +127,16 @@ impl Log {
                 ErrorCode::ProducerFenced,
                 format!("epoch {epoch} is older than the producer's epoch {current}"),
             ),
-            Verdict::OutOfOrder { expected } => (
-                ErrorCode::OutOfOrderSequence,
-                format!("sequence {first} (epoch {epoch}) where {expected} was expected"),
-            ),
-            _ => (
-                ErrorCode::UnknownProducer,
-                format!("sequence {first}, and the partition does not know the producer"),
-            ),
+            _ => {
+                let expected = match verdict {
+                    Verdict::OutOfOrder { expected } => expected,
+                    _ => first,
+                };
+                (
+                    ErrorCode::OutOfOrderSequence,
+                    format!("sequence {first} (epoch {epoch}) where {expected} was expected"),
+                )
+            }
         };
         Error::ProducerRefused {
             code,
@@ -212,7 +216,7 @@ impl Log {
     /// to `state`; a walk that stops (damage a scrub will find) ends it.
     fn scan_producers(&self, from: u64, to: u64, state: &mut ProducerState) -> Result<()> {
         let first = self.segments.range(..=from).next_back().map(|(b, _)| *b);
-        for segment in self.segments.range(first.unwrap_or(0)..).map(|(_, s)| s) {
+        'segments: for segment in self.segments.range(first.unwrap_or(0)..).map(|(_, s)| s) {
             if segment.format != Format::Kafka || segment.next_offset <= from {
                 continue;
             }
@@ -227,10 +231,12 @@ impl Log {
                 limits::BATCH_BYTES_MAX,
             );
             while let Some(step) = walk.next_batch().ctx("read", &segment.path)? {
-                let Ok((_, batch)) = step else { break };
+                let Ok((_, batch)) = step else {
+                    break 'segments;
+                };
                 let h = batch.header;
                 if h.base_offset >= to {
-                    break;
+                    break 'segments;
                 }
                 if h.base_offset >= from {
                     state.apply(&h);

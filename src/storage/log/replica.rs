@@ -193,7 +193,6 @@ impl Log {
         self.record_epoch(header.leader_epoch, next)?;
         self.leader_epoch = self.leader_epoch.max(header.leader_epoch);
         self.write_to_active(bytes, &header, now_ms)?;
-        self.apply_producer(&header);
         Ok(header)
     }
 

@@ -68,11 +68,27 @@ fn a_gap_or_a_range_not_stored_is_out_of_order() {
     assert_eq!(s.check(&other), Verdict::OutOfOrder { expected: 3 });
 }
 
+/// As Kafka since 2.5 (KIP-360): a producer whose state expired, or whose
+/// batches are all before the log's start, starts afresh wherever its
+/// numbers are; librdkafka takes UNKNOWN_PRODUCER_ID on a retry as fatal.
 #[test]
-fn an_unknown_producer_starts_at_zero() {
+fn an_unknown_producer_starts_at_any_sequence() {
     let s = ProducerState::default();
     assert_eq!(s.check(&batch(7, 0, 0, 1, 0)), Verdict::Append);
-    assert_eq!(s.check(&batch(7, 0, 5, 1, 0)), Verdict::UnknownProducer);
+    assert_eq!(s.check(&batch(7, 0, 5, 1, 0)), Verdict::Append);
+}
+
+/// A batch with a producer id and a negative epoch or sequence (a leader
+/// refuses it; an old log may hold one) is no producer's: it would make
+/// every snapshot after it unreadable.
+#[test]
+fn a_producer_id_without_epoch_or_sequence_is_not_applied() {
+    let mut s = ProducerState::default();
+    s.apply(&batch(7, -1, 0, 1, 0));
+    s.apply(&batch(8, 0, -1, 1, 1));
+    assert!(s.is_empty());
+    let bytes = s.encode_snapshot(2);
+    assert_eq!(ProducerState::decode_snapshot(&bytes), Ok((2, s)));
 }
 
 #[test]

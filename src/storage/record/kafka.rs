@@ -375,11 +375,21 @@ fn next_batch_at(bytes: &[u8], offset: u64) -> bool {
 ///
 /// On a batch shorter than its header: callers decode it first.
 pub fn set_create_time(batch: &mut [u8], max_timestamp: i64) -> bool {
+    set_create_time_crc(batch, max_timestamp).is_some()
+}
+
+/// [`set_create_time`], returning the batch's new CRC32C when it changed
+/// anything.
+///
+/// # Panics
+///
+/// As [`set_create_time`].
+pub fn set_create_time_crc(batch: &mut [u8], max_timestamp: i64) -> Option<u32> {
     assert!(batch.len() >= BATCH_HEADER_BYTES, "a whole header");
     let attributes = i16_at(batch, ATTRIBUTES_OFFSET) as u16;
     let stored = i64_at(batch, MAX_TIMESTAMP_OFFSET);
     if stored == max_timestamp && attributes & ATTR_LOG_APPEND_TIME == 0 {
-        return false;
+        return None;
     }
     let create_time = (attributes & !ATTR_LOG_APPEND_TIME) as i16;
     batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&create_time.to_be_bytes());
@@ -387,5 +397,5 @@ pub fn set_create_time(batch: &mut [u8], max_timestamp: i64) -> bool {
         .copy_from_slice(&max_timestamp.to_be_bytes());
     let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
     batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
-    true
+    Some(crc)
 }

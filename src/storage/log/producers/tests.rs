@@ -250,3 +250,147 @@ fn a_snapshot_past_the_end_recovery_cut_to_is_not_used() {
     assert_eq!(state, full_scan(&log));
     assert!(snapshot_offsets(&sim).iter().all(|o| *o < end));
 }
+
+fn open_with(sim: &SimFs, f: impl FnOnce(&mut LogConfig)) -> Log {
+    let dir = Path::new(DIR);
+    sim.create_dir_all_durable(dir);
+    let mut config = LogConfig {
+        segment_bytes: 4096,
+        index_bytes_max: 4096,
+        retention_ms: None,
+        ..LogConfig::default()
+    };
+    f(&mut config);
+    let options = OpenOptions {
+        writable: true,
+        lock: false,
+    };
+    Log::open(Arc::new(sim.clone()), dir, config, options).unwrap()
+}
+
+/// As the Kafka listener does: check, then append under Kafka's rules.
+fn produce(log: &mut Log, bytes: &[u8]) -> Result<Produced> {
+    let mut b = bytes.to_vec();
+    let h = crate::storage::log::check_batch(&b, log.config())?;
+    log.append_produced(&mut b, h, 5_000)
+}
+
+/// Batches of producer `id` numbered from `first` in the log.
+fn copies(log: &Log, id: i64, first: i32) -> usize {
+    let mut n = 0;
+    for segment in log.segments() {
+        let file = segment.file().unwrap();
+        let header = crate::storage::segment::SEGMENT_HEADER_BYTES as u64;
+        let end = segment.size;
+        let mut walk =
+            FileBatches::new(&*file, Format::Kafka, header, end, limits::BATCH_BYTES_MAX);
+        while let Some(Ok((_, b))) = walk.next_batch().unwrap() {
+            n += usize::from(b.header.producer_id == id && b.header.base_sequence == first);
+        }
+    }
+    n
+}
+
+/// A batch whose maxTimestamp is not its records' largest is stored with
+/// the records' (and so another CRC32C): the state keeps the stored CRC,
+/// so that a rebuild (a restart, a follower) agrees with the leader's, and
+/// the retry is a duplicate before and after a kill (review: the live
+/// state kept the producer's CRC, and the retry was OUT_OF_ORDER after).
+#[test]
+fn a_batch_whose_create_time_the_log_rewrites_is_a_duplicate_after_a_restart() {
+    let sim = SimFs::new();
+    let mut log = open(&sim);
+    let mut a = batch(7, 0, 0, 2);
+    a[35..43].copy_from_slice(&0i64.to_be_bytes());
+    let crc = crc32c::crc32c(&a[21..]);
+    a[17..21].copy_from_slice(&crc.to_be_bytes());
+    assert!(!produce(&mut log, &a).unwrap().duplicate);
+    assert!(produce(&mut log, &a).unwrap().duplicate);
+    let scanned = full_scan(&log);
+    assert_eq!(log.producer_state().unwrap(), &scanned);
+    log.flush().unwrap();
+    drop(log);
+    sim.crash_process();
+    let mut log = open(&sim);
+    assert!(produce(&mut log, &a).unwrap().duplicate);
+    assert_eq!(copies(&log, 7, 0), 1);
+}
+
+/// A batch in the file whose flush failed without stopping the log (no
+/// descriptor for the recovery point) is in the state: its retry is a
+/// duplicate, not a second copy.
+#[test]
+fn a_batch_written_whose_flush_failed_is_known_to_its_retry() {
+    let sim = SimFs::new();
+    let mut log = open_with(&sim, |c| c.flush_messages = Some(1));
+    let mut seq = 0;
+    loop {
+        let b = batch(7, 0, seq, 2);
+        if log.segments().last().unwrap().size + b.len() as u64 > 4096 {
+            break;
+        }
+        produce(&mut log, &b).unwrap();
+        seq += 2;
+    }
+    sim.fail_next_open(|p| p.to_string_lossy().contains("recovery-point"));
+    let b = batch(7, 0, seq, 2);
+    assert!(produce(&mut log, &b).is_err());
+    assert!(!log.failed());
+    assert!(produce(&mut log, &b).unwrap().duplicate);
+    assert_eq!(copies(&log, 7, seq), 1, "stored once");
+    let scanned = full_scan(&log);
+    assert_eq!(log.producer_state().unwrap(), &scanned);
+}
+
+/// A follower copies a batch with a producer id and sequence -1 (a leader
+/// refuses one; an old log may hold it): every snapshot after it still
+/// reads.
+#[test]
+fn a_copied_batch_without_a_sequence_leaves_the_snapshots_readable() {
+    let sim = SimFs::new();
+    let mut log = open(&sim);
+    let mut b = batch(5, 0, 0, 2);
+    record::set_producer(&mut b, 5, 0, -1);
+    record::stamp(&mut b, 0, 0);
+    log.append_replicated(&b, 5_000).unwrap();
+    fill(&mut log, 20, &mut ProducerState::default());
+    let offsets = snapshot_offsets(&sim);
+    assert!(offsets.len() > 2);
+    for o in offsets {
+        assert!(read_snapshot(&sim, Path::new(DIR), o).is_some(), "{o}");
+    }
+}
+
+/// An open reads the newest snapshot and the log after it, not the log
+/// before it: with the segments below the snapshot gone (as retention
+/// deletes them), the state is still all the snapshot knew.
+#[test]
+fn an_open_takes_the_state_below_the_newest_snapshot_from_it() {
+    let sim = SimFs::new();
+    let mut log = open(&sim);
+    let mut model = ProducerState::default();
+    fill(&mut log, 40, &mut model);
+    log.close().unwrap();
+    // The close's snapshot goes: the newest is then the last roll's.
+    let end = *snapshot_offsets(&sim).last().unwrap();
+    sim.remove(&Path::new(DIR).join(snapshot_file_name(end)))
+        .unwrap();
+    let newest = *snapshot_offsets(&sim).last().unwrap();
+    let mut removed = 0;
+    for name in sim.list(Path::new(DIR)).unwrap() {
+        let base = crate::storage::segment::parse_log_file_name(&name);
+        if base.is_some_and(|b| b < newest) {
+            let stem = name.trim_end_matches(".log").to_string();
+            for ext in [".log", ".index", ".timeindex"] {
+                let _ = sim.remove(&Path::new(DIR).join(format!("{stem}{ext}")));
+            }
+            removed += 1;
+        }
+    }
+    assert!(removed > 2);
+    let mut log = open(&sim);
+    assert!(log.start_offset() >= newest - 20);
+    let scanned = full_scan(&log);
+    assert_ne!(scanned, model, "the segments left do not hold it all");
+    assert_eq!(log.producer_state().unwrap(), &model);
+}
