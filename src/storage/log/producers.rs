@@ -20,7 +20,6 @@ use std::path::Path;
 use super::{AppendInfo, Log};
 use crate::error::{Error, ErrorCode, IoContext, Result};
 use crate::limits;
-use crate::storage::batches::FileBatches;
 use crate::storage::fs::{self, Vfs};
 use crate::storage::producers::{ProducerState, Verdict, SNAPSHOT_BYTES_MAX};
 use crate::storage::record::{BatchHeader, Format};
@@ -213,34 +212,23 @@ impl Log {
     }
 
     /// Applies the batches from `from` to `to` (as written in the files)
-    /// to `state`; a walk that stops (damage a scrub will find) ends it.
+    /// to `state`; a batch that does not decode (damage a scrub will find)
+    /// ends it.
     fn scan_producers(&self, from: u64, to: u64, state: &mut ProducerState) -> Result<()> {
         let first = self.segments.range(..=from).next_back().map(|(b, _)| *b);
-        'segments: for segment in self.segments.range(first.unwrap_or(0)..).map(|(_, s)| s) {
+        let mut buf = Vec::new();
+        for segment in self.segments.range(first.unwrap_or(0)..).map(|(_, s)| s) {
             if segment.format != Format::Kafka || segment.next_offset <= from {
                 continue;
             }
             let file = segment.file()?;
             let (position, _) = segment.scan_start(from);
-            let end = segment.written_size();
-            let mut walk = FileBatches::new(
-                &*file,
-                Format::Kafka,
-                position,
-                end,
-                limits::BATCH_BYTES_MAX,
-            );
-            while let Some(step) = walk.next_batch().ctx("read", &segment.path)? {
-                let Ok((_, batch)) = step else {
-                    break 'segments;
-                };
-                let h = batch.header;
-                if h.base_offset >= to {
-                    break 'segments;
-                }
-                if h.base_offset >= from {
-                    state.apply(&h);
-                }
+            let range = (position, segment.written_size());
+            let offsets = (from, to);
+            let on = scan_headers(&*file, range, offsets, (&mut buf, SCAN_CHUNK_BYTES), state)
+                .ctx("read", &segment.path)?;
+            if !on {
+                break;
             }
         }
         Ok(())
@@ -294,6 +282,46 @@ impl Log {
         }
         Ok(())
     }
+}
+
+/// Bytes a header walk reads at a time.
+const SCAN_CHUNK_BYTES: usize = 1 << 20;
+
+/// Applies the headers of the batches in `range` of `file` whose offsets
+/// are in `from..to` to `state`, reading only headers, `chunk` bytes at a
+/// time into `buf`, jumping over each batch's records, no CRC32C checked
+/// (the batches were checked as they were appended, or by recovery; Kafka's
+/// rebuild trusts them too). Whether the walk went to the end of the range
+/// (no bad or cut batch, nothing at or past `to`).
+fn scan_headers(
+    file: &dyn crate::storage::fs::VFile,
+    (position, end): (u64, u64),
+    (from, to): (u64, u64),
+    (buf, chunk): (&mut Vec<u8>, usize),
+    state: &mut ProducerState,
+) -> std::io::Result<bool> {
+    let mut pos = position;
+    while pos < end {
+        let n = (end - pos).min(chunk as u64) as usize;
+        buf.resize(n, 0);
+        file.read_exact_at(buf, pos)?;
+        let mut at = 0;
+        while at < n {
+            match BatchHeader::decode(Format::Kafka, &buf[at..], limits::BATCH_BYTES_MAX) {
+                Ok(h) if pos + at as u64 + h.total_bytes() <= end && h.base_offset < to => {
+                    if h.base_offset >= from {
+                        state.apply(&h);
+                    }
+                    at += h.total_bytes() as usize;
+                }
+                // A header across the chunk's end: read on from it.
+                Err(e) if e.is_truncated() && at > 0 => break,
+                _ => return Ok(false),
+            }
+        }
+        pos += at as u64;
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::*;
+use crate::storage::batches::FileBatches;
 use crate::storage::fs::sim::SimFs;
 use crate::storage::log::{LogConfig, OpenOptions};
 use crate::storage::record::{self, BatchBuilder};
@@ -393,4 +394,27 @@ fn an_open_takes_the_state_below_the_newest_snapshot_from_it() {
     let scanned = full_scan(&log);
     assert_ne!(scanned, model, "the segments left do not hold it all");
     assert_eq!(log.producer_state().unwrap(), &model);
+}
+
+/// The header walk reads in chunks and jumps over records: with chunks of
+/// any size (a header cut by a chunk's end, a batch longer than a chunk)
+/// it builds what a walk that reads and checks every batch does.
+#[test]
+fn the_header_walk_builds_the_same_state_in_chunks_of_any_size() {
+    let sim = SimFs::new();
+    let mut log = open(&sim);
+    fill(&mut log, 6, &mut ProducerState::default());
+    log.flush().unwrap();
+    let segment = log.segments().next().unwrap();
+    let file = segment.file().unwrap();
+    let header = crate::storage::segment::SEGMENT_HEADER_BYTES as u64;
+    let range = (header, segment.size);
+    let expected = full_scan(&log);
+    for chunk in (70..700).chain([4096]) {
+        let mut state = ProducerState::default();
+        let mut buf = Vec::new();
+        let on = scan_headers(&*file, range, (0, u64::MAX), (&mut buf, chunk), &mut state);
+        assert!(on.unwrap(), "chunk {chunk}");
+        assert_eq!(state, expected, "chunk {chunk}");
+    }
 }
