@@ -237,3 +237,34 @@ fn librdkafkas_idempotent_producer_stores_each_record_once_across_failovers() {
     assert_eq!(values.len(), expected.len(), "stored once each");
     assert_eq!(values, expected, "in order");
 }
+
+/// klog's own produce request follows the same rules: a batch sent again
+/// is answered with its first offset and stored once; a gap is
+/// out_of_order_sequence; an older epoch producer_fenced.
+#[test]
+fn klogs_own_produce_request_follows_the_same_rules() {
+    use klog::protocol::{self, ErrorCode};
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, _) = broker(dir.path());
+    let mut raw = common::Raw::connect(&broker.addr);
+    let mut produce = |records: &[u8]| {
+        let mut frame = Vec::new();
+        protocol::produce_request(&mut frame, 9, -1, 10_000, "n", 0, records);
+        let (code, message, body) = raw.call(&frame);
+        let base =
+            (code == ErrorCode::None).then(|| u64::from_le_bytes(body[..8].try_into().unwrap()));
+        (code, base, message)
+    };
+    let (a, b) = (
+        idempotent_batch(801, 1, 0, 3),
+        idempotent_batch(801, 1, 3, 2),
+    );
+    assert_eq!(produce(&a).1, Some(0));
+    assert_eq!(produce(&b).1, Some(3));
+    assert_eq!(produce(&a).1, Some(0), "a retry");
+    let (code, _, message) = produce(&idempotent_batch(801, 1, 9, 1));
+    assert_eq!(code, ErrorCode::OutOfOrderSequence, "{message}");
+    let (code, _, message) = produce(&idempotent_batch(801, 0, 5, 1));
+    assert_eq!(code, ErrorCode::ProducerFenced, "{message}");
+    assert_eq!(stored(&broker.addr, "n"), "0 r0\n1 r1\n2 r2\n3 r3\n4 r4\n");
+}

@@ -343,8 +343,8 @@ fn produce(
         let mut log = p.lock();
         match p.may_append(request.acks, p.min_insync.load(Ordering::Relaxed)) {
             Ok(epoch) => log
-                .append(batch, crate::clock::now_ms())
-                .map(|info| (info, epoch)),
+                .produce(batch, crate::clock::now_ms())
+                .map(|produced| (produced.info, epoch)),
             Err((code, msg)) => {
                 drop(log);
                 return refuse(shared, request, topic, peer, &mut state.answer, code, &msg);

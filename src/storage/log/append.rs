@@ -15,6 +15,12 @@ impl Log {
     /// `partitionLeaderEpoch` ([`record::stamp`]: nothing the CRC covers),
     /// and writes it. Nothing is written when a check fails.
     pub fn append(&mut self, batch: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
+        let header = self.check_whole(batch)?;
+        self.append_checked(batch, header, now_ms)
+    }
+
+    /// [`check_batch`], and no byte after the batch.
+    pub(super) fn check_whole(&mut self, batch: &[u8]) -> Result<BatchHeader> {
         assert!(self.writable, "append to a read-only log");
         self.check_failed()?;
         let header = check_batch(batch, &self.config)?;
@@ -23,7 +29,7 @@ impl Log {
                 "batch: trailing bytes",
             )));
         }
-        self.append_checked(batch, header, now_ms)
+        Ok(header)
     }
 
     /// [`Log::append`] of a batch the caller checked with [`check_batch`]

@@ -113,6 +113,13 @@ impl Log {
         }
     }
 
+    /// [`Log::append`] under Kafka's rules for idempotent producers
+    /// ([`Log::append_produced`]): a producer's batch from the network.
+    pub fn produce(&mut self, batch: &mut [u8], now_ms: i64) -> Result<Produced> {
+        let header = self.check_whole(batch)?;
+        self.append_produced(batch, header, now_ms)
+    }
+
     /// The error for `header` refused as `verdict` (the caller says which
     /// partition).
     fn refusal(&self, header: &BatchHeader, verdict: Verdict) -> Error {
