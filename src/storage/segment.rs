@@ -61,7 +61,13 @@ pub fn log_file_name(base_offset: u64) -> String {
 
 /// The base offset a segment file name encodes, if it is one.
 pub fn parse_log_file_name(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(".log")?;
+    parse_offset_file_name(name, ".log")
+}
+
+/// The offset a file name of 20 digits and `suffix` encodes (a segment's,
+/// a producer snapshot's), if it is one.
+pub fn parse_offset_file_name(name: &str, suffix: &str) -> Option<u64> {
+    let digits = name.strip_suffix(suffix)?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }

@@ -24,6 +24,16 @@ use crate::storage::fs::{self, Vfs};
 use crate::storage::producers::{ProducerState, Verdict, SNAPSHOT_BYTES_MAX};
 use crate::storage::record::{BatchHeader, Format};
 
+/// The error for a producer's batch `h` refused with `code`, saying `why`
+/// (the caller says which partition).
+fn refused(h: &BatchHeader, code: ErrorCode, why: String) -> Error {
+    let (id, epoch, first) = (h.producer_id, h.producer_epoch, h.base_sequence);
+    Error::ProducerRefused {
+        code,
+        reason: format!("producer {id}: the batch of epoch {epoch} from sequence {first} {why}"),
+    }
+}
+
 /// The snapshot file of the state at `offset`.
 pub fn snapshot_file_name(offset: u64) -> String {
     format!("{offset:020}.snapshot")
@@ -31,11 +41,7 @@ pub fn snapshot_file_name(offset: u64) -> String {
 
 /// The offset a snapshot's file name says.
 pub fn parse_snapshot_file_name(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(".snapshot")?;
-    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    crate::storage::segment::parse_offset_file_name(name, ".snapshot")
 }
 
 /// The offsets of the snapshots in `dir`, ascending.
@@ -109,7 +115,16 @@ impl Log {
                 base_offset,
                 last_offset,
             } => Ok(duplicate(base_offset, last_offset, self.undo_epoch())),
-            refused => Err(self.refusal(&header, refused)),
+            Verdict::Fenced { current } => Err(refused(
+                &header,
+                ErrorCode::ProducerFenced,
+                format!("is older than the producer's epoch {current}"),
+            )),
+            Verdict::OutOfOrder { expected } => Err(refused(
+                &header,
+                ErrorCode::OutOfOrderSequence,
+                format!("does not follow: sequence {expected} was expected"),
+            )),
         }
     }
 
@@ -118,36 +133,6 @@ impl Log {
     pub fn produce(&mut self, batch: &mut [u8], now_ms: i64) -> Result<Produced> {
         let header = self.check_whole(batch)?;
         self.append_produced(batch, header, now_ms)
-    }
-
-    /// The error for `header` refused as `verdict` (the caller says which
-    /// partition).
-    fn refusal(&self, header: &BatchHeader, verdict: Verdict) -> Error {
-        let (id, epoch, first) = (
-            header.producer_id,
-            header.producer_epoch,
-            header.base_sequence,
-        );
-        let (code, why) = match verdict {
-            Verdict::Fenced { current } => (
-                ErrorCode::ProducerFenced,
-                format!("epoch {epoch} is older than the producer's epoch {current}"),
-            ),
-            _ => {
-                let expected = match verdict {
-                    Verdict::OutOfOrder { expected } => expected,
-                    _ => first,
-                };
-                (
-                    ErrorCode::OutOfOrderSequence,
-                    format!("sequence {first} (epoch {epoch}) where {expected} was expected"),
-                )
-            }
-        };
-        Error::ProducerRefused {
-            code,
-            reason: format!("producer {id}: {why}"),
-        }
     }
 
     /// The log's producer state, rebuilt first when an undo or a
