@@ -38,14 +38,16 @@
 # full and the consumer for the last acknowledged offsets, everything is
 # stopped with SIGTERM, and examples/nemesis_check.rs, the independent
 # checker, reads every replica's files: no acknowledged record lost, no
-# offset holding two values, no consumer line that the replicas do not
-# hold. Its exit status is the script's.
+# offset holding two values, no value stored twice (klog-produce is
+# idempotent; PRODUCE_FLAGS=--no-idempotence allows them), no consumer
+# line that the replicas do not hold. Its exit status is the script's.
 #
 #   bash examples/nemesis.sh                       # builds the release binaries
 #   LEADER_CHANGES=20 DURATION=600 bash examples/nemesis.sh
 #   KLOG_BIN=target/release bash examples/nemesis.sh   # binaries already built
 #   SEED=7 KEEP=1 bash examples/nemesis.sh         # the same draws (not timings); keep the files
 #   FAULTS="kill9 rot" bash examples/nemesis.sh    # only these faults, equally likely
+#   PRODUCE_FLAGS=--no-idempotence bash examples/nemesis.sh   # duplicates counted, allowed
 #
 # Needs jq. The files (brokers' logs, acks.jsonl, consumed, events) are in
 # a temporary directory, removed at the end unless KEEP=1 or a check fails.
@@ -344,8 +346,9 @@ for n in 0 1 2; do start_broker "$n"; done
 
 # A counter, 20 lines every 20 ms, into a producer that reports each ack.
 mkfifo "$work/input"
+read -r -a produce_flags <<< "${PRODUCE_FLAGS:-}"
 "$bin/klog-produce" --registry "$reg" -t t --acks all --linger 10ms --message-timeout 120s \
-    --report "$work/acks.jsonl" < "$work/input" 2> "$work/producer.log" &
+    --report "$work/acks.jsonl" "${produce_flags[@]}" < "$work/input" 2> "$work/producer.log" &
 producer=$!
 (i=0; while :; do seq $((i + 1)) $((i + 20)); i=$((i + 20)); sleep 0.02; done) > "$work/input" &
 feeder=$!
@@ -395,6 +398,9 @@ done
 pids=()
 
 say "$leader_changes leader changes in ${elapsed}s (seed $seed); $(grep -vc '^leader' "$work/events") faults"
-"$check" "$work" t
+check_flags=()
+# Idempotent by default: a value stored twice is a violation.
+[[ " ${PRODUCE_FLAGS:-} " == *" --no-idempotence "* ]] && check_flags+=(--duplicates-allowed)
+"$check" "${check_flags[@]}" "$work" t
 exit
 }

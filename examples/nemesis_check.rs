@@ -5,7 +5,7 @@
 //! replicas hold, trusting nothing the brokers say about themselves.
 //!
 //! ```sh
-//! cargo run --release --example nemesis_check -- WORK [TOPIC]
+//! cargo run --release --example nemesis_check -- [--duplicates-allowed] WORK [TOPIC]
 //! ```
 //!
 //! `WORK` is the soak's directory: `data*/` (the brokers' data
@@ -25,7 +25,11 @@
 //!    a replica holds with another value, or none holds (it saw a value
 //!    that later changed or vanished), and a consumer offset that did not
 //!    increase (printed twice, or went back);
-//! 4. **damage left**: a replica whose log still holds damage (found by
+//! 4. **duplicates**: a value a replica holds at two offsets (a record
+//!    stored twice: the producer is idempotent by default, so that none
+//!    is; `--duplicates-allowed` counts them without calling them
+//!    violations, for a producer run with `--no-idempotence`);
+//! 5. **damage left**: a replica whose log still holds damage (found by
 //!    opening it, or by reading it: a batch whose CRC fails ends what it
 //!    holds), or a refetch mark (the soak ends once every ISR is full:
 //!    every replica healed).
@@ -83,6 +87,10 @@ struct Verdict {
     conflict_count: u64,
     mismatches: Vec<String>,
     mismatch_count: u64,
+    duplicates: Vec<String>,
+    duplicate_count: u64,
+    /// Duplicates are counted, and no violation.
+    duplicates_allowed: bool,
     damage: Vec<String>,
 }
 
@@ -99,6 +107,7 @@ impl Verdict {
             && self.missing_count == 0
             && self.conflict_count == 0
             && self.mismatch_count == 0
+            && (self.duplicate_count == 0 || self.duplicates_allowed)
             && self.damage.is_empty()
     }
 }
@@ -114,13 +123,17 @@ struct Figures {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let duplicates_allowed = args.first().is_some_and(|a| a == "--duplicates-allowed");
+    if duplicates_allowed {
+        args.remove(0);
+    }
     if args.is_empty() || args.len() > 2 {
-        eprintln!("usage: nemesis_check WORK [TOPIC]");
+        eprintln!("usage: nemesis_check [--duplicates-allowed] WORK [TOPIC]");
         return ExitCode::from(2);
     }
     let topic = args.get(1).map_or("t", String::as_str);
-    match run(Path::new(&args[0]), topic) {
+    match run(Path::new(&args[0]), topic, duplicates_allowed) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
@@ -130,12 +143,15 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(work: &Path, topic: &str) -> anyhow::Result<bool> {
+fn run(work: &Path, topic: &str, duplicates_allowed: bool) -> anyhow::Result<bool> {
     let data_dirs = data_dirs(work)?;
     let acks = read_acks(&work.join("acks.jsonl"), topic)?;
     let consumed = read_consumed(&work.join("consumed"))?;
     let partitions = partitions(&data_dirs, topic)?;
-    let mut verdict = Verdict::default();
+    let mut verdict = Verdict {
+        duplicates_allowed,
+        ..Verdict::default()
+    };
     let mut figures = Figures::default();
     for &p in &partitions {
         let mut replicas = Vec::new();
@@ -150,6 +166,7 @@ fn run(work: &Path, topic: &str) -> anyhow::Result<bool> {
             .collect();
         println!("% {topic}-{p}: replicas end at {}", ends.join(", "));
         check_conflicts(p, &replicas, &mut verdict, &mut figures);
+        check_duplicates(p, &replicas, &mut verdict);
         let no_acks = Vec::new();
         for (offset, value) in acks.get(&p).unwrap_or(&no_acks) {
             figures.acknowledged += 1;
@@ -302,6 +319,23 @@ fn check_conflicts(p: u32, replicas: &[Replica], verdict: &mut Verdict, figures:
                     .collect();
                 let what = format!("p{p} offset {offset}: {}", all.join(" "));
                 Verdict::note(&mut verdict.conflicts, &mut verdict.conflict_count, what);
+            }
+        }
+    }
+}
+
+/// (4): no replica holds a value at two offsets.
+fn check_duplicates(p: u32, replicas: &[Replica], verdict: &mut Verdict) {
+    for r in replicas {
+        let mut first_at = std::collections::HashMap::with_capacity(r.records.len());
+        for (offset, value) in &r.records {
+            if let Some(first) = first_at.insert(value.as_slice(), *offset) {
+                let what = format!(
+                    "p{p} {}: {} at offsets {first} and {offset}",
+                    r.name,
+                    show(value)
+                );
+                Verdict::note(&mut verdict.duplicates, &mut verdict.duplicate_count, what);
             }
         }
     }
@@ -474,6 +508,14 @@ fn print_figures(figures: &Figures, verdict: &Verdict, replicas: usize, partitio
     println!("% conflicting offsets: {}", verdict.conflict_count);
     println!("% consumer lines: {}", figures.consumed);
     println!("% consumer mismatches: {}", verdict.mismatch_count);
+    let allowed = match verdict.duplicates_allowed {
+        true => " (allowed)",
+        false => "",
+    };
+    println!(
+        "% values held twice by a replica: {}{allowed}",
+        verdict.duplicate_count
+    );
     println!(
         "% replicas left damaged or marked: {}",
         verdict.damage.len()
@@ -483,11 +525,15 @@ fn print_figures(figures: &Figures, verdict: &Verdict, replicas: usize, partitio
         ("missing", &verdict.missing),
         ("conflicting", &verdict.conflicts),
         ("consumer mismatch", &verdict.mismatches),
+        ("duplicate", &verdict.duplicates),
         ("damage left", &verdict.damage),
     ];
     for (what, list) in lists {
         for example in list {
-            eprintln!("error: {what}: {example}");
+            match what == "duplicate" && verdict.duplicates_allowed {
+                true => println!("% {what}: {example}"),
+                false => eprintln!("error: {what}: {example}"),
+            }
         }
     }
     if verdict.clean() {

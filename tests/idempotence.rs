@@ -268,3 +268,168 @@ fn klogs_own_produce_request_follows_the_same_rules() {
     assert_eq!(code, ErrorCode::ProducerFenced, "{message}");
     assert_eq!(stored(&broker.addr, "n"), "0 r0\n1 r1\n2 r2\n3 r3\n4 r4\n");
 }
+
+/// Pipes numbers into `klog-produce --registry R --acks all` (and
+/// `extra`) through `rounds` failovers of two kinds, in turn: the leader
+/// killed (-9) after half a second of appends a frozen follower kept it
+/// from answering (as in the librdkafka test above: the batches sent
+/// again are ones the new leader holds), and the leader frozen (SIGSTOP)
+/// until another leads, then thawed (a zombie: what it held unanswered
+/// comes back refused, to go again after later batches queued for the
+/// new leader). Returns the values stored, in order, and klog-produce's
+/// stderr.
+fn klog_produce_through_failovers(extra: &[&str], rounds: usize) -> (Vec<u64>, Vec<String>) {
+    let args = [
+        "--replication-factor",
+        "3",
+        "--partitions",
+        "1",
+        "--session-timeout",
+        "2s",
+        "--replica-lag-time",
+        "2s",
+    ];
+    let mut cluster = Cluster::start(common::registry::Backend::Dir, 3, &args).unwrap();
+    let mut produce = vec![
+        "--registry",
+        cluster.spec(),
+        "-t",
+        "k",
+        "--acks",
+        "all",
+        "--linger",
+        "5ms",
+        "--message-timeout",
+        "90s",
+    ];
+    produce.extend_from_slice(extra);
+    let mut producer =
+        common::Proc::spawn_with_stdin("klog-produce", &produce, std::process::Stdio::piped());
+    let mut feeder = common::Feeder::start(producer.child.stdin.take().expect("stdin"));
+    feeder.feed_more(200, BOUND);
+    cluster.wait_full_isr("k", 0, BOUND);
+    for round in 0..rounds {
+        feeder.feed_more(100, BOUND);
+        let old = cluster.wait_leader("k", 0, BOUND);
+        let leads = cluster.slot_of(old.leader.as_deref().unwrap());
+        if round % 2 == 0 {
+            let frozen = (leads + 1) % 3;
+            cluster.freeze(frozen);
+            std::thread::sleep(Duration::from_millis(500));
+            cluster.kill9(leads);
+            cluster.wait_new_epoch("k", 0, old.epoch, Some(frozen), BOUND);
+            cluster.thaw(frozen);
+            cluster.restart(leads);
+        } else {
+            cluster.freeze(leads);
+            cluster.wait_new_epoch("k", 0, old.epoch, Some(leads), BOUND);
+            cluster.thaw(leads);
+        }
+        cluster.wait_full_isr("k", 0, BOUND);
+    }
+    feeder.feed_more(200, BOUND);
+    feeder.finish();
+    let fed = feeder.fed();
+    common::eventually("klog-produce ends", Duration::from_secs(120), || {
+        producer.child.try_wait().unwrap().is_some()
+    });
+    let status = producer.child.try_wait().unwrap().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let stderr = producer.stderr_lines();
+    assert!(status.success(), "{status:?}: {stderr:?}");
+    let leader = cluster.wait_leader("k", 0, BOUND);
+    let leads = cluster.slot_of(leader.leader.as_deref().unwrap());
+    let read = stored(&cluster.addr(leads), "k");
+    let values: Vec<u64> = read
+        .lines()
+        .filter_map(|l| l.split_once(' ')?.1.parse().ok())
+        .collect();
+    assert!(values.len() as u64 >= fed, "every line stored: {fed} fed");
+    (values, stderr)
+}
+
+/// klog-produce is idempotent by default with --acks all: through twenty
+/// failovers (ten leaders killed, ten frozen) that make it send batches
+/// again which the new leader holds (it says so), each line is stored
+/// once, in order. With --no-idempotence four such failovers store some
+/// twice (so the test can fail).
+#[test]
+fn klog_produce_stores_each_line_once_across_failovers() {
+    let (values, stderr) = klog_produce_through_failovers(&[], 20);
+    let out_of_place = values
+        .iter()
+        .enumerate()
+        .find(|(i, v)| **v != *i as u64 + 1)
+        .map(|(i, v)| format!("offset {i} holds {v}"));
+    assert_eq!(
+        out_of_place,
+        None,
+        "each once, in order ({} stored)",
+        values.len()
+    );
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.contains("sent again (numbered: stored once)")),
+        "it did send again: {stderr:?}"
+    );
+    let (values, _) = klog_produce_through_failovers(&["--no-idempotence"], 4);
+    let mut seen = std::collections::HashSet::new();
+    let twice = values.iter().filter(|v| !seen.insert(**v)).count();
+    assert!(twice > 0, "without idempotence some are stored twice");
+}
+
+/// The (producer id, epoch, base sequence) of each batch `klog-produce
+/// -b` stores of five lines in batches of two, with `args`.
+fn numbers_stored(args: &[&str]) -> Vec<(i64, i64, i64)> {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(dir.path(), &[]);
+    let mut all = vec!["--batch", "2"];
+    all.extend_from_slice(args);
+    common::produce_to(&broker.addr, "n", "a\nb\nc\nd\ne\n", &all);
+    let out = common::bin("klog-dump")
+        .arg(dir.path().join("n-0"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let lines = String::from_utf8(out.stdout).unwrap();
+    let batches = lines
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["type"] == "batch");
+    let number = |v: &serde_json::Value, k: &str| v[k].as_i64().unwrap();
+    batches
+        .map(|b| {
+            let id = number(&b, "producer_id");
+            (
+                id,
+                number(&b, "producer_epoch"),
+                number(&b, "base_sequence"),
+            )
+        })
+        .collect()
+}
+
+/// klog-produce numbers its batches with --acks all (the default): one
+/// producer id, each partition's sequence following on; not with
+/// --no-idempotence, -X enable.idempotence=false or --acks 1; and
+/// enable.idempotence=true with --acks 1 is refused, as Kafka's producer
+/// refuses it.
+#[test]
+fn klog_produce_numbers_its_batches_with_acks_all_unless_told_not_to() {
+    let numbered = numbers_stored(&[]);
+    let id = numbered[0].0;
+    assert!(id >= 0, "{numbered:?}");
+    assert_eq!(numbered, [(id, 0, 0), (id, 0, 2), (id, 0, 4)]);
+    let plain = vec![(-1, -1, -1); 3];
+    assert_eq!(numbers_stored(&["--no-idempotence"]), plain);
+    assert_eq!(numbers_stored(&["-X", "enable.idempotence=false"]), plain);
+    assert_eq!(numbers_stored(&["--acks", "1"]), plain);
+    common::bin("klog-produce")
+        .args(["-b", "127.0.0.1:1", "-t", "n", "--acks", "1"])
+        .args(["-X", "enable.idempotence=true"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("needs --acks all"));
+}

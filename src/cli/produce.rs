@@ -75,6 +75,16 @@ pub struct Args {
     /// idempotence, a record may then appear twice.
     #[arg(long = "acks", value_name = "0|1|all", default_value = "all", value_parser = super::acks_arg)]
     pub acks: i8,
+    /// With --acks all the producer is idempotent (as Kafka's since 3.0):
+    /// it takes a producer id and numbers its batches, so that a batch
+    /// sent again (a broken connection, a moved leader) is stored once,
+    /// and batches keep their order. This turns that off
+    /// (-X enable.idempotence=false).
+    #[arg(long = "no-idempotence")]
+    pub no_idempotence: bool,
+    /// -X enable.idempotence=true: asked for, so --acks must be all.
+    #[arg(skip)]
+    pub idempotence_asked: bool,
     /// Delivery deadline: a record the broker has not acknowledged this
     /// long after it was read counts as failed (connecting included; exit
     /// 1). SIGINT or SIGTERM gives what was sent half a second more, a
@@ -260,6 +270,15 @@ fn delivery_settings() -> Vec<Setting<Args>> {
             },
         },
         Setting {
+            names: &["enable.idempotence"],
+            flag: "no_idempotence",
+            set: |a, v| {
+                a.no_idempotence = !config::boolean(v)?;
+                a.idempotence_asked = !a.no_idempotence;
+                Ok(())
+            },
+        },
+        Setting {
             names: &["message.timeout.ms", "delivery.timeout.ms"],
             flag: "message_timeout_ms",
             set: |a, v| {
@@ -341,6 +360,18 @@ fn check_level(args: &mut Args) -> Result<(), super::Usage> {
     }
 }
 
+/// Idempotence asked for (`-X enable.idempotence=true`) needs `--acks
+/// all`, as Kafka's producer refuses it otherwise: a batch only the
+/// leader took may be lost, and with it the numbers after it.
+fn check_idempotence(args: &Args) -> Result<(), super::Usage> {
+    if args.idempotence_asked && args.acks != crate::protocol::ACKS_ALL {
+        return Err(super::Usage(
+            "enable.idempotence=true needs --acks all (-X acks=all)".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// `--report` lists what brokers acknowledged: with a broker, and acks.
 fn check_report(args: &Args) -> Result<(), super::Usage> {
     if args.report.is_none() {
@@ -372,6 +403,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
     let applied = configure(&mut args, matches)?;
     super::choose_target(matches, &applied, &mut args.data_dir, &mut args.registry)?;
     check_report(&args)?;
+    check_idempotence(&args)?;
     check_level(&mut args)?;
     super::handle_signals(|| {})?;
     if args.list {
@@ -403,6 +435,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         },
         linger_ms: args.linger_ms,
         acks: args.acks,
+        idempotent: args.acks == crate::protocol::ACKS_ALL && !args.no_idempotence,
         message_timeout_ms: args.message_timeout_ms,
         request_timeout_ms: args.request_timeout_ms,
         metadata_refresh_ms: args.metadata_refresh_ms,

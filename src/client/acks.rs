@@ -19,6 +19,8 @@ pub(crate) struct Waiting {
     pub(super) id: u32,
     /// The partition it appends to.
     pub(crate) partition: u32,
+    /// Its batch's place among the partition's ([`crate::client::producer::Batches::ordinal`]).
+    pub(crate) ordinal: u64,
     /// Its records.
     pub(crate) records: u64,
     /// When it was sent (last), for its request timeout.
@@ -59,10 +61,16 @@ impl Waiting {
     /// A batch of `records` for `partition` that was never sent, to be
     /// sent by a routed producer ([`crate::client::Producer::adopt`])
     /// before `deadline`.
-    pub(crate) fn unsent(partition: u32, records: u64, deadline: Instant, batch: &[u8]) -> Waiting {
+    pub(crate) fn unsent(
+        (partition, ordinal): (u32, u64),
+        records: u64,
+        deadline: Instant,
+        batch: &[u8],
+    ) -> Waiting {
         Waiting {
             id: 0,
             partition,
+            ordinal,
             records,
             sent: Instant::now(),
             deadline,
@@ -79,7 +87,10 @@ impl Waiting {
 /// log stopped (`storage_error`, retriable as Kafka's
 /// `KAFKA_STORAGE_ERROR`: a replica whose fsync failed hands the
 /// partition over to the other in-sync replicas; a single copy stays
-/// stopped, and the records fail at their deadline with its reason).
+/// stopped, and the records fail at their deadline with its reason), or
+/// it follows a batch of an idempotent producer's that is being sent
+/// again (`out_of_order_sequence`: the partition took none of the batches
+/// after the one it lacks; they go again, in order, after it).
 fn gives_back(code: ErrorCode) -> bool {
     matches!(
         code,
@@ -89,6 +100,7 @@ fn gives_back(code: ErrorCode) -> bool {
             | ErrorCode::PartitionElsewhere
             | ErrorCode::NotEnoughReplicas
             | ErrorCode::StorageError
+            | ErrorCode::OutOfOrderSequence
     )
 }
 

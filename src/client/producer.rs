@@ -19,10 +19,14 @@ use crate::client::report::AckReport;
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::protocol::{self, ErrorCode};
+use crate::storage::producers::BATCHES_REMEMBERED;
 use crate::storage::record::{BatchBuilder, Codec};
 use crate::sync::lock;
 
+mod batches;
 mod routed;
+
+pub use batches::{Admitted, Batches};
 
 /// A record parsed from input, borrowing from it where it can.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -103,150 +107,6 @@ pub fn check_record<'a, 'h>(
     Ok((headers, size))
 }
 
-/// The batches being filled for the partitions of one topic, and the rules
-/// that both producers (to a broker, and embedded) follow: a record is
-/// checked first; its partition's batch goes before it when the record
-/// would make the batch larger than `bytes_max` or its timestamp does not
-/// fit the batch; and the batch goes after it once it holds `records_max`.
-#[derive(Debug)]
-pub struct Batches {
-    topic: String,
-    builders: Vec<BatchBuilder>,
-    /// When each partition's batch got its first record.
-    opened: Vec<Option<Instant>>,
-    /// The earliest of `opened`.
-    oldest: Option<Instant>,
-    options: BatchOptions,
-    record_bytes_max: u32,
-}
-
-/// A record checked for its partition's batch (see [`Batches::admit`]).
-#[derive(Debug)]
-pub struct Admitted<'a, 'h> {
-    headers: Headers<'a, 'h>,
-    timestamp: i64,
-    /// The partition's batch must go before this record can join it.
-    pub ship_first: bool,
-}
-
-impl Batches {
-    /// Empty batches for `partitions` partitions of `topic`.
-    pub fn new(
-        topic: &str,
-        partitions: u32,
-        options: BatchOptions,
-        record_bytes_max: u32,
-    ) -> Batches {
-        Batches {
-            topic: topic.to_string(),
-            builders: vec![
-                BatchBuilder::compressed(options.codec, options.level);
-                partitions as usize
-            ],
-            opened: vec![None; partitions as usize],
-            oldest: None,
-            options,
-            record_bytes_max,
-        }
-    }
-
-    /// The topic's partition count.
-    pub fn partitions(&self) -> u32 {
-        self.builders.len() as u32
-    }
-
-    /// Records in batches not yet sent.
-    pub fn records(&self) -> u64 {
-        self.builders.iter().map(|b| u64::from(b.len())).sum()
-    }
-
-    /// Checks `record` for `partition` (its timestamp, else `now`), and says
-    /// whether the partition's batch must go first.
-    pub fn admit<'a, 'h>(
-        &self,
-        partition: u32,
-        record: &'a ParsedRecord,
-        fixed_headers: &'h [(&'a [u8], &'a [u8])],
-        now: i64,
-    ) -> Result<Admitted<'a, 'h>> {
-        let (headers, size) = check_record(
-            &self.topic,
-            partition,
-            self.partitions(),
-            record,
-            fixed_headers,
-            self.record_bytes_max,
-        )?;
-        let timestamp = record.timestamp.unwrap_or(now);
-        let builder = &self.builders[partition as usize];
-        let full = builder.size_bytes() + size > self.options.bytes_max;
-        let ship_first = !builder.is_empty() && (full || !builder.accepts_timestamp(timestamp));
-        Ok(Admitted {
-            headers,
-            timestamp,
-            ship_first,
-        })
-    }
-
-    /// Adds an admitted record (after its batch went, if it had to); true
-    /// when the batch is now full and must go. Inlined, so that the
-    /// admitted record stays in registers on the hot path.
-    #[inline]
-    pub fn push(
-        &mut self,
-        partition: u32,
-        record: &ParsedRecord,
-        admitted: &Admitted<'_, '_>,
-    ) -> bool {
-        if self.builders[partition as usize].is_empty() {
-            self.open(partition);
-        }
-        let builder = &mut self.builders[partition as usize];
-        builder.push(
-            admitted.timestamp,
-            record.key.as_deref(),
-            &admitted.headers,
-            &record.value,
-        );
-        builder.len() >= self.options.records_max
-    }
-
-    /// The batch being filled for `partition` (emptied by [`Batches::clear`]).
-    pub fn batch(&mut self, partition: u32) -> &mut BatchBuilder {
-        &mut self.builders[partition as usize]
-    }
-
-    /// Notes that the batch of `partition` gets its first record: one
-    /// clock read per batch, not per record, out of the record's way.
-    #[cold]
-    fn open(&mut self, partition: u32) {
-        let now = Instant::now();
-        self.opened[partition as usize] = Some(now);
-        self.oldest.get_or_insert(now);
-    }
-
-    /// When the batch of `partition` got its first record (`None` while
-    /// it is empty).
-    pub fn opened(&self, partition: u32) -> Option<Instant> {
-        self.opened[partition as usize]
-    }
-
-    /// When the oldest batch not yet sent got its first record.
-    pub fn oldest(&self) -> Option<Instant> {
-        self.oldest
-    }
-
-    /// Empties the batch of `partition` (it was sent).
-    pub fn clear(&mut self, partition: u32) {
-        self.builders[partition as usize].clear();
-        let opened = self.opened[partition as usize].take();
-        if opened.is_some() && opened == self.oldest {
-            // Once per batch sent, and only when it was the oldest.
-            self.oldest = self.opened.iter().flatten().min().copied();
-        }
-    }
-}
-
 /// How a producer sends.
 #[derive(Debug, Clone, Copy)]
 pub struct ProducerConfig {
@@ -274,6 +134,19 @@ pub struct ProducerConfig {
     /// (`klog-produce --report`); a `'static` reference so that the
     /// configuration stays `Copy` (the caller leaks one per run).
     pub report: Option<&'static AckReport>,
+    /// Idempotent (Kafka's `enable.idempotence`; with acks 1 or all): the
+    /// producer takes a producer id and numbers its batches, so that a
+    /// batch sent again after a broken connection or a failover is stored
+    /// once, and batches keep their order.
+    pub idempotent: bool,
+}
+
+impl ProducerConfig {
+    /// Idempotent only with acks (nothing would say what to send again).
+    pub(crate) fn checked(mut self) -> ProducerConfig {
+        self.idempotent &= self.acks != protocol::ACKS_NONE;
+        self
+    }
 }
 
 impl Default for ProducerConfig {
@@ -292,6 +165,7 @@ impl Default for ProducerConfig {
             delivery_timeout: Duration::from_millis(limits::DELIVERY_TIMEOUT_MS_DEFAULT),
             request_timeout: Duration::from_millis(limits::CLIENT_REQUEST_TIMEOUT_MS_DEFAULT),
             report: None,
+            idempotent: false,
         }
     }
 }
@@ -325,6 +199,17 @@ const WRITE_COALESCE_BYTES: usize = 64 * 1024;
 /// most: past them, the producer waits for answers (Kafka's
 /// `buffer.memory`, 32 MiB).
 const IN_FLIGHT_BYTES_MAX: usize = 32 << 20;
+
+/// Whether [`BATCHES_REMEMBERED`] batches of `partition` wait for their
+/// answers: a numbered batch waits for room then, so that one sent again
+/// (on a new connection, in order) is always one the partition can tell
+/// it holds. Kafka's producer caps `max.in.flight.requests.per.connection`
+/// at 5 for the same reason; this caps a partition's, and the other
+/// partitions' batches still go.
+fn unanswered_max(acks: &Acks, partition: u32) -> bool {
+    let waiting = acks.waiting.iter().filter(|w| w.partition == partition);
+    waiting.count() >= BATCHES_REMEMBERED
+}
 
 /// Connects to `addr`, trying again (backing off from 50 ms to 1 s) while
 /// it refuses, until `deadline` or a stop signal.
@@ -380,6 +265,7 @@ impl Producer {
     /// Connects to the broker at `addr` and looks `topic` up, creating it
     /// with the broker's default partition count if it does not exist.
     pub fn connect(addr: &str, topic: &str, config: ProducerConfig) -> Result<Producer> {
+        let config = config.checked();
         let mut control = Connection::connect_timeout(addr, config.delivery_timeout)?;
         let partitions = match control.partitions(topic) {
             Ok(p) => p.len() as u32,
@@ -389,14 +275,22 @@ impl Producer {
             }) => control.create_topic(topic, 0)?,
             Err(e) => return Err(e),
         };
-        Producer::on(
+        let producer_id = match config.idempotent {
+            true => Some(control.init_producer_id()?),
+            false => None,
+        };
+        let mut producer = Producer::on(
             control.stream,
             addr,
             topic,
             partitions,
             config,
             control.next_id,
-        )
+        )?;
+        if let Some((id, epoch)) = producer_id {
+            producer.batches.number(id, epoch);
+        }
+        Ok(producer)
     }
 
     /// A producer on `stream`, connected to `addr`, for a topic of
@@ -476,12 +370,13 @@ impl Producer {
             return Ok(());
         }
         let records = u64::from(self.batches.batch(p as u32).len());
-        self.wait_for_room()?;
+        self.wait_for_room(Some(p as u32))?;
         let opened = self.batches.opened(p as u32).unwrap_or_else(Instant::now);
         self.next_id = self.next_id.wrapping_add(1);
         let start = self.out.len();
         let c = &self.config;
-        let batch = self.batches.batch(p as u32).finish();
+        let place = (p as u32, self.batches.ordinal(p as u32));
+        let batch = self.batches.finish(p as u32);
         let batch_bytes = batch.len();
         protocol::append_produce_request(
             &mut self.out,
@@ -494,16 +389,16 @@ impl Producer {
         );
         self.batches.clear(p as u32);
         let deadline = opened + self.config.delivery_timeout;
-        self.enqueued(start, p as u32, records, deadline, batch_bytes)
+        self.enqueued(start, place, records, deadline, batch_bytes)
     }
 
     /// Notes the request just encoded at `out[start..]` (its batch its
-    /// last `batch_bytes`) as waiting for its answer (none with acks 0),
+    /// last `batch_bytes`, the partition's batch of that ordinal) as waiting for its answer (none with acks 0),
     /// and writes the requests held back when it is time.
     fn enqueued(
         &mut self,
         start: usize,
-        partition: u32,
+        (partition, ordinal): (u32, u64),
         records: u64,
         deadline: Instant,
         batch_bytes: usize,
@@ -519,6 +414,7 @@ impl Producer {
                 acks.waiting.push_back(Waiting {
                     id: self.next_id,
                     partition,
+                    ordinal,
                     records,
                     sent,
                     deadline,
@@ -539,13 +435,16 @@ impl Producer {
     }
 
     /// Waits until the window has room for one more request (by count, and
-    /// by the bytes kept for resending), connecting again first if the
+    /// by the bytes kept for resending; numbered, for one more batch of
+    /// `partition`: see [`unanswered_max`]), connecting again first if the
     /// connection broke; fails with the first error the answers brought.
-    fn wait_for_room(&mut self) -> Result<()> {
+    fn wait_for_room(&mut self, partition: Option<u32>) -> Result<()> {
         let max = self.config.in_flight_max.max(1);
+        let of_partition = partition.filter(|_| self.batches.numbered());
         let full = |a: &Acks| {
             a.waiting.len() >= max
                 || (a.waiting_bytes >= IN_FLIGHT_BYTES_MAX && !a.waiting.is_empty())
+                || of_partition.is_some_and(|p| unanswered_max(a, p))
         };
         loop {
             let mut acks = lock(&self.state.acks);
@@ -754,6 +653,7 @@ impl Producer {
             });
         }
         let summary = ProducerSummary {
+            idempotent: self.batches.numbered(),
             resent: self.resent,
             delivered: acks.delivered,
             failed: acks.failed,
@@ -773,8 +673,11 @@ pub struct ProducerSummary {
     /// From sending to acknowledgement, per record, µs.
     pub latency: crate::stats::Histogram,
     /// Requests sent again on a new connection after one broke (their
-    /// records may have been appended twice).
+    /// records may have been appended twice, unless `idempotent`).
     pub resent: u64,
+    /// Its batches were numbered ([`ProducerConfig::idempotent`]): those
+    /// sent again were stored once.
+    pub idempotent: bool,
 }
 
 #[cfg(test)]
@@ -855,5 +758,41 @@ mod tests {
         let own = record(b"k", b"v", &[(b"b", b"2")]);
         let (headers, _) = check_record("t", 0, 1, &own, fixed, 1 << 20).unwrap();
         assert_eq!(&*headers, &[(&b"a"[..], &b"1"[..]), (&b"b"[..], &b"2"[..])]);
+    }
+
+    /// Numbered, a partition's sixth batch waits until one of the five
+    /// before it is answered (here never: its deadline fails it), while
+    /// another partition's batch goes at once.
+    #[test]
+    fn a_numbered_partition_has_five_batches_unanswered_at_most() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            tx.send(stream.try_clone().unwrap()).unwrap();
+            let _ = std::io::copy(&mut stream, &mut std::io::sink());
+        });
+        let mut config = ProducerConfig {
+            delivery_timeout: Duration::from_millis(300),
+            ..ProducerConfig::default()
+        };
+        config.batch.records_max = 1;
+        let stream = crate::client::connection::connect(&addr).unwrap();
+        let mut producer = Producer::on(stream, &addr, "t", 2, config, 0).unwrap();
+        producer.batches.number(5, 0);
+        let r = record(b"k", b"v", &[]);
+        for _ in 0..5 {
+            producer.send(0, &r, &[], 0).unwrap();
+        }
+        producer.send(1, &r, &[], 0).unwrap();
+        let started = Instant::now();
+        let sixth = producer.send(0, &r, &[], 0);
+        assert!(matches!(sixth, Err(Error::TimedOut { .. })), "{sixth:?}");
+        assert!(started.elapsed() >= Duration::from_millis(200), "it waited");
+        rx.recv()
+            .unwrap()
+            .shutdown(std::net::Shutdown::Both)
+            .unwrap();
     }
 }

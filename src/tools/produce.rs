@@ -419,6 +419,8 @@ pub struct Options {
     pub linger_ms: u64,
     /// Acknowledgements asked of a broker: 0, 1 or -1 (all).
     pub acks: i8,
+    /// Idempotent: batches numbered, stored once when sent again.
+    pub idempotent: bool,
     /// A record not acknowledged this long after it was read counts as
     /// failed (connecting to the broker included).
     pub message_timeout_ms: u64,

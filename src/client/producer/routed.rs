@@ -38,15 +38,15 @@ impl Producer {
     }
 
     /// Routed: sends `batch` (of `records`, the first of them batched at
-    /// `opened`) to `partition`.
+    /// `opened`) to `partition`, the partition's batch of that ordinal.
     pub(crate) fn send_encoded(
         &mut self,
-        partition: u32,
+        (partition, ordinal): (u32, u64),
         batch: &[u8],
         records: u64,
         opened: Instant,
     ) -> Result<()> {
-        self.wait_for_room()?;
+        self.wait_for_room(None)?;
         self.next_id = self.next_id.wrapping_add(1);
         let start = self.out.len();
         let c = &self.config;
@@ -60,7 +60,7 @@ impl Producer {
             batch,
         );
         let deadline = opened + self.config.delivery_timeout;
-        self.enqueued(start, partition, records, deadline, batch.len())
+        self.enqueued(start, (partition, ordinal), records, deadline, batch.len())
     }
 
     /// Routed: sends again a request another producer gave back (its
@@ -68,7 +68,7 @@ impl Producer {
     /// `again`: it was sent before (else it was parked unsent, and is not
     /// counted as sent again).
     pub(crate) fn adopt(&mut self, waiting: Waiting, again: bool) -> Result<()> {
-        self.wait_for_room()?;
+        self.wait_for_room(None)?;
         self.next_id = self.next_id.wrapping_add(1);
         let start = self.out.len();
         let c = &self.config;
@@ -83,8 +83,9 @@ impl Producer {
             batch,
         );
         self.resent += u64::from(again);
-        let (partition, records) = (waiting.partition, waiting.records);
-        self.enqueued(start, partition, records, waiting.deadline, batch.len())
+        let place = (waiting.partition, waiting.ordinal);
+        let records = waiting.records;
+        self.enqueued(start, place, records, waiting.deadline, batch.len())
     }
 
     /// Routed: the requests given back since the last call (all those
@@ -94,6 +95,20 @@ impl Producer {
             self.orphan_all();
         }
         std::mem::take(&mut lock(&self.state.acks).orphans)
+    }
+
+    /// Routed: the ordinal of the oldest batch of `partition` it holds
+    /// unresolved (waiting for its answer, or given back and not yet
+    /// taken), if any.
+    pub(crate) fn oldest_open(&self, partition: u32) -> Option<u64> {
+        let acks = lock(&self.state.acks);
+        let waiting = acks.waiting.iter();
+        let given_back = acks.orphans.iter().map(|o| &o.waiting);
+        waiting
+            .chain(given_back)
+            .filter(|w| w.partition == partition)
+            .map(|w| w.ordinal)
+            .min()
     }
 
     /// Routed: whether its window has room for one more request now (by

@@ -199,6 +199,17 @@ impl BatchBuilder {
     ///
     /// When the builder is empty.
     pub fn finish(&mut self) -> &mut [u8] {
+        self.finish_numbered((-1, -1, -1))
+    }
+
+    /// [`BatchBuilder::finish`] for an idempotent producer: the batch
+    /// carries `(producer id, epoch, sequence of its first record)`
+    /// ([`crate::storage::producers`]).
+    ///
+    /// # Panics
+    ///
+    /// When the builder is empty.
+    pub fn finish_numbered(&mut self, (id, epoch, sequence): (i64, i16, i32)) -> &mut [u8] {
         assert!(self.pending.record_count > 0, "finish on an empty batch");
         let batch = if self.codec == Codec::None {
             &mut self.pending.buf
@@ -227,11 +238,11 @@ impl BatchBuilder {
             .copy_from_slice(&self.pending.base_timestamp.to_be_bytes());
         header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
             .copy_from_slice(&self.pending.max_timestamp.to_be_bytes());
-        header[PRODUCER_ID_OFFSET..PRODUCER_ID_OFFSET + 8].copy_from_slice(&(-1i64).to_be_bytes());
+        header[PRODUCER_ID_OFFSET..PRODUCER_ID_OFFSET + 8].copy_from_slice(&id.to_be_bytes());
         header[PRODUCER_EPOCH_OFFSET..PRODUCER_EPOCH_OFFSET + 2]
-            .copy_from_slice(&(-1i16).to_be_bytes());
+            .copy_from_slice(&epoch.to_be_bytes());
         header[BASE_SEQUENCE_OFFSET..BASE_SEQUENCE_OFFSET + 4]
-            .copy_from_slice(&(-1i32).to_be_bytes());
+            .copy_from_slice(&sequence.to_be_bytes());
         header[RECORD_COUNT_OFFSET..RECORD_COUNT_OFFSET + 4]
             .copy_from_slice(&(self.pending.record_count as i32).to_be_bytes());
         let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);

@@ -52,6 +52,7 @@ pub(super) fn open_sink(
         delivery_timeout,
         request_timeout: Duration::from_millis(request_timeout_ms),
         report,
+        idempotent: options.idempotent,
         ..ProducerConfig::default()
     };
     if let Some(dir) = &options.registry {
@@ -167,13 +168,17 @@ impl Sink {
     }
 }
 
-/// Says that batches went again after a connection broke: at least once.
+/// Says that batches went again after a connection broke: at least once,
+/// unless numbered.
 fn say_resent(summary: &crate::client::ProducerSummary) {
     if summary.resent > 0 {
         crate::diag::line(format_args!(
-            "% {} sent again (a connection broke, or a partition's leader moved): their \
-             records may appear twice",
-            crate::human::count(summary.resent, "request")
+            "% {} sent again (a connection broke, or a partition's leader moved): {}",
+            crate::human::count(summary.resent, "request"),
+            match summary.idempotent {
+                true => "numbered, their records were stored once",
+                false => "their records may appear twice",
+            }
         ));
     }
 }
