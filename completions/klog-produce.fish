@@ -6,7 +6,7 @@ complete -c klog-produce -s D -d 'Record delimiter (escapes: \\n \\t \\0 \\xNN)'
 complete -c klog-produce -s H -d 'Header added to every record (repeatable)' -r
 complete -c klog-produce -s z -l compression -d 'Compress each batch with this codec, as kcat\'s -z: none, gzip, snappy, lz4 or zstd. Batches are stored as sent, compressed, and every consumer (klog\'s and Kafka\'s) reads them' -r
 complete -c klog-produce -l compression-level -d 'The codec\'s compression level (gzip 1 to 9, zstd 1 to 22; lz4 and snappy take none): -X compression.level' -r
-complete -c klog-produce -l batch -d 'Records per batch' -r
+complete -c klog-produce -l batch -d 'Records per batch at most (librdkafka\'s batch.num.messages, and its default): with --batch-bytes, what one request carries. An idempotent producer has five batches of a partition in flight at most, so large batches keep it fast' -r
 complete -c klog-produce -l batch-bytes -d 'Bytes per batch' -r
 complete -c klog-produce -l linger -d 'The most a batch waits after its first record before it is written, whatever the input does' -r
 complete -c klog-produce -l acks -d 'Acknowledgements: 0 (none), 1 (appended), all (durable). With --registry, a batch refused because its partition\'s leader moved (or has too few in-sync replicas), or whose connection broke, is sent again to the leader within --message-timeout: with no idempotence, a record may then appear twice' -r

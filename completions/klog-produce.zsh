@@ -27,7 +27,7 @@ _klog-produce() {
 '-z+[Compress each batch with this codec, as kcat'\''s -z\: none, gzip, snappy, lz4 or zstd. Batches are stored as sent, compressed, and every consumer (klog'\''s and Kafka'\''s) reads them]:CODEC:_default' \
 '--compression=[Compress each batch with this codec, as kcat'\''s -z\: none, gzip, snappy, lz4 or zstd. Batches are stored as sent, compressed, and every consumer (klog'\''s and Kafka'\''s) reads them]:CODEC:_default' \
 '--compression-level=[The codec'\''s compression level (gzip 1 to 9, zstd 1 to 22; lz4 and snappy take none)\: -X compression.level]:N:_default' \
-'--batch=[Records per batch]:N:_default' \
+'--batch=[Records per batch at most (librdkafka'\''s batch.num.messages, and its default)\: with --batch-bytes, what one request carries. An idempotent producer has five batches of a partition in flight at most, so large batches keep it fast]:N:_default' \
 '--batch-bytes=[Bytes per batch]:SIZE:_default' \
 '--linger=[The most a batch waits after its first record before it is written, whatever the input does]:DURATION:_default' \
 '--acks=[Acknowledgements\: 0 (none), 1 (appended), all (durable). With --registry, a batch refused because its partition'\''s leader moved (or has too few in-sync replicas), or whose connection broke, is sent again to the leader within --message-timeout\: with no idempotence, a record may then appear twice]:0|1|all:_default' \

@@ -58,8 +58,11 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub compression_level: Option<i32>,
-    /// Records per batch.
-    #[arg(long = "batch", value_name = "N", default_value_t = 1000, value_parser = super::count_in::<u32>(1, u64::from(limits::BATCH_RECORDS_MAX)))]
+    /// Records per batch at most (librdkafka's batch.num.messages, and its
+    /// default): with --batch-bytes, what one request carries. An
+    /// idempotent producer has five batches of a partition in flight at
+    /// most, so large batches keep it fast.
+    #[arg(long = "batch", value_name = "N", default_value_t = 10_000, value_parser = super::count_in::<u32>(1, u64::from(limits::BATCH_RECORDS_MAX)))]
     pub batch_records: u32,
     /// Bytes per batch.
     #[arg(long = "batch-bytes", value_name = "SIZE", default_value = "1MiB", value_parser = super::size_arg)]
