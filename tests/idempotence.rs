@@ -433,3 +433,67 @@ fn klog_produce_numbers_its_batches_with_acks_all_unless_told_not_to() {
         .code(2)
         .stderr(predicates::str::contains("needs --acks all"));
 }
+
+/// Pipes numbers into `klog-produce -b` (and `extra`) with a request
+/// timeout of a second while its broker is frozen past it twice (the
+/// producer gives the connection up and sends its requests again on a
+/// new one while the first copies wait in the frozen broker's socket) and
+/// killed (-9) and started again on its address twice; returns the values
+/// stored, in order, and how many were fed.
+fn klog_produce_b_through_freezes_and_restarts(extra: &[&str]) -> (Vec<u64>, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerProc::start(dir.path(), &["--partitions", "1"]);
+    let addr = broker.addr.clone();
+    let mut produce = vec!["-b", &addr, "-t", "z", "--linger", "5ms"];
+    produce.extend_from_slice(&["--request-timeout", "1s", "--message-timeout", "60s"]);
+    produce.extend_from_slice(extra);
+    let mut producer =
+        common::Proc::spawn_with_stdin("klog-produce", &produce, std::process::Stdio::piped());
+    let mut feeder = common::Feeder::start(producer.child.stdin.take().expect("stdin"));
+    feeder.feed_more(200, BOUND);
+    for round in 0..4 {
+        if round % 2 == 0 {
+            broker.signal(nix::sys::signal::Signal::SIGSTOP);
+            std::thread::sleep(Duration::from_millis(2500));
+            broker.signal(nix::sys::signal::Signal::SIGCONT);
+        } else {
+            broker.kill9();
+            let args = ["--partitions", "1", "--listen", addr.as_str()];
+            broker = BrokerProc::start(dir.path(), &args);
+        }
+        feeder.feed_more(200, BOUND);
+    }
+    feeder.finish();
+    let fed = feeder.fed();
+    common::eventually("klog-produce ends", Duration::from_secs(120), || {
+        producer.child.try_wait().unwrap().is_some()
+    });
+    let status = producer.child.try_wait().unwrap().unwrap();
+    assert!(
+        status.success(),
+        "{status:?}: {:?}",
+        producer.stderr_lines()
+    );
+    let read = common::consume_from(&broker.addr, "z", &["-f", "%s\\n"]);
+    let values = read.lines().filter_map(|l| l.parse().ok()).collect();
+    (values, fed)
+}
+
+/// klog-produce -b, idempotent by default: through a broker frozen past
+/// the request timeout and killed and restarted, each line is stored
+/// once, in order; with --no-idempotence some are stored twice.
+#[test]
+fn klog_produce_b_stores_each_line_once_through_freezes_and_restarts() {
+    let (values, fed) = klog_produce_b_through_freezes_and_restarts(&[]);
+    let out_of_place = values
+        .iter()
+        .enumerate()
+        .find(|(i, v)| **v != *i as u64 + 1)
+        .map(|(i, v)| format!("offset {i} holds {v}"));
+    assert_eq!(out_of_place, None, "{} stored of {fed}", values.len());
+    assert_eq!(values.len() as u64, fed);
+    let (values, _) = klog_produce_b_through_freezes_and_restarts(&["--no-idempotence"]);
+    let mut seen = std::collections::HashSet::new();
+    let twice = values.iter().filter(|v| !seen.insert(**v)).count();
+    assert!(twice > 0, "without idempotence some are stored twice");
+}

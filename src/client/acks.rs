@@ -133,6 +133,9 @@ pub(super) struct Acks {
     /// `orphans` (see [`Orphan`]).
     pub(super) routed: bool,
     pub(super) orphans: Vec<Orphan>,
+    /// Routed: the partitions of requests that failed for good (each
+    /// once per request), for the cluster producer to note.
+    pub(super) failed_partitions: Vec<u32>,
     /// Where acknowledged records are written, if anywhere
     /// ([`crate::client::ProducerConfig::report`]).
     pub(super) report: Option<&'static AckReport>,
@@ -294,6 +297,9 @@ fn acknowledge(acks: &mut Acks, h: protocol::ResponseHeader, body: &[u8], addr: 
         });
     } else if h.correlation_id != id {
         acks.failed += records;
+        if acks.routed {
+            acks.failed_partitions.push(waiting.partition);
+        }
         acks.error.get_or_insert(Error::Protocol {
             addr: addr.to_string(),
             reason: format!("response {} to request {id}", h.correlation_id),
@@ -312,6 +318,9 @@ fn acknowledge(acks: &mut Acks, h: protocol::ResponseHeader, body: &[u8], addr: 
         }
     } else {
         acks.failed += records;
+        if acks.routed {
+            acks.failed_partitions.push(waiting.partition);
+        }
         acks.error.get_or_insert(Error::Broker {
             code: h.error,
             message: h.message,

@@ -636,8 +636,11 @@ impl Producer {
             result = self.reconnect().and_then(|()| self.write_out());
         }
         let mut acks = lock(&self.state.acks);
-        // Requests never answered: the connection closed under them.
-        let lost: u64 = acks.waiting.drain(..).map(|w| w.records).sum();
+        // Requests never answered: the connection closed under them; and,
+        // routed, those given back that nobody took to another broker.
+        let given_back = acks.orphans.drain(..).map(|o| o.waiting.records);
+        let lost: u64 =
+            given_back.sum::<u64>() + acks.waiting.drain(..).map(|w| w.records).sum::<u64>();
         acks.failed += lost;
         acks.failed += self.batched_records();
         if self.config.acks == protocol::ACKS_NONE {
@@ -794,5 +797,33 @@ mod tests {
             .unwrap()
             .shutdown(std::net::Shutdown::Both)
             .unwrap();
+    }
+
+    /// A batch sent just as the reader found the connection broken (after
+    /// the cluster producer saw room, before the send) is given back, not
+    /// kept on the dead connection and failed at close: a numbered
+    /// partition would be left with a gap.
+    #[test]
+    fn a_batch_sent_as_the_connection_breaks_is_given_back() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let accepted = std::thread::spawn(move || drop(listener.accept().unwrap()));
+        let config = ProducerConfig::default();
+        let mut producer = Producer::connect_routed(&addr, "t", 1, config).unwrap();
+        accepted.join().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !lock(&producer.state.acks).broken {
+            assert!(Instant::now() < deadline, "the reader sees the close");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut b = BatchBuilder::compressed(Codec::None, None);
+        b.push(0, None, &[], b"v");
+        let batch = b.finish_numbered((7, 0, 0)).to_vec();
+        producer
+            .send_encoded((0, 0), &batch, 1, Instant::now())
+            .unwrap();
+        let given_back = producer.take_orphans().len();
+        let (summary, result) = producer.close();
+        assert_eq!((given_back, summary.failed), (1, 0), "{result:?}");
     }
 }

@@ -41,7 +41,9 @@
 //! State is bounded: at most [`PRODUCERS_MAX`] producers per partition (a
 //! new one beyond that forgets the one whose last batch is oldest in the
 //! log) and [`ProducerState::expire`] forgets those silent longer than the
-//! expiry (Kafka's `producer.id.expiration.ms`).
+//! expiry (Kafka's `producer.id.expiration.ms`), by their batches'
+//! timestamps, and only once they sent nothing for one whole check (a
+//! producer of records stamped long ago stays while it sends).
 //!
 //! # Snapshot files
 //!
@@ -120,6 +122,9 @@ pub struct Producer {
     pub last_timestamp: i64,
     /// Its last batches in this epoch, oldest first (at least one).
     pub batches: VecDeque<SequencedBatch>,
+    /// A batch of it was taken (or the state loaded) since the last
+    /// [`ProducerState::expire`], which keeps it whatever its timestamps.
+    pub seen: bool,
 }
 
 impl Producer {
@@ -257,6 +262,7 @@ impl ProducerState {
             epoch: h.producer_epoch,
             last_timestamp: h.max_timestamp,
             batches: VecDeque::with_capacity(BATCHES_REMEMBERED),
+            seen: true,
         });
         if producer.epoch != h.producer_epoch {
             producer.epoch = h.producer_epoch;
@@ -267,6 +273,7 @@ impl ProducerState {
         }
         producer.batches.push_back(batch);
         producer.last_timestamp = h.max_timestamp;
+        producer.seen = true;
     }
 
     /// Forgets the producer whose last batch is oldest in the log.
@@ -282,11 +289,18 @@ impl ProducerState {
     }
 
     /// Forgets the producers whose last batch is older than `now_ms -
-    /// idle_ms`; returns how many.
+    /// idle_ms` (by its timestamps, as Kafka's) and that sent nothing
+    /// since the last call (records stamped long ago, a copy of an old
+    /// topic, do not make an active producer's retry a stranger's);
+    /// returns how many.
     pub fn expire(&mut self, now_ms: i64, idle_ms: i64) -> usize {
         let before = self.by_id.len();
         let horizon = now_ms.saturating_sub(idle_ms);
-        self.by_id.retain(|_, p| p.last_timestamp >= horizon);
+        self.by_id.retain(|_, p| {
+            let keep = p.last_timestamp >= horizon || p.seen;
+            p.seen = false;
+            keep
+        });
         before - self.by_id.len()
     }
 
@@ -379,6 +393,8 @@ fn decode_producer(r: &mut Reader<'_>, offset: u64) -> Result<(i64, Producer), S
         epoch,
         last_timestamp,
         batches,
+        // Loaded now: the next expiry keeps it.
+        seen: true,
     };
     Ok((id, producer))
 }

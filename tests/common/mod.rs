@@ -304,6 +304,12 @@ impl BrokerProc {
         self.child.wait().unwrap()
     }
 
+    /// Sends it `signal` (SIGSTOP freezes it, SIGCONT thaws it).
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, signal).unwrap();
+    }
+
     /// Kills it with SIGKILL and waits.
     pub fn kill9(&mut self) {
         let _ = self.child.kill();

@@ -88,10 +88,20 @@ impl Producer {
         self.enqueued(start, place, records, waiting.deadline, batch.len())
     }
 
+    /// Routed: the partitions of the requests that failed for good (the
+    /// broker refused them for a reason a leader elsewhere would share)
+    /// since the last call.
+    pub(crate) fn take_failed_partitions(&mut self) -> Vec<u32> {
+        std::mem::take(&mut lock(&self.state.acks).failed_partitions)
+    }
+
     /// Routed: the requests given back since the last call (all those
     /// waiting, once the connection broke).
     pub(crate) fn take_orphans(&mut self) -> Vec<Orphan> {
-        if lock(&self.state.acks).broken && !self.dead {
+        // Once broken, everything waiting goes back: also a request
+        // queued after the reader found the break (between a look at the
+        // room and the send), which nothing would write.
+        if lock(&self.state.acks).broken {
             self.orphan_all();
         }
         std::mem::take(&mut lock(&self.state.acks).orphans)

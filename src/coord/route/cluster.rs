@@ -70,6 +70,10 @@ pub struct ClusterProducer {
     /// The last notice of each partition, and those not yet taken.
     said: Vec<(u32, String)>,
     notices: Vec<String>,
+    /// Numbered: the partitions of which a batch failed for good. The
+    /// partition would refuse every batch after it (out of order), so
+    /// they fail at once rather than at their deadlines.
+    gapped: Vec<bool>,
 }
 
 /// The first wait before the registry is read again for a partition with
@@ -111,6 +115,7 @@ impl ClusterProducer {
             retired: ProducerSummary::default(),
             said: Vec::new(),
             notices: Vec::new(),
+            gapped: vec![false; count as usize],
         };
         if config.idempotent {
             // An id of the registry's blocks, as a broker hands them out.
@@ -250,6 +255,7 @@ impl ClusterProducer {
             }
         }
         self.batches.clear(partition);
+        self.fail_gapped();
         self.hold_back()?;
         self.error.take().map_or(Ok(()), Err)
     }
@@ -277,7 +283,11 @@ impl ClusterProducer {
     /// connection broke, keeping what they delivered.
     fn collect(&mut self) {
         let parked = self.parked.len();
+        let numbered = self.batches.numbered();
         for (addr, producer) in &mut self.producers {
+            for p in producer.take_failed_partitions() {
+                self.gapped[p as usize] |= numbered;
+            }
             for orphan in producer.take_orphans() {
                 let p = orphan.waiting.partition;
                 if self.route[p as usize].as_ref() == Some(addr) {
@@ -307,6 +317,32 @@ impl ClusterProducer {
             if let Err(e) = result {
                 self.error.get_or_insert(e);
             }
+        }
+        self.fail_gapped();
+    }
+
+    /// Fails the parked batches of the partitions with a gap (see
+    /// `gapped`) at once.
+    fn fail_gapped(&mut self) {
+        let gapped = |o: &Orphan| self.gapped[o.waiting.partition as usize];
+        if !self.parked.iter().any(gapped) {
+            return;
+        }
+        let (doomed, live): (VecDeque<Orphan>, VecDeque<Orphan>) = std::mem::take(&mut self.parked)
+            .into_iter()
+            .partition(gapped);
+        self.parked = live;
+        for orphan in doomed {
+            self.failed += orphan.waiting.records;
+            let p = orphan.waiting.partition;
+            self.error.get_or_insert(Error::Broker {
+                code: ErrorCode::OutOfOrderSequence,
+                message: format!(
+                    "{} [{p}]: a batch before this one failed, and the partition takes none \
+                     that does not follow the last it holds",
+                    self.topic
+                ),
+            });
         }
     }
 
@@ -548,10 +584,12 @@ impl ClusterProducer {
         self.parked = live;
         for orphan in late {
             self.failed += orphan.waiting.records;
+            self.gapped[orphan.waiting.partition as usize] |= self.batches.numbered();
             let waited_ms = self.config.delivery_timeout.as_millis() as u64;
             let e = undelivered(&self.topic, orphan, waited_ms);
             self.error.get_or_insert(e);
         }
+        self.fail_gapped();
     }
 
     /// Sends every partial batch and waits for every acknowledgement,
@@ -818,5 +856,46 @@ mod tests {
         let plain = unconnected(ProducerConfig::default());
         assert!(!plain.batches.numbered());
         assert!(plain.in_window(0, 1_000, Some(0)), "not numbered: any");
+    }
+
+    /// Numbered, once a batch of a partition failed for good (here its
+    /// deadline passed, parked), the partition's later batches fail at
+    /// once: they could only be refused as out of order until their own
+    /// deadlines. Another partition's batch waits on.
+    #[test]
+    fn after_a_numbered_batch_fails_its_partitions_later_batches_fail_at_once() {
+        let config = ProducerConfig {
+            idempotent: true,
+            ..ProducerConfig::default()
+        };
+        let mut c = unconnected(config);
+        c.batches = Batches::new("t", 2, config.batch, config.record_bytes_max);
+        c.batches.number(9, 0);
+        c.gapped = vec![false; 2];
+        c.route = vec![None; 2];
+        let now = Instant::now();
+        let later = now + Duration::from_secs(60);
+        for (partition, ordinal, deadline) in [(0, 0, now), (0, 1, later), (1, 0, later)] {
+            let waiting = Waiting::unsent((partition, ordinal), 10, deadline, b"batch");
+            c.parked.push_back(Orphan {
+                why: no_leader_yet("t", partition),
+                waiting,
+                sent_before: true,
+            });
+        }
+        assert!(c.tick().is_err());
+        assert_eq!(c.failed, 20, "both of partition 0");
+        let left: Vec<(u32, u64)> = (c.parked.iter())
+            .map(|o| (o.waiting.partition, o.waiting.ordinal))
+            .collect();
+        assert_eq!(left, [(1, 0)]);
+        // A batch of partition 0 built after the gap fails at once too.
+        let record = ParsedRecord {
+            value: b"v".to_vec(),
+            ..ParsedRecord::default()
+        };
+        c.send(0, &record, &[], 0).unwrap();
+        assert!(c.flush_batches().is_err());
+        assert_eq!(c.failed, 21);
     }
 }

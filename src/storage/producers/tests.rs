@@ -159,9 +159,24 @@ fn producers_silent_past_the_expiry_are_forgotten() {
     let mut s = ProducerState::default();
     s.apply(&batch(1, 0, 0, 1, 0)); // last timestamp 1000
     s.apply(&batch(2, 0, 0, 1, 500)); // 1500
+    assert_eq!(s.expire(2_000, 600), 0, "both sent since the last check");
     assert_eq!(s.expire(2_000, 600), 1);
     assert!(s.get(1).is_none() && s.get(2).is_some());
     assert_eq!(s.expire(2_000, 600), 0);
+    // Records stamped long ago (a copy of an old topic): the producer
+    // stays while it sends, and a retry of its batch is still a retry.
+    s.apply(&batch(3, 0, 0, 1, 600));
+    assert_eq!(s.expire(9_000, 600), 1, "2 goes, 3 sent");
+    s.apply(&batch(3, 0, 1, 1, 601));
+    assert_eq!(s.expire(9_000, 600), 0);
+    let retry = batch(3, 0, 1, 1, 601);
+    assert!(matches!(s.check(&retry), Verdict::Duplicate { .. }));
+    assert_eq!(s.expire(9_000, 600), 1, "silent a whole check");
+    let (_, mut loaded) = ProducerState::decode_snapshot(&sample().encode_snapshot(100)).unwrap();
+    let n = loaded.len();
+    assert!(n > 0);
+    assert_eq!(loaded.expire(i64::MAX, 0), 0, "loaded now: kept once");
+    assert_eq!(loaded.expire(i64::MAX, 0), n);
 }
 
 fn sample() -> ProducerState {
