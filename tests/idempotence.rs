@@ -497,3 +497,47 @@ fn klog_produce_b_stores_each_line_once_through_freezes_and_restarts() {
     let twice = values.iter().filter(|v| !seen.insert(**v)).count();
     assert!(twice > 0, "without idempotence some are stored twice");
 }
+
+/// klog-produce --registry asks a broker for its producer id, as Kafka's
+/// producers do (the broker checks that it may write): two runs take ids
+/// of the one block the broker reserved, and write nothing to the
+/// registry.
+#[test]
+fn klog_produce_with_a_registry_takes_its_id_from_a_broker() {
+    let cluster =
+        Cluster::start(common::registry::Backend::Dir, 1, &["--partitions", "1"]).unwrap();
+    let block = std::path::Path::new(cluster.spec()).join("config/producer-ids/block.json");
+    for run in ["first", "second"] {
+        let out = common::bin("klog-produce")
+            .args(["--registry", cluster.spec(), "-t", "r", "-q"])
+            .write_stdin("a\n")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = std::fs::read_to_string(&block).expect("the broker reserved a block");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            v["next"].as_i64(),
+            Some(1000),
+            "{run} run: one block, {text}"
+        );
+    }
+    let out = common::bin("klog-dump")
+        .arg(cluster.data_dir(0).join("r-0"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut producers: Vec<i64> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["type"] == "batch")
+        .map(|v| v["producer_id"].as_i64().unwrap())
+        .collect();
+    producers.dedup();
+    assert_eq!(producers.len(), 2, "two producers: {producers:?}");
+    assert!(
+        producers.iter().all(|id| (0..1000).contains(id)),
+        "{producers:?}"
+    );
+}

@@ -118,9 +118,8 @@ impl ClusterProducer {
             gapped: vec![false; count as usize],
         };
         if config.idempotent {
-            // An id of the registry's blocks, as a broker hands them out.
-            let id = crate::coord::producer_ids::reserve(&*cluster.registry)?.start;
-            cluster.batches.number(id, 0);
+            let (id, epoch) = producer_id(&*cluster.registry, config.request_timeout)?;
+            cluster.batches.number(id, epoch);
         }
         for (p, addr) in found.into_iter().enumerate() {
             let Ok(addr) = addr else { continue };
@@ -637,6 +636,27 @@ impl ClusterProducer {
     }
 }
 
+/// An idempotent producer's id, from a live broker of `registry` (each
+/// tried in turn, within `timeout`), as Kafka's producers ask a broker:
+/// it checks that the principal may write, and hands ids out of the
+/// registry's blocks, so that the client needs no write access to the
+/// registry nor uses a block up.
+fn producer_id(registry: &dyn Registry, timeout: Duration) -> Result<(i64, i16)> {
+    let mut last = None;
+    for broker in registry.brokers()? {
+        let asked = crate::client::Connection::connect_timeout(&broker.addr(), timeout)
+            .and_then(|mut c| c.init_producer_id());
+        match asked {
+            Ok(id) => return Ok(id),
+            Err(e) if retriable(&e) => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| Error::NoBroker {
+        registry: registry.location(),
+    }))
+}
+
 /// Adds a producer's counts to `total`.
 fn add(total: &mut ProducerSummary, summary: &ProducerSummary) {
     total.delivered += summary.delivered;
@@ -788,12 +808,11 @@ mod tests {
         }
         let placement = Placement::new("t", vec![vec!["a".to_string(), "b".to_string()]]);
         assert!(reg.create_placement(&placement).unwrap());
-        let mut config = ProducerConfig {
-            idempotent: true,
-            ..ProducerConfig::default()
-        };
+        let mut config = ProducerConfig::default();
         config.batch.records_max = 1;
         let mut c = ClusterProducer::connect(Arc::new(reg), "t", config).unwrap();
+        // Numbered (a broker would give the id; these answer nothing).
+        c.batches.number(9, 0);
         let record = ParsedRecord {
             value: b"v".to_vec(),
             ..ParsedRecord::default()
@@ -829,12 +848,8 @@ mod tests {
     /// many the window of the connection would take.
     #[test]
     fn numbered_batches_go_no_further_than_five_past_the_oldest_unanswered() {
-        let config = ProducerConfig {
-            idempotent: true,
-            ..ProducerConfig::default()
-        };
-        let mut c = unconnected(config);
-        assert!(c.batches.numbered(), "the registry gave it an id");
+        let mut c = unconnected(ProducerConfig::default());
+        c.batches.number(9, 0);
         let deadline = Instant::now() + Duration::from_secs(60);
         let park = |c: &mut ClusterProducer, ordinal| {
             let waiting = Waiting::unsent((0, ordinal), 1, deadline, b"batch");
@@ -864,10 +879,7 @@ mod tests {
     /// deadlines. Another partition's batch waits on.
     #[test]
     fn after_a_numbered_batch_fails_its_partitions_later_batches_fail_at_once() {
-        let config = ProducerConfig {
-            idempotent: true,
-            ..ProducerConfig::default()
-        };
+        let config = ProducerConfig::default();
         let mut c = unconnected(config);
         c.batches = Batches::new("t", 2, config.batch, config.record_bytes_max);
         c.batches.number(9, 0);
