@@ -206,15 +206,7 @@ fn librdkafkas_idempotent_producer_stores_each_record_once_across_failovers() {
                 .is_some_and(|n| n >= at)
         };
         producer.wait_stderr("progress", sent, Duration::from_secs(60));
-        let old = cluster.wait_leader("x", 0, BOUND);
-        let leads = cluster.slot_of(old.leader.as_deref().unwrap());
-        let frozen = (leads + 1) % 3;
-        cluster.freeze(frozen);
-        std::thread::sleep(Duration::from_millis(500));
-        cluster.kill9(leads);
-        cluster.wait_new_epoch("x", 0, old.epoch, Some(frozen), BOUND);
-        cluster.thaw(frozen);
-        cluster.restart(leads);
+        kill_leader_holding_unanswered(&mut cluster, "x");
         cluster.wait_full_isr("x", 0, BOUND);
     }
     let acked = producer.all_lines(Duration::from_secs(180));
@@ -269,6 +261,38 @@ fn klogs_own_produce_request_follows_the_same_rules() {
     assert_eq!(stored(&broker.addr, "n"), "0 r0\n1 r1\n2 r2\n3 r3\n4 r4\n");
 }
 
+/// Ends `feeder`'s input to `producer` (klog-produce) and waits for it to
+/// end, which it must with exit 0; the numbers fed, and its stderr.
+fn fed_and_ended(mut feeder: common::Feeder, producer: &mut common::Proc) -> (u64, Vec<String>) {
+    feeder.finish();
+    let fed = feeder.fed();
+    common::eventually("klog-produce ends", Duration::from_secs(120), || {
+        producer.child.try_wait().unwrap().is_some()
+    });
+    let status = producer.child.try_wait().unwrap().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let stderr = producer.stderr_lines();
+    assert!(status.success(), "{status:?}: {stderr:?}");
+    (fed, stderr)
+}
+
+/// A failover that makes producers send again batches the new leader
+/// holds: a follower of `topic`'s partition 0 is frozen, so that the
+/// leader replicates to the other and answers nothing (acks=all) for
+/// half a second, then the leader is killed (-9); once another leads, the
+/// follower thaws and the killed broker starts again.
+fn kill_leader_holding_unanswered(cluster: &mut Cluster, topic: &str) {
+    let old = cluster.wait_leader(topic, 0, BOUND);
+    let leads = cluster.slot_of(old.leader.as_deref().unwrap());
+    let frozen = (leads + 1) % 3;
+    cluster.freeze(frozen);
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.kill9(leads);
+    cluster.wait_new_epoch(topic, 0, old.epoch, Some(frozen), BOUND);
+    cluster.thaw(frozen);
+    cluster.restart(leads);
+}
+
 /// Pipes numbers into `klog-produce --registry R --acks all` (and
 /// `extra`) through `rounds` failovers of two kinds, in turn: the leader
 /// killed (-9) after half a second of appends a frozen follower kept it
@@ -305,22 +329,16 @@ fn klog_produce_through_failovers(extra: &[&str], rounds: usize) -> (Vec<u64>, V
     produce.extend_from_slice(extra);
     let mut producer =
         common::Proc::spawn_with_stdin("klog-produce", &produce, std::process::Stdio::piped());
-    let mut feeder = common::Feeder::start(producer.child.stdin.take().expect("stdin"));
+    let feeder = common::Feeder::start(producer.child.stdin.take().expect("stdin"));
     feeder.feed_more(200, BOUND);
     cluster.wait_full_isr("k", 0, BOUND);
     for round in 0..rounds {
         feeder.feed_more(100, BOUND);
-        let old = cluster.wait_leader("k", 0, BOUND);
-        let leads = cluster.slot_of(old.leader.as_deref().unwrap());
         if round % 2 == 0 {
-            let frozen = (leads + 1) % 3;
-            cluster.freeze(frozen);
-            std::thread::sleep(Duration::from_millis(500));
-            cluster.kill9(leads);
-            cluster.wait_new_epoch("k", 0, old.epoch, Some(frozen), BOUND);
-            cluster.thaw(frozen);
-            cluster.restart(leads);
+            kill_leader_holding_unanswered(&mut cluster, "k");
         } else {
+            let old = cluster.wait_leader("k", 0, BOUND);
+            let leads = cluster.slot_of(old.leader.as_deref().unwrap());
             cluster.freeze(leads);
             cluster.wait_new_epoch("k", 0, old.epoch, Some(leads), BOUND);
             cluster.thaw(leads);
@@ -328,15 +346,7 @@ fn klog_produce_through_failovers(extra: &[&str], rounds: usize) -> (Vec<u64>, V
         cluster.wait_full_isr("k", 0, BOUND);
     }
     feeder.feed_more(200, BOUND);
-    feeder.finish();
-    let fed = feeder.fed();
-    common::eventually("klog-produce ends", Duration::from_secs(120), || {
-        producer.child.try_wait().unwrap().is_some()
-    });
-    let status = producer.child.try_wait().unwrap().unwrap();
-    std::thread::sleep(Duration::from_millis(100));
-    let stderr = producer.stderr_lines();
-    assert!(status.success(), "{status:?}: {stderr:?}");
+    let (fed, stderr) = fed_and_ended(feeder, &mut producer);
     let leader = cluster.wait_leader("k", 0, BOUND);
     let leads = cluster.slot_of(leader.leader.as_deref().unwrap());
     let read = stored(&cluster.addr(leads), "k");
@@ -449,7 +459,7 @@ fn klog_produce_b_through_freezes_and_restarts(extra: &[&str]) -> (Vec<u64>, u64
     produce.extend_from_slice(extra);
     let mut producer =
         common::Proc::spawn_with_stdin("klog-produce", &produce, std::process::Stdio::piped());
-    let mut feeder = common::Feeder::start(producer.child.stdin.take().expect("stdin"));
+    let feeder = common::Feeder::start(producer.child.stdin.take().expect("stdin"));
     feeder.feed_more(200, BOUND);
     for round in 0..4 {
         if round % 2 == 0 {
@@ -463,17 +473,7 @@ fn klog_produce_b_through_freezes_and_restarts(extra: &[&str]) -> (Vec<u64>, u64
         }
         feeder.feed_more(200, BOUND);
     }
-    feeder.finish();
-    let fed = feeder.fed();
-    common::eventually("klog-produce ends", Duration::from_secs(120), || {
-        producer.child.try_wait().unwrap().is_some()
-    });
-    let status = producer.child.try_wait().unwrap().unwrap();
-    assert!(
-        status.success(),
-        "{status:?}: {:?}",
-        producer.stderr_lines()
-    );
+    let (fed, _) = fed_and_ended(feeder, &mut producer);
     let read = common::consume_from(&broker.addr, "z", &["-f", "%s\\n"]);
     let values = read.lines().filter_map(|l| l.parse().ok()).collect();
     (values, fed)

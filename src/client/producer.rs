@@ -684,8 +684,26 @@ pub struct ProducerSummary {
 }
 
 #[cfg(test)]
+pub(crate) use tests::silent_broker;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A broker that takes requests and answers none: its address, and
+    /// its end of the connection once a producer connected (shut down,
+    /// it ends the thread that reads).
+    pub(crate) fn silent_broker() -> (String, std::sync::mpsc::Receiver<std::net::TcpStream>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            tx.send(stream.try_clone().unwrap()).unwrap();
+            let _ = std::io::copy(&mut stream, &mut std::io::sink());
+        });
+        (addr, rx)
+    }
 
     fn record(key: &[u8], value: &[u8], headers: &[(&[u8], &[u8])]) -> ParsedRecord {
         ParsedRecord {
@@ -768,14 +786,7 @@ mod tests {
     /// another partition's batch goes at once.
     #[test]
     fn a_numbered_partition_has_five_batches_unanswered_at_most() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let (mut stream, _) = listener.accept().unwrap();
-            tx.send(stream.try_clone().unwrap()).unwrap();
-            let _ = std::io::copy(&mut stream, &mut std::io::sink());
-        });
+        let (addr, peer) = silent_broker();
         let mut config = ProducerConfig {
             delivery_timeout: Duration::from_millis(300),
             ..ProducerConfig::default()
@@ -793,10 +804,8 @@ mod tests {
         let sixth = producer.send(0, &r, &[], 0);
         assert!(matches!(sixth, Err(Error::TimedOut { .. })), "{sixth:?}");
         assert!(started.elapsed() >= Duration::from_millis(200), "it waited");
-        rx.recv()
-            .unwrap()
-            .shutdown(std::net::Shutdown::Both)
-            .unwrap();
+        let stream = peer.recv().unwrap();
+        stream.shutdown(std::net::Shutdown::Both).unwrap();
     }
 
     /// A batch sent just as the reader found the connection broken (after

@@ -230,7 +230,7 @@ mod tests {
     use crate::coord::{BrokerInfo, PartitionState, Placement};
     use std::sync::Arc;
 
-    fn broker(id: &str, port: u16) -> BrokerInfo {
+    pub(super) fn broker(id: &str, port: u16) -> BrokerInfo {
         BrokerInfo {
             kafka: None,
             id: id.into(),

@@ -724,20 +724,10 @@ fn undelivered(topic: &str, orphan: Orphan, waited_ms: u64) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::producer::silent_broker;
     use crate::coord::mem::MemRegistry;
-    use crate::coord::{BrokerInfo, Placement};
-
-    fn broker(id: &str, port: u16) -> BrokerInfo {
-        BrokerInfo {
-            kafka: None,
-            id: id.into(),
-            host: "127.0.0.1".into(),
-            port,
-            pid: 1,
-            topics: Default::default(),
-            principal: None,
-        }
-    }
+    use crate::coord::route::tests::broker;
+    use crate::coord::Placement;
 
     /// A producer of topic "t" (one partition, placed on a broker nobody
     /// listens for: it connects to nobody).
@@ -777,21 +767,6 @@ mod tests {
         c.back_off();
         let waits = c.next_lookup.saturating_duration_since(looked);
         assert!(waits >= 2 * LOOKUP_BACKOFF, "the second waits {waits:?}");
-    }
-
-    /// A broker that takes requests and answers none: its address, and
-    /// its end of the connection once the producer connected (shut down,
-    /// it ends the thread that reads).
-    fn silent_broker() -> (String, std::sync::mpsc::Receiver<std::net::TcpStream>) {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let (mut stream, _) = listener.accept().unwrap();
-            tx.send(stream.try_clone().unwrap()).unwrap();
-            let _ = std::io::copy(&mut stream, &mut std::io::sink());
-        });
-        (addr, rx)
     }
 
     /// Numbered, the window holds across brokers: with the partition's
