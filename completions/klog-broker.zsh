@@ -29,7 +29,7 @@ _klog-broker() {
 '--retention=[Delete segments whose newest record was appended longer ago than this]:DURATION:_default' \
 '--retention-bytes=[Delete the oldest segments while a partition is larger than this]:SIZE:_default' \
 '--retention-check-interval=[How often retention runs]:DURATION:_default' \
-'--producer-id-expiration=[Forget an idempotent producer a partition has had no batch from for this long (by its batches'\'' timestamps; Kafka'\''s producer.id.expiration.ms), at the retention checks, once it sent nothing for a whole check (records stamped long ago keep a producer that sends)\: its next batch starts it afresh, whatever its sequence]:DURATION:_default' \
+'--producer-id-expiration=[Forget an idempotent producer a partition has had no batch from for this long (Kafka'\''s producer.id.expiration.ms), by its batches'\'' timestamps and by the broker'\''s clock when it took them (records stamped long ago keep a producer that sends), at the retention checks\: its next batch starts it afresh, whatever its sequence]:DURATION:_default' \
 '--scrub-interval=[Read every partition'\''s log back whole, each record'\''s CRC checked, this often, and soon after it opens for the first time or after an unclean stop (0\: never). Damage found in a replica is cut and refetched from its peers; in a single copy, it is reported]:DURATION:_default' \
 '--scrub-rate=[Bytes a second the scrub reads, at most]:SIZE:_default' \
 '--flush-messages=[Flush a partition after this many records. Without this and --flush-interval the broker flushes continuously, committing every group of appends with one fsync. Consumers see only flushed records]:N:_default' \

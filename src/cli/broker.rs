@@ -84,10 +84,10 @@ pub struct Args {
     #[arg(long = "retention-check-interval", value_name = "DURATION", default_value = "5m", value_parser = super::duration_arg)]
     pub retention_check_interval_ms: u64,
     /// Forget an idempotent producer a partition has had no batch from for
-    /// this long (by its batches' timestamps; Kafka's
-    /// producer.id.expiration.ms), at the retention checks, once it sent
-    /// nothing for a whole check (records stamped long ago keep a producer
-    /// that sends): its next batch starts it afresh, whatever its sequence.
+    /// this long (Kafka's producer.id.expiration.ms), by its batches'
+    /// timestamps and by the broker's clock when it took them (records
+    /// stamped long ago keep a producer that sends), at the retention
+    /// checks: its next batch starts it afresh, whatever its sequence.
     #[arg(long = "producer-id-expiration", value_name = "DURATION", default_value = "1d", value_parser = super::duration_arg)]
     pub producer_id_expiration_ms: u64,
     /// Read every partition's log back whole, each record's CRC checked,

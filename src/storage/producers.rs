@@ -42,8 +42,8 @@
 //! new one beyond that forgets the one whose last batch is oldest in the
 //! log) and [`ProducerState::expire`] forgets those silent longer than the
 //! expiry (Kafka's `producer.id.expiration.ms`), by their batches'
-//! timestamps, and only once they sent nothing for one whole check (a
-//! producer of records stamped long ago stays while it sends).
+//! timestamps and by the broker's clock when it took them (a producer of
+//! records stamped long ago stays while it sends).
 //!
 //! # Snapshot files
 //!
@@ -114,7 +114,7 @@ pub struct SequencedBatch {
 }
 
 /// What a partition knows of one producer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Producer {
     /// Its epoch (its last batch's).
     pub epoch: i16,
@@ -122,10 +122,23 @@ pub struct Producer {
     pub last_timestamp: i64,
     /// Its last batches in this epoch, oldest first (at least one).
     pub batches: VecDeque<SequencedBatch>,
-    /// A batch of it was taken (or the state loaded) since the last
-    /// [`ProducerState::expire`], which keeps it whatever its timestamps.
-    pub seen: bool,
+    /// The broker's clock when it last took a batch of it, or loaded the
+    /// state (not in snapshots, and not compared: no replica's is
+    /// another's): [`ProducerState::expire`] keeps a producer that sends,
+    /// whatever its records' timestamps.
+    pub appended_ms: i64,
 }
+
+/// The state a log's batches make: the broker's clock is not part of it.
+impl PartialEq for Producer {
+    fn eq(&self, other: &Producer) -> bool {
+        self.epoch == other.epoch
+            && self.last_timestamp == other.last_timestamp
+            && self.batches == other.batches
+    }
+}
+
+impl Eq for Producer {}
 
 impl Producer {
     /// Its last batch.
@@ -262,7 +275,7 @@ impl ProducerState {
             epoch: h.producer_epoch,
             last_timestamp: h.max_timestamp,
             batches: VecDeque::with_capacity(BATCHES_REMEMBERED),
-            seen: true,
+            appended_ms: 0,
         });
         if producer.epoch != h.producer_epoch {
             producer.epoch = h.producer_epoch;
@@ -273,7 +286,8 @@ impl ProducerState {
         }
         producer.batches.push_back(batch);
         producer.last_timestamp = h.max_timestamp;
-        producer.seen = true;
+        // One clock read per batch (no system call: the vDSO's).
+        producer.appended_ms = crate::clock::now_ms();
     }
 
     /// Forgets the producer whose last batch is oldest in the log.
@@ -289,18 +303,15 @@ impl ProducerState {
     }
 
     /// Forgets the producers whose last batch is older than `now_ms -
-    /// idle_ms` (by its timestamps, as Kafka's) and that sent nothing
-    /// since the last call (records stamped long ago, a copy of an old
-    /// topic, do not make an active producer's retry a stranger's);
-    /// returns how many.
+    /// idle_ms`, by its timestamps (as Kafka's) and by the broker's clock
+    /// when it took it (records stamped long ago, a copy of an old topic,
+    /// do not make an active producer's retry a stranger's); returns how
+    /// many.
     pub fn expire(&mut self, now_ms: i64, idle_ms: i64) -> usize {
         let before = self.by_id.len();
         let horizon = now_ms.saturating_sub(idle_ms);
-        self.by_id.retain(|_, p| {
-            let keep = p.last_timestamp >= horizon || p.seen;
-            p.seen = false;
-            keep
-        });
+        self.by_id
+            .retain(|_, p| p.last_timestamp.max(p.appended_ms) >= horizon);
         before - self.by_id.len()
     }
 
@@ -393,8 +404,8 @@ fn decode_producer(r: &mut Reader<'_>, offset: u64) -> Result<(i64, Producer), S
         epoch,
         last_timestamp,
         batches,
-        // Loaded now: the next expiry keeps it.
-        seen: true,
+        // Loaded now: its idle time starts now.
+        appended_ms: crate::clock::now_ms(),
     };
     Ok((id, producer))
 }

@@ -72,8 +72,10 @@ pub struct ClusterProducer {
     notices: Vec<String>,
     /// Numbered: the partitions of which a batch failed for good. The
     /// partition would refuse every batch after it (out of order), so
-    /// they fail at once rather than at their deadlines.
+    /// they fail at once rather than at their deadlines; the first such
+    /// error is told at the end (the other partitions' batches go on).
     gapped: Vec<bool>,
+    gap_error: Option<Error>,
 }
 
 /// The first wait before the registry is read again for a partition with
@@ -116,9 +118,10 @@ impl ClusterProducer {
             said: Vec::new(),
             notices: Vec::new(),
             gapped: vec![false; count as usize],
+            gap_error: None,
         };
         if config.idempotent {
-            let (id, epoch) = producer_id(&*cluster.registry, config.request_timeout)?;
+            let (id, epoch) = producer_id(&*cluster.registry, &config)?;
             cluster.batches.number(id, epoch);
         }
         for (p, addr) in found.into_iter().enumerate() {
@@ -334,7 +337,7 @@ impl ClusterProducer {
         for orphan in doomed {
             self.failed += orphan.waiting.records;
             let p = orphan.waiting.partition;
-            self.error.get_or_insert(Error::Broker {
+            self.gap_error.get_or_insert(Error::Broker {
                 code: ErrorCode::OutOfOrderSequence,
                 message: format!(
                     "{} [{p}]: a batch before this one failed, and the partition takes none \
@@ -617,7 +620,8 @@ impl ClusterProducer {
             self.parked.clear();
             self.error.get_or_insert(undelivered(&self.topic, first, 0));
         }
-        result.and(self.error.take().map_or(Ok(()), Err))
+        let gap = self.gap_error.take().map_or(Ok(()), Err);
+        result.and(self.error.take().map_or(Ok(()), Err)).and(gap)
     }
 
     /// Finishes (see [`ClusterProducer::finish`]) and closes every
@@ -636,25 +640,43 @@ impl ClusterProducer {
     }
 }
 
-/// An idempotent producer's id, from a live broker of `registry` (each
-/// tried in turn, within `timeout`), as Kafka's producers ask a broker:
-/// it checks that the principal may write, and hands ids out of the
-/// registry's blocks, so that the client needs no write access to the
-/// registry nor uses a block up.
-fn producer_id(registry: &dyn Registry, timeout: Duration) -> Result<(i64, i16)> {
-    let mut last = None;
-    for broker in registry.brokers()? {
-        let asked = crate::client::Connection::connect_timeout(&broker.addr(), timeout)
-            .and_then(|mut c| c.init_producer_id());
-        match asked {
-            Ok(id) => return Ok(id),
-            Err(e) if retriable(&e) => last = Some(e),
-            Err(e) => return Err(e),
+/// An idempotent producer's id, from a live broker of `registry`, as
+/// Kafka's producers ask a broker: it checks that the principal may
+/// write, and hands ids out of the registry's blocks, so that the client
+/// needs no write access to the registry nor uses a block up. Each broker
+/// is asked in turn (within the request timeout), again and again
+/// (backing off from 50 ms to 1 s) while none answers (a cluster that
+/// restarts), until the delivery timeout or a stop signal.
+fn producer_id(registry: &dyn Registry, config: &ProducerConfig) -> Result<(i64, i16)> {
+    let deadline = Instant::now() + config.delivery_timeout;
+    let mut backoff = LOOKUP_BACKOFF;
+    loop {
+        let mut last = None;
+        for broker in registry.brokers()? {
+            let asked =
+                crate::client::Connection::connect_timeout(&broker.addr(), config.request_timeout)
+                    .and_then(|mut c| c.init_producer_id());
+            match asked {
+                Ok(id) => return Ok(id),
+                Err(e) if retriable(&e) => last = Some(e),
+                Err(e) => return Err(e),
+            }
         }
+        let e = last.unwrap_or_else(|| Error::NoBroker {
+            registry: registry.location(),
+        });
+        let wake = Instant::now() + backoff;
+        if wake >= deadline {
+            return Err(e);
+        }
+        while Instant::now() < wake {
+            if crate::stop::grace_over() {
+                return Err(e);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        backoff = (backoff * 2).min(LOOKUP_BACKOFF_MAX);
     }
-    Err(last.unwrap_or_else(|| Error::NoBroker {
-        registry: registry.location(),
-    }))
 }
 
 /// Adds a producer's counts to `total`.
@@ -882,7 +904,60 @@ mod tests {
             ..ParsedRecord::default()
         };
         c.send(0, &record, &[], 0).unwrap();
-        assert!(c.flush_batches().is_err());
+        c.flush_batches().unwrap();
         assert_eq!(c.failed, 21);
+        assert!(c.gap_error.is_some(), "told at the end");
+    }
+
+    /// A gap in one partition leaves the other partitions' batches to go
+    /// on at the end: partition 1's parked batch is tried until its
+    /// deadline, not failed with partition 0's.
+    #[test]
+    fn a_gap_in_one_partition_leaves_anothers_batches_to_go_on() {
+        let config = ProducerConfig::default();
+        let mut c = unconnected(config);
+        c.batches = Batches::new("t", 2, config.batch, config.record_bytes_max);
+        c.batches.number(9, 0);
+        c.gapped = vec![true, false];
+        c.route = vec![None; 2];
+        let soon = Instant::now() + Duration::from_millis(500);
+        let waiting = Waiting::unsent((1, 0), 10, soon, b"batch");
+        c.parked.push_back(Orphan {
+            why: no_leader_yet("t", 1),
+            waiting,
+            sent_before: false,
+        });
+        let record = ParsedRecord {
+            value: b"v".to_vec(),
+            ..ParsedRecord::default()
+        };
+        c.send(0, &record, &[], 0).unwrap();
+        let started = Instant::now();
+        assert!(c.finish().is_err());
+        assert!(started.elapsed() >= Duration::from_millis(400), "tried");
+        assert_eq!(c.failed, 11);
+    }
+
+    /// Idempotent, the producer id is asked of the registry's brokers
+    /// again and again while none answers (a cluster that restarts), up
+    /// to the delivery timeout, as batches wait for a leader.
+    #[test]
+    fn the_producer_id_is_asked_again_while_no_broker_answers() {
+        let config = ProducerConfig {
+            idempotent: true,
+            delivery_timeout: Duration::from_millis(400),
+            ..ProducerConfig::default()
+        };
+        let started = Instant::now();
+        let reg = MemRegistry::default();
+        std::mem::forget(reg.register_broker(&broker("b1", 9)).unwrap());
+        let placement = Placement::new("t", vec![vec!["b1".to_string()]]);
+        assert!(reg.create_placement(&placement).unwrap());
+        let refused = ClusterProducer::connect(Arc::new(reg), "t", config);
+        assert!(matches!(refused, Err(Error::Network { .. })), "{refused:?}");
+        assert!(
+            started.elapsed() >= Duration::from_millis(300),
+            "asked again"
+        );
     }
 }

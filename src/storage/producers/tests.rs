@@ -156,27 +156,36 @@ fn the_producers_are_bounded_and_the_one_oldest_in_the_log_goes() {
 
 #[test]
 fn producers_silent_past_the_expiry_are_forgotten() {
+    let now = crate::clock::now_ms();
+    let hour = 3_600_000;
     let mut s = ProducerState::default();
-    s.apply(&batch(1, 0, 0, 1, 0)); // last timestamp 1000
-    s.apply(&batch(2, 0, 0, 1, 500)); // 1500
-    assert_eq!(s.expire(2_000, 600), 0, "both sent since the last check");
-    assert_eq!(s.expire(2_000, 600), 1);
+    s.apply(&batch(1, 0, 0, 1, 0)); // last timestamp 1000: long ago
+    let mut recent = batch(2, 0, 0, 1, 0);
+    recent.max_timestamp = now + 2 * hour;
+    s.apply(&recent);
+    assert_eq!(s.expire(now, 600), 0, "both just taken");
+    assert_eq!(s.expire(now + 2 * hour, 600), 1, "silent an hour");
     assert!(s.get(1).is_none() && s.get(2).is_some());
-    assert_eq!(s.expire(2_000, 600), 0);
-    // Records stamped long ago (a copy of an old topic): the producer
-    // stays while it sends, and a retry of its batch is still a retry.
+    assert_eq!(s.expire(now + 2 * hour, 600), 0);
+    // Records stamped long ago (a copy of an old topic): a producer that
+    // sends stays, and a retry of its batch is still a retry, however
+    // often the expiry runs.
     s.apply(&batch(3, 0, 0, 1, 600));
-    assert_eq!(s.expire(9_000, 600), 1, "2 goes, 3 sent");
-    s.apply(&batch(3, 0, 1, 1, 601));
-    assert_eq!(s.expire(9_000, 600), 0);
-    let retry = batch(3, 0, 1, 1, 601);
+    for _ in 0..3 {
+        assert_eq!(s.expire(crate::clock::now_ms(), 60_000), 0);
+    }
+    let retry = batch(3, 0, 0, 1, 600);
     assert!(matches!(s.check(&retry), Verdict::Duplicate { .. }));
-    assert_eq!(s.expire(9_000, 600), 1, "silent a whole check");
+    assert_eq!(s.expire(now + 2 * hour, 60_000), 1, "then silent: 3 goes");
     let (_, mut loaded) = ProducerState::decode_snapshot(&sample().encode_snapshot(100)).unwrap();
     let n = loaded.len();
     assert!(n > 0);
-    assert_eq!(loaded.expire(i64::MAX, 0), 0, "loaded now: kept once");
-    assert_eq!(loaded.expire(i64::MAX, 0), n);
+    assert_eq!(
+        loaded.expire(crate::clock::now_ms(), 60_000),
+        0,
+        "loaded now"
+    );
+    assert_eq!(loaded.expire(now + 2 * hour, 60_000), n);
 }
 
 fn sample() -> ProducerState {

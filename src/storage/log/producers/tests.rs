@@ -418,3 +418,16 @@ fn the_header_walk_builds_the_same_state_in_chunks_of_any_size() {
         assert_eq!(state, expected, "chunk {chunk}");
     }
 }
+
+/// An expiry that forgets nobody leaves the state a full scan builds (the
+/// broker's clock, which expiry also reads, is not part of it).
+#[test]
+fn an_expiry_that_forgets_nobody_leaves_what_a_full_scan_builds() {
+    let sim = SimFs::new();
+    let mut log = open(&sim);
+    let mut model = ProducerState::default();
+    fill(&mut log, 10, &mut model);
+    assert_eq!(log.expire_producers(2_000, 1_000_000).unwrap(), 0);
+    let scanned = full_scan(&log);
+    assert_eq!(log.producer_state().unwrap(), &scanned);
+}
