@@ -93,7 +93,8 @@ klog-produce -t users -K : < users.txt              # key:value lines
 klog-consume -t a -J -e | klog-produce -t b -J      # copy a topic, keys and headers too
 klog-produce -t images -l *.png                     # one record per file, as kcat
 klog-produce --data-dir data -t t < lines.txt       # embedded: no broker
-klog-produce --registry zk://zk1:2181/klog -t t     # each partition to its broker",
+klog-produce --registry zk://zk1:2181/klog -t t     # each partition to its broker
+seq 1 1000 | klog-produce -t n --no-idempotence     # at least once (idempotent is the default)",
     environment: CLIENT_ENV,
     exit_status: CLIENT_EXIT,
 };
