@@ -171,8 +171,9 @@ pub enum Verdict {
     },
 }
 
-/// The sequence after `last` (wrapping).
-fn after(last: i32) -> i32 {
+/// The sequence after `last` (wrapping), as a producer numbers its next
+/// batch.
+pub fn after(last: i32) -> i32 {
     if last == i32::MAX {
         0
     } else {
@@ -182,7 +183,7 @@ fn after(last: i32) -> i32 {
 
 /// The sequence of the last record of a batch of `count` records
 /// starting at `first` (wrapping).
-fn last_sequence(first: i32, count: u32) -> i32 {
+pub fn last_sequence(first: i32, count: u32) -> i32 {
     let last = i64::from(first) + i64::from(count.max(1)) - 1;
     (last % (i64::from(i32::MAX) + 1)) as i32
 }

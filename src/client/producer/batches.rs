@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use super::{check_record, BatchOptions, Headers, ParsedRecord};
 use crate::error::Result;
+use crate::storage::producers::{after, last_sequence};
 use crate::storage::record::BatchBuilder;
 
 /// The batches being filled for the partitions of one topic, and the rules
@@ -82,9 +83,8 @@ impl Batches {
             None => builder.finish(),
             Some((id, epoch)) => {
                 let first = self.sequences[p];
-                let next = i64::from(first) + i64::from(builder.len());
-                // Sequences wrap from i32::MAX to 0, as Kafka's do.
-                self.sequences[p] = (next % (i64::from(i32::MAX) + 1)) as i32;
+                // Wrapping from i32::MAX to 0, as the partition counts.
+                self.sequences[p] = after(last_sequence(first, builder.len()));
                 builder.finish_numbered((id, epoch, first))
             }
         }

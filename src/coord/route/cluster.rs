@@ -791,6 +791,29 @@ mod tests {
         assert!(waits >= 2 * LOOKUP_BACKOFF, "the second waits {waits:?}");
     }
 
+    /// An unconnected producer (see [`unconnected`]) of two partitions,
+    /// numbered.
+    fn two_numbered_partitions() -> ClusterProducer {
+        let config = ProducerConfig::default();
+        let mut c = unconnected(config);
+        c.batches = Batches::new("t", 2, config.batch, config.record_bytes_max);
+        c.batches.number(9, 0);
+        c.gapped = vec![false; 2];
+        c.route = vec![None; 2];
+        c
+    }
+
+    /// Parks a batch of `records` for `(partition, ordinal)`, sent before,
+    /// due by `deadline`.
+    fn park(c: &mut ClusterProducer, place: (u32, u64), records: u64, deadline: Instant) {
+        let waiting = Waiting::unsent(place, records, deadline, b"batch");
+        c.parked.push_back(Orphan {
+            why: no_leader_yet("t", place.0),
+            waiting,
+            sent_before: true,
+        });
+    }
+
     /// Numbered, the window holds across brokers: with the partition's
     /// first batch unanswered at its old leader, the new leader gets the
     /// four after it at once, though its connection would take a fifth,
@@ -848,20 +871,12 @@ mod tests {
         let mut c = unconnected(ProducerConfig::default());
         c.batches.number(9, 0);
         let deadline = Instant::now() + Duration::from_secs(60);
-        let park = |c: &mut ClusterProducer, ordinal| {
-            let waiting = Waiting::unsent((0, ordinal), 1, deadline, b"batch");
-            c.parked.push_back(Orphan {
-                why: no_leader_yet("t", 0),
-                waiting,
-                sent_before: true,
-            });
-        };
-        park(&mut c, 3);
+        park(&mut c, (0, 3), 1, deadline);
         assert!(c.in_window(0, 7, None), "the fifth from the oldest");
         assert!(!c.in_window(0, 8, None), "the sixth");
         assert!(c.in_window(1, 8, None), "another partition's");
         assert!(!c.in_window(0, 7, Some(2)), "one taken to be sent is older");
-        park(&mut c, 1);
+        park(&mut c, (0, 1), 1, deadline);
         assert!(!c.in_window(0, 6, None), "the oldest is older now");
         c.parked.clear();
         assert!(c.in_window(0, 1_000, None), "nothing unanswered");
@@ -876,21 +891,11 @@ mod tests {
     /// deadlines. Another partition's batch waits on.
     #[test]
     fn after_a_numbered_batch_fails_its_partitions_later_batches_fail_at_once() {
-        let config = ProducerConfig::default();
-        let mut c = unconnected(config);
-        c.batches = Batches::new("t", 2, config.batch, config.record_bytes_max);
-        c.batches.number(9, 0);
-        c.gapped = vec![false; 2];
-        c.route = vec![None; 2];
+        let mut c = two_numbered_partitions();
         let now = Instant::now();
         let later = now + Duration::from_secs(60);
-        for (partition, ordinal, deadline) in [(0, 0, now), (0, 1, later), (1, 0, later)] {
-            let waiting = Waiting::unsent((partition, ordinal), 10, deadline, b"batch");
-            c.parked.push_back(Orphan {
-                why: no_leader_yet("t", partition),
-                waiting,
-                sent_before: true,
-            });
+        for (place, deadline) in [((0, 0), now), ((0, 1), later), ((1, 0), later)] {
+            park(&mut c, place, 10, deadline);
         }
         assert!(c.tick().is_err());
         assert_eq!(c.failed, 20, "both of partition 0");
@@ -914,19 +919,10 @@ mod tests {
     /// deadline, not failed with partition 0's.
     #[test]
     fn a_gap_in_one_partition_leaves_anothers_batches_to_go_on() {
-        let config = ProducerConfig::default();
-        let mut c = unconnected(config);
-        c.batches = Batches::new("t", 2, config.batch, config.record_bytes_max);
-        c.batches.number(9, 0);
-        c.gapped = vec![true, false];
-        c.route = vec![None; 2];
+        let mut c = two_numbered_partitions();
+        c.gapped[0] = true;
         let soon = Instant::now() + Duration::from_millis(500);
-        let waiting = Waiting::unsent((1, 0), 10, soon, b"batch");
-        c.parked.push_back(Orphan {
-            why: no_leader_yet("t", 1),
-            waiting,
-            sent_before: false,
-        });
+        park(&mut c, (1, 0), 10, soon);
         let record = ParsedRecord {
             value: b"v".to_vec(),
             ..ParsedRecord::default()
