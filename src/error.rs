@@ -674,6 +674,9 @@ error_codes! {
     /// An idempotent producer's batch from an epoch older than its last:
     /// another instance of the producer took over.
     ProducerFenced = 28, "producer_fenced";
+    /// A transactional producer's request its transaction's state does
+    /// not allow (a batch outside the transaction it has open).
+    InvalidTxnState = 29, "invalid_txn_state";
 }
 
 impl fmt::Display for ErrorCode {

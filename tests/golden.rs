@@ -38,9 +38,11 @@ use klog::storage::fs::sim::SimFs;
 use klog::storage::fs::Vfs;
 use klog::storage::index::{self, IndexEntry, SegmentIndex};
 use klog::storage::log::{Log, LogConfig, OpenOptions};
-use klog::storage::producers::ProducerState;
+use klog::storage::producers::{ProducerState, Snapshot};
+use klog::storage::record::control::{self, Marker};
 use klog::storage::record::{
-    self, legacy, Batch, BatchBuilder, BatchHeader, Codec, Decompressed, Format,
+    self, legacy, Batch, BatchBuilder, BatchHeader, Codec, Decompressed, Format, ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
 };
 use klog::storage::recover;
 use klog::storage::segment;
@@ -752,7 +754,12 @@ fn partition_directory() {
         let name = format!("{offset:020}.snapshot");
         let bytes = vfs.read(&dir.join(name)).unwrap();
         let decoded = ProducerState::decode_snapshot(&bytes);
-        assert_eq!(decoded, Ok((offset, ProducerState::default())));
+        let empty = Snapshot {
+            offset,
+            aborted: 0,
+            state: ProducerState::default(),
+        };
+        assert_eq!(decoded, Ok(empty));
     }
     let epochs = Epochs::read(&vfs, dir)
         .unwrap()
@@ -1499,9 +1506,60 @@ fn producer_snapshot() {
         state.apply(&header(42, 3, i * 2, 2, 10 + i as u64 * 2));
     }
     state.apply(&header(7, 0, i32::MAX, 2, 30));
+    // Version 1 (before transactions) still reads.
+    let v1 = std::fs::read(golden_dir().join("producer-snapshot-v1.bin")).unwrap();
+    let read = ProducerState::decode_snapshot(&v1).expect("a version 1 snapshot reads");
+    assert_eq!((read.offset, read.aborted, &read.state), (32, 0, &state));
+    // Producer 9's transaction is open from offset 40; producer 11's
+    // epoch 2 began with a marker (no batch of it since).
+    let txn = |h: BatchHeader| BatchHeader {
+        attributes: ATTR_TRANSACTIONAL,
+        ..h
+    };
+    state.apply(&txn(header(9, 1, 0, 3, 40)));
+    state.apply(&txn(header(11, 1, 0, 1, 43)));
+    let marker = BatchHeader {
+        attributes: ATTR_TRANSACTIONAL | ATTR_CONTROL,
+        base_sequence: -1,
+        ..header(11, 2, 0, 1, 44)
+    };
+    let aborted = Marker {
+        commit: false,
+        coordinator_epoch: 5,
+    };
+    assert!(state.apply_marker(&marker, aborted).is_some());
+    assert_eq!(state.first_unstable_offset(), Some(40));
     let name = "producer-snapshot.bin";
-    let golden = check_golden(name, &state.encode_snapshot(32));
-    assert_eq!(ProducerState::decode_snapshot(&golden), Ok((32, state)));
+    let golden = check_golden(name, &state.encode_snapshot(45, 1));
+    let expected = Snapshot {
+        offset: 45,
+        aborted: 1,
+        state,
+    };
+    assert_eq!(ProducerState::decode_snapshot(&golden), Ok(expected));
+}
+
+/// A transaction's commit marker (`storage::record::control`): producer 42,
+/// epoch 3, coordinator epoch 7, as the `kafka-protocol` crate reads it.
+#[test]
+fn control_batch() {
+    let marker = Marker {
+        commit: true,
+        coordinator_epoch: 7,
+    };
+    let batch = control::marker_batch((42, 3), marker, 1_700_000_000_000);
+    let golden = check_golden("control-batch.bin", &batch);
+    let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut &golden[..])
+        .expect("the crate decodes it");
+    let record = &sets[0].records[0];
+    assert!(record.control && record.transactional);
+    assert_eq!((record.producer_id, record.producer_epoch), (42, 3));
+    let key = record.key.as_deref().expect("a key");
+    assert_eq!(key, [0, 0, 0, 1], "version 0, type 1: commit");
+    let h = Batch::decode(Format::Kafka, &golden, 1 << 20)
+        .unwrap()
+        .header;
+    assert_eq!(control::marker_of(&h, &golden), Some(marker));
 }
 
 #[test]

@@ -313,7 +313,9 @@ pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
 pub const INVALID_PRODUCER_EPOCH: i16 = 47;
 /// A batch whose sequence does not follow its producer's last.
 pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-/// Transactions are not supported: a transactional id is refused.
+/// A transactional request its transaction's state does not allow.
+pub const INVALID_TXN_STATE: i16 = 48;
+/// The client may not use that transactional id.
 pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 /// The server could not read or write its files.
 pub const KAFKA_STORAGE_ERROR: i16 = 56;

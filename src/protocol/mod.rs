@@ -166,6 +166,7 @@
 //! | 26 | authorization_failed | the broker's ACLs (`--authorize`) do not allow the client this request; the message names the resource |
 //! | 27 | out_of_order_sequence | an idempotent producer's batch does not follow its last (a gap, or numbers used for other records): send again in order from the first batch not acknowledged |
 //! | 28 | producer_fenced | an idempotent producer's batch from an epoch older than its last: another instance took over |
+//! | 29 | invalid_txn_state | a transactional producer's request its transaction's state does not allow (a batch outside the transaction it has open) |
 //!
 //! # Version history
 //!
@@ -399,7 +400,7 @@ mod tests {
 
     #[test]
     fn the_replication_error_codes_have_their_numbers_and_later_ones_are_unknown() {
-        let names: Vec<_> = (16..=29).map(|c| ErrorCode::from_u16(c).name()).collect();
+        let names: Vec<_> = (16..=30).map(|c| ErrorCode::from_u16(c).name()).collect();
         assert_eq!(
             names,
             [
@@ -416,12 +417,13 @@ mod tests {
                 "authorization_failed",
                 "out_of_order_sequence",
                 "producer_fenced",
+                "invalid_txn_state",
                 "unknown"
             ]
         );
         // The module docs' table has every code, by number and name.
         let docs = include_str!("mod.rs");
-        for code in 0..=28u16 {
+        for code in 0..=29u16 {
             assert_eq!(ErrorCode::from_u16(code) as u16, code, "{code} round trips");
             let row = format!("//! | {code} | {} |", ErrorCode::from_u16(code).name());
             assert!(docs.contains(&row), "no row {row:?} in the error table");

@@ -12,6 +12,7 @@
 //!   recovery-point                  "klog-recovery-point 1\n<offset>\n": records below are durable
 //!   leader-epochs                   leader epoch -> first offset (crate::storage::epoch)
 //!   00000000000000051200.snapshot   producer state below that offset (crate::storage::producers)
+//!   aborted-transactions            aborted transactions, for read_committed (crate::storage::log::aborted)
 //!   clean-shutdown                  present after a clean close; removed by the next writer
 //!   .lock                           the writer's lock (an OFD lock), holding its pid
 //!   quarantine/                     segments recovery set aside after a cut
@@ -89,6 +90,7 @@ use crate::storage::record::Format;
 use crate::storage::recover::{self, RecoverOptions, RecoveryReport};
 use crate::storage::segment::{PreparedSegment, Segment};
 
+pub mod aborted;
 mod append;
 mod epochs;
 mod flush;
@@ -312,6 +314,8 @@ pub struct Log {
     producers: ProducerState,
     /// An undo or a truncation took back batches `producers` counts.
     producers_stale: bool,
+    /// Its aborted transactions ([`aborted`]), as `producers`.
+    aborted: aborted::Aborted,
     _lock: Option<DirLock>,
 }
 
@@ -372,6 +376,7 @@ impl Log {
             floor,
             producers: ProducerState::default(),
             producers_stale: false,
+            aborted: Default::default(),
             _lock: lock,
         };
         if options.writable {

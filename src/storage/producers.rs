@@ -20,6 +20,19 @@
 //! becomes leader, a broker that restarts, knows what the old leader knew
 //! of every batch it still holds.
 //!
+//! # Transactions
+//!
+//! A transactional producer's batches (the `transactional` attribute) open
+//! a transaction in the partition at the first one's offset; the commit or
+//! abort marker its coordinator writes ([`crate::storage::record::control`],
+//! [`ProducerState::apply_marker`]) closes it. The first offset of the
+//! oldest open transaction is the partition's first unstable offset
+//! ([`ProducerState::first_unstable_offset`]): read_committed consumers
+//! read below it (the last stable offset). An abort yields the
+//! transaction's [`AbortedTxn`], which the log keeps for read_committed
+//! fetches (`crate::storage::log::aborted`). A producer with an open
+//! transaction neither expires nor is forgotten to make room.
+//!
 //! # Kafka's rules ([`ProducerState::check`], a leader's, before it appends)
 //!
 //! | the batch | verdict |
@@ -29,9 +42,14 @@
 //! | an epoch older than the producer's | [`Verdict::Fenced`] (`INVALID_PRODUCER_EPOCH`) |
 //! | a newer epoch, sequence 0 | append (the producer bumped its epoch) |
 //! | a newer epoch, another sequence | [`Verdict::OutOfOrder`] |
+//! | the producer's epoch, no batch of it since a marker began that epoch, another sequence than 0 | [`Verdict::OutOfOrder`] |
 //! | the same sequence range and CRC32C as one of the last five | [`Verdict::Duplicate`], answered with the first copy's offsets |
+//! | not transactional, from a producer with an open transaction | [`Verdict::InvalidTxnState`] (`INVALID_TXN_STATE`) |
 //! | the sequence after the producer's last | append |
 //! | anything else | [`Verdict::OutOfOrder`] (`OUT_OF_ORDER_SEQUENCE_NUMBER`) |
+//!
+//! A marker ([`ProducerState::check_marker`]) of an epoch older than the
+//! producer's is [`Verdict::Fenced`]; any other is appended.
 //!
 //! Kafka calls a batch a duplicate on its numbers alone; klog also wants
 //! its bytes: a batch numbered as a stored one but holding other records
@@ -56,13 +74,15 @@
 //! | field | type | |
 //! | --- | --- | --- |
 //! | crc | u32 | CRC32C of every byte after it |
-//! | version | i16 | 1 |
+//! | version | i16 | 2 (1: without `aborted` and `txn_first_offset`, 1 batch or more) |
 //! | offset | u64 | the state is that of the batches below it (the name's) |
-//! | producers | u32 | at most [`PRODUCERS_MAX`]; then, ascending by id, each: |
+//! | aborted | u64 | the aborted transactions whose markers are below it, all in the log's file of them (`crate::storage::log::aborted`) |
+//! | producers | u32 | at most [`PRODUCERS_MAX`] (and those with open transactions); then, ascending by id, each: |
 //! | · producer_id | i64 | ≥ 0 |
 //! | · epoch | i16 | ≥ 0 |
 //! | · last_timestamp | i64 | its last batch's largest timestamp |
-//! | · batches | u8 | 1 to [`BATCHES_REMEMBERED`]; then, oldest first, each: |
+//! | · txn_first_offset | i64 | the first offset of its open transaction, -1: none |
+//! | · batches | u8 | 0 to [`BATCHES_REMEMBERED`] (0: a marker began its epoch); then, oldest first, each: |
 //! | · · first_sequence | i32 | |
 //! | · · last_sequence | i32 | |
 //! | · · base_offset | u64 | below the snapshot's offset |
@@ -73,8 +93,9 @@
 //! ignored: the state is rebuilt from an older one, or from the log's
 //! first batch.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
+use crate::storage::record::control::Marker;
 use crate::storage::record::BatchHeader;
 
 /// Batches remembered per producer: the most a Kafka producer keeps in
@@ -87,11 +108,13 @@ pub const BATCHES_REMEMBERED: usize = 5;
 pub const PRODUCERS_MAX: usize = 10_000;
 
 /// The snapshot format's version.
-const SNAPSHOT_VERSION: i16 = 1;
+const SNAPSHOT_VERSION: i16 = 2;
 
-/// Bytes of a snapshot before its producers.
-const SNAPSHOT_HEADER_BYTES: usize = 4 + 2 + 8 + 4;
-const PRODUCER_BYTES: usize = 8 + 2 + 8 + 1;
+/// Bytes of a snapshot before its producers (version 1's had no
+/// `aborted`).
+const SNAPSHOT_HEADER_BYTES: usize = 4 + 2 + 8 + 8 + 4;
+const SNAPSHOT_V1_HEADER_BYTES: usize = SNAPSHOT_HEADER_BYTES - 8;
+const PRODUCER_BYTES: usize = 8 + 2 + 8 + 8 + 1;
 const BATCH_BYTES: usize = 4 + 4 + 8 + 4 + 4;
 
 /// The largest snapshot: every producer with every batch.
@@ -120,8 +143,11 @@ pub struct Producer {
     pub epoch: i16,
     /// Its last batch's largest timestamp.
     pub last_timestamp: i64,
-    /// Its last batches in this epoch, oldest first (at least one).
+    /// Its last batches in this epoch, oldest first (none when a marker
+    /// began the epoch).
     pub batches: VecDeque<SequencedBatch>,
+    /// The first offset of its open transaction here, if one is open.
+    pub txn_first_offset: Option<u64>,
     /// The broker's clock when it last took a batch of it, or loaded the
     /// state (not in snapshots, and not compared: no replica's is
     /// another's): [`ProducerState::expire`] keeps a producer that sends,
@@ -135,16 +161,35 @@ impl PartialEq for Producer {
         self.epoch == other.epoch
             && self.last_timestamp == other.last_timestamp
             && self.batches == other.batches
+            && self.txn_first_offset == other.txn_first_offset
     }
 }
 
 impl Eq for Producer {}
 
 impl Producer {
-    /// Its last batch.
-    fn last(&self) -> &SequencedBatch {
-        self.batches.back().expect("a producer has a batch")
+    /// The sequence its next batch must start at.
+    fn next_sequence(&self) -> i32 {
+        self.batches.back().map_or(0, |b| after(b.last_sequence))
     }
+
+    /// The offset of its last batch in the log (0: none since a marker).
+    fn last_offset(&self) -> u64 {
+        self.batches.back().map_or(0, |b| b.last_offset)
+    }
+}
+
+/// A transaction aborted in a partition: read_committed consumers skip
+/// this producer's records from `first_offset` to `last_offset` (its abort
+/// marker's offset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTxn {
+    /// The transaction's producer.
+    pub producer_id: i64,
+    /// The offset of its first batch here.
+    pub first_offset: u64,
+    /// The offset of its abort marker.
+    pub last_offset: u64,
 }
 
 /// What to do with a producer's batch.
@@ -169,6 +214,8 @@ pub enum Verdict {
         /// The sequence expected (0 for a new epoch).
         expected: i32,
     },
+    /// A batch outside a transaction from a producer with one open here.
+    InvalidTxnState,
 }
 
 /// The sequence after `last` (wrapping), as a producer numbers its next
@@ -192,6 +239,8 @@ pub fn last_sequence(first: i32, count: u32) -> i32 {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerState {
     by_id: HashMap<i64, Producer>,
+    /// The open transactions: (first offset, producer id).
+    open: BTreeSet<(u64, i64)>,
 }
 
 impl ProducerState {
@@ -243,15 +292,77 @@ impl ProducerState {
             .batches
             .iter()
             .find(|b| b.first_sequence == h.base_sequence && b.last_sequence == last);
+        let expected = producer.next_sequence();
         match stored {
             Some(b) if b.crc == h.crc => Verdict::Duplicate {
                 base_offset: b.base_offset,
                 last_offset: b.last_offset,
             },
-            _ if h.base_sequence == after(producer.last().last_sequence) => Verdict::Append,
-            _ => Verdict::OutOfOrder {
-                expected: after(producer.last().last_sequence),
-            },
+            _ if !h.is_transactional() && producer.txn_first_offset.is_some() => {
+                Verdict::InvalidTxnState
+            }
+            _ if h.base_sequence == expected => Verdict::Append,
+            _ => Verdict::OutOfOrder { expected },
+        }
+    }
+
+    /// What a leader does with a marker of producer `id` at `epoch`: one
+    /// older than the producer's is fenced (a coordinator's late marker
+    /// after the producer moved on); any other is appended.
+    pub fn check_marker(&self, id: i64, epoch: i16) -> Verdict {
+        match self.by_id.get(&id) {
+            Some(p) if epoch < p.epoch => Verdict::Fenced { current: p.epoch },
+            _ => Verdict::Append,
+        }
+    }
+
+    /// The first offset of the oldest open transaction: read_committed
+    /// consumers read below it.
+    pub fn first_unstable_offset(&self) -> Option<u64> {
+        self.open.first().map(|(offset, _)| *offset)
+    }
+
+    /// The open transactions, oldest first: (first offset, producer id).
+    pub fn open_transactions(&self) -> impl Iterator<Item = (u64, i64)> + '_ {
+        self.open.iter().copied()
+    }
+
+    /// Takes the stored marker batch `h` (its offset final), which closes
+    /// its producer's open transaction: the transaction, when it aborted
+    /// one. A marker of a newer epoch begins that epoch (its sequences
+    /// start again at 0).
+    pub fn apply_marker(&mut self, h: &BatchHeader, marker: Marker) -> Option<AbortedTxn> {
+        if h.producer_id < 0 || h.producer_epoch < 0 {
+            return None;
+        }
+        self.make_room_for(h.producer_id);
+        let producer = self.by_id.entry(h.producer_id).or_insert(Producer {
+            epoch: h.producer_epoch,
+            last_timestamp: h.max_timestamp,
+            batches: VecDeque::new(),
+            txn_first_offset: None,
+            appended_ms: 0,
+        });
+        if producer.epoch != h.producer_epoch {
+            producer.epoch = h.producer_epoch;
+            producer.batches.clear();
+        }
+        producer.last_timestamp = h.max_timestamp;
+        producer.appended_ms = crate::clock::now_ms();
+        let first_offset = producer.txn_first_offset.take()?;
+        self.open.remove(&(first_offset, h.producer_id));
+        (!marker.commit).then_some(AbortedTxn {
+            producer_id: h.producer_id,
+            first_offset,
+            last_offset: h.base_offset,
+        })
+    }
+
+    /// Forgets the most silent producer when a new one, `id`, would pass
+    /// [`PRODUCERS_MAX`].
+    fn make_room_for(&mut self, id: i64) {
+        if !self.by_id.contains_key(&id) && self.by_id.len() >= PRODUCERS_MAX {
+            self.forget_the_most_silent();
         }
     }
 
@@ -269,13 +380,12 @@ impl ProducerState {
             last_offset: h.last_offset(),
             crc: h.crc,
         };
-        if !self.by_id.contains_key(&h.producer_id) && self.by_id.len() >= PRODUCERS_MAX {
-            self.forget_the_most_silent();
-        }
+        self.make_room_for(h.producer_id);
         let producer = self.by_id.entry(h.producer_id).or_insert(Producer {
             epoch: h.producer_epoch,
             last_timestamp: h.max_timestamp,
             batches: VecDeque::with_capacity(BATCHES_REMEMBERED),
+            txn_first_offset: None,
             appended_ms: 0,
         });
         if producer.epoch != h.producer_epoch {
@@ -286,17 +396,24 @@ impl ProducerState {
             producer.batches.pop_front();
         }
         producer.batches.push_back(batch);
+        if h.is_transactional() && producer.txn_first_offset.is_none() {
+            producer.txn_first_offset = Some(h.base_offset);
+            self.open.insert((h.base_offset, h.producer_id));
+        }
         producer.last_timestamp = h.max_timestamp;
         // One clock read per batch (no system call: the vDSO's).
         producer.appended_ms = crate::clock::now_ms();
     }
 
-    /// Forgets the producer whose last batch is oldest in the log.
+    /// Forgets the producer whose last batch is oldest in the log, of
+    /// those without an open transaction (the coordinator ends those, by
+    /// their timeout if not before).
     fn forget_the_most_silent(&mut self) {
         let silent = self
             .by_id
             .iter()
-            .min_by_key(|(_, p)| p.last().last_offset)
+            .filter(|(_, p)| p.txn_first_offset.is_none())
+            .min_by_key(|(_, p)| p.last_offset())
             .map(|(id, _)| *id);
         if let Some(id) = silent {
             self.by_id.remove(&id);
@@ -311,22 +428,27 @@ impl ProducerState {
     pub fn expire(&mut self, now_ms: i64, idle_ms: i64) -> usize {
         let before = self.by_id.len();
         let horizon = now_ms.saturating_sub(idle_ms);
-        self.by_id
-            .retain(|_, p| p.last_timestamp.max(p.appended_ms) >= horizon);
+        self.by_id.retain(|_, p| {
+            p.txn_first_offset.is_some() || p.last_timestamp.max(p.appended_ms) >= horizon
+        });
         before - self.by_id.len()
     }
 
-    /// The snapshot of this state as of `offset` (see the module's table).
-    pub fn encode_snapshot(&self, offset: u64) -> Vec<u8> {
+    /// The snapshot of this state as of `offset`, with `aborted`
+    /// transactions below it (see the module's table).
+    pub fn encode_snapshot(&self, offset: u64, aborted: u64) -> Vec<u8> {
         let mut out = Vec::with_capacity(SNAPSHOT_HEADER_BYTES + self.by_id.len() * 64);
         out.extend_from_slice(&[0; 4]);
         out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
         out.extend_from_slice(&offset.to_be_bytes());
+        out.extend_from_slice(&aborted.to_be_bytes());
         out.extend_from_slice(&(self.by_id.len() as u32).to_be_bytes());
         for (id, p) in self.producers() {
             out.extend_from_slice(&id.to_be_bytes());
             out.extend_from_slice(&p.epoch.to_be_bytes());
             out.extend_from_slice(&p.last_timestamp.to_be_bytes());
+            let txn = p.txn_first_offset.map_or(-1, |o| o as i64);
+            out.extend_from_slice(&txn.to_be_bytes());
             out.push(p.batches.len() as u8);
             for b in &p.batches {
                 out.extend_from_slice(&b.first_sequence.to_be_bytes());
@@ -342,9 +464,10 @@ impl ProducerState {
         out
     }
 
-    /// Decodes a snapshot: its offset and state, or why it is not one.
-    pub fn decode_snapshot(bytes: &[u8]) -> Result<(u64, ProducerState), String> {
-        if bytes.len() < SNAPSHOT_HEADER_BYTES || bytes.len() > SNAPSHOT_BYTES_MAX {
+    /// Decodes a snapshot: its offset, its count of aborted transactions
+    /// and its state, or why it is not one.
+    pub fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, String> {
+        if bytes.len() < SNAPSHOT_V1_HEADER_BYTES || bytes.len() > SNAPSHOT_BYTES_MAX {
             return Err(format!("a snapshot of {} bytes", bytes.len()));
         }
         let mut r = Reader { bytes, at: 0 };
@@ -353,17 +476,21 @@ impl ProducerState {
             return Err("its CRC32C does not match".into());
         }
         let version = r.i16()?;
-        if version != SNAPSHOT_VERSION {
+        if version != SNAPSHOT_VERSION && version != 1 {
             return Err(format!("version {version}"));
         }
         let offset = r.u64()?;
+        let aborted = if version == 1 { 0 } else { r.u64()? };
         let count = r.u32()? as usize;
-        if count > PRODUCERS_MAX {
+        if count > SNAPSHOT_BYTES_MAX / PRODUCER_BYTES {
             return Err(format!("{count} producers"));
         }
         let mut state = ProducerState::default();
         for _ in 0..count {
-            let (id, producer) = decode_producer(&mut r, offset)?;
+            let (id, producer) = decode_producer(&mut r, offset, version)?;
+            if let Some(first) = producer.txn_first_offset {
+                state.open.insert((first, id));
+            }
             if state.by_id.insert(id, producer).is_some() {
                 return Err(format!("producer {id} twice"));
             }
@@ -371,17 +498,42 @@ impl ProducerState {
         if r.at != bytes.len() {
             return Err("bytes after its last producer".into());
         }
-        Ok((offset, state))
+        Ok(Snapshot {
+            offset,
+            aborted,
+            state,
+        })
     }
 }
 
-fn decode_producer(r: &mut Reader<'_>, offset: u64) -> Result<(i64, Producer), String> {
+/// A decoded snapshot.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The offset it is the state at.
+    pub offset: u64,
+    /// The aborted transactions whose markers are below it.
+    pub aborted: u64,
+    /// The state.
+    pub state: ProducerState,
+}
+
+fn decode_producer(
+    r: &mut Reader<'_>,
+    offset: u64,
+    version: i16,
+) -> Result<(i64, Producer), String> {
     let id = r.i64()?;
     let epoch = r.i16()?;
     let last_timestamp = r.i64()?;
+    let txn = if version == 1 { -1 } else { r.i64()? };
     let n = r.u8()? as usize;
-    if id < 0 || epoch < 0 || n == 0 || n > BATCHES_REMEMBERED {
+    let fewest = usize::from(version == 1);
+    if id < 0 || epoch < 0 || n < fewest || n > BATCHES_REMEMBERED || txn < -1 {
         return Err(format!("producer {id}: epoch {epoch}, {n} batches"));
+    }
+    let txn_first_offset = u64::try_from(txn).ok();
+    if txn_first_offset.is_some_and(|t| t >= offset) {
+        return Err(format!("producer {id}: a transaction from offset {txn}"));
     }
     let mut batches = VecDeque::with_capacity(n);
     for _ in 0..n {
@@ -405,6 +557,7 @@ fn decode_producer(r: &mut Reader<'_>, offset: u64) -> Result<(i64, Producer), S
         epoch,
         last_timestamp,
         batches,
+        txn_first_offset,
         // Loaded now: its idle time starts now.
         appended_ms: crate::clock::now_ms(),
     };

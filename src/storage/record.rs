@@ -99,6 +99,7 @@ use std::fmt;
 
 mod build;
 pub mod compression;
+pub mod control;
 mod cursor;
 mod kafka;
 pub mod legacy;

@@ -368,6 +368,11 @@ impl PartitionReader {
             if let Err(e) = batch.validate_in(&mut self.scratch, self.record_bytes_max) {
                 return self.stall(at, e).map(|_| handed);
             }
+            // A transaction's marker is no record: passed over.
+            if batch.header.is_control() {
+                self.next_offset = self.next_offset.max(batch.header.next_offset());
+                continue;
+            }
             let records = batch.records_in(&mut self.scratch, self.record_bytes_max);
             for r in records.expect("validated") {
                 let r = r.expect("validated");

@@ -16,6 +16,8 @@ use crate::limits;
 use crate::storage::batches::FileBatches;
 use crate::storage::epoch::{EpochEntry, Epochs, EPOCH_FILE};
 use crate::storage::fs::{RealFs, VFile, Vfs};
+use crate::storage::producers::ProducerState;
+use crate::storage::record::control::{self, Marker};
 use crate::storage::record::{Batch, BatchHeader, Codec, Decompressed, Format, Record};
 use crate::storage::recover::{self, RecoverOptions};
 use crate::storage::segment;
@@ -77,6 +79,9 @@ pub struct Dumper {
     walked_epochs: Epochs,
     /// The records of a compressed batch, decompressed.
     scratch: Decompressed<'static>,
+    /// The producers of the batches walked so far in this file or
+    /// partition: their open transactions.
+    producers: ProducerState,
 }
 
 impl Dumper {
@@ -89,6 +94,7 @@ impl Dumper {
             summary: Vec::new(),
             walked_epochs: Epochs::new(),
             scratch: Decompressed::default(),
+            producers: ProducerState::default(),
         }
     }
 
@@ -106,7 +112,9 @@ impl Dumper {
     /// Dumps one segment file on its own.
     pub fn segment_file(&mut self, path: &Path) -> anyhow::Result<()> {
         self.walked_epochs = Epochs::new();
+        self.producers = ProducerState::default();
         let stats = self.segment(path, None, false)?;
+        self.open_transactions()?;
         self.summary.push((path.display().to_string(), stats));
         Ok(())
     }
@@ -226,7 +234,35 @@ impl Dumper {
                 path.display()
             ));
         }
-        self.print_batch(batch, position, valid.is_ok())
+        let marker = control::marker_of(h, batch.bytes());
+        match marker {
+            Some(marker) => {
+                self.producers.apply_marker(h, marker);
+            }
+            None => self.producers.apply(h),
+        }
+        self.print_batch(batch, position, valid.is_ok(), marker)
+    }
+
+    /// Prints the transactions the batches walked left open: a line each
+    /// (read_committed consumers wait at the oldest).
+    fn open_transactions(&mut self) -> io::Result<()> {
+        if self.options.verify {
+            return Ok(());
+        }
+        for (first_offset, producer_id) in self.producers.open_transactions() {
+            if self.options.json {
+                let line = json!({"type": "open_transaction", "producer_id": producer_id,
+                    "first_offset": first_offset});
+                writeln!(self.out, "{line}")?;
+            } else {
+                writeln!(
+                    self.out,
+                    "openTransaction: producerId: {producer_id} firstOffset: {first_offset}"
+                )?;
+            }
+        }
+        Ok(())
     }
 
     fn first_bad_offset(&mut self, batch: &Batch<'_>) -> u64 {
@@ -254,7 +290,13 @@ impl Dumper {
         }
     }
 
-    fn print_batch(&mut self, batch: &Batch<'_>, position: u64, valid: bool) -> io::Result<()> {
+    fn print_batch(
+        &mut self,
+        batch: &Batch<'_>,
+        position: u64,
+        valid: bool,
+        marker: Option<Marker>,
+    ) -> io::Result<()> {
         if self.options.verify {
             return Ok(());
         }
@@ -308,18 +350,28 @@ impl Dumper {
             return Ok(());
         };
         for r in records.flatten() {
-            print_record(&mut self.out, self.options, &r)?;
+            print_record(&mut self.out, self.options, &r, marker)?;
         }
         Ok(())
     }
 }
 
-/// Prints one record's line.
-fn print_record(out: &mut impl Write, options: Options, r: &Record<'_>) -> io::Result<()> {
+/// Prints one record's line; a transaction marker's says which
+/// (`endTxnMarker: COMMIT coordinatorEpoch: 0`, as Kafka's dump does).
+fn print_record(
+    out: &mut impl Write,
+    options: Options,
+    r: &Record<'_>,
+    marker: Option<Marker>,
+) -> io::Result<()> {
     if options.json {
         let mut line = json!({"type": "record", "offset": r.offset, "create_time": r.timestamp,
             "key_size": r.key.map_or(-1, |k| k.len() as i64), "value_size": r.value.len(),
             "header_count": r.header_count()});
+        if let Some(m) = marker {
+            line["end_txn_marker"] = json!(m.name());
+            line["coordinator_epoch"] = json!(m.coordinator_epoch);
+        }
         if options.print_data {
             line["key"] = json!(r.key.map(String::from_utf8_lossy));
             line["payload"] = json!(String::from_utf8_lossy(r.value));
@@ -340,6 +392,10 @@ fn print_record(out: &mut impl Write, options: Options, r: &Record<'_>) -> io::R
         r.value.len(),
         r.header_count()
     )?;
+    if let Some(m) = marker {
+        let epoch = m.coordinator_epoch;
+        return writeln!(out, " endTxnMarker: {} coordinatorEpoch: {epoch}", m.name());
+    }
     if options.print_data {
         let headers: Vec<String> = r
             .headers()
@@ -418,6 +474,7 @@ impl Dumper {
         }
         let (segments, leftovers) = recover::list_partition(&RealFs, dir)?;
         self.walked_epochs = Epochs::new();
+        self.producers = ProducerState::default();
         let mut total = Stats::default();
         let mut expected = None;
         let last = segments.len().saturating_sub(1);
@@ -439,6 +496,7 @@ impl Dumper {
             self.check_indexes(dir)?;
             self.check_epochs(dir, &total)?;
         }
+        self.open_transactions()?;
         self.summary.push((dir.display().to_string(), total));
         Ok(())
     }

@@ -46,6 +46,11 @@ pub(super) struct Fetched<'s> {
     pub(super) error: i16,
     /// The end consumers may read to (-1 on error).
     pub(super) high_watermark: i64,
+    /// The end read_committed consumers may read to: below the oldest
+    /// open transaction (-1 on error).
+    pub(super) last_stable_offset: i64,
+    /// For read_committed, the aborted transactions over the records.
+    pub(super) aborted: Vec<crate::storage::log::aborted::AbortedTxn>,
     /// The partition's first offset (-1 on error).
     pub(super) log_start_offset: i64,
     /// Kafka record batches: a segment's byte range, or converted ones.
@@ -62,6 +67,9 @@ pub(super) struct Limits {
     pub(super) max_wait_ms: i32,
     pub(super) min_bytes: i32,
     pub(super) max_bytes: i32,
+    /// `isolation_level` 1: records below the last stable offset only,
+    /// with the aborted transactions among them.
+    pub(super) read_committed: bool,
 }
 
 /// The most record bytes one Kafka fetch answers with (Kafka's broker
@@ -85,7 +93,7 @@ pub(super) fn fetch<'s>(shared: &'s Shared, asks: &[Ask<'_>], limits: Limits) ->
     let bytes_min = u64::try_from(limits.min_bytes).unwrap_or(0);
     let watch = shared.watch_fetch(&watched(asks));
     loop {
-        let parts = gather(shared, asks, budget);
+        let parts = gather(shared, asks, budget, limits.read_committed);
         let bytes: u64 = parts.iter().map(|p| p.records.len()).sum();
         // An error, or a log that diverged from the client, is answered
         // at once.
@@ -122,7 +130,12 @@ fn watched(asks: &[Ask<'_>]) -> Vec<FetchPartition> {
 /// answer holds its segment's file open until it is written, and one
 /// fetch repeating a partition at the offsets of many sealed segments
 /// would hold a descriptor per ask.
-fn gather<'s>(shared: &'s Shared, asks: &[Ask<'_>], budget: u64) -> Vec<Fetched<'s>> {
+fn gather<'s>(
+    shared: &'s Shared,
+    asks: &[Ask<'_>],
+    budget: u64,
+    read_committed: bool,
+) -> Vec<Fetched<'s>> {
     let mut parts: Vec<Fetched<'s>> = Vec::with_capacity(asks.len());
     let mut seen: std::collections::HashMap<(&str, i32), usize> = Default::default();
     let mut bytes = 0u64;
@@ -132,6 +145,8 @@ fn gather<'s>(shared: &'s Shared, asks: &[Ask<'_>], budget: u64) -> Vec<Fetched<
             let again = Fetched {
                 error: earlier.error,
                 high_watermark: earlier.high_watermark,
+                last_stable_offset: earlier.last_stable_offset,
+                aborted: Vec::new(),
                 log_start_offset: earlier.log_start_offset,
                 records: Records::Empty,
                 diverging_epoch: earlier.diverging_epoch,
@@ -151,7 +166,8 @@ fn gather<'s>(shared: &'s Shared, asks: &[Ask<'_>], budget: u64) -> Vec<Fetched<
             (bytes > 0).then_some(left)
         };
         let wait = !parts.iter().any(|p: &Fetched<'_>| p.records.holds_memory());
-        let part = match read_partition(shared, a, (own.min(left), fit), wait) {
+        let budgets = (own.min(left), fit);
+        let part = match read_partition(shared, a, budgets, (wait, read_committed)) {
             // Past the response's budget, only an empty response takes it.
             Ok(part) if bytes > 0 && part.records.len() > left => Fetched {
                 records: Records::Empty,
@@ -161,6 +177,8 @@ fn gather<'s>(shared: &'s Shared, asks: &[Ask<'_>], budget: u64) -> Vec<Fetched<
             Err((error, _msg)) => Fetched {
                 error,
                 high_watermark: -1,
+                last_stable_offset: -1,
+                aborted: Vec::new(),
                 log_start_offset: -1,
                 records: Records::Empty,
                 diverging_epoch: None,
@@ -175,12 +193,14 @@ fn gather<'s>(shared: &'s Shared, asks: &[Ask<'_>], budget: u64) -> Vec<Fetched<
 /// A partition's records from `a.fetch_offset`, about `bytes_max` of them
 /// but at least one whole batch, converted to Kafka batches; none when
 /// that batch (as stored) is larger than `fit`, or when converting it
-/// takes request memory there is none of and it may not `wait`.
+/// takes request memory there is none of and it may not `wait`. Those of
+/// a `read_committed` fetch end at the last stable offset, and come with
+/// the aborted transactions among them.
 fn read_partition<'s>(
     shared: &'s Shared,
     a: &Ask<'_>,
     (bytes_max, fit): (u64, Option<u64>),
-    wait: bool,
+    (wait, read_committed): (bool, bool),
 ) -> Result<Fetched<'s>, (i16, String)> {
     if let Some(code) = a.denied {
         return Err((code, format!("not authorized to read {:?}", a.topic)));
@@ -191,9 +211,11 @@ fn read_partition<'s>(
         (kafka::UNKNOWN_TOPIC_OR_PARTITION, msg)
     })?;
     let p = shared.partition(a.topic, partition).map_err(coded)?;
-    let (start, end, lookup) = {
-        let log = p.lock();
+    let storage = |e: crate::error::Error| (kafka_code(error_code(&e)), e.to_string());
+    let (start, end, stable, aborted, lookup) = {
+        let mut log = p.lock();
         let end = p.readable_end(&log).map_err(coded)?;
+        let stable = log.last_stable_offset().map_err(storage)?.min(end);
         let start = log.start_offset();
         p.check_client_epoch(u32::try_from(a.current_leader_epoch).ok())
             .map_err(coded)?;
@@ -201,6 +223,8 @@ fn read_partition<'s>(
             return Ok(Fetched {
                 error: kafka::NONE,
                 high_watermark: end as i64,
+                last_stable_offset: stable as i64,
+                aborted: Vec::new(),
                 log_start_offset: start as i64,
                 records: Records::Empty,
                 diverging_epoch: Some(diverged),
@@ -214,10 +238,13 @@ fn read_partition<'s>(
             );
             return Err((kafka::OFFSET_OUT_OF_RANGE, msg));
         }
-        let lookup = log.locate_below(a.fetch_offset as u64, bytes_max, end);
-        (start, end, lookup)
+        let (aborted, below) = match read_committed {
+            true => log.aborted_for_fetch(a.fetch_offset as u64, stable),
+            false => (Vec::new(), end),
+        };
+        let lookup = log.locate_below(a.fetch_offset as u64, bytes_max, below);
+        (start, end, stable, aborted, lookup)
     };
-    let storage = |e: crate::error::Error| (kafka_code(error_code(&e)), e.to_string());
     // The batch headers are read with the lock let go.
     let slice = lookup
         .and_then(|l| l.map_or(Ok(None), |l| l.find()))
@@ -230,6 +257,8 @@ fn read_partition<'s>(
     Ok(Fetched {
         error: kafka::NONE,
         high_watermark: end as i64,
+        last_stable_offset: stable as i64,
+        aborted,
         log_start_offset: start as i64,
         records,
         diverging_epoch: None,
@@ -269,6 +298,7 @@ fn diverged(
 mod tests {
     use super::*;
     use crate::broker::testing::{append, partition, shared};
+    use crate::storage::record::Format;
 
     fn ask(fetch_offset: i64, current_leader_epoch: i32, last_fetched_epoch: i32) -> Ask<'static> {
         Ask {
@@ -308,7 +338,92 @@ mod tests {
             max_wait_ms: 0,
             min_bytes: 0,
             max_bytes: 1 << 20,
+            read_committed: false,
         }
+    }
+
+    /// The base offsets of the batches a fetch answered with.
+    fn batch_offsets(f: &Fetched<'_>) -> Vec<u64> {
+        let Records::File(slice) = &f.records else {
+            return Vec::new();
+        };
+        let mut bytes = Vec::new();
+        slice.read_into(&mut bytes).unwrap();
+        let mut offsets = Vec::new();
+        let mut rest = &bytes[..];
+        while let Ok(b) = crate::storage::record::Batch::decode(Format::Kafka, rest, 1 << 20) {
+            offsets.push(b.header.base_offset);
+            rest = &rest[b.total_bytes()..];
+        }
+        offsets
+    }
+
+    /// A batch of one record, from producer `id` in a transaction when
+    /// `id` is not -1.
+    fn one(id: i64) -> Vec<u8> {
+        let mut b = crate::storage::record::BatchBuilder::new();
+        b.push(1_000, None, &[], b"v");
+        let mut bytes = b.finish().to_vec();
+        if id >= 0 {
+            crate::storage::record::set_producer(&mut bytes, id, 0, 0);
+            bytes[21..23]
+                .copy_from_slice(&crate::storage::record::ATTR_TRANSACTIONAL.to_be_bytes());
+            let crc = crc32c::crc32c(&bytes[21..]);
+            bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+        }
+        bytes
+    }
+
+    /// read_committed: records below the last stable offset (the oldest
+    /// open transaction's first), with the aborted transactions among
+    /// them; read_uncommitted: to the high watermark, as before.
+    #[test]
+    fn read_committed_stops_at_the_oldest_open_transaction() {
+        use crate::storage::record::control::Marker;
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        let abort = Marker {
+            commit: false,
+            coordinator_epoch: 0,
+        };
+        {
+            let mut log = p.lock();
+            for id in [-1, 20, 21, -1] {
+                log.append(&mut one(id), 1_000).unwrap(); // 0, 1, 2, 3
+            }
+            log.append_marker((20, 0), abort, 1_000).unwrap(); // 4
+        }
+        crate::broker::flusher::flush_partition(&shared, &p);
+        let committed = Limits {
+            read_committed: true,
+            ..limits()
+        };
+        let f = &fetch(&shared, &[ask(0, -1, -1)], limits())[0];
+        assert_eq!((f.high_watermark, f.last_stable_offset), (5, 2));
+        assert_eq!(batch_offsets(f), [0, 1, 2, 3, 4]);
+        assert!(f.aborted.is_empty());
+        let f = &fetch(&shared, &[ask(0, -1, -1)], committed)[0];
+        assert_eq!((f.high_watermark, f.last_stable_offset), (5, 2));
+        assert_eq!(batch_offsets(f), [0, 1]);
+        let aborted: Vec<_> = f
+            .aborted
+            .iter()
+            .map(|t| (t.producer_id, t.first_offset))
+            .collect();
+        assert_eq!(aborted, [(20, 1)]);
+        let commit = Marker {
+            commit: true,
+            ..abort
+        };
+        p.lock().append_marker((21, 0), commit, 1_000).unwrap(); // 5
+        crate::broker::flusher::flush_partition(&shared, &p);
+        let f = &fetch(&shared, &[ask(2, -1, -1)], committed)[0];
+        assert_eq!(f.last_stable_offset, 6);
+        assert_eq!(batch_offsets(f), [2, 3, 4, 5]);
+        assert_eq!(f.aborted.len(), 1, "20's abort marker is at 4");
+        let f = &fetch(&shared, &[ask(5, -1, -1)], committed)[0];
+        assert_eq!(batch_offsets(f), [5]);
+        assert!(f.aborted.is_empty(), "20's abort is before offset 5");
     }
 
     /// Fetch v12: a client whose last fetched epoch the log does not hold
@@ -416,6 +531,7 @@ mod tests {
             max_wait_ms: 30_000,
             min_bytes: 1,
             max_bytes: 1 << 20,
+            read_committed: false,
         };
         let started = Instant::now();
         let got = &fetch(&shared, &[ask(3, -1, 0)], waiting)[0];

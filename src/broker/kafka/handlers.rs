@@ -536,6 +536,7 @@ fn fetch_request<'s>(
         max_wait_ms: r.max_wait_ms,
         min_bytes: r.min_bytes,
         max_bytes: r.max_bytes,
+        read_committed: r.isolation_level == 1,
     };
     let fetched = fetch::fetch(shared, &asks, limits);
     let elsewhere = fetched
@@ -586,9 +587,17 @@ fn encode_fetch(
                     partition_index: p.partition,
                     error_code: f.error,
                     high_watermark: f.high_watermark,
-                    last_stable_offset: f.high_watermark,
+                    last_stable_offset: f.last_stable_offset,
                     log_start_offset: f.log_start_offset,
-                    aborted_transactions: Some(Vec::new()),
+                    aborted_transactions: Some(
+                        f.aborted
+                            .iter()
+                            .map(|t| resp::AbortedTransaction {
+                                producer_id: t.producer_id,
+                                first_offset: t.first_offset as i64,
+                            })
+                            .collect(),
+                    ),
                     preferred_read_replica: -1,
                     diverging_epoch: f.diverging_epoch,
                     records: match &f.records {
@@ -634,7 +643,7 @@ fn list_offsets(
                             shared,
                             t.name,
                             (p.partition_index, p.current_leader_epoch),
-                            p.timestamp,
+                            (p.timestamp, r.isolation_level == 1),
                         ),
                     };
                     resp::ListOffsetsPartitionResponse {

@@ -266,7 +266,7 @@ pub(super) fn list_offset(
     shared: &Shared,
     topic: &str,
     (partition, current): (i32, i32),
-    at: i64,
+    (at, read_committed): (i64, bool),
 ) -> Listed {
     use crate::kafka::list_offsets as lo;
     let Ok(partition) = u32::try_from(partition) else {
@@ -292,7 +292,14 @@ pub(super) fn list_offset(
         at => at,
     };
     match record_at(shared, topic, partition, at) {
-        Ok((offset, timestamp)) => {
+        Ok((mut offset, timestamp)) => {
+            // A read_committed consumer's end is the last stable offset.
+            if at == lo::LATEST && read_committed {
+                match part.lock().last_stable_offset() {
+                    Ok(stable) => offset = offset.min(stable as i64),
+                    Err(e) => return Listed::none(kafka_code(error_code(&e))),
+                }
+            }
             let epochs = |log: &crate::storage::log::Log| match at {
                 lo::LATEST => log.epochs().epoch_at(u64::MAX),
                 _ => u64::try_from(offset)

@@ -263,6 +263,7 @@ fn kafka_code(code: ErrorCode) -> i16 {
         ErrorCode::LimitReached => k::POLICY_VIOLATION,
         ErrorCode::OutOfOrderSequence => k::OUT_OF_ORDER_SEQUENCE_NUMBER,
         ErrorCode::ProducerFenced => k::INVALID_PRODUCER_EPOCH,
+        ErrorCode::InvalidTxnState => k::INVALID_TXN_STATE,
         _ => k::UNKNOWN_SERVER_ERROR,
     }
 }

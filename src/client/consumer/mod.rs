@@ -465,6 +465,11 @@ impl Consumer {
                         ))
                     }
                 };
+                // A transaction's marker is no record: passed over.
+                if batch.header.is_control() {
+                    state.offset = state.offset.max(batch.header.next_offset());
+                    continue;
+                }
                 let failed = |e| fetched(&self.addr, &self.topic, part.partition, "record", e);
                 let records = batch
                     .records_in(&mut self.scratch, self.record_bytes_max)

@@ -102,7 +102,7 @@ impl Log {
         self.active_mut()
             .append(batch, header, interval_bytes, now_ms, buffer_bytes)?;
         // In the log now, whatever becomes of the flush below.
-        self.apply_producer(header);
+        self.apply_producer(header, batch);
         self.unflushed_records += u64::from(header.record_count);
         self.oldest_unflushed_ms.get_or_insert(now_ms);
         if !self.config.hides_unflushed() {
@@ -162,9 +162,9 @@ pub(super) fn as_stored(batch: &mut [u8], header: BatchHeader) -> BatchHeader {
 /// its header with its records' largest timestamp as its maximum (what
 /// the log writes there if the producer wrote another): a whole Kafka
 /// RecordBatch v2 ([`check_stored_batch`]) whose offsets are its records'
-/// indexes (`lastOffsetDelta` is `recordCount - 1`), and neither a control
-/// batch (the log writes those itself) nor a transactional one (klog has
-/// no transactions yet).
+/// indexes (`lastOffsetDelta` is `recordCount - 1`), not a control batch
+/// (the log writes those itself, [`Log::append_marker`]), and when
+/// transactional, numbered by a producer.
 pub fn check_batch(batch: &[u8], config: &LogConfig) -> Result<BatchHeader> {
     let decoded = Batch::decode(Format::Kafka, batch, limits::BATCH_BYTES_MAX)?;
     let mut scratch = record::Decompressed::default();
@@ -189,9 +189,9 @@ pub fn check_producer_batch(
             "batch: a control batch from a producer (only the broker writes those)",
         ));
     }
-    if header.is_transactional() {
+    if header.is_transactional() && header.producer_id < 0 {
         return Err(DecodeError::Malformed(
-            "batch: transactional, and klog has no transactions",
+            "batch: transactional without a producer id",
         ));
     }
     if header.producer_id >= 0 && (header.producer_epoch < 0 || header.base_sequence < 0) {

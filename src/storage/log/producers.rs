@@ -17,11 +17,13 @@
 
 use std::path::Path;
 
+use super::aborted::{self, Aborted};
 use super::{AppendInfo, Log};
 use crate::error::{Error, ErrorCode, IoContext, Result};
 use crate::limits;
 use crate::storage::fs::{self, Vfs};
-use crate::storage::producers::{ProducerState, Verdict, SNAPSHOT_BYTES_MAX};
+use crate::storage::producers::{ProducerState, Snapshot, Verdict, SNAPSHOT_BYTES_MAX};
+use crate::storage::record::control::{self, Marker};
 use crate::storage::record::{BatchHeader, Format};
 
 /// The error for a producer's batch `h` refused with `code`, saying `why`
@@ -56,8 +58,8 @@ fn snapshots(vfs: &dyn Vfs, dir: &Path) -> Result<Vec<u64>> {
     Ok(offsets)
 }
 
-/// The state in the snapshot at `offset` of `dir`, if it reads whole.
-fn read_snapshot(vfs: &dyn Vfs, dir: &Path, offset: u64) -> Option<ProducerState> {
+/// The snapshot at `offset` of `dir`, if it reads whole.
+fn read_snapshot(vfs: &dyn Vfs, dir: &Path, offset: u64) -> Option<Snapshot> {
     let file = vfs.open_read(&dir.join(snapshot_file_name(offset))).ok()?;
     let len = file.len().ok()?;
     if len > SNAPSHOT_BYTES_MAX as u64 {
@@ -65,10 +67,9 @@ fn read_snapshot(vfs: &dyn Vfs, dir: &Path, offset: u64) -> Option<ProducerState
     }
     let mut bytes = vec![0; len as usize];
     file.read_exact_at(&mut bytes, 0).ok()?;
-    match ProducerState::decode_snapshot(&bytes) {
-        Ok((at, state)) if at == offset => Some(state),
-        _ => None,
-    }
+    ProducerState::decode_snapshot(&bytes)
+        .ok()
+        .filter(|s| s.offset == offset)
 }
 
 /// What became of a producer's batch ([`Log::append_produced`]).
@@ -125,13 +126,60 @@ impl Log {
                 ErrorCode::OutOfOrderSequence,
                 format!("does not follow: sequence {expected} was expected"),
             )),
+            Verdict::InvalidTxnState => Err(refused(
+                &header,
+                ErrorCode::InvalidTxnState,
+                "is outside a transaction, and one of it is open".into(),
+            )),
         }
     }
 
+    /// Appends the transaction marker of producer `(id, epoch)`, as its
+    /// coordinator asks: the control batch that commits or aborts its
+    /// open transaction here ([`control::marker_batch`]). A marker of an
+    /// epoch older than the producer's is [`Error::ProducerRefused`]
+    /// (fenced).
+    pub fn append_marker(
+        &mut self,
+        (id, epoch): (i64, i16),
+        marker: Marker,
+        now_ms: i64,
+    ) -> Result<super::AppendInfo> {
+        self.check_failed()?;
+        if let Verdict::Fenced { current } = self.producer_state()?.check_marker(id, epoch) {
+            let why = format!("producer {id}: a marker of epoch {epoch}, older than {current}");
+            return Err(Error::ProducerRefused {
+                code: ErrorCode::ProducerFenced,
+                reason: why,
+            });
+        }
+        let mut batch = control::marker_batch((id, epoch), marker, now_ms);
+        let header = BatchHeader::decode(Format::Kafka, &batch, limits::BATCH_BYTES_MAX)?;
+        self.append_checked(&mut batch, header, now_ms)
+    }
+
+    /// The offset below which every transaction is decided (Kafka's last
+    /// stable offset, before the high watermark bounds it): the first
+    /// offset of the oldest open transaction, or the log's end.
+    pub fn last_stable_offset(&mut self) -> Result<u64> {
+        let end = self.next_offset();
+        Ok(self
+            .producer_state()?
+            .first_unstable_offset()
+            .unwrap_or(end))
+    }
+
     /// [`Log::append`] under Kafka's rules for idempotent producers
-    /// ([`Log::append_produced`]): a producer's batch from the network.
+    /// ([`Log::append_produced`]): a producer's batch from klog's own
+    /// protocol, which has no transactions (a transactional batch is
+    /// refused: no coordinator would ever end its transaction).
     pub fn produce(&mut self, batch: &mut [u8], now_ms: i64) -> Result<Produced> {
         let header = self.check_whole(batch)?;
+        if header.is_transactional() {
+            return Err(Error::InvalidBatch(crate::error::DecodeError::Malformed(
+                "batch: transactional, and klog's protocol has no transactions (Kafka's has)",
+            )));
+        }
         self.append_produced(batch, header, now_ms)
     }
 
@@ -165,10 +213,10 @@ impl Log {
         Ok(self.producers.expire(now_ms, idle_ms))
     }
 
-    /// Takes a batch just written into the state.
-    pub(super) fn apply_producer(&mut self, header: &BatchHeader) {
+    /// Takes a batch just written (`bytes`, all of it) into the state.
+    pub(super) fn apply_producer(&mut self, header: &BatchHeader, bytes: &[u8]) {
         debug_assert!(!self.producers_stale, "applied to a stale state");
-        self.producers.apply(header);
+        apply(&mut self.producers, &mut self.aborted, header, bytes);
     }
 
     /// Rebuilds the state when it is stale.
@@ -184,29 +232,53 @@ impl Log {
         Ok(())
     }
 
-    /// Builds the state from the newest usable snapshot and the log after
-    /// it, deleting the snapshots past the log's end.
+    /// Builds the state, and the aborted transactions, from the newest
+    /// usable snapshot and the log after it, deleting the snapshots past
+    /// the log's end. The file of aborted transactions is believed when
+    /// it holds the snapshot's count of them below its offset; if not, or
+    /// with no snapshot, both come from the whole log.
     pub(super) fn load_producers(&mut self) -> Result<()> {
         let next = self.next_offset();
         self.remove_snapshots_from(next + 1)?;
-        let mut state = None;
-        for offset in snapshots(&*self.vfs, &self.dir)?.into_iter().rev() {
-            if let Some(read) = read_snapshot(&*self.vfs, &self.dir, offset) {
-                state = Some((offset, read));
-                break;
+        let (stored, torn) = aborted::read(&*self.vfs, &self.dir)?;
+        let newest = snapshots(&*self.vfs, &self.dir)?
+            .into_iter()
+            .rev()
+            .find_map(|offset| read_snapshot(&*self.vfs, &self.dir, offset));
+        let file_entries = stored.len();
+        let mut kept = stored;
+        let (from, mut state) = match newest {
+            Some(s) => {
+                kept.retain(|a| a.last_offset < s.offset);
+                if kept.len() as u64 == s.aborted {
+                    (s.offset, s.state)
+                } else {
+                    kept.clear();
+                    (0, ProducerState::default())
+                }
             }
-        }
-        let (from, mut state) = state.unwrap_or_default();
-        self.scan_producers(from, next, &mut state)?;
+            None => {
+                kept.clear();
+                (0, ProducerState::default())
+            }
+        };
+        let mut found = Aborted::loaded(kept, file_entries, torn);
+        self.scan_producers((from, next), &mut state, &mut found)?;
         self.producers = state;
+        self.aborted = found;
         self.producers_stale = false;
         Ok(())
     }
 
     /// Applies the batches from `from` to `to` (as written in the files)
-    /// to `state`; a batch that does not decode (damage a scrub will find)
-    /// ends it.
-    fn scan_producers(&self, from: u64, to: u64, state: &mut ProducerState) -> Result<()> {
+    /// to `state` and `found`; a batch that does not decode (damage a
+    /// scrub will find) ends it.
+    fn scan_producers(
+        &self,
+        (from, to): (u64, u64),
+        state: &mut ProducerState,
+        found: &mut Aborted,
+    ) -> Result<()> {
         let first = self.segments.range(..=from).next_back().map(|(b, _)| *b);
         let mut buf = Vec::new();
         for segment in self.segments.range(first.unwrap_or(0)..).map(|(_, s)| s) {
@@ -217,7 +289,8 @@ impl Log {
             let (position, _) = segment.scan_start(from);
             let range = (position, segment.written_size());
             let offsets = (from, to);
-            let on = scan_headers(&*file, range, offsets, (&mut buf, SCAN_CHUNK_BYTES), state)
+            let into = (&mut *state, &mut *found);
+            let on = scan_headers(&*file, range, offsets, (&mut buf, SCAN_CHUNK_BYTES), into)
                 .ctx("read", &segment.path)?;
             if !on {
                 break;
@@ -232,8 +305,10 @@ impl Log {
     /// roll that then fails stays: it is true of the records below it.
     pub(super) fn snapshot_producers(&mut self) -> Result<()> {
         self.fresh_producers()?;
+        self.store_aborted()?;
         let offset = self.next_offset();
-        let bytes = self.producers.encode_snapshot(offset);
+        let count = self.aborted.entries.len() as u64;
+        let bytes = self.producers.encode_snapshot(offset, count);
         self.write_snapshot(offset, &bytes)?;
         let first = self.segments.keys().next().copied().unwrap_or(0);
         let all = snapshots(&*self.vfs, &self.dir)?;
@@ -279,18 +354,32 @@ impl Log {
 /// Bytes a header walk reads at a time.
 const SCAN_CHUNK_BYTES: usize = 1 << 20;
 
-/// Applies the headers of the batches in `range` of `file` whose offsets
-/// are in `from..to` to `state`, reading only headers, `chunk` bytes at a
-/// time into `buf`, jumping over each batch's records, no CRC32C checked
-/// (the batches were checked as they were appended, or by recovery; Kafka's
-/// rebuild trusts them too). Whether the walk went to the end of the range
-/// (no bad or cut batch, nothing at or past `to`).
+/// Takes the stored batch `header` (`bytes`: all of it, or at least all
+/// of a control batch) into `state`, and the transaction its abort marker
+/// ends into `aborted`.
+fn apply(state: &mut ProducerState, aborted: &mut Aborted, header: &BatchHeader, bytes: &[u8]) {
+    if !header.is_control() {
+        state.apply(header);
+    } else if let Some(marker) = control::marker_of(header, bytes) {
+        if let Some(txn) = state.apply_marker(header, marker) {
+            aborted.push(txn);
+        }
+    }
+}
+
+/// Applies the batches in `range` of `file` whose offsets are in
+/// `from..to` to `state` and `aborted`, reading only headers (and control
+/// batches whole), `chunk` bytes at a time into `buf`, jumping over each
+/// batch's records, no CRC32C checked (the batches were checked as they
+/// were appended, or by recovery; Kafka's rebuild trusts them too).
+/// Whether the walk went to the end of the range (no bad or cut batch,
+/// nothing at or past `to`).
 fn scan_headers(
     file: &dyn crate::storage::fs::VFile,
     (position, end): (u64, u64),
     (from, to): (u64, u64),
     (buf, chunk): (&mut Vec<u8>, usize),
-    state: &mut ProducerState,
+    (state, aborted): (&mut ProducerState, &mut Aborted),
 ) -> std::io::Result<bool> {
     let mut pos = position;
     while pos < end {
@@ -300,11 +389,21 @@ fn scan_headers(
         let mut at = 0;
         while at < n {
             match BatchHeader::decode(Format::Kafka, &buf[at..], limits::BATCH_BYTES_MAX) {
+                // A control batch across the chunk's end: read on from it.
+                Ok(h) if h.is_control() && at + h.total_bytes() as usize > n && at > 0 => break,
                 Ok(h) if pos + at as u64 + h.total_bytes() <= end && h.base_offset < to => {
-                    if h.base_offset >= from {
-                        state.apply(&h);
+                    let total = h.total_bytes() as usize;
+                    let small = h.total_bytes() <= control::CONTROL_BATCH_BYTES_MAX;
+                    if h.base_offset < from {
+                    } else if h.is_control() && small && at + total > n {
+                        // A control batch longer than the chunk: read whole.
+                        let mut whole = vec![0; total];
+                        file.read_exact_at(&mut whole, pos + at as u64)?;
+                        apply(state, aborted, &h, &whole);
+                    } else {
+                        apply(state, aborted, &h, &buf[at..]);
                     }
-                    at += h.total_bytes() as usize;
+                    at += total;
                 }
                 // A header across the chunk's end: read on from it.
                 Err(e) if e.is_truncated() && at > 0 => break,

@@ -22,6 +22,15 @@ fn batch(id: i64, epoch: i16, first: i32, count: u32, base_offset: u64) -> Batch
     }
 }
 
+/// The snapshot of `state` at `offset`, with no aborted transactions.
+fn snap(offset: u64, state: ProducerState) -> Result<Snapshot, String> {
+    Ok(Snapshot {
+        offset,
+        aborted: 0,
+        state,
+    })
+}
+
 fn dup(base_offset: u64, last_offset: u64) -> Verdict {
     Verdict::Duplicate {
         base_offset,
@@ -87,8 +96,8 @@ fn a_producer_id_without_epoch_or_sequence_is_not_applied() {
     s.apply(&batch(7, -1, 0, 1, 0));
     s.apply(&batch(8, 0, -1, 1, 1));
     assert!(s.is_empty());
-    let bytes = s.encode_snapshot(2);
-    assert_eq!(ProducerState::decode_snapshot(&bytes), Ok((2, s)));
+    let bytes = s.encode_snapshot(2, 0);
+    assert_eq!(ProducerState::decode_snapshot(&bytes), snap(2, s));
 }
 
 #[test]
@@ -177,7 +186,8 @@ fn producers_silent_past_the_expiry_are_forgotten() {
     let retry = batch(3, 0, 0, 1, 600);
     assert!(matches!(s.check(&retry), Verdict::Duplicate { .. }));
     assert_eq!(s.expire(now + 2 * hour, 60_000), 1, "then silent: 3 goes");
-    let (_, mut loaded) = ProducerState::decode_snapshot(&sample().encode_snapshot(100)).unwrap();
+    let snapshot = ProducerState::decode_snapshot(&sample().encode_snapshot(100, 0));
+    let mut loaded = snapshot.unwrap().state;
     let n = loaded.len();
     assert!(n > 0);
     assert_eq!(
@@ -200,13 +210,13 @@ fn sample() -> ProducerState {
 #[test]
 fn a_snapshot_reads_back_as_the_state_it_was_written_from() {
     let s = sample();
-    let bytes = s.encode_snapshot(32);
-    assert_eq!(ProducerState::decode_snapshot(&bytes), Ok((32, s)));
-    let empty = ProducerState::default().encode_snapshot(0);
+    let bytes = s.encode_snapshot(32, 0);
+    assert_eq!(ProducerState::decode_snapshot(&bytes), snap(32, s));
+    let empty = ProducerState::default().encode_snapshot(0, 0);
     assert_eq!(empty.len(), SNAPSHOT_HEADER_BYTES);
     assert_eq!(
         ProducerState::decode_snapshot(&empty),
-        Ok((0, ProducerState::default()))
+        snap(0, ProducerState::default())
     );
 }
 
@@ -214,7 +224,7 @@ fn a_snapshot_reads_back_as_the_state_it_was_written_from() {
 /// state the snapshot did not hold.
 #[test]
 fn a_damaged_or_torn_snapshot_is_refused() {
-    let bytes = sample().encode_snapshot(32);
+    let bytes = sample().encode_snapshot(32, 0);
     for at in 0..bytes.len() {
         let mut bad = bytes.clone();
         bad[at] ^= 0x10;
@@ -240,11 +250,23 @@ fn a_snapshot_with_a_valid_crc_and_impossible_fields_is_refused() {
         b
     };
     // Offset 31: the batch at 30..31 is not below it.
-    let mut b = sample().encode_snapshot(32);
+    let mut b = sample().encode_snapshot(32, 0);
     b[6..14].copy_from_slice(&31u64.to_be_bytes());
     assert!(ProducerState::decode_snapshot(&reseal(b)).is_err());
-    let mut b = sample().encode_snapshot(32);
-    b[14..18].copy_from_slice(&(PRODUCERS_MAX as u32 + 1).to_be_bytes());
+    let mut b = sample().encode_snapshot(32, 0);
+    b[22..26].copy_from_slice(&u32::MAX.to_be_bytes());
+    assert!(ProducerState::decode_snapshot(&reseal(b)).is_err());
+    // An open transaction from offset 32: not below it.
+    let mut s = sample();
+    s.apply(&txn(batch(5, 0, 0, 1, 31)));
+    let mut b = s.encode_snapshot(32, 0);
+    let at = SNAPSHOT_HEADER_BYTES + 8 + 2 + 8;
+    assert_eq!(
+        b[at..at + 8],
+        31u64.to_be_bytes(),
+        "producer 5's transaction"
+    );
+    b[at..at + 8].copy_from_slice(&32u64.to_be_bytes());
     assert!(ProducerState::decode_snapshot(&reseal(b)).is_err());
 }
 
@@ -256,7 +278,131 @@ fn the_largest_state_fits_the_largest_snapshot() {
             s.apply(&batch(id, 0, i, 1, id as u64 * 10 + i as u64));
         }
     }
-    let bytes = s.encode_snapshot(1 << 20);
+    let bytes = s.encode_snapshot(1 << 20, 0);
     assert_eq!(bytes.len(), SNAPSHOT_BYTES_MAX);
-    assert_eq!(ProducerState::decode_snapshot(&bytes).unwrap().1, s);
+    assert_eq!(ProducerState::decode_snapshot(&bytes).unwrap().state, s);
+}
+
+/// `h` as a transactional producer's batch.
+fn txn(h: BatchHeader) -> BatchHeader {
+    BatchHeader {
+        attributes: crate::storage::record::ATTR_TRANSACTIONAL,
+        ..h
+    }
+}
+
+/// The header of producer `id`'s marker at `offset`, of `epoch`.
+fn marker_at(id: i64, epoch: i16, offset: u64) -> BatchHeader {
+    BatchHeader {
+        attributes: crate::storage::record::ATTR_TRANSACTIONAL
+            | crate::storage::record::ATTR_CONTROL,
+        base_sequence: -1,
+        ..batch(id, epoch, 0, 1, offset)
+    }
+}
+
+fn ends(commit: bool) -> Marker {
+    Marker {
+        commit,
+        coordinator_epoch: 0,
+    }
+}
+
+/// A transaction is open from its first batch to its marker: the first
+/// unstable offset is the oldest open one's first offset, and an abort
+/// yields the transaction.
+#[test]
+fn a_marker_closes_the_transaction_its_first_batch_opened() {
+    let mut s = ProducerState::default();
+    s.apply(&batch(1, 0, 0, 2, 0));
+    assert_eq!(s.first_unstable_offset(), None, "not transactional");
+    s.apply(&txn(batch(2, 0, 0, 2, 2)));
+    s.apply(&txn(batch(3, 0, 0, 1, 4)));
+    s.apply(&txn(batch(2, 0, 2, 2, 5)));
+    assert_eq!(s.first_unstable_offset(), Some(2));
+    assert_eq!(s.open_transactions().collect::<Vec<_>>(), [(2, 2), (4, 3)]);
+    assert_eq!(
+        s.apply_marker(&marker_at(2, 0, 7), ends(true)),
+        None,
+        "committed"
+    );
+    assert_eq!(s.first_unstable_offset(), Some(4));
+    let aborted = s.apply_marker(&marker_at(3, 0, 8), ends(false));
+    let expected = AbortedTxn {
+        producer_id: 3,
+        first_offset: 4,
+        last_offset: 8,
+    };
+    assert_eq!(aborted, Some(expected));
+    assert_eq!(s.first_unstable_offset(), None);
+    // A second marker finds no transaction open.
+    assert_eq!(s.apply_marker(&marker_at(3, 0, 9), ends(false)), None);
+    // The sequence goes on across transactions of one epoch.
+    assert_eq!(s.check(&txn(batch(2, 0, 4, 1, 10))), Verdict::Append);
+}
+
+/// Kafka's rules around transactions: no plain batch while one is open, a
+/// marker older than the producer's epoch is fenced, and a marker of a
+/// newer epoch (the coordinator fenced a zombie) starts its sequences
+/// again at 0.
+#[test]
+fn a_transaction_has_its_own_rules() {
+    let mut s = ProducerState::default();
+    s.apply(&txn(batch(2, 1, 0, 2, 0)));
+    assert_eq!(s.check(&batch(2, 1, 2, 1, 2)), Verdict::InvalidTxnState);
+    assert_eq!(s.check(&txn(batch(2, 1, 2, 1, 2))), Verdict::Append);
+    let retry = txn(batch(2, 1, 0, 2, 9));
+    assert!(matches!(s.check(&retry), Verdict::Duplicate { .. }));
+    assert_eq!(s.check_marker(2, 0), Verdict::Fenced { current: 1 });
+    assert_eq!(s.check_marker(2, 1), Verdict::Append);
+    assert_eq!(s.check_marker(99, 0), Verdict::Append, "unknown");
+    assert!(s.apply_marker(&marker_at(2, 2, 2), ends(false)).is_some());
+    assert_eq!(s.get(2).unwrap().epoch, 2);
+    assert_eq!(
+        s.check(&batch(2, 1, 2, 1, 3)),
+        Verdict::Fenced { current: 2 }
+    );
+    assert_eq!(
+        s.check(&txn(batch(2, 2, 5, 1, 3))),
+        Verdict::OutOfOrder { expected: 0 }
+    );
+    assert_eq!(s.check(&txn(batch(2, 2, 0, 1, 3))), Verdict::Append);
+    // A marker of a producer never seen: known from then on, at its epoch.
+    assert_eq!(s.apply_marker(&marker_at(5, 4, 4), ends(true)), None);
+    assert_eq!(
+        s.check(&batch(5, 3, 0, 1, 5)),
+        Verdict::Fenced { current: 4 }
+    );
+}
+
+/// A producer with an open transaction neither expires nor is forgotten
+/// to make room: its abort would find nothing to abort.
+#[test]
+fn an_open_transaction_keeps_its_producer() {
+    let mut s = ProducerState::default();
+    s.apply(&txn(batch(1, 0, 0, 1, 0)));
+    s.apply(&batch(2, 0, 0, 1, 1));
+    let far = crate::clock::now_ms() + 1_000_000;
+    assert_eq!(s.expire(far, 1), 1);
+    assert!(s.get(1).is_some() && s.get(2).is_none());
+    for id in 10..10 + PRODUCERS_MAX as i64 {
+        s.apply(&batch(id, 0, 0, 1, id as u64));
+    }
+    assert_eq!(s.len(), PRODUCERS_MAX);
+    assert!(s.get(1).is_some(), "the most silent, but open");
+    assert_eq!(s.first_unstable_offset(), Some(0));
+}
+
+/// A snapshot keeps open transactions and producers whose epoch a
+/// marker began; it reads back as the state it was written from.
+#[test]
+fn a_snapshot_keeps_open_transactions() {
+    let mut s = sample();
+    s.apply(&txn(batch(5, 0, 0, 1, 31)));
+    s.apply_marker(&marker_at(6, 3, 32), ends(true));
+    let bytes = s.encode_snapshot(33, 4);
+    let read = ProducerState::decode_snapshot(&bytes).unwrap();
+    assert_eq!((read.offset, read.aborted), (33, 4));
+    assert_eq!(read.state.first_unstable_offset(), Some(31));
+    assert_eq!(read.state, s);
 }

@@ -4,7 +4,9 @@ use std::sync::Arc;
 use super::*;
 use crate::storage::batches::FileBatches;
 use crate::storage::fs::sim::SimFs;
+use crate::storage::log::aborted::AbortedTxn;
 use crate::storage::log::{LogConfig, OpenOptions};
+use crate::storage::record::control::{self, Marker};
 use crate::storage::record::{self, BatchBuilder};
 
 const DIR: &str = "/p";
@@ -44,9 +46,35 @@ fn append(log: &mut Log, mut batch: Vec<u8>, model: &mut ProducerState) {
     model.apply(&h);
 }
 
-/// Three producers numbering on; each third batch has none.
+/// `batch` made a transactional producer's.
+fn transactional(mut batch: Vec<u8>) -> Vec<u8> {
+    batch[21..23].copy_from_slice(&record::ATTR_TRANSACTIONAL.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch
+}
+
+/// Appends the marker of producer `id`'s transaction, as `model` takes it.
+fn end_txn(log: &mut Log, id: i64, commit: bool, model: &mut ProducerState) {
+    let marker = Marker {
+        commit,
+        coordinator_epoch: 0,
+    };
+    let info = log.append_marker((id, 0), marker, 5_000).unwrap();
+    let bytes = control::marker_batch((id, 0), marker, 5_000);
+    let h = BatchHeader::decode(Format::Kafka, &bytes, limits::BATCH_BYTES_MAX).unwrap();
+    let h = BatchHeader {
+        base_offset: info.base_offset,
+        ..h
+    };
+    model.apply_marker(&h, marker);
+}
+
+/// Three producers numbering on; each fourth batch has none; producers 20
+/// and 21 each open a transaction every few batches, which producer 20
+/// commits and 21 aborts a few batches later.
 fn fill(log: &mut Log, batches: usize, model: &mut ProducerState) {
-    let mut next = [0i32; 3];
+    let mut next = [0i32; 5];
     for i in 0..batches {
         let p = i % 3;
         if i % 4 == 3 {
@@ -54,12 +82,29 @@ fn fill(log: &mut Log, batches: usize, model: &mut ProducerState) {
         }
         append(log, batch(10 + p as i64, 0, next[p], 2), model);
         next[p] += 2;
+        let t = 3 + i % 2;
+        match i % 6 {
+            1 | 2 => {
+                let b = transactional(batch(17 + t as i64, 0, next[t], 1));
+                append(log, b, model);
+                next[t] += 1;
+            }
+            4 | 5 => end_txn(log, 17 + t as i64, t == 3, model),
+            _ => {}
+        }
     }
 }
 
 /// The state of every batch in the log, read from its first.
 fn full_scan(log: &Log) -> ProducerState {
+    scan_all(log).0
+}
+
+/// The state and the aborted transactions of every batch in the log,
+/// read from its first.
+fn scan_all(log: &Log) -> (ProducerState, Vec<AbortedTxn>) {
     let mut state = ProducerState::default();
+    let mut aborted = Aborted::default();
     for segment in log.segments() {
         let file = segment.file().unwrap();
         let header = crate::storage::segment::SEGMENT_HEADER_BYTES as u64;
@@ -71,10 +116,18 @@ fn full_scan(log: &Log) -> ProducerState {
             limits::BATCH_BYTES_MAX,
         );
         while let Some(Ok((_, b))) = walk.next_batch().unwrap() {
-            state.apply(&b.header);
+            apply(&mut state, &mut aborted, &b.header, b.bytes());
         }
     }
-    state
+    (state, aborted.entries)
+}
+
+/// Asserts that the log's state and aborted transactions are what a scan
+/// of all its batches builds.
+fn assert_scanned(log: &mut Log, why: &str) {
+    let (state, aborted) = scan_all(log);
+    assert_eq!(log.producer_state().unwrap(), &state, "{why}");
+    assert_eq!(log.aborted_transactions(0, u64::MAX), aborted, "{why}");
 }
 
 fn snapshot_offsets(sim: &SimFs) -> Vec<u64> {
@@ -104,6 +157,8 @@ fn the_state_survives_a_clean_close_and_a_crash_and_is_what_a_full_scan_builds()
 
     let mut log = open(&sim);
     assert_eq!(log.producer_state().unwrap(), &model);
+    assert_scanned(&mut log, "reopened");
+    assert!(log.aborted_transactions(0, u64::MAX).len() > 3);
     fill(&mut log, 10, &mut model);
     log.flush().unwrap();
     drop(log);
@@ -111,6 +166,7 @@ fn the_state_survives_a_clean_close_and_a_crash_and_is_what_a_full_scan_builds()
     let mut log = open(&sim);
     assert_eq!(log.producer_state().unwrap(), &model);
     assert_eq!(full_scan(&log), model);
+    assert_scanned(&mut log, "after a crash");
 }
 
 /// A log of a few segments, flushed, whose next append of
@@ -154,8 +210,7 @@ fn a_power_cut_at_every_step_of_a_snapshot_rebuilds_what_a_full_scan_does() {
         sim.crash(&mut |len| len / 2);
         sim.restore_power();
         let mut log = open(&sim);
-        let rebuilt = log.producer_state().unwrap().clone();
-        assert_eq!(rebuilt, full_scan(&log), "cut after {n} changes");
+        assert_scanned(&mut log, &format!("cut after {n} changes"));
         let end = log.next_offset();
         assert!(snapshot_offsets(&sim).iter().all(|o| *o <= end));
         if done && made <= n {
@@ -177,8 +232,10 @@ fn a_truncation_forgets_what_it_removes_and_the_snapshots_past_it() {
     let cut = log.next_offset();
     assert!(snapshot_offsets(&sim).iter().all(|o| *o <= cut));
     let state = log.producer_state().unwrap().clone();
-    assert_eq!(state, full_scan(&log));
+    assert_scanned(&mut log, "cut");
     assert_ne!(state, model, "the cut removed batches");
+    let aborted = log.aborted_transactions(0, u64::MAX);
+    assert!(!aborted.is_empty() && aborted.iter().all(|a| a.last_offset < cut));
     // A producer's batch the cut removed is appended again, not answered
     // as a duplicate; the next one follows it.
     let last = state.get(10).unwrap().batches.back().unwrap().last_sequence;
@@ -189,6 +246,7 @@ fn a_truncation_forgets_what_it_removes_and_the_snapshots_past_it() {
     log.close().unwrap();
     let mut log = open(&sim);
     assert_eq!(log.producer_state().unwrap(), &state);
+    assert_eq!(log.aborted_transactions(0, u64::MAX), aborted);
 }
 
 #[test]
@@ -208,9 +266,12 @@ fn a_follower_builds_the_state_its_leader_has() {
         follower.append_replicated(&bytes, 5_000).unwrap();
     }
     assert_eq!(follower.producer_state().unwrap(), &model);
+    let aborted = leader.aborted_transactions(0, u64::MAX);
+    assert_eq!(follower.aborted_transactions(0, u64::MAX), aborted);
     follower.close().unwrap();
     let mut follower = open(&other);
     assert_eq!(follower.producer_state().unwrap(), &model);
+    assert_eq!(follower.aborted_transactions(0, u64::MAX), aborted);
 }
 
 #[test]
@@ -403,19 +464,26 @@ fn an_open_takes_the_state_below_the_newest_snapshot_from_it() {
 fn the_header_walk_builds_the_same_state_in_chunks_of_any_size() {
     let sim = SimFs::new();
     let mut log = open(&sim);
-    fill(&mut log, 6, &mut ProducerState::default());
+    let mut model = ProducerState::default();
+    fill(&mut log, 4, &mut model);
+    end_txn(&mut log, 21, false, &mut model);
     log.flush().unwrap();
+    assert_eq!(log.segments().count(), 1);
     let segment = log.segments().next().unwrap();
     let file = segment.file().unwrap();
     let header = crate::storage::segment::SEGMENT_HEADER_BYTES as u64;
     let range = (header, segment.size);
-    let expected = full_scan(&log);
+    let (expected, expected_aborted) = scan_all(&log);
+    assert!(!expected_aborted.is_empty() && expected.first_unstable_offset().is_some());
     for chunk in (70..700).chain([4096]) {
         let mut state = ProducerState::default();
+        let mut aborted = Aborted::default();
         let mut buf = Vec::new();
-        let on = scan_headers(&*file, range, (0, u64::MAX), (&mut buf, chunk), &mut state);
+        let into = (&mut state, &mut aborted);
+        let on = scan_headers(&*file, range, (0, u64::MAX), (&mut buf, chunk), into);
         assert!(on.unwrap(), "chunk {chunk}");
         assert_eq!(state, expected, "chunk {chunk}");
+        assert_eq!(aborted.entries, expected_aborted, "chunk {chunk}");
     }
 }
 
@@ -430,4 +498,114 @@ fn an_expiry_that_forgets_nobody_leaves_what_a_full_scan_builds() {
     assert_eq!(log.expire_producers(2_000, 1_000_000).unwrap(), 0);
     let scanned = full_scan(&log);
     assert_eq!(log.producer_state().unwrap(), &scanned);
+}
+
+/// The file of aborted transactions removed, cut, or damaged anywhere:
+/// the open finds it disagrees with the snapshot and builds them again
+/// from the whole log, and writes the file anew at the next snapshot.
+#[test]
+fn a_file_of_aborted_transactions_that_disagrees_is_rebuilt_from_the_log() {
+    let path = Path::new(DIR).join(super::aborted::ABORTED_FILE);
+    let sim = SimFs::new();
+    let mut log = open(&sim);
+    fill(&mut log, 40, &mut ProducerState::default());
+    let expected = log.aborted_transactions(0, u64::MAX);
+    log.close().unwrap();
+    let good = sim.read(&path).unwrap();
+    assert_eq!(good.len(), expected.len() * 28);
+    let flips: Vec<usize> = (0..good.len()).step_by(13).collect();
+    for i in 0..4 + flips.len() {
+        let mut bytes = good.clone();
+        match i {
+            0 => bytes.truncate(bytes.len() - 28),
+            1 => bytes.truncate(bytes.len() - 5),
+            2 | 3 => {}
+            _ => bytes[flips[i - 4]] ^= 1,
+        }
+        sim.write(&path, &bytes);
+        if i == 2 {
+            sim.remove(&path).unwrap();
+        }
+        let log = open(&sim);
+        assert_eq!(
+            log.aborted_transactions(0, u64::MAX),
+            expected,
+            "damage {i}"
+        );
+        log.close().unwrap();
+        assert_eq!(
+            sim.read(&path).unwrap(),
+            good,
+            "written anew after damage {i}"
+        );
+    }
+}
+
+/// The last stable offset is the first offset of the oldest open
+/// transaction, or the log's end; a fetch's aborted transactions are
+/// those that overlap its offsets.
+#[test]
+fn the_last_stable_offset_waits_for_the_oldest_open_transaction() {
+    let sim = SimFs::new();
+    let mut log = open(&sim);
+    let mut model = ProducerState::default();
+    append(&mut log, batch(10, 0, 0, 2), &mut model);
+    assert_eq!(log.last_stable_offset().unwrap(), 2);
+    append(&mut log, transactional(batch(20, 0, 0, 1)), &mut model); // 2
+    append(&mut log, transactional(batch(21, 0, 0, 1)), &mut model); // 3
+    append(&mut log, batch(10, 0, 2, 2), &mut model); // 4, 5
+    assert_eq!(log.last_stable_offset().unwrap(), 2);
+    end_txn(&mut log, 20, false, &mut model); // 6
+    assert_eq!(log.last_stable_offset().unwrap(), 3);
+    end_txn(&mut log, 21, true, &mut model); // 7
+    assert_eq!(log.last_stable_offset().unwrap(), 8);
+    let txn = AbortedTxn {
+        producer_id: 20,
+        first_offset: 2,
+        last_offset: 6,
+    };
+    assert_eq!(log.aborted_transactions(0, 8), [txn]);
+    assert_eq!(log.aborted_transactions(6, 8), [txn], "its marker");
+    assert_eq!(log.aborted_transactions(7, 8), [], "after it");
+    assert_eq!(log.aborted_transactions(0, 2), [], "before it");
+    // A plain batch of 21's is refused while its transaction is open.
+    append(&mut log, transactional(batch(21, 0, 1, 1)), &mut model);
+    let err = produce(&mut log, &batch(21, 0, 2, 1)).unwrap_err();
+    let code = |e: &Error| matches!(e, Error::ProducerRefused { code, .. } if *code == ErrorCode::InvalidTxnState);
+    assert!(code(&err), "{err}");
+    // klog's own protocol takes no transactional batch.
+    let mut b = transactional(batch(22, 0, 0, 1));
+    assert!(log.produce(&mut b, 5_000).is_err());
+    // A marker older than the producer's epoch is fenced.
+    append(&mut log, transactional(batch(23, 2, 0, 1)), &mut model);
+    let marker = Marker {
+        commit: true,
+        coordinator_epoch: 0,
+    };
+    let err = log.append_marker((23, 1), marker, 5_000).unwrap_err();
+    let fenced = matches!(
+        err,
+        Error::ProducerRefused {
+            code: ErrorCode::ProducerFenced,
+            ..
+        }
+    );
+    assert!(fenced, "{err}");
+    assert!(log.append_marker((23, 2), marker, 5_000).is_ok());
+}
+
+/// Retention: the transactions whose markers are below the log's start
+/// leave the file at the next snapshot.
+#[test]
+fn aborted_transactions_below_the_start_are_forgotten() {
+    let sim = SimFs::new();
+    let mut log = open(&sim);
+    fill(&mut log, 40, &mut ProducerState::default());
+    let all = log.aborted_transactions(0, u64::MAX);
+    let cut = all[all.len() / 2].last_offset + 1;
+    log.delete_records_before(cut).unwrap();
+    log.close().unwrap();
+    let log = open(&sim);
+    let kept = log.aborted_transactions(0, u64::MAX);
+    assert_eq!(kept, all[all.len() / 2 + 1..]);
 }

@@ -1,0 +1,137 @@
+//! Transactions in the log as users meet them: commit and abort markers
+//! (control batches) and open transactions in `klog-dump`, and consumers
+//! that never hand a marker out as a record.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::kafka::{self, Kcat};
+use common::{bin, consume, consume_from, BrokerProc};
+use klog::storage::fs::RealFs;
+use klog::storage::log::{Log, LogConfig, OpenOptions};
+use klog::storage::record::control::Marker;
+use klog::storage::record::{self, BatchBuilder, ATTR_TRANSACTIONAL};
+
+/// A batch holding `value`, from producer `id` in a transaction (with
+/// sequence `seq`) when `id` is not -1.
+fn batch(id: i64, seq: i32, value: &str) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    b.push(1_700_000_000_000, None, &[], value.as_bytes());
+    let mut bytes = b.finish().to_vec();
+    if id >= 0 {
+        record::set_producer(&mut bytes, id, 0, seq);
+        bytes[21..23].copy_from_slice(&ATTR_TRANSACTIONAL.to_be_bytes());
+        let crc = crc32c::crc32c(&bytes[21..]);
+        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    }
+    bytes
+}
+
+/// Partition t-0 of `data`: "plain" at 0; producer 7's "committed" at 1
+/// and producer 8's "aborted" at 2; "plain-2" at 3; 7 commits at 4, 8
+/// aborts at 5; producer 9's "open" at 6 (its transaction left open).
+fn write_transactions(data: &Path) {
+    let dir = data.join("t-0");
+    std::fs::create_dir_all(&dir).unwrap();
+    let options = OpenOptions {
+        writable: true,
+        lock: true,
+    };
+    let mut log = Log::open(Arc::new(RealFs), &dir, LogConfig::default(), options).unwrap();
+    for (id, value) in [
+        (-1, "plain"),
+        (7, "committed"),
+        (8, "aborted"),
+        (-1, "plain-2"),
+    ] {
+        log.append(&mut batch(id, 0, value), 1_000).unwrap();
+    }
+    let marker = |commit| Marker {
+        commit,
+        coordinator_epoch: 3,
+    };
+    log.append_marker((7, 0), marker(true), 1_000).unwrap();
+    log.append_marker((8, 0), marker(false), 1_000).unwrap();
+    log.append(&mut batch(9, 0, "open"), 1_000).unwrap();
+    log.close().unwrap();
+}
+
+/// klog-dump shows each marker as Kafka's dump does, and the transaction
+/// still open; --verify finds nothing wrong with control batches.
+#[test]
+fn klog_dump_shows_markers_and_open_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    write_transactions(dir.path());
+    let part = dir.path().join("t-0");
+    let part = part.to_str().unwrap();
+    let out = bin("klog-dump").args(["--records", part]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let markers: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("endTxnMarker"))
+        .collect();
+    assert_eq!(markers.len(), 2, "{text}");
+    assert!(
+        markers[0].starts_with("| offset: 4 ")
+            && markers[0].ends_with("endTxnMarker: COMMIT coordinatorEpoch: 3")
+    );
+    assert!(
+        markers[1].starts_with("| offset: 5 ")
+            && markers[1].ends_with("endTxnMarker: ABORT coordinatorEpoch: 3")
+    );
+    assert!(
+        text.contains("isTransactional: true isControl: true"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l == "openTransaction: producerId: 9 firstOffset: 6"),
+        "{text}"
+    );
+    let json = bin("klog-dump")
+        .args(["--json", "--records", part])
+        .output()
+        .unwrap();
+    let json = String::from_utf8(json.stdout).unwrap();
+    assert!(json.contains(r#""end_txn_marker":"ABORT""#), "{json}");
+    assert!(
+        json.contains(r#"{"first_offset":6,"producer_id":9,"type":"open_transaction"}"#),
+        "{json}"
+    );
+    bin("klog-dump").args(["--verify", part]).assert().code(0);
+}
+
+/// A consumer never hands a marker out as a record; read_uncommitted
+/// (the default) reads every transaction's records, as Kafka's do.
+#[test]
+fn consumers_pass_over_markers() {
+    let dir = tempfile::tempdir().unwrap();
+    write_transactions(dir.path());
+    let all = "0 plain\n1 committed\n2 aborted\n3 plain-2\n6 open\n";
+    assert_eq!(consume(dir.path(), "t", &["-f", "%o %s\\n"]), all);
+    let broker = BrokerProc::start(&dir.path().join("."), &["--kafka-listen", "127.0.0.1:0"]);
+    assert_eq!(consume_from(&broker.addr, "t", &["-f", "%o %s\\n"]), all);
+    let Some(kcat) = kafka::kcat_path() else {
+        return;
+    };
+    let kafka_addr = broker
+        .log()
+        .iter()
+        .find_map(|l| {
+            l.strip_prefix("% Listening for Kafka clients on ")
+                .map(str::to_string)
+        })
+        .expect("a Kafka listener");
+    let k = Kcat::at(&kcat, &kafka_addr);
+    let uncommitted = ["-X", "isolation.level=read_uncommitted", "-f", "%o %s\\n"];
+    assert_eq!(k.consume("t", &uncommitted), all, "read_uncommitted");
+    // librdkafka's default is read_committed.
+    assert_eq!(
+        k.consume("t", &["-f", "%o %s\\n"]),
+        "0 plain\n1 committed\n3 plain-2\n",
+        "read_committed: no aborted record, none past the open transaction"
+    );
+}
