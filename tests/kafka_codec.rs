@@ -409,15 +409,22 @@ fn api_versions_requests_decode_as_the_crate_encodes_them() {
 fn init_producer_id_requests_decode_as_the_crate_encodes_them() {
     for version in versions(INIT_PRODUCER_ID) {
         for tx in [None, Some("tx-7")] {
-            let theirs = km::InitProducerIdRequest::default()
+            let mut theirs = km::InitProducerIdRequest::default()
                 .with_transactional_id(tx.map(|t| km::TransactionalId(s(t))))
                 .with_transaction_timeout_ms(60_013);
+            if version >= 3 {
+                theirs = theirs
+                    .with_producer_id(km::ProducerId(77))
+                    .with_producer_epoch(5);
+            }
             let frame = request_frame(INIT_PRODUCER_ID, version, &theirs);
             let Request::InitProducerId(ours) = decoded(&frame, INIT_PRODUCER_ID, version) else {
                 panic!("not an init producer id")
             };
             assert_eq!(ours.transactional_id, tx);
             assert_eq!(ours.transaction_timeout_ms, 60_013);
+            let producer = if version >= 3 { (77, 5) } else { (-1, -1) };
+            assert_eq!((ours.producer_id, ours.producer_epoch), producer);
         }
     }
 }
@@ -935,7 +942,7 @@ fn metadata_responses_decode_in_the_crate() {
 #[test]
 fn init_producer_id_responses_decode_in_the_crate() {
     for version in versions(INIT_PRODUCER_ID) {
-        let ours = kres::InitProducerIdResponse {
+        let ours = klog::kafka::txn::InitProducerIdResponse {
             throttle_time_ms: 6,
             error_code: 53,
             producer_id: 0x0123_4567_89ab,
@@ -1080,6 +1087,23 @@ fn seed_frames() -> Vec<Vec<u8>> {
     for v in versions(INIT_PRODUCER_ID) {
         let r = km::InitProducerIdRequest::default().with_transaction_timeout_ms(1);
         seeds.push(request_frame(INIT_PRODUCER_ID, v, &r));
+    }
+    for v in versions(ADD_PARTITIONS_TO_TXN) {
+        seeds.push(request_frame(
+            ADD_PARTITIONS_TO_TXN,
+            v,
+            &add_partitions_request(),
+        ));
+    }
+    for v in versions(TXN_OFFSET_COMMIT) {
+        seeds.push(request_frame(
+            TXN_OFFSET_COMMIT,
+            v,
+            &txn_offset_commit_request(v),
+        ));
+    }
+    for v in versions(END_TXN) {
+        seeds.push(request_frame(END_TXN, v, &end_txn_request()));
     }
     seeds.extend(admin_seeds());
     seeds
@@ -1363,4 +1387,208 @@ fn a_fetch_count_is_bounded_at_its_versions_fewest_bytes() {
     body.extend_from_slice(&[0u8; 28 + 27]);
     let err = FetchRequest::decode(&mut Decoder::new(&body), 11).unwrap_err();
     assert!(err.0.contains("count 2 of at least 28 bytes"), "{err}");
+}
+
+// ---- the transactional APIs (klog::kafka::txn) -----------------------------
+
+fn add_partitions_request() -> km::AddPartitionsToTxnRequest {
+    let topic = km::add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+        .with_name(topic("t-1"))
+        .with_partitions(vec![0, 7]);
+    km::AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(km::TransactionalId(s("tx-9")))
+        .with_v3_and_below_producer_id(km::ProducerId(41))
+        .with_v3_and_below_producer_epoch(3)
+        .with_v3_and_below_topics(vec![topic])
+}
+
+fn end_txn_request() -> km::EndTxnRequest {
+    km::EndTxnRequest::default()
+        .with_transactional_id(km::TransactionalId(s("tx-9")))
+        .with_producer_id(km::ProducerId(41))
+        .with_producer_epoch(3)
+        .with_committed(true)
+}
+
+fn txn_offset_commit_request(version: i16) -> km::TxnOffsetCommitRequest {
+    use km::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    let mut partition = TxnOffsetCommitRequestPartition::default()
+        .with_partition_index(2)
+        .with_committed_offset(1234)
+        .with_committed_metadata(Some(s("m")));
+    if version >= 2 {
+        partition = partition.with_committed_leader_epoch(6);
+    }
+    let mut r = km::TxnOffsetCommitRequest::default()
+        .with_transactional_id(km::TransactionalId(s("tx-9")))
+        .with_group_id(km::GroupId(s("g")))
+        .with_producer_id(km::ProducerId(41))
+        .with_producer_epoch(3)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(topic("t-1"))
+            .with_partitions(vec![partition])]);
+    if version >= 3 {
+        r = r
+            .with_generation_id(8)
+            .with_member_id(s("member-1"))
+            .with_group_instance_id(Some(s("static")));
+    }
+    r
+}
+
+#[test]
+fn transactional_requests_decode_as_the_crate_encodes_them() {
+    for v in versions(ADD_PARTITIONS_TO_TXN) {
+        let frame = request_frame(ADD_PARTITIONS_TO_TXN, v, &add_partitions_request());
+        let Request::AddPartitionsToTxn(r) = decoded(&frame, ADD_PARTITIONS_TO_TXN, v) else {
+            panic!("not AddPartitionsToTxn")
+        };
+        assert_eq!(
+            (r.transactional_id, r.producer_id, r.producer_epoch),
+            ("tx-9", 41, 3)
+        );
+        assert_eq!(
+            (r.topics[0].name, &r.topics[0].partitions[..]),
+            ("t-1", &[0, 7][..])
+        );
+    }
+    for v in versions(ADD_OFFSETS_TO_TXN) {
+        let theirs = km::AddOffsetsToTxnRequest::default()
+            .with_transactional_id(km::TransactionalId(s("tx-9")))
+            .with_producer_id(km::ProducerId(41))
+            .with_producer_epoch(3)
+            .with_group_id(km::GroupId(s("g")));
+        let frame = request_frame(ADD_OFFSETS_TO_TXN, v, &theirs);
+        let Request::AddOffsetsToTxn(r) = decoded(&frame, ADD_OFFSETS_TO_TXN, v) else {
+            panic!("not AddOffsetsToTxn")
+        };
+        assert_eq!(
+            (
+                r.transactional_id,
+                r.producer_id,
+                r.producer_epoch,
+                r.group_id
+            ),
+            ("tx-9", 41, 3, "g")
+        );
+    }
+    for v in versions(END_TXN) {
+        let frame = request_frame(END_TXN, v, &end_txn_request());
+        let Request::EndTxn(r) = decoded(&frame, END_TXN, v) else {
+            panic!("not EndTxn")
+        };
+        assert_eq!(
+            (
+                r.transactional_id,
+                r.producer_id,
+                r.producer_epoch,
+                r.committed
+            ),
+            ("tx-9", 41, 3, true)
+        );
+    }
+    for v in versions(TXN_OFFSET_COMMIT) {
+        let frame = request_frame(TXN_OFFSET_COMMIT, v, &txn_offset_commit_request(v));
+        let Request::TxnOffsetCommit(r) = decoded(&frame, TXN_OFFSET_COMMIT, v) else {
+            panic!("not TxnOffsetCommit")
+        };
+        assert_eq!(
+            (
+                r.transactional_id,
+                r.group_id,
+                r.producer_id,
+                r.producer_epoch
+            ),
+            ("tx-9", "g", 41, 3)
+        );
+        let member = if v >= 3 {
+            (8, "member-1", Some("static"))
+        } else {
+            (-1, "", None)
+        };
+        assert_eq!(
+            (r.generation_id, r.member_id, r.group_instance_id),
+            member,
+            "v{v}"
+        );
+        let p = &r.topics[0].partitions[0];
+        let epoch = if v >= 2 { 6 } else { -1 };
+        assert_eq!(
+            (
+                r.topics[0].name,
+                p.partition_index,
+                p.committed_offset,
+                p.committed_leader_epoch,
+                p.committed_metadata
+            ),
+            ("t-1", 2, 1234, epoch, Some("m"))
+        );
+    }
+}
+
+#[test]
+fn transactional_responses_decode_in_the_crate() {
+    use klog::kafka::txn::*;
+    let results = || {
+        vec![TxnTopicResult {
+            name: "t-1",
+            results_by_partition: vec![TxnPartitionResult {
+                partition_index: 7,
+                partition_error_code: 51,
+            }],
+        }]
+    };
+    for v in versions(ADD_PARTITIONS_TO_TXN) {
+        let mut body = Vec::new();
+        let ours = AddPartitionsToTxnResponse {
+            throttle_time_ms: 4,
+            results_by_topic: results(),
+        };
+        ours.encode(v, &mut body);
+        let t: km::AddPartitionsToTxnResponse = theirs(&body, v);
+        let topic = &t.results_by_topic_v3_and_below[0];
+        let p = &topic.results_by_partition[0];
+        assert_eq!(
+            (
+                t.throttle_time_ms,
+                &*topic.name.0,
+                p.partition_index,
+                p.partition_error_code
+            ),
+            (4, "t-1", 7, 51)
+        );
+    }
+    for v in versions(TXN_OFFSET_COMMIT) {
+        let mut body = Vec::new();
+        let ours = TxnOffsetCommitResponse {
+            throttle_time_ms: 4,
+            topics: results(),
+        };
+        ours.encode(v, &mut body);
+        let t: km::TxnOffsetCommitResponse = theirs(&body, v);
+        let p = &t.topics[0].partitions[0];
+        assert_eq!(
+            (
+                t.throttle_time_ms,
+                &*t.topics[0].name.0,
+                p.partition_index,
+                p.error_code
+            ),
+            (4, "t-1", 7, 51)
+        );
+    }
+    for v in versions(END_TXN) {
+        let mut body = Vec::new();
+        let ours = TxnErrorResponse {
+            throttle_time_ms: 4,
+            error_code: 48,
+        };
+        ours.encode(v, &mut body);
+        let end: km::EndTxnResponse = theirs(&body, v);
+        assert_eq!((end.throttle_time_ms, end.error_code), (4, 48));
+        let add: km::AddOffsetsToTxnResponse = theirs(&body, v);
+        assert_eq!((add.throttle_time_ms, add.error_code), (4, 48));
+    }
 }

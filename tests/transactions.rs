@@ -135,3 +135,55 @@ fn consumers_pass_over_markers() {
         "read_committed: no aborted record, none past the open transaction"
     );
 }
+
+/// `transactional.py MODE TOPIC ARGS...` against `broker`'s Kafka
+/// listener: its stdout's lines.
+fn txn_script(python: &Path, broker: &kafka::KafkaBroker, args: &[&str]) -> Vec<String> {
+    let mut all = vec![broker.kafka.as_str()];
+    all.extend_from_slice(args);
+    let out = kafka::run_script(python, "transactional.py", &all);
+    out.lines().map(str::to_string).collect()
+}
+
+/// confluent-kafka's transactional producer: a committed transaction is
+/// read by a read_committed consumer, an aborted one never; both are in
+/// the log, with their markers, for a read_uncommitted reader.
+#[test]
+fn confluent_kafka_commits_and_aborts_transactions() {
+    let Some(python) = kafka::python() else {
+        return;
+    };
+    let broker = kafka::KafkaBroker::start(&[]);
+    let run = |args: &[&str]| txn_script(&python, &broker, args);
+    assert_eq!(run(&["commit", "t", "app-1", "a", "5"]), ["committed"]);
+    assert_eq!(run(&["abort", "t", "app-1", "b", "4"]), ["aborted"]);
+    assert_eq!(run(&["commit", "t", "app-1", "c", "3"]), ["committed"]);
+    let read = run(&["read", "t", "8"]);
+    let expected: Vec<String> = (0..5)
+        .map(|i| format!("a-{i}"))
+        .chain((0..3).map(|i| format!("c-{i}")))
+        .collect();
+    assert_eq!(read, expected, "read_committed: the committed, in order");
+    // read_uncommitted (klog-consume) reads the aborted records too, and no
+    // marker.
+    let all = consume_from(broker.addr(), "t", &[]);
+    assert_eq!(all.lines().count(), 12, "{all}");
+    assert!(all.contains("b-3"));
+}
+
+/// A second producer of one transactional id fences the first: the
+/// first's commit is refused, its records never read committed; the
+/// second's transaction commits.
+#[test]
+fn a_zombie_transactional_producer_is_fenced() {
+    let Some(python) = kafka::python() else {
+        return;
+    };
+    let broker = kafka::KafkaBroker::start(&[]);
+    let lines = txn_script(&python, &broker, &["zombie", "t", "app-z"]);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with("fenced: "), "{lines:?}");
+    assert_eq!(lines[1], "second committed");
+    let read = txn_script(&python, &broker, &["read", "t", "2"]);
+    assert_eq!(read, ["second-0", "second-1"]);
+}

@@ -104,6 +104,7 @@ mod flusher;
 mod kafka;
 mod lease;
 mod listener;
+mod markers;
 mod memory;
 pub(crate) mod metrics;
 mod producer_ids;

@@ -601,6 +601,15 @@ impl Connection {
         fields.map_err(|e| protocol_error(&self.addr, e))
     }
 
+    /// Asks the leader of a partition to write a transaction marker (see
+    /// [`crate::protocol`]'s write_txn_marker request): `Ok` once it is
+    /// durable on the partition's in-sync replicas.
+    pub fn write_txn_marker(&mut self, marker: &protocol::TxnMarker) -> Result<()> {
+        let (header, _) =
+            self.call(|out, id| protocol::write_txn_marker_request(out, id, marker))?;
+        Self::check(&header)
+    }
+
     /// Creates `topic` with `partitions` (0: the broker's default) unless
     /// it exists; returns its partition count.
     pub fn create_topic(&mut self, topic: &str, partitions: u32) -> Result<u32> {

@@ -27,6 +27,7 @@ pub mod route;
 pub mod spread;
 pub mod topic_config;
 pub mod topic_delete;
+pub mod transactions;
 pub mod zk;
 
 use std::path::Path;

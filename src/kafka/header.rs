@@ -71,6 +71,7 @@ pub fn first_flexible_version(api_key: i16) -> Option<i16> {
         SYNC_GROUP => 4,
         API_VERSIONS => 3,
         INIT_PRODUCER_ID => 2,
+        ADD_PARTITIONS_TO_TXN | ADD_OFFSETS_TO_TXN | END_TXN | TXN_OFFSET_COMMIT => 3,
         SASL_AUTHENTICATE => 2,
         DESCRIBE_ACLS | CREATE_ACLS | DELETE_ACLS => 2,
         DESCRIBE_USER_SCRAM_CREDENTIALS | ALTER_USER_SCRAM_CREDENTIALS => 0,

@@ -14,7 +14,7 @@
 //! tiered storage) and [`LATEST_TIERED`] (-5, v9+: none here, so offset
 //! and timestamp -1). v4 adds the client's leader epoch (checked as a
 //! fetch's is) and the found offset's epoch; v2 the isolation level
-//! (klog has no transactions: every record is committed); v10 a timeout
+//! (read_committed's latest offset is the last stable offset); v10 a timeout
 //! for tiered storage (ignored). v0 (several offsets, no timestamps) is
 //! gone from Kafka 4 and from klog.
 

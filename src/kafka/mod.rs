@@ -59,7 +59,11 @@
 //! | CreateTopics | 19 | 0–6 | 0–7 | 5 | v7 answers each topic's id: klog has no topic ids |
 //! | DeleteTopics | 20 | 0–6 | 0–6 | 4 | — (a topic named by id is unknown: klog has no topic ids) |
 //! | DeleteRecords | 21 | 0–2 | 0–2 | 2 | — |
-//! | InitProducerId | 22 | 0–1 | 0–5 | 2 | v2+ (epoch bumps, transactions): issue 25 |
+//! | InitProducerId | 22 | 0–3 | 0–5 | 2 | v4 adds TRANSACTION_ABORTABLE, v5 per-transaction epoch bumps (KIP-890), which klog's coordinator does not do |
+//! | AddPartitionsToTxn | 24 | 0–3 | 0–5 | 3 | v4+ are brokers' (KIP-890's check by a partition's leader) |
+//! | AddOffsetsToTxn | 25 | 0–3 | 0–4 | 3 | v4 adds TRANSACTION_ABORTABLE (KIP-890) |
+//! | EndTxn | 26 | 0–3 | 0–5 | 3 | v4 adds TRANSACTION_ABORTABLE, v5 per-transaction epoch bumps (KIP-890) |
+//! | TxnOffsetCommit | 28 | 0–3 | 0–4 | 3 | v4 adds TRANSACTION_ABORTABLE (KIP-890) |
 //! | OffsetForLeaderEpoch | 23 | 0–4 | 0–4 | 4 | — |
 //! | DescribeAcls, CreateAcls, DeleteAcls | 29–31 | 0–3 | 0–3 | 2 | — |
 //! | DescribeConfigs | 32 | 0–4 | 0–4 | 4 | — |
@@ -73,8 +77,9 @@
 //! | DescribeCluster | 60 | 0–1 | 0–1 | 0 | — |
 //!
 //! Not answered (ApiVersions does not list them, so clients refuse before
-//! they ask; README's "What klog does not do"): the
-//! transactional APIs (issue 25) and the new
+//! they ask; README's "What klog does not do"): WriteTxnMarkers (27,
+//! brokers' own: klog's write their markers over klog's protocol),
+//! DescribeTransactions and ListTransactions (65–66), and the new
 //! consumer and share group protocols (KIP-848, KIP-932). "Kafka" is the
 //! `validVersions` of Kafka's message schemas (its 4.0 development
 //! branch); the oldest versions there that klog lacks (Produce v0–2,
@@ -118,6 +123,7 @@ pub mod records;
 pub mod request;
 pub mod response;
 pub mod sasl;
+pub mod txn;
 pub mod wire;
 
 /// Kafka's API keys (`ApiKeys`) of the APIs klog implements or answers.
@@ -162,6 +168,14 @@ pub mod api_key {
     pub const INIT_PRODUCER_ID: i16 = 22;
     /// OffsetForLeaderEpoch.
     pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
+    /// AddPartitionsToTxn.
+    pub const ADD_PARTITIONS_TO_TXN: i16 = 24;
+    /// AddOffsetsToTxn.
+    pub const ADD_OFFSETS_TO_TXN: i16 = 25;
+    /// EndTxn.
+    pub const END_TXN: i16 = 26;
+    /// TxnOffsetCommit.
+    pub const TXN_OFFSET_COMMIT: i16 = 28;
     /// DescribeAcls.
     pub const DESCRIBE_ACLS: i16 = 29;
     /// CreateAcls.
@@ -221,6 +235,10 @@ pub fn api_name(api_key: i16) -> &'static str {
         INCREMENTAL_ALTER_CONFIGS => "IncrementalAlterConfigs",
         DESCRIBE_CLUSTER => "DescribeCluster",
         INIT_PRODUCER_ID => "InitProducerId",
+        ADD_PARTITIONS_TO_TXN => "AddPartitionsToTxn",
+        ADD_OFFSETS_TO_TXN => "AddOffsetsToTxn",
+        END_TXN => "EndTxn",
+        TXN_OFFSET_COMMIT => "TxnOffsetCommit",
         OFFSET_FOR_LEADER_EPOCH => "OffsetForLeaderEpoch",
         SASL_AUTHENTICATE => "SaslAuthenticate",
         DESCRIBE_ACLS => "DescribeAcls",
@@ -315,6 +333,16 @@ pub const INVALID_PRODUCER_EPOCH: i16 = 47;
 pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 /// A transactional request its transaction's state does not allow.
 pub const INVALID_TXN_STATE: i16 = 48;
+/// The producer id is not the transactional id's.
+pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
+/// The transaction timeout is not within the broker's bounds.
+pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+/// The transaction is being committed or aborted: retry.
+pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+/// Another instance of the transactional producer took over.
+pub const PRODUCER_FENCED: i16 = 90;
+/// Not tried: another part of the request failed.
+pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
 /// The client may not use that transactional id.
 pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 /// The server could not read or write its files.

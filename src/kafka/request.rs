@@ -13,13 +13,13 @@
 //! | Produce | 3–7 | `transactional_id string?` · `acks int16` · `timeout_ms int32` · `topic_data [name string · partition_data [index int32 · records bytes?]]` |
 //! | Fetch | 4–12 | `replica_id int32` · `max_wait_ms int32` · `min_bytes int32` · `max_bytes int32` · `isolation_level int8` · `session_id int32` (7+) · `session_epoch int32` (7+) · `topics [topic string · partitions [partition int32 · current_leader_epoch int32 (9+) · fetch_offset int64 · last_fetched_epoch int32 (12+) · log_start_offset int64 (5+) · partition_max_bytes int32]]` · `forgotten_topics_data [topic string · partitions [int32]]` (7+) · `rack_id string` (11+); 12 flexible (compact forms, tagged fields skipped) |
 //! | ApiVersions | 0–3 | nothing; v3 (flexible): `client_software_name compact_string` · `client_software_version compact_string` · `tagged_fields` |
-//! | InitProducerId | 0–1 | `transactional_id string?` · `transaction_timeout_ms int32` |
 //! | SaslHandshake | 0–1 | `mechanism string` (the broker refuses v0, whose SASL messages follow unframed; librdkafka asks that v0 be listed before it uses v1) |
 //! | SaslAuthenticate | 0–1 | `auth_bytes bytes` |
 //! | OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup | 2–8, 1–8, 0–4, 0–9, 0–4, 0–5, 0–5 | in [`super::group`], each declared once from its schema |
 //! | DescribeAcls, CreateAcls, DeleteAcls, DescribeUserScramCredentials, AlterUserScramCredentials | 0–3, 0–3, 0–3, 0, 0 | in [`super::admin`], each declared once from its schema |
 //! | DescribeGroups, ListGroups, DeleteGroups, OffsetDelete | 0–5, 0–5, 0–2, 0 | in [`super::admin_groups`], each declared once from its schema |
 //! | OffsetForLeaderEpoch | 0–4 | in [`super::epochs`], declared once from its schema |
+//! | InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit | 0–3 each | in [`super::txn`], each declared once from its schema |
 //! | Metadata, ListOffsets | 0–12, 1–10 | in [`super::metadata`] and [`super::list_offsets`], each declared once from its schema |
 //! | CreateTopics, DeleteTopics, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, DescribeCluster | 0–6, 0–6, 0–4, 0–2, 0–1, 0–1 | in [`super::admin_topics`], each declared once from its schema |
 //!
@@ -43,6 +43,7 @@ pub use super::list_offsets::{ListOffsetsPartition, ListOffsetsRequest, ListOffs
 use super::message::{message, messages, Message};
 pub use super::metadata::{MetadataRequest, MetadataRequestTopic};
 use super::response::supported;
+use super::txn;
 use super::wire::{DecodeError, Decoder, Result};
 
 /// A decoded request, one variant per API.
@@ -73,7 +74,15 @@ pub enum Request<'a> {
     /// ApiVersions (18).
     ApiVersions(ApiVersionsRequest<'a>),
     /// InitProducerId (22).
-    InitProducerId(InitProducerIdRequest<'a>),
+    InitProducerId(txn::InitProducerIdRequest<'a>),
+    /// AddPartitionsToTxn (24).
+    AddPartitionsToTxn(txn::AddPartitionsToTxnRequest<'a>),
+    /// AddOffsetsToTxn (25).
+    AddOffsetsToTxn(txn::AddOffsetsToTxnRequest<'a>),
+    /// EndTxn (26).
+    EndTxn(txn::EndTxnRequest<'a>),
+    /// TxnOffsetCommit (28).
+    TxnOffsetCommit(txn::TxnOffsetCommitRequest<'a>),
     /// SaslHandshake (17).
     SaslHandshake(SaslHandshakeRequest<'a>),
     /// SaslAuthenticate (36).
@@ -218,7 +227,11 @@ fn decode_body<'a>(api_key: i16, version: i16, d: &mut Decoder<'a>) -> Option<Re
         LEAVE_GROUP => <LeaveGroupRequest as Message>::decode(d, version).map(Request::LeaveGroup),
         SYNC_GROUP => <SyncGroupRequest as Message>::decode(d, version).map(Request::SyncGroup),
         API_VERSIONS => ApiVersionsRequest::decode(d, version).map(Request::ApiVersions),
-        INIT_PRODUCER_ID => InitProducerIdRequest::decode(d, version).map(Request::InitProducerId),
+        INIT_PRODUCER_ID => Message::decode(d, version).map(Request::InitProducerId),
+        ADD_PARTITIONS_TO_TXN => Message::decode(d, version).map(Request::AddPartitionsToTxn),
+        ADD_OFFSETS_TO_TXN => Message::decode(d, version).map(Request::AddOffsetsToTxn),
+        END_TXN => Message::decode(d, version).map(Request::EndTxn),
+        TXN_OFFSET_COMMIT => Message::decode(d, version).map(Request::TxnOffsetCommit),
         SASL_HANDSHAKE => SaslHandshakeRequest::decode(d, version).map(Request::SaslHandshake),
         SASL_AUTHENTICATE => Message::decode(d, version).map(Request::SaslAuthenticate),
         CREATE_TOPICS => Message::decode(d, version).map(Request::CreateTopics),
@@ -421,25 +434,6 @@ impl<'a> ApiVersionsRequest<'a> {
         };
         d.tagged_fields("api_versions tagged_fields")?;
         Ok(request)
-    }
-}
-
-/// InitProducerId (`InitProducerIdRequest.json`), versions 0–1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InitProducerIdRequest<'a> {
-    /// The transactional id, or null for an idempotent producer.
-    pub transactional_id: Option<&'a str>,
-    /// The transaction timeout, in milliseconds.
-    pub transaction_timeout_ms: i32,
-}
-
-impl<'a> InitProducerIdRequest<'a> {
-    /// Decodes an InitProducerId body of `version` (0–1).
-    pub fn decode(d: &mut Decoder<'a>, _version: i16) -> Result<InitProducerIdRequest<'a>> {
-        Ok(InitProducerIdRequest {
-            transactional_id: d.nullable_string("init_producer_id transactional_id")?,
-            transaction_timeout_ms: d.i32("init_producer_id transaction_timeout_ms")?,
-        })
     }
 }
 

@@ -77,8 +77,12 @@ pub const SUPPORTED: &[ApiVersion] = &[
     api(CREATE_TOPICS, 0, 6),
     api(DELETE_TOPICS, 0, 6),
     api(DELETE_RECORDS, 0, 2),
-    api(INIT_PRODUCER_ID, 0, 1),
+    api(INIT_PRODUCER_ID, 0, 3),
     api(OFFSET_FOR_LEADER_EPOCH, 0, 4),
+    api(ADD_PARTITIONS_TO_TXN, 0, 3),
+    api(ADD_OFFSETS_TO_TXN, 0, 3),
+    api(END_TXN, 0, 3),
+    api(TXN_OFFSET_COMMIT, 0, 3),
     api(DESCRIBE_ACLS, 0, 3),
     api(CREATE_ACLS, 0, 3),
     api(DELETE_ACLS, 0, 3),
@@ -458,29 +462,6 @@ impl PartitionData<'_> {
     }
 }
 
-/// InitProducerId (`InitProducerIdResponse.json`), versions 0–1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InitProducerIdResponse {
-    /// How long the client was throttled, in milliseconds.
-    pub throttle_time_ms: i32,
-    /// The error code, or 0.
-    pub error_code: i16,
-    /// The producer id given, or -1.
-    pub producer_id: i64,
-    /// The producer's epoch, or -1.
-    pub producer_epoch: i16,
-}
-
-impl InitProducerIdResponse {
-    /// Appends the body of `version` (0–1).
-    pub fn encode(&self, _version: i16, out: &mut Vec<u8>) {
-        put_i32(out, self.throttle_time_ms);
-        put_i16(out, self.error_code);
-        put_i64(out, self.producer_id);
-        put_i16(out, self.producer_epoch);
-    }
-}
-
 /// SaslHandshake (`SaslHandshakeResponse.json`), versions 0–1.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SaslHandshakeResponse {
@@ -535,7 +516,8 @@ mod tests {
         }
         assert_eq!(supported(API_VERSIONS), Some((0, 4)));
         assert_eq!(supported(OFFSET_COMMIT), Some((2, 8)));
-        // AddPartitionsToTxn (24): not implemented, not advertised.
-        assert_eq!(supported(24), None);
+        assert_eq!(supported(ADD_PARTITIONS_TO_TXN), Some((0, 3)));
+        // WriteTxnMarkers (27), brokers' own: not implemented, not advertised.
+        assert_eq!(supported(27), None);
     }
 }

@@ -45,6 +45,7 @@
 //! | 7 | sasl_authenticate | `message bytes` (the client's next SASL message) |
 //! | 8 | registry     | nothing: which registry coordinates the broker's groups |
 //! | 9 | init_producer_id | nothing: a producer id for an idempotent producer |
+//! | 10 | write_txn_marker | `topic str` · `partition u32` · `producer_id i64` · `producer_epoch u16` · `commit i8` (1 commit, 0 abort) · `coordinator_epoch u32`: a transaction coordinator's marker for the partition's leader ([`crate::storage::record::control`]) |
 //!
 //! # Responses (bodies after `error` and `message`)
 //!
@@ -59,6 +60,7 @@
 //! | sasl_handshake | `count u16` · count × `mechanism str` (those the broker takes; also sent with `unsupported_sasl_mechanism`) |
 //! | sasl_authenticate | `message bytes` (the broker's next SASL message; after the last, the client is authenticated) |
 //! | init_producer_id | `producer_id i64` · `producer_epoch u16` (0): an id no other producer of the cluster gets ([`crate::coord::producer_ids`]), for the producer fields of the batches it sends ([`crate::storage::producers`]). Refused `authorization_failed` to a client that may write to no topic |
+//! | write_txn_marker | nothing: the marker is durable on the partition's in-sync replicas. Refused `authorization_failed` to a client without the cluster's cluster_action; `producer_fenced` when the producer's epoch, or its last marker's coordinator epoch, is newer |
 //! | registry     | `registry str` (the broker's `--registry`: a directory's absolute path, on the broker's host, or a `zk://` address; empty when it has none). Refused `authorization_failed` to a client that may not describe the cluster |
 //!
 //! In a cluster, a metadata partition that the answering broker does not
@@ -211,8 +213,9 @@ pub use request::{
     append_produce_request, create_topic_request, decode_request, decode_request_header,
     fetch_request, init_producer_id_request, list_offsets_request, metadata_request,
     offsets_for_leader_epoch_request, produce_request, registry_request, replica_fetch_request,
-    sasl_authenticate_request, sasl_handshake_request, start_request, FetchPartition, FetchWant,
-    Request, RequestError, RequestHeader, SASL_MESSAGE_BYTES_MAX,
+    sasl_authenticate_request, sasl_handshake_request, start_request, write_txn_marker_request,
+    FetchPartition, FetchWant, Request, RequestError, RequestHeader, TxnMarker,
+    SASL_MESSAGE_BYTES_MAX,
 };
 pub use response::{
     begin_response, decode_epoch_end, decode_fetch_response, decode_metadata_response,
@@ -329,6 +332,8 @@ pub enum ApiKey {
     Registry = 8,
     /// A producer id for an idempotent producer.
     InitProducerId = 9,
+    /// A transaction marker, from its coordinator to a partition's leader.
+    WriteTxnMarker = 10,
 }
 
 impl ApiKey {
@@ -366,6 +371,7 @@ impl ApiKey {
             Some(ApiKey::SaslAuthenticate) => "SaslAuthenticate",
             Some(ApiKey::Registry) => "Registry",
             Some(ApiKey::InitProducerId) => "InitProducerId",
+            Some(ApiKey::WriteTxnMarker) => "WriteTxnMarker",
             None => "an unknown API",
         }
     }
@@ -382,6 +388,7 @@ impl ApiKey {
             7 => ApiKey::SaslAuthenticate,
             8 => ApiKey::Registry,
             9 => ApiKey::InitProducerId,
+            10 => ApiKey::WriteTxnMarker,
             _ => return None,
         })
     }

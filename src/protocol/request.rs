@@ -119,6 +119,25 @@ pub enum Request<'a> {
     Registry,
     /// A producer id for an idempotent producer.
     InitProducerId,
+    /// A transaction marker for a partition this broker leads.
+    WriteTxnMarker(TxnMarker),
+}
+
+/// A transaction marker a coordinator asks a partition's leader to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnMarker {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: u32,
+    /// The transaction's producer id.
+    pub producer_id: i64,
+    /// Its epoch.
+    pub producer_epoch: i16,
+    /// Commit, or abort.
+    pub commit: bool,
+    /// The coordinator's epoch for the transaction.
+    pub coordinator_epoch: i32,
 }
 
 /// Starts a request frame in `out` (cleared); [`finish_frame`] sets its length.
@@ -345,6 +364,18 @@ pub fn init_producer_id_request(out: &mut Vec<u8>, correlation_id: u32) {
     finish_frame(out);
 }
 
+/// Encodes a write_txn_marker request.
+pub fn write_txn_marker_request(out: &mut Vec<u8>, correlation_id: u32, m: &TxnMarker) {
+    start_request(out, ApiKey::WriteTxnMarker, correlation_id);
+    put::str(out, &m.topic);
+    put::u32(out, m.partition);
+    put::i64(out, m.producer_id);
+    put::u16(out, m.producer_epoch as u16);
+    out.push(u8::from(m.commit));
+    put::u32(out, m.coordinator_epoch as u32);
+    finish_frame(out);
+}
+
 /// The longest SASL message a broker reads (a SCRAM message is under 300
 /// bytes; Kafka's own bound on an unauthenticated request is 512 KiB).
 pub const SASL_MESSAGE_BYTES_MAX: usize = 64 * 1024;
@@ -459,6 +490,20 @@ fn decode_body<'a>(api: ApiKey, version: u16, r: &mut Reader<'a>) -> Result<Requ
         },
         ApiKey::Registry => Request::Registry,
         ApiKey::InitProducerId => Request::InitProducerId,
+        ApiKey::WriteTxnMarker => {
+            let m = TxnMarker {
+                topic: fetch_topic(r)?,
+                partition: r.u32("partition")?,
+                producer_id: r.i64("producer_id")?,
+                producer_epoch: r.u16("producer_epoch")? as i16,
+                commit: r.i8("commit")? != 0,
+                coordinator_epoch: r.u32("coordinator_epoch")? as i32,
+            };
+            if m.producer_id < 0 || m.producer_epoch < 0 || m.coordinator_epoch < 0 {
+                return Err(ProtocolError(format!("a marker of {m:?}")));
+            }
+            Request::WriteTxnMarker(m)
+        }
         ApiKey::SaslAuthenticate => {
             let message = r.bytes("message")?;
             if message.len() > SASL_MESSAGE_BYTES_MAX {

@@ -49,7 +49,10 @@
 //! | anything else | [`Verdict::OutOfOrder`] (`OUT_OF_ORDER_SEQUENCE_NUMBER`) |
 //!
 //! A marker ([`ProducerState::check_marker`]) of an epoch older than the
-//! producer's is [`Verdict::Fenced`]; any other is appended.
+//! producer's is [`Verdict::Fenced`], one of a coordinator epoch older
+//! than the producer's last marker's [`Verdict::CoordinatorFenced`] (a
+//! coordinator's late marker, after another finished the transaction and
+//! the producer began the next); any other is appended.
 //!
 //! Kafka calls a batch a duplicate on its numbers alone; klog also wants
 //! its bytes: a batch numbered as a stored one but holding other records
@@ -82,6 +85,7 @@
 //! | · epoch | i16 | ≥ 0 |
 //! | · last_timestamp | i64 | its last batch's largest timestamp |
 //! | · txn_first_offset | i64 | the first offset of its open transaction, -1: none |
+//! | · coordinator_epoch | i32 | its last marker's, -1: none |
 //! | · batches | u8 | 0 to [`BATCHES_REMEMBERED`] (0: a marker began its epoch); then, oldest first, each: |
 //! | · · first_sequence | i32 | |
 //! | · · last_sequence | i32 | |
@@ -114,7 +118,7 @@ const SNAPSHOT_VERSION: i16 = 2;
 /// `aborted`).
 const SNAPSHOT_HEADER_BYTES: usize = 4 + 2 + 8 + 8 + 4;
 const SNAPSHOT_V1_HEADER_BYTES: usize = SNAPSHOT_HEADER_BYTES - 8;
-const PRODUCER_BYTES: usize = 8 + 2 + 8 + 8 + 1;
+const PRODUCER_BYTES: usize = 8 + 2 + 8 + 8 + 4 + 1;
 const BATCH_BYTES: usize = 4 + 4 + 8 + 4 + 4;
 
 /// The largest snapshot: every producer with every batch.
@@ -148,6 +152,8 @@ pub struct Producer {
     pub batches: VecDeque<SequencedBatch>,
     /// The first offset of its open transaction here, if one is open.
     pub txn_first_offset: Option<u64>,
+    /// The coordinator epoch of its last marker here (-1: none).
+    pub coordinator_epoch: i32,
     /// The broker's clock when it last took a batch of it, or loaded the
     /// state (not in snapshots, and not compared: no replica's is
     /// another's): [`ProducerState::expire`] keeps a producer that sends,
@@ -162,6 +168,7 @@ impl PartialEq for Producer {
             && self.last_timestamp == other.last_timestamp
             && self.batches == other.batches
             && self.txn_first_offset == other.txn_first_offset
+            && self.coordinator_epoch == other.coordinator_epoch
     }
 }
 
@@ -216,6 +223,11 @@ pub enum Verdict {
     },
     /// A batch outside a transaction from a producer with one open here.
     InvalidTxnState,
+    /// A marker of a coordinator epoch older than the producer's last.
+    CoordinatorFenced {
+        /// The producer's last marker's coordinator epoch.
+        current: i32,
+    },
 }
 
 /// The sequence after `last` (wrapping), as a producer numbers its next
@@ -306,12 +318,17 @@ impl ProducerState {
         }
     }
 
-    /// What a leader does with a marker of producer `id` at `epoch`: one
-    /// older than the producer's is fenced (a coordinator's late marker
-    /// after the producer moved on); any other is appended.
-    pub fn check_marker(&self, id: i64, epoch: i16) -> Verdict {
+    /// What a leader does with a marker of producer `id` at `epoch` from
+    /// a coordinator at `coordinator_epoch`: one older than the producer's
+    /// epoch is fenced, one older than its last marker's coordinator
+    /// epoch too (a coordinator's late marker after another took over);
+    /// any other is appended.
+    pub fn check_marker(&self, id: i64, epoch: i16, coordinator_epoch: i32) -> Verdict {
         match self.by_id.get(&id) {
             Some(p) if epoch < p.epoch => Verdict::Fenced { current: p.epoch },
+            Some(p) if coordinator_epoch < p.coordinator_epoch => Verdict::CoordinatorFenced {
+                current: p.coordinator_epoch,
+            },
             _ => Verdict::Append,
         }
     }
@@ -341,6 +358,7 @@ impl ProducerState {
             last_timestamp: h.max_timestamp,
             batches: VecDeque::new(),
             txn_first_offset: None,
+            coordinator_epoch: -1,
             appended_ms: 0,
         });
         if producer.epoch != h.producer_epoch {
@@ -349,6 +367,7 @@ impl ProducerState {
         }
         producer.last_timestamp = h.max_timestamp;
         producer.appended_ms = crate::clock::now_ms();
+        producer.coordinator_epoch = producer.coordinator_epoch.max(marker.coordinator_epoch);
         let first_offset = producer.txn_first_offset.take()?;
         self.open.remove(&(first_offset, h.producer_id));
         (!marker.commit).then_some(AbortedTxn {
@@ -386,6 +405,7 @@ impl ProducerState {
             last_timestamp: h.max_timestamp,
             batches: VecDeque::with_capacity(BATCHES_REMEMBERED),
             txn_first_offset: None,
+            coordinator_epoch: -1,
             appended_ms: 0,
         });
         if producer.epoch != h.producer_epoch {
@@ -449,6 +469,7 @@ impl ProducerState {
             out.extend_from_slice(&p.last_timestamp.to_be_bytes());
             let txn = p.txn_first_offset.map_or(-1, |o| o as i64);
             out.extend_from_slice(&txn.to_be_bytes());
+            out.extend_from_slice(&p.coordinator_epoch.to_be_bytes());
             out.push(p.batches.len() as u8);
             for b in &p.batches {
                 out.extend_from_slice(&b.first_sequence.to_be_bytes());
@@ -525,10 +546,19 @@ fn decode_producer(
     let id = r.i64()?;
     let epoch = r.i16()?;
     let last_timestamp = r.i64()?;
-    let txn = if version == 1 { -1 } else { r.i64()? };
+    let (txn, coordinator_epoch) = match version {
+        1 => (-1, -1),
+        _ => (r.i64()?, r.i32()?),
+    };
     let n = r.u8()? as usize;
     let fewest = usize::from(version == 1);
-    if id < 0 || epoch < 0 || n < fewest || n > BATCHES_REMEMBERED || txn < -1 {
+    if id < 0
+        || epoch < 0
+        || n < fewest
+        || n > BATCHES_REMEMBERED
+        || txn < -1
+        || coordinator_epoch < -1
+    {
         return Err(format!("producer {id}: epoch {epoch}, {n} batches"));
     }
     let txn_first_offset = u64::try_from(txn).ok();
@@ -558,6 +588,7 @@ fn decode_producer(
         last_timestamp,
         batches,
         txn_first_offset,
+        coordinator_epoch,
         // Loaded now: its idle time starts now.
         appended_ms: crate::clock::now_ms(),
     };

@@ -119,6 +119,17 @@ fn answer_now(
         }
         Request::Registry => registry(shared, out, correlation_id),
         Request::InitProducerId => init_producer_id(shared, out, correlation_id),
+        Request::WriteTxnMarker(marker) => {
+            let timeout = std::time::Duration::from_millis(shared.config.request_timeout_ms);
+            let deadline = std::time::Instant::now() + timeout;
+            match crate::broker::markers::write_here(shared, &marker, deadline) {
+                Ok(()) => {
+                    let start = protocol::begin_response(out, correlation_id, ErrorCode::None, "");
+                    protocol::finish_frame(&mut out[start..]);
+                }
+                Err((code, msg)) => error_into(out, correlation_id, code, &msg),
+            }
+        }
         Request::Produce { .. }
         | Request::Fetch { .. }
         | Request::SaslHandshake { .. }
@@ -218,6 +229,11 @@ fn authorize(shared: &Shared, session: &mut Session, request: &Request<'_>) -> O
         Request::InitProducerId => {
             (!crate::broker::auth::allows_any(shared, &session.principal, Op::Write))
                 .then(|| format!("{} may write to no topic", session.principal))
+        }
+        // A coordinator's, another broker: cluster_action.
+        Request::WriteTxnMarker(_) => {
+            (!session.allows(shared, Op::ClusterAction, (R::Cluster, CLUSTER)))
+                .then(|| format!("{} may not write transaction markers", session.principal))
         }
         Request::Metadata { .. }
         | Request::SaslHandshake { .. }

@@ -229,9 +229,25 @@ fn key_coordinator(
     key_type: i8,
     key: &str,
 ) -> (i16, Option<&'static str>, Option<super::metadata::Node>) {
-    if key_type != 0 {
-        let why = Some("klog has no transactions");
-        return (kafka::COORDINATOR_NOT_AVAILABLE, why, None);
+    let me = || super::metadata::Node {
+        node_id: kafka.node_id,
+        host: kafka.advertised.0.clone(),
+        port: i32::from(kafka.advertised.1),
+    };
+    // Every broker coordinates every transactional id (`transactions`).
+    match key_type {
+        0 => {}
+        1 if crate::coord::transactions::entry_name(key).is_some() => {
+            return (kafka::NONE, None, Some(me()))
+        }
+        1 => {
+            return (
+                kafka::INVALID_REQUEST,
+                Some("a transactional id of 1 to 249 bytes"),
+                None,
+            )
+        }
+        _ => return (kafka::INVALID_REQUEST, Some("key type 0 or 1"), None),
     }
     if let Some(denied) = access.group(Operation::Describe, key) {
         return (denied, Some("Group authorization failed."), None);
@@ -239,11 +255,6 @@ fn key_coordinator(
     let node = match kafka.coordinator.coordinator_of(key) {
         Some(b) => super::metadata::kafka_node(&b),
         None => None,
-    };
-    let me = || super::metadata::Node {
-        node_id: kafka.node_id,
-        host: kafka.advertised.0.clone(),
-        port: i32::from(kafka.advertised.1),
     };
     (kafka::NONE, None, Some(node.unwrap_or_else(me)))
 }

@@ -11,6 +11,7 @@ use super::fetch::{self, Ask, Limits};
 use super::groups::{handle as group, GroupRequest as G};
 use super::metadata::{list_offset, metadata, Listed, PartitionMeta};
 use super::produce::{self, Pending, Produced};
+use super::txn::handle as txn;
 use super::Kafka;
 use super::{
     acls, configs_admin, epochs, group_admin, partitions_create, records_delete, scram,
@@ -24,8 +25,7 @@ use crate::coord::acl::{Operation, ResourceType, CLUSTER};
 use crate::kafka::header::RequestHeader;
 use crate::kafka::metadata::OPERATIONS_NOT_ASKED;
 use crate::kafka::request::{
-    ApiVersionsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
-    ProduceRequest, Request,
+    ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, Request,
 };
 use crate::kafka::response::{self as resp, frame, frame_message};
 use crate::kafka::{self};
@@ -83,7 +83,11 @@ pub(super) fn handle<'s>(
         Request::Produce(r) => return produce_request(shared, &r, version, id, state),
         Request::Fetch(r) => fetch_request(shared, &r, version, id, state),
         Request::ListOffsets(r) => list_offsets(shared, &r, access, (version, id), out),
-        Request::InitProducerId(r) => init_producer_id(shared, &r, access, (version, id), out),
+        r @ (Request::InitProducerId(_)
+        | Request::AddPartitionsToTxn(_)
+        | Request::AddOffsetsToTxn(_)
+        | Request::EndTxn(_)
+        | Request::TxnOffsetCommit(_)) => txn(shared, kafka, r, access, (version, id), out),
         Request::SaslHandshake(r) => sasl_handshake(shared, r.mechanism, version, id, state),
         Request::SaslAuthenticate(r) => {
             sasl_authenticate(shared, peer, r.auth_bytes, version, id, state)
@@ -409,9 +413,9 @@ fn produce_request(
     let wait = u64::try_from(r.timeout_ms).unwrap_or(0);
     let deadline =
         Instant::now() + Duration::from_millis(wait.min(shared.config.request_timeout_ms));
-    let refusal = if r.transactional_id.is_some() {
-        Some(kafka::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    } else if !produce::valid_acks(r.acks) {
+    // A transaction's records are durable on every in-sync replica, as
+    // Kafka's producers send them (acks=all).
+    let refusal = if !produce::valid_acks(r.acks) || r.transactional_id.is_some() && r.acks != -1 {
         Some(kafka::INVALID_REQUIRED_ACKS)
     } else {
         None
@@ -733,48 +737,4 @@ fn kafka_sasl_code(code: crate::error::ErrorCode) -> i16 {
         E::IllegalSaslState => kafka::ILLEGAL_SASL_STATE,
         _ => kafka::SASL_AUTHENTICATION_FAILED,
     }
-}
-
-/// InitProducerId: an id for an idempotent producer, by which partitions
-/// tell its retries (see [`crate::storage::producers`]); a transactional id
-/// is refused. The id comes from the broker's block
-/// ([`crate::coord::producer_ids`]); a registry that cannot give a new
-/// block answers COORDINATOR_NOT_AVAILABLE, which clients retry.
-fn init_producer_id(
-    shared: &Shared,
-    r: &InitProducerIdRequest<'_>,
-    access: Access<'_>,
-    (version, id): (i16, i32),
-    out: &mut Vec<u8>,
-) {
-    let response = if !access.writes_somewhere() {
-        resp::InitProducerIdResponse {
-            throttle_time_ms: 0,
-            error_code: kafka::CLUSTER_AUTHORIZATION_FAILED,
-            producer_id: -1,
-            producer_epoch: -1,
-        }
-    } else if r.transactional_id.is_some() {
-        resp::InitProducerIdResponse {
-            throttle_time_ms: 0,
-            error_code: kafka::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            producer_id: -1,
-            producer_epoch: -1,
-        }
-    } else {
-        let (error_code, producer_id, producer_epoch) = match shared.producer_ids.next() {
-            Ok(id) => (kafka::NONE, id, 0),
-            Err(e) => {
-                shared.log_peer(format_args!("no producer id to hand out: {e}"));
-                (kafka::COORDINATOR_NOT_AVAILABLE, -1, -1)
-            }
-        };
-        resp::InitProducerIdResponse {
-            throttle_time_ms: 0,
-            error_code,
-            producer_id,
-            producer_epoch,
-        }
-    };
-    frame(out, id, |out| response.encode(version, out));
 }

@@ -78,6 +78,8 @@ mod records_delete;
 mod scram;
 mod topics_admin;
 mod topics_delete;
+mod transactions;
+mod txn;
 
 /// What the Kafka connections of a broker share besides [`Shared`].
 #[derive(Debug)]
@@ -90,6 +92,8 @@ struct Kafka {
     clients_seen: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
     /// The group coordinator.
     coordinator: Arc<group::Coordinator>,
+    /// The transaction coordinator.
+    transactions: Arc<transactions::Transactions>,
     /// Held while an admin request changes the registry's ACLs or users.
     admin: std::sync::Mutex<()>,
 }
@@ -189,12 +193,13 @@ impl KafkaSide {
                     .into(),
             );
         };
-        let coordinator = start_coordinator(shared).map_err(|e| e.to_string())?;
+        let (coordinator, transactions) = start_coordinator(shared).map_err(|e| e.to_string())?;
         let kafka = Arc::new(Kafka {
             advertised,
             node_id: node_id(&shared.broker_id),
             clients_seen: std::sync::Mutex::new(std::collections::BTreeSet::new()),
             coordinator,
+            transactions,
             admin: std::sync::Mutex::new(()),
         });
         *state = SideState::Running(Arc::clone(&kafka));
@@ -211,11 +216,15 @@ impl KafkaSide {
     }
 }
 
-/// The group coordinator, over the broker's registry; a broker without
-/// one keeps Kafka groups in a registry directory of its own,
-/// `<data-dir>/kafka-groups` (offsets durable there; `klog-consume -G`
-/// shares groups with Kafka clients through a broker's `--registry`).
-fn start_coordinator(shared: &Arc<Shared>) -> std::io::Result<Arc<group::Coordinator>> {
+/// The group and transaction coordinators, over the broker's registry; a
+/// broker without one keeps Kafka groups and transactions in a registry
+/// directory of its own, `<data-dir>/kafka-groups` (offsets durable there;
+/// `klog-consume -G` shares groups with Kafka clients through a broker's
+/// `--registry`). The transaction coordinator's thread looks at the
+/// transactions every [`transactions::TICK`] until the broker stops.
+fn start_coordinator(
+    shared: &Arc<Shared>,
+) -> std::io::Result<(Arc<group::Coordinator>, Arc<transactions::Transactions>)> {
     let registry = match &shared.registry {
         Some(r) => Arc::clone(r),
         None => {
@@ -227,8 +236,8 @@ fn start_coordinator(shared: &Arc<Shared>) -> std::io::Result<Arc<group::Coordin
     let counts = Arc::clone(shared);
     let stops = Arc::clone(shared);
     let logs = Arc::clone(shared);
-    group::Coordinator::start(
-        registry,
+    let groups = group::Coordinator::start(
+        Arc::clone(&registry),
         move |topic| counts.read_topics().get(topic).map(|p| p.len() as u32),
         move || stops.stopping(),
         move |line| logs.log_peer(line),
@@ -237,7 +246,21 @@ fn start_coordinator(shared: &Arc<Shared>) -> std::io::Result<Arc<group::Coordin
             broker_id: shared.broker_id.clone(),
             ..group::CoordinatorConfig::default()
         },
-    )
+    )?;
+    let transactions = Arc::new(transactions::Transactions::new(
+        registry,
+        Arc::clone(&groups),
+    ));
+    let (looks, t) = (Arc::clone(shared), Arc::clone(&transactions));
+    std::thread::Builder::new()
+        .name("txn-coordinator".into())
+        .spawn(move || {
+            while !looks.stopping() {
+                std::thread::sleep(transactions::TICK);
+                t.tick(&looks);
+            }
+        })?;
+    Ok((groups, transactions))
 }
 
 /// The Kafka error code for a klog one.

@@ -129,10 +129,6 @@ fn check_all(
     let mut rest = records;
     while !rest.is_empty() {
         let batch = Batch::decode(Format::Kafka, rest, BATCH_BYTES_MAX)?;
-        if batch.header.is_transactional() {
-            let why = "batch: transactional, and this broker has no transaction coordinator";
-            return Err(DecodeError::Malformed(why).into());
-        }
         headers.push(check_producer_batch(
             &batch,
             &mut scratch,

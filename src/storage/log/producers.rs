@@ -126,6 +126,11 @@ impl Log {
                 ErrorCode::OutOfOrderSequence,
                 format!("does not follow: sequence {expected} was expected"),
             )),
+            Verdict::CoordinatorFenced { current } => Err(refused(
+                &header,
+                ErrorCode::ProducerFenced,
+                format!("comes after a marker of coordinator epoch {current}"),
+            )),
             Verdict::InvalidTxnState => Err(refused(
                 &header,
                 ErrorCode::InvalidTxnState,
@@ -146,11 +151,18 @@ impl Log {
         now_ms: i64,
     ) -> Result<super::AppendInfo> {
         self.check_failed()?;
-        if let Verdict::Fenced { current } = self.producer_state()?.check_marker(id, epoch) {
-            let why = format!("producer {id}: a marker of epoch {epoch}, older than {current}");
+        let coordinator = marker.coordinator_epoch;
+        let why = match self.producer_state()?.check_marker(id, epoch, coordinator) {
+            Verdict::Fenced { current } => format!("of epoch {epoch}, older than {current}"),
+            Verdict::CoordinatorFenced { current } => {
+                format!("of coordinator epoch {coordinator}, older than {current}")
+            }
+            _ => String::new(),
+        };
+        if !why.is_empty() {
             return Err(Error::ProducerRefused {
                 code: ErrorCode::ProducerFenced,
-                reason: why,
+                reason: format!("producer {id}: a marker {why}"),
             });
         }
         let mut batch = control::marker_batch((id, epoch), marker, now_ms);

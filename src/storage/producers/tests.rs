@@ -308,6 +308,29 @@ fn ends(commit: bool) -> Marker {
     }
 }
 
+/// A marker of a coordinator epoch older than the producer's last
+/// marker's is fenced: a coordinator's late marker, after another broker
+/// finished the transaction, must not end the producer's next one.
+#[test]
+fn a_late_marker_of_an_older_coordinator_is_fenced() {
+    let mut s = ProducerState::default();
+    s.apply(&txn(batch(2, 0, 0, 1, 0)));
+    let taken_over = Marker {
+        commit: true,
+        coordinator_epoch: 5,
+    };
+    s.apply_marker(&marker_at(2, 0, 1), taken_over);
+    s.apply(&txn(batch(2, 0, 1, 1, 2)));
+    assert_eq!(
+        s.check_marker(2, 0, 4),
+        Verdict::CoordinatorFenced { current: 5 }
+    );
+    assert_eq!(s.check_marker(2, 0, 5), Verdict::Append);
+    assert_eq!(s.check_marker(2, 0, 6), Verdict::Append);
+    let read = ProducerState::decode_snapshot(&s.encode_snapshot(3, 0)).unwrap();
+    assert_eq!(read.state.get(2).unwrap().coordinator_epoch, 5);
+}
+
 /// A transaction is open from its first batch to its marker: the first
 /// unstable offset is the oldest open one's first offset, and an abort
 /// yields the transaction.
@@ -353,9 +376,9 @@ fn a_transaction_has_its_own_rules() {
     assert_eq!(s.check(&txn(batch(2, 1, 2, 1, 2))), Verdict::Append);
     let retry = txn(batch(2, 1, 0, 2, 9));
     assert!(matches!(s.check(&retry), Verdict::Duplicate { .. }));
-    assert_eq!(s.check_marker(2, 0), Verdict::Fenced { current: 1 });
-    assert_eq!(s.check_marker(2, 1), Verdict::Append);
-    assert_eq!(s.check_marker(99, 0), Verdict::Append, "unknown");
+    assert_eq!(s.check_marker(2, 0, 0), Verdict::Fenced { current: 1 });
+    assert_eq!(s.check_marker(2, 1, 0), Verdict::Append);
+    assert_eq!(s.check_marker(99, 0, 0), Verdict::Append, "unknown");
     assert!(s.apply_marker(&marker_at(2, 2, 2), ends(false)).is_some());
     assert_eq!(s.get(2).unwrap().epoch, 2);
     assert_eq!(

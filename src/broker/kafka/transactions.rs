@@ -1,0 +1,414 @@
+//! The transaction coordinator: Kafka's transactional producer protocol
+//! (InitProducerId with a transactional id, AddPartitionsToTxn,
+//! AddOffsetsToTxn, TxnOffsetCommit, EndTxn) over the registry's
+//! transaction entries ([`crate::coord::transactions`]).
+//!
+//! Every broker coordinates every transactional id (FindCoordinator
+//! answers "this broker", as for groups): each step is a compare-and-set
+//! of the id's entry, so two brokers, or a zombie producer and its
+//! successor, never both win one. EndTxn stores the prepared state, then
+//! writes the markers to every partition ([`markers`]), each
+//! durable on its in-sync replicas, commits the transaction's offsets,
+//! and stores the completed state; it answers once the prepared state is
+//! stored, as Kafka does, having tried to complete first.
+//!
+//! Each broker looks at every entry every [`TICK`]: an open transaction
+//! past its timeout is aborted (its epoch bumped, fencing the producer),
+//! and one left prepared longer than [`TAKEOVER`] (its coordinator died,
+//! or cannot reach a leader) is completed by whoever sees it, under a
+//! coordinator epoch of its own: the partitions refuse the markers of
+//! the one before, should it wake.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::group::Coordinator;
+use crate::broker::markers;
+use crate::broker::shared::Shared;
+use crate::coord::transactions::{self, TxnEntry, TxnOffset, TxnState};
+use crate::coord::Registry;
+use crate::kafka as k;
+use crate::storage::record::control::Marker;
+
+/// How often each broker looks for transactions to time out or finish.
+pub(crate) const TICK: Duration = Duration::from_secs(1);
+/// How long a transaction stays prepared before another broker finishes
+/// it.
+pub(crate) const TAKEOVER: Duration = Duration::from_secs(10);
+/// The longest transaction timeout a producer may ask (Kafka's
+/// `transaction.max.timeout.ms` default).
+pub(crate) const TIMEOUT_MAX_MS: i32 = 900_000;
+/// The most partitions, and offsets, one transaction holds.
+pub(crate) const PARTITIONS_MAX: usize = 10_000;
+
+/// What a step of a request found: a Kafka error code, or go on.
+type Step<T> = Result<T, i16>;
+
+/// The coordinator of one broker.
+pub(crate) struct Transactions {
+    registry: Arc<dyn Registry>,
+    /// The group coordinator, which commits a transaction's offsets.
+    groups: Arc<Coordinator>,
+}
+
+impl std::fmt::Debug for Transactions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transactions")
+            .field("registry", &self.registry.location())
+            .finish()
+    }
+}
+
+/// The entry's producer must be `(id, epoch)`.
+fn check_producer(e: &TxnEntry, (id, epoch): (i64, i16)) -> Step<()> {
+    if e.producer_id != id {
+        return Err(k::INVALID_PRODUCER_ID_MAPPING);
+    }
+    if e.epoch != epoch {
+        return Err(k::PRODUCER_FENCED);
+    }
+    Ok(())
+}
+
+impl Transactions {
+    pub(crate) fn new(registry: Arc<dyn Registry>, groups: Arc<Coordinator>) -> Transactions {
+        Transactions { registry, groups }
+    }
+
+    /// Changes `id`'s entry by `change` (given the stored entry, or `None`):
+    /// its answer; a registry that fails is COORDINATOR_NOT_AVAILABLE.
+    fn update<T>(
+        &self,
+        shared: &Shared,
+        id: &str,
+        mut change: impl FnMut(Option<TxnEntry>) -> Step<(Option<TxnEntry>, T)>,
+    ) -> Step<T> {
+        let mut refused = None;
+        let done = transactions::update(&*self.registry, id, |stored| {
+            refused = None;
+            match change(stored) {
+                Ok(done) => Ok((done.0, Some(done.1))),
+                Err(code) => {
+                    refused = Some(code);
+                    Ok((None, None))
+                }
+            }
+        });
+        match done {
+            Ok(Some(answer)) => Ok(answer),
+            Ok(None) => Err(refused.unwrap_or(k::UNKNOWN_SERVER_ERROR)),
+            Err(e) => {
+                shared.log_peer(format_args!("transaction {id:?}: the registry: {e}"));
+                Err(k::COORDINATOR_NOT_AVAILABLE)
+            }
+        }
+    }
+
+    /// InitProducerId with a transactional id: its producer id and a new
+    /// epoch, fencing every older instance. An open transaction is
+    /// aborted first (under the new epoch); one being completed is
+    /// finished first (or CONCURRENT_TRANSACTIONS, which clients retry).
+    /// `current`: the id and epoch the client has (InitProducerId v3),
+    /// `(-1, -1)` for none.
+    pub(crate) fn init(
+        &self,
+        shared: &Shared,
+        id: &str,
+        timeout_ms: i32,
+        current: (i64, i16),
+    ) -> Step<(i64, i16)> {
+        if !(1..=TIMEOUT_MAX_MS).contains(&timeout_ms) {
+            return Err(k::INVALID_TRANSACTION_TIMEOUT);
+        }
+        // An aborted transaction, or a finished one, then a new epoch.
+        for _ in 0..3 {
+            let fresh = shared.producer_ids.next().map_err(|e| {
+                shared.log_peer(format_args!("no producer id to hand out: {e}"));
+                k::COORDINATOR_NOT_AVAILABLE
+            })?;
+            let now = crate::clock::now_ms();
+            let step = self.update(shared, id, |stored| {
+                init_step(stored, (id, timeout_ms, fresh, now), current)
+            })?;
+            match step {
+                Init::Ready(pid, epoch) => return Ok((pid, epoch)),
+                Init::Finish(entry) => {
+                    if !self.complete(shared, &entry) {
+                        return Err(k::CONCURRENT_TRANSACTIONS);
+                    }
+                }
+                Init::Busy => return Err(k::CONCURRENT_TRANSACTIONS),
+            }
+        }
+        Err(k::CONCURRENT_TRANSACTIONS)
+    }
+
+    /// AddPartitionsToTxn (or AddOffsetsToTxn's `groups`): the transaction
+    /// begins, or grows.
+    pub(crate) fn add(
+        &self,
+        shared: &Shared,
+        id: &str,
+        producer: (i64, i16),
+        (partitions, groups): (&[(String, u32)], &[String]),
+    ) -> Step<()> {
+        let now = crate::clock::now_ms();
+        self.update(shared, id, |stored| {
+            let mut e = stored.ok_or(k::INVALID_PRODUCER_ID_MAPPING)?;
+            check_producer(&e, producer)?;
+            if e.state.is_prepared() {
+                return Err(k::CONCURRENT_TRANSACTIONS);
+            }
+            if e.state.is_idle() {
+                e.state = TxnState::Ongoing;
+                e.started_ms = now;
+            }
+            e.partitions.extend(partitions.iter().cloned());
+            e.groups.extend(groups.iter().cloned());
+            if e.partitions.len() + e.groups.len() > PARTITIONS_MAX {
+                return Err(k::INVALID_REQUEST);
+            }
+            e.updated_ms = now;
+            Ok((Some(e), ()))
+        })
+    }
+
+    /// TxnOffsetCommit: `group`'s offsets, committed with the transaction
+    /// as its `member` of `generation` (or from outside the group: "",
+    /// -1).
+    pub(crate) fn add_offsets(
+        &self,
+        shared: &Shared,
+        id: &str,
+        producer: (i64, i16),
+        (group, member, generation): (&str, &str, i32),
+        offsets: &[(String, u32, u64)],
+    ) -> Step<()> {
+        self.update(shared, id, |stored| {
+            let mut e = stored.ok_or(k::INVALID_PRODUCER_ID_MAPPING)?;
+            check_producer(&e, producer)?;
+            if e.state != TxnState::Ongoing || !e.groups.contains(group) {
+                return Err(k::INVALID_TXN_STATE);
+            }
+            for (topic, partition, offset) in offsets {
+                e.offsets.retain(|o| {
+                    (&o.group[..], &o.topic[..], o.partition) != (group, topic, *partition)
+                });
+                e.offsets.insert(TxnOffset {
+                    group: group.to_string(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                    offset: *offset,
+                    member: member.to_string(),
+                    generation,
+                });
+            }
+            if e.offsets.len() > PARTITIONS_MAX {
+                return Err(k::INVALID_REQUEST);
+            }
+            Ok((Some(e), ()))
+        })
+    }
+
+    /// EndTxn: commit or abort. Answered once the prepared state is
+    /// stored; the markers are written first if they can be.
+    pub(crate) fn end(
+        &self,
+        shared: &Shared,
+        id: &str,
+        producer: (i64, i16),
+        commit: bool,
+    ) -> Step<()> {
+        let now = crate::clock::now_ms();
+        let prepared = self.update(shared, id, |stored| {
+            let mut e = stored.ok_or(k::INVALID_PRODUCER_ID_MAPPING)?;
+            check_producer(&e, producer)?;
+            let done = if commit {
+                TxnState::CompleteCommit
+            } else {
+                TxnState::CompleteAbort
+            };
+            match e.state {
+                TxnState::Ongoing => {
+                    e.prepare(commit, now);
+                    Ok((Some(e.clone()), Some(e)))
+                }
+                // A retry of an end that went through.
+                s if s == done => Ok((None, None)),
+                s if s.is_prepared() => Err(k::CONCURRENT_TRANSACTIONS),
+                _ => Err(k::INVALID_TXN_STATE),
+            }
+        })?;
+        if let Some(entry) = prepared {
+            self.complete(shared, &entry);
+        }
+        Ok(())
+    }
+
+    /// Writes a prepared transaction's markers and offsets, then stores it
+    /// completed (unless another broker took it over meanwhile): whether
+    /// it is complete.
+    fn complete(&self, shared: &Shared, e: &TxnEntry) -> bool {
+        let commit = e.state == TxnState::PrepareCommit;
+        let marker = Marker {
+            commit,
+            coordinator_epoch: e.coordinator_epoch,
+        };
+        let timeout = Duration::from_millis(shared.config.request_timeout_ms);
+        let deadline = Instant::now() + timeout;
+        let producer = (e.producer_id, e.epoch);
+        let id = &e.transactional_id;
+        if let Err((code, why)) =
+            markers::write_all(shared, &e.partitions, producer, marker, deadline)
+        {
+            shared.log_peer(format_args!(
+                "transaction {id:?}: its markers ({code}): {why}"
+            ));
+            return false;
+        }
+        if commit {
+            for o in &e.offsets {
+                let offsets = [(o.topic.clone(), o.partition as i32, o.offset as i64)];
+                let codes = self
+                    .groups
+                    .commit(&o.group, &o.member, o.generation, &offsets);
+                if codes != [k::NONE] {
+                    // Committed records whose offsets were not: read again
+                    // by the group (at least once for those).
+                    shared.log_peer(format_args!(
+                        "transaction {id:?}: group {:?} refused the offset of {} [{}] ({codes:?})",
+                        o.group, o.topic, o.partition
+                    ));
+                }
+            }
+        }
+        let now = crate::clock::now_ms();
+        let stored = self.update(shared, id, |stored| match stored {
+            Some(mut s) if s.coordinator_epoch == e.coordinator_epoch && s.state.is_prepared() => {
+                s.complete(now);
+                Ok((Some(s), true))
+            }
+            _ => Ok((None, false)),
+        });
+        stored == Ok(true)
+    }
+
+    /// One look at every entry: aborts the transactions past their
+    /// timeout, finishes those left prepared past [`TAKEOVER`].
+    pub(crate) fn tick(&self, shared: &Shared) {
+        let entries = match transactions::all(&*self.registry) {
+            Ok(entries) => entries,
+            Err(e) => {
+                shared.log_peer(format_args!("transactions: the registry: {e}"));
+                return;
+            }
+        };
+        let now = crate::clock::now_ms();
+        let takeover = TAKEOVER.as_millis() as i64;
+        for e in entries {
+            let stale = e.state.is_prepared() && now.saturating_sub(e.updated_ms) > takeover;
+            if !(e.timed_out(now) || stale) {
+                continue;
+            }
+            let seen = (e.state, e.coordinator_epoch, e.updated_ms);
+            let taken = self.update(shared, &e.transactional_id, |stored| {
+                let Some(mut s) = stored else {
+                    return Ok((None, None));
+                };
+                if (s.state, s.coordinator_epoch, s.updated_ms) != seen {
+                    return Ok((None, None));
+                }
+                if s.state == TxnState::Ongoing {
+                    // Fenced: the producer learns at its next request.
+                    bump(&mut s);
+                    s.prepare(false, now);
+                } else {
+                    s.coordinator_epoch = s.coordinator_epoch.saturating_add(1);
+                    s.updated_ms = now;
+                }
+                Ok((Some(s.clone()), Some(s)))
+            });
+            if let Ok(Some(entry)) = taken {
+                let what = if seen.0 == TxnState::Ongoing {
+                    "timed out, aborted"
+                } else {
+                    "finished here"
+                };
+                shared.log_peer(format_args!(
+                    "transaction {:?}: {what}",
+                    entry.transactional_id
+                ));
+                self.complete(shared, &entry);
+            }
+        }
+    }
+}
+
+/// What InitProducerId's step found.
+enum Init {
+    /// The producer id and its new epoch.
+    Ready(i64, i16),
+    /// A transaction to finish (aborted, or left prepared) before the
+    /// new epoch.
+    Finish(TxnEntry),
+    /// A transaction being finished by another broker.
+    Busy,
+}
+
+/// The next epoch, or a new producer id when the epoch is spent (as
+/// Kafka does at `i16::MAX - 1`).
+fn bump(e: &mut TxnEntry) {
+    e.epoch = e.epoch.saturating_add(1);
+}
+
+/// InitProducerId's change of the stored entry: `fresh` is a producer id
+/// for a new one (or one whose epochs are spent).
+fn init_step(
+    stored: Option<TxnEntry>,
+    (id, timeout_ms, fresh, now): (&str, i32, i64, i64),
+    (current_id, current_epoch): (i64, i16),
+) -> Step<(Option<TxnEntry>, Init)> {
+    let Some(mut e) = stored else {
+        let e = TxnEntry::new(id, fresh, timeout_ms, now);
+        return Ok((Some(e), Init::Ready(fresh, 0)));
+    };
+    // KIP-360: the client names the id and epoch it has; an older one is
+    // fenced (its epoch, or the one before a timeout's abort bumped it).
+    if current_id >= 0
+        && (current_id != e.producer_id
+            || (current_epoch != e.epoch && current_epoch.saturating_add(1) != e.epoch))
+    {
+        return Err(k::PRODUCER_FENCED);
+    }
+    match e.state {
+        TxnState::Ongoing => {
+            bump(&mut e);
+            e.prepare(false, now);
+            Ok((Some(e.clone()), Init::Finish(e)))
+        }
+        s if s.is_prepared() => {
+            let stale = now.saturating_sub(e.updated_ms) > TAKEOVER.as_millis() as i64;
+            if !stale {
+                return Ok((None, Init::Busy));
+            }
+            e.coordinator_epoch = e.coordinator_epoch.saturating_add(1);
+            e.updated_ms = now;
+            Ok((Some(e.clone()), Init::Finish(e)))
+        }
+        _ => {
+            if e.epoch >= i16::MAX - 1 {
+                e.producer_id = fresh;
+                e.epoch = 0;
+            } else {
+                bump(&mut e);
+            }
+            e.state = TxnState::Empty;
+            e.timeout_ms = timeout_ms;
+            e.partitions = BTreeSet::new();
+            e.updated_ms = now;
+            let ready = Init::Ready(e.producer_id, e.epoch);
+            Ok((Some(e), ready))
+        }
+    }
+}

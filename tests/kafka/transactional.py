@@ -1,0 +1,107 @@
+"""confluent-kafka's transactional producer and read_committed consumer,
+driven by tests/transactions.rs.
+
+    python transactional.py BOOTSTRAP MODE TOPIC [ARGS...]
+
+MODE:
+  commit TXN PREFIX N    one transaction of N values PREFIX-0.. to TOPIC,
+                         committed; prints "committed"
+  abort TXN PREFIX N     the same, aborted; prints "aborted"
+  zombie TXN             two producers of one transactional id: the first
+                         begins a transaction, the second's init fences
+                         it; prints "fenced: CODE" when the first's
+                         commit is refused, and the second's commit then
+                         goes through ("second committed")
+  open TXN PREFIX N      begins a transaction of N values, flushes them,
+                         prints "open", then sleeps (the test kills it)
+  read N                 a read_committed consumer of TOPIC from its
+                         beginning: prints each value read, one a line,
+                         until N are read, or 20 s pass without one
+"""
+
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer
+
+
+def producer(bootstrap, txn):
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": txn,
+            "transaction.timeout.ms": 60000,
+            "linger.ms": 5,
+        }
+    )
+    p.init_transactions(30)
+    return p
+
+
+def send(p, topic, prefix, n):
+    for i in range(n):
+        p.produce(topic, value=f"{prefix}-{i}".encode())
+    p.flush(30)
+
+
+def read(bootstrap, topic, n):
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"read-{time.time()}",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    c.subscribe([topic])
+    got = 0
+    quiet_since = time.time()
+    while got < n and time.time() - quiet_since < 20:
+        m = c.poll(0.5)
+        if m is None or m.error():
+            continue
+        print(m.value().decode(), flush=True)
+        got += 1
+        quiet_since = time.time()
+    c.close()
+
+
+def main(argv):
+    bootstrap, mode, topic = argv[0], argv[1], argv[2]
+    if mode in ("commit", "abort", "open"):
+        txn, prefix, n = argv[3], argv[4], int(argv[5])
+        p = producer(bootstrap, txn)
+        p.begin_transaction()
+        send(p, topic, prefix, n)
+        if mode == "commit":
+            p.commit_transaction(30)
+            print("committed", flush=True)
+        elif mode == "abort":
+            p.abort_transaction(30)
+            print("aborted", flush=True)
+        else:
+            print("open", flush=True)
+            time.sleep(600)
+    elif mode == "zombie":
+        txn = argv[3]
+        first = producer(bootstrap, txn)
+        first.begin_transaction()
+        send(first, topic, "zombie", 3)
+        second = producer(bootstrap, txn)
+        try:
+            first.commit_transaction(30)
+            print("zombie committed", flush=True)
+        except KafkaException as e:
+            print(f"fenced: {e.args[0].name()}", flush=True)
+        second.begin_transaction()
+        send(second, topic, "second", 2)
+        second.commit_transaction(30)
+        print("second committed", flush=True)
+    elif mode == "read":
+        read(bootstrap, topic, int(argv[3]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
