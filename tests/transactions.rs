@@ -136,10 +136,10 @@ fn consumers_pass_over_markers() {
     );
 }
 
-/// `transactional.py MODE TOPIC ARGS...` against `broker`'s Kafka
-/// listener: its stdout's lines.
-fn txn_script(python: &Path, broker: &kafka::KafkaBroker, args: &[&str]) -> Vec<String> {
-    let mut all = vec![broker.kafka.as_str()];
+/// `transactional.py MODE TOPIC ARGS...` against the Kafka listener at
+/// `bootstrap`: its stdout's lines.
+fn txn_script(python: &Path, bootstrap: &str, args: &[&str]) -> Vec<String> {
+    let mut all = vec![bootstrap];
     all.extend_from_slice(args);
     let out = kafka::run_script(python, "transactional.py", &all);
     out.lines().map(str::to_string).collect()
@@ -154,7 +154,7 @@ fn confluent_kafka_commits_and_aborts_transactions() {
         return;
     };
     let broker = kafka::KafkaBroker::start(&[]);
-    let run = |args: &[&str]| txn_script(&python, &broker, args);
+    let run = |args: &[&str]| txn_script(&python, &broker.kafka, args);
     assert_eq!(run(&["commit", "t", "app-1", "a", "5"]), ["committed"]);
     assert_eq!(run(&["abort", "t", "app-1", "b", "4"]), ["aborted"]);
     assert_eq!(run(&["commit", "t", "app-1", "c", "3"]), ["committed"]);
@@ -180,10 +180,120 @@ fn a_zombie_transactional_producer_is_fenced() {
         return;
     };
     let broker = kafka::KafkaBroker::start(&[]);
-    let lines = txn_script(&python, &broker, &["zombie", "t", "app-z"]);
+    let lines = txn_script(&python, &broker.kafka, &["zombie", "t", "app-z"]);
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(lines[0].starts_with("fenced: "), "{lines:?}");
     assert_eq!(lines[1], "second committed");
-    let read = txn_script(&python, &broker, &["read", "t", "2"]);
+    let read = txn_script(&python, &broker.kafka, &["read", "t", "2"]);
     assert_eq!(read, ["second-0", "second-1"]);
+}
+
+/// `transactional.py` with `args` against the Kafka listener at
+/// `bootstrap`, running (killed when dropped), its stdin a pipe.
+fn spawn_txn(python: &Path, bootstrap: &str, args: &[&str], timeout_ms: &str) -> common::Proc {
+    let mut command = std::process::Command::new(python);
+    command
+        .arg(kafka::script("transactional.py"))
+        .arg(bootstrap)
+        .args(args)
+        .env("TXN_TIMEOUT_MS", timeout_ms);
+    let p = common::Proc::spawn_command(command, std::process::Stdio::piped());
+    let said = p.take_lines(1, std::time::Duration::from_secs(60));
+    assert_eq!(said, ["open"], "{:?}", p.stderr_lines());
+    p
+}
+
+/// A producer that dies with its transaction open: the transaction is
+/// aborted once its timeout passes (the epoch bumped), and read_committed
+/// readers get past it; `klog-dump` shows the abort.
+#[test]
+fn an_open_transaction_past_its_timeout_is_aborted() {
+    let Some(python) = kafka::python() else {
+        return;
+    };
+    let broker = kafka::KafkaBroker::start(&[]);
+    drop(spawn_txn(
+        &python,
+        &broker.kafka,
+        &["open", "t", "app-t", "dead", "3"],
+        "2000",
+    ));
+    let run = |args: &[&str]| txn_script(&python, &broker.kafka, args);
+    assert_eq!(run(&["commit", "t", "app-u", "u", "2"]), ["committed"]);
+    // Held below the open transaction until it is aborted.
+    assert_eq!(run(&["read", "t", "2"]), ["u-0", "u-1"]);
+    let part = broker.data_dir().join("t-0");
+    let dump = bin("klog-dump")
+        .args(["--records", part.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(dump.stdout).unwrap();
+    assert!(text.contains("endTxnMarker: ABORT"), "{text}");
+    assert!(!text.contains("openTransaction"), "{text}");
+}
+
+/// A new instance of a producer whose predecessor died in a transaction
+/// aborts that transaction as it starts, without waiting for its timeout.
+#[test]
+fn a_new_instance_aborts_its_predecessors_open_transaction() {
+    let Some(python) = kafka::python() else {
+        return;
+    };
+    let broker = kafka::KafkaBroker::start(&[]);
+    drop(spawn_txn(
+        &python,
+        &broker.kafka,
+        &["open", "t", "app-n", "dead", "3"],
+        "60000",
+    ));
+    let run = |args: &[&str]| txn_script(&python, &broker.kafka, args);
+    assert_eq!(run(&["commit", "t", "app-n", "new", "2"]), ["committed"]);
+    assert_eq!(run(&["read", "t", "2"]), ["new-0", "new-1"]);
+}
+
+/// The broker that coordinates a transaction, and leads its partition,
+/// is killed between the transaction's records and its commit: the
+/// producer commits through another broker, which finds the transaction
+/// in the registry; read_committed readers get every record once.
+#[test]
+fn a_transaction_outlives_its_coordinator() {
+    use common::cluster::Cluster;
+    let Some(python) = kafka::python() else {
+        return;
+    };
+    let bound = std::time::Duration::from_secs(60);
+    let mut cluster = Cluster::with_kafka(3, &["--replication-factor", "3"]).unwrap();
+    // The topic, made by a plain record, led by broker 0's slot or
+    // another; the producer's coordinator is the broker it asks first.
+    kafka::Kcat::at(&kafka::kcat_path().unwrap(), &cluster.kafka_addr(0)).produce(
+        "t",
+        b"seed\n",
+        &[],
+    );
+    cluster.wait_full_isr("t", 0, bound);
+    let leader = cluster.wait_leader("t", 0, bound);
+    let leads = cluster.slot_of(leader.leader.as_deref().unwrap());
+    let bootstrap = cluster.kafka_addr(leads);
+    let others: Vec<String> = (0..3)
+        .filter(|s| *s != leads)
+        .map(|s| cluster.kafka_addr(s))
+        .collect();
+    let all = format!("{bootstrap},{}", others.join(","));
+    let mut held = spawn_txn(&python, &all, &["held", "t", "app-c", "v", "5"], "60000");
+    cluster.kill9(leads);
+    cluster.wait_new_epoch("t", 0, leader.epoch, None, bound);
+    use std::io::Write;
+    held.child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"commit\n")
+        .unwrap();
+    let said = held.take_lines(1, std::time::Duration::from_secs(90));
+    assert_eq!(said, ["committed"], "{:?}", held.stderr_lines());
+    let read = txn_script(&python, &others[0], &["read", "t", "6"]);
+    let values: Vec<String> = std::iter::once("seed".to_string())
+        .chain((0..5).map(|i| format!("v-{i}")))
+        .collect();
+    assert_eq!(read, values);
 }

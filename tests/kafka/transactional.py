@@ -14,11 +14,14 @@ MODE:
                          goes through ("second committed")
   open TXN PREFIX N      begins a transaction of N values, flushes them,
                          prints "open", then sleeps (the test kills it)
+  held TXN PREFIX N      as open, then commits once a line arrives on
+                         stdin; prints "committed"
   read N                 a read_committed consumer of TOPIC from its
                          beginning: prints each value read, one a line,
                          until N are read, or 20 s pass without one
 """
 
+import os
 import sys
 import time
 
@@ -26,12 +29,15 @@ from confluent_kafka import Consumer, KafkaException, Producer
 
 
 def producer(bootstrap, txn):
+    # The test may ask for a short timeout (TXN_TIMEOUT_MS).
+    timeout = int(os.environ.get("TXN_TIMEOUT_MS", "60000"))
     p = Producer(
         {
             "bootstrap.servers": bootstrap,
             "transactional.id": txn,
-            "transaction.timeout.ms": 60000,
+            "transaction.timeout.ms": timeout,
             "linger.ms": 5,
+            "topic.metadata.refresh.interval.ms": 500,
         }
     )
     p.init_transactions(30)
@@ -69,7 +75,7 @@ def read(bootstrap, topic, n):
 
 def main(argv):
     bootstrap, mode, topic = argv[0], argv[1], argv[2]
-    if mode in ("commit", "abort", "open"):
+    if mode in ("commit", "abort", "open", "held"):
         txn, prefix, n = argv[3], argv[4], int(argv[5])
         p = producer(bootstrap, txn)
         p.begin_transaction()
@@ -80,6 +86,11 @@ def main(argv):
         elif mode == "abort":
             p.abort_transaction(30)
             print("aborted", flush=True)
+        elif mode == "held":
+            print("open", flush=True)
+            sys.stdin.readline()
+            p.commit_transaction(60)
+            print("committed", flush=True)
         else:
             print("open", flush=True)
             time.sleep(600)
