@@ -297,3 +297,22 @@ fn a_transaction_outlives_its_coordinator() {
         .collect();
     assert_eq!(read, values);
 }
+
+/// A transactional batch the coordinator knows no transaction of (no
+/// transactional id, or a partition not added) is refused
+/// INVALID_TXN_STATE: it would leave a transaction open that nothing
+/// ends, and read_committed readers stuck below it.
+#[test]
+fn a_transactional_batch_outside_any_transaction_is_refused() {
+    let broker = kafka::KafkaBroker::start(&[]);
+    broker.produce_lines("t", 1);
+    let mut s = std::net::TcpStream::connect(&broker.kafka).unwrap();
+    let (code, _) = kafka::produce_v3(&mut s, "t", &batch(77, 0, "stray"));
+    assert_eq!(code, 48, "INVALID_TXN_STATE");
+    assert_eq!(consume_from(broker.addr(), "t", &[]), "1\n");
+    let Some(kcat) = kafka::kcat_path() else {
+        return;
+    };
+    let k = Kcat::at(&kcat, &broker.kafka);
+    assert_eq!(k.consume("t", &[]), "1\n", "read_committed is not held");
+}

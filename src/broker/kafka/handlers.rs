@@ -80,7 +80,7 @@ pub(super) fn handle<'s>(
             });
         }
         Request::Metadata(r) => answer_metadata(shared, kafka, &r, access, (version, id), out),
-        Request::Produce(r) => return produce_request(shared, &r, version, id, state),
+        Request::Produce(r) => return produce_request(shared, kafka, &r, version, id, state),
         Request::Fetch(r) => fetch_request(shared, &r, version, id, state),
         Request::ListOffsets(r) => list_offsets(shared, &r, access, (version, id), out),
         r @ (Request::InitProducerId(_)
@@ -405,6 +405,7 @@ pub(super) struct Unanswered {
 /// [`answer_produce`] (none for acks=0).
 fn produce_request(
     shared: &Arc<Shared>,
+    kafka: &Kafka,
     r: &ProduceRequest<'_>,
     version: i16,
     id: i32,
@@ -419,6 +420,12 @@ fn produce_request(
         Some(kafka::INVALID_REQUIRED_ACKS)
     } else {
         None
+    };
+    let verify = |producer, topic: &str, partition| match r.transactional_id {
+        Some(txn) => kafka
+            .transactions
+            .verify(shared, txn, producer, (topic, partition)),
+        None => Err(kafka::INVALID_TXN_STATE),
     };
     let mut topics = Vec::with_capacity(r.topic_data.len());
     for t in &r.topic_data {
@@ -438,7 +445,7 @@ fn produce_request(
                     shared,
                     (t.name, p.index),
                     p.records,
-                    r.acks,
+                    (r.acks, &verify),
                     &mut state.scratch,
                 ),
             };

@@ -57,14 +57,23 @@ pub(super) fn valid_acks(acks: i16) -> bool {
     (-1..=1).contains(&acks)
 }
 
+/// Whether a transactional batch of producer `(id, epoch)` may open a
+/// transaction in `topic [partition]`: the coordinator's answer (its
+/// Kafka error when not).
+pub(super) type Verify<'a> = &'a dyn Fn((i64, i16), &str, u32) -> Result<(), i16>;
+
 /// Checks a partition's Kafka `records`, copies them into `scratch` (the
 /// log stamps each batch's offset and epoch in place) and appends them, in
-/// one go under the partition's lock.
+/// one go under the partition's lock. A transactional batch that would
+/// open a transaction in the partition is first checked with `verify`
+/// (KIP-890's check: a batch the coordinator knows no transaction of, a
+/// client's error or a late retry after an abort, would leave one open
+/// that nothing ends, and read_committed readers stuck below it).
 pub(super) fn append(
     shared: &Arc<Shared>,
     (topic, partition): (&str, i32),
     records: Option<&[u8]>,
-    acks: i16,
+    (acks, verify): (i16, Verify<'_>),
     scratch: &mut Vec<u8>,
 ) -> Pending {
     let Ok(partition) = u32::try_from(partition) else {
@@ -94,6 +103,9 @@ pub(super) fn append(
         }
         Ok(()) => {}
     }
+    if let Err(refused) = verify_transactions(&p, &headers, verify) {
+        return Pending::Done(refused);
+    }
     scratch.clear();
     scratch.extend_from_slice(records);
     match append_batches(shared, &p, acks as i8, scratch, &headers) {
@@ -103,6 +115,44 @@ pub(super) fn append(
         }
         Err(refused) => Pending::Done(refused),
     }
+}
+
+/// Asks `verify` about each transactional batch of `headers` whose
+/// producer has no transaction open in `p` in its epoch (the registry is
+/// read with the partition's lock let go).
+fn verify_transactions(
+    p: &Partition,
+    headers: &[BatchHeader],
+    verify: Verify<'_>,
+) -> Result<(), Produced> {
+    let mut opening: Vec<(i64, i16)> = Vec::new();
+    {
+        let mut log = p.lock();
+        for h in headers.iter().filter(|h| h.is_transactional()) {
+            let state = log.producer_state().map_err(|e| {
+                Produced::refused((
+                    error_code(&e),
+                    format!("{} [{}]: {e}", p.topic, p.partition),
+                ))
+            })?;
+            let open = state
+                .get(h.producer_id)
+                .is_some_and(|s| s.epoch == h.producer_epoch && s.txn_first_offset.is_some());
+            if !open && !opening.contains(&(h.producer_id, h.producer_epoch)) {
+                opening.push((h.producer_id, h.producer_epoch));
+            }
+        }
+    }
+    for producer in opening {
+        if let Err(code) = verify(producer, &p.topic, p.partition) {
+            let msg = format!(
+                "{} [{}]: producer {} (epoch {}) has no transaction with this partition",
+                p.topic, p.partition, producer.0, producer.1
+            );
+            return Err(Produced::failed(code, msg));
+        }
+    }
+    Ok(())
 }
 
 /// Appends the checked Kafka batches in `batches` to `p`, one after the
@@ -212,7 +262,14 @@ mod tests {
     }
 
     fn produce(shared: &Arc<Shared>, p: &Arc<Partition>, records: &[u8]) -> Produced {
-        let pending = append(shared, ("t", 0), Some(records), -1, &mut Vec::new());
+        let no_txn = |_, _: &str, _| Err(kafka::INVALID_TXN_STATE);
+        let pending = append(
+            shared,
+            ("t", 0),
+            Some(records),
+            (-1, &no_txn),
+            &mut Vec::new(),
+        );
         flush_partition(shared, p);
         settle(&pending, -1, Instant::now() + Duration::from_secs(5))
     }

@@ -211,6 +211,35 @@ impl Transactions {
         })
     }
 
+    /// Whether producer `(id, epoch)` of `txn` has a transaction open with
+    /// `topic [partition]` (a produce's first transactional batch there):
+    /// its Kafka error when not.
+    pub(crate) fn verify(
+        &self,
+        shared: &Shared,
+        txn: &str,
+        producer: (i64, i16),
+        (topic, partition): (&str, u32),
+    ) -> Step<()> {
+        let e = match transactions::read(&*self.registry, txn) {
+            Ok(Some(e)) => e,
+            Ok(None) => return Err(k::INVALID_PRODUCER_ID_MAPPING),
+            Err(e) => {
+                shared.log_peer(format_args!("transaction {txn:?}: the registry: {e}"));
+                return Err(k::COORDINATOR_NOT_AVAILABLE);
+            }
+        };
+        check_producer(&e, producer).map_err(|code| match code {
+            k::PRODUCER_FENCED => k::INVALID_PRODUCER_EPOCH,
+            other => other,
+        })?;
+        let added = e.partitions.contains(&(topic.to_string(), partition));
+        match e.state == TxnState::Ongoing && added {
+            true => Ok(()),
+            false => Err(k::INVALID_TXN_STATE),
+        }
+    }
+
     /// EndTxn: commit or abort. Answered once the prepared state is
     /// stored; the markers are written first if they can be.
     pub(crate) fn end(
