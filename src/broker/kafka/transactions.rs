@@ -17,7 +17,8 @@
 //! and one left prepared longer than [`TAKEOVER`] (its coordinator died,
 //! or cannot reach a leader) is completed by whoever sees it, under a
 //! coordinator epoch of its own: the partitions refuse the markers of
-//! the one before, should it wake.
+//! the one before, should it wake. An id with no transaction for
+//! [`EXPIRY_MS`] is removed (its next producer starts with a new id).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -41,6 +42,9 @@ pub(crate) const TAKEOVER: Duration = Duration::from_secs(10);
 pub(crate) const TIMEOUT_MAX_MS: i32 = 900_000;
 /// The most partitions, and offsets, one transaction holds.
 pub(crate) const PARTITIONS_MAX: usize = 10_000;
+/// How long a transactional id with no transaction is kept (Kafka's
+/// `transactional.id.expiration.ms` default, 7 days).
+pub(crate) const EXPIRY_MS: i64 = 7 * 24 * 3600 * 1000;
 
 /// What a step of a request found: a Kafka error code, or go on.
 type Step<T> = Result<T, i16>;
@@ -336,6 +340,10 @@ impl Transactions {
         let now = crate::clock::now_ms();
         let takeover = TAKEOVER.as_millis() as i64;
         for e in entries {
+            if e.state.is_idle() && now.saturating_sub(e.updated_ms) > EXPIRY_MS {
+                self.expire(shared, &e);
+                continue;
+            }
             let stale = e.state.is_prepared() && now.saturating_sub(e.updated_ms) > takeover;
             if !(e.timed_out(now) || stale) {
                 continue;
@@ -370,6 +378,34 @@ impl Transactions {
                 ));
                 self.complete(shared, &entry);
             }
+        }
+    }
+}
+
+impl Transactions {
+    /// Removes `e`'s entry, unless it changed since it was read.
+    fn expire(&self, shared: &Shared, e: &TxnEntry) {
+        let Some(name) = transactions::entry_name(&e.transactional_id) else {
+            return;
+        };
+        let mut change = |stored: Option<&[u8]>| {
+            let same = stored
+                .and_then(|b| serde_json::from_slice::<TxnEntry>(b).ok())
+                .is_some_and(|s| s == *e);
+            Ok(if same {
+                None
+            } else {
+                stored.map(<[u8]>::to_vec)
+            })
+        };
+        if let Err(err) = self
+            .registry
+            .update_config(transactions::KIND, &name, &mut change)
+        {
+            shared.log_peer(format_args!(
+                "transaction {:?}: the registry: {err}",
+                e.transactional_id
+            ));
         }
     }
 }
