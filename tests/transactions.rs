@@ -316,3 +316,46 @@ fn a_transactional_batch_outside_any_transaction_is_refused() {
     let k = Kcat::at(&kcat, &broker.kafka);
     assert_eq!(k.consume("t", &[]), "1\n", "read_committed is not held");
 }
+
+/// A broker restarted after a producer's transaction was left open
+/// aborts it once its timeout passes, with no Kafka client connected to
+/// it since (the coordinator starts with the broker).
+#[test]
+fn a_restarted_broker_aborts_a_transaction_left_open() {
+    let Some(python) = kafka::python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let args = ["--kafka-listen", "127.0.0.1:0"];
+    let mut broker = BrokerProc::start(&data, &args);
+    let kafka_addr = broker
+        .log()
+        .iter()
+        .find_map(|l| {
+            l.strip_prefix("% Listening for Kafka clients on ")
+                .map(str::to_string)
+        })
+        .expect("a Kafka listener");
+    drop(spawn_txn(
+        &python,
+        &kafka_addr,
+        &["open", "t", "app-r", "dead", "2"],
+        "2000",
+    ));
+    broker.kill9();
+    let _again = BrokerProc::start(&data, &args);
+    let part = data.join("t-0");
+    let dumped = || {
+        let out = bin("klog-dump")
+            .args(["--records", part.to_str().unwrap()])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    common::eventually(
+        "the abort marker",
+        std::time::Duration::from_secs(30),
+        || dumped().contains("endTxnMarker: ABORT"),
+    );
+}

@@ -85,6 +85,9 @@ pub(crate) fn write_all(
             };
             match written {
                 Ok(()) => break,
+                // Deleted since it was added: no reader is left to tell
+                // (Kafka skips those too).
+                Err((ErrorCode::UnknownTopic | ErrorCode::UnknownPartition, _)) => break,
                 Err((ErrorCode::ProducerFenced, why)) => {
                     return Err((ErrorCode::ProducerFenced, why))
                 }
@@ -109,8 +112,15 @@ fn leader_elsewhere(
     let registry = shared.registry.as_ref()?;
     let leader = match registry.partition_state(topic, partition) {
         Ok(Some((state, _))) => state.leader,
-        // Not replicated: the broker that holds it answers.
-        Ok(None) => return None,
+        // Not replicated: the broker that holds its one copy.
+        Ok(None) => match registry.placement(topic) {
+            Ok(Some(placed)) => placed
+                .replicas_of(partition)
+                .and_then(|r| r.first().cloned()),
+            // Not placed (or no longer): this broker says what it knows.
+            Ok(None) => return None,
+            Err(e) => return Some(Err((error_code(&e), e.to_string()))),
+        },
         Err(e) => return Some(Err((error_code(&e), e.to_string()))),
     };
     let Some(leader) = leader else {

@@ -413,6 +413,9 @@ impl Broker {
                 .spawn(move || body(&shared))?;
             threads.push(thread);
         }
+        if self.kafka_listener.is_some() {
+            self.kafka.start(&shared);
+        }
         let serve = |home| {
             let side = Arc::clone(&self.kafka);
             move |shared: &Arc<Shared>, stream, peer, principal| {

@@ -165,6 +165,17 @@ impl KafkaSide {
         }
     }
 
+    /// Starts the coordinators now, rather than at the first Kafka
+    /// client's connection: after a restart, transactions left open or
+    /// prepared are aborted or finished without waiting for a client.
+    pub(super) fn start(&self, shared: &Arc<Shared>) {
+        if let Err(why) = self.kafka(shared) {
+            shared.log(format_args!(
+                "the Kafka side waits for its first client: {why}"
+            ));
+        }
+    }
+
     /// Serves a Kafka client's connection until it ends.
     pub(super) fn serve(
         &self,

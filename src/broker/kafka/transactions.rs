@@ -40,8 +40,11 @@ pub(crate) const TAKEOVER: Duration = Duration::from_secs(10);
 /// The longest transaction timeout a producer may ask (Kafka's
 /// `transaction.max.timeout.ms` default).
 pub(crate) const TIMEOUT_MAX_MS: i32 = 900_000;
-/// The most partitions, and offsets, one transaction holds.
-pub(crate) const PARTITIONS_MAX: usize = 10_000;
+/// The most partitions, and offsets, one transaction holds: its registry
+/// entry stays under ZooKeeper's 1 MB a node with names of 249 bytes.
+pub(crate) const PARTITIONS_MAX: usize = 1_000;
+/// The longest group or member id a transaction keeps.
+pub(crate) const NAME_BYTES_MAX: usize = 249;
 /// How long a transactional id with no transaction is kept (Kafka's
 /// `transactional.id.expiration.ms` default, 7 days).
 pub(crate) const EXPIRY_MS: i64 = 7 * 24 * 3600 * 1000;
@@ -168,6 +171,9 @@ impl Transactions {
                 e.state = TxnState::Ongoing;
                 e.started_ms = now;
             }
+            if groups.iter().any(|g| g.len() > NAME_BYTES_MAX) {
+                return Err(k::INVALID_REQUEST);
+            }
             e.partitions.extend(partitions.iter().cloned());
             e.groups.extend(groups.iter().cloned());
             if e.partitions.len() + e.groups.len() > PARTITIONS_MAX {
@@ -189,6 +195,9 @@ impl Transactions {
         (group, member, generation): (&str, &str, i32),
         offsets: &[(String, u32, u64)],
     ) -> Step<()> {
+        if group.len() > NAME_BYTES_MAX || member.len() > NAME_BYTES_MAX {
+            return Err(k::INVALID_REQUEST);
+        }
         self.update(shared, id, |stored| {
             let mut e = stored.ok_or(k::INVALID_PRODUCER_ID_MAPPING)?;
             check_producer(&e, producer)?;
@@ -475,5 +484,44 @@ fn init_step(
             let ready = Init::Ready(e.producer_id, e.epoch);
             Ok((Some(e), ready))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::testing::shared_with;
+
+    /// A topic deleted while a transaction holds one of its partitions:
+    /// its markers are skipped there (no reader is left), the transaction
+    /// completes, and the producer goes on (a marker that could never be
+    /// written left it prepared, and InitProducerId answered
+    /// CONCURRENT_TRANSACTIONS for ever).
+    #[test]
+    fn a_transaction_over_a_deleted_topic_completes() {
+        let (_sim, shared) = shared_with(|c| c.request_timeout_ms = 300);
+        let dir = tempfile::tempdir().unwrap();
+        let registry: Arc<dyn Registry> =
+            Arc::new(crate::coord::DirRegistry::open(dir.path()).unwrap());
+        let count = |_: &str| None;
+        let groups = Coordinator::start(
+            Arc::clone(&registry),
+            count,
+            || false,
+            |_| {},
+            Default::default(),
+        );
+        let t = Transactions::new(Arc::clone(&registry), groups.unwrap());
+        let producer = t.init(&shared, "app", 60_000, (-1, -1)).unwrap();
+        // Added while it existed; deleted since.
+        t.add(&shared, "app", producer, (&[("gone".into(), 0)], &[]))
+            .unwrap();
+        assert_eq!(t.end(&shared, "app", producer, true), Ok(()));
+        let e = transactions::read(&*registry, "app").unwrap().unwrap();
+        assert_eq!(e.state, TxnState::CompleteCommit);
+        assert_eq!(
+            t.init(&shared, "app", 60_000, producer),
+            Ok((producer.0, 1))
+        );
     }
 }

@@ -172,13 +172,12 @@ impl Log {
 
     /// The offset below which every transaction is decided (Kafka's last
     /// stable offset, before the high watermark bounds it): the first
-    /// offset of the oldest open transaction, or the log's end.
+    /// offset of the oldest open transaction, or the log's end; never
+    /// below the log's start (DeleteRecords past an open transaction).
     pub fn last_stable_offset(&mut self) -> Result<u64> {
-        let end = self.next_offset();
-        Ok(self
-            .producer_state()?
-            .first_unstable_offset()
-            .unwrap_or(end))
+        let (start, end) = (self.start_offset(), self.next_offset());
+        let unstable = self.producer_state()?.first_unstable_offset();
+        Ok(unstable.unwrap_or(end).max(start))
     }
 
     /// [`Log::append`] under Kafka's rules for idempotent producers

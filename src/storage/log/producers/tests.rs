@@ -609,3 +609,20 @@ fn aborted_transactions_below_the_start_are_forgotten() {
     let kept = log.aborted_transactions(0, u64::MAX);
     assert_eq!(kept, all[all.len() / 2 + 1..]);
 }
+
+/// DeleteRecords past an open transaction's first batch: the last stable
+/// offset stays at the log's start, not below it (a read_committed
+/// consumer told an end below the start would reset for ever).
+#[test]
+fn the_last_stable_offset_is_never_below_the_start() {
+    let sim = SimFs::new();
+    let mut log = open(&sim);
+    let mut model = ProducerState::default();
+    append(&mut log, transactional(batch(20, 0, 0, 1)), &mut model); // 0
+    for i in 0..4 {
+        append(&mut log, batch(10, 0, i, 1), &mut model); // 1..4
+    }
+    assert_eq!(log.last_stable_offset().unwrap(), 0);
+    log.delete_records_before(3).unwrap();
+    assert_eq!(log.last_stable_offset().unwrap(), 3);
+}
