@@ -19,17 +19,22 @@ from confluent_kafka import Producer
 VALUE = b"x" * 100
 
 
+def send(p, topic):
+    """One value to `topic`, waiting for room in the producer's queue."""
+    while True:
+        try:
+            p.produce(topic, VALUE)
+            break
+        except BufferError:
+            p.poll(0.01)
+    p.poll(0)
+
+
 def plain(bootstrap, records):
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
     start = time.time()
     for _ in range(records):
-        while True:
-            try:
-                p.produce("bench-plain", VALUE)
-                break
-            except BufferError:
-                p.poll(0.01)
-        p.poll(0)
+        send(p, "bench-plain")
     p.flush(120)
     return time.time() - start, 0
 
@@ -44,13 +49,7 @@ def transactional(bootstrap, records, commit_ms):
     last = time.time()
     commits = 0
     for _ in range(records):
-        while True:
-            try:
-                p.produce("bench-txn", VALUE)
-                break
-            except BufferError:
-                p.poll(0.01)
-        p.poll(0)
+        send(p, "bench-txn")
         if (time.time() - last) * 1000 >= commit_ms:
             p.commit_transaction(60)
             commits += 1

@@ -203,6 +203,15 @@ fn spawn_txn(python: &Path, bootstrap: &str, args: &[&str], timeout_ms: &str) ->
     p
 }
 
+/// A broker whose topic t holds a transaction of `txn`, with a timeout
+/// of `timeout_ms`, that its producer (killed) left open.
+fn left_open(python: &Path, txn: &str, timeout_ms: &str) -> kafka::KafkaBroker {
+    let broker = kafka::KafkaBroker::start(&[]);
+    let args = ["open", "t", txn, "dead", "3"];
+    drop(spawn_txn(python, &broker.kafka, &args, timeout_ms));
+    broker
+}
+
 /// A producer that dies with its transaction open: the transaction is
 /// aborted once its timeout passes (the epoch bumped), and read_committed
 /// readers get past it; `klog-dump` shows the abort.
@@ -211,23 +220,12 @@ fn an_open_transaction_past_its_timeout_is_aborted() {
     let Some(python) = kafka::python() else {
         return;
     };
-    let broker = kafka::KafkaBroker::start(&[]);
-    drop(spawn_txn(
-        &python,
-        &broker.kafka,
-        &["open", "t", "app-t", "dead", "3"],
-        "2000",
-    ));
+    let broker = left_open(&python, "app-t", "2000");
     let run = |args: &[&str]| txn_script(&python, &broker.kafka, args);
     assert_eq!(run(&["commit", "t", "app-u", "u", "2"]), ["committed"]);
     // Held below the open transaction until it is aborted.
     assert_eq!(run(&["read", "t", "2"]), ["u-0", "u-1"]);
-    let part = broker.data_dir().join("t-0");
-    let dump = bin("klog-dump")
-        .args(["--records", part.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(dump.stdout).unwrap();
+    let text = dump_records(&broker.data_dir().join("t-0"));
     assert!(text.contains("endTxnMarker: ABORT"), "{text}");
     assert!(!text.contains("openTransaction"), "{text}");
 }
@@ -239,13 +237,7 @@ fn a_new_instance_aborts_its_predecessors_open_transaction() {
     let Some(python) = kafka::python() else {
         return;
     };
-    let broker = kafka::KafkaBroker::start(&[]);
-    drop(spawn_txn(
-        &python,
-        &broker.kafka,
-        &["open", "t", "app-n", "dead", "3"],
-        "60000",
-    ));
+    let broker = left_open(&python, "app-n", "60000");
     let run = |args: &[&str]| txn_script(&python, &broker.kafka, args);
     assert_eq!(run(&["commit", "t", "app-n", "new", "2"]), ["committed"]);
     assert_eq!(run(&["read", "t", "2"]), ["new-0", "new-1"]);
@@ -346,16 +338,18 @@ fn a_restarted_broker_aborts_a_transaction_left_open() {
     broker.kill9();
     let _again = BrokerProc::start(&data, &args);
     let part = data.join("t-0");
-    let dumped = || {
-        let out = bin("klog-dump")
-            .args(["--records", part.to_str().unwrap()])
-            .output()
-            .unwrap();
-        String::from_utf8(out.stdout).unwrap()
-    };
     common::eventually(
         "the abort marker",
         std::time::Duration::from_secs(30),
-        || dumped().contains("endTxnMarker: ABORT"),
+        || dump_records(&part).contains("endTxnMarker: ABORT"),
     );
+}
+
+/// `klog-dump --records` of a partition directory: its stdout.
+fn dump_records(part: &Path) -> String {
+    let out = bin("klog-dump")
+        .args(["--records", part.to_str().unwrap()])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
 }
