@@ -171,6 +171,19 @@ fn confluent_kafka_commits_and_aborts_transactions() {
     assert!(all.contains("b-3"));
 }
 
+/// kafka-python's transactional producer and read_committed consumer:
+/// the committed transaction is read, the aborted one is not.
+#[test]
+fn kafka_python_commits_and_aborts_transactions() {
+    let Some(python) = kafka::python() else {
+        return;
+    };
+    let broker = kafka::KafkaBroker::start(&[]);
+    let out = kafka::run_script(&python, "transactional_kp.py", &[&broker.kafka, "t"]);
+    assert_eq!(out, "c-0\nc-1\nc-2\n");
+    assert_eq!(consume_from(broker.addr(), "t", &[]).lines().count(), 5);
+}
+
 /// A second producer of one transactional id fences the first: the
 /// first's commit is refused, its records never read committed; the
 /// second's transaction commits.
