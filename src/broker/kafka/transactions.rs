@@ -128,12 +128,10 @@ impl Transactions {
         if !(1..=TIMEOUT_MAX_MS).contains(&timeout_ms) {
             return Err(k::INVALID_TRANSACTION_TIMEOUT);
         }
-        // An aborted transaction, or a finished one, then a new epoch.
-        for _ in 0..3 {
-            let fresh = shared.producer_ids.next().map_err(|e| {
-                shared.log_peer(format_args!("no producer id to hand out: {e}"));
-                k::COORDINATOR_NOT_AVAILABLE
-            })?;
+        // A new producer id is taken only for a new entry (or spent
+        // epochs), then an aborted or finished transaction, a new epoch.
+        let mut fresh = None;
+        for _ in 0..4 {
             let now = crate::clock::now_ms();
             let step = self.update(shared, id, |stored| {
                 init_step(stored, (id, timeout_ms, fresh, now), current)
@@ -146,6 +144,12 @@ impl Transactions {
                     }
                 }
                 Init::Busy => return Err(k::CONCURRENT_TRANSACTIONS),
+                Init::NeedId => {
+                    fresh = Some(shared.producer_ids.next().map_err(|e| {
+                        shared.log_peer(format_args!("no producer id to hand out: {e}"));
+                        k::COORDINATOR_NOT_AVAILABLE
+                    })?);
+                }
             }
         }
         Err(k::CONCURRENT_TRANSACTIONS)
@@ -428,6 +432,8 @@ enum Init {
     Finish(TxnEntry),
     /// A transaction being finished by another broker.
     Busy,
+    /// A new producer id is needed (a new entry, or spent epochs).
+    NeedId,
 }
 
 /// The next epoch, or a new producer id when the epoch is spent (as
@@ -437,13 +443,17 @@ fn bump(e: &mut TxnEntry) {
 }
 
 /// InitProducerId's change of the stored entry: `fresh` is a producer id
-/// for a new one (or one whose epochs are spent).
+/// for a new one (or one whose epochs are spent), [`Init::NeedId`] when
+/// one is needed and there is none yet.
 fn init_step(
     stored: Option<TxnEntry>,
-    (id, timeout_ms, fresh, now): (&str, i32, i64, i64),
+    (id, timeout_ms, fresh, now): (&str, i32, Option<i64>, i64),
     (current_id, current_epoch): (i64, i16),
 ) -> Step<(Option<TxnEntry>, Init)> {
     let Some(mut e) = stored else {
+        let Some(fresh) = fresh else {
+            return Ok((None, Init::NeedId));
+        };
         let e = TxnEntry::new(id, fresh, timeout_ms, now);
         return Ok((Some(e), Init::Ready(fresh, 0)));
     };
@@ -472,6 +482,9 @@ fn init_step(
         }
         _ => {
             if e.epoch >= i16::MAX - 1 {
+                let Some(fresh) = fresh else {
+                    return Ok((None, Init::NeedId));
+                };
                 e.producer_id = fresh;
                 e.epoch = 0;
             } else {
@@ -523,5 +536,28 @@ mod tests {
             t.init(&shared, "app", 60_000, producer),
             Ok((producer.0, 1))
         );
+    }
+
+    /// InitProducerId of a transactional id the registry has takes no new
+    /// producer id (a client calling it in a loop spends none).
+    #[test]
+    fn an_existing_transactional_id_spends_no_producer_id() {
+        let (_sim, shared) = shared_with(|_| {});
+        let registry: Arc<dyn Registry> = Arc::new(crate::coord::mem::MemRegistry::default());
+        let count = |_: &str| None;
+        let groups = Coordinator::start(
+            Arc::clone(&registry),
+            count,
+            || false,
+            |_| {},
+            Default::default(),
+        );
+        let t = Transactions::new(registry, groups.unwrap());
+        let (id, _) = t.init(&shared, "app", 60_000, (-1, -1)).unwrap();
+        for epoch in 1..5 {
+            assert_eq!(t.init(&shared, "app", 60_000, (-1, -1)), Ok((id, epoch)));
+        }
+        let next = shared.producer_ids.next().unwrap();
+        assert_eq!(next, id + 1, "four inits took no id");
     }
 }

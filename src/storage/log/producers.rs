@@ -405,13 +405,13 @@ fn scan_headers(
                 Ok(h) if pos + at as u64 + h.total_bytes() <= end && h.base_offset < to => {
                     let total = h.total_bytes() as usize;
                     let small = h.total_bytes() <= control::CONTROL_BATCH_BYTES_MAX;
-                    if h.base_offset < from {
-                    } else if h.is_control() && small && at + total > n {
-                        // A control batch longer than the chunk: read whole.
-                        let mut whole = vec![0; total];
-                        file.read_exact_at(&mut whole, pos + at as u64)?;
-                        apply(state, aborted, &h, &whole);
-                    } else {
+                    // A control batch longer than the chunk is read whole.
+                    let whole = h.is_control() && small && at + total > n;
+                    if h.base_offset >= from && whole {
+                        let mut bytes = vec![0; total];
+                        file.read_exact_at(&mut bytes, pos + at as u64)?;
+                        apply(state, aborted, &h, &bytes);
+                    } else if h.base_offset >= from {
                         apply(state, aborted, &h, &buf[at..]);
                     }
                     at += total;
