@@ -27,6 +27,7 @@
 //! | `partitions` | `[topic, partition]` of the transaction |
 //! | `groups` | the consumer groups whose offsets it commits (AddOffsetsToTxn) |
 //! | `offsets` | those offsets, committed with it: `{group, topic, partition, offset, member, generation}` |
+//! | `committed` | offsets of transactions committed here, not yet written to their groups (absent when none) |
 //! | `coordinator_epoch` | raised by each prepare and by each broker that takes over its completion; its markers carry it, and a partition refuses a marker older than one it has |
 //! | `started_ms` | when it became `Ongoing` (wall clock) |
 //! | `updated_ms` | its last change |
@@ -37,8 +38,23 @@
 //! Empty / Complete* ──AddPartitions──▶ Ongoing ──EndTxn──▶ PrepareCommit ─markers─▶ CompleteCommit
 //!                                         │     ╰─EndTxn, timeout, InitProducerId─▶ PrepareAbort ─markers─▶ CompleteAbort
 //! ```
+//!
+//! # A transaction's offsets
+//!
+//! TxnOffsetCommit keeps the offsets in `offsets`, where a group's
+//! readers do not take them; a member's are taken only while it holds the
+//! partition's claim in the group (KIP-447's fence: a producer whose
+//! consumer lost the partition cannot commit it). A commit moves them to
+//! `committed` as it completes, an abort drops them. From there each
+//! broker writes them to the group's committed offsets (with the claim of
+//! the member it coordinates that holds the partition, or a claim of its
+//! own when no member does) and takes them out; until then the group's
+//! readers take the higher of the group's offset and the committed one
+//! ([`group_view`]), and a reader that asks for stable offsets is told
+//! to wait while an open transaction holds one. A transaction's offset
+//! never lowers a group's.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -116,6 +132,9 @@ pub struct TxnEntry {
     pub groups: BTreeSet<String>,
     /// Those offsets.
     pub offsets: BTreeSet<TxnOffset>,
+    /// Offsets of committed transactions not yet written to their groups.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub committed: BTreeSet<TxnOffset>,
     /// Raised by each prepare and each takeover; markers carry it.
     pub coordinator_epoch: i32,
     /// When the transaction became `Ongoing`.
@@ -136,6 +155,7 @@ impl TxnEntry {
             partitions: BTreeSet::new(),
             groups: BTreeSet::new(),
             offsets: BTreeSet::new(),
+            committed: BTreeSet::new(),
             coordinator_epoch: 0,
             started_ms: now_ms,
             updated_ms: now_ms,
@@ -160,17 +180,114 @@ impl TxnEntry {
     }
 
     /// Moves a prepared transaction to `Complete*`, forgetting its
-    /// partitions and offsets.
+    /// partitions; a commit moves its offsets to `committed` (replacing
+    /// an earlier one's of the same partition), an abort drops them.
     pub fn complete(&mut self, now_ms: i64) {
-        self.state = match self.state {
-            TxnState::PrepareCommit => TxnState::CompleteCommit,
-            _ => TxnState::CompleteAbort,
+        let commit = self.state == TxnState::PrepareCommit;
+        self.state = match commit {
+            true => TxnState::CompleteCommit,
+            false => TxnState::CompleteAbort,
         };
         self.partitions.clear();
         self.groups.clear();
-        self.offsets.clear();
+        let offsets = std::mem::take(&mut self.offsets);
+        if commit {
+            for o in offsets {
+                self.committed.retain(|c| !c.same_partition(&o));
+                self.committed.insert(o);
+            }
+        }
         self.updated_ms = now_ms;
     }
+}
+
+impl TxnOffset {
+    /// Whether it is `group`'s offset of `topic [partition]`.
+    pub fn is(&self, group: &str, topic: &str, partition: u32) -> bool {
+        (&self.group[..], &self.topic[..], self.partition) == (group, topic, partition)
+    }
+
+    fn same_partition(&self, other: &TxnOffset) -> bool {
+        self.is(&other.group, &other.topic, other.partition)
+    }
+}
+
+/// What the transactions hold of one group's offsets.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct GroupView {
+    /// The highest committed offset of each `(topic, partition)` not yet
+    /// written to the group.
+    pub committed: BTreeMap<(String, u32), u64>,
+    /// The partitions an open or prepared transaction holds an offset of.
+    pub pending: BTreeSet<(String, u32)>,
+}
+
+impl GroupView {
+    /// The group's committed offset of `topic [partition]`, given the one
+    /// it stores: the higher of the two.
+    pub fn offset(&self, topic: &str, partition: u32, stored: Option<u64>) -> Option<u64> {
+        let held = self.committed.get(&(topic.to_string(), partition)).copied();
+        stored.max(held)
+    }
+
+    /// Whether an open transaction holds an offset of `topic [partition]`.
+    pub fn unstable(&self, topic: &str, partition: u32) -> bool {
+        self.pending.contains(&(topic.to_string(), partition))
+    }
+}
+
+/// What `entries` hold of `group`'s offsets.
+pub fn group_view(entries: &[TxnEntry], group: &str) -> GroupView {
+    let mut view = GroupView::default();
+    for e in entries {
+        for o in e.committed.iter().filter(|o| o.group == group) {
+            let at = view.committed.entry((o.topic.clone(), o.partition));
+            let offset = at.or_insert(o.offset);
+            *offset = (*offset).max(o.offset);
+        }
+        let open = e.state == TxnState::Ongoing || e.state.is_prepared();
+        for o in e.offsets.iter().filter(|o| open && o.group == group) {
+            view.pending.insert((o.topic.clone(), o.partition));
+        }
+    }
+    view
+}
+
+/// Takes `done`, offsets written to their groups, out of `transactional_id`'s
+/// committed ones (those a later commit replaced stay).
+pub fn take_written(
+    registry: &dyn Registry,
+    transactional_id: &str,
+    done: &[TxnOffset],
+) -> Result<()> {
+    update(registry, transactional_id, |stored| {
+        let Some(mut e) = stored else {
+            return Ok((None, ()));
+        };
+        let before = e.committed.len();
+        e.committed.retain(|o| !done.contains(o));
+        Ok(((e.committed.len() != before).then_some(e), ()))
+    })
+}
+
+/// Drops the committed offsets of `group` (of `topic` alone, when given)
+/// that no transaction wrote yet: an operator's reset or deletion of the
+/// group's offsets replaces them.
+pub fn forget_committed(registry: &dyn Registry, group: &str, topic: Option<&str>) -> Result<()> {
+    let dropped = |o: &TxnOffset| o.group == group && topic.is_none_or(|t| o.topic == t);
+    for e in all(registry)? {
+        if !e.committed.iter().any(dropped) {
+            continue;
+        }
+        update(registry, &e.transactional_id, |stored| {
+            let Some(mut s) = stored else {
+                return Ok((None, ()));
+            };
+            s.committed.retain(|o| !dropped(o));
+            Ok((Some(s), ()))
+        })?;
+    }
+    Ok(())
 }
 
 /// The registry name of `transactional_id`'s entry: bytes outside

@@ -300,6 +300,9 @@ pub const INVALID_SESSION_TIMEOUT: i16 = 26;
 pub const REBALANCE_IN_PROGRESS: i16 = 27;
 /// The API version is not supported.
 pub const UNSUPPORTED_VERSION: i16 = 35;
+/// A transaction still open holds the group's offset of the partition:
+/// ask again (OffsetFetch with `require_stable`).
+pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 /// The request does not decode or breaks the protocol.
 pub const INVALID_REQUEST: i16 = 42;
 /// The record format is older than this server accepts (magic below 2).

@@ -488,7 +488,7 @@ fn offset_fetch(
     out: &mut Vec<u8>,
 ) {
     if version < 8 {
-        let found = group_offsets(c, access, r.group_id, r.topics.as_deref());
+        let found = group_offsets(c, access, r.group_id, r.topics.as_deref(), r.require_stable);
         let response = OffsetFetchResponse {
             throttle_time_ms: 0,
             topics: found.topics(),
@@ -508,7 +508,7 @@ fn offset_fetch(
                     topics: Vec::new(),
                     error_code,
                 },
-                None => group_offsets(c, access, g.group_id, g.topics.as_deref()),
+                None => group_offsets(c, access, g.group_id, g.topics.as_deref(), r.require_stable),
             }
         })
         .collect();
@@ -549,12 +549,14 @@ impl GroupOffsets {
 
 /// The committed offsets of `group` in the partitions of `topics` (those
 /// the ACLs let the client describe; the others refused each), or in
-/// every topic it committed when `topics` is null.
+/// every topic it committed when `topics` is null; `stable`: the
+/// client asks for stable offsets (`require_stable`).
 fn group_offsets(
     c: &Coordinator,
     access: Access<'_>,
     group: &str,
     topics: Option<&[OffsetFetchRequestTopic<'_>]>,
+    stable: bool,
 ) -> GroupOffsets {
     let denied = |topic: &str| access.topic(Operation::Describe, topic);
     let Some(topics) = topics else {
@@ -576,7 +578,7 @@ fn group_offsets(
         .filter(|t| denied(t.name).is_none())
         .flat_map(|t| t.partition_indexes.iter().map(|&p| (t.name.to_string(), p)))
         .collect();
-    let mut found = c.fetch_offsets(group, &asked).into_iter();
+    let mut found = c.fetch_offsets(group, &asked, stable).into_iter();
     let topics = (topics.iter())
         .map(|t| {
             let refused = denied(t.name);

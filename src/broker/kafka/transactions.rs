@@ -202,6 +202,7 @@ impl Transactions {
         if group.len() > NAME_BYTES_MAX || member.len() > NAME_BYTES_MAX {
             return Err(k::INVALID_REQUEST);
         }
+        self.member_holds((group, member, generation), offsets)?;
         self.update(shared, id, |stored| {
             let mut e = stored.ok_or(k::INVALID_PRODUCER_ID_MAPPING)?;
             check_producer(&e, producer)?;
@@ -313,31 +314,68 @@ impl Transactions {
             ));
             return false;
         }
-        if commit {
-            for o in &e.offsets {
-                let offsets = [(o.topic.clone(), o.partition as i32, o.offset as i64)];
-                let codes = self
-                    .groups
-                    .commit(&o.group, &o.member, o.generation, &offsets);
-                if codes != [k::NONE] {
-                    // Committed records whose offsets were not: read again
-                    // by the group (at least once for those).
-                    shared.log_peer(format_args!(
-                        "transaction {id:?}: group {:?} refused the offset of {} [{}] ({codes:?})",
-                        o.group, o.topic, o.partition
-                    ));
-                }
-            }
-        }
         let now = crate::clock::now_ms();
         let stored = self.update(shared, id, |stored| match stored {
             Some(mut s) if s.coordinator_epoch == e.coordinator_epoch && s.state.is_prepared() => {
                 s.complete(now);
-                Ok((Some(s), true))
+                Ok((Some(s.clone()), Some(s)))
             }
-            _ => Ok((None, false)),
+            _ => Ok((None, None)),
         });
-        stored == Ok(true)
+        match stored {
+            Ok(Some(completed)) => {
+                self.write_offsets(shared, &completed);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Writes the offsets `e`'s transactions committed to their groups,
+    /// those this broker can (see [`Coordinator::write_committed`]), and
+    /// takes them out of its entry.
+    fn write_offsets(&self, shared: &Shared, e: &TxnEntry) {
+        let id = &e.transactional_id;
+        let mut done = Vec::new();
+        for o in &e.committed {
+            match (self.groups).write_committed(&o.group, &o.topic, o.partition, o.offset) {
+                Ok(true) => done.push(o.clone()),
+                Ok(false) => {}
+                Err(err) => shared.log_peer(format_args!(
+                    "transaction {id:?}: group {:?}: the offset of {} [{}]: {err}",
+                    o.group, o.topic, o.partition
+                )),
+            }
+        }
+        if done.is_empty() {
+            return;
+        }
+        if let Err(err) = transactions::take_written(&*self.registry, id, &done) {
+            shared.log_peer(format_args!("transaction {id:?}: the registry: {err}"));
+        }
+    }
+
+    /// Whether `member` (of `generation`) may commit `group`'s offsets of
+    /// `offsets` in a transaction: it holds each partition's claim in
+    /// the group (KIP-447: a producer whose consumer lost a partition
+    /// cannot commit it). A commit from outside the group (-1, no member)
+    /// is taken as Kafka takes it, unchecked.
+    fn member_holds(
+        &self,
+        (group, member, generation): (&str, &str, i32),
+        offsets: &[(String, u32, u64)],
+    ) -> Step<()> {
+        if generation < 0 && member.is_empty() {
+            return Ok(());
+        }
+        for (topic, partition, _) in offsets {
+            match self.registry.owner(group, topic, *partition) {
+                Some(o) if o.member == member => {}
+                Some(_) => return Err(k::ILLEGAL_GENERATION),
+                None => return Err(k::UNKNOWN_MEMBER_ID),
+            }
+        }
+        Ok(())
     }
 
     /// One look at every entry: aborts the transactions past their
@@ -353,7 +391,10 @@ impl Transactions {
         let now = crate::clock::now_ms();
         let takeover = TAKEOVER.as_millis() as i64;
         for e in entries {
-            if e.state.is_idle() && now.saturating_sub(e.updated_ms) > EXPIRY_MS {
+            if !e.committed.is_empty() {
+                // Those a member here, or none, holds the partition of.
+                self.write_offsets(shared, &e);
+            } else if e.state.is_idle() && now.saturating_sub(e.updated_ms) > EXPIRY_MS {
                 self.expire(shared, &e);
                 continue;
             }
@@ -536,6 +577,84 @@ mod tests {
             t.init(&shared, "app", 60_000, producer),
             Ok((producer.0, 1))
         );
+    }
+
+    /// Two brokers' group coordinators on one registry: (this one's
+    /// transactions, the other's groups).
+    fn two_brokers(registry: &Arc<dyn Registry>) -> (Transactions, Arc<Coordinator>) {
+        let start = || {
+            let count = |_: &str| None;
+            Coordinator::start(
+                Arc::clone(registry),
+                count,
+                || false,
+                |_| {},
+                Default::default(),
+            )
+            .unwrap()
+        };
+        (Transactions::new(Arc::clone(registry), start()), start())
+    }
+
+    /// A transaction's offsets, committed by a member whose partition is
+    /// claimed on another broker: refused to anyone else (KIP-447),
+    /// unstable while open, the group's (on every broker) once committed,
+    /// and written to the group's offsets once the partition is free.
+    #[test]
+    fn offsets_of_a_transaction_are_the_groups_only_once_committed() {
+        let (_sim, shared) = shared_with(|_| {});
+        let registry: Arc<dyn Registry> = Arc::new(crate::coord::mem::MemRegistry::default());
+        let (t, other) = two_brokers(&registry);
+        let claim = registry.claim("g", "t", 0, "m", Duration::from_secs(60));
+        let claim = claim.unwrap().unwrap();
+        let producer = t.init(&shared, "app", 60_000, (-1, -1)).unwrap();
+        t.add(&shared, "app", producer, (&[], &["g".into()]))
+            .unwrap();
+        let at = |o| [("t".to_string(), 0, o)];
+        let zombie = t.add_offsets(&shared, "app", producer, ("g", "z", 1), &at(9));
+        assert_eq!(zombie, Err(k::ILLEGAL_GENERATION));
+        t.add_offsets(&shared, "app", producer, ("g", "m", 1), &at(42))
+            .unwrap();
+        let asked = [("t".to_string(), 0)];
+        assert_eq!(
+            other.fetch_offsets("g", &asked, true),
+            [(-1, k::UNSTABLE_OFFSET_COMMIT)]
+        );
+        assert_eq!(other.fetch_offsets("g", &asked, false), [(-1, k::NONE)]);
+        assert_eq!(t.end(&shared, "app", producer, true), Ok(()));
+        for broker in [&other, &t.groups] {
+            assert_eq!(broker.fetch_offsets("g", &asked, true), [(42, k::NONE)]);
+            assert_eq!(broker.fetch_all_offsets("g"), Ok(vec![("t".into(), 0, 42)]));
+        }
+        // The member's broker writes it, or any once the partition is free.
+        assert_eq!(registry.committed("g", "t", 0).unwrap(), None);
+        t.tick(&shared);
+        assert_eq!(registry.committed("g", "t", 0).unwrap(), None);
+        drop(claim);
+        t.tick(&shared);
+        assert_eq!(registry.committed("g", "t", 0).unwrap(), Some(42));
+        let e = transactions::read(&*registry, "app").unwrap().unwrap();
+        assert!(e.committed.is_empty(), "{e:?}");
+        assert_eq!(other.fetch_offsets("g", &asked, true), [(42, k::NONE)]);
+    }
+
+    /// An aborted transaction's offsets are nobody's.
+    #[test]
+    fn offsets_of_an_aborted_transaction_are_dropped() {
+        let (_sim, shared) = shared_with(|_| {});
+        let registry: Arc<dyn Registry> = Arc::new(crate::coord::mem::MemRegistry::default());
+        let (t, other) = two_brokers(&registry);
+        let producer = t.init(&shared, "app", 60_000, (-1, -1)).unwrap();
+        t.add(&shared, "app", producer, (&[], &["g".into()]))
+            .unwrap();
+        let offsets = [("t".to_string(), 0, 42)];
+        t.add_offsets(&shared, "app", producer, ("g", "", -1), &offsets)
+            .unwrap();
+        assert_eq!(t.end(&shared, "app", producer, false), Ok(()));
+        t.tick(&shared);
+        let asked = [("t".to_string(), 0)];
+        assert_eq!(other.fetch_offsets("g", &asked, true), [(-1, k::NONE)]);
+        assert_eq!(registry.committed("g", "t", 0).unwrap(), None);
     }
 
     /// InitProducerId of a transactional id the registry has takes no new

@@ -72,6 +72,8 @@ pub fn reset_offsets(
             offset,
         });
     }
+    // Offsets of transactions not yet written would be taken over these.
+    crate::coord::transactions::forget_committed(registry, group, Some(topic))?;
     for r in &resets {
         registry.reset_offset(group, topic, r.partition, r.offset)?;
     }

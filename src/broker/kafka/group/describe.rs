@@ -220,6 +220,11 @@ impl Coordinator {
             Ok(_) => return NON_EMPTY_GROUP,
             Err(e) => return error_code(&e),
         }
+        // Those of transactions not yet written go first, never to come
+        // back after the group's.
+        if let Err(e) = crate::coord::transactions::forget_committed(&*self.registry, group, None) {
+            return error_code(&e);
+        }
         let offsets = match self.registry.offsets(group) {
             Ok(offsets) if offsets.is_empty() => return GROUP_ID_NOT_FOUND,
             Ok(offsets) => offsets,

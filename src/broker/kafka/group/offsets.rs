@@ -3,6 +3,7 @@
 //! commit stores the offset it names, lower or higher (a consumer that
 //! seeks back, an offset reset), fenced by the member's claim.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,9 @@ use super::{
     REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, UNKNOWN_TOPIC_OR_PARTITION,
 };
 use crate::coord::registry::check_name;
+use crate::coord::transactions;
 use crate::coord::Ephemeral;
+use crate::kafka::UNSTABLE_OFFSET_COMMIT;
 use crate::sync::lock;
 
 /// The member named in the claim a commit from outside the group takes
@@ -159,24 +162,37 @@ impl Coordinator {
     }
 
     /// OffsetFetch: each `(topic, partition)`'s committed offset (-1 when
-    /// the group has none) and error, in order.
+    /// the group has none) and error, in order, with those committed by
+    /// transactions and not yet written ([`transactions::group_view`]).
+    /// `stable` (`require_stable`): a partition an open transaction holds
+    /// an offset of is UNSTABLE_OFFSET_COMMIT, which clients ask again.
     pub(crate) fn fetch_offsets(
         &self,
         group: &str,
         partitions: &[(String, i32)],
+        stable: bool,
     ) -> Vec<(i64, i16)> {
         if check_name("group", group).is_err() {
             return vec![(-1, INVALID_GROUP_ID); partitions.len()];
         }
+        let view = match self.transactions_of(group) {
+            Ok(view) => view,
+            Err(code) => return vec![(-1, code); partitions.len()],
+        };
         partitions
             .iter()
             .map(|(topic, partition)| {
                 let Some(p) = partition_of(topic, *partition) else {
                     return (-1, UNKNOWN_TOPIC_OR_PARTITION);
                 };
+                if stable && view.unstable(topic, p) {
+                    return (-1, UNSTABLE_OFFSET_COMMIT);
+                }
                 match self.registry.committed(group, topic, p) {
-                    Ok(Some(offset)) => (i64::try_from(offset).unwrap_or(i64::MAX), NONE),
-                    Ok(None) => (-1, NONE),
+                    Ok(stored) => match view.offset(topic, p, stored) {
+                        Some(offset) => (i64::try_from(offset).unwrap_or(i64::MAX), NONE),
+                        None => (-1, NONE),
+                    },
                     Err(e) => (-1, error_code(&e)),
                 }
             })
@@ -189,14 +205,67 @@ impl Coordinator {
         if check_name("group", group).is_err() {
             return Err(INVALID_GROUP_ID);
         }
-        let offsets = self.registry.offsets(group).map_err(|e| error_code(&e))?;
+        let view = self.transactions_of(group)?;
+        let stored = self.registry.offsets(group).map_err(|e| error_code(&e))?;
+        let mut offsets: BTreeMap<(String, u32), u64> = view.committed.clone();
+        for (topic, partition, offset) in stored {
+            if let Ok(offset) = offset {
+                let held = view.offset(&topic, partition, Some(offset));
+                offsets.insert((topic, partition), held.unwrap_or(offset));
+            }
+        }
         Ok(offsets
             .into_iter()
-            .filter_map(|(topic, partition, offset)| {
+            .filter_map(|((topic, partition), offset)| {
                 let partition = i32::try_from(partition).ok()?;
-                let offset = i64::try_from(offset.ok()?).ok()?;
+                let offset = i64::try_from(offset).ok()?;
                 Some((topic, partition, offset))
             })
             .collect())
+    }
+
+    /// What the transactions hold of `group`'s offsets.
+    fn transactions_of(&self, group: &str) -> Result<transactions::GroupView, i16> {
+        let entries = transactions::all(&*self.registry).map_err(|e| error_code(&e))?;
+        Ok(transactions::group_view(&entries, group))
+    }
+
+    /// Writes an offset a transaction committed to `group`: with the claim
+    /// of the member here that holds the partition, or a claim of its own
+    /// when no member does. Never lowers the group's offset. Whether it is
+    /// written (`false`: a member of another broker holds the partition,
+    /// and writes it there).
+    pub(crate) fn write_committed(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+    ) -> crate::Result<bool> {
+        let held = self.groups().get(group).and_then(|g| {
+            let mut claims = g.members.values().flat_map(|m| &m.claims);
+            (claims.find(|c| c.topic == topic && c.partition == partition))
+                .map(|c| Arc::clone(&c.owner))
+        });
+        if let Some(owner) = held {
+            let owner = lock(&owner);
+            self.registry
+                .commit(group, topic, partition, offset, &owner)?;
+            return Ok(true);
+        }
+        if self.registry.owner(group, topic, partition).is_some() {
+            return Ok(false);
+        }
+        let claim = self
+            .registry
+            .claim(group, topic, partition, OUTSIDER, OUTSIDER_LEASE)?;
+        match claim {
+            Some(owner) => {
+                self.registry
+                    .commit(group, topic, partition, offset, &owner)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 }

@@ -442,7 +442,11 @@ fn commits_are_fenced_and_offsets_shared_with_klog_members() {
         assert!(klog.rebalance());
         let owner = &klog.owned[0].1;
         registry.commit("g", "t", 0, 12, owner).unwrap();
-        let fetched = c.fetch_offsets("g", &[("t".into(), 0), ("t".into(), 3), ("t".into(), -1)]);
+        let fetched = c.fetch_offsets(
+            "g",
+            &[("t".into(), 0), ("t".into(), 3), ("t".into(), -1)],
+            false,
+        );
         assert_eq!(
             fetched,
             [(12, NONE), (-1, NONE), (-1, UNKNOWN_TOPIC_OR_PARTITION)]
@@ -453,7 +457,7 @@ fn commits_are_fenced_and_offsets_shared_with_klog_members() {
         drop(klog);
         let outside = c.commit("g", "", -1, &[("t".to_string(), 2, 5)]);
         assert_eq!(outside, [NONE]);
-        assert_eq!(c.fetch_offsets("g", &[("t".into(), 2)]), [(5, NONE)]);
+        assert_eq!(c.fetch_offsets("g", &[("t".into(), 2)], false), [(5, NONE)]);
         // Outside a group, only partitions that exist: nothing is made in
         // the registry for a topic or partition made up.
         let made_up = [
@@ -483,10 +487,13 @@ fn a_lower_offset_committed_is_stored() {
         let at = |offset| [("t".to_string(), 0, offset)];
         assert_eq!(c.commit("g", &a.member_id, a.generation, &at(50)), [NONE]);
         assert_eq!(c.commit("g", &a.member_id, a.generation, &at(20)), [NONE]);
-        assert_eq!(c.fetch_offsets("g", &[("t".into(), 0)]), [(20, NONE)]);
+        assert_eq!(
+            c.fetch_offsets("g", &[("t".into(), 0)], false),
+            [(20, NONE)]
+        );
         assert_eq!(c.leave("g", &a.member_id), NONE);
         assert_eq!(c.commit("g", "", -1, &at(5)), [NONE]);
-        assert_eq!(c.fetch_offsets("g", &[("t".into(), 0)]), [(5, NONE)]);
+        assert_eq!(c.fetch_offsets("g", &[("t".into(), 0)], false), [(5, NONE)]);
     }
 }
 
