@@ -253,6 +253,19 @@ pub fn group_view(entries: &[TxnEntry], group: &str) -> GroupView {
     view
 }
 
+/// `group`'s committed offset of `topic [partition]` with those
+/// transactions committed and no broker wrote yet (see [`group_view`]).
+pub fn committed_offset(
+    registry: &dyn Registry,
+    group: &str,
+    topic: &str,
+    partition: u32,
+) -> Result<Option<u64>> {
+    let stored = registry.committed(group, topic, partition)?;
+    let view = group_view(&all(registry)?, group);
+    Ok(view.offset(topic, partition, stored))
+}
+
 /// Takes `done`, offsets written to their groups, out of `transactional_id`'s
 /// committed ones (those a later commit replaced stay).
 pub fn take_written(
@@ -270,11 +283,19 @@ pub fn take_written(
     })
 }
 
-/// Drops the committed offsets of `group` (of `topic` alone, when given)
-/// that no transaction wrote yet: an operator's reset or deletion of the
-/// group's offsets replaces them.
-pub fn forget_committed(registry: &dyn Registry, group: &str, topic: Option<&str>) -> Result<()> {
-    let dropped = |o: &TxnOffset| o.group == group && topic.is_none_or(|t| o.topic == t);
+/// Drops the committed offsets of `group` (of `topic`, and of its
+/// `partition`, alone when given) that no broker wrote yet: an operator's
+/// reset or deletion of the group's offsets replaces them.
+pub fn forget_committed(
+    registry: &dyn Registry,
+    group: &str,
+    (topic, partition): (Option<&str>, Option<u32>),
+) -> Result<()> {
+    let dropped = |o: &TxnOffset| {
+        o.group == group
+            && topic.is_none_or(|t| o.topic == t)
+            && partition.is_none_or(|p| o.partition == p)
+    };
     for e in all(registry)? {
         if !e.committed.iter().any(dropped) {
             continue;
@@ -408,6 +429,41 @@ mod tests {
         update(&registry, "t.x", |_| Ok((None, ()))).unwrap();
         assert_eq!(read(&registry, "t.x").unwrap(), Some(entry.clone()));
         assert_eq!(all(&registry).unwrap(), [entry]);
+    }
+
+    /// A group's committed offset is the higher of the one it stores and
+    /// those transactions committed and no broker wrote yet; an open
+    /// transaction's offsets are not, and make the partition unstable.
+    #[test]
+    fn a_groups_offset_takes_committed_transactions_only() {
+        let registry = crate::coord::mem::MemRegistry::default();
+        let offset = |group: &str, o| TxnOffset {
+            group: group.into(),
+            topic: "t".into(),
+            partition: 0,
+            offset: o,
+            member: String::new(),
+            generation: -1,
+        };
+        let mut e = TxnEntry::new("a", 1, 60_000, 0);
+        e.committed.insert(offset("g", 42));
+        e.offsets.insert(offset("g", 99));
+        e.state = TxnState::Ongoing;
+        update(&registry, "a", |_| Ok((Some(e.clone()), ()))).unwrap();
+        assert_eq!(committed_offset(&registry, "g", "t", 0).unwrap(), Some(42));
+        assert_eq!(committed_offset(&registry, "h", "t", 0).unwrap(), None);
+        let view = group_view(&[e.clone()], "g");
+        assert!(view.unstable("t", 0) && !view.unstable("t", 1));
+        assert_eq!(view.offset("t", 0, Some(50)), Some(50), "never lower");
+        e.complete(1);
+        assert_eq!(e.state, TxnState::CompleteAbort);
+        assert_eq!(
+            e.committed,
+            BTreeSet::from([offset("g", 42)]),
+            "an abort drops its own"
+        );
+        forget_committed(&registry, "g", (Some("t"), Some(0))).unwrap();
+        assert_eq!(committed_offset(&registry, "g", "t", 0).unwrap(), None);
     }
 
     #[test]

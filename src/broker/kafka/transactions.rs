@@ -202,6 +202,9 @@ impl Transactions {
         if group.len() > NAME_BYTES_MAX || member.len() > NAME_BYTES_MAX {
             return Err(k::INVALID_REQUEST);
         }
+        if crate::coord::registry::check_name("group", group).is_err() {
+            return Err(k::INVALID_GROUP_ID);
+        }
         self.member_holds((group, member, generation), offsets)?;
         self.update(shared, id, |stored| {
             let mut e = stored.ok_or(k::INVALID_PRODUCER_ID_MAPPING)?;
@@ -222,7 +225,9 @@ impl Transactions {
                     generation,
                 });
             }
-            if e.offsets.len() > PARTITIONS_MAX {
+            // Those committed and not yet written count too: an entry
+            // stays under the registry's bound whatever its clients do.
+            if e.offsets.len() + e.committed.len() > PARTITIONS_MAX {
                 return Err(k::INVALID_REQUEST);
             }
             Ok((Some(e), ()))
@@ -655,6 +660,39 @@ mod tests {
         let asked = [("t".to_string(), 0)];
         assert_eq!(other.fetch_offsets("g", &asked, true), [(-1, k::NONE)]);
         assert_eq!(registry.committed("g", "t", 0).unwrap(), None);
+    }
+
+    /// A transaction's offsets name a registry group, and its entry holds
+    /// at most PARTITIONS_MAX of them, those committed and not yet written
+    /// to their groups included.
+    #[test]
+    fn a_transactions_offsets_are_bounded() {
+        let (_sim, shared) = shared_with(|_| {});
+        let registry: Arc<dyn Registry> = Arc::new(crate::coord::mem::MemRegistry::default());
+        let (t, _other) = two_brokers(&registry);
+        let producer = t.init(&shared, "app", 60_000, (-1, -1)).unwrap();
+        let offsets = |range: std::ops::Range<u32>| -> Vec<(String, u32, u64)> {
+            range.map(|p| ("t".to_string(), p, 1)).collect()
+        };
+        t.add(&shared, "app", producer, (&[], &["g".into(), "a b".into()]))
+            .unwrap();
+        let bad = t.add_offsets(&shared, "app", producer, ("a b", "", -1), &offsets(0..1));
+        assert_eq!(bad, Err(k::INVALID_GROUP_ID));
+        // Held by a member elsewhere: committed, not written.
+        let long = Duration::from_secs(60);
+        let _claims: Vec<_> = (0..600)
+            .map(|p| registry.claim("g", "t", p, "m", long).unwrap().unwrap())
+            .collect();
+        t.add_offsets(&shared, "app", producer, ("g", "m", 1), &offsets(0..600))
+            .unwrap();
+        assert_eq!(t.end(&shared, "app", producer, true), Ok(()));
+        t.add(&shared, "app", producer, (&[], &["g".into()]))
+            .unwrap();
+        let outside = ("g", "", -1);
+        let over = t.add_offsets(&shared, "app", producer, outside, &offsets(600..1001));
+        assert_eq!(over, Err(k::INVALID_REQUEST));
+        t.add_offsets(&shared, "app", producer, outside, &offsets(600..1000))
+            .unwrap();
     }
 
     /// InitProducerId of a transactional id the registry has takes no new

@@ -47,6 +47,7 @@ use std::time::{Duration, Instant};
 use crate::client::offset::{resolve_in, OffsetSpec};
 use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
 use crate::coord::route::{bounds, partition_count, retriable, routes};
+use crate::coord::transactions::committed_offset;
 use crate::coord::{assign, Ephemeral, MemberInfo, Registry};
 use crate::coord::{RegistryLocator, SessionState};
 use crate::error::{Error, Result, ZkCause};
@@ -733,7 +734,8 @@ impl GroupMember {
     /// none, or when it is past the end of the log (with a notice).
     fn start_offset(&mut self, p: u32, addr: &str, start: u64, end: u64) -> Result<u64> {
         let (group, topic) = (&self.config.group, &self.config.topic);
-        let committed = self.share.registry.committed(group, topic, p)?;
+        // A Kafka transaction's committed offsets count, written or not.
+        let committed = committed_offset(&*self.share.registry, group, topic, p)?;
         let spec = match self.config.reset {
             OffsetSpec::Stored => OffsetSpec::Beginning,
             other => other,

@@ -73,7 +73,7 @@ pub fn reset_offsets(
         });
     }
     // Offsets of transactions not yet written would be taken over these.
-    crate::coord::transactions::forget_committed(registry, group, Some(topic))?;
+    crate::coord::transactions::forget_committed(registry, group, (Some(topic), None))?;
     for r in &resets {
         registry.reset_offset(group, topic, r.partition, r.offset)?;
     }

@@ -222,7 +222,9 @@ impl Coordinator {
         }
         // Those of transactions not yet written go first, never to come
         // back after the group's.
-        if let Err(e) = crate::coord::transactions::forget_committed(&*self.registry, group, None) {
+        if let Err(e) =
+            crate::coord::transactions::forget_committed(&*self.registry, group, (None, None))
+        {
             return error_code(&e);
         }
         let offsets = match self.registry.offsets(group) {
@@ -274,6 +276,12 @@ impl Coordinator {
                 let Some(p) = u32::try_from(*partition).ok().filter(|p| *p < count) else {
                     return UNKNOWN_TOPIC_OR_PARTITION;
                 };
+                // Those of transactions not yet written go too.
+                let forgotten = (Some(topic.as_str()), Some(p));
+                let forget = crate::coord::transactions::forget_committed;
+                if let Err(e) = forget(&*self.registry, group, forgotten) {
+                    return error_code(&e);
+                }
                 match self.registry.committed(group, topic, p) {
                     Ok(None) => return NONE,
                     Ok(Some(_)) => {}
