@@ -300,7 +300,7 @@ _klog__broker() {
             return 0
             ;;
         klog__broker__subcmd__acl__subcmd__add)
-            opts="-h --allow --deny --operation --topic --group --cluster --prefixed --help"
+            opts="-h --allow --deny --operation --topic --group --transactional-id --cluster --prefixed --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -326,6 +326,10 @@ _klog__broker() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --transactional-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -334,7 +338,7 @@ _klog__broker() {
             return 0
             ;;
         klog__broker__subcmd__acl__subcmd__clear)
-            opts="-h --topic --group --cluster --prefixed --help"
+            opts="-h --topic --group --transactional-id --cluster --prefixed --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -345,6 +349,10 @@ _klog__broker() {
                     return 0
                     ;;
                 --group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --transactional-id)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -454,7 +462,7 @@ _klog__broker() {
             return 0
             ;;
         klog__broker__subcmd__acl__subcmd__remove)
-            opts="-h --allow --deny --operation --topic --group --cluster --prefixed --help"
+            opts="-h --allow --deny --operation --topic --group --transactional-id --cluster --prefixed --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -477,6 +485,10 @@ _klog__broker() {
                     return 0
                     ;;
                 --group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --transactional-id)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

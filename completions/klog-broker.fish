@@ -96,21 +96,24 @@ complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l operation -d 'read, write, create, describe, alter, delete, cluster_action or all' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l topic -d 'A topic (* for every topic)' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l group -d 'A consumer group (* for every group)' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l transactional-id -d 'A transactional producer\'s transactional.id (* for every one): write lets it run transactions, describe find its coordinator' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l cluster -d 'The cluster (creating topics; brokers\' cluster_action)'
-complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l prefixed -d 'The name is a prefix: every topic or group whose name starts with it'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -l prefixed -d 'The name is a prefix: every topic, group or transactional id whose name starts with it'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l allow -d 'Allow PRINCIPAL (User:NAME, User:CN=..., or User:* for everyone)' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l deny -d 'Deny PRINCIPAL, whatever allows it' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l operation -d 'read, write, create, describe, alter, delete, cluster_action or all' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l topic -d 'A topic (* for every topic)' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l group -d 'A consumer group (* for every group)' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l transactional-id -d 'A transactional producer\'s transactional.id (* for every one): write lets it run transactions, describe find its coordinator' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l cluster -d 'The cluster (creating topics; brokers\' cluster_action)'
-complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l prefixed -d 'The name is a prefix: every topic or group whose name starts with it'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -l prefixed -d 'The name is a prefix: every topic, group or transactional id whose name starts with it'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from clear" -l topic -d 'A topic (* for every topic)' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from clear" -l group -d 'A consumer group (* for every group)' -r
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from clear" -l transactional-id -d 'A transactional producer\'s transactional.id (* for every one): write lets it run transactions, describe find its coordinator' -r
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from clear" -l cluster -d 'The cluster (creating topics; brokers\' cluster_action)'
-complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from clear" -l prefixed -d 'The name is a prefix: every topic or group whose name starts with it'
+complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from clear" -l prefixed -d 'The name is a prefix: every topic, group or transactional id whose name starts with it'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from clear" -s h -l help -d 'Print help'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c klog-broker -n "__fish_klog_broker_using_subcommand acl; and __fish_seen_subcommand_from help" -f -a "add" -d 'Add a rule'

@@ -163,8 +163,9 @@ _arguments "${_arguments_options[@]}" : \
 '--operation=[read, write, create, describe, alter, delete, cluster_action or all]:OP:_default' \
 '--topic=[A topic (* for every topic)]:NAME:_default' \
 '--group=[A consumer group (* for every group)]:NAME:_default' \
+'--transactional-id=[A transactional producer'\''s transactional.id (* for every one)\: write lets it run transactions, describe find its coordinator]:NAME:_default' \
 '--cluster[The cluster (creating topics; brokers'\'' cluster_action)]' \
-'--prefixed[The name is a prefix\: every topic or group whose name starts with it]' \
+'--prefixed[The name is a prefix\: every topic, group or transactional id whose name starts with it]' \
 '-h[Print help]' \
 '--help[Print help]' \
 && ret=0
@@ -176,8 +177,9 @@ _arguments "${_arguments_options[@]}" : \
 '--operation=[read, write, create, describe, alter, delete, cluster_action or all]:OP:_default' \
 '--topic=[A topic (* for every topic)]:NAME:_default' \
 '--group=[A consumer group (* for every group)]:NAME:_default' \
+'--transactional-id=[A transactional producer'\''s transactional.id (* for every one)\: write lets it run transactions, describe find its coordinator]:NAME:_default' \
 '--cluster[The cluster (creating topics; brokers'\'' cluster_action)]' \
-'--prefixed[The name is a prefix\: every topic or group whose name starts with it]' \
+'--prefixed[The name is a prefix\: every topic, group or transactional id whose name starts with it]' \
 '-h[Print help]' \
 '--help[Print help]' \
 && ret=0
@@ -186,8 +188,9 @@ _arguments "${_arguments_options[@]}" : \
 _arguments "${_arguments_options[@]}" : \
 '--topic=[A topic (* for every topic)]:NAME:_default' \
 '--group=[A consumer group (* for every group)]:NAME:_default' \
+'--transactional-id=[A transactional producer'\''s transactional.id (* for every one)\: write lets it run transactions, describe find its coordinator]:NAME:_default' \
 '--cluster[The cluster (creating topics; brokers'\'' cluster_action)]' \
-'--prefixed[The name is a prefix\: every topic or group whose name starts with it]' \
+'--prefixed[The name is a prefix\: every topic, group or transactional id whose name starts with it]' \
 '-h[Print help]' \
 '--help[Print help]' \
 && ret=0

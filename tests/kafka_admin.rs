@@ -9,8 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::bin;
-use common::kafka::{assert_ok, python, run_bounded, script, KafkaBroker};
+use common::kafka::{assert_ok, klog_broker, login, python, run_bounded, script, KafkaBroker};
 
 /// The broker's flags: SCRAM logins, ACLs checked, `admin` a super user.
 const FLAGS: [&str; 5] = [
@@ -20,17 +19,6 @@ const FLAGS: [&str; 5] = [
     "--super-users",
     "User:admin",
 ];
-
-/// librdkafka's properties for `user` over SASL_PLAINTEXT with `mechanism`.
-fn login(mechanism: &str, user: &str, password: &str) -> String {
-    serde_json::json!({
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanisms": mechanism,
-        "sasl.username": user,
-        "sasl.password": password,
-    })
-    .to_string()
-}
 
 /// Runs admin.py as `who` (a KLOG_SECURITY JSON); its stdout, checked.
 fn admin(python: &Path, who: &str, broker: &KafkaBroker, args: &[&str]) -> String {
@@ -80,22 +68,6 @@ fn refused(
 fn assert_refused(python: &Path, who: &str, broker: &KafkaBroker, args: &[&str], why: &str) {
     let stderr = refused(python, who, broker, args, 6).expect("refused");
     assert!(stderr.contains(why), "not {why}: {stderr}");
-}
-
-fn klog_broker(registry: &str, args: &[&str], stdin: &str) -> String {
-    let out = bin("klog-broker")
-        .args(["--registry", registry])
-        .args(args)
-        .write_stdin(stdin.to_string())
-        .timeout(Duration::from_secs(30))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "klog-broker {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn setup() -> Option<(PathBuf, KafkaBroker, String)> {

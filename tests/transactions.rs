@@ -303,6 +303,58 @@ fn a_transaction_outlives_its_coordinator() {
     assert_eq!(read, values);
 }
 
+/// With `--authorize`, a transactional id is a resource of its own, as on
+/// Kafka: a user that may write to the topic but not to the transactional
+/// id is refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED (it cannot fence
+/// another application's producer); an ACL on the id's prefix lets it
+/// commit, and an id outside the prefix stays refused.
+#[test]
+fn a_transactional_id_needs_an_acl_of_its_own() {
+    let Some(python) = kafka::python() else {
+        return;
+    };
+    let flags = [
+        "--sasl-mechanisms",
+        "SCRAM-SHA-512",
+        "--authorize",
+        "--super-users",
+        "User:admin",
+    ];
+    let broker = kafka::KafkaBroker::with_registry(&flags);
+    let registry = broker.registry.clone().unwrap();
+    kafka::klog_broker(&registry, &["user", "add", "tx"], "t-secret\n");
+    for operation in ["write", "create"] {
+        let allow = ["acl", "add", "--allow", "User:tx", "--topic", "t"];
+        kafka::klog_broker(
+            &registry,
+            &[&allow[..], &["--operation", operation]].concat(),
+            "",
+        );
+    }
+    let tx = kafka::login("SCRAM-SHA-512", "tx", "t-secret");
+    let run = |txn: &str| {
+        let mut command = std::process::Command::new(&python);
+        command
+            .arg(kafka::script("transactional.py"))
+            .args([&broker.kafka, "commit", "t", txn, "v", "2"])
+            .env("KLOG_SECURITY", &tx);
+        let out = kafka::run_bounded(command, b"", std::time::Duration::from_secs(90));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let refused = "refused: TRANSACTIONAL_ID_AUTHORIZATION_FAILED";
+    assert_eq!(run("app-1"), refused);
+    let allow = ["acl", "add", "--allow", "User:tx", "--operation", "write"];
+    let id = ["--transactional-id", "app-", "--prefixed"];
+    kafka::klog_broker(&registry, &[&allow[..], &id[..]].concat(), "");
+    // The broker loads the new ACLs within a moment.
+    common::eventually(
+        "the transactional id's ACL",
+        std::time::Duration::from_secs(30),
+        || run("app-1") == "committed",
+    );
+    assert_eq!(run("other-1"), refused);
+}
+
 /// A transactional batch the coordinator knows no transaction of (no
 /// transactional id, or a partition not added) is refused
 /// INVALID_TXN_STATE: it would leave a transaction open that nothing

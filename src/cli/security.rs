@@ -284,9 +284,10 @@ pub struct AclArgs {
     pub resource: ResourceArgs,
 }
 
-/// The resource of a rule: a topic, a group or the cluster.
+/// The resource of a rule: a topic, a group, a transactional id or the
+/// cluster.
 #[derive(Debug, Clone, clap::Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["topic", "group", "cluster"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["topic", "group", "transactional_id", "cluster"])))]
 pub struct ResourceArgs {
     /// A topic (* for every topic).
     #[arg(long = "topic", value_name = "NAME")]
@@ -294,10 +295,15 @@ pub struct ResourceArgs {
     /// A consumer group (* for every group).
     #[arg(long = "group", value_name = "NAME")]
     pub group: Option<String>,
+    /// A transactional producer's transactional.id (* for every one):
+    /// write lets it run transactions, describe find its coordinator.
+    #[arg(long = "transactional-id", value_name = "NAME")]
+    pub transactional_id: Option<String>,
     /// The cluster (creating topics; brokers' cluster_action).
     #[arg(long = "cluster")]
     pub cluster: bool,
-    /// The name is a prefix: every topic or group whose name starts with it.
+    /// The name is a prefix: every topic, group or transactional id whose
+    /// name starts with it.
     #[arg(long = "prefixed")]
     pub prefixed: bool,
 }
@@ -309,9 +315,10 @@ fn principal_arg(s: &str) -> Result<String, String> {
 
 impl ResourceArgs {
     fn pattern(&self) -> Pattern {
-        let (resource, name) = match (&self.topic, &self.group) {
-            (Some(t), _) => (ResourceType::Topic, t.clone()),
-            (_, Some(g)) => (ResourceType::Group, g.clone()),
+        let (resource, name) = match (&self.topic, &self.group, &self.transactional_id) {
+            (Some(t), _, _) => (ResourceType::Topic, t.clone()),
+            (_, Some(g), _) => (ResourceType::Group, g.clone()),
+            (_, _, Some(x)) => (ResourceType::TransactionalId, x.clone()),
             _ => (ResourceType::Cluster, acl::CLUSTER.to_string()),
         };
         let pattern = match self.prefixed {

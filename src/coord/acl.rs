@@ -1,7 +1,9 @@
 //! Access control lists, as Kafka's `kafka-acls` kept them in ZooKeeper:
 //! who (a principal, `User:NAME` or `User:*`) may or may not do what (an
-//! [`Operation`]) to which resource (a topic, a group or the cluster, by
-//! literal name, `*`, or a prefix).
+//! [`Operation`]) to which resource (a topic, a group, a transactional id
+//! or the cluster, by literal name, `*`, or a prefix). A pattern's name
+//! is a registry name (letters, digits, `.`, `_`, `-`): a transactional
+//! id with other bytes is matched by `*` or a prefix.
 //!
 //! They live in the registry as configuration entries of kind `acls`
 //! ([`ACLS`]), one per resource pattern, each a JSON list of its rules:
@@ -9,6 +11,7 @@
 //! ```text
 //! acls/topic.literal.orders   [{"principal":"User:alice","operation":"write","permission":"allow"}, ...]
 //! acls/group.prefixed.etl-    [...]
+//! acls/transactional-id.prefixed.etl-
 //! acls/cluster.literal.kafka-cluster
 //! acls/topic.any              (the literal name *: every topic)
 //! ```
@@ -41,6 +44,21 @@ pub enum ResourceType {
     Group,
     /// The cluster (creating topics, brokers' own requests).
     Cluster,
+    /// A transactional producer's `transactional.id`.
+    #[serde(rename = "transactional-id")]
+    TransactionalId,
+}
+
+impl ResourceType {
+    /// Its name in entries' keys and in what klog says.
+    fn name(self) -> &'static str {
+        match self {
+            ResourceType::Topic => "topic",
+            ResourceType::Group => "group",
+            ResourceType::Cluster => "cluster",
+            ResourceType::TransactionalId => "transactional-id",
+        }
+    }
 }
 
 /// How a rule's name matches a resource's.
@@ -161,11 +179,7 @@ impl fmt::Display for Operation {
 impl Pattern {
     /// The registry entry's name: `TYPE.PATTERN.NAME`.
     pub fn key(&self) -> String {
-        let kind = match self.resource {
-            ResourceType::Topic => "topic",
-            ResourceType::Group => "group",
-            ResourceType::Cluster => "cluster",
-        };
+        let kind = self.resource.name();
         let how = match self.pattern {
             PatternType::Literal => "literal",
             PatternType::Prefixed => "prefixed",
@@ -189,11 +203,7 @@ impl Pattern {
 
 impl fmt::Display for Pattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = match self.resource {
-            ResourceType::Topic => "topic",
-            ResourceType::Group => "group",
-            ResourceType::Cluster => "cluster",
-        };
+        let kind = self.resource.name();
         let prefixed = if self.pattern == PatternType::Prefixed {
             " (prefixed)"
         } else {
@@ -294,6 +304,7 @@ fn pattern_of_key(key: &str) -> Option<Pattern> {
         "topic" => ResourceType::Topic,
         "group" => ResourceType::Group,
         "cluster" => ResourceType::Cluster,
+        "transactional-id" => ResourceType::TransactionalId,
         _ => return None,
     };
     let (pattern, name) = match rest.split_once('.') {
@@ -342,6 +353,7 @@ fn clear_args(key: &str) -> String {
     let flag = match kind {
         "cluster" => return "--cluster".to_string(),
         "group" => "--group",
+        "transactional-id" => "--transactional-id",
         _ => "--topic",
     };
     match rest.split_once('.') {
@@ -656,6 +668,28 @@ mod tests {
             (ResourceType::Topic, "open")
         ));
         assert_eq!(pattern_of_key("group.any").unwrap().name, "*");
+        let etl = Pattern {
+            resource: ResourceType::TransactionalId,
+            name: "etl-".into(),
+            pattern: PatternType::Prefixed,
+        };
+        assert_eq!(etl.key(), "transactional-id.prefixed.etl-");
+        assert_eq!(pattern_of_key(&etl.key()), Some(etl.clone()));
+        assert_eq!(
+            clear_args(&etl.key()),
+            "--transactional-id 'etl-' --prefixed"
+        );
+        add(&registry, &etl, rule_of("User:a")).unwrap();
+        let acls = load(&registry).unwrap();
+        let txn = |id| (ResourceType::TransactionalId, id);
+        assert!(decide(&acls, "User:a", Operation::Read, txn("etl-1")));
+        assert!(!decide(&acls, "User:a", Operation::Read, txn("app-1")));
+        assert!(!decide(
+            &acls,
+            "User:a",
+            Operation::Read,
+            (ResourceType::Topic, "etl-1")
+        ));
         assert!(pattern_of_key("stray").is_none());
         assert!(add(&registry, &secret, rule_of("User:b")).is_err());
         assert!(remove_all(&registry, &secret).unwrap().is_some());

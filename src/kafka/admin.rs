@@ -27,6 +27,8 @@ pub mod code {
     pub const GROUP: i8 = 3;
     /// ResourceType CLUSTER.
     pub const CLUSTER: i8 = 4;
+    /// ResourceType TRANSACTIONAL_ID.
+    pub const TRANSACTIONAL_ID: i8 = 5;
     /// PatternType MATCH (a filter: literal, `*` or prefixed, that match).
     pub const MATCH: i8 = 2;
     /// PatternType LITERAL.

@@ -493,3 +493,33 @@ pub fn produce_v3(stream: &mut std::net::TcpStream, topic: &str, records: &[u8])
     let base = i64::from_be_bytes(answer[at + 2..at + 10].try_into().unwrap());
     (error, base)
 }
+
+/// librdkafka's properties for `user` over SASL_PLAINTEXT with `mechanism`
+/// (a JSON object, as the Python scripts take it in `KLOG_SECURITY`).
+pub fn login(mechanism: &str, user: &str, password: &str) -> String {
+    serde_json::json!({
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    })
+    .to_string()
+}
+
+/// `klog-broker --registry REGISTRY ARGS...` (a user or ACL command) with
+/// `stdin`: its stdout, the command checked.
+pub fn klog_broker(registry: &str, args: &[&str], stdin: &str) -> String {
+    let out = super::bin("klog-broker")
+        .args(["--registry", registry])
+        .args(args)
+        .write_stdin(stdin.to_string())
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "klog-broker {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}

@@ -1,5 +1,7 @@
 """confluent-kafka's transactional producer and read_committed consumer,
-driven by tests/transactions.rs.
+driven by tests/transactions.rs. KLOG_SECURITY (librdkafka's properties as
+JSON) logs the producer in; an init_transactions refused prints
+"refused: ERROR" and exits 1.
 
     python transactional.py BOOTSTRAP MODE TOPIC [ARGS...]
 
@@ -21,6 +23,7 @@ MODE:
                          until N are read, or 20 s pass without one
 """
 
+import json
 import os
 import sys
 import time
@@ -38,9 +41,15 @@ def producer(bootstrap, txn):
             "transaction.timeout.ms": timeout,
             "linger.ms": 5,
             "topic.metadata.refresh.interval.ms": 500,
+            # A login (KLOG_SECURITY, librdkafka's properties as JSON).
+            **json.loads(os.environ.get("KLOG_SECURITY", "{}")),
         }
     )
-    p.init_transactions(30)
+    try:
+        p.init_transactions(30)
+    except KafkaException as e:
+        print(f"refused: {e.args[0].name()}", flush=True)
+        sys.exit(1)
     return p
 
 

@@ -11,7 +11,10 @@
 //! | FindCoordinator, OffsetFetch | describe on the group (and on each topic) |
 //! | JoinGroup, SyncGroup, Heartbeat, LeaveGroup | read on the group |
 //! | OffsetCommit | read on the group and on each topic |
-//! | InitProducerId | write on some topic |
+//! | InitProducerId | write on the transactional id; without one, write on some topic |
+//! | FindCoordinator of a transactional id | describe on it |
+//! | AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn | write on the transactional id, and see [`super::txn`] |
+//! | Produce of a transaction's batch | write on its transactional id, and on the topic |
 //! | DescribeAcls, DescribeUserScramCredentials | describe on the cluster |
 //! | CreateAcls, DeleteAcls, AlterUserScramCredentials | alter on the cluster |
 //! | ListGroups, DescribeGroups, DeleteGroups, OffsetDelete | see [`super::group_admin`] |
@@ -70,6 +73,10 @@ impl<'a> Access<'a> {
                 (Operation::Describe, code::DESCRIBE),
                 (Operation::ClusterAction, code::CLUSTER_ACTION),
             ],
+            ResourceType::TransactionalId => &[
+                (Operation::Write, code::WRITE),
+                (Operation::Describe, code::DESCRIBE),
+            ],
         };
         applying
             .iter()
@@ -87,6 +94,13 @@ impl<'a> Access<'a> {
     pub(super) fn group(&self, operation: Operation, group: &str) -> Option<i16> {
         (!self.allows(operation, ResourceType::Group, group))
             .then_some(kafka::GROUP_AUTHORIZATION_FAILED)
+    }
+
+    /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED unless `operation` on the
+    /// transactional id is allowed.
+    pub(super) fn transactional_id(&self, operation: Operation, id: &str) -> Option<i16> {
+        (!self.allows(operation, ResourceType::TransactionalId, id))
+            .then_some(kafka::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     }
 
     /// UNKNOWN_TOPIC_OR_PARTITION for a produce to a missing topic the

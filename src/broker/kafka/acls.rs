@@ -303,10 +303,11 @@ fn refused_by_registry(e: &crate::error::Error) -> Refusal {
     }
 }
 
-const RESOURCES: [(ResourceType, i8); 3] = [
+const RESOURCES: [(ResourceType, i8); 4] = [
     (ResourceType::Topic, code::TOPIC),
     (ResourceType::Group, code::GROUP),
     (ResourceType::Cluster, code::CLUSTER),
+    (ResourceType::TransactionalId, code::TRANSACTIONAL_ID),
 ];
 
 const OPERATIONS: [(Operation, i8); 8] = [

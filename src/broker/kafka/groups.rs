@@ -238,7 +238,10 @@ fn key_coordinator(
     match key_type {
         0 => {}
         1 if crate::coord::transactions::entry_name(key).is_some() => {
-            return (kafka::NONE, None, Some(me()))
+            return match access.transactional_id(Operation::Describe, key) {
+                Some(denied) => (denied, Some("Transactional id authorization failed."), None),
+                None => (kafka::NONE, None, Some(me())),
+            };
         }
         1 => {
             return (

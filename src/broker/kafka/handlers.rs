@@ -416,10 +416,13 @@ fn produce_request(
         Instant::now() + Duration::from_millis(wait.min(shared.config.request_timeout_ms));
     // A transaction's records are durable on every in-sync replica, as
     // Kafka's producers send them (acks=all).
+    let access = Access::new(shared, state.session.as_ref());
     let refusal = if !produce::valid_acks(r.acks) || r.transactional_id.is_some() && r.acks != -1 {
         Some(kafka::INVALID_REQUIRED_ACKS)
     } else {
-        None
+        // A transaction's batches need write on its transactional id.
+        r.transactional_id
+            .and_then(|txn| access.transactional_id(Operation::Write, txn))
     };
     let verify = |producer, topic: &str, partition| match r.transactional_id {
         Some(txn) => kafka
@@ -429,7 +432,6 @@ fn produce_request(
     };
     let mut topics = Vec::with_capacity(r.topic_data.len());
     for t in &r.topic_data {
-        let access = Access::new(shared, state.session.as_ref());
         let refusal = refusal
             .or_else(|| access.topic(Operation::Write, t.name))
             .or_else(|| access.missing(t.name));

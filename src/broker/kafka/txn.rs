@@ -4,10 +4,10 @@
 //!
 //! | request | needs (with `--authorize`) |
 //! |---|---|
-//! | InitProducerId | write on some topic |
-//! | AddPartitionsToTxn | write on each topic (TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED) |
-//! | AddOffsetsToTxn, TxnOffsetCommit | read on the group |
-//! | EndTxn | the producer id and epoch of the transactional id |
+//! | InitProducerId | write on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer's, write on some topic |
+//! | AddPartitionsToTxn | write on the transactional id, and on each topic (TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED) |
+//! | AddOffsetsToTxn, TxnOffsetCommit | write on the transactional id, read on the group (and on each topic) |
+//! | EndTxn | write on the transactional id, and its producer id and epoch |
 
 use super::access::Access;
 use super::Kafka;
@@ -74,7 +74,8 @@ pub(super) fn handle(
         }
         TxnRequest::AddOffsets(r) => {
             let producer = (r.producer_id, r.producer_epoch);
-            let code = match access.group(Operation::Read, r.group_id) {
+            let denied = access.transactional_id(Operation::Write, r.transactional_id);
+            let code = match denied.or_else(|| access.group(Operation::Read, r.group_id)) {
                 Some(denied) => denied,
                 None => code_of(t.add(
                     shared,
@@ -87,7 +88,10 @@ pub(super) fn handle(
         }
         TxnRequest::End(r) => {
             let producer = (r.producer_id, r.producer_epoch);
-            let code = code_of(t.end(shared, r.transactional_id, producer, r.committed));
+            let code = match access.transactional_id(Operation::Write, r.transactional_id) {
+                Some(denied) => denied,
+                None => code_of(t.end(shared, r.transactional_id, producer, r.committed)),
+            };
             frame_message(out, id, version, &error(code));
         }
         TxnRequest::OffsetCommit(r) => {
@@ -118,8 +122,12 @@ fn init_producer_id(
         producer_id,
         producer_epoch,
     };
-    if !access.writes_somewhere() {
-        return answer(k::CLUSTER_AUTHORIZATION_FAILED, (-1, -1));
+    let denied = match r.transactional_id {
+        Some(txn) => access.transactional_id(Operation::Write, txn),
+        None => (!access.writes_somewhere()).then_some(k::CLUSTER_AUTHORIZATION_FAILED),
+    };
+    if let Some(code) = denied {
+        return answer(code, (-1, -1));
     }
     let given = match r.transactional_id {
         Some(txn) => {
@@ -154,9 +162,10 @@ fn add_partitions<'r>(
 ) -> AddPartitionsToTxnResponse<'r> {
     let mut partitions = Vec::new();
     let mut refused = Vec::new();
+    let txn_denied = access.transactional_id(Operation::Write, r.transactional_id);
     for t in &r.topics {
         for p in &t.partitions {
-            let code = match access.topic(Operation::Write, t.name) {
+            let code = match txn_denied.or_else(|| access.topic(Operation::Write, t.name)) {
                 Some(denied) => denied,
                 None => match u32::try_from(*p)
                     .ok()
@@ -172,7 +181,9 @@ fn add_partitions<'r>(
             refused.push(code);
         }
     }
-    let all = if refused.iter().any(|c| *c != k::NONE) {
+    let all = if txn_denied.is_some() {
+        txn_denied
+    } else if refused.iter().any(|c| *c != k::NONE) {
         None
     } else {
         let producer = (r.producer_id, r.producer_epoch);
@@ -227,21 +238,26 @@ fn offset_commit<'r>(
     access: Access<'_>,
 ) -> TxnOffsetCommitResponse<'r> {
     let mut offsets = Vec::new();
-    let mut bad = false;
+    let (mut bad, mut missing) = (false, false);
     for t in &r.topics {
         for p in &t.partitions {
             match (
                 u32::try_from(p.partition_index),
                 u64::try_from(p.committed_offset),
             ) {
-                (Ok(partition), Ok(offset)) => {
+                // Only a partition that exists: no registry entries for
+                // made-up ones (as a commit from outside a group).
+                (Ok(partition), Ok(offset)) if exists(shared, t.name, partition) => {
                     offsets.push((t.name.to_string(), partition, offset))
                 }
+                (Ok(_), Ok(_)) => missing = true,
                 _ => bad = true,
             }
         }
     }
-    let code = if let Some(denied) = access.group(Operation::Read, r.group_id) {
+    let code = if let Some(denied) = access.transactional_id(Operation::Write, r.transactional_id) {
+        denied
+    } else if let Some(denied) = access.group(Operation::Read, r.group_id) {
         denied
     } else if let Some(denied) = r
         .topics
@@ -251,6 +267,8 @@ fn offset_commit<'r>(
         denied
     } else if bad {
         k::INVALID_REQUEST
+    } else if missing {
+        k::UNKNOWN_TOPIC_OR_PARTITION
     } else {
         let producer = (r.producer_id, r.producer_epoch);
         let member = (r.group_id, r.member_id, r.generation_id);
