@@ -355,9 +355,10 @@ fn a_transactional_id_needs_an_acl_of_its_own() {
     assert_eq!(run("other-1"), refused);
 }
 
-/// A transactional batch the coordinator knows no transaction of (no
-/// transactional id, or a partition not added) is refused
-/// INVALID_TXN_STATE: it would leave a transaction open that nothing
+/// A transactional batch without a transactional id is refused
+/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka refuses it (one the
+/// coordinator knows no transaction of, a partition not added, is
+/// INVALID_TXN_STATE): it would leave a transaction open that nothing
 /// ends, and read_committed readers stuck below it.
 #[test]
 fn a_transactional_batch_outside_any_transaction_is_refused() {
@@ -365,7 +366,9 @@ fn a_transactional_batch_outside_any_transaction_is_refused() {
     broker.produce_lines("t", 1);
     let mut s = std::net::TcpStream::connect(&broker.kafka).unwrap();
     let (code, _) = kafka::produce_v3(&mut s, "t", &batch(77, 0, "stray"));
-    assert_eq!(code, 48, "INVALID_TXN_STATE");
+    // Without a transactional id, as Kafka: nobody adds records to a
+    // transaction (another's open one too) without write on its id.
+    assert_eq!(code, 53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED");
     assert_eq!(consume_from(broker.addr(), "t", &[]), "1\n");
     let Some(kcat) = kafka::kcat_path() else {
         return;

@@ -90,14 +90,19 @@ pub(super) fn allows(
     acl::decide(&shared.authorizer.current(), principal, operation, resource)
 }
 
-/// Whether `principal` has an allow rule for `operation` on any resource
-/// (Kafka lets a producer with write on any topic ask for a producer id).
+/// Whether `principal` has an allow rule for `operation` on any topic
+/// (Kafka lets a producer with write on any topic ask for a producer id;
+/// a rule on another resource, a transactional id's, does not count).
 pub(super) fn allows_any(shared: &Shared, principal: &str, operation: Operation) -> bool {
     let security = &shared.config.security;
     if !security.authorize || security.super_users.iter().any(|s| s == principal) {
         return true;
     }
-    shared.authorizer.current().iter().any(|a| {
+    let topics = shared.authorizer.current();
+    let topics = topics
+        .iter()
+        .filter(|a| a.pattern.resource == ResourceType::Topic);
+    topics.into_iter().any(|a| {
         let resource = (a.pattern.resource, a.pattern.name.as_str());
         acl::decide(std::slice::from_ref(a), principal, operation, resource)
     })

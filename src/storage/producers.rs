@@ -40,11 +40,11 @@
 //! | no producer id (-1) | append |
 //! | a producer the partition does not know | append, whatever its sequence (as Kafka since 2.5: its state expired, or its batches are before the log's start) |
 //! | an epoch older than the producer's | [`Verdict::Fenced`] (`INVALID_PRODUCER_EPOCH`) |
+//! | not transactional, from a producer with an open transaction, whatever its epoch | [`Verdict::InvalidTxnState`] (`INVALID_TXN_STATE`): a write outside the transaction, which a newer epoch must not let fence it (its markers would be refused, and the partition's last stable offset held for ever) |
 //! | a newer epoch, sequence 0 | append (the producer bumped its epoch) |
 //! | a newer epoch, another sequence | [`Verdict::OutOfOrder`] |
 //! | the producer's epoch, no batch of it since a marker began that epoch, another sequence than 0 | [`Verdict::OutOfOrder`] |
 //! | the same sequence range and CRC32C as one of the last five | [`Verdict::Duplicate`], answered with the first copy's offsets |
-//! | not transactional, from a producer with an open transaction | [`Verdict::InvalidTxnState`] (`INVALID_TXN_STATE`) |
 //! | the sequence after the producer's last | append |
 //! | anything else | [`Verdict::OutOfOrder`] (`OUT_OF_ORDER_SEQUENCE_NUMBER`) |
 //!
@@ -292,6 +292,9 @@ impl ProducerState {
                 current: producer.epoch,
             };
         }
+        if !h.is_transactional() && producer.txn_first_offset.is_some() {
+            return Verdict::InvalidTxnState;
+        }
         if h.producer_epoch > producer.epoch {
             return if h.base_sequence == 0 {
                 Verdict::Append
@@ -310,9 +313,6 @@ impl ProducerState {
                 base_offset: b.base_offset,
                 last_offset: b.last_offset,
             },
-            _ if !h.is_transactional() && producer.txn_first_offset.is_some() => {
-                Verdict::InvalidTxnState
-            }
             _ if h.base_sequence == expected => Verdict::Append,
             _ => Verdict::OutOfOrder { expected },
         }

@@ -9,8 +9,8 @@
 //! cluster, creating and deleting alter on it (CLUSTER_AUTHORIZATION_FAILED).
 //!
 //! klog's ACLs hold for every host (`*`), and know the resource types topic,
-//! group and cluster and the operations all, read, write, create, describe,
-//! alter and cluster_action: a creation of anything else is refused with
+//! group, cluster and transactional id and the operations all, read, write,
+//! create, describe, alter and cluster_action: a creation of anything else is refused with
 //! INVALID_REQUEST and words that say what klog takes; a filter for it
 //! matches nothing.
 
@@ -111,7 +111,11 @@ pub(super) fn create(
 fn add(registry: &dyn Registry, c: &msg::AclCreation<'_>) -> Result<(), Refusal> {
     let invalid = |m: String| (INVALID_REQUEST, m);
     let resource = resource_of(c.resource_type).ok_or_else(|| {
-        invalid("klog's ACLs are of topics, groups and the cluster (resource types 2, 3, 4)".into())
+        invalid(
+            "klog's ACLs are of topics, groups, the cluster and transactional ids \
+             (resource types 2, 3, 4, 5)"
+                .into(),
+        )
     })?;
     let pattern = match c.resource_pattern_type {
         code::LITERAL => PatternType::Literal,

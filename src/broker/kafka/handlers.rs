@@ -430,6 +430,11 @@ fn produce_request(
             .verify(shared, txn, producer, (topic, partition)),
         None => Err(kafka::INVALID_TXN_STATE),
     };
+    let txn = produce::Transactional {
+        verify: &verify,
+        refused: (r.transactional_id.is_none())
+            .then_some(kafka::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    };
     let mut topics = Vec::with_capacity(r.topic_data.len());
     for t in &r.topic_data {
         let refusal = refusal
@@ -447,7 +452,7 @@ fn produce_request(
                     shared,
                     (t.name, p.index),
                     p.records,
-                    (r.acks, &verify),
+                    (r.acks, txn),
                     &mut state.scratch,
                 ),
             };

@@ -62,6 +62,16 @@ pub(super) fn valid_acks(acks: i16) -> bool {
 /// Kafka error when not).
 pub(super) type Verify<'a> = &'a dyn Fn((i64, i16), &str, u32) -> Result<(), i16>;
 
+/// How a produce's transactional batches are taken: `verify` asks the
+/// coordinator about those that open a transaction; `refused`, when set,
+/// refuses every one (a produce without a transactional id, as Kafka:
+/// nobody may add records to a transaction without write on its id).
+#[derive(Clone, Copy)]
+pub(super) struct Transactional<'a> {
+    pub(super) verify: Verify<'a>,
+    pub(super) refused: Option<i16>,
+}
+
 /// Checks a partition's Kafka `records`, copies them into `scratch` (the
 /// log stamps each batch's offset and epoch in place) and appends them, in
 /// one go under the partition's lock. A transactional batch that would
@@ -73,7 +83,7 @@ pub(super) fn append(
     shared: &Arc<Shared>,
     (topic, partition): (&str, i32),
     records: Option<&[u8]>,
-    (acks, verify): (i16, Verify<'_>),
+    (acks, txn): (i16, Transactional<'_>),
     scratch: &mut Vec<u8>,
 ) -> Pending {
     let Ok(partition) = u32::try_from(partition) else {
@@ -103,7 +113,7 @@ pub(super) fn append(
         }
         Ok(()) => {}
     }
-    if let Err(refused) = verify_transactions(&p, &headers, verify) {
+    if let Err(refused) = verify_transactions(&p, &headers, txn) {
         return Pending::Done(refused);
     }
     scratch.clear();
@@ -123,8 +133,16 @@ pub(super) fn append(
 fn verify_transactions(
     p: &Partition,
     headers: &[BatchHeader],
-    verify: Verify<'_>,
+    txn: Transactional<'_>,
 ) -> Result<(), Produced> {
+    let transactional = headers.iter().any(BatchHeader::is_transactional);
+    if let Some(code) = txn.refused.filter(|_| transactional) {
+        let msg = format!(
+            "{} [{}]: transactional batches without a transactional id",
+            p.topic, p.partition
+        );
+        return Err(Produced::failed(code, msg));
+    }
     let mut opening: Vec<(i64, i16)> = Vec::new();
     {
         let mut log = p.lock();
@@ -144,7 +162,7 @@ fn verify_transactions(
         }
     }
     for producer in opening {
-        if let Err(code) = verify(producer, &p.topic, p.partition) {
+        if let Err(code) = (txn.verify)(producer, &p.topic, p.partition) {
             let msg = format!(
                 "{} [{}]: producer {} (epoch {}) has no transaction with this partition",
                 p.topic, p.partition, producer.0, producer.1
@@ -267,7 +285,13 @@ mod tests {
             shared,
             ("t", 0),
             Some(records),
-            (-1, &no_txn),
+            (
+                -1,
+                Transactional {
+                    verify: &no_txn,
+                    refused: None,
+                },
+            ),
             &mut Vec::new(),
         );
         flush_partition(shared, p);

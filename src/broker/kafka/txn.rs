@@ -136,11 +136,9 @@ fn init_producer_id(
                 .transactions
                 .init(shared, txn, r.transaction_timeout_ms, current)
         }
-        // KIP-360: an idempotent producer that names its id gets it back
-        // with the next epoch (its sequences start again).
-        None if r.producer_id >= 0 && r.producer_epoch >= 0 && r.producer_epoch < i16::MAX - 1 => {
-            Ok((r.producer_id, r.producer_epoch + 1))
-        }
+        // An idempotent producer gets a new id, whatever id it names (as
+        // Kafka: bumping a named id's epoch would let any client fence any
+        // producer whose id it knows).
         None => shared.producer_ids.next().map(|id| (id, 0)).map_err(|e| {
             shared.log_peer(format_args!("no producer id to hand out: {e}"));
             k::COORDINATOR_NOT_AVAILABLE

@@ -373,6 +373,9 @@ fn a_transaction_has_its_own_rules() {
     let mut s = ProducerState::default();
     s.apply(&txn(batch(2, 1, 0, 2, 0)));
     assert_eq!(s.check(&batch(2, 1, 2, 1, 2)), Verdict::InvalidTxnState);
+    // A plain batch of a newer epoch (any client that knows the producer
+    // id) fences no open transaction.
+    assert_eq!(s.check(&batch(2, 2, 0, 1, 2)), Verdict::InvalidTxnState);
     assert_eq!(s.check(&txn(batch(2, 1, 2, 1, 2))), Verdict::Append);
     let retry = txn(batch(2, 1, 0, 2, 9));
     assert!(matches!(s.check(&retry), Verdict::Duplicate { .. }));
