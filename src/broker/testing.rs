@@ -126,3 +126,18 @@ pub(super) fn replicated_partition(
         .insert(topic.to_string(), vec![Some(Arc::clone(&p))]);
     p
 }
+
+/// A batch of one record, from producer `id` in a transaction when `id`
+/// is not -1.
+pub(super) fn one_record(id: i64) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    b.push(1_000, None, &[], b"v");
+    let mut bytes = b.finish().to_vec();
+    if id >= 0 {
+        crate::storage::record::set_producer(&mut bytes, id, 0, 0);
+        bytes[21..23].copy_from_slice(&crate::storage::record::ATTR_TRANSACTIONAL.to_be_bytes());
+        let crc = crc32c::crc32c(&bytes[21..]);
+        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    }
+    bytes
+}

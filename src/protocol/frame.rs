@@ -141,6 +141,10 @@ impl<'a> Reader<'a> {
 
 /// Appends fields to a frame.
 pub mod put {
+    /// An `i8`.
+    pub fn i8(out: &mut Vec<u8>, v: i8) {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
     /// A `u16`.
     pub fn u16(out: &mut Vec<u8>, v: u16) {
         out.extend_from_slice(&v.to_le_bytes());

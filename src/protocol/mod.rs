@@ -31,12 +31,12 @@
 //! not checked, or not known) or a leader epoch from 0 to `2^32 - 1`, and
 //! any other value is `invalid_request`.
 //!
-//! # Requests (version 1; produce version 2; fetch versions 4 and 5)
+//! # Requests (version 1; produce version 2; fetch versions 4 to 6)
 //!
 //! | api_key | request        | body                                                                   |
 //! |--------:|----------------|------------------------------------------------------------------------|
 //! | 0 | produce      | `acks i8` (0, 1, -1 = all) · `timeout_ms u32` · `topic str` · `partition u32` · `records bytes` (one batch: Kafka's RecordBatch v2, [`crate::storage::record`]; in version 1, a legacy klog batch, [`crate::storage::record::legacy`], which the broker converts) |
-//! | 1 | fetch        | `wait_ms_max u32` · `bytes_min u32` · `response_bytes_max u32` · `replica_id str` (version 5) · `count u16` · count × (`topic str` · `partition u32` · `offset u64` · `bytes_max u32` · `leader_epoch epoch` (version 5)) |
+//! | 1 | fetch        | `wait_ms_max u32` · `bytes_min u32` · `response_bytes_max u32` · `replica_id str` (version 5 on) · `isolation i8` (version 6: 0 read_uncommitted, 1 read_committed) · `count u16` · count × (`topic str` · `partition u32` · `offset u64` · `bytes_max u32` · `leader_epoch epoch` (version 5 on)) |
 //! | 2 | list_offsets | `topic str` · `partition u32` · `at i64` (-2 earliest, -1 latest, ≥ 0 the first record at or after this timestamp, ms) |
 //! | 3 | metadata     | `count u16` · count × `topic str` (0 topics: every topic)              |
 //! | 4 | create_topic | `topic str` · `partitions u32` (0: the broker's `--partitions`)        |
@@ -52,7 +52,7 @@
 //! | request      | body                                                                       |
 //! |--------------|----------------------------------------------------------------------------|
 //! | produce      | `base_offset u64` (offset of the batch's first record). `acks` 0: no response at all |
-//! | fetch        | `count u16` · count × (`topic str` · `partition u32` · `error u16` · `message str` · `start_offset u64` · `end_offset u64` · `leader_epoch epoch` (version 5) · `records bytes`: Kafka RecordBatch v2 batches) |
+//! | fetch        | `count u16` · count × (`topic str` · `partition u32` · `error u16` · `message str` · `start_offset u64` · `end_offset u64` · `leader_epoch epoch` (version 5 on) · `last_stable_offset u64` · `aborted_count u16` · aborted_count × (`producer_id i64` · `first_offset u64`) (version 6) · `records bytes`: Kafka RecordBatch v2 batches) |
 //! | list_offsets | `offset i64` (-1: no record at or after the timestamp)                     |
 //! | metadata     | `count u16` · count × (`topic str` · `error u16` · `message str` · `partitions u32` · partitions × (`start_offset u64` · `end_offset u64`)) |
 //! | create_topic | `partitions u32` (also sent with `topic_exists`, giving the existing count) |
@@ -112,6 +112,17 @@
 //! a partition it cannot serve). Each fetch is answered in the version it
 //! was asked. Consumers send version 4 ([`fetch_request`]); followers, and
 //! a consumer that checks epochs, version 5 ([`replica_fetch_request`]).
+//!
+//! A fetch of version 6 with `isolation` 1 (a consumer's, `klog-consume
+//! -X isolation.level=read_committed`) is answered as Kafka answers
+//! read_committed: its records end at the partition's last stable offset
+//! (the first offset of the oldest transaction still open, at most the
+//! high watermark), and each partition lists the aborted transactions
+//! among them (producer id and first offset, at most
+//! [`crate::storage::log::aborted::ABORTED_PER_FETCH`]), so that the consumer skips
+//! an aborted transaction's records, each up to its producer's abort
+//! marker. With `isolation` 0 the answer is version 5's, with the last
+//! stable offset and no aborted list.
 //!
 //! offsets_for_leader_epoch is Kafka's OffsetsForLeaderEpoch (KIP-101,
 //! KIP-279): a replica whose log ends in epoch `leader_epoch` asks where
@@ -210,12 +221,12 @@ mod response;
 
 pub use frame::{finish_frame, put, Reader};
 pub use request::{
-    append_produce_request, create_topic_request, decode_request, decode_request_header,
-    fetch_request, init_producer_id_request, list_offsets_request, metadata_request,
-    offsets_for_leader_epoch_request, produce_request, registry_request, replica_fetch_request,
-    sasl_authenticate_request, sasl_handshake_request, start_request, write_txn_marker_request,
-    FetchPartition, FetchWant, Request, RequestError, RequestHeader, TxnMarker,
-    SASL_MESSAGE_BYTES_MAX,
+    append_produce_request, committed_fetch_request, create_topic_request, decode_request,
+    decode_request_header, fetch_request, init_producer_id_request, list_offsets_request,
+    metadata_request, offsets_for_leader_epoch_request, produce_request, registry_request,
+    replica_fetch_request, sasl_authenticate_request, sasl_handshake_request, start_request,
+    write_txn_marker_request, FetchPartition, FetchWant, Request, RequestError, RequestHeader,
+    TxnMarker, SASL_MESSAGE_BYTES_MAX,
 };
 pub use response::{
     begin_response, decode_epoch_end, decode_fetch_response, decode_metadata_response,
@@ -275,6 +286,12 @@ pub const FETCH_VERSION_CONSUMER: u16 = 4;
 /// ([`replica_fetch_request`]), and whose response carries each
 /// partition's leader epoch; records in Kafka's RecordBatch v2.
 pub const FETCH_VERSION_REPLICA: u16 = 5;
+
+/// The fetch version of a consumer that reads committed records only
+/// ([`committed_fetch_request`]): version 5's fields and an isolation
+/// level; its response carries each partition's last stable offset and
+/// the aborted transactions among its records.
+pub const FETCH_VERSION_COMMITTED: u16 = 6;
 
 /// The oldest fetch version a broker answers: older ones read klog's
 /// legacy batches, which it no longer serves.
@@ -351,7 +368,7 @@ impl ApiKey {
     /// The newest version of this request, the one this build sends.
     pub const fn version(self) -> u16 {
         match self {
-            ApiKey::Fetch => FETCH_VERSION_REPLICA,
+            ApiKey::Fetch => FETCH_VERSION_COMMITTED,
             ApiKey::Produce => PRODUCE_VERSION_KAFKA,
             _ => 1,
         }

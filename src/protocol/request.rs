@@ -7,7 +7,8 @@ use std::ops::Range;
 use super::frame::{finish_frame, put, Reader};
 use super::{
     ApiKey, ProtocolError, Result, ACKS_ALL, ACKS_LEADER, ACKS_NONE, FETCH_PARTITIONS_MAX,
-    FETCH_VERSION_CONSUMER, FETCH_VERSION_MIN, FETCH_VERSION_REPLICA, REQUEST_HEADER_BYTES,
+    FETCH_VERSION_COMMITTED, FETCH_VERSION_CONSUMER, FETCH_VERSION_MIN, FETCH_VERSION_REPLICA,
+    REQUEST_HEADER_BYTES,
 };
 use crate::limits;
 
@@ -68,6 +69,8 @@ pub enum Request<'a> {
         /// The fetching broker's id; empty for a consumer (and before
         /// version 3).
         replica_id: &'a str,
+        /// A consumer that reads committed records only (version 6).
+        read_committed: bool,
         /// What to read.
         partitions: Vec<FetchPartition>,
     },
@@ -240,7 +243,7 @@ pub fn fetch_request(
     );
     out.clear();
     begin_request_version(out, ApiKey::Fetch, FETCH_VERSION_CONSUMER, correlation_id);
-    put_fetch_body(out, None, want, parts);
+    put_fetch_body(out, (None, None), want, parts);
     finish_frame(out);
 }
 
@@ -255,16 +258,35 @@ pub fn replica_fetch_request(
     want: FetchWant,
     parts: &[FetchPartition],
 ) {
-    start_request(out, ApiKey::Fetch, correlation_id);
-    put_fetch_body(out, Some(replica_id), want, parts);
+    out.clear();
+    begin_request_version(out, ApiKey::Fetch, FETCH_VERSION_REPLICA, correlation_id);
+    put_fetch_body(out, (Some(replica_id), None), want, parts);
     finish_frame(out);
 }
 
-/// A fetch's body: with a replica id and epochs (version 3) or without
-/// (version 2).
+/// Encodes a consumer's fetch of committed records only, in version
+/// [`FETCH_VERSION_COMMITTED`]: version 5's fields (an empty replica id,
+/// each partition's leader epoch or none) and isolation read_committed.
+/// Its response decodes with [`decode_fetch_response`](super::decode_fetch_response)
+/// of that version, and carries each partition's last stable offset and
+/// aborted transactions.
+pub fn committed_fetch_request(
+    out: &mut Vec<u8>,
+    correlation_id: u32,
+    want: FetchWant,
+    parts: &[FetchPartition],
+) {
+    out.clear();
+    begin_request_version(out, ApiKey::Fetch, FETCH_VERSION_COMMITTED, correlation_id);
+    put_fetch_body(out, (Some(""), Some(1)), want, parts);
+    finish_frame(out);
+}
+
+/// A fetch's body: with a replica id and epochs (version 5) or without
+/// (version 4), and an isolation level (version 6).
 fn put_fetch_body(
     out: &mut Vec<u8>,
-    replica_id: Option<&str>,
+    (replica_id, isolation): (Option<&str>, Option<i8>),
     want: FetchWant,
     parts: &[FetchPartition],
 ) {
@@ -273,6 +295,9 @@ fn put_fetch_body(
     put::u32(out, want.response_bytes_max);
     if let Some(id) = replica_id {
         put::str(out, id);
+    }
+    if let Some(isolation) = isolation {
+        put::i8(out, isolation);
     }
     put::u16(out, parts.len() as u16);
     for p in parts {
@@ -530,6 +555,19 @@ fn decode_fetch<'a>(version: u16, r: &mut Reader<'a>) -> Result<Request<'a>> {
         false => "",
         true => bounded_str(r, "replica_id", limits::BROKER_ID_BYTES_MAX)?,
     };
+    let read_committed = match version >= FETCH_VERSION_COMMITTED {
+        false => false,
+        true => match r.i8("isolation")? {
+            0 => false,
+            // A follower copies everything: read_committed is a consumer's.
+            1 if replica_id.is_empty() => true,
+            other => {
+                return Err(ProtocolError(format!(
+                    "isolation {other} (0 read_uncommitted, 1 read_committed of a consumer)"
+                )))
+            }
+        },
+    };
     let count = r.u16("count")? as usize;
     if count > FETCH_PARTITIONS_MAX {
         return Err(ProtocolError(format!("{count} partitions in one fetch")));
@@ -558,6 +596,7 @@ fn decode_fetch<'a>(version: u16, r: &mut Reader<'a>) -> Result<Request<'a>> {
         wait_ms_max,
         bytes_min,
         response_bytes_max,
+        read_committed,
         replica_id,
         partitions,
     })
@@ -626,9 +665,34 @@ mod tests {
                 bytes_min: 1,
                 response_bytes_max: 1 << 30,
                 replica_id: "",
+                read_committed: false,
                 partitions: parts.to_vec()
             }
         );
+        // Version 6, read_committed: version 5's fields with an empty
+        // replica id, then the isolation level.
+        committed_fetch_request(&mut out, 8, want, &parts);
+        assert_eq!(
+            hex(&out),
+            "35000000 0100 0600 08000000 f4010000 01000000 00000040 0000 01 0100 \
+             0200 6162 01000000 0201000000000000 00001000 ffffffffffffffff"
+                .replace(' ', "")
+        );
+        let (h, fetch) = decode_request(&out[4..]).unwrap();
+        assert_eq!(h.api_version, FETCH_VERSION_COMMITTED);
+        assert!(matches!(
+            fetch,
+            Request::Fetch {
+                read_committed: true,
+                replica_id: "",
+                ..
+            }
+        ));
+        // Isolation 2, or read_committed for a follower: invalid.
+        let isolation_at = 4 + REQUEST_HEADER_BYTES + 12 + 2;
+        let mut bad = out.clone();
+        bad[isolation_at] = 2;
+        assert!(decode_request(&bad[4..]).is_err());
 
         list_offsets_request(&mut out, 9, "t", 0, LATEST);
         assert_eq!(
@@ -742,6 +806,7 @@ mod tests {
                     bytes_min: 1,
                     response_bytes_max: 1 << 30,
                     replica_id: "b2",
+                    read_committed: false,
                     partitions: parts.to_vec()
                 }
             )
@@ -867,7 +932,7 @@ mod tests {
             Err(RequestError::Unsupported(_))
         ));
         let (mut out, _) = replica_fetch_frame("b2");
-        out[6] = 6;
+        out[6] = 7;
         assert!(matches!(
             decode_request(&out[4..]),
             Err(RequestError::Unsupported(_))

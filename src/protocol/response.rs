@@ -3,7 +3,7 @@
 //! Their bodies are in the table of [`crate::protocol`].
 
 use super::frame::{put, Reader};
-use super::{ErrorCode, ProtocolError, Result, FETCH_VERSION_REPLICA};
+use super::{ErrorCode, ProtocolError, Result, FETCH_VERSION_COMMITTED, FETCH_VERSION_REPLICA};
 
 /// Starts a response frame in `out` (cleared); [`finish_frame`](super::finish_frame) sets its length.
 pub fn start_response(out: &mut Vec<u8>, correlation_id: u32, error: ErrorCode, message: &str) {
@@ -70,6 +70,9 @@ pub struct FetchedPartition<'a> {
     /// The partition's current leader epoch as the broker knows it (a
     /// version 3 response; `None` before, and when it has none).
     pub leader_epoch: Option<u32>,
+    /// The last stable offset and the aborted transactions among the
+    /// records, `(producer_id, first_offset)` (a version 6 response).
+    pub stable: Option<(u64, Vec<(i64, u64)>)>,
     /// Whole batches, as stored.
     pub records: &'a [u8],
 }
@@ -90,8 +93,11 @@ pub struct FetchPartitionHead<'a> {
     pub start_offset: u64,
     /// One past the last visible offset.
     pub end_offset: u64,
-    /// The partition's current leader epoch (sent in version 3 only).
+    /// The partition's current leader epoch (sent from version 5 on).
     pub leader_epoch: Option<u32>,
+    /// The last stable offset and the aborted transactions among the
+    /// records (sent in version 6).
+    pub stable: (u64, &'a [(i64, u64)]),
     /// Bytes of records that follow.
     pub records_len: u32,
 }
@@ -108,6 +114,15 @@ pub fn put_fetch_partition(out: &mut Vec<u8>, version: u16, head: &FetchPartitio
     put::u64(out, head.end_offset);
     if version >= FETCH_VERSION_REPLICA {
         put::epoch(out, head.leader_epoch);
+    }
+    if version >= FETCH_VERSION_COMMITTED {
+        let (last_stable_offset, aborted) = head.stable;
+        put::u64(out, last_stable_offset);
+        put::u16(out, aborted.len() as u16);
+        for (producer_id, first_offset) in aborted {
+            put::i64(out, *producer_id);
+            put::u64(out, *first_offset);
+        }
     }
     put::u32(out, head.records_len);
 }
@@ -132,6 +147,10 @@ pub fn decode_fetch_response<'a>(
             v if v >= FETCH_VERSION_REPLICA => r.epoch("leader_epoch")?,
             _ => None,
         };
+        let stable = match version >= FETCH_VERSION_COMMITTED {
+            true => Some(decode_stable(r)?),
+            false => None,
+        };
         parts.push(FetchedPartition {
             topic,
             partition,
@@ -140,11 +159,24 @@ pub fn decode_fetch_response<'a>(
             start_offset,
             end_offset,
             leader_epoch,
+            stable,
             records: r.bytes("records")?,
         });
     }
     r.finish("fetch response")?;
     Ok(parts)
+}
+
+/// A version 6 partition's last stable offset and aborted transactions;
+/// a count the frame cannot hold allocates nothing.
+fn decode_stable(r: &mut Reader<'_>) -> Result<(u64, Vec<(i64, u64)>)> {
+    let last_stable_offset = r.u64("last_stable_offset")?;
+    let count = r.u16("aborted_count")? as usize;
+    let mut aborted = Vec::with_capacity(count.min(r.left() / 16));
+    for _ in 0..count {
+        aborted.push((r.i64("producer_id")?, r.u64("first_offset")?));
+    }
+    Ok((last_stable_offset, aborted))
 }
 
 /// Writes the body of an offsets_for_leader_epoch response: the largest
@@ -261,6 +293,7 @@ mod tests {
             start_offset: 5,
             end_offset: 9,
             leader_epoch: Some(4),
+            stable: (9, &[]),
             records_len: 3,
         };
         put_fetch_partition(&mut out, 2, &head);
@@ -290,6 +323,7 @@ mod tests {
             start_offset: 5,
             end_offset: 9,
             leader_epoch: Some(4),
+            stable: (8, &[(7, 6)]),
             records_len: 3,
         };
         put_fetch_partition(&mut out, version, &head);
@@ -301,6 +335,7 @@ mod tests {
             start_offset: 0,
             end_offset: 0,
             leader_epoch: None,
+            stable: (0, &[]),
             records_len: 0,
             ..head
         };
@@ -338,8 +373,26 @@ mod tests {
                 ("u", ErrorCode::UnknownTopic, None, &b""[..])
             ]
         );
+        // Version 6: the last stable offset and the aborted transactions
+        // after the epoch.
+        let v6 = "81000000 01000000 0000 0000 0200 \
+                  0100 74 00000000 0000 0000 0500000000000000 0900000000000000 \
+                  0400000000000000 0800000000000000 0100 0700000000000000 0600000000000000 \
+                  03000000 616263 \
+                  0100 75 00000000 0400 0200 6e6f 0000000000000000 0000000000000000 \
+                  ffffffffffffffff 0000000000000000 0000 00000000";
+        let out = fetch_answer(6);
+        assert_eq!(hex(&out), v6.replace(' ', ""));
+        let mut r = Reader::new(&out[4..]);
+        decode_response_header(&mut r).unwrap();
+        let parts = decode_fetch_response(&mut r, 6).unwrap();
+        assert_eq!(parts[0].stable, Some((8, vec![(7, 6)])));
+        assert_eq!(
+            (parts[1].stable.clone(), parts[0].records),
+            (Some((0, vec![])), &b"abc"[..])
+        );
         // Each version read as another does not decode.
-        for (version, read_as) in [(4, 5), (5, 4)] {
+        for (version, read_as) in [(4, 5), (5, 4), (5, 6)] {
             let out = fetch_answer(version);
             let mut r = Reader::new(&out[4..]);
             decode_response_header(&mut r).unwrap();
@@ -349,7 +402,7 @@ mod tests {
 
     #[test]
     fn a_response_cut_anywhere_or_with_a_bad_epoch_is_an_error() {
-        for version in [4, 5] {
+        for version in [4, 5, 6] {
             let out = fetch_answer(version);
             let body = &out[4 + RESPONSE_HEADER_BYTES + 2..];
             for len in 0..body.len() {

@@ -55,6 +55,8 @@ struct FetchAsked {
     version: u16,
     /// The fetching broker's id; empty for a consumer.
     replica_id: String,
+    /// A consumer that reads committed records only (version 6).
+    read_committed: bool,
     /// Bytes worth answering with before the deadline.
     bytes_min: u32,
     /// Bytes of records in the answer at most (but one batch).

@@ -64,29 +64,47 @@ pub(super) fn handle(
                 Err(why) => refuse_batch(shared, &request, peer, state, why),
             }
         }
-        Request::Fetch {
-            wait_ms_max,
-            bytes_min,
-            response_bytes_max,
-            replica_id,
-            partitions,
-        } => Some(Answer::Later(QueuedAnswer::Fetch {
-            correlation_id,
-            deadline: client_deadline(shared, wait_ms_max),
-            asked: FetchAsked {
-                version: header.api_version,
-                replica_id: replica_id.to_string(),
-                bytes_min,
-                response_bytes_max,
-                partitions,
-            },
-        })),
+        fetch @ Request::Fetch { .. } => {
+            queued_fetch(shared, (header.api_version, correlation_id), fetch)
+        }
         quick => {
             let session = state.session.as_ref();
             answer_now(shared, session, &mut state.answer, correlation_id, quick);
             Some(Answer::Now)
         }
     }
+}
+
+/// A fetch, answered once its records come or its wait ends (`None`
+/// for another request).
+fn queued_fetch(
+    shared: &Shared,
+    (version, correlation_id): (u16, u32),
+    fetch: Request<'_>,
+) -> Option<Answer> {
+    let Request::Fetch {
+        wait_ms_max,
+        bytes_min,
+        response_bytes_max,
+        replica_id,
+        read_committed,
+        partitions,
+    } = fetch
+    else {
+        return None;
+    };
+    Some(Answer::Later(QueuedAnswer::Fetch {
+        correlation_id,
+        deadline: client_deadline(shared, wait_ms_max),
+        asked: FetchAsked {
+            version,
+            replica_id: replica_id.to_string(),
+            read_committed,
+            bytes_min,
+            response_bytes_max,
+            partitions,
+        },
+    }))
 }
 
 /// Answers a request that needs no wait (list_offsets, metadata,

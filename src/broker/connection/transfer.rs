@@ -39,6 +39,7 @@ pub(super) fn fetch(
     let budget = u64::from(asked.response_bytes_max).min(limits::FETCH_RESPONSE_BYTES_MAX);
     let (version, bytes_min) = (asked.version, asked.bytes_min);
     let replica = !asked.replica_id.is_empty();
+    let read_committed = asked.read_committed;
     // A follower's fetch is checked against the leader's epoch and counts
     // as its progress once, when it comes.
     let refused: Vec<Refusal> = if replica {
@@ -61,7 +62,8 @@ pub(super) fn fetch(
     // Registered before the first look: a flush after it wakes the wait.
     let watch = shared.watch_fetch(asked);
     let parts = loop {
-        let (parts, bytes, errors) = gather(shared, (version, replica), (asked, &refused), budget);
+        let how = (version, replica, read_committed);
+        let (parts, bytes, errors) = gather(shared, how, (asked, &refused), budget);
         let done = bytes >= u64::from(bytes_min)
             || errors
             || Instant::now() >= deadline
@@ -117,7 +119,7 @@ fn response_head(correlation_id: u32, count: u16, body_bytes: u64) -> io::Result
 /// batch.
 fn gather<'s>(
     shared: &'s Shared,
-    (version, replica): (u16, bool),
+    (version, replica, read_committed): (u16, bool, bool),
     (asked, refused): (&[FetchPartition], &[Refusal]),
     budget: u64,
 ) -> (Vec<Part<'s>>, u64, bool) {
@@ -128,24 +130,26 @@ fn gather<'s>(
     let mut seen: std::collections::HashMap<(&str, u32), Extent> = Default::default();
     for (i, a) in asked.iter().enumerate() {
         if let Some(&extent) = seen.get(&(a.topic.as_str(), a.partition)) {
-            push_part(&mut parts, version, a, (ErrorCode::None, ""), extent, None);
+            let none = (ErrorCode::None, "");
+            push_part(&mut parts, version, a, none, (extent, &[]), None);
             continue;
         }
         // Past the response's budget, the other partitions wait for the
         // next fetch.
         let left = budget.saturating_sub(bytes);
         let budget_bytes = u64::from(a.bytes_max).min(left);
-        let mut epoch = None;
+        let (mut epoch, mut stable, mut aborted) = (None, 0, Vec::new());
         let found = match refused.get(i).cloned().flatten() {
             Some(refusal) => Err(refusal),
             None => shared
                 .partition(&a.topic, a.partition)
-                .and_then(|p| locate(&p, a, replica, budget_bytes)),
+                .and_then(|p| locate(&p, a, (replica, read_committed), budget_bytes)),
         };
         let (code, msg, start, end, slice) = match found {
             Err((code, msg)) => (code, msg, 0, 0, None),
             Ok(located) => {
                 epoch = located.leader_epoch;
+                (stable, aborted) = (located.stable, located.aborted);
                 let (start, end) = (located.start, located.end);
                 // The batch headers are read with the lock let go: on a
                 // cold page cache they are slow, and appends need not wait.
@@ -171,22 +175,17 @@ fn gather<'s>(
         errors |= code != ErrorCode::None;
         bytes += slice.as_ref().map_or(0, Records::len);
         if code == ErrorCode::None {
-            seen.insert((a.topic.as_str(), a.partition), (start, end, epoch));
+            seen.insert((a.topic.as_str(), a.partition), (start, end, epoch, stable));
         }
-        push_part(
-            &mut parts,
-            version,
-            a,
-            (code, &msg),
-            (start, end, epoch),
-            slice,
-        );
+        let extent = ((start, end, epoch, stable), &aborted[..]);
+        push_part(&mut parts, version, a, (code, &msg), extent, slice);
     }
     (parts, bytes, errors)
 }
 
-/// A partition's start, end and leader epoch in a fetch's answer.
-type Extent = (u64, u64, Option<u32>);
+/// A partition's start, end, leader epoch and last stable offset in a
+/// fetch's answer.
+type Extent = (u64, u64, Option<u32>, u64);
 
 /// Adds a partition's part to a fetch's answer: its head, then its
 /// records.
@@ -195,7 +194,7 @@ fn push_part<'s>(
     version: u16,
     a: &FetchPartition,
     (error, message): (ErrorCode, &str),
-    (start_offset, end_offset, leader_epoch): Extent,
+    ((start_offset, end_offset, leader_epoch, stable), aborted): (Extent, &[(i64, u64)]),
     records: Option<Records<'s>>,
 ) {
     let mut header = Vec::new();
@@ -207,6 +206,7 @@ fn push_part<'s>(
         start_offset,
         end_offset,
         leader_epoch,
+        stable: (stable, aborted),
         records_len: records.as_ref().map_or(0, Records::len) as u32,
     };
     protocol::put_fetch_partition(&mut header, version, &head);
@@ -223,29 +223,53 @@ struct Located {
     /// watermark of a replicated partition).
     end: u64,
     leader_epoch: Option<u32>,
+    /// The last stable offset (at most `end`).
+    stable: u64,
+    /// A read_committed consumer's: the aborted transactions among the
+    /// records, `(producer_id, first_offset)`.
+    aborted: Vec<(i64, u64)>,
     lookup: crate::error::Result<Option<crate::storage::log::Lookup>>,
 }
 
 /// Finds where `a`'s records are in `p`: for a consumer, below what it
-/// may read (only from a leader); for a follower, everything durable here.
+/// may read (only from a leader; a read_committed one, below the last
+/// stable offset, with the aborted transactions among them); for a
+/// follower, everything durable here.
 fn locate(
     p: &Partition,
     a: &FetchPartition,
-    replica: bool,
+    (replica, read_committed): (bool, bool),
     budget_bytes: u64,
 ) -> std::result::Result<Located, (ErrorCode, String)> {
-    let log = p.lock();
-    let (end, lookup) = if replica {
+    let mut log = p.lock();
+    let storage = |e: crate::error::Error| (error_code(&e), e.to_string());
+    let (end, stable, aborted, lookup) = if replica {
         let hw = p.high_watermark.load(std::sync::atomic::Ordering::Acquire);
-        (hw, log.locate(a.offset, budget_bytes))
+        (hw, hw, Vec::new(), log.locate(a.offset, budget_bytes))
     } else {
         let end = p.readable_end(&log)?;
-        (end, log.locate_below(a.offset, budget_bytes, end))
+        let stable = log.last_stable_offset().map_err(storage)?.min(end);
+        let (aborted, below) = match read_committed {
+            true => log.aborted_for_fetch(a.offset, stable),
+            false => (Vec::new(), end),
+        };
+        let aborted = aborted
+            .iter()
+            .map(|t| (t.producer_id, t.first_offset))
+            .collect();
+        (
+            end,
+            stable,
+            aborted,
+            log.locate_below(a.offset, budget_bytes, below),
+        )
     };
     Ok(Located {
         start: log.start_offset(),
         end,
         leader_epoch: Some(log.leader_epoch()),
+        stable,
+        aborted,
         lookup,
     })
 }
@@ -272,6 +296,52 @@ mod tests {
         );
     }
 
+    /// Fetch version 6, read_committed: records below the last stable
+    /// offset, which each partition's answer gives with the aborted
+    /// transactions among them; read_uncommitted, to the high watermark.
+    #[test]
+    fn a_read_committed_fetch_stops_at_the_last_stable_offset() {
+        use crate::broker::testing::one_record;
+        use crate::storage::record::control::Marker;
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        {
+            let mut log = p.lock();
+            for id in [-1, 20, 21, -1] {
+                log.append(&mut one_record(id), 1_000).unwrap(); // 0, 1, 2, 3
+            }
+            let abort = Marker {
+                commit: false,
+                coordinator_epoch: 0,
+            };
+            log.append_marker((20, 0), abort, 1_000).unwrap(); // 4
+        }
+        flush_partition(&shared, &p);
+        let asked = [FetchPartition {
+            topic: "t".into(),
+            partition: 0,
+            offset: 0,
+            bytes_max: 1 << 20,
+            leader_epoch: None,
+        }];
+        let answer = |read_committed| {
+            let (parts, bytes, _) =
+                gather(&shared, (6, false, read_committed), (&asked, &[]), 1 << 30);
+            let mut body = 1u16.to_le_bytes().to_vec();
+            body.extend_from_slice(&parts[0].header);
+            body.resize(body.len() + bytes as usize, 0);
+            let decoded = protocol::decode_fetch_response(&mut Reader::new(&body), 6).unwrap();
+            (decoded[0].end_offset, decoded[0].stable.clone(), bytes)
+        };
+        let (end, stable, all) = answer(false);
+        assert_eq!((end, stable), (5, Some((2, vec![]))));
+        let (end, stable, committed) = answer(true);
+        assert_eq!((end, stable), (5, Some((2, vec![(20, 1)]))));
+        let one = one_record(-1).len() as u64;
+        assert_eq!(committed, 2 * one, "batches 0 and 1 only");
+        assert!(all > 4 * one, "every batch and the marker: {all}");
+    }
+
     #[test]
     fn a_partition_named_again_in_a_fetch_gets_no_records() {
         let (_sim, shared) = shared();
@@ -287,7 +357,7 @@ mod tests {
             leader_epoch: None,
         };
         let asked = [ask(0), ask(1), ask(0)];
-        let (parts, bytes, errors) = gather(&shared, (2, false), (&asked, &[]), 1 << 30);
+        let (parts, bytes, errors) = gather(&shared, (2, false, false), (&asked, &[]), 1 << 30);
         assert!(bytes > 0 && !errors);
         assert!(parts[0].records.is_some());
         assert!(parts[1..].iter().all(|p| p.records.is_none()));
@@ -306,12 +376,17 @@ mod tests {
             bytes_max,
             leader_epoch: None,
         };
-        let (_, bytes, errors) = gather(&shared, (2, false), (&[ask(0, 1 << 20)], &[]), 1 << 30);
+        let (_, bytes, errors) = gather(
+            &shared,
+            (2, false, false),
+            (&[ask(0, 1 << 20)], &[]),
+            1 << 30,
+        );
         assert_eq!((bytes, errors), (0, false), "not visible before its flush");
         flush_partition(&shared, &p);
         let (parts, bytes, errors) = gather(
             &shared,
-            (2, false),
+            (2, false, false),
             (&[ask(0, 1 << 20), ask(0, 0)], &[]),
             1 << 30,
         );
@@ -325,7 +400,7 @@ mod tests {
             topic: "none".into(),
             ..ask(0, 1)
         };
-        let (parts, _, errors) = gather(&shared, (2, false), (&[unknown], &[]), 1 << 30);
+        let (parts, _, errors) = gather(&shared, (2, false, false), (&[unknown], &[]), 1 << 30);
         assert!(errors);
         let mut r = Reader::new(&parts[0].header);
         let (_, _, code) = (
@@ -352,8 +427,12 @@ mod tests {
             leader_epoch: None,
         };
         let lens = |budget| {
-            let (parts, bytes, errors) =
-                gather(&shared, (2, false), (&[ask("a"), ask("b")], &[]), budget);
+            let (parts, bytes, errors) = gather(
+                &shared,
+                (2, false, false),
+                (&[ask("a"), ask("b")], &[]),
+                budget,
+            );
             assert!(!errors);
             let lens: Vec<u64> = parts
                 .iter()
@@ -376,7 +455,7 @@ mod tests {
             [batch, 0],
             "the first batch goes whatever the budget: the fetch progresses"
         );
-        let (parts, _, _) = gather(&shared, (2, false), (&[ask("a"), ask("b")], &[]), 0);
+        let (parts, _, _) = gather(&shared, (2, false, false), (&[ask("a"), ask("b")], &[]), 0);
         assert!(
             parts.iter().all(|p| p.records.is_none()),
             "no budget, no records"

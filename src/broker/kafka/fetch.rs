@@ -297,7 +297,7 @@ fn diverged(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::testing::{append, partition, shared};
+    use crate::broker::testing::{append, one_record, partition, shared};
     use crate::storage::record::Format;
 
     fn ask(fetch_offset: i64, current_leader_epoch: i32, last_fetched_epoch: i32) -> Ask<'static> {
@@ -358,22 +358,6 @@ mod tests {
         offsets
     }
 
-    /// A batch of one record, from producer `id` in a transaction when
-    /// `id` is not -1.
-    fn one(id: i64) -> Vec<u8> {
-        let mut b = crate::storage::record::BatchBuilder::new();
-        b.push(1_000, None, &[], b"v");
-        let mut bytes = b.finish().to_vec();
-        if id >= 0 {
-            crate::storage::record::set_producer(&mut bytes, id, 0, 0);
-            bytes[21..23]
-                .copy_from_slice(&crate::storage::record::ATTR_TRANSACTIONAL.to_be_bytes());
-            let crc = crc32c::crc32c(&bytes[21..]);
-            bytes[17..21].copy_from_slice(&crc.to_be_bytes());
-        }
-        bytes
-    }
-
     /// read_committed: records below the last stable offset (the oldest
     /// open transaction's first), with the aborted transactions among
     /// them; read_uncommitted: to the high watermark, as before.
@@ -389,7 +373,7 @@ mod tests {
         {
             let mut log = p.lock();
             for id in [-1, 20, 21, -1] {
-                log.append(&mut one(id), 1_000).unwrap(); // 0, 1, 2, 3
+                log.append(&mut one_record(id), 1_000).unwrap(); // 0, 1, 2, 3
             }
             log.append_marker((20, 0), abort, 1_000).unwrap(); // 4
         }
