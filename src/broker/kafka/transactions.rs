@@ -584,13 +584,24 @@ mod tests {
         );
     }
 
-    /// Two brokers' group coordinators on one registry: (this one's
-    /// transactions, the other's groups).
-    fn two_brokers(registry: &Arc<dyn Registry>) -> (Transactions, Arc<Coordinator>) {
+    /// Two brokers' group coordinators on one registry, this one's
+    /// transactions, and a producer of transactional id `app`.
+    struct Scene {
+        _sim: Arc<crate::storage::fs::sim::SimFs>,
+        shared: Arc<Shared>,
+        registry: Arc<dyn Registry>,
+        t: Transactions,
+        other: Arc<Coordinator>,
+        producer: (i64, i16),
+    }
+
+    fn two_brokers() -> Scene {
+        let (_sim, shared) = shared_with(|_| {});
+        let registry: Arc<dyn Registry> = Arc::new(crate::coord::mem::MemRegistry::default());
         let start = || {
             let count = |_: &str| None;
             Coordinator::start(
-                Arc::clone(registry),
+                Arc::clone(&registry),
                 count,
                 || false,
                 |_| {},
@@ -598,7 +609,17 @@ mod tests {
             )
             .unwrap()
         };
-        (Transactions::new(Arc::clone(registry), start()), start())
+        let t = Transactions::new(Arc::clone(&registry), start());
+        let producer = t.init(&shared, "app", 60_000, (-1, -1)).unwrap();
+        let other = start();
+        Scene {
+            _sim,
+            shared,
+            registry,
+            t,
+            other,
+            producer,
+        }
     }
 
     /// A transaction's offsets, committed by a member whose partition is
@@ -607,18 +628,17 @@ mod tests {
     /// and written to the group's offsets once the partition is free.
     #[test]
     fn offsets_of_a_transaction_are_the_groups_only_once_committed() {
-        let (_sim, shared) = shared_with(|_| {});
-        let registry: Arc<dyn Registry> = Arc::new(crate::coord::mem::MemRegistry::default());
-        let (t, other) = two_brokers(&registry);
+        let scene = two_brokers();
+        let (shared, registry, t, other) = (&scene.shared, &scene.registry, &scene.t, &scene.other);
+        let producer = scene.producer;
         let claim = registry.claim("g", "t", 0, "m", Duration::from_secs(60));
         let claim = claim.unwrap().unwrap();
-        let producer = t.init(&shared, "app", 60_000, (-1, -1)).unwrap();
-        t.add(&shared, "app", producer, (&[], &["g".into()]))
+        t.add(shared, "app", producer, (&[], &["g".into()]))
             .unwrap();
         let at = |o| [("t".to_string(), 0, o)];
-        let zombie = t.add_offsets(&shared, "app", producer, ("g", "z", 1), &at(9));
+        let zombie = t.add_offsets(shared, "app", producer, ("g", "z", 1), &at(9));
         assert_eq!(zombie, Err(k::ILLEGAL_GENERATION));
-        t.add_offsets(&shared, "app", producer, ("g", "m", 1), &at(42))
+        t.add_offsets(shared, "app", producer, ("g", "m", 1), &at(42))
             .unwrap();
         let asked = [("t".to_string(), 0)];
         assert_eq!(
@@ -626,19 +646,19 @@ mod tests {
             [(-1, k::UNSTABLE_OFFSET_COMMIT)]
         );
         assert_eq!(other.fetch_offsets("g", &asked, false), [(-1, k::NONE)]);
-        assert_eq!(t.end(&shared, "app", producer, true), Ok(()));
-        for broker in [&other, &t.groups] {
+        assert_eq!(t.end(shared, "app", producer, true), Ok(()));
+        for broker in [other, &t.groups] {
             assert_eq!(broker.fetch_offsets("g", &asked, true), [(42, k::NONE)]);
             assert_eq!(broker.fetch_all_offsets("g"), Ok(vec![("t".into(), 0, 42)]));
         }
         // The member's broker writes it, or any once the partition is free.
         assert_eq!(registry.committed("g", "t", 0).unwrap(), None);
-        t.tick(&shared);
+        t.tick(shared);
         assert_eq!(registry.committed("g", "t", 0).unwrap(), None);
         drop(claim);
-        t.tick(&shared);
+        t.tick(shared);
         assert_eq!(registry.committed("g", "t", 0).unwrap(), Some(42));
-        let e = transactions::read(&*registry, "app").unwrap().unwrap();
+        let e = transactions::read(&**registry, "app").unwrap().unwrap();
         assert!(e.committed.is_empty(), "{e:?}");
         assert_eq!(other.fetch_offsets("g", &asked, true), [(42, k::NONE)]);
     }
@@ -646,17 +666,16 @@ mod tests {
     /// An aborted transaction's offsets are nobody's.
     #[test]
     fn offsets_of_an_aborted_transaction_are_dropped() {
-        let (_sim, shared) = shared_with(|_| {});
-        let registry: Arc<dyn Registry> = Arc::new(crate::coord::mem::MemRegistry::default());
-        let (t, other) = two_brokers(&registry);
-        let producer = t.init(&shared, "app", 60_000, (-1, -1)).unwrap();
-        t.add(&shared, "app", producer, (&[], &["g".into()]))
+        let scene = two_brokers();
+        let (shared, registry, t, other) = (&scene.shared, &scene.registry, &scene.t, &scene.other);
+        let producer = scene.producer;
+        t.add(shared, "app", producer, (&[], &["g".into()]))
             .unwrap();
         let offsets = [("t".to_string(), 0, 42)];
-        t.add_offsets(&shared, "app", producer, ("g", "", -1), &offsets)
+        t.add_offsets(shared, "app", producer, ("g", "", -1), &offsets)
             .unwrap();
-        assert_eq!(t.end(&shared, "app", producer, false), Ok(()));
-        t.tick(&shared);
+        assert_eq!(t.end(shared, "app", producer, false), Ok(()));
+        t.tick(shared);
         let asked = [("t".to_string(), 0)];
         assert_eq!(other.fetch_offsets("g", &asked, true), [(-1, k::NONE)]);
         assert_eq!(registry.committed("g", "t", 0).unwrap(), None);
@@ -667,31 +686,30 @@ mod tests {
     /// to their groups included.
     #[test]
     fn a_transactions_offsets_are_bounded() {
-        let (_sim, shared) = shared_with(|_| {});
-        let registry: Arc<dyn Registry> = Arc::new(crate::coord::mem::MemRegistry::default());
-        let (t, _other) = two_brokers(&registry);
-        let producer = t.init(&shared, "app", 60_000, (-1, -1)).unwrap();
+        let scene = two_brokers();
+        let (shared, registry, t) = (&scene.shared, &scene.registry, &scene.t);
+        let producer = scene.producer;
         let offsets = |range: std::ops::Range<u32>| -> Vec<(String, u32, u64)> {
             range.map(|p| ("t".to_string(), p, 1)).collect()
         };
-        t.add(&shared, "app", producer, (&[], &["g".into(), "a b".into()]))
+        t.add(shared, "app", producer, (&[], &["g".into(), "a b".into()]))
             .unwrap();
-        let bad = t.add_offsets(&shared, "app", producer, ("a b", "", -1), &offsets(0..1));
+        let bad = t.add_offsets(shared, "app", producer, ("a b", "", -1), &offsets(0..1));
         assert_eq!(bad, Err(k::INVALID_GROUP_ID));
         // Held by a member elsewhere: committed, not written.
         let long = Duration::from_secs(60);
         let _claims: Vec<_> = (0..600)
             .map(|p| registry.claim("g", "t", p, "m", long).unwrap().unwrap())
             .collect();
-        t.add_offsets(&shared, "app", producer, ("g", "m", 1), &offsets(0..600))
+        t.add_offsets(shared, "app", producer, ("g", "m", 1), &offsets(0..600))
             .unwrap();
-        assert_eq!(t.end(&shared, "app", producer, true), Ok(()));
-        t.add(&shared, "app", producer, (&[], &["g".into()]))
+        assert_eq!(t.end(shared, "app", producer, true), Ok(()));
+        t.add(shared, "app", producer, (&[], &["g".into()]))
             .unwrap();
         let outside = ("g", "", -1);
-        let over = t.add_offsets(&shared, "app", producer, outside, &offsets(600..1001));
+        let over = t.add_offsets(shared, "app", producer, outside, &offsets(600..1001));
         assert_eq!(over, Err(k::INVALID_REQUEST));
-        t.add_offsets(&shared, "app", producer, outside, &offsets(600..1000))
+        t.add_offsets(shared, "app", producer, outside, &offsets(600..1000))
             .unwrap();
     }
 
