@@ -562,15 +562,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let registry: Arc<dyn Registry> =
             Arc::new(crate::coord::DirRegistry::open(dir.path()).unwrap());
-        let count = |_: &str| None;
-        let groups = Coordinator::start(
-            Arc::clone(&registry),
-            count,
-            || false,
-            |_| {},
-            Default::default(),
-        );
-        let t = Transactions::new(Arc::clone(&registry), groups.unwrap());
+        let t = Transactions::new(Arc::clone(&registry), coordinator(&registry));
         let producer = t.init(&shared, "app", 60_000, (-1, -1)).unwrap();
         // Added while it existed; deleted since.
         t.add(&shared, "app", producer, (&[("gone".into(), 0)], &[]))
@@ -582,6 +574,20 @@ mod tests {
             t.init(&shared, "app", 60_000, producer),
             Ok((producer.0, 1))
         );
+    }
+
+    /// A broker's group coordinator on `registry`, with no partition
+    /// counts of its own.
+    fn coordinator(registry: &Arc<dyn Registry>) -> Arc<Coordinator> {
+        let count = |_: &str| None;
+        Coordinator::start(
+            Arc::clone(registry),
+            count,
+            || false,
+            |_| {},
+            Default::default(),
+        )
+        .unwrap()
     }
 
     /// Two brokers' group coordinators on one registry, this one's
@@ -598,20 +604,9 @@ mod tests {
     fn two_brokers() -> Scene {
         let (_sim, shared) = shared_with(|_| {});
         let registry: Arc<dyn Registry> = Arc::new(crate::coord::mem::MemRegistry::default());
-        let start = || {
-            let count = |_: &str| None;
-            Coordinator::start(
-                Arc::clone(&registry),
-                count,
-                || false,
-                |_| {},
-                Default::default(),
-            )
-            .unwrap()
-        };
-        let t = Transactions::new(Arc::clone(&registry), start());
+        let t = Transactions::new(Arc::clone(&registry), coordinator(&registry));
         let producer = t.init(&shared, "app", 60_000, (-1, -1)).unwrap();
-        let other = start();
+        let other = coordinator(&registry);
         Scene {
             _sim,
             shared,
@@ -719,15 +714,7 @@ mod tests {
     fn an_existing_transactional_id_spends_no_producer_id() {
         let (_sim, shared) = shared_with(|_| {});
         let registry: Arc<dyn Registry> = Arc::new(crate::coord::mem::MemRegistry::default());
-        let count = |_: &str| None;
-        let groups = Coordinator::start(
-            Arc::clone(&registry),
-            count,
-            || false,
-            |_| {},
-            Default::default(),
-        );
-        let t = Transactions::new(registry, groups.unwrap());
+        let t = Transactions::new(Arc::clone(&registry), coordinator(&registry));
         let (id, _) = t.init(&shared, "app", 60_000, (-1, -1)).unwrap();
         for epoch in 1..5 {
             assert_eq!(t.init(&shared, "app", 60_000, (-1, -1)), Ok((id, epoch)));
