@@ -15,7 +15,9 @@ complete -c klog-consume -l data-dir -d 'Embedded mode: read the logs in this da
 complete -c klog-consume -l fetch-bytes -d 'Bytes fetched per partition per request (a batch larger than this still comes whole)' -r
 complete -c klog-consume -l fetch-response-bytes -d 'Bytes of records per fetch answer, over all its partitions (the broker cuts this to its own maximum)' -r
 complete -c klog-consume -l request-timeout -d 'A fetch a broker leaves unanswered this long past its wait for records (the broker hangs, or is stopped) gives that connection up: with --registry, its partitions\' leaders are looked up again and read from where they were; partitions of other brokers never wait for it' -r
-complete -c klog-consume -s X -d 'A client setting by its Kafka property name, in Kafka\'s units (repeatable): bootstrap.servers (-b), group.id (-G), session.timeout.ms, auto.commit.interval.ms, enable.auto.commit (false: --no-commit), auto.offset.reset (earliest or latest: -o beginning or end), fetch.max.bytes (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes), request.timeout.ms (--request-timeout); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins' -r
+complete -c klog-consume -l isolation-level -d 'Which records to read (Kafka\'s isolation.level). read_committed (the default, as kcat\'s): records of committed transactions and of none, each partition up to its last stable offset (the first offset of a transaction still open), which is also its end for -e, -o end and -o -N. read_uncommitted: every record up to the high watermark, those of aborted and open transactions too. A data directory read directly (--data-dir) gives every record' -r -f -a "read_committed\t'Records of committed transactions, and those of none'
+read_uncommitted\t'Every record'"
+complete -c klog-consume -s X -d 'A client setting by its Kafka property name, in Kafka\'s units (repeatable): bootstrap.servers (-b), group.id (-G), session.timeout.ms, auto.commit.interval.ms, enable.auto.commit (false: --no-commit), auto.offset.reset (earliest or latest: -o beginning or end), fetch.max.bytes (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes), request.timeout.ms (--request-timeout), isolation.level (--isolation-level); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins' -r
 complete -c klog-consume -s e -l exit -d 'Exit when every partition reaches the end offset it had at start'
 complete -c klog-consume -s Z -d 'Print NULL for a null (absent) key, as kcat\'s -Z; an empty key or value stays empty (klog\'s records have no null value). -J always writes a missing key as null'
 complete -c klog-consume -s J -l json -d 'One JSON envelope per line: topic, partition, offset, ts, headers, key, payload (bytes that are not UTF-8 in base64, marked by key_encoding, payload_encoding or headers_encoding)'
@@ -25,5 +27,5 @@ complete -c klog-consume -s L -l list -d 'List the brokers, topics and partition
 complete -c klog-consume -s q -l quiet -d 'Only print errors'
 complete -c klog-consume -s C -d 'kcat\'s consumer mode: accepted, as this tool consumes'
 complete -c klog-consume -s P -d 'kcat\'s producer mode: refused, with the tool that produces'
-complete -c klog-consume -s h -l help -d 'Print help'
+complete -c klog-consume -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c klog-consume -s V -l version -d 'Print version'

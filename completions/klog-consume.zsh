@@ -39,7 +39,9 @@ _klog-consume() {
 '--fetch-bytes=[Bytes fetched per partition per request (a batch larger than this still comes whole)]:SIZE:_default' \
 '--fetch-response-bytes=[Bytes of records per fetch answer, over all its partitions (the broker cuts this to its own maximum)]:SIZE:_default' \
 '--request-timeout=[A fetch a broker leaves unanswered this long past its wait for records (the broker hangs, or is stopped) gives that connection up\: with --registry, its partitions'\'' leaders are looked up again and read from where they were; partitions of other brokers never wait for it]:DURATION:_default' \
-'*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), group.id (-G), session.timeout.ms, auto.commit.interval.ms, enable.auto.commit (false\: --no-commit), auto.offset.reset (earliest or latest\: -o beginning or end), fetch.max.bytes (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes), request.timeout.ms (--request-timeout); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \
+'--isolation-level=[Which records to read (Kafka'\''s isolation.level). read_committed (the default, as kcat'\''s)\: records of committed transactions and of none, each partition up to its last stable offset (the first offset of a transaction still open), which is also its end for -e, -o end and -o -N. read_uncommitted\: every record up to the high watermark, those of aborted and open transactions too. A data directory read directly (--data-dir) gives every record]:LEVEL:((read_committed\:"Records of committed transactions, and those of none"
+read_uncommitted\:"Every record"))' \
+'*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), group.id (-G), session.timeout.ms, auto.commit.interval.ms, enable.auto.commit (false\: --no-commit), auto.offset.reset (earliest or latest\: -o beginning or end), fetch.max.bytes (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes), request.timeout.ms (--request-timeout), isolation.level (--isolation-level); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \
 '-e[Exit when every partition reaches the end offset it had at start]' \
 '--exit[Exit when every partition reaches the end offset it had at start]' \
 '-Z[Print NULL for a null (absent) key, as kcat'\''s -Z; an empty key or value stays empty (klog'\''s records have no null value). -J always writes a missing key as null]' \
@@ -54,8 +56,8 @@ _klog-consume() {
 '--quiet[Only print errors]' \
 '-C[kcat'\''s consumer mode\: accepted, as this tool consumes]' \
 '-P[kcat'\''s producer mode\: refused, with the tool that produces]' \
-'-h[Print help]' \
-'--help[Print help]' \
+'-h[Print help (see more with '\''--help'\'')]' \
+'--help[Print help (see more with '\''--help'\'')]' \
 '-V[Print version]' \
 '--version[Print version]' \
 && ret=0

@@ -104,16 +104,43 @@ fn klog_dump_shows_markers_and_open_transactions() {
     bin("klog-dump").args(["--verify", part]).assert().code(0);
 }
 
-/// A consumer never hands a marker out as a record; read_uncommitted
-/// (the default) reads every transaction's records, as Kafka's do.
+/// A consumer never hands a marker out as a record. read_committed (the
+/// default of klog-consume, as of kcat) reads no aborted record and none
+/// from the first transaction still open on (its end for -e, -o end and
+/// -o -N); read_uncommitted reads every transaction's records; so does
+/// a data directory read directly.
 #[test]
-fn consumers_pass_over_markers() {
+fn consumers_pass_over_markers_and_read_what_their_isolation_allows() {
     let dir = tempfile::tempdir().unwrap();
     write_transactions(dir.path());
     let all = "0 plain\n1 committed\n2 aborted\n3 plain-2\n6 open\n";
-    assert_eq!(consume(dir.path(), "t", &["-f", "%o %s\\n"]), all);
+    let committed = "0 plain\n1 committed\n3 plain-2\n";
+    let f = ["-f", "%o %s\\n"];
+    assert_eq!(consume(dir.path(), "t", &f), all);
+    let data = dir.path().to_str().unwrap();
+    let refused = [
+        "--data-dir",
+        data,
+        "-t",
+        "t",
+        "-e",
+        "-X",
+        "isolation.level=read_committed",
+    ];
+    let out = bin("klog-consume").args(refused).assert().code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(stderr.contains("read_committed needs a broker"), "{stderr}");
     let broker = BrokerProc::start(&dir.path().join("."), &["--kafka-listen", "127.0.0.1:0"]);
-    assert_eq!(consume_from(&broker.addr, "t", &["-f", "%o %s\\n"]), all);
+    let klog = |args: &[&str]| consume_from(&broker.addr, "t", &[&f[..], args].concat());
+    assert_eq!(klog(&[]), committed, "read_committed by default");
+    let uncommitted = ["-X", "isolation.level=READ_UNCOMMITTED"];
+    assert_eq!(klog(&uncommitted), all, "read_uncommitted");
+    assert_eq!(klog(&["--isolation-level", "read_committed"]), committed);
+    // The end of a read_committed consumer is the last stable offset (6).
+    assert_eq!(klog(&["-o", "-3"]), "3 plain-2\n", "-o -3: offsets 3 to 5");
+    assert_eq!(klog(&["-o", "end"]), "");
+    let uncommitted_tail = [&uncommitted[..], &["-o", "-3"]].concat();
+    assert_eq!(klog(&uncommitted_tail), "6 open\n", "offsets 4 to 6");
     let Some(kcat) = kafka::kcat_path() else {
         return;
     };
@@ -130,8 +157,8 @@ fn consumers_pass_over_markers() {
     assert_eq!(k.consume("t", &uncommitted), all, "read_uncommitted");
     // librdkafka's default is read_committed.
     assert_eq!(
-        k.consume("t", &["-f", "%o %s\\n"]),
-        "0 plain\n1 committed\n3 plain-2\n",
+        k.consume("t", &f),
+        committed,
         "read_committed: no aborted record, none past the open transaction"
     );
 }
@@ -164,11 +191,73 @@ fn confluent_kafka_commits_and_aborts_transactions() {
         .chain((0..3).map(|i| format!("c-{i}")))
         .collect();
     assert_eq!(read, expected, "read_committed: the committed, in order");
-    // read_uncommitted (klog-consume) reads the aborted records too, and no
-    // marker.
-    let all = consume_from(broker.addr(), "t", &[]);
+    let committed = consume_from(broker.addr(), "t", &[]);
+    assert_eq!(
+        committed.lines().collect::<Vec<_>>(),
+        expected,
+        "klog-consume"
+    );
+    // read_uncommitted reads the aborted records too, and no marker.
+    let all = consume_from(
+        broker.addr(),
+        "t",
+        &["--isolation-level", "read_uncommitted"],
+    );
     assert_eq!(all.lines().count(), 12, "{all}");
     assert!(all.contains("b-3"));
+}
+
+/// Two producers' transactions interleaved in one partition, a third of
+/// them aborted, and one left open at the end: klog-consume reads what
+/// kcat reads (both read_committed), also when each fetch ends inside a
+/// transaction (1 KiB fetches), every committed value once;
+/// read_uncommitted reads every value.
+#[test]
+fn klog_consume_reads_committed_records_as_kcat_does() {
+    let (Some(python), Some(kcat)) = (kafka::python(), kafka::kcat_path()) else {
+        return;
+    };
+    let broker = kafka::KafkaBroker::start(&[]);
+    let (txns, n) = (12, 40);
+    std::thread::scope(|s| {
+        for id in ["x", "y"] {
+            let (python, bootstrap) = (&python, &broker.kafka);
+            s.spawn(move || {
+                let app = format!("app-{id}");
+                let args = ["mixed", "t", &app, id, &txns.to_string(), &n.to_string()];
+                assert_eq!(txn_script(python, bootstrap, &args), ["done"]);
+            });
+        }
+    });
+    let _open = spawn_txn(
+        &python,
+        &broker.kafka,
+        &["open", "t", "app-o", "o", "5"],
+        "60000",
+    );
+    let expected: std::collections::BTreeSet<String> = ["x", "y"]
+        .iter()
+        .flat_map(|id| (0..txns).filter(|t| t % 3 != 1).map(move |t| (id, t)))
+        .flat_map(|(id, t)| (0..n).map(move |i| format!("{id}-{t}-{i}")))
+        .collect();
+    let by_kcat = Kcat::at(&kcat, &broker.kafka).consume("t", &[]);
+    let by_klog = consume_from(broker.addr(), "t", &[]);
+    assert_eq!(by_klog, by_kcat, "klog-consume and kcat");
+    let small = consume_from(broker.addr(), "t", &["--fetch-bytes", "1KiB"]);
+    assert_eq!(small, by_kcat, "1 KiB fetches");
+    let read: Vec<&str> = by_klog.lines().collect();
+    let unique: std::collections::BTreeSet<String> = read.iter().map(|v| v.to_string()).collect();
+    assert_eq!(
+        (read.len(), unique),
+        (expected.len(), expected),
+        "each committed value once"
+    );
+    let all = consume_from(
+        broker.addr(),
+        "t",
+        &["--isolation-level", "read_uncommitted"],
+    );
+    assert_eq!(all.lines().count(), 2 * txns * n + 5, "read_uncommitted");
 }
 
 /// kafka-python's transactional producer and read_committed consumer:
@@ -181,7 +270,14 @@ fn kafka_python_commits_and_aborts_transactions() {
     let broker = kafka::KafkaBroker::start(&[]);
     let out = kafka::run_script(&python, "transactional_kp.py", &[&broker.kafka, "t"]);
     assert_eq!(out, "c-0\nc-1\nc-2\n");
-    assert_eq!(consume_from(broker.addr(), "t", &[]).lines().count(), 5);
+    assert_eq!(consume_from(broker.addr(), "t", &[]), out, "klog-consume");
+    let uncommitted = ["-X", "isolation.level=read_uncommitted"];
+    assert_eq!(
+        consume_from(broker.addr(), "t", &uncommitted)
+            .lines()
+            .count(),
+        5
+    );
 }
 
 /// A second producer of one transactional id fences the first: the

@@ -153,13 +153,23 @@ pub struct Args {
     /// wait for it.
     #[arg(long = "request-timeout", value_name = "DURATION", default_value = "5s", value_parser = super::timeout_arg)]
     pub request_timeout_ms: u64,
+    /// Which records to read (Kafka's isolation.level). read_committed
+    /// (the default, as kcat's): records of committed transactions and of
+    /// none, each partition up to its last stable offset (the first
+    /// offset of a transaction still open), which is also its end for -e,
+    /// -o end and -o -N. read_uncommitted: every record up to the high
+    /// watermark, those of aborted and open transactions too. A data
+    /// directory read directly (--data-dir) gives every record.
+    #[arg(long = "isolation-level", value_name = "LEVEL", ignore_case = true)]
+    pub isolation: Option<Isolation>,
     /// A client setting by its Kafka property name, in Kafka's units
     /// (repeatable): bootstrap.servers (-b), group.id (-G),
     /// session.timeout.ms, auto.commit.interval.ms, enable.auto.commit
     /// (false: --no-commit), auto.offset.reset (earliest or latest: -o
     /// beginning or end), fetch.max.bytes
     /// (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes),
-    /// request.timeout.ms (--request-timeout); client.id is accepted and
+    /// request.timeout.ms (--request-timeout), isolation.level
+    /// (--isolation-level); client.id is accepted and
     /// ignored. Of a flag and a property for the
     /// same setting, the later on the command line wins.
     #[arg(short = 'X', value_name = "NAME=VALUE", value_parser = config::property_arg)]
@@ -183,6 +193,17 @@ pub struct Args {
     /// kcat's producer mode: refused, with the tool that produces.
     #[arg(short = 'P', hide = true)]
     pub producer_mode: bool,
+}
+
+/// Kafka's consumer isolation levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Isolation {
+    /// Records of committed transactions, and those of none.
+    #[value(name = "read_committed")]
+    ReadCommitted,
+    /// Every record.
+    #[value(name = "read_uncommitted")]
+    ReadUncommitted,
 }
 
 /// A fetch size: from 1 byte to the largest fetch answer.
@@ -221,6 +242,16 @@ fn settings() -> Vec<Setting<Args>> {
             flag: "request_timeout_ms",
             set: |a, v| {
                 a.request_timeout_ms = config::ms_above_zero(v, "a request timeout")?;
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["isolation.level"],
+            flag: "isolation",
+            set: |a, v| {
+                a.isolation = Some(clap::ValueEnum::from_str(v, true).map_err(|_| {
+                    format!("an isolation level is read_committed or read_uncommitted, not {v:?}")
+                })?);
                 Ok(())
             },
         },
@@ -372,6 +403,13 @@ fn choose_source(
     } else {
         super::choose_target(matches, applied, &mut args.data_dir, &mut args.registry)?;
     }
+    if args.data_dir.is_some() && args.isolation == Some(Isolation::ReadCommitted) {
+        return Err(super::Usage(
+            "--data-dir reads the logs as they are, every record: read_committed needs a broker \
+             (-b or --registry)"
+                .into(),
+        ));
+    }
     if args.offset == OffsetSpec::Stored && args.group.is_none() {
         return Err(super::Usage(
             "-o stored needs a group (-G GROUP --registry REGISTRY): it starts at the group's committed offsets".into(),
@@ -448,6 +486,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
             fetch_bytes_max: args.fetch_bytes,
             response_bytes_max: args.fetch_response_bytes,
             request_timeout: std::time::Duration::from_millis(args.request_timeout_ms),
+            read_committed: args.isolation != Some(Isolation::ReadUncommitted),
             ..ConsumerConfig::default()
         },
         group,

@@ -502,6 +502,49 @@ impl Connection {
         }
     }
 
+    /// [`Connection::partitions`] as a consumer sees them: for a
+    /// read_committed one, each partition ends at its last stable offset
+    /// (the first offset of a transaction still open), as Kafka's
+    /// ListOffsets answers such a consumer; so do `-o end`, `-o -N` and
+    /// `-e`. The broker is asked once, by a read_committed fetch at each
+    /// partition's end that waits for nothing.
+    pub fn partitions_as(&mut self, topic: &str, read_committed: bool) -> Result<Vec<(u64, u64)>> {
+        let mut offsets = self.partitions(topic)?;
+        let held = |(p, &(start, end)): (usize, &(u64, u64))| {
+            (start < protocol::OFFLINE).then(|| protocol::FetchPartition {
+                topic: topic.to_string(),
+                partition: p as u32,
+                offset: end,
+                bytes_max: 0,
+                leader_epoch: None,
+            })
+        };
+        let parts: Vec<_> = offsets.iter().enumerate().filter_map(held).collect();
+        if !read_committed || parts.is_empty() {
+            return Ok(offsets);
+        }
+        let want = protocol::FetchWant {
+            wait_ms_max: 0,
+            bytes_min: 0,
+            response_bytes_max: 0,
+        };
+        let (header, at) =
+            self.call(|out, id| protocol::committed_fetch_request(out, id, want, &parts))?;
+        Self::check(&header)?;
+        let mut r = Reader::new(&self.response[at..]);
+        let answer = protocol::decode_fetch_response(&mut r, protocol::FETCH_VERSION_COMMITTED)
+            .map_err(|e| protocol_error(&self.addr, e))?;
+        for part in answer {
+            let (Some((stable, _)), ErrorCode::None) = (&part.stable, part.error) else {
+                continue;
+            };
+            if let Some((start, end)) = offsets.get_mut(part.partition as usize) {
+                *end = (*end).min(*stable).max(*start);
+            }
+        }
+        Ok(offsets)
+    }
+
     /// Fails when metadata reported `partition` of `topic` as
     /// [`protocol::OFFLINE`] (its `start` offset): with the broker's own
     /// answer for the partition, which says why.

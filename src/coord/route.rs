@@ -176,11 +176,14 @@ fn registered(registry: &dyn Registry, topic: &str) -> Result<String> {
         .addr())
 }
 
-/// The (start, end) offsets of every partition, each from its broker.
+/// The (start, end) offsets of every partition, each from its broker; a
+/// read_committed consumer's ends are the last stable offsets
+/// ([`Connection::partitions_as`](crate::client::Connection::partitions_as)).
 pub(crate) fn bounds(
     routes: &[String],
     topic: &str,
     conns: &mut Connections,
+    read_committed: bool,
 ) -> Result<Vec<(u64, u64)>> {
     let mut out = vec![(0, 0); routes.len()];
     let mut asked: Vec<&String> = Vec::new();
@@ -189,7 +192,7 @@ pub(crate) fn bounds(
             continue;
         }
         asked.push(addr);
-        let offsets = conns.with(addr, |c| c.partitions(topic))?;
+        let offsets = conns.with(addr, |c| c.partitions_as(topic, read_committed))?;
         for (p, route) in routes.iter().enumerate() {
             if route == addr {
                 out[p] = offsets.get(p).copied().unwrap_or((0, 0));

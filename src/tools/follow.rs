@@ -343,7 +343,9 @@ fn open_remote(options: &Options) -> anyhow::Result<Source> {
         let addr = routes[p as usize].as_str();
         if !offsets.contains_key(addr) {
             let held = conns
-                .with(addr, |c| c.partitions(&options.topic))
+                .with(addr, |c| {
+                    c.partitions_as(&options.topic, options.fetch.read_committed)
+                })
                 .with_context(|| format!("cannot read topic {:?} from {addr}", options.topic))?;
             offsets.insert(addr, held);
         }

@@ -18,6 +18,9 @@ MODE:
                          prints "open", then sleeps (the test kills it)
   held TXN PREFIX N      as open, then commits once a line arrives on
                          stdin; prints "committed"
+  mixed TXN PREFIX T N   T transactions of N values each, PREFIX-T-N,
+                         every third (the 2nd, 5th, ...) aborted, the
+                         others committed; prints "done"
   read N                 a read_committed consumer of TOPIC from its
                          beginning: prints each value read, one a line,
                          until N are read, or 20 s pass without one
@@ -103,6 +106,17 @@ def main(argv):
         else:
             print("open", flush=True)
             time.sleep(600)
+    elif mode == "mixed":
+        txn, prefix, txns, n = argv[3], argv[4], int(argv[5]), int(argv[6])
+        p = producer(bootstrap, txn)
+        for t in range(txns):
+            p.begin_transaction()
+            send(p, topic, f"{prefix}-{t}", n)
+            if t % 3 == 1:
+                p.abort_transaction(30)
+            else:
+                p.commit_transaction(30)
+        print("done", flush=True)
     elif mode == "zombie":
         txn = argv[3]
         first = producer(bootstrap, txn)

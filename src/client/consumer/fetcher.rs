@@ -76,7 +76,10 @@ impl Fetcher {
                 continue;
             }
             id = id.wrapping_add(1);
-            protocol::fetch_request(&mut frame, id, want, &asked);
+            match self.config.read_committed {
+                true => protocol::committed_fetch_request(&mut frame, id, want, &asked),
+                false => protocol::fetch_request(&mut frame, id, want, &asked),
+            }
             let result = self.fetch(&frame, answer_bytes_max);
             let given_back = match &result {
                 Ok(body) => self.advance(body),
@@ -243,7 +246,7 @@ impl Fetcher {
         if header.error != ErrorCode::None {
             return Ok(Vec::new());
         }
-        let parts = protocol::decode_fetch_response(&mut r, protocol::FETCH_VERSION_CONSUMER)
+        let parts = protocol::decode_fetch_response(&mut r, self.config.fetch_version())
             .map_err(|e| protocol_error(&self.addr, e))?;
         let mut given_back = Vec::new();
         for part in parts {

@@ -14,6 +14,14 @@
 //! goes back. A new leader whose log ends before that offset (it had not
 //! copied all of it) is waited for: the partition is given back and
 //! looked up again until it has caught up.
+//!
+//! # Isolation
+//!
+//! A read_committed consumer (the default, as kcat's) fetches with
+//! klog's fetch version 6: its records end at each partition's last
+//! stable offset (before the first transaction still open), and the
+//! batches of aborted transactions are passed over (see `aborted`). A
+//! read_uncommitted one reads every record up to the high watermark.
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -28,8 +36,10 @@ use crate::storage::batches::Batches;
 use crate::storage::record::{Decompressed, Format, Record};
 use crate::sync::lock;
 
+mod aborted;
 mod fetcher;
 
+use aborted::AbortedTxns;
 use fetcher::{Fetched, Fetcher, Inbox};
 
 /// A partition a consumer reads.
@@ -64,6 +74,19 @@ pub struct ConsumerConfig {
     /// or is stopped) loses the connection; following leaders, its
     /// partitions are looked up again (Kafka's `request.timeout.ms`).
     pub request_timeout: Duration,
+    /// Read committed records only (Kafka's `isolation.level`
+    /// read_committed; see the module's docs), else every record.
+    pub read_committed: bool,
+}
+
+impl ConsumerConfig {
+    /// The fetch version its requests are sent, and their answers read, in.
+    pub(super) fn fetch_version(&self) -> u16 {
+        match self.read_committed {
+            true => protocol::FETCH_VERSION_COMMITTED,
+            false => protocol::FETCH_VERSION_CONSUMER,
+        }
+    }
 }
 
 impl Default for ConsumerConfig {
@@ -75,6 +98,7 @@ impl Default for ConsumerConfig {
             prefetch: 4,
             record_bytes_max: limits::RECORD_BYTES_MAX_LIMIT,
             request_timeout: Duration::from_millis(limits::CLIENT_REQUEST_TIMEOUT_MS_DEFAULT),
+            read_committed: true,
         }
     }
 }
@@ -131,11 +155,12 @@ pub struct Consumer {
     partitions: Vec<ConsumerPartition>,
     responses: Receiver<Fetched>,
     record_bytes_max: u32,
+    /// The fetch version of its answers.
+    fetch_version: u16,
     /// The records of a compressed batch, decompressed.
     scratch: Decompressed<'static>,
-    /// A response not yet handed out whole, and where to resume in it:
-    /// the partition's index in the response and a batch's byte position.
-    current: Option<(Vec<u8>, usize, usize)>,
+    /// A response not yet handed out whole, and where to resume in it.
+    current: Option<Resume>,
     /// What the fetchers have to say (a broker went away, reconnected).
     notices: Arc<Mutex<Vec<String>>>,
     /// Set when the consumer is dropped: its fetchers stop reconnecting.
@@ -212,6 +237,7 @@ impl Consumer {
             partitions: parts.iter().map(|(_, p)| *p).collect(),
             responses: rx,
             record_bytes_max: config.record_bytes_max,
+            fetch_version: config.fetch_version(),
             scratch: Decompressed::default(),
             current: None,
             notices: Arc::new(Mutex::new(Vec::new())),
@@ -283,11 +309,10 @@ impl Consumer {
             .all(|p| p.stop_at.is_some_and(|s| p.offset >= s))
     }
 
-    /// The response being handed out (with the part and position to resume
-    /// at), else the next one fetched within `timeout`. A partition a
-    /// fetcher gave back is looked up (`None` then).
-    #[allow(clippy::type_complexity)]
-    fn next_response(&mut self, timeout: Duration) -> Result<Option<(Vec<u8>, usize, usize)>> {
+    /// The response being handed out (with where to resume in it), else
+    /// the next one fetched within `timeout`. A partition a fetcher gave
+    /// back is looked up (`None` then).
+    fn next_response(&mut self, timeout: Duration) -> Result<Option<Resume>> {
         if let Some(current) = self.current.take() {
             return Ok(Some(current));
         }
@@ -298,7 +323,12 @@ impl Consumer {
             _ => timeout,
         };
         match self.responses.recv_timeout(timeout) {
-            Ok(Fetched::Answer(r)) => Ok(Some((r?, 0, 0))),
+            Ok(Fetched::Answer(r)) => Ok(Some(Resume {
+                frame: r?,
+                part: 0,
+                at: 0,
+                aborted: None,
+            })),
             Ok(Fetched::Lost(partition, code, why)) => {
                 self.lose(partition, code, &why)?;
                 Ok(None)
@@ -434,68 +464,92 @@ impl Consumer {
         mut each: impl FnMut(u32, &Record<'_>) -> Result<bool>,
     ) -> Result<u64> {
         self.relocate()?;
-        let Some((frame, first_part, first_at)) = self.next_response(timeout)? else {
+        let Some(resume) = self.next_response(timeout)? else {
             return Ok(0);
         };
-        let parts = fetched_parts(&self.addr, &frame)?;
+        let (frame, first_part, first_at) = (resume.frame, resume.part, resume.at);
+        let mut resumed = resume.aborted;
+        let parts = fetched_parts(&self.addr, &frame, self.fetch_version)?;
         let mut handed = 0;
         let mut stop = None;
-        'parts: for (index, part) in parts.iter().enumerate().skip(first_part) {
+        for (index, part) in parts.iter().enumerate().skip(first_part) {
             if part.error != ErrorCode::None {
                 self.failed_part(part)?;
                 continue;
             }
-            let Some(state) = reading(&mut self.partitions, part.partition) else {
-                continue;
+            let (start, mut aborted) = match index == first_part {
+                true => (first_at, resumed.take().unwrap_or_else(|| aborted_of(part))),
+                false => (0, aborted_of(part)),
             };
-            let start = if index == first_part { first_at } else { 0 };
-            let batches = Batches::resume(Format::Kafka, part.records, start, BATCH_BYTES_MAX);
-            for step in batches {
-                let (at, batch) = match step {
-                    Ok(found) => found,
-                    // The byte budget cut the last batch: fetched again next time.
-                    Err(stop) if stop.is_truncated() && stop.position > 0 => break,
-                    Err(stop) => {
-                        return Err(fetched(
-                            &self.addr,
-                            &self.topic,
-                            part.partition,
-                            "batch",
-                            stop.error,
-                        ))
-                    }
-                };
-                // A transaction's marker is no record: passed over.
-                if batch.header.is_control() {
-                    state.offset = state.offset.max(batch.header.next_offset());
+            let stopped = self.hand_out(part, (start, &mut aborted), &mut handed, &mut each)?;
+            if let Some(at) = stopped {
+                stop = Some((index, at, aborted));
+                break;
+            }
+        }
+        if let Some((part, at, aborted)) = stop {
+            // The batch resumed at is judged again, to the same answer.
+            self.current = Some(Resume {
+                frame,
+                part,
+                at,
+                aborted: Some(aborted),
+            });
+        }
+        Ok(handed)
+    }
+
+    /// Hands out the records of one partition's answer from its batch at
+    /// byte `start` on (`aborted`: the aborted transactions as they are
+    /// there), counting them in `handed`; where `each` stopped, if it did
+    /// (that batch's position: resumed there, its records before the
+    /// partition's offset skipped).
+    fn hand_out(
+        &mut self,
+        part: &protocol::FetchedPartition<'_>,
+        (start, aborted): (usize, &mut AbortedTxns),
+        handed: &mut u64,
+        each: &mut impl FnMut(u32, &Record<'_>) -> Result<bool>,
+    ) -> Result<Option<usize>> {
+        let Some(state) = reading(&mut self.partitions, part.partition) else {
+            return Ok(None);
+        };
+        let batches = Batches::resume(Format::Kafka, part.records, start, BATCH_BYTES_MAX);
+        for step in batches {
+            let (at, batch) = match step {
+                Ok(found) => found,
+                // The byte budget cut the last batch: fetched again next time.
+                Err(stop) if stop.is_truncated() && stop.position > 0 => break,
+                Err(stop) => {
+                    let (addr, topic) = (&self.addr, &self.topic);
+                    return Err(fetched(addr, topic, part.partition, "batch", stop.error));
+                }
+            };
+            // A transaction's marker is no record, and a read_committed
+            // consumer passes over the batches of aborted transactions
+            // (all of them read in order: markers end them).
+            if aborted.passes_over(&batch.header) {
+                state.offset = state.offset.max(batch.header.next_offset());
+                continue;
+            }
+            let failed = |e| fetched(&self.addr, &self.topic, part.partition, "record", e);
+            let records = batch
+                .records_in(&mut self.scratch, self.record_bytes_max)
+                .map_err(failed)?;
+            for record in records {
+                let record = record.map_err(failed)?;
+                if record.offset < state.offset || state.stop_at.is_some_and(|s| record.offset >= s)
+                {
                     continue;
                 }
-                let failed = |e| fetched(&self.addr, &self.topic, part.partition, "record", e);
-                let records = batch
-                    .records_in(&mut self.scratch, self.record_bytes_max)
-                    .map_err(failed)?;
-                for record in records {
-                    let record = record.map_err(failed)?;
-                    if record.offset < state.offset
-                        || state.stop_at.is_some_and(|s| record.offset >= s)
-                    {
-                        continue;
-                    }
-                    state.offset = record.offset + 1;
-                    handed += 1;
-                    if !each(part.partition, &record)? {
-                        // Resume at this batch: its records before
-                        // `state.offset` are skipped.
-                        stop = Some((index, at as usize));
-                        break 'parts;
-                    }
+                state.offset = record.offset + 1;
+                *handed += 1;
+                if !each(part.partition, &record)? {
+                    return Ok(Some(at as usize));
                 }
             }
         }
-        if let Some((index, at)) = stop {
-            self.current = Some((frame, index, at));
-        }
-        Ok(handed)
+        Ok(None)
     }
 
     /// A partition of a response that failed: passed over when its fetcher
@@ -566,13 +620,38 @@ pub(crate) fn say_once(
     notices.push(notice);
 }
 
-/// The partitions of a fetch response, once its header says it succeeded.
-fn fetched_parts<'f>(addr: &str, frame: &'f [u8]) -> Result<Vec<protocol::FetchedPartition<'f>>> {
+/// A fetch response not handed out whole, and where to resume in it: the
+/// partition's index in the response, a batch's byte position, and the
+/// aborted transactions as they were before that batch (`None`: from the
+/// partition's answer).
+#[derive(Debug)]
+struct Resume {
+    frame: Vec<u8>,
+    part: usize,
+    at: usize,
+    aborted: Option<AbortedTxns>,
+}
+
+/// The aborted transactions of a partition's answer (none unless it is
+/// a read_committed one).
+fn aborted_of(part: &protocol::FetchedPartition<'_>) -> AbortedTxns {
+    match &part.stable {
+        Some((_, list)) if !list.is_empty() => AbortedTxns::new(list),
+        _ => AbortedTxns::default(),
+    }
+}
+
+/// The partitions of a fetch response of `version`, once its header says
+/// it succeeded.
+fn fetched_parts<'f>(
+    addr: &str,
+    frame: &'f [u8],
+    version: u16,
+) -> Result<Vec<protocol::FetchedPartition<'f>>> {
     let mut r = Reader::new(frame);
     let header = protocol::decode_response_header(&mut r).map_err(|e| protocol_error(addr, e))?;
     Connection::check(&header)?;
-    protocol::decode_fetch_response(&mut r, protocol::FETCH_VERSION_CONSUMER)
-        .map_err(|e| protocol_error(addr, e))
+    protocol::decode_fetch_response(&mut r, version).map_err(|e| protocol_error(addr, e))
 }
 
 /// A fetched batch or record of `topic` [`partition`] that does not decode.

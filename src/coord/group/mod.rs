@@ -51,17 +51,16 @@ use crate::coord::transactions::committed_offset;
 use crate::coord::{assign, Ephemeral, MemberInfo, Registry};
 use crate::coord::{RegistryLocator, SessionState};
 use crate::error::{Error, Result, ZkCause};
-use crate::random::XorShift;
 use crate::storage::record::Record;
 
+mod backoff;
 mod reset;
+use backoff::Backoff;
+#[cfg(test)]
+use backoff::BACKOFF_BASE_MS;
 use reset::spec_name;
 pub use reset::{reset_offsets, OffsetReset};
 
-/// The first wait after a conflict, before it doubles.
-const BACKOFF_BASE_MS: u64 = 20;
-/// How many times the wait doubles at most (to 640 ms).
-const BACKOFF_DOUBLINGS_MAX: u32 = 5;
 /// The longest a backing-off member sleeps before it looks for a stop
 /// (SIGINT), so that it ends within a second however long it backs off.
 const NAP_STEP: Duration = Duration::from_millis(20);
@@ -392,28 +391,6 @@ pub(crate) fn transient(e: &Error) -> bool {
     )
 }
 
-/// The random wait after a conflict: a base that doubles with each
-/// attempt, from 40 ms up to 640 ms, plus a random part below the base,
-/// so that members that collided do not collide again in step.
-#[derive(Debug)]
-struct Backoff {
-    random: XorShift,
-}
-
-impl Backoff {
-    fn new(seed: u64) -> Backoff {
-        Backoff {
-            random: XorShift::new(seed),
-        }
-    }
-
-    /// The wait before retrying after conflict number `attempt` (from 1).
-    fn next(&mut self, attempt: u32) -> Duration {
-        let base_ms = BACKOFF_BASE_MS << attempt.min(BACKOFF_DOUBLINGS_MAX);
-        Duration::from_millis(base_ms + self.random.next() % base_ms)
-    }
-}
-
 /// A unique member id: host-pid-nanos.
 fn member_id() -> String {
     let nanos = std::time::SystemTime::now()
@@ -476,10 +453,15 @@ impl GroupMember {
         if config.reset == OffsetSpec::Stored {
             insist_on_commits(&*share.registry, &config, routes.len() as u32)?;
         }
-        let ends = bounds(&routes, &config.topic, &mut conns)?
-            .into_iter()
-            .map(|(_, end)| end)
-            .collect();
+        let ends = bounds(
+            &routes,
+            &config.topic,
+            &mut conns,
+            config.fetch.read_committed,
+        )?
+        .into_iter()
+        .map(|(_, end)| end)
+        .collect();
         let mut m = GroupMember {
             config,
             share,
@@ -700,7 +682,12 @@ impl GroupMember {
             return Ok(());
         }
         self.routes = routes(&*self.share.registry, &self.config.topic, &mut self.conns)?;
-        let bounds = bounds(&self.routes, &self.config.topic, &mut self.conns)?;
+        let bounds = bounds(
+            &self.routes,
+            &self.config.topic,
+            &mut self.conns,
+            self.config.fetch.read_committed,
+        )?;
         let mut parts = Vec::with_capacity(self.share.owned.len());
         let owned: Vec<u32> = self.share.owned.iter().map(|(p, _)| *p).collect();
         for p in owned {
@@ -1071,28 +1058,6 @@ mod tests {
     fn set_mtime(path: &std::path::Path, at: SystemTime) {
         let file = std::fs::File::options().write(true).open(path).unwrap();
         file.set_modified(at).unwrap();
-    }
-
-    #[test]
-    fn backoff_doubles_to_its_bound_with_jitter_below_the_base() {
-        // Seed 0 too: an xorshift state of 0 would stay 0, with no jitter.
-        for seed in [0, 1, 2, 4242, u64::from(u32::MAX)] {
-            let mut backoff = Backoff::new(seed);
-            let mut jitters = std::collections::BTreeSet::new();
-            for attempt in 1..=12u32 {
-                let base_ms = 20 << attempt.min(5);
-                let d = backoff.next(attempt).as_millis() as u64;
-                assert!(
-                    (base_ms..2 * base_ms).contains(&d),
-                    "seed {seed}, attempt {attempt}: {d} ms"
-                );
-                jitters.insert(d - base_ms);
-            }
-            assert!(
-                jitters.len() > 6,
-                "seed {seed}: the random part hardly changes: {jitters:?}"
-            );
-        }
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub fn reset_offsets(
     }
     let mut conns = Connections::new();
     let routes = routes(registry, topic, &mut conns)?;
-    let bounds = bounds(&routes, topic, &mut conns)?;
+    let bounds = bounds(&routes, topic, &mut conns, false)?;
     let mut resets = Vec::with_capacity(bounds.len());
     for (p, (&(start, end), addr)) in (0u32..).zip(bounds.iter().zip(&routes)) {
         let name = format!("{topic} [{p}]");
