@@ -5,58 +5,10 @@
 mod common;
 
 use std::path::Path;
-use std::sync::Arc;
 
 use common::kafka::{self, Kcat};
+use common::txn::{batch_of, write_transactions};
 use common::{bin, consume, consume_from, BrokerProc};
-use klog::storage::fs::RealFs;
-use klog::storage::log::{Log, LogConfig, OpenOptions};
-use klog::storage::record::control::Marker;
-use klog::storage::record::{self, BatchBuilder, ATTR_TRANSACTIONAL};
-
-/// A batch holding `value`, from producer `id` in a transaction (with
-/// sequence `seq`) when `id` is not -1.
-fn batch(id: i64, seq: i32, value: &str) -> Vec<u8> {
-    let mut b = BatchBuilder::new();
-    b.push(1_700_000_000_000, None, &[], value.as_bytes());
-    let mut bytes = b.finish().to_vec();
-    if id >= 0 {
-        record::set_producer(&mut bytes, id, 0, seq);
-        bytes[21..23].copy_from_slice(&ATTR_TRANSACTIONAL.to_be_bytes());
-        let crc = crc32c::crc32c(&bytes[21..]);
-        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
-    }
-    bytes
-}
-
-/// Partition t-0 of `data`: "plain" at 0; producer 7's "committed" at 1
-/// and producer 8's "aborted" at 2; "plain-2" at 3; 7 commits at 4, 8
-/// aborts at 5; producer 9's "open" at 6 (its transaction left open).
-fn write_transactions(data: &Path) {
-    let dir = data.join("t-0");
-    std::fs::create_dir_all(&dir).unwrap();
-    let options = OpenOptions {
-        writable: true,
-        lock: true,
-    };
-    let mut log = Log::open(Arc::new(RealFs), &dir, LogConfig::default(), options).unwrap();
-    for (id, value) in [
-        (-1, "plain"),
-        (7, "committed"),
-        (8, "aborted"),
-        (-1, "plain-2"),
-    ] {
-        log.append(&mut batch(id, 0, value), 1_000).unwrap();
-    }
-    let marker = |commit| Marker {
-        commit,
-        coordinator_epoch: 3,
-    };
-    log.append_marker((7, 0), marker(true), 1_000).unwrap();
-    log.append_marker((8, 0), marker(false), 1_000).unwrap();
-    log.append(&mut batch(9, 0, "open"), 1_000).unwrap();
-    log.close().unwrap();
-}
 
 /// klog-dump shows each marker as Kafka's dump does, and the transaction
 /// still open; --verify finds nothing wrong with control batches.
@@ -461,7 +413,7 @@ fn a_transactional_batch_outside_any_transaction_is_refused() {
     let broker = kafka::KafkaBroker::start(&[]);
     broker.produce_lines("t", 1);
     let mut s = std::net::TcpStream::connect(&broker.kafka).unwrap();
-    let (code, _) = kafka::produce_v3(&mut s, "t", &batch(77, 0, "stray"));
+    let (code, _) = kafka::produce_v3(&mut s, "t", &batch_of(77, 0, &["stray"]));
     // Without a transactional id, as Kafka: nobody adds records to a
     // transaction (another's open one too) without write on its id.
     assert_eq!(code, 53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED");

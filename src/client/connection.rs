@@ -15,6 +15,7 @@ use crate::net::{is_tick, Stream};
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
+use crate::client::offset::Extent;
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::protocol::{self, ErrorCode, Reader, TopicMetadata};
@@ -503,18 +504,22 @@ impl Connection {
     }
 
     /// [`Connection::partitions`] as a consumer sees them: for a
-    /// read_committed one, each partition ends at its last stable offset
-    /// (the first offset of a transaction still open), as Kafka's
-    /// ListOffsets answers such a consumer; so do `-o end`, `-o -N` and
-    /// `-e`. The broker is asked once, by a read_committed fetch at each
-    /// partition's end that waits for nothing.
-    pub fn partitions_as(&mut self, topic: &str, read_committed: bool) -> Result<Vec<(u64, u64)>> {
-        let mut offsets = self.partitions(topic)?;
-        let held = |(p, &(start, end)): (usize, &(u64, u64))| {
-            (start < protocol::OFFLINE).then(|| protocol::FetchPartition {
+    /// read_committed one, each partition's reading ends at its last
+    /// stable offset (the first offset of a transaction still open), as
+    /// Kafka's ListOffsets answers such a consumer. The broker is asked
+    /// once, by a read_committed fetch at each partition's end that waits
+    /// for nothing.
+    pub fn partitions_as(&mut self, topic: &str, read_committed: bool) -> Result<Vec<Extent>> {
+        let mut offsets: Vec<Extent> = self
+            .partitions(topic)?
+            .into_iter()
+            .map(|(start, end)| Extent::of(start, end))
+            .collect();
+        let held = |(p, e): (usize, &Extent)| {
+            (e.start < protocol::OFFLINE).then(|| protocol::FetchPartition {
                 topic: topic.to_string(),
                 partition: p as u32,
-                offset: end,
+                offset: e.end,
                 bytes_max: 0,
                 leader_epoch: None,
             })
@@ -530,7 +535,7 @@ impl Connection {
         };
         let (header, at) =
             self.call(|out, id| protocol::committed_fetch_request(out, id, want, &parts))?;
-        Self::check(&header)?;
+        Self::check(&header).map_err(|e| older_broker(e, &self.addr))?;
         let mut r = Reader::new(&self.response[at..]);
         let answer = protocol::decode_fetch_response(&mut r, protocol::FETCH_VERSION_COMMITTED)
             .map_err(|e| protocol_error(&self.addr, e))?;
@@ -538,8 +543,8 @@ impl Connection {
             let (Some((stable, _)), ErrorCode::None) = (&part.stable, part.error) else {
                 continue;
             };
-            if let Some((start, end)) = offsets.get_mut(part.partition as usize) {
-                *end = (*end).min(*stable).max(*start);
+            if let Some(e) = offsets.get_mut(part.partition as usize) {
+                e.stable = e.end.min(*stable).max(e.start);
             }
         }
         Ok(offsets)
@@ -670,6 +675,25 @@ impl Connection {
 /// Every partition's (start, end) offsets, as a broker reports them.
 pub type PartitionOffsets = Vec<(u64, u64)>;
 
+/// `e`, a broker's refusal of a read_committed fetch, said as what to do
+/// when the broker is older than klog's fetch version 6.
+fn older_broker(e: Error, addr: &str) -> Error {
+    match e {
+        Error::Broker {
+            code: ErrorCode::UnsupportedRequest,
+            message,
+        } => Error::Broker {
+            code: ErrorCode::UnsupportedRequest,
+            message: format!(
+                "{message}: the broker at {addr} is older than read_committed consumers \
+                 (fetch version {}); upgrade it, or read with --isolation-level read_uncommitted",
+                protocol::FETCH_VERSION_COMMITTED
+            ),
+        },
+        other => other,
+    }
+}
+
 /// Connections to several brokers, by address: each opened on first use,
 /// kept for the next request, and opened again once when it broke.
 #[derive(Debug, Default)]
@@ -777,6 +801,22 @@ mod tests {
             ),
             "{cut}"
         );
+    }
+
+    /// A broker older than fetch version 6 refuses a read_committed
+    /// consumer: the error says how to read from it anyway.
+    #[test]
+    fn an_older_broker_refusing_read_committed_is_told_what_to_do() {
+        let refused = |code| Error::Broker {
+            code,
+            message: "Fetch version 6 is not supported (this broker speaks versions 4 to 5)".into(),
+        };
+        let said = older_broker(refused(ErrorCode::UnsupportedRequest), "b:1").to_string();
+        assert!(said.contains("versions 4 to 5"), "{said}");
+        assert!(said.contains("the broker at b:1 is older"), "{said}");
+        assert!(said.contains("--isolation-level read_uncommitted"), "{said}");
+        let other = older_broker(refused(ErrorCode::NotLeader), "b:1").to_string();
+        assert_eq!(other, refused(ErrorCode::NotLeader).to_string());
     }
 
     /// A broker that answers each request with `answer(correlation_id)`.

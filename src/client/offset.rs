@@ -43,26 +43,52 @@ fn bad_offset(s: &str) -> String {
     format!("{s:?} is not an offset: use beginning, end, stored, N, -N or @TIMESTAMP")
 }
 
-/// Resolves a start position in a partition holding `start..end`;
-/// `by_timestamp` finds the first offset at or after a timestamp.
+/// A partition's offsets as a consumer sees them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Extent {
+    /// The first offset held.
+    pub start: u64,
+    /// One past the last offset visible (the high watermark): a consumer
+    /// may start anywhere from `start` to here.
+    pub end: u64,
+    /// Where a consumer's reading ends now: for a read_committed one the
+    /// last stable offset (the first offset of a transaction still open),
+    /// else `end`. `-o end`, `-o -N` and `-e` count from here.
+    pub stable: u64,
+}
+
+impl Extent {
+    /// The offsets `start..end` with no transaction open (or read
+    /// uncommitted).
+    pub fn of(start: u64, end: u64) -> Extent {
+        Extent {
+            start,
+            end,
+            stable: end,
+        }
+    }
+}
+
+/// Resolves a start position in a partition of `extent`; `by_timestamp`
+/// finds the first offset at or after a timestamp.
 pub fn resolve_in(
-    start: u64,
-    end: u64,
+    extent: Extent,
     spec: OffsetSpec,
     name: &str,
     by_timestamp: impl FnOnce(i64) -> Result<Option<u64>>,
 ) -> Result<u64> {
+    let Extent { start, end, stable } = extent;
     Ok(match spec {
         OffsetSpec::Beginning => start,
-        OffsetSpec::End => end,
+        OffsetSpec::End => stable,
         OffsetSpec::Absolute(n) if (start..=end).contains(&n) => n,
         OffsetSpec::Absolute(n) => {
             return Err(Error::Config(format!(
                 "offset {n} is out of range for {name}, which starts at offset {start} and ends at {end}"
             )))
         }
-        OffsetSpec::FromEnd(n) => end.saturating_sub(n).max(start),
-        OffsetSpec::Timestamp(ts) => by_timestamp(ts)?.unwrap_or(end),
+        OffsetSpec::FromEnd(n) => stable.saturating_sub(n).max(start),
+        OffsetSpec::Timestamp(ts) => by_timestamp(ts)?.unwrap_or(stable),
         OffsetSpec::Stored => return Err(Error::Config(
             "-o stored reads a consumer group's committed offset: it needs -G GROUP --registry REGISTRY"
                 .into(),

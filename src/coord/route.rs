@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use crate::client::connection::Connection;
+use crate::client::offset::Extent;
 use crate::client::{Connections, Locate};
 use crate::coord::{BrokerInfo, Placement, Registry};
 use crate::error::{Error, Result};
@@ -184,8 +185,8 @@ pub(crate) fn bounds(
     topic: &str,
     conns: &mut Connections,
     read_committed: bool,
-) -> Result<Vec<(u64, u64)>> {
-    let mut out = vec![(0, 0); routes.len()];
+) -> Result<Vec<Extent>> {
+    let mut out = vec![Extent::default(); routes.len()];
     let mut asked: Vec<&String> = Vec::new();
     for addr in routes {
         if asked.contains(&addr) {
@@ -195,9 +196,9 @@ pub(crate) fn bounds(
         let offsets = conns.with(addr, |c| c.partitions_as(topic, read_committed))?;
         for (p, route) in routes.iter().enumerate() {
             if route == addr {
-                out[p] = offsets.get(p).copied().unwrap_or((0, 0));
+                out[p] = offsets.get(p).copied().unwrap_or_default();
                 // An offline partition has no end to wait for: say why.
-                conns.with(addr, |c| c.check_online(topic, p as u32, out[p].0))?;
+                conns.with(addr, |c| c.check_online(topic, p as u32, out[p].start))?;
             }
         }
     }

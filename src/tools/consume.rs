@@ -13,7 +13,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use serde::Serialize;
 
-use crate::client::offset::{resolve_in, OffsetSpec};
+use crate::client::offset::{resolve_in, Extent, OffsetSpec};
 use crate::error::{IoContext, Result};
 use crate::human::format_rfc3339;
 use crate::limits;
@@ -28,9 +28,8 @@ use crate::storage::segment::{self, log_file_name, parse_log_file_name, SEGMENT_
 
 /// Resolves a start position against an open log.
 pub fn resolve(log: &Log, spec: OffsetSpec, name: &str) -> Result<u64> {
-    resolve_in(log.start_offset(), log.next_offset(), spec, name, |ts| {
-        log.offset_for_timestamp(ts)
-    })
+    let extent = Extent::of(log.start_offset(), log.next_offset());
+    resolve_in(extent, spec, name, |ts| log.offset_for_timestamp(ts))
 }
 
 /// One piece of a `-f` format.

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::client::offset::{resolve_in, OffsetSpec};
+use crate::client::offset::{resolve_in, Extent, OffsetSpec};
 use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
 use crate::coord::group::{GroupConfig, GroupMember};
 use crate::coord::Registry;
@@ -335,8 +335,7 @@ fn open_remote(options: &Options) -> anyhow::Result<Source> {
     let mut conns = Connections::new();
     let (routes, locator) = remote_routes(options, &mut conns)?;
     // Each broker's (start, end) offsets of the topic's partitions.
-    let mut offsets: std::collections::HashMap<&str, crate::client::PartitionOffsets> =
-        Default::default();
+    let mut offsets: std::collections::HashMap<&str, Vec<Extent>> = Default::default();
     let mut parts = Vec::new();
     let mut ends = Vec::new();
     for p in chosen_partitions(options, routes.len() as u32)? {
@@ -349,11 +348,11 @@ fn open_remote(options: &Options) -> anyhow::Result<Source> {
                 .with_context(|| format!("cannot read topic {:?} from {addr}", options.topic))?;
             offsets.insert(addr, held);
         }
-        let (start, end) = offsets[addr].get(p as usize).copied().unwrap_or((0, 0));
+        let extent = offsets[addr].get(p as usize).copied().unwrap_or_default();
         conns
-            .with(addr, |c| c.check_online(&options.topic, p, start))
+            .with(addr, |c| c.check_online(&options.topic, p, extent.start))
             .with_context(|| format!("partition {p} of {:?} is offline", options.topic))?;
-        if start == crate::protocol::ELSEWHERE {
+        if extent.start == crate::protocol::ELSEWHERE {
             return Err(crate::Error::Broker {
                 code: crate::protocol::ErrorCode::PartitionElsewhere,
                 message: format!(
@@ -364,16 +363,16 @@ fn open_remote(options: &Options) -> anyhow::Result<Source> {
             .context("use --registry REGISTRY to find each partition's broker");
         }
         let name = format!("{} [{p}]", options.topic);
-        let offset = resolve_in(start, end, options.offset, &name, |ts| {
+        let offset = resolve_in(extent, options.offset, &name, |ts| {
             conns.with(addr, |c| c.list_offsets(&options.topic, p, ts))
         })?;
         let part = ConsumerPartition {
             partition: p,
             offset,
-            stop_at: options.exit_at_end.then_some(end),
+            stop_at: options.exit_at_end.then_some(extent.stable),
         };
         parts.push((addr.to_string(), part));
-        ends.push((p, end));
+        ends.push((p, extent.stable));
     }
     let consumer = match locator {
         // Each partition follows its leader when it moves.
@@ -684,7 +683,7 @@ fn follow_remote(
                 if !reported[i] && at >= end {
                     reported[i] = true;
                     say.info(format_args!(
-                        "Reached end of topic {} [{p}] at offset {end}",
+                        "Reached end of topic {} [{p}] at offset {at}",
                         options.topic
                     ));
                 }

@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod kafka;
 pub mod netns;
 pub mod registry;
+pub mod txn;
 pub mod zk;
 
 /// A command for one of the binaries.

@@ -143,7 +143,7 @@ fn gather<'s>(
             Some(refusal) => Err(refusal),
             None => shared
                 .partition(&a.topic, a.partition)
-                .and_then(|p| locate(&p, a, (replica, read_committed), budget_bytes)),
+                .and_then(|p| locate(&p, a, (version, replica, read_committed), budget_bytes)),
         };
         let (code, msg, start, end, slice) = match found {
             Err((code, msg)) => (code, msg, 0, 0, None),
@@ -238,7 +238,7 @@ struct Located {
 fn locate(
     p: &Partition,
     a: &FetchPartition,
-    (replica, read_committed): (bool, bool),
+    (version, replica, read_committed): (u16, bool, bool),
     budget_bytes: u64,
 ) -> std::result::Result<Located, (ErrorCode, String)> {
     let mut log = p.lock();
@@ -248,7 +248,11 @@ fn locate(
         (hw, hw, Vec::new(), log.locate(a.offset, budget_bytes))
     } else {
         let end = p.readable_end(&log)?;
-        let stable = log.last_stable_offset().map_err(storage)?.min(end);
+        // Only version 6 answers it (it may rebuild the producers' state).
+        let stable = match version >= protocol::FETCH_VERSION_COMMITTED {
+            true => log.last_stable_offset().map_err(storage)?.min(end),
+            false => end,
+        };
         let (aborted, below) = match read_committed {
             true => log.aborted_for_fetch(a.offset, stable),
             false => (Vec::new(), end),

@@ -44,7 +44,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::client::offset::{resolve_in, OffsetSpec};
+use crate::client::offset::{resolve_in, Extent, OffsetSpec};
 use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
 use crate::coord::route::{bounds, partition_count, retriable, routes};
 use crate::coord::transactions::committed_offset;
@@ -460,7 +460,7 @@ impl GroupMember {
             config.fetch.read_committed,
         )?
         .into_iter()
-        .map(|(_, end)| end)
+        .map(|extent| extent.stable)
         .collect();
         let mut m = GroupMember {
             config,
@@ -692,12 +692,12 @@ impl GroupMember {
         let owned: Vec<u32> = self.share.owned.iter().map(|(p, _)| *p).collect();
         for p in owned {
             let addr = self.routes[p as usize].clone();
-            let (start, end) = bounds.get(p as usize).copied().unwrap_or((0, 0));
-            let offset = self.start_offset(p, &addr, start, end)?;
+            let extent = bounds.get(p as usize).copied().unwrap_or_default();
+            let offset = self.start_offset(p, &addr, extent)?;
             let stop_at = self
                 .config
                 .exit_at_end
-                .then(|| self.ends.get(p as usize).copied().unwrap_or(end));
+                .then(|| self.ends.get(p as usize).copied().unwrap_or(extent.stable));
             let part = ConsumerPartition {
                 partition: p,
                 offset,
@@ -716,10 +716,12 @@ impl GroupMember {
         Ok(())
     }
 
-    /// Where partition `p` (holding `start..end`, on broker `addr`)
-    /// resumes: the group's committed offset; the `-o` policy when it has
+    /// Where partition `p` (of `extent`, on broker `addr`) resumes: the
+    /// group's committed offset (above the last stable offset too: read
+    /// from there once its transactions end); the `-o` policy when it has
     /// none, or when it is past the end of the log (with a notice).
-    fn start_offset(&mut self, p: u32, addr: &str, start: u64, end: u64) -> Result<u64> {
+    fn start_offset(&mut self, p: u32, addr: &str, extent: Extent) -> Result<u64> {
+        let Extent { start, end, .. } = extent;
         let (group, topic) = (&self.config.group, &self.config.topic);
         // A Kafka transaction's committed offsets count, written or not.
         let committed = committed_offset(&*self.share.registry, group, topic, p)?;
@@ -729,7 +731,7 @@ impl GroupMember {
         };
         let name = format!("{topic} [{p}]");
         let reset = |conns: &mut Connections| {
-            resolve_in(start, end, spec, &name, |ts| {
+            resolve_in(extent, spec, &name, |ts| {
                 conns.with(addr, |c| c.list_offsets(topic, p, ts))
             })
         };

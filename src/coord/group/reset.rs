@@ -53,9 +53,9 @@ pub fn reset_offsets(
     let routes = routes(registry, topic, &mut conns)?;
     let bounds = bounds(&routes, topic, &mut conns, false)?;
     let mut resets = Vec::with_capacity(bounds.len());
-    for (p, (&(start, end), addr)) in (0u32..).zip(bounds.iter().zip(&routes)) {
+    for (p, (&extent, addr)) in (0u32..).zip(bounds.iter().zip(&routes)) {
         let name = format!("{topic} [{p}]");
-        let offset = resolve_in(start, end, spec, &name, |ts| {
+        let offset = resolve_in(extent, spec, &name, |ts| {
             conns.with(addr, |c| c.list_offsets(topic, p, ts))
         })?;
         let before = match registry.committed(group, topic, p) {

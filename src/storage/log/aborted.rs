@@ -107,7 +107,7 @@ impl Aborted {
         let open_at_from = self.between(from, to).filter(|a| a.first_offset <= from);
         let most = told_max.max(open_at_from.count());
         // The smallest first offsets, one more than told (a max-heap).
-        let mut told = std::collections::BinaryHeap::with_capacity(most + 2);
+        let mut told = std::collections::BinaryHeap::new();
         for a in self.between(from, to) {
             told.push(key(a));
             if told.len() > most + 1 {

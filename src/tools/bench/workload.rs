@@ -335,21 +335,37 @@ pub fn consume(
         std::thread::sleep(Duration::from_millis(20));
     };
     let parts = partitions_at(route, &offsets, |&(start, end)| (start, Some(end)));
+    // Every record up to the ends counted (a transaction's too): no
+    // wait at a transaction still open.
     let config = ConsumerConfig {
         fetch_bytes_max,
         prefetch,
+        read_committed: false,
         ..ConsumerConfig::default()
     };
     let start = Instant::now();
     let mut consumer = Consumer::start_on(&parts, topic, config)?;
     let mut report = Report::default();
-    while report.records < records {
+    while report.records < records && !consumer.done() {
+        if crate::stop::stopping() {
+            return Err(Error::Stopped {
+                addr: route.any().to_string(),
+            });
+        }
         consumer.poll(Duration::from_millis(500), |_, r| {
             report.records += 1;
             report.bytes += r.value.len() as u64;
             Ok(report.records < records)
         })?;
         progress(report.records);
+    }
+    if report.records < records {
+        // Transactions' markers take offsets and hold no record.
+        return Err(Error::Config(format!(
+            "topic {topic:?} holds {} records, fewer than the {records} asked for \
+             (transaction markers take offsets too)",
+            report.records
+        )));
     }
     report.secs = start.elapsed().as_secs_f64();
     Ok(report)
@@ -380,6 +396,7 @@ pub fn latency(
     let parts = partitions_at(route, &offsets, |&(_, end)| (end, None));
     let config = ConsumerConfig {
         wait_ms_max: 100,
+        read_committed: false,
         ..ConsumerConfig::default()
     };
     let mut consumer = Consumer::start_on(&parts, topic, config)?;
