@@ -32,7 +32,7 @@ _klog-consume() {
 '--registry=[The registry of consumer groups and brokers\: a directory (one host) or a ZooKeeper ensemble, zk\://HOST\:PORT\[,HOST\:PORT...\]/CHROOT (many hosts). Without -G, read each partition from its broker there]:REGISTRY:_files' \
 '--commit-interval=[With -G\: commit offsets this often (and at rebalances and exit)]:DURATION:_default' \
 '--session-timeout=[With -G\: a member silent for longer (stopped, stuck) loses its partitions to the others, and its late commits are refused; when it wakes it rejoins. Members renew their session and look at the registry ten times per timeout; a member that dies leaves at once]:DURATION:_default' \
-'--reset-offsets=[With -G\: set the group'\''s committed offsets of every partition of the topic to SPEC (beginning, end, N, -N, @TIMESTAMP, resolved against the brokers), print them (-J\: as JSON), and exit without consuming; refused (exit 1) while the group has live members, like kafka-consumer-groups --reset-offsets]:SPEC:_default' \
+'--reset-offsets=[With -G\: set the group'\''s committed offsets of every partition of the topic to SPEC (beginning, end, N, -N, @TIMESTAMP, resolved against the brokers; end and -N count from the last stable offset unless --isolation-level read_uncommitted), print them (-J\: as JSON), and exit without consuming; refused (exit 1) while the group has live members, like kafka-consumer-groups --reset-offsets]:SPEC:_default' \
 '-b+[The broker to read from]:HOST[:PORT]:_default' \
 '--broker=[The broker to read from]:HOST[:PORT]:_default' \
 '--data-dir=[Embedded mode\: read the logs in this data directory directly, with no broker (no lock is taken)]:DIR:_files' \

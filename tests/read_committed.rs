@@ -88,7 +88,7 @@ fn a_consumer_that_stops_after_every_record_resumes_where_it_was() {
     let broker = BrokerProc::start(dir.path(), &[]);
     let extent = Connection::connect(&broker.addr)
         .unwrap()
-        .partitions_as("t", true)
+        .partitions_as("t", true, &[0])
         .unwrap()[0];
     let part = ConsumerPartition {
         partition: 0,
@@ -141,6 +141,33 @@ fn a_group_resumes_above_the_last_stable_offset_without_rewinding() {
         "read_committed: offset 7, above the last stable 6"
     );
     assert_eq!(group(&uncommitted), "", "the group's offset is still 7");
+    // A reset to the end counts from where the group's members read to.
+    let reset = |args: &[&str]| {
+        let out = bin("klog-consume")
+            .args([
+                "-b",
+                &broker.addr,
+                "-t",
+                "t",
+                "-G",
+                "g",
+                "-J",
+                "--reset-offsets",
+                "end",
+            ])
+            .args(args)
+            .assert()
+            .success();
+        let line = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+        let reset: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+        reset["offset"].clone()
+    };
+    assert_eq!(reset(&[]), 6, "read_committed: the last stable offset");
+    assert_eq!(
+        reset(&uncommitted),
+        7,
+        "read_uncommitted: the high watermark"
+    );
     assert_eq!(consume_from(&broker.addr, "t", &["-o", "7"]), "");
     let out = bin("klog-consume")
         .args(["-b", &broker.addr, "-t", "t", "-e", "-o", "8"])

@@ -159,11 +159,13 @@ fn confluent_kafka_commits_and_aborts_transactions() {
     assert!(all.contains("b-3"));
 }
 
-/// Two producers' transactions interleaved in one partition, a third of
-/// them aborted, and one left open at the end: klog-consume reads what
-/// kcat reads (both read_committed), also when each fetch ends inside a
-/// transaction (1 KiB fetches), every committed value once;
-/// read_uncommitted reads every value.
+/// Two producers' transactions open together, their batches interleaved
+/// in one partition, a third of each one's aborted; then one left open
+/// (with a timeout longer than the reads' deadline), and more of both
+/// kinds after it: klog-consume reads what kcat reads (both
+/// read_committed, to the open transaction), also when each fetch ends
+/// inside a transaction (1 KiB fetches), every committed value before it
+/// once; read_uncommitted reads every value.
 #[test]
 fn klog_consume_reads_committed_records_as_kcat_does() {
     let (Some(python), Some(kcat)) = (kafka::python(), kafka::kcat_path()) else {
@@ -171,25 +173,25 @@ fn klog_consume_reads_committed_records_as_kcat_does() {
     };
     let broker = kafka::KafkaBroker::start(&[]);
     let (txns, n) = (12, 40);
-    std::thread::scope(|s| {
-        for id in ["x", "y"] {
-            let (python, bootstrap) = (&python, &broker.kafka);
-            s.spawn(move || {
-                let app = format!("app-{id}");
-                let args = ["mixed", "t", &app, id, &txns.to_string(), &n.to_string()];
-                assert_eq!(txn_script(python, bootstrap, &args), ["done"]);
-            });
-        }
-    });
+    let overlap = |txn: &str, txns: usize| {
+        let args = ["overlap", "t", txn, &txns.to_string(), &n.to_string()];
+        assert_eq!(txn_script(&python, &broker.kafka, &args), ["done"]);
+    };
+    overlap("app", txns);
     let _open = spawn_txn(
         &python,
         &broker.kafka,
         &["open", "t", "app-o", "o", "5"],
-        "60000",
+        "600000",
     );
-    let expected: std::collections::BTreeSet<String> = ["x", "y"]
+    overlap("later", 3);
+    let expected: std::collections::BTreeSet<String> = [("a", 1), ("b", 2)]
         .iter()
-        .flat_map(|id| (0..txns).filter(|t| t % 3 != 1).map(move |t| (id, t)))
+        .flat_map(|&(id, aborts)| {
+            (0..txns)
+                .filter(move |t| t % 3 != aborts)
+                .map(move |t| (id, t))
+        })
         .flat_map(|(id, t)| (0..n).map(move |i| format!("{id}-{t}-{i}")))
         .collect();
     let by_kcat = Kcat::at(&kcat, &broker.kafka).consume("t", &[]);
@@ -202,14 +204,23 @@ fn klog_consume_reads_committed_records_as_kcat_does() {
     assert_eq!(
         (read.len(), unique),
         (expected.len(), expected),
-        "each committed value once"
+        "each committed value before the open transaction once"
+    );
+    let turns = read.windows(2).filter(|w| w[0][..1] != w[1][..1]).count();
+    assert!(
+        turns > 2,
+        "the producers' transactions interleave: {turns} turns"
     );
     let all = consume_from(
         broker.addr(),
         "t",
         &["--isolation-level", "read_uncommitted"],
     );
-    assert_eq!(all.lines().count(), 2 * txns * n + 5, "read_uncommitted");
+    assert_eq!(
+        all.lines().count(),
+        2 * txns * n + 5 + 2 * 3 * n,
+        "read_uncommitted"
+    );
 }
 
 /// kafka-python's transactional producer and read_committed consumer:

@@ -114,7 +114,8 @@ pub struct Args {
     pub session_timeout_ms: u64,
     /// With -G: set the group's committed offsets of every partition of
     /// the topic to SPEC (beginning, end, N, -N, @TIMESTAMP, resolved
-    /// against the brokers), print them (-J: as JSON), and exit without
+    /// against the brokers; end and -N count from the last stable offset
+    /// unless --isolation-level read_uncommitted), print them (-J: as JSON), and exit without
     /// consuming; refused (exit 1) while the group has live members, like
     /// kafka-consumer-groups --reset-offsets.
     #[arg(

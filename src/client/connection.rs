@@ -504,27 +504,35 @@ impl Connection {
     }
 
     /// [`Connection::partitions`] as a consumer sees them: for a
-    /// read_committed one, each partition's reading ends at its last
-    /// stable offset (the first offset of a transaction still open), as
-    /// Kafka's ListOffsets answers such a consumer. The broker is asked
-    /// once, by a read_committed fetch at each partition's end that waits
-    /// for nothing.
-    pub fn partitions_as(&mut self, topic: &str, read_committed: bool) -> Result<Vec<Extent>> {
+    /// read_committed one, the partitions it reads here (`read`) end at
+    /// their last stable offset (the first offset of a transaction still
+    /// open), as Kafka's ListOffsets answers such a consumer. The broker
+    /// is asked once, by a read_committed fetch at each one's end that
+    /// waits for nothing; one it cannot answer for (a leader moving) is
+    /// its error, not an end to guess.
+    pub fn partitions_as(
+        &mut self,
+        topic: &str,
+        read_committed: bool,
+        read: &[u32],
+    ) -> Result<Vec<Extent>> {
         let mut offsets: Vec<Extent> = self
             .partitions(topic)?
             .into_iter()
             .map(|(start, end)| Extent::of(start, end))
             .collect();
-        let held = |(p, e): (usize, &Extent)| {
+        let held = |&p: &u32| {
+            let e = offsets.get(p as usize)?;
             (e.start < protocol::OFFLINE).then(|| protocol::FetchPartition {
                 topic: topic.to_string(),
-                partition: p as u32,
+                partition: p,
                 offset: e.end,
                 bytes_max: 0,
                 leader_epoch: None,
             })
         };
-        let parts: Vec<_> = offsets.iter().enumerate().filter_map(held).collect();
+        let mut parts: Vec<_> = read.iter().filter_map(held).collect();
+        parts.dedup_by_key(|p| p.partition);
         if !read_committed || parts.is_empty() {
             return Ok(offsets);
         }
@@ -539,15 +547,29 @@ impl Connection {
         let mut r = Reader::new(&self.response[at..]);
         let answer = protocol::decode_fetch_response(&mut r, protocol::FETCH_VERSION_COMMITTED)
             .map_err(|e| protocol_error(&self.addr, e))?;
+        let mut unanswered: Vec<u32> = parts.iter().map(|p| p.partition).collect();
         for part in answer {
-            let (Some((stable, _)), ErrorCode::None) = (&part.stable, part.error) else {
+            if part.error != ErrorCode::None {
+                return Err(Error::Broker {
+                    code: part.error,
+                    message: part.message,
+                });
+            }
+            let (Some((stable, _)), Some(e)) =
+                (&part.stable, offsets.get_mut(part.partition as usize))
+            else {
                 continue;
             };
-            if let Some(e) = offsets.get_mut(part.partition as usize) {
-                e.stable = e.end.min(*stable).max(e.start);
-            }
+            e.stable = e.end.min(*stable).max(e.start);
+            unanswered.retain(|&p| p != part.partition);
         }
-        Ok(offsets)
+        match unanswered.first() {
+            None => Ok(offsets),
+            Some(p) => Err(Error::Protocol {
+                addr: self.addr.clone(),
+                reason: format!("a read_committed fetch without partition {p} of {topic:?}"),
+            }),
+        }
     }
 
     /// Fails when metadata reported `partition` of `topic` as
@@ -677,7 +699,7 @@ pub type PartitionOffsets = Vec<(u64, u64)>;
 
 /// `e`, a broker's refusal of a read_committed fetch, said as what to do
 /// when the broker is older than klog's fetch version 6.
-fn older_broker(e: Error, addr: &str) -> Error {
+pub(crate) fn older_broker(e: Error, addr: &str) -> Error {
     match e {
         Error::Broker {
             code: ErrorCode::UnsupportedRequest,
@@ -814,7 +836,10 @@ mod tests {
         let said = older_broker(refused(ErrorCode::UnsupportedRequest), "b:1").to_string();
         assert!(said.contains("versions 4 to 5"), "{said}");
         assert!(said.contains("the broker at b:1 is older"), "{said}");
-        assert!(said.contains("--isolation-level read_uncommitted"), "{said}");
+        assert!(
+            said.contains("--isolation-level read_uncommitted"),
+            "{said}"
+        );
         let other = older_broker(refused(ErrorCode::NotLeader), "b:1").to_string();
         assert_eq!(other, refused(ErrorCode::NotLeader).to_string());
     }
@@ -870,6 +895,95 @@ mod tests {
         );
         drop(c);
         server.join().unwrap();
+    }
+
+    /// A broker whose metadata holds topic t's partitions 0 (offsets 0 to
+    /// 5) and 1 (0 to 9), and whose read_committed fetch answers with
+    /// `heads` (error, last stable offset) for partition 0, in order.
+    fn committed_broker(heads: Vec<(ErrorCode, u64)>) -> (String, std::thread::JoinHandle<()>) {
+        let asked = std::sync::atomic::AtomicUsize::new(0);
+        fake_broker(move |id| {
+            let mut out = Vec::new();
+            protocol::start_response(&mut out, id, ErrorCode::None, "");
+            out.extend_from_slice(&1u16.to_le_bytes());
+            if asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
+                let t = TopicMetadata {
+                    topic: "t".into(),
+                    error: ErrorCode::None,
+                    message: String::new(),
+                    partitions: vec![(0, 5), (0, 9)],
+                };
+                protocol::put_topic_metadata(&mut out, &t);
+            } else {
+                out.truncate(out.len() - 2);
+                out.extend_from_slice(&(heads.len() as u16).to_le_bytes());
+                for &(error, stable) in &heads {
+                    let head = protocol::FetchPartitionHead {
+                        topic: "t",
+                        partition: 0,
+                        error,
+                        message: "moving",
+                        start_offset: 0,
+                        end_offset: 5,
+                        leader_epoch: None,
+                        stable: (stable, &[]),
+                        records_len: 0,
+                    };
+                    protocol::put_fetch_partition(
+                        &mut out,
+                        protocol::FETCH_VERSION_COMMITTED,
+                        &head,
+                    );
+                }
+            }
+            protocol::finish_frame(&mut out);
+            out
+        })
+    }
+
+    /// A read_committed consumer's partitions end at their last stable
+    /// offset, those it does not read here at the high watermark; an
+    /// answer with an error, or without a partition asked, is no end.
+    #[test]
+    fn a_read_committed_end_is_the_last_stable_offset_or_an_error() {
+        let ends = |heads, read_committed| {
+            let (addr, server) = committed_broker(heads);
+            let mut c = Connection::connect(&addr).unwrap();
+            let got = c.partitions_as("t", read_committed, &[0]);
+            drop(c);
+            server.join().unwrap();
+            got
+        };
+        let stable = ends(vec![(ErrorCode::None, 3)], true).unwrap();
+        assert_eq!(
+            stable,
+            [
+                Extent {
+                    start: 0,
+                    end: 5,
+                    stable: 3
+                },
+                Extent::of(0, 9)
+            ]
+        );
+        let all = ends(vec![], false).unwrap();
+        assert_eq!(all, [Extent::of(0, 5), Extent::of(0, 9)]);
+        let moving = ends(vec![(ErrorCode::NotLeader, 0)], true).unwrap_err();
+        assert!(
+            matches!(
+                moving,
+                Error::Broker {
+                    code: ErrorCode::NotLeader,
+                    ..
+                }
+            ),
+            "{moving}"
+        );
+        let missing = ends(vec![], true).unwrap_err();
+        assert!(
+            missing.to_string().contains("without partition 0"),
+            "{missing}"
+        );
     }
 
     #[test]

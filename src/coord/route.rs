@@ -193,7 +193,10 @@ pub(crate) fn bounds(
             continue;
         }
         asked.push(addr);
-        let offsets = conns.with(addr, |c| c.partitions_as(topic, read_committed))?;
+        let read: Vec<u32> = (0..routes.len() as u32)
+            .filter(|&p| routes[p as usize] == *addr)
+            .collect();
+        let offsets = conns.with(addr, |c| c.partitions_as(topic, read_committed, &read))?;
         for (p, route) in routes.iter().enumerate() {
             if route == addr {
                 out[p] = offsets.get(p).copied().unwrap_or_default();

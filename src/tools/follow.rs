@@ -334,17 +334,22 @@ fn leaders_may_explain(e: &anyhow::Error, placed: impl Fn() -> bool) -> bool {
 fn open_remote(options: &Options) -> anyhow::Result<Source> {
     let mut conns = Connections::new();
     let (routes, locator) = remote_routes(options, &mut conns)?;
-    // Each broker's (start, end) offsets of the topic's partitions.
+    // Each broker's offsets of the topic's partitions.
     let mut offsets: std::collections::HashMap<&str, Vec<Extent>> = Default::default();
     let mut parts = Vec::new();
     let mut ends = Vec::new();
-    for p in chosen_partitions(options, routes.len() as u32)? {
+    let chosen = chosen_partitions(options, routes.len() as u32)?;
+    for &p in &chosen {
         let addr = routes[p as usize].as_str();
         if !offsets.contains_key(addr) {
+            let read: Vec<u32> = chosen
+                .iter()
+                .copied()
+                .filter(|&q| routes[q as usize] == addr)
+                .collect();
+            let rc = options.fetch.read_committed;
             let held = conns
-                .with(addr, |c| {
-                    c.partitions_as(&options.topic, options.fetch.read_committed)
-                })
+                .with(addr, |c| c.partitions_as(&options.topic, rc, &read))
                 .with_context(|| format!("cannot read topic {:?} from {addr}", options.topic))?;
             offsets.insert(addr, held);
         }
@@ -506,6 +511,7 @@ fn join_when_there(
     say: Say,
 ) -> crate::Result<Option<GroupMember>> {
     let mut said = false;
+    let started = std::time::Instant::now();
     loop {
         match GroupMember::join(Arc::clone(&registry), config.clone()) {
             Err(crate::Error::NotInRegistry { topic, registry: r }) if !config.exit_at_end => {
@@ -521,6 +527,12 @@ fn join_when_there(
                 code: crate::protocol::ErrorCode::UnknownTopic,
                 ..
             }) if !config.exit_at_end => {}
+            // A leader moving (an election) while its ends are asked: asked
+            // again, for a while with -e.
+            Err(ref e @ crate::Error::Broker { .. })
+                if crate::coord::route::retriable(e)
+                    && (!config.exit_at_end
+                        || started.elapsed() < crate::client::connection::REQUEST_TIMEOUT) => {}
             joined => return joined.map(Some),
         }
         if crate::stop::stopping() {

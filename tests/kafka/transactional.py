@@ -18,9 +18,12 @@ MODE:
                          prints "open", then sleeps (the test kills it)
   held TXN PREFIX N      as open, then commits once a line arrives on
                          stdin; prints "committed"
-  mixed TXN PREFIX T N   T transactions of N values each, PREFIX-T-N,
-                         every third (the 2nd, 5th, ...) aborted, the
-                         others committed; prints "done"
+  overlap TXN T N        two producers, TXN-a and TXN-b, each with T
+                         transactions of N values (a-T-I, b-T-I), the
+                         two open together, their batches interleaved;
+                         a aborts every third (the 2nd, 5th, ...), b
+                         the 3rd, 6th, ...; the others commit; prints
+                         "done"
   read N                 a read_committed consumer of TOPIC from its
                          beginning: prints each value read, one a line,
                          until N are read, or 20 s pass without one
@@ -106,16 +109,19 @@ def main(argv):
         else:
             print("open", flush=True)
             time.sleep(600)
-    elif mode == "mixed":
-        txn, prefix, txns, n = argv[3], argv[4], int(argv[5]), int(argv[6])
-        p = producer(bootstrap, txn)
+    elif mode == "overlap":
+        txn, txns, n = argv[3], int(argv[4]), int(argv[5])
+        a, b = producer(bootstrap, f"{txn}-a"), producer(bootstrap, f"{txn}-b")
         for t in range(txns):
-            p.begin_transaction()
-            send(p, topic, f"{prefix}-{t}", n)
-            if t % 3 == 1:
-                p.abort_transaction(30)
-            else:
-                p.commit_transaction(30)
+            a.begin_transaction()
+            b.begin_transaction()
+            for half in (range(n // 2), range(n // 2, n)):
+                for p, name in ((a, "a"), (b, "b")):
+                    for i in half:
+                        p.produce(topic, value=f"{name}-{t}-{i}".encode())
+                    p.flush(30)
+            (a.abort_transaction if t % 3 == 1 else a.commit_transaction)(30)
+            (b.abort_transaction if t % 3 == 2 else b.commit_transaction)(30)
         print("done", flush=True)
     elif mode == "zombie":
         txn = argv[3]

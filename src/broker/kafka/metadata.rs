@@ -279,6 +279,7 @@ pub(super) fn list_offset(
     if let Err((code, _)) = part.check_client_epoch(u32::try_from(current).ok()) {
         return Listed::none(kafka_code(code));
     }
+    let by_time = at >= 0;
     let at = match at {
         lo::EARLIEST_LOCAL => lo::EARLIEST,
         // No tiered storage, and no record without a timestamp has the
@@ -293,11 +294,18 @@ pub(super) fn list_offset(
     };
     match record_at(shared, topic, partition, at) {
         Ok((mut offset, timestamp)) => {
-            // A read_committed consumer's end is the last stable offset.
-            if at == lo::LATEST && read_committed {
-                match part.lock().last_stable_offset() {
-                    Ok(stable) => offset = offset.min(stable as i64),
+            // A read_committed consumer's end is the last stable offset,
+            // and a record found by time at or past it is none yet (as
+            // Kafka answers: -1).
+            if (at == lo::LATEST || by_time) && read_committed {
+                let stable = match part.lock().last_stable_offset() {
+                    Ok(stable) => stable as i64,
                     Err(e) => return Listed::none(kafka_code(error_code(&e))),
+                };
+                match at == lo::LATEST {
+                    true => offset = offset.min(stable),
+                    false if offset >= stable => return Listed::none(kafka::NONE),
+                    false => {}
                 }
             }
             let epochs = |log: &crate::storage::log::Log| match at {
@@ -315,5 +323,37 @@ pub(super) fn list_offset(
             }
         }
         Err((code, _)) => Listed::none(kafka_code(code)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::flusher::flush_partition;
+    use crate::broker::testing::{one_record, partition, shared};
+    use crate::kafka::list_offsets as lo;
+
+    /// For a read_committed consumer, ListOffsets' latest is the last
+    /// stable offset, and a record found by time at or past it is none
+    /// yet (-1, as on Kafka); read_uncommitted sees to the high watermark.
+    #[test]
+    fn a_read_committed_list_by_time_stops_at_the_last_stable_offset() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        {
+            let mut log = p.lock();
+            log.append(&mut one_record(20), 1_000).unwrap(); // 0: open
+            log.append(&mut one_record(-1), 1_000).unwrap(); // 1
+        }
+        flush_partition(&shared, &p);
+        let listed = |at, read_committed| {
+            let l = list_offset(&shared, "t", (0, -1), (at, read_committed));
+            (l.error, l.offset)
+        };
+        assert_eq!(listed(1_000, false), (kafka::NONE, 0));
+        assert_eq!(listed(1_000, true), (kafka::NONE, -1));
+        assert_eq!(listed(lo::LATEST, false), (kafka::NONE, 2));
+        assert_eq!(listed(lo::LATEST, true), (kafka::NONE, 0));
+        assert_eq!(listed(lo::EARLIEST, true), (kafka::NONE, 0));
     }
 }

@@ -27,7 +27,9 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::client::connection::{connect_within, protocol_error, Connection, REQUEST_TIMEOUT};
+use crate::client::connection::{
+    connect_within, older_broker, protocol_error, Connection, REQUEST_TIMEOUT,
+};
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::limits::BATCH_BYTES_MAX;
@@ -650,7 +652,10 @@ fn fetched_parts<'f>(
 ) -> Result<Vec<protocol::FetchedPartition<'f>>> {
     let mut r = Reader::new(frame);
     let header = protocol::decode_response_header(&mut r).map_err(|e| protocol_error(addr, e))?;
-    Connection::check(&header)?;
+    Connection::check(&header).map_err(|e| match version {
+        protocol::FETCH_VERSION_COMMITTED => older_broker(e, addr),
+        _ => e,
+    })?;
     protocol::decode_fetch_response(&mut r, version).map_err(|e| protocol_error(addr, e))
 }
 

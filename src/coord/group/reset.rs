@@ -22,7 +22,8 @@ pub struct OffsetReset {
 /// `config.group` to where `spec` says (`beginning`, `end`, `N`, `-N`,
 /// `@TIMESTAMP`), resolved against the brokers the registry knows (or the
 /// fallback broker), as Kafka's `kafka-consumer-groups --reset-offsets`
-/// does. Refused with [`Error::GroupActive`] while the group has a member
+/// does; for a read_committed group (`config.fetch`) the end is each
+/// partition's last stable offset, as its members' is. Refused with [`Error::GroupActive`] while the group has a member
 /// whose process lives; every partition is resolved before any is set.
 pub fn reset_offsets(
     registry: &dyn Registry,
@@ -51,7 +52,7 @@ pub fn reset_offsets(
     }
     let mut conns = Connections::new();
     let routes = routes(registry, topic, &mut conns)?;
-    let bounds = bounds(&routes, topic, &mut conns, false)?;
+    let bounds = bounds(&routes, topic, &mut conns, config.fetch.read_committed)?;
     let mut resets = Vec::with_capacity(bounds.len());
     for (p, (&extent, addr)) in (0u32..).zip(bounds.iter().zip(&routes)) {
         let name = format!("{topic} [{p}]");
