@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::txn::{batch_of, end_txn, open_partition, write_transactions};
+use common::txn::{batch_at, batch_of, end_txn, open_partition, write_transactions};
 use common::{bin, consume_from, kafka, BrokerProc};
 use klog::client::{Connection, Consumer, ConsumerConfig, ConsumerPartition};
 use klog::storage::log::Log;
@@ -201,4 +201,52 @@ fn klog_bench_consumes_past_an_open_transaction() {
         stderr.contains("holds 5 records, fewer than the 7"),
         "{stderr}"
     );
+}
+
+/// A read_committed consumer started by time at a record past a
+/// transaction still open starts at its end, as on Kafka: kcat (whose
+/// ListOffsets by time is answered -1 then) and klog-consume both end at
+/// once with `-e`, and read_uncommitted ones read the record.
+#[test]
+fn a_start_by_time_past_an_open_transaction_is_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open_partition(dir.path(), "t");
+    for (id, at, value) in [(-1, 1_000, "a"), (9, 2_000, "open"), (-1, 3_000, "b")] {
+        log.append(&mut batch_at(id, 0, at, &[value]), 1_000)
+            .unwrap();
+    }
+    log.close().unwrap();
+    let broker = BrokerProc::start(dir.path(), &["--kafka-listen", "127.0.0.1:0"]);
+    let uncommitted = ["--isolation-level", "read_uncommitted"];
+    let klog = |args: &[&str]| consume_from(&broker.addr, "t", &[&["-o", "@3000"], args].concat());
+    assert_eq!(klog(&[]), "");
+    assert_eq!(klog(&uncommitted), "b\n");
+    assert_eq!(consume_from(&broker.addr, "t", &["-o", "@1000"]), "a\n");
+    let Some(kcat) = kafka::kcat_path() else {
+        return;
+    };
+    let kafka_addr = broker
+        .log()
+        .iter()
+        .find_map(|l| {
+            l.strip_prefix("% Listening for Kafka clients on ")
+                .map(str::to_string)
+        })
+        .expect("a Kafka listener");
+    let k = kafka::Kcat::at(&kcat, &kafka_addr);
+    assert_eq!(
+        k.consume("t", &["-p", "0", "-o", "s@3000"]),
+        "",
+        "kcat read_committed"
+    );
+    let ru = [
+        "-p",
+        "0",
+        "-o",
+        "s@3000",
+        "-X",
+        "isolation.level=read_uncommitted",
+    ];
+    assert_eq!(k.consume("t", &ru), "b\n", "kcat read_uncommitted");
+    assert_eq!(k.consume("t", &["-p", "0", "-o", "s@1000"]), "a\n");
 }

@@ -130,8 +130,13 @@ pub(super) fn replicated_partition(
 /// A batch of one record, from producer `id` in a transaction when `id`
 /// is not -1.
 pub(super) fn one_record(id: i64) -> Vec<u8> {
+    one_record_at(id, 1_000)
+}
+
+/// [`one_record`] with the timestamp `at` (ms).
+pub(super) fn one_record_at(id: i64, at: i64) -> Vec<u8> {
     let mut b = BatchBuilder::new();
-    b.push(1_000, None, &[], b"v");
+    b.push(at, None, &[], b"v");
     let mut bytes = b.finish().to_vec();
     if id >= 0 {
         crate::storage::record::set_producer(&mut bytes, id, 0, 0);

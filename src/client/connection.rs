@@ -532,6 +532,7 @@ impl Connection {
             })
         };
         let mut parts: Vec<_> = read.iter().filter_map(held).collect();
+        parts.sort_unstable_by_key(|p| p.partition);
         parts.dedup_by_key(|p| p.partition);
         if !read_committed || parts.is_empty() {
             return Ok(offsets);

@@ -510,7 +510,7 @@ fn join_when_there(
     config: GroupConfig,
     say: Say,
 ) -> crate::Result<Option<GroupMember>> {
-    let mut said = false;
+    let (mut said, mut waited) = (false, false);
     let started = std::time::Instant::now();
     loop {
         match GroupMember::join(Arc::clone(&registry), config.clone()) {
@@ -528,11 +528,15 @@ fn join_when_there(
                 ..
             }) if !config.exit_at_end => {}
             // A leader moving (an election) while its ends are asked: asked
-            // again, for a while with -e.
+            // again, for as long as a consumer waits for leaders.
             Err(ref e @ crate::Error::Broker { .. })
-                if crate::coord::route::retriable(e)
-                    && (!config.exit_at_end
-                        || started.elapsed() < crate::client::connection::REQUEST_TIMEOUT) => {}
+                if crate::coord::route::retriable(e) && started.elapsed() < LEADERS_PATIENCE =>
+            {
+                if !waited {
+                    say.info(format_args!("{e}: waiting for a leader"));
+                    waited = true;
+                }
+            }
             joined => return joined.map(Some),
         }
         if crate::stop::stopping() {

@@ -12,9 +12,14 @@ use klog::storage::record::{self, BatchBuilder, ATTR_TRANSACTIONAL};
 /// A batch holding `values`, from producer `id` in a transaction (its
 /// first sequence `seq`) when `id` is not -1.
 pub fn batch_of(id: i64, seq: i32, values: &[&str]) -> Vec<u8> {
+    batch_at(id, seq, 1_700_000_000_000, values)
+}
+
+/// [`batch_of`] with the timestamp `at` (ms).
+pub fn batch_at(id: i64, seq: i32, at: i64, values: &[&str]) -> Vec<u8> {
     let mut b = BatchBuilder::new();
     for value in values {
-        b.push(1_700_000_000_000, None, &[], value.as_bytes());
+        b.push(at, None, &[], value.as_bytes());
     }
     let mut bytes = b.finish().to_vec();
     if id >= 0 {

@@ -279,7 +279,7 @@ pub(super) fn list_offset(
     if let Err((code, _)) = part.check_client_epoch(u32::try_from(current).ok()) {
         return Listed::none(kafka_code(code));
     }
-    let by_time = at >= 0;
+    let by_time = at >= 0 || at == lo::MAX_TIMESTAMP;
     let at = match at {
         lo::EARLIEST_LOCAL => lo::EARLIEST,
         // No tiered storage, and no record without a timestamp has the
@@ -330,30 +330,35 @@ pub(super) fn list_offset(
 mod tests {
     use super::*;
     use crate::broker::flusher::flush_partition;
-    use crate::broker::testing::{one_record, partition, shared};
+    use crate::broker::testing::{one_record_at, partition, shared};
     use crate::kafka::list_offsets as lo;
 
     /// For a read_committed consumer, ListOffsets' latest is the last
-    /// stable offset, and a record found by time at or past it is none
-    /// yet (-1, as on Kafka); read_uncommitted sees to the high watermark.
+    /// stable offset, and a record found by time (or the largest time) at
+    /// or past it is none yet (-1, as on Kafka), one before it found;
+    /// read_uncommitted sees to the high watermark.
     #[test]
     fn a_read_committed_list_by_time_stops_at_the_last_stable_offset() {
         let (_sim, shared) = shared();
         let p = partition(&shared, "t");
         {
             let mut log = p.lock();
-            log.append(&mut one_record(20), 1_000).unwrap(); // 0: open
-            log.append(&mut one_record(-1), 1_000).unwrap(); // 1
+            log.append(&mut one_record_at(-1, 1_000), 1_000).unwrap(); // 0
+            log.append(&mut one_record_at(20, 2_000), 1_000).unwrap(); // 1: open
+            log.append(&mut one_record_at(-1, 3_000), 1_000).unwrap(); // 2
         }
         flush_partition(&shared, &p);
         let listed = |at, read_committed| {
             let l = list_offset(&shared, "t", (0, -1), (at, read_committed));
-            (l.error, l.offset)
+            assert_eq!(l.error, kafka::NONE);
+            l.offset
         };
-        assert_eq!(listed(1_000, false), (kafka::NONE, 0));
-        assert_eq!(listed(1_000, true), (kafka::NONE, -1));
-        assert_eq!(listed(lo::LATEST, false), (kafka::NONE, 2));
-        assert_eq!(listed(lo::LATEST, true), (kafka::NONE, 0));
-        assert_eq!(listed(lo::EARLIEST, true), (kafka::NONE, 0));
+        let uncommitted =
+            [1_000, 2_000, 3_000, lo::MAX_TIMESTAMP, lo::LATEST].map(|at| listed(at, false));
+        assert_eq!(uncommitted, [0, 1, 2, 2, 3]);
+        let committed =
+            [1_000, 2_000, 3_000, lo::MAX_TIMESTAMP, lo::LATEST].map(|at| listed(at, true));
+        assert_eq!(committed, [0, -1, -1, -1, 1]);
+        assert_eq!(listed(lo::EARLIEST, true), 0);
     }
 }
