@@ -62,14 +62,7 @@ fn more_aborted_transactions_than_a_fetch_tells() {
     let Some(kcat) = kafka::kcat_path() else {
         return;
     };
-    let kafka_addr = broker
-        .log()
-        .iter()
-        .find_map(|l| {
-            l.strip_prefix("% Listening for Kafka clients on ")
-                .map(str::to_string)
-        })
-        .expect("a Kafka listener");
+    let kafka_addr = broker.kafka_addr();
     assert_eq!(
         kafka::Kcat::at(&kcat, &kafka_addr).consume("t", &[]),
         expected,
@@ -225,14 +218,7 @@ fn a_start_by_time_past_an_open_transaction_is_the_end() {
     let Some(kcat) = kafka::kcat_path() else {
         return;
     };
-    let kafka_addr = broker
-        .log()
-        .iter()
-        .find_map(|l| {
-            l.strip_prefix("% Listening for Kafka clients on ")
-                .map(str::to_string)
-        })
-        .expect("a Kafka listener");
+    let kafka_addr = broker.kafka_addr();
     let k = kafka::Kcat::at(&kcat, &kafka_addr);
     assert_eq!(
         k.consume("t", &["-p", "0", "-o", "s@3000"]),

@@ -96,14 +96,7 @@ fn consumers_pass_over_markers_and_read_what_their_isolation_allows() {
     let Some(kcat) = kafka::kcat_path() else {
         return;
     };
-    let kafka_addr = broker
-        .log()
-        .iter()
-        .find_map(|l| {
-            l.strip_prefix("% Listening for Kafka clients on ")
-                .map(str::to_string)
-        })
-        .expect("a Kafka listener");
+    let kafka_addr = broker.kafka_addr();
     let k = Kcat::at(&kcat, &kafka_addr);
     let uncommitted = ["-X", "isolation.level=read_uncommitted", "-f", "%o %s\\n"];
     assert_eq!(k.consume("t", &uncommitted), all, "read_uncommitted");
@@ -448,14 +441,7 @@ fn a_restarted_broker_aborts_a_transaction_left_open() {
     let data = dir.path().join("data");
     let args = ["--kafka-listen", "127.0.0.1:0"];
     let mut broker = BrokerProc::start(&data, &args);
-    let kafka_addr = broker
-        .log()
-        .iter()
-        .find_map(|l| {
-            l.strip_prefix("% Listening for Kafka clients on ")
-                .map(str::to_string)
-        })
-        .expect("a Kafka listener");
+    let kafka_addr = broker.kafka_addr();
     drop(spawn_txn(
         &python,
         &kafka_addr,

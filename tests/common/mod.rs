@@ -281,6 +281,17 @@ impl BrokerProc {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// The address of its Kafka listener (started with --kafka-listen).
+    pub fn kafka_addr(&self) -> String {
+        self.log()
+            .iter()
+            .find_map(|l| {
+                l.strip_prefix("% Listening for Kafka clients on ")
+                    .map(str::to_string)
+            })
+            .expect("a Kafka listener")
+    }
+
     /// Waits until a stderr line contains `text`, failing after `timeout`.
     pub fn wait_for_log(&self, text: &str, timeout: std::time::Duration) -> String {
         let deadline = std::time::Instant::now() + timeout;
