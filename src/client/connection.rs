@@ -548,7 +548,7 @@ impl Connection {
         let mut r = Reader::new(&self.response[at..]);
         let answer = protocol::decode_fetch_response(&mut r, protocol::FETCH_VERSION_COMMITTED)
             .map_err(|e| protocol_error(&self.addr, e))?;
-        let mut unanswered: Vec<u32> = parts.iter().map(|p| p.partition).collect();
+        let mut answered = vec![false; offsets.len()];
         for part in answer {
             if part.error != ErrorCode::None {
                 return Err(Error::Broker {
@@ -562,13 +562,16 @@ impl Connection {
                 continue;
             };
             e.stable = e.end.min(*stable).max(e.start);
-            unanswered.retain(|&p| p != part.partition);
+            answered[part.partition as usize] = true;
         }
-        match unanswered.first() {
+        match parts.iter().find(|p| !answered[p.partition as usize]) {
             None => Ok(offsets),
             Some(p) => Err(Error::Protocol {
                 addr: self.addr.clone(),
-                reason: format!("a read_committed fetch without partition {p} of {topic:?}"),
+                reason: format!(
+                    "a read_committed fetch without partition {} of {topic:?}",
+                    p.partition
+                ),
             }),
         }
     }

@@ -297,15 +297,15 @@ pub(super) fn list_offset(
             // A read_committed consumer's end is the last stable offset,
             // and a record found by time at or past it is none yet (as
             // Kafka answers: -1).
-            if (at == lo::LATEST || by_time) && read_committed {
+            if read_committed && (at == lo::LATEST || by_time) {
                 let stable = match part.lock().last_stable_offset() {
                     Ok(stable) => stable as i64,
                     Err(e) => return Listed::none(kafka_code(error_code(&e))),
                 };
-                match at == lo::LATEST {
-                    true => offset = offset.min(stable),
-                    false if offset >= stable => return Listed::none(kafka::NONE),
-                    false => {}
+                if at == lo::LATEST {
+                    offset = offset.min(stable);
+                } else if offset >= stable {
+                    return Listed::none(kafka::NONE);
                 }
             }
             let epochs = |log: &crate::storage::log::Log| match at {

@@ -624,8 +624,9 @@ pub(crate) fn say_once(
 
 /// A fetch response not handed out whole, and where to resume in it: the
 /// partition's index in the response, a batch's byte position, and the
-/// aborted transactions as they were before that batch (`None`: from the
-/// partition's answer).
+/// aborted transactions as they stood when it stopped there (judging that
+/// batch again gives the same answer; `None`: from the partition's
+/// answer).
 #[derive(Debug)]
 struct Resume {
     frame: Vec<u8>,
@@ -637,10 +638,8 @@ struct Resume {
 /// The aborted transactions of a partition's answer (none unless it is
 /// a read_committed one).
 fn aborted_of(part: &protocol::FetchedPartition<'_>) -> AbortedTxns {
-    match &part.stable {
-        Some((_, list)) if !list.is_empty() => AbortedTxns::new(list),
-        _ => AbortedTxns::default(),
-    }
+    let list = part.stable.as_ref().map_or(&[][..], |(_, list)| list);
+    AbortedTxns::new(list)
 }
 
 /// The partitions of a fetch response of `version`, once its header says
