@@ -100,6 +100,18 @@ pub const FETCH_RESPONSE_BYTES_DEFAULT: u32 = 50 * 1024 * 1024;
 /// Default retention by time: seven days, as in the paper.
 pub const RETENTION_MS_DEFAULT: u64 = 7 * 24 * 3600 * 1000;
 
+/// How long a compacted topic keeps a tombstone (`delete.retention.ms`,
+/// Kafka's default: a day).
+pub const DELETE_RETENTION_MS_DEFAULT: u64 = 24 * 3600 * 1000;
+
+/// The dirty share of a compacted log that makes it worth a clean
+/// (`min.cleanable.dirty.ratio`, Kafka's default).
+pub const MIN_CLEANABLE_DIRTY_RATIO_DEFAULT: f64 = 0.5;
+
+/// Memory of the cleaner's key map, all threads together
+/// (`--log-cleaner-memory`, Kafka's `log.cleaner.dedupe.buffer.size`).
+pub const CLEANER_MEMORY_DEFAULT: u64 = 128 << 20;
+
 /// Most partitions a topic may have.
 pub const PARTITIONS_MAX: u32 = 10_000;
 

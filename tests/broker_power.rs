@@ -450,6 +450,10 @@ impl VFile for GateFile {
     fn modified_ms(&self) -> std::io::Result<i64> {
         self.file.modified_ms()
     }
+
+    fn set_modified_ms(&self, ms: i64) -> std::io::Result<()> {
+        self.file.set_modified_ms(ms)
+    }
 }
 
 /// A produce on `stream` of one acks=1 record; its answer (`None`: no

@@ -40,7 +40,10 @@
 //! | `segment.ms` | long | ≥ 1 | rolls it this long after its first record | `--segment-age` |
 //! | `max.message.bytes` | int | 1 to 64 MiB | the largest record a produce may carry | `--max-record-bytes` |
 //! | `min.insync.replicas` | int | ≥ 1 | the in-sync replicas an acks=all produce needs | `--min-insync-replicas` |
-//! | `cleanup.policy` | list | `delete` | how old records go: klog deletes whole segments (no compaction yet) | — |
+//! | `cleanup.policy` | list | `delete`, `compact`, `compact,delete` | how old records go: `delete` deletes whole segments by retention; `compact` keeps each key's latest record ([`crate::storage::cleaner`]); both do both | `--log-cleanup-policy` |
+//! | `delete.retention.ms` | long | ≥ 0 | how long a compacted topic keeps a tombstone | — |
+//! | `min.compaction.lag.ms` | long | ≥ 0 | how long a record stays uncompacted | — |
+//! | `min.cleanable.dirty.ratio` | double | 0 to 1 | the dirty share of a compacted log that makes the cleaner clean it | — |
 //!
 //! The other configs DescribeConfigs shows (`flush.messages`, `flush.ms`,
 //! `segment.index.bytes`, `index.interval.bytes`, `compression.type`,
@@ -72,12 +75,17 @@ pub enum Type {
     Long,
     /// A comma-separated list.
     List,
+    /// A floating-point number.
+    Double,
 }
 
 /// The configs a topic may set, and their types.
 pub const SETTABLE: &[(&str, Type)] = &[
     ("cleanup.policy", Type::List),
+    ("delete.retention.ms", Type::Long),
     ("max.message.bytes", Type::Int),
+    ("min.cleanable.dirty.ratio", Type::Double),
+    ("min.compaction.lag.ms", Type::Long),
     ("min.insync.replicas", Type::Int),
     ("retention.bytes", Type::Long),
     ("retention.ms", Type::Long),
@@ -205,6 +213,21 @@ impl TopicConfig {
                 "min.insync.replicas" => {
                     min_insync = u32::try_from(number).unwrap_or(min_insync);
                 }
+                "cleanup.policy" => {
+                    let policies: Vec<&str> = value.split(',').collect();
+                    log.delete = policies.contains(&"delete");
+                    log.compact = policies.contains(&"compact");
+                }
+                "delete.retention.ms" => {
+                    log.delete_retention_ms = bound.unwrap_or(log.delete_retention_ms)
+                }
+                "min.compaction.lag.ms" => {
+                    log.min_compaction_lag_ms = bound.unwrap_or(log.min_compaction_lag_ms)
+                }
+                "min.cleanable.dirty.ratio" => {
+                    log.min_cleanable_dirty_ratio =
+                        value.parse().unwrap_or(log.min_cleanable_dirty_ratio)
+                }
                 _ => {}
             }
         }
@@ -227,20 +250,22 @@ fn settable(name: &str) -> std::result::Result<Type, String> {
 fn check(name: &str, value: &str) -> std::result::Result<String, String> {
     let kind = settable(name)?;
     let value = value.trim();
-    if kind == Type::List {
-        // cleanup.policy: klog deletes segments; it compacts nothing yet.
-        return match value {
-            "delete" => Ok(value.into()),
-            _ => Err(format!(
-                "cleanup.policy {value:?}: klog deletes old segments and compacts nothing yet, so only \"delete\""
-            )),
-        };
+    match kind {
+        Type::List => return cleanup_policy(value),
+        Type::Double => {
+            return match value.parse::<f64>() {
+                Ok(ratio) if (0.0..=1.0).contains(&ratio) => Ok(ratio.to_string()),
+                _ => Err(format!("{name} {value:?} is not a number from 0 to 1")),
+            }
+        }
+        Type::Int | Type::Long => {}
     }
     let number: i64 = value
         .parse()
         .map_err(|_| format!("{name} {value:?} is not a whole number"))?;
     let (min, max): (i64, i64) = match name {
         "retention.ms" | "retention.bytes" => (-1, i64::MAX),
+        "delete.retention.ms" | "min.compaction.lag.ms" => (0, i64::MAX),
         "segment.bytes" => (limits::SEGMENT_BYTES_MIN as i64, i64::from(i32::MAX)),
         "segment.ms" => (1, i64::MAX),
         "max.message.bytes" => (1, i64::from(limits::RECORD_BYTES_MAX_LIMIT)),
@@ -250,6 +275,20 @@ fn check(name: &str, value: &str) -> std::result::Result<String, String> {
         return Err(format!("{name} {number} is outside {min}..={max}"));
     }
     Ok(number.to_string())
+}
+
+/// A `cleanup.policy` in canonical form: `delete`, `compact` or
+/// `compact,delete` (Kafka's names, in any order, spaces allowed).
+fn cleanup_policy(value: &str) -> std::result::Result<String, String> {
+    let mut policies: Vec<&str> = value.split(',').map(str::trim).collect();
+    policies.sort_unstable();
+    policies.dedup();
+    match policies[..] {
+        ["delete"] | ["compact"] | ["compact", "delete"] => Ok(policies.join(",")),
+        _ => Err(format!(
+            "cleanup.policy {value:?}: \"delete\", \"compact\" or \"compact,delete\""
+        )),
+    }
 }
 
 /// Each open topic's overrides as a broker last read them.
@@ -418,7 +457,11 @@ mod tests {
             ("segment.ms", "0"),
             ("max.message.bytes", "0"),
             ("min.insync.replicas", "0"),
-            ("cleanup.policy", "compact"),
+            ("cleanup.policy", "compacted"),
+            ("cleanup.policy", ""),
+            ("min.cleanable.dirty.ratio", "1.5"),
+            ("min.cleanable.dirty.ratio", "half"),
+            ("delete.retention.ms", "-1"),
             ("flush.ms", "10"),
             ("no.such.config", "1"),
         ] {
@@ -429,6 +472,16 @@ mod tests {
         assert!(c.remove("flush.messages").unwrap_err().contains("broker"));
         c.remove("retention.ms").unwrap();
         assert_eq!(c.get("retention.ms"), None);
+        for (value, canonical) in [
+            ("compact", "compact"),
+            ("delete, compact", "compact,delete"),
+            ("compact,delete,compact", "compact,delete"),
+        ] {
+            c.set("cleanup.policy", value).unwrap();
+            assert_eq!(c.get("cleanup.policy"), Some(canonical));
+        }
+        c.set("min.cleanable.dirty.ratio", "0.10").unwrap();
+        assert_eq!(c.get("min.cleanable.dirty.ratio"), Some("0.1"));
     }
 
     #[test]
@@ -441,12 +494,27 @@ mod tests {
             ("segment.ms", "60000"),
             ("max.message.bytes", "2048"),
             ("min.insync.replicas", "2"),
-            ("cleanup.policy", "delete"),
+            ("cleanup.policy", "compact"),
+            ("delete.retention.ms", "1000"),
+            ("min.compaction.lag.ms", "2000"),
+            ("min.cleanable.dirty.ratio", "0.25"),
         ] {
             c.set(name, value).unwrap();
         }
         let base = LogConfig::default();
         let (log, min_insync) = c.apply(&base, 1);
+        assert!(log.compact && !log.delete);
+        assert_eq!(
+            (
+                log.delete_retention_ms,
+                log.min_compaction_lag_ms,
+                log.min_cleanable_dirty_ratio
+            ),
+            (1000, 2000, 0.25)
+        );
+        c.set("cleanup.policy", "delete,compact").unwrap();
+        let (both, _) = c.apply(&base, 1);
+        assert!(both.compact && both.delete);
         assert_eq!(log.retention_ms, None);
         assert_eq!(log.retention_bytes, Some(1_000_000));
         assert_eq!(log.segment_bytes, 65536);

@@ -36,6 +36,8 @@ pub mod config {
     pub const INT: i8 = 3;
     /// ConfigType LONG.
     pub const LONG: i8 = 5;
+    /// ConfigType DOUBLE.
+    pub const DOUBLE: i8 = 6;
     /// ConfigType LIST.
     pub const LIST: i8 = 7;
     /// ConfigType BOOLEAN.

@@ -270,6 +270,8 @@ pub struct BatchAt<'a> {
     pub path: &'a Path,
     /// The format of its batches.
     pub format: Format,
+    /// A cleaned segment's end: its batches may skip offsets below it.
+    pub end: Option<u64>,
 }
 
 impl std::fmt::Debug for BatchAt<'_> {
@@ -286,7 +288,7 @@ impl BatchAt<'_> {
     /// offset it starts at) for the batch holding `offset` (or the first
     /// after it), within the first `end` bytes: its position and header,
     /// or `None` at the end. Each batch passed must start where the one
-    /// before it ended (a base offset is not under a Kafka batch's CRC32C:
+    /// before it ended, or in a cleaned segment past it (a base offset is not under a Kafka batch's CRC32C:
     /// one out of sequence is damage, never served). Needs no lock: the
     /// caller took `start` and `end` from the log.
     pub fn find(
@@ -311,7 +313,10 @@ impl BatchAt<'_> {
             };
             let header = BatchHeader::decode(self.format, header_buf, batch_bytes_max)
                 .map_err(|e| corrupt(e.to_string()))?;
-            if header.base_offset != expected {
+            let skips = self
+                .end
+                .is_some_and(|end| header.base_offset > expected && header.next_offset() <= end);
+            if header.base_offset != expected && !skips {
                 return Err(corrupt(format!(
                     "a batch at offset {}, where offset {expected} was expected",
                     header.base_offset

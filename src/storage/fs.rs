@@ -145,6 +145,9 @@ pub trait VFile: Send + Sync + fmt::Debug {
     fn as_file(&self) -> Option<&File>;
     /// When the file's data last changed, in ms since the Unix epoch.
     fn modified_ms(&self) -> io::Result<i64>;
+    /// Sets the time [`VFile::modified_ms`] answers (a rewritten file
+    /// keeps its data's age). Not durable before the next fsync.
+    fn set_modified_ms(&self, ms: i64) -> io::Result<()>;
 
     /// Reads exactly `buf.len()` bytes at `pos`.
     fn read_exact_at(&self, mut buf: &mut [u8], mut pos: u64) -> io::Result<()> {
@@ -296,6 +299,14 @@ impl VFile for RealFile {
 
     fn as_file(&self) -> Option<&File> {
         Some(&self.0)
+    }
+
+    fn set_modified_ms(&self, ms: i64) -> io::Result<()> {
+        let at = match u64::try_from(ms) {
+            Ok(ms) => std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
+            Err(_) => std::time::UNIX_EPOCH,
+        };
+        self.0.set_modified(at)
     }
 
     fn modified_ms(&self) -> io::Result<i64> {

@@ -13,6 +13,8 @@
 //!   leader-epochs                   leader epoch -> first offset (crate::storage::epoch)
 //!   00000000000000051200.snapshot   producer state below that offset (crate::storage::producers)
 //!   aborted-transactions            aborted transactions, for read_committed (crate::storage::log::aborted)
+//!   cleaner-offset                  "klog-cleaner-offset 1\n<offset>\n": where the last clean's map ended (crate::storage::cleaner)
+//!   *.cleaned.log, .index, .timeindex  a cleaned segment before its rename
 //!   clean-shutdown                  present after a clean close; removed by the next writer
 //!   .lock                           the writer's lock (an OFD lock), holding its pid
 //!   quarantine/                     segments recovery set aside after a cut
@@ -92,6 +94,7 @@ use crate::storage::segment::{PreparedSegment, Segment};
 
 pub mod aborted;
 mod append;
+pub(crate) mod clean;
 mod epochs;
 mod flush;
 pub mod producers;
@@ -121,6 +124,20 @@ pub struct LogConfig {
     pub index_interval_bytes: u32,
     /// Bytes preallocated for the active segment's offset index.
     pub index_bytes_max: u32,
+    /// Delete old segments by retention (`cleanup.policy` holds `delete`).
+    pub delete: bool,
+    /// Compact the log (`cleanup.policy` holds `compact`:
+    /// [`crate::storage::cleaner`]).
+    pub compact: bool,
+    /// Keep a tombstone this long after its segment was last written
+    /// (`delete.retention.ms`).
+    pub delete_retention_ms: u64,
+    /// Leave segments written to more recently than this uncleaned
+    /// (`min.compaction.lag.ms`).
+    pub min_compaction_lag_ms: u64,
+    /// Clean once this share of the cleanable log is dirty
+    /// (`min.cleanable.dirty.ratio`).
+    pub min_cleanable_dirty_ratio: f64,
     /// Delete segments whose newest record was appended this long ago.
     pub retention_ms: Option<u64>,
     /// Delete the oldest segments while the log is larger than this.
@@ -149,6 +166,11 @@ impl Default for LogConfig {
             segment_age_ms: None,
             index_interval_bytes: limits::INDEX_INTERVAL_BYTES_DEFAULT,
             index_bytes_max: limits::INDEX_BYTES_MAX_DEFAULT,
+            delete: true,
+            compact: false,
+            delete_retention_ms: limits::DELETE_RETENTION_MS_DEFAULT,
+            min_compaction_lag_ms: 0,
+            min_cleanable_dirty_ratio: limits::MIN_CLEANABLE_DIRTY_RATIO_DEFAULT,
             retention_ms: Some(limits::RETENTION_MS_DEFAULT),
             retention_bytes: None,
             flush_messages: None,
@@ -191,6 +213,12 @@ impl LogConfig {
         }
         if self.flush_messages == Some(0) {
             return Err(Error::Config("flush every 0 messages".into()));
+        }
+        if !(0.0..=1.0).contains(&self.min_cleanable_dirty_ratio) {
+            return Err(Error::Config(format!(
+                "min.cleanable.dirty.ratio {} is outside 0..=1",
+                self.min_cleanable_dirty_ratio
+            )));
         }
         Ok(())
     }
@@ -316,6 +344,8 @@ pub struct Log {
     producers_stale: bool,
     /// Its aborted transactions ([`aborted`]), as `producers`.
     aborted: aborted::Aborted,
+    /// Where the last clean's map ended ([`crate::storage::cleaner`]).
+    cleaned_to: u64,
     _lock: Option<DirLock>,
 }
 
@@ -332,11 +362,8 @@ impl Log {
         options: OpenOptions,
     ) -> Result<Log> {
         config.validate()?;
-        let lock = if options.writable && options.lock {
-            Some(DirLock::acquire(dir)?)
-        } else {
-            None
-        };
+        let locked = options.writable && options.lock;
+        let lock = locked.then(|| DirLock::acquire(dir)).transpose()?;
         let start = recover::start_before_recovery(&*vfs, dir)?;
         let mut recovery = recover_on_open(&*vfs, dir, &config, options.writable)?;
         if options.writable {
@@ -377,6 +404,7 @@ impl Log {
             producers: ProducerState::default(),
             producers_stale: false,
             aborted: Default::default(),
+            cleaned_to: 0,
             _lock: lock,
         };
         if options.writable {
@@ -401,6 +429,7 @@ impl Log {
     /// kept) maps a writable index.
     fn start_writing(&mut self, base: u64) -> Result<()> {
         recover::clear_clean(&*self.vfs, &self.dir)?;
+        self.cleaned_to = clean::read_checkpoint(&*self.vfs, &self.dir);
         let slots = self.config.index_slots();
         if self.segments.is_empty() {
             let segment = Segment::create(&self.vfs, &self.dir, base, slots)?;
@@ -444,6 +473,11 @@ impl Log {
         next.retention_ms = config.retention_ms;
         next.retention_bytes = config.retention_bytes;
         next.record_bytes_max = config.record_bytes_max;
+        next.delete = config.delete;
+        next.compact = config.compact;
+        next.delete_retention_ms = config.delete_retention_ms;
+        next.min_compaction_lag_ms = config.min_compaction_lag_ms;
+        next.min_cleanable_dirty_ratio = config.min_cleanable_dirty_ratio;
         next.validate()?;
         self.config = next;
         Ok(())
@@ -562,15 +596,18 @@ impl Log {
         let stopped = self.failed.is_some();
         while self.segments.len() > 1 && !stopped {
             let oldest = self.segments.values().next().expect("segment");
-            let expired = self.config.retention_ms.is_some_and(|ms| {
-                oldest
-                    .last_append_ms
-                    .is_some_and(|t| now_ms.saturating_sub(t) > ms as i64)
-            });
-            let oversize = self
-                .config
-                .retention_bytes
-                .is_some_and(|max| total - oldest.size >= max);
+            let by_policy = self.config.delete;
+            let expired = by_policy
+                && self.config.retention_ms.is_some_and(|ms| {
+                    oldest
+                        .last_append_ms
+                        .is_some_and(|t| now_ms.saturating_sub(t) > ms as i64)
+                });
+            let oversize = by_policy
+                && self
+                    .config
+                    .retention_bytes
+                    .is_some_and(|max| total - oldest.size >= max);
             let base = oldest.base_offset;
             // Wholly below the start DeleteRecords set.
             let deleted =
@@ -624,9 +661,9 @@ impl Log {
 #[derive(Debug)]
 #[must_use = "the segments' files stay until deleted"]
 pub struct Expired {
-    vfs: Arc<dyn Vfs>,
-    dir: PathBuf,
-    segments: Vec<Segment>,
+    pub(super) vfs: Arc<dyn Vfs>,
+    pub(super) dir: PathBuf,
+    pub(super) segments: Vec<Segment>,
 }
 
 impl Expired {

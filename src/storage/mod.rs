@@ -12,6 +12,7 @@
 //! through the [`fs::Vfs`] seam, so that tests can cut the power anywhere.
 
 pub mod batches;
+pub mod cleaner;
 pub mod epoch;
 pub mod files;
 pub mod fs;

@@ -273,6 +273,9 @@ pub struct Record<'a> {
     pub key: Option<&'a [u8]>,
     /// The value (payload); a null value is empty.
     pub value: &'a [u8],
+    /// The value is null: in a compacted topic, a tombstone, which
+    /// deletes its key.
+    pub null_value: bool,
     headers: &'a [u8],
     header_count: u32,
     format: Format,
@@ -512,6 +515,13 @@ impl<'a> Records<'a> {
     /// uncompressed batch).
     pub fn position_in_batch(&self) -> usize {
         self.header.header_bytes() + self.pos
+    }
+
+    /// The records section read (decompressed, of a compressed batch), and
+    /// where in it the next record starts: each record is the
+    /// [`Record::encoded_bytes`] from there.
+    pub fn section(&self) -> (&'a [u8], usize) {
+        (self.buf, self.pos)
     }
 
     fn step(&mut self) -> Result<Record<'a>, DecodeError> {

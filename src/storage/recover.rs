@@ -164,6 +164,9 @@ pub struct SegmentReport {
     /// trusted up to its last index entry).
     #[serde(skip)]
     pub bytes_scanned: u64,
+    /// Of a cleaned segment, its header's end ([`crate::storage::segment`]).
+    #[serde(skip)]
+    pub end: Option<u64>,
     /// One past the last record kept.
     #[serde(skip)]
     pub next_offset: u64,
@@ -185,7 +188,8 @@ pub struct RecoveryReport {
     pub segments: Vec<SegmentReport>,
     /// Segments moved (or that would be) into `quarantine/`.
     pub quarantined: Vec<PathBuf>,
-    /// Leftover temporary files removed (or that would be).
+    /// Leftover temporary files removed (or that would be), and the
+    /// segments a cleaned one replaced that a crash left behind.
     pub removed: Vec<PathBuf>,
     /// The partition's leader epochs after recovery
     /// ([`crate::storage::epoch`]).
@@ -309,7 +313,8 @@ pub fn list_partition(vfs: &dyn Vfs, dir: &Path) -> Result<Listing> {
         };
         let orphan_index = (stem_is_log(".index") || stem_is_log(".timeindex"))
             && !names.contains(&format!("{}.log", n.rsplit_once('.').map_or("", |p| p.0)));
-        if n.ends_with(".tmp") || orphan_index {
+        // `.cleaned`: the cleaner's files before they take their names.
+        if n.ends_with(".tmp") || crate::storage::segment::is_cleaned_name(n) || orphan_index {
             leftovers.push(dir.join(n));
         }
     }
@@ -343,15 +348,24 @@ pub fn recover_partition(
         }
         report.removed.push(path.clone());
     }
-    let reindex = partition.recover_segments(&segments, recovery_point, &mut report)?;
+    let mut replaced = Vec::new();
+    let reindex =
+        partition.recover_segments(&segments, recovery_point, &mut report, &mut replaced)?;
     (report.epochs, report.epoch_problem) = epochs::recover_epochs(vfs, dir, &report)?;
     if options.dry_run {
         return Ok(report);
     }
-    for path in leftovers.iter().filter(|_| !remove_first) {
-        match vfs.remove(path) {
+    // A replaced segment's log goes first: an index left behind is an
+    // orphan the next open removes.
+    let replaced_files = replaced.iter().flat_map(|log| {
+        let (index, timeindex) = index::index_paths(log);
+        [log.clone(), index, timeindex]
+    });
+    let leftovers = leftovers.iter().filter(|_| !remove_first).cloned();
+    for path in leftovers.chain(replaced_files) {
+        match vfs.remove(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(Error::io("remove", path, e))
+                return Err(Error::io("remove", &path, e))
             }
             _ => {}
         }
@@ -385,12 +399,21 @@ impl Partition<'_> {
         segments: &[(u64, PathBuf)],
         recovery_point: u64,
         report: &mut RecoveryReport,
+        replaced: &mut Vec<PathBuf>,
     ) -> Result<Reindex> {
         let options = self.options;
         let mut expected: Option<u64> = None;
         let mut cut = false;
         let mut reindex = Vec::new();
+        // The end of the last cleaned segment kept: segments based below
+        // it are the ones it replaced, left by a crash.
+        let mut cleaned_end = None;
         for (i, (base, path)) in segments.iter().enumerate() {
+            if !cut && cleaned_end.is_some_and(|end| *base < end) {
+                report.removed.push(path.clone());
+                replaced.push(path.clone());
+                continue;
+            }
             let last = i + 1 == segments.len();
             if let Some(e) = expected.filter(|e| e != base) {
                 if options.automatic && !cut {
@@ -432,6 +455,7 @@ impl Partition<'_> {
                 self.quarantine(path, report)?;
                 continue;
             }
+            cleaned_end = seg.end;
             report.segments.push(seg);
         }
         Ok(reindex)

@@ -102,6 +102,8 @@ pub struct Extent {
     format: Format,
     /// Where its bytes end (appends gathered in memory excluded).
     pub end: u64,
+    /// A cleaned segment's end offset: its batches may skip offsets.
+    cleaned_end: Option<u64>,
     /// The log's truncations then: another since makes any finding void.
     truncations: u64,
     /// The log's leader epochs then: each batch's must be the one its
@@ -121,6 +123,7 @@ impl Log {
                 file: s.file_handle(),
                 format: s.format,
                 end: s.written_size(),
+                cleaned_end: s.end,
                 truncations,
                 epochs: self.epochs().clone(),
             })
@@ -129,6 +132,15 @@ impl Log {
 }
 
 impl Extent {
+    /// Whether a batch may start at its base offset when `next` is where
+    /// the one before ended: there, or past it in a cleaned segment.
+    fn follows(&self, header: &crate::storage::record::BatchHeader, next: u64) -> bool {
+        header.base_offset == next
+            || self
+                .cleaned_end
+                .is_some_and(|end| header.base_offset > next && header.next_offset() <= end)
+    }
+
     /// Whether the batch's leader epoch is the one the log's epoch file
     /// gives its base offset (a legacy magic 1 batch, before epochs, reads
     /// as 0; a log without epochs takes any).
@@ -174,7 +186,7 @@ fn check_from(
                 let checked = batch.check_stored(RECORD_BYTES_MAX_LIMIT);
                 match checked {
                     Err(e) => (position, e.to_string()),
-                    Ok(()) if header.base_offset != next => (
+                    Ok(()) if !extent.follows(&header, next) => (
                         position,
                         format!(
                             "batch at offset {}, where offset {next} was expected",
@@ -517,6 +529,10 @@ mod tests {
         }
         fn modified_ms(&self) -> std::io::Result<i64> {
             self.file.modified_ms()
+        }
+
+        fn set_modified_ms(&self, ms: i64) -> std::io::Result<()> {
+            self.file.set_modified_ms(ms)
         }
     }
 

@@ -9,15 +9,30 @@
 //! |-------:|-----:|---------------|---------------------------------------------------|
 //! |      0 |    4 | `magic`       | `KLOG`                                            |
 //! |      4 |    2 | `version`     | `2`: batches in Kafka's RecordBatch v2; `1`: klog's legacy batches ([`Format`]) |
-//! |      6 |    2 | reserved      | `0`                                               |
+//! |      6 |    2 | `flags`       | `0`; bit 0 (`1`): a cleaned segment (below)       |
 //! |      8 |    8 | `base_offset` | offset of the first record; also the file's name  |
-//! |     16 |    4 | reserved      | `0`                                               |
+//! |     16 |    4 | `end_delta`   | `0`; of a cleaned segment, its end minus `base_offset` |
 //! |     20 |    4 | `header_crc`  | CRC32 of bytes 0..20                              |
 //!
 //! The header is why an index position is never 0, and lets `klog-dump`
 //! tell a klog segment from any other file. The file is not preallocated:
 //! its length is the end of the last byte written, so a crash leaves at
 //! worst a torn or zero-filled tail, which recovery cuts.
+//!
+//! A **cleaned** segment (flag bit 0; version 2 only) is one the cleaner
+//! wrote ([`crate::storage::cleaner`]) in place of the segments from
+//! `base_offset` to its end, `base_offset + end_delta`: its records are
+//! the ones compaction kept, at their own offsets, so batches may skip
+//! offsets (a batch wholly compacted away leaves a gap, never a reused
+//! offset), and the offsets from its last record to its end are gaps too:
+//! the next segment starts at the end. Only in a cleaned segment may a
+//! batch start past where the one before ended. A segment whose base
+//! offset lies inside a cleaned segment's range is one it replaced,
+//! which a crash left behind: opening the log removes it, a reader
+//! skips it. Any other flag bit is refused (a newer klog's), as is a
+//! cleaned segment without an end; klog before cleaned segments
+//! ignored both fields, and would refuse a cleaned segment's gaps as
+//! damage, never read them as something else.
 //!
 //! The version says how to read the batches: a segment holds one format
 //! only. The log writes version 2; version 1 segments (klog before it
@@ -39,9 +54,14 @@ use crate::error::{Error, IoContext, Result};
 use crate::storage::files::{self, held_or_cached, open_file, SegmentFile};
 use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{IndexEntry, SegmentIndex};
-use crate::storage::record::{legacy, BatchHeader, Format};
+use crate::storage::record::{BatchHeader, Format};
 
+mod header;
 mod prepared;
+pub use header::{
+    decode_header, encode_cleaned_header, encode_header, read_header, SegmentHeader,
+    SEGMENT_FLAG_CLEANED,
+};
 pub use prepared::{parse_temp_log_name, temp_paths, PreparedSegment};
 
 /// Bytes of the segment header.
@@ -59,6 +79,25 @@ pub fn log_file_name(base_offset: u64) -> String {
     format!("{base_offset:020}.log")
 }
 
+/// Paths of the cleaned segment based at `base` before it takes its
+/// name ([`crate::storage::cleaner`]): its log, offset index and time
+/// index.
+pub fn cleaned_paths(dir: &Path, base: u64) -> [PathBuf; 3] {
+    let log = dir.join(format!("{base:020}.cleaned.log"));
+    let (index, timeindex) = crate::storage::index::index_paths(&log);
+    [log, index, timeindex]
+}
+
+/// Whether `name` is one of a cleaned segment's files before its rename:
+/// a leftover the next open removes.
+pub fn is_cleaned_name(name: &str) -> bool {
+    name.split_once(".cleaned.").is_some_and(|(digits, ext)| {
+        digits.len() == 20
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && matches!(ext, "log" | "index" | "timeindex")
+    })
+}
+
 /// The base offset a segment file name encodes, if it is one.
 pub fn parse_log_file_name(name: &str) -> Option<u64> {
     parse_offset_file_name(name, ".log")
@@ -74,45 +113,6 @@ pub fn parse_offset_file_name(name: &str, suffix: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// Encodes a segment header, for batches of `format`.
-pub fn encode_header(base_offset: u64, format: Format) -> [u8; SEGMENT_HEADER_BYTES] {
-    let mut h = [0u8; SEGMENT_HEADER_BYTES];
-    h[0..4].copy_from_slice(SEGMENT_MAGIC);
-    let version = match format {
-        Format::Kafka => SEGMENT_VERSION,
-        Format::Legacy => SEGMENT_VERSION_LEGACY,
-    };
-    h[4..6].copy_from_slice(&version.to_le_bytes());
-    h[8..16].copy_from_slice(&base_offset.to_le_bytes());
-    let crc = crc32fast::hash(&h[..20]);
-    h[20..24].copy_from_slice(&crc.to_le_bytes());
-    h
-}
-
-/// Decodes a segment header, returning the base offset it names and the
-/// format of its batches.
-pub fn decode_header(h: &[u8]) -> std::result::Result<(u64, Format), String> {
-    if h.len() < SEGMENT_HEADER_BYTES {
-        return Err(format!(
-            "segment header truncated ({} of {SEGMENT_HEADER_BYTES} bytes)",
-            h.len()
-        ));
-    }
-    if &h[0..4] != SEGMENT_MAGIC {
-        return Err("not a klog segment (bad magic)".into());
-    }
-    let crc = crc32fast::hash(&h[..20]);
-    if crc != legacy::u32_at(h, 20) {
-        return Err("segment header crc mismatch".into());
-    }
-    let format = match legacy::u16_at(h, 4) {
-        SEGMENT_VERSION => Format::Kafka,
-        SEGMENT_VERSION_LEGACY => Format::Legacy,
-        version => return Err(format!("unsupported segment version {version}")),
-    };
-    Ok((legacy::u64_at(h, 8), format))
-}
-
 /// A segment: its log file, its place in the log and, while it is the
 /// active segment, its writable index.
 #[derive(Debug)]
@@ -121,6 +121,9 @@ pub struct Segment {
     pub base_offset: u64,
     /// The format of its batches (its header's version).
     pub format: Format,
+    /// Of a cleaned segment, the end its header gives: its offsets may
+    /// skip, up to there ([`SegmentHeader::end`]).
+    pub end: Option<u64>,
     /// Path of the `.log` file.
     pub path: PathBuf,
     /// Its file while it is the active segment (appended to); `None` once
@@ -225,6 +228,7 @@ impl Segment {
         Segment {
             base_offset,
             format: Format::Kafka,
+            end: None,
             path,
             held: Some(file),
             key: files::Key::new(),
@@ -300,17 +304,21 @@ impl Segment {
         let size = file.len().ctx("stat", path)?;
         let mut header = [0u8; SEGMENT_HEADER_BYTES];
         let n = file.read_at(&mut header, 0).ctx("read", path)?;
-        let (base_offset, format) =
-            decode_header(&header[..n]).map_err(|reason| Error::Corrupt {
-                path: path.to_path_buf(),
-                position: 0,
-                reason,
-            })?;
+        let SegmentHeader {
+            base_offset,
+            format,
+            end,
+        } = read_header(&header[..n]).map_err(|reason| Error::Corrupt {
+            path: path.to_path_buf(),
+            position: 0,
+            reason,
+        })?;
         let key = files::Key::new();
         key.keep(file);
         Ok(Segment {
             base_offset,
             format,
+            end,
             path: path.to_path_buf(),
             held: None,
             key,
@@ -716,6 +724,7 @@ impl Segment {
         let start = self.scan_start(offset);
         let file = self.file()?;
         let at = crate::storage::batches::BatchAt {
+            end: self.end,
             file: &*file,
             path: &self.path,
             format: self.format,
@@ -784,5 +793,26 @@ mod tests {
             assert!(decode_header(&bad).is_err(), "byte {i}");
         }
         assert!(decode_header(&h[..10]).is_err());
+        let cleaned = encode_cleaned_header(7, 107);
+        let read = read_header(&cleaned).unwrap();
+        assert_eq!((read.base_offset, read.end), (7, Some(107)));
+        assert_eq!(read_header(&h).unwrap().end, None);
+        // A flag or an end alone, an unknown flag: refused.
+        let reseal = |mut b: [u8; SEGMENT_HEADER_BYTES]| {
+            let crc = crc32fast::hash(&b[..20]);
+            b[20..24].copy_from_slice(&crc.to_le_bytes());
+            b
+        };
+        let mut no_end = cleaned;
+        no_end[16..20].fill(0);
+        let mut no_flag = cleaned;
+        no_flag[6..8].fill(0);
+        let mut unknown = h;
+        unknown[6] = 2;
+        let mut legacy_cleaned = cleaned;
+        legacy_cleaned[4] = 1;
+        for bad in [no_end, no_flag, unknown, legacy_cleaned] {
+            assert!(read_header(&reseal(bad)).is_err(), "{bad:?}");
+        }
     }
 }

@@ -134,9 +134,10 @@ impl Dumper {
             bytes: len,
             ..Stats::default()
         };
-        let Some((base, format)) = self.segment_header(&*file, path, expected)? else {
+        let Some(header) = self.segment_header(&*file, path, expected)? else {
             return Ok(stats);
         };
+        let (base, format, cleaned_end) = (header.base_offset, header.format, header.end);
         let mut next = base;
         stats.first_offset = Some(base);
         let start = segment::SEGMENT_HEADER_BYTES as u64;
@@ -145,7 +146,15 @@ impl Dumper {
             match walk.next_batch()? {
                 None => break,
                 Some(Ok((position, batch))) => {
-                    self.batch(path, position, &batch, next)?;
+                    let gap_allowed = cleaned_end.is_some_and(|end| {
+                        batch.header.base_offset > next && batch.header.next_offset() <= end
+                    });
+                    let expected = if gap_allowed {
+                        batch.header.base_offset
+                    } else {
+                        next
+                    };
+                    self.batch(path, position, &batch, expected)?;
                     next = batch.header.next_offset();
                     stats.add_batch(&batch.header);
                 }
@@ -164,7 +173,8 @@ impl Dumper {
                 }
             }
         }
-        stats.next_offset = Some(next);
+        // A cleaned segment stands for the offsets up to its end.
+        stats.next_offset = Some(next.max(cleaned_end.unwrap_or(0)));
         Ok(stats)
     }
 
@@ -176,21 +186,25 @@ impl Dumper {
         file: &dyn VFile,
         path: &Path,
         expected: Option<u64>,
-    ) -> anyhow::Result<Option<(u64, Format)>> {
+    ) -> anyhow::Result<Option<segment::SegmentHeader>> {
         let mut header = [0u8; segment::SEGMENT_HEADER_BYTES];
         let n = file.read_at(&mut header, 0)?;
-        let (base, format) = match segment::decode_header(&header[..n]) {
+        let found = match segment::read_header(&header[..n]) {
             Ok(found) => found,
             Err(reason) => {
                 self.problem(format_args!("{}: position 0: {reason}", path.display()));
                 return Ok(None);
             }
         };
+        let (base, format) = (found.base_offset, found.format);
         if !self.options.json && !self.options.verify {
             writeln!(self.out, "Dumping {}", path.display())?;
             writeln!(self.out, "Log starting offset: {base}")?;
             if format == Format::Legacy {
                 writeln!(self.out, "Batch format: klog (legacy, read only)")?;
+            }
+            if let Some(end) = found.end {
+                writeln!(self.out, "Cleaned (compacted): offsets up to {end}")?;
             }
         }
         if expected.is_some_and(|e| e != base) {
@@ -200,7 +214,7 @@ impl Dumper {
                 expected.unwrap_or(0)
             ));
         }
-        Ok(Some((base, format)))
+        Ok(Some(found))
     }
 
     /// Checks and prints the batch at `position`, where offset `next` was

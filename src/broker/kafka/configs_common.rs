@@ -24,7 +24,16 @@ pub(super) fn topic_configs(shared: &Shared, overrides: &TopicConfig) -> Vec<Sho
     let long = |v: Option<u64>| v.map_or(-1, |v| v.min(i64::MAX as u64) as i64);
     let forever = |v: Option<u64>| v.map_or(i64::MAX, |v| v.min(i64::MAX as u64) as i64);
     let listed = [
-        ("cleanup.policy", "delete".into()),
+        ("cleanup.policy", cleanup_policy(&log).into()),
+        ("delete.retention.ms", log.delete_retention_ms.to_string()),
+        (
+            "min.compaction.lag.ms",
+            log.min_compaction_lag_ms.to_string(),
+        ),
+        (
+            "min.cleanable.dirty.ratio",
+            log.min_cleanable_dirty_ratio.to_string(),
+        ),
         ("compression.type", "producer".into()),
         ("retention.ms", long(log.retention_ms).to_string()),
         ("retention.bytes", long(log.retention_bytes).to_string()),
@@ -46,6 +55,7 @@ pub(super) fn topic_configs(shared: &Shared, overrides: &TopicConfig) -> Vec<Sho
                 Some(Type::Int) => config::INT,
                 Some(Type::Long) => config::LONG,
                 Some(Type::List) => config::LIST,
+                Some(Type::Double) => config::DOUBLE,
                 None if name.starts_with("flush") => config::LONG,
                 None if name.contains("bytes") => config::INT,
                 None => config::STRING,
@@ -67,6 +77,15 @@ pub(super) fn topic_configs(shared: &Shared, overrides: &TopicConfig) -> Vec<Sho
             }
         })
         .collect()
+}
+
+/// A log's `cleanup.policy`, as Kafka names it.
+pub(super) fn cleanup_policy(log: &crate::storage::log::LogConfig) -> &'static str {
+    match (log.compact, log.delete) {
+        (true, true) => "compact,delete",
+        (true, false) => "compact",
+        _ => "delete",
+    }
 }
 
 /// A registry error as a resource's error code and message.

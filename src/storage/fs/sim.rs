@@ -727,6 +727,12 @@ impl VFile for SimFile {
         self.alive()?;
         Ok(lock(&self.inode).modified_ms)
     }
+
+    fn set_modified_ms(&self, ms: i64) -> io::Result<()> {
+        self.alive()?;
+        lock(&self.inode).modified_ms = ms;
+        Ok(())
+    }
 }
 
 impl SimMap {

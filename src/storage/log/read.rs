@@ -17,6 +17,7 @@ use crate::storage::batches::{BatchAt, Batches};
 use crate::storage::fs::VFile;
 use crate::storage::record::{DecodeError, Decompressed, Format};
 use crate::storage::recover;
+use crate::storage::segment::SEGMENT_HEADER_BYTES;
 
 /// Where a read from an offset finds its bytes: taken under the log's
 /// lock by [`Log::locate`], read by [`Lookup::find`] with the lock let go.
@@ -39,6 +40,8 @@ struct Candidate {
     file: Arc<dyn VFile>,
     path: PathBuf,
     format: Format,
+    /// A cleaned segment's end.
+    end: Option<u64>,
     /// Where the scan starts, and the offset of the batch there.
     start: (u64, u64),
     limit: u64,
@@ -107,6 +110,7 @@ impl Candidate {
             file: &*self.file,
             path: &self.path,
             format: self.format,
+            end: self.end,
         }
     }
 }
@@ -143,21 +147,27 @@ impl Log {
             return Ok(None);
         }
         let (visible_base, visible_size) = self.visible;
+        // The segment holding the offset, and the first one after it with
+        // a batch: the offset may be at the end of the first, or past its
+        // last batch (a cleaned segment's gap), and cleaned segments may
+        // hold no batch at all.
+        let after = (self.segments.range(offset + 1..))
+            .find(|(_, s)| s.size > SEGMENT_HEADER_BYTES as u64 || s.base_offset == visible_base);
         let candidates = self
             .segments
             .range(..=offset)
             .rev()
             .take(1)
-            .chain(self.segments.range(offset + 1..))
+            .chain(after)
             .map(|(_, segment)| segment)
             // Segments past the visible one hold nothing readers may see.
             .take_while(|segment| segment.base_offset <= visible_base)
-            .take(2)
             .map(|segment| -> Result<Candidate> {
                 Ok(Candidate {
                     file: segment.file()?,
                     path: segment.path.clone(),
                     format: segment.format,
+                    end: segment.end,
                     start: segment.scan_start(offset),
                     limit: if segment.base_offset < visible_base {
                         segment.size

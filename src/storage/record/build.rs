@@ -137,7 +137,7 @@ impl BatchBuilder {
     /// more (their varints) in a batch of over 64 records or spread over
     /// more than 64 ms.
     pub fn record_size(key: Option<&[u8]>, headers: &[(&[u8], &[u8])], value: &[u8]) -> usize {
-        let body = body_bytes(0, 0, key, headers, value);
+        let body = body_bytes(0, 0, key, headers, Some(value));
         varint_len(zigzag(body as i64)) + body
     }
 
@@ -168,6 +168,18 @@ impl BatchBuilder {
         headers: &[(&[u8], &[u8])],
         value: &[u8],
     ) {
+        self.push_nullable(timestamp, key, headers, Some(value));
+    }
+
+    /// [`BatchBuilder::push`] of a record whose value may be null (`None`:
+    /// a tombstone, in a compacted topic). Panics as it does.
+    pub fn push_nullable(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        headers: &[(&[u8], &[u8])],
+        value: Option<&[u8]>,
+    ) {
         let delta = self
             .pending
             .begin(timestamp, headers.len(), BATCH_HEADER_BYTES);
@@ -182,7 +194,10 @@ impl BatchBuilder {
             Some(key) => put_bytes(buf, key),
             None => put_varint(buf, zigzag(-1)),
         }
-        put_bytes(buf, value);
+        match value {
+            Some(value) => put_bytes(buf, value),
+            None => put_varint(buf, zigzag(-1)),
+        }
         put_varint(buf, zigzag(headers.len() as i64));
         for (name, value) in headers {
             put_bytes(buf, name);
@@ -256,9 +271,9 @@ fn body_bytes(
     offset_delta: u64,
     key: Option<&[u8]>,
     headers: &[(&[u8], &[u8])],
-    value: &[u8],
+    value: Option<&[u8]>,
 ) -> usize {
-    let mut n = 1 + varint_len(delta) + varint_len(offset_delta) + bytes_len(value);
+    let mut n = 1 + varint_len(delta) + varint_len(offset_delta) + value.map_or(1, bytes_len);
     n += key.map_or(1, bytes_len);
     n += varint_len(zigzag(headers.len() as i64));
     for (name, value) in headers {

@@ -201,7 +201,8 @@ pub(super) fn decode_record<'a>(
         return Err(DecodeError::Malformed("record: offset delta out of order"));
     }
     let key = body.nullable_bytes("record key")?;
-    let value = body.nullable_bytes("record value")?.unwrap_or(&[]);
+    let value = body.nullable_bytes("record value")?;
+    let (value, null_value) = (value.unwrap_or(&[]), value.is_none());
     let header_count = body.zigzag_i32("record header count")?;
     if header_count < 0
         || header_count as u32 > HEADERS_PER_RECORD_MAX
@@ -224,6 +225,7 @@ pub(super) fn decode_record<'a>(
         timestamp,
         key,
         value,
+        null_value,
         headers: &body.buf[headers_at..],
         header_count: header_count as u32,
         format: Format::Kafka,

@@ -294,6 +294,7 @@ fn decode_body(
         timestamp,
         key,
         value: &body[cursor.pos..],
+        null_value: false,
         headers,
         header_count,
         format: Format::Legacy,

@@ -80,6 +80,8 @@ pub(super) struct Scan {
     bytes_since_entry: u64,
     /// Why the index on disk cannot stay, once known.
     pub(super) index_problem: Option<String>,
+    /// A cleaned segment's end: its batches may skip offsets below it.
+    pub(super) end: Option<u64>,
 }
 
 impl Scan {
@@ -107,7 +109,18 @@ impl Scan {
             entries: Vec::new(),
             bytes_since_entry: 0,
             index_problem,
+            end: None,
         }
+    }
+
+    /// Whether a batch starting at `base` and ending before `next` may
+    /// follow what was kept: where the last one ended, or, in a cleaned
+    /// segment, anywhere past it below the segment's end.
+    pub(super) fn follows(&self, base: u64, next: u64) -> bool {
+        base == self.next_offset
+            || self
+                .end
+                .is_some_and(|end| base > self.next_offset && next <= end)
     }
 
     /// Starts at the last entry of a trusted index instead of the first
@@ -281,7 +294,7 @@ impl SegmentFile<'_> {
                 }
             };
             let header = batch.header;
-            if header.base_offset != scan.next_offset {
+            if !scan.follows(header.base_offset, header.next_offset()) {
                 let error = DecodeError::Malformed("batch: base offset out of sequence");
                 return Ok(Some(bad_batch(position, error, KeptRecords::NONE)));
             }

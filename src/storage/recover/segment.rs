@@ -13,7 +13,7 @@ use crate::limits::BATCH_BYTES_MAX;
 use crate::storage::fs::Vfs;
 use crate::storage::index::{self, IndexEntry};
 use crate::storage::record::{BatchHeader, Format};
-use crate::storage::segment::{self, SEGMENT_HEADER_BYTES};
+use crate::storage::segment::{self, SegmentHeader, SEGMENT_HEADER_BYTES};
 
 /// Recovers the segment `path`, whose name says it starts at `base`;
 /// `trusted`: its index is trusted up to its last entry.
@@ -43,16 +43,17 @@ pub(super) fn recover_segment(
     };
     let mut report = SegmentReport::new(path, base, !trusted);
     match seg.header_problem(base)? {
-        Ok(format) => {
-            seg.format = format;
-            report.format = format;
+        Ok(header) => {
+            seg.format = header.format;
+            report.format = header.format;
+            report.end = header.end;
         }
         Err(problem) => {
             report.problem = Some(problem);
             return Ok(report);
         }
     }
-    let (mut scan, start, stopped) = seg.scan(base, trusted)?;
+    let (mut scan, start, stopped) = seg.scan(base, report.end, trusted)?;
     report.scanned = report.scanned || scan.from_start;
     report.bytes_scanned = len.saturating_sub(start);
     if let Some(stopped) = &stopped {
@@ -83,6 +84,7 @@ impl SegmentReport {
             saved_to: None,
             index_problem: None,
             bytes_scanned: 0,
+            end: None,
             next_offset: base,
             max_timestamp: i64::MIN,
             first_timestamp: None,
@@ -94,7 +96,8 @@ impl SegmentReport {
     fn keep(&mut self, base: u64, mut scan: Scan) {
         self.batches_valid = scan.batches;
         self.bytes_valid = scan.size;
-        self.next_offset = scan.next_offset;
+        // A cleaned segment stands for the offsets up to its end.
+        self.next_offset = scan.next_offset.max(self.end.unwrap_or(0));
         self.records_valid = scan.next_offset - base;
         self.max_timestamp = scan.max_timestamp;
         self.first_timestamp = scan.first_timestamp;
@@ -108,12 +111,12 @@ impl SegmentFile<'_> {
     /// The format of the segment's batches, or what is wrong with its
     /// header. A header torn by a crash while the segment was created
     /// (short, or zeros) is a torn tail, and only ever in the last segment.
-    fn header_problem(&self, base: u64) -> Result<std::result::Result<Format, Problem>> {
+    fn header_problem(&self, base: u64) -> Result<std::result::Result<SegmentHeader, Problem>> {
         let mut header = [0u8; SEGMENT_HEADER_BYTES];
         let n = self.read_at(&mut header, 0)?;
-        let reason = match segment::decode_header(&header[..n]) {
-            Ok((b, format)) if b == base => return Ok(Ok(format)),
-            Ok((b, _)) => format!("header names base offset {b}"),
+        let reason = match segment::read_header(&header[..n]) {
+            Ok(h) if h.base_offset == base => return Ok(Ok(h)),
+            Ok(h) => format!("header names base offset {}", h.base_offset),
             Err(reason) => reason,
         };
         let torn = self.last && (n < SEGMENT_HEADER_BYTES || header.iter().all(|&b| b == 0));
@@ -136,10 +139,16 @@ impl SegmentFile<'_> {
     /// Scans the segment based at `base`, from the last entry of its index
     /// when `trusted`: the scan, the position it began at, and where it
     /// stopped if before the end.
-    fn scan(&self, base: u64, trusted: bool) -> Result<(Scan, u64, Option<Stopped>)> {
+    fn scan(
+        &self,
+        base: u64,
+        end: Option<u64>,
+        trusted: bool,
+    ) -> Result<(Scan, u64, Option<Stopped>)> {
         let (disk, index_problem) = self.disk_index();
         let interval_bytes = self.options.index_interval_bytes;
         let mut scan = Scan::new(base, interval_bytes, disk.clone(), index_problem.clone());
+        scan.end = end;
         if trusted && index_problem.is_none() && !disk.is_empty() {
             scan.trust_up_to_last_entry();
             scan.first_timestamp = self.first_timestamp()?;
@@ -150,6 +159,7 @@ impl SegmentFile<'_> {
             // The index led to bytes that are not whole, or its last entry is
             // wrong: judge the segment by all of its bytes, trusting nothing.
             let mut scan = Scan::new(base, interval_bytes, disk, index_problem);
+            scan.end = end;
             let start = scan.size;
             let stopped = self.scan_batches(&mut scan)?;
             return Ok((scan, start, stopped));

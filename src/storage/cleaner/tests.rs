@@ -1,0 +1,366 @@
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::*;
+use crate::limits;
+use crate::storage::batches::Batches;
+use crate::storage::fs::sim::SimFs;
+use crate::storage::log::{LogConfig, OpenOptions};
+use crate::storage::record::{BatchBuilder, Codec, Decompressed};
+
+const DIR: &str = "/p";
+const DAY_MS: i64 = 24 * 3600 * 1000;
+/// The time the log is written at; cleaned a week later.
+const T0: i64 = 1_700_000_000_000;
+const NOW: i64 = T0 + 7 * DAY_MS;
+
+/// One record as read: (key, value; `None` a tombstone).
+type Rec = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+fn config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 4096,
+        index_interval_bytes: 256,
+        retention_ms: None,
+        delete: false,
+        compact: true,
+        ..LogConfig::default()
+    }
+}
+
+fn open(sim: &SimFs) -> Log {
+    let options = OpenOptions {
+        writable: true,
+        lock: false,
+    };
+    Log::open(Arc::new(sim.clone()), Path::new(DIR), config(), options).unwrap()
+}
+
+/// Appends `records` as one batch (compressed with `codec`) at `at_ms`.
+/// A record to append: key and value, either null.
+type New<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+fn append(log: &mut Log, codec: Codec, records: &[New<'_>], at_ms: i64) {
+    let mut b = BatchBuilder::compressed(codec, None);
+    for (key, value) in records {
+        b.push_nullable(at_ms, *key, &[], *value);
+    }
+    log.append(&mut b.finish().to_vec(), at_ms).unwrap();
+}
+
+/// A log of 10 keys updated `rounds` times each (others in the first half), in batches of one to three
+/// records (some compressed), with a record without a key, key 3 deleted
+/// long ago and key 4 deleted lately, over several segments; then one
+/// more segment, so that all of it is closed.
+fn write_log(sim: &SimFs, rounds: u32) -> Log {
+    sim.create_dir_all_durable(Path::new(DIR));
+    sim.set_clock_ms(T0);
+    let mut log = open(sim);
+    let codecs = [Codec::None, Codec::Gzip, Codec::None, Codec::Lz4];
+    for round in 0..rounds {
+        // The keys of the first half are others than the second's.
+        let era = if round < rounds / 2 { "a" } else { "k" };
+        for k in 0..10u32 {
+            let key = format!("{era}{k}");
+            let value = format!("v{k}-{round}");
+            let n = 1 + (round + k) as usize % 3;
+            let records: Vec<_> = (0..n)
+                .map(|_| (Some(key.as_bytes()), Some(value.as_bytes())))
+                .collect();
+            append(&mut log, codecs[(round + k) as usize % 4], &records, T0);
+        }
+        if round == 5 {
+            append(&mut log, Codec::None, &[(None, Some(b"no key"))], T0);
+            append(&mut log, Codec::None, &[(Some(b"k3"), None)], T0);
+        }
+    }
+    // Key 3 written again after its delete, key 5 deleted lately.
+    sim.set_clock_ms(NOW - 1000);
+    append(&mut log, Codec::None, &[(Some(b"k5"), None)], NOW - 1000);
+    log.roll().unwrap();
+    append(
+        &mut log,
+        Codec::None,
+        &[(Some(b"tail"), Some(b"t"))],
+        NOW - 1000,
+    );
+    log.flush().unwrap();
+    log
+}
+
+/// Every record from the log's start: offset, key and value.
+fn read_all(log: &Log) -> BTreeMap<u64, Rec> {
+    let mut out = BTreeMap::new();
+    let mut offset = log.start_offset();
+    let mut buf = Vec::new();
+    let mut scratch = Decompressed::default();
+    while let Some(slice) = log.read(offset, 1 << 20).unwrap() {
+        slice.read_into(&mut buf).unwrap();
+        for step in Batches::new(slice.format, &buf, limits::BATCH_BYTES_MAX) {
+            let (_, batch) = step.unwrap();
+            let records = batch.records_in(&mut scratch, u32::MAX).unwrap();
+            for r in records {
+                let r = r.unwrap();
+                let value = (!r.null_value).then(|| r.value.to_vec());
+                assert!(out
+                    .insert(r.offset, (r.key.map(<[u8]>::to_vec), value))
+                    .is_none());
+            }
+            offset = batch.header.next_offset();
+        }
+    }
+    out
+}
+
+/// The table a consumer from the start builds: each key's latest value,
+/// deleted keys out.
+fn table(records: &BTreeMap<u64, Rec>) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut table = BTreeMap::new();
+    for (key, value) in records.values() {
+        let Some(key) = key else { continue };
+        match value {
+            Some(v) => table.insert(key.clone(), v.clone()),
+            None => table.remove(key),
+        };
+    }
+    table
+}
+
+/// One pass, committed and finished; what it replaced (bytes before, after).
+fn clean(log: &mut Log, map: &mut OffsetMap) -> Option<(u64, u64)> {
+    let plan = log.clean_plan(u64::MAX, NOW).unwrap()?;
+    let cleaned = plan.run(map, &mut |_| true).unwrap()?;
+    let sizes = cleaned.sizes();
+    let swapped = log.commit_clean(cleaned).unwrap();
+    assert!(swapped.swapped());
+    swapped.finish().unwrap();
+    Some(sizes)
+}
+
+/// Checks that `after` is `before` compacted: every record kept is the
+/// one at its offset before, the table is the same, and below `cleaned`
+/// no key appears twice, no tombstone older than the horizon stays.
+fn check_compacted(before: &BTreeMap<u64, Rec>, after: &BTreeMap<u64, Rec>, cleaned: u64) {
+    for (offset, record) in after {
+        assert_eq!(before.get(offset), Some(record), "offset {offset}");
+    }
+    assert_eq!(table(after), table(before));
+    let mut seen = std::collections::HashSet::new();
+    for (offset, (key, _)) in after.range(..cleaned) {
+        if let Some(key) = key {
+            assert!(
+                seen.insert(key.clone()),
+                "{key:?} twice below {cleaned}, at {offset}"
+            );
+        }
+    }
+    assert!(
+        after.values().any(|(k, _)| k.is_none()),
+        "the record without a key stays"
+    );
+    let tombstones: Vec<_> = after
+        .values()
+        .filter(|(_, v)| v.is_none())
+        .map(|(k, _)| k.clone().unwrap())
+        .collect();
+    assert_eq!(
+        tombstones,
+        [b"k5".to_vec()],
+        "k3's old tombstone went, k5's young one stays"
+    );
+}
+
+#[test]
+fn keys_updated_many_times_keep_only_their_latest_record() {
+    let sim = SimFs::new();
+    let mut log = write_log(&sim, 60);
+    let before = read_all(&log);
+    let next = log.next_offset();
+    let mut map = OffsetMap::with_memory(1 << 20);
+    let (bytes_before, bytes_after) = clean(&mut log, &mut map).unwrap();
+    assert!(
+        bytes_after * 10 < bytes_before,
+        "{bytes_before} -> {bytes_after}"
+    );
+    let after = read_all(&log);
+    check_compacted(&before, &after, log.cleaned_to());
+    assert_eq!(log.cleaned_to(), log.segments().last().unwrap().base_offset);
+    assert_eq!(log.next_offset(), next, "offsets never change");
+    // Nothing more to do until more is written.
+    assert!(clean(&mut log, &mut map).is_none());
+    // A clean close and a power cut both open the same log.
+    log.close().unwrap();
+    let log = open(&sim);
+    assert_eq!(read_all(&log), after);
+    assert_eq!(log.cleaned_to(), log.segments().last().unwrap().base_offset);
+    sim.crash(&mut |n| n);
+    assert_eq!(read_all(&open(&sim)), after);
+}
+
+#[test]
+fn a_small_map_cleans_in_several_passes_to_the_same_table() {
+    let sim = SimFs::new();
+    let mut log = write_log(&sim, 60);
+    let before = read_all(&log);
+    let segments = log.segments().count();
+    // Room for 12 keys: the first pass maps the first half's and stops
+    // in the second's.
+    let mut map = OffsetMap::with_memory(14 * SLOT_BYTES);
+    let mut passes = 0;
+    while clean(&mut log, &mut map).is_some() {
+        passes += 1;
+        let after = read_all(&log);
+        assert_eq!(table(&after), table(&before), "after pass {passes}");
+        assert!(passes < 10);
+    }
+    assert_eq!(passes, 2);
+    assert!(
+        log.segments().count() < segments,
+        "segments cleaned again are cleaned together"
+    );
+    let after = read_all(&log);
+    check_compacted(&before, &after, log.cleaned_to());
+}
+
+#[test]
+fn a_clean_whose_segments_changed_meanwhile_commits_nothing() {
+    let sim = SimFs::new();
+    let mut log = write_log(&sim, 60);
+    let before = read_all(&log);
+    let plan = log.clean_plan(u64::MAX, NOW).unwrap().unwrap();
+    let cleaned = plan
+        .run(&mut OffsetMap::with_memory(1 << 20), &mut |_| true)
+        .unwrap()
+        .unwrap();
+    // DeleteRecords and retention take the first segment meanwhile.
+    let second = log.segments().nth(1).unwrap().base_offset;
+    log.delete_records_before(second).unwrap();
+    let expired = log.take_expired(NOW);
+    expired.delete().unwrap();
+    let swapped = log.commit_clean(cleaned).unwrap();
+    assert!(!swapped.swapped());
+    swapped.finish().unwrap();
+    let files = sim.files();
+    assert!(
+        files
+            .keys()
+            .all(|p| !p.to_string_lossy().contains(".cleaned.")),
+        "{files:?}"
+    );
+    let after = read_all(&log);
+    assert_eq!(
+        after,
+        before
+            .range(second..)
+            .map(|(o, r)| (*o, r.clone()))
+            .collect()
+    );
+}
+
+#[test]
+fn a_stopped_pass_leaves_nothing_behind() {
+    let sim = SimFs::new();
+    let log = write_log(&sim, 60);
+    let plan = log.clean_plan(u64::MAX, NOW).unwrap().unwrap();
+    let mut budget = 20_000u64;
+    let mut pace = |bytes: u64| {
+        budget = budget.saturating_sub(bytes);
+        budget > 0
+    };
+    assert!(plan
+        .run(&mut OffsetMap::with_memory(1 << 20), &mut pace)
+        .unwrap()
+        .is_none());
+    assert!(sim
+        .files()
+        .keys()
+        .all(|p| !p.to_string_lossy().contains(".cleaned.")));
+}
+
+/// A file system holding `sim`'s files, durably, with their times.
+fn copy(sim: &SimFs) -> SimFs {
+    let copy = SimFs::new();
+    copy.create_dir_all_durable(Path::new(DIR));
+    for (path, bytes) in sim.files() {
+        copy.write(&path, &bytes);
+        let ms = sim.open_read(&path).unwrap().modified_ms().unwrap();
+        copy.open(&path, false)
+            .unwrap()
+            .set_modified_ms(ms)
+            .unwrap();
+    }
+    copy.set_clock_ms(NOW);
+    copy
+}
+
+#[test]
+fn a_power_cut_at_any_step_of_a_clean_leaves_the_old_log_or_the_cleaned_one() {
+    let written = SimFs::new();
+    let reference = write_log(&written, 14);
+    let before = read_all(&reference);
+    let next = reference.next_offset();
+    reference.close().unwrap();
+    let mut steps = 0;
+    let mut replaced_left = false;
+    for n in 0.. {
+        let sim = copy(&written);
+        let mut log = open(&sim);
+        // Segments of a megabyte from now on: the pass cleans them together.
+        let merged = LogConfig {
+            segment_bytes: 1 << 20,
+            ..config()
+        };
+        log.set_policy(&merged).unwrap();
+        sim.cut_power_after(n);
+        let done = (|| -> Result<bool> {
+            let Some(plan) = log.clean_plan(u64::MAX, NOW)? else {
+                return Ok(false);
+            };
+            let Some(cleaned) = plan.run(&mut OffsetMap::with_memory(1 << 20), &mut |_| true)?
+            else {
+                return Ok(false);
+            };
+            log.commit_clean(cleaned)?.finish()?;
+            Ok(true)
+        })();
+        drop(log);
+        sim.crash(&mut |len| len / 2);
+        sim.restore_power();
+        let log = open(&sim);
+        let after = read_all(&log);
+        replaced_left |= log
+            .recovery()
+            .removed
+            .iter()
+            .any(|p| p.extension().is_some_and(|e| e == "log"));
+        for (offset, record) in &after {
+            assert_eq!(
+                before.get(offset),
+                Some(record),
+                "cut after {n}: offset {offset}"
+            );
+        }
+        assert_eq!(table(&after), table(&before), "cut after {n}");
+        assert_eq!(log.next_offset(), next, "cut after {n}");
+        let names: Vec<String> = sim
+            .files()
+            .keys()
+            .map(|p| p.display().to_string())
+            .collect();
+        assert!(
+            names.iter().all(|p| !p.contains(".cleaned.")),
+            "cut after {n}: {names:?}"
+        );
+        if matches!(done, Ok(true)) {
+            check_compacted(&before, &after, log.cleaned_to());
+            steps = n;
+            break;
+        }
+    }
+    assert!(steps > 10, "{steps} steps");
+    assert!(
+        replaced_left,
+        "some cut left replaced segments for the open to remove"
+    );
+}
