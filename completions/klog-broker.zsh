@@ -29,6 +29,14 @@ _klog-broker() {
 '--retention=[Delete segments whose newest record was appended longer ago than this]:DURATION:_default' \
 '--retention-bytes=[Delete the oldest segments while a partition is larger than this]:SIZE:_default' \
 '--retention-check-interval=[How often retention runs]:DURATION:_default' \
+'--log-cleanup-policy=[How topics without a cleanup.policy of their own let old records go\: delete (whole segments, by --retention and --retention-bytes), compact (keep each key'\''s latest record), or compact,delete]:POLICY:_default' \
+'--log-cleaner-threads=[Threads that compact topics (0\: none)]:N:_default' \
+'--log-cleaner-memory=[Memory of the cleaner'\''s key map, all threads together (24 bytes a key; a partition with more keys than fit is cleaned in several passes)]:SIZE:_default' \
+'--log-cleaner-io-bytes-per-second=[Bytes a second the cleaner reads, at most (default\: no bound)]:SIZE:_default' \
+'--log-cleaner-backoff=[How long a cleaner thread with nothing to clean waits before it looks again]:DURATION:_default' \
+'--log-cleaner-delete-retention=[How long a compacted topic keeps a tombstone (a null value) after its segment was last written (topic config delete.retention.ms)]:DURATION:_default' \
+'--log-cleaner-min-cleanable-ratio=[The dirty share of a compacted partition'\''s closed segments that makes it worth a clean (topic config min.cleanable.dirty.ratio)]:RATIO:_default' \
+'--log-cleaner-min-compaction-lag=[Leave records younger than this uncompacted (topic config min.compaction.lag.ms)]:DURATION:_default' \
 '--producer-id-expiration=[Forget an idempotent producer a partition has had no batch from for this long (Kafka'\''s producer.id.expiration.ms), by its batches'\'' timestamps and by the broker'\''s clock when it took them (records stamped long ago keep a producer that sends), at the retention checks\: its next batch starts it afresh, whatever its sequence]:DURATION:_default' \
 '--scrub-interval=[Read every partition'\''s log back whole, each record'\''s CRC checked, this often, and soon after it opens for the first time or after an unclean stop (0\: never). Damage found in a replica is cut and refetched from its peers; in a single copy, it is reported]:DURATION:_default' \
 '--scrub-rate=[Bytes a second the scrub reads, at most]:SIZE:_default' \

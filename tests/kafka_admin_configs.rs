@@ -104,13 +104,20 @@ fn every_admin_client_creates_alters_and_describes_a_topics_configs() {
             &format!("{topic}-bad"),
             "1",
             "1",
-            "cleanup.policy=compact",
+            "cleanup.policy=compacted",
         ];
         let refused = run(client, at, &bad_create).join(" ");
         assert!(
             refused.starts_with("error INVALID_CONFIG"),
             "{client}: {refused}"
         );
+        // A compacted topic, as Kafka names it.
+        let compacted = format!("{topic}-table");
+        let policy = "cleanup.policy=compact,delete";
+        run(client, at, &["create", &compacted, "1", "1", policy]);
+        let configs = run(client, at, &["configs", &compacted]);
+        let (value, _) = value_of(&configs, "cleanup.policy").unwrap();
+        assert_eq!(value, "compact,delete", "{client}");
     }
     // IncrementalAlterConfigs: one config set, another deleted, the rest kept.
     for client in ["confluent-kafka", "kafka-python"] {

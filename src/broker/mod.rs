@@ -99,6 +99,7 @@ use crate::sync::lock;
 use shared::Shared;
 
 pub mod auth;
+mod cleaner;
 mod connection;
 mod flusher;
 mod kafka;
@@ -122,6 +123,8 @@ use sniff::Protocol;
 #[cfg(test)]
 mod testing;
 mod watch;
+
+pub use cleaner::CleanerConfig;
 
 /// How a broker runs.
 #[derive(Debug, Clone)]
@@ -154,6 +157,8 @@ pub struct BrokerConfig {
     pub flush_interval_ms: Option<u64>,
     /// How often retention runs.
     pub retention_check_interval_ms: u64,
+    /// How the log cleaner runs (compacted topics).
+    pub cleaner: CleanerConfig,
     /// How long a partition keeps an idempotent producer it has had no
     /// batch from ([`crate::storage::producers`]).
     pub producer_id_expiration_ms: u64,
@@ -214,6 +219,7 @@ impl BrokerConfig {
             flush_messages: None,
             flush_interval_ms: None,
             retention_check_interval_ms: 5 * 60 * 1000,
+            cleaner: CleanerConfig::default(),
             producer_id_expiration_ms: 86_400_000,
             scrub_interval: Some(std::time::Duration::from_secs(24 * 3600)),
             scrub_rate_bytes: 64 << 20,
@@ -398,7 +404,7 @@ impl Broker {
             ("acls", |s| auth::reload_acls(s)),
             ("topic-configs", |s| topic_configs::reload(s)),
         ];
-        let mut threads = Vec::with_capacity(background.len() + 1);
+        let mut threads = cleaner::spawn(&shared)?;
         if let Some(listener) = self.metrics_listener {
             let shared = Arc::clone(&shared);
             let thread = std::thread::Builder::new()

@@ -216,14 +216,14 @@ fn settled(
 }
 
 /// A walk's pace: at most `rate` bytes a second since it began.
-struct Pace {
+pub(super) struct Pace {
     rate: u64,
     begun: Instant,
     bytes: u64,
 }
 
 impl Pace {
-    fn new(rate: u64) -> Pace {
+    pub(super) fn new(rate: u64) -> Pace {
         Pace {
             rate: rate.max(1),
             begun: Instant::now(),
@@ -233,7 +233,7 @@ impl Pace {
 
     /// Counts `n` bytes walked, sleeping while ahead of the rate; `false`
     /// when the broker is stopping.
-    fn spend(&mut self, n: u64, shared: &Shared) -> bool {
+    pub(super) fn spend(&mut self, n: u64, shared: &Shared) -> bool {
         self.bytes += n;
         let due = Duration::from_secs_f64(self.bytes as f64 / self.rate as f64);
         let ahead = due.saturating_sub(self.begun.elapsed());
@@ -243,7 +243,7 @@ impl Pace {
 }
 
 /// Sleeps `d`, waking early when the broker stops.
-fn sleep_unless_stopping(shared: &Shared, d: Duration) {
+pub(super) fn sleep_unless_stopping(shared: &Shared, d: Duration) {
     let until = Instant::now() + d;
     while !shared.stopping() {
         let left = until.saturating_duration_since(Instant::now());

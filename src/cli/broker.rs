@@ -83,6 +83,38 @@ pub struct Args {
     /// How often retention runs.
     #[arg(long = "retention-check-interval", value_name = "DURATION", default_value = "5m", value_parser = super::duration_arg)]
     pub retention_check_interval_ms: u64,
+    /// How topics without a cleanup.policy of their own let old records
+    /// go: delete (whole segments, by --retention and --retention-bytes),
+    /// compact (keep each key's latest record), or compact,delete.
+    #[arg(long = "log-cleanup-policy", value_name = "POLICY", default_value = "delete", value_parser = cleanup_policy_arg)]
+    pub cleanup_policy: String,
+    /// Threads that compact topics (0: none).
+    #[arg(long = "log-cleaner-threads", value_name = "N", default_value_t = 1, value_parser = super::count_in::<usize>(0, 64))]
+    pub cleaner_threads: usize,
+    /// Memory of the cleaner's key map, all threads together (24 bytes a
+    /// key; a partition with more keys than fit is cleaned in several
+    /// passes).
+    #[arg(long = "log-cleaner-memory", value_name = "SIZE", default_value = "128MiB", value_parser = super::size_arg)]
+    pub cleaner_memory: u64,
+    /// Bytes a second the cleaner reads, at most (default: no bound).
+    #[arg(long = "log-cleaner-io-bytes-per-second", value_name = "SIZE", value_parser = rate_arg)]
+    pub cleaner_io_rate: Option<u64>,
+    /// How long a cleaner thread with nothing to clean waits before it
+    /// looks again.
+    #[arg(long = "log-cleaner-backoff", value_name = "DURATION", default_value = "15s", value_parser = super::duration_arg)]
+    pub cleaner_backoff_ms: u64,
+    /// How long a compacted topic keeps a tombstone (a null value) after
+    /// its segment was last written (topic config delete.retention.ms).
+    #[arg(long = "log-cleaner-delete-retention", value_name = "DURATION", default_value = "1d", value_parser = super::duration_arg)]
+    pub delete_retention_ms: u64,
+    /// The dirty share of a compacted partition's closed segments that
+    /// makes it worth a clean (topic config min.cleanable.dirty.ratio).
+    #[arg(long = "log-cleaner-min-cleanable-ratio", value_name = "RATIO", default_value = "0.5", value_parser = ratio_arg)]
+    pub min_cleanable_ratio: f64,
+    /// Leave records younger than this uncompacted (topic config
+    /// min.compaction.lag.ms).
+    #[arg(long = "log-cleaner-min-compaction-lag", value_name = "DURATION", default_value = "0ms", value_parser = super::duration_arg)]
+    pub min_compaction_lag_ms: u64,
     /// Forget an idempotent producer a partition has had no batch from for
     /// this long (Kafka's producer.id.expiration.ms), by its batches'
     /// timestamps and by the broker's clock when it took them (records
@@ -249,6 +281,54 @@ fn raise_open_file_limit(say: &crate::tools::Say) {
 }
 
 /// A clap value parser for `--scrub-rate`: a size above zero.
+/// The log config of topics without configs of their own, from the flags.
+fn log_config(args: &Args) -> Result<LogConfig, super::Usage> {
+    Ok(LogConfig {
+        segment_bytes: args.segment_bytes,
+        segment_age_ms: args.segment_age_ms,
+        index_interval_bytes: u32::try_from(args.index_interval_bytes)
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| {
+                super::Usage("--index-interval-bytes must be between 1 and 4GiB".into())
+            })?,
+        retention_ms: Some(args.retention_ms),
+        retention_bytes: args.retention_bytes,
+        record_bytes_max: u32::try_from(args.record_bytes_max).unwrap_or(u32::MAX),
+        compact: args.cleanup_policy.contains("compact"),
+        delete: args.cleanup_policy.contains("delete"),
+        delete_retention_ms: args.delete_retention_ms,
+        min_cleanable_dirty_ratio: args.min_cleanable_ratio,
+        min_compaction_lag_ms: args.min_compaction_lag_ms,
+        ..LogConfig::default()
+    })
+}
+
+/// How the cleaner runs, from the flags.
+fn cleaner_config(args: &Args) -> crate::broker::CleanerConfig {
+    crate::broker::CleanerConfig {
+        threads: args.cleaner_threads,
+        memory_bytes: args.cleaner_memory,
+        io_bytes_per_second: args.cleaner_io_rate,
+        backoff: Duration::from_millis(args.cleaner_backoff_ms),
+    }
+}
+
+/// A `cleanup.policy`, in canonical form.
+fn cleanup_policy_arg(s: &str) -> Result<String, String> {
+    let mut config = crate::coord::topic_config::TopicConfig::new();
+    config.set("cleanup.policy", s)?;
+    Ok(config.get("cleanup.policy").unwrap_or("delete").to_string())
+}
+
+/// A share from 0 to 1.
+fn ratio_arg(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("{s:?} is not a number from 0 to 1")),
+    }
+}
+
 fn rate_arg(s: &str) -> Result<u64, String> {
     match super::size_arg(s)? {
         0 => Err(format!("{s:?} reads nothing: the rate must be above 0")),
@@ -269,20 +349,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn serve(args: Args) -> anyhow::Result<ExitCode> {
     super::handle_signals(|| {})?;
     let say = crate::tools::Say { quiet: args.quiet };
-    let log = LogConfig {
-        segment_bytes: args.segment_bytes,
-        segment_age_ms: args.segment_age_ms,
-        index_interval_bytes: u32::try_from(args.index_interval_bytes)
-            .ok()
-            .filter(|&n| n > 0)
-            .ok_or_else(|| {
-                super::Usage("--index-interval-bytes must be between 1 and 4GiB".into())
-            })?,
-        retention_ms: Some(args.retention_ms),
-        retention_bytes: args.retention_bytes,
-        record_bytes_max: u32::try_from(args.record_bytes_max).unwrap_or(u32::MAX),
-        ..LogConfig::default()
-    };
+    let log = log_config(&args)?;
     let mut config = BrokerConfig::new(&args.data_dir, &args.listen);
     config.kafka_listen = args.kafka_listen.clone();
     config.kafka_advertised = args.kafka_advertised.clone();
@@ -294,6 +361,7 @@ fn serve(args: Args) -> anyhow::Result<ExitCode> {
     config.flush_messages = args.flush_messages;
     config.flush_interval_ms = args.flush_interval_ms;
     config.retention_check_interval_ms = args.retention_check_interval_ms;
+    config.cleaner = cleaner_config(&args);
     config.producer_id_expiration_ms = args.producer_id_expiration_ms;
     config.scrub_interval =
         (args.scrub_interval_ms > 0).then(|| Duration::from_millis(args.scrub_interval_ms));

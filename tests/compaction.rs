@@ -1,0 +1,130 @@
+//! Compacted topics through a broker (issue 28): `--log-cleanup-policy
+//! compact` keeps each key's latest record, read back by klog-consume and
+//! kcat with the offsets the records were given.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::kafka::{kcat_path, Kcat};
+use common::{consume_from, produce_to, BrokerProc};
+
+/// `rounds` updates of each of `keys` keys, as `key:value` lines.
+fn updates(rounds: u32, keys: u32) -> String {
+    let mut input = String::new();
+    for round in 0..rounds {
+        for k in 0..keys {
+            input += &format!("key{k}:value{k}-{round}\n");
+        }
+    }
+    input
+}
+
+/// The table `offset key value` lines build, checking that offsets
+/// increase; and how many lines there were.
+fn table(out: &str) -> (BTreeMap<String, String>, usize) {
+    let mut table = BTreeMap::new();
+    let mut last = None;
+    let mut n = 0;
+    for line in out.lines() {
+        let mut fields = line.splitn(3, ' ');
+        let offset: u64 = fields.next().unwrap().parse().unwrap();
+        assert!(last.is_none_or(|l| l < offset), "offsets increase: {line}");
+        last = Some(offset);
+        table.insert(
+            fields.next().unwrap().to_string(),
+            fields.next().unwrap().to_string(),
+        );
+        n += 1;
+    }
+    (table, n)
+}
+
+#[test]
+fn a_compacted_topic_is_read_back_as_the_latest_table_with_its_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(
+        dir.path(),
+        &[
+            "--log-cleanup-policy",
+            "compact",
+            "--segment-bytes",
+            "16KiB",
+            "--log-cleaner-backoff",
+            "100ms",
+            "--log-cleaner-min-cleanable-ratio",
+            "0.1",
+            "--kafka-listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let (rounds, keys) = (30, 100);
+    produce_to(
+        &broker.addr,
+        "cdc",
+        &updates(rounds, keys),
+        &["-K", ":", "--batch", "7"],
+    );
+    let before = consume_from(&broker.addr, "cdc", &["-f", "%o %k %s\n"]);
+    let (expected, all) = table(&before);
+    assert_eq!(
+        (expected.len(), all),
+        (keys as usize, (rounds * keys) as usize)
+    );
+    let said = broker.wait_for_log("Cleaned cdc-0", Duration::from_secs(60));
+    let after = consume_from(&broker.addr, "cdc", &["-f", "%o %k %s\n"]);
+    let (table_after, kept) = table(&after);
+    assert_eq!(table_after, expected, "{said}");
+    assert!(kept < all / 2, "{kept} of {all} records kept: {said}");
+    // Each record kept is the one at its offset before.
+    let before_lines: std::collections::HashSet<&str> = before.lines().collect();
+    assert!(after.lines().all(|l| before_lines.contains(l)));
+    // The last offset stays the last: nothing after the clean reuses one.
+    produce_to(&broker.addr, "cdc", "key0:new\n", &["-K", ":"]);
+    let tail = consume_from(&broker.addr, "cdc", &["-f", "%o %k %s\n", "-o", "-1"]);
+    assert_eq!(tail, format!("{} key0 new\n", rounds * keys));
+    // A cleaned partition verifies whole, and recovery finds nothing to
+    // cut, while the broker runs and after it stops.
+    let partition = dir.path().join("cdc-0");
+    let verify = || {
+        common::bin("klog-dump")
+            .args(["--verify", partition.to_str().unwrap()])
+            .assert()
+            .success();
+    };
+    verify();
+    let dump = common::bin("klog-dump").arg(&partition).assert().success();
+    let dump = String::from_utf8_lossy(&dump.get_output().stdout).to_string();
+    assert!(
+        dump.contains("Cleaned (compacted): offsets up to"),
+        "{dump}"
+    );
+    // Kafka's clients read the gaps the same.
+    if let Some(kcat) = kcat_path() {
+        let out = Kcat::at(&kcat, &broker.kafka_addr()).consume("cdc", &["-f", "%o %k %s\n"]);
+        // (The cleaner may have cleaned more since.)
+        let (kcat_table, n) = table(&out);
+        assert!(n <= kept + 1, "{n} records, {kept} before");
+        assert!(out
+            .lines()
+            .all(|l| before_lines.contains(l) || l.ends_with(" key0 new")));
+        let mut expected = expected.clone();
+        expected.insert("key0".into(), "new".into());
+        assert_eq!(kcat_table, expected);
+    }
+    let mut broker = broker;
+    assert!(broker.terminate().success());
+    verify();
+    let recover = common::bin("klog-recover")
+        .args(["--dry-run", "--full", partition.to_str().unwrap()])
+        .assert()
+        .success();
+    let said = String::from_utf8_lossy(&recover.get_output().stdout).to_string();
+    assert!(!said.contains("cut"), "{said}");
+    // A restart reads the same table.
+    let broker = BrokerProc::start(dir.path(), &["--log-cleanup-policy", "compact"]);
+    let (again, _) = table(&consume_from(&broker.addr, "cdc", &["-f", "%o %k %s\n"]));
+    assert_eq!(again.get("key0").map(String::as_str), Some("new"));
+    assert_eq!(again.len(), keys as usize);
+}
