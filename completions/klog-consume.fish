@@ -19,7 +19,7 @@ complete -c klog-consume -l isolation-level -d 'Which records to read (Kafka\'s 
 read_uncommitted\t'Every record'"
 complete -c klog-consume -s X -d 'A client setting by its Kafka property name, in Kafka\'s units (repeatable): bootstrap.servers (-b), group.id (-G), session.timeout.ms, auto.commit.interval.ms, enable.auto.commit (false: --no-commit), auto.offset.reset (earliest or latest: -o beginning or end), fetch.max.bytes (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes), request.timeout.ms (--request-timeout), isolation.level (--isolation-level); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins' -r
 complete -c klog-consume -s e -l exit -d 'Exit when every partition reaches the end offset it had at start'
-complete -c klog-consume -s Z -d 'Print NULL for a null (absent) key, as kcat\'s -Z; an empty key or value stays empty (klog\'s records have no null value). -J always writes a missing key as null'
+complete -c klog-consume -s Z -d 'Print NULL for a null key or value (a tombstone), as kcat\'s -Z (%S of a null value is -1 either way); an empty key or value stays empty. -J always writes a null key or value as null'
 complete -c klog-consume -s J -l json -d 'One JSON envelope per line: topic, partition, offset, ts, headers, key, payload (bytes that are not UTF-8 in base64, marked by key_encoding, payload_encoding or headers_encoding)'
 complete -c klog-consume -s u -l unbuffered -d 'Flush stdout after every record'
 complete -c klog-consume -l no-commit -d 'With -G: commit nothing (-X enable.auto.commit=false): the group\'s committed offsets stay as they were, and whoever owns a partition next starts where they say'

@@ -44,7 +44,7 @@ read_uncommitted\:"Every record"))' \
 '*-X+[A client setting by its Kafka property name, in Kafka'\''s units (repeatable)\: bootstrap.servers (-b), group.id (-G), session.timeout.ms, auto.commit.interval.ms, enable.auto.commit (false\: --no-commit), auto.offset.reset (earliest or latest\: -o beginning or end), fetch.max.bytes (--fetch-response-bytes), max.partition.fetch.bytes (--fetch-bytes), request.timeout.ms (--request-timeout), isolation.level (--isolation-level); client.id is accepted and ignored. Of a flag and a property for the same setting, the later on the command line wins]:NAME=VALUE:_default' \
 '-e[Exit when every partition reaches the end offset it had at start]' \
 '--exit[Exit when every partition reaches the end offset it had at start]' \
-'-Z[Print NULL for a null (absent) key, as kcat'\''s -Z; an empty key or value stays empty (klog'\''s records have no null value). -J always writes a missing key as null]' \
+'-Z[Print NULL for a null key or value (a tombstone), as kcat'\''s -Z (%S of a null value is -1 either way); an empty key or value stays empty. -J always writes a null key or value as null]' \
 '-J[One JSON envelope per line\: topic, partition, offset, ts, headers, key, payload (bytes that are not UTF-8 in base64, marked by key_encoding, payload_encoding or headers_encoding)]' \
 '--json[One JSON envelope per line\: topic, partition, offset, ts, headers, key, payload (bytes that are not UTF-8 in base64, marked by key_encoding, payload_encoding or headers_encoding)]' \
 '-u[Flush stdout after every record]' \

@@ -74,9 +74,9 @@ pub struct Args {
     /// escapes \n \t \0 \xNN).
     #[arg(short = 'D', value_name = "DELIM", value_parser = super::delimiter_arg, conflicts_with_all = ["format", "json"])]
     pub delimiter: Option<super::Delimiter>,
-    /// Print NULL for a null (absent) key, as kcat's -Z; an empty key or
-    /// value stays empty (klog's records have no null value). -J always
-    /// writes a missing key as null.
+    /// Print NULL for a null key or value (a tombstone), as kcat's -Z
+    /// (%S of a null value is -1 either way); an empty key or value stays
+    /// empty. -J always writes a null key or value as null.
     #[arg(short = 'Z')]
     pub null: bool,
     /// One JSON envelope per line: topic, partition, offset, ts, headers,

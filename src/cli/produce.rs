@@ -45,6 +45,11 @@ pub struct Args {
     /// Input records are the JSON envelopes that klog-consume -J prints.
     #[arg(short = 'J', long = "json")]
     pub json: bool,
+    /// Send an empty value as null, as kcat's -Z: a tombstone, which
+    /// deletes its key from a compacted topic (`key:` with -K). With -J, a
+    /// null payload is always null.
+    #[arg(short = 'Z')]
+    pub null_empty: bool,
     /// Compress each batch with this codec, as kcat's -z: none, gzip,
     /// snappy, lz4 or zstd. Batches are stored as sent, compressed, and
     /// every consumer (klog's and Kafka's) reads them.
@@ -427,6 +432,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
             key_delimiter: args.key_delimiter.map(|d| d.0),
             key: args.key.map(String::into_bytes),
             json: args.json,
+            null_empty: args.null_empty,
         },
         delimiter: args.delimiter.0,
         headers: args.headers,

@@ -35,6 +35,9 @@ pub struct ParsedRecord {
     pub key: Option<Vec<u8>>,
     /// The value.
     pub value: Vec<u8>,
+    /// The value is null (`value` is empty): a tombstone, which deletes
+    /// its key from a compacted topic.
+    pub null_value: bool,
     /// Headers of this record (besides the fixed `-H` ones).
     pub headers: Vec<(Vec<u8>, Vec<u8>)>,
     /// Its own timestamp (`-J` envelopes), else the time of sending.
@@ -709,6 +712,7 @@ mod tests {
         ParsedRecord {
             key: Some(key.to_vec()),
             value: value.to_vec(),
+            null_value: false,
             headers: headers
                 .iter()
                 .map(|(n, v)| (n.to_vec(), v.to_vec()))

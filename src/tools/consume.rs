@@ -149,6 +149,7 @@ impl Format {
         for token in &self.tokens {
             match token {
                 Token::Literal(l) => out.write_all(l)?,
+                Token::Value if r.null_value && self.null => out.write_all(NULL)?,
                 Token::Value => out.write_all(r.value)?,
                 Token::Key => match r.key {
                     Some(k) => out.write_all(k)?,
@@ -159,6 +160,7 @@ impl Format {
                     Some(k) => write!(out, "{}", k.len())?,
                     None => out.write_all(b"-1")?,
                 },
+                Token::ValueLen if r.null_value => out.write_all(b"-1")?,
                 Token::ValueLen => write!(out, "{}", r.value.len())?,
                 // A value is at most RECORD_BYTES_MAX_LIMIT, far below 4 GiB.
                 Token::ValueLenBinary => out.write_all(&(r.value.len() as u32).to_be_bytes())?,
@@ -202,8 +204,8 @@ pub struct Envelope<'a> {
     pub headers: Vec<std::borrow::Cow<'a, str>>,
     /// Key, or null.
     pub key: Option<std::borrow::Cow<'a, str>>,
-    /// Value.
-    pub payload: std::borrow::Cow<'a, str>,
+    /// Value, or null (a tombstone).
+    pub payload: Option<std::borrow::Cow<'a, str>>,
     /// `"base64"` when the headers are written so.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub headers_encoding: Option<&'static str>,
@@ -246,7 +248,13 @@ impl<'a> Envelope<'a> {
             Some((k, e)) => (Some(k), e),
             None => (None, None),
         };
-        let (payload, payload_encoding) = text(r.value);
+        let (payload, payload_encoding) = match r.null_value {
+            true => (None, None),
+            false => {
+                let (payload, encoding) = text(r.value);
+                (Some(payload), encoding)
+            }
+        };
         Envelope {
             topic,
             partition,

@@ -227,9 +227,11 @@ pub fn parse_envelope(line: &[u8]) -> std::result::Result<ParsedRecord, String> 
                 .ok_or("\"ts\" must be an integer (ms since the epoch)")?,
         ),
     };
+    let payload = bytes("payload")?;
     Ok(ParsedRecord {
         key: bytes("key")?,
-        value: bytes("payload")?.unwrap_or_default(),
+        null_value: payload.is_none(),
+        value: payload.unwrap_or_default(),
         headers,
         timestamp,
     })
@@ -244,6 +246,8 @@ pub struct ParseOptions {
     pub key: Option<Vec<u8>>,
     /// Input lines are JSON envelopes.
     pub json: bool,
+    /// An empty value is sent as null (kcat's `-Z`): a tombstone.
+    pub null_empty: bool,
 }
 
 /// Parses one input record into key, value and headers.
@@ -275,6 +279,7 @@ pub fn parse_record(
         out.key.clone_from(&options.key);
         out.value.extend_from_slice(raw);
     }
+    out.null_value = options.null_empty && out.value.is_empty();
     Ok(())
 }
 

@@ -153,11 +153,12 @@ impl Batches {
             self.open(partition);
         }
         let builder = &mut self.builders[partition as usize];
-        builder.push(
+        let value = (!record.null_value).then_some(record.value.as_slice());
+        builder.push_nullable(
             admitted.timestamp,
             record.key.as_deref(),
             &admitted.headers,
-            &record.value,
+            value,
         );
         builder.len() >= self.options.records_max
     }

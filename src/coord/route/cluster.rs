@@ -835,6 +835,7 @@ mod tests {
         c.batches.number(9, 0);
         let record = ParsedRecord {
             value: b"v".to_vec(),
+            null_value: false,
             ..ParsedRecord::default()
         };
         c.send(0, &record, &[], 0).unwrap();
@@ -906,6 +907,7 @@ mod tests {
         // A batch of partition 0 built after the gap fails at once too.
         let record = ParsedRecord {
             value: b"v".to_vec(),
+            null_value: false,
             ..ParsedRecord::default()
         };
         c.send(0, &record, &[], 0).unwrap();
@@ -925,6 +927,7 @@ mod tests {
         park(&mut c, (1, 0), 10, soon);
         let record = ParsedRecord {
             value: b"v".to_vec(),
+            null_value: false,
             ..ParsedRecord::default()
         };
         c.send(0, &record, &[], 0).unwrap();

@@ -161,9 +161,13 @@ impl CleanPlan {
 
     /// The sources a pass mapped up to `map_end` rewrites, in groups that
     /// each become one segment: consecutive, no larger together than a
-    /// segment, spanning fewer than 2^32 offsets.
+    /// segment, spanning fewer than 2^32 offsets, and all written before
+    /// the tombstone horizon; a source written after it is cleaned alone
+    /// (a cleaned segment's time is its newest source's: a tombstone
+    /// merged again and again with younger records would never grow old).
     fn groups(&self, map_end: u64) -> Vec<&[Source]> {
         let n = self.sources.iter().take_while(|s| s.base < map_end).count();
+        let old = |s: &Source| s.last_append_ms.unwrap_or(i64::MIN) < self.delete_horizon_ms;
         let mut groups = Vec::new();
         let mut rest = &self.sources[..n];
         while let Some(first) = rest.first() {
@@ -173,7 +177,7 @@ impl CleanPlan {
                 .take_while(|s| {
                     size += s.size;
                     let fits = size <= self.segment_bytes.max(first.size);
-                    fits && s.end - first.base < u64::from(u32::MAX)
+                    fits && s.end - first.base < u64::from(u32::MAX) && old(s) && old(first)
                 })
                 .count()
                 .max(1);

@@ -140,6 +140,7 @@ fn write_background(
     let record = ParsedRecord {
         key: None,
         value: vec![b'r'; BACKGROUND_RECORD_BYTES],
+        null_value: false,
         headers: Vec::new(),
         timestamp: None,
     };

@@ -84,6 +84,7 @@ pub fn warm_up(route: &Route, topic: &str) -> Result<()> {
     let record = ParsedRecord {
         key: None,
         value: WARM_UP.to_vec(),
+        null_value: false,
         headers: Vec::new(),
         timestamp: None,
     };

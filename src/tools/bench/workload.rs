@@ -267,6 +267,7 @@ fn produce_share(
     let record = ParsedRecord {
         key: None,
         value: vec![b'x'; run.value_bytes],
+        null_value: false,
         headers: Vec::new(),
         timestamp: None,
     };
@@ -515,6 +516,7 @@ fn send_paced(
     let mut record = ParsedRecord {
         key: None,
         value: vec![b'x'; value_bytes],
+        null_value: false,
         headers: Vec::new(),
         timestamp: None,
     };
