@@ -157,7 +157,8 @@ fn main() -> anyhow::Result<()> {
     for round in 1..=o.rounds {
         let produce = timed(repeats, || {
             headers.clear();
-            check_produce(&kafka, RECORD_BYTES_MAX_DEFAULT, &mut headers).context("check")?;
+            check_produce(&kafka, (RECORD_BYTES_MAX_DEFAULT, false), &mut headers)
+                .context("check")?;
             assert_eq!(headers.len() as u64, o.input_batches);
             Ok(())
         })?;

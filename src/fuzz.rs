@@ -33,7 +33,7 @@ pub fn kafka_request(data: &[u8]) {
 /// Produced records, a stored batch, and a legacy batch.
 pub fn record_batch(data: &[u8]) {
     let mut headers = Vec::new();
-    let _ = crate::kafka::records::check_produce(data, RECORD_BYTES_MAX, &mut headers);
+    let _ = crate::kafka::records::check_produce(data, (RECORD_BYTES_MAX, true), &mut headers);
     for format in [Format::Kafka, Format::Legacy] {
         if let Ok(batch) = Batch::decode(format, data, crate::limits::BATCH_BYTES_MAX) {
             let _ = batch.validate(RECORD_BYTES_MAX);

@@ -188,3 +188,45 @@ fn a_tombstone_deletes_its_key_and_then_goes_itself() {
     assert_eq!(table.get("key4").map(String::as_str), Some("value4-9"));
     assert_eq!(table.get("other3").map(String::as_str), Some("value3-9"));
 }
+
+#[test]
+fn a_compacted_topic_refuses_a_record_without_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(
+        dir.path(),
+        &[
+            "--log-cleanup-policy",
+            "compact",
+            "--kafka-listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let refused = common::bin("klog-produce")
+        .args(["-b", &broker.addr, "-t", "k", "--message-timeout", "5s"])
+        .write_stdin("no key\n")
+        .assert()
+        .failure();
+    let said = String::from_utf8_lossy(&refused.get_output().stderr).to_string();
+    assert!(said.contains("without a key"), "{said}");
+    produce_to(&broker.addr, "k", "a:1\n", &["-K", ":"]);
+    if let Some(kcat) = kcat_path() {
+        let kcat = Kcat::at(&kcat, &broker.kafka_addr());
+        let out = kcat.run(
+            &["-P", "-t", "k", "-X", "message.timeout.ms=5000"],
+            b"no key\n",
+        );
+        let said = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(
+            said.contains("failed to validate record"),
+            "INVALID_RECORD: {said}"
+        );
+        kcat.produce("k", b"b:2\n", &["-K", ":"]);
+    }
+    let out = consume_from(&broker.addr, "k", &["-f", "%k=%s\n"]);
+    let expected = if kcat_path().is_some() {
+        "a=1\nb=2\n"
+    } else {
+        "a=1\n"
+    };
+    assert_eq!(out, expected);
+}

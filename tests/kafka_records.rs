@@ -167,7 +167,7 @@ fn klog_records_checked(format: Format, bytes: &[u8], as_append: bool) -> (usize
 /// What a produce of `kafka` stores: its batches' headers, or the refusal.
 fn store(kafka: &[u8], record_bytes_max: u32) -> Result<Vec<BatchHeader>, RecordsError> {
     let mut headers = vec![];
-    let result = check_produce(kafka, record_bytes_max, &mut headers);
+    let result = check_produce(kafka, (record_bytes_max, false), &mut headers);
     match result {
         Ok(()) => Ok(headers),
         Err(e) => {

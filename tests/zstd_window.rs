@@ -50,7 +50,7 @@ fn a_zstd_bomb_holds_no_more_than_the_batch_limit() {
     drop(section);
     let before = vm_hwm_kib();
     let mut headers = Vec::new();
-    let result = klog::kafka::records::check_produce(&batch, 1 << 20, &mut headers);
+    let result = klog::kafka::records::check_produce(&batch, (1 << 20, false), &mut headers);
     let peak = (vm_hwm_kib() - before) * 1024;
     eprintln!(
         "{} bytes sent, check: {result:?}, peak grew {peak}",

@@ -54,6 +54,8 @@ pub(super) struct Partition {
     /// The largest record a produce may carry: the log's
     /// `record_bytes_max`, read without its lock.
     pub(super) record_bytes_max: AtomicU32,
+    /// The log is compacted: a produce takes records with keys only.
+    pub(super) compacted: AtomicBool,
 }
 
 impl Partition {
@@ -83,6 +85,7 @@ impl Partition {
             flush_begun: Mutex::new(None),
             min_insync: AtomicU32::new(1),
             record_bytes_max: AtomicU32::new(log.config().record_bytes_max),
+            compacted: AtomicBool::new(log.config().compact),
             log: Mutex::new(log),
         }
     }

@@ -69,6 +69,7 @@ fn apply(shared: &Shared, topic: &str, config: &topic_config::TopicConfig, chang
         }
         p.record_bytes_max
             .store(l.config().record_bytes_max, Ordering::Relaxed);
+        p.compacted.store(l.config().compact, Ordering::Relaxed);
         p.min_insync.store(min_insync, Ordering::Relaxed);
     }
 }

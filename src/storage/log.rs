@@ -103,7 +103,7 @@ mod replica;
 mod roll;
 pub mod start;
 
-pub use append::{check_batch, check_producer_batch, check_stored_batch};
+pub use append::{check_batch, check_keys, check_producer_batch, check_stored_batch};
 pub use flush::{Fate, PendingFlush};
 use flush::{OutsideSyncs, Undos};
 pub use read::{offset_for_timestamp_in, Lookup};

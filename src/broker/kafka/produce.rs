@@ -104,7 +104,9 @@ pub(super) fn append(
     let mut headers = Vec::new();
     // The topic's max.message.bytes, or the broker's.
     let record_bytes_max = p.record_bytes_max.load(Ordering::Relaxed);
-    let checked = kafka::records::check_produce(records, record_bytes_max, &mut headers);
+    let compacted = p.compacted.load(Ordering::Relaxed);
+    let checked =
+        kafka::records::check_produce(records, (record_bytes_max, compacted), &mut headers);
     match checked {
         Err(e) => return Pending::Done(Produced::failed(e.error_code, e.to_string())),
         Ok(()) if headers.is_empty() => {

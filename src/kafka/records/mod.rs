@@ -38,7 +38,7 @@ use super::{
 };
 use crate::error::DecodeError;
 use crate::limits::BATCH_BYTES_MAX;
-use crate::storage::log::check_producer_batch;
+use crate::storage::log::{check_keys, check_producer_batch};
 use crate::storage::record::{Batch, BatchHeader, Decompressed, Format};
 
 /// A produce refused, with the Kafka error code to answer it with.
@@ -102,18 +102,19 @@ const TOO_MANY_RECORDS: &str = "batch: more records than klog's batch limit";
 /// Checks a produce partition's `records` (one or more Kafka batches back
 /// to back) as the log will store them ([`crate::storage::log::check_batch`]),
 /// and as a broker without transactions takes them (no transactional or
-/// control batch), appending each batch's header to `headers` in order,
+/// control batch; with `keys_required`, a compacted topic's, no record
+/// without a key), appending each batch's header to `headers` in order,
 /// with its records' largest timestamp as its maximum (what the log
 /// writes there if the producer wrote another, as Kafka's broker does). On
 /// an error `headers` is left as it was. Empty records pass, holding no
 /// batch: whether an empty produce is acceptable is the caller's call.
 pub fn check_produce(
     records: &[u8],
-    record_bytes_max: u32,
+    (record_bytes_max, keys_required): (u32, bool),
     headers: &mut Vec<BatchHeader>,
 ) -> Result<(), RecordsError> {
     let start = headers.len();
-    let result = check_all(records, record_bytes_max, headers);
+    let result = check_all(records, (record_bytes_max, keys_required), headers);
     if result.is_err() {
         headers.truncate(start);
     }
@@ -122,7 +123,7 @@ pub fn check_produce(
 
 fn check_all(
     records: &[u8],
-    record_bytes_max: u32,
+    (record_bytes_max, keys_required): (u32, bool),
     headers: &mut Vec<BatchHeader>,
 ) -> Result<(), RecordsError> {
     let mut scratch = Decompressed::default();
@@ -134,6 +135,9 @@ fn check_all(
             &mut scratch,
             record_bytes_max,
         )?);
+        if keys_required {
+            check_keys(&batch, &mut scratch, record_bytes_max)?;
+        }
         rest = &rest[batch.total_bytes()..];
     }
     Ok(())

@@ -168,11 +168,28 @@ pub(super) fn as_stored(batch: &mut [u8], header: BatchHeader) -> BatchHeader {
 pub fn check_batch(batch: &[u8], config: &LogConfig) -> Result<BatchHeader> {
     let decoded = Batch::decode(Format::Kafka, batch, limits::BATCH_BYTES_MAX)?;
     let mut scratch = record::Decompressed::default();
-    Ok(check_producer_batch(
-        &decoded,
-        &mut scratch,
-        config.record_bytes_max,
-    )?)
+    let header = check_producer_batch(&decoded, &mut scratch, config.record_bytes_max)?;
+    if config.compact {
+        check_keys(&decoded, &mut scratch, config.record_bytes_max)?;
+    }
+    Ok(header)
+}
+
+/// Checks that every record of a producer's batch has a key: what a
+/// compacted topic takes (Kafka refuses the others with INVALID_RECORD).
+pub fn check_keys(
+    batch: &Batch<'_>,
+    scratch: &mut record::Decompressed<'_>,
+    record_bytes_max: u32,
+) -> std::result::Result<(), DecodeError> {
+    for r in batch.records_in(scratch, record_bytes_max)? {
+        if r?.key.is_none() {
+            return Err(DecodeError::Malformed(
+                "record without a key: a compacted topic keeps each key's latest record, and takes only records with a key",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The checks of [`check_batch`] past its framing, on a batch decoded
