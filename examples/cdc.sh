@@ -58,6 +58,7 @@ echo "% compacted to $records records (the $rows rows and the checkpoint): ${aft
     $1 != "_checkpoint" { rows++; if ($2 !~ /"version":99,/) stale++ }
     END { printf "%% table: %d rows, %d not at their latest version\n", rows, stale; exit (rows != '$rows' || stale) }'
 
+echo "% broker resident memory: $(ps -o rss= -p "$broker_pid") KiB (its key map: --log-cleaner-memory, 128MiB, touched as keys fill it)"
 kill "$broker_pid"
 wait "$broker_pid" || true
 broker_pid=
