@@ -81,6 +81,22 @@ fn a_compacted_topic_is_read_back_as_the_latest_table_with_its_offsets() {
     });
     let (table_after, kept) = table(&after);
     assert_eq!(table_after, expected);
+    // Read from the files too, as the broker writes them: the same.
+    let embedded = common::bin("klog-consume")
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "-t",
+            "cdc",
+            "-e",
+            "-q",
+        ])
+        .args(["-f", "%o %k %s\n"])
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    let embedded = String::from_utf8_lossy(&embedded.get_output().stdout).to_string();
+    assert_eq!(table(&embedded).0, expected);
     // Each record kept is the one at its offset before.
     let before_lines: std::collections::HashSet<&str> = before.lines().collect();
     assert!(after.lines().all(|l| before_lines.contains(l)));
@@ -229,4 +245,99 @@ fn a_compacted_topic_refuses_a_record_without_a_key() {
         "a=1\n"
     };
     assert_eq!(out, expected);
+}
+
+#[test]
+fn a_reader_of_the_files_crosses_the_gaps_a_clean_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerProc::start(
+        dir.path(),
+        &[
+            "--log-cleanup-policy",
+            "compact",
+            "--segment-bytes",
+            "8KiB",
+            "--log-cleaner-backoff",
+            "100ms",
+            "--log-cleaner-min-cleanable-ratio",
+            "0.01",
+        ],
+    );
+    // A key written once, then one hot key over many segments: the first
+    // segment keeps the first record only, then a gap to the next.
+    let hot: String = (0..6000).map(|i| format!("hot:{i}\n")).collect();
+    let input = format!("stable:s\n{hot}");
+    produce_to(&broker.addr, "g", &input, &["-K", ":", "--batch", "10"]);
+    eventually("the topic compacted", Duration::from_secs(60), || {
+        consume_from(&broker.addr, "g", &[]).lines().count() < 2000
+    });
+    let through_broker = consume_from(&broker.addr, "g", &["-f", "%o %k %s\n"]);
+    let files = common::bin("klog-consume")
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "-t",
+            "g",
+            "-e",
+            "-q",
+        ])
+        .args(["-f", "%o %k %s\n"])
+        .timeout(Duration::from_secs(30))
+        .assert()
+        .success();
+    let files = String::from_utf8_lossy(&files.get_output().stdout).to_string();
+    assert!(files.starts_with("0 stable s\n"), "{files}");
+    // The same records, or fewer: the cleaner may have cleaned again since.
+    let seen: std::collections::HashSet<&str> = through_broker.lines().collect();
+    assert!(files.lines().all(|l| seen.contains(l)), "{files}");
+    assert_eq!(files.lines().last(), Some("6000 hot 5999"));
+}
+
+#[test]
+fn a_damaged_partition_does_not_keep_the_cleaner_from_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = |threads| {
+        [
+            "--log-cleanup-policy",
+            "compact",
+            "--segment-bytes",
+            "8KiB",
+            "--log-cleaner-backoff",
+            "100ms",
+            "--log-cleaner-min-cleanable-ratio",
+            "0.01",
+            "--log-cleaner-threads",
+            threads,
+        ]
+    };
+    let mut broker = BrokerProc::start(dir.path(), &args("0"));
+    produce_to(
+        &broker.addr,
+        "x",
+        &updates(30, 100),
+        &["-K", ":", "--batch", "7"],
+    );
+    assert!(broker.terminate().success());
+    // A bit flipped in a record of x's first segment: its CRC fails.
+    let segment = dir.path().join("x-0/00000000000000000000.log");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[300] ^= 0x40;
+    std::fs::write(&segment, bytes).unwrap();
+    let broker = BrokerProc::start(dir.path(), &args("1"));
+    produce_to(
+        &broker.addr,
+        "y",
+        &updates(30, 100),
+        &["-K", ":", "--batch", "7"],
+    );
+    eventually("y compacted", Duration::from_secs(60), || {
+        consume_from(&broker.addr, "y", &[]).lines().count() < 1500
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let failures = broker
+        .log()
+        .iter()
+        .filter(|l| l.contains("x-0: clean failed"))
+        .count();
+    assert_eq!(failures, 1, "{:?}", broker.log());
 }

@@ -6,7 +6,8 @@
 //! pass outside it (at most `--log-cleaner-io-bytes-per-second`, stopping
 //! when the broker stops), the swap under it again, the replaced files'
 //! removal outside it. Appends, fetches and retention never wait for a
-//! pass. The key map takes `--log-cleaner-memory` shared among the
+//! pass. A partition whose clean failed (a damaged segment, which the
+//! scrub and `klog-recover` judge) is left alone for ten minutes. The key map takes `--log-cleaner-memory` shared among the
 //! threads, allocated at a thread's first clean.
 //!
 //! A pass cleans below the high watermark and the last stable offset: a
@@ -15,7 +16,7 @@
 //! a cleaned stretch of its leader's log must take the gaps a clean
 //! leaves, which it refuses today (said once per partition).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -66,19 +67,31 @@ impl Default for CleanerConfig {
     }
 }
 
+/// How long a partition whose clean failed is left alone (a damaged
+/// segment: the scrub and `klog-recover` judge it; the room for
+/// decompressed records held: it frees).
+const AFTER_FAILURE: Duration = Duration::from_secs(600);
+
 fn clean_forever(shared: &Shared, busy: &Busy) {
     let mut map: Option<OffsetMap> = None;
     let mut said = HashSet::new();
+    let mut failed: HashMap<(String, u32), Instant> = HashMap::new();
     while !shared.stopping() {
-        let Some((p, plan)) = pick(shared, busy, &mut said) else {
+        failed.retain(|_, at| at.elapsed() < AFTER_FAILURE);
+        let Some((p, plan)) = pick(shared, busy, &mut said, &failed) else {
             sleep_unless_stopping(shared, shared.config.cleaner.backoff);
             continue;
         };
         let config = &shared.config.cleaner;
         let memory = config.memory_bytes / config.threads.max(1) as u64;
         let map = map.get_or_insert_with(|| OffsetMap::with_memory(memory as usize));
-        clean(shared, &p, plan, map);
-        lock(busy).remove(&(p.topic.clone(), p.partition));
+        let id = (p.topic.clone(), p.partition);
+        let cleaned = clean(shared, &p, plan, map);
+        lock(busy).remove(&id);
+        if !cleaned {
+            failed.insert(id, Instant::now());
+            sleep_unless_stopping(shared, shared.config.cleaner.backoff);
+        }
     }
 }
 
@@ -87,12 +100,14 @@ fn pick(
     shared: &Shared,
     busy: &Busy,
     said: &mut HashSet<(String, u32)>,
+    failed: &HashMap<(String, u32), Instant>,
 ) -> Option<(Arc<Partition>, CleanPlan)> {
     let now = crate::clock::now_ms();
     let mut best: Option<(f64, Arc<Partition>)> = None;
     for p in shared.all_partitions() {
         let id = (p.topic.clone(), p.partition);
-        if lock(busy).contains(&id) || p.failed.load(Ordering::Relaxed) {
+        let left_alone = failed.contains_key(&id) || p.failed.load(Ordering::Relaxed);
+        if left_alone || lock(busy).contains(&id) {
             continue;
         }
         let mut log = p.lock();
@@ -146,8 +161,9 @@ fn upto(p: &Partition, log: &mut crate::storage::log::Log) -> Option<u64> {
     Some(stable.min(p.high_watermark.load(Ordering::Acquire)))
 }
 
-/// Runs `plan` on `p` and swaps its result in, saying what it did.
-fn clean(shared: &Shared, p: &Partition, plan: CleanPlan, map: &mut OffsetMap) {
+/// Runs `plan` on `p` and swaps its result in, saying what it did:
+/// false when it failed.
+fn clean(shared: &Shared, p: &Partition, plan: CleanPlan, map: &mut OffsetMap) -> bool {
     let began = Instant::now();
     let read = plan.bytes();
     let mut pace = Pace::new(
@@ -158,16 +174,19 @@ fn clean(shared: &Shared, p: &Partition, plan: CleanPlan, map: &mut OffsetMap) {
             .unwrap_or(u64::MAX),
     );
     let ran = plan.run(map, &mut |n| pace.spend(n, shared));
+    let failed = |e: crate::error::Error| {
+        shared.log(format_args!(
+            "{}-{}: clean failed, tried again in {} minutes: {e}",
+            p.topic,
+            p.partition,
+            AFTER_FAILURE.as_secs() / 60
+        ));
+        false
+    };
     let cleaned = match ran {
         Ok(Some(cleaned)) => cleaned,
-        Ok(None) => return,
-        Err(e) => {
-            shared.log(format_args!(
-                "{}-{}: clean failed: {e}",
-                p.topic, p.partition
-            ));
-            return;
-        }
+        Ok(None) => return true,
+        Err(e) => return failed(e),
     };
     let (before, after) = cleaned.sizes();
     let swapped = p.lock().commit_clean(cleaned);
@@ -187,9 +206,7 @@ fn clean(shared: &Shared, p: &Partition, plan: CleanPlan, map: &mut OffsetMap) {
             ));
         }
         Ok(false) => {}
-        Err(e) => shared.log(format_args!(
-            "{}-{}: clean failed: {e}",
-            p.topic, p.partition
-        )),
+        Err(e) => return failed(e),
     }
+    true
 }

@@ -16,9 +16,14 @@
 //! - records without a key (a compacted topic refuses them; those written
 //!   before the topic was compacted are kept);
 //! - tombstones (a null value) while they are young: a tombstone goes,
-//!   with the records of its key before it, once the segment holding it
-//!   was last written more than `delete.retention.ms` ago, so a consumer
-//!   reading from the start that long sees the delete;
+//!   with the records of its key before it, once it was cleaned before
+//!   (below the dirty start) and the segment holding it was last written
+//!   more than `delete.retention.ms` ago. The first clean that keeps a
+//!   tombstone stamps its cleaned segment with the clean's time (Kafka's
+//!   delete horizon, set at that clean), and a segment that young is
+//!   cleaned alone, never merged: so a tombstone stays at least
+//!   `delete.retention.ms` after compaction took the values before it,
+//!   and a consumer that read one of them reads the delete too;
 //! - control batches (transaction markers), whole; the records of aborted
 //!   transactions go, and put nothing into the map.
 //!
@@ -47,8 +52,9 @@
 //! checked that the segments it read are all still there as they were
 //! (no retention, truncation or failure meanwhile), it renames each
 //! one's indexes and then its log over the first replaced segment's
-//! names, fsyncs the directory, and only then removes the other replaced
-//! segments' files ([`Swapped::finish`], outside the lock). A power cut
+//! names and fsyncs the directory, one cleaned segment after the other
+//! in offset order, and only then removes the other replaced segments'
+//! files ([`Swapped::finish`], outside the lock). A power cut
 //! leaves:
 //!
 //! - before the log's rename is durable: the old segments (an index of
@@ -102,6 +108,8 @@ pub struct CleanPlan {
     sources: Vec<Source>,
     dirty_from: u64,
     aborted: Vec<AbortedTxn>,
+    /// When the pass was planned.
+    now_ms: i64,
     /// Tombstones in segments last written before this go.
     delete_horizon_ms: i64,
     segment_bytes: u64,
@@ -289,6 +297,7 @@ impl Log {
             sources,
             dirty_from,
             aborted: self.aborted_transactions(start, end),
+            now_ms,
             delete_horizon_ms: now_ms.saturating_sub(retention),
             segment_bytes: config.segment_bytes,
             index_interval_bytes: config.index_interval_bytes,
@@ -328,16 +337,25 @@ impl Log {
                 (&log, &target),
             ] {
                 if let Err(e) = vfs.rename(from, to) {
-                    // The groups swapped so far are swapped; the rest go.
+                    // The groups renamed so far are swapped (their
+                    // replaced files go at the next open); the rest go.
                     discard(&*vfs, &dir, &cleaned.groups[i..]);
                     let e = crate::error::Error::io("rename", from, e);
+                    let _ = self.swap_in(&cleaned.groups[..i]);
                     return Err(self.fail(&e));
                 }
             }
+            // Each group durable before the next: a file system that keeps
+            // renames out of order could otherwise keep a later group's
+            // clean (a tombstone gone) without an earlier one's (the value
+            // it deleted still there).
+            if let Err(e) = fs::sync_directory(&*vfs, &dir) {
+                discard(&*vfs, &dir, &cleaned.groups[i + 1..]);
+                let _ = self.swap_in(&cleaned.groups[..=i]);
+                return Err(self.fail(&e));
+            }
         }
-        let replaced = self.swap_in(&cleaned.groups);
-        fs::sync_directory(&*vfs, &dir).map_err(|e| self.fail(&e))?;
-        let replaced = replaced.map_err(|e| self.fail(&e))?;
+        let replaced = self.swap_in(&cleaned.groups).map_err(|e| self.fail(&e))?;
         self.set_cleaned_to(cleaned.map_end);
         Ok(Swapped {
             replaced: Some(replaced),

@@ -444,6 +444,9 @@ impl Log {
             let vfs = Arc::clone(&self.vfs);
             self.active_mut().activate(&*vfs, slots)?;
         }
+        // Never past the end (a cut by klog-recover): what is appended
+        // there again is dirty.
+        self.cleaned_to = self.cleaned_to.min(self.next_offset());
         Ok(())
     }
 
@@ -754,9 +757,10 @@ fn open_segments(
             report.max_timestamp,
             report.entries.clone(),
         );
-        if report.records_valid > 0 {
+        if report.records_valid > 0 || report.end.is_some() {
             // The last write to a segment is the append of its newest
-            // record; its first append is at least that old.
+            // record (or, of a cleaned one, the time the clean gave it);
+            // its first append is at least that old.
             segment.last_append_ms = segment.file().ok().and_then(|f| f.modified_ms().ok());
             segment.first_append_ms = segment.last_append_ms;
         }

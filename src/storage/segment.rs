@@ -8,8 +8,8 @@
 //! | offset | size | field         | meaning                                           |
 //! |-------:|-----:|---------------|---------------------------------------------------|
 //! |      0 |    4 | `magic`       | `KLOG`                                            |
-//! |      4 |    2 | `version`     | `2`: batches in Kafka's RecordBatch v2; `1`: klog's legacy batches ([`Format`]) |
-//! |      6 |    2 | `flags`       | `0`; bit 0 (`1`): a cleaned segment (below)       |
+//! |      4 |    2 | `version`     | `2`: batches in Kafka's RecordBatch v2; `3`: the same, cleaned (below); `1`: klog's legacy batches ([`Format`]) |
+//! |      6 |    2 | `flags`       | `0`; `1` in a cleaned segment                     |
 //! |      8 |    8 | `base_offset` | offset of the first record; also the file's name  |
 //! |     16 |    4 | `end_delta`   | `0`; of a cleaned segment, its end minus `base_offset` |
 //! |     20 |    4 | `header_crc`  | CRC32 of bytes 0..20                              |
@@ -19,7 +19,7 @@
 //! its length is the end of the last byte written, so a crash leaves at
 //! worst a torn or zero-filled tail, which recovery cuts.
 //!
-//! A **cleaned** segment (flag bit 0; version 2 only) is one the cleaner
+//! A **cleaned** segment (version 3, flag bit 0) is one the cleaner
 //! wrote ([`crate::storage::cleaner`]) in place of the segments from
 //! `base_offset` to its end, `base_offset + end_delta`: its records are
 //! the ones compaction kept, at their own offsets, so batches may skip
@@ -30,9 +30,9 @@
 //! offset lies inside a cleaned segment's range is one it replaced,
 //! which a crash left behind: opening the log removes it, a reader
 //! skips it. Any other flag bit is refused (a newer klog's), as is a
-//! cleaned segment without an end; klog before cleaned segments
-//! ignored both fields, and would refuse a cleaned segment's gaps as
-//! damage, never read them as something else.
+//! cleaned segment without an end or its flag, or a version 2 with
+//! either. A klog from before cleaned segments refuses version 3 as
+//! unsupported, never reads its gaps as damage.
 //!
 //! The version says how to read the batches: a segment holds one format
 //! only. The log writes version 2; version 1 segments (klog before it
@@ -73,6 +73,9 @@ pub const SEGMENT_MAGIC: &[u8; 4] = b"KLOG";
 pub const SEGMENT_VERSION: u16 = 2;
 /// The segment format version of klog's legacy batches.
 pub const SEGMENT_VERSION_LEGACY: u16 = 1;
+/// The segment format version of a cleaned segment: Kafka's batches, with
+/// gaps, and an end ([`SegmentHeader::end`]).
+pub const SEGMENT_VERSION_CLEANED: u16 = 3;
 
 /// The file name of the segment whose first offset is `base_offset`.
 pub fn log_file_name(base_offset: u64) -> String {
@@ -811,7 +814,19 @@ mod tests {
         unknown[6] = 2;
         let mut legacy_cleaned = cleaned;
         legacy_cleaned[4] = 1;
-        for bad in [no_end, no_flag, unknown, legacy_cleaned] {
+        assert_eq!(cleaned[4], 3, "a cleaned segment is version 3");
+        let mut version_2_cleaned = cleaned;
+        version_2_cleaned[4] = 2;
+        let mut version_3_plain = h;
+        version_3_plain[4] = 3;
+        for bad in [
+            no_end,
+            no_flag,
+            unknown,
+            legacy_cleaned,
+            version_2_cleaned,
+            version_3_plain,
+        ] {
             assert!(read_header(&reseal(bad)).is_err(), "{bad:?}");
         }
     }

@@ -289,6 +289,9 @@ pub struct PartitionReader {
     /// Offsets deleted before they were read (from, to before), not yet
     /// told to the caller.
     skipped: Option<(u64, u64)>,
+    /// The read segment's end, if it is a cleaned one: the next segment
+    /// starts there, past the offsets compaction removed.
+    end: Option<u64>,
 }
 
 /// Bytes read from a segment at a time.
@@ -306,7 +309,9 @@ impl PartitionReader {
                 (file, active.path.clone(), active.format, active.size)
             }
         };
+        let end = log.segments().find(|s| s.path == path).and_then(|s| s.end);
         Ok(PartitionReader {
+            end,
             vfs,
             dir: log.dir().to_path_buf(),
             file,
@@ -424,52 +429,67 @@ impl PartitionReader {
         self.skipped.take()
     }
 
-    /// At the end of a segment: moves to the next one if the writer rolled,
-    /// or, if retention deleted this one and the next, to the first one
-    /// left after it.
+    /// At the end of a segment: moves to the next one if the writer rolled
+    /// (a cleaned segment's next starts at its end), or else finds where
+    /// the reader's offset is now ([`PartitionReader::find_segment`]).
     fn next_segment(&mut self) -> Result<()> {
-        let next = self.dir.join(log_file_name(self.next_offset));
-        if next == self.path {
-            return Ok(());
-        }
-        if !self.vfs.exists(&next) {
-            return match self.vfs.exists(&self.path) {
-                true => Ok(()),
-                false => self.skip_deleted(),
-            };
+        let target = self.next_offset.max(self.end.unwrap_or(0));
+        let next = self.dir.join(log_file_name(target));
+        if next == self.path || !self.vfs.exists(&next) {
+            return self.find_segment();
         }
         // Re-check the end of the current file: the writer appends before it
         // rolls, so once the next segment exists this file is final.
         if self.file.len().ctx("stat", &self.path)? > self.position {
             return Ok(());
         }
-        self.open_segment(next)
+        self.open_segment(next)?;
+        // The offsets between are compaction's gaps.
+        self.next_offset = target;
+        Ok(())
     }
 
-    /// Makes `path` the segment read, from its first batch.
+    /// Makes `path` the segment read, from its first batch (records below
+    /// the reader's offset are passed over).
     fn open_segment(&mut self, path: PathBuf) -> Result<()> {
         let file = self.vfs.open_read(&path).ctx("open segment", &path)?;
         let mut head = [0u8; SEGMENT_HEADER_BYTES];
         let n = file.read_at(&mut head, 0).ctx("read", &path)?;
-        let (_, format) =
-            segment::decode_header(&head[..n]).map_err(|why| recover::corrupt(&path, 0, why))?;
+        let header =
+            segment::read_header(&head[..n]).map_err(|why| recover::corrupt(&path, 0, why))?;
         self.file = file;
         self.path = path;
-        self.format = format;
+        self.format = header.format;
+        self.end = header.end;
         self.position = SEGMENT_HEADER_BYTES as u64;
         Ok(())
     }
 
-    /// Moves to the first segment past the reader's offset, the ones
-    /// before it being gone (retention), and notes what it skipped.
-    fn skip_deleted(&mut self) -> Result<()> {
+    /// At the end of a segment with no segment at the reader's offset
+    /// after it. The last segment: the writer has not rolled, wait. Else
+    /// this one was deleted by retention or replaced by a cleaned one: the
+    /// reader goes on in the segment holding its offset now (a cleaned one
+    /// under the same name or another's, read from its start), or, when
+    /// retention took that too, in the first one after it, noting what it
+    /// skipped.
+    fn find_segment(&mut self) -> Result<()> {
         let names = self.vfs.list(&self.dir).ctx("list", &self.dir)?;
-        let first = names
+        let bases: std::collections::BTreeSet<u64> = names
             .iter()
             .filter_map(|name| parse_log_file_name(name))
-            .filter(|&base| base > self.next_offset)
-            .min();
-        let Some(base) = first else {
+            .collect();
+        let name = self.path.file_name().and_then(|n| n.to_str());
+        let current = name.and_then(parse_log_file_name);
+        if current.is_some_and(|c| bases.range(c + 1..).next().is_none()) {
+            return Ok(());
+        }
+        if let Some(&base) = bases.range(..=self.next_offset).next_back() {
+            let path = self.dir.join(log_file_name(base));
+            if Some(base) != current || self.replaced(&path)? {
+                return self.open_segment(path);
+            }
+        }
+        let Some(&base) = bases.range(self.next_offset + 1..).next() else {
             return Ok(());
         };
         self.open_segment(self.dir.join(log_file_name(base)))?;
@@ -477,6 +497,16 @@ impl PartitionReader {
         self.skipped = Some((from, base));
         self.next_offset = base;
         Ok(())
+    }
+
+    /// Whether the segment at `path` (the read one's name) is now a
+    /// cleaned one the reader's is not: the cleaner replaced it.
+    fn replaced(&self, path: &Path) -> Result<bool> {
+        let file = self.vfs.open_read(path).ctx("open segment", path)?;
+        let mut head = [0u8; SEGMENT_HEADER_BYTES];
+        let n = file.read_at(&mut head, 0).ctx("read", path)?;
+        let end = segment::read_header(&head[..n]).ok().and_then(|h| h.end);
+        Ok(end.is_some() && end != self.end)
     }
 }
 

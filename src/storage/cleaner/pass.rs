@@ -3,6 +3,7 @@
 //! under temporary names (see [`super`] for what is kept and the order on
 //! disk).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -85,6 +86,7 @@ impl CleanPlan {
                 map,
                 map_end: mapped.end,
                 aborts: &aborts,
+                fresh_tombstone: Cell::new(false),
             };
             match writer.write_group(sources, &mut scratch, pace) {
                 Ok(Some(group)) => groups.push(group),
@@ -194,6 +196,11 @@ struct Writer<'w> {
     map: &'w OffsetMap,
     map_end: u64,
     aborts: &'w Aborts,
+    /// A tombstone from the dirty part was kept: the cleaned segment's
+    /// time is the clean's, so that it stays at least the delete
+    /// retention from now (as Kafka's delete horizon, set at the first
+    /// clean that keeps it).
+    fresh_tombstone: Cell<bool>,
 }
 
 /// A cleaned segment being written.
@@ -281,13 +288,18 @@ impl Writer<'_> {
                 }
             }
             out.write_pending()?;
-            finish(vfs, &out, group.last_append_ms).map(Some)
+            let time = match self.fresh_tombstone.get() {
+                true => Some(self.plan.now_ms),
+                false => group.last_append_ms,
+            };
+            finish(vfs, &out, time).map(|()| Some(time))
         })();
         match written {
-            Ok(Some(())) => Ok(Some(Group {
+            Ok(Some(last_append_ms)) => Ok(Some(Group {
                 size: out.size,
                 max_timestamp: out.max_timestamp,
                 entries: out.entries,
+                last_append_ms,
                 ..group
             })),
             stopped => {
@@ -315,9 +327,12 @@ impl Writer<'_> {
             BATCH_BYTES_MAX,
         );
         // Tombstones go from a segment last written before the horizon.
-        let tombstones_go = source
-            .last_append_ms
-            .is_some_and(|t| t < self.plan.delete_horizon_ms);
+        // Tombstones go from a segment cleaned before (never at the first
+        // clean that sees them) and last written before the horizon.
+        let tombstones_go = source.end <= self.plan.dirty_from
+            && source
+                .last_append_ms
+                .is_some_and(|t| t < self.plan.delete_horizon_ms);
         let mut kept = Vec::new();
         let mut rebuilt = Vec::new();
         while let Some(step) = walk.next_batch().ctx("read", &source.path)? {
@@ -393,7 +408,13 @@ impl Writer<'_> {
         };
         match self.map.get(key) {
             Some(latest) if latest > offset => false,
-            _ => !(null_value && tombstones_go),
+            _ if null_value && tombstones_go => false,
+            _ => {
+                if null_value && offset >= self.plan.dirty_from {
+                    self.fresh_tombstone.set(true);
+                }
+                true
+            }
         }
     }
 }

@@ -71,8 +71,20 @@ fn write_log(sim: &SimFs, rounds: u32) -> Log {
             append(&mut log, codecs[(round + k) as usize % 4], &records, T0);
         }
         if round == 5 {
+            // Written before the topic was compacted: a compacted log
+            // takes records with keys only.
+            let deleting = LogConfig {
+                compact: false,
+                ..config()
+            };
+            log.set_policy(&deleting).unwrap();
             append(&mut log, Codec::None, &[(None, Some(b"no key"))], T0);
+            log.set_policy(&config()).unwrap();
             append(&mut log, Codec::None, &[(Some(b"k3"), None)], T0);
+            append(&mut log, Codec::None, &[(Some(b"gone"), Some(b"v"))], T0);
+        }
+        if round == 6 {
+            append(&mut log, Codec::None, &[(Some(b"gone"), None)], T0);
         }
     }
     // Key 3 written again after its delete, key 5 deleted lately.
@@ -129,7 +141,12 @@ fn table(records: &BTreeMap<u64, Rec>) -> BTreeMap<Vec<u8>, Vec<u8>> {
 
 /// One pass, committed and finished; what it replaced (bytes before, after).
 fn clean(log: &mut Log, map: &mut OffsetMap) -> Option<(u64, u64)> {
-    let plan = log.clean_plan(u64::MAX, NOW).unwrap()?;
+    clean_at(log, map, NOW)
+}
+
+/// [`clean`] at `now_ms`.
+fn clean_at(log: &mut Log, map: &mut OffsetMap, now_ms: i64) -> Option<(u64, u64)> {
+    let plan = log.clean_plan(u64::MAX, now_ms).unwrap()?;
     let cleaned = plan.run(map, &mut |_| true).unwrap()?;
     let sizes = cleaned.sizes();
     let swapped = log.commit_clean(cleaned).unwrap();
@@ -139,9 +156,14 @@ fn clean(log: &mut Log, map: &mut OffsetMap) -> Option<(u64, u64)> {
 }
 
 /// Checks that `after` is `before` compacted: every record kept is the
-/// one at its offset before, the table is the same, and below `cleaned`
-/// no key appears twice, no tombstone older than the horizon stays.
-fn check_compacted(before: &BTreeMap<u64, Rec>, after: &BTreeMap<u64, Rec>, cleaned: u64) {
+/// one at its offset before, the table is the same, below `cleaned` no
+/// key appears twice, and the tombstones left are those of `tombstones`.
+fn check_compacted(
+    before: &BTreeMap<u64, Rec>,
+    after: &BTreeMap<u64, Rec>,
+    cleaned: u64,
+    tombstones: &[&[u8]],
+) {
     for (offset, record) in after {
         assert_eq!(before.get(offset), Some(record), "offset {offset}");
     }
@@ -159,17 +181,18 @@ fn check_compacted(before: &BTreeMap<u64, Rec>, after: &BTreeMap<u64, Rec>, clea
         after.values().any(|(k, _)| k.is_none()),
         "the record without a key stays"
     );
-    let tombstones: Vec<_> = after
+    let left: Vec<_> = after
         .values()
         .filter(|(_, v)| v.is_none())
         .map(|(k, _)| k.clone().unwrap())
         .collect();
-    assert_eq!(
-        tombstones,
-        [b"k5".to_vec()],
-        "k3's old tombstone went, k5's young one stays"
-    );
+    assert_eq!(left, tombstones);
 }
+
+/// The tombstones a first clean keeps: k3's is not its key's latest,
+/// k5's is young, and gone's, written a week before, stays too: a
+/// tombstone never goes at the first clean that sees it.
+const FIRST: &[&[u8]] = &[b"gone", b"k5"];
 
 #[test]
 fn keys_updated_many_times_keep_only_their_latest_record() {
@@ -184,11 +207,24 @@ fn keys_updated_many_times_keep_only_their_latest_record() {
         "{bytes_before} -> {bytes_after}"
     );
     let after = read_all(&log);
-    check_compacted(&before, &after, log.cleaned_to());
+    check_compacted(&before, &after, log.cleaned_to(), FIRST);
     assert_eq!(log.cleaned_to(), log.segments().last().unwrap().base_offset);
     assert_eq!(log.next_offset(), next, "offsets never change");
     // Nothing more to do until more is written.
     assert!(clean(&mut log, &mut map).is_none());
+    // Written again, cleaned again two days later: the tombstones, cleaned
+    // a day before, go with the keys they deleted.
+    append(&mut log, Codec::None, &[(Some(b"k0"), Some(b"again"))], NOW);
+    log.roll().unwrap();
+    append(&mut log, Codec::None, &[(Some(b"tail"), Some(b"t"))], NOW);
+    let before = read_all(&log);
+    clean_at(&mut log, &mut map, NOW + 2 * DAY_MS).unwrap();
+    let after = read_all(&log);
+    check_compacted(&before, &after, log.cleaned_to(), &[]);
+    assert_eq!(
+        table(&after).get(b"k0".as_slice()),
+        Some(&b"again".to_vec())
+    );
     // A clean close and a power cut both open the same log.
     log.close().unwrap();
     let log = open(&sim);
@@ -220,7 +256,7 @@ fn a_small_map_cleans_in_several_passes_to_the_same_table() {
         "segments cleaned again are cleaned together"
     );
     let after = read_all(&log);
-    check_compacted(&before, &after, log.cleaned_to());
+    check_compacted(&before, &after, log.cleaned_to(), FIRST);
 }
 
 #[test]
@@ -353,7 +389,7 @@ fn a_power_cut_at_any_step_of_a_clean_leaves_the_old_log_or_the_cleaned_one() {
             "cut after {n}: {names:?}"
         );
         if matches!(done, Ok(true)) {
-            check_compacted(&before, &after, log.cleaned_to());
+            check_compacted(&before, &after, log.cleaned_to(), FIRST);
             steps = n;
             break;
         }
@@ -363,4 +399,26 @@ fn a_power_cut_at_any_step_of_a_clean_leaves_the_old_log_or_the_cleaned_one() {
         replaced_left,
         "some cut left replaced segments for the open to remove"
     );
+}
+
+#[test]
+fn retention_by_time_goes_past_an_empty_cleaned_segment_after_a_restart() {
+    let sim = SimFs::new();
+    let mut log = write_log(&sim, 60);
+    clean(&mut log, &mut OffsetMap::with_memory(1 << 20)).unwrap();
+    log.close().unwrap();
+    let mut log = open(&sim);
+    let empty = crate::storage::segment::SEGMENT_HEADER_BYTES as u64;
+    assert!(
+        log.segments().any(|s| s.end.is_some() && s.size == empty),
+        "a cleaned segment with no batch left"
+    );
+    let both = LogConfig {
+        delete: true,
+        retention_ms: Some(DAY_MS as u64),
+        ..config()
+    };
+    log.set_policy(&both).unwrap();
+    let gone = log.take_expired(NOW + 30 * DAY_MS).delete().unwrap();
+    assert_eq!(log.segments().count(), 1, "all but the active: {gone:?}");
 }

@@ -74,14 +74,15 @@ impl Log {
     pub(crate) fn swap_in(&mut self, groups: &[Group]) -> Result<Expired> {
         let mut replaced = Vec::new();
         for g in groups {
+            // Opened before the map changes: a failure leaves no hole.
+            let path = self.dir.join(log_file_name(g.base));
+            let mut segment = Segment::open(&self.vfs, &path, self.writable)?;
             for (base, _) in &g.sources {
                 let old = self.segments.remove(base).expect("checked to be there");
                 if *base != g.base {
                     replaced.push(old);
                 }
             }
-            let path = self.dir.join(log_file_name(g.base));
-            let mut segment = Segment::open(&self.vfs, &path, self.writable)?;
             segment.set_extent(g.size, g.end, g.max_timestamp, g.entries.clone());
             segment.first_append_ms = g.first_append_ms;
             segment.last_append_ms = g.last_append_ms;

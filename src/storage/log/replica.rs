@@ -384,6 +384,8 @@ impl Log {
     /// [`super::Publish`] writes it under: one made before the truncation
     /// then writes none.
     fn lower_recovery_point(&mut self, offset: u64) -> Result<()> {
+        // Records appended again past the cut are dirty.
+        self.cleaned_to = self.cleaned_to.min(offset);
         let mut written = lock(&self.recovery_written);
         self.truncations.fetch_add(1, Ordering::SeqCst);
         if recover::read_recovery_point(&*self.vfs, &self.dir) > offset {

@@ -1,6 +1,9 @@
 //! The segment header's codec (the table is in [`super`]).
 
-use super::{SEGMENT_HEADER_BYTES, SEGMENT_MAGIC, SEGMENT_VERSION, SEGMENT_VERSION_LEGACY};
+use super::{
+    SEGMENT_HEADER_BYTES, SEGMENT_MAGIC, SEGMENT_VERSION, SEGMENT_VERSION_CLEANED,
+    SEGMENT_VERSION_LEGACY,
+};
 use crate::storage::record::{legacy, Format};
 
 /// Header flag: a cleaned segment.
@@ -39,9 +42,10 @@ fn encode(base_offset: u64, format: Format, end: Option<u64>) -> [u8; SEGMENT_HE
         h[16..20].copy_from_slice(&delta.to_le_bytes());
     }
     h[0..4].copy_from_slice(SEGMENT_MAGIC);
-    let version = match format {
-        Format::Kafka => SEGMENT_VERSION,
-        Format::Legacy => SEGMENT_VERSION_LEGACY,
+    let version = match (format, end) {
+        (Format::Kafka, None) => SEGMENT_VERSION,
+        (Format::Kafka, Some(_)) => SEGMENT_VERSION_CLEANED,
+        (Format::Legacy, _) => SEGMENT_VERSION_LEGACY,
     };
     h[4..6].copy_from_slice(&version.to_le_bytes());
     h[8..16].copy_from_slice(&base_offset.to_le_bytes());
@@ -71,26 +75,28 @@ pub fn read_header(h: &[u8]) -> std::result::Result<SegmentHeader, String> {
     if crc != legacy::u32_at(h, 20) {
         return Err("segment header crc mismatch".into());
     }
-    let format = match legacy::u16_at(h, 4) {
-        SEGMENT_VERSION => Format::Kafka,
+    let version = legacy::u16_at(h, 4);
+    let format = match version {
+        SEGMENT_VERSION | SEGMENT_VERSION_CLEANED => Format::Kafka,
         SEGMENT_VERSION_LEGACY => Format::Legacy,
         version => return Err(format!("unsupported segment version {version}")),
     };
     let base_offset = legacy::u64_at(h, 8);
     let flags = legacy::u16_at(h, 6);
     let delta = legacy::u32_at(h, 16);
+    let cleaned = version == SEGMENT_VERSION_CLEANED;
     let end = match flags {
-        0 if delta == 0 => None,
-        0 => return Err("segment header: an end without the cleaned flag".into()),
-        SEGMENT_FLAG_CLEANED if delta > 0 && format == Format::Kafka => Some(
+        0 if delta == 0 && !cleaned => None,
+        SEGMENT_FLAG_CLEANED if delta > 0 && cleaned => Some(
             base_offset
                 .checked_add(u64::from(delta))
                 .ok_or("segment header: end overflows")?,
         ),
-        SEGMENT_FLAG_CLEANED => {
-            return Err(
-                "segment header: a cleaned segment of version 2 with an end expected".into(),
-            )
+        0 | SEGMENT_FLAG_CLEANED => {
+            return Err(format!(
+                "segment header: version {version} with flags {flags:#x} and end {delta} \
+                 (a cleaned segment is version 3, with its flag and an end)"
+            ))
         }
         flags => return Err(format!("unsupported segment flags {flags:#x}")),
     };
