@@ -232,11 +232,13 @@ pub fn confirm(log: &Log, extent: &Extent, damage: &Damage) -> Result<bool> {
     if log.truncations_now() != extent.truncations {
         return Ok(false);
     }
-    let Some(now) = log
-        .extents()
-        .into_iter()
-        .find(|e| e.base_offset == extent.base_offset && e.path == extent.path)
-    else {
+    // A segment the cleaner replaced meanwhile (same name, another file)
+    // is not the one walked.
+    let Some(now) = log.extents().into_iter().find(|e| {
+        e.base_offset == extent.base_offset
+            && e.path == extent.path
+            && e.cleaned_end == extent.cleaned_end
+    }) else {
         return Ok(false);
     };
     let found = check_from(&now, (damage.position, damage.offset), &mut |_| false)?;
