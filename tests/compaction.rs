@@ -5,6 +5,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use common::kafka::{kcat_path, Kcat};
@@ -41,24 +42,48 @@ fn table(out: &str) -> (BTreeMap<String, String>, usize) {
     (table, n)
 }
 
+/// A broker compacting every topic, with segments of `segment_bytes`,
+/// cleaning as soon as a hundredth of a log is dirty; and `extra` flags.
+fn compacting_broker(dir: &Path, segment_bytes: &str, extra: &[&str]) -> BrokerProc {
+    let mut args = vec![
+        "--log-cleanup-policy",
+        "compact",
+        "--segment-bytes",
+        segment_bytes,
+        "--log-cleaner-backoff",
+        "100ms",
+        "--log-cleaner-min-cleanable-ratio",
+        "0.01",
+    ];
+    args.extend_from_slice(extra);
+    BrokerProc::start(dir, &args)
+}
+
+/// `topic` read from the files of the data directory `dir` (no broker),
+/// as `offset key value` lines.
+fn consume_files(dir: &Path, topic: &str) -> String {
+    let data = dir.to_str().unwrap();
+    let out = common::bin("klog-consume")
+        .args([
+            "--data-dir",
+            data,
+            "-t",
+            topic,
+            "-e",
+            "-q",
+            "-f",
+            "%o %k %s\n",
+        ])
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    String::from_utf8_lossy(&out.get_output().stdout).to_string()
+}
+
 #[test]
 fn a_compacted_topic_is_read_back_as_the_latest_table_with_its_offsets() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = BrokerProc::start(
-        dir.path(),
-        &[
-            "--log-cleanup-policy",
-            "compact",
-            "--segment-bytes",
-            "16KiB",
-            "--log-cleaner-backoff",
-            "100ms",
-            "--log-cleaner-min-cleanable-ratio",
-            "0.1",
-            "--kafka-listen",
-            "127.0.0.1:0",
-        ],
-    );
+    let broker = compacting_broker(dir.path(), "16KiB", &["--kafka-listen", "127.0.0.1:0"]);
     let (rounds, keys) = (30, 100);
     let input = updates(rounds, keys);
     produce_to(&broker.addr, "cdc", &input, &["-K", ":", "--batch", "7"]);
@@ -82,21 +107,7 @@ fn a_compacted_topic_is_read_back_as_the_latest_table_with_its_offsets() {
     let (table_after, kept) = table(&after);
     assert_eq!(table_after, expected);
     // Read from the files too, as the broker writes them: the same.
-    let embedded = common::bin("klog-consume")
-        .args([
-            "--data-dir",
-            dir.path().to_str().unwrap(),
-            "-t",
-            "cdc",
-            "-e",
-            "-q",
-        ])
-        .args(["-f", "%o %k %s\n"])
-        .timeout(Duration::from_secs(60))
-        .assert()
-        .success();
-    let embedded = String::from_utf8_lossy(&embedded.get_output().stdout).to_string();
-    assert_eq!(table(&embedded).0, expected);
+    assert_eq!(table(&consume_files(dir.path(), "cdc")).0, expected);
     // Each record kept is the one at its offset before.
     let before_lines: std::collections::HashSet<&str> = before.lines().collect();
     assert!(after.lines().all(|l| before_lines.contains(l)));
@@ -152,21 +163,8 @@ fn a_compacted_topic_is_read_back_as_the_latest_table_with_its_offsets() {
 #[test]
 fn a_tombstone_deletes_its_key_and_then_goes_itself() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = BrokerProc::start(
-        dir.path(),
-        &[
-            "--log-cleanup-policy",
-            "compact",
-            "--segment-bytes",
-            "8KiB",
-            "--log-cleaner-backoff",
-            "100ms",
-            "--log-cleaner-min-cleanable-ratio",
-            "0.01",
-            "--log-cleaner-delete-retention",
-            "1s",
-        ],
-    );
+    let retention = ["--log-cleaner-delete-retention", "1s"];
+    let broker = compacting_broker(dir.path(), "8KiB", &retention);
     produce_to(&broker.addr, "t", &updates(10, 50), &["-K", ":"]);
     // key3 deleted, with kcat's -Z: an empty value is null.
     produce_to(&broker.addr, "t", "key3:\n", &["-K", ":", "-Z"]);
@@ -250,19 +248,7 @@ fn a_compacted_topic_refuses_a_record_without_a_key() {
 #[test]
 fn a_reader_of_the_files_crosses_the_gaps_a_clean_leaves() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = BrokerProc::start(
-        dir.path(),
-        &[
-            "--log-cleanup-policy",
-            "compact",
-            "--segment-bytes",
-            "8KiB",
-            "--log-cleaner-backoff",
-            "100ms",
-            "--log-cleaner-min-cleanable-ratio",
-            "0.01",
-        ],
-    );
+    let broker = compacting_broker(dir.path(), "8KiB", &[]);
     // A key written once, then one hot key over many segments: the first
     // segment keeps the first record only, then a gap to the next.
     let hot: String = (0..6000).map(|i| format!("hot:{i}\n")).collect();
@@ -272,20 +258,7 @@ fn a_reader_of_the_files_crosses_the_gaps_a_clean_leaves() {
         consume_from(&broker.addr, "g", &[]).lines().count() < 2000
     });
     let through_broker = consume_from(&broker.addr, "g", &["-f", "%o %k %s\n"]);
-    let files = common::bin("klog-consume")
-        .args([
-            "--data-dir",
-            dir.path().to_str().unwrap(),
-            "-t",
-            "g",
-            "-e",
-            "-q",
-        ])
-        .args(["-f", "%o %k %s\n"])
-        .timeout(Duration::from_secs(30))
-        .assert()
-        .success();
-    let files = String::from_utf8_lossy(&files.get_output().stdout).to_string();
+    let files = consume_files(dir.path(), "g");
     assert!(files.starts_with("0 stable s\n"), "{files}");
     // The same records, or fewer: the cleaner may have cleaned again since.
     let seen: std::collections::HashSet<&str> = through_broker.lines().collect();
@@ -296,21 +269,8 @@ fn a_reader_of_the_files_crosses_the_gaps_a_clean_leaves() {
 #[test]
 fn a_damaged_partition_does_not_keep_the_cleaner_from_the_others() {
     let dir = tempfile::tempdir().unwrap();
-    let args = |threads| {
-        [
-            "--log-cleanup-policy",
-            "compact",
-            "--segment-bytes",
-            "8KiB",
-            "--log-cleaner-backoff",
-            "100ms",
-            "--log-cleaner-min-cleanable-ratio",
-            "0.01",
-            "--log-cleaner-threads",
-            threads,
-        ]
-    };
-    let mut broker = BrokerProc::start(dir.path(), &args("0"));
+    let threads = |n| ["--log-cleaner-threads", n];
+    let mut broker = compacting_broker(dir.path(), "8KiB", &threads("0"));
     produce_to(
         &broker.addr,
         "x",
@@ -323,7 +283,7 @@ fn a_damaged_partition_does_not_keep_the_cleaner_from_the_others() {
     let mut bytes = std::fs::read(&segment).unwrap();
     bytes[300] ^= 0x40;
     std::fs::write(&segment, bytes).unwrap();
-    let broker = BrokerProc::start(dir.path(), &args("1"));
+    let broker = compacting_broker(dir.path(), "8KiB", &threads("1"));
     produce_to(
         &broker.addr,
         "y",

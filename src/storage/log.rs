@@ -97,6 +97,7 @@ mod append;
 pub(crate) mod clean;
 mod epochs;
 mod flush;
+mod opening;
 pub mod producers;
 mod read;
 mod replica;
@@ -365,12 +366,7 @@ impl Log {
         let locked = options.writable && options.lock;
         let lock = locked.then(|| DirLock::acquire(dir)).transpose()?;
         let start = recover::start_before_recovery(&*vfs, dir)?;
-        let mut recovery = recover_on_open(&*vfs, dir, &config, options.writable)?;
-        if options.writable {
-            let recover = || recover_on_open(&*vfs, dir, &config, true);
-            recovery = roll::adopt_rolled(&*vfs, dir, recovery, recover)?;
-        }
-        let segments = open_segments(&vfs, &recovery, options.writable)?;
+        let (recovery, segments) = opening::recover_and_open(&vfs, dir, &config, options.writable)?;
         let epochs = recovery.epochs.clone();
         let leader_epoch = epochs.latest().map_or(0, |e| e.epoch);
         let floor = start::read(&*vfs, dir);
@@ -740,33 +736,6 @@ fn nothing_readable(dir: &Path, recovery: &RecoveryReport) -> Error {
         Some(damage) => damage.error(),
         None => recover::corrupt(dir, 0, "no readable segment"),
     }
-}
-
-/// Opens the segments recovery kept, each with the extent it found.
-fn open_segments(
-    vfs: &Arc<dyn Vfs>,
-    recovery: &RecoveryReport,
-    writable: bool,
-) -> Result<BTreeMap<u64, Segment>> {
-    let mut segments = BTreeMap::new();
-    for report in &recovery.segments {
-        let mut segment = Segment::open(vfs, &report.path, writable)?;
-        segment.set_extent(
-            report.bytes_valid,
-            report.next_offset,
-            report.max_timestamp,
-            report.entries.clone(),
-        );
-        if report.records_valid > 0 || report.end.is_some() {
-            // The last write to a segment is the append of its newest
-            // record (or, of a cleaned one, the time the clean gave it);
-            // its first append is at least that old.
-            segment.last_append_ms = segment.file().ok().and_then(|f| f.modified_ms().ok());
-            segment.first_append_ms = segment.last_append_ms;
-        }
-        segments.insert(segment.base_offset, segment);
-    }
-    Ok(segments)
 }
 
 #[cfg(test)]
