@@ -280,7 +280,6 @@ fn raise_open_file_limit(say: &crate::tools::Say) {
     }
 }
 
-/// A clap value parser for `--scrub-rate`: a size above zero.
 /// The log config of topics without configs of their own, from the flags.
 fn log_config(args: &Args) -> Result<LogConfig, super::Usage> {
     Ok(LogConfig {
@@ -329,6 +328,8 @@ fn ratio_arg(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A clap value parser for `--scrub-rate` and
+/// `--log-cleaner-io-bytes-per-second`: a size above zero.
 fn rate_arg(s: &str) -> Result<u64, String> {
     match super::size_arg(s)? {
         0 => Err(format!("{s:?} reads nothing: the rate must be above 0")),

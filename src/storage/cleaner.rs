@@ -148,11 +148,6 @@ impl Cleaned {
         let after = self.groups.iter().map(|g| g.size);
         (before.sum(), after.sum())
     }
-
-    /// Where the next pass's dirty start is.
-    pub fn map_end(&self) -> u64 {
-        self.map_end
-    }
 }
 
 fn discard(vfs: &dyn Vfs, dir: &Path, groups: &[Group]) {
