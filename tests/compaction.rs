@@ -8,8 +8,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use common::cluster::Cluster;
 use common::kafka::{kcat_path, Kcat};
+use common::registry::Backend;
 use common::{consume_from, eventually, produce_to, BrokerProc};
+
+const BOUND: Duration = Duration::from_secs(60);
 
 /// `rounds` updates of each of `keys` keys, as `key:value` lines.
 fn updates(rounds: u32, keys: u32) -> String {
@@ -300,4 +304,109 @@ fn a_damaged_partition_does_not_keep_the_cleaner_from_the_others() {
         .filter(|l| l.contains("x-0: clean failed"))
         .count();
     assert_eq!(failures, 1, "{:?}", broker.log());
+}
+
+/// A replicated compacted topic (three replicas): each replica cleans its
+/// own log; a follower stopped while the leader cleaned copies the
+/// cleaned log, gaps and all, ends where the leader ends and is back in
+/// the ISR; killed, the leader hands over to a follower that serves the
+/// same table; every replica's files hold it.
+#[test]
+fn the_replicas_of_a_compacted_topic_clean_apart_and_fail_over_to_the_same_table() {
+    let args = [
+        "--replication-factor",
+        "3",
+        "--partitions",
+        "1",
+        "--session-timeout",
+        "2s",
+        "--replica-lag-time",
+        "2s",
+        "--log-cleanup-policy",
+        "compact",
+        "--segment-bytes",
+        "16KiB",
+        "--log-cleaner-backoff",
+        "100ms",
+        "--log-cleaner-min-cleanable-ratio",
+        "0.01",
+    ];
+    let mut cluster = Cluster::start(Backend::Dir, 3, &args).unwrap();
+    let produce = |cluster: &Cluster, input: &str| {
+        common::bin("klog-produce")
+            .args(["--registry", cluster.spec(), "-t", "cdc", "-q", "-K", ":"])
+            .args(["--acks", "all", "--batch", "7"])
+            .write_stdin(input.to_string())
+            .timeout(BOUND)
+            .assert()
+            .success();
+    };
+    produce(&cluster, "key0:first\n");
+    cluster.wait_full_isr("cdc", 0, BOUND);
+    let state = cluster.wait_leader("cdc", 0, BOUND);
+    let leads = cluster.slot_of(state.leader.as_deref().unwrap());
+    let behind = (leads + 1) % 3;
+    cluster.terminate(behind);
+    let (rounds, keys) = (30, 100);
+    let input = updates(rounds, keys);
+    produce(&cluster, &input);
+    let all = format!("0 key0 first\n{}", numbered(&input, 1));
+    let (expected, written) = table(&all);
+    // The leader cleans while the follower is away.
+    let leader_dir = cluster.data_dir(leads).to_path_buf();
+    eventually("the leader cleaned", BOUND, || {
+        table(&consume_files(&leader_dir, "cdc")).1 < written / 2
+    });
+    cluster.restart(behind);
+    cluster.wait_full_isr("cdc", 0, BOUND);
+    let replicas = cluster.wait_same_end("cdc", 0, BOUND);
+    let end = replicas[leads].end();
+    assert_eq!(end, written as u64);
+    assert!(
+        copied_gaps(&cluster.data_dir(behind).join("cdc-0")),
+        "the follower that came back copied the leader's gaps"
+    );
+    // Every replica (the one that came back copied gaps) holds the table,
+    // each record the one at its offset before.
+    let lines: std::collections::HashSet<&str> = all.lines().collect();
+    eventually("every replica compacted", BOUND, || {
+        (0..3).all(|slot| {
+            let files = consume_files(cluster.data_dir(slot), "cdc");
+            let (t, n) = table(&files);
+            assert_eq!(t, expected, "replica {slot}");
+            assert!(files.lines().all(|l| lines.contains(l)), "replica {slot}");
+            n < written / 2
+        })
+    });
+    // The leader killed, a follower leads and serves the same table, and
+    // takes new records after the last offset.
+    cluster.kill9(leads);
+    let new = cluster.wait_new_epoch("cdc", 0, state.epoch, None, BOUND);
+    let now_leads = cluster.slot_of(new.leader.as_deref().unwrap());
+    produce(&cluster, "key1:after\n");
+    let out = consume_from(&cluster.addr(now_leads), "cdc", &["-f", "%o %k %s\n"]);
+    let (t, _) = table(&out);
+    let mut expected = expected;
+    expected.insert("key1".into(), "after".into());
+    assert_eq!(t, expected);
+    assert!(out.ends_with(&format!("{end} key1 after\n")), "{out}");
+}
+
+/// `input`'s `key:value` lines as `offset key value` lines, from `first`.
+fn numbered(input: &str, first: usize) -> String {
+    (input.lines().enumerate())
+        .map(|(o, l)| format!("{} {}\n", o + first, l.replacen(':', " ", 1)))
+        .collect()
+}
+
+/// Whether a segment of the partition in `dir` is a follower's copy with
+/// gaps (version 3, flag 2).
+fn copied_gaps(dir: &Path) -> bool {
+    std::fs::read_dir(dir).unwrap().any(|e| {
+        let path = e.unwrap().path();
+        let is_log = path.extension().is_some_and(|x| x == "log");
+        let head = std::fs::read(&path).unwrap_or_default();
+        is_log
+            && klog::storage::segment::read_header(&head).is_ok_and(|h| h.gaps && h.end.is_none())
+    })
 }

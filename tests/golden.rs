@@ -21,6 +21,7 @@
 //! | `legacy/batch.bin`, `legacy/segment-header.bin`, `legacy/partition/` | klog's legacy magic 2 format (read only, never written): a batch, a version 1 segment header, a closed partition |
 //! | `v1/batch.bin`, `v1/partition/`              | magic 1 (read only, never written): a batch, and a closed partition written before leader epochs |
 //! | `segment-header.bin`                         | 24-byte segment header, version 2 |
+//! | `segment-header-{cleaned,gaps}.bin`          | version 3: a cleaned segment's (with its end), a follower's copy with gaps |
 //! | `index/wide.index`, `index/wide.timeindex`   | offset and time index entries     |
 //! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `leader-epochs`, `clean-shutdown` |
 //! | `refetch`                                    | a replica's refetch mark, after it left the ISR |
@@ -488,6 +489,23 @@ fn segment_header() {
         &legacy,
         &segment::encode_header(4_294_968_320, Format::Legacy),
     );
+}
+
+/// Version 3: a cleaned segment (flag 1, with its end) and a follower's
+/// copy with gaps (flag 2, no end).
+#[test]
+fn segment_header_version_3() {
+    let base = 4_294_968_320;
+    let cleaned = segment::encode_cleaned_header(base, base + 0x0102_0304);
+    let golden = check_golden("segment-header-cleaned.bin", &cleaned);
+    assert_eq!(&golden[4..8], &[3, 0, 1, 0], "version 3, flag 1");
+    let read = segment::read_header(&golden).expect("golden header decodes");
+    assert_eq!((read.end, read.gaps), (Some(base + 0x0102_0304), true));
+    let gaps = segment::encode_gaps_header(base);
+    let golden = check_golden("segment-header-gaps.bin", &gaps);
+    assert_eq!(&golden[4..8], &[3, 0, 2, 0], "version 3, flag 2");
+    let read = segment::read_header(&golden).expect("golden header decodes");
+    assert_eq!((read.base_offset, read.end, read.gaps), (base, None, true));
 }
 
 // ---------------------------------------------------------------------------

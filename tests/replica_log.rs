@@ -233,11 +233,17 @@ fn a_follower_refuses_a_batch_that_does_not_follow_or_does_not_check_and_keeps_t
             assert!(err.contains(needle), "{needle:?} not in {err}");
         }
     };
-    // A gap and an overlap: nothing written.
+    // A gap wider than a segment spans and an overlap: nothing written
+    // (a narrower gap is its leader's cleaner's, and taken).
+    let far = 12 + (1 << 32);
     refuse(
         &mut log,
-        &leader_batch(13, 2, 3),
-        &["offset 13", "next offset is 12", "a gap"],
+        &leader_batch(far, 2, 3),
+        &[
+            &format!("offset {far}"),
+            "next offset is 12",
+            "a gap of 2^32",
+        ],
     );
     refuse(
         &mut log,

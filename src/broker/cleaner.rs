@@ -12,9 +12,11 @@
 //!
 //! A pass cleans below the high watermark and the last stable offset: a
 //! record no consumer may read yet, or of an open transaction, is never
-//! judged. Replicated partitions are not cleaned yet: a follower copying
-//! a cleaned stretch of its leader's log must take the gaps a clean
-//! leaves, which it refuses today (said once per partition).
+//! judged. Every replica cleans its own log, a follower below the high
+//! watermark its leader told it: a follower copies its leader's cleaned
+//! batches, gaps and all ([`crate::storage::log`]'s replication), and all
+//! replicas keep, for each key, the same latest record, at the same
+//! offset.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -74,11 +76,10 @@ const AFTER_FAILURE: Duration = Duration::from_secs(600);
 
 fn clean_forever(shared: &Shared, busy: &Busy) {
     let mut map: Option<OffsetMap> = None;
-    let mut said = HashSet::new();
     let mut failed: HashMap<(String, u32), Instant> = HashMap::new();
     while !shared.stopping() {
         failed.retain(|_, at| at.elapsed() < AFTER_FAILURE);
-        let Some((p, plan)) = pick(shared, busy, &mut said, &failed) else {
+        let Some((p, plan)) = pick(shared, busy, &failed) else {
             sleep_unless_stopping(shared, shared.config.cleaner.backoff);
             continue;
         };
@@ -99,7 +100,6 @@ fn clean_forever(shared: &Shared, busy: &Busy) {
 fn pick(
     shared: &Shared,
     busy: &Busy,
-    said: &mut HashSet<(String, u32)>,
     failed: &HashMap<(String, u32), Instant>,
 ) -> Option<(Arc<Partition>, CleanPlan)> {
     let now = crate::clock::now_ms();
@@ -112,15 +112,6 @@ fn pick(
         }
         let mut log = p.lock();
         if !log.config().compact {
-            continue;
-        }
-        if p.replica.is_some() {
-            if said.insert(id) {
-                shared.log(format_args!(
-                    "{}-{}: replicated partitions are not compacted yet",
-                    p.topic, p.partition
-                ));
-            }
             continue;
         }
         let Some(upto) = upto(&p, &mut log) else {

@@ -257,6 +257,15 @@ impl<'f> FileBatches<'f> {
     }
 }
 
+/// Whether a batch whose offsets run from `base` up to `next` may follow,
+/// in a segment whose batches skip offsets below `skips_below`
+/// ([`crate::storage::segment::SegmentHeader::skips_below`]), the batch before it, which ended at
+/// `expected`: there, or past it below that bound (a base offset is not
+/// under a Kafka batch's CRC32C: one out of sequence is damage).
+pub fn follows(skips_below: Option<u64>, expected: u64, base: u64, next: u64) -> bool {
+    base == expected || skips_below.is_some_and(|bound| base > expected && next <= bound)
+}
+
 /// The largest batch header of any format.
 const HEADER_BYTES_MAX: usize = crate::storage::record::BATCH_HEADER_BYTES;
 
@@ -270,8 +279,9 @@ pub struct BatchAt<'a> {
     pub path: &'a Path,
     /// The format of its batches.
     pub format: Format,
-    /// A cleaned segment's end: its batches may skip offsets below it.
-    pub end: Option<u64>,
+    /// Below which offset its batches may skip offsets
+    /// ([`crate::storage::segment::SegmentHeader::skips_below`]).
+    pub skips_below: Option<u64>,
 }
 
 impl std::fmt::Debug for BatchAt<'_> {
@@ -287,9 +297,9 @@ impl BatchAt<'_> {
     /// Scans the batch headers from `start` (a batch's position, and the
     /// offset it starts at) for the batch holding `offset` (or the first
     /// after it), within the first `end` bytes: its position and header,
-    /// or `None` at the end. Each batch passed must start where the one
-    /// before it ended, or in a cleaned segment past it (a base offset is not under a Kafka batch's CRC32C:
-    /// one out of sequence is damage, never served). Needs no lock: the
+    /// or `None` at the end. Each batch passed must follow the one before
+    /// it ([`follows`]: one out of sequence is
+    /// damage, never served). Needs no lock: the
     /// caller took `start` and `end` from the log.
     pub fn find(
         &self,
@@ -313,10 +323,8 @@ impl BatchAt<'_> {
             };
             let header = BatchHeader::decode(self.format, header_buf, batch_bytes_max)
                 .map_err(|e| corrupt(e.to_string()))?;
-            let skips = self
-                .end
-                .is_some_and(|end| header.base_offset > expected && header.next_offset() <= end);
-            if header.base_offset != expected && !skips {
+            let (base, next) = (header.base_offset, header.next_offset());
+            if !follows(self.skips_below, expected, base, next) {
                 return Err(corrupt(format!(
                     "a batch at offset {}, where offset {expected} was expected",
                     header.base_offset

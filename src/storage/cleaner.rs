@@ -34,7 +34,12 @@
 //! and a new CRC32C; one that lost all is dropped (Kafka keeps such a
 //! batch empty when it is its producer's last; klog's producer state
 //! comes from snapshots at rolls, which a clean leaves alone). Offsets
-//! never change: the log gets gaps. The active segment, segments not yet
+//! never change: the log gets gaps. The last batch a pass reads is never
+//! emptied (its records are their keys' latest, and tombstones go only
+//! from segments below the dirty start, which the last one a pass cleans
+//! never is): a cleaned log still ends where it did, and a follower
+//! copying it ends where its leader does (Kafka, whose tombstones may go
+//! without new records, keeps such a batch empty: KAFKA-17076). The active segment, segments not yet
 //! durable, legacy segments and what the caller may not clean (past the
 //! high watermark, the last stable offset, `min.compaction.lag.ms`) are
 //! never touched.

@@ -102,8 +102,10 @@ pub struct Extent {
     format: Format,
     /// Where its bytes end (appends gathered in memory excluded).
     pub end: u64,
-    /// A cleaned segment's end offset: its batches may skip offsets.
+    /// A cleaned segment's end offset.
     cleaned_end: Option<u64>,
+    /// Below which offset its batches may skip offsets.
+    skips_below: Option<u64>,
     /// The log's truncations then: another since makes any finding void.
     truncations: u64,
     /// The log's leader epochs then: each batch's must be the one its
@@ -124,6 +126,7 @@ impl Log {
                 format: s.format,
                 end: s.written_size(),
                 cleaned_end: s.end,
+                skips_below: s.skips_below(),
                 truncations,
                 epochs: self.epochs().clone(),
             })
@@ -133,12 +136,10 @@ impl Log {
 
 impl Extent {
     /// Whether a batch may start at its base offset when `next` is where
-    /// the one before ended: there, or past it in a cleaned segment.
+    /// the one before ended ([`crate::storage::batches::follows`]).
     fn follows(&self, header: &crate::storage::record::BatchHeader, next: u64) -> bool {
-        header.base_offset == next
-            || self
-                .cleaned_end
-                .is_some_and(|end| header.base_offset > next && header.next_offset() <= end)
+        let (base, end) = (header.base_offset, header.next_offset());
+        crate::storage::batches::follows(self.skips_below, next, base, end)
     }
 
     /// Whether the batch's leader epoch is the one the log's epoch file

@@ -8,8 +8,8 @@
 //! | offset | size | field         | meaning                                           |
 //! |-------:|-----:|---------------|---------------------------------------------------|
 //! |      0 |    4 | `magic`       | `KLOG`                                            |
-//! |      4 |    2 | `version`     | `2`: batches in Kafka's RecordBatch v2; `3`: the same, cleaned (below); `1`: klog's legacy batches ([`Format`]) |
-//! |      6 |    2 | `flags`       | `0`; `1` in a cleaned segment                     |
+//! |      4 |    2 | `version`     | `2`: batches in Kafka's RecordBatch v2; `3`: the same, with gaps (below); `1`: klog's legacy batches ([`Format`]) |
+//! |      6 |    2 | `flags`       | `0`; in version 3, `1` (cleaned) or `2` (copied with gaps) |
 //! |      8 |    8 | `base_offset` | offset of the first record; also the file's name  |
 //! |     16 |    4 | `end_delta`   | `0`; of a cleaned segment, its end minus `base_offset` |
 //! |     20 |    4 | `header_crc`  | CRC32 of bytes 0..20                              |
@@ -25,14 +25,23 @@
 //! the ones compaction kept, at their own offsets, so batches may skip
 //! offsets (a batch wholly compacted away leaves a gap, never a reused
 //! offset), and the offsets from its last record to its end are gaps too:
-//! the next segment starts at the end. Only in a cleaned segment may a
+//! the next segment starts at the end. Only in a version 3 segment may a
 //! batch start past where the one before ended. A segment whose base
 //! offset lies inside a cleaned segment's range is one it replaced,
 //! which a crash left behind: opening the log removes it, a reader
-//! skips it. Any other flag bit is refused (a newer klog's), as is a
-//! cleaned segment without an end or its flag, or a version 2 with
-//! either. A klog from before cleaned segments refuses version 3 as
-//! unsupported, never reads its gaps as damage.
+//! skips it.
+//!
+//! A segment **with gaps** (version 3, flag bit 1, `end_delta` 0) is a
+//! follower's copy of its leader's cleaned batches
+//! ([`crate::storage::log`]'s replication): its batches may skip offsets
+//! too (each still starts past where the one before ended), it has no
+//! end and replaces nothing. A cut into a cleaned segment makes it one.
+//!
+//! Any other flag, or both, is refused (a newer klog's), as is a version
+//! 3 without a flag, a cleaned segment without an end or a segment with
+//! gaps with one, or a version 2 with a flag or an end. A klog from
+//! before version 3 refuses it as unsupported, never reads its gaps as
+//! damage.
 //!
 //! The version says how to read the batches: a segment holds one format
 //! only. The log writes version 2; version 1 segments (klog before it
@@ -57,10 +66,14 @@ use crate::storage::index::{IndexEntry, SegmentIndex};
 use crate::storage::record::{BatchHeader, Format};
 
 mod header;
+mod names;
 mod prepared;
 pub use header::{
-    decode_header, encode_cleaned_header, encode_header, read_header, SegmentHeader,
-    SEGMENT_FLAG_CLEANED,
+    decode_header, encode_cleaned_header, encode_gaps_header, encode_header, read_header,
+    SegmentHeader, SEGMENT_FLAG_CLEANED, SEGMENT_FLAG_GAPS,
+};
+pub use names::{
+    cleaned_paths, is_cleaned_name, log_file_name, parse_log_file_name, parse_offset_file_name,
 };
 pub use prepared::{parse_temp_log_name, temp_paths, PreparedSegment};
 
@@ -77,45 +90,6 @@ pub const SEGMENT_VERSION_LEGACY: u16 = 1;
 /// gaps, and an end ([`SegmentHeader::end`]).
 pub const SEGMENT_VERSION_CLEANED: u16 = 3;
 
-/// The file name of the segment whose first offset is `base_offset`.
-pub fn log_file_name(base_offset: u64) -> String {
-    format!("{base_offset:020}.log")
-}
-
-/// Paths of the cleaned segment based at `base` before it takes its
-/// name ([`crate::storage::cleaner`]): its log, offset index and time
-/// index.
-pub fn cleaned_paths(dir: &Path, base: u64) -> [PathBuf; 3] {
-    let log = dir.join(format!("{base:020}.cleaned.log"));
-    let (index, timeindex) = crate::storage::index::index_paths(&log);
-    [log, index, timeindex]
-}
-
-/// Whether `name` is one of a cleaned segment's files before its rename:
-/// a leftover the next open removes.
-pub fn is_cleaned_name(name: &str) -> bool {
-    name.split_once(".cleaned.").is_some_and(|(digits, ext)| {
-        digits.len() == 20
-            && digits.bytes().all(|b| b.is_ascii_digit())
-            && matches!(ext, "log" | "index" | "timeindex")
-    })
-}
-
-/// The base offset a segment file name encodes, if it is one.
-pub fn parse_log_file_name(name: &str) -> Option<u64> {
-    parse_offset_file_name(name, ".log")
-}
-
-/// The offset a file name of 20 digits and `suffix` encodes (a segment's,
-/// a producer snapshot's), if it is one.
-pub fn parse_offset_file_name(name: &str, suffix: &str) -> Option<u64> {
-    let digits = name.strip_suffix(suffix)?;
-    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
 /// A segment: its log file, its place in the log and, while it is the
 /// active segment, its writable index.
 #[derive(Debug)]
@@ -127,6 +101,9 @@ pub struct Segment {
     /// Of a cleaned segment, the end its header gives: its offsets may
     /// skip, up to there ([`SegmentHeader::end`]).
     pub end: Option<u64>,
+    /// Its batches may skip offsets ([`SegmentHeader::gaps`]): cleaned, or
+    /// copied from a leader's cleaned log.
+    pub gaps: bool,
     /// Path of the `.log` file.
     pub path: PathBuf,
     /// Its file while it is the active segment (appended to); `None` once
@@ -232,6 +209,7 @@ impl Segment {
             base_offset,
             format: Format::Kafka,
             end: None,
+            gaps: false,
             path,
             held: Some(file),
             key: files::Key::new(),
@@ -254,11 +232,12 @@ impl Segment {
     }
 
     /// Makes `prepared` the segment starting at `base_offset`, whose
-    /// header [`PreparedSegment::head`] wrote.
+    /// header [`PreparedSegment::head`] wrote (with `gaps`).
     pub(crate) fn from_prepared(
         vfs: &Arc<dyn Vfs>,
         prepared: PreparedSegment,
         base_offset: u64,
+        gaps: bool,
     ) -> Segment {
         let PreparedSegment {
             seq,
@@ -266,7 +245,8 @@ impl Segment {
             file,
             index,
         } = prepared;
-        Segment::empty(vfs, base_offset, path, file, index, Some(seq))
+        let segment = Segment::empty(vfs, base_offset, path, file, index, Some(seq));
+        Segment { gaps, ..segment }
     }
 
     /// Gives a segment under temporary names its own (`{base:020}.log`,
@@ -311,6 +291,7 @@ impl Segment {
             base_offset,
             format,
             end,
+            gaps,
         } = read_header(&header[..n]).map_err(|reason| Error::Corrupt {
             path: path.to_path_buf(),
             position: 0,
@@ -322,6 +303,7 @@ impl Segment {
             base_offset,
             format,
             end,
+            gaps,
             path: path.to_path_buf(),
             held: None,
             key,
@@ -355,6 +337,27 @@ impl Segment {
         file.sync_data().ctx("fsync", &self.path)?;
         self.format = Format::Kafka;
         Ok(())
+    }
+
+    /// Makes a segment of Kafka batches one whose batches may skip
+    /// offsets, without an end (a cleaned one's end no longer holds once
+    /// it is cut or appended to): its header rewritten in place (24
+    /// bytes, one sector) and fsynced.
+    pub(crate) fn allow_gaps(&mut self) -> Result<()> {
+        assert_eq!(self.format, Format::Kafka, "a legacy segment takes no gaps");
+        self.check_broken()?;
+        let file = self.file()?;
+        file.write_all_at(&encode_gaps_header(self.base_offset), 0)
+            .ctx("write", &self.path)?;
+        file.sync_data().ctx("fsync", &self.path)?;
+        (self.gaps, self.end) = (true, None);
+        Ok(())
+    }
+
+    /// Below which offset its batches may skip offsets
+    /// ([`SegmentHeader::skips_below`]).
+    pub fn skips_below(&self) -> Option<u64> {
+        self.gaps.then_some(self.end.unwrap_or(u64::MAX))
     }
 
     /// Whether no record has been appended.
@@ -483,18 +486,20 @@ impl Segment {
         Ok(())
     }
 
-    /// Whether appending `batch_bytes` more must go to a new segment.
-    pub fn is_full(&self, batch_bytes: u64, segment_bytes: u64, record_count: u32) -> bool {
+    /// Whether appending `batch_bytes` more, whose offsets reach `offsets`
+    /// past the segment's next offset, must go to a new segment.
+    pub fn is_full(&self, batch_bytes: u64, segment_bytes: u64, offsets: u64) -> bool {
         if self.is_empty() {
             return false;
         }
         let offsets_left = u64::from(u32::MAX) - (self.next_offset - self.base_offset);
         self.size + batch_bytes > segment_bytes
-            || u64::from(record_count) > offsets_left
+            || offsets > offsets_left
             || self.index.as_ref().is_some_and(SegmentIndex::is_full)
     }
 
-    /// Appends a batch whose base offset is already `next_offset`. With a
+    /// Appends a batch whose base offset is already `next_offset` (or past
+    /// it, in a segment that takes gaps). With a
     /// `buffer_bytes` limit, appends gather in memory and reach the file
     /// together once that much is pending, or at [`Segment::write_pending`];
     /// with 0, each is written at once.
@@ -506,7 +511,10 @@ impl Segment {
         now_ms: i64,
         buffer_bytes: usize,
     ) -> Result<()> {
-        debug_assert_eq!(header.base_offset, self.next_offset);
+        debug_assert!(
+            header.base_offset == self.next_offset
+                || (self.gaps && header.base_offset > self.next_offset)
+        );
         self.check_broken()?;
         let position = self.size;
         let max_timestamp = self.max_timestamp.max(header.max_timestamp);
@@ -632,18 +640,26 @@ impl Segment {
         Ok(next_offset)
     }
 
-    /// The position and base offset of the batch holding `offset` (below
-    /// the next offset), found from the index by a scan of batch headers.
+    /// The position of the batch holding `offset`, or of the first after
+    /// it (in a gap), and where the batches before it end: the segment's
+    /// next offset once cut there. Found from the index by a scan of
+    /// batch headers.
     fn batch_start(&self, offset: u64) -> Result<(u64, u64)> {
-        let (mut position, _) = self.scan_start(offset);
+        // Where the batch before an indexed one ends is not in the index
+        // of a segment with gaps: it is read from its first batch.
+        let (mut position, mut end) = match self.gaps {
+            true => (SEGMENT_HEADER_BYTES as u64, self.base_offset),
+            false => self.scan_start(offset),
+        };
         while position < self.size {
             let header = self.header_at(position)?;
             if header.next_offset() > offset {
-                return Ok((position, header.base_offset));
+                return Ok((position, end));
             }
+            end = header.next_offset();
             position += header.total_bytes();
         }
-        Ok((self.size, self.next_offset))
+        Ok((self.size, end))
     }
 
     /// The largest timestamp of the batches before `position`, the first
@@ -727,7 +743,7 @@ impl Segment {
         let start = self.scan_start(offset);
         let file = self.file()?;
         let at = crate::storage::batches::BatchAt {
-            end: self.end,
+            skips_below: self.skips_below(),
             file: &*file,
             path: &self.path,
             format: self.format,
@@ -800,7 +816,7 @@ mod tests {
         let read = read_header(&cleaned).unwrap();
         assert_eq!((read.base_offset, read.end), (7, Some(107)));
         assert_eq!(read_header(&h).unwrap().end, None);
-        // A flag or an end alone, an unknown flag: refused.
+        // A flag or an end alone, an unknown flag, both: refused.
         let reseal = |mut b: [u8; SEGMENT_HEADER_BYTES]| {
             let crc = crc32fast::hash(&b[..20]);
             b[20..24].copy_from_slice(&crc.to_le_bytes());
@@ -819,6 +835,20 @@ mod tests {
         version_2_cleaned[4] = 2;
         let mut version_3_plain = h;
         version_3_plain[4] = 3;
+        let gaps = encode_gaps_header(7);
+        let read = read_header(&gaps).unwrap();
+        assert_eq!(
+            (read.end, read.gaps, read.skips_below()),
+            (None, true, Some(u64::MAX))
+        );
+        assert_eq!(read_header(&cleaned).unwrap().skips_below(), Some(107));
+        assert_eq!(read_header(&h).unwrap().skips_below(), None);
+        let mut gaps_with_end = gaps;
+        gaps_with_end[16] = 1;
+        let mut both_flags = cleaned;
+        both_flags[6] = 3;
+        let mut version_2_gaps = gaps;
+        version_2_gaps[4] = 2;
         for bad in [
             no_end,
             no_flag,
@@ -826,6 +856,9 @@ mod tests {
             legacy_cleaned,
             version_2_cleaned,
             version_3_plain,
+            gaps_with_end,
+            both_flags,
+            version_2_gaps,
         ] {
             assert!(read_header(&reseal(bad)).is_err(), "{bad:?}");
         }

@@ -138,6 +138,7 @@ impl Dumper {
             return Ok(stats);
         };
         let (base, format, cleaned_end) = (header.base_offset, header.format, header.end);
+        let skips_below = header.skips_below();
         let mut next = base;
         stats.first_offset = Some(base);
         let start = segment::SEGMENT_HEADER_BYTES as u64;
@@ -146,10 +147,15 @@ impl Dumper {
             match walk.next_batch()? {
                 None => break,
                 Some(Ok((position, batch))) => {
-                    let gap_allowed = cleaned_end.is_some_and(|end| {
-                        batch.header.base_offset > next && batch.header.next_offset() <= end
-                    });
-                    let expected = if gap_allowed {
+                    let h = &batch.header;
+                    let gap = h.base_offset != next;
+                    let expected = if gap
+                        && crate::storage::batches::follows(
+                            skips_below,
+                            next,
+                            h.base_offset,
+                            h.next_offset(),
+                        ) {
                         batch.header.base_offset
                     } else {
                         next

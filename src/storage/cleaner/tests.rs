@@ -30,11 +30,15 @@ fn config() -> LogConfig {
 }
 
 fn open(sim: &SimFs) -> Log {
+    open_with(sim, config())
+}
+
+fn open_with(sim: &SimFs, config: LogConfig) -> Log {
     let options = OpenOptions {
         writable: true,
         lock: false,
     };
-    Log::open(Arc::new(sim.clone()), Path::new(DIR), config(), options).unwrap()
+    Log::open(Arc::new(sim.clone()), Path::new(DIR), config, options).unwrap()
 }
 
 /// Appends `records` as one batch (compressed with `codec`) at `at_ms`.
@@ -421,4 +425,189 @@ fn retention_by_time_goes_past_an_empty_cleaned_segment_after_a_restart() {
     log.set_policy(&both).unwrap();
     let gone = log.take_expired(NOW + 30 * DAY_MS).delete().unwrap();
     assert_eq!(log.segments().count(), 1, "all but the active: {gone:?}");
+}
+
+/// Copies `leader`'s batches into `follower` from its next offset on, as
+/// a replica fetcher does, until the leader has no more.
+fn replicate(leader: &Log, follower: &mut Log) {
+    let mut buf = Vec::new();
+    while let Some(slice) = leader.read(follower.next_offset(), 4096).unwrap() {
+        slice.read_into(&mut buf).unwrap();
+        follower.append_replicated(&buf, NOW).unwrap();
+    }
+}
+
+/// An empty log on a file system of its own.
+fn empty_log() -> (SimFs, Log) {
+    let sim = SimFs::new();
+    sim.create_dir_all_durable(Path::new(DIR));
+    sim.set_clock_ms(NOW);
+    let log = open(&sim);
+    (sim, log)
+}
+
+/// A follower takes the gaps of its leader's cleaned log: the same
+/// records at the same offsets, ending where the leader ends, after a
+/// power cut too; it cleans by itself to the same table.
+#[test]
+fn a_follower_copies_a_cleaned_log_gaps_and_all() {
+    let sim = SimFs::new();
+    let mut leader = write_log(&sim, 60);
+    let before = read_all(&leader);
+    let mut map = OffsetMap::with_memory(1 << 20);
+    clean(&mut leader, &mut map).unwrap();
+    let cleaned = read_all(&leader);
+    assert!(cleaned.len() * 4 < before.len(), "{}", cleaned.len());
+    let (follower_sim, mut follower) = empty_log();
+    replicate(&leader, &mut follower);
+    assert_eq!(follower.next_offset(), leader.next_offset());
+    assert_eq!(read_all(&follower), cleaned);
+    assert!(follower.segments().any(|s| s.gaps && s.end.is_none()));
+    follower.flush().unwrap();
+    follower_sim.crash(&mut |_| 0);
+    let mut follower = open(&follower_sim);
+    assert_eq!(read_all(&follower), cleaned);
+    assert_eq!(follower.next_offset(), leader.next_offset());
+    // Appends after a restart, and a roll, keep taking gaps.
+    append(
+        &mut leader,
+        Codec::None,
+        &[(Some(b"k1"), Some(b"new"))],
+        NOW,
+    );
+    leader.roll().unwrap();
+    append(
+        &mut leader,
+        Codec::None,
+        &[(Some(b"k2"), Some(b"new"))],
+        NOW,
+    );
+    replicate(&leader, &mut follower);
+    assert_eq!(read_all(&follower), read_all(&leader));
+    // The follower's own clean keeps the table.
+    follower.roll().unwrap();
+    follower.flush().unwrap();
+    clean(&mut follower, &mut map).unwrap();
+    assert_eq!(table(&read_all(&follower)), table(&read_all(&leader)));
+    follower.close().unwrap();
+    assert_eq!(
+        table(&read_all(&open(&follower_sim))),
+        table(&read_all(&leader))
+    );
+}
+
+/// A truncation to an offset in a gap leaves the log ending at the last
+/// batch before it, in a copied segment and in a cleaned one (whose end
+/// goes from its header first: a power cut after the cut opens the log
+/// where the cut left it, not at the cleaned segment's old end).
+#[test]
+fn a_truncation_into_a_gap_ends_the_log_at_the_batch_before() {
+    let sim = SimFs::new();
+    let mut leader = write_log(&sim, 60);
+    let mut map = OffsetMap::with_memory(1 << 20);
+    clean(&mut leader, &mut map).unwrap();
+    // A follower indexing every batch but a segment's first.
+    let (follower_sim, _) = empty_log();
+    let every_batch = LogConfig {
+        index_interval_bytes: 1,
+        ..config()
+    };
+    let mut follower = open_with(&follower_sim, every_batch.clone());
+    replicate(&leader, &mut follower);
+    follower.flush().unwrap();
+    let mut indexed_gaps = 0;
+    let logs = [
+        (&leader, &sim, config()),
+        (&follower, &follower_sim, every_batch),
+    ];
+    for (log, sim, config) in logs {
+        let spans = batch_spans(log);
+        let gaps: Vec<(u64, u64)> = spans
+            .windows(2)
+            .map(|w| (w[0].1, w[1].0))
+            .filter(|(end, next_base)| end < next_base)
+            .collect();
+        // The first gap, and the first before a batch the index names
+        // (where the batch before it ends is not in the index).
+        let indexed = |base: u64| {
+            log.segments().any(|s| {
+                s.entries
+                    .iter()
+                    .any(|e| s.base_offset + u64::from(e.relative_offset) == base)
+            })
+        };
+        let before_indexed = gaps.iter().find(|(_, next_base)| indexed(*next_base));
+        let chosen = [gaps.first(), before_indexed].into_iter().flatten();
+        // Into the gap, and at the batch after it.
+        let cuts = chosen.flat_map(|&(end, next_base)| [(end, next_base - 1), (end, next_base)]);
+        for (end, cut) in cuts {
+            let sim = copy(sim);
+            let mut log = open_with(&sim, config.clone());
+            let whole = read_all(&log);
+            assert_eq!(log.truncate_to(cut).unwrap(), end);
+            assert_eq!(log.next_offset(), end);
+            let kept = read_all(&log);
+            let expected: BTreeMap<u64, Rec> =
+                whole.range(..end).map(|(o, r)| (*o, r.clone())).collect();
+            assert_eq!(kept, expected);
+            sim.crash(&mut |_| 0);
+            let mut reopened = open_with(&sim, config.clone());
+            assert_eq!(reopened.next_offset(), end, "after a power cut");
+            assert_eq!(read_all(&reopened), kept);
+            // Appended to again from there.
+            append(
+                &mut reopened,
+                Codec::None,
+                &[(Some(b"k9"), Some(b"x"))],
+                NOW,
+            );
+            assert_eq!(read_all(&reopened).keys().last(), Some(&end));
+        }
+        indexed_gaps += usize::from(before_indexed.is_some());
+    }
+    assert!(indexed_gaps > 0, "a gap before an indexed batch");
+}
+
+/// The offsets of each batch of `log`: its base and one past its last.
+fn batch_spans(log: &Log) -> Vec<(u64, u64)> {
+    let mut spans = Vec::new();
+    let mut offset = log.start_offset();
+    let mut buf = Vec::new();
+    while let Some(slice) = log.read(offset, 1 << 20).unwrap() {
+        slice.read_into(&mut buf).unwrap();
+        for step in Batches::new(slice.format, &buf, limits::BATCH_BYTES_MAX) {
+            let h = step.unwrap().1.header;
+            spans.push((h.base_offset, h.next_offset()));
+            offset = h.next_offset();
+        }
+    }
+    spans
+}
+
+/// A key deleted last in an idle log: cleaned again and again, long after
+/// the tombstone's time is up, the log (and a follower copying it) still
+/// ends where it did: the last batch a pass reads is never emptied.
+#[test]
+fn an_idle_log_cleaned_again_still_ends_where_it_did() {
+    let (sim, mut log) = empty_log();
+    append(&mut log, Codec::Gzip, &[(Some(b"a"), Some(b"v"))], NOW);
+    append(&mut log, Codec::Gzip, &[(Some(b"a"), None)], NOW);
+    log.roll().unwrap();
+    log.flush().unwrap();
+    let end = log.next_offset();
+    let mut map = OffsetMap::with_memory(1 << 20);
+    for now in [NOW, NOW + 2 * DAY_MS, NOW + 4 * DAY_MS] {
+        sim.set_clock_ms(now);
+        if let Some(plan) = log.clean_plan(end, now).unwrap() {
+            if let Some(cleaned) = plan.run(&mut map, &mut |_| true).unwrap() {
+                log.commit_clean(cleaned).unwrap().finish().unwrap();
+            }
+        }
+    }
+    let kept: Vec<u64> = read_all(&log).into_keys().collect();
+    assert_eq!(kept, [1], "the tombstone, last");
+    assert_eq!(log.next_offset(), end);
+    let (_, mut follower) = empty_log();
+    replicate(&log, &mut follower);
+    assert_eq!(follower.next_offset(), end);
 }

@@ -64,7 +64,7 @@ impl Log {
         header: BatchHeader,
         now_ms: i64,
     ) -> Result<AppendInfo> {
-        self.maybe_roll(batch.len() as u64, header.record_count, now_ms)?;
+        self.maybe_roll(batch.len() as u64, header.record_count.into(), now_ms)?;
         let base_offset = self.next_offset();
         self.record_epoch(self.leader_epoch, base_offset)?;
         record::stamp(batch, base_offset, self.leader_epoch);
@@ -118,12 +118,9 @@ impl Log {
         Ok(())
     }
 
-    pub(super) fn maybe_roll(
-        &mut self,
-        batch_bytes: u64,
-        record_count: u32,
-        now_ms: i64,
-    ) -> Result<()> {
+    /// Rolls before an append of `batch_bytes` reaching `offsets` past
+    /// the next offset, when the active segment is full, old or legacy.
+    pub(super) fn maybe_roll(&mut self, batch_bytes: u64, offsets: u64, now_ms: i64) -> Result<()> {
         let active = self.active();
         let too_old = match (self.config.segment_age_ms, active.first_append_ms) {
             (Some(age), Some(first)) => {
@@ -138,8 +135,7 @@ impl Log {
         if legacy && active.is_empty() {
             return self.active_mut().reformat();
         }
-        if too_old || legacy || active.is_full(batch_bytes, self.config.segment_bytes, record_count)
-        {
+        if too_old || legacy || active.is_full(batch_bytes, self.config.segment_bytes, offsets) {
             self.roll()?;
         }
         Ok(())

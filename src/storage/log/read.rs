@@ -40,8 +40,8 @@ struct Candidate {
     file: Arc<dyn VFile>,
     path: PathBuf,
     format: Format,
-    /// A cleaned segment's end.
-    end: Option<u64>,
+    /// Below which offset its batches may skip offsets.
+    skips_below: Option<u64>,
     /// Where the scan starts, and the offset of the batch there.
     start: (u64, u64),
     limit: u64,
@@ -110,7 +110,7 @@ impl Candidate {
             file: &*self.file,
             path: &self.path,
             format: self.format,
-            end: self.end,
+            skips_below: self.skips_below,
         }
     }
 }
@@ -167,7 +167,7 @@ impl Log {
                     file: segment.file()?,
                     path: segment.path.clone(),
                     format: segment.format,
-                    end: segment.end,
+                    skips_below: segment.skips_below(),
                     start: segment.scan_start(offset),
                     limit: if segment.base_offset < visible_base {
                         segment.size

@@ -13,6 +13,20 @@
 //! latest in the epoch file; a new epoch is recorded there, durably, before
 //! its first batch is written, as a leader's own appends do.
 //!
+//! A batch may also start past the next offset: the leader's cleaner took
+//! the records between ([`crate::storage::cleaner`]). The follower then
+//! writes into a segment that takes gaps
+//! ([`crate::storage::segment`], version 3 with the gaps flag): its
+//! active segment's header is rewritten so when it is empty, else it
+//! rolls into a new one; the segments it rolls into after that take gaps
+//! too. The epoch a batch starts is recorded from its base offset.
+//!
+//! A cut into a segment with gaps ends the log where the last batch kept
+//! ends, which may be below the offset asked for (a cut in a gap); a cut
+//! into a cleaned segment first rewrites its header without its end
+//! (fsynced), so that no power cut leaves the log ending at that end,
+//! past the cut.
+//!
 //! # Truncation, and why it is durable when it returns
 //!
 //! [`Log::truncate_to`] first drops, unwritten, the appends gathered in
@@ -81,8 +95,10 @@ impl Log {
     /// segments converted). Each is checked whole (header, CRC32C, every
     /// record, the format's record size limit, like [`check_stored_batch`]:
     /// not the topic's, which a leader applied when it took the record); its base
-    /// offset must equal the log's next offset (else an error naming both
-    /// offsets: a gap or an overlap); its leader epoch must not be below the
+    /// offset must not be below the log's next offset (else an error naming
+    /// both offsets: an overlap), and may be past it (a gap its leader's
+    /// cleaner left: the active segment becomes one that takes gaps, see
+    /// the module's docs); its leader epoch must not be below the
     /// latest in the epoch file (else an error). A batch whose epoch is new
     /// is recorded in the epoch file, durably, before it is written, and
     /// raises the log's leader epoch to it. Bytes are written unchanged, so
@@ -91,8 +107,8 @@ impl Log {
     /// offset was refused. A trailing partial batch is an error.
     ///
     /// A damaged batch is [`Error::Corrupt`] (its `path` the partition
-    /// directory, its `position` the batch's in `batches`); a gap, an
-    /// overlap or a lower epoch is [`Error::Config`] (the caller's
+    /// directory, its `position` the batch's in `batches`); an overlap, a
+    /// gap of 2^32 offsets or more, or a lower epoch is [`Error::Config`] (the caller's
     /// mistake, as a lower [`Log::set_leader_epoch`] is). After a failed
     /// write (a full disk) the appends gathered in memory are undone with
     /// it: [`Log::next_offset`] says how far the log goes.
@@ -162,14 +178,29 @@ impl Log {
         };
         check_stored_batch(bytes, &limits)
             .map_err(|e| self.refused(position, next, e.to_string()))?;
-        if header.base_offset != next {
-            let what = if header.base_offset > next {
-                "a gap"
-            } else {
-                "an overlap"
-            };
+        let span = self.check_place(&header, next)?;
+        self.fresh_producers()?;
+        self.maybe_roll(total as u64, span, now_ms)?;
+        if header.base_offset > next {
+            // Its leader's cleaner took the records between.
+            self.take_gaps()?;
+        }
+        self.record_epoch(header.leader_epoch, header.base_offset)?;
+        self.leader_epoch = self.leader_epoch.max(header.leader_epoch);
+        self.write_to_active(bytes, &header, now_ms)?;
+        Ok(header)
+    }
+
+    /// Checks that a replicated batch (its `header`) may come where the
+    /// log's next offset is `next`: not below it (an overlap), no more than
+    /// a segment spans past it (a gap its leader's cleaner left is taken),
+    /// of an epoch no lower than the epoch file's latest. Returns the
+    /// offsets it reaches past `next`.
+    fn check_place(&self, header: &BatchHeader, next: u64) -> Result<u64> {
+        if header.base_offset < next {
             return Err(Error::Config(format!(
-                "{}: replicated batch at offset {} refused: the log's next offset is {next} ({what})",
+                "{}: replicated batch at offset {} refused: the log's next offset is {next} \
+                 (an overlap)",
                 self.dir.display(),
                 header.base_offset
             )));
@@ -188,12 +219,16 @@ impl Log {
                 latest.start_offset
             )));
         }
-        self.fresh_producers()?;
-        self.maybe_roll(total as u64, header.record_count, now_ms)?;
-        self.record_epoch(header.leader_epoch, next)?;
-        self.leader_epoch = self.leader_epoch.max(header.leader_epoch);
-        self.write_to_active(bytes, &header, now_ms)?;
-        Ok(header)
+        let span = header.next_offset() - next;
+        if span > u64::from(u32::MAX) {
+            return Err(Error::Config(format!(
+                "{}: replicated batch at offset {} refused: the log's next offset is {next} \
+                 (a gap of 2^32 offsets or more, more than a segment spans)",
+                self.dir.display(),
+                header.base_offset
+            )));
+        }
+        Ok(span)
     }
 
     /// The error for a replicated batch at `position` of the bytes given,
@@ -336,6 +371,12 @@ impl Log {
         }
         let (vfs, slots) = (Arc::clone(&self.vfs), self.config.index_slots());
         let segment = self.segments.get_mut(&base).expect("the cut segment");
+        if segment.end.is_some() && offset < segment.next_offset {
+            // A cleaned segment's end stops holding once it is cut: its
+            // header first says so (an end left there would make its
+            // next open start the log past the cut, skipping offsets).
+            segment.allow_gaps()?;
+        }
         let next = match position {
             Some(position) => segment.truncate_at(position, offset)?,
             None => segment.truncate_to(offset)?,
@@ -519,7 +560,10 @@ mod tests {
             e => panic!("{e}"),
         }
         assert_eq!(log.next_offset(), 4);
-        for (bytes, needle) in [(batch(5, 2), "a gap"), (batch(4, 1), "epoch 1 is below")] {
+        for (bytes, needle) in [
+            (batch(3, 2), "an overlap"),
+            (batch(4, 1), "epoch 1 is below"),
+        ] {
             match log.append_replicated(&bytes, 0).unwrap_err() {
                 Error::Config(why) => assert!(why.contains(needle), "{why}"),
                 e => panic!("{e}"),

@@ -149,8 +149,29 @@ impl Log {
     /// active segment), with no fsync: the old one is synced, and its index
     /// trimmed, by the next flush. Fails, changing nothing, when the old
     /// segment's gathered appends or the new segment's header cannot be
-    /// written (a full disk).
+    /// written (a full disk). The new segment takes gaps when the old one
+    /// did ([`Segment::gaps`]).
     pub fn roll(&mut self) -> Result<()> {
+        let gaps = self.active().gaps;
+        self.roll_into(gaps)
+    }
+
+    /// Makes the active segment one whose batches may skip offsets (a
+    /// follower's, copying its leader's cleaned batches): its header
+    /// rewritten when it is empty, else a roll into a new one.
+    pub(super) fn take_gaps(&mut self) -> Result<()> {
+        let active = self.active();
+        if active.gaps {
+            return Ok(());
+        }
+        if active.is_empty() && active.format == crate::storage::record::Format::Kafka {
+            return self.active_mut().allow_gaps();
+        }
+        self.roll_into(true)
+    }
+
+    /// [`Log::roll`], into a segment that takes gaps with `gaps`.
+    fn roll_into(&mut self, gaps: bool) -> Result<()> {
         self.check_failed()?;
         if self.active().is_empty() {
             return Ok(());
@@ -166,7 +187,7 @@ impl Log {
         // segments' files closes: an fsync through a descriptor opened
         // after a failed writeback would not report it.
         let file = self.active().file()?;
-        let segment = self.next_segment(base)?;
+        let segment = self.next_segment(base, gaps)?;
         let index = self.active_mut().seal();
         let old = self.active();
         self.sealed.push_back(Sealed {
@@ -184,8 +205,8 @@ impl Log {
     }
 
     /// The segment a roll starts at `base`: the one made ahead, or one made
-    /// now, headed.
-    fn next_segment(&mut self, base: u64) -> Result<Segment> {
+    /// now, headed (taking gaps with `gaps`).
+    fn next_segment(&mut self, base: u64, gaps: bool) -> Result<Segment> {
         let prepared = match self.prepared.take() {
             Some(prepared) => prepared,
             None => {
@@ -194,12 +215,12 @@ impl Log {
                 PreparedSegment::create(&*self.vfs, &self.dir, seq, slots)?
             }
         };
-        if let Err(e) = prepared.head(base) {
+        if let Err(e) = prepared.head(base, gaps) {
             // Kept for the next roll: a full disk may have room again.
             self.prepared = Some(prepared);
             return Err(e);
         }
-        Ok(Segment::from_prepared(&self.vfs, prepared, base))
+        Ok(Segment::from_prepared(&self.vfs, prepared, base, gaps))
     }
 
     fn take_temp_seq(&mut self) -> u64 {

@@ -80,8 +80,9 @@ pub(super) struct Scan {
     bytes_since_entry: u64,
     /// Why the index on disk cannot stay, once known.
     pub(super) index_problem: Option<String>,
-    /// A cleaned segment's end: its batches may skip offsets below it.
-    pub(super) end: Option<u64>,
+    /// Below which offset its batches may skip offsets
+    /// ([`crate::storage::segment::SegmentHeader::skips_below`]).
+    pub(super) skips_below: Option<u64>,
 }
 
 impl Scan {
@@ -109,18 +110,14 @@ impl Scan {
             entries: Vec::new(),
             bytes_since_entry: 0,
             index_problem,
-            end: None,
+            skips_below: None,
         }
     }
 
     /// Whether a batch starting at `base` and ending before `next` may
-    /// follow what was kept: where the last one ended, or, in a cleaned
-    /// segment, anywhere past it below the segment's end.
+    /// follow what was kept ([`crate::storage::batches::follows`]).
     pub(super) fn follows(&self, base: u64, next: u64) -> bool {
-        base == self.next_offset
-            || self
-                .end
-                .is_some_and(|end| base > self.next_offset && next <= end)
+        crate::storage::batches::follows(self.skips_below, self.next_offset, base, next)
     }
 
     /// Starts at the last entry of a trusted index instead of the first

@@ -42,18 +42,19 @@ pub(super) fn recover_segment(
         last,
     };
     let mut report = SegmentReport::new(path, base, !trusted);
-    match seg.header_problem(base)? {
+    let skips_below = match seg.header_problem(base)? {
         Ok(header) => {
             seg.format = header.format;
             report.format = header.format;
             report.end = header.end;
+            header.skips_below()
         }
         Err(problem) => {
             report.problem = Some(problem);
             return Ok(report);
         }
-    }
-    let (mut scan, start, stopped) = seg.scan(base, report.end, trusted)?;
+    };
+    let (mut scan, start, stopped) = seg.scan(base, skips_below, trusted)?;
     report.scanned = report.scanned || scan.from_start;
     report.bytes_scanned = len.saturating_sub(start);
     if let Some(stopped) = &stopped {
@@ -142,13 +143,13 @@ impl SegmentFile<'_> {
     fn scan(
         &self,
         base: u64,
-        end: Option<u64>,
+        skips_below: Option<u64>,
         trusted: bool,
     ) -> Result<(Scan, u64, Option<Stopped>)> {
         let (disk, index_problem) = self.disk_index();
         let interval_bytes = self.options.index_interval_bytes;
         let mut scan = Scan::new(base, interval_bytes, disk.clone(), index_problem.clone());
-        scan.end = end;
+        scan.skips_below = skips_below;
         if trusted && index_problem.is_none() && !disk.is_empty() {
             scan.trust_up_to_last_entry();
             scan.first_timestamp = self.first_timestamp()?;
@@ -159,7 +160,7 @@ impl SegmentFile<'_> {
             // The index led to bytes that are not whole, or its last entry is
             // wrong: judge the segment by all of its bytes, trusting nothing.
             let mut scan = Scan::new(base, interval_bytes, disk, index_problem);
-            scan.end = end;
+            scan.skips_below = skips_below;
             let start = scan.size;
             let stopped = self.scan_batches(&mut scan)?;
             return Ok((scan, start, stopped));

@@ -8,6 +8,9 @@ use crate::storage::record::{legacy, Format};
 
 /// Header flag: a cleaned segment.
 pub const SEGMENT_FLAG_CLEANED: u16 = 1;
+/// Header flag: a segment of batches copied from a leader's cleaned log,
+/// which may skip offsets (no end).
+pub const SEGMENT_FLAG_GAPS: u16 = 2;
 
 /// What a segment header says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,32 +22,63 @@ pub struct SegmentHeader {
     /// Of a cleaned segment: one past the last offset it stands for (the
     /// next segment's base offset when it was cleaned).
     pub end: Option<u64>,
+    /// Its batches may skip offsets: a cleaned segment, or one a follower
+    /// copied its leader's cleaned batches into (version 3).
+    pub gaps: bool,
+}
+
+impl SegmentHeader {
+    /// Below which offset its batches may skip offsets: a cleaned
+    /// segment's end, any offset in a segment that takes gaps, `None` in
+    /// the others ([`crate::storage::batches::follows`]).
+    pub fn skips_below(&self) -> Option<u64> {
+        self.gaps.then_some(self.end.unwrap_or(u64::MAX))
+    }
 }
 
 /// Encodes a segment header, for batches of `format`.
 pub fn encode_header(base_offset: u64, format: Format) -> [u8; SEGMENT_HEADER_BYTES] {
-    encode(base_offset, format, None)
+    encode(base_offset, format, Kind::Plain)
+}
+
+/// Encodes the header of a segment of Kafka batches that may skip offsets
+/// (version 3, flag [`SEGMENT_FLAG_GAPS`], no end).
+pub fn encode_gaps_header(base_offset: u64) -> [u8; SEGMENT_HEADER_BYTES] {
+    encode(base_offset, Format::Kafka, Kind::Gaps)
 }
 
 /// Encodes the header of a cleaned segment standing for the offsets from
 /// `base_offset` to `end` (more than `base_offset`, less than `2^32`
 /// beyond it).
 pub fn encode_cleaned_header(base_offset: u64, end: u64) -> [u8; SEGMENT_HEADER_BYTES] {
-    encode(base_offset, Format::Kafka, Some(end))
+    encode(base_offset, Format::Kafka, Kind::Cleaned(end))
 }
 
-fn encode(base_offset: u64, format: Format, end: Option<u64>) -> [u8; SEGMENT_HEADER_BYTES] {
+/// Which header.
+#[derive(Clone, Copy)]
+enum Kind {
+    Plain,
+    Gaps,
+    Cleaned(u64),
+}
+
+fn encode(base_offset: u64, format: Format, kind: Kind) -> [u8; SEGMENT_HEADER_BYTES] {
     let mut h = [0u8; SEGMENT_HEADER_BYTES];
-    if let Some(end) = end {
-        let delta = u32::try_from(end - base_offset).expect("a segment spans under 2^32 offsets");
-        assert!(delta > 0, "a cleaned segment ends past its base offset");
-        h[6..8].copy_from_slice(&SEGMENT_FLAG_CLEANED.to_le_bytes());
-        h[16..20].copy_from_slice(&delta.to_le_bytes());
+    match kind {
+        Kind::Plain => {}
+        Kind::Gaps => h[6..8].copy_from_slice(&SEGMENT_FLAG_GAPS.to_le_bytes()),
+        Kind::Cleaned(end) => {
+            let delta =
+                u32::try_from(end - base_offset).expect("a segment spans under 2^32 offsets");
+            assert!(delta > 0, "a cleaned segment ends past its base offset");
+            h[6..8].copy_from_slice(&SEGMENT_FLAG_CLEANED.to_le_bytes());
+            h[16..20].copy_from_slice(&delta.to_le_bytes());
+        }
     }
     h[0..4].copy_from_slice(SEGMENT_MAGIC);
-    let version = match (format, end) {
-        (Format::Kafka, None) => SEGMENT_VERSION,
-        (Format::Kafka, Some(_)) => SEGMENT_VERSION_CLEANED,
+    let version = match (format, kind) {
+        (Format::Kafka, Kind::Plain) => SEGMENT_VERSION,
+        (Format::Kafka, _) => SEGMENT_VERSION_CLEANED,
         (Format::Legacy, _) => SEGMENT_VERSION_LEGACY,
     };
     h[4..6].copy_from_slice(&version.to_le_bytes());
@@ -84,18 +118,19 @@ pub fn read_header(h: &[u8]) -> std::result::Result<SegmentHeader, String> {
     let base_offset = legacy::u64_at(h, 8);
     let flags = legacy::u16_at(h, 6);
     let delta = legacy::u32_at(h, 16);
-    let cleaned = version == SEGMENT_VERSION_CLEANED;
+    let gaps = version == SEGMENT_VERSION_CLEANED;
     let end = match flags {
-        0 if delta == 0 && !cleaned => None,
-        SEGMENT_FLAG_CLEANED if delta > 0 && cleaned => Some(
+        0 if delta == 0 && !gaps => None,
+        SEGMENT_FLAG_GAPS if delta == 0 && gaps => None,
+        SEGMENT_FLAG_CLEANED if delta > 0 && gaps => Some(
             base_offset
                 .checked_add(u64::from(delta))
                 .ok_or("segment header: end overflows")?,
         ),
-        0 | SEGMENT_FLAG_CLEANED => {
+        0 | SEGMENT_FLAG_CLEANED | SEGMENT_FLAG_GAPS => {
             return Err(format!(
                 "segment header: version {version} with flags {flags:#x} and end {delta} \
-                 (a cleaned segment is version 3, with its flag and an end)"
+                 (version 3 has a flag: cleaned, with an end, or gaps, without)"
             ))
         }
         flags => return Err(format!("unsupported segment flags {flags:#x}")),
@@ -104,5 +139,6 @@ pub fn read_header(h: &[u8]) -> std::result::Result<SegmentHeader, String> {
         base_offset,
         format,
         end,
+        gaps,
     })
 }

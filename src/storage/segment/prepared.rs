@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::encode_header;
+use super::{encode_gaps_header, encode_header};
 use crate::error::{Error, IoContext, Result};
 use crate::storage::fs::{VFile, Vfs};
 use crate::storage::index::SegmentIndex;
@@ -71,14 +71,16 @@ impl PreparedSegment {
         made
     }
 
-    /// Writes the header of the segment starting at `base_offset` (to the
-    /// page cache: the segment's first flush syncs it). A failure (a full
-    /// disk) leaves the files as they were, ready for another try.
-    pub fn head(&self, base_offset: u64) -> Result<()> {
-        if let Err(e) = self
-            .file
-            .write_all_at(&encode_header(base_offset, Format::Kafka), 0)
-        {
+    /// Writes the header of the segment starting at `base_offset`, one
+    /// that takes gaps with `gaps` (to the page cache: the segment's
+    /// first flush syncs it). A failure (a full disk) leaves the files as
+    /// they were, ready for another try.
+    pub fn head(&self, base_offset: u64, gaps: bool) -> Result<()> {
+        let header = match gaps {
+            true => encode_gaps_header(base_offset),
+            false => encode_header(base_offset, Format::Kafka),
+        };
+        if let Err(e) = self.file.write_all_at(&header, 0) {
             let _ = self.file.set_len(0);
             return Err(Error::io("write", &self.path, e));
         }
