@@ -1,5 +1,5 @@
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::*;
@@ -610,4 +610,64 @@ fn an_idle_log_cleaned_again_still_ends_where_it_did() {
     let (_, mut follower) = empty_log();
     replicate(&log, &mut follower);
     assert_eq!(follower.next_offset(), end);
+}
+
+/// A full disk while a pass writes, and a cleaned segment whose fsync
+/// fails (EIO): the pass fails, leaves no file behind and changes
+/// nothing; with room again, a clean succeeds.
+#[test]
+fn a_full_disk_or_a_failed_fsync_fails_the_pass_and_changes_nothing() {
+    let sim = SimFs::new();
+    let mut log = write_log(&sim, 30);
+    let before = read_all(&log);
+    let files_before: Vec<PathBuf> = sim.files().into_keys().collect();
+    let mut map = OffsetMap::with_memory(1 << 20);
+    let cleaned_file = |p: &Path| p.to_string_lossy().contains(".cleaned.");
+    for fault in ["full", "eio"] {
+        match fault {
+            "full" => sim.set_capacity(Some(sim.allocated())),
+            _ => sim.fail_next_sync(cleaned_file),
+        }
+        let plan = log.clean_plan(u64::MAX, NOW).unwrap().unwrap();
+        let err = plan.run(&mut map, &mut |_| true).unwrap_err();
+        assert!(
+            matches!(
+                (fault, &err),
+                ("full", crate::error::Error::DiskFull { .. })
+                    | ("eio", crate::error::Error::Io { .. })
+            ),
+            "{fault}: {err}"
+        );
+        sim.set_capacity(None);
+        let files: Vec<PathBuf> = sim.files().into_keys().collect();
+        assert_eq!(files, files_before, "{fault}: no file left behind");
+        assert_eq!(read_all(&log), before, "{fault}");
+        assert!(!log.failed(), "{fault}: a failed pass stops nothing");
+    }
+    clean(&mut log, &mut map).unwrap();
+    assert_eq!(table(&read_all(&log)), table(&before));
+}
+
+/// The directory's fsync fails while cleaned segments are swapped in:
+/// the log stops (only a reopen can tell what the directory holds), and a
+/// power cut then opens the old log or the cleaned one, the same table.
+#[test]
+fn a_failed_directory_fsync_while_swapping_stops_the_log_and_loses_nothing() {
+    let sim = SimFs::new();
+    let mut log = write_log(&sim, 30);
+    let before = read_all(&log);
+    let mut map = OffsetMap::with_memory(1 << 20);
+    let plan = log.clean_plan(u64::MAX, NOW).unwrap().unwrap();
+    let cleaned = plan.run(&mut map, &mut |_| true).unwrap().unwrap();
+    sim.fail_next_sync(|p| p == Path::new(DIR));
+    assert!(log.commit_clean(cleaned).is_err());
+    assert!(log.failed());
+    drop(log);
+    sim.crash(&mut |_| 0);
+    let log = open(&sim);
+    let after = read_all(&log);
+    assert_eq!(table(&after), table(&before));
+    for (offset, record) in &after {
+        assert_eq!(before.get(offset), Some(record), "offset {offset}");
+    }
 }
