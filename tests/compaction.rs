@@ -410,3 +410,44 @@ fn copied_gaps(dir: &Path) -> bool {
             && klog::storage::segment::read_header(&head).is_ok_and(|h| h.gaps && h.end.is_none())
     })
 }
+
+/// A broker killed (SIGKILL) in the middle of a clean: its cleaned files
+/// are half written; restarted, it removes them, serves the same table,
+/// verifies whole, and cleans again.
+#[test]
+fn a_broker_killed_mid_clean_restarts_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    // Slow cleans: 64 KiB a second, so that one is under way for seconds.
+    let slow = ["--log-cleaner-io-bytes-per-second", "64KiB"];
+    let mut broker = compacting_broker(dir.path(), "16KiB", &slow);
+    let (rounds, keys) = (40, 100);
+    let input = updates(rounds, keys);
+    produce_to(&broker.addr, "cdc", &input, &["-K", ":", "--batch", "7"]);
+    let (expected, written) = table(&numbered(&input, 0));
+    let partition = dir.path().join("cdc-0");
+    let cleaning = || {
+        std::fs::read_dir(&partition).unwrap().any(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains(".cleaned.")
+        })
+    };
+    eventually("a clean under way", BOUND, cleaning);
+    broker.kill9();
+    assert!(cleaning(), "the kill left the clean's files");
+    // Restarted first with no cleaner, to look at what the open left.
+    let mut broker = compacting_broker(dir.path(), "16KiB", &["--log-cleaner-threads", "0"]);
+    let (t, _) = table(&consume_from(&broker.addr, "cdc", &["-f", "%o %k %s\n"]));
+    assert_eq!(t, expected);
+    assert!(!cleaning(), "the clean's files went at the open");
+    common::bin("klog-dump")
+        .args(["--verify", partition.to_str().unwrap()])
+        .assert()
+        .success();
+    assert!(broker.terminate().success());
+    let broker = compacting_broker(dir.path(), "16KiB", &[]);
+    eventually("cleaned after the restart", BOUND, || {
+        table(&consume_from(&broker.addr, "cdc", &["-f", "%o %k %s\n"])).1 < written / 2
+    });
+}
