@@ -22,6 +22,7 @@
 //! | `v1/batch.bin`, `v1/partition/`              | magic 1 (read only, never written): a batch, and a closed partition written before leader epochs |
 //! | `segment-header.bin`                         | 24-byte segment header, version 2 |
 //! | `segment-header-{cleaned,gaps}.bin`          | version 3: a cleaned segment's (with its end), a follower's copy with gaps |
+//! | `offsets-topic/`                             | a committed offset's key, value and `klog.generation` header in `__consumer_offsets` |
 //! | `index/wide.index`, `index/wide.timeindex`   | offset and time index entries     |
 //! | `partition/`                                 | a closed partition directory: two segments and their indexes, `recovery-point`, `leader-epochs`, `clean-shutdown` |
 //! | `refetch`                                    | a replica's refetch mark, after it left the ISR |
@@ -488,6 +489,38 @@ fn segment_header() {
         "legacy/segment-header.bin",
         &legacy,
         &segment::encode_header(4_294_968_320, Format::Legacy),
+    );
+}
+
+/// A record of the offsets topic: Kafka's key (version 1) and value
+/// (version 3) of a committed offset, wide enough to pin every field.
+#[test]
+fn offsets_topic_record() {
+    use klog::coord::offsets_topic::{self, Committed, OffsetKey};
+    let key = OffsetKey {
+        group: "group-\u{e9}".into(),
+        topic: "orders".into(),
+        partition: 0x0102_0304,
+    };
+    let encoded = offsets_topic::encode_key(&key);
+    let golden = check_golden("offsets-topic/key.bin", &encoded);
+    assert_eq!(offsets_topic::decode_key(&golden).unwrap(), Some(key));
+    let committed = Committed {
+        offset: 0x0102_0304_0506_0708,
+        leader_epoch: 0x0a0b_0c0d,
+        metadata: "meta".into(),
+        timestamp_ms: 0x1112_1314_1516_1718,
+        generation: 0x2122_2324_2526_2728,
+    };
+    let golden = check_golden(
+        "offsets-topic/value.bin",
+        &offsets_topic::encode_value(&committed),
+    );
+    let generation = offsets_topic::encode_generation(committed.generation);
+    let golden_generation = check_golden("offsets-topic/generation.bin", &generation);
+    assert_eq!(
+        offsets_topic::decode_value(&golden, Some(&golden_generation)).unwrap(),
+        committed
     );
 }
 

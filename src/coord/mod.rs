@@ -20,6 +20,7 @@ pub mod group;
 pub mod log_start;
 #[cfg(test)]
 pub(crate) mod mem;
+pub mod offsets_topic;
 pub mod partitions_add;
 pub mod producer_ids;
 pub mod registry;
