@@ -436,6 +436,12 @@ impl Log {
             self.epochs = Epochs::new();
             self.epochs.assign(self.leader_epoch, base);
             self.epochs.write(&*self.vfs, &self.dir)?;
+        } else if let Some(end) = self.active().end {
+            // A cleaned segment last (a crash while a cut was under way
+            // left it so) is never appended to: its header's end says
+            // where the log goes on, in a segment of its own.
+            let segment = Segment::create(&self.vfs, &self.dir, end, slots)?;
+            self.segments.insert(end, segment);
         } else {
             let vfs = Arc::clone(&self.vfs);
             self.active_mut().activate(&*vfs, slots)?;

@@ -31,6 +31,12 @@
 //! which a crash left behind: opening the log removes it, a reader
 //! skips it.
 //!
+//! A cleaned segment is never appended to: a log whose last segment is a
+//! cleaned one goes on at its end in a new segment, and a cut into one
+//! (a follower's truncation, `klog-recover` at damage) first rewrites its
+//! header as one with gaps, without the end: the log then goes on from
+//! the cut.
+//!
 //! A segment **with gaps** (version 3, flag bit 1, `end_delta` 0) is a
 //! follower's copy of its leader's cleaned batches
 //! ([`crate::storage::log`]'s replication): its batches may skip offsets

@@ -584,34 +584,6 @@ fn batch_spans(log: &Log) -> Vec<(u64, u64)> {
     spans
 }
 
-/// A key deleted last in an idle log: cleaned again and again, long after
-/// the tombstone's time is up, the log (and a follower copying it) still
-/// ends where it did: the last batch a pass reads is never emptied.
-#[test]
-fn an_idle_log_cleaned_again_still_ends_where_it_did() {
-    let (sim, mut log) = empty_log();
-    append(&mut log, Codec::Gzip, &[(Some(b"a"), Some(b"v"))], NOW);
-    append(&mut log, Codec::Gzip, &[(Some(b"a"), None)], NOW);
-    log.roll().unwrap();
-    log.flush().unwrap();
-    let end = log.next_offset();
-    let mut map = OffsetMap::with_memory(1 << 20);
-    for now in [NOW, NOW + 2 * DAY_MS, NOW + 4 * DAY_MS] {
-        sim.set_clock_ms(now);
-        if let Some(plan) = log.clean_plan(end, now).unwrap() {
-            if let Some(cleaned) = plan.run(&mut map, &mut |_| true).unwrap() {
-                log.commit_clean(cleaned).unwrap().finish().unwrap();
-            }
-        }
-    }
-    let kept: Vec<u64> = read_all(&log).into_keys().collect();
-    assert_eq!(kept, [1], "the tombstone, last");
-    assert_eq!(log.next_offset(), end);
-    let (_, mut follower) = empty_log();
-    replicate(&log, &mut follower);
-    assert_eq!(follower.next_offset(), end);
-}
-
 /// A full disk while a pass writes, and a cleaned segment whose fsync
 /// fails (EIO): the pass fails, leaves no file behind and changes
 /// nothing; with room again, a clean succeeds.
@@ -670,4 +642,137 @@ fn a_failed_directory_fsync_while_swapping_stops_the_log_and_loses_nothing() {
     for (offset, record) in &after {
         assert_eq!(before.get(offset), Some(record), "offset {offset}");
     }
+}
+
+/// A truncation below where the last clean's map ended lowers the dirty
+/// start on disk too: records appended again there are dirty after a
+/// restart (a tombstone fetched again stays its retention).
+#[test]
+fn a_truncation_below_the_cleaned_point_makes_what_follows_dirty_after_a_restart() {
+    let sim = SimFs::new();
+    let mut log = write_log(&sim, 30);
+    let mut map = OffsetMap::with_memory(1 << 20);
+    clean(&mut log, &mut map).unwrap();
+    let cleaned_to = log.cleaned_to();
+    let cut = log.truncate_to(cleaned_to / 2).unwrap();
+    let mut k = 0;
+    while log.next_offset() <= cleaned_to {
+        let key = format!("k{}", k % 10);
+        let records = [(Some(key.as_bytes()), Some(b"again".as_slice()))];
+        append(&mut log, Codec::None, &records, NOW);
+        k += 1;
+    }
+    log.close().unwrap();
+    let log = open(&sim);
+    assert!(log.cleaned_to() <= cut, "{} > {cut}", log.cleaned_to());
+}
+
+/// The first cleaned segment of a cleaned log, and the segments after it.
+fn first_cleaned(log: &Log) -> (u64, u64, Vec<PathBuf>) {
+    let first = log.segments().find(|s| s.end.is_some()).unwrap();
+    let later = log.segments().filter(|s| s.base_offset > first.base_offset);
+    let later = later.map(|s| s.path.clone()).collect();
+    (first.base_offset, first.end.unwrap(), later)
+}
+
+/// A crash while a cut was under way, after the segments past a cleaned
+/// one went and before its header lost its end: the next open goes on
+/// at that end, in a new segment, and never appends inside the cleaned
+/// one (its records would read as damage).
+#[test]
+fn a_cleaned_segment_left_last_is_followed_by_a_new_segment() {
+    let sim = SimFs::new();
+    let mut log = write_log(&sim, 30);
+    let mut map = OffsetMap::with_memory(1 << 20);
+    clean(&mut log, &mut map).unwrap();
+    let (_, end, later) = first_cleaned(&log);
+    let kept: BTreeMap<u64, Rec> = read_all(&log)
+        .range(..end)
+        .map(|(o, r)| (*o, r.clone()))
+        .collect();
+    log.close().unwrap();
+    for path in later {
+        for p in [
+            path.clone(),
+            path.with_extension("index"),
+            path.with_extension("timeindex"),
+        ] {
+            sim.remove(&p).unwrap();
+        }
+    }
+    fs::sync_directory(&sim, Path::new(DIR)).unwrap();
+    let mut log = open(&sim);
+    assert_eq!(log.next_offset(), end);
+    append(&mut log, Codec::None, &[(Some(b"k1"), Some(b"after"))], NOW);
+    log.flush().unwrap();
+    sim.crash(&mut |_| 0);
+    let log = open(&sim);
+    let mut expected = kept;
+    expected.insert(end, (Some(b"k1".to_vec()), Some(b"after".to_vec())));
+    assert_eq!(read_all(&log), expected);
+    assert!(log.recovery().segments.iter().all(|s| s.problem.is_none()));
+}
+
+/// Damage in a cleaned segment, cut by recovery as `klog-recover` does:
+/// the log goes on from the cut, not from the segment's old end (a
+/// replica refetches what followed), and what is appended there next
+/// reads back whole after a power cut.
+#[test]
+fn a_cut_of_a_damaged_cleaned_segment_ends_the_log_at_the_cut() {
+    let sim = SimFs::new();
+    let mut log = write_log(&sim, 30);
+    let mut map = OffsetMap::with_memory(1 << 20);
+    clean(&mut log, &mut map).unwrap();
+    // A cleaned segment of two batches or more, and its middle batch.
+    let spans = batch_spans(&log);
+    let (path, in_segment) = log
+        .segments()
+        .filter_map(|s| {
+            let end = s.end?;
+            let inside: Vec<(u64, u64)> = (spans.iter().copied())
+                .filter(|(b, n)| *b >= s.base_offset && *n <= end)
+                .collect();
+            (inside.len() >= 2).then(|| (s.path.clone(), inside))
+        })
+        .next()
+        .unwrap();
+    let (damaged_at, _) = in_segment[in_segment.len() / 2];
+    // Where the batch before it ends: where the log goes on.
+    let kept_end = in_segment[in_segment.len() / 2 - 1].1;
+    log.close().unwrap();
+    // Flip a byte of the middle batch's records.
+    let mut bytes = sim.read(&path).unwrap();
+    let position = {
+        let mut at = crate::storage::segment::SEGMENT_HEADER_BYTES;
+        loop {
+            let h =
+                crate::storage::record::BatchHeader::decode(Format::Kafka, &bytes[at..], u32::MAX)
+                    .unwrap();
+            if h.base_offset == damaged_at {
+                break at + h.total_bytes() as usize - 1;
+            }
+            at += h.total_bytes() as usize;
+        }
+    };
+    bytes[position] ^= 0xff;
+    sim.write(&path, &bytes);
+    let options = crate::storage::recover::RecoverOptions {
+        full: true,
+        dry_run: false,
+        automatic: false,
+        trust_last: false,
+        index_interval_bytes: 256,
+    };
+    crate::storage::recover::recover_partition(&sim, Path::new(DIR), 0, &options).unwrap();
+    let mut log = open(&sim);
+    assert_eq!(log.next_offset(), kept_end, "the log goes on from the cut");
+    append(&mut log, Codec::None, &[(Some(b"k1"), Some(b"after"))], NOW);
+    log.flush().unwrap();
+    sim.crash(&mut |_| 0);
+    let log = open(&sim);
+    assert_eq!(
+        read_all(&log).get(&kept_end),
+        Some(&(Some(b"k1".to_vec()), Some(b"after".to_vec())))
+    );
+    assert!(log.recovery().segments.iter().all(|s| s.problem.is_none()));
 }

@@ -19,13 +19,16 @@
 //! ([`crate::storage::segment`], version 3 with the gaps flag): its
 //! active segment's header is rewritten so when it is empty, else it
 //! rolls into a new one; the segments it rolls into after that take gaps
-//! too. The epoch a batch starts is recorded from its base offset.
+//! too. The epoch a batch starts is recorded from the log's end before
+//! it, not from its base past a gap: never later than the leader's.
 //!
 //! A cut into a segment with gaps ends the log where the last batch kept
 //! ends, which may be below the offset asked for (a cut in a gap); a cut
 //! into a cleaned segment first rewrites its header without its end
-//! (fsynced), so that no power cut leaves the log ending at that end,
-//! past the cut.
+//! (fsynced), then cuts. A power cut after the segments past it went and
+//! before that rewrite leaves the cleaned segment last, whole (the cut not
+//! made, as any a crash stops): the next open goes on at its end, in a new
+//! segment, never inside it.
 //!
 //! # Truncation, and why it is durable when it returns
 //!
@@ -185,7 +188,13 @@ impl Log {
             // Its leader's cleaner took the records between.
             self.take_gaps()?;
         }
-        self.record_epoch(header.leader_epoch, header.base_offset)?;
+        // A new epoch starts where this log ended before the batch, not at
+        // its base past a gap: the leader's epoch began somewhere in the
+        // gap, and an epoch file starting it later would answer a later
+        // end for the epoch before (KIP-101), letting a replica keep an
+        // uncommitted tail of it. Earlier only truncates what the leader's
+        // cleaner took.
+        self.record_epoch(header.leader_epoch, next)?;
         self.leader_epoch = self.leader_epoch.max(header.leader_epoch);
         self.write_to_active(bytes, &header, now_ms)?;
         Ok(header)
@@ -425,8 +434,12 @@ impl Log {
     /// [`super::Publish`] writes it under: one made before the truncation
     /// then writes none.
     fn lower_recovery_point(&mut self, offset: u64) -> Result<()> {
-        // Records appended again past the cut are dirty.
+        // Records appended again past the cut are dirty, after a restart
+        // too (else a tombstone fetched again could go at its first clean).
         self.cleaned_to = self.cleaned_to.min(offset);
+        if super::clean::read_checkpoint(&*self.vfs, &self.dir) > offset {
+            super::clean::write_checkpoint(&*self.vfs, &self.dir, offset)?;
+        }
         let mut written = lock(&self.recovery_written);
         self.truncations.fetch_add(1, Ordering::SeqCst);
         if recover::read_recovery_point(&*self.vfs, &self.dir) > offset {
@@ -539,6 +552,21 @@ mod tests {
             "{:?}",
             names.keys()
         );
+    }
+
+    /// The leader's epoch 2 began at offset 2, whose first batches its
+    /// cleaner took: the follower copies epoch 2's first batch left, at
+    /// 10, and says epoch 1 ended no later than the leader's did (a later
+    /// end would let a replica keep an uncommitted tail of epoch 1).
+    #[test]
+    fn an_epoch_begun_in_a_gap_starts_where_the_log_ended() {
+        let sim = SimFs::new();
+        let mut log = log(&sim);
+        log.append_replicated(&batch(0, 1), 0).unwrap();
+        log.append_replicated(&batch(10, 2), 0).unwrap();
+        assert_eq!(log.next_offset(), 12);
+        assert_eq!(log.end_offset_for_epoch(1), Some((1, 2)));
+        assert_eq!(log.end_offset_for_epoch(2), Some((2, 12)));
     }
 
     #[test]

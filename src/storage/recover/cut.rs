@@ -46,7 +46,16 @@ pub(super) fn cut(
     // Opening a log cuts a torn tail of its last segment and nothing else:
     // the caller refuses the partition instead.
     let allowed = !seg.options.automatic || (seg.last && cut.torn());
+    // A cleaned segment cut short no longer stands for the offsets up to
+    // its end: the log goes on from the cut (a replica refetches what
+    // followed), and its header says so first, before the cut.
+    let cleaned = report.end.take().is_some();
     if !seg.options.dry_run && allowed {
+        if cleaned {
+            let header = crate::storage::segment::encode_gaps_header(report.base_offset);
+            seg.file.write_all_at(&header, 0).ctx("write", seg.path)?;
+            seg.file.sync_data().ctx("fsync", seg.path)?;
+        }
         cut.apply(seg, report)?;
     }
     if let Some((_, header)) = cut.patched.filter(|_| !reader) {
