@@ -17,6 +17,14 @@
 //! it stops; a torn tail (a batch being written, zeros a crash left) is
 //! just where that replica ends.
 //!
+//! Replicas of a compacted log (a segment with gaps, cleaned or copied:
+//! [`crate::storage::segment`]) clean each on its own, so below the high
+//! watermark their batches may differ in presence. From where their
+//! batches stop being the same, the walk goes batch by batch in base
+//! offset order, and only a record two replicas both hold at an offset
+//! and hold differently is a difference (a batch or a record one of them
+//! cleaned away is not).
+//!
 //! Each replica is read a chunk at a time ([`fs::RANGE_CHUNK_BYTES`], or one
 //! whole batch when larger) into a buffer of its own: memory is bounded by
 //! the number of replicas times the largest batch. The replicas compared
@@ -110,18 +118,12 @@ pub struct Comparison {
     /// the high watermark, where they end).
     pub difference: Option<Difference>,
     /// A replica holds compacted segments (with gaps): each replica cleans
-    /// on its own, so their batches below the high watermark may differ
-    /// (the records each key ends with do not).
+    /// on its own, so their batches below the high watermark may differ;
+    /// the records two of them hold at an offset may not.
     pub compacted: bool,
 }
 
 impl Comparison {
-    /// Whether the first difference is below the high watermark, in
-    /// replicas that must be the same there (not compacted).
-    pub fn differ_where_committed(&self) -> bool {
-        self.below_high_watermark() && !self.compacted
-    }
-
     /// Whether the first difference is below the high watermark.
     pub fn below_high_watermark(&self) -> bool {
         self.difference
@@ -136,7 +138,7 @@ impl Comparison {
         if let Some(d) = self
             .difference
             .as_ref()
-            .filter(|_| self.differ_where_committed())
+            .filter(|_| self.below_high_watermark())
         {
             problems.push(format!(
                 "the replicas differ at offset {}, below the high watermark {}: {}",
@@ -195,13 +197,6 @@ pub fn run(vfs: &dyn Vfs, dirs: &[PathBuf], options: &Options) -> anyhow::Result
         if !comparison.below_high_watermark() {
             say.info(format_args!(
                 "note: the replicas differ at offset {}, at or above the high watermark {} (an uncommitted tail, expected): {}",
-                d.offset, comparison.high_watermark, d.what
-            ));
-        } else if comparison.compacted {
-            say.info(format_args!(
-                "note: the replicas differ at offset {}, below the high watermark {}, in a compacted log \
-                 that each replica cleans on its own (expected; compare the tables they hold, \
-                 e.g. with klog-consume --data-dir): {}",
                 d.offset, comparison.high_watermark, d.what
             ));
         }
@@ -271,6 +266,9 @@ fn in_step(walks: &mut [Walk<'_>], from: u64) -> Result<Option<Difference>> {
             w.fill()?;
         }
         let first = walks[0].head();
+        if !walks.iter().all(|w| w.head() == first) && walks.iter().any(|w| w.compacted) {
+            return in_step_compacted(walks);
+        }
         if !walks.iter().all(|w| w.head() == first) {
             // A follower holds a legacy leader's batches as a fetch served
             // them, converted: compare them as Kafka batches.
@@ -292,6 +290,86 @@ fn in_step(walks: &mut [Walk<'_>], from: u64) -> Result<Option<Difference>> {
             w.advance();
         }
     }
+}
+
+/// Walks compacted replicas from where their batches stop being the same
+/// (each keeps the batches its own cleaner left, at their offsets), batch
+/// by batch in base offset order: a record two replicas both hold at an
+/// offset must be the same in both. A batch or a record one replica holds
+/// and another does not is no difference (cleaned there).
+fn in_step_compacted(walks: &mut [Walk<'_>]) -> Result<Option<Difference>> {
+    loop {
+        for w in walks.iter_mut() {
+            w.fill()?;
+        }
+        let bases: Vec<Option<u64>> = walks
+            .iter()
+            .map(|w| w.head().and_then(header).map(|h| h.base_offset))
+            .collect();
+        let Some(lowest) = bases.iter().flatten().min().copied() else {
+            return Ok(None);
+        };
+        let holders: Vec<usize> = (0..walks.len())
+            .filter(|&i| bases[i] == Some(lowest))
+            .collect();
+        let records: Vec<Vec<(u64, Vec<u8>)>> =
+            holders.iter().map(|&i| fingerprints(&walks[i])).collect();
+        for (k, theirs) in records.iter().enumerate().skip(1) {
+            let ours = &records[0];
+            let clash = theirs.iter().find(|(o, f)| {
+                ours.binary_search_by_key(o, |(x, _)| *x)
+                    .is_ok_and(|at| ours[at].1 != *f)
+            });
+            if let Some((offset, _)) = clash {
+                let (a, b) = (&walks[holders[0]].dir, &walks[holders[k]].dir);
+                return Ok(Some(Difference {
+                    offset: *offset,
+                    what: format!(
+                        "{} against {}: record {offset} differs",
+                        b.display(),
+                        a.display()
+                    ),
+                }));
+            }
+        }
+        for &i in &holders {
+            walks[i].advance();
+        }
+    }
+}
+
+/// The records of a walk's head batch: each one's offset and what it
+/// holds (timestamp, key, value, headers), or none when they do not
+/// decode (the walk's damage is judged apart).
+fn fingerprints(walk: &Walk<'_>) -> Vec<(u64, Vec<u8>)> {
+    let Some((format, bytes)) = walk.head() else {
+        return Vec::new();
+    };
+    let Ok(batch) = Batch::decode(format, bytes, BATCH_BYTES_MAX) else {
+        return Vec::new();
+    };
+    let mut scratch = crate::storage::record::Decompressed::default();
+    let Ok(records) = batch.records_in(&mut scratch, RECORD_BYTES_MAX_LIMIT) else {
+        return Vec::new();
+    };
+    records
+        .filter_map(|r| r.ok())
+        .map(|r| {
+            let mut f = r.timestamp.to_be_bytes().to_vec();
+            for part in [r.key.unwrap_or_default(), r.value] {
+                f.extend_from_slice(&(part.len() as u64).to_be_bytes());
+                f.extend_from_slice(part);
+            }
+            f.extend([u8::from(r.key.is_some()), u8::from(r.null_value)]);
+            for (k, v) in r.headers() {
+                f.extend_from_slice(&(k.len() as u64).to_be_bytes());
+                f.extend_from_slice(k);
+                f.extend_from_slice(&(v.len() as u64).to_be_bytes());
+                f.extend_from_slice(v);
+            }
+            (r.offset, f)
+        })
+        .collect()
 }
 
 /// A stored batch's bytes and their format: two replicas hold the same
@@ -843,10 +921,22 @@ mod tests {
             .replicas
             .iter()
             .all(|r| r.tail == Tail::Clean && r.end_offset == 100));
-        let apart = compare(&sim, &[a, c], Some(100)).unwrap();
-        assert_eq!(apart.difference.as_ref().map(|d| d.offset), Some(30));
-        assert!(apart.below_high_watermark() && apart.compacted);
-        assert!(apart.problems().is_empty(), "{:?}", apart.problems());
+        // One holds what the other's cleaner took: they agree.
+        let apart = compare(&sim, &[a.clone(), c], Some(100)).unwrap();
+        assert_eq!(apart.difference, None);
+        assert!(apart.compacted && apart.problems().is_empty());
+        // A record that differs at an offset both hold: a problem, found
+        // past the batches that differ in presence.
+        let changed = format!("v0057-{}", "y".repeat(40));
+        let all_changed = batches(100, Some((57, &changed)));
+        let mut changed_gapped = all_changed[..3 * batch_bytes].to_vec();
+        changed_gapped.extend_from_slice(&all_changed[5 * batch_bytes..]);
+        let d = replica(&sim, "d", &changed_gapped, 4096);
+        let clash = compare(&sim, &[a, d], Some(100)).unwrap();
+        let found = clash.difference.as_ref().unwrap();
+        assert_eq!(found.offset, 57, "{found:?}");
+        assert!(found.what.contains("record 57 differs"), "{found:?}");
+        assert_eq!(clash.problems().len(), 1);
     }
 
     #[test]

@@ -30,12 +30,15 @@ fn verdict(c: &Comparison) -> String {
     };
     match &c.difference {
         Some(d) if c.below_high_watermark() => format!(
-            "the replicas differ at offset {}, below {high_watermark}{}",
-            d.offset,
-            match c.compacted {
-                true => " (a compacted log, which each replica cleans on its own)",
-                false => "",
-            }
+            "the replicas differ at offset {}, below {high_watermark}",
+            d.offset
+        ),
+        _ if c.compacted => format!(
+            "{} compacted replicas agree below offset {} ({high_watermark}), compared from offset \
+             {}: each cleans on its own, and every record two of them hold at an offset is the same",
+            c.replicas.len(),
+            c.high_watermark,
+            c.compared_from
         ),
         _ => format!(
             "{} replicas identical below offset {} ({high_watermark}), compared from offset {}",
@@ -83,7 +86,7 @@ pub(super) fn print_json(out: &mut impl Write, c: &Comparison) -> anyhow::Result
     let line = json!({"type": "comparison", "replicas": c.replicas.len(),
         "compared_from": c.compared_from, "high_watermark": c.high_watermark,
         "high_watermark_from": if c.high_watermark_given { "given" } else { "lowest end" },
-        "identical": c.problems().is_empty() && !c.below_high_watermark(),
+        "identical": c.problems().is_empty(),
         "first_difference": d.map(|d| d.offset),
         "below_high_watermark": d.map(|_| c.below_high_watermark()),
         "compacted": c.compacted,
