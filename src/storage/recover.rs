@@ -415,14 +415,16 @@ impl Partition<'_> {
                 continue;
             }
             let last = i + 1 == segments.len();
-            if let Some(e) = expected.filter(|e| e != base) {
+            // A segment with gaps may start past the one before's end.
+            let past_gap = expected.is_some_and(|e| *base > e && starts_past_gap(self.vfs, path));
+            if let Some(e) = expected.filter(|e| e != base && !past_gap) {
                 if options.automatic && !cut {
                     let reason =
                         format!("the segment starts at offset {base}, the one before ends at {e}");
                     self.refuse(report, path, 0, e, reason)?;
                 }
             }
-            let gap = expected.is_some_and(|e| e != *base);
+            let gap = expected.is_some_and(|e| e != *base) && !past_gap;
             if cut || gap {
                 self.quarantine(path, report)?;
                 cut = true;
@@ -551,6 +553,17 @@ fn problem(offset: u64, position: u64, reason: String, torn_tail: bool) -> Probl
         reason,
         torn_tail,
     }
+}
+
+/// Whether the segment at `path` is one with gaps and no end
+/// ([`crate::storage::segment`]), which may start past where the segment
+/// before it ends (a follower's copy of a gap wider than a segment spans).
+pub fn starts_past_gap(vfs: &dyn Vfs, path: &Path) -> bool {
+    let mut head = [0u8; crate::storage::segment::SEGMENT_HEADER_BYTES];
+    let read = vfs.open_read(path).and_then(|f| f.read_at(&mut head, 0));
+    read.is_ok_and(|n| {
+        crate::storage::segment::read_header(&head[..n]).is_ok_and(|h| h.gaps && h.end.is_none())
+    })
 }
 
 /// Reads the recovery point file of a partition, 0 when absent or unreadable.

@@ -41,7 +41,8 @@
 //! follower's copy of its leader's cleaned batches
 //! ([`crate::storage::log`]'s replication): its batches may skip offsets
 //! too (each still starts past where the one before ended), it has no
-//! end and replaces nothing. A cut into a cleaned segment makes it one.
+//! end and replaces nothing, and it may itself start past where the
+//! segment before it ends (a gap wider than a segment's 2^32 offsets). A cut into a cleaned segment makes it one.
 //!
 //! Any other flag, or both, is refused (a newer klog's), as is a version
 //! 3 without a flag, a cleaned segment without an end or a segment with

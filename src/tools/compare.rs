@@ -43,7 +43,9 @@ use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::record::{legacy, Batch, BatchHeader, Codec, DecodeError, Format};
 use crate::storage::{lock, recover, segment};
 
+mod compacted;
 mod print;
+use compacted::in_step_compacted;
 use print::{print_json, print_text};
 
 /// How a replica's log ends.
@@ -290,86 +292,6 @@ fn in_step(walks: &mut [Walk<'_>], from: u64) -> Result<Option<Difference>> {
             w.advance();
         }
     }
-}
-
-/// Walks compacted replicas from where their batches stop being the same
-/// (each keeps the batches its own cleaner left, at their offsets), batch
-/// by batch in base offset order: a record two replicas both hold at an
-/// offset must be the same in both. A batch or a record one replica holds
-/// and another does not is no difference (cleaned there).
-fn in_step_compacted(walks: &mut [Walk<'_>]) -> Result<Option<Difference>> {
-    loop {
-        for w in walks.iter_mut() {
-            w.fill()?;
-        }
-        let bases: Vec<Option<u64>> = walks
-            .iter()
-            .map(|w| w.head().and_then(header).map(|h| h.base_offset))
-            .collect();
-        let Some(lowest) = bases.iter().flatten().min().copied() else {
-            return Ok(None);
-        };
-        let holders: Vec<usize> = (0..walks.len())
-            .filter(|&i| bases[i] == Some(lowest))
-            .collect();
-        let records: Vec<Vec<(u64, Vec<u8>)>> =
-            holders.iter().map(|&i| fingerprints(&walks[i])).collect();
-        for (k, theirs) in records.iter().enumerate().skip(1) {
-            let ours = &records[0];
-            let clash = theirs.iter().find(|(o, f)| {
-                ours.binary_search_by_key(o, |(x, _)| *x)
-                    .is_ok_and(|at| ours[at].1 != *f)
-            });
-            if let Some((offset, _)) = clash {
-                let (a, b) = (&walks[holders[0]].dir, &walks[holders[k]].dir);
-                return Ok(Some(Difference {
-                    offset: *offset,
-                    what: format!(
-                        "{} against {}: record {offset} differs",
-                        b.display(),
-                        a.display()
-                    ),
-                }));
-            }
-        }
-        for &i in &holders {
-            walks[i].advance();
-        }
-    }
-}
-
-/// The records of a walk's head batch: each one's offset and what it
-/// holds (timestamp, key, value, headers), or none when they do not
-/// decode (the walk's damage is judged apart).
-fn fingerprints(walk: &Walk<'_>) -> Vec<(u64, Vec<u8>)> {
-    let Some((format, bytes)) = walk.head() else {
-        return Vec::new();
-    };
-    let Ok(batch) = Batch::decode(format, bytes, BATCH_BYTES_MAX) else {
-        return Vec::new();
-    };
-    let mut scratch = crate::storage::record::Decompressed::default();
-    let Ok(records) = batch.records_in(&mut scratch, RECORD_BYTES_MAX_LIMIT) else {
-        return Vec::new();
-    };
-    records
-        .filter_map(|r| r.ok())
-        .map(|r| {
-            let mut f = r.timestamp.to_be_bytes().to_vec();
-            for part in [r.key.unwrap_or_default(), r.value] {
-                f.extend_from_slice(&(part.len() as u64).to_be_bytes());
-                f.extend_from_slice(part);
-            }
-            f.extend([u8::from(r.key.is_some()), u8::from(r.null_value)]);
-            for (k, v) in r.headers() {
-                f.extend_from_slice(&(k.len() as u64).to_be_bytes());
-                f.extend_from_slice(k);
-                f.extend_from_slice(&(v.len() as u64).to_be_bytes());
-                f.extend_from_slice(v);
-            }
-            (r.offset, f)
-        })
-        .collect()
 }
 
 /// A stored batch's bytes and their format: two replicas hold the same
@@ -768,7 +690,12 @@ impl<'v> Walk<'v> {
                 return Ok(());
             }
         };
-        if let Some(expected) = self.next_offset.filter(|&e| e != base) {
+        // A segment with gaps may start past where the one before ends.
+        let past_gap = self.skips_below == Some(u64::MAX);
+        if let Some(expected) = self
+            .next_offset
+            .filter(|&e| e != base && !(past_gap && base > e))
+        {
             let why = format!(
                 "{}: starts at offset {base}, expected {expected}",
                 path.display()
@@ -777,7 +704,7 @@ impl<'v> Walk<'v> {
             return Ok(());
         }
         self.start_offset.get_or_insert(base);
-        self.next_offset.get_or_insert(base);
+        self.next_offset = Some(self.next_offset.unwrap_or(base).max(base));
         self.buf.clear();
         self.buf_position = segment::SEGMENT_HEADER_BYTES as u64;
         self.at = 0;

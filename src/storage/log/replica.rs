@@ -19,7 +19,8 @@
 //! ([`crate::storage::segment`], version 3 with the gaps flag): its
 //! active segment's header is rewritten so when it is empty, else it
 //! rolls into a new one; the segments it rolls into after that take gaps
-//! too. The epoch a batch starts is recorded from the log's end before
+//! too. A gap wider than a segment spans (2^32 offsets) starts a segment
+//! with gaps of its own at the batch, past where the one before ends. The epoch a batch starts is recorded from the log's end before
 //! it, not from its base past a gap: never later than the leader's.
 //!
 //! A cut into a segment with gaps ends the log where the last batch kept
@@ -110,8 +111,8 @@ impl Log {
     /// offset was refused. A trailing partial batch is an error.
     ///
     /// A damaged batch is [`Error::Corrupt`] (its `path` the partition
-    /// directory, its `position` the batch's in `batches`); an overlap, a
-    /// gap of 2^32 offsets or more, or a lower epoch is [`Error::Config`] (the caller's
+    /// directory, its `position` the batch's in `batches`); an overlap or
+    /// a lower epoch is [`Error::Config`] (the caller's
     /// mistake, as a lower [`Log::set_leader_epoch`] is). After a failed
     /// write (a full disk) the appends gathered in memory are undone with
     /// it: [`Log::next_offset`] says how far the log goes.
@@ -183,10 +184,15 @@ impl Log {
             .map_err(|e| self.refused(position, next, e.to_string()))?;
         let span = self.check_place(&header, next)?;
         self.fresh_producers()?;
-        self.maybe_roll(total as u64, span, now_ms)?;
-        if header.base_offset > next {
-            // Its leader's cleaner took the records between.
-            self.take_gaps()?;
+        if span > u64::from(u32::MAX) {
+            // Further than a segment spans: a segment of its own.
+            self.roll_past_gap(header.base_offset)?;
+        } else {
+            self.maybe_roll(total as u64, span, now_ms)?;
+            if header.base_offset > next {
+                // Its leader's cleaner took the records between.
+                self.take_gaps()?;
+            }
         }
         // A new epoch starts where this log ended before the batch, not at
         // its base past a gap: the leader's epoch began somewhere in the
@@ -201,10 +207,9 @@ impl Log {
     }
 
     /// Checks that a replicated batch (its `header`) may come where the
-    /// log's next offset is `next`: not below it (an overlap), no more than
-    /// a segment spans past it (a gap its leader's cleaner left is taken),
-    /// of an epoch no lower than the epoch file's latest. Returns the
-    /// offsets it reaches past `next`.
+    /// log's next offset is `next`: not below it (an overlap; past it is a
+    /// gap its leader's cleaner left, taken), of an epoch no lower than the
+    /// epoch file's latest. Returns the offsets it reaches past `next`.
     fn check_place(&self, header: &BatchHeader, next: u64) -> Result<u64> {
         if header.base_offset < next {
             return Err(Error::Config(format!(
@@ -228,16 +233,7 @@ impl Log {
                 latest.start_offset
             )));
         }
-        let span = header.next_offset() - next;
-        if span > u64::from(u32::MAX) {
-            return Err(Error::Config(format!(
-                "{}: replicated batch at offset {} refused: the log's next offset is {next} \
-                 (a gap of 2^32 offsets or more, more than a segment spans)",
-                self.dir.display(),
-                header.base_offset
-            )));
-        }
-        Ok(span)
+        Ok(header.next_offset() - next)
     }
 
     /// The error for a replicated batch at `position` of the bytes given,

@@ -170,10 +170,26 @@ impl Log {
         self.roll_into(true)
     }
 
+    /// Rolls, even an empty active segment, into a segment with gaps based
+    /// at `base`, past the log's next offset by 2^32 offsets or more: the
+    /// batch a follower copies there is further from the log's end than a
+    /// segment spans (its leader's cleaner took all between). A segment
+    /// with gaps may start past where the one before it ends.
+    pub(super) fn roll_past_gap(&mut self, base: u64) -> Result<()> {
+        assert!(base > self.next_offset(), "a roll past a gap goes forward");
+        self.roll_to(Some(base), true)
+    }
+
     /// [`Log::roll`], into a segment that takes gaps with `gaps`.
     fn roll_into(&mut self, gaps: bool) -> Result<()> {
+        self.roll_to(None, gaps)
+    }
+
+    /// Rolls into a segment based at `base` (the next offset when `None`:
+    /// not from an empty segment), taking gaps with `gaps`.
+    fn roll_to(&mut self, base: Option<u64>, gaps: bool) -> Result<()> {
         self.check_failed()?;
-        if self.active().is_empty() {
+        if base.is_none() && self.active().is_empty() {
             return Ok(());
         }
         // The flush that syncs the old segment must find all of it in the
@@ -181,7 +197,7 @@ impl Log {
         let written = self.active_mut().write_pending();
         self.note_undo();
         written?;
-        let base = self.next_offset();
+        let base = base.unwrap_or(self.next_offset());
         self.snapshot_producers()?;
         // Held by the flush that syncs it, whatever the cache of sealed
         // segments' files closes: an fsync through a descriptor opened
