@@ -813,3 +813,26 @@ fn a_gap_wider_than_a_segment_spans_starts_a_segment_of_its_own() {
     assert_eq!(log.truncate_to(far - 7).unwrap(), 2);
     assert_eq!(values(&log), read[..2]);
 }
+
+/// An epoch whose first batches its leader's cleaner took begins, in the
+/// follower's epoch file, where the follower's log ended before the gap:
+/// klog-dump --verify takes that start (no batch lies between).
+#[test]
+fn an_epoch_begun_in_a_gap_verifies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t-0");
+    std::fs::create_dir_all(&dir).unwrap();
+    let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
+    let mut log = Log::open(Arc::clone(&vfs), &dir, config(), WRITE).unwrap();
+    log.append_replicated(&leader_batch(0, 2, 1), 0).unwrap();
+    log.append_replicated(&leader_batch(10, 2, 2), 0).unwrap();
+    assert_eq!(log.epochs().entries(), [entry(1, 0), entry(2, 2)]);
+    log.close().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_klog-dump"))
+        .arg("--verify")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "klog-dump --verify: {said}");
+}

@@ -447,8 +447,11 @@ impl Log {
             self.active_mut().activate(&*vfs, slots)?;
         }
         // Never past the end (a cut by klog-recover): what is appended
-        // there again is dirty.
-        self.cleaned_to = self.cleaned_to.min(self.next_offset());
+        // there again is dirty, after a later restart too.
+        if self.cleaned_to > self.next_offset() {
+            self.cleaned_to = self.next_offset();
+            clean::write_checkpoint(&*self.vfs, &self.dir, self.cleaned_to)?;
+        }
         Ok(())
     }
 

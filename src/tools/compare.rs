@@ -21,9 +21,9 @@
 //! [`crate::storage::segment`]) clean each on its own, so below the high
 //! watermark their batches may differ in presence. From where their
 //! batches stop being the same, the walk goes batch by batch in base
-//! offset order, and only a record two replicas both hold at an offset
-//! and hold differently is a difference (a batch or a record one of them
-//! cleaned away is not).
+//! offset order, and only a record two replicas both hold at an offset,
+//! in batches both kept (the same base offset), and hold differently is a
+//! difference (a batch or a record one of them cleaned away is not).
 //!
 //! Each replica is read a chunk at a time ([`fs::RANGE_CHUNK_BYTES`], or one
 //! whole batch when larger) into a buffer of its own: memory is bounded by

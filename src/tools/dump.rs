@@ -77,6 +77,13 @@ pub struct Dumper {
     /// The leader epochs of the batches walked so far in this file or
     /// partition (they never decrease along a log).
     walked_epochs: Epochs,
+    /// For each epoch walked, where the batches before its first one
+    /// ended: a gap a cleaner left may lie between, and an epoch file may
+    /// start the epoch anywhere in it (a follower's starts it where its
+    /// log ended).
+    epoch_floors: std::collections::HashMap<u32, u64>,
+    /// Where the last batch walked ended.
+    last_end: Option<u64>,
     /// The records of a compressed batch, decompressed.
     scratch: Decompressed<'static>,
     /// The producers of the batches walked so far in this file or
@@ -93,6 +100,8 @@ impl Dumper {
             problems: 0,
             summary: Vec::new(),
             walked_epochs: Epochs::new(),
+            epoch_floors: Default::default(),
+            last_end: None,
             scratch: Decompressed::default(),
             producers: ProducerState::default(),
         }
@@ -112,6 +121,8 @@ impl Dumper {
     /// Dumps one segment file on its own.
     pub fn segment_file(&mut self, path: &Path) -> anyhow::Result<()> {
         self.walked_epochs = Epochs::new();
+        self.epoch_floors.clear();
+        self.last_end = None;
         self.producers = ProducerState::default();
         let stats = self.segment(path, None, false)?;
         self.open_transactions()?;
@@ -236,6 +247,9 @@ impl Dumper {
     ) -> io::Result<()> {
         let valid = batch.validate_in(&mut self.scratch, limits::RECORD_BYTES_MAX_LIMIT);
         let h = &batch.header;
+        let floor = self.last_end.unwrap_or(h.base_offset);
+        self.epoch_floors.entry(h.leader_epoch).or_insert(floor);
+        self.last_end = Some(h.next_offset());
         if let Err(why) = self.walked_epochs.check_next(h.leader_epoch, h.base_offset) {
             self.problem(format_args!(
                 "{}: position {position}: {why}",
@@ -496,6 +510,8 @@ impl Dumper {
         }
         let (segments, leftovers) = recover::list_partition(&RealFs, dir)?;
         self.walked_epochs = Epochs::new();
+        self.epoch_floors.clear();
+        self.last_end = None;
         self.producers = ProducerState::default();
         let mut total = Stats::default();
         let mut expected = None;
@@ -584,12 +600,16 @@ impl Dumper {
             total.next_offset.unwrap_or(0),
         );
         let walked = std::mem::take(&mut self.walked_epochs);
+        let floors = std::mem::take(&mut self.epoch_floors);
+        let starts = |f: &EpochEntry| starts_in_gap(&walked, &floors, f);
         let mut wrong = Vec::new();
         for (i, w) in walked.entries().iter().enumerate() {
             let found = if i == 0 {
                 file.epoch_at(w.start_offset) == Some(w.epoch)
             } else {
-                file.entries().contains(w)
+                file.entries()
+                    .iter()
+                    .any(|f| f == w || (f.epoch == w.epoch && starts(f)))
             };
             if !found {
                 wrong.push(format!(
@@ -602,7 +622,7 @@ impl Dumper {
         for f in file
             .entries()
             .iter()
-            .filter(|f| in_log(f) && !walked.entries().contains(f))
+            .filter(|f| in_log(f) && !walked.entries().contains(f) && !starts(f))
         {
             wrong.push(format!(
                 "no batch starts epoch {} at offset {}",
@@ -680,4 +700,21 @@ fn merge(total: &mut Stats, s: &Stats) {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
     };
+}
+
+/// Whether the epoch file's entry `f` starts its epoch where the batches
+/// walked allow: anywhere from where the batches before the epoch's first
+/// one ended (`floors`; a gap a cleaner left) up to that first one.
+fn starts_in_gap(
+    walked: &Epochs,
+    floors: &std::collections::HashMap<u32, u64>,
+    f: &EpochEntry,
+) -> bool {
+    walked.entries().iter().any(|w| {
+        w.epoch == f.epoch
+            && f.start_offset <= w.start_offset
+            && floors
+                .get(&w.epoch)
+                .is_some_and(|&floor| floor <= f.start_offset)
+    })
 }

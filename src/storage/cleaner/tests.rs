@@ -756,6 +756,15 @@ fn a_cut_of_a_damaged_cleaned_segment_ends_the_log_at_the_cut() {
     };
     bytes[position] ^= 0xff;
     sim.write(&path, &bytes);
+    // A reader opens it (klog-consume --data-dir), ending before the
+    // damage, and changes nothing.
+    let read_only = OpenOptions {
+        writable: false,
+        lock: false,
+    };
+    let reader = Log::open(Arc::new(sim.clone()), Path::new(DIR), config(), read_only).unwrap();
+    assert!(reader.recovery().damaged());
+    drop(reader);
     let options = crate::storage::recover::RecoverOptions {
         full: true,
         dry_run: false,

@@ -375,6 +375,12 @@ impl Log {
             fs::sync_directory(&*self.vfs, &self.dir)?;
         }
         let (vfs, slots) = (Arc::clone(&self.vfs), self.config.index_slots());
+        // The cleaner's checkpoint first: lowered early is always safe,
+        // and no crash after the cut leaves what is appended again there
+        // counted as cleaned.
+        if super::clean::read_checkpoint(&*vfs, &self.dir) > offset {
+            super::clean::write_checkpoint(&*vfs, &self.dir, offset)?;
+        }
         let segment = self.segments.get_mut(&base).expect("the cut segment");
         if segment.end.is_some() && offset < segment.next_offset {
             // A cleaned segment's end stops holding once it is cut: its

@@ -48,10 +48,11 @@ pub(super) fn cut(
     let allowed = !seg.options.automatic || (seg.last && cut.torn());
     // A cleaned segment cut short no longer stands for the offsets up to
     // its end: the log goes on from the cut (a replica refetches what
-    // followed), and its header says so first, before the cut.
-    let cleaned = report.end.take().is_some();
+    // followed), and its header says so first, before the cut. A cut
+    // not made (a dry run, a reader's open) leaves the header, and the
+    // report, as they are.
     if !seg.options.dry_run && allowed {
-        if cleaned {
+        if report.end.take().is_some() {
             let header = crate::storage::segment::encode_gaps_header(report.base_offset);
             seg.file.write_all_at(&header, 0).ctx("write", seg.path)?;
             seg.file.sync_data().ctx("fsync", seg.path)?;

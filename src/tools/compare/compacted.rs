@@ -8,8 +8,11 @@ use crate::storage::record::Batch;
 /// Walks compacted replicas from where their batches stop being the same
 /// (each keeps the batches its own cleaner left, at their offsets), batch
 /// by batch in base offset order: a record two replicas both hold at an
-/// offset must be the same in both. A batch or a record one replica holds
-/// and another does not is no difference (cleaned there).
+/// offset, in batches of the same base offset, must be the same in both.
+/// A batch or a record one replica holds and another does not is no
+/// difference (cleaned there); records in batches that start at other
+/// offsets are not compared (batch boundaries are kept by a clean, so
+/// replicas that agree have the same ones).
 pub(super) fn in_step_compacted(walks: &mut [Walk<'_>]) -> Result<Option<Difference>> {
     loop {
         for w in walks.iter_mut() {
@@ -25,24 +28,27 @@ pub(super) fn in_step_compacted(walks: &mut [Walk<'_>]) -> Result<Option<Differe
         let holders: Vec<usize> = (0..walks.len())
             .filter(|&i| bases[i] == Some(lowest))
             .collect();
-        let records: Vec<Vec<(u64, Vec<u8>)>> =
+        let records: Vec<Vec<(u64, u64)>> =
             holders.iter().map(|&i| fingerprints(&walks[i])).collect();
-        for (k, theirs) in records.iter().enumerate().skip(1) {
-            let ours = &records[0];
-            let clash = theirs.iter().find(|(o, f)| {
-                ours.binary_search_by_key(o, |(x, _)| *x)
-                    .is_ok_and(|at| ours[at].1 != *f)
-            });
-            if let Some((offset, _)) = clash {
-                let (a, b) = (&walks[holders[0]].dir, &walks[holders[k]].dir);
-                return Ok(Some(Difference {
-                    offset: *offset,
-                    what: format!(
-                        "{} against {}: record {offset} differs",
-                        b.display(),
-                        a.display()
-                    ),
-                }));
+        // Every pair: a replica that cleaned a record away says nothing of
+        // how the others hold it.
+        for (j, ours) in records.iter().enumerate() {
+            for (k, theirs) in records.iter().enumerate().skip(j + 1) {
+                let clash = theirs.iter().find(|(o, f)| {
+                    ours.binary_search_by_key(o, |(x, _)| *x)
+                        .is_ok_and(|at| ours[at].1 != *f)
+                });
+                if let Some((offset, _)) = clash {
+                    let (a, b) = (&walks[holders[j]].dir, &walks[holders[k]].dir);
+                    return Ok(Some(Difference {
+                        offset: *offset,
+                        what: format!(
+                            "{} against {}: record {offset} differs",
+                            b.display(),
+                            a.display()
+                        ),
+                    }));
+                }
             }
         }
         for &i in &holders {
@@ -51,10 +57,12 @@ pub(super) fn in_step_compacted(walks: &mut [Walk<'_>]) -> Result<Option<Differe
     }
 }
 
-/// The records of a walk's head batch: each one's offset and what it
-/// holds (timestamp, key, value, headers), or none when they do not
-/// decode (the walk's damage is judged apart).
-fn fingerprints(walk: &Walk<'_>) -> Vec<(u64, Vec<u8>)> {
+/// The records of a walk's head batch: each one's offset and a hash of
+/// what it holds (timestamp, key, value, headers; 16 bytes a record, not a
+/// copy), or none when they do not decode (the walk's damage is judged
+/// apart).
+fn fingerprints(walk: &Walk<'_>) -> Vec<(u64, u64)> {
+    use std::hash::{Hash, Hasher};
     let Some((format, bytes)) = walk.head() else {
         return Vec::new();
     };
@@ -68,19 +76,12 @@ fn fingerprints(walk: &Walk<'_>) -> Vec<(u64, Vec<u8>)> {
     records
         .filter_map(|r| r.ok())
         .map(|r| {
-            let mut f = r.timestamp.to_be_bytes().to_vec();
-            for part in [r.key.unwrap_or_default(), r.value] {
-                f.extend_from_slice(&(part.len() as u64).to_be_bytes());
-                f.extend_from_slice(part);
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (r.timestamp, r.key, r.value, r.null_value).hash(&mut h);
+            for header in r.headers() {
+                header.hash(&mut h);
             }
-            f.extend([u8::from(r.key.is_some()), u8::from(r.null_value)]);
-            for (k, v) in r.headers() {
-                f.extend_from_slice(&(k.len() as u64).to_be_bytes());
-                f.extend_from_slice(k);
-                f.extend_from_slice(&(v.len() as u64).to_be_bytes());
-                f.extend_from_slice(v);
-            }
-            (r.offset, f)
+            (r.offset, h.finish())
         })
         .collect()
 }
