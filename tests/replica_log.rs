@@ -197,13 +197,33 @@ fn a_follower_holds_the_leaders_batches_byte_for_byte_and_recovers_the_same() {
         );
     }
     follower.close().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_klog-dump"))
-        .arg("--verify")
-        .arg(&follower_dir)
+    tool_succeeds(
+        env!("CARGO_BIN_EXE_klog-dump"),
+        &["--verify"],
+        &follower_dir,
+    );
+}
+
+/// Runs a klog tool on the partition directory `dir`, which must succeed.
+fn tool_succeeds(bin: &str, args: &[&str], dir: &Path) {
+    let out = std::process::Command::new(bin)
+        .args(args)
+        .arg(dir)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "klog-dump --verify: {stderr}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{bin} {args:?}: {said}");
+}
+
+/// An empty log in a partition directory of its own (removed with the
+/// returned guard).
+fn fresh_log() -> (tempfile::TempDir, std::path::PathBuf, Arc<dyn Vfs>, Log) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t-0");
+    std::fs::create_dir_all(&dir).unwrap();
+    let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
+    let log = Log::open(Arc::clone(&vfs), &dir, config(), WRITE).unwrap();
+    (tmp, dir, vfs, log)
 }
 
 /// A follower's log holding records 0..12 in epochs 0 and 3.
@@ -772,11 +792,7 @@ fn a_power_cut_at_any_step_of_a_replicated_append_with_a_new_epoch_keeps_what_wa
 /// truncation into the gap ends it at the batch before.
 #[test]
 fn a_gap_wider_than_a_segment_spans_starts_a_segment_of_its_own() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("t-0");
-    std::fs::create_dir_all(&dir).unwrap();
-    let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
-    let mut log = Log::open(Arc::clone(&vfs), &dir, config(), WRITE).unwrap();
+    let (_tmp, dir, vfs, mut log) = fresh_log();
     log.append_replicated(&leader_batch(0, 2, 1), 0).unwrap();
     let far = 2 + (1u64 << 32);
     log.append_replicated(&leader_batch(far, 2, 1), 0).unwrap();
@@ -793,22 +809,12 @@ fn a_gap_wider_than_a_segment_spans_starts_a_segment_of_its_own() {
     assert!(!log.recovery().damaged(), "{:?}", log.recovery());
     assert_eq!((log.next_offset(), values(&log)), (far + 4, read.clone()));
     log.close().unwrap();
-    for (tool, args) in [
-        ("klog-dump", vec!["--verify"]),
-        ("klog-recover", vec!["--dry-run", "--full"]),
-    ] {
-        let bin = match tool {
-            "klog-dump" => env!("CARGO_BIN_EXE_klog-dump"),
-            _ => env!("CARGO_BIN_EXE_klog-recover"),
-        };
-        let out = std::process::Command::new(bin)
-            .args(&args)
-            .arg(&dir)
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{tool}: {said}");
-    }
+    tool_succeeds(env!("CARGO_BIN_EXE_klog-dump"), &["--verify"], &dir);
+    tool_succeeds(
+        env!("CARGO_BIN_EXE_klog-recover"),
+        &["--dry-run", "--full"],
+        &dir,
+    );
     let mut log = Log::open(Arc::clone(&vfs), &dir, config(), WRITE).unwrap();
     assert_eq!(log.truncate_to(far - 7).unwrap(), 2);
     assert_eq!(values(&log), read[..2]);
@@ -819,20 +825,10 @@ fn a_gap_wider_than_a_segment_spans_starts_a_segment_of_its_own() {
 /// klog-dump --verify takes that start (no batch lies between).
 #[test]
 fn an_epoch_begun_in_a_gap_verifies() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("t-0");
-    std::fs::create_dir_all(&dir).unwrap();
-    let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
-    let mut log = Log::open(Arc::clone(&vfs), &dir, config(), WRITE).unwrap();
+    let (_tmp, dir, _, mut log) = fresh_log();
     log.append_replicated(&leader_batch(0, 2, 1), 0).unwrap();
     log.append_replicated(&leader_batch(10, 2, 2), 0).unwrap();
     assert_eq!(log.epochs().entries(), [entry(1, 0), entry(2, 2)]);
     log.close().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_klog-dump"))
-        .arg("--verify")
-        .arg(&dir)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "klog-dump --verify: {said}");
+    tool_succeeds(env!("CARGO_BIN_EXE_klog-dump"), &["--verify"], &dir);
 }

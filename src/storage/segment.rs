@@ -364,7 +364,7 @@ impl Segment {
     /// Below which offset its batches may skip offsets
     /// ([`SegmentHeader::skips_below`]).
     pub fn skips_below(&self) -> Option<u64> {
-        self.gaps.then_some(self.end.unwrap_or(u64::MAX))
+        header::skips_below(self.gaps, self.end)
     }
 
     /// Whether no record has been appended.

@@ -32,8 +32,15 @@ impl SegmentHeader {
     /// segment's end, any offset in a segment that takes gaps, `None` in
     /// the others ([`crate::storage::batches::follows`]).
     pub fn skips_below(&self) -> Option<u64> {
-        self.gaps.then_some(self.end.unwrap_or(u64::MAX))
+        skips_below(self.gaps, self.end)
     }
+}
+
+/// Below which offset the batches of a segment with `gaps` (and a
+/// cleaned one's `end`) may skip offsets: the rule of
+/// [`SegmentHeader::skips_below`], for a segment as held too.
+pub(crate) fn skips_below(gaps: bool, end: Option<u64>) -> Option<u64> {
+    gaps.then_some(end.unwrap_or(u64::MAX))
 }
 
 /// Encodes a segment header, for batches of `format`.
