@@ -116,7 +116,7 @@ _klog__broker() {
 
     case "${cmd}" in
         klog__broker)
-            opts="-q -h -V --data-dir --listen --kafka-listen --kafka-advertised --metrics-listen --partitions --auto-create-topics --max-partitions --segment-bytes --segment-age --index-interval-bytes --retention --retention-bytes --retention-check-interval --log-cleanup-policy --log-cleaner-threads --log-cleaner-memory --log-cleaner-io-bytes-per-second --log-cleaner-backoff --log-cleaner-delete-retention --log-cleaner-min-cleanable-ratio --log-cleaner-min-compaction-lag --producer-id-expiration --scrub-interval --scrub-rate --flush-messages --flush-interval --max-record-bytes --max-request-bytes --max-queued-request-bytes --max-connections --max-in-flight --request-timeout --idle-timeout --registry --replication-factor --min-insync-replicas --replica-lag-time --session-timeout --quiet --tls-cert --tls-key --tls-client-ca --tls-ca --sasl-mechanisms --sasl-username --sasl-password-file --authorize --super-users --help --version user acl help"
+            opts="-q -h -V --data-dir --listen --kafka-listen --kafka-advertised --metrics-listen --partitions --auto-create-topics --max-partitions --segment-bytes --segment-age --index-interval-bytes --retention --retention-bytes --retention-check-interval --log-cleanup-policy --log-cleaner-threads --log-cleaner-memory --log-cleaner-io-bytes-per-second --log-cleaner-backoff --log-cleaner-delete-retention --log-cleaner-min-cleanable-ratio --log-cleaner-min-compaction-lag --producer-id-expiration --scrub-interval --scrub-rate --flush-messages --flush-interval --max-record-bytes --max-request-bytes --max-queued-request-bytes --max-connections --max-in-flight --request-timeout --idle-timeout --registry --replication-factor --offsets-topic-partitions --offsets-topic-replication-factor --min-insync-replicas --replica-lag-time --session-timeout --quiet --tls-cert --tls-key --tls-client-ca --tls-ca --sasl-mechanisms --sasl-username --sasl-password-file --authorize --super-users --help --version user acl help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -263,6 +263,14 @@ _klog__broker() {
                     return 0
                     ;;
                 --replication-factor)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --offsets-topic-partitions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --offsets-topic-replication-factor)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

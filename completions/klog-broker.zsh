@@ -51,6 +51,8 @@ _klog-broker() {
 '--idle-timeout=[A connection idle this long between requests is closed, so that idle sockets cannot hold every slot of --max-connections]:DURATION:_default' \
 '--registry=[Join this registry\: register the broker and its topics there, for consumer groups (klog-consume -G) and clients with --registry to find. A directory (a cluster on one host) or a ZooKeeper ensemble, zk\://HOST\:PORT\[,HOST\:PORT...\]/CHROOT (many hosts; the chroot is created on first use)]:REGISTRY:_files' \
 '--replication-factor=[Replicas of each partition of the topics this broker creates (needs --registry and as many live brokers)\: one leader and followers that copy its log; a partition survives the loss of any minority of its replicas with no acknowledged (acks=all) record lost]:N:_default' \
+'--offsets-topic-partitions=[Partitions of the offsets topic (__consumer_offsets, where groups commit), when this broker is the one that creates it]:N:_default' \
+'--offsets-topic-replication-factor=[Replicas of each partition of the offsets topic, when this broker creates it\: at most the live brokers (commits then need two in sync where there are two)]:N:_default' \
 '--min-insync-replicas=[acks=all produces are refused (not_enough_replicas) while fewer replicas than this are in sync. Default\: 2, or 1 with --replication-factor 1]:N:_default' \
 '--replica-lag-time=[A follower that has not caught up with its leader for this long leaves the in-sync replicas (it joins again once it catches up)]:DURATION:_default' \
 '--session-timeout=[The broker'\''s session with the registry\: a broker silent this long (stopped, cut off) is taken for dead, its registration lapses and its partitions get new leaders; it registers again when it runs]:DURATION:_default' \

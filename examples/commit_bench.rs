@@ -8,6 +8,7 @@
 //! cargo run --release --example commit_bench -- --registry /mnt/x/r  # a directory on another disk
 //! cargo run --release --example commit_bench -- --registry zk://127.0.0.1:2181/bench
 //! cargo run --release --example commit_bench -- --commits 20000 --members 8
+//! cargo run --release --example commit_bench -- --registry R --offsets-topic   # brokers on R
 //! ```
 //!
 //! Each of `--members` members (default 1, each on a thread of its own)
@@ -20,6 +21,12 @@
 //! fsyncs before it answers (many members' at once). It prints the
 //! commits a second of all members together and the latency's median and
 //! 99th percentile. A directory it made is removed at the end.
+//!
+//! With `--offsets-topic`, the commits go to the offsets topic instead, as
+//! klog's groups commit (each an offset_commit request to the leader of
+//! the group's partition of `__consumer_offsets`, answered once durable on
+//! its in-sync replicas): `--registry` must name a registry that brokers
+//! run on.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -31,14 +38,16 @@ fn main() -> anyhow::Result<()> {
     let mut registry: Option<String> = None;
     let mut commits: u64 = 5000;
     let mut members: u32 = 1;
+    let mut topic = false;
     while let Some(arg) = args.next() {
         let mut value = || args.next().unwrap_or_default();
         match arg.as_str() {
             "--registry" => registry = Some(value()),
             "--commits" => commits = value().parse()?,
             "--members" => members = value().parse::<u32>()?.max(1),
+            "--offsets-topic" => topic = true,
             other => {
-                anyhow::bail!("unknown argument {other:?}: --registry R, --commits N, --members M")
+                anyhow::bail!("unknown argument {other:?}: --registry R, --commits N, --members M, --offsets-topic")
             }
         }
     }
@@ -51,7 +60,14 @@ fn main() -> anyhow::Result<()> {
             dir.to_string_lossy().into_owned()
         }
     };
-    let registry = klog::coord::open(&spec, Duration::from_secs(30))?;
+    anyhow::ensure!(
+        !(made && topic),
+        "--offsets-topic needs --registry R with brokers on it"
+    );
+    let mut registry = klog::coord::open(&spec, Duration::from_secs(30))?;
+    if topic {
+        registry = klog::coord::offsets_topic::TopicRegistry::wrap(registry);
+    }
     let began = Instant::now();
     let took = std::thread::scope(|s| {
         let runs: Vec<_> = (0..members)
@@ -71,7 +87,11 @@ fn main() -> anyhow::Result<()> {
     if made {
         let _ = std::fs::remove_dir_all(&spec);
     }
-    report(&spec, members, elapsed, took);
+    let label = match topic {
+        true => format!("{spec} (the offsets topic)"),
+        false => spec.clone(),
+    };
+    report(&label, members, elapsed, took);
     Ok(())
 }
 

@@ -677,6 +677,9 @@ error_codes! {
     /// A transactional producer's request its transaction's state does
     /// not allow (a batch outside the transaction it has open).
     InvalidTxnState = 29, "invalid_txn_state";
+    /// A committed offset's write by a claim that a later claim of the
+    /// partition replaced (its generation is older than the one stored).
+    CommitFenced = 30, "commit_fenced";
 }
 
 impl fmt::Display for ErrorCode {

@@ -122,6 +122,15 @@ pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// name registry entries), so the same bound.
 pub const BROKER_ID_BYTES_MAX: usize = TOPIC_NAME_BYTES_MAX;
 
+/// The longest consumer group id a broker reads in klog's protocol (a
+/// topic name's bound: a group's name is a registry name too).
+pub const GROUP_ID_BYTES_MAX: usize = TOPIC_NAME_BYTES_MAX;
+
+/// The most committed offsets (group, topic and partition keys) a
+/// partition of the offsets topic holds: each takes a few hundred bytes
+/// of its leader's memory.
+pub const COMMITTED_OFFSETS_MAX: usize = 250_000;
+
 /// Most headers on one record.
 pub const HEADERS_PER_RECORD_MAX: u32 = 1024;
 

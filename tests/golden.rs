@@ -506,7 +506,7 @@ fn offsets_topic_record() {
     let golden = check_golden("offsets-topic/key.bin", &encoded);
     assert_eq!(offsets_topic::decode_key(&golden).unwrap(), Some(key));
     let committed = Committed {
-        offset: 0x0102_0304_0506_0708,
+        offset: Some(0x0102_0304_0506_0708),
         leader_epoch: 0x0a0b_0c0d,
         metadata: "meta".into(),
         timestamp_ms: 0x1112_1314_1516_1718,

@@ -225,7 +225,7 @@ fn a_killed_members_partitions_move_and_nothing_is_lost(backend: Backend) {
     let mut a = member(reg, "g", &fmt);
     a.wait_stderr("owns", owns_count(2), WAIT);
     let first = a.take_lines(1000, WAIT);
-    let r = registry.open_read_only();
+    let r = registry.offsets();
     let deadline = Instant::now() + WAIT;
     let committed = || -> u64 {
         (0..2)
@@ -366,9 +366,9 @@ fn two_groups_each_receive_every_record(backend: Backend) {
 
 /// Consuming `topic` as a member of group g fails with exit code 1 and an
 /// error that names `name` and says `reason`.
-fn refused_naming(reg: &str, topic: &str, name: &str, reason: &str) {
+fn refused_naming(reg: &str, (topic, group): (&str, &str), name: &str, reason: &str) {
     bin("klog-consume")
-        .args(["-t", topic, "-G", "g", "--registry", reg, "-e"])
+        .args(["-t", topic, "-G", group, "--registry", reg, "-e"])
         .timeout(WAIT)
         .assert()
         .code(1)
@@ -431,28 +431,35 @@ fn damaged_registry_files_are_errors_or_ignored_never_a_panic() {
         .assert()
         .success();
     assert_eq!(out.get_output().stdout.len(), lines(10).len());
-    // A committed offset that does not parse: an error naming the file.
-    for bad in [&b""[..], b"klog-offset 1\n", b"garbage"] {
-        std::fs::write(offset_file(&files.join("offsets/g/t-0")), bad).unwrap();
-        refused_naming(reg, "t", "offsets/g/t-0", "not a committed offset");
+    // A committed offset in the registry that does not parse, of a group
+    // not carried over to the offsets topic yet: an error naming the file
+    // (the broker refuses to carry it over).
+    for (group, bad) in [
+        ("h0", &b""[..]),
+        ("h1", b"klog-offset 1\n"),
+        ("h", b"garbage"),
+    ] {
+        let offsets = format!("offsets/{group}/t-0");
+        std::fs::write(offset_file(&files.join(&offsets)), bad).unwrap();
+        refused_naming(reg, ("t", group), &offsets, "not a committed offset");
     }
     // The operator does what the hint says, and the group reads again.
     let hint = "set it again (klog-consume -t TOPIC -G GROUP --registry REGISTRY --reset-offsets";
     bin("klog-consume")
-        .args(["-t", "t", "-G", "g", "--registry", reg, "-e"])
+        .args(["-t", "t", "-G", "h", "--registry", reg, "-e"])
         .timeout(WAIT)
         .assert()
         .code(1)
         .stderr(predicate::str::contains(hint));
     bin("klog-consume")
-        .args(["-t", "t", "-G", "g", "--registry", reg])
+        .args(["-t", "t", "-G", "h", "--registry", reg])
         .args(["--reset-offsets", "beginning"])
         .timeout(WAIT)
         .assert()
         .success()
         .stderr(predicate::str::contains("the reset replaces it"));
     let out = bin("klog-consume")
-        .args(["-t", "t", "-G", "g", "--registry", reg, "-e", "-q"])
+        .args(["-t", "t", "-G", "h", "--registry", reg, "-e", "-q"])
         .timeout(WAIT)
         .assert()
         .success();
@@ -462,7 +469,7 @@ fn damaged_registry_files_are_errors_or_ignored_never_a_panic() {
     // A placement that does not parse: an error naming the file.
     std::fs::create_dir_all(files.join("topics")).unwrap();
     std::fs::write(files.join("topics/u.json"), b"{not json").unwrap();
-    refused_naming(reg, "u", "topics/u.json", "not a placement");
+    refused_naming(reg, ("u", "g"), "topics/u.json", "not a placement");
     // -o stored without a group is a usage mistake, said clearly.
     bin("klog-consume")
         .args(["-b", &broker.addr, "-t", "t", "-o", "stored", "-e"])
@@ -493,18 +500,23 @@ fn garbage_znodes_are_errors_or_ignored_never_a_panic() {
         .assert()
         .success();
     assert_eq!(out.get_output().stdout.len(), lines(10).len());
-    // A committed offset that does not parse: an error naming the znode.
-    for bad in [&b""[..], b"klog-offset 1\n", b"garbage"] {
-        put_znode(&session, "/consumers/g/offsets/t/0", bad);
-        let znode = format!("{reg}/consumers/g/offsets/t/0");
-        refused_naming(reg, "t", &znode, "not a committed offset");
+    // A committed offset that does not parse, of a group not carried over
+    // to the offsets topic yet: an error naming the znode.
+    for (group, bad) in [
+        ("h0", &b""[..]),
+        ("h1", b"klog-offset 1\n"),
+        ("h2", b"garbage"),
+    ] {
+        put_znode(&session, &format!("/consumers/{group}/offsets/t/0"), bad);
+        let znode = format!("{reg}/consumers/{group}/offsets/t/0");
+        refused_naming(reg, ("t", group), &znode, "not a committed offset");
     }
     dump_does_not_panic(reg);
     // A placement that does not parse: an error naming the znode.
     put_znode(&session, "/brokers/topics/u", b"{not json");
     refused_naming(
         reg,
-        "u",
+        ("u", "g"),
         &format!("{reg}/brokers/topics/u"),
         "not a placement",
     );
@@ -627,7 +639,7 @@ fn sample_offsets(
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<Vec<[Option<u64>; 2]>> {
     std::thread::spawn(move || {
-        let r = klog::coord::open_read_only(&registry).unwrap();
+        let r = klog::coord::offsets_topic::open_read_only(&registry).unwrap();
         let mut samples = Vec::new();
         while !stop.load(Ordering::Relaxed) {
             let at = |p| r.committed("g", "t", p).unwrap();
@@ -794,7 +806,7 @@ fn a_group_commits_only_what_reached_stdout(backend: Backend) {
         .unwrap();
     let mut child = Killed(child);
     std::thread::sleep(Duration::from_secs(3));
-    let r = registry.open_read_only();
+    let r = registry.offsets();
     let committed = r.committed("g", "t", 0).unwrap().unwrap_or(0);
     child.0.kill().unwrap();
     child.0.wait().unwrap();
@@ -821,7 +833,7 @@ fn kcat_properties_choose_where_a_group_starts_and_whether_it_commits() {
     produce_to(&broker.addr, "t", &lines(10), &[]);
     let latest = read_as_group(reg, "g", &["-X", "auto.offset.reset=LATEST"]);
     assert_eq!(latest, Vec::<u64>::new());
-    let committed = |group| registry.open_read_only().committed(group, "t", 0).unwrap();
+    let committed = |group| registry.offsets().committed(group, "t", 0).unwrap();
     assert_eq!(committed("g"), Some(10));
     let all: Vec<u64> = (1..=10).collect();
     let peek = [
@@ -853,7 +865,8 @@ fn a_committed_offset_past_the_log_end_is_reset_by_the_o_policy(backend: Backend
     let reg = registry.spec();
     produce_to(&broker.addr, "t", &lines(10), &[]);
     for (policy, printed, to) in [("beginning", lines(10), 0), ("end", String::new(), 10)] {
-        registry.open().reset_offset("g", "t", 0, 1000).unwrap();
+        let offsets = klog::coord::offsets_topic::TopicRegistry::wrap(registry.open());
+        offsets.reset_offset("g", "t", 0, 1000).unwrap();
         let out = bin("klog-consume")
             .args(["-t", "t", "-G", "g", "--registry", reg, "-e", "-o", policy])
             .timeout(WAIT)
@@ -867,7 +880,7 @@ fn a_committed_offset_past_the_log_end_is_reset_by_the_o_policy(backend: Backend
              resetting to {to} by -o {policy}"
         );
         assert!(stderr.contains(&said), "{stderr}");
-        let r = registry.open_read_only();
+        let r = registry.offsets();
         assert_eq!(r.committed("g", "t", 0).unwrap(), Some(10));
     }
 }
@@ -885,7 +898,7 @@ fn reset_offsets_sets_the_groups_offsets_only_while_it_has_no_live_member(backen
     produce_to(&broker.addr, "t", &lines(60), &["-p", "0"]);
     produce_to(&broker.addr, "t", &lines(40), &["-p", "1"]);
     assert_eq!(read_as_group(reg, "g", &[]).len(), 100);
-    let r = registry.open_read_only();
+    let r = registry.offsets();
     let committed = || [0, 1].map(|p| r.committed("g", "t", p).unwrap().unwrap());
     assert_eq!(committed(), [60, 40]);
     let reset = |spec: &str, extra: &[&str]| {
@@ -1036,7 +1049,7 @@ fn a_group_given_only_a_broker_lives_in_the_brokers_registry() {
     // Committed in the broker's registry: a member naming it reads nothing
     // more.
     assert!(read_as_group(registry.spec(), "g", &[]).is_empty());
-    let reg = klog::coord::open_read_only(registry.spec()).unwrap();
+    let reg = klog::coord::offsets_topic::open_read_only(registry.spec()).unwrap();
     let committed: u64 = (0..2)
         .map(|p| reg.committed("g", "t", p).unwrap().unwrap_or(0))
         .sum();

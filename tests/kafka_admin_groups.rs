@@ -67,7 +67,7 @@ fn every_admin_client_lists_describes_and_deletes_groups() {
     let broker = KafkaBroker::with_registry(&["--partitions", "2"]);
     broker.produce_lines("t1", 100);
     let registry_dir = broker.registry.clone().unwrap();
-    let registry = klog::coord::open_read_only(&registry_dir).unwrap();
+    let registry = klog::coord::offsets_topic::open_read_only(&registry_dir).unwrap();
     let k = broker.kcat(&kcat);
     let _kafka_member = k.spawn(&["-G", "live", "-X", "auto.offset.reset=earliest", "t1"]);
     let klog_args = ["-t", "t1", "-G", "klog", "--registry", &registry_dir];

@@ -22,7 +22,8 @@ const CLIENT: Duration = Duration::from_secs(150);
 
 /// The registry's committed offset of each partition of `topic`.
 fn committed(broker: &KafkaBroker, group: &str, topic: &str, partitions: u32) -> Vec<Option<u64>> {
-    let registry = klog::coord::open_read_only(broker.registry.as_deref().unwrap()).unwrap();
+    let registry =
+        klog::coord::offsets_topic::open_read_only(broker.registry.as_deref().unwrap()).unwrap();
     (0..partitions)
         .map(|p| registry.committed(group, topic, p).unwrap())
         .collect()
@@ -136,7 +137,8 @@ fn a_group_whose_leader_assigns_is_kafka_clients_alone() {
     let k = broker.kcat(&kcat);
     let strategy = "partition.assignment.strategy=cooperative-sticky";
     let _member = k.spawn(&["-G", "g1", "-X", strategy, "t1"]);
-    let registry = klog::coord::open_read_only(broker.registry.as_deref().unwrap()).unwrap();
+    let registry =
+        klog::coord::offsets_topic::open_read_only(broker.registry.as_deref().unwrap()).unwrap();
     common::eventually("kcat joins g1", Duration::from_secs(30), || {
         let members = registry.members("g1").unwrap_or_default();
         members.iter().any(|m| m.coordinator.is_some())

@@ -16,7 +16,8 @@ const SETTLE: Duration = Duration::from_secs(40);
 
 /// The group's committed offset of `topic [partition]`, from the registry.
 fn committed(broker: &KafkaBroker, group: &str, topic: &str, partition: u32) -> Option<u64> {
-    let registry = klog::coord::open_read_only(broker.registry.as_deref().unwrap()).unwrap();
+    let registry =
+        klog::coord::offsets_topic::open_read_only(broker.registry.as_deref().unwrap()).unwrap();
     registry.committed(group, topic, partition).unwrap()
 }
 

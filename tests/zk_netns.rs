@@ -30,6 +30,8 @@ use std::time::{Duration, Instant};
 use common::netns::{Host, Net};
 use common::zk::ZkServer;
 use common::{BrokerProc, Proc};
+use klog::coord::offsets_topic::TopicRegistry;
+use klog::coord::Registry;
 
 /// The bound on every wait of the test: far above what any step needs.
 const WAIT: Duration = Duration::from_secs(20);
@@ -320,6 +322,9 @@ impl OffsetWatch {
         let thread = host.spawn_inside(move || {
             let reg = klog::coord::open(&registry, Duration::from_secs(10))
                 .unwrap_or_else(|e| panic!("cannot open {registry}: {e}"));
+            // Committed offsets are the offsets topic's, asked of its
+            // leader (a look that fails within a second is a sample missed).
+            let reg = TopicRegistry::new(reg, Duration::from_secs(1));
             while !stopped.load(Ordering::Relaxed) {
                 for p in 0..PARTITIONS {
                     // A look that fails is only a sample missed.

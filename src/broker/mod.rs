@@ -98,6 +98,7 @@ use crate::storage::store::Store;
 use crate::sync::lock;
 use shared::Shared;
 
+mod appended;
 pub mod auth;
 mod cleaner;
 mod connection;
@@ -108,6 +109,7 @@ mod listener;
 mod markers;
 mod memory;
 pub(crate) mod metrics;
+mod offsets;
 mod producer_ids;
 mod replica;
 mod retention;
@@ -186,6 +188,11 @@ pub struct BrokerConfig {
     /// Replicas of each partition of the topics this broker places (1: a
     /// single copy; more need a registry).
     pub replication_factor: u32,
+    /// Partitions of the offsets topic, when this broker creates it.
+    pub offsets_topic_partitions: u32,
+    /// Replicas of each partition of the offsets topic, when this broker
+    /// creates it (at most the live brokers).
+    pub offsets_topic_replication_factor: u32,
     /// acks=all is refused while a partition's ISR has fewer members.
     pub min_insync_replicas: u32,
     /// A follower not caught up for this long leaves the ISR.
@@ -231,6 +238,8 @@ impl BrokerConfig {
             idle_timeout_ms: limits::IDLE_TIMEOUT_MS_DEFAULT,
             registry: None,
             replication_factor: 1,
+            offsets_topic_partitions: 8,
+            offsets_topic_replication_factor: 3,
             min_insync_replicas: 1,
             replica_lag_time: std::time::Duration::from_secs(10),
             session_timeout: crate::coord::SESSION_TIMEOUT,
@@ -346,7 +355,7 @@ impl Broker {
             None => None,
         };
         let broker_id = stable_broker_id(&*config.vfs, &config.data_dir)?;
-        let shared = Arc::new(Shared::new(config, store, registry, broker_id));
+        let shared = Shared::new(config, store, registry, broker_id).into_arc();
         // The replicas of placed topics open before this broker registers:
         // one found cut at open (healed, or its tail lost) leaves the ISR
         // first, so that no peer ever sees it alive and in sync, and counts

@@ -96,17 +96,7 @@ impl Partition {
     }
 }
 
-/// Records an acks=all answer waits for: from `base_offset` to before
-/// `end_offset`, appended in undo `epoch` (see
-/// [`crate::storage::log::Log::fate`]) and in `leader_epoch`.
-#[derive(Debug, Clone, Copy)]
-pub(in crate::broker) struct Appended {
-    pub(in crate::broker) base_offset: u64,
-    pub(in crate::broker) end_offset: u64,
-    pub(in crate::broker) epoch: u64,
-    /// The leader epoch they were appended in (`None`: a single copy).
-    pub(in crate::broker) leader_epoch: Option<u32>,
-}
+pub(in crate::broker) use super::appended::Appended;
 
 /// How a broker holds a partition of a topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -287,6 +277,11 @@ pub(super) struct Shared {
     pub(super) producer_ids: super::producer_ids::ProducerIds,
     /// Idempotent producers the partitions forgot as expired.
     pub(super) producers_expired: AtomicU64,
+    /// The committed offsets of the offsets topic's partitions it leads.
+    pub(super) offsets: super::offsets::slots::OffsetsStore,
+    /// Itself, once shared (for what must outlive a call: the group
+    /// coordinator's own offset requests).
+    pub(super) me: std::sync::OnceLock<std::sync::Weak<Shared>>,
 }
 
 impl Shared {
@@ -325,9 +320,18 @@ impl Shared {
             deleting: Mutex::new(()),
             producer_ids: super::producer_ids::ProducerIds::new(registry.clone()),
             producers_expired: AtomicU64::new(0),
+            offsets: Default::default(),
+            me: std::sync::OnceLock::new(),
             registry,
             config,
         }
+    }
+
+    /// Shared, knowing itself ([`Shared::me`]).
+    pub(super) fn into_arc(self) -> Arc<Shared> {
+        let shared = Arc::new(self);
+        let _ = shared.me.set(Arc::downgrade(&shared));
+        shared
     }
 
     /// The topics, to read (taken even when another thread panicked

@@ -9,9 +9,11 @@
 //! deletes its copy before it could serve it again.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::shared::Shared;
 use crate::coord::topic_delete;
+use crate::coord::Registry;
 use crate::error::{Error, Result};
 use crate::sync::lock;
 
@@ -90,7 +92,17 @@ pub(super) fn round(shared: &Shared) -> Result<()> {
             // The marker's writer may have died before this.
             registry.remove_topic(&topic)?;
             delete_here(shared, &topic)?;
-            if topic_delete::done(registry, &topic, &shared.broker_id)? {
+            // The group offsets deleted with it are the offsets topic's
+            // (and any left in the registry), once it exists.
+            let offsets = crate::coord::offsets_topic::OFFSETS_TOPIC;
+            let by_topic = topic != offsets && registry.placement(offsets)?.is_some();
+            let by_topic = by_topic.then(|| super::offsets::registry(shared)).flatten();
+            let offsets: Arc<dyn Registry> = match (by_topic, &shared.registry) {
+                (Some(r), _) => r,
+                (None, Some(r)) => Arc::clone(r),
+                (None, None) => return Ok(()),
+            };
+            if topic_delete::done(&*offsets, &topic, &shared.broker_id)? {
                 shared.log(format_args!("Deleted topic {topic} from the cluster"));
             }
             Ok(())

@@ -184,6 +184,15 @@ pub struct Args {
     /// replicas with no acknowledged (acks=all) record lost.
     #[arg(long = "replication-factor", value_name = "N", default_value_t = 1, value_parser = super::count_in::<u32>(1, 16))]
     pub replication_factor: u32,
+    /// Partitions of the offsets topic (__consumer_offsets, where groups
+    /// commit), when this broker is the one that creates it.
+    #[arg(long = "offsets-topic-partitions", value_name = "N", default_value_t = 8, value_parser = super::count_in::<u32>(1, 1024))]
+    pub offsets_topic_partitions: u32,
+    /// Replicas of each partition of the offsets topic, when this broker
+    /// creates it: at most the live brokers (commits then need two in
+    /// sync where there are two).
+    #[arg(long = "offsets-topic-replication-factor", value_name = "N", default_value_t = 3, value_parser = super::count_in::<u32>(1, 16))]
+    pub offsets_topic_replication_factor: u32,
     /// acks=all produces are refused (not_enough_replicas) while fewer
     /// replicas than this are in sync. Default: 2, or 1 with
     /// --replication-factor 1.
@@ -388,6 +397,8 @@ fn serve(args: Args) -> anyhow::Result<ExitCode> {
     config.idle_timeout_ms = args.idle_timeout_ms;
     config.registry = args.registry.clone();
     replication(&args, &mut config)?;
+    config.offsets_topic_partitions = args.offsets_topic_partitions;
+    config.offsets_topic_replication_factor = args.offsets_topic_replication_factor;
     config.session_timeout = std::time::Duration::from_millis(args.session_timeout_ms);
     config.quiet = args.quiet;
     config.security = args.security.apply()?;

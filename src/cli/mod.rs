@@ -90,6 +90,9 @@ pub fn print_error(err: &anyhow::Error) {
     crate::diag::text(&msg);
 }
 
+/// The hint for a committed offset in the registry that does not parse.
+const DAMAGED_OFFSET_HINT: &str = "a damaged committed offset in the registry: with the group's members stopped, set it again (klog-consume -t TOPIC -G GROUP --registry REGISTRY --reset-offsets OFFSET|beginning|end)";
+
 fn hint(err: &anyhow::Error) -> Option<&'static str> {
     for cause in err.chain() {
         if let Some(e) = cause.downcast_ref::<io::Error>() {
@@ -116,7 +119,10 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
                 return Some("check the topic name; producing to it (klog-produce --registry REGISTRY) creates it, and without -e the group waits for it")
             }
             Some(crate::Error::Corrupt { path, .. }) if is_registry_offset(path) => {
-                return Some("a damaged committed offset in the registry: with the group's members stopped, set it again (klog-consume -t TOPIC -G GROUP --registry REGISTRY --reset-offsets OFFSET|beginning|end)")
+                return Some(DAMAGED_OFFSET_HINT)
+            }
+            Some(e) if crate::coord::offsets_topic::is_carry_over_refused(e) => {
+                return Some(DAMAGED_OFFSET_HINT)
             }
             Some(crate::Error::Corrupt { .. }) => return Some("klog-recover repairs a damaged log"),
             Some(crate::Error::ZooKeeper {

@@ -378,10 +378,10 @@ pub(super) fn protocol_error(addr: &str, e: protocol::ProtocolError) -> Error {
 #[derive(Debug)]
 pub struct Connection {
     pub(super) stream: Stream,
-    addr: String,
+    pub(super) addr: String,
     pub(super) next_id: u32,
     frame: Vec<u8>,
-    response: Vec<u8>,
+    pub(super) response: Vec<u8>,
     /// How long a request waits for its answer.
     timeout: Duration,
     /// The broker answered a request on this connection.
@@ -425,7 +425,7 @@ impl Connection {
     /// Sends a request built by `encode` (given the buffer and a
     /// correlation id) and returns the response header; the body is left
     /// in `self.response` from the returned position.
-    fn call(
+    pub(super) fn call(
         &mut self,
         encode: impl FnOnce(&mut Vec<u8>, u32),
     ) -> Result<(protocol::ResponseHeader, usize)> {

@@ -29,6 +29,7 @@ pub(crate) mod acks;
 pub mod connection;
 pub mod consumer;
 pub mod offset;
+mod offsets;
 pub mod partitioner;
 pub mod producer;
 pub mod report;

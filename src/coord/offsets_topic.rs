@@ -28,7 +28,7 @@
 //! | field | type | versions | meaning |
 //! |---|---|---|---|
 //! | version | int16 | all | `3` |
-//! | offset | int64 | all | the next offset to read, `≥ 0` |
+//! | offset | int64 | all | the next offset to read, `≥ 0`; `-1`: none, the record holds a claim's generation alone (a fence) |
 //! | leader_epoch | int32 | 3 | the epoch of the record before it, `-1` unknown |
 //! | metadata | string | all | the committer's note |
 //! | commit_timestamp | int64 | all | when it was committed (ms since the epoch) |
@@ -54,12 +54,25 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::kafka::wire::{put_i16, put_i32, put_i64, put_string, DecodeError, Decoder};
+use crate::limits;
+use crate::storage::batches::Batches;
+use crate::storage::log::{FileSlice, Log};
+use crate::storage::record::Decompressed;
 
 /// A decoder's result: what does not decode says which field and why.
 type Decoded<T> = std::result::Result<T, DecodeError>;
 
 /// The topic's name.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// How a broker's refusal to carry a group's damaged registry offsets
+/// over begins (the hint of `klog-consume` looks for it).
+pub const CARRY_OVER_REFUSED: &str = "cannot carry group";
+/// Whether `e` is a broker's refusal to carry a group's registry
+/// offsets over because one does not parse ([`CARRY_OVER_REFUSED`]).
+pub fn is_carry_over_refused(e: &Error) -> bool {
+    matches!(e, Error::Broker { message, .. } if message.starts_with(CARRY_OVER_REFUSED))
+}
+
 /// The record header holding a commit's claim generation.
 pub const GENERATION_HEADER: &str = "klog.generation";
 /// The key version written.
@@ -70,8 +83,9 @@ const VALUE_VERSION: i16 = 3;
 /// A group's committed offset of one partition, as the topic holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Committed {
-    /// The next offset to read.
-    pub offset: u64,
+    /// The next offset to read (`None`: none yet; the record is a new
+    /// claim's fence).
+    pub offset: Option<u64>,
     /// The leader epoch of the record before it (`-1`: unknown).
     pub leader_epoch: i32,
     /// The committer's note.
@@ -108,7 +122,7 @@ pub fn encode_key(key: &OffsetKey) -> Vec<u8> {
 pub fn encode_value(committed: &Committed) -> Vec<u8> {
     let mut out = Vec::with_capacity(24 + committed.metadata.len());
     put_i16(&mut out, VALUE_VERSION);
-    put_i64(&mut out, committed.offset as i64);
+    put_i64(&mut out, committed.offset.map_or(-1, |o| o as i64));
     put_i32(&mut out, committed.leader_epoch);
     put_string(&mut out, &committed.metadata);
     put_i64(&mut out, committed.timestamp_ms);
@@ -154,8 +168,13 @@ pub fn decode_value(bytes: &[u8], generation: Option<&[u8]>) -> Decoded<Committe
         )));
     }
     let offset = d.i64("offsets value offset").map_err(corrupt)?;
-    let offset = u64::try_from(offset)
-        .map_err(|_| corrupt(format!("offsets value offset {offset} is negative")))?;
+    let offset = match offset {
+        -1 => None,
+        o => Some(
+            u64::try_from(o)
+                .map_err(|_| corrupt(format!("offsets value offset {o} is negative")))?,
+        ),
+    };
     let leader_epoch = match version {
         3 => d.i32("offsets value leader epoch").map_err(corrupt)?,
         _ => -1,
@@ -240,6 +259,20 @@ impl OffsetsTable {
         self.committed.get(key)
     }
 
+    /// Sets `key`'s record as the latest (`None`: a tombstone), as
+    /// [`OffsetsTable::apply`] of its bytes would.
+    pub fn set(&mut self, key: OffsetKey, committed: Option<Committed>) {
+        match committed {
+            Some(c) => self.committed.insert(key, c),
+            None => self.committed.remove(&key),
+        };
+    }
+
+    /// Whether `group` has any record here (a fence counts).
+    pub fn has_group(&self, group: &str) -> bool {
+        self.committed.keys().any(|k| k.group == group)
+    }
+
     /// Whether a commit of `generation` for `key` may be written: not if
     /// a later generation's commit is stored ([`Error::Fenced`]).
     pub fn check(&self, key: &OffsetKey, generation: u64) -> Result<()> {
@@ -262,7 +295,7 @@ impl OffsetsTable {
             .committed
             .iter()
             .filter(|(k, _)| k.group == group)
-            .map(|(k, c)| (k.topic.clone(), k.partition, c.offset))
+            .filter_map(|(k, c)| Some((k.topic.clone(), k.partition, c.offset?)))
             .collect();
         out.sort();
         out
@@ -286,6 +319,53 @@ impl OffsetsTable {
         self.committed.is_empty()
     }
 }
+
+/// The table the records of `log` (a partition of the offsets topic)
+/// build, from its start to its end; control batches are passed over.
+/// A batch or record that does not decode is an error naming it.
+pub fn replay(log: &Log) -> Result<OffsetsTable> {
+    let mut table = OffsetsTable::new();
+    let mut offset = log.start_offset();
+    let mut buf = Vec::new();
+    let mut scratch = Decompressed::default();
+    while let Some(slice) = log.read(offset, 1 << 20)? {
+        slice.read_into(&mut buf)?;
+        for step in Batches::new(slice.format, &buf, limits::BATCH_BYTES_MAX) {
+            let (at, batch) = step.map_err(|e| corrupt_at(&slice, e.position, &e.error))?;
+            let bad = |e: &dyn std::fmt::Display| corrupt_at(&slice, at, e);
+            let next = batch.header.next_offset();
+            if !batch.header.is_control() {
+                let records = batch
+                    .records_in(&mut scratch, u32::MAX)
+                    .map_err(|e| bad(&e))?;
+                for r in records {
+                    let r = r.map_err(|e| bad(&e))?;
+                    let generation = r
+                        .headers()
+                        .find(|(k, _)| *k == GENERATION_HEADER.as_bytes())
+                        .map(|(_, v)| v);
+                    let value = (!r.null_value).then_some(r.value);
+                    let key = r.key.unwrap_or_default();
+                    table.apply(key, value, generation).map_err(|e| bad(&e))?;
+                }
+            }
+            offset = next;
+        }
+    }
+    Ok(table)
+}
+
+/// A batch of the slice at `at` (bytes into it) that does not read.
+fn corrupt_at(slice: &FileSlice, at: u64, why: &dyn std::fmt::Display) -> Error {
+    Error::Corrupt {
+        path: slice.path.clone(),
+        position: slice.position + at,
+        reason: why.to_string(),
+    }
+}
+
+mod registry;
+pub use registry::{open_read_only, LocalOffsets, TopicRegistry, OFFSETS_TIMEOUT};
 
 #[cfg(test)]
 mod tests;

@@ -46,6 +46,8 @@
 //! | 8 | registry     | nothing: which registry coordinates the broker's groups |
 //! | 9 | init_producer_id | nothing: a producer id for an idempotent producer |
 //! | 10 | write_txn_marker | `topic str` · `partition u32` · `producer_id i64` · `producer_epoch u16` · `commit i8` (1 commit, 0 abort) · `coordinator_epoch u32`: a transaction coordinator's marker for the partition's leader ([`crate::storage::record::control`]) |
+//! | 11 | offset_commit | `group str` (1 to 249 bytes) · `topic str` · `partition u32` · `offset u64` (below 2^63) · `generation u64` (the committer's claim of the partition in the registry) · `mode i8` (0 commit: never lowers the stored offset; 1 fence: stores the generation alone, a new claim's first word; 2 reset: any offset; 3 delete), to the leader of the group's partition of the offsets topic ([`crate::coord::offsets_topic`]) |
+//! | 12 | offset_fetch | `group str` · `topic str` (empty: every topic) · `partition u32` (`2^32 - 1`: every partition) |
 //!
 //! # Responses (bodies after `error` and `message`)
 //!
@@ -61,6 +63,8 @@
 //! | sasl_authenticate | `message bytes` (the broker's next SASL message; after the last, the client is authenticated) |
 //! | init_producer_id | `producer_id i64` · `producer_epoch u16` (0): an id no other producer of the cluster gets ([`crate::coord::producer_ids`]), for the producer fields of the batches it sends ([`crate::storage::producers`]). Refused `authorization_failed` to a client that may write to no topic |
 //! | write_txn_marker | nothing: the marker is durable on the partition's in-sync replicas. Refused `authorization_failed` to a client without the cluster's cluster_action; `producer_fenced` when the producer's epoch, or its last marker's coordinator epoch, is newer |
+//! | offset_commit | `before i64`: the offset stored before (-1: none), once the record is durable on the in-sync replicas of the offsets topic's partition. Refused `commit_fenced` when a later claim's generation is stored for the partition (the message says which); `not_leader`, `partition_elsewhere` or `leader_not_available` from a broker that does not lead the group's partition (the client looks the leader up in the registry); `authorization_failed` without the group's read (delete: delete) |
+//! | offset_fetch | `count u32` · count × (`topic str` · `partition u32` · `offset u64`), sorted. Refused as offset_commit is, and without the group's describe |
 //! | registry     | `registry str` (the broker's `--registry`: a directory's absolute path, on the broker's host, or a `zk://` address; empty when it has none). Refused `authorization_failed` to a client that may not describe the cluster |
 //!
 //! In a cluster, a metadata partition that the answering broker does not
@@ -180,6 +184,7 @@
 //! | 27 | out_of_order_sequence | an idempotent producer's batch does not follow its last (a gap, or numbers used for other records): send again in order from the first batch not acknowledged |
 //! | 28 | producer_fenced | an idempotent producer's batch from an epoch older than its last: another instance took over |
 //! | 29 | invalid_txn_state | a transactional producer's request its transaction's state does not allow (a batch outside the transaction it has open) |
+//! | 30 | commit_fenced | an offset_commit by a claim of the partition that a later claim replaced: the member lost the partition |
 //!
 //! # Version history
 //!
@@ -216,17 +221,23 @@ pub use crate::error::ErrorCode;
 use crate::limits;
 
 mod frame;
+mod offsets;
 mod request;
 mod response;
 
 pub use frame::{finish_frame, put, Reader};
+pub use offsets::{
+    decode_commit_response, decode_offsets_response, put_commit_response, put_offsets_response,
+    CommitMode, OffsetCommit, OffsetFetch,
+};
 pub use request::{
     append_produce_request, committed_fetch_request, create_topic_request, decode_request,
     decode_request_header, fetch_request, init_producer_id_request, list_offsets_request,
-    metadata_request, offsets_for_leader_epoch_request, produce_request, registry_request,
-    replica_fetch_request, sasl_authenticate_request, sasl_handshake_request, start_request,
-    write_txn_marker_request, FetchPartition, FetchWant, Request, RequestError, RequestHeader,
-    TxnMarker, SASL_MESSAGE_BYTES_MAX,
+    metadata_request, offset_commit_request, offset_fetch_request,
+    offsets_for_leader_epoch_request, produce_request, registry_request, replica_fetch_request,
+    sasl_authenticate_request, sasl_handshake_request, start_request, write_txn_marker_request,
+    FetchPartition, FetchWant, Request, RequestError, RequestHeader, TxnMarker,
+    SASL_MESSAGE_BYTES_MAX,
 };
 pub use response::{
     begin_response, decode_epoch_end, decode_fetch_response, decode_metadata_response,
@@ -351,6 +362,10 @@ pub enum ApiKey {
     InitProducerId = 9,
     /// A transaction marker, from its coordinator to a partition's leader.
     WriteTxnMarker = 10,
+    /// A group's committed offset of a partition, written.
+    OffsetCommit = 11,
+    /// A group's committed offsets, read.
+    OffsetFetch = 12,
 }
 
 impl ApiKey {
@@ -389,6 +404,8 @@ impl ApiKey {
             Some(ApiKey::Registry) => "Registry",
             Some(ApiKey::InitProducerId) => "InitProducerId",
             Some(ApiKey::WriteTxnMarker) => "WriteTxnMarker",
+            Some(ApiKey::OffsetCommit) => "OffsetCommit",
+            Some(ApiKey::OffsetFetch) => "OffsetFetch",
             None => "an unknown API",
         }
     }
@@ -406,6 +423,8 @@ impl ApiKey {
             8 => ApiKey::Registry,
             9 => ApiKey::InitProducerId,
             10 => ApiKey::WriteTxnMarker,
+            11 => ApiKey::OffsetCommit,
+            12 => ApiKey::OffsetFetch,
             _ => return None,
         })
     }
@@ -424,7 +443,7 @@ mod tests {
 
     #[test]
     fn the_replication_error_codes_have_their_numbers_and_later_ones_are_unknown() {
-        let names: Vec<_> = (16..=30).map(|c| ErrorCode::from_u16(c).name()).collect();
+        let names: Vec<_> = (16..=31).map(|c| ErrorCode::from_u16(c).name()).collect();
         assert_eq!(
             names,
             [
@@ -442,12 +461,13 @@ mod tests {
                 "out_of_order_sequence",
                 "producer_fenced",
                 "invalid_txn_state",
+                "commit_fenced",
                 "unknown"
             ]
         );
         // The module docs' table has every code, by number and name.
         let docs = include_str!("mod.rs");
-        for code in 0..=29u16 {
+        for code in 0..=30u16 {
             assert_eq!(ErrorCode::from_u16(code) as u16, code, "{code} round trips");
             let row = format!("//! | {code} | {} |", ErrorCode::from_u16(code).name());
             assert!(docs.contains(&row), "no row {row:?} in the error table");

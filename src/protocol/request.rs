@@ -124,6 +124,10 @@ pub enum Request<'a> {
     InitProducerId,
     /// A transaction marker for a partition this broker leads.
     WriteTxnMarker(TxnMarker),
+    /// Writes a group's committed offset.
+    OffsetCommit(super::OffsetCommit),
+    /// Reads a group's committed offsets.
+    OffsetFetch(super::OffsetFetch),
 }
 
 /// A transaction marker a coordinator asks a partition's leader to write.
@@ -401,6 +405,27 @@ pub fn write_txn_marker_request(out: &mut Vec<u8>, correlation_id: u32, m: &TxnM
     finish_frame(out);
 }
 
+/// Encodes an offset_commit request.
+pub fn offset_commit_request(out: &mut Vec<u8>, correlation_id: u32, c: &super::OffsetCommit) {
+    start_request(out, ApiKey::OffsetCommit, correlation_id);
+    put::str(out, &c.group);
+    put::str(out, &c.topic);
+    put::u32(out, c.partition);
+    put::u64(out, c.offset);
+    put::u64(out, c.generation);
+    put::i8(out, c.mode as i8);
+    finish_frame(out);
+}
+
+/// Encodes an offset_fetch request.
+pub fn offset_fetch_request(out: &mut Vec<u8>, correlation_id: u32, f: &super::OffsetFetch) {
+    start_request(out, ApiKey::OffsetFetch, correlation_id);
+    put::str(out, &f.group);
+    put::str(out, f.topic.as_deref().unwrap_or(""));
+    put::u32(out, f.partition.unwrap_or(super::offsets::EVERY_PARTITION));
+    finish_frame(out);
+}
+
 /// The longest SASL message a broker reads (a SCRAM message is under 300
 /// bytes; Kafka's own bound on an unauthenticated request is 512 KiB).
 pub const SASL_MESSAGE_BYTES_MAX: usize = 64 * 1024;
@@ -474,6 +499,22 @@ pub fn decode_request(
     Ok((header, request))
 }
 
+/// A write_txn_marker's body.
+fn decode_marker(r: &mut Reader<'_>) -> Result<TxnMarker> {
+    let m = TxnMarker {
+        topic: fetch_topic(r)?,
+        partition: r.u32("partition")?,
+        producer_id: r.i64("producer_id")?,
+        producer_epoch: r.u16("producer_epoch")? as i16,
+        commit: r.i8("commit")? != 0,
+        coordinator_epoch: r.u32("coordinator_epoch")? as i32,
+    };
+    if m.producer_id < 0 || m.producer_epoch < 0 || m.coordinator_epoch < 0 {
+        return Err(ProtocolError(format!("a marker of {m:?}")));
+    }
+    Ok(m)
+}
+
 fn decode_body<'a>(api: ApiKey, version: u16, r: &mut Reader<'a>) -> Result<Request<'a>> {
     Ok(match api {
         ApiKey::Produce => Request::Produce {
@@ -515,20 +556,9 @@ fn decode_body<'a>(api: ApiKey, version: u16, r: &mut Reader<'a>) -> Result<Requ
         },
         ApiKey::Registry => Request::Registry,
         ApiKey::InitProducerId => Request::InitProducerId,
-        ApiKey::WriteTxnMarker => {
-            let m = TxnMarker {
-                topic: fetch_topic(r)?,
-                partition: r.u32("partition")?,
-                producer_id: r.i64("producer_id")?,
-                producer_epoch: r.u16("producer_epoch")? as i16,
-                commit: r.i8("commit")? != 0,
-                coordinator_epoch: r.u32("coordinator_epoch")? as i32,
-            };
-            if m.producer_id < 0 || m.producer_epoch < 0 || m.coordinator_epoch < 0 {
-                return Err(ProtocolError(format!("a marker of {m:?}")));
-            }
-            Request::WriteTxnMarker(m)
-        }
+        ApiKey::WriteTxnMarker => Request::WriteTxnMarker(decode_marker(r)?),
+        ApiKey::OffsetCommit => Request::OffsetCommit(super::offsets::decode_commit(r)?),
+        ApiKey::OffsetFetch => Request::OffsetFetch(super::offsets::decode_fetch(r)?),
         ApiKey::SaslAuthenticate => {
             let message = r.bytes("message")?;
             if message.len() > SASL_MESSAGE_BYTES_MAX {

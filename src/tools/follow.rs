@@ -557,6 +557,8 @@ fn join_group(
     let timeout = Duration::from_millis(group_options.session_timeout_ms);
     let registry = crate::coord::open(dir, timeout)
         .with_context(|| format!("cannot open the registry {}", dir.display()))?;
+    // Offsets are committed to the offsets topic, through its leader.
+    let registry = crate::coord::offsets_topic::TopicRegistry::wrap(registry);
     let config = group_config(options, group_options);
     join_when_there(registry, config, say).with_context(|| {
         format!(
@@ -646,6 +648,8 @@ pub fn reset_offsets(options: &Options, spec: OffsetSpec) -> anyhow::Result<()> 
     let timeout = Duration::from_millis(group_options.session_timeout_ms);
     let registry = crate::coord::open(dir, timeout)
         .with_context(|| format!("cannot open the registry {}", dir.display()))?;
+    // Offsets are committed to the offsets topic, through its leader.
+    let registry = crate::coord::offsets_topic::TopicRegistry::wrap(registry);
     let config = group_config(options, group_options);
     let resets =
         crate::coord::group::reset_offsets(&*registry, &config, spec).with_context(|| {

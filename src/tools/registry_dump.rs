@@ -46,9 +46,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use serde_json::json;
 
 use crate::coord::broker_config;
+use crate::coord::offsets_topic::TopicRegistry;
 use crate::coord::{BrokerInfo, Lease, MemberInfo, Owner, PartitionState, Registry, ZkRegistry};
 use crate::protocol::{ELSEWHERE, OFFLINE};
 
@@ -193,7 +195,13 @@ pub fn show(dir: &Path, json: bool, quiet: bool) -> anyhow::Result<()> {
         anyhow::bail!("not a registry (no brokers/ inside)");
     }
     let registry = open_to_look(dir)?;
-    let mut snapshot = read(&*registry)?;
+    // Committed offsets are the offsets topic's once it is placed.
+    let topic = crate::coord::offsets_topic::OFFSETS_TOPIC;
+    let offsets: Arc<dyn Registry> = match registry.placement(topic)? {
+        Some(_) => Arc::new(TopicRegistry::new(Arc::clone(&registry), LOOK_TIMEOUT)),
+        None => Arc::clone(&registry),
+    };
+    let mut snapshot = read(&*registry, &*offsets)?;
     snapshot.leases = crate::coord::zk_address(dir).is_none();
     let say = Say { quiet };
     say_silent(
@@ -226,7 +234,9 @@ pub(crate) fn open_to_look(registry: &Path) -> crate::Result<Arc<dyn Registry>> 
     }
 }
 
-fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
+/// What the registry holds, with the committed offsets `offsets` holds
+/// (the registry, or the offsets topic).
+fn read(registry: &dyn Registry, offsets: &dyn Registry) -> anyhow::Result<Snapshot> {
     let brokers = registry.brokers()?;
     let mut ends = EndOffsets {
         brokers: &brokers,
@@ -248,7 +258,7 @@ fn read(registry: &dyn Registry) -> anyhow::Result<Snapshot> {
         for (m, lease) in registry.sessions(&group)? {
             members.push((group.clone(), m, lease));
         }
-        group_rows(registry, &group, &brokers, &mut rows)?;
+        group_rows((registry, offsets), &group, &brokers, &mut rows)?;
     }
     // Everything read from the registry: now ask each broker, once.
     let mut wanted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -328,13 +338,16 @@ fn state_rows(registry: &dyn Registry) -> anyhow::Result<Vec<StateRow>> {
 /// nothing committed yet (among those the `brokers` hold); their end
 /// offsets are asked later.
 fn group_rows(
-    registry: &dyn Registry,
+    (registry, offsets): (&dyn Registry, &dyn Registry),
     group: &str,
     brokers: &[BrokerInfo],
     rows: &mut Vec<OffsetRow>,
 ) -> anyhow::Result<()> {
     let mut seen = BTreeSet::new();
-    for (topic, partition, committed) in registry.offsets(group)? {
+    let committed = offsets
+        .offsets(group)
+        .with_context(|| format!("cannot read the committed offsets of group {group}"))?;
+    for (topic, partition, committed) in committed {
         seen.insert((topic.clone(), partition));
         rows.push(OffsetRow {
             owner: registry.owner(group, &topic, partition),

@@ -78,11 +78,25 @@ impl TestRegistry {
         klog::coord::open_read_only(&self.spec).expect("open the registry read-only")
     }
 
+    /// The registry, only to look at it, with the committed offsets of
+    /// the offsets topic (asked of its brokers).
+    pub fn offsets(&self) -> Arc<dyn Registry> {
+        klog::coord::offsets_topic::open_read_only(&self.spec).expect("open the registry read-only")
+    }
+
     /// The registry's directory, on the directory backend.
     pub fn dir(&self) -> Option<&Path> {
         match self.holder {
             Holder::Dir(_) => Some(Path::new(&self.spec)),
             Holder::Zk(_) => None,
+        }
+    }
+
+    /// The ZooKeeper server, on that backend (to pause it).
+    pub fn zk_server(&self) -> Option<&ZkServer> {
+        match &self.holder {
+            Holder::Dir(_) => None,
+            Holder::Zk(server) => Some(server),
         }
     }
 

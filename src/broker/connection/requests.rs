@@ -148,6 +148,22 @@ fn answer_now(
                 Err((code, msg)) => error_into(out, correlation_id, code, &msg),
             }
         }
+        Request::OffsetCommit(c) => match crate::broker::offsets::commit(shared, &c) {
+            Ok(before) => {
+                let start = protocol::begin_response(out, correlation_id, ErrorCode::None, "");
+                protocol::put_commit_response(out, before);
+                protocol::finish_frame(&mut out[start..]);
+            }
+            Err((code, msg)) => error_into(out, correlation_id, code, &msg),
+        },
+        Request::OffsetFetch(f) => match crate::broker::offsets::fetch(shared, &f) {
+            Ok(offsets) => {
+                let start = protocol::begin_response(out, correlation_id, ErrorCode::None, "");
+                protocol::put_offsets_response(out, &offsets);
+                protocol::finish_frame(&mut out[start..]);
+            }
+            Err((code, msg)) => error_into(out, correlation_id, code, &msg),
+        },
         Request::Produce { .. }
         | Request::Fetch { .. }
         | Request::SaslHandshake { .. }
@@ -252,6 +268,25 @@ fn authorize(shared: &Shared, session: &mut Session, request: &Request<'_>) -> O
         Request::WriteTxnMarker(_) => {
             (!session.allows(shared, Op::ClusterAction, (R::Cluster, CLUSTER)))
                 .then(|| format!("{} may not write transaction markers", session.principal))
+        }
+        // Kafka's: OffsetCommit reads the group, OffsetDelete deletes in
+        // it, OffsetFetch describes it; a broker (cluster_action) asks for
+        // the Kafka clients whose groups it coordinates.
+        Request::OffsetCommit(c) => {
+            let op = match c.mode {
+                protocol::CommitMode::Delete => Op::Delete,
+                _ => Op::Read,
+            };
+            let broker = session.allows(shared, Op::ClusterAction, (R::Cluster, CLUSTER));
+            (!broker && !session.allows(shared, op, (R::Group, &c.group))).then(|| {
+                let who = &session.principal;
+                format!("{who} may not commit offsets of group {:?}", c.group)
+            })
+        }
+        Request::OffsetFetch(f) => {
+            let broker = session.allows(shared, Op::ClusterAction, (R::Cluster, CLUSTER));
+            (!broker && !session.allows(shared, Op::Describe, (R::Group, &f.group)))
+                .then(|| format!("{} may not describe group {:?}", session.principal, f.group))
         }
         Request::Metadata { .. }
         | Request::SaslHandshake { .. }

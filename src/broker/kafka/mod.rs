@@ -236,8 +236,9 @@ impl KafkaSide {
 fn start_coordinator(
     shared: &Arc<Shared>,
 ) -> std::io::Result<(Arc<group::Coordinator>, Arc<transactions::Transactions>)> {
-    let registry = match &shared.registry {
-        Some(r) => Arc::clone(r),
+    // Groups commit to the offsets topic, led by some broker.
+    let registry = match crate::broker::offsets::registry(shared) {
+        Some(r) => r,
         None => {
             let dir = shared.config.data_dir.join("kafka-groups");
             crate::coord::open(&dir, shared.config.session_timeout)
@@ -298,6 +299,7 @@ fn kafka_code(code: ErrorCode) -> i16 {
         ErrorCode::OutOfOrderSequence => k::OUT_OF_ORDER_SEQUENCE_NUMBER,
         ErrorCode::ProducerFenced => k::INVALID_PRODUCER_EPOCH,
         ErrorCode::InvalidTxnState => k::INVALID_TXN_STATE,
+        ErrorCode::CommitFenced => k::ILLEGAL_GENERATION,
         _ => k::UNKNOWN_SERVER_ERROR,
     }
 }

@@ -4,6 +4,7 @@
 use super::{bounds, routes, GroupConfig};
 use crate::client::offset::{resolve_in, OffsetSpec};
 use crate::client::Connections;
+use crate::coord::offsets_topic::is_carry_over_refused;
 use crate::coord::Registry;
 use crate::error::{Error, Result};
 
@@ -61,7 +62,7 @@ pub fn reset_offsets(
         })?;
         let before = match registry.committed(group, topic, p) {
             // Damaged: what the reset is for.
-            Err(e @ Error::Corrupt { .. }) => {
+            Err(e) if matches!(e, Error::Corrupt { .. }) || is_carry_over_refused(&e) => {
                 crate::diag::line(format_args!("% {e}: the reset replaces it"));
                 None
             }

@@ -1,0 +1,350 @@
+//! Committed offsets in the offsets topic, `__consumer_offsets`
+//! ([`crate::coord::offsets_topic`]): the broker that leads a group's
+//! partition of it answers the group's offset_commit and offset_fetch
+//! requests ([`crate::protocol`]) from a table it builds by reading the
+//! partition, and writes each commit as a record of it, durable on the
+//! partition's in-sync replicas (`acks=all`) before the answer.
+//!
+//! - **The topic** is created at the first request that needs it, by the
+//!   broker that gets it: `--offsets-topic-partitions` partitions,
+//!   `--offsets-topic-replication-factor` replicas (at most the live
+//!   brokers), `cleanup.policy=compact`. It is a topic like any other:
+//!   replicated, compacted by the cleaner, readable by consumers.
+//! - **The table** of a partition is built again whenever this broker's
+//!   leadership of it changes (a new leader epoch): read from the log's
+//!   start to its end, each key's last record. Only the leader writes, one
+//!   request at a time per partition: a check and its append are atomic.
+//! - **Fencing**: every record carries the generation of the committer's
+//!   claim of the partition in the registry. A claim's first word is a
+//!   fence (a record of its generation); a commit, reset or delete of an
+//!   older generation than the one stored is refused (`commit_fenced`).
+//!   So a member that lost a partition never commits past the claim that
+//!   took it over, however late its commit arrives, on any leader.
+//! - **Carried over**: a group with no record here has its offsets read
+//!   from the registry (where klog kept them before) once, and written as
+//!   records, before its first request is answered; the registry's are
+//!   never read again for it. A registry that cannot be read then refuses
+//!   the request (the client asks again).
+//! - **Bounds**: at most [`limits::COMMITTED_OFFSETS_MAX`] keys a
+//!   partition; a commit that would add one past that is refused
+//!   `limit_reached`.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::connection::writer::durable;
+use super::shared::{error_code, Appended, Partition, Shared};
+use crate::coord::offsets_topic::TopicRegistry;
+use crate::coord::offsets_topic::{
+    encode_generation, encode_key, encode_value, partition_of, replay, Committed, OffsetKey,
+    OffsetsTable, CARRY_OVER_REFUSED, GENERATION_HEADER, OFFSETS_TOPIC,
+};
+use crate::limits;
+use crate::protocol::{CommitMode, ErrorCode, OffsetCommit, OffsetFetch, ACKS_ALL};
+use crate::storage::record::BatchBuilder;
+use crate::sync::lock;
+
+pub(in crate::broker) mod slots;
+
+use slots::Loaded;
+
+/// A refusal: the error code and why.
+type Refusal = (ErrorCode, String);
+
+/// A record to write: a key and its value (`None`: a tombstone).
+type Write = (OffsetKey, Option<Committed>);
+
+/// Answers an offset_commit: the offset stored before.
+pub(super) fn commit(shared: &Shared, c: &OffsetCommit) -> Result<Option<u64>, Refusal> {
+    let deadline = deadline(shared);
+    let (part, slot) = group_partition(shared, &c.group)?;
+    let key = OffsetKey {
+        group: c.group.clone(),
+        topic: c.topic.clone(),
+        partition: c.partition,
+    };
+    let replaced = matches!(c.mode, CommitMode::Reset | CommitMode::Delete).then_some(&key);
+    let mut loaded = ready(shared, &part, &slot, &c.group, replaced)?;
+    let stored = loaded.table.get(&key).cloned();
+    let before = stored.as_ref().and_then(|s| s.offset);
+    if let Err(e) = loaded.table.check(&key, c.generation) {
+        return Err((ErrorCode::CommitFenced, e.to_string()));
+    }
+    let generation = c.generation;
+    let write = match c.mode {
+        CommitMode::Commit if before.is_some_and(|b| b >= c.offset) => None,
+        CommitMode::Commit | CommitMode::Reset => Some(Some(committed(Some(c.offset), generation))),
+        CommitMode::Fence if stored.as_ref().is_some_and(|s| s.generation >= generation) => None,
+        CommitMode::Fence => Some(Some(committed(before, generation))),
+        CommitMode::Delete if stored.is_none() => None,
+        CommitMode::Delete => Some(None),
+    };
+    if stored.is_none() && write.is_some() && loaded.table.len() >= limits::COMMITTED_OFFSETS_MAX {
+        let why = format!(
+            "{OFFSETS_TOPIC} [{}] holds {} committed offsets, the most a partition holds",
+            part.partition,
+            limits::COMMITTED_OFFSETS_MAX
+        );
+        return Err((ErrorCode::LimitReached, why));
+    }
+    let writes: Vec<Write> = write.map(|w| (key, w)).into_iter().collect();
+    let appended = write_records(shared, &part, &mut loaded, writes)?;
+    drop(loaded);
+    if let Some(appended) = appended {
+        durable(&part, &appended, deadline)?;
+    }
+    Ok(before)
+}
+
+/// Answers an offset_fetch: (topic, partition, offset), sorted.
+pub(super) fn fetch(shared: &Shared, f: &OffsetFetch) -> Result<Vec<(String, u32, u64)>, Refusal> {
+    let deadline = deadline(shared);
+    let (part, slot) = group_partition(shared, &f.group)?;
+    let loaded = ready(shared, &part, &slot, &f.group, None)?;
+    let offsets: Vec<_> = loaded
+        .table
+        .group(&f.group)
+        .into_iter()
+        .filter(|(t, p, _)| {
+            f.topic.as_ref().is_none_or(|want| want == t)
+                && f.partition.is_none_or(|want| want == *p)
+        })
+        .collect();
+    let last = loaded.last;
+    drop(loaded);
+    if let Some(last) = last {
+        durable(&part, &last, deadline)?;
+    }
+    Ok(offsets)
+}
+
+fn deadline(shared: &Shared) -> Instant {
+    Instant::now() + Duration::from_millis(shared.config.request_timeout_ms)
+}
+
+fn committed(offset: Option<u64>, generation: u64) -> Committed {
+    Committed {
+        offset,
+        leader_epoch: -1,
+        metadata: String::new(),
+        timestamp_ms: crate::clock::now_ms(),
+        generation,
+    }
+}
+
+/// The partition of the offsets topic holding `group`, which this broker
+/// must lead, and its table's slot; the topic is created first if no
+/// broker did yet.
+fn group_partition(
+    shared: &Shared,
+    group: &str,
+) -> Result<(Arc<Partition>, Arc<Mutex<Loaded>>), Refusal> {
+    // The topics' lock is let go before a creation takes it to write.
+    let open = shared
+        .read_topics()
+        .get(OFFSETS_TOPIC)
+        .map(|p| p.len() as u32);
+    let count = match open {
+        Some(count) => count,
+        None => create(shared)?,
+    };
+    let p = partition_of(group, count);
+    let part = shared.partition(OFFSETS_TOPIC, p)?;
+    Ok((part, shared.offsets.slot(p)))
+}
+
+/// Opens the offsets topic here, placing it first (compacted) when no
+/// broker has; its partition count.
+fn create(shared: &Shared) -> Result<u32, Refusal> {
+    let refused = |e: crate::error::Error| (error_code(&e), e.to_string());
+    let config = &shared.config;
+    let mut rf = 1;
+    if let Some(registry) = shared.registry.as_deref() {
+        let live = registry.brokers().map_err(refused)?.len() as u32;
+        rf = config.offsets_topic_replication_factor.min(live).max(1);
+        // Commits wait for two copies where there are two.
+        let min_isr = rf.min(2).to_string();
+        if registry
+            .placement(OFFSETS_TOPIC)
+            .map_err(refused)?
+            .is_none()
+        {
+            crate::coord::topic_config::replace(registry, OFFSETS_TOPIC, &mut |c| {
+                c.set("cleanup.policy", "compact")?;
+                c.set("min.insync.replicas", &min_isr)
+            })
+            .map_err(refused)?
+            .map_err(|why| (ErrorCode::InvalidRequest, why))?;
+        }
+    } else {
+        let mut compact = crate::coord::topic_config::TopicConfig::new();
+        compact
+            .set("cleanup.policy", "compact")
+            .and_then(|()| compact.set("min.insync.replicas", "1"))
+            .map_err(|why| (ErrorCode::InvalidRequest, why))?;
+        shared.topic_configs.set(OFFSETS_TOPIC, compact);
+    }
+    let (count, _) = shared
+        .create_topic_replicated(OFFSETS_TOPIC, config.offsets_topic_partitions, rf)
+        .map_err(refused)?;
+    Ok(count)
+}
+
+/// The partition's table, read again if this broker's leadership changed
+/// since, with `group`'s registry offsets carried over.
+fn ready<'s>(
+    shared: &Shared,
+    part: &Arc<Partition>,
+    slot: &'s Mutex<Loaded>,
+    group: &str,
+    replaced: Option<&OffsetKey>,
+) -> Result<MutexGuard<'s, Loaded>, Refusal> {
+    let mut loaded = lock(slot);
+    let min_isr = part.min_insync.load(Ordering::Relaxed);
+    let epoch = part.may_append(ACKS_ALL, min_isr)?;
+    if loaded.epoch != Some(epoch) {
+        let log = part.lock();
+        let table = replay(&log).map_err(|e| (error_code(&e), e.to_string()))?;
+        *loaded = Loaded {
+            epoch: Some(epoch),
+            table,
+            carried: HashSet::new(),
+            last: None,
+        };
+    }
+    if !loaded.carried.contains(group) {
+        let writes = carry_over(shared, &loaded.table, group, replaced)?;
+        if let Some(appended) = write_records(shared, part, &mut loaded, writes)? {
+            durable(part, &appended, deadline(shared))?;
+        }
+        loaded.carried.insert(group.to_string());
+    }
+    Ok(loaded)
+}
+
+/// The records that carry `group`'s registry offsets over: none when the
+/// table has a record of the group already (carried before, or written).
+/// An offset that does not parse refuses the request, naming it (never a
+/// silent start from elsewhere), unless it is `replaced`'s, which the
+/// request resets or deletes.
+fn carry_over(
+    shared: &Shared,
+    table: &OffsetsTable,
+    group: &str,
+    replaced: Option<&OffsetKey>,
+) -> Result<Vec<Write>, Refusal> {
+    let Some(registry) = shared.registry.as_deref() else {
+        return Ok(Vec::new());
+    };
+    if table.has_group(group) {
+        return Ok(Vec::new());
+    }
+    let refused = |e: &crate::error::Error| {
+        let why = format!("{CARRY_OVER_REFUSED} {group}'s offsets over from the registry: {e}");
+        (ErrorCode::StorageError, why)
+    };
+    let mut writes = Vec::new();
+    for (topic, partition, offset) in registry.offsets(group).map_err(|e| refused(&e))? {
+        let key = OffsetKey {
+            group: group.to_string(),
+            topic,
+            partition,
+        };
+        match offset {
+            Ok(offset) => writes.push((key, Some(committed(Some(offset), 0)))),
+            Err(_) if replaced == Some(&key) => {}
+            Err(e) => return Err(refused(&e)),
+        }
+    }
+    Ok(writes)
+}
+
+/// Appends `writes` as one batch to the partition, in the leadership the
+/// table was read in, and applies them to the table; what to wait for.
+fn write_records(
+    shared: &Shared,
+    part: &Arc<Partition>,
+    loaded: &mut Loaded,
+    writes: Vec<Write>,
+) -> Result<Option<Appended>, Refusal> {
+    if writes.is_empty() {
+        return Ok(None);
+    }
+    let now = crate::clock::now_ms();
+    let mut builder = BatchBuilder::new();
+    for (key, value) in &writes {
+        let k = encode_key(key);
+        let generation = value.as_ref().map_or(0, |c| c.generation);
+        let g = encode_generation(generation);
+        let headers = [(GENERATION_HEADER.as_bytes(), g.as_slice())];
+        let v = value.as_ref().map(encode_value);
+        builder.push_nullable(now, Some(&k), &headers, v.as_deref());
+    }
+    let appended = {
+        let mut log = part.lock();
+        let min_isr = part.min_insync.load(Ordering::Relaxed);
+        let leader_epoch = part.may_append(ACKS_ALL, min_isr)?;
+        if loaded.epoch != Some(leader_epoch) {
+            let why = format!("{OFFSETS_TOPIC} [{}]: leadership moved", part.partition);
+            return Err((ErrorCode::NotLeader, why));
+        }
+        let info = log
+            .append(builder.finish(), now)
+            .map_err(|e| (error_code(&e), e.to_string()))?;
+        Appended {
+            base_offset: info.base_offset,
+            end_offset: info.last_offset + 1,
+            epoch: info.epoch,
+            leader_epoch,
+        }
+    };
+    shared.mark_dirty(part, true);
+    for (key, value) in writes {
+        loaded.table.set(key, value);
+    }
+    loaded.last = Some(appended);
+    Ok(Some(appended))
+}
+
+/// The broker's registry with its groups' offsets in the offsets topic,
+/// answered here for the partitions this broker leads (and asked of
+/// their leaders for the others); `None` without a registry.
+pub(super) fn registry(shared: &Shared) -> Option<Arc<dyn crate::coord::Registry>> {
+    let registry = Arc::clone(shared.registry.as_ref()?);
+    let me = shared.me.get().cloned().unwrap_or_default();
+    Some(TopicRegistry::in_broker(registry, Arc::new(Here(me))))
+}
+
+/// A broker's own answers for the groups whose partition of the offsets
+/// topic it leads ([`crate::coord::offsets_topic::LocalOffsets`]): its
+/// group coordinator asks without a connection (nor the credentials one
+/// would need).
+#[derive(Debug)]
+pub(super) struct Here(pub(super) std::sync::Weak<Shared>);
+
+impl Here {
+    fn answer<T>(
+        &self,
+        answer: impl FnOnce(&Shared) -> Result<T, Refusal>,
+    ) -> Option<crate::Result<T>> {
+        let shared = self.0.upgrade()?;
+        match answer(&shared) {
+            Ok(answer) => Some(Ok(answer)),
+            // Led elsewhere: asked there.
+            Err((ErrorCode::PartitionElsewhere | ErrorCode::NotLeader, _)) => None,
+            Err((code, message)) => Some(Err(crate::Error::Broker { code, message })),
+        }
+    }
+}
+
+impl crate::coord::offsets_topic::LocalOffsets for Here {
+    fn commit(&self, c: &OffsetCommit) -> Option<crate::Result<Option<u64>>> {
+        self.answer(|shared| commit(shared, c))
+    }
+
+    fn fetch(&self, f: &OffsetFetch) -> Option<crate::Result<Vec<(String, u32, u64)>>> {
+        self.answer(|shared| fetch(shared, f))
+    }
+}

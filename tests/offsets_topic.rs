@@ -1,0 +1,216 @@
+//! Committed offsets in the offsets topic, `__consumer_offsets` (issue
+//! 28): groups commit there, klog's members and Kafka clients alike; the
+//! registry keeps membership and ownership, and its old offsets are
+//! carried over once; commits go on through a failover of the topic's
+//! leader and a ZooKeeper outage; a member that lost its claim cannot
+//! commit, however late.
+
+mod common;
+
+use std::time::Duration;
+
+use common::cluster::Cluster;
+use common::kafka::{kcat_path, KafkaBroker};
+use common::registry::{Backend, TestRegistry};
+use common::{bin, produce_to, BrokerProc};
+use klog::coord::offsets_topic::{partition_of, TopicRegistry, OFFSETS_TOPIC};
+use klog::error::Error;
+
+/// Bound on each step.
+const BOUND: Duration = Duration::from_secs(60);
+
+fn lines(n: u64) -> String {
+    (0..n).map(|i| format!("{i}\n")).collect()
+}
+
+/// How many records a `klog-consume -G group -e` member reads.
+fn read_as_group(registry: &str, group: &str) -> usize {
+    let out = bin("klog-consume")
+        .args(["-t", "t", "-G", group, "--registry", registry, "-e", "-q"])
+        .timeout(BOUND)
+        .assert()
+        .success();
+    out.get_output()
+        .stdout
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+}
+
+#[test]
+fn groups_commit_to_the_offsets_topic_and_registry_offsets_are_carried_over_once() {
+    let broker = KafkaBroker::with_registry(&["--partitions", "1"]);
+    let reg = broker.registry.clone().unwrap();
+    produce_to(broker.addr(), "t", &lines(10), &[]);
+    // Committed before the offsets topic existed: in the registry.
+    let raw = klog::coord::open(&reg, klog::coord::SESSION_TIMEOUT).unwrap();
+    raw.reset_offset("old", "t", 0, 4).unwrap();
+    assert_eq!(read_as_group(&reg, "old"), 6, "carried over: from offset 4");
+    assert_eq!(read_as_group(&reg, "new"), 10);
+    assert_eq!(read_as_group(&reg, "new"), 0, "committed");
+    let topic = klog::coord::offsets_topic::open_read_only(&reg).unwrap();
+    assert_eq!(
+        raw.committed("new", "t", 0).unwrap(),
+        None,
+        "not in the registry"
+    );
+    assert_eq!(topic.committed("new", "t", 0).unwrap(), Some(10));
+    assert_eq!(
+        raw.committed("old", "t", 0).unwrap(),
+        Some(4),
+        "left as it was"
+    );
+    assert_eq!(topic.committed("old", "t", 0).unwrap(), Some(10));
+    // Carried over once: the registry's offsets are not read again.
+    raw.reset_offset("old", "t", 0, 2).unwrap();
+    assert_eq!(read_as_group(&reg, "old"), 0);
+    // The records are the topic's, readable like any other's.
+    let out = bin("klog-consume")
+        .args([
+            "-b",
+            broker.addr(),
+            "-t",
+            OFFSETS_TOPIC,
+            "-e",
+            "-q",
+            "-f",
+            "%p\n",
+        ])
+        .timeout(BOUND)
+        .assert()
+        .success();
+    let parts = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let at = |g| partition_of(g, 8).to_string();
+    assert!(parts.lines().any(|p| p == at("new")), "{parts}");
+    // Kafka's OffsetCommit and OffsetFetch go there too.
+    let Some(kcat) = kcat_path() else {
+        return;
+    };
+    let k = broker.kcat(&kcat);
+    let args = ["-G", "kc", "-X", "auto.offset.reset=earliest", "-e", "t"];
+    assert_eq!(k.ok(&args, b"").iter().filter(|b| **b == b'\n').count(), 10);
+    assert_eq!(
+        raw.committed("kc", "t", 0).unwrap(),
+        None,
+        "not in the registry"
+    );
+    assert_eq!(topic.committed("kc", "t", 0).unwrap(), Some(10));
+    assert!(
+        k.ok(&args, b"").is_empty(),
+        "kcat fetched its group's offset"
+    );
+    assert_eq!(read_as_group(&reg, "kc"), 0, "one group for both kinds");
+}
+
+/// A claim's first word is its fence: from then on a commit of an older
+/// claim (a member paused past its lease) is refused, before and after the
+/// broker restarts and reads the topic again.
+#[test]
+fn a_late_commit_of_a_claim_taken_over_is_refused_even_after_a_restart() {
+    let registry = TestRegistry::start(Backend::Dir).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let args = ["--registry", registry.spec(), "--partitions", "1"];
+    let mut broker = BrokerProc::start(&data, &args);
+    produce_to(&broker.addr, "t", &lines(10), &[]);
+    let r = TopicRegistry::wrap(registry.open());
+    let lease = Duration::from_millis(300);
+    let paused = r.claim("g", "t", 0, "paused", lease).unwrap().unwrap();
+    r.commit("g", "t", 0, 5, &paused).unwrap();
+    std::thread::sleep(lease * 2);
+    let next = r.claim("g", "t", 0, "next", BOUND).unwrap().unwrap();
+    assert!(next.generation() > paused.generation());
+    let late = r.commit("g", "t", 0, 9, &paused);
+    assert!(matches!(late, Err(Error::Fenced { .. })), "{late:?}");
+    assert_eq!(r.committed("g", "t", 0).unwrap(), Some(5));
+    r.commit("g", "t", 0, 7, &next).unwrap();
+    broker.terminate();
+    let broker = BrokerProc::start(&data, &args);
+    let late = r.commit("g", "t", 0, 10, &paused);
+    assert!(matches!(late, Err(Error::Fenced { .. })), "{late:?}");
+    r.commit("g", "t", 0, 8, &next).unwrap();
+    assert_eq!(r.committed("g", "t", 0).unwrap(), Some(8));
+    drop(broker);
+}
+
+/// A group commits on while the leader of its partition of the offsets
+/// topic is killed: a new leader serves the same offsets.
+#[test]
+fn a_group_commits_through_a_failover_of_its_offsets_leader() {
+    let args = [
+        "--replication-factor",
+        "3",
+        "--partitions",
+        "1",
+        "--session-timeout",
+        "2s",
+        "--replica-lag-time",
+        "2s",
+        "--offsets-topic-partitions",
+        "2",
+    ];
+    let mut cluster = Cluster::start(Backend::Dir, 3, &args).unwrap();
+    let produce = |cluster: &Cluster, n: u64| {
+        bin("klog-produce")
+            .args([
+                "--registry",
+                cluster.spec(),
+                "-t",
+                "t",
+                "-q",
+                "--acks",
+                "all",
+            ])
+            .write_stdin(lines(n))
+            .timeout(BOUND)
+            .assert()
+            .success();
+    };
+    produce(&cluster, 100);
+    let reg = cluster.spec().to_string();
+    assert_eq!(read_as_group(&reg, "g"), 100);
+    let p = partition_of("g", 2);
+    cluster.wait_full_isr(OFFSETS_TOPIC, p, BOUND);
+    let state = cluster.wait_leader(OFFSETS_TOPIC, p, BOUND);
+    let leads = cluster.slot_of(state.leader.as_deref().unwrap());
+    cluster.kill9(leads);
+    produce(&cluster, 50);
+    assert_eq!(
+        read_as_group(&reg, "g"),
+        50,
+        "the commit survived its leader"
+    );
+    assert_eq!(
+        read_as_group(&reg, "g"),
+        0,
+        "and the new leader took commits"
+    );
+    let moved = cluster.wait_leader(OFFSETS_TOPIC, p, BOUND);
+    assert_ne!(moved.leader, state.leader);
+    let topic = klog::coord::offsets_topic::open_read_only(&reg).unwrap();
+    assert_eq!(topic.committed("g", "t", 0).unwrap(), Some(150));
+}
+
+/// Commits need no registry: while ZooKeeper answers nothing, a member
+/// that holds its claim commits on.
+#[test]
+fn commits_go_on_while_zookeeper_answers_nothing() {
+    let Some(registry) = TestRegistry::start(Backend::Zk) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--registry", registry.spec(), "--partitions", "1"];
+    let broker = BrokerProc::start(&dir.path().join("data"), &args);
+    produce_to(&broker.addr, "t", &lines(10), &[]);
+    let r = TopicRegistry::wrap(registry.open());
+    let claim = r.claim("g", "t", 0, "m", BOUND).unwrap().unwrap();
+    r.commit("g", "t", 0, 1, &claim).unwrap();
+    let zk = registry.zk_server().unwrap();
+    zk.pause();
+    let during: Vec<_> = (2..=4).map(|o| r.commit("g", "t", 0, o, &claim)).collect();
+    let fetched = r.committed("g", "t", 0);
+    zk.resume();
+    assert!(during.iter().all(Result::is_ok), "{during:?}");
+    assert_eq!(fetched.unwrap(), Some(4));
+    drop(broker);
+}
