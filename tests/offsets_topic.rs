@@ -207,7 +207,13 @@ fn commits_go_on_while_zookeeper_answers_nothing() {
     r.commit("g", "t", 0, 1, &claim).unwrap();
     let zk = registry.zk_server().unwrap();
     zk.pause();
-    let during: Vec<_> = (2..=4).map(|o| r.commit("g", "t", 0, o, &claim)).collect();
+    // An outage of a few seconds, a commit every second of it.
+    let during: Vec<_> = (2..=4)
+        .map(|o| {
+            std::thread::sleep(Duration::from_secs(1));
+            r.commit("g", "t", 0, o, &claim)
+        })
+        .collect();
     let fetched = r.committed("g", "t", 0);
     zk.resume();
     assert!(during.iter().all(Result::is_ok), "{during:?}");

@@ -90,10 +90,13 @@ pub(super) fn commit(shared: &Shared, c: &OffsetCommit) -> Result<Option<u64>, R
         return Err((ErrorCode::LimitReached, why));
     }
     let writes: Vec<Write> = write.map(|w| (key, w)).into_iter().collect();
-    let appended = write_records(shared, &part, &mut loaded, writes)?;
+    // Nothing to write (the offset is there already): the answer still
+    // waits for the records before it, which a retry may be asking after.
+    write_records(shared, &part, &mut loaded, writes)?;
+    let last = loaded.last;
     drop(loaded);
-    if let Some(appended) = appended {
-        durable(&part, &appended, deadline)?;
+    if let Some(last) = last {
+        durable(&part, &last, deadline)?;
     }
     Ok(before)
 }
