@@ -14,7 +14,8 @@ use common::kafka::{kcat_path, KafkaBroker};
 use common::registry::{Backend, TestRegistry};
 use common::{bin, produce_to, BrokerProc};
 use klog::coord::offsets_topic::{partition_of, TopicRegistry, OFFSETS_TOPIC};
-use klog::error::Error;
+use klog::error::{Error, ErrorCode};
+use klog::protocol::{CommitMode, OffsetCommit};
 
 /// Bound on each step.
 const BOUND: Duration = Duration::from_secs(60);
@@ -131,6 +132,60 @@ fn a_late_commit_of_a_claim_taken_over_is_refused_even_after_a_restart() {
     r.commit("g", "t", 0, 8, &next).unwrap();
     assert_eq!(r.committed("g", "t", 0).unwrap(), Some(8));
     drop(broker);
+}
+
+/// A client's generation is believed only when the registry says it is a
+/// current claim; a deleted offset keeps its fence; no client writes the
+/// topic but its brokers.
+#[test]
+fn made_up_generations_deleted_offsets_and_produces_cannot_go_round_the_fence() {
+    let registry = TestRegistry::start(Backend::Dir).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--registry", registry.spec(), "--partitions", "1"];
+    let broker = BrokerProc::start(&dir.path().join("data"), &args);
+    produce_to(&broker.addr, "t", &lines(10), &[]);
+    let r = TopicRegistry::wrap(registry.open());
+    let lease = Duration::from_millis(300);
+    let paused = r.claim("g", "t", 0, "paused", lease).unwrap().unwrap();
+    r.commit("g", "t", 0, 5, &paused).unwrap();
+    // A generation no claim has, sent as it is: refused, nothing stored.
+    let mut c = klog::client::Connection::connect(&broker.addr).unwrap();
+    let forged = OffsetCommit {
+        group: "g".into(),
+        topic: "t".into(),
+        partition: 0,
+        offset: 1,
+        generation: u64::MAX,
+        mode: CommitMode::Reset,
+    };
+    let refused = c.offset_commit(&forged);
+    assert!(
+        matches!(
+            &refused,
+            Err(Error::Broker {
+                code: ErrorCode::CommitFenced,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(r.committed("g", "t", 0).unwrap(), Some(5));
+    // Taken over, then deleted: the paused member's commit stays refused.
+    std::thread::sleep(lease * 2);
+    drop(r.claim("g", "t", 0, "next", BOUND).unwrap().unwrap());
+    assert!(r.delete_offset("g", "t", 0).unwrap());
+    assert_eq!(r.committed("g", "t", 0).unwrap(), None);
+    let late = r.commit("g", "t", 0, 9, &paused);
+    assert!(matches!(late, Err(Error::Fenced { .. })), "{late:?}");
+    assert_eq!(r.committed("g", "t", 0).unwrap(), None);
+    // Only its brokers write the offsets topic.
+    bin("klog-produce")
+        .args(["-b", &broker.addr, "-t", OFFSETS_TOPIC, "-q"])
+        .write_stdin("x\n")
+        .timeout(BOUND)
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("internal"));
 }
 
 /// A group commits on while the leader of its partition of the offsets

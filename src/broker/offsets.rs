@@ -67,38 +67,86 @@ pub(super) fn commit(shared: &Shared, c: &OffsetCommit) -> Result<Option<u64>, R
     };
     let replaced = matches!(c.mode, CommitMode::Reset | CommitMode::Delete).then_some(&key);
     let mut loaded = ready(shared, &part, &slot, &c.group, replaced)?;
-    let stored = loaded.table.get(&key).cloned();
-    let before = stored.as_ref().and_then(|s| s.offset);
-    if let Err(e) = loaded.table.check(&key, c.generation) {
-        return Err((ErrorCode::CommitFenced, e.to_string()));
-    }
-    let generation = c.generation;
-    let write = match c.mode {
-        CommitMode::Commit if before.is_some_and(|b| b >= c.offset) => None,
-        CommitMode::Commit | CommitMode::Reset => Some(Some(committed(Some(c.offset), generation))),
-        CommitMode::Fence if stored.as_ref().is_some_and(|s| s.generation >= generation) => None,
-        CommitMode::Fence => Some(Some(committed(before, generation))),
-        CommitMode::Delete if stored.is_none() => None,
-        CommitMode::Delete => Some(None),
-    };
-    if stored.is_none() && write.is_some() && loaded.table.len() >= limits::COMMITTED_OFFSETS_MAX {
-        let why = format!(
-            "{OFFSETS_TOPIC} [{}] holds {} committed offsets, the most a partition holds",
-            part.partition,
-            limits::COMMITTED_OFFSETS_MAX
-        );
-        return Err((ErrorCode::LimitReached, why));
-    }
+    let before = loaded.table.get(&key).and_then(|s| s.offset);
+    let write = planned(shared, &loaded.table, &key, c)?;
     let writes: Vec<Write> = write.map(|w| (key, w)).into_iter().collect();
     // Nothing to write (the offset is there already): the answer still
     // waits for the records before it, which a retry may be asking after.
     write_records(shared, &part, &mut loaded, writes)?;
     let last = loaded.last;
     drop(loaded);
-    if let Some(last) = last {
-        durable(&part, &last, deadline)?;
-    }
+    settle(&part, &slot, last, deadline)?;
     Ok(before)
+}
+
+/// What a commit writes for `key` (`None`: nothing; `Some(None)`: a
+/// tombstone), or why it is refused: a later claim's generation is
+/// stored, or its generation is newer than the one stored and is not the
+/// registry's current claim (only a claim's fence brings one in).
+fn planned(
+    shared: &Shared,
+    table: &OffsetsTable,
+    key: &OffsetKey,
+    c: &OffsetCommit,
+) -> Result<Option<Option<Committed>>, Refusal> {
+    let fenced = |why: String| (ErrorCode::CommitFenced, why);
+    table
+        .check(key, c.generation)
+        .map_err(|e| fenced(e.to_string()))?;
+    let stored = table.get(key);
+    let before = stored.and_then(|s| s.offset);
+    let generation = c.generation;
+    if stored.is_none_or(|s| s.generation < generation) {
+        if let Some(registry) = shared.registry.as_deref() {
+            let current = registry.owner(&key.group, &key.topic, key.partition);
+            if current.as_ref().is_none_or(|o| o.generation != generation) {
+                let now = current.map_or("none".into(), |o| o.generation.to_string());
+                return Err(fenced(format!(
+                    "generation {generation} is not the registry's current claim of {} [{}] in group {} ({now})",
+                    key.topic, key.partition, key.group
+                )));
+            }
+        }
+    }
+    let write = match c.mode {
+        CommitMode::Commit if before.is_some_and(|b| b >= c.offset) => None,
+        CommitMode::Commit | CommitMode::Reset => Some(committed(Some(c.offset), generation)),
+        CommitMode::Fence if stored.is_some_and(|s| s.generation >= generation) => None,
+        CommitMode::Fence => Some(committed(before, generation)),
+        // A deleted offset keeps its fence: a record with no offset.
+        CommitMode::Delete if before.is_none() => None,
+        CommitMode::Delete => Some(committed(None, generation)),
+    };
+    if stored.is_none() && write.is_some() && table.len() >= limits::COMMITTED_OFFSETS_MAX {
+        let why = format!(
+            "{OFFSETS_TOPIC} holds {} committed offsets in this partition, the most it holds",
+            limits::COMMITTED_OFFSETS_MAX
+        );
+        return Err((ErrorCode::LimitReached, why));
+    }
+    Ok(write.map(Some))
+}
+
+/// Waits until `last` is durable; a failure other than time running out
+/// (the records were taken back: a full disk, a failed write, a lost
+/// leadership) has the table read again from the log at its next use.
+fn settle(
+    part: &Partition,
+    slot: &Mutex<Loaded>,
+    last: Option<Appended>,
+    deadline: Instant,
+) -> Result<(), Refusal> {
+    let Some(last) = last else {
+        return Ok(());
+    };
+    match durable(part, &last, deadline) {
+        Ok(_) => Ok(()),
+        Err((ErrorCode::Timeout, why)) => Err((ErrorCode::Timeout, why)),
+        Err(refusal) => {
+            lock(slot).epoch = None;
+            Err(refusal)
+        }
+    }
 }
 
 /// Answers an offset_fetch: (topic, partition, offset), sorted.
@@ -117,9 +165,7 @@ pub(super) fn fetch(shared: &Shared, f: &OffsetFetch) -> Result<Vec<(String, u32
         .collect();
     let last = loaded.last;
     drop(loaded);
-    if let Some(last) = last {
-        durable(&part, &last, deadline)?;
-    }
+    settle(&part, &slot, last, deadline)?;
     Ok(offsets)
 }
 
@@ -210,6 +256,13 @@ fn ready<'s>(
     if loaded.epoch != Some(epoch) {
         let log = part.lock();
         let table = replay(&log).map_err(|e| (error_code(&e), e.to_string()))?;
+        if table.skipped() > 0 {
+            let n = table.skipped();
+            shared.log(format_args!(
+                "{OFFSETS_TOPIC} [{}]: passed over {n} records that do not decode",
+                part.partition
+            ));
+        }
         *loaded = Loaded {
             epoch: Some(epoch),
             table,
@@ -220,7 +273,10 @@ fn ready<'s>(
     if !loaded.carried.contains(group) {
         let writes = carry_over(shared, &loaded.table, group, replaced)?;
         if let Some(appended) = write_records(shared, part, &mut loaded, writes)? {
-            durable(part, &appended, deadline(shared))?;
+            if let Err(refusal) = durable(part, &appended, deadline(shared)) {
+                loaded.epoch = None;
+                return Err(refusal);
+            }
         }
         loaded.carried.insert(group.to_string());
     }

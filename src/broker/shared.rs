@@ -470,7 +470,16 @@ impl Shared {
 
     /// Creates `topic` (or finds it); returns its partition count and
     /// whether it existed.
+    /// The offsets topic is made only by [`super::offsets`], compacted;
+    /// here, only once it is placed (another broker made it).
     pub(super) fn create_topic(&self, topic: &str, partitions: u32) -> Result<(u32, bool)> {
+        let internal = crate::coord::offsets_topic::OFFSETS_TOPIC;
+        if topic == internal && !self.topic_exists(topic) {
+            return Err(Error::InvalidTopic {
+                name: topic.to_string(),
+                reason: "internal: made by the brokers at a group's first commit",
+            });
+        }
         self.create_topic_replicated(topic, partitions, self.config.replication_factor)
     }
 

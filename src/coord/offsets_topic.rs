@@ -221,6 +221,8 @@ pub fn partition_of(group: &str, partitions: u32) -> u32 {
 #[derive(Debug, Default, Clone)]
 pub struct OffsetsTable {
     committed: HashMap<OffsetKey, Committed>,
+    /// Records [`replay`] passed over: they do not decode.
+    skipped: u64,
 }
 
 impl OffsetsTable {
@@ -309,6 +311,12 @@ impl OffsetsTable {
         out
     }
 
+    /// How many records [`replay`] passed over because they do not
+    /// decode (written by no broker: a client cannot produce to the topic).
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
     /// How many committed offsets it holds.
     pub fn len(&self) -> usize {
         self.committed.len()
@@ -321,8 +329,10 @@ impl OffsetsTable {
 }
 
 /// The table the records of `log` (a partition of the offsets topic)
-/// build, from its start to its end; control batches are passed over.
-/// A batch or record that does not decode is an error naming it.
+/// build, from its start to its end; control batches are passed over, and
+/// so is a record whose key or value does not decode (counted:
+/// [`OffsetsTable::skipped`]). A batch that does not read is an error
+/// naming it.
 pub fn replay(log: &Log) -> Result<OffsetsTable> {
     let mut table = OffsetsTable::new();
     let mut offset = log.start_offset();
@@ -346,7 +356,11 @@ pub fn replay(log: &Log) -> Result<OffsetsTable> {
                         .map(|(_, v)| v);
                     let value = (!r.null_value).then_some(r.value);
                     let key = r.key.unwrap_or_default();
-                    table.apply(key, value, generation).map_err(|e| bad(&e))?;
+                    // One record that does not decode is its own loss,
+                    // not its partition's: passed over, and counted.
+                    if table.apply(key, value, generation).is_err() {
+                        table.skipped += 1;
+                    }
                 }
             }
             offset = next;

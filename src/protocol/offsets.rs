@@ -92,6 +92,11 @@ pub(super) fn decode_commit(r: &mut Reader<'_>) -> Result<OffsetCommit> {
         return Err(ProtocolError("an offset commit names no topic".into()));
     }
     let partition = r.u32("partition")?;
+    if partition > i32::MAX as u32 {
+        return Err(ProtocolError(format!(
+            "partition {partition} is past 2^31 - 1"
+        )));
+    }
     let offset = r.u64("offset")?;
     if offset > i64::MAX as u64 {
         return Err(ProtocolError(format!("offset {offset} is past 2^63 - 1")));
@@ -220,6 +225,10 @@ mod tests {
             },
             OffsetCommit {
                 offset: u64::MAX,
+                ..c.clone()
+            },
+            OffsetCommit {
+                partition: 1 << 31,
                 ..c.clone()
             },
         ] {

@@ -269,28 +269,40 @@ fn authorize(shared: &Shared, session: &mut Session, request: &Request<'_>) -> O
             (!session.allows(shared, Op::ClusterAction, (R::Cluster, CLUSTER)))
                 .then(|| format!("{} may not write transaction markers", session.principal))
         }
-        // Kafka's: OffsetCommit reads the group, OffsetDelete deletes in
-        // it, OffsetFetch describes it; a broker (cluster_action) asks for
-        // the Kafka clients whose groups it coordinates.
+        Request::OffsetCommit(_) | Request::OffsetFetch(_) => {
+            offsets_denied(shared, session, request)
+        }
+        Request::Metadata { .. }
+        | Request::SaslHandshake { .. }
+        | Request::SaslAuthenticate { .. } => None,
+    }
+}
+
+/// The ACLs' part of offset_commit and offset_fetch, as Kafka's: a
+/// commit reads the group and the topic (a delete deletes in the group),
+/// a fetch describes the group; a broker (cluster_action) asks for the
+/// Kafka clients whose groups it coordinates.
+fn offsets_denied(shared: &Shared, session: &Session, request: &Request<'_>) -> Option<String> {
+    use crate::coord::acl::{Operation as Op, ResourceType as R, CLUSTER};
+    if session.allows(shared, Op::ClusterAction, (R::Cluster, CLUSTER)) {
+        return None;
+    }
+    let who = &session.principal;
+    match request {
         Request::OffsetCommit(c) => {
             let op = match c.mode {
                 protocol::CommitMode::Delete => Op::Delete,
                 _ => Op::Read,
             };
-            let broker = session.allows(shared, Op::ClusterAction, (R::Cluster, CLUSTER));
-            (!broker && !session.allows(shared, op, (R::Group, &c.group))).then(|| {
-                let who = &session.principal;
-                format!("{who} may not commit offsets of group {:?}", c.group)
-            })
+            let member = session.allows(shared, op, (R::Group, &c.group))
+                && session.allows(shared, Op::Read, (R::Topic, &c.topic));
+            let (g, t) = (&c.group, &c.topic);
+            (!member)
+                .then(|| format!("{who} may not commit offsets of group {g:?} for topic {t:?}"))
         }
-        Request::OffsetFetch(f) => {
-            let broker = session.allows(shared, Op::ClusterAction, (R::Cluster, CLUSTER));
-            (!broker && !session.allows(shared, Op::Describe, (R::Group, &f.group)))
-                .then(|| format!("{} may not describe group {:?}", session.principal, f.group))
-        }
-        Request::Metadata { .. }
-        | Request::SaslHandshake { .. }
-        | Request::SaslAuthenticate { .. } => None,
+        Request::OffsetFetch(f) => (!session.allows(shared, Op::Describe, (R::Group, &f.group)))
+            .then(|| format!("{who} may not describe group {:?}", f.group)),
+        _ => None,
     }
 }
 
@@ -464,6 +476,10 @@ pub(in crate::broker) fn produce_partition(
     topic: &str,
     partition: u32,
 ) -> std::result::Result<Arc<Partition>, (ErrorCode, String)> {
+    if topic == crate::coord::offsets_topic::OFFSETS_TOPIC {
+        let why = format!("{topic} is internal: its brokers write it, as groups commit offsets");
+        return Err((ErrorCode::InvalidTopic, why));
+    }
     let p = match shared.partition(topic, partition) {
         Err((ErrorCode::UnknownTopic, msg)) if !shared.config.auto_create_topics => {
             return Err((ErrorCode::UnknownTopic, no_auto_create(&msg)))
