@@ -188,6 +188,33 @@ fn made_up_generations_deleted_offsets_and_produces_cannot_go_round_the_fence() 
         .stderr(predicates::str::contains("internal"));
 }
 
+/// Kafka's admin clients cannot delete the offsets topic nor change its
+/// partition count (which places the groups).
+#[test]
+fn admin_clients_cannot_delete_or_grow_the_offsets_topic() {
+    let Some(_python) = common::kafka::python() else {
+        return;
+    };
+    let broker = KafkaBroker::with_registry(&["--partitions", "1"]);
+    let reg = broker.registry.clone().unwrap();
+    produce_to(broker.addr(), "t", &lines(3), &[]);
+    assert_eq!(read_as_group(&reg, "g"), 3);
+    let admin = |args: &[&str]| common::kafka::admin("confluent-kafka", &broker.kafka, args);
+    assert_eq!(
+        admin(&["delete-topic", OFFSETS_TOPIC]),
+        ["error POLICY_VIOLATION"]
+    );
+    assert_eq!(
+        admin(&["add-partitions", OFFSETS_TOPIC, "20"]),
+        ["error POLICY_VIOLATION"]
+    );
+    assert_eq!(
+        read_as_group(&reg, "g"),
+        0,
+        "the group's offsets are where they were"
+    );
+}
+
 /// A group commits on while the leader of its partition of the offsets
 /// topic is killed: a new leader serves the same offsets.
 #[test]

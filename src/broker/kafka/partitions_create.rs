@@ -95,6 +95,11 @@ fn grow_one(
     if let Some(denied) = access.topic(Operation::Alter, t.name) {
         return Err((denied, format!("not allowed to alter topic {:?}", t.name)));
     }
+    // A group's partition of the offsets topic follows from the count.
+    if t.name == crate::coord::offsets_topic::OFFSETS_TOPIC {
+        let why = format!("{} is internal: its partition count places groups", t.name);
+        return Err((kafka::POLICY_VIOLATION, why));
+    }
     let count = u32::try_from(t.count)
         .ok()
         .filter(|c| *c > 0)

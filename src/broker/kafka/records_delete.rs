@@ -73,6 +73,9 @@ fn delete_one(
     if let Some(denied) = access.topic(Operation::Delete, topic) {
         return Err(denied);
     }
+    if topic == crate::coord::offsets_topic::OFFSETS_TOPIC {
+        return Err(kafka::POLICY_VIOLATION);
+    }
     let code = |c| super::kafka_code(c);
     let partition =
         u32::try_from(asked.partition_index).map_err(|_| kafka::UNKNOWN_TOPIC_OR_PARTITION)?;

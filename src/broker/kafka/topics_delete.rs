@@ -110,6 +110,10 @@ fn delete_one(shared: &Shared, access: &Access<'_>, name: &str) -> Result<bool, 
     if crate::storage::store::validate_topic(name).is_err() {
         return Err(unknown());
     }
+    if name == crate::coord::offsets_topic::OFFSETS_TOPIC {
+        let why = format!("{name} is internal: it holds every group's committed offsets");
+        return Err((kafka::POLICY_VIOLATION, why));
+    }
     let refused = |e: crate::error::Error| (super::kafka_code(error_code(&e)), e.to_string());
     let Some(registry) = shared.registry.as_deref() else {
         // One deletion at a time: a second of the same topic finds none.
