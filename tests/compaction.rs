@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use common::cluster::Cluster;
 use common::kafka::{kcat_path, Kcat};
-use common::registry::Backend;
 use common::{consume_from, eventually, produce_to, BrokerProc};
 
 const BOUND: Duration = Duration::from_secs(60);
@@ -313,15 +312,7 @@ fn a_damaged_partition_does_not_keep_the_cleaner_from_the_others() {
 /// same table; every replica's files hold it.
 #[test]
 fn the_replicas_of_a_compacted_topic_clean_apart_and_fail_over_to_the_same_table() {
-    let args = [
-        "--replication-factor",
-        "3",
-        "--partitions",
-        "1",
-        "--session-timeout",
-        "2s",
-        "--replica-lag-time",
-        "2s",
+    let extra = [
         "--log-cleanup-policy",
         "compact",
         "--segment-bytes",
@@ -331,7 +322,7 @@ fn the_replicas_of_a_compacted_topic_clean_apart_and_fail_over_to_the_same_table
         "--log-cleaner-min-cleanable-ratio",
         "0.01",
     ];
-    let mut cluster = Cluster::start(Backend::Dir, 3, &args).unwrap();
+    let mut cluster = Cluster::three_fast(&extra);
     let produce = |cluster: &Cluster, input: &str| {
         common::bin("klog-produce")
             .args(["--registry", cluster.spec(), "-t", "cdc", "-q", "-K", ":"])

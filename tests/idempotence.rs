@@ -303,17 +303,7 @@ fn kill_leader_holding_unanswered(cluster: &mut Cluster, topic: &str) {
 /// new leader). Returns the values stored, in order, and klog-produce's
 /// stderr.
 fn klog_produce_through_failovers(extra: &[&str], rounds: usize) -> (Vec<u64>, Vec<String>) {
-    let args = [
-        "--replication-factor",
-        "3",
-        "--partitions",
-        "1",
-        "--session-timeout",
-        "2s",
-        "--replica-lag-time",
-        "2s",
-    ];
-    let mut cluster = Cluster::start(common::registry::Backend::Dir, 3, &args).unwrap();
+    let mut cluster = Cluster::three_fast(&[]);
     let mut produce = vec![
         "--registry",
         cluster.spec(),

@@ -219,19 +219,7 @@ fn admin_clients_cannot_delete_or_grow_the_offsets_topic() {
 /// topic is killed: a new leader serves the same offsets.
 #[test]
 fn a_group_commits_through_a_failover_of_its_offsets_leader() {
-    let args = [
-        "--replication-factor",
-        "3",
-        "--partitions",
-        "1",
-        "--session-timeout",
-        "2s",
-        "--replica-lag-time",
-        "2s",
-        "--offsets-topic-partitions",
-        "2",
-    ];
-    let mut cluster = Cluster::start(Backend::Dir, 3, &args).unwrap();
+    let mut cluster = Cluster::three_fast(&["--offsets-topic-partitions", "2"]);
     let produce = |cluster: &Cluster, n: u64| {
         bin("klog-produce")
             .args([

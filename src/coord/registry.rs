@@ -23,7 +23,10 @@
 //!   zxid that created the owner znode (its version restarts at 0 with
 //!   every claim). At most one claim is *current* (the highest
 //!   generation) and no two live processes hold the current claim.
-//! - Offsets are *persistent*: a committed offset (the next offset the
+//! - Offsets are *persistent* (groups of brokers keep theirs in the
+//!   offsets topic instead, through
+//!   [`crate::coord::offsets_topic::TopicRegistry`], which keeps these
+//!   promises): a committed offset (the next offset the
 //!   group will read) survives every process. Only the partition's owner
 //!   commits, with its claim's handle, and the commit is *fenced*: it is
 //!   stored only if that claim is still the current one and its lease has

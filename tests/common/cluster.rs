@@ -139,6 +139,24 @@ impl Cluster {
         self.registry.spec()
     }
 
+    /// Three brokers on a registry directory replicating every partition
+    /// of a one-partition topic three times, quick to fail over (a
+    /// session and a replica lag of 2s), with `extra` arguments.
+    pub fn three_fast(extra: &[&str]) -> Cluster {
+        let mut args = vec![
+            "--replication-factor",
+            "3",
+            "--partitions",
+            "1",
+            "--session-timeout",
+            "2s",
+            "--replica-lag-time",
+            "2s",
+        ];
+        args.extend_from_slice(extra);
+        Cluster::start(Backend::Dir, 3, &args).expect("a registry directory")
+    }
+
     /// `n` brokers on a registry directory, each with a Kafka listener and
     /// `--min-insync-replicas 1`, and `extra` arguments.
     pub fn with_kafka(n: usize, extra: &[&str]) -> Option<Cluster> {

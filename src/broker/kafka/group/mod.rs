@@ -49,7 +49,9 @@
 //!   past its session timeout (dropped), and when the registry no longer
 //!   looks as it did when a member synced (a subscriber came or went on
 //!   any broker, a partition count changed).
-//! - **OffsetCommit**: through [`Registry::commit`] with the member's claim
+//! - **OffsetCommit**: through [`Registry::commit`] (the broker's registry
+//!   with its offsets in the offsets topic:
+//!   [`crate::coord::offsets_topic::TopicRegistry`]) with the member's claim
 //!   of the partition, so fenced as klog members' commits are. A commit of
 //!   a client outside the group (generation -1, no member id) claims the
 //!   partition for the moment, and is refused while a member holds it.
