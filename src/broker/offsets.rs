@@ -100,9 +100,10 @@ fn planned(
         if let Some(registry) = shared.registry.as_deref() {
             let current = registry.owner(&key.group, &key.topic, key.partition);
             if current.as_ref().is_none_or(|o| o.generation != generation) {
-                let now = current.map_or("none".into(), |o| o.generation.to_string());
+                // The message ends with the current generation (0: none).
+                let now = current.map_or(0, |o| o.generation);
                 return Err(fenced(format!(
-                    "generation {generation} is not the registry's current claim of {} [{}] in group {} ({now})",
+                    "generation {generation} of {} [{}] in group {} is no claim the registry holds: the current is {now}",
                     key.topic, key.partition, key.group
                 )));
             }

@@ -204,9 +204,14 @@ impl TopicRegistry {
                 code: ErrorCode::CommitFenced,
                 message,
             } => Error::Fenced {
-                what: format!("the claim of {topic} [{partition}] in group {group} ({message})"),
+                what: format!("the claim of {topic} [{partition}] in group {group}"),
                 generation,
-                current: generation.saturating_add(1),
+                // commit_fenced's message ends with the current one.
+                current: message
+                    .rsplit(' ')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0),
             },
             e => e,
         })
