@@ -584,7 +584,32 @@ fn stable_broker_id(
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let id = format!("broker-{nanos:x}");
+    let id = new_broker_id(nanos);
     crate::storage::fs::write_atomic(vfs, data_dir, "broker-id", format!("{id}\n").as_bytes())?;
     Ok(id)
+}
+
+/// A new broker id: the time it was made, then 32 random bits, so that
+/// brokers started in the same clock tick (a coarse clock, a script
+/// starting several at once) never share one.
+fn new_broker_id(nanos: u128) -> String {
+    use ring::rand::SecureRandom;
+    let mut salt = [0u8; 4];
+    // Without the system's generator, the process id still tells apart
+    // brokers of one host.
+    if ring::rand::SystemRandom::new().fill(&mut salt).is_err() {
+        salt = std::process::id().to_be_bytes();
+    }
+    format!("broker-{nanos:x}{:08x}", u32::from_be_bytes(salt))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn brokers_made_in_one_clock_tick_get_different_ids() {
+        let ids: std::collections::BTreeSet<String> =
+            (0..64).map(|_| super::new_broker_id(0x1234)).collect();
+        assert_eq!(ids.len(), 64, "{ids:?}");
+        assert!(ids.iter().all(|id| id.starts_with("broker-1234")));
+    }
 }
