@@ -287,8 +287,40 @@ fn commits_go_on_while_zookeeper_answers_nothing() {
     r.commit("g", "t", 0, 1, &claim).unwrap();
     let zk = registry.zk_server().unwrap();
     zk.pause();
+    // A fence of a generation the broker has not seen asks the registry,
+    // which answers nothing: that request waits, and only it.
+    let addr = broker.addr.clone();
+    let asking = std::thread::spawn(move || {
+        let fence = OffsetCommit {
+            group: "g".into(),
+            topic: "other".into(),
+            partition: 0,
+            offset: 0,
+            generation: 1 << 40,
+            mode: CommitMode::Fence,
+        };
+        klog::client::Connection::connect(&addr).and_then(|mut c| c.offset_commit(&fence))
+    });
+    // So does a group new to the partition, whose registry offsets are
+    // read to be carried over.
+    let fresh = (0..)
+        .map(|i| format!("fresh-{i}"))
+        .find(|f| partition_of(f, 8) == partition_of("g", 8))
+        .unwrap();
+    let addr = broker.addr.clone();
+    let carrying = std::thread::spawn(move || {
+        let fetch = klog::protocol::OffsetFetch {
+            group: fresh,
+            topic: None,
+            partition: None,
+        };
+        klog::client::Connection::connect(&addr).and_then(|mut c| c.offset_fetch(&fetch))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let beside = r.commit("g", "t", 0, 2, &claim);
+    let waited = asking.is_finished() || carrying.is_finished();
     // An outage of a few seconds, a commit every second of it.
-    let during: Vec<_> = (2..=4)
+    let during: Vec<_> = (3..=4)
         .map(|o| {
             std::thread::sleep(Duration::from_secs(1));
             r.commit("g", "t", 0, o, &claim)
@@ -296,7 +328,16 @@ fn commits_go_on_while_zookeeper_answers_nothing() {
         .collect();
     let fetched = r.committed("g", "t", 0);
     zk.resume();
+    assert!(beside.is_ok(), "{beside:?}");
+    assert!(
+        !waited,
+        "a commit waited for another request's registry read"
+    );
     assert!(during.iter().all(Result::is_ok), "{during:?}");
     assert_eq!(fetched.unwrap(), Some(4));
+    let refused = asking.join().unwrap();
+    assert!(refused.is_err(), "{refused:?}");
+    let carried = carrying.join().unwrap();
+    assert!(carried.is_ok(), "{carried:?}");
     drop(broker);
 }

@@ -66,9 +66,21 @@ pub(super) fn commit(shared: &Shared, c: &OffsetCommit) -> Result<Option<u64>, R
         partition: c.partition,
     };
     let replaced = matches!(c.mode, CommitMode::Reset | CommitMode::Delete).then_some(&key);
-    let mut loaded = ready(shared, &part, &slot, &c.group, replaced)?;
+    // The registry's current claim, read only when the request needs it
+    // and never under the table's lock: a registry that hangs stalls this
+    // request only, not the partition's other commits.
+    let mut claim = Claim::Unread;
+    let mut loaded = loop {
+        let loaded = ready(shared, &part, &slot, &c.group, replaced)?;
+        if claim == Claim::Unread && needs_claim(&loaded.table, &key, c.generation) {
+            drop(loaded);
+            claim = current_claim(shared, &key);
+            continue;
+        }
+        break loaded;
+    };
     let before = loaded.table.get(&key).and_then(|s| s.offset);
-    let write = planned(shared, &loaded.table, &key, c)?;
+    let write = planned(&loaded.table, &key, c, claim)?;
     let writes: Vec<Write> = write.map(|w| (key, w)).into_iter().collect();
     // Nothing to write (the offset is there already): the answer still
     // waits for the records before it, which a retry may be asking after.
@@ -79,15 +91,42 @@ pub(super) fn commit(shared: &Shared, c: &OffsetCommit) -> Result<Option<u64>, R
     Ok(before)
 }
 
+/// Whether a request of `generation` for `key` is believed only if the
+/// registry's current claim has it: it is newer than the one stored.
+fn needs_claim(table: &OffsetsTable, key: &OffsetKey, generation: u64) -> bool {
+    table.get(key).is_none_or(|s| s.generation < generation)
+}
+
+/// What the registry says of a key's claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Claim {
+    /// Not asked (yet): believes no generation.
+    Unread,
+    /// The broker has no registry: every generation is believed.
+    NoRegistry,
+    /// The current claim's generation, if there is a claim.
+    Current(Option<u64>),
+}
+
+/// The registry's current claim of `key`.
+fn current_claim(shared: &Shared, key: &OffsetKey) -> Claim {
+    let Some(registry) = shared.registry.as_deref() else {
+        return Claim::NoRegistry;
+    };
+    let owner = registry.owner(&key.group, &key.topic, key.partition);
+    Claim::Current(owner.map(|o| o.generation))
+}
+
 /// What a commit writes for `key` (`None`: nothing; `Some(None)`: a
 /// tombstone), or why it is refused: a later claim's generation is
-/// stored, or its generation is newer than the one stored and is not the
-/// registry's current claim (only a claim's fence brings one in).
+/// stored, or its generation is newer than the one stored and is not
+/// `claim`, the registry's current claim's, read when [`needs_claim`]
+/// (only a claim's fence brings one in).
 fn planned(
-    shared: &Shared,
     table: &OffsetsTable,
     key: &OffsetKey,
     c: &OffsetCommit,
+    claim: Claim,
 ) -> Result<Option<Option<Committed>>, Refusal> {
     let fenced = |why: String| (ErrorCode::CommitFenced, why);
     table
@@ -96,17 +135,19 @@ fn planned(
     let stored = table.get(key);
     let before = stored.and_then(|s| s.offset);
     let generation = c.generation;
-    if stored.is_none_or(|s| s.generation < generation) {
-        if let Some(registry) = shared.registry.as_deref() {
-            let current = registry.owner(&key.group, &key.topic, key.partition);
-            if current.as_ref().is_none_or(|o| o.generation != generation) {
-                // The message ends with the current generation (0: none).
-                let now = current.map_or(0, |o| o.generation);
-                return Err(fenced(format!(
-                    "generation {generation} of {} [{}] in group {} is no claim the registry holds: the current is {now}",
-                    key.topic, key.partition, key.group
-                )));
-            }
+    if needs_claim(table, key, generation) {
+        let current = match claim {
+            Claim::NoRegistry => Some(generation),
+            Claim::Current(current) => current,
+            Claim::Unread => None,
+        };
+        if current != Some(generation) {
+            // The message ends with the current generation (0: none).
+            let now = current.unwrap_or(0);
+            return Err(fenced(format!(
+                "generation {generation} of {} [{}] in group {} is no claim the registry holds: the current is {now}",
+                key.topic, key.partition, key.group
+            )));
         }
     }
     let write = match c.mode {
@@ -243,7 +284,9 @@ fn create(shared: &Shared) -> Result<u32, Refusal> {
 }
 
 /// The partition's table, read again if this broker's leadership changed
-/// since, with `group`'s registry offsets carried over.
+/// since, with `group`'s registry offsets carried over. The registry is
+/// read with the table's lock let go: a registry that hangs stalls this
+/// group's first request, not the partition's other groups.
 fn ready<'s>(
     shared: &Shared,
     part: &Arc<Partition>,
@@ -251,71 +294,89 @@ fn ready<'s>(
     group: &str,
     replaced: Option<&OffsetKey>,
 ) -> Result<MutexGuard<'s, Loaded>, Refusal> {
-    let mut loaded = lock(slot);
-    let min_isr = part.min_insync.load(Ordering::Relaxed);
-    let epoch = part.may_append(ACKS_ALL, min_isr)?;
-    if loaded.epoch != Some(epoch) {
-        let log = part.lock();
-        let table = replay(&log).map_err(|e| (error_code(&e), e.to_string()))?;
-        if table.skipped() > 0 {
-            let n = table.skipped();
-            shared.log(format_args!(
-                "{OFFSETS_TOPIC} [{}]: passed over {n} records that do not decode",
-                part.partition
-            ));
+    let mut read = None;
+    loop {
+        let mut loaded = lock(slot);
+        current(shared, part, &mut loaded)?;
+        if loaded.carried.contains(group) {
+            return Ok(loaded);
         }
-        *loaded = Loaded {
-            epoch: Some(epoch),
-            table,
-            carried: HashSet::new(),
-            last: None,
+        let registry = shared.registry.as_deref();
+        let offsets = match (registry, &read) {
+            (Some(_), _) if loaded.table.has_group(group) => Vec::new(),
+            (None, _) => Vec::new(),
+            (Some(_), Some(offsets)) => carried_writes(offsets, group, replaced)?,
+            (Some(registry), None) => {
+                drop(loaded);
+                read = Some(registry.offsets(group));
+                continue;
+            }
         };
-    }
-    if !loaded.carried.contains(group) {
-        let writes = carry_over(shared, &loaded.table, group, replaced)?;
-        if let Some(appended) = write_records(shared, part, &mut loaded, writes)? {
+        if let Some(appended) = write_records(shared, part, &mut loaded, offsets)? {
             if let Err(refusal) = durable(part, &appended, deadline(shared)) {
                 loaded.epoch = None;
                 return Err(refusal);
             }
         }
         loaded.carried.insert(group.to_string());
+        return Ok(loaded);
     }
-    Ok(loaded)
 }
 
-/// The records that carry `group`'s registry offsets over: none when the
-/// table has a record of the group already (carried before, or written).
-/// An offset that does not parse refuses the request, naming it (never a
-/// silent start from elsewhere), unless it is `replaced`'s, which the
-/// request resets or deletes.
-fn carry_over(
-    shared: &Shared,
-    table: &OffsetsTable,
+/// Reads the partition's table again if this broker's leadership of it
+/// changed since it was read.
+fn current(shared: &Shared, part: &Partition, loaded: &mut Loaded) -> Result<(), Refusal> {
+    let min_isr = part.min_insync.load(Ordering::Relaxed);
+    let epoch = part.may_append(ACKS_ALL, min_isr)?;
+    if loaded.epoch == Some(epoch) {
+        return Ok(());
+    }
+    let log = part.lock();
+    let table = replay(&log).map_err(|e| (error_code(&e), e.to_string()))?;
+    if table.skipped() > 0 {
+        let n = table.skipped();
+        shared.log(format_args!(
+            "{OFFSETS_TOPIC} [{}]: passed over {n} records that do not decode",
+            part.partition
+        ));
+    }
+    *loaded = Loaded {
+        epoch: Some(epoch),
+        table,
+        carried: HashSet::new(),
+        last: None,
+    };
+    Ok(())
+}
+
+/// The registry's offsets of a group.
+type RegistryOffsets = crate::Result<Vec<(String, u32, crate::Result<u64>)>>;
+
+/// The records that carry `group`'s registry offsets, `read`, over (a
+/// group with no record in the table yet). An offset that does not
+/// parse refuses the request, naming it (never a silent start from
+/// elsewhere), unless it is `replaced`'s, which the request resets or
+/// deletes.
+fn carried_writes(
+    read: &RegistryOffsets,
     group: &str,
     replaced: Option<&OffsetKey>,
 ) -> Result<Vec<Write>, Refusal> {
-    let Some(registry) = shared.registry.as_deref() else {
-        return Ok(Vec::new());
-    };
-    if table.has_group(group) {
-        return Ok(Vec::new());
-    }
     let refused = |e: &crate::error::Error| {
         let why = format!("{CARRY_OVER_REFUSED} {group}'s offsets over from the registry: {e}");
         (ErrorCode::StorageError, why)
     };
     let mut writes = Vec::new();
-    for (topic, partition, offset) in registry.offsets(group).map_err(|e| refused(&e))? {
+    for (topic, partition, offset) in read.as_ref().map_err(refused)? {
         let key = OffsetKey {
             group: group.to_string(),
-            topic,
-            partition,
+            topic: topic.clone(),
+            partition: *partition,
         };
         match offset {
-            Ok(offset) => writes.push((key, Some(committed(Some(offset), 0)))),
+            Ok(offset) => writes.push((key, Some(committed(Some(*offset), 0)))),
             Err(_) if replaced == Some(&key) => {}
-            Err(e) => return Err(refused(&e)),
+            Err(e) => return Err(refused(e)),
         }
     }
     Ok(writes)
