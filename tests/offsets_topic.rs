@@ -138,66 +138,6 @@ fn a_late_commit_of_a_claim_taken_over_is_refused_even_after_a_restart() {
     drop(broker);
 }
 
-/// A registry rebuilt from nothing (ZooKeeper's data lost, a directory
-/// made again) issues generations from the start, below the fences the
-/// topic holds: its claims are believed all the same, being the
-/// registry's current ones, and the offsets stored before are kept.
-#[test]
-fn a_rebuilt_registry_takes_its_groups_over_with_their_offsets() {
-    let dir = tempfile::tempdir().unwrap();
-    let (data, reg) = (dir.path().join("data"), dir.path().join("registry"));
-    let reg = reg.to_str().unwrap();
-    let args = ["--registry", reg, "--partitions", "1"];
-    let mut broker = BrokerProc::start(&data, &args);
-    produce_to(&broker.addr, "t", &lines(10), &[]);
-    let open = || {
-        TopicRegistry::wrap(std::sync::Arc::new(
-            klog::coord::DirRegistry::open(reg).unwrap(),
-        ))
-    };
-    let r = open();
-    let lease = Duration::from_millis(300);
-    for _ in 0..3 {
-        let claim = r.claim("g", "t", 0, "m", lease).unwrap().unwrap();
-        r.commit("g", "t", 0, 5, &claim).unwrap();
-        drop(claim);
-        std::thread::sleep(lease * 2);
-    }
-    let before = r.claim("g", "t", 0, "m", lease).unwrap().unwrap();
-    drop((r, before));
-    broker.terminate();
-    std::fs::remove_dir_all(reg).unwrap();
-    let broker = BrokerProc::start(&data, &args);
-    let r = open();
-    let claim = r.claim("g", "t", 0, "m", BOUND).unwrap().unwrap();
-    assert_eq!(r.committed("g", "t", 0).unwrap(), Some(5));
-    r.commit("g", "t", 0, 7, &claim).unwrap();
-    assert_eq!(r.committed("g", "t", 0).unwrap(), Some(7));
-    // The fence is the rebuilt registry's now: its older claims are
-    // refused again.
-    let stale = OffsetCommit {
-        group: "g".into(),
-        topic: "t".into(),
-        partition: 0,
-        offset: 9,
-        generation: claim.generation() - 1,
-        mode: CommitMode::Commit,
-    };
-    let mut c = klog::client::Connection::connect(&broker.addr).unwrap();
-    let refused = c.offset_commit(&stale);
-    assert!(
-        matches!(
-            &refused,
-            Err(Error::Broker {
-                code: ErrorCode::CommitFenced,
-                ..
-            })
-        ),
-        "{refused:?}"
-    );
-    assert_eq!(r.committed("g", "t", 0).unwrap(), Some(7));
-}
-
 /// A client's generation is believed only when the registry says it is a
 /// current claim; a deleted offset keeps its fence; no client writes the
 /// topic but its brokers.

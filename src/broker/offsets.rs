@@ -19,11 +19,7 @@
 //!   fence (a record of its generation); a commit, reset or delete of an
 //!   older generation than the one stored is refused (`commit_fenced`).
 //!   So a member that lost a partition never commits past the claim that
-//!   took it over, however late its commit arrives, on any leader. A
-//!   generation other than the one stored is believed only if it is the
-//!   registry's current claim: a newer one (a claim's fence), or an older
-//!   one from a registry rebuilt from nothing, which issues generations
-//!   from the start again. The registry is read with no lock held.
+//!   took it over, however late its commit arrives, on any leader.
 //! - **Carried over**: a group with no record here has its offsets read
 //!   from the registry (where klog kept them before) once, and written as
 //!   records, before its first request is answered; the registry's are
@@ -96,12 +92,9 @@ pub(super) fn commit(shared: &Shared, c: &OffsetCommit) -> Result<Option<u64>, R
 }
 
 /// Whether a request of `generation` for `key` is believed only if the
-/// registry's current claim has it: it is not the one stored. A newer
-/// one comes in with a claim's fence; an older one is a claim taken over
-/// (refused), unless the registry was rebuilt and issues generations from
-/// the start again: its current claim is believed all the same.
+/// registry's current claim has it: it is newer than the one stored.
 fn needs_claim(table: &OffsetsTable, key: &OffsetKey, generation: u64) -> bool {
-    table.get(key).is_none_or(|s| s.generation != generation)
+    table.get(key).is_none_or(|s| s.generation < generation)
 }
 
 /// What the registry says of a key's claim.
@@ -125,9 +118,10 @@ fn current_claim(shared: &Shared, key: &OffsetKey) -> Claim {
 }
 
 /// What a commit writes for `key` (`None`: nothing; `Some(None)`: a
-/// tombstone), or why it is refused: its generation is not the one
-/// stored, nor `claim`, the registry's current claim's, read when
-/// [`needs_claim`] (without a registry, a newer one is believed).
+/// tombstone), or why it is refused: a later claim's generation is
+/// stored, or its generation is newer than the one stored and is not
+/// `claim`, the registry's current claim's, read when [`needs_claim`]
+/// (only a claim's fence brings one in).
 fn planned(
     table: &OffsetsTable,
     key: &OffsetKey,
@@ -135,20 +129,19 @@ fn planned(
     claim: Claim,
 ) -> Result<Option<Option<Committed>>, Refusal> {
     let fenced = |why: String| (ErrorCode::CommitFenced, why);
+    table
+        .check(key, c.generation)
+        .map_err(|e| fenced(e.to_string()))?;
     let stored = table.get(key);
     let before = stored.and_then(|s| s.offset);
     let generation = c.generation;
     if needs_claim(table, key, generation) {
         let current = match claim {
-            Claim::NoRegistry => table.check(key, generation).is_ok().then_some(generation),
+            Claim::NoRegistry => Some(generation),
             Claim::Current(current) => current,
             Claim::Unread => None,
         };
         if current != Some(generation) {
-            // An older claim's: the refusal names the stored generation.
-            table
-                .check(key, generation)
-                .map_err(|e| fenced(e.to_string()))?;
             // The message ends with the current generation (0: none).
             let now = current.unwrap_or(0);
             return Err(fenced(format!(
@@ -157,16 +150,13 @@ fn planned(
             )));
         }
     }
-    // The fence moves to this generation (newer, or a rebuilt registry's).
-    let moves = stored.is_none_or(|s| s.generation != generation);
     let write = match c.mode {
-        CommitMode::Commit if before.is_some_and(|b| b >= c.offset) => {
-            moves.then(|| committed(before, generation))
-        }
+        CommitMode::Commit if before.is_some_and(|b| b >= c.offset) => None,
         CommitMode::Commit | CommitMode::Reset => Some(committed(Some(c.offset), generation)),
-        CommitMode::Fence => moves.then(|| committed(before, generation)),
+        CommitMode::Fence if stored.is_some_and(|s| s.generation >= generation) => None,
+        CommitMode::Fence => Some(committed(before, generation)),
         // A deleted offset keeps its fence: a record with no offset.
-        CommitMode::Delete if before.is_none() && !moves => None,
+        CommitMode::Delete if before.is_none() => None,
         CommitMode::Delete => Some(committed(None, generation)),
     };
     if stored.is_none() && write.is_some() && table.len() >= limits::COMMITTED_OFFSETS_MAX {
