@@ -58,7 +58,9 @@ pub struct OffsetFetch {
 /// `partition` of an offset_fetch for every partition.
 pub(super) const EVERY_PARTITION: u32 = u32::MAX;
 
-/// A group id of at most [`limits::GROUP_ID_BYTES_MAX`] bytes, not empty.
+/// A group id of at most [`limits::GROUP_ID_BYTES_MAX`] bytes of a
+/// registry name's characters (ASCII letters, digits, `.`, `_`, `-`; not
+/// `.` or `..`): it names a registry's entries, and a directory's files.
 fn group(r: &mut Reader<'_>) -> Result<String> {
     let g = r.str_ref("group")?;
     if g.is_empty() || g.len() > limits::GROUP_ID_BYTES_MAX {
@@ -68,10 +70,11 @@ fn group(r: &mut Reader<'_>) -> Result<String> {
             limits::GROUP_ID_BYTES_MAX
         )));
     }
-    Ok(g.to_string())
+    name("group id", g)
 }
 
-/// A topic name of at most [`limits::TOPIC_NAME_BYTES_MAX`] bytes.
+/// A topic name of at most [`limits::TOPIC_NAME_BYTES_MAX`] bytes, of a
+/// topic's characters (empty: none).
 fn topic(r: &mut Reader<'_>) -> Result<String> {
     let t = r.str_ref("topic")?;
     if t.len() > limits::TOPIC_NAME_BYTES_MAX {
@@ -81,7 +84,17 @@ fn topic(r: &mut Reader<'_>) -> Result<String> {
             limits::TOPIC_NAME_BYTES_MAX
         )));
     }
-    Ok(t.to_string())
+    if t.is_empty() {
+        return Ok(String::new());
+    }
+    name("topic name", t)
+}
+
+/// `name`, if it is a valid topic (or registry) name.
+fn name(what: &str, name: &str) -> Result<String> {
+    crate::storage::store::validate_topic(name)
+        .map_err(|_| ProtocolError(format!("{name:?} is no valid {what}: only ASCII letters, digits, '.', '_' and '-' (not '.' or '..')")))?;
+    Ok(name.to_string())
 }
 
 /// Decodes an offset_commit body.
@@ -231,9 +244,31 @@ mod tests {
                 partition: 1 << 31,
                 ..c.clone()
             },
+            // Names a directory registry would join onto its paths.
+            OffsetCommit {
+                group: "../../etc".into(),
+                ..c.clone()
+            },
+            OffsetCommit {
+                group: "..".into(),
+                ..c.clone()
+            },
+            OffsetCommit {
+                topic: "a/b".into(),
+                ..c.clone()
+            },
         ] {
             offset_commit_request(&mut out, 9, &bad);
             assert!(decode_request(&out[LENGTH_BYTES..]).is_err(), "{bad:?}");
+        }
+        for group in ["/abs", "..", "a b"] {
+            let f = OffsetFetch {
+                group: group.into(),
+                topic: None,
+                partition: None,
+            };
+            offset_fetch_request(&mut out, 9, &f);
+            assert!(decode_request(&out[LENGTH_BYTES..]).is_err(), "{f:?}");
         }
         offset_commit_request(&mut out, 9, &c);
         *out.last_mut().unwrap() = 4;

@@ -437,6 +437,7 @@ impl Registry for DirRegistry {
     }
 
     fn offsets(&self, group: &str) -> Result<Vec<(String, u32, Result<u64>)>> {
+        check_name("group", group)?;
         let group_dir = self.dir.join("offsets").join(group);
         let Ok(entries) = std::fs::read_dir(&group_dir) else {
             return Ok(Vec::new());
