@@ -8,7 +8,9 @@
 //! - **The topic** is created at the first request that needs it, by the
 //!   broker that gets it: `--offsets-topic-partitions` partitions,
 //!   `--offsets-topic-replication-factor` replicas (at most the live
-//!   brokers), `cleanup.policy=compact`. It is a topic like any other:
+//!   brokers), `cleanup.policy=compact`, `min.insync.replicas` 2 where
+//!   it keeps 3 replicas or more (one broker down stops no commit), 1
+//!   below. It is a topic like any other:
 //!   replicated, compacted by the cleaner, readable by consumers.
 //! - **The table** of a partition is built again whenever this broker's
 //!   leadership of it changes (a new leader epoch): read from the log's
@@ -49,6 +51,10 @@ use crate::sync::lock;
 pub(in crate::broker) mod slots;
 
 use slots::Loaded;
+
+/// The most groups a partition's table remembers having carried over
+/// (or found nothing to carry) in a leadership.
+const CARRIED_GROUPS_MAX: usize = 100_000;
 
 /// A refusal: the error code and why.
 type Refusal = (ErrorCode, String);
@@ -255,8 +261,9 @@ fn create(shared: &Shared) -> Result<u32, Refusal> {
     if let Some(registry) = shared.registry.as_deref() {
         let live = registry.brokers().map_err(refused)?.len() as u32;
         rf = config.offsets_topic_replication_factor.min(live).max(1);
-        // Commits wait for two copies where there are two.
-        let min_isr = rf.min(2).to_string();
+        // Commits wait for two copies where three are kept: one broker
+        // down stops no commit.
+        let min_isr = if rf >= 3 { "2" } else { "1" };
         if registry
             .placement(OFFSETS_TOPIC)
             .map_err(refused)?
@@ -264,7 +271,7 @@ fn create(shared: &Shared) -> Result<u32, Refusal> {
         {
             crate::coord::topic_config::replace(registry, OFFSETS_TOPIC, &mut |c| {
                 c.set("cleanup.policy", "compact")?;
-                c.set("min.insync.replicas", &min_isr)
+                c.set("min.insync.replicas", min_isr)
             })
             .map_err(refused)?
             .map_err(|why| (ErrorCode::InvalidRequest, why))?;
@@ -312,11 +319,13 @@ fn ready<'s>(
                 continue;
             }
         };
-        if let Some(appended) = write_records(shared, part, &mut loaded, offsets)? {
-            if let Err(refusal) = durable(part, &appended, deadline(shared)) {
-                loaded.epoch = None;
-                return Err(refusal);
-            }
+        // The answer waits for these records too (`last`), with the lock
+        // let go: a failure has the table read again, and this again.
+        write_records(shared, part, &mut loaded, offsets)?;
+        if loaded.carried.len() >= CARRIED_GROUPS_MAX {
+            // Names asked after by clients, most of no group: looking at
+            // the registry again costs a read, remembering them memory.
+            loaded.carried.clear();
         }
         loaded.carried.insert(group.to_string());
         return Ok(loaded);
@@ -324,12 +333,31 @@ fn ready<'s>(
 }
 
 /// Reads the partition's table again if this broker's leadership of it
-/// changed since it was read.
-fn current(shared: &Shared, part: &Partition, loaded: &mut Loaded) -> Result<(), Refusal> {
+/// changed since it was read: once every record the log holds is durable
+/// on the in-sync replicas (a new leader may hold an old one's last
+/// records, not yet everywhere; a single copy, records not yet flushed,
+/// which no read shows), so that the table holds the whole log, and
+/// nothing it answers from can be lost.
+fn current(shared: &Shared, part: &Arc<Partition>, loaded: &mut Loaded) -> Result<(), Refusal> {
     let min_isr = part.min_insync.load(Ordering::Relaxed);
     let epoch = part.may_append(ACKS_ALL, min_isr)?;
     if loaded.epoch == Some(epoch) {
         return Ok(());
+    }
+    let (end, undo_epoch) = {
+        let log = part.lock();
+        (log.next_offset(), log.undo_epoch())
+    };
+    if end > part.high_watermark.load(Ordering::Acquire) {
+        // Flushed at once: the answers that wait here are acks=all ones.
+        shared.mark_dirty(part, true);
+        let tail = Appended {
+            base_offset: end - 1,
+            end_offset: end,
+            epoch: undo_epoch,
+            leader_epoch: epoch,
+        };
+        durable(part, &tail, deadline(shared))?;
     }
     let log = part.lock();
     let table = replay(&log).map_err(|e| (error_code(&e), e.to_string()))?;
@@ -469,3 +497,6 @@ impl crate::coord::offsets_topic::LocalOffsets for Here {
         self.answer(|shared| fetch(shared, f))
     }
 }
+
+#[cfg(test)]
+mod tests;
