@@ -198,6 +198,52 @@ fn made_up_generations_deleted_offsets_and_produces_cannot_go_round_the_fence() 
         .stderr(predicates::str::contains("internal"));
 }
 
+/// Offsets in a registry that do not parse, of a group not carried over
+/// yet, on two topics: doing what the error says for each in turn repairs
+/// both (the reset of the one is not refused for good for the other), and
+/// they hold up no topic's deletion.
+#[test]
+fn damaged_registry_offsets_are_reset_in_turn_and_hold_up_no_deletion() {
+    let broker = KafkaBroker::with_registry(&["--partitions", "1"]);
+    let reg = broker.registry.clone().unwrap();
+    for topic in ["t", "u", "v"] {
+        produce_to(broker.addr(), topic, &lines(10), &[]);
+    }
+    // Another group's commits make the offsets topic.
+    assert_eq!(read_as_group(&reg, "first"), 10);
+    for (group, topic) in [("two", "t"), ("two", "u"), ("other", "v")] {
+        let journal = std::path::Path::new(&reg).join(format!("offsets/{group}/{topic}-0/0"));
+        std::fs::create_dir_all(&journal).unwrap();
+        std::fs::write(journal.join("offsets.log"), b"garbage").unwrap();
+    }
+    if common::kafka::python().is_some() {
+        let admin = |args: &[&str]| common::kafka::admin("confluent-kafka", &broker.kafka, args);
+        assert_eq!(admin(&["delete-topic", "v"]), ["ok"]);
+        // Deleted to its end: the name is free again.
+        assert_eq!(admin(&["create", "v", "1", "1"]), ["ok"]);
+    }
+    let reset = |topic: &str| {
+        bin("klog-consume")
+            .args(["-t", topic, "-G", "two", "--registry", &reg])
+            .args(["--reset-offsets", "beginning"])
+            .timeout(BOUND)
+            .output()
+            .unwrap()
+    };
+    let first = reset("t");
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(
+        !first.status.success() && stderr.contains("two/u-0"),
+        "{stderr}"
+    );
+    for topic in ["u", "t"] {
+        let done = reset(topic);
+        let stderr = String::from_utf8_lossy(&done.stderr);
+        assert!(done.status.success(), "{topic}: {stderr}");
+    }
+    assert_eq!(read_as_group(&reg, "two"), 10);
+}
+
 /// Kafka's admin clients cannot delete the offsets topic nor change its
 /// partition count (which places the groups).
 #[test]

@@ -383,7 +383,11 @@ impl Registry for TopicRegistry {
         let key = (group, topic, partition);
         let reset = |generation| self.write(key, offset, generation, CommitMode::Reset);
         match self.unowned(key, reset) {
-            Err(Error::Corrupt { .. }) => {
+            // The registry's own offset is damaged: repaired there first.
+            // So is it when the broker refuses to carry the group over for
+            // a damaged offset (this one, or another, which its own reset
+            // repairs next: the group is carried over then).
+            Err(e) if matches!(e, Error::Corrupt { .. }) || super::is_carry_over_refused(&e) => {
                 self.inner.reset_offset(group, topic, partition, offset)?;
                 self.unowned(key, reset).map(drop)
             }
@@ -398,8 +402,15 @@ impl Registry for TopicRegistry {
         let in_registry = self.inner.delete_offset(group, topic, partition)?;
         let before = self.unowned(key, |generation| {
             self.write(key, 0, generation, CommitMode::Delete)
-        })?;
-        Ok(in_registry || before.is_some())
+        });
+        match before {
+            Ok(before) => Ok(in_registry || before.is_some()),
+            // Refused for another damaged offset of a group not carried
+            // over: the topic holds none of its records, so the registry's
+            // was the only one.
+            Err(e) if super::is_carry_over_refused(&e) => Ok(in_registry),
+            Err(e) => Err(e),
+        }
     }
 
     fn offsets(&self, group: &str) -> Result<Vec<(String, u32, Result<u64>)>> {
@@ -410,8 +421,16 @@ impl Registry for TopicRegistry {
         };
         let found = self.ask(group, &mut |l| l.fetch(&fetch), &mut |c| {
             c.offset_fetch(&fetch)
-        })?;
-        Ok(found.into_iter().map(|(t, p, o)| (t, p, Ok(o))).collect())
+        });
+        match found {
+            Ok(found) => Ok(found.into_iter().map(|(t, p, o)| (t, p, Ok(o))).collect()),
+            // A group not carried over, for an offset of it that does not
+            // parse: the registry's are its offsets still, each damaged
+            // one an error of its own (a topic's deletion, a listing, go
+            // on past it).
+            Err(e) if super::is_carry_over_refused(&e) => self.inner.offsets(group),
+            Err(e) => Err(e),
+        }
     }
 
     fn placement(&self, topic: &str) -> Result<Option<Placement>> {
