@@ -511,6 +511,7 @@ fn offsets_topic_record() {
         metadata: "meta".into(),
         timestamp_ms: 0x1112_1314_1516_1718,
         generation: 0x2122_2324_2526_2728,
+        cluster: None,
     };
     let golden = check_golden(
         "offsets-topic/value.bin",

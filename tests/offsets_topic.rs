@@ -138,6 +138,58 @@ fn a_late_commit_of_a_claim_taken_over_is_refused_even_after_a_restart() {
     drop(broker);
 }
 
+/// A registry rebuilt from nothing (ZooKeeper's data lost, a directory
+/// made again) issues generations from the start, below the fences the
+/// topic holds: they were another cluster id's, so its claims take the
+/// groups over with the offsets stored before, and fence each other as
+/// ever.
+#[test]
+fn a_rebuilt_registry_takes_its_groups_over_with_their_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, reg) = (dir.path().join("data"), dir.path().join("registry"));
+    let reg = reg.to_str().unwrap();
+    let args = ["--registry", reg, "--partitions", "1"];
+    let mut broker = BrokerProc::start(&data, &args);
+    produce_to(&broker.addr, "t", &lines(10), &[]);
+    let open = || {
+        let registry = klog::coord::DirRegistry::open(reg).unwrap();
+        TopicRegistry::wrap(std::sync::Arc::new(registry))
+    };
+    let r = open();
+    let lease = Duration::from_millis(300);
+    for _ in 0..3 {
+        let claim = r.claim("g", "t", 0, "m", lease).unwrap().unwrap();
+        r.commit("g", "t", 0, 5, &claim).unwrap();
+        drop(claim);
+        std::thread::sleep(lease * 2);
+    }
+    let before = r.claim("g", "t", 0, "m", lease).unwrap().unwrap();
+    let fenced_at = before.generation();
+    drop((r, before));
+    broker.terminate();
+    std::fs::remove_dir_all(reg).unwrap();
+    let _broker = BrokerProc::start(&data, &args);
+    let r = open();
+    let paused = r.claim("g", "t", 0, "paused", lease).unwrap().unwrap();
+    assert!(
+        paused.generation() < fenced_at,
+        "the generations start again"
+    );
+    assert_eq!(r.committed("g", "t", 0).unwrap(), Some(5));
+    r.commit("g", "t", 0, 7, &paused).unwrap();
+    assert_eq!(r.committed("g", "t", 0).unwrap(), Some(7));
+    // Its claims fence each other as ever.
+    std::thread::sleep(lease * 2);
+    let next = r.claim("g", "t", 0, "next", BOUND).unwrap().unwrap();
+    let late = r.commit("g", "t", 0, 9, &paused);
+    let current = next.generation();
+    assert!(
+        matches!(late, Err(Error::Fenced { current: c, .. }) if c == current),
+        "{late:?}"
+    );
+    assert_eq!(r.committed("g", "t", 0).unwrap(), Some(7));
+}
+
 /// A client's generation is believed only when the registry says it is a
 /// current claim; a deleted offset keeps its fence; no client writes the
 /// topic but its brokers.

@@ -573,3 +573,32 @@ fn producer_id_blocks_from_racing_brokers_never_overlap() {
     let expected: Vec<i64> = (0..15).map(|i| i * BLOCK).collect();
     assert_eq!(starts, expected);
 }
+
+/// The cluster id is made once, by whichever process asks first, and
+/// read back by every other; each chroot (a registry of its own) has its
+/// own, kept as Kafka keeps `/cluster/id`.
+#[test]
+fn the_cluster_id_is_made_once_and_each_registry_has_its_own() {
+    let Some(server) = ZkServer::start() else {
+        return;
+    };
+    let (one, two) = (open(&server, "/id-test"), open(&server, "/id-test"));
+    let ids: Vec<String> = std::thread::scope(|s| {
+        let asks: Vec<_> = [&one, &two, &one, &two]
+            .into_iter()
+            .map(|r| s.spawn(move || r.cluster_id().unwrap()))
+            .collect();
+        asks.into_iter().map(|a| a.join().unwrap()).collect()
+    });
+    assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+    assert_eq!(ids[0].len(), 22, "{ids:?}");
+    let other = open(&server, "/id-test-other").cluster_id().unwrap();
+    assert_ne!(other, ids[0]);
+    let read_only = ZkRegistry::open_read_only(&server.address("/id-test"), SESSION).unwrap();
+    assert_eq!(read_only.cluster_id().unwrap(), ids[0]);
+    let empty = ZkRegistry::open_read_only(&server.address("/id-test-none"), SESSION).unwrap();
+    assert!(
+        empty.cluster_id().is_err(),
+        "a read-only registry makes none"
+    );
+}

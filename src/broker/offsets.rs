@@ -41,7 +41,7 @@ use super::shared::{error_code, Appended, Partition, Shared};
 use crate::coord::offsets_topic::TopicRegistry;
 use crate::coord::offsets_topic::{
     encode_generation, encode_key, encode_value, partition_of, replay, Committed, OffsetKey,
-    OffsetsTable, CARRY_OVER_REFUSED, GENERATION_HEADER, OFFSETS_TOPIC,
+    OffsetsTable, CARRY_OVER_REFUSED, CLUSTER_HEADER, GENERATION_HEADER, OFFSETS_TOPIC,
 };
 use crate::limits;
 use crate::protocol::{CommitMode, ErrorCode, OffsetCommit, OffsetFetch, ACKS_ALL};
@@ -65,6 +65,8 @@ type Write = (OffsetKey, Option<Committed>);
 /// Answers an offset_commit: the offset stored before.
 pub(super) fn commit(shared: &Shared, c: &OffsetCommit) -> Result<Option<u64>, Refusal> {
     let deadline = deadline(shared);
+    let cluster = cluster_id(shared)?;
+    let cluster = cluster.as_deref();
     let (part, slot) = group_partition(shared, &c.group)?;
     let key = OffsetKey {
         group: c.group.clone(),
@@ -77,8 +79,8 @@ pub(super) fn commit(shared: &Shared, c: &OffsetCommit) -> Result<Option<u64>, R
     // request only, not the partition's other commits.
     let mut claim = Claim::Unread;
     let mut loaded = loop {
-        let loaded = ready(shared, &part, &slot, &c.group, replaced)?;
-        if claim == Claim::Unread && needs_claim(&loaded.table, &key, c.generation) {
+        let loaded = ready(shared, (&part, &slot), &c.group, replaced, cluster)?;
+        if claim == Claim::Unread && needs_claim(&loaded.table, &key, c.generation, cluster) {
             drop(loaded);
             claim = current_claim(shared, &key);
             continue;
@@ -86,7 +88,7 @@ pub(super) fn commit(shared: &Shared, c: &OffsetCommit) -> Result<Option<u64>, R
         break loaded;
     };
     let before = loaded.table.get(&key).and_then(|s| s.offset);
-    let write = planned(&loaded.table, &key, c, claim)?;
+    let write = planned(&loaded.table, (&key, cluster), c, claim)?;
     let writes: Vec<Write> = write.map(|w| (key, w)).into_iter().collect();
     // Nothing to write (the offset is there already): the answer still
     // waits for the records before it, which a retry may be asking after.
@@ -99,8 +101,23 @@ pub(super) fn commit(shared: &Shared, c: &OffsetCommit) -> Result<Option<u64>, R
 
 /// Whether a request of `generation` for `key` is believed only if the
 /// registry's current claim has it: it is newer than the one stored.
-fn needs_claim(table: &OffsetsTable, key: &OffsetKey, generation: u64) -> bool {
-    table.get(key).is_none_or(|s| s.generation < generation)
+fn needs_claim(
+    table: &OffsetsTable,
+    key: &OffsetKey,
+    generation: u64,
+    cluster: Option<&str>,
+) -> bool {
+    table.fence(key, cluster).is_none_or(|f| f < generation)
+}
+
+/// The cluster id of the broker's registry (`None`: it has none), read
+/// once.
+fn cluster_id(shared: &Shared) -> Result<Option<String>, Refusal> {
+    let Some(registry) = shared.registry.as_deref() else {
+        return Ok(None);
+    };
+    let id = shared.offsets.cluster_id(|| registry.cluster_id());
+    id.map(Some).map_err(|e| (error_code(&e), e.to_string()))
 }
 
 /// What the registry says of a key's claim.
@@ -130,18 +147,18 @@ fn current_claim(shared: &Shared, key: &OffsetKey) -> Claim {
 /// (only a claim's fence brings one in).
 fn planned(
     table: &OffsetsTable,
-    key: &OffsetKey,
+    (key, cluster): (&OffsetKey, Option<&str>),
     c: &OffsetCommit,
     claim: Claim,
 ) -> Result<Option<Option<Committed>>, Refusal> {
     let fenced = |why: String| (ErrorCode::CommitFenced, why);
     table
-        .check(key, c.generation)
+        .check(key, c.generation, cluster)
         .map_err(|e| fenced(e.to_string()))?;
     let stored = table.get(key);
     let before = stored.and_then(|s| s.offset);
     let generation = c.generation;
-    if needs_claim(table, key, generation) {
+    if needs_claim(table, key, generation, cluster) {
         let current = match claim {
             Claim::NoRegistry => Some(generation),
             Claim::Current(current) => current,
@@ -156,14 +173,19 @@ fn planned(
             )));
         }
     }
+    // The fence moves to this generation: a newer one, or the first of
+    // this cluster's registry (one rebuilt since the stored record).
+    let moves = table.fence(key, cluster) != Some(generation);
+    let record = |offset| committed(offset, generation, cluster);
     let write = match c.mode {
-        CommitMode::Commit if before.is_some_and(|b| b >= c.offset) => None,
-        CommitMode::Commit | CommitMode::Reset => Some(committed(Some(c.offset), generation)),
-        CommitMode::Fence if stored.is_some_and(|s| s.generation >= generation) => None,
-        CommitMode::Fence => Some(committed(before, generation)),
+        CommitMode::Commit if before.is_some_and(|b| b >= c.offset) => {
+            moves.then(|| record(before))
+        }
+        CommitMode::Commit | CommitMode::Reset => Some(record(Some(c.offset))),
+        CommitMode::Fence => moves.then(|| record(before)),
         // A deleted offset keeps its fence: a record with no offset.
-        CommitMode::Delete if before.is_none() => None,
-        CommitMode::Delete => Some(committed(None, generation)),
+        CommitMode::Delete if before.is_none() && !moves => None,
+        CommitMode::Delete => Some(record(None)),
     };
     if stored.is_none() && write.is_some() && table.len() >= limits::COMMITTED_OFFSETS_MAX {
         let why = format!(
@@ -200,8 +222,9 @@ fn settle(
 /// Answers an offset_fetch: (topic, partition, offset), sorted.
 pub(super) fn fetch(shared: &Shared, f: &OffsetFetch) -> Result<Vec<(String, u32, u64)>, Refusal> {
     let deadline = deadline(shared);
+    let cluster = cluster_id(shared)?;
     let (part, slot) = group_partition(shared, &f.group)?;
-    let loaded = ready(shared, &part, &slot, &f.group, None)?;
+    let loaded = ready(shared, (&part, &slot), &f.group, None, cluster.as_deref())?;
     let offsets: Vec<_> = loaded
         .table
         .group(&f.group)
@@ -221,13 +244,14 @@ fn deadline(shared: &Shared) -> Instant {
     Instant::now() + Duration::from_millis(shared.config.request_timeout_ms)
 }
 
-fn committed(offset: Option<u64>, generation: u64) -> Committed {
+fn committed(offset: Option<u64>, generation: u64, cluster: Option<&str>) -> Committed {
     Committed {
         offset,
         leader_epoch: -1,
         metadata: String::new(),
         timestamp_ms: crate::clock::now_ms(),
         generation,
+        cluster: cluster.map(str::to_string),
     }
 }
 
@@ -296,10 +320,10 @@ fn create(shared: &Shared) -> Result<u32, Refusal> {
 /// group's first request, not the partition's other groups.
 fn ready<'s>(
     shared: &Shared,
-    part: &Arc<Partition>,
-    slot: &'s Mutex<Loaded>,
+    (part, slot): (&Arc<Partition>, &'s Mutex<Loaded>),
     group: &str,
     replaced: Option<&OffsetKey>,
+    cluster: Option<&str>,
 ) -> Result<MutexGuard<'s, Loaded>, Refusal> {
     let mut read = None;
     loop {
@@ -312,7 +336,7 @@ fn ready<'s>(
         let offsets = match (registry, &read) {
             (Some(_), _) if loaded.table.has_group(group) => Vec::new(),
             (None, _) => Vec::new(),
-            (Some(_), Some(offsets)) => carried_writes(offsets, group, replaced)?,
+            (Some(_), Some(offsets)) => carried_writes(offsets, group, replaced, cluster)?,
             (Some(registry), None) => {
                 drop(loaded);
                 read = Some(registry.offsets(group));
@@ -389,6 +413,7 @@ fn carried_writes(
     read: &RegistryOffsets,
     group: &str,
     replaced: Option<&OffsetKey>,
+    cluster: Option<&str>,
 ) -> Result<Vec<Write>, Refusal> {
     let refused = |e: &crate::error::Error| {
         let why = format!("{CARRY_OVER_REFUSED} {group}'s offsets over from the registry: {e}");
@@ -402,7 +427,7 @@ fn carried_writes(
             partition: *partition,
         };
         match offset {
-            Ok(offset) => writes.push((key, Some(committed(Some(*offset), 0)))),
+            Ok(offset) => writes.push((key, Some(committed(Some(*offset), 0, cluster)))),
             Err(_) if replaced == Some(&key) => {}
             Err(e) => return Err(refused(e)),
         }
@@ -427,7 +452,10 @@ fn write_records(
         let k = encode_key(key);
         let generation = value.as_ref().map_or(0, |c| c.generation);
         let g = encode_generation(generation);
-        let headers = [(GENERATION_HEADER.as_bytes(), g.as_slice())];
+        let mut headers = vec![(GENERATION_HEADER.as_bytes(), g.as_slice())];
+        if let Some(cluster) = value.as_ref().and_then(|c| c.cluster.as_deref()) {
+            headers.push((CLUSTER_HEADER.as_bytes(), cluster.as_bytes()));
+        }
         let v = value.as_ref().map(encode_value);
         builder.push_nullable(now, Some(&k), &headers, v.as_deref());
     }

@@ -32,6 +32,8 @@ pub(crate) struct MemRegistry {
 
 #[derive(Debug, Default)]
 struct State {
+    /// The cluster's id, made at the first ask.
+    cluster_id: Option<String>,
     /// Handles given out, to tell a claim from a later one of the same key.
     handles_given: u64,
     /// Live ephemeral entries by key (`brokers/b1`, `consumers/g/m`,
@@ -256,6 +258,14 @@ impl MemRegistry {
 impl Registry for MemRegistry {
     fn location(&self) -> String {
         "memory".into()
+    }
+
+    fn cluster_id(&self) -> Result<String> {
+        let mut state = crate::sync::lock(&self.state);
+        Ok(state
+            .cluster_id
+            .get_or_insert_with(crate::coord::cluster_id::new)
+            .clone())
     }
 
     fn register_broker(&self, info: &BrokerInfo) -> Result<Ephemeral> {

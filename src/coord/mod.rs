@@ -15,6 +15,7 @@
 
 pub mod acl;
 pub mod broker_config;
+pub(crate) mod cluster_id;
 pub mod dir;
 pub mod group;
 pub mod log_start;

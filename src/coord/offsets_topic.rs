@@ -40,7 +40,12 @@
 //! generation (8 bytes, big-endian) of the committer's claim of the
 //! partition in the registry. A commit of a generation below the one
 //! stored is refused ([`OffsetsTable::check`]); a record without the
-//! header (Kafka's) reads as generation 0.
+//! header (Kafka's) reads as generation 0. A second header,
+//! `klog.cluster`, names the registry that issued the generation: its
+//! cluster id (ASCII). A fence of another cluster's (a registry rebuilt
+//! from nothing since, which issues generations from the start again)
+//! fences nothing: the registry's current claim replaces it. A record
+//! without it fences whatever the registry.
 //!
 //! `tests/golden/offsets-topic/` pins a key, a value and a record.
 //!
@@ -75,6 +80,9 @@ pub fn is_carry_over_refused(e: &Error) -> bool {
 
 /// The record header holding a commit's claim generation.
 pub const GENERATION_HEADER: &str = "klog.generation";
+/// The record header holding the cluster id of the registry that issued
+/// the generation.
+pub const CLUSTER_HEADER: &str = "klog.cluster";
 /// The key version written.
 const KEY_VERSION: i16 = 1;
 /// The value version written.
@@ -94,6 +102,9 @@ pub struct Committed {
     pub timestamp_ms: i64,
     /// The generation of the committer's claim (0: none given).
     pub generation: u64,
+    /// The cluster id of the registry that issued `generation` (`None`:
+    /// not said, by Kafka or a klog before it said it).
+    pub cluster: Option<String>,
 }
 
 /// What a key names: a group's partition.
@@ -198,6 +209,7 @@ pub fn decode_value(bytes: &[u8], generation: Option<&[u8]>) -> Decoded<Committe
         metadata: metadata.to_string(),
         timestamp_ms,
         generation,
+        cluster: None,
     })
 }
 
@@ -240,6 +252,7 @@ impl OffsetsTable {
         key: &[u8],
         value: Option<&[u8]>,
         generation: Option<&[u8]>,
+        cluster: Option<&[u8]>,
     ) -> Decoded<()> {
         let Some(key) = decode_key(key)? else {
             return Ok(());
@@ -249,7 +262,17 @@ impl OffsetsTable {
                 self.committed.remove(&key);
             }
             Some(value) => {
-                let committed = decode_value(value, generation)?;
+                let mut committed = decode_value(value, generation)?;
+                committed.cluster = match cluster {
+                    None => None,
+                    Some(id) => Some(
+                        std::str::from_utf8(id)
+                            .ok()
+                            .filter(|id| crate::coord::cluster_id::valid(id))
+                            .ok_or_else(|| corrupt(format!("{CLUSTER_HEADER} is no cluster id")))?
+                            .to_string(),
+                    ),
+                };
                 self.committed.insert(key, committed);
             }
         }
@@ -275,17 +298,27 @@ impl OffsetsTable {
         self.committed.keys().any(|k| k.group == group)
     }
 
-    /// Whether a commit of `generation` for `key` may be written: not if
-    /// a later generation's commit is stored ([`Error::Fenced`]).
-    pub fn check(&self, key: &OffsetKey, generation: u64) -> Result<()> {
-        match self.committed.get(key) {
-            Some(c) if c.generation > generation => Err(Error::Fenced {
+    /// The generation that fences `key` for the claims of the registry
+    /// whose cluster id is `cluster`: the stored one, unless another
+    /// cluster's registry issued it (`None`: no fence).
+    pub fn fence(&self, key: &OffsetKey, cluster: Option<&str>) -> Option<u64> {
+        let c = self.committed.get(key)?;
+        let foreign = matches!((c.cluster.as_deref(), cluster), (Some(a), Some(b)) if a != b);
+        (!foreign).then_some(c.generation)
+    }
+
+    /// Whether a commit of `generation`, issued by the registry of cluster
+    /// `cluster`, for `key` may be written: not if a later generation's
+    /// commit fences it ([`OffsetsTable::fence`], [`Error::Fenced`]).
+    pub fn check(&self, key: &OffsetKey, generation: u64, cluster: Option<&str>) -> Result<()> {
+        match self.fence(key, cluster) {
+            Some(current) if current > generation => Err(Error::Fenced {
                 what: format!(
                     "the claim of {} [{}] in group {}",
                     key.topic, key.partition, key.group
                 ),
                 generation,
-                current: c.generation,
+                current,
             }),
             _ => Ok(()),
         }
@@ -350,15 +383,18 @@ pub fn replay(log: &Log) -> Result<OffsetsTable> {
                     .map_err(|e| bad(&e))?;
                 for r in records {
                     let r = r.map_err(|e| bad(&e))?;
-                    let generation = r
-                        .headers()
-                        .find(|(k, _)| *k == GENERATION_HEADER.as_bytes())
-                        .map(|(_, v)| v);
+                    let header = |name: &str| {
+                        r.headers()
+                            .find(|(k, _)| *k == name.as_bytes())
+                            .map(|(_, v)| v)
+                    };
+                    let generation = header(GENERATION_HEADER);
+                    let cluster = header(CLUSTER_HEADER);
                     let value = (!r.null_value).then_some(r.value);
                     let key = r.key.unwrap_or_default();
                     // One record that does not decode is its own loss,
                     // not its partition's: passed over, and counted.
-                    if table.apply(key, value, generation).is_err() {
+                    if table.apply(key, value, generation, cluster).is_err() {
                         table.skipped += 1;
                     }
                 }

@@ -351,6 +351,14 @@ pub trait Registry: fmt::Debug + Send + Sync {
     /// Where the registry is, for messages (a directory's path).
     fn location(&self) -> String;
 
+    /// The cluster's id, as Kafka's `/cluster/id`: made at random by the
+    /// first process that asks, then the same for as long as the registry
+    /// lives. A registry rebuilt from nothing (ZooKeeper's data lost, the
+    /// directory made again) gets another, which tells what it issues
+    /// (claims' generations, from the start again) from what the one
+    /// before it did.
+    fn cluster_id(&self) -> Result<String>;
+
     /// Registers a broker, until the handle is dropped (a broker has no
     /// lease: only its process's death ends it). [`Error::InUse`] while a
     /// live broker holds the id.

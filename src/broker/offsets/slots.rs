@@ -2,7 +2,7 @@
 //! between requests ([`super`]).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::broker::appended::Appended;
 use crate::coord::offsets_topic::OffsetsTable;
@@ -12,6 +12,9 @@ use crate::sync::lock;
 #[derive(Debug, Default)]
 pub(in crate::broker) struct OffsetsStore {
     partitions: Mutex<HashMap<u32, Arc<Mutex<Loaded>>>>,
+    /// The cluster id of the broker's registry, read at the first need
+    /// (a registry rebuilt under a running broker is seen at its restart).
+    cluster: OnceLock<String>,
 }
 
 /// One partition's table, as of a leader epoch.
@@ -30,5 +33,17 @@ pub(super) struct Loaded {
 impl OffsetsStore {
     pub(super) fn slot(&self, partition: u32) -> Arc<Mutex<Loaded>> {
         Arc::clone(lock(&self.partitions).entry(partition).or_default())
+    }
+
+    /// The registry's cluster id, `read` at the first ask.
+    pub(super) fn cluster_id(
+        &self,
+        read: impl FnOnce() -> crate::Result<String>,
+    ) -> crate::Result<String> {
+        if let Some(id) = self.cluster.get() {
+            return Ok(id.clone());
+        }
+        let id = read()?;
+        Ok(self.cluster.get_or_init(|| id).clone())
     }
 }

@@ -719,6 +719,9 @@ mod tests {
         fn location(&self) -> String {
             self.inner.location()
         }
+        fn cluster_id(&self) -> Result<String> {
+            self.inner.cluster_id()
+        }
         fn register_broker(&self, info: &BrokerInfo) -> Result<Ephemeral> {
             self.inner.register_broker(info)
         }

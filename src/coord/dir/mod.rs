@@ -303,6 +303,25 @@ fn hold(path: &Path) -> Result<crate::storage::lock::FileLock> {
     }
 }
 
+/// The cluster id in `path`, if there is one; one that is not an id is
+/// an error naming the file.
+fn read_cluster_id(path: &Path) -> Result<Option<String>> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).ctx("read", path),
+    };
+    let id = String::from_utf8_lossy(&bytes).trim().to_string();
+    if !crate::coord::cluster_id::valid(&id) {
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            position: 0,
+            reason: "not a cluster id (1 to 64 ASCII letters, digits, '-' and '_')".into(),
+        });
+    }
+    Ok(Some(id))
+}
+
 fn sync_dir(dir: &Path) -> Result<()> {
     RealFs.sync_dir(dir).ctx("fsync directory", dir)
 }
@@ -310,6 +329,38 @@ fn sync_dir(dir: &Path) -> Result<()> {
 impl Registry for DirRegistry {
     fn location(&self) -> String {
         self.dir.display().to_string()
+    }
+
+    /// In `cluster-id`, made under a temporary name and linked to its own,
+    /// which never replaces: two processes making one at once agree on
+    /// the first.
+    fn cluster_id(&self) -> Result<String> {
+        let path = self.dir.join("cluster-id");
+        if let Some(id) = read_cluster_id(&path)? {
+            return Ok(id);
+        }
+        self.writable()?;
+        let tmp = self
+            .dir
+            .join(format!(".cluster-id.{}", entry::incarnation()));
+        let made = (|| {
+            let mut file = std::fs::File::create(&tmp)?;
+            std::io::Write::write_all(
+                &mut file,
+                format!("{}\n", crate::coord::cluster_id::new()).as_bytes(),
+            )?;
+            file.sync_all()?;
+            match std::fs::hard_link(&tmp, &path) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+                _ => Ok(()),
+            }
+        })();
+        let _ = std::fs::remove_file(&tmp);
+        made.ctx("make", &path)?;
+        sync_dir(&self.dir)?;
+        read_cluster_id(&path)?.ok_or_else(|| Error::Vanished {
+            what: path.display().to_string(),
+        })
     }
 
     fn register_broker(&self, info: &BrokerInfo) -> Result<Ephemeral> {
@@ -717,6 +768,33 @@ mod tests {
         assert!(reg.claim("g", "t", 0, "m", T).is_err());
         assert!(reg.brokers().unwrap().is_empty());
         assert!(!dir.path().join("reg").exists(), "nothing was created");
+    }
+
+    /// Made once by whichever process asks first, the same for every
+    /// other; a damaged one is an error naming its file.
+    #[test]
+    fn the_cluster_id_is_made_once_and_agreed_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reg");
+        let ids: Vec<String> = std::thread::scope(|s| {
+            let asks: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| DirRegistry::open(&path).unwrap().cluster_id().unwrap()))
+                .collect();
+            asks.into_iter().map(|a| a.join().unwrap()).collect()
+        });
+        assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+        let reader = DirRegistry::open_read_only(&path);
+        assert_eq!(reader.cluster_id().unwrap(), ids[0]);
+        let other = DirRegistry::open(dir.path().join("other")).unwrap();
+        assert_ne!(other.cluster_id().unwrap(), ids[0]);
+        std::fs::write(path.join("cluster-id"), b"a/b\n").unwrap();
+        let damaged = DirRegistry::open(&path).unwrap().cluster_id().unwrap_err();
+        assert!(damaged.to_string().contains("cluster-id"), "{damaged}");
+        let none = DirRegistry::open_read_only(dir.path().join("none"));
+        assert!(
+            none.cluster_id().is_err(),
+            "a read-only registry makes none"
+        );
     }
 
     #[test]

@@ -289,6 +289,10 @@ impl Registry for TopicRegistry {
         self.inner.location()
     }
 
+    fn cluster_id(&self) -> Result<String> {
+        self.inner.cluster_id()
+    }
+
     fn register_broker(&self, info: &BrokerInfo) -> Result<Ephemeral> {
         self.inner.register_broker(info)
     }

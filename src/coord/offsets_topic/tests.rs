@@ -24,6 +24,7 @@ fn committed(offset: u64, generation: u64) -> Committed {
         metadata: "m".into(),
         timestamp_ms: 1_700_000_000_123,
         generation,
+        cluster: None,
     }
 }
 
@@ -139,42 +140,39 @@ fn the_table_keeps_each_keys_latest_and_fences_older_generations() {
     let mut t = OffsetsTable::new();
     let (a, b) = (key("g", "t", 0), key("g", "t", 1));
     let gen = |g| encode_generation(g);
-    t.apply(
-        &encode_key(&a),
-        Some(&encode_value(&committed(5, 1))),
-        Some(&gen(1)),
-    )
-    .unwrap();
-    t.apply(
-        &encode_key(&a),
-        Some(&encode_value(&committed(9, 2))),
-        Some(&gen(2)),
-    )
-    .unwrap();
-    t.apply(
-        &encode_key(&b),
-        Some(&encode_value(&committed(3, 2))),
-        Some(&gen(2)),
-    )
-    .unwrap();
+    for (k, offset, g) in [(&a, 5, 1), (&a, 9, 2), (&b, 3, 2)] {
+        let value = encode_value(&committed(offset, g));
+        let cluster = Some(&b"one"[..]);
+        t.apply(&encode_key(k), Some(&value), Some(&gen(g)), cluster)
+            .unwrap();
+    }
     assert_eq!(t.get(&a).and_then(|c| c.offset), Some(9));
     assert_eq!(t.group("g"), [("t".into(), 0, 9), ("t".into(), 1, 3)]);
     assert_eq!(t.groups(), ["g"]);
     // A paused member's late commit, of the generation before: refused.
     assert!(matches!(
-        t.check(&a, 1),
+        t.check(&a, 1, Some("one")),
         Err(Error::Fenced {
             generation: 1,
             current: 2,
             ..
         })
     ));
-    assert!(t.check(&a, 2).is_ok() && t.check(&a, 3).is_ok());
-    assert!(t.check(&key("g", "t", 9), 0).is_ok());
+    assert!(t.check(&a, 2, Some("one")).is_ok() && t.check(&a, 3, Some("one")).is_ok());
+    assert!(t.check(&key("g", "t", 9), 0, Some("one")).is_ok());
+    // Another cluster's registry (one rebuilt since) is not fenced by
+    // this one's generations; a broker that does not say fences all.
+    assert_eq!(t.fence(&a, Some("two")), None);
+    assert!(t.check(&a, 1, Some("two")).is_ok());
+    assert!(t.check(&a, 1, None).is_err());
+    // A cluster header that is no id does not decode.
+    let value = encode_value(&committed(1, 1));
+    let bad = t.apply(&encode_key(&a), Some(&value), Some(&gen(1)), Some(b"a/b"));
+    assert!(bad.is_err());
     // A tombstone deletes; a damaged record changes nothing.
-    t.apply(&encode_key(&b), None, None).unwrap();
+    t.apply(&encode_key(&b), None, None, None).unwrap();
     assert_eq!(t.get(&b), None);
-    assert!(t.apply(&encode_key(&a), Some(&[0, 3]), None).is_err());
+    assert!(t.apply(&encode_key(&a), Some(&[0, 3]), None, None).is_err());
     assert_eq!(t.get(&a).and_then(|c| c.offset), Some(9));
     assert_eq!(t.len(), 1);
 }

@@ -97,6 +97,8 @@ fn no_node(e: &Error) -> bool {
     )
 }
 
+mod cluster_id;
+
 impl ZkRegistry {
     /// Connects to the ensemble of `address` (`zk://HOST:PORT,.../CHROOT`)
     /// with a session of `session_timeout`, creating the chroot.
@@ -354,6 +356,10 @@ fn state_path(topic: &str, partition: u32) -> String {
 impl Registry for ZkRegistry {
     fn location(&self) -> String {
         self.sessions.address.clone()
+    }
+
+    fn cluster_id(&self) -> Result<String> {
+        cluster_id::read_or_make(self)
     }
 
     fn register_broker(&self, info: &BrokerInfo) -> Result<Ephemeral> {
