@@ -65,8 +65,6 @@ type Write = (OffsetKey, Option<Committed>);
 /// Answers an offset_commit: the offset stored before.
 pub(super) fn commit(shared: &Shared, c: &OffsetCommit) -> Result<Option<u64>, Refusal> {
     let deadline = deadline(shared);
-    let cluster = cluster_id(shared)?;
-    let cluster = cluster.as_deref();
     let (part, slot) = group_partition(shared, &c.group)?;
     let key = OffsetKey {
         group: c.group.clone(),
@@ -79,7 +77,8 @@ pub(super) fn commit(shared: &Shared, c: &OffsetCommit) -> Result<Option<u64>, R
     // request only, not the partition's other commits.
     let mut claim = Claim::Unread;
     let mut loaded = loop {
-        let loaded = ready(shared, (&part, &slot), &c.group, replaced, cluster)?;
+        let loaded = ready(shared, (&part, &slot), (&c.group, replaced), deadline)?;
+        let cluster = loaded.cluster.as_deref();
         if claim == Claim::Unread && needs_claim(&loaded.table, &key, c.generation, cluster) {
             drop(loaded);
             claim = current_claim(shared, &key);
@@ -88,7 +87,7 @@ pub(super) fn commit(shared: &Shared, c: &OffsetCommit) -> Result<Option<u64>, R
         break loaded;
     };
     let before = loaded.table.get(&key).and_then(|s| s.offset);
-    let write = planned(&loaded.table, (&key, cluster), c, claim)?;
+    let write = planned(&loaded.table, (&key, loaded.cluster.as_deref()), c, claim)?;
     let writes: Vec<Write> = write.map(|w| (key, w)).into_iter().collect();
     // Nothing to write (the offset is there already): the answer still
     // waits for the records before it, which a retry may be asking after.
@@ -111,12 +110,13 @@ fn needs_claim(
 }
 
 /// The cluster id of the broker's registry (`None`: it has none), read
-/// once.
+/// at each new leadership of a partition: a registry rebuilt, or its id
+/// mended, is seen at the next one.
 fn cluster_id(shared: &Shared) -> Result<Option<String>, Refusal> {
     let Some(registry) = shared.registry.as_deref() else {
         return Ok(None);
     };
-    let id = shared.offsets.cluster_id(|| registry.cluster_id());
+    let id = registry.cluster_id();
     id.map(Some).map_err(|e| (error_code(&e), e.to_string()))
 }
 
@@ -173,9 +173,11 @@ fn planned(
             )));
         }
     }
-    // The fence moves to this generation: a newer one, or the first of
-    // this cluster's registry (one rebuilt since the stored record).
-    let moves = table.fence(key, cluster) != Some(generation);
+    // The fence moves to this generation: a newer one, the first of this
+    // cluster's registry (one rebuilt since the stored record), or the
+    // same, said of its cluster at last (a record of an older build).
+    let moves =
+        stored.is_none_or(|s| s.generation != generation || s.cluster.as_deref() != cluster);
     let record = |offset| committed(offset, generation, cluster);
     let write = match c.mode {
         CommitMode::Commit if before.is_some_and(|b| b >= c.offset) => {
@@ -222,9 +224,8 @@ fn settle(
 /// Answers an offset_fetch: (topic, partition, offset), sorted.
 pub(super) fn fetch(shared: &Shared, f: &OffsetFetch) -> Result<Vec<(String, u32, u64)>, Refusal> {
     let deadline = deadline(shared);
-    let cluster = cluster_id(shared)?;
     let (part, slot) = group_partition(shared, &f.group)?;
-    let loaded = ready(shared, (&part, &slot), &f.group, None, cluster.as_deref())?;
+    let loaded = ready(shared, (&part, &slot), (&f.group, None), deadline)?;
     let offsets: Vec<_> = loaded
         .table
         .group(&f.group)
@@ -315,20 +316,44 @@ fn create(shared: &Shared) -> Result<u32, Refusal> {
 }
 
 /// The partition's table, read again if this broker's leadership changed
-/// since, with `group`'s registry offsets carried over. The registry is
-/// read with the table's lock let go: a registry that hangs stalls this
-/// group's first request, not the partition's other groups.
+/// since, with `group`'s registry offsets carried over. The registry (its
+/// cluster id at a new leadership, a group's offsets to carry over) is
+/// read, and a new leader's log waited for, with the table's lock let go:
+/// a registry that hangs or a log not yet durable stalls this request,
+/// not the partition's other groups.
 fn ready<'s>(
     shared: &Shared,
     (part, slot): (&Arc<Partition>, &'s Mutex<Loaded>),
-    group: &str,
-    replaced: Option<&OffsetKey>,
-    cluster: Option<&str>,
+    (group, replaced): (&str, Option<&OffsetKey>),
+    deadline: Instant,
 ) -> Result<MutexGuard<'s, Loaded>, Refusal> {
     let mut read = None;
-    loop {
+    let mut cluster = None;
+    for _ in 0..READY_ROUNDS_MAX {
         let mut loaded = lock(slot);
-        current(shared, part, &mut loaded)?;
+        match current(part, &mut loaded, &mut cluster)? {
+            Rebuild::Done => {}
+            Rebuild::ReadCluster => {
+                drop(loaded);
+                cluster = Some(cluster_id(shared));
+                continue;
+            }
+            Rebuild::Wait(tail) => {
+                drop(loaded);
+                // Flushed at once: the answers that wait are acks=all ones.
+                shared.mark_dirty(part, true);
+                durable(part, &tail, deadline)?;
+                continue;
+            }
+        }
+        if loaded.skipped_news {
+            loaded.skipped_news = false;
+            let n = loaded.table.skipped();
+            let p = part.partition;
+            shared.log(format_args!(
+                "{OFFSETS_TOPIC} [{p}]: passed over {n} records that do not decode"
+            ));
+        }
         if loaded.carried.contains(group) {
             return Ok(loaded);
         }
@@ -336,7 +361,9 @@ fn ready<'s>(
         let offsets = match (registry, &read) {
             (Some(_), _) if loaded.table.has_group(group) => Vec::new(),
             (None, _) => Vec::new(),
-            (Some(_), Some(offsets)) => carried_writes(offsets, group, replaced, cluster)?,
+            (Some(_), Some(offsets)) => {
+                carried_writes(offsets, group, replaced, loaded.cluster.as_deref())?
+            }
             (Some(registry), None) => {
                 drop(loaded);
                 read = Some(registry.offsets(group));
@@ -354,51 +381,67 @@ fn ready<'s>(
         loaded.carried.insert(group.to_string());
         return Ok(loaded);
     }
+    let why = format!(
+        "{OFFSETS_TOPIC} [{}]: its leadership keeps moving",
+        part.partition
+    );
+    Err((ErrorCode::NotLeader, why))
+}
+
+/// The most rounds of [`ready`]: each reads the registry or waits once.
+const READY_ROUNDS_MAX: usize = 6;
+
+/// What [`current`] needs before it reads a table again.
+enum Rebuild {
+    /// The table is current.
+    Done,
+    /// The registry's cluster id, read afresh for the new leadership.
+    ReadCluster,
+    /// These records (the log to its end) durable on the in-sync replicas.
+    Wait(Appended),
 }
 
 /// Reads the partition's table again if this broker's leadership of it
-/// changed since it was read: once every record the log holds is durable
-/// on the in-sync replicas (a new leader may hold an old one's last
-/// records, not yet everywhere; a single copy, records not yet flushed,
-/// which no read shows), so that the table holds the whole log, and
-/// nothing it answers from can be lost.
-fn current(shared: &Shared, part: &Arc<Partition>, loaded: &mut Loaded) -> Result<(), Refusal> {
+/// changed since it was read: with the registry's cluster id read afresh
+/// (`cluster`, taken), and once every record the log holds is durable on
+/// the in-sync replicas (a new leader may hold an old one's last records,
+/// not yet everywhere; a single copy, records not yet flushed, which no
+/// read shows), so that the table holds the whole log, and nothing it
+/// answers from can be lost.
+fn current(
+    part: &Arc<Partition>,
+    loaded: &mut Loaded,
+    cluster: &mut Option<Result<Option<String>, Refusal>>,
+) -> Result<Rebuild, Refusal> {
     let min_isr = part.min_insync.load(Ordering::Relaxed);
     let epoch = part.may_append(ACKS_ALL, min_isr)?;
     if loaded.epoch == Some(epoch) {
-        return Ok(());
-    }
-    let (end, undo_epoch) = {
-        let log = part.lock();
-        (log.next_offset(), log.undo_epoch())
-    };
-    if end > part.high_watermark.load(Ordering::Acquire) {
-        // Flushed at once: the answers that wait here are acks=all ones.
-        shared.mark_dirty(part, true);
-        let tail = Appended {
-            base_offset: end - 1,
-            end_offset: end,
-            epoch: undo_epoch,
-            leader_epoch: epoch,
-        };
-        durable(part, &tail, deadline(shared))?;
+        return Ok(Rebuild::Done);
     }
     let log = part.lock();
-    let table = replay(&log).map_err(|e| (error_code(&e), e.to_string()))?;
-    if table.skipped() > 0 {
-        let n = table.skipped();
-        shared.log(format_args!(
-            "{OFFSETS_TOPIC} [{}]: passed over {n} records that do not decode",
-            part.partition
-        ));
+    let end = log.next_offset();
+    if end > part.high_watermark.load(Ordering::Acquire) {
+        return Ok(Rebuild::Wait(Appended {
+            base_offset: end - 1,
+            end_offset: end,
+            epoch: log.undo_epoch(),
+            leader_epoch: epoch,
+        }));
     }
+    let Some(cluster) = cluster.take() else {
+        return Ok(Rebuild::ReadCluster);
+    };
+    let cluster = cluster?;
+    let table = replay(&log).map_err(|e| (error_code(&e), e.to_string()))?;
     *loaded = Loaded {
         epoch: Some(epoch),
+        skipped_news: table.skipped() > 0,
         table,
+        cluster,
         carried: HashSet::new(),
         last: None,
     };
-    Ok(())
+    Ok(Rebuild::Done)
 }
 
 /// The registry's offsets of a group.

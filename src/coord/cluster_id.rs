@@ -18,6 +18,12 @@ pub(crate) fn new() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// What to do about a registry's cluster id that does not read: put back
+/// the one it held (the offsets topic's records name it), or remove it.
+pub(crate) const DAMAGED_HINT: &str = "put back the id it held (each record of __consumer_offsets \
+names it: klog-consume -t __consumer_offsets -c 1 -f '%h\\n' shows klog.cluster=ID), or remove it \
+to have a new one made (until their next claims, groups are fenced by the registry alone)";
+
 /// Whether `id` may be a cluster id: 1 to 64 ASCII letters, digits, `-`
 /// and `_`.
 pub(crate) fn valid(id: &str) -> bool {

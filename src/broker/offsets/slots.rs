@@ -2,7 +2,7 @@
 //! between requests ([`super`]).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use crate::broker::appended::Appended;
 use crate::coord::offsets_topic::OffsetsTable;
@@ -12,9 +12,6 @@ use crate::sync::lock;
 #[derive(Debug, Default)]
 pub(in crate::broker) struct OffsetsStore {
     partitions: Mutex<HashMap<u32, Arc<Mutex<Loaded>>>>,
-    /// The cluster id of the broker's registry, read at the first need
-    /// (a registry rebuilt under a running broker is seen at its restart).
-    cluster: OnceLock<String>,
 }
 
 /// One partition's table, as of a leader epoch.
@@ -24,6 +21,12 @@ pub(super) struct Loaded {
     /// a single copy).
     pub(super) epoch: Option<Option<u32>>,
     pub(super) table: OffsetsTable,
+    /// Whether the table passed over records that do not decode, not yet
+    /// said in the broker's log.
+    pub(super) skipped_news: bool,
+    /// The cluster id of the registry as the table was read (`None`: the
+    /// broker has none): records of another's fence nothing.
+    pub(super) cluster: Option<String>,
     /// Groups whose registry offsets were looked at in this leadership.
     pub(super) carried: HashSet<String>,
     /// The last records written, which a later answer waits for too.
@@ -33,17 +36,5 @@ pub(super) struct Loaded {
 impl OffsetsStore {
     pub(super) fn slot(&self, partition: u32) -> Arc<Mutex<Loaded>> {
         Arc::clone(lock(&self.partitions).entry(partition).or_default())
-    }
-
-    /// The registry's cluster id, `read` at the first ask.
-    pub(super) fn cluster_id(
-        &self,
-        read: impl FnOnce() -> crate::Result<String>,
-    ) -> crate::Result<String> {
-        if let Some(id) = self.cluster.get() {
-            return Ok(id.clone());
-        }
-        let id = read()?;
-        Ok(self.cluster.get_or_init(|| id).clone())
     }
 }

@@ -316,7 +316,10 @@ fn read_cluster_id(path: &Path) -> Result<Option<String>> {
         return Err(Error::Corrupt {
             path: path.to_path_buf(),
             position: 0,
-            reason: "not a cluster id (1 to 64 ASCII letters, digits, '-' and '_')".into(),
+            reason: format!(
+                "not a cluster id (1 to 64 ASCII letters, digits, '-' and '_'): {}",
+                crate::coord::cluster_id::DAMAGED_HINT
+            ),
         });
     }
     Ok(Some(id))

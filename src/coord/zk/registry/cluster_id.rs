@@ -41,6 +41,9 @@ pub(super) fn read_or_make(registry: &ZkRegistry) -> Result<String> {
     id.ok_or_else(|| Error::Corrupt {
         path: registry.named(path),
         position: 0,
-        reason: "not a cluster id ({\"version\":\"1\",\"id\":ID})".into(),
+        reason: format!(
+            "not a cluster id ({{\"version\":\"1\",\"id\":ID}}): {}",
+            crate::coord::cluster_id::DAMAGED_HINT
+        ),
     })
 }
