@@ -24,6 +24,20 @@ fn lines(n: u64) -> String {
     (0..n).map(|i| format!("{i}\n")).collect()
 }
 
+/// Asserts that a broker refused an offset request `commit_fenced`.
+fn assert_fenced<T: std::fmt::Debug>(answer: &klog::Result<T>) {
+    assert!(
+        matches!(
+            answer,
+            Err(Error::Broker {
+                code: ErrorCode::CommitFenced,
+                ..
+            })
+        ),
+        "{answer:?}"
+    );
+}
+
 /// How many records a `klog-consume -G group -e` member reads.
 fn read_as_group(registry: &str, group: &str) -> usize {
     let out = bin("klog-consume")
@@ -214,17 +228,7 @@ fn made_up_generations_deleted_offsets_and_produces_cannot_go_round_the_fence() 
         generation: u64::MAX,
         mode: CommitMode::Reset,
     };
-    let refused = c.offset_commit(&forged);
-    assert!(
-        matches!(
-            &refused,
-            Err(Error::Broker {
-                code: ErrorCode::CommitFenced,
-                ..
-            })
-        ),
-        "{refused:?}"
-    );
+    assert_fenced(&c.offset_commit(&forged));
     assert_eq!(r.committed("g", "t", 0).unwrap(), Some(5));
     // Taken over, then deleted: the paused member's commit stays refused.
     std::thread::sleep(lease * 2);
@@ -434,17 +438,7 @@ fn commits_go_on_while_zookeeper_answers_nothing() {
     assert!(during.iter().all(Result::is_ok), "{during:?}");
     assert_eq!(fetched.unwrap(), Some(4));
     // A generation no claim has: refused, once the registry answers.
-    let refused = asking.join().unwrap();
-    assert!(
-        matches!(
-            &refused,
-            Err(Error::Broker {
-                code: ErrorCode::CommitFenced,
-                ..
-            })
-        ),
-        "{refused:?}"
-    );
+    assert_fenced(&asking.join().unwrap());
     let carried = carrying.join().unwrap();
     assert!(carried.is_ok(), "{carried:?}");
     drop(broker);
