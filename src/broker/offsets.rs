@@ -331,7 +331,7 @@ fn ready<'s>(
     let mut cluster = None;
     for _ in 0..READY_ROUNDS_MAX {
         let mut loaded = lock(slot);
-        match current(part, &mut loaded, &mut cluster)? {
+        match current(shared, part, &mut loaded, &mut cluster)? {
             Rebuild::Done => {}
             Rebuild::ReadCluster => {
                 drop(loaded);
@@ -345,14 +345,6 @@ fn ready<'s>(
                 durable(part, &tail, deadline)?;
                 continue;
             }
-        }
-        if loaded.skipped_news {
-            loaded.skipped_news = false;
-            let n = loaded.table.skipped();
-            let p = part.partition;
-            shared.log(format_args!(
-                "{OFFSETS_TOPIC} [{p}]: passed over {n} records that do not decode"
-            ));
         }
         if loaded.carried.contains(group) {
             return Ok(loaded);
@@ -409,6 +401,7 @@ enum Rebuild {
 /// read shows), so that the table holds the whole log, and nothing it
 /// answers from can be lost.
 fn current(
+    shared: &Shared,
     part: &Arc<Partition>,
     loaded: &mut Loaded,
     cluster: &mut Option<Result<Option<String>, Refusal>>,
@@ -433,9 +426,14 @@ fn current(
     };
     let cluster = cluster?;
     let table = replay(&log).map_err(|e| (error_code(&e), e.to_string()))?;
+    if table.skipped() > 0 {
+        let (n, p) = (table.skipped(), part.partition);
+        shared.log(format_args!(
+            "{OFFSETS_TOPIC} [{p}]: passed over {n} records that do not decode"
+        ));
+    }
     *loaded = Loaded {
         epoch: Some(epoch),
-        skipped_news: table.skipped() > 0,
         table,
         cluster,
         carried: HashSet::new(),

@@ -21,9 +21,6 @@ pub(super) struct Loaded {
     /// a single copy).
     pub(super) epoch: Option<Option<u32>>,
     pub(super) table: OffsetsTable,
-    /// Whether the table passed over records that do not decode, not yet
-    /// said in the broker's log.
-    pub(super) skipped_news: bool,
     /// The cluster id of the registry as the table was read (`None`: the
     /// broker has none): records of another's fence nothing.
     pub(super) cluster: Option<String>,
