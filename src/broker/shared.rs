@@ -4,19 +4,19 @@
 //! Those who wait for a partition's records wait on the partition itself
 //! ([`super::watch`]).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
 use super::memory::RequestMemory;
 use super::replica::Replica;
-use super::watch::{Waiters, Watch};
+use super::watch::Waiters;
 use super::BrokerConfig;
 use crate::coord::{BrokerInfo, Ephemeral, Registry};
 use crate::error::{Error, Result};
 use crate::limits;
-use crate::protocol::{ErrorCode, FetchPartition};
+use crate::protocol::ErrorCode;
 use crate::storage::log::{Log, OpenOptions};
 use crate::storage::record::DecodeError;
 use crate::storage::store::Store;
@@ -24,7 +24,7 @@ use crate::sync::lock;
 
 /// Appends a partition gathers before writing them to its segment file;
 /// the connection writes them out sooner, before it acknowledges them.
-const WRITE_BUFFER_BYTES: usize = 256 * 1024;
+pub(super) const WRITE_BUFFER_BYTES: usize = 256 * 1024;
 
 /// One partition served by the broker.
 #[derive(Debug)]
@@ -46,6 +46,11 @@ pub(super) struct Partition {
     /// Those waiting for its records to become visible or durable; a flush
     /// wakes them.
     pub(super) waiters: Arc<Waiters>,
+    /// Followers waiting for records written to the file (the leader
+    /// serves them before its fsync): a write of gathered appends wakes
+    /// them ([`Partition::written`]), and they watch [`Partition::waiters`]
+    /// too.
+    pub(super) written_waiters: Arc<Waiters>,
     /// When the flusher last began to flush it (the group commit window).
     pub(super) flush_begun: Mutex<Option<Instant>>,
     /// The in-sync replicas an acks=all produce needs: the broker's, or
@@ -82,6 +87,7 @@ impl Partition {
             replica,
             failed: AtomicBool::new(false),
             waiters: Arc::default(),
+            written_waiters: Arc::default(),
             flush_begun: Mutex::new(None),
             min_insync: AtomicU32::new(1),
             record_bytes_max: AtomicU32::new(log.config().record_bytes_max),
@@ -94,9 +100,18 @@ impl Partition {
     pub(super) fn lock(&self) -> MutexGuard<'_, Log> {
         lock(&self.log)
     }
+
+    /// Appends were written to the file: followers may fetch them now.
+    pub(super) fn written(&self) {
+        if self.replica.is_some() {
+            self.written_waiters.wake_all();
+        }
+    }
 }
 
 pub(in crate::broker) use super::appended::Appended;
+mod dirty;
+pub(super) use dirty::{key, Dirty, DirtyEntry};
 
 /// How a broker holds a partition of a topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,68 +135,6 @@ impl Held {
             })
             .collect()
     }
-}
-
-/// Wakes the flusher: partitions with unflushed appends, and whether an
-/// `acks=all` request waits on each. Its lock is never held while a
-/// partition's is taken: a partition busy with slow file work must not
-/// stop the others' appends (each marks its partition here).
-#[derive(Debug, Default)]
-pub(super) struct Dirty {
-    /// By the partition's address (no allocation per append).
-    pub(super) partitions: HashMap<usize, DirtyEntry>,
-    /// Partitions a flusher thread is flushing now, by address: no other
-    /// takes them until it is done.
-    pub(super) in_flight: HashSet<usize>,
-}
-
-/// A partition with unflushed appends.
-#[derive(Debug)]
-pub(super) struct DirtyEntry {
-    pub(super) partition: Arc<Partition>,
-    /// An acks=all request waits for it: flush at once.
-    pub(super) urgent: bool,
-    /// Under a flush policy, when to look at it again (it was not due).
-    pub(super) not_before: Option<Instant>,
-    /// When it was marked: the partition waiting longest is flushed first,
-    /// so that none starves while others are marked again and again.
-    pub(super) marked: Instant,
-}
-
-impl Dirty {
-    /// Marks `p` (urgently, for acks=all). Returns whether that is news
-    /// for the flusher: an entry already there is seen on its next pass,
-    /// so it is woken only for news (a syscall saved per append).
-    pub(super) fn mark(&mut self, p: &Arc<Partition>, urgent: bool) -> bool {
-        let mut news = false;
-        let entry = self.partitions.entry(key(p)).or_insert_with(|| {
-            news = true;
-            DirtyEntry {
-                partition: Arc::clone(p),
-                urgent: false,
-                not_before: None,
-                marked: Instant::now(),
-            }
-        });
-        news |= urgent && !entry.urgent;
-        entry.urgent |= urgent;
-        if urgent {
-            entry.not_before = None;
-        }
-        news
-    }
-
-    /// Whether any partition waits for a flush that no flusher thread has
-    /// taken.
-    #[cfg(test)]
-    pub(super) fn any_waiting(&self) -> bool {
-        self.partitions.keys().any(|k| !self.in_flight.contains(k))
-    }
-}
-
-/// A partition's key in [`Dirty`]: its address.
-pub(super) fn key(p: &Arc<Partition>) -> usize {
-    Arc::as_ptr(p) as usize
 }
 
 /// Each topic's partitions, `None` for those placed on another broker (or
@@ -690,17 +643,6 @@ impl Shared {
         if lock(&self.dirty).mark(p, urgent) {
             self.dirty_changed.notify_one();
         }
-    }
-
-    /// A watch on the partitions a fetch asks for that this broker
-    /// serves (a fetch for any other is answered at once with its error).
-    pub(super) fn watch_fetch(&self, asked: &[FetchPartition]) -> Watch {
-        let topics = self.read_topics();
-        let served = asked.iter().filter_map(|a| {
-            let p = topics.get(&a.topic)?.get(a.partition as usize)?.as_ref()?;
-            Some(Arc::clone(&p.waiters))
-        });
-        Watch::new(served.collect())
     }
 
     /// Wakes everyone waiting on any partition (at a shutdown).

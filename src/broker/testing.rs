@@ -112,6 +112,7 @@ pub(super) fn replicated_partition(
     shared.store.create_topic(topic, 1).unwrap();
     let mut config = shared.config.log.clone();
     config.visible_after_flush = true;
+    config.write_buffer_bytes = super::shared::WRITE_BUFFER_BYTES;
     let options = crate::storage::log::OpenOptions {
         writable: true,
         lock: false,

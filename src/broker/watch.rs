@@ -51,6 +51,11 @@ impl Waiters {
     pub(super) fn len(&self) -> usize {
         lock(&self.list).len()
     }
+
+    /// Whether anyone waits on the partition now.
+    pub(super) fn any(&self) -> bool {
+        !lock(&self.list).is_empty()
+    }
 }
 
 /// A waiter registered on some partitions (their [`Waiters`]) until

@@ -538,6 +538,12 @@ impl Log {
         self.segments.values().map(|s| s.size).sum()
     }
 
+    /// One past the last record written to the files, durable or not (the
+    /// appends gathered in memory excluded): what a follower may fetch.
+    pub fn written_offset(&self) -> u64 {
+        self.active().written_offset()
+    }
+
     /// One past the last record readers may see.
     pub fn visible_offset(&self) -> u64 {
         if self.config.hides_unflushed() {

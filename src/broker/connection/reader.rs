@@ -1,7 +1,10 @@
 //! The reader: frames in, requests handled in order. It writes the answers
 //! that need no wait itself, gathered while more requests are buffered,
 //! and queues the others to the writer; when the queue is full it stops
-//! reading, and TCP pushes back on the client.
+//! reading, and TCP pushes back on the client. An acks=all append that the
+//! client waits for with nothing more sent, while the writer is idle, the
+//! reader makes durable and answers itself: two thread switches fewer per
+//! acknowledgement for a producer with one request in flight.
 
 use std::io;
 use std::net::SocketAddr;
@@ -58,8 +61,7 @@ pub(super) fn read_requests(
         }
         let body = match reader.next() {
             Ok(body) => body,
-            // A peer waiting for answers (a long-poll fetch, an acks=all
-            // produce) is not idle.
+            // A peer waiting for answers (a long-poll fetch) is not idle.
             Err(FrameError::Idle) if queued_count.load(Ordering::Acquire) > 0 => continue,
             Err(e) => {
                 // Answers already due still go out before the connection ends.
@@ -77,6 +79,12 @@ pub(super) fn read_requests(
             return;
         }
         let writer_busy = queued_count.load(Ordering::Acquire) > 0;
+        let answer = match answer {
+            Some(Answer::Later(later)) if !writer_busy && !reader.has_frame() => {
+                Some(durable_here(shared, later, &mut state.answer))
+            }
+            other => other,
+        };
         let Some(queued) = to_writer(answer, held, writer_busy, &mut state) else {
             continue;
         };
@@ -136,6 +144,31 @@ fn to_writer(
     }
 }
 
+/// An acks=all answer when the client has sent nothing more and the writer
+/// is idle: rather than wake the flusher and then the writer, the reader
+/// flushes the partition itself (unless another thread flushes it now)
+/// and answers, when that made the records durable (a single copy: a
+/// replicated partition waits for its followers too). Otherwise the
+/// writer waits for them, and answers at the request's deadline if the
+/// disk hangs.
+fn durable_here(shared: &Shared, queued: QueuedAnswer, out: &mut Vec<u8>) -> Answer {
+    if let QueuedAnswer::Durable {
+        correlation_id,
+        partition: p,
+        appended,
+        deadline,
+    } = &queued
+    {
+        crate::broker::flusher::flush_here(shared, p);
+        let complete = p.high_watermark.load(Ordering::Acquire) >= appended.end_offset;
+        if complete || p.failed.load(Ordering::Acquire) {
+            super::writer::await_durable(out, *correlation_id, p, appended, *deadline);
+            return Answer::Now;
+        }
+    }
+    Answer::Later(queued)
+}
+
 /// Why the answers the reader held could not leave.
 enum Unsent {
     /// Appends they answer were undone (see [`settle`]).
@@ -185,6 +218,7 @@ fn settle(shared: &Shared, unsettled: &mut Vec<Unsettled>, peer: SocketAddr) -> 
         let written = log.write_pending();
         let fate = log.fate(epoch, last_offset);
         drop(log);
+        p.written();
         if fate != Fate::InFile {
             let why = match written {
                 Err(e) => e.to_string(),
@@ -245,6 +279,7 @@ fn end(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::broker::shared::Partition;
     use crate::broker::testing::{append, batch_of, partition, shared};
 
     fn peer() -> SocketAddr {
@@ -278,6 +313,67 @@ mod tests {
         assert!(to_writer(None, held, true, &mut state).is_none());
     }
 
+    /// An acks=all append (as `acknowledge` queues it) to `p`.
+    fn durable_answer(shared: &Shared, p: &Arc<Partition>) -> QueuedAnswer {
+        let info = append(p);
+        shared.mark_dirty(p, true);
+        QueuedAnswer::Durable {
+            correlation_id: 7,
+            partition: Arc::clone(p),
+            appended: crate::broker::shared::Appended {
+                base_offset: info.base_offset,
+                end_offset: info.last_offset + 1,
+                epoch: info.epoch,
+                leader_epoch: None,
+            },
+            deadline: std::time::Instant::now() + Duration::from_secs(5),
+        }
+    }
+
+    /// No flusher thread runs here: only the reader's own flush can make
+    /// the records durable and the answer ready.
+    #[test]
+    fn the_reader_flushes_and_answers_an_acks_all_append_itself_when_the_disk_is_free() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        append(&p);
+        let queued = durable_answer(&shared, &p);
+        let mut out = Vec::new();
+        assert!(matches!(
+            durable_here(&shared, queued, &mut out),
+            Answer::Now
+        ));
+        assert_eq!(p.flushed_offset.load(Ordering::Acquire), 2);
+        let found = crate::broker::testing::answers(&out);
+        assert_eq!(found.len(), 1);
+        assert_eq!((found[0].0, found[0].1), (7, ErrorCode::None));
+        assert_eq!(found[0].2, 1u64.to_le_bytes(), "its base offset");
+        assert!(lock_dirty_empty(&shared), "taken and given back");
+    }
+
+    fn lock_dirty_empty(shared: &Shared) -> bool {
+        let dirty = crate::sync::lock(&shared.dirty);
+        dirty.partitions.is_empty() && dirty.in_flight.is_empty()
+    }
+
+    /// A flusher thread has the partition: the reader does not flush it
+    /// twice at once, and leaves the answer to the writer.
+    #[test]
+    fn the_reader_leaves_the_answer_to_the_writer_while_another_thread_flushes() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        let queued = durable_answer(&shared, &p);
+        let k = crate::broker::shared::key(&p);
+        crate::sync::lock(&shared.dirty).in_flight.insert(k);
+        let mut out = Vec::new();
+        assert!(matches!(
+            durable_here(&shared, queued, &mut out),
+            Answer::Later(QueuedAnswer::Durable { .. })
+        ));
+        assert!(out.is_empty());
+        assert_eq!(p.flushed_offset.load(Ordering::Acquire), 0, "not flushed");
+    }
+
     #[test]
     fn settle_writes_the_gathered_appends_before_their_answers_leave() {
         let (_sim, shared) = shared();
@@ -289,6 +385,42 @@ mod tests {
         assert!(settle(&shared, &mut state.unsettled, peer()));
         assert!(state.unsettled.is_empty());
         assert_eq!(p.lock().fate(info.epoch, info.last_offset), Fate::InFile);
+    }
+
+    /// A follower fetches what its leader wrote before the fsync: the
+    /// write of an acks=1 append wakes its fetch, not a consumer's.
+    #[test]
+    fn settling_a_replicated_append_wakes_the_followers_fetch() {
+        use crate::broker::replica::{Leading, Role};
+        let (_sim, shared) = shared();
+        let leading = Role::Leader(Leading {
+            epoch: 0,
+            version: 0,
+            isr: vec!["broker-test".into(), "b".into()],
+            epoch_start: 0,
+            since: std::time::Instant::now(),
+            progress: Default::default(),
+        });
+        let replicas = ["broker-test", "b"];
+        let p = crate::broker::testing::replicated_partition(&shared, "t", &replicas, leading);
+        let asked = [crate::protocol::FetchPartition {
+            topic: "t".into(),
+            partition: 0,
+            offset: 0,
+            bytes_max: 1 << 20,
+            leader_epoch: Some(0),
+        }];
+        let follower = shared.watch_fetch_by(&asked, true);
+        let consumer = shared.watch_fetch(&asked);
+        let info = append(&p);
+        assert!(
+            !follower.woken(),
+            "gathered in memory: nothing to fetch yet"
+        );
+        let mut state = ReaderState::default();
+        state.note_unsettled(&p, info.epoch, info.last_offset);
+        assert!(settle(&shared, &mut state.unsettled, peer()));
+        assert!(follower.woken() && !consumer.woken());
     }
 
     #[test]

@@ -60,7 +60,7 @@ pub(super) fn fetch(
     };
     let asked = &asked.partitions[..];
     // Registered before the first look: a flush after it wakes the wait.
-    let watch = shared.watch_fetch(asked);
+    let watch = shared.watch_fetch_by(asked, replica);
     let parts = loop {
         let how = (version, replica, read_committed);
         let (parts, bytes, errors) = gather(shared, how, (asked, &refused), budget);
@@ -234,7 +234,8 @@ struct Located {
 /// Finds where `a`'s records are in `p`: for a consumer, below what it
 /// may read (only from a leader; a read_committed one, below the last
 /// stable offset, with the aborted transactions among them); for a
-/// follower, everything durable here.
+/// follower, everything written here, durable or not (see
+/// [`crate::storage::log::Log::locate_written`]).
 fn locate(
     p: &Partition,
     a: &FetchPartition,
@@ -245,7 +246,12 @@ fn locate(
     let storage = |e: crate::error::Error| (error_code(&e), e.to_string());
     let (end, stable, aborted, lookup) = if replica {
         let hw = p.high_watermark.load(std::sync::atomic::Ordering::Acquire);
-        (hw, hw, Vec::new(), log.locate(a.offset, budget_bytes))
+        (
+            hw,
+            hw,
+            Vec::new(),
+            log.locate_written(a.offset, budget_bytes),
+        )
     } else {
         let end = p.readable_end(&log)?;
         // Only version 6 answers it (it may rebuild the producers' state).
@@ -344,6 +350,51 @@ mod tests {
         let one = one_record(-1).len() as u64;
         assert_eq!(committed, 2 * one, "batches 0 and 1 only");
         assert!(all > 4 * one, "every batch and the marker: {all}");
+    }
+
+    /// Replicas pipeline: a follower is served what its leader wrote and
+    /// has not fsynced yet (so the two fsyncs overlap), a consumer only
+    /// what is durable on the in-sync replicas; nothing still gathered in
+    /// memory goes to either.
+    #[test]
+    fn a_follower_is_served_records_written_before_their_fsync_and_a_consumer_is_not() {
+        use crate::broker::replica::{Leading, Role};
+        let (_sim, shared) = shared();
+        let leading = Role::Leader(Leading {
+            epoch: 0,
+            version: 0,
+            isr: vec!["broker-test".into(), "b".into()],
+            epoch_start: 0,
+            since: std::time::Instant::now(),
+            progress: Default::default(),
+        });
+        let p = crate::broker::testing::replicated_partition(
+            &shared,
+            "t",
+            &["broker-test", "b"],
+            leading,
+        );
+        append(&p);
+        let asked = [FetchPartition {
+            topic: "t".into(),
+            partition: 0,
+            offset: 0,
+            bytes_max: 1 << 20,
+            leader_epoch: Some(0),
+        }];
+        let bytes = |replica| gather(&shared, (3, replica, false), (&asked, &[]), 1 << 30).1;
+        assert_eq!(bytes(true), 0, "gathered in memory: not even a follower's");
+        p.lock().write_pending().unwrap();
+        assert_eq!(
+            p.flushed_offset.load(std::sync::atomic::Ordering::Acquire),
+            0
+        );
+        let written = bytes(true);
+        assert!(written > 0, "written, not durable: the follower's");
+        assert_eq!(bytes(false), 0, "not the consumer's");
+        flush_partition(&shared, &p);
+        p.replica_fetched(&shared, "b", Some(0), 1).unwrap();
+        assert_eq!(bytes(false), written, "durable on both: the consumer's");
     }
 
     #[test]

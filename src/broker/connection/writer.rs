@@ -130,7 +130,7 @@ impl Writer<'_> {
 
 /// Waits until `appended` is durable, or the partition fails, or the
 /// deadline passes, and appends the answer that says which to `out`.
-fn await_durable(
+pub(super) fn await_durable(
     out: &mut Vec<u8>,
     correlation_id: u32,
     p: &Partition,

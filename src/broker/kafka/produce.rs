@@ -235,6 +235,7 @@ pub(super) fn settle(pending: &Pending, acks: i16, deadline: Instant) -> Produce
         durable(p, appended, deadline)
     } else {
         let written = p.lock().write_pending();
+        p.written();
         match (written, stored(p, appended)) {
             (_, Ok(base)) => Ok(base),
             (Err(e), Err(_)) => Err((error_code(&e), e.to_string())),

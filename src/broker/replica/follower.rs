@@ -409,8 +409,8 @@ fn out_of_range(shared: &Shared, f: &mut Followed, leader_start: u64) -> Result<
             .store(log.flushed_offset(), Ordering::Release);
         p.high_watermark.fetch_min(leader_start, Ordering::AcqRel);
     } else {
-        // Past the leader's durable end: ask again where the logs part,
-        // after a pause (the leader may just not have flushed yet).
+        // Past the leader's end: ask again where the logs part, after a
+        // pause (the leader may have lost records it had not fsynced).
         f.truncated_for = None;
         drop(log);
         std::thread::sleep(BACKOFF);

@@ -237,7 +237,9 @@ impl Partition {
     /// leads in that very epoch (`fenced_epoch` for an older one: the
     /// follower follows a deposed leader; `unknown_epoch` for a newer one:
     /// this broker has not heard of it yet). Recorded as the follower's
-    /// progress: it holds everything below `offset` durably.
+    /// progress: it holds everything below `offset` durably, which may be
+    /// more than this broker has fsynced (never more than it wrote); the
+    /// high watermark stays at most this broker's durable end.
     pub(in crate::broker) fn replica_fetched(
         &self,
         shared: &Shared,
@@ -265,12 +267,15 @@ impl Partition {
                 ),
             ));
         }
+        // A follower holds at most what was written here (it is served
+        // that before this broker's fsync): a claim past it is no progress.
+        let written = self.lock().written_offset();
         {
             let mut role = r.role();
             self.check_epoch(&role, epoch)?;
             let durable = self.flushed_offset.load(Ordering::Acquire);
             if let Role::Leader(l) = &mut *role {
-                if offset <= durable {
+                if offset <= written {
                     let previous = l.progress.get(replica);
                     let progress = Progress::fetched(previous, offset, durable, Instant::now());
                     l.progress.insert(replica.to_string(), progress);
@@ -440,6 +445,35 @@ mod tests {
             "never backwards"
         );
         assert_eq!(fetched("b", Some(4), 3), None);
+        assert_eq!(p.high_watermark.load(Ordering::Acquire), 3);
+    }
+
+    /// A follower served records before the leader's fsync may hold them
+    /// first: its progress counts, but the high watermark waits for the
+    /// leader's own flush, and then moves at once. A claim past what the
+    /// leader wrote is no progress.
+    #[test]
+    fn a_follower_ahead_of_the_leaders_fsync_waits_for_it_at_the_high_watermark() {
+        let (_sim, shared) = shared();
+        let p = replicated_partition(&shared, "t", &[ME, "b"], leading(4, &[ME, "b"], 0));
+        for _ in 0..3 {
+            p.lock().append(&mut batch(), 0).unwrap();
+        }
+        p.lock().write_pending().unwrap();
+        p.replica_fetched(&shared, "b", Some(4), 5).unwrap();
+        p.replica_fetched(&shared, "b", Some(4), 3).unwrap();
+        let progress = |p: &Partition| match &*p.replica.as_ref().unwrap().role() {
+            Role::Leader(l) => l.progress.get("b").map(|g| g.offset),
+            _ => None,
+        };
+        assert_eq!(progress(&p), Some(3), "5 was never written here");
+        assert_eq!(
+            p.high_watermark.load(Ordering::Acquire),
+            0,
+            "not durable here"
+        );
+        shared.mark_dirty(&p, true);
+        flush_partition(&shared, &p);
         assert_eq!(p.high_watermark.load(Ordering::Acquire), 3);
     }
 

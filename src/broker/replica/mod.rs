@@ -13,7 +13,10 @@
 //!
 //! - **Leader**, only in an epoch it won itself by compare-and-set. It
 //!   stamps its epoch into every batch it appends, answers producers and
-//!   consumers, and serves its durable records to followers.
+//!   consumers, and serves followers every record it has written to its
+//!   files, before its own fsync (Kafka's followers fetch from the log
+//!   end): the two fsyncs overlap, and an acks=all answer waits about one
+//!   fsync and a round trip, not two fsyncs in a row.
 //! - **Follower** of the live leader the state names: it refuses producers
 //!   and consumers (`not_leader`, naming the leader), truncates its log to
 //!   where it stops agreeing with the leader's (by epoch, never by high
@@ -54,10 +57,14 @@
 //!
 //! # In-sync replicas and the high watermark
 //!
-//! A follower's fetch offset means "durable here". The leader keeps each
-//! follower's [`Progress`]; the high watermark is the lowest offset durable
-//! on every ISR member, the leader's own fsynced end among them, and never
-//! moves backwards. A new leader's watermark starts from what it learned
+//! A follower's fetch offset means "durable here" (never past what the
+//! leader wrote). The leader keeps each follower's [`Progress`]; the high
+//! watermark is the lowest offset durable on every ISR member, the
+//! leader's own fsynced end among them, and never moves backwards. A
+//! follower may hold records its leader then loses in a crash before its
+//! fsync: they were never acknowledged nor shown, and the follower cuts
+//! them when it truncates to its next leader's epochs, or keeps them if it
+//! leads. A new leader's watermark starts from what it learned
 //! as a follower, which may lag its predecessor's; until it reaches the
 //! offset where the new epoch began (past anything an earlier leader
 //! showed) consumers get `leader_not_available` and retry (Kafka's

@@ -139,14 +139,49 @@ impl Log {
     /// more are visible: `Ok(None)` from the cap to the visible end, which
     /// is a wait, not an error.
     pub fn locate_below(&self, offset: u64, bytes_max: u64, cap: u64) -> Result<Option<Lookup>> {
-        let (start, end) = (self.start_offset(), self.visible_offset());
+        self.locate_within(
+            offset,
+            bytes_max,
+            cap,
+            (self.visible_offset(), self.visible),
+        )
+    }
+
+    /// [`Log::locate`] for a follower of this log (its leader serves it
+    /// before its own fsync, as Kafka's leaders serve their log end): every
+    /// record written to the files, durable or not, but none still gathered
+    /// in memory (a failed write may yet undo those and give their offsets
+    /// to others). A write is never taken back once made; only a crash
+    /// before the fsync may lose it, and nothing is acknowledged or shown
+    /// to consumers before it is durable on the in-sync replicas.
+    pub fn locate_written(&self, offset: u64, bytes_max: u64) -> Result<Option<Lookup>> {
+        let active = self.active();
+        let written = (active.base_offset, active.written_size());
+        self.locate_within(
+            offset,
+            bytes_max,
+            u64::MAX,
+            (active.written_offset(), written),
+        )
+    }
+
+    /// [`Log::locate_below`] up to `end`, whose last bytes are the first
+    /// `size` of the segment at `base` (`extent`).
+    fn locate_within(
+        &self,
+        offset: u64,
+        bytes_max: u64,
+        cap: u64,
+        (end, extent): (u64, (u64, u64)),
+    ) -> Result<Option<Lookup>> {
+        let start = self.start_offset();
         if offset < start || offset > end {
             return Err(Error::OffsetOutOfRange { offset, start, end });
         }
         if offset == end || offset >= cap {
             return Ok(None);
         }
-        let (visible_base, visible_size) = self.visible;
+        let (visible_base, visible_size) = extent;
         // The segment holding the offset, and the first one after it with
         // a batch: the offset may be at the end of the first, or past its
         // last batch (a cleaned segment's gap), and cleaned segments may
