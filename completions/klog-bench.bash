@@ -22,6 +22,9 @@ _klog__bench() {
             klog__bench,fanout)
                 cmd="klog__bench__subcmd__fanout"
                 ;;
+            klog__bench,fsync)
+                cmd="klog__bench__subcmd__fsync"
+                ;;
             klog__bench,help)
                 cmd="klog__bench__subcmd__help"
                 ;;
@@ -42,6 +45,9 @@ _klog__bench() {
                 ;;
             klog__bench__subcmd__help,fanout)
                 cmd="klog__bench__subcmd__help__subcmd__fanout"
+                ;;
+            klog__bench__subcmd__help,fsync)
+                cmd="klog__bench__subcmd__help__subcmd__fsync"
                 ;;
             klog__bench__subcmd__help,help)
                 cmd="klog__bench__subcmd__help__subcmd__help"
@@ -65,7 +71,7 @@ _klog__bench() {
 
     case "${cmd}" in
         klog__bench)
-            opts="-h -V --help --version produce consume latency fanout roll paper help"
+            opts="-h -V --help --version produce consume latency fanout roll fsync paper help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -218,8 +224,42 @@ _klog__bench() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        klog__bench__subcmd__fsync)
+            opts="-n -s -h --count --append-size --dir --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --count)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --append-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         klog__bench__subcmd__help)
-            opts="produce consume latency fanout roll paper help"
+            opts="produce consume latency fanout roll fsync paper help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -247,6 +287,20 @@ _klog__bench() {
             return 0
             ;;
         klog__bench__subcmd__help__subcmd__fanout)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        klog__bench__subcmd__help__subcmd__fsync)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

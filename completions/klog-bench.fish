@@ -31,6 +31,7 @@ complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "consume" -d '
 complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "latency" -d 'End-to-end latency, produce to consume, at a steady rate (acks=1)'
 complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "fanout" -d 'acks=all across many partitions, one producer pinned to each: every acknowledgement waits for an fsync of its own partition'
 complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "roll" -d 'acks=all produce latency on partition 0 while partition 1 is written in the background and rolls a segment every --segment-bytes'
+complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "fsync" -d 'This machine\'s disk: the time of one fdatasync after each append, the floor under every acks=all answer and every record a consumer sees (no broker)'
 complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "paper" -d 'The 2011 paper\'s experiments, beside its published figures'
 complete -c klog-bench -n "__fish_klog_bench_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand produce" -s n -l records -d 'Records to send' -r
@@ -100,6 +101,11 @@ complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l partition
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -s q -l quiet -d 'No progress on stderr'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -s h -l help -d 'Print help'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fsync" -s n -l count -d 'fsyncs to time' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fsync" -s s -l append-size -d 'Bytes appended before each fsync (10KiB: one batch of 50 records of 200 bytes)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fsync" -l dir -d 'Directory of the file measured (default: the temporary directory, where the benchmark\'s own brokers keep their data)' -r -F
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fsync" -l json -d 'One JSON object on stdout instead of the result line'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fsync" -s h -l help -d 'Print help'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s n -l records -d 'Records per experiment (the paper: 10 million)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s b -l broker -d 'The broker to measure (default: start one in a temporary directory)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -l brokers -d 'Start a cluster of N brokers of its own (klog-broker processes sharing a directory registry, all in a temporary directory) and measure through each partition\'s leader, once every partition has its leader and all its replicas in sync' -r
@@ -110,10 +116,11 @@ complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -l partitio
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s q -l quiet -d 'No progress on stderr'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand paper" -s h -l help -d 'Print help'
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll paper help" -f -a "produce" -d 'Producer throughput and acknowledgement latency'
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll paper help" -f -a "consume" -d 'Consumer throughput from the start of a topic (filled first when the benchmark runs its own broker)'
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll paper help" -f -a "latency" -d 'End-to-end latency, produce to consume, at a steady rate (acks=1)'
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll paper help" -f -a "fanout" -d 'acks=all across many partitions, one producer pinned to each: every acknowledgement waits for an fsync of its own partition'
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll paper help" -f -a "roll" -d 'acks=all produce latency on partition 0 while partition 1 is written in the background and rolls a segment every --segment-bytes'
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll paper help" -f -a "paper" -d 'The 2011 paper\'s experiments, beside its published figures'
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll paper help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll fsync paper help" -f -a "produce" -d 'Producer throughput and acknowledgement latency'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll fsync paper help" -f -a "consume" -d 'Consumer throughput from the start of a topic (filled first when the benchmark runs its own broker)'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll fsync paper help" -f -a "latency" -d 'End-to-end latency, produce to consume, at a steady rate (acks=1)'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll fsync paper help" -f -a "fanout" -d 'acks=all across many partitions, one producer pinned to each: every acknowledgement waits for an fsync of its own partition'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll fsync paper help" -f -a "roll" -d 'acks=all produce latency on partition 0 while partition 1 is written in the background and rolls a segment every --segment-bytes'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll fsync paper help" -f -a "fsync" -d 'This machine\'s disk: the time of one fdatasync after each append, the floor under every acks=all answer and every record a consumer sees (no broker)'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll fsync paper help" -f -a "paper" -d 'The 2011 paper\'s experiments, beside its published figures'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand help; and not __fish_seen_subcommand_from produce consume latency fanout roll fsync paper help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

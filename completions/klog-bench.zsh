@@ -145,6 +145,18 @@ _arguments "${_arguments_options[@]}" : \
 '--help[Print help]' \
 && ret=0
 ;;
+(fsync)
+_arguments "${_arguments_options[@]}" : \
+'-n+[fsyncs to time]:N:_default' \
+'--count=[fsyncs to time]:N:_default' \
+'-s+[Bytes appended before each fsync (10KiB\: one batch of 50 records of 200 bytes)]:SIZE:_default' \
+'--append-size=[Bytes appended before each fsync (10KiB\: one batch of 50 records of 200 bytes)]:SIZE:_default' \
+'--dir=[Directory of the file measured (default\: the temporary directory, where the benchmark'\''s own brokers keep their data)]:DIR:_files' \
+'--json[One JSON object on stdout instead of the result line]' \
+'-h[Print help]' \
+'--help[Print help]' \
+&& ret=0
+;;
 (paper)
 _arguments "${_arguments_options[@]}" : \
 '-n+[Records per experiment (the paper\: 10 million)]:RECORDS:_default' \
@@ -196,6 +208,10 @@ _arguments "${_arguments_options[@]}" : \
 _arguments "${_arguments_options[@]}" : \
 && ret=0
 ;;
+(fsync)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
 (paper)
 _arguments "${_arguments_options[@]}" : \
 && ret=0
@@ -221,6 +237,7 @@ _klog-bench_commands() {
 'latency:End-to-end latency, produce to consume, at a steady rate (acks=1)' \
 'fanout:acks=all across many partitions, one producer pinned to each\: every acknowledgement waits for an fsync of its own partition' \
 'roll:acks=all produce latency on partition 0 while partition 1 is written in the background and rolls a segment every --segment-bytes' \
+'fsync:This machine'\''s disk\: the time of one fdatasync after each append, the floor under every acks=all answer and every record a consumer sees (no broker)' \
 'paper:The 2011 paper'\''s experiments, beside its published figures' \
 'help:Print this message or the help of the given subcommand(s)' \
     )
@@ -236,6 +253,11 @@ _klog-bench__subcmd__fanout_commands() {
     local commands; commands=()
     _describe -t commands 'klog-bench fanout commands' commands "$@"
 }
+(( $+functions[_klog-bench__subcmd__fsync_commands] )) ||
+_klog-bench__subcmd__fsync_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-bench fsync commands' commands "$@"
+}
 (( $+functions[_klog-bench__subcmd__help_commands] )) ||
 _klog-bench__subcmd__help_commands() {
     local commands; commands=(
@@ -244,6 +266,7 @@ _klog-bench__subcmd__help_commands() {
 'latency:End-to-end latency, produce to consume, at a steady rate (acks=1)' \
 'fanout:acks=all across many partitions, one producer pinned to each\: every acknowledgement waits for an fsync of its own partition' \
 'roll:acks=all produce latency on partition 0 while partition 1 is written in the background and rolls a segment every --segment-bytes' \
+'fsync:This machine'\''s disk\: the time of one fdatasync after each append, the floor under every acks=all answer and every record a consumer sees (no broker)' \
 'paper:The 2011 paper'\''s experiments, beside its published figures' \
 'help:Print this message or the help of the given subcommand(s)' \
     )
@@ -258,6 +281,11 @@ _klog-bench__subcmd__help__subcmd__consume_commands() {
 _klog-bench__subcmd__help__subcmd__fanout_commands() {
     local commands; commands=()
     _describe -t commands 'klog-bench help fanout commands' commands "$@"
+}
+(( $+functions[_klog-bench__subcmd__help__subcmd__fsync_commands] )) ||
+_klog-bench__subcmd__help__subcmd__fsync_commands() {
+    local commands; commands=()
+    _describe -t commands 'klog-bench help fsync commands' commands "$@"
 }
 (( $+functions[_klog-bench__subcmd__help__subcmd__help_commands] )) ||
 _klog-bench__subcmd__help__subcmd__help_commands() {

@@ -174,6 +174,25 @@ pub enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// This machine's disk: the time of one fdatasync after each append,
+    /// the floor under every acks=all answer and every record a consumer
+    /// sees (no broker).
+    Fsync {
+        /// fsyncs to time.
+        #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 2000, value_parser = super::count_in::<u64>(1, 10_000_000))]
+        count: u64,
+        /// Bytes appended before each fsync (10KiB: one batch of 50
+        /// records of 200 bytes).
+        #[arg(short = 's', long = "append-size", value_name = "SIZE", default_value = "10KiB", value_parser = append_size_arg)]
+        append_bytes: u64,
+        /// Directory of the file measured (default: the temporary
+        /// directory, where the benchmark's own brokers keep their data).
+        #[arg(long = "dir", value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+        /// One JSON object on stdout instead of the result line.
+        #[arg(long = "json")]
+        json: bool,
+    },
     /// The 2011 paper's experiments, beside its published figures.
     Paper {
         /// Records per experiment (the paper: 10 million).
@@ -192,6 +211,38 @@ fn fetch_size_arg(s: &str) -> Result<u32, String> {
         .ok()
         .filter(|&n| n > 0)
         .ok_or_else(|| format!("a fetch size is from 1 byte to 4GiB - 1, not {s}"))
+}
+
+/// `--append-size` of `fsync`: from 1 byte to 64 MiB.
+fn append_size_arg(s: &str) -> Result<u64, String> {
+    let n = super::size_arg(s)?;
+    if n == 0 || n > 64 << 20 {
+        return Err(format!("an append is from 1 byte to 64MiB, not {s}"));
+    }
+    Ok(n)
+}
+
+/// `klog-bench fsync`: times the disk, and prints the result.
+fn fsync(
+    count: u64,
+    append_bytes: u64,
+    dir: Option<std::path::PathBuf>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    use crate::tools::bench::disk;
+    let dir = dir.unwrap_or_else(std::env::temp_dir);
+    let bytes = usize::try_from(append_bytes)?;
+    let report = disk::fsyncs(&dir, count, bytes)?;
+    if crate::stop::stopping() {
+        crate::diag::line(format_args!("% stopped by a signal: no result"));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let line = match json {
+        true => disk::json(&report, bytes, &dir).to_string(),
+        false => disk::line(&report, bytes),
+    };
+    println!("{line}");
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Brokers of a cluster of the benchmark's own, at most (and so replicas).
@@ -214,6 +265,15 @@ fn latency_size_arg(s: &str) -> Result<u64, String> {
 /// Runs `klog-bench`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::handle_signals(|| {})?;
+    if let Command::Fsync {
+        count,
+        append_bytes,
+        dir,
+        json,
+    } = args.command
+    {
+        return fsync(count, append_bytes, dir, json);
+    }
     let segment_bytes = match &args.command {
         Command::Roll { segment_bytes, .. } => Some(*segment_bytes),
         _ => None,
@@ -338,6 +398,7 @@ fn measurement(command: Command) -> anyhow::Result<(Common, Measurement)> {
         }
         command @ (Command::Fanout { .. } | Command::Roll { .. }) => contention(command)?,
         Command::Paper { records, common } => (common, Measurement::Paper { records }),
+        Command::Fsync { .. } => unreachable!("run measures the disk before any broker"),
     })
 }
 

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 pub mod cluster;
 pub mod contention;
+pub mod disk;
 pub mod paper;
 pub mod route;
 pub mod workload;
