@@ -42,7 +42,7 @@ mod aborted;
 mod fetcher;
 
 use aborted::AbortedTxns;
-use fetcher::{Fetched, Fetcher, Inbox};
+use fetcher::{Fetched, Fetcher, Inbox, Spare};
 
 /// A partition a consumer reads.
 #[derive(Debug, Clone, Copy)]
@@ -57,7 +57,8 @@ pub struct ConsumerPartition {
 
 /// How a consumer fetches. It holds at most `prefetch` + 2 fetch answers
 /// at once (those fetched ahead, the one arriving and the one handed
-/// out), each at most `response_bytes_max` of records and one batch.
+/// out), each at most `response_bytes_max` of records and one batch, and
+/// the buffers of two answers handed out, to read the next into.
 #[derive(Debug, Clone, Copy)]
 pub struct ConsumerConfig {
     /// Bytes per partition per fetch.
@@ -169,6 +170,8 @@ pub struct Consumer {
     closed: Arc<AtomicBool>,
     /// Following leaders, with a locator.
     located: Option<Located>,
+    /// Buffers of answers handed out, for the fetchers to reuse.
+    spare: Arc<Spare>,
 }
 
 impl Drop for Consumer {
@@ -242,6 +245,7 @@ impl Consumer {
             fetch_version: config.fetch_version(),
             scratch: Decompressed::default(),
             current: None,
+            spare: Arc::default(),
             notices: Arc::new(Mutex::new(Vec::new())),
             closed: Arc::new(AtomicBool::new(false)),
             located: locator.map(|locator| Located {
@@ -285,6 +289,7 @@ impl Consumer {
             closed: Arc::clone(&self.closed),
             inbox: Arc::clone(&inbox),
             located: self.located.is_some(),
+            spare: Arc::clone(&self.spare),
         };
         std::thread::Builder::new()
             .name("fetch".into())
@@ -489,14 +494,18 @@ impl Consumer {
                 break;
             }
         }
-        if let Some((part, at, aborted)) = stop {
+        drop(parts);
+        match stop {
             // The batch resumed at is judged again, to the same answer.
-            self.current = Some(Resume {
-                frame,
-                part,
-                at,
-                aborted: Some(aborted),
-            });
+            Some((part, at, aborted)) => {
+                self.current = Some(Resume {
+                    frame,
+                    part,
+                    at,
+                    aborted: Some(aborted),
+                })
+            }
+            None => self.spare.give(frame),
         }
         Ok(handed)
     }
