@@ -70,10 +70,18 @@ fn flush_while_due(shared: &Shared) {
     }
 }
 
-/// Flushes a partition taken by [`next_due`], and gives it back.
+/// Flushes a partition taken by [`next_due`] or [`flush_here`], and gives
+/// it back. Marked again meanwhile, it is the flusher's: woken, as a
+/// thread other than the flusher's own may have flushed it.
 fn flush_taken(shared: &Shared, p: &Arc<Partition>) {
     flush_partition(shared, p);
-    lock(&shared.dirty).in_flight.remove(&key(p));
+    let mut dirty = lock(&shared.dirty);
+    dirty.in_flight.remove(&key(p));
+    let again = dirty.partitions.contains_key(&key(p));
+    drop(dirty);
+    if again {
+        shared.dirty_changed.notify_one();
+    }
 }
 
 /// Flushes `p` on the caller's thread, if it has unflushed appends and no
@@ -180,7 +188,7 @@ fn take_next(dirty: &mut Dirty, now: Instant) -> (Option<(Arc<Partition>, bool)>
 /// the group commit window since its last flush began, and after the time
 /// a flush policy set.
 fn due_in(entry: &super::shared::DirtyEntry, now: Instant) -> Duration {
-    let waited = entry.not_before.is_none() && entry.partition.waiters.any();
+    let waited = entry.not_before.is_none() && entry.partition.waiters.any_for_durable();
     if entry.urgent || waited {
         return Duration::ZERO;
     }
@@ -441,15 +449,84 @@ mod tests {
             bytes_max: 1 << 20,
             leader_epoch: None,
         }];
+        let follower = shared.watch_fetch_by(&asked, true);
+        assert!(
+            take(&shared).is_none(),
+            "a follower is served what is written"
+        );
+        follower.wait(Instant::now());
+        assert!(take(&shared).is_none(), "nor does its wait hurry the flush");
         let watch = shared.watch_fetch(&asked);
-        assert!(take(&shared).is_some(), "a fetch waits on it");
+        let taken = take(&shared).expect("a consumer's fetch waits on it");
+        flush_taken(&shared, &taken);
         append(&p);
         shared.mark_dirty(&p, false);
+        assert!(take(&shared).is_some(), "it still waits");
         drop(watch);
+        flush_taken(&shared, &p);
+        append(&p);
+        shared.mark_dirty(&p, false);
         assert!(take(&shared).is_none(), "nobody waits again");
         shared.watch_fetch(&asked).wait(Instant::now());
         let dirty = lock(&shared.dirty);
         assert!(dirty.partitions.values().all(|e| e.urgent), "hurried");
+    }
+
+    /// A fetch's wait keeps a pause the flusher took after a failure (no
+    /// descriptor left): it does not make the flush due at once.
+    #[test]
+    fn a_waiting_fetch_keeps_the_pause_after_a_failure() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        append(&p);
+        try_again_soon(&shared, &p);
+        let asked = [FetchPartition {
+            topic: "t".into(),
+            partition: 0,
+            offset: 0,
+            bytes_max: 1 << 20,
+            leader_epoch: None,
+        }];
+        let watch = shared.watch_fetch(&asked);
+        watch.wait(Instant::now());
+        assert!(take(&shared).is_none(), "paused");
+        let dirty = lock(&shared.dirty);
+        assert!(dirty
+            .partitions
+            .values()
+            .all(|e| !e.urgent && e.not_before.is_some()));
+    }
+
+    /// A thread other than the flusher's (a connection's reader) that
+    /// flushed a partition marked again meanwhile wakes the flusher: the
+    /// mark is not left to its next timeout.
+    #[test]
+    fn a_flush_on_another_thread_wakes_the_flusher_for_a_mark_made_meanwhile() {
+        let (_sim, shared) = shared();
+        let p = partition(&shared, "t");
+        append(&p);
+        shared.mark_dirty(&p, true);
+        let mut dirty = lock(&shared.dirty);
+        dirty.partitions.remove(&key(&p));
+        dirty.in_flight.insert(key(&p));
+        drop(dirty);
+        // Marked while nobody waits: that wake is gone.
+        append(&p);
+        shared.mark_dirty(&p, true);
+        let woken = std::thread::scope(|s| {
+            let waiting = s.spawn(|| {
+                let dirty = lock(&shared.dirty);
+                let woken = shared
+                    .dirty_changed
+                    .wait_timeout(dirty, Duration::from_secs(5))
+                    .unwrap();
+                !woken.1.timed_out()
+            });
+            std::thread::sleep(Duration::from_millis(100));
+            flush_taken(&shared, &p);
+            waiting.join().unwrap()
+        });
+        assert!(woken);
     }
 
     /// A flush policy keeps its meaning for readers: they wait for it (and

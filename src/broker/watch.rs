@@ -9,6 +9,7 @@
 //! watched partition changes, at the deadline, or after at most
 //! [`WAIT_SLICE`] (to notice a shutdown): callers look again in a loop.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,10 @@ impl Waker {
 #[derive(Debug, Default)]
 pub(super) struct Waiters {
     list: Mutex<Vec<Arc<Waker>>>,
+    /// Those among them that wait for the partition's durable records (a
+    /// consumer's fetch, an acks=all answer), not a follower's fetch, which
+    /// is served what is written.
+    for_durable: AtomicUsize,
 }
 
 impl Waiters {
@@ -52,9 +57,10 @@ impl Waiters {
         lock(&self.list).len()
     }
 
-    /// Whether anyone waits on the partition now.
-    pub(super) fn any(&self) -> bool {
-        !lock(&self.list).is_empty()
+    /// Whether anyone waits for the partition's records to become durable
+    /// now (a follower's fetch does not count).
+    pub(super) fn any_for_durable(&self) -> bool {
+        self.for_durable.load(Ordering::Acquire) > 0
     }
 }
 
@@ -64,16 +70,36 @@ impl Waiters {
 pub(super) struct Watch {
     waker: Arc<Waker>,
     partitions: Vec<Arc<Waiters>>,
+    /// It waits for durable records ([`Waiters::any_for_durable`]).
+    for_durable: bool,
 }
 
 impl Watch {
-    /// Registers a waiter with each of the partitions' `waiters`.
+    /// Registers a waiter with each of the partitions' `waiters`, one that
+    /// waits for their durable records.
     pub(super) fn new(partitions: Vec<Arc<Waiters>>) -> Watch {
+        Watch::registered(partitions, true)
+    }
+
+    /// [`Watch::new`] for a follower's fetch, served records before they
+    /// are durable: its wait hurries no flush.
+    pub(super) fn for_follower(partitions: Vec<Arc<Waiters>>) -> Watch {
+        Watch::registered(partitions, false)
+    }
+
+    fn registered(partitions: Vec<Arc<Waiters>>, for_durable: bool) -> Watch {
         let waker = Arc::new(Waker::default());
         for waiters in &partitions {
             lock(&waiters.list).push(Arc::clone(&waker));
+            if for_durable {
+                waiters.for_durable.fetch_add(1, Ordering::AcqRel);
+            }
         }
-        Watch { waker, partitions }
+        Watch {
+            waker,
+            partitions,
+            for_durable,
+        }
     }
 
     /// Whether a wake is pending (the next wait returns at once).
@@ -106,6 +132,9 @@ impl Drop for Watch {
     fn drop(&mut self) {
         for waiters in &self.partitions {
             lock(&waiters.list).retain(|w| !Arc::ptr_eq(w, &self.waker));
+            if self.for_durable {
+                waiters.for_durable.fetch_sub(1, Ordering::AcqRel);
+            }
         }
     }
 }

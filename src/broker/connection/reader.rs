@@ -149,8 +149,11 @@ fn to_writer(
 /// flushes the partition itself (unless another thread flushes it now)
 /// and answers, when that made the records durable (a single copy: a
 /// replicated partition waits for its followers too). Otherwise the
-/// writer waits for them, and answers at the request's deadline if the
-/// disk hangs.
+/// writer waits for them, and answers at the request's deadline. A disk
+/// that hangs holds this reader in its fsync, and the answer with it:
+/// the client's own request timeout ends that wait (klog's and Kafka's
+/// clients have one), and the connections it makes meanwhile find the
+/// partition in flight and get their timeouts from their writers.
 fn durable_here(shared: &Shared, queued: QueuedAnswer, out: &mut Vec<u8>) -> Answer {
     if let QueuedAnswer::Durable {
         correlation_id,
@@ -354,6 +357,33 @@ mod tests {
     fn lock_dirty_empty(shared: &Shared) -> bool {
         let dirty = crate::sync::lock(&shared.dirty);
         dirty.partitions.is_empty() && dirty.in_flight.is_empty()
+    }
+
+    /// A replicated partition: the reader's flush makes the records durable
+    /// here, and the answer still waits (with the writer) for the in-sync
+    /// followers.
+    #[test]
+    fn the_reader_leaves_a_replicated_answer_to_the_writer_until_the_followers_have_it() {
+        use crate::broker::replica::{Leading, Role};
+        let (_sim, shared) = shared();
+        let leading = Role::Leader(Leading {
+            epoch: 0,
+            version: 0,
+            isr: vec!["broker-test".into(), "b".into()],
+            epoch_start: 0,
+            since: std::time::Instant::now(),
+            progress: Default::default(),
+        });
+        let replicas = ["broker-test", "b"];
+        let p = crate::broker::testing::replicated_partition(&shared, "t", &replicas, leading);
+        let queued = durable_answer(&shared, &p);
+        let mut out = Vec::new();
+        assert!(matches!(
+            durable_here(&shared, queued, &mut out),
+            Answer::Later(QueuedAnswer::Durable { .. })
+        ));
+        assert!(out.is_empty());
+        assert_eq!(p.flushed_offset.load(Ordering::Acquire), 1, "flushed here");
     }
 
     /// A flusher thread has the partition: the reader does not flush it

@@ -382,7 +382,11 @@ mod tests {
             bytes_max: 1 << 20,
             leader_epoch: Some(0),
         }];
-        let bytes = |replica| gather(&shared, (3, replica, false), (&asked, &[]), 1 << 30).1;
+        let bytes = |replica| {
+            let (_, bytes, errors) = gather(&shared, (3, replica, false), (&asked, &[]), 1 << 30);
+            assert!(!errors, "nothing past what is in the file is looked for");
+            bytes
+        };
         assert_eq!(bytes(true), 0, "gathered in memory: not even a follower's");
         p.lock().write_pending().unwrap();
         assert_eq!(
@@ -395,6 +399,16 @@ mod tests {
         flush_partition(&shared, &p);
         p.replica_fetched(&shared, "b", Some(0), 1).unwrap();
         assert_eq!(bytes(false), written, "durable on both: the consumer's");
+        // A stopped log (its file may be cut back to what is durable)
+        // serves its followers nothing.
+        let e = std::io::Error::other("injected");
+        p.lock().fail(&crate::error::Error::io(
+            "fsync",
+            std::path::PathBuf::from("/x"),
+            e,
+        ));
+        let (_, _, errors) = gather(&shared, (3, true, false), (&asked, &[]), 1 << 30);
+        assert!(errors);
     }
 
     #[test]

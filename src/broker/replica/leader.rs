@@ -454,18 +454,21 @@ mod tests {
     /// leader wrote is no progress.
     #[test]
     fn a_follower_ahead_of_the_leaders_fsync_waits_for_it_at_the_high_watermark() {
+        let progress = |p: &Partition| match &*p.replica.as_ref().unwrap().role() {
+            Role::Leader(l) => l.progress.get("b").map(|g| g.offset),
+            _ => None,
+        };
         let (_sim, shared) = shared();
         let p = replicated_partition(&shared, "t", &[ME, "b"], leading(4, &[ME, "b"], 0));
         for _ in 0..3 {
             p.lock().append(&mut batch(), 0).unwrap();
         }
         p.lock().write_pending().unwrap();
+        p.lock().append(&mut batch(), 0).unwrap();
+        p.replica_fetched(&shared, "b", Some(4), 4).unwrap();
         p.replica_fetched(&shared, "b", Some(4), 5).unwrap();
+        assert!(progress(&p).is_none(), "4 is appended, not written");
         p.replica_fetched(&shared, "b", Some(4), 3).unwrap();
-        let progress = |p: &Partition| match &*p.replica.as_ref().unwrap().role() {
-            Role::Leader(l) => l.progress.get("b").map(|g| g.offset),
-            _ => None,
-        };
         assert_eq!(progress(&p), Some(3), "5 was never written here");
         assert_eq!(
             p.high_watermark.load(Ordering::Acquire),
@@ -474,7 +477,11 @@ mod tests {
         );
         shared.mark_dirty(&p, true);
         flush_partition(&shared, &p);
-        assert_eq!(p.high_watermark.load(Ordering::Acquire), 3);
+        assert_eq!(
+            p.high_watermark.load(Ordering::Acquire),
+            3,
+            "4 is b's to fetch"
+        );
     }
 
     #[test]

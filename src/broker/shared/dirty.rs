@@ -66,7 +66,8 @@ impl Dirty {
     /// readers when it is done.
     pub(in crate::broker) fn hurry(&mut self, p: &Arc<Partition>) -> bool {
         match self.partitions.get_mut(&key(p)) {
-            Some(entry) if !entry.urgent => {
+            // A pause after a failure (no descriptor left) is kept.
+            Some(entry) if !entry.urgent && entry.not_before.is_none() => {
                 entry.urgent = true;
                 entry.not_before = None;
                 true
@@ -88,6 +89,8 @@ impl Dirty {
 pub(in crate::broker) struct FetchWatch<'s> {
     shared: &'s Shared,
     watch: Watch,
+    /// A consumer's: the partitions whose flush its wait hurries (none for
+    /// a follower, served records before they are durable).
     partitions: Vec<Arc<Partition>>,
 }
 
@@ -139,11 +142,14 @@ impl Shared {
             let written = follower.then(|| Arc::clone(&p.written_waiters));
             std::iter::once(Arc::clone(&p.waiters)).chain(written)
         });
-        let watch = Watch::new(watched.collect());
+        let watch = match follower {
+            true => Watch::for_follower(watched.collect()),
+            false => Watch::new(watched.collect()),
+        };
         FetchWatch {
             shared: self,
             watch,
-            partitions: served,
+            partitions: if follower { Vec::new() } else { served },
         }
     }
 

@@ -154,7 +154,15 @@ impl Log {
     /// to others). A write is never taken back once made; only a crash
     /// before the fsync may lose it, and nothing is acknowledged or shown
     /// to consumers before it is durable on the in-sync replicas.
+    /// A stopped log serves nothing (its file may have been cut back to
+    /// what is durable).
     pub fn locate_written(&self, offset: u64, bytes_max: u64) -> Result<Option<Lookup>> {
+        if let Some(reason) = &self.failed {
+            return Err(Error::StorageFailed {
+                dir: self.dir.clone(),
+                reason: reason.clone(),
+            });
+        }
         let active = self.active();
         let written = (active.base_offset, active.written_size());
         self.locate_within(
