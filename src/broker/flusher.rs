@@ -7,7 +7,14 @@
 //! different partitions in parallel (the flusher thread starts its helpers
 //! as partitions come), so that one partition's slow fsync does not make
 //! the others wait their turn. Each partition is flushed by one thread at a
-//! time ([`Dirty::in_flight`]). No thread takes a partition's lock while it
+//! time ([`Dirty::in_flight`]): a flusher thread, or a connection's reader
+//! whose client waits for its acks=all append and has sent nothing more
+//! ([`flush_here`], which spares two thread switches per acknowledgement).
+//!
+//! The group commit is adaptive: a flush that someone waits for (an
+//! acks=all request, a consumer's fetch at the end) begins as soon as the
+//! partition's previous flush ends, and appends that come meanwhile go into
+//! the next; one that nobody waits for gathers for [`GROUP_COMMIT_WINDOW`]. No thread takes a partition's lock while it
 //! holds the dirty set's: a partition busy with slow file work holds up
 //! its own flush, never the others' appends or flushes.
 //!
@@ -336,7 +343,6 @@ mod tests {
     use super::*;
     use crate::broker::testing::{append, partition, shared, shared_with};
     use crate::broker::watch::{Watch, WAIT_SLICE};
-    use crate::protocol::FetchPartition;
 
     /// Takes what `take_next` gives now, as a flusher thread does.
     fn take(shared: &Shared) -> Option<Arc<Partition>> {
@@ -442,13 +448,7 @@ mod tests {
         append(&p);
         shared.mark_dirty(&p, false);
         assert!(take(&shared).is_none(), "within the window, nobody waits");
-        let asked = [FetchPartition {
-            topic: "t".into(),
-            partition: 0,
-            offset: 2,
-            bytes_max: 1 << 20,
-            leader_epoch: None,
-        }];
+        let asked = [crate::broker::testing::ask("t", 2)];
         let follower = shared.watch_fetch_by(&asked, true);
         assert!(
             take(&shared).is_none(),
@@ -480,13 +480,7 @@ mod tests {
         let p = partition(&shared, "t");
         append(&p);
         try_again_soon(&shared, &p);
-        let asked = [FetchPartition {
-            topic: "t".into(),
-            partition: 0,
-            offset: 0,
-            bytes_max: 1 << 20,
-            leader_epoch: None,
-        }];
+        let asked = [crate::broker::testing::ask("t", 0)];
         let watch = shared.watch_fetch(&asked);
         watch.wait(Instant::now());
         assert!(take(&shared).is_none(), "paused");
@@ -537,13 +531,7 @@ mod tests {
         let p = partition(&shared, "t");
         append(&p);
         shared.mark_dirty(&p, false);
-        let asked = [FetchPartition {
-            topic: "t".into(),
-            partition: 0,
-            offset: 0,
-            bytes_max: 1 << 20,
-            leader_epoch: None,
-        }];
+        let asked = [crate::broker::testing::ask("t", 0)];
         let watch = shared.watch_fetch(&asked);
         watch.wait(Instant::now());
         shared.stop.store(true, Ordering::Relaxed);

@@ -128,6 +128,33 @@ pub(super) fn replicated_partition(
     p
 }
 
+/// Partition 0 of a new topic `topic` led by this broker (`broker-test`)
+/// in epoch 0, with `followers` in sync.
+pub(super) fn led_partition(shared: &Shared, topic: &str, followers: &[&str]) -> Arc<Partition> {
+    let mut replicas = vec!["broker-test"];
+    replicas.extend_from_slice(followers);
+    let leading = super::replica::Role::Leader(super::replica::Leading {
+        epoch: 0,
+        version: 0,
+        isr: replicas.iter().map(|r| r.to_string()).collect(),
+        epoch_start: 0,
+        since: std::time::Instant::now(),
+        progress: Default::default(),
+    });
+    replicated_partition(shared, topic, &replicas, leading)
+}
+
+/// A fetch's ask of partition 0 of `topic` from `offset`, a MiB at most.
+pub(super) fn ask(topic: &str, offset: u64) -> protocol::FetchPartition {
+    protocol::FetchPartition {
+        topic: topic.into(),
+        partition: 0,
+        offset,
+        bytes_max: 1 << 20,
+        leader_epoch: None,
+    }
+}
+
 /// A batch of one record, from producer `id` in a transaction when `id`
 /// is not -1.
 pub(super) fn one_record(id: i64) -> Vec<u8> {

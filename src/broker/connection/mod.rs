@@ -22,7 +22,7 @@ use crate::protocol::{self, put, ErrorCode, FetchPartition};
 
 pub(in crate::broker) mod frames;
 mod reader;
-pub(in crate::broker) use reader::{too_large, UNAUTHENTICATED_BYTES_MAX};
+pub(in crate::broker) use reader::{frame_reader, too_large, UNAUTHENTICATED_BYTES_MAX};
 pub(in crate::broker) mod requests;
 mod transfer;
 pub(in crate::broker) mod writer;

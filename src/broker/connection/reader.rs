@@ -98,8 +98,13 @@ pub(super) fn read_requests(
 }
 
 /// The connection's frames, each read within `timeout` once begun, the
-/// connection idle after `--idle-timeout`.
-fn frame_reader<'a>(shared: &'a Shared, stream: &'a Stream, timeout: Duration) -> FrameReader<'a> {
+/// connection idle after `--idle-timeout`, under the broker's bounds (its
+/// request memory, `--max-request-bytes`); the Kafka listener's too.
+pub(in crate::broker) fn frame_reader<'a>(
+    shared: &'a Shared,
+    stream: &'a Stream,
+    timeout: Duration,
+) -> FrameReader<'a> {
     let idle = Duration::from_millis(shared.config.idle_timeout_ms.max(1));
     FrameReader::new(
         stream,
@@ -415,13 +420,7 @@ mod tests {
                 read_committed: false,
                 bytes_min,
                 response_bytes_max: 1 << 20,
-                partitions: vec![crate::protocol::FetchPartition {
-                    topic: "t".into(),
-                    partition: 0,
-                    offset: 0,
-                    bytes_max: 1 << 20,
-                    leader_epoch: None,
-                }],
+                partitions: vec![crate::broker::testing::ask("t", 0)],
             },
         }
     }
@@ -466,18 +465,8 @@ mod tests {
     /// followers.
     #[test]
     fn the_reader_leaves_a_replicated_answer_to_the_writer_until_the_followers_have_it() {
-        use crate::broker::replica::{Leading, Role};
         let (_sim, shared) = shared();
-        let leading = Role::Leader(Leading {
-            epoch: 0,
-            version: 0,
-            isr: vec!["broker-test".into(), "b".into()],
-            epoch_start: 0,
-            since: std::time::Instant::now(),
-            progress: Default::default(),
-        });
-        let replicas = ["broker-test", "b"];
-        let p = crate::broker::testing::replicated_partition(&shared, "t", &replicas, leading);
+        let p = crate::broker::testing::led_partition(&shared, "t", &["b"]);
         let queued = durable_answer(&shared, &p);
         let mut out = Vec::new();
         assert!(matches!(
@@ -523,24 +512,11 @@ mod tests {
     /// write of an acks=1 append wakes its fetch, not a consumer's.
     #[test]
     fn settling_a_replicated_append_wakes_the_followers_fetch() {
-        use crate::broker::replica::{Leading, Role};
         let (_sim, shared) = shared();
-        let leading = Role::Leader(Leading {
-            epoch: 0,
-            version: 0,
-            isr: vec!["broker-test".into(), "b".into()],
-            epoch_start: 0,
-            since: std::time::Instant::now(),
-            progress: Default::default(),
-        });
-        let replicas = ["broker-test", "b"];
-        let p = crate::broker::testing::replicated_partition(&shared, "t", &replicas, leading);
+        let p = crate::broker::testing::led_partition(&shared, "t", &["b"]);
         let asked = [crate::protocol::FetchPartition {
-            topic: "t".into(),
-            partition: 0,
-            offset: 0,
-            bytes_max: 1 << 20,
             leader_epoch: Some(0),
+            ..crate::broker::testing::ask("t", 0)
         }];
         let follower = shared.watch_fetch_by(&asked, true);
         let consumer = shared.watch_fetch(&asked);

@@ -388,29 +388,12 @@ mod tests {
     /// memory goes to either.
     #[test]
     fn a_follower_is_served_records_written_before_their_fsync_and_a_consumer_is_not() {
-        use crate::broker::replica::{Leading, Role};
         let (_sim, shared) = shared();
-        let leading = Role::Leader(Leading {
-            epoch: 0,
-            version: 0,
-            isr: vec!["broker-test".into(), "b".into()],
-            epoch_start: 0,
-            since: std::time::Instant::now(),
-            progress: Default::default(),
-        });
-        let p = crate::broker::testing::replicated_partition(
-            &shared,
-            "t",
-            &["broker-test", "b"],
-            leading,
-        );
+        let p = crate::broker::testing::led_partition(&shared, "t", &["b"]);
         append(&p);
         let asked = [FetchPartition {
-            topic: "t".into(),
-            partition: 0,
-            offset: 0,
-            bytes_max: 1 << 20,
             leader_epoch: Some(0),
+            ..crate::broker::testing::ask("t", 0)
         }];
         let bytes = |replica| {
             let (_, bytes, errors) = gather(&shared, (3, replica, false), (&asked, &[]), 1 << 30);

@@ -27,16 +27,7 @@ fn frames<'a>(shared: &'a Shared, stream: &'a Stream) -> FrameReader<'a> {
     let _ = stream.set_nodelay(true);
     let timeout = Duration::from_millis(shared.config.request_timeout_ms.max(1));
     let _ = stream.set_write_timeout(Some(timeout));
-    let idle = Duration::from_millis(shared.config.idle_timeout_ms.max(1));
-    FrameReader::new(
-        stream,
-        shared.config.request_bytes_max,
-        timeout,
-        &shared.request_memory,
-        &shared.stop,
-    )
-    .kafka()
-    .idle_timeout(idle)
+    crate::broker::connection::frame_reader(shared, stream, timeout).kafka()
 }
 
 /// Serves one Kafka connection until the peer closes it, it breaks the
