@@ -417,16 +417,23 @@ mod tests {
         assert_eq!(again.topic, "t0", "the first marked again, not a newer one");
     }
 
+    /// A partition flushed once (its window begun) and appended to and
+    /// marked again since, by an acks=1 producer.
+    fn flushed_and_marked_again(shared: &Shared) -> Arc<Partition> {
+        let p = partition(shared, "t");
+        append(&p);
+        shared.mark_dirty(&p, false);
+        let taken = take(shared).expect("never flushed: due");
+        flush_taken(shared, &taken);
+        append(&p);
+        shared.mark_dirty(&p, false);
+        p
+    }
+
     #[test]
     fn a_flush_begun_within_the_window_waits_unless_urgent() {
         let (_sim, shared) = shared();
-        let p = partition(&shared, "t");
-        append(&p);
-        shared.mark_dirty(&p, false);
-        let taken = take(&shared).expect("never flushed: due");
-        flush_taken(&shared, &taken);
-        append(&p);
-        shared.mark_dirty(&p, false);
+        let p = flushed_and_marked_again(&shared);
         let (none, wait) = take_next(&mut lock(&shared.dirty), Instant::now());
         assert!(none.is_none(), "within the group commit window");
         assert!(wait <= GROUP_COMMIT_WINDOW && !wait.is_zero());
@@ -434,19 +441,14 @@ mod tests {
         assert!(take(&shared).is_some(), "acks=all cannot wait");
     }
 
-    /// A fetch waiting on the partition (a consumer at the end, a
-    /// follower) is latency: its records' flush does not wait out the
-    /// window either, and the fetch's wait itself wakes the flusher.
+    /// A consumer's fetch waiting on the partition is latency: its
+    /// records' flush does not wait out the window either, and the fetch's
+    /// wait itself wakes the flusher. A follower's does neither: it is
+    /// served what is written.
     #[test]
     fn a_flush_that_a_fetch_waits_for_does_not_wait_out_the_window() {
         let (_sim, shared) = shared();
-        let p = partition(&shared, "t");
-        append(&p);
-        shared.mark_dirty(&p, false);
-        let taken = take(&shared).expect("never flushed: due");
-        flush_taken(&shared, &taken);
-        append(&p);
-        shared.mark_dirty(&p, false);
+        let p = flushed_and_marked_again(&shared);
         assert!(take(&shared).is_none(), "within the window, nobody waits");
         let asked = [crate::broker::testing::ask("t", 2)];
         let follower = shared.watch_fetch_by(&asked, true);
