@@ -192,7 +192,11 @@ fn durable_here(shared: &Shared, queued: QueuedAnswer, out: &mut Vec<u8>) -> Ans
 /// A consumer's fetch whose records are there while the writer is `idle`
 /// and the client has sent nothing more: the reader answers it itself (a
 /// thread switch fewer per fetch). `None` once answered; otherwise the
-/// answer, for the writer.
+/// answer, for the writer. While it sends, the reader reads no further
+/// request: a client that writes a large request after a fetch and reads
+/// nothing until that write is done waits for the write timeout (klog's
+/// consumers read each answer before they ask again; the Kafka listener
+/// does not answer here).
 fn fetch_here(
     shared: &Shared,
     stream: &Stream,

@@ -93,7 +93,7 @@ pub(super) fn fetch_now(
     }
     let budget = u64::from(asked.response_bytes_max).min(limits::FETCH_RESPONSE_BYTES_MAX);
     let how = (asked.version, false, asked.read_committed);
-    let (parts, bytes, errors) = gather(shared, how, (&asked.partitions, &[]), budget);
+    let (parts, bytes, errors) = gather_with(shared, how, (&asked.partitions, &[]), budget, false);
     if bytes < u64::from(asked.bytes_min) && !errors && !shared.stopping() {
         return Ok(false);
     }
@@ -149,9 +149,22 @@ fn response_head(correlation_id: u32, count: u16, body_bytes: u64) -> io::Result
 /// batch.
 fn gather<'s>(
     shared: &'s Shared,
+    how: (u16, bool, bool),
+    asked: (&[FetchPartition], &[Refusal]),
+    budget: u64,
+) -> (Vec<Part<'s>>, u64, bool) {
+    gather_with(shared, how, asked, budget, true)
+}
+
+/// [`gather`], waiting for request memory to convert a legacy segment's
+/// batches only when `memory_wait` (the reader's try, [`fetch_now`], does
+/// not: the writer, which answers if it cannot, would wait again).
+fn gather_with<'s>(
+    shared: &'s Shared,
     (version, replica, read_committed): (u16, bool, bool),
     (asked, refused): (&[FetchPartition], &[Refusal]),
     budget: u64,
+    memory_wait: bool,
 ) -> (Vec<Part<'s>>, u64, bool) {
     let mut parts = Vec::with_capacity(asked.len());
     let (mut bytes, mut errors) = (0u64, false);
@@ -185,7 +198,7 @@ fn gather<'s>(
                 // cold page cache they are slow, and appends need not wait.
                 // A partition that takes no bytes converts nothing; only
                 // a fetch that holds no memory waits for some.
-                let wait = !parts.iter().any(Part::holds_memory);
+                let wait = memory_wait && !parts.iter().any(Part::holds_memory);
                 let found = located
                     .lookup
                     .and_then(|l| l.map_or(Ok(None), |l| l.find()))

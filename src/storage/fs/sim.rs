@@ -740,16 +740,14 @@ impl SimMap {
     /// they dirty (a store the capacity has no room for is a map fault).
     fn write_back(&self, inode: &mut Inode) {
         let n = self.buf.len().min(inode.data.len());
-        let mut changed = Vec::new();
         // Block by block, byte by byte only where a block differs: a map
         // is mostly what it was (a test's index maps are megabytes).
-        let block = SIM_BLOCK_BYTES as usize;
-        for start in (0..n).step_by(block) {
-            let end = (start + block).min(n);
-            if inode.data[start..end] != self.buf[start..end] {
-                changed.extend((start..end).filter(|&i| inode.data[i] != self.buf[i]));
-            }
-        }
+        let changed: Vec<usize> = (0..n)
+            .step_by(SIM_BLOCK_BYTES as usize)
+            .map(|start| start..(start + SIM_BLOCK_BYTES as usize).min(n))
+            .filter(|r| inode.data[r.clone()] != self.buf[r.clone()])
+            .flat_map(|r| r.filter(|&i| inode.data[i] != self.buf[i]))
+            .collect();
         for &i in &changed {
             let block = i as u64 / SIM_BLOCK_BYTES;
             if !inode.blocks.contains(&block) {
