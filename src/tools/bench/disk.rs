@@ -9,61 +9,36 @@
 //! temporary directory, where the benchmark's own brokers keep their data)
 //! and removed at the end, on an error and at a stop signal too.
 
-use std::fs::File;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
 
 use super::workload::Report;
-use crate::stats::Histogram;
 
-/// The file being measured, removed when dropped.
-struct Scratch {
-    path: PathBuf,
-    file: File,
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-/// Appends `count` writes of `bytes` to a new file in `dir`, each followed
-/// by an `fdatasync` whose time it records (µs). Stops early, with the
-/// fsyncs timed so far, at a stop signal.
+/// Appends `count` writes of `bytes` to a new file in `dir` (removed at
+/// the end, whatever happens), each followed by an `fdatasync` whose time
+/// it records (µs). Stops early, with the fsyncs timed so far, at a stop
+/// signal.
 pub fn fsyncs(dir: &Path, count: u64, bytes: usize) -> anyhow::Result<Report> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let path = dir.join(format!("klog-bench-fsync-{}-{nanos}", std::process::id()));
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .with_context(|| format!("cannot create {}", path.display()))?;
-    let mut scratch = Scratch { path, file };
+    let mut scratch = tempfile::Builder::new()
+        .prefix("klog-bench-fsync-")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+    let path = scratch.path().to_path_buf();
     let block = vec![0x6b_u8; bytes];
-    let mut report = Report {
-        latency_us: Histogram::default(),
-        ..Report::default()
-    };
+    let mut report = Report::default();
     let start = Instant::now();
     for _ in 0..count {
         if crate::stop::stopping() {
             break;
         }
-        let path = &scratch.path;
-        scratch
-            .file
-            .write_all(&block)
+        let file = scratch.as_file_mut();
+        file.write_all(&block)
             .with_context(|| format!("cannot write {}", path.display()))?;
         let began = Instant::now();
-        scratch
-            .file
-            .sync_data()
+        file.sync_data()
             .with_context(|| format!("fdatasync of {} failed", path.display()))?;
         report
             .latency_us
