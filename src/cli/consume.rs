@@ -106,6 +106,18 @@ pub struct Args {
     /// next starts where they say.
     #[arg(long = "no-commit", requires = "group")]
     pub no_commit: bool,
+    /// With -G and -J: commit a record's offset only once a producer
+    /// acknowledged the record made from it, as written by its `klog-produce
+    /// -J --report ACKS` (a FIFO, or a file followed as it grows): a mirror
+    /// that loses nothing. `mkfifo acks; klog-consume --registry A -G mirror
+    /// -t T -J --commit-from acks | klog-produce --registry B -t T -J
+    /// --report acks`. What was printed and not acknowledged is read again
+    /// by the group (at least once); a million records at most wait for
+    /// their acknowledgement. On exit, stdout is closed and the
+    /// acknowledgements are waited for (60s at most; a second signal ends
+    /// at once).
+    #[arg(long = "commit-from", value_name = "ACKS", requires_all = ["group", "json"], conflicts_with = "no_commit")]
+    pub commit_from: Option<PathBuf>,
     /// With -G: a member silent for longer (stopped, stuck) loses its
     /// partitions to the others, and its late commits are refused; when
     /// it wakes it rejoins. Members renew their session and look at the
@@ -411,6 +423,13 @@ fn choose_source(
                 .into(),
         ));
     }
+    if args.commit_from.is_some() && args.no_commit {
+        return Err(super::Usage(
+            "--commit-from commits what a producer acknowledged: not with \
+             enable.auto.commit=false"
+                .into(),
+        ));
+    }
     if args.offset == OffsetSpec::Stored && args.group.is_none() {
         return Err(super::Usage(
             "-o stored needs a group (-G GROUP --registry REGISTRY): it starts at the group's committed offsets".into(),
@@ -470,6 +489,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         commit_interval_ms: args.commit_interval_ms,
         commit: !args.no_commit,
         session_timeout_ms: args.session_timeout_ms,
+        commit_from: args.commit_from.clone(),
     });
     let reset_offsets = args.reset_offsets;
     // A partition named twice (`-p 0,0`) is read once.

@@ -176,7 +176,10 @@ pub struct Args {
     /// "value"} (a value that is not UTF-8 in base64, with
     /// "value_encoding":"base64"), flushed with each answer. With --acks
     /// all, every record in FILE is stored on every in-sync replica at that
-    /// offset. Needs a broker (-b or --registry) and --acks 1 or all.
+    /// offset. With -J, a record whose envelope names its topic, partition
+    /// and offset has them in "source" (klog-consume --commit-from reads
+    /// them: a mirror that loses nothing). Needs a broker (-b or
+    /// --registry) and --acks 1 or all.
     #[arg(long = "report", value_name = "FILE")]
     pub report: Option<PathBuf>,
     /// Only print errors.

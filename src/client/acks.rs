@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::connection::{protocol_error, read_frame, Patience};
 use crate::client::report::AckReport;
+use crate::client::Sources;
 use crate::error::Error;
 use crate::protocol::{self, ErrorCode, Reader};
 use crate::sync::lock;
@@ -33,6 +34,8 @@ pub(crate) struct Waiting {
     /// Where its batch starts in `request` (the frame's last bytes), to
     /// be sent again in a request of another producer.
     pub(super) batch_at: usize,
+    /// Its records' sources, for the report (empty when none is written).
+    pub(crate) sources: Sources,
 }
 
 /// A request a routed producer gives back unanswered (see
@@ -66,6 +69,7 @@ impl Waiting {
         records: u64,
         deadline: Instant,
         batch: &[u8],
+        sources: Sources,
     ) -> Waiting {
         Waiting {
             id: 0,
@@ -76,6 +80,7 @@ impl Waiting {
             deadline,
             request: batch.to_vec(),
             batch_at: 0,
+            sources,
         }
     }
 }
@@ -310,7 +315,9 @@ fn acknowledge(acks: &mut Acks, h: protocol::ResponseHeader, body: &[u8], addr: 
             .record_n(sent.elapsed().as_micros() as u64, records);
         if let Some(report) = acks.report {
             match Reader::new(body).u64("base_offset") {
-                Ok(base) => report.acknowledged(waiting.partition, base, waiting.batch()),
+                Ok(base) => {
+                    report.acknowledged(waiting.partition, base, waiting.batch(), &waiting.sources)
+                }
                 Err(e) => {
                     acks.error.get_or_insert(protocol_error(addr, e));
                 }

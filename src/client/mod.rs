@@ -37,5 +37,7 @@ mod sasl;
 
 pub use connection::{connect, Connection, Connections, PartitionOffsets};
 pub use consumer::{Consumer, ConsumerConfig, ConsumerPartition, Locate};
-pub use producer::{BatchOptions, ParsedRecord, Producer, ProducerConfig, ProducerSummary};
+pub use producer::{
+    BatchOptions, ParsedRecord, Producer, ProducerConfig, ProducerSummary, Source, Sources,
+};
 pub use report::AckReport;

@@ -42,7 +42,29 @@ pub struct ParsedRecord {
     pub headers: Vec<(Vec<u8>, Vec<u8>)>,
     /// Its own timestamp (`-J` envelopes), else the time of sending.
     pub timestamp: Option<i64>,
+    /// Where it was consumed from (a `-J` envelope's topic, partition and
+    /// offset), echoed in the report of acknowledged records.
+    pub source: Option<Source>,
 }
+
+/// Where a record was consumed from: the topic, partition and offset of
+/// the `klog-consume -J` envelope it was read from. It travels with the
+/// record's batch (sent again, given back to another leader) to the
+/// report of acknowledged records ([`crate::client::report`]), so that a
+/// mirror's consumer commits only what the destination stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// The topic.
+    pub topic: Arc<str>,
+    /// The partition.
+    pub partition: u32,
+    /// The offset.
+    pub offset: u64,
+}
+
+/// The sources of a batch's records, in their order (empty when no
+/// report is written: sources are kept only for one).
+pub type Sources = Vec<Option<Source>>;
 
 /// How to batch.
 #[derive(Debug, Clone, Copy)]
@@ -313,7 +335,7 @@ impl Producer {
             stream,
             addr: addr.to_string(),
             topic: topic.to_string(),
-            batches: Batches::new(topic, partitions, config.batch, config.record_bytes_max),
+            batches: Batches::for_producer(topic, partitions, &config),
             config,
             out: Vec::new(),
             unsent: (0, 0),
@@ -379,6 +401,7 @@ impl Producer {
         let start = self.out.len();
         let c = &self.config;
         let place = (p as u32, self.batches.ordinal(p as u32));
+        let sources = self.batches.take_sources(p as u32);
         let batch = self.batches.finish(p as u32);
         let batch_bytes = batch.len();
         protocol::append_produce_request(
@@ -392,19 +415,20 @@ impl Producer {
         );
         self.batches.clear(p as u32);
         let deadline = opened + self.config.delivery_timeout;
-        self.enqueued(start, place, records, deadline, batch_bytes)
+        self.enqueued(start, place, records, deadline, (batch_bytes, sources))
     }
 
     /// Notes the request just encoded at `out[start..]` (its batch its
-    /// last `batch_bytes`, the partition's batch of that ordinal) as waiting for its answer (none with acks 0),
-    /// and writes the requests held back when it is time.
+    /// last `batch_bytes`, the partition's batch of that ordinal, its
+    /// records from `sources`) as waiting for its answer (none with acks
+    /// 0), and writes the requests held back when it is time.
     fn enqueued(
         &mut self,
         start: usize,
         (partition, ordinal): (u32, u64),
         records: u64,
         deadline: Instant,
-        batch_bytes: usize,
+        (batch_bytes, sources): (usize, Sources),
     ) -> Result<()> {
         let sent = Instant::now();
         let on_wire = {
@@ -423,6 +447,7 @@ impl Producer {
                     deadline,
                     batch_at: request.len() - batch_bytes,
                     request,
+                    sources,
                 });
             }
             on_wire
@@ -718,6 +743,7 @@ mod tests {
                 .map(|(n, v)| (n.to_vec(), v.to_vec()))
                 .collect(),
             timestamp: None,
+            source: None,
         }
     }
 
@@ -833,7 +859,7 @@ mod tests {
         b.push(0, None, &[], b"v");
         let batch = b.finish_numbered((7, 0, 0)).to_vec();
         producer
-            .send_encoded((0, 0), &batch, 1, Instant::now())
+            .send_encoded((0, 0), (&batch, Vec::new()), 1, Instant::now())
             .unwrap();
         let given_back = producer.take_orphans().len();
         let (summary, result) = producer.close();

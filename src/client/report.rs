@@ -10,7 +10,17 @@
 //! ```
 //!
 //! A value that is not UTF-8 is written in base64 with `value_encoding`
-//! (as `klog-consume -J` writes a payload). A batch acknowledged twice
+//! (as `klog-consume -J` writes a payload). A record read from a `-J`
+//! envelope that names its topic, partition and offset (as `klog-consume
+//! -J` prints them) has them in `source`, carried with its batch through
+//! every retry and leader move, so that a mirror's consumer
+//! (`klog-consume --commit-from`) commits a source offset only once the
+//! record made from it is stored here:
+//!
+//! ```text
+//! {"topic":"t","partition":0,"offset":43,"value":"x","source":{"topic":"s","partition":2,"offset":9}}
+//! ```
+//! A batch acknowledged twice
 //! (sent again after a connection broke or its leader moved, with no
 //! idempotence) is written twice, at each of its offsets. With `acks=0`
 //! nothing is acknowledged, and nothing is written.
@@ -27,6 +37,7 @@ use std::sync::Mutex;
 
 use base64::Engine as _;
 
+use crate::client::Source;
 use crate::error::{Error, Result};
 use crate::limits::{BATCH_BYTES_MAX, RECORD_BYTES_MAX_LIMIT};
 use crate::storage::record::{Batch, Decompressed, Format};
@@ -56,6 +67,16 @@ struct Line<'a> {
     value: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     value_encoding: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<LineSource<'a>>,
+}
+
+/// Where a record of the report was consumed from.
+#[derive(serde::Serialize)]
+struct LineSource<'a> {
+    topic: &'a str,
+    partition: u32,
+    offset: u64,
 }
 
 impl AckReport {
@@ -77,17 +98,24 @@ impl AckReport {
         })
     }
 
-    /// Writes the records of `batch` (as the producer sent it), which a
-    /// broker acknowledged at `base_offset` of `partition`, and flushes
-    /// them.
-    pub(crate) fn acknowledged(&self, partition: u32, base_offset: u64, batch: &[u8]) {
+    /// Writes the records of `batch` (as the producer sent it, its records
+    /// from `sources` where known), which a broker acknowledged at
+    /// `base_offset` of `partition`, and flushes them.
+    pub(crate) fn acknowledged(
+        &self,
+        partition: u32,
+        base_offset: u64,
+        batch: &[u8],
+        sources: &[Option<Source>],
+    ) {
         let mut out = lock(&self.out);
         let Out { file, error } = &mut *out;
         let Some(writer) = file.as_mut().filter(|_| error.is_none()) else {
             return;
         };
-        let written = write_batch(writer, &self.topic, partition, base_offset, batch)
-            .and_then(|()| writer.flush());
+        let at = (partition, base_offset);
+        let written =
+            write_batch(writer, &self.topic, at, batch, sources).and_then(|()| writer.flush());
         if let Err(e) = written {
             *error = Some(e);
         }
@@ -111,13 +139,14 @@ impl AckReport {
     }
 }
 
-/// Writes one line per record of `batch`, at `base_offset` on.
+/// Writes one line per record of `batch` (from `sources`), at
+/// `base_offset` of `partition` on.
 fn write_batch(
     writer: &mut impl Write,
     topic: &str,
-    partition: u32,
-    base_offset: u64,
+    (partition, base_offset): (u32, u64),
     batch: &[u8],
+    sources: &[Option<Source>],
 ) -> std::io::Result<()> {
     let invalid = |e: crate::storage::record::DecodeError| {
         std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
@@ -128,7 +157,7 @@ fn write_batch(
     let records = decoded
         .records_in(&mut scratch, RECORD_BYTES_MAX_LIMIT)
         .map_err(invalid)?;
-    for record in records {
+    for (i, record) in records.enumerate() {
         let record = record.map_err(invalid)?;
         let encoded;
         let (value, value_encoding) = match std::str::from_utf8(record.value) {
@@ -144,6 +173,11 @@ fn write_batch(
             offset: base_offset + (record.offset - first),
             value,
             value_encoding,
+            source: sources.get(i).and_then(Option::as_ref).map(|s| LineSource {
+                topic: &s.topic,
+                partition: s.partition,
+                offset: s.offset,
+            }),
         };
         serde_json::to_writer(&mut *writer, &line)?;
         writer.write_all(b"\n")?;
@@ -164,13 +198,21 @@ mod tests {
         let mut b = BatchBuilder::new();
         b.push(1, None, &[], b"one");
         b.push(2, Some(b"k"), &[], &[0xff, 0x00]);
-        report.acknowledged(3, 40, b.finish());
+        let source = |offset| {
+            Some(Source {
+                topic: "s".into(),
+                partition: 7,
+                offset,
+            })
+        };
+        report.acknowledged(3, 40, b.finish(), &[None, source(9)]);
         // Flushed with the answer, before the report is finished.
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(
             text,
             "{\"topic\":\"t\",\"partition\":3,\"offset\":40,\"value\":\"one\"}\n\
-             {\"topic\":\"t\",\"partition\":3,\"offset\":41,\"value\":\"/wA=\",\"value_encoding\":\"base64\"}\n"
+             {\"topic\":\"t\",\"partition\":3,\"offset\":41,\"value\":\"/wA=\",\"value_encoding\":\"base64\",\
+             \"source\":{\"topic\":\"s\",\"partition\":7,\"offset\":9}}\n"
         );
         report.finish().unwrap();
     }
@@ -180,7 +222,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("acks.jsonl");
         let report = AckReport::create(&path, "t").unwrap();
-        report.acknowledged(0, 0, b"not a batch");
+        report.acknowledged(0, 0, b"not a batch", &[]);
         let e = report.finish().unwrap_err().to_string();
         assert!(e.contains("write the report"), "{e}");
     }

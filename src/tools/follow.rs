@@ -15,14 +15,15 @@ use anyhow::Context;
 
 use crate::client::offset::{resolve_in, Extent, OffsetSpec};
 use crate::client::{Connections, Consumer, ConsumerConfig, ConsumerPartition};
-use crate::coord::group::{GroupConfig, GroupMember};
-use crate::coord::Registry;
 use crate::storage::fs::{RealFs, Vfs};
 use crate::storage::record::Record;
 use crate::storage::store::Store;
 
 use super::consume::{self, Envelope, Format, PartitionReader};
+
+mod group;
 use super::Say;
+pub use group::reset_offsets;
 
 /// What `klog-consume` is asked to do.
 #[derive(Debug, Clone)]
@@ -79,6 +80,9 @@ pub struct GroupOptions {
     pub commit: bool,
     /// The longest a change in the group goes unnoticed.
     pub session_timeout_ms: u64,
+    /// Commit a record only once it is acknowledged in this report of a
+    /// producer's (`--commit-from`: see [`super::commit_from`]).
+    pub commit_from: Option<PathBuf>,
 }
 
 /// One partition followed in embedded mode.
@@ -175,7 +179,7 @@ fn follow(options: &Options) -> anyhow::Result<()> {
         quiet: options.quiet,
     };
     if let Some(group) = &options.group {
-        return follow_group(options, group, say);
+        return group::follow_group(options, group, say);
     }
     let mut source = match &options.data_dir {
         Some(dir) => Source::Embedded(open_embedded(options, dir)?),
@@ -468,219 +472,6 @@ fn new_printer(options: &Options) -> Printer<'_> {
         limit: options.records_max.unwrap_or(u64::MAX),
         json_line: Vec::new(),
     }
-}
-
-/// "member M owns t [0] from offset 5, t [1] from offset 0" (or "owns no partition").
-fn describe(member: &GroupMember, topic: &str) -> String {
-    let owned: Vec<String> = member
-        .positions()
-        .iter()
-        .map(|(p, o)| format!("{topic} [{p}] from offset {o}"))
-        .collect();
-    if owned.is_empty() {
-        format!("member {} owns no partition of {topic}", member.member())
-    } else {
-        format!("member {} owns {}", member.member(), owned.join(", "))
-    }
-}
-
-/// What a group member is asked to do.
-fn group_config(options: &Options, group_options: &GroupOptions) -> GroupConfig {
-    GroupConfig {
-        group: group_options.group.clone(),
-        topic: options.topic.clone(),
-        reset: options.offset,
-        commit_interval: Duration::from_millis(group_options.commit_interval_ms),
-        commit: group_options.commit,
-        session_timeout: Duration::from_millis(group_options.session_timeout_ms),
-        // Also how often the member renews its session: ten times per
-        // timeout.
-        poll_interval: Duration::from_millis(
-            (group_options.session_timeout_ms / 10).clamp(20, 1000),
-        ),
-        exit_at_end: options.exit_at_end,
-        fetch: options.fetch,
-    }
-}
-
-/// Joins the group; a topic not in the registry yet is waited for (unless
-/// `-e`), as a consumer waits for a topic to appear. `None`: stopped first.
-fn join_when_there(
-    registry: Arc<dyn Registry>,
-    config: GroupConfig,
-    say: Say,
-) -> crate::Result<Option<GroupMember>> {
-    let (mut said, mut waited) = (false, false);
-    let started = std::time::Instant::now();
-    loop {
-        match GroupMember::join(Arc::clone(&registry), config.clone()) {
-            Err(crate::Error::NotInRegistry { topic, registry: r }) if !config.exit_at_end => {
-                if !said {
-                    say.info(format_args!(
-                        "Waiting for topic {topic} to appear in the registry {r}"
-                    ));
-                    said = true;
-                }
-            }
-            // Placed in the registry, not yet created on its broker.
-            Err(crate::Error::Broker {
-                code: crate::protocol::ErrorCode::UnknownTopic,
-                ..
-            }) if !config.exit_at_end => {}
-            // A leader moving (an election) while its ends are asked: asked
-            // again, for as long as a consumer waits for leaders.
-            Err(ref e @ crate::Error::Broker { .. })
-                if crate::coord::route::retriable(e) && started.elapsed() < LEADERS_PATIENCE =>
-            {
-                if !waited {
-                    say.info(format_args!("{e}: waiting for a leader"));
-                    waited = true;
-                }
-            }
-            joined => return joined.map(Some),
-        }
-        if crate::stop::stopping() {
-            return Ok(None);
-        }
-        std::thread::sleep(config.poll_interval);
-    }
-}
-
-/// Opens the group's registry and joins the group, once the topic is
-/// there (`None`: stopped before).
-fn join_group(
-    options: &Options,
-    group_options: &GroupOptions,
-    say: Say,
-) -> anyhow::Result<Option<GroupMember>> {
-    let dir = &group_options.registry;
-    let timeout = Duration::from_millis(group_options.session_timeout_ms);
-    let registry = crate::coord::open(dir, timeout)
-        .with_context(|| format!("cannot open the registry {}", dir.display()))?;
-    // Offsets are committed to the offsets topic, through its leader.
-    let registry = crate::coord::offsets_topic::TopicRegistry::wrap(registry);
-    let config = group_config(options, group_options);
-    join_when_there(registry, config, say).with_context(|| {
-        format!(
-            "cannot join group {:?} for topic {:?}",
-            group_options.group, options.topic
-        )
-    })
-}
-
-/// Consumes as a member of a consumer group (`-G`).
-fn follow_group(options: &Options, group_options: &GroupOptions, say: Say) -> anyhow::Result<()> {
-    let group = &group_options.group;
-    let Some(mut member) = join_group(options, group_options, say)? else {
-        return Ok(());
-    };
-    let tell = |member: &mut GroupMember| {
-        for notice in member.take_notices() {
-            say.info(notice);
-        }
-        say.info(format_args!(
-            "Group {group}: {}",
-            describe(member, &options.topic)
-        ));
-    };
-    tell(&mut member);
-    let mut printer = new_printer(options);
-    while printer.printed < printer.limit && !crate::stop::stopping() {
-        // Every step that commits flushes stdout first: a committed offset
-        // never covers a record still in the buffer.
-        if member.caught_up() {
-            printer.out.flush().context("cannot write to stdout")?;
-            if member.done()? {
-                break;
-            }
-        }
-        if !member.heartbeat()? {
-            printer.out.flush().context("cannot write to stdout")?;
-            say.info(format_args!(
-                "Group {group}: member {} lost its session (silent longer than its session \
-                 timeout of {} ms): dropped its partitions without committing, rejoining",
-                member.member(),
-                group_options.session_timeout_ms
-            ));
-            member.rejoin()?;
-            tell(&mut member);
-        }
-        if member.needs_rebalance()? {
-            printer.out.flush().context("cannot write to stdout")?;
-            member.rebalance()?;
-            tell(&mut member);
-        }
-        if member.commit_due() {
-            printer.out.flush().context("cannot write to stdout")?;
-            member.commit()?;
-        }
-        // At most a slice of records per turn, so that commits and
-        // rebalances keep their pace however fast records come.
-        let mut turn = 0;
-        let n = member.poll(Duration::from_millis(100), |p, r| {
-            turn += 1;
-            Ok(printer.print(p, r)? && turn < 1024)
-        })?;
-        for notice in member.take_notices() {
-            say.info(notice);
-        }
-        if n == 0 {
-            printer.out.flush().context("cannot write to stdout")?;
-            if stdout_closed() {
-                break;
-            }
-        }
-    }
-    printer.out.flush().context("cannot write to stdout")?;
-    member.close()?;
-    Ok(())
-}
-
-/// `--reset-offsets SPEC` (with `-G`): sets the group's committed offsets
-/// of the topic, prints them (a table, or one JSON object per partition
-/// with `-J`), and consumes nothing.
-pub fn reset_offsets(options: &Options, spec: OffsetSpec) -> anyhow::Result<()> {
-    let group_options = options
-        .group
-        .as_ref()
-        .context("--reset-offsets needs -G GROUP --registry REGISTRY")?;
-    let dir = &group_options.registry;
-    let timeout = Duration::from_millis(group_options.session_timeout_ms);
-    let registry = crate::coord::open(dir, timeout)
-        .with_context(|| format!("cannot open the registry {}", dir.display()))?;
-    // Offsets are committed to the offsets topic, through its leader.
-    let registry = crate::coord::offsets_topic::TopicRegistry::wrap(registry);
-    let config = group_config(options, group_options);
-    let resets =
-        crate::coord::group::reset_offsets(&*registry, &config, spec).with_context(|| {
-            format!(
-                "cannot reset the offsets of group {:?} for topic {:?}",
-                config.group, config.topic
-            )
-        })?;
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
-    if matches!(options.output, Output::Json) {
-        for r in &resets {
-            let line = serde_json::json!({"type": "offset", "group": config.group, "topic": config.topic,
-                "partition": r.partition, "before": r.before, "offset": r.offset});
-            writeln!(out, "{line}")?;
-        }
-    } else {
-        let mut t = super::table(&["group", "topic", "partition", "before", "offset"]);
-        for r in &resets {
-            t.add_row([
-                config.group.clone(),
-                config.topic.clone(),
-                r.partition.to_string(),
-                r.before.map_or_else(|| "none".into(), |b| b.to_string()),
-                r.offset.to_string(),
-            ]);
-        }
-        writeln!(out, "{t}")?;
-    }
-    out.flush()?;
-    Ok(())
 }
 
 fn follow_remote(

@@ -5,7 +5,7 @@
 //! | binary | engine |
 //! |---|---|
 //! | `klog-produce` | [`produce`] (its input: [`input`]) |
-//! | `klog-consume` | [`follow`] (formats, envelopes, the embedded reader: [`consume`]) |
+//! | `klog-consume` | [`follow`] (formats, envelopes, the embedded reader: [`consume`]; `--commit-from`: [`commit_from`]) |
 //! | both, with `-L` | [`list`] |
 //! | `klog-dump` | [`dump`], [`registry_dump`] for `--registry`, [`compare`] for `--compare` |
 //! | asking brokers (`-L --registry`, `klog-dump --registry`) | [`ask`] (every broker at once, each within 1s) |
@@ -20,6 +20,7 @@
 
 pub mod ask;
 pub mod bench;
+pub mod commit_from;
 pub mod compare;
 pub mod consume;
 pub mod dump;

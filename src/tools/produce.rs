@@ -32,7 +32,7 @@ use base64::Engine as _;
 
 use crate::client::partitioner::Partitioner;
 use crate::client::producer::Batches;
-use crate::client::{AckReport, BatchOptions, ParsedRecord};
+use crate::client::{AckReport, BatchOptions, ParsedRecord, Source};
 use crate::error::{Error, Result};
 use crate::storage::lock::DirLock;
 use crate::storage::log::{Log, LogConfig, OpenOptions};
@@ -234,6 +234,40 @@ pub fn parse_envelope(line: &[u8]) -> std::result::Result<ParsedRecord, String> 
         value: payload.unwrap_or_default(),
         headers,
         timestamp,
+        source: source(obj)?,
+    })
+}
+
+/// An envelope's source coordinates: its `topic`, `partition` and
+/// `offset`, when it has all three (each of the right type when present).
+fn source(
+    obj: &serde_json::Map<String, serde_json::Value>,
+) -> std::result::Result<Option<Source>, String> {
+    let number = |field: &str| -> std::result::Result<Option<u64>, String> {
+        match obj.get(field) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| format!("\"{field}\" must be a non-negative integer")),
+        }
+    };
+    let topic = match obj.get("topic") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(t)) => Some(t.as_str()),
+        Some(_) => return Err("\"topic\" must be a string".into()),
+    };
+    let partition = match number("partition")? {
+        Some(p) => Some(u32::try_from(p).map_err(|_| "\"partition\" is too large")?),
+        None => None,
+    };
+    Ok(match (topic, partition, number("offset")?) {
+        (Some(topic), Some(partition), Some(offset)) => Some(Source {
+            topic: topic.into(),
+            partition,
+            offset,
+        }),
+        _ => None,
     })
 }
 
@@ -775,6 +809,30 @@ mod tests {
         assert!(parse_envelope(b"{").is_err());
         assert!(parse_envelope(br#"{"headers":["a"]}"#).is_err());
         assert!(parse_envelope(br#"[1]"#).is_err());
+    }
+
+    /// An envelope's topic, partition and offset are its record's source
+    /// when all three are there; one of the wrong type is refused.
+    #[test]
+    fn an_envelopes_coordinates_are_its_source() {
+        let r = parse_envelope(br#"{"topic":"s","partition":2,"offset":9,"payload":"v"}"#);
+        let source = Source {
+            topic: "s".into(),
+            partition: 2,
+            offset: 9,
+        };
+        assert_eq!(r.unwrap().source, Some(source));
+        let partial = parse_envelope(br#"{"topic":"s","offset":9,"payload":"v"}"#).unwrap();
+        assert_eq!(partial.source, None);
+        for bad in [
+            &br#"{"topic":1,"partition":2,"offset":9}"#[..],
+            br#"{"topic":"s","partition":-2,"offset":9}"#,
+            br#"{"topic":"s","partition":4294967296,"offset":9}"#,
+            br#"{"topic":"s","partition":2,"offset":"9"}"#,
+        ] {
+            let e = parse_envelope(bad).unwrap_err();
+            assert!(e.contains("must be") || e.contains("too large"), "{e}");
+        }
     }
 
     /// Random envelopes, well-formed JSON with hostile values and plain

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use super::{check_record, BatchOptions, Headers, ParsedRecord};
+use super::{check_record, BatchOptions, Headers, ParsedRecord, ProducerConfig, Sources};
 use crate::error::Result;
 use crate::storage::producers::{after, last_sequence};
 use crate::storage::record::BatchBuilder;
@@ -29,6 +29,9 @@ pub struct Batches {
     sequences: Vec<i32>,
     /// Each partition's batches finished so far.
     finished: Vec<u64>,
+    /// The sources of each partition's records, in their batch's order,
+    /// when kept ([`Batches::keep_sources`]).
+    sources: Option<Vec<Sources>>,
 }
 
 /// A record checked for its partition's batch (see [`Batches::admit`]).
@@ -61,6 +64,34 @@ impl Batches {
             producer: None,
             sequences: vec![0; partitions as usize],
             finished: vec![0; partitions as usize],
+            sources: None,
+        }
+    }
+
+    /// Empty batches for `partitions` partitions of `topic`, as `config`
+    /// asks: keeping each record's source when acknowledged records are
+    /// reported.
+    pub(crate) fn for_producer(topic: &str, partitions: u32, config: &ProducerConfig) -> Batches {
+        let mut batches = Batches::new(topic, partitions, config.batch, config.record_bytes_max);
+        if config.report.is_some() {
+            batches.keep_sources();
+        }
+        batches
+    }
+
+    /// Keeps the source of every record from now on, for
+    /// [`Batches::take_sources`] (a report of acknowledged records echoes
+    /// them).
+    pub fn keep_sources(&mut self) {
+        self.sources = Some(vec![Vec::new(); self.builders.len()]);
+    }
+
+    /// The sources of the records of `partition`'s batch, in their order,
+    /// taken for the batch about to be sent (empty when none are kept).
+    pub fn take_sources(&mut self, partition: u32) -> Sources {
+        match &mut self.sources {
+            Some(sources) => std::mem::take(&mut sources[partition as usize]),
+            None => Sources::new(),
         }
     }
 
@@ -160,7 +191,11 @@ impl Batches {
             &admitted.headers,
             value,
         );
-        builder.len() >= self.options.records_max
+        let full = builder.len() >= self.options.records_max;
+        if let Some(sources) = &mut self.sources {
+            sources[partition as usize].push(record.source.clone());
+        }
+        full
     }
 
     /// The batch being filled for `partition` (emptied by [`Batches::clear`]).
@@ -191,6 +226,9 @@ impl Batches {
     /// Empties the batch of `partition` (it was sent).
     pub fn clear(&mut self, partition: u32) {
         self.builders[partition as usize].clear();
+        if let Some(sources) = &mut self.sources {
+            sources[partition as usize].clear();
+        }
         let opened = self.opened[partition as usize].take();
         if opened.is_some() && opened == self.oldest {
             // Once per batch sent, and only when it was the oldest.
@@ -250,5 +288,38 @@ mod tests {
         b.sequences[0] = i32::MAX - 1;
         assert_eq!(ship(&mut b, 0, 3), ((77, 4, i32::MAX - 1), 3));
         assert_eq!(ship(&mut b, 0, 1), ((77, 4, 1), 4), "wrapped");
+    }
+
+    /// Kept, each batch's sources are its records', in their order, and
+    /// go with it; not kept, none are.
+    #[test]
+    fn each_batch_takes_its_own_records_sources() {
+        let mut b = batches(2);
+        let record = |offset| ParsedRecord {
+            value: b"v".to_vec(),
+            source: Some(crate::client::Source {
+                topic: "s".into(),
+                partition: 1,
+                offset,
+            }),
+            ..ParsedRecord::default()
+        };
+        let push = |b: &mut Batches, partition, r: &ParsedRecord| {
+            let admitted = b.admit(partition, r, &[], 1).unwrap();
+            b.push(partition, r, &admitted);
+        };
+        push(&mut b, 0, &record(1));
+        assert!(b.take_sources(0).is_empty(), "not kept");
+        b.keep_sources();
+        push(&mut b, 0, &record(2));
+        push(&mut b, 1, &record(3));
+        push(&mut b, 0, &ParsedRecord::default());
+        let offsets = |s: super::Sources| -> Vec<Option<u64>> {
+            s.iter().map(|s| s.as_ref().map(|s| s.offset)).collect()
+        };
+        assert_eq!(offsets(b.take_sources(0)), vec![Some(2), None]);
+        assert_eq!(offsets(b.take_sources(0)), vec![], "taken");
+        b.clear(1);
+        assert_eq!(offsets(b.take_sources(1)), vec![], "cleared with its batch");
     }
 }

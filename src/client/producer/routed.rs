@@ -9,6 +9,7 @@ use std::time::Instant;
 use super::{Producer, ProducerConfig};
 use crate::client::acks::{Acks, Orphan, Waiting};
 use crate::client::connection::{connect_with, until, CONNECT_TIMEOUT};
+use crate::client::Sources;
 use crate::error::{Error, Result};
 use crate::protocol;
 use crate::sync::lock;
@@ -37,12 +38,13 @@ impl Producer {
         Ok(producer)
     }
 
-    /// Routed: sends `batch` (of `records`, the first of them batched at
-    /// `opened`) to `partition`, the partition's batch of that ordinal.
+    /// Routed: sends `batch` (of `records`, from `sources`, the first of
+    /// them batched at `opened`) to `partition`, the partition's batch of
+    /// that ordinal.
     pub(crate) fn send_encoded(
         &mut self,
         (partition, ordinal): (u32, u64),
-        batch: &[u8],
+        (batch, sources): (&[u8], Sources),
         records: u64,
         opened: Instant,
     ) -> Result<()> {
@@ -60,7 +62,8 @@ impl Producer {
             batch,
         );
         let deadline = opened + self.config.delivery_timeout;
-        self.enqueued(start, (partition, ordinal), records, deadline, batch.len())
+        let batch = (batch.len(), sources);
+        self.enqueued(start, (partition, ordinal), records, deadline, batch)
     }
 
     /// Routed: sends again a request another producer gave back (its
@@ -85,7 +88,8 @@ impl Producer {
         self.resent += u64::from(again);
         let place = (waiting.partition, waiting.ordinal);
         let records = waiting.records;
-        self.enqueued(start, place, records, waiting.deadline, batch.len())
+        let batch = (batch.len(), waiting.sources);
+        self.enqueued(start, place, records, waiting.deadline, batch)
     }
 
     /// Routed: the partitions of the requests that failed for good (the

@@ -54,10 +54,12 @@ use crate::error::{Error, Result, ZkCause};
 use crate::storage::record::Record;
 
 mod backoff;
+mod committable;
 mod reset;
 use backoff::Backoff;
 #[cfg(test)]
 use backoff::BACKOFF_BASE_MS;
+pub use committable::Committable;
 use reset::spec_name;
 pub use reset::{reset_offsets, OffsetReset};
 
@@ -86,6 +88,9 @@ pub struct GroupConfig {
     pub exit_at_end: bool,
     /// How the member's consumer fetches (sizes, prefetch).
     pub fetch: ConsumerConfig,
+    /// How far it may commit what it handed out (`None`: up to its
+    /// position).
+    pub committable: Option<Arc<dyn Committable>>,
 }
 
 /// One member of a consumer group.
@@ -584,8 +589,7 @@ impl GroupMember {
     /// (another member may own it now), joins the group again, and takes
     /// a new share.
     pub fn rejoin(&mut self) -> Result<()> {
-        self.consumer = None;
-        self.share.release();
+        self.release();
         // Settling joins again first, and waits for a registry that does
         // not answer.
         self.share.entry = None;
@@ -634,12 +638,16 @@ impl GroupMember {
         }
         self.last_commit = Instant::now();
         if !self.lost {
-            self.lost = !self.share.commit(&self.positions())?;
+            let positions = committable::limit(&self.config.committable, self.positions());
+            self.lost = !self.share.commit(&positions)?;
         }
         Ok(())
     }
 
+    /// Gives every partition up, fetching nothing more.
     fn release(&mut self) {
+        let owned = self.share.owned.iter().map(|(p, _)| *p);
+        committable::released(&self.config.committable, owned);
         self.consumer = None;
         self.share.release();
     }

@@ -104,7 +104,7 @@ impl ClusterProducer {
             registry,
             topic: topic.to_string(),
             config,
-            batches: Batches::new(topic, count, config.batch, config.record_bytes_max),
+            batches: Batches::for_producer(topic, count, &config),
             producers: Vec::new(),
             route: vec![None; count as usize],
             parked: VecDeque::new(),
@@ -241,16 +241,17 @@ impl ClusterProducer {
             None => Some(no_leader_yet(&self.topic, partition)),
         };
         let place = (partition, ordinal);
+        let sources = self.batches.take_sources(partition);
         let batch = self.batches.finish(partition);
         match (leader, why) {
             (Some((_, producer)), None) => {
-                producer.send_encoded(place, batch, records, opened)?;
+                producer.send_encoded(place, (batch, sources), records, opened)?;
                 self.unwatched = true;
             }
             (_, why) => {
                 let deadline = opened + self.config.delivery_timeout;
                 self.parked.push_back(Orphan {
-                    waiting: Waiting::unsent(place, records, deadline, batch),
+                    waiting: Waiting::unsent(place, records, deadline, batch, sources),
                     why: why.unwrap_or_else(|| no_leader_yet(&self.topic, partition)),
                     sent_before: false,
                 });
@@ -806,7 +807,7 @@ mod tests {
     /// Parks a batch of `records` for `(partition, ordinal)`, sent before,
     /// due by `deadline`.
     fn park(c: &mut ClusterProducer, place: (u32, u64), records: u64, deadline: Instant) {
-        let waiting = Waiting::unsent(place, records, deadline, b"batch");
+        let waiting = Waiting::unsent(place, records, deadline, b"batch", Vec::new());
         c.parked.push_back(Orphan {
             why: no_leader_yet("t", place.0),
             waiting,

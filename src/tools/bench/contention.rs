@@ -143,6 +143,7 @@ fn write_background(
         null_value: false,
         headers: Vec::new(),
         timestamp: None,
+        source: None,
     };
     let start = Instant::now();
     let mut sent_bytes = 0u64;

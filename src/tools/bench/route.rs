@@ -87,6 +87,7 @@ pub fn warm_up(route: &Route, topic: &str) -> Result<()> {
         null_value: false,
         headers: Vec::new(),
         timestamp: None,
+        source: None,
     };
     for p in 0..sender.partitions() {
         sender.send(p, &record, crate::clock::now_ms())?;

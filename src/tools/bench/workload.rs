@@ -270,6 +270,7 @@ fn produce_share(
         null_value: false,
         headers: Vec::new(),
         timestamp: None,
+        source: None,
     };
     let mut partition = first_partition % partitions;
     let mut now = crate::clock::now_ms();
@@ -519,6 +520,7 @@ fn send_paced(
         null_value: false,
         headers: Vec::new(),
         timestamp: None,
+        source: None,
     };
     let interval = Duration::from_secs_f64(1.0 / rate_per_sec.max(1) as f64);
     let start = Instant::now();

@@ -1,0 +1,184 @@
+//! Issue 30: a mirror as pipes that loses nothing. A source cluster (one
+//! broker, two partitions) is fed numbers throughout; a mirror,
+//! `klog-consume --registry A -G mirror -J --commit-from FIFO |
+//! klog-produce --registry B -J --report FIFO`, copies them into a
+//! destination cluster (three brokers, replication factor 3). The
+//! mirror's producer is killed (SIGKILL) with records in its buffer, and
+//! the destination's leader too; the mirror is started again each time.
+//! In the end every number fed is in the destination (at least once),
+//! and the group committed the source to its end.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+use common::registry::Backend;
+
+const TOPIC: &str = "t";
+
+/// The two processes of a mirror, joined by a pipe and a FIFO; killed
+/// when dropped.
+struct Mirror {
+    consumer: Child,
+    producer: Child,
+}
+
+impl Mirror {
+    /// Starts the mirror from registry `from` to `to`, its
+    /// acknowledgements through `fifo`, stderr appended to `logs`.
+    fn start(from: &str, to: &str, fifo: &Path, logs: &Path) -> Mirror {
+        let log = |name: &str| {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(logs.join(name))
+                .unwrap();
+            Stdio::from(file)
+        };
+        let fifo = fifo.to_str().unwrap();
+        let mut consumer = Command::new(assert_cmd::cargo::cargo_bin("klog-consume"));
+        consumer.args(["--registry", from, "-t", TOPIC, "-G", "mirror", "-J"]);
+        consumer.args(["--commit-from", fifo, "--commit-interval", "100ms"]);
+        common::default_signals(&mut consumer);
+        let mut consumer = consumer
+            .stdout(Stdio::piped())
+            .stderr(log("consumer.log"))
+            .spawn()
+            .unwrap();
+        let mut producer = Command::new(assert_cmd::cargo::cargo_bin("klog-produce"));
+        producer.args(["--registry", to, "-t", TOPIC, "-J", "--report", fifo]);
+        // Records wait in its buffer: a kill loses them there.
+        producer.args(["--linger", "300ms", "--message-timeout", "60s"]);
+        common::default_signals(&mut producer);
+        let producer = producer
+            .stdin(Stdio::from(consumer.stdout.take().unwrap()))
+            .stdout(Stdio::null())
+            .stderr(log("producer.log"))
+            .spawn()
+            .unwrap();
+        Mirror { consumer, producer }
+    }
+
+    /// Kills its producer (SIGKILL) and waits for its consumer to end
+    /// (its output and its acknowledgements break).
+    fn kill_producer(mut self) {
+        self.producer.kill().unwrap();
+        self.producer.wait().unwrap();
+        wait_exit(&mut self.consumer, "the mirror's consumer ends");
+    }
+
+    /// Stops it as a user does (SIGTERM to the consumer, which closes its
+    /// output: the producer delivers what it holds and ends); both exit 0.
+    fn stop(mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.consumer.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let consumer = wait_exit(&mut self.consumer, "the mirror's consumer ends");
+        let producer = wait_exit(&mut self.producer, "the mirror's producer ends");
+        assert!(
+            consumer.success() && producer.success(),
+            "{consumer} {producer}"
+        );
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        let _ = self.consumer.kill();
+        let _ = self.producer.kill();
+        let _ = self.consumer.wait();
+        let _ = self.producer.wait();
+    }
+}
+
+fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
+    let until = Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < until, "{what}: still running");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The values in the destination topic.
+fn mirrored(to: &str) -> BTreeSet<u64> {
+    common::consume_registry(to, TOPIC, &["-f", "%s\\n"])
+        .lines()
+        .map(|l| l.parse().expect("a number"))
+        .collect()
+}
+
+fn logs(dir: &Path) -> String {
+    ["consumer.log", "producer.log"]
+        .iter()
+        .map(|n| std::fs::read_to_string(dir.join(n)).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+#[test]
+fn a_mirror_loses_nothing_when_its_producer_or_the_destination_leader_dies() {
+    let source = Cluster::start(Backend::Dir, 1, &["--partitions", "2"]).unwrap();
+    let mut dest = Cluster::three_fast(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let fifo: PathBuf = dir.path().join("acks");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let mut feed = common::Proc::spawn_with_stdin(
+        "klog-produce",
+        &["--registry", source.spec(), "-t", TOPIC, "--linger", "5ms"],
+        Stdio::piped(),
+    );
+    let mut feeder = common::Feeder::start(feed.child.stdin.take().unwrap());
+    let bound = Duration::from_secs(30);
+    feeder.feed_more(200, bound);
+    let (from, to) = (source.spec().to_string(), dest.spec().to_string());
+    let (from, to) = (from.as_str(), to.as_str());
+
+    // The mirror's producer dies with records in its buffer, twice.
+    for _ in 0..2 {
+        let mirror = Mirror::start(from, to, &fifo, dir.path());
+        feeder.feed_more(300, bound);
+        mirror.kill_producer();
+    }
+    // The destination's leader dies under the mirror.
+    let mirror = Mirror::start(from, to, &fifo, dir.path());
+    feeder.feed_more(200, bound);
+    let state = dest.wait_leader(TOPIC, 0, bound);
+    let leader = dest.slot_of(state.leader.as_deref().unwrap());
+    dest.kill9(leader);
+    dest.wait_new_epoch(TOPIC, 0, state.epoch, None, bound);
+    feeder.feed_more(300, bound);
+    dest.restart(leader);
+    feeder.feed_more(200, bound);
+    feeder.finish();
+    drop(feed.child.stdin.take());
+    wait_exit(&mut feed.child, "the source's producer ends");
+    let fed = feeder.fed();
+
+    let until = Instant::now() + Duration::from_secs(60);
+    let missing = loop {
+        let have = mirrored(to);
+        let missing: Vec<u64> = (1..=fed).filter(|n| !have.contains(n)).collect();
+        if missing.is_empty() || Instant::now() > until {
+            break missing;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        missing.is_empty(),
+        "{} of {fed} numbers never reached the destination, first {:?}\n{}",
+        missing.len(),
+        &missing[..missing.len().min(10)],
+        logs(dir.path())
+    );
+    eprintln!("{fed} numbers mirrored\n{}", logs(dir.path()));
+    mirror.stop();
+    // The group committed the source to its end: nothing is left for it.
+    let left = common::consume_registry(from, TOPIC, &["-G", "mirror"]);
+    assert_eq!(left, "", "{}", logs(dir.path()));
+}
