@@ -23,7 +23,7 @@ _klog__consume() {
 
     case "${cmd}" in
         klog__consume)
-            opts="-t -p -o -e -c -f -K -D -Z -J -u -G -b -X -L -q -C -P -h -V --topic --partition --offset --exit --count --format --json --unbuffered --group --registry --commit-interval --no-commit --commit-from --session-timeout --reset-offsets --broker --data-dir --fetch-bytes --fetch-response-bytes --request-timeout --isolation-level --list --quiet --help --version"
+            opts="-t -p -o -e -c -f -K -D -Z -J -u -G -b -X -L -q -C -P -h -V --topic --partition --offset --exit --count --format --json --unbuffered --group --registry --commit-interval --no-commit --audit --audit-grace --commit-from --session-timeout --reset-offsets --broker --data-dir --fetch-bytes --fetch-response-bytes --request-timeout --isolation-level --list --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -90,6 +90,14 @@ _klog__consume() {
                     return 0
                     ;;
                 --commit-interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --audit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --audit-grace)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -130,7 +130,18 @@ fn a_mirror_loses_nothing_when_its_producer_or_the_destination_leader_dies() {
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let mut feed = common::Proc::spawn_with_stdin(
         "klog-produce",
-        &["--registry", source.spec(), "-t", TOPIC, "--linger", "5ms"],
+        &[
+            "--registry",
+            source.spec(),
+            "-t",
+            TOPIC,
+            "--linger",
+            "5ms",
+            "--audit-topic",
+            "audit",
+            "--audit-window",
+            "1s",
+        ],
         Stdio::piped(),
     );
     let mut feeder = common::Feeder::start(feed.child.stdin.take().unwrap());
@@ -181,4 +192,66 @@ fn a_mirror_loses_nothing_when_its_producer_or_the_destination_leader_dies() {
     // The group committed the source to its end: nothing is left for it.
     let left = common::consume_registry(from, TOPIC, &["-G", "mirror"]);
     assert_eq!(left, "", "{}", logs(dir.path()));
+    // The audit, mirrored too, reconciles on both sides: nothing lost.
+    let counts = common::consume_registry(from, "audit", &["-J"]);
+    common::bin("klog-produce")
+        .args(["--registry", to, "-t", "audit", "-J", "-q"])
+        .write_stdin(counts)
+        .assert()
+        .success();
+    for registry in [from, to] {
+        let out = common::bin("klog-consume")
+            .args([
+                "--registry",
+                registry,
+                "--audit",
+                "audit",
+                "--audit-grace",
+                "0s",
+                "-J",
+            ])
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let rows = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{registry}: {rows}");
+        let lost = rows.lines().filter(|l| !l.contains("\"lost\":0")).count();
+        assert_eq!(lost, 0, "{registry}: {rows}");
+    }
+}
+
+/// A producer whose report is a FIFO nobody reads waits for its reader,
+/// and a stop signal ends that wait (it never blocks in open).
+#[test]
+fn a_report_fifo_without_a_reader_does_not_hold_a_producer_past_its_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("acks");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let mut producer = Command::new(assert_cmd::cargo::cargo_bin("klog-produce"));
+    producer.args([
+        "-b",
+        "127.0.0.1:9",
+        "-t",
+        TOPIC,
+        "--report",
+        fifo.to_str().unwrap(),
+    ]);
+    common::default_signals(&mut producer);
+    let mut producer = producer
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        producer.try_wait().unwrap().is_none(),
+        "it waits for a reader"
+    );
+    let pid = nix::unistd::Pid::from_raw(producer.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = wait_exit(&mut producer, "the producer ends on its signal");
+    assert!(!status.success());
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut producer.stderr.take().unwrap(), &mut said).unwrap();
+    assert!(said.contains("no reader"), "{said}");
 }

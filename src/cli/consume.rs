@@ -25,7 +25,7 @@ use super::config::{self, Property, Setting};
 )]
 pub struct Args {
     /// Topic to read.
-    #[arg(short = 't', long = "topic", value_parser = super::topic_arg, required_unless_present = "list")]
+    #[arg(short = 't', long = "topic", value_parser = super::topic_arg, required_unless_present_any = ["list", "audit"])]
     pub topic: Option<String>,
     /// Partitions to read (default: all).
     #[arg(
@@ -106,14 +106,29 @@ pub struct Args {
     /// next starts where they say.
     #[arg(long = "no-commit", requires = "group")]
     pub no_commit: bool,
+    /// Reconcile the audit (the paper's): read the counts producers
+    /// published to TOPIC (klog-produce --audit-topic), then every data
+    /// topic they name (-t: that one alone) to its end, and print per
+    /// window, producer and topic what was sent, received, lost and
+    /// duplicated, and its status (ok, lost, unaudited, open): a table on
+    /// a terminal, JSON lines otherwise (-J: always). Exit 3 when a closed
+    /// window is not ok.
+    #[arg(long = "audit", value_name = "TOPIC", value_parser = super::topic_arg, conflicts_with_all = ["group", "reset_offsets", "records_max", "format", "list", "partitions", "offset"])]
+    pub audit: Option<String>,
+    /// With --audit: a window closes this long after its end (late
+    /// records, counts still on their way); an open window is shown,
+    /// never a failure.
+    #[arg(long = "audit-grace", value_name = "DURATION", default_value = "1m", value_parser = super::duration_arg, requires = "audit")]
+    pub audit_grace_ms: u64,
     /// With -G and -J: commit a record's offset only once a producer
     /// acknowledged the record made from it, as written by its `klog-produce
     /// -J --report ACKS` (a FIFO, or a file followed as it grows): a mirror
     /// that loses nothing. `mkfifo acks; klog-consume --registry A -G mirror
     /// -t T -J --commit-from acks | klog-produce --registry B -t T -J
     /// --report acks`. What was printed and not acknowledged is read again
-    /// by the group (at least once); a million records at most wait for
-    /// their acknowledgement. On exit, stdout is closed and the
+    /// by the group (at least once; keep the producer's --acks all). A
+    /// million printed records are held at most; one waiting longer than
+    /// 30s is named on stderr. On exit, stdout is closed and the
     /// acknowledgements are waited for (60s at most; a second signal ends
     /// at once).
     #[arg(long = "commit-from", value_name = "ACKS", requires_all = ["group", "json"], conflicts_with = "no_commit")]
@@ -495,9 +510,12 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
     // A partition named twice (`-p 0,0`) is read once.
     let (mut partitions, mut named) = (args.partitions, std::collections::HashSet::new());
     partitions.retain(|p| named.insert(*p));
+    let only_topic = args.topic.is_some();
     let options = follow::Options {
         output,
-        topic: args.topic.expect("clap requires -t without -L"),
+        topic: (args.topic)
+            .or(args.audit.clone())
+            .expect("clap requires -t without -L or --audit"),
         partitions,
         offset: args.offset,
         exit_at_end: args.exit_at_end,
@@ -516,6 +534,10 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         data_dir: args.data_dir,
         quiet: args.quiet,
     };
+    if let Some(audit) = &args.audit {
+        let ok = crate::tools::reconcile::run(&options, audit, only_topic, args.audit_grace_ms)?;
+        return Ok(ExitCode::from(if ok { 0 } else { 3 }));
+    }
     match reset_offsets {
         Some(spec) => follow::reset_offsets(&options, spec)?,
         None => follow::run(&options)?,

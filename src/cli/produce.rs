@@ -182,6 +182,19 @@ pub struct Args {
     /// --registry) and --acks 1 or all.
     #[arg(long = "report", value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// Audit (the paper's): stamp every record with headers naming its
+    /// origin (klog.host, klog.producer: this run's id) and its number
+    /// (klog.seq), count the records per window of their timestamps, and
+    /// publish each window's count to TOPIC, one JSON record per window:
+    /// {"producer","host","topic","window","window_ms","count"}, at every
+    /// window boundary and at the end (a window again when it grows).
+    /// klog-consume --audit TOPIC reconciles them.
+    #[arg(long = "audit-topic", value_name = "TOPIC", value_parser = super::topic_arg)]
+    pub audit_topic: Option<String>,
+    /// The audit's window, aligned to the wall clock (minutes, by
+    /// default).
+    #[arg(long = "audit-window", value_name = "DURATION", default_value = "1m", value_parser = window_arg, requires = "audit_topic")]
+    pub audit_window_ms: u64,
     /// Only print errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
@@ -464,7 +477,18 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         files: args.files,
         whole_files: args.file_per_record,
         report: args.report,
+        audit: args.audit_topic.map(|topic| (topic, args.audit_window_ms)),
     };
     produce::run(&options)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A clap value parser for `--audit-window`: 100ms at least.
+fn window_arg(s: &str) -> Result<u64, String> {
+    match crate::human::parse_duration_ms(s)? {
+        ms if ms < 100 => Err(format!(
+            "an audit window of {s:?} is too short: give 100ms or more"
+        )),
+        ms => Ok(ms),
+    }
 }

@@ -12,13 +12,13 @@
 //! A value that is not UTF-8 is written in base64 with `value_encoding`
 //! (as `klog-consume -J` writes a payload). A record read from a `-J`
 //! envelope that names its topic, partition and offset (as `klog-consume
-//! -J` prints them) has them in `source`, carried with its batch through
+//! -J` prints them) has them in `source`, first in its line, carried with its batch through
 //! every retry and leader move, so that a mirror's consumer
 //! (`klog-consume --commit-from`) commits a source offset only once the
 //! record made from it is stored here:
 //!
 //! ```text
-//! {"topic":"t","partition":0,"offset":43,"value":"x","source":{"topic":"s","partition":2,"offset":9}}
+//! {"source":{"topic":"s","partition":2,"offset":9},"topic":"t","partition":0,"offset":43,"value":"x"}
 //! ```
 //! A batch acknowledged twice
 //! (sent again after a connection broke or its leader moved, with no
@@ -58,17 +58,18 @@ struct Out {
     error: Option<std::io::Error>,
 }
 
-/// One line of the report.
+/// One line of the report (its source first: a reader of sources takes
+/// a line's first bytes and skips its value).
 #[derive(serde::Serialize)]
 struct Line<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<LineSource<'a>>,
     topic: &'a str,
     partition: u32,
     offset: u64,
     value: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     value_encoding: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    source: Option<LineSource<'a>>,
 }
 
 /// Where a record of the report was consumed from.
@@ -82,8 +83,10 @@ struct LineSource<'a> {
 impl AckReport {
     /// Creates (or truncates) the report file `path` for records of
     /// `topic`.
+    /// A FIFO is opened once a reader opens it (`klog-consume
+    /// --commit-from`), or fails with a stop signal.
     pub fn create(path: &Path, topic: &str) -> Result<AckReport> {
-        let file = File::create(path).map_err(|source| Error::Io {
+        let file = open(path).map_err(|source| Error::Io {
             op: "create the report",
             path: path.to_path_buf(),
             source,
@@ -136,6 +139,43 @@ impl AckReport {
                 source,
             }),
         }
+    }
+}
+
+/// Creates (or truncates) `path`; a FIFO is waited on until a reader
+/// opens it, looking at the stop flag (an open that blocks would hold a
+/// producer whose reader never came past its signal).
+fn open(path: &Path) -> std::io::Result<File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let fifo = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo());
+    if !fifo {
+        return File::create(path);
+    }
+    loop {
+        let nonblocking = nix::fcntl::OFlag::O_NONBLOCK.bits();
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nonblocking)
+            .open(path)
+        {
+            Ok(file) => {
+                // Writes wait for the reader, as to any pipe.
+                let flags = nix::fcntl::OFlag::empty();
+                nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(flags))?;
+                return Ok(file);
+            }
+            // No reader yet.
+            Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => {}
+            Err(e) => return Err(e),
+        }
+        if crate::stop::stopping() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                "stopped while the FIFO had no reader",
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
@@ -211,8 +251,8 @@ mod tests {
         assert_eq!(
             text,
             "{\"topic\":\"t\",\"partition\":3,\"offset\":40,\"value\":\"one\"}\n\
-             {\"topic\":\"t\",\"partition\":3,\"offset\":41,\"value\":\"/wA=\",\"value_encoding\":\"base64\",\
-             \"source\":{\"topic\":\"s\",\"partition\":7,\"offset\":9}}\n"
+             {\"source\":{\"topic\":\"s\",\"partition\":7,\"offset\":9},\
+             \"topic\":\"t\",\"partition\":3,\"offset\":41,\"value\":\"/wA=\",\"value_encoding\":\"base64\"}\n"
         );
         report.finish().unwrap();
     }

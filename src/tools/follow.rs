@@ -127,13 +127,23 @@ struct Printer<'a> {
     printed: u64,
     limit: u64,
     json_line: Vec<u8>,
+    /// Where records go instead of stdout ([`read_to_end`]).
+    tap: Option<Tap<'a>>,
 }
+
+/// What takes the records of [`read_to_end`]: each with its partition.
+pub type Tap<'a> = &'a mut dyn FnMut(u32, &Record<'_>) -> crate::Result<()>;
 
 impl Printer<'_> {
     /// Prints a record; false once the count is reached.
     fn print(&mut self, partition: u32, r: &Record<'_>) -> crate::Result<bool> {
         if self.printed >= self.limit {
             return Ok(false);
+        }
+        if let Some(tap) = &mut self.tap {
+            tap(partition, r)?;
+            self.printed += 1;
+            return Ok(self.printed < self.limit);
         }
         let topic = self.options.topic.as_str();
         match &self.options.output {
@@ -181,16 +191,36 @@ fn follow(options: &Options) -> anyhow::Result<()> {
     if let Some(group) = &options.group {
         return group::follow_group(options, group, say);
     }
+    follow_with(options, &mut new_printer(options), say)
+}
+
+/// Hands every record of `options.topic` up to the end it has now (from
+/// `options.offset`, of `options.partitions`) to `tap`, nothing to stdout:
+/// what `klog-consume --audit` reads.
+pub fn read_to_end(options: &Options, tap: Tap<'_>) -> anyhow::Result<()> {
+    let options = Options {
+        exit_at_end: true,
+        records_max: None,
+        group: None,
+        ..options.clone()
+    };
+    let say = Say {
+        quiet: options.quiet,
+    };
+    let mut printer = new_printer(&options);
+    printer.tap = Some(tap);
+    follow_with(&options, &mut printer, say)
+}
+
+/// Follows `options.topic` (not as a group) into `printer`.
+fn follow_with(options: &Options, printer: &mut Printer<'_>, say: Say) -> anyhow::Result<()> {
     let mut source = match &options.data_dir {
         Some(dir) => Source::Embedded(open_embedded(options, dir)?),
         None => open_remote_patiently(options, say)?,
     };
-    let mut printer = new_printer(options);
     match &mut source {
-        Source::Embedded(follows) => follow_embedded(options, follows, &mut printer, say)?,
-        Source::Remote(consumer, ends) => {
-            follow_remote(options, consumer, ends, &mut printer, say)?
-        }
+        Source::Embedded(follows) => follow_embedded(options, follows, printer, say)?,
+        Source::Remote(consumer, ends) => follow_remote(options, consumer, ends, printer, say)?,
     }
     printer.out.flush().context("cannot write to stdout")?;
     Ok(())
@@ -471,6 +501,7 @@ fn new_printer(options: &Options) -> Printer<'_> {
         printed: 0,
         limit: options.records_max.unwrap_or(u64::MAX),
         json_line: Vec::new(),
+        tap: None,
     }
 }
 

@@ -9,6 +9,7 @@
 //! | both, with `-L` | [`list`] |
 //! | `klog-dump` | [`dump`], [`registry_dump`] for `--registry`, [`compare`] for `--compare` |
 //! | asking brokers (`-L --registry`, `klog-dump --registry`) | [`ask`] (every broker at once, each within 1s) |
+//! | `klog-produce --audit-topic`, `klog-consume --audit` | [`audit`], [`reconcile`] |
 //! | `klog-recover` | [`recover`] |
 //! | `klog-bench` | [`bench`](mod@bench) |
 //!
@@ -19,6 +20,7 @@
 //! lines on stderr that `-q` silences, and tables in one style.
 
 pub mod ask;
+pub mod audit;
 pub mod bench;
 pub mod commit_from;
 pub mod compare;
@@ -28,6 +30,7 @@ pub mod follow;
 pub mod input;
 pub mod list;
 pub mod produce;
+pub mod reconcile;
 pub mod recover;
 pub mod registry_dump;
 

@@ -13,7 +13,7 @@ use super::{new_printer, stdout_closed, GroupOptions, Options, Output, Printer, 
 use crate::client::offset::OffsetSpec;
 use crate::coord::group::{Committable, GroupConfig, GroupMember};
 use crate::coord::Registry;
-use crate::tools::commit_from::Acked;
+use crate::tools::commit_from::{Acked, STUCK_AFTER};
 use crate::tools::Say;
 
 /// "member M owns t [0] from offset 5, t [1] from offset 0" (or "owns no partition").
@@ -140,6 +140,7 @@ pub(super) fn follow_group(
             break;
         }
         if let Some(acked) = &acked {
+            say_stuck(acked, &options.topic, say);
             if acked.stopped().is_some() {
                 break;
             }
@@ -172,7 +173,10 @@ pub(super) fn follow_group(
     }
     flush(&mut printer)?;
     drop(printer);
-    let stopped = acked.as_ref().and_then(|a| settle(a, say));
+    let stopped = match &acked {
+        Some(acked) => settle(acked, &mut member, say)?,
+        None => None,
+    };
     member.close()?;
     stopped.map_or(Ok(()), |why| Err(anyhow::anyhow!(why)))
 }
@@ -242,14 +246,20 @@ const SETTLE_MAX: Duration = Duration::from_secs(60);
 
 /// `--commit-from`, the member stops: closes stdout, so that its producer
 /// sees the end of its input and delivers what it holds, and waits for
-/// those acknowledgements (up to [`SETTLE_MAX`]), saying what stays
-/// uncommitted. The error to end with: the acknowledgements stopped
-/// while the member was printing.
-fn settle(acked: &Acked, say: Say) -> Option<String> {
+/// those acknowledgements (up to [`SETTLE_MAX`], keeping its session),
+/// saying what stays uncommitted. The error to end with: the
+/// acknowledgements stopped while the member was printing.
+fn settle(acked: &Acked, member: &mut GroupMember, say: Say) -> anyhow::Result<Option<String>> {
     let failed = acked.stopped();
     if failed.is_none() {
         close_stdout();
-        acked.settle(std::time::Instant::now() + SETTLE_MAX);
+        let until = std::time::Instant::now() + SETTLE_MAX;
+        while !acked.settled(Duration::from_millis(100)) && std::time::Instant::now() < until {
+            if !member.heartbeat()? {
+                // Its partitions are another's now: it commits nothing.
+                break;
+            }
+        }
     }
     let unacked = acked.unacked();
     if unacked > 0 {
@@ -259,7 +269,21 @@ fn settle(acked: &Acked, say: Say) -> Option<String> {
             crate::human::count(unacked as u64, "record")
         ));
     }
-    failed
+    Ok(failed)
+}
+
+/// `--commit-from`: names, once, a record that waits for its
+/// acknowledgement too long.
+fn say_stuck(acked: &Acked, topic: &str, say: Say) {
+    if let Some((p, offset)) = acked.stuck() {
+        say.info(format_args!(
+            "{topic} [{p}] offset {offset} was printed {}s ago and is not acknowledged in {} \
+             (its producer refused it, or writes no --report there): the group commits \
+             nothing of {topic} [{p}] past it",
+            STUCK_AFTER.as_secs(),
+            acked.path().display()
+        ));
+    }
 }
 
 /// Points stdout at /dev/null: whoever reads it sees its end.

@@ -102,16 +102,20 @@ impl Sink {
         }
     }
 
-    /// When something is due: the partial batches `linger` after the
-    /// oldest of them got its first record; through a registry, also a
-    /// look at batches given back (a partition's leader moved).
-    pub(super) fn due(&self, linger: Duration) -> Option<Instant> {
-        let batches = match self {
+    /// When the oldest partial batch got its first record.
+    fn oldest_batch(&self) -> Option<Instant> {
+        match self {
             Sink::Embedded(p) => p.oldest_batch(),
             Sink::Remote(p) => p.oldest_batch(),
             Sink::Cluster(p) => p.oldest_batch(),
         }
-        .map(|opened| opened + linger);
+    }
+
+    /// When something is due: the partial batches `linger` after the
+    /// oldest of them got its first record; through a registry, also a
+    /// look at batches given back (a partition's leader moved).
+    pub(super) fn due(&self, linger: Duration) -> Option<Instant> {
+        let batches = self.oldest_batch().map(|opened| opened + linger);
         match self {
             Sink::Cluster(p) => batches.into_iter().chain(p.next_tick()).min(),
             _ => batches,
@@ -120,10 +124,12 @@ impl Sink {
 
     /// Does what is due (see [`Sink::due`]).
     pub(super) fn on_due(&mut self, linger: Duration) -> crate::Result<()> {
+        // Woken for something else (the audit's window), partial batches
+        // whose linger has not passed wait on.
+        let lingering = (self.oldest_batch()).is_none_or(|o| o + linger > Instant::now());
         match self {
-            Sink::Cluster(p) if p.oldest_batch().is_none_or(|o| o + linger > Instant::now()) => {
-                p.tick()
-            }
+            Sink::Cluster(p) if lingering => p.tick(),
+            _ if lingering => Ok(()),
             _ => self.flush_batches(crate::clock::now_ms()),
         }
     }
