@@ -202,6 +202,8 @@ pub fn read_to_end(options: &Options, tap: Tap<'_>) -> anyhow::Result<()> {
         exit_at_end: true,
         records_max: None,
         group: None,
+        // Its reader's ends and moves are not the caller's to say.
+        quiet: true,
         ..options.clone()
     };
     let say = Say {
