@@ -23,7 +23,7 @@ _klog__produce() {
 
     case "${cmd}" in
         klog__produce)
-            opts="-t -p -K -k -D -H -J -Z -z -b -X -L -l -q -P -C -h -V --topic --partition --key --json --compression --compression-level --batch --batch-bytes --linger --acks --no-idempotence --message-timeout --request-timeout --metadata-refresh --partitions --broker --data-dir --registry --segment-bytes --max-record-bytes --list --file-per-record --report --audit-topic --audit-window --quiet --help --version"
+            opts="-t -p -K -k -D -H -J -Z -z -b -X -L -l -q -P -C -h -V --topic --partition --source-partition --key --json --compression --compression-level --batch --batch-bytes --linger --acks --no-idempotence --message-timeout --request-timeout --metadata-refresh --partitions --broker --data-dir --registry --segment-bytes --max-record-bytes --list --file-per-record --report --audit-topic --audit-window --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

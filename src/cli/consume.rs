@@ -110,9 +110,9 @@ pub struct Args {
     /// published to TOPIC (klog-produce --audit-topic), then every data
     /// topic they name (-t: that one alone) to its end, and print per
     /// window, producer and topic what was sent, received, lost and
-    /// duplicated, and its status (ok, lost, unaudited, open): a table on
-    /// a terminal, JSON lines otherwise (-J: always). Exit 3 when a closed
-    /// window is not ok.
+    /// duplicated, and its status (ok, lost, unaudited, open, expired): a
+    /// table on a terminal, JSON lines otherwise (-J: always). Exit 3 when
+    /// a closed window is neither ok nor expired (retention cut it).
     #[arg(long = "audit", value_name = "TOPIC", value_parser = super::topic_arg, conflicts_with_all = ["group", "reset_offsets", "records_max", "format", "list", "partitions", "offset"])]
     pub audit: Option<String>,
     /// With --audit: a window closes this long after its end (late

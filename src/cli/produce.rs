@@ -30,6 +30,16 @@ pub struct Args {
     /// Fixed partition (default: hash of the key, round-robin without one).
     #[arg(short = 'p', long = "partition", value_name = "N", value_parser = super::count_in::<u32>(0, u64::from(u32::MAX)))]
     pub partition: Option<u32>,
+    /// With -J: each record goes to the partition its envelope names (its
+    /// source's), as a mirror keeps partitions; a record whose envelope
+    /// names none (topic, partition and offset), or a partition the topic
+    /// lacks, is refused (% line N, exit 1 at the end).
+    #[arg(
+        long = "source-partition",
+        requires = "json",
+        conflicts_with = "partition"
+    )]
+    pub source_partition: bool,
     /// Split each record at the first DELIM into key and value.
     #[arg(short = 'K', value_name = "DELIM", value_parser = super::delimiter_arg, conflicts_with_all = ["key", "json"])]
     pub key_delimiter: Option<super::Delimiter>,
@@ -189,7 +199,7 @@ pub struct Args {
     /// {"producer","host","topic","window","window_ms","count"}, at every
     /// window boundary and at the end (a window again when it grows).
     /// klog-consume --audit TOPIC reconciles them.
-    #[arg(long = "audit-topic", value_name = "TOPIC", value_parser = super::topic_arg)]
+    #[arg(long = "audit-topic", value_name = "TOPIC", value_parser = super::topic_arg, conflicts_with = "data_dir")]
     pub audit_topic: Option<String>,
     /// The audit's window, aligned to the wall clock (minutes, by
     /// default).
@@ -477,6 +487,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         files: args.files,
         whole_files: args.file_per_record,
         report: args.report,
+        source_partition: args.source_partition,
         audit: args.audit_topic.map(|topic| (topic, args.audit_window_ms)),
     };
     produce::run(&options)?;

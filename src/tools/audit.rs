@@ -40,6 +40,11 @@ pub const SEQ_HEADER: &str = "klog.seq";
 /// The default window: a minute.
 pub const WINDOW_MS_DEFAULT: u64 = 60_000;
 
+/// Windows are 100 ms to a day long.
+pub const WINDOW_MS_MIN: u64 = 100;
+/// The longest window.
+pub const WINDOW_MS_MAX: u64 = 86_400_000;
+
 /// One published count (see the module doc).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Count {
@@ -61,7 +66,7 @@ pub struct Count {
 /// epoch; before the epoch too).
 pub fn window_of(ts: i64, window_ms: u64) -> i64 {
     let w = i64::try_from(window_ms.max(1)).unwrap_or(i64::MAX);
-    ts.div_euclid(w) * w
+    ts.div_euclid(w).saturating_mul(w)
 }
 
 /// This host's name (`/proc/sys/kernel/hostname`, else `localhost`).

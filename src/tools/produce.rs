@@ -28,19 +28,20 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use base64::Engine as _;
 
 use crate::client::partitioner::Partitioner;
 use crate::client::producer::Batches;
-use crate::client::{AckReport, BatchOptions, ParsedRecord, Source};
+use crate::client::{AckReport, BatchOptions, ParsedRecord};
 use crate::error::{Error, Result};
 use crate::storage::lock::DirLock;
 use crate::storage::log::{Log, LogConfig, OpenOptions};
 use crate::storage::store::Store;
 
 mod audit;
+mod parse;
 mod sink;
 use audit::Auditor;
+pub use parse::{parse_envelope, parse_record, ParseOptions};
 use sink::{open_sink, Sink};
 
 use super::input::{ChannelReader, FileRecords, Records};
@@ -171,133 +172,6 @@ impl<R: Read> RecordSplitter<R> {
             self.end += n;
         }
     }
-}
-
-/// Parses one JSON envelope as `klog-consume -J` prints it.
-pub fn parse_envelope(line: &[u8]) -> std::result::Result<ParsedRecord, String> {
-    let v: serde_json::Value =
-        serde_json::from_slice(line).map_err(|e| format!("bad JSON: {e}"))?;
-    let obj = v.as_object().ok_or("a JSON envelope must be an object")?;
-    // A field's encoding: its text itself, or base64 (`<field>_encoding`).
-    let base64 = |field: &str| -> std::result::Result<bool, String> {
-        match obj.get(&format!("{field}_encoding")) {
-            None | Some(serde_json::Value::Null) => Ok(false),
-            Some(serde_json::Value::String(s)) if s == "base64" => Ok(true),
-            Some(other) => Err(format!("\"{field}_encoding\" is {other}, not \"base64\"")),
-        }
-    };
-    let decode = |field: &str, s: &str, b64: bool| -> std::result::Result<Vec<u8>, String> {
-        if b64 {
-            base64::engine::general_purpose::STANDARD
-                .decode(s)
-                .map_err(|e| format!("\"{field}\": {e}"))
-        } else {
-            Ok(s.as_bytes().to_vec())
-        }
-    };
-    let bytes = |field: &str| -> std::result::Result<Option<Vec<u8>>, String> {
-        match obj.get(field) {
-            None | Some(serde_json::Value::Null) => Ok(None),
-            Some(serde_json::Value::String(s)) => decode(field, s, base64(field)?).map(Some),
-            Some(_) => Err(format!("\"{field}\" must be a string or null")),
-        }
-    };
-    let headers_b64 = base64("headers")?;
-    let mut headers = Vec::new();
-    match obj.get("headers") {
-        None | Some(serde_json::Value::Null) => {}
-        Some(serde_json::Value::Array(items)) => {
-            if items.len() % 2 != 0 {
-                return Err("\"headers\" must list name, value pairs".into());
-            }
-            for pair in items.chunks(2) {
-                let (Some(n), Some(v)) = (pair[0].as_str(), pair[1].as_str()) else {
-                    return Err("header names and values must be strings".into());
-                };
-                headers.push((
-                    decode("headers", n, headers_b64)?,
-                    decode("headers", v, headers_b64)?,
-                ));
-            }
-        }
-        Some(_) => return Err("\"headers\" must be an array".into()),
-    }
-    let timestamp = match obj.get("ts") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(t) => Some(
-            t.as_i64()
-                .ok_or("\"ts\" must be an integer (ms since the epoch)")?,
-        ),
-    };
-    let payload = bytes("payload")?;
-    Ok(ParsedRecord {
-        key: bytes("key")?,
-        null_value: payload.is_none(),
-        value: payload.unwrap_or_default(),
-        headers,
-        timestamp,
-        source: source(obj),
-    })
-}
-
-/// An envelope's source coordinates: its `topic`, `partition` and
-/// `offset`, when it has all three, each of its type (envelopes written
-/// by hand may carry others: they are records all the same).
-fn source(obj: &serde_json::Map<String, serde_json::Value>) -> Option<Source> {
-    let topic = obj.get("topic")?.as_str()?;
-    let partition = u32::try_from(obj.get("partition")?.as_u64()?).ok()?;
-    let offset = obj.get("offset")?.as_u64()?;
-    Some(Source {
-        topic: topic.into(),
-        partition,
-        offset,
-    })
-}
-
-/// How input lines become records.
-#[derive(Debug, Clone, Default)]
-pub struct ParseOptions {
-    /// Split key and value at the first occurrence of this.
-    pub key_delimiter: Option<Vec<u8>>,
-    /// A fixed key for every record.
-    pub key: Option<Vec<u8>>,
-    /// Input lines are JSON envelopes.
-    pub json: bool,
-    /// An empty value is sent as null (kcat's `-Z`): a tombstone.
-    pub null_empty: bool,
-}
-
-/// Parses one input record into key, value and headers.
-pub fn parse_record(
-    raw: &[u8],
-    options: &ParseOptions,
-    out: &mut ParsedRecord,
-) -> std::result::Result<(), String> {
-    if options.json {
-        *out = parse_envelope(raw)?;
-        return Ok(());
-    }
-    out.headers.clear();
-    out.timestamp = None;
-    out.value.clear();
-    if let Some(d) = &options.key_delimiter {
-        let at = raw
-            .windows(d.len())
-            .position(|w| w == d.as_slice())
-            .ok_or_else(|| {
-                format!(
-                    "no key delimiter {:?} in the record",
-                    String::from_utf8_lossy(d)
-                )
-            })?;
-        out.key = Some(raw[..at].to_vec());
-        out.value.extend_from_slice(&raw[at + d.len()..]);
-    } else {
-        out.key.clone_from(&options.key);
-        out.value.extend_from_slice(raw);
-    }
-    out.null_value = options.null_empty && out.value.is_empty();
-    Ok(())
 }
 
 /// What a produce run did.
@@ -474,6 +348,8 @@ pub struct Options {
     /// Write each acknowledged record to this file, one JSON line each
     /// (see [`crate::client::report`]).
     pub report: Option<PathBuf>,
+    /// `-J`: each record goes to the partition its envelope names.
+    pub source_partition: bool,
     /// Stamp every record and publish counts per window to this topic,
     /// with this window in ms (see [`crate::tools::audit`]).
     pub audit: Option<(String, u64)>,
@@ -556,6 +432,24 @@ impl Run {
         Ok(run)
     }
 
+    /// Parses `raw` into `record`, stamped for the audit if there is one
+    /// (its header taken back from the last record first).
+    fn parse(
+        &mut self,
+        raw: &[u8],
+        options: &ParseOptions,
+        record: &mut ParsedRecord,
+    ) -> std::result::Result<(), String> {
+        if let Some(audit) = &mut self.audit {
+            audit.recycle(record);
+        }
+        parse_record(raw, options, record)?;
+        if let Some(audit) = &mut self.audit {
+            audit.stamp(record);
+        }
+        Ok(())
+    }
+
     /// Does what is due: the linger time passed (partial batches are
     /// written, or the batches a moved leader gave back looked at), or a
     /// window of the audit ended.
@@ -566,7 +460,7 @@ impl Run {
             done?;
         }
         if let Some(audit) = &mut self.audit {
-            audit.publish_due(false)?;
+            audit.publish_due();
         }
         Ok(())
     }
@@ -666,6 +560,28 @@ fn send_input(
     Ok(())
 }
 
+/// The partition of `record`: `keyed` (by its key, or fixed), or with
+/// `--source-partition` the one its envelope names, when the topic (of
+/// `count` partitions) has it.
+fn placed(
+    options: &Options,
+    record: &ParsedRecord,
+    keyed: u32,
+    count: u32,
+) -> std::result::Result<u32, String> {
+    if !options.source_partition {
+        return Ok(keyed);
+    }
+    match &record.source {
+        Some(s) if s.partition < count => Ok(s.partition),
+        Some(s) => Err(format!(
+            "--source-partition: {:?} has no partition {} ({count} partitions)",
+            options.topic, s.partition
+        )),
+        None => Err("--source-partition: its envelope names no topic, partition and offset".into()),
+    }
+}
+
 /// Says that a record of the input is refused and why (`% line 7: ...`,
 /// `% record 7: ...` with a delimiter other than a newline, `% FILE: ...`
 /// for a file sent whole), and counts it failed.
@@ -732,20 +648,22 @@ fn produce_all(options: &Options, records: &mut impl Records, run: &mut Run) -> 
                 continue;
             }
         };
-        if let Some(audit) = &mut run.audit {
-            audit.recycle(&mut record);
-        }
-        if let Err(e) = parse_record(raw, &options.parse, &mut record) {
+        if let Err(e) = run.parse(raw, &options.parse, &mut record) {
             refuse(run, records.label(), e);
             continue;
-        }
-        if let Some(audit) = &mut run.audit {
-            audit.stamp(&mut record);
         }
         let now = records.read_at_ms();
         run.handed += 1;
         run.look_for_growth(options, say)?;
-        let (sink, partition) = run.sink_for(options, record.key.as_deref())?;
+        let (sink, keyed) = run.sink_for(options, record.key.as_deref())?;
+        let partition = match placed(options, &record, keyed, sink.partitions()) {
+            Ok(p) => p,
+            Err(why) => {
+                run.handed -= 1;
+                refuse(run, records.label(), why);
+                continue;
+            }
+        };
         match sink.send(partition, &record, &headers, now) {
             Ok(()) => {}
             // Over a limit of the format: this record only.
@@ -759,7 +677,7 @@ fn produce_all(options: &Options, records: &mut impl Records, run: &mut Run) -> 
         sink.tell(say);
         if let Some(audit) = &mut run.audit {
             audit.counted(record.timestamp.unwrap_or(now));
-            audit.publish_due(false)?;
+            audit.publish_due();
         }
         records.set_due(run.due(linger));
     }
@@ -768,7 +686,9 @@ fn produce_all(options: &Options, records: &mut impl Records, run: &mut Run) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::Source;
     use crate::storage::record::Codec;
+    use base64::Engine as _;
 
     #[test]
     fn splitter_handles_multibyte_delimiters_across_reads() {
