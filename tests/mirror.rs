@@ -261,3 +261,39 @@ fn a_report_fifo_without_a_reader_does_not_hold_a_producer_past_its_signal() {
     std::io::Read::read_to_string(&mut producer.stderr.take().unwrap(), &mut said).unwrap();
     assert!(said.contains("no reader"), "{said}");
 }
+
+/// `--source-partition`: each `-J` record goes to the partition its
+/// envelope names; one naming a partition the topic lacks, or none, is
+/// refused and said, and the rest still go.
+#[test]
+fn source_partition_keeps_each_records_partition() {
+    let data = tempfile::tempdir().unwrap();
+    let broker = common::BrokerProc::start(data.path(), &["--partitions", "4"]);
+    let envelope = |p: u32, v: &str| {
+        format!("{{\"topic\":\"s\",\"partition\":{p},\"offset\":1,\"payload\":\"{v}\"}}\n")
+    };
+    let input = envelope(2, "two")
+        + &envelope(3, "three")
+        + &envelope(9, "nine")
+        + "{\"payload\":\"none\"}\n"
+        + &envelope(2, "two-again");
+    let out = common::bin("klog-produce")
+        .args(["-b", &broker.addr, "-t", TOPIC, "-J", "--source-partition"])
+        .write_stdin(input)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("line 3: --source-partition: \"t\" has no partition 9"),
+        "{said}"
+    );
+    assert!(
+        said.contains("line 4: --source-partition: its envelope names no"),
+        "{said}"
+    );
+    let got = common::consume_from(&broker.addr, TOPIC, &["-f", "%p %s\\n"]);
+    let mut lines: Vec<&str> = got.lines().collect();
+    lines.sort();
+    assert_eq!(lines, vec!["2 two", "2 two-again", "3 three"]);
+}
