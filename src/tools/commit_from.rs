@@ -66,6 +66,8 @@ const TAIL_TICK: Duration = Duration::from_millis(50);
 pub struct Acked {
     topic: String,
     path: PathBuf,
+    /// A regular file, followed as it grows; else (a FIFO) read to its end.
+    follow: bool,
     state: Mutex<State>,
     changed: Condvar,
 }
@@ -87,10 +89,8 @@ struct State {
     ended: bool,
     /// Why they cannot be read, if so.
     error: Option<String>,
-    /// The acknowledgements come from a FIFO.
-    fifo: bool,
-    /// The records named by [`Acked::stuck`] (partition, offset).
-    named: Vec<(u32, u64)>,
+    /// By partition, the record last named by [`Acked::stuck`].
+    named: HashMap<u32, u64>,
 }
 
 /// The source a report line starts with.
@@ -131,17 +131,11 @@ impl Acked {
     }
 
     fn new(path: &Path, topic: &str) -> Acked {
-        let fifo = std::fs::metadata(path).is_ok_and(|m| {
-            use std::os::unix::fs::FileTypeExt;
-            m.file_type().is_fifo()
-        });
         Acked {
             topic: topic.to_string(),
             path: path.to_path_buf(),
-            state: Mutex::new(State {
-                fifo,
-                ..State::default()
-            }),
+            follow: std::fs::metadata(path).is_ok_and(|m| m.is_file()),
+            state: Mutex::new(State::default()),
             changed: Condvar::new(),
         }
     }
@@ -219,9 +213,9 @@ impl Acked {
         let stuck = state.printed.iter().find_map(|(&p, (queue, since))| {
             let first = queue.front().map(|&(o, _)| (p, o))?;
             let long = since.is_some_and(|t| t.elapsed() >= STUCK_AFTER);
-            (long && !state.named.contains(&first)).then_some(first)
+            (long && state.named.get(&p) != Some(&first.1)).then_some(first)
         })?;
-        state.named.push(stuck);
+        state.named.insert(stuck.0, stuck.1);
         Some(stuck)
     }
 
@@ -230,7 +224,8 @@ impl Acked {
     /// acknowledgement sent twice then finds a reader); or the
     /// acknowledgements stopped. Whether that came.
     pub fn settled(&self, wait: Duration) -> bool {
-        let waiting = |s: &mut State| s.error.is_none() && !s.ended && (s.fifo || s.unacked > 0);
+        let fifo = !self.follow;
+        let waiting = |s: &mut State| s.error.is_none() && !s.ended && (fifo || s.unacked > 0);
         let state = lock(&self.state);
         let (mut state, _) = self
             .changed
@@ -263,7 +258,7 @@ impl Acked {
     fn read_all(&self) -> Result<(), String> {
         let at = |e: std::io::Error| format!("cannot read {}: {e}", self.path.display());
         let mut file = File::open(&self.path).map_err(at)?;
-        let follow = file.metadata().map_err(at)?.is_file();
+        let follow = self.follow;
         let mut input = BufReader::with_capacity(256 * 1024, file.try_clone().map_err(at)?);
         let (mut line, mut number, mut read) = (Vec::new(), 0u64, 0u64);
         // The file's first bytes, as read (see `rewritten`).

@@ -188,9 +188,9 @@ impl Auditor {
         self.late = false;
         if !due.is_empty() {
             if let Err(e) = self.send(&due, now) {
-                // Opened anew next time.
+                // Opened anew at the next boundary (not sooner: a broker
+                // that is down would hold the data at every try).
                 self.sink = None;
-                self.late = true;
                 return Err(e);
             }
         }
