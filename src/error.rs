@@ -680,6 +680,15 @@ error_codes! {
     /// A committed offset's write by a claim that a later claim of the
     /// partition replaced (its generation is older than the one stored).
     CommitFenced = 30, "commit_fenced";
+    /// The transactional id's last transaction is still being completed
+    /// (its markers written): retry.
+    ConcurrentTransactions = 31, "concurrent_transactions";
+    /// The transaction coordinator cannot reach the registry now: retry.
+    CoordinatorNotAvailable = 32, "coordinator_not_available";
+    /// The transactional id has no such producer id: init it first.
+    InvalidProducerIdMapping = 33, "invalid_producer_id_mapping";
+    /// A transaction timeout outside 1 ms to 15 minutes.
+    InvalidTransactionTimeout = 34, "invalid_transaction_timeout";
 }
 
 impl fmt::Display for ErrorCode {

@@ -84,7 +84,7 @@ where
 /// request header and then nothing for the request timeout.
 pub(super) fn serve_either(
     shared: &Arc<Shared>,
-    (kafka, home): (&super::kafka::KafkaSide, Protocol),
+    (kafka, home): (&Arc<super::kafka::KafkaSide>, Protocol),
     stream: Stream,
     peer: SocketAddr,
     principal: Option<String>,
@@ -94,7 +94,11 @@ pub(super) fn serve_either(
     let request = Duration::from_millis(shared.config.request_timeout_ms.max(1));
     match first_bytes(&stream, idle, request) {
         Ok(Some(first)) => match protocol_of(&first, home) {
-            Protocol::Klog => super::connection::serve(shared, stream, peer, principal),
+            Protocol::Klog => {
+                let coordinators =
+                    Arc::clone(kafka) as Arc<dyn super::connection::txn::Coordinators>;
+                super::connection::serve(shared, stream, (peer, principal), coordinators)
+            }
             Protocol::Kafka => kafka.serve(shared, stream, peer, principal),
         },
         Ok(None) => {}

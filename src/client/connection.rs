@@ -666,6 +666,12 @@ impl Connection {
     pub fn init_producer_id(&mut self) -> Result<(i64, i16)> {
         let (header, at) = self.call(protocol::init_producer_id_request)?;
         Self::check(&header)?;
+        self.producer_of(at)
+    }
+
+    /// The producer id and epoch of an init_producer_id answer whose body
+    /// starts at `at`.
+    fn producer_of(&self, at: usize) -> Result<(i64, i16)> {
         let mut r = Reader::new(&self.response[at..]);
         let fields = r.i64("producer_id").and_then(|id| {
             let epoch = r.u16("producer_epoch")?;
@@ -673,6 +679,17 @@ impl Connection {
             Ok((id, epoch as i16))
         });
         fields.map_err(|e| protocol_error(&self.addr, e))
+    }
+
+    /// A transactional producer's request ([`protocol::TxnRequest`]):
+    /// init's producer id and epoch, `None` for the others' answers.
+    pub fn txn(&mut self, request: &protocol::TxnRequest) -> Result<Option<(i64, i16)>> {
+        let (header, at) = self.call(|out, id| protocol::txn_request(out, id, request))?;
+        Self::check(&header)?;
+        match request {
+            protocol::TxnRequest::Init { .. } => self.producer_of(at).map(Some),
+            _ => Ok(None),
+        }
     }
 
     /// Asks the leader of a partition to write a transaction marker (see

@@ -35,7 +35,7 @@
 //!
 //! | api_key | request        | body                                                                   |
 //! |--------:|----------------|------------------------------------------------------------------------|
-//! | 0 | produce      | `acks i8` (0, 1, -1 = all) · `timeout_ms u32` · `topic str` · `partition u32` · `records bytes` (one batch: Kafka's RecordBatch v2, [`crate::storage::record`]; in version 1, a legacy klog batch, [`crate::storage::record::legacy`], which the broker converts) |
+//! | 0 | produce      | `acks i8` (0, 1, -1 = all) · `timeout_ms u32` · `transactional_id str` (version 3 only; empty: none) · `topic str` · `partition u32` · `records bytes` (one batch: Kafka's RecordBatch v2, [`crate::storage::record`]; in version 1, a legacy klog batch, [`crate::storage::record::legacy`], which the broker converts) |
 //! | 1 | fetch        | `wait_ms_max u32` · `bytes_min u32` · `response_bytes_max u32` · `replica_id str` (version 5 on) · `isolation i8` (version 6: 0 read_uncommitted, 1 read_committed) · `count u16` · count × (`topic str` · `partition u32` · `offset u64` · `bytes_max u32` · `leader_epoch epoch` (version 5 on)) |
 //! | 2 | list_offsets | `topic str` · `partition u32` · `at i64` (-2 earliest, -1 latest, ≥ 0 the first record at or after this timestamp, ms) |
 //! | 3 | metadata     | `count u16` · count × `topic str` (0 topics: every topic)              |
@@ -44,10 +44,13 @@
 //! | 6 | sasl_handshake | `mechanism str` (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`) |
 //! | 7 | sasl_authenticate | `message bytes` (the client's next SASL message) |
 //! | 8 | registry     | nothing: which registry coordinates the broker's groups |
-//! | 9 | init_producer_id | nothing: a producer id for an idempotent producer |
+//! | 9 | init_producer_id | version 1: nothing (a producer id for an idempotent producer). Version 2: `transactional_id str` (1 to 249 bytes) · `timeout_ms u32` (1 to 900,000): the id's producer id and a new epoch ([`TxnRequest`]) |
 //! | 10 | write_txn_marker | `topic str` · `partition u32` · `producer_id i64` · `producer_epoch u16` · `commit i8` (1 commit, 0 abort) · `coordinator_epoch u32`: a transaction coordinator's marker for the partition's leader ([`crate::storage::record::control`]) |
 //! | 11 | offset_commit | `group str` (1 to 249 bytes) · `topic str` · `partition u32` · `offset u64` (below 2^63) · `generation u64` (the committer's claim of the partition in the registry) · `mode i8` (0 commit: never lowers the stored offset; 1 fence: stores the generation alone, a new claim's first word; 2 reset: any offset; 3 delete), to the leader of the group's partition of the offsets topic ([`crate::coord::offsets_topic`]) |
 //! | 12 | offset_fetch | `group str` · `topic str` (empty: every topic) · `partition u32` (`2^32 - 1`: every partition) |
+//! | 13 | add_to_txn | `transactional_id str` · `producer_id i64` · `producer_epoch u16` · `count u16` (at most 1,000) · count × (`topic str` · `partition u32`): partitions join the transaction, which begins with the first |
+//! | 14 | txn_offset_commit | `transactional_id str` · `producer_id i64` · `producer_epoch u16` · `group str` · `count u16` (at most 1,000) · count × (`topic str` · `partition u32` · `offset u64`): the group joins the transaction, and its offsets are committed with it |
+//! | 15 | end_txn | `transactional_id str` · `producer_id i64` · `producer_epoch u16` · `commit i8` (1 commit, 0 abort) |
 //!
 //! # Responses (bodies after `error` and `message`)
 //!
@@ -64,6 +67,8 @@
 //! | init_producer_id | `producer_id i64` · `producer_epoch u16` (0): an id no other producer of the cluster gets ([`crate::coord::producer_ids`]), for the producer fields of the batches it sends ([`crate::storage::producers`]). Refused `authorization_failed` to a client that may write to no topic |
 //! | write_txn_marker | nothing: the marker is durable on the partition's in-sync replicas. Refused `authorization_failed` to a client without the cluster's cluster_action; `producer_fenced` when the producer's epoch, or its last marker's coordinator epoch, is newer |
 //! | offset_commit | `before i64`: the offset stored before (-1: none), once the record is durable on the in-sync replicas of the offsets topic's partition. Refused `commit_fenced` when a later claim's generation is stored for the partition, or a newer one is not the registry's current claim (the message ends with the current generation, 0 for none); `not_leader`, `partition_elsewhere` or `leader_not_available` from a broker that does not lead the group's partition (the client looks the leader up in the registry); `authorization_failed` without the group's read (delete: delete) |
+//! | init_producer_id (version 2) | as version 1. Refused `authorization_failed` without write on the transactional id; `concurrent_transactions` while its last transaction is being completed (retry); `coordinator_not_available` when the registry fails (retry) |
+//! | add_to_txn, txn_offset_commit, end_txn | nothing, once the registry's entry for the transaction holds the change (end_txn: once the commit or abort is decided; its markers are written first where they can be, each durable on its partition's in-sync replicas). Refused `producer_fenced` to an older epoch, `invalid_producer_id_mapping` to another producer id, `invalid_txn_state` to a step the transaction's state does not allow, `authorization_failed` without write on the transactional id (and on each topic added; read on the group of txn_offset_commit) |
 //! | offset_fetch | `count u32` · count × (`topic str` · `partition u32` · `offset u64`), sorted. Refused as offset_commit is, and without the group's describe |
 //! | registry     | `registry str` (the broker's `--registry`: a directory's absolute path, on the broker's host, or a `zk://` address; empty when it has none). Refused `authorization_failed` to a client that may not describe the cluster |
 //!
@@ -185,6 +190,10 @@
 //! | 28 | producer_fenced | an idempotent producer's batch from an epoch older than its last: another instance took over |
 //! | 29 | invalid_txn_state | a transactional producer's request its transaction's state does not allow (a batch outside the transaction it has open) |
 //! | 30 | commit_fenced | an offset_commit by a claim of the partition that a later claim replaced: the member lost the partition |
+//! | 31 | concurrent_transactions | the transactional id's last transaction is still being completed: retry |
+//! | 32 | coordinator_not_available | the transaction coordinator cannot reach the registry now: retry |
+//! | 33 | invalid_producer_id_mapping | the transactional id has no such producer id (init it first) |
+//! | 34 | invalid_transaction_timeout | a transaction timeout outside 1 ms to 15 minutes |
 //!
 //! # Version history
 //!
@@ -216,6 +225,14 @@
 //!   whose readers expect legacy batches, are answered
 //!   `unsupported_request` saying so: upgrade clients and brokers together
 //!   (a follower of an older build cannot fetch from a newer leader).
+//! - transactions on klog's protocol (issue 30): init_producer_id version
+//!   2 (a transactional id), requests 13 add_to_txn, 14 txn_offset_commit
+//!   and 15 end_txn (version 1), produce version 3 (the batch's
+//!   transactional id), error codes 31 to 34. A produce of a
+//!   transactional batch (Kafka's attribute bit) must be of version 3,
+//!   from a producer whose transaction holds the partition
+//!   (`invalid_txn_state` otherwise). Producers that are not
+//!   transactional keep sending versions 2 and 1.
 
 pub use crate::error::ErrorCode;
 use crate::limits;
@@ -224,6 +241,7 @@ mod frame;
 mod offsets;
 mod request;
 mod response;
+mod txn;
 
 pub use frame::{finish_frame, put, Reader};
 pub use offsets::{
@@ -231,18 +249,22 @@ pub use offsets::{
     CommitMode, OffsetCommit, OffsetFetch,
 };
 pub use request::{
-    append_produce_request, committed_fetch_request, create_topic_request, decode_request,
-    decode_request_header, fetch_request, init_producer_id_request, list_offsets_request,
-    metadata_request, offset_commit_request, offset_fetch_request,
-    offsets_for_leader_epoch_request, produce_request, registry_request, replica_fetch_request,
-    sasl_authenticate_request, sasl_handshake_request, start_request, write_txn_marker_request,
-    FetchPartition, FetchWant, Request, RequestError, RequestHeader, TxnMarker,
-    SASL_MESSAGE_BYTES_MAX,
+    append_produce_request, append_txn_produce_request, committed_fetch_request,
+    create_topic_request, decode_request, decode_request_header, fetch_request,
+    init_producer_id_request, list_offsets_request, metadata_request, offset_commit_request,
+    offset_fetch_request, offsets_for_leader_epoch_request, produce_request, registry_request,
+    replica_fetch_request, sasl_authenticate_request, sasl_handshake_request, start_request,
+    write_txn_marker_request, FetchPartition, FetchWant, Request, RequestError, RequestHeader,
+    TxnMarker, SASL_MESSAGE_BYTES_MAX,
 };
 pub use response::{
     begin_response, decode_epoch_end, decode_fetch_response, decode_metadata_response,
     decode_response_header, put_epoch_end, put_fetch_partition, put_topic_metadata, start_response,
     FetchPartitionHead, FetchedPartition, ResponseHeader, TopicMetadata,
+};
+pub use txn::{
+    txn_request, TxnProducer, TxnRequest, INIT_VERSION_TXN, PRODUCE_VERSION_TXN,
+    TRANSACTIONAL_ID_BYTES_MAX, TXN_PARTITIONS_MAX, TXN_TIMEOUT_MS_MAX,
 };
 
 /// Bytes of a frame's length prefix.
@@ -366,6 +388,12 @@ pub enum ApiKey {
     OffsetCommit = 11,
     /// A group's committed offsets, read.
     OffsetFetch = 12,
+    /// Partitions join a producer's transaction.
+    AddToTxn = 13,
+    /// A group's offsets, committed with a transaction.
+    TxnOffsetCommit = 14,
+    /// A transaction committed or aborted.
+    EndTxn = 15,
 }
 
 impl ApiKey {
@@ -384,7 +412,8 @@ impl ApiKey {
     pub const fn version(self) -> u16 {
         match self {
             ApiKey::Fetch => FETCH_VERSION_COMMITTED,
-            ApiKey::Produce => PRODUCE_VERSION_KAFKA,
+            ApiKey::Produce => PRODUCE_VERSION_TXN,
+            ApiKey::InitProducerId => INIT_VERSION_TXN,
             _ => 1,
         }
     }
@@ -406,6 +435,9 @@ impl ApiKey {
             Some(ApiKey::WriteTxnMarker) => "WriteTxnMarker",
             Some(ApiKey::OffsetCommit) => "OffsetCommit",
             Some(ApiKey::OffsetFetch) => "OffsetFetch",
+            Some(ApiKey::AddToTxn) => "AddToTxn",
+            Some(ApiKey::TxnOffsetCommit) => "TxnOffsetCommit",
+            Some(ApiKey::EndTxn) => "EndTxn",
             None => "an unknown API",
         }
     }
@@ -425,6 +457,9 @@ impl ApiKey {
             10 => ApiKey::WriteTxnMarker,
             11 => ApiKey::OffsetCommit,
             12 => ApiKey::OffsetFetch,
+            13 => ApiKey::AddToTxn,
+            14 => ApiKey::TxnOffsetCommit,
+            15 => ApiKey::EndTxn,
             _ => return None,
         })
     }
@@ -443,7 +478,7 @@ mod tests {
 
     #[test]
     fn the_replication_error_codes_have_their_numbers_and_later_ones_are_unknown() {
-        let names: Vec<_> = (16..=31).map(|c| ErrorCode::from_u16(c).name()).collect();
+        let names: Vec<_> = (16..=35).map(|c| ErrorCode::from_u16(c).name()).collect();
         assert_eq!(
             names,
             [
@@ -462,12 +497,16 @@ mod tests {
                 "producer_fenced",
                 "invalid_txn_state",
                 "commit_fenced",
+                "concurrent_transactions",
+                "coordinator_not_available",
+                "invalid_producer_id_mapping",
+                "invalid_transaction_timeout",
                 "unknown"
             ]
         );
         // The module docs' table has every code, by number and name.
         let docs = include_str!("mod.rs");
-        for code in 0..=30u16 {
+        for code in 0..=34u16 {
             assert_eq!(ErrorCode::from_u16(code) as u16, code, "{code} round trips");
             let row = format!("//! | {code} | {} |", ErrorCode::from_u16(code).name());
             assert!(docs.contains(&row), "no row {row:?} in the error table");

@@ -54,6 +54,8 @@ pub enum Request<'a> {
         topic: &'a str,
         /// Partition.
         partition: u32,
+        /// The transaction its batch belongs to (version 3; empty: none).
+        transactional_id: &'a str,
         /// Where the batch lies in the frame body (the broker appends it
         /// from there, rewriting only its header).
         records: Range<usize>,
@@ -122,6 +124,9 @@ pub enum Request<'a> {
     Registry,
     /// A producer id for an idempotent producer.
     InitProducerId,
+    /// A transactional producer's request (init_producer_id version 2,
+    /// add_to_txn, txn_offset_commit, end_txn).
+    Txn(super::TxnRequest),
     /// A transaction marker for a partition this broker leads.
     WriteTxnMarker(TxnMarker),
     /// Writes a group's committed offset.
@@ -160,7 +165,7 @@ fn begin_request(out: &mut Vec<u8>, api: ApiKey, correlation_id: u32) -> usize {
 }
 
 /// [`begin_request`] of an older `version` of the request.
-fn begin_request_version(
+pub(super) fn begin_request_version(
     out: &mut Vec<u8>,
     api: ApiKey,
     version: u16,
@@ -207,9 +212,37 @@ pub fn append_produce_request(
     partition: u32,
     batch: &[u8],
 ) {
-    let start = begin_request(out, ApiKey::Produce, correlation_id);
+    append_txn_produce_request(
+        out,
+        correlation_id,
+        (acks, timeout_ms, None),
+        topic,
+        partition,
+        batch,
+    );
+}
+
+/// Appends a produce request around `batch` of a transaction's producer
+/// (`transactional_id`, sent in version 3; `None`: version 2, which
+/// every broker since the batch format reads).
+pub fn append_txn_produce_request(
+    out: &mut Vec<u8>,
+    correlation_id: u32,
+    (acks, timeout_ms, transactional_id): (i8, u32, Option<&str>),
+    topic: &str,
+    partition: u32,
+    batch: &[u8],
+) {
+    let version = match transactional_id {
+        Some(_) => super::PRODUCE_VERSION_TXN,
+        None => super::PRODUCE_VERSION_KAFKA,
+    };
+    let start = begin_request_version(out, ApiKey::Produce, version, correlation_id);
     out.push(acks as u8);
     put::u32(out, timeout_ms);
+    if let Some(id) = transactional_id {
+        put::str(out, id);
+    }
     put::str(out, topic);
     put::u32(out, partition);
     put::bytes(out, batch);
@@ -389,7 +422,9 @@ pub fn registry_request(out: &mut Vec<u8>, correlation_id: u32) {
 
 /// Encodes an init_producer_id request.
 pub fn init_producer_id_request(out: &mut Vec<u8>, correlation_id: u32) {
-    start_request(out, ApiKey::InitProducerId, correlation_id);
+    // Version 1: an idempotent producer's (version 2 names a transaction).
+    out.clear();
+    begin_request_version(out, ApiKey::InitProducerId, 1, correlation_id);
     finish_frame(out);
 }
 
@@ -523,6 +558,10 @@ fn decode_body<'a>(api: ApiKey, version: u16, r: &mut Reader<'a>) -> Result<Requ
                 a => return Err(ProtocolError(format!("acks {a} is not 0, 1 or -1"))),
             },
             timeout_ms: r.u32("timeout_ms")?,
+            transactional_id: match version >= super::PRODUCE_VERSION_TXN {
+                true => super::txn::produce_transactional_id(r)?,
+                false => "",
+            },
             topic: r.str_ref("topic")?,
             partition: r.u32("partition")?,
             records: r.bytes_range("records")?,
@@ -555,7 +594,10 @@ fn decode_body<'a>(api: ApiKey, version: u16, r: &mut Reader<'a>) -> Result<Requ
             mechanism: bounded_str(r, "mechanism", 64)?.to_string(),
         },
         ApiKey::Registry => Request::Registry,
-        ApiKey::InitProducerId => Request::InitProducerId,
+        ApiKey::InitProducerId if version < super::INIT_VERSION_TXN => Request::InitProducerId,
+        ApiKey::InitProducerId | ApiKey::AddToTxn | ApiKey::TxnOffsetCommit | ApiKey::EndTxn => {
+            Request::Txn(super::txn::decode(api, r)?)
+        }
         ApiKey::WriteTxnMarker => Request::WriteTxnMarker(decode_marker(r)?),
         ApiKey::OffsetCommit => Request::OffsetCommit(super::offsets::decode_commit(r)?),
         ApiKey::OffsetFetch => Request::OffsetFetch(super::offsets::decode_fetch(r)?),

@@ -107,7 +107,7 @@ pub mod legacy;
 pub use build::BatchBuilder;
 pub use compression::{Codec, Decompressed};
 pub use cursor::varint_len;
-pub use kafka::{set_create_time, set_create_time_crc, set_producer, stamp};
+pub use kafka::{set_create_time, set_create_time_crc, set_producer, set_transactional, stamp};
 
 use crate::limits::{BATCH_BYTES_MAX, BATCH_RECORDS_MAX};
 use cursor::Cursor;

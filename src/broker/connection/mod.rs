@@ -20,11 +20,13 @@ use crate::broker::auth::Session;
 use crate::broker::shared::{Appended, Partition, Shared};
 use crate::protocol::{self, put, ErrorCode, FetchPartition};
 
+mod access;
 pub(in crate::broker) mod frames;
 mod reader;
 pub(in crate::broker) use reader::{frame_reader, too_large, UNAUTHENTICATED_BYTES_MAX};
 pub(in crate::broker) mod requests;
 mod transfer;
+pub(in crate::broker) mod txn;
 pub(in crate::broker) mod writer;
 
 /// An answer waiting its turn in the connection's queue to the writer.
@@ -96,6 +98,10 @@ struct ReaderState {
     answer: Vec<u8>,
     /// The produce request's topic, copied out of the frame.
     topic: String,
+    /// The produce request's transactional id (empty: none).
+    transactional_id: String,
+    /// The transaction coordinator's finder (none in some unit tests).
+    coordinators: Option<Arc<dyn txn::Coordinators>>,
     /// Who the client is (see [`crate::broker::auth`]).
     session: Option<Session>,
     /// Why the connection must close once the answers held are sent.
@@ -124,8 +130,8 @@ impl ReaderState {
 pub(super) fn serve(
     shared: &Arc<Shared>,
     stream: Stream,
-    peer: SocketAddr,
-    principal: Option<String>,
+    (peer, principal): (SocketAddr, Option<String>),
+    coordinators: Arc<dyn txn::Coordinators>,
 ) {
     let _ = stream.set_nodelay(true);
     let timeout = Duration::from_millis(shared.config.request_timeout_ms.max(1));
@@ -161,7 +167,7 @@ pub(super) fn serve(
         &tx,
         &queued_count,
         (peer, session),
-        timeout,
+        (timeout, coordinators),
     );
     drop(tx);
     let _ = writer.join();

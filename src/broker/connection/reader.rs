@@ -34,13 +34,14 @@ pub(super) fn read_requests(
     tx: &SyncSender<QueuedAnswer>,
     queued_count: &AtomicUsize,
     (peer, session): (SocketAddr, Session),
-    timeout: Duration,
+    (timeout, coordinators): (Duration, Arc<dyn super::txn::Coordinators>),
 ) {
     let mut reader = frame_reader(shared, stream, timeout);
     // Answers the reader writes itself gather in `state.answer`, and leave
     // together when no request is left in the buffer.
     let mut state = ReaderState {
         session: Some(session),
+        coordinators: Some(coordinators),
         ..ReaderState::default()
     };
     loop {

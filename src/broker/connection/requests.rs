@@ -37,11 +37,14 @@ pub(super) fn handle(
             timeout_ms,
             topic,
             partition,
+            transactional_id,
             records,
         } => {
             // The topic leaves the frame, which the append rewrites.
             state.topic.clear();
             state.topic.push_str(topic);
+            state.transactional_id.clear();
+            state.transactional_id.push_str(transactional_id);
             let request = ProduceRequest {
                 correlation_id,
                 acks,
@@ -66,6 +69,17 @@ pub(super) fn handle(
         }
         fetch @ Request::Fetch { .. } => {
             queued_fetch(shared, (header.api_version, correlation_id), fetch)
+        }
+        Request::Txn(txn) => {
+            let coordinators = state.coordinators.as_deref();
+            super::txn::answer(
+                shared,
+                coordinators,
+                &mut state.answer,
+                correlation_id,
+                &txn,
+            );
+            Some(Answer::Now)
         }
         quick => {
             let session = state.session.as_ref();
@@ -166,9 +180,10 @@ fn answer_now(
         },
         Request::Produce { .. }
         | Request::Fetch { .. }
+        | Request::Txn(_)
         | Request::SaslHandshake { .. }
         | Request::SaslAuthenticate { .. } => {
-            unreachable!("the reader handles produce, fetch and SASL itself")
+            unreachable!("the reader handles produce, fetch, transactions and SASL itself")
         }
     }
 }
@@ -195,7 +210,7 @@ fn admit(
             let Some(session) = state.session.as_mut() else {
                 return false;
             };
-            let Some(denied) = authorize(shared, session, request) else {
+            let Some(denied) = super::access::authorize(shared, session, request) else {
                 return false;
             };
             error_into(
@@ -221,89 +236,6 @@ fn admit(
         }
     }
     true
-}
-
-/// Why the ACLs refuse a request (`None`: allowed). Metadata is
-/// filtered instead ([`metadata`]).
-fn authorize(shared: &Shared, session: &mut Session, request: &Request<'_>) -> Option<String> {
-    use crate::coord::acl::{Operation as Op, ResourceType as R, CLUSTER};
-    let topic = |op: Op, topic: &str| {
-        (!session.allows(shared, op, (R::Topic, topic)))
-            .then(|| format!("{} may not {op} topic {topic:?}", session.principal))
-    };
-    match request {
-        // A produce creates a missing topic: only with create.
-        Request::Produce { topic: t, .. } => topic(Op::Write, t).or_else(|| {
-            let creates = session.allows(shared, Op::Create, (R::Cluster, CLUSTER))
-                || session.allows(shared, Op::Create, (R::Topic, t));
-            (!creates && !shared.topic_exists(t))
-                .then(|| format!("{} may not create topic {t:?}", session.principal))
-        }),
-        Request::Fetch {
-            replica_id: "",
-            partitions,
-            ..
-        } => partitions.iter().find_map(|p| topic(Op::Read, &p.topic)),
-        Request::Fetch { replica_id, .. } => session.may_replicate(shared, replica_id).err(),
-        Request::ListOffsets { topic: t, .. } => topic(Op::Describe, t),
-        // A follower asks it before it fetches: cluster_action will do.
-        Request::OffsetsForLeaderEpoch { .. }
-            if session.allows(shared, Op::ClusterAction, (R::Cluster, CLUSTER)) =>
-        {
-            None
-        }
-        Request::OffsetsForLeaderEpoch { topic: t, .. } => topic(Op::Describe, t),
-        Request::CreateTopic { topic: t, .. } => {
-            let cluster = session.allows(shared, Op::Create, (R::Cluster, CLUSTER));
-            (!cluster && !session.allows(shared, Op::Create, (R::Topic, t)))
-                .then(|| format!("{} may not create topic {t:?}", session.principal))
-        }
-        Request::Registry => (!session.allows(shared, Op::Describe, (R::Cluster, CLUSTER)))
-            .then(|| format!("{} may not describe the cluster", session.principal)),
-        Request::InitProducerId => {
-            (!crate::broker::auth::allows_any(shared, &session.principal, Op::Write))
-                .then(|| format!("{} may write to no topic", session.principal))
-        }
-        // A coordinator's, another broker: cluster_action.
-        Request::WriteTxnMarker(_) => {
-            (!session.allows(shared, Op::ClusterAction, (R::Cluster, CLUSTER)))
-                .then(|| format!("{} may not write transaction markers", session.principal))
-        }
-        Request::OffsetCommit(_) | Request::OffsetFetch(_) => {
-            offsets_denied(shared, session, request)
-        }
-        Request::Metadata { .. }
-        | Request::SaslHandshake { .. }
-        | Request::SaslAuthenticate { .. } => None,
-    }
-}
-
-/// The ACLs' part of offset_commit and offset_fetch, as Kafka's: a
-/// commit reads the group and the topic (a delete deletes in the group),
-/// a fetch describes the group; a broker (cluster_action) asks for the
-/// Kafka clients whose groups it coordinates.
-fn offsets_denied(shared: &Shared, session: &Session, request: &Request<'_>) -> Option<String> {
-    use crate::coord::acl::{Operation as Op, ResourceType as R, CLUSTER};
-    if session.allows(shared, Op::ClusterAction, (R::Cluster, CLUSTER)) {
-        return None;
-    }
-    let who = &session.principal;
-    match request {
-        Request::OffsetCommit(c) => {
-            let op = match c.mode {
-                protocol::CommitMode::Delete => Op::Delete,
-                _ => Op::Read,
-            };
-            let member = session.allows(shared, op, (R::Group, &c.group))
-                && session.allows(shared, Op::Read, (R::Topic, &c.topic));
-            let (g, t) = (&c.group, &c.topic);
-            (!member)
-                .then(|| format!("{who} may not commit offsets of group {g:?} for topic {t:?}"))
-        }
-        Request::OffsetFetch(f) => (!session.allows(shared, Op::Describe, (R::Group, &f.group)))
-            .then(|| format!("{who} may not describe group {:?}", f.group)),
-        _ => None,
-    }
 }
 
 /// Answers a sasl_handshake: the mechanisms taken, with the error of one
@@ -420,12 +352,28 @@ fn produce(
             return refuse(shared, request, topic, peer, &mut state.answer, code, &msg)
         }
     };
+    let coordinators = state.coordinators.as_deref();
+    let in_txn = (&*p, &state.transactional_id[..]);
+    let in_txn = match super::txn::check_produce(shared, coordinators, in_txn, batch) {
+        Ok(true) if request.acks != protocol::ACKS_ALL => {
+            let msg = format!("{topic} [{partition}]: a transaction's batch goes with acks all");
+            let code = ErrorCode::InvalidRequest;
+            return refuse(shared, request, topic, peer, &mut state.answer, code, &msg);
+        }
+        Ok(in_txn) => in_txn,
+        Err((code, msg)) => {
+            return refuse(shared, request, topic, peer, &mut state.answer, code, &msg)
+        }
+    };
     let appended = {
         let mut log = p.lock();
+        let now = crate::clock::now_ms();
         match p.may_append(request.acks, p.min_insync.load(Ordering::Relaxed)) {
-            Ok(epoch) => log
-                .produce(batch, crate::clock::now_ms())
-                .map(|produced| (produced.info, epoch)),
+            Ok(epoch) => match in_txn {
+                true => log.produce_in_transaction(batch, now),
+                false => log.produce(batch, now),
+            }
+            .map(|produced| (produced.info, epoch)),
             Err((code, msg)) => {
                 drop(log);
                 return refuse(shared, request, topic, peer, &mut state.answer, code, &msg);

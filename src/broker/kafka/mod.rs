@@ -184,7 +184,11 @@ impl KafkaSide {
         peer: SocketAddr,
         principal: Option<String>,
     ) {
-        match self.kafka(shared) {
+        let kafka = match self.advertised {
+            None => Err(WILDCARD.to_string()),
+            Some(_) => self.kafka(shared),
+        };
+        match kafka {
             Ok(kafka) => connection::serve(shared, &kafka, stream, peer, principal),
             Err(why) => shared.log_peer(format_args!("{peer}: a Kafka client refused: {why}")),
         }
@@ -197,13 +201,12 @@ impl KafkaSide {
             SideState::Stopped => return Err("the broker is stopping".into()),
             SideState::Idle => {}
         }
-        let Some(advertised) = self.advertised.clone() else {
-            return Err(
-                "this listener is on a wildcard address: say which address Kafka \
-                        clients connect to with --kafka-advertised HOST:PORT"
-                    .into(),
-            );
-        };
+        // Without an address for Kafka clients (who are refused), the
+        // coordinators still serve klog's transactional producers.
+        let advertised = self
+            .advertised
+            .clone()
+            .unwrap_or_else(|| (String::new(), 0));
         let (coordinator, transactions) = start_coordinator(shared).map_err(|e| e.to_string())?;
         let kafka = Arc::new(Kafka {
             advertised,
@@ -224,6 +227,19 @@ impl KafkaSide {
         if let SideState::Running(kafka) = state {
             kafka.coordinator.shutdown();
         }
+    }
+}
+
+/// Why a Kafka client of a wildcard listener is refused.
+const WILDCARD: &str = "this listener is on a wildcard address: say which address Kafka \
+                        clients connect to with --kafka-advertised HOST:PORT";
+
+impl crate::broker::connection::txn::Coordinators for KafkaSide {
+    fn transactions(
+        &self,
+        shared: &Arc<Shared>,
+    ) -> Result<Arc<dyn crate::broker::connection::txn::Txns>, String> {
+        Ok(self.kafka(shared)?.transactions.clone())
     }
 }
 

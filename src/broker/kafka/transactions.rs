@@ -59,6 +59,48 @@ pub(crate) struct Transactions {
     groups: Arc<Coordinator>,
 }
 
+/// klog's protocol asks the same coordinator ([`crate::broker::connection::txn`]).
+impl crate::broker::connection::txn::Txns for Transactions {
+    fn init(&self, shared: &Shared, id: &str, timeout_ms: i32) -> Step<(i64, i16)> {
+        Transactions::init(self, shared, id, timeout_ms, (-1, -1))
+    }
+
+    fn add(
+        &self,
+        shared: &Shared,
+        id: &str,
+        producer: (i64, i16),
+        joining: (&[(String, u32)], &[String]),
+    ) -> Step<()> {
+        Transactions::add(self, shared, id, producer, joining)
+    }
+
+    fn offsets(
+        &self,
+        shared: &Shared,
+        id: &str,
+        producer: (i64, i16),
+        group: &str,
+        offsets: &[(String, u32, u64)],
+    ) -> Step<()> {
+        self.add_offsets(shared, id, producer, (group, "", -1), offsets)
+    }
+
+    fn end(&self, shared: &Shared, id: &str, producer: (i64, i16), commit: bool) -> Step<()> {
+        Transactions::end(self, shared, id, producer, commit)
+    }
+
+    fn verify(
+        &self,
+        shared: &Shared,
+        id: &str,
+        producer: (i64, i16),
+        partition: (&str, u32),
+    ) -> Step<()> {
+        Transactions::verify(self, shared, id, producer, partition)
+    }
+}
+
 impl std::fmt::Debug for Transactions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Transactions")

@@ -194,6 +194,20 @@ impl Log {
         self.append_produced(batch, header, now_ms)
     }
 
+    /// [`Log::produce`] of a batch that may be transactional: its
+    /// producer's transaction was checked with the coordinator by the
+    /// caller (klog's produce version 3, as Kafka's produce).
+    pub fn produce_in_transaction(&mut self, batch: &mut [u8], now_ms: i64) -> Result<Produced> {
+        let header = self.check_whole(batch)?;
+        self.append_produced(batch, header, now_ms)
+    }
+
+    /// Whether producer `(id, epoch)` has a transaction open here.
+    pub fn transaction_open(&mut self, (id, epoch): (i64, i16)) -> Result<bool> {
+        let state = self.producer_state()?;
+        Ok((state.get(id)).is_some_and(|s| s.epoch == epoch && s.txn_first_offset.is_some()))
+    }
+
     /// The log's producer state, rebuilt first when an undo or a
     /// truncation left it behind the log.
     pub fn producer_state(&mut self) -> Result<&ProducerState> {

@@ -272,6 +272,24 @@ pub fn set_producer(batch: &mut [u8], producer_id: i64, epoch: i16, base_sequenc
     batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// Marks a Kafka batch as a transaction's (its attribute bit) and writes
+/// its CRC32C again: how a transactional producer sends a batch it built.
+///
+/// # Panics
+///
+/// As [`set_producer`].
+pub fn set_transactional(batch: &mut [u8]) {
+    assert!(
+        batch.len() >= BATCH_HEADER_BYTES && batch[MAGIC_OFFSET] == MAGIC,
+        "set_transactional on a batch that is not a whole RecordBatch v2 header"
+    );
+    let attributes = u16::from_be_bytes([batch[ATTRIBUTES_OFFSET], batch[ATTRIBUTES_OFFSET + 1]]);
+    let attributes = attributes | ATTR_TRANSACTIONAL;
+    batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
+    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// Whether `records`, the records section of a batch cut short, is whole
 /// records that stop inside one, or between two before the last: what a
 /// writer cut short leaves. All of the batch's records whole, bytes that
