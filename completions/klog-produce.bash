@@ -23,7 +23,7 @@ _klog__produce() {
 
     case "${cmd}" in
         klog__produce)
-            opts="-t -p -K -k -D -H -J -Z -z -b -X -L -l -q -P -C -h -V --topic --partition --source-partition --key --json --compression --compression-level --batch --batch-bytes --linger --acks --no-idempotence --message-timeout --request-timeout --metadata-refresh --partitions --broker --data-dir --registry --segment-bytes --max-record-bytes --list --file-per-record --report --audit-topic --audit-window --quiet --help --version"
+            opts="-t -p -K -k -D -H -J -Z -z -b -X -L -l -q -P -C -h -V --topic --partition --source-partition --key --json --compression --compression-level --batch --batch-bytes --linger --acks --no-idempotence --message-timeout --request-timeout --metadata-refresh --partitions --broker --data-dir --registry --segment-bytes --max-record-bytes --list --file-per-record --report --audit-topic --audit-window --transactional-id --transaction-interval --transaction-timeout --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -146,6 +146,18 @@ _klog__produce() {
                     return 0
                     ;;
                 --audit-window)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --transactional-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --transaction-interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --transaction-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

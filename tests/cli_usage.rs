@@ -272,6 +272,30 @@ fn usage_mistakes_exit_2_in_words() {
         .write_stdin("x\n")
         .assert()
         .code(2);
+    // A transactional producer: through a registry, acks all, numbered;
+    // its id names a group, and its timeout is Kafka's bounds.
+    let produce = |args: &[&str]| {
+        bin("klog-produce")
+            .args(["-t", "t"])
+            .args(args)
+            .write_stdin("x\n")
+            .timeout(std::time::Duration::from_secs(20))
+            .assert()
+            .code(2)
+    };
+    produce(&["-b", "127.0.0.1:1", "--transactional-id", "m"])
+        .stderr(predicate::str::contains("needs --registry"));
+    let registry = dir.path().join("r");
+    let registry = registry.to_str().unwrap();
+    let txn = ["--registry", registry, "--transactional-id", "m"];
+    produce(&[&txn[..], &["--acks", "1"]].concat())
+        .stderr(predicate::str::contains("needs --acks all"));
+    produce(&[&txn[..], &["--no-idempotence"]].concat())
+        .stderr(predicate::str::contains("--no-idempotence"));
+    produce(&["--registry", registry, "--transactional-id", "a/b"]);
+    produce(&[&txn[..], &["--transaction-timeout", "16m"]].concat())
+        .stderr(predicate::str::contains("1ms to 15m"));
+    produce(&["--registry", registry, "-X", "transaction.timeout.ms=0"]);
     let out = bin("klog-broker")
         .args(["--data-dir", data, "--segment-bytes", "1KiB"])
         .output()

@@ -205,6 +205,28 @@ pub struct Args {
     /// default).
     #[arg(long = "audit-window", value_name = "DURATION", default_value = "1m", value_parser = window_arg, requires = "audit_topic")]
     pub audit_window_ms: u64,
+    /// Transactional, exactly once (-X transactional.id): the batches go
+    /// in transactions of this id, each committed every
+    /// --transaction-interval and at the end, once all its records are on
+    /// every in-sync replica; read_committed consumers see a
+    /// transaction's records all or none. Starting fences every earlier
+    /// instance of the id and aborts its open transaction. With -J, each
+    /// transaction also commits its records' source offsets to the
+    /// destination's group of this name, and a record whose source offset
+    /// a committed transaction holds is not sent again (a mirror that
+    /// stores each record once; --report then says "stored_before"). The
+    /// --report lists a record once its transaction committed. Needs
+    /// --registry and --acks all; one instance per id.
+    #[arg(long = "transactional-id", value_name = "ID", value_parser = super::group_arg)]
+    pub transactional_id: Option<String>,
+    /// How long a transaction stays open: it commits this long after its
+    /// first batch went (and sooner when its report lines pass 16 MiB).
+    #[arg(long = "transaction-interval", value_name = "DURATION", default_value = "100ms", value_parser = super::duration_arg)]
+    pub transaction_interval_ms: u64,
+    /// A transaction the coordinator has seen open this long is aborted,
+    /// and the producer fenced (-X transaction.timeout.ms; 1ms to 15m).
+    #[arg(long = "transaction-timeout", value_name = "DURATION", default_value = "60s", value_parser = transaction_timeout_arg)]
+    pub transaction_timeout_ms: u64,
     /// Only print errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
@@ -224,7 +246,31 @@ pub struct Args {
 fn settings() -> Vec<Setting<Args>> {
     let mut settings = batch_settings();
     settings.extend(delivery_settings());
+    settings.extend(transaction_settings());
     settings
+}
+
+/// The `-X` properties of klog-produce's transactions.
+fn transaction_settings() -> Vec<Setting<Args>> {
+    vec![
+        Setting {
+            names: &["transactional.id"],
+            flag: "transactional_id",
+            set: |a, v| {
+                a.transactional_id = Some(super::group_arg(v)?);
+                Ok(())
+            },
+        },
+        Setting {
+            names: &["transaction.timeout.ms"],
+            flag: "transaction_timeout_ms",
+            set: |a, v| {
+                let ms = config::ms(v)?;
+                a.transaction_timeout_ms = transaction_timeout_arg(&format!("{ms}ms"))?;
+                Ok(())
+            },
+        },
+    ]
 }
 
 /// The `-X` properties of klog-produce's batches (and its broker).
@@ -406,6 +452,25 @@ fn check_idempotence(args: &Args) -> Result<(), super::Usage> {
     Ok(())
 }
 
+/// A transactional producer sends through a registry, with acks all and
+/// idempotence (its batches are numbered).
+fn check_transactional(args: &Args) -> Result<(), super::Usage> {
+    let Some(id) = &args.transactional_id else {
+        return Ok(());
+    };
+    let why = if args.registry.is_none() {
+        "needs --registry (the cluster's registry: its transaction's partitions and its \
+         group's offsets are found there)"
+    } else if args.acks != crate::protocol::ACKS_ALL {
+        "needs --acks all: a transaction's records are on every in-sync replica before it commits"
+    } else if args.no_idempotence {
+        "numbers its batches: not with --no-idempotence"
+    } else {
+        return Ok(());
+    };
+    Err(super::Usage(format!("--transactional-id {id:?} {why}")))
+}
+
 /// `--report` lists what brokers acknowledged: with a broker, and acks.
 fn check_report(args: &Args) -> Result<(), super::Usage> {
     if args.report.is_none() {
@@ -438,6 +503,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
     super::choose_target(matches, &applied, &mut args.data_dir, &mut args.registry)?;
     check_report(&args)?;
     check_idempotence(&args)?;
+    check_transactional(&args)?;
     check_level(&mut args)?;
     super::handle_signals(|| {})?;
     if args.list {
@@ -451,6 +517,7 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         })?;
         return Ok(ExitCode::SUCCESS);
     }
+    let transaction = transaction_options(&mut args);
     let options = produce::Options {
         topic: args.topic.expect("clap requires -t without -L"),
         partition: args.partition,
@@ -489,9 +556,29 @@ pub fn run(mut args: Args, matches: &clap::ArgMatches) -> anyhow::Result<ExitCod
         report: args.report,
         source_partition: args.source_partition,
         audit: args.audit_topic.map(|topic| (topic, args.audit_window_ms)),
+        transaction,
     };
     produce::run(&options)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The transaction's settings, when `--transactional-id` is given.
+fn transaction_options(args: &mut Args) -> Option<produce::TransactionOptions> {
+    (args.transactional_id.take()).map(|id| produce::TransactionOptions {
+        id,
+        interval_ms: args.transaction_interval_ms,
+        timeout_ms: u32::try_from(args.transaction_timeout_ms).unwrap_or(u32::MAX),
+    })
+}
+
+/// A clap value parser for `--transaction-timeout`: 1ms to 15 minutes
+/// (Kafka's `transaction.max.timeout.ms` default).
+fn transaction_timeout_arg(s: &str) -> Result<u64, String> {
+    let max = u64::from(crate::protocol::TXN_TIMEOUT_MS_MAX);
+    match crate::human::parse_duration_ms(s)? {
+        ms if (1..=max).contains(&ms) => Ok(ms),
+        _ => Err(format!("a transaction timeout of {s:?}: give 1ms to 15m")),
+    }
 }
 
 /// A clap value parser for `--audit-window`: 100ms at least.

@@ -164,6 +164,14 @@ pub struct ProducerConfig {
     /// batch sent again after a broken connection or a failover is stored
     /// once, and batches keep their order.
     pub idempotent: bool,
+    /// Transactional (`klog-produce --transactional-id`): the producer's
+    /// batches go in transactions of this id, which a cluster producer
+    /// commits ([`crate::coord::ClusterProducer`]); a `'static` str so
+    /// that the configuration stays `Copy` (leaked once per run).
+    pub transactional_id: Option<&'static str>,
+    /// An open transaction older than this is aborted by its coordinator
+    /// (Kafka's `transaction.timeout.ms`).
+    pub transaction_timeout_ms: u32,
 }
 
 impl ProducerConfig {
@@ -191,6 +199,8 @@ impl Default for ProducerConfig {
             request_timeout: Duration::from_millis(limits::CLIENT_REQUEST_TIMEOUT_MS_DEFAULT),
             report: None,
             idempotent: false,
+            transactional_id: None,
+            transaction_timeout_ms: 60_000,
         }
     }
 }
@@ -404,11 +414,10 @@ impl Producer {
         let sources = self.batches.take_sources(p as u32);
         let batch = self.batches.finish(p as u32);
         let batch_bytes = batch.len();
-        protocol::append_produce_request(
+        protocol::append_txn_produce_request(
             &mut self.out,
             self.next_id,
-            c.acks,
-            c.timeout_ms,
+            (c.acks, c.timeout_ms, c.transactional_id),
             &self.topic,
             p as u32,
             batch,

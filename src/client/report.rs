@@ -20,6 +20,17 @@
 //! ```text
 //! {"source":{"topic":"s","partition":2,"offset":9},"topic":"t","partition":0,"offset":43,"value":"x"}
 //! ```
+//!
+//! A transactional producer (`--transactional-id`) writes a record's line
+//! once its transaction committed, and a line without an offset for a
+//! record it did not send because a committed transaction of an earlier
+//! run stored it (its source is below the offset that transaction
+//! committed):
+//!
+//! ```text
+//! {"source":{"topic":"s","partition":2,"offset":8},"topic":"t","stored_before":true}
+//! ```
+//!
 //! A batch acknowledged twice
 //! (sent again after a connection broke or its leader moved, with no
 //! idempotence) is written twice, at each of its offsets. With `acks=0`
@@ -56,6 +67,9 @@ pub struct AckReport {
 struct Out {
     file: Option<BufWriter<File>>,
     error: Option<std::io::Error>,
+    /// A transactional producer's lines, held until their transaction
+    /// commits ([`AckReport::hold`]).
+    held: Option<Vec<u8>>,
 }
 
 /// One line of the report (its source first: a reader of sources takes
@@ -70,6 +84,14 @@ struct Line<'a> {
     value: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     value_encoding: Option<&'static str>,
+}
+
+/// The line of a record the destination held already.
+#[derive(serde::Serialize)]
+struct StoredBefore<'a> {
+    source: LineSource<'a>,
+    topic: &'a str,
+    stored_before: bool,
 }
 
 /// Where a record of the report was consumed from.
@@ -97,6 +119,7 @@ impl AckReport {
             out: Mutex::new(Out {
                 file: Some(BufWriter::new(file)),
                 error: None,
+                held: None,
             }),
         })
     }
@@ -112,13 +135,78 @@ impl AckReport {
         sources: &[Option<Source>],
     ) {
         let mut out = lock(&self.out);
-        let Out { file, error } = &mut *out;
+        let Out { file, error, held } = &mut *out;
         let Some(writer) = file.as_mut().filter(|_| error.is_none()) else {
             return;
         };
         let at = (partition, base_offset);
-        let written =
-            write_batch(writer, &self.topic, at, batch, sources).and_then(|()| writer.flush());
+        let written = match held {
+            Some(held) => write_batch(held, &self.topic, at, batch, sources),
+            None => {
+                write_batch(writer, &self.topic, at, batch, sources).and_then(|()| writer.flush())
+            }
+        };
+        if let Err(e) = written {
+            *error = Some(e);
+        }
+    }
+
+    /// From now on, acknowledged records are held until
+    /// [`AckReport::release`] (their transaction committed) or
+    /// [`AckReport::discard`] (it aborted): a transactional producer's
+    /// report lists only committed records.
+    pub(crate) fn hold(&self) {
+        lock(&self.out).held.get_or_insert_with(Vec::new);
+    }
+
+    /// Bytes of lines held.
+    pub(crate) fn held_bytes(&self) -> usize {
+        lock(&self.out).held.as_ref().map_or(0, Vec::len)
+    }
+
+    /// Writes the lines held (their transaction committed), and flushes.
+    pub(crate) fn release(&self) {
+        let mut out = lock(&self.out);
+        let Out { file, error, held } = &mut *out;
+        let (Some(writer), Some(held)) = (file.as_mut().filter(|_| error.is_none()), held) else {
+            return;
+        };
+        if let Err(e) = writer.write_all(held).and_then(|()| writer.flush()) {
+            *error = Some(e);
+        }
+        held.clear();
+    }
+
+    /// Drops the lines held (their transaction aborted).
+    pub(crate) fn discard(&self) {
+        if let Some(held) = &mut lock(&self.out).held {
+            held.clear();
+        }
+    }
+
+    /// Writes a line for a record read from `source` and not sent: the
+    /// destination holds it already (a committed transaction took it), so
+    /// that a mirror's consumer commits past it. The line has no offset:
+    /// `{"source":{...},"topic":"t","stored_before":true}`.
+    pub(crate) fn stored_before(&self, source: &Source) {
+        let mut out = lock(&self.out);
+        let Out { file, error, .. } = &mut *out;
+        let Some(writer) = file.as_mut().filter(|_| error.is_none()) else {
+            return;
+        };
+        let line = StoredBefore {
+            source: LineSource {
+                topic: &source.topic,
+                partition: source.partition,
+                offset: source.offset,
+            },
+            topic: &self.topic,
+            stored_before: true,
+        };
+        let written = serde_json::to_writer(&mut *writer, &line)
+            .map_err(std::io::Error::from)
+            .and_then(|()| writer.write_all(b"\n"))
+            .and_then(|()| writer.flush());
         if let Err(e) = written {
             *error = Some(e);
         }

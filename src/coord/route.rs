@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::protocol::ErrorCode;
 
 mod cluster;
+mod txn;
 
 pub use cluster::ClusterProducer;
 

@@ -350,6 +350,9 @@ pub struct Options {
     pub report: Option<PathBuf>,
     /// `-J`: each record goes to the partition its envelope names.
     pub source_partition: bool,
+    /// Transactional: the transactional id, the interval between commits
+    /// and the transaction timeout, in ms (`--transactional-id`).
+    pub transaction: Option<TransactionOptions>,
     /// Stamp every record and publish counts per window to this topic,
     /// with this window in ms (see [`crate::tools::audit`]).
     pub audit: Option<(String, u64)>,
@@ -386,6 +389,18 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A transactional producer's settings (`--transactional-id`).
+#[derive(Debug, Clone)]
+pub struct TransactionOptions {
+    /// The transactional id (also the destination's group that keeps the
+    /// source offsets).
+    pub id: String,
+    /// How long a transaction stays open before it commits.
+    pub interval_ms: u64,
+    /// An open transaction older than this is aborted by the coordinator.
+    pub timeout_ms: u32,
+}
+
 /// What a run handed over, and where to.
 struct Run {
     /// The sink and its partitioner: opened with the first record (at
@@ -395,6 +410,8 @@ struct Run {
     handed: u64,
     /// Records that could not be parsed or were too long, never handed.
     refused: u64,
+    /// Records not sent because a committed transaction stored them.
+    stored_before: u64,
     /// Where acknowledged records are written.
     report: Option<&'static AckReport>,
     /// Records delivered by sinks closed when the topic grew.
@@ -420,6 +437,7 @@ impl Run {
             sink: None,
             handed: 0,
             refused: 0,
+            stored_before: 0,
             report,
             delivered: 0,
             looker: None,
@@ -453,7 +471,7 @@ impl Run {
     /// Does what is due: the linger time passed (partial batches are
     /// written, or the batches a moved leader gave back looked at), or a
     /// window of the audit ended.
-    fn on_due(&mut self, linger: Duration, say: Say) -> anyhow::Result<()> {
+    fn on_due(&mut self, linger: (Duration, Duration), say: Say) -> anyhow::Result<()> {
         if let Some((sink, _)) = &mut self.sink {
             let done = sink.on_due(linger);
             sink.tell(say);
@@ -467,10 +485,36 @@ impl Run {
 
     /// When something is due: the sink's partial batches (see
     /// [`Sink::due`]), or the audit's counts.
-    fn due(&self, linger: Duration) -> Option<Instant> {
+    fn due(&self, linger: (Duration, Duration)) -> Option<Instant> {
         let sink = self.sink.as_ref().and_then(|(sink, _)| sink.due(linger));
         let audit = self.audit.as_ref().map(Auditor::due);
         sink.into_iter().chain(audit).min()
+    }
+
+    /// The partition `record` goes to, opening the sink on first use, or
+    /// `None` when it does not go: its partition is refused (said, and
+    /// counted), or a committed transaction stored it before.
+    fn partition_of(
+        &mut self,
+        options: &Options,
+        record: &ParsedRecord,
+        label: impl FnOnce() -> String,
+    ) -> anyhow::Result<Option<u32>> {
+        let (sink, keyed) = self.sink_for(options, record.key.as_deref())?;
+        let partition = match placed(options, record, keyed, sink.partitions()) {
+            Ok(p) => p,
+            Err(why) => {
+                self.handed -= 1;
+                refuse(self, label(), why);
+                return Ok(None);
+            }
+        };
+        if sink.stored_before(record)? {
+            self.handed -= 1;
+            self.stored_before += 1;
+            return Ok(None);
+        }
+        Ok(Some(partition))
     }
 
     /// The sink, opened on first use, and the partition for `key`.
@@ -542,8 +586,15 @@ fn send_input(
     } else {
         ""
     };
+    let before = match run.stored_before {
+        0 => String::new(),
+        n => format!(
+            ", {} stored before by a committed transaction",
+            crate::human::count(n, "record")
+        ),
+    };
     say.info(format_args!(
-        "Sent {} to {}{unknown} ({failed} failed)",
+        "Sent {} to {}{unknown} ({failed} failed{before})",
         crate::human::count(delivered, "record"),
         options.topic
     ));
@@ -622,7 +673,12 @@ fn produce_all(options: &Options, records: &mut impl Records, run: &mut Run) -> 
         .chain(audited.iter().flatten())
         .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
         .collect();
-    let linger = Duration::from_millis(options.linger_ms);
+    // Partial batches wait `linger`; an open transaction, its interval.
+    let interval = (options.transaction.as_ref()).map_or(0, |t| t.interval_ms);
+    let linger = (
+        Duration::from_millis(options.linger_ms),
+        Duration::from_millis(interval),
+    );
     let say = Say {
         quiet: options.quiet,
     };
@@ -655,15 +711,10 @@ fn produce_all(options: &Options, records: &mut impl Records, run: &mut Run) -> 
         let now = records.read_at_ms();
         run.handed += 1;
         run.look_for_growth(options, say)?;
-        let (sink, keyed) = run.sink_for(options, record.key.as_deref())?;
-        let partition = match placed(options, &record, keyed, sink.partitions()) {
-            Ok(p) => p,
-            Err(why) => {
-                run.handed -= 1;
-                refuse(run, records.label(), why);
-                continue;
-            }
+        let Some(partition) = run.partition_of(options, &record, || records.label())? else {
+            continue;
         };
+        let (sink, _) = run.sink.as_mut().expect("opened");
         match sink.send(partition, &record, &headers, now) {
             Ok(()) => {}
             // Over a limit of the format: this record only.

@@ -27,6 +27,8 @@ pub struct Batches {
     producer: Option<(i64, i16)>,
     /// Each partition's next sequence number.
     sequences: Vec<i32>,
+    /// The batches belong to transactions ([`Batches::number_transactional`]).
+    transactional: bool,
     /// Each partition's batches finished so far.
     finished: Vec<u64>,
     /// The sources of each partition's records, in their batch's order,
@@ -63,6 +65,7 @@ impl Batches {
             record_bytes_max,
             producer: None,
             sequences: vec![0; partitions as usize],
+            transactional: false,
             finished: vec![0; partitions as usize],
             sources: None,
         }
@@ -73,7 +76,8 @@ impl Batches {
     /// reported.
     pub(crate) fn for_producer(topic: &str, partitions: u32, config: &ProducerConfig) -> Batches {
         let mut batches = Batches::new(topic, partitions, config.batch, config.record_bytes_max);
-        if config.report.is_some() {
+        // A transaction commits its records' source offsets.
+        if config.report.is_some() || config.transactional_id.is_some() {
             batches.keep_sources();
         }
         batches
@@ -104,6 +108,13 @@ impl Batches {
         self.sequences.iter_mut().for_each(|s| *s = 0);
     }
 
+    /// [`Batches::number`], the batches marked as a transaction's (Kafka's
+    /// attribute bit): a transactional producer's.
+    pub fn number_transactional(&mut self, id: i64, epoch: i16) {
+        self.number(id, epoch);
+        self.transactional = true;
+    }
+
     /// Finishes the batch of `partition` to be sent (numbered, for an
     /// idempotent producer: its sequence moves on by its records).
     pub fn finish(&mut self, partition: u32) -> &mut [u8] {
@@ -116,7 +127,11 @@ impl Batches {
                 let first = self.sequences[p];
                 // Wrapping from i32::MAX to 0, as the partition counts.
                 self.sequences[p] = after(last_sequence(first, builder.len()));
-                builder.finish_numbered((id, epoch, first))
+                let batch = builder.finish_numbered((id, epoch, first));
+                if self.transactional {
+                    crate::storage::record::set_transactional(batch);
+                }
+                batch
             }
         }
     }

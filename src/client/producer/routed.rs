@@ -52,11 +52,10 @@ impl Producer {
         self.next_id = self.next_id.wrapping_add(1);
         let start = self.out.len();
         let c = &self.config;
-        protocol::append_produce_request(
+        protocol::append_txn_produce_request(
             &mut self.out,
             self.next_id,
-            c.acks,
-            c.timeout_ms,
+            (c.acks, c.timeout_ms, c.transactional_id),
             &self.topic,
             partition,
             batch,
@@ -76,11 +75,10 @@ impl Producer {
         let start = self.out.len();
         let c = &self.config;
         let batch = &waiting.request[waiting.batch_at..];
-        protocol::append_produce_request(
+        protocol::append_txn_produce_request(
             &mut self.out,
             self.next_id,
-            c.acks,
-            c.timeout_ms,
+            (c.acks, c.timeout_ms, c.transactional_id),
             &self.topic,
             waiting.partition,
             batch,

@@ -45,8 +45,8 @@ use crate::storage::producers::BATCHES_REMEMBERED;
 pub struct ClusterProducer {
     pub(crate) registry: Arc<dyn Registry>,
     pub(crate) topic: String,
-    config: ProducerConfig,
-    batches: Batches,
+    pub(super) config: ProducerConfig,
+    pub(super) batches: Batches,
     /// A routed producer per broker in use, by address.
     producers: Vec<(String, Producer)>,
     /// Each partition's leader, `None` while it must be looked up.
@@ -62,7 +62,7 @@ pub struct ClusterProducer {
     /// Batches went out since the last look at the answers.
     unwatched: bool,
     /// Records that failed here (their deadline passed while parked).
-    failed: u64,
+    pub(super) failed: u64,
     /// The first error to report.
     error: Option<Error>,
     /// What the producers of brokers that went away delivered.
@@ -76,6 +76,16 @@ pub struct ClusterProducer {
     /// error is told at the end (the other partitions' batches go on).
     gapped: Vec<bool>,
     gap_error: Option<Error>,
+    /// Requests that failed for good at a broker.
+    pub(super) failed_requests: u64,
+    /// Transactional: the open transaction, and the failures seen when
+    /// the last one committed (one more aborts the open one).
+    pub(super) txn: Option<Box<super::txn::Txn>>,
+    pub(super) failures_committed: u64,
+    /// Records of aborted transactions (counted failed), and why the
+    /// producer stopped.
+    pub(super) aborted: u64,
+    pub(super) broken: Option<String>,
 }
 
 /// The first wait before the registry is read again for a partition with
@@ -119,8 +129,21 @@ impl ClusterProducer {
             notices: Vec::new(),
             gapped: vec![false; count as usize],
             gap_error: None,
+            failed_requests: 0,
+            txn: None,
+            failures_committed: 0,
+            aborted: 0,
+            broken: None,
         };
-        if config.idempotent {
+        if config.transactional_id.is_some() {
+            let txn = super::txn::Txn::init(Arc::clone(&cluster.registry), config, count)?;
+            let (id, epoch) = txn.producer();
+            cluster.batches.number_transactional(id, epoch);
+            cluster.txn = Some(Box::new(txn));
+            if let Some(report) = config.report {
+                report.hold();
+            }
+        } else if config.idempotent {
             let (id, epoch) = producer_id(&*cluster.registry, &config)?;
             cluster.batches.number(id, epoch);
         }
@@ -181,6 +204,12 @@ impl ClusterProducer {
         headers: &[(&[u8], &[u8])],
         now: i64,
     ) -> Result<()> {
+        if let Some(why) = &self.broken {
+            return Err(Error::Broker {
+                code: ErrorCode::InvalidTxnState,
+                message: why.clone(),
+            });
+        }
         let admitted = self.batches.admit(partition, record, headers, now)?;
         if admitted.ship_first {
             self.ship(partition)?;
@@ -242,6 +271,12 @@ impl ClusterProducer {
         };
         let place = (partition, ordinal);
         let sources = self.batches.take_sources(partition);
+        if let Some(txn) = &mut self.txn {
+            if let Err(e) = txn.join((&self.topic, partition), records, &sources) {
+                self.broken = Some(format!("the transaction could not take a batch: {e}"));
+                return Err(e);
+            }
+        }
         let batch = self.batches.finish(partition);
         match (leader, why) {
             (Some((_, producer)), None) => {
@@ -290,6 +325,7 @@ impl ClusterProducer {
         for (addr, producer) in &mut self.producers {
             for p in producer.take_failed_partitions() {
                 self.gapped[p as usize] |= numbered;
+                self.failed_requests += 1;
             }
             for orphan in producer.take_orphans() {
                 let p = orphan.waiting.partition;
@@ -626,9 +662,14 @@ impl ClusterProducer {
     }
 
     /// Finishes (see [`ClusterProducer::finish`]) and closes every
-    /// broker's producer: the summed counts and the first error.
+    /// broker's producer: the summed counts and the first error. A
+    /// transactional producer commits its open transaction (or aborts it,
+    /// when anything failed).
     pub fn close(mut self) -> (ProducerSummary, Result<()>) {
-        let mut result = self.finish();
+        let mut result = match self.txn.is_some() {
+            true => self.commit(),
+            false => self.finish(),
+        };
         let mut total = std::mem::take(&mut self.retired);
         total.failed += self.failed;
         total.idempotent = self.batches.numbered();
@@ -637,6 +678,9 @@ impl ClusterProducer {
             add(&mut total, &s);
             result = result.and(r);
         }
+        // Acknowledged, then aborted: not delivered.
+        total.delivered = total.delivered.saturating_sub(self.aborted);
+        total.failed += self.aborted;
         (total, result)
     }
 }

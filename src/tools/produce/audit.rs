@@ -71,6 +71,9 @@ impl Auditor {
         audit.acks = crate::protocol::ACKS_ALL;
         audit.report = None;
         audit.audit = None;
+        // Counts are not part of the data's transactions: another id
+        // would fence this one.
+        audit.transaction = None;
         let now = crate::clock::now_ms();
         Auditor {
             id: format!("{:016x}", rng.next()),

@@ -53,6 +53,9 @@ pub(super) fn open_sink(
         request_timeout: Duration::from_millis(request_timeout_ms),
         report,
         idempotent: options.idempotent,
+        transactional_id: (options.transaction.as_ref())
+            .map(|t| &*Box::leak(t.id.clone().into_boxed_str())),
+        transaction_timeout_ms: (options.transaction.as_ref()).map_or(60_000, |t| t.timeout_ms),
         ..ProducerConfig::default()
     };
     if let Some(dir) = &options.registry {
@@ -113,17 +116,28 @@ impl Sink {
 
     /// When something is due: the partial batches `linger` after the
     /// oldest of them got its first record; through a registry, also a
-    /// look at batches given back (a partition's leader moved).
-    pub(super) fn due(&self, linger: Duration) -> Option<Instant> {
+    /// look at batches given back (a partition's leader moved), and the
+    /// open transaction's commit, `interval` after it began.
+    pub(super) fn due(&self, (linger, interval): (Duration, Duration)) -> Option<Instant> {
         let batches = self.oldest_batch().map(|opened| opened + linger);
         match self {
-            Sink::Cluster(p) => batches.into_iter().chain(p.next_tick()).min(),
+            Sink::Cluster(p) => (batches.into_iter())
+                .chain(p.next_tick())
+                .chain(p.transaction_due(interval))
+                .min(),
             _ => batches,
         }
     }
 
     /// Does what is due (see [`Sink::due`]).
-    pub(super) fn on_due(&mut self, linger: Duration) -> crate::Result<()> {
+    pub(super) fn on_due(&mut self, (linger, interval): (Duration, Duration)) -> crate::Result<()> {
+        if let Sink::Cluster(p) = self {
+            if p.transaction_due(interval)
+                .is_some_and(|due| due <= Instant::now())
+            {
+                return p.commit();
+            }
+        }
         // Woken for something else (the audit's window), partial batches
         // whose linger has not passed wait on.
         let lingering = (self.oldest_batch()).is_none_or(|o| o + linger > Instant::now());
@@ -131,6 +145,16 @@ impl Sink {
             Sink::Cluster(p) if lingering => p.tick(),
             _ if lingering => Ok(()),
             _ => self.flush_batches(crate::clock::now_ms()),
+        }
+    }
+
+    /// Whether `record`'s source is stored already by a committed
+    /// transaction (then it is not sent; see
+    /// [`ClusterProducer::stored_before`]).
+    pub(super) fn stored_before(&mut self, record: &ParsedRecord) -> crate::Result<bool> {
+        match (self, &record.source) {
+            (Sink::Cluster(p), Some(source)) => p.stored_before(source),
+            _ => Ok(false),
         }
     }
 
