@@ -29,6 +29,9 @@ struct Extra<'a> {
     commit_interval: &'a str,
     /// How long its producer lives before a kill.
     before_kill: Duration,
+    /// Its consumer is killed too (SIGKILL, before the producer): it
+    /// commits nothing on the way out.
+    kill_consumer: bool,
 }
 
 impl Default for Extra<'_> {
@@ -37,6 +40,7 @@ impl Default for Extra<'_> {
             producer: &[],
             commit_interval: "100ms",
             before_kill: Duration::ZERO,
+            kill_consumer: false,
         }
     }
 }
@@ -93,7 +97,10 @@ impl Mirror {
 
     /// Kills its producer (SIGKILL) and waits for its consumer to end
     /// (its output and its acknowledgements break).
-    fn kill_producer(mut self) {
+    fn kill_producer(mut self, consumer_too: bool) {
+        if consumer_too {
+            self.consumer.kill().unwrap();
+        }
         self.producer.kill().unwrap();
         self.producer.wait().unwrap();
         wait_exit(&mut self.consumer, "the mirror's consumer ends");
@@ -141,6 +148,17 @@ fn mirrored(to: &str) -> BTreeSet<u64> {
         .collect()
 }
 
+/// How many records the destination's read_committed readers see (0
+/// before the topic exists).
+fn committed_count(to: &str) -> usize {
+    let out = common::bin("klog-consume")
+        .args(["--registry", to, "-t", TOPIC, "-e", "-q"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    out.stdout.iter().filter(|&&b| b == b'\n').count()
+}
+
 fn logs(dir: &Path) -> String {
     ["consumer.log", "producer.log"]
         .iter()
@@ -151,7 +169,7 @@ fn logs(dir: &Path) -> String {
 
 #[test]
 fn a_mirror_loses_nothing_when_its_producer_or_the_destination_leader_dies() {
-    mirror_under_faults(Extra::default(), |_, _, _| {});
+    mirror_under_faults(Extra::default(), |_, _, _, _| {});
 }
 
 /// With transactions (`--transactional-id`), the same faults store each
@@ -168,8 +186,9 @@ fn a_transactional_mirror_stores_each_record_once_when_its_producer_or_the_desti
         producer: &["--transactional-id", "mirror-a"],
         commit_interval: "1h",
         before_kill: Duration::from_secs(1),
+        kill_consumer: true,
     };
-    mirror_under_faults(extra, |to, fed, rows| {
+    mirror_under_faults(extra, |to, fed, rows, logs| {
         let values = common::consume_registry(to, TOPIC, &["-f", "%s\\n"]);
         let mut seen = BTreeSet::new();
         let twice: Vec<&str> = values.lines().filter(|v| !seen.insert(*v)).collect();
@@ -183,6 +202,11 @@ fn a_transactional_mirror_stores_each_record_once_when_its_producer_or_the_desti
         for row in rows {
             assert_eq!(row["duplicated"].as_u64(), Some(0), "{row}");
         }
+        // The consumers killed printed again what the destination held.
+        assert!(
+            logs.contains("stored before by a committed transaction"),
+            "{logs}"
+        );
     });
 }
 
@@ -190,9 +214,9 @@ fn a_transactional_mirror_stores_each_record_once_when_its_producer_or_the_desti
 /// copies it into a destination of three brokers, killing the mirror's
 /// producer twice and the destination's leader once; checks that every
 /// number fed arrived and the audit reconciles with none lost, then
-/// `check`s the destination's registry, the count fed and the
-/// destination's audit rows.
-fn mirror_under_faults(extra: Extra, check: impl FnOnce(&str, u64, &[serde_json::Value])) {
+/// `check`s the destination's registry, the count fed, the
+/// destination's audit rows and the mirror's stderr.
+fn mirror_under_faults(extra: Extra, check: impl FnOnce(&str, u64, &[serde_json::Value], &str)) {
     let source = Cluster::start(Backend::Dir, 1, &["--partitions", "2"]).unwrap();
     let mut dest = Cluster::three_fast(&[]);
     let dir = tempfile::tempdir().unwrap();
@@ -222,10 +246,19 @@ fn mirror_under_faults(extra: Extra, check: impl FnOnce(&str, u64, &[serde_json:
 
     // The mirror's producer dies with records in its buffer, twice.
     for _ in 0..2 {
+        let before = committed_count(to);
         let mirror = Mirror::start(from, to, (&fifo, dir.path()), extra);
         feeder.feed_more(300, bound);
         std::thread::sleep(extra.before_kill);
-        mirror.kill_producer();
+        if extra.kill_consumer {
+            // Killed once the destination holds more than before: what it
+            // stored, the consumer prints again.
+            let until = Instant::now() + bound;
+            while committed_count(to) <= before && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        mirror.kill_producer(extra.kill_consumer);
     }
     // The destination's leader dies under the mirror.
     let mirror = Mirror::start(from, to, (&fifo, dir.path()), extra);
@@ -297,7 +330,7 @@ fn mirror_under_faults(extra: Extra, check: impl FnOnce(&str, u64, &[serde_json:
         assert_eq!((sent, lost), (fed, 0), "{registry}: {text}");
         rows_to = rows;
     }
-    check(to, fed, &rows_to);
+    check(to, fed, &rows_to, &logs(dir.path()));
 }
 
 /// A producer whose report is a FIFO nobody reads waits for its reader,

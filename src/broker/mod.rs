@@ -428,7 +428,7 @@ impl Broker {
                 .spawn(move || body(&shared))?;
             threads.push(thread);
         }
-        if self.kafka_listener.is_some() {
+        if self.kafka_listener.is_some() || shared.registry.is_some() {
             self.kafka.start(&shared);
         }
         let serve = |home| {

@@ -517,6 +517,18 @@ impl Run {
         Ok(Some(partition))
     }
 
+    /// Whether the run goes on: a transactional one stops at a record it
+    /// refused, as its later records would commit offsets past it.
+    fn go_on(&self, options: &Options) -> anyhow::Result<()> {
+        if options.transaction.is_some() && self.refused > 0 {
+            anyhow::bail!(
+                "a transactional producer does not go past a record it cannot send \
+                 (--transactional-id): it stops there"
+            );
+        }
+        Ok(())
+    }
+
     /// The sink, opened on first use, and the partition for `key`.
     #[inline]
     fn sink_for(
@@ -684,6 +696,7 @@ fn produce_all(options: &Options, records: &mut impl Records, run: &mut Run) -> 
     };
     let mut record = ParsedRecord::default();
     loop {
+        run.go_on(options)?;
         let raw = match records.next_record() {
             Ok(Some(raw)) => raw,
             Ok(None) => return Ok(()),

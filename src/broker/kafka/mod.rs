@@ -167,7 +167,9 @@ impl KafkaSide {
 
     /// Starts the coordinators now, rather than at the first Kafka
     /// client's connection: after a restart, transactions left open or
-    /// prepared are aborted or finished without waiting for a client.
+    /// prepared are aborted or finished without waiting for a client (a
+    /// broker with a Kafka listener, or with a registry: klog's
+    /// transactional producers too).
     pub(super) fn start(&self, shared: &Arc<Shared>) {
         if let Err(why) = self.kafka(shared) {
             shared.log(format_args!(

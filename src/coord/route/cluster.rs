@@ -48,11 +48,11 @@ pub struct ClusterProducer {
     pub(super) config: ProducerConfig,
     pub(super) batches: Batches,
     /// A routed producer per broker in use, by address.
-    producers: Vec<(String, Producer)>,
+    pub(super) producers: Vec<(String, Producer)>,
     /// Each partition's leader, `None` while it must be looked up.
     route: Vec<Option<String>>,
     /// Batches waiting for their partition's leader, in order.
-    parked: VecDeque<Orphan>,
+    pub(super) parked: VecDeque<Orphan>,
     /// When the registry may be read again for them, and the wait after.
     next_lookup: Instant,
     backoff: Duration,
@@ -82,9 +82,8 @@ pub struct ClusterProducer {
     /// the last one committed (one more aborts the open one).
     pub(super) txn: Option<Box<super::txn::Txn>>,
     pub(super) failures_committed: u64,
-    /// Records of aborted transactions (counted failed), and why the
-    /// producer stopped.
-    pub(super) aborted: u64,
+    /// Why the producer stopped (transactional: its open transaction
+    /// aborts).
     pub(super) broken: Option<String>,
 }
 
@@ -132,7 +131,6 @@ impl ClusterProducer {
             failed_requests: 0,
             txn: None,
             failures_committed: 0,
-            aborted: 0,
             broken: None,
         };
         if config.transactional_id.is_some() {
@@ -144,7 +142,7 @@ impl ClusterProducer {
                 report.hold();
             }
         } else if config.idempotent {
-            let (id, epoch) = producer_id(&*cluster.registry, &config)?;
+            let (id, epoch) = super::txn::producer_id(&*cluster.registry, &config)?;
             cluster.batches.number(id, epoch);
         }
         for (p, addr) in found.into_iter().enumerate() {
@@ -210,6 +208,22 @@ impl ClusterProducer {
                 message: why.clone(),
             });
         }
+        match self.send_record(partition, record, headers, now) {
+            // This record only, refused before it joined a batch: the
+            // caller stops or goes on.
+            refused @ Err(Error::TooLarge { .. } | Error::TooMany { .. }) => refused,
+            sent => self.noted(sent),
+        }
+    }
+
+    /// [`ClusterProducer::send`], once the producer is known whole.
+    fn send_record(
+        &mut self,
+        partition: u32,
+        record: &ParsedRecord,
+        headers: &[(&[u8], &[u8])],
+        now: i64,
+    ) -> Result<()> {
         let admitted = self.batches.admit(partition, record, headers, now)?;
         if admitted.ship_first {
             self.ship(partition)?;
@@ -223,13 +237,15 @@ impl ClusterProducer {
     /// Sends every partial batch, and the batches given back to their
     /// leaders, when due.
     pub fn flush_batches(&mut self) -> Result<()> {
+        let mut flushed = Ok(());
         for p in 0..self.partitions() {
-            self.ship(p)?;
+            flushed = flushed.and_then(|()| self.ship(p));
         }
         for (_, producer) in &mut self.producers {
-            producer.flush_batches()?;
+            flushed = flushed.and_then(|()| producer.flush_batches());
         }
-        self.tick()
+        let flushed = flushed.and_then(|()| self.tick());
+        self.noted(flushed)
     }
 
     /// Takes the batches the brokers gave back, and sends those waiting
@@ -239,8 +255,10 @@ impl ClusterProducer {
         if !self.producers.iter().any(|(_, p)| p.in_flight()) {
             self.unwatched = false;
         }
-        self.retry()?;
-        self.error.take().map_or(Ok(()), Err)
+        let looked = self
+            .retry()
+            .and_then(|()| self.error.take().map_or(Ok(()), Err));
+        self.noted(looked)
     }
 
     /// Sends the batch of `partition` to its leader, or parks it while
@@ -272,10 +290,7 @@ impl ClusterProducer {
         let place = (partition, ordinal);
         let sources = self.batches.take_sources(partition);
         if let Some(txn) = &mut self.txn {
-            if let Err(e) = txn.join((&self.topic, partition), records, &sources) {
-                self.broken = Some(format!("the transaction could not take a batch: {e}"));
-                return Err(e);
-            }
+            txn.join((&self.topic, partition), records, &sources)?;
         }
         let batch = self.batches.finish(partition);
         match (leader, why) {
@@ -319,7 +334,7 @@ impl ClusterProducer {
     /// Parks the batches each broker gave back (their partition's leader
     /// is looked up again), and retires the producers of brokers whose
     /// connection broke, keeping what they delivered.
-    fn collect(&mut self) {
+    pub(super) fn collect(&mut self) {
         let parked = self.parked.len();
         let numbered = self.batches.numbered();
         for (addr, producer) in &mut self.producers {
@@ -678,49 +693,13 @@ impl ClusterProducer {
             add(&mut total, &s);
             result = result.and(r);
         }
-        // Acknowledged, then aborted: not delivered.
-        total.delivered = total.delivered.saturating_sub(self.aborted);
-        total.failed += self.aborted;
+        // Transactional: delivered once committed (acknowledged, then
+        // aborted: not delivered).
+        if let Some(txn) = &self.txn {
+            total.failed += total.delivered.saturating_sub(txn.committed_records);
+            total.delivered = txn.committed_records;
+        }
         (total, result)
-    }
-}
-
-/// An idempotent producer's id, from a live broker of `registry`, as
-/// Kafka's producers ask a broker: it checks that the principal may
-/// write, and hands ids out of the registry's blocks, so that the client
-/// needs no write access to the registry nor uses a block up. Each broker
-/// is asked in turn (within the request timeout), again and again
-/// (backing off from 50 ms to 1 s) while none answers (a cluster that
-/// restarts), until the delivery timeout or a stop signal.
-fn producer_id(registry: &dyn Registry, config: &ProducerConfig) -> Result<(i64, i16)> {
-    let deadline = Instant::now() + config.delivery_timeout;
-    let mut backoff = LOOKUP_BACKOFF;
-    loop {
-        let mut last = None;
-        for broker in registry.brokers()? {
-            let asked =
-                crate::client::Connection::connect_timeout(&broker.addr(), config.request_timeout)
-                    .and_then(|mut c| c.init_producer_id());
-            match asked {
-                Ok(id) => return Ok(id),
-                Err(e) if retriable(&e) => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        let e = last.unwrap_or_else(|| Error::NoBroker {
-            registry: registry.location(),
-        });
-        let wake = Instant::now() + backoff;
-        if wake >= deadline {
-            return Err(e);
-        }
-        while Instant::now() < wake {
-            if crate::stop::grace_over() {
-                return Err(e);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        backoff = (backoff * 2).min(LOOKUP_BACKOFF_MAX);
     }
 }
 

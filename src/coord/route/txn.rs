@@ -69,11 +69,31 @@ pub(super) struct Txn {
     pub(super) records: u64,
     /// When the open transaction sent its first batch.
     pub(super) began: Option<Instant>,
-    /// A connection to a coordinator (any live broker).
+    /// A connection to a coordinator (any live broker), and where in the
+    /// registry's list of brokers the next one is looked for (past one
+    /// that failed: a broker that hangs is not asked again and again).
     coordinator: Option<Connection>,
+    next_broker: usize,
     /// Each source partition's offset below which its records are
     /// stored already (committed by a transaction).
     resume: HashMap<(Arc<str>, u32), u64>,
+    /// Each source partition's offset below which its records were
+    /// handed to this producer (a consumer that prints records again,
+    /// after a rebalance, hands them twice).
+    handed: HashMap<(Arc<str>, u32), u64>,
+    /// Records of the transactions committed.
+    pub(super) committed_records: u64,
+}
+
+/// What a record's source says of it (see [`Txn::seen`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Seen {
+    /// Not stored yet: it goes.
+    New,
+    /// Stored by a committed transaction.
+    Committed,
+    /// Handed before in this run, in a transaction not committed yet.
+    Pending,
 }
 
 /// Whether a coordinator's refusal goes away if asked again.
@@ -114,7 +134,11 @@ impl Txn {
             records: 0,
             began: None,
             coordinator: None,
+            // Instances spread over the brokers.
+            next_broker: std::process::id() as usize,
             resume: HashMap::new(),
+            handed: HashMap::new(),
+            committed_records: 0,
         };
         let init = TxnRequest::Init {
             transactional_id: id.to_string(),
@@ -150,19 +174,10 @@ impl Txn {
                 Err(e) if passing(&e) => e,
                 Err(e) => return Err(e),
             };
-            // A broker that failed is left for another.
+            // A broker that failed is left for the next one.
             self.coordinator = None;
-            let wake = Instant::now() + backoff;
-            if wake >= deadline {
-                return Err(e);
-            }
-            while Instant::now() < wake {
-                if crate::stop::grace_over() {
-                    return Err(e);
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            backoff = (backoff * 2).min(BACKOFF_MAX);
+            self.next_broker += 1;
+            pause(&mut backoff, deadline, e)?;
         }
     }
 
@@ -171,8 +186,7 @@ impl Txn {
     fn connection(&mut self) -> Result<&mut Connection> {
         if self.coordinator.is_none() {
             let brokers = self.registry.brokers()?;
-            // A changing start: instances spread over the brokers.
-            let start = std::process::id() as usize;
+            let start = self.next_broker;
             let mut last = Error::NoBroker {
                 registry: self.registry.location(),
             };
@@ -181,6 +195,7 @@ impl Txn {
                 match Connection::connect_timeout(&broker.addr(), self.config.request_timeout) {
                     Ok(c) => {
                         self.coordinator = Some(c);
+                        self.next_broker = start + i;
                         break;
                     }
                     Err(e) => last = e,
@@ -252,15 +267,15 @@ impl Txn {
             let at = self.resume.entry((topic, p)).or_default();
             *at = (*at).max(next);
         }
+        self.committed_records += self.records;
         self.reset();
         Ok(())
     }
 
     /// Aborts the open transaction (as far as a coordinator answers: one
     /// that does not aborts it at its timeout, or the next instance's
-    /// init does); the records it held.
-    pub(super) fn abort(&mut self) -> u64 {
-        let records = self.records;
+    /// init does).
+    pub(super) fn abort(&mut self) {
         if self.began.is_some() {
             let end = TxnRequest::End {
                 producer: self.producer.clone(),
@@ -270,7 +285,6 @@ impl Txn {
         }
         self.sources.clear();
         self.reset();
-        records
     }
 
     fn reset(&mut self) {
@@ -279,23 +293,45 @@ impl Txn {
         self.began = None;
     }
 
-    /// Whether the record from `source` is stored already: its offset is
-    /// below the one the destination's group holds for its partition
-    /// (committed by a transaction of this id; asked of the registry the
-    /// first time a source partition is seen, with the offsets of
-    /// committed transactions not yet written to the group).
-    pub(super) fn stored_before(&mut self, source: &Source) -> Result<bool> {
+    /// What is known of the record from `source`: stored already, when
+    /// its offset is below the one the destination's group holds for its
+    /// partition (committed by a transaction of this id; asked of the
+    /// registry the first time a source partition is seen, with the
+    /// offsets of committed transactions not yet written to the group);
+    /// pending, when below the offset handed last from its partition in
+    /// this run; else new, and handed from now on.
+    pub(super) fn seen(&mut self, source: &Source) -> Result<Seen> {
         let key = (Arc::clone(&source.topic), source.partition);
-        if let Some(&at) = self.resume.get(&key) {
-            return Ok(source.offset < at);
+        let at = self.resume_at(&key)?;
+        let handed = self.handed.entry(key).or_default();
+        Ok(if source.offset < at {
+            Seen::Committed
+        } else if source.offset < *handed {
+            Seen::Pending
+        } else {
+            *handed = source.offset + 1;
+            Seen::New
+        })
+    }
+
+    /// The offset below which `key`'s records are stored.
+    fn resume_at(&mut self, key: &(Arc<str>, u32)) -> Result<u64> {
+        if let Some(&at) = self.resume.get(key) {
+            return Ok(at);
         }
-        if self.resume.len() >= RESUME_MAX {
+        if self.resume.len() >= RESUME_MAX || self.handed.len() >= RESUME_MAX {
             self.resume.clear();
+            self.handed.clear();
         }
+        let source = Source {
+            topic: Arc::clone(&key.0),
+            partition: key.1,
+            offset: 0,
+        };
         let group = &self.producer.transactional_id;
-        let stored = self
-            .offsets
-            .committed(group, &source.topic, source.partition)?;
+        // The entry first: brokers write its offsets to the group, then
+        // take them out of it; read the other way round, an offset moving
+        // between the two reads would be in neither.
         let pending = crate::coord::transactions::read(&*self.registry, group)?
             .into_iter()
             .flat_map(|e| e.committed)
@@ -303,9 +339,12 @@ impl Txn {
             .filter(|o| o.partition == source.partition)
             .map(|o| o.offset)
             .max();
+        let stored = self
+            .offsets
+            .committed(group, &source.topic, source.partition)?;
         let at = stored.max(pending).unwrap_or(0);
-        self.resume.insert(key, at);
-        Ok(source.offset < at)
+        self.resume.insert(key.clone(), at);
+        Ok(at)
     }
 
     /// When the open transaction is due to commit, `interval` after it
@@ -316,12 +355,32 @@ impl Txn {
 }
 
 impl super::ClusterProducer {
+    /// `result`, noted: transactional, an error breaks the open
+    /// transaction (a record of it may be lost), which then aborts
+    /// rather than commits.
+    pub(super) fn noted<T>(&mut self, result: Result<T>) -> Result<T> {
+        if let (Err(e), Some(_)) = (&result, &self.txn) {
+            self.broken
+                .get_or_insert_with(|| format!("the transaction broke: {e}"));
+        }
+        result
+    }
+
     /// Commits the open transaction (see the module): every batch sent is
     /// acknowledged first; a record that failed, or a step refused,
     /// aborts it instead, and the producer sends nothing more. Then the
     /// report gets the transaction's lines. Nothing to do when not
     /// transactional, or when no transaction is open.
     pub fn commit(&mut self) -> Result<()> {
+        if let Some(why) = self.broken.clone() {
+            if self.txn.as_ref().is_some_and(|t| t.began.is_some()) {
+                self.abort_open();
+            }
+            return Err(Error::Broker {
+                code: ErrorCode::InvalidTxnState,
+                message: format!("{}: {why}", self.topic),
+            });
+        }
         if self
             .txn
             .as_ref()
@@ -347,13 +406,28 @@ impl super::ClusterProducer {
                 Ok(())
             }
             Err(e) => {
-                self.aborted += txn.abort();
-                if let Some(report) = self.config.report {
-                    report.discard();
-                }
+                self.abort_open();
                 self.broken = Some(format!("a transaction was aborted: {e}"));
                 Err(e)
             }
+        }
+    }
+
+    /// Aborts the open transaction once every batch sent is answered (an
+    /// abort marker written before a batch of it lands would leave that
+    /// batch's transaction open in its partition); the batches not sent
+    /// never go, and the report's lines held are dropped.
+    fn abort_open(&mut self) {
+        for (_, producer) in &mut self.producers {
+            let _ = producer.drain();
+        }
+        self.collect();
+        self.parked.clear();
+        if let Some(txn) = &mut self.txn {
+            txn.abort();
+        }
+        if let Some(report) = self.config.report {
+            report.discard();
         }
     }
 
@@ -371,7 +445,7 @@ impl super::ClusterProducer {
 
     /// When the open transaction is due to commit: `interval` after its
     /// first batch went, or now when the report's held lines pass
-    /// [`HELD_BYTES_MAX`].
+    /// 16 MiB.
     pub fn transaction_due(&self, interval: Duration) -> Option<Instant> {
         let due = self.txn.as_ref()?.due(interval)?;
         let held = self.config.report.map_or(0, |r| r.held_bytes());
@@ -388,13 +462,62 @@ impl super::ClusterProducer {
         let Some(txn) = &mut self.txn else {
             return Ok(false);
         };
-        let stored = txn.stored_before(source)?;
-        if let Some(report) = self.config.report.filter(|_| stored) {
+        let seen = txn.seen(source)?;
+        if let Some(report) = self.config.report.filter(|_| seen == Seen::Committed) {
             report.stored_before(source);
         }
-        Ok(stored)
+        // A record handed twice is not reported twice: the first one's
+        // line comes when its transaction commits.
+        Ok(seen != Seen::New)
     }
 }
 
 /// Bytes of report lines a transaction holds before it commits early.
 const HELD_BYTES_MAX: usize = 16 << 20;
+
+/// An idempotent producer's id, from a live broker of `registry`, as
+/// Kafka's producers ask a broker: it checks that the principal may
+/// write, and hands ids out of the registry's blocks, so that the client
+/// needs no write access to the registry nor uses a block up. Each broker
+/// is asked in turn (within the request timeout), again and again
+/// (backing off from 50 ms to 1 s) while none answers (a cluster that
+/// restarts), until the delivery timeout or a stop signal.
+pub(super) fn producer_id(registry: &dyn Registry, config: &ProducerConfig) -> Result<(i64, i16)> {
+    let deadline = Instant::now() + config.delivery_timeout;
+    let mut backoff = BACKOFF;
+    loop {
+        let mut last = None;
+        for broker in registry.brokers()? {
+            let asked =
+                crate::client::Connection::connect_timeout(&broker.addr(), config.request_timeout)
+                    .and_then(|mut c| c.init_producer_id());
+            match asked {
+                Ok(id) => return Ok(id),
+                Err(e) if super::retriable(&e) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        let e = last.unwrap_or_else(|| Error::NoBroker {
+            registry: registry.location(),
+        });
+        pause(&mut backoff, deadline, e)?;
+    }
+}
+
+/// Waits `backoff` before asking again, and doubles it up to
+/// [`BACKOFF_MAX`]; `e` when the wait would pass `deadline`, or a stop
+/// signal's grace ends.
+fn pause(backoff: &mut Duration, deadline: Instant, e: Error) -> Result<()> {
+    let wake = Instant::now() + *backoff;
+    if wake >= deadline {
+        return Err(e);
+    }
+    while Instant::now() < wake {
+        if crate::stop::grace_over() {
+            return Err(e);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    *backoff = (*backoff * 2).min(BACKOFF_MAX);
+    Ok(())
+}
