@@ -1542,3 +1542,99 @@ fn a_producer_id_goes_only_to_a_writer() {
         assert_eq!(i16::from_be_bytes([answer[8], answer[9]]), error, "{user}");
     }
 }
+
+/// Transactions on klog's protocol need write on the transactional id
+/// (init, add_to_txn, end_txn, a transactional produce), and a commit of
+/// a group's offsets read on the group: alice, who may write t and read
+/// group g, is refused each until an ACL gives her the id.
+#[test]
+fn a_native_transaction_needs_write_on_its_transactional_id() {
+    use klog::protocol::{self, ErrorCode, TxnProducer, TxnRequest};
+    let broker = authorizing_broker();
+    let registry = broker.registry.clone().unwrap();
+    let root = login("admin", "x-secret");
+    let created = strings(&["-b", broker.addr(), "-t", "t", "-q"]);
+    let out = run("klog-produce", &[created, root].concat(), "");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let connect = || {
+        let mut raw = common::Raw::connect(broker.addr());
+        let mut frame = Vec::new();
+        protocol::sasl_handshake_request(&mut frame, 1, "PLAIN");
+        assert_eq!(raw.call(&frame).0, ErrorCode::None);
+        protocol::sasl_authenticate_request(&mut frame, 2, b"\0alice\0a-secret");
+        assert_eq!(raw.call(&frame).0, ErrorCode::None);
+        raw
+    };
+    let call = |raw: &mut common::Raw, request: &TxnRequest| {
+        let mut frame = Vec::new();
+        protocol::txn_request(&mut frame, 3, request);
+        raw.call(&frame)
+    };
+    let init = TxnRequest::Init {
+        transactional_id: "tx".into(),
+        timeout_ms: 60_000,
+    };
+    let mut raw = connect();
+    let (code, message, _) = call(&mut raw, &init);
+    assert_eq!(code, ErrorCode::AuthorizationFailed, "{message}");
+    assert!(message.contains("transactional id \"tx\""), "{message}");
+    admin(
+        &registry,
+        &[
+            "acl",
+            "add",
+            "--allow",
+            "User:alice",
+            "--operation",
+            "write",
+            "--transactional-id",
+            "tx",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    let mut raw = connect();
+    let (code, message, body) = call(&mut raw, &init);
+    assert_eq!(code, ErrorCode::None, "{message}");
+    let mut r = protocol::Reader::new(&body);
+    let producer = TxnProducer {
+        transactional_id: "tx".into(),
+        producer_id: r.i64("id").unwrap(),
+        epoch: r.u16("epoch").unwrap() as i16,
+    };
+    // A topic she may not write, a group she may not read: refused.
+    let add = |topic: &str| TxnRequest::Add {
+        producer: producer.clone(),
+        partitions: vec![(topic.into(), 0)],
+    };
+    let (code, message, _) = call(&mut raw, &add("logs-x"));
+    assert_eq!(code, ErrorCode::AuthorizationFailed, "{message}");
+    let offsets = |group: &str| TxnRequest::OffsetCommit {
+        producer: producer.clone(),
+        group: group.into(),
+        offsets: vec![("t".into(), 0, 1)],
+    };
+    let (code, message, _) = call(&mut raw, &offsets("h"));
+    assert_eq!(code, ErrorCode::AuthorizationFailed, "{message}");
+    assert_eq!(call(&mut raw, &add("t")).0, ErrorCode::None);
+    assert_eq!(call(&mut raw, &offsets("g")).0, ErrorCode::None);
+    // A transactional batch named with another id she may not write.
+    let mut b = klog::storage::record::BatchBuilder::new();
+    b.push(1, None, &[], b"v");
+    let mut batch = b
+        .finish_numbered((producer.producer_id, producer.epoch, 0))
+        .to_vec();
+    klog::storage::record::set_transactional(&mut batch);
+    let mut frame = Vec::new();
+    protocol::append_txn_produce_request(&mut frame, 4, (-1, 5000, Some("other")), "t", 0, &batch);
+    let (code, message, _) = raw.call(&frame);
+    assert_eq!(code, ErrorCode::AuthorizationFailed, "{message}");
+    frame.clear();
+    protocol::append_txn_produce_request(&mut frame, 5, (-1, 5000, Some("tx")), "t", 0, &batch);
+    let (code, message, _) = raw.call(&frame);
+    assert_eq!(code, ErrorCode::None, "{message}");
+    let end = TxnRequest::End {
+        producer,
+        commit: true,
+    };
+    assert_eq!(call(&mut raw, &end).0, ErrorCode::None);
+}
