@@ -296,6 +296,21 @@ fn usage_mistakes_exit_2_in_words() {
     produce(&[&txn[..], &["--transaction-timeout", "16m"]].concat())
         .stderr(predicate::str::contains("1ms to 15m"));
     produce(&["--registry", registry, "-X", "transaction.timeout.ms=0"]);
+    produce(
+        &[
+            &txn[..],
+            &[
+                "--transaction-interval",
+                "2s",
+                "--transaction-timeout",
+                "1s",
+            ],
+        ]
+        .concat(),
+    )
+    .stderr(predicate::str::contains(
+        "shorter than its --transaction-timeout",
+    ));
     let out = bin("klog-broker")
         .args(["--data-dir", data, "--segment-bytes", "1KiB"])
         .output()

@@ -113,17 +113,24 @@ fn a_native_producer_commits_aborts_and_is_fenced() {
         "a\nb\n"
     );
 
-    // The next transaction aborts: its records stay unread.
+    // The next transaction aborts: its records stay unread, and a batch
+    // of it still on its way when the abort marker was written is
+    // refused (the abort bumped the epoch), not appended after the
+    // marker where no coordinator would ever end it.
     assert_eq!(add(&mut raw, &p, "t"), ErrorCode::None);
     let (code, msg) = produce(&mut raw, Some("mirror"), "t", &batch(&p, 2, &["gone"]));
     assert_eq!(code, ErrorCode::None, "{msg}");
     assert_eq!(end(&mut raw, &p, false).0, ErrorCode::None);
+    let (code, msg) = produce(&mut raw, Some("mirror"), "t", &batch(&p, 3, &["late"]));
+    assert_eq!(code, ErrorCode::ProducerFenced, "{msg}");
+    assert_eq!(add(&mut raw, &p, "t"), ErrorCode::ProducerFenced);
     assert_eq!(
         common::consume_from(&broker.addr, "t", &["-f", "%s\\n"]),
         "a\nb\n"
     );
 
     // A new instance fences this one: its steps and batches are refused.
+    let p = init(&mut raw, "mirror");
     assert_eq!(add(&mut raw, &p, "t"), ErrorCode::None);
     let newer = init(&mut Raw::connect(&broker.addr), "mirror");
     assert!(newer.epoch > p.epoch);

@@ -465,6 +465,9 @@ fn check_transactional(args: &Args) -> Result<(), super::Usage> {
         "needs --acks all: a transaction's records are on every in-sync replica before it commits"
     } else if args.no_idempotence {
         "numbers its batches: not with --no-idempotence"
+    } else if args.transaction_interval_ms >= args.transaction_timeout_ms {
+        "needs a --transaction-interval shorter than its --transaction-timeout (each \
+         transaction would time out)"
     } else {
         return Ok(());
     };

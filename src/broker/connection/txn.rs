@@ -45,7 +45,9 @@ pub(crate) trait Txns: Send + Sync {
         group: &str,
         offsets: &[(String, u32, u64)],
     ) -> Step<()>;
-    /// EndTxn.
+    /// EndTxn; an abort also bumps the producer's epoch, fencing a batch
+    /// of the aborted transaction still on its way (klog's producer stops
+    /// at an abort).
     fn end(&self, shared: &Shared, id: &str, producer: (i64, i16), commit: bool) -> Step<()>;
     /// Whether the producer's open transaction holds `topic [partition]`.
     fn verify(

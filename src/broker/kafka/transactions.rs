@@ -87,7 +87,7 @@ impl crate::broker::connection::txn::Txns for Transactions {
     }
 
     fn end(&self, shared: &Shared, id: &str, producer: (i64, i16), commit: bool) -> Step<()> {
-        Transactions::end(self, shared, id, producer, commit)
+        self.end_fenced(shared, id, producer, (commit, true))
     }
 
     fn verify(
@@ -314,6 +314,20 @@ impl Transactions {
         producer: (i64, i16),
         commit: bool,
     ) -> Step<()> {
+        self.end_fenced(shared, id, producer, (commit, true))
+    }
+
+    /// [`Transactions::end`]; with `fence`, an abort also bumps the
+    /// producer's epoch (as a timeout's does), so that its markers fence
+    /// a batch of the aborted transaction still on its way: klog's
+    /// producers stop at an abort, Kafka's go on in the same epoch.
+    pub(crate) fn end_fenced(
+        &self,
+        shared: &Shared,
+        id: &str,
+        producer: (i64, i16),
+        (commit, fence): (bool, bool),
+    ) -> Step<()> {
         let now = crate::clock::now_ms();
         let prepared = self.update(shared, id, |stored| {
             let mut e = stored.ok_or(k::INVALID_PRODUCER_ID_MAPPING)?;
@@ -325,6 +339,9 @@ impl Transactions {
             };
             match e.state {
                 TxnState::Ongoing => {
+                    if fence && !commit {
+                        bump(&mut e);
+                    }
                     e.prepare(commit, now);
                     Ok((Some(e.clone()), Some(e)))
                 }

@@ -267,6 +267,13 @@ impl ClusterProducer {
         if self.batches.batch(partition).is_empty() {
             return Ok(());
         }
+        if let Some(why) = &self.broken {
+            // A transaction that broke takes no more batches.
+            return Err(Error::Broker {
+                code: ErrorCode::InvalidTxnState,
+                message: why.clone(),
+            });
+        }
         self.collect();
         self.retry()?;
         let records = u64::from(self.batches.batch(partition).len());

@@ -320,8 +320,10 @@ impl Txn {
             return Ok(at);
         }
         if self.resume.len() >= RESUME_MAX || self.handed.len() >= RESUME_MAX {
-            self.resume.clear();
-            self.handed.clear();
+            // What an open transaction holds is kept: a record of it
+            // handed again must not go twice.
+            let resume = std::mem::take(&mut self.resume);
+            (self.handed).retain(|k, handed| *handed > resume.get(k).copied().unwrap_or(0));
         }
         let source = Source {
             topic: Arc::clone(&key.0),
@@ -429,6 +431,11 @@ impl super::ClusterProducer {
         if let Some(report) = self.config.report {
             report.discard();
         }
+    }
+
+    /// Whether its batches go in transactions.
+    pub fn transactional(&self) -> bool {
+        self.txn.is_some()
     }
 
     /// Whether partial batches wait to go (they join the transaction

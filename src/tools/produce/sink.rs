@@ -172,7 +172,8 @@ impl Sink {
     /// it ended.
     pub(super) fn close(mut self, say: Say) -> (u64, crate::Result<()>) {
         let finished = match &mut self {
-            Sink::Cluster(p) => p.finish(),
+            // A transactional one finishes as it commits, or aborts.
+            Sink::Cluster(p) if !p.transactional() => p.finish(),
             _ => Ok(()),
         };
         self.tell(say);

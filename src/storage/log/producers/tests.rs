@@ -626,3 +626,46 @@ fn the_last_stable_offset_is_never_below_the_start() {
     log.delete_records_before(3).unwrap();
     assert_eq!(log.last_stable_offset().unwrap(), 3);
 }
+
+/// A batch of a transaction that passed its producer's checks before
+/// the abort marker and reaches the log after it (klog's coordinator
+/// bumps the epoch of the aborted producer, and the marker carries it)
+/// is refused as fenced: appended, it would open a transaction no
+/// coordinator ever ends, and hold the last stable offset for good.
+#[test]
+fn a_late_batch_of_an_aborted_transaction_is_fenced_by_the_bumped_marker() {
+    let sim = SimFs::new();
+    let mut log = open(&sim);
+    let first = transactional(batch(7, 0, 0, 2));
+    log.produce_in_transaction(&mut first.clone(), 5_000)
+        .unwrap();
+    let marker = Marker {
+        commit: false,
+        coordinator_epoch: 0,
+    };
+    log.append_marker((7, 1), marker, 5_000).unwrap();
+    let end = log.next_offset();
+    assert_eq!(log.last_stable_offset().unwrap(), end);
+    let late = transactional(batch(7, 0, 2, 1));
+    let refused = log.produce_in_transaction(&mut late.clone(), 5_000);
+    assert!(
+        matches!(
+            refused,
+            Err(Error::ProducerRefused {
+                code: ErrorCode::ProducerFenced,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        (log.next_offset(), log.last_stable_offset().unwrap()),
+        (end, end)
+    );
+    // Unbumped (Kafka's clients go on in their epoch), it would open one.
+    log.append_marker((7, 1), marker, 5_000).unwrap();
+    let same_epoch = transactional(batch(7, 1, 0, 1));
+    log.produce_in_transaction(&mut same_epoch.clone(), 5_000)
+        .unwrap();
+    assert!(log.last_stable_offset().unwrap() < log.next_offset());
+}
