@@ -1,12 +1,14 @@
-//! Issue 30: a mirror as pipes that loses nothing. A source cluster (one
-//! broker, two partitions) is fed numbers throughout; a mirror,
-//! `klog-consume --registry A -G mirror -J --commit-from FIFO |
-//! klog-produce --registry B -J --report FIFO`, copies them into a
-//! destination cluster (three brokers, replication factor 3). The
-//! mirror's producer is killed (SIGKILL) with records in its buffer, and
-//! the destination's leader too; the mirror is started again each time.
-//! In the end every number fed is in the destination (at least once),
-//! and the group committed the source to its end.
+//! Issue 30: a mirror as pipes that loses nothing. A source cluster
+//! (three brokers, two partitions, replication factor 3) is fed numbers
+//! throughout; a mirror, `klog-consume --registry A -G mirror -J
+//! --commit-from FIFO | klog-produce --registry B -J --report FIFO`,
+//! copies them into a destination cluster (three brokers, replication
+//! factor 3). The mirror's producer is killed (SIGKILL) with records in
+//! its buffer, then the destination's leader, then the source's; the
+//! mirror is started again after each kill of its own. In the end every
+//! number fed is in the destination (at least once; with
+//! `--transactional-id`, exactly once), and the group committed the
+//! source to its end.
 
 mod common;
 
@@ -168,7 +170,7 @@ fn logs(dir: &Path) -> String {
 }
 
 #[test]
-fn a_mirror_loses_nothing_when_its_producer_or_the_destination_leader_dies() {
+fn a_mirror_loses_nothing_when_its_producer_or_either_clusters_leader_dies() {
     mirror_under_faults(Extra::default(), |_, _, _, _| {});
 }
 
@@ -177,7 +179,7 @@ fn a_mirror_loses_nothing_when_its_producer_or_the_destination_leader_dies() {
 /// number fed exactly once, and the audit reconciles with none lost and
 /// none duplicated.
 #[test]
-fn a_transactional_mirror_stores_each_record_once_when_its_producer_or_the_destination_leader_dies()
+fn a_transactional_mirror_stores_each_record_once_when_its_producer_or_either_clusters_leader_dies()
 {
     // The consumer commits seldom, and the producer lives long enough to
     // store records: each restart reads again records the destination
@@ -212,12 +214,23 @@ fn a_transactional_mirror_stores_each_record_once_when_its_producer_or_the_desti
 
 /// Feeds a source cluster while a mirror (its producer given `extra`)
 /// copies it into a destination of three brokers, killing the mirror's
-/// producer twice and the destination's leader once; checks that every
+/// producer twice, the destination's leader once and the source's leader
+/// once (both replicate three times); checks that every
 /// number fed arrived and the audit reconciles with none lost, then
 /// `check`s the destination's registry, the count fed, the
 /// destination's audit rows and the mirror's stderr.
 fn mirror_under_faults(extra: Extra, check: impl FnOnce(&str, u64, &[serde_json::Value], &str)) {
-    let source = Cluster::start(Backend::Dir, 1, &["--partitions", "2"]).unwrap();
+    let replicated = [
+        "--replication-factor",
+        "3",
+        "--partitions",
+        "2",
+        "--session-timeout",
+        "2s",
+        "--replica-lag-time",
+        "2s",
+    ];
+    let mut source = Cluster::start(Backend::Dir, 3, &replicated).unwrap();
     let mut dest = Cluster::three_fast(&[]);
     let dir = tempfile::tempdir().unwrap();
     let fifo: PathBuf = dir.path().join("acks");
@@ -269,6 +282,14 @@ fn mirror_under_faults(extra: Extra, check: impl FnOnce(&str, u64, &[serde_json:
     dest.wait_new_epoch(TOPIC, 0, state.epoch, None, bound);
     feeder.feed_more(300, bound);
     dest.restart(leader);
+    feeder.feed_more(200, bound);
+    // The source's leader dies under the mirror (and under the feed).
+    let state = source.wait_leader(TOPIC, 0, bound);
+    let leader = source.slot_of(state.leader.as_deref().unwrap());
+    source.kill9(leader);
+    source.wait_new_epoch(TOPIC, 0, state.epoch, None, bound);
+    feeder.feed_more(300, bound);
+    source.restart(leader);
     feeder.feed_more(200, bound);
     feeder.finish();
     drop(feed.child.stdin.take());
