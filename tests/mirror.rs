@@ -150,6 +150,19 @@ fn mirrored(to: &str) -> BTreeSet<u64> {
         .collect()
 }
 
+/// Kills `cluster`'s leader of partition 0 (SIGKILL) while `feeder`
+/// feeds the source, and starts it again once another broker leads.
+fn kill_leader(cluster: &mut Cluster, feeder: &mut common::Feeder) {
+    let bound = Duration::from_secs(30);
+    let state = cluster.wait_leader(TOPIC, 0, bound);
+    let leader = cluster.slot_of(state.leader.as_deref().unwrap());
+    cluster.kill9(leader);
+    cluster.wait_new_epoch(TOPIC, 0, state.epoch, None, bound);
+    feeder.feed_more(300, bound);
+    cluster.restart(leader);
+    feeder.feed_more(200, bound);
+}
+
 /// How many records the destination's read_committed readers see (0
 /// before the topic exists).
 fn committed_count(to: &str) -> usize {
@@ -276,21 +289,9 @@ fn mirror_under_faults(extra: Extra, check: impl FnOnce(&str, u64, &[serde_json:
     // The destination's leader dies under the mirror.
     let mirror = Mirror::start(from, to, (&fifo, dir.path()), extra);
     feeder.feed_more(200, bound);
-    let state = dest.wait_leader(TOPIC, 0, bound);
-    let leader = dest.slot_of(state.leader.as_deref().unwrap());
-    dest.kill9(leader);
-    dest.wait_new_epoch(TOPIC, 0, state.epoch, None, bound);
-    feeder.feed_more(300, bound);
-    dest.restart(leader);
-    feeder.feed_more(200, bound);
+    kill_leader(&mut dest, &mut feeder);
     // The source's leader dies under the mirror (and under the feed).
-    let state = source.wait_leader(TOPIC, 0, bound);
-    let leader = source.slot_of(state.leader.as_deref().unwrap());
-    source.kill9(leader);
-    source.wait_new_epoch(TOPIC, 0, state.epoch, None, bound);
-    feeder.feed_more(300, bound);
-    source.restart(leader);
-    feeder.feed_more(200, bound);
+    kill_leader(&mut source, &mut feeder);
     feeder.finish();
     drop(feed.child.stdin.take());
     let fed_ok = wait_exit(&mut feed.child, "the source's producer ends");

@@ -61,7 +61,7 @@ pub(super) const EVERY_PARTITION: u32 = u32::MAX;
 /// A group id of at most [`limits::GROUP_ID_BYTES_MAX`] bytes of a
 /// registry name's characters (ASCII letters, digits, `.`, `_`, `-`; not
 /// `.` or `..`): it names a registry's entries, and a directory's files.
-fn group(r: &mut Reader<'_>) -> Result<String> {
+pub(super) fn group(r: &mut Reader<'_>) -> Result<String> {
     let g = r.str_ref("group")?;
     if g.is_empty() || g.len() > limits::GROUP_ID_BYTES_MAX {
         return Err(ProtocolError(format!(

@@ -8,7 +8,6 @@
 
 use super::frame::{finish_frame, put, Reader};
 use super::{ApiKey, ProtocolError, Result};
-use crate::limits;
 
 /// The init_producer_id version that carries a transactional id.
 pub const INIT_VERSION_TXN: u16 = 2;
@@ -241,17 +240,7 @@ pub(super) fn decode(api: ApiKey, r: &mut Reader<'_>) -> Result<TxnRequest> {
 /// Decodes a txn_offset_commit body.
 fn decode_offset_commit(r: &mut Reader<'_>) -> Result<TxnRequest> {
     let producer = producer(r)?;
-    let group = r.str_ref("group")?;
-    if group.is_empty() || group.len() > limits::GROUP_ID_BYTES_MAX {
-        return Err(ProtocolError(format!(
-            "a group id of {} bytes (1 to {})",
-            group.len(),
-            limits::GROUP_ID_BYTES_MAX
-        )));
-    }
-    crate::storage::store::validate_topic(group)
-        .map_err(|_| ProtocolError(format!("{group:?} is no valid group id")))?;
-    let group = group.to_string();
+    let group = super::offsets::group(r)?;
     let n = count(r, 2 + 1 + 4 + 8)?;
     let mut offsets = Vec::with_capacity(n);
     for _ in 0..n {
