@@ -314,7 +314,7 @@ impl Transactions {
         producer: (i64, i16),
         commit: bool,
     ) -> Step<()> {
-        self.end_fenced(shared, id, producer, (commit, true))
+        self.end_fenced(shared, id, producer, (commit, false))
     }
 
     /// [`Transactions::end`]; with `fence`, an abort also bumps the
