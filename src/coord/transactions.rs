@@ -255,14 +255,17 @@ pub fn group_view(entries: &[TxnEntry], group: &str) -> GroupView {
 
 /// `group`'s committed offset of `topic [partition]` with those
 /// transactions committed and no broker wrote yet (see [`group_view`]).
+/// The entries are read first: a broker writes their offsets to the
+/// group, then takes them out of the entry, so an offset moving between
+/// the two reads is in the second.
 pub fn committed_offset(
     registry: &dyn Registry,
     group: &str,
     topic: &str,
     partition: u32,
 ) -> Result<Option<u64>> {
-    let stored = registry.committed(group, topic, partition)?;
     let view = group_view(&all(registry)?, group);
+    let stored = registry.committed(group, topic, partition)?;
     Ok(view.offset(topic, partition, stored))
 }
 

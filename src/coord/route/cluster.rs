@@ -202,12 +202,7 @@ impl ClusterProducer {
         headers: &[(&[u8], &[u8])],
         now: i64,
     ) -> Result<()> {
-        if let Some(why) = &self.broken {
-            return Err(Error::Broker {
-                code: ErrorCode::InvalidTxnState,
-                message: why.clone(),
-            });
-        }
+        self.whole()?;
         match self.send_record(partition, record, headers, now) {
             // This record only, refused before it joined a batch: the
             // caller stops or goes on.
@@ -267,13 +262,8 @@ impl ClusterProducer {
         if self.batches.batch(partition).is_empty() {
             return Ok(());
         }
-        if let Some(why) = &self.broken {
-            // A transaction that broke takes no more batches.
-            return Err(Error::Broker {
-                code: ErrorCode::InvalidTxnState,
-                message: why.clone(),
-            });
-        }
+        // A transaction that broke takes no more batches.
+        self.whole()?;
         self.collect();
         self.retry()?;
         let records = u64::from(self.batches.batch(partition).len());

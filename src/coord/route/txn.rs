@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::client::{Connection, ProducerConfig, Source, Sources};
-use crate::coord::Registry;
+use crate::coord::{transactions, Registry};
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::{TxnProducer, TxnRequest};
 
@@ -325,26 +325,11 @@ impl Txn {
             let resume = std::mem::take(&mut self.resume);
             (self.handed).retain(|k, handed| *handed > resume.get(k).copied().unwrap_or(0));
         }
-        let source = Source {
-            topic: Arc::clone(&key.0),
-            partition: key.1,
-            offset: 0,
-        };
+        // The offsets registry reads the entries through the registry it
+        // wraps, and the group's offsets from the offsets topic.
         let group = &self.producer.transactional_id;
-        // The entry first: brokers write its offsets to the group, then
-        // take them out of it; read the other way round, an offset moving
-        // between the two reads would be in neither.
-        let pending = crate::coord::transactions::read(&*self.registry, group)?
-            .into_iter()
-            .flat_map(|e| e.committed)
-            .filter(|o| o.group == *group && *o.topic == *source.topic)
-            .filter(|o| o.partition == source.partition)
-            .map(|o| o.offset)
-            .max();
-        let stored = self
-            .offsets
-            .committed(group, &source.topic, source.partition)?;
-        let at = stored.max(pending).unwrap_or(0);
+        let committed = transactions::committed_offset(&*self.offsets, group, &key.0, key.1)?;
+        let at = committed.unwrap_or(0);
         self.resume.insert(key.clone(), at);
         Ok(at)
     }
@@ -430,6 +415,17 @@ impl super::ClusterProducer {
         }
         if let Some(report) = self.config.report {
             report.discard();
+        }
+    }
+
+    /// Why it takes nothing more, if its transaction broke.
+    pub(super) fn whole(&self) -> Result<()> {
+        match &self.broken {
+            Some(why) => Err(Error::Broker {
+                code: ErrorCode::InvalidTxnState,
+                message: why.clone(),
+            }),
+            None => Ok(()),
         }
     }
 
