@@ -73,7 +73,7 @@ complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s t -l t
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -l partitions -d 'Partitions of a topic the run creates (default 1; fanout 64, one producer each; roll 2)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s q -l quiet -d 'No progress on stderr'
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s h -l help -d 'Print help'
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand latency" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -s n -l records -d 'Records to send, in all' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -s s -l record-size -d 'Bytes per record value' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand fanout" -l batch -d 'Records per batch (one request each)' -r

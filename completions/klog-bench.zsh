@@ -94,8 +94,8 @@ _arguments "${_arguments_options[@]}" : \
 '--json[One JSON object on stdout instead of Kafka'\''s final line]' \
 '-q[No progress on stderr]' \
 '--quiet[No progress on stderr]' \
-'-h[Print help]' \
-'--help[Print help]' \
+'-h[Print help (see more with '\''--help'\'')]' \
+'--help[Print help (see more with '\''--help'\'')]' \
 && ret=0
 ;;
 (fanout)

@@ -160,6 +160,15 @@ impl Sender {
         }
     }
 
+    /// When the oldest batch not yet sent, of any broker's, got its first
+    /// record.
+    pub fn oldest_batch(&self) -> Option<std::time::Instant> {
+        self.producers
+            .iter()
+            .filter_map(Producer::oldest_batch)
+            .min()
+    }
+
     /// Sends every partial batch.
     pub fn flush_batches(&mut self) -> Result<()> {
         self.producers
