@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use super::shared::{key, Dirty, Partition, Shared};
 use super::BrokerConfig;
-use crate::storage::log::{Log, SegmentPrep};
+use crate::storage::log::{Log, PendingFlush, SegmentPrep};
 use crate::sync::lock;
 
 /// The most threads that fsync partitions at once.
@@ -285,22 +285,30 @@ pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
         (log.begin_flush(), log.segment_to_prepare())
     };
     // Rarely (the active segment is half full and nothing is made ahead):
-    // one more lock, to hand the files over.
+    // one more lock, to hand the files over, once the flush is synced. A
+    // flush begun and not synced never waits for the lock: a truncation
+    // holds it while it waits for that very sync.
+    match begun {
+        Ok(Some(flush)) => sync_and_show(shared, p, &flush),
+        Ok(None) => {}
+        Err(e) => cannot_begin(shared, p, &e),
+    }
     if let Some(prep) = prep {
         prepare_next_segment(shared, p, &prep);
     }
-    let flush = match begun {
-        Ok(Some(flush)) => flush,
-        Ok(None) => return,
-        Err(e) => return cannot_begin(shared, p, &e),
-    };
+}
+
+/// Syncs a flush begun under `p`'s lock, outside it, and shows what it
+/// synced; a failure stops the partition (or, without a descriptor left,
+/// puts the flush off).
+fn sync_and_show(shared: &Shared, p: &Arc<Partition>, flush: &PendingFlush) {
     // Written: followers fetch it while this broker fsyncs it.
     p.written();
     let began = std::time::Instant::now();
     let synced = flush.sync().and_then(|()| {
         shared.metrics.flushed(began.elapsed());
         shared.fsyncs.fetch_add(1, Ordering::Relaxed);
-        p.lock().complete_flush(&flush)
+        p.lock().complete_flush(flush)
     });
     let shown = match synced {
         Ok(None) => Ok(()),
@@ -657,5 +665,113 @@ mod tests {
         flush_partition(&shared, &a);
         assert!(on_a.woken());
         assert_eq!((a.waiters.len(), b.waiters.len()), (2, 1));
+    }
+
+    /// A file system that holds the first creation of a segment made
+    /// ahead (`next-*`) until let go, saying when it is held.
+    #[derive(Debug)]
+    struct HeldPrep {
+        sim: Arc<crate::storage::fs::sim::SimFs>,
+        held:
+            std::sync::Mutex<Option<(std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>)>>,
+    }
+
+    impl crate::storage::fs::Vfs for HeldPrep {
+        fn open(
+            &self,
+            path: &std::path::Path,
+            create: bool,
+        ) -> std::io::Result<Arc<dyn crate::storage::fs::VFile>> {
+            let ahead = path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("next-"));
+            if create && ahead {
+                if let Some((held, go)) = lock(&self.held).take() {
+                    let _ = held.send(());
+                    let _ = go.recv();
+                }
+            }
+            self.sim.open(path, create)
+        }
+        fn open_read(
+            &self,
+            path: &std::path::Path,
+        ) -> std::io::Result<Arc<dyn crate::storage::fs::VFile>> {
+            self.sim.open_read(path)
+        }
+        fn exists(&self, path: &std::path::Path) -> bool {
+            self.sim.exists(path)
+        }
+        fn remove(&self, path: &std::path::Path) -> std::io::Result<()> {
+            self.sim.remove(path)
+        }
+        fn remove_dir(&self, dir: &std::path::Path) -> std::io::Result<()> {
+            self.sim.remove_dir(dir)
+        }
+        fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+            self.sim.rename(from, to)
+        }
+        fn sync_dir(&self, dir: &std::path::Path) -> std::io::Result<()> {
+            self.sim.sync_dir(dir)
+        }
+        fn create_dir_all(&self, dir: &std::path::Path) -> std::io::Result<()> {
+            self.sim.create_dir_all(dir)
+        }
+        fn list(&self, dir: &std::path::Path) -> std::io::Result<Vec<String>> {
+            self.sim.list(dir)
+        }
+    }
+
+    /// A flush that nears a roll makes the next segment's files after its
+    /// sync, never between beginning and syncing: a truncation (a leader
+    /// turned follower cutting its log) holds the partition's lock while
+    /// it waits for the syncs begun before it, and a flush waiting for
+    /// that lock to hand the files over would never sync.
+    #[test]
+    fn a_truncation_while_a_flush_makes_the_next_segment_ahead_does_not_deadlock() {
+        use std::sync::mpsc::channel;
+        let (held_tx, held_rx) = channel();
+        let (go_tx, go_rx) = channel();
+        let vfs = Arc::new(HeldPrep {
+            sim: Arc::new(crate::storage::fs::sim::SimFs::new()),
+            held: std::sync::Mutex::new(Some((held_tx, go_rx))),
+        });
+        let mut config = BrokerConfig::new("/data", "127.0.0.1:0");
+        config.vfs = vfs.clone();
+        config.quiet = true;
+        config.log.index_bytes_max = 4096;
+        config.log.segment_bytes = 8192;
+        config.vfs.create_dir_all(&config.data_dir).unwrap();
+        let store =
+            crate::storage::store::Store::with_vfs(&config.data_dir, Arc::clone(&config.vfs));
+        let shared = Arc::new(Shared::new(config, store, None, "broker-test".into()));
+        let p = partition(&shared, "t");
+        // Past half the segment: its flush makes the next one ahead.
+        p.lock()
+            .append(&mut crate::broker::testing::batch_of(&[7; 5000]), 0)
+            .unwrap();
+        let flusher = {
+            let (shared, p) = (Arc::clone(&shared), Arc::clone(&p));
+            std::thread::spawn(move || flush_partition(&shared, &p))
+        };
+        held_rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the flush makes the next segment ahead");
+        let (cut_tx, cut_rx) = channel();
+        let cutter = Arc::clone(&p);
+        std::thread::spawn(move || {
+            let cut = cutter.lock().truncate_to(0);
+            let _ = cut_tx.send(cut.is_ok());
+        });
+        // The truncation takes the lock before the flush asks for it.
+        std::thread::sleep(Duration::from_millis(50));
+        go_tx.send(()).unwrap();
+        let cut = cut_rx.recv_timeout(Duration::from_secs(5));
+        assert_eq!(
+            cut,
+            Ok(true),
+            "deadlocked: the truncation waits for a sync whose flush waits for its lock"
+        );
+        flusher.join().unwrap();
     }
 }
