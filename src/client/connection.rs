@@ -299,9 +299,14 @@ pub(super) fn read_frame_max(
     }
     // The room grows with the bytes that arrive (doubling, from 64 KiB):
     // a peer that announces a large frame and sends little costs what it
-    // sends, not what it announces.
+    // sends, not what it announces. The room an earlier frame left is read
+    // into as it is (zeroing it again would cost a memset a frame).
     let n = n as usize;
-    buf.clear();
+    buf.truncate(n);
+    if !buf.is_empty() {
+        read_exact_with(&mut input, &mut buf[..], addr, patience)
+            .map_err(|e| tls_answer(e, len, addr))?;
+    }
     while buf.len() < n {
         let start = buf.len();
         buf.resize(start + (n - start).min(start.max(64 * 1024)), 0);
@@ -833,6 +838,11 @@ mod tests {
         let whole = frame(6, b"abcdef");
         read_frame(&whole[..], &mut buf, "b:1", &mut never).unwrap();
         assert_eq!(buf, b"abcdef");
+        // A longer one after it: read over the room the last one left, then
+        // into new room.
+        let longer: Vec<u8> = (0..200_000u32).map(|i| (i * 7) as u8).collect();
+        read_frame(&frame(200_000, &longer)[..], &mut buf, "b:1", &mut never).unwrap();
+        assert_eq!(buf, longer);
         let cut = read_frame(&frame(8, b"abcdef")[..], &mut buf, "b:1", &mut never).unwrap_err();
         assert!(
             matches!(
