@@ -277,8 +277,8 @@ fn cannot_begin(shared: &Shared, p: &Partition, e: &crate::error::Error) {
     }
 }
 
-/// Syncs a partition outside its lock and exposes what was synced; makes
-/// its next segment ahead of its roll first, when it nears one.
+/// Syncs a partition outside its lock and exposes what was synced; then
+/// makes its next segment ahead of its roll, when it nears one.
 pub(super) fn flush_partition(shared: &Shared, p: &Arc<Partition>) {
     let (begun, prep) = {
         let mut log = p.lock();
@@ -763,10 +763,15 @@ mod tests {
             let cut = cutter.lock().truncate_to(0);
             let _ = cut_tx.send(cut.is_ok());
         });
-        // The truncation takes the lock before the flush asks for it.
-        std::thread::sleep(Duration::from_millis(50));
+        // The truncation holds the lock (or is done) before the flush asks
+        // for it.
+        let mut cut = cut_rx.try_recv();
+        while cut.is_err() && p.log.try_lock().is_ok() {
+            std::thread::sleep(Duration::from_millis(1));
+            cut = cut_rx.try_recv();
+        }
         go_tx.send(()).unwrap();
-        let cut = cut_rx.recv_timeout(Duration::from_secs(5));
+        let cut = cut.or_else(|_| cut_rx.recv_timeout(Duration::from_secs(5)));
         assert_eq!(
             cut,
             Ok(true),
