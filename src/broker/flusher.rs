@@ -736,15 +736,7 @@ mod tests {
             sim: Arc::new(crate::storage::fs::sim::SimFs::new()),
             held: std::sync::Mutex::new(Some((held_tx, go_rx))),
         });
-        let mut config = BrokerConfig::new("/data", "127.0.0.1:0");
-        config.vfs = vfs.clone();
-        config.quiet = true;
-        config.log.index_bytes_max = 4096;
-        config.log.segment_bytes = 8192;
-        config.vfs.create_dir_all(&config.data_dir).unwrap();
-        let store =
-            crate::storage::store::Store::with_vfs(&config.data_dir, Arc::clone(&config.vfs));
-        let shared = Arc::new(Shared::new(config, store, None, "broker-test".into()));
+        let shared = crate::broker::testing::shared_over(vfs, |c| c.log.segment_bytes = 8192);
         let p = partition(&shared, "t");
         // Past half the segment: its flush makes the next one ahead.
         p.lock()
