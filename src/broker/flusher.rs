@@ -308,19 +308,26 @@ fn sync_and_show(shared: &Shared, p: &Arc<Partition>, flush: &PendingFlush) {
     let synced = flush.sync().and_then(|()| {
         shared.metrics.flushed(began.elapsed());
         shared.fsyncs.fetch_add(1, Ordering::Relaxed);
-        p.lock().complete_flush(flush)
+        let mut log = p.lock();
+        let completed = log.complete_flush(flush);
+        if let Ok(None) = completed {
+            raise_flushed(p, flush, &log);
+        }
+        completed
     });
     let shown = match synced {
         Ok(None) => Ok(()),
         // The flush gave segments their own names: the records are shown
         // once the directory fsync made the names durable.
-        Ok(Some(publish)) => publish.sync().map(|()| p.lock().complete_publish(&publish)),
+        Ok(Some(publish)) => publish.sync().map(|()| {
+            let mut log = p.lock();
+            log.complete_publish(&publish);
+            raise_flushed(p, flush, &log);
+        }),
         Err(e) => Err(e),
     };
     match shown {
         Ok(()) => {
-            p.flushed_offset
-                .fetch_max(flush.next_offset(), Ordering::AcqRel);
             shared.advance_high_watermark(p);
             // Followers fetch what is durable here, above the watermark.
             p.waiters.wake_all();
@@ -344,6 +351,16 @@ fn sync_and_show(shared: &Shared, p: &Arc<Partition>, flush: &PendingFlush) {
             shared.log(format_args!("{}-{} stopped: {e}", p.topic, p.partition));
         }
     }
+}
+
+/// Raises the partition's durable end to what `flush` covers, holding
+/// its log's lock (`_log`): a truncation, which lowers that end under the
+/// same lock, cannot come between the look at whether the log was cut
+/// since the flush began and the raise (which would put the durable end
+/// past the cut, over offsets to be written again).
+fn raise_flushed(p: &Partition, flush: &PendingFlush, _log: &Log) {
+    p.flushed_offset
+        .fetch_max(flush.next_offset(), Ordering::AcqRel);
 }
 
 #[cfg(test)]
