@@ -152,6 +152,7 @@ _arguments "${_arguments_options[@]}" : \
 '-s+[Bytes appended before each fsync (10KiB\: one batch of 50 records of 200 bytes)]:SIZE:_default' \
 '--append-size=[Bytes appended before each fsync (10KiB\: one batch of 50 records of 200 bytes)]:SIZE:_default' \
 '--dir=[Directory of the file measured (default\: the temporary directory, where the benchmark'\''s own brokers keep their data)]:DIR:_files' \
+'--overwrite[Write over zeros written and synced first (as many bytes as the run writes) instead of appending\: an fsync that changes no file size or block map, as in a segment whose blocks were written ahead]' \
 '--json[One JSON object on stdout instead of the result line]' \
 '-h[Print help]' \
 '--help[Print help]' \

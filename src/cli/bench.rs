@@ -194,6 +194,12 @@ pub enum Command {
         /// directory, where the benchmark's own brokers keep their data).
         #[arg(long = "dir", value_name = "DIR")]
         dir: Option<std::path::PathBuf>,
+        /// Write over zeros written and synced first (as many bytes as
+        /// the run writes) instead of appending: an fsync that changes no
+        /// file size or block map, as in a segment whose blocks were
+        /// written ahead.
+        #[arg(long = "overwrite")]
+        overwrite: bool,
         /// One JSON object on stdout instead of the result line.
         #[arg(long = "json")]
         json: bool,
@@ -232,19 +238,20 @@ fn fsync(
     count: u64,
     append_bytes: u64,
     dir: Option<std::path::PathBuf>,
+    overwrite: bool,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     use crate::tools::bench::disk;
     let dir = dir.unwrap_or_else(std::env::temp_dir);
     let bytes = usize::try_from(append_bytes)?;
-    let report = disk::fsyncs(&dir, count, bytes)?;
+    let report = disk::fsyncs(&dir, count, bytes, overwrite)?;
     if crate::stop::stopping() {
         crate::diag::line(format_args!("% stopped by a signal: no result"));
         return Ok(ExitCode::SUCCESS);
     }
     let line = match json {
-        true => disk::json(&report, bytes, &dir).to_string(),
-        false => disk::line(&report, bytes),
+        true => disk::json(&report, bytes, overwrite, &dir).to_string(),
+        false => disk::line(&report, bytes, overwrite),
     };
     println!("{line}");
     Ok(ExitCode::SUCCESS)
@@ -274,10 +281,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         count,
         append_bytes,
         dir,
+        overwrite,
         json,
     } = args.command
     {
-        return fsync(count, append_bytes, dir, json);
+        return fsync(count, append_bytes, dir, overwrite, json);
     }
     let segment_bytes = match &args.command {
         Command::Roll { segment_bytes, .. } => Some(*segment_bytes),

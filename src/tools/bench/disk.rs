@@ -5,6 +5,13 @@
 //! 10 KiB), and times each `fdatasync` alone: its median is the yardstick
 //! a group commit is measured against.
 //!
+//! With `overwrite`, the file is first filled with zeros for every write
+//! to come, and synced, before any is timed: each write then lands on
+//! blocks already written, and its `fdatasync` changes neither the file's
+//! size nor its block map (on ext4, no journal commit), which is what an
+//! fsync costs in a segment whose blocks were written ahead of its
+//! appends.
+//!
 //! The file is made in a directory of the caller's choice (by default the
 //! temporary directory, where the benchmark's own brokers keep their data)
 //! and removed at the end, on an error and at a stop signal too.
@@ -19,14 +26,19 @@ use super::workload::Report;
 
 /// Appends `count` writes of `bytes` to a new file in `dir` (removed at
 /// the end, whatever happens), each followed by an `fdatasync` whose time
-/// it records (µs). Stops early, with the fsyncs timed so far, at a stop
+/// it records (µs); with `overwrite`, over zeros written and synced first
+/// (see `prewrite`). Stops early, with the fsyncs timed so far, at a stop
 /// signal.
-pub fn fsyncs(dir: &Path, count: u64, bytes: usize) -> anyhow::Result<Report> {
+pub fn fsyncs(dir: &Path, count: u64, bytes: usize, overwrite: bool) -> anyhow::Result<Report> {
     let mut scratch = tempfile::Builder::new()
         .prefix("klog-bench-fsync-")
         .tempfile_in(dir)
         .with_context(|| format!("cannot create a file in {}", dir.display()))?;
     let path = scratch.path().to_path_buf();
+    if overwrite {
+        prewrite(scratch.as_file(), count.saturating_mul(bytes as u64))
+            .with_context(|| format!("cannot write zeros ahead in {}", path.display()))?;
+    }
     let block = vec![0x6b_u8; bytes];
     let mut report = Report::default();
     let start = Instant::now();
@@ -35,6 +47,7 @@ pub fn fsyncs(dir: &Path, count: u64, bytes: usize) -> anyhow::Result<Report> {
             break;
         }
         let file = scratch.as_file_mut();
+        // Over the zeros (the position starts at 0 either way).
         file.write_all(&block)
             .with_context(|| format!("cannot write {}", path.display()))?;
         let began = Instant::now();
@@ -50,14 +63,38 @@ pub fn fsyncs(dir: &Path, count: u64, bytes: usize) -> anyhow::Result<Report> {
     Ok(report)
 }
 
+/// Fills `file` with `len` bytes of zeros, a megabyte a write, and syncs
+/// them: its blocks are then allocated and written (a stop signal ends it
+/// early, the run then times nothing).
+fn prewrite(file: &std::fs::File, len: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let zeros = vec![0u8; 1 << 20];
+    let mut at = 0;
+    while at < len && !crate::stop::stopping() {
+        let n = (len - at).min(zeros.len() as u64) as usize;
+        file.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    file.sync_all()
+}
+
+/// What each timed write does: `appends` or `overwrites`.
+fn kind(overwrite: bool) -> &'static str {
+    match overwrite {
+        true => "overwrites",
+        false => "appends",
+    }
+}
+
 /// The result line: like Kafka's perf-test line, in fsyncs.
-pub fn line(report: &Report, bytes: usize) -> String {
+pub fn line(report: &Report, bytes: usize, overwrite: bool) -> String {
     let h = &report.latency_us;
     let ms = |us: u64| us as f64 / 1000.0;
     format!(
-        "{} fsyncs of {bytes}-byte appends, {:.1} fsyncs/sec ({:.2} MB/sec), {:.3} ms avg, {:.3} ms max, \
+        "{} fsyncs of {bytes}-byte {}, {:.1} fsyncs/sec ({:.2} MB/sec), {:.3} ms avg, {:.3} ms max, \
          {:.3} ms 50th, {:.3} ms 95th, {:.3} ms 99th, {:.3} ms 99.9th.",
         report.records,
+        kind(overwrite),
         report.records_per_sec(),
         report.mb_per_sec(),
         h.mean() / 1000.0,
@@ -70,10 +107,11 @@ pub fn line(report: &Report, bytes: usize) -> String {
 }
 
 /// The result as one JSON object (`type` "fsync"; `records` are fsyncs).
-pub fn json(report: &Report, bytes: usize, dir: &Path) -> serde_json::Value {
+pub fn json(report: &Report, bytes: usize, overwrite: bool, dir: &Path) -> serde_json::Value {
     let mut j = report.json("fsync");
     if let Some(o) = j.as_object_mut() {
         o.insert("append_bytes".into(), bytes.into());
+        o.insert("overwrite".into(), overwrite.into());
         o.insert("dir".into(), dir.display().to_string().into());
     }
     j
@@ -87,14 +125,37 @@ mod tests {
     fn each_append_is_timed_and_the_file_is_removed() {
         let dir = std::env::temp_dir().join(format!("klog-disk-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let report = fsyncs(&dir, 20, 4096).unwrap();
-        assert_eq!((report.records, report.bytes), (20, 20 * 4096));
-        assert_eq!(report.latency_us.count(), 20);
-        assert!(line(&report, 4096).starts_with("20 fsyncs of 4096-byte appends, "));
-        assert_eq!(json(&report, 4096, &dir)["append_bytes"], 4096);
-        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
-        assert!(left.is_empty(), "the scratch file is removed");
+        for overwrite in [false, true] {
+            let report = fsyncs(&dir, 20, 4096, overwrite).unwrap();
+            assert_eq!((report.records, report.bytes), (20, 20 * 4096));
+            assert_eq!(report.latency_us.count(), 20);
+            let what = ["appends", "overwrites"][usize::from(overwrite)];
+            let want = format!("20 fsyncs of 4096-byte {what}, ");
+            assert!(line(&report, 4096, overwrite).starts_with(&want));
+            let j = json(&report, 4096, overwrite, &dir);
+            assert_eq!(
+                (&j["append_bytes"], &j["overwrite"]),
+                (&4096.into(), &overwrite.into())
+            );
+            let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+            assert!(left.is_empty(), "the scratch file is removed");
+        }
         std::fs::remove_dir(&dir).unwrap();
-        assert!(fsyncs(&dir, 1, 1).is_err(), "no such directory");
+        assert!(fsyncs(&dir, 1, 1, false).is_err(), "no such directory");
+    }
+
+    #[test]
+    fn zeros_are_written_ahead_of_every_write_to_come() {
+        let file = tempfile::tempfile().unwrap();
+        prewrite(&file, (3 << 20) + 5).unwrap();
+        let meta = file.metadata().unwrap();
+        assert_eq!(meta.len(), (3 << 20) + 5);
+        // Written, not a hole: the blocks are allocated.
+        use std::os::unix::fs::MetadataExt;
+        assert!(
+            meta.blocks() * 512 >= meta.len(),
+            "{} blocks",
+            meta.blocks()
+        );
     }
 }
