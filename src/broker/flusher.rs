@@ -311,7 +311,7 @@ fn sync_and_show(shared: &Shared, p: &Arc<Partition>, flush: &PendingFlush) {
         let mut log = p.lock();
         let completed = log.complete_flush(flush);
         if let Ok(None) = completed {
-            raise_flushed(p, flush, &log);
+            raise_flushed(p, &log);
         }
         completed
     });
@@ -322,7 +322,7 @@ fn sync_and_show(shared: &Shared, p: &Arc<Partition>, flush: &PendingFlush) {
         Ok(Some(publish)) => publish.sync().map(|()| {
             let mut log = p.lock();
             log.complete_publish(&publish);
-            raise_flushed(p, flush, &log);
+            raise_flushed(p, &log);
         }),
         Err(e) => Err(e),
     };
@@ -353,14 +353,15 @@ fn sync_and_show(shared: &Shared, p: &Arc<Partition>, flush: &PendingFlush) {
     }
 }
 
-/// Raises the partition's durable end to what `flush` covers, holding
-/// its log's lock (`_log`): a truncation, which lowers that end under the
-/// same lock, cannot come between the look at whether the log was cut
-/// since the flush began and the raise (which would put the durable end
-/// past the cut, over offsets to be written again).
-fn raise_flushed(p: &Partition, flush: &PendingFlush, _log: &Log) {
+/// Raises the partition's durable end to what its log shows as durable,
+/// holding the log's lock (`log`): a truncation, which lowers that end
+/// under the same lock, cannot come between the log's answer and the
+/// raise (which would put the durable end past the cut, over offsets to
+/// be written again). The log's own end moves only with a flush it
+/// completed: never for one a truncation voided, nor once it failed.
+fn raise_flushed(p: &Partition, log: &Log) {
     p.flushed_offset
-        .fetch_max(flush.next_offset(), Ordering::AcqRel);
+        .fetch_max(log.flushed_offset(), Ordering::AcqRel);
 }
 
 #[cfg(test)]

@@ -42,15 +42,19 @@ impl Shared {
     pub(in crate::broker) fn advance_high_watermark(&self, p: &Partition) {
         let durable = p.flushed_offset.load(Ordering::Acquire);
         let floor = p.high_watermark.load(Ordering::Acquire);
-        let hw = match &p.replica {
-            None => durable,
+        let raise = |hw: u64| hw > floor && p.high_watermark.fetch_max(hw, Ordering::AcqRel) < hw;
+        let raised = match &p.replica {
+            None => raise(durable),
+            // Raised while the role is held: a leader turned follower
+            // (which takes the role to change it) cuts its log and lowers
+            // the watermark only after, never between the look and the
+            // raise.
             Some(replica) => match &*replica.role() {
-                Role::Leader(l) => high_watermark(l, &self.broker_id, durable, floor),
-                _ => return,
+                Role::Leader(l) => raise(high_watermark(l, &self.broker_id, durable, floor)),
+                _ => false,
             },
         };
-        if hw > floor {
-            p.high_watermark.fetch_max(hw, Ordering::AcqRel);
+        if raised {
             p.waiters.wake_all();
         }
     }
