@@ -20,7 +20,7 @@ use serde::Deserialize;
 
 use crate::coord::registry::{
     check_name, encode_state, placed_partition, to_json, BrokerInfo, Ephemeral, Held, Lease,
-    MemberInfo, Owner, PartitionState, Placement, Registry,
+    MemberInfo, Owner, PartitionState, Placement, Registry, SessionState,
 };
 use crate::error::{Error, Result};
 
@@ -55,6 +55,8 @@ struct State {
     configs: BTreeMap<(String, String), Vec<u8>>,
     /// Configuration entries written or removed through `update_config`.
     config_writes: u64,
+    /// The process's session ended (see `end_session`).
+    session_ended: bool,
 }
 
 /// A live entry.
@@ -201,6 +203,17 @@ impl MemRegistry {
         crate::sync::lock(&self.state).live.remove(key);
     }
 
+    /// Ends this process's session, as a ZooKeeper session expires while
+    /// its process is stopped: its entries are silent past their leases,
+    /// and [`Registry::session`] says it was lost.
+    pub(crate) fn end_session(&self) {
+        let mut state = crate::sync::lock(&self.state);
+        state.session_ended = true;
+        for live in state.live.values_mut() {
+            live.silent = true;
+        }
+    }
+
     /// Makes the holder of the live entry `key` silent past its lease's
     /// timeout, as if its process had been stopped.
     pub(crate) fn silence(&self, key: &str) {
@@ -273,6 +286,13 @@ impl Registry for MemRegistry {
         let key = format!("brokers/{}", info.id);
         self.hold(key.clone(), to_json(info)?, None)
             .ok_or_else(|| Error::InUse { path: key.into() })
+    }
+
+    fn session(&self) -> SessionState {
+        match crate::sync::lock(&self.state).session_ended {
+            true => SessionState::Lost,
+            false => SessionState::Alive,
+        }
     }
 
     fn brokers(&self) -> Result<Vec<BrokerInfo>> {
