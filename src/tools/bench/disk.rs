@@ -36,9 +36,18 @@ pub fn fsyncs(dir: &Path, count: u64, bytes: usize, overwrite: bool) -> anyhow::
         .with_context(|| format!("cannot create a file in {}", dir.display()))?;
     let path = scratch.path().to_path_buf();
     if overwrite {
-        prewrite(scratch.as_file(), count.saturating_mul(bytes as u64))
+        let len = count.saturating_mul(bytes as u64);
+        room_for(dir, len)?;
+        prewrite(scratch.as_file(), len)
             .with_context(|| format!("cannot write zeros ahead in {}", path.display()))?;
     }
+    timed_writes(scratch.as_file_mut(), count, bytes)
+        .with_context(|| format!("cannot write and fdatasync {}", path.display()))
+}
+
+/// Writes `count` blocks of `bytes` from the start of `file`, timing the
+/// `fdatasync` after each (a stop signal ends it early).
+fn timed_writes(file: &mut std::fs::File, count: u64, bytes: usize) -> std::io::Result<Report> {
     let block = vec![0x6b_u8; bytes];
     let mut report = Report::default();
     let start = Instant::now();
@@ -46,13 +55,10 @@ pub fn fsyncs(dir: &Path, count: u64, bytes: usize, overwrite: bool) -> anyhow::
         if crate::stop::stopping() {
             break;
         }
-        let file = scratch.as_file_mut();
-        // Over the zeros (the position starts at 0 either way).
-        file.write_all(&block)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        // Over the zeros, if any: the position starts at 0 either way.
+        file.write_all(&block)?;
         let began = Instant::now();
-        file.sync_data()
-            .with_context(|| format!("fdatasync of {} failed", path.display()))?;
+        file.sync_data()?;
         report
             .latency_us
             .record_n(began.elapsed().as_micros() as u64, 1);
@@ -61,6 +67,23 @@ pub fn fsyncs(dir: &Path, count: u64, bytes: usize, overwrite: bool) -> anyhow::
     }
     report.secs = start.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Refuses a run whose zeros ahead (`len` bytes) would not fit in the
+/// space `dir`'s file system has free.
+fn room_for(dir: &Path, len: u64) -> anyhow::Result<()> {
+    let fs = nix::sys::statvfs::statvfs(dir)
+        .with_context(|| format!("cannot look at the free space of {}", dir.display()))?;
+    let free = fs.blocks_available().saturating_mul(fs.fragment_size());
+    if len > free {
+        anyhow::bail!(
+            "--overwrite writes {} of zeros first (--count times --append-size), and {} has {} free",
+            super::mib(len),
+            dir.display(),
+            super::mib(free)
+        );
+    }
+    Ok(())
 }
 
 /// Fills `file` with `len` bytes of zeros, a megabyte a write, and syncs
@@ -75,7 +98,10 @@ fn prewrite(file: &std::fs::File, len: u64) -> std::io::Result<()> {
         file.write_all_at(&zeros[..n], at)?;
         at += n as u64;
     }
-    file.sync_all()
+    match crate::stop::stopping() {
+        true => Ok(()),
+        false => file.sync_all(),
+    }
 }
 
 /// What each timed write does: `appends` or `overwrites`.
@@ -142,6 +168,32 @@ mod tests {
         }
         std::fs::remove_dir(&dir).unwrap();
         assert!(fsyncs(&dir, 1, 1, false).is_err(), "no such directory");
+    }
+
+    #[test]
+    fn the_timed_writes_go_over_the_zeros_from_the_start() {
+        let mut file = tempfile::tempfile().unwrap();
+        prewrite(&file, 5 * 4096).unwrap();
+        let report = timed_writes(&mut file, 5, 4096).unwrap();
+        assert_eq!(report.latency_us.count(), 5);
+        let mut all = Vec::new();
+        use std::io::{Read, Seek};
+        file.rewind().unwrap();
+        file.read_to_end(&mut all).unwrap();
+        assert_eq!(all.len(), 5 * 4096, "over the zeros, not after them");
+        assert!(all.iter().all(|&b| b == 0x6b), "every zero written over");
+    }
+
+    #[test]
+    fn zeros_that_do_not_fit_are_refused_before_any_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = fsyncs(dir.path(), 10_000_000, 64 << 20, true).unwrap_err();
+        let text = format!("{e:#}");
+        assert!(
+            text.contains("--overwrite writes 640000000.0 MiB of zeros first"),
+            "{text}"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
     #[test]

@@ -438,6 +438,6 @@ impl Progress {
 }
 
 /// Bytes in MiB, for a human.
-fn mib(bytes: u64) -> String {
+pub(crate) fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
