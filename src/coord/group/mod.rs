@@ -873,13 +873,7 @@ mod tests {
         let (_broker, reg, mut m) = member_of_two_partitions();
         assert!(m.heartbeat().unwrap());
         // Another member joins, and this one's claims lapse meanwhile.
-        let z = MemberInfo {
-            member: "zz".into(),
-            pid: 1,
-            topics: vec!["t".into()],
-            coordinator: None,
-        };
-        let _z = reg.join("g", &z, T).unwrap();
+        let _z = reg.join("g", &subscriber("zz", "t"), T).unwrap();
         for p in 0..2 {
             reg.silence(&format!("owners/g/t-{p}"));
         }
@@ -890,6 +884,16 @@ mod tests {
         assert!(!m.heartbeat().unwrap(), "the heartbeat says it was lost");
         m.rejoin().unwrap();
         assert!(m.heartbeat().unwrap(), "joined again");
+    }
+
+    /// A member `name` of topic `topic`, to join with.
+    fn subscriber(name: &str, topic: &str) -> MemberInfo {
+        MemberInfo {
+            member: name.into(),
+            pid: 1,
+            topics: vec![topic.into()],
+            coordinator: None,
+        }
     }
 
     /// A member `name` of group `g`, subscribed to topic `t`.
@@ -919,13 +923,7 @@ mod tests {
         // Joined out of id order; a member of another topic does not count.
         let mut c = share(&reg, "c");
         let mut a = share(&reg, "a");
-        let other = MemberInfo {
-            member: "b".into(),
-            pid: 1,
-            topics: vec!["u".into()],
-            coordinator: None,
-        };
-        let _other = reg.join("g", &other, T).unwrap();
+        let _other = reg.join("g", &subscriber("b", "u"), T).unwrap();
         let mut b = share(&reg, "bb");
         assert_eq!(a.subscribers().unwrap(), ["a", "bb", "c"]);
         for s in [&mut c, &mut a, &mut b] {
