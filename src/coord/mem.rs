@@ -203,9 +203,10 @@ impl MemRegistry {
         crate::sync::lock(&self.state).live.remove(key);
     }
 
-    /// Ends this process's session, as a ZooKeeper session expires while
-    /// its process is stopped: its entries are silent past their leases,
-    /// and [`Registry::session`] says it was lost.
+    /// Ends the session of every handle of this registry (clones share
+    /// it), as a ZooKeeper session expires while its process is stopped:
+    /// every entry is silent past its lease, and [`Registry::session`]
+    /// says it was lost until the next join, which starts a new one.
     pub(crate) fn end_session(&self) {
         let mut state = crate::sync::lock(&self.state);
         state.session_ended = true;
@@ -303,6 +304,7 @@ impl Registry for MemRegistry {
         check_name("group", group)?;
         check_name("member", &info.member)?;
         let key = format!("consumers/{group}/{}", info.member);
+        crate::sync::lock(&self.state).session_ended = false;
         self.hold(key.clone(), to_json(info)?, Some(session_timeout))
             .ok_or_else(|| Error::InUse { path: key.into() })
     }

@@ -50,18 +50,21 @@ use crate::coord::route::{bounds, partition_count, retriable, routes};
 use crate::coord::transactions::committed_offset;
 use crate::coord::{assign, Ephemeral, MemberInfo, Registry};
 use crate::coord::{RegistryLocator, SessionState};
-use crate::error::{Error, Result, ZkCause};
+use crate::error::{Error, Result};
 use crate::storage::record::Record;
 
 mod backoff;
 mod committable;
 mod reset;
+mod session;
 use backoff::Backoff;
 #[cfg(test)]
 use backoff::BACKOFF_BASE_MS;
 pub use committable::Committable;
 use reset::spec_name;
 pub use reset::{reset_offsets, OffsetReset};
+use session::member_id;
+pub(crate) use session::{lost, transient};
 
 /// The longest a backing-off member sleeps before it looks for a stop
 /// (SIGINT), so that it ends within a second however long it backs off.
@@ -135,6 +138,8 @@ struct Share {
     /// What the last rebalance saw: subscribed members and partition count.
     seen: (Vec<String>, u32),
     backoff: Backoff,
+    /// Times a settle found the session lost and joined again.
+    lost_rejoins: u64,
 }
 
 impl Share {
@@ -163,6 +168,7 @@ impl Share {
             owned: Vec::new(),
             seen: (Vec::new(), 0),
             backoff: Backoff::new(u64::from(std::process::id())),
+            lost_rejoins: 0,
         })
     }
 
@@ -310,6 +316,7 @@ impl Share {
     ) -> Result<bool> {
         if !self.heartbeat()? {
             self.rejoin()?;
+            self.lost_rejoins += 1;
         }
         let (members, partition_count) = look(self)?;
         self.claim(members, partition_count)
@@ -367,55 +374,6 @@ pub fn subscribers(registry: &dyn Registry, group: &str, topic: &str) -> Result<
         .filter(|m| m.topics.iter().any(|t| t == topic))
         .map(|m| m.member)
         .collect())
-}
-
-/// Whether `e` says that the session or a claim was lost.
-pub(crate) fn lost(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Expired { .. }
-            | Error::Fenced { .. }
-            | Error::SessionLost { .. }
-            | Error::ZooKeeper {
-                cause: ZkCause::SessionExpired | ZkCause::Closed,
-                ..
-            }
-    )
-}
-
-/// Whether `e` says only that the registry did not answer in time (a
-/// ZooKeeper connection broke, or the ensemble is electing a leader): the
-/// step is tried again later, and nothing is given up.
-pub(crate) fn transient(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::ZooKeeper {
-            cause: ZkCause::ConnectionLoss(_) | ZkCause::Deadline { .. },
-            ..
-        }
-    )
-}
-
-/// A unique member id: host-pid-nanos.
-fn member_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let host =
-        std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "host".into());
-    let host: String = host
-        .trim()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    format!("{host}-{}-{nanos:09}", std::process::id())
 }
 
 /// With `-o stored`: an error naming the partitions of the topic for which
@@ -489,6 +447,12 @@ impl GroupMember {
     /// This member's id.
     pub fn member(&self) -> &str {
         &self.share.member
+    }
+
+    /// How many times it found its session lost while claiming its share
+    /// (in a rebalance) and joined again there.
+    pub fn lost_rejoins(&self) -> u64 {
+        self.share.lost_rejoins
     }
 
     /// Each owned partition and the next offset it will hand out.
@@ -811,7 +775,9 @@ mod tests {
     /// A member of group `g` on topic `t` of two partitions, on a broker
     /// of its own registered in a registry in memory (a poll interval of
     /// 1 ms: every look for a rebalance asks the registry).
-    fn member_of_two_partitions() -> ((OwnBroker, Ephemeral), MemRegistry, GroupMember) {
+    fn member_of_two_partitions(
+        commit: bool,
+    ) -> ((OwnBroker, Ephemeral), MemRegistry, GroupMember) {
         let broker = OwnBroker::start(2, None).unwrap();
         let addr = broker.addr();
         let mut c = crate::client::Connection::connect(&addr).unwrap();
@@ -833,7 +799,7 @@ mod tests {
             topic: "t".into(),
             reset: OffsetSpec::Beginning,
             commit_interval: Duration::from_secs(60),
-            commit: true,
+            commit,
             session_timeout: T,
             poll_interval: Duration::from_millis(1),
             exit_at_end: false,
@@ -854,7 +820,7 @@ mod tests {
     /// member stopped past its session on ZooKeeper).
     #[test]
     fn a_session_lost_after_the_heartbeat_is_no_rebalance_but_a_lost_heartbeat() {
-        let (_broker, reg, mut m) = member_of_two_partitions();
+        let (_broker, reg, mut m) = member_of_two_partitions(true);
         assert!(m.heartbeat().unwrap());
         std::thread::sleep(Duration::from_millis(5));
         reg.end_session();
@@ -870,7 +836,7 @@ mod tests {
     /// joined again at once, silently).
     #[test]
     fn a_session_the_rebalance_finds_lost_is_left_to_the_heartbeat() {
-        let (_broker, reg, mut m) = member_of_two_partitions();
+        let (_broker, reg, mut m) = member_of_two_partitions(true);
         assert!(m.heartbeat().unwrap());
         // Another member joins, and this one's claims lapse meanwhile.
         let _z = reg.join("g", &subscriber("zz", "t"), T).unwrap();
@@ -884,6 +850,24 @@ mod tests {
         assert!(!m.heartbeat().unwrap(), "the heartbeat says it was lost");
         m.rejoin().unwrap();
         assert!(m.heartbeat().unwrap(), "joined again");
+    }
+
+    /// With commits off (`--no-commit`), a rebalance's commit does not
+    /// look at the session: the settle that finds it lost joins again
+    /// there, and counts it, so that `klog-consume` says so (it said
+    /// nothing).
+    #[test]
+    fn a_session_a_settle_finds_lost_is_counted() {
+        let (_broker, reg, mut m) = member_of_two_partitions(false);
+        assert!(m.heartbeat().unwrap());
+        let _z = reg.join("g", &subscriber("zz", "t"), T).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(m.needs_rebalance().unwrap());
+        reg.end_session();
+        m.rebalance().unwrap();
+        assert_eq!(m.lost_rejoins(), 1);
+        assert!(m.heartbeat().unwrap(), "in its new session");
+        assert_eq!(m.positions().len(), 2, "the other member is silent");
     }
 
     /// A member `name` of topic `topic`, to join with.

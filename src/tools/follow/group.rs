@@ -216,19 +216,21 @@ fn upkeep(
     }
     if !member.heartbeat()? {
         flush(printer)?;
-        say.info(format_args!(
-            "Group {}: member {} lost its session (silent longer than its session timeout of \
-             {} ms): dropped its partitions without committing, rejoining",
-            group_options.group,
-            member.member(),
-            group_options.session_timeout_ms
-        ));
+        say_lost(member, group_options, say);
         member.rejoin()?;
         tell(member, options, group_options, say);
     }
     if member.needs_rebalance()? {
         flush(printer)?;
+        let rejoins = member.lost_rejoins();
         member.rebalance()?;
+        // Found lost while rebalancing: joined again there, or to join.
+        if member.lost_rejoins() > rejoins {
+            say_lost(member, group_options, say);
+        } else if !member.heartbeat()? {
+            say_lost(member, group_options, say);
+            member.rejoin()?;
+        }
         tell(member, options, group_options, say);
     }
     if member.commit_due() {
@@ -236,6 +238,17 @@ fn upkeep(
         member.commit()?;
     }
     Ok(true)
+}
+
+/// Says that the member lost its session.
+fn say_lost(member: &GroupMember, group_options: &GroupOptions, say: Say) {
+    say.info(format_args!(
+        "Group {}: member {} lost its session (silent longer than its session timeout of {} ms): \
+         dropped its partitions without committing, rejoining",
+        group_options.group,
+        member.member(),
+        group_options.session_timeout_ms
+    ));
 }
 
 /// How long a member that stops waits for the acknowledgements of what it
