@@ -685,61 +685,6 @@ mod tests {
         assert_eq!((a.waiters.len(), b.waiters.len()), (2, 1));
     }
 
-    /// A file system that holds the first creation of a segment made
-    /// ahead (`next-*`) until let go, saying when it is held.
-    #[derive(Debug)]
-    struct HeldPrep {
-        sim: Arc<crate::storage::fs::sim::SimFs>,
-        held:
-            std::sync::Mutex<Option<(std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>)>>,
-    }
-
-    impl crate::storage::fs::Vfs for HeldPrep {
-        fn open(
-            &self,
-            path: &std::path::Path,
-            create: bool,
-        ) -> std::io::Result<Arc<dyn crate::storage::fs::VFile>> {
-            let ahead = path
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("next-"));
-            if create && ahead {
-                if let Some((held, go)) = lock(&self.held).take() {
-                    let _ = held.send(());
-                    let _ = go.recv();
-                }
-            }
-            self.sim.open(path, create)
-        }
-        fn open_read(
-            &self,
-            path: &std::path::Path,
-        ) -> std::io::Result<Arc<dyn crate::storage::fs::VFile>> {
-            self.sim.open_read(path)
-        }
-        fn exists(&self, path: &std::path::Path) -> bool {
-            self.sim.exists(path)
-        }
-        fn remove(&self, path: &std::path::Path) -> std::io::Result<()> {
-            self.sim.remove(path)
-        }
-        fn remove_dir(&self, dir: &std::path::Path) -> std::io::Result<()> {
-            self.sim.remove_dir(dir)
-        }
-        fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
-            self.sim.rename(from, to)
-        }
-        fn sync_dir(&self, dir: &std::path::Path) -> std::io::Result<()> {
-            self.sim.sync_dir(dir)
-        }
-        fn create_dir_all(&self, dir: &std::path::Path) -> std::io::Result<()> {
-            self.sim.create_dir_all(dir)
-        }
-        fn list(&self, dir: &std::path::Path) -> std::io::Result<Vec<String>> {
-            self.sim.list(dir)
-        }
-    }
-
     /// A flush that nears a roll makes the next segment's files after its
     /// sync, never between beginning and syncing: a truncation (a leader
     /// turned follower cutting its log) holds the partition's lock while
@@ -748,14 +693,13 @@ mod tests {
     #[test]
     fn a_truncation_while_a_flush_makes_the_next_segment_ahead_does_not_deadlock() {
         use std::sync::mpsc::channel;
-        let (held_tx, held_rx) = channel();
-        let (go_tx, go_rx) = channel();
-        let vfs = Arc::new(HeldPrep {
-            sim: Arc::new(crate::storage::fs::sim::SimFs::new()),
-            held: std::sync::Mutex::new(Some((held_tx, go_rx))),
-        });
-        let shared = crate::broker::testing::shared_over(vfs, |c| c.log.segment_bytes = 8192);
+        let (sim, shared) = crate::broker::testing::shared_with(|c| c.log.segment_bytes = 8192);
         let p = partition(&shared, "t");
+        // The creation of the next segment's files (`next-*`) is held.
+        let hold = sim.hold_next_open(|path| {
+            path.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("next-"))
+        });
         // Past half the segment: its flush makes the next one ahead.
         p.lock()
             .append(&mut crate::broker::testing::batch_of(&[7; 5000]), 0)
@@ -764,7 +708,7 @@ mod tests {
             let (shared, p) = (Arc::clone(&shared), Arc::clone(&p));
             std::thread::spawn(move || flush_partition(&shared, &p))
         };
-        held_rx
+        hold.held
             .recv_timeout(Duration::from_secs(5))
             .expect("the flush makes the next segment ahead");
         let (cut_tx, cut_rx) = channel();
@@ -780,7 +724,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
             cut = cut_rx.try_recv();
         }
-        go_tx.send(()).unwrap();
+        hold.go.send(()).unwrap();
         let cut = cut.or_else(|_| cut_rx.recv_timeout(Duration::from_secs(5)));
         assert_eq!(
             cut,

@@ -18,25 +18,16 @@ pub(super) fn shared() -> (Arc<SimFs>, Arc<Shared>) {
 /// [`shared`], with its configuration changed by `change` first.
 pub(super) fn shared_with(change: impl FnOnce(&mut BrokerConfig)) -> (Arc<SimFs>, Arc<Shared>) {
     let sim = Arc::new(SimFs::new());
-    let shared = shared_over(sim.clone(), change);
-    (sim, shared)
-}
-
-/// [`shared_with`], over the file system `vfs` (a test's own, wrapping a
-/// simulated disk).
-pub(super) fn shared_over(
-    vfs: Arc<dyn crate::storage::fs::Vfs>,
-    change: impl FnOnce(&mut BrokerConfig),
-) -> Arc<Shared> {
     let mut config = BrokerConfig::new("/data", "127.0.0.1:0");
     change(&mut config);
-    config.vfs = vfs;
+    config.vfs = sim.clone();
     config.quiet = true;
     // Small indexes: a simulated disk holds every byte in memory.
     config.log.index_bytes_max = 4096;
     config.vfs.create_dir_all(&config.data_dir).unwrap();
     let store = Store::with_vfs(&config.data_dir, Arc::clone(&config.vfs));
-    Arc::new(Shared::new(config, store, None, "broker-test".into()))
+    let shared = Shared::new(config, store, None, "broker-test".into());
+    (sim, Arc::new(shared))
 }
 
 /// A quiet broker's state as `me` over a fresh simulated disk, with

@@ -73,6 +73,10 @@ use nix::errno::Errno;
 use super::{MapMut, VFile, Vfs};
 use crate::sync::lock;
 
+mod open;
+pub use open::HeldOpen;
+use open::OpenHold;
+
 /// The allocation unit of [`SimFs`]'s capacity accounting.
 pub const SIM_BLOCK_BYTES: u64 = 4096;
 
@@ -185,6 +189,7 @@ struct Power {
     epoch: AtomicU64,
     sync_fault: Mutex<Option<SyncFault>>,
     open_fault: Mutex<Option<SyncFault>>,
+    open_hold: Mutex<Option<OpenHold>>,
     space: Mutex<Space>,
     map_faults: AtomicU64,
 }
@@ -198,6 +203,7 @@ impl Default for Power {
             epoch: AtomicU64::new(0),
             sync_fault: Mutex::new(None),
             open_fault: Mutex::new(None),
+            open_hold: Mutex::new(None),
             space: Mutex::new(Space::default()),
             map_faults: AtomicU64::new(0),
         }
@@ -228,16 +234,6 @@ impl Power {
         if fault.as_ref().is_some_and(|f| (f.0)(path)) {
             *fault = None;
             return Err(io::Error::from_raw_os_error(Errno::EIO as i32));
-        }
-        Ok(())
-    }
-
-    /// Consumes the armed open fault when it is for `path`: `EMFILE`.
-    fn open_fails(&self, path: &Path) -> io::Result<()> {
-        let mut fault = lock(&self.open_fault);
-        if fault.as_ref().is_some_and(|f| (f.0)(path)) {
-            *fault = None;
-            return Err(io::Error::from_raw_os_error(Errno::EMFILE as i32));
         }
         Ok(())
     }
@@ -420,13 +416,6 @@ impl SimFs {
         *lock(&self.power.sync_fault) = Some(SyncFault(Box::new(matches)));
     }
 
-    /// Makes the next open whose path satisfies `matches` fail with
-    /// `EMFILE` (no descriptor left): a file's `open` or `open_read`, or
-    /// the open of a directory a `sync_dir` needs. Fires once.
-    pub fn fail_next_open(&self, matches: impl Fn(&Path) -> bool + Send + Sync + 'static) {
-        *lock(&self.power.open_fault) = Some(SyncFault(Box::new(matches)));
-    }
-
     /// Bounds the bytes allocated by all live files (`None`: no bound).
     /// Lowering it below what is allocated frees nothing; it only refuses
     /// allocations until files shrink or are removed.
@@ -504,6 +493,7 @@ impl SimFs {
 
 impl Vfs for SimFs {
     fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn VFile>> {
+        self.power.hold_open(path);
         self.power.open_fails(path)?;
         let mut state = lock(&self.state);
         if let Some(inode) = state.live.get(path) {
