@@ -133,6 +133,9 @@ pub(super) fn follow_group(
     let Some(mut member) = join_group(options, group_options, acked.as_ref(), say)? else {
         return Ok(());
     };
+    if member.lost_rejoins() > 0 {
+        say_lost(&member, group_options, say);
+    }
     tell(&mut member, options, group_options, say);
     let mut printer = new_printer(options);
     while printer.printed < printer.limit && !crate::stop::stopping() {
@@ -224,12 +227,8 @@ fn upkeep(
         flush(printer)?;
         let rejoins = member.lost_rejoins();
         member.rebalance()?;
-        // Found lost while rebalancing: joined again there, or to join.
         if member.lost_rejoins() > rejoins {
             say_lost(member, group_options, say);
-        } else if !member.heartbeat()? {
-            say_lost(member, group_options, say);
-            member.rejoin()?;
         }
         tell(member, options, group_options, say);
     }
