@@ -41,13 +41,18 @@ pub fn fsyncs(dir: &Path, count: u64, bytes: usize, overwrite: bool) -> anyhow::
         prewrite(scratch.as_file(), len)
             .with_context(|| format!("cannot write zeros ahead in {}", path.display()))?;
     }
-    timed_writes(scratch.as_file_mut(), count, bytes)
-        .with_context(|| format!("cannot write and fdatasync {}", path.display()))
+    timed_writes(scratch.as_file_mut(), &path, count, bytes)
 }
 
-/// Writes `count` blocks of `bytes` from the start of `file`, timing the
-/// `fdatasync` after each (a stop signal ends it early).
-fn timed_writes(file: &mut std::fs::File, count: u64, bytes: usize) -> std::io::Result<Report> {
+/// Writes `count` blocks of `bytes` from the start of `file` (at
+/// `path`), timing the `fdatasync` after each (a stop signal ends it
+/// early).
+fn timed_writes(
+    file: &mut std::fs::File,
+    path: &Path,
+    count: u64,
+    bytes: usize,
+) -> anyhow::Result<Report> {
     let block = vec![0x6b_u8; bytes];
     let mut report = Report::default();
     let start = Instant::now();
@@ -56,9 +61,11 @@ fn timed_writes(file: &mut std::fs::File, count: u64, bytes: usize) -> std::io::
             break;
         }
         // Over the zeros, if any: the position starts at 0 either way.
-        file.write_all(&block)?;
+        file.write_all(&block)
+            .with_context(|| format!("cannot write {}", path.display()))?;
         let began = Instant::now();
-        file.sync_data()?;
+        file.sync_data()
+            .with_context(|| format!("fdatasync of {} failed", path.display()))?;
         report
             .latency_us
             .record_n(began.elapsed().as_micros() as u64, 1);
@@ -174,7 +181,7 @@ mod tests {
     fn the_timed_writes_go_over_the_zeros_from_the_start() {
         let mut file = tempfile::tempfile().unwrap();
         prewrite(&file, 5 * 4096).unwrap();
-        let report = timed_writes(&mut file, 5, 4096).unwrap();
+        let report = timed_writes(&mut file, Path::new("t"), 5, 4096).unwrap();
         assert_eq!(report.latency_us.count(), 5);
         let mut all = Vec::new();
         use std::io::{Read, Seek};
