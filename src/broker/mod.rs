@@ -94,6 +94,7 @@ use crate::coord::BrokerInfo;
 use crate::limits;
 use crate::storage::lock::DirLock;
 use crate::storage::log::LogConfig;
+use crate::storage::spare::Spares;
 use crate::storage::store::Store;
 use crate::sync::lock;
 use shared::Shared;
@@ -153,6 +154,10 @@ pub struct BrokerConfig {
     pub partitions_max: usize,
     /// Each partition's log: segments, indexes, retention, record limit.
     pub log: LogConfig,
+    /// Give new segments files zeroed and synced ahead
+    /// (`--preallocate`, [`crate::storage::spare`]): spares of the size of
+    /// `log.segment_bytes`.
+    pub preallocate: bool,
     /// Flush after this many records (`None`: continuously).
     pub flush_messages: Option<u64>,
     /// Flush when the oldest unflushed record is this old.
@@ -223,6 +228,7 @@ impl BrokerConfig {
             security: auth::Security::default(),
             partitions_max: limits::BROKER_PARTITIONS_MAX,
             log: LogConfig::default(),
+            preallocate: false,
             flush_messages: None,
             flush_interval_ms: None,
             retention_check_interval_ms: 5 * 60 * 1000,
@@ -312,19 +318,11 @@ pub struct Broker {
 impl Broker {
     /// Opens every partition of the data directory (recovering any that
     /// was not closed cleanly) and binds the listening socket.
-    pub fn open(config: BrokerConfig) -> anyhow::Result<Broker> {
+    pub fn open(mut config: BrokerConfig) -> anyhow::Result<Broker> {
         use anyhow::Context;
         config.log.validate()?;
         let store = Store::with_vfs(&config.data_dir, Arc::clone(&config.vfs));
-        // The data directory is this broker's before anything else is done,
-        // above all before it registers: a second broker on it must not
-        // replace the live one's registry entry.
-        let data_lock = store.lock().with_context(|| {
-            format!(
-                "cannot serve the data directory {}",
-                config.data_dir.display()
-            )
-        })?;
+        let data_lock = take_data_dir(&store, &mut config)?;
         let listener = TcpListener::bind(&config.listen)
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let kafka_listener = match &config.kafka_listen {
@@ -403,7 +401,7 @@ impl Broker {
     /// [`crate::stop::STOP`]), then shuts down cleanly.
     pub fn run(self) -> anyhow::Result<()> {
         let shared = Arc::clone(&self.shared);
-        let background: [(&str, Background); 8] = [
+        let background: [(&str, Background); 9] = [
             ("flusher", |s| flusher::flusher(s)),
             ("retention", |s| retention::retention(s)),
             ("scrub", |s| scrub::scrub(s)),
@@ -412,6 +410,7 @@ impl Broker {
             ("lease", |s| lease::keep_lease(s)),
             ("acls", |s| auth::reload_acls(s)),
             ("topic-configs", |s| topic_configs::reload(s)),
+            ("preallocate", |s| zero_spares(s)),
         ];
         let mut threads = cleaner::spawn(&shared)?;
         if let Some(listener) = self.metrics_listener {
@@ -455,8 +454,7 @@ impl Broker {
         for c in connections {
             let _ = c.join();
         }
-        shared.stop.store(true, Ordering::Relaxed);
-        shared.dirty_changed.notify_all();
+        shared.stop_background();
         for thread in threads {
             let _ = thread.join();
         }
@@ -502,6 +500,34 @@ fn register(shared: &Shared, addr: SocketAddr, kafka: Option<(String, u16)>) -> 
 /// Opens (and recovers) the partitions of the data directory's topics that
 /// this broker serves and has not opened yet; with `placed`, only those of
 /// topics the registry has placed.
+/// Locks the data directory, before anything else is done, above all
+/// before the broker registers: a second broker on it must not replace the
+/// live one's registry entry. Then its spares (`--preallocate`) are this
+/// broker's to keep.
+fn take_data_dir(store: &Store, config: &mut BrokerConfig) -> anyhow::Result<Option<DirLock>> {
+    use anyhow::Context;
+    let data_lock = store.lock().with_context(|| {
+        format!(
+            "cannot serve the data directory {}",
+            config.data_dir.display()
+        )
+    })?;
+    if config.preallocate {
+        let vfs = Arc::clone(&config.vfs);
+        let spares = Spares::open(vfs, &config.data_dir, config.log.segment_bytes)?;
+        config.log.spares = Some(spares);
+    }
+    Ok(data_lock)
+}
+
+/// Keeps a spare segment file ready (`--preallocate`) until the broker
+/// stops.
+fn zero_spares(shared: &Shared) {
+    if let Some(spares) = &shared.config.log.spares {
+        spares.run(|message| shared.log(message));
+    }
+}
+
 fn open_existing_topics(shared: &Shared, placed: bool) -> anyhow::Result<()> {
     use anyhow::Context;
     let existing = shared.store.topics()?;

@@ -645,6 +645,16 @@ impl Shared {
         }
     }
 
+    /// Tells the background threads to stop (at a shutdown): the flusher
+    /// and the others that look at `stop`, and the spares' zeroing.
+    pub(super) fn stop_background(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.dirty_changed.notify_all();
+        if let Some(spares) = &self.config.log.spares {
+            spares.stop();
+        }
+    }
+
     /// Wakes everyone waiting on any partition (at a shutdown).
     pub(super) fn wake_all_waiters(&self) {
         for p in self.all_partitions() {

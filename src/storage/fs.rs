@@ -138,6 +138,14 @@ pub trait VFile: Send + Sync + fmt::Debug {
     /// a later sync succeeds (Linux marks the failed pages clean): callers
     /// must not retry, but treat the file as broken.
     fn sync_data(&self) -> io::Result<()>;
+    /// Starts writing back the bytes `offset..offset + len` and waits for
+    /// them, without an fsync (Linux's `sync_file_range`): they are not
+    /// durable before the next [`VFile::sync_data`], but that sync has
+    /// little left to write. Nothing where there is no page cache.
+    fn write_back(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
     /// Maps the first `len` bytes for reading and writing (the file must be
     /// at least that long).
     fn map_mut(&self, len: u64) -> io::Result<Box<dyn MapMut>>;
@@ -284,6 +292,25 @@ impl VFile for RealFile {
 
     fn sync_data(&self) -> io::Result<()> {
         self.0.sync_data()
+    }
+
+    fn write_back(&self, offset: u64, len: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let range = |n: u64| {
+            nix::libc::off64_t::try_from(n).map_err(|_| io::Error::other("range too large"))
+        };
+        let flags = nix::libc::SYNC_FILE_RANGE_WAIT_BEFORE
+            | nix::libc::SYNC_FILE_RANGE_WRITE
+            | nix::libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        // SAFETY: a system call on this file's open descriptor, with no
+        // memory of ours.
+        #[allow(unsafe_code)]
+        let done = unsafe {
+            nix::libc::sync_file_range(self.0.as_raw_fd(), range(offset)?, range(len)?, flags)
+        };
+        nix::errno::Errno::result(done)
+            .map(drop)
+            .map_err(io::Error::from)
     }
 
     fn map_mut(&self, len: u64) -> io::Result<Box<dyn MapMut>> {

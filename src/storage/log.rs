@@ -158,6 +158,9 @@ pub struct LogConfig {
     /// records only; the gathered bytes are written at the latest by
     /// [`Log::write_pending`], a flush, a roll or a close.
     pub write_buffer_bytes: usize,
+    /// Where new segments take their files from, zeroed and synced ahead
+    /// (`klog-broker --preallocate`; [`crate::storage::spare`]).
+    pub spares: Option<Arc<crate::storage::spare::Spares>>,
 }
 
 impl Default for LogConfig {
@@ -179,6 +182,7 @@ impl Default for LogConfig {
             record_bytes_max: limits::RECORD_BYTES_MAX_DEFAULT,
             visible_after_flush: false,
             write_buffer_bytes: 0,
+            spares: None,
         }
     }
 }
@@ -428,7 +432,13 @@ impl Log {
         self.cleaned_to = clean::read_checkpoint(&*self.vfs, &self.dir);
         let slots = self.config.index_slots();
         if self.segments.is_empty() {
-            let segment = Segment::create(&self.vfs, &self.dir, base, slots)?;
+            let segment = Segment::create(
+                &self.vfs,
+                &self.dir,
+                base,
+                slots,
+                self.config.spares.as_deref(),
+            )?;
             self.segments.insert(base, segment);
             // A new log starts in its leader epoch (0 for a single copy); a
             // crash before this is written leaves an empty log without an
@@ -440,9 +450,20 @@ impl Log {
             // A cleaned segment last (a crash while a cut was under way
             // left it so) is never appended to: its header's end says
             // where the log goes on, in a segment of its own.
-            let segment = Segment::create(&self.vfs, &self.dir, end, slots)?;
+            let segment = Segment::create(
+                &self.vfs,
+                &self.dir,
+                end,
+                slots,
+                self.config.spares.as_deref(),
+            )?;
             self.segments.insert(end, segment);
         } else {
+            if let Some(spares) = self.config.spares.clone() {
+                let seq = self.take_temp_seq();
+                let [temp, ..] = crate::storage::segment::temp_paths(&self.dir, seq);
+                self.active_mut().take_spare(&temp, &spares)?;
+            }
             let vfs = Arc::clone(&self.vfs);
             self.active_mut().activate(&*vfs, slots)?;
         }

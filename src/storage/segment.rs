@@ -15,9 +15,12 @@
 //! |     20 |    4 | `header_crc`  | CRC32 of bytes 0..20                              |
 //!
 //! The header is why an index position is never 0, and lets `klog-dump`
-//! tell a klog segment from any other file. The file is not preallocated:
-//! its length is the end of the last byte written, so a crash leaves at
-//! worst a torn or zero-filled tail, which recovery cuts.
+//! tell a klog segment from any other file. The file's length is the end
+//! of its last batch, except while it is a log's last segment and was
+//! given a file of zeros ahead of its appends (`klog-broker
+//! --preallocate`, [`crate::storage::spare`]): then zeros follow its last
+//! batch until its roll or its log's clean close cuts them. A crash
+//! leaves at worst a torn or zero-filled tail, which recovery cuts.
 //!
 //! A **cleaned** segment (version 3, flag bit 0) is one the cleaner
 //! wrote ([`crate::storage::cleaner`]) in place of the segments from
@@ -71,10 +74,12 @@ use crate::storage::files::{self, held_or_cached, open_file, SegmentFile};
 use crate::storage::fs::{self, VFile, Vfs};
 use crate::storage::index::{IndexEntry, SegmentIndex};
 use crate::storage::record::{BatchHeader, Format};
+use crate::storage::spare::Spares;
 
 mod header;
 mod names;
 mod prepared;
+mod zeros;
 pub use header::{
     decode_header, encode_cleaned_header, encode_gaps_header, encode_header, read_header,
     SegmentHeader, SEGMENT_FLAG_CLEANED, SEGMENT_FLAG_GAPS,
@@ -83,6 +88,7 @@ pub use names::{
     cleaned_paths, is_cleaned_name, log_file_name, parse_log_file_name, parse_offset_file_name,
 };
 pub use prepared::{parse_temp_log_name, temp_paths, PreparedSegment};
+pub(crate) use zeros::cut_zeros;
 
 /// Bytes of the segment header.
 pub const SEGMENT_HEADER_BYTES: usize = 24;
@@ -152,6 +158,10 @@ pub struct Segment {
     /// While its files still have the temporary names of [`temp_paths`]
     /// (with this number).
     pub(crate) temp: Option<u64>,
+    /// Bytes the file was given as zeros, written and synced, before its
+    /// appends (a spare, [`crate::storage::spare`]); 0 when none or once
+    /// the file was cut to its batches.
+    zeroed: u64,
 }
 
 /// A segment's extent as of its last successful write.
@@ -182,16 +192,16 @@ impl Written {
 
 impl Segment {
     /// Creates an empty segment file, durably (file and directory entry),
-    /// for Kafka batches.
+    /// for Kafka batches: a spare of `spares` when one is ready.
     pub fn create(
         vfs: &Arc<dyn Vfs>,
         dir: &Path,
         base_offset: u64,
         index_slots: usize,
+        spares: Option<&Spares>,
     ) -> Result<Segment> {
         let path = dir.join(log_file_name(base_offset));
-        let file = vfs.open(&path, true).ctx("create segment", &path)?;
-        file.set_len(0).ctx("truncate", &path)?;
+        let (file, zeroed) = prepared::create_log_file(&**vfs, &path, spares)?;
         file.write_all_at(&encode_header(base_offset, Format::Kafka), 0)
             .ctx("write", &path)?;
         file.sync_data().ctx("fsync", &path)?;
@@ -199,7 +209,8 @@ impl Segment {
         // The new files exist after a power cut only once their directory
         // entries are durable.
         fs::sync_directory(&**vfs, dir)?;
-        Ok(Segment::empty(vfs, base_offset, path, file, index, None))
+        let segment = Segment::empty(vfs, base_offset, path, file, index, None);
+        Ok(Segment { zeroed, ..segment })
     }
 
     /// An empty segment whose files (its header written) exist: named, or
@@ -235,6 +246,7 @@ impl Segment {
             broken: false,
             undone: None,
             temp,
+            zeroed: 0,
         }
     }
 
@@ -251,9 +263,14 @@ impl Segment {
             path,
             file,
             index,
+            zeroed,
         } = prepared;
         let segment = Segment::empty(vfs, base_offset, path, file, index, Some(seq));
-        Segment { gaps, ..segment }
+        Segment {
+            gaps,
+            zeroed,
+            ..segment
+        }
     }
 
     /// Gives a segment under temporary names its own (`{base:020}.log`,
@@ -329,6 +346,7 @@ impl Segment {
             broken: false,
             undone: None,
             temp: None,
+            zeroed: 0,
         })
     }
 
@@ -464,6 +482,7 @@ impl Segment {
             self.broken = true;
             return Error::io("truncate after a failed write", &self.path, e);
         }
+        self.zeroed = 0;
         self.unwritten.clear();
         if self.next_offset > w.next_offset {
             self.undone = Some(w.next_offset);
@@ -613,6 +632,7 @@ impl Segment {
             self.unwritten.clear();
             let file = self.file()?;
             file.set_len(position).ctx("truncate", &self.path)?;
+            self.zeroed = 0;
             // The cut is durable before anything depends on it: a power
             // cut must not bring the removed records back.
             file.sync_data().ctx("fsync", &self.path)?;
@@ -765,20 +785,11 @@ impl Segment {
     /// Its file is cached from then on, not held.
     pub(crate) fn seal(&mut self) -> Option<SegmentIndex> {
         debug_assert!(self.unwritten.is_empty(), "sealed with appends unwritten");
+        self.zeroed = 0;
         if let Some(file) = self.held.take() {
             self.key.keep(file);
         }
         self.index.take()
-    }
-
-    /// Stops being the active segment: trims and syncs the index (a
-    /// segment that is not being appended to keeps a trimmed index).
-    pub fn deactivate(&mut self) -> Result<()> {
-        self.write_pending()?;
-        if let Some(mut index) = self.index.take() {
-            index.trim()?;
-        }
-        Ok(())
     }
 }
 

@@ -270,7 +270,8 @@ impl Store {
                 // Every partition starts with an empty segment, so that
                 // readers of a partition that has no record yet find an
                 // empty log.
-                let mut segment = crate::storage::segment::Segment::create(&self.vfs, &dir, 0, 1)?;
+                let mut segment =
+                    crate::storage::segment::Segment::create(&self.vfs, &dir, 0, 1, None)?;
                 segment.deactivate()?;
             }
             self.vfs

@@ -372,9 +372,9 @@ impl PartitionReader {
         for step in batches.by_ref() {
             let (at, batch) = match step {
                 Ok(found) => found,
-                // The read ends inside it (its byte budget, or a writer
-                // still writing it): read from there at the next poll.
-                Err(stop) if stop.is_truncated() => break,
+                // The read ends inside it (its budget, a writer still at it)
+                // or in zeros (`--preallocate`): read there at the next poll.
+                Err(stop) if stop.is_torn_tail() => break,
                 Err(stop) => return self.stall(stop.position, stop.error).map(|_| handed),
             };
             if let Err(e) = batch.validate_in(&mut self.scratch, self.record_bytes_max) {

@@ -417,7 +417,13 @@ impl Log {
         Epochs::new().write(&*self.vfs, &self.dir)?;
         self.lower_recovery_point(offset)?;
         let slots = self.config.index_slots();
-        Segment::create(&self.vfs, &self.dir, offset, slots)
+        Segment::create(
+            &self.vfs,
+            &self.dir,
+            offset,
+            slots,
+            self.config.spares.as_deref(),
+        )
     }
 
     /// Removes the epochs starting at or after `offset` from the epoch

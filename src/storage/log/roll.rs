@@ -41,6 +41,7 @@ use crate::storage::index::SegmentIndex;
 use crate::storage::recover;
 use crate::storage::recover::RecoveryReport;
 use crate::storage::segment::{self, PreparedSegment, Segment};
+use crate::storage::spare::Spares;
 use crate::sync::lock;
 
 /// A segment that stopped being active at a roll and is not yet durable
@@ -54,13 +55,19 @@ pub(super) struct Sealed {
     /// Its index, preallocated and mapped until it is trimmed and synced
     /// (`None` from then on). Whoever syncs first trims it.
     index: Arc<Mutex<Option<SegmentIndex>>>,
+    /// Where its batches end, when zeros given to it ahead follow them:
+    /// its sync cuts them first ([`segment::cut_zeros`]).
+    zeros_from: Option<u64>,
 }
 
 impl Sealed {
     /// Makes the segment durable whole (no lock around the log needed):
     /// its data, then its index, trimmed to its entries.
     pub(super) fn sync(&self) -> Result<()> {
-        self.file.sync_data().ctx("fsync", &self.path)?;
+        match self.zeros_from {
+            Some(size) => segment::cut_zeros(&*self.file, &self.path, size)?,
+            None => self.file.sync_data().ctx("fsync", &self.path)?,
+        }
         let mut index = lock(&self.index);
         if let Some(mut trimmed) = index.take() {
             trimmed.trim()?;
@@ -78,12 +85,14 @@ pub struct SegmentPrep {
     dir: PathBuf,
     seq: u64,
     index_slots: usize,
+    spares: Option<Arc<Spares>>,
 }
 
 impl SegmentPrep {
     /// Creates the next segment's files (no lock needed).
     pub fn create(&self) -> Result<PreparedSegment> {
-        PreparedSegment::create(&*self.vfs, &self.dir, self.seq, self.index_slots)
+        let spares = self.spares.as_deref();
+        PreparedSegment::create(&*self.vfs, &self.dir, self.seq, self.index_slots, spares)
     }
 }
 
@@ -204,6 +213,7 @@ impl Log {
         // after a failed writeback would not report it.
         let file = self.active().file()?;
         let segment = self.next_segment(base, gaps)?;
+        let zeros_from = self.active().zeros_past_end();
         let index = self.active_mut().seal();
         let old = self.active();
         self.sealed.push_back(Sealed {
@@ -211,6 +221,7 @@ impl Log {
             file,
             path: old.path.clone(),
             index: Arc::new(Mutex::new(index)),
+            zeros_from,
         });
         self.segments.insert(base, segment);
         if !self.config.hides_unflushed() {
@@ -228,7 +239,8 @@ impl Log {
             None => {
                 let seq = self.take_temp_seq();
                 let slots = self.config.index_slots();
-                PreparedSegment::create(&*self.vfs, &self.dir, seq, slots)?
+                let spares = self.config.spares.as_deref();
+                PreparedSegment::create(&*self.vfs, &self.dir, seq, slots, spares)?
             }
         };
         if let Err(e) = prepared.head(base, gaps) {
@@ -239,7 +251,7 @@ impl Log {
         Ok(Segment::from_prepared(&self.vfs, prepared, base, gaps))
     }
 
-    fn take_temp_seq(&mut self) -> u64 {
+    pub(super) fn take_temp_seq(&mut self) -> u64 {
         self.temp_seq += 1;
         self.temp_seq
     }
@@ -264,6 +276,7 @@ impl Log {
             dir: self.dir.clone(),
             seq: self.take_temp_seq(),
             index_slots: self.config.index_slots(),
+            spares: self.config.spares.clone(),
         })
     }
 

@@ -9,6 +9,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::storage::fs::{VFile, Vfs};
 use crate::storage::index::SegmentIndex;
 use crate::storage::record::Format;
+use crate::storage::spare::Spares;
 
 /// Paths (`.log`, `.index`, `.timeindex`) of the segment files made ahead
 /// of a roll, or by it, under temporary names: `next-<seq>.log` and so on,
@@ -41,28 +42,32 @@ pub struct PreparedSegment {
     pub(super) path: PathBuf,
     pub(super) file: Arc<dyn VFile>,
     pub(super) index: SegmentIndex,
+    /// Bytes of zeros the file holds, written and synced (a spare's), or 0.
+    pub(super) zeroed: u64,
 }
 
 impl PreparedSegment {
-    /// Creates the files (`temp_paths(dir, seq)`), empty, with an index of
-    /// `index_slots` slots. Nothing is synced: the segment's data is, at
-    /// its first flush, before it takes its own name.
+    /// Creates the files (`temp_paths(dir, seq)`), with an index of
+    /// `index_slots` slots: the log file a spare of `spares` when one is
+    /// ready, else empty. Nothing is synced: the segment's data is, at its
+    /// first flush, before it takes its own name.
     pub fn create(
         vfs: &dyn Vfs,
         dir: &Path,
         seq: u64,
         index_slots: usize,
+        spares: Option<&Spares>,
     ) -> Result<PreparedSegment> {
         let [path, ..] = temp_paths(dir, seq);
         let made = (|| {
-            let file = vfs.open(&path, true).ctx("create segment", &path)?;
-            file.set_len(0).ctx("truncate", &path)?;
+            let (file, zeroed) = create_log_file(vfs, &path, spares)?;
             let index = SegmentIndex::create(vfs, &path, Vec::new(), index_slots)?;
             Ok(PreparedSegment {
                 seq,
                 path: path.clone(),
                 file,
                 index,
+                zeroed,
             })
         })();
         if made.is_err() {
@@ -94,6 +99,22 @@ impl PreparedSegment {
         drop(self);
         remove_files(vfs, &paths);
     }
+}
+
+/// Creates the segment file `path`: a spare of `spares` moved there, when
+/// one is ready (with its size), else an empty file (0).
+pub(super) fn create_log_file(
+    vfs: &dyn Vfs,
+    path: &Path,
+    spares: Option<&Spares>,
+) -> Result<(Arc<dyn VFile>, u64)> {
+    if let Some(zeroed) = spares.and_then(|s| s.take(path)) {
+        let file = vfs.open(path, false).ctx("open segment", path)?;
+        return Ok((file, zeroed));
+    }
+    let file = vfs.open(path, true).ctx("create segment", path)?;
+    file.set_len(0).ctx("truncate", path)?;
+    Ok((file, 0))
 }
 
 fn remove_files(vfs: &dyn Vfs, paths: &[PathBuf]) {
