@@ -64,7 +64,7 @@ _klog-broker() {
 '--sasl-username=[With --sasl-mechanisms in a cluster\: the user this broker logs in as on the other brokers (with the first mechanism)]:NAME:_default' \
 '--sasl-password-file=[The password of --sasl-username, from the first line of FILE (never a flag\: flags are seen by every user of the host)]:FILE:_files' \
 '*--super-users=[With --authorize\: principals allowed everything, separated by ; as Kafka'\''s super.users (User\:admin;User\:CN=ops,O=Example\: a certificate'\''s principal holds commas)]:LIST:_default' \
-'--preallocate[Give new segments files of --segment-bytes zeros, written and synced ahead (32MiB a second, by a thread of their own), so that an fsync of appends commits no file system journal. Every segment is written twice; one spare is kept in DATA_DIR/preallocated, and one more per partition near its roll]' \
+'--preallocate[Give new segments files of --segment-bytes zeros, written and synced ahead (32MiB a second, by a thread of their own), so that an fsync of appends commits no file system journal. Every segment is written twice; one spare is kept in DATA_DIR/preallocated (while the disk has twice its size free), and one more per partition near its roll or new]' \
 '-q[Only print errors]' \
 '--quiet[Only print errors]' \
 '--authorize[Deny every request the registry'\''s ACLs do not allow (klog-broker acl add); ACL changes count on every broker within a second. Needs --registry]' \

@@ -163,14 +163,15 @@ fn the_workload_rolls_into_spares_and_ends_with_no_zeros() {
         assert_eq!(files[&s.path].len() as u64, s.size, "{}", s.path.display());
     }
     check_records(&log, "after a clean close");
-    // Spares were taken: the one left is whole, named, and the next
-    // broker keeps it.
+    // Spares were taken: the one left is whole and named; the next
+    // broker removes it (a power cut may have put a taken one back).
     let spares_dir = Path::new("/data").join(SPARES_DIR);
     let left = vfs.list(&spares_dir).unwrap();
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(left[0].starts_with("spare-"), "{left:?}");
     let spares = Spares::open(Arc::clone(&vfs), Path::new("/data"), SEGMENT).unwrap();
-    assert!(spares.is_ready());
+    assert!(!spares.is_ready());
+    assert_eq!(vfs.list(&spares_dir).unwrap(), Vec::<String>::new());
 }
 
 /// A power cut at every change of the workload, keeping none or all of
@@ -348,6 +349,17 @@ fn a_broker_with_spares_keeps_every_record_through_kill9_and_stops_with_no_zeros
     );
     let read = common::consume(&data, "t", &[]);
     assert_eq!(read.lines().collect::<Vec<_>>(), common::numbers(1, 20_000));
+    // klog-dump counts the batches of the live segment, not its zeros.
+    let dumped = common::bin("klog-dump")
+        .args(["--json", dir.to_str().unwrap()])
+        .assert()
+        .success();
+    let out = String::from_utf8_lossy(&dumped.get_output().stdout).to_string();
+    let bytes: u64 = segments.iter().map(|(_, end)| end).sum();
+    assert!(
+        out.contains(&format!("\"bytes\":{bytes}")),
+        "{bytes}: {out}"
+    );
     broker.kill9();
     let mut broker = common::BrokerProc::start(&data, &args);
     let read = common::consume_from(&broker.addr, "t", &[]);
@@ -359,4 +371,108 @@ fn a_broker_with_spares_keeps_every_record_through_kill9_and_stops_with_no_zeros
     }
     let read = common::consume(&data, "t", &[]);
     assert_eq!(read.lines().count(), 20_100);
+}
+
+/// A topic made and opened, its empty segment given a spare, then undone
+/// (a later partition of it failed to open): its directories go, the
+/// spare's zeros being no records.
+#[test]
+fn a_topic_whose_segment_took_a_spare_and_holds_no_record_can_be_undone() {
+    let (_sim, vfs) = sim_with_dirs_for(true);
+    let store = klog::storage::store::Store::with_vfs("/data", Arc::clone(&vfs));
+    store.create_topic("t", 1).unwrap();
+    let spares = Spares::open(Arc::clone(&vfs), Path::new("/data"), SEGMENT).unwrap();
+    spares.fill().unwrap();
+    let log = Log::open(
+        Arc::clone(&vfs),
+        Path::new(DIR),
+        config(Some(&spares)),
+        WRITE,
+    )
+    .unwrap();
+    assert_eq!(spares.taken(), 1);
+    drop(log);
+    store.remove_unwritten_topic("t").unwrap();
+    assert!(!vfs.exists(Path::new(DIR)));
+}
+
+/// A reader at the end of an empty segment that a broker's restart gives
+/// a spare (renamed over it): it reads what is appended to the new file.
+#[test]
+fn a_reader_of_an_empty_segment_follows_it_into_the_spare_swapped_in() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vfs: Arc<dyn Vfs> = Arc::new(klog::storage::fs::RealFs);
+    let store = klog::storage::store::Store::with_vfs(tmp.path(), Arc::clone(&vfs));
+    store.create_topic("t", 1).unwrap();
+    let dir = tmp.path().join("t-0");
+    let reading = klog::tools::consume::open_read_only(Arc::clone(&vfs), &dir).unwrap();
+    let mut reader =
+        klog::tools::consume::PartitionReader::new(Arc::clone(&vfs), &reading, 0).unwrap();
+    let mut seen = Vec::new();
+    let poll = |reader: &mut klog::tools::consume::PartitionReader, seen: &mut Vec<u64>| {
+        reader
+            .poll(1 << 16, |r| {
+                seen.push(r.offset);
+                Ok(true)
+            })
+            .unwrap();
+    };
+    poll(&mut reader, &mut seen);
+    let spares = Spares::open(Arc::clone(&vfs), tmp.path(), SEGMENT).unwrap();
+    spares.fill().unwrap();
+    let mut log = Log::open(Arc::clone(&vfs), &dir, config(Some(&spares)), WRITE).unwrap();
+    assert_eq!(spares.taken(), 1);
+    append(&mut log, 3).unwrap();
+    flush(&mut log).unwrap();
+    for _ in 0..3 {
+        poll(&mut reader, &mut seen);
+    }
+    assert_eq!(seen, [0, 1, 2]);
+}
+
+/// A spare larger than a log's segments is not taken (most of it would
+/// be cut at the roll), nor one for a roll by age alone.
+#[test]
+fn only_logs_whose_segments_hold_a_spare_take_one_and_only_near_a_roll_by_size() {
+    let (_sim, vfs) = sim_with_dirs();
+    let spares = Spares::open(Arc::clone(&vfs), Path::new("/data"), 2 * SEGMENT).unwrap();
+    spares.fill().unwrap();
+    let log = Log::open(
+        Arc::clone(&vfs),
+        Path::new(DIR),
+        config(Some(&spares)),
+        WRITE,
+    )
+    .unwrap();
+    assert_eq!(spares.taken(), 0);
+    drop(log);
+    let dir = Path::new("/data/aged-0");
+    vfs.create_dir_all(dir).unwrap();
+    let spares = Spares::open(Arc::clone(&vfs), Path::new("/data"), SEGMENT).unwrap();
+    let aged = LogConfig {
+        segment_age_ms: Some(60_000),
+        ..config(Some(&spares))
+    };
+    let mut log = Log::open(Arc::clone(&vfs), dir, aged, WRITE).unwrap();
+    append(&mut log, 1).unwrap();
+    spares.fill().unwrap();
+    let prep = log.segment_to_prepare().expect("made ahead for its age");
+    let made = prep.create();
+    log.give_prepared(made).unwrap();
+    assert_eq!(spares.taken(), 0, "a roll by age takes no spare");
+}
+
+/// No spare is zeroed into the last half of a disk's free space.
+#[test]
+fn a_spare_leaves_the_disk_room() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vfs: Arc<dyn Vfs> = Arc::new(klog::storage::fs::RealFs);
+    let free = klog::storage::fs::free_bytes(tmp.path()).unwrap();
+    let spares = Spares::open(Arc::clone(&vfs), tmp.path(), free / 2 + 1).unwrap();
+    let refused = spares.fill().unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::StorageFull, "{refused}");
+    let left = std::fs::read_dir(tmp.path().join(SPARES_DIR))
+        .unwrap()
+        .count();
+    assert_eq!(left, 0);
 }

@@ -71,8 +71,9 @@ pub struct Args {
     /// Give new segments files of --segment-bytes zeros, written and synced
     /// ahead (32MiB a second, by a thread of their own), so that an fsync
     /// of appends commits no file system journal. Every segment is written
-    /// twice; one spare is kept in DATA_DIR/preallocated, and one more per
-    /// partition near its roll.
+    /// twice; one spare is kept in DATA_DIR/preallocated (while the disk has
+    /// twice its size free), and one more per partition near its roll or
+    /// new.
     #[arg(long = "preallocate")]
     pub preallocate: bool,
     /// A segment older than this rolls at the next append.

@@ -40,6 +40,13 @@ pub fn sync_directory(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
     vfs.sync_dir(dir).ctx("fsync directory", dir)
 }
 
+/// Bytes free for this process in the file system holding `path`, when
+/// that is a real one that says (statvfs).
+pub fn free_bytes(path: &Path) -> Option<u64> {
+    let fs = nix::sys::statvfs::statvfs(path).ok()?;
+    Some(fs.blocks_available().saturating_mul(fs.fragment_size()))
+}
+
 /// Writes `dir/name` atomically: a temporary file, fsynced, renamed over
 /// the name, and the directory fsynced. A crash leaves the old contents or
 /// the new ones, never a mix, and at worst a `.tmp` file beside them.

@@ -437,7 +437,7 @@ impl Log {
                 &self.dir,
                 base,
                 slots,
-                self.config.spares.as_deref(),
+                self.spares().map(|s| &**s),
             )?;
             self.segments.insert(base, segment);
             // A new log starts in its leader epoch (0 for a single copy); a
@@ -455,11 +455,11 @@ impl Log {
                 &self.dir,
                 end,
                 slots,
-                self.config.spares.as_deref(),
+                self.spares().map(|s| &**s),
             )?;
             self.segments.insert(end, segment);
         } else {
-            if let Some(spares) = self.config.spares.clone() {
+            if let Some(spares) = self.spares().cloned() {
                 let seq = self.take_temp_seq();
                 let [temp, ..] = crate::storage::segment::temp_paths(&self.dir, seq);
                 self.active_mut().take_spare(&temp, &spares)?;

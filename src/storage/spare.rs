@@ -30,9 +30,14 @@
 //! closes cleanly.
 //!
 //! A spare costs the disk a segment's size (every segment is written
-//! twice: zeros, then records), one per broker plus one per partition
-//! whose active segment is past half full. A zeroing that fails (a full
-//! disk) removes its file, says why, and tries again a minute later.
+//! twice: zeros, then records), one per broker, plus one in each
+//! partition whose active segment is past half full or is a new topic's
+//! that took one, until its roll or its log's close cuts what its
+//! batches do not use. Only a log whose segments are at least a spare's
+//! size takes one. The thread zeroes a spare only while the disk has
+//! twice its size free; a zeroing that fails (a full disk) removes its
+//! file, says why, and tries again a minute later. Spares an earlier
+//! broker left are removed at the start, not trusted.
 
 use std::fmt;
 use std::io;
@@ -41,7 +46,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::error::{IoContext, Result};
-use crate::storage::fs::Vfs;
+use crate::storage::fs::{self, Vfs};
 use crate::sync::lock;
 
 /// The directory of spares, in a data directory (no partition's name: it
@@ -90,32 +95,22 @@ impl fmt::Debug for Spares {
 }
 
 impl Spares {
-    /// Spares of `bytes` in `data_dir`'s [`SPARES_DIR`]: a spare a
-    /// clean stop left there of that size is kept; every other file there
-    /// is removed.
+    /// Spares of `bytes` in `data_dir`'s [`SPARES_DIR`], which starts
+    /// empty: what an earlier broker left there goes (a spare it gave a
+    /// segment may be back under its old name after a power cut, holding
+    /// that segment's batches).
     pub fn open(vfs: Arc<dyn Vfs>, data_dir: &Path, bytes: u64) -> Result<Arc<Spares>> {
         let dir = data_dir.join(SPARES_DIR);
         vfs.create_dir_all(&dir).ctx("create", &dir)?;
-        let mut state = State::default();
         for name in vfs.list(&dir).ctx("list", &dir)? {
             let path = dir.join(&name);
-            let number = name
-                .strip_prefix("spare-")
-                .and_then(|n| n.parse::<u64>().ok());
-            let whole = || vfs.open_read(&path).and_then(|f| f.len()).ok() == Some(bytes);
-            match number {
-                Some(n) if state.ready.is_none() && whole() => {
-                    state.ready = Some(path);
-                    state.next = n + 1;
-                }
-                _ => vfs.remove(&path).ctx("remove", &path)?,
-            }
+            vfs.remove(&path).ctx("remove", &path)?;
         }
         Ok(Arc::new(Spares {
             vfs,
             dir,
             bytes,
-            state: Mutex::new(state),
+            state: Mutex::new(State::default()),
             changed: Condvar::new(),
         }))
     }
@@ -191,6 +186,17 @@ impl Spares {
             state.next += 1;
             format!("spare-{}", state.next - 1)
         };
+        // A spare must leave the records room: never the last of the disk.
+        if let Some(free) = fs::free_bytes(&self.dir).filter(|&f| f / 2 < self.bytes) {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                format!(
+                    "{} MiB free, under twice a spare's {} MiB",
+                    free >> 20,
+                    self.bytes >> 20
+                ),
+            ));
+        }
         let zeroing = self.dir.join(ZEROING);
         let made = self.zero(&zeroing).and_then(|whole| match whole {
             true => {

@@ -431,10 +431,14 @@ impl Store {
         Ok(true)
     }
 
-    /// Whether the segment at `path` holds more than its header.
+    /// Whether the segment at `path` holds more than its header (and the
+    /// zeros of a spare it took, `klog-broker --preallocate`).
     fn holds_records(&self, path: &Path) -> Result<bool> {
         let file = self.vfs.open_read(path).ctx("open", path)?;
-        Ok(file.len().ctx("stat", path)? > SEGMENT_HEADER_BYTES as u64)
+        let len = file.len().ctx("stat", path)?;
+        let header = SEGMENT_HEADER_BYTES as u64;
+        let zeros = crate::storage::fs::is_zero_range(&*file, header, len).ctx("read", path)?;
+        Ok(len > header && !zeros)
     }
 
     /// Removes a partition directory holding an empty log.

@@ -342,30 +342,8 @@ impl PartitionReader {
         bytes_max: usize,
         mut each: impl FnMut(&Record<'_>) -> Result<bool>,
     ) -> Result<u64> {
-        let len = self.file.len().ctx("stat", &self.path)?;
-        if self.position >= len {
-            self.next_segment()?;
+        if !self.read_on(bytes_max)? {
             return Ok(0);
-        }
-        let header_bytes = self.format.header_bytes();
-        let want = ((len - self.position) as usize).min(bytes_max.max(header_bytes));
-        self.buf.resize(want, 0);
-        let n = self
-            .file
-            .read_at(&mut self.buf, self.position)
-            .ctx("read", &self.path)?;
-        self.buf.truncate(n);
-        if n >= header_bytes {
-            if let Ok(h) = BatchHeader::decode(self.format, &self.buf, limits::BATCH_BYTES_MAX) {
-                let total = h.total_bytes() as usize;
-                if total > self.buf.len() && self.position + total as u64 <= len {
-                    // A batch larger than the budget: read it whole.
-                    self.buf.resize(total, 0);
-                    self.file
-                        .read_exact_at(&mut self.buf, self.position)
-                        .ctx("read", &self.path)?;
-                }
-            }
         }
         let mut batches = Batches::new(self.format, &self.buf, limits::BATCH_BYTES_MAX);
         let mut handed = 0;
@@ -406,6 +384,50 @@ impl PartitionReader {
         }
         self.position += batches.position() as u64;
         Ok(handed)
+    }
+
+    /// Reads what follows the reader's position into its buffer (up to
+    /// `bytes_max`, or one whole larger batch); `false` when nothing does
+    /// yet: the end of the file (then the next segment is looked for), or
+    /// zeros a broker wrote ahead of its appends (`--preallocate`), told
+    /// by a batch header's worth of them without reading more.
+    fn read_on(&mut self, bytes_max: usize) -> Result<bool> {
+        let len = self.file.len().ctx("stat", &self.path)?;
+        if self.position >= len {
+            self.next_segment()?;
+            return Ok(false);
+        }
+        let header_bytes = self.format.header_bytes();
+        if len - self.position > header_bytes as u64 {
+            let mut head = [0u8; 64];
+            let head = &mut head[..header_bytes.min(64)];
+            self.file
+                .read_exact_at(head, self.position)
+                .ctx("read", &self.path)?;
+            if head.iter().all(|&b| b == 0) {
+                return Ok(false);
+            }
+        }
+        let want = ((len - self.position) as usize).min(bytes_max.max(header_bytes));
+        self.buf.resize(want, 0);
+        let n = self
+            .file
+            .read_at(&mut self.buf, self.position)
+            .ctx("read", &self.path)?;
+        self.buf.truncate(n);
+        if n >= header_bytes {
+            if let Ok(h) = BatchHeader::decode(self.format, &self.buf, limits::BATCH_BYTES_MAX) {
+                let total = h.total_bytes() as usize;
+                if total > self.buf.len() && self.position + total as u64 <= len {
+                    // A batch larger than the budget: read it whole.
+                    self.buf.resize(total, 0);
+                    self.file
+                        .read_exact_at(&mut self.buf, self.position)
+                        .ctx("read", &self.path)?;
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// A batch that does not decode. At the tail of a file a writer may be
@@ -481,6 +503,9 @@ impl PartitionReader {
         let name = self.path.file_name().and_then(|n| n.to_str());
         let current = name.and_then(parse_log_file_name);
         if current.is_some_and(|c| bases.range(c + 1..).next().is_none()) {
+            if self.swapped()? {
+                return self.open_segment(self.path.clone());
+            }
             return Ok(());
         }
         if let Some(&base) = bases.range(..=self.next_offset).next_back() {
@@ -497,6 +522,20 @@ impl PartitionReader {
         self.skipped = Some((from, base));
         self.next_offset = base;
         Ok(())
+    }
+
+    /// Whether the empty last segment read was replaced under its name by
+    /// a longer file: a broker gave it a spare's (`--preallocate`), and
+    /// appends to that one.
+    fn swapped(&self) -> Result<bool> {
+        if self.position != SEGMENT_HEADER_BYTES as u64 {
+            return Ok(false);
+        }
+        let file = self
+            .vfs
+            .open_read(&self.path)
+            .ctx("open segment", &self.path)?;
+        Ok(file.len().ctx("stat", &self.path)? > self.file.len().ctx("stat", &self.path)?)
     }
 
     /// Whether the segment at `path` (the read one's name) is now a

@@ -176,8 +176,13 @@ impl Dumper {
                     stats.add_batch(&batch.header);
                 }
                 Some(Err(stop)) => {
-                    // The writer may be appending the batch the walk stops at.
-                    if !(writer_active && stop.is_truncated()) {
+                    // The writer may be appending the batch the walk stops
+                    // at, or over zeros it took ahead (`--preallocate`):
+                    // they are no log bytes.
+                    if writer_active && stop.zeros {
+                        stats.bytes = stop.position;
+                    }
+                    if !(writer_active && stop.is_torn_tail()) {
                         self.problem(format_args!(
                             "{}: position {}: {} bytes not a valid batch ({}) at offset {next}",
                             path.display(),

@@ -422,7 +422,7 @@ impl Log {
             &self.dir,
             offset,
             slots,
-            self.config.spares.as_deref(),
+            self.spares().map(|s| &**s),
         )
     }
 

@@ -239,7 +239,7 @@ impl Log {
             None => {
                 let seq = self.take_temp_seq();
                 let slots = self.config.index_slots();
-                let spares = self.config.spares.as_deref();
+                let spares = self.spares().map(|s| &**s);
                 PreparedSegment::create(&*self.vfs, &self.dir, seq, slots, spares)?
             }
         };
@@ -249,6 +249,14 @@ impl Log {
             return Err(e);
         }
         Ok(Segment::from_prepared(&self.vfs, prepared, base, gaps))
+    }
+
+    /// The spares its new segments take: the broker's, when a spare is
+    /// no larger than its segments (a topic's own smaller `segment.bytes`
+    /// would waste most of each).
+    pub(super) fn spares(&self) -> Option<&Arc<Spares>> {
+        let spares = self.config.spares.as_ref()?;
+        (spares.bytes() <= self.config.segment_bytes).then_some(spares)
     }
 
     pub(super) fn take_temp_seq(&mut self) -> u64 {
@@ -262,8 +270,8 @@ impl Log {
     /// with [`Log::give_prepared`], made outside the lock.
     pub fn segment_to_prepare(&mut self) -> Option<SegmentPrep> {
         let active = self.active();
-        let soon = active.size.saturating_mul(2) >= self.config.segment_bytes
-            || (self.config.segment_age_ms.is_some() && !active.is_empty());
+        let by_size = active.size.saturating_mul(2) >= self.config.segment_bytes;
+        let soon = by_size || (self.config.segment_age_ms.is_some() && !active.is_empty());
         if !soon || !self.writable || self.failed.is_some() {
             return None;
         }
@@ -276,7 +284,8 @@ impl Log {
             dir: self.dir.clone(),
             seq: self.take_temp_seq(),
             index_slots: self.config.index_slots(),
-            spares: self.config.spares.clone(),
+            // Not for a roll by age alone: a spare is a segment's size.
+            spares: by_size.then(|| self.spares().cloned()).flatten(),
         })
     }
 

@@ -79,9 +79,8 @@ fn timed_writes(
 /// Refuses a run whose zeros ahead (`len` bytes) would not fit in the
 /// space `dir`'s file system has free.
 fn room_for(dir: &Path, len: u64) -> anyhow::Result<()> {
-    let fs = nix::sys::statvfs::statvfs(dir)
+    let free = crate::storage::fs::free_bytes(dir)
         .with_context(|| format!("cannot look at the free space of {}", dir.display()))?;
-    let free = fs.blocks_available().saturating_mul(fs.fragment_size());
     if len > free {
         anyhow::bail!(
             "--overwrite writes {} of zeros first (--count times --append-size), and {} has {} free",
