@@ -286,6 +286,8 @@ pub struct PartitionReader {
     scratch: Decompressed<'static>,
     record_bytes_max: u32,
     stalls: u32,
+    /// Polls that found zeros where the next batch would start.
+    zero_looks: u32,
     /// Offsets deleted before they were read (from, to before), not yet
     /// told to the caller.
     skipped: Option<(u64, u64)>,
@@ -325,6 +327,7 @@ impl PartitionReader {
             // policy for new appends: a record accepted once is read.
             record_bytes_max: crate::limits::RECORD_BYTES_MAX_LIMIT,
             stalls: 0,
+            zero_looks: 0,
             skipped: None,
         })
     }
@@ -350,9 +353,10 @@ impl PartitionReader {
         for step in batches.by_ref() {
             let (at, batch) = match step {
                 Ok(found) => found,
-                // The read ends inside it (its budget, a writer still at it)
-                // or in zeros (`--preallocate`): read there at the next poll.
-                Err(stop) if stop.is_torn_tail() => break,
+                // The read ends inside it (its budget, a writer still at it),
+                // or in zeros of the last segment (`--preallocate`): read
+                // there at the next poll.
+                Err(stop) if stop.is_truncated() || (stop.zeros && self.at_last()?) => break,
                 Err(stop) => return self.stall(stop.position, stop.error).map(|_| handed),
             };
             if let Err(e) = batch.validate_in(&mut self.scratch, self.record_bytes_max) {
@@ -398,13 +402,17 @@ impl PartitionReader {
             return Ok(false);
         }
         let header_bytes = self.format.header_bytes();
-        if len - self.position > header_bytes as u64 {
-            let mut head = [0u8; 64];
-            let head = &mut head[..header_bytes.min(64)];
-            self.file
-                .read_exact_at(head, self.position)
-                .ctx("read", &self.path)?;
-            if head.iter().all(|&b| b == 0) {
+        // Zeros: a look at the whole budget one poll in ZERO_LOOKS, which
+        // tells damage after them (a stall) from zeros to its end (a wait).
+        let mut head = [0u8; 64];
+        let head = &mut head[..header_bytes.min(64)];
+        let n = self
+            .file
+            .read_at(head, self.position)
+            .ctx("read", &self.path)?;
+        if n == head.len() && head.iter().all(|&b| b == 0) {
+            self.zero_looks += 1;
+            if self.zero_looks % ZERO_LOOKS != 0 {
                 return Ok(false);
             }
         }
@@ -502,10 +510,10 @@ impl PartitionReader {
             .collect();
         let name = self.path.file_name().and_then(|n| n.to_str());
         let current = name.and_then(parse_log_file_name);
+        if self.swapped()? {
+            return self.open_segment(self.path.clone());
+        }
         if current.is_some_and(|c| bases.range(c + 1..).next().is_none()) {
-            if self.swapped()? {
-                return self.open_segment(self.path.clone());
-            }
             return Ok(());
         }
         if let Some(&base) = bases.range(..=self.next_offset).next_back() {
@@ -531,11 +539,22 @@ impl PartitionReader {
         if self.position != SEGMENT_HEADER_BYTES as u64 {
             return Ok(false);
         }
-        let file = self
-            .vfs
-            .open_read(&self.path)
-            .ctx("open segment", &self.path)?;
+        let file = match self.vfs.open_read(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            opened => opened.ctx("open segment", &self.path)?,
+        };
         Ok(file.len().ctx("stat", &self.path)? > self.file.len().ctx("stat", &self.path)?)
+    }
+
+    /// Whether the segment read is the last one (no later segment file).
+    fn at_last(&self) -> Result<bool> {
+        let names = self.vfs.list(&self.dir).ctx("list", &self.dir)?;
+        let name = self.path.file_name().and_then(|n| n.to_str());
+        let current = name.and_then(parse_log_file_name).unwrap_or(u64::MAX);
+        Ok(!names
+            .iter()
+            .filter_map(|n| parse_log_file_name(n))
+            .any(|base| base > current))
     }
 
     /// Whether the segment at `path` (the read one's name) is now a
@@ -548,6 +567,10 @@ impl PartitionReader {
         Ok(end.is_some() && end != self.end)
     }
 }
+
+/// One poll in this many that finds zeros where the next batch would
+/// start reads its whole budget, to tell damage after them.
+const ZERO_LOOKS: u32 = 20;
 
 /// Opens a partition's log read-only, for resolving offsets.
 pub fn open_read_only(vfs: Arc<dyn Vfs>, dir: &Path) -> Result<Log> {
