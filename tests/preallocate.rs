@@ -90,6 +90,21 @@ fn sim_with_dirs() -> (SimFs, Arc<dyn Vfs>) {
     sim_with_dirs_for(false)
 }
 
+/// A new log at `DIR` whose first segment took a spare just zeroed.
+fn log_with_a_spare(vfs: &Arc<dyn Vfs>) -> (Arc<Spares>, Log) {
+    let spares = Spares::open(Arc::clone(vfs), Path::new("/data"), SEGMENT).unwrap();
+    spares.fill().unwrap();
+    let log = Log::open(
+        Arc::clone(vfs),
+        Path::new(DIR),
+        config(Some(&spares)),
+        WRITE,
+    )
+    .unwrap();
+    assert_eq!(spares.taken(), 1);
+    (spares, log)
+}
+
 /// Creates a topic as a broker does (its partition's first segment empty),
 /// then appends, flushes and rolls through several spares, the first
 /// taken in place of that empty segment; `acked` follows what each flush
@@ -210,15 +225,7 @@ fn a_power_cut_at_every_change_keeps_what_was_shown_and_no_zeros_inside() {
 #[test]
 fn a_roll_cuts_the_zeros_of_the_segment_it_seals() {
     let (sim, vfs) = sim_with_dirs();
-    let spares = Spares::open(Arc::clone(&vfs), Path::new("/data"), SEGMENT).unwrap();
-    spares.fill().unwrap();
-    let mut log = Log::open(
-        Arc::clone(&vfs),
-        Path::new(DIR),
-        config(Some(&spares)),
-        WRITE,
-    )
-    .unwrap();
+    let (spares, mut log) = log_with_a_spare(&vfs);
     let first = log.segments().next().unwrap().path.clone();
     assert_eq!(
         sim.read(&first).unwrap().len() as u64,
@@ -242,15 +249,7 @@ fn a_roll_cuts_the_zeros_of_the_segment_it_seals() {
 #[test]
 fn a_reader_waits_at_the_zeros_and_reads_what_comes_over_them() {
     let (_sim, vfs) = sim_with_dirs();
-    let spares = Spares::open(Arc::clone(&vfs), Path::new("/data"), SEGMENT).unwrap();
-    spares.fill().unwrap();
-    let mut log = Log::open(
-        Arc::clone(&vfs),
-        Path::new(DIR),
-        config(Some(&spares)),
-        WRITE,
-    )
-    .unwrap();
+    let (_spares, mut log) = log_with_a_spare(&vfs);
     append(&mut log, 3).unwrap();
     flush(&mut log).unwrap();
     let reading = klog::tools::consume::open_read_only(Arc::clone(&vfs), Path::new(DIR)).unwrap();
@@ -381,17 +380,7 @@ fn a_topic_whose_segment_took_a_spare_and_holds_no_record_can_be_undone() {
     let (_sim, vfs) = sim_with_dirs_for(true);
     let store = klog::storage::store::Store::with_vfs("/data", Arc::clone(&vfs));
     store.create_topic("t", 1).unwrap();
-    let spares = Spares::open(Arc::clone(&vfs), Path::new("/data"), SEGMENT).unwrap();
-    spares.fill().unwrap();
-    let log = Log::open(
-        Arc::clone(&vfs),
-        Path::new(DIR),
-        config(Some(&spares)),
-        WRITE,
-    )
-    .unwrap();
-    assert_eq!(spares.taken(), 1);
-    drop(log);
+    drop(log_with_a_spare(&vfs));
     store.remove_unwritten_topic("t").unwrap();
     assert!(!vfs.exists(Path::new(DIR)));
 }
@@ -484,15 +473,7 @@ fn a_spare_leaves_the_disk_room() {
 #[test]
 fn a_reader_at_zeros_with_bytes_after_them_reports_damage() {
     let (sim, vfs) = sim_with_dirs();
-    let spares = Spares::open(Arc::clone(&vfs), Path::new("/data"), SEGMENT).unwrap();
-    spares.fill().unwrap();
-    let mut log = Log::open(
-        Arc::clone(&vfs),
-        Path::new(DIR),
-        config(Some(&spares)),
-        WRITE,
-    )
-    .unwrap();
+    let (_spares, mut log) = log_with_a_spare(&vfs);
     append(&mut log, 3).unwrap();
     flush(&mut log).unwrap();
     let segment = log.segments().next().unwrap();
