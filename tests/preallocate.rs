@@ -506,3 +506,30 @@ fn a_reader_at_zeros_with_bytes_after_them_reports_damage() {
         "{failed}"
     );
 }
+
+/// Zeros to the end of a segment that is not the last (a crash's, before
+/// the writer's recovery cut them) are damage to a reader there, not a
+/// writer's zeros ahead: it reports them after its stalls.
+#[test]
+fn a_reader_at_zeros_ending_a_segment_before_the_last_reports_damage() {
+    let (sim, vfs) = sim_with_dirs();
+    let (_spares, mut log) = log_with_a_spare(&vfs);
+    while log.segments().count() == 1 {
+        append(&mut log, 2).unwrap();
+    }
+    flush(&mut log).unwrap();
+    let first = log.segments().next().unwrap().path.clone();
+    drop(log);
+    let mut bytes = sim.read(&first).unwrap();
+    bytes.resize(bytes.len() + 4096, 0);
+    sim.write(&first, &bytes);
+    let reading = klog::tools::consume::open_read_only(Arc::clone(&vfs), Path::new(DIR)).unwrap();
+    let mut reader =
+        klog::tools::consume::PartitionReader::new(Arc::clone(&vfs), &reading, 0).unwrap();
+    let failed = (0..1000).find_map(|_| reader.poll(1 << 16, |_| Ok(true)).err());
+    let failed = failed.expect("the reader reports the zeros").to_string();
+    assert!(
+        failed.contains("corrupt") || failed.contains("not a valid"),
+        "{failed}"
+    );
+}
