@@ -251,3 +251,24 @@ fn an_expired_producer_is_forgotten_and_counted() {
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(known(&get(&at, "/metrics")), 1.0);
 }
+
+/// With `--preallocate`, segments given a spare and those made with none
+/// ready are counted.
+#[test]
+fn preallocated_segments_and_misses_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    // A spare takes a second to zero: the second partition opens long
+    // before the next one is ready.
+    let extra = ["--preallocate", "--segment-bytes", "32MiB"];
+    let (broker, at) = broker(dir.path(), &extra);
+    let spare = dir.path().join("preallocated").join("spare-0");
+    common::eventually("the first spare", Duration::from_secs(30), || {
+        spare.exists()
+    });
+    // Two partitions, one spare: one new segment takes it, one misses.
+    produce(&broker, "t", 10);
+    let body = get(&at, "/metrics");
+    let taken = sum(&body, "klog_preallocated_segments_total", &[]);
+    let missed = sum(&body, "klog_preallocate_misses_total", &[]);
+    assert_eq!((taken, missed), (1.0, 1.0), "{body}");
+}

@@ -20,6 +20,8 @@
 //! | `klog_fsyncs_total` | counter | |
 //! | `klog_producers_expired_total` | counter | |
 //! | `klog_flush_duration_seconds` | histogram | |
+//! | `klog_preallocated_segments_total` | counter | (with `--preallocate`) |
+//! | `klog_preallocate_misses_total` | counter | (with `--preallocate`: segments made with no spare ready) |
 //!
 //! Partition and group values are read at each scrape; the counters and
 //! histograms are kept as requests are answered (an atomic add and a

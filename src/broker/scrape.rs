@@ -65,6 +65,18 @@ pub(super) fn render(shared: &Shared) -> String {
         "Idempotent producers forgotten after --producer-id-expiration",
         shared.producers_expired.load(Ordering::Relaxed),
     );
+    if let Some(spares) = &shared.config.log.spares {
+        counter(
+            "klog_preallocated_segments_total",
+            "Segments given a spare file of zeros (--preallocate)",
+            spares.taken(),
+        );
+        counter(
+            "klog_preallocate_misses_total",
+            "Segments made with no spare ready (--preallocate)",
+            spares.missed(),
+        );
+    }
     let connections =
         IntGauge::new("klog_connections", "Open client connections").expect("valid metric");
     connections.set(lock(&shared.sockets).len() as i64);

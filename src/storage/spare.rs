@@ -81,6 +81,8 @@ struct State {
     next: u64,
     /// Spares taken so far.
     taken: u64,
+    /// Segments made with no spare ready.
+    missed: u64,
     stopped: bool,
 }
 
@@ -130,11 +132,20 @@ impl Spares {
         lock(&self.state).taken
     }
 
+    /// How many segments were made when no spare was ready (the thread
+    /// did not keep up, or the disk had no room for one).
+    pub fn missed(&self) -> u64 {
+        lock(&self.state).missed
+    }
+
     /// Moves the spare, if one is ready, to `to` (a segment's file, not
     /// yet there) and returns its size; the thread zeroes the next.
     pub fn take(&self, to: &Path) -> Option<u64> {
         let mut state = lock(&self.state);
-        let spare = state.ready.take()?;
+        let Some(spare) = state.ready.take() else {
+            state.missed += 1;
+            return None;
+        };
         self.changed.notify_all();
         match self.vfs.rename(&spare, to) {
             Ok(()) => {
