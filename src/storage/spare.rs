@@ -57,9 +57,11 @@ const ZEROING: &str = "zeroing.tmp";
 /// Bytes of zeros per write.
 const CHUNK_BYTES: usize = 256 << 10;
 /// Bytes of zeros a second, at most: above a busy partition's appends
-/// (the benchmarks' 100,000 records a second are 21 MB), below what
-/// disturbs their fsyncs on this project's disks. A broker that appends
-/// faster for long rolls some segments without a spare.
+/// (the benchmarks' 100,000 records a second are 21 MB). The zeroing still
+/// slows the fsyncs of segments without a spare on this project's disks
+/// (README, "Waiting for the disk"). A broker that appends faster for
+/// long rolls some segments without a spare
+/// (`klog_preallocate_misses_total`).
 pub const ZERO_RATE: u64 = 32 << 20;
 /// How long a zeroing that failed waits before it tries again.
 const RETRY_AFTER: Duration = Duration::from_secs(60);
