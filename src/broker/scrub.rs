@@ -2,7 +2,8 @@
 //! is read back whole, each record's CRC checked
 //! ([`crate::storage::scrub`]), once an interval, at a paced rate,
 //! outside the log's lock: the first time soon after it opens, unless its
-//! `scrubbed` file says a scrub found it whole less than an interval ago.
+//! `scrubbed` file says a scrub found it whole less than an interval ago
+//! (or that it was made, empty, then: a new partition's note).
 //!
 //! Damage found in a replica heals it from its peers
 //! ([`Shared::heal_running`]): cut before the damaged batch (the bytes

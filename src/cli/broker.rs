@@ -131,8 +131,10 @@ pub struct Args {
     #[arg(long = "producer-id-expiration", value_name = "DURATION", default_value = "1d", value_parser = super::duration_arg)]
     pub producer_id_expiration_ms: u64,
     /// Read every partition's log back whole, each record's CRC checked,
-    /// this often, and soon after it opens for the first time or after an
-    /// unclean stop (0: never). Damage found in a replica is cut and
+    /// this often (a new partition's first an interval after it is made:
+    /// its batches were checked on their way in), and soon after an
+    /// unclean stop or the first open of a log no scrub has noted (0:
+    /// never). Damage found in a replica is cut and
     /// refetched from its peers; in a single copy, it is reported.
     #[arg(long = "scrub-interval", value_name = "DURATION", default_value = "1d", value_parser = super::duration_arg)]
     pub scrub_interval_ms: u64,

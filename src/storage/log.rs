@@ -737,19 +737,20 @@ fn recover_on_open(
     writable: bool,
 ) -> Result<RecoveryReport> {
     let clean = recover::was_clean(vfs, dir);
-    if writable && !clean {
-        // After an unclean stop (kill -9, a power cut), what lies below the
-        // recovery point is scrubbed again soon (`storage::scrub`).
-        let note = dir.join(recover::SCRUBBED_FILE);
-        if vfs.exists(&note) {
-            vfs.remove(&note).ctx("remove", &note)?;
-        }
-    }
     let recovery_point = if clean || !writable {
         u64::MAX
     } else {
         recover::read_recovery_point(vfs, dir)
     };
+    if writable && !clean && recovery_point > 0 {
+        // After an unclean stop (kill -9, a power cut), what lies below the
+        // recovery point is scrubbed again soon (`storage::scrub`); from
+        // 0 (a new log's first open), recovery reads every batch itself.
+        let note = dir.join(recover::SCRUBBED_FILE);
+        if vfs.exists(&note) {
+            vfs.remove(&note).ctx("remove", &note)?;
+        }
+    }
     let options = RecoverOptions {
         full: false,
         dry_run: !writable,

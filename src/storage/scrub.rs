@@ -27,6 +27,12 @@
 //! at 1764633600000       when the walk began, ms since the Unix epoch
 //! ```
 //!
+//! A new partition's directory gets one as it is made ([`note_made`], not
+//! synced): an empty log is whole, and every batch appended since is
+//! checked on its way in, so its first walk comes an interval later, not
+//! while a producer fills it. A first open after a crash keeps it: from a
+//! recovery point of 0, recovery itself reads every batch.
+//!
 //! A file that is missing or does not parse means never: the partition is
 //! scrubbed at its next look. A writable open after an unclean stop
 //! (kill -9, a power cut: no `clean-shutdown` file) removes it, so that
@@ -72,6 +78,18 @@ pub fn read_scrubbed(vfs: &dyn Vfs, dir: &Path) -> Option<i64> {
 /// it whole.
 pub fn write_scrubbed(vfs: &dyn Vfs, dir: &Path, at_ms: i64) -> Result<()> {
     fs::write_atomic(vfs, dir, SCRUBBED_FILE, &encode_scrubbed(at_ms))
+}
+
+/// Notes that the log in `dir`, made empty at `at_ms`, was whole then: a
+/// scrub first walks it an interval later (every batch appended since was
+/// checked on its way in). Not synced: a power cut that loses the note,
+/// or tears it, costs an early walk (an unreadable note is none).
+pub fn note_made(vfs: &dyn Vfs, dir: &Path, at_ms: i64) -> Result<()> {
+    let path = dir.join(SCRUBBED_FILE);
+    let file = vfs.open(&path, true).ctx("create", &path)?;
+    file.set_len(0).ctx("truncate", &path)?;
+    file.write_all_at(&encode_scrubbed(at_ms), 0)
+        .ctx("write", &path)
 }
 
 /// Forgets, durably, the last whole pass of the log in `dir`: a later walk

@@ -267,6 +267,9 @@ impl Store {
                 let dir = self.partition_dir(topic, p);
                 self.vfs.create_dir_all(&dir).ctx("create", &dir)?;
                 made.push(dir.clone());
+                // Whole as it is made: a scrub first reads it an interval
+                // from now (the segment's creation syncs the directory).
+                crate::storage::scrub::note_made(&*self.vfs, &dir, crate::clock::now_ms())?;
                 // Every partition starts with an empty segment, so that
                 // readers of a partition that has no record yet find an
                 // empty log.
@@ -422,7 +425,9 @@ impl Store {
             let empty = if name.ends_with(".log") {
                 !self.holds_records(&path)?
             } else {
-                name.ends_with(".index") || name.ends_with(".timeindex")
+                name.ends_with(".index")
+                    || name.ends_with(".timeindex")
+                    || name == crate::storage::scrub::SCRUBBED_FILE
             };
             if !empty {
                 return Ok(false);
