@@ -742,10 +742,11 @@ fn recover_on_open(
     } else {
         recover::read_recovery_point(vfs, dir)
     };
-    if writable && !clean && recovery_point > 0 {
+    if writable && !clean && holds_a_batch(vfs, dir) {
         // After an unclean stop (kill -9, a power cut), what lies below the
-        // recovery point is scrubbed again soon (`storage::scrub`); from
-        // 0 (a new log's first open), recovery reads every batch itself.
+        // recovery point is scrubbed again soon (`storage::scrub`), and
+        // so is what recovery reads (it does not check leader epochs as a
+        // walk does). A new partition's empty log keeps its note.
         let note = dir.join(recover::SCRUBBED_FILE);
         if vfs.exists(&note) {
             vfs.remove(&note).ctx("remove", &note)?;
@@ -764,6 +765,21 @@ fn recover_on_open(
         index_interval_bytes: config.index_interval_bytes,
     };
     recover::recover_partition(vfs, dir, recovery_point, &options)
+}
+
+/// Whether a segment in `dir` is longer than its header (or cannot be
+/// looked at: then it may hold batches).
+fn holds_a_batch(vfs: &dyn Vfs, dir: &Path) -> bool {
+    let Ok(names) = vfs.list(dir) else {
+        return true;
+    };
+    names.iter().filter(|n| n.ends_with(".log")).any(|name| {
+        let path = dir.join(name);
+        let len = vfs.open_read(&path).and_then(|f| f.len());
+        len.map_or(true, |len| {
+            len > crate::storage::segment::SEGMENT_HEADER_BYTES as u64
+        })
+    })
 }
 
 /// Why a reader finds no segment to read in `dir`: the damage its log

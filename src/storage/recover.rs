@@ -596,7 +596,7 @@ pub const RECOVERY_POINT_FILE: &str = "recovery-point";
 pub const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
 /// Name of the file a scrub notes its last whole pass in
 /// ([`crate::storage::scrub`]); a writable open after an unclean stop
-/// removes it.
+/// removes it, unless the log holds no batch.
 pub const SCRUBBED_FILE: &str = "scrubbed";
 const RECOVERY_POINT_HEADER: &str = "klog-recovery-point 1";
 

@@ -30,12 +30,13 @@
 //! A new partition's directory gets one as it is made ([`note_made`], not
 //! synced): an empty log is whole, and every batch appended since is
 //! checked on its way in, so its first walk comes an interval later, not
-//! while a producer fills it. A first open after a crash keeps it: from a
-//! recovery point of 0, recovery itself reads every batch.
+//! while a producer fills it (a crash before its first batch keeps it;
+//! one after forgets it, as below).
 //!
 //! A file that is missing or does not parse means never: the partition is
 //! scrubbed at its next look. A writable open after an unclean stop
-//! (kill -9, a power cut: no `clean-shutdown` file) removes it, so that
+//! (kill -9, a power cut: no `clean-shutdown` file) of a log holding
+//! batches removes it (recovery does not check what a walk does), so that
 //! such a start is followed by a scrub; so does a walk that finds damage
 //! (a restart walks it again soon, whatever the interval).
 
@@ -471,6 +472,36 @@ mod tests {
         );
         drop(Log::open(vfs, dir, config(), writable()).unwrap());
         assert_eq!(read_scrubbed(&*sim, dir), None, "not closed cleanly");
+    }
+
+    /// A new partition is noted whole as it is made, and an unclean stop
+    /// before any batch keeps the note (nothing to walk). One after
+    /// batches forgets it, whatever the recovery point: a log that never
+    /// rolled has none, and its recovery, reading every batch, does not
+    /// check their leader epochs against the epoch file as a walk does.
+    #[test]
+    fn a_new_partition_keeps_its_note_until_it_holds_batches() {
+        let sim = Arc::new(SimFs::new());
+        let vfs: Arc<dyn Vfs> = sim.clone();
+        let store = crate::storage::store::Store::with_vfs("/d", Arc::clone(&vfs));
+        store.create_topic("t", 1).unwrap();
+        let dir = store.partition_dir("t", 0);
+        let made = read_scrubbed(&*sim, &dir).expect("noted as it was made");
+        assert!(
+            (crate::clock::now_ms() - made).abs() < 60_000,
+            "now: {made}"
+        );
+        let big = LogConfig::default();
+        drop(store.open_log("t", 0, big.clone(), writable()).unwrap());
+        let mut log = store.open_log("t", 0, big.clone(), writable()).unwrap();
+        assert_eq!(read_scrubbed(&*sim, &dir), Some(made), "empty: kept");
+        let mut b = BatchBuilder::new();
+        b.push(1_000, None, &[], b"v");
+        log.append(b.finish(), 0).unwrap();
+        log.flush().unwrap();
+        drop(log);
+        drop(store.open_log("t", 0, big, writable()).unwrap());
+        assert_eq!(read_scrubbed(&*sim, &dir), None, "batches: walked soon");
     }
 
     /// A simulated disk that counts the bytes read from it.
