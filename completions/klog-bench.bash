@@ -225,7 +225,7 @@ _klog__bench() {
             return 0
             ;;
         klog__bench__subcmd__fsync)
-            opts="-n -s -h --count --append-size --dir --overwrite --json --help"
+            opts="-n -s -h --count --append-size --dir --overwrite --rate --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -248,6 +248,10 @@ _klog__bench() {
                     return 0
                     ;;
                 --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rate)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -53,6 +53,58 @@ fn produce_consume_and_latency_print_kafkas_line_or_json() {
     assert!(v["latency_ms_p99"].as_f64().unwrap() > 0.0, "{v}");
 }
 
+/// `fsync` alone, and at a rate (each write timed to its durability);
+/// its file removed either way, a rate of 0 refused.
+#[test]
+fn fsync_times_the_disk_alone_and_at_a_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    bin("klog-bench")
+        .args(["fsync", "-n", "20", "--dir", d])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::is_match(r"^20 fsyncs of 10240-byte appends, [0-9.]+ fsyncs/sec")
+                .unwrap(),
+        );
+    let run = [
+        "fsync", "-n", "300", "-s", "208", "--rate", "20000", "--dir", d,
+    ];
+    bin("klog-bench")
+        .args(run)
+        .assert()
+        .success()
+        .stdout(predicate::str::is_match(r"^300 writes of 208-byte appends at 20000/sec \([0-9.]+ writes/sec, [0-9]+ fdatasyncs back to back\), each durable at the end of the first begun after it: [0-9.]+ ms avg, [0-9.]+ ms max, [0-9.]+ ms 50th, [0-9.]+ ms 95th, [0-9.]+ ms 99th, [0-9.]+ ms 99.9th.\n$").unwrap());
+    let out = bin("klog-bench")
+        .args(run)
+        .args(["--overwrite", "--json"])
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(
+        (&v["records"], &v["rate"]),
+        (&300.into(), &20000.into()),
+        "{v}"
+    );
+    assert_eq!(
+        (&v["append_bytes"], &v["overwrite"]),
+        (&208.into(), &true.into())
+    );
+    let fsyncs = v["fsyncs"].as_u64().unwrap();
+    assert!((1..=300).contains(&fsyncs), "{v}");
+    assert!(v["latency_ms_p50"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "its file removed"
+    );
+    bin("klog-bench")
+        .args(["fsync", "--rate", "0"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--rate"));
+}
+
 #[test]
 fn paper_prints_the_table_beside_the_papers_figures() {
     bin("klog-bench")

@@ -200,6 +200,14 @@ pub enum Command {
         /// written ahead.
         #[arg(long = "overwrite")]
         overwrite: bool,
+        /// Write N times a second instead (-n writes of --append-size; -s
+        /// 208 is about one record of `latency`), a second thread
+        /// fsyncing back to back as a broker's group commit does, and
+        /// time each write from its append to the end of the first
+        /// fdatasync begun after it: the floor this disk puts under
+        /// `latency` at that rate.
+        #[arg(long = "rate", value_name = "N", value_parser = super::count_in::<u64>(1, 10_000_000))]
+        rate: Option<u64>,
         /// One JSON object on stdout instead of the result line.
         #[arg(long = "json")]
         json: bool,
@@ -234,24 +242,36 @@ fn append_size_arg(s: &str) -> Result<u64, String> {
 }
 
 /// `klog-bench fsync`: times the disk, and prints the result.
-fn fsync(
-    count: u64,
-    append_bytes: u64,
-    dir: Option<std::path::PathBuf>,
-    overwrite: bool,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
+fn fsync(command: Command) -> anyhow::Result<ExitCode> {
     use crate::tools::bench::disk;
+    let Command::Fsync {
+        count,
+        append_bytes,
+        dir,
+        overwrite,
+        rate,
+        json,
+    } = command
+    else {
+        unreachable!("fsync runs Command::Fsync")
+    };
     let dir = dir.unwrap_or_else(std::env::temp_dir);
     let bytes = usize::try_from(append_bytes)?;
-    let report = disk::fsyncs(&dir, count, bytes, overwrite)?;
+    let (report, paced) = match rate {
+        Some(rate) => {
+            let (report, fsyncs) = disk::paced(&dir, count, bytes, overwrite, rate)?;
+            (report, Some((rate, fsyncs)))
+        }
+        None => (disk::fsyncs(&dir, count, bytes, overwrite)?, None),
+    };
     if crate::stop::stopping() {
         crate::diag::line(format_args!("% stopped by a signal: no result"));
         return Ok(ExitCode::SUCCESS);
     }
-    let line = match json {
-        true => disk::json(&report, bytes, overwrite, &dir).to_string(),
-        false => disk::line(&report, bytes, overwrite),
+    let line = match (json, paced) {
+        (true, _) => disk::json(&report, bytes, overwrite, &dir, paced).to_string(),
+        (false, Some((rate, fsyncs))) => disk::paced_line(&report, bytes, overwrite, rate, fsyncs),
+        (false, None) => disk::line(&report, bytes, overwrite),
     };
     println!("{line}");
     Ok(ExitCode::SUCCESS)
@@ -277,15 +297,8 @@ fn latency_size_arg(s: &str) -> Result<u64, String> {
 /// Runs `klog-bench`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::handle_signals(|| {})?;
-    if let Command::Fsync {
-        count,
-        append_bytes,
-        dir,
-        overwrite,
-        json,
-    } = args.command
-    {
-        return fsync(count, append_bytes, dir, overwrite, json);
+    if let Command::Fsync { .. } = args.command {
+        return fsync(args.command);
     }
     let segment_bytes = match &args.command {
         Command::Roll { segment_bytes, .. } => Some(*segment_bytes),

@@ -12,13 +12,22 @@
 //! fsync costs in a segment whose blocks were written ahead of its
 //! appends.
 //!
+//! With a `rate` ([`paced`]), it measures instead the floor under
+//! `klog-bench latency`: writes come at that rate while a second thread
+//! fsyncs back to back (a group commit with no window, as a broker's
+//! flusher does when someone waits), and each write is timed from its
+//! append to the end of the first `fdatasync` begun after it. A record
+//! waits for the fsync under way, then for its own: no log can show it
+//! sooner on this disk.
+//!
 //! The file is made in a directory of the caller's choice (by default the
 //! temporary directory, where the benchmark's own brokers keep their data)
 //! and removed at the end, on an error and at a stop signal too.
 
 use std::io::Write;
 use std::path::Path;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
@@ -30,18 +39,187 @@ use super::workload::Report;
 /// (see `prewrite`). Stops early, with the fsyncs timed so far, at a stop
 /// signal.
 pub fn fsyncs(dir: &Path, count: u64, bytes: usize, overwrite: bool) -> anyhow::Result<Report> {
-    let mut scratch = tempfile::Builder::new()
+    let mut scratch = scratch(dir, count, bytes, overwrite)?;
+    let path = scratch.path().to_path_buf();
+    timed_writes(scratch.as_file_mut(), &path, count, bytes)
+}
+
+/// A new file in `dir` for `count` writes of `bytes` (removed when
+/// dropped), with zeros written and synced ahead of them for `overwrite`.
+fn scratch(
+    dir: &Path,
+    count: u64,
+    bytes: usize,
+    overwrite: bool,
+) -> anyhow::Result<tempfile::NamedTempFile> {
+    let scratch = tempfile::Builder::new()
         .prefix("klog-bench-fsync-")
         .tempfile_in(dir)
         .with_context(|| format!("cannot create a file in {}", dir.display()))?;
-    let path = scratch.path().to_path_buf();
     if overwrite {
         let len = count.saturating_mul(bytes as u64);
         room_for(dir, len)?;
         prewrite(scratch.as_file(), len)
-            .with_context(|| format!("cannot write zeros ahead in {}", path.display()))?;
+            .with_context(|| format!("cannot write zeros ahead in {}", scratch.path().display()))?;
     }
-    timed_writes(scratch.as_file_mut(), &path, count, bytes)
+    Ok(scratch)
+}
+
+/// Writes `count` writes of `bytes` at `rate` a second to a new file in
+/// `dir` (removed at the end), a second thread fsyncing back to back, and
+/// records each write's wait (µs) from its append to the end of the first
+/// `fdatasync` begun after it; with `overwrite`, over zeros written and
+/// synced first. Returns the report and the number of fsyncs. Stops early
+/// at a stop signal.
+pub fn paced(
+    dir: &Path,
+    count: u64,
+    bytes: usize,
+    overwrite: bool,
+    rate: u64,
+) -> anyhow::Result<(Report, u64)> {
+    let scratch = scratch(dir, count, bytes, overwrite)?;
+    let path = scratch.path().to_path_buf();
+    let sync = |f: &std::fs::File| f.sync_data();
+    paced_writes(
+        scratch.as_file(),
+        &path,
+        Pacing {
+            count,
+            bytes,
+            rate,
+            ahead_max: STAMPS,
+        },
+        &sync,
+    )
+}
+
+/// What a paced run writes: `count` writes of `bytes`, `rate` a second,
+/// at most `ahead_max` of them not yet durable.
+#[derive(Debug, Clone, Copy)]
+struct Pacing {
+    count: u64,
+    bytes: usize,
+    rate: u64,
+    ahead_max: u64,
+}
+
+/// Send times of the writes not yet durable, at most: a writer this far
+/// ahead of the fsyncs waits (a disk that stalls holds no more memory).
+const STAMPS: u64 = 1 << 16;
+
+/// The writes of a paced run to `file` (at `path`), each made durable by
+/// `sync` on a second thread (see [`paced`]).
+fn paced_writes(
+    file: &std::fs::File,
+    path: &Path,
+    pacing: Pacing,
+    sync: &(dyn Fn(&std::fs::File) -> std::io::Result<()> + Sync),
+) -> anyhow::Result<(Report, u64)> {
+    let run = Shared {
+        start: Instant::now(),
+        stamps: (0..pacing.ahead_max.min(pacing.count).max(1))
+            .map(|_| AtomicU64::new(0))
+            .collect(),
+        written: AtomicU64::new(0),
+        durable: AtomicU64::new(0),
+        done: AtomicBool::new(false),
+    };
+    let (written, synced) = std::thread::scope(|s| {
+        let syncer = s.spawn(|| run.sync_behind(file, sync));
+        let written = run.write_paced(file, pacing);
+        run.done.store(true, Ordering::Release);
+        (written, syncer.join())
+    });
+    let synced = synced.map_err(|_| anyhow::anyhow!("the fsync thread panicked"))?;
+    let (latency_us, fsyncs) =
+        synced.with_context(|| format!("fdatasync of {} failed", path.display()))?;
+    let records = written.with_context(|| format!("cannot write {}", path.display()))?;
+    let report = Report {
+        records,
+        bytes: records * pacing.bytes as u64,
+        secs: run.start.elapsed().as_secs_f64(),
+        latency_us,
+    };
+    Ok((report, fsyncs))
+}
+
+/// What the writer and the fsync thread of a paced run share.
+struct Shared {
+    start: Instant,
+    /// The send time (µs since `start`) of write `i`, at `i % len`.
+    stamps: Vec<AtomicU64>,
+    /// Writes appended.
+    written: AtomicU64,
+    /// Writes durable.
+    durable: AtomicU64,
+    /// The writer is done (or failed, or stopped).
+    done: AtomicBool,
+}
+
+impl Shared {
+    /// Appends the writes at their pace; how many it wrote.
+    fn write_paced(&self, file: &std::fs::File, p: Pacing) -> std::io::Result<u64> {
+        use std::os::unix::fs::FileExt;
+        let block = vec![0x6b_u8; p.bytes];
+        let ring = self.stamps.len() as u64;
+        for i in 0..p.count {
+            let due =
+                Duration::from_nanos((u128::from(i) * 1_000_000_000 / u128::from(p.rate)) as u64);
+            while self.start.elapsed() < due || i - self.durable.load(Ordering::Acquire) >= ring {
+                if crate::stop::stopping() || self.done.load(Ordering::Acquire) {
+                    return Ok(i);
+                }
+                match due.checked_sub(self.start.elapsed()) {
+                    Some(ahead) if ahead > Duration::from_micros(200) => {
+                        std::thread::sleep(ahead - Duration::from_micros(100))
+                    }
+                    _ => std::thread::yield_now(),
+                }
+            }
+            let sent = self.start.elapsed().as_micros() as u64;
+            file.write_all_at(&block, i * p.bytes as u64)?;
+            self.stamps[(i % ring) as usize].store(sent, Ordering::Relaxed);
+            self.written.store(i + 1, Ordering::Release);
+        }
+        Ok(p.count)
+    }
+
+    /// Fsyncs what was written, back to back, until the writer is done and
+    /// all it wrote is durable; each write's wait, and the fsyncs made. A
+    /// failed fsync ends the run (the writer sees `done`).
+    fn sync_behind(
+        &self,
+        file: &std::fs::File,
+        sync: &(dyn Fn(&std::fs::File) -> std::io::Result<()> + Sync),
+    ) -> std::io::Result<(crate::stats::Histogram, u64)> {
+        let mut waits = crate::stats::Histogram::default();
+        let (mut synced, mut fsyncs) = (0, 0);
+        loop {
+            let finished = self.done.load(Ordering::Acquire);
+            let written = self.written.load(Ordering::Acquire);
+            if written == synced {
+                if finished {
+                    return Ok((waits, fsyncs));
+                }
+                std::thread::yield_now();
+                continue;
+            }
+            if let Err(e) = sync(file) {
+                self.done.store(true, Ordering::Release);
+                return Err(e);
+            }
+            fsyncs += 1;
+            let at = self.start.elapsed().as_micros() as u64;
+            for i in synced..written {
+                let sent =
+                    self.stamps[(i % self.stamps.len() as u64) as usize].load(Ordering::Relaxed);
+                waits.record_n(at.saturating_sub(sent), 1);
+            }
+            synced = written;
+            self.durable.store(written, Ordering::Release);
+        }
+    }
 }
 
 /// Writes `count` blocks of `bytes` from the start of `file` (at
@@ -138,13 +316,52 @@ pub fn line(report: &Report, bytes: usize, overwrite: bool) -> String {
     )
 }
 
-/// The result as one JSON object (`type` "fsync"; `records` are fsyncs).
-pub fn json(report: &Report, bytes: usize, overwrite: bool, dir: &Path) -> serde_json::Value {
+/// The result line of a paced run ([`paced`]) of `fsyncs` fsyncs at
+/// `rate` writes a second: latencies from a write to its durability.
+pub fn paced_line(
+    report: &Report,
+    bytes: usize,
+    overwrite: bool,
+    rate: u64,
+    fsyncs: u64,
+) -> String {
+    let h = &report.latency_us;
+    let ms = |us: u64| us as f64 / 1000.0;
+    format!(
+        "{} writes of {bytes}-byte {} at {rate}/sec ({:.1} writes/sec, {fsyncs} fdatasyncs back \
+         to back), each durable at the end of the first begun after it: {:.3} ms avg, {:.3} ms \
+         max, {:.3} ms 50th, {:.3} ms 95th, {:.3} ms 99th, {:.3} ms 99.9th.",
+        report.records,
+        kind(overwrite),
+        report.records_per_sec(),
+        h.mean() / 1000.0,
+        ms(h.max()),
+        ms(h.quantile(0.50)),
+        ms(h.quantile(0.95)),
+        ms(h.quantile(0.99)),
+        ms(h.quantile(0.999)),
+    )
+}
+
+/// The result as one JSON object (`type` "fsync"; `records` are fsyncs,
+/// or with a `rate` (and its `fsyncs`) the writes, and the latencies
+/// theirs from append to durability).
+pub fn json(
+    report: &Report,
+    bytes: usize,
+    overwrite: bool,
+    dir: &Path,
+    paced: Option<(u64, u64)>,
+) -> serde_json::Value {
     let mut j = report.json("fsync");
     if let Some(o) = j.as_object_mut() {
         o.insert("append_bytes".into(), bytes.into());
         o.insert("overwrite".into(), overwrite.into());
         o.insert("dir".into(), dir.display().to_string().into());
+        if let Some((rate, fsyncs)) = paced {
+            o.insert("rate".into(), rate.into());
+            o.insert("fsyncs".into(), fsyncs.into());
+        }
     }
     j
 }
@@ -164,7 +381,7 @@ mod tests {
             let what = ["appends", "overwrites"][usize::from(overwrite)];
             let want = format!("20 fsyncs of 4096-byte {what}, ");
             assert!(line(&report, 4096, overwrite).starts_with(&want));
-            let j = json(&report, 4096, overwrite, &dir);
+            let j = json(&report, 4096, overwrite, &dir, None);
             assert_eq!(
                 (&j["append_bytes"], &j["overwrite"]),
                 (&4096.into(), &overwrite.into())
@@ -174,6 +391,66 @@ mod tests {
         }
         std::fs::remove_dir(&dir).unwrap();
         assert!(fsyncs(&dir, 1, 1, false).is_err(), "no such directory");
+    }
+
+    /// A 5 ms fsync, writes every 0.5 ms: each write waits for the fsync
+    /// under way and then its own, so none is durable in under 5 ms, and
+    /// the fsyncs gather writes. With at most 4 writes ahead of the
+    /// fsyncs, the send times of writes not yet durable are never
+    /// overwritten (a later one would show a wait under 5 ms).
+    #[test]
+    fn a_paced_write_is_durable_only_at_the_end_of_an_fsync_begun_after_it() {
+        let file = tempfile::tempfile().unwrap();
+        let slow = |f: &std::fs::File| {
+            std::thread::sleep(Duration::from_millis(5));
+            f.sync_data()
+        };
+        for ahead_max in [STAMPS, 4] {
+            let pacing = Pacing {
+                count: 40,
+                bytes: 100,
+                rate: 2000,
+                ahead_max,
+            };
+            let (report, fsyncs) = paced_writes(&file, Path::new("t"), pacing, &slow).unwrap();
+            assert_eq!((report.records, report.bytes), (40, 4000));
+            let h = &report.latency_us;
+            assert_eq!(h.count(), 40, "every write timed once");
+            // The lowest value (quantiles never read low).
+            let least = h.quantile(0.0);
+            assert!(
+                least >= 5000,
+                "durable before an fsync begun after it: {least} µs"
+            );
+            assert!(fsyncs < 40, "the fsyncs gathered writes: {fsyncs}");
+        }
+        assert_eq!(file.metadata().unwrap().len(), 4000);
+    }
+
+    /// A failed fsync ends the run with its error, the writer too.
+    #[test]
+    fn a_failed_fsync_ends_a_paced_run() {
+        let file = tempfile::tempfile().unwrap();
+        let calls = AtomicU64::new(0);
+        let failing = |_: &std::fs::File| match calls.fetch_add(1, Ordering::Relaxed) {
+            0 | 1 => Ok(()),
+            _ => Err(std::io::Error::from_raw_os_error(nix::libc::EIO)),
+        };
+        let pacing = Pacing {
+            count: 1_000_000,
+            bytes: 10,
+            rate: 10_000,
+            ahead_max: STAMPS,
+        };
+        let e = paced_writes(&file, Path::new("t"), pacing, &failing).unwrap_err();
+        assert!(
+            format!("{e:#}").starts_with("fdatasync of t failed: "),
+            "{e:#}"
+        );
+        assert!(
+            file.metadata().unwrap().len() < 1_000_000 * 10,
+            "the writer stopped"
+        );
     }
 
     #[test]
