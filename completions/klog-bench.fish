@@ -101,8 +101,8 @@ complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l partition
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -l json -d 'One JSON object on stdout instead of Kafka\'s final line'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -s q -l quiet -d 'No progress on stderr'
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand roll" -s h -l help -d 'Print help'
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand fsync" -s n -l count -d 'fsyncs to time' -r
-complete -c klog-bench -n "__fish_klog_bench_using_subcommand fsync" -s s -l append-size -d 'Bytes appended before each fsync (10KiB: one batch of 50 records of 200 bytes)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fsync" -s n -l count -d 'fsyncs to time (with --rate: writes)' -r
+complete -c klog-bench -n "__fish_klog_bench_using_subcommand fsync" -s s -l append-size -d 'Bytes appended before each fsync (10KiB: one batch of 50 records of 200 bytes; with --rate: by each write)' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand fsync" -l dir -d 'Directory of the file measured (default: the temporary directory, where the benchmark\'s own brokers keep their data)' -r -F
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand fsync" -l rate -d 'Write N times a second instead (-n writes of --append-size; -s 208 is about one record of `latency`), a second thread fsyncing back to back as a broker\'s group commit does, and time each write from its append to the end of the first fdatasync begun after it: the floor this disk puts under `latency` at that rate' -r
 complete -c klog-bench -n "__fish_klog_bench_using_subcommand fsync" -l overwrite -d 'Write over zeros written and synced first (as many bytes as the run writes) instead of appending: an fsync that changes no file size or block map, as in a segment whose blocks were written ahead'

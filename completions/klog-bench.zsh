@@ -147,10 +147,10 @@ _arguments "${_arguments_options[@]}" : \
 ;;
 (fsync)
 _arguments "${_arguments_options[@]}" : \
-'-n+[fsyncs to time]:N:_default' \
-'--count=[fsyncs to time]:N:_default' \
-'-s+[Bytes appended before each fsync (10KiB\: one batch of 50 records of 200 bytes)]:SIZE:_default' \
-'--append-size=[Bytes appended before each fsync (10KiB\: one batch of 50 records of 200 bytes)]:SIZE:_default' \
+'-n+[fsyncs to time (with --rate\: writes)]:N:_default' \
+'--count=[fsyncs to time (with --rate\: writes)]:N:_default' \
+'-s+[Bytes appended before each fsync (10KiB\: one batch of 50 records of 200 bytes; with --rate\: by each write)]:SIZE:_default' \
+'--append-size=[Bytes appended before each fsync (10KiB\: one batch of 50 records of 200 bytes; with --rate\: by each write)]:SIZE:_default' \
 '--dir=[Directory of the file measured (default\: the temporary directory, where the benchmark'\''s own brokers keep their data)]:DIR:_files' \
 '--rate=[Write N times a second instead (-n writes of --append-size; -s 208 is about one record of \`latency\`), a second thread fsyncing back to back as a broker'\''s group commit does, and time each write from its append to the end of the first fdatasync begun after it\: the floor this disk puts under \`latency\` at that rate]:N:_default' \
 '--overwrite[Write over zeros written and synced first (as many bytes as the run writes) instead of appending\: an fsync that changes no file size or block map, as in a segment whose blocks were written ahead]' \

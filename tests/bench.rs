@@ -81,6 +81,7 @@ fn fsync_times_the_disk_alone_and_at_a_rate() {
         .assert()
         .success();
     let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["type"], "fsync_rate", "{v}");
     assert_eq!(
         (&v["records"], &v["rate"]),
         (&300.into(), &20000.into()),

@@ -183,11 +183,11 @@ pub enum Command {
     /// the floor under every acks=all answer and every record a consumer
     /// sees (no broker).
     Fsync {
-        /// fsyncs to time.
+        /// fsyncs to time (with --rate: writes).
         #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 2000, value_parser = super::count_in::<u64>(1, 10_000_000))]
         count: u64,
         /// Bytes appended before each fsync (10KiB: one batch of 50
-        /// records of 200 bytes).
+        /// records of 200 bytes; with --rate: by each write).
         #[arg(short = 's', long = "append-size", value_name = "SIZE", default_value = "10KiB", value_parser = append_size_arg)]
         append_bytes: u64,
         /// Directory of the file measured (default: the temporary

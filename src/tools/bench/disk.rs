@@ -124,17 +124,19 @@ fn paced_writes(
         written: AtomicU64::new(0),
         durable: AtomicU64::new(0),
         done: AtomicBool::new(false),
+        idle: AtomicBool::new(false),
     };
     let (written, synced) = std::thread::scope(|s| {
         let syncer = s.spawn(|| run.sync_behind(file, sync));
-        let written = run.write_paced(file, pacing);
-        run.done.store(true, Ordering::Release);
+        let written = run.write_paced(file, pacing, syncer.thread());
+        run.done.store(true, Ordering::SeqCst);
+        syncer.thread().unpark();
         (written, syncer.join())
     });
     let synced = synced.map_err(|_| anyhow::anyhow!("the fsync thread panicked"))?;
+    let records = written.with_context(|| format!("cannot write {}", path.display()))?;
     let (latency_us, fsyncs) =
         synced.with_context(|| format!("fdatasync of {} failed", path.display()))?;
-    let records = written.with_context(|| format!("cannot write {}", path.display()))?;
     let report = Report {
         records,
         bytes: records * pacing.bytes as u64,
@@ -153,17 +155,29 @@ struct Shared {
     written: AtomicU64,
     /// Writes durable.
     durable: AtomicU64,
-    /// The writer is done (or failed, or stopped).
+    /// The writer is done (or failed, or stopped), or an fsync failed.
     done: AtomicBool,
+    /// The fsync thread has nothing to sync and parks: the writer's next
+    /// write unparks it (neither thread spins on the other's core).
+    idle: AtomicBool,
 }
 
 impl Shared {
-    /// Appends the writes at their pace; how many it wrote.
-    fn write_paced(&self, file: &std::fs::File, p: Pacing) -> std::io::Result<u64> {
+    /// Appends the writes at their pace, unparking `syncer` when it waits
+    /// for one; how many it wrote (fewer at a stop or a failed fsync).
+    fn write_paced(
+        &self,
+        file: &std::fs::File,
+        p: Pacing,
+        syncer: &std::thread::Thread,
+    ) -> std::io::Result<u64> {
         use std::os::unix::fs::FileExt;
         let block = vec![0x6b_u8; p.bytes];
         let ring = self.stamps.len() as u64;
         for i in 0..p.count {
+            if crate::stop::stopping() || self.done.load(Ordering::Acquire) {
+                return Ok(i);
+            }
             let due =
                 Duration::from_nanos((u128::from(i) * 1_000_000_000 / u128::from(p.rate)) as u64);
             while self.start.elapsed() < due || i - self.durable.load(Ordering::Acquire) >= ring {
@@ -180,7 +194,10 @@ impl Shared {
             let sent = self.start.elapsed().as_micros() as u64;
             file.write_all_at(&block, i * p.bytes as u64)?;
             self.stamps[(i % ring) as usize].store(sent, Ordering::Relaxed);
-            self.written.store(i + 1, Ordering::Release);
+            self.written.store(i + 1, Ordering::SeqCst);
+            if self.idle.swap(false, Ordering::SeqCst) {
+                syncer.unpark();
+            }
         }
         Ok(p.count)
     }
@@ -202,7 +219,16 @@ impl Shared {
                 if finished {
                     return Ok((waits, fsyncs));
                 }
-                std::thread::yield_now();
+                // Says it parks, then looks again: a write between the
+                // look above and the flag is seen here, and one after it
+                // unparks.
+                self.idle.store(true, Ordering::SeqCst);
+                if self.written.load(Ordering::SeqCst) == synced
+                    && !self.done.load(Ordering::SeqCst)
+                {
+                    std::thread::park_timeout(Duration::from_millis(10));
+                }
+                self.idle.store(false, Ordering::SeqCst);
                 continue;
             }
             if let Err(e) = sync(file) {
@@ -343,9 +369,9 @@ pub fn paced_line(
     )
 }
 
-/// The result as one JSON object (`type` "fsync"; `records` are fsyncs,
-/// or with a `rate` (and its `fsyncs`) the writes, and the latencies
-/// theirs from append to durability).
+/// The result as one JSON object (`type` "fsync": `records` are fsyncs;
+/// with a `rate` (and its `fsyncs`), `type` "fsync_rate": `records` are
+/// the writes, and the latencies theirs from append to durability).
 pub fn json(
     report: &Report,
     bytes: usize,
@@ -353,7 +379,11 @@ pub fn json(
     dir: &Path,
     paced: Option<(u64, u64)>,
 ) -> serde_json::Value {
-    let mut j = report.json("fsync");
+    let mut j = report.json(if paced.is_some() {
+        "fsync_rate"
+    } else {
+        "fsync"
+    });
     if let Some(o) = j.as_object_mut() {
         o.insert("append_bytes".into(), bytes.into());
         o.insert("overwrite".into(), overwrite.into());
@@ -451,6 +481,31 @@ mod tests {
             file.metadata().unwrap().len() < 1_000_000 * 10,
             "the writer stopped"
         );
+    }
+
+    /// A writer behind its schedule (a rate above what it can write) stops
+    /// at a failed fsync too, not a ring of writes later.
+    #[test]
+    fn a_writer_behind_its_schedule_stops_at_a_failed_fsync() {
+        let file = tempfile::tempfile().unwrap();
+        let calls = AtomicU64::new(0);
+        let at_failure = AtomicU64::new(0);
+        let failing = |f: &std::fs::File| match calls.fetch_add(1, Ordering::Relaxed) {
+            0 | 1 => Ok(()),
+            _ => {
+                at_failure.store(f.metadata()?.len(), Ordering::Relaxed);
+                Err(std::io::Error::from_raw_os_error(nix::libc::EIO))
+            }
+        };
+        let pacing = Pacing {
+            count: 10_000_000,
+            bytes: 10,
+            rate: 10_000_000,
+            ahead_max: STAMPS,
+        };
+        paced_writes(&file, Path::new("t"), pacing, &failing).unwrap_err();
+        let after = file.metadata().unwrap().len() - at_failure.load(Ordering::Relaxed);
+        assert!(after < 1000 * 10, "{} writes after the failure", after / 10);
     }
 
     #[test]
