@@ -9,10 +9,8 @@
 //! stopped broker still ends within a second of SIGINT, and a request
 //! never waits longer than its deadline.
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 
 use crate::net::{is_tick, Stream};
-use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
 use crate::client::offset::Extent;
@@ -60,145 +58,9 @@ pub(super) fn until(addr: &str, timeout: Duration) -> impl Patience + '_ {
     }
 }
 
-/// Opens a TCP connection to a broker, giving up after [`CONNECT_TIMEOUT`]
-/// or on a stop signal.
-pub fn connect(addr: &str) -> Result<Stream> {
-    connect_with(addr, &mut until(addr, CONNECT_TIMEOUT))
-}
-
-/// Opens a TCP connection to a broker, giving up after `timeout` (at
-/// most [`CONNECT_TIMEOUT`]) or on a stop signal.
-pub fn connect_within(addr: &str, timeout: Duration) -> Result<Stream> {
-    connect_with(addr, &mut until(addr, timeout.min(CONNECT_TIMEOUT)))
-}
-
-/// Opens a connection to a broker as long as `patience` lasts, the way
-/// this process's security says ([`crate::net::security`]): TCP, then TLS
-/// and SASL if asked. The socket gets its read and write timeouts of
-/// [`TICK`].
-pub(super) fn connect_with(addr: &str, patience: &mut impl Patience) -> Result<Stream> {
-    let tcp = connect_tcp(addr, patience)?;
-    let Some(security) = crate::net::security::client() else {
-        return Ok(Stream::Tcp(tcp));
-    };
-    let stream = match &security.tls {
-        Some(tls) => handshake(tls, tcp, addr, patience)?,
-        None => Stream::Tcp(tcp),
-    };
-    stream
-        .set_read_timeout(Some(TICK))
-        .and_then(|()| stream.set_write_timeout(Some(TICK)))
-        .map_err(|source| Error::Network {
-            op: "connect to",
-            addr: addr.to_string(),
-            source,
-        })?;
-    if let Some(login) = &security.sasl {
-        let mut answer = Vec::new();
-        let mut call = |frame: &[u8]| -> Result<Vec<u8>> {
-            write_all_with(&stream, frame, addr, patience)?;
-            let max = super::sasl::ANSWER_BYTES_MAX;
-            read_frame_max(&stream, &mut answer, addr, max, patience)?;
-            let mut r = Reader::new(&answer);
-            let header =
-                protocol::decode_response_header(&mut r).map_err(|e| protocol_error(addr, e))?;
-            Connection::check(&header)?;
-            Ok(answer[r.position()..].to_vec())
-        };
-        super::sasl::authenticate(addr, login, &mut call)?;
-    }
-    Ok(stream)
-}
-
-/// TLS over a new TCP connection to `addr`, within `patience`.
-fn handshake(
-    tls: &crate::net::tls::ClientTls,
-    tcp: TcpStream,
-    addr: &str,
-    patience: &mut impl Patience,
-) -> Result<Stream> {
-    let host = host_of(addr);
-    let mut gave_up = None;
-    let mut wait = || {
-        patience("finish the TLS handshake with").map_err(|e| {
-            gave_up = Some(e);
-            io::Error::new(io::ErrorKind::TimedOut, "gave up")
-        })
-    };
-    match tls.connect(tcp, host, &mut wait) {
-        Ok(stream) => Ok(stream),
-        Err(_) if gave_up.is_some() => Err(gave_up.expect("set")),
-        Err(source) => Err(Error::Network {
-            op: "open TLS to",
-            addr: addr.to_string(),
-            source,
-        }),
-    }
-}
-
-/// The host of `HOST:PORT` (an IPv6 address without its brackets): the
-/// name a broker's certificate must carry.
-pub(crate) fn host_of(addr: &str) -> &str {
-    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
-    host.trim_start_matches('[').trim_end_matches(']')
-}
-
-/// Opens a TCP connection to a broker as long as `patience` lasts.
-fn connect_tcp(addr: &str, patience: &mut impl Patience) -> Result<TcpStream> {
-    let net = |source| Error::Network {
-        op: "connect to",
-        addr: addr.to_string(),
-        source,
-    };
-    let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
-    for sock in addr.to_socket_addrs().map_err(net)? {
-        match connect_one(sock, patience)? {
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                s.set_read_timeout(Some(TICK)).map_err(net)?;
-                s.set_write_timeout(Some(TICK)).map_err(net)?;
-                return Ok(s);
-            }
-            Err(e) => last = e,
-        }
-    }
-    Err(net(last))
-}
-
-/// One connection attempt, non-blocking so that it can be given up: the
-/// outer error gives up, the inner one is the address's refusal.
-fn connect_one(sock: SocketAddr, patience: &mut impl Patience) -> Result<io::Result<TcpStream>> {
-    use nix::poll::{poll, PollFd, PollFlags};
-    use nix::sys::socket::{self, sockopt, AddressFamily, SockFlag, SockType, SockaddrStorage};
-    let family = match sock {
-        SocketAddr::V4(_) => AddressFamily::Inet,
-        SocketAddr::V6(_) => AddressFamily::Inet6,
-    };
-    let flags = SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC;
-    let fd = match socket::socket(family, SockType::Stream, flags, None) {
-        Ok(fd) => fd,
-        Err(e) => return Ok(Err(e.into())),
-    };
-    match socket::connect(fd.as_raw_fd(), &SockaddrStorage::from(sock)) {
-        Ok(()) | Err(nix::errno::Errno::EINPROGRESS) => {}
-        Err(e) => return Ok(Err(e.into())),
-    }
-    loop {
-        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLOUT)];
-        match poll(&mut fds, TICK.as_millis() as u16) {
-            Ok(0) | Err(nix::errno::Errno::EINTR) => patience("connect to")?,
-            Ok(_) => break,
-            Err(e) => return Ok(Err(e.into())),
-        }
-    }
-    match socket::getsockopt(&fd, sockopt::SocketError) {
-        Ok(0) => {}
-        Ok(code) => return Ok(Err(io::Error::from_raw_os_error(code))),
-        Err(e) => return Ok(Err(e.into())),
-    }
-    let stream = TcpStream::from(fd);
-    Ok(stream.set_nonblocking(false).map(|()| stream))
-}
+mod connect;
+pub use connect::{connect, connect_within};
+pub(super) use connect::{connect_for_fetch, connect_with};
 
 /// Reads exactly `buf.len()` bytes, waiting as long as `patience` lasts.
 /// What was read before a timeout is kept: a [`TICK`] loses nothing.

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::{deleted_before_read, gives_back, reading, ConsumerConfig, ConsumerPartition};
 use crate::client::connection::{
-    connect_within, protocol_error, read_frame_max, write_all_with, REQUEST_TIMEOUT,
+    connect_for_fetch, protocol_error, read_frame_max, write_all_with, REQUEST_TIMEOUT,
 };
 use crate::error::{Error, Result};
 use crate::limits;
@@ -209,7 +209,7 @@ impl Fetcher {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            match connect_within(&self.addr, self.config.request_timeout) {
+            match connect_for_fetch(&self.addr, self.config.request_timeout) {
                 Ok(stream) => {
                     self.stream = stream;
                     let at: Vec<String> = self

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::client::connection::{
-    connect_within, older_broker, protocol_error, Connection, REQUEST_TIMEOUT,
+    connect_for_fetch, older_broker, protocol_error, Connection, REQUEST_TIMEOUT,
 };
 use crate::error::{Error, Result};
 use crate::limits;
@@ -279,7 +279,7 @@ impl Consumer {
     ) -> Result<Arc<Mutex<Inbox>>> {
         let inbox = Arc::new(Mutex::new(Inbox::default()));
         let fetcher = Fetcher {
-            stream: connect_within(addr, config.request_timeout)?,
+            stream: connect_for_fetch(addr, config.request_timeout)?,
             addr: addr.to_string(),
             topic: self.topic.clone(),
             partitions,
