@@ -28,22 +28,41 @@ pub fn connect_within(addr: &str, timeout: Duration) -> Result<Stream> {
 }
 
 /// The receive buffer a consumer's fetch connection asks for before it
-/// connects (Kafka's consumer `receive.buffer.bytes`; Linux doubles it,
-/// up to twice `net.core.rmem_max`). A fetch answer of a megabyte then
-/// fits the window its broker may send into: with the kernel's default
-/// (128 KiB, grown only as the reader keeps up) broker and consumer hand
-/// it over piece by piece, each waking the other, and on the development
-/// machine `klog-bench consume` read 5.3–6.5M records/s against 7.1–11.4M
-/// with it (README, "Waiting for the disk"). It costs the consumer's
-/// side only, a connection per broker.
+/// connects, where the kernel grants it whole (`net.core.rmem_max` at
+/// least this; Linux doubles it). Kafka's consumer has the same knob,
+/// `receive.buffer.bytes` (64 KiB by default). A fetch answer of a
+/// megabyte then fits what its broker may send at once: with the
+/// kernel's starting buffer (128 KiB, grown only as the reader keeps up)
+/// broker and consumer hand it over piece by piece, each waking the other.
+/// On the development machine `klog-bench consume -b` of 5M records read
+/// 6.1–12.7M records/s with it against 5.6–6.4M (README, "Waiting for
+/// the disk"). Where `rmem_max` is lower (Linux's default is 208 KiB) the
+/// kernel would cap it and stop growing it past that: it is left alone,
+/// to grow up to `net.ipv4.tcp_rmem`'s maximum. A set buffer does not
+/// grow: a link whose round trip needs more than twice this does better
+/// without it.
 pub(in crate::client) const FETCH_RECEIVE_BUFFER_BYTES: usize = 4 << 20;
 
 /// Opens a consumer's fetch connection to a broker, as
 /// [`connect_within`] does, with a receive buffer of
-/// [`FETCH_RECEIVE_BUFFER_BYTES`].
+/// [`FETCH_RECEIVE_BUFFER_BYTES`] where the kernel grants it whole.
 pub(in crate::client) fn connect_for_fetch(addr: &str, timeout: Duration) -> Result<Stream> {
     let patience = &mut until(addr, timeout.min(CONNECT_TIMEOUT));
-    connect_receiving(addr, patience, Some(FETCH_RECEIVE_BUFFER_BYTES))
+    connect_receiving(addr, patience, fetch_receive_buffer())
+}
+
+/// [`FETCH_RECEIVE_BUFFER_BYTES`] if `net.core.rmem_max` allows it whole
+/// (read once), else `None`: the kernel's own buffer.
+fn fetch_receive_buffer() -> Option<usize> {
+    static GRANTED: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *GRANTED.get_or_init(|| {
+        let max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        (max >= FETCH_RECEIVE_BUFFER_BYTES).then_some(FETCH_RECEIVE_BUFFER_BYTES)
+    })
 }
 
 /// Opens a connection to a broker as long as `patience` lasts, the way
@@ -171,11 +190,10 @@ fn connect_one(
         Ok(fd) => fd,
         Err(e) => return Ok(Err(e.into())),
     };
-    // Before the connection: the window scale it offers allows the room.
+    // Before the connection (set after it, the runs measured showed no
+    // gain). Best effort, as the no-delay option: a refusal costs speed.
     if let Some(bytes) = receive {
-        if let Err(e) = socket::setsockopt(&fd, sockopt::RcvBuf, &bytes) {
-            return Ok(Err(e.into()));
-        }
+        let _ = socket::setsockopt(&fd, sockopt::RcvBuf, &bytes);
     }
     match socket::connect(fd.as_raw_fd(), &SockaddrStorage::from(sock)) {
         Ok(()) | Err(nix::errno::Errno::EINPROGRESS) => {}
@@ -205,25 +223,26 @@ mod tests {
     use super::*;
 
     /// A consumer's fetch connection has the receive buffer it asks for
-    /// (as far as `net.core.rmem_max` lets it: Linux doubles it), larger
-    /// than another connection's.
+    /// where `net.core.rmem_max` grants it whole (Linux doubles it), and
+    /// elsewhere the kernel's own, as any other connection.
     #[test]
-    fn a_fetch_connection_has_its_receive_buffer() {
+    fn a_fetch_connection_has_its_receive_buffer_where_the_kernel_grants_it() {
         use nix::sys::socket::{getsockopt, sockopt::RcvBuf};
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        let max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(FETCH_RECEIVE_BUFFER_BYTES);
         let fetch = connect_for_fetch(&addr, Duration::from_secs(5)).unwrap();
         let other = connect_within(&addr, Duration::from_secs(5)).unwrap();
         let fetch_room = getsockopt(&fetch, RcvBuf).unwrap();
         let other_room = getsockopt(&other, RcvBuf).unwrap();
-        assert!(
-            fetch_room >= 2 * FETCH_RECEIVE_BUFFER_BYTES.min(max),
-            "{fetch_room} bytes (rmem_max {max})"
-        );
-        assert!(other_room < fetch_room, "{other_room} against {fetch_room}");
+        match fetch_receive_buffer() {
+            Some(bytes) => {
+                assert!(fetch_room >= 2 * bytes, "{fetch_room} bytes");
+                assert!(other_room < fetch_room, "{other_room} against {fetch_room}");
+            }
+            None => {
+                println!("net.core.rmem_max is under 4 MiB here: the kernel's buffer");
+                assert_eq!(fetch_room, other_room, "left to the kernel");
+            }
+        }
     }
 }
