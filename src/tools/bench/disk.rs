@@ -324,15 +324,21 @@ fn kind(overwrite: bool) -> &'static str {
 
 /// The result line: like Kafka's perf-test line, in fsyncs.
 pub fn line(report: &Report, bytes: usize, overwrite: bool) -> String {
-    let h = &report.latency_us;
-    let ms = |us: u64| us as f64 / 1000.0;
     format!(
-        "{} fsyncs of {bytes}-byte {}, {:.1} fsyncs/sec ({:.2} MB/sec), {:.3} ms avg, {:.3} ms max, \
-         {:.3} ms 50th, {:.3} ms 95th, {:.3} ms 99th, {:.3} ms 99.9th.",
+        "{} fsyncs of {bytes}-byte {}, {:.1} fsyncs/sec ({:.2} MB/sec), {}",
         report.records,
         kind(overwrite),
         report.records_per_sec(),
         report.mb_per_sec(),
+        latencies(&report.latency_us),
+    )
+}
+
+/// The end of a result line: `A ms avg, X ms max, P50 ms 50th, ... 99.9th.`
+fn latencies(h: &crate::stats::Histogram) -> String {
+    let ms = |us: u64| us as f64 / 1000.0;
+    format!(
+        "{:.3} ms avg, {:.3} ms max, {:.3} ms 50th, {:.3} ms 95th, {:.3} ms 99th, {:.3} ms 99.9th.",
         h.mean() / 1000.0,
         ms(h.max()),
         ms(h.quantile(0.50)),
@@ -351,21 +357,13 @@ pub fn paced_line(
     rate: u64,
     fsyncs: u64,
 ) -> String {
-    let h = &report.latency_us;
-    let ms = |us: u64| us as f64 / 1000.0;
     format!(
         "{} writes of {bytes}-byte {} at {rate}/sec ({:.1} writes/sec, {fsyncs} fdatasyncs back \
-         to back), each durable at the end of the first begun after it: {:.3} ms avg, {:.3} ms \
-         max, {:.3} ms 50th, {:.3} ms 95th, {:.3} ms 99th, {:.3} ms 99.9th.",
+         to back), each durable at the end of the first begun after it: {}",
         report.records,
         kind(overwrite),
         report.records_per_sec(),
-        h.mean() / 1000.0,
-        ms(h.max()),
-        ms(h.quantile(0.50)),
-        ms(h.quantile(0.95)),
-        ms(h.quantile(0.99)),
-        ms(h.quantile(0.999)),
+        latencies(&report.latency_us),
     )
 }
 
