@@ -742,16 +742,12 @@ fn recover_on_open(
     } else {
         recover::read_recovery_point(vfs, dir)
     };
-    if writable && !clean && holds_a_batch(vfs, dir) {
-        // After an unclean stop (kill -9, a power cut), what lies below the
-        // recovery point is scrubbed again soon (`storage::scrub`), and
-        // so is what recovery reads (it does not check leader epochs as a
-        // walk does). A new partition's empty log keeps its note.
-        let note = dir.join(recover::SCRUBBED_FILE);
-        if vfs.exists(&note) {
-            vfs.remove(&note).ctx("remove", &note)?;
-        }
-    }
+    // After an unclean stop (kill -9, a power cut), what lies below the
+    // recovery point is scrubbed again soon (`storage::scrub`), and so is
+    // what recovery reads (it does not check leader epochs as a walk
+    // does): once recovery kept the log (a log it refuses is left as it
+    // was). A new partition's empty log keeps its note.
+    let forget = writable && !clean && holds_a_batch(vfs, dir);
     let options = RecoverOptions {
         full: false,
         dry_run: !writable,
@@ -764,7 +760,11 @@ fn recover_on_open(
         trust_last: clean || !writable,
         index_interval_bytes: config.index_interval_bytes,
     };
-    recover::recover_partition(vfs, dir, recovery_point, &options)
+    let report = recover::recover_partition(vfs, dir, recovery_point, &options)?;
+    if forget {
+        crate::storage::scrub::forget_scrubbed(vfs, dir)?;
+    }
+    Ok(report)
 }
 
 /// Whether a segment in `dir` is longer than its header (or cannot be
