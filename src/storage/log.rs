@@ -762,7 +762,7 @@ fn recover_on_open(
     };
     let report = recover::recover_partition(vfs, dir, recovery_point, &options)?;
     if forget {
-        crate::storage::scrub::forget_scrubbed(vfs, dir)?;
+        recover::forget_scrubbed(vfs, dir)?;
     }
     Ok(report)
 }

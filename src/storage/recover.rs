@@ -598,6 +598,18 @@ pub const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
 /// ([`crate::storage::scrub`]); a writable open after an unclean stop
 /// removes it, unless the log holds no batch.
 pub const SCRUBBED_FILE: &str = "scrubbed";
+
+/// Forgets, durably, the last whole pass of the log in `dir`
+/// ([`SCRUBBED_FILE`]): a walk found damage, or an unclean stop left what
+/// recovery does not check, and the log is walked again at the next look.
+pub fn forget_scrubbed(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
+    let path = dir.join(SCRUBBED_FILE);
+    if vfs.exists(&path) {
+        vfs.remove(&path).ctx("remove", &path)?;
+        fs::sync_directory(vfs, dir)?;
+    }
+    Ok(())
+}
 const RECOVERY_POINT_HEADER: &str = "klog-recovery-point 1";
 
 /// Writes a partition's recovery point atomically: temporary file, fsync,

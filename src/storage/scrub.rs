@@ -93,16 +93,7 @@ pub fn note_made(vfs: &dyn Vfs, dir: &Path, at_ms: i64) -> Result<()> {
         .ctx("write", &path)
 }
 
-/// Forgets, durably, the last whole pass of the log in `dir`: a later walk
-/// found damage, and the log is walked again at the next look.
-pub fn forget_scrubbed(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
-    let path = dir.join(SCRUBBED_FILE);
-    if vfs.exists(&path) {
-        vfs.remove(&path).ctx("remove", &path)?;
-        fs::sync_directory(vfs, dir)?;
-    }
-    Ok(())
-}
+pub use crate::storage::recover::forget_scrubbed;
 
 /// One segment's bytes as they had reached its file when the scrub
 /// looked: the range a walk may judge.
